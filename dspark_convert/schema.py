@@ -1,0 +1,286 @@
+"""The single table of GGUF names and types used by dspark-convert (data only, no logic).
+
+The PyPI ``gguf`` package (0.19.0) does not know the ``dflash`` / ``eagle3`` architectures, so this module owns
+every arch string, metadata key (with its GGUF value type) and tensor name that our files contain. Nothing else
+in the package spells a GGUF name. Facts come from ``spec/gguf-contract.md`` (llama.cpp master @749f688).
+"""
+
+from __future__ import annotations
+
+from gguf import GGMLQuantizationType as QT
+from gguf import GGUFValueType as VT
+
+# ---------------------------------------------------------------------------------------------- architectures
+ARCH_DFLASH = "dflash"
+ARCH_EAGLE3 = "eagle3"
+ARCHES = (ARCH_DFLASH, ARCH_EAGLE3)
+#: arch strings written by forks that upstream does not load (contract §1): never written, flagged by check.
+FORBIDDEN_ARCHES = ("dspark", "dflash-draft")
+
+# ---------------------------------------------------------------------------------------------- general keys
+GENERAL_ARCHITECTURE = "general.architecture"
+GENERAL_TYPE = "general.type"
+GENERAL_NAME = "general.name"
+GENERAL_FILE_TYPE = "general.file_type"
+GENERAL_QUANT_VERSION = "general.quantization_version"
+GENERAL_ALIGNMENT = "general.alignment"
+GENERAL_SIZE_LABEL = "general.size_label"
+QUANTIZATION_VERSION = 2
+
+#: general.* metadata keys written from the checkpoint/model card (contract §2.7), in writing order, with types.
+GENERAL_META_KEYS: tuple[tuple[str, VT], ...] = (
+    ("general.name", VT.STRING),
+    ("general.author", VT.STRING),
+    ("general.version", VT.STRING),
+    ("general.organization", VT.STRING),
+    ("general.finetune", VT.STRING),
+    ("general.basename", VT.STRING),
+    ("general.description", VT.STRING),
+    ("general.quantized_by", VT.STRING),
+    ("general.size_label", VT.STRING),
+    ("general.license", VT.STRING),
+    ("general.license.name", VT.STRING),
+    ("general.license.link", VT.STRING),
+    ("general.url", VT.STRING),
+    ("general.doi", VT.STRING),
+    ("general.uuid", VT.STRING),
+    ("general.repo_url", VT.STRING),
+    ("general.source.url", VT.STRING),
+    ("general.source.doi", VT.STRING),
+    ("general.source.uuid", VT.STRING),
+    ("general.source.repo_url", VT.STRING),
+)
+BASE_MODEL_COUNT = "general.base_model.count"
+BASE_MODEL_FIELDS = ("name", "author", "version", "organization", "description", "url", "doi", "uuid", "repo_url")
+GENERAL_TAGS = "general.tags"
+GENERAL_LANGUAGES = "general.languages"
+
+# ---------------------------------------------------------------------------------------------- arch keys
+# Templates take the arch string: KEY.format(arch=...)
+BLOCK_COUNT = "{arch}.block_count"
+CONTEXT_LENGTH = "{arch}.context_length"
+EMBEDDING_LENGTH = "{arch}.embedding_length"
+FEED_FORWARD_LENGTH = "{arch}.feed_forward_length"
+HEAD_COUNT = "{arch}.attention.head_count"
+HEAD_COUNT_KV = "{arch}.attention.head_count_kv"
+CAUSAL = "{arch}.attention.causal"
+ROPE_SCALING_TYPE = "{arch}.rope.scaling.type"
+ROPE_SCALING_FACTOR = "{arch}.rope.scaling.factor"
+ROPE_SCALING_ORIG_CTX = "{arch}.rope.scaling.original_context_length"
+ROPE_SCALING_YARN_EXT = "{arch}.rope.scaling.yarn_ext_factor"
+ROPE_SCALING_YARN_ATTN = "{arch}.rope.scaling.yarn_attn_factor"
+ROPE_SCALING_YARN_BETA_FAST = "{arch}.rope.scaling.yarn_beta_fast"
+ROPE_SCALING_YARN_BETA_SLOW = "{arch}.rope.scaling.yarn_beta_slow"
+ROPE_DIMENSION_SECTIONS = "{arch}.rope.dimension_sections"
+ROPE_FREQ_BASE = "{arch}.rope.freq_base"
+ROPE_FREQ_BASE_SWA = "{arch}.rope.freq_base_swa"
+RMS_EPS = "{arch}.attention.layer_norm_rms_epsilon"
+KEY_LENGTH = "{arch}.attention.key_length"
+VALUE_LENGTH = "{arch}.attention.value_length"
+VOCAB_SIZE = "{arch}.vocab_size"
+ROPE_DIMENSION_COUNT = "{arch}.rope.dimension_count"
+
+# DFlash / DSpark (contract §2.2, §2.3)
+DFLASH_BLOCK_SIZE = "dflash.block_size"
+DFLASH_TARGET_LAYERS = "dflash.target_layers"
+DFLASH_SLIDING_WINDOW = "dflash.attention.sliding_window"
+DFLASH_SLIDING_WINDOW_PATTERN = "dflash.attention.sliding_window_pattern"
+DFLASH_SAMPLE_FROM_ANCHOR = "dflash.sample_from_anchor"
+DFLASH_DEFAULT_BLOCK_SIZE = 16
+
+# EAGLE-3 (contract §2.4)
+EAGLE3_TARGET_LAYERS = "eagle3.target_layers"
+EAGLE3_TARGET_HIDDEN_SIZE = "eagle3.target_hidden_size"
+EAGLE3_NORM_BEFORE_RESIDUAL = "eagle3.norm_before_residual"
+EAGLE3_NORM_BEFORE_FC = "eagle3.norm_before_fc"
+
+# ---------------------------------------------------------------------------------------------- tokenizer keys
+TOKENIZER_MODEL = "tokenizer.ggml.model"
+TOKENIZER_PRE = "tokenizer.ggml.pre"
+TOKENIZER_TOKENS = "tokenizer.ggml.tokens"
+TOKENIZER_SCORES = "tokenizer.ggml.scores"
+TOKENIZER_TOKEN_TYPE = "tokenizer.ggml.token_type"
+TOKENIZER_MERGES = "tokenizer.ggml.merges"
+TOKENIZER_ADD_SPACE_PREFIX = "tokenizer.ggml.add_space_prefix"
+TOKENIZER_MASK_ID = "tokenizer.ggml.mask_token_id"
+TOKENIZER_CHAT_TEMPLATE = "tokenizer.chat_template"
+TOKENIZER_CHAT_TEMPLATE_N = "tokenizer.chat_template.{name}"
+TOKENIZER_CHAT_TEMPLATES = "tokenizer.chat_templates"
+TOKENIZER_LOWERCASE = "tokenizer.ggml.normalizer.lowercase"
+TOKENIZER_STRIP_ACCENTS = "tokenizer.ggml.normalizer.strip_accents"
+#: special-token types in discovery order, with their GGUF keys (contract §2.5.4; "seperator" sic).
+SPECIAL_TOKEN_KEYS: dict[str, str] = {
+    "bos": "tokenizer.ggml.bos_token_id",
+    "eos": "tokenizer.ggml.eos_token_id",
+    "unk": "tokenizer.ggml.unknown_token_id",
+    "sep": "tokenizer.ggml.seperator_token_id",
+    "pad": "tokenizer.ggml.padding_token_id",
+    "cls": "",  # cls has no key and is never written
+    "mask": "tokenizer.ggml.mask_token_id",
+    "eot": "tokenizer.ggml.eot_token_id",
+    "eom": "tokenizer.ggml.eom_token_id",
+}
+ADD_TOKEN_KEYS: dict[str, str] = {
+    "bos": "tokenizer.ggml.add_bos_token",
+    "eos": "tokenizer.ggml.add_eos_token",
+    "sep": "tokenizer.ggml.add_sep_token",
+}
+
+
+class TokenType:
+    """GGUF token types (llama.cpp ``llama_token_type``)."""
+
+    NORMAL = 1
+    UNKNOWN = 2
+    CONTROL = 3
+    USER_DEFINED = 4
+    UNUSED = 5
+    BYTE = 6
+
+
+# ---------------------------------------------------------------------------------------------- value types
+#: The GGUF value type of every fixed key we write (templates included). Used by the writer and by check.
+KEY_TYPES: dict[str, VT] = {
+    GENERAL_ARCHITECTURE: VT.STRING,
+    GENERAL_TYPE: VT.STRING,
+    GENERAL_FILE_TYPE: VT.UINT32,
+    GENERAL_QUANT_VERSION: VT.UINT32,
+    GENERAL_ALIGNMENT: VT.UINT32,
+    BLOCK_COUNT: VT.UINT32,
+    CONTEXT_LENGTH: VT.UINT32,
+    EMBEDDING_LENGTH: VT.UINT32,
+    FEED_FORWARD_LENGTH: VT.UINT32,
+    HEAD_COUNT: VT.UINT32,
+    HEAD_COUNT_KV: VT.UINT32,
+    CAUSAL: VT.BOOL,
+    ROPE_SCALING_TYPE: VT.STRING,
+    ROPE_SCALING_FACTOR: VT.FLOAT32,
+    ROPE_SCALING_ORIG_CTX: VT.UINT32,
+    ROPE_SCALING_YARN_EXT: VT.FLOAT32,
+    ROPE_SCALING_YARN_ATTN: VT.FLOAT32,
+    ROPE_SCALING_YARN_BETA_FAST: VT.FLOAT32,
+    ROPE_SCALING_YARN_BETA_SLOW: VT.FLOAT32,
+    ROPE_DIMENSION_SECTIONS: VT.ARRAY,
+    ROPE_FREQ_BASE: VT.FLOAT32,
+    ROPE_FREQ_BASE_SWA: VT.FLOAT32,
+    RMS_EPS: VT.FLOAT32,
+    KEY_LENGTH: VT.UINT32,
+    VALUE_LENGTH: VT.UINT32,
+    VOCAB_SIZE: VT.UINT32,
+    ROPE_DIMENSION_COUNT: VT.UINT32,
+    DFLASH_BLOCK_SIZE: VT.UINT32,
+    DFLASH_TARGET_LAYERS: VT.ARRAY,
+    DFLASH_SLIDING_WINDOW: VT.UINT32,
+    DFLASH_SLIDING_WINDOW_PATTERN: VT.ARRAY,
+    DFLASH_SAMPLE_FROM_ANCHOR: VT.BOOL,
+    EAGLE3_TARGET_LAYERS: VT.ARRAY,
+    EAGLE3_TARGET_HIDDEN_SIZE: VT.UINT32,
+    EAGLE3_NORM_BEFORE_RESIDUAL: VT.BOOL,
+    EAGLE3_NORM_BEFORE_FC: VT.BOOL,
+    TOKENIZER_MODEL: VT.STRING,
+    TOKENIZER_PRE: VT.STRING,
+    TOKENIZER_MASK_ID: VT.UINT32,
+    **{k: VT.UINT32 for k in SPECIAL_TOKEN_KEYS.values() if k},
+    **{k: VT.BOOL for k in ADD_TOKEN_KEYS.values()},
+}
+
+#: Element types that the loader accepts for array keys (contract §2.6).
+ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {
+    DFLASH_TARGET_LAYERS: (VT.INT32, VT.UINT32),
+    EAGLE3_TARGET_LAYERS: (VT.INT32, VT.UINT32),
+    DFLASH_SLIDING_WINDOW_PATTERN: (VT.BOOL, VT.INT32, VT.UINT32),
+    ROPE_DIMENSION_SECTIONS: (VT.INT32,),
+}
+
+# ---------------------------------------------------------------------------------------------- tensors
+# HF name (after the family's prefix normalisation: per-layer names have "layers.{i}." stripped) -> GGUF name.
+LAYER_TENSORS: dict[str, str] = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "hidden_norm.weight": "attn_norm_2.weight",  # EAGLE-3 only
+    "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.q_proj.bias": "attn_q.bias",
+    "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.bias": "attn_v.bias",
+    "self_attn.o_proj.bias": "attn_output.bias",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "self_attn.sinks": "attn_sinks.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+}
+LAYER_PREFIX = "blk.{bid}."
+
+GLOBAL_TENSORS: dict[str, str] = {
+    "norm.weight": "output_norm.weight",
+    "fc.weight": "fc.weight",
+    "fc.bias": "fc.bias",
+    "hidden_norm.weight": "enc.output_norm.weight",  # DFlash/DSpark context norm
+    "input_norm.weight": "enc.output_norm.weight",  # EAGLE-3 norm_before_fc
+    "embed_tokens.weight": "token_embd.weight",
+    "lm_head.weight": "output.weight",
+    "markov_head.markov_w1.weight": "markov_w1.weight",
+    "markov_head.markov_w2.weight": "markov_w2.weight",
+    "confidence_head.proj.weight": "conf_proj.weight",
+    "confidence_head.proj.bias": "conf_proj.bias",
+    "d2t": "d2t",
+}
+
+T_TOKEN_EMBD = "token_embd.weight"
+T_OUTPUT = "output.weight"
+T_OUTPUT_NORM = "output_norm.weight"
+T_FC = "fc.weight"
+T_ENC_NORM = "enc.output_norm.weight"
+T_MARKOV_W1 = "markov_w1.weight"
+T_MARKOV_W2 = "markov_w2.weight"
+T_CONF_W = "conf_proj.weight"
+T_CONF_B = "conf_proj.bias"
+T_D2T = "d2t"
+T_ROPE_FREQS = "rope_freqs.weight"
+T_FC_SCALE = "fc.scale"
+
+#: Per-layer tensors llama.cpp's loader creates (ggml names without the blk.N. prefix), by arch (contract §7).
+LOADER_LAYER_TENSORS: dict[str, dict[str, bool]] = {  # name -> required
+    ARCH_DFLASH: {
+        "attn_norm.weight": True, "ffn_norm.weight": True,
+        "attn_q.weight": True, "attn_k.weight": True, "attn_v.weight": True, "attn_output.weight": True,
+        "attn_q_norm.weight": True, "attn_k_norm.weight": True,
+        "ffn_gate.weight": True, "ffn_up.weight": True, "ffn_down.weight": True,
+    },
+    ARCH_EAGLE3: {
+        "attn_norm.weight": True, "attn_norm_2.weight": True, "ffn_norm.weight": True,
+        "attn_q.weight": True, "attn_k.weight": True, "attn_v.weight": True, "attn_output.weight": True,
+        "ffn_gate.weight": True, "ffn_up.weight": True, "ffn_down.weight": True,
+    },
+}
+#: Global tensors the loader creates, by arch: name -> required (None: required under a condition, see check).
+LOADER_GLOBAL_TENSORS: dict[str, dict[str, bool | None]] = {
+    ARCH_DFLASH: {
+        T_FC: True, T_ENC_NORM: True, T_OUTPUT_NORM: True, T_TOKEN_EMBD: False, T_OUTPUT: False, T_D2T: False,
+        T_FC_SCALE: False, T_MARKOV_W1: False, T_MARKOV_W2: None, T_CONF_W: None, T_CONF_B: False,
+    },
+    ARCH_EAGLE3: {
+        T_FC: True, T_OUTPUT_NORM: True, T_ENC_NORM: None, T_OUTPUT: False, T_TOKEN_EMBD: False, T_D2T: False,
+        T_ROPE_FREQS: False,
+    },
+}
+
+# ---------------------------------------------------------------------------------------------- dtypes
+#: outtype name -> (GGML type, general.file_type)  (contract §2.1, §6)
+OUTTYPES: dict[str, tuple[QT, int]] = {
+    "f32": (QT.F32, 0),
+    "f16": (QT.F16, 1),
+    "q8_0": (QT.Q8_0, 7),
+    "bf16": (QT.BF16, 32),
+}
+OUTTYPE_CHOICES = ("f32", "f16", "bf16", "q8_0", "auto")
+#: safetensors dtype string -> (numpy dtype used to read the raw bytes, is a float type)
+SAFETENSORS_DTYPES: dict[str, tuple[str, bool]] = {
+    "F64": ("<f8", True), "F32": ("<f4", True), "F16": ("<f2", True), "BF16": ("<u2", True),
+    "I64": ("<i8", False), "I32": ("<i4", False), "I16": ("<i2", False), "I8": ("i1", False),
+    "U8": ("u1", False), "BOOL": ("?", False),
+}
