@@ -52,8 +52,27 @@ GENERAL_META_KEYS: tuple[tuple[str, VT], ...] = (
 )
 BASE_MODEL_COUNT = "general.base_model.count"
 BASE_MODEL_FIELDS = ("name", "author", "version", "organization", "description", "url", "doi", "uuid", "repo_url")
+#: per-entry keys: BASE_MODEL_KEY.format(i=0, field="name") -> general.base_model.0.name (all STRING)
+BASE_MODEL_KEY = "general.base_model.{i}.{field}"
+DATASET_COUNT = "general.dataset.count"
+DATASET_KEY = "general.dataset.{i}.{field}"  # same fields as BASE_MODEL_FIELDS
 GENERAL_TAGS = "general.tags"
 GENERAL_LANGUAGES = "general.languages"
+#: general.sampling.* keys (contract §2.7), in writing order: (key, type, generation_config.json field)
+GENERAL_SAMPLING_KEYS: tuple[tuple[str, VT, str], ...] = (
+    ("general.sampling.sequence", VT.STRING, "sequence"),
+    ("general.sampling.top_k", VT.INT32, "top_k"),
+    ("general.sampling.top_p", VT.FLOAT32, "top_p"),
+    ("general.sampling.min_p", VT.FLOAT32, "min_p"),
+    ("general.sampling.xtc_probability", VT.FLOAT32, "xtc_probability"),
+    ("general.sampling.xtc_threshold", VT.FLOAT32, "xtc_threshold"),
+    ("general.sampling.temp", VT.FLOAT32, "temperature"),
+    ("general.sampling.penalty_last_n", VT.INT32, "penalty_last_n"),
+    ("general.sampling.penalty_repeat", VT.FLOAT32, "penalty_repeat"),
+    ("general.sampling.mirostat", VT.INT32, "mirostat"),
+    ("general.sampling.mirostat_tau", VT.FLOAT32, "mirostat_tau"),
+    ("general.sampling.mirostat_eta", VT.FLOAT32, "mirostat_eta"),
+)
 
 # ---------------------------------------------------------------------------------------------- arch keys
 # Templates take the arch string: KEY.format(arch=...)

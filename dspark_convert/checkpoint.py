@@ -1,0 +1,230 @@
+"""Lazy, validated access to a Hugging Face checkpoint folder (config.json + safetensors shards).
+
+Knows nothing about GGUF. Tensors are memory-mapped and read on demand, one at a time (or by row chunks), so a
+conversion never holds the whole model in memory. safetensors' own numpy loader cannot represent BF16 (the dtype
+of every released draft), so the (tiny, fully specified) safetensors header is parsed and validated here and the
+data is mapped with ``numpy.memmap``: BF16 comes back as raw ``uint16`` bits and can be copied byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import ConvertError
+from .schema import SAFETENSORS_DTYPES
+
+#: safetensors headers larger than this are refused before they are read (real ones are well under 10 MB).
+MAX_HEADER_BYTES = 100 * 1024 * 1024
+INDEX_NAME = "model.safetensors.index.json"
+
+
+def load_json(path: Path) -> dict[str, Any]:
+    """Read a JSON object from ``path`` with one-line errors that name the file.
+
+    Example:
+        >>> load_json(Path("fixtures/dflash-zlab/config.json"))["architectures"]
+        ['DFlashDraftModel']
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConvertError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConvertError(f"{path}: cannot read ({e})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConvertError(f"{path}: malformed JSON at line {e.lineno} column {e.colno} ({e.msg})") from None
+    if not isinstance(data, dict):
+        raise ConvertError(f"{path}: expected a JSON object, found {type(data).__name__}")
+    return data
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """Where one tensor lives: file, dtype string, shape and absolute byte range."""
+
+    name: str
+    file: Path
+    dtype: str
+    shape: tuple[int, ...]
+    start: int
+    end: int
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        return np.dtype(SAFETENSORS_DTYPES[self.dtype][0])
+
+    @property
+    def is_float(self) -> bool:
+        return SAFETENSORS_DTYPES[self.dtype][1]
+
+
+def read_safetensors_header(path: Path) -> list[TensorRef]:
+    """Parse and validate a safetensors header; return its tensors in header order.
+
+    Refuses (with one line naming the file and tensor): truncated files, oversized or malformed headers, unknown
+    dtypes, byte ranges that disagree with the shape, run past the end of the file, or overlap.
+    """
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise ConvertError(f"{path}: truncated safetensors file ({size} bytes, no header length)")
+            (n,) = struct.unpack("<Q", head)
+            if n > MAX_HEADER_BYTES:
+                raise ConvertError(f"{path}: safetensors header claims {n} bytes, over the {MAX_HEADER_BYTES} byte limit")
+            if 8 + n > size:
+                raise ConvertError(f"{path}: truncated safetensors file: header claims {n} bytes, file has {size - 8}")
+            raw = f.read(n)
+    except OSError as e:
+        raise ConvertError(f"{path}: cannot read ({e})") from None
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConvertError(f"{path}: malformed safetensors header ({e})") from None
+    if not isinstance(header, dict):
+        raise ConvertError(f"{path}: malformed safetensors header (not a JSON object)")
+    base = 8 + n
+    refs: list[TensorRef] = []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype, shape, (a, b) = info["dtype"], tuple(int(d) for d in info["shape"]), info["data_offsets"]
+            a, b = int(a), int(b)
+        except (KeyError, TypeError, ValueError):
+            raise ConvertError(f"{path}: tensor '{name}' has a malformed header entry") from None
+        if dtype not in SAFETENSORS_DTYPES:
+            raise ConvertError(f"{path}: tensor '{name}' has unsupported dtype {dtype} (expected one of {', '.join(SAFETENSORS_DTYPES)})")
+        if any(d < 0 for d in shape):
+            raise ConvertError(f"{path}: tensor '{name}' has a negative dimension {list(shape)}")
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        expected = count * np.dtype(SAFETENSORS_DTYPES[dtype][0]).itemsize
+        if b - a != expected or a < 0:
+            raise ConvertError(f"{path}: tensor '{name}' spans bytes [{a}, {b}) but shape {list(shape)} {dtype} needs {expected}")
+        if base + b > size:
+            raise ConvertError(f"{path}: tensor '{name}' ends at byte {base + b}, past the end of the file ({size} bytes): truncated download?")
+        refs.append(TensorRef(name, path, dtype, shape, base + a, base + b))
+    spans = sorted((r.start, r.end, r.name) for r in refs if r.end > r.start)
+    for (_, e0, n0), (s1, _, n1) in zip(spans, spans[1:]):
+        if s1 < e0:
+            raise ConvertError(f"{path}: tensors '{n0}' and '{n1}' overlap in the file")
+    return refs
+
+
+class Checkpoint:
+    """A draft or target checkpoint folder: raw ``config.json`` plus lazily mapped tensors.
+
+    ``names`` lists the tensors in upstream's conversion order (contract §4.5): shard files sorted by name
+    (from the index when there is one), and inside each file the tensor names sorted by code point.
+
+    Example:
+        >>> ck = Checkpoint(Path("fixtures/dflash-zlab"))
+        >>> ck.names[0], ck.ref("fc.weight").dtype
+        ('fc.weight', 'BF16')
+    """
+
+    def __init__(self, path: Path, *, need_config: bool = True) -> None:
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise ConvertError(f"{self.path}: no such folder")
+        cfg = self.path / "config.json"
+        if need_config and not cfg.is_file():
+            raise ConvertError(f"{self.path}: no config.json (expected a Hugging Face checkpoint folder)")
+        self.config: dict[str, Any] = load_json(cfg) if cfg.is_file() else {}
+        self._refs: dict[str, TensorRef] = {}
+        self.names: list[str] = []
+        self.files: list[Path] = []
+        self._pickle: dict[str, Any] | None = None
+        self._maps: dict[Path, np.memmap] = {}
+        self._index_tensors()
+
+    # ------------------------------------------------------------------------------------------ discovery
+    def _index_tensors(self) -> None:
+        index = self.path / INDEX_NAME
+        if index.is_file():
+            weight_map = load_json(index).get("weight_map")
+            if not isinstance(weight_map, dict) or not weight_map:
+                raise ConvertError(f"{index}: no 'weight_map' object")
+            files = sorted(set(weight_map.values()))
+            for fn in files:
+                if not (self.path / fn).is_file():
+                    first = next(k for k, v in weight_map.items() if v == fn)
+                    raise ConvertError(f"{index}: shard '{fn}' (holding '{first}') is missing from {self.path}")
+            self.files = [self.path / fn for fn in files]
+        else:
+            self.files = sorted(p for p in self.path.iterdir() if p.name.startswith("model") and p.name.endswith(".safetensors"))
+            weight_map = None
+        if not self.files:
+            self._index_pickles()
+            return
+        for f in self.files:
+            refs = read_safetensors_header(f)
+            for r in sorted(refs, key=lambda r: r.name):
+                if r.name in self._refs:
+                    raise ConvertError(f"{self.path}: tensor '{r.name}' is in two shards ({self._refs[r.name].file.name} and {f.name})")
+                self._refs[r.name] = r
+                self.names.append(r.name)
+        if weight_map is not None:
+            for name, fn in weight_map.items():
+                ref = self._refs.get(name)
+                if ref is None:
+                    raise ConvertError(f"{index}: tensor '{name}' is listed in shard '{fn}' but no shard holds it")
+                if ref.file.name != fn:
+                    raise ConvertError(f"{index}: tensor '{name}' is listed in '{fn}' but stored in '{ref.file.name}'")
+            extra = [n for n in self.names if n not in weight_map]
+            if extra:
+                raise ConvertError(f"{index}: tensor '{extra[0]}' in {self._refs[extra[0]].file.name} is not in the weight_map")
+
+    def _index_pickles(self) -> None:
+        bins = sorted(p for p in self.path.iterdir() if p.name.startswith("pytorch_model") and p.name.endswith(".bin"))
+        if not bins:
+            return
+        from .pickles import load_pickle_state_dict  # imports torch; only pickle checkpoints need it
+
+        self._pickle = {}
+        for b in bins:
+            for name, arr in load_pickle_state_dict(b).items():
+                if name in self._pickle:
+                    raise ConvertError(f"{self.path}: tensor '{name}' is in two files")
+                self._pickle[name] = arr
+                self.names.append(name)
+                self._refs[name] = TensorRef(name, b, arr.dtype_str, tuple(arr.array.shape), 0, 0)
+        self.files = bins
+
+    # ------------------------------------------------------------------------------------------ access
+    def __contains__(self, name: str) -> bool:
+        return name in self._refs
+
+    def ref(self, name: str) -> TensorRef:
+        try:
+            return self._refs[name]
+        except KeyError:
+            raise ConvertError(f"{self.path}: tensor '{name}' not found in the checkpoint") from None
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self.ref(name).shape
+
+    def read(self, name: str, rows: slice | None = None) -> np.ndarray:
+        """The tensor's raw values (BF16 as uint16 bits), memory-mapped; ``rows`` selects a slice of axis 0."""
+        ref = self.ref(name)
+        if self._pickle is not None:
+            arr = self._pickle[name].array
+            return arr if rows is None else arr[rows]
+        mm = self._maps.get(ref.file)
+        if mm is None:
+            mm = self._maps[ref.file] = np.memmap(ref.file, dtype=np.uint8, mode="r")
+        flat = mm[ref.start:ref.end].view(ref.numpy_dtype)
+        arr = flat.reshape(ref.shape) if ref.shape else flat.reshape(())
+        return arr if rows is None else arr[rows]
+
+    def close(self) -> None:
+        self._maps.clear()

@@ -1,0 +1,148 @@
+"""``hf2gguf`` as a library call: resolve inputs, build the family's plan, check it, write it.
+
+Example:
+    >>> from dspark_convert import convert
+    >>> r = convert("fixtures/dspark-qwen3", "fixtures/target-qwen3", "draft.gguf", outtype="bf16")  # doctest: +SKIP
+    >>> r.path, r.bytes_written  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import schema as S
+from .check import Finding, check_plan, errors
+from .checkpoint import Checkpoint, load_json
+from .errors import ConvertError
+from .families import family_for
+from .families.common import ConvertOptions, Context, tensor_spec
+from .hub import ResolvedModel, resolve_draft, resolve_target
+from .metadata import general_kvs
+from .naming import default_output_name, expand_output_template
+from .plan import Plan, TensorSpec
+from .writer import Progress, write_plan
+
+#: where a target checkpoint keeps its input embedding and output head (first match wins)
+TARGET_EMBED_NAMES = ("model.embed_tokens.weight", "embed_tokens.weight", "model.language_model.embed_tokens.weight",
+                      "language_model.model.embed_tokens.weight", "transformer.wte.weight")
+TARGET_OUTPUT_NAMES = ("lm_head.weight", "language_model.lm_head.weight", "output.weight")
+
+
+@dataclass
+class ConvertResult:
+    """What a conversion did (or, for a dry run, would do)."""
+
+    path: Path | None
+    plan: Plan
+    findings: list[Finding]
+    outtype: str
+    bytes_written: int = 0
+    seconds: float = 0.0
+    dry_run: bool = False
+    family: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def _add_target_embeddings(plan: Plan, target: Checkpoint, ctx: Context, out_type_name: str) -> None:
+    """Self-contained drafts: take ``token_embd`` (and, for DFlash/DSpark, ``output``) from the target checkpoint.
+
+    Only tensors the draft lacks are added; they go before ``d2t`` (which stays last).
+    """
+    out = S.OUTTYPES[out_type_name][0]
+    have = {t.name for t in plan.tensors}
+    embed = next((n for n in TARGET_EMBED_NAMES if n in target), None)
+    head = next((n for n in TARGET_OUTPUT_NAMES if n in target), None)
+    add: list[TensorSpec] = []
+    if S.T_TOKEN_EMBD not in have:
+        if embed is None:
+            raise ConvertError(f"{target.path}: no input embedding tensor ({', '.join(TARGET_EMBED_NAMES[:2])}) to embed into the draft")
+        add.append(tensor_spec(target, embed, S.T_TOKEN_EMBD, out, origin="target"))
+    if plan.arch == S.ARCH_DFLASH and S.T_OUTPUT not in have and S.T_D2T not in have:
+        src = head or embed  # tied embeddings: the output head is the embedding
+        if src is None:
+            raise ConvertError(f"{target.path}: no output head (lm_head.weight) to embed into the draft")
+        add.append(tensor_spec(target, src, S.T_OUTPUT, out, origin="target"))
+    n_tokens = len(plan.value(S.TOKENIZER_TOKENS) or [])
+    for t in add:
+        if plan.arch == S.ARCH_DFLASH and t.shape[0] != n_tokens:
+            raise ConvertError(f"{target.path}: tensor '{t.source}' has {t.shape[0]} rows but the draft writes {n_tokens} tokens; "
+                               "the target's vocabulary does not match the draft's vocab_size")
+    pos = len(plan.tensors) - (1 if plan.tensors and plan.tensors[-1].name == S.T_D2T else 0)
+    plan.tensors[pos:pos] = add
+    plan.notes.append("self-contained: " + ", ".join(f"{t.name} from target '{t.source}'" for t in add))
+
+
+def _insert_general(plan: Plan, kvs: list) -> None:
+    """general.* metadata goes right after general.type (row 4 of §2.1)."""
+    pos = next(i for i, k in enumerate(plan.kvs) if k.name == S.GENERAL_TYPE) + 1
+    names = {k.name for k in plan.kvs}
+    plan.kvs[pos:pos] = [k for k in kvs if k.name not in names]
+
+
+def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
+                    options: ConvertOptions | None = None) -> tuple[Plan, dict[str, Checkpoint], str, ResolvedModel, ResolvedModel]:
+    """Resolve the inputs and build the plan; returns (plan, sources, family name, draft, target). Writes nothing."""
+    options = options or ConvertOptions()
+    if target_model_dir is None or str(target_model_dir) == "":
+        raise ConvertError("--target-model-dir is required: the draft's tokenizer comes from its target model")
+    d = resolve_draft(str(draft))
+    ck = Checkpoint(d.path)
+    family = family_for(ck.config, str(d.path / "config.json"))
+    if not ck.names:
+        raise ConvertError(f"{d.path}: the checkpoint has no tensors (no model*.safetensors or pytorch_model*.bin files)")
+    wanted = [*TARGET_EMBED_NAMES, *TARGET_OUTPUT_NAMES] if options.embed_from_target else []
+    t = resolve_target(str(target_model_dir), tensors=wanted)
+    tconf = load_json(t.path / "config.json")
+    ctx = Context(draft=ck, target_dir=t.path, target_config=tconf, options=options, draft_repo=d.repo_id, target_repo=t.repo_id)
+    plan = family.build_plan(ctx)
+    sources = {"draft": ck}
+    outtype = plan.notes[0].removeprefix("outtype ") if plan.notes and plan.notes[0].startswith("outtype ") else options.outtype
+    if options.embed_from_target:
+        target = Checkpoint(t.path)
+        _add_target_embeddings(plan, target, ctx, outtype)
+        sources["target"] = target
+    total = sum(ts.n_elements for ts in plan.tensors)
+    _insert_general(plan, general_kvs(d.path, total_params=total, target=t, metadata_override=options.metadata_override,
+                                      model_name=options.model_name, repo_id=d.repo_id))
+    plan.notes.append(f"draft {d.model_id}; target {t.model_id}")
+    return plan, sources, family.__name__.rsplit(".", 1)[-1], d, t
+
+
+def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str | Path | None = None, *,
+            outtype: str = "auto", force: bool = False, dry_run: bool = False, embed_from_target: bool = False,
+            allow_nonfinite: bool = False, metadata: Path | None = None, model_name: str | None = None,
+            progress: Progress | None = None) -> ConvertResult:
+    """Convert a draft checkpoint (folder or Hub id) into a GGUF file that llama.cpp loads.
+
+    Raises :class:`ConvertError` (nothing written) when the input is invalid or the planned file would break a
+    loader rule. ``outfile`` may use ``{ftype}`` / ``{outtype}``; without it the GGUF naming convention is used.
+    """
+    t0 = time.perf_counter()
+    if outtype not in S.OUTTYPE_CHOICES:
+        raise ConvertError(f"--outtype {outtype!r}: expected one of {', '.join(S.OUTTYPE_CHOICES)}")
+    options = ConvertOptions(outtype=outtype, embed_from_target=embed_from_target, allow_nonfinite=allow_nonfinite,
+                             metadata_override=Path(metadata) if metadata else None, model_name=model_name)
+    if outfile is not None and not dry_run:
+        probe = Path(expand_output_template(str(outfile), outtype=outtype if outtype != "auto" else "f16"))
+        if "{" not in str(outfile) and probe.exists() and not force:
+            raise ConvertError(f"{probe}: already exists (pass --force to overwrite it)")
+    plan, sources, family, d, t = plan_conversion(draft, target_model_dir, options=options)
+    resolved = plan.notes[0].removeprefix("outtype ")
+    findings = check_plan(plan)
+    bad = errors(findings)
+    if bad:
+        raise ConvertError(f"the planned file would not load in llama.cpp: {bad[0]}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
+    if outfile is None:
+        outfile = default_output_name(family=family, outtype=resolved, target_name=t.model_id, draft_name=d.model_id,
+                                      size_label=plan.value(S.GENERAL_SIZE_LABEL))
+    path = Path(expand_output_template(str(outfile), outtype=resolved))
+    result = ConvertResult(path=path, plan=plan, findings=findings, outtype=resolved, dry_run=dry_run, family=family,
+                           notes=list(plan.notes))
+    if not dry_run:
+        result.bytes_written = write_plan(plan, sources, path, force=force, allow_nonfinite=allow_nonfinite, progress=progress)
+    for ck in sources.values():
+        ck.close()
+    result.seconds = time.perf_counter() - t0
+    return result

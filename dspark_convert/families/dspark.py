@@ -1,0 +1,117 @@
+"""DSpark drafts (DeepSpec ``Qwen3DSparkModel``, SpecForge ``DSparkDraftModel``, speculators ``DSparkSpeculator``,
+``Lfm2DSparkDraftModel``): arch ``dflash`` with Markov / confidence heads detected by tensor presence.
+
+Contract §2.3, §3.2, §3.3, §3.5, §4.2, §5.2 (de-interleave), §5.3 (d2t).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gguf import GGMLQuantizationType as QT
+from gguf import GGUFValueType as VT
+
+from .. import schema as S
+from ..errors import ConvertError
+from ..plan import KV, Plan, TensorSpec
+from ..transforms import d2t_absolute
+from .common import Context, base_kvs, draft_hparams, finish_plan, resolve_outtype
+from .dflash import bare_name, check_taps, dflash_kvs, map_tensors, target_layers, vocab_kvs
+
+ARCHITECTURES = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
+_ROPE_ROWS = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight")
+
+
+def normalize_schema(raw: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """Flat DeepSpec, nested SpecForge and speculators configs -> hparams with ``dflash_config`` (§3.2).
+
+    Returns (hparams, speculators-style) where the flag selects the ``sample_from_anchor`` fallback of §3.3.
+    """
+    bonus_anchor = "transformer_layer_config" in raw or "aux_hidden_state_layer_ids" in raw
+    cfg = draft_hparams(raw)
+    dc = dict(cfg.get("dflash_config") or {})
+    if "aux_hidden_state_layer_ids" in raw:
+        aux = raw["aux_hidden_state_layer_ids"]
+        # speculators ids are already input-of-layer ids: -1 here, +1 by the shared rule = unchanged
+        dc.setdefault("target_layer_ids", [i - 1 for i in aux] if isinstance(aux, list) else aux)
+        dc.setdefault("mask_token_id", raw.get("mask_token_id"))
+    for key in ("target_layer_ids", "mask_token_id"):
+        if key in cfg:
+            dc.setdefault(key, cfg[key])
+    cfg["dflash_config"] = dc
+    return cfg, bonus_anchor
+
+
+def _setting(hp: dict[str, Any], key: str, default: Any = None) -> Any:
+    """A DSpark setting from the top level or from ``dflash_config`` (SpecForge nests them there)."""
+    if key in hp:
+        return hp[key]
+    return (hp.get("dflash_config") or {}).get(key, default)
+
+
+def build_plan(ctx: Context) -> Plan:
+    """Plan for a DSpark draft (also DeepSpec's ``markov_rank: 0`` "dflash" releases)."""
+    hp, bonus_anchor = normalize_schema(ctx.draft.config)
+    where = ctx.where
+    outtype = resolve_outtype(ctx.options.outtype, ctx.draft)
+    out, file_type = S.OUTTYPES[outtype]
+    dc = hp["dflash_config"]
+    taps = target_layers(dc.get("target_layer_ids"), where, "target_layer_ids")
+    check_taps(taps, ctx, "target_layer_ids")
+
+    head_type = _setting(hp, "markov_head_type", "vanilla")
+    if head_type not in (None, "vanilla"):
+        raise ConvertError(f"{where}: markov_head_type is {head_type!r}; llama.cpp implements only 'vanilla'")
+    vocab_size = hp.get("vocab_size")
+    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or vocab_size <= 0:
+        raise ConvertError(f"{where}: vocab_size is {vocab_size!r}, expected a positive integer")
+    vd = hp.get("draft_vocab_size") or vocab_size
+    if vd > vocab_size:
+        raise ConvertError(f"{where}: draft_vocab_size {vd} is larger than vocab_size {vocab_size}")
+    reduced = vd < vocab_size
+    names = {bare_name(n) for n in ctx.draft.names}
+    if reduced and "d2t" not in names:
+        raise ConvertError(f"{where}: draft_vocab_size {vd} < vocab_size {vocab_size} but the checkpoint has no 'd2t' tensor")
+
+    drop = {"t2d"} | (set() if reduced else {"embed_tokens.weight", "lm_head.weight"})
+    transforms: dict[str, tuple[str, tuple[int, ...]]] = {}
+    if "rope_is_neox_style" in hp and not hp["rope_is_neox_style"]:
+        hd = hp.get("head_dim")
+        if not isinstance(hd, int):
+            raise ConvertError(f"{where}: rope_is_neox_style is false but 'head_dim' is missing; it is needed to de-interleave q/k")
+        for n in names:
+            if any(n.endswith(s) for s in _ROPE_ROWS):
+                transforms[n] = ("deinterleave_rope", (hd,))
+    tensors, d2t = map_tensors(ctx, out, drop=drop, transforms=transforms)
+    notes = [f"outtype {outtype}"]
+    has_markov = any(t.name == S.T_MARKOV_W1 for t in tensors)
+    has_conf = any(t.name == S.T_CONF_W for t in tensors)
+    if has_markov and not has_conf:
+        raise ConvertError(f"{ctx.draft.path}: Markov head present (markov_head.markov_w1.weight) but no confidence head "
+                           "(confidence_head.proj.weight); llama.cpp requires both")
+    notes.append("Markov head: " + ("yes" if has_markov else "no") + "; confidence head: " + ("yes" if has_conf else "no"))
+    if transforms:
+        notes.append("q/k rows and norms de-interleaved to NEOX order (rope_is_neox_style: false)")
+    if d2t is not None:
+        tensors.append(d2t_spec(ctx, d2t, vd, vocab_size))
+        notes.append(f"reduced vocabulary: {vd} of {vocab_size} tokens")
+
+    sample = hp["sample_from_anchor"] if "sample_from_anchor" in hp else not bonus_anchor
+    family = dflash_kvs(hp, taps) + [KV(S.DFLASH_SAMPLE_FROM_ANCHOR, VT.BOOL, bool(sample))]
+    vocab, tail = vocab_kvs(ctx, hp, dc.get("mask_token_id"))
+    return finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, file_type, where), family, vocab, tail, tensors, notes)
+
+
+def d2t_spec(ctx: Context, source: str, vd: int | None, limit: int) -> TensorSpec:
+    """The ``d2t`` tensor: I64 absolute ids, written last, checked against ``limit`` (§5.3)."""
+    ref = ctx.draft.ref(source)
+    n = 1
+    for d in ref.shape:
+        n *= d
+    if vd is not None and n != vd:
+        raise ConvertError(f"{ref.file}: tensor '{source}' has {n} entries, expected draft_vocab_size {vd}")
+    if ref.dtype == "BOOL":
+        raise ConvertError(f"{ref.file}: tensor '{source}' has dtype BOOL, expected integer offsets")
+    # d2t is small: resolve and validate it now, so a bad map stops the conversion before anything is written
+    values = d2t_absolute(ctx.draft.read(source), limit, what=f"{ref.file}: tensor '{source}'")
+    return TensorSpec(name=S.T_D2T, shape=(n,), ggml_type=QT.I64, source=source, source_dtype=ref.dtype, data=values)

@@ -1,0 +1,146 @@
+"""Output file names: the default name in the GGUF naming convention, and ``{ftype}`` templates in ``-o``.
+
+The convention (ggml ``docs/gguf.md``, ecosystem §5) is ``<BaseName>-<SizeLabel>-<FineTune>-<Version>-<Encoding>``
+joined by ``-``; gguf's :func:`gguf.utility.naming_convention` assembles it. A draft is named after the model it
+accelerates, the way upstream's documentation names them (``Qwen3-4B-DSpark.gguf``):
+
+- **with a target** (``Qwen/Qwen3-8B``): base name, size label and version are the target's, parsed by gguf's
+  model-id parser; the fine-tune part is the target's fine-tune (if any) followed by the draft method
+  (``DSpark``, ``DFlash``, ``EAGLE3``): ``Qwen3-8B-DSpark-BF16.gguf``,
+  ``Llama-3.1-8B-Instruct-EAGLE3-Q8_0.gguf``;
+- **without a target name**: the same from the draft's name, with the draft's parameter-count size label when the
+  name has no size part, and the method only if the name does not already contain it:
+  ``dspark_qwen3_8b_block7-1.1M-BF16.gguf``;
+- a name the parser cannot split (``DeepSeek-V4-Flash``) is kept whole as the base name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from gguf.metadata import Metadata
+from gguf.utility import naming_convention
+
+from .errors import ConvertError
+from .hub import split_repo_spec
+
+#: draft family -> method word in file names
+METHOD_NAMES = {"dspark": "DSpark", "dflash": "DFlash", "eagle3": "EAGLE3"}
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_OUTTYPE = re.compile(r"^[a-z0-9_]+$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
+
+
+def method_name(family: str) -> str:
+    """The method word for a draft family (``dspark`` -> ``DSpark``); an unknown family is kept as given.
+
+    Example:
+        >>> method_name("eagle-3"), method_name("dflash")
+        ('EAGLE3', 'DFlash')
+    """
+    key = family.lower().replace("-", "").replace("_", "")
+    return METHOD_NAMES.get(key, family)
+
+
+def encoding_name(outtype: str) -> str:
+    """The file-name encoding of a resolved outtype: ``bf16`` -> ``BF16``, ``q8_0`` -> ``Q8_0``.
+
+    ``auto`` must be resolved to the chosen type before naming the file (ValueError otherwise).
+
+    Example:
+        >>> encoding_name("q8_0")
+        'Q8_0'
+    """
+    lower = outtype.lower()
+    if lower == "auto":
+        raise ValueError("outtype 'auto' must be resolved (to f16 or bf16) before naming the output file")
+    if not _OUTTYPE.match(lower):
+        raise ConvertError(f"outtype {outtype!r}: expected a type name such as f32, f16, bf16 or q8_0")
+    return lower.upper()
+
+
+def default_output_name(*, family: str, outtype: str, target_name: str | None, draft_name: str | None,
+                        size_label: str | None) -> str:
+    """The default output file name (see the module docstring for the rule).
+
+    ``target_name`` / ``draft_name`` are model ids (``org/name``, optionally ``@rev``) or folder paths;
+    ``size_label`` is the draft's own label (``general.size_label``), used only for a name taken from the draft.
+
+    Example:
+        >>> default_output_name(family="dspark", outtype="bf16", target_name="Qwen/Qwen3-8B",
+        ...                     draft_name="deepseek-ai/dspark_qwen3_8b_block7", size_label="1.1M")
+        'Qwen3-8B-DSpark-BF16.gguf'
+    """
+    method = method_name(family)
+    encoding = encoding_name(outtype)
+    if target_name:
+        base, size, finetune, version = _components(_bare_name(target_name))
+        finetune = _join(finetune, method)
+    elif draft_name:
+        bare = _bare_name(draft_name)
+        base, size, finetune, version = _components(bare)
+        size = size or size_label
+        if _squash(method) not in _squash(bare):
+            finetune = _join(finetune, method)
+    else:
+        base, size, finetune, version = method, size_label, None, None
+    name = naming_convention(None, base, finetune, version, size, encoding)
+    return re.sub(r"-{2,}", "-", _UNSAFE.sub("-", name)).lstrip("-.") + ".gguf"
+
+
+def expand_output_template(template: str, *, outtype: str) -> str:
+    """Fill ``{ftype}`` / ``{FTYPE}`` / ``{OUTTYPE}`` (``BF16``) and ``{outtype}`` (``bf16``) in an ``-o`` path.
+
+    ``outtype`` is the resolved type (``auto`` already replaced by the chosen one). Any other ``{...}`` is an
+    error (``{}`` included), so a typo such as ``{ftpye}`` does not end up in a file name; a lone ``{`` or ``}``
+    is kept.
+
+    Example:
+        >>> expand_output_template("out/Qwen3-8B-DSpark-{ftype}.gguf", outtype="bf16")
+        'out/Qwen3-8B-DSpark-BF16.gguf'
+    """
+    encoding = encoding_name(outtype)
+    values = {"ftype": encoding, "FTYPE": encoding, "OUTTYPE": encoding, "outtype": outtype.lower()}
+
+    def fill(m: re.Match[str]) -> str:
+        key = m.group(1)
+        if key not in values:
+            raise ConvertError(f"-o {template}: unknown placeholder {{{key}}}; use {{ftype}} ({encoding}) or "
+                               f"{{outtype}} ({outtype.lower()})")
+        return values[key]
+
+    return _PLACEHOLDER.sub(fill, template)
+
+
+# ---------------------------------------------------------------------------------------------- internals
+
+
+def _bare_name(spec: str) -> str:
+    """``org/name@rev`` -> ``name``; a path -> its folder name (absolute, so ``.`` gives the real name)."""
+    try:
+        return split_repo_spec(spec)[0].split("/")[1]
+    except ConvertError:
+        pass
+    return Path(os.path.abspath(os.path.expanduser(spec))).name
+
+
+def _components(model_id: str) -> tuple[str, str | None, str | None, str | None]:
+    """(base name, size label, fine-tune, version) of a model name, by gguf's model-id parser.
+
+    The parser runs without a parameter count: the draft's count says nothing about the size in the name.
+    An ambiguous name (no size, fine-tune or version part) is kept whole as the base name.
+    """
+    _name, _org, basename, finetune, version, size = Metadata.get_model_id_components(model_id, 0)
+    if basename is None:
+        return model_id, None, None, None
+    return basename, size, finetune, version
+
+
+def _join(first: str | None, second: str) -> str:
+    return f"{first}-{second}" if first else second
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"[-_ ]", "", text.lower())

@@ -1,0 +1,170 @@
+"""A readable numpy reference forward of EAGLE-3 drafts, run straight from a GGUF file (checkpoints.md §4.4).
+
+Hyperparameters come from the ``eagle3.*`` metadata. The GGUF arch ``eagle3`` implies interleaved-pair (ggml
+NORM) RoPE: the converter permuted the q/k rows from the checkpoint's rotate-half order, so this forward rotates
+adjacent pairs. ``rope_freqs.weight`` (llama3 scaling) divides the rotation frequencies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConvertError
+from .numpy_forward import (
+    F32,
+    attention,
+    embed_tokens,
+    layer_weights,
+    lm_logits,
+    mlp,
+    rms_norm,
+    rope_cos_sin,
+    rope_norm,
+)
+from .weights import GGUFWeights, TargetWeights
+
+
+@dataclass(frozen=True)
+class Eagle3HParams:
+    """EAGLE-3 hyperparameters read from the GGUF."""
+
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_rot: int
+    eps: float
+    rope_base: float
+    rope_pos_scale: float
+    target_hidden_size: int
+    target_layers: list[int]
+    norm_before_residual: bool
+    norm_before_fc: bool
+
+    @classmethod
+    def from_gguf(cls, g: GGUFWeights) -> Eagle3HParams:
+        """Read the hyperparameters; ConvertError naming the key when a required one is missing."""
+        arch = g.value("general.architecture")
+        if arch != "eagle3":
+            raise ConvertError(f"{g.path}: general.architecture is {arch!r}, expected 'eagle3'")
+
+        def need(key: str) -> Any:
+            v = g.value(key)
+            if v is None:
+                raise ConvertError(f"{g.path}: missing metadata key '{key}'")
+            return v
+
+        if int(need("eagle3.block_count")) != 1:
+            raise ConvertError(f"{g.path}: eagle3.block_count is {g.value('eagle3.block_count')}, expected 1")
+        n_embd, n_head = int(need("eagle3.embedding_length")), int(need("eagle3.attention.head_count"))
+        head_dim = int(g.value("eagle3.attention.key_length", n_embd // n_head))
+        scale_type = g.value("eagle3.rope.scaling.type")
+        return cls(
+            n_embd=n_embd, n_head=n_head, n_head_kv=int(g.value("eagle3.attention.head_count_kv", n_head)),
+            head_dim=head_dim, n_rot=int(g.value("eagle3.rope.dimension_count", head_dim)),
+            eps=float(need("eagle3.attention.layer_norm_rms_epsilon")),
+            rope_base=float(g.value("eagle3.rope.freq_base", 10000.0)),
+            rope_pos_scale=1.0 / float(g.value("eagle3.rope.scaling.factor", 1.0)) if scale_type == "linear" else 1.0,
+            target_hidden_size=int(need("eagle3.target_hidden_size")),
+            target_layers=[int(x) for x in need("eagle3.target_layers")],
+            norm_before_residual=bool(g.value("eagle3.norm_before_residual", False)),
+            norm_before_fc=bool(g.value("eagle3.norm_before_fc", False)),
+        )
+
+
+@dataclass
+class Eagle3Outputs:
+    """Prefill over the context, then ``steps`` chained draft tokens (target-vocabulary ids)."""
+
+    hparams: Eagle3HParams
+    prefill_hidden: np.ndarray      # [T, H] pre-norm layer outputs at the context positions
+    step_hidden: np.ndarray         # [K-1, H] pre-norm outputs of the chained steps 1..K-1
+    logits: np.ndarray              # [K, Vd] draft-vocabulary logits of steps 0..K-1
+    tokens: np.ndarray              # [K] chosen target ids
+    notes: list[str] = field(default_factory=list)
+
+
+class KVCache:
+    """RoPE'd keys and values of the positions processed so far (the draft's own causal cache)."""
+
+    def __init__(self) -> None:
+        self.k: np.ndarray | None = None
+        self.v: np.ndarray | None = None
+
+    def append(self, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        self.k = k if self.k is None else np.concatenate([self.k, k])
+        self.v = v if self.v is None else np.concatenate([self.v, v])
+        return self.k, self.v
+
+
+def fc_input(g: GGUFWeights, hp: Eagle3HParams, features: np.ndarray) -> np.ndarray:
+    """Step 1: ``h = (RMSNorm_input_norm(g) if norm_before_fc else g) @ W_fc.T`` over the 3 tapped features."""
+    if hp.norm_before_fc:
+        features = rms_norm(features, g.array("enc.output_norm.weight"), hp.eps)
+    return features @ g.array("fc.weight").T
+
+
+def eagle3_step(w: dict[str, np.ndarray], hp: Eagle3HParams, h: np.ndarray, e: np.ndarray, positions: np.ndarray,
+                cache: KVCache, freq_factors: np.ndarray | None) -> np.ndarray:
+    """Step 2, layer 0 for new rows ``h [N, H]`` with token embeddings ``e [N, H]`` at ``positions``.
+
+    ``z = [norm(e); norm(h)]`` feeds q/k/v; causal attention over the cache plus the new rows; the residual is
+    ``h`` (or the normed ``h`` with ``norm_before_residual``). Returns the pre-norm output ``[N, H]``.
+    """
+    N = h.shape[0]
+    hn = rms_norm(h, w["attn_norm_2"], hp.eps)
+    z = np.concatenate([rms_norm(e, w["attn_norm"], hp.eps), hn], axis=1)   # embedding first
+    residual = hn if hp.norm_before_residual else h
+    q = (z @ w["attn_q"].T).reshape(N, hp.n_head, hp.head_dim)
+    k = (z @ w["attn_k"].T).reshape(N, hp.n_head_kv, hp.head_dim)
+    v = (z @ w["attn_v"].T).reshape(N, hp.n_head_kv, hp.head_dim)
+    cos, sin = rope_cos_sin(positions, hp.n_rot, hp.rope_base, freq_factors, hp.rope_pos_scale)
+    k_all, v_all = cache.append(rope_norm(k, cos, sin), v)
+    past = k_all.shape[0] - N
+    allowed = np.arange(k_all.shape[0])[None, :] <= (past + np.arange(N))[:, None]   # causal
+    hmid = residual + attention(rope_norm(q, cos, sin), k_all, v_all, allowed) @ w["attn_output"].T
+    return hmid + mlp(rms_norm(hmid, w["ffn_norm"], hp.eps), w["ffn_gate"], w["ffn_up"], w["ffn_down"])
+
+
+EAGLE3_TENSORS = ("attn_norm", "attn_norm_2", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm",
+                  "ffn_gate", "ffn_up", "ffn_down")
+
+
+def eagle3_forward(g: GGUFWeights, target: TargetWeights | None, features: np.ndarray, tokens: np.ndarray,
+                   steps: int, forced_tokens: np.ndarray | None = None) -> Eagle3Outputs:
+    """Prefill ``T`` context positions (features ``[T, 3*Ht]``, next tokens ``x_{t+1}`` ``[T]``), then chain.
+
+    Step s feeds back the previous pre-norm output and token (fc skipped) at the next position. Greedy draft ids
+    map to target ids through ``d2t``. ``forced_tokens`` overrides the tokens fed back (teacher forcing).
+
+    Example:
+        >>> out = eagle3_forward(open_gguf("e.gguf"), None, F, toks, steps=3)  # doctest: +SKIP
+        >>> out.tokens.shape                                                   # doctest: +SKIP
+        (3,)
+    """
+    hp = Eagle3HParams.from_gguf(g)
+    features = np.asarray(features, dtype=F32)
+    if features.shape[1] != g.shape("fc.weight")[1]:
+        raise ConvertError(f"{g.path}: fc.weight takes {g.shape('fc.weight')[1]} features, got {features.shape[1]}")
+    w = layer_weights(g, 0, EAGLE3_TENSORS)
+    freq = g.array("rope_freqs.weight") if g.has("rope_freqs.weight") else None
+    d2t = g.ints("d2t") if g.has("d2t") else None
+    w_norm = g.array("output_norm.weight")
+    cache, T = KVCache(), features.shape[0]
+    out = eagle3_step(w, hp, fc_input(g, hp, features), embed_tokens(g, target, tokens), np.arange(T), cache, freq)
+    prefill, last = out, out[-1:]
+    logits, chosen, step_hidden = [], [], []
+    for s in range(steps):
+        if s > 0:                                                  # feed back the pre-norm hidden and the token
+            tok = chosen[-1] if forced_tokens is None else int(forced_tokens[s - 1])
+            last = eagle3_step(w, hp, last, embed_tokens(g, target, [tok]), np.array([T + s - 1]), cache, freq)
+            step_hidden.append(last[0])
+        z = lm_logits(g, target, rms_norm(last, w_norm, hp.eps))[0]
+        d = int(np.argmax(z))
+        logits.append(z)
+        chosen.append(d if d2t is None else int(d2t[d]))
+    return Eagle3Outputs(hp, prefill, np.array(step_hidden, dtype=F32).reshape(-1, hp.n_embd), np.array(logits),
+                         np.array(chosen, dtype=np.int64))

@@ -1,0 +1,134 @@
+"""Value-preserving reorderings (RoPE layouts, d2t) and the dtype conversions of contract §5–§6.
+
+Every function here is pure numpy on one array (or one row chunk of an array), so each can be tested alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from gguf import GGMLQuantizationType as QT
+from gguf import quants
+
+from .errors import ConvertError
+
+Q8_0_BLOCK = 32
+
+
+# ---------------------------------------------------------------------------------------------- RoPE layouts
+def deinterleave_rope(w: np.ndarray, head_dim: int) -> np.ndarray:
+    """Interleaved (GPT-J) rows -> NEOX order, per head: ``new[j] = old[2j]``, ``new[hd/2 + j] = old[2j + 1]``.
+
+    Used for DSpark checkpoints with ``rope_is_neox_style: false`` on q/k projections and q/k norms (§5.2).
+
+    Example:
+        >>> deinterleave_rope(np.arange(4), 4).tolist()
+        [0, 2, 1, 3]
+    """
+    rows = w.shape[0]
+    if rows % head_dim or head_dim % 2:
+        raise ConvertError(f"cannot de-interleave {rows} rows with head_dim {head_dim}")
+    r = w.reshape(rows // head_dim, head_dim // 2, 2, *w.shape[1:])
+    return np.ascontiguousarray(r.swapaxes(1, 2)).reshape(w.shape)
+
+
+def interleave_rope(w: np.ndarray, head_dim: int) -> np.ndarray:
+    """Inverse of :func:`deinterleave_rope` (NEOX -> interleaved); used by tests and the mutation suite."""
+    rows = w.shape[0]
+    r = w.reshape(rows // head_dim, 2, head_dim // 2, *w.shape[1:])
+    return np.ascontiguousarray(r.swapaxes(1, 2)).reshape(w.shape)
+
+
+def eagle3_permute(w: np.ndarray, n_head: int, n_head_kv: int) -> np.ndarray:
+    """Rotate-half rows -> interleaved pairs, llama.cpp's q/k permutation for Llama backbones (§5.2).
+
+    ``n = n_head_kv if it differs from n_head else n_head``; per head ``new[2i + c] = old[c*hd/2 + i]``.
+
+    Example:
+        >>> eagle3_permute(np.arange(4), 1, 1).tolist()
+        [0, 2, 1, 3]
+    """
+    n = n_head_kv if n_head_kv != n_head else n_head
+    rows = w.shape[0]
+    if rows % (2 * n):
+        raise ConvertError(f"cannot permute {rows} rows for {n} heads")
+    r = w.reshape(n, 2, rows // n // 2, *w.shape[1:])
+    return np.ascontiguousarray(r.swapaxes(1, 2)).reshape(w.shape)
+
+
+def eagle3_unpermute(w: np.ndarray, n_head: int, n_head_kv: int) -> np.ndarray:
+    """Inverse of :func:`eagle3_permute` (interleaved -> rotate-half)."""
+    n = n_head_kv if n_head_kv != n_head else n_head
+    rows = w.shape[0]
+    r = w.reshape(n, rows // n // 2, 2, *w.shape[1:])
+    return np.ascontiguousarray(r.swapaxes(1, 2)).reshape(w.shape)
+
+
+# ---------------------------------------------------------------------------------------------- d2t
+def d2t_absolute(offsets: np.ndarray, vocab_limit: int, *, what: str) -> np.ndarray:
+    """``d2t[i] + i`` as int64, checked: in ``[0, vocab_limit)`` and unique (§5.3).
+
+    Values pass through float32 upstream; that is exact for |value| < 2^24, which the range check implies for any
+    real vocabulary, so integer arithmetic gives the same bytes.
+
+    Example:
+        >>> d2t_absolute(np.array([0, 1, 1]), 10, what="d2t").tolist()
+        [0, 2, 3]
+    """
+    flat = np.asarray(offsets).reshape(-1)
+    if flat.dtype.kind == "f":
+        if not np.all(np.isfinite(flat)) or np.any(flat != np.round(flat)):
+            raise ConvertError(f"{what}: expected integer offsets, found non-integer values")
+    absolute = flat.astype(np.int64) + np.arange(flat.size, dtype=np.int64)
+    bad = np.nonzero((absolute < 0) | (absolute >= vocab_limit))[0]
+    if bad.size:
+        i = int(bad[0])
+        raise ConvertError(f"{what}: entry {i} maps to token id {int(absolute[i])}, outside the vocabulary [0, {vocab_limit})")
+    uniq, counts = np.unique(absolute, return_counts=True)
+    if uniq.size != absolute.size:
+        dup = int(uniq[counts > 1][0])
+        raise ConvertError(f"{what}: token id {dup} appears {int(counts[counts > 1][0])} times; expected unique ids")
+    return absolute
+
+
+# ---------------------------------------------------------------------------------------------- dtypes
+def to_float32(raw: np.ndarray, src_dtype: str) -> np.ndarray:
+    """Source values -> float32 (BF16 bits widen exactly; F64 rounds to nearest even; ints become floats)."""
+    if src_dtype == "BF16":
+        return (raw.astype(np.uint32) << 16).view(np.float32)
+    return raw.astype(np.float32)
+
+
+def float32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 -> BF16 bits, gguf-py's rule: quiet NaNs, then round to nearest even (§6)."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    nan = (u & 0x7FFFFFFF) > 0x7F800000
+    if nan.any():
+        u = np.where(nan, (u & np.uint32(0xFFFF0000)) | np.uint32(0x00400000), u)
+    return ((u.astype(np.uint64) + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def convert_chunk(raw: np.ndarray, src_dtype: str, out: QT) -> np.ndarray:
+    """Convert a chunk of source values (rows of the tensor) to the bytes of GGML type ``out``.
+
+    Same-type data is returned unchanged (byte copy); BF16 -> BF16 passes through float32 upstream, which is the
+    identity for every non-NaN value, so it is copied too. Returns an array whose ``tobytes()`` is the file data.
+    """
+    if out == QT.BF16 and src_dtype == "BF16":
+        return raw
+    if out == QT.F16 and src_dtype == "F16":
+        return raw
+    if out == QT.F32 and src_dtype == "F32":
+        return raw
+    if src_dtype in ("F16", "F32"):
+        x = raw if out != QT.Q8_0 else raw.astype(np.float32)
+    else:
+        x = to_float32(raw, src_dtype)
+    if out == QT.F32:
+        return x.astype(np.float32, copy=False)
+    if out == QT.F16:
+        return x.astype(np.float16)
+    if out == QT.BF16:
+        return float32_to_bf16_bits(x.astype(np.float32, copy=False))
+    if out == QT.Q8_0:
+        return quants.quantize(np.ascontiguousarray(x, dtype=np.float32), QT.Q8_0)
+    raise ConvertError(f"unsupported output type {out.name}")

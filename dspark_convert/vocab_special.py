@@ -1,0 +1,363 @@
+"""The SpecialVocab block of the tokenizer KVs: merges, special ids, add flags, chat templates, normalizer flags.
+
+Re-implements what gguf-py's ``SpecialVocab`` reads from a target directory (contract §2.5.4), without
+transformers and with our own error handling. The PyPI ``gguf`` 0.19.0 version lacks the normalizer flags that
+upstream [LC] writes, so the logic lives here. Quirks of upstream are kept on purpose (they decide byte parity):
+``tokenizer_config.json`` values are compared as they are (a dict-form ``bos_token`` never equals a template id),
+a bool counts as an integer id, and ``cls`` / FIM types have no GGUF key and are dropped when written.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from pathlib import Path
+from string import ascii_letters, digits
+from typing import Any
+
+from gguf import GGUFValueType as VT
+
+from . import schema as S
+from .errors import ConvertError
+from .plan import KV, add_kv
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SPECIAL_TYPES = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
+
+
+def read_json(path: Path, what: str = "JSON") -> Any:
+    """Parse ``path`` as JSON, or raise a one-line :class:`ConvertError` naming the file.
+
+    Example:
+        >>> read_json(Path("target/config.json"))  # doctest: +SKIP
+        {'architectures': ['Qwen3ForCausalLM'], ...}
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConvertError(f"{path}: malformed {what} ({type(e).__name__}: {e})") from None
+
+
+def read_json_dict(path: Path, what: str = "JSON") -> dict[str, Any] | None:
+    """Like :func:`read_json` for files that must hold an object; None when the file does not exist."""
+    if not path.is_file():
+        return None
+    data = read_json(path, what)
+    if not isinstance(data, dict):
+        raise ConvertError(f"{path}: expected a JSON object, found {type(data).__name__}")
+    return data
+
+
+def looks_special(token: str) -> bool:
+    """Upstream's "looks like a control token" test (contract §2.5.2).
+
+    Example:
+        >>> looks_special("<|im_start|>"), looks_special("<｜begin▁of▁sentence｜>"), looks_special("hello")
+        (True, True, False)
+    """
+    if token in ("<pad>", "<mask>", "<2mass>", "[@BOS@]"):
+        return True
+    if token.startswith("<|") and token.endswith("|>"):
+        return True
+    if token.startswith("<\uff5c") and token.endswith("\uff5c>"):
+        return True
+    return token.startswith("<unused") and token.endswith(">")
+
+
+def merges_from_json(tokenizer_json: Path, data: dict[str, Any]) -> list[str]:
+    """``model.merges`` of a parsed tokenizer.json as GGUF strings (pair form joined, spaces as U+0120)."""
+    model = data.get("model")
+    merges = model.get("merges") if isinstance(model, dict) else None
+    if not isinstance(merges, list) or not merges:
+        return []
+    first = merges[0]
+    if isinstance(first, str):
+        return list(merges)
+    if isinstance(first, list) and len(first) == 2 and isinstance(first[0], str):
+        # Pair form (transformers >= 4.45): a space inside a part is stored as U+0120, as gguf-py does.
+        if any(" " in part for pair in merges for part in pair):
+            return [" ".join(part.replace(" ", "\u0120") for part in pair) for pair in merges]
+        return [f"{a} {b}" for a, b in merges]
+    raise ConvertError(f"{tokenizer_json}: unknown format of model.merges (first entry {first!r})")
+
+
+def merges_from_txt(path: Path) -> list[str]:
+    """``merges.txt``: an optional leading ``#`` line is skipped, lines that are not exactly 2 fields dropped."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")  # file-iteration semantics: split on newlines only
+    if lines and lines[0].strip().startswith("#"):
+        lines = lines[1:]
+    merges = []
+    for line in lines:
+        parts = line.strip().split(None, 3)
+        if len(parts) == 2:
+            merges.append(f"{parts[0]} {parts[1]}")
+        elif parts:
+            log.warning("%s: malformed merge line %r ignored", path, line)
+    return merges
+
+
+def _normalizer_flags(normalizer: Any, flags: dict[str, bool]) -> None:
+    """Collect lowercase / strip_accents from a tokenizer.json normalizer, recursing into Sequence."""
+    if not isinstance(normalizer, dict):
+        return
+    kind = normalizer.get("type")
+    if kind == "Lowercase":
+        flags["lowercase"] = True
+    elif kind == "StripAccents":
+        flags["strip_accents"] = True
+    elif kind == "BertNormalizer":
+        lowercase = normalizer.get("lowercase", True)
+        if lowercase:
+            flags["lowercase"] = True
+        strip = normalizer.get("strip_accents")
+        # tokenizers semantics: a null strip_accents follows lowercase.
+        if strip or (strip is None and lowercase):
+            flags["strip_accents"] = True
+    elif kind == "Sequence":
+        for sub in normalizer.get("normalizers") or []:
+            _normalizer_flags(sub, flags)
+
+
+def _content(entry: Any) -> str | None:
+    if isinstance(entry, str):
+        return entry
+    if isinstance(entry, dict) and isinstance(entry.get("content"), str):
+        return entry["content"]
+    return None
+
+
+def _special_id(template_item: dict[str, Any]) -> Any:
+    special = template_item.get("SpecialToken")
+    return special.get("id") if isinstance(special, dict) else None
+
+
+def _sequence_id(template_item: dict[str, Any]) -> Any:
+    seq = template_item.get("Sequence")
+    return seq.get("id") if isinstance(seq, dict) else None
+
+
+class SpecialVocab:
+    """What gguf-py's SpecialVocab collects from a target dir, emitted as KVs in upstream order.
+
+    Example:
+        >>> sv = SpecialVocab(Path("target"), load_merges=True)  # doctest: +SKIP
+        >>> [kv.name for kv in sv.kvs()]  # doctest: +SKIP
+        ['tokenizer.ggml.merges', 'tokenizer.ggml.bos_token_id', ..., 'tokenizer.ggml.add_eos_token']
+    """
+
+    def __init__(self, target_dir: Path, load_merges: bool = False, types: tuple[str, ...] | None = None,
+                 n_vocab: int | None = None, tokenizer_data: dict[str, Any] | None = None) -> None:
+        self.dir = Path(target_dir)
+        self.load_merges = load_merges
+        self.types: tuple[str, ...] = tuple(types) if types is not None else DEFAULT_SPECIAL_TYPES
+        self.n_vocab = n_vocab
+        self.merges: list[str] = []
+        self.special_ids: dict[str, int] = {}
+        self.add_flags: dict[str, bool] = {}
+        self.chat_template: Any = None
+        self.normalizer: dict[str, bool] = {}
+        self._load(tokenizer_data)
+
+    # ------------------------------------------------------------------------------------------ loading
+    def set_special_token(self, typ: str, tid: Any, source: Path | None = None) -> None:
+        """Record ``tid`` for ``typ`` unless already known; out-of-range ids are skipped when n_vocab is set."""
+        if not isinstance(tid, int):  # bool included, as upstream
+            return
+        if tid < 0:
+            where = source if source is not None else self.dir
+            raise ConvertError(f"{where}: special token '{typ}' has id {tid}, expected a non-negative integer")
+        if self.n_vocab is not None and tid >= self.n_vocab:
+            log.warning("%s: special token %s id %d is out of range (< %d), skipped", self.dir, typ, tid, self.n_vocab)
+            return
+        self.special_ids.setdefault(typ, int(tid))
+
+    def _load(self, tokenizer_data: dict[str, Any] | None) -> None:
+        tj = self.dir / "tokenizer.json"
+        if tokenizer_data is None and tj.is_file():
+            tokenizer_data = read_json(tj, "tokenizer.json")
+        if tokenizer_data is not None and not isinstance(tokenizer_data, dict):
+            raise ConvertError(f"{tj}: malformed tokenizer.json (top level is not an object)")
+        self._from_tokenizer_files(tj, tokenizer_data)
+        self._from_config_json()
+        if self.load_merges and not self.merges and (self.dir / "merges.txt").is_file():
+            self.merges = merges_from_txt(self.dir / "merges.txt")
+
+    def _from_tokenizer_files(self, tj: Path, tokenizer: dict[str, Any] | None) -> None:
+        added_tokens: list[Any] = []
+        if tokenizer is not None:
+            if self.load_merges:
+                self.merges = merges_from_json(tj, tokenizer)
+            if tokenizer.get("normalizer"):
+                _normalizer_flags(tokenizer["normalizer"], self.normalizer)
+            added_tokens = tokenizer.get("added_tokens") or []
+        config = read_json_dict(self.dir / "tokenizer_config.json", "tokenizer_config.json")
+        config = copy.deepcopy(config) if config else config  # the post-processor rules below edit it
+        if tokenizer:
+            self._from_post_processor(tokenizer, config)
+        if not config:
+            return
+        self._chat_template_from(config)
+        for typ in self.types:
+            add_entry = config.get(f"add_{typ}_token")
+            if isinstance(add_entry, bool):
+                self.add_flags[typ] = add_entry
+            content = _content(config.get(f"{typ}_token"))
+            if content is None:
+                continue
+            tid = next((a.get("id") for a in added_tokens if isinstance(a, dict) and a.get("content") == content),
+                       None)
+            self.set_special_token(typ, tid, tj)
+
+    def _from_post_processor(self, tokenizer: dict[str, Any], config: dict[str, Any] | None) -> None:
+        cfg = config or {}
+        bos, cls, eos, sep = cfg.get("bos_token"), cfg.get("cls_token"), cfg.get("eos_token"), cfg.get("sep_token")
+        if not bos and cls and config:
+            config["bos_token"] = bos = cls
+        if not eos and sep and config:
+            config["eos_token"] = eos = sep
+        post = tokenizer.get("post_processor")
+        if not isinstance(post, dict) or not post:
+            return
+        for proc in post.get("processors", [post]):
+            if not isinstance(proc, dict):
+                continue
+            if proc.get("type") == "RobertaProcessing":
+                self.add_flags.update(bos=True, eos=True, sep=True)
+                if not cls and config:
+                    cls = config["cls_token"] = proc.get("cls", [bos])[0]
+                if not sep and config:
+                    sep = config["sep_token"] = proc.get("sep", [eos])[0]
+            elif proc.get("type") == "TemplateProcessing":
+                bos, eos = self._from_template(proc, config, bos, cls, eos, sep)
+
+    def _from_template(self, proc: dict[str, Any], config: dict[str, Any] | None,
+                       bos: Any, cls: Any, eos: Any, sep: Any) -> tuple[Any, Any]:
+        """Upstream's crude TemplateProcessing reading: add_bos/add_eos from ``single``, add_sep from ``pair``."""
+        single, pair = proc.get("single") or [], proc.get("pair") or []
+        first = last = None
+        if len(single) > 1:
+            if first := _special_id(single[0]):
+                if not config:
+                    bos = first
+                self.add_flags["bos"] = first in (bos, cls)
+            if last := _special_id(single[-1]):
+                if not config:
+                    eos = last
+                elif last != eos:
+                    # A trailing token other than eos: the configured eos becomes eot (or eom), as upstream does.
+                    if "eot" not in self.types:
+                        self.types += ("eot",)
+                        config["eot_token"] = eos
+                    elif "eom" not in self.types:
+                        self.types += ("eom",)
+                        config["eom_token"] = eos
+                    config["eos_token"] = eos = last
+                self.add_flags["eos"] = last == eos
+        if pair:
+            start = 1 if first and _special_id(pair[0]) == first else 0
+            stop = -1 if last and _special_id(pair[-1]) == last else None
+            middle = pair[slice(start, stop)]
+            if middle and _sequence_id(middle[0]) == "A" and _sequence_id(middle[-1]) == "B" and middle[1:-1]:
+                middle = middle[1:-1]
+                add_sep = False
+                entry = _special_id(middle[0])
+                if entry and entry in (sep, eos) and not last:
+                    add_sep = True
+                if len(middle) == 2 and (entry := _special_id(middle[1])) and entry in (sep, eos):
+                    add_sep = True
+                self.add_flags["sep"] = add_sep
+                if add_sep and not sep and config:
+                    config["sep_token"] = eos
+        return bos, eos
+
+    def _chat_template_from(self, config: dict[str, Any]) -> None:
+        alt: Any = None
+        jinja, json_file = self.dir / "chat_template.jinja", self.dir / "chat_template.json"
+        if jinja.is_file():
+            alt = jinja.read_text(encoding="utf-8")
+            extra = sorted((self.dir / "additional_chat_templates").glob("*.jinja"))
+            if extra:
+                alt = [{"name": "default", "template": alt}]
+                alt += [{"name": p.stem, "template": p.read_text(encoding="utf-8")} for p in extra]
+        elif json_file.is_file():
+            data = read_json(json_file, "chat_template.json")
+            alt = data.get("chat_template") if isinstance(data, dict) else None
+        template = config.get("chat_template", alt)
+        if template is None or isinstance(template, (str, list)):
+            self.chat_template = template
+        else:
+            log.warning("%s: chat_template of type %s ignored", self.dir / "tokenizer_config.json",
+                        type(template).__name__)
+
+    def _from_config_json(self) -> None:
+        path = self.dir / "config.json"
+        config = read_json_dict(path, "config.json")
+        if config is None:
+            return
+        text_config = config.get("text_config")
+        for typ in self.types:
+            tid = config.get(f"{typ}_token_id")
+            if tid is None and isinstance(text_config, dict):
+                tid = text_config.get(f"{typ}_token_id")
+            self.set_special_token(typ, tid, path)
+
+    # ------------------------------------------------------------------------------------------ output
+    def kvs(self) -> list[KV]:
+        """The KVs in gguf-py ``add_to_gguf`` order (types without a GGUF key are dropped)."""
+        out: list[KV] = []
+        if self.merges:
+            add_kv(out, KV(S.TOKENIZER_MERGES, VT.ARRAY, self.merges, VT.STRING))
+        for typ, tid in self.special_ids.items():
+            if key := S.SPECIAL_TOKEN_KEYS.get(typ):
+                add_kv(out, KV(key, VT.UINT32, tid))
+            else:
+                log.debug("no GGUF key for special token type %s (id %d)", typ, tid)
+        for typ, value in self.add_flags.items():
+            if key := S.ADD_TOKEN_KEYS.get(typ):
+                add_kv(out, KV(key, VT.BOOL, value))
+        if self.chat_template is not None:
+            for kv in chat_template_kvs(self.chat_template):
+                add_kv(out, kv)
+        if self.normalizer.get("lowercase"):
+            add_kv(out, KV(S.TOKENIZER_LOWERCASE, VT.BOOL, True))
+        if self.normalizer.get("strip_accents"):
+            add_kv(out, KV(S.TOKENIZER_STRIP_ACCENTS, VT.BOOL, True))
+        return out
+
+
+def chat_template_kvs(template: str | list[Any]) -> list[KV]:
+    """GGUFWriter.add_chat_template as KVs: a string, or named templates + the name list + the default.
+
+    Example:
+        >>> [kv.name for kv in chat_template_kvs([{"name": "default", "template": "A"},
+        ...                                        {"name": "tool use", "template": "B"}])]
+        ['tokenizer.chat_template.tool_use', 'tokenizer.chat_templates', 'tokenizer.chat_template']
+    """
+    out: list[KV] = []
+    if isinstance(template, str):
+        add_kv(out, KV(S.TOKENIZER_CHAT_TEMPLATE, VT.STRING, template))
+        return out
+    default = None
+    names: list[str] = []  # upstream uses a set (arbitrary order); first-seen order is deterministic
+    for choice in template:
+        if not isinstance(choice, dict):
+            continue
+        name = "".join(c if c in ascii_letters + digits else "_" for c in str(choice.get("name", "")))
+        text = choice.get("template")
+        if not name or text is None:
+            continue
+        if name == "default":
+            default = text
+        else:
+            if name not in names:
+                names.append(name)
+            add_kv(out, KV(S.TOKENIZER_CHAT_TEMPLATE_N.format(name=name), VT.STRING, text))
+    if names:
+        add_kv(out, KV(S.TOKENIZER_CHAT_TEMPLATES, VT.ARRAY, names, VT.STRING))
+    if default is not None:
+        add_kv(out, KV(S.TOKENIZER_CHAT_TEMPLATE, VT.STRING, default))
+    return out

@@ -1,0 +1,137 @@
+"""tokenizer.model targets: the SentencePiece token list of upstream ``_create_vocab_sentencepiece``.
+
+Contract §2.5.3: every id starts as ``[PAD{id}]`` / -10000.0 / UNUSED; SentencePiece pieces fill their ids with
+their score and type; ``added_tokens.json`` and ``tokenizer_config.json`` ``added_tokens_decoder`` entries then
+override ids below ``N`` with score -1000.0. Phi-3 targets use their own variant (:func:`phi3_token_list`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from .errors import ConvertError
+from .schema import TokenType
+from .vocab_special import looks_special, read_json, read_json_dict
+
+log = logging.getLogger(__name__)
+
+
+def _load_processor(path: Path) -> Any:
+    from sentencepiece import SentencePieceProcessor
+
+    sp = SentencePieceProcessor()
+    try:
+        sp.LoadFromFile(str(path))
+    except (OSError, RuntimeError) as e:
+        raise ConvertError(f"{path}: not a readable SentencePiece model ({str(e).splitlines()[0][:200]})") from None
+    return sp
+
+
+def _spm_pieces(sp: Any, n: int) -> tuple[list[str], list[float], list[int]]:
+    """Pieces, scores and types of the first ``min(n, sp size)`` ids, padded with [PAD{id}] up to ``n``."""
+    size = sp.vocab_size()
+    ids = list(range(min(n, size)))
+    if size > n:
+        log.warning("tokenizer.model has %d pieces; ids from %d on are dropped (draft vocab_size %d)", size, n, n)
+    # The batch calls keep a 256k-piece model under a second.
+    pieces = list(sp.id_to_piece(ids)) if ids else []
+    scores = [float(s) for s in sp.get_score(ids)] if ids else []
+    flags = [sp.is_unknown(ids), sp.is_control(ids), sp.is_unused(ids), sp.is_byte(ids)] if ids else [[]] * 4
+    order = (TokenType.UNKNOWN, TokenType.CONTROL, TokenType.UNUSED, TokenType.BYTE)
+    types = []
+    for i in range(len(ids)):
+        t = TokenType.NORMAL
+        for kind, flag in zip(order, flags, strict=True):  # first that applies, in upstream's elif order
+            if flag[i]:
+                t = kind
+                break
+        types.append(t)
+    pad = range(len(ids), n)
+    return pieces + [f"[PAD{i}]" for i in pad], scores + [-10000.0] * len(pad), types + [TokenType.UNUSED] * len(pad)
+
+
+def spm_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], list[float], list[int]]:
+    """Tokens, scores and types for a target with ``tokenizer.model`` (contract §2.5.3).
+
+    Example:
+        >>> tokens, scores, types = spm_token_list(Path("gemma-target"), 256000)  # doctest: +SKIP
+        >>> tokens[:3], types[:3]  # doctest: +SKIP
+        (['<pad>', '<eos>', '<bos>'], [3, 3, 3])
+    """
+    model = target_dir / "tokenizer.model"
+    sp = _load_processor(model)
+    n = n_vocab if n_vocab else sp.vocab_size()  # upstream: `find_hparam(...) or tokenizer.vocab_size()`
+    tokens, scores, types = _spm_pieces(sp, n)
+    added = read_json_dict(target_dir / "added_tokens.json", "added_tokens.json") or {}
+    for text, tid in added.items():
+        if not isinstance(tid, int) or not 0 <= tid < n:
+            log.warning("%s: token %r id %r is out of range (< %d), ignored", target_dir / "added_tokens.json",
+                        text, tid, n)
+            continue
+        tokens[tid], scores[tid], types[tid] = text, -1000.0, TokenType.USER_DEFINED
+    config = read_json_dict(target_dir / "tokenizer_config.json", "tokenizer_config.json") or {}
+    decoder = config.get("added_tokens_decoder") or {}
+    for key, data in (decoder.items() if isinstance(decoder, dict) else ()):
+        tid = _int_key(target_dir / "tokenizer_config.json", key)
+        text = data.get("content") if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            continue
+        if tid >= n:
+            log.warning("%s: added token %r id %d is out of range (< %d), ignored",
+                        target_dir / "tokenizer_config.json", text, tid, n)
+            continue
+        if data.get("special") or looks_special(text):
+            types[tid] = TokenType.CONTROL
+        else:
+            text = text.replace("\u2581", " ")  # user-defined tokens are stored pre-normalized
+            types[tid] = TokenType.USER_DEFINED
+        tokens[tid], scores[tid] = text, -1000.0
+    return tokens, scores, types
+
+
+def _int_key(path: Path, key: Any) -> int:
+    try:
+        tid = int(key)
+    except (TypeError, ValueError):
+        raise ConvertError(f"{path}: added_tokens_decoder key {key!r} is not a token id") from None
+    if tid < 0:
+        raise ConvertError(f"{path}: added_tokens_decoder key {key!r} is a negative token id")
+    return tid
+
+
+def phi3_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], list[float], list[int]]:
+    """Upstream ``Phi3MiniModel.set_vocab`` SentencePiece variant: no range check on added_tokens_decoder ids,
+    USER_DEFINED / CONTROL by the ``special`` flag only, and tokenizer.json ``added_tokens`` applied last."""
+    model = target_dir / "tokenizer.model"
+    if not model.is_file():
+        raise ConvertError(f"{model}: file not found (a Phi-3 target needs tokenizer.model)")
+    sp = _load_processor(model)
+    n = n_vocab if n_vocab is not None else sp.vocab_size()
+    tokens, scores, types = _spm_pieces(sp, n)
+    added = read_json_dict(target_dir / "added_tokens.json", "added_tokens.json") or {}
+    for text, tid in added.items():
+        if isinstance(tid, int) and 0 <= tid < n:
+            tokens[tid], scores[tid], types[tid] = text, -1000.0, TokenType.USER_DEFINED
+    entries: list[tuple[Path, int, dict[str, Any]]] = []
+    config = read_json_dict(target_dir / "tokenizer_config.json", "tokenizer_config.json") or {}
+    decoder = config.get("added_tokens_decoder") or {}
+    for key, data in (decoder.items() if isinstance(decoder, dict) else ()):
+        entries.append((target_dir / "tokenizer_config.json", _int_key(target_dir / "tokenizer_config.json", key),
+                        data))
+    tj = target_dir / "tokenizer.json"
+    if tj.is_file():
+        data_tj = read_json(tj, "tokenizer.json")
+        for item in (data_tj.get("added_tokens") or []) if isinstance(data_tj, dict) else []:
+            if isinstance(item, dict):
+                entries.append((tj, _int_key(tj, item.get("id")), item))
+    for path, tid, data in entries:
+        text = data.get("content") if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            continue
+        if tid >= n:
+            raise ConvertError(f"{path}: token id {tid} ({text!r}) does not fit the draft vocab_size {n}")
+        tokens[tid], scores[tid] = text, -1000.0
+        types[tid] = TokenType.CONTROL if data.get("special") else TokenType.USER_DEFINED
+    return tokens, scores, types
