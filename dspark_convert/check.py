@@ -7,12 +7,14 @@ plan is read back from a GGUF file made by any tool). Each finding names the key
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from numbers import Integral
+from pathlib import Path
 
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 from . import schema as S
-from .plan import Plan
+from .plan import KV, Plan
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,24 @@ def _key_type_name(name: str, arch: str) -> VT | None:
         return S.KEY_TYPES[name]
     tpl = name.replace(arch + ".", "{arch}.", 1)
     return S.KEY_TYPES.get(tpl)
+
+
+#: integer GGUF value types and the values they hold (an out-of-range value would fail inside the GGUF writer)
+_INT_RANGES = {VT.UINT8: (0, 2**8 - 1), VT.INT8: (-2**7, 2**7 - 1), VT.UINT16: (0, 2**16 - 1),
+               VT.INT16: (-2**15, 2**15 - 1), VT.UINT32: (0, 2**32 - 1), VT.INT32: (-2**31, 2**31 - 1),
+               VT.UINT64: (0, 2**64 - 1), VT.INT64: (-2**63, 2**63 - 1)}
+
+
+def _out_of_range(kv: KV) -> object | None:
+    """The first value of an integer KV (or integer array) that its GGUF type cannot hold, else None."""
+    typ = kv.sub_type if kv.type == VT.ARRAY else kv.type
+    rng = _INT_RANGES.get(typ)
+    if rng is None:
+        return None
+    for v in (kv.value if kv.type == VT.ARRAY else [kv.value]):
+        if isinstance(v, bool) or not isinstance(v, Integral) or not rng[0] <= int(v) <= rng[1]:
+            return v
+    return None
 
 
 def check_plan(plan: Plan) -> list[Finding]:
@@ -66,6 +86,9 @@ def check_plan(plan: Plan) -> list[Finding]:
         elif want == VT.ARRAY and k.name in S.ARRAY_ELEMENT_TYPES and k.sub_type not in S.ARRAY_ELEMENT_TYPES[k.name]:
             allowed = "/".join(t.name for t in S.ARRAY_ELEMENT_TYPES[k.name])
             err(k.name, "array-type", f"has element type {k.describe()}, expected ARRAY[{allowed}]")
+        bad_value = _out_of_range(k)
+        if bad_value is not None:
+            err(k.name, "key-range", f"holds {bad_value!r}, which a {k.describe()} value cannot hold")
 
     def val(tpl: str) -> object:
         k = kv.get(tpl.format(**a))
@@ -94,6 +117,7 @@ def check_plan(plan: Plan) -> list[Finding]:
     if not plan.tensors:
         err("tensors", "tensor-count", "the file has no tensors (a metadata-only file is not a usable draft)")
     expected: dict[str, tuple[int, ...] | None] = {}  # name -> numpy shape (None: any)
+    why: dict[str, str] = {}  # name -> where the expected shape comes from (for shape messages)
     required: set[str] = set()
 
     if arch == S.ARCH_DFLASH:
@@ -118,6 +142,13 @@ def check_plan(plan: Plan) -> list[Finding]:
         expected.update({S.T_FC: (H, T * H) if T and H else None, S.T_ENC_NORM: (H,), S.T_OUTPUT_NORM: (H,),
                          S.T_TOKEN_EMBD: (n_tokens, H) if n_tokens else None, S.T_OUTPUT: (Vd, H) if Vd else None,
                          S.T_D2T: None, S.T_FC_SCALE: (1,)})
+        vd_what = f"{Vd} draft tokens (d2t entries)" if d2t is not None else f"{Vd} tokens"
+        why.update({S.T_FC: f"ne[0] = {T} target layers x hidden_size {H}",
+                    S.T_TOKEN_EMBD: f"ne[0] = hidden_size {H}, ne[1] = {n_tokens} tokens",
+                    S.T_OUTPUT: f"ne[0] = hidden_size {H}, ne[1] = {vd_what}",
+                    S.T_MARKOV_W1: f"ne[0] = Markov rank {R}, ne[1] = {n_tokens} tokens",
+                    S.T_MARKOV_W2: f"ne[0] = Markov rank {R}, ne[1] = {vd_what}",
+                    S.T_CONF_W: f"ne[0] = hidden_size {H} + Markov rank {R}"})
         if w1 is not None:
             required |= {S.T_MARKOV_W2, S.T_CONF_W}
             if S.DFLASH_BLOCK_SIZE not in kv:
@@ -147,6 +178,8 @@ def check_plan(plan: Plan) -> list[Finding]:
                          S.T_TOKEN_EMBD: None, S.T_D2T: None, S.T_ROPE_FREQS: (n_rot // 2,) if n_rot else None})
         if nbf:
             expected[S.T_ENC_NORM] = (3 * Ht,) if Ht else None
+        why.update({S.T_FC: f"ne[0] = 3 target layers x target_hidden_size {Ht}",
+                    S.T_OUTPUT: f"ne[0] = hidden_size {H}, ne[1] = {Vd} d2t entries"})
         if S.T_OUTPUT in tensors and S.T_D2T not in tensors and n_tokens and tensors[S.T_OUTPUT].shape[0] != n_tokens:
             err(S.T_OUTPUT, "d2t", f"has {tensors[S.T_OUTPUT].shape[0]} rows (a reduced vocabulary) but there is no d2t tensor")
         if S.T_TOKEN_EMBD in tensors and H and tensors[S.T_TOKEN_EMBD].shape[-1] != H:
@@ -163,10 +196,20 @@ def check_plan(plan: Plan) -> list[Finding]:
         "attn_q_norm.weight": (hd,), "attn_k_norm.weight": (hd,),
         "ffn_gate.weight": (F, H) if F else None, "ffn_up.weight": (F, H) if F else None, "ffn_down.weight": (H, F) if F else None,
     }
+    in_what = f"hidden_size {H}" if arch == S.ARCH_DFLASH else f"2 x hidden_size {H}"
+    q_what, kv_what = f"num_attention_heads {nh} x head_dim {hd}", f"num_key_value_heads {nkv} x head_dim {hd}"
+    layer_why = {
+        "attn_q.weight": f"ne[1] = {q_what}, ne[0] = {in_what}", "attn_k.weight": f"ne[1] = {kv_what}, ne[0] = {in_what}",
+        "attn_v.weight": f"ne[1] = {kv_what}, ne[0] = {in_what}", "attn_output.weight": f"ne[0] = {q_what}",
+        "attn_q_norm.weight": f"head_dim {hd}", "attn_k_norm.weight": f"head_dim {hd}",
+        "ffn_gate.weight": f"ne[1] = intermediate_size {F}", "ffn_up.weight": f"ne[1] = intermediate_size {F}",
+        "ffn_down.weight": f"ne[0] = intermediate_size {F}",
+    }
     for i in range(n_layer if isinstance(n_layer, int) else 0):
         for short, req in S.LOADER_LAYER_TENSORS[arch].items():
             name = S.LAYER_PREFIX.format(bid=i) + short
             expected[name] = layer_shapes[short]
+            why[name] = layer_why.get(short, f"hidden_size {H}")
             if req:
                 required.add(name)
 
@@ -178,7 +221,8 @@ def check_plan(plan: Plan) -> list[Finding]:
             continue
         want = expected[t.name]
         if want is not None and all(isinstance(d, int) for d in want) and tuple(t.shape) != tuple(want):
-            err(t.name, "shape", f"has ggml shape {list(t.ne)}, expected {list(reversed(want))}")
+            hint = f" ({why[t.name]})" if t.name in why else ""
+            err(t.name, "shape", f"has ggml shape {list(t.ne)}, expected {list(reversed(want))}{hint}")
         if t.name == S.T_D2T and t.ggml_type != QT.I64:
             err(t.name, "dtype", f"has type {t.ggml_type.name}, expected I64 (the graph asserts it)")
         if (len(t.shape) <= 1 or t.name.endswith("_norm.weight")) and t.name != S.T_D2T and t.ggml_type != QT.F32:
@@ -188,3 +232,15 @@ def check_plan(plan: Plan) -> list[Finding]:
 
 def errors(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.level == "error"]
+
+
+def check_file(path: str | Path) -> list[Finding]:
+    """``dspark-convert check FILE``: the loader rules applied to a GGUF file made by any tool.
+
+    Example:
+        >>> [f.subject for f in check_file("draft.gguf") if f.level == "error"]  # doctest: +SKIP
+        []
+    """
+    from .reader import plan_from_gguf
+
+    return check_plan(plan_from_gguf(path))

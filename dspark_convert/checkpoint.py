@@ -114,7 +114,7 @@ def read_safetensors_header(path: Path) -> list[TensorRef]:
             raise ConvertError(f"{path}: tensor '{name}' ends at byte {base + b}, past the end of the file ({size} bytes): truncated download?")
         refs.append(TensorRef(name, path, dtype, shape, base + a, base + b))
     spans = sorted((r.start, r.end, r.name) for r in refs if r.end > r.start)
-    for (_, e0, n0), (s1, _, n1) in zip(spans, spans[1:]):
+    for (_, e0, n0), (s1, _, n1) in zip(spans, spans[1:], strict=False):  # sorted: adjacent pairs suffice
         if s1 < e0:
             raise ConvertError(f"{path}: tensors '{n0}' and '{n1}' overlap in the file")
     return refs

@@ -71,7 +71,7 @@ def hf2gguf(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable summary on stdout.")] = False,
 ) -> None:
     """Convert a DSpark / DFlash / EAGLE-3 draft checkpoint to a GGUF file llama.cpp loads."""
-    from .convert import convert
+    from .conversion import convert
     from .report import render_conversion
 
     with byte_progress(not as_json and not dry_run, "converting") as progress:

@@ -21,6 +21,7 @@ from .reader import GGUFFile, ReaderTensor, read_gguf
 
 SCHEMA = "dspark-convert/diff/1"
 _BYTES_CHUNK = 1 << 24  # bytes compared at a time
+MAX_DECODED = 1 << 22  # longer arrays get no first_difference: decoding them as lists could exhaust memory
 
 
 def _ignored(name: str, ignore: Sequence[str]) -> bool:
@@ -46,7 +47,8 @@ def _diff_kvs(fa: GGUFFile, fb: GGUFFile, ignore: Sequence[str]) -> dict[str, An
         if (ka.type, ka.sub_type) == (kb.type, kb.sub_type) and fa.raw_value(name) == fb.raw_value(name):
             continue
         entry: dict[str, Any] = {"name": name, "a": kv_entry(fa, ka), "b": kv_entry(fb, kb)}
-        if ka.count is not None and kb.count is not None and ka.sub_type == kb.sub_type:
+        if ka.sub_type == kb.sub_type and ka.count is not None and kb.count is not None and \
+                max(ka.count, kb.count) <= MAX_DECODED:
             entry["first_difference"] = _first_difference(ka.value, kb.value)
         changed.append(entry)
     common = set_a & set_b

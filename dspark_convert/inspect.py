@@ -78,13 +78,17 @@ def tokenizer_summary(f: GGUFFile) -> dict[str, Any] | None:
         kv = f.kvs.get(key)
         return kv.count if kv is not None else None
 
+    def scalar(key: str) -> Any:  # arrays where a scalar belongs are ignored, never decoded
+        kv = f.kvs.get(key)
+        return kv.value if kv is not None and kv.type != VT.ARRAY else None
+
     specials: dict[str, int] = {}
     for kind, key in SPECIAL_TOKEN_KEYS.items():
-        v = f.value(key) if key else None
+        v = scalar(key) if key else None
         if isinstance(v, int) and not isinstance(v, bool):
             specials[kind] = v
     texts = f.string_items(TOKENIZER_TOKENS, set(specials.values())) if TOKENIZER_TOKENS in f.kvs else {}
-    model, pre = f.value(TOKENIZER_MODEL), f.value(TOKENIZER_PRE)
+    model, pre = scalar(TOKENIZER_MODEL), scalar(TOKENIZER_PRE)
     return {
         "model": clean_text(model) if isinstance(model, str) else None,
         "pre": clean_text(pre) if isinstance(pre, str) else None,
@@ -93,7 +97,7 @@ def tokenizer_summary(f: GGUFFile) -> dict[str, Any] | None:
         "has_scores": TOKENIZER_SCORES in f.kvs,
         "has_token_type": TOKENIZER_TOKEN_TYPE in f.kvs,
         "special": {k: {"id": i, "token": clean_text(texts[i]) if i in texts else None} for k, i in specials.items()},
-        "add": {k: _clean(f.value(key)) for k, key in ADD_TOKEN_KEYS.items() if key in f.kvs},
+        "add": {k: _clean(scalar(key)) for k, key in ADD_TOKEN_KEYS.items() if key in f.kvs},
         "chat_template": TOKENIZER_CHAT_TEMPLATE in f.kvs,
     }
 

@@ -12,7 +12,7 @@ from .check import Finding
 from .plan import KV, Plan
 
 if TYPE_CHECKING:
-    from .convert import ConvertResult
+    from .conversion import ConvertResult
 
 
 def kv_preview(kv: KV, limit: int = 8) -> Any:

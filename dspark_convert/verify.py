@@ -28,6 +28,8 @@ from .reference.weights import GGUFWeights, TargetWeights, open_gguf
 #: (upper NMSE bound, grade) from llama.cpp examples/model-conversion/scripts/utils/check-nmse.py
 GRADES = ((1e-6, "essentially identical"), (1e-4, "excellent"), (1e-3, "very good"), (1e-2, "good"))
 PASS_NMSE = 1e-2
+#: a differing choice is a near-tie only if the reference margin is at most this fraction of the row's std
+TIE_STD_FRACTION = 0.1
 SCHEMA_VERSION = 1
 
 
@@ -124,9 +126,12 @@ def compare_values(name: str, ref: np.ndarray, got: np.ndarray) -> OutputCheck:
 
 
 def _near_tie(ref_row: np.ndarray, got_row: np.ndarray, a: int, b: int) -> bool:
-    """Whether choosing ``b`` instead of ``a`` is within the error: the reference margin <= 2 x max abs error."""
-    tol = 2.0 * float(np.max(np.abs(np.asarray(got_row, np.float64) - ref_row)))
-    return float(ref_row[a]) - float(ref_row[b]) <= tol
+    """Whether choosing ``b`` instead of ``a`` is a near-tie: the reference's own margin between the two is within
+    twice the row's max abs error, and small in absolute terms (<= 0.1 x the row's std, the error a "good" NMSE
+    allows), so that a large error can never excuse a decisive disagreement."""
+    ref64 = np.asarray(ref_row, np.float64)
+    tol = min(2.0 * float(np.max(np.abs(np.asarray(got_row, np.float64) - ref64))), TIE_STD_FRACTION * float(np.std(ref64)))
+    return float(ref64[a]) - float(ref64[b]) <= tol
 
 
 def add_argmax(check: OutputCheck, ref: np.ndarray, got: np.ndarray) -> OutputCheck:
@@ -134,7 +139,7 @@ def add_argmax(check: OutputCheck, ref: np.ndarray, got: np.ndarray) -> OutputCh
     if ref.shape != got.shape or ref.ndim != 2:
         return check
     a, b = ref.argmax(1), got.argmax(1)
-    hard = [i for i in np.flatnonzero(a != b) if not _near_tie(ref[i], got[i], int(a[i]), int(b[i]))]
+    hard = [int(i) for i in np.flatnonzero(a != b) if not _near_tie(ref[i], got[i], int(a[i]), int(b[i]))]
     check.agree, check.total = int((a == b).sum()), int(a.size)
     check.near_ties = int((a != b).sum()) - len(hard)
     if hard:
@@ -348,7 +353,8 @@ def render_report(report: VerifyReport, console: Any) -> None:
 
     t = Table(title=f"verify {escape(report.gguf)} ({report.family}, {report.layout} layout)", title_justify="left")
     for col in ("output", "shape", "NMSE", "dB", "max abs", "argmax", "grade", "result"):
-        t.add_column(col, justify="right" if col in ("NMSE", "dB", "max abs", "argmax") else "left")
+        t.add_column(col, justify="right" if col in ("NMSE", "dB", "max abs", "argmax") else "left",
+                     no_wrap=col in ("output", "result"))
     for c in report.outputs:
         agree = "" if c.total is None else f"{c.agree}/{c.total}" + (f" ({c.near_ties} near-tie)" if c.near_ties else "")
         t.add_row(escape(c.name), "x".join(map(str, c.shape)), "" if c.nmse is None else f"{c.nmse:.2e}",

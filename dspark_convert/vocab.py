@@ -115,7 +115,7 @@ def _token_kvs(kvs: list[KV], model: str, pre: str | None, tokens: list[str], sc
     add_kv(kvs, KV(S.TOKENIZER_TOKENS, VT.ARRAY, tokens, VT.STRING))
     if scores is not None:
         add_kv(kvs, KV(S.TOKENIZER_SCORES, VT.ARRAY, scores, VT.FLOAT32))
-    add_kv(kvs, KV(S.TOKENIZER_TOKEN_TYPE, VT.ARRAY, [int(t) for t in types], VT.INT32))
+    add_kv(kvs, KV(S.TOKENIZER_TOKEN_TYPE, VT.ARRAY, list(types), VT.INT32))
 
 
 def _extend(kvs: list[KV], more: list[KV]) -> None:

@@ -243,7 +243,7 @@ def model_vocab_of(hf: HFTokenizer) -> dict[str, int]:
     """The model vocabulary (no added tokens) from the parsed JSON: what the model holds, without paying for
     a Rust-to-Python copy of ``Tokenizer.get_vocab``."""
     vocab = hf.data.get("model", {}).get("vocab") if isinstance(hf.data.get("model"), dict) else None
-    if isinstance(vocab, dict) and all(isinstance(i, int) for i in vocab.values()):
+    if isinstance(vocab, dict):  # tokenizers already rejected non-integer ids when it parsed the file
         return vocab
     if isinstance(vocab, list):  # Unigram: [[piece, score], ...] in id order
         return {item[0] if isinstance(item, list) else item: i for i, item in enumerate(vocab)}

@@ -15,6 +15,7 @@ from gguf_samples import raw_gguf, tinfo, u32, write_gguf
 from rich.console import Console
 from typer.testing import CliRunner
 
+from dspark_convert import diff as diff_module
 from dspark_convert.cli import app
 from dspark_convert.diff import diff_gguf, value_diff
 from dspark_convert.render import render_diff
@@ -41,7 +42,7 @@ def test_identical_files_are_equal(base: Path, tmp_path: Path) -> None:
     assert r["tensors"] == {"added": [], "removed": [], "changed": [], "identical": 3, "order_changed": False}
 
 
-def test_kv_differences(base: Path, tmp_path: Path) -> None:
+def test_kv_differences(base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     kvs = [("a.u32", 7, VT.INT32), ("a.arr", [1, 2, 4], VT.ARRAY), ("tok", ["a", "b"], VT.ARRAY),
            ("b.new", 1.5, VT.FLOAT32)]
     r = diff_gguf(base, write_gguf(tmp_path / "b.gguf", kvs, TENSORS))
@@ -56,6 +57,9 @@ def test_kv_differences(base: Path, tmp_path: Path) -> None:
     assert changed["a.arr"]["first_difference"] == 2 and changed["a.arr"]["b"]["value"] == [1, 2, 4]
     assert changed["tok"]["first_difference"] == 2 and changed["tok"]["b"]["count"] == 2
     assert k["order_changed"] is False
+    monkeypatch.setattr(diff_module, "MAX_DECODED", 2)
+    capped = {e["name"]: e for e in diff_gguf(base, tmp_path / "b.gguf")["kvs"]["changed"]}
+    assert "first_difference" not in capped["a.arr"] and capped["a.arr"]["b"]["count"] == 3
     ignored = diff_gguf(base, tmp_path / "b.gguf", ignore=["a.*", "tok", "b.*"])
     assert ignored["equal"] is True
 

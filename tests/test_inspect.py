@@ -8,9 +8,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gguf import GGUFReader, GGUFWriter
+from gguf import GGUFReader
 from gguf import GGUFValueType as VT
-from gguf_samples import F32_VEC, I64_VEC, SAMPLE_KVS, gstr, kv_raw, kv_u32, raw_gguf, tinfo, u32, u64, write_sample
+from gguf_samples import (
+    F32_VEC,
+    I64_VEC,
+    SAMPLE_KVS,
+    gstr,
+    kv_raw,
+    kv_u32,
+    raw_gguf,
+    tinfo,
+    u32,
+    u64,
+    write_gguf,
+    write_sample,
+)
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -61,6 +74,15 @@ def test_kv_entries(sample: Path) -> None:
     assert full["tokenizer.ggml.tokens"]["value"][-1] == "tok49"
 
 
+def test_nested_preview_is_truncated_at_every_level(tmp_path: Path) -> None:
+    p = write_gguf(tmp_path / "n.gguf", [("n", [list(range(40))] * 20, VT.ARRAY), ("t", 1, VT.UINT32)])
+    e = inspect_gguf(p)["kvs"]["n"]
+    assert (e["count"], e["truncated"]) == (20, True)
+    assert e["value"] == [list(range(ARRAY_PREVIEW))] * ARRAY_PREVIEW
+    assert inspect_gguf(p, full_arrays=True)["kvs"]["n"]["value"] == [list(range(40))] * 20
+    assert inspect_gguf(p)["kvs"]["t"]["value"] == 1  # the walk past the truncated array landed right
+
+
 def test_tensor_rows(sample: Path) -> None:
     rows = {r["name"]: r for r in inspect_gguf(sample)["tensors"]}
     ref = {t.name: t for t in GGUFReader(sample).tensors}
@@ -97,13 +119,7 @@ def test_stats(sample: Path, tmp_path: Path) -> None:
     assert s["std"] == pytest.approx(float(F32_VEC.astype(np.float64).std()))
     d = rows["d2t"]["stats"]
     assert (d["min"], d["max"]) == (-1.0, float(2**40)) and d["mean"] == pytest.approx(I64_VEC.mean())
-    p = tmp_path / "nan.gguf"
-    w = GGUFWriter(p, "dflash")
-    w.add_tensor("x", np.array([1.0, np.nan, np.inf, -np.inf, 3.0], dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    p = write_gguf(tmp_path / "nan.gguf", [], [("x", np.array([1.0, np.nan, np.inf, -np.inf, 3.0], np.float32), None)])
     assert inspect_gguf(p, stats=True)["tensors"][0]["stats"] == {"min": 1.0, "max": 3.0, "mean": 2.0, "std": 1.0,
                                                                     "nan": 1, "inf": 2}
 

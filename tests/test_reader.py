@@ -175,6 +175,8 @@ GOOD_T = tinfo("t", [8])
     (raw_gguf([kv_u32("k", 1), kv_u32("k", 2)]), "KV #1 'k'.*duplicate key"),
     (raw_gguf([kv_u32("general.alignment", 48)]), "general.alignment .*power of two"),
     (raw_gguf([kv_raw("general.alignment", VT.UINT64, u64(32))]), "general.alignment .*got UINT64"),
+    (raw_gguf([kv_raw("general.alignment", VT.ARRAY, u32(VT.UINT32) + u64(2) + u32(32) * 2)]),
+     r"got ARRAY\[UINT32\] 2 items"),
     (raw_gguf([], [tinfo("t", [1, 1, 1, 1, 1])]), "tensor #0 't'.*n_dims is 5"),
     (raw_gguf([], [tinfo("t", [4, 0])], b"\0" * 64), r"ne\[1\] is 0, dims must be positive"),
     (raw_gguf([], [tinfo("t", [2**64 - 1])], b"\0" * 64), r"ne\[0\] is -1, dims must be positive"),

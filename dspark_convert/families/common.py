@@ -33,7 +33,7 @@ _TEXT_CONFIG_KEYS = ("text_config", "llm_config", "lm_config", "language_config"
 _DEFAULT_ROPE_THETA = 10000.0
 
 
-def normalize_hparams(config: dict[str, Any]) -> dict[str, Any]:
+def normalize_hparams(config: dict[str, Any], where: str = "config.json") -> dict[str, Any]:
     """The draft hparams as upstream sees them: the transformers config-class view for ``qwen3`` / ``llama``
     configs (class defaults filled in, rope moved into ``rope_parameters``), the raw dict otherwise, with a
     nested ``text_config`` (and its aliases) merged into the top level.
@@ -58,9 +58,11 @@ def normalize_hparams(config: dict[str, Any]) -> dict[str, Any]:
         if not hp.get("use_sliding_window"):
             hp["sliding_window"] = None
         if hp.get("layer_types") is None:
+            n_layers = _int(hp["num_hidden_layers"], "num_hidden_layers", where)
+            window_from = _int(hp["max_window_layers"], "max_window_layers", where) if hp["sliding_window"] is not None else 0
             hp["layer_types"] = [
-                "sliding_attention" if hp["sliding_window"] is not None and i >= hp["max_window_layers"] else "full_attention"
-                for i in range(hp["num_hidden_layers"])
+                "sliding_attention" if hp["sliding_window"] is not None and i >= window_from else "full_attention"
+                for i in range(n_layers)
             ]
         _move_rope(hp)
     elif model_type == "llama":
@@ -69,16 +71,16 @@ def normalize_hparams(config: dict[str, Any]) -> dict[str, Any]:
         if hp.get("num_key_value_heads") is None:
             hp["num_key_value_heads"] = hp["num_attention_heads"]
         if hp.get("head_dim") is None:
-            hp["head_dim"] = hp["hidden_size"] // hp["num_attention_heads"]
+            hp["head_dim"] = _int(hp["hidden_size"], "hidden_size", where) // _positive(hp["num_attention_heads"], "num_attention_heads", where)
         _move_rope(hp)
     return hp
 
 
-def draft_hparams(raw: dict[str, Any]) -> dict[str, Any]:
+def draft_hparams(raw: dict[str, Any], where: str = "config.json") -> dict[str, Any]:
     """Draft hparams for any schema: the config-class view of a known top-level ``model_type``, else the raw dict;
     then a speculators ``transformer_layer_config`` merged into the top level (§2.0). Speculators configs have no
     top-level ``model_type`` transformers knows, so upstream reads them raw and no class defaults apply."""
-    hp = normalize_hparams(raw)
+    hp = normalize_hparams(raw, where)
     tlc = hp.pop("transformer_layer_config", None)
     if isinstance(tlc, dict):
         hp.update(tlc)
@@ -127,8 +129,35 @@ def rope_dict(hp: dict[str, Any]) -> dict[str, Any]:
 
 
 def _int(value: Any, key: str, where: str) -> int:
+    """A config integer written as UINT32: refuse other types and out-of-range values here, by config key
+    (the GGUF writer would fail later with a bare struct error)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConvertError(f"{where}: key '{key}' is {value!r}, expected an integer")
+    if not 0 <= value <= 0xFFFFFFFF:
+        raise ConvertError(f"{where}: key '{key}' is {value}, expected a non-negative integer below 2**32")
+    return value
+
+
+#: the tokenizer list is padded to the draft vocab_size in memory; real vocabularies are far below this
+MAX_VOCAB_SIZE = 2**24
+
+
+def check_vocab_size(value: Any, key: str, where: str) -> None:
+    """A vocab size from the config, if given: a positive integer up to :data:`MAX_VOCAB_SIZE`.
+
+    Example:
+        >>> check_vocab_size(1024, "vocab_size", "config.json")
+    """
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_VOCAB_SIZE:
+        raise ConvertError(f"{where}: key '{key}' is {value!r}, expected a positive integer up to {MAX_VOCAB_SIZE}")
+
+
+def _positive(value: Any, key: str, where: str) -> int:
+    """A config integer that is used as a divisor or a count of heads: at least 1."""
+    if _int(value, key, where) == 0:
+        raise ConvertError(f"{where}: key '{key}' is 0, expected a positive integer")
     return value
 
 

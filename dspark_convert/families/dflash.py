@@ -14,7 +14,18 @@ from .. import schema as S
 from ..errors import ConvertError
 from ..plan import KV, Plan, TensorSpec
 from ..vocab import target_vocab_kvs, vocab_handler_for_target
-from .common import Context, base_kvs, finish_plan, gguf_name, is_skipped, normalize_hparams, resolve_outtype, tensor_spec
+from .common import (
+    Context,
+    _int,
+    base_kvs,
+    check_vocab_size,
+    finish_plan,
+    gguf_name,
+    is_skipped,
+    normalize_hparams,
+    resolve_outtype,
+    tensor_spec,
+)
 
 ARCHITECTURES = ("DFlashDraftModel",)
 
@@ -45,13 +56,25 @@ def check_taps(taps: list[int], ctx: Context, key: str) -> None:
                                f"{ctx.target_dir / 'config.json'} has {n} layers (valid: 0..{n})")
 
 
-def dflash_kvs(hp: dict[str, Any], taps: list[int]) -> list[KV]:
+def dflash_config(hp: dict[str, Any], where: str) -> dict[str, Any]:
+    """The ``dflash_config`` sub-dict (empty when absent); anything but a JSON object is refused."""
+    dc = hp.get("dflash_config")
+    if dc is None:
+        return {}
+    if not isinstance(dc, dict):
+        raise ConvertError(f"{where}: key 'dflash_config' is {dc!r}, expected a JSON object")
+    return dc
+
+
+def dflash_kvs(hp: dict[str, Any], taps: list[int], where: str = "config.json") -> list[KV]:
     """§2.2: block_size, target_layers, then the sliding-window keys when the config enables them."""
     block = hp.get("block_size")
-    out = [KV(S.DFLASH_BLOCK_SIZE, VT.UINT32, S.DFLASH_DEFAULT_BLOCK_SIZE if block is None else int(block)),
+    if block is not None and (_int(block, "block_size", where) == 0):
+        raise ConvertError(f"{where}: key 'block_size' is 0, expected a positive integer")
+    out = [KV(S.DFLASH_BLOCK_SIZE, VT.UINT32, S.DFLASH_DEFAULT_BLOCK_SIZE if block is None else block),
            KV(S.DFLASH_TARGET_LAYERS, VT.ARRAY, taps, VT.INT32)]
     if hp.get("use_sliding_window") and hp.get("sliding_window") and hp.get("layer_types"):
-        out.append(KV(S.DFLASH_SLIDING_WINDOW, VT.UINT32, int(hp["sliding_window"])))
+        out.append(KV(S.DFLASH_SLIDING_WINDOW, VT.UINT32, _int(hp["sliding_window"], "sliding_window", where)))
         out.append(KV(S.DFLASH_SLIDING_WINDOW_PATTERN, VT.ARRAY,
                       [t == "sliding_attention" for t in hp["layer_types"]], VT.BOOL))
     return out
@@ -59,11 +82,16 @@ def dflash_kvs(hp: dict[str, Any], taps: list[int]) -> list[KV]:
 
 def vocab_kvs(ctx: Context, hp: dict[str, Any], mask_id: Any) -> tuple[list[KV], list[KV]]:
     """The target's tokenizer (handler chosen by the target's architecture, §2.5.1) and the draft mask id."""
+    check_vocab_size(hp.get("vocab_size"), "vocab_size", ctx.where)
     vocab = target_vocab_kvs(ctx.target_dir, hp.get("vocab_size"), vocab_handler_for_target(ctx.target_dir))
     tail: list[KV] = []
     if mask_id is not None:
         if isinstance(mask_id, bool) or not isinstance(mask_id, int) or mask_id < 0:
             raise ConvertError(f"{ctx.where}: mask_token_id is {mask_id!r}, expected a non-negative integer")
+        n_tokens = len(next((kv.value for kv in vocab if kv.name == S.TOKENIZER_TOKENS), []))
+        if n_tokens and mask_id >= n_tokens:  # llama.cpp would drop it ("bad special token") and fill blocks with -1
+            raise ConvertError(f"{ctx.where}: mask_token_id is {mask_id}, outside the vocabulary of {n_tokens} tokens "
+                               f"(expected an id in [0, {n_tokens}))")
         tail.append(KV(S.TOKENIZER_MASK_ID, VT.UINT32, mask_id))
     return vocab, tail
 
@@ -93,10 +121,10 @@ def map_tensors(ctx: Context, out: QT, *, drop: set[str] = frozenset(), transfor
 
 def build_plan(ctx: Context) -> Plan:
     """Plan for a z-lab DFlash draft: ``dflash_config`` only, never permuted, no d2t (§3.2, §4.1)."""
-    hp = normalize_hparams(ctx.draft.config)
+    hp = normalize_hparams(ctx.draft.config, ctx.where)
     outtype = resolve_outtype(ctx.options.outtype, ctx.draft)
     out, file_type = S.OUTTYPES[outtype]
-    dc = hp.get("dflash_config") or {}
+    dc = dflash_config(hp, ctx.where)
     taps = target_layers(dc.get("target_layer_ids"), ctx.where, "dflash_config.target_layer_ids")
     check_taps(taps, ctx, "dflash_config.target_layer_ids")
     drop = {"embed_tokens.weight"} if hp.get("has_embed_tokens") is False else set()
@@ -106,5 +134,5 @@ def build_plan(ctx: Context) -> Plan:
                                "(reduced vocabularies are a DSpark/speculators feature)")
     tensors, _ = map_tensors(ctx, out, drop=drop)
     vocab, tail = vocab_kvs(ctx, hp, dc.get("mask_token_id"))
-    return finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, file_type, ctx.where), dflash_kvs(hp, taps),
+    return finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, file_type, ctx.where), dflash_kvs(hp, taps, ctx.where),
                        vocab, tail, tensors, [f"outtype {outtype}"])

@@ -15,23 +15,33 @@ from .. import schema as S
 from ..errors import ConvertError
 from ..plan import KV, Plan, TensorSpec
 from ..transforms import d2t_absolute
-from .common import Context, base_kvs, draft_hparams, finish_plan, resolve_outtype
-from .dflash import bare_name, check_taps, dflash_kvs, map_tensors, target_layers, vocab_kvs
+from .common import Context, base_kvs, check_vocab_size, draft_hparams, finish_plan, resolve_outtype
+from .dflash import (
+    bare_name,
+    check_taps,
+    dflash_config,
+    dflash_kvs,
+    map_tensors,
+    target_layers,
+    vocab_kvs,
+)
 
 ARCHITECTURES = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
 _ROPE_ROWS = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight")
 
 
-def normalize_schema(raw: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+def normalize_schema(raw: dict[str, Any], where: str = "config.json") -> tuple[dict[str, Any], bool]:
     """Flat DeepSpec, nested SpecForge and speculators configs -> hparams with ``dflash_config`` (§3.2).
 
     Returns (hparams, speculators-style) where the flag selects the ``sample_from_anchor`` fallback of §3.3.
     """
     bonus_anchor = "transformer_layer_config" in raw or "aux_hidden_state_layer_ids" in raw
-    cfg = draft_hparams(raw)
-    dc = dict(cfg.get("dflash_config") or {})
+    cfg = draft_hparams(raw, where)
+    dc = dict(dflash_config(cfg, where))
     if "aux_hidden_state_layer_ids" in raw:
         aux = raw["aux_hidden_state_layer_ids"]
+        if isinstance(aux, list) and not all(isinstance(i, int) and not isinstance(i, bool) for i in aux):
+            raise ConvertError(f"{where}: 'aux_hidden_state_layer_ids' is {aux!r}, expected a list of integers")
         # speculators ids are already input-of-layer ids: -1 here, +1 by the shared rule = unchanged
         dc.setdefault("target_layer_ids", [i - 1 for i in aux] if isinstance(aux, list) else aux)
         dc.setdefault("mask_token_id", raw.get("mask_token_id"))
@@ -51,8 +61,8 @@ def _setting(hp: dict[str, Any], key: str, default: Any = None) -> Any:
 
 def build_plan(ctx: Context) -> Plan:
     """Plan for a DSpark draft (also DeepSpec's ``markov_rank: 0`` "dflash" releases)."""
-    hp, bonus_anchor = normalize_schema(ctx.draft.config)
     where = ctx.where
+    hp, bonus_anchor = normalize_schema(ctx.draft.config, where)
     outtype = resolve_outtype(ctx.options.outtype, ctx.draft)
     out, file_type = S.OUTTYPES[outtype]
     dc = hp["dflash_config"]
@@ -65,7 +75,9 @@ def build_plan(ctx: Context) -> Plan:
     vocab_size = hp.get("vocab_size")
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or vocab_size <= 0:
         raise ConvertError(f"{where}: vocab_size is {vocab_size!r}, expected a positive integer")
+    check_vocab_size(vocab_size, "vocab_size", where)
     vd = hp.get("draft_vocab_size") or vocab_size
+    check_vocab_size(vd, "draft_vocab_size", where)
     if vd > vocab_size:
         raise ConvertError(f"{where}: draft_vocab_size {vd} is larger than vocab_size {vocab_size}")
     reduced = vd < vocab_size
@@ -97,7 +109,7 @@ def build_plan(ctx: Context) -> Plan:
         notes.append(f"reduced vocabulary: {vd} of {vocab_size} tokens")
 
     sample = hp["sample_from_anchor"] if "sample_from_anchor" in hp else not bonus_anchor
-    family = dflash_kvs(hp, taps) + [KV(S.DFLASH_SAMPLE_FROM_ANCHOR, VT.BOOL, bool(sample))]
+    family = dflash_kvs(hp, taps, where) + [KV(S.DFLASH_SAMPLE_FROM_ANCHOR, VT.BOOL, bool(sample))]
     vocab, tail = vocab_kvs(ctx, hp, dc.get("mask_token_id"))
     return finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, file_type, where), family, vocab, tail, tensors, notes)
 

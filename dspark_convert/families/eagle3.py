@@ -18,7 +18,21 @@ from ..errors import ConvertError
 from ..plan import KV, Plan, TensorSpec
 from ..transforms import d2t_absolute
 from ..vocab import target_vocab_kvs
-from .common import Context, base_kvs, draft_hparams, finish_plan, gguf_name, is_skipped, resolve_outtype, rope_dict, tensor_spec
+from .common import (
+    Context,
+    _float,
+    _int,
+    _positive,
+    base_kvs,
+    check_vocab_size,
+    draft_hparams,
+    finish_plan,
+    gguf_name,
+    is_skipped,
+    resolve_outtype,
+    rope_dict,
+    tensor_spec,
+)
 
 ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel", "LlamaForCausalLM")
 _GLOBALS = {"norm.weight", "fc.weight", "input_norm.weight", "embed_tokens.weight", "lm_head.weight"}
@@ -34,14 +48,19 @@ def bare_name(hf_name: str) -> str:
     return name
 
 
-def rope_freqs(hp: dict[str, Any]) -> np.ndarray:
+def rope_freqs(hp: dict[str, Any], where: str = "config.json") -> np.ndarray:
     """llama3 rope scaling factors per rotation pair (§4.3), evaluated in float32 like upstream."""
     rd = rope_dict(hp)
-    dim = hp.get("head_dim") or hp["hidden_size"] // hp["num_attention_heads"]
-    base = float(rd.get("rope_theta", 10000.0))
-    factor = float(rd.get("factor", 8.0))
-    low, high = float(rd.get("low_freq_factor", 1.0)), float(rd.get("high_freq_factor", 4.0))
-    old_ctx = float(rd.get("original_max_position_embeddings", 8192))
+    dim = hp.get("head_dim") or _int(hp["hidden_size"], "hidden_size", where) // _positive(hp["num_attention_heads"], "num_attention_heads", where)
+    base = _float(rd.get("rope_theta", 10000.0), "rope_theta", where)
+    factor = _float(rd.get("factor", 8.0), "rope_scaling.factor", where)
+    low = _float(rd.get("low_freq_factor", 1.0), "rope_scaling.low_freq_factor", where)
+    high = _float(rd.get("high_freq_factor", 4.0), "rope_scaling.high_freq_factor", where)
+    old_ctx = _float(rd.get("original_max_position_embeddings", 8192), "rope_scaling.original_max_position_embeddings", where)
+    if not (base > 0 and factor > 0 and 0 < low < high and old_ctx > 0):  # the formula divides by each of these
+        raise ConvertError(f"{where}: llama3 rope scaling needs rope_theta > 0, factor > 0, 0 < low_freq_factor < "
+                           f"high_freq_factor and original_max_position_embeddings > 0; found {base}, {factor}, {low}, "
+                           f"{high}, {old_ctx}")
     freqs = (1.0 / (np.float32(base) ** (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)))).astype(np.float32)
     out = []
     for f in freqs:
@@ -85,7 +104,7 @@ def eagle3_head_kvs(ctx: Context, raw: dict[str, Any]) -> list[KV]:
     if bad:
         raise ConvertError(f"{ctx.where}: target layer {bad[0]} is outside the target's {n_tgt} layers (valid: 0..{n_tgt})")
     ths = raw.get("target_hidden_size")
-    ths = _target_int(ctx, "hidden_size") if ths is None else ths
+    ths = _target_int(ctx, "hidden_size") if ths is None else _int(ths, "target_hidden_size", ctx.where)
     return [KV(S.EAGLE3_TARGET_LAYERS, VT.ARRAY, taps, VT.INT32),
             KV(S.EAGLE3_TARGET_HIDDEN_SIZE, VT.UINT32, int(ths)),
             KV(S.EAGLE3_NORM_BEFORE_RESIDUAL, VT.BOOL, bool(raw.get("norm_before_residual", False))),
@@ -95,21 +114,24 @@ def eagle3_head_kvs(ctx: Context, raw: dict[str, Any]) -> list[KV]:
 def build_plan(ctx: Context) -> Plan:
     """Plan for an EAGLE-3 draft."""
     raw = ctx.draft.config
-    hp = draft_hparams(raw)
     where = ctx.where
+    hp = draft_hparams(raw, where)
     if not is_eagle3(hp):
+        found = f"num_hidden_layers {hp.get('num_hidden_layers')!r}" + ("" if "draft_vocab_size" in hp else " and no 'draft_vocab_size'")
         raise ConvertError(f"{where}: a Llama model but not an EAGLE-3 draft (needs 'draft_vocab_size' and "
-                           f"num_hidden_layers 1, found {hp.get('num_hidden_layers')!r}); plain Llama models are not drafts")
+                           f"num_hidden_layers 1, found {found}); plain Llama models are not drafts")
     outtype = resolve_outtype(ctx.options.outtype, ctx.draft)
     out, file_type = S.OUTTYPES[outtype]
     head = eagle3_head_kvs(ctx, raw)
-    n_head, n_kv = hp.get("num_attention_heads"), hp.get("num_key_value_heads") or hp.get("num_attention_heads")
+    n_head = _positive(hp.get("num_attention_heads"), "num_attention_heads", where)
+    n_kv = _positive(hp.get("num_key_value_heads") or n_head, "num_key_value_heads", where)
+    hd = _positive(hp["head_dim"], "head_dim", where) if hp.get("head_dim") else _int(hp.get("hidden_size"), "hidden_size", where) // n_head
     norm_before_fc = bool(raw.get("norm_before_fc", False))
 
     tensors: list[TensorSpec] = []
     notes = [f"outtype {outtype}", "q/k rows permuted to interleaved pairs (llama rope)"]
     if str(rope_dict(hp).get("rope_type", "")).lower() == "llama3":
-        data = rope_freqs(hp)
+        data = rope_freqs(hp, where)
         tensors.append(TensorSpec(S.T_ROPE_FREQS, data.shape, QT.F32, origin="generated", data=data))
         notes.append("rope_freqs.weight generated for llama3 rope scaling")
     d2t = None
@@ -139,11 +161,13 @@ def build_plan(ctx: Context) -> Plan:
         raise ConvertError(f"{ctx.draft.path}: config norm_before_fc is true but the checkpoint has no 'input_norm.weight'")
     if d2t is not None:
         ref = ctx.draft.ref(d2t)
+        if ref.dtype == "BOOL":
+            raise ConvertError(f"{ref.file}: tensor '{d2t}' has dtype BOOL, expected integer offsets")
         values = d2t_absolute(ctx.draft.read(d2t), _target_int(ctx, "vocab_size"), what=f"{ref.file}: tensor '{d2t}'")
         tensors.append(TensorSpec(S.T_D2T, values.shape, QT.I64, source=d2t, source_dtype=ref.dtype, data=values))
     if "vocab_size" not in hp:
         raise ConvertError(f"{where}: key 'vocab_size' is missing")
-    hd = hp.get("head_dim") or hp["hidden_size"] // n_head
+    check_vocab_size(hp["vocab_size"], "vocab_size", where)
     family = [KV(S.VOCAB_SIZE.format(arch=S.ARCH_EAGLE3), VT.UINT32, int(hp["vocab_size"])),
               KV(S.ROPE_DIMENSION_COUNT.format(arch=S.ARCH_EAGLE3), VT.UINT32, int(hd))]
     vocab = target_vocab_kvs(ctx.target_dir, hp.get("vocab_size"), "llama")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -270,6 +272,18 @@ def _layer(d: HFDraft, p: str) -> dict[str, torch.Tensor]:
     return {n: d.weights.get(n) for n in d.weights.where if n.startswith(p)}
 
 
+@contextmanager
+def _threads_for(d: HFDraft) -> Iterator[None]:
+    """One intra-op thread for tiny drafts: thread-pool wake-ups cost 10x the matmuls on a loaded 2-core box."""
+    old = torch.get_num_threads()
+    if d.hp["n_embd"] * d.hp["n_ff"] < 1 << 20:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
 # ============================================================================================== DSpark / DFlash
 @dataclass
 class TorchBlock:
@@ -286,6 +300,11 @@ class TorchBlock:
 @torch.no_grad()
 def block_forward(d: HFDraft, features: np.ndarray, anchor: int, prev_tokens: np.ndarray | None = None) -> TorchBlock:
     """DSpark/DFlash: ``C = hidden_norm(fc(F))``; block ``[a, m, ..., m]`` attends to ``[C; block]``; heads."""
+    with _threads_for(d):
+        return _block_forward(d, features, anchor, prev_tokens)
+
+
+def _block_forward(d: HFDraft, features: np.ndarray, anchor: int, prev_tokens: np.ndarray | None) -> TorchBlock:
     hp, w = d.hp, d.weights
     eps, nh, nkv, hd, B = hp["eps"], hp["n_head"], hp["n_head_kv"], hp["head_dim"], hp["block_size"]
     F = torch.from_numpy(np.asarray(features, dtype=np.float32))
@@ -352,6 +371,12 @@ def eagle3_forward(d: HFDraft, features: np.ndarray, tokens: np.ndarray, steps: 
                    forced_tokens: np.ndarray | None = None) -> TorchEagle3:
     """EAGLE-3 (checkpoints.md §4.4): fc over the 3 taps, one Llama layer on ``[norm(emb); norm(h)]``, causal over
     the draft's own positions, logits over the draft vocab, then chained steps feeding back the pre-norm hidden."""
+    with _threads_for(d):
+        return _eagle3_forward(d, features, tokens, steps, forced_tokens)
+
+
+def _eagle3_forward(d: HFDraft, features: np.ndarray, tokens: np.ndarray, steps: int,
+                    forced_tokens: np.ndarray | None) -> TorchEagle3:
     hp, w, p = d.hp, d.weights, d.prefix
     eps, nh, nkv, hd = hp["eps"], hp["n_head"], hp["n_head_kv"], hp["head_dim"]
     L, freqs = _layer(d, p), inv_freq(hp)

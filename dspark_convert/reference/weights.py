@@ -1,20 +1,23 @@
-"""Weight access for the numpy reference forward: a memory-mapped GGUF file and the target's embeddings/lm_head.
+"""Weight access for the numpy reference forward: a GGUF file and the target's embeddings/lm_head, read lazily.
 
-Everything here is lazy. :class:`GGUFWeights` sits on the project's header-only reader (gguf-py's ``GGUFReader``
-builds a Python object per token string and takes ~10 s on a 129k-token tokenizer); a tensor, or a slice of its
-rows, is dequantized on request with ``gguf.quants.dequantize``. So the reference streams a draft layer by layer
-and an lm_head chunk by chunk.
+:class:`GGUFWeights` sits on the project's header-only reader (gguf-py's ``GGUFReader`` builds a Python object
+per token string and takes ~10 s on a 129k-token tokenizer). Tensor bytes are read with positioned reads rather
+than through a memory map, so the bytes of a layer leave the process (and its RSS) as soon as the layer has been
+used: the reference streams a draft layer by layer and an lm_head chunk by chunk, dequantizing each piece with
+``gguf.quants.dequantize``.
 
 :func:`open_gguf` is the one adapter the reference uses, so a different reader can be swapped in later.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
 from gguf.quants import dequantize
 
@@ -26,6 +29,37 @@ from ..transforms import to_float32
 #: rows dequantized at once when streaming a large matrix (about 128 MB of float32 for H = 4096)
 CHUNK_ROWS = 8192
 _INT_TYPES = (QT.I8, QT.I16, QT.I32, QT.I64)
+Index = np.ndarray | list[int] | slice
+
+
+def read_rows(path: Path, offset: int, row_bytes: int, n_rows: int, index: Index) -> np.ndarray:
+    """Rows ``index`` of a row-major block of ``n_rows`` rows of ``row_bytes`` bytes at ``offset``, as uint8 rows.
+
+    A slice is one positioned read; a list of rows is one read per row (lookups of a few tokens).
+
+    Example:
+        >>> read_rows(Path("w.bin"), 0, 8, 4, slice(1, 3)).shape  # doctest: +SKIP
+        (2, 8)
+    """
+    rows = range(n_rows)[index] if isinstance(index, slice) else np.asarray(index, dtype=np.int64).reshape(-1)
+    out = np.empty((len(rows), row_bytes), dtype=np.uint8)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if isinstance(index, slice) and rows.step == 1:
+            spans = [(0, rows.start, len(rows))] if len(rows) else []
+        else:
+            spans = [(i, int(r), 1) for i, r in enumerate(rows)]
+        for dst, first, count in spans:
+            if not (0 <= first and first + count <= n_rows):
+                raise ConvertError(f"{path}: row {first} out of range (tensor has {n_rows} rows)")
+            want = count * row_bytes
+            data = os.pread(fd, want, offset + first * row_bytes)
+            if len(data) != want:
+                raise ConvertError(f"{path}: truncated tensor data at byte {offset + first * row_bytes}")
+            out[dst:dst + count] = np.frombuffer(data, dtype=np.uint8).reshape(count, row_bytes)
+    finally:
+        os.close(fd)
+    return out
 
 
 class GGUFWeights:
@@ -60,20 +94,23 @@ class GGUFWeights:
         return self.file.tensor(name).qtype
 
     # ------------------------------------------------------------------------------------------ data
-    def _raw_rows(self, name: str) -> np.ndarray:
-        """The stored data as ``[rows, row]`` (typed for F32/F16, bytes for BF16/quantized; 1-D: one row)."""
-        raw = self.file.tensor_data(name)
-        return raw.reshape(1, -1) if raw.ndim <= 1 else raw.reshape(-1, raw.shape[-1])
+    def _raw(self, name: str, index: Index) -> np.ndarray:
+        """Stored bytes of rows ``index`` (axis 0; a 1-D tensor is one row) as ``[rows, bytes_per_row]``."""
+        t = self.file.tensor(name)
+        if t.qtype is None or t.nbytes is None:
+            raise ConvertError(f"{self.path}: tensor '{name}' has unknown type {t.type_name}")
+        cols = t.ne[0] if t.ne else 1
+        block, size = GGML_QUANT_SIZES[t.qtype]
+        row_bytes = cols // block * size
+        return read_rows(self.path, t.offset, row_bytes, t.nbytes // row_bytes, index)
 
     def array(self, name: str) -> np.ndarray:
         """The whole tensor dequantized to float32, in numpy order."""
-        return self._dequant(name, self._raw_rows(name)).reshape(self.shape(name))
+        return self._dequant(name, self._raw(name, slice(None))).reshape(self.shape(name))
 
-    def rows(self, name: str, index: np.ndarray | list[int] | slice) -> np.ndarray:
+    def rows(self, name: str, index: Index) -> np.ndarray:
         """Selected rows (axis 0 of a 2-D tensor) dequantized to float32."""
-        raw = self._raw_rows(name)
-        sel = raw[index] if isinstance(index, slice) else raw[np.asarray(index, dtype=np.int64)]
-        return self._dequant(name, sel)
+        return self._dequant(name, self._raw(name, index))
 
     def row_chunks(self, name: str, chunk: int = CHUNK_ROWS) -> Iterator[tuple[int, np.ndarray]]:
         """``(first_row, float32 rows)`` over a 2-D tensor, ``chunk`` rows at a time (bounded memory)."""
@@ -83,16 +120,18 @@ class GGUFWeights:
 
     def ints(self, name: str) -> np.ndarray:
         """An integer tensor (``d2t``, I64) as int64."""
-        if self.qtype(name) not in _INT_TYPES:
+        qt = self.qtype(name)
+        if qt not in _INT_TYPES:
             raise ConvertError(f"{self.path}: tensor '{name}' is {self.file.tensor(name).type_name}, expected I64")
-        return np.asarray(self.file.tensor_data(name)).astype(np.int64).reshape(-1)
+        dt = {QT.I8: np.int8, QT.I16: "<i2", QT.I32: "<i4", QT.I64: "<i8"}[qt]
+        return self._raw(name, slice(None)).reshape(-1).view(dt).astype(np.int64)
 
     def _dequant(self, name: str, raw: np.ndarray) -> np.ndarray:
         qt = self.qtype(name)
         if qt is None or qt in _INT_TYPES:
             raise ConvertError(f"{self.path}: tensor '{name}' is {self.file.tensor(name).type_name}, expected a float type")
-        try:  # F32/F16 views come typed; BF16 and block-quantized types as bytes (what dequantize takes)
-            return np.ascontiguousarray(dequantize(np.ascontiguousarray(raw), qt), dtype=np.float32)
+        try:  # the byte rows are what dequantize takes: F32/F16 are viewed, BF16 and Q8_0 decoded per block
+            return np.ascontiguousarray(dequantize(raw, qt), dtype=np.float32)
         except NotImplementedError:
             raise ConvertError(f"{self.path}: tensor '{name}' has type {qt.name}, which the reference cannot dequantize") from None
 
@@ -130,10 +169,14 @@ class TargetWeights:
             raise ConvertError(f"{target_dir}: no target embedding tensor ({' / '.join(_EMBED_NAMES)})")
         self.lm_head_name = next((n for n in _LM_HEAD_NAMES if n in self.ckpt), self.embed_name)
 
-    def _float(self, name: str, rows: np.ndarray | slice) -> np.ndarray:
-        raw = self.ckpt.read(name)
-        sel = raw[rows] if isinstance(rows, slice) else raw[np.asarray(rows, dtype=np.int64)]
-        return to_float32(np.ascontiguousarray(sel), self.ckpt.ref(name).dtype)
+    def _float(self, name: str, index: Index) -> np.ndarray:
+        ref = self.ckpt.ref(name)
+        if ref.file.suffix != ".safetensors" or len(ref.shape) != 2:   # pickle checkpoints live in memory already
+            raw = self.ckpt.read(name)
+            return to_float32(np.ascontiguousarray(raw[index]), ref.dtype)
+        item = ref.numpy_dtype.itemsize
+        raw = read_rows(ref.file, ref.start, ref.shape[1] * item, ref.shape[0], index)
+        return to_float32(raw.view(ref.numpy_dtype), ref.dtype)
 
     def embed_rows(self, ids: np.ndarray | list[int]) -> np.ndarray:
         """Embedding rows of token ``ids`` as float32."""

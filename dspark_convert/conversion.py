@@ -17,7 +17,7 @@ from .check import Finding, check_plan, errors
 from .checkpoint import Checkpoint, load_json
 from .errors import ConvertError
 from .families import family_for
-from .families.common import ConvertOptions, Context, tensor_spec
+from .families.common import Context, ConvertOptions, tensor_spec
 from .hub import ResolvedModel, resolve_draft, resolve_target
 from .metadata import general_kvs
 from .naming import default_output_name, expand_output_template
@@ -65,13 +65,48 @@ def _add_target_embeddings(plan: Plan, target: Checkpoint, ctx: Context, out_typ
             raise ConvertError(f"{target.path}: no output head (lm_head.weight) to embed into the draft")
         add.append(tensor_spec(target, src, S.T_OUTPUT, out, origin="target"))
     n_tokens = len(plan.value(S.TOKENIZER_TOKENS) or [])
-    for t in add:
-        if plan.arch == S.ARCH_DFLASH and t.shape[0] != n_tokens:
-            raise ConvertError(f"{target.path}: tensor '{t.source}' has {t.shape[0]} rows but the draft writes {n_tokens} tokens; "
-                               "the target's vocabulary does not match the draft's vocab_size")
+    for t in add:  # every token id the draft sees must have a row (EAGLE-3's token_embd as well as DFlash's)
+        if t.shape[0] != n_tokens:
+            raise ConvertError(f"{target.ref(t.source or '').file}: tensor '{t.source}' has {t.shape[0]} rows but the draft "
+                               f"writes {n_tokens} tokens (expected {n_tokens} rows); the target's vocabulary does not "
+                               "match the draft's vocab_size")
     pos = len(plan.tensors) - (1 if plan.tensors and plan.tensors[-1].name == S.T_D2T else 0)
     plan.tensors[pos:pos] = add
     plan.notes.append("self-contained: " + ", ".join(f"{t.name} from target '{t.source}'" for t in add))
+
+
+def _check_layer_count(plan: Plan, draft: Checkpoint) -> None:
+    """The layers the config declares must be the layers the checkpoint holds: name the config key, not the
+    hundreds of tensors the loader check would list."""
+    n = plan.value(S.BLOCK_COUNT.format(arch=plan.arch))
+    present = sorted({int(t.name.split(".")[1]) for t in plan.tensors if t.name.startswith("blk.")})
+    if isinstance(n, int) and present != list(range(n)):
+        have = f"layers {present}" if len(present) <= 8 else f"{len(present)} layers ({present[0]}..{present[-1]})"
+        raise ConvertError(f"{draft.path / 'config.json'}: num_hidden_layers gives {n} layers (block_count) but the "
+                           f"checkpoint has tensors for {have if present else 'no layers'}; expected layers 0..{n - 1}")
+
+
+def _explain(finding: Finding, plan: Plan, sources: dict[str, Checkpoint]) -> str:
+    """A loader-rule finding, plus the checkpoint file and HF tensor it concerns (what the user can fix)."""
+    t = plan.tensor(finding.subject)
+    if t is not None and t.source and t.origin in sources:
+        return f"{finding} (from {sources[t.origin].ref(t.source).file}: tensor '{t.source}')"
+    if finding.rule == "required-tensor":
+        hf = _hf_name(finding.subject, plan.arch)
+        if hf:
+            return f"{finding}; the draft checkpoint {sources['draft'].path} has no tensor '{hf}'"
+    return str(finding)
+
+
+def _hf_name(gguf_name: str, arch: str) -> str | None:
+    """The (bare) HF name that maps to a GGUF tensor name, for messages about missing tensors."""
+    if gguf_name.startswith("blk."):
+        _, bid, short = gguf_name.split(".", 2)
+        suffix = next((hf for hf, g in S.LAYER_TENSORS.items() if g == short), None)
+        if suffix is None:
+            return None
+        return f"midlayer.{suffix}' or 'layers.0.{suffix}" if arch == S.ARCH_EAGLE3 else f"layers.{bid}.{suffix}"
+    return next((hf for hf, g in S.GLOBAL_TENSORS.items() if g == gguf_name), None)
 
 
 def _insert_general(plan: Plan, kvs: list) -> None:
@@ -130,10 +165,12 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
             raise ConvertError(f"{probe}: already exists (pass --force to overwrite it)")
     plan, sources, family, d, t = plan_conversion(draft, target_model_dir, options=options)
     resolved = plan.notes[0].removeprefix("outtype ")
+    _check_layer_count(plan, sources["draft"])
     findings = check_plan(plan)
     bad = errors(findings)
     if bad:
-        raise ConvertError(f"the planned file would not load in llama.cpp: {bad[0]}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
+        raise ConvertError(f"the planned file would not load in llama.cpp: {_explain(bad[0], plan, sources)}"
+                           + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
     if outfile is None:
         outfile = default_output_name(family=family, outtype=resolved, target_name=t.model_id, draft_name=d.model_id,
                                       size_label=plan.value(S.GENERAL_SIZE_LABEL))

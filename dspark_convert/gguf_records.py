@@ -1,0 +1,310 @@
+"""Low-level GGUF records: value types, KV and tensor-info records, and the bounds-checked parser.
+
+Used by :mod:`dspark_convert.reader` (the public API). Every read is checked against the bytes left in the
+file before anything is allocated or looped over; failures are :class:`GGUFFormatError` lines naming the
+file, the field or tensor, and the byte offset.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from gguf import GGML_QUANT_SIZES
+from gguf import GGMLQuantizationType as QT
+from gguf import GGUFValueType as VT
+
+from .errors import GGUFFormatError
+
+GGUF_MAGIC = b"GGUF"
+SUPPORTED_VERSIONS = (2, 3)
+DEFAULT_ALIGNMENT = 32
+MAX_DIMS = 4  # GGML_MAX_DIMS
+MAX_NESTING = 8  # arrays of arrays deeper than this are refused: bounds the recursion
+INT64_MAX = 2**63 - 1
+HEADER_SIZE = 24  # magic, version u32, tensor count u64, kv count u64
+
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+#: numpy dtype of each fixed-size GGUF value type (BOOL as u1: any non-zero byte is true).
+_NUMERIC: dict[VT, np.dtype] = {
+    VT.UINT8: np.dtype("<u1"), VT.INT8: np.dtype("<i1"), VT.UINT16: np.dtype("<u2"), VT.INT16: np.dtype("<i2"),
+    VT.UINT32: np.dtype("<u4"), VT.INT32: np.dtype("<i4"), VT.FLOAT32: np.dtype("<f4"), VT.BOOL: np.dtype("<u1"),
+    VT.UINT64: np.dtype("<u8"), VT.INT64: np.dtype("<i8"), VT.FLOAT64: np.dtype("<f8"),
+}
+_SCALAR_STRUCT = {vt: struct.Struct("<" + c) for vt, c in zip(_NUMERIC, "BbHhIifBQqd", strict=True)}
+#: Smallest encoding of one value of each type: the floor used to check counts against the bytes left.
+_MIN_SIZE = {**{vt: dt.itemsize for vt, dt in _NUMERIC.items()}, VT.STRING: 8, VT.ARRAY: 12}
+_UNSET: Any = object()  # ReaderKV value not decoded yet
+
+
+def safe_text(s: str, limit: int = 80) -> str:
+    """``s`` made printable on one line (control characters escaped) and cut to ``limit`` characters.
+
+    Example:
+        >>> safe_text("a\\nb")
+        'a\\\\nb'
+    """
+    out = s.encode("unicode_escape", "backslashreplace").decode("ascii") if not s.isprintable() else s
+    return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+def known_type(type_id: int) -> QT | None:
+    """The ``GGMLQuantizationType`` of ``type_id``, or None when ``gguf`` does not know its block size."""
+    try:
+        qt = QT(type_id)
+    except ValueError:
+        return None
+    return qt if qt in GGML_QUANT_SIZES else None
+
+
+def type_name(type_id: int) -> str:
+    """``"Q8_0"`` for a known GGML type id, ``"UNKNOWN(156)"`` otherwise."""
+    qt = known_type(type_id)
+    return qt.name if qt is not None else f"UNKNOWN({type_id})"
+
+
+@dataclass(eq=False)
+class ReaderKV:
+    """One metadata key as stored in the file. Arrays are decoded on first access to :attr:`value`.
+
+    ``offset`` is where the KV record (its key) starts; ``value_offset`` where its value bytes start (for
+    arrays: the first element); ``end`` the byte after it. ``count`` is the element count of arrays.
+    """
+
+    name: str
+    type: VT
+    sub_type: VT | None
+    offset: int
+    value_offset: int
+    end: int
+    count: int | None = None
+    _value: Any = field(default=_UNSET, repr=False)
+    _loader: Callable[[], Any] | None = field(default=None, repr=False)
+
+    @property
+    def value(self) -> Any:
+        """The Python value: int/float/bool/str, or a list (of lists, for nested arrays)."""
+        if self._value is _UNSET:
+            assert self._loader is not None
+            self._value = self._loader()
+        return self._value
+
+    @property
+    def loaded(self) -> bool:
+        """Whether :attr:`value` is decoded already (scalars always are)."""
+        return self._value is not _UNSET
+
+    def describe(self) -> str:
+        """Type as text: ``UINT32`` or ``ARRAY[STRING]``."""
+        return f"ARRAY[{self.sub_type.name}]" if self.type == VT.ARRAY and self.sub_type else self.type.name
+
+
+@dataclass(frozen=True)
+class ReaderTensor:
+    """One tensor-info record. ``ne`` is in ggml order; ``offset`` is absolute (data section start included)."""
+
+    name: str
+    ne: tuple[int, ...]
+    ggml_type: int
+    type_name: str
+    offset: int
+    nbytes: int | None  # None when the type id is unknown
+    info_offset: int
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """numpy (HF) order: ``ne`` reversed."""
+        return tuple(reversed(self.ne))
+
+    @property
+    def n_elements(self) -> int:
+        n = 1
+        for d in self.ne:
+            n *= d
+        return n
+
+    @property
+    def qtype(self) -> QT | None:
+        return known_type(self.ggml_type)
+
+
+class RecordParser:
+    """Bounds-checked cursor over the mapped file; every failure names the file, field and byte offset."""
+
+    def __init__(self, buf: mmap.mmap | bytes, size: int, path: str):
+        self.buf, self.size, self.path = buf, size, path
+
+    def fail(self, where: str, offset: int, msg: str) -> GGUFFormatError:
+        return GGUFFormatError(f"{self.path}: {where} at byte {offset}: {msg}")
+
+    def need(self, pos: int, n: int, where: str) -> None:
+        if n > self.size - pos:
+            raise self.fail(where, pos, f"truncated: needs {n} bytes, only {max(self.size - pos, 0)} left")
+
+    def u32(self, pos: int, where: str) -> int:
+        self.need(pos, 4, where)
+        return _U32.unpack_from(self.buf, pos)[0]
+
+    def u64(self, pos: int, where: str) -> int:
+        self.need(pos, 8, where)
+        return _U64.unpack_from(self.buf, pos)[0]
+
+    def string(self, pos: int, where: str, strict: bool = False) -> tuple[str, int]:
+        n = self.u64(pos, where)
+        self.need(pos + 8, n, where + " (string length " + str(n) + ")")
+        raw = self.buf[pos + 8 : pos + 8 + n]
+        try:
+            text = raw.decode("utf-8", "strict" if strict else "surrogateescape")
+        except UnicodeDecodeError as e:
+            raise self.fail(where, pos, f"name is not valid UTF-8 ({e.reason})") from None
+        return text, pos + 8 + n
+
+    def vtype(self, pos: int, where: str) -> VT:
+        tid = self.u32(pos, where)
+        try:
+            return VT(tid)
+        except ValueError:
+            raise self.fail(where, pos, f"unknown GGUF value type {tid}") from None
+
+    def check_count(self, pos: int, count: int, sub: VT, where: str) -> None:
+        # Before any loop or allocation: even the smallest encoding of `count` elements must fit.
+        if count * _MIN_SIZE[sub] > self.size - pos:
+            raise self.fail(where, pos, f"array of {count} {sub.name} needs at least {count * _MIN_SIZE[sub]} "
+                                        f"bytes, only {max(self.size - pos, 0)} left")
+
+    def skip_array(self, sub: VT, count: int, pos: int, where: str, depth: int) -> int:
+        """Validate an array body starting at ``pos`` without decoding it; return the offset after it."""
+        self.check_count(pos, count, sub, where)
+        if sub in _NUMERIC:
+            return pos + count * _NUMERIC[sub].itemsize
+        if sub == VT.STRING:
+            try:  # fast path: unchecked walk; positions only grow, so end <= size proves every read was in range
+                end = self.walk_strings(pos, count)
+            except (struct.error, OverflowError):  # a length pointed past the buffer
+                end = self.size + 1
+            return end if end <= self.size else self.walk_strings_checked(pos, count, where)
+        if depth >= MAX_NESTING:
+            raise self.fail(where, pos, f"arrays nested deeper than {MAX_NESTING} levels")
+        for i in range(count):
+            inner = self.vtype(pos, f"{where} element {i} type")
+            n = self.u64(pos + 4, f"{where} element {i} count")
+            pos = self.skip_array(inner, n, pos + 12, f"{where}[{i}]", depth + 1)
+        return pos
+
+    def walk_strings(self, pos: int, count: int) -> int:
+        """Offset after ``count`` strings starting at ``pos``, without bounds checks (the 130k-token hot loop)."""
+        buf, unpack = self.buf, _U64.unpack_from
+        for _ in range(count):
+            pos += 8 + unpack(buf, pos)[0]
+        return pos
+
+    def walk_strings_checked(self, pos: int, count: int, where: str) -> int:
+        """:meth:`walk_strings` with a check per element, to name the bad element and its offset."""
+        buf, size, unpack = self.buf, self.size, _U64.unpack_from
+        for i in range(count):
+            if pos + 8 > size:
+                raise self.fail(f"{where} element {i}", pos, "truncated string length")
+            n = unpack(buf, pos)[0]
+            if n > size - pos - 8:
+                raise self.fail(f"{where} element {i}", pos, f"string length {n} exceeds the {size - pos - 8} "
+                                                             f"bytes left")
+            pos += 8 + n
+        return pos
+
+    def decode_array(self, sub: VT, count: int, pos: int, limit: int | None = None,
+                     need_end: bool = True) -> tuple[list[Any], int]:
+        """Decode an array body already validated by :meth:`skip_array`: all items, or the first ``limit`` at
+        every nesting level (so a preview never decodes a huge inner array). Returns the items and the offset
+        after the array (the offset where decoding stopped when ``need_end`` is false)."""
+        take = count if limit is None else min(count, limit)
+        if sub in _NUMERIC:
+            size = _NUMERIC[sub].itemsize
+            arr = np.frombuffer(self.buf[pos : pos + take * size], dtype=_NUMERIC[sub])
+            return (arr != 0).tolist() if sub == VT.BOOL else arr.tolist(), pos + count * size
+        out: list[Any] = []
+        if sub == VT.STRING:
+            buf, unpack = self.buf, _U64.unpack_from
+            for _ in range(take):
+                n = unpack(buf, pos)[0]
+                out.append(buf[pos + 8 : pos + 8 + n].decode("utf-8", "surrogateescape"))
+                pos += 8 + n
+            return out, self.walk_strings(pos, count - take) if need_end else pos
+        for i in range(count if need_end else take):
+            inner = VT(_U32.unpack_from(self.buf, pos)[0])
+            n = _U64.unpack_from(self.buf, pos + 4)[0]
+            if i < take:
+                value, pos = self.decode_array(inner, n, pos + 12, limit)
+                out.append(value)
+            else:  # validated at parse time: cannot fail
+                pos = self.skip_array(inner, n, pos + 12, "", depth=0)
+        return out, pos
+
+    def string_items(self, body: int, count: int, wanted: set[int]) -> dict[int, str]:
+        """Elements ``wanted`` of a validated string array, walking only up to the largest one."""
+        out: dict[int, str] = {}
+        pos, done = body, 0
+        for i in sorted(i for i in wanted if 0 <= i < count):
+            pos = self.walk_strings(pos, i - done)
+            n = _U64.unpack_from(self.buf, pos)[0]
+            out[i] = self.buf[pos + 8 : pos + 8 + n].decode("utf-8", "surrogateescape")
+            done = i
+        return out
+
+    def read_kv(self, pos: int, index: int) -> ReaderKV:
+        start = pos
+        name, pos = self.string(pos, f"KV #{index} name", strict=True)
+        where = f"KV #{index} '{safe_text(name)}'"
+        vt = self.vtype(pos, where + " type")
+        pos += 4
+        if vt == VT.ARRAY:
+            sub = self.vtype(pos, where + " element type")
+            count = self.u64(pos + 4, where + " count")
+            body = pos + 12
+            end = self.skip_array(sub, count, body, where, depth=1)
+            return ReaderKV(name, vt, sub, start, body, end, count,
+                            _loader=lambda: self.decode_array(sub, count, body)[0])
+        if vt == VT.STRING:
+            value, end = self.string(pos, where)
+            return ReaderKV(name, vt, None, start, pos, end, _value=value)
+        st = _SCALAR_STRUCT[vt]
+        self.need(pos, st.size, where)
+        value = st.unpack_from(self.buf, pos)[0]
+        return ReaderKV(name, vt, None, start, pos, pos + st.size, _value=bool(value) if vt == VT.BOOL else value)
+
+    def read_tensor_info(self, pos: int, index: int, alignment: int) -> tuple[tuple[Any, ...], int]:
+        start = pos
+        name, pos = self.string(pos, f"tensor #{index} name", strict=True)
+        where = f"tensor #{index} '{safe_text(name)}'"
+        n_dims = self.u32(pos, where + " n_dims")
+        if n_dims > MAX_DIMS:
+            raise self.fail(where, pos, f"n_dims is {n_dims}, at most {MAX_DIMS} allowed")
+        pos += 4
+        self.need(pos, 8 * n_dims, where + " dims")
+        ne = struct.unpack_from(f"<{n_dims}Q", self.buf, pos)
+        n = 1
+        for j, d in enumerate(ne):
+            if d == 0 or d > INT64_MAX:
+                shown = d if d == 0 else d - 2**64
+                raise self.fail(where, pos + 8 * j, f"ne[{j}] is {shown}, dims must be positive")
+            n *= d
+            if n > INT64_MAX:
+                raise self.fail(where, pos, f"element count of ne={list(ne)} overflows int64")
+        pos += 8 * n_dims
+        type_id = self.u32(pos, where + " type")
+        rel = self.u64(pos + 4, where + " offset")
+        if rel % alignment:
+            raise self.fail(where, pos + 4, f"data offset {rel} is not a multiple of the alignment {alignment}")
+        qt = known_type(type_id)
+        nbytes = None
+        if qt is not None:
+            block, type_size = GGML_QUANT_SIZES[qt]
+            ne0 = ne[0] if ne else 1  # a 0-d tensor holds one element
+            if ne0 % block:
+                raise self.fail(where, start, f"ne[0]={ne0} is not a multiple of the {qt.name} block size {block}")
+            nbytes = n // block * type_size
+        return (name, tuple(ne), type_id, rel, nbytes, start), pos + 12

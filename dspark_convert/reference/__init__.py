@@ -1,0 +1,38 @@
+"""Reference forwards used by ``verify``.
+
+- :mod:`.numpy_forward` (DSpark / DFlash) and :mod:`.eagle3_np` (EAGLE-3): readable numpy forwards that read
+  weights and every hyperparameter from a GGUF file, streaming layer by layer.
+- :mod:`.torch_forward`: an independent float32 torch forward of the original Hugging Face folder. It is the
+  only module that imports torch; import it explicitly (it is not imported here).
+- :mod:`.weights`: lazy GGUF / target-checkpoint access (the single GGUF adapter, :func:`open_gguf`).
+
+Example:
+    >>> from dspark_convert.reference import dflash_forward, open_gguf, TargetWeights
+    >>> out = dflash_forward(open_gguf("draft.gguf"), TargetWeights("Qwen3-8B"), features, anchor=42)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from .eagle3_np import Eagle3HParams, Eagle3Outputs, eagle3_forward, eagle3_step
+from .numpy_forward import (
+    BlockOutputs,
+    DFlashHParams,
+    attention,
+    block_forward,
+    confidence,
+    context_projection,
+    dflash_forward,
+    markov_chain,
+    mlp,
+    rms_norm,
+    rope_cos_sin,
+    rope_neox,
+    rope_norm,
+)
+from .weights import GGUFWeights, TargetWeights, open_gguf
+
+__all__ = [
+    "BlockOutputs", "DFlashHParams", "Eagle3HParams", "Eagle3Outputs", "GGUFWeights", "TargetWeights", "attention",
+    "block_forward", "confidence", "context_projection", "dflash_forward", "eagle3_forward", "eagle3_step",
+    "markov_chain", "mlp", "open_gguf", "rms_norm", "rope_cos_sin", "rope_neox", "rope_norm",
+]

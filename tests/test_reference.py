@@ -1,0 +1,296 @@
+"""The numpy reference forward (GGUF side) and the torch forward (HF side), piece by piece.
+
+Primitives are checked against hand-computed values and against each other (torch vs numpy, written
+independently); the GGUF hyperparameter readers against the fixtures' known configs; the forward's streaming,
+Markov chain, confidence head and EAGLE-3 KV cache against direct recomputation.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dspark_convert.conversion import convert
+from dspark_convert.errors import ConvertError
+from dspark_convert.reference import numpy_forward as nf
+from dspark_convert.reference.eagle3_np import Eagle3HParams, KVCache, eagle3_forward, eagle3_step, fc_input
+from dspark_convert.reference.weights import GGUFWeights, TargetWeights, open_gguf
+
+torch = pytest.importorskip("torch")
+from dspark_convert.reference import torch_forward as tf  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+TARGET = FIXTURES / "target-qwen3"
+MASK = 1016
+RNG = np.random.default_rng(11)
+
+
+@pytest.fixture(scope="module")
+def gguf(tmp_path_factory: pytest.TempPathFactory):
+    """``gguf(layout, outtype="f32") -> GGUFWeights`` of a converted fixture (skips when absent)."""
+    out, cache = tmp_path_factory.mktemp("reference"), {}
+
+    def get(layout: str, outtype: str = "f32") -> GGUFWeights:
+        if not (FIXTURES / layout / "config.json").is_file():
+            pytest.skip(f"fixture {layout} not generated (python fixtures/generate.py)")
+        if (layout, outtype) not in cache:
+            try:
+                cache[layout, outtype] = convert(FIXTURES / layout, TARGET, out / f"{layout}.{outtype}.gguf",
+                                                 outtype=outtype).path
+            except ConvertError as e:
+                pytest.skip(f"{layout} does not convert: {e}")
+        return open_gguf(cache[layout, outtype])
+
+    return get
+
+
+# ---------------------------------------------------------------------------------------------- primitives
+def test_rms_norm_values() -> None:
+    x = np.array([[1.0, -2.0, 2.0, 0.0]], np.float32)          # mean square 9/4
+    y = nf.rms_norm(x, np.array([1, 1, 2, 1], np.float32), 0.0)
+    assert np.allclose(y, [[2 / 3, -4 / 3, 8 / 3, 0.0]])
+    assert np.allclose(nf.rms_norm(x, None, 0.75), x / np.sqrt(3.0))
+
+
+def test_rope_tables() -> None:
+    cos, sin = nf.rope_cos_sin(np.array([0, 2]), 4, 100.0)
+    assert np.allclose(cos[0], 1) and np.allclose(sin[0], 0)
+    assert np.allclose(sin[1], np.sin([2.0, 2.0 / 10.0]), atol=1e-7)     # 100^(-2/4) = 0.1
+    c2, s2 = nf.rope_cos_sin(np.array([2]), 4, 100.0, freq_factors=np.array([1.0, 4.0]))
+    assert np.allclose(s2[0], np.sin([2.0, 0.05]), atol=1e-7)
+    c3, _ = nf.rope_cos_sin(np.array([8]), 4, 100.0, pos_scale=0.25)
+    assert np.allclose(c3[0], np.cos([2.0, 0.2]), atol=1e-7)
+
+
+def _to_pairs(x: np.ndarray) -> np.ndarray:
+    """Rotate-half order -> interleaved pairs along the last axis (the converter's EAGLE-3 q/k permutation)."""
+    d = x.shape[-1]
+    return x.reshape(*x.shape[:-1], 2, d // 2).swapaxes(-1, -2).reshape(x.shape)
+
+
+def test_interleaved_rope_on_permuted_rows_equals_neox() -> None:
+    """Why the converter permutes EAGLE-3 q/k: NORM rope on pair-ordered dims == NEOX rope on half-ordered dims."""
+    x = RNG.standard_normal((5, 3, 8)).astype(np.float32)
+    cos, sin = nf.rope_cos_sin(np.arange(5), 8, 10000.0)
+    assert np.allclose(nf.rope_norm(_to_pairs(x), cos, sin), _to_pairs(nf.rope_neox(x, cos, sin)), atol=1e-6)
+    assert not np.allclose(nf.rope_norm(x, cos, sin), nf.rope_neox(x, cos, sin), atol=1e-3)
+
+
+@pytest.mark.parametrize("neox", [True, False])
+def test_torch_and_numpy_rope_agree(neox: bool) -> None:
+    x = RNG.standard_normal((6, 2, 16)).astype(np.float32)          # [N, heads, d]
+    pos = np.arange(3, 9)
+    cos, sin = nf.rope_cos_sin(pos, 16, 1e6)
+    want = (nf.rope_neox if neox else nf.rope_norm)(x, cos, sin)
+    freqs = tf.inv_freq({"head_dim": 16, "rope_theta": 1e6, "rope": {"rope_type": "default"}})
+    got = tf.apply_rope(torch.from_numpy(x).transpose(0, 1), torch.from_numpy(pos), freqs, neox).transpose(0, 1)
+    assert np.allclose(got.numpy(), want, atol=1e-5)
+
+
+def test_partial_rotation_keeps_tail() -> None:
+    x = RNG.standard_normal((2, 1, 8)).astype(np.float32)
+    cos, sin = nf.rope_cos_sin(np.array([3, 4]), 4, 10.0)
+    for rope in (nf.rope_neox, nf.rope_norm):
+        assert np.array_equal(rope(x, cos, sin)[..., 4:], x[..., 4:])
+
+
+def test_llama3_frequencies_match_the_converters_rope_freqs() -> None:
+    """torch inv_freq (HF llama3 rule) == base^(-2i/d) / factor_i with the contract's rope_freqs formula (§4.3)."""
+    rope = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192}
+    d, base = 128, 500000.0
+    got = tf.inv_freq({"head_dim": d, "rope_theta": base, "rope": rope}).numpy()
+    freq = 1.0 / base ** (np.arange(0, d, 2) / d)
+    wavelen = 2 * np.pi / freq
+    s = (8192 / wavelen - 1.0) / (4.0 - 1.0)
+    factors = np.where(wavelen < 8192 / 4.0, 1.0, np.where(wavelen > 8192 / 1.0, 8.0, 1 / ((1 - s) / 8.0 + s)))
+    assert np.allclose(got, freq / factors, rtol=1e-12)
+    assert factors[0] == 1.0 and factors[-1] == 8.0 and 1.0 < factors[(factors > 1) & (factors < 8)].min()
+
+
+def test_attention_gqa_and_mask() -> None:
+    q = RNG.standard_normal((3, 4, 8)).astype(np.float32)
+    k = RNG.standard_normal((5, 2, 8)).astype(np.float32)
+    v = RNG.standard_normal((5, 2, 8)).astype(np.float32)
+    allowed = np.tril(np.ones((3, 5), bool), k=2)
+    out = nf.attention(q, k, v, allowed).reshape(3, 4, 8)
+    for i in range(3):
+        for h in range(4):
+            kv = h // 2                                          # query heads 0,1 -> kv 0; 2,3 -> kv 1
+            s = (k[:, kv] @ q[i, h]) / np.sqrt(8)
+            s[~allowed[i]] = -np.inf
+            p = np.exp(s - s.max())
+            assert np.allclose(out[i, h], (p / p.sum()) @ v[:, kv], atol=1e-6)
+
+
+def test_block_mask_rules() -> None:
+    hp = nf.DFlashHParams(2, 64, 4, 2, 16, 16, 1e-6, 1e4, 1.0, 4, 0, [1], True, 0, False, 3, [True, False], False)
+    q, k = np.arange(5, 9), np.arange(9)
+    m = nf.block_mask(hp, 0, q, k)
+    assert m is not None and m[0].tolist() == [False] * 3 + [True] * 6          # q 5 sees keys 3..8 (window 3)
+    assert m[3].tolist() == [False] * 6 + [True] * 3
+    assert nf.block_mask(hp, 1, q, k) is None                                    # full-attention layer
+
+
+# ---------------------------------------------------------------------------------------------- GGUF side
+def test_dflash_hparams_from_gguf(gguf) -> None:
+    hp = nf.DFlashHParams.from_gguf(gguf("dspark-qwen3"))
+    assert (hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim, hp.n_rot) == (2, 64, 4, 2, 16, 16)
+    assert hp.block_size == 7 and hp.mask_token_id == MASK and hp.target_layers == [2, 3, 5]
+    assert hp.sample_from_anchor is True and hp.prediction_rows == list(range(7))
+    assert hp.markov_rank == 8 and hp.has_confidence and hp.rope_base == 1e6
+    assert hp.eps == pytest.approx(1e-6, rel=1e-6) and not hp.causal
+    z = nf.DFlashHParams.from_gguf(gguf("dflash-zlab"))              # no sample_from_anchor key, no Markov
+    assert gguf("dflash-zlab").value("dflash.sample_from_anchor") is None
+    assert z.sample_from_anchor is False and z.prediction_rows == list(range(1, 16)) and z.markov_rank == 0
+    swa = nf.DFlashHParams.from_gguf(gguf("dflash-zlab-swa"))
+    assert swa.sliding_window == 32 and swa.swa_layers == [True, False]
+    assert nf.DFlashHParams.from_gguf(gguf("dspark-specforge")).markov_rank == 32
+
+
+def test_forward_streams_layer_by_layer(gguf, monkeypatch: pytest.MonkeyPatch) -> None:
+    g = gguf("dspark-qwen3")
+    loaded: list[str] = []
+    real = GGUFWeights.array
+
+    def spy(self: GGUFWeights, name: str) -> np.ndarray:
+        loaded.append(name)
+        return real(self, name)
+
+    monkeypatch.setattr(GGUFWeights, "array", spy)
+    nf.dflash_forward(g, TargetWeights(TARGET), RNG.standard_normal((4, 192)).astype(np.float32), 7)
+    blocks = [int(n.split(".")[1]) for n in loaded if n.startswith("blk.")]
+    assert blocks == sorted(blocks) and blocks.count(0) == blocks.count(1) == 11   # all of layer 0, then layer 1
+    assert "markov_w1.weight" not in loaded                                        # only gathered rows of W1
+
+
+def test_markov_chain_and_confidence_formulas(gguf) -> None:
+    g, tw = gguf("dspark-qwen3"), TargetWeights(TARGET)
+    feats = RNG.standard_normal((6, 192)).astype(np.float32)
+    out = nf.dflash_forward(g, tw, feats, 42)
+    w1, w2 = g.array("markov_w1.weight"), g.array("markov_w2.weight")
+    assert out.prev_tokens[0] == 42 and np.array_equal(out.prev_tokens[1:], out.tokens[:-1])
+    assert np.allclose(out.markov_logits, out.logits + w1[out.prev_tokens] @ w2.T, atol=1e-5)
+    assert np.array_equal(out.tokens, out.markov_logits.argmax(1))
+    ell = np.concatenate([out.hidden, w1[out.prev_tokens]], 1) @ g.array("conf_proj.weight")[0] + g.array("conf_proj.bias")[0]
+    assert np.allclose(out.confidence_logits, ell, atol=1e-5) and out.confidences.shape == (7,)
+    forced = nf.dflash_forward(g, tw, feats, 42, prev_tokens=out.prev_tokens)
+    assert np.array_equal(forced.markov_logits, out.markov_logits)
+    other = np.array([42, 1, 2, 3, 4, 5, 6])
+    assert np.array_equal(nf.dflash_forward(g, tw, feats, 42, prev_tokens=other).prev_tokens, other)
+
+
+def test_logits_use_the_targets_lm_head(gguf) -> None:
+    g, tw = gguf("dflash-deepspec"), TargetWeights(TARGET)
+    assert not g.has("output.weight") and not g.has("token_embd.weight")
+    out = nf.dflash_forward(g, tw, RNG.standard_normal((3, 192)).astype(np.float32), 9)
+    lm = np.concatenate([w for _, w in tw.lm_head_chunks(chunk=100)])
+    assert lm.shape == (1024, 64) and np.allclose(out.logits, out.hidden @ lm.T, atol=1e-5)
+    with pytest.raises(ConvertError, match="target-model-dir"):
+        nf.dflash_forward(g, None, RNG.standard_normal((3, 192)).astype(np.float32), 9)
+
+
+def test_reduced_vocab_maps_draft_ids(gguf) -> None:
+    g = gguf("dspark-reduced")
+    out = nf.dflash_forward(g, TargetWeights(TARGET), RNG.standard_normal((5, 192)).astype(np.float32), 3)
+    assert out.logits.shape == (7, 256)
+    assert np.array_equal(out.tokens, g.ints("d2t")[out.markov_logits.argmax(1)])
+
+
+def test_wrong_arch_is_refused(gguf) -> None:
+    with pytest.raises(ConvertError, match="expected 'dflash'"):
+        nf.dflash_forward(gguf("eagle3-specforge"), None, np.zeros((2, 192), np.float32), 0)
+    with pytest.raises(ConvertError, match="fc.weight takes 192 features, got 10"):
+        nf.dflash_forward(gguf("dflash-zlab"), None, np.zeros((2, 10), np.float32), 0)
+
+
+def test_eagle3_hparams_and_chain(gguf) -> None:
+    g, tw = gguf("eagle3-normfc"), TargetWeights(TARGET)
+    hp = Eagle3HParams.from_gguf(g)
+    assert hp.norm_before_fc and not hp.norm_before_residual and hp.target_layers == [2, 3, 5]
+    assert Eagle3HParams.from_gguf(gguf("eagle3-speculators")).norm_before_residual
+    feats, toks = RNG.standard_normal((5, 192)).astype(np.float32), RNG.integers(0, 1024, 5)
+    out = eagle3_forward(g, tw, feats, toks, steps=3)
+    assert out.prefill_hidden.shape == (5, 64) and out.step_hidden.shape == (2, 64) and out.logits.shape == (3, 256)
+    assert np.array_equal(out.tokens, g.ints("d2t")[out.logits.argmax(1)])
+    # the KV-cached chain equals one causal pass over the whole sequence (context, then the fed-back rows)
+    w = nf.layer_weights(g, 0, ("attn_norm", "attn_norm_2", "attn_q", "attn_k", "attn_v", "attn_output",
+                                "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"))
+    h = np.concatenate([fc_input(g, hp, feats), out.prefill_hidden[-1:], out.step_hidden[:1]])
+    ids = np.concatenate([toks, out.tokens[:2]])
+    full = eagle3_step(w, hp, h, nf.embed_tokens(g, tw, ids), np.arange(7), KVCache(), None)
+    assert np.allclose(full[5:], out.step_hidden, atol=1e-5)
+    assert np.allclose(full[:5], out.prefill_hidden, atol=1e-5)
+
+
+def test_rows_of_a_quantized_tensor(gguf) -> None:
+    g = gguf("dspark-specforge", "q8_0")
+    assert g.qtype("blk.0.ffn_up.weight").name == "Q8_0"
+    full = g.array("blk.0.ffn_up.weight")
+    assert np.array_equal(g.rows("blk.0.ffn_up.weight", [5, 1]), full[[5, 1]])
+    chunks = list(g.row_chunks("blk.0.ffn_up.weight", chunk=50))
+    assert [a for a, _ in chunks] == [0, 50, 100] and np.array_equal(np.concatenate([c for _, c in chunks]), full)
+
+
+# ---------------------------------------------------------------------------------------------- target side
+def test_target_sharded_and_tied(tmp_path: Path) -> None:
+    if not (FIXTURES / "target-qwen3-sharded").is_dir():
+        pytest.skip("fixture target-qwen3-sharded not generated")
+    a, b = TargetWeights(TARGET), TargetWeights(FIXTURES / "target-qwen3-sharded")
+    assert np.array_equal(a.embed_rows([0, 1016]), b.embed_rows([0, 1016]))
+    tied = tmp_path / "tied"
+    tied.mkdir()
+    emb = b.embed_rows(np.arange(1024))
+    from safetensors.numpy import save_file
+    save_file({"model.embed_tokens.weight": emb}, str(tied / "model.safetensors"))
+    (tied / "config.json").write_text(json.dumps({"tie_word_embeddings": True}))
+    t = TargetWeights(tied)
+    assert t.lm_head_name == "model.embed_tokens.weight"
+    assert np.array_equal(np.concatenate([w for _, w in t.lm_head_chunks(chunk=300)]), emb)
+
+
+# ---------------------------------------------------------------------------------------------- HF side
+@pytest.mark.parametrize("layout,family,kind,sfa,layers,neox,block,own_embed", [
+    ("dspark-qwen3", "dspark", "flat", True, [2, 3, 5], True, 7, False),
+    ("dspark-qwen3-interleaved", "dspark", "flat", True, [2, 3, 5], False, 7, False),
+    ("dflash-deepspec", "dspark", "flat", True, [2, 3, 5], True, 7, False),
+    ("dflash-zlab", "dflash", "nested", False, [2, 3, 5], True, 16, False),
+    ("dspark-specforge", "dspark", "nested", True, [2, 3, 5], True, 7, False),
+    ("dspark-speculators", "dspark", "speculators", True, [2, 3, 5], True, 7, False),
+    ("dspark-reduced", "dspark", "speculators", True, [2, 3, 5], True, 7, True),
+])
+def test_hf_config_normalisation(layout: str, family: str, kind: str, sfa: bool, layers: list[int], neox: bool,
+                                 block: int, own_embed: bool) -> None:
+    if not (FIXTURES / layout).is_dir():
+        pytest.skip(f"fixture {layout} not generated")
+    d = tf.load_draft(FIXTURES / layout, TARGET)
+    assert (d.family, d.layout, d.hp["sample_from_anchor"], d.hp["target_layers"]) == (family, kind, sfa, layers)
+    assert (d.hp["neox"], d.hp["block_size"], d.hp["own_embed"], d.hp["mask_token_id"]) == (neox, block, own_embed, MASK)
+    assert (d.hp["head_dim"], d.hp["n_head_kv"], d.hp["rope_theta"]) == (16, 2, 1e6)
+
+
+def test_hf_eagle3_normalisation() -> None:
+    if not (FIXTURES / "eagle3-specforge").is_dir():
+        pytest.skip("fixtures not generated")
+    sf = tf.load_draft(FIXTURES / "eagle3-specforge", TARGET)
+    assert sf.family == "eagle3" and sf.prefix == "midlayer." and sf.hp["draft_vocab_size"] == 256
+    assert sf.hp["target_layers"] == [2, 3, 3]                       # upstream default [2, L//2, L-3], L = 6
+    assert any("eagle_config ids [1, 2, 4]" in n for n in sf.notes)
+    sp = tf.load_draft(FIXTURES / "eagle3-speculators", TARGET)
+    assert sp.prefix == "layers.0." and sp.hp["target_layers"] == [2, 3, 5] and sp.hp["norm_before_residual"]
+    ll = tf.load_draft(FIXTURES / "eagle3-llama", TARGET)
+    assert ll.hp["rope"]["rope_type"] == "llama3" and ll.hp["head_dim"] == 16 and ll.hp["eps"] == 1e-5
+
+
+def test_hf_unknown_architecture(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["BertModel"], "hidden_size": 8,
+                                                      "num_attention_heads": 2, "num_hidden_layers": 1,
+                                                      "intermediate_size": 16}))
+    from safetensors.numpy import save_file
+    save_file({"w": np.zeros(2, np.float32)}, str(tmp_path / "model.safetensors"))
+    with pytest.raises(ConvertError, match="not a DSpark, DFlash or EAGLE-3 draft"):
+        tf.load_draft(tmp_path, TARGET)
