@@ -6,6 +6,7 @@ Every command maps :class:`~dspark_convert.errors.ConvertError` to one line on s
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -171,6 +172,18 @@ def verify_cmd(
     raise typer.Exit(0 if report.passed else 1)
 
 
+class _OneLineWarnings(logging.Handler):
+    """Library warnings (fallbacks, recognised-by-regex tokenizers, ...) as one 'warning:' line each on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err_console.print(f"[yellow]warning:[/] {record.getMessage()}", markup=True, soft_wrap=True, highlight=False)
+
+
 def main() -> None:
     """Console-script entry point."""
+    root = logging.getLogger("dspark_convert")
+    if not root.handlers:
+        root.addHandler(_OneLineWarnings(logging.WARNING))
+        root.propagate = False
+    logging.getLogger("gguf").setLevel(logging.ERROR)  # gguf-py's own info/debug chatter is not for users
     app()

@@ -12,9 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as QT
-from gguf import GGUFReader
+from gguf import GGUFReader, quants
 from gguf import GGUFValueType as VT
-from gguf import quants
 
 from dspark_convert import check_file, convert
 
@@ -251,7 +250,7 @@ def test_fixture_converts_exactly(fixture: str, outtype: str, tmp_path: Path) ->
         names.append(("d2t", "d2t"))
     assert [t.name for t in r.tensors] == [g for _, g in names]
     n_head, n_kv = 4, 2
-    for (hf, gname), t in zip(names, r.tensors):
+    for (hf, gname), t in zip(names, r.tensors, strict=True):
         if gname == "rope_freqs.weight":
             assert t.tensor_type == QT.F32 and list(t.shape) == [8]
             vals = np.asarray(t.data)

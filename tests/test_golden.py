@@ -14,10 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from golden_manifest import GOLDEN, compare, describe
 
 from dspark_convert import convert
-
-from golden_manifest import GOLDEN, compare, describe
 
 LAYOUTS = ["dspark-deepspec", "dflash-deepspec", "dflash-zlab", "dflash-zlab-swa", "dspark-specforge",
            "dspark-speculators", "dspark-reduced", "dspark-interleaved", "eagle3-specforge", "eagle3-angelslim",

@@ -165,8 +165,8 @@ def build_plan(ctx: Context) -> Plan:
             raise ConvertError(f"{ref.file}: tensor '{d2t}' has dtype BOOL, expected integer offsets")
         values = d2t_absolute(ctx.draft.read(d2t), _target_int(ctx, "vocab_size"), what=f"{ref.file}: tensor '{d2t}'")
         tensors.append(TensorSpec(S.T_D2T, values.shape, QT.I64, source=d2t, source_dtype=ref.dtype, data=values))
-    if "vocab_size" not in hp:
-        raise ConvertError(f"{where}: key 'vocab_size' is missing")
+    if hp.get("vocab_size") is None:
+        raise ConvertError(f"{where}: key 'vocab_size' is missing, expected the target's vocabulary size")
     check_vocab_size(hp["vocab_size"], "vocab_size", where)
     family = [KV(S.VOCAB_SIZE.format(arch=S.ARCH_EAGLE3), VT.UINT32, int(hp["vocab_size"])),
               KV(S.ROPE_DIMENSION_COUNT.format(arch=S.ARCH_EAGLE3), VT.UINT32, int(hd))]
