@@ -187,3 +187,7 @@ def main() -> None:
         root.propagate = False
     logging.getLogger("gguf").setLevel(logging.ERROR)  # gguf-py's own info/debug chatter is not for users
     app()
+
+
+if __name__ == "__main__":  # python -m dspark_convert.cli
+    main()
