@@ -2,23 +2,42 @@
 
 The public API (the same verbs as the command line)::
 
-    from dspark_convert import convert, check_file, read_gguf
+    from dspark_convert import convert, check_file, read_gguf, inspect_gguf, diff_gguf
     result = convert("fixtures/dspark-qwen3", "fixtures/target-qwen3", "draft.gguf", outtype="bf16")
     findings = check_file("draft.gguf")          # llama.cpp loader rules; [] when it loads
     gguf = read_gguf("draft.gguf")               # header, KVs, lazily mapped tensors
+    info = inspect_gguf("draft.gguf")            # the `inspect --json` document
+    delta = diff_gguf("a.gguf", "b.gguf")        # the `diff --json` document
 
-``inspect_gguf`` (dspark_convert.inspect), ``diff_gguf`` (dspark_convert.diff) and ``verify``
-(dspark_convert.verify) are imported from their modules; ``verify`` needs torch.
+``dspark_convert.verify.verify`` needs torch. Names are imported lazily, so ``import dspark_convert`` (and the
+``inspect`` command) stays fast and never loads the conversion stack or torch unless asked.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
 
-from .check import Finding, check_file, check_plan
-from .conversion import ConvertResult, convert, plan_conversion
-from .errors import ConvertError, GGUFFormatError
-from .reader import GGUFFile, plan_from_gguf, read_gguf
+_EXPORTS = {
+    "convert": "conversion", "plan_conversion": "conversion", "ConvertResult": "conversion",
+    "check_file": "check", "check_plan": "check", "Finding": "check",
+    "read_gguf": "reader", "plan_from_gguf": "reader", "GGUFFile": "reader",
+    "inspect_gguf": "inspect", "diff_gguf": "diff",
+    "ConvertError": "errors", "GGUFFormatError": "errors",
+}
+__all__ = [*sorted(_EXPORTS), "__version__"]
 
-__all__ = ["ConvertError", "ConvertResult", "Finding", "GGUFFile", "GGUFFormatError", "__version__", "check_file",
-           "check_plan", "convert", "plan_conversion", "plan_from_gguf", "read_gguf"]
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dspark_convert' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -5,7 +5,6 @@ Every command maps :class:`~dspark_convert.errors.ConvertError` to one line on s
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from collections.abc import Callable, Iterator
@@ -36,7 +35,10 @@ def run_or_exit(fn: Callable[[], T]) -> T:
 
 
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    """One strict JSON document on stdout (NaN/Inf as strings, see render.dumps_json)."""
+    from .render import dumps_json
+
+    sys.stdout.write(dumps_json(data) + "\n")
 
 
 @contextmanager

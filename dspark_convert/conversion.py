@@ -109,6 +109,12 @@ def _hf_name(gguf_name: str, arch: str) -> str | None:
     return next((hf for hf, g in S.GLOBAL_TENSORS.items() if g == gguf_name), None)
 
 
+def outtype_of(plan: Plan) -> str:
+    """The outtype a plan was made for (``auto`` resolved), from its ``general.file_type``."""
+    ft = plan.value(S.GENERAL_FILE_TYPE)
+    return next(name for name, (_, file_type) in S.OUTTYPES.items() if file_type == ft)
+
+
 def _insert_general(plan: Plan, kvs: list) -> None:
     """general.* metadata goes right after general.type (row 4 of §2.1)."""
     pos = next(i for i, k in enumerate(plan.kvs) if k.name == S.GENERAL_TYPE) + 1
@@ -133,7 +139,7 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
     ctx = Context(draft=ck, target_dir=t.path, target_config=tconf, options=options, draft_repo=d.repo_id, target_repo=t.repo_id)
     plan = family.build_plan(ctx)
     sources = {"draft": ck}
-    outtype = plan.notes[0].removeprefix("outtype ") if plan.notes and plan.notes[0].startswith("outtype ") else options.outtype
+    outtype = outtype_of(plan)
     if options.embed_from_target:
         target = Checkpoint(t.path)
         _add_target_embeddings(plan, target, ctx, outtype)
@@ -164,7 +170,7 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
         if "{" not in str(outfile) and probe.exists() and not force:
             raise ConvertError(f"{probe}: already exists (pass --force to overwrite it)")
     plan, sources, family, d, t = plan_conversion(draft, target_model_dir, options=options)
-    resolved = plan.notes[0].removeprefix("outtype ")
+    resolved = outtype_of(plan)
     _check_layer_count(plan, sources["draft"])
     findings = check_plan(plan)
     bad = errors(findings)

@@ -152,6 +152,18 @@ def test_dflash_hparams_from_gguf(gguf) -> None:
     assert nf.DFlashHParams.from_gguf(gguf("dspark-specforge")).markov_rank == 32
 
 
+def test_sliding_window_is_applied_on_both_sides(gguf) -> None:
+    """With 40 context rows the window (32) hides keys from layer 0; both sides mask them identically."""
+    g, tw = gguf("dflash-zlab-swa"), TargetWeights(TARGET)
+    feats = RNG.standard_normal((40, 192)).astype(np.float32)
+    out = nf.dflash_forward(g, tw, feats, 5)
+    d = tf.load_draft(FIXTURES / "dflash-zlab-swa", TARGET)
+    assert d.hp["swa"] == [True, False] and d.hp["sliding_window"] == 32
+    assert np.allclose(tf.block_forward(d, feats, 5).hidden, out.hidden, atol=1e-5)
+    d.hp["swa"] = [False, False]
+    assert not np.allclose(tf.block_forward(d, feats, 5).hidden, out.hidden, atol=1e-3)
+
+
 def test_forward_streams_layer_by_layer(gguf, monkeypatch: pytest.MonkeyPatch) -> None:
     g = gguf("dspark-qwen3")
     loaded: list[str] = []
@@ -234,6 +246,8 @@ def test_rows_of_a_quantized_tensor(gguf) -> None:
     assert np.array_equal(g.rows("blk.0.ffn_up.weight", [5, 1]), full[[5, 1]])
     chunks = list(g.row_chunks("blk.0.ffn_up.weight", chunk=50))
     assert [a for a, _ in chunks] == [0, 50, 100] and np.array_equal(np.concatenate([c for _, c in chunks]), full)
+    with pytest.raises(ConvertError, match="row 128 out of range"):
+        g.rows("blk.0.ffn_up.weight", [128])
 
 
 # ---------------------------------------------------------------------------------------------- target side

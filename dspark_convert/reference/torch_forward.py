@@ -165,15 +165,17 @@ def _normalise_block_draft(d: HFDraft, arch: str, c: dict[str, Any], nested: dic
     # rotate-half unless a DSpark config says otherwise; z-lab's DFlashDraftModel always uses rotate_half
     neox = c.get("rope_is_neox_style", c.get("is_neox_style", True))
     hp["neox"] = True if arch == "DFlashDraftModel" else bool(neox)
-    layer_types = c.get("layer_types") or []
     window = c.get("sliding_window") if c.get("use_sliding_window") else None
+    # Qwen3Config derives missing layer_types: sliding from layer max_window_layers (default 28) on
+    layer_types = c.get("layer_types") or ["sliding_attention" if window and i >= int(c.get("max_window_layers", 28))
+                                           else "full_attention" for i in range(hp["n_layer"])]
     hp["swa"] = [bool(window) and t == "sliding_attention" for t in layer_types] or [False] * hp["n_layer"]
     hp["sliding_window"] = int(window or 0)
     hp["draft_vocab_size"] = int(c.get("draft_vocab_size") or hp["vocab_size"])
     reduced = hp["draft_vocab_size"] < hp["vocab_size"]
     # the GGUF keeps embed/lm_head only for a reduced vocab (DSpark) or when the checkpoint has them (DFlash)
     own = reduced if d.family == "dspark" else True
-    hp["own_embed"] = own and w.has("embed_tokens.weight")
+    hp["own_embed"] = own and w.has("embed_tokens.weight") and raw.get("has_embed_tokens") is not False
     hp["own_lm_head"] = own and w.has("lm_head.weight")
     if d.family == "dspark" and not reduced and w.has("embed_tokens.weight"):
         d.notes.append("full-vocab DSpark: the draft's stored embed_tokens/lm_head copies are replaced by the target's")
