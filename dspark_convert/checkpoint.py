@@ -83,6 +83,9 @@ def read_safetensors_header(path: Path) -> list[TensorRef]:
             head = f.read(8)
             if len(head) < 8:
                 raise ConvertError(f"{path}: truncated safetensors file ({size} bytes, no header length)")
+            if head == b"version " and size < 1024:  # a clone without `git lfs pull`: the most common bad file
+                raise ConvertError(f"{path}: a Git LFS pointer ({size} bytes), not the weights; run 'git lfs pull' "
+                                   "in the clone or download the file again")
             (n,) = struct.unpack("<Q", head)
             if n > MAX_HEADER_BYTES:
                 raise ConvertError(f"{path}: safetensors header claims {n} bytes, over the {MAX_HEADER_BYTES} byte limit")

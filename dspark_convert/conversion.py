@@ -132,9 +132,12 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
     ck = Checkpoint(d.path)
     family = family_for(ck.config, str(d.path / "config.json"))
     if not ck.names:
-        raise ConvertError(f"{d.path}: the checkpoint has no tensors (no model*.safetensors or pytorch_model*.bin files)")
+        held = f"no tensor entries in {', '.join(f.name for f in ck.files)}" if ck.files else "no model*.safetensors or pytorch_model*.bin files"
+        raise ConvertError(f"{d.path}: the checkpoint has no tensors ({held})")
     wanted = [*TARGET_EMBED_NAMES, *TARGET_OUTPUT_NAMES] if options.embed_from_target else []
     t = resolve_target(str(target_model_dir), tensors=wanted)
+    if not (t.path / "config.json").is_file():
+        raise ConvertError(f"{t.path}: no config.json (the target model folder needs its config.json and tokenizer files)")
     tconf = load_json(t.path / "config.json")
     ctx = Context(draft=ck, target_dir=t.path, target_config=tconf, options=options, draft_repo=d.repo_id, target_repo=t.repo_id)
     plan = family.build_plan(ctx)

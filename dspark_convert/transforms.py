@@ -5,6 +5,8 @@ Every function here is pure numpy on one array (or one row chunk of an array), s
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from gguf import GGMLQuantizationType as QT
 from gguf import quants
@@ -108,6 +110,13 @@ def float32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
     return ((u.astype(np.uint64) + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
 
 
+@functools.cache
+def _bf16_to_f16_table() -> np.ndarray:
+    """F16 bits of every BF16 value, made by the very conversion it replaces (float32 -> float16)."""
+    with np.errstate(over="ignore"):  # BF16 values beyond the F16 range become inf, as in the conversion
+        return to_float32(np.arange(1 << 16, dtype=np.uint16), "BF16").astype(np.float16).view(np.uint16)
+
+
 def convert_chunk(raw: np.ndarray, src_dtype: str, out: QT) -> np.ndarray:
     """Convert a chunk of source values (rows of the tensor) to the bytes of GGML type ``out``.
 
@@ -120,6 +129,10 @@ def convert_chunk(raw: np.ndarray, src_dtype: str, out: QT) -> np.ndarray:
         return raw
     if out == QT.F32 and src_dtype == "F32":
         return raw
+    if out == QT.F16 and src_dtype == "BF16":  # 65,536 possible inputs: a table lookup, ~2.5x faster
+        return np.take(_bf16_to_f16_table(), raw)
+    if out == QT.Q8_0 and src_dtype == "BF16":  # widened piece by piece inside the quantizer
+        return quantize_q8_0(raw, bf16_bits=True)
     if src_dtype in ("F16", "F32"):
         x = raw if out != QT.Q8_0 else raw.astype(np.float32)
     else:
@@ -140,46 +153,58 @@ _HALF_DOWN = np.int32(0x3EFFFFFF)  # bits of 0.49999997, the largest float32 bel
 _SIGN = np.int32(-0x80000000)
 
 
-def quantize_q8_0(x: np.ndarray) -> np.ndarray:
+def quantize_q8_0(x: np.ndarray, *, bf16_bits: bool = False) -> np.ndarray:
     """Q8_0 blocks of float32 ``x``: the bytes ``gguf.quants.quantize(x, Q8_0)`` returns, about 3x faster.
 
-    Same formula as gguf-py (and ggml-quants.c): ``d = max|x| / 127`` per block of 32, ``q = round(x * (1/d))``
-    with halves away from zero, ``d`` stored as F16. The differences are only in how the work is done: the data
-    is walked in cache-sized pieces with reused buffers instead of whole-tensor temporaries; ``max|x|`` is taken
-    on the bit patterns (monotone for non-negative floats); and round-half-away is ``trunc(y + copysign(c, y))``
-    with ``c = 0.49999997``, which equals gguf-py's ``np_roundf`` for every float32 of magnitude below 2^22
-    (checked exhaustively for |y| <= 128; here |y| <= 127.0001). Chunks holding NaN/Inf go to gguf-py itself.
+    With ``bf16_bits``, ``x`` holds BF16 bit patterns (uint16) and is widened to float32 piece by piece, which
+    spares a float32 copy of the whole chunk. Same formula as gguf-py (and ggml-quants.c): ``d = max|x| / 127``
+    per block of 32, ``q = round(x * (1/d))`` with halves away from zero, ``d`` stored as F16. Only the way the
+    work is done differs: the data is walked in cache-sized pieces with reused buffers instead of whole-tensor
+    temporaries; ``max|x|`` is taken on the bit patterns (monotone for non-negative floats); round-half-away
+    is ``trunc(y + copysign(c, y))`` with ``c = 0.49999997``, which equals gguf-py's ``np_roundf`` for every
+    float32 of magnitude below 2^22 (checked exhaustively for |y| <= 128; here |y| <= 127.0001). Chunks
+    holding NaN/Inf, or a block so tiny that 1/d overflows, go to gguf-py itself, piece by piece.
 
     Example:
         >>> quantize_q8_0(np.full(32, 2.0, np.float32))[:3].tolist()  # d = 2/127 as F16, then q = 127
         [8, 36, 127]
     """
-    x = np.ascontiguousarray(x, dtype=np.float32)
+    x = np.ascontiguousarray(x, dtype=np.uint16 if bf16_bits else np.float32)
     if x.ndim == 0 or x.shape[-1] % Q8_0_BLOCK:
-        return quants.quantize(x, QT.Q8_0)  # raises gguf-py's own error
+        return _gguf_q8_0(x, bf16_bits)  # raises gguf-py's own error
     blocks = x.reshape(-1, Q8_0_BLOCK)
     n = blocks.shape[0]
     out = np.empty((n, 2 + Q8_0_BLOCK), np.uint8)
     step = _Q8_STEP // Q8_0_BLOCK
-    work = np.empty((min(step, n), Q8_0_BLOCK), np.int32)
-    sign = np.empty_like(work)
-    amax = np.empty(min(step, n), np.int32)
+    m = min(step, n)
+    work, sign, wide = (np.empty((m, Q8_0_BLOCK), np.int32) for _ in range(3))
+    amax = np.empty(m, np.int32)
     for i in range(0, n, step):
         xb = blocks[i:i + step]
         k = xb.shape[0]
-        a, s, m = work[:k], sign[:k], amax[:k]
+        a, s, mx = work[:k], sign[:k], amax[:k]
+        if bf16_bits:
+            xb = np.left_shift(xb, 16, out=wide[:k].view(np.uint32), dtype=np.uint32).view(np.float32)
         np.bitwise_and(xb.view(np.int32), 0x7FFFFFFF, out=a)  # |x| as bits
-        np.max(a, axis=1, out=m)
-        if m.max() >= 0x7F800000:  # Inf or NaN in this chunk: let gguf-py decide what it gives
-            return quants.quantize(x, QT.Q8_0)
-        d = m.view(np.float32) / np.float32(127)
-        with np.errstate(divide="ignore"):
+        np.max(a, axis=1, out=mx)
+        d = mx.view(np.float32) / np.float32(127)
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
             inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
+        o = out[i:i + k]
+        # Inf/NaN in these blocks (max|x| bits >= inf's), or d below 2^-128 so that 1/d overflows: inf/NaN
+        # arithmetic whose int8 cast is platform-defined; gguf-py quantizes these blocks itself (blocks are
+        # independent, so a piece gives the same bytes as in a whole tensor)
+        if mx.max() >= 0x7F800000 or not np.isfinite(inv).all():
+            o[:] = _gguf_q8_0(blocks[i:i + k], bf16_bits).reshape(k, 2 + Q8_0_BLOCK)
+            continue
         y = a.view(np.float32)
         np.multiply(xb, inv[:, None], out=y)
         np.bitwise_or(np.bitwise_and(y.view(np.int32), _SIGN, out=s), _HALF_DOWN, out=s)
         y += s.view(np.float32)
-        o = out[i:i + k]
         o[:, :2] = d.astype(np.float16).view(np.uint8).reshape(k, 2)
         np.copyto(o[:, 2:].view(np.int8), y, casting="unsafe")  # float -> int8 truncates toward zero
     return out.reshape(*x.shape[:-1], x.shape[-1] // Q8_0_BLOCK * (2 + Q8_0_BLOCK))
+
+
+def _gguf_q8_0(x: np.ndarray, bf16_bits: bool) -> np.ndarray:
+    return quants.quantize(to_float32(x, "BF16") if bf16_bits else x, QT.Q8_0)

@@ -46,6 +46,7 @@ class OutputCheck:
     agree: int | None = None          # positions whose argmax / chosen token agrees
     total: int | None = None
     near_ties: int = 0                # disagreements within the error margin (not failures)
+    agree_by_position: list[bool] | None = None
     passed: bool = True
     detail: str = ""
 
@@ -119,7 +120,7 @@ def compare_values(name: str, ref: np.ndarray, got: np.ndarray) -> OutputCheck:
     var = float(np.var(ref64)) if ref64.size else 0.0
     denom = var if var > 0 else max(float(np.mean(ref64 ** 2)) if ref64.size else 0.0, 1e-30)
     nmse = mse / denom
-    db = 10 * math.log10(nmse) if nmse > 0 else -math.inf
+    db = 10 * math.log10(max(nmse, 1e-30))           # an exact match reads -300 dB (JSON has no -inf)
     max_abs = float(np.max(np.abs(got64 - ref64))) if ref64.size else 0.0
     return OutputCheck(name, list(ref64.shape), nmse=nmse, nmse_db=db, max_abs=max_abs, grade=grade(nmse),
                        passed=nmse < PASS_NMSE)
@@ -140,7 +141,7 @@ def add_argmax(check: OutputCheck, ref: np.ndarray, got: np.ndarray) -> OutputCh
         return check
     a, b = ref.argmax(1), got.argmax(1)
     hard = [int(i) for i in np.flatnonzero(a != b) if not _near_tie(ref[i], got[i], int(a[i]), int(b[i]))]
-    check.agree, check.total = int((a == b).sum()), int(a.size)
+    check.agree, check.total, check.agree_by_position = int((a == b).sum()), int(a.size), (a == b).tolist()
     check.near_ties = int((a != b).sum()) - len(hard)
     if hard:
         check.passed = False
@@ -164,6 +165,7 @@ def compare_tokens(name: str, ref_tokens: np.ndarray, got_tokens: np.ndarray, re
         else:
             hard.append(int(i))
     c.agree, c.total, c.near_ties = int((ref_tokens == got_tokens).sum()), int(ref_tokens.size), ties
+    c.agree_by_position = (ref_tokens == got_tokens).tolist()
     if hard:
         c.passed = False
         c.detail = f"position(s) {hard}: reference {ref_tokens[hard].tolist()}, GGUF {got_tokens[hard].tolist()}"
@@ -250,6 +252,16 @@ def _load_torch_side(hf_dir: Path, target_dir: Path) -> tuple[Any, Any]:
         raise ConvertError(f"{hf_dir}: cannot read the draft checkpoint for the reference forward ({type(e).__name__}: {e})") from None
 
 
+def _reference(hf_dir: str, run: Any) -> Any:
+    """Run the torch forward; a checkpoint it cannot compute (missing tensor, bad shape) is an input error."""
+    try:
+        return run()
+    except ConvertError:
+        raise
+    except (KeyError, RuntimeError, ValueError, IndexError) as e:
+        raise ConvertError(f"{hf_dir}: the reference forward failed on this checkpoint ({type(e).__name__}: {e})") from None
+
+
 def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path, *, context: int = 16, seed: int = 0,
            steps: int = 3) -> VerifyReport:
     """Run the torch (HF) and numpy (GGUF) forwards on seeded inputs and compare every output and the metadata.
@@ -277,22 +289,30 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path, *,
     rng = np.random.default_rng(seed)
     features = rng.standard_normal((context, d.weights.shape("fc.weight")[1])).astype(np.float32)
     n_vocab = min(x for x in (d.hp["vocab_size"], target.ckpt.shape(target.embed_name)[0]) if x)
-    try:
-        if d.family == "eagle3":
-            _verify_eagle3(report, tf, d, g, target, features, rng.integers(0, n_vocab, size=context), steps)
-        else:
-            _verify_block(report, tf, d, g, target, features, int(rng.integers(0, n_vocab)))
-    except (ConvertError, ValueError, IndexError) as e:  # a readable but inconsistent GGUF: the conversion is wrong
-        report.outputs.append(OutputCheck("GGUF forward", [], grade="error", passed=False, detail=str(e)))
+    if d.family == "eagle3":
+        _verify_eagle3(report, tf, d, g, target, features, rng.integers(0, n_vocab, size=context), steps)
+    else:
+        _verify_block(report, tf, d, g, target, features, int(rng.integers(0, n_vocab)))
     return report
+
+
+def _candidate(report: VerifyReport, run: Any) -> Any:
+    """Run the numpy forward; a readable but inconsistent GGUF (missing tensor, bad shape) fails the report."""
+    try:
+        return run()
+    except (ConvertError, ValueError, IndexError, KeyError) as e:
+        report.outputs.append(OutputCheck("GGUF forward", [], grade="error", passed=False, detail=str(e)))
+        return None
 
 
 def _verify_block(report: VerifyReport, tf: Any, d: Any, g: GGUFWeights, target: TargetWeights, features: np.ndarray,
                   anchor: int) -> None:
     from .reference.numpy_forward import dflash_forward
 
-    ref = tf.block_forward(d, features, anchor)
-    out = dflash_forward(g, target, features, anchor, prev_tokens=ref.prev_tokens)
+    ref = _reference(report.hf_dir, lambda: tf.block_forward(d, features, anchor))
+    out = _candidate(report, lambda: dflash_forward(g, target, features, anchor, prev_tokens=ref.prev_tokens))
+    if out is None:
+        return
     hp = out.hparams
     report.hparams = {"target_layers": hp.target_layers, "block_size": hp.block_size, "mask_token_id": hp.mask_token_id,
                       "sample_from_anchor": hp.sample_from_anchor, "markov_rank": hp.markov_rank,
@@ -331,8 +351,10 @@ def _verify_eagle3(report: VerifyReport, tf: Any, d: Any, g: GGUFWeights, target
                    tokens: np.ndarray, steps: int) -> None:
     from .reference.eagle3_np import eagle3_forward
 
-    ref = tf.eagle3_forward(d, features, tokens, steps)
-    out = eagle3_forward(g, target, features, tokens, steps, forced_tokens=ref.tokens)
+    ref = _reference(report.hf_dir, lambda: tf.eagle3_forward(d, features, tokens, steps))
+    out = _candidate(report, lambda: eagle3_forward(g, target, features, tokens, steps, forced_tokens=ref.tokens))
+    if out is None:
+        return
     hp = out.hparams
     report.hparams = {"target_layers": hp.target_layers, "target_hidden_size": hp.target_hidden_size,
                       "norm_before_residual": hp.norm_before_residual, "norm_before_fc": hp.norm_before_fc,
@@ -348,18 +370,19 @@ def _verify_eagle3(report: VerifyReport, tf: Any, d: Any, g: GGUFWeights, target
 # ============================================================================================== rendering
 def render_report(report: VerifyReport, console: Any) -> None:
     """Print the report as Rich tables (outputs, then metadata mismatches or a count of matches)."""
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=f"verify {escape(report.gguf)} ({report.family}, {report.layout} layout)", title_justify="left")
-    for col in ("output", "shape", "NMSE", "dB", "max abs", "argmax", "grade", "result"):
-        t.add_column(col, justify="right" if col in ("NMSE", "dB", "max abs", "argmax") else "left",
-                     no_wrap=col in ("output", "result"))
+    t = Table(title=f"verify {escape(report.gguf)} ({report.family}, {report.layout} layout)", title_justify="left",
+              box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in ("output", "NMSE (dB)", "max abs", "argmax", "grade", "result"):   # fits 80 columns; shapes: --json
+        t.add_column(col, justify="right" if col in ("NMSE (dB)", "max abs", "argmax") else "left", no_wrap=True)
     for c in report.outputs:
-        agree = "" if c.total is None else f"{c.agree}/{c.total}" + (f" ({c.near_ties} near-tie)" if c.near_ties else "")
-        t.add_row(escape(c.name), "x".join(map(str, c.shape)), "" if c.nmse is None else f"{c.nmse:.2e}",
-                  "" if c.nmse_db is None else f"{c.nmse_db:.1f}", "" if c.max_abs is None else f"{c.max_abs:.3g}",
-                  agree, c.grade, "[green]PASS[/]" if c.passed else "[bold red]FAIL[/]")
+        agree = "" if c.total is None else f"{c.agree}/{c.total}" + (f" ({c.near_ties} tie)" if c.near_ties else "")
+        nmse = "" if c.nmse is None else f"{c.nmse:.1e} ({c.nmse_db:.0f})"
+        t.add_row(escape(c.name), nmse, "" if c.max_abs is None else f"{c.max_abs:.2g}", agree,
+                  c.grade.replace("essentially identical", "identical"), "[green]PASS[/]" if c.passed else "[bold red]FAIL[/]")
     console.print(t)
     for c in report.outputs:
         if c.detail:

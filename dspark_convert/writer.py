@@ -9,16 +9,18 @@ temporary name in the destination folder, fsynced, and renamed into place: an in
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
+import functools
 import itertools
 import os
-import queue
 import secrets
 import signal
 import struct
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
@@ -35,7 +37,7 @@ from .plan import Plan, TensorSpec
 from .transforms import convert_chunk, deinterleave_rope, eagle3_permute
 
 ALIGNMENT = 32
-CHUNK_BYTES = 16 * 1024 * 1024  # source bytes per chunk: bounds memory for any tensor size
+CHUNK_BYTES = 4 * 1024 * 1024  # source bytes per chunk: bounds memory for any tensor size
 Progress = Callable[[int, int], None]
 _DISK_FULL = {errno.ENOSPC} | ({errno.EDQUOT} if hasattr(errno, "EDQUOT") else set())  # quota: same remedy
 
@@ -106,34 +108,53 @@ def _transform(spec: TensorSpec, chunk: np.ndarray, group: int) -> np.ndarray:
     return TRANSFORMS[spec.transform or ""](chunk, *spec.transform_args)
 
 
-def tensor_chunks(spec: TensorSpec, sources: dict[str, Checkpoint], *, allow_nonfinite: bool = False) -> Iterator[np.ndarray]:
-    """Yield the file bytes of one tensor as a sequence of arrays (row chunks of the source).
+def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
+               allow_nonfinite: bool = False) -> Iterator[Callable[[], np.ndarray]]:
+    """Yield one job per row chunk of a tensor; calling a job reads, checks and converts that chunk.
 
     Each chunk holds about ``CHUNK_BYTES`` of source data (a whole number of transform groups) and is read with
-    ``Checkpoint.read_rows`` into a new array, so memory stays bounded by the chunk size whatever the model size.
+    ``Checkpoint.read_rows`` into a new array, so memory stays bounded by the chunk size whatever the model
+    size. Jobs are independent, so the writer runs them on worker threads, in any order, and writes the results
+    in file order.
     """
     if spec.data is not None:
         data = spec.data
-        yield data.astype(np.int64) if spec.ggml_type == QT.I64 else convert_chunk(data.astype(np.float32), "F32", spec.ggml_type)
+        yield lambda: (data.astype(np.int64) if spec.ggml_type == QT.I64
+                       else convert_chunk(data.astype(np.float32), "F32", spec.ggml_type))
         return
     ck = sources[spec.origin]
     ref = ck.ref(spec.source or "")
     rows = ref.shape[0] if ref.shape else 1
     group = _row_group(spec, rows)
-    if group is None:  # rows that do not split evenly: the whole-tensor transform (normally raises its error)
-        whole = TRANSFORMS[spec.transform or ""](np.asarray(ck.read(ref.name)), *spec.transform_args)
-        chunks: Iterator[np.ndarray] = iter([whole])
-    else:
-        row_bytes = max(1, (ref.end - ref.start) // max(1, rows))
-        step = max(group, CHUNK_BYTES // row_bytes // group * group)
-        chunks = (ck.read_rows(ref.name, i, min(rows, i + step)) for i in range(0, max(rows, 1), step))
-    for chunk in chunks:
-        if spec.transform is not None and group is not None:
-            chunk = _transform(spec, chunk, group)
+
+    def finish(chunk: np.ndarray) -> np.ndarray:
         if not allow_nonfinite and _nonfinite(chunk, ref.dtype):
             raise ConvertError(f"{ref.file}: tensor '{ref.name}' contains NaN or Inf values "
                                "(pass --allow-nonfinite to convert it anyway)")
-        yield convert_chunk(chunk, ref.dtype, spec.ggml_type)
+        return convert_chunk(chunk, ref.dtype, spec.ggml_type)
+
+    if group is None:  # rows that do not split evenly: the whole-tensor transform (normally raises its error)
+        yield lambda: finish(TRANSFORMS[spec.transform or ""](np.asarray(ck.read(ref.name)), *spec.transform_args))
+        return
+    row_bytes = max(1, (ref.end - ref.start) // max(1, rows))
+    step = max(group, CHUNK_BYTES // row_bytes // group * group)
+
+    def job(start: int) -> np.ndarray:
+        chunk = ck.read_rows(ref.name, start, min(rows, start + step))
+        return finish(chunk if spec.transform is None else _transform(spec, chunk, group))
+
+    for start in range(0, max(rows, 1), step):
+        yield functools.partial(job, start)
+
+
+def tensor_chunks(spec: TensorSpec, sources: dict[str, Checkpoint], *, allow_nonfinite: bool = False) -> Iterator[np.ndarray]:
+    """Yield the file bytes of one tensor as a sequence of arrays (row chunks of the source), in order.
+
+    Example:
+        >>> b"".join(c.tobytes() for c in tensor_chunks(spec, {"draft": ck}))  # doctest: +SKIP
+    """
+    for job in chunk_jobs(spec, sources, allow_nonfinite=allow_nonfinite):
+        yield job()
 
 
 def _pad(n: int) -> int:
@@ -214,60 +235,86 @@ def _write_kv_data(w: GGUFWriter, f: BinaryIO) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- tensor data
-QUEUE_CHUNKS = 2  # converted chunks waiting for the disk: bounds memory to a few chunks
-_END = object()   # marks the end of one tensor's chunks in the queue
+WORKERS = max(1, min(4, os.cpu_count() or 1))  # conversion threads (numpy releases the GIL)
+LOOKAHEAD = WORKERS + 1  # chunks converted or in conversion ahead of the disk: bounds memory to a few chunks
+KICK_BYTES = 32 * 1024 * 1024  # start the disk write-back every this many bytes (see _kick_writeback)
+
+
+def _kick_writeback(f: BinaryIO, start: int) -> int:
+    """Start writing ``[start, end of file)`` to disk now, without waiting; return the new start.
+
+    Below the kernel's dirty-page limits nothing reaches the disk until the final fsync, so reading/converting
+    and writing would take turns. ``POSIX_FADV_DONTNEED`` on Linux starts asynchronous write-back of the range
+    (and lets its pages leave the page cache once written), so the disk works while the next chunks are
+    converted; the final fsync then only waits for the tail.
+    """
+    f.flush()
+    end = f.tell()
+    if hasattr(os, "posix_fadvise") and end > start:
+        with contextlib.suppress(OSError):
+            os.posix_fadvise(f.fileno(), start, end - start, os.POSIX_FADV_DONTNEED)
+    return end
+
+
+def _trim_heap() -> None:
+    """Hand memory freed by the tokenizer step back to the OS (glibc keeps it otherwise) before streaming."""
+    with contextlib.suppress(Exception):  # not glibc (macOS, musl): nothing to do
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
 
 
 def _write_tensors(f: BinaryIO, plan: Plan, sources: dict[str, Checkpoint], *, allow_nonfinite: bool,
                    progress: Progress | None) -> None:
     """Write every tensor's data, each followed by its alignment padding.
 
-    A reader thread reads and converts the chunks (file reads and numpy release the GIL) while this thread
-    writes them, so conversion overlaps with the disk. The queue holds at most ``QUEUE_CHUNKS`` chunks, so
-    memory stays bounded; an exception in the reader is raised here, in file order.
+    Chunk jobs (read + check + convert; file reads and numpy release the GIL) run on ``WORKERS`` threads, at
+    most ``LOOKAHEAD`` ahead of the chunk being written, while this thread writes the results in file order:
+    conversion uses the cores and overlaps with the disk, and memory stays bounded by a few chunks. A job's
+    exception is raised here when its turn to be written comes, so errors surface in file order.
     """
     total = plan.total_tensor_bytes()
-    chunks: queue.Queue = queue.Queue(maxsize=QUEUE_CHUNKS)
-    stop = threading.Event()
-
-    def put(item: object) -> bool:
-        while not stop.is_set():
-            with contextlib.suppress(queue.Full):
-                chunks.put(item, timeout=0.1)
-                return True
-        return False
-
-    def produce() -> None:
-        try:
-            for t in plan.tensors:
-                for chunk in tensor_chunks(t, sources, allow_nonfinite=allow_nonfinite):
-                    if not put(memoryview(np.ascontiguousarray(chunk)).cast("B")):
-                        return
-                if not put(_END):
-                    return
-        except BaseException as e:  # handed over to the writing thread, which raises it
-            put(e)
-
-    reader = threading.Thread(target=produce, name="dspark-convert-reader", daemon=True)
-    reader.start()
-    done = 0
+    jobs = ((t, job) for t in plan.tensors for job in itertools.chain(
+        chunk_jobs(t, sources, allow_nonfinite=allow_nonfinite), [None]))  # None: end of tensor t
+    pending: collections.deque[tuple[TensorSpec, Future[np.ndarray] | None]] = collections.deque()
+    done = n = unkicked = 0
+    kicked = f.tell()
+    _trim_heap()
+    pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="dspark-convert")
     try:
-        for t in plan.tensors:
-            n = 0
-            while (item := chunks.get()) is not _END:
-                if isinstance(item, BaseException):
-                    raise item
-                f.write(item)  # type: ignore[arg-type]
-                n += item.nbytes  # type: ignore[union-attr]
-                if progress is not None:
-                    progress(done + n, total)
-            if n != t.nbytes:
-                raise ConvertError(f"internal: tensor '{t.name}' produced {n} bytes, planned {t.nbytes}")
-            f.write(b"\0" * _pad(n))
-            done += n
+        while True:
+            while len(pending) < LOOKAHEAD:
+                try:
+                    nxt = next(jobs, None)
+                except ConvertError as e:  # planning a chunk failed: raise it in its turn, after earlier chunks
+                    failed: Future[np.ndarray] = Future()
+                    failed.set_exception(e)
+                    pending.append((plan.tensors[0], failed))
+                    jobs = iter(())
+                    continue
+                if nxt is None:
+                    break
+                t, job = nxt
+                pending.append((t, pool.submit(job) if job is not None else None))
+            if not pending:
+                break
+            t, fut = pending.popleft()
+            if fut is None:  # end of tensor t: check its size, pad to the alignment
+                if n != t.nbytes:
+                    raise ConvertError(f"internal: tensor '{t.name}' produced {n} bytes, planned {t.nbytes}")
+                f.write(b"\0" * _pad(n))
+                done, n = done + n, 0
+                continue
+            b = memoryview(np.ascontiguousarray(fut.result())).cast("B")
+            f.write(b)
+            n += b.nbytes
+            unkicked += b.nbytes
+            if unkicked >= KICK_BYTES:
+                kicked, unkicked = _kick_writeback(f, kicked), 0
+            if progress is not None:
+                progress(done + n, total)
     finally:
-        stop.set()
-        reader.join()
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force: bool = False,

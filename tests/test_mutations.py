@@ -187,3 +187,30 @@ def test_permutation_helpers_are_inverse() -> None:
     w = np.arange(2 * HD * 3, dtype=np.float32).reshape(2 * HD, 3)
     assert np.array_equal(to_halves(to_pairs(w)), w)
     assert to_pairs(w)[:4, 0].tolist() == [0.0, 24.0, 3.0, 27.0]    # rows 0, hd/2, 1, hd/2+1 of head 0
+
+
+def test_missing_gguf_tensor_fails_the_report(converted, tmp_path: Path) -> None:
+    src = converted("dflash-zlab")
+    dst = tmp_path / "renamed.gguf"
+    shutil.copyfile(src, dst)
+    info = read_gguf(dst).tensor("blk.1.ffn_up.weight").info_offset
+    with open(dst, "r+b") as fh:                       # same-length rename: the tensor is no longer found
+        fh.seek(info + 8)
+        assert fh.read(19) == b"blk.1.ffn_up.weight"
+        fh.seek(info + 8)
+        fh.write(b"blk.1.ffn_uX.weight")
+    r = verify(dst, FIXTURES / "dflash-zlab", FIXTURES / "target-qwen3")
+    assert not r.passed
+    assert [(o.name, o.grade) for o in r.outputs] == [("GGUF forward", "error")]
+    assert "ffn_up" in r.outputs[0].detail
+
+
+def test_broken_hf_checkpoint_is_an_input_error(converted, tmp_path: Path) -> None:
+    src = converted("dflash-zlab")
+    hf = tmp_path / "hf"
+    shutil.copytree(FIXTURES / "dflash-zlab", hf)
+    data = (hf / "model.safetensors").read_bytes()
+    assert data.count(b'"layers.1.mlp.up_proj.weight"') == 1
+    (hf / "model.safetensors").write_bytes(data.replace(b'"layers.1.mlp.up_proj.weight"', b'"layers.1.mlp.up_proj.weighX"'))
+    with pytest.raises(ConvertError, match="reference forward failed"):
+        verify(src, hf, FIXTURES / "target-qwen3")

@@ -137,7 +137,7 @@ def test_seed_changes_inputs_but_not_the_verdict(converted) -> None:
     assert a.passed and b.passed and a.hparams["anchor"] != b.hparams["anchor"]
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="needs /work/shared (golden inputs generator)")
+@pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared beside the checkout (golden inputs generator)")
 def test_golden_dspark_deepspec(tmp_path: Path) -> None:
     src = Path("/tmp/golden_in")
     if not (src / "dspark-deepspec").is_dir():
@@ -169,7 +169,7 @@ def test_near_ties_are_not_failures() -> None:
     ref = np.array([[1.0, 0.999, 0.0], [3.0, 0.0, 1.0]])
     got = np.array([[0.999, 1.0, 0.0], [3.0, 0.0, 1.0]])          # row 0: a 1e-3 tie flipped by a 1e-3 error
     c = add_argmax(OutputCheck("l", [2, 3]), ref, got)
-    assert (c.agree, c.total, c.near_ties, c.passed) == (1, 2, 1, True)
+    assert (c.agree, c.total, c.near_ties, c.passed, c.agree_by_position) == (1, 2, 1, True, [False, True])
     ref2 = np.array([[1.0, 0.5, 0.0], [3.0, 0.0, 1.0]])
     got2 = np.array([[0.9, 1.0, 0.0], [3.0, 0.0, 1.0]])             # a decisive margin (0.5) overturned
     c2 = add_argmax(OutputCheck("l", [2, 3]), ref2, got2)
@@ -190,8 +190,10 @@ def test_json_schema(converted) -> None:
     assert d["schema_version"] == 1 and d["passed"] is True
     assert d["inputs"] == {"context": 8, "seed": 5, "steps": 3}
     assert d["family"] == "dspark" and d["layout"] == "flat" and d["arch"] == "dflash"
-    assert {"name", "shape", "nmse", "nmse_db", "max_abs", "grade", "agree", "total", "near_ties", "passed",
-            "detail"} == set(d["outputs"][0])
+    assert {"name", "shape", "nmse", "nmse_db", "max_abs", "grade", "agree", "total", "near_ties",
+            "agree_by_position", "passed", "detail"} == set(d["outputs"][0])
+    logits = next(o for o in d["outputs"] if o["name"] == "block logits")
+    assert logits["agree_by_position"] == [True] * 7 and logits["shape"] == [7, 1024]
     assert {"key", "gguf", "expected", "passed"} == set(d["metadata"][0])
     assert d["hparams"]["sample_from_anchor"] is True and d["hparams"]["markov_rank"] == 0
 

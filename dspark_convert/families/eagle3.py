@@ -102,7 +102,9 @@ def eagle3_head_kvs(ctx: Context, raw: dict[str, Any]) -> list[KV]:
         raise ConvertError(f"{ctx.where}: eagle_aux_hidden_state_layer_ids has {len(taps)} entries; llama.cpp needs exactly 3")
     bad = [t for t in taps if t < 0 or t > n_tgt]
     if bad:
-        raise ConvertError(f"{ctx.where}: target layer {bad[0]} is outside the target's {n_tgt} layers (valid: 0..{n_tgt})")
+        source = "'eagle_aux_hidden_state_layer_ids'" if isinstance(ids, list) and ids else f"the default taps {taps}"
+        raise ConvertError(f"{ctx.where}: {source} gives target layer {bad[0]}, outside the target's {n_tgt} layers "
+                           f"(valid: 0..{n_tgt})")
     ths = raw.get("target_hidden_size")
     ths = _target_int(ctx, "hidden_size") if ths is None else _int(ths, "target_hidden_size", ctx.where)
     return [KV(S.EAGLE3_TARGET_LAYERS, VT.ARRAY, taps, VT.INT32),

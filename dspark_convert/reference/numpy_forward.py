@@ -291,7 +291,7 @@ def markov_chain(U: np.ndarray, g: GGUFWeights, anchor: int, d2t: np.ndarray | N
     z, tokens, prev = np.empty_like(U), np.empty(P, np.int64), np.empty(P, np.int64)
     p = anchor
     for i in range(P):
-        prev[i] = p if prev_tokens is None else prev_tokens[i]
+        prev[i] = p if prev_tokens is None or i >= len(prev_tokens) else prev_tokens[i]
         z[i] = U[i] + w2 @ g.rows("markov_w1.weight", [prev[i]])[0]
         d = int(np.argmax(z[i]))
         tokens[i] = d if d2t is None else d2t[d]

@@ -68,12 +68,12 @@ class TorchCheckpoint:
             yield a, sl[a:min(n, a + chunk)].float()
 
 
-def _read_config(folder: Path) -> dict[str, Any]:
+def _read_config(folder: Path, merge_text: bool = True) -> dict[str, Any]:
     path = folder / "config.json"
     if not path.is_file():
         raise ConvertError(f"{folder}: no config.json")
     cfg = json.loads(path.read_text())
-    return {**cfg, **cfg.get("text_config", {})}
+    return {**cfg, **cfg.get("text_config", {})} if merge_text else cfg
 
 
 @dataclass
@@ -109,9 +109,7 @@ def load_draft(draft_dir: str | Path, target_dir: str | Path) -> HFDraft:
         ('dspark', 7, True)
     """
     folder, tfolder = Path(draft_dir), Path(target_dir)
-    raw = json.loads((folder / "config.json").read_text()) if (folder / "config.json").is_file() else None
-    if raw is None:
-        raise ConvertError(f"{folder}: no config.json")
+    raw = _read_config(folder, merge_text=False)
     arch = (raw.get("architectures") or [""])[0]
     c = {**raw, **raw.get("transformer_layer_config", {})}
     nested = raw.get("dflash_config") or {}

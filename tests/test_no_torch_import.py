@@ -1,0 +1,60 @@
+"""Converting and inspecting never import torch (it costs seconds and hundreds of MB; only verify needs it).
+
+Each check runs in a fresh interpreter, because this test session itself may have imported torch already.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = ROOT / "fixtures"
+
+LIBRARY = """
+import json, sys
+from dspark_convert import convert
+from dspark_convert.inspect import inspect_gguf
+draft, target, out = sys.argv[1:4]
+r = convert(draft, target, out, outtype=sys.argv[4])
+info = inspect_gguf(out)
+print(json.dumps({"bytes": r.bytes_written, "torch": "torch" in sys.modules,
+                  "heavy": sorted(m for m in ("torch", "transformers", "safetensors.torch") if m in sys.modules)}))
+"""
+
+CLI = """
+import json, sys
+from dspark_convert.cli import app
+draft, target, out = sys.argv[1:4]
+for args in (["hf2gguf", draft, "-t", target, "-o", out, "--outtype", sys.argv[4], "--json"], ["inspect", out, "--json"]):
+    try:
+        app(args, standalone_mode=False)
+    except SystemExit as e:
+        assert not e.code, e.code
+print(json.dumps({"torch": "torch" in sys.modules}))
+"""
+
+
+def _run(code: str, *args: str) -> dict:
+    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(("draft", "outtype"), [("dspark-qwen3", "q8_0"), ("eagle3-angelslim", "f16")])
+def test_convert_and_inspect_do_not_import_torch(tmp_path: Path, draft: str, outtype: str) -> None:
+    out = tmp_path / "draft.gguf"
+    r = _run(LIBRARY, str(FIX / draft), str(FIX / "target-qwen3"), str(out), outtype)
+    assert r["bytes"] == out.stat().st_size > 0
+    assert r["torch"] is False and r["heavy"] == []
+
+
+def test_cli_convert_and_inspect_do_not_import_torch(tmp_path: Path) -> None:
+    out = tmp_path / "draft.gguf"
+    r = _run(CLI, str(FIX / "dflash-zlab"), str(FIX / "target-qwen3"), str(out), "bf16")
+    assert out.stat().st_size > 0
+    assert r == {"torch": False}

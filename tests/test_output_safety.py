@@ -1,0 +1,278 @@
+"""No output is ever half-written: an existing file survives without --force, and an interrupted (SIGINT,
+SIGTERM), failed (full disk, file size limit) or refused conversion leaves the destination folder exactly as it
+was, with no ``*.partial`` temporary file. The signal tests run both in-process and against a real process.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from badinputs import FIX, TARGET, run_cli, run_convert
+
+from dspark_convert import convert
+from dspark_convert import writer as writer_mod
+from dspark_convert.errors import ConvertError
+
+DRAFT = FIX / "dspark-qwen3"
+OLD = b"GGUF-an-older-conversion-the-user-wants-to-keep"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """Every entry of ``folder`` (hidden ones too) with its bytes and mtime in ns."""
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.iterdir())}
+
+
+def old_output(folder: Path, name: str = "draft.gguf") -> Path:
+    """An existing output file with a fixed, distinctive mtime."""
+    folder.mkdir(parents=True, exist_ok=True)
+    p = folder / name
+    p.write_bytes(OLD)
+    os.utime(p, ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
+    return p
+
+
+@pytest.fixture(scope="module")
+def reference_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The GGUF an uninterrupted conversion writes (what --force must put in place)."""
+    out = tmp_path_factory.mktemp("ref") / "draft.gguf"
+    convert(DRAFT, TARGET, out)
+    return out.read_bytes()
+
+
+def interrupt_after(folder: Path, calls: int, action: Callable[[], None]) -> tuple[Callable[[int, int], None], list[list[str]]]:
+    """A progress callback that runs ``action`` on its ``calls``-th call, recording ``folder``'s listing then."""
+    seen: list[list[str]] = []
+    count = 0
+
+    def progress(done: int, total: int) -> None:
+        nonlocal count
+        count += 1
+        if count == calls:
+            seen.append(sorted(p.name for p in folder.iterdir()))
+            action()
+
+    return progress, seen
+
+
+# ------------------------------------------------------------------------------------------- no clobbering
+def test_existing_output_is_kept_without_force(tmp_path: Path) -> None:
+    old = old_output(tmp_path)
+    before = snapshot(tmp_path)
+    r = run_convert(DRAFT, TARGET, tmp_path)
+    assert r.exit_code == 2 and r.error_lines == [f"error: {old}: already exists (pass --force to overwrite it)"]
+    assert snapshot(tmp_path) == before
+    with pytest.raises(ConvertError, match="already exists"):
+        convert(DRAFT, TARGET, old)
+    assert snapshot(tmp_path) == before
+
+
+def test_existing_output_is_kept_with_a_name_template(tmp_path: Path) -> None:
+    # the early check cannot expand {ftype} before the plan is known; the writer still refuses
+    old = old_output(tmp_path, "draft-BF16.gguf")
+    before = snapshot(tmp_path)
+    r = run_cli(["hf2gguf", str(DRAFT), "-t", str(TARGET), "-o", str(tmp_path / "draft-{ftype}.gguf")], tmp_path)
+    assert r.exit_code == 2 and r.error_lines == [f"error: {old}: already exists (pass --force to overwrite it)"]
+    assert snapshot(tmp_path) == before
+
+
+def test_force_replaces_the_file_completely(tmp_path: Path, reference_bytes: bytes) -> None:
+    old_output(tmp_path)
+    r = run_convert(DRAFT, TARGET, tmp_path, "--force")
+    assert r.exit_code == 0, r.stderr
+    assert snapshot(tmp_path).keys() == {"draft.gguf"}
+    assert (tmp_path / "draft.gguf").read_bytes() == reference_bytes
+
+
+def test_output_path_problems_are_one_line(tmp_path: Path) -> None:
+    (tmp_path / "adir").mkdir()
+    r = run_cli(["hf2gguf", str(DRAFT), "-t", str(TARGET), "-o", str(tmp_path / "adir"), "--force"], tmp_path)
+    assert r.exit_code == 2 and r.error_lines == [f"error: {tmp_path / 'adir'}: is a folder, expected a file name"]
+    r = run_cli(["hf2gguf", str(DRAFT), "-t", str(TARGET), "-o", str(tmp_path / "nope" / "x.gguf")], tmp_path)
+    assert r.exit_code == 2 and r.error_lines == [f"error: {tmp_path / 'nope'}: output folder does not exist"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]
+
+
+def test_stale_temp_file_of_a_killed_run_is_left_alone(tmp_path: Path, reference_bytes: bytes) -> None:
+    # a run killed with SIGKILL leaves its temp file; a later run with the same pid (containers) must still work
+    # and must not delete a file it did not create
+    stale = tmp_path / f".draft.gguf.{os.getpid()}.partial"
+    stale.write_bytes(b"left by a killed run")
+    convert(DRAFT, TARGET, tmp_path / "draft.gguf")
+    assert (tmp_path / "draft.gguf").read_bytes() == reference_bytes
+    assert stale.read_bytes() == b"left by a killed run"
+
+
+# ------------------------------------------------------------------------------------------- interrupts in-process
+def _raise_keyboard_interrupt() -> None:
+    raise KeyboardInterrupt
+
+
+def _send_sigterm() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["new-file", "force-over-old-file"])
+@pytest.mark.parametrize(("action", "what"), [(_raise_keyboard_interrupt, "interrupted (SIGINT)"),
+                                              (_send_sigterm, "terminated (SIGTERM)")], ids=["sigint", "sigterm"])
+def test_interrupt_mid_write_leaves_destination_as_it_was(tmp_path: Path, force: bool, action: Callable[[], None],
+                                                          what: str) -> None:
+    if force:
+        old_output(tmp_path)
+    before = snapshot(tmp_path)
+    progress, seen = interrupt_after(tmp_path, 10, action)
+    handler = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(ConvertError) as info:
+        convert(DRAFT, TARGET, tmp_path / "draft.gguf", force=force, progress=progress)
+    assert str(info.value) == f"{tmp_path / 'draft.gguf'}: {what}; nothing was written (destination left as it was)"
+    # the interrupt really came mid-write: the temp file existed then, next to the destination
+    assert len(seen) == 1 and [n for n in seen[0] if n.endswith(".partial")] != []
+    assert snapshot(tmp_path) == before
+    assert signal.getsignal(signal.SIGTERM) is handler  # the writer's SIGTERM handler is uninstalled
+
+
+# ------------------------------------------------------------------------------------------- full disk
+class _FailingFile:
+    """Wraps the writer's file object: writes succeed until ``room`` bytes, then raise ``fail()``."""
+
+    def __init__(self, f, room: int, fail: Callable[[], BaseException]) -> None:  # type: ignore[no-untyped-def]
+        self._f, self._room, self._fail = f, room, fail
+
+    def write(self, b) -> int:  # type: ignore[no-untyped-def]
+        n = memoryview(b).nbytes
+        if n > self._room:
+            raise self._fail()
+        self._room -= n
+        return self._f.write(b)
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._f, name)
+
+    def __enter__(self) -> _FailingFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._f.close()
+
+
+def fail_writes_after(monkeypatch: pytest.MonkeyPatch, room: int, fail: Callable[[], BaseException]) -> None:
+    """Make the writer's output file fail once ``room`` bytes are written (the writer opens it with os.fdopen)."""
+    real_fdopen = os.fdopen
+    monkeypatch.setattr(writer_mod.os, "fdopen", lambda fd, *a, **k: _FailingFile(real_fdopen(fd, *a, **k), room, fail))
+
+
+def test_interrupt_in_the_chunk_writer_through_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    old_output(tmp_path)
+    before = snapshot(tmp_path)
+    fail_writes_after(monkeypatch, 60_000, KeyboardInterrupt)  # Ctrl-C while tensor data is being written
+    r = run_convert(DRAFT, TARGET, tmp_path, "--force")
+    assert r.exit_code == 2
+    assert r.error_lines == [f"error: {tmp_path / 'draft.gguf'}: interrupted (SIGINT); nothing was written "
+                             "(destination left as it was)"]
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["new-file", "force-over-old-file"])
+@pytest.mark.parametrize("room", [100, 60_000], ids=["in-header", "in-tensor-data"])
+def test_full_disk_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, force: bool, room: int) -> None:
+    if force:
+        old_output(tmp_path)
+    before = snapshot(tmp_path)
+    fail_writes_after(monkeypatch, room, lambda: OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+    r = run_convert(DRAFT, TARGET, tmp_path, *(["--force"] if force else []))
+    assert r.exit_code == 2
+    assert r.error_lines == [f"error: {tmp_path / 'draft.gguf'}: no space left on device while writing (No space left "
+                             "on device); the partial file was removed and the destination left as it was"]
+    assert snapshot(tmp_path) == before
+
+
+def test_disk_full_at_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # delayed allocation: some file systems report ENOSPC only when the data is flushed
+    before = snapshot(tmp_path)
+
+    def fsync(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(writer_mod.os, "fsync", fsync)
+    with pytest.raises(ConvertError, match="no space left on device"):
+        convert(DRAFT, TARGET, tmp_path / "draft.gguf")
+    assert snapshot(tmp_path) == before
+
+
+# ------------------------------------------------------------------------------------------- real processes
+# The child runs the real console entry point; only its progress hook is replaced (from outside the package):
+# it announces the first written chunk on stdout and then waits, so the parent's signal always lands mid-write.
+CHILD = textwrap.dedent("""
+    import sys, time
+    from contextlib import contextmanager
+    import dspark_convert.cli as cli
+
+    @contextmanager
+    def waiting_progress(enabled, description):
+        def update(done, total):
+            if not getattr(update, "announced", False):
+                update.announced = True
+                print("writing", flush=True)
+                while True:
+                    time.sleep(0.05)
+        yield update
+
+    if sys.argv[1] == "wait":
+        cli.byte_progress = waiting_progress
+    sys.argv = ["dspark-convert", "hf2gguf", *sys.argv[2:]]
+    cli.main()
+""")
+
+
+def _child(mode: str, out: Path, *extra: str, **kw: object) -> subprocess.Popen:
+    args = [sys.executable, "-c", CHILD, mode, str(DRAFT), "-t", str(TARGET), "-o", str(out), *extra]
+    return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+@pytest.mark.parametrize(("sig", "what"), [(signal.SIGTERM, "terminated (SIGTERM)"), (signal.SIGINT, "interrupted (SIGINT)")],
+                         ids=["sigterm", "sigint"])
+def test_signal_to_a_real_conversion_process(tmp_path: Path, sig: signal.Signals, what: str) -> None:
+    old_output(tmp_path)
+    before = snapshot(tmp_path)
+    proc = _child("wait", tmp_path / "draft.gguf", "--force")
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # blocks until the child is inside the write
+        assert line == "writing\n", proc.stderr.read() if proc.stderr else ""
+        assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")] != []
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 2, err
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert errors == [f"error: {tmp_path / 'draft.gguf'}: {what}; nothing was written (destination left as it was)"]
+    assert "Traceback" not in err
+    assert snapshot(tmp_path) == before
+
+
+def _limit_file_size() -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))  # the GGUF is ~235 kB
+
+
+def test_real_file_size_limit_leaves_nothing(tmp_path: Path) -> None:
+    # a real write failure from the kernel (EFBIG: RLIMIT_FSIZE; Python ignores SIGXFSZ), no monkeypatching
+    before = snapshot(tmp_path)
+    proc = _child("plain", tmp_path / "draft.gguf", preexec_fn=_limit_file_size)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, err
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert errors == [f"error: {tmp_path / 'draft.gguf'}: cannot write (File too large); the destination was left "
+                      "as it was"]
+    assert snapshot(tmp_path) == before

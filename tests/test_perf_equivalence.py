@@ -1,0 +1,288 @@
+"""The fast paths of the converter give exactly the bytes of the slow paths they replace.
+
+- KV block: ``writer.pack_kv_value`` / ``_write_kv_data`` against gguf-py's ``GGUFWriter`` (every value type,
+  bounds, unicode, floats that round, values gguf-py refuses).
+- Q8_0: ``transforms.quantize_q8_0`` against ``gguf.quants.quantize`` (random data, zero and -0 blocks, exact
+  ties, subnormals, huge values, NaN/Inf, BF16 input).
+- BF16 -> F16 table, the bit-level NaN/Inf check, chunked row transforms and ``Checkpoint.read_rows``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as QT
+from gguf import GGUFValueType as VT
+from gguf import GGUFWriter, quants
+from gguf.gguf_writer import WriterState
+
+from dspark_convert import writer
+from dspark_convert.checkpoint import Checkpoint
+from dspark_convert.errors import ConvertError
+from dspark_convert.plan import TensorSpec
+from dspark_convert.transforms import (
+    convert_chunk,
+    deinterleave_rope,
+    eagle3_permute,
+    quantize_q8_0,
+    to_float32,
+)
+
+# gguf-py warns about its own inf/NaN arithmetic on the extreme blocks below
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+F32_MAX = float(np.finfo(np.float32).max)
+INT_BOUNDS = {VT.UINT8: (0, 255), VT.INT8: (-128, 127), VT.UINT16: (0, 65535), VT.INT16: (-32768, 32767),
+              VT.UINT32: (0, 2**32 - 1), VT.INT32: (-2**31, 2**31 - 1), VT.UINT64: (0, 2**64 - 1),
+              VT.INT64: (-2**63, 2**63 - 1)}
+
+
+def _gguf(value: object, vtype: VT, sub: VT | None = None) -> bytes | type:
+    try:
+        return GGUFWriter(None, "x")._pack_val(value, vtype, add_vtype=True, sub_type=sub)
+    except Exception as e:  # noqa: BLE001 - the exception type is what we compare
+        return type(e)
+
+
+def _fast(value: object, vtype: VT, sub: VT | None = None) -> bytes | type:
+    try:
+        return writer.pack_kv_value(GGUFWriter(None, "x"), value, vtype, sub)
+    except Exception as e:  # noqa: BLE001
+        return type(e)
+
+
+# ============================================================================================== KV block
+ARRAYS = [
+    (VT.STRING, ["a", "", "Ġhello", "日本語", "\x00", "🙂" * 3, "x" * 300]),
+    (VT.STRING, ("tuple", "of", "strings")),
+    (VT.STRING, [b"raw bytes", "mixed"]),
+    (VT.STRING, [b"\xff\xfe"]),
+    (VT.FLOAT32, [0.0, -0.0, 1.5, -2.25, 1e-45, 1e-40, 3.4e38, F32_MAX, float("inf"), float("-inf"),
+                  1.0 + 2.0**-24, 1.0 + 3 * 2.0**-24, 0.1, -1e-30]),
+    (VT.FLOAT32, [1.0, float("nan")]),           # NaN: gguf-py packs it
+    (VT.FLOAT32, [1.0, 1e300]),                  # float32 overflow: gguf-py raises
+    (VT.FLOAT32, [1, 2.5]),                      # an int among floats
+    (VT.FLOAT64, [0.0, -0.0, 1e300, 5e-324, float("nan"), float("-inf"), 0.1]),
+    (VT.BOOL, [True, False, True]),
+    (VT.BOOL, [1, 0]),                           # ints as bools
+    (VT.INT32, [1, True, -5]),                   # a bool among ints
+    (VT.INT32, [np.int32(3), 4]),                # numpy scalars
+    (VT.INT32, [1.0]),                           # a float where an int is expected: gguf-py raises
+    (VT.UINT8, [0, 256]),                        # out of range: gguf-py raises
+    (VT.INT64, [-1, 2**63]),
+    (VT.UINT64, [2**64]),
+    (VT.UINT32, [-1]),
+]
+
+
+@pytest.mark.parametrize(("sub", "values"), ARRAYS, ids=[f"{s.name}-{i}" for i, (s, _) in enumerate(ARRAYS)])
+def test_array_packing_matches_gguf(sub: VT, values: list) -> None:
+    assert _fast(values, VT.ARRAY, sub) == _gguf(values, VT.ARRAY, sub)
+
+
+@pytest.mark.parametrize("sub", list(INT_BOUNDS))
+def test_integer_arrays_at_their_bounds_match_gguf(sub: VT) -> None:
+    lo, hi = INT_BOUNDS[sub]
+    values = [lo, hi, lo + 1, hi - 1, (lo + hi) // 2] * 3
+    got = _fast(values, VT.ARRAY, sub)
+    assert isinstance(got, bytes) and got == _gguf(values, VT.ARRAY, sub)
+    assert _fast([lo - 1], VT.ARRAY, sub) == _gguf([lo - 1], VT.ARRAY, sub) == struct.error
+    assert _fast([hi + 1], VT.ARRAY, sub) == _gguf([hi + 1], VT.ARRAY, sub) == struct.error
+
+
+def test_random_float32_arrays_round_like_struct() -> None:
+    rng = np.random.default_rng(7)
+    values = [float(v) for v in np.concatenate([rng.standard_normal(5000) * 10.0 ** rng.integers(-45, 39, 5000),
+                                                rng.standard_normal(1000)])]
+    values = [v for v in values if abs(v) < 3.4e38]
+    assert _fast(values, VT.ARRAY, VT.FLOAT32) == _gguf(values, VT.ARRAY, VT.FLOAT32)
+
+
+@pytest.mark.parametrize(("vtype", "value"), [
+    (VT.UINT8, 7), (VT.INT8, -7), (VT.UINT16, 65535), (VT.INT16, -3), (VT.UINT32, 4000000000), (VT.INT32, -1),
+    (VT.UINT64, 2**64 - 1), (VT.INT64, -2**63), (VT.FLOAT32, 0.1), (VT.FLOAT64, 0.1), (VT.BOOL, True),
+    (VT.STRING, "qwen2"), (VT.STRING, "日本"), (VT.ARRAY, []), (VT.ARRAY, "abc"), (VT.ARRAY, [[1, 2], [3]])])
+def test_scalars_and_odd_values_match_gguf(vtype: VT, value: object) -> None:
+    sub = VT.INT32 if value == [[1, 2], [3]] else None
+    assert _fast(value, vtype, sub) == _gguf(value, vtype, sub)
+
+
+def test_kv_block_matches_gguf_writer_byte_for_byte() -> None:
+    """A writer holding every KV type, written by gguf-py and by ``_write_kv_data``."""
+    vocab = [f"tok{i}" for i in range(3000)] + ["Ġ", "日本", ""]
+    kvs = [("general.name", VT.STRING, "draft", None), ("a.u8", VT.UINT8, 255, None), ("a.i8", VT.INT8, -128, None),
+           ("a.u16", VT.UINT16, 1, None), ("a.i16", VT.INT16, -1, None), ("a.u32", VT.UINT32, 2**32 - 1, None),
+           ("a.i32", VT.INT32, -(2**31), None), ("a.u64", VT.UINT64, 2**64 - 1, None), ("a.i64", VT.INT64, -1, None),
+           ("a.f32", VT.FLOAT32, 1e-6, None), ("a.f64", VT.FLOAT64, 1e-300, None), ("a.bool", VT.BOOL, False, None),
+           ("tokenizer.ggml.tokens", VT.ARRAY, vocab, VT.STRING),
+           ("tokenizer.ggml.scores", VT.ARRAY, [float(-i) for i in range(len(vocab))], VT.FLOAT32),
+           ("tokenizer.ggml.token_type", VT.ARRAY, [1 + i % 6 for i in range(len(vocab))], VT.INT32),
+           ("tokenizer.ggml.merges", VT.ARRAY, ["a b", "Ġ t"] * 500, VT.STRING),
+           ("a.layers", VT.ARRAY, [1, 2, 3], VT.UINT32), ("a.flags", VT.ARRAY, [True, False], VT.BOOL),
+           ("a.u64s", VT.ARRAY, [2**64 - 1, 0], VT.UINT64), ("a.f64s", VT.ARRAY, [0.5, -0.0], VT.FLOAT64)]
+    blocks = []
+    for fast in (False, True):
+        w = GGUFWriter(path=None, arch="dflash")
+        for name, vtype, value, sub in kvs:
+            w.add_key_value(name, value, vtype, sub_type=sub)
+        f = io.BytesIO()
+        w.fout = [f]  # type: ignore[list-item]
+        w.state = WriterState.EMPTY
+        w.write_header_to_file()
+        if fast:
+            writer._write_kv_data(w, f)
+        else:
+            w.write_kv_data_to_file()
+        assert w.state == WriterState.KV_DATA
+        blocks.append(f.getvalue())
+    assert len(blocks[0]) > 40000 and blocks[0] == blocks[1]
+
+
+# ============================================================================================== Q8_0
+def _blocks_for_q8() -> np.ndarray:
+    rng = np.random.default_rng(11)
+    parts = [rng.standard_normal(32 * 4000).astype(np.float32) * 0.02,
+             np.zeros(64, np.float32), np.full(32, -0.0, np.float32),
+             rng.standard_normal(32 * 50).astype(np.float32) * 1e30,
+             (rng.standard_normal(32 * 50) * 1e-41).astype(np.float32),      # subnormal blocks
+             np.full(32, 2.0**-140, np.float32), np.array([F32_MAX, -F32_MAX] * 16, np.float32)]
+    # exact ties: max 127 makes d = 1 and 1/d = 1, so k + 0.5 is quantized as is (half away from zero)
+    ties = np.concatenate([[127.0], np.arange(-63, 62) + 0.5, [-126.5, 126.5]])
+    parts.append(np.resize(ties, 32 * 4).astype(np.float32))
+    # neighbours of the ties (one ulp either side) under the same scale
+    near = np.array([np.nextafter(np.float32(k + 0.5), np.float32(s * 1000)) for k in range(-60, 60) for s in (-1, 1)],
+                    np.float32)
+    parts.append(np.concatenate([np.resize(np.concatenate([[127.0], near[i:i + 31]]), 32)
+                                 for i in range(0, near.size, 31)]).astype(np.float32))
+    # scales whose reciprocal rounds: maxima 1..300 by odd steps
+    parts.append(np.concatenate([np.linspace(-m, m, 32, dtype=np.float32) for m in np.arange(1, 300, 7) * 0.37]))
+    return np.concatenate(parts).astype(np.float32)
+
+
+@pytest.mark.parametrize("shape", [(-1,), (-1, 64), (-1, 2, 32)])
+def test_q8_0_matches_gguf(shape: tuple[int, ...]) -> None:
+    x = _blocks_for_q8()
+    x = x[: x.size // 64 * 64].reshape(shape)
+    got = quantize_q8_0(x)
+    assert got.dtype == np.uint8 and got.shape == quants.quantize(x, QT.Q8_0).shape
+    assert got.tobytes() == quants.quantize(x, QT.Q8_0).tobytes()
+
+
+def test_q8_0_rounding_is_half_away_from_zero() -> None:
+    x = np.array([127.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 126.5] + [0.0] * 24, np.float32)
+    q = quantize_q8_0(x)[2:].view(np.int8)
+    assert q[:8].tolist() == [127, 1, 2, 3, -1, -2, -3, 127]
+
+
+def test_q8_0_of_bf16_bits_matches_gguf() -> None:
+    x = _blocks_for_q8()
+    bits = (x.view(np.uint32) >> 16).astype(np.uint16).reshape(-1, 32)
+    ref = quants.quantize(to_float32(bits, "BF16"), QT.Q8_0)
+    assert quantize_q8_0(bits, bf16_bits=True).tobytes() == ref.tobytes()
+    assert convert_chunk(bits, "BF16", QT.Q8_0).tobytes() == ref.tobytes()
+
+
+def test_q8_0_with_nan_and_inf_gives_gguf_bytes() -> None:
+    x = _blocks_for_q8()[: 32 * 100].copy()
+    x[5], x[40], x[77] = np.nan, np.inf, -np.inf
+    assert quantize_q8_0(x).tobytes() == quants.quantize(x, QT.Q8_0).tobytes()
+
+
+def test_q8_0_refuses_rows_not_multiple_of_32_like_gguf() -> None:
+    with pytest.raises(quants.QuantError):
+        quantize_q8_0(np.zeros((2, 48), np.float32))
+
+
+# ============================================================================================== dtypes
+def test_bf16_to_f16_table_equals_float_conversion_for_every_value() -> None:
+    bits = np.arange(1 << 16, dtype=np.uint16).reshape(256, 256)
+    with np.errstate(over="ignore"):
+        ref = to_float32(bits, "BF16").astype(np.float16)
+    got = convert_chunk(bits, "BF16", QT.F16)
+    assert got.shape == (256, 256) and got.tobytes() == ref.tobytes()
+
+
+@pytest.mark.parametrize("dtype", ["BF16", "F16", "F32"])
+def test_nonfinite_check_on_bits(dtype: str) -> None:
+    np_dtype = {"BF16": np.uint16, "F16": np.float16, "F32": np.float32}[dtype]
+    if dtype == "BF16":
+        finite = np.array([0x0000, 0x8000, 0x7F7F, 0xFF7F, 0x0001], np.uint16)      # 0, -0, max, -max, subnormal
+        specials = [0x7F80, 0xFF80, 0x7FC0, 0x7F81, 0xFFFF]
+    else:
+        finite = np.array([0.0, -0.0, np.finfo(np_dtype).max, -np.finfo(np_dtype).max, np.finfo(np_dtype).tiny], np_dtype)
+        specials = [np.inf, -np.inf, np.nan]
+    assert not writer._nonfinite(finite, dtype)
+    assert not writer._nonfinite(finite[:0], dtype)
+    for v in specials:
+        bad = finite.copy()
+        bad[2] = v
+        assert writer._nonfinite(bad.reshape(5, 1), dtype)
+
+
+# ============================================================================================== chunked reads
+def _save(path: Path, tensors: dict[str, tuple[str, np.ndarray]]) -> None:
+    header, blobs, off = {}, [], 0
+    for name, (dtype, arr) in tensors.items():
+        b = arr.tobytes()
+        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    path.write_bytes(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+@pytest.fixture
+def ckpt(tmp_path: Path) -> Checkpoint:
+    rng = np.random.default_rng(3)
+    bf = lambda *s: (rng.standard_normal(s).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)  # noqa: E731
+    _save(tmp_path / "model.safetensors", {"q": ("BF16", bf(8 * 16, 64)), "k": ("BF16", bf(2 * 16, 64)),
+                                          "norm": ("BF16", bf(16)), "f32": ("F32", rng.standard_normal((50, 96)).astype(np.float32)),
+                                          "odd": ("BF16", bf(24, 32)), "scalar": ("F32", np.array(1.5, np.float32))})
+    return Checkpoint(tmp_path, need_config=False)
+
+
+def test_read_rows_equals_memory_mapped_slices(ckpt: Checkpoint) -> None:
+    for name in ("q", "f32", "norm"):
+        whole = np.asarray(ckpt.read(name))
+        for a, b in ((0, 1), (3, 9), (0, whole.shape[0]), (whole.shape[0] - 1, whole.shape[0])):
+            got = ckpt.read_rows(name, a, b)
+            assert got.dtype == whole.dtype and np.array_equal(got, whole[a:b])
+    assert ckpt.read_rows("scalar", 0, 1).tolist() == 1.5
+
+
+CASES = [("q", "deinterleave_rope", (16,)), ("k", "deinterleave_rope", (16,)), ("norm", "deinterleave_rope", (16,)),
+         ("q", "eagle3_permute", (8, 8)), ("k", "eagle3_permute", (8, 2)), ("q", "eagle3_permute", (8, 4)),
+         ("f32", None, ()), ("scalar", None, ())]
+
+
+@pytest.mark.parametrize(("name", "transform", "args"), CASES)
+@pytest.mark.parametrize("out", [QT.BF16, QT.F16, QT.F32, QT.Q8_0])
+def test_chunked_transform_and_conversion_equal_whole_tensor(ckpt: Checkpoint, monkeypatch: pytest.MonkeyPatch,
+                                                             name: str, transform: str | None, args: tuple, out: QT) -> None:
+    ref_ = ckpt.ref(name)
+    if out == QT.Q8_0 and (not ref_.shape or ref_.shape[-1] % 32):
+        pytest.skip("not a Q8_0 shape")
+    whole = np.asarray(ckpt.read(name))
+    if transform is not None:
+        whole = {"deinterleave_rope": deinterleave_rope, "eagle3_permute": eagle3_permute}[transform](whole, *args)
+    expected = convert_chunk(np.ascontiguousarray(whole), ref_.dtype, out).tobytes()
+    spec = TensorSpec("t", ref_.shape, out, source=name, transform=transform, transform_args=args)
+    monkeypatch.setattr(writer, "CHUNK_BYTES", 1)  # the smallest chunks: one transform group each
+    chunks = list(writer.tensor_chunks(spec, {"draft": ckpt}))
+    assert b"".join(np.ascontiguousarray(c).tobytes() for c in chunks) == expected
+    if transform is not None and ref_.shape[0] > 16:
+        assert len(chunks) > 1
+
+
+def test_uneven_rows_raise_the_transform_error(ckpt: Checkpoint) -> None:
+    spec = TensorSpec("t", (24, 32), QT.BF16, source="odd", transform="deinterleave_rope", transform_args=(16,))
+    with pytest.raises(ConvertError, match="cannot de-interleave 24 rows"):
+        list(writer.tensor_chunks(spec, {"draft": ckpt}))
+    spec = TensorSpec("t", (24, 32), QT.BF16, source="odd", transform="eagle3_permute", transform_args=(8, 8))
+    with pytest.raises(ConvertError, match="cannot permute 24 rows for 8 heads"):
+        list(writer.tensor_chunks(spec, {"draft": ckpt}))
