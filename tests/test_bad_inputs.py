@@ -1,471 +1,42 @@
-"""The catalogue of bad inputs (docs/troubleshooting.md): each one, built from a fixture copy, is refused by
-``dspark-convert hf2gguf`` with exit code 2, exactly one ``error:`` line that names the file, key or tensor with
-what was found and what was expected, and nothing (no output, no temporary file) left in the output folder.
+"""The catalogue of bad inputs (tests/bad_catalogue.py, docs/troubleshooting.md): each one, built from a fixture
+copy, is refused by ``dspark-convert hf2gguf`` with exit code 2, exactly one ``error:`` line that names the file,
+key or tensor with what was found and what was expected, and nothing (no output, no temporary file) left in the
+output folder. Property tests then corrupt config keys and safetensors header entries at random.
 """
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Callable
-from dataclasses import dataclass
+import functools
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from bad_catalogue import CASES, Case, build, fragments
 from badinputs import (
     DELETE,
     FIX,
     TARGET,
+    RawSafetensors,
     assert_refused,
     copy_fixture,
-    drop_tensor,
-    edit_config,
-    get_tensor,
     load_raw,
     read_config,
     read_tensors,
     run_convert,
     save_raw,
-    set_tensor,
     write_config,
     write_tensors,
 )
 from gguf import GGUFReader
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dspark_convert import convert
+from dspark_convert.checkpoint import read_safetensors_header
 from dspark_convert.errors import ConvertError
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "troubleshooting.md"
-SHARD1, SHARD2 = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
-INDEX = "model.safetensors.index.json"
-
-
-@dataclass
-class Inputs:
-    """The draft copy being corrupted, and the target (the committed fixture unless a case copies it)."""
-
-    tmp: Path
-    draft: Path
-    target: Path = TARGET
-
-    def own_target(self, name: str = "target-qwen3") -> Path:
-        self.target = copy_fixture(self.tmp, name, "target")
-        return self.target
-
-
-@dataclass(frozen=True)
-class Case:
-    id: str
-    fixture: str
-    mutate: Callable[[Inputs], None]
-    fragments: tuple[str, ...]  # "{draft}" / "{target}" are replaced by the copies' paths
-    args: tuple[str, ...]
-
-
-CASES: dict[str, Case] = {}
-
-
-def case(id: str, *fragments: str, fixture: str = "dspark-qwen3", args: tuple[str, ...] = ()) -> Callable:
-    def register(fn: Callable[[Inputs], None]) -> Callable[[Inputs], None]:
-        assert id not in CASES
-        CASES[id] = Case(id, fixture, fn, fragments, args)
-        return fn
-    return register
-
-
-def _set_rows(inp: Inputs, name: str, rows: slice, cols: slice = slice(None)) -> None:
-    dtype, arr = get_tensor(inp.draft, name)
-    set_tensor(inp.draft, name, dtype, arr[rows, cols])
-
-
-# ------------------------------------------------------------------------------------------- config.json
-@case("no-config", "{draft}: no config.json (expected a Hugging Face checkpoint folder)")
-def _(inp: Inputs) -> None:
-    (inp.draft / "config.json").unlink()
-
-
-@case("unknown-architecture", "{draft}/config.json: architecture 'MyDraftModel' is not a supported draft",
-      "known: Qwen3DSparkModel")
-def _(inp: Inputs) -> None:
-    edit_config(inp.draft, architectures=["MyDraftModel"])
-
-
-@case("no-architectures", "{draft}/config.json: no 'architectures' list")
-def _(inp: Inputs) -> None:
-    edit_config(inp.draft, architectures=DELETE)
-
-
-@case("malformed-json", "{draft}/config.json: malformed JSON at line 3 column 1")
-def _(inp: Inputs) -> None:
-    (inp.draft / "config.json").write_text('{\n  "architectures": ["Qwen3DSparkModel"],\n}\n')
-
-
-@case("config-not-an-object", "{draft}/config.json: expected a JSON object, found list")
-def _(inp: Inputs) -> None:
-    (inp.draft / "config.json").write_text("[1, 2]")
-
-
-@case("config-key-wrong-type", "{draft}/config.json: key 'hidden_size' is '64', expected an integer")
-def _(inp: Inputs) -> None:
-    edit_config(inp.draft, hidden_size="64")
-
-
-@case("config-key-negative", "{draft}/config.json: key 'block_size' is -1, expected a non-negative integer")
-def _(inp: Inputs) -> None:
-    edit_config(inp.draft, block_size=-1)
-
-
-@case("dflash-config-not-an-object", "{draft}/config.json: key 'dflash_config' is 'x', expected a JSON object",
-      fixture="dflash-zlab")
-def _(inp: Inputs) -> None:
-    edit_config(inp.draft, dflash_config="x")
-
-
-@case("vocab-size-absurd", "{draft}/config.json: key 'vocab_size' is 1000000000000, expected a positive integer up to 16777216")
-def _(inp: Inputs) -> None:
-    edit_config(inp.draft, vocab_size=10**12)
-
-
-@case("layer-count-mismatch", "{draft}/config.json: num_hidden_layers gives 32 layers (block_count) but the checkpoint "
-      "has tensors for layers [0, 1]; expected layers 0..31")
-def _(inp: Inputs) -> None:
-    edit_config(inp.draft, num_hidden_layers=DELETE)  # Qwen3 class default: 32
-
-
-@case("target-layer-ids-missing", "{draft}/config.json: 'target_layer_ids' is missing or empty")
-def _(inp: Inputs) -> None:
-    edit_config(inp.draft, target_layer_ids=DELETE)
-
-
-# ------------------------------------------------------------------------------------------- safetensors files
-@case("truncated-safetensors", "{draft}/model.safetensors: tensor '", "past the end of the file", "truncated download?")
-def _(inp: Inputs) -> None:
-    f = inp.draft / "model.safetensors"
-    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
-
-
-@case("no-header-length", "{draft}/model.safetensors: truncated safetensors file (5 bytes, no header length)")
-def _(inp: Inputs) -> None:
-    f = inp.draft / "model.safetensors"
-    f.write_bytes(f.read_bytes()[:5])
-
-
-@case("git-lfs-pointer", "{draft}/model.safetensors: a Git LFS pointer (131 bytes), not the weights; run 'git lfs pull' "
-      "in the clone or download the file again")
-def _(inp: Inputs) -> None:
-    (inp.draft / "model.safetensors").write_text("version https://git-lfs.github.com/spec/v1\noid sha256:"
-                                                 + "0" * 64 + "\nsize 470954\n")
-
-
-@case("header-longer-than-file", "{draft}/model.safetensors: truncated safetensors file: header claims 1000000 bytes, "
-      "file has 92")
-def _(inp: Inputs) -> None:
-    f = inp.draft / "model.safetensors"
-    f.write_bytes(struct.pack("<Q", 1_000_000) + f.read_bytes()[8:100])
-
-
-@case("header-over-limit", "{draft}/model.safetensors: safetensors header claims 9223372036854775808 bytes, over the "
-      "104857600 byte limit")
-def _(inp: Inputs) -> None:
-    f = inp.draft / "model.safetensors"
-    f.write_bytes(struct.pack("<Q", 2**63) + f.read_bytes()[8:])
-
-
-@case("overlapping-offsets", "{draft}/model.safetensors: tensors 'embed_tokens.weight' and 'lm_head.weight' overlap")
-def _(inp: Inputs) -> None:
-    f = inp.draft / "model.safetensors"
-    st = load_raw(f)
-    st.header["lm_head.weight"]["data_offsets"] = list(st.header["embed_tokens.weight"]["data_offsets"])  # same size
-    save_raw(f, st)
-
-
-@case("offsets-disagree-with-shape", "{draft}/model.safetensors: tensor 'fc.weight' spans bytes",
-      "but shape [64, 100] BF16 needs 12800")
-def _(inp: Inputs) -> None:
-    f = inp.draft / "model.safetensors"
-    st = load_raw(f)
-    st.header["fc.weight"]["shape"] = [64, 100]
-    save_raw(f, st)
-
-
-@case("malformed-header-entry", "{draft}/model.safetensors: tensor 'fc.weight' has a malformed header entry",
-      "expected a dtype string, a shape list of integers and data_offsets [start, end]")
-def _(inp: Inputs) -> None:
-    f = inp.draft / "model.safetensors"
-    st = load_raw(f)
-    st.header["fc.weight"]["dtype"] = ["BF16"]
-    save_raw(f, st)
-
-
-@case("header-not-utf8", "{draft}/model.safetensors: malformed safetensors header")
-def _(inp: Inputs) -> None:
-    f = inp.draft / "model.safetensors"
-    raw = f.read_bytes()
-    (n,) = struct.unpack("<Q", raw[:8])
-    f.write_bytes(raw[:8] + b"\xff" * n + raw[8 + n:])
-
-
-@case("unsupported-dtype", "{draft}/model.safetensors: tensor 'fc.weight' has unsupported dtype F8_E4M3",
-      "expected one of F64, F32, F16, BF16")
-def _(inp: Inputs) -> None:
-    f = inp.draft / "model.safetensors"
-    st = load_raw(f)
-    st.header["fc.weight"]["dtype"] = "F8_E4M3"
-    save_raw(f, st)
-
-
-@case("zero-tensors", "{draft}: the checkpoint has no tensors (no tensor entries in model.safetensors)")
-def _(inp: Inputs) -> None:
-    write_tensors(inp.draft / "model.safetensors", {})
-
-
-@case("no-weight-files", "{draft}: the checkpoint has no tensors (no model*.safetensors or pytorch_model*.bin files)")
-def _(inp: Inputs) -> None:
-    (inp.draft / "model.safetensors").unlink()
-
-
-# ------------------------------------------------------------------------------------------- shards and index
-@case("index-missing-shard", f"{{draft}}/{INDEX}: shard '{SHARD2}' (holding 'fc.weight') is missing from {{draft}}",
-      fixture="dflash-zlab-swa")
-def _(inp: Inputs) -> None:
-    (inp.draft / SHARD2).unlink()
-
-
-@case("tensor-in-two-shards", f"{{draft}}: tensor 'layers.0.input_layernorm.weight' is in two shards ({SHARD1} and {SHARD2})",
-      fixture="dflash-zlab-swa")
-def _(inp: Inputs) -> None:
-    first = read_tensors(inp.draft / SHARD1)
-    second = read_tensors(inp.draft / SHARD2)
-    second["layers.0.input_layernorm.weight"] = first["layers.0.input_layernorm.weight"]
-    write_tensors(inp.draft / SHARD2, second)
-
-
-@case("tensor-in-two-shards-no-index", "{draft}: tensor 'layers.0.input_layernorm.weight' is in two shards",
-      fixture="dflash-zlab-swa")
-def _(inp: Inputs) -> None:
-    (inp.draft / INDEX).unlink()
-    first = read_tensors(inp.draft / SHARD1)
-    second = read_tensors(inp.draft / SHARD2)
-    second["layers.0.input_layernorm.weight"] = first["layers.0.input_layernorm.weight"]
-    write_tensors(inp.draft / SHARD2, second)
-
-
-@case("index-lists-absent-tensor", f"{{draft}}/{INDEX}: tensor 'extra.weight' is listed in shard '{SHARD1}' but no shard holds it",
-      fixture="dflash-zlab-swa")
-def _(inp: Inputs) -> None:
-    idx = read_config(inp.draft, INDEX)
-    idx["weight_map"]["extra.weight"] = SHARD1
-    write_config(inp.draft, idx, INDEX)
-
-
-@case("tensor-missing-from-index", f"{{draft}}/{INDEX}: tensor 'fc.weight' in {SHARD2} is not in the weight_map",
-      fixture="dflash-zlab-swa")
-def _(inp: Inputs) -> None:
-    idx = read_config(inp.draft, INDEX)
-    del idx["weight_map"]["fc.weight"]
-    write_config(inp.draft, idx, INDEX)
-
-
-# ------------------------------------------------------------------------------------------- tensors vs config
-@case("missing-layer-tensor", "blk.1.ffn_up.weight: is missing", "has no tensor 'layers.1.mlp.up_proj.weight'", "{draft}")
-def _(inp: Inputs) -> None:
-    drop_tensor(inp.draft, "layers.1.mlp.up_proj.weight")
-
-
-@case("fc-width-vs-taps", "fc.weight: has ggml shape [128, 64], expected [192, 64] (ne[0] = 3 target layers x hidden_size 64)",
-      "from {draft}/model.safetensors: tensor 'fc.weight'")
-def _(inp: Inputs) -> None:
-    _set_rows(inp, "fc.weight", slice(None), slice(0, 128))
-
-
-@case("q-proj-rows-vs-heads", "blk.0.attn_q.weight: has ggml shape [64, 48], expected [64, 64]",
-      "num_attention_heads 4 x head_dim 16", "tensor 'layers.0.self_attn.q_proj.weight'")
-def _(inp: Inputs) -> None:
-    _set_rows(inp, "layers.0.self_attn.q_proj.weight", slice(0, 48))
-
-
-@case("eagle3-fc-width", "fc.weight: has ggml shape [128, 64], expected [192, 64] (ne[0] = 3 target layers x "
-      "target_hidden_size 64)", fixture="eagle3-specforge")
-def _(inp: Inputs) -> None:
-    _set_rows(inp, "fc.weight", slice(None), slice(0, 128))
-
-
-@case("integer-dtype", "{draft}/model.safetensors: tensor 'layers.0.mlp.up_proj.weight' has dtype I32, expected a "
-      "floating-point type")
-def _(inp: Inputs) -> None:
-    dtype, arr = get_tensor(inp.draft, "layers.0.mlp.up_proj.weight")
-    set_tensor(inp.draft, "layers.0.mlp.up_proj.weight", "I32", arr.astype(np.int32))
-
-
-@case("boolean-dtype", "{draft}/model.safetensors: tensor 'layers.0.input_layernorm.weight' has dtype BOOL, expected a "
-      "floating-point type")
-def _(inp: Inputs) -> None:
-    dtype, arr = get_tensor(inp.draft, "layers.0.input_layernorm.weight")
-    set_tensor(inp.draft, "layers.0.input_layernorm.weight", "BOOL", arr != 0)
-
-
-@case("markov-without-confidence", "{draft}: Markov head present (markov_head.markov_w1.weight) but no confidence head "
-      "(confidence_head.proj.weight)")
-def _(inp: Inputs) -> None:
-    drop_tensor(inp.draft, "confidence_head.proj.weight")
-    drop_tensor(inp.draft, "confidence_head.proj.bias")
-
-
-@case("markov-w2-missing", "markov_w2.weight: is missing", "has no tensor 'markov_head.markov_w2.weight'")
-def _(inp: Inputs) -> None:
-    drop_tensor(inp.draft, "markov_head.markov_w2.weight")
-
-
-@case("markov-rows-vs-vocab", "markov_w1.weight: has ggml shape [8, 1000], expected [8, 1024]", "1024 tokens",
-      "tensor 'markov_head.markov_w1.weight'")
-def _(inp: Inputs) -> None:
-    _set_rows(inp, "markov_head.markov_w1.weight", slice(0, 1000))
-
-
-# ------------------------------------------------------------------------------------------- d2t
-def _edit_d2t(inp: Inputs, fn: Callable[[np.ndarray], np.ndarray], dtype: str | None = None) -> None:
-    old_dtype, arr = get_tensor(inp.draft, "d2t")
-    set_tensor(inp.draft, "d2t", dtype or old_dtype, fn(arr.copy()))
-
-
-def _d2t_too_big(a: np.ndarray) -> np.ndarray:
-    a[-1] = 5000
-    return a
-
-
-def _d2t_duplicate(a: np.ndarray) -> np.ndarray:
-    a[1] = a[0] - 1  # d2t holds offsets: entry 1 then maps to the same token id as entry 0
-    return a
-
-
-@case("d2t-out-of-range", "{draft}/model.safetensors: tensor 'd2t': entry 255 maps to token id 5255, outside the "
-      "vocabulary [0, 1024)", fixture="dspark-reduced")
-def _(inp: Inputs) -> None:
-    _edit_d2t(inp, _d2t_too_big)
-
-
-@case("d2t-duplicates", "{draft}/model.safetensors: tensor 'd2t': token id 7 appears 2 times; expected unique ids",
-      fixture="dspark-reduced")
-def _(inp: Inputs) -> None:
-    _edit_d2t(inp, _d2t_duplicate)
-
-
-@case("eagle3-d2t-out-of-range", "tensor 'd2t': entry 255 maps to token id 5255, outside the vocabulary [0, 1024)",
-      fixture="eagle3-specforge")
-def _(inp: Inputs) -> None:
-    _edit_d2t(inp, _d2t_too_big)
-
-
-@case("eagle3-d2t-boolean", "{draft}/model.safetensors: tensor 'd2t' has dtype BOOL, expected integer offsets",
-      fixture="eagle3-specforge")
-def _(inp: Inputs) -> None:
-    _edit_d2t(inp, lambda a: a > 50, "BOOL")
-
-
-@case("d2t-length", "{draft}/model.safetensors: tensor 'd2t' has 200 entries, expected draft_vocab_size 256",
-      fixture="dspark-reduced")
-def _(inp: Inputs) -> None:
-    _edit_d2t(inp, lambda a: a[:200])
-
-
-@case("reduced-vocab-without-d2t", "{draft}/config.json: draft_vocab_size 256 < vocab_size 1024 but the checkpoint has "
-      "no 'd2t' tensor", fixture="dspark-reduced")
-def _(inp: Inputs) -> None:
-    drop_tensor(inp.draft, "d2t")
-
-
-# ------------------------------------------------------------------------------------------- vocabulary, mask
-@case("mask-id-outside-vocab", "{draft}/config.json: mask_token_id is 5000, outside the vocabulary of 1024 tokens "
-      "(expected an id in [0, 1024))")
-def _(inp: Inputs) -> None:
-    edit_config(inp.draft, mask_token_id=5000)
-
-
-@case("mask-id-negative", "{draft}/config.json: mask_token_id is -3, expected a non-negative integer")
-def _(inp: Inputs) -> None:
-    edit_config(inp.draft, mask_token_id=-3)
-
-
-@case("target-tokenizer-larger-than-draft-vocab", "{target}/tokenizer.json: token id 1016 ('<|mask|>') does not fit "
-      "the draft vocab_size 512")
-def _(inp: Inputs) -> None:
-    inp.own_target()  # the draft says 512 ids; the target's tokenizer has 1017
-    edit_config(inp.draft, vocab_size=512)
-
-
-@case("self-contained-embedding-rows", "{target}/model.safetensors: tensor 'model.embed_tokens.weight' has 1000 rows "
-      "but the draft writes 1024 tokens (expected 1024 rows)", fixture="dflash-zlab", args=("--with-target-embeddings",))
-def _(inp: Inputs) -> None:
-    dtype, arr = get_tensor(inp.own_target(), "model.embed_tokens.weight")
-    set_tensor(inp.target, "model.embed_tokens.weight", dtype, arr[:1000])
-
-
-@case("eagle3-self-contained-embedding-rows", "{target}/model.safetensors: tensor 'model.embed_tokens.weight' has 1000 "
-      "rows but the draft writes 1024 tokens", fixture="eagle3-angelslim", args=("--with-target-embeddings",))
-def _(inp: Inputs) -> None:
-    dtype, arr = get_tensor(inp.own_target(), "model.embed_tokens.weight")
-    set_tensor(inp.target, "model.embed_tokens.weight", dtype, arr[:1000])
-
-
-@case("self-contained-without-target-embedding", "{target}: no input embedding tensor (model.embed_tokens.weight",
-      fixture="dflash-zlab", args=("--with-target-embeddings",))
-def _(inp: Inputs) -> None:
-    drop_tensor(inp.own_target(), "model.embed_tokens.weight")
-
-
-@case("no-tokenizer", "{target}: no tokenizer files (expected tokenizer.json or tokenizer.model)")
-def _(inp: Inputs) -> None:
-    (inp.own_target() / "tokenizer.json").unlink()
-
-
-@case("target-without-config", "{target}: no config.json (the target model folder needs its config.json")
-def _(inp: Inputs) -> None:
-    (inp.own_target() / "config.json").unlink()
-
-
-# ------------------------------------------------------------------------------------------- target layers
-@case("tap-beyond-target-layers", "{draft}/config.json: 'target_layer_ids' gives target layer 5 (after the +1 shift), "
-      "but the target {target}/config.json has 3 layers (valid: 0..3)")
-def _(inp: Inputs) -> None:
-    edit_config(inp.own_target(), num_hidden_layers=3)
-
-
-@case("eagle3-tap-beyond-target-layers", "{draft}/config.json: 'eagle_aux_hidden_state_layer_ids' gives target layer 9, "
-      "outside the target's 6 layers (valid: 0..6)",
-      fixture="eagle3-speculators")
-def _(inp: Inputs) -> None:
-    edit_config(inp.draft, eagle_aux_hidden_state_layer_ids=[2, 3, 9])
-
-
-# ------------------------------------------------------------------------------------------- values
-def _poison(inp: Inputs, name: str, value: float) -> None:
-    dtype, arr = get_tensor(inp.draft, name)
-    arr = arr.copy()
-    arr[3, 5] = 0x7FC0 if dtype == "BF16" else value  # BF16 is stored as raw bits: 0x7FC0 is a quiet NaN
-    set_tensor(inp.draft, name, dtype, arr)
-
-
-@case("nan-in-weights", "{draft}/model.safetensors: tensor 'layers.0.mlp.up_proj.weight' contains NaN or Inf values "
-      "(pass --allow-nonfinite to convert it anyway)")
-def _(inp: Inputs) -> None:
-    _poison(inp, "layers.0.mlp.up_proj.weight", float("nan"))
-
-
-@case("inf-in-weights", "{draft}/model.safetensors: tensor 'fc.weight' contains NaN or Inf values",
-      fixture="dspark-qwen3-f32")
-def _(inp: Inputs) -> None:
-    _poison(inp, "fc.weight", float("inf"))
-
-
-# ------------------------------------------------------------------------------------------- tests
-def build(c: Case, tmp: Path) -> Inputs:
-    inp = Inputs(tmp, copy_fixture(tmp, c.fixture, "draft"))
-    c.mutate(inp)
-    return inp
-
-
-def fragments(c: Case, inp: Inputs) -> list[str]:
-    return [f.format(draft=inp.draft, target=inp.target) for f in c.fragments]
 
 
 @pytest.mark.parametrize("c", list(CASES.values()), ids=list(CASES))
@@ -501,9 +72,16 @@ def test_allow_nonfinite_converts_and_keeps_the_nan(tmp_path: Path) -> None:
 
 
 def test_every_case_is_in_the_troubleshooting_catalogue() -> None:
+    """Each case has a section whose quoted message holds the fragments the test checks (DRAFT / TARGET for the
+    folders), so the documented lines cannot drift from what the converter prints."""
     text = DOC.read_text(encoding="utf-8")
-    missing = [k for k in CASES if f"`{k}`" not in text]
-    assert not missing, f"docs/troubleshooting.md lacks {missing}"
+    for k, c in CASES.items():
+        head = f"### `{k}`\n```\n"
+        assert head in text, f"docs/troubleshooting.md has no section for {k}"
+        quoted = text.split(head, 1)[1].split("\n```", 1)[0]
+        assert quoted.startswith("error: ") and "\n" not in quoted, k
+        for frag in c.fragments:
+            assert frag.format(draft="DRAFT", target="TARGET") in quoted, (k, frag)
 
 
 def test_rewritten_checkpoint_converts_identically(tmp_path: Path) -> None:
@@ -516,3 +94,84 @@ def test_rewritten_checkpoint_converts_identically(tmp_path: Path) -> None:
     convert(draft, TARGET, ours)
     convert(FIX / "dspark-qwen3", TARGET, theirs)
     assert ours.read_bytes() == theirs.read_bytes()
+
+
+# ------------------------------------------------------------------------------------------- property tests
+FUZZ = settings(max_examples=80, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+CONFIG_FIXTURES = ["dspark-qwen3", "dflash-zlab", "dspark-speculators", "dspark-reduced", "eagle3-llama", "eagle3-speculators"]
+ODD_VALUES = [DELETE, "x", None, -1, 0, [], {"a": 1}, True, 1.5, 10**12, [1, "a"]]
+
+
+def _key_paths(cfg: dict, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    out = []
+    for k, v in cfg.items():
+        out.append((*prefix, k))
+        if isinstance(v, dict):
+            out.extend(_key_paths(v, (*prefix, k)))
+    return out
+
+
+@FUZZ
+@given(data=st.data())
+def test_any_corrupted_config_key_converts_or_gives_one_line(tmp_path_factory: pytest.TempPathFactory,
+                                                              data: st.DataObject) -> None:
+    """Whatever one config key holds (missing, wrong type, absurd), the result is a GGUF or a ConvertError:
+    never a traceback, never a file left behind."""
+    fixture = data.draw(st.sampled_from(CONFIG_FIXTURES))
+    config = read_config(FIX / fixture)
+    path = data.draw(st.sampled_from(_key_paths(config)))
+    value = data.draw(st.sampled_from(ODD_VALUES))
+    tmp = tmp_path_factory.mktemp("cfg")
+    draft = copy_fixture(tmp, fixture)
+    node = config
+    for k in path[:-1]:
+        node = node[k]
+    if value is DELETE:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    write_config(draft, config)
+    out = tmp / "out"
+    out.mkdir()
+    try:
+        convert(draft, TARGET, out / "d.gguf")
+    except ConvertError as e:
+        assert "\n" not in str(e) and str(e)
+        assert list(out.iterdir()) == []
+    else:
+        assert [p.name for p in out.iterdir()] == ["d.gguf"]
+
+
+@functools.lru_cache(maxsize=1)
+def _seed_file() -> RawSafetensors:
+    return load_raw(FIX / "dspark-qwen3" / "model.safetensors")
+
+
+def _pristine_header() -> RawSafetensors:
+    seed = _seed_file()
+    return RawSafetensors(json.loads(json.dumps(seed.header)), seed.data)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(name=st.sampled_from(["fc.weight", "lm_head.weight", "markov_head.markov_w1.weight", "norm.weight"]),
+       field=st.sampled_from(["dtype", "shape", "data_offsets", None]),
+       value=st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False), st.text(max_size=8),
+                       st.lists(st.one_of(st.integers(-2**66, 2**66), st.text(max_size=3)), max_size=4),
+                       st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)))
+def test_any_corrupted_header_entry_is_refused_in_one_line(tmp_path_factory: pytest.TempPathFactory, name: str,
+                                                           field: str | None, value: object) -> None:
+    f = tmp_path_factory.getbasetemp() / "fuzzed.safetensors"
+    st_ = _pristine_header()
+    if field is None:
+        st_.header[name] = value
+    else:
+        st_.header[name][field] = value
+    save_raw(f, st_)
+    try:
+        refs = read_safetensors_header(f)
+    except ConvertError as e:
+        assert "\n" not in str(e) and str(f) in str(e)
+    else:  # accepted only if still consistent: every range inside the file and sized by its shape
+        size = f.stat().st_size
+        assert all(0 <= r.start <= r.end <= size for r in refs)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import errno
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -238,6 +237,7 @@ def _child(mode: str, out: Path, *extra: str, **kw: object) -> subprocess.Popen:
     return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 @pytest.mark.parametrize(("sig", "what"), [(signal.SIGTERM, "terminated (SIGTERM)"), (signal.SIGINT, "interrupted (SIGINT)")],
                          ids=["sigterm", "sigint"])
 def test_signal_to_a_real_conversion_process(tmp_path: Path, sig: signal.Signals, what: str) -> None:
@@ -262,10 +262,16 @@ def test_signal_to_a_real_conversion_process(tmp_path: Path, sig: signal.Signals
     assert snapshot(tmp_path) == before
 
 
+POSIX_ONLY = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and resource limits")
+
+
 def _limit_file_size() -> None:
+    import resource
+
     resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))  # the GGUF is ~235 kB
 
 
+@POSIX_ONLY
 def test_real_file_size_limit_leaves_nothing(tmp_path: Path) -> None:
     # a real write failure from the kernel (EFBIG: RLIMIT_FSIZE; Python ignores SIGXFSZ), no monkeypatching
     before = snapshot(tmp_path)
