@@ -3,20 +3,22 @@
 
 One command generates the checkpoints (released DSpark 4B / 8B, z-lab DFlash 4B and AngelSlim EAGLE-3 4B dims,
 see bench_inputs.py) into a temporary folder, then runs every operation IN ITS OWN SUBPROCESS, so that the peak
-RSS reported (``os.wait4`` rusage of that child) belongs to that operation alone. Before each operation the page
-cache is dropped (``sync; echo 3 > /proc/sys/vm/drop_caches``; needs root) or, when that is not allowed, the
-operation's inputs are read once so that every operation starts equally warm. The method is printed.
+RSS reported (the child's own ``VmHWM``) belongs to that operation alone; CPU time comes from ``os.wait4``.
+Before each operation the page cache is dropped (``sync; echo 3 > /proc/sys/vm/drop_caches``; needs root) or,
+when that is not allowed (or with --warm), the operation's inputs are read once so that every operation starts
+equally warm. The method is printed.
 
 Baselines, measured in the same run:
-- ``copy``: read exactly the source byte ranges the conversion reads (16 MiB ``os.pread`` into one buffer) and
-  write a file of exactly the conversion's output size (the source bytes, repeated when the output is larger),
-  then fsync, rename into place and fsync the folder, as the converter does: the I/O floor of any converter.
+- ``copy``: read exactly the source byte ranges the conversion reads (16 MiB ``preadv`` into one buffer) and
+  write a file of exactly the conversion's output size (the bytes read, written in proportion: twice for f32,
+  about half for q8_0) with plain unbuffered writes, then fsync, rename into place and fsync the folder, as the
+  converter does. That is what ``cp`` + ``sync`` costs: the I/O floor of a straightforward converter.
 - ``gguf-whole``: the same conversion to q8_0, but every tensor loaded whole and quantized with gguf-py's own
   ``gguf.quants.quantize`` (upstream's approach); its output is compared byte for byte with ours.
 
 usage: python benchmarks/bench_convert.py [--sizes dspark-4b,dspark-8b,dflash-4b,eagle3-4b]
                                           [--only bf16,f16,f32,q8_0,copy,gguf-whole,inspect,verify]
-                                          [--workdir DIR] [--keep] [--json FILE]
+                                          [--workdir DIR] [--keep] [--warm] [--json FILE] [--package DIR]
 """
 
 from __future__ import annotations
@@ -32,10 +34,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_inputs import MODELS, make_inputs, write_target_weights  # noqa: E402
+
+MODEL_NAMES = ("dspark-4b", "dspark-8b", "dflash-4b", "eagle3-4b")  # bench_inputs.MODELS (numpy-free import here)
 
 OUTTYPES = ("bf16", "f16", "f32", "q8_0")
 OPS = (*OUTTYPES, "copy", "gguf-whole", "inspect", "verify")
+PACKAGE_ROOT = [Path(__file__).resolve().parents[1]]  # where the workers import dspark_convert from (--package)
+INSPECT_RUNS = 3
 VERIFY_MODELS = ("eagle3-4b",)  # verify loads the draft twice in float32 (torch + numpy): the smallest one
 MiB = 1024 * 1024
 
@@ -52,8 +57,9 @@ def _worker(spec: dict) -> dict:
         from dspark_convert import convert, writer
 
         if op == "gguf-whole":  # upstream's approach: whole tensors through gguf.quants.quantize
-            _ORIGINAL["tensor_chunks"] = writer.tensor_chunks
-            writer.tensor_chunks = _whole_tensor_chunks
+            _ORIGINAL["chunk_jobs"] = writer.chunk_jobs
+            writer.chunk_jobs = _whole_tensor_jobs
+            writer.WORKERS = writer.LOOKAHEAD = 1  # one tensor at a time, as upstream does
         t0 = time.perf_counter()
         r = convert(spec["draft"], spec["target"], spec["out"], outtype=spec.get("outtype", "q8_0"), force=True)
         seconds = time.perf_counter() - t0
@@ -81,7 +87,23 @@ def _worker(spec: dict) -> dict:
         raise ValueError(op)
     out["seconds"] = seconds
     out["torch_imported"] = "torch" in sys.modules
+    out["peak_rss"] = _own_peak_rss()
     return out
+
+
+def _own_peak_rss() -> int | None:
+    """This process's own peak RSS (VmHWM), in bytes.
+
+    Not ``ru_maxrss``: Linux carries the parent's high-water mark across fork+exec into the child's, so a child
+    of a large parent would report at least the parent's size.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def _source_ranges(plan, draft: str) -> list[tuple[str, int, int]]:
@@ -93,8 +115,8 @@ def _source_ranges(plan, draft: str) -> list[tuple[str, int, int]]:
     return [(str(r.file), r.start, r.end) for r in refs]
 
 
-def _whole_tensor_chunks(spec, sources, *, allow_nonfinite: bool = False):
-    """Stand-in for writer.tensor_chunks: each q8_0 tensor read whole and quantized by gguf.quants.quantize."""
+def _whole_tensor_jobs(spec, sources, *, allow_nonfinite: bool = False):
+    """Stand-in for writer.chunk_jobs: each q8_0 tensor read whole and quantized by gguf.quants.quantize."""
     import numpy as np
     from gguf import GGMLQuantizationType as QT
     from gguf import quants
@@ -102,12 +124,16 @@ def _whole_tensor_chunks(spec, sources, *, allow_nonfinite: bool = False):
     from dspark_convert import transforms
 
     if spec.data is not None or spec.transform is not None or spec.ggml_type != QT.Q8_0:
-        yield from _ORIGINAL["tensor_chunks"](spec, sources, allow_nonfinite=allow_nonfinite)
+        yield from _ORIGINAL["chunk_jobs"](spec, sources, allow_nonfinite=allow_nonfinite)
         return
-    ref = sources[spec.origin].ref(spec.source)
-    dtype = np.dtype(ref.numpy_dtype)
-    raw = np.fromfile(ref.file, dtype=dtype, count=(ref.end - ref.start) // dtype.itemsize, offset=ref.start)
-    yield quants.quantize(transforms.to_float32(raw.reshape(ref.shape), ref.dtype), QT.Q8_0)
+
+    def whole():
+        ref = sources[spec.origin].ref(spec.source)
+        dtype = np.dtype(ref.numpy_dtype)
+        raw = np.fromfile(ref.file, dtype=dtype, count=(ref.end - ref.start) // dtype.itemsize, offset=ref.start)
+        return quants.quantize(transforms.to_float32(raw.reshape(ref.shape), ref.dtype), QT.Q8_0)
+
+    yield whole
 
 
 _ORIGINAL: dict = {}
@@ -173,12 +199,13 @@ def run_op(spec: dict, cold: bool, inputs: list[Path]) -> dict:
     """Run one operation in a fresh interpreter: its wall time, the peak RSS of that child alone, and its report."""
     if not (cold and drop_caches()):
         warm(inputs)
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(PACKAGE_ROOT[0])
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         p = subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(spec)], stdout=out, stderr=err, env=env)
-        # os.wait4 reaps this child and returns ITS rusage (RUSAGE_CHILDREN would be the max over all children)
+        # os.wait4 reaps this child and returns ITS rusage (RUSAGE_CHILDREN would be the max over all children);
+        # its CPU time is used as is, its peak RSS only when the child could not report its own VmHWM
         _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)
@@ -186,10 +213,11 @@ def run_op(spec: dict, cold: bool, inputs: list[Path]) -> dict:
         err.seek(0)
         stdout, stderr = out.read().decode(), err.read().decode(errors="replace")
     rss = ru.ru_maxrss * 1024  # Linux reports KiB
+    cpu = ru.ru_utime + ru.ru_stime
     if p.returncode != 0:
-        return {"error": (stderr.strip().splitlines() or ["?"])[-1][:300], "wall": wall, "rss": rss}
+        return {"error": (stderr.strip().splitlines() or ["?"])[-1][:300], "wall": wall, "rss": rss, "cpu": cpu}
     res = json.loads(stdout.strip().splitlines()[-1])
-    res.update(wall=wall, rss=rss)
+    res.update(wall=wall, rss=res.pop("peak_rss") or rss, cpu=cpu)
     return res
 
 
@@ -211,12 +239,12 @@ def _row(model: str, op: str, r: dict, base: dict | None = None) -> dict:
 
 def fmt_table(rows: list[dict]) -> str:
     """A Markdown table: wall time, output / source throughput, peak RSS and the ratio to the copy baseline."""
-    head = ("| draft | operation | time s | process s | output MB | out MB/s | src MB/s | peak RSS MiB | x copy |\n"
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    head = ("| draft | operation | time s | process s | CPU s | output MB | out MB/s | src MB/s | peak RSS MiB | x copy |\n"
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     lines = [head]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['op']} | failed: {r['error']} |||||||")
+            lines.append(f"| {r['model']} | {r['op']} | failed: {r['error']} ||||||||")
             continue
         s = r["seconds"]
         out = f"{r['bytes_out'] / 1e6:.0f}" if r["bytes_out"] else ""
@@ -224,13 +252,16 @@ def fmt_table(rows: list[dict]) -> str:
         imb = f"{r['bytes_in'] / 1e6 / s:.0f}" if r["bytes_in"] else ""
         x = f"{r['x_copy']:.2f}" if "x_copy" in r else ""
         note = f" ({r['note']})" if r.get("note") else ""
-        lines.append(f"| {r['model']} | {r['op']}{note} | {s:.2f} | {r['wall']:.2f} | {out} | {omb} | {imb} | "
+        lines.append(f"| {r['model']} | {r['op']}{note} | {s:.2f} | {r['wall']:.2f} | {r['cpu']:.1f} | {out} | {omb} | {imb} | "
                      f"{r['rss'] / MiB:.0f} | {x} |")
     return "\n".join(lines)
 
 
 def bench(root: Path, sizes: list[str], only: set[str], cold: bool, log=print) -> list[dict]:
     """Generate the inputs under ``root`` (reused when present) and run every selected operation."""
+    from bench_inputs import MODELS, make_inputs, write_target_weights
+
+    assert set(MODELS) == set(MODEL_NAMES)
     t0 = time.perf_counter()
     folders = {}
     for name in sizes:
@@ -266,9 +297,11 @@ def bench(root: Path, sizes: list[str], only: set[str], cold: bool, log=print) -
             emit(_row(name, f"hf2gguf {ot}", r, base))
             if "error" in r:
                 continue
-            if ot == "bf16" and "inspect" in only:
-                emit(_row(name, f"inspect ({out.stat().st_size / 1e9:.1f} GB file)",
-                          run_op({"op": "inspect", "file": str(out)}, cold, [out])))
+            if ot == "bf16" and "inspect" in only:  # short and noisy: the median of INSPECT_RUNS cold runs
+                runs = sorted((run_op({"op": "inspect", "file": str(out)}, cold, [out]) for _ in range(INSPECT_RUNS)),
+                              key=lambda x: x.get("seconds", float("inf")))
+                emit(_row(name, f"inspect ({out.stat().st_size / 1e9:.1f} GB file, median of {INSPECT_RUNS})",
+                          runs[len(runs) // 2]))
             if ot == "bf16" and "verify" in only and name in VERIFY_MODELS:
                 v = run_op({"op": "verify", "file": str(out), "draft": str(d), "target": str(t)}, cold, [out, d, t])
                 emit(_row(name, "verify" + ("" if v.get("passed", True) else " (FAILED)"), v))
@@ -291,20 +324,24 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default=",".join(MODELS), help=f"drafts to generate (default all: {','.join(MODELS)})")
+    ap.add_argument("--sizes", default=",".join(MODEL_NAMES), help=f"drafts (default all: {','.join(MODEL_NAMES)})")
     ap.add_argument("--only", default=",".join(OPS), help=f"operations to run (default all: {','.join(OPS)})")
     ap.add_argument("--workdir", type=Path, help="use (and keep) this folder; inputs already there are reused")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
     ap.add_argument("--warm", action="store_true", help="do not drop the page cache; warm each operation's inputs")
     ap.add_argument("--json", type=Path, help="also write the rows and the machine description to this file")
+    ap.add_argument("--package", type=Path, help="folder holding the dspark_convert to measure (default: this "
+                                                  "checkout), e.g. an older version for a before/after comparison")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker:
         print(json.dumps(_worker(json.loads(a.worker))))
         return 0
+    if a.package:
+        PACKAGE_ROOT[0] = a.package.resolve()
     sizes = [s for s in a.sizes.split(",") if s]
     only = {s for s in a.only.split(",") if s}
-    bad = [s for s in sizes if s not in MODELS] + [o for o in only if o not in OPS]
+    bad = [s for s in sizes if s not in MODEL_NAMES] + [o for o in only if o not in OPS]
     if bad:
         ap.error(f"unknown size/operation {bad[0]!r}")
     root = a.workdir or Path(tempfile.mkdtemp(prefix="dspark-bench-"))

@@ -52,7 +52,11 @@ def _out_of_range(kv: KV) -> object | None:
     rng = _INT_RANGES.get(typ)
     if rng is None:
         return None
-    for v in (kv.value if kv.type == VT.ARRAY else [kv.value]):
+    values = kv.value if kv.type == VT.ARRAY else [kv.value]
+    if values and all(type(v) is int for v in values):  # the common case (token types: 150k ints), checked in bulk
+        if rng[0] <= min(values) and max(values) <= rng[1]:
+            return None
+    for v in values:
         if isinstance(v, bool) or not isinstance(v, Integral) or not rng[0] <= int(v) <= rng[1]:
             return v
     return None

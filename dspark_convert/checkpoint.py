@@ -1,9 +1,10 @@
 """Lazy, validated access to a Hugging Face checkpoint folder (config.json + safetensors shards).
 
-Knows nothing about GGUF. Tensors are memory-mapped and read on demand, one at a time (or by row chunks), so a
-conversion never holds the whole model in memory. safetensors' own numpy loader cannot represent BF16 (the dtype
-of every released draft), so the (tiny, fully specified) safetensors header is parsed and validated here and the
-data is mapped with ``numpy.memmap``: BF16 comes back as raw ``uint16`` bits and can be copied byte for byte.
+Knows nothing about GGUF. Tensors are read on demand, one at a time or by row chunks: ``read`` maps them with
+``numpy.memmap``, ``read_rows`` (what the converter streams with) reads a chunk into a new array, so a conversion
+never holds the whole model in memory, not even as mapped pages. safetensors' own numpy loader cannot represent
+BF16 (the dtype of every released draft), so the (tiny, fully specified) safetensors header is parsed and
+validated here: BF16 comes back as raw ``uint16`` bits and can be copied byte for byte.
 """
 
 from __future__ import annotations
