@@ -81,7 +81,7 @@ def test_f32_conversion_is_numerically_identical(converted, layout: str) -> None
     assert all(m.passed for m in r.metadata) and len(r.metadata) >= 12
 
 
-@pytest.mark.parametrize("layout", ["dspark-qwen3-f32", "dspark-reduced", "eagle3-speculators", "dflash-zlab"])
+@pytest.mark.parametrize("layout", BLOCK_LAYOUTS + EAGLE3_LAYOUTS)
 @pytest.mark.parametrize("outtype", ["bf16", "f16"])
 def test_half_precision_is_excellent(converted, layout: str, outtype: str) -> None:
     r = verify(converted(layout, outtype), FIXTURES / layout, target_of(layout))
