@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from numbers import Integral
 from pathlib import Path
+from typing import Any
 
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
@@ -49,7 +50,7 @@ _INT_RANGES = {VT.UINT8: (0, 2**8 - 1), VT.INT8: (-2**7, 2**7 - 1), VT.UINT16: (
 def _out_of_range(kv: KV) -> object | None:
     """The first value of an integer KV (or integer array) that its GGUF type cannot hold, else None."""
     typ = kv.sub_type if kv.type == VT.ARRAY else kv.type
-    rng = _INT_RANGES.get(typ)
+    rng = _INT_RANGES.get(typ) if typ is not None else None
     if rng is None:
         return None
     values = kv.value if kv.type == VT.ARRAY else [kv.value]
@@ -94,7 +95,9 @@ def check_plan(plan: Plan) -> list[Finding]:
         if bad_value is not None:
             err(k.name, "key-range", f"holds {bad_value!r}, which a {k.describe()} value cannot hold")
 
-    def val(tpl: str) -> object:
+    # Any, as KV.value: a metadata value is only known at run time (a file may hold any type); the shape
+    # expressions below may build nonsense from it, and the isinstance check before comparing shapes skips those.
+    def val(tpl: str) -> Any:
         k = kv.get(tpl.format(**a))
         return None if k is None else k.value
 
@@ -120,7 +123,8 @@ def check_plan(plan: Plan) -> list[Finding]:
     tensors = {t.name: t for t in plan.tensors}
     if not plan.tensors:
         err("tensors", "tensor-count", "the file has no tensors (a metadata-only file is not a usable draft)")
-    expected: dict[str, tuple[int, ...] | None] = {}  # name -> numpy shape (None: any)
+    # name -> numpy shape (None: any); a shape built from a missing or odd value holds a non-int and is not compared
+    expected: dict[str, tuple[object, ...] | None] = {}
     why: dict[str, str] = {}  # name -> where the expected shape comes from (for shape messages)
     required: set[str] = set()
 
@@ -223,10 +227,10 @@ def check_plan(plan: Plan) -> list[Finding]:
         if t.name not in expected:
             err(t.name, "extra-tensor", "is not a tensor llama.cpp creates for this arch (loading fails with \"wrong number of tensors\")")
             continue
-        want = expected[t.name]
-        if want is not None and all(isinstance(d, int) for d in want) and tuple(t.shape) != tuple(want):
+        want_shape = expected[t.name]
+        if want_shape is not None and all(isinstance(d, int) for d in want_shape) and tuple(t.shape) != tuple(want_shape):
             hint = f" ({why[t.name]})" if t.name in why else ""
-            err(t.name, "shape", f"has ggml shape {list(t.ne)}, expected {list(reversed(want))}{hint}")
+            err(t.name, "shape", f"has ggml shape {list(t.ne)}, expected {list(reversed(want_shape))}{hint}")
         if t.name == S.T_D2T and t.ggml_type != QT.I64:
             err(t.name, "dtype", f"has type {t.ggml_type.name}, expected I64 (the graph asserts it)")
         if (len(t.shape) <= 1 or t.name.endswith("_norm.weight")) and t.name != S.T_D2T and t.ggml_type != QT.F32:

@@ -258,7 +258,7 @@ class Checkpoint:
         with open(ref.file, "rb", buffering=0) as f:
             f.seek(ref.start + start * row_bytes)
             while done < buf.nbytes:
-                n = f.readinto(memoryview(buf)[done:])
+                n = f.readinto(buf.data[done:])  # .data is memoryview(buf), typed for mypy
                 if not n:
                     raise ConvertError(f"{ref.file}: file ended while reading tensor '{name}' (truncated or changed during conversion?)")
                 done += n

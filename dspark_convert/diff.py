@@ -72,12 +72,12 @@ def _lockstep(ia: Iterator[np.ndarray], ib: Iterator[np.ndarray]) -> Iterator[tu
     """Pair two chunk streams of the same total length whose chunk sizes may differ (other block sizes)."""
     ra, rb = np.empty(0), np.empty(0)
     while True:
-        if ra.size == 0:
-            ra = next(ia, None)
-        if rb.size == 0:
-            rb = next(ib, None)
-        if ra is None or rb is None:
+        # both streams are advanced (a first) before either end is checked, as a chunk read may raise
+        na = next(ia, None) if ra.size == 0 else ra
+        nb = next(ib, None) if rb.size == 0 else rb
+        if na is None or nb is None:
             return
+        ra, rb = na, nb
         n = min(ra.size, rb.size)
         yield ra[:n], rb[:n]
         ra, rb = ra[n:], rb[n:]

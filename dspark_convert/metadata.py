@@ -99,8 +99,8 @@ def target_base_model(target: ResolvedModel | None, target_name: str | None = No
     elif target is not None:
         name_or_path = _hf_params(target.path).get("_name_or_path")
         # As upstream for the draft: only a model id, never a filesystem path, is taken from _name_or_path.
-        usable = name_or_path and name_or_path.count("/") <= 1 and not name_or_path.startswith((".", "/", "~"))
-        model_id = _plain_id(name_or_path) if usable else target.model_id
+        usable = isinstance(name_or_path, str) and name_or_path.count("/") <= 1 and not name_or_path.startswith((".", "/", "~"))
+        model_id = _plain_id(name_or_path) if usable and isinstance(name_or_path, str) else target.model_id
     if not model_id:
         return None
     name, org, _base, _fine, version, _size = Metadata.get_model_id_components(model_id, 0)

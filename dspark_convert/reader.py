@@ -163,11 +163,14 @@ class GGUFFile:
         return self._dequantize(t, raw).reshape(t.shape)
 
     def _dequantize(self, t: ReaderTensor, raw: np.ndarray) -> np.ndarray:
-        try:
-            return dequantize(raw, t.qtype)
-        except NotImplementedError:
-            raise ConvertError(f"{self.path}: tensor '{safe_text(t.name)}': the gguf package cannot dequantize "
-                               f"{t.type_name}") from None
+        qt = t.qtype  # None (an unknown type id) is refused by _raw_bytes first; it gets the same error here
+        if qt is not None:
+            try:
+                return dequantize(raw, qt)
+            except NotImplementedError:
+                pass
+        raise ConvertError(f"{self.path}: tensor '{safe_text(t.name)}': the gguf package cannot dequantize "
+                           f"{t.type_name}")
 
     def iter_chunks(self, name: str, max_elements: int = 1 << 20) -> Iterator[np.ndarray]:
         """Stream the flattened values in 1-D chunks of about ``max_elements``.

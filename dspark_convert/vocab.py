@@ -235,7 +235,7 @@ def _h_nemotron_h(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
     _token_kvs(kvs, "gpt2", pre_of(hf), tokens, None, types)
     _extend(kvs, SpecialVocab(target_dir, load_merges=True, tokenizer_data=hf.data).kvs())
     config = _target_config(target_dir)
-    sub = [config.get(k) for k in _TEXT_CONFIG_KEYS if isinstance(config.get(k), dict)]
+    sub = [c for c in (config.get(k) for k in _TEXT_CONFIG_KEYS) if isinstance(c, dict)]
     is_moe = "num_experts_per_tok" in config or any("num_experts_per_tok" in c for c in sub)
     if not is_moe:  # the tokenizer adds BOS via its post-processor but says nothing in its config
         add_kv(kvs, _bool(S.ADD_TOKEN_KEYS["bos"], True))

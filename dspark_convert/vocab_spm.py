@@ -65,12 +65,12 @@ def spm_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], li
     n = n_vocab if n_vocab else sp.vocab_size()  # upstream: `find_hparam(...) or tokenizer.vocab_size()`
     tokens, scores, types = _spm_pieces(sp, n)
     added = read_json_dict(target_dir / "added_tokens.json", "added_tokens.json") or {}
-    for text, tid in added.items():
+    for piece, tid in added.items():
         if not isinstance(tid, int) or not 0 <= tid < n:
             log.warning("%s: token %r id %r is out of range (< %d), ignored", target_dir / "added_tokens.json",
-                        text, tid, n)
+                        piece, tid, n)
             continue
-        tokens[tid], scores[tid], types[tid] = text, -1000.0, TokenType.USER_DEFINED
+        tokens[tid], scores[tid], types[tid] = piece, -1000.0, TokenType.USER_DEFINED
     config = read_json_dict(target_dir / "tokenizer_config.json", "tokenizer_config.json") or {}
     decoder = config.get("added_tokens_decoder") or {}
     for key, data in (decoder.items() if isinstance(decoder, dict) else ()):
@@ -111,9 +111,9 @@ def phi3_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], l
     n = n_vocab if n_vocab is not None else sp.vocab_size()
     tokens, scores, types = _spm_pieces(sp, n)
     added = read_json_dict(target_dir / "added_tokens.json", "added_tokens.json") or {}
-    for text, tid in added.items():
+    for piece, tid in added.items():
         if isinstance(tid, int) and 0 <= tid < n:
-            tokens[tid], scores[tid], types[tid] = text, -1000.0, TokenType.USER_DEFINED
+            tokens[tid], scores[tid], types[tid] = piece, -1000.0, TokenType.USER_DEFINED
     entries: list[tuple[Path, int, dict[str, Any]]] = []
     config = read_json_dict(target_dir / "tokenizer_config.json", "tokenizer_config.json") or {}
     decoder = config.get("added_tokens_decoder") or {}

@@ -13,6 +13,7 @@ import collections
 import contextlib
 import errno
 import functools
+import io
 import itertools
 import os
 import secrets
@@ -22,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import numpy as np
 from gguf import GGMLQuantizationType as QT
@@ -217,10 +218,12 @@ def pack_kv_value(w: GGUFWriter, value: object, vtype: VT, sub_type: VT | None =
         >>> pack_kv_value(GGUFWriter(None, "x"), ["a", "bc"], VT.ARRAY, VT.STRING).hex()
         '0900000008000000020000000000000001000000000000006102000000000000006263'
     """
-    if vtype == VT.ARRAY and sub_type is not None and type(value) in (list, tuple) and len(value) > 0:
-        items = _pack_array_items(value, sub_type)  # type: ignore[arg-type]
+    # exactly list or tuple (not a subclass); the isinstance only tells the type checker so
+    if (vtype == VT.ARRAY and sub_type is not None and type(value) in (list, tuple) and isinstance(value, (list, tuple))
+            and len(value) > 0):
+        items = _pack_array_items(value, sub_type)
         if items is not None:
-            return struct.pack("<IIQ", VT.ARRAY, sub_type, len(value)) + items  # type: ignore[arg-type]
+            return struct.pack("<IIQ", VT.ARRAY, sub_type, len(value)) + items
     return w._pack_val(value, vtype, add_vtype=True, sub_type=sub_type)
 
 
@@ -274,8 +277,9 @@ def _write_tensors(f: BinaryIO, plan: Plan, sources: dict[str, Checkpoint], *, a
     exception is raised here when its turn to be written comes, so errors surface in file order.
     """
     total = plan.total_tensor_bytes()
-    jobs = ((t, job) for t in plan.tensors for job in itertools.chain(
-        chunk_jobs(t, sources, allow_nonfinite=allow_nonfinite), [None]))  # None: end of tensor t
+    jobs: Iterator[tuple[TensorSpec, Callable[[], np.ndarray] | None]] = (
+        (t, job) for t in plan.tensors
+        for job in itertools.chain(chunk_jobs(t, sources, allow_nonfinite=allow_nonfinite), [None]))  # None: end of t
     pending: collections.deque[tuple[TensorSpec, Future[np.ndarray] | None]] = collections.deque()
     done = n = unkicked = 0
     kicked = f.tell()
@@ -305,7 +309,7 @@ def _write_tensors(f: BinaryIO, plan: Plan, sources: dict[str, Checkpoint], *, a
                 f.write(b"\0" * _pad(n))
                 done, n = done + n, 0
                 continue
-            b = memoryview(np.ascontiguousarray(fut.result())).cast("B")
+            b = np.ascontiguousarray(fut.result()).data.cast("B")  # .data is memoryview(array), typed for mypy
             f.write(b)
             n += b.nbytes
             unkicked += b.nbytes
@@ -350,7 +354,9 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
                     w.add_key_value(kv.name, kv.value, kv.type, sub_type=kv.sub_type)
                 for t in plan.tensors:
                     w.add_tensor_info(t.name, t.shape, np.dtype(np.float32), t.nbytes, raw_dtype=t.ggml_type)
-                w.fout = [f]  # hand gguf-py our file object: it serialises header, KVs and tensor infos
+                # hand gguf-py our file object: it serialises header, KVs and tensor infos. os.fdopen with a
+                # buffer size returns an io.BufferedWriter, but typeshed says so only for buffering -1 or 1.
+                w.fout = [cast(io.BufferedWriter, f)]
                 w.state = WriterState.EMPTY
                 w.write_header_to_file()
                 _write_kv_data(w, f)

@@ -5,6 +5,7 @@ The DSpark family (``dspark.py``) extends this one, as upstream's DSparkModel ex
 
 from __future__ import annotations
 
+from collections.abc import Set
 from typing import Any
 
 from gguf import GGMLQuantizationType as QT
@@ -96,7 +97,7 @@ def vocab_kvs(ctx: Context, hp: dict[str, Any], mask_id: Any) -> tuple[list[KV],
     return vocab, tail
 
 
-def map_tensors(ctx: Context, out: QT, *, drop: set[str] = frozenset(), transforms: dict[str, tuple[str, tuple[int, ...]]] | None = None) -> tuple[list[TensorSpec], str | None]:
+def map_tensors(ctx: Context, out: QT, *, drop: Set[str] = frozenset(), transforms: dict[str, tuple[str, tuple[int, ...]]] | None = None) -> tuple[list[TensorSpec], str | None]:
     """Every checkpoint tensor in conversion order, mapped to its GGUF name; returns (tensors, d2t source name).
 
     ``drop`` holds bare HF names the family removes; ``transforms`` maps bare names to (transform, args).

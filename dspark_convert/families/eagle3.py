@@ -153,7 +153,8 @@ def build_plan(ctx: Context) -> Plan:
         if bare == "input_norm.weight" and not norm_before_fc:
             raise ConvertError(f"{file}: tensor '{hf}' is present but config norm_before_fc is not true; "
                                "llama.cpp would reject the file (set norm_before_fc: true if the draft uses it)")
-        transform, args = None, ()
+        transform: str | None = None
+        args: tuple[int, ...] = ()
         if bare.endswith(("self_attn.q_proj.weight", "self_attn.q_proj.bias")):
             transform, args = "eagle3_permute", (n_head, n_head)
         elif bare.endswith(("self_attn.k_proj.weight", "self_attn.k_proj.bias")):

@@ -156,7 +156,9 @@ def eagle3_forward(g: GGUFWeights, target: TargetWeights | None, features: np.nd
     cache, T = KVCache(), features.shape[0]
     out = eagle3_step(w, hp, fc_input(g, hp, features), embed_tokens(g, target, tokens), np.arange(T), cache, freq)
     prefill, last = out, out[-1:]
-    logits, chosen, step_hidden = [], [], []
+    logits: list[np.ndarray] = []
+    chosen: list[int] = []
+    step_hidden: list[np.ndarray] = []
     for s in range(steps):
         if s > 0:                                                  # feed back the pre-norm hidden and the token
             tok = chosen[-1] if forced_tokens is None else int(forced_tokens[s - 1])

@@ -386,7 +386,8 @@ def _eagle3_forward(d: HFDraft, features: np.ndarray, tokens: np.ndarray, steps:
     h_in, toks = g @ w.get("fc.weight").T, [int(t) for t in tokens]
     off = w.get("d2t").long() if w.has("d2t") else None
     norm_w = w.get("norm.weight")
-    logits, chosen = [], []
+    logits: list[torch.Tensor] = []
+    chosen: list[int] = []
 
     def run(h: torch.Tensor, ids: list[int]) -> torch.Tensor:   # full causal recompute over every position so far
         N = h.shape[0]

@@ -45,14 +45,14 @@ def read_rows(path: Path, offset: int, row_bytes: int, n_rows: int, index: Index
     out = np.empty((len(rows), row_bytes), dtype=np.uint8)
     fd = os.open(path, os.O_RDONLY)
     try:
-        if isinstance(index, slice) and rows.step == 1:
+        if isinstance(rows, range) and rows.step == 1:  # a range exactly when index is a slice
             spans = [(0, rows.start, len(rows))] if len(rows) else []
         else:
-            spans = [(i, int(r), 1) for i, r in enumerate(rows)]
+            spans = [(i, int(rows[i]), 1) for i in range(len(rows))]
         for dst, first, count in spans:
             if not (0 <= first and first + count <= n_rows):
                 raise ConvertError(f"{path}: row {first} out of range (tensor has {n_rows} rows)")
-            view, pos = memoryview(out[dst:dst + count].reshape(-1)), offset + first * row_bytes
+            view, pos = out[dst:dst + count].reshape(-1).data, offset + first * row_bytes  # .data: memoryview(array)
             while len(view):                               # read straight into the array, no bytes copy
                 n = os.preadv(fd, [view], pos)
                 if n <= 0:
@@ -124,7 +124,7 @@ class GGUFWeights:
         qt = self.qtype(name)
         if qt not in _INT_TYPES:
             raise ConvertError(f"{self.path}: tensor '{name}' is {self.file.tensor(name).type_name}, expected I64")
-        dt = {QT.I8: np.int8, QT.I16: "<i2", QT.I32: "<i4", QT.I64: "<i8"}[qt]
+        dt = {QT.I8: "i1", QT.I16: "<i2", QT.I32: "<i4", QT.I64: "<i8"}[qt]
         return self._raw(name, slice(None)).reshape(-1).view(dt).astype(np.int64)
 
     def _dequant(self, name: str, raw: np.ndarray) -> np.ndarray:
@@ -169,10 +169,11 @@ class TargetWeights:
 
     def __init__(self, target_dir: str | Path) -> None:
         self.ckpt = Checkpoint(Path(target_dir), need_config=False)
-        self.embed_name = next((n for n in _EMBED_NAMES if n in self.ckpt), None)
-        if self.embed_name is None:
+        embed_name = next((n for n in _EMBED_NAMES if n in self.ckpt), None)
+        if embed_name is None:
             raise ConvertError(f"{target_dir}: no target embedding tensor ({' / '.join(_EMBED_NAMES)})")
-        self.lm_head_name = next((n for n in _LM_HEAD_NAMES if n in self.ckpt), self.embed_name)
+        self.embed_name: str = embed_name
+        self.lm_head_name = next((n for n in _LM_HEAD_NAMES if n in self.ckpt), embed_name)
 
     def _float(self, name: str, index: Index) -> np.ndarray:
         ref = self.ckpt.ref(name)
