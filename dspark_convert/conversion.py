@@ -139,7 +139,7 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
     if not (t.path / "config.json").is_file():
         raise ConvertError(f"{t.path}: no config.json (the target model folder needs its config.json and tokenizer files)")
     tconf = load_json(t.path / "config.json")
-    ctx = Context(draft=ck, target_dir=t.path, target_config=tconf, options=options, draft_repo=d.repo_id, target_repo=t.repo_id)
+    ctx = Context(draft=ck, target_dir=t.path, target_config=tconf, options=options)
     plan = family.build_plan(ctx)
     sources = {"draft": ck}
     outtype = outtype_of(plan)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -276,7 +276,6 @@ class ConvertOptions:
     allow_nonfinite: bool = False
     metadata_override: Path | None = None
     model_name: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -287,8 +286,6 @@ class Context:
     target_dir: Path
     target_config: dict[str, Any]
     options: ConvertOptions
-    draft_repo: str | None = None
-    target_repo: str | None = None
 
     @property
     def where(self) -> str:
