@@ -23,7 +23,7 @@ from tokenizers import AddedToken, Tokenizer, processors
 
 from .errors import ConvertError
 from .schema import TokenType
-from .vocab_special import looks_special, read_json_dict
+from .vocab_special import looks_special, read_json_dict, token_content
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ def _apply_transformers_rules(tok: Tokenizer, config: dict[str, Any]) -> None:
     tok.encode_special_tokens = bool(config.get("split_special_tokens", False))
     # 3. An explicit add_bos_token / add_eos_token makes transformers rebuild the post-processor.
     if "add_bos_token" in config or "add_eos_token" in config:
-        bos, eos = _config_content(config.get("bos_token")), _config_content(config.get("eos_token"))
+        bos, eos = token_content(config.get("bos_token")), token_content(config.get("eos_token"))
         bos_id = tok.token_to_id(bos) if bos is not None else None
         eos_id = tok.token_to_id(eos) if eos is not None else None
         add_bos = bool(config.get("add_bos_token")) and bos_id is not None
@@ -172,14 +172,6 @@ def _apply_transformers_rules(tok: Tokenizer, config: dict[str, Any]) -> None:
         pair = f"{single}{f' {bos}:1' if add_bos else ''} $B:1{f' {eos}:1' if add_eos else ''}"
         special = ([(bos, bos_id)] if add_bos else []) + ([(eos, eos_id)] if add_eos else [])
         tok.post_processor = processors.TemplateProcessing(single=single, pair=pair, special_tokens=special)
-
-
-def _config_content(entry: Any) -> str | None:
-    if isinstance(entry, str):
-        return entry
-    if isinstance(entry, dict) and isinstance(entry.get("content"), str):
-        return entry["content"]
-    return None
 
 
 # ---------------------------------------------------------------------------------------------- tokenizer.ggml.pre
@@ -305,7 +297,7 @@ def _all_special_tokens(config: dict[str, Any]) -> list[str]:
         extra = config.get(key)
         entries += list(extra.values()) if isinstance(extra, dict) else list(extra) if isinstance(extra, list) else []
     for entry in entries:
-        content = _config_content(entry)
+        content = token_content(entry)
         if content is not None and content not in out:
             out.append(content)
     return out

@@ -122,7 +122,8 @@ def _normalizer_flags(normalizer: Any, flags: dict[str, bool]) -> None:
             _normalizer_flags(sub, flags)
 
 
-def _content(entry: Any) -> str | None:
+def token_content(entry: Any) -> str | None:
+    """The text of a tokenizer_config.json token entry: a plain string, or a dict with ``content``."""
     if isinstance(entry, str):
         return entry
     if isinstance(entry, dict) and isinstance(entry.get("content"), str):
@@ -205,7 +206,7 @@ class SpecialVocab:
             add_entry = config.get(f"add_{typ}_token")
             if isinstance(add_entry, bool):
                 self.add_flags[typ] = add_entry
-            content = _content(config.get(f"{typ}_token"))
+            content = token_content(config.get(f"{typ}_token"))
             if content is None:
                 continue
             tid = next((a.get("id") for a in added_tokens if isinstance(a, dict) and a.get("content") == content),
