@@ -142,7 +142,7 @@ def child(stage: str, work: Path, d: dict[str, int]) -> None:
     u0 = resource.getrusage(resource.RUSAGE_SELF)
     t0, cpu0 = time.perf_counter(), u0.ru_utime + u0.ru_stime
     if stage == "numpy":
-        from dspark_convert.reference.numpy_forward import dflash_forward
+        from dspark_convert.reference.dflash_np import dflash_forward
         from dspark_convert.reference.weights import TargetWeights, open_gguf
 
         feats = np.random.default_rng(0).standard_normal((16, d["TAPS"] * d["H"])).astype(np.float32)

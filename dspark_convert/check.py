@@ -249,6 +249,6 @@ def check_file(path: str | Path) -> list[Finding]:
         >>> [f.subject for f in check_file("draft.gguf") if f.level == "error"]  # doctest: +SKIP
         []
     """
-    from .reader import plan_from_gguf
+    from .gguffile.reader import plan_from_gguf
 
     return check_plan(plan_from_gguf(path))

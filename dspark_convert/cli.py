@@ -96,7 +96,7 @@ def check(
 ) -> None:
     """Check a GGUF draft against llama.cpp's loader rules (exit 1 on any error)."""
     from .check import check_plan, errors
-    from .reader import plan_from_gguf
+    from .gguffile.reader import plan_from_gguf
 
     plan = run_or_exit(lambda: plan_from_gguf(file))
     findings = check_plan(plan)

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from .errors import ConvertError
+from .gguffile.reader import GGUFFile, ReaderTensor, read_gguf
 from .inspect import RunningStats, kv_entry
-from .reader import GGUFFile, ReaderTensor, read_gguf
 
 SCHEMA = "dspark-convert/diff/1"
 _BYTES_CHUNK = 1 << 24  # bytes compared at a time

@@ -17,7 +17,7 @@ import numpy as np
 from gguf import GGUFValueType as VT
 
 from .errors import ConvertError
-from .reader import GGUFFile, ReaderKV, read_gguf
+from .gguffile.reader import GGUFFile, ReaderKV, read_gguf
 from .schema import (
     ADD_TOKEN_KEYS,
     SPECIAL_TOKEN_KEYS,

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .reader import safe_text
+from .gguffile.reader import safe_text
 
 _BLK = re.compile(r"^blk\.(\d+)\.(.+)$")
 

@@ -2,7 +2,7 @@
 
 Two independent forwards run on the same seeded inputs: the torch forward of the ORIGINAL Hugging Face folder
 (:mod:`.reference.torch_forward`, the reference) and the numpy forward of the GGUF file
-(:mod:`.reference.numpy_forward`, :mod:`.reference.eagle3_np`). Each output is graded by its NMSE
+(:mod:`.reference.dflash_np`, :mod:`.reference.eagle3_np`). Each output is graded by its NMSE
 (``mse / var(ref)``) with upstream's thresholds (llama.cpp ``examples/model-conversion``). Token choices are
 compared position by position; a differing choice only counts as a failure when the reference's margin between
 the two tokens exceeds the observed error (otherwise it is reported as a near-tie). The numpy chain is
@@ -307,7 +307,7 @@ def _candidate(report: VerifyReport, run: Any) -> Any:
 
 def _verify_block(report: VerifyReport, tf: Any, d: Any, g: GGUFWeights, target: TargetWeights, features: np.ndarray,
                   anchor: int) -> None:
-    from .reference.numpy_forward import dflash_forward
+    from .reference.dflash_np import dflash_forward
 
     ref = _reference(report.hf_dir, lambda: tf.block_forward(d, features, anchor))
     out = _candidate(report, lambda: dflash_forward(g, target, features, anchor, prev_tokens=ref.prev_tokens))

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from gguf import GGUFValueType as VT
 
-from dspark_convert.reader import read_gguf
+from dspark_convert.gguffile.reader import read_gguf
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 GOLDEN = SHARED / "golden"

@@ -102,7 +102,7 @@ def test_hub_repo_ids_end_to_end_offline(tmp_path: Path, monkeypatch: pytest.Mon
     assert [t.name for t in a.tensors] == [t.name for t in b.tensors]
     assert a.value("general.name") == "Dspark_Qwen3_Tiny"
     assert a.value("general.base_model.0.repo_url") == "https://huggingface.co/Qwen/Qwen3-Tiny"
-    from dspark_convert.reader import read_gguf
+    from dspark_convert.gguffile.reader import read_gguf
 
     ra, rb = read_gguf(made[0]), read_gguf(local.path)
     for t in rb.tensors:  # identical tensor bytes whichever way the checkpoint was found

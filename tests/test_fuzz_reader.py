@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dspark_convert.errors import GGUFFormatError
+from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.inspect import inspect_gguf
-from dspark_convert.reader import read_gguf
 
 EXAMPLES = 2000
 FUZZ = settings(max_examples=EXAMPLES, deadline=timedelta(seconds=2), derandomize=True, database=None,

@@ -20,7 +20,7 @@ from gguf import GGUFValueType as VT
 
 from dspark_convert.conversion import convert
 from dspark_convert.errors import ConvertError
-from dspark_convert.reader import read_gguf
+from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.verify import verify
 
 pytest.importorskip("torch")

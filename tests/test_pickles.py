@@ -18,7 +18,7 @@ from badinputs import FIX, TARGET, assert_refused, copy_fixture, read_tensors, r
 from dspark_convert import convert
 from dspark_convert.checkpoint import MAX_HEADER_BYTES, Checkpoint, read_safetensors_header
 from dspark_convert.errors import ConvertError
-from dspark_convert.reader import read_gguf
+from dspark_convert.gguffile.reader import read_gguf
 
 torch = pytest.importorskip("torch", reason="pickle checkpoints need torch")
 

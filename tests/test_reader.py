@@ -1,4 +1,4 @@
-"""dspark_convert.reader: exact parsing of valid files (checked against gguf.GGUFReader) and hostile files."""
+"""dspark_convert.gguffile.reader: exact parsing of valid files (checked against gguf.GGUFReader) and hostile files."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from gguf_samples import (
 )
 
 from dspark_convert.errors import GGUFFormatError
-from dspark_convert.reader import plan_from_gguf, read_gguf
+from dspark_convert.gguffile.reader import plan_from_gguf, read_gguf
 
 
 @pytest.fixture

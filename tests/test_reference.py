@@ -15,7 +15,8 @@ import pytest
 
 from dspark_convert.conversion import convert
 from dspark_convert.errors import ConvertError
-from dspark_convert.reference import numpy_forward as nf
+from dspark_convert.reference import dflash_np as nf
+from dspark_convert.reference import ops
 from dspark_convert.reference.eagle3_np import Eagle3HParams, KVCache, eagle3_forward, eagle3_step, fc_input
 from dspark_convert.reference.weights import GGUFWeights, TargetWeights, open_gguf
 
@@ -51,18 +52,18 @@ def gguf(tmp_path_factory: pytest.TempPathFactory):
 # ---------------------------------------------------------------------------------------------- primitives
 def test_rms_norm_values() -> None:
     x = np.array([[1.0, -2.0, 2.0, 0.0]], np.float32)          # mean square 9/4
-    y = nf.rms_norm(x, np.array([1, 1, 2, 1], np.float32), 0.0)
+    y = ops.rms_norm(x, np.array([1, 1, 2, 1], np.float32), 0.0)
     assert np.allclose(y, [[2 / 3, -4 / 3, 8 / 3, 0.0]])
-    assert np.allclose(nf.rms_norm(x, None, 0.75), x / np.sqrt(3.0))
+    assert np.allclose(ops.rms_norm(x, None, 0.75), x / np.sqrt(3.0))
 
 
 def test_rope_tables() -> None:
-    cos, sin = nf.rope_cos_sin(np.array([0, 2]), 4, 100.0)
+    cos, sin = ops.rope_cos_sin(np.array([0, 2]), 4, 100.0)
     assert np.allclose(cos[0], 1) and np.allclose(sin[0], 0)
     assert np.allclose(sin[1], np.sin([2.0, 2.0 / 10.0]), atol=1e-7)     # 100^(-2/4) = 0.1
-    c2, s2 = nf.rope_cos_sin(np.array([2]), 4, 100.0, freq_factors=np.array([1.0, 4.0]))
+    c2, s2 = ops.rope_cos_sin(np.array([2]), 4, 100.0, freq_factors=np.array([1.0, 4.0]))
     assert np.allclose(s2[0], np.sin([2.0, 0.05]), atol=1e-7)
-    c3, _ = nf.rope_cos_sin(np.array([8]), 4, 100.0, pos_scale=0.25)
+    c3, _ = ops.rope_cos_sin(np.array([8]), 4, 100.0, pos_scale=0.25)
     assert np.allclose(c3[0], np.cos([2.0, 0.2]), atol=1e-7)
 
 
@@ -75,17 +76,17 @@ def _to_pairs(x: np.ndarray) -> np.ndarray:
 def test_interleaved_rope_on_permuted_rows_equals_neox() -> None:
     """Why the converter permutes EAGLE-3 q/k: NORM rope on pair-ordered dims == NEOX rope on half-ordered dims."""
     x = RNG.standard_normal((5, 3, 8)).astype(np.float32)
-    cos, sin = nf.rope_cos_sin(np.arange(5), 8, 10000.0)
-    assert np.allclose(nf.rope_norm(_to_pairs(x), cos, sin), _to_pairs(nf.rope_neox(x, cos, sin)), atol=1e-6)
-    assert not np.allclose(nf.rope_norm(x, cos, sin), nf.rope_neox(x, cos, sin), atol=1e-3)
+    cos, sin = ops.rope_cos_sin(np.arange(5), 8, 10000.0)
+    assert np.allclose(ops.rope_norm(_to_pairs(x), cos, sin), _to_pairs(ops.rope_neox(x, cos, sin)), atol=1e-6)
+    assert not np.allclose(ops.rope_norm(x, cos, sin), ops.rope_neox(x, cos, sin), atol=1e-3)
 
 
 @pytest.mark.parametrize("neox", [True, False])
 def test_torch_and_numpy_rope_agree(neox: bool) -> None:
     x = RNG.standard_normal((6, 2, 16)).astype(np.float32)          # [N, heads, d]
     pos = np.arange(3, 9)
-    cos, sin = nf.rope_cos_sin(pos, 16, 1e6)
-    want = (nf.rope_neox if neox else nf.rope_norm)(x, cos, sin)
+    cos, sin = ops.rope_cos_sin(pos, 16, 1e6)
+    want = (ops.rope_neox if neox else ops.rope_norm)(x, cos, sin)
     freqs = tf.inv_freq({"head_dim": 16, "rope_theta": 1e6, "rope": {"rope_type": "default"}})
     got = tf.apply_rope(torch.from_numpy(x).transpose(0, 1), torch.from_numpy(pos), freqs, neox).transpose(0, 1)
     assert np.allclose(got.numpy(), want, atol=1e-5)
@@ -93,8 +94,8 @@ def test_torch_and_numpy_rope_agree(neox: bool) -> None:
 
 def test_partial_rotation_keeps_tail() -> None:
     x = RNG.standard_normal((2, 1, 8)).astype(np.float32)
-    cos, sin = nf.rope_cos_sin(np.array([3, 4]), 4, 10.0)
-    for rope in (nf.rope_neox, nf.rope_norm):
+    cos, sin = ops.rope_cos_sin(np.array([3, 4]), 4, 10.0)
+    for rope in (ops.rope_neox, ops.rope_norm):
         assert np.array_equal(rope(x, cos, sin)[..., 4:], x[..., 4:])
 
 
@@ -117,7 +118,7 @@ def test_attention_gqa_and_mask() -> None:
     k = RNG.standard_normal((5, 2, 8)).astype(np.float32)
     v = RNG.standard_normal((5, 2, 8)).astype(np.float32)
     allowed = np.tril(np.ones((3, 5), bool), k=2)
-    out = nf.attention(q, k, v, allowed).reshape(3, 4, 8)
+    out = ops.attention(q, k, v, allowed).reshape(3, 4, 8)
     for i in range(3):
         for h in range(4):
             kv = h // 2                                          # query heads 0,1 -> kv 0; 2,3 -> kv 1
@@ -230,11 +231,11 @@ def test_eagle3_hparams_and_chain(gguf) -> None:
     assert out.prefill_hidden.shape == (5, 64) and out.step_hidden.shape == (2, 64) and out.logits.shape == (3, 256)
     assert np.array_equal(out.tokens, g.ints("d2t")[out.logits.argmax(1)])
     # the KV-cached chain equals one causal pass over the whole sequence (context, then the fed-back rows)
-    w = nf.layer_weights(g, 0, ("attn_norm", "attn_norm_2", "attn_q", "attn_k", "attn_v", "attn_output",
+    w = ops.layer_weights(g, 0, ("attn_norm", "attn_norm_2", "attn_q", "attn_k", "attn_v", "attn_output",
                                 "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"))
     h = np.concatenate([fc_input(g, hp, feats), out.prefill_hidden[-1:], out.step_hidden[:1]])
     ids = np.concatenate([toks, out.tokens[:2]])
-    full = eagle3_step(w, hp, h, nf.embed_tokens(g, tw, ids), np.arange(7), KVCache(), None)
+    full = eagle3_step(w, hp, h, ops.embed_tokens(g, tw, ids), np.arange(7), KVCache(), None)
     assert np.allclose(full[5:], out.step_hidden, atol=1e-5)
     assert np.allclose(full[:5], out.prefill_hidden, atol=1e-5)
 

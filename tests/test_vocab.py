@@ -15,12 +15,17 @@ from gguf import GGUFReader, GGUFWriter
 from gguf import GGUFValueType as VT
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-from dspark_convert import vocab_bpe
 from dspark_convert.errors import ConvertError
 from dspark_convert.plan import KV
 from dspark_convert.schema import TokenType as T
-from dspark_convert.vocab import TARGET_HANDLERS, identify_bpe_pre, target_vocab_kvs, vocab_handler_for_target
-from dspark_convert.vocab_special import looks_special, merges_from_json
+from dspark_convert.tokenizer import bpe as vocab_bpe
+from dspark_convert.tokenizer.handlers import (
+    TARGET_HANDLERS,
+    identify_bpe_pre,
+    target_vocab_kvs,
+    vocab_handler_for_target,
+)
+from dspark_convert.tokenizer.special import looks_special, merges_from_json
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 GOLDEN = SHARED / "golden"

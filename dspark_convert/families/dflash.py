@@ -14,7 +14,7 @@ from gguf import GGUFValueType as VT
 from .. import schema as S
 from ..errors import ConvertError
 from ..plan import KV, Plan, TensorSpec
-from ..vocab import target_vocab_kvs, vocab_handler_for_target
+from ..tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
 from .common import (
     Context,
     _int,

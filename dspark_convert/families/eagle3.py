@@ -16,8 +16,8 @@ from gguf import GGUFValueType as VT
 from .. import schema as S
 from ..errors import ConvertError
 from ..plan import KV, Plan, TensorSpec
+from ..tokenizer.handlers import target_vocab_kvs
 from ..transforms import d2t_absolute
-from ..vocab import target_vocab_kvs
 from .common import (
     Context,
     _float,

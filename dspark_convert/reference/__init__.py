@@ -1,9 +1,10 @@
 """Reference forwards used by ``verify``.
 
-- :mod:`.numpy_forward` (DSpark / DFlash) and :mod:`.eagle3_np` (EAGLE-3): readable numpy forwards that read
+- :mod:`.dflash_np` (DSpark / DFlash) and :mod:`.eagle3_np` (EAGLE-3): readable numpy forwards that read
   weights and every hyperparameter from a GGUF file, streaming layer by layer.
 - :mod:`.torch_forward`: an independent float32 torch forward of the original Hugging Face folder. It is the
   only module that imports torch; import it explicitly (it is not imported here).
+- :mod:`.ops`: the shared numpy primitives (RMSNorm, RoPE, attention, MLP).
 - :mod:`.weights`: lazy GGUF / target-checkpoint access (the single GGUF adapter, :func:`open_gguf`).
 
 Example:
@@ -13,22 +14,17 @@ Example:
 
 from __future__ import annotations
 
-from .eagle3_np import Eagle3HParams, Eagle3Outputs, eagle3_forward, eagle3_step
-from .numpy_forward import (
+from .dflash_np import (
     BlockOutputs,
     DFlashHParams,
-    attention,
     block_forward,
     confidence,
     context_projection,
     dflash_forward,
     markov_chain,
-    mlp,
-    rms_norm,
-    rope_cos_sin,
-    rope_neox,
-    rope_norm,
 )
+from .eagle3_np import Eagle3HParams, Eagle3Outputs, eagle3_forward, eagle3_step
+from .ops import attention, mlp, rms_norm, rope_cos_sin, rope_neox, rope_norm
 from .weights import GGUFWeights, TargetWeights, open_gguf
 
 __all__ = [

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConvertError
-from .numpy_forward import (
+from .ops import (
     F32,
     attention,
     embed_tokens,

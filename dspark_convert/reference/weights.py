@@ -23,7 +23,7 @@ from gguf.quants import dequantize
 
 from ..checkpoint import Checkpoint
 from ..errors import ConvertError
-from ..reader import GGUFFile, read_gguf
+from ..gguffile.reader import GGUFFile, read_gguf
 from ..transforms import to_float32
 
 #: rows dequantized at once when streaming a large matrix (about 128 MB of float32 for H = 4096)
@@ -64,7 +64,7 @@ def read_rows(path: Path, offset: int, row_bytes: int, n_rows: int, index: Index
 
 
 class GGUFWeights:
-    """Lazy, dequantizing tensor access on top of :func:`dspark_convert.reader.read_gguf` (header-only parse).
+    """Lazy, dequantizing tensor access on top of :func:`dspark_convert.gguffile.reader.read_gguf` (header-only parse).
 
     Example:
         >>> g = GGUFWeights("draft.gguf")                      # doctest: +SKIP

@@ -11,9 +11,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from .errors import ConvertError
-from .schema import TokenType
-from .vocab_special import looks_special, read_json, read_json_dict
+from ..errors import ConvertError
+from ..schema import TokenType
+from .special import looks_special, read_json, read_json_dict
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from typing import Any
 
 from tokenizers import AddedToken, Tokenizer, processors
 
-from .errors import ConvertError
-from .schema import TokenType
-from .vocab_special import looks_special, read_json_dict, token_content
+from ..errors import ConvertError
+from ..schema import TokenType
+from .special import looks_special, read_json_dict, token_content
 
 log = logging.getLogger(__name__)
 

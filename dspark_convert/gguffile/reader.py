@@ -32,8 +32,10 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 from gguf.quants import dequantize
 
-from .errors import ConvertError, GGUFFormatError
-from .gguf_records import (
+from ..errors import ConvertError, GGUFFormatError
+from ..plan import KV, Plan, TensorSpec
+from ..schema import GENERAL_ALIGNMENT, GENERAL_ARCHITECTURE
+from .records import (
     DEFAULT_ALIGNMENT,
     GGUF_MAGIC,
     HEADER_SIZE,
@@ -45,8 +47,6 @@ from .gguf_records import (
     safe_text,
     type_name,
 )
-from .plan import KV, Plan, TensorSpec
-from .schema import GENERAL_ALIGNMENT, GENERAL_ARCHITECTURE
 
 #: GGML types whose raw data has a numpy dtype (others are returned as uint8 blocks).
 _TYPED = {QT.F32: np.float32, QT.F16: np.float16, QT.F64: np.float64, QT.I8: np.int8, QT.I16: np.int16,

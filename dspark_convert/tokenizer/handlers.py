@@ -25,10 +25,10 @@ from typing import Any
 
 from gguf import GGUFValueType as VT
 
-from . import schema as S
-from .errors import ConvertError
-from .plan import KV, add_kv
-from .vocab_bpe import (
+from .. import schema as S
+from ..errors import ConvertError
+from ..plan import KV, add_kv
+from .bpe import (
     HFTokenizer,
     bpe_token_list,
     identify_bpe_pre,
@@ -37,8 +37,8 @@ from .vocab_bpe import (
     load_hf_tokenizer,
     pre_of,
 )
-from .vocab_special import SpecialVocab, read_json_dict
-from .vocab_spm import phi3_token_list, spm_token_list
+from .special import SpecialVocab, read_json_dict
+from .spm import phi3_token_list, spm_token_list
 
 __all__ = ["TARGET_HANDLERS", "HANDLERS", "vocab_handler_for_target", "target_vocab_kvs", "identify_bpe_pre"]
 

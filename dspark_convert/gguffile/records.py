@@ -1,6 +1,6 @@
 """Low-level GGUF records: value types, KV and tensor-info records, and the bounds-checked parser.
 
-Used by :mod:`dspark_convert.reader` (the public API). Every read is checked against the bytes left in the
+Used by :mod:`dspark_convert.gguffile.reader` (the public API). Every read is checked against the bytes left in the
 file before anything is allocated or looped over; failures are :class:`GGUFFormatError` lines naming the
 file, the field or tensor, and the byte offset.
 """
@@ -18,7 +18,7 @@ from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
-from .errors import GGUFFormatError
+from ..errors import GGUFFormatError
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)

@@ -18,9 +18,9 @@ from typing import Any
 
 from gguf import GGUFValueType as VT
 
-from . import schema as S
-from .errors import ConvertError
-from .plan import KV, add_kv
+from .. import schema as S
+from ..errors import ConvertError
+from ..plan import KV, add_kv
 
 log = logging.getLogger(__name__)
 

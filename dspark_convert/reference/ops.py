@@ -1,0 +1,150 @@
+"""Numpy primitives shared by the reference forwards (:mod:`.dflash_np`, :mod:`.eagle3_np`).
+
+RMSNorm, activations, RoPE (both pairings), attention and the SwiGLU MLP, plus the small GGUF-side helpers both
+forwards use (token embedding, logits, per-layer weight loading). Each is a few lines of float32 numpy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ConvertError
+from .weights import GGUFWeights, TargetWeights
+
+F32 = np.float32
+
+def rms_norm(x: np.ndarray, w: np.ndarray | None, eps: float) -> np.ndarray:
+    """``x / sqrt(mean(x^2) + eps) * w`` over the last axis (Qwen3/Llama RMSNorm, weight used as is).
+
+    Example:
+        >>> rms_norm(np.array([[3.0, 4.0]], np.float32), None, 0.0).round(4)
+        array([[0.8485, 1.1314]], dtype=float32)
+    """
+    x = x.astype(F32, copy=False)
+    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + F32(eps))
+    return y if w is None else y * w
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    """``x * sigmoid(x)``."""
+    return x / (F32(1) + np.exp(-x))
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """Logistic function."""
+    return F32(1) / (F32(1) + np.exp(-x))
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Numerically stable softmax (masked entries are ``-inf``)."""
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def rope_cos_sin(positions: np.ndarray, n_rot: int, base: float, freq_factors: np.ndarray | None = None,
+                 pos_scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """cos/sin tables ``[N, n_rot/2]`` of ``theta_i = pos * scale * base^(-2i/n_rot) / freq_factor_i``.
+
+    ``freq_factors`` is the GGUF ``rope_freqs.weight`` (llama3 scaling divides the frequencies by it);
+    ``pos_scale`` is ``1/factor`` for linear rope scaling.
+
+    Example:
+        >>> c, s = rope_cos_sin(np.array([0, 1]), 4, 10000.0)
+        >>> c.shape, float(c[0, 0]), float(s[1, 0]).__round__(4)
+        ((2, 2), 1.0, 0.8415)
+    """
+    inv_freq = base ** (-np.arange(0, n_rot, 2, dtype=np.float64) / n_rot)
+    if freq_factors is not None:
+        inv_freq = inv_freq / freq_factors.astype(np.float64)
+    theta = np.asarray(positions, dtype=np.float64)[:, None] * pos_scale * inv_freq[None, :]
+    return np.cos(theta).astype(F32), np.sin(theta).astype(F32)
+
+
+def rope_neox(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Rotate-half RoPE on ``x [N, heads, d]``: dim ``i`` pairs with ``i + n_rot/2`` (first ``n_rot`` dims).
+
+    Example:
+        >>> c, s = rope_cos_sin(np.array([1]), 2, 10000.0)
+        >>> rope_neox(np.array([[[1.0, 0.0]]], np.float32), c, s).round(4)
+        array([[[0.5403, 0.8415]]], dtype=float32)
+    """
+    half = cos.shape[-1]
+    c, s = cos[:, None, :], sin[:, None, :]
+    x1, x2, rest = x[..., :half], x[..., half:2 * half], x[..., 2 * half:]
+    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s, rest], axis=-1)
+
+
+def rope_norm(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Interleaved-pair RoPE (ggml NORM, GPT-J style): dims ``(2i, 2i+1)`` rotate together.
+
+    Example:
+        >>> c, s = rope_cos_sin(np.array([1]), 2, 10000.0)
+        >>> rope_norm(np.array([[[1.0, 0.0]]], np.float32), c, s).round(4)
+        array([[[0.5403, 0.8415]]], dtype=float32)
+    """
+    n = 2 * cos.shape[-1]
+    c, s = cos[:, None, :], sin[:, None, :]
+    x0, x1 = x[..., 0:n:2], x[..., 1:n:2]
+    out = np.empty_like(x)
+    out[..., 0:n:2] = x0 * c - x1 * s
+    out[..., 1:n:2] = x0 * s + x1 * c
+    out[..., n:] = x[..., n:]
+    return out
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
+    """Scaled dot-product attention with GQA: ``q [Nq, nh, d]``, ``k``/``v`` ``[Nk, nkv, d]`` -> ``[Nq, nh*d]``.
+
+    Query head ``h`` reads kv head ``h // (nh / nkv)``; ``allowed [Nq, Nk]`` masks keys (None: all visible).
+
+    Example:
+        >>> q = k = v = np.ones((2, 2, 4), np.float32)
+        >>> attention(q, k, v).shape
+        (2, 8)
+    """
+    nq, nh, d = q.shape
+    group = nh // k.shape[1]
+    kk = np.repeat(k, group, axis=1).transpose(1, 2, 0)         # [nh, d, Nk]
+    vv = np.repeat(v, group, axis=1).transpose(1, 0, 2)         # [nh, Nk, d]
+    scores = (q.transpose(1, 0, 2) @ kk) * F32(1.0 / np.sqrt(d))  # [nh, Nq, Nk]
+    if allowed is not None:
+        scores = np.where(allowed[None], scores, F32(-np.inf))
+    out = softmax(scores) @ vv                                  # [nh, Nq, d]
+    return out.transpose(1, 0, 2).reshape(nq, nh * d)
+
+
+def mlp(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, w_down: np.ndarray) -> np.ndarray:
+    """SiLU-gated MLP: ``down(silu(gate(x)) * up(x))``."""
+    return (silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+
+
+# ============================================================================================== weight helpers
+def embed_tokens(g: GGUFWeights, target: TargetWeights | None, ids: np.ndarray | list[int]) -> np.ndarray:
+    """Embedding rows: the GGUF ``token_embd`` when present, else the target's ``embed_tokens``."""
+    if g.has("token_embd.weight"):
+        return g.rows("token_embd.weight", ids)
+    return _need_target(g, target, "token_embd.weight").embed_rows(ids)
+
+
+def lm_logits(g: GGUFWeights, target: TargetWeights | None, h: np.ndarray) -> np.ndarray:
+    """``h @ W_lm.T`` streamed over vocabulary chunks: the GGUF ``output`` when present, else the target's lm_head."""
+    if g.has("output.weight"):
+        n, chunks = g.shape("output.weight")[0], g.row_chunks("output.weight")
+    else:
+        tw = _need_target(g, target, "output.weight")
+        n, chunks = tw.ckpt.shape(tw.lm_head_name)[0], tw.lm_head_chunks()
+    out = np.empty((h.shape[0], n), dtype=F32)
+    for a, w in chunks:
+        out[:, a:a + w.shape[0]] = h @ w.T
+    return out
+
+
+def _need_target(g: GGUFWeights, target: TargetWeights | None, tensor: str) -> TargetWeights:
+    if target is None:
+        raise ConvertError(f"{g.path}: no '{tensor}' tensor; the target checkpoint (--target-model-dir) is needed")
+    return target
+
+
+def layer_weights(g: GGUFWeights, il: int, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Dequantize the listed tensors of layer ``il`` (``blk.{il}.<name>.weight``) that the file has."""
+    return {n: g.array(f"blk.{il}.{n}.weight") for n in names if g.has(f"blk.{il}.{n}.weight")}
