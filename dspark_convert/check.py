@@ -15,6 +15,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 from . import schema as S
+from .gguffile.packed import PackedStrings
 from .plan import KV, Plan
 
 
@@ -110,7 +111,7 @@ def check_plan(plan: Plan) -> list[Finding]:
     if val(S.TOKENIZER_MODEL) == "gpt2" and S.TOKENIZER_MERGES not in kv:
         err(S.TOKENIZER_MERGES, "tokenizer", "is missing; a gpt2 (BPE) tokenizer needs merges")
     tokens = kv.get(S.TOKENIZER_TOKENS)
-    n_tokens = len(tokens.value) if tokens is not None and isinstance(tokens.value, (list, tuple)) else None
+    n_tokens = len(tokens.value) if tokens is not None and isinstance(tokens.value, (list, tuple, PackedStrings)) else None
     for type_name, key in S.SPECIAL_TOKEN_KEYS.items():
         if key and key in kv and n_tokens is not None and isinstance(kv[key].value, int) and kv[key].value >= n_tokens:
             level = "error" if type_name == "mask" else "warning"

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .check import Finding
+from .gguffile.packed import PackedStrings
 from .plan import KV, Plan
 
 if TYPE_CHECKING:
@@ -18,11 +19,11 @@ if TYPE_CHECKING:
 def kv_preview(kv: KV, limit: int = 8) -> Any:
     """A KV value for display: long arrays shortened to their first items and a count."""
     v = kv.value
-    if isinstance(v, (list, tuple)) and len(v) > limit:
+    if isinstance(v, (list, tuple, PackedStrings)) and len(v) > limit:
         return {"first": list(v[:limit]), "count": len(v)}
     if isinstance(v, str) and len(v) > 120:
         return v[:117] + "..."
-    return v
+    return list(v) if isinstance(v, PackedStrings) else v
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:

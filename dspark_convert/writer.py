@@ -34,6 +34,7 @@ from gguf.gguf_writer import WriterState
 from . import schema as S
 from .checkpoint import Checkpoint
 from .errors import ConvertError
+from .gguffile.packed import PackedStrings
 from .plan import Plan, TensorSpec
 from .transforms import convert_chunk, deinterleave_rope, eagle3_permute
 
@@ -218,6 +219,8 @@ def pack_kv_value(w: GGUFWriter, value: object, vtype: VT, sub_type: VT | None =
         >>> pack_kv_value(GGUFWriter(None, "x"), ["a", "bc"], VT.ARRAY, VT.STRING).hex()
         '0900000008000000020000000000000001000000000000006102000000000000006263'
     """
+    if isinstance(value, PackedStrings) and vtype == VT.ARRAY and sub_type == VT.STRING:
+        return struct.pack("<IIQ", VT.ARRAY, VT.STRING, len(value)) + value.blob  # already in file encoding
     # exactly list or tuple (not a subclass); the isinstance only tells the type checker so
     if (vtype == VT.ARRAY and sub_type is not None and type(value) in (list, tuple) and isinstance(value, (list, tuple))
             and len(value) > 0):

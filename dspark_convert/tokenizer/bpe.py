@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -82,10 +83,12 @@ class HFTokenizer:
     def decode_roundtrip(self, text: str) -> str:
         """transformers' ``decode(encode(text, add_special_tokens=False))``."""
         ids = self.tok.encode(text, add_special_tokens=False).ids
-        out = self.tok.decode(ids, skip_special_tokens=False)
-        if self.config.get("clean_up_tokenization_spaces") is True:
-            out = _clean_up_tokenization(out)
-        return out
+        return cleaned(self.tok.decode(ids, skip_special_tokens=False), self.config)
+
+
+def cleaned(decoded: str, config: dict[str, Any]) -> str:
+    """transformers' ``clean_up_tokenization`` of decoded text, when tokenizer_config.json asks for it."""
+    return _clean_up_tokenization(decoded) if config.get("clean_up_tokenization_spaces") is True else decoded
 
 
 def _clean_up_tokenization(s: str) -> str:
@@ -118,22 +121,34 @@ def load_hf_tokenizer(tokenizer_json: Path) -> HFTokenizer:
     tokenizer_json = Path(tokenizer_json)
     if not tokenizer_json.is_file():
         raise ConvertError(f"{tokenizer_json}: file not found (a byte-level BPE target needs tokenizer.json)")
-    text = tokenizer_json.read_text(encoding="utf-8")
+    try:
+        text = tokenizer_json.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConvertError(f"{tokenizer_json}: malformed tokenizer.json (not UTF-8: {e.reason} at byte {e.start})") from None
     try:
         data = json.loads(text)
         tok = Tokenizer.from_str(text)
-    except Exception as e:  # tokenizers raises a bare Exception for bad files
-        raise ConvertError(f"{tokenizer_json}: malformed tokenizer.json ({str(e).splitlines()[0][:200]})") from None
+    except BaseException as e:  # tokenizers raises a bare Exception for bad files, or panics (a BaseException)
+        if not isinstance(e, Exception) and type(e).__name__ != "PanicException":
+            raise
+        reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise ConvertError(f"{tokenizer_json}: malformed tokenizer.json ({reason})") from None
     if not isinstance(data, dict):
         raise ConvertError(f"{tokenizer_json}: malformed tokenizer.json (top level is not an object)")
     config = read_json_dict(tokenizer_json.parent / "tokenizer_config.json", "tokenizer_config.json") or {}
     tok.no_truncation()
     tok.no_padding()
-    _apply_transformers_rules(tok, config)
+    apply_transformers_rules(tok, config)
     return HFTokenizer(tokenizer_json, data, config, tok)
 
 
-def _apply_transformers_rules(tok: Tokenizer, config: dict[str, Any]) -> None:
+def apply_transformers_rules(tok: Tokenizer, config: dict[str, Any],
+                             tok_id: Callable[[int], int] = lambda i: i) -> None:
+    """Replay on ``tok`` what transformers 5 does on top of tokenizer.json (see the module docstring).
+
+    ``tok_id`` maps a token id of the target (the ids tokenizer_config.json names) to ``tok``'s own, for a
+    tokenizer built with fewer tokens (:mod:`~dspark_convert.tokenizer.fastbpe`).
+    """
     # 1. added_tokens_decoder entries that differ from what tokenizer.json holds are (re-)added.
     current = tok.get_added_tokens_decoder()
     decoder = config.get("added_tokens_decoder")
@@ -141,7 +156,7 @@ def _apply_transformers_rules(tok: Tokenizer, config: dict[str, Any]) -> None:
         todo = []
         for key, entry in sorted(decoder.items(), key=lambda kv: int(kv[0]) if str(kv[0]).isdigit() else -1):
             at = _config_token(entry, special=False)
-            old = current.get(int(key)) if str(key).isdigit() else None
+            old = current.get(tok_id(int(key))) if str(key).isdigit() else None
             if at is not None and (old is None or repr(old) != repr(at)):
                 todo.append(at)
         if todo:
@@ -203,20 +218,24 @@ def pre_from_regex(data: dict[str, Any]) -> str | None:
 
 def pre_of(hf: HFTokenizer) -> str:
     """``tokenizer.ggml.pre`` of a loaded tokenizer: the hash table first (last match wins), then the regex."""
-    h = chkhsh(hf)
+    return pre_from_hash(chkhsh(hf), hf.data, hf.path)
+
+
+def pre_from_hash(h: str, data: dict[str, Any], path: Path) -> str:
+    """``tokenizer.ggml.pre`` for the chkhsh ``h`` of the tokenizer.json at ``path`` (parsed: ``data``)."""
     res = None
     for row_hash, pre in pre_table():
         if row_hash == h:
             res = pre
     if res is not None:
         return res
-    res = pre_from_regex(hf.data)
+    res = pre_from_regex(data)
     if res is not None:
         # Upstream refuses such tokenizers; we accept a known pre-tokenizer (the hash differs by vocabulary).
         log.warning("%s: chkhsh %s is not in llama.cpp's table; pre-tokenizer regex recognised as %r",
-                    hf.path, h, res)
+                    path, h, res)
         return res
-    raise ConvertError(f"{hf.path}: BPE pre-tokenizer not recognized (chkhsh {h} is not in llama.cpp's table "
+    raise ConvertError(f"{path}: BPE pre-tokenizer not recognized (chkhsh {h} is not in llama.cpp's table "
                        "and the pre_tokenizer regex matches no known family)")
 
 

@@ -19,7 +19,7 @@ Handlers are named after the upstream path they replay:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,11 @@ from .bpe import (
     is_llama_hf,
     llama_hf_token_list,
     load_hf_tokenizer,
+    pre_from_hash,
     pre_of,
 )
-from .special import SpecialVocab, read_json_dict
+from .fastbpe import NotFast, load_fast_bpe
+from .special import SpecialVocab, read_json, read_json_dict
 from .spm import phi3_token_list, spm_token_list
 
 __all__ = ["TARGET_HANDLERS", "HANDLERS", "vocab_handler_for_target", "target_vocab_kvs", "identify_bpe_pre"]
@@ -107,7 +109,7 @@ def _bool(name: str, value: bool) -> KV:
     return KV(name, VT.BOOL, bool(value))
 
 
-def _token_kvs(kvs: list[KV], model: str, pre: str | None, tokens: list[str], scores: list[float] | None,
+def _token_kvs(kvs: list[KV], model: str, pre: str | None, tokens: Sequence[str], scores: list[float] | None,
                types: list[int]) -> None:
     add_kv(kvs, _str(S.TOKENIZER_MODEL, model))
     if pre is not None:
@@ -125,11 +127,28 @@ def _extend(kvs: list[KV], more: list[KV]) -> None:
 
 # ---------------------------------------------------------------------------------------------- base paths
 def _set_vocab_gpt2(target_dir: Path, n_vocab: int | None, kvs: list[KV], hf: HFTokenizer | None = None) -> None:
-    """Byte-level BPE (contract §2.5.2): model gpt2, pre from the hash table, no scores, merges."""
+    """Byte-level BPE (contract §2.5.2): model gpt2, pre from the hash table, no scores, merges.
+
+    Read by :mod:`~dspark_convert.tokenizer.fastbpe` when it reproduces the file exactly, else loaded whole.
+    """
+    if hf is None and _set_vocab_gpt2_fast(target_dir, n_vocab, kvs):
+        return
     hf = hf or load_hf_tokenizer(target_dir / "tokenizer.json")
     tokens, types = bpe_token_list(hf, n_vocab)
     _token_kvs(kvs, "gpt2", pre_of(hf), tokens, None, types)
     _extend(kvs, SpecialVocab(target_dir, load_merges=True, tokenizer_data=hf.data).kvs())
+
+
+def _set_vocab_gpt2_fast(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> bool:
+    try:
+        fast = load_fast_bpe(target_dir / "tokenizer.json")
+        tokens, types = fast.token_list(n_vocab)
+        h = fast.chkhsh()
+    except NotFast:
+        return False
+    _token_kvs(kvs, "gpt2", pre_from_hash(h, fast.data, fast.path), tokens, None, types)
+    _extend(kvs, SpecialVocab(target_dir, load_merges=True, tokenizer_data=fast.data, merges=fast.merges).kvs())
+    return True
 
 
 def _set_vocab_sentencepiece(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
@@ -163,12 +182,10 @@ def _h_llama(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
         add_kv(kvs, _bool(S.TOKENIZER_ADD_SPACE_PREFIX, config["add_prefix_space"]))
     if (target_dir / "tokenizer.model").is_file():
         _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
-    else:
-        hf = load_hf_tokenizer(target_dir / "tokenizer.json")
-        if is_llama_hf(hf.data):
-            _set_vocab_llama_hf(target_dir, kvs, hf)
-        else:  # Llama 3 and every other byte-level BPE
-            _set_vocab_gpt2(target_dir, n_vocab, kvs, hf)
+    elif _is_llama_hf_file(target_dir / "tokenizer.json"):
+        _set_vocab_llama_hf(target_dir, kvs, load_hf_tokenizer(target_dir / "tokenizer.json"))
+    else:  # Llama 3 and every other byte-level BPE
+        _set_vocab_gpt2(target_dir, n_vocab, kvs)
     draft_vocab = 32000 if n_vocab is None else n_vocab  # upstream: hparams.get("vocab_size", 32000)
     if draft_vocab == 32016:  # CodeLlama FIM ids; only eot has a GGUF key in gguf-py
         sv = SpecialVocab(target_dir, types=("prefix", "suffix", "middle", "eot"))
@@ -177,6 +194,17 @@ def _h_llama(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
         _extend(kvs, sv.kvs())
     if draft_vocab == 49152:  # Granite small models
         add_kv(kvs, _bool(S.ADD_TOKEN_KEYS["bos"], False))
+
+
+def _is_llama_hf_file(tokenizer_json: Path) -> bool:
+    """:func:`is_llama_hf` of a tokenizer.json, read without its vocabulary when the fast reader can."""
+    from .tokjson import locate
+
+    try:
+        data = locate(tokenizer_json.read_bytes()).meta
+    except (OSError, NotFast):
+        data = read_json(tokenizer_json, "tokenizer.json") if tokenizer_json.is_file() else {}
+    return isinstance(data, dict) and is_llama_hf(data)
 
 
 def _require_spm(target_dir: Path, handler: str) -> None:

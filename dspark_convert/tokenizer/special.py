@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from string import ascii_letters, digits
 from typing import Any
@@ -151,12 +152,16 @@ class SpecialVocab:
     """
 
     def __init__(self, target_dir: Path, load_merges: bool = False, types: tuple[str, ...] | None = None,
-                 n_vocab: int | None = None, tokenizer_data: dict[str, Any] | None = None) -> None:
+                 n_vocab: int | None = None, tokenizer_data: dict[str, Any] | None = None,
+                 merges: Sequence[str] | None = None) -> None:
+        """``tokenizer_data`` is the parsed tokenizer.json when the caller has it; ``merges`` its merges when
+        the caller read them (``tokenizer_data`` may then lack them)."""
         self.dir = Path(target_dir)
         self.load_merges = load_merges
         self.types: tuple[str, ...] = tuple(types) if types is not None else DEFAULT_SPECIAL_TYPES
         self.n_vocab = n_vocab
-        self.merges: list[str] = []
+        self._given_merges = merges
+        self.merges: Sequence[str] = []
         self.special_ids: dict[str, int] = {}
         self.add_flags: dict[str, bool] = {}
         self.chat_template: Any = None
@@ -191,7 +196,7 @@ class SpecialVocab:
         added_tokens: list[Any] = []
         if tokenizer is not None:
             if self.load_merges:
-                self.merges = merges_from_json(tj, tokenizer)
+                self.merges = self._given_merges if self._given_merges is not None else merges_from_json(tj, tokenizer)
             if tokenizer.get("normalizer"):
                 _normalizer_flags(tokenizer["normalizer"], self.normalizer)
             added_tokens = tokenizer.get("added_tokens") or []

@@ -1,0 +1,331 @@
+"""Byte-level BPE targets in a fraction of the time and memory of loading them whole (same bytes out).
+
+:mod:`~dspark_convert.tokenizer.bpe` loads tokenizer.json with ``json`` and the ``tokenizers`` library: for a
+150k-token vocabulary that is ~1-2 s and ~250 MB, yet the GGUF needs only the token strings, the merges, the
+added tokens and one hash. Here:
+
+- the vocabulary and merges are read as bytes by :mod:`~dspark_convert.tokenizer.tokjson` and packed as they are
+  (:class:`~dspark_convert.gguffile.packed.PackedStrings`);
+- the ``tokenizers`` library gets a *reduced* tokenizer: the same normalizer, pre-tokenizer, post-processor,
+  decoder and added tokens, with only the model tokens and merges that can occur in the text it must encode
+  (llama.cpp's check text, for ``chkhsh``). BPE applies a merge only to two adjacent symbols of a word, so every
+  symbol is a substring of the word's initial symbols (its characters, byte-fallback or unknown tokens); a first
+  tokenizer without merges gives those symbols, and the tokens and merges that are substrings of them (kept in
+  their order: only the order of the merges' ranks matters) encode the text exactly as the whole vocabulary does.
+  Model ids are renumbered ``0..R-1`` in their order, so the ids the library gives added tokens (``R, R+1, ...``
+  for the whole vocabulary's ``V, V+1, ...``) map back one to one; post-processor ids are swapped for
+  placeholders and back.
+
+Anything outside what this covers exactly (BPE dropout, subword prefixes or suffixes, ``ignore_merges`` on a
+non-byte-level vocabulary, an unknown post-processor, ids that are not ``0..n-1``, split special tokens that a
+token's decode round trip would tokenize) raises :class:`NotFast`, and the caller uses the whole tokenizer.
+``tests/test_tokenizer_fast.py`` compares both paths on every tokenizer the tests build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import operator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tokenizers import AddedToken, Tokenizer, pre_tokenizers
+
+from ..errors import ConvertError
+from ..gguffile.packed import PackedStrings
+from ..schema import TokenType
+from .bpe import apply_transformers_rules, check_text, cleaned
+from .special import looks_special, read_json_dict
+from .tokjson import Layout, NotFast, locate, merge_chunks, vocab_tokens
+
+__all__ = ["FastBPE", "NotFast", "load_fast_bpe"]
+
+_PLACEHOLDER = 1 << 31  # post-processor ids become _PLACEHOLDER + k in the reduced tokenizer
+_BYTE_TOKENS = [f"<0x{b:02X}>".encode() for b in range(256)]  # BPE byte_fallback pieces
+_NAMED = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
+_G_SPACE = "\u0120".encode()
+
+
+@dataclass
+class FastBPE:
+    """A tokenizer.json read for the GGUF: model tokens and merges as bytes, a reduced ``tokenizers`` object.
+
+    ``data`` is the parsed tokenizer.json without ``model.vocab`` / ``model.merges``; ``config`` its
+    tokenizer_config.json (``{}`` when absent).
+    """
+
+    path: Path
+    data: dict[str, Any]
+    config: dict[str, Any]
+    tokens: list[bytes]  # model vocabulary, id order
+    merges: PackedStrings  # tokenizer.ggml.merges as gguf-py writes them
+    reduced: Tokenizer  # the reduced tokenizer (transformers' rules applied)
+    full_ids: list[int]  # reduced model id -> target id
+    _added: dict[int, AddedToken] | None = field(default=None, repr=False)
+
+    @property
+    def n_model(self) -> int:
+        return len(self.tokens)
+
+    def to_full(self, i: int) -> int:
+        """A reduced tokenizer id as the target's id."""
+        r = len(self.full_ids)
+        if i < r:
+            return self.full_ids[i]
+        if i >= _PLACEHOLDER:
+            return self._placeholders[i - _PLACEHOLDER]
+        return i - r + self.n_model
+
+    _placeholders: list[int] = field(default_factory=list, repr=False)
+
+    def added(self) -> dict[int, AddedToken]:
+        """``get_added_tokens_decoder()`` of the whole tokenizer, in target ids."""
+        if self._added is None:
+            self._added = {self.to_full(i): at for i, at in self.reduced.get_added_tokens_decoder().items()}
+        return self._added
+
+    def chkhsh(self) -> str:
+        """sha256 of ``str(encode(CHECK_TEXT))`` (see :func:`~dspark_convert.tokenizer.bpe.chkhsh`)."""
+        ids = [self.to_full(i) for i in self.reduced.encode(check_text()).ids]
+        return hashlib.sha256(str(ids).encode()).hexdigest()
+
+    def decode_roundtrip(self, text: str, reduced_id: int) -> str:
+        """transformers' ``decode(encode(text))`` for the added token ``text`` (reduced id ``reduced_id``)."""
+        ids = self.reduced.encode(text, add_special_tokens=False).ids
+        if ids != [reduced_id]:
+            raise NotFast  # the text is not matched as that added token: the model tokens would decide
+        return cleaned(self.reduced.decode(ids, skip_special_tokens=False), self.config)
+
+    def token_list(self, n_vocab: int | None) -> tuple[PackedStrings, list[int]]:
+        """Tokens and token types of upstream ``get_vocab_base``, padded to ``n_vocab`` (as
+        :func:`~dspark_convert.tokenizer.bpe.bpe_token_list`)."""
+        v = self.n_model
+        added = self.added()
+        n_new = sum(1 for i in added if i >= v)
+        n = v + n_new if n_vocab is None else n_vocab
+        top_id = max(v - 1, max(added, default=-1))
+        if top_id >= n:
+            top_tok = added[top_id].content if top_id in added else self.tokens[top_id].decode("utf-8")
+            raise ConvertError(f"{self.path}: token id {top_id} ({top_tok!r}) does not fit the draft vocab_size {n}")
+        tokens: list[bytes | None] = [*self.tokens, *itertools.repeat(None, n - v)]
+        types = [TokenType.NORMAL] * n
+        for i in added:
+            tokens[i] = b""  # filled below; keeps it from padding
+        for i in range(v, n):
+            if tokens[i] is None:
+                tokens[i] = f"[PAD{i}]".encode()
+                types[i] = TokenType.UNUSED
+        reduced_ids = {at.content: i for i, at in self.reduced.get_added_tokens_decoder().items()}
+        for i, at in added.items():
+            text = at.content
+            if not at.normalized:
+                text = self.decode_roundtrip(text, reduced_ids[text])
+            if at.special or looks_special(text):
+                types[i] = TokenType.CONTROL
+            else:
+                text = text.replace("\u2581", " ")
+                types[i] = TokenType.USER_DEFINED
+            tokens[i] = text.encode("utf-8")
+        return PackedStrings.pack(tokens), types  # type: ignore[arg-type]  # every slot is bytes now
+
+
+def load_fast_bpe(tokenizer_json: Path) -> FastBPE:
+    """Read ``tokenizer_json`` (and its sibling tokenizer_config.json) for :class:`FastBPE`.
+
+    Raises NotFast when the file is not one this reader reproduces exactly, ConvertError for bad sibling files.
+    """
+    tokenizer_json = Path(tokenizer_json)
+    try:
+        raw = tokenizer_json.read_bytes()
+    except OSError:
+        raise NotFast from None
+    lay = locate(raw)
+    model = lay.meta["model"]
+    if (model.get("type") != "BPE" or model.get("dropout") is not None
+            or model.get("continuing_subword_prefix") not in (None, "") or model.get("end_of_word_suffix") not in (None, "")):
+        raise NotFast  # ("" adds nothing: Qwen's files say so)
+    config = read_json_dict(tokenizer_json.parent / "tokenizer_config.json", "tokenizer_config.json") or {}
+    tokens = vocab_tokens(lay)
+    index = dict(zip(tokens, range(len(tokens)), strict=True))
+    if len(index) != len(tokens):
+        raise NotFast  # a repeated key (json keeps the last, serde may not): left to the slow path
+    if model.get("ignore_merges") and not _byte_level_words(lay.meta, index):
+        raise NotFast  # a whole-word lookup could hit a token the reduced vocabulary lacks
+    always = _always_kept(lay.meta, config, index)
+    # 1. the initial symbols of the check text's words: single characters, byte pieces, unk
+    short = list(itertools.compress(range(len(tokens)), map(operator.ge, itertools.repeat(4), map(len, tokens))))
+    singles = itertools.compress(short, map((1).__eq__, map(len, map(bytes.decode, map(tokens.__getitem__, short)))))
+    byte_ids = [index[t] for t in _BYTE_TOKENS if t in index]
+    first = _Reduced(lay, tokens, sorted({*singles, *byte_ids, *always}), ignore_merges=False)
+    symbols = "".join(first.build(config).encode(check_text()).tokens).encode("utf-8")
+    # 2. every token and merge that is a substring of them; the merges are checked and packed on the way
+    keep = _substring_tokens(symbols, tokens, index)
+    merges, reduced_merges = _merges(lay, tokens, index, keep)
+    reduced = _Reduced(lay, tokens, sorted(keep | set(always)), merges=reduced_merges)
+    tok = reduced.build(config)
+    return FastBPE(tokenizer_json, lay.meta, config, tokens, merges, tok, reduced.full_ids,
+                   _placeholders=reduced.placeholders)
+
+
+def _substring_tokens(text: bytes, tokens: list[bytes], index: dict[bytes, int], short: int = 40) -> set[int]:
+    """Ids of the tokens that occur in ``text``: its substrings of up to ``short`` bytes looked up, then the few
+    longer tokens searched."""
+    found = {text[i : i + n] for n in range(1, short + 1) for i in range(len(text) - n + 1)}
+    out = {index[s] for s in found if s in index}
+    longer = itertools.compress(range(len(tokens)), map(operator.lt, itertools.repeat(short), map(len, tokens)))
+    out.update(i for i in longer if tokens[i] in text)
+    return out
+
+
+def _byte_level_words(meta: dict[str, Any], index: dict[bytes, int]) -> bool:
+    """True when every word the model sees is made of byte-level characters that are all tokens (so a word is
+    always the concatenation of its initial symbols)."""
+    pre = meta.get("pre_tokenizer")
+    last = (pre.get("pretokenizers") or [None])[-1] if isinstance(pre, dict) and pre.get("type") == "Sequence" else pre
+    if not isinstance(last, dict) or last.get("type") != "ByteLevel":
+        return False
+    return all(c.encode("utf-8") in index for c in pre_tokenizers.ByteLevel.alphabet())
+
+
+def _always_kept(meta: dict[str, Any], config: dict[str, Any], index: dict[bytes, int]) -> list[int]:
+    """Model ids every reduced tokenizer keeps: added tokens, named tokens and ``unk`` that are model tokens."""
+    texts: list[Any] = [a.get("content") for a in meta.get("added_tokens") or [] if isinstance(a, dict)]
+    texts.append(meta["model"].get("unk_token"))
+    decoder = config.get("added_tokens_decoder")
+    if isinstance(decoder, dict):
+        texts += [e.get("content") if isinstance(e, dict) else e for e in decoder.values()]
+    texts += [config.get(f"{t}_token") for t in _NAMED]
+    for key in ("additional_special_tokens", "extra_special_tokens"):
+        extra = config.get(key)
+        texts += list(extra.values()) if isinstance(extra, dict) else list(extra) if isinstance(extra, list) else []
+    out = []
+    for t in texts:
+        t = t.get("content") if isinstance(t, dict) else t
+        if isinstance(t, str):
+            i = index.get(t.encode("utf-8", "surrogatepass"))
+            if i is not None:
+                out.append(i)
+    return out
+
+
+def _merges(lay: Layout, tokens: list[bytes], index: dict[bytes, int],
+            keep: set[int]) -> tuple[PackedStrings, list[list[str]]]:
+    """The merges as gguf-py writes them (checked against the vocabulary, as the tokenizers library does), and
+    those whose result is a kept token (pair form, for the reduced tokenizer)."""
+    parts: list[bytes] = []
+    count = 0
+    reduced: list[list[str]] = []
+    contains, spaced = index.__contains__, False
+    for chunk in merge_chunks(lay):
+        if lay.pairs:
+            assert isinstance(chunk, tuple)
+            left, right = chunk
+            items = list(map(b" ".join, zip(left, right, strict=True)))
+            spaced = spaced or b" " in b"".join(left) or b" " in b"".join(right)
+        else:
+            assert isinstance(chunk, list)
+            items = chunk
+            if set(map(bytes.count, items, itertools.repeat(b" "))) - {1} or any(
+                    s.startswith(b"#version") for s in items):
+                raise NotFast  # the tokenizers library would refuse or skip such lines
+            split = [s.partition(b" ") for s in items]
+            left, right = [p[0] for p in split], [p[2] for p in split]
+        try:  # every part and result must be a token, or the tokenizers library refuses the file
+            results = list(map(index.__getitem__, map(bytes.__add__, left, right)))
+        except KeyError:
+            raise NotFast from None
+        if not (all(map(contains, left)) and all(map(contains, right))):
+            raise NotFast
+        reduced += [[a.decode("utf-8"), b.decode("utf-8")]
+                    for a, b in itertools.compress(zip(left, right, strict=True), map(keep.__contains__, results))]
+        parts.append(PackedStrings.pack_bytes(items).blob)
+        count += len(items)
+    if spaced:  # a part holds a space: gguf-py stores every part's spaces as U+0120
+        parts = [PackedStrings.pack_bytes(_spaced_merges(lay)).blob]
+    return PackedStrings(b"".join(parts), count), reduced
+
+
+def _spaced_merges(lay: Layout) -> list[bytes]:
+    out: list[bytes] = []
+    for chunk in merge_chunks(lay):
+        assert isinstance(chunk, tuple)  # pair form
+        left, right = chunk
+        out += [a.replace(b" ", _G_SPACE) + b" " + b.replace(b" ", _G_SPACE) for a, b in zip(left, right, strict=True)]
+    return out
+
+
+class _Reduced:
+    """tokenizer.json with only the model tokens ``keep`` (renumbered ``0..R-1``) and the given merges."""
+
+    def __init__(self, lay: Layout, tokens: list[bytes], keep: list[int], merges: list[list[str]] | None = None,
+                 ignore_merges: bool | None = None) -> None:
+        self.full_ids = keep
+        self.n_model = len(tokens)
+        self.compact = {full: i for i, full in enumerate(keep)}
+        self.placeholders: list[int] = []
+        data = dict(lay.meta)
+        model = data["model"] = dict(data["model"])
+        model["vocab"] = {tokens[i].decode("utf-8"): k for k, i in enumerate(keep)}
+        model["merges"] = merges or []
+        if ignore_merges is not None:
+            model["ignore_merges"] = ignore_merges
+        added = data.get("added_tokens")
+        if isinstance(added, list):
+            data["added_tokens"] = [
+                {**e, "id": self.reduced_id(e["id"])}
+                if isinstance(e, dict) and isinstance(e.get("id"), int) and not isinstance(e["id"], bool) else e
+                for e in added]
+        if data.get("post_processor") is not None:
+            data["post_processor"] = self._placeholder_ids(data["post_processor"])
+        self.json = json.dumps(data, ensure_ascii=False)
+
+    def reduced_id(self, full: int) -> int:
+        """A target id as this tokenizer's id (-1: a model token it does not have)."""
+        if full < self.n_model:
+            return self.compact.get(full, -1)
+        return full - self.n_model + len(self.full_ids)
+
+    def _placeholder_ids(self, proc: Any) -> Any:
+        """The post-processor with its literal ids swapped for placeholders (they map back to themselves)."""
+        if not isinstance(proc, dict):
+            raise NotFast
+        kind = proc.get("type")
+
+        def ph(i: Any) -> int:
+            if not isinstance(i, int) or isinstance(i, bool) or i < 0:
+                raise NotFast
+            self.placeholders.append(i)
+            return _PLACEHOLDER + len(self.placeholders) - 1
+
+        if kind == "ByteLevel":
+            return proc
+        if kind == "Sequence":
+            return {**proc, "processors": [self._placeholder_ids(p) for p in proc.get("processors") or []]}
+        if kind == "TemplateProcessing":
+            specials = proc.get("special_tokens")
+            if not isinstance(specials, dict):
+                raise NotFast
+            return {**proc, "special_tokens": {
+                k: {**v, "ids": [ph(i) for i in v.get("ids") or []]} if isinstance(v, dict) else v
+                for k, v in specials.items()}}
+        if kind in ("RobertaProcessing", "BertProcessing"):
+            out = dict(proc)
+            for key in ("sep", "cls"):
+                pair = proc.get(key)
+                if isinstance(pair, list) and len(pair) == 2:
+                    out[key] = [pair[0], ph(pair[1])]
+            return out
+        raise NotFast
+
+    def build(self, config: dict[str, Any]) -> Tokenizer:
+        try:
+            tok = Tokenizer.from_str(self.json)
+        except Exception:  # the whole file may still load (or fail with its own message): take the slow path
+            raise NotFast from None
+        tok.no_truncation()
+        tok.no_padding()
+        apply_transformers_rules(tok, config, self.reduced_id)
+        return tok
