@@ -72,6 +72,7 @@ def hf2gguf(
     metadata: Annotated[Path | None, typer.Option("--metadata", help="JSON file overriding general.* metadata.")] = None,
     model_name: Annotated[str | None, typer.Option("--model-name", help="Override general.name.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable summary on stdout.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither use nor update the cached tokenizer block of the target.")] = False,
 ) -> None:
     """Convert a DSpark / DFlash / EAGLE-3 draft checkpoint to a GGUF file llama.cpp loads."""
     from .conversion import convert
@@ -80,7 +81,8 @@ def hf2gguf(
     with byte_progress(not as_json and not dry_run, "converting") as progress:
         result = run_or_exit(lambda: convert(draft, target_model_dir, outfile, outtype=outtype, force=force, dry_run=dry_run,
                                              embed_from_target=with_target_embeddings, allow_nonfinite=allow_nonfinite,
-                                             metadata=metadata, model_name=model_name, progress=progress))
+                                             metadata=metadata, model_name=model_name, progress=progress,
+                                             cache=not no_cache))
     if as_json:
         from .report import conversion_to_dict
 

@@ -157,17 +157,19 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
 def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str | Path | None = None, *,
             outtype: str = "auto", force: bool = False, dry_run: bool = False, embed_from_target: bool = False,
             allow_nonfinite: bool = False, metadata: Path | None = None, model_name: str | None = None,
-            progress: Progress | None = None) -> ConvertResult:
+            progress: Progress | None = None, cache: bool = True) -> ConvertResult:
     """Convert a draft checkpoint (folder or Hub id) into a GGUF file that llama.cpp loads.
 
     Raises :class:`ConvertError` (nothing written) when the input is invalid or the planned file would break a
     loader rule. ``outfile`` may use ``{ftype}`` / ``{outtype}``; without it the GGUF naming convention is used.
+    ``cache=False`` neither reads nor writes the tokenizer-block cache (:mod:`dspark_convert.tokenizer.cache`).
     """
     t0 = time.perf_counter()
     if outtype not in S.OUTTYPE_CHOICES:
         raise ConvertError(f"--outtype {outtype!r}: expected one of {', '.join(S.OUTTYPE_CHOICES)}")
     options = ConvertOptions(outtype=outtype, embed_from_target=embed_from_target, allow_nonfinite=allow_nonfinite,
-                             metadata_override=Path(metadata) if metadata else None, model_name=model_name)
+                             metadata_override=Path(metadata) if metadata else None, model_name=model_name,
+                             tokenizer_cache=cache)
     if outfile is not None and not dry_run:
         probe = Path(expand_output_template(str(outfile), outtype=outtype if outtype != "auto" else "f16"))
         if "{" not in str(outfile) and probe.exists() and not force:

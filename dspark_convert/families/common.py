@@ -276,6 +276,7 @@ class ConvertOptions:
     allow_nonfinite: bool = False
     metadata_override: Path | None = None
     model_name: str | None = None
+    tokenizer_cache: bool = True  # take / keep the target's tokenizer block in the user's cache folder
 
 
 @dataclass

@@ -84,7 +84,8 @@ def dflash_kvs(hp: dict[str, Any], taps: list[int], where: str = "config.json") 
 def vocab_kvs(ctx: Context, hp: dict[str, Any], mask_id: Any) -> tuple[list[KV], list[KV]]:
     """The target's tokenizer (handler chosen by the target's architecture, §2.5.1) and the draft mask id."""
     check_vocab_size(hp.get("vocab_size"), "vocab_size", ctx.where)
-    vocab = target_vocab_kvs(ctx.target_dir, hp.get("vocab_size"), vocab_handler_for_target(ctx.target_dir))
+    vocab = target_vocab_kvs(ctx.target_dir, hp.get("vocab_size"), vocab_handler_for_target(ctx.target_dir),
+                             cache=ctx.options.tokenizer_cache)
     tail: list[KV] = []
     if mask_id is not None:
         if isinstance(mask_id, bool) or not isinstance(mask_id, int) or mask_id < 0:

@@ -173,5 +173,5 @@ def build_plan(ctx: Context) -> Plan:
     check_vocab_size(hp["vocab_size"], "vocab_size", where)
     family = [KV(S.VOCAB_SIZE.format(arch=S.ARCH_EAGLE3), VT.UINT32, int(hp["vocab_size"])),
               KV(S.ROPE_DIMENSION_COUNT.format(arch=S.ARCH_EAGLE3), VT.UINT32, int(hd))]
-    vocab = target_vocab_kvs(ctx.target_dir, hp.get("vocab_size"), "llama")
+    vocab = target_vocab_kvs(ctx.target_dir, hp.get("vocab_size"), "llama", cache=ctx.options.tokenizer_cache)
     return finish_plan(S.ARCH_EAGLE3, head, base_kvs(S.ARCH_EAGLE3, hp, file_type, where), family, vocab, [], tensors, notes)

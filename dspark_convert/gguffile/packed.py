@@ -22,6 +22,12 @@ _U64 = struct.Struct("<Q")
 _LENGTHS = [_U64.pack(n) for n in range(1024)]  # the u64 length prefix of short items
 
 
+def _utf8(v: object) -> bytes:
+    if not isinstance(v, str):
+        raise TypeError(f"PackedStrings holds str or bytes, not {type(v).__name__}")
+    return v.encode("utf-8")
+
+
 class PackedStrings(Sequence[str]):
     """An immutable sequence of strings stored as GGUF array items (``u64 length`` + UTF-8 bytes each).
 
@@ -38,8 +44,8 @@ class PackedStrings(Sequence[str]):
 
     @classmethod
     def pack(cls, items: Iterable[bytes | str]) -> PackedStrings:
-        """Pack ``items`` (UTF-8 bytes, or str encoded as UTF-8) in one pass."""
-        return cls.pack_bytes([v if type(v) is bytes else str(v).encode("utf-8") for v in items])
+        """Pack ``items`` (UTF-8 bytes, or str encoded as UTF-8) in one pass; TypeError for anything else."""
+        return cls.pack_bytes([v if type(v) is bytes else _utf8(v) for v in items])
 
     @classmethod
     def pack_bytes(cls, items: list[bytes]) -> PackedStrings:
@@ -50,6 +56,18 @@ class PackedStrings(Sequence[str]):
         else:
             prefixes = map(_U64.pack, lens)
         return cls(b"".join(itertools.chain.from_iterable(zip(prefixes, items, strict=True))), len(items))
+
+    @classmethod
+    def pack_pairs(cls, left: list[bytes], right: list[bytes]) -> PackedStrings:
+        """Pack the items ``left[i] + b" " + right[i]`` without making them (BPE merges)."""
+        lens = list(map(len, left))
+        lens = list(map(int.__add__, lens, map(len, right)))
+        if lens and max(lens) < len(_LENGTHS) - 1:
+            prefixes: Iterable[bytes] = map(_LENGTHS[1:].__getitem__, lens)
+        else:
+            prefixes = map(_U64.pack, map((1).__add__, lens))
+        space = itertools.repeat(b" ", len(left))
+        return cls(b"".join(itertools.chain.from_iterable(zip(prefixes, left, space, right, strict=True))), len(left))
 
     def __len__(self) -> int:
         return self._count

@@ -149,49 +149,53 @@ def load_fast_bpe(tokenizer_json: Path) -> FastBPE:
         raise NotFast  # ("" adds nothing: Qwen's files say so)
     config = read_json_dict(tokenizer_json.parent / "tokenizer_config.json", "tokenizer_config.json") or {}
     tokens = vocab_tokens(lay)
-    index = dict(zip(tokens, range(len(tokens)), strict=True))
-    if len(index) != len(tokens):
+    vocab = set(tokens)
+    if len(vocab) != len(tokens):
         raise NotFast  # a repeated key (json keeps the last, serde may not): left to the slow path
-    if model.get("ignore_merges") and not _byte_level_words(lay.meta, index):
+    if model.get("ignore_merges") and not _byte_level_words(lay.meta, vocab):
         raise NotFast  # a whole-word lookup could hit a token the reduced vocabulary lacks
-    always = _always_kept(lay.meta, config, index)
+    always = _always_kept(lay.meta, config, vocab)
     # 1. the initial symbols of the check text's words: single characters, byte pieces, unk
-    short = list(itertools.compress(range(len(tokens)), map(operator.ge, itertools.repeat(4), map(len, tokens))))
-    singles = itertools.compress(short, map((1).__eq__, map(len, map(bytes.decode, map(tokens.__getitem__, short)))))
-    byte_ids = [index[t] for t in _BYTE_TOKENS if t in index]
-    first = _Reduced(lay, tokens, sorted({*singles, *byte_ids, *always}), ignore_merges=False)
+    singles = [t for t in itertools.compress(tokens, map(operator.ge, itertools.repeat(4), map(len, tokens)))
+               if len(t.decode("utf-8")) == 1]
+    first = _Reduced(lay, tokens, _ids_of(tokens, {*singles, *_BYTE_TOKENS, *always}), ignore_merges=False)
     symbols = "".join(first.build(config).encode(check_text()).tokens).encode("utf-8")
     # 2. every token and merge that is a substring of them; the merges are checked and packed on the way
-    keep = _substring_tokens(symbols, tokens, index)
-    merges, reduced_merges = _merges(lay, tokens, index, keep)
-    reduced = _Reduced(lay, tokens, sorted(keep | set(always)), merges=reduced_merges)
+    kept = _substring_tokens(symbols, tokens, vocab) | always
+    merges, reduced_merges = _merges(lay, vocab, kept)
+    reduced = _Reduced(lay, tokens, _ids_of(tokens, kept), merges=reduced_merges)
     tok = reduced.build(config)
     return FastBPE(tokenizer_json, lay.meta, config, tokens, merges, tok, reduced.full_ids,
                    _placeholders=reduced.placeholders)
 
 
-def _substring_tokens(text: bytes, tokens: list[bytes], index: dict[bytes, int], short: int = 40) -> set[int]:
-    """Ids of the tokens that occur in ``text``: its substrings of up to ``short`` bytes looked up, then the few
-    longer tokens searched."""
+def _ids_of(tokens: list[bytes], wanted: set[bytes]) -> list[int]:
+    """The ids of the tokens in ``wanted``, ascending (absent ones are ignored)."""
+    return list(itertools.compress(range(len(tokens)), map(wanted.__contains__, tokens)))
+
+
+def _substring_tokens(text: bytes, tokens: list[bytes], vocab: set[bytes], short: int = 40) -> set[bytes]:
+    """The tokens that occur in ``text``: its substrings of up to ``short`` bytes looked up, then the few longer
+    tokens searched."""
     found = {text[i : i + n] for n in range(1, short + 1) for i in range(len(text) - n + 1)}
-    out = {index[s] for s in found if s in index}
-    longer = itertools.compress(range(len(tokens)), map(operator.lt, itertools.repeat(short), map(len, tokens)))
-    out.update(i for i in longer if tokens[i] in text)
+    out = found & vocab
+    longer = itertools.compress(tokens, map(operator.lt, itertools.repeat(short), map(len, tokens)))
+    out.update(t for t in longer if t in text)
     return out
 
 
-def _byte_level_words(meta: dict[str, Any], index: dict[bytes, int]) -> bool:
+def _byte_level_words(meta: dict[str, Any], vocab: set[bytes]) -> bool:
     """True when every word the model sees is made of byte-level characters that are all tokens (so a word is
     always the concatenation of its initial symbols)."""
     pre = meta.get("pre_tokenizer")
     last = (pre.get("pretokenizers") or [None])[-1] if isinstance(pre, dict) and pre.get("type") == "Sequence" else pre
     if not isinstance(last, dict) or last.get("type") != "ByteLevel":
         return False
-    return all(c.encode("utf-8") in index for c in pre_tokenizers.ByteLevel.alphabet())
+    return all(c.encode("utf-8") in vocab for c in pre_tokenizers.ByteLevel.alphabet())
 
 
-def _always_kept(meta: dict[str, Any], config: dict[str, Any], index: dict[bytes, int]) -> list[int]:
-    """Model ids every reduced tokenizer keeps: added tokens, named tokens and ``unk`` that are model tokens."""
+def _always_kept(meta: dict[str, Any], config: dict[str, Any], vocab: set[bytes]) -> set[bytes]:
+    """Model tokens every reduced tokenizer keeps: added tokens, named tokens and ``unk``."""
     texts: list[Any] = [a.get("content") for a in meta.get("added_tokens") or [] if isinstance(a, dict)]
     texts.append(meta["model"].get("unk_token"))
     decoder = config.get("added_tokens_decoder")
@@ -201,48 +205,41 @@ def _always_kept(meta: dict[str, Any], config: dict[str, Any], index: dict[bytes
     for key in ("additional_special_tokens", "extra_special_tokens"):
         extra = config.get(key)
         texts += list(extra.values()) if isinstance(extra, dict) else list(extra) if isinstance(extra, list) else []
-    out = []
+    out = set()
     for t in texts:
         t = t.get("content") if isinstance(t, dict) else t
-        if isinstance(t, str):
-            i = index.get(t.encode("utf-8", "surrogatepass"))
-            if i is not None:
-                out.append(i)
+        if isinstance(t, str) and t.encode("utf-8", "surrogatepass") in vocab:
+            out.add(t.encode("utf-8", "surrogatepass"))
     return out
 
 
-def _merges(lay: Layout, tokens: list[bytes], index: dict[bytes, int],
-            keep: set[int]) -> tuple[PackedStrings, list[list[str]]]:
+def _merges(lay: Layout, vocab: set[bytes], kept: set[bytes]) -> tuple[PackedStrings, list[list[str]]]:
     """The merges as gguf-py writes them (checked against the vocabulary, as the tokenizers library does), and
     those whose result is a kept token (pair form, for the reduced tokenizer)."""
     parts: list[bytes] = []
     count = 0
     reduced: list[list[str]] = []
-    contains, spaced = index.__contains__, False
+    contains, spaced = vocab.__contains__, False
     for chunk in merge_chunks(lay):
         if lay.pairs:
             assert isinstance(chunk, tuple)
             left, right = chunk
-            items = list(map(b" ".join, zip(left, right, strict=True)))
             spaced = spaced or b" " in b"".join(left) or b" " in b"".join(right)
         else:
             assert isinstance(chunk, list)
             items = chunk
-            if set(map(bytes.count, items, itertools.repeat(b" "))) - {1} or any(
-                    s.startswith(b"#version") for s in items):
+            joined = b"\0".join(items)  # (no item holds a NUL: JSON strings have no raw control characters)
+            if set(map(bytes.count, items, itertools.repeat(b" "))) - {1} or (b"\0" + joined).find(b"\0#version") >= 0:
                 raise NotFast  # the tokenizers library would refuse or skip such lines
-            split = [s.partition(b" ") for s in items]
-            left, right = [p[0] for p in split], [p[2] for p in split]
-        try:  # every part and result must be a token, or the tokenizers library refuses the file
-            results = list(map(index.__getitem__, map(bytes.__add__, left, right)))
-        except KeyError:
-            raise NotFast from None
-        if not (all(map(contains, left)) and all(map(contains, right))):
-            raise NotFast
+            halves = joined.replace(b" ", b"\0").split(b"\0")
+            left, right = halves[0::2], halves[1::2]
+        results = list(map(bytes.__add__, left, right))
+        if not (all(map(contains, results)) and all(map(contains, left)) and all(map(contains, right))):
+            raise NotFast  # every part and result must be a token, or the tokenizers library refuses the file
         reduced += [[a.decode("utf-8"), b.decode("utf-8")]
-                    for a, b in itertools.compress(zip(left, right, strict=True), map(keep.__contains__, results))]
-        parts.append(PackedStrings.pack_bytes(items).blob)
-        count += len(items)
+                    for a, b in itertools.compress(zip(left, right, strict=True), map(kept.__contains__, results))]
+        parts.append((PackedStrings.pack_pairs(left, right) if lay.pairs else PackedStrings.pack_bytes(items)).blob)
+        count += len(left)
     if spaced:  # a part holds a space: gguf-py stores every part's spaces as U+0120
         parts = [PackedStrings.pack_bytes(_spaced_merges(lay)).blob]
     return PackedStrings(b"".join(parts), count), reduced

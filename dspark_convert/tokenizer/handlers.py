@@ -285,11 +285,13 @@ HANDLERS: dict[str, Callable[[Path, int | None, list[KV]], None]] = {
 }
 
 
-def target_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str) -> list[KV]:
+def target_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str, *, cache: bool = False) -> list[KV]:
     """The target's tokenizer KVs in upstream order, padded to the draft ``vocab_size`` (contract §2.5).
 
     ``vocab_size`` is the **draft** config ``vocab_size`` (None: the tokenizer's own size). The draft's mask id
     is the caller's (``plan.add_kv`` replaces a target-defined ``tokenizer.ggml.mask_token_id`` in place).
+    With ``cache`` the finished block is kept in (and taken from) the user's cache folder
+    (:mod:`~dspark_convert.tokenizer.cache`).
 
     Example:
         >>> kvs = target_vocab_kvs(Path("/tmp/golden_in/target"), 129280, "qwen")  # doctest: +SKIP
@@ -307,6 +309,14 @@ def target_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str) -> 
     if vocab_size is not None and (isinstance(vocab_size, bool) or not isinstance(vocab_size, int)
                                    or vocab_size <= 0):
         raise ConvertError(f"draft vocab_size is {vocab_size!r}, expected a positive integer")
-    kvs: list[KV] = []
-    fn(target_dir, vocab_size, kvs)
-    return kvs
+
+    def compute() -> list[KV]:
+        kvs: list[KV] = []
+        fn(target_dir, vocab_size, kvs)
+        return kvs
+
+    if not cache:
+        return compute()
+    from .cache import cached_vocab_kvs
+
+    return cached_vocab_kvs(target_dir, vocab_size, handler, compute)

@@ -9,7 +9,6 @@ a bool counts as an integer id, and ``cls`` / FIM types have no GGUF key and are
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 from collections.abc import Sequence
@@ -201,7 +200,7 @@ class SpecialVocab:
                 _normalizer_flags(tokenizer["normalizer"], self.normalizer)
             added_tokens = tokenizer.get("added_tokens") or []
         config = read_json_dict(self.dir / "tokenizer_config.json", "tokenizer_config.json")
-        config = copy.deepcopy(config) if config else config  # the post-processor rules below edit it
+        config = dict(config) if config else config  # the post-processor rules below set some top-level keys
         if tokenizer:
             self._from_post_processor(tokenizer, config)
         if not config:

@@ -21,14 +21,16 @@ Example:
 
 from __future__ import annotations
 
+import array
 import codecs
+import itertools
 import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-CHUNK = 2 << 20  # bytes of the vocabulary or merges handled at a time: bounds the transient pieces (~5x)
+CHUNK = 1 << 19  # bytes of the vocabulary or merges handled at a time: bounds the transient pieces (~5x)
 
 _W = rb"[ \t\n\r]*"
 _MODEL = re.compile(b'"model"' + _W + b":" + _W + rb"\{")
@@ -173,28 +175,34 @@ def _check(pieces: list[bytes], pattern: re.Pattern[bytes]) -> None:
 
 def vocab_tokens(lay: Layout) -> list[bytes]:
     """The vocabulary's tokens (UTF-8) in id order; the ids must be exactly ``0..n-1``. Keys are not checked
-    for repeats (a repeated key would also repeat an id... unless its other copy has a different one: callers
-    check ``len(set(tokens))``)."""
+    for repeats (callers do: ``len(set(tokens))``)."""
     raw, (a, b) = lay.raw, lay.vocab
-    tokens: list[bytes] = []
+    parts: list[bytes] = []  # the keys of each chunk, concatenated: no small object outlives its chunk
+    lens: list[int] = []
     ids: list[list[bytes] | range] = []
     carry = b""
     for pieces in _chunks(raw, a + 1, b - 1, b","):
         pieces[0] = carry + pieces[0]
         carry = pieces.pop()
         befores, keys = pieces[0::2], pieces[1::2]
-        first_id = len(tokens) - 1
-        if not tokens and befores:
+        first_id = len(lens) - 1
+        if not lens and befores:
             if _SPACE.fullmatch(befores[0]) is None:
                 raise NotFast  # text before the first key
             befores, first_id = befores[1:], 0
         ids.append(_ids(befores, first_id, _ENTRY_SEP))
-        tokens += keys
-    if not tokens:
+        parts.append(b"".join(keys))
+        lens += map(len, keys)
+    if not lens:
         if _SPACE.fullmatch(carry) is None:
             raise NotFast
-        return tokens
-    ids.append(_ids([carry], len(tokens) - 1, _ENTRY_LAST))
+        return []
+    ids.append(_ids([carry], len(lens) - 1, _ENTRY_LAST))
+    # the tokens are made only now, together (the chunks' garbage is gone: their memory goes back to the OS)
+    blob = b"".join(parts)
+    del parts
+    ends = array.array("q", itertools.accumulate(lens))
+    tokens = list(map(blob.__getitem__, map(slice, itertools.chain((0,), ends), ends)))
     if not all(isinstance(r, range) for r in ids):  # not 0..n-1 in file order: sort (still a permutation)
         tokens = _in_id_order(tokens, [i for r in ids for i in (map(b"%d".__mod__, r) if isinstance(r, range) else r)])
     return tokens
