@@ -11,10 +11,8 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any
 
-from gguf import GGMLQuantizationType as QT
-from gguf import GGUFValueType as VT
-
 from . import schema as S
+from .gguffile.constants import QT, VT
 from .gguffile.packed import PackedStrings
 from .plan import KV, Plan
 

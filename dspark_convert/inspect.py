@@ -11,13 +11,15 @@ import hashlib
 import math
 import os
 from fnmatch import fnmatchcase
-from typing import Any
-
-import numpy as np
-from gguf import GGUFValueType as VT
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConvertError
+from .gguffile.constants import VT
 from .gguffile.reader import GGUFFile, ReaderKV, read_gguf
+
+if TYPE_CHECKING:
+    import numpy as np
+
 from .schema import (
     ADD_TOKEN_KEYS,
     SPECIAL_TOKEN_KEYS,
@@ -119,6 +121,8 @@ class RunningStats:
         self.nan = self.inf = 0
 
     def update(self, chunk: np.ndarray) -> None:
+        import numpy as np  # only --stats reads data: the header views never import numpy
+
         x = np.asarray(chunk, dtype=np.float64).reshape(-1)
         finite = np.isfinite(x)
         if not finite.all():

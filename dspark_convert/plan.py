@@ -9,12 +9,12 @@ A plan read back from an existing GGUF file (``reader.plan_from_gguf``) is the s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from gguf import GGML_QUANT_SIZES
-from gguf import GGMLQuantizationType as QT
-from gguf import GGUFValueType as VT
+from .gguffile.constants import GGML_QUANT_SIZES, QT, VT
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)

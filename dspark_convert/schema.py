@@ -7,8 +7,7 @@ in the package spells a GGUF name. Facts come from ``spec/gguf-contract.md`` (ll
 
 from __future__ import annotations
 
-from gguf import GGMLQuantizationType as QT
-from gguf import GGUFValueType as VT
+from .gguffile.constants import QT, VT
 
 # ---------------------------------------------------------------------------------------------- architectures
 ARCH_DFLASH = "dflash"

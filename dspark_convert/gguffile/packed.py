@@ -85,7 +85,7 @@ class PackedStrings(Sequence[str]):
 
     def _item(self, pos: int) -> str:
         n = _U64.unpack_from(self.blob, pos)[0]
-        return self.blob[pos + 8 : pos + 8 + n].decode("utf-8")
+        return self.blob[pos + 8 : pos + 8 + n].decode("utf-8", "surrogateescape")
 
     @overload
     def __getitem__(self, i: int) -> str: ...
@@ -109,7 +109,7 @@ class PackedStrings(Sequence[str]):
         pos, blob, unpack = 0, self.blob, _U64.unpack_from
         for _ in range(self._count):
             n = unpack(blob, pos)[0]
-            yield blob[pos + 8 : pos + 8 + n].decode("utf-8")
+            yield blob[pos + 8 : pos + 8 + n].decode("utf-8", "surrogateescape")
             pos += 8 + n
 
     def __eq__(self, other: object) -> bool:

@@ -24,17 +24,13 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-from gguf import GGML_QUANT_SIZES
-from gguf import GGMLQuantizationType as QT
-from gguf import GGUFValueType as VT
-from gguf.quants import dequantize
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConvertError, GGUFFormatError
 from ..plan import KV, Plan, TensorSpec
 from ..schema import GENERAL_ALIGNMENT, GENERAL_ARCHITECTURE
+from .constants import GGML_QUANT_SIZES, QT, VT
+from .packed import PackedStrings
 from .records import (
     DEFAULT_ALIGNMENT,
     GGUF_MAGIC,
@@ -48,9 +44,13 @@ from .records import (
     type_name,
 )
 
-#: GGML types whose raw data has a numpy dtype (others are returned as uint8 blocks).
-_TYPED = {QT.F32: np.float32, QT.F16: np.float16, QT.F64: np.float64, QT.I8: np.int8, QT.I16: np.int16,
-          QT.I32: np.int32, QT.I64: np.int64}
+if TYPE_CHECKING:
+    import numpy as np
+
+#: GGML types whose raw data has a numpy dtype (others are returned as uint8 blocks). numpy is imported only
+#: when tensor data is read: header views (inspect, check) never load it.
+_TYPED = {QT.F32: "float32", QT.F16: "float16", QT.F64: "float64", QT.I8: "int8", QT.I16: "int16",
+          QT.I32: "int32", QT.I64: "int64"}
 _EXACT = {QT.F64, QT.I8, QT.I16, QT.I32, QT.I64}  # streamed as float64 so that values stay exact
 
 __all__ = ["GGUFFile", "ReaderKV", "ReaderTensor", "known_type", "plan_from_gguf", "read_gguf", "safe_text",
@@ -120,6 +120,8 @@ class GGUFFile:
             raise GGUFFormatError(f"{self.path}: tensor '{safe_text(t.name)}' at byte {t.info_offset}: "
                                   f"type {t.type_name} is unknown, its data cannot be read")
         if self._data is None:
+            import numpy as np
+
             try:
                 self._data = np.memmap(self.path, dtype=np.uint8, mode="r")
             except (OSError, ValueError) as e:
@@ -157,14 +159,18 @@ class GGUFFile:
         raw = self.tensor_data(name)
         qt = t.qtype
         if qt == QT.F32 or qt in (QT.I8, QT.I16, QT.I32, QT.I64):
+            import numpy as np
+
             return np.asarray(raw)
         if qt in (QT.F16, QT.F64):
-            return raw.astype(np.float32)
+            return raw.astype("float32")
         return self._dequantize(t, raw).reshape(t.shape)
 
     def _dequantize(self, t: ReaderTensor, raw: np.ndarray) -> np.ndarray:
         qt = t.qtype  # None (an unknown type id) is refused by _raw_bytes first; it gets the same error here
         if qt is not None:
+            from gguf.quants import dequantize
+
             try:
                 return dequantize(raw, qt)
             except NotImplementedError:
@@ -188,7 +194,7 @@ class GGUFFile:
             part = raw[start : start + step]
             if qt in _TYPED:
                 vals = part.view(_TYPED[qt])
-                yield vals.astype(np.float64 if qt in _EXACT else np.float32)
+                yield vals.astype("float64" if qt in _EXACT else "float32")
             else:
                 yield self._dequantize(t, part).reshape(-1)
 
@@ -286,6 +292,13 @@ def _parse(ps: RecordParser, path: Path, buf: mmap.mmap) -> GGUFFile:
     return GGUFFile(path, version, alignment, kvs, tensors, data_offset, ps.size, _ps=ps)
 
 
+def _plan_value(f: GGUFFile, kv: ReaderKV) -> Any:
+    """A KV's value for a plan: string arrays (vocabularies) stay in their file encoding, undecoded."""
+    if kv.type == VT.ARRAY and kv.sub_type == VT.STRING and kv.count is not None and not kv.loaded:
+        return PackedStrings(bytes(f.raw_value(kv.name)), kv.count)
+    return kv.value
+
+
 def plan_from_gguf(path: str | os.PathLike[str]) -> Plan:
     """Describe an existing GGUF file as a :class:`~dspark_convert.plan.Plan` (``origin="file"``).
 
@@ -297,7 +310,7 @@ def plan_from_gguf(path: str | os.PathLike[str]) -> Plan:
         'dflash'
     """
     with read_gguf(path) as f:
-        kvs = [KV(kv.name, kv.type, kv.value, kv.sub_type) for kv in f.kvs.values()]
+        kvs = [KV(kv.name, kv.type, _plan_value(f, kv), kv.sub_type) for kv in f.kvs.values()]
         tensors = []
         for t in f.tensors:
             if t.qtype is None:

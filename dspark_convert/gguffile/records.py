@@ -13,12 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-from gguf import GGML_QUANT_SIZES
-from gguf import GGMLQuantizationType as QT
-from gguf import GGUFValueType as VT
-
 from ..errors import GGUFFormatError
+from .constants import GGML_QUANT_SIZES, QT, VT
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -30,15 +26,13 @@ HEADER_SIZE = 24  # magic, version u32, tensor count u64, kv count u64
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
-#: numpy dtype of each fixed-size GGUF value type (BOOL as u1: any non-zero byte is true).
-_NUMERIC: dict[VT, np.dtype] = {
-    VT.UINT8: np.dtype("<u1"), VT.INT8: np.dtype("<i1"), VT.UINT16: np.dtype("<u2"), VT.INT16: np.dtype("<i2"),
-    VT.UINT32: np.dtype("<u4"), VT.INT32: np.dtype("<i4"), VT.FLOAT32: np.dtype("<f4"), VT.BOOL: np.dtype("<u1"),
-    VT.UINT64: np.dtype("<u8"), VT.INT64: np.dtype("<i8"), VT.FLOAT64: np.dtype("<f8"),
-}
-_SCALAR_STRUCT = {vt: struct.Struct("<" + c) for vt, c in zip(_NUMERIC, "BbHhIifBQqd", strict=True)}
+#: struct code of each fixed-size GGUF value type (BOOL as a byte: any non-zero byte is true).
+_NUMERIC: dict[VT, str] = {VT.UINT8: "B", VT.INT8: "b", VT.UINT16: "H", VT.INT16: "h", VT.UINT32: "I", VT.INT32: "i",
+                           VT.FLOAT32: "f", VT.BOOL: "B", VT.UINT64: "Q", VT.INT64: "q", VT.FLOAT64: "d"}
+_SCALAR_STRUCT = {vt: struct.Struct("<" + c) for vt, c in _NUMERIC.items()}
+_ITEM_SIZE = {vt: s.size for vt, s in _SCALAR_STRUCT.items()}
 #: Smallest encoding of one value of each type: the floor used to check counts against the bytes left.
-_MIN_SIZE = {**{vt: dt.itemsize for vt, dt in _NUMERIC.items()}, VT.STRING: 8, VT.ARRAY: 12}
+_MIN_SIZE = {**_ITEM_SIZE, VT.STRING: 8, VT.ARRAY: 12}
 _UNSET: Any = object()  # ReaderKV value not decoded yet
 
 
@@ -181,7 +175,7 @@ class RecordParser:
         """Validate an array body starting at ``pos`` without decoding it; return the offset after it."""
         self.check_count(pos, count, sub, where)
         if sub in _NUMERIC:
-            return pos + count * _NUMERIC[sub].itemsize
+            return pos + count * _ITEM_SIZE[sub]
         if sub == VT.STRING:
             try:  # fast path: unchecked walk; positions only grow, so end <= size proves every read was in range
                 end = self.walk_strings(pos, count)
@@ -223,9 +217,8 @@ class RecordParser:
         after the array (the offset where decoding stopped when ``need_end`` is false)."""
         take = count if limit is None else min(count, limit)
         if sub in _NUMERIC:
-            size = _NUMERIC[sub].itemsize
-            arr = np.frombuffer(self.buf[pos : pos + take * size], dtype=_NUMERIC[sub])
-            return (arr != 0).tolist() if sub == VT.BOOL else arr.tolist(), pos + count * size
+            values = list(struct.unpack_from(f"<{take}{_NUMERIC[sub]}", self.buf, pos))
+            return [v != 0 for v in values] if sub == VT.BOOL else values, pos + count * _ITEM_SIZE[sub]
         out: list[Any] = []
         if sub == VT.STRING:
             buf, unpack = self.buf, _U64.unpack_from

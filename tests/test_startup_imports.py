@@ -1,0 +1,83 @@
+"""Commands import only what they need: ``--help``, ``inspect`` and ``check`` never load the conversion stack
+(tokenizers, safetensors, the Hub client, the writer), numpy or the gguf package beyond its constants.
+
+Each command runs in a fresh interpreter (this test session has imported everything already); the list of
+modules it ended with is compared with what it must not hold. ``docs/performance.md`` has the timings.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dspark_convert import convert
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = ROOT / "fixtures"
+
+RUN = """
+import json, sys
+from dspark_convert.cli import main
+sys.argv = ["dspark-convert", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as e:
+    code = e.code
+else:
+    code = 0
+sys.stderr.write("\\nMODULES " + json.dumps({"code": code, "modules": sorted(sys.modules)}) + "\\n")
+"""
+
+#: the conversion stack, and the heavy libraries the header views must not load
+CONVERSION = ["dspark_convert.conversion", "dspark_convert.writer", "dspark_convert.checkpoint",
+              "dspark_convert.transforms", "dspark_convert.hub", "dspark_convert.metadata", "dspark_convert.families",
+              "dspark_convert.tokenizer", "dspark_convert.verify", "dspark_convert.reference", "tokenizers",
+              "safetensors", "huggingface_hub", "sentencepiece", "torch", "yaml"]
+HEAVY = ["numpy", "gguf", "gguf.gguf_writer", "gguf.quants", "gguf.gguf_reader"]
+
+
+def modules(*args: str) -> tuple[int, set[str]]:
+    p = subprocess.run([sys.executable, "-c", RUN, *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    line = next(ln for ln in p.stderr.splitlines() if ln.startswith("MODULES "))
+    doc = json.loads(line[len("MODULES "):])
+    return doc["code"], set(doc["modules"])
+
+
+@pytest.fixture(scope="module")
+def gguf_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("imports") / "draft.gguf"
+    convert(FIX / "dspark-qwen3", FIX / "target-qwen3", out, outtype="bf16")
+    return out
+
+
+@pytest.mark.parametrize("args", [["--help"], ["inspect", "{f}"], ["inspect", "{f}", "--json"], ["check", "{f}"],
+                                  ["check", "{f}", "--json"], ["hf2gguf", "--help"]])
+def test_header_commands_import_no_conversion_stack(gguf_file: Path, args: list[str]) -> None:
+    code, mods = modules(*(a.format(f=gguf_file) for a in args))
+    assert code in (0, None)
+    loaded = sorted(m for m in mods if any(m == b or m.startswith(b + ".") for b in CONVERSION) or m in HEAVY)
+    assert loaded == []
+    assert "dspark_convert.cli" in mods and ("gguf.constants" in mods) == (args != ["--help"] and
+                                                                          args != ["hf2gguf", "--help"])
+
+
+def test_stats_and_conversion_load_what_they_need(gguf_file: Path, tmp_path: Path) -> None:
+    code, mods = modules("inspect", str(gguf_file), "--stats")
+    assert code in (0, None) and "numpy" in mods and "tokenizers" not in mods
+    out = tmp_path / "x.gguf"
+    code, mods = modules("hf2gguf", str(FIX / "dflash-zlab"), "-t", str(FIX / "target-qwen3"), "-o", str(out),
+                         "--outtype", "bf16", "--json")
+    assert code in (0, None) and {"dspark_convert.writer", "gguf", "numpy"} <= mods and "torch" not in mods
+
+
+
+def test_one_value_type_class_whichever_comes_first() -> None:
+    code = ("import sys; from dspark_convert.gguffile.constants import VT, QT; assert 'gguf' not in sys.modules; "
+            "import gguf, gguf.constants as c; from gguf import GGUFWriter; "
+            "assert gguf.GGUFValueType is VT is c.GGUFValueType and gguf.GGMLQuantizationType is QT; print('ok')")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.stdout.strip() == "ok", p.stderr[-2000:]
