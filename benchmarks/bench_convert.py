@@ -1,24 +1,28 @@
 #!/usr/bin/env python3
-"""Benchmark ``hf2gguf`` (bf16 / f16 / f32 / q8_0), ``inspect`` and ``verify`` on realistic-size drafts.
+"""Benchmark ``hf2gguf``, its fixed costs (tokenizer block, start-up) and ``inspect`` on release-size drafts.
 
-One command generates the checkpoints (released DSpark 4B / 8B, z-lab DFlash 4B and AngelSlim EAGLE-3 4B dims,
-see bench_inputs.py) into a temporary folder, then runs every operation IN ITS OWN SUBPROCESS, so that the peak
-RSS reported (the child's own ``VmHWM``) belongs to that operation alone; CPU time comes from ``os.wait4``.
-Before each operation the page cache is dropped (``sync; echo 3 > /proc/sys/vm/drop_caches``; needs root) or,
-when that is not allowed (or with --warm), the operation's inputs are read once so that every operation starts
-equally warm. The method is printed.
+One run measures, for the DSpark 4B and 8B drafts with a Qwen3 (151k tokens) and a Gemma 3 (262k tokens) target
+tokenizer (see bench_inputs.py; the tokenizers are fetched once with npm into ~/.cache/dspark-bench-tokenizers):
 
-Baselines, measured in the same run:
-- ``copy``: read exactly the source byte ranges the conversion reads (16 MiB ``preadv`` into one buffer) and
-  write a file of exactly the conversion's output size (the bytes read, written in proportion: twice for f32,
-  about half for q8_0) with plain unbuffered writes, then fsync, rename into place and fsync the folder, as the
-  converter does. That is what ``cp`` + ``sync`` costs: the I/O floor of a straightforward converter.
-- ``gguf-whole``: the same conversion to q8_0, but every tensor loaded whole and quantized with gguf-py's own
-  ``gguf.quants.quantize`` (upstream's approach); its output is compared byte for byte with ours.
+- ``hf2gguf`` for each outtype: warm page cache with the tokenizer block computed (``--no-cache``), warm with the
+  cached tokenizer block, and cold (page cache dropped, block computed);
+- the dry run (computed and cached block), the tokenizer block alone (time and memory, and byte equality with the
+  whole-``tokenizers`` path it replaces), ``inspect`` (table and ``--json``) and the start-up of the CLI;
+- the copy baseline, warm and cold, for every output size.
 
-usage: python benchmarks/bench_convert.py [--sizes dspark-4b,dspark-8b,dflash-4b,eagle3-4b]
-                                          [--only bf16,f16,f32,q8_0,copy,gguf-whole,inspect,verify]
-                                          [--workdir DIR] [--keep] [--warm] [--json FILE] [--package DIR]
+Every operation runs in its own fresh interpreter; peak RSS is the child's own ``VmHWM``. Warm operations are the
+median of ``--runs`` runs, after one read of their inputs; cold ones drop the page cache first (``echo 3 >
+/proc/sys/vm/drop_caches``, root only; without root they are skipped and the output says so). Ratios are wall
+time over the same run's copy baseline of the same output size, warm against warm and cold against cold.
+
+Copy baseline: read exactly the source byte ranges the conversion reads (16 MiB ``preadv``) and write a file of
+exactly the conversion's output size (the bytes read, in proportion: twice for f32, about half for q8_0) with plain
+writes, fsync, rename and fsync of the folder, as the converter does: ``cp`` + ``sync`` of the same bytes.
+
+usage: python benchmarks/bench_convert.py [--sizes dspark-4b,dspark-8b] [--tokenizers qwen3,gemma3]
+                                          [--outtypes bf16,f16,f32,q8_0] [--runs 3] [--cold-runs 1]
+                                          [--only convert,cold,dry,tokenizer,inspect,startup,gguf-whole,verify]
+                                          [--workdir DIR] [--keep] [--json FILE] [--package DIR]
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,23 +41,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 MODEL_NAMES = ("dspark-4b", "dspark-8b", "dflash-4b", "eagle3-4b")  # bench_inputs.MODELS (numpy-free import here)
-
+TOKENIZERS = ("qwen3", "gemma3", "deepseek")
 OUTTYPES = ("bf16", "f16", "f32", "q8_0")
-OPS = (*OUTTYPES, "copy", "gguf-whole", "inspect", "verify")
+PARTS = ("convert", "cold", "dry", "tokenizer", "inspect", "startup", "gguf-whole", "verify")
+DEFAULT_PARTS = ("convert", "cold", "dry", "tokenizer", "inspect", "startup")
 PACKAGE_ROOT = [Path(__file__).resolve().parents[1]]  # where the workers import dspark_convert from (--package)
-INSPECT_RUNS = 3
-VERIFY_MODELS = ("eagle3-4b",)  # verify loads the draft twice in float32 (torch + numpy): the smallest one
 MiB = 1024 * 1024
 
 
 # ============================================================================================== workers
 def _worker(spec: dict) -> dict:
-    """Run one operation in this (fresh) process and return its measurements.
-
-    ``seconds`` times the operation itself, after the imports (the parent's ``wall`` includes interpreter start-up
-    and imports).
-    """
+    """Run one operation in this (fresh) process; ``seconds`` times the operation after its imports."""
     op = spec["op"]
+    out: dict = {"bytes_out": 0, "bytes_in": 0}
     if op in ("convert", "gguf-whole"):
         from dspark_convert import convert, writer
 
@@ -61,49 +62,79 @@ def _worker(spec: dict) -> dict:
             writer.chunk_jobs = _whole_tensor_jobs
             writer.WORKERS = writer.LOOKAHEAD = 1  # one tensor at a time, as upstream does
         t0 = time.perf_counter()
-        r = convert(spec["draft"], spec["target"], spec["out"], outtype=spec.get("outtype", "q8_0"), force=True)
+        r = convert(spec["draft"], spec["target"], spec["out"], outtype=spec.get("outtype", "q8_0"), force=True,
+                    dry_run=spec.get("dry_run", False), cache=spec.get("cache", False))
         seconds = time.perf_counter() - t0
         ranges = _source_ranges(r.plan, spec["draft"])
-        out = {"bytes_out": r.bytes_written, "bytes_in": sum(e - s for _, s, e in ranges), "ranges": ranges}
+        out.update(bytes_out=r.bytes_written, bytes_in=0 if r.dry_run else sum(e - s for _, s, e in ranges),
+                   ranges=ranges, planned=r.plan.total_tensor_bytes())
     elif op == "copy":
         t0 = time.perf_counter()
         out = _copy(spec["ranges"], spec["size"], Path(spec["out"]))
         seconds = time.perf_counter() - t0
+    elif op == "tokenizer":
+        seconds = _tokenizer_block(spec, out)
     elif op == "inspect":
         from dspark_convert.inspect import inspect_gguf
 
         t0 = time.perf_counter()
         info = inspect_gguf(spec["file"])
         seconds = time.perf_counter() - t0
-        out = {"bytes_out": 0, "bytes_in": 0, "keys": len(info)}
+        out["keys"] = len(info)
     elif op == "verify":
         from dspark_convert.verify import verify
 
         t0 = time.perf_counter()
         rep = verify(spec["file"], spec["draft"], spec["target"])
         seconds = time.perf_counter() - t0
-        out = {"bytes_out": 0, "bytes_in": 0, "passed": rep.passed}
+        out["passed"] = rep.passed
     else:
         raise ValueError(op)
     out["seconds"] = seconds
     out["torch_imported"] = "torch" in sys.modules
-    out["peak_rss"] = _own_peak_rss()
+    out["peak_rss"] = _status("VmHWM")
     return out
 
 
-def _own_peak_rss() -> int | None:
-    """This process's own peak RSS (VmHWM), in bytes.
+def _tokenizer_block(spec: dict, out: dict) -> float:
+    """The target's tokenizer block: its time and the memory it adds. ``whole``: by the whole-``tokenizers`` path
+    of before (``json`` + ``Tokenizer.from_str``), then checked byte for byte against the fast path."""
+    from gguf import GGUFWriter
 
-    Not ``ru_maxrss``: Linux carries the parent's high-water mark across fork+exec into the child's, so a child
-    of a large parent would report at least the parent's size.
-    """
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+    from dspark_convert.tokenizer import handlers
+    from dspark_convert.writer import pack_kv_value
+
+    target, n = Path(spec["target"]), spec["vocab"]
+    handler = handlers.vocab_handler_for_target(target)
+    for f in target.iterdir():  # the files in the page cache: this measures the work, not the disk
+        f.read_bytes()
+
+    def packed(kvs: list) -> bytes:
+        w = GGUFWriter(None, "dflash")
+        return b"".join(pack_kv_value(w, kv.value, kv.type, kv.sub_type) for kv in kvs)
+
+    fast_path = handlers._set_vocab_gpt2_fast
+    if spec.get("whole"):
+        handlers._set_vocab_gpt2_fast = lambda *a: False  # the whole-tokenizer path of before
+    base = _status("VmRSS")
+    t0 = time.perf_counter()
+    block = packed(handlers.target_vocab_kvs(target, n, handler, cache=spec.get("cache", False)))
+    seconds = time.perf_counter() - t0
+    out["block_mib"] = (_status("VmHWM") - base) / MiB
+    out["block_bytes"] = len(block)
+    if spec.get("whole"):
+        handlers._set_vocab_gpt2_fast = fast_path
+        out["identical"] = packed(handlers.target_vocab_kvs(target, n, handler)) == block
+    return seconds
+
+
+def _status(field: str) -> int:
+    """A field of /proc/self/status in bytes (VmHWM: this process's own peak RSS; not ``ru_maxrss``, which Linux
+    carries over from the parent across fork+exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 def _source_ranges(plan, draft: str) -> list[tuple[str, int, int]]:
@@ -140,11 +171,7 @@ _ORIGINAL: dict = {}
 
 
 def _copy(ranges: list[tuple[str, int, int]], size: int, out: Path) -> dict:
-    """The I/O floor: read the source ranges once and write ``size`` bytes, spread in proportion as they are read.
-
-    Each 16 MiB chunk read is written as many times as needed to keep ``written / size == read / source`` (twice
-    for f32, about half of it for q8_0), then the file is fsynced and renamed into place like the converter's.
-    """
+    """The I/O floor: read the source ranges once and write ``size`` bytes, spread in proportion as they are read."""
     buf = bytearray(16 * MiB)
     view = memoryview(buf)
     total = sum(e - s for _, s, e in ranges)
@@ -187,7 +214,7 @@ def drop_caches() -> bool:
 
 
 def warm(paths: list[Path]) -> None:
-    """Read files once so that an operation starts with them cached (fallback when caches cannot be dropped)."""
+    """Read files once so that an operation starts with them cached."""
     for p in paths:
         for f in ([p] if p.is_file() else sorted(x for x in p.rglob("*") if x.is_file())):
             with open(f, "rb", buffering=0) as fh:
@@ -195,125 +222,193 @@ def warm(paths: list[Path]) -> None:
                     pass
 
 
-def run_op(spec: dict, cold: bool, inputs: list[Path]) -> dict:
-    """Run one operation in a fresh interpreter: its wall time, the peak RSS of that child alone, and its report."""
-    if not (cold and drop_caches()):
-        warm(inputs)
+def _env(cache_dir: Path) -> dict:
     root = str(PACKAGE_ROOT[0])
-    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "DSPARK_CONVERT_CACHE_DIR": str(cache_dir)}
+
+
+def run_op(spec: dict, cache_dir: Path) -> dict:
+    """One operation in a fresh interpreter: wall time of the child, its CPU time and own peak RSS, its report."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        p = subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(spec)], stdout=out, stderr=err, env=env)
-        # os.wait4 reaps this child and returns ITS rusage (RUSAGE_CHILDREN would be the max over all children);
-        # its CPU time is used as is, its peak RSS only when the child could not report its own VmHWM
-        _, status, ru = os.wait4(p.pid, 0)
+        p = subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(spec)], stdout=out, stderr=err,
+                             env=_env(cache_dir))
+        _, status, ru = os.wait4(p.pid, 0)  # this child's own rusage (CPU time)
         wall = time.perf_counter() - t0
-        p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read().decode(), err.read().decode(errors="replace")
-    rss = ru.ru_maxrss * 1024  # Linux reports KiB
     cpu = ru.ru_utime + ru.ru_stime
-    if p.returncode != 0:
-        return {"error": (stderr.strip().splitlines() or ["?"])[-1][:300], "wall": wall, "rss": rss, "cpu": cpu}
+    if os.waitstatus_to_exitcode(status) != 0:
+        return {"error": (stderr.strip().splitlines() or ["?"])[-1][:300], "wall": wall, "cpu": cpu, "rss": 0}
     res = json.loads(stdout.strip().splitlines()[-1])
-    res.update(wall=wall, rss=res.pop("peak_rss") or rss, cpu=cpu)
+    res.update(wall=wall, rss=res.pop("peak_rss"), cpu=cpu)
     return res
 
 
+def run_cli(args: list[str], cache_dir: Path) -> float:
+    """Wall time of one ``dspark-convert`` command (stdout discarded)."""
+    cmd = [sys.executable, "-c", "import sys; from dspark_convert.cli import main; sys.argv[0] = 'dspark-convert'; "
+           "main()", *args]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(cache_dir), check=False)
+    return time.perf_counter() - t0
+
+
+def median_of(runs: list[dict]) -> dict:
+    """The run with the median wall time, with the spread of all runs."""
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return runs[0]
+    ok.sort(key=lambda r: r["wall"])
+    r = dict(ok[len(ok) // 2])
+    r["runs"] = len(ok)
+    r["spread"] = (ok[0]["wall"], ok[-1]["wall"])
+    return r
+
+
 def machine() -> dict:
-    """nproc, CPU model, RAM and the disk under the work folder, for the report."""
+    """nproc, CPU model, RAM, Python and library versions, for the report."""
     cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
                 if ln.startswith("model name")), "?")
     mem = next((int(ln.split()[1]) * 1024 for ln in Path("/proc/meminfo").read_text().splitlines()
                 if ln.startswith("MemTotal")), 0)
-    return {"nproc": os.cpu_count(), "cpu": cpu, "ram_gib": round(mem / 1024**3, 1), "python": sys.version.split()[0]}
+    vers = subprocess.run([sys.executable, "-c", "import numpy, gguf, tokenizers; from importlib.metadata import "
+                           "version; print(numpy.__version__, version('gguf'), tokenizers.__version__)"],
+                          capture_output=True, text=True).stdout.split()
+    return {"nproc": os.cpu_count(), "cpu": cpu, "ram_gib": round(mem / 1024**3, 1), "python": sys.version.split()[0],
+            "numpy": vers[0] if vers else "?", "gguf": vers[1] if len(vers) > 1 else "?",
+            "tokenizers": vers[2] if len(vers) > 2 else "?", "load": os.getloadavg()[0]}
 
 
-def _row(model: str, op: str, r: dict, base: dict | None = None) -> dict:
-    row = {"model": model, "op": op, **r}
-    if "error" not in r and base and "error" not in base and base.get("seconds"):
-        row["x_copy"] = r["seconds"] / base["seconds"]
-    return row
+class Bench:
+    """Runs the operations of one draft + tokenizer and collects the rows."""
+
+    def __init__(self, root: Path, runs: int, cold_runs: int, can_drop: bool, log=print) -> None:
+        self.root, self.runs, self.cold_runs, self.can_drop, self.log = root, runs, cold_runs, can_drop, log
+        self.rows: list[dict] = []
+
+    def emit(self, row: dict) -> None:
+        self.rows.append(row)
+        self.log(fmt_table([row]).split("\n", 2)[-1])
+
+    def warm_op(self, spec: dict, inputs: list[Path], cache_dir: Path, runs: int | None = None) -> dict:
+        warm(inputs)
+        return median_of([run_op(spec, cache_dir) for _ in range(runs or self.runs)])
+
+    def cold_op(self, spec: dict, cache_dir: Path) -> dict | None:
+        if not self.can_drop:
+            return None
+        out = []
+        for _ in range(self.cold_runs):
+            drop_caches()
+            out.append(run_op(spec, cache_dir))
+        return median_of(out)
+
+    def row(self, draft: str, tok: str, op: str, r: dict, base: dict | None = None, **extra) -> None:
+        row = {"draft": draft, "tokenizer": tok, "op": op, **r, **extra}
+        if "error" not in r and base and "error" not in base and base.get("wall"):
+            row["x_copy"] = r["wall"] / base["wall"]
+        self.emit(row)
 
 
-def fmt_table(rows: list[dict]) -> str:
-    """A Markdown table: wall time, output / source throughput, peak RSS and the ratio to the copy baseline."""
-    head = ("| draft | operation | time s | process s | CPU s | output MB | out MB/s | src MB/s | peak RSS MiB | x copy |\n"
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    lines = [head]
-    for r in rows:
-        if "error" in r:
-            lines.append(f"| {r['model']} | {r['op']} | failed: {r['error']} ||||||||")
-            continue
-        s = r["seconds"]
-        out = f"{r['bytes_out'] / 1e6:.0f}" if r["bytes_out"] else ""
-        omb = f"{r['bytes_out'] / 1e6 / s:.0f}" if r["bytes_out"] else ""
-        imb = f"{r['bytes_in'] / 1e6 / s:.0f}" if r["bytes_in"] else ""
-        x = f"{r['x_copy']:.2f}" if "x_copy" in r else ""
-        note = f" ({r['note']})" if r.get("note") else ""
-        lines.append(f"| {r['model']} | {r['op']}{note} | {s:.2f} | {r['wall']:.2f} | {r['cpu']:.1f} | {out} | {omb} | {imb} | "
-                     f"{r['rss'] / MiB:.0f} | {x} |")
-    return "\n".join(lines)
+def bench_one(b: Bench, name: str, tok: str, outtypes: list[str], parts: set[str]) -> None:
+    """Every operation for draft ``name`` with a target carrying tokenizer ``tok``."""
+    from bench_inputs import MODELS, TOKENIZERS, input_folders, make_inputs, write_target_weights
 
-
-def bench(root: Path, sizes: list[str], only: set[str], cold: bool, log=print) -> list[dict]:
-    """Generate the inputs under ``root`` (reused when present) and run every selected operation."""
-    from bench_inputs import MODELS, make_inputs, write_target_weights
-
-    assert set(MODELS) == set(MODEL_NAMES)
     t0 = time.perf_counter()
-    folders = {}
-    for name in sizes:
-        d, t = root / name, root / f"target-h{MODELS[name].hidden}"
-        if not ((d / "model.safetensors.index.json").exists() and (t / "config.json").exists()):
-            make_inputs(root, [name])
-        if "verify" in only and name in VERIFY_MODELS:
-            write_target_weights(t, MODELS[name])
-        folders[name] = (d, t)
+    make_inputs(b.root, [name], tokenizer=tok)
+    d, t = input_folders(b.root, name, tok)
+    if "verify" in parts and name == "eagle3-4b":
+        write_target_weights(t, MODELS[name])
     os.sync()
-    log(f"inputs ready in {time.perf_counter() - t0:.1f} s under {root}")
-    rows: list[dict] = []
+    b.log(f"# {name} with the {tok} tokenizer: inputs ready in {time.perf_counter() - t0:.1f} s")
+    cache = b.root / f"cache-{name}-{tok}"  # the tokenizer-block cache of these runs
+    shutil.rmtree(cache, ignore_errors=True)
+    spec = {"op": "convert", "draft": str(d), "target": str(t)}
+    if "tokenizer" in parts:
+        tspec = {"op": "tokenizer", "target": str(t), "vocab": TOKENIZERS[tok].vocab}
+        b.row(name, tok, "tokenizer block (computed)", b.warm_op(tspec, [t], cache))
+        r = b.warm_op({**tspec, "whole": True}, [t], cache, runs=1)
+        b.row(name, tok, "tokenizer block, whole-tokenizers path of before", r,
+              note="identical bytes" if r.get("identical") else "DIFFERENT BYTES")
+        run_op({**tspec, "cache": True}, cache)  # fills the cache
+        b.row(name, tok, "tokenizer block (cached)", b.warm_op({**tspec, "cache": True}, [t], cache))
+    if "dry" in parts:
+        out = b.root / f"{name}-{tok}.dry.gguf"
+        r = b.warm_op({**spec, "out": str(out), "outtype": "bf16", "dry_run": True}, [d, t], cache)
+        b.row(name, tok, "dry run (tokenizer block computed)", r)
+        run_op({**spec, "out": str(out), "outtype": "bf16", "dry_run": True, "cache": True}, cache)  # fills it
+        r = b.warm_op({**spec, "out": str(out), "outtype": "bf16", "dry_run": True, "cache": True}, [d, t], cache)
+        b.row(name, tok, "dry run (cached tokenizer block)", r)
+    copies: dict[int, tuple[dict, dict | None]] = {}
+    for ot in outtypes if "convert" in parts or "cold" in parts else []:
+        out = b.root / f"{name}-{tok}.{ot}.gguf"
+        s = {**spec, "out": str(out), "outtype": ot}
+        warm_r = b.warm_op(s, [d, t], cache)
+        if "error" in warm_r:
+            b.row(name, tok, f"hf2gguf {ot}", warm_r)
+            continue
+        size = warm_r["bytes_out"]
+        if size not in copies:  # bf16 and f16 files have the same size: one baseline serves both
+            cp = {"op": "copy", "ranges": warm_r["ranges"], "size": size, "out": str(b.root / "copy.out")}
+            cw = b.warm_op(cp, [d], cache)
+            cc = b.cold_op(cp, cache) if "cold" in parts else None
+            copies[size] = (cw, cc)
+            b.row(name, tok, f"copy baseline, warm ({size / 1e9:.2f} GB)", cw)
+            if cc:
+                b.row(name, tok, f"copy baseline, cold ({size / 1e9:.2f} GB)", cc)
+            (b.root / "copy.out").unlink(missing_ok=True)
+        cw, cc = copies[size]
+        b.row(name, tok, f"hf2gguf {ot}, warm", warm_r, cw)
+        run_op({**s, "cache": True}, cache)  # fills the tokenizer cache (not counted)
+        b.row(name, tok, f"hf2gguf {ot}, warm, cached tokenizer", b.warm_op({**s, "cache": True}, [d, t], cache), cw)
+        if "cold" in parts:
+            r = b.cold_op(s, cache)
+            if r is not None:
+                b.row(name, tok, f"hf2gguf {ot}, cold", r, cc)
+        if ot == "bf16" and "inspect" in parts:
+            op = b.warm_op({"op": "inspect", "file": str(out)}, [out], cache, runs=max(b.runs, 5))
+            table = sorted(run_cli(["inspect", str(out)], cache) for _ in range(max(b.runs, 5)))
+            js = sorted(run_cli(["inspect", "--json", str(out)], cache) for _ in range(max(b.runs, 5)))
+            gb = out.stat().st_size / 1e9
+            b.row(name, tok, f"inspect, table ({gb:.1f} GB file)", {**op, "wall": statistics.median(table),
+                                                                    "spread": (table[0], table[-1])})
+            b.row(name, tok, f"inspect --json ({gb:.1f} GB file)", {**op, "wall": statistics.median(js),
+                                                                    "spread": (js[0], js[-1])})
+        if ot == "bf16" and "verify" in parts and name == "eagle3-4b":
+            b.row(name, tok, "verify", b.warm_op({"op": "verify", "file": str(out), "draft": str(d),
+                                                  "target": str(t)}, [out, d, t], cache, runs=1))
+        if ot == "q8_0" and "gguf-whole" in parts:
+            whole = b.root / f"{name}-{tok}.q8_0.whole.gguf"
+            w = b.warm_op({**spec, "op": "gguf-whole", "out": str(whole), "outtype": "q8_0"}, [d, t], cache, runs=1)
+            if "error" not in w:
+                w["note"] = "identical bytes" if _same_file(out, whole) else "DIFFERENT BYTES"
+                whole.unlink()
+            b.row(name, tok, "gguf-whole q8_0", w, cw)
+        out.unlink(missing_ok=True)
 
-    def emit(row: dict) -> None:
-        rows.append(row)
-        log(fmt_table([row]).split("\n", 2)[-1])
 
-    for name in sizes:
-        d, t = folders[name]
-        copies: dict[int, dict] = {}
-        for ot in (o for o in OUTTYPES if o in only):
-            out = root / f"{name}.{ot}.gguf"
-            r = run_op({"op": "convert", "draft": str(d), "target": str(t), "out": str(out), "outtype": ot}, cold, [d, t])
-            base = None
-            if "error" not in r and "copy" in only:
-                size = r["bytes_out"]
-                if size not in copies:  # bf16 and f16 files have the same size: one baseline serves both
-                    cp = root / f"{name}.copy"
-                    copies[size] = run_op({"op": "copy", "ranges": r["ranges"], "size": size, "out": str(cp)}, cold, [d])
-                    cp.unlink(missing_ok=True)
-                    emit(_row(name, f"copy baseline ({size / 1e9:.2f} GB)", copies[size]))
-                base = copies[size]
-            emit(_row(name, f"hf2gguf {ot}", r, base))
-            if "error" in r:
-                continue
-            if ot == "bf16" and "inspect" in only:  # short and noisy: the median of INSPECT_RUNS cold runs
-                runs = sorted((run_op({"op": "inspect", "file": str(out)}, cold, [out]) for _ in range(INSPECT_RUNS)),
-                              key=lambda x: x.get("seconds", float("inf")))
-                emit(_row(name, f"inspect ({out.stat().st_size / 1e9:.1f} GB file, median of {INSPECT_RUNS})",
-                          runs[len(runs) // 2]))
-            if ot == "bf16" and "verify" in only and name in VERIFY_MODELS:
-                v = run_op({"op": "verify", "file": str(out), "draft": str(d), "target": str(t)}, cold, [out, d, t])
-                emit(_row(name, "verify" + ("" if v.get("passed", True) else " (FAILED)"), v))
-            if ot == "q8_0" and "gguf-whole" in only:
-                whole = root / f"{name}.q8_0.whole.gguf"
-                w = run_op({"op": "gguf-whole", "draft": str(d), "target": str(t), "out": str(whole)}, cold, [d, t])
-                if "error" not in w:
-                    w["note"] = "identical bytes" if _same_file(out, whole) else "DIFFERENT BYTES"
-                    whole.unlink()
-                emit(_row(name, "gguf-whole q8_0", w, base))
-            out.unlink(missing_ok=True)
-    return rows
+def bench_startup(b: Bench) -> None:
+    """Start-up: a bare interpreter, ``--help``, and the imports of the conversion stack."""
+    cache = b.root / "cache-startup"
+    n = max(b.runs, 5)
+    for label, args in (("python -c pass (interpreter alone)", ["-c", "pass"]),
+                        ("dspark-convert --help", ["-c", "import sys; from dspark_convert.cli import main; "
+                                                   "sys.argv[1:] = ['--help']; main()"]),
+                        ("import the conversion stack", ["-c", "import dspark_convert.conversion, "
+                                                         "dspark_convert.tokenizer.handlers"])):
+        walls = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env=_env(cache), check=False)
+            walls.append(time.perf_counter() - t0)
+        walls.sort()
+        b.row("-", "-", f"start-up: {label}", {"wall": statistics.median(walls), "seconds": statistics.median(walls),
+                                               "spread": (walls[0], walls[-1]), "cpu": 0, "rss": 0,
+                                               "bytes_in": 0, "bytes_out": 0})
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -322,13 +417,81 @@ def _same_file(a: Path, b: Path) -> bool:
     return filecmp.cmp(a, b, shallow=False)
 
 
+def fmt_table(rows: list[dict]) -> str:
+    """A Markdown table: median wall (and spread), operation time, throughput, peak RSS, ratio to the copy."""
+    head = ("| draft | tokenizer | operation | wall s | spread s | op s | output MB | src MB/s | peak RSS MiB | x copy |\n"
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    lines = [head]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['draft']} | {r['tokenizer']} | {r['op']} | failed: {r['error']} ||||||||")
+            continue
+        w = r["wall"]
+        spread = f"{r['spread'][0]:.2f}-{r['spread'][1]:.2f}" if r.get("spread") else ""
+        out = f"{r['bytes_out'] / 1e6:.0f}" if r.get("bytes_out") else ""
+        src = f"{r['bytes_in'] / 1e6 / w:.0f}" if r.get("bytes_in") else ""
+        rss = f"{r['rss'] / MiB:.0f}" if r.get("rss") else ""
+        if r.get("block_mib") is not None:
+            rss += f" (+{r['block_mib']:.0f} block)"
+        x = f"{r['x_copy']:.2f}" if "x_copy" in r else ""
+        note = f" ({r['note']})" if r.get("note") else ""
+        lines.append(f"| {r['draft']} | {r['tokenizer']} | {r['op']}{note} | {w:.2f} | {spread} | {r['seconds']:.2f} | "
+                     f"{out} | {src} | {rss} | {x} |")
+    return "\n".join(lines)
+
+
+def targets(rows: list[dict]) -> str:
+    """The issue's targets, met or not, from the rows."""
+    def pick(pred) -> list[dict]:
+        return [r for r in rows if "error" not in r and pred(r["op"])]
+
+    lines = ["| target | measured | met |", "|---|---|---|"]
+
+    def ratio(ot: str, limit: float, cached: bool) -> None:
+        suffix = ", warm, cached tokenizer" if cached else ", warm"
+        rs = [r for r in pick(lambda op: op == f"hf2gguf {ot}{suffix}") if "x_copy" in r]
+        if rs:
+            worst = max(r["x_copy"] for r in rs)
+            what = "cached tokenizer" if cached else "tokenizer computed"
+            lines.append(f"| warm {ot} <= {limit}x copy ({what}) | {min(r['x_copy'] for r in rs):.2f}-{worst:.2f}x "
+                         f"| {'yes' if worst <= limit else 'no'} |")
+
+    for cached in (False, True):
+        ratio("bf16", 1.5, cached)
+        ratio("f16", 2.5, cached)
+        ratio("f32", 2.5, cached)
+    q8 = pick(lambda op: op.startswith("hf2gguf q8_0, warm"))
+    if q8:
+        rates = [r["bytes_in"] / 1e6 / r["wall"] for r in q8]
+        lines.append(f"| q8_0 >= 200 MB/s of source | {min(rates):.0f}-{max(rates):.0f} MB/s | "
+                     f"{'yes' if min(rates) >= 200 else 'no'} |")
+    conv = pick(lambda op: op.startswith(("hf2gguf", "dry run")))
+    if conv:
+        peak = max(r["rss"] for r in conv) / MiB
+        lines.append(f"| peak RSS < 200 MiB (every conversion) | {peak:.0f} MiB | {'yes' if peak < 200 else 'no'} |")
+    for label, limit in (("inspect, table", 0.4), ("inspect --json", 0.8)):
+        ins = pick(lambda op, lab=label: op.startswith(lab))
+        if ins:
+            worst = max(r["wall"] for r in ins)
+            lines.append(f"| {label} < {limit} s | {worst:.2f} s | {'yes' if worst < limit else 'no'} |")
+    blocks = [r for r in pick(lambda op: op == "tokenizer block (computed)") if r["tokenizer"] == "qwen3"]
+    if blocks:
+        t, m = max(r["seconds"] for r in blocks), max(r["block_mib"] for r in blocks)
+        lines.append(f"| 151k-token tokenizer block < 0.4 s, < 64 MiB | {t:.2f} s, {m:.0f} MiB | "
+                     f"{'yes' if t < 0.4 and m < 64 else 'no'} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default=",".join(MODEL_NAMES), help=f"drafts (default all: {','.join(MODEL_NAMES)})")
-    ap.add_argument("--only", default=",".join(OPS), help=f"operations to run (default all: {','.join(OPS)})")
+    ap.add_argument("--sizes", default="dspark-4b,dspark-8b", help=f"drafts ({','.join(MODEL_NAMES)})")
+    ap.add_argument("--tokenizers", default="qwen3,gemma3", help=f"target tokenizers ({','.join(TOKENIZERS)})")
+    ap.add_argument("--outtypes", default=",".join(OUTTYPES))
+    ap.add_argument("--only", default=",".join(DEFAULT_PARTS), help=f"parts to run ({','.join(PARTS)})")
+    ap.add_argument("--runs", type=int, default=3, help="runs per warm operation (the median is reported)")
+    ap.add_argument("--cold-runs", type=int, default=1, help="runs per cold operation")
     ap.add_argument("--workdir", type=Path, help="use (and keep) this folder; inputs already there are reused")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
-    ap.add_argument("--warm", action="store_true", help="do not drop the page cache; warm each operation's inputs")
     ap.add_argument("--json", type=Path, help="also write the rows and the machine description to this file")
     ap.add_argument("--package", type=Path, help="folder holding the dspark_convert to measure (default: this "
                                                   "checkout), e.g. an older version for a before/after comparison")
@@ -340,27 +503,34 @@ def main(argv: list[str] | None = None) -> int:
     if a.package:
         PACKAGE_ROOT[0] = a.package.resolve()
     sizes = [s for s in a.sizes.split(",") if s]
-    only = {s for s in a.only.split(",") if s}
-    bad = [s for s in sizes if s not in MODEL_NAMES] + [o for o in only if o not in OPS]
+    toks = [s for s in a.tokenizers.split(",") if s]
+    outtypes = [s for s in a.outtypes.split(",") if s]
+    parts = {s for s in a.only.split(",") if s}
+    bad = ([s for s in sizes if s not in MODEL_NAMES] + [t for t in toks if t not in TOKENIZERS]
+           + [o for o in outtypes if o not in OUTTYPES] + [p for p in parts if p not in PARTS])
     if bad:
-        ap.error(f"unknown size/operation {bad[0]!r}")
+        ap.error(f"unknown size/tokenizer/outtype/part {bad[0]!r}")
     root = a.workdir or Path(tempfile.mkdtemp(prefix="dspark-bench-"))
     root.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(root).free
-    if free < 24e9:
-        ap.error(f"{root}: {free / 1e9:.0f} GB free; the benchmark needs about 24 GB")
-    cold = not a.warm and drop_caches()
-    info = {**machine(), "cache": "dropped before each operation" if cold else "warm: inputs read once before each operation"}
+    can_drop = drop_caches()
+    info = {**machine(), "page cache": "dropped before each cold operation (root)" if can_drop else
+            "cannot be dropped (not root): cold operations skipped", "runs": a.runs, "cold_runs": a.cold_runs}
     print(json.dumps(info))
+    b = Bench(root, a.runs, a.cold_runs, can_drop)
     t0 = time.perf_counter()
     try:
-        rows = bench(root, sizes, only, cold)
+        if "startup" in parts:
+            bench_startup(b)
+        for name in sizes:
+            for tok in toks:
+                bench_one(b, name, tok, outtypes, parts)
     finally:
         if not (a.keep or a.workdir):
             shutil.rmtree(root, ignore_errors=True)
-    print(f"\n{fmt_table(rows)}\n\ntotal {time.perf_counter() - t0:.0f} s; page cache {info['cache']}")
+    print(f"\n{fmt_table(b.rows)}\n\n{targets(b.rows)}\n\ntotal {time.perf_counter() - t0:.0f} s; "
+          f"page cache: {info['page cache']}; load average at start {info['load']:.2f}")
     if a.json:
-        a.json.write_text(json.dumps({"machine": info, "rows": rows}, indent=2))
+        a.json.write_text(json.dumps({"machine": info, "rows": b.rows}, indent=2, default=str))
     return 0
 
 

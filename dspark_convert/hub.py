@@ -24,23 +24,11 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-
-import huggingface_hub
-from huggingface_hub import constants as hf_constants
-from huggingface_hub import snapshot_download
-from huggingface_hub.errors import (
-    DisabledRepoError,
-    GatedRepoError,
-    HfHubHTTPError,
-    HFValidationError,
-    LocalEntryNotFoundError,
-    OfflineModeIsEnabled,
-    RepositoryNotFoundError,
-    RevisionNotFoundError,
-)
-from huggingface_hub.utils import validate_repo_id
+from typing import Any
 
 from .errors import ConvertError
+
+# huggingface_hub (and its HTTP stack: ~0.3 s of imports) is loaded only when a spec is not a local folder.
 
 #: Files fetched for a draft checkpoint (``*.bin`` only when the repo has no safetensors: BIN_PATTERNS).
 DRAFT_PATTERNS = ["config.json", "generation_config.json", "README.md", "*.safetensors",
@@ -105,6 +93,9 @@ def is_repo_id(spec: str) -> bool:
     m = _REPO_RE.match(spec)
     if m is None:
         return False
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
     try:
         validate_repo_id(m.group("repo"))  # rejects "--", "..", names over 96 characters, ...
     except HFValidationError:
@@ -151,6 +142,8 @@ def hub_offline() -> bool:
         >>> hub_offline()  # with HF_HUB_OFFLINE=1  # doctest: +SKIP
         True
     """
+    from huggingface_hub import constants as hf_constants
+
     value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
     return (value is not None and value.upper() in _TRUE) or bool(hf_constants.HF_HUB_OFFLINE)
 
@@ -221,6 +214,13 @@ def resolve_target(spec: str, *, tensors: Iterable[str] = ()) -> ResolvedModel:
 # ---------------------------------------------------------------------------------------------- internals
 
 
+def snapshot_download(*args: Any, **kwargs: Any) -> str:
+    """:func:`huggingface_hub.snapshot_download`, imported on first use."""
+    from huggingface_hub import snapshot_download as download
+
+    return str(download(*args, **kwargs))
+
+
 def _label(repo_id: str, revision: str | None) -> str:
     return f"{repo_id}@{revision}" if revision else repo_id
 
@@ -259,6 +259,8 @@ def _shards_for(index: Path, tensors: list[str], display: str) -> list[str]:
 
 def _cli() -> str:
     """The download command of the installed huggingface_hub (``hf`` since 0.34, ``huggingface-cli`` before)."""
+    import huggingface_hub
+
     try:
         major, minor = (int(x) for x in huggingface_hub.__version__.split(".")[:2])
     except ValueError:
@@ -308,6 +310,17 @@ class _Fetcher:
         return folder
 
     def _error(self, exc: Exception) -> Exception:
+        from huggingface_hub.errors import (
+            DisabledRepoError,
+            GatedRepoError,
+            HfHubHTTPError,
+            HFValidationError,
+            LocalEntryNotFoundError,
+            OfflineModeIsEnabled,
+            RepositoryNotFoundError,
+            RevisionNotFoundError,
+        )
+
         where = self.display
         if isinstance(exc, GatedRepoError):
             return ConvertError(f"{where}: gated repository; accept its conditions on "

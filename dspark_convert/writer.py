@@ -232,11 +232,13 @@ def pack_kv_value(w: GGUFWriter, value: object, vtype: VT, sub_type: VT | None =
 
 def _write_kv_data(w: GGUFWriter, f: BinaryIO) -> None:
     """``w.write_kv_data_to_file()``, byte for byte, with arrays packed by :func:`pack_kv_value`."""
-    block = bytearray()
     for key, val in w.kv_data[0].items():
-        block += w._pack_val(key, VT.STRING, add_vtype=False)
-        block += pack_kv_value(w, val.value, val.type, val.sub_type)
-    f.write(block)
+        f.write(w._pack_val(key, VT.STRING, add_vtype=False))
+        if isinstance(val.value, PackedStrings) and val.type == VT.ARRAY and val.sub_type == VT.STRING:
+            f.write(struct.pack("<IIQ", VT.ARRAY, VT.STRING, len(val.value)))
+            f.write(val.value.blob)  # (written as is: no copy of a vocabulary-sized block)
+        else:
+            f.write(pack_kv_value(w, val.value, val.type, val.sub_type))
     w.state = WriterState.KV_DATA
 
 

@@ -18,13 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
-
-from tokenizers import AddedToken, Tokenizer, processors
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConvertError
 from ..schema import TokenType
 from .special import looks_special, read_json_dict, token_content
+
+if TYPE_CHECKING:  # the tokenizers library is imported when a tokenizer is read (not for a cached block)
+    from tokenizers import AddedToken, Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,8 @@ def _clean_up_tokenization(s: str) -> str:
 
 def _config_token(entry: Any, special: bool) -> AddedToken | None:
     """A tokenizer_config token entry (string or AddedToken dict) as an AddedToken."""
+    from tokenizers import AddedToken
+
     if isinstance(entry, str):
         return AddedToken(entry, special=special) if special else AddedToken(entry)
     if isinstance(entry, dict) and isinstance(entry.get("content"), str):
@@ -125,6 +128,8 @@ def load_hf_tokenizer(tokenizer_json: Path) -> HFTokenizer:
         text = tokenizer_json.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise ConvertError(f"{tokenizer_json}: malformed tokenizer.json (not UTF-8: {e.reason} at byte {e.start})") from None
+    from tokenizers import Tokenizer
+
     try:
         data = json.loads(text)
         tok = Tokenizer.from_str(text)
@@ -186,6 +191,8 @@ def apply_transformers_rules(tok: Tokenizer, config: dict[str, Any],
         single = f"{f'{bos}:0 ' if add_bos else ''}$A:0{f' {eos}:0' if add_eos else ''}"
         pair = f"{single}{f' {bos}:1' if add_bos else ''} $B:1{f' {eos}:1' if add_eos else ''}"
         special = ([(bos, bos_id)] if add_bos else []) + ([(eos, eos_id)] if add_eos else [])
+        from tokenizers import processors
+
         tok.post_processor = processors.TemplateProcessing(single=single, pair=pair, special_tokens=special)
 
 

@@ -70,13 +70,18 @@ def cache_dir() -> Path:
 @lru_cache(maxsize=1)
 def _code_fingerprint() -> str:
     """sha256 of the sources and data that build a tokenizer block, and of the library versions they use."""
-    import sentencepiece
-    import tokenizers
+    from importlib.metadata import PackageNotFoundError, version
 
     from .. import __version__
 
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "-"
+
     pkg = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256(f"{FORMAT} {__version__} {tokenizers.__version__} {sentencepiece.__version__}".encode())
+    h = hashlib.sha256(f"{FORMAT} {__version__} {installed('tokenizers')} {installed('sentencepiece')}".encode())
     files = sorted((pkg / "tokenizer").glob("*.py")) + sorted((pkg / "tokenizer" / "data").glob("*"))
     files += [pkg / "schema.py", pkg / "plan.py", pkg / "gguffile" / "packed.py"]
     for f in files:

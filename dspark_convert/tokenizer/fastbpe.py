@@ -30,9 +30,7 @@ import json
 import operator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from tokenizers import AddedToken, Tokenizer, pre_tokenizers
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConvertError
 from ..gguffile.packed import PackedStrings
@@ -40,6 +38,9 @@ from ..schema import TokenType
 from .bpe import apply_transformers_rules, check_text, cleaned
 from .special import looks_special, read_json_dict
 from .tokjson import Layout, NotFast, locate, merge_chunks, vocab_tokens
+
+if TYPE_CHECKING:
+    from tokenizers import AddedToken, Tokenizer
 
 __all__ = ["FastBPE", "NotFast", "load_fast_bpe"]
 
@@ -191,6 +192,8 @@ def _byte_level_words(meta: dict[str, Any], vocab: set[bytes]) -> bool:
     last = (pre.get("pretokenizers") or [None])[-1] if isinstance(pre, dict) and pre.get("type") == "Sequence" else pre
     if not isinstance(last, dict) or last.get("type") != "ByteLevel":
         return False
+    from tokenizers import pre_tokenizers
+
     return all(c.encode("utf-8") in vocab for c in pre_tokenizers.ByteLevel.alphabet())
 
 
@@ -318,6 +321,8 @@ class _Reduced:
         raise NotFast
 
     def build(self, config: dict[str, Any]) -> Tokenizer:
+        from tokenizers import Tokenizer
+
         try:
             tok = Tokenizer.from_str(self.json)
         except Exception:  # the whole file may still load (or fail with its own message): take the slow path
