@@ -48,6 +48,8 @@ _PLACEHOLDER = 1 << 31  # post-processor ids become _PLACEHOLDER + k in the redu
 _BYTE_TOKENS = [f"<0x{b:02X}>".encode() for b in range(256)]  # BPE byte_fallback pieces
 _NAMED = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
 _G_SPACE = "\u0120".encode()
+#: length of the UTF-8 sequence a lead byte starts (0: not a lead byte)
+_UTF8_LEN = [1] * 0x80 + [0] * 0x42 + [2] * 0x1E + [3] * 0x10 + [4] * 0x05 + [0] * 0x0B
 
 
 @dataclass
@@ -81,11 +83,17 @@ class FastBPE:
         return i - r + self.n_model
 
     _placeholders: list[int] = field(default_factory=list, repr=False)
+    _reduced_decoder: dict[int, AddedToken] | None = field(default=None, repr=False)
+
+    def _reduced_added(self) -> dict[int, AddedToken]:
+        if self._reduced_decoder is None:
+            self._reduced_decoder = self.reduced.get_added_tokens_decoder()
+        return self._reduced_decoder
 
     def added(self) -> dict[int, AddedToken]:
         """``get_added_tokens_decoder()`` of the whole tokenizer, in target ids."""
         if self._added is None:
-            self._added = {self.to_full(i): at for i, at in self.reduced.get_added_tokens_decoder().items()}
+            self._added = {self.to_full(i): at for i, at in self._reduced_added().items()}
         return self._added
 
     def chkhsh(self) -> str:
@@ -93,12 +101,14 @@ class FastBPE:
         ids = [self.to_full(i) for i in self.reduced.encode(check_text()).ids]
         return hashlib.sha256(str(ids).encode()).hexdigest()
 
-    def decode_roundtrip(self, text: str, reduced_id: int) -> str:
-        """transformers' ``decode(encode(text))`` for the added token ``text`` (reduced id ``reduced_id``)."""
-        ids = self.reduced.encode(text, add_special_tokens=False).ids
-        if ids != [reduced_id]:
-            raise NotFast  # the text is not matched as that added token: the model tokens would decide
-        return cleaned(self.reduced.decode(ids, skip_special_tokens=False), self.config)
+    def decode_roundtrips(self, tokens: list[tuple[str, int]]) -> list[str]:
+        """transformers' ``decode(encode(text))`` for added tokens ``(text, reduced id)``, in one batch."""
+        if not tokens:
+            return []
+        ids = [e.ids for e in self.reduced.encode_batch([t for t, _ in tokens], add_special_tokens=False)]
+        if any(got != [want] for got, (_, want) in zip(ids, tokens, strict=True)):
+            raise NotFast  # a text not matched as its added token: the (reduced) model tokens would decide
+        return [cleaned(d, self.config) for d in self.reduced.decode_batch(ids, skip_special_tokens=False)]
 
     def token_list(self, n_vocab: int | None) -> tuple[PackedStrings, list[int]]:
         """Tokens and token types of upstream ``get_vocab_base``, padded to ``n_vocab`` (as
@@ -119,11 +129,12 @@ class FastBPE:
             if tokens[i] is None:
                 tokens[i] = f"[PAD{i}]".encode()
                 types[i] = TokenType.UNUSED
-        reduced_ids = {at.content: i for i, at in self.reduced.get_added_tokens_decoder().items()}
+        reduced_ids = {at.content: i for i, at in self._reduced_added().items()}
+        raw = [i for i, at in added.items() if not at.normalized]
+        decoded = dict(zip(raw, self.decode_roundtrips([(added[i].content, reduced_ids[added[i].content])
+                                                        for i in raw]), strict=True))
         for i, at in added.items():
-            text = at.content
-            if not at.normalized:
-                text = self.decode_roundtrip(text, reduced_ids[text])
+            text = decoded.get(i, at.content)
             if at.special or looks_special(text):
                 types[i] = TokenType.CONTROL
             else:
@@ -157,8 +168,9 @@ def load_fast_bpe(tokenizer_json: Path) -> FastBPE:
         raise NotFast  # a whole-word lookup could hit a token the reduced vocabulary lacks
     always = _always_kept(lay.meta, config, vocab)
     # 1. the initial symbols of the check text's words: single characters, byte pieces, unk
-    singles = [t for t in itertools.compress(tokens, map(operator.ge, itertools.repeat(4), map(len, tokens)))
-               if len(t.decode("utf-8")) == 1]
+    short = list(itertools.compress(tokens, map(operator.ge, itertools.repeat(4), map(len, tokens))))
+    singles = itertools.compress(short, map(operator.eq, map(len, short),  # one UTF-8 sequence, whole
+                                            map(_UTF8_LEN.__getitem__, map(operator.itemgetter(0), short))))
     first = _Reduced(lay, tokens, _ids_of(tokens, {*singles, *_BYTE_TOKENS, *always}), ignore_merges=False)
     symbols = "".join(first.build(config).encode(check_text()).tokens).encode("utf-8")
     # 2. every token and merge that is a substring of them; the merges are checked and packed on the way
