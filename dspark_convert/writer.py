@@ -187,14 +187,14 @@ def _pack_array_items(items: list | tuple, sub: VT) -> bytes | None:
                 return None
         return b"".join(itertools.chain.from_iterable(zip(map(_U64.pack, map(len, enc)), enc, strict=True)))
     if sub in _INT_DTYPES:
-        if not all(type(v) is int for v in items):
+        if set(map(type, items)) != {int}:
             return None
         try:
             return np.array(items, dtype=_INT_DTYPES[sub]).tobytes()
         except OverflowError:  # numpy refuses out-of-range Python ints; struct.error is gguf-py's answer
             return None
     if sub in (VT.FLOAT32, VT.FLOAT64):
-        if not all(type(v) is float for v in items):
+        if set(map(type, items)) != {float}:
             return None
         a = np.array(items, dtype=np.float64)
         if sub == VT.FLOAT64:
@@ -203,7 +203,7 @@ def _pack_array_items(items: list | tuple, sub: VT) -> bytes | None:
         if np.isnan(a).any() or np.any(np.isinf(b) & ~np.isinf(a)):
             return None
         return b.tobytes()
-    if sub == VT.BOOL and all(type(v) is bool for v in items):
+    if sub == VT.BOOL and set(map(type, items)) == {bool}:
         return np.array(items, dtype=np.bool_).tobytes()
     return None
 
