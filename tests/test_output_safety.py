@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from badinputs import FIX, TARGET, run_cli, run_convert
+from bad_inputs_kit import FIX, TARGET, run_cli, run_convert
 
 from dspark_convert import convert
 from dspark_convert import writer as writer_mod
