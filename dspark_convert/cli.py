@@ -1,26 +1,23 @@
 """The ``dspark-convert`` command line: parse arguments, call the library, render the result (Rich or JSON).
 
-Every command maps :class:`~dspark_convert.errors.ConvertError` to one line on stderr and exit code 2.
+Every command maps :class:`~dspark_convert.errors.ConvertError` to one line on stderr and exit code 2. All
+human output goes through :mod:`dspark_convert.render` (imported when needed, so ``--help`` stays fast).
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from .errors import ConvertError
 
 app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
                   help="Convert DSpark / DFlash / EAGLE-3 drafts to GGUF, inspect and verify GGUF files.")
-err_console = Console(stderr=True, highlight=False)
 T = TypeVar("T")
 
 
@@ -29,8 +26,9 @@ def run_or_exit(fn: Callable[[], T]) -> T:
     try:
         return fn()
     except ConvertError as e:
-        # escape(): messages quote names read from (possibly hostile) files, which must not be parsed as markup
-        err_console.print(f"[bold red]error:[/] {escape(str(e))}", markup=True, soft_wrap=True)
+        from .render import print_error
+
+        print_error(str(e))
         raise typer.Exit(2) from None
 
 
@@ -39,24 +37,6 @@ def print_json(data: Any) -> None:
     from .render import dumps_json
 
     sys.stdout.write(dumps_json(data) + "\n")
-
-
-@contextmanager
-def byte_progress(enabled: bool, description: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A Rich progress bar (bytes, throughput, ETA) on a terminal; nothing otherwise."""
-    if not enabled or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-
-    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                  TimeRemainingColumn(), console=err_console, transient=True) as bar:
-        task = bar.add_task(description, total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update
 
 
 @app.command()
@@ -75,18 +55,18 @@ def hf2gguf(
 ) -> None:
     """Convert a DSpark / DFlash / EAGLE-3 draft checkpoint to a GGUF file llama.cpp loads."""
     from .conversion import convert
-    from .report import render_conversion
+    from .render import byte_progress, make_console, render_conversion
 
     with byte_progress(not as_json and not dry_run, "converting") as progress:
         result = run_or_exit(lambda: convert(draft, target_model_dir, outfile, outtype=outtype, force=force, dry_run=dry_run,
                                              embed_from_target=with_target_embeddings, allow_nonfinite=allow_nonfinite,
                                              metadata=metadata, model_name=model_name, progress=progress))
     if as_json:
-        from .report import conversion_to_dict
+        from .render import conversion_to_dict
 
         print_json(conversion_to_dict(result))
     else:
-        render_conversion(result, Console(highlight=False))
+        render_conversion(result, make_console())
 
 
 @app.command()
@@ -104,9 +84,9 @@ def check(
     if as_json:
         print_json({"file": str(file), "arch": plan.arch, "ok": ok, "findings": [f.to_dict() for f in findings]})
     else:
-        from .report import render_findings
+        from .render import make_console, render_findings
 
-        render_findings(file, plan.arch, findings, Console(highlight=False))
+        render_findings(file, plan.arch, findings, make_console())
     raise typer.Exit(0 if ok else 1)
 
 
@@ -121,14 +101,14 @@ def inspect(
 ) -> None:
     """Show a GGUF file's metadata, tensors, tokenizer and totals."""
     from .inspect import inspect_gguf
-    from .render import dumps_json, render_inspect
+    from .render import make_console, render_inspect
 
     info = run_or_exit(lambda: inspect_gguf(file, full_arrays=full_arrays, tensors=not no_tensors, filter=filter,
                                             stats=stats))
     if as_json:
-        sys.stdout.write(dumps_json(info) + "\n")
+        print_json(info)
     else:
-        render_inspect(info, Console(highlight=False))
+        render_inspect(info, make_console())
 
 
 @app.command()
@@ -142,14 +122,14 @@ def diff(
 ) -> None:
     """Compare two GGUF files: exit 0 when equal, 1 when different, 2 on error."""
     from .diff import diff_gguf
-    from .render import dumps_json, render_diff
+    from .render import make_console, render_diff
 
     result = run_or_exit(lambda: diff_gguf(a, b, ignore=ignore or [], tensor_stats=not no_stats,
                                            ignore_order=ignore_order))
     if as_json:
-        sys.stdout.write(dumps_json(result) + "\n")
+        print_json(result)
     else:
-        render_diff(result, Console(highlight=False))
+        render_diff(result, make_console())
     raise typer.Exit(0 if result["equal"] else 1)
 
 
@@ -164,13 +144,14 @@ def verify_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="JSON report on stdout (schema: docs/verify.md).")] = False,
 ) -> None:
     """Run the GGUF (numpy) and the HF (torch) forwards on seeded inputs: exit 0 pass, 1 fail, 2 error."""
-    from .verify import render_report, verify
+    from .render import make_console, render_verify
+    from .verify import verify
 
     report = run_or_exit(lambda: verify(gguf_file, hf, target_model_dir, context=context, seed=seed, steps=steps))
     if as_json:
         print_json(report.to_dict())
     else:
-        render_report(report, Console(highlight=False))
+        render_verify(report, make_console())
     raise typer.Exit(0 if report.passed else 1)
 
 
@@ -178,7 +159,9 @@ class _OneLineWarnings(logging.Handler):
     """Library warnings (fallbacks, recognised-by-regex tokenizers, ...) as one 'warning:' line each on stderr."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        err_console.print(f"[yellow]warning:[/] {record.getMessage()}", markup=True, soft_wrap=True, highlight=False)
+        from .render import print_warning
+
+        print_warning(record.getMessage())
 
 
 def main() -> None:

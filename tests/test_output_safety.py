@@ -214,6 +214,7 @@ CHILD = textwrap.dedent("""
     import sys, time
     from contextlib import contextmanager
     import dspark_convert.cli as cli
+    import dspark_convert.render as render
 
     @contextmanager
     def waiting_progress(enabled, description):
@@ -226,7 +227,7 @@ CHILD = textwrap.dedent("""
         yield update
 
     if sys.argv[1] == "wait":
-        cli.byte_progress = waiting_progress
+        render.byte_progress = waiting_progress
     sys.argv = ["dspark-convert", "hf2gguf", *sys.argv[2:]]
     cli.main()
 """)
