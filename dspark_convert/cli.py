@@ -6,6 +6,7 @@ human output goes through :mod:`dspark_convert.render` (imported when needed, so
 
 from __future__ import annotations
 
+import enum
 import logging
 import sys
 from collections.abc import Callable
@@ -14,11 +15,37 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from . import __version__
 from .errors import ConvertError
 
 app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]}, rich_markup_mode="rich",
                   help="Convert DSpark / DFlash / EAGLE-3 drafts to GGUF, inspect and verify GGUF files.")
 T = TypeVar("T")
+
+
+class OutType(str, enum.Enum):
+    """``--outtype`` choices (matched case-insensitively: ``BF16`` is ``bf16``)."""
+
+    f32 = "f32"
+    f16 = "f16"
+    bf16 = "bf16"
+    q8_0 = "q8_0"
+    auto = "auto"
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"dspark-convert {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main_options(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Convert DSpark / DFlash / EAGLE-3 drafts to GGUF, inspect and verify GGUF files."""
 
 
 def run_or_exit(fn: Callable[[], T]) -> T:
@@ -41,10 +68,11 @@ def print_json(data: Any) -> None:
 
 @app.command()
 def hf2gguf(
-    draft: Annotated[str, typer.Argument(help="Draft checkpoint: a local folder or a Hub repo id (org/name[@rev]).")],
-    target_model_dir: Annotated[str, typer.Option("--target-model-dir", "-t", help="Target model: folder or Hub repo id (tokenizer, config).")],
-    outfile: Annotated[str | None, typer.Option("--outfile", "-o", help="Output path; {ftype} and {outtype} are expanded. Default: GGUF naming convention.")] = None,
-    outtype: Annotated[str, typer.Option(help="f32, f16, bf16, q8_0 or auto (from the checkpoint's dtypes).")] = "auto",
+    draft: Annotated[str, typer.Argument(metavar="DRAFT", show_default=False,
+                                         help="Draft checkpoint: a local folder or a Hub repo id (org/name\\[@rev]).")],
+    target_model_dir: Annotated[str, typer.Option("--target-model-dir", "-t", metavar="TARGET", help="Target model: folder or Hub repo id (tokenizer, config).")],
+    outfile: Annotated[str | None, typer.Option("--outfile", "-o", metavar="FILE", help="Output file; {ftype} and {outtype} are expanded. Default: the GGUF naming convention, in the current folder.")] = None,
+    outtype: Annotated[OutType, typer.Option(case_sensitive=False, help="Tensor type; auto keeps the checkpoint's 16-bit type (F32 checkpoints: f16).")] = OutType.auto,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (keys, tensors, types, sizes) and write nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
     with_target_embeddings: Annotated[bool, typer.Option("--with-target-embeddings", help="Self-contained draft: copy the target's token_embd (and output) into the GGUF.")] = False,
@@ -58,7 +86,7 @@ def hf2gguf(
     from .render import byte_progress, make_console, render_conversion
 
     with byte_progress(not as_json and not dry_run, "converting") as progress:
-        result = run_or_exit(lambda: convert(draft, target_model_dir, outfile, outtype=outtype, force=force, dry_run=dry_run,
+        result = run_or_exit(lambda: convert(draft, target_model_dir, outfile, outtype=outtype.value, force=force, dry_run=dry_run,
                                              embed_from_target=with_target_embeddings, allow_nonfinite=allow_nonfinite,
                                              metadata=metadata, model_name=model_name, progress=progress))
     if as_json:

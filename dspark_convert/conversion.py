@@ -164,6 +164,7 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
     loader rule. ``outfile`` may use ``{ftype}`` / ``{outtype}``; without it the GGUF naming convention is used.
     """
     t0 = time.perf_counter()
+    outtype = str(outtype).lower()  # "BF16" is "bf16", as on the command line
     if outtype not in S.OUTTYPE_CHOICES:
         raise ConvertError(f"--outtype {outtype!r}: expected one of {', '.join(S.OUTTYPE_CHOICES)}")
     options = ConvertOptions(outtype=outtype, embed_from_target=embed_from_target, allow_nonfinite=allow_nonfinite,
