@@ -122,7 +122,7 @@ def check(
 def inspect(
     file: Annotated[Path, typer.Argument(help="A GGUF file (only its header is read, unless --stats).")],
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout (schema: docs/inspect.md).")] = False,
-    full_arrays: Annotated[bool, typer.Option("--full-arrays", help="Show whole arrays instead of their first items.")] = False,
+    full_arrays: Annotated[bool, typer.Option("--full-arrays", help="Show values in full: whole arrays, and long strings (the chat template) as written, below the table.")] = False,
     filter: Annotated[str | None, typer.Option("--filter", help="Glob on KV and tensor names, e.g. 'blk.0.*'.")] = None,
     stats: Annotated[bool, typer.Option("--stats", help="Per-tensor min/max/mean/std/NaN/Inf (reads the data).")] = False,
     no_tensors: Annotated[bool, typer.Option("--no-tensors", help="Leave out the tensor list.")] = False,
@@ -136,7 +136,7 @@ def inspect(
     if as_json:
         print_json(info)
     else:
-        render_inspect(info, make_console())
+        render_inspect(info, make_console(), full=full_arrays, filter=filter)
 
 
 @app.command()

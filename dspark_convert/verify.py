@@ -262,6 +262,19 @@ def _reference(hf_dir: str, run: Any) -> Any:
         raise ConvertError(f"{hf_dir}: the reference forward failed on this checkpoint ({type(e).__name__}: {e})") from None
 
 
+def _require_folder(folder: Path, flag: str, what: str) -> None:
+    """``folder`` exists and holds safetensors weights; a draft passed as the target is named as such."""
+    if not folder.is_dir():
+        raise ConvertError(f"{folder}: no such folder; {flag} must be {what}")
+    if not any(folder.glob("*.safetensors")):
+        raise ConvertError(f"{folder}: no safetensors files; {flag} must be {what}")
+    if flag == "--target-model-dir" and (folder / "config.json").is_file():
+        from .checkpoint import load_json
+        from .conversion import refuse_draft_as_target
+
+        refuse_draft_as_target(load_json(folder / "config.json"), folder)
+
+
 def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path, *, context: int = 16, seed: int = 0,
            steps: int = 3) -> VerifyReport:
     """Run the torch (HF) and numpy (GGUF) forwards on seeded inputs and compare every output and the metadata.
@@ -274,8 +287,12 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path, *,
         >>> verify("d.gguf", "dspark_qwen3_4b_block7", "Qwen3-4B", context=16, seed=0).passed  # doctest: +SKIP
         True
     """
-    if context < 1 or steps < 1:
-        raise ConvertError(f"--context ({context}) and --steps ({steps}) must be at least 1")
+    for flag, value in (("--context", context), ("--steps", steps)):
+        if value < 1:
+            raise ConvertError(f"{flag} {value}: expected at least 1")
+    _require_folder(Path(hf_dir), "--hf", "the draft's Hugging Face folder, with config.json and safetensors")
+    _require_folder(Path(target_dir), "--target-model-dir", "the target model's folder, whose token embeddings and "
+                    "lm_head verify reads")
     g = open_gguf(gguf_path)
     tf, d = _load_torch_side(Path(hf_dir), Path(target_dir))
     target = TargetWeights(target_dir)

@@ -16,7 +16,6 @@ import functools
 import io
 import itertools
 import os
-import secrets
 import signal
 import struct
 import threading
@@ -33,6 +32,7 @@ from gguf.gguf_writer import WriterState
 
 from . import schema as S
 from .checkpoint import Checkpoint
+from .destination import new_partial, release
 from .errors import ConvertError
 from .plan import Plan, TensorSpec
 from .transforms import convert_chunk, deinterleave_rope, eagle3_permute
@@ -341,8 +341,7 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
         raise ConvertError(f"{folder}: output folder does not exist")
     if plan.kvs[0].name != S.GENERAL_ARCHITECTURE or plan.kvs[0].value != plan.arch:
         raise ConvertError("internal: a plan must start with general.architecture")
-    # pid + random part: a stale temp file of a killed run (same pid after a container restart) never collides
-    tmp = folder / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial"
+    tmp = new_partial(path)  # also removes partial files left by killed conversions to the same destination
     created = committed = False  # what the except branches may remove / must report
     try:
         with _sigterm_raises():
@@ -391,6 +390,8 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
     except BaseException:
         _remove(tmp, created)
         raise
+    finally:
+        release(tmp)
 
 
 def _remove(p: Path, created: bool) -> None:

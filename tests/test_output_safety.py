@@ -95,7 +95,8 @@ def test_force_replaces_the_file_completely(tmp_path: Path, reference_bytes: byt
 def test_output_path_problems_are_one_line(tmp_path: Path) -> None:
     (tmp_path / "adir").mkdir()
     r = run_cli(["hf2gguf", str(DRAFT), "-t", str(TARGET), "-o", str(tmp_path / "adir"), "--force"], tmp_path)
-    assert r.exit_code == 2 and r.error_lines == [f"error: {tmp_path / 'adir'}: is a folder, expected a file name"]
+    assert r.exit_code == 2 and r.error_lines == [f"error: {tmp_path / 'adir'}: is a folder, expected a file name "
+                                                  f"(e.g. {tmp_path / 'adir' / 'draft.gguf'})"]
     r = run_cli(["hf2gguf", str(DRAFT), "-t", str(TARGET), "-o", str(tmp_path / "nope" / "x.gguf")], tmp_path)
     assert r.exit_code == 2 and r.error_lines == [f"error: {tmp_path / 'nope'}: output folder does not exist"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -22,10 +21,9 @@ from typing import Any
 from tokenizers import AddedToken, Tokenizer, processors
 
 from ..errors import ConvertError
+from ..notes import note
 from ..schema import TokenType
 from .special import looks_special, read_json_dict, token_content
-
-log = logging.getLogger(__name__)
 
 _DATA = Path(__file__).parent / "data"
 _NAMED_SPECIALS = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
@@ -213,8 +211,9 @@ def pre_of(hf: HFTokenizer) -> str:
     res = pre_from_regex(hf.data)
     if res is not None:
         # Upstream refuses such tokenizers; we accept a known pre-tokenizer (the hash differs by vocabulary).
-        log.warning("%s: chkhsh %s is not in llama.cpp's table; pre-tokenizer regex recognised as %r",
-                    hf.path, h, res)
+        note("tokenizer.ggml.pre", "pre-tokenizer-by-regex",
+             f"{hf.path}: chkhsh {h} is not in llama.cpp's table (a vocabulary it has not seen); the pre-tokenizer "
+             f"regex is the {res!r} family's, so tokenizer.ggml.pre = {res!r}")
         return res
     raise ConvertError(f"{hf.path}: BPE pre-tokenizer not recognized (chkhsh {h} is not in llama.cpp's table "
                        "and the pre_tokenizer regex matches no known family)")
