@@ -1,7 +1,8 @@
 """The ``dspark-convert`` command line: parse arguments, call the library, render the result (Rich or JSON).
 
-Every command maps :class:`~dspark_convert.errors.ConvertError` to one line on stderr and exit code 2. All
-human output goes through :mod:`dspark_convert.render` (imported when needed, so ``--help`` stays fast).
+Every command maps :class:`~dspark_convert.errors.ConvertError` to one line on stderr and exit code 2, and an
+interrupt (SIGINT, SIGTERM; see :mod:`dspark_convert.entry`) to one line and exit code 130 / 143. All human
+output goes through :mod:`dspark_convert.render` (imported when needed, so ``--help`` stays fast).
 """
 
 from __future__ import annotations
@@ -16,12 +17,20 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from . import __version__
-from .errors import ConvertError
+from .entry import install_signal_handlers, interrupted_line
+from .errors import ConvertError, Interrupted
 
 app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["-h", "--help"]}, rich_markup_mode="rich",
                   help="Convert DSpark / DFlash / EAGLE-3 drafts to GGUF, inspect and verify GGUF files.")
 T = TypeVar("T")
+
+
+class _State:
+    """What an interrupt interrupts (for its one line): set by the commands as they go."""
+
+    doing = "starting"
+    written: str | None = None  # a file this command wrote in full
 
 
 class OutType(str, enum.Enum):
@@ -48,8 +57,10 @@ def _main_options(
     """Convert DSpark / DFlash / EAGLE-3 drafts to GGUF, inspect and verify GGUF files."""
 
 
-def run_or_exit(fn: Callable[[], T]) -> T:
-    """Run ``fn``; a ConvertError becomes one line on stderr and exit code 2."""
+def run_or_exit(fn: Callable[[], T], doing: str) -> T:
+    """Run ``fn`` (``doing`` says what it does, for an interrupt's line); a ConvertError becomes one line on stderr
+    and exit code 2, an interrupt one line and 130 / 143."""
+    _State.doing = doing
     try:
         return fn()
     except ConvertError as e:
@@ -57,6 +68,13 @@ def run_or_exit(fn: Callable[[], T]) -> T:
 
         print_error(str(e))
         raise typer.Exit(2) from None
+    except Interrupted as e:
+        from .render import print_error
+
+        print_error(interrupted_line(e, doing))
+        raise typer.Exit(e.exit_code) from None
+    finally:
+        _State.doing = "printing the result"
 
 
 def print_json(data: Any) -> None:
@@ -88,7 +106,10 @@ def hf2gguf(
     with byte_progress(not as_json and not dry_run, "converting") as progress:
         result = run_or_exit(lambda: convert(draft, target_model_dir, outfile, outtype=outtype.value, force=force, dry_run=dry_run,
                                              embed_from_target=with_target_embeddings, allow_nonfinite=allow_nonfinite,
-                                             metadata=metadata, model_name=model_name, progress=progress))
+                                             metadata=metadata, model_name=model_name, progress=progress),
+                             f"converting {draft}" + ("" if dry_run else ", before writing"))
+    if not dry_run:
+        _State.written = str(result.path)
     if as_json:
         from .render import conversion_to_dict
 
@@ -106,7 +127,7 @@ def check(
     from .check import check_plan, errors
     from .gguffile.reader import plan_from_gguf
 
-    plan = run_or_exit(lambda: plan_from_gguf(file))
+    plan = run_or_exit(lambda: plan_from_gguf(file), f"reading {file}")
     findings = check_plan(plan)
     ok = not errors(findings)
     if as_json:
@@ -132,7 +153,7 @@ def inspect(
     from .render import make_console, render_inspect
 
     info = run_or_exit(lambda: inspect_gguf(file, full_arrays=full_arrays, tensors=not no_tensors, filter=filter,
-                                            stats=stats))
+                                            stats=stats), f"reading {file}")
     if as_json:
         print_json(info)
     else:
@@ -153,7 +174,7 @@ def diff(
     from .render import make_console, render_diff
 
     result = run_or_exit(lambda: diff_gguf(a, b, ignore=ignore or [], tensor_stats=not no_stats,
-                                           ignore_order=ignore_order))
+                                           ignore_order=ignore_order), f"comparing {a} and {b}")
     if as_json:
         print_json(result)
     else:
@@ -175,7 +196,8 @@ def verify_cmd(
     from .render import make_console, render_verify
     from .verify import verify
 
-    report = run_or_exit(lambda: verify(gguf_file, hf, target_model_dir, context=context, seed=seed, steps=steps))
+    report = run_or_exit(lambda: verify(gguf_file, hf, target_model_dir, context=context, seed=seed, steps=steps),
+                         f"verifying {gguf_file}")
     if as_json:
         print_json(report.to_dict())
     else:
@@ -193,13 +215,20 @@ class _OneLineWarnings(logging.Handler):
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Run the command line (the console script goes through :func:`dspark_convert.entry.main`, which puts the
+    interrupt rule in place before this module is imported)."""
+    install_signal_handlers()
     root = logging.getLogger("dspark_convert")
     if not root.handlers:
         root.addHandler(_OneLineWarnings(logging.WARNING))
         root.propagate = False
     logging.getLogger("gguf").setLevel(logging.ERROR)  # gguf-py's own info/debug chatter is not for users
-    app()
+    try:
+        app()
+    except Interrupted as e:  # outside a library call (parsing arguments, printing the result)
+        sys.stderr.write(f"error: {interrupted_line(e, _State.doing, _State.written)}\n")
+        sys.stderr.flush()
+        raise SystemExit(e.exit_code) from None
 
 
 if __name__ == "__main__":  # python -m dspark_convert.cli

@@ -33,7 +33,7 @@ from gguf.gguf_writer import WriterState
 from . import schema as S
 from .checkpoint import Checkpoint
 from .destination import new_partial, release
-from .errors import ConvertError
+from .errors import ConvertError, Interrupted
 from .plan import Plan, TensorSpec
 from .transforms import convert_chunk, deinterleave_rope, eagle3_permute
 
@@ -48,10 +48,6 @@ TRANSFORMS: dict[str, Callable[..., np.ndarray]] = {
 }
 
 
-class _Terminated(BaseException):
-    """Raised inside the writer when SIGTERM arrives, so the temporary file is removed."""
-
-
 @contextlib.contextmanager
 def _sigterm_raises() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
@@ -59,7 +55,7 @@ def _sigterm_raises() -> Iterator[None]:
         return
 
     def handler(signum: int, frame: object) -> None:
-        raise _Terminated()
+        raise Interrupted(signum)
 
     old = signal.signal(signal.SIGTERM, handler)
     try:
@@ -375,12 +371,13 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
                 finally:
                     os.close(dfd)
             return size
-    except (KeyboardInterrupt, _Terminated) as e:
-        what = "interrupted (SIGINT)" if isinstance(e, KeyboardInterrupt) else "terminated (SIGTERM)"
+    except (KeyboardInterrupt, Interrupted) as e:
+        signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
+        what = Interrupted.describe(signum)
         if committed:  # the signal landed between the rename and the return: the file is complete
-            raise ConvertError(f"{path}: {what} after the file was complete; it was written in full") from None
+            raise Interrupted(signum, f"{path}: {what} after the file was complete; it was written in full") from None
         _remove(tmp, created)
-        raise ConvertError(f"{path}: {what}; nothing was written (destination left as it was)") from None
+        raise Interrupted(signum, f"{path}: {what}; nothing was written (destination left as it was)") from None
     except OSError as e:
         _remove(tmp, created)
         if e.errno in _DISK_FULL:
