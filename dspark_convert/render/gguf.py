@@ -159,7 +159,9 @@ def render_inspect(info: dict[str, Any], console: Console, *, full: bool = False
             if _block(e):
                 line(console, text(name, style="bold", limit=100), f" ({e['type']}, "
                      f"{plural(len(e['value']), 'character')}):")
-                console.print(Text(e["value"]), soft_wrap=True)  # as written: line breaks kept, never markup
+                # as written, line by line: line breaks kept, other control characters (ESC, ...) escaped
+                lines = [safe_text(ln, len(ln) * 10 + 10) for ln in e["value"].split("\n")]
+                console.print(Text("\n".join(lines)), soft_wrap=True)
                 console.print()
     elif any(_shortened(e) for e in kvs.values()):
         line(console, ("note:", "cyan"), " long values are shortened; --full-arrays shows them in full (--json also "
