@@ -115,13 +115,15 @@ def hostile_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _rendered(fn, *args) -> str:
     """What ``fn(*args, console)`` prints on a console that parses markup (Rich's default); it must be exactly
     what it prints on the CLI's markup-off console, so no renderer depends on the console to stay literal."""
-    outs = []
-    for markup in (True, False):
-        con = Console(width=1000, record=True, markup=markup, highlight=markup, color_system=None)
-        fn(*args, con)
-        outs.append(con.export_text())
-    assert outs[0] == outs[1]
-    return outs[0]
+    seen = {}
+    for terminal in (False, True):  # plain text (pipes) and Rich tables (terminals)
+        for markup in (True, False):
+            con = Console(width=1000, record=True, markup=markup, highlight=markup, color_system=None,
+                          force_terminal=terminal)
+            fn(*args, con)
+            seen[terminal, markup] = con.export_text()
+        assert seen[terminal, True] == seen[terminal, False]
+    return seen[False, True]
 
 
 @settings(max_examples=25, deadline=None)
