@@ -3,8 +3,9 @@
 Upstream builds these lists from ``transformers.AutoTokenizer``; we use the ``tokenizers`` library (the engine
 under transformers' fast tokenizers) and replay the few things transformers 5 does on top of tokenizer.json
 that change the result: named special tokens (with the defaults of the tokenizer class AutoTokenizer picks,
-class_defaults.py) and ``added_tokens_decoder`` entries of tokenizer_config.json become added tokens, an explicit ``add_bos_token`` / ``add_eos_token`` there replaces the post-processor, and
-truncation/padding are off when encoding. Tokenizer classes that rebuild their backend from vocab/merges are
+class_defaults.py) and ``added_tokens_decoder`` entries of tokenizer_config.json become added tokens, an
+explicit ``add_bos_token`` / ``add_eos_token`` there replaces the post-processor, and truncation/padding are off
+when encoding. Tokenizer classes that rebuild their backend from vocab/merges are
 assumed to rebuild it equal to tokenizer.json.
 """
 
