@@ -112,6 +112,9 @@ def _summary_table(info: dict[str, Any]) -> Table:
         for kind, sp in tok["special"].items():
             shown = repr(sp["token"]) if sp["token"] is not None else "(out of range)"
             rows.append((f"  {kind}", f"{sp['id']} {shown}"))
+    src = info.get("source")
+    if src:
+        rows += [("source", source_text(src))] + [("note", n) for n in src["notes"]]
     for key, value in rows:
         t.add_row(key, Text(safe_text(value, 200)))
     return t
@@ -188,6 +191,11 @@ def render_inspect(info: dict[str, Any], console: Console) -> None:
 def render_diff(result: dict[str, Any], console: Console) -> None:
     """Print a :func:`~dspark_convert.diff.diff_gguf` result: header, KV and tensor differences, verdict."""
     console.print(Text(f"A: {safe_text(result['a'], 200)}\nB: {safe_text(result['b'], 200)}"))
+    for side, src in (result.get("source") or {}).items():
+        if src:
+            render_source(src, console, label=f"{side.upper()}: ")
+    if result.get("note"):
+        console.print(Text(f"note: {result['note']}", style="yellow"))
     for key, v in result["header"].items():
         console.print(Text(f"header {key}: {v['a']} -> {v['b']}", style="yellow"))
     kvs, tensors = result["kvs"], result["tensors"]
@@ -222,5 +230,27 @@ def render_diff(result: dict[str, Any], console: Console) -> None:
         if result[what]["order_changed"]:
             console.print(Text(f"{what[:-1].upper()} order differs", style="yellow"))
     verdict = "EQUAL" if result["equal"] else "DIFFERENT"
-    console.print(Text(f"{verdict} ({tensors['identical']} identical tensors)",
+    same = "identical tensors" if result.get("tensor_data_compared", True) else \
+        "tensors of the same type and shape; tensor data not compared"
+    console.print(Text(f"{verdict} ({tensors['identical']} {same})",
                        style="bold green" if result["equal"] else "bold red"))
+
+
+def source_text(src: dict[str, Any]) -> str:
+    """One line on how a remote file was read (an ``inspect``/``check``/``diff`` ``source`` object)."""
+    if src["kind"] == "hub-cache":
+        return f"{src['url']}: read from the local Hugging Face cache (offline mode)"
+    how = "range requests" if src["range_requests"] else "requests"
+    rev = ""
+    if src["kind"] == "hub":
+        commit = src["commit"][:12] if src["commit"] else "?"
+        rev = f"; revision {src['revision'] or 'default branch'} (commit {commit})"
+    return (f"{src['url']}: header only, fetched {human_bytes(src['bytes_fetched'])} ({src['bytes_fetched']} "
+            f"bytes) in {src['requests']} {how}{rev}")
+
+
+def render_source(src: dict[str, Any], console: Console, label: str = "source: ") -> None:
+    """Print :func:`source_text` and the notes of a remote read (hostile URLs and notes shown literally)."""
+    console.print(Text(label + safe_text(source_text(src), 300), style="dim"))
+    for note in src["notes"]:
+        console.print(Text(f"note: {safe_text(note, 300)}", style="yellow"))

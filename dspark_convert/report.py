@@ -77,7 +77,7 @@ def render_conversion(r: ConvertResult, console: Console) -> None:
                       f"{r.bytes_written:,} bytes in {r.seconds:.2f} s, {mbps:.0f} MB/s)")
 
 
-def render_findings(file: Path, arch: str, findings: list[Finding], console: Console) -> None:
+def render_findings(file: str | Path, arch: str, findings: list[Finding], console: Console) -> None:
     """Human output of ``check``."""
     if not findings:
         console.print(f"[bold green]ok[/]: {file} ({arch}) passes every loader rule")
