@@ -195,7 +195,7 @@ def render_diff(result: dict[str, Any], console: Console) -> None:
         if src:
             render_source(src, console, label=f"{side.upper()}: ")
     if result.get("note"):
-        console.print(Text(f"note: {result['note']}", style="yellow"))
+        console.print(Text(f"note: {result['note']}", style="yellow"), soft_wrap=True)
     for key, v in result["header"].items():
         console.print(Text(f"header {key}: {v['a']} -> {v['b']}", style="yellow"))
     kvs, tensors = result["kvs"], result["tensors"]
@@ -240,17 +240,18 @@ def source_text(src: dict[str, Any]) -> str:
     """One line on how a remote file was read (an ``inspect``/``check``/``diff`` ``source`` object)."""
     if src["kind"] == "hub-cache":
         return f"{src['url']}: read from the local Hugging Face cache (offline mode)"
-    how = "range requests" if src["range_requests"] else "requests"
+    n = src["requests"]
+    how = ("range " if src["range_requests"] else "") + ("request" if n == 1 else "requests")
     rev = ""
     if src["kind"] == "hub":
         commit = src["commit"][:12] if src["commit"] else "?"
         rev = f"; revision {src['revision'] or 'default branch'} (commit {commit})"
     return (f"{src['url']}: header only, fetched {human_bytes(src['bytes_fetched'])} ({src['bytes_fetched']} "
-            f"bytes) in {src['requests']} {how}{rev}")
+            f"bytes) in {n} {how}{rev}")
 
 
 def render_source(src: dict[str, Any], console: Console, label: str = "source: ") -> None:
     """Print :func:`source_text` and the notes of a remote read (hostile URLs and notes shown literally)."""
-    console.print(Text(label + safe_text(source_text(src), 300), style="dim"))
+    console.print(Text(label + safe_text(source_text(src), 300), style="dim"), soft_wrap=True)
     for note in src["notes"]:
-        console.print(Text(f"note: {safe_text(note, 300)}", style="yellow"))
+        console.print(Text(f"note: {safe_text(note, 300)}", style="yellow"), soft_wrap=True)

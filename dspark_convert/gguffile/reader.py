@@ -75,6 +75,7 @@ class GGUFFile:
     tensors: list[ReaderTensor]
     data_offset: int
     file_size: int
+    header_end: int = 0  # the byte after the last tensor info: what a remote read must fetch at least
     source: Any = field(default=None)  # a remote.SourceInfo for files read over HTTP
     _ps: Any = field(default=None, repr=False)  # the RecordParser over the header mapping (lazy array decoding)
     _data: np.memmap | None = field(default=None, repr=False)
@@ -309,7 +310,8 @@ def parse_gguf(ps: RecordParser, path: Path | str, source: Any = None) -> GGUFFi
     for (_, end_a, name_a), (start_b, _, name_b) in zip(spans, spans[1:], strict=False):
         if start_b < end_a:
             raise ps.fail(f"tensor '{safe_text(name_b)}'", start_b, f"data overlaps tensor '{safe_text(name_a)}'")
-    return GGUFFile(path, version, alignment, kvs, tensors, data_offset, ps.size, source=source, _ps=ps)
+    return GGUFFile(path, version, alignment, kvs, tensors, data_offset, ps.size, header_end=pos, source=source,
+                    _ps=ps)
 
 
 def plan_from_gguf(path: str | os.PathLike[str]) -> Plan:
