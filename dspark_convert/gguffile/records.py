@@ -222,11 +222,20 @@ class RecordParser:
         if sub in _NUMERIC:
             return pos + count * _NUMERIC[sub].itemsize
         if sub == VT.STRING:
-            try:  # fast path: unchecked walk; positions only grow, so end <= limit proves every read was in range
-                end = self.walk_strings(pos, count)
-            except (struct.error, OverflowError):  # a length pointed past the buffer (or past what is fetched)
-                end = self.limit + 1
-            return end if end <= self.limit else self.walk_strings_checked(pos, count, where)
+            # fast path: unchecked walk; positions only grow, so end <= limit proves every read was in range. A
+            # remote buffer that ends inside the array is grown and the walk resumed where it stopped.
+            end, done = pos, 0
+            while True:
+                end, n = self.walk_strings_until_short(end, count - done)
+                done += n
+                if end > self.limit:
+                    break
+                if done == count:
+                    return end
+                if self._grow is None or end + 8 > self.limit:  # the length at `end` is not in the file
+                    break
+                self.ensure(end + 8)
+            return self.walk_strings_checked(pos, count, where)  # names the bad element
         if depth >= MAX_NESTING:
             raise self.fail(where, pos, f"arrays nested deeper than {MAX_NESTING} levels")
         for i in range(count):
@@ -241,6 +250,18 @@ class RecordParser:
         for _ in range(count):
             pos += 8 + unpack(buf, pos)[0]
         return pos
+
+    def walk_strings_until_short(self, pos: int, count: int) -> tuple[int, int]:
+        """Walk up to ``count`` strings from ``pos`` like :meth:`walk_strings`; stop where a length lies past the
+        buffer. Returns the offset reached and the number of strings walked."""
+        buf, unpack = self.buf, _U64.unpack_from
+        i = 0
+        try:
+            for i in range(count):  # noqa: B007 (i is read after the loop)
+                pos += 8 + unpack(buf, pos)[0]
+        except (struct.error, OverflowError):
+            return pos, i
+        return pos, count
 
     def walk_strings_checked(self, pos: int, count: int, where: str) -> int:
         """:meth:`walk_strings` with a check per element, to name the bad element and its offset (and to fetch
