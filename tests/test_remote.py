@@ -154,6 +154,22 @@ def test_http_errors_are_one_line_and_only_transient_ones_retried(server: FileSe
     assert r.exit_code == 2 and url in one_error_line(r) and text in one_error_line(r)
 
 
+def test_redirects_are_followed_but_only_to_http(server: FileServer, big: Path) -> None:
+    server.routes["/big.gguf"] = Route(big.read_bytes())
+    server.routes["/moved.gguf"] = Route(redirect=server.url + "/big.gguf")
+    server.routes["/ftp.gguf"] = Route(redirect="ftp://127.0.0.1/big.gguf")
+    server.routes["/loop.gguf"] = Route(redirect=server.url + "/loop.gguf")
+    doc, src = remote_doc(server.url + "/moved.gguf")
+    assert doc == local_doc(big) and src["url"] == server.url + "/moved.gguf"
+    with pytest.raises(ConvertError) as e:
+        open_gguf_source(server.url + "/ftp.gguf", OPTS)
+    assert str(e.value) == (f"{server.url}/ftp.gguf: HTTP 302 redirect to a non-HTTP URL refused: "
+                            f"ftp://127.0.0.1/big.gguf")
+    with pytest.raises(ConvertError) as e:
+        open_gguf_source(server.url + "/loop.gguf", OPTS)
+    assert str(e.value).startswith(f"{server.url}/loop.gguf: HTTP 302 ") and "\n" not in str(e.value)
+
+
 def test_truncated_body_is_retried_then_one_line(server: FileServer, big: Path) -> None:
     server.routes["/big.gguf"] = Route(big.read_bytes(), truncate_at=100)  # promises 128 bytes, sends 100
     url = server.url + "/big.gguf"

@@ -47,10 +47,13 @@ def origin(url: str) -> tuple[str, str, int]:
 
 
 class _Redirects(urllib.request.HTTPRedirectHandler):
-    """Follow redirects, dropping credentials when the redirect leaves the origin."""
+    """Follow redirects to http(s) URLs only, dropping credentials when the redirect leaves the origin."""
 
     def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
                          newurl: str) -> urllib.request.Request | None:
+        if urlsplit(newurl).scheme.lower() not in ("http", "https"):
+            raise urllib.error.HTTPError(req.full_url, code, f"redirect to a non-HTTP URL refused: {newurl[:100]}",
+                                         headers, fp)
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None and origin(newurl) != origin(req.full_url):
             new.remove_header("Authorization")
@@ -58,7 +61,8 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
 
 
 def _status_text(code: int, reason: str) -> str:
-    return f"HTTP {code} {reason}".rstrip()
+    lines = str(reason).strip().splitlines()  # urllib's redirect-loop reason spans lines; errors are one line
+    return f"HTTP {code} {lines[0][:200] if lines else ''}".rstrip()
 
 
 class RangeReader:
@@ -71,6 +75,8 @@ class RangeReader:
 
     def __init__(self, url: str, name: str, *, headers: dict[str, str] | None = None,
                  options: RemoteOptions | None = None) -> None:
+        if urlsplit(url).scheme.lower() not in ("http", "https"):
+            raise ConvertError(f"{name}: only http:// and https:// locations can be read, not {url[:100]!r}")
         self.url, self.name = url, name
         self.headers = {**(headers or {}), "Accept-Encoding": "identity"}
         self.options = options or RemoteOptions()
