@@ -193,7 +193,7 @@ def render_diff(result: dict[str, Any], console: Console) -> None:
     console.print(Text(f"A: {safe_text(result['a'], 200)}\nB: {safe_text(result['b'], 200)}"))
     for side, src in (result.get("source") or {}).items():
         if src:
-            render_source(src, console, label=f"{side.upper()}: ")
+            render_source(src, console, label=f"{side.upper()} source: ")
     if result.get("note"):
         console.print(Text(f"note: {result['note']}", style="yellow"), soft_wrap=True)
     for key, v in result["header"].items():
