@@ -4,7 +4,6 @@ runs, ignored when damaged, bypassed by ``--no-cache``; a hit gives the same byt
 from __future__ import annotations
 
 import json
-import logging
 import multiprocessing
 import os
 import shutil
@@ -21,6 +20,7 @@ from dspark_convert import convert
 from dspark_convert.cli import app
 from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile.packed import PackedStrings
+from dspark_convert.notes import collecting
 from dspark_convert.plan import KV
 from dspark_convert.tokenizer import cache, handlers
 
@@ -86,14 +86,14 @@ def test_key_follows_content_and_settings(tmp_path: Path, monkeypatch: pytest.Mo
     assert cache.block_key(target, 300, "gpt2") != cache.block_key(target, 300, "qwen")
 
 
-def test_warnings_are_replayed(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    target = make_target(tmp_path / "t")  # its chkhsh is not in llama.cpp's table: a warning
-    with caplog.at_level(logging.WARNING, logger="dspark_convert"):
+def test_notes_are_replayed(tmp_path: Path) -> None:
+    target = make_target(tmp_path / "t")  # its chkhsh is not in llama.cpp's table: a note
+    with collecting() as first:
         kvs(target)
-        kvs(target)
-    lines = [r.getMessage() for r in caplog.records if "is not in llama.cpp's table" in r.getMessage()]
-    assert len(lines) == 2 and lines[0] == lines[1] and str(target) in lines[0]
-    assert {r.name for r in caplog.records} == {"dspark_convert.tokenizer.bpe"}
+    with collecting() as second:
+        kvs(target)  # from the cache
+    assert [n.rule for n in first] == ["pre-tokenizer-by-regex"] and second == first
+    assert str(target) in first[0].message
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "empty", "other-format"])

@@ -111,6 +111,9 @@ def test_post_processors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, post: 
     {"additional_special_tokens": ["<extra_1>", "he"], "extra_special_tokens": {"x": "<extra_2>"}},
     {"added_tokens_decoder": {"259": {"content": "<|endoftext|>", "special": False, "normalized": True},
                               "270": {"content": "<new>", "special": True}, "258": {"content": "Ġthe"}}},
+    {"tokenizer_class": "GemmaTokenizerFast"},  # class defaults (<bos>, <mask>, ...) become added tokens
+    {"tokenizer_class": "Qwen2Tokenizer", "pad_token": None},
+    {"tokenizer_class": "LlamaTokenizerFast", "eos_token": "<|im_start|>"},  # over a byte-level file: the backend
     {"split_special_tokens": True, "bos_token": "<|im_start|>"},  # special tokens tokenized: the slow path
     {"clean_up_tokenization_spaces": True, "added_tokens_decoder": {"264": {"content": " ,x", "normalized": False}}},
 ])

@@ -11,7 +11,7 @@ same every time. An entry is keyed by:
 
 Entries are written to a temporary file and renamed into place (atomic: concurrent runs each write a complete
 entry, a reader never sees half of one), carry a sha256 of their content (a damaged or truncated entry is
-ignored and rewritten), and replay the warnings their computation logged. Folder: ``$DSPARK_CONVERT_CACHE_DIR``,
+ignored and rewritten), and replay the notes (:mod:`dspark_convert.notes`) their computation made. Folder: ``$DSPARK_CONVERT_CACHE_DIR``,
 else ``$XDG_CACHE_HOME/dspark-convert``, else the platform's user cache folder (``~/.cache/dspark-convert`` on
 Linux). The newest :data:`MAX_ENTRIES` entries are kept.
 
@@ -37,6 +37,7 @@ from typing import Any
 from gguf import GGUFValueType as VT
 
 from ..gguffile.packed import PackedStrings
+from ..notes import collecting, note
 from ..plan import KV
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,7 @@ def block_key(target_dir: Path, vocab_size: int | None, handler: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- entry format
-def encode_entry(kvs: list[KV], warnings: list[tuple[str, int, str]]) -> bytes:
+def encode_entry(kvs: list[KV], notes: list[tuple[str, str, str]]) -> bytes:
     """An entry: MAGIC, sha256 of the rest, u64 length of a JSON header, the header, the array blobs."""
     blobs: list[bytes] = []
     offset = 0
@@ -131,13 +132,13 @@ def encode_entry(kvs: list[KV], warnings: list[tuple[str, int, str]]) -> bytes:
         else:
             item["value"] = kv.value
         items.append(item)
-    header = json.dumps({"kvs": items, "warnings": warnings}, ensure_ascii=False).encode("utf-8")
+    header = json.dumps({"kvs": items, "notes": notes}, ensure_ascii=False).encode("utf-8")
     body = struct.pack("<Q", len(header)) + header + b"".join(blobs)
     return MAGIC + hashlib.sha256(body).digest() + body
 
 
-def decode_entry(data: bytes) -> tuple[list[KV], list[tuple[str, int, str]]] | None:
-    """The KVs and warnings of an entry, or None when it is not a sound entry of this format."""
+def decode_entry(data: bytes) -> tuple[list[KV], list[tuple[str, str, str]]] | None:
+    """The KVs and notes of an entry, or None when it is not a sound entry of this format."""
     if len(data) < 48 or data[:8] != MAGIC or hashlib.sha256(memoryview(data)[40:]).digest() != data[8:40]:
         return None
     try:
@@ -158,25 +159,16 @@ def decode_entry(data: bytes) -> tuple[list[KV], list[tuple[str, int, str]]] | N
             else:
                 value = list(struct.unpack(f"<{count}{_NUMERIC[sub]}", blob))
             kvs.append(KV(item["name"], vt, value, sub))
-        warnings = [(str(a), int(b), str(c)) for a, b, c in head["warnings"]]
+        notes = [(str(a), str(b), str(c)) for a, b, c in head["notes"]]
     except (ValueError, KeyError, TypeError, struct.error):
         return None
-    return kvs, warnings
+    return kvs, notes
 
 
 # ---------------------------------------------------------------------------------------------- the cache
-class _Recorder(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[tuple[str, int, str]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append((record.name, record.levelno, record.getMessage()))
-
-
 def cached_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str,
                      compute: Callable[[], list[KV]]) -> list[KV]:
-    """``compute()`` through the cache: a sound entry is returned (its warnings logged again), else the block is
+    """``compute()`` through the cache: a sound entry is returned (its notes made again), else the block is
     computed and stored. Cache trouble (no folder, no space, a damaged entry) only costs the computation."""
     key = block_key(target_dir, vocab_size, handler)
     path = cache_dir() / "tokenizer" / f"{key}.bin"
@@ -185,21 +177,18 @@ def cached_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str,
     except OSError:
         entry = None
     if entry is not None:
-        kvs, warnings = entry
-        for name, level, msg in warnings:
-            logging.getLogger(name).log(level, "%s", msg)
+        kvs, notes = entry
+        for subject, rule, message in notes:
+            note(subject, rule, message)
         with contextlib.suppress(OSError):
             os.utime(path)  # recently used: kept longest
         return kvs
-    recorder = _Recorder()
-    source = logging.getLogger(__package__ or "dspark_convert.tokenizer")
-    source.addHandler(recorder)
-    try:
+    with collecting() as made:
         kvs = compute()
-    finally:
-        source.removeHandler(recorder)
+    for n in made:  # passed on to the caller's collector (or logged), as without the cache
+        note(n.subject, n.rule, n.message)
     try:
-        data = encode_entry(kvs, recorder.records)
+        data = encode_entry(kvs, [(n.subject, n.rule, n.message) for n in made])
     except (TypeError, ValueError, OverflowError, struct.error):  # a value the file cannot hold: check_plan says so
         return kvs
     _store(path, data)

@@ -36,6 +36,7 @@ from ..errors import ConvertError
 from ..gguffile.packed import PackedStrings
 from ..schema import TokenType
 from .bpe import apply_transformers_rules, check_text, cleaned
+from .class_defaults import resolve_tokenizer_class, special_token_entries
 from .special import looks_special, read_json_dict
 from .tokjson import Layout, NotFast, locate, merge_chunks, vocab_tokens
 
@@ -160,24 +161,26 @@ def load_fast_bpe(tokenizer_json: Path) -> FastBPE:
             or model.get("continuing_subword_prefix") not in (None, "") or model.get("end_of_word_suffix") not in (None, "")):
         raise NotFast  # ("" adds nothing: Qwen's files say so)
     config = read_json_dict(tokenizer_json.parent / "tokenizer_config.json", "tokenizer_config.json") or {}
+    target_config = read_json_dict(tokenizer_json.parent / "config.json", "config.json") or {}
+    specials = special_token_entries(config, resolve_tokenizer_class(config, target_config, raw))
     tokens = vocab_tokens(lay)
     vocab = set(tokens)
     if len(vocab) != len(tokens):
         raise NotFast  # a repeated key (json keeps the last, serde may not): left to the slow path
     if model.get("ignore_merges") and not _byte_level_words(lay.meta, vocab):
         raise NotFast  # a whole-word lookup could hit a token the reduced vocabulary lacks
-    always = _always_kept(lay.meta, config, vocab)
+    always = _always_kept(lay.meta, config, specials, vocab)
     # 1. the initial symbols of the check text's words: single characters, byte pieces, unk
     short = list(itertools.compress(tokens, map(operator.ge, itertools.repeat(4), map(len, tokens))))
     singles = itertools.compress(short, map(operator.eq, map(len, short),  # one UTF-8 sequence, whole
                                             map(_UTF8_LEN.__getitem__, map(operator.itemgetter(0), short))))
     first = _Reduced(lay, tokens, _ids_of(tokens, {*singles, *_BYTE_TOKENS, *always}), ignore_merges=False)
-    symbols = "".join(first.build(config).encode(check_text()).tokens).encode("utf-8")
+    symbols = "".join(first.build(config, specials).encode(check_text()).tokens).encode("utf-8")
     # 2. every token and merge that is a substring of them; the merges are checked and packed on the way
     kept = _substring_tokens(symbols, tokens, vocab) | always
     merges, reduced_merges = _merges(lay, vocab, kept)
     reduced = _Reduced(lay, tokens, _ids_of(tokens, kept), merges=reduced_merges)
-    tok = reduced.build(config)
+    tok = reduced.build(config, specials)
     return FastBPE(tokenizer_json, lay.meta, config, tokens, merges, tok, reduced.full_ids,
                    _placeholders=reduced.placeholders)
 
@@ -209,14 +212,15 @@ def _byte_level_words(meta: dict[str, Any], vocab: set[bytes]) -> bool:
     return all(c.encode("utf-8") in vocab for c in pre_tokenizers.ByteLevel.alphabet())
 
 
-def _always_kept(meta: dict[str, Any], config: dict[str, Any], vocab: set[bytes]) -> set[bytes]:
-    """Model tokens every reduced tokenizer keeps: added tokens, named tokens and ``unk``."""
+def _always_kept(meta: dict[str, Any], config: dict[str, Any], specials: list[Any], vocab: set[bytes]) -> set[bytes]:
+    """Model tokens every reduced tokenizer keeps: added tokens, special tokens (class defaults included), the
+    named ones of tokenizer_config.json and ``unk``."""
     texts: list[Any] = [a.get("content") for a in meta.get("added_tokens") or [] if isinstance(a, dict)]
     texts.append(meta["model"].get("unk_token"))
     decoder = config.get("added_tokens_decoder")
     if isinstance(decoder, dict):
         texts += [e.get("content") if isinstance(e, dict) else e for e in decoder.values()]
-    texts += [config.get(f"{t}_token") for t in _NAMED]
+    texts += [config.get(f"{t}_token") for t in _NAMED] + list(specials)
     for key in ("additional_special_tokens", "extra_special_tokens"):
         extra = config.get(key)
         texts += list(extra.values()) if isinstance(extra, dict) else list(extra) if isinstance(extra, list) else []
@@ -332,7 +336,7 @@ class _Reduced:
             return out
         raise NotFast
 
-    def build(self, config: dict[str, Any]) -> Tokenizer:
+    def build(self, config: dict[str, Any], specials: list[Any]) -> Tokenizer:
         from tokenizers import Tokenizer
 
         try:
@@ -341,5 +345,5 @@ class _Reduced:
             raise NotFast from None
         tok.no_truncation()
         tok.no_padding()
-        apply_transformers_rules(tok, config, self.reduced_id)
+        apply_transformers_rules(tok, config, specials, self.reduced_id)
         return tok
