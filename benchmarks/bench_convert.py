@@ -256,6 +256,12 @@ def run_cli(args: list[str], cache_dir: Path) -> float:
     return time.perf_counter() - t0
 
 
+def _median_ratio(runs: list[dict], bases: list[dict]) -> float | None:
+    """The median over runs of wall / wall of the copy run next to it."""
+    pairs = [r["wall"] / c["wall"] for r, c in zip(runs, bases, strict=True) if "error" not in r and "error" not in c]
+    return statistics.median(pairs) if pairs else None
+
+
 def median_of(runs: list[dict]) -> dict:
     """The run with the median wall time, with the spread of all runs."""
     ok = [r for r in runs if "error" not in r]
@@ -297,19 +303,12 @@ class Bench:
         warm(inputs)
         return median_of([run_op(spec, cache_dir) for _ in range(runs or self.runs)])
 
-    def cold_op(self, spec: dict, cache_dir: Path) -> dict | None:
-        if not self.can_drop:
-            return None
-        out = []
-        for _ in range(self.cold_runs):
-            drop_caches()
-            out.append(run_op(spec, cache_dir))
-        return median_of(out)
-
     def row(self, draft: str, tok: str, op: str, r: dict, base: dict | None = None, **extra) -> None:
         row = {"draft": draft, "tokenizer": tok, "op": op, **r, **extra}
         if "error" not in r and base and "error" not in base and base.get("wall"):
             row["x_copy"] = r["wall"] / base["wall"]
+        if row.get("x_copy") is None:
+            row.pop("x_copy", None)
         self.emit(row)
 
 
@@ -342,32 +341,36 @@ def bench_one(b: Bench, name: str, tok: str, outtypes: list[str], parts: set[str
         run_op({**spec, "out": str(out), "outtype": "bf16", "dry_run": True, "cache": True}, cache)  # fills it
         r = b.warm_op({**spec, "out": str(out), "outtype": "bf16", "dry_run": True, "cache": True}, [d, t], cache)
         b.row(name, tok, "dry run (cached tokenizer block)", r)
-    copies: dict[int, tuple[dict, dict | None]] = {}
     for ot in outtypes if "convert" in parts or "cold" in parts else []:
         out = b.root / f"{name}-{tok}.{ot}.gguf"
         s = {**spec, "out": str(out), "outtype": ot}
-        warm_r = b.warm_op(s, [d, t], cache)
-        if "error" in warm_r:
-            b.row(name, tok, f"hf2gguf {ot}", warm_r)
+        first = run_op(s, cache)  # learns the output size and the source ranges (not counted)
+        if "error" in first:
+            b.row(name, tok, f"hf2gguf {ot}", first)
             continue
-        size = warm_r["bytes_out"]
-        if size not in copies:  # bf16 and f16 files have the same size: one baseline serves both
-            cp = {"op": "copy", "ranges": warm_r["ranges"], "size": size, "out": str(b.root / "copy.out")}
-            cw = b.warm_op(cp, [d], cache)
-            cc = b.cold_op(cp, cache) if "cold" in parts else None
-            copies[size] = (cw, cc)
-            b.row(name, tok, f"copy baseline, warm ({size / 1e9:.2f} GB)", cw)
-            if cc:
-                b.row(name, tok, f"copy baseline, cold ({size / 1e9:.2f} GB)", cc)
-            (b.root / "copy.out").unlink(missing_ok=True)
-        cw, cc = copies[size]
-        b.row(name, tok, f"hf2gguf {ot}, warm", warm_r, cw)
         run_op({**s, "cache": True}, cache)  # fills the tokenizer cache (not counted)
-        b.row(name, tok, f"hf2gguf {ot}, warm, cached tokenizer", b.warm_op({**s, "cache": True}, [d, t], cache), cw)
-        if "cold" in parts:
-            r = b.cold_op(s, cache)
-            if r is not None:
-                b.row(name, tok, f"hf2gguf {ot}, cold", r, cc)
+        size = first["bytes_out"]
+        cp = {"op": "copy", "ranges": first["ranges"], "size": size, "out": str(b.root / "copy.out")}
+        # interleaved: copy, conversion, conversion with the cached block, copy, ... so that a busy spell of a
+        # shared machine hits all three; the ratios are the median of each run's own ratio
+        warm([d, t])
+        runs: dict[str, list[dict]] = {"copy": [], "warm": [], "cached": []}
+        for _ in range(b.runs):
+            for key, op in (("copy", cp), ("warm", s), ("cached", {**s, "cache": True})):
+                runs[key].append(run_op(op, cache))
+        label = f"({size / 1e9:.2f} GB, {ot})"
+        b.row(name, tok, f"copy baseline, warm {label}", median_of(runs["copy"]))
+        for key, what in (("warm", "warm"), ("cached", "warm, cached tokenizer")):
+            b.row(name, tok, f"hf2gguf {ot}, {what}", median_of(runs[key]), x_copy=_median_ratio(runs[key], runs["copy"]))
+        if "cold" in parts and b.can_drop:
+            cold: dict[str, list[dict]] = {"copy": [], "cold": []}
+            for _ in range(b.cold_runs):
+                for key, op in (("copy", cp), ("cold", s)):
+                    drop_caches()
+                    cold[key].append(run_op(op, cache))
+            b.row(name, tok, f"copy baseline, cold {label}", median_of(cold["copy"]))
+            b.row(name, tok, f"hf2gguf {ot}, cold", median_of(cold["cold"]), x_copy=_median_ratio(cold["cold"], cold["copy"]))
+        (b.root / "copy.out").unlink(missing_ok=True)
         if ot == "bf16" and "inspect" in parts:
             op = b.warm_op({"op": "inspect", "file": str(out)}, [out], cache, runs=max(b.runs, 5))
             table = sorted(run_cli(["inspect", str(out)], cache) for _ in range(max(b.runs, 5)))
@@ -386,7 +389,7 @@ def bench_one(b: Bench, name: str, tok: str, outtypes: list[str], parts: set[str
             if "error" not in w:
                 w["note"] = "identical bytes" if _same_file(out, whole) else "DIFFERENT BYTES"
                 whole.unlink()
-            b.row(name, tok, "gguf-whole q8_0", w, cw)
+            b.row(name, tok, "gguf-whole q8_0", w, median_of(runs["copy"]))
         out.unlink(missing_ok=True)
 
 
