@@ -13,31 +13,26 @@ import collections
 import contextlib
 import errno
 import functools
-import io
 import itertools
 import os
 import secrets
 import signal
-import struct
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import BinaryIO
 
 import numpy as np
 from gguf import GGMLQuantizationType as QT
-from gguf import GGUFValueType as VT
-from gguf import GGUFWriter
-from gguf.gguf_writer import WriterState
 
 from . import schema as S
 from .checkpoint import Checkpoint
 from .errors import ConvertError
+from .gguffile.header import pad, write_header
 from .plan import Plan, TensorSpec
 from .transforms import convert_chunk, deinterleave_rope, eagle3_permute
 
-ALIGNMENT = 32
 CHUNK_BYTES = 4 * 1024 * 1024  # source bytes per chunk: bounds memory for any tensor size
 Progress = Callable[[int, int], None]
 _DISK_FULL = {errno.ENOSPC} | ({errno.EDQUOT} if hasattr(errno, "EDQUOT") else set())  # quota: same remedy
@@ -158,85 +153,6 @@ def tensor_chunks(spec: TensorSpec, sources: dict[str, Checkpoint], *, allow_non
         yield job()
 
 
-def _pad(n: int) -> int:
-    return (ALIGNMENT - n % ALIGNMENT) % ALIGNMENT
-
-
-# ---------------------------------------------------------------------------------------------- KV block
-_INT_DTYPES = {VT.UINT8: "<u1", VT.INT8: "<i1", VT.UINT16: "<u2", VT.INT16: "<i2", VT.UINT32: "<u4",
-               VT.INT32: "<i4", VT.UINT64: "<u8", VT.INT64: "<i8"}
-_U64 = struct.Struct("<Q")
-
-
-def _pack_array_items(items: list | tuple, sub: VT) -> bytes | None:
-    """The packed items of a GGUF array in bulk, or None where only gguf-py's per-item packer is sure to agree.
-
-    Bulk paths take exactly the Python types gguf-py packs the obvious way (str/bytes, int, float, bool); any
-    other item type, an out-of-range integer, a NaN or a float32 overflow goes back to gguf-py, which packs or
-    raises as it always does.
-    """
-    if sub == VT.STRING:
-        enc = []
-        for v in items:
-            if type(v) is str:
-                enc.append(v.encode("utf-8"))
-            elif type(v) is bytes:
-                enc.append(v)
-            else:
-                return None
-        return b"".join(itertools.chain.from_iterable(zip(map(_U64.pack, map(len, enc)), enc, strict=True)))
-    if sub in _INT_DTYPES:
-        if not all(type(v) is int for v in items):
-            return None
-        try:
-            return np.array(items, dtype=_INT_DTYPES[sub]).tobytes()
-        except OverflowError:  # numpy refuses out-of-range Python ints; struct.error is gguf-py's answer
-            return None
-    if sub in (VT.FLOAT32, VT.FLOAT64):
-        if not all(type(v) is float for v in items):
-            return None
-        a = np.array(items, dtype=np.float64)
-        if sub == VT.FLOAT64:
-            return a.astype("<f8").tobytes()
-        b = a.astype("<f4")  # the same C double -> float rounding as struct.pack("<f")
-        if np.isnan(a).any() or np.any(np.isinf(b) & ~np.isinf(a)):
-            return None
-        return b.tobytes()
-    if sub == VT.BOOL and all(type(v) is bool for v in items):
-        return np.array(items, dtype=np.bool_).tobytes()
-    return None
-
-
-def pack_kv_value(w: GGUFWriter, value: object, vtype: VT, sub_type: VT | None = None) -> bytes:
-    """The bytes ``w._pack_val(value, vtype, add_vtype=True, sub_type=sub_type)`` gives, with arrays in bulk.
-
-    gguf-py packs arrays item by item (a 150k-token vocabulary is ~0.5M ``struct.pack`` calls, seconds);
-    lists and tuples of plain str/int/float/bool are packed here in a few vectorised steps, everything else by
-    gguf-py itself. tests/test_perf_equivalence.py compares the two byte for byte.
-
-    Example:
-        >>> pack_kv_value(GGUFWriter(None, "x"), ["a", "bc"], VT.ARRAY, VT.STRING).hex()
-        '0900000008000000020000000000000001000000000000006102000000000000006263'
-    """
-    # exactly list or tuple (not a subclass); the isinstance only tells the type checker so
-    if (vtype == VT.ARRAY and sub_type is not None and type(value) in (list, tuple) and isinstance(value, (list, tuple))
-            and len(value) > 0):
-        items = _pack_array_items(value, sub_type)
-        if items is not None:
-            return struct.pack("<IIQ", VT.ARRAY, sub_type, len(value)) + items
-    return w._pack_val(value, vtype, add_vtype=True, sub_type=sub_type)
-
-
-def _write_kv_data(w: GGUFWriter, f: BinaryIO) -> None:
-    """``w.write_kv_data_to_file()``, byte for byte, with arrays packed by :func:`pack_kv_value`."""
-    block = bytearray()
-    for key, val in w.kv_data[0].items():
-        block += w._pack_val(key, VT.STRING, add_vtype=False)
-        block += pack_kv_value(w, val.value, val.type, val.sub_type)
-    f.write(block)
-    w.state = WriterState.KV_DATA
-
-
 # ---------------------------------------------------------------------------------------------- tensor data
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # conversion threads (numpy releases the GIL)
 LOOKAHEAD = WORKERS + 1  # chunks converted or in conversion ahead of the disk: bounds memory to a few chunks
@@ -306,7 +222,7 @@ def _write_tensors(f: BinaryIO, plan: Plan, sources: dict[str, Checkpoint], *, a
             if fut is None:  # end of tensor t: check its size, pad to the alignment
                 if n != t.nbytes:
                     raise ConvertError(f"internal: tensor '{t.name}' produced {n} bytes, planned {t.nbytes}")
-                f.write(b"\0" * _pad(n))
+                f.write(b"\0" * pad(n))
                 done, n = done + n, 0
                 continue
             b = np.ascontiguousarray(fut.result()).data.cast("B")  # .data is memoryview(array), typed for mypy
@@ -349,21 +265,8 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             created = True
             with os.fdopen(fd, "wb", buffering=1024 * 1024) as f:
-                w = GGUFWriter(path=None, arch=plan.arch)
-                for kv in plan.kvs[1:]:
-                    w.add_key_value(kv.name, kv.value, kv.type, sub_type=kv.sub_type)
-                for t in plan.tensors:
-                    w.add_tensor_info(t.name, t.shape, np.dtype(np.float32), t.nbytes, raw_dtype=t.ggml_type)
-                # hand gguf-py our file object: it serialises header, KVs and tensor infos. os.fdopen with a
-                # buffer size returns an io.BufferedWriter, but typeshed says so only for buffering -1 or 1.
-                w.fout = [cast(io.BufferedWriter, f)]
-                w.state = WriterState.EMPTY
-                w.write_header_to_file()
-                _write_kv_data(w, f)
-                w.write_ti_data_to_file()
-                f.write(b"\0" * _pad(f.tell()))
+                write_header(f, plan.arch, plan.kvs[1:], plan.tensors)
                 _write_tensors(f, plan, sources, allow_nonfinite=allow_nonfinite, progress=progress)
-                w.fout = None
                 f.flush()
                 os.fsync(f.fileno())
             size = tmp.stat().st_size

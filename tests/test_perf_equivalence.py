@@ -1,6 +1,6 @@
 """The fast paths of the converter give exactly the bytes of the slow paths they replace.
 
-- KV block: ``writer.pack_kv_value`` / ``_write_kv_data`` against gguf-py's ``GGUFWriter`` (every value type,
+- KV block: ``gguffile.header.pack_kv_value`` / ``write_kv_data`` against gguf-py's ``GGUFWriter`` (every value type,
   bounds, unicode, floats that round, values gguf-py refuses).
 - Q8_0: ``transforms.quantize_q8_0`` against ``gguf.quants.quantize`` (random data, zero and -0 blocks, exact
   ties, subnormals, huge values, NaN/Inf, BF16 input).
@@ -24,6 +24,7 @@ from gguf.gguf_writer import WriterState
 from dspark_convert import writer
 from dspark_convert.checkpoint import Checkpoint
 from dspark_convert.errors import ConvertError
+from dspark_convert.gguffile import header
 from dspark_convert.plan import TensorSpec
 from dspark_convert.transforms import (
     convert_chunk,
@@ -50,7 +51,7 @@ def _gguf(value: object, vtype: VT, sub: VT | None = None) -> bytes | type:
 
 def _fast(value: object, vtype: VT, sub: VT | None = None) -> bytes | type:
     try:
-        return writer.pack_kv_value(GGUFWriter(None, "x"), value, vtype, sub)
+        return header.pack_kv_value(GGUFWriter(None, "x"), value, vtype, sub)
     except Exception as e:  # noqa: BLE001
         return type(e)
 
@@ -112,7 +113,7 @@ def test_scalars_and_odd_values_match_gguf(vtype: VT, value: object) -> None:
 
 
 def test_kv_block_matches_gguf_writer_byte_for_byte() -> None:
-    """A writer holding every KV type, written by gguf-py and by ``_write_kv_data``."""
+    """A writer holding every KV type, written by gguf-py and by ``header.write_kv_data``."""
     vocab = [f"tok{i}" for i in range(3000)] + ["Ġ", "日本", ""]
     kvs = [("general.name", VT.STRING, "draft", None), ("a.u8", VT.UINT8, 255, None), ("a.i8", VT.INT8, -128, None),
            ("a.u16", VT.UINT16, 1, None), ("a.i16", VT.INT16, -1, None), ("a.u32", VT.UINT32, 2**32 - 1, None),
@@ -134,7 +135,7 @@ def test_kv_block_matches_gguf_writer_byte_for_byte() -> None:
         w.state = WriterState.EMPTY
         w.write_header_to_file()
         if fast:
-            writer._write_kv_data(w, f)
+            header.write_kv_data(w, f)
         else:
             w.write_kv_data_to_file()
         assert w.state == WriterState.KV_DATA
