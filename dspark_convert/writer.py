@@ -13,7 +13,6 @@ import collections
 import contextlib
 import errno
 import functools
-import itertools
 import os
 import secrets
 import signal
@@ -31,17 +30,11 @@ from .checkpoint import Checkpoint
 from .errors import ConvertError
 from .gguffile.header import pad, write_header
 from .plan import Plan, TensorSpec
-from .transforms import convert_chunk, deinterleave_rope, eagle3_permute
+from .transforms import convert_chunk
 
 CHUNK_BYTES = 4 * 1024 * 1024  # source bytes per chunk: bounds memory for any tensor size
 Progress = Callable[[int, int], None]
 _DISK_FULL = {errno.ENOSPC} | ({errno.EDQUOT} if hasattr(errno, "EDQUOT") else set())  # quota: same remedy
-
-TRANSFORMS: dict[str, Callable[..., np.ndarray]] = {
-    "deinterleave_rope": deinterleave_rope,
-    "eagle3_permute": eagle3_permute,
-}
-
 
 class _Terminated(BaseException):
     """Raised inside the writer when SIGTERM arrives, so the temporary file is removed."""
@@ -81,37 +74,15 @@ def _nonfinite(raw: np.ndarray, src_dtype: str) -> bool:
     return False
 
 
-def _row_group(spec: TensorSpec, rows: int) -> int | None:
-    """Rows a chunk must hold a multiple of for the spec's row transform to apply chunk by chunk.
-
-    None when the rows do not split evenly: the transform then runs once on the whole tensor and raises its own
-    error.
-    """
-    if spec.transform == "deinterleave_rope":  # a permutation inside each head of head_dim rows
-        hd = int(spec.transform_args[0])
-        return hd if hd > 0 and hd % 2 == 0 and rows % hd == 0 else None
-    if spec.transform == "eagle3_permute":  # a permutation inside each of n groups of rows
-        n_head, n_head_kv = spec.transform_args
-        n = n_head_kv if n_head_kv != n_head else n_head
-        return rows // n if n > 0 and rows % (2 * n) == 0 else None
-    return 1
-
-
-def _transform(spec: TensorSpec, chunk: np.ndarray, group: int) -> np.ndarray:
-    if spec.transform == "eagle3_permute":
-        heads = chunk.shape[0] // group
-        return eagle3_permute(chunk, heads, heads)  # the same per-group permutation, on this chunk's groups
-    return TRANSFORMS[spec.transform or ""](chunk, *spec.transform_args)
-
-
 def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
                allow_nonfinite: bool = False) -> Iterator[Callable[[], np.ndarray]]:
     """Yield one job per row chunk of a tensor; calling a job reads, checks and converts that chunk.
 
-    Each chunk holds about ``CHUNK_BYTES`` of source data (a whole number of transform groups) and is read with
-    ``Checkpoint.read_rows`` into a new array, so memory stays bounded by the chunk size whatever the model
-    size. Jobs are independent, so the writer runs them on worker threads, in any order, and writes the results
-    in file order.
+    Each chunk holds about ``CHUNK_BYTES`` of the first source's data (a whole number of the transform's row
+    groups) and is read with ``Checkpoint.read_rows`` into a new array, together with the rows of the other
+    sources the transform asks for (``Transform.source_rows``), so memory stays bounded by the chunk size
+    whatever the model size. Jobs are independent, so the writer runs them on worker threads, in any order,
+    and writes the results in file order.
     """
     if spec.data is not None:
         data = spec.data
@@ -119,25 +90,36 @@ def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
                        else convert_chunk(data.astype(np.float32), "F32", spec.ggml_type))
         return
     ck = sources[spec.origin]
-    ref = ck.ref(spec.source or "")
-    rows = ref.shape[0] if ref.shape else 1
-    group = _row_group(spec, rows)
+    refs = [ck.ref(name) for name in spec.sources]
+    t = spec.transform
+    if not refs or len(refs) != (t.n_sources if t is not None else 1):
+        raise ConvertError(f"internal: tensor '{spec.name}' has {len(refs)} sources for "
+                           f"{t.describe() if t is not None else 'no transform'}")
+    first = refs[0]
+    rows = first.shape[0] if first.shape else 1
+    group = t.row_group(rows) if t is not None else 1
+    dtype = t.out_dtype(tuple(r.dtype for r in refs)) if t is not None else first.dtype
 
     def finish(chunk: np.ndarray) -> np.ndarray:
-        if not allow_nonfinite and _nonfinite(chunk, ref.dtype):
-            raise ConvertError(f"{ref.file}: tensor '{ref.name}' contains NaN or Inf values "
+        if not allow_nonfinite and _nonfinite(chunk, dtype):
+            raise ConvertError(f"{first.file}: tensor '{first.name}' contains NaN or Inf values "
                                "(pass --allow-nonfinite to convert it anyway)")
-        return convert_chunk(chunk, ref.dtype, spec.ggml_type)
+        return convert_chunk(chunk, dtype, spec.ggml_type)
 
-    if group is None:  # rows that do not split evenly: the whole-tensor transform (normally raises its error)
-        yield lambda: finish(TRANSFORMS[spec.transform or ""](np.asarray(ck.read(ref.name)), *spec.transform_args))
+    if t is not None and group is None:  # rows that do not split evenly: the whole-tensor transform (normally raises)
+        yield lambda: finish(t.apply_whole([np.asarray(ck.read(r.name)) for r in refs]))
         return
-    row_bytes = max(1, (ref.end - ref.start) // max(1, rows))
+    group = group or 1
+    row_bytes = max(1, (first.end - first.start) // max(1, rows))
     step = max(group, CHUNK_BYTES // row_bytes // group * group)
+    shapes = tuple(r.shape for r in refs)
 
     def job(start: int) -> np.ndarray:
-        chunk = ck.read_rows(ref.name, start, min(rows, start + step))
-        return finish(chunk if spec.transform is None else _transform(spec, chunk, group))
+        stop = min(rows, start + step)
+        if t is None:
+            return finish(ck.read_rows(first.name, start, stop))
+        spans = t.source_rows(start, stop, shapes)
+        return finish(t.apply([ck.read_rows(r.name, a, b) for r, (a, b) in zip(refs, spans, strict=True)], rows))
 
     for start in range(0, max(rows, 1), step):
         yield functools.partial(job, start)
@@ -193,10 +175,14 @@ def _write_tensors(f: BinaryIO, plan: Plan, sources: dict[str, Checkpoint], *, a
     exception is raised here when its turn to be written comes, so errors surface in file order.
     """
     total = plan.total_tensor_bytes()
-    jobs: Iterator[tuple[TensorSpec, Callable[[], np.ndarray] | None]] = (
-        (t, job) for t in plan.tensors
-        for job in itertools.chain(chunk_jobs(t, sources, allow_nonfinite=allow_nonfinite), [None]))  # None: end of t
-    pending: collections.deque[tuple[TensorSpec, Future[np.ndarray] | None]] = collections.deque()
+    # a tensor's chunk jobs, then the tensor itself: the marker for "end of its data"
+    def all_jobs() -> Iterator[Callable[[], np.ndarray] | TensorSpec]:
+        for t in plan.tensors:
+            yield from chunk_jobs(t, sources, allow_nonfinite=allow_nonfinite)
+            yield t
+
+    jobs = all_jobs()
+    pending: collections.deque[Future[np.ndarray] | TensorSpec] = collections.deque()
     done = n = unkicked = 0
     kicked = f.tell()
     _trim_heap()
@@ -209,19 +195,18 @@ def _write_tensors(f: BinaryIO, plan: Plan, sources: dict[str, Checkpoint], *, a
                 except ConvertError as e:  # planning a chunk failed: raise it in its turn, after earlier chunks
                     failed: Future[np.ndarray] = Future()
                     failed.set_exception(e)
-                    pending.append((plan.tensors[0], failed))
+                    pending.append(failed)
                     jobs = iter(())
                     continue
                 if nxt is None:
                     break
-                t, job = nxt
-                pending.append((t, pool.submit(job) if job is not None else None))
+                pending.append(nxt if isinstance(nxt, TensorSpec) else pool.submit(nxt))
             if not pending:
                 break
-            t, fut = pending.popleft()
-            if fut is None:  # end of tensor t: check its size, pad to the alignment
-                if n != t.nbytes:
-                    raise ConvertError(f"internal: tensor '{t.name}' produced {n} bytes, planned {t.nbytes}")
+            fut = pending.popleft()
+            if isinstance(fut, TensorSpec):  # end of this tensor: check its size, pad to the alignment
+                if n != fut.nbytes:
+                    raise ConvertError(f"internal: tensor '{fut.name}' produced {n} bytes, planned {fut.nbytes}")
                 f.write(b"\0" * pad(n))
                 done, n = done + n, 0
                 continue

@@ -27,6 +27,9 @@ from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile import header
 from dspark_convert.plan import TensorSpec
 from dspark_convert.transforms import (
+    TRANSFORMS,
+    DeinterleaveRope,
+    Eagle3Permute,
     convert_chunk,
     deinterleave_rope,
     eagle3_permute,
@@ -272,7 +275,8 @@ def test_chunked_transform_and_conversion_equal_whole_tensor(ckpt: Checkpoint, m
     if transform is not None:
         whole = {"deinterleave_rope": deinterleave_rope, "eagle3_permute": eagle3_permute}[transform](whole, *args)
     expected = convert_chunk(np.ascontiguousarray(whole), ref_.dtype, out).tobytes()
-    spec = TensorSpec("t", ref_.shape, out, source=name, transform=transform, transform_args=args)
+    rule = None if transform is None else TRANSFORMS[transform](*args)
+    spec = TensorSpec("t", ref_.shape, out, sources=(name,), transform=rule)
     monkeypatch.setattr(writer, "CHUNK_BYTES", 1)  # the smallest chunks: one transform group each
     chunks = list(writer.tensor_chunks(spec, {"draft": ckpt}))
     assert b"".join(np.ascontiguousarray(c).tobytes() for c in chunks) == expected
@@ -281,9 +285,9 @@ def test_chunked_transform_and_conversion_equal_whole_tensor(ckpt: Checkpoint, m
 
 
 def test_uneven_rows_raise_the_transform_error(ckpt: Checkpoint) -> None:
-    spec = TensorSpec("t", (24, 32), QT.BF16, source="odd", transform="deinterleave_rope", transform_args=(16,))
+    spec = TensorSpec("t", (24, 32), QT.BF16, sources=("odd",), transform=DeinterleaveRope(16))
     with pytest.raises(ConvertError, match="cannot de-interleave 24 rows"):
         list(writer.tensor_chunks(spec, {"draft": ckpt}))
-    spec = TensorSpec("t", (24, 32), QT.BF16, source="odd", transform="eagle3_permute", transform_args=(8, 8))
+    spec = TensorSpec("t", (24, 32), QT.BF16, sources=("odd",), transform=Eagle3Permute(8, 8))
     with pytest.raises(ConvertError, match="cannot permute 24 rows for 8 heads"):
         list(writer.tensor_chunks(spec, {"draft": ckpt}))

@@ -296,7 +296,7 @@ def tensor_spec(ck: Checkpoint, source: str, name: str, out: QT, **kw: Any) -> T
     ref = ck.ref(source)
     if not ref.is_float and name != S.T_D2T:
         raise ConvertError(f"{ref.file}: tensor '{source}' has dtype {ref.dtype}, expected a floating-point type")
-    return TensorSpec(name=name, shape=ref.shape, ggml_type=tensor_type(name, ref.shape, out), source=source,
+    return TensorSpec(name=name, shape=ref.shape, ggml_type=tensor_type(name, ref.shape, out), sources=(source,),
                       source_dtype=ref.dtype, **kw)
 
 

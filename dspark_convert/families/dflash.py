@@ -15,6 +15,7 @@ from .. import schema as S
 from ..errors import ConvertError
 from ..plan import KV, Plan, TensorSpec
 from ..tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
+from ..transforms import Transform
 from .common import (
     Context,
     _int,
@@ -97,10 +98,10 @@ def vocab_kvs(ctx: Context, hp: dict[str, Any], mask_id: Any) -> tuple[list[KV],
     return vocab, tail
 
 
-def map_tensors(ctx: Context, out: QT, *, drop: Set[str] = frozenset(), transforms: dict[str, tuple[str, tuple[int, ...]]] | None = None) -> tuple[list[TensorSpec], str | None]:
+def map_tensors(ctx: Context, out: QT, *, drop: Set[str] = frozenset(), transforms: dict[str, Transform] | None = None) -> tuple[list[TensorSpec], str | None]:
     """Every checkpoint tensor in conversion order, mapped to its GGUF name; returns (tensors, d2t source name).
 
-    ``drop`` holds bare HF names the family removes; ``transforms`` maps bare names to (transform, args).
+    ``drop`` holds bare HF names the family removes; ``transforms`` maps bare names to row transforms.
     """
     specs: list[TensorSpec] = []
     d2t = None
@@ -115,8 +116,7 @@ def map_tensors(ctx: Context, out: QT, *, drop: Set[str] = frozenset(), transfor
         if name is None or name == S.T_D2T:
             raise ConvertError(f"{ctx.draft.ref(hf).file}: tensor '{hf}' has no GGUF name in the dflash layout "
                                "(upstream fails with \"Can not map tensor\")")
-        t, args = (transforms or {}).get(bare, (None, ()))
-        specs.append(tensor_spec(ctx.draft, hf, name, out, transform=t, transform_args=args))
+        specs.append(tensor_spec(ctx.draft, hf, name, out, transform=(transforms or {}).get(bare)))
     return specs, d2t
 
 

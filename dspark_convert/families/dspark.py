@@ -14,7 +14,7 @@ from gguf import GGUFValueType as VT
 from .. import schema as S
 from ..errors import ConvertError
 from ..plan import KV, Plan, TensorSpec
-from ..transforms import d2t_absolute
+from ..transforms import DeinterleaveRope, Transform, d2t_absolute
 from .common import Context, base_kvs, check_vocab_size, draft_hparams, finish_plan, resolve_outtype
 from .dflash import (
     bare_name,
@@ -86,14 +86,14 @@ def build_plan(ctx: Context) -> Plan:
         raise ConvertError(f"{where}: draft_vocab_size {vd} < vocab_size {vocab_size} but the checkpoint has no 'd2t' tensor")
 
     drop = {"t2d"} | (set() if reduced else {"embed_tokens.weight", "lm_head.weight"})
-    transforms: dict[str, tuple[str, tuple[int, ...]]] = {}
+    transforms: dict[str, Transform] = {}
     if "rope_is_neox_style" in hp and not hp["rope_is_neox_style"]:
         hd = hp.get("head_dim")
         if not isinstance(hd, int):
             raise ConvertError(f"{where}: rope_is_neox_style is false but 'head_dim' is missing; it is needed to de-interleave q/k")
         for n in names:
             if any(n.endswith(s) for s in _ROPE_ROWS):
-                transforms[n] = ("deinterleave_rope", (hd,))
+                transforms[n] = DeinterleaveRope(hd)
     tensors, d2t = map_tensors(ctx, out, drop=drop, transforms=transforms)
     notes = [f"outtype {outtype}"]
     has_markov = any(t.name == S.T_MARKOV_W1 for t in tensors)
@@ -126,4 +126,4 @@ def d2t_spec(ctx: Context, source: str, vd: int | None, limit: int) -> TensorSpe
         raise ConvertError(f"{ref.file}: tensor '{source}' has dtype BOOL, expected integer offsets")
     # d2t is small: resolve and validate it now, so a bad map stops the conversion before anything is written
     values = d2t_absolute(ctx.draft.read(source), limit, what=f"{ref.file}: tensor '{source}'")
-    return TensorSpec(name=S.T_D2T, shape=(n,), ggml_type=QT.I64, source=source, source_dtype=ref.dtype, data=values)
+    return TensorSpec(name=S.T_D2T, shape=(n,), ggml_type=QT.I64, sources=(source,), source_dtype=ref.dtype, data=values)

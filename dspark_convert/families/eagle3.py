@@ -17,7 +17,7 @@ from .. import schema as S
 from ..errors import ConvertError
 from ..plan import KV, Plan, TensorSpec
 from ..tokenizer.handlers import target_vocab_kvs
-from ..transforms import d2t_absolute
+from ..transforms import Eagle3Permute, Transform, d2t_absolute
 from .common import (
     Context,
     _float,
@@ -153,13 +153,12 @@ def build_plan(ctx: Context) -> Plan:
         if bare == "input_norm.weight" and not norm_before_fc:
             raise ConvertError(f"{file}: tensor '{hf}' is present but config norm_before_fc is not true; "
                                "llama.cpp would reject the file (set norm_before_fc: true if the draft uses it)")
-        transform: str | None = None
-        args: tuple[int, ...] = ()
+        transform: Transform | None = None
         if bare.endswith(("self_attn.q_proj.weight", "self_attn.q_proj.bias")):
-            transform, args = "eagle3_permute", (n_head, n_head)
+            transform = Eagle3Permute(n_head, n_head)
         elif bare.endswith(("self_attn.k_proj.weight", "self_attn.k_proj.bias")):
-            transform, args = "eagle3_permute", (n_head, n_kv)
-        tensors.append(tensor_spec(ctx.draft, hf, name, out, transform=transform, transform_args=args))
+            transform = Eagle3Permute(n_head, n_kv)
+        tensors.append(tensor_spec(ctx.draft, hf, name, out, transform=transform))
     if norm_before_fc and not any(t.name == S.T_ENC_NORM for t in tensors):
         raise ConvertError(f"{ctx.draft.path}: config norm_before_fc is true but the checkpoint has no 'input_norm.weight'")
     if d2t is not None:
@@ -167,7 +166,7 @@ def build_plan(ctx: Context) -> Plan:
         if ref.dtype == "BOOL":
             raise ConvertError(f"{ref.file}: tensor '{d2t}' has dtype BOOL, expected integer offsets")
         values = d2t_absolute(ctx.draft.read(d2t), _target_int(ctx, "vocab_size"), what=f"{ref.file}: tensor '{d2t}'")
-        tensors.append(TensorSpec(S.T_D2T, values.shape, QT.I64, source=d2t, source_dtype=ref.dtype, data=values))
+        tensors.append(TensorSpec(S.T_D2T, values.shape, QT.I64, sources=(d2t,), source_dtype=ref.dtype, data=values))
     if hp.get("vocab_size") is None:
         raise ConvertError(f"{where}: key 'vocab_size' is missing, expected the target's vocabulary size")
     check_vocab_size(hp["vocab_size"], "vocab_size", where)
