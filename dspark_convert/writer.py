@@ -78,10 +78,10 @@ def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
                allow_nonfinite: bool = False) -> Iterator[Callable[[], np.ndarray]]:
     """Yield one job per row chunk of a tensor; calling a job reads, checks and converts that chunk.
 
-    Each chunk holds about ``CHUNK_BYTES`` of the first source's data (a whole number of the transform's row
-    groups) and is read with ``Checkpoint.read_rows`` into a new array, together with the rows of the other
-    sources the transform asks for (``Transform.source_rows``), so memory stays bounded by the chunk size
-    whatever the model size. Jobs are independent, so the writer runs them on worker threads, in any order,
+    Each chunk holds about ``CHUNK_BYTES`` of source data (a whole number of the transform's row groups): the
+    rows of each source the transform asks for (``Transform.source_rows``), each read with
+    ``Checkpoint.read_rows`` into a new array, so memory stays bounded by the chunk size whatever the model
+    size. Jobs are independent, so the writer runs them on worker threads, in any order,
     and writes the results in file order.
     """
     if spec.data is not None:
@@ -96,7 +96,8 @@ def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
         raise ConvertError(f"internal: tensor '{spec.name}' has {len(refs)} sources for "
                            f"{t.describe() if t is not None else 'no transform'}")
     first = refs[0]
-    rows = first.shape[0] if first.shape else 1
+    shapes = tuple(r.shape for r in refs)
+    rows = t.out_rows(shapes) if t is not None else (first.shape[0] if first.shape else 1)
     group = t.row_group(rows) if t is not None else 1
     dtype = t.out_dtype(tuple(r.dtype for r in refs)) if t is not None else first.dtype
 
@@ -110,9 +111,8 @@ def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
         yield lambda: finish(t.apply_whole([np.asarray(ck.read(r.name)) for r in refs]))
         return
     group = group or 1
-    row_bytes = max(1, (first.end - first.start) // max(1, rows))
+    row_bytes = max(1, sum(r.end - r.start for r in refs) // max(1, rows))  # source bytes per output row
     step = max(group, CHUNK_BYTES // row_bytes // group * group)
-    shapes = tuple(r.shape for r in refs)
 
     def job(start: int) -> np.ndarray:
         stop = min(rows, start + step)

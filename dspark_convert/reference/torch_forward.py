@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from safetensors import safe_open
 
+from ..checkpoint import EMBED_NAMES, OUTPUT_NAMES
 from ..errors import ConvertError
 
 DSPARK_ARCHS = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
@@ -257,14 +258,17 @@ def _embed(d: HFDraft, ids: list[int]) -> torch.Tensor:
 
 
 def _target_embed(d: HFDraft) -> str:
-    for n in ("model.embed_tokens.weight", "model.language_model.embed_tokens.weight", "embed_tokens.weight"):
+    for n in EMBED_NAMES:
         if d.target.has(n):
             return n
     raise ConvertError(f"{d.target.folder}: no target embedding tensor")
 
 
 def _lm(d: HFDraft, h: torch.Tensor, own: bool) -> torch.Tensor:
-    ck, name = (d.weights, "lm_head.weight") if own else (d.target, "lm_head.weight" if d.target.has("lm_head.weight") else _target_embed(d))
+    if own:
+        ck, name = d.weights, "lm_head.weight"
+    else:
+        ck, name = d.target, next((n for n in OUTPUT_NAMES if d.target.has(n)), None) or _target_embed(d)
     return torch.cat([h @ w.T for _, w in ck.row_chunks(name)], dim=1)
 
 
