@@ -292,7 +292,7 @@ def _both(rows: list[OutputCheck], what: str, ref: Any, got: Any) -> bool:
 
 def _confidence_row(refs: list[Any], outs: list[Any], bound: float | None) -> OutputCheck:
     c = compare_cases("confidence (logit)", [r.confidence_logits for r in refs], [x.confidence_logits for x in outs],
-                      bound=bound)
+                      bound=bound, by_energy=True)      # a few values around the bias: relative to their size
     if c.nmse is not None:
         diff = max(float(np.max(np.abs(1 / (1 + np.exp(-r.confidence_logits)) - 1 / (1 + np.exp(-x.confidence_logits)))))
                    for r, x in zip(refs, outs, strict=True))
@@ -344,8 +344,8 @@ def render_report(report: VerifyReport, console: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    def table(title: str, rows: list[OutputCheck], verdict: bool) -> Table:
-        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    def table(rows: list[OutputCheck], verdict: bool) -> Table:
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         for col in ("component", "NMSE (dB)", "max abs", "argmax", "grade") + (("result",) if verdict else ()):
             t.add_column(col, justify="right" if col in ("NMSE (dB)", "max abs", "argmax") else "left", no_wrap=True)
         for c in rows:
@@ -356,8 +356,10 @@ def render_report(report: VerifyReport, console: Any) -> None:
             t.add_row(*cells, *(["[green]PASS[/]" if c.passed else "[bold red]FAIL[/]"] if verdict else []))
         return t
 
-    console.print(table(f"verify {escape(report.gguf)} ({report.family}, {report.layout} layout): exact mode, "
-                        f"NMSE < {report.bound:.0e} against the storage-rounded checkpoint", report.outputs, True))
+    console.print(f"verify {escape(report.gguf)} ({report.family}, {report.layout} layout)")
+    console.print(f"[bold]exact mode (the verdict):[/] each component against the checkpoint rounded as the GGUF "
+                  f"stores it, NMSE < {report.bound:.0e}")
+    console.print(table(report.outputs, True))
     for c in report.outputs:
         if c.detail and not c.passed:
             console.print(f"  {escape(c.name)}: {escape(c.detail)}")
@@ -369,9 +371,9 @@ def render_report(report: VerifyReport, console: Any) -> None:
         if first["look_at"]:
             console.print(f"  look at: {escape(first['look_at'])}")
     if report.quality:
-        console.print(table("quality (information, not the verdict): GGUF vs the unrounded checkpoint",
-                            report.quality, False))
-    if report.quality_note:
+        console.print("[bold]quality (information only):[/] the GGUF against the unrounded checkpoint")
+        console.print(table(report.quality, False))
+    if report.quality_note and not report.quality_note.startswith("GGUF forward vs"):
         console.print(f"  {escape(report.quality_note)}")
     if report.storage:
         console.print("storage rounding applied to the checkpoint: " + ", ".join(
