@@ -328,11 +328,12 @@ def test_hf_unknown_architecture(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- storage rounding
-def test_round_to_storage_rules() -> None:
+def test_round_to_storage_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     from gguf import GGMLQuantizationType as QT
     from gguf import quants
 
-    from dspark_convert.reference.hf_draft import round_to_storage
+    from dspark_convert.reference import storage
+    from dspark_convert.reference.storage import round_to_storage
 
     x = torch.tensor([1.0 + 2**-8, 1.0 + 3 * 2**-8, 1 / 3, 70000.0, -2.5e-8])
     assert round_to_storage(x, "F32") is x
@@ -345,6 +346,10 @@ def test_round_to_storage_rules() -> None:
     assert not torch.equal(q, w) and float((q - w).abs().max()) < float(w.abs().max()) / 127
     with pytest.raises(ConvertError, match="GGML type Q9_9"):
         round_to_storage(w, "Q9_9")
+    monkeypatch.setattr(storage, "_ROUND_CHUNK", 64)                # one row per chunk: the same values
+    assert torch.equal(round_to_storage(w, "Q8_0"), q)
+    mx = round_to_storage(w, "MXFP4")                                 # any block type gguf-py can quantize
+    assert np.array_equal(mx.numpy(), quants.dequantize(quants.quantize(w.numpy(), QT.MXFP4), QT.MXFP4))
 
 
 @pytest.mark.parametrize("layout", ["dspark-qwen3-interleaved", "dspark-qwen3-f32", "dflash-zlab-swa", "dspark-reduced",
@@ -353,7 +358,7 @@ def test_round_to_storage_rules() -> None:
 def test_rounded_checkpoint_equals_the_gguf_bit_for_bit(gguf, layout: str, outtype: str) -> None:
     """The heart of exact mode: every draft tensor the torch side reads, rounded as its GGUF counterpart is stored,
     equals the GGUF's dequantized values exactly (row permutations of q/k aside, compared as value multisets)."""
-    from dspark_convert.reference.hf_draft import gguf_counterpart
+    from dspark_convert.reference.storage import gguf_counterpart
     from dspark_convert.verify import gguf_types
 
     g = gguf(layout, outtype)
