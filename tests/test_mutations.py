@@ -50,8 +50,9 @@ def source_of(layout: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def converted(tmp_path_factory: pytest.TempPathFactory):
-    """``converted(layout, outtype) -> (gguf, hf folder)`` (skips when the fixture is absent or does not convert)."""
+def conversion(tmp_path_factory: pytest.TempPathFactory):
+    """``conversion(layout, outtype) -> (gguf, hf folder)``, test variants included (skips when the fixture is absent
+    or does not convert)."""
     out, cache = tmp_path_factory.mktemp("mutations"), {}
 
     def get(layout: str, outtype: str) -> tuple[Path, Path]:
@@ -275,9 +276,9 @@ _GOOD: dict[tuple[str, str], bool] = {}
 
 @pytest.mark.parametrize("outtype", OUTTYPES)
 @pytest.mark.parametrize("m", MUTATIONS, ids=[m.id for m in MUTATIONS])
-def test_verify_fails_each_mutation(converted, tmp_path: Path, m: Mutation, outtype: str) -> None:
+def test_verify_fails_each_mutation(conversion, tmp_path: Path, m: Mutation, outtype: str) -> None:
     (layout,) = m.layouts
-    src, hf = converted(layout, outtype)
+    src, hf = conversion(layout, outtype)
     if (layout, outtype) not in _GOOD:                   # the unmutated file passes with the same inputs
         _GOOD[layout, outtype] = verify(src, hf, TARGET).passed
     assert _GOOD[layout, outtype]
@@ -299,8 +300,8 @@ def test_suite_size() -> None:
         assert {m.layouts[0].split("-")[0] for m in MUTATIONS if m.id.startswith(d)} == {"dspark", "dflash", "eagle3"}
 
 
-def test_mutate_requantizes_in_the_files_own_type(converted, tmp_path: Path) -> None:
-    src, _ = converted(DSPARK, "q8_0")
+def test_mutate_requantizes_in_the_files_own_type(conversion, tmp_path: Path) -> None:
+    src, _ = conversion(DSPARK, "q8_0")
     f = read_gguf(src)
     assert f.tensor("blk.0.attn_q.weight").qtype == QT.Q8_0
     out = read_gguf(mutate(src, tmp_path / "m.gguf", {"blk.0.attn_q.weight": np.negative, "blk.0.attn_k.weight": to_pairs}))
@@ -309,8 +310,8 @@ def test_mutate_requantizes_in_the_files_own_type(converted, tmp_path: Path) -> 
     assert np.array_equal(out.tensor_array("blk.1.attn_q.weight"), f.tensor_array("blk.1.attn_q.weight"))
 
 
-def test_mutated_metadata_reads_back(converted, tmp_path: Path) -> None:
-    src, _ = converted(DSPARK, "f32")
+def test_mutated_metadata_reads_back(conversion, tmp_path: Path) -> None:
+    src, _ = conversion(DSPARK, "f32")
     out = mutate(src, tmp_path / "m.gguf", kvs={"dflash.target_layers": [7, 8, 9], "dflash.rope.freq_base": 2.5,
                                                  "dflash.sample_from_anchor": False},
                  renames={"dflash.block_size": "dflash.block_sizX"})
@@ -328,8 +329,8 @@ def test_permutation_helpers_are_inverse() -> None:
     assert swap_taps(fc)[0, [0, H, 2 * H]].tolist() == [H, 0, 2 * H]
 
 
-def test_missing_gguf_tensor_fails_the_report(converted, tmp_path: Path) -> None:
-    src, hf = converted(DFLASH, "f32")
+def test_missing_gguf_tensor_fails_the_report(conversion, tmp_path: Path) -> None:
+    src, hf = conversion(DFLASH, "f32")
     dst = mutate(src, tmp_path / "renamed.gguf", renames={"blk.1.ffn_up.weight": "blk.1.ffn_uX.weight"})
     r = verify(dst, hf, TARGET)
     assert not r.passed
@@ -337,8 +338,8 @@ def test_missing_gguf_tensor_fails_the_report(converted, tmp_path: Path) -> None
     assert "ffn_up" in r.outputs[0].detail
 
 
-def test_broken_hf_checkpoint_is_an_input_error(converted, tmp_path: Path) -> None:
-    src, _ = converted(DFLASH, "f32")
+def test_broken_hf_checkpoint_is_an_input_error(conversion, tmp_path: Path) -> None:
+    src, _ = conversion(DFLASH, "f32")
     hf = tmp_path / "hf"
     shutil.copytree(FIXTURES / DFLASH, hf)
     data = (hf / "model.safetensors").read_bytes()
