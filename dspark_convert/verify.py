@@ -221,11 +221,8 @@ def _lossless(exact: HFDraft) -> bool:
     return all(r.changed == 0 for r in exact.weights.rounding.values())
 
 
-def _quality_ref(report: VerifyReport, exact: HFDraft, quality: bool) -> bool:
+def _quality_ref(report: VerifyReport, exact: HFDraft) -> bool:
     """Whether a second torch run on the unrounded weights is needed (and the note that says why not)."""
-    if not quality:
-        report.quality_note = "quality mode skipped (quality=False)"
-        return False
     if _lossless(exact):
         report.quality_note = ("storage is lossless for this checkpoint (rounding to the GGUF types changed no "
                                "value): the quality rows equal the exact rows")
@@ -268,7 +265,10 @@ def _verify_block(report: VerifyReport, tf: Any, d: HFDraft, exact: HFDraft, g: 
     o.append(compare_token_cases("chosen tokens", [r.tokens for r in refs], [x.tokens for x in outs], *choice))
     if _both(o, "confidence head", refs[0].confidence_logits, outs[0].confidence_logits):
         o.append(_confidence_row(refs, outs, EXACT_NMSE))
-    if _quality_ref(report, exact, quality):
+    if not quality:
+        report.quality_note = "quality mode skipped (--no-quality)"
+        return
+    if _quality_ref(report, exact):
         refs = _reference(report.hf_dir, lambda: tf.block_forward(d, feats, anchors, [r.prev_tokens for r in refs]))
     q = report.quality
     q.append(compare_cases("block logits", [r.logits for r in refs], [x.logits for x in outs], bound=None, argmax=True))
@@ -327,7 +327,10 @@ def _verify_eagle3(report: VerifyReport, tf: Any, d: HFDraft, exact: HFDraft, g:
                                argmax=True))
     o.append(compare_token_cases("chosen tokens", [r.tokens for r in refs], [x.tokens for x in outs],
                                  [r.logits for r in refs], [x.logits for x in outs]))
-    if _quality_ref(report, exact, quality):
+    if not quality:
+        report.quality_note = "quality mode skipped (--no-quality)"
+        return
+    if _quality_ref(report, exact):
         refs = _reference(report.hf_dir, lambda: tf.eagle3_forward(d, feats, toks, K, [r.tokens for r in refs]))
     report.quality += [
         compare_cases("prefill logits", [r.prefill_logits for r in refs], [x.prefill_logits for x in outs], bound=None,

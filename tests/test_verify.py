@@ -160,6 +160,8 @@ def test_seed_changes_inputs_but_not_the_verdict(converted) -> None:
     a = verify(path, FIXTURES / "dspark-specforge", TARGET, seed=1, context=4)
     b = verify(path, FIXTURES / "dspark-specforge", TARGET, seed=2, context=40)
     assert a.passed and b.passed and a.hparams["anchors"] != b.hparams["anchors"] and b.contexts == [10, 40, 160]
+    c = verify(converted("eagle3-normfc", "q8_0"), FIXTURES / "eagle3-normfc", TARGET, quality=False)
+    assert c.passed and c.quality == [] and "skipped" in c.quality_note
 
 
 def test_first_divergence_names_the_component(converted, tmp_path: Path) -> None:
@@ -270,6 +272,8 @@ def test_cli_exit_codes(converted, tmp_path: Path) -> None:
     hf, tgt = str(FIXTURES / "eagle3-angelslim"), str(FIXTURES / "target-qwen3")
     ok = runner.invoke(app, ["verify", str(path), "--hf", hf, "-t", tgt], env={"COLUMNS": "200"})
     assert ok.exit_code == 0 and "PASS" in ok.stdout and "step 2 logits" in ok.stdout and "quality" in ok.stdout
+    quick = runner.invoke(app, ["verify", str(path), "--hf", hf, "-t", tgt, "--no-quality"], env={"COLUMNS": "200"})
+    assert quick.exit_code == 0 and "quality mode skipped" in quick.stdout and "the unrounded" not in quick.stdout
     wrong = runner.invoke(app, ["verify", str(path), "--hf", str(FIXTURES / "dspark-qwen3"), "-t", tgt])
     assert wrong.exit_code == 1 and "FAIL" in wrong.stdout
     missing = runner.invoke(app, ["verify", str(tmp_path / "nope.gguf"), "--hf", hf, "-t", tgt])
