@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from test_mutations import MUTATIONS, OUTTYPES, TARGET, VARIANTS, mutate, source_of  # noqa: E402
+from test_mutations import MUTATIONS, OUTTYPES, TARGET, VARIANTS, make_variant, mutate, source_of  # noqa: E402
 from test_verify import BLOCK_LAYOUTS, EAGLE3_LAYOUTS  # noqa: E402
 
 from dspark_convert.conversion import convert  # noqa: E402
@@ -29,17 +29,11 @@ from dspark_convert.verify import verify  # noqa: E402
 def prepare(work: Path, layout: str, outtype: str, cache: dict) -> tuple[Path, Path]:
     """Convert a fixture (or a test variant of one) once."""
     if (layout, outtype) not in cache:
-        import json
-        import shutil
-
         hf = source_of(layout)
         if layout in VARIANTS:
             hf = work / layout
             if not hf.is_dir():
-                shutil.copytree(source_of(layout), hf)
-                cfg = json.loads((hf / "config.json").read_text())
-                VARIANTS[layout][1](cfg)
-                (hf / "config.json").write_text(json.dumps(cfg))
+                make_variant(layout, hf)
         cache[layout, outtype] = (convert(hf, TARGET, work / f"{layout}.{outtype}.gguf", outtype=outtype).path, hf)
     return cache[layout, outtype]
 
