@@ -341,45 +341,57 @@ def _verify_eagle3(report: VerifyReport, tf: Any, d: HFDraft, exact: HFDraft, g:
 
 # ============================================================================================== rendering
 def render_report(report: VerifyReport, console: Any) -> None:
-    """Print the report as Rich tables: the exact section (the verdict) with the first divergence, the quality
-    section (information), then metadata mismatches or a count of matches."""
+    """Print the report: the exact section (the verdict) with the first divergence, the quality section
+    (information), the storage rounding, metadata mismatches (or a count of matches), notes and the verdict.
+
+    Every file- or user-derived string goes through a literal ``Text`` (never parsed as markup, control
+    characters escaped); styles are Text styles."""
     from rich import box
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
+
+    from .gguffile.reader import safe_text
+
+    def t(value: object, limit: int = 200) -> Text:
+        return Text(safe_text(str(value), limit))
+
+    def line(*parts: str | Text | tuple[str, str]) -> None:
+        console.print(Text.assemble(*parts), soft_wrap=True)
 
     def table(rows: list[OutputCheck], verdict: bool) -> Table:
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        tb = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         for col in ("component", "NMSE (dB)", "max abs", "argmax", "grade") + (("result",) if verdict else ()):
-            t.add_column(col, justify="right" if col in ("NMSE (dB)", "max abs", "argmax") else "left", no_wrap=True)
+            tb.add_column(col, justify="right" if col in ("NMSE (dB)", "max abs", "argmax") else "left", no_wrap=True)
         for c in rows:
             agree = "" if c.total is None else f"{c.agree}/{c.total}" + (f" ({c.near_ties} tie)" if c.near_ties else "")
             nmse = "" if c.nmse is None else f"{c.nmse:.1e} ({c.nmse_db:.0f})"
-            cells = [escape(c.name), nmse, "" if c.max_abs is None else f"{c.max_abs:.2g}", agree,
-                     c.grade.replace("essentially identical", "identical")]
-            t.add_row(*cells, *(["[green]PASS[/]" if c.passed else "[bold red]FAIL[/]"] if verdict else []))
-        return t
+            cells: list[str | Text] = [t(c.name), nmse, "" if c.max_abs is None else f"{c.max_abs:.2g}", agree,
+                                       c.grade.replace("essentially identical", "identical")]
+            result = Text("PASS", style="green") if c.passed else Text("FAIL", style="bold red")
+            tb.add_row(*cells, *([result] if verdict else []))
+        return tb
 
-    console.print(f"verify {escape(report.gguf)} ({report.family}, {report.layout} layout)")
-    console.print(f"[bold]exact mode (the verdict):[/] each component against the checkpoint rounded as the GGUF "
-                  f"stores it, NMSE < {report.bound:.0e}")
+    line("verify ", t(report.gguf, 4096), f" ({report.family}, {report.layout} layout)")
+    line(("exact mode (the verdict):", "bold"), " each component against the checkpoint rounded as the GGUF stores it,"
+         f" NMSE < {report.bound:.0e}")
     console.print(table(report.outputs, True))
     for c in report.outputs:
         if c.detail and not c.passed:
-            console.print(f"  {escape(c.name)}: {escape(c.detail)}")
+            line("  ", t(c.name), ": ", t(c.detail, 1000))
     first = report.first_divergence
     if first is not None:
-        console.print(f"[bold red]first divergence:[/] {escape(first['component'])}"
-                      + (f" (case {first['case']}, context {report.contexts[first['case']]})" if first["case"] is not None
-                         and first["case"] < len(report.contexts) else ""))
+        case = first["case"]
+        where = f" (case {case}, context {report.contexts[case]})" if case is not None and case < len(report.contexts) else ""
+        line(("first divergence:", "bold red"), " ", t(first["component"]), where)
         if first["look_at"]:
-            console.print(f"  look at: {escape(first['look_at'])}")
+            line("  look at: ", t(first["look_at"], 400))
     if report.quality:
-        console.print("[bold]quality (information only):[/] the GGUF against the unrounded checkpoint")
+        line(("quality (information only):", "bold"), " the GGUF against the unrounded checkpoint")
         console.print(table(report.quality, False))
     if report.quality_note and not report.quality_note.startswith("GGUF forward vs"):
-        console.print(f"  {escape(report.quality_note)}")
+        line("  ", t(report.quality_note, 400))
     if report.storage:
-        console.print("storage rounding applied to the checkpoint: " + ", ".join(
+        line("storage rounding applied to the checkpoint: ", ", ".join(
             f"{k} {v['tensors']} tensors ({v['changed']} of {v['values']} values changed)" for k, v in report.storage.items()))
     bad = [m for m in report.metadata if not m.passed]
     if bad:
@@ -387,13 +399,13 @@ def render_report(report: VerifyReport, console: Any) -> None:
         for col in ("key", "GGUF", "expected from the HF config"):
             mt.add_column(col)
         for m in bad:
-            mt.add_row(escape(m.key), escape(repr(m.gguf)), escape(repr(m.expected)))
+            mt.add_row(t(m.key), t(repr(m.gguf)), t(repr(m.expected)))
         console.print(mt)
     else:
-        console.print(f"metadata: {len(report.metadata)} values match the HF config")
+        line(f"metadata: {len(report.metadata)} values match the HF config")
     if report.hparams.get("target_layers") is not None:
-        console.print(f"target layers (input-of-layer ids): {report.hparams['target_layers']}; "
-                      f"contexts {report.contexts}, seed {report.seed}")
+        line(t(f"target layers (input-of-layer ids): {report.hparams['target_layers']}; contexts {report.contexts}, "
+               f"seed {report.seed}", 400))
     for n in report.notes:
-        console.print(f"note: {escape(n)}")
-    console.print("[bold green]PASS[/]" if report.passed else "[bold red]FAIL[/]")
+        line("note: ", t(n, 1000))
+    console.print(Text("PASS", style="bold green") if report.passed else Text("FAIL", style="bold red"))

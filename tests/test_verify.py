@@ -283,3 +283,23 @@ def test_cli_exit_codes(converted, tmp_path: Path) -> None:
     res = runner.invoke(app, ["verify", str(path), "--hf", str(no_cfg), "-t", tgt])
     assert res.exit_code == 2 and "config.json" in res.stderr
     shutil.rmtree(no_cfg)
+
+
+def test_render_prints_hostile_text_literally() -> None:
+    """Names from files and folders reach the console as literal text, never as markup."""
+    from rich.console import Console
+
+    from dspark_convert.verify import MetadataCheck, VerifyReport, render_report
+
+    r = VerifyReport("[/]x.gguf", "[red]hf", "t", "dflash", "dspark", "flat", 0, 3, [4, 16, 64])
+    r.outputs = [OutputCheck("layer 0 output", [7, 64], nmse=0.5, nmse_db=-3.0, max_abs=1.0, grade="differs",
+                             passed=False, detail="[bold]case 1", layer=0, case=1)]
+    r.metadata = [MetadataCheck("[/]key", "[i]a", "b", False)]
+    r.notes = ["[/]note\x1b"]
+    con = Console(record=True, width=200, markup=True)
+    render_report(r, con)
+    out = con.export_text()
+    for literal in ("verify [/]x.gguf", "[bold]case 1", "[/]key", "'[i]a'", "note: [/]note\\x1b",
+                    "first divergence: layer 0 output (case 1, context 16)", "look at: blk.0.*"):
+        assert literal in out, literal
+    assert out.rstrip().endswith("FAIL")
