@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from .reference.hf_draft import HFDraft
 
 __all__ = ["EXACT_NMSE", "GRADES", "MetadataCheck", "OutputCheck", "VerifyReport", "add_argmax", "case_contexts",
-           "compare_cases", "compare_tokens", "compare_values", "grade", "metadata_checks", "render_report", "verify"]
+           "compare_cases", "compare_tokens", "compare_values", "grade", "metadata_checks", "verify"]
 SCHEMA_VERSION = 2
 
 #: where to look when a component is the first to diverge (GGUF tensors and keys that feed it)
@@ -152,6 +152,19 @@ def _reference(hf_dir: str, run: Any) -> Any:
         raise ConvertError(f"{hf_dir}: the reference forward failed on this checkpoint ({type(e).__name__}: {e})") from None
 
 
+def _require_folder(folder: Path, flag: str, what: str) -> None:
+    """``folder`` exists and holds safetensors weights; a draft passed as the target is named as such."""
+    if not folder.is_dir():
+        raise ConvertError(f"{folder}: no such folder; {flag} must be {what}")
+    if not any(folder.glob("*.safetensors")):
+        raise ConvertError(f"{folder}: no safetensors files; {flag} must be {what}")
+    if flag == "--target-model-dir" and (folder / "config.json").is_file():
+        from .checkpoint import load_json
+        from .conversion import refuse_draft_as_target
+
+        refuse_draft_as_target(load_json(folder / "config.json"), folder)
+
+
 def _candidate(report: VerifyReport, run: Any) -> Any:
     """Run the numpy forward; a readable but inconsistent GGUF (missing tensor, bad shape) fails the report."""
     try:
@@ -179,8 +192,12 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path, *,
         >>> verify("d.gguf", "dspark_qwen3_4b_block7", "Qwen3-4B", seed=0).passed  # doctest: +SKIP
         True
     """
-    if context < 1 or steps < 1:
-        raise ConvertError(f"--context ({context}) and --steps ({steps}) must be at least 1")
+    for flag, value in (("--context", context), ("--steps", steps)):
+        if value < 1:
+            raise ConvertError(f"{flag} {value}: expected at least 1")
+    _require_folder(Path(hf_dir), "--hf", "the draft's Hugging Face folder, with config.json and safetensors")
+    _require_folder(Path(target_dir), "--target-model-dir", "the target model's folder, whose token embeddings and "
+                    "lm_head verify reads")
     g = open_gguf(gguf_path)
     tf, d = _load_torch_side(Path(hf_dir), Path(target_dir))
     target = TargetWeights(target_dir)
@@ -337,75 +354,3 @@ def _verify_eagle3(report: VerifyReport, tf: Any, d: HFDraft, exact: HFDraft, g:
                       argmax=True),
         compare_cases("step logits", [r.logits for r in refs], [x.logits for x in outs], bound=None, argmax=True),
     ]
-
-
-# ============================================================================================== rendering
-def render_report(report: VerifyReport, console: Any) -> None:
-    """Print the report: the exact section (the verdict) with the first divergence, the quality section
-    (information), the storage rounding, metadata mismatches (or a count of matches), notes and the verdict.
-
-    Every file- or user-derived string goes through a literal ``Text`` (never parsed as markup, control
-    characters escaped); styles are Text styles."""
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
-    from .gguffile.reader import safe_text
-
-    def t(value: object, limit: int = 200) -> Text:
-        return Text(safe_text(str(value), limit))
-
-    def line(*parts: str | Text | tuple[str, str]) -> None:
-        console.print(Text.assemble(*parts), soft_wrap=True)
-
-    def table(rows: list[OutputCheck], verdict: bool) -> Table:
-        tb = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-        for col in ("component", "NMSE (dB)", "max abs", "argmax", "grade") + (("result",) if verdict else ()):
-            tb.add_column(col, justify="right" if col in ("NMSE (dB)", "max abs", "argmax") else "left", no_wrap=True)
-        for c in rows:
-            agree = "" if c.total is None else f"{c.agree}/{c.total}" + (f" ({c.near_ties} tie)" if c.near_ties else "")
-            nmse = "" if c.nmse is None else f"{c.nmse:.1e} ({c.nmse_db:.0f})"
-            cells: list[str | Text] = [t(c.name), nmse, "" if c.max_abs is None else f"{c.max_abs:.2g}", agree,
-                                       c.grade.replace("essentially identical", "identical")]
-            result = Text("PASS", style="green") if c.passed else Text("FAIL", style="bold red")
-            tb.add_row(*cells, *([result] if verdict else []))
-        return tb
-
-    line("verify ", t(report.gguf, 4096), f" ({report.family}, {report.layout} layout)")
-    line(("exact mode (the verdict):", "bold"), " each component against the checkpoint rounded as the GGUF stores it,"
-         f" NMSE < {report.bound:.0e}")
-    console.print(table(report.outputs, True))
-    for c in report.outputs:
-        if c.detail and not c.passed:
-            line("  ", t(c.name), ": ", t(c.detail, 1000))
-    first = report.first_divergence
-    if first is not None:
-        case = first["case"]
-        where = f" (case {case}, context {report.contexts[case]})" if case is not None and case < len(report.contexts) else ""
-        line(("first divergence:", "bold red"), " ", t(first["component"]), where)
-        if first["look_at"]:
-            line("  look at: ", t(first["look_at"], 400))
-    if report.quality:
-        line(("quality (information only):", "bold"), " the GGUF against the unrounded checkpoint")
-        console.print(table(report.quality, False))
-    if report.quality_note and not report.quality_note.startswith("GGUF forward vs"):
-        line("  ", t(report.quality_note, 400))
-    if report.storage:
-        line("storage rounding applied to the checkpoint: ", ", ".join(
-            f"{k} {v['tensors']} tensors ({v['changed']} of {v['values']} values changed)" for k, v in report.storage.items()))
-    bad = [m for m in report.metadata if not m.passed]
-    if bad:
-        mt = Table(title="metadata mismatches", title_justify="left")
-        for col in ("key", "GGUF", "expected from the HF config"):
-            mt.add_column(col)
-        for m in bad:
-            mt.add_row(t(m.key), t(repr(m.gguf)), t(repr(m.expected)))
-        console.print(mt)
-    else:
-        line(f"metadata: {len(report.metadata)} values match the HF config")
-    if report.hparams.get("target_layers") is not None:
-        line(t(f"target layers (input-of-layer ids): {report.hparams['target_layers']}; contexts {report.contexts}, "
-               f"seed {report.seed}", 400))
-    for n in report.notes:
-        line("note: ", t(n, 1000))
-    console.print(Text("PASS", style="bold green") if report.passed else Text("FAIL", style="bold red"))

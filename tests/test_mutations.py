@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import FIXTURES, TARGET, require_fixture
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 from gguf import quants
@@ -28,11 +29,8 @@ from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.verify import verify
 
-pytest.importorskip("torch")
+pytest.importorskip("torch", reason="verify runs the torch reference forward (torch extra)")
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "fixtures"
-TARGET = FIXTURES / "target-qwen3"
 H, HD = 64, 16                  # fixture dims (fixtures/generate.py)
 OUTTYPES = ["f32", "f16", "bf16", "q8_0"]
 _PACK = {VT.UINT32: "<I", VT.INT32: "<i", VT.FLOAT32: "<f", VT.BOOL: "<?"}
@@ -55,7 +53,7 @@ def make_variant(layout: str, folder: Path) -> Path:
     from safetensors.torch import load_file, save_file
 
     src, edit_config, edit_tensors = VARIANTS[layout]
-    shutil.copytree(FIXTURES / src, folder)
+    shutil.copytree(require_fixture(src), folder)
     cfg = json.loads((folder / "config.json").read_text())
     edit_config(cfg)
     (folder / "config.json").write_text(json.dumps(cfg))
@@ -73,25 +71,19 @@ def source_of(layout: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def conversion(tmp_path_factory: pytest.TempPathFactory):
-    """``conversion(layout, outtype) -> (gguf, hf folder)``, test variants included (skips when the fixture is absent
-    or does not convert)."""
-    out, cache = tmp_path_factory.mktemp("mutations"), {}
+def conversion(converted, tmp_path_factory: pytest.TempPathFactory):
+    """``conversion(layout, outtype) -> (gguf, hf folder)``: conftest's session conversions, plus the test variants
+    (made and converted here; a conversion error fails the test)."""
+    out, cache = tmp_path_factory.mktemp("variants"), {}
 
     def get(layout: str, outtype: str) -> tuple[Path, Path]:
-        if not (source_of(layout) / "config.json").is_file():
-            pytest.skip(f"fixture {source_of(layout).name} not generated (python fixtures/generate.py)")
+        if layout not in VARIANTS:
+            return converted(layout, outtype), FIXTURES / layout
         if (layout, outtype) not in cache:
-            hf = source_of(layout)
-            if layout in VARIANTS:
-                hf = out / layout
-                if not hf.is_dir():
-                    make_variant(layout, hf)
-            try:
-                path = convert(hf, TARGET, out / f"{layout}.{outtype}.gguf", outtype=outtype).path
-            except ConvertError as e:
-                pytest.skip(f"{layout} does not convert: {e}")
-            cache[layout, outtype] = (path, hf)
+            hf = out / layout
+            if not hf.is_dir():
+                make_variant(layout, hf)
+            cache[layout, outtype] = (convert(hf, TARGET, out / f"{layout}.{outtype}.gguf", outtype=outtype).path, hf)
         return cache[layout, outtype]
 
     return get

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import FIXTURES, TARGET
 from typer.testing import CliRunner
 
 from dspark_convert.cli import app
 from dspark_convert.conversion import convert
-from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.verify import (
     EXACT_NMSE,
@@ -30,16 +30,12 @@ from dspark_convert.verify import (
     verify,
 )
 
-pytest.importorskip("torch")
+pytest.importorskip("torch", reason="verify runs the torch reference forward (torch extra)")
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "fixtures"
-SHARED = ROOT.parent / "shared"
 BLOCK_LAYOUTS = ["dspark-qwen3", "dspark-qwen3-interleaved", "dspark-qwen3-f32", "dflash-deepspec", "dflash-zlab",
                  "dflash-zlab-swa", "dspark-specforge", "dspark-speculators", "dspark-reduced"]
 EAGLE3_LAYOUTS = ["eagle3-specforge", "eagle3-angelslim", "eagle3-speculators", "eagle3-normfc", "eagle3-llama"]
 OUTTYPES = ["f32", "f16", "bf16", "q8_0"]
-TARGET = FIXTURES / "target-qwen3"
 runner = CliRunner()
 
 
@@ -47,26 +43,6 @@ def target_of(layout: str) -> Path:
     # eagle3-llama (llama3 rope scaling, F16 weights) is paired with target-qwen3 too: its d2t indexes a
     # 1024-token vocabulary, and verify only needs the target's embeddings, not its tokenizer
     return FIXTURES / "target-qwen3"
-
-
-@pytest.fixture(scope="module")
-def converted(tmp_path_factory: pytest.TempPathFactory):
-    """``converted(layout, outtype) -> Path``: convert a fixture once per module (skips when it is absent)."""
-    out, cache = tmp_path_factory.mktemp("verify"), {}
-
-    def get(layout: str, outtype: str) -> Path:
-        if not (FIXTURES / layout / "config.json").is_file() or not target_of(layout).is_dir():
-            pytest.skip(f"fixture {layout} not generated (python fixtures/generate.py)")
-        key = (layout, outtype)
-        if key not in cache:
-            try:
-                cache[key] = convert(FIXTURES / layout, target_of(layout), out / f"{layout}.{outtype}.gguf",
-                                     outtype=outtype).path
-            except ConvertError as e:  # a converter/fixture problem, covered by the converter's own tests
-                pytest.skip(f"{layout} does not convert: {e}")
-        return cache[key]
-
-    return get
 
 
 def worst_nmse(report) -> float:
@@ -189,11 +165,9 @@ def test_first_divergence_names_the_component(converted, tmp_path: Path) -> None
     assert res.exit_code == 1 and "first divergence: layer 1 output" in res.stdout and "look at: blk.1." in res.stdout
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared beside the checkout (golden inputs generator)")
-def test_golden_dspark_deepspec(tmp_path: Path) -> None:
-    src = Path("/tmp/golden_in")
-    if not (src / "dspark-deepspec").is_dir():
-        pytest.skip("golden inputs not generated at /tmp/golden_in (python shared/golden/make_inputs.py /tmp/golden_in)")
+def test_golden_dspark_deepspec(golden_inputs: Path, tmp_path: Path) -> None:
+    """The golden DSpark draft (129,280-token target vocabulary) against its checkpoint, at every outtype."""
+    src = golden_inputs
     for outtype in OUTTYPES:
         path = convert(src / "dspark-deepspec", src / "target", tmp_path / f"g.{outtype}.gguf", outtype=outtype).path
         r = verify(path, src / "dspark-deepspec", src / "target")
@@ -289,7 +263,8 @@ def test_render_prints_hostile_text_literally() -> None:
     """Names from files and folders reach the console as literal text, never as markup."""
     from rich.console import Console
 
-    from dspark_convert.verify import MetadataCheck, VerifyReport, render_report
+    from dspark_convert.render import render_verify
+    from dspark_convert.verify import MetadataCheck, VerifyReport
 
     r = VerifyReport("[/]x.gguf", "[red]hf", "t", "dflash", "dspark", "flat", 0, 3, [4, 16, 64])
     r.outputs = [OutputCheck("layer 0 output", [7, 64], nmse=0.5, nmse_db=-3.0, max_abs=1.0, grade="differs",
@@ -297,7 +272,7 @@ def test_render_prints_hostile_text_literally() -> None:
     r.metadata = [MetadataCheck("[/]key", "[i]a", "b", False)]
     r.notes = ["[/]note\x1b"]
     con = Console(record=True, width=200, markup=True)
-    render_report(r, con)
+    render_verify(r, con)
     out = con.export_text()
     for literal in ("verify [/]x.gguf", "[bold]case 1", "[/]key", "'[i]a'", "note: [/]note\\x1b",
                     "first divergence: layer 0 output (case 1, context 16)", "look at: blk.0.*"):
