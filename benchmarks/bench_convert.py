@@ -101,8 +101,8 @@ def _tokenizer_block(spec: dict, out: dict) -> float:
     of before (``json`` + ``Tokenizer.from_str``), then checked byte for byte against the fast path."""
     from gguf import GGUFWriter
 
+    from dspark_convert.gguffile.header import pack_kv_value
     from dspark_convert.tokenizer import handlers
-    from dspark_convert.writer import pack_kv_value
 
     target, n = Path(spec["target"]), spec["vocab"]
     handler = handlers.vocab_handler_for_target(target)

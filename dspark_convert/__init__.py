@@ -23,6 +23,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "convert": "conversion", "plan_conversion": "conversion", "ConvertResult": "conversion",
+    "PlannedConversion": "conversion",
     "check_file": "check", "check_plan": "check", "Finding": "check",
     "read_gguf": "gguffile.reader", "plan_from_gguf": "gguffile.reader", "GGUFFile": "gguffile.reader",
     "inspect_gguf": "inspect", "diff_gguf": "diff",

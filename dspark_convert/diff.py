@@ -96,7 +96,7 @@ def value_diff(a_chunks: Iterable[np.ndarray], b_chunks: Iterable[np.ndarray]) -
     Example:
         >>> d = value_diff([np.array([1.0, 2.0, 3.0])], [np.array([1.0, 2.0, 3.5])])
         >>> d["max_abs_diff"], round(d["nmse"], 4)
-        (0.5, 0.1250)
+        (0.5, 0.125)
     """
     ref, sq, n, max_abs, bad = RunningStats(), 0.0, 0, 0.0, 0
     for ca, cb in _lockstep(iter(a_chunks), iter(b_chunks)):

@@ -15,7 +15,7 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConvertError
-from .gguffile.constants import VT
+from .gguf_constants import VT
 from .gguffile.options import RemoteOptions
 from .gguffile.reader import GGUFFile, ReaderKV
 from .gguffile.source import open_gguf_source
@@ -113,6 +113,7 @@ class RunningStats:
     Chunks are merged with Chan's parallel formula, so the result does not depend on the chunk size.
 
     Example:
+        >>> import numpy as np
         >>> s = RunningStats(); s.update(np.array([1.0, 3.0, np.nan])); s.update(np.array([5.0]))
         >>> s.result()["mean"], s.result()["nan"]
         (3.0, 1)

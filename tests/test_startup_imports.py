@@ -76,7 +76,7 @@ def test_stats_and_conversion_load_what_they_need(gguf_file: Path, tmp_path: Pat
 
 
 def test_one_value_type_class_whichever_comes_first() -> None:
-    code = ("import sys; from dspark_convert.gguffile.constants import VT, QT; assert 'gguf' not in sys.modules; "
+    code = ("import sys; from dspark_convert.gguf_constants import VT, QT; assert 'gguf' not in sys.modules; "
             "import gguf, gguf.constants as c; from gguf import GGUFWriter; "
             "assert gguf.GGUFValueType is VT is c.GGUFValueType and gguf.GGMLQuantizationType is QT; print('ok')")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)

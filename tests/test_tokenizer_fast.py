@@ -22,10 +22,10 @@ from test_vocab import QWEN2_RE, bpe_json, make_target, write_json
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from dspark_convert.errors import ConvertError
+from dspark_convert.gguffile.header import pack_kv_value
 from dspark_convert.gguffile.packed import PackedStrings
 from dspark_convert.plan import KV
 from dspark_convert.tokenizer import bpe, fastbpe, handlers, tokjson
-from dspark_convert.writer import pack_kv_value
 
 
 # ---------------------------------------------------------------------------------------------- helpers

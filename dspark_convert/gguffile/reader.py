@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConvertError, GGUFFormatError
+from ..gguf_constants import GGML_QUANT_SIZES, QT, VT
 from ..plan import KV, Plan, TensorSpec
 from ..schema import GENERAL_ALIGNMENT, GENERAL_ARCHITECTURE
-from .constants import GGML_QUANT_SIZES, QT, VT
 from .packed import PackedStrings
 from .records import (
     DEFAULT_ALIGNMENT,

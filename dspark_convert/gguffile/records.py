@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import GGUFFormatError
-from .constants import GGML_QUANT_SIZES, QT, VT
+from ..gguf_constants import GGML_QUANT_SIZES, QT, VT
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)

@@ -39,7 +39,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "arch": plan.arch,
         "kvs": [{"name": k.name, "type": k.describe(), "value": kv_preview(k)} for k in plan.kvs],
         "tensors": [{"name": t.name, "type": t.ggml_type.name, "ne": list(t.ne), "nbytes": t.nbytes, "source": t.source,
-                     "origin": t.origin, "transform": t.transform} for t in plan.tensors],
+                     "origin": t.origin, "transform": t.transform_name} for t in plan.tensors],
         "tensor_bytes": plan.total_tensor_bytes(),
         "notes": plan.notes,
     }
@@ -64,14 +64,14 @@ def render_plan(plan: Plan, console: Console) -> None:
     """The dry-run plan: a metadata and a tensor table, titled and shown as ``inspect`` shows a file."""
     emit_table(console, f"Metadata ({len(plan.kvs)} KVs)", [Col("key"), Col("type"), Col("value", wrap=True)],
                [[text(k.name, limit=100), k.describe(), Text(value_preview(_entry(k)))] for k in plan.kvs])
-    with_transform = any(t.transform for t in plan.tensors)
+    with_transform = any(t.transform is not None for t in plan.tensors)
     cols = [Col("name"), Col("type"), Col("ne (ggml)"), Col("bytes", "right"), Col("source", wrap=True),
             *([Col("transform", drop=1)] if with_transform else [])]
     rows: list[Row] = []
     for t in plan.tensors:
         src = t.source if t.origin == "draft" else f"{t.origin}:{t.source or ''}"
         rows.append([text(t.name, limit=100), t.ggml_type.name, "[" + ", ".join(map(str, t.ne)) + "]", f"{t.nbytes:,}",
-                     text(src or "", limit=200), *([t.transform or ""] if with_transform else [])])
+                     text(src or "", limit=200), *([t.transform_name or ""] if with_transform else [])])
     emit_table(console, f"Tensors ({len(plan.tensors)})", cols, rows)
 
 

@@ -20,11 +20,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..checkpoint import load_json_if_present
 from ..errors import ConvertError
 from ..notes import note
 from ..schema import TokenType
 from .class_defaults import resolve_tokenizer_class, special_token_entries
-from .special import looks_special, read_json_dict, token_content
+from .special import looks_special, token_content
 
 if TYPE_CHECKING:  # the tokenizers library is imported when a tokenizer is read (not for a cached block)
     from tokenizers import AddedToken, Tokenizer
@@ -140,8 +141,8 @@ def load_hf_tokenizer(tokenizer_json: Path) -> HFTokenizer:
         raise ConvertError(f"{tokenizer_json}: malformed tokenizer.json ({reason})") from None
     if not isinstance(data, dict):
         raise ConvertError(f"{tokenizer_json}: malformed tokenizer.json (top level is not an object)")
-    config = read_json_dict(tokenizer_json.parent / "tokenizer_config.json", "tokenizer_config.json") or {}
-    target_config = read_json_dict(tokenizer_json.parent / "config.json", "config.json") or {}
+    config = load_json_if_present(tokenizer_json.parent / "tokenizer_config.json") or {}
+    target_config = load_json_if_present(tokenizer_json.parent / "config.json") or {}
     specials = special_token_entries(config, resolve_tokenizer_class(config, target_config, text))
     tok.no_truncation()
     tok.no_padding()

@@ -32,12 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..checkpoint import load_json_if_present
 from ..errors import ConvertError
 from ..gguffile.packed import PackedStrings
 from ..schema import TokenType
 from .bpe import apply_transformers_rules, check_text, cleaned
 from .class_defaults import resolve_tokenizer_class, special_token_entries
-from .special import looks_special, read_json_dict
+from .special import looks_special
 from .tokjson import Layout, NotFast, locate, merge_chunks, vocab_tokens
 
 if TYPE_CHECKING:
@@ -160,8 +161,8 @@ def load_fast_bpe(tokenizer_json: Path) -> FastBPE:
     if (model.get("type") != "BPE" or model.get("dropout") is not None
             or model.get("continuing_subword_prefix") not in (None, "") or model.get("end_of_word_suffix") not in (None, "")):
         raise NotFast  # ("" adds nothing: Qwen's files say so)
-    config = read_json_dict(tokenizer_json.parent / "tokenizer_config.json", "tokenizer_config.json") or {}
-    target_config = read_json_dict(tokenizer_json.parent / "config.json", "config.json") or {}
+    config = load_json_if_present(tokenizer_json.parent / "tokenizer_config.json") or {}
+    target_config = load_json_if_present(tokenizer_json.parent / "config.json") or {}
     specials = special_token_entries(config, resolve_tokenizer_class(config, target_config, raw))
     tokens = vocab_tokens(lay)
     vocab = set(tokens)

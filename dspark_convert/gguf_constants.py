@@ -7,7 +7,7 @@ loads that one file and registers it as ``gguf.constants``, so a later ``import 
 ``GGUFValueType`` class either way (``gguf.GGUFValueType is VT``).
 
 Example:
-    >>> from dspark_convert.gguffile.constants import GGML_QUANT_SIZES, QT, VT
+    >>> from dspark_convert.gguf_constants import GGML_QUANT_SIZES, QT, VT
     >>> VT.STRING.value, GGML_QUANT_SIZES[QT.Q8_0]
     (8, (32, 34))
 """
