@@ -208,3 +208,56 @@ def test_default_folder_is_used_by_the_cli(tmp_path: Path) -> None:
                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert len(list((tmp_path / "xdg" / "dspark-convert" / "tokenizer").glob("*.bin"))) == 1
+
+
+def test_key_follows_tokenizer_json_config_json_and_versions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             _private_tokenizer_cache: Path) -> None:
+    target = make_target(tmp_path / "t")
+    runs = Counter(monkeypatch)
+    tokens = lambda: next(k.value for k in kvs(target, 300) if k.name == "tokenizer.ggml.tokens")  # noqa: E731
+    assert tokens()[261] == "<think>" and runs.n == 1
+    data = json.loads((target / "tokenizer.json").read_text(encoding="utf-8"))
+    (think,) = [t for t in data["added_tokens"] if t["content"] == "<think>"]
+    think["content"] = "<reason>"  # a new tokenizer.json: a new block, not the cached one
+    (target / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+    assert tokens()[261] == "<reason>" and runs.n == 2
+    (target / "config.json").write_text(json.dumps({"architectures": ["Qwen3ForCausalLM"], "bos_token_id": 259}),
+                                        encoding="utf-8")
+    tokens()
+    assert runs.n == 3
+    key = cache.block_key(target, 300, "gpt2")
+    import dspark_convert
+
+    try:
+        monkeypatch.setattr(dspark_convert, "__version__", "0.0.0-other")
+        cache._code_fingerprint.cache_clear()
+        other_package = cache.block_key(target, 300, "gpt2")
+        monkeypatch.undo()
+        monkeypatch.setattr("importlib.metadata.version", lambda name: "9.9.9")  # other tokenizers/sentencepiece
+        cache._code_fingerprint.cache_clear()
+        other_library = cache.block_key(target, 300, "gpt2")
+    finally:
+        monkeypatch.undo()
+        cache._code_fingerprint.cache_clear()
+    assert len({key, other_package, other_library}) == 3 and cache.block_key(target, 300, "gpt2") == key
+
+
+def test_a_hit_is_what_is_used_and_no_cache_reads_nothing(tmp_path: Path, _private_tokenizer_cache: Path) -> None:
+    """A planted (sound but different) entry shows that a conversion takes its block from the cache, and that
+    ``--no-cache`` does not read it."""
+    target = make_target(tmp_path / "t", tok_config={"eos_token": "<|endoftext|>"}, config={"num_hidden_layers": 36})
+    real = handlers.target_vocab_kvs(target, 300, "gpt2")
+    planted = [KV(k.name, k.type, PackedStrings.pack(["PLANTED", *list(k.value)[1:]]), k.sub_type)
+               if k.name == "tokenizer.ggml.tokens" else k for k in real]
+    path = _private_tokenizer_cache / "tokenizer" / f"{cache.block_key(target, 300, 'gpt2')}.bin"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(cache.encode_entry(planted, []))
+
+    def first_token(use_cache: bool) -> str:
+        tokens = next(k.value for k in handlers.target_vocab_kvs(target, 300, "gpt2", cache=use_cache)
+                      if k.name == "tokenizer.ggml.tokens")
+        return str(tokens[0])
+
+    assert first_token(True) == "PLANTED"
+    assert first_token(False) == str(real[[k.name for k in real].index("tokenizer.ggml.tokens")].value[0]) != "PLANTED"
+    assert cache.decode_entry(path.read_bytes()) is not None and list(path.parent.iterdir()) == [path]
