@@ -92,9 +92,22 @@ def hf2gguf(
 @app.command()
 def check(
     file: Annotated[Path, typer.Argument(help="A GGUF draft file, made by any tool.")],
+    target: Annotated[str | None, typer.Option("--target", help="Also check the draft against this target: a target GGUF (header only, any size), a target model folder or a Hub repo id.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable findings on stdout.")] = False,
 ) -> None:
-    """Check a GGUF draft against llama.cpp's loader rules (exit 1 on any error)."""
+    """Check a GGUF draft against llama.cpp's loader rules (exit 1 on any error); with --target, also against
+    llama.cpp's draft/target rules (exit 1 when one fails)."""
+    if target is not None:
+        from .fit import check_fit
+
+        report = run_or_exit(lambda: check_fit(file, target))
+        if as_json:
+            print_json(report.to_dict())
+        else:
+            from .render import render_fit
+
+            render_fit(report, Console(highlight=False))
+        raise typer.Exit(0 if report.ok else 1)
     from .check import check_plan, errors
     from .gguffile.reader import plan_from_gguf
 

@@ -224,3 +224,48 @@ def render_diff(result: dict[str, Any], console: Console) -> None:
     verdict = "EQUAL" if result["equal"] else "DIFFERENT"
     console.print(Text(f"{verdict} ({tensors['identical']} identical tensors)",
                        style="bold green" if result["equal"] else "bold red"))
+
+
+_STATUS_STYLE = {"pass": "green", "fail": "bold red", "info": "cyan", "skip": "dim"}
+
+
+def _fit_value(v: Any) -> str:
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {_num(x)}" for k, x in v.items())
+    if isinstance(v, str):
+        return v
+    return _num(v) if not isinstance(v, list) else "[" + ", ".join(_num(x) for x in v) + "]"
+
+
+def render_fit(report: Any, console: Console) -> None:
+    """Print a :class:`~dspark_convert.fit.FitReport`: the loader findings (if any), one row per fit rule
+    (status, draft value, target value, the finding), and the verdict."""
+    d, t = report.draft, report.target
+    console.print(Text(f"draft:  {safe_text(d.source, 200)} ({d.arch}, {d.family})\n"
+                       f"target: {safe_text(t.source, 200)} ({t.kind}, {safe_text(t.arch, 60)})"))
+    if report.loader_findings:
+        lt = Table(title="Draft loader rules", title_justify="left")
+        for col in ("level", "key / tensor", "rule", "message"):
+            lt.add_column(col, overflow="fold")
+        for f in report.loader_findings:
+            lt.add_row(Text(f.level, style="red" if f.level == "error" else "yellow"), Text(safe_text(f.subject, 100)),
+                       f.rule, Text(safe_text(f.message, 400)))
+        console.print(lt)
+    table = Table(title="Will this draft work with this target?", title_justify="left")
+    table.add_column("rule", no_wrap=True)
+    table.add_column("result", no_wrap=True)
+    table.add_column("draft", overflow="fold", max_width=28)
+    table.add_column("target", overflow="fold", max_width=28)
+    table.add_column("finding", overflow="fold")
+    for r in report.results:
+        table.add_row(r.id, Text(r.status, style=_STATUS_STYLE.get(r.status, "")),
+                      Text(safe_text(_fit_value(r.draft), 120)), Text(safe_text(_fit_value(r.target), 120)),
+                      Text(safe_text(r.message, 600)))
+    console.print(table)
+    c = report.counts()
+    n_err = sum(f.level == "error" for f in report.loader_findings)
+    summary = f"{c['pass']} passed, {c['fail']} failed, {c['info']} info, {c['skip']} skipped"
+    if n_err:
+        summary += f"; {n_err} loader error(s)"
+    verdict = "FITS" if report.ok else "DOES NOT FIT"
+    console.print(Text(f"{verdict}: {summary}", style="bold green" if report.ok else "bold red"))

@@ -1,0 +1,129 @@
+"""One side of a draft/target pair, read for the fit rules: a GGUF file (header only, plus the draft's small ``d2t``)
+or a Hugging Face target folder / repo id (its ``config.json`` and the tokenizer KVs the converter would write).
+
+Example:
+    >>> t = open_target("fixtures/target-qwen3")  # doctest: +SKIP
+    >>> t.kind, t.hp["embedding_length"], len(t.tokens)  # doctest: +SKIP
+    ('hf', 64, 1024)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import schema as S
+from ..errors import ConvertError
+from ..gguffile.reader import read_gguf, safe_text
+
+#: unscoped keys a side keeps (tokenizer keys, draft keys); ``{arch}.*`` ones go to :attr:`Side.hp`
+KEYS = (S.TOKENIZER_MODEL, S.TOKENIZER_PRE, S.TOKENIZER_CHAT_TEMPLATE, S.GENERAL_NAME, S.DFLASH_TARGET_LAYERS,
+        S.EAGLE3_TARGET_LAYERS, S.EAGLE3_TARGET_HIDDEN_SIZE, S.SPECIAL_TOKEN_KEYS["bos"], S.SPECIAL_TOKEN_KEYS["eos"],
+        S.TOKENIZER_MASK_ID, S.ADD_TOKEN_KEYS["bos"], S.ADD_TOKEN_KEYS["eos"])
+#: :attr:`Side.hp` name -> ``{arch}.*`` key template
+HP_KEYS = {"embedding_length": S.EMBEDDING_LENGTH, "block_count": S.BLOCK_COUNT, "context_length": S.CONTEXT_LENGTH,
+           "rope_freq_base": S.ROPE_FREQ_BASE, "rope_scaling_type": S.ROPE_SCALING_TYPE,
+           "rope_scaling_factor": S.ROPE_SCALING_FACTOR, "rope_scaling_orig_ctx": S.ROPE_SCALING_ORIG_CTX}
+
+
+@dataclass
+class Side:
+    """What the fit rules read from one side.
+
+    ``kvs`` holds the decoded values of :data:`KEYS` that are present; ``hp`` the model sizes under plain names
+    (:data:`HP_KEYS`, None when absent); ``tensors`` the ggml ``ne`` of each tensor (GGUF only); ``d2t_range`` the
+    smallest and largest ``d2t`` entry of a draft that has one.
+    """
+
+    source: str
+    kind: str  # "gguf" | "hf"
+    arch: str
+    tokens: list[str]
+    kvs: dict[str, Any] = field(default_factory=dict)
+    hp: dict[str, Any] = field(default_factory=dict)
+    tensors: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    d2t_range: tuple[int, int] | None = None
+
+    @property
+    def family(self) -> str:
+        """``dspark`` (a ``dflash`` file with Markov tensors), ``dflash``, ``eagle3``, or the arch of anything else."""
+        if self.arch == S.ARCH_DFLASH:
+            return "dspark" if S.T_MARKOV_W1 in self.tensors else "dflash"
+        return self.arch
+
+
+def _tokens(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise ConvertError(f"{where}: key '{S.TOKENIZER_TOKENS}' is missing or not a string array; a side without "
+                           "a vocabulary cannot be checked")
+    return value
+
+
+def side_from_gguf(path: str | os.PathLike[str], *, read_d2t: bool = True) -> Side:
+    """A GGUF side: the header (KVs, tensor infos) and, for a draft with a ``d2t`` tensor, its range.
+
+    Only the header is mapped: a 20 GB target costs the time to walk its KV and tensor-info records.
+    """
+    with read_gguf(path) as f:
+        where = str(f.path)
+        arch = f.arch or ""
+        tokens = _tokens(f.value(S.TOKENIZER_TOKENS), where)
+        kvs = {k: f.kvs[k].value for k in KEYS if k in f.kvs}
+        hp = {name: f.value(tpl.format(arch=arch)) for name, tpl in HP_KEYS.items()}
+        tensors = {t.name: t.ne for t in f.tensors}
+        d2t_range = None
+        if read_d2t and S.T_D2T in tensors:
+            t = f.tensor(S.T_D2T)
+            if t.type_name != "I64":
+                raise ConvertError(f"{where}: tensor '{S.T_D2T}' has type {t.type_name}, expected I64")
+            values = f.tensor_array(S.T_D2T)
+            if values.size:
+                d2t_range = (int(values.min()), int(values.max()))
+    return Side(where, "gguf", arch, tokens, kvs, hp, tensors, d2t_range)
+
+
+def side_from_hf(spec: str) -> Side:
+    """A Hugging Face target (folder or repo id): the sizes from ``config.json`` and the tokenizer KVs that
+    ``hf2gguf`` (and upstream's converter) would write for it, padded to the config's ``vocab_size``."""
+    from ..checkpoint import load_json
+    from ..families.common import normalize_hparams, rope_dict
+    from ..hub import resolve_target
+    from ..tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
+
+    resolved = resolve_target(spec)
+    folder = resolved.path
+    where = str(folder / "config.json")
+    config = load_json(folder / "config.json")
+    hp_raw = normalize_hparams(config, where)
+    vocab_size = hp_raw.get("vocab_size")
+    vocab_size = vocab_size if isinstance(vocab_size, int) and not isinstance(vocab_size, bool) and vocab_size > 0 else None
+    kv_list = target_vocab_kvs(folder, vocab_size, vocab_handler_for_target(folder))
+    all_kvs = {kv.name: kv.value for kv in kv_list}
+    tokens = _tokens(all_kvs.get(S.TOKENIZER_TOKENS), str(folder))
+    kvs = {k: all_kvs[k] for k in KEYS if k in all_kvs}
+    rope = rope_dict(hp_raw)
+    rope_type = rope.get("rope_type")
+    hp = {"embedding_length": hp_raw.get("hidden_size"), "block_count": hp_raw.get("num_hidden_layers"),
+          "context_length": hp_raw.get("max_position_embeddings"), "rope_freq_base": rope.get("rope_theta"),
+          "rope_scaling_type": None if rope_type in (None, "default") else rope_type,
+          "rope_scaling_factor": rope.get("factor"), "rope_scaling_orig_ctx": rope.get("original_max_position_embeddings")}
+    model_type = hp_raw.get("model_type")
+    arch = model_type if isinstance(model_type, str) else "hf"
+    return Side(resolved.label, "hf", arch, tokens, kvs, hp)
+
+
+def open_target(spec: str | os.PathLike[str]) -> Side:
+    """TARGET as the user gave it: an existing file is a GGUF (any size, header only); a folder or a
+    ``org/name[@rev]`` repo id is a Hugging Face target."""
+    text = str(spec)
+    path = Path(text).expanduser()
+    if path.is_file():
+        return side_from_gguf(path, read_d2t=False)
+    if path.is_dir():
+        return side_from_hf(text)
+    if text.lower().endswith(".gguf"):
+        raise ConvertError(f"{safe_text(text, 200)}: no such file (expected a target GGUF, a target model folder or a "
+                           "Hugging Face repo id)")
+    return side_from_hf(text)
