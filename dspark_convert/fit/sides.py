@@ -10,13 +10,18 @@ Example:
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
+
+from gguf import GGUFValueType as VT
 
 from .. import schema as S
 from ..errors import ConvertError
-from ..gguffile.reader import read_gguf, safe_text
+from ..gguffile.reader import GGUFFile, plan_from_file, read_gguf, safe_text
+from ..gguffile.records import RecordParser
+from ..plan import Plan
 
 #: unscoped keys a side keeps (tokenizer keys, draft keys); ``{arch}.*`` ones go to :attr:`Side.hp`
 KEYS = (S.TOKENIZER_MODEL, S.TOKENIZER_PRE, S.TOKENIZER_CHAT_TEMPLATE, S.GENERAL_NAME, S.DFLASH_TARGET_LAYERS,
@@ -26,6 +31,57 @@ KEYS = (S.TOKENIZER_MODEL, S.TOKENIZER_PRE, S.TOKENIZER_CHAT_TEMPLATE, S.GENERAL
 HP_KEYS = {"embedding_length": S.EMBEDDING_LENGTH, "block_count": S.BLOCK_COUNT, "context_length": S.CONTEXT_LENGTH,
            "rope_freq_base": S.ROPE_FREQ_BASE, "rope_scaling_type": S.ROPE_SCALING_TYPE,
            "rope_scaling_factor": S.ROPE_SCALING_FACTOR, "rope_scaling_orig_ctx": S.ROPE_SCALING_ORIG_CTX}
+
+
+class Tokens(Sequence[str]):
+    """A side's token texts. From a GGUF they stay as the stored bytes until a text is asked for, so two identical
+    vocabularies compare as bytes (:meth:`same_prefix`) without decoding 150k strings.
+
+    Example:
+        >>> Tokens.from_list(["a", "b"])[1], len(Tokens.from_list(["a", "b"]))
+        ('b', 2)
+    """
+
+    def __init__(self, count: int, raw: bytes | None = None, values: list[str] | None = None) -> None:
+        self.n, self.raw, self._values = count, raw, values
+        self._some: dict[int, str] = {}
+
+    @classmethod
+    def from_list(cls, values: list[str]) -> Tokens:
+        return cls(len(values), values=values)
+
+    def __len__(self) -> int:
+        return self.n
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if self._values is None and isinstance(i, int) and 0 <= i < self.n:
+            if i not in self._some:
+                self._some.update(self._parser().string_items(0, self.n, {i}))
+            return self._some[i]
+        return self.values()[i]
+
+    def _parser(self) -> RecordParser:
+        assert self.raw is not None
+        return RecordParser(self.raw, len(self.raw), "tokens")
+
+    def values(self) -> list[str]:
+        """Every text (decoded once)."""
+        if self._values is None:
+            self._values = self._parser().decode_array(VT.STRING, self.n, 0)[0]
+        return self._values
+
+    def same_prefix(self, other: Tokens) -> bool:
+        """True when both lists are stored bytes and the shorter one's bytes begin the longer one's, which proves
+        the first ``min(len)`` texts equal; False when that cannot be told this way."""
+        if self.raw is None or other.raw is None:
+            return False
+        short, long = (self, other) if len(self.raw) <= len(other.raw) else (other, self)
+        assert short.raw is not None and long.raw is not None
+        return short.n <= long.n and long.raw.startswith(short.raw)
 
 
 @dataclass
@@ -40,11 +96,12 @@ class Side:
     source: str
     kind: str  # "gguf" | "hf"
     arch: str
-    tokens: list[str]
+    tokens: Tokens
     kvs: dict[str, Any] = field(default_factory=dict)
     hp: dict[str, Any] = field(default_factory=dict)
     tensors: dict[str, tuple[int, ...]] = field(default_factory=dict)
     d2t_range: tuple[int, int] | None = None
+    plan: Plan | None = None  # a draft's whole header, for the loader rules
 
     @property
     def family(self) -> str:
@@ -54,34 +111,41 @@ class Side:
         return self.arch
 
 
-def _tokens(value: Any, where: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
-        raise ConvertError(f"{where}: key '{S.TOKENIZER_TOKENS}' is missing or not a string array; a side without "
-                           "a vocabulary cannot be checked")
-    return value
+def _no_tokens(where: str) -> ConvertError:
+    return ConvertError(f"{where}: key '{S.TOKENIZER_TOKENS}' is missing or not a string array; a side without a "
+                        "vocabulary cannot be checked")
 
 
-def side_from_gguf(path: str | os.PathLike[str], *, read_d2t: bool = True) -> Side:
-    """A GGUF side: the header (KVs, tensor infos) and, for a draft with a ``d2t`` tensor, its range.
+def _gguf_tokens(f: GGUFFile) -> Tokens:
+    kv = f.kvs.get(S.TOKENIZER_TOKENS)
+    if kv is None or kv.type != VT.ARRAY or kv.sub_type != VT.STRING or kv.count is None:
+        raise _no_tokens(str(f.path))
+    return Tokens(kv.count, raw=bytes(f.raw_value(S.TOKENIZER_TOKENS)), values=kv.value if kv.loaded else None)
+
+
+def side_from_gguf(path: str | os.PathLike[str], *, draft: bool = True) -> Side:
+    """A GGUF side from its header. A ``draft`` side also gets its whole header as a plan (for the loader rules)
+    and the range of its ``d2t`` tensor (the only tensor data read).
 
     Only the header is mapped: a 20 GB target costs the time to walk its KV and tensor-info records.
     """
     with read_gguf(path) as f:
         where = str(f.path)
         arch = f.arch or ""
-        tokens = _tokens(f.value(S.TOKENIZER_TOKENS), where)
+        plan = plan_from_file(f) if draft else None
+        tokens = _gguf_tokens(f)
         kvs = {k: f.kvs[k].value for k in KEYS if k in f.kvs}
         hp = {name: f.value(tpl.format(arch=arch)) for name, tpl in HP_KEYS.items()}
         tensors = {t.name: t.ne for t in f.tensors}
         d2t_range = None
-        if read_d2t and S.T_D2T in tensors:
+        if draft and S.T_D2T in tensors:
             t = f.tensor(S.T_D2T)
             if t.type_name != "I64":
                 raise ConvertError(f"{where}: tensor '{S.T_D2T}' has type {t.type_name}, expected I64")
             values = f.tensor_array(S.T_D2T)
             if values.size:
                 d2t_range = (int(values.min()), int(values.max()))
-    return Side(where, "gguf", arch, tokens, kvs, hp, tensors, d2t_range)
+    return Side(where, "gguf", arch, tokens, kvs, hp, tensors, d2t_range, plan)
 
 
 def side_from_hf(spec: str) -> Side:
@@ -101,7 +165,10 @@ def side_from_hf(spec: str) -> Side:
     vocab_size = vocab_size if isinstance(vocab_size, int) and not isinstance(vocab_size, bool) and vocab_size > 0 else None
     kv_list = target_vocab_kvs(folder, vocab_size, vocab_handler_for_target(folder))
     all_kvs = {kv.name: kv.value for kv in kv_list}
-    tokens = _tokens(all_kvs.get(S.TOKENIZER_TOKENS), str(folder))
+    token_list = all_kvs.get(S.TOKENIZER_TOKENS)
+    if not isinstance(token_list, list):
+        raise _no_tokens(str(folder))
+    tokens = Tokens.from_list(token_list)
     kvs = {k: all_kvs[k] for k in KEYS if k in all_kvs}
     rope = rope_dict(hp_raw)
     rope_type = rope.get("rope_type")
@@ -120,7 +187,7 @@ def open_target(spec: str | os.PathLike[str]) -> Side:
     text = str(spec)
     path = Path(text).expanduser()
     if path.is_file():
-        return side_from_gguf(path, read_d2t=False)
+        return side_from_gguf(path, draft=False)
     if path.is_dir():
         return side_from_hf(text)
     if text.lower().endswith(".gguf"):

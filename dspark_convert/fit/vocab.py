@@ -8,6 +8,7 @@ dropped ("bad special token") in favour of that default. :func:`vocab_facts` rep
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +45,7 @@ class VocabFacts:
     add_eos_from: str
     eos: int | None
 
-    def describe(self, which: str, tokens: list[str]) -> str:
+    def describe(self, which: str, tokens: Sequence[str]) -> str:
         """``add_bos=true (key), bos=1 '<s>'`` for ``which`` in ``bos`` / ``eos``."""
         add, src, tid = ((self.add_bos, self.add_bos_from, self.bos) if which == "bos"
                          else (self.add_eos, self.add_eos_from, self.eos))
@@ -57,7 +58,7 @@ def _uint(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def vocab_facts(kvs: dict[str, Any], tokens: list[str]) -> VocabFacts:
+def vocab_facts(kvs: dict[str, Any], tokens: Sequence[str]) -> VocabFacts:
     """llama.cpp's view of the vocabulary described by ``kvs`` (tokenizer keys) with ``tokens`` as its token list.
 
     Example:
@@ -87,6 +88,6 @@ def vocab_facts(kvs: dict[str, Any], tokens: list[str]) -> VocabFacts:
                       eos)
 
 
-def token_text(tokens: list[str], i: int) -> str:
+def token_text(tokens: Sequence[str], i: int) -> str:
     """Token ``i``'s text as llama.cpp stores it (an empty token becomes ``[EMPTY_i]``)."""
     return tokens[i] or f"[EMPTY_{i}]"

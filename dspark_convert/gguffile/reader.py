@@ -53,8 +53,8 @@ _TYPED = {QT.F32: np.float32, QT.F16: np.float16, QT.F64: np.float64, QT.I8: np.
           QT.I32: np.int32, QT.I64: np.int64}
 _EXACT = {QT.F64, QT.I8, QT.I16, QT.I32, QT.I64}  # streamed as float64 so that values stay exact
 
-__all__ = ["GGUFFile", "ReaderKV", "ReaderTensor", "known_type", "plan_from_gguf", "read_gguf", "safe_text",
-           "type_name"]
+__all__ = ["GGUFFile", "ReaderKV", "ReaderTensor", "known_type", "plan_from_file", "plan_from_gguf", "read_gguf",
+           "safe_text", "type_name"]
 
 
 @dataclass(eq=False)
@@ -297,11 +297,16 @@ def plan_from_gguf(path: str | os.PathLike[str]) -> Plan:
         'dflash'
     """
     with read_gguf(path) as f:
-        kvs = [KV(kv.name, kv.type, kv.value, kv.sub_type) for kv in f.kvs.values()]
-        tensors = []
-        for t in f.tensors:
-            if t.qtype is None:
-                raise GGUFFormatError(f"{f.path}: tensor '{safe_text(t.name)}' at byte {t.info_offset}: "
-                                      f"unknown GGML type {t.type_name}")
-            tensors.append(TensorSpec(t.name, t.shape, t.qtype, origin="file"))
-        return Plan(arch=f.arch or "", kvs=kvs, tensors=tensors)
+        return plan_from_file(f)
+
+
+def plan_from_file(f: GGUFFile) -> Plan:
+    """:func:`plan_from_gguf` for a file already parsed (every KV value is decoded)."""
+    kvs = [KV(kv.name, kv.type, kv.value, kv.sub_type) for kv in f.kvs.values()]
+    tensors = []
+    for t in f.tensors:
+        if t.qtype is None:
+            raise GGUFFormatError(f"{f.path}: tensor '{safe_text(t.name)}' at byte {t.info_offset}: "
+                                  f"unknown GGML type {t.type_name}")
+        tensors.append(TensorSpec(t.name, t.shape, t.qtype, origin="file"))
+    return Plan(arch=f.arch or "", kvs=kvs, tensors=tensors)
