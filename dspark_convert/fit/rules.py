@@ -34,7 +34,7 @@ SRC_MASK = "common/speculative.cpp: common_speculative_impl_draft_dflash::draft(
 SRC_VOCAB_COVER = "common/speculative.cpp: spec_check_draft_ctx(need_vocab = true)"
 SRC_D2T = "src/models/dflash.cpp, src/models/eagle3.cpp: d2t (draft id -> target id)"
 SRC_HPARAMS = "src/llama-model.cpp: load_hparams() (rope.freq_base, rope.scaling.*, context_length)"
-SRC_TEMPLATE = "tools/server: the target's tokenizer.chat_template formats the prompt"
+SRC_TEMPLATE = "common/chat.cpp: common_chat_templates_init() (llama-server calls it on the target model)"
 
 ALL = frozenset({"dflash", "dspark", "eagle3", "other"})
 DFLASH = frozenset({"dflash", "dspark"})
@@ -164,7 +164,7 @@ def rule_dflash_taps(p: Pair) -> Outcome:
     if bad:
         return Outcome("fail", taps, n, f"tap {bad[0]} is not a layer of the {n}-layer target: valid ids are 0..{n} "
                                         + conv, {"outside": bad})
-    return Outcome("pass", taps, n, f"all in 0..{n} {conv}")
+    return Outcome("pass", taps, n, f"all in 0..{n} (HF target_layer_ids + 1; {n} = the last layer's output)")
 
 
 def _fc_width(p: Pair, n_taps: int | None, what: str) -> Outcome:
