@@ -71,6 +71,8 @@ def hf2gguf(
     allow_nonfinite: Annotated[bool, typer.Option("--allow-nonfinite", help="Convert tensors holding NaN/Inf instead of refusing.")] = False,
     metadata: Annotated[Path | None, typer.Option("--metadata", help="JSON file overriding general.* metadata.")] = None,
     model_name: Annotated[str | None, typer.Option("--model-name", help="Override general.name.")] = None,
+    ignore_target_mismatch: Annotated[bool, typer.Option("--ignore-target-mismatch", help="Convert even when the draft does not fit the target (hidden size, layers, vocabulary): the errors become warnings.")] = False,
+    architecture: Annotated[str | None, typer.Option("--architecture", help="Convert as this architectures value (e.g. Qwen3DSparkModel) instead of the one config.json declares.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable summary on stdout.")] = False,
 ) -> None:
     """Convert a DSpark / DFlash / EAGLE-3 draft checkpoint to a GGUF file llama.cpp loads."""
@@ -80,7 +82,8 @@ def hf2gguf(
     with byte_progress(not as_json and not dry_run, "converting") as progress:
         result = run_or_exit(lambda: convert(draft, target_model_dir, outfile, outtype=outtype, force=force, dry_run=dry_run,
                                              embed_from_target=with_target_embeddings, allow_nonfinite=allow_nonfinite,
-                                             metadata=metadata, model_name=model_name, progress=progress))
+                                             metadata=metadata, model_name=model_name, progress=progress,
+                                             ignore_target_mismatch=ignore_target_mismatch, architecture=architecture))
     if as_json:
         from .report import conversion_to_dict
 

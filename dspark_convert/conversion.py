@@ -11,13 +11,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from . import schema as S
+from .archnames import resolve_architecture
 from .check import Finding, check_plan, errors
 from .checkpoint import Checkpoint, load_json
 from .errors import ConvertError
 from .families import family_for
-from .families.common import Context, ConvertOptions, tensor_spec
+from .families.common import Context, ConvertOptions, normalize_hparams, rope_dict, tensor_spec
+from .fit.conversion import IGNORE_HINT, Pair, conversion_findings, mask_embedding_sources
 from .hub import ResolvedModel, resolve_draft, resolve_target
 from .metadata import general_kvs
 from .naming import default_output_name, expand_output_template
@@ -43,6 +46,7 @@ class ConvertResult:
     dry_run: bool = False
     family: str = ""
     notes: list[str] = field(default_factory=list)
+    architecture: dict[str, str | None] | None = None  # declared / used / how (declared, alias, forced)
 
 
 def _add_target_embeddings(plan: Plan, target: Checkpoint, ctx: Context, out_type_name: str) -> None:
@@ -122,15 +126,32 @@ def _insert_general(plan: Plan, kvs: list) -> None:
     plan.kvs[pos:pos] = [k for k in kvs if k.name not in names]
 
 
+class PlannedConversion(NamedTuple):
+    """What :func:`plan_conversion` resolved and planned. ``fit`` holds the fit findings with their own level
+    (the caller decides about errors); ``architecture`` says which ``architectures`` value was used and why."""
+
+    plan: Plan
+    sources: dict[str, Checkpoint]
+    family: str
+    draft: ResolvedModel
+    target: ResolvedModel
+    fit: list[Finding]
+    architecture: dict[str, str | None]
+
+
 def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
-                    options: ConvertOptions | None = None) -> tuple[Plan, dict[str, Checkpoint], str, ResolvedModel, ResolvedModel]:
-    """Resolve the inputs and build the plan; returns (plan, sources, family name, draft, target). Writes nothing."""
+                    options: ConvertOptions | None = None) -> PlannedConversion:
+    """Resolve the inputs and build the plan (:class:`PlannedConversion`). Writes nothing."""
     options = options or ConvertOptions()
     if target_model_dir is None or str(target_model_dir) == "":
         raise ConvertError("--target-model-dir is required: the draft's tokenizer comes from its target model")
     d = resolve_draft(str(draft))
     ck = Checkpoint(d.path)
-    family = family_for(ck.config, str(d.path / "config.json"))
+    where = str(d.path / "config.json")
+    arch = resolve_architecture(ck.config, options.architecture, where)
+    if arch.how != "declared":
+        ck.config = {**ck.config, "architectures": [arch.used]}
+    family = family_for(ck.config, where)
     if not ck.names:
         held = f"no tensor entries in {', '.join(f.name for f in ck.files)}" if ck.files else "no model*.safetensors or pytorch_model*.bin files"
         raise ConvertError(f"{d.path}: the checkpoint has no tensors ({held})")
@@ -151,31 +172,61 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
     _insert_general(plan, general_kvs(d.path, total_params=total, target=t, metadata_override=options.metadata_override,
                                       model_name=options.model_name, repo_id=d.repo_id))
     plan.notes.append(f"draft {d.model_id}; target {t.model_id}")
-    return plan, sources, family.__name__.rsplit(".", 1)[-1], d, t
+    if arch.note():
+        plan.notes.append(str(arch.note()))
+    name = family.__name__.rsplit(".", 1)[-1]
+    fit = ctx.findings + conversion_findings(_pair(plan, ck, name, d, t, tconf),
+                                             mask_sources=mask_embedding_sources(d.path, ck.names))
+    return PlannedConversion(plan, sources, name, d, t, fit, arch.to_dict())
+
+
+def _pair(plan: Plan, ck: Checkpoint, family: str, d: ResolvedModel, t: ResolvedModel, tconf: dict) -> Pair:
+    """What the fit rules compare: the planned file, the draft's config, the target's config and name."""
+    d2t = plan.tensor(S.T_D2T)
+    fc = plan.tensor(S.T_FC)
+    if family == "dspark" and plan.tensor(S.T_MARKOV_W1) is None:
+        family = "dflash"  # a DeepSpec "DFlash" release (markov_rank 0), converted by the DSpark module
+    thp = normalize_hparams(tconf, str(t.path / "config.json"))
+    return Pair(family=family, plan_kvs={k.name: k.value for k in plan.kvs},
+                plan_tensors={ts.name: ts.shape for ts in plan.tensors},
+                d2t_max=int(d2t.data.max()) if d2t is not None and d2t.data is not None and d2t.data.size else None,
+                draft_dir=d.path, draft_config=ck.config,
+                draft_files={S.T_FC: str(ck.ref(fc.source).file)} if fc is not None and fc.source else {},
+                target=t.label, target_dir=t.path, target_config=thp, target_rope=rope_dict(thp))
 
 
 def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str | Path | None = None, *,
             outtype: str = "auto", force: bool = False, dry_run: bool = False, embed_from_target: bool = False,
             allow_nonfinite: bool = False, metadata: Path | None = None, model_name: str | None = None,
-            progress: Progress | None = None) -> ConvertResult:
+            progress: Progress | None = None, ignore_target_mismatch: bool = False,
+            architecture: str | None = None) -> ConvertResult:
     """Convert a draft checkpoint (folder or Hub id) into a GGUF file that llama.cpp loads.
 
-    Raises :class:`ConvertError` (nothing written) when the input is invalid or the planned file would break a
-    loader rule. ``outfile`` may use ``{ftype}`` / ``{outtype}``; without it the GGUF naming convention is used.
+    Raises :class:`ConvertError` (nothing written) when the input is invalid, the planned file would break a
+    loader rule, or the draft does not fit the target (fit errors; ``ignore_target_mismatch`` makes them warnings).
+    ``architecture`` converts as that ``architectures`` value instead of the declared one. ``outfile`` may use ``{ftype}`` / ``{outtype}``; without it the GGUF naming convention is used.
     """
     t0 = time.perf_counter()
     if outtype not in S.OUTTYPE_CHOICES:
         raise ConvertError(f"--outtype {outtype!r}: expected one of {', '.join(S.OUTTYPE_CHOICES)}")
     options = ConvertOptions(outtype=outtype, embed_from_target=embed_from_target, allow_nonfinite=allow_nonfinite,
-                             metadata_override=Path(metadata) if metadata else None, model_name=model_name)
+                             metadata_override=Path(metadata) if metadata else None, model_name=model_name,
+                             ignore_target_mismatch=ignore_target_mismatch, architecture=architecture)
     if outfile is not None and not dry_run:
         probe = Path(expand_output_template(str(outfile), outtype=outtype if outtype != "auto" else "f16"))
         if "{" not in str(outfile) and probe.exists() and not force:
             raise ConvertError(f"{probe}: already exists (pass --force to overwrite it)")
-    plan, sources, family, d, t = plan_conversion(draft, target_model_dir, options=options)
+    plan, sources, family, d, t, fit, arch_used = plan_conversion(draft, target_model_dir, options=options)
     resolved = outtype_of(plan)
+    fit_errors = errors(fit)
+    if fit_errors and not options.ignore_target_mismatch:
+        for ck in sources.values():
+            ck.close()
+        raise ConvertError(f"{fit_errors[0].message} ({IGNORE_HINT})"
+                           + (f" (and {len(fit_errors) - 1} more)" if len(fit_errors) > 1 else ""))
+    fit = [Finding("warning", f.subject, f.rule, f.message) for f in fit]
     _check_layer_count(plan, sources["draft"])
-    findings = check_plan(plan)
+    findings = fit + check_plan(plan)
     bad = errors(findings)
     if bad:
         raise ConvertError(f"the planned file would not load in llama.cpp: {_explain(bad[0], plan, sources)}"
@@ -185,7 +236,7 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
                                       size_label=plan.value(S.GENERAL_SIZE_LABEL))
     path = Path(expand_output_template(str(outfile), outtype=resolved))
     result = ConvertResult(path=path, plan=plan, findings=findings, outtype=resolved, dry_run=dry_run, family=family,
-                           notes=list(plan.notes))
+                           notes=list(plan.notes), architecture=arch_used)
     if not dry_run:
         result.bytes_written = write_plan(plan, sources, path, force=force, allow_nonfinite=allow_nonfinite, progress=progress)
     for ck in sources.values():

@@ -39,7 +39,8 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
 
 def conversion_to_dict(r: ConvertResult) -> dict[str, Any]:
     """The ``hf2gguf --json`` document (schema in docs/json-schemas.md)."""
-    return {"output": str(r.path) if r.path else None, "dry_run": r.dry_run, "family": r.family, "outtype": r.outtype,
+    return {"output": str(r.path) if r.path else None, "dry_run": r.dry_run, "family": r.family,
+            "architecture": r.architecture, "outtype": r.outtype,
             "bytes_written": r.bytes_written, "seconds": round(r.seconds, 3),
             "findings": [f.to_dict() for f in r.findings], "plan": plan_to_dict(r.plan)}
 
@@ -66,8 +67,13 @@ def render_conversion(r: ConvertResult, console: Console) -> None:
         render_plan(r.plan, console)
     for note in r.notes:
         console.print(f"  {note}")
-    for f in r.findings:
-        console.print(f"  [yellow]warning[/]: {f}")
+    from rich.markup import escape
+
+    from .fit.conversion import FIT_RULES
+
+    for f in r.findings:  # escape(): messages quote names and values read from the checkpoint and the target
+        text = f"{f.message} [{f.rule}]" if f.rule in FIT_RULES else str(f)  # fit messages name their file
+        console.print(f"  [yellow]warning[/]: {escape(text)}")
     n, size = len(r.plan.tensors), r.plan.total_tensor_bytes()
     if r.dry_run:
         console.print(f"[bold]dry run[/]: would write {r.path} ({r.plan.arch}, {len(r.plan.kvs)} keys, {n} tensors, {size:,} tensor bytes)")

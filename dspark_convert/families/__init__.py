@@ -10,6 +10,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
+from ..archnames import unknown_architecture
 from ..errors import ConvertError
 
 FAMILY_MODULES = ("dspark", "dflash", "eagle3")
@@ -26,4 +27,4 @@ def family_for(config: dict[str, Any], where: str) -> ModuleType:
         if archs[0] in mod.ARCHITECTURES:
             return mod
         known.extend(mod.ARCHITECTURES)
-    raise ConvertError(f"{where}: architecture '{archs[0]}' is not a supported draft (known: {', '.join(known)})")
+    raise unknown_architecture(archs[0], known, where)

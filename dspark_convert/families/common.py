@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 from .. import schema as S
+from ..check import Finding
 from ..checkpoint import Checkpoint
 from ..errors import ConvertError
 from ..plan import KV, Plan, TensorSpec, add_kv
@@ -223,14 +224,17 @@ def base_kvs(arch: str, hp: dict[str, Any], file_type: int, where: str) -> list[
 
 
 # ---------------------------------------------------------------------------------------------- tensors
+_MASK_EMBEDDING = ("mask_embedding", "mask_embedding.weight")
 _SKIP_SUFFIXES = (".rotary_emb.inv_freq", ".attention.bias", ".attention.masked_bias")
 _MULTIMODAL_PREFIXES = ("mlp", "vit.", "vpm.", "siglip2.", "conformer.", "merger.", "resampler.", "sound_encoder.", "sound_projection.")
 _MULTIMODAL_PARTS = ("visual.", "vision.", "audio.", "vision_", "audio_", "projector.", "patch_embed", "multi_modal_projector", "vision_tower", "audio_tower", "mm_projector")
 
 
 def is_skipped(name: str) -> bool:
-    """Names upstream drops silently: rotary buffers, attention masks, multimodal parts (§4.4)."""
-    return name.endswith(_SKIP_SUFFIXES) or name.startswith(_MULTIMODAL_PREFIXES) or any(p in name for p in _MULTIMODAL_PARTS)
+    """Names upstream drops silently: rotary buffers, attention masks, multimodal parts (§4.4); and a learned mask
+    embedding, which a GGUF cannot hold (the conversion warns about it: fit ``mask-embedding``)."""
+    return (name.endswith(_SKIP_SUFFIXES) or name.startswith(_MULTIMODAL_PREFIXES)
+            or any(p in name for p in _MULTIMODAL_PARTS) or name.removeprefix("model.") in _MASK_EMBEDDING)
 
 
 def gguf_name(bare: str) -> str | None:
@@ -276,6 +280,8 @@ class ConvertOptions:
     allow_nonfinite: bool = False
     metadata_override: Path | None = None
     model_name: str | None = None
+    ignore_target_mismatch: bool = False  # fit errors (wrong target) become warnings
+    architecture: str | None = None  # --architecture: convert as this architectures value
 
 
 @dataclass
@@ -286,6 +292,7 @@ class Context:
     target_dir: Path
     target_config: dict[str, Any]
     options: ConvertOptions
+    findings: list[Finding] = field(default_factory=list)  # fit findings a family records (taps beyond the target)
 
     @property
     def where(self) -> str:

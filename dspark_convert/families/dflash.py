@@ -12,6 +12,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 from .. import schema as S
+from ..check import Finding
 from ..errors import ConvertError
 from ..plan import KV, Plan, TensorSpec
 from ..tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
@@ -48,13 +49,15 @@ def target_layers(ids: Any, where: str, key: str) -> list[int]:
 
 
 def check_taps(taps: list[int], ctx: Context, key: str) -> None:
-    """Written (input-of-layer) ids must lie in [0, n_target_layers]: llama.cpp taps layer inputs (§5.1)."""
+    """Written (input-of-layer) ids must lie in [0, n_target_layers]: llama.cpp taps layer inputs (§5.1). A tap
+    beyond the target is a fit error (``target-layers``), recorded in ``ctx.findings``."""
     n = ctx.target_config.get("num_hidden_layers")
     if isinstance(n, int):
         bad = [t for t in taps if t < 0 or t > n]
         if bad:
-            raise ConvertError(f"{ctx.where}: '{key}' gives target layer {bad[0]} (after the +1 shift), but the target "
-                               f"{ctx.target_dir / 'config.json'} has {n} layers (valid: 0..{n})")
+            ctx.findings.append(Finding("error", key, "target-layers", f"{ctx.where}: '{key}' gives target layer {bad[0]} "
+                                        f"(after the +1 shift), but the target {ctx.target_dir / 'config.json'} has {n} "
+                                        f"layers (valid: 0..{n})"))
 
 
 def dflash_config(hp: dict[str, Any], where: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 from .. import schema as S
+from ..check import Finding
 from ..errors import ConvertError
 from ..plan import KV, Plan, TensorSpec
 from ..tokenizer.handlers import target_vocab_kvs
@@ -103,8 +104,9 @@ def eagle3_head_kvs(ctx: Context, raw: dict[str, Any]) -> list[KV]:
     bad = [t for t in taps if t < 0 or t > n_tgt]
     if bad:
         source = "'eagle_aux_hidden_state_layer_ids'" if isinstance(ids, list) and ids else f"the default taps {taps}"
-        raise ConvertError(f"{ctx.where}: {source} gives target layer {bad[0]}, outside the target's {n_tgt} layers "
-                           f"(valid: 0..{n_tgt})")
+        ctx.findings.append(Finding("error", "eagle_aux_hidden_state_layer_ids", "target-layers",
+                                    f"{ctx.where}: {source} gives target layer {bad[0]}, outside the target's {n_tgt} "
+                                    f"layers (valid: 0..{n_tgt})"))
     ths = raw.get("target_hidden_size")
     ths = _target_int(ctx, "hidden_size") if ths is None else _int(ths, "target_hidden_size", ctx.where)
     return [KV(S.EAGLE3_TARGET_LAYERS, VT.ARRAY, taps, VT.INT32),

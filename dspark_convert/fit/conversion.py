@@ -21,6 +21,9 @@ from .. import schema as S
 from ..check import Finding
 
 IGNORE_HINT = "pass --ignore-target-mismatch to convert anyway"
+#: the rule ids of fit findings (errors: the first four; warnings: the rest)
+FIT_RULES = ("target-hidden-size", "target-layers", "target-vocab", "target-d2t", "target-name", "mask-embedding",
+             "target-rope")
 #: checkpoint tensors (bare names) and files holding a learned mask embedding, which a GGUF cannot carry
 MASK_EMBEDDING_TENSORS = ("mask_embedding", "model.mask_embedding", "mask_embedding.weight", "model.mask_embedding.weight")
 MASK_EMBEDDING_FILE = "mask_embedding.pt"
