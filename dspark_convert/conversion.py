@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from . import schema as S
 from .archnames import resolve_architecture
 from .check import Finding, check_plan, errors
 from .checkpoint import Checkpoint, load_json
+from .destination import check_destination
 from .errors import ConvertError
 from .families import family_for
 from .families.common import Context, ConvertOptions, normalize_hparams, rope_dict, tensor_spec
@@ -24,6 +26,7 @@ from .fit.conversion import IGNORE_HINT, Pair, conversion_findings, mask_embeddi
 from .hub import ResolvedModel, resolve_draft, resolve_target
 from .metadata import general_kvs
 from .naming import default_output_name, expand_output_template
+from .notes import collecting
 from .plan import Plan, TensorSpec
 from .writer import Progress, write_plan
 
@@ -42,7 +45,8 @@ class ConvertResult:
     findings: list[Finding]
     outtype: str
     bytes_written: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # the whole conversion (resolving inputs, planning, writing)
+    write_seconds: float = 0.0  # writing the file alone (what the progress bar's rate measures)
     dry_run: bool = False
     family: str = ""
     notes: list[str] = field(default_factory=list)
@@ -126,6 +130,30 @@ def _insert_general(plan: Plan, kvs: list) -> None:
     plan.kvs[pos:pos] = [k for k in kvs if k.name not in names]
 
 
+def draft_architecture(config: object) -> str | None:
+    """``architectures[0]`` of a config when it names a draft class (of any family) that is not also a target
+    class (some EAGLE-3 drafts say ``LlamaForCausalLM``), else None."""
+    from .families import FAMILY_MODULES
+    from .tokenizer.handlers import TARGET_HANDLERS
+
+    archs = config.get("architectures") if isinstance(config, dict) else None
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    if arch in TARGET_HANDLERS:
+        return None
+    for name in FAMILY_MODULES:
+        if arch is not None and arch in importlib.import_module(f".families.{name}", __package__).ARCHITECTURES:
+            return arch
+    return None
+
+
+def refuse_draft_as_target(config: object, folder: Path) -> None:
+    """A draft folder passed as the target: say so, instead of the layer-count or vocabulary error it causes."""
+    arch = draft_architecture(config)
+    if arch is not None:
+        raise ConvertError(f"{folder}: is a draft checkpoint ({arch}), not a target model; pass the target model "
+                           "the draft was trained for as --target-model-dir")
+
+
 class PlannedConversion(NamedTuple):
     """What :func:`plan_conversion` resolved and planned. ``fit`` holds the fit findings with their own level
     (the caller decides about errors); ``architecture`` says which ``architectures`` value was used and why."""
@@ -160,6 +188,7 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
     if not (t.path / "config.json").is_file():
         raise ConvertError(f"{t.path}: no config.json (the target model folder needs its config.json and tokenizer files)")
     tconf = load_json(t.path / "config.json")
+    refuse_draft_as_target(tconf, t.path)
     ctx = Context(draft=ck, target_dir=t.path, target_config=tconf, options=options)
     plan = family.build_plan(ctx)
     sources = {"draft": ck}
@@ -207,15 +236,22 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
     ``architecture`` converts as that ``architectures`` value instead of the declared one. ``outfile`` may use ``{ftype}`` / ``{outtype}``; without it the GGUF naming convention is used.
     """
     t0 = time.perf_counter()
+    outtype = str(outtype).lower()  # "BF16" is "bf16", as on the command line
     if outtype not in S.OUTTYPE_CHOICES:
         raise ConvertError(f"--outtype {outtype!r}: expected one of {', '.join(S.OUTTYPE_CHOICES)}")
     options = ConvertOptions(outtype=outtype, embed_from_target=embed_from_target, allow_nonfinite=allow_nonfinite,
                              metadata_override=Path(metadata) if metadata else None, model_name=model_name,
                              ignore_target_mismatch=ignore_target_mismatch, architecture=architecture)
-    if outfile is not None and not dry_run:
-        probe = Path(expand_output_template(str(outfile), outtype=outtype if outtype != "auto" else "f16"))
-        if "{" not in str(outfile) and probe.exists() and not force:
-            raise ConvertError(f"{probe}: already exists (pass --force to overwrite it)")
+    check_destination(outfile, outtype=outtype, force=force, dry_run=dry_run)  # before any reading or download
+    with collecting() as notes:
+        result = _convert(draft, target_model_dir, outfile, options, force=force, dry_run=dry_run, progress=progress)
+    result.findings += [Finding("note", n.subject, n.rule, n.message) for n in notes]
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str | Path | None,
+             options: ConvertOptions, *, force: bool, dry_run: bool, progress: Progress | None) -> ConvertResult:
     plan, sources, family, d, t, fit, arch_used = plan_conversion(draft, target_model_dir, options=options)
     resolved = outtype_of(plan)
     fit_errors = errors(fit)
@@ -238,8 +274,10 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
     result = ConvertResult(path=path, plan=plan, findings=findings, outtype=resolved, dry_run=dry_run, family=family,
                            notes=list(plan.notes), architecture=arch_used)
     if not dry_run:
-        result.bytes_written = write_plan(plan, sources, path, force=force, allow_nonfinite=allow_nonfinite, progress=progress)
+        t0 = time.perf_counter()
+        result.bytes_written = write_plan(plan, sources, path, force=force, allow_nonfinite=options.allow_nonfinite,
+                                          progress=progress)
+        result.write_seconds = time.perf_counter() - t0
     for ck in sources.values():
         ck.close()
-    result.seconds = time.perf_counter() - t0
     return result

@@ -262,6 +262,19 @@ def _reference(hf_dir: str, run: Any) -> Any:
         raise ConvertError(f"{hf_dir}: the reference forward failed on this checkpoint ({type(e).__name__}: {e})") from None
 
 
+def _require_folder(folder: Path, flag: str, what: str) -> None:
+    """``folder`` exists and holds safetensors weights; a draft passed as the target is named as such."""
+    if not folder.is_dir():
+        raise ConvertError(f"{folder}: no such folder; {flag} must be {what}")
+    if not any(folder.glob("*.safetensors")):
+        raise ConvertError(f"{folder}: no safetensors files; {flag} must be {what}")
+    if flag == "--target-model-dir" and (folder / "config.json").is_file():
+        from .checkpoint import load_json
+        from .conversion import refuse_draft_as_target
+
+        refuse_draft_as_target(load_json(folder / "config.json"), folder)
+
+
 def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path, *, context: int = 16, seed: int = 0,
            steps: int = 3) -> VerifyReport:
     """Run the torch (HF) and numpy (GGUF) forwards on seeded inputs and compare every output and the metadata.
@@ -274,8 +287,12 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path, *,
         >>> verify("d.gguf", "dspark_qwen3_4b_block7", "Qwen3-4B", context=16, seed=0).passed  # doctest: +SKIP
         True
     """
-    if context < 1 or steps < 1:
-        raise ConvertError(f"--context ({context}) and --steps ({steps}) must be at least 1")
+    for flag, value in (("--context", context), ("--steps", steps)):
+        if value < 1:
+            raise ConvertError(f"{flag} {value}: expected at least 1")
+    _require_folder(Path(hf_dir), "--hf", "the draft's Hugging Face folder, with config.json and safetensors")
+    _require_folder(Path(target_dir), "--target-model-dir", "the target model's folder, whose token embeddings and "
+                    "lm_head verify reads")
     g = open_gguf(gguf_path)
     tf, d = _load_torch_side(Path(hf_dir), Path(target_dir))
     target = TargetWeights(target_dir)
@@ -365,40 +382,3 @@ def _verify_eagle3(report: VerifyReport, tf: Any, d: Any, g: GGUFWeights, target
         o.append(compare_values("chained step hidden (pre-norm)", ref.step_hidden, out.step_hidden))
     o.append(add_argmax(compare_values("step logits", ref.logits, out.logits), ref.logits, out.logits))
     o.append(compare_tokens("chosen tokens", ref.tokens, out.tokens, ref.logits, out.logits))
-
-
-# ============================================================================================== rendering
-def render_report(report: VerifyReport, console: Any) -> None:
-    """Print the report as Rich tables (outputs, then metadata mismatches or a count of matches)."""
-    from rich import box
-    from rich.markup import escape
-    from rich.table import Table
-
-    t = Table(title=f"verify {escape(report.gguf)} ({report.family}, {report.layout} layout)", title_justify="left",
-              box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for col in ("output", "NMSE (dB)", "max abs", "argmax", "grade", "result"):   # fits 80 columns; shapes: --json
-        t.add_column(col, justify="right" if col in ("NMSE (dB)", "max abs", "argmax") else "left", no_wrap=True)
-    for c in report.outputs:
-        agree = "" if c.total is None else f"{c.agree}/{c.total}" + (f" ({c.near_ties} tie)" if c.near_ties else "")
-        nmse = "" if c.nmse is None else f"{c.nmse:.1e} ({c.nmse_db:.0f})"
-        t.add_row(escape(c.name), nmse, "" if c.max_abs is None else f"{c.max_abs:.2g}", agree,
-                  c.grade.replace("essentially identical", "identical"), "[green]PASS[/]" if c.passed else "[bold red]FAIL[/]")
-    console.print(t)
-    for c in report.outputs:
-        if c.detail:
-            console.print(f"  {escape(c.name)}: {escape(c.detail)}")
-    bad = [m for m in report.metadata if not m.passed]
-    if bad:
-        mt = Table(title="metadata mismatches", title_justify="left")
-        for col in ("key", "GGUF", "expected from the HF config"):
-            mt.add_column(col)
-        for m in bad:
-            mt.add_row(escape(m.key), escape(repr(m.gguf)), escape(repr(m.expected)))
-        console.print(mt)
-    else:
-        console.print(f"metadata: {len(report.metadata)} values match the HF config")
-    if report.hparams.get("target_layers") is not None:
-        console.print(f"target layers (input-of-layer ids): {report.hparams['target_layers']}")
-    for n in report.notes:
-        console.print(f"note: {escape(n)}")
-    console.print("[bold green]PASS[/]" if report.passed else "[bold red]FAIL[/]")

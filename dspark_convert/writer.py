@@ -16,7 +16,6 @@ import functools
 import io
 import itertools
 import os
-import secrets
 import signal
 import struct
 import threading
@@ -33,7 +32,8 @@ from gguf.gguf_writer import WriterState
 
 from . import schema as S
 from .checkpoint import Checkpoint
-from .errors import ConvertError
+from .destination import new_partial, release
+from .errors import ConvertError, Interrupted
 from .plan import Plan, TensorSpec
 from .transforms import convert_chunk, deinterleave_rope, eagle3_permute
 
@@ -48,10 +48,6 @@ TRANSFORMS: dict[str, Callable[..., np.ndarray]] = {
 }
 
 
-class _Terminated(BaseException):
-    """Raised inside the writer when SIGTERM arrives, so the temporary file is removed."""
-
-
 @contextlib.contextmanager
 def _sigterm_raises() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
@@ -59,7 +55,7 @@ def _sigterm_raises() -> Iterator[None]:
         return
 
     def handler(signum: int, frame: object) -> None:
-        raise _Terminated()
+        raise Interrupted(signum)
 
     old = signal.signal(signal.SIGTERM, handler)
     try:
@@ -341,8 +337,7 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
         raise ConvertError(f"{folder}: output folder does not exist")
     if plan.kvs[0].name != S.GENERAL_ARCHITECTURE or plan.kvs[0].value != plan.arch:
         raise ConvertError("internal: a plan must start with general.architecture")
-    # pid + random part: a stale temp file of a killed run (same pid after a container restart) never collides
-    tmp = folder / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial"
+    tmp = new_partial(path)  # also removes partial files left by killed conversions to the same destination
     created = committed = False  # what the except branches may remove / must report
     try:
         with _sigterm_raises():
@@ -376,12 +371,13 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
                 finally:
                     os.close(dfd)
             return size
-    except (KeyboardInterrupt, _Terminated) as e:
-        what = "interrupted (SIGINT)" if isinstance(e, KeyboardInterrupt) else "terminated (SIGTERM)"
+    except (KeyboardInterrupt, Interrupted) as e:
+        signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
+        what = Interrupted.describe(signum)
         if committed:  # the signal landed between the rename and the return: the file is complete
-            raise ConvertError(f"{path}: {what} after the file was complete; it was written in full") from None
+            raise Interrupted(signum, f"{path}: {what} after the file was complete; it was written in full") from None
         _remove(tmp, created)
-        raise ConvertError(f"{path}: {what}; nothing was written (destination left as it was)") from None
+        raise Interrupted(signum, f"{path}: {what}; nothing was written (destination left as it was)") from None
     except OSError as e:
         _remove(tmp, created)
         if e.errno in _DISK_FULL:
@@ -391,6 +387,8 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
     except BaseException:
         _remove(tmp, created)
         raise
+    finally:
+        release(tmp)
 
 
 def _remove(p: Path, created: bool) -> None:

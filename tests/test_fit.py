@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from badinputs import run_cli
+from bad_inputs_kit import run_cli
 from fit_pairs import FIX, ROOT, TARGET, convert_draft, edit_kvs, hf_target_kvs, tokens_of, write_target_gguf
 from gguf_samples import write_sample
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from badinputs import (
+from bad_inputs_kit import (
     FIX,
     TARGET,
     assert_refused,

@@ -15,40 +15,19 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import FIXTURES
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
-from dspark_convert.conversion import convert
 from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.verify import verify
 
-pytest.importorskip("torch")
+pytest.importorskip("torch", reason="verify runs the torch reference forward (torch extra)")
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "fixtures"
 H, HD, R = 64, 16, 8            # fixture dims (fixtures/generate.py)
 _PACK = {VT.UINT32: "<I", VT.INT32: "<i", VT.FLOAT32: "<f", VT.BOOL: "<?"}
 _ELEM = {VT.INT32: np.int32, VT.UINT32: np.uint32}
-
-
-@pytest.fixture(scope="module")
-def converted(tmp_path_factory: pytest.TempPathFactory):
-    """``converted(layout) -> Path`` of an f32 conversion (skips when the fixture is absent or does not convert)."""
-    out, cache = tmp_path_factory.mktemp("mutations"), {}
-
-    def get(layout: str) -> Path:
-        if not (FIXTURES / layout / "config.json").is_file():
-            pytest.skip(f"fixture {layout} not generated (python fixtures/generate.py)")
-        if layout not in cache:
-            try:
-                cache[layout] = convert(FIXTURES / layout, FIXTURES / "target-qwen3", out / f"{layout}.gguf",
-                                        outtype="f32").path
-            except ConvertError as e:
-                pytest.skip(f"{layout} does not convert: {e}")
-        return cache[layout]
-
-    return get
 
 
 class Take:

@@ -12,41 +12,25 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import FIXTURES, TARGET
 
-from dspark_convert.conversion import convert
 from dspark_convert.errors import ConvertError
 from dspark_convert.reference import dflash_np as nf
 from dspark_convert.reference import ops
 from dspark_convert.reference.eagle3_np import Eagle3HParams, KVCache, eagle3_forward, eagle3_step, fc_input
 from dspark_convert.reference.weights import GGUFWeights, TargetWeights, open_gguf
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="the torch forward needs torch (torch extra)")
 from dspark_convert.reference import torch_forward as tf  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "fixtures"
-TARGET = FIXTURES / "target-qwen3"
 MASK = 1016
 RNG = np.random.default_rng(11)
 
 
-@pytest.fixture(scope="module")
-def gguf(tmp_path_factory: pytest.TempPathFactory):
-    """``gguf(layout, outtype="f32") -> GGUFWeights`` of a converted fixture (skips when absent)."""
-    out, cache = tmp_path_factory.mktemp("reference"), {}
-
-    def get(layout: str, outtype: str = "f32") -> GGUFWeights:
-        if not (FIXTURES / layout / "config.json").is_file():
-            pytest.skip(f"fixture {layout} not generated (python fixtures/generate.py)")
-        if (layout, outtype) not in cache:
-            try:
-                cache[layout, outtype] = convert(FIXTURES / layout, TARGET, out / f"{layout}.{outtype}.gguf",
-                                                 outtype=outtype).path
-            except ConvertError as e:
-                pytest.skip(f"{layout} does not convert: {e}")
-        return open_gguf(cache[layout, outtype])
-
-    return get
+@pytest.fixture(scope="session")
+def gguf(converted):
+    """``gguf(layout, outtype="f32") -> GGUFWeights`` of a converted fixture (conftest's ``converted``)."""
+    return lambda layout, outtype="f32": open_gguf(converted(layout, outtype))
 
 
 # ---------------------------------------------------------------------------------------------- primitives
@@ -253,8 +237,6 @@ def test_rows_of_a_quantized_tensor(gguf) -> None:
 
 # ---------------------------------------------------------------------------------------------- target side
 def test_target_sharded_and_tied(tmp_path: Path) -> None:
-    if not (FIXTURES / "target-qwen3-sharded").is_dir():
-        pytest.skip("fixture target-qwen3-sharded not generated")
     a, b = TargetWeights(TARGET), TargetWeights(FIXTURES / "target-qwen3-sharded")
     assert np.array_equal(a.embed_rows([0, 1016]), b.embed_rows([0, 1016]))
     tied = tmp_path / "tied"
@@ -280,8 +262,6 @@ def test_target_sharded_and_tied(tmp_path: Path) -> None:
 ])
 def test_hf_config_normalisation(layout: str, family: str, kind: str, sfa: bool, layers: list[int], neox: bool,
                                  block: int, own_embed: bool) -> None:
-    if not (FIXTURES / layout).is_dir():
-        pytest.skip(f"fixture {layout} not generated")
     d = tf.load_draft(FIXTURES / layout, TARGET)
     assert (d.family, d.layout, d.hp["sample_from_anchor"], d.hp["target_layers"]) == (family, kind, sfa, layers)
     assert (d.hp["neox"], d.hp["block_size"], d.hp["own_embed"], d.hp["mask_token_id"]) == (neox, block, own_embed, MASK)
@@ -289,8 +269,6 @@ def test_hf_config_normalisation(layout: str, family: str, kind: str, sfa: bool,
 
 
 def test_hf_eagle3_normalisation() -> None:
-    if not (FIXTURES / "eagle3-specforge").is_dir():
-        pytest.skip("fixtures not generated")
     sf = tf.load_draft(FIXTURES / "eagle3-specforge", TARGET)
     assert sf.family == "eagle3" and sf.prefix == "midlayer." and sf.hp["draft_vocab_size"] == 256
     assert sf.hp["target_layers"] == [2, 3, 3]                       # upstream default [2, L//2, L-3], L = 6

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import FIXTURES
 from typer.testing import CliRunner
 
 from dspark_convert.cli import app
 from dspark_convert.conversion import convert
-from dspark_convert.errors import ConvertError
 from dspark_convert.verify import (
     OutputCheck,
     add_argmax,
@@ -28,11 +28,8 @@ from dspark_convert.verify import (
     verify,
 )
 
-pytest.importorskip("torch")
+pytest.importorskip("torch", reason="verify runs the torch reference forward (torch extra)")
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "fixtures"
-SHARED = ROOT.parent / "shared"
 BLOCK_LAYOUTS = ["dspark-qwen3", "dspark-qwen3-interleaved", "dspark-qwen3-f32", "dflash-deepspec", "dflash-zlab",
                  "dflash-zlab-swa", "dspark-specforge", "dspark-speculators", "dspark-reduced"]
 EAGLE3_LAYOUTS = ["eagle3-specforge", "eagle3-angelslim", "eagle3-speculators", "eagle3-normfc", "eagle3-llama"]
@@ -43,26 +40,6 @@ def target_of(layout: str) -> Path:
     # eagle3-llama (llama3 rope scaling, F16 weights) is paired with target-qwen3 too: its d2t indexes a
     # 1024-token vocabulary, and verify only needs the target's embeddings, not its tokenizer
     return FIXTURES / "target-qwen3"
-
-
-@pytest.fixture(scope="module")
-def converted(tmp_path_factory: pytest.TempPathFactory):
-    """``converted(layout, outtype) -> Path``: convert a fixture once per module (skips when it is absent)."""
-    out, cache = tmp_path_factory.mktemp("verify"), {}
-
-    def get(layout: str, outtype: str) -> Path:
-        if not (FIXTURES / layout / "config.json").is_file() or not target_of(layout).is_dir():
-            pytest.skip(f"fixture {layout} not generated (python fixtures/generate.py)")
-        key = (layout, outtype)
-        if key not in cache:
-            try:
-                cache[key] = convert(FIXTURES / layout, target_of(layout), out / f"{layout}.{outtype}.gguf",
-                                     outtype=outtype).path
-            except ConvertError as e:  # a converter/fixture problem, covered by the converter's own tests
-                pytest.skip(f"{layout} does not convert: {e}")
-        return cache[key]
-
-    return get
 
 
 def worst_nmse(report) -> float:
@@ -137,11 +114,9 @@ def test_seed_changes_inputs_but_not_the_verdict(converted) -> None:
     assert a.passed and b.passed and a.hparams["anchor"] != b.hparams["anchor"]
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared beside the checkout (golden inputs generator)")
-def test_golden_dspark_deepspec(tmp_path: Path) -> None:
-    src = Path("/tmp/golden_in")
-    if not (src / "dspark-deepspec").is_dir():
-        pytest.skip("golden inputs not generated at /tmp/golden_in (python shared/golden/make_inputs.py /tmp/golden_in)")
+def test_golden_dspark_deepspec(golden_inputs: Path, tmp_path: Path) -> None:
+    """The golden DSpark draft (129,280-token target vocabulary) against its checkpoint, at f32."""
+    src = golden_inputs
     path = convert(src / "dspark-deepspec", src / "target", tmp_path / "g.gguf", outtype="f32").path
     r = verify(path, src / "dspark-deepspec", src / "target")
     assert r.passed and worst_nmse(r) < 1e-10
