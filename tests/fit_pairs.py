@@ -31,8 +31,9 @@ TARGET_HP = {"block_count": 6, "embedding_length": 64, "context_length": 40960, 
 
 
 def convert_draft(fixture: str, out: Path, target: Path = TARGET) -> Path:
-    """``hf2gguf fixtures/FIXTURE -t TARGET`` into ``out`` (bf16)."""
-    convert(FIX / fixture, target, out, outtype="bf16")
+    """``hf2gguf fixtures/FIXTURE -t TARGET`` into ``out`` (bf16); a target other than target-qwen3 does not fit the
+    fixtures' 1024-token vocabulary, so the fit errors are lifted (``ignore_target_mismatch``)."""
+    convert(FIX / fixture, target, out, outtype="bf16", ignore_target_mismatch=target != TARGET)
     return out
 
 

@@ -29,8 +29,12 @@ HINT = " (pass --ignore-target-mismatch to convert anyway)"
 
 
 def convert_json(draft: Path, target: Path, out: Path, *extra: str) -> tuple[int, dict, str]:
+    """``hf2gguf --json``: exit code, the document with its notes left out of ``findings``, stderr."""
     r = run_cli(["hf2gguf", str(draft), "-t", str(target), "-o", str(out), "--json", *extra], out.parent)
-    return r.exit_code, (json.loads(r.stdout) if r.exit_code == 0 else {}), r.stderr
+    doc = json.loads(r.stdout) if r.exit_code == 0 else {}
+    if doc:
+        doc["findings"] = [f for f in doc["findings"] if f["level"] != "note"]
+    return r.exit_code, doc, r.stderr
 
 
 @pytest.mark.parametrize("target", ["target-qwen3", "target-qwen3-sharded"])
@@ -118,3 +122,32 @@ def test_target_rope_difference_warns_for_dspark_only(tmp_path: Path) -> None:
         "rope theta 1e+07; the draft inherits the target's rope"]
     code, doc, err = convert_json(FIX / "eagle3-speculators", target, tmp_path / "e.gguf")
     assert code == 0 and doc["findings"] == []
+
+
+def _with_architecture(tmp_path: Path, arch: str) -> Path:
+    draft = copy_fixture(tmp_path, "dspark-qwen3", "draft")
+    edit_config(draft, architectures=[arch])
+    return draft
+
+
+def test_alias_converts_as_the_supported_name(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    code, doc, err = convert_json(_with_architecture(tmp_path / "a", "LingDSparkModel"), TARGET, tmp_path / "l.gguf")
+    assert code == 0, err
+    assert doc["architecture"] == {"declared": "LingDSparkModel", "used": "Qwen3DSparkModel", "how": "alias"}
+    assert "architecture LingDSparkModel converted as Qwen3DSparkModel (an alias upstream accepts)" in doc["plan"]["notes"]
+    code, plain, err = convert_json(copy_fixture(tmp_path / "b", "dspark-qwen3", "draft"), TARGET, tmp_path / "p.gguf")
+    assert plain["architecture"] == {"declared": "Qwen3DSparkModel", "used": "Qwen3DSparkModel", "how": "declared"}
+    assert (tmp_path / "l.gguf").read_bytes() == (tmp_path / "p.gguf").read_bytes()
+
+
+def test_forced_architecture_is_recorded(tmp_path: Path) -> None:
+    draft = _with_architecture(tmp_path, "Qwen3ForCausalLM")  # a published draft declaring its target's class
+    assert_refused(run_convert(draft, TARGET, tmp_path / "out"),
+                   f"{draft}/config.json: architecture 'Qwen3ForCausalLM' is not a supported draft")
+    out = run_cli(["hf2gguf", str(draft), "-t", str(TARGET), "-o", str(tmp_path / "f.gguf"),
+                   "--architecture", "Qwen3DSparkModel"], tmp_path)
+    assert out.exit_code == 0, out.stderr
+    assert "architecture Qwen3DSparkModel forced with --architecture (config.json declares 'Qwen3ForCausalLM')" \
+        in out.stdout
