@@ -38,7 +38,7 @@ def render_fit(report: FitReport, console: Console) -> None:
     rows: list[Row] = [[r.id, Text(r.status, style=STATUS_STYLES.get(r.status, "")), text(fit_value(r.draft), limit=120),
                         text(fit_value(r.target), limit=120), text(r.message, limit=1000)] for r in report.results]
     emit_table(console, "Will this draft work with this target?",
-               [Col("rule"), Col("result"), Col("draft", wrap=True, drop=2), Col("target", wrap=True, drop=2),
+               [Col("rule"), Col("result"), Col("draft", wrap=True), Col("target", wrap=True),
                 Col("finding", wrap=True)], rows)
     c = report.counts()
     n_err = sum(f.level == "error" for f in report.loader_findings)
