@@ -15,6 +15,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 from . import schema as S
+from .gguffile.options import RemoteOptions
 from .plan import KV, Plan
 
 
@@ -242,13 +243,16 @@ def errors(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.level == "error"]
 
 
-def check_file(path: str | Path) -> list[Finding]:
+def check_file(path: str | Path, remote: RemoteOptions | None = None) -> list[Finding]:
     """``dspark-convert check FILE``: the loader rules applied to a GGUF file made by any tool.
+
+    ``path`` may be a Hub file (``hf://ORG/REPO/file.gguf[@REV]``) or a URL: the rules need only the header,
+    which is fetched with range requests (``remote`` tunes them).
 
     Example:
         >>> [f.subject for f in check_file("draft.gguf") if f.level == "error"]  # doctest: +SKIP
         []
     """
-    from .gguffile.reader import plan_from_gguf
+    from .gguffile.source import plan_from_source
 
-    return check_plan(plan_from_gguf(path))
+    return check_plan(plan_from_source(path, remote)[0])

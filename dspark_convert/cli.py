@@ -25,6 +25,18 @@ app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_e
                   help="Convert DSpark / DFlash / EAGLE-3 drafts to GGUF, inspect and verify GGUF files.")
 T = TypeVar("T")
 
+# Where inspect/check/diff take a GGUF file, a Hub file or URL works too (header only, over HTTP range requests).
+GGUF_REF_HELP = "local path, hf://ORG/REPO/file.gguf\\[@REV], ORG/REPO/file.gguf or an https:// URL (remote: header only)"
+MaxHeaderMiB = Annotated[int, typer.Option("--max-header-mib", min=1, help="Remote files: refuse a header larger than this many MiB.")]
+Timeout = Annotated[float, typer.Option("--timeout", min=0.001, help="Remote files: seconds to wait for a connection or data (then retried twice).")]
+
+
+def remote_options(max_header_mib: int, timeout: float) -> Any:
+    """The RemoteOptions of the remote-file flags."""
+    from .gguffile.options import RemoteOptions
+
+    return RemoteOptions(max_header_bytes=max_header_mib << 20, timeout=timeout)
+
 
 class _State:
     """What an interrupt interrupts (for its one line): set by the commands as they go."""
@@ -123,16 +135,19 @@ def hf2gguf(
 
 @app.command()
 def check(
-    file: Annotated[Path, typer.Argument(help="A GGUF draft file, made by any tool.")],
-    target: Annotated[str | None, typer.Option("--target", help="Also check the draft against this target: a target GGUF (header only, any size), a target model folder or a Hub repo id.")] = None,
+    file: Annotated[str, typer.Argument(help=f"A GGUF draft file, made by any tool: {GGUF_REF_HELP}.")],
+    target: Annotated[str | None, typer.Option("--target", help="Also check the draft against this target: a target GGUF (header only, any size; local, hf:// or a URL), a target model folder or a Hub repo id.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable findings on stdout.")] = False,
+    max_header_mib: MaxHeaderMiB = 512,
+    timeout: Timeout = 30.0,
 ) -> None:
     """Check a GGUF draft against llama.cpp's loader rules (exit 1 on any error); with --target, also against
     llama.cpp's draft/target rules (exit 1 when one fails)."""
     if target is not None:
         from .fit import check_fit
 
-        report = run_or_exit(lambda: check_fit(file, target), f"checking {file} against {target}")
+        report = run_or_exit(lambda: check_fit(file, target, remote=remote_options(max_header_mib, timeout)),
+                             f"checking {file} against {target}")
         if as_json:
             print_json(report.to_dict())
         else:
@@ -141,35 +156,43 @@ def check(
             render_fit(report, make_console())
         raise typer.Exit(0 if report.ok else 1)
     from .check import check_plan, errors
-    from .gguffile.reader import plan_from_gguf
+    from .gguffile.source import plan_from_source
 
-    plan = run_or_exit(lambda: plan_from_gguf(file), f"reading {file}")
+    plan, source = run_or_exit(lambda: plan_from_source(file, remote_options(max_header_mib, timeout)),
+                               f"reading {file}")
     findings = check_plan(plan)
     ok = not errors(findings)
     if as_json:
-        print_json({"file": str(file), "arch": plan.arch, "ok": ok, "findings": [f.to_dict() for f in findings]})
+        print_json({"file": str(file), "arch": plan.arch, "ok": ok,
+                    "findings": [f.to_dict() for f in findings], **({"source": source.to_dict()} if source else {})})
     else:
-        from .render import make_console, render_findings
+        from .render import make_console, render_findings, render_source
 
-        render_findings(file, plan.arch, findings, make_console())
+        console = make_console()
+        render_findings(file, plan.arch, findings, console)
+        if source is not None:
+            render_source(source.to_dict(), console)
     raise typer.Exit(0 if ok else 1)
 
 
 @app.command()
 def inspect(
-    file: Annotated[Path, typer.Argument(help="A GGUF file (only its header is read, unless --stats).")],
+    file: Annotated[str, typer.Argument(help=f"A GGUF file (only its header is read, unless --stats): {GGUF_REF_HELP}.")],
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout (schema: docs/inspect.md).")] = False,
     full_arrays: Annotated[bool, typer.Option("--full-arrays", help="Show values in full: whole arrays, and long strings (the chat template) as written, below the table.")] = False,
     filter: Annotated[str | None, typer.Option("--filter", help="Glob on KV and tensor names, e.g. 'blk.0.*'.")] = None,
     stats: Annotated[bool, typer.Option("--stats", help="Per-tensor min/max/mean/std/NaN/Inf (reads the data).")] = False,
     no_tensors: Annotated[bool, typer.Option("--no-tensors", help="Leave out the tensor list.")] = False,
+    max_header_mib: MaxHeaderMiB = 512,
+    timeout: Timeout = 30.0,
 ) -> None:
     """Show a GGUF file's metadata, tensors, tokenizer and totals."""
     from .inspect import inspect_gguf
     from .render import make_console, render_inspect
 
     info = run_or_exit(lambda: inspect_gguf(file, full_arrays=full_arrays, tensors=not no_tensors, filter=filter,
-                                            stats=stats), f"reading {file}")
+                                            stats=stats, remote=remote_options(max_header_mib, timeout)),
+                       f"reading {file}")
     if as_json:
         print_json(info)
     else:
@@ -178,19 +201,22 @@ def inspect(
 
 @app.command()
 def diff(
-    a: Annotated[Path, typer.Argument(help="First GGUF file (the reference for NMSE).")],
-    b: Annotated[Path, typer.Argument(help="Second GGUF file.")],
+    a: Annotated[str, typer.Argument(help=f"First GGUF file (the reference for NMSE): {GGUF_REF_HELP}.")],
+    b: Annotated[str, typer.Argument(help="Second GGUF file (the same forms).")],
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout (schema: docs/inspect.md).")] = False,
     ignore: Annotated[list[str] | None, typer.Option("--ignore", help="Glob of KV/tensor names to skip (repeatable).")] = None,
     no_stats: Annotated[bool, typer.Option("--no-stats", help="Compare bytes only, no max-abs-diff/NMSE.")] = False,
     ignore_order: Annotated[bool, typer.Option("--ignore-order", help="KV and tensor order do not count.")] = False,
+    max_header_mib: MaxHeaderMiB = 512,
+    timeout: Timeout = 30.0,
 ) -> None:
     """Compare two GGUF files: exit 0 when equal, 1 when different, 2 on error."""
     from .diff import diff_gguf
     from .render import make_console, render_diff
 
     result = run_or_exit(lambda: diff_gguf(a, b, ignore=ignore or [], tensor_stats=not no_stats,
-                                           ignore_order=ignore_order), f"comparing {a} and {b}")
+                                           ignore_order=ignore_order, remote=remote_options(max_header_mib, timeout)),
+                         f"comparing {a} and {b}")
     if as_json:
         print_json(result)
     else:

@@ -51,6 +51,12 @@ def test_hf2gguf_help_shows_usage_argument_help_and_outtype_choices() -> None:
     assert re.search(r"--force\s+Overwrite an existing output file\.", force), force
 
 
+@pytest.mark.parametrize("sub", ["check", "inspect", "diff"])
+def test_remote_file_help_keeps_the_revision_brackets(sub: str) -> None:
+    out = invoke(sub, "--help", columns=300).stdout
+    assert "hf://ORG/REPO/file.gguf[@REV], ORG/REPO/file.gguf or an https:// URL" in out
+
+
 @pytest.mark.parametrize("given, resolved", [("BF16", "bf16"), ("Q8_0", "q8_0"), ("F32", "f32"), ("Auto", "bf16")])
 def test_outtype_any_case(tmp_path: Path, given: str, resolved: str) -> None:
     r = invoke("hf2gguf", FIXTURES / "dspark-qwen3", "-t", TARGET, "-o", tmp_path / "x.gguf", "--outtype", given,

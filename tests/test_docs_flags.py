@@ -29,7 +29,8 @@ FOREIGN = {
     "--remote": ("upstream", "convert_hf_to_gguf"), "--split-max-size": ("upstream", "convert_hf_to_gguf"),
     "--dspark": ("upstream", "convert_hf_to_gguf"), "--vocab-only": ("upstream", "convert_hf_to_gguf"),
     "--check": ("fixtures/generate.py",), "--revision": ("hf download",),
-    **{f: ("bench",) for f in ("--sizes", "--only", "--workdir", "--keep", "--warm", "--package", "--tiny")},
+    **{f: ("bench",) for f in ("--sizes", "--only", "--workdir", "--keep", "--warm", "--package", "--tiny",
+                                "--runs")},
 }
 
 

@@ -304,3 +304,31 @@ def test_target_without_tokens_is_refused(tmp_path: Path, drafts: dict[str, Path
 def test_vocab_facts_replay_llama_cpp_defaults(kvs: dict[str, Any], n: int, want: tuple[Any, ...]) -> None:
     f = vocab_facts(kvs, [f"t{i}" for i in range(n)])
     assert (f.type, f.add_bos, f.bos, f.add_eos, f.eos) == want
+
+
+def test_remote_draft_and_target_over_http(drafts: dict[str, Path], qwen_kvs: list[Any], tmp_path: Path) -> None:
+    """DRAFT and --target as URLs (a local server started here): headers fetched with range requests; the remote
+    draft's d2t data is not fetched, so that one rule is skipped and says why."""
+    from http_server import FileServer, Route
+
+    from dspark_convert.gguffile.options import RemoteOptions
+
+    big = write_target_gguf(tmp_path / "big.gguf", qwen_kvs, big_tensor_bytes=2 << 30)
+    small = write_target_gguf(tmp_path / "small.gguf", edit_kvs(qwen_kvs, tokens=tokens_of(qwen_kvs)[:500]))
+    with FileServer() as s:
+        s.routes["/big.gguf"] = Route(big)
+        s.routes["/small.gguf"] = Route(small)
+        s.routes["/draft.gguf"] = Route(drafts["eagle3-speculators"])
+        opts = RemoteOptions(timeout=10.0, retries=0)
+        report = check_fit(f"{s.url}/draft.gguf", f"{s.url}/big.gguf", remote=opts)
+        assert report.ok and report.target.source == f"{s.url}/big.gguf" and report.target.kind == "gguf"
+        d2t = next(r for r in report.results if r.id == "d2t-range")
+        assert (d2t.status, d2t.message) == ("skip", "the draft is remote: its d2t data was not fetched (check a local "
+                                                     "copy)")
+        assert fails(check_fit(drafts["dspark-qwen3"], f"{s.url}/small.gguf", remote=opts)) == {
+            "vocab-size": "draft 1024 tokens, target 500: difference 524 > 128",
+            "mask-id": "mask token 1016 is outside the target's 500 tokens (the draft embeds its mask block with the "
+                       "target's token rows)"}
+        out = run_cli(["check", f"{s.url}/draft.gguf", "--target", f"{s.url}/big.gguf", "--json"], tmp_path)
+        assert out.exit_code == 0, out.stderr
+        assert json.loads(out.stdout)["target"] == f"{s.url}/big.gguf"

@@ -20,6 +20,7 @@ from typing import Any
 
 from .. import schema as S
 from ..check import Finding
+from ..gguffile.options import RemoteOptions
 from .sides import Side, open_target, side_from_gguf
 from .vocab import VocabFacts, token_text, vocab_facts
 
@@ -226,6 +227,8 @@ def rule_vocab_cover(p: Pair) -> Outcome:
 
 def rule_d2t(p: Pair) -> Outcome:
     rng, nt = p.draft.d2t_range, p.vt.n_tokens
+    if rng is None and p.draft.header_only and S.T_D2T in p.draft.tensors:
+        return Outcome("skip", None, nt, "the draft is remote: its d2t data was not fetched (check a local copy)")
     if rng is None:
         return Outcome("skip", None, nt, "no d2t tensor: the draft predicts ids of the full vocabulary")
     lo, hi = rng
@@ -352,15 +355,17 @@ class FitReport:
                 "loader_findings": [f.to_dict() for f in self.loader_findings]}
 
 
-def check_fit(draft: str | os.PathLike[str], target: str | os.PathLike[str]) -> FitReport:
+def check_fit(draft: str | os.PathLike[str], target: str | os.PathLike[str], *,
+              remote: RemoteOptions | None = None) -> FitReport:
     """``dspark-convert check DRAFT --target TARGET``: the draft's loader rules plus every fit rule.
 
-    ``draft`` is a GGUF draft; ``target`` a target GGUF (header only), a target model folder or a Hub repo id.
-    Raises ConvertError (one line) when either side cannot be read.
+    ``draft`` is a GGUF draft and ``target`` a target GGUF (header only), each a local path, an ``hf://`` reference
+    or a URL (``remote`` sets header size and timeout limits); ``target`` may also be a target model folder or a
+    Hub repo id. Raises ConvertError (one line) when either side cannot be read.
     """
     from ..check import check_plan
 
-    d = side_from_gguf(draft)
-    t = open_target(target)
+    d = side_from_gguf(draft, remote=remote)
+    t = open_target(target, remote)
     assert d.plan is not None
     return FitReport(d, t, fit_rules(d, t), check_plan(d.plan))

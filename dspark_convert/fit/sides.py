@@ -19,8 +19,10 @@ from gguf import GGUFValueType as VT
 
 from .. import schema as S
 from ..errors import ConvertError
-from ..gguffile.reader import GGUFFile, plan_from_file, read_gguf, safe_text
+from ..gguffile.options import RemoteOptions
+from ..gguffile.reader import GGUFFile, plan_from_file, safe_text
 from ..gguffile.records import RecordParser
+from ..gguffile.source import is_remote_ref, open_gguf_source
 from ..plan import Plan
 
 #: unscoped keys a side keeps (tokenizer keys, draft keys); ``{arch}.*`` ones go to :attr:`Side.hp`
@@ -102,6 +104,7 @@ class Side:
     tensors: dict[str, tuple[int, ...]] = field(default_factory=dict)
     d2t_range: tuple[int, int] | None = None
     plan: Plan | None = None  # a draft's whole header, for the loader rules
+    header_only: bool = False  # a remote file: its tensor data (d2t) was not fetched
 
     @property
     def family(self) -> str:
@@ -123,14 +126,17 @@ def _gguf_tokens(f: GGUFFile) -> Tokens:
     return Tokens(kv.count, raw=bytes(f.raw_value(S.TOKENIZER_TOKENS)), values=kv.value if kv.loaded else None)
 
 
-def side_from_gguf(path: str | os.PathLike[str], *, draft: bool = True) -> Side:
-    """A GGUF side from its header. A ``draft`` side also gets its whole header as a plan (for the loader rules)
-    and the range of its ``d2t`` tensor (the only tensor data read).
+def side_from_gguf(path: str | os.PathLike[str], *, draft: bool = True, remote: RemoteOptions | None = None) -> Side:
+    """A GGUF side from its header: a local path, a Hub reference (``hf://...``) or a URL (header fetched with range
+    requests, :func:`~dspark_convert.gguffile.source.open_gguf_source`). A ``draft`` side also gets its whole header
+    as a plan (for the loader rules) and the range of its ``d2t`` tensor (the only tensor data read, and only from
+    a local file).
 
     Only the header is mapped: a 20 GB target costs the time to walk its KV and tensor-info records.
     """
-    with read_gguf(path) as f:
-        where = str(f.path)
+    with open_gguf_source(path, remote) as f:
+        where = str(path) if is_remote_ref(path) else str(f.path)
+        header_only = bool(getattr(f, "header_only", False))
         arch = f.arch or ""
         plan = plan_from_file(f) if draft else None
         tokens = _gguf_tokens(f)
@@ -138,14 +144,14 @@ def side_from_gguf(path: str | os.PathLike[str], *, draft: bool = True) -> Side:
         hp = {name: f.value(tpl.format(arch=arch)) for name, tpl in HP_KEYS.items()}
         tensors = {t.name: t.ne for t in f.tensors}
         d2t_range = None
-        if draft and S.T_D2T in tensors:
+        if draft and S.T_D2T in tensors and not header_only:
             t = f.tensor(S.T_D2T)
             if t.type_name != "I64":
                 raise ConvertError(f"{where}: tensor '{S.T_D2T}' has type {t.type_name}, expected I64")
             values = f.tensor_array(S.T_D2T)
             if values.size:
                 d2t_range = (int(values.min()), int(values.max()))
-    return Side(where, "gguf", arch, tokens, kvs, hp, tensors, d2t_range, plan)
+    return Side(where, "gguf", arch, tokens, kvs, hp, tensors, d2t_range, plan, header_only)
 
 
 def side_from_hf(spec: str) -> Side:
@@ -181,13 +187,15 @@ def side_from_hf(spec: str) -> Side:
     return Side(resolved.label, "hf", arch, tokens, kvs, hp)
 
 
-def open_target(spec: str | os.PathLike[str]) -> Side:
-    """TARGET as the user gave it: an existing file is a GGUF (any size, header only); a folder or a
-    ``org/name[@rev]`` repo id is a Hugging Face target."""
+def open_target(spec: str | os.PathLike[str], remote: RemoteOptions | None = None) -> Side:
+    """TARGET as the user gave it: an existing file, an ``hf://`` reference or a URL is a GGUF (any size, header
+    only); a folder or an ``org/name[@rev]`` repo id is a Hugging Face target."""
     text = str(spec)
     path = Path(text).expanduser()
     if path.is_file():
         return side_from_gguf(path, draft=False)
+    if not path.is_dir() and is_remote_ref(text):
+        return side_from_gguf(text, draft=False, remote=remote)
     if path.is_dir():
         return side_from_hf(text)
     if text.lower().endswith(".gguf"):

@@ -1,5 +1,5 @@
 """Human output of ``inspect`` (metadata, tensors, statistics, summary) and ``diff`` (a legend, then one entry
-per difference)."""
+per difference), and the ``source`` line of a remote file (any command that reads one)."""
 
 from __future__ import annotations
 
@@ -143,6 +143,10 @@ def _summary_table(info: dict[str, Any], console: Console) -> None:
         for kind, sp in tok["special"].items():
             shown = repr(sp["token"]) if sp["token"] is not None else "(out of range)"
             rows.append([f"  {kind}", text(f"{sp['id']} {shown}")])
+    src = info.get("source")
+    if src:  # remote files only
+        rows.append(["source", text(source_text(src), limit=4096)])
+        rows += [["note", text(n, limit=1000)] for n in src["notes"]]
     emit_table(console, "Summary", [Col("field"), Col("value", wrap=True)], rows, header=False)
 
 
@@ -194,6 +198,11 @@ def render_diff(result: dict[str, Any], console: Console) -> None:
     (changed values on their own ``A:`` / ``B:`` lines), and the verdict."""
     line(console, "A: ", text(result["a"], limit=4096))
     line(console, "B: ", text(result["b"], limit=4096))
+    for side, src in (result.get("source") or {}).items():
+        if src:
+            render_source(src, console, label=f"{side.upper()} source: ")
+    if result.get("note"):
+        line(console, ("note:", "cyan"), " ", text(result["note"], limit=1000))
     kvs, tensors = result["kvs"], result["tensors"]
     differs = result["header"] or any(kvs[k] or tensors[k] for k in ("added", "removed", "changed"))
     if differs:
@@ -231,5 +240,27 @@ def render_diff(result: dict[str, Any], console: Console) -> None:
         if result[what]["order_changed"]:
             line(console, ("~", "yellow"), f" {what[:-1].upper()} order differs")
     verdict = "EQUAL" if result["equal"] else "DIFFERENT"
-    line(console, (f"{verdict} ({plural(tensors['identical'], 'identical tensor')})",
-                   "bold green" if result["equal"] else "bold red"))
+    same = plural(tensors["identical"], "identical tensor") if result.get("tensor_data_compared", True) else \
+        f"{plural(tensors['identical'], 'tensor')} of the same type and shape; tensor data not compared"
+    line(console, (f"{verdict} ({same})", "bold green" if result["equal"] else "bold red"))
+
+
+# ============================================================================================== remote files
+def source_text(src: dict[str, Any]) -> str:
+    """One line on how a remote file was read (an ``inspect``/``check``/``diff`` ``source`` object)."""
+    if src["kind"] == "hub-cache":
+        return f"{src['url']}: read from the local Hugging Face cache (offline mode)"
+    n = src["requests"]
+    how = ("range " if src["range_requests"] else "") + ("request" if n == 1 else "requests")
+    rev = ""
+    if src["kind"] == "hub":
+        commit = src["commit"][:12] if src["commit"] else "?"
+        rev = f"; revision {src['revision'] or 'default branch'} (commit {commit})"
+    return f"{src['url']}: header only, fetched {size_text(src['bytes_fetched'])} in {n} {how}{rev}"
+
+
+def render_source(src: dict[str, Any], console: Console, label: str = "source: ") -> None:
+    """Print :func:`source_text` and the notes of a remote read (URLs and notes only as literal text)."""
+    line(console, (label, "dim"), text(source_text(src), style="dim", limit=4096))
+    for note in src["notes"]:
+        line(console, ("note:", "cyan"), " ", text(note, limit=1000))

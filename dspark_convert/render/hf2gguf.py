@@ -101,7 +101,7 @@ def render_conversion(r: ConvertResult, console: Console) -> None:
 
 
 # ============================================================================================== check
-def render_findings(file: Path, arch: str, findings: list[Finding], console: Console) -> None:
+def render_findings(file: str | Path, arch: str, findings: list[Finding], console: Console) -> None:
     """Human output of ``check``: ``ok`` in one line, or a table of findings and a count."""
     if not findings:
         line(console, ("ok", "bold green"), ": ", text(file, limit=4096), " (", text(arch), ") passes every loader rule")
