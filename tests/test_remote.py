@@ -123,6 +123,16 @@ def test_server_ignoring_range_is_read_up_to_the_header_then_closed(server: File
     assert r.exit_code == 0 and "ignores Range requests" in r.stdout and "header only, fetched" in r.stdout
 
 
+@pytest.mark.parametrize("ranges", [True, False])
+def test_file_smaller_than_the_first_window_is_read_whole(server: FileServer, tmp_path: Path, ranges: bool) -> None:
+    """A whole file below the first window (the default 1 MiB) is one request, with or without Range support."""
+    small = write_gguf(tmp_path / "small.gguf", [("t.n", 7, VT.UINT32)], [("v", np.arange(64, dtype=np.float32), None)])
+    server.routes["/small.gguf"] = Route(small.read_bytes(), ranges=ranges)
+    doc, src = remote_doc(server.url + "/small.gguf", RemoteOptions(timeout=5.0, retries=0))
+    assert doc == local_doc(small)
+    assert src["requests"] == 1 and src["bytes_fetched"] == small.stat().st_size and src["range_requests"] is ranges
+
+
 def test_remote_json_is_the_local_schema_plus_source(server: FileServer, tmp_path: Path) -> None:
     sample = write_sample(tmp_path / "sample.gguf")
     server.routes["/s.gguf"] = Route(sample.read_bytes())

@@ -151,8 +151,8 @@ class RangeReader:
                 raise ConvertError(f"{self.name}: unexpected {_status_text(resp.status, resp.reason)} for a "
                                    f"range request")
             self._start_stream(resp, start)
-        assert self._stream is not None
-        self._read(self._stream, stop - len(self.buf))
+        assert self._stream is not None and self.size is not None
+        self._read(self._stream, min(stop, self.size) - len(self.buf))  # a body shorter than the window ends early
 
     def _request(self, start: int, stop: int) -> http.client.HTTPResponse:
         req = urllib.request.Request(self.url, headers={**self.headers, "Range": f"bytes={start}-{stop - 1}"})
