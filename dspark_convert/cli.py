@@ -229,17 +229,18 @@ def verify_cmd(
     gguf_file: Annotated[Path, typer.Argument(help="The converted GGUF draft.")],
     hf: Annotated[Path, typer.Option("--hf", help="The original Hugging Face draft folder (config.json + safetensors).")],
     target_model_dir: Annotated[Path, typer.Option("--target-model-dir", "-t", help="Target folder (embeddings, lm_head, config).")],
-    context: Annotated[int, typer.Option(help="Context positions of random target features.")] = 16,
+    context: Annotated[int, typer.Option(help="Context positions of the middle input case (cases: context/4, context, 4*context).")] = 16,
     seed: Annotated[int, typer.Option(help="Seed of the random features and tokens.")] = 0,
     steps: Annotated[int, typer.Option(help="EAGLE-3: chained draft steps.")] = 3,
+    quality: Annotated[bool, typer.Option("--quality/--no-quality", help="Also compare with the unrounded checkpoint (information).")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="JSON report on stdout (schema: docs/verify.md).")] = False,
 ) -> None:
-    """Run the GGUF (numpy) and the HF (torch) forwards on seeded inputs: exit 0 pass, 1 fail, 2 error."""
+    """Compare the GGUF (numpy) and the storage-rounded HF (torch) forwards component by component: exit 0 pass, 1 fail, 2 error."""
     from .render import make_console, render_verify
     from .verify import verify
 
-    report = run_or_exit(lambda: verify(gguf_file, hf, target_model_dir, context=context, seed=seed, steps=steps),
-                         f"verifying {gguf_file}")
+    report = run_or_exit(lambda: verify(gguf_file, hf, target_model_dir, context=context, seed=seed, steps=steps,
+                                        quality=quality), f"verifying {gguf_file}")
     if as_json:
         print_json(report.to_dict())
     else:

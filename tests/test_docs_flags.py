@@ -30,7 +30,7 @@ FOREIGN = {
     "--dspark": ("upstream", "convert_hf_to_gguf"), "--vocab-only": ("upstream", "convert_hf_to_gguf"),
     "--check": ("fixtures/generate.py",), "--revision": ("hf download",),
     **{f: ("bench",) for f in ("--sizes", "--only", "--workdir", "--keep", "--warm", "--package", "--tiny",
-                                "--runs")},
+                                "--runs", "--repeat", "--seeds")},
 }
 
 

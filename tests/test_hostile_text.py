@@ -151,7 +151,7 @@ def test_every_renderer_prints_hostile_text_literally(h: str, dry_run: ConvertRe
     out = _rendered(render.render_diff, diff_gguf(a, b))
     assert out.count(h) >= 2 and repr(h + "x") in out, out  # the changed KV and tensor
     # verify
-    report = VerifyReport(gguf=h, hf_dir=h, target_dir=h, arch=h, family="dspark", layout="flat", context=1, seed=0,
+    report = VerifyReport(gguf=h, hf_dir=h, target_dir=h, arch=h, family="dspark", layout="flat", contexts=[1], seed=0,
                           steps=1, outputs=[OutputCheck(name=h, shape=[1], passed=False, detail=h)],
                           metadata=[MetadataCheck(key=h, gguf=h, expected=h, passed=False)], notes=[h])
     out = _rendered(render.render_verify, report)
