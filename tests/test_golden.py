@@ -24,7 +24,8 @@ def test_golden_layout_all_outtypes(golden_inputs: Path, golden_dir: Path, tmp_p
     failures = {}
     for outtype in GOLDEN_OUTTYPES:
         out = tmp_path / f"{layout}.{outtype}.gguf"
-        convert(golden_inputs / layout, golden_inputs / "target", out, outtype=outtype)
+        r = convert(golden_inputs / layout, golden_inputs / "target", out, outtype=outtype)
+        assert [str(f) for f in r.findings if f.level != "note"] == []  # a matched pair: no fit (or loader) warning
         expected = json.loads((golden_dir / "manifests" / f"{layout}.{outtype}.json").read_text(encoding="utf-8"))
         diffs = compare(out, expected)
         if diffs:

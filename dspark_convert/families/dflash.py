@@ -20,13 +20,15 @@ from .dflash_base import (
     draft_tensors,
     hf_names,
     map_tensors,
+    target_facts,
     target_layers,
     vocab_kvs,
 )
 from .hparams import normalize_hparams, vocab_size_of
 
 ARCHITECTURES: tuple[str, ...] = ("DFlashDraftModel",)
-__all__ = ["ARCHITECTURES", "TARGET_TENSORS", "build_plan", "claims", "draft_tensors", "hf_names"]
+__all__ = ["ARCHITECTURES", "TARGET_TENSORS", "build_plan", "claims", "draft_tensors", "hf_names",
+           "target_facts"]
 
 
 def build_plan(ctx: Context) -> Plan:
