@@ -150,7 +150,7 @@ def fp8_to_gguf(weight: np.ndarray, scale: np.ndarray, *, row0: int = 0, out: QT
 
     Example:
         >>> w = np.full((1, 32), 0x38, np.uint8)
-        >>> fp8_to_gguf(w, np.array([[127]], np.uint8))[:3].tolist()  # Q8_0: d = 1/127 as F16, q = 127
+        >>> fp8_to_gguf(w, np.array([[127]], np.uint8))[0, :3].tolist()  # Q8_0: d = 1/127 as F16, q = 127
         [8, 32, 127]
     """
     x = fp8_block_dequant(weight, scale, row0=row0)
