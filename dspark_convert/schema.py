@@ -338,8 +338,9 @@ HC_SINKHORN_ITERATIONS = "{arch}.hyper_connection.sinkhorn_iterations"
 HC_EPSILON = "{arch}.hyper_connection.epsilon"
 HASH_LAYER_COUNT = "{arch}.hash_layer_count"
 
-#: ``expert_gating_func`` values (llama.cpp ``llama_expert_gating_func_type``); the DSV4 loader requires 4.
-EXPERT_GATING_FUNCS: dict[str, int] = {"softmax": 1, "sigmoid": 2, "softmax_weight": 3, "sqrtsoftplus": 4}
+#: router score function (config ``scoring_func`` and aliases) -> ``expert_gating_func`` (llama.cpp
+#: ``llama_expert_gating_func_type``: softmax 1, sigmoid 2, sqrtsoftplus 4); the DSV4 loader requires 4.
+SCORE_FUNCS: dict[str, int] = {"softmax": 1, "sigmoid": 2, "sqrtsoftplus": 4}
 EXPERT_GATING_SQRTSOFTPLUS = 4
 #: ``general.file_type`` of every DSV4 DSpark GGUF (LlamaFileType.MOSTLY_MXFP4_MOE), whatever --outtype says
 FILE_TYPE_MOSTLY_MXFP4_MOE = 38
