@@ -15,6 +15,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 from . import schema as S
+from .dsv4_rules import dsv4_rules
 from .plan import KV, Plan
 
 
@@ -128,7 +129,23 @@ def check_plan(plan: Plan) -> list[Finding]:
     why: dict[str, str] = {}  # name -> where the expected shape comes from (for shape messages)
     required: set[str] = set()
 
-    if arch == S.ARCH_DFLASH:
+    hc_count = val(S.HC_COUNT)
+    if arch == S.ARCH_DFLASH and isinstance(hc_count, int) and not isinstance(hc_count, bool) and hc_count > 0:
+        # DeepSeek-V4 DSpark: the loader's hyper-connection branch (dsv4_rules.py)
+        taps = val(S.DFLASH_TARGET_LAYERS)
+        if not isinstance(taps, (list, tuple)) or not taps:
+            err(S.DFLASH_TARGET_LAYERS, "required-key", "is missing (llama.cpp: \"DFlash model requires 'target_layers'\")")
+        if S.TOKENIZER_MASK_ID not in kv:
+            out.append(Finding("warning", S.TOKENIZER_MASK_ID, "mask", "is missing: the draft's block is filled with token -1"))
+        rules = dsv4_rules(val, n_tokens, {t.name: tuple(t.shape) for t in plan.tensors})
+        for subject, rule, msg in rules.findings:
+            err(subject, rule, msg)
+        expected.update(rules.expected)
+        why.update(rules.why)
+        required |= rules.required
+        n_layer = 0  # the DSV4 block tensors are in `expected` already
+        in_width = H
+    elif arch == S.ARCH_DFLASH:
         taps = val(S.DFLASH_TARGET_LAYERS)
         if not isinstance(taps, (list, tuple)) or not taps:
             err(S.DFLASH_TARGET_LAYERS, "required-key", "is missing (llama.cpp: \"DFlash model requires 'target_layers'\")")
