@@ -17,6 +17,8 @@ torch is imported inside the functions (verify is the only command that needs it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from gguf import GGMLQuantizationType as QT
@@ -99,3 +101,85 @@ def gguf_values(raw: np.ndarray, ggml_type: QT) -> np.ndarray:
     """The GGUF tensor bytes (rows of the byte shape) dequantized by gguf-py, float32."""
     with np.errstate(over="ignore", invalid="ignore"):
         return quants.dequantize(np.asarray(raw).view(np.uint8), ggml_type).astype(np.float32, copy=False)
+
+
+# ---------------------------------------------------------------------------------------------- driver
+ROWS_PER_CHUNK_F32 = 1 << 22  #: float32 values per compared chunk (16 MiB), whatever the tensor size
+
+
+def source_map(names: list[str]) -> dict[str, tuple[str, ...]]:
+    """GGUF tensor name -> checkpoint names it comes from: ``(weight,)``, ``(weight, scale)`` for FP8, and for an
+    expert stack ``(w_e0.weight, w_e0.scale, w_e1.weight, ...)``; from the DeepSeek-V4 DSpark name tables."""
+    from ..families.dspark_dsv4 import EXPERT_TENSORS, expert_parts, gguf_name, split_stage
+
+    have = set(names)
+    out: dict[str, tuple[str, ...]] = {}
+    experts: dict[tuple[int, str], dict[int, tuple[str, str]]] = {}
+    for n in names:
+        if not n.startswith("mtp."):
+            continue
+        s, rest = split_stage(n)
+        ex = expert_parts(rest)
+        if ex is not None:
+            e, w, part = ex
+            if part == "weight":
+                experts.setdefault((s, w), {})[e] = (n, n.removesuffix(".weight") + ".scale")
+            continue
+        if rest.endswith(".scale") and n.removesuffix(".scale") + ".weight" in have:
+            continue
+        g = gguf_name(s, rest)
+        if g is not None:
+            scale = n.removesuffix(".weight") + ".scale"
+            out[g] = (n, scale) if n.endswith(".weight") and scale in have else (n,)
+    for (s, w), per in experts.items():
+        out[f"blk.{s}.{EXPERT_TENSORS[w]}"] = tuple(x for e in sorted(per) for x in per[e])
+    return out
+
+
+def check_tensor(g: Any, ck: Any, name: str, sources: tuple[str, ...]) -> TensorCheck:
+    """Compare GGUF tensor ``name`` (``g``: :class:`..reference.weights.GGUFWeights`) with its checkpoint sources
+    (``ck``: :class:`..checkpoint.Checkpoint`), chunk by chunk."""
+    qt = g.qtype(name)
+    shape = list(g.shape(name))
+    chk = TensorCheck(name, qt.name if qt is not None else "?", shape[::-1])
+    if qt is None:
+        chk.passed, chk.first_mismatch = False, "unknown GGML type"
+        return chk
+    if qt == QT.MXFP4:  # one expert at a time: [rows, cols] per expert
+        rows = shape[1]
+        for e in range(0, len(sources), 2):
+            w, s = sources[e], sources[e + 1]
+            ref = fp4_values(ck.read_rows(w, 0, ck.shape(w)[0]), ck.read_rows(s, 0, ck.shape(s)[0]))
+            k = e // 2
+            chk.add(ref, g.rows(name, slice(k * rows, (k + 1) * rows)), ref)
+        return chk
+    src = sources[0]
+    src_shape = ck.shape(src)
+    n_rows = src_shape[0] if src_shape else 1
+    cols = max(1, int(np.prod(src_shape[1:]))) if len(src_shape) > 1 else 1
+    step = max(128, ROWS_PER_CHUNK_F32 // cols // 128 * 128)
+    scale = ck.read_rows(sources[1], 0, ck.shape(sources[1])[0]) if len(sources) == 2 else None
+    for a in range(0, n_rows, step):
+        b = min(n_rows, a + step)
+        raw = ck.read_rows(src, a, b) if src_shape else ck.read_rows(src, 0, 1)
+        ref = fp8_values(raw, scale, row0=a) if scale is not None else plain_values(raw, ck.ref(src).dtype)
+        ref = ref.reshape(b - a, -1) if len(shape) > 1 else ref.reshape(1, -1)
+        got = g.rows(name, slice(a, b)) if len(shape) > 1 else g.array(name).reshape(1, -1)
+        chk.add(ref, got.reshape(ref.shape), rounded(ref, qt))
+    return chk
+
+
+def dsv4_tensor_checks(gguf_path: str | Path, ck: Any) -> tuple[list[TensorCheck], list[str]]:
+    """Every tensor of a DeepSeek-V4 DSpark GGUF against the checkpoint ``ck``; returns (checks, problems) where
+    problems name GGUF tensors without a checkpoint source and draft tensors the GGUF lacks."""
+    from .weights import GGUFWeights
+
+    g = GGUFWeights(gguf_path)
+    smap = source_map(list(ck.names))
+    present = [t.name for t in g.file.tensors]
+    problems = [f"GGUF tensor '{n}' has no source in the checkpoint" for n in present if n not in smap]
+    problems += [f"checkpoint tensor '{smap[n][0]}' is missing from the GGUF (expected '{n}')"
+                 for n in smap if n not in set(present)]
+    checks = [check_tensor(g, ck, n, smap[n]) for n in present if n in smap]
+    g.file.close()
+    return checks, problems
