@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,26 @@ MAX_HEADER_BYTES = 100 * 1024 * 1024
 INDEX_NAME = "model.safetensors.index.json"
 
 
-def load_json(path: Path) -> dict[str, Any]:
-    """Read a JSON object from ``path`` with one-line errors that name the file.
+#: config sub-dicts that multimodal wrappers nest the text model's config in (upstream merges them into the top
+#: level, under the name text_config)
+TEXT_CONFIG_KEYS = ("text_config", "llm_config", "lm_config", "language_config", "lfm")
+#: where a checkpoint keeps its input embedding and its output head (first match wins); a target without an
+#: output head ties it to the embedding
+EMBED_NAMES = ("model.embed_tokens.weight", "embed_tokens.weight", "model.language_model.embed_tokens.weight",
+               "language_model.model.embed_tokens.weight", "transformer.wte.weight")
+OUTPUT_NAMES = ("lm_head.weight", "model.lm_head.weight", "language_model.lm_head.weight", "output.weight")
+
+#: a tensor-name predicate: which tensors of a checkpoint a conversion reads (None: all of them)
+Select = Callable[[str], bool]
+
+
+def read_json(path: Path) -> Any:
+    """Parse the JSON file ``path`` (any JSON value) with one-line errors that name the file.
+
+    This is the package's one JSON file reader (configs, tokenizer files, indexes, metadata overrides).
 
     Example:
-        >>> load_json(Path("fixtures/dflash-zlab/config.json"))["architectures"]
+        >>> read_json(Path("fixtures/dflash-zlab/config.json"))["architectures"]
         ['DFlashDraftModel']
     """
     try:
@@ -40,12 +56,35 @@ def load_json(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as e:
         raise ConvertError(f"{path}: cannot read ({e})") from None
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise ConvertError(f"{path}: malformed JSON at line {e.lineno} column {e.colno} ({e.msg})") from None
+
+
+def load_json(path: Path) -> dict[str, Any]:
+    """:func:`read_json` for a file that must hold a JSON object.
+
+    Example:
+        >>> load_json(Path("fixtures/dflash-zlab/config.json"))["architectures"]
+        ['DFlashDraftModel']
+    """
+    data = read_json(path)
     if not isinstance(data, dict):
         raise ConvertError(f"{path}: expected a JSON object, found {type(data).__name__}")
     return data
+
+
+def load_json_if_present(path: Path) -> dict[str, Any] | None:
+    """:func:`load_json`, or None when the file does not exist (optional files: tokenizer_config.json, ...)."""
+    return load_json(path) if path.is_file() else None
+
+
+def read_weight_map(index: Path) -> dict[str, Any]:
+    """The ``weight_map`` of a ``model.safetensors.index.json`` (tensor name -> shard file name), non-empty."""
+    weight_map = load_json(index).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ConvertError(f"{index}: no 'weight_map' object")
+    return weight_map
 
 
 @dataclass(frozen=True)
@@ -131,11 +170,29 @@ def read_safetensors_header(path: Path) -> list[TensorRef]:
     return refs
 
 
+def tensor_names(folder: Path) -> list[str]:
+    """The tensor names of a checkpoint folder without opening its shards where an index lists them.
+
+    From ``model.safetensors.index.json`` when there is one, else from the headers of the ``model*.safetensors``
+    files; empty for a pickle checkpoint. Family selection (``families.family_for``) uses these names to
+    recognise a draft by its tensors before deciding which shards to read.
+    """
+    index = folder / INDEX_NAME
+    if index.is_file():
+        return sorted(read_weight_map(index))
+    files = sorted(p for p in folder.iterdir() if p.name.startswith("model") and p.name.endswith(".safetensors"))
+    return [r.name for f in files for r in sorted(read_safetensors_header(f), key=lambda r: r.name)]
+
+
 class Checkpoint:
     """A draft or target checkpoint folder: raw ``config.json`` plus lazily mapped tensors.
 
     ``names`` lists the tensors in upstream's conversion order (contract §4.5): shard files sorted by name
     (from the index when there is one), and inside each file the tensor names sorted by code point.
+
+    ``select`` restricts the view to the tensors whose names it accepts. With an index, only the shards that
+    the index maps those names to are opened, so the other shards may be absent (a draft stored in 2 of the 46
+    shards of a target checkpoint needs only those 2).
 
     Example:
         >>> ck = Checkpoint(Path("fixtures/dflash-zlab"))
@@ -143,7 +200,7 @@ class Checkpoint:
         ('fc.weight', 'BF16')
     """
 
-    def __init__(self, path: Path, *, need_config: bool = True) -> None:
+    def __init__(self, path: Path, *, need_config: bool = True, select: Select | None = None) -> None:
         self.path = Path(path)
         if not self.path.is_dir():
             raise ConvertError(f"{self.path}: no such folder")
@@ -151,6 +208,7 @@ class Checkpoint:
         if need_config and not cfg.is_file():
             raise ConvertError(f"{self.path}: no config.json (expected a Hugging Face checkpoint folder)")
         self.config: dict[str, Any] = load_json(cfg) if cfg.is_file() else {}
+        self.select = select
         self._refs: dict[str, TensorRef] = {}
         self.names: list[str] = []
         self.files: list[Path] = []
@@ -158,28 +216,32 @@ class Checkpoint:
         self._maps: dict[Path, np.memmap] = {}
         self._index_tensors()
 
+    def _wanted(self, name: str) -> bool:
+        return self.select is None or self.select(name)
+
     # ------------------------------------------------------------------------------------------ discovery
     def _index_tensors(self) -> None:
         index = self.path / INDEX_NAME
+        weight_map: dict[str, Any] | None = None
         if index.is_file():
-            weight_map = load_json(index).get("weight_map")
-            if not isinstance(weight_map, dict) or not weight_map:
-                raise ConvertError(f"{index}: no 'weight_map' object")
+            weight_map = {n: fn for n, fn in read_weight_map(index).items() if self._wanted(n)}
             files = sorted(set(weight_map.values()))
             for fn in files:
-                if not (self.path / fn).is_file():
+                if not isinstance(fn, str) or not (self.path / fn).is_file():
                     first = next(k for k, v in weight_map.items() if v == fn)
                     raise ConvertError(f"{index}: shard '{fn}' (holding '{first}') is missing from {self.path}")
             self.files = [self.path / fn for fn in files]
         else:
             self.files = sorted(p for p in self.path.iterdir() if p.name.startswith("model") and p.name.endswith(".safetensors"))
-            weight_map = None
         if not self.files:
-            self._index_pickles()
+            if weight_map is None:
+                self._index_pickles()
             return
         for f in self.files:
             refs = read_safetensors_header(f)
             for r in sorted(refs, key=lambda r: r.name):
+                if not self._wanted(r.name):
+                    continue
                 if r.name in self._refs:
                     raise ConvertError(f"{self.path}: tensor '{r.name}' is in two shards ({self._refs[r.name].file.name} and {f.name})")
                 self._refs[r.name] = r
@@ -204,6 +266,8 @@ class Checkpoint:
         self._pickle = {}
         for b in bins:
             for name, arr in load_pickle_state_dict(b).items():
+                if not self._wanted(name):
+                    continue
                 if name in self._pickle:
                     raise ConvertError(f"{self.path}: tensor '{name}' is in two files")
                 self._pickle[name] = arr

@@ -14,20 +14,16 @@ from pathlib import Path
 
 from . import schema as S
 from .check import Finding, check_plan, errors
-from .checkpoint import Checkpoint, load_json
+from .checkpoint import Checkpoint, Select, load_json, tensor_names
 from .errors import ConvertError
-from .families import family_for
-from .families.common import Context, ConvertOptions, tensor_spec
+from .families import family_for, family_name
+from .families.base import Context, ConvertOptions, Family
+from .families.common import resolve_outtype, tensor_spec
 from .hub import ResolvedModel, resolve_draft, resolve_target
 from .metadata import general_kvs
 from .naming import default_output_name, expand_output_template
-from .plan import Plan, TensorSpec
+from .plan import KV, Plan, TensorSpec
 from .writer import Progress, write_plan
-
-#: where a target checkpoint keeps its input embedding and output head (first match wins)
-TARGET_EMBED_NAMES = ("model.embed_tokens.weight", "embed_tokens.weight", "model.language_model.embed_tokens.weight",
-                      "language_model.model.embed_tokens.weight", "transformer.wte.weight")
-TARGET_OUTPUT_NAMES = ("lm_head.weight", "language_model.lm_head.weight", "output.weight")
 
 
 @dataclass
@@ -45,25 +41,54 @@ class ConvertResult:
     notes: list[str] = field(default_factory=list)
 
 
-def _add_target_embeddings(plan: Plan, target: Checkpoint, ctx: Context, out_type_name: str) -> None:
-    """Self-contained drafts: take ``token_embd`` (and, for DFlash/DSpark, ``output``) from the target checkpoint.
+@dataclass
+class PlannedConversion:
+    """What :func:`plan_conversion` resolved: the plan, the checkpoints it reads, and who it is for.
 
-    Only tensors the draft lacks are added; they go before ``d2t`` (which stays last).
+    ``sources`` maps a TensorSpec ``origin`` to its open checkpoint; :meth:`close` releases them.
     """
-    out = S.OUTTYPES[out_type_name][0]
+
+    plan: Plan
+    sources: dict[str, Checkpoint]
+    family: Family
+    draft: ResolvedModel
+    target: ResolvedModel
+    outtype: str  # resolved: never "auto"
+
+    @property
+    def family_name(self) -> str:
+        return family_name(self.family)
+
+    def close(self) -> None:
+        for ck in self.sources.values():
+            ck.close()
+
+
+def choose_family(folder: Path) -> tuple[Family, Select | None]:
+    """The family of the draft checkpoint in ``folder`` (from its config and tensor names, without opening
+    shards an index lists) and the tensors it reads (None: all)."""
+    cfg = folder / "config.json"
+    if not cfg.is_file():
+        raise ConvertError(f"{folder}: no config.json (expected a Hugging Face checkpoint folder)")
+    config = load_json(cfg)
+    family = family_for(config, tensor_names(folder), str(cfg))
+    return family, family.draft_tensors(config)
+
+
+def _add_target_tensors(plan: Plan, family: Family, target: Checkpoint, ctx: Context) -> None:
+    """Self-contained drafts: take the family's ``TARGET_TENSORS`` the draft lacks from the target checkpoint.
+
+    They go before ``d2t`` (which stays last).
+    """
     have = {t.name for t in plan.tensors}
-    embed = next((n for n in TARGET_EMBED_NAMES if n in target), None)
-    head = next((n for n in TARGET_OUTPUT_NAMES if n in target), None)
     add: list[TensorSpec] = []
-    if S.T_TOKEN_EMBD not in have:
-        if embed is None:
-            raise ConvertError(f"{target.path}: no input embedding tensor ({', '.join(TARGET_EMBED_NAMES[:2])}) to embed into the draft")
-        add.append(tensor_spec(target, embed, S.T_TOKEN_EMBD, out, origin="target"))
-    if plan.arch == S.ARCH_DFLASH and S.T_OUTPUT not in have and S.T_D2T not in have:
-        src = head or embed  # tied embeddings: the output head is the embedding
+    for wanted in family.TARGET_TENSORS:
+        if any(n in have for n in wanted.unless):
+            continue
+        src = next((n for n in wanted.candidates if n in target), None)
         if src is None:
-            raise ConvertError(f"{target.path}: no output head (lm_head.weight) to embed into the draft")
-        add.append(tensor_spec(target, src, S.T_OUTPUT, out, origin="target"))
+            raise ConvertError(f"{target.path}: no {wanted.what} ({', '.join(wanted.shown)}) to embed into the draft")
+        add.append(tensor_spec(target, src, wanted.name, ctx.out_type, origin="target"))
     n_tokens = len(plan.value(S.TOKENIZER_TOKENS) or [])
     for t in add:  # every token id the draft sees must have a row (EAGLE-3's token_embd as well as DFlash's)
         if t.shape[0] != n_tokens:
@@ -86,36 +111,20 @@ def _check_layer_count(plan: Plan, draft: Checkpoint) -> None:
                            f"checkpoint has tensors for {have if present else 'no layers'}; expected layers 0..{n - 1}")
 
 
-def _explain(finding: Finding, plan: Plan, sources: dict[str, Checkpoint]) -> str:
+def _explain(finding: Finding, planned: PlannedConversion) -> str:
     """A loader-rule finding, plus the checkpoint file and HF tensor it concerns (what the user can fix)."""
-    t = plan.tensor(finding.subject)
-    if t is not None and t.source and t.origin in sources:
-        return f"{finding} (from {sources[t.origin].ref(t.source).file}: tensor '{t.source}')"
+    t = planned.plan.tensor(finding.subject)
+    if t is not None and t.source and t.origin in planned.sources:
+        return f"{finding} (from {planned.sources[t.origin].ref(t.source).file}: tensor '{t.source}')"
     if finding.rule == "required-tensor":
-        hf = _hf_name(finding.subject, plan.arch)
+        hf = planned.family.hf_names(finding.subject)
         if hf:
-            return f"{finding}; the draft checkpoint {sources['draft'].path} has no tensor '{hf}'"
+            names = " or ".join(f"'{n}'" for n in hf)
+            return f"{finding}; the draft checkpoint {planned.sources['draft'].path} has no tensor {names}"
     return str(finding)
 
 
-def _hf_name(gguf_name: str, arch: str) -> str | None:
-    """The (bare) HF name that maps to a GGUF tensor name, for messages about missing tensors."""
-    if gguf_name.startswith("blk."):
-        _, bid, short = gguf_name.split(".", 2)
-        suffix = next((hf for hf, g in S.LAYER_TENSORS.items() if g == short), None)
-        if suffix is None:
-            return None
-        return f"midlayer.{suffix}' or 'layers.0.{suffix}" if arch == S.ARCH_EAGLE3 else f"layers.{bid}.{suffix}"
-    return next((hf for hf, g in S.GLOBAL_TENSORS.items() if g == gguf_name), None)
-
-
-def outtype_of(plan: Plan) -> str:
-    """The outtype a plan was made for (``auto`` resolved), from its ``general.file_type``."""
-    ft = plan.value(S.GENERAL_FILE_TYPE)
-    return next(name for name, (_, file_type) in S.OUTTYPES.items() if file_type == ft)
-
-
-def _insert_general(plan: Plan, kvs: list) -> None:
+def _insert_general(plan: Plan, kvs: list[KV]) -> None:
     """general.* metadata goes right after general.type (row 4 of §2.1)."""
     pos = next(i for i, k in enumerate(plan.kvs) if k.name == S.GENERAL_TYPE) + 1
     names = {k.name for k in plan.kvs}
@@ -123,35 +132,47 @@ def _insert_general(plan: Plan, kvs: list) -> None:
 
 
 def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
-                    options: ConvertOptions | None = None) -> tuple[Plan, dict[str, Checkpoint], str, ResolvedModel, ResolvedModel]:
-    """Resolve the inputs and build the plan; returns (plan, sources, family name, draft, target). Writes nothing."""
+                    options: ConvertOptions | None = None) -> PlannedConversion:
+    """Resolve the inputs and build the plan. Writes nothing; close the result's checkpoints when done.
+
+    Example:
+        >>> p = plan_conversion("fixtures/dflash-zlab", "fixtures/target-qwen3")  # doctest: +SKIP
+        >>> p.family_name, p.outtype, len(p.plan.tensors)  # doctest: +SKIP
+        ('dflash', 'bf16', 22)
+    """
     options = options or ConvertOptions()
     if target_model_dir is None or str(target_model_dir) == "":
         raise ConvertError("--target-model-dir is required: the draft's tokenizer comes from its target model")
-    d = resolve_draft(str(draft))
-    ck = Checkpoint(d.path)
-    family = family_for(ck.config, str(d.path / "config.json"))
-    if not ck.names:
-        held = f"no tensor entries in {', '.join(f.name for f in ck.files)}" if ck.files else "no model*.safetensors or pytorch_model*.bin files"
-        raise ConvertError(f"{d.path}: the checkpoint has no tensors ({held})")
-    wanted = [*TARGET_EMBED_NAMES, *TARGET_OUTPUT_NAMES] if options.embed_from_target else []
-    t = resolve_target(str(target_model_dir), tensors=wanted)
-    if not (t.path / "config.json").is_file():
-        raise ConvertError(f"{t.path}: no config.json (the target model folder needs its config.json and tokenizer files)")
-    tconf = load_json(t.path / "config.json")
-    ctx = Context(draft=ck, target_dir=t.path, target_config=tconf, options=options)
-    plan = family.build_plan(ctx)
+    d = resolve_draft(str(draft), select=lambda folder: choose_family(folder)[1])
+    family, select = choose_family(d.path)
+    ck = Checkpoint(d.path, select=select)
     sources = {"draft": ck}
-    outtype = outtype_of(plan)
-    if options.embed_from_target:
-        target = Checkpoint(t.path)
-        _add_target_embeddings(plan, target, ctx, outtype)
-        sources["target"] = target
-    total = sum(ts.n_elements for ts in plan.tensors)
-    _insert_general(plan, general_kvs(d.path, total_params=total, target=t, metadata_override=options.metadata_override,
-                                      model_name=options.model_name, repo_id=d.repo_id))
-    plan.notes.append(f"draft {d.model_id}; target {t.model_id}")
-    return plan, sources, family.__name__.rsplit(".", 1)[-1], d, t
+    try:
+        if not ck.names:
+            held = (f"no tensor entries in {', '.join(f.name for f in ck.files)}" if ck.files
+                    else "no model*.safetensors or pytorch_model*.bin files")
+            raise ConvertError(f"{d.path}: the checkpoint has no tensors ({held})")
+        wanted = [n for t in family.TARGET_TENSORS for n in t.candidates] if options.embed_from_target else []
+        t = resolve_target(str(target_model_dir), tensors=wanted)
+        if not (t.path / "config.json").is_file():
+            raise ConvertError(f"{t.path}: no config.json (the target model folder needs its config.json and tokenizer files)")
+        tconf = load_json(t.path / "config.json")
+        outtype = resolve_outtype(options.outtype, ck)
+        ctx = Context(draft=ck, target_dir=t.path, target_config=tconf, options=options, outtype=outtype)
+        plan = family.build_plan(ctx)
+        plan.notes.insert(0, f"outtype {outtype}")
+        if options.embed_from_target:
+            sources["target"] = Checkpoint(t.path, select=set(wanted).__contains__)
+            _add_target_tensors(plan, family, sources["target"], ctx)
+        total = sum(ts.n_elements for ts in plan.tensors)
+        _insert_general(plan, general_kvs(d.path, total_params=total, target=t, metadata_override=options.metadata_override,
+                                          model_name=options.model_name, repo_id=d.repo_id))
+        plan.notes.append(f"draft {d.model_id}; target {t.model_id}")
+    except BaseException:
+        for opened in sources.values():
+            opened.close()
+        raise
+    return PlannedConversion(plan=plan, sources=sources, family=family, draft=d, target=t, outtype=outtype)
 
 
 def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str | Path | None = None, *,
@@ -172,23 +193,26 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
         probe = Path(expand_output_template(str(outfile), outtype=outtype if outtype != "auto" else "f16"))
         if "{" not in str(outfile) and probe.exists() and not force:
             raise ConvertError(f"{probe}: already exists (pass --force to overwrite it)")
-    plan, sources, family, d, t = plan_conversion(draft, target_model_dir, options=options)
-    resolved = outtype_of(plan)
-    _check_layer_count(plan, sources["draft"])
-    findings = check_plan(plan)
-    bad = errors(findings)
-    if bad:
-        raise ConvertError(f"the planned file would not load in llama.cpp: {_explain(bad[0], plan, sources)}"
-                           + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
-    if outfile is None:
-        outfile = default_output_name(family=family, outtype=resolved, target_name=t.model_id, draft_name=d.model_id,
-                                      size_label=plan.value(S.GENERAL_SIZE_LABEL))
-    path = Path(expand_output_template(str(outfile), outtype=resolved))
-    result = ConvertResult(path=path, plan=plan, findings=findings, outtype=resolved, dry_run=dry_run, family=family,
-                           notes=list(plan.notes))
-    if not dry_run:
-        result.bytes_written = write_plan(plan, sources, path, force=force, allow_nonfinite=allow_nonfinite, progress=progress)
-    for ck in sources.values():
-        ck.close()
+    planned = plan_conversion(draft, target_model_dir, options=options)
+    try:
+        plan = planned.plan
+        _check_layer_count(plan, planned.sources["draft"])
+        findings = check_plan(plan)
+        bad = errors(findings)
+        if bad:
+            raise ConvertError(f"the planned file would not load in llama.cpp: {_explain(bad[0], planned)}"
+                               + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
+        if outfile is None:
+            outfile = default_output_name(family=planned.family_name, outtype=planned.outtype,
+                                          target_name=planned.target.model_id, draft_name=planned.draft.model_id,
+                                          size_label=plan.value(S.GENERAL_SIZE_LABEL))
+        path = Path(expand_output_template(str(outfile), outtype=planned.outtype))
+        result = ConvertResult(path=path, plan=plan, findings=findings, outtype=planned.outtype, dry_run=dry_run,
+                               family=planned.family_name, notes=list(plan.notes))
+        if not dry_run:
+            result.bytes_written = write_plan(plan, planned.sources, path, force=force, allow_nonfinite=allow_nonfinite,
+                                              progress=progress)
+    finally:
+        planned.close()
     result.seconds = time.perf_counter() - t0
     return result

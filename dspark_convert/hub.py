@@ -4,7 +4,8 @@ A spec is a **local folder** when that path exists (an existing path always wins
 ``Qwen/Qwen3-8B`` under the working directory is used as is). Otherwise a spec of the form ``org/name`` or
 ``org/name@revision`` is a **Hub repo id**, fetched with :func:`huggingface_hub.snapshot_download` into the
 standard Hugging Face cache; only the files the conversion reads are fetched (see :data:`DRAFT_PATTERNS`,
-:data:`TARGET_PATTERNS` and :func:`resolve_target` for the target's weight shards).
+:data:`TARGET_PATTERNS`, and the ``select`` / ``tensors`` arguments of :func:`resolve_draft` /
+:func:`resolve_target`, which fetch only the weight shards that hold the tensors a conversion reads).
 
 Environment: ``HF_HUB_CACHE`` / ``HF_HOME`` / ``XDG_CACHE_HOME`` pick the cache, ``HF_HUB_OFFLINE`` (or
 ``TRANSFORMERS_OFFLINE``) forbids network access, ``HF_TOKEN`` authenticates. huggingface_hub reads these once,
@@ -17,11 +18,10 @@ huggingface_hub.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,17 +40,20 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import validate_repo_id
 
+from .checkpoint import INDEX_NAME, Select, read_json
 from .errors import ConvertError
 
 #: Files fetched for a draft checkpoint (``*.bin`` only when the repo has no safetensors: BIN_PATTERNS).
 DRAFT_PATTERNS = ["config.json", "generation_config.json", "README.md", "*.safetensors",
                   "model.safetensors.index.json"]
+#: What a draft with a ``select`` is fetched with first: everything but the weights (then only the needed shards).
+DRAFT_META_PATTERNS = ["config.json", "generation_config.json", "README.md", "model.safetensors.index.json"]
 BIN_PATTERNS = ["*.bin", "pytorch_model.bin.index.json"]
 #: Files fetched for the target model: its config and everything the tokenizer step reads (contract §3.1).
 TARGET_PATTERNS = ["config.json", "tokenizer.json", "tokenizer_config.json", "tokenizer.model", "merges.txt",
                    "vocab.json", "added_tokens.json", "special_tokens_map.json", "chat_template.jinja",
                    "chat_template.json", "additional_chat_templates/*"]
-TARGET_INDEX = "model.safetensors.index.json"
+TARGET_INDEX = INDEX_NAME
 TARGET_SINGLE = "model.safetensors"
 #: At least one of these must exist in a Hub target: without them there is no tokenizer to copy.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
@@ -155,12 +158,17 @@ def hub_offline() -> bool:
     return (value is not None and value.upper() in _TRUE) or bool(hf_constants.HF_HUB_OFFLINE)
 
 
-def resolve_draft(spec: str) -> ResolvedModel:
+def resolve_draft(spec: str, *, select: Callable[[Path], Select | None] | None = None) -> ResolvedModel:
     """The draft checkpoint folder for ``spec``: a local folder, or the cache snapshot of a Hub repo.
 
     From the Hub it fetches ``config.json``, ``generation_config.json``, ``README.md`` (both read by the
     ``general.*`` metadata), the top-level ``*.safetensors`` and ``model.safetensors.index.json``, and only if
     there is no safetensors file, ``*.bin`` and ``pytorch_model.bin.index.json``.
+
+    With ``select``, the files other than weights come first; when the repo has a safetensors index,
+    ``select(folder)`` (the snapshot folder holding them) may return a tensor-name predicate, and then only the
+    shards the index maps the accepted names to are fetched: a draft stored in 2 of the 46 shards of a target
+    checkpoint costs those 2. A ``select`` returning None fetches every shard.
 
     Example:
         >>> resolve_draft("deepseek-ai/dspark_qwen3_8b_block7").path.parent.name  # doctest: +SKIP
@@ -171,6 +179,12 @@ def resolve_draft(spec: str) -> ResolvedModel:
         return local
     repo_id, revision = split_repo_spec(spec)
     fetch = _Fetcher(repo_id, revision)
+    if select is not None:
+        folder = fetch(DRAFT_META_PATTERNS, ignore=["*/*"])
+        fetch.require(folder, "config.json")
+        wanted = select(folder) if (folder / TARGET_INDEX).is_file() else None
+        if wanted is not None:
+            return fetch.result(_fetch_shards(fetch, folder, wanted))
     # "*/*" keeps the wildcards to the top level: drafts never need files in sub-folders.
     folder = fetch(DRAFT_PATTERNS, ignore=["*/*"])
     if not any(folder.glob("*.safetensors")):
@@ -181,37 +195,33 @@ def resolve_draft(spec: str) -> ResolvedModel:
     return fetch.result(folder)
 
 
-def resolve_target(spec: str, *, tensors: Iterable[str] = ()) -> ResolvedModel:
+def resolve_target(spec: str, *, tensors: Iterable[str] | Select = ()) -> ResolvedModel:
     """The target model folder for ``spec``: a local folder, or the cache snapshot of a Hub repo.
 
     From the Hub it fetches ``config.json`` and the tokenizer files (:data:`TARGET_PATTERNS`). Weights are
-    fetched only when ``tensors`` names some (for example the embedding a ``--embed-from-target`` run copies):
-    ``model.safetensors.index.json`` first, then only the shards that hold those tensors; without an index,
-    the single ``model.safetensors``. Names absent from the index are skipped (the caller reports them).
+    fetched only when ``tensors`` names some (for example the embedding a ``--embed-from-target`` run copies),
+    as names or as a name predicate: ``model.safetensors.index.json`` first, then only the shards that hold
+    those tensors; without an index, the single ``model.safetensors``. Names absent from the index are skipped
+    (the caller reports them).
 
     Example:
         >>> t = resolve_target("Qwen/Qwen3-8B", tensors=["model.embed_tokens.weight"])  # doctest: +SKIP
         >>> sorted(p.name for p in t.path.glob("*.safetensors"))  # doctest: +SKIP
         ['model-00001-of-00005.safetensors']
     """
-    wanted = list(tensors)
+    wanted = _as_select(tensors)
     local = _local_folder(spec)
     if local is not None:
         return local
     repo_id, revision = split_repo_spec(spec)
     fetch = _Fetcher(repo_id, revision)
-    folder = fetch(TARGET_PATTERNS + ([TARGET_INDEX] if wanted else []))
+    folder = fetch(TARGET_PATTERNS + ([TARGET_INDEX] if wanted is not None else []))
     fetch.require(folder, "config.json")
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         fetch.missing("tokenizer (" + ", ".join(TOKENIZER_FILES[:-1]) + " or " + TOKENIZER_FILES[-1] + ")")
-    if wanted:
-        index = folder / TARGET_INDEX
-        if index.is_file():
-            shards = _shards_for(index, wanted, fetch.display)
-            if shards:
-                folder = fetch([glob.escape(s) for s in shards])
-                for shard in shards:
-                    fetch.require(folder, shard)
+    if wanted is not None:
+        if (folder / TARGET_INDEX).is_file():
+            folder = _fetch_shards(fetch, folder, wanted)
         else:
             folder = fetch([TARGET_SINGLE])
             fetch.require(folder, TARGET_SINGLE)
@@ -237,18 +247,36 @@ def _local_folder(spec: str) -> ResolvedModel | None:
     raise ConvertError(f"{spec}: no such folder")
 
 
-def _shards_for(index: Path, tensors: list[str], display: str) -> list[str]:
-    """The shard files of ``index`` that hold ``tensors``, in file-name order; shard names are checked."""
-    try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConvertError(f"{display}: {index.name} is not a safetensors index with a weight_map ({exc})") from None
+def _as_select(tensors: Iterable[str] | Select) -> Select | None:
+    """A name predicate for ``tensors`` (names or a predicate); None for no names."""
+    if callable(tensors):
+        return tensors
+    names = set(tensors)
+    return names.__contains__ if names else None
+
+
+def _fetch_shards(fetch: _Fetcher, folder: Path, select: Select) -> Path:
+    """Fetch the shards the index in ``folder`` maps the accepted tensor names to; return the snapshot folder."""
+    shards = _shards_for(folder / TARGET_INDEX, select, fetch.display)
+    if shards:
+        folder = fetch([glob.escape(s) for s in shards])
+        for shard in shards:
+            fetch.require(folder, shard)
+    return folder
+
+
+def _shards_for(index: Path, select: Select, display: str) -> list[str]:
+    """The shard files of ``index`` that hold the tensors ``select`` accepts, in file-name order; shard names
+    are checked (the index is repo content)."""
+    data = read_json(index)
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if weight_map is None:
+        raise ConvertError(f"{display}: {index.name} is not a safetensors index (no 'weight_map')")
     if not isinstance(weight_map, dict):
         raise ConvertError(f"{display}: {index.name}: weight_map is {type(weight_map).__name__}, expected an object")
     shards = set()
-    for name in tensors:
-        shard = weight_map.get(name)
-        if shard is None:
+    for name, shard in weight_map.items():
+        if not select(name):
             continue
         # The index is repo content: a shard must be a plain file name inside the snapshot.
         if not isinstance(shard, str) or not shard or "/" in shard or "\\" in shard or shard in (".", ".."):

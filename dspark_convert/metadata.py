@@ -16,7 +16,6 @@ With ``target=None``, ``target_name=None`` and ``repo_id=None`` the output equal
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterable, Sequence
@@ -28,6 +27,7 @@ from gguf import GGUFValueType as VT
 from gguf.metadata import Metadata
 
 from . import schema as S
+from .checkpoint import read_json
 from .errors import ConvertError
 from .hub import ResolvedModel, split_repo_spec
 from .plan import KV, add_kv
@@ -160,10 +160,7 @@ def _hf_params(folder: Path) -> dict[str, Any]:
     path = Path(folder) / "config.json"
     if not path.is_file():
         return {}
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConvertError(f"{path}: not valid JSON ({exc})") from None
+    config = read_json(path)
     value = config.get("_name_or_path") if isinstance(config, dict) else None
     return {"_name_or_path": value} if isinstance(value, str) else {}
 
@@ -204,10 +201,7 @@ def _attr(key: str) -> str:
 def _apply_override(md: Metadata, sampling: dict[str, tuple[Any, str]], path: Path) -> None:
     if not path.is_file():
         raise ConvertError(f"{path}: no such metadata file")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConvertError(f"{path}: not valid JSON ({exc})") from None
+    data = read_json(path)
     if not isinstance(data, dict):
         raise ConvertError(f"{path}: is a JSON {type(data).__name__}, expected an object of general.* keys")
     sampling_keys = {key for key, _vt, _field in S.GENERAL_SAMPLING_KEYS}

@@ -8,8 +8,9 @@ A plan read back from an existing GGUF file (``reader.plan_from_gguf``) is the s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from gguf import GGML_QUANT_SIZES
@@ -38,25 +39,66 @@ class KV:
         return self.type.name
 
 
+#: where a tensor's values come from: a checkpoint ("draft", "target"), the converter itself ("generated"), or
+#: an existing GGUF file read back for ``check`` / ``diff`` ("file")
+Origin = Literal["draft", "target", "generated", "file"]
+
+
+class RowTransform(Protocol):
+    """What the writer needs from a row transform (implemented by ``transforms.Transform`` and its subclasses).
+
+    The writer streams a tensor by chunks of output rows ``[start, stop)`` whose length is a multiple of
+    ``row_group(rows)``, reads ``source_rows(start, stop, shapes)`` of each source tensor, and converts
+    ``apply(chunks, rows)`` from ``out_dtype(source dtypes)`` to the tensor's GGML type.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def n_sources(self) -> int: ...
+
+    def describe(self) -> str: ...
+
+    def row_group(self, rows: int) -> int | None: ...
+
+    def source_rows(self, start: int, stop: int, shapes: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, int], ...]: ...
+
+    def out_dtype(self, dtypes: tuple[str, ...]) -> str: ...
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray: ...
+
+    def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray: ...
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     """One tensor of the output file.
 
-    ``shape`` is the logical numpy (HF) shape; GGUF stores it reversed (ggml ``ne``). ``source`` names the HF
-    tensor it comes from (in the draft checkpoint, or in the target checkpoint when ``origin == "target"``);
-    generated tensors carry their (small) ``data`` instead. ``transform`` names a value-preserving reordering
-    applied before the dtype conversion (see ``transforms.TRANSFORMS``).
+    ``shape`` is the logical numpy (HF) shape; GGUF stores it reversed (ggml ``ne``). ``sources`` names the HF
+    tensors it is made from (in the draft checkpoint, or in the target checkpoint when ``origin == "target"``):
+    one, or several for a ``transform`` that combines them (a weight and its block scales, a stack of
+    experts). Generated tensors carry their (small) ``data`` instead. ``transform`` is a row transform applied
+    before the dtype conversion (a ``transforms.Transform``; the registry is ``transforms.TRANSFORMS``).
     """
 
     name: str
     shape: tuple[int, ...]
     ggml_type: QT
-    source: str | None = None
-    origin: str = "draft"  # "draft" | "target" | "generated"
-    transform: str | None = None
-    transform_args: tuple[int, ...] = ()
-    source_dtype: str | None = None  # safetensors dtype string of the source ("BF16", "F32", ...)
+    sources: tuple[str, ...] = ()
+    origin: Origin = "draft"
+    transform: RowTransform | None = None
+    source_dtype: str | None = None  # safetensors dtype string of the (first) source ("BF16", "F32", ...)
     data: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def source(self) -> str | None:
+        """The first (usually the only) source tensor name, or None for a generated tensor."""
+        return self.sources[0] if self.sources else None
+
+    @property
+    def transform_name(self) -> str | None:
+        return self.transform.name if self.transform is not None else None
 
     @property
     def ne(self) -> tuple[int, ...]:

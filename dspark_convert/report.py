@@ -31,7 +31,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "arch": plan.arch,
         "kvs": [{"name": k.name, "type": k.describe(), "value": kv_preview(k)} for k in plan.kvs],
         "tensors": [{"name": t.name, "type": t.ggml_type.name, "ne": list(t.ne), "nbytes": t.nbytes, "source": t.source,
-                     "origin": t.origin, "transform": t.transform} for t in plan.tensors],
+                     "origin": t.origin, "transform": t.transform_name} for t in plan.tensors],
         "tensor_bytes": plan.total_tensor_bytes(),
         "notes": plan.notes,
     }
@@ -56,7 +56,7 @@ def render_plan(plan: Plan, console: Console) -> None:
         tt.add_column(col, overflow="fold")
     for t in plan.tensors:
         src = t.source if t.origin == "draft" else f"{t.origin}:{t.source or ''}"
-        tt.add_row(t.name, t.ggml_type.name, str(list(t.ne)), f"{t.nbytes:,}", src or "", t.transform or "")
+        tt.add_row(t.name, t.ggml_type.name, str(list(t.ne)), f"{t.nbytes:,}", src or "", t.transform_name or "")
     console.print(tt)
 
 

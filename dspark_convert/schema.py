@@ -1,8 +1,11 @@
 """The single table of GGUF names and types used by dspark-convert (data only, no logic).
 
 The PyPI ``gguf`` package (0.19.0) does not know the ``dflash`` / ``eagle3`` architectures, so this module owns
-every arch string, metadata key (with its GGUF value type) and tensor name that our files contain. Nothing else
-in the package spells a GGUF name. Facts come from ``spec/gguf-contract.md`` (llama.cpp master @749f688).
+every arch string, metadata key (with its GGUF value type) and tensor name that our files contain. It is the
+GGUF side only: the HF -> GGUF name tables belong to the family modules (``families/*.NAMES``). The converter
+spells GGUF names only through this module; the reference forwards (``reference/*``) and ``verify`` spell them
+again on purpose, so that a wrong name here cannot hide behind the same wrong name there. Facts come from
+``spec/gguf-contract.md`` (llama.cpp master @749f688).
 """
 
 from __future__ import annotations
@@ -212,47 +215,32 @@ ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {
 }
 
 # ---------------------------------------------------------------------------------------------- tensors
-# HF name (after the family's prefix normalisation: per-layer names have "layers.{i}." stripped) -> GGUF name.
-LAYER_TENSORS: dict[str, str] = {
-    "input_layernorm.weight": "attn_norm.weight",
-    "hidden_norm.weight": "attn_norm_2.weight",  # EAGLE-3 only
-    "self_attn.q_proj.weight": "attn_q.weight",
-    "self_attn.k_proj.weight": "attn_k.weight",
-    "self_attn.v_proj.weight": "attn_v.weight",
-    "self_attn.o_proj.weight": "attn_output.weight",
-    "self_attn.q_proj.bias": "attn_q.bias",
-    "self_attn.k_proj.bias": "attn_k.bias",
-    "self_attn.v_proj.bias": "attn_v.bias",
-    "self_attn.o_proj.bias": "attn_output.bias",
-    "self_attn.q_norm.weight": "attn_q_norm.weight",
-    "self_attn.k_norm.weight": "attn_k_norm.weight",
-    "self_attn.sinks": "attn_sinks.weight",
-    "post_attention_layernorm.weight": "ffn_norm.weight",
-    "mlp.gate_proj.weight": "ffn_gate.weight",
-    "mlp.up_proj.weight": "ffn_up.weight",
-    "mlp.down_proj.weight": "ffn_down.weight",
-}
+# GGUF tensor names only: which HF tensor becomes which is each family's own table (families/*: NAMES).
 LAYER_PREFIX = "blk.{bid}."
-
-GLOBAL_TENSORS: dict[str, str] = {
-    "norm.weight": "output_norm.weight",
-    "fc.weight": "fc.weight",
-    "fc.bias": "fc.bias",
-    "hidden_norm.weight": "enc.output_norm.weight",  # DFlash/DSpark context norm
-    "input_norm.weight": "enc.output_norm.weight",  # EAGLE-3 norm_before_fc
-    "embed_tokens.weight": "token_embd.weight",
-    "lm_head.weight": "output.weight",
-    "markov_head.markov_w1.weight": "markov_w1.weight",
-    "markov_head.markov_w2.weight": "markov_w2.weight",
-    "confidence_head.proj.weight": "conf_proj.weight",
-    "confidence_head.proj.bias": "conf_proj.bias",
-    "d2t": "d2t",
-}
+#: per-layer tensors (ggml names without the blk.N. prefix)
+L_ATTN_NORM = "attn_norm.weight"
+L_ATTN_NORM_2 = "attn_norm_2.weight"  # EAGLE-3: the norm of the target hidden states
+L_ATTN_Q = "attn_q.weight"
+L_ATTN_K = "attn_k.weight"
+L_ATTN_V = "attn_v.weight"
+L_ATTN_OUT = "attn_output.weight"
+L_ATTN_Q_BIAS = "attn_q.bias"
+L_ATTN_K_BIAS = "attn_k.bias"
+L_ATTN_V_BIAS = "attn_v.bias"
+L_ATTN_OUT_BIAS = "attn_output.bias"
+L_ATTN_Q_NORM = "attn_q_norm.weight"
+L_ATTN_K_NORM = "attn_k_norm.weight"
+L_ATTN_SINKS = "attn_sinks.weight"
+L_FFN_NORM = "ffn_norm.weight"
+L_FFN_GATE = "ffn_gate.weight"
+L_FFN_UP = "ffn_up.weight"
+L_FFN_DOWN = "ffn_down.weight"
 
 T_TOKEN_EMBD = "token_embd.weight"
 T_OUTPUT = "output.weight"
 T_OUTPUT_NORM = "output_norm.weight"
 T_FC = "fc.weight"
+T_FC_BIAS = "fc.bias"
 T_ENC_NORM = "enc.output_norm.weight"
 T_MARKOV_W1 = "markov_w1.weight"
 T_MARKOV_W2 = "markov_w2.weight"
@@ -265,15 +253,12 @@ T_FC_SCALE = "fc.scale"
 #: Per-layer tensors llama.cpp's loader creates (ggml names without the blk.N. prefix), by arch (contract §7).
 LOADER_LAYER_TENSORS: dict[str, dict[str, bool]] = {  # name -> required
     ARCH_DFLASH: {
-        "attn_norm.weight": True, "ffn_norm.weight": True,
-        "attn_q.weight": True, "attn_k.weight": True, "attn_v.weight": True, "attn_output.weight": True,
-        "attn_q_norm.weight": True, "attn_k_norm.weight": True,
-        "ffn_gate.weight": True, "ffn_up.weight": True, "ffn_down.weight": True,
+        L_ATTN_NORM: True, L_FFN_NORM: True, L_ATTN_Q: True, L_ATTN_K: True, L_ATTN_V: True, L_ATTN_OUT: True,
+        L_ATTN_Q_NORM: True, L_ATTN_K_NORM: True, L_FFN_GATE: True, L_FFN_UP: True, L_FFN_DOWN: True,
     },
     ARCH_EAGLE3: {
-        "attn_norm.weight": True, "attn_norm_2.weight": True, "ffn_norm.weight": True,
-        "attn_q.weight": True, "attn_k.weight": True, "attn_v.weight": True, "attn_output.weight": True,
-        "ffn_gate.weight": True, "ffn_up.weight": True, "ffn_down.weight": True,
+        L_ATTN_NORM: True, L_ATTN_NORM_2: True, L_FFN_NORM: True, L_ATTN_Q: True, L_ATTN_K: True, L_ATTN_V: True,
+        L_ATTN_OUT: True, L_FFN_GATE: True, L_FFN_UP: True, L_FFN_DOWN: True,
     },
 }
 #: Global tensors the loader creates, by arch: name -> required (None: required under a condition, see check).

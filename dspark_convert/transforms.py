@@ -1,11 +1,21 @@
-"""Value-preserving reorderings (RoPE layouts, d2t) and the dtype conversions of contract §5–§6.
+"""Row transforms (RoPE layouts), d2t and the dtype conversions of contract §5–§6.
 
 Every function here is pure numpy on one array (or one row chunk of an array), so each can be tested alone.
+
+A **row transform** is an object (a :class:`Transform` subclass, registered in :data:`TRANSFORMS`) that a
+family puts on a :class:`~dspark_convert.plan.TensorSpec`. It knows everything the streaming writer needs:
+which whole number of rows a chunk must hold (:meth:`Transform.row_group`), which rows of each source tensor
+a chunk of output rows reads (:meth:`Transform.source_rows`, for transforms of several sources such as a
+weight and its block scales), how to rewrite those rows (:meth:`Transform.apply`) and the dtype of what it
+returns (:meth:`Transform.out_dtype`). The writer calls these and knows no transform by name.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
 
 import numpy as np
 from gguf import GGMLQuantizationType as QT
@@ -14,6 +24,121 @@ from gguf import quants
 from .errors import ConvertError
 
 Q8_0_BLOCK = 32
+Shapes = tuple[tuple[int, ...], ...]
+
+
+# ---------------------------------------------------------------------------------------------- row transforms
+@dataclass(frozen=True)
+class Transform:
+    """Base of the row transforms: rewrite rows of ``n_sources`` source tensors into rows of one GGUF tensor.
+
+    The output has the shape of the first source; the writer streams it by chunks of output rows
+    ``[start, stop)``, ``stop - start`` a multiple of :meth:`row_group`. A subclass is a frozen dataclass whose
+    fields are its arguments (so it compares, hashes and prints like data) and overrides :meth:`apply`; one of
+    several sources overrides :meth:`source_rows` too.
+    """
+
+    name: ClassVar[str] = ""
+    n_sources: ClassVar[int] = 1
+
+    @property
+    def args(self) -> tuple[Any, ...]:
+        """The arguments, in field order."""
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    def describe(self) -> str:
+        """``name(arg, ...)``, for messages."""
+        return f"{self.name}({', '.join(map(str, self.args))})"
+
+    def row_group(self, rows: int) -> int | None:
+        """Output rows a chunk must hold a multiple of, for a first source of ``rows`` rows; None when the
+        rows do not split evenly: the writer then calls :meth:`apply_whole` once (which normally raises)."""
+        return 1
+
+    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
+        """The row range of each source (``shapes`` in source order) that output rows ``[start, stop)`` need.
+
+        The default reads the same rows of every source.
+        """
+        return tuple((start, stop) for _ in shapes)
+
+    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
+        """The safetensors dtype of what :meth:`apply` returns (a reordering keeps the first source's)."""
+        return dtypes[0]
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        """The output rows made from one chunk of each source; ``rows`` is the first source's row count."""
+        raise NotImplementedError
+
+    def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+        """The whole output from whole sources (used when :meth:`row_group` is None)."""
+        return self.apply(arrays, arrays[0].shape[0] if arrays[0].ndim else 1)
+
+
+#: every row transform by name (what a dry run prints); :func:`register` adds one
+TRANSFORMS: dict[str, type[Transform]] = {}
+
+
+def register(cls: type[Transform]) -> type[Transform]:
+    """Class decorator: add a :class:`Transform` subclass to :data:`TRANSFORMS` under its ``name``."""
+    if not cls.name or cls.name in TRANSFORMS:
+        raise ValueError(f"transform {cls.__name__} needs a unique name, got {cls.name!r}")
+    TRANSFORMS[cls.name] = cls
+    return cls
+
+
+@register
+@dataclass(frozen=True)
+class DeinterleaveRope(Transform):
+    """:func:`deinterleave_rope` per head of ``head_dim`` rows (DSpark ``rope_is_neox_style: false``, §5.2).
+
+    Example:
+        >>> DeinterleaveRope(4).apply([np.arange(8)], 8).tolist()
+        [0, 2, 1, 3, 4, 6, 5, 7]
+    """
+
+    name: ClassVar[str] = "deinterleave_rope"
+    head_dim: int
+
+    def row_group(self, rows: int) -> int | None:  # a permutation inside each head of head_dim rows
+        hd = self.head_dim
+        return hd if hd > 0 and hd % 2 == 0 and rows % hd == 0 else None
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        return deinterleave_rope(chunks[0], self.head_dim)
+
+
+@register
+@dataclass(frozen=True)
+class Eagle3Permute(Transform):
+    """:func:`eagle3_permute`: llama.cpp's q/k permutation for Llama backbones (§5.2).
+
+    The permutation works inside each of ``n`` groups of ``rows / n`` rows (``n`` as in
+    :func:`eagle3_permute`), so a chunk of whole groups is permuted as a tensor of that many heads.
+
+    Example:
+        >>> Eagle3Permute(2, 2).apply([np.arange(4)], 8).tolist()  # 4 of 8 rows: one group of 4
+        [0, 2, 1, 3]
+    """
+
+    name: ClassVar[str] = "eagle3_permute"
+    n_head: int
+    n_head_kv: int
+
+    @property
+    def groups(self) -> int:
+        return self.n_head_kv if self.n_head_kv != self.n_head else self.n_head
+
+    def row_group(self, rows: int) -> int | None:
+        n = self.groups
+        return rows // n if n > 0 and rows % (2 * n) == 0 else None
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        heads = chunks[0].shape[0] // (rows // self.groups)  # the same per-group permutation, on this chunk's groups
+        return eagle3_permute(chunks[0], heads, heads)
+
+    def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+        return eagle3_permute(arrays[0], self.n_head, self.n_head_kv)
 
 
 # ---------------------------------------------------------------------------------------------- RoPE layouts

@@ -13,40 +13,28 @@ import collections
 import contextlib
 import errno
 import functools
-import io
-import itertools
 import os
 import secrets
 import signal
-import struct
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import BinaryIO
 
 import numpy as np
 from gguf import GGMLQuantizationType as QT
-from gguf import GGUFValueType as VT
-from gguf import GGUFWriter
-from gguf.gguf_writer import WriterState
 
 from . import schema as S
 from .checkpoint import Checkpoint
 from .errors import ConvertError
+from .gguffile.header import pad, write_header
 from .plan import Plan, TensorSpec
-from .transforms import convert_chunk, deinterleave_rope, eagle3_permute
+from .transforms import convert_chunk
 
-ALIGNMENT = 32
 CHUNK_BYTES = 4 * 1024 * 1024  # source bytes per chunk: bounds memory for any tensor size
 Progress = Callable[[int, int], None]
 _DISK_FULL = {errno.ENOSPC} | ({errno.EDQUOT} if hasattr(errno, "EDQUOT") else set())  # quota: same remedy
-
-TRANSFORMS: dict[str, Callable[..., np.ndarray]] = {
-    "deinterleave_rope": deinterleave_rope,
-    "eagle3_permute": eagle3_permute,
-}
-
 
 class _Terminated(BaseException):
     """Raised inside the writer when SIGTERM arrives, so the temporary file is removed."""
@@ -86,37 +74,15 @@ def _nonfinite(raw: np.ndarray, src_dtype: str) -> bool:
     return False
 
 
-def _row_group(spec: TensorSpec, rows: int) -> int | None:
-    """Rows a chunk must hold a multiple of for the spec's row transform to apply chunk by chunk.
-
-    None when the rows do not split evenly: the transform then runs once on the whole tensor and raises its own
-    error.
-    """
-    if spec.transform == "deinterleave_rope":  # a permutation inside each head of head_dim rows
-        hd = int(spec.transform_args[0])
-        return hd if hd > 0 and hd % 2 == 0 and rows % hd == 0 else None
-    if spec.transform == "eagle3_permute":  # a permutation inside each of n groups of rows
-        n_head, n_head_kv = spec.transform_args
-        n = n_head_kv if n_head_kv != n_head else n_head
-        return rows // n if n > 0 and rows % (2 * n) == 0 else None
-    return 1
-
-
-def _transform(spec: TensorSpec, chunk: np.ndarray, group: int) -> np.ndarray:
-    if spec.transform == "eagle3_permute":
-        heads = chunk.shape[0] // group
-        return eagle3_permute(chunk, heads, heads)  # the same per-group permutation, on this chunk's groups
-    return TRANSFORMS[spec.transform or ""](chunk, *spec.transform_args)
-
-
 def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
                allow_nonfinite: bool = False) -> Iterator[Callable[[], np.ndarray]]:
     """Yield one job per row chunk of a tensor; calling a job reads, checks and converts that chunk.
 
-    Each chunk holds about ``CHUNK_BYTES`` of source data (a whole number of transform groups) and is read with
-    ``Checkpoint.read_rows`` into a new array, so memory stays bounded by the chunk size whatever the model
-    size. Jobs are independent, so the writer runs them on worker threads, in any order, and writes the results
-    in file order.
+    Each chunk holds about ``CHUNK_BYTES`` of the first source's data (a whole number of the transform's row
+    groups) and is read with ``Checkpoint.read_rows`` into a new array, together with the rows of the other
+    sources the transform asks for (``Transform.source_rows``), so memory stays bounded by the chunk size
+    whatever the model size. Jobs are independent, so the writer runs them on worker threads, in any order,
+    and writes the results in file order.
     """
     if spec.data is not None:
         data = spec.data
@@ -124,25 +90,36 @@ def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
                        else convert_chunk(data.astype(np.float32), "F32", spec.ggml_type))
         return
     ck = sources[spec.origin]
-    ref = ck.ref(spec.source or "")
-    rows = ref.shape[0] if ref.shape else 1
-    group = _row_group(spec, rows)
+    refs = [ck.ref(name) for name in spec.sources]
+    t = spec.transform
+    if not refs or len(refs) != (t.n_sources if t is not None else 1):
+        raise ConvertError(f"internal: tensor '{spec.name}' has {len(refs)} sources for "
+                           f"{t.describe() if t is not None else 'no transform'}")
+    first = refs[0]
+    rows = first.shape[0] if first.shape else 1
+    group = t.row_group(rows) if t is not None else 1
+    dtype = t.out_dtype(tuple(r.dtype for r in refs)) if t is not None else first.dtype
 
     def finish(chunk: np.ndarray) -> np.ndarray:
-        if not allow_nonfinite and _nonfinite(chunk, ref.dtype):
-            raise ConvertError(f"{ref.file}: tensor '{ref.name}' contains NaN or Inf values "
+        if not allow_nonfinite and _nonfinite(chunk, dtype):
+            raise ConvertError(f"{first.file}: tensor '{first.name}' contains NaN or Inf values "
                                "(pass --allow-nonfinite to convert it anyway)")
-        return convert_chunk(chunk, ref.dtype, spec.ggml_type)
+        return convert_chunk(chunk, dtype, spec.ggml_type)
 
-    if group is None:  # rows that do not split evenly: the whole-tensor transform (normally raises its error)
-        yield lambda: finish(TRANSFORMS[spec.transform or ""](np.asarray(ck.read(ref.name)), *spec.transform_args))
+    if t is not None and group is None:  # rows that do not split evenly: the whole-tensor transform (normally raises)
+        yield lambda: finish(t.apply_whole([np.asarray(ck.read(r.name)) for r in refs]))
         return
-    row_bytes = max(1, (ref.end - ref.start) // max(1, rows))
+    group = group or 1
+    row_bytes = max(1, (first.end - first.start) // max(1, rows))
     step = max(group, CHUNK_BYTES // row_bytes // group * group)
+    shapes = tuple(r.shape for r in refs)
 
     def job(start: int) -> np.ndarray:
-        chunk = ck.read_rows(ref.name, start, min(rows, start + step))
-        return finish(chunk if spec.transform is None else _transform(spec, chunk, group))
+        stop = min(rows, start + step)
+        if t is None:
+            return finish(ck.read_rows(first.name, start, stop))
+        spans = t.source_rows(start, stop, shapes)
+        return finish(t.apply([ck.read_rows(r.name, a, b) for r, (a, b) in zip(refs, spans, strict=True)], rows))
 
     for start in range(0, max(rows, 1), step):
         yield functools.partial(job, start)
@@ -156,85 +133,6 @@ def tensor_chunks(spec: TensorSpec, sources: dict[str, Checkpoint], *, allow_non
     """
     for job in chunk_jobs(spec, sources, allow_nonfinite=allow_nonfinite):
         yield job()
-
-
-def _pad(n: int) -> int:
-    return (ALIGNMENT - n % ALIGNMENT) % ALIGNMENT
-
-
-# ---------------------------------------------------------------------------------------------- KV block
-_INT_DTYPES = {VT.UINT8: "<u1", VT.INT8: "<i1", VT.UINT16: "<u2", VT.INT16: "<i2", VT.UINT32: "<u4",
-               VT.INT32: "<i4", VT.UINT64: "<u8", VT.INT64: "<i8"}
-_U64 = struct.Struct("<Q")
-
-
-def _pack_array_items(items: list | tuple, sub: VT) -> bytes | None:
-    """The packed items of a GGUF array in bulk, or None where only gguf-py's per-item packer is sure to agree.
-
-    Bulk paths take exactly the Python types gguf-py packs the obvious way (str/bytes, int, float, bool); any
-    other item type, an out-of-range integer, a NaN or a float32 overflow goes back to gguf-py, which packs or
-    raises as it always does.
-    """
-    if sub == VT.STRING:
-        enc = []
-        for v in items:
-            if type(v) is str:
-                enc.append(v.encode("utf-8"))
-            elif type(v) is bytes:
-                enc.append(v)
-            else:
-                return None
-        return b"".join(itertools.chain.from_iterable(zip(map(_U64.pack, map(len, enc)), enc, strict=True)))
-    if sub in _INT_DTYPES:
-        if not all(type(v) is int for v in items):
-            return None
-        try:
-            return np.array(items, dtype=_INT_DTYPES[sub]).tobytes()
-        except OverflowError:  # numpy refuses out-of-range Python ints; struct.error is gguf-py's answer
-            return None
-    if sub in (VT.FLOAT32, VT.FLOAT64):
-        if not all(type(v) is float for v in items):
-            return None
-        a = np.array(items, dtype=np.float64)
-        if sub == VT.FLOAT64:
-            return a.astype("<f8").tobytes()
-        b = a.astype("<f4")  # the same C double -> float rounding as struct.pack("<f")
-        if np.isnan(a).any() or np.any(np.isinf(b) & ~np.isinf(a)):
-            return None
-        return b.tobytes()
-    if sub == VT.BOOL and all(type(v) is bool for v in items):
-        return np.array(items, dtype=np.bool_).tobytes()
-    return None
-
-
-def pack_kv_value(w: GGUFWriter, value: object, vtype: VT, sub_type: VT | None = None) -> bytes:
-    """The bytes ``w._pack_val(value, vtype, add_vtype=True, sub_type=sub_type)`` gives, with arrays in bulk.
-
-    gguf-py packs arrays item by item (a 150k-token vocabulary is ~0.5M ``struct.pack`` calls, seconds);
-    lists and tuples of plain str/int/float/bool are packed here in a few vectorised steps, everything else by
-    gguf-py itself. tests/test_perf_equivalence.py compares the two byte for byte.
-
-    Example:
-        >>> pack_kv_value(GGUFWriter(None, "x"), ["a", "bc"], VT.ARRAY, VT.STRING).hex()
-        '0900000008000000020000000000000001000000000000006102000000000000006263'
-    """
-    # exactly list or tuple (not a subclass); the isinstance only tells the type checker so
-    if (vtype == VT.ARRAY and sub_type is not None and type(value) in (list, tuple) and isinstance(value, (list, tuple))
-            and len(value) > 0):
-        items = _pack_array_items(value, sub_type)
-        if items is not None:
-            return struct.pack("<IIQ", VT.ARRAY, sub_type, len(value)) + items
-    return w._pack_val(value, vtype, add_vtype=True, sub_type=sub_type)
-
-
-def _write_kv_data(w: GGUFWriter, f: BinaryIO) -> None:
-    """``w.write_kv_data_to_file()``, byte for byte, with arrays packed by :func:`pack_kv_value`."""
-    block = bytearray()
-    for key, val in w.kv_data[0].items():
-        block += w._pack_val(key, VT.STRING, add_vtype=False)
-        block += pack_kv_value(w, val.value, val.type, val.sub_type)
-    f.write(block)
-    w.state = WriterState.KV_DATA
 
 
 # ---------------------------------------------------------------------------------------------- tensor data
@@ -277,10 +175,14 @@ def _write_tensors(f: BinaryIO, plan: Plan, sources: dict[str, Checkpoint], *, a
     exception is raised here when its turn to be written comes, so errors surface in file order.
     """
     total = plan.total_tensor_bytes()
-    jobs: Iterator[tuple[TensorSpec, Callable[[], np.ndarray] | None]] = (
-        (t, job) for t in plan.tensors
-        for job in itertools.chain(chunk_jobs(t, sources, allow_nonfinite=allow_nonfinite), [None]))  # None: end of t
-    pending: collections.deque[tuple[TensorSpec, Future[np.ndarray] | None]] = collections.deque()
+    # a tensor's chunk jobs, then the tensor itself: the marker for "end of its data"
+    def all_jobs() -> Iterator[Callable[[], np.ndarray] | TensorSpec]:
+        for t in plan.tensors:
+            yield from chunk_jobs(t, sources, allow_nonfinite=allow_nonfinite)
+            yield t
+
+    jobs = all_jobs()
+    pending: collections.deque[Future[np.ndarray] | TensorSpec] = collections.deque()
     done = n = unkicked = 0
     kicked = f.tell()
     _trim_heap()
@@ -293,20 +195,19 @@ def _write_tensors(f: BinaryIO, plan: Plan, sources: dict[str, Checkpoint], *, a
                 except ConvertError as e:  # planning a chunk failed: raise it in its turn, after earlier chunks
                     failed: Future[np.ndarray] = Future()
                     failed.set_exception(e)
-                    pending.append((plan.tensors[0], failed))
+                    pending.append(failed)
                     jobs = iter(())
                     continue
                 if nxt is None:
                     break
-                t, job = nxt
-                pending.append((t, pool.submit(job) if job is not None else None))
+                pending.append(nxt if isinstance(nxt, TensorSpec) else pool.submit(nxt))
             if not pending:
                 break
-            t, fut = pending.popleft()
-            if fut is None:  # end of tensor t: check its size, pad to the alignment
-                if n != t.nbytes:
-                    raise ConvertError(f"internal: tensor '{t.name}' produced {n} bytes, planned {t.nbytes}")
-                f.write(b"\0" * _pad(n))
+            fut = pending.popleft()
+            if isinstance(fut, TensorSpec):  # end of this tensor: check its size, pad to the alignment
+                if n != fut.nbytes:
+                    raise ConvertError(f"internal: tensor '{fut.name}' produced {n} bytes, planned {fut.nbytes}")
+                f.write(b"\0" * pad(n))
                 done, n = done + n, 0
                 continue
             b = np.ascontiguousarray(fut.result()).data.cast("B")  # .data is memoryview(array), typed for mypy
@@ -349,21 +250,8 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             created = True
             with os.fdopen(fd, "wb", buffering=1024 * 1024) as f:
-                w = GGUFWriter(path=None, arch=plan.arch)
-                for kv in plan.kvs[1:]:
-                    w.add_key_value(kv.name, kv.value, kv.type, sub_type=kv.sub_type)
-                for t in plan.tensors:
-                    w.add_tensor_info(t.name, t.shape, np.dtype(np.float32), t.nbytes, raw_dtype=t.ggml_type)
-                # hand gguf-py our file object: it serialises header, KVs and tensor infos. os.fdopen with a
-                # buffer size returns an io.BufferedWriter, but typeshed says so only for buffering -1 or 1.
-                w.fout = [cast(io.BufferedWriter, f)]
-                w.state = WriterState.EMPTY
-                w.write_header_to_file()
-                _write_kv_data(w, f)
-                w.write_ti_data_to_file()
-                f.write(b"\0" * _pad(f.tell()))
+                write_header(f, plan.arch, plan.kvs[1:], plan.tensors)
                 _write_tensors(f, plan, sources, allow_nonfinite=allow_nonfinite, progress=progress)
-                w.fout = None
                 f.flush()
                 os.fsync(f.fileno())
             size = tmp.stat().st_size

@@ -10,6 +10,7 @@ Hub errors read) is tested with a fake ``snapshot_download`` that serves an in-m
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx2
@@ -348,3 +349,40 @@ def test_hostile_index_shard_name(online: Path, monkeypatch: pytest.MonkeyPatch)
         resolve_target("org/bad", tensors=["model.embed_tokens.weight"])
     assert str(e.value) == ("org/bad: model.safetensors.index.json: tensor 'model.embed_tokens.weight' maps to "
                             "'../../etc/passwd', expected a file name")
+
+
+def test_draft_with_select_fetches_only_the_shards_it_reads(online: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A draft inside a target checkpoint (DeepSeek-V4 DSpark: ``mtp.*`` in some of the shards): config, index,
+    generation and tokenizer files and the shards holding ``mtp.*``; never the rest of the weights."""
+    index = {"weight_map": {"model.embed_tokens.weight": "model-00001-of-00003.safetensors",
+                            "mtp.0.fc.weight": "model-00002-of-00003.safetensors",
+                            "mtp.0.norm.weight": "model-00003-of-00003.safetensors",
+                            "model.norm.weight": "model-00003-of-00003.safetensors"}}
+    files = dict(TARGET_FILES, **{"model.safetensors.index.json": json.dumps(index), "README.md": "r",
+                                  "generation_config.json": "{}", "original/consolidated.pth": "x",
+                                  "model-00004-of-00004.safetensors": "not in the index"},
+                 **{f"model-0000{i}-of-00003.safetensors": f"s{i}" for i in (1, 2, 3)})
+    fake = FakeHub(online, "deepseek-ai/DeepSeek-V4", files)
+    monkeypatch.setattr(hub, "snapshot_download", fake)
+    seen: list[list[str]] = []
+
+    def select(folder: Path) -> Callable[[str], bool]:
+        seen.append(sorted(p.name for p in folder.iterdir()))
+        return lambda name: name.startswith("mtp.")
+
+    draft = resolve_draft("deepseek-ai/DeepSeek-V4", select=select)
+    assert seen == [["README.md", "config.json", "generation_config.json", "model.safetensors.index.json"]]
+    assert [c[1] for c in fake.calls] == [hub.DRAFT_META_PATTERNS,
+                                          ["model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors"]]
+    target = resolve_target("deepseek-ai/DeepSeek-V4")
+    assert target.path == draft.path and draft.commit == COMMIT
+    got = sorted(p.name for p in draft.path.iterdir())
+    assert got == ["README.md", "config.json", "generation_config.json", "model-00002-of-00003.safetensors",
+                   "model-00003-of-00003.safetensors", "model.safetensors.index.json", "tokenizer.json",
+                   "tokenizer_config.json"]
+
+    # without an index, or when select returns None, every top-level safetensors file is fetched (as before)
+    whole = FakeHub(online, "org/plain", {"config.json": "{}", "model.safetensors": "w"})
+    monkeypatch.setattr(hub, "snapshot_download", whole)
+    resolve_draft("org/plain", select=lambda folder: None)
+    assert [c[1] for c in whole.calls] == [hub.DRAFT_META_PATTERNS, hub.DRAFT_PATTERNS]

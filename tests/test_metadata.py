@@ -277,7 +277,7 @@ def test_override_errors(tmp_path: Path, content: object, message: str) -> None:
 
 def test_input_file_errors(tmp_path: Path) -> None:
     draft = write(tmp_path / "d", {"config.json": "{not json"})
-    with pytest.raises(ConvertError, match=r"/d/config.json: not valid JSON \("):
+    with pytest.raises(ConvertError, match=r"/d/config.json: malformed JSON at line 1 column "):
         general_kvs(draft, total_params=1)
     draft = write(tmp_path / "e", {"config.json": {}, "README.md": "---\nname: [unclosed\n---\n"})
     with pytest.raises(ConvertError, match=r"/e/README.md: the YAML front matter does not parse: "):

@@ -1,6 +1,6 @@
 """The fast paths of the converter give exactly the bytes of the slow paths they replace.
 
-- KV block: ``writer.pack_kv_value`` / ``_write_kv_data`` against gguf-py's ``GGUFWriter`` (every value type,
+- KV block: ``gguffile.header.pack_kv_value`` / ``write_kv_data`` against gguf-py's ``GGUFWriter`` (every value type,
   bounds, unicode, floats that round, values gguf-py refuses).
 - Q8_0: ``transforms.quantize_q8_0`` against ``gguf.quants.quantize`` (random data, zero and -0 blocks, exact
   ties, subnormals, huge values, NaN/Inf, BF16 input).
@@ -24,8 +24,12 @@ from gguf.gguf_writer import WriterState
 from dspark_convert import writer
 from dspark_convert.checkpoint import Checkpoint
 from dspark_convert.errors import ConvertError
+from dspark_convert.gguffile import header
 from dspark_convert.plan import TensorSpec
 from dspark_convert.transforms import (
+    TRANSFORMS,
+    DeinterleaveRope,
+    Eagle3Permute,
     convert_chunk,
     deinterleave_rope,
     eagle3_permute,
@@ -50,7 +54,7 @@ def _gguf(value: object, vtype: VT, sub: VT | None = None) -> bytes | type:
 
 def _fast(value: object, vtype: VT, sub: VT | None = None) -> bytes | type:
     try:
-        return writer.pack_kv_value(GGUFWriter(None, "x"), value, vtype, sub)
+        return header.pack_kv_value(GGUFWriter(None, "x"), value, vtype, sub)
     except Exception as e:  # noqa: BLE001
         return type(e)
 
@@ -112,7 +116,7 @@ def test_scalars_and_odd_values_match_gguf(vtype: VT, value: object) -> None:
 
 
 def test_kv_block_matches_gguf_writer_byte_for_byte() -> None:
-    """A writer holding every KV type, written by gguf-py and by ``_write_kv_data``."""
+    """A writer holding every KV type, written by gguf-py and by ``header.write_kv_data``."""
     vocab = [f"tok{i}" for i in range(3000)] + ["Ġ", "日本", ""]
     kvs = [("general.name", VT.STRING, "draft", None), ("a.u8", VT.UINT8, 255, None), ("a.i8", VT.INT8, -128, None),
            ("a.u16", VT.UINT16, 1, None), ("a.i16", VT.INT16, -1, None), ("a.u32", VT.UINT32, 2**32 - 1, None),
@@ -134,7 +138,7 @@ def test_kv_block_matches_gguf_writer_byte_for_byte() -> None:
         w.state = WriterState.EMPTY
         w.write_header_to_file()
         if fast:
-            writer._write_kv_data(w, f)
+            header.write_kv_data(w, f)
         else:
             w.write_kv_data_to_file()
         assert w.state == WriterState.KV_DATA
@@ -271,7 +275,8 @@ def test_chunked_transform_and_conversion_equal_whole_tensor(ckpt: Checkpoint, m
     if transform is not None:
         whole = {"deinterleave_rope": deinterleave_rope, "eagle3_permute": eagle3_permute}[transform](whole, *args)
     expected = convert_chunk(np.ascontiguousarray(whole), ref_.dtype, out).tobytes()
-    spec = TensorSpec("t", ref_.shape, out, source=name, transform=transform, transform_args=args)
+    rule = None if transform is None else TRANSFORMS[transform](*args)
+    spec = TensorSpec("t", ref_.shape, out, sources=(name,), transform=rule)
     monkeypatch.setattr(writer, "CHUNK_BYTES", 1)  # the smallest chunks: one transform group each
     chunks = list(writer.tensor_chunks(spec, {"draft": ckpt}))
     assert b"".join(np.ascontiguousarray(c).tobytes() for c in chunks) == expected
@@ -280,9 +285,9 @@ def test_chunked_transform_and_conversion_equal_whole_tensor(ckpt: Checkpoint, m
 
 
 def test_uneven_rows_raise_the_transform_error(ckpt: Checkpoint) -> None:
-    spec = TensorSpec("t", (24, 32), QT.BF16, source="odd", transform="deinterleave_rope", transform_args=(16,))
+    spec = TensorSpec("t", (24, 32), QT.BF16, sources=("odd",), transform=DeinterleaveRope(16))
     with pytest.raises(ConvertError, match="cannot de-interleave 24 rows"):
         list(writer.tensor_chunks(spec, {"draft": ckpt}))
-    spec = TensorSpec("t", (24, 32), QT.BF16, source="odd", transform="eagle3_permute", transform_args=(8, 8))
+    spec = TensorSpec("t", (24, 32), QT.BF16, sources=("odd",), transform=Eagle3Permute(8, 8))
     with pytest.raises(ConvertError, match="cannot permute 24 rows for 8 heads"):
         list(writer.tensor_chunks(spec, {"draft": ckpt}))

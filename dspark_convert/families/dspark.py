@@ -1,32 +1,39 @@
 """DSpark drafts (DeepSpec ``Qwen3DSparkModel``, SpecForge ``DSparkDraftModel``, speculators ``DSparkSpeculator``,
 ``Lfm2DSparkDraftModel``): arch ``dflash`` with Markov / confidence heads detected by tensor presence.
 
-Contract §2.3, §3.2, §3.3, §3.5, §4.2, §5.2 (de-interleave), §5.3 (d2t).
+Contract §2.3, §3.2, §3.3, §3.5, §4.2, §5.2 (de-interleave), §5.3 (d2t). Built on the DFlash-lineage base
+(``dflash_base.py``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 from .. import schema as S
 from ..errors import ConvertError
-from ..plan import KV, Plan, TensorSpec
-from ..transforms import d2t_absolute
-from .common import Context, base_kvs, check_vocab_size, draft_hparams, finish_plan, resolve_outtype
-from .dflash import (
+from ..plan import KV, Plan
+from ..transforms import DeinterleaveRope, Transform
+from .base import Context
+from .common import base_kvs, d2t_spec, finish_plan
+from .dflash_base import (
+    TARGET_TENSORS,
     bare_name,
     check_taps,
+    claims,
     dflash_config,
     dflash_kvs,
+    draft_tensors,
+    hf_names,
     map_tensors,
     target_layers,
     vocab_kvs,
 )
+from .hparams import draft_hparams, vocab_size_of
 
-ARCHITECTURES = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
+ARCHITECTURES: tuple[str, ...] = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
+__all__ = ["ARCHITECTURES", "TARGET_TENSORS", "build_plan", "claims", "draft_tensors", "hf_names"]
 _ROPE_ROWS = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight")
 
 
@@ -59,12 +66,20 @@ def _setting(hp: dict[str, Any], key: str, default: Any = None) -> Any:
     return (hp.get("dflash_config") or {}).get(key, default)
 
 
+def _rope_transforms(hp: dict[str, Any], names: set[str], where: str) -> dict[str, Transform]:
+    """q/k rows and norms of an interleaved-RoPE checkpoint (``rope_is_neox_style: false``) -> NEOX order."""
+    if "rope_is_neox_style" not in hp or hp["rope_is_neox_style"]:
+        return {}
+    hd = hp.get("head_dim")
+    if not isinstance(hd, int):
+        raise ConvertError(f"{where}: rope_is_neox_style is false but 'head_dim' is missing; it is needed to de-interleave q/k")
+    return {n: DeinterleaveRope(hd) for n in names if n.endswith(_ROPE_ROWS)}
+
+
 def build_plan(ctx: Context) -> Plan:
     """Plan for a DSpark draft (also DeepSpec's ``markov_rank: 0`` "dflash" releases)."""
     where = ctx.where
     hp, bonus_anchor = normalize_schema(ctx.draft.config, where)
-    outtype = resolve_outtype(ctx.options.outtype, ctx.draft)
-    out, file_type = S.OUTTYPES[outtype]
     dc = hp["dflash_config"]
     taps = target_layers(dc.get("target_layer_ids"), where, "target_layer_ids")
     check_taps(taps, ctx, "target_layer_ids")
@@ -72,12 +87,8 @@ def build_plan(ctx: Context) -> Plan:
     head_type = _setting(hp, "markov_head_type", "vanilla")
     if head_type not in (None, "vanilla"):
         raise ConvertError(f"{where}: markov_head_type is {head_type!r}; llama.cpp implements only 'vanilla'")
-    vocab_size = hp.get("vocab_size")
-    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or vocab_size <= 0:
-        raise ConvertError(f"{where}: vocab_size is {vocab_size!r}, expected a positive integer")
-    check_vocab_size(vocab_size, "vocab_size", where)
-    vd = hp.get("draft_vocab_size") or vocab_size
-    check_vocab_size(vd, "draft_vocab_size", where)
+    vocab_size = vocab_size_of(hp, "vocab_size", where, required=True)
+    vd = vocab_size_of(hp, "draft_vocab_size", where, required=True) if hp.get("draft_vocab_size") else vocab_size
     if vd > vocab_size:
         raise ConvertError(f"{where}: draft_vocab_size {vd} is larger than vocab_size {vocab_size}")
     reduced = vd < vocab_size
@@ -86,44 +97,22 @@ def build_plan(ctx: Context) -> Plan:
         raise ConvertError(f"{where}: draft_vocab_size {vd} < vocab_size {vocab_size} but the checkpoint has no 'd2t' tensor")
 
     drop = {"t2d"} | (set() if reduced else {"embed_tokens.weight", "lm_head.weight"})
-    transforms: dict[str, tuple[str, tuple[int, ...]]] = {}
-    if "rope_is_neox_style" in hp and not hp["rope_is_neox_style"]:
-        hd = hp.get("head_dim")
-        if not isinstance(hd, int):
-            raise ConvertError(f"{where}: rope_is_neox_style is false but 'head_dim' is missing; it is needed to de-interleave q/k")
-        for n in names:
-            if any(n.endswith(s) for s in _ROPE_ROWS):
-                transforms[n] = ("deinterleave_rope", (hd,))
-    tensors, d2t = map_tensors(ctx, out, drop=drop, transforms=transforms)
-    notes = [f"outtype {outtype}"]
+    transforms = _rope_transforms(hp, names, where)
+    tensors, d2t = map_tensors(ctx, ctx.out_type, drop=drop, transforms=transforms)
     has_markov = any(t.name == S.T_MARKOV_W1 for t in tensors)
     has_conf = any(t.name == S.T_CONF_W for t in tensors)
     if has_markov and not has_conf:
         raise ConvertError(f"{ctx.draft.path}: Markov head present (markov_head.markov_w1.weight) but no confidence head "
                            "(confidence_head.proj.weight); llama.cpp requires both")
-    notes.append("Markov head: " + ("yes" if has_markov else "no") + "; confidence head: " + ("yes" if has_conf else "no"))
+    notes = ["Markov head: " + ("yes" if has_markov else "no") + "; confidence head: " + ("yes" if has_conf else "no")]
     if transforms:
         notes.append("q/k rows and norms de-interleaved to NEOX order (rope_is_neox_style: false)")
     if d2t is not None:
-        tensors.append(d2t_spec(ctx, d2t, vd, vocab_size))
+        tensors.append(d2t_spec(ctx.draft, d2t, vocab_size, entries=vd))
         notes.append(f"reduced vocabulary: {vd} of {vocab_size} tokens")
 
     sample = hp["sample_from_anchor"] if "sample_from_anchor" in hp else not bonus_anchor
     family = dflash_kvs(hp, taps, where) + [KV(S.DFLASH_SAMPLE_FROM_ANCHOR, VT.BOOL, bool(sample))]
-    vocab, tail = vocab_kvs(ctx, hp, dc.get("mask_token_id"))
-    return finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, file_type, where), family, vocab, tail, tensors, notes)
-
-
-def d2t_spec(ctx: Context, source: str, vd: int | None, limit: int) -> TensorSpec:
-    """The ``d2t`` tensor: I64 absolute ids, written last, checked against ``limit`` (§5.3)."""
-    ref = ctx.draft.ref(source)
-    n = 1
-    for d in ref.shape:
-        n *= d
-    if vd is not None and n != vd:
-        raise ConvertError(f"{ref.file}: tensor '{source}' has {n} entries, expected draft_vocab_size {vd}")
-    if ref.dtype == "BOOL":
-        raise ConvertError(f"{ref.file}: tensor '{source}' has dtype BOOL, expected integer offsets")
-    # d2t is small: resolve and validate it now, so a bad map stops the conversion before anything is written
-    values = d2t_absolute(ctx.draft.read(source), limit, what=f"{ref.file}: tensor '{source}'")
-    return TensorSpec(name=S.T_D2T, shape=(n,), ggml_type=QT.I64, source=source, source_dtype=ref.dtype, data=values)
+    vocab, tail = vocab_kvs(ctx, vocab_size, dc.get("mask_token_id"))
+    return finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, ctx.file_type, where), family, vocab, tail,
+                       tensors, notes)

@@ -19,7 +19,7 @@ from gguf import GGUFValueType as VT
 from .. import schema as S
 from ..errors import ConvertError
 from ..plan import KV
-from .common import _float, _int, _positive
+from .hparams import as_float, as_positive, as_u32
 
 ARCHITECTURES = (S.DSV4_ARCHITECTURE,)
 
@@ -159,23 +159,23 @@ def dsv4_hparams(cfg: dict[str, Any], where: str) -> Dsv4HParams:
     for key in ("num_attention_heads", "head_dim", "qk_rope_head_dim", "q_lora_rank", "o_lora_rank", "o_groups",
                 "moe_intermediate_size", "n_routed_experts", "num_experts_per_tok", "n_shared_experts", "hc_mult",
                 "hc_sinkhorn_iters", "index_n_heads", "index_head_dim", "index_topk", "sliding_window"):
-        _int(_require(cfg, key, where), key, where)
+        as_u32(_require(cfg, key, where), key, where)
     for key in ("hc_eps", "compress_rope_theta", "swiglu_limit", "routed_scaling_factor", "rms_norm_eps"):
-        _float(_require(cfg, key, where), key, where)
+        as_float(_require(cfg, key, where), key, where)
     if not isinstance(_require(cfg, "norm_topk_prob", where), bool):
         raise ConvertError(f"{where}: key 'norm_topk_prob' is {cfg['norm_topk_prob']!r}, expected true or false")
-    noise = _int(_require(cfg, "dspark_noise_token_id", where), "dspark_noise_token_id", where)
+    noise = as_u32(_require(cfg, "dspark_noise_token_id", where), "dspark_noise_token_id", where)
     rank = cfg.get("dspark_markov_rank")
     return Dsv4HParams(
-        hidden=_positive(_require(cfg, "hidden_size", where), "hidden_size", where),
-        heads=_positive(cfg["num_attention_heads"], "num_attention_heads", where),
-        head_dim=_positive(cfg["head_dim"], "head_dim", where),
-        experts=_positive(cfg["n_routed_experts"], "n_routed_experts", where),
-        moe=_positive(cfg["moe_intermediate_size"], "moe_intermediate_size", where),
-        hc=_positive(cfg["hc_mult"], "hc_mult", where),
-        block_size=_positive(_require(cfg, "dspark_block_size", where), "dspark_block_size", where),
+        hidden=as_positive(_require(cfg, "hidden_size", where), "hidden_size", where),
+        heads=as_positive(cfg["num_attention_heads"], "num_attention_heads", where),
+        head_dim=as_positive(cfg["head_dim"], "head_dim", where),
+        experts=as_positive(cfg["n_routed_experts"], "n_routed_experts", where),
+        moe=as_positive(cfg["moe_intermediate_size"], "moe_intermediate_size", where),
+        hc=as_positive(cfg["hc_mult"], "hc_mult", where),
+        block_size=as_positive(_require(cfg, "dspark_block_size", where), "dspark_block_size", where),
         noise_token=noise, taps=list(taps),
-        markov_rank=_int(rank, "dspark_markov_rank", where) if rank is not None else None, raw=cfg)
+        markov_rank=as_u32(rank, "dspark_markov_rank", where) if rank is not None else None, raw=cfg)
 
 
 def dsv4_kvs(hp: Dsv4HParams, stages: int) -> list[KV]:

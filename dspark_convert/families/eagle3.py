@@ -14,28 +14,72 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 from .. import schema as S
+from ..checkpoint import EMBED_NAMES, Select
 from ..errors import ConvertError
 from ..plan import KV, Plan, TensorSpec
 from ..tokenizer.handlers import target_vocab_kvs
-from ..transforms import d2t_absolute
-from .common import (
-    Context,
-    _float,
-    _int,
-    _positive,
-    base_kvs,
-    check_vocab_size,
-    draft_hparams,
-    finish_plan,
-    gguf_name,
-    is_skipped,
-    resolve_outtype,
-    rope_dict,
-    tensor_spec,
+from ..transforms import Eagle3Permute, Transform
+from .base import Context, TargetTensor
+from .common import NameTable, base_kvs, d2t_spec, finish_plan, is_skipped, tensor_spec
+from .hparams import as_float, as_positive, as_u32, draft_hparams, rope_dict, vocab_size_of
+
+ARCHITECTURES: tuple[str, ...] = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator",
+                                  "Eagle3DraftModel", "LlamaForCausalLM")
+
+#: HF -> GGUF names of EAGLE-3 (§4.3): one Llama layer (``midlayer.*`` = ``layers.0.*``, whose ``hidden_norm``
+#: normalises the target hidden states) and five globals.
+NAMES = NameTable(
+    layer={
+        "input_layernorm.weight": S.L_ATTN_NORM,
+        "hidden_norm.weight": S.L_ATTN_NORM_2,
+        "self_attn.q_proj.weight": S.L_ATTN_Q,
+        "self_attn.k_proj.weight": S.L_ATTN_K,
+        "self_attn.v_proj.weight": S.L_ATTN_V,
+        "self_attn.o_proj.weight": S.L_ATTN_OUT,
+        "self_attn.q_proj.bias": S.L_ATTN_Q_BIAS,
+        "self_attn.k_proj.bias": S.L_ATTN_K_BIAS,
+        "self_attn.v_proj.bias": S.L_ATTN_V_BIAS,
+        "self_attn.o_proj.bias": S.L_ATTN_OUT_BIAS,
+        "self_attn.q_norm.weight": S.L_ATTN_Q_NORM,
+        "self_attn.k_norm.weight": S.L_ATTN_K_NORM,
+        "self_attn.sinks": S.L_ATTN_SINKS,
+        "post_attention_layernorm.weight": S.L_FFN_NORM,
+        "mlp.gate_proj.weight": S.L_FFN_GATE,
+        "mlp.up_proj.weight": S.L_FFN_UP,
+        "mlp.down_proj.weight": S.L_FFN_DOWN,
+    },
+    globals={
+        "norm.weight": S.T_OUTPUT_NORM,
+        "fc.weight": S.T_FC,
+        "input_norm.weight": S.T_ENC_NORM,  # norm_before_fc
+        "embed_tokens.weight": S.T_TOKEN_EMBD,
+        "lm_head.weight": S.T_OUTPUT,
+    },
 )
 
-ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel", "LlamaForCausalLM")
-_GLOBALS = {"norm.weight", "fc.weight", "input_norm.weight", "embed_tokens.weight", "lm_head.weight"}
+#: a self-contained EAGLE-3 draft takes only the input embedding from the target (its lm_head is its own)
+TARGET_TENSORS: tuple[TargetTensor, ...] = (
+    TargetTensor(S.T_TOKEN_EMBD, EMBED_NAMES, unless=(S.T_TOKEN_EMBD,), what="input embedding tensor",
+                 shown=EMBED_NAMES[:2]),
+)
+
+
+def claims(config: dict[str, Any], tensor_names: list[str]) -> bool:
+    """EAGLE-3 drafts are chosen by architecture only."""
+    return False
+
+
+def draft_tensors(config: dict[str, Any]) -> Select | None:
+    """An EAGLE-3 checkpoint is the draft: every tensor is read."""
+    return None
+
+
+def hf_names(gguf_name: str) -> tuple[str, ...]:
+    """``midlayer.*`` and ``layers.0.*`` for the one layer (both spellings exist in released checkpoints)."""
+    names = NAMES.hf_names(gguf_name)
+    if gguf_name.startswith("blk."):
+        return tuple(alias for n in names for alias in ("midlayer." + n.split(".", 2)[2], n))
+    return names
 
 
 def bare_name(hf_name: str) -> str:
@@ -51,12 +95,13 @@ def bare_name(hf_name: str) -> str:
 def rope_freqs(hp: dict[str, Any], where: str = "config.json") -> np.ndarray:
     """llama3 rope scaling factors per rotation pair (§4.3), evaluated in float32 like upstream."""
     rd = rope_dict(hp)
-    dim = hp.get("head_dim") or _int(hp["hidden_size"], "hidden_size", where) // _positive(hp["num_attention_heads"], "num_attention_heads", where)
-    base = _float(rd.get("rope_theta", 10000.0), "rope_theta", where)
-    factor = _float(rd.get("factor", 8.0), "rope_scaling.factor", where)
-    low = _float(rd.get("low_freq_factor", 1.0), "rope_scaling.low_freq_factor", where)
-    high = _float(rd.get("high_freq_factor", 4.0), "rope_scaling.high_freq_factor", where)
-    old_ctx = _float(rd.get("original_max_position_embeddings", 8192), "rope_scaling.original_max_position_embeddings", where)
+    dim = hp.get("head_dim") or (as_u32(hp["hidden_size"], "hidden_size", where)
+                                 // as_positive(hp["num_attention_heads"], "num_attention_heads", where))
+    base = as_float(rd.get("rope_theta", 10000.0), "rope_theta", where)
+    factor = as_float(rd.get("factor", 8.0), "rope_scaling.factor", where)
+    low = as_float(rd.get("low_freq_factor", 1.0), "rope_scaling.low_freq_factor", where)
+    high = as_float(rd.get("high_freq_factor", 4.0), "rope_scaling.high_freq_factor", where)
+    old_ctx = as_float(rd.get("original_max_position_embeddings", 8192), "rope_scaling.original_max_position_embeddings", where)
     if not (base > 0 and factor > 0 and 0 < low < high and old_ctx > 0):  # the formula divides by each of these
         raise ConvertError(f"{where}: llama3 rope scaling needs rope_theta > 0, factor > 0, 0 < low_freq_factor < "
                            f"high_freq_factor and original_max_position_embeddings > 0; found {base}, {factor}, {low}, "
@@ -81,6 +126,7 @@ def is_eagle3(hp: dict[str, Any]) -> bool:
 
 
 def _target_int(ctx: Context, key: str) -> int:
+    """An integer of the target config (or its text_config) that EAGLE-3 needs."""
     cfg = {**ctx.target_config, **(ctx.target_config.get("text_config") or {})}
     v = cfg.get(key)
     if isinstance(v, bool) or not isinstance(v, int):
@@ -106,7 +152,7 @@ def eagle3_head_kvs(ctx: Context, raw: dict[str, Any]) -> list[KV]:
         raise ConvertError(f"{ctx.where}: {source} gives target layer {bad[0]}, outside the target's {n_tgt} layers "
                            f"(valid: 0..{n_tgt})")
     ths = raw.get("target_hidden_size")
-    ths = _target_int(ctx, "hidden_size") if ths is None else _int(ths, "target_hidden_size", ctx.where)
+    ths = _target_int(ctx, "hidden_size") if ths is None else as_u32(ths, "target_hidden_size", ctx.where)
     return [KV(S.EAGLE3_TARGET_LAYERS, VT.ARRAY, taps, VT.INT32),
             KV(S.EAGLE3_TARGET_HIDDEN_SIZE, VT.UINT32, int(ths)),
             KV(S.EAGLE3_NORM_BEFORE_RESIDUAL, VT.BOOL, bool(raw.get("norm_before_residual", False))),
@@ -122,19 +168,16 @@ def build_plan(ctx: Context) -> Plan:
         found = f"num_hidden_layers {hp.get('num_hidden_layers')!r}" + ("" if "draft_vocab_size" in hp else " and no 'draft_vocab_size'")
         raise ConvertError(f"{where}: a Llama model but not an EAGLE-3 draft (needs 'draft_vocab_size' and "
                            f"num_hidden_layers 1, found {found}); plain Llama models are not drafts")
-    outtype = resolve_outtype(ctx.options.outtype, ctx.draft)
-    out, file_type = S.OUTTYPES[outtype]
     head = eagle3_head_kvs(ctx, raw)
-    n_head = _positive(hp.get("num_attention_heads"), "num_attention_heads", where)
-    n_kv = _positive(hp.get("num_key_value_heads") or n_head, "num_key_value_heads", where)
-    hd = _positive(hp["head_dim"], "head_dim", where) if hp.get("head_dim") else _int(hp.get("hidden_size"), "hidden_size", where) // n_head
+    n_head = as_positive(hp.get("num_attention_heads"), "num_attention_heads", where)
+    n_kv = as_positive(hp.get("num_key_value_heads") or n_head, "num_key_value_heads", where)
+    hd = (as_positive(hp["head_dim"], "head_dim", where) if hp.get("head_dim")
+          else as_u32(hp.get("hidden_size"), "hidden_size", where) // n_head)
     norm_before_fc = bool(raw.get("norm_before_fc", False))
 
-    tensors: list[TensorSpec] = []
-    notes = [f"outtype {outtype}", "q/k rows permuted to interleaved pairs (llama rope)"]
-    if str(rope_dict(hp).get("rope_type", "")).lower() == "llama3":
-        data = rope_freqs(hp, where)
-        tensors.append(TensorSpec(S.T_ROPE_FREQS, data.shape, QT.F32, origin="generated", data=data))
+    tensors = _rope_freqs_tensor(hp, where)
+    notes = ["q/k rows permuted to interleaved pairs (llama rope)"]
+    if tensors:
         notes.append("rope_freqs.weight generated for llama3 rope scaling")
     d2t = None
     for hf in ctx.draft.names:
@@ -146,32 +189,43 @@ def build_plan(ctx: Context) -> Plan:
         if bare == "d2t":
             d2t = hf
             continue
-        file = ctx.draft.ref(hf).file
-        name = gguf_name(bare) if (bare.startswith("layers.0.") or bare in _GLOBALS) else None
-        if name is None:
-            raise ConvertError(f"{file}: tensor '{hf}' has no GGUF name in the eagle3 layout")
         if bare == "input_norm.weight" and not norm_before_fc:
-            raise ConvertError(f"{file}: tensor '{hf}' is present but config norm_before_fc is not true; "
-                               "llama.cpp would reject the file (set norm_before_fc: true if the draft uses it)")
-        transform: str | None = None
-        args: tuple[int, ...] = ()
-        if bare.endswith(("self_attn.q_proj.weight", "self_attn.q_proj.bias")):
-            transform, args = "eagle3_permute", (n_head, n_head)
-        elif bare.endswith(("self_attn.k_proj.weight", "self_attn.k_proj.bias")):
-            transform, args = "eagle3_permute", (n_head, n_kv)
-        tensors.append(tensor_spec(ctx.draft, hf, name, out, transform=transform, transform_args=args))
+            raise ConvertError(f"{ctx.draft.ref(hf).file}: tensor '{hf}' is present but config norm_before_fc is not "
+                               "true; llama.cpp would reject the file (set norm_before_fc: true if the draft uses it)")
+        tensors.append(tensor_spec(ctx.draft, hf, _gguf_name(ctx, hf, bare), ctx.out_type,
+                                   transform=_qk_permute(bare, n_head, n_kv)))
     if norm_before_fc and not any(t.name == S.T_ENC_NORM for t in tensors):
         raise ConvertError(f"{ctx.draft.path}: config norm_before_fc is true but the checkpoint has no 'input_norm.weight'")
     if d2t is not None:
-        ref = ctx.draft.ref(d2t)
-        if ref.dtype == "BOOL":
-            raise ConvertError(f"{ref.file}: tensor '{d2t}' has dtype BOOL, expected integer offsets")
-        values = d2t_absolute(ctx.draft.read(d2t), _target_int(ctx, "vocab_size"), what=f"{ref.file}: tensor '{d2t}'")
-        tensors.append(TensorSpec(S.T_D2T, values.shape, QT.I64, source=d2t, source_dtype=ref.dtype, data=values))
-    if hp.get("vocab_size") is None:
-        raise ConvertError(f"{where}: key 'vocab_size' is missing, expected the target's vocabulary size")
-    check_vocab_size(hp["vocab_size"], "vocab_size", where)
-    family = [KV(S.VOCAB_SIZE.format(arch=S.ARCH_EAGLE3), VT.UINT32, int(hp["vocab_size"])),
+        tensors.append(d2t_spec(ctx.draft, d2t, _target_int(ctx, "vocab_size")))
+    vocab_size = vocab_size_of(hp, "vocab_size", where, required=True)
+    family = [KV(S.VOCAB_SIZE.format(arch=S.ARCH_EAGLE3), VT.UINT32, vocab_size),
               KV(S.ROPE_DIMENSION_COUNT.format(arch=S.ARCH_EAGLE3), VT.UINT32, int(hd))]
-    vocab = target_vocab_kvs(ctx.target_dir, hp.get("vocab_size"), "llama")
-    return finish_plan(S.ARCH_EAGLE3, head, base_kvs(S.ARCH_EAGLE3, hp, file_type, where), family, vocab, [], tensors, notes)
+    vocab = target_vocab_kvs(ctx.target_dir, vocab_size, "llama")
+    return finish_plan(S.ARCH_EAGLE3, head, base_kvs(S.ARCH_EAGLE3, hp, ctx.file_type, where), family, vocab, [],
+                       tensors, notes)
+
+
+def _rope_freqs_tensor(hp: dict[str, Any], where: str) -> list[TensorSpec]:
+    """``rope_freqs.weight``, generated for llama3 rope scaling (§4.3); nothing otherwise."""
+    if str(rope_dict(hp).get("rope_type", "")).lower() != "llama3":
+        return []
+    data = rope_freqs(hp, where)
+    return [TensorSpec(S.T_ROPE_FREQS, data.shape, QT.F32, origin="generated", data=data)]
+
+
+def _gguf_name(ctx: Context, hf: str, bare: str) -> str:
+    """The GGUF name of a draft tensor: layer 0 and the five EAGLE-3 globals only."""
+    name = NAMES.gguf_name(bare) if bare.startswith("layers.0.") or bare in NAMES.globals else None
+    if name is None:
+        raise ConvertError(f"{ctx.draft.ref(hf).file}: tensor '{hf}' has no GGUF name in the eagle3 layout")
+    return name
+
+
+def _qk_permute(bare: str, n_head: int, n_kv: int) -> Transform | None:
+    """llama.cpp's q/k permutation for Llama rope (§5.2): q with n_head groups, k with n_head_kv."""
+    if bare.endswith(("self_attn.q_proj.weight", "self_attn.q_proj.bias")):
+        return Eagle3Permute(n_head, n_head)
+    if bare.endswith(("self_attn.k_proj.weight", "self_attn.k_proj.bias")):
+        return Eagle3Permute(n_head, n_kv)
+    return None

@@ -21,9 +21,10 @@ from typing import Any
 
 from tokenizers import AddedToken, Tokenizer, processors
 
+from ..checkpoint import load_json_if_present
 from ..errors import ConvertError
 from ..schema import TokenType
-from .special import looks_special, read_json_dict, token_content
+from .special import looks_special, token_content
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ def load_hf_tokenizer(tokenizer_json: Path) -> HFTokenizer:
         raise ConvertError(f"{tokenizer_json}: malformed tokenizer.json ({str(e).splitlines()[0][:200]})") from None
     if not isinstance(data, dict):
         raise ConvertError(f"{tokenizer_json}: malformed tokenizer.json (top level is not an object)")
-    config = read_json_dict(tokenizer_json.parent / "tokenizer_config.json", "tokenizer_config.json") or {}
+    config = load_json_if_present(tokenizer_json.parent / "tokenizer_config.json") or {}
     tok.no_truncation()
     tok.no_padding()
     _apply_transformers_rules(tok, config)

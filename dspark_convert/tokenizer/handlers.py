@@ -26,6 +26,7 @@ from typing import Any
 from gguf import GGUFValueType as VT
 
 from .. import schema as S
+from ..checkpoint import TEXT_CONFIG_KEYS, load_json_if_present
 from ..errors import ConvertError
 from ..plan import KV, add_kv
 from .bpe import (
@@ -37,7 +38,7 @@ from .bpe import (
     load_hf_tokenizer,
     pre_of,
 )
-from .special import SpecialVocab, read_json_dict
+from .special import SpecialVocab
 from .spm import phi3_token_list, spm_token_list
 
 __all__ = ["TARGET_HANDLERS", "HANDLERS", "vocab_handler_for_target", "target_vocab_kvs", "identify_bpe_pre"]
@@ -63,13 +64,9 @@ TARGET_HANDLERS: dict[str, str] = {
     "Phi3ForCausalLM": "phi3",
 }
 
-#: Upstream's converter merges these config sub-dicts into the top level, under the name text_config.
-_TEXT_CONFIG_KEYS = ("text_config", "llm_config", "lm_config", "language_config", "lfm")
-
-
 def _target_config(target_dir: Path) -> dict[str, Any]:
     path = target_dir / "config.json"
-    config = read_json_dict(path, "config.json")
+    config = load_json_if_present(path)
     if config is None:
         raise ConvertError(f"{path}: file not found (the target model directory needs its config.json)")
     return config
@@ -85,7 +82,7 @@ def vocab_handler_for_target(target_dir: Path) -> str:
     target_dir = Path(target_dir)
     config = _target_config(target_dir)
     archs = config.get("architectures")
-    for key in _TEXT_CONFIG_KEYS:  # a multimodal wrapper may name the text arch only in its text config
+    for key in TEXT_CONFIG_KEYS:  # a multimodal wrapper may name the text arch only in its text config
         if not archs and isinstance(config.get(key), dict):
             archs = config[key].get("architectures")
     if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
@@ -158,7 +155,7 @@ def _h_gpt2(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
 
 
 def _h_llama(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
-    config = read_json_dict(target_dir / "tokenizer_config.json", "tokenizer_config.json") or {}
+    config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
     if config.get("add_prefix_space") is not None:
         add_kv(kvs, _bool(S.TOKENIZER_ADD_SPACE_PREFIX, config["add_prefix_space"]))
     if (target_dir / "tokenizer.model").is_file():
@@ -235,14 +232,14 @@ def _h_nemotron_h(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
     _token_kvs(kvs, "gpt2", pre_of(hf), tokens, None, types)
     _extend(kvs, SpecialVocab(target_dir, load_merges=True, tokenizer_data=hf.data).kvs())
     config = _target_config(target_dir)
-    sub = [c for c in (config.get(k) for k in _TEXT_CONFIG_KEYS) if isinstance(c, dict)]
+    sub = [c for c in (config.get(k) for k in TEXT_CONFIG_KEYS) if isinstance(c, dict)]
     is_moe = "num_experts_per_tok" in config or any("num_experts_per_tok" in c for c in sub)
     if not is_moe:  # the tokenizer adds BOS via its post-processor but says nothing in its config
         add_kv(kvs, _bool(S.ADD_TOKEN_KEYS["bos"], True))
 
 
 def _h_phi3(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
-    config = read_json_dict(target_dir / "tokenizer_config.json", "tokenizer_config.json")
+    config = load_json_if_present(target_dir / "tokenizer_config.json")
     if config is not None and config.get("tokenizer_class") == "GPT2Tokenizer":  # Phi-4
         _set_vocab_gpt2(target_dir, n_vocab, kvs)
         return

@@ -10,7 +10,6 @@ a bool counts as an integer id, and ``cls`` / FIM types have no GGUF key and are
 from __future__ import annotations
 
 import copy
-import json
 import logging
 from pathlib import Path
 from string import ascii_letters, digits
@@ -19,36 +18,13 @@ from typing import Any
 from gguf import GGUFValueType as VT
 
 from .. import schema as S
+from ..checkpoint import load_json_if_present, read_json
 from ..errors import ConvertError
 from ..plan import KV, add_kv
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SPECIAL_TYPES = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
-
-
-def read_json(path: Path, what: str = "JSON") -> Any:
-    """Parse ``path`` as JSON, or raise a one-line :class:`ConvertError` naming the file.
-
-    Example:
-        >>> read_json(Path("target/config.json"))  # doctest: +SKIP
-        {'architectures': ['Qwen3ForCausalLM'], ...}
-    """
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConvertError(f"{path}: malformed {what} ({type(e).__name__}: {e})") from None
-
-
-def read_json_dict(path: Path, what: str = "JSON") -> dict[str, Any] | None:
-    """Like :func:`read_json` for files that must hold an object; None when the file does not exist."""
-    if not path.is_file():
-        return None
-    data = read_json(path, what)
-    if not isinstance(data, dict):
-        raise ConvertError(f"{path}: expected a JSON object, found {type(data).__name__}")
-    return data
 
 
 def looks_special(token: str) -> bool:
@@ -179,7 +155,7 @@ class SpecialVocab:
     def _load(self, tokenizer_data: dict[str, Any] | None) -> None:
         tj = self.dir / "tokenizer.json"
         if tokenizer_data is None and tj.is_file():
-            tokenizer_data = read_json(tj, "tokenizer.json")
+            tokenizer_data = read_json(tj)
         if tokenizer_data is not None and not isinstance(tokenizer_data, dict):
             raise ConvertError(f"{tj}: malformed tokenizer.json (top level is not an object)")
         self._from_tokenizer_files(tj, tokenizer_data)
@@ -195,7 +171,7 @@ class SpecialVocab:
             if tokenizer.get("normalizer"):
                 _normalizer_flags(tokenizer["normalizer"], self.normalizer)
             added_tokens = tokenizer.get("added_tokens") or []
-        config = read_json_dict(self.dir / "tokenizer_config.json", "tokenizer_config.json")
+        config = load_json_if_present(self.dir / "tokenizer_config.json")
         config = copy.deepcopy(config) if config else config  # the post-processor rules below edit it
         if tokenizer:
             self._from_post_processor(tokenizer, config)
@@ -285,7 +261,7 @@ class SpecialVocab:
                 alt = [{"name": "default", "template": alt}]
                 alt += [{"name": p.stem, "template": p.read_text(encoding="utf-8")} for p in extra]
         elif json_file.is_file():
-            data = read_json(json_file, "chat_template.json")
+            data = read_json(json_file)
             alt = data.get("chat_template") if isinstance(data, dict) else None
         template = config.get("chat_template", alt)
         if template is None or isinstance(template, (str, list)):
@@ -296,7 +272,7 @@ class SpecialVocab:
 
     def _from_config_json(self) -> None:
         path = self.dir / "config.json"
-        config = read_json_dict(path, "config.json")
+        config = load_json_if_present(path)
         if config is None:
             return
         text_config = config.get("text_config")

@@ -11,9 +11,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ..checkpoint import load_json_if_present, read_json
 from ..errors import ConvertError
 from ..schema import TokenType
-from .special import looks_special, read_json, read_json_dict
+from .special import looks_special
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +65,14 @@ def spm_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], li
     sp = _load_processor(model)
     n = n_vocab if n_vocab else sp.vocab_size()  # upstream: `find_hparam(...) or tokenizer.vocab_size()`
     tokens, scores, types = _spm_pieces(sp, n)
-    added = read_json_dict(target_dir / "added_tokens.json", "added_tokens.json") or {}
+    added = load_json_if_present(target_dir / "added_tokens.json") or {}
     for piece, tid in added.items():
         if not isinstance(tid, int) or not 0 <= tid < n:
             log.warning("%s: token %r id %r is out of range (< %d), ignored", target_dir / "added_tokens.json",
                         piece, tid, n)
             continue
         tokens[tid], scores[tid], types[tid] = piece, -1000.0, TokenType.USER_DEFINED
-    config = read_json_dict(target_dir / "tokenizer_config.json", "tokenizer_config.json") or {}
+    config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
     decoder = config.get("added_tokens_decoder") or {}
     for key, data in (decoder.items() if isinstance(decoder, dict) else ()):
         tid = _int_key(target_dir / "tokenizer_config.json", key)
@@ -110,19 +111,19 @@ def phi3_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], l
     sp = _load_processor(model)
     n = n_vocab if n_vocab is not None else sp.vocab_size()
     tokens, scores, types = _spm_pieces(sp, n)
-    added = read_json_dict(target_dir / "added_tokens.json", "added_tokens.json") or {}
+    added = load_json_if_present(target_dir / "added_tokens.json") or {}
     for piece, tid in added.items():
         if isinstance(tid, int) and 0 <= tid < n:
             tokens[tid], scores[tid], types[tid] = piece, -1000.0, TokenType.USER_DEFINED
     entries: list[tuple[Path, int, dict[str, Any]]] = []
-    config = read_json_dict(target_dir / "tokenizer_config.json", "tokenizer_config.json") or {}
+    config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
     decoder = config.get("added_tokens_decoder") or {}
     for key, data in (decoder.items() if isinstance(decoder, dict) else ()):
         entries.append((target_dir / "tokenizer_config.json", _int_key(target_dir / "tokenizer_config.json", key),
                         data))
     tj = target_dir / "tokenizer.json"
     if tj.is_file():
-        data_tj = read_json(tj, "tokenizer.json")
+        data_tj = read_json(tj)
         for item in (data_tj.get("added_tokens") or []) if isinstance(data_tj, dict) else []:
             if isinstance(item, dict):
                 entries.append((tj, _int_key(tj, item.get("id")), item))

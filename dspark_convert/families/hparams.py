@@ -1,0 +1,186 @@
+"""The draft config as upstream sees it (contract §2.0), and typed readers for its values.
+
+"What does upstream's config view look like?": the transformers config-class defaults it fills in, the nested
+text configs it merges, the rope dict it builds, and the one-line refusals for values a GGUF key cannot hold.
+Family modules read every config value through these functions.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from typing import Any, Literal, overload
+
+from ..checkpoint import TEXT_CONFIG_KEYS
+from ..errors import ConvertError
+
+# transformers 5.24 config-class defaults that upstream's AutoConfig view adds before any rule runs (§2.0).
+_QWEN3_DEFAULTS: dict[str, Any] = {
+    "vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": 32, "head_dim": 128, "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-6, "use_sliding_window": False, "sliding_window": 4096, "max_window_layers": 28,
+    "attention_bias": False,
+}
+_LLAMA_DEFAULTS: dict[str, Any] = {
+    "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "max_position_embeddings": 2048, "rms_norm_eps": 1e-6,
+}
+DEFAULT_ROPE_THETA = 10000.0
+#: the tokenizer list is padded to the draft vocab_size in memory; real vocabularies are far below this
+MAX_VOCAB_SIZE = 2**24
+
+
+# ---------------------------------------------------------------------------------------------- config view
+def normalize_hparams(config: dict[str, Any], where: str = "config.json") -> dict[str, Any]:
+    """The draft hparams as upstream sees them: the transformers config-class view for ``qwen3`` / ``llama``
+    configs (class defaults filled in, rope moved into ``rope_parameters``), the raw dict otherwise, with a
+    nested ``text_config`` (and its aliases) merged into the top level.
+
+    Example:
+        >>> normalize_hparams({"model_type": "qwen3", "hidden_size": 8})["max_position_embeddings"]
+        32768
+    """
+    hp = copy.deepcopy(config)
+    for key in TEXT_CONFIG_KEYS:
+        if isinstance(hp.get(key), dict):
+            hp.update(hp.pop(key))
+    thinker = hp.get("thinker_config")
+    if isinstance(thinker, dict) and isinstance(thinker.get("text_config"), dict):
+        hp.update(thinker["text_config"])
+    model_type = hp.get("model_type")
+    if model_type == "qwen3":
+        for k, v in _QWEN3_DEFAULTS.items():
+            hp.setdefault(k, v)
+        if hp.get("num_key_value_heads") is None:
+            hp["num_key_value_heads"] = hp["num_attention_heads"]
+        if not hp.get("use_sliding_window"):
+            hp["sliding_window"] = None
+        if hp.get("layer_types") is None:
+            n_layers = as_u32(hp["num_hidden_layers"], "num_hidden_layers", where)
+            window_from = (as_u32(hp["max_window_layers"], "max_window_layers", where)
+                           if hp["sliding_window"] is not None else 0)
+            hp["layer_types"] = [
+                "sliding_attention" if hp["sliding_window"] is not None and i >= window_from else "full_attention"
+                for i in range(n_layers)
+            ]
+        _move_rope(hp)
+    elif model_type == "llama":
+        for k, v in _LLAMA_DEFAULTS.items():
+            hp.setdefault(k, v)
+        if hp.get("num_key_value_heads") is None:
+            hp["num_key_value_heads"] = hp["num_attention_heads"]
+        if hp.get("head_dim") is None:
+            hp["head_dim"] = (as_u32(hp["hidden_size"], "hidden_size", where)
+                              // as_positive(hp["num_attention_heads"], "num_attention_heads", where))
+        _move_rope(hp)
+    return hp
+
+
+def draft_hparams(raw: dict[str, Any], where: str = "config.json") -> dict[str, Any]:
+    """Draft hparams for any schema: the config-class view of a known top-level ``model_type``, else the raw dict;
+    then a speculators ``transformer_layer_config`` merged into the top level (§2.0). Speculators configs have no
+    top-level ``model_type`` transformers knows, so upstream reads them raw and no class defaults apply."""
+    hp = normalize_hparams(raw, where)
+    tlc = hp.pop("transformer_layer_config", None)
+    if isinstance(tlc, dict):
+        hp.update(tlc)
+    return hp
+
+
+def _move_rope(hp: dict[str, Any]) -> None:
+    """transformers >= 5 keeps rope settings in ``rope_parameters`` (an unscaled config gets ``rope_type`` default)."""
+    params = hp.get("rope_parameters")
+    if not isinstance(params, dict):
+        scaling = hp.pop("rope_scaling", None)
+        params = dict(scaling) if isinstance(scaling, dict) else {}
+        if "type" in params and "rope_type" not in params:
+            params["rope_type"] = params.pop("type")
+        params.setdefault("rope_type", "default")
+        params.setdefault("rope_theta", hp.pop("rope_theta", DEFAULT_ROPE_THETA))
+        hp["rope_parameters"] = params
+    hp.pop("rope_theta", None)
+
+
+def find_hparam(hp: dict[str, Any], keys: Iterable[str], *, required: bool = False, where: str = "config.json") -> Any:
+    """Value of the first of ``keys`` present in ``hp`` (even if null), like upstream's ``find_hparam``."""
+    keys = tuple(keys)
+    for k in keys:
+        if k in hp:
+            return hp[k]
+    if required:
+        raise ConvertError(f"{where}: none of the keys {', '.join(repr(k) for k in keys)} is present")
+    return None
+
+
+def rope_dict(hp: dict[str, Any]) -> dict[str, Any]:
+    """The rope dict of §2.1: rope_parameters / rope_scaling (its full_attention part), completed from the top level."""
+    rd = hp.get("rope_parameters") or hp.get("rope_scaling") or {}
+    rd = dict(rd.get("full_attention", rd)) if isinstance(rd, dict) else {}
+    if "rope_theta" not in rd:
+        theta = find_hparam(hp, ("global_rope_theta", "rope_global_theta", "rope_theta_global", "rope_theta",
+                                 "rotary_emb_base"))
+        if theta is not None:
+            rd["rope_theta"] = theta
+    if "rope_type" not in rd and "type" in rd:
+        rd["rope_type"] = rd["type"]
+    for k in ("partial_rotary_factor", "original_max_position_embeddings"):
+        if k not in rd and k in hp:
+            rd[k] = hp[k]
+    return rd
+
+
+# ---------------------------------------------------------------------------------------------- typed readers
+def as_u32(value: Any, key: str, where: str) -> int:
+    """A config integer written as UINT32: refuse other types and out-of-range values here, by config key
+    (the GGUF writer would fail later with a bare struct error).
+
+    Example:
+        >>> as_u32(7, "block_size", "config.json")
+        7
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConvertError(f"{where}: key '{key}' is {value!r}, expected an integer")
+    if not 0 <= value <= 0xFFFFFFFF:
+        raise ConvertError(f"{where}: key '{key}' is {value}, expected a non-negative integer below 2**32")
+    return value
+
+
+def as_positive(value: Any, key: str, where: str) -> int:
+    """A config integer that is used as a divisor or a count of heads: a UINT32 of at least 1."""
+    if as_u32(value, key, where) == 0:
+        raise ConvertError(f"{where}: key '{key}' is 0, expected a positive integer")
+    return int(value)
+
+
+def as_float(value: Any, key: str, where: str) -> float:
+    """A config number (int or float, not bool) as a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConvertError(f"{where}: key '{key}' is {value!r}, expected a number")
+    return float(value)
+
+
+@overload
+def vocab_size_of(hp: dict[str, Any], key: str, where: str, *, required: Literal[True]) -> int: ...
+
+
+@overload
+def vocab_size_of(hp: dict[str, Any], key: str, where: str, *, required: bool = False) -> int | None: ...
+
+
+def vocab_size_of(hp: dict[str, Any], key: str, where: str, *, required: bool = False) -> int | None:
+    """The vocab size under ``key``: a positive integer up to :data:`MAX_VOCAB_SIZE`, or None when absent.
+
+    This is the one check of a config vocab size on the conversion path; callers pass the value on.
+
+    Example:
+        >>> vocab_size_of({"vocab_size": 1024}, "vocab_size", "config.json")
+        1024
+    """
+    value = hp.get(key)
+    if value is None:
+        if required:
+            raise ConvertError(f"{where}: key '{key}' is missing, expected the vocabulary size (a positive integer)")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_VOCAB_SIZE:
+        raise ConvertError(f"{where}: key '{key}' is {value!r}, expected a positive integer up to {MAX_VOCAB_SIZE}")
+    return value

@@ -1,0 +1,128 @@
+"""Row transforms as objects: the registry, row groups, and a transform of two sources streamed by the writer.
+
+No family uses a transform of several sources yet (DeepSeek-V4's FP8 weights with 128-row block scales will);
+``BlockScale`` below is a toy of the same shape: output rows ``[a, b)`` read weight rows ``[a, b)`` and scale
+rows ``[a // block, ceil(b / block))``. Writing it through ``writer.write_plan`` in chunks of one row group
+proves that the writer streams a multi-source tensor by row chunks and writes the right bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as QT
+from gguf import GGUFReader
+from gguf import GGUFValueType as VT
+
+from dspark_convert import writer
+from dspark_convert.checkpoint import Checkpoint
+from dspark_convert.errors import ConvertError
+from dspark_convert.plan import KV, Plan, TensorSpec
+from dspark_convert.transforms import TRANSFORMS, DeinterleaveRope, Eagle3Permute, Shapes, Transform, register
+
+
+@dataclass(frozen=True)
+class BlockScale(Transform):
+    """weight * scale, one scale per ``block`` x ``block`` tile (a float stand-in for an FP8 block dequant)."""
+
+    name: ClassVar[str] = "toy_block_scale"
+    n_sources: ClassVar[int] = 2
+    block: int
+
+    def row_group(self, rows: int) -> int | None:
+        return self.block if rows % self.block == 0 else None
+
+    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
+        return (start, stop), (start // self.block, -(-stop // self.block))
+
+    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
+        return "F32"
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        weight, scale = chunks
+        tiles = np.repeat(np.repeat(scale, self.block, axis=0), self.block, axis=1)
+        return (weight * tiles).astype(np.float32)
+
+
+def _safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
+    header, blobs, offset = {}, [], 0
+    for name, arr in tensors.items():
+        data = arr.astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"".join(blobs))
+
+
+@pytest.fixture()
+def toy(tmp_path: Path) -> tuple[Checkpoint, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(7)
+    weight = rng.standard_normal((8, 64)).astype(np.float32)
+    scale = rng.uniform(0.5, 2.0, (2, 16)).astype(np.float32)  # block 4: 8 rows -> 2 scale rows, 64 cols -> 16
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}", encoding="utf-8")
+    _safetensors(folder / "model.safetensors", {"w": weight, "w.scale": scale})
+    return Checkpoint(folder), weight, scale
+
+
+def test_two_source_transform_streams_by_row_chunks_through_the_writer(
+        toy: tuple[Checkpoint, np.ndarray, np.ndarray], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ck, weight, scale = toy
+    reads: list[tuple[str, int, int]] = []
+    real = ck.read_rows
+
+    def spy(name: str, start: int, stop: int) -> np.ndarray:
+        reads.append((name, start, stop))
+        return real(name, start, stop)
+
+    monkeypatch.setattr(ck, "read_rows", spy)
+    monkeypatch.setattr(writer, "CHUNK_BYTES", 1)  # the smallest chunks: one row group (4 rows) each
+    spec = TensorSpec("blk.0.ffn_up.weight", (8, 64), QT.F32, sources=("w", "w.scale"), transform=BlockScale(4))
+    plan = Plan("dflash", [KV("general.architecture", VT.STRING, "dflash")], [spec])
+    out = tmp_path / "toy.gguf"
+    writer.write_plan(plan, {"draft": ck}, out)
+
+    expected = weight * np.repeat(np.repeat(scale, 4, axis=0), 4, axis=1)
+    got = GGUFReader(out).tensors[0]
+    assert got.name == "blk.0.ffn_up.weight" and list(got.shape) == [64, 8]
+    assert np.asarray(got.data).tobytes() == expected.astype("<f4").tobytes()
+    # two chunks of 4 weight rows, each with the one scale row of its block (chunks run on worker threads)
+    assert sorted(reads) == [("w", 0, 4), ("w", 4, 8), ("w.scale", 0, 1), ("w.scale", 1, 2)]
+
+
+def test_two_source_transform_in_q8_0_equals_whole_tensor(toy: tuple[Checkpoint, np.ndarray, np.ndarray],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    ck, weight, scale = toy
+    monkeypatch.setattr(writer, "CHUNK_BYTES", 1)
+    spec = TensorSpec("t", (8, 64), QT.Q8_0, sources=("w", "w.scale"), transform=BlockScale(4))
+    whole = writer.convert_chunk(BlockScale(4).apply_whole([weight, scale]), "F32", QT.Q8_0).tobytes()
+    assert b"".join(c.tobytes() for c in writer.tensor_chunks(spec, {"draft": ck})) == whole
+
+
+def test_source_count_must_match_the_transform(toy: tuple[Checkpoint, np.ndarray, np.ndarray]) -> None:
+    ck, _, _ = toy
+    for spec in (TensorSpec("t", (8, 64), QT.F32, sources=("w", "w.scale")),  # two sources, no transform
+                 TensorSpec("t", (8, 64), QT.F32, sources=("w",), transform=BlockScale(4))):
+        with pytest.raises(ConvertError, match="internal: tensor 't' has [12] sources for"):
+            list(writer.tensor_chunks(spec, {"draft": ck}))
+
+
+def test_registry_and_row_groups() -> None:
+    assert TRANSFORMS == {"deinterleave_rope": DeinterleaveRope, "eagle3_permute": Eagle3Permute}
+    assert DeinterleaveRope(16).row_group(64) == 16 and DeinterleaveRope(16).row_group(24) is None
+    assert DeinterleaveRope(3).row_group(6) is None  # an odd head_dim never splits
+    assert Eagle3Permute(8, 2).row_group(32) == 16  # n = n_head_kv (2) groups of 16 rows
+    assert Eagle3Permute(8, 8).row_group(64) == 8 and Eagle3Permute(8, 8).row_group(24) is None
+    assert Eagle3Permute(8, 2).describe() == "eagle3_permute(8, 2)" and Eagle3Permute(8, 2).args == (8, 2)
+    assert DeinterleaveRope(16) == DeinterleaveRope(16) != DeinterleaveRope(8)
+    with pytest.raises(ValueError, match="unique name"):
+        register(DeinterleaveRope)
