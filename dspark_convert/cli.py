@@ -62,7 +62,7 @@ def byte_progress(enabled: bool, description: str) -> Iterator[Callable[[int, in
 @app.command()
 def hf2gguf(
     draft: Annotated[str, typer.Argument(help="Draft checkpoint: a local folder or a Hub repo id (org/name[@rev]).")],
-    target_model_dir: Annotated[str, typer.Option("--target-model-dir", "-t", help="Target model: folder or Hub repo id (tokenizer, config).")],
+    target_model_dir: Annotated[str | None, typer.Option("--target-model-dir", "-t", help="Target model: folder or Hub repo id (tokenizer, config). Optional for a DeepSeek-V4 checkpoint (its own tokenizer).")] = None,
     outfile: Annotated[str | None, typer.Option("--outfile", "-o", help="Output path; {ftype} and {outtype} are expanded. Default: GGUF naming convention.")] = None,
     outtype: Annotated[str, typer.Option(help="f32, f16, bf16, q8_0 or auto (from the checkpoint's dtypes).")] = "auto",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (keys, tensors, types, sizes) and write nothing.")] = False,
@@ -72,15 +72,18 @@ def hf2gguf(
     metadata: Annotated[Path | None, typer.Option("--metadata", help="JSON file overriding general.* metadata.")] = None,
     model_name: Annotated[str | None, typer.Option("--model-name", help="Override general.name.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable summary on stdout.")] = False,
+    dspark: Annotated[bool, typer.Option("--dspark", help="Upstream's flag for the DSpark draft inside a DeepSeek-V4 checkpoint (recognised without it).")] = False,
 ) -> None:
-    """Convert a DSpark / DFlash / EAGLE-3 draft checkpoint to a GGUF file llama.cpp loads."""
+    """Convert a DSpark / DFlash / EAGLE-3 draft checkpoint (or the DSpark draft inside a DeepSeek-V4 checkpoint)
+    to a GGUF file llama.cpp loads."""
     from .conversion import convert
     from .report import render_conversion
 
     with byte_progress(not as_json and not dry_run, "converting") as progress:
         result = run_or_exit(lambda: convert(draft, target_model_dir, outfile, outtype=outtype, force=force, dry_run=dry_run,
                                              embed_from_target=with_target_embeddings, allow_nonfinite=allow_nonfinite,
-                                             metadata=metadata, model_name=model_name, progress=progress))
+                                             metadata=metadata, model_name=model_name, dspark=dspark,
+                                             progress=progress))
     if as_json:
         from .report import conversion_to_dict
 

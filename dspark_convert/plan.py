@@ -47,9 +47,10 @@ Origin = Literal["draft", "target", "generated", "file"]
 class RowTransform(Protocol):
     """What the writer needs from a row transform (implemented by ``transforms.Transform`` and its subclasses).
 
-    The writer streams a tensor by chunks of output rows ``[start, stop)`` whose length is a multiple of
-    ``row_group(rows)``, reads ``source_rows(start, stop, shapes)`` of each source tensor, and converts
-    ``apply(chunks, rows)`` from ``out_dtype(source dtypes)`` to the tensor's GGML type.
+    The writer streams a tensor by chunks of output rows ``[start, stop)`` (``out_rows(shapes)`` in all)
+    whose length is a multiple of ``row_group(rows)``, reads ``source_rows(start, stop, shapes)`` of each source
+    tensor (an empty span is not read), and converts ``apply(chunks, rows)`` from ``out_dtype(source dtypes)``
+    to the tensor's GGML type.
     """
 
     @property
@@ -57,6 +58,10 @@ class RowTransform(Protocol):
 
     @property
     def n_sources(self) -> int: ...
+
+    def sources_ok(self, n: int) -> bool: ...
+
+    def out_rows(self, shapes: tuple[tuple[int, ...], ...]) -> int: ...
 
     def describe(self) -> str: ...
 

@@ -16,17 +16,19 @@ where it overflows to infinity, exactly as upstream's ``weight.float() * scale.f
 
 On the GGUF side, dequantized FP8 tensors become Q8_0 (through :func:`transforms.quantize_q8_0`, bit-identical to
 gguf-py) or F16 when a row is not a multiple of 32; FP4 experts are repacked losslessly into ggml's MXFP4 blocks
-(:func:`mxfp4_repack`). Every function works on a row chunk, so a caller can stream a tensor of any size.
+(:func:`mxfp4_repack`). Every function works on a row chunk, so a caller can stream a tensor of any size; the row
+transforms that put them on a plan (``Fp8BlockDequant``, ``Mxfp4ExpertStack``) are in :mod:`.transforms`.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
 
 from .errors import ConvertError
-from .transforms import Q8_0_BLOCK, quantize_q8_0
 
+Q8_0_BLOCK = GGML_QUANT_SIZES[QT.Q8_0][0]
 FP8_TILE = 128  #: rows and columns per F8_E8M0 scale of a dense linear (``weight_block_size`` [128, 128])
 MXFP4_BLOCK = 32  #: values per E8M0 scale of a routed expert (and per ggml MXFP4 block)
 MXFP4_BLOCK_BYTES = 17  #: one ggml MXFP4 block: 1 scale byte + 16 bytes of packed codes
@@ -153,6 +155,8 @@ def fp8_to_gguf(weight: np.ndarray, scale: np.ndarray, *, row0: int = 0, out: QT
         >>> fp8_to_gguf(w, np.array([[127]], np.uint8))[0, :3].tolist()  # Q8_0: d = 1/127 as F16, q = 127
         [8, 32, 127]
     """
+    from .transforms import quantize_q8_0  # the fast bit-exact quantizer (transforms imports this module)
+
     x = fp8_block_dequant(weight, scale, row0=row0)
     kind = out if out is not None else fp8_output_type(x.shape[1])
     if kind == QT.Q8_0:

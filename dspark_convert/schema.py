@@ -329,6 +329,8 @@ SCORE_FUNCS: dict[str, int] = {"softmax": 1, "sigmoid": 2, "sqrtsoftplus": 4}
 EXPERT_GATING_SQRTSOFTPLUS = 4
 #: ``general.file_type`` of every DSV4 DSpark GGUF (LlamaFileType.MOSTLY_MXFP4_MOE), whatever --outtype says
 FILE_TYPE_MOSTLY_MXFP4_MOE = 38
+#: a family-fixed ``general.file_type`` -> the type name used for the output file name (``{ftype}``: MXFP4_MOE)
+FILE_TYPE_NAMES: dict[int, str] = {FILE_TYPE_MOSTLY_MXFP4_MOE: "mxfp4_moe"}
 
 KEY_TYPES.update({
     EXPERT_COUNT: VT.UINT32, EXPERT_USED_COUNT: VT.UINT32, EXPERT_GATING_FUNC: VT.UINT32, Q_LORA_RANK: VT.UINT32,

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
+from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
 
 from . import schema as S
-from .checkpoint import Checkpoint
+from .checkpoint import Checkpoint, TensorRef
 from .errors import ConvertError
 from .gguffile.header import pad, write_header
 from .plan import Plan, TensorSpec
@@ -71,6 +72,8 @@ def _nonfinite(raw: np.ndarray, src_dtype: str) -> bool:
         return int(np.bitwise_and(raw.view(np.uint32), 0x7FFFFFFF).max()) >= 0x7F800000
     if src_dtype == "F64":
         return not bool(np.all(np.isfinite(raw)))
+    if src_dtype == "MXFP4":  # encoded blocks: a NaN E8M0 scale (byte 255) in the first byte of a block
+        return bool(np.any(raw.reshape(-1, GGML_QUANT_SIZES[QT.MXFP4][1])[:, 0] == 0xFF))
     return False
 
 
@@ -92,12 +95,14 @@ def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
     ck = sources[spec.origin]
     refs = [ck.ref(name) for name in spec.sources]
     t = spec.transform
-    if not refs or len(refs) != (t.n_sources if t is not None else 1):
+    if not refs or not (t.sources_ok(len(refs)) if t is not None else len(refs) == 1):
         raise ConvertError(f"internal: tensor '{spec.name}' has {len(refs)} sources for "
                            f"{t.describe() if t is not None else 'no transform'}")
     first = refs[0]
+    shapes = tuple(r.shape for r in refs)
     rows = first.shape[0] if first.shape else 1
-    group = t.row_group(rows) if t is not None else 1
+    out_rows = t.out_rows(shapes) if t is not None else rows
+    group = t.row_group(out_rows) if t is not None else 1
     dtype = t.out_dtype(tuple(r.dtype for r in refs)) if t is not None else first.dtype
 
     def finish(chunk: np.ndarray) -> np.ndarray:
@@ -112,16 +117,18 @@ def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
     group = group or 1
     row_bytes = max(1, (first.end - first.start) // max(1, rows))
     step = max(group, CHUNK_BYTES // row_bytes // group * group)
-    shapes = tuple(r.shape for r in refs)
+
+    def read(r: TensorRef, a: int, b: int) -> np.ndarray:  # an empty span (a source this chunk does not use): no I/O
+        return ck.read_rows(r.name, a, b) if b > a else np.empty((0, *r.shape[1:]), r.numpy_dtype)
 
     def job(start: int) -> np.ndarray:
-        stop = min(rows, start + step)
+        stop = min(out_rows, start + step)
         if t is None:
             return finish(ck.read_rows(first.name, start, stop))
         spans = t.source_rows(start, stop, shapes)
-        return finish(t.apply([ck.read_rows(r.name, a, b) for r, (a, b) in zip(refs, spans, strict=True)], rows))
+        return finish(t.apply([read(r, a, b) for r, (a, b) in zip(refs, spans, strict=True)], rows))
 
-    for start in range(0, max(rows, 1), step):
+    for start in range(0, max(out_rows, 1), step):
         yield functools.partial(job, start)
 
 

@@ -12,16 +12,32 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
+from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 from .. import schema as S
+from ..checkpoint import Checkpoint, Select
 from ..errors import ConvertError
-from ..plan import KV
-from .hparams import as_float, as_positive, as_u32
+from ..plan import KV, Plan, TensorSpec
+from ..quant import fp4_shapes, fp8_output_type, fp8_scale_shape
+from ..tokenizer.handlers import target_vocab_kvs
+from ..transforms import Fp8BlockDequant, Mxfp4ExpertStack
+from .base import Context, TargetTensor
+from .common import base_kvs, finish_plan, tensor_spec
+from .hparams import as_float, as_positive, as_u32, vocab_size_of
 
-ARCHITECTURES = (S.DSV4_ARCHITECTURE,)
+ARCHITECTURES: tuple[str, ...] = (S.DSV4_ARCHITECTURE,)
+#: no --with-target-embeddings: the loader uses the target's embedding and head (an output.weight is an extra tensor)
+TARGET_TENSORS: tuple[TargetTensor, ...] = ()
+#: a DeepSeek-V4 checkpoint carries its own tokenizer: without --target-model-dir it is read from there
+TOKENIZER_IN_CHECKPOINT = True
+#: upstream's ``--dspark`` selects this converter (it is accepted here, and not needed)
+DSPARK_FLAG = True
+__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
+           "draft_tensors", "hf_names"]
 
 #: HF name inside a stage (after ``mtp.{s}.``) -> GGUF name after ``blk.{s}.`` (spec/dsv4-dspark.md §3)
 STAGE_TENSORS: dict[str, str] = {
@@ -80,22 +96,49 @@ def draft_names(names: list[str]) -> list[str]:
     return [n for n in names if n.startswith(S.DSV4_DRAFT_PREFIX)]
 
 
-def claims(config: dict[str, Any], names: list[str]) -> bool:
-    """This family converts the checkpoint: the config declares ``DeepseekV4DSparkModel``, or a DeepSeek-V4 config
-    has ``dspark_*`` keys and the checkpoint has ``mtp.*`` tensors."""
+def has_draft(config: dict[str, Any], names: list[str]) -> bool:
+    """``mtp.*`` tensors, and ``dspark_*`` config keys or a config declaring ``DeepseekV4DSparkModel``."""
     archs = config.get("architectures")
-    if isinstance(archs, list) and archs and archs[0] == S.DSV4_ARCHITECTURE:
-        return True
-    return is_deepseek_v4(config) and any(k in config for k in S.DSV4_CONFIG_KEYS) and bool(draft_names(names))
+    declared = isinstance(archs, list) and bool(archs) and archs[0] == S.DSV4_ARCHITECTURE
+    return bool(draft_names(names)) and (declared or any(k in config for k in S.DSV4_CONFIG_KEYS))
 
 
-def no_draft_message(where: str, config: dict[str, Any], names: list[str]) -> str:
-    """Why a DeepSeek-V4 checkpoint is not a convertible DSpark draft (one line)."""
+def claims(config: dict[str, Any], tensor_names: list[str]) -> bool:
+    """A DeepSeek-V4 checkpoint that carries a DSpark draft. One without a draft is refused here, saying what is
+    missing (``families.family_for`` prefixes the config file)."""
+    if not is_deepseek_v4(config):
+        return False
+    if not has_draft(config, tensor_names):
+        raise ConvertError(no_draft_message(config, tensor_names))
+    return True
+
+
+def draft_tensors(config: dict[str, Any]) -> Select | None:
+    """Only ``mtp.*``: the other shards of the checkpoint (the main model) are neither opened nor downloaded."""
+    return _is_draft
+
+
+def _is_draft(name: str) -> bool:
+    return name.startswith(S.DSV4_DRAFT_PREFIX)
+
+
+def hf_names(gguf_name: str) -> tuple[str, ...]:
+    """The checkpoint names that become ``gguf_name`` (``*`` stands for any stage / expert)."""
+    roots = tuple(f"mtp.*.{hf}" for hf, g in ROOT_TENSORS.items() if g == gguf_name)
+    if roots or not gguf_name.startswith("blk."):
+        return roots
+    _, bid, short = gguf_name.split(".", 2)
+    experts = tuple(f"mtp.{bid}.ffn.experts.*.{w}.weight" for w, g in EXPERT_TENSORS.items() if g == short)
+    return experts + tuple(f"mtp.{bid}.{hf}" for hf, g in STAGE_TENSORS.items() if g == short)
+
+
+def no_draft_message(config: dict[str, Any], names: list[str]) -> str:
+    """Why a DeepSeek-V4 checkpoint is not a convertible DSpark draft (one line, without the file name)."""
     keys = [k for k in S.DSV4_CONFIG_KEYS if k in config]
     has_mtp = bool(draft_names(names))
     what = ("no dspark_* config keys and no mtp.* tensors" if not keys and not has_mtp else
             "no mtp.* tensors" if not has_mtp else "no dspark_* config keys (dspark_block_size, ...)")
-    return (f"{where}: a DeepSeek-V4 checkpoint without a DSpark draft ({what}); only the draft is converted here "
+    return (f"a DeepSeek-V4 checkpoint without a DSpark draft ({what}); only such a draft is converted here "
             "(convert the main model with llama.cpp's convert_hf_to_gguf.py)")
 
 
@@ -220,3 +263,143 @@ def chat_template(name_hint: str) -> str:
     contains ``0731``."""
     fn = TEMPLATE_FILES["0731" in name_hint]
     return resources.files("dspark_convert").joinpath("templates").joinpath(fn).read_text(encoding="utf-8")
+
+
+def checkpoint_name(folder: Path) -> str:
+    """The checkpoint's name for the template rule: the folder name, or for a Hugging Face cache snapshot
+    (``models--org--name/snapshots/<commit>``) the repo's folder name."""
+    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+        return folder.parent.parent.name
+    return folder.name
+
+
+# ---------------------------------------------------------------------------------------------- tensors
+def _fp8_spec(ck: Checkpoint, src: str, name: str) -> TensorSpec:
+    """An FP8 weight and its tile scales -> one Q8_0 (or F16) tensor."""
+    ref = ck.ref(src)
+    scale = src.removesuffix(".weight") + ".scale"
+    if len(ref.shape) != 2:
+        raise ConvertError(f"{ref.file}: tensor '{src}' is F8_E4M3 with shape {list(ref.shape)}, expected a 2-D weight")
+    if scale not in ck:
+        raise ConvertError(f"{ref.file}: tensor '{src}' is F8_E4M3 but the checkpoint has no '{scale}' "
+                           "(an F8_E8M0 scale per 128x128 tile)")
+    sref = ck.ref(scale)
+    want = fp8_scale_shape((ref.shape[0], ref.shape[1]))
+    if sref.dtype != "F8_E8M0" or sref.shape != want:
+        raise ConvertError(f"{sref.file}: tensor '{scale}' is {sref.dtype} {list(sref.shape)}, expected F8_E8M0 "
+                           f"{list(want)} (one scale per 128x128 tile of {list(ref.shape)})")
+    return TensorSpec(name=name, shape=ref.shape, ggml_type=fp8_output_type(ref.shape[1]), sources=(src, scale),
+                      transform=Fp8BlockDequant(), source_dtype=ref.dtype)
+
+
+def _plain_spec(ck: Checkpoint, src: str, name: str) -> TensorSpec:
+    """F32 stays F32; BF16 stays BF16 with 2+ dims, norms and 1-D tensors become F32 (upstream's forced types)."""
+    ref = ck.ref(src)
+    if ref.dtype == "F32":
+        return tensor_spec(ck, src, name, QT.F32)
+    if ref.dtype in ("BF16", "F16"):
+        return tensor_spec(ck, src, name, QT.BF16 if ref.dtype == "BF16" else QT.F16)
+    raise ConvertError(f"{ref.file}: tensor '{src}' has dtype {ref.dtype}; a DeepSeek-V4 DSpark draft stores it as "
+                       "F8_E4M3 (+ scale), BF16 or F32")
+
+
+def _expert_spec(ck: Checkpoint, stage: int, w: str, per: dict[int, tuple[str, str]], hp: Dsv4HParams) -> TensorSpec:
+    """The stack of one projection of every routed expert of a stage -> one MXFP4 tensor."""
+    rows, cols = (hp.hidden, hp.moe) if w == "w2" else (hp.moe, hp.hidden)
+    missing = sorted(set(range(hp.experts)) - per.keys())
+    extra = sorted(per.keys() - set(range(hp.experts)))
+    if missing or extra:
+        e = (missing or extra)[0]
+        what = "is missing" if missing else f"is beyond n_routed_experts {hp.experts}"
+        raise ConvertError(f"{ck.path}: expert {e} of mtp.{stage}.ffn.experts.*.{w} {what} (the config says "
+                           f"{hp.experts} routed experts per stage)")
+    want_w, want_s = fp4_shapes(rows, cols)
+    if cols % 32:
+        raise ConvertError(f"{ck.path / 'config.json'}: {cols} input values per expert row of {w} is not a multiple "
+                           "of 32 (FP4 experts have one scale per 32 values)")
+    sources: list[str] = []
+    for e in range(hp.experts):
+        wn, sn = per[e]
+        wr = ck.ref(wn)
+        if sn not in ck:
+            raise ConvertError(f"{wr.file}: tensor '{wn}' has no '{sn}' (an F8_E8M0 scale per 32 values)")
+        sr = ck.ref(sn)
+        if wr.dtype not in ("I8", "U8") or wr.shape != want_w:
+            raise ConvertError(f"{wr.file}: tensor '{wn}' is {wr.dtype} {list(wr.shape)}, expected I8 {list(want_w)} "
+                               f"(FP4 codes, two per byte, of a [{rows}, {cols}] expert)")
+        if sr.dtype != "F8_E8M0" or sr.shape != want_s:
+            raise ConvertError(f"{sr.file}: tensor '{sn}' is {sr.dtype} {list(sr.shape)}, expected F8_E8M0 {list(want_s)}")
+        sources += [wn, sn]
+    name = S.LAYER_PREFIX.format(bid=stage) + EXPERT_TENSORS[w]
+    return TensorSpec(name=name, shape=(hp.experts, rows, cols), ggml_type=QT.MXFP4, sources=tuple(sources),
+                      transform=Mxfp4ExpertStack(hp.experts), source_dtype="I8")
+
+
+def plan_tensors(ck: Checkpoint, hp: Dsv4HParams) -> tuple[list[TensorSpec], int]:
+    """The expert stacks (stage 0..n-1 x gate, down, up), then every other draft tensor in checkpoint order
+    (shard order x sorted name); returns (tensors, number of stages)."""
+    experts: dict[tuple[int, str], dict[int, tuple[str, str]]] = {}
+    dense: list[TensorSpec] = []
+    seen: dict[str, str] = {}
+    stages: set[int] = set()
+    for src in ck.names:
+        if not _is_draft(src):
+            continue
+        try:
+            stage, rest = split_stage(src)
+        except ValueError:
+            raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not named mtp.<stage>.<name>") from None
+        stages.add(stage)
+        ex = expert_parts(rest)
+        if ex is not None:
+            e, w, part = ex
+            if part == "weight":
+                experts.setdefault((stage, w), {})[e] = (src, src.removesuffix(".weight") + ".scale")
+            continue
+        if rest.endswith(".scale") and src.removesuffix(".scale") + ".weight" in ck:
+            continue  # read with its weight
+        name = gguf_name(stage, rest)
+        if name is None:
+            raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not part of a DeepSeek-V4 DSpark draft "
+                               "(upstream fails with \"Can not map tensor\")")
+        if name in seen:
+            raise ConvertError(f"{ck.ref(src).file}: tensors '{seen[name]}' and '{src}' both become '{name}'")
+        seen[name] = src
+        dense.append(_fp8_spec(ck, src, name) if ck.ref(src).dtype == "F8_E4M3" else _plain_spec(ck, src, name))
+    n = 1 + max(stages) if stages else 0
+    stacks = []
+    for stage in range(n):
+        for w in EXPERT_TENSORS:
+            if (stage, w) not in experts:
+                raise ConvertError(f"{ck.path}: stage {stage} has no routed experts mtp.{stage}.ffn.experts.*.{w}.weight")
+            stacks.append(_expert_spec(ck, stage, w, experts[(stage, w)], hp))
+    return stacks + dense, n
+
+
+def build_plan(ctx: Context) -> Plan:
+    """Plan for the DSpark draft of a DeepSeek-V4 checkpoint."""
+    cfg, where, ck = ctx.draft.config, ctx.where, ctx.draft
+    if not has_draft(cfg, ck.names):
+        raise ConvertError(f"{where}: {no_draft_message(cfg, ck.names)}")
+    if ctx.options.embed_from_target:
+        raise ConvertError("--with-target-embeddings: a DeepSeek-V4 DSpark draft uses the target's token embedding "
+                           "and output head at run time; an output.weight in it makes llama.cpp fail with \"wrong "
+                           "number of tensors\"")
+    hp = dsv4_hparams(cfg, where)
+    vocab_size = vocab_size_of(cfg, "vocab_size", where, required=True)
+    tensors, stages = plan_tensors(ck, hp)
+    view = {k: v for k, v in cfg.items() if k not in ("n_layers", "n_layer", "num_layers")}
+    view["num_hidden_layers"] = stages  # block_count: the draft's stages (upstream: 1 + max stage)
+    base = base_kvs(S.ARCH_DFLASH, view, S.FILE_TYPE_MOSTLY_MXFP4_MOE, where)
+    vocab = target_vocab_kvs(ctx.target_dir, vocab_size, "gpt2")  # upstream's DSV4 set_vocab: gpt2, any target
+    n_tokens = len(next((kv.value for kv in vocab if kv.name == S.TOKENIZER_TOKENS), []))
+    if not 0 <= hp.noise_token < n_tokens:
+        raise ConvertError(f"{where}: dspark_noise_token_id is {hp.noise_token}, outside the vocabulary of {n_tokens} "
+                           f"tokens (expected an id in [0, {n_tokens}))")
+    tail = [KV(S.TOKENIZER_MASK_ID, VT.UINT32, hp.noise_token)]
+    head = [KV(S.TOKENIZER_CHAT_TEMPLATE, VT.STRING, chat_template(checkpoint_name(ck.path)))]
+    f16 = [t.name for t in tensors if t.transform is not None and t.ggml_type == QT.F16]
+    notes = [f"DeepSeek-V4 DSpark: {stages} stages, {hp.experts} routed experts per stage (MXFP4), FP8 weights "
+             f"dequantized to Q8_0" + (f" ({len(f16)} to F16: rows not a multiple of 32)" if f16 else "")
+             + "; general.file_type 38 (MOSTLY_MXFP4_MOE) whatever --outtype says"]
+    return finish_plan(S.ARCH_DFLASH, head, base, dsv4_kvs(hp, stages), vocab, tail, tensors, notes)
