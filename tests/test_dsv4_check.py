@@ -6,7 +6,6 @@ tensors) is reported with its subject and rule."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,14 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 from dsv4_oracle import expected_kvs, expected_tensors
+from dsv4_support import dsv4
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFWriter, quant_shape_to_byte_shape
 
 from dspark_convert.check import check_file, errors
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "fixtures"))
-import dsv4  # noqa: E402
 
 V = 1024
 DIMS = dsv4.Dims(hidden=192, stages=2, experts=3, moe=64, hc=2, head_dim=64, q_lora=64, o_lora=32, markov_rank=8,
