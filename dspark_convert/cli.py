@@ -160,7 +160,7 @@ def diff(
 def verify_cmd(
     gguf_file: Annotated[Path, typer.Argument(help="The converted GGUF draft.")],
     hf: Annotated[Path, typer.Option("--hf", help="The original Hugging Face draft folder (config.json + safetensors).")],
-    target_model_dir: Annotated[Path, typer.Option("--target-model-dir", "-t", help="Target folder (embeddings, lm_head, config).")],
+    target_model_dir: Annotated[Path | None, typer.Option("--target-model-dir", "-t", help="Target folder (embeddings, lm_head, config); not needed for a DeepSeek-V4 DSpark file.")] = None,
     context: Annotated[int, typer.Option(help="Context positions of random target features.")] = 16,
     seed: Annotated[int, typer.Option(help="Seed of the random features and tokens.")] = 0,
     steps: Annotated[int, typer.Option(help="EAGLE-3: chained draft steps.")] = 3,

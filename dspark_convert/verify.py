@@ -262,8 +262,8 @@ def _reference(hf_dir: str, run: Any) -> Any:
         raise ConvertError(f"{hf_dir}: the reference forward failed on this checkpoint ({type(e).__name__}: {e})") from None
 
 
-def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path, *, context: int = 16, seed: int = 0,
-           steps: int = 3) -> VerifyReport:
+def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | None, *, context: int = 16,
+           seed: int = 0, steps: int = 3) -> VerifyReport:
     """Run the torch (HF) and numpy (GGUF) forwards on seeded inputs and compare every output and the metadata.
 
     Inputs: ``context`` target-feature rows drawn from N(0, 1) (the scale of real hidden states), a random anchor
@@ -277,6 +277,12 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path, *,
     if context < 1 or steps < 1:
         raise ConvertError(f"--context ({context}) and --steps ({steps}) must be at least 1")
     g = open_gguf(gguf_path)
+    if isinstance(g.value("dflash.hyper_connection.count"), int) and g.value("dflash.hyper_connection.count") > 0:
+        from .verify_dsv4 import verify_dsv4  # imports this module: loaded only for DeepSeek-V4 files
+
+        return verify_dsv4(g, gguf_path, hf_dir, target_dir)
+    if target_dir is None:
+        raise ConvertError("--target-model-dir is required: the forwards read the target's embeddings and lm_head")
     tf, d = _load_torch_side(Path(hf_dir), Path(target_dir))
     target = TargetWeights(target_dir)
     report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir), str(g.value("general.architecture")), d.family,

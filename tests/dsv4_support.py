@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,8 @@ sys.path.insert(0, str(ROOT / "fixtures"))
 import dsv4  # noqa: E402  (fixtures/dsv4.py)
 
 TOKENIZER = ROOT / "fixtures" / "target-qwen3"   # 1,017 ids + <|mask|> 1016, vocab_size 1024
-__all__ = ["ROOT", "TOKENIZER", "assert_matches_oracle", "dsv4", "kvs_of", "make", "tensors_of"]
+__all__ = ["ROOT", "TOKENIZER", "Tensors", "assert_matches_oracle", "dsv4", "edit_checkpoint", "kvs_of", "make",
+           "tensors_of"]
 
 
 def make(tmp_path: Path, name: str = "dsv4-draft", dims: dsv4.Dims | None = None, layout: dsv4.Layout | None = None,
@@ -63,3 +65,28 @@ def assert_matches_oracle(out: Path, ckpt: Path) -> None:
             v = [float(np.float32(x)) for x in v]
         assert v == value, (key, v, value)
     f.close()
+
+
+Tensors = dict[str, tuple[str, np.ndarray]]
+
+
+def edit_checkpoint(folder: Path, mutate: Callable[[Tensors], None]) -> None:
+    """Rewrite a generated checkpoint after ``mutate`` changed its tensors ({name: (dtype, array)}) in place:
+    kept tensors stay in their shard, new ones go to the last shard, and the index follows."""
+    from dsv4_oracle import load, read_header
+
+    index_path = folder / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    where: dict[str, str] = index["weight_map"]
+    tensors: Tensors = {}
+    for fn in sorted(set(where.values())):
+        for name in read_header(folder / fn)[1]:
+            tensors[name] = load(folder / fn, name)
+    mutate(tensors)
+    last = sorted(set(where.values()))[-1]
+    new_map = {n: where.get(n, last) for n in tensors}
+    for fn in sorted(set(where.values())):
+        entries = [(n, dt, tuple(a.shape), (lambda a=a: a)) for n, (dt, a) in tensors.items() if new_map[n] == fn]
+        dsv4.write_safetensors(folder / fn, entries)
+    index["weight_map"] = dict(sorted(new_map.items()))
+    index_path.write_text(json.dumps(index, indent=2))

@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
-from dsv4_support import ROOT, TOKENIZER, assert_matches_oracle, dsv4, kvs_of, make, tensors_of
+from dsv4_support import ROOT, TOKENIZER, assert_matches_oracle, dsv4, edit_checkpoint, kvs_of, make, tensors_of
 from gguf import GGUFValueType as VT
+from typer.testing import CliRunner
 
 from dspark_convert import convert
+from dspark_convert.cli import app
 from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile.reader import read_gguf
 
@@ -117,3 +120,187 @@ def test_templates_are_upstreams_files() -> None:
         pytest.skip(f"../shared not found at {golden} (CI provides it beside the checkout)")
     for fn in ("deepseek-ai-DeepSeek-V4.jinja", "deepseek-ai-DeepSeek-V4-Flash-0731.jinja"):
         assert (ROOT / "dspark_convert" / "templates" / fn).read_bytes() == (golden / fn).read_bytes()
+
+
+# ---------------------------------------------------------------------------------------------- streaming
+def test_chunks_do_not_grow_with_experts_or_stages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every write job (one chunk: read, dequantize or repack, quantize) stays below the same bound whatever the
+    number of experts and stages: an expert stack is streamed one expert (or a few small ones) at a time, an FP8
+    weight by groups of 128 rows."""
+    from dspark_convert import writer
+    from dspark_convert.conversion import plan_conversion
+
+    monkeypatch.setattr(writer, "CHUNK_BYTES", 8192)
+    biggest = {}
+    for experts, stages in ((2, 1), (16, 1), (16, 4)):
+        dims = dsv4.Dims(hidden=256, stages=stages, experts=experts, moe=64, head_dim=64, q_lora=64, o_lora=32)
+        ck = make(tmp_path, f"e{experts}s{stages}", dims=dims)
+        planned = plan_conversion(ck, None)
+        try:
+            sizes = [job().nbytes for t in planned.plan.tensors if t.name.endswith("_exps.weight") or t.transform
+                     for job in writer.chunk_jobs(t, planned.sources)]
+        finally:
+            planned.close()
+        biggest[(experts, stages)] = max(sizes)
+    # the largest job of all: 128 rows (one tile row) of main_proj [256, 3 x 256] as Q8_0 (an expert is 8.5 KiB)
+    assert set(biggest.values()) == {128 * 3 * 256 // 32 * 34}, biggest
+
+
+# ---------------------------------------------------------------------------------------------- refusals
+SMALL = dsv4.Dims(hidden=128, stages=2, experts=2, moe=32, head_dim=64, q_lora=64, o_lora=32)
+
+
+def _drop(*names: str):
+    def mutate(t: dict) -> None:
+        for n in names:
+            del t[n]
+    return mutate
+
+
+def _set(name: str, dtype: str, arr: np.ndarray):
+    return lambda t: t.__setitem__(name, (dtype, arr))
+
+
+def _nan_fp8(t: dict) -> None:
+    dt, a = t["mtp.1.attn.wkv.weight"]
+    a = a.copy()
+    a[3, 5] = 0x7F
+    t["mtp.1.attn.wkv.weight"] = (dt, a)
+
+
+def _nan_expert_scale(t: dict) -> None:
+    dt, a = t["mtp.0.ffn.experts.1.w2.scale"]
+    a = a.copy()
+    a[0, 0] = 0xFF
+    t["mtp.0.ffn.experts.1.w2.scale"] = (dt, a)
+
+
+REFUSALS = {
+    "missing-fp8-scale": (_drop("mtp.0.attn.wq_a.scale"),
+                          "tensor 'mtp.0.attn.wq_a.weight' is F8_E4M3 but the checkpoint has no 'mtp.0.attn.wq_a.scale' "
+                          "(an F8_E8M0 scale per 128x128 tile)"),
+    "fp8-scale-shape": (_set("mtp.0.attn.wq_b.scale", "F8_E8M0", np.full((1, 2), 127, np.uint8)),
+                        "tensor 'mtp.0.attn.wq_b.scale' is F8_E8M0 [1, 2], expected F8_E8M0 [2, 1] (one scale per "
+                        "128x128 tile of [256, 64])"),
+    "missing-expert": (_drop("mtp.1.ffn.experts.1.w3.weight", "mtp.1.ffn.experts.1.w3.scale"),
+                       "expert 1 of mtp.1.ffn.experts.*.w3 is missing (the config says 2 routed experts per stage)"),
+    "extra-expert": (lambda t: t.update({"mtp.0.ffn.experts.2.w1.weight": t["mtp.0.ffn.experts.1.w1.weight"],
+                                         "mtp.0.ffn.experts.2.w1.scale": t["mtp.0.ffn.experts.1.w1.scale"]}),
+                     "expert 2 of mtp.0.ffn.experts.*.w1 is beyond n_routed_experts 2"),
+    "expert-scale-dtype": (_set("mtp.0.ffn.experts.0.w1.scale", "I8", np.zeros((32, 4), np.uint8)),
+                           "tensor 'mtp.0.ffn.experts.0.w1.scale' is I8 [32, 4], expected F8_E8M0 [32, 4]"),
+    "expert-shape": (_set("mtp.1.ffn.experts.0.w2.weight", "I8", np.zeros((128, 8), np.uint8)),
+                     "tensor 'mtp.1.ffn.experts.0.w2.weight' is I8 [128, 8], expected I8 [128, 16] (FP4 codes, two "
+                     "per byte, of a [128, 32] expert)"),
+    "unknown-tensor": (_set("mtp.1.attn.compressor.ape", "F32", np.zeros((4, 8), np.float32)),
+                       "tensor 'mtp.1.attn.compressor.ape' is not part of a DeepSeek-V4 DSpark draft (upstream fails "
+                       "with \"Can not map tensor\")"),
+    "nan-fp8-code": (_nan_fp8, "tensor 'mtp.1.attn.wkv.weight' contains NaN or Inf values (pass --allow-nonfinite "
+                               "to convert it anyway)"),
+    "nan-expert-scale": (_nan_expert_scale, "tensor 'mtp.0.ffn.experts.0.w2.weight' contains NaN or Inf values"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSALS))
+def test_bad_checkpoints_are_refused_in_one_line(tmp_path: Path, case: str) -> None:
+    ck = make(tmp_path, dims=SMALL)
+    mutate, fragment = REFUSALS[case]
+    edit_checkpoint(ck, mutate)
+    out = tmp_path / "out.gguf"
+    with pytest.raises(ConvertError) as e:
+        convert(ck, None, out)
+    assert fragment in str(e.value) and "\n" not in str(e.value)
+    assert not out.exists() and not list(tmp_path.glob(".out.gguf*"))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast:RuntimeWarning")  # gguf-py's Q8_0 of a NaN block
+def test_nonfinite_values_convert_when_allowed(tmp_path: Path) -> None:
+    ck = make(tmp_path, dims=SMALL)
+    edit_checkpoint(ck, _nan_fp8)
+    convert(ck, None, tmp_path / "out.gguf", allow_nonfinite=True)
+    assert_matches_oracle(tmp_path / "out.gguf", ck)
+
+
+CONFIG_REFUSALS = {
+    "softmax-router": ({"scoring_func": "softmax"}, "key 'scoring_func' is 'softmax'; the DeepSeek-V4 DSpark loader "
+                                                    "needs 'sqrtsoftplus' (expert_gating_func 4)"),
+    "no-q-lora": ({"q_lora_rank": None}, "key 'q_lora_rank' is missing; a DeepSeek-V4 DSpark draft needs it"),
+    "bad-taps": ({"dspark_target_layer_ids": "40"}, "key 'dspark_target_layer_ids' is '40', expected a non-empty list"),
+    "noise-outside-vocab": ({"dspark_noise_token_id": 5000}, "dspark_noise_token_id is 5000, outside the vocabulary "
+                                                             "of 1024 tokens"),
+}
+
+
+@pytest.mark.parametrize("case", list(CONFIG_REFUSALS))
+def test_bad_configs_are_refused_naming_the_key(tmp_path: Path, case: str) -> None:
+    extra, fragment = CONFIG_REFUSALS[case]
+    ck = make(tmp_path, dims=SMALL, layout=dsv4.Layout(config_extra=extra))
+    with pytest.raises(ConvertError) as e:
+        convert(ck, None, tmp_path / "out.gguf")
+    assert str(e.value).startswith(f"{ck / 'config.json'}: ") and fragment in str(e.value)
+
+
+def test_a_deepseek_v4_checkpoint_without_a_draft(tmp_path: Path) -> None:
+    plain = make(tmp_path, "plain", dims=SMALL, layout=dsv4.Layout(draft=False))
+    with pytest.raises(ConvertError) as e:
+        convert(plain, None, tmp_path / "x.gguf")
+    assert str(e.value) == (f"{plain / 'config.json'}: a DeepSeek-V4 checkpoint without a DSpark draft (no dspark_* "
+                            "config keys and no mtp.* tensors); only such a draft is converted here (convert the main "
+                            "model with llama.cpp's convert_hf_to_gguf.py)")
+    # the plain V4 release: one MTP block (mtp.0.*) but no dspark_* keys
+    mtp_only = make(tmp_path, "mtp-only", dims=SMALL)
+    cfg = json.loads((mtp_only / "config.json").read_text())
+    for k in ("dspark_block_size", "dspark_noise_token_id", "dspark_target_layer_ids", "dspark_markov_rank"):
+        del cfg[k]
+    (mtp_only / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConvertError, match=r"without a DSpark draft \(no dspark_\* config keys \(dspark_block_size"):
+        convert(mtp_only, None, tmp_path / "x.gguf", dspark=True)
+    assert not (tmp_path / "x.gguf").exists()
+
+
+def test_dspark_flag_and_target_embeddings_are_refused_where_they_do_not_apply(tmp_path: Path) -> None:
+    with pytest.raises(ConvertError, match=r"^--dspark: .*dspark-qwen3 is not a DeepSeek-V4 checkpoint with a DSpark"):
+        convert(ROOT / "fixtures" / "dspark-qwen3", TOKENIZER, tmp_path / "x.gguf", dspark=True)
+    with pytest.raises(ConvertError, match="^--target-model-dir is required"):
+        convert(ROOT / "fixtures" / "dspark-qwen3", None, tmp_path / "x.gguf")
+    ck = make(tmp_path, dims=SMALL)
+    with pytest.raises(ConvertError, match="^--with-target-embeddings: a DeepSeek-V4 DSpark draft uses the target's"):
+        convert(ck, None, tmp_path / "x.gguf", embed_from_target=True)
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def test_cli_summary_dry_run_json_check_inspect_diff(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = CliRunner()
+    ck = make(tmp_path, "DeepSeek-V4-Flash", dims=SMALL, layout=dsv4.Layout(mtp_split="size", mtp_shards=3))
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["hf2gguf", str(ck), "--dspark"], env={"COLUMNS": "250"})
+    assert r.exit_code == 0, r.stderr
+    out = tmp_path / "DeepSeek-V4-Flash-DSpark-MXFP4_MOE.gguf"
+    assert out.is_file()
+    for text in ("tokenizer: the checkpoint's own", "read 3 of 5 shards", "skipped 2", "MOSTLY_MXFP4_MOE"):
+        assert text in r.stdout, text
+    dry = runner.invoke(app, ["hf2gguf", str(ck), "--dry-run", "--json"])
+    doc = json.loads(dry.stdout)
+    assert doc["outtype"] == "mxfp4_moe" and doc["family"] == "dspark_dsv4" and doc["dry_run"]
+    t0 = doc["plan"]["tensors"][0]
+    assert (t0["name"], t0["type"]) == ("blk.0.ffn_gate_exps.weight", "MXFP4")
+    check = runner.invoke(app, ["check", str(out), "--json"])
+    assert check.exit_code == 0 and json.loads(check.stdout)["findings"] == []
+    info = json.loads(runner.invoke(app, ["inspect", str(out), "--json", "--stats"]).stdout)
+    assert info["by_type"]["MXFP4"]["tensors"] == 6 and info["kvs"]["general.file_type"]["value"] == 38
+    stats = next(t["stats"] for t in info["tensors"] if t["name"] == "blk.1.ffn_up_exps.weight")
+    assert stats is not None and stats["nan"] == 0 and stats["max"] > 0
+    same = runner.invoke(app, ["diff", str(out), str(out), "--json"])
+    assert same.exit_code == 0
+    other = tmp_path / "other.gguf"
+    convert(make(tmp_path, "other", dims=SMALL, seed=9), None, other)
+    d = json.loads(runner.invoke(app, ["diff", str(out), str(other), "--json"]).stdout)
+    changed = {t["name"]: t for t in d["tensors"]["changed"]}
+    assert "blk.0.ffn_down_exps.weight" in changed and changed["blk.0.ffn_down_exps.weight"]["nmse"] > 0
+
+
+def test_cli_without_a_draft_is_one_line_exit_2(tmp_path: Path) -> None:
+    plain = make(tmp_path, "plain", dims=SMALL, layout=dsv4.Layout(draft=False))
+    r = CliRunner().invoke(app, ["hf2gguf", str(plain), "-o", str(tmp_path / "x.gguf")])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "without a DSpark draft" in r.stderr
+    assert not (tmp_path / "x.gguf").exists()

@@ -58,3 +58,18 @@ def test_cli_convert_and_inspect_do_not_import_torch(tmp_path: Path) -> None:
     r = _run(CLI, str(FIX / "dflash-zlab"), str(FIX / "target-qwen3"), str(out), "bf16")
     assert out.stat().st_size > 0
     assert r == {"torch": False}
+
+
+def test_dsv4_conversion_does_not_import_torch(tmp_path: Path) -> None:
+    """The DeepSeek-V4 DSpark path (FP8 dequant, MXFP4 repack, own tokenizer, check) is numpy only."""
+    sys.path.insert(0, str(FIX))
+    try:
+        import dsv4
+    finally:
+        sys.path.remove(str(FIX))
+    ck = dsv4.write_checkpoint(tmp_path / "dsv4", dsv4.Dims(hidden=128, stages=1, experts=2, moe=32, head_dim=64,
+                                                            q_lora=64, o_lora=32), tokenizer_dir=FIX / "target-qwen3")
+    out = tmp_path / "draft.gguf"
+    r = _run(LIBRARY.replace("convert(draft, target, out", "convert(draft, None, out"), str(ck), "-", str(out), "auto")
+    assert r["bytes"] == out.stat().st_size > 0
+    assert r["torch"] is False and r["heavy"] == []

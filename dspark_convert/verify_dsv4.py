@@ -1,0 +1,67 @@
+"""``verify`` for DeepSeek-V4 DSpark files: tensor-level proof instead of a forward (none exists yet).
+
+Every GGUF tensor is compared with the checkpoint (:mod:`.reference.dsv4_tensors`: the checkpoint's values
+dequantized in torch as upstream does, passed through the GGUF type's rounding with gguf-py, must equal the GGUF's
+values exactly), and the model keys with the checkpoint's config. The report says plainly that no DeepSeek-V4
+reference forward ran.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .checkpoint import Checkpoint
+from .reference.dsv4_tensors import dsv4_tensor_checks
+from .reference.weights import GGUFWeights
+from .verify import OutputCheck, VerifyReport, _meta
+
+#: DeepSeek-V4 DSpark: GGUF key -> how its value follows from the checkpoint config (verify_dsv4's metadata rows)
+_DSV4_KEYS: dict[str, Any] = {
+    "dflash.embedding_length": lambda c: c["hidden_size"],
+    "dflash.attention.head_count": lambda c: c["num_attention_heads"],
+    "dflash.attention.key_length": lambda c: c["head_dim"],
+    "dflash.rope.dimension_count": lambda c: c["qk_rope_head_dim"],
+    "dflash.attention.q_lora_rank": lambda c: c["q_lora_rank"],
+    "dflash.attention.output_group_count": lambda c: c["o_groups"],
+    "dflash.attention.output_lora_rank": lambda c: c["o_lora_rank"],
+    "dflash.expert_count": lambda c: c["n_routed_experts"],
+    "dflash.expert_used_count": lambda c: c["num_experts_per_tok"],
+    "dflash.expert_feed_forward_length": lambda c: c["moe_intermediate_size"],
+    "dflash.expert_shared_count": lambda c: c["n_shared_experts"],
+    "dflash.hyper_connection.count": lambda c: c["hc_mult"],
+    "dflash.block_size": lambda c: c["dspark_block_size"],
+    "dflash.target_layers": lambda c: [i + 1 for i in c["dspark_target_layer_ids"]],
+    "tokenizer.ggml.mask_token_id": lambda c: c["dspark_noise_token_id"],
+}
+
+
+def verify_dsv4(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | None) -> VerifyReport:
+    """A DeepSeek-V4 DSpark GGUF: every tensor against the checkpoint (see :mod:`.reference.dsv4_tensors`), and
+    the model keys against its config. No forward: a DeepSeek-V4 reference forward is not implemented yet."""
+    ck = Checkpoint(Path(hf_dir), select=lambda n: n.startswith("mtp."))  # the draft's shards only
+    report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir or hf_dir), str(g.value("general.architecture")),
+                          "dspark_dsv4", "DeepSeek-V4 (mtp.* inside the checkpoint)", 0, 0, 0)
+    report.notes.append("a DeepSeek-V4 reference forward (mHC, MoE, sparse attention with sinks) is not implemented "
+                        "yet: no forward outputs are graded; instead every tensor is compared with the checkpoint "
+                        "(its values dequantized in torch as upstream does, through the GGUF type's rounding, must "
+                        "equal the GGUF's values exactly)")
+    try:
+        checks, problems = dsv4_tensor_checks(gguf_path, ck)
+    finally:
+        ck.close()
+    for c in checks:
+        detail = "" if c.passed else f"{c.mismatches} of {c.elements} values differ; first: {c.first_mismatch}"
+        report.outputs.append(OutputCheck(c.name, c.shape, max_abs=c.max_rounding, grade="exact" if c.passed else "differs",
+                                          passed=c.passed, detail=detail))
+    report.outputs += [OutputCheck("tensors", [], grade="missing", passed=False, detail=p) for p in problems]
+    stages = sorted({int(n.split(".")[1]) for n in ck.names})
+    report.metadata.append(_meta("dflash.block_count", g.value("dflash.block_count"), len(stages)))
+    for key, rule in _DSV4_KEYS.items():
+        try:
+            expected = rule(ck.config)
+        except (KeyError, TypeError):
+            expected = None
+        report.metadata.append(_meta(key, g.value(key), expected))
+    report.hparams = {"stages": len(stages), "target_layers": g.value("dflash.target_layers")}
+    return report
