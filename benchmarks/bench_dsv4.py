@@ -160,7 +160,7 @@ def make_checkpoint(root: Path, experts: int, log=print) -> Path:
     return ck
 
 
-def bench(root: Path, experts: int, runs: int, cold: bool, log=print) -> dict:
+def bench(root: Path, experts: int, runs: int, cold: bool, log=print, requested: int = REAL_EXPERTS) -> dict:
     ck = make_checkpoint(root, experts, log)
     index = json.loads((ck / "model.safetensors.index.json").read_text())
     shard_files = sorted(set(index["weight_map"].values()))
@@ -178,15 +178,17 @@ def bench(root: Path, experts: int, runs: int, cold: bool, log=print) -> dict:
                            "out": str(root / "copy.bin")}, cold, [ck / f for f in draft_files], runs)
         (root / "copy.bin").unlink(missing_ok=True)
     out.unlink(missing_ok=True)
-    return {"experts": experts, "real_experts": REAL_EXPERTS, "shards": len(shard_files), "draft_shards": len(draft_files),
+    return {"experts": experts, "real_experts": REAL_EXPERTS, "requested_experts": requested, "shards": len(shard_files), "draft_shards": len(draft_files),
             "checkpoint_bytes": total, "checkpoint_bytes_on_disk": disk, "draft_shard_bytes": draft_bytes,
             "gguf_bytes": size, "convert": conv, "copy": base, "cold": cold, "runs": runs}
 
 
 def report(r: dict) -> str:
     c, b = r["convert"], r["copy"]
-    lines = [f"DeepSeek-V4-Flash DSpark draft: hidden 4096, 3 stages, {r['experts']} routed experts per stage"
-             + ("" if r["experts"] == r["real_experts"] else f" (NOT the real {r['real_experts']}: disk too small)"),
+    why = ("" if r["experts"] == r["real_experts"] else
+           f" (NOT the real {r['real_experts']}: " + ("disk too small)" if r["experts"] < r["requested_experts"]
+                                                      else "--experts)"))
+    lines = [f"DeepSeek-V4-Flash DSpark draft: hidden 4096, 3 stages, {r['experts']} routed experts per stage" + why,
              f"checkpoint: {r['shards']} shards, {r['checkpoint_bytes'] / 1e9:.1f} GB "
              f"({r['draft_shards']} hold mtp.*: {r['draft_shard_bytes'] / 1e9:.2f} GB; main-model shards are sparse "
              f"placeholders of real size)",
@@ -226,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         experts = pick_experts(root, a.experts)
         if experts != a.experts:
             print(f"disk: {shutil.disk_usage(root).free / 1e9:.0f} GB free; {a.experts} experts do not fit, using {experts}")
-        r = bench(root, experts, a.runs, cold=not a.warm)
+        r = bench(root, experts, a.runs, cold=not a.warm, requested=a.experts)
         print(report(r))
         if a.json:
             a.json.write_text(json.dumps(r, indent=2))
