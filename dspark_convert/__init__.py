@@ -8,6 +8,7 @@ The public API (the same verbs as the command line)::
     gguf = read_gguf("draft.gguf")               # header, KVs, lazily mapped tensors
     info = inspect_gguf("draft.gguf")            # the `inspect --json` document
     delta = diff_gguf("a.gguf", "b.gguf")        # the `diff --json` document
+    remote = open_gguf_source("hf://org/repo/draft.gguf@v1")  # header only, over HTTP range requests
 
 ``dspark_convert.verify.verify`` needs torch. Names are imported lazily, so ``import dspark_convert`` (and the
 ``inspect`` command) stays fast and never loads the conversion stack or torch unless asked.
@@ -22,9 +23,11 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "convert": "conversion", "plan_conversion": "conversion", "ConvertResult": "conversion",
+    "PlannedConversion": "conversion",
     "check_file": "check", "check_plan": "check", "Finding": "check",
     "read_gguf": "gguffile.reader", "plan_from_gguf": "gguffile.reader", "GGUFFile": "gguffile.reader",
     "inspect_gguf": "inspect", "diff_gguf": "diff",
+    "open_gguf_source": "gguffile.source", "RemoteOptions": "gguffile.options",
     "ConvertError": "errors", "GGUFFormatError": "errors",
 }
 __all__ = [*sorted(_EXPORTS), "__version__"]

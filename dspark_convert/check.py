@@ -2,11 +2,17 @@
 
 One function, :func:`check_plan`, runs before every write and behind ``dspark-convert check FILE`` (where the
 plan is read back from a GGUF file made by any tool). Each finding names the key or tensor and the rule.
+
+The rulebook reads in four parts: :func:`_key_rules` (every arch), one rule builder per loader variant
+(:func:`_dflash_rules`, :func:`_eagle3_rules`; listed in :data:`LOADER_VARIANTS`), :func:`_layer_rules` and
+:func:`_tensor_rules`. Builders fill a :class:`Rules` table (expected shape, why, required) from the file's
+named dimensions (:class:`Dims`).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from numbers import Integral
 from pathlib import Path
 from typing import Any
@@ -16,7 +22,8 @@ from gguf import GGUFValueType as VT
 
 from . import schema as S
 from .dsv4_rules import dsv4_rules
-from .plan import KV, Plan
+from .gguffile.options import RemoteOptions
+from .plan import KV, Plan, TensorSpec
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,303 @@ def _out_of_range(kv: KV) -> object | None:
     return None
 
 
+def _int(value: Any) -> int | None:
+    """A dimension read from a KV: the value when it is an integer, else None (a file may hold any type)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _shape(*dims: int | None) -> tuple[int, ...] | None:
+    """A shape to compare, or None (not compared) when a dimension is unknown."""
+    known = tuple(d for d in dims if d is not None)
+    return known if len(known) == len(dims) else None
+
+
+def _mul(a: int | None, b: int | None) -> int | None:
+    """``a * b`` when both are known and non-zero, else unknown."""
+    return a * b if a and b else None
+
+
+@dataclass(frozen=True)
+class Dims:
+    """The named dimensions of a file, read from its KVs (None when absent or not an integer)."""
+
+    hidden: int | None  # {arch}.embedding_length
+    n_head: int | None
+    n_head_kv: int | None  # defaults to n_head
+    head_dim: int | None  # {arch}.attention.key_length, else hidden / n_head
+    n_layer: int | None
+    n_ff: int | None  # feed_forward_length
+    n_tokens: int | None  # entries of tokenizer.ggml.tokens
+
+    @classmethod
+    def of(cls, kv: dict[str, KV], arch: str) -> Dims:
+        def val(tpl: str) -> Any:
+            k = kv.get(tpl.format(arch=arch))
+            return None if k is None else k.value
+
+        hidden, n_head = _int(val(S.EMBEDDING_LENGTH)), _int(val(S.HEAD_COUNT))
+        tokens = kv.get(S.TOKENIZER_TOKENS)
+        n_head_kv, key_length = val(S.HEAD_COUNT_KV), val(S.KEY_LENGTH)  # the defaults apply only when these are unset
+        return cls(hidden=hidden, n_head=n_head, n_head_kv=_int(n_head_kv) if n_head_kv else n_head,
+                   head_dim=_int(key_length) if key_length else (hidden // n_head if hidden is not None and n_head else None),
+                   n_layer=_int(val(S.BLOCK_COUNT)), n_ff=_int(val(S.FEED_FORWARD_LENGTH)),
+                   n_tokens=len(tokens.value) if tokens is not None and isinstance(tokens.value, (list, tuple)) else None)
+
+
+@dataclass
+class Rules:
+    """What the loader creates for one file: each tensor's expected numpy shape (None: any), where that shape
+    comes from (for messages), and which tensors it requires. Built by one rule builder per loader variant."""
+
+    expected: dict[str, tuple[int, ...] | None] = field(default_factory=dict)
+    why: dict[str, str] = field(default_factory=dict)
+    required: set[str] = field(default_factory=set)
+
+    def expect(self, name: str, shape: tuple[int, ...] | None, why: str | None = None, *, required: bool = False) -> None:
+        self.expected[name] = shape
+        if why is not None:
+            self.why[name] = why
+        if required:
+            self.required.add(name)
+
+
+@dataclass
+class _Checker:
+    """The state a rule builder works on: the plan's keys and tensors, its dimensions, the rules, the findings."""
+
+    plan: Plan
+    dims: Dims
+    kv: dict[str, KV]
+    tensors: dict[str, TensorSpec]
+    rules: Rules = field(default_factory=Rules)
+    findings: list[Finding] = field(default_factory=list)
+
+    def err(self, subject: str, rule: str, msg: str) -> None:
+        self.findings.append(Finding("error", subject, rule, msg))
+
+    def warn(self, subject: str, rule: str, msg: str) -> None:
+        self.findings.append(Finding("warning", subject, rule, msg))
+
+    def key(self, tpl: str) -> str:
+        return tpl.format(arch=self.plan.arch)
+
+    def val(self, tpl: str) -> Any:
+        """A KV value (any type: a file may hold anything), None when absent."""
+        k = self.kv.get(self.key(tpl))
+        return None if k is None else k.value
+
+
+# ---------------------------------------------------------------------------------------------- key rules
+def _key_rules(c: _Checker) -> None:
+    """Value types and ranges of every known key, the keys every arch requires, the tokenizer and special ids."""
+    for k in c.plan.kvs:
+        want = _key_type_name(k.name, c.plan.arch)
+        if want is not None and k.type != want:
+            c.err(k.name, "key-type", f"has GGUF type {k.describe()}, expected {want.name}")
+        elif want == VT.ARRAY and k.name in S.ARRAY_ELEMENT_TYPES and k.sub_type not in S.ARRAY_ELEMENT_TYPES[k.name]:
+            allowed = "/".join(t.name for t in S.ARRAY_ELEMENT_TYPES[k.name])
+            c.err(k.name, "array-type", f"has element type {k.describe()}, expected ARRAY[{allowed}]")
+        bad_value = _out_of_range(k)
+        if bad_value is not None:
+            c.err(k.name, "key-range", f"holds {bad_value!r}, which a {k.describe()} value cannot hold")
+    for tpl in (S.CONTEXT_LENGTH, S.EMBEDDING_LENGTH, S.BLOCK_COUNT, S.RMS_EPS):
+        if c.key(tpl) not in c.kv:
+            c.err(c.key(tpl), "required-key", "is missing (llama.cpp: \"key not found in model\")")
+    for key in (S.TOKENIZER_MODEL, S.TOKENIZER_TOKENS):
+        if key not in c.kv:
+            c.err(key, "tokenizer", "is missing (llama.cpp cannot load a model without a tokenizer)")
+    if c.val(S.TOKENIZER_MODEL) == "gpt2" and S.TOKENIZER_MERGES not in c.kv:
+        c.err(S.TOKENIZER_MERGES, "tokenizer", "is missing; a gpt2 (BPE) tokenizer needs merges")
+    n_tokens = c.dims.n_tokens
+    for type_name, key in S.SPECIAL_TOKEN_KEYS.items():
+        value = c.kv[key].value if key and key in c.kv else None
+        if n_tokens is not None and isinstance(value, int) and value >= n_tokens:
+            c.findings.append(Finding("error" if type_name == "mask" else "warning", key, "special-id",
+                                      f"is {value}, outside the {n_tokens} tokens (llama.cpp ignores it: 'bad special token')"))
+    if not c.plan.tensors:
+        c.err("tensors", "tensor-count", "the file has no tensors (a metadata-only file is not a usable draft)")
+
+
+# ---------------------------------------------------------------------------------------------- per-arch rules
+def _dflash_rules(c: _Checker) -> int | None:
+    """DFlash / DSpark (contract §7.1, §7.3): keys, the global tensors and the Markov / confidence heads.
+
+    Returns the input width of the layers' q/k/v projections (the hidden size).
+    """
+    hidden, n_tokens = c.dims.hidden, c.dims.n_tokens
+    taps = c.val(S.DFLASH_TARGET_LAYERS)
+    if not isinstance(taps, (list, tuple)) or not taps:
+        c.err(S.DFLASH_TARGET_LAYERS, "required-key", "is missing (llama.cpp: \"DFlash model requires 'target_layers'\")")
+    window = c.val(S.DFLASH_SLIDING_WINDOW)
+    if isinstance(window, int) and window > 0:
+        pattern = c.kv.get(S.DFLASH_SLIDING_WINDOW_PATTERN)
+        if pattern is None or pattern.type != VT.ARRAY:
+            c.err(S.DFLASH_SLIDING_WINDOW_PATTERN, "required-key", "must be an array when sliding_window > 0")
+        elif c.dims.n_layer is not None and len(pattern.value) != c.dims.n_layer:
+            c.err(S.DFLASH_SLIDING_WINDOW_PATTERN, "shape",
+                  f"has {len(pattern.value)} entries, expected block_count {c.dims.n_layer}")
+    if S.TOKENIZER_MASK_ID not in c.kv:
+        c.warn(S.TOKENIZER_MASK_ID, "mask", "is missing: the draft's block is filled with token -1")
+    n_taps = len(taps) if isinstance(taps, (list, tuple)) else None
+    w1 = c.tensors.get(S.T_MARKOV_W1)
+    markov_rank = w1.shape[1] if w1 is not None and len(w1.shape) == 2 else None
+    d2t = c.tensors.get(S.T_D2T)
+    n_draft_vocab = d2t.shape[0] if d2t is not None else n_tokens
+    vocab_what = f"{n_draft_vocab} draft tokens (d2t entries)" if d2t is not None else f"{n_draft_vocab} tokens"
+    r = c.rules
+    r.expect(S.T_FC, _shape(hidden, _mul(n_taps, hidden)), f"ne[0] = {n_taps} target layers x hidden_size {hidden}",
+             required=True)
+    r.expect(S.T_ENC_NORM, _shape(hidden), required=True)
+    r.expect(S.T_OUTPUT_NORM, _shape(hidden), required=True)
+    r.expect(S.T_TOKEN_EMBD, _shape(n_tokens or None, hidden), f"ne[0] = hidden_size {hidden}, ne[1] = {n_tokens} tokens")
+    r.expect(S.T_OUTPUT, _shape(n_draft_vocab or None, hidden), f"ne[0] = hidden_size {hidden}, ne[1] = {vocab_what}")
+    r.expect(S.T_D2T, None)
+    r.expect(S.T_FC_SCALE, (1,))
+    r.why[S.T_MARKOV_W1] = f"ne[0] = Markov rank {markov_rank}, ne[1] = {n_tokens} tokens"
+    r.why[S.T_MARKOV_W2] = f"ne[0] = Markov rank {markov_rank}, ne[1] = {vocab_what}"
+    r.why[S.T_CONF_W] = f"ne[0] = hidden_size {hidden} + Markov rank {markov_rank}"
+    if w1 is not None:
+        if S.DFLASH_BLOCK_SIZE not in c.kv:
+            c.err(S.DFLASH_BLOCK_SIZE, "required-key", "is missing; the DSpark graph asserts it when Markov tensors exist")
+        r.expect(S.T_MARKOV_W1, _shape(n_tokens or None, markov_rank))
+        r.expect(S.T_MARKOV_W2, _shape(n_draft_vocab or None, markov_rank), required=True)
+        r.expect(S.T_CONF_W, _shape(1, hidden + markov_rank if hidden and markov_rank else None), required=True)
+        r.expect(S.T_CONF_B, (1,))
+    else:
+        for name in (S.T_MARKOV_W2, S.T_CONF_W, S.T_CONF_B):
+            if name in c.tensors:
+                c.err(name, "extra-tensor", "is present without markov_w1.weight; llama.cpp would not create it")
+    return hidden
+
+
+def _eagle3_rules(c: _Checker) -> int | None:
+    """EAGLE-3 (contract §7.2): keys, one layer, the global tensors.
+
+    Returns the input width of the layer's q/k/v projections (2 x hidden: embedding and hidden state).
+    """
+    hidden = c.dims.hidden
+    taps = c.val(S.EAGLE3_TARGET_LAYERS)
+    if not isinstance(taps, (list, tuple)) or len(taps) != 3:
+        c.err(S.EAGLE3_TARGET_LAYERS, "required-key", f"must have exactly 3 entries, found {None if taps is None else len(taps)}")
+    if c.val(S.EAGLE3_TARGET_HIDDEN_SIZE) is None:
+        c.err(S.EAGLE3_TARGET_HIDDEN_SIZE, "required-key", "is missing (llama.cpp requires it)")
+    target_hidden = _int(c.val(S.EAGLE3_TARGET_HIDDEN_SIZE))
+    if c.val(S.BLOCK_COUNT) not in (None, 1):
+        c.err(c.key(S.BLOCK_COUNT), "eagle3", f"is {c.val(S.BLOCK_COUNT)}; the EAGLE-3 graph needs exactly 1 layer")
+    d2t = c.tensors.get(S.T_D2T)
+    n_draft_vocab = d2t.shape[0] if d2t is not None else None
+    norm_before_fc = bool(c.val(S.EAGLE3_NORM_BEFORE_FC))
+    n_rot = _int(c.val(S.ROPE_DIMENSION_COUNT)) if c.val(S.ROPE_DIMENSION_COUNT) else c.dims.head_dim
+    r = c.rules
+    r.expect(S.T_FC, _shape(hidden, _mul(3, target_hidden)) if hidden else None,
+             f"ne[0] = 3 target layers x target_hidden_size {target_hidden}", required=True)
+    r.expect(S.T_OUTPUT_NORM, _shape(hidden), required=True)
+    r.expect(S.T_OUTPUT, _shape(n_draft_vocab or None, hidden), f"ne[0] = hidden_size {hidden}, ne[1] = {n_draft_vocab} d2t entries")
+    r.expect(S.T_TOKEN_EMBD, None)
+    r.expect(S.T_D2T, None)
+    r.expect(S.T_ROPE_FREQS, _shape(n_rot // 2 if n_rot else None))
+    if norm_before_fc:
+        r.expect(S.T_ENC_NORM, _shape(_mul(3, target_hidden)), required=True)
+    out = c.tensors.get(S.T_OUTPUT)
+    if out is not None and d2t is None and c.dims.n_tokens and out.shape[0] != c.dims.n_tokens:
+        c.err(S.T_OUTPUT, "d2t", f"has {out.shape[0]} rows (a reduced vocabulary) but there is no d2t tensor")
+    embd = c.tensors.get(S.T_TOKEN_EMBD)
+    if embd is not None and hidden and embd.shape[-1] != hidden:
+        c.err(S.T_TOKEN_EMBD, "shape", f"has shape {list(embd.ne)}, expected ne[0] = {hidden}")
+    return 2 * hidden if hidden is not None else None
+
+
+def _layer_rules(c: _Checker, in_width: int | None, in_what: str) -> None:
+    """The per-layer tensors the loader creates for this arch (a Qwen3 / Llama attention + SwiGLU layer)."""
+    d = c.dims
+    q_rows, kv_rows = _mul(d.n_head, d.head_dim), _mul(d.n_head_kv, d.head_dim)
+    q_what = f"num_attention_heads {d.n_head} x head_dim {d.head_dim}"
+    kv_what = f"num_key_value_heads {d.n_head_kv} x head_dim {d.head_dim}"
+    hidden = _shape(d.hidden)
+    shapes: dict[str, tuple[tuple[int, ...] | None, str]] = {
+        S.L_ATTN_NORM: (hidden, f"hidden_size {d.hidden}"),
+        S.L_ATTN_NORM_2: (hidden, f"hidden_size {d.hidden}"),
+        S.L_FFN_NORM: (hidden, f"hidden_size {d.hidden}"),
+        S.L_ATTN_Q: (_shape(q_rows, in_width or None), f"ne[1] = {q_what}, ne[0] = {in_what}"),
+        S.L_ATTN_K: (_shape(kv_rows, in_width or None), f"ne[1] = {kv_what}, ne[0] = {in_what}"),
+        S.L_ATTN_V: (_shape(kv_rows, in_width or None), f"ne[1] = {kv_what}, ne[0] = {in_what}"),
+        S.L_ATTN_OUT: (_shape(d.hidden, q_rows), f"ne[0] = {q_what}"),
+        S.L_ATTN_Q_NORM: (_shape(d.head_dim), f"head_dim {d.head_dim}"),
+        S.L_ATTN_K_NORM: (_shape(d.head_dim), f"head_dim {d.head_dim}"),
+        S.L_FFN_GATE: (_shape(d.n_ff or None, d.hidden), f"ne[1] = intermediate_size {d.n_ff}"),
+        S.L_FFN_UP: (_shape(d.n_ff or None, d.hidden), f"ne[1] = intermediate_size {d.n_ff}"),
+        S.L_FFN_DOWN: (_shape(d.hidden, d.n_ff or None), f"ne[0] = intermediate_size {d.n_ff}"),
+    }
+    for i in range(d.n_layer or 0):
+        for short, required in S.LOADER_LAYER_TENSORS[c.plan.arch].items():
+            shape, why = shapes[short]
+            c.rules.expect(S.LAYER_PREFIX.format(bid=i) + short, shape, why, required=required)
+
+
+def _tensor_rules(c: _Checker) -> None:
+    """Every tensor against the rules: required ones present, no extras, shapes and types as the loader asserts."""
+    rules = c.rules
+    for name in sorted(rules.required - c.tensors.keys()):
+        c.err(name, "required-tensor", "is missing (llama.cpp: \"check_tensor_dims: tensor not found\")")
+    for t in c.plan.tensors:
+        if t.name not in rules.expected:
+            c.err(t.name, "extra-tensor", "is not a tensor llama.cpp creates for this arch (loading fails with \"wrong number of tensors\")")
+            continue
+        want = rules.expected[t.name]
+        if want is not None and tuple(t.shape) != want:
+            hint = f" ({rules.why[t.name]})" if t.name in rules.why else ""
+            c.err(t.name, "shape", f"has ggml shape {list(t.ne)}, expected {list(reversed(want))}{hint}")
+        if t.name == S.T_D2T and t.ggml_type != QT.I64:
+            c.err(t.name, "dtype", f"has type {t.ggml_type.name}, expected I64 (the graph asserts it)")
+        if (len(t.shape) <= 1 or t.name.endswith("_norm.weight")) and t.name != S.T_D2T and t.ggml_type != QT.F32:
+            c.err(t.name, "dtype", f"has type {t.ggml_type.name}, expected F32 for norms and 1-D tensors")
+
+
+def _is_dsv4(plan: Plan) -> bool:
+    """A ``dflash`` file with hyper-connections: the loader's DeepSeek-V4 DSpark branch."""
+    hc = plan.value(S.HC_COUNT.format(arch=plan.arch))
+    return plan.arch == S.ARCH_DFLASH and isinstance(hc, int) and not isinstance(hc, bool) and hc > 0
+
+
+def _dsv4_rules(c: _Checker) -> int | None:
+    """DeepSeek-V4 DSpark (Appendix A as corrected by spec/dsv4-dspark.md): the DSV4 keys, every stage's
+    DeepSeek-V4 block tensors and the hyper-connection head, from :func:`.dsv4_rules.dsv4_rules`."""
+    taps = c.val(S.DFLASH_TARGET_LAYERS)
+    if not isinstance(taps, (list, tuple)) or not taps:
+        c.err(S.DFLASH_TARGET_LAYERS, "required-key", "is missing (llama.cpp: \"DFlash model requires 'target_layers'\")")
+    if S.TOKENIZER_MASK_ID not in c.kv:
+        c.warn(S.TOKENIZER_MASK_ID, "mask", "is missing: the draft's block is filled with token -1")
+    found = dsv4_rules(c.val, c.dims.n_tokens, {t.name: tuple(t.shape) for t in c.plan.tensors})
+    for subject, rule, msg in found.findings:
+        c.err(subject, rule, msg)
+    for name, shape in found.expected.items():
+        c.rules.expect(name, _shape(*shape) if shape is not None else None, found.why.get(name),
+                       required=name in found.required)
+    return None
+
+
+@dataclass(frozen=True)
+class LoaderVariant:
+    """One way llama.cpp loads an arch: when it applies, its key and global-tensor rules, and how its layers'
+    q/k/v input width is described. A new variant (e.g. a ``dflash`` file with MLA / MoE / hyper-connection
+    layers) is one more entry in :data:`LOADER_VARIANTS`, ahead of the one it refines. ``generic_layers``: the
+    layers are the Qwen3 / Llama ones of :func:`_layer_rules` (a variant whose rules expect its own layer tensors
+    sets it False)."""
+
+    name: str
+    applies: Callable[[Plan], bool]
+    rules: Callable[[_Checker], int | None]  # returns the layers' q/k/v input width
+    in_what: Callable[[Dims], str]
+    generic_layers: bool = True
+
+
+LOADER_VARIANTS: tuple[LoaderVariant, ...] = (
+    LoaderVariant("dflash-dsv4", _is_dsv4, _dsv4_rules, lambda d: f"hidden_size {d.hidden}", generic_layers=False),
+    LoaderVariant("dflash", lambda p: p.arch == S.ARCH_DFLASH, _dflash_rules, lambda d: f"hidden_size {d.hidden}"),
+    LoaderVariant("eagle3", lambda p: p.arch == S.ARCH_EAGLE3, _eagle3_rules, lambda d: f"2 x hidden_size {d.hidden}"),
+)
+
+
 def check_plan(plan: Plan) -> list[Finding]:
     """All loader-rule findings for ``plan`` (empty list: llama.cpp's loader accepts it).
 
@@ -71,201 +375,35 @@ def check_plan(plan: Plan) -> list[Finding]:
         >>> [str(f) for f in check_plan(plan) if f.level == "error"]  # doctest: +SKIP
         []
     """
-    out: list[Finding] = []
-
-    def err(subject: str, rule: str, msg: str) -> None:
-        out.append(Finding("error", subject, rule, msg))
-
-    arch = plan.arch
-    if arch not in S.ARCHES:
-        hint = " (a fork's arch string upstream does not load)" if arch in S.FORBIDDEN_ARCHES else ""
-        err(S.GENERAL_ARCHITECTURE, "arch", f"'{arch}' is not a draft architecture llama.cpp loads; expected one of {', '.join(S.ARCHES)}{hint}")
-        return out
+    variant = next((v for v in LOADER_VARIANTS if v.applies(plan)), None)
+    if plan.arch not in S.ARCHES or variant is None:
+        hint = " (a fork's arch string upstream does not load)" if plan.arch in S.FORBIDDEN_ARCHES else ""
+        return [Finding("error", S.GENERAL_ARCHITECTURE, "arch", f"'{plan.arch}' is not a draft architecture llama.cpp "
+                        f"loads; expected one of {', '.join(S.ARCHES)}{hint}")]
     kv = {k.name: k for k in plan.kvs}
-    a = {"arch": arch}
-
-    # --- value types of every key we know
-    for k in plan.kvs:
-        want = _key_type_name(k.name, arch)
-        if want is not None and k.type != want:
-            err(k.name, "key-type", f"has GGUF type {k.describe()}, expected {want.name}")
-        elif want == VT.ARRAY and k.name in S.ARRAY_ELEMENT_TYPES and k.sub_type not in S.ARRAY_ELEMENT_TYPES[k.name]:
-            allowed = "/".join(t.name for t in S.ARRAY_ELEMENT_TYPES[k.name])
-            err(k.name, "array-type", f"has element type {k.describe()}, expected ARRAY[{allowed}]")
-        bad_value = _out_of_range(k)
-        if bad_value is not None:
-            err(k.name, "key-range", f"holds {bad_value!r}, which a {k.describe()} value cannot hold")
-
-    # Any, as KV.value: a metadata value is only known at run time (a file may hold any type); the shape
-    # expressions below may build nonsense from it, and the isinstance check before comparing shapes skips those.
-    def val(tpl: str) -> Any:
-        k = kv.get(tpl.format(**a))
-        return None if k is None else k.value
-
-    for tpl in (S.CONTEXT_LENGTH, S.EMBEDDING_LENGTH, S.BLOCK_COUNT, S.RMS_EPS):
-        if tpl.format(**a) not in kv:
-            err(tpl.format(**a), "required-key", "is missing (llama.cpp: \"key not found in model\")")
-    for key in (S.TOKENIZER_MODEL, S.TOKENIZER_TOKENS):
-        if key not in kv:
-            err(key, "tokenizer", "is missing (llama.cpp cannot load a model without a tokenizer)")
-    if val(S.TOKENIZER_MODEL) == "gpt2" and S.TOKENIZER_MERGES not in kv:
-        err(S.TOKENIZER_MERGES, "tokenizer", "is missing; a gpt2 (BPE) tokenizer needs merges")
-    tokens = kv.get(S.TOKENIZER_TOKENS)
-    n_tokens = len(tokens.value) if tokens is not None and isinstance(tokens.value, (list, tuple)) else None
-    for type_name, key in S.SPECIAL_TOKEN_KEYS.items():
-        if key and key in kv and n_tokens is not None and isinstance(kv[key].value, int) and kv[key].value >= n_tokens:
-            level = "error" if type_name == "mask" else "warning"
-            out.append(Finding(level, key, "special-id", f"is {kv[key].value}, outside the {n_tokens} tokens (llama.cpp ignores it: 'bad special token')"))
-
-    H, nh = val(S.EMBEDDING_LENGTH), val(S.HEAD_COUNT)
-    nkv = val(S.HEAD_COUNT_KV) or nh
-    n_layer, F = val(S.BLOCK_COUNT), val(S.FEED_FORWARD_LENGTH)
-    hd = val(S.KEY_LENGTH) or (H // nh if isinstance(H, int) and isinstance(nh, int) and nh else None)
-    tensors = {t.name: t for t in plan.tensors}
-    if not plan.tensors:
-        err("tensors", "tensor-count", "the file has no tensors (a metadata-only file is not a usable draft)")
-    # name -> numpy shape (None: any); a shape built from a missing or odd value holds a non-int and is not compared
-    expected: dict[str, tuple[object, ...] | None] = {}
-    why: dict[str, str] = {}  # name -> where the expected shape comes from (for shape messages)
-    required: set[str] = set()
-
-    hc_count = val(S.HC_COUNT)
-    if arch == S.ARCH_DFLASH and isinstance(hc_count, int) and not isinstance(hc_count, bool) and hc_count > 0:
-        # DeepSeek-V4 DSpark: the loader's hyper-connection branch (dsv4_rules.py)
-        taps = val(S.DFLASH_TARGET_LAYERS)
-        if not isinstance(taps, (list, tuple)) or not taps:
-            err(S.DFLASH_TARGET_LAYERS, "required-key", "is missing (llama.cpp: \"DFlash model requires 'target_layers'\")")
-        if S.TOKENIZER_MASK_ID not in kv:
-            out.append(Finding("warning", S.TOKENIZER_MASK_ID, "mask", "is missing: the draft's block is filled with token -1"))
-        rules = dsv4_rules(val, n_tokens, {t.name: tuple(t.shape) for t in plan.tensors})
-        for subject, rule, msg in rules.findings:
-            err(subject, rule, msg)
-        expected.update(rules.expected)
-        why.update(rules.why)
-        required |= rules.required
-        n_layer = 0  # the DSV4 block tensors are in `expected` already
-        in_width = H
-    elif arch == S.ARCH_DFLASH:
-        taps = val(S.DFLASH_TARGET_LAYERS)
-        if not isinstance(taps, (list, tuple)) or not taps:
-            err(S.DFLASH_TARGET_LAYERS, "required-key", "is missing (llama.cpp: \"DFlash model requires 'target_layers'\")")
-        sw = val(S.DFLASH_SLIDING_WINDOW)
-        if isinstance(sw, int) and sw > 0:
-            pat = kv.get(S.DFLASH_SLIDING_WINDOW_PATTERN)
-            if pat is None or pat.type != VT.ARRAY:
-                err(S.DFLASH_SLIDING_WINDOW_PATTERN, "required-key", "must be an array when sliding_window > 0")
-            elif isinstance(n_layer, int) and len(pat.value) != n_layer:
-                err(S.DFLASH_SLIDING_WINDOW_PATTERN, "shape", f"has {len(pat.value)} entries, expected block_count {n_layer}")
-        if S.TOKENIZER_MASK_ID not in kv:
-            out.append(Finding("warning", S.TOKENIZER_MASK_ID, "mask", "is missing: the draft's block is filled with token -1"))
-        T = len(taps) if isinstance(taps, (list, tuple)) else None
-        w1 = tensors.get(S.T_MARKOV_W1)
-        R = w1.shape[1] if w1 is not None and len(w1.shape) == 2 else None
-        d2t = tensors.get(S.T_D2T)
-        Vd = d2t.shape[0] if d2t is not None else n_tokens
-        required |= {S.T_FC, S.T_ENC_NORM, S.T_OUTPUT_NORM}
-        expected.update({S.T_FC: (H, T * H) if T and H else None, S.T_ENC_NORM: (H,), S.T_OUTPUT_NORM: (H,),
-                         S.T_TOKEN_EMBD: (n_tokens, H) if n_tokens else None, S.T_OUTPUT: (Vd, H) if Vd else None,
-                         S.T_D2T: None, S.T_FC_SCALE: (1,)})
-        vd_what = f"{Vd} draft tokens (d2t entries)" if d2t is not None else f"{Vd} tokens"
-        why.update({S.T_FC: f"ne[0] = {T} target layers x hidden_size {H}",
-                    S.T_TOKEN_EMBD: f"ne[0] = hidden_size {H}, ne[1] = {n_tokens} tokens",
-                    S.T_OUTPUT: f"ne[0] = hidden_size {H}, ne[1] = {vd_what}",
-                    S.T_MARKOV_W1: f"ne[0] = Markov rank {R}, ne[1] = {n_tokens} tokens",
-                    S.T_MARKOV_W2: f"ne[0] = Markov rank {R}, ne[1] = {vd_what}",
-                    S.T_CONF_W: f"ne[0] = hidden_size {H} + Markov rank {R}"})
-        if w1 is not None:
-            required |= {S.T_MARKOV_W2, S.T_CONF_W}
-            if S.DFLASH_BLOCK_SIZE not in kv:
-                err(S.DFLASH_BLOCK_SIZE, "required-key", "is missing; the DSpark graph asserts it when Markov tensors exist")
-            expected.update({S.T_MARKOV_W1: (n_tokens, R) if n_tokens else None, S.T_MARKOV_W2: (Vd, R) if Vd else None,
-                             S.T_CONF_W: (1, H + R) if H and R else None, S.T_CONF_B: (1,)})
-        else:
-            for name in (S.T_MARKOV_W2, S.T_CONF_W, S.T_CONF_B):
-                if name in tensors:
-                    err(name, "extra-tensor", "is present without markov_w1.weight; llama.cpp would not create it")
-        in_width = H
-    else:  # eagle3
-        taps = val(S.EAGLE3_TARGET_LAYERS)
-        if not isinstance(taps, (list, tuple)) or len(taps) != 3:
-            err(S.EAGLE3_TARGET_LAYERS, "required-key", f"must have exactly 3 entries, found {None if taps is None else len(taps)}")
-        Ht = val(S.EAGLE3_TARGET_HIDDEN_SIZE)
-        if Ht is None:
-            err(S.EAGLE3_TARGET_HIDDEN_SIZE, "required-key", "is missing (llama.cpp requires it)")
-        if n_layer not in (None, 1):
-            err(S.BLOCK_COUNT.format(**a), "eagle3", f"is {n_layer}; the EAGLE-3 graph needs exactly 1 layer")
-        d2t = tensors.get(S.T_D2T)
-        Vd = d2t.shape[0] if d2t is not None else None
-        nbf = bool(val(S.EAGLE3_NORM_BEFORE_FC))
-        required |= {S.T_FC, S.T_OUTPUT_NORM} | ({S.T_ENC_NORM} if nbf else set())
-        n_rot = val(S.ROPE_DIMENSION_COUNT) or hd
-        expected.update({S.T_FC: (H, 3 * Ht) if H and Ht else None, S.T_OUTPUT_NORM: (H,), S.T_OUTPUT: (Vd, H) if Vd else None,
-                         S.T_TOKEN_EMBD: None, S.T_D2T: None, S.T_ROPE_FREQS: (n_rot // 2,) if n_rot else None})
-        if nbf:
-            expected[S.T_ENC_NORM] = (3 * Ht,) if Ht else None
-        why.update({S.T_FC: f"ne[0] = 3 target layers x target_hidden_size {Ht}",
-                    S.T_OUTPUT: f"ne[0] = hidden_size {H}, ne[1] = {Vd} d2t entries"})
-        if S.T_OUTPUT in tensors and S.T_D2T not in tensors and n_tokens and tensors[S.T_OUTPUT].shape[0] != n_tokens:
-            err(S.T_OUTPUT, "d2t", f"has {tensors[S.T_OUTPUT].shape[0]} rows (a reduced vocabulary) but there is no d2t tensor")
-        if S.T_TOKEN_EMBD in tensors and H and tensors[S.T_TOKEN_EMBD].shape[-1] != H:
-            err(S.T_TOKEN_EMBD, "shape", f"has shape {list(tensors[S.T_TOKEN_EMBD].ne)}, expected ne[0] = {H}")
-        in_width = 2 * H if isinstance(H, int) else None
-
-    # --- per-layer tensors
-    layer_shapes = {
-        "attn_norm.weight": (H,), "attn_norm_2.weight": (H,), "ffn_norm.weight": (H,),
-        "attn_q.weight": (nh * hd, in_width) if nh and hd and in_width else None,
-        "attn_k.weight": (nkv * hd, in_width) if nkv and hd and in_width else None,
-        "attn_v.weight": (nkv * hd, in_width) if nkv and hd and in_width else None,
-        "attn_output.weight": (H, nh * hd) if nh and hd else None,
-        "attn_q_norm.weight": (hd,), "attn_k_norm.weight": (hd,),
-        "ffn_gate.weight": (F, H) if F else None, "ffn_up.weight": (F, H) if F else None, "ffn_down.weight": (H, F) if F else None,
-    }
-    in_what = f"hidden_size {H}" if arch == S.ARCH_DFLASH else f"2 x hidden_size {H}"
-    q_what, kv_what = f"num_attention_heads {nh} x head_dim {hd}", f"num_key_value_heads {nkv} x head_dim {hd}"
-    layer_why = {
-        "attn_q.weight": f"ne[1] = {q_what}, ne[0] = {in_what}", "attn_k.weight": f"ne[1] = {kv_what}, ne[0] = {in_what}",
-        "attn_v.weight": f"ne[1] = {kv_what}, ne[0] = {in_what}", "attn_output.weight": f"ne[0] = {q_what}",
-        "attn_q_norm.weight": f"head_dim {hd}", "attn_k_norm.weight": f"head_dim {hd}",
-        "ffn_gate.weight": f"ne[1] = intermediate_size {F}", "ffn_up.weight": f"ne[1] = intermediate_size {F}",
-        "ffn_down.weight": f"ne[0] = intermediate_size {F}",
-    }
-    for i in range(n_layer if isinstance(n_layer, int) else 0):
-        for short, req in S.LOADER_LAYER_TENSORS[arch].items():
-            name = S.LAYER_PREFIX.format(bid=i) + short
-            expected[name] = layer_shapes[short]
-            why[name] = layer_why.get(short, f"hidden_size {H}")
-            if req:
-                required.add(name)
-
-    for name in sorted(required - tensors.keys()):
-        err(name, "required-tensor", "is missing (llama.cpp: \"check_tensor_dims: tensor not found\")")
-    for t in plan.tensors:
-        if t.name not in expected:
-            err(t.name, "extra-tensor", "is not a tensor llama.cpp creates for this arch (loading fails with \"wrong number of tensors\")")
-            continue
-        want_shape = expected[t.name]
-        if want_shape is not None and all(isinstance(d, int) for d in want_shape) and tuple(t.shape) != tuple(want_shape):
-            hint = f" ({why[t.name]})" if t.name in why else ""
-            err(t.name, "shape", f"has ggml shape {list(t.ne)}, expected {list(reversed(want_shape))}{hint}")
-        if t.name == S.T_D2T and t.ggml_type != QT.I64:
-            err(t.name, "dtype", f"has type {t.ggml_type.name}, expected I64 (the graph asserts it)")
-        if (len(t.shape) <= 1 or t.name.endswith("_norm.weight")) and t.name != S.T_D2T and t.ggml_type != QT.F32:
-            err(t.name, "dtype", f"has type {t.ggml_type.name}, expected F32 for norms and 1-D tensors")
-    return out
+    c = _Checker(plan, Dims.of(kv, plan.arch), kv, {t.name: t for t in plan.tensors})
+    _key_rules(c)
+    in_width = variant.rules(c)
+    if variant.generic_layers:
+        _layer_rules(c, in_width, variant.in_what(c.dims))
+    _tensor_rules(c)
+    return c.findings
 
 
 def errors(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.level == "error"]
 
 
-def check_file(path: str | Path) -> list[Finding]:
+def check_file(path: str | Path, remote: RemoteOptions | None = None) -> list[Finding]:
     """``dspark-convert check FILE``: the loader rules applied to a GGUF file made by any tool.
+
+    ``path`` may be a Hub file (``hf://ORG/REPO/file.gguf[@REV]``) or a URL: the rules need only the header,
+    which is fetched with range requests (``remote`` tunes them).
 
     Example:
         >>> [f.subject for f in check_file("draft.gguf") if f.level == "error"]  # doctest: +SKIP
         []
     """
-    from .gguffile.reader import plan_from_gguf
+    from .gguffile.source import plan_from_source
 
-    return check_plan(plan_from_gguf(path))
+    return check_plan(plan_from_source(path, remote)[0])

@@ -1,37 +1,92 @@
 """The ``dspark-convert`` command line: parse arguments, call the library, render the result (Rich or JSON).
 
-Every command maps :class:`~dspark_convert.errors.ConvertError` to one line on stderr and exit code 2.
+Every command maps :class:`~dspark_convert.errors.ConvertError` to one line on stderr and exit code 2, and an
+interrupt (SIGINT, SIGTERM; see :mod:`dspark_convert.entry`) to one line and exit code 130 / 143. All human
+output goes through :mod:`dspark_convert.render` (imported when needed, so ``--help`` stays fast).
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from .errors import ConvertError
+from . import __version__
+from .entry import install_signal_handlers, interrupted_line
+from .errors import ConvertError, Interrupted
 
 app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]}, rich_markup_mode="rich",
                   help="Convert DSpark / DFlash / EAGLE-3 drafts to GGUF, inspect and verify GGUF files.")
-err_console = Console(stderr=True, highlight=False)
 T = TypeVar("T")
 
+# Where inspect/check/diff take a GGUF file, a Hub file or URL works too (header only, over HTTP range requests).
+GGUF_REF_HELP = "local path, hf://ORG/REPO/file.gguf\\[@REV], ORG/REPO/file.gguf or an https:// URL (remote: header only)"
+MaxHeaderMiB = Annotated[int, typer.Option("--max-header-mib", min=1, help="Remote files: refuse a header larger than this many MiB.")]
+Timeout = Annotated[float, typer.Option("--timeout", min=0.001, help="Remote files: seconds to wait for a connection or data (then retried twice).")]
 
-def run_or_exit(fn: Callable[[], T]) -> T:
-    """Run ``fn``; a ConvertError becomes one line on stderr and exit code 2."""
+
+def remote_options(max_header_mib: int, timeout: float) -> Any:
+    """The RemoteOptions of the remote-file flags."""
+    from .gguffile.options import RemoteOptions
+
+    return RemoteOptions(max_header_bytes=max_header_mib << 20, timeout=timeout)
+
+
+class _State:
+    """What an interrupt interrupts (for its one line): set by the commands as they go."""
+
+    doing = "starting"
+    written: str | None = None  # a file this command wrote in full
+
+
+class OutType(str, enum.Enum):
+    """``--outtype`` choices (matched case-insensitively: ``BF16`` is ``bf16``)."""
+
+    f32 = "f32"
+    f16 = "f16"
+    bf16 = "bf16"
+    q8_0 = "q8_0"
+    auto = "auto"
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"dspark-convert {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main_options(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Convert DSpark / DFlash / EAGLE-3 drafts to GGUF, inspect and verify GGUF files."""
+
+
+def run_or_exit(fn: Callable[[], T], doing: str) -> T:
+    """Run ``fn`` (``doing`` says what it does, for an interrupt's line); a ConvertError becomes one line on stderr
+    and exit code 2, an interrupt one line and 130 / 143."""
+    _State.doing = doing
     try:
         return fn()
     except ConvertError as e:
-        # escape(): messages quote names read from (possibly hostile) files, which must not be parsed as markup
-        err_console.print(f"[bold red]error:[/] {escape(str(e))}", markup=True, soft_wrap=True)
+        from .render import print_error
+
+        print_error(str(e))
         raise typer.Exit(2) from None
+    except Interrupted as e:
+        from .render import print_error
+
+        print_error(interrupted_line(e, doing))
+        raise typer.Exit(e.exit_code) from None
+    finally:
+        _State.doing = "printing the result"
 
 
 def print_json(data: Any) -> None:
@@ -41,30 +96,13 @@ def print_json(data: Any) -> None:
     sys.stdout.write(dumps_json(data) + "\n")
 
 
-@contextmanager
-def byte_progress(enabled: bool, description: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A Rich progress bar (bytes, throughput, ETA) on a terminal; nothing otherwise."""
-    if not enabled or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-
-    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                  TimeRemainingColumn(), console=err_console, transient=True) as bar:
-        task = bar.add_task(description, total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update
-
-
 @app.command()
 def hf2gguf(
-    draft: Annotated[str, typer.Argument(help="Draft checkpoint: a local folder or a Hub repo id (org/name[@rev]).")],
-    target_model_dir: Annotated[str | None, typer.Option("--target-model-dir", "-t", help="Target model: folder or Hub repo id (tokenizer, config). Optional for a DeepSeek-V4 checkpoint (its own tokenizer).")] = None,
-    outfile: Annotated[str | None, typer.Option("--outfile", "-o", help="Output path; {ftype} and {outtype} are expanded. Default: GGUF naming convention.")] = None,
-    outtype: Annotated[str, typer.Option(help="f32, f16, bf16, q8_0 or auto (from the checkpoint's dtypes).")] = "auto",
+    draft: Annotated[str, typer.Argument(metavar="DRAFT", show_default=False,
+                                         help="Draft checkpoint: a local folder or a Hub repo id (org/name\\[@rev]).")],
+    target_model_dir: Annotated[str | None, typer.Option("--target-model-dir", "-t", metavar="TARGET", help="Target model: folder or Hub repo id (tokenizer, config). Optional for a DeepSeek-V4 checkpoint: its own tokenizer.")] = None,
+    outfile: Annotated[str | None, typer.Option("--outfile", "-o", metavar="FILE", help="Output file; {ftype} and {outtype} are expanded. Default: the GGUF naming convention, in the current folder.")] = None,
+    outtype: Annotated[OutType, typer.Option(case_sensitive=False, help="Tensor type; auto keeps the checkpoint's 16-bit type (F32 checkpoints: f16).")] = OutType.auto,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (keys, tensors, types, sizes) and write nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
     with_target_embeddings: Annotated[bool, typer.Option("--with-target-embeddings", help="Self-contained draft: copy the target's token_embd (and output) into the GGUF.")] = False,
@@ -77,82 +115,98 @@ def hf2gguf(
     """Convert a DSpark / DFlash / EAGLE-3 draft checkpoint (or the DSpark draft inside a DeepSeek-V4 checkpoint)
     to a GGUF file llama.cpp loads."""
     from .conversion import convert
-    from .report import render_conversion
+    from .render import byte_progress, make_console, render_conversion
 
     with byte_progress(not as_json and not dry_run, "converting") as progress:
-        result = run_or_exit(lambda: convert(draft, target_model_dir, outfile, outtype=outtype, force=force, dry_run=dry_run,
+        result = run_or_exit(lambda: convert(draft, target_model_dir, outfile, outtype=outtype.value, force=force, dry_run=dry_run,
                                              embed_from_target=with_target_embeddings, allow_nonfinite=allow_nonfinite,
                                              metadata=metadata, model_name=model_name, dspark=dspark,
-                                             progress=progress))
+                                             progress=progress),
+                             f"converting {draft}" + ("" if dry_run else ", before writing"))
+    if not dry_run:
+        _State.written = str(result.path)
     if as_json:
-        from .report import conversion_to_dict
+        from .render import conversion_to_dict
 
         print_json(conversion_to_dict(result))
     else:
-        render_conversion(result, Console(highlight=False))
+        render_conversion(result, make_console())
 
 
 @app.command()
 def check(
-    file: Annotated[Path, typer.Argument(help="A GGUF draft file, made by any tool.")],
+    file: Annotated[str, typer.Argument(help=f"A GGUF draft file, made by any tool: {GGUF_REF_HELP}.")],
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable findings on stdout.")] = False,
+    max_header_mib: MaxHeaderMiB = 512,
+    timeout: Timeout = 30.0,
 ) -> None:
     """Check a GGUF draft against llama.cpp's loader rules (exit 1 on any error)."""
     from .check import check_plan, errors
-    from .gguffile.reader import plan_from_gguf
+    from .gguffile.source import plan_from_source
 
-    plan = run_or_exit(lambda: plan_from_gguf(file))
+    plan, source = run_or_exit(lambda: plan_from_source(file, remote_options(max_header_mib, timeout)),
+                               f"reading {file}")
     findings = check_plan(plan)
     ok = not errors(findings)
     if as_json:
-        print_json({"file": str(file), "arch": plan.arch, "ok": ok, "findings": [f.to_dict() for f in findings]})
+        print_json({"file": str(file), "arch": plan.arch, "ok": ok,
+                    "findings": [f.to_dict() for f in findings], **({"source": source.to_dict()} if source else {})})
     else:
-        from .report import render_findings
+        from .render import make_console, render_findings, render_source
 
-        render_findings(file, plan.arch, findings, Console(highlight=False))
+        console = make_console()
+        render_findings(file, plan.arch, findings, console)
+        if source is not None:
+            render_source(source.to_dict(), console)
     raise typer.Exit(0 if ok else 1)
 
 
 @app.command()
 def inspect(
-    file: Annotated[Path, typer.Argument(help="A GGUF file (only its header is read, unless --stats).")],
+    file: Annotated[str, typer.Argument(help=f"A GGUF file (only its header is read, unless --stats): {GGUF_REF_HELP}.")],
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout (schema: docs/inspect.md).")] = False,
-    full_arrays: Annotated[bool, typer.Option("--full-arrays", help="Show whole arrays instead of their first items.")] = False,
+    full_arrays: Annotated[bool, typer.Option("--full-arrays", help="Show values in full: whole arrays, and long strings (the chat template) as written, below the table.")] = False,
     filter: Annotated[str | None, typer.Option("--filter", help="Glob on KV and tensor names, e.g. 'blk.0.*'.")] = None,
     stats: Annotated[bool, typer.Option("--stats", help="Per-tensor min/max/mean/std/NaN/Inf (reads the data).")] = False,
     no_tensors: Annotated[bool, typer.Option("--no-tensors", help="Leave out the tensor list.")] = False,
+    max_header_mib: MaxHeaderMiB = 512,
+    timeout: Timeout = 30.0,
 ) -> None:
     """Show a GGUF file's metadata, tensors, tokenizer and totals."""
     from .inspect import inspect_gguf
-    from .render import dumps_json, render_inspect
+    from .render import make_console, render_inspect
 
     info = run_or_exit(lambda: inspect_gguf(file, full_arrays=full_arrays, tensors=not no_tensors, filter=filter,
-                                            stats=stats))
+                                            stats=stats, remote=remote_options(max_header_mib, timeout)),
+                       f"reading {file}")
     if as_json:
-        sys.stdout.write(dumps_json(info) + "\n")
+        print_json(info)
     else:
-        render_inspect(info, Console(highlight=False))
+        render_inspect(info, make_console(), full=full_arrays, filter=filter)
 
 
 @app.command()
 def diff(
-    a: Annotated[Path, typer.Argument(help="First GGUF file (the reference for NMSE).")],
-    b: Annotated[Path, typer.Argument(help="Second GGUF file.")],
+    a: Annotated[str, typer.Argument(help=f"First GGUF file (the reference for NMSE): {GGUF_REF_HELP}.")],
+    b: Annotated[str, typer.Argument(help="Second GGUF file (the same forms).")],
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout (schema: docs/inspect.md).")] = False,
     ignore: Annotated[list[str] | None, typer.Option("--ignore", help="Glob of KV/tensor names to skip (repeatable).")] = None,
     no_stats: Annotated[bool, typer.Option("--no-stats", help="Compare bytes only, no max-abs-diff/NMSE.")] = False,
     ignore_order: Annotated[bool, typer.Option("--ignore-order", help="KV and tensor order do not count.")] = False,
+    max_header_mib: MaxHeaderMiB = 512,
+    timeout: Timeout = 30.0,
 ) -> None:
     """Compare two GGUF files: exit 0 when equal, 1 when different, 2 on error."""
     from .diff import diff_gguf
-    from .render import dumps_json, render_diff
+    from .render import make_console, render_diff
 
     result = run_or_exit(lambda: diff_gguf(a, b, ignore=ignore or [], tensor_stats=not no_stats,
-                                           ignore_order=ignore_order))
+                                           ignore_order=ignore_order, remote=remote_options(max_header_mib, timeout)),
+                         f"comparing {a} and {b}")
     if as_json:
-        sys.stdout.write(dumps_json(result) + "\n")
+        print_json(result)
     else:
-        render_diff(result, Console(highlight=False))
+        render_diff(result, make_console())
     raise typer.Exit(0 if result["equal"] else 1)
 
 
@@ -161,19 +215,22 @@ def verify_cmd(
     gguf_file: Annotated[Path, typer.Argument(help="The converted GGUF draft.")],
     hf: Annotated[Path, typer.Option("--hf", help="The original Hugging Face draft folder (config.json + safetensors).")],
     target_model_dir: Annotated[Path | None, typer.Option("--target-model-dir", "-t", help="Target folder (embeddings, lm_head, config); not needed for a DeepSeek-V4 DSpark file.")] = None,
-    context: Annotated[int, typer.Option(help="Context positions of random target features.")] = 16,
+    context: Annotated[int, typer.Option(help="Context positions of the middle input case (cases: context/4, context, 4*context).")] = 16,
     seed: Annotated[int, typer.Option(help="Seed of the random features and tokens.")] = 0,
     steps: Annotated[int, typer.Option(help="EAGLE-3: chained draft steps.")] = 3,
+    quality: Annotated[bool, typer.Option("--quality/--no-quality", help="Also compare with the unrounded checkpoint (information).")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="JSON report on stdout (schema: docs/verify.md).")] = False,
 ) -> None:
-    """Run the GGUF (numpy) and the HF (torch) forwards on seeded inputs: exit 0 pass, 1 fail, 2 error."""
-    from .verify import render_report, verify
+    """Compare the GGUF (numpy) and the storage-rounded HF (torch) forwards component by component: exit 0 pass, 1 fail, 2 error."""
+    from .render import make_console, render_verify
+    from .verify import verify
 
-    report = run_or_exit(lambda: verify(gguf_file, hf, target_model_dir, context=context, seed=seed, steps=steps))
+    report = run_or_exit(lambda: verify(gguf_file, hf, target_model_dir, context=context, seed=seed, steps=steps,
+                                        quality=quality), f"verifying {gguf_file}")
     if as_json:
         print_json(report.to_dict())
     else:
-        render_report(report, Console(highlight=False))
+        render_verify(report, make_console())
     raise typer.Exit(0 if report.passed else 1)
 
 
@@ -181,17 +238,26 @@ class _OneLineWarnings(logging.Handler):
     """Library warnings (fallbacks, recognised-by-regex tokenizers, ...) as one 'warning:' line each on stderr."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        err_console.print(f"[yellow]warning:[/] {record.getMessage()}", markup=True, soft_wrap=True, highlight=False)
+        from .render import print_warning
+
+        print_warning(record.getMessage())
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Run the command line (the console script goes through :func:`dspark_convert.entry.main`, which puts the
+    interrupt rule in place before this module is imported)."""
+    install_signal_handlers()
     root = logging.getLogger("dspark_convert")
     if not root.handlers:
         root.addHandler(_OneLineWarnings(logging.WARNING))
         root.propagate = False
     logging.getLogger("gguf").setLevel(logging.ERROR)  # gguf-py's own info/debug chatter is not for users
-    app()
+    try:
+        app()
+    except Interrupted as e:  # outside a library call (parsing arguments, printing the result)
+        sys.stderr.write(f"error: {interrupted_line(e, _State.doing, _State.written)}\n")
+        sys.stderr.flush()
+        raise SystemExit(e.exit_code) from None
 
 
 if __name__ == "__main__":  # python -m dspark_convert.cli

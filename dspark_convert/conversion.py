@@ -15,13 +15,15 @@ from pathlib import Path
 from . import schema as S
 from .check import Finding, check_plan, errors
 from .checkpoint import INDEX_NAME, Checkpoint, Select, load_json, read_json, read_weight_map, tensor_names
+from .destination import check_destination
 from .errors import ConvertError
-from .families import family_for, family_name
+from .families import family_for, family_modules, family_name
 from .families.base import Context, ConvertOptions, Family
 from .families.common import resolve_outtype, tensor_spec
 from .hub import TOKENIZER_FILES, ResolvedModel, resolve_draft, resolve_target
 from .metadata import general_kvs, param_counts
 from .naming import default_output_name, expand_output_template
+from .notes import collecting
 from .plan import KV, Plan, TensorSpec
 from .writer import Progress, write_plan
 
@@ -35,7 +37,8 @@ class ConvertResult:
     findings: list[Finding]
     outtype: str
     bytes_written: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # the whole conversion (resolving inputs, planning, writing)
+    write_seconds: float = 0.0  # writing the file alone (what the progress bar's rate measures)
     dry_run: bool = False
     family: str = ""
     notes: list[str] = field(default_factory=list)
@@ -169,6 +172,26 @@ def shard_note(folder: Path, ck: Checkpoint) -> str:
             f"skipped {len(skipped)} ({about}{skip_bytes / 1e9:.2f} GB), never opened or downloaded")
 
 
+def draft_architecture(config: object) -> str | None:
+    """``architectures[0]`` of a config when it names a draft class (of any family) that is not also a target
+    class (some EAGLE-3 drafts say ``LlamaForCausalLM``), else None."""
+    from .tokenizer.handlers import TARGET_HANDLERS
+
+    archs = config.get("architectures") if isinstance(config, dict) else None
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    if arch is None or arch in TARGET_HANDLERS:
+        return None
+    return arch if any(arch in family.ARCHITECTURES for family in family_modules()) else None
+
+
+def refuse_draft_as_target(config: object, folder: Path) -> None:
+    """A draft folder passed as the target: say so, instead of the layer-count or vocabulary error it causes."""
+    arch = draft_architecture(config)
+    if arch is not None:
+        raise ConvertError(f"{folder}: is a draft checkpoint ({arch}), not a target model; pass the target model "
+                           "the draft was trained for as --target-model-dir")
+
+
 def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
                     options: ConvertOptions | None = None) -> PlannedConversion:
     """Resolve the inputs and build the plan. Writes nothing; close the result's checkpoints when done.
@@ -201,6 +224,7 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
         if not (t.path / "config.json").is_file():
             raise ConvertError(f"{t.path}: no config.json (the target model folder needs its config.json and tokenizer files)")
         tconf = load_json(t.path / "config.json")
+        refuse_draft_as_target(tconf, t.path)
         outtype = resolve_outtype(options.outtype, ck)
         ctx = Context(draft=ck, target_dir=t.path, target_config=tconf, options=options, outtype=outtype)
         plan = family.build_plan(ctx)
@@ -240,15 +264,22 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
     tokenizer is used. ``dspark`` is upstream's ``--dspark`` (accepted for DeepSeek-V4 checkpoints only).
     """
     t0 = time.perf_counter()
+    outtype = str(outtype).lower()  # "BF16" is "bf16", as on the command line
     if outtype not in S.OUTTYPE_CHOICES:
         raise ConvertError(f"--outtype {outtype!r}: expected one of {', '.join(S.OUTTYPE_CHOICES)}")
     options = ConvertOptions(outtype=outtype, embed_from_target=embed_from_target, allow_nonfinite=allow_nonfinite,
                              metadata_override=Path(metadata) if metadata else None, model_name=model_name,
                              dspark=dspark)
-    if outfile is not None and not dry_run:
-        probe = Path(expand_output_template(str(outfile), outtype=outtype if outtype != "auto" else "f16"))
-        if "{" not in str(outfile) and probe.exists() and not force:
-            raise ConvertError(f"{probe}: already exists (pass --force to overwrite it)")
+    check_destination(outfile, outtype=outtype, force=force, dry_run=dry_run)  # before any reading or download
+    with collecting() as notes:
+        result = _convert(draft, target_model_dir, outfile, options, force=force, dry_run=dry_run, progress=progress)
+    result.findings += [Finding("note", n.subject, n.rule, n.message) for n in notes]
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str | Path | None,
+             options: ConvertOptions, *, force: bool, dry_run: bool, progress: Progress | None) -> ConvertResult:
     planned = plan_conversion(draft, target_model_dir, options=options)
     try:
         plan = planned.plan
@@ -266,9 +297,10 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
         result = ConvertResult(path=path, plan=plan, findings=findings, outtype=planned.outtype, dry_run=dry_run,
                                family=planned.family_name, notes=list(plan.notes))
         if not dry_run:
-            result.bytes_written = write_plan(plan, planned.sources, path, force=force, allow_nonfinite=allow_nonfinite,
-                                              progress=progress)
+            t0 = time.perf_counter()
+            result.bytes_written = write_plan(plan, planned.sources, path, force=force,
+                                              allow_nonfinite=options.allow_nonfinite, progress=progress)
+            result.write_seconds = time.perf_counter() - t0
     finally:
         planned.close()
-    result.seconds = time.perf_counter() - t0
     return result

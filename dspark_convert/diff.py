@@ -3,6 +3,9 @@
 KVs are compared by GGUF type and stored bytes; tensors by type, shape and bytes. For tensors present in both
 files whose bytes differ, the values are dequantized and streamed chunk by chunk in lockstep to get the max
 absolute difference and NMSE = MSE / Var(a) (the llama.cpp ``check-nmse.py`` grading: < 1e-2 passes).
+
+Files read over HTTP (Hub files, URLs) have only their header: then metadata and tensor infos (name, type,
+shape) are compared, tensor data is not, and the result says so (``tensor_data_compared``, ``note``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from typing import Any
 import numpy as np
 
 from .errors import ConvertError
-from .gguffile.reader import GGUFFile, ReaderTensor, read_gguf
+from .gguffile.options import RemoteOptions
+from .gguffile.reader import GGUFFile, ReaderTensor
+from .gguffile.source import open_gguf_source
 from .inspect import RunningStats, kv_entry
 
 SCHEMA = "dspark-convert/diff/1"
@@ -91,7 +96,7 @@ def value_diff(a_chunks: Iterable[np.ndarray], b_chunks: Iterable[np.ndarray]) -
     Example:
         >>> d = value_diff([np.array([1.0, 2.0, 3.0])], [np.array([1.0, 2.0, 3.5])])
         >>> d["max_abs_diff"], round(d["nmse"], 4)
-        (0.5, 0.1250)
+        (0.5, 0.125)
     """
     ref, sq, n, max_abs, bad = RunningStats(), 0.0, 0, 0.0, 0
     for ca, cb in _lockstep(iter(a_chunks), iter(b_chunks)):
@@ -115,7 +120,7 @@ def _tensor_row(t: ReaderTensor) -> dict[str, Any]:
     return {"name": t.name, "type": t.type_name, "shape": list(t.shape), "nbytes": t.nbytes}
 
 
-def _diff_tensors(fa: GGUFFile, fb: GGUFFile, ignore: Sequence[str], stats: bool) -> dict[str, Any]:
+def _diff_tensors(fa: GGUFFile, fb: GGUFFile, ignore: Sequence[str], stats: bool, data: bool) -> dict[str, Any]:
     names_a = [t.name for t in fa.tensors if not _ignored(t.name, ignore)]
     names_b = [t.name for t in fb.tensors if not _ignored(t.name, ignore)]
     set_a, set_b = set(names_a), set(names_b)
@@ -125,6 +130,12 @@ def _diff_tensors(fa: GGUFFile, fb: GGUFFile, ignore: Sequence[str], stats: bool
             continue
         ta, tb = fa.tensor(name), fb.tensor(name)
         same_layout = (ta.ggml_type, ta.ne) == (tb.ggml_type, tb.ne)
+        if not data:  # header-only (remote) files: the infos are all there is to compare
+            if same_layout:
+                identical += 1
+            else:
+                changed.append({"name": name, "a": _tensor_row(ta), "b": _tensor_row(tb), "bytes_equal": None})
+            continue
         if ta.nbytes is None or tb.nbytes is None:
             # Unknown types cannot be read, so they cannot be shown equal: reported, conservatively.
             changed.append({"name": name, "a": _tensor_row(ta), "b": _tensor_row(tb), "bytes_equal": None,
@@ -156,26 +167,36 @@ def diff_files(fa: GGUFFile, fb: GGUFFile, *, ignore: Sequence[str] = (), tensor
     header = {k: {"a": getattr(fa, k), "b": getattr(fb, k)} for k in ("version", "alignment")
               if getattr(fa, k) != getattr(fb, k)}
     kvs = _diff_kvs(fa, fb, ignore)
-    tensors = _diff_tensors(fa, fb, ignore, tensor_stats)
+    data = not (fa.header_only or fb.header_only)
+    tensors = _diff_tensors(fa, fb, ignore, tensor_stats, data)
     differs = bool(header) or any(kvs[k] or tensors[k] for k in ("added", "removed", "changed"))
     if not ignore_order:
         differs = differs or kvs["order_changed"] or tensors["order_changed"]
-    return {"schema": SCHEMA, "a": os.fspath(fa.path), "b": os.fspath(fb.path), "equal": not differs,
-            "header": header, "kvs": kvs, "tensors": tensors}
+    out: dict[str, Any] = {"schema": SCHEMA, "a": os.fspath(fa.path), "b": os.fspath(fb.path), "equal": not differs,
+                           "tensor_data_compared": data}
+    if fa.source is not None or fb.source is not None:
+        out["source"] = {k: f.source.to_dict() if f.source is not None else None for k, f in (("a", fa), ("b", fb))}
+    if not data:
+        which = " and ".join(k for k, f in (("A", fa), ("B", fb)) if f.header_only)
+        out["note"] = (f"tensor data was not compared: {which} read header-only over HTTP; metadata and tensor "
+                       f"infos (name, type, shape) were compared")
+    return {**out, "header": header, "kvs": kvs, "tensors": tensors}
 
 
 def diff_gguf(a: str | os.PathLike[str], b: str | os.PathLike[str], *, ignore: Sequence[str] = (),
-              tensor_stats: bool = True, ignore_order: bool = False) -> dict[str, Any]:
+              tensor_stats: bool = True, ignore_order: bool = False,
+              remote: RemoteOptions | None = None) -> dict[str, Any]:
     """Compare two GGUF files; ``result["equal"]`` is True when nothing (outside ``ignore`` globs) differs.
 
     Differences: header version/alignment, KVs added/removed/changed (type or value), tensors added/removed/
     changed (type, shape or bytes; with ``tensor_stats``: max abs diff and NMSE of the dequantized values),
-    and the order of common KVs and tensors (unless ``ignore_order``).
+    and the order of common KVs and tensors (unless ``ignore_order``). ``a`` and ``b`` may be Hub files or URLs
+    (header only: tensor data is then not compared, ``identical`` counts tensors of the same type and shape).
 
     Example:
         >>> r = diff_gguf("ours.gguf", "upstream.gguf", ignore=["general.name"])  # doctest: +SKIP
         >>> r["equal"], [c["name"] for c in r["tensors"]["changed"]]  # doctest: +SKIP
         (False, ['blk.0.attn_q.weight'])
     """
-    with read_gguf(a) as fa, read_gguf(b) as fb:
+    with open_gguf_source(a, remote) as fa, open_gguf_source(b, remote) as fb:
         return diff_files(fa, fb, ignore=ignore, tensor_stats=tensor_stats, ignore_order=ignore_order)

@@ -41,10 +41,10 @@ REQUIRED_KEYS: tuple[tuple[str, str], ...] = (
 
 
 @dataclass
-class Rules:
+class Dsv4Rules:
     """What :func:`dsv4_rules` found: expected shapes, their explanations, required tensors, key findings."""
 
-    expected: dict[str, tuple[object, ...] | None] = field(default_factory=dict)
+    expected: dict[str, tuple[int | None, ...] | None] = field(default_factory=dict)
     why: dict[str, str] = field(default_factory=dict)
     required: set[str] = field(default_factory=set)
     findings: list[tuple[str, str, str]] = field(default_factory=list)  # (subject, rule, message), all errors
@@ -54,10 +54,10 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def dsv4_rules(val: Callable[[str], Any], n_tokens: int | None, shapes: dict[str, tuple[int, ...]]) -> Rules:
+def dsv4_rules(val: Callable[[str], Any], n_tokens: int | None, shapes: dict[str, tuple[int, ...]]) -> Dsv4Rules:
     """The DSV4 DSpark rules. ``val(tpl)`` reads an arch key (template ``{arch}.x`` or a full name), ``n_tokens``
     is the tokenizer size, ``shapes`` the tensors present (name -> numpy shape)."""
-    r = Rules()
+    r = Dsv4Rules()
     for tpl, what in REQUIRED_KEYS:
         if val(tpl) is None:
             r.findings.append((tpl.format(arch=S.ARCH_DFLASH), "required-key",

@@ -23,3 +23,30 @@ class ConvertError(Exception):
 
 class GGUFFormatError(ConvertError):
     """A GGUF file that cannot be read safely (truncated, wrong magic, absurd counts, ...)."""
+
+
+class Interrupted(BaseException):
+    """SIGINT (Ctrl-C) or SIGTERM, raised where the signal lands so that every cleanup runs.
+
+    A ``BaseException`` like ``KeyboardInterrupt``: it is not an input error and must not be caught as one. The
+    command line ends with one ``error:`` line (``message``, or what was being done) and exit code
+    ``128 + signum`` (130 for SIGINT, 143 for SIGTERM). The writer raises it with the destination in
+    ``message`` after removing its temporary file; a conversion interrupted from Python raises it too.
+    """
+
+    def __init__(self, signum: int, message: str = "") -> None:
+        super().__init__(message or self.describe(signum))
+        self.signum = int(signum)
+        self.message = message
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+    @staticmethod
+    def describe(signum: int) -> str:
+        """``interrupted (SIGINT)`` or ``terminated (SIGTERM)``."""
+        import signal
+
+        name = signal.Signals(signum).name
+        return f"interrupted ({name})" if name == "SIGINT" else f"terminated ({name})"

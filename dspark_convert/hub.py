@@ -199,7 +199,7 @@ def resolve_target(spec: str, *, tensors: Iterable[str] | Select = ()) -> Resolv
     """The target model folder for ``spec``: a local folder, or the cache snapshot of a Hub repo.
 
     From the Hub it fetches ``config.json`` and the tokenizer files (:data:`TARGET_PATTERNS`). Weights are
-    fetched only when ``tensors`` names some (for example the embedding a ``--embed-from-target`` run copies),
+    fetched only when ``tensors`` names some (for example the embedding a ``--with-target-embeddings`` run copies),
     as names or as a name predicate: ``model.safetensors.index.json`` first, then only the shards that hold
     those tensors; without an index, the single ``model.safetensors``. Names absent from the index are skipped
     (the caller reports them).

@@ -1,7 +1,8 @@
 """``inspect``: describe a GGUF file as a stable, JSON-able dict (schema in ``docs/inspect.md``).
 
 Only the header is parsed; tensor data is read only for ``stats=True``, streamed in chunks, so a multi-GB
-file is described in milliseconds. Long arrays (tokens, merges) are summarised by their first
+file is described in milliseconds. A Hub file or URL is described from its header alone, fetched with HTTP
+range requests (:func:`~dspark_convert.gguffile.source.open_gguf_source`); its ``source`` says how. Long arrays (tokens, merges) are summarised by their first
 :data:`ARRAY_PREVIEW` items, their count and the sha256 of their stored bytes unless ``full_arrays``.
 """
 
@@ -17,7 +18,9 @@ import numpy as np
 from gguf import GGUFValueType as VT
 
 from .errors import ConvertError
-from .gguffile.reader import GGUFFile, ReaderKV, read_gguf
+from .gguffile.options import RemoteOptions
+from .gguffile.reader import GGUFFile, ReaderKV
+from .gguffile.source import open_gguf_source
 from .schema import (
     ADD_TOKEN_KEYS,
     SPECIAL_TOKEN_KEYS,
@@ -169,10 +172,14 @@ def _by_type(f: GGUFFile) -> dict[str, dict[str, Any]]:
 def describe_gguf(f: GGUFFile, *, full_arrays: bool = False, tensors: bool = True, filter: str | None = None,
                   stats: bool = False) -> dict[str, Any]:
     """:func:`inspect_gguf` on an already opened file."""
+    if stats and f.header_only:
+        raise ConvertError(f"{f.path}: --stats reads tensor data, which is not fetched from remote files (only the "
+                           f"header is); download the file to get statistics")
     match = (lambda name: fnmatchcase(name, filter)) if filter else (lambda name: True)
     info: dict[str, Any] = {
         "schema": SCHEMA,
         "file": os.fspath(f.path),
+        **({"source": f.source.to_dict()} if f.source is not None else {}),
         "size": f.file_size,
         "version": f.version,
         "alignment": f.alignment,
@@ -207,8 +214,12 @@ def describe_gguf(f: GGUFFile, *, full_arrays: bool = False, tensors: bool = Tru
 
 
 def inspect_gguf(path: str | os.PathLike[str], *, full_arrays: bool = False, tensors: bool = True,
-                 filter: str | None = None, stats: bool = False) -> dict[str, Any]:
+                 filter: str | None = None, stats: bool = False,
+                 remote: RemoteOptions | None = None) -> dict[str, Any]:
     """Describe a GGUF file (header only unless ``stats``) as a JSON-able dict; see ``docs/inspect.md``.
+
+    ``path`` may also be a Hub file (``hf://ORG/REPO/file.gguf[@REV]``) or a URL: its header is fetched with
+    range requests (``remote`` tunes them) and the result gets a ``source`` object; ``stats`` is refused there.
 
     ``filter`` is a glob (``blk.0.*``, ``tokenizer.*``) applied to KV and tensor names; counts and totals
     always cover the whole file. Raises GGUFFormatError for malformed files.
@@ -218,5 +229,5 @@ def inspect_gguf(path: str | os.PathLike[str], *, full_arrays: bool = False, ten
         >>> info["arch"], info["tensors"][0]["shape"]  # doctest: +SKIP
         ('dflash', [4096, 4096])
     """
-    with read_gguf(path) as f:
+    with open_gguf_source(path, remote) as f:
         return describe_gguf(f, full_arrays=full_arrays, tensors=tensors, filter=filter, stats=stats)

@@ -2,7 +2,7 @@
 
 A :class:`Plan` is produced by a family module from a checkpoint (``families``), printed by ``--dry-run``,
 validated by :func:`dspark_convert.check.check_plan`, and executed by :func:`dspark_convert.writer.write_plan`.
-A plan read back from an existing GGUF file (``reader.plan_from_gguf``) is the same kind of object, so
+A plan read back from an existing GGUF file (``gguffile.reader.plan_from_gguf``) is the same kind of object, so
 ``check FILE`` and ``diff A B`` reuse the same code.
 """
 
@@ -47,10 +47,10 @@ Origin = Literal["draft", "target", "generated", "file"]
 class RowTransform(Protocol):
     """What the writer needs from a row transform (implemented by ``transforms.Transform`` and its subclasses).
 
-    The writer streams a tensor by chunks of output rows ``[start, stop)`` (``out_rows(shapes)`` in all)
-    whose length is a multiple of ``row_group(rows)``, reads ``source_rows(start, stop, shapes)`` of each source
-    tensor (an empty span is not read), and converts ``apply(chunks, rows)`` from ``out_dtype(source dtypes)``
-    to the tensor's GGML type.
+    The writer streams a tensor by chunks of output rows ``[start, stop)`` (``rows = out_rows(shapes)``) whose
+    length is a multiple of ``row_group(rows)``, reads ``source_rows(start, stop, shapes)`` of each source
+    tensor (an empty span is not read), and converts ``apply(chunks, rows)`` from ``out_dtype(source dtypes)`` to
+    the tensor's GGML type. ``sources_ok(n)`` says whether ``n`` sources fit (a stack of experts takes 2 per expert).
     """
 
     @property
@@ -61,9 +61,9 @@ class RowTransform(Protocol):
 
     def sources_ok(self, n: int) -> bool: ...
 
-    def out_rows(self, shapes: tuple[tuple[int, ...], ...]) -> int: ...
-
     def describe(self) -> str: ...
+
+    def out_rows(self, shapes: tuple[tuple[int, ...], ...]) -> int: ...
 
     def row_group(self, rows: int) -> int | None: ...
 

@@ -33,10 +33,13 @@ Shapes = tuple[tuple[int, ...], ...]
 class Transform:
     """Base of the row transforms: rewrite rows of ``n_sources`` source tensors into rows of one GGUF tensor.
 
-    The output has the shape of the first source; the writer streams it by chunks of output rows
-    ``[start, stop)``, ``stop - start`` a multiple of :meth:`row_group`. A subclass is a frozen dataclass whose
-    fields are its arguments (so it compares, hashes and prints like data) and overrides :meth:`apply`; one of
-    several sources overrides :meth:`source_rows` too.
+    The writer streams the output by chunks of output rows ``[start, stop)`` (rows: the first axis, or for a
+    stack the first axes flattened; :meth:`out_rows`), ``stop - start`` a multiple of :meth:`row_group`, and
+    reads for each chunk the rows of each source that :meth:`source_rows` names. By default the output has
+    the rows of the first source and every source is read at the same rows. A subclass is a frozen dataclass
+    whose fields are its arguments (so it compares, hashes and prints like data) and overrides :meth:`apply`;
+    one of several sources overrides :meth:`source_rows` (a weight and its block scales) and maybe
+    :meth:`out_rows` (a stack of experts: one source per expert, output rows = experts x rows).
     """
 
     name: ClassVar[str] = ""
@@ -52,21 +55,21 @@ class Transform:
         return f"{self.name}({', '.join(map(str, self.args))})"
 
     def sources_ok(self, n: int) -> bool:
-        """Whether ``n`` source tensors are what this transform takes (a stack takes a variable number)."""
+        """Whether ``n`` source tensors are what this transform takes (a stack of experts takes a variable number)."""
         return n == self.n_sources
 
     def out_rows(self, shapes: Shapes) -> int:
-        """Rows of the output (the unit of :meth:`row_group` and of the writer's chunks): the first source's,
-        unless the transform stacks several sources."""
-        return shapes[0][0] if shapes and shapes[0] else 1
+        """How many output rows the sources make (default: the first source's rows)."""
+        return shapes[0][0] if shapes[0] else 1
 
     def row_group(self, rows: int) -> int | None:
-        """Output rows a chunk must hold a multiple of, for a first source of ``rows`` rows; None when the
-        rows do not split evenly: the writer then calls :meth:`apply_whole` once (which normally raises)."""
+        """Output rows a chunk must hold a multiple of, for ``rows`` output rows; None when the rows do not
+        split evenly: the writer then calls :meth:`apply_whole` once (which normally raises)."""
         return 1
 
     def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
-        """The row range of each source (``shapes`` in source order) that output rows ``[start, stop)`` need.
+        """The row range of each source (``shapes`` in source order) that output rows ``[start, stop)`` need;
+        an empty range ``(0, 0)`` for a source the chunk does not read.
 
         The default reads the same rows of every source.
         """
@@ -77,12 +80,12 @@ class Transform:
         return dtypes[0]
 
     def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        """The output rows made from one chunk of each source; ``rows`` is the first source's row count."""
+        """The output rows made from one chunk of each source; ``rows`` is the output row count."""
         raise NotImplementedError
 
     def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
         """The whole output from whole sources (used when :meth:`row_group` is None)."""
-        return self.apply(arrays, arrays[0].shape[0] if arrays[0].ndim else 1)
+        return self.apply(arrays, self.out_rows(tuple(a.shape for a in arrays)))
 
 
 #: every row transform by name (what a dry run prints); :func:`register` adds one

@@ -1,69 +1,80 @@
-"""``dspark-convert verify``: prove a conversion numerically and check its metadata against the HF config.
+"""``dspark-convert verify``: prove a conversion numerically, component by component, and check its metadata.
 
-Two independent forwards run on the same seeded inputs: the torch forward of the ORIGINAL Hugging Face folder
-(:mod:`.reference.torch_forward`, the reference) and the numpy forward of the GGUF file
-(:mod:`.reference.dflash_np`, :mod:`.reference.eagle3_np`). Each output is graded by its NMSE
-(``mse / var(ref)``) with upstream's thresholds (llama.cpp ``examples/model-conversion``). Token choices are
-compared position by position; a differing choice only counts as a failure when the reference's margin between
-the two tokens exceeds the observed error (otherwise it is reported as a near-tie). The numpy chain is
-teacher-forced with the reference's tokens so that one near-tie does not cascade. See ``docs/verify.md``.
+Two independent forwards run on the same seeded inputs (several cases: context lengths ``context // 4``,
+``context`` and ``4 * context``, each with its own features and anchor / tokens): the torch forward of the
+ORIGINAL Hugging Face folder (:mod:`.reference.torch_forward`) and the numpy forward of the GGUF file
+(:mod:`.reference.dflash_np`, :mod:`.reference.eagle3_np`).
+
+- **Exact mode (the verdict).** The torch side first rounds every checkpoint tensor exactly as the GGUF stores it
+  (its GGML type: BF16/F16 round-to-nearest-even, Q8_0 and other block types through gguf-py's reference
+  quantizer), then computes in float32. Both sides then hold the same weights, so every compared quantity must
+  agree to float32 round-off: NMSE below :data:`EXACT_NMSE` at every outtype. Each quantity is its own row, in
+  forward order (context projection, each layer's output, ..., Markov bias, confidence; EAGLE-3: fc output,
+  prefill, each chained step), and the report names the first one that diverges.
+- **Quality mode (information).** The same GGUF forward against the torch forward of the *unrounded* weights: what
+  the storage type cost (NMSE graded with upstream's words, top-1 agreement over every position of every case).
+  It never changes the verdict.
+
+See ``docs/verify.md``.
 
 Example:
     >>> r = verify("draft.gguf", "dspark_qwen3_4b_block7", "Qwen3-4B")  # doctest: +SKIP
-    >>> r.passed, [o.grade for o in r.outputs]                          # doctest: +SKIP
+    >>> r.passed, r.first_divergence                                    # doctest: +SKIP
+    (True, None)
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import ConvertError
 from .reference.weights import GGUFWeights, TargetWeights, open_gguf
+from .verify_checks import (
+    EXACT_NMSE,
+    GRADES,
+    MetadataCheck,
+    OutputCheck,
+    add_argmax,
+    compare_cases,
+    compare_token_cases,
+    compare_tokens,
+    compare_values,
+    grade,
+    metadata_checks,
+)
 
-#: (upper NMSE bound, grade) from llama.cpp examples/model-conversion/scripts/utils/check-nmse.py
-GRADES = ((1e-6, "essentially identical"), (1e-4, "excellent"), (1e-3, "very good"), (1e-2, "good"))
-PASS_NMSE = 1e-2
-#: a differing choice is a near-tie only if the reference margin is at most this fraction of the row's std
-TIE_STD_FRACTION = 0.1
-SCHEMA_VERSION = 1
+if TYPE_CHECKING:
+    from .reference.hf_draft import HFDraft
 
+__all__ = ["EXACT_NMSE", "GRADES", "MetadataCheck", "OutputCheck", "VerifyReport", "add_argmax", "case_contexts",
+           "compare_cases", "compare_tokens", "compare_values", "grade", "metadata_checks", "verify"]
+SCHEMA_VERSION = 2
 
-@dataclass
-class OutputCheck:
-    """One compared output: values graded by NMSE and/or token choices checked position by position."""
-
-    name: str
-    shape: list[int]
-    nmse: float | None = None
-    nmse_db: float | None = None
-    max_abs: float | None = None
-    grade: str = ""
-    agree: int | None = None          # positions whose argmax / chosen token agrees
-    total: int | None = None
-    near_ties: int = 0                # disagreements within the error margin (not failures)
-    agree_by_position: list[bool] | None = None
-    passed: bool = True
-    detail: str = ""
-
-
-@dataclass
-class MetadataCheck:
-    """One GGUF metadata value against what the HF config implies."""
-
-    key: str
-    gguf: Any
-    expected: Any
-    passed: bool
+#: where to look when a component is the first to diverge (GGUF tensors and keys that feed it)
+LOOK_AT = {
+    "context projection": "fc.weight (tap column order), enc.output_norm.weight, the features' tap order",
+    "block input (embeddings)": "token_embd.weight (or the target's embeddings), tokenizer.ggml.mask_token_id, block_size",
+    "layer": "blk.{layer}.* (norm weights, q/k/v/o rows and RoPE pairing, MLP), rope.freq_base / scaling, mask id",
+    "block hidden (post-norm)": "output_norm.weight",
+    "block logits": "output.weight / token_embd.weight (or the target's lm_head), block_size, sample_from_anchor",
+    "Markov bias W2 W1[prev]": "markov_w1.weight, markov_w2.weight",
+    "Markov-biased logits": "markov_w1.weight, markov_w2.weight",
+    "chosen tokens": "d2t",
+    "confidence (logit)": "conf_proj.weight (input order [H; W1]), conf_proj.bias",
+    "fc output": "fc.weight (tap column order), enc.output_norm.weight (norm_before_fc)",
+    "prefill": "blk.0.* (attn_norm / attn_norm_2, q/k row permutation, RoPE), token_embd, norm_before_residual",
+    "prefill logits": "output_norm.weight, output.weight",
+    "step": "the chain at later positions: RoPE (rope.freq_base, rope_freqs), blk.0.*, output_norm / output",
+}
 
 
 @dataclass
 class VerifyReport:
-    """The result of :func:`verify`; ``passed`` is true iff every output and metadata row passed."""
+    """The result of :func:`verify`: ``passed`` iff every exact-mode row and every metadata row passed."""
 
     gguf: str
     hf_dir: str
@@ -71,11 +82,15 @@ class VerifyReport:
     arch: str
     family: str
     layout: str
-    context: int
     seed: int
     steps: int
+    contexts: list[int]
+    bound: float = EXACT_NMSE
     hparams: dict[str, Any] = field(default_factory=dict)
-    outputs: list[OutputCheck] = field(default_factory=list)
+    storage: dict[str, dict[str, Any]] = field(default_factory=dict)   # GGML type -> what rounding changed
+    outputs: list[OutputCheck] = field(default_factory=list)           # exact mode: the verdict
+    quality: list[OutputCheck] = field(default_factory=list)           # quality mode: information only
+    quality_note: str = ""
     metadata: list[MetadataCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -83,163 +98,38 @@ class VerifyReport:
     def passed(self) -> bool:
         return bool(self.outputs) and all(o.passed for o in self.outputs) and all(m.passed for m in self.metadata)
 
+    @property
+    def first_divergence(self) -> dict[str, Any] | None:
+        """The first failing exact-mode row in forward order (else the first failing metadata row), with hints."""
+        o = next((o for o in self.outputs if not o.passed), None)
+        if o is not None:
+            key = max((k for k in LOOK_AT if o.name.startswith(k)), key=len, default="")
+            return {"component": o.name, "layer": o.layer, "case": o.case,
+                    "look_at": LOOK_AT.get(key, "").format(layer=o.layer)}
+        m = next((m for m in self.metadata if not m.passed), None)
+        return None if m is None else {"component": f"metadata {m.key}", "layer": None, "case": None,
+                                       "look_at": "the converter's metadata for this key (the numbers may still agree)"}
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (schema in docs/verify.md)."""
         d = asdict(self)
-        d = {"schema_version": SCHEMA_VERSION, "passed": self.passed, **d}
-        d["inputs"] = {k: d.pop(k) for k in ("context", "seed", "steps")}
+        d = {"schema_version": SCHEMA_VERSION, "passed": self.passed, "first_divergence": self.first_divergence, **d}
+        d["inputs"] = {k: d.pop(k) for k in ("contexts", "seed", "steps")}
         return d
 
 
-# ============================================================================================== grading
-def grade(nmse: float) -> str:
-    """Upstream's words for an NMSE value.
+def case_contexts(context: int) -> list[int]:
+    """Context lengths of the input cases: a short one, ``context``, and a long one (RoPE distances up to 4x).
 
     Example:
-        >>> grade(3e-5), grade(0.5)
-        ('excellent', 'poor')
+        >>> case_contexts(16), case_contexts(1)
+        ([4, 16, 64], [1, 4])
     """
-    return next((g for bound, g in GRADES if nmse < bound), "poor")
-
-
-def compare_values(name: str, ref: np.ndarray, got: np.ndarray) -> OutputCheck:
-    """NMSE (in dB too) and max abs error of ``got`` against ``ref``; PASS below 1e-2.
-
-    Example:
-        >>> c = compare_values("x", np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 3.001]))
-        >>> c.grade, c.passed
-        ('excellent', True)
-    """
-    ref64, got64 = np.asarray(ref, np.float64), np.asarray(got, np.float64)
-    if ref64.shape != got64.shape:
-        return OutputCheck(name, list(ref64.shape), grade="shape mismatch", passed=False,
-                           detail=f"reference shape {list(ref64.shape)}, GGUF forward shape {list(got64.shape)}")
-    if not np.isfinite(got64).all():
-        return OutputCheck(name, list(ref64.shape), grade="non-finite", passed=False, detail="GGUF forward produced NaN/Inf")
-    mse = float(np.mean((got64 - ref64) ** 2)) if ref64.size else 0.0
-    var = float(np.var(ref64)) if ref64.size else 0.0
-    denom = var if var > 0 else max(float(np.mean(ref64 ** 2)) if ref64.size else 0.0, 1e-30)
-    nmse = mse / denom
-    db = 10 * math.log10(max(nmse, 1e-30))           # an exact match reads -300 dB (JSON has no -inf)
-    max_abs = float(np.max(np.abs(got64 - ref64))) if ref64.size else 0.0
-    return OutputCheck(name, list(ref64.shape), nmse=nmse, nmse_db=db, max_abs=max_abs, grade=grade(nmse),
-                       passed=nmse < PASS_NMSE)
-
-
-def _near_tie(ref_row: np.ndarray, got_row: np.ndarray, a: int, b: int) -> bool:
-    """Whether choosing ``b`` instead of ``a`` is a near-tie: the reference's own margin between the two is within
-    twice the row's max abs error, and small in absolute terms (<= 0.1 x the row's std, the error a "good" NMSE
-    allows), so that a large error can never excuse a decisive disagreement."""
-    ref64 = np.asarray(ref_row, np.float64)
-    tol = min(2.0 * float(np.max(np.abs(np.asarray(got_row, np.float64) - ref64))), TIE_STD_FRACTION * float(np.std(ref64)))
-    return float(ref64[a]) - float(ref64[b]) <= tol
-
-
-def add_argmax(check: OutputCheck, ref: np.ndarray, got: np.ndarray) -> OutputCheck:
-    """Per-row argmax agreement of two logit matrices, with near-ties separated from real disagreements."""
-    if ref.shape != got.shape or ref.ndim != 2:
-        return check
-    a, b = ref.argmax(1), got.argmax(1)
-    hard = [int(i) for i in np.flatnonzero(a != b) if not _near_tie(ref[i], got[i], int(a[i]), int(b[i]))]
-    check.agree, check.total, check.agree_by_position = int((a == b).sum()), int(a.size), (a == b).tolist()
-    check.near_ties = int((a != b).sum()) - len(hard)
-    if hard:
-        check.passed = False
-        check.detail = _join(check.detail, f"argmax differs at position(s) {hard}")
-    return check
-
-
-def compare_tokens(name: str, ref_tokens: np.ndarray, got_tokens: np.ndarray, ref_logits: np.ndarray,
-                   got_logits: np.ndarray) -> OutputCheck:
-    """Chosen tokens (target ids) position by position; a difference is a near-tie when the logits allow it."""
-    ref_tokens, got_tokens = np.asarray(ref_tokens), np.asarray(got_tokens)
-    c = OutputCheck(name, list(ref_tokens.shape), grade="tokens")
-    if ref_tokens.shape != got_tokens.shape:
-        c.passed, c.detail = False, f"{got_tokens.size} tokens, expected {ref_tokens.size}"
-        return c
-    hard, ties = [], 0
-    for i in np.flatnonzero(ref_tokens != got_tokens):
-        ra, ga = int(ref_logits[i].argmax()), int(got_logits[i].argmax())
-        if ra != ga and _near_tie(ref_logits[i], got_logits[i], ra, ga):
-            ties += 1
-        else:
-            hard.append(int(i))
-    c.agree, c.total, c.near_ties = int((ref_tokens == got_tokens).sum()), int(ref_tokens.size), ties
-    c.agree_by_position = (ref_tokens == got_tokens).tolist()
-    if hard:
-        c.passed = False
-        c.detail = f"position(s) {hard}: reference {ref_tokens[hard].tolist()}, GGUF {got_tokens[hard].tolist()}"
-    c.grade = "identical" if c.agree == c.total else ("near-ties only" if c.passed else "differ")
-    return c
-
-
-def _join(a: str, b: str) -> str:
-    return f"{a}; {b}" if a else b
-
-
-# ============================================================================================== metadata
-def _f32(x: Any) -> float | None:
-    return None if x is None else float(np.float32(x))
-
-
-def _meta(key: str, got: Any, expected: Any) -> MetadataCheck:
-    if isinstance(expected, float) or isinstance(got, float):
-        ok = got is not None and expected is not None and _f32(got) == _f32(expected)
-    else:
-        ok = got == expected
-    return MetadataCheck(key, got, expected, bool(ok))
-
-
-def metadata_checks(g: GGUFWeights, d: Any) -> list[MetadataCheck]:
-    """Compare the GGUF's hyperparameters with the HF config (normalised by the torch side)."""
-    hp, arch = d.hp, g.value("general.architecture")
-    out = [MetadataCheck("general.architecture", arch, "eagle3" if d.family == "eagle3" else "dflash",
-                         arch == ("eagle3" if d.family == "eagle3" else "dflash"))]
-    if not out[0].passed:
-        return out
-    a = arch
-    out += [
-        _meta(f"{a}.block_count", g.value(f"{a}.block_count"), hp["n_layer"]),
-        _meta(f"{a}.embedding_length", g.value(f"{a}.embedding_length"), hp["n_embd"]),
-        _meta(f"{a}.feed_forward_length", g.value(f"{a}.feed_forward_length"), hp["n_ff"]),
-        _meta(f"{a}.attention.head_count", g.value(f"{a}.attention.head_count"), hp["n_head"]),
-        _meta(f"{a}.attention.head_count_kv", g.value(f"{a}.attention.head_count_kv", g.value(f"{a}.attention.head_count")), hp["n_head_kv"]),
-        _meta(f"{a}.attention.key_length", g.value(f"{a}.attention.key_length", hp["n_embd"] // max(1, hp["n_head"])), hp["head_dim"]),
-        _meta(f"{a}.attention.layer_norm_rms_epsilon", g.value(f"{a}.attention.layer_norm_rms_epsilon"), hp["eps"]),
-        _meta(f"{a}.rope.freq_base", g.value(f"{a}.rope.freq_base", 10000.0), hp["rope_theta"]),
-    ]
-    if a == "dflash":
-        markov = g.has("markov_w1.weight")
-        sfa = g.value("dflash.sample_from_anchor")
-        out += [
-            _meta("dflash.block_size", g.value("dflash.block_size", 16), hp["block_size"]),
-            _meta("dflash.target_layers", g.value("dflash.target_layers"), hp["target_layers"]),
-            _meta("tokenizer.ggml.mask_token_id", g.value("tokenizer.ggml.mask_token_id"), hp["mask_token_id"]),
-            _meta("dflash.sample_from_anchor", bool(sfa) if sfa is not None else markov, hp["sample_from_anchor"]),
-            _meta("markov rank (markov_w1.weight)", g.shape("markov_w1.weight")[1] if markov else 0, hp["markov_rank"]),
-            _meta("confidence head (conf_proj.weight)", g.has("conf_proj.weight"), hp["has_confidence"]),
-        ]
-        if hp["sliding_window"] or g.value("dflash.attention.sliding_window"):
-            out.append(_meta("dflash.attention.sliding_window", g.value("dflash.attention.sliding_window", 0), hp["sliding_window"]))
-    else:
-        out += [
-            _meta("eagle3.target_layers", g.value("eagle3.target_layers"), hp["target_layers"]),
-            _meta("eagle3.target_hidden_size", g.value("eagle3.target_hidden_size"), hp["target_hidden_size"]),
-            _meta("eagle3.norm_before_residual", bool(g.value("eagle3.norm_before_residual", False)), hp["norm_before_residual"]),
-            _meta("eagle3.norm_before_fc", bool(g.value("eagle3.norm_before_fc", False)), hp["norm_before_fc"]),
-        ]
-    if d.weights.has("d2t") and (a == "eagle3" or hp["draft_vocab_size"] < hp["vocab_size"]):
-        expected = d.weights.get("d2t").long().numpy().reshape(-1)
-        expected = expected + np.arange(expected.size)
-        got = g.ints("d2t") if g.has("d2t") else None
-        same = got is not None and got.shape == expected.shape and bool((got == expected).all())
-        out.append(MetadataCheck("d2t (absolute ids)", "equal" if same else ("absent" if got is None else "different"),
-                                 f"{expected.size} ids", same))
-    return out
+    return sorted({max(1, context // 4), context, 4 * context})
 
 
 # ============================================================================================== driver
-def _load_torch_side(hf_dir: Path, target_dir: Path) -> tuple[Any, Any]:
+def _load_torch_side(hf_dir: Path, target_dir: Path) -> tuple[Any, HFDraft]:
     try:
         from .reference import torch_forward
     except ImportError as e:
@@ -262,44 +152,17 @@ def _reference(hf_dir: str, run: Any) -> Any:
         raise ConvertError(f"{hf_dir}: the reference forward failed on this checkpoint ({type(e).__name__}: {e})") from None
 
 
-def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | None, *, context: int = 16,
-           seed: int = 0, steps: int = 3) -> VerifyReport:
-    """Run the torch (HF) and numpy (GGUF) forwards on seeded inputs and compare every output and the metadata.
+def _require_folder(folder: Path, flag: str, what: str) -> None:
+    """``folder`` exists and holds safetensors weights; a draft passed as the target is named as such."""
+    if not folder.is_dir():
+        raise ConvertError(f"{folder}: no such folder; {flag} must be {what}")
+    if not any(folder.glob("*.safetensors")):
+        raise ConvertError(f"{folder}: no safetensors files; {flag} must be {what}")
+    if flag == "--target-model-dir" and (folder / "config.json").is_file():
+        from .checkpoint import load_json
+        from .conversion import refuse_draft_as_target
 
-    Inputs: ``context`` target-feature rows drawn from N(0, 1) (the scale of real hidden states), a random anchor
-    (DSpark/DFlash) or random next tokens (EAGLE-3, then ``steps`` chained draft tokens). Raises ConvertError for
-    unreadable inputs; a conversion that is readable but wrong gives ``passed == False``.
-
-    Example:
-        >>> verify("d.gguf", "dspark_qwen3_4b_block7", "Qwen3-4B", context=16, seed=0).passed  # doctest: +SKIP
-        True
-    """
-    if context < 1 or steps < 1:
-        raise ConvertError(f"--context ({context}) and --steps ({steps}) must be at least 1")
-    g = open_gguf(gguf_path)
-    if isinstance(g.value("dflash.hyper_connection.count"), int) and g.value("dflash.hyper_connection.count") > 0:
-        from .verify_dsv4 import verify_dsv4  # imports this module: loaded only for DeepSeek-V4 files
-
-        return verify_dsv4(g, gguf_path, hf_dir, target_dir)
-    if target_dir is None:
-        raise ConvertError("--target-model-dir is required: the forwards read the target's embeddings and lm_head")
-    tf, d = _load_torch_side(Path(hf_dir), Path(target_dir))
-    target = TargetWeights(target_dir)
-    report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir), str(g.value("general.architecture")), d.family,
-                          d.layout, context, seed, steps, notes=list(d.notes))
-    report.metadata = metadata_checks(g, d)
-    if not report.metadata[0].passed:
-        report.outputs.append(OutputCheck("forward", [], grade="not run", passed=False,
-                                          detail="the GGUF architecture does not match the checkpoint family"))
-        return report
-    rng = np.random.default_rng(seed)
-    features = rng.standard_normal((context, d.weights.shape("fc.weight")[1])).astype(np.float32)
-    n_vocab = min(x for x in (d.hp["vocab_size"], target.ckpt.shape(target.embed_name)[0]) if x)
-    if d.family == "eagle3":
-        _verify_eagle3(report, tf, d, g, target, features, rng.integers(0, n_vocab, size=context), steps)
-    else:
-        _verify_block(report, tf, d, g, target, features, int(rng.integers(0, n_vocab)))
-    return report
+        refuse_draft_as_target(load_json(folder / "config.json"), folder)
 
 
 def _candidate(report: VerifyReport, run: Any) -> Any:
@@ -311,100 +174,193 @@ def _candidate(report: VerifyReport, run: Any) -> Any:
         return None
 
 
-def _verify_block(report: VerifyReport, tf: Any, d: Any, g: GGUFWeights, target: TargetWeights, features: np.ndarray,
-                  anchor: int) -> None:
-    from .reference.dflash_np import dflash_forward
+def gguf_types(g: GGUFWeights) -> dict[str, str]:
+    """GGUF tensor name -> GGML type name (what the torch side rounds each checkpoint tensor to)."""
+    return {t.name: t.qtype.name for t in g.file.tensors if t.qtype is not None}
 
-    ref = _reference(report.hf_dir, lambda: tf.block_forward(d, features, anchor))
-    out = _candidate(report, lambda: dflash_forward(g, target, features, anchor, prev_tokens=ref.prev_tokens))
-    if out is None:
+
+def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | None, *, context: int = 16,
+           seed: int = 0, steps: int = 3, quality: bool = True) -> VerifyReport:
+    """Run the torch (HF, storage-rounded) and numpy (GGUF) forwards on seeded inputs; compare every component,
+    then (``quality``) the GGUF forward against the unrounded checkpoint; check the metadata.
+
+    Inputs per case: context rows of target features drawn from N(0, 1) (the scale of real hidden states), a
+    random anchor (DSpark/DFlash) or random next tokens (EAGLE-3, then ``steps`` chained draft tokens). Raises
+    ConvertError for unreadable inputs; a conversion that is readable but wrong gives ``passed == False``.
+    A DeepSeek-V4 DSpark file has no reference forward yet: it is compared tensor by tensor
+    (:func:`.verify_dsv4.verify_dsv4`; ``target_dir`` may be None).
+
+    Example:
+        >>> verify("d.gguf", "dspark_qwen3_4b_block7", "Qwen3-4B", seed=0).passed  # doctest: +SKIP
+        True
+    """
+    for flag, value in (("--context", context), ("--steps", steps)):
+        if value < 1:
+            raise ConvertError(f"{flag} {value}: expected at least 1")
+    _require_folder(Path(hf_dir), "--hf", "the draft's Hugging Face folder, with config.json and safetensors")
+    if target_dir is not None:
+        _require_folder(Path(target_dir), "--target-model-dir", "the target model's folder, whose token embeddings "
+                        "and lm_head verify reads")
+    g = open_gguf(gguf_path)
+    hc = g.value("dflash.hyper_connection.count")
+    if isinstance(hc, int) and not isinstance(hc, bool) and hc > 0:
+        from .verify_dsv4 import verify_dsv4  # imports this module: loaded only for DeepSeek-V4 files
+
+        return verify_dsv4(g, gguf_path, hf_dir, target_dir, seed=seed, quality=quality)
+    if target_dir is None:
+        raise ConvertError("--target-model-dir is required: verify reads the target model's token embeddings and lm_head")
+    tf, d = _load_torch_side(Path(hf_dir), Path(target_dir))
+    target = TargetWeights(target_dir)
+    report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir), str(g.value("general.architecture")), d.family,
+                          d.layout, seed, steps, case_contexts(context), notes=list(d.notes))
+    report.metadata = metadata_checks(g, d)
+    if not report.metadata[0].passed:
+        report.outputs.append(OutputCheck("forward", [], grade="not run", passed=False,
+                                          detail="the GGUF architecture does not match the checkpoint family"))
+        return report
+    rng = np.random.default_rng(seed)
+    width = d.weights.shape("fc.weight")[1]
+    n_vocab = min(x for x in (d.hp.vocab_size, target.ckpt.shape(target.embed_name)[0]) if x)
+    feats = [rng.standard_normal((t, width)).astype(np.float32) for t in report.contexts]
+    exact = d.with_storage(gguf_types(g))
+    if d.family == "eagle3":
+        toks = [rng.integers(0, n_vocab, size=t) for t in report.contexts]
+        _verify_eagle3(report, tf, d, exact, g, target, feats, toks, quality)
+    else:
+        anchors = [int(a) for a in rng.integers(0, n_vocab, size=len(feats))]
+        _verify_block(report, tf, d, exact, g, target, feats, anchors, quality)
+    report.storage = _storage_summary(exact)
+    return report
+
+
+def _storage_summary(exact: HFDraft) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for r in exact.weights.rounding.values():
+        s = out.setdefault(r.ggml_type, {"tensors": 0, "values": 0, "changed": 0, "max_change": 0.0})
+        s["tensors"] += 1
+        s["values"] += r.values
+        s["changed"] += r.changed
+        s["max_change"] = max(s["max_change"], r.max_change)
+    return dict(sorted(out.items()))
+
+
+def _lossless(exact: HFDraft) -> bool:
+    return all(r.changed == 0 for r in exact.weights.rounding.values())
+
+
+def _quality_ref(report: VerifyReport, exact: HFDraft) -> bool:
+    """Whether a second torch run on the unrounded weights is needed (and the note that says why not)."""
+    if _lossless(exact):
+        report.quality_note = ("storage is lossless for this checkpoint (rounding to the GGUF types changed no "
+                               "value): the quality rows equal the exact rows")
+        return False
+    report.quality_note = "GGUF forward vs the torch forward of the unrounded checkpoint (information, not the verdict)"
+    return True
+
+
+def _verify_block(report: VerifyReport, tf: Any, d: HFDraft, exact: HFDraft, g: GGUFWeights, target: TargetWeights,
+                  feats: list[np.ndarray], anchors: list[int], quality: bool) -> None:
+    from .reference.dflash_np import BlockCase, dflash_forward
+
+    refs = _reference(report.hf_dir, lambda: tf.block_forward(exact, feats, anchors))
+    outs = _candidate(report, lambda: dflash_forward(
+        g, target, [BlockCase(f, a, r.prev_tokens) for f, a, r in zip(feats, anchors, refs, strict=True)]))
+    if outs is None:
         return
-    hp = out.hparams
+    hp = outs[0].hparams
     report.hparams = {"target_layers": hp.target_layers, "block_size": hp.block_size, "mask_token_id": hp.mask_token_id,
                       "sample_from_anchor": hp.sample_from_anchor, "markov_rank": hp.markov_rank,
-                      "confidence_head": hp.has_confidence, "n_layer": hp.n_layer, "anchor": anchor,
+                      "confidence_head": hp.has_confidence, "n_layer": hp.n_layer, "anchors": anchors,
                       "prediction_rows": hp.prediction_rows}
     o = report.outputs
-    o.append(compare_values("block hidden (post-norm)", ref.hidden, out.hidden))
-    o.append(add_argmax(compare_values("block logits", ref.logits, out.logits), ref.logits, out.logits))
-    choice_ref, choice_got = ref.logits, out.logits
-    if ref.markov_logits is not None or out.markov_logits is not None:
-        if ref.markov_logits is None or out.markov_logits is None:
-            o.append(OutputCheck("Markov-biased logits", [], passed=False, grade="missing",
-                                 detail="Markov head present on one side only"))
-        else:
-            o.append(add_argmax(compare_values("Markov-biased logits", ref.markov_logits, out.markov_logits),
-                                ref.markov_logits, out.markov_logits))
-            choice_ref, choice_got = ref.markov_logits, out.markov_logits
-    if choice_ref.shape == choice_got.shape:
-        o.append(compare_tokens("chosen tokens", ref.tokens, out.tokens, choice_ref, choice_got))
-    else:
-        o.append(OutputCheck("chosen tokens", list(ref.tokens.shape), grade="shape mismatch", passed=False,
-                             detail=f"{out.tokens.size} predictions, expected {ref.tokens.size}"))
-    if ref.confidence_logits is not None or out.confidence_logits is not None:
-        if ref.confidence_logits is None or out.confidence_logits is None:
-            o.append(OutputCheck("confidence (logit)", [], passed=False, grade="missing",
-                                 detail="confidence head present on one side only"))
-        else:
-            c = compare_values("confidence (logit)", ref.confidence_logits, out.confidence_logits)
-            if c.nmse is not None:
-                p_ref, p_got = 1 / (1 + np.exp(-ref.confidence_logits)), 1 / (1 + np.exp(-out.confidence_logits))
-                c.detail = _join(c.detail, f"max |p diff| {float(np.max(np.abs(p_ref - p_got))):.3g}")
-            o.append(c)
-
-
-def _verify_eagle3(report: VerifyReport, tf: Any, d: Any, g: GGUFWeights, target: TargetWeights, features: np.ndarray,
-                   tokens: np.ndarray, steps: int) -> None:
-    from .reference.eagle3_np import eagle3_forward
-
-    ref = _reference(report.hf_dir, lambda: tf.eagle3_forward(d, features, tokens, steps))
-    out = _candidate(report, lambda: eagle3_forward(g, target, features, tokens, steps, forced_tokens=ref.tokens))
-    if out is None:
+    o.append(compare_cases("context projection", [r.context for r in refs], [x.context for x in outs]))
+    o.append(compare_cases("block input (embeddings)", [r.block_input for r in refs], [x.block_input for x in outs]))
+    for il in range(max(len(refs[0].layers), len(outs[0].layers))):
+        if il >= len(refs[0].layers) or il >= len(outs[0].layers):
+            o.append(OutputCheck(f"layer {il} output", [], grade="missing", passed=False, layer=il,
+                                 detail=f"{len(refs[0].layers)} layers in the checkpoint, {len(outs[0].layers)} in the GGUF"))
+            continue
+        o.append(compare_cases(f"layer {il} output", [r.layers[il] for r in refs], [x.layers[il] for x in outs], layer=il))
+    o.append(compare_cases("block hidden (post-norm)", [r.hidden for r in refs], [x.hidden for x in outs]))
+    o.append(compare_cases("block logits", [r.logits for r in refs], [x.logits for x in outs], argmax=True))
+    choice = ([r.logits for r in refs], [x.logits for x in outs])
+    if _both(o, "Markov head", refs[0].markov_bias, outs[0].markov_bias):
+        o.append(compare_cases("Markov bias W2 W1[prev]", [r.markov_bias for r in refs], [x.markov_bias for x in outs]))
+        o.append(compare_cases("Markov-biased logits", [r.markov_logits for r in refs], [x.markov_logits for x in outs],
+                               argmax=True))
+        choice = ([r.markov_logits for r in refs], [x.markov_logits for x in outs])
+    o.append(compare_token_cases("chosen tokens", [r.tokens for r in refs], [x.tokens for x in outs], *choice))
+    if _both(o, "confidence head", refs[0].confidence_logits, outs[0].confidence_logits):
+        o.append(_confidence_row(refs, outs, EXACT_NMSE))
+    if not quality:
+        report.quality_note = "quality mode skipped (--no-quality)"
         return
-    hp = out.hparams
+    if _quality_ref(report, exact):
+        refs = _reference(report.hf_dir, lambda: tf.block_forward(d, feats, anchors, [r.prev_tokens for r in refs]))
+    q = report.quality
+    q.append(compare_cases("block logits", [r.logits for r in refs], [x.logits for x in outs], bound=None, argmax=True))
+    if refs[0].markov_logits is not None and outs[0].markov_logits is not None:
+        q.append(compare_cases("Markov-biased logits", [r.markov_logits for r in refs], [x.markov_logits for x in outs],
+                               bound=None, argmax=True))
+    if refs[0].confidence_logits is not None and outs[0].confidence_logits is not None:
+        q.append(_confidence_row(refs, outs, None))
+
+
+def _both(rows: list[OutputCheck], what: str, ref: Any, got: Any) -> bool:
+    """Whether both sides computed an optional head; a row that fails when only one side did."""
+    if ref is None and got is None:
+        return False
+    if ref is None or got is None:
+        rows.append(OutputCheck(what, [], passed=False, grade="missing",
+                                detail=f"{what} present in the {'GGUF' if ref is None else 'checkpoint'} only"))
+        return False
+    return True
+
+
+def _confidence_row(refs: list[Any], outs: list[Any], bound: float | None) -> OutputCheck:
+    c = compare_cases("confidence (logit)", [r.confidence_logits for r in refs], [x.confidence_logits for x in outs],
+                      bound=bound, by_energy=True)      # a few values around the bias: relative to their size
+    if c.nmse is not None:
+        diff = max(float(np.max(np.abs(1 / (1 + np.exp(-r.confidence_logits)) - 1 / (1 + np.exp(-x.confidence_logits)))))
+                   for r, x in zip(refs, outs, strict=True))
+        c.detail = f"{c.detail}; max |p diff| {diff:.3g}" if c.detail else f"max |p diff| {diff:.3g}"
+    return c
+
+
+def _verify_eagle3(report: VerifyReport, tf: Any, d: HFDraft, exact: HFDraft, g: GGUFWeights, target: TargetWeights,
+                   feats: list[np.ndarray], toks: list[np.ndarray], quality: bool) -> None:
+    from .reference.eagle3_np import Eagle3Case, eagle3_forward
+
+    K = report.steps
+    refs = _reference(report.hf_dir, lambda: tf.eagle3_forward(exact, feats, toks, K))
+    outs = _candidate(report, lambda: eagle3_forward(
+        g, target, [Eagle3Case(f, t, K, forced_tokens=r.tokens) for f, t, r in zip(feats, toks, refs, strict=True)]))
+    if outs is None:
+        return
+    hp = outs[0].hparams
     report.hparams = {"target_layers": hp.target_layers, "target_hidden_size": hp.target_hidden_size,
                       "norm_before_residual": hp.norm_before_residual, "norm_before_fc": hp.norm_before_fc,
-                      "rope_freqs": g.has("rope_freqs.weight"), "draft_vocab": int(out.logits.shape[1])}
+                      "rope_freqs": g.has("rope_freqs.weight"), "draft_vocab": int(outs[0].logits.shape[1])}
     o = report.outputs
-    o.append(compare_values("prefill hidden (pre-norm)", ref.prefill_hidden, out.prefill_hidden))
-    if steps > 1:
-        o.append(compare_values("chained step hidden (pre-norm)", ref.step_hidden, out.step_hidden))
-    o.append(add_argmax(compare_values("step logits", ref.logits, out.logits), ref.logits, out.logits))
-    o.append(compare_tokens("chosen tokens", ref.tokens, out.tokens, ref.logits, out.logits))
-
-
-# ============================================================================================== rendering
-def render_report(report: VerifyReport, console: Any) -> None:
-    """Print the report as Rich tables (outputs, then metadata mismatches or a count of matches)."""
-    from rich import box
-    from rich.markup import escape
-    from rich.table import Table
-
-    t = Table(title=f"verify {escape(report.gguf)} ({report.family}, {report.layout} layout)", title_justify="left",
-              box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for col in ("output", "NMSE (dB)", "max abs", "argmax", "grade", "result"):   # fits 80 columns; shapes: --json
-        t.add_column(col, justify="right" if col in ("NMSE (dB)", "max abs", "argmax") else "left", no_wrap=True)
-    for c in report.outputs:
-        agree = "" if c.total is None else f"{c.agree}/{c.total}" + (f" ({c.near_ties} tie)" if c.near_ties else "")
-        nmse = "" if c.nmse is None else f"{c.nmse:.1e} ({c.nmse_db:.0f})"
-        t.add_row(escape(c.name), nmse, "" if c.max_abs is None else f"{c.max_abs:.2g}", agree,
-                  c.grade.replace("essentially identical", "identical"), "[green]PASS[/]" if c.passed else "[bold red]FAIL[/]")
-    console.print(t)
-    for c in report.outputs:
-        if c.detail:
-            console.print(f"  {escape(c.name)}: {escape(c.detail)}")
-    bad = [m for m in report.metadata if not m.passed]
-    if bad:
-        mt = Table(title="metadata mismatches", title_justify="left")
-        for col in ("key", "GGUF", "expected from the HF config"):
-            mt.add_column(col)
-        for m in bad:
-            mt.add_row(escape(m.key), escape(repr(m.gguf)), escape(repr(m.expected)))
-        console.print(mt)
-    else:
-        console.print(f"metadata: {len(report.metadata)} values match the HF config")
-    if report.hparams.get("target_layers") is not None:
-        console.print(f"target layers (input-of-layer ids): {report.hparams['target_layers']}")
-    for n in report.notes:
-        console.print(f"note: {escape(n)}")
-    console.print("[bold green]PASS[/]" if report.passed else "[bold red]FAIL[/]")
+    o.append(compare_cases("fc output", [r.fc for r in refs], [x.fc for x in outs]))
+    o.append(compare_cases("prefill output (layer 0, pre-norm)", [r.prefill_hidden for r in refs],
+                           [x.prefill_hidden for x in outs], layer=0))
+    o.append(compare_cases("prefill logits", [r.prefill_logits for r in refs], [x.prefill_logits for x in outs], argmax=True))
+    for s in range(K):
+        if s > 0:
+            o.append(compare_cases(f"step {s} hidden (pre-norm)", [r.step_hidden[s - 1:s] for r in refs],
+                                   [x.step_hidden[s - 1:s] for x in outs], layer=0))
+        o.append(compare_cases(f"step {s} logits", [r.logits[s:s + 1] for r in refs], [x.logits[s:s + 1] for x in outs],
+                               argmax=True))
+    o.append(compare_token_cases("chosen tokens", [r.tokens for r in refs], [x.tokens for x in outs],
+                                 [r.logits for r in refs], [x.logits for x in outs]))
+    if not quality:
+        report.quality_note = "quality mode skipped (--no-quality)"
+        return
+    if _quality_ref(report, exact):
+        refs = _reference(report.hf_dir, lambda: tf.eagle3_forward(d, feats, toks, K, [r.tokens for r in refs]))
+    report.quality += [
+        compare_cases("prefill logits", [r.prefill_logits for r in refs], [x.prefill_logits for x in outs], bound=None,
+                      argmax=True),
+        compare_cases("step logits", [r.logits for r in refs], [x.logits for x in outs], bound=None, argmax=True),
+    ]

@@ -14,7 +14,8 @@ from typing import Any
 from .checkpoint import Checkpoint
 from .reference.dsv4_tensors import dsv4_tensor_checks
 from .reference.weights import GGUFWeights
-from .verify import OutputCheck, VerifyReport, _meta
+from .verify import OutputCheck, VerifyReport
+from .verify_checks import _meta
 
 #: DeepSeek-V4 DSpark: GGUF key -> how its value follows from the checkpoint config (verify_dsv4's metadata rows)
 _DSV4_KEYS: dict[str, Any] = {
@@ -36,12 +37,18 @@ _DSV4_KEYS: dict[str, Any] = {
 }
 
 
-def verify_dsv4(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | None) -> VerifyReport:
+def verify_dsv4(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | None, *,
+                seed: int = 0, quality: bool = True) -> VerifyReport:
     """A DeepSeek-V4 DSpark GGUF: every tensor against the checkpoint (see :mod:`.reference.dsv4_tensors`), and
-    the model keys against its config. No forward: a DeepSeek-V4 reference forward is not implemented yet."""
+    the model keys against its config. No forward: a DeepSeek-V4 reference forward is not implemented yet.
+
+    Exact mode (the verdict): one row per tensor, the GGUF's values against the checkpoint's after the GGUF
+    type's rounding (``max abs`` 0 when they are equal). Quality (information, with ``quality``): the same
+    tensors against the unrounded checkpoint values (the Q8_0 / F16 rounding error).
+    """
     ck = Checkpoint(Path(hf_dir), select=lambda n: n.startswith("mtp."))  # the draft's shards only
     report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir or hf_dir), str(g.value("general.architecture")),
-                          "dspark_dsv4", "DeepSeek-V4 (mtp.* inside the checkpoint)", 0, 0, 0)
+                          "dspark_dsv4", "DeepSeek-V4 (mtp.* inside the checkpoint)", seed, 0, [])
     report.notes.append("a DeepSeek-V4 reference forward (mHC, MoE, sparse attention with sinks) is not implemented "
                         "yet: no forward outputs are graded; instead every tensor is compared with the checkpoint "
                         "(its values dequantized in torch as upstream does, through the GGUF type's rounding, must "
@@ -52,8 +59,11 @@ def verify_dsv4(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, targe
         ck.close()
     for c in checks:
         detail = "" if c.passed else f"{c.mismatches} of {c.elements} values differ; first: {c.first_mismatch}"
-        report.outputs.append(OutputCheck(c.name, c.shape, max_abs=c.max_rounding, grade="exact" if c.passed else "differs",
+        report.outputs.append(OutputCheck(c.name, c.shape, max_abs=c.max_abs, grade="exact" if c.passed else "differs",
                                           passed=c.passed, detail=detail))
+        if quality:
+            report.quality.append(OutputCheck(c.name, c.shape, max_abs=c.max_rounding, grade="rounding of " + c.type))
+    report.quality_note = "the GGUF's tensors against the unrounded checkpoint values: max abs is the rounding of the type"
     report.outputs += [OutputCheck("tensors", [], grade="missing", passed=False, detail=p) for p in problems]
     stages = sorted({int(n.split(".")[1]) for n in ck.names})
     report.metadata.append(_meta("dflash.block_count", g.value("dflash.block_count"), len(stages)))

@@ -14,7 +14,6 @@ import contextlib
 import errno
 import functools
 import os
-import secrets
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -28,7 +27,8 @@ from gguf import GGMLQuantizationType as QT
 
 from . import schema as S
 from .checkpoint import Checkpoint, TensorRef
-from .errors import ConvertError
+from .destination import new_partial, release
+from .errors import ConvertError, Interrupted
 from .gguffile.header import pad, write_header
 from .plan import Plan, TensorSpec
 from .transforms import convert_chunk
@@ -37,8 +37,6 @@ CHUNK_BYTES = 4 * 1024 * 1024  # source bytes per chunk: bounds memory for any t
 Progress = Callable[[int, int], None]
 _DISK_FULL = {errno.ENOSPC} | ({errno.EDQUOT} if hasattr(errno, "EDQUOT") else set())  # quota: same remedy
 
-class _Terminated(BaseException):
-    """Raised inside the writer when SIGTERM arrives, so the temporary file is removed."""
 
 
 @contextlib.contextmanager
@@ -48,7 +46,7 @@ def _sigterm_raises() -> Iterator[None]:
         return
 
     def handler(signum: int, frame: object) -> None:
-        raise _Terminated()
+        raise Interrupted(signum)
 
     old = signal.signal(signal.SIGTERM, handler)
     try:
@@ -81,10 +79,10 @@ def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
                allow_nonfinite: bool = False) -> Iterator[Callable[[], np.ndarray]]:
     """Yield one job per row chunk of a tensor; calling a job reads, checks and converts that chunk.
 
-    Each chunk holds about ``CHUNK_BYTES`` of the first source's data (a whole number of the transform's row
-    groups) and is read with ``Checkpoint.read_rows`` into a new array, together with the rows of the other
-    sources the transform asks for (``Transform.source_rows``), so memory stays bounded by the chunk size
-    whatever the model size. Jobs are independent, so the writer runs them on worker threads, in any order,
+    Each chunk holds about ``CHUNK_BYTES`` of source data (a whole number of the transform's row groups): the
+    rows of each source the transform asks for (``Transform.source_rows``), each read with
+    ``Checkpoint.read_rows`` into a new array, so memory stays bounded by the chunk size whatever the model
+    size. Jobs are independent, so the writer runs them on worker threads, in any order,
     and writes the results in file order.
     """
     if spec.data is not None:
@@ -100,9 +98,8 @@ def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
                            f"{t.describe() if t is not None else 'no transform'}")
     first = refs[0]
     shapes = tuple(r.shape for r in refs)
-    rows = first.shape[0] if first.shape else 1
-    out_rows = t.out_rows(shapes) if t is not None else rows
-    group = t.row_group(out_rows) if t is not None else 1
+    rows = t.out_rows(shapes) if t is not None else (first.shape[0] if first.shape else 1)
+    group = t.row_group(rows) if t is not None else 1
     dtype = t.out_dtype(tuple(r.dtype for r in refs)) if t is not None else first.dtype
 
     def finish(chunk: np.ndarray) -> np.ndarray:
@@ -115,20 +112,20 @@ def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
         yield lambda: finish(t.apply_whole([np.asarray(ck.read(r.name)) for r in refs]))
         return
     group = group or 1
-    row_bytes = max(1, (first.end - first.start) // max(1, rows))
+    row_bytes = max(1, sum(r.end - r.start for r in refs) // max(1, rows))  # source bytes per output row
     step = max(group, CHUNK_BYTES // row_bytes // group * group)
 
     def read(r: TensorRef, a: int, b: int) -> np.ndarray:  # an empty span (a source this chunk does not use): no I/O
         return ck.read_rows(r.name, a, b) if b > a else np.empty((0, *r.shape[1:]), r.numpy_dtype)
 
     def job(start: int) -> np.ndarray:
-        stop = min(out_rows, start + step)
+        stop = min(rows, start + step)
         if t is None:
             return finish(ck.read_rows(first.name, start, stop))
         spans = t.source_rows(start, stop, shapes)
         return finish(t.apply([read(r, a, b) for r, (a, b) in zip(refs, spans, strict=True)], rows))
 
-    for start in range(0, max(out_rows, 1), step):
+    for start in range(0, max(rows, 1), step):
         yield functools.partial(job, start)
 
 
@@ -249,8 +246,7 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
         raise ConvertError(f"{folder}: output folder does not exist")
     if plan.kvs[0].name != S.GENERAL_ARCHITECTURE or plan.kvs[0].value != plan.arch:
         raise ConvertError("internal: a plan must start with general.architecture")
-    # pid + random part: a stale temp file of a killed run (same pid after a container restart) never collides
-    tmp = folder / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial"
+    tmp = new_partial(path)  # also removes partial files left by killed conversions to the same destination
     created = committed = False  # what the except branches may remove / must report
     try:
         with _sigterm_raises():
@@ -271,12 +267,13 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
                 finally:
                     os.close(dfd)
             return size
-    except (KeyboardInterrupt, _Terminated) as e:
-        what = "interrupted (SIGINT)" if isinstance(e, KeyboardInterrupt) else "terminated (SIGTERM)"
+    except (KeyboardInterrupt, Interrupted) as e:
+        signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
+        what = Interrupted.describe(signum)
         if committed:  # the signal landed between the rename and the return: the file is complete
-            raise ConvertError(f"{path}: {what} after the file was complete; it was written in full") from None
+            raise Interrupted(signum, f"{path}: {what} after the file was complete; it was written in full") from None
         _remove(tmp, created)
-        raise ConvertError(f"{path}: {what}; nothing was written (destination left as it was)") from None
+        raise Interrupted(signum, f"{path}: {what}; nothing was written (destination left as it was)") from None
     except OSError as e:
         _remove(tmp, created)
         if e.errno in _DISK_FULL:
@@ -286,6 +283,8 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
     except BaseException:
         _remove(tmp, created)
         raise
+    finally:
+        release(tmp)
 
 
 def _remove(p: Path, created: bool) -> None:

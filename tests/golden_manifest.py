@@ -17,8 +17,6 @@ from gguf import GGUFValueType as VT
 
 from dspark_convert.gguffile.reader import read_gguf
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-GOLDEN = SHARED / "golden"
 COMPARED_GENERAL = {"general.architecture", "general.type", "general.file_type", "general.quantization_version",
                     "general.alignment"}
 _NP = {VT.UINT8: np.uint8, VT.INT8: np.int8, VT.UINT16: np.uint16, VT.INT16: np.int16, VT.UINT32: np.uint32,

@@ -1,4 +1,4 @@
-"""The catalogue of bad inputs (tests/bad_catalogue.py, docs/troubleshooting.md): each one, built from a fixture
+"""The catalogue of bad inputs (tests/bad_inputs_cases.py, docs/troubleshooting.md): each one, built from a fixture
 copy, is refused by ``dspark-convert hf2gguf`` with exit code 2, exactly one ``error:`` line that names the file,
 key or tensor with what was found and what was expected, and nothing (no output, no temporary file) left in the
 output folder. Property tests then corrupt config keys and safetensors header entries at random.
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bad_catalogue import CASES, Case, build, fragments
-from badinputs import (
+from bad_inputs_cases import CASES, Case, build, fragments
+from bad_inputs_kit import (
     DELETE,
     FIX,
     TARGET,
@@ -82,6 +82,9 @@ def test_every_case_is_in_the_troubleshooting_catalogue() -> None:
         assert quoted.startswith("error: ") and "\n" not in quoted, k
         for frag in c.fragments:
             assert frag.format(draft="DRAFT", target="TARGET") in quoted, (k, frag)
+        entry = text.split(head, 1)[1].split("\n#", 1)[0]
+        if c.section:  # a rule of the GGUF contract: the entry says which
+            assert f"ontract {c.section}" in entry, (k, c.section)
 
 
 def test_rewritten_checkpoint_converts_identically(tmp_path: Path) -> None:

@@ -1,26 +1,16 @@
-"""Each validation rule of gguf-contract.md §3.5 and each refusal of §3.7 (files upstream writes but llama.cpp
-rejects): the conversion stops with one line naming the culprit, exit code 2, and no output file.
-Also: self-contained drafts (--with-target-embeddings), the SentencePiece target path, and the RoPE permutations
-as exact inverses of the layouts they undo (property tests)."""
+"""Contract rules that are not refusals: self-contained drafts (--with-target-embeddings), the SentencePiece target
+path, and the RoPE permutations as exact inverses of the layouts they undo (property tests).
+
+The refusals of gguf-contract.md §3.5 (validation errors) and §3.7 (files upstream writes but llama.cpp rejects)
+are cases of the one bad-input catalogue, tests/bad_inputs_cases.py (``section="§3.5"`` / ``"§3.7"``), each with
+its entry in docs/troubleshooting.md."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
-import pytest
-from badinputs import (
-    DELETE,
-    FIX,
-    TARGET,
-    assert_refused,
-    copy_fixture,
-    edit_config,
-    get_tensor,
-    run_convert,
-    set_tensor,
-)
+from bad_inputs_kit import FIX, TARGET, get_tensor
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFReader
 from hypothesis import given, settings
@@ -28,133 +18,6 @@ from hypothesis import strategies as st
 
 from dspark_convert import check_file, convert
 from dspark_convert.transforms import deinterleave_rope, eagle3_permute, eagle3_unpermute, interleave_rope
-
-
-# ------------------------------------------------------------------------------------------- §3.5 DSpark
-def test_markov_head_type_other_than_vanilla(tmp_path: Path) -> None:
-    d = copy_fixture(tmp_path, "dspark-qwen3")
-    edit_config(d, markov_head_type="gated")
-    assert_refused(run_convert(d, TARGET, tmp_path / "out"), "markov_head_type", "'gated'", "vanilla")
-
-
-def test_markov_head_type_nested_specforge(tmp_path: Path) -> None:
-    d = copy_fixture(tmp_path, "dspark-specforge")
-    cfg = json.loads((d / "config.json").read_text())
-    cfg["dflash_config"]["markov_head_type"] = "rnn"
-    (d / "config.json").write_text(json.dumps(cfg))
-    assert_refused(run_convert(d, TARGET, tmp_path / "out"), "markov_head_type", "'rnn'")
-
-
-def test_draft_vocab_larger_than_vocab(tmp_path: Path) -> None:
-    d = copy_fixture(tmp_path, "dspark-speculators")
-    edit_config(d, draft_vocab_size=2048)
-    assert_refused(run_convert(d, TARGET, tmp_path / "out"), "draft_vocab_size 2048", "vocab_size 1024")
-
-
-def test_reduced_vocab_without_d2t(tmp_path: Path) -> None:
-    from badinputs import drop_tensor
-
-    d = copy_fixture(tmp_path, "dspark-reduced")
-    drop_tensor(d, "d2t")
-    assert_refused(run_convert(d, TARGET, tmp_path / "out"), "draft_vocab_size 256", "no 'd2t'")
-
-
-def test_d2t_wrong_length(tmp_path: Path) -> None:
-    d = copy_fixture(tmp_path, "dspark-reduced")
-    _, d2t = get_tensor(d, "d2t")
-    set_tensor(d, "d2t", "I64", d2t[:200])
-    assert_refused(run_convert(d, TARGET, tmp_path / "out"), "'d2t'", "200 entries", "256")
-
-
-def test_d2t_out_of_range(tmp_path: Path) -> None:
-    d = copy_fixture(tmp_path, "dspark-reduced")
-    _, d2t = get_tensor(d, "d2t")
-    bad = d2t.copy()
-    bad[-1] = 5000  # 255 + 5000 >= 1024
-    set_tensor(d, "d2t", "I64", bad)
-    assert_refused(run_convert(d, TARGET, tmp_path / "out"), "'d2t'", "entry 255", "5255", "[0, 1024)")
-
-
-def test_d2t_duplicates(tmp_path: Path) -> None:
-    d = copy_fixture(tmp_path, "dspark-reduced")
-    _, d2t = get_tensor(d, "d2t")
-    bad = d2t.copy()
-    bad[1] = bad[0] - 1  # entry 1 maps to the same id as entry 0
-    set_tensor(d, "d2t", "I64", bad)
-    assert_refused(run_convert(d, TARGET, tmp_path / "out"), "'d2t'", "appears 2 times", "unique")
-
-
-def test_eagle3_d2t_checked_against_target_vocab(tmp_path: Path) -> None:
-    d = copy_fixture(tmp_path, "eagle3-specforge")
-    _, d2t = get_tensor(d, "d2t")
-    bad = d2t.copy()
-    bad[0] = -1
-    set_tensor(d, "d2t", "I64", bad)
-    assert_refused(run_convert(d, TARGET, tmp_path / "out"), "'d2t'", "entry 0", "-1", "[0, 1024)")
-
-
-# ------------------------------------------------------------------------------------------- other aborts
-def test_unmappable_tensor(tmp_path: Path) -> None:
-    d = copy_fixture(tmp_path, "dspark-qwen3")
-    set_tensor(d, "layers.0.mystery.weight", "BF16", np.zeros((4, 4), np.uint16))
-    assert_refused(run_convert(d, TARGET, tmp_path / "out"), "layers.0.mystery.weight", "no GGUF name")
-
-
-def test_d2t_in_dflash_draft_model(tmp_path: Path) -> None:
-    d = copy_fixture(tmp_path, "dflash-zlab")
-    set_tensor(d, "d2t", "I64", np.zeros(16, np.int64))
-    assert_refused(run_convert(d, TARGET, tmp_path / "out"), "'d2t'", "DFlashDraftModel")
-
-
-def test_unregistered_target_arch(tmp_path: Path) -> None:
-    t = copy_fixture(tmp_path, "target-qwen3")
-    edit_config(t, architectures=["TotallyNewForCausalLM"])
-    assert_refused(run_convert(FIX / "dflash-zlab", t, tmp_path / "out"), "TotallyNewForCausalLM", "not supported")
-
-
-def test_target_token_id_beyond_draft_vocab(tmp_path: Path) -> None:
-    d = copy_fixture(tmp_path, "dflash-zlab")
-    edit_config(d, vocab_size=1000)  # the target tokenizer has ids up to 1016
-    assert_refused(run_convert(d, TARGET, tmp_path / "out"), "tokenizer.json", "vocab_size 1000")
-
-
-def test_missing_target_dir(tmp_path: Path) -> None:
-    assert_refused(run_convert(FIX / "dflash-zlab", tmp_path / "nope", tmp_path / "out"), "nope", "no such folder")
-
-
-# ------------------------------------------------------------------------------------------- §3.7 refusals
-def test_missing_target_layer_ids(tmp_path: Path) -> None:
-    d = copy_fixture(tmp_path, "dflash-zlab")
-    cfg = json.loads((d / "config.json").read_text())
-    cfg["dflash_config"]["target_layer_ids"] = []
-    (d / "config.json").write_text(json.dumps(cfg))
-    assert_refused(run_convert(d, TARGET, tmp_path / "out"), "target_layer_ids", "missing or empty", "target_layers")
-
-
-def test_eagle3_input_norm_without_norm_before_fc(tmp_path: Path) -> None:
-    d = copy_fixture(tmp_path, "eagle3-normfc")
-    edit_config(d, norm_before_fc=DELETE)
-    assert_refused(run_convert(d, TARGET, tmp_path / "out"), "input_norm.weight", "norm_before_fc")
-
-
-def test_eagle3_tap_count_not_three(tmp_path: Path) -> None:
-    d = copy_fixture(tmp_path, "eagle3-speculators")
-    edit_config(d, eagle_aux_hidden_state_layer_ids=[1, 2, 3, 4])
-    assert_refused(run_convert(d, TARGET, tmp_path / "out"), "eagle_aux_hidden_state_layer_ids", "4 entries", "exactly 3")
-
-
-def test_mask_id_outside_token_count(tmp_path: Path) -> None:
-    d = copy_fixture(tmp_path, "dspark-qwen3")
-    edit_config(d, mask_token_id=5000)
-    assert_refused(run_convert(d, TARGET, tmp_path / "out"), "config.json", "mask_token_id is 5000", "[0, 1024)")
-
-
-@pytest.mark.parametrize("extra", ["layers.0.self_attn.sinks", "fc.bias"])
-def test_extra_tensor_the_loader_does_not_create(tmp_path: Path, extra: str) -> None:
-    d = copy_fixture(tmp_path, "dflash-zlab")
-    set_tensor(d, extra, "BF16", np.zeros((4,) if extra.endswith("sinks") else (64,), np.uint16))
-    gguf = "blk.0.attn_sinks.weight" if extra.endswith("sinks") else "fc.bias"
-    assert_refused(run_convert(d, TARGET, tmp_path / "out"), gguf, "wrong number of tensors")
 
 
 # ------------------------------------------------------------------------------------------- self-contained
@@ -184,13 +47,6 @@ def test_self_contained_eagle3_adds_only_token_embd_before_d2t(tmp_path: Path) -
 def test_self_contained_keeps_draft_embeddings(tmp_path: Path) -> None:
     r = convert(FIX / "eagle3-speculators", TARGET, tmp_path / "e3.gguf", outtype="f32", embed_from_target=True)
     assert [t.origin for t in r.plan.tensors if t.name == "token_embd.weight"] == ["draft"]
-
-
-def test_self_contained_target_vocab_mismatch(tmp_path: Path) -> None:
-    d = copy_fixture(tmp_path, "dflash-zlab")
-    edit_config(d, vocab_size=1100)
-    assert_refused(run_convert(d, TARGET, tmp_path / "out", "--with-target-embeddings"),
-                   "model.embed_tokens.weight", "1024 rows", "1100 tokens")
 
 
 # ------------------------------------------------------------------------------------------- SentencePiece target

@@ -114,12 +114,9 @@ def test_chat_template_is_upstreams_and_0731_by_name(tmp_path: Path) -> None:
     assert kvs[1] == ("tokenizer.chat_template", (VT.STRING, own_template))
 
 
-def test_templates_are_upstreams_files() -> None:
-    golden = ROOT.parent / "shared" / "golden" / "templates"
-    if not golden.is_dir():
-        pytest.skip(f"../shared not found at {golden} (CI provides it beside the checkout)")
+def test_templates_are_upstreams_files(golden_dir: Path) -> None:
     for fn in ("deepseek-ai-DeepSeek-V4.jinja", "deepseek-ai-DeepSeek-V4-Flash-0731.jinja"):
-        assert (ROOT / "dspark_convert" / "templates" / fn).read_bytes() == (golden / fn).read_bytes()
+        assert (ROOT / "dspark_convert" / "templates" / fn).read_bytes() == (golden_dir / "templates" / fn).read_bytes()
 
 
 # ---------------------------------------------------------------------------------------------- streaming

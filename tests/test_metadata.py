@@ -8,6 +8,7 @@ from pathlib import Path
 
 import gguf
 import pytest
+from conftest import GOLDEN_LAYOUTS
 from gguf import GGUFValueType as VT
 from gguf.metadata import Metadata
 
@@ -15,9 +16,6 @@ from dspark_convert.errors import ConvertError
 from dspark_convert.hub import ResolvedModel
 from dspark_convert.metadata import general_kvs, param_counts, target_base_model
 from dspark_convert.plan import KV
-
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-MANIFESTS = SHARED / "golden" / "manifests"
 
 README = """---
 license:
@@ -69,14 +67,11 @@ def upstream(draft: Path, total: int, override: Path | None = None, model_name: 
 # ---------------------------------------------------------------------------------------------- parity
 
 
-@pytest.mark.skipif(not MANIFESTS.is_dir(), reason="shared/golden/manifests not available")
-@pytest.mark.parametrize("manifest", sorted(MANIFESTS.glob("*.bf16.json")) if MANIFESTS.is_dir() else [],
-                         ids=lambda p: p.name.split(".")[0])
-def test_golden_name_and_size_label(tmp_path: Path, manifest: Path) -> None:
+@pytest.mark.parametrize("layout", GOLDEN_LAYOUTS)
+def test_golden_name_and_size_label(golden_dir: Path, tmp_path: Path, layout: str) -> None:
     """The golden layouts: upstream's general.name, general.size_label (``4x3.9M`` for DeepSeek-V4's experts) and
     general.sampling.*, from the folder, its generation_config.json and the tensor sizes."""
-    data = json.loads(manifest.read_text())
-    layout = manifest.name.split(".")[0]
+    data = json.loads((golden_dir / "manifests" / f"{layout}.bf16.json").read_text())
     total = sum(math.prod(t["ne"]) for t in data["tensors"])
     counts = param_counts((t["name"], t["ne"][::-1]) for t in data["tensors"])
     files: dict[str, object] = {"config.json": {"architectures": ["DFlashDraftModel"]}}

@@ -1,6 +1,7 @@
 """No output is ever half-written: an existing file survives without --force, and an interrupted (SIGINT,
 SIGTERM), failed (full disk, file size limit) or refused conversion leaves the destination folder exactly as it
-was, with no ``*.partial`` temporary file. The signal tests run both in-process and against a real process.
+was, with no ``*.partial`` temporary file. The signal tests run both in-process and against a real process, in
+every phase of a conversion (start-up, planning, writing, printing), with the one-line, 130/143 rule.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from badinputs import FIX, TARGET, run_cli, run_convert
+from bad_inputs_kit import FIX, TARGET, run_cli, run_convert
 
 from dspark_convert import convert
 from dspark_convert import writer as writer_mod
-from dspark_convert.errors import ConvertError
+from dspark_convert.errors import ConvertError, Interrupted
 
 DRAFT = FIX / "dspark-qwen3"
 OLD = b"GGUF-an-older-conversion-the-user-wants-to-keep"
@@ -95,15 +96,16 @@ def test_force_replaces_the_file_completely(tmp_path: Path, reference_bytes: byt
 def test_output_path_problems_are_one_line(tmp_path: Path) -> None:
     (tmp_path / "adir").mkdir()
     r = run_cli(["hf2gguf", str(DRAFT), "-t", str(TARGET), "-o", str(tmp_path / "adir"), "--force"], tmp_path)
-    assert r.exit_code == 2 and r.error_lines == [f"error: {tmp_path / 'adir'}: is a folder, expected a file name"]
+    assert r.exit_code == 2 and r.error_lines == [f"error: {tmp_path / 'adir'}: is a folder, expected a file name "
+                                                  f"(e.g. {tmp_path / 'adir' / 'draft.gguf'})"]
     r = run_cli(["hf2gguf", str(DRAFT), "-t", str(TARGET), "-o", str(tmp_path / "nope" / "x.gguf")], tmp_path)
     assert r.exit_code == 2 and r.error_lines == [f"error: {tmp_path / 'nope'}: output folder does not exist"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]
 
 
-def test_stale_temp_file_of_a_killed_run_is_left_alone(tmp_path: Path, reference_bytes: bytes) -> None:
-    # a run killed with SIGKILL leaves its temp file; a later run with the same pid (containers) must still work
-    # and must not delete a file it did not create
+def test_file_not_named_like_a_temp_file_is_left_alone(tmp_path: Path, reference_bytes: bytes) -> None:
+    # a later run with the same pid (containers) must still work, and never deletes a file whose name the writer
+    # does not make (stale temp files of killed runs: tests/test_cli_destination.py)
     stale = tmp_path / f".draft.gguf.{os.getpid()}.partial"
     stale.write_bytes(b"left by a killed run")
     convert(DRAFT, TARGET, tmp_path / "draft.gguf")
@@ -130,9 +132,10 @@ def test_interrupt_mid_write_leaves_destination_as_it_was(tmp_path: Path, force:
     before = snapshot(tmp_path)
     progress, seen = interrupt_after(tmp_path, 10, action)
     handler = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(ConvertError) as info:
+    with pytest.raises(Interrupted) as info:  # a BaseException, like KeyboardInterrupt: never an input error
         convert(DRAFT, TARGET, tmp_path / "draft.gguf", force=force, progress=progress)
     assert str(info.value) == f"{tmp_path / 'draft.gguf'}: {what}; nothing was written (destination left as it was)"
+    assert info.value.exit_code == (130 if "SIGINT" in what else 143)
     # the interrupt really came mid-write: the temp file existed then, next to the destination
     assert len(seen) == 1 and [n for n in seen[0] if n.endswith(".partial")] != []
     assert snapshot(tmp_path) == before
@@ -174,7 +177,7 @@ def test_interrupt_in_the_chunk_writer_through_cli(tmp_path: Path, monkeypatch: 
     before = snapshot(tmp_path)
     fail_writes_after(monkeypatch, 60_000, KeyboardInterrupt)  # Ctrl-C while tensor data is being written
     r = run_convert(DRAFT, TARGET, tmp_path, "--force")
-    assert r.exit_code == 2
+    assert r.exit_code == 130
     assert r.error_lines == [f"error: {tmp_path / 'draft.gguf'}: interrupted (SIGINT); nothing was written "
                              "(destination left as it was)"]
     assert snapshot(tmp_path) == before
@@ -208,58 +211,93 @@ def test_disk_full_at_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 # ------------------------------------------------------------------------------------------- real processes
-# The child runs the real console entry point; only its progress hook is replaced (from outside the package):
-# it announces the first written chunk on stdout and then waits, so the parent's signal always lands mid-write.
+# One interrupt rule everywhere (dspark_convert/entry.py): one line saying what was interrupted and that nothing
+# was written, exit code 130 (SIGINT) or 143 (SIGTERM), never a traceback. The child runs the real console entry
+# point with one hook (from outside the package) that announces a phase on stdout and then waits there, so the
+# parent's signal always lands in that phase: while importing Typer (start-up), while planning, inside the write
+# (the first written chunk), or while printing the summary after the file is complete.
 CHILD = textwrap.dedent("""
-    import sys, time
+    import importlib.abc, sys, time
     from contextlib import contextmanager
-    import dspark_convert.cli as cli
 
-    @contextmanager
-    def waiting_progress(enabled, description):
-        def update(done, total):
-            if not getattr(update, "announced", False):
-                update.announced = True
-                print("writing", flush=True)
-                while True:
-                    time.sleep(0.05)
-        yield update
+    def hold(phase):
+        print(phase, flush=True)
+        while True:
+            time.sleep(0.05)
 
-    if sys.argv[1] == "wait":
-        cli.byte_progress = waiting_progress
+    phase = sys.argv[1]
+    if phase == "start-up":
+        class Hold(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                if name == "typer":
+                    hold(phase)
+        sys.meta_path.insert(0, Hold())
+    elif phase == "planning":
+        import dspark_convert.conversion as conversion
+        conversion.plan_conversion = lambda *a, **k: hold(phase)
+    elif phase == "writing":
+        import dspark_convert.render as render
+
+        @contextmanager
+        def waiting_progress(enabled, description):
+            yield lambda done, total: hold(phase)
+        render.byte_progress = waiting_progress
+    elif phase == "printing":
+        import dspark_convert.render as render
+        render.render_conversion = lambda result, console: hold(phase)
     sys.argv = ["dspark-convert", "hf2gguf", *sys.argv[2:]]
-    cli.main()
+    from dspark_convert.entry import main
+    main()
 """)
 
 
-def _child(mode: str, out: Path, *extra: str, **kw: object) -> subprocess.Popen:
-    args = [sys.executable, "-c", CHILD, mode, str(DRAFT), "-t", str(TARGET), "-o", str(out), *extra]
+def _child(phase: str, out: Path, *extra: str, **kw: object) -> subprocess.Popen:
+    args = [sys.executable, "-c", CHILD, phase, str(DRAFT), "-t", str(TARGET), "-o", str(out), *extra]
     return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-@pytest.mark.parametrize(("sig", "what"), [(signal.SIGTERM, "terminated (SIGTERM)"), (signal.SIGINT, "interrupted (SIGINT)")],
-                         ids=["sigterm", "sigint"])
-def test_signal_to_a_real_conversion_process(tmp_path: Path, sig: signal.Signals, what: str) -> None:
-    old_output(tmp_path)
-    before = snapshot(tmp_path)
-    proc = _child("wait", tmp_path / "draft.gguf", "--force")
+def _signal_in(phase: str, out: Path, sig: signal.Signals, *extra: str) -> tuple[int, str]:
+    """Run a conversion, send ``sig`` once it reaches ``phase``; return (exit code, stderr)."""
+    proc = _child(phase, out, *extra)
     try:
         assert proc.stdout is not None
-        line = proc.stdout.readline()  # blocks until the child is inside the write
-        assert line == "writing\n", proc.stderr.read() if proc.stderr else ""
-        assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")] != []
+        line = proc.stdout.readline()  # blocks until the child is in the phase
+        assert line == f"{phase}\n", proc.stderr.read() if proc.stderr else ""
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 2, err
-    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
-    assert errors == [f"error: {tmp_path / 'draft.gguf'}: {what}; nothing was written (destination left as it was)"]
-    assert "Traceback" not in err
-    assert snapshot(tmp_path) == before
+    return proc.returncode, err
+
+
+SIGNALS = pytest.mark.parametrize(("sig", "what", "code"), [(signal.SIGINT, "interrupted (SIGINT)", 130),
+                                                            (signal.SIGTERM, "terminated (SIGTERM)", 143)],
+                                  ids=["sigint", "sigterm"])
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@SIGNALS
+@pytest.mark.parametrize("phase", ["start-up", "planning", "writing", "printing"])
+def test_one_interrupt_rule_in_every_phase(tmp_path: Path, phase: str, sig: signal.Signals, what: str,
+                                           code: int) -> None:
+    old_output(tmp_path)
+    before = snapshot(tmp_path)
+    out = tmp_path / "draft.gguf"
+    rc, err = _signal_in(phase, out, sig, "--force")
+    expected = {
+        "start-up": f"error: {what} while starting; nothing was written",
+        "planning": f"error: {what} while converting {DRAFT}, before writing; nothing was written",
+        "writing": f"error: {out}: {what}; nothing was written (destination left as it was)",
+        "printing": f"error: {what} after {out} was written in full",
+    }[phase]
+    assert (rc, err) == (code, expected + "\n")
+    if phase == "printing":  # the file is complete and in place; no temporary file is left
+        assert sorted(snapshot(tmp_path)) == ["draft.gguf"] and out.read_bytes() != OLD
+        assert out.read_bytes()[:4] == b"GGUF"
+    else:
+        assert snapshot(tmp_path) == before
 
 
 POSIX_ONLY = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and resource limits")

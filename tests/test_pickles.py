@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from badinputs import FIX, TARGET, assert_refused, copy_fixture, read_tensors, run_convert
+from bad_inputs_kit import FIX, TARGET, assert_refused, copy_fixture, read_tensors, run_convert
 
 from dspark_convert import convert
 from dspark_convert.checkpoint import MAX_HEADER_BYTES, Checkpoint, read_safetensors_header

@@ -8,45 +8,36 @@ Markov chain, confidence head and EAGLE-3 KV cache against direct recomputation.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import FIXTURES, TARGET
 
-from dspark_convert.conversion import convert
 from dspark_convert.errors import ConvertError
 from dspark_convert.reference import dflash_np as nf
 from dspark_convert.reference import ops
-from dspark_convert.reference.eagle3_np import Eagle3HParams, KVCache, eagle3_forward, eagle3_step, fc_input
+from dspark_convert.reference.eagle3_np import Eagle3Case, Eagle3HParams, KVCache, eagle3_forward, eagle3_step, fc_input
 from dspark_convert.reference.weights import GGUFWeights, TargetWeights, open_gguf
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="the torch forward needs torch (torch extra)")
 from dspark_convert.reference import torch_forward as tf  # noqa: E402
+from dspark_convert.reference.hf_draft import HFHParams, RopeParams  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "fixtures"
-TARGET = FIXTURES / "target-qwen3"
 MASK = 1016
 RNG = np.random.default_rng(11)
 
 
-@pytest.fixture(scope="module")
-def gguf(tmp_path_factory: pytest.TempPathFactory):
-    """``gguf(layout, outtype="f32") -> GGUFWeights`` of a converted fixture (skips when absent)."""
-    out, cache = tmp_path_factory.mktemp("reference"), {}
+def _hp(head_dim: int, rope: RopeParams) -> HFHParams:
+    return HFHParams(n_layer=1, n_embd=64, n_ff=128, n_head=4, n_head_kv=2, head_dim=head_dim, eps=1e-6, rope=rope,
+                     vocab_size=1024, draft_vocab_size=1024, target_layers=[1], own_embed=False)
 
-    def get(layout: str, outtype: str = "f32") -> GGUFWeights:
-        if not (FIXTURES / layout / "config.json").is_file():
-            pytest.skip(f"fixture {layout} not generated (python fixtures/generate.py)")
-        if (layout, outtype) not in cache:
-            try:
-                cache[layout, outtype] = convert(FIXTURES / layout, TARGET, out / f"{layout}.{outtype}.gguf",
-                                                 outtype=outtype).path
-            except ConvertError as e:
-                pytest.skip(f"{layout} does not convert: {e}")
-        return open_gguf(cache[layout, outtype])
 
-    return get
+@pytest.fixture(scope="session")
+def gguf(converted):
+    """``gguf(layout, outtype="f32") -> GGUFWeights`` of a converted fixture (conftest's ``converted``)."""
+    return lambda layout, outtype="f32": open_gguf(converted(layout, outtype))
 
 
 # ---------------------------------------------------------------------------------------------- primitives
@@ -87,7 +78,7 @@ def test_torch_and_numpy_rope_agree(neox: bool) -> None:
     pos = np.arange(3, 9)
     cos, sin = ops.rope_cos_sin(pos, 16, 1e6)
     want = (ops.rope_neox if neox else ops.rope_norm)(x, cos, sin)
-    freqs = tf.inv_freq({"head_dim": 16, "rope_theta": 1e6, "rope": {"rope_type": "default"}})
+    freqs = tf.inv_freq(_hp(16, RopeParams(theta=1e6)))
     got = tf.apply_rope(torch.from_numpy(x).transpose(0, 1), torch.from_numpy(pos), freqs, neox).transpose(0, 1)
     assert np.allclose(got.numpy(), want, atol=1e-5)
 
@@ -101,10 +92,10 @@ def test_partial_rotation_keeps_tail() -> None:
 
 def test_llama3_frequencies_match_the_converters_rope_freqs() -> None:
     """torch inv_freq (HF llama3 rule) == base^(-2i/d) / factor_i with the contract's rope_freqs formula (§4.3)."""
-    rope = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 8192}
+    rope = RopeParams(type="llama3", theta=500000.0, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                      original_max_position_embeddings=8192)
     d, base = 128, 500000.0
-    got = tf.inv_freq({"head_dim": d, "rope_theta": base, "rope": rope}).numpy()
+    got = tf.inv_freq(_hp(d, rope)).numpy()
     freq = 1.0 / base ** (np.arange(0, d, 2) / d)
     wavelen = 2 * np.pi / freq
     s = (8192 / wavelen - 1.0) / (4.0 - 1.0)
@@ -157,12 +148,12 @@ def test_sliding_window_is_applied_on_both_sides(gguf) -> None:
     """With 40 context rows the window (32) hides keys from layer 0; both sides mask them identically."""
     g, tw = gguf("dflash-zlab-swa"), TargetWeights(TARGET)
     feats = RNG.standard_normal((40, 192)).astype(np.float32)
-    out = nf.dflash_forward(g, tw, feats, 5)
+    (out,) = nf.dflash_forward(g, tw, [nf.BlockCase(feats, 5)])
     d = tf.load_draft(FIXTURES / "dflash-zlab-swa", TARGET)
-    assert d.hp["swa"] == [True, False] and d.hp["sliding_window"] == 32
-    assert np.allclose(tf.block_forward(d, feats, 5).hidden, out.hidden, atol=1e-5)
-    d.hp["swa"] = [False, False]
-    assert not np.allclose(tf.block_forward(d, feats, 5).hidden, out.hidden, atol=1e-3)
+    assert d.hp.swa == [True, False] and d.hp.sliding_window == 32 and d.hp.is_swa(0) and not d.hp.is_swa(1)
+    assert np.allclose(tf.block_forward(d, [feats], [5])[0].hidden, out.hidden, atol=1e-5)
+    d = replace(d, hp=replace(d.hp, swa=[False, False]))
+    assert not np.allclose(tf.block_forward(d, [feats], [5])[0].hidden, out.hidden, atol=1e-3)
 
 
 def test_forward_streams_layer_by_layer(gguf, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -175,50 +166,57 @@ def test_forward_streams_layer_by_layer(gguf, monkeypatch: pytest.MonkeyPatch) -
         return real(self, name)
 
     monkeypatch.setattr(GGUFWeights, "array", spy)
-    nf.dflash_forward(g, TargetWeights(TARGET), RNG.standard_normal((4, 192)).astype(np.float32), 7)
+    cases = [nf.BlockCase(RNG.standard_normal((t, 192)).astype(np.float32), 7) for t in (4, 9)]
+    outs = nf.dflash_forward(g, TargetWeights(TARGET), cases)
     blocks = [int(n.split(".")[1]) for n in loaded if n.startswith("blk.")]
-    assert blocks == sorted(blocks) and blocks.count(0) == blocks.count(1) == 11   # all of layer 0, then layer 1
+    assert blocks == sorted(blocks) and blocks.count(0) == blocks.count(1) == 11   # each layer once for both cases
+    assert loaded.count("markov_w2.weight") == 1 and loaded.count("fc.weight") == 1
+    assert [o.context.shape[0] for o in outs] == [4, 9] and len(outs[1].layers) == 2
     assert "markov_w1.weight" not in loaded                                        # only gathered rows of W1
 
 
 def test_markov_chain_and_confidence_formulas(gguf) -> None:
     g, tw = gguf("dspark-qwen3"), TargetWeights(TARGET)
     feats = RNG.standard_normal((6, 192)).astype(np.float32)
-    out = nf.dflash_forward(g, tw, feats, 42)
+    (out,) = nf.dflash_forward(g, tw, [nf.BlockCase(feats, 42)])
     w1, w2 = g.array("markov_w1.weight"), g.array("markov_w2.weight")
     assert out.prev_tokens[0] == 42 and np.array_equal(out.prev_tokens[1:], out.tokens[:-1])
-    assert np.allclose(out.markov_logits, out.logits + w1[out.prev_tokens] @ w2.T, atol=1e-5)
+    assert out.markov_bias is not None and np.allclose(out.markov_bias, w1[out.prev_tokens] @ w2.T, atol=1e-5)
+    assert np.array_equal(out.markov_logits, out.logits + out.markov_bias)
+    assert np.array_equal(out.layers[-1], out.layers[1]) and np.allclose(out.hidden, ops.rms_norm(
+        out.layers[1], g.array("output_norm.weight"), 1e-6), atol=1e-6)
     assert np.array_equal(out.tokens, out.markov_logits.argmax(1))
     ell = np.concatenate([out.hidden, w1[out.prev_tokens]], 1) @ g.array("conf_proj.weight")[0] + g.array("conf_proj.bias")[0]
     assert np.allclose(out.confidence_logits, ell, atol=1e-5) and out.confidences.shape == (7,)
-    forced = nf.dflash_forward(g, tw, feats, 42, prev_tokens=out.prev_tokens)
+    (forced,) = nf.dflash_forward(g, tw, [nf.BlockCase(feats, 42, out.prev_tokens)])
     assert np.array_equal(forced.markov_logits, out.markov_logits)
     other = np.array([42, 1, 2, 3, 4, 5, 6])
-    assert np.array_equal(nf.dflash_forward(g, tw, feats, 42, prev_tokens=other).prev_tokens, other)
+    assert np.array_equal(nf.dflash_forward(g, tw, [nf.BlockCase(feats, 42, other)])[0].prev_tokens, other)
 
 
 def test_logits_use_the_targets_lm_head(gguf) -> None:
     g, tw = gguf("dflash-deepspec"), TargetWeights(TARGET)
     assert not g.has("output.weight") and not g.has("token_embd.weight")
-    out = nf.dflash_forward(g, tw, RNG.standard_normal((3, 192)).astype(np.float32), 9)
+    (out,) = nf.dflash_forward(g, tw, [nf.BlockCase(RNG.standard_normal((3, 192)).astype(np.float32), 9)])
     lm = np.concatenate([w for _, w in tw.lm_head_chunks(chunk=100)])
     assert lm.shape == (1024, 64) and np.allclose(out.logits, out.hidden @ lm.T, atol=1e-5)
+    assert np.array_equal(out.block_input, tw.embed_rows([9] + [MASK] * 6))
     with pytest.raises(ConvertError, match="target-model-dir"):
-        nf.dflash_forward(g, None, RNG.standard_normal((3, 192)).astype(np.float32), 9)
+        nf.dflash_forward(g, None, [nf.BlockCase(RNG.standard_normal((3, 192)).astype(np.float32), 9)])
 
 
 def test_reduced_vocab_maps_draft_ids(gguf) -> None:
     g = gguf("dspark-reduced")
-    out = nf.dflash_forward(g, TargetWeights(TARGET), RNG.standard_normal((5, 192)).astype(np.float32), 3)
+    (out,) = nf.dflash_forward(g, TargetWeights(TARGET), [nf.BlockCase(RNG.standard_normal((5, 192)).astype(np.float32), 3)])
     assert out.logits.shape == (7, 256)
     assert np.array_equal(out.tokens, g.ints("d2t")[out.markov_logits.argmax(1)])
 
 
 def test_wrong_arch_is_refused(gguf) -> None:
     with pytest.raises(ConvertError, match="expected 'dflash'"):
-        nf.dflash_forward(gguf("eagle3-specforge"), None, np.zeros((2, 192), np.float32), 0)
+        nf.dflash_forward(gguf("eagle3-specforge"), None, [nf.BlockCase(np.zeros((2, 192), np.float32), 0)])
     with pytest.raises(ConvertError, match="fc.weight takes 192 features, got 10"):
-        nf.dflash_forward(gguf("dflash-zlab"), None, np.zeros((2, 10), np.float32), 0)
+        nf.dflash_forward(gguf("dflash-zlab"), None, [nf.BlockCase(np.zeros((2, 10), np.float32), 0)])
 
 
 def test_eagle3_hparams_and_chain(gguf) -> None:
@@ -227,8 +225,10 @@ def test_eagle3_hparams_and_chain(gguf) -> None:
     assert hp.norm_before_fc and not hp.norm_before_residual and hp.target_layers == [2, 3, 5]
     assert Eagle3HParams.from_gguf(gguf("eagle3-speculators")).norm_before_residual
     feats, toks = RNG.standard_normal((5, 192)).astype(np.float32), RNG.integers(0, 1024, 5)
-    out = eagle3_forward(g, tw, feats, toks, steps=3)
+    (out,) = eagle3_forward(g, tw, [Eagle3Case(feats, toks, steps=3)])
     assert out.prefill_hidden.shape == (5, 64) and out.step_hidden.shape == (2, 64) and out.logits.shape == (3, 256)
+    assert out.prefill_logits.shape == (5, 256) and np.array_equal(out.prefill_logits[-1], out.logits[0])
+    assert np.array_equal(out.fc, fc_input(g, hp, feats))
     assert np.array_equal(out.tokens, g.ints("d2t")[out.logits.argmax(1)])
     # the KV-cached chain equals one causal pass over the whole sequence (context, then the fed-back rows)
     w = ops.layer_weights(g, 0, ("attn_norm", "attn_norm_2", "attn_q", "attn_k", "attn_v", "attn_output",
@@ -253,8 +253,6 @@ def test_rows_of_a_quantized_tensor(gguf) -> None:
 
 # ---------------------------------------------------------------------------------------------- target side
 def test_target_sharded_and_tied(tmp_path: Path) -> None:
-    if not (FIXTURES / "target-qwen3-sharded").is_dir():
-        pytest.skip("fixture target-qwen3-sharded not generated")
     a, b = TargetWeights(TARGET), TargetWeights(FIXTURES / "target-qwen3-sharded")
     assert np.array_equal(a.embed_rows([0, 1016]), b.embed_rows([0, 1016]))
     tied = tmp_path / "tied"
@@ -280,25 +278,21 @@ def test_target_sharded_and_tied(tmp_path: Path) -> None:
 ])
 def test_hf_config_normalisation(layout: str, family: str, kind: str, sfa: bool, layers: list[int], neox: bool,
                                  block: int, own_embed: bool) -> None:
-    if not (FIXTURES / layout).is_dir():
-        pytest.skip(f"fixture {layout} not generated")
     d = tf.load_draft(FIXTURES / layout, TARGET)
-    assert (d.family, d.layout, d.hp["sample_from_anchor"], d.hp["target_layers"]) == (family, kind, sfa, layers)
-    assert (d.hp["neox"], d.hp["block_size"], d.hp["own_embed"], d.hp["mask_token_id"]) == (neox, block, own_embed, MASK)
-    assert (d.hp["head_dim"], d.hp["n_head_kv"], d.hp["rope_theta"]) == (16, 2, 1e6)
+    assert (d.family, d.layout, d.hp.sample_from_anchor, d.hp.target_layers) == (family, kind, sfa, layers)
+    assert (d.hp.neox, d.hp.block_size, d.hp.own_embed, d.hp.mask_token_id) == (neox, block, own_embed, MASK)
+    assert (d.hp.head_dim, d.hp.n_head_kv, d.hp.rope.theta, d.hp.rope.type) == (16, 2, 1e6, "default")
 
 
 def test_hf_eagle3_normalisation() -> None:
-    if not (FIXTURES / "eagle3-specforge").is_dir():
-        pytest.skip("fixtures not generated")
     sf = tf.load_draft(FIXTURES / "eagle3-specforge", TARGET)
-    assert sf.family == "eagle3" and sf.prefix == "midlayer." and sf.hp["draft_vocab_size"] == 256
-    assert sf.hp["target_layers"] == [2, 3, 3]                       # upstream default [2, L//2, L-3], L = 6
+    assert sf.family == "eagle3" and sf.prefix == "midlayer." and sf.hp.draft_vocab_size == 256
+    assert sf.hp.target_layers == [2, 3, 3]                          # upstream default [2, L//2, L-3], L = 6
     assert any("eagle_config ids [1, 2, 4]" in n for n in sf.notes)
     sp = tf.load_draft(FIXTURES / "eagle3-speculators", TARGET)
-    assert sp.prefix == "layers.0." and sp.hp["target_layers"] == [2, 3, 5] and sp.hp["norm_before_residual"]
+    assert sp.prefix == "layers.0." and sp.hp.target_layers == [2, 3, 5] and sp.hp.norm_before_residual
     ll = tf.load_draft(FIXTURES / "eagle3-llama", TARGET)
-    assert ll.hp["rope"]["rope_type"] == "llama3" and ll.hp["head_dim"] == 16 and ll.hp["eps"] == 1e-5
+    assert ll.hp.rope.type == "llama3" and ll.hp.head_dim == 16 and ll.hp.eps == 1e-5
 
 
 def test_hf_unknown_architecture(tmp_path: Path) -> None:
@@ -309,3 +303,54 @@ def test_hf_unknown_architecture(tmp_path: Path) -> None:
     save_file({"w": np.zeros(2, np.float32)}, str(tmp_path / "model.safetensors"))
     with pytest.raises(ConvertError, match="not a DSpark, DFlash or EAGLE-3 draft"):
         tf.load_draft(tmp_path, TARGET)
+
+
+# ---------------------------------------------------------------------------------------------- storage rounding
+def test_round_to_storage_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gguf import GGMLQuantizationType as QT
+    from gguf import quants
+
+    from dspark_convert.reference import storage
+    from dspark_convert.reference.storage import round_to_storage
+
+    x = torch.tensor([1.0 + 2**-8, 1.0 + 3 * 2**-8, 1 / 3, 70000.0, -2.5e-8])
+    assert round_to_storage(x, "F32") is x
+    assert round_to_storage(x, "BF16").tolist()[:3] == [1.0, 1.015625, 0.333984375]   # ties to even, both ways
+    f16 = round_to_storage(x, "F16")
+    assert f16[3] == float("inf") and f16.tolist()[:2] == [1.00390625, 1.01171875]
+    w = torch.from_numpy(RNG.standard_normal((3, 64)).astype(np.float32))
+    q = round_to_storage(w, "Q8_0")
+    assert np.array_equal(q.numpy(), quants.dequantize(quants.quantize(w.numpy(), QT.Q8_0), QT.Q8_0))
+    assert not torch.equal(q, w) and float((q - w).abs().max()) < float(w.abs().max()) / 127
+    with pytest.raises(ConvertError, match="GGML type Q9_9"):
+        round_to_storage(w, "Q9_9")
+    monkeypatch.setattr(storage, "_ROUND_CHUNK", 64)                # one row per chunk: the same values
+    assert torch.equal(round_to_storage(w, "Q8_0"), q)
+    mx = round_to_storage(w, "MXFP4")                                 # any block type gguf-py can quantize
+    assert np.array_equal(mx.numpy(), quants.dequantize(quants.quantize(w.numpy(), QT.MXFP4), QT.MXFP4))
+
+
+@pytest.mark.parametrize("layout", ["dspark-qwen3-interleaved", "dspark-qwen3-f32", "dflash-zlab-swa", "dspark-reduced",
+                                    "eagle3-specforge", "eagle3-normfc", "eagle3-llama"])
+@pytest.mark.parametrize("outtype", ["f16", "bf16", "q8_0"])
+def test_rounded_checkpoint_equals_the_gguf_bit_for_bit(gguf, layout: str, outtype: str) -> None:
+    """The heart of exact mode: every draft tensor the torch side reads, rounded as its GGUF counterpart is stored,
+    equals the GGUF's dequantized values exactly (row permutations of q/k aside, compared as value multisets)."""
+    from dspark_convert.reference.storage import gguf_counterpart
+    from dspark_convert.verify import gguf_types
+
+    g = gguf(layout, outtype)
+    d = tf.load_draft(FIXTURES / layout, TARGET).with_storage(gguf_types(g))
+    seen = 0
+    for name in d.weights.names:
+        gname = gguf_counterpart(name, d.prefix)
+        if gname is None or not g.has(gname):
+            assert name in ("d2t", "t2d") or name.endswith(("embed_tokens.weight", "lm_head.weight")), name
+            continue
+        ours, theirs = d.weights.get(name).numpy().reshape(g.shape(gname)), g.array(gname)
+        if any(k in gname for k in ("attn_q", "attn_k")):
+            ours, theirs = np.sort(ours.ravel()), np.sort(theirs.ravel())
+        assert np.array_equal(ours, theirs), gname
+        seen += 1
+    assert seen >= 12
+    assert set(d.weights.storage.values()) == {t.type_name for t in g.file.tensors if t.type_name != "I64"}

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from badinputs import FIX, TARGET, read_tensors, write_tensors
+from bad_inputs_kit import FIX, TARGET, read_tensors, write_tensors
 from gguf import GGUFReader
 
 from dspark_convert import convert, families

@@ -60,6 +60,28 @@ class BlockScale(Transform):
         return (weight * tiles).astype(np.float32)
 
 
+@dataclass(frozen=True)
+class Stack3(Transform):
+    """Three same-shape sources stacked on a new first axis (a stand-in for an expert stack): output rows are
+    the sources' rows one source after the other, and a chunk of whole sources reads only those sources."""
+
+    name: ClassVar[str] = "toy_stack"
+    n_sources: ClassVar[int] = 3
+
+    def out_rows(self, shapes: Shapes) -> int:
+        return sum(s[0] for s in shapes)
+
+    def row_group(self, rows: int) -> int | None:
+        return rows // self.n_sources
+
+    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
+        per = shapes[0][0]
+        return tuple((0, per) if start <= i * per < stop else (0, 0) for i in range(len(shapes)))
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        return np.concatenate([c for c in chunks if c.shape[0]])
+
+
 def _safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
     header, blobs, offset = {}, [], 0
     for name, arr in tensors.items():
@@ -115,6 +137,31 @@ def test_two_source_transform_in_q8_0_equals_whole_tensor(toy: tuple[Checkpoint,
     spec = TensorSpec("t", (8, 64), QT.Q8_0, sources=("w", "w.scale"), transform=BlockScale(4))
     whole = writer.convert_chunk(BlockScale(4).apply_whole([weight, scale]), "F32", QT.Q8_0).tobytes()
     assert b"".join(c.tobytes() for c in writer.tensor_chunks(spec, {"draft": ck})) == whole
+
+
+def test_stack_of_sources_streams_one_source_per_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "experts"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}", encoding="utf-8")
+    experts = {f"e.{i}": np.full((4, 32), i + 0.5, np.float32) for i in range(3)}
+    _safetensors(folder / "model.safetensors", experts)
+    ck = Checkpoint(folder)
+    reads: list[tuple[str, int, int]] = []
+    real = ck.read_rows
+
+    def spy(name: str, start: int, stop: int) -> np.ndarray:
+        reads.append((name, start, stop))
+        return real(name, start, stop)
+
+    monkeypatch.setattr(ck, "read_rows", spy)
+    monkeypatch.setattr(writer, "CHUNK_BYTES", 1)
+    spec = TensorSpec("blk.0.ffn_up_exps.weight", (3, 4, 32), QT.Q8_0, sources=tuple(experts), transform=Stack3())
+    got = b"".join(c.tobytes() for c in writer.tensor_chunks(spec, {"draft": ck}))
+    whole = np.stack(list(experts.values()))
+    assert got == writer.convert_chunk(whole, "F32", QT.Q8_0).tobytes() and len(got) == spec.nbytes
+    # three chunks (one expert each), each asking every source, two of them for no rows: those are not read
+    # (a stack of 256 experts would otherwise open its files 256 times per chunk)
+    assert reads == [("e.0", 0, 4), ("e.1", 0, 4), ("e.2", 0, 4)]
 
 
 def test_source_count_must_match_the_transform(toy: tuple[Checkpoint, np.ndarray, np.ndarray]) -> None:

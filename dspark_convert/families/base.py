@@ -63,7 +63,7 @@ class Context:
 
 @dataclass(frozen=True)
 class TargetTensor:
-    """A tensor that a self-contained draft (``--embed-from-target``) takes from the target checkpoint.
+    """A tensor that a self-contained draft (``--with-target-embeddings``) takes from the target checkpoint.
 
     It is added when the draft has none of ``unless`` (its own copy, or a tensor that makes it unnecessary),
     from the first of ``candidates`` the target holds; ``what`` and ``shown`` word the error when it has none.
@@ -81,7 +81,7 @@ class Family(Protocol):
 
     #: ``architectures[0]`` values of the draft configs this family converts
     ARCHITECTURES: tuple[str, ...]
-    #: what ``--embed-from-target`` takes from the target, in file order (before ``d2t``)
+    #: what ``--with-target-embeddings`` takes from the target, in file order (before ``d2t``)
     TARGET_TENSORS: tuple[TargetTensor, ...]
     #: the checkpoint may carry its own tokenizer (a draft stored inside its target): without
     #: ``--target-model-dir`` the tokenizer is read from the checkpoint

@@ -9,6 +9,8 @@ vocabularies), trusts counts and lengths from the file, and crashes on unknown G
   :attr:`ReaderKV.value`;
 * never reads tensor data while parsing: :meth:`GGUFFile.tensor_data` returns a lazily created
   ``np.memmap`` view;
+* parses remote files with the same code: :func:`parse_gguf` takes a :class:`RecordParser` whose buffer may
+  hold only a prefix of the file and grows on demand (see :mod:`dspark_convert.gguffile.remote`);
 * raises :class:`~dspark_convert.errors.GGUFFormatError` with one line naming the file, the field or tensor,
   and the byte offset for anything malformed (truncation, wrong magic or version, unknown value types, bad
   dims, data past EOF, overlapping or misaligned tensors, duplicate names, ...).
@@ -53,21 +55,28 @@ _TYPED = {QT.F32: np.float32, QT.F16: np.float16, QT.F64: np.float64, QT.I8: np.
           QT.I32: np.int32, QT.I64: np.int64}
 _EXACT = {QT.F64, QT.I8, QT.I16, QT.I32, QT.I64}  # streamed as float64 so that values stay exact
 
-__all__ = ["GGUFFile", "ReaderKV", "ReaderTensor", "known_type", "plan_from_gguf", "read_gguf", "safe_text",
-           "type_name"]
+__all__ = ["GGUFFile", "ReaderKV", "ReaderTensor", "known_type", "parse_gguf", "plan_from_file", "plan_from_gguf",
+           "read_gguf", "safe_text", "type_name"]
 
 
 @dataclass(eq=False)
 class GGUFFile:
-    """A parsed GGUF file: header, KVs (in file order), tensor infos; tensor data stays on disk until asked."""
+    """A parsed GGUF file: header, KVs (in file order), tensor infos; tensor data stays on disk until asked.
 
-    path: Path
+    ``path`` names the file in messages and output: a local path, or for a file read over HTTP the reference as
+    given (``hf://org/repo/file.gguf``, a URL). ``source`` describes a remote read (None for local files); a
+    header-only remote file has no tensor data to read.
+    """
+
+    path: Path | str
     version: int
     alignment: int
     kvs: dict[str, ReaderKV]
     tensors: list[ReaderTensor]
     data_offset: int
     file_size: int
+    header_end: int = 0  # the byte after the last tensor info: what a remote read must fetch at least
+    source: Any = field(default=None)  # a remote.SourceInfo for files read over HTTP
     _ps: Any = field(default=None, repr=False)  # the RecordParser over the header mapping (lazy array decoding)
     _data: np.memmap | None = field(default=None, repr=False)
     _index: dict[str, ReaderTensor] | None = field(default=None, repr=False)
@@ -76,6 +85,11 @@ class GGUFFile:
     def kv_order(self) -> list[str]:
         """Key names in file order."""
         return list(self.kvs)
+
+    @property
+    def header_only(self) -> bool:
+        """True for a file read over HTTP: its header is here, its tensor data was never fetched."""
+        return bool(self.source is not None and self.source.header_only)
 
     @property
     def arch(self) -> str | None:
@@ -119,6 +133,9 @@ class GGUFFile:
         if t.nbytes is None:
             raise GGUFFormatError(f"{self.path}: tensor '{safe_text(t.name)}' at byte {t.info_offset}: "
                                   f"type {t.type_name} is unknown, its data cannot be read")
+        if self.header_only:
+            raise ConvertError(f"{self.path}: tensor '{safe_text(t.name)}': tensor data is not read from remote "
+                               f"files (only the header is fetched); download the file to read its data")
         if self._data is None:
             try:
                 self._data = np.memmap(self.path, dtype=np.uint8, mode="r")
@@ -230,22 +247,31 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFFile:
     except OSError as e:
         raise GGUFFormatError(f"{p}: cannot open: {e.strerror or e}") from None
     try:
-        return _parse(RecordParser(buf, size, str(p)), p, buf)
+        return parse_gguf(RecordParser(buf, size, str(p)), p)
     except BaseException:
         buf.close()
         raise
 
 
-def _parse(ps: RecordParser, path: Path, buf: mmap.mmap) -> GGUFFile:
-    if buf[:4] != GGUF_MAGIC:
-        raise ps.fail("magic", 0, f"expected b'GGUF', found {bytes(buf[:4])!r}: not a GGUF file")
+def parse_gguf(ps: RecordParser, path: Path | str, source: Any = None) -> GGUFFile:
+    """Parse the header, KVs and tensor infos through ``ps`` (local mapping or growing remote buffer).
+
+    Every count is checked against ``ps.limit`` before it is looped over; on return ``ps.buf`` holds the whole
+    header (up to the end of the tensor infos), so KV arrays decode later without further reads.
+    """
+    ps.need(0, HEADER_SIZE, "header")
+    if ps.buf[:4] != GGUF_MAGIC:
+        raise ps.fail("magic", 0, f"expected b'GGUF', found {bytes(ps.buf[:4])!r}: not a GGUF file")
     version = ps.u32(4, "version")
     if version and not version & 0xFFFF:
         raise ps.fail("version", 4, f"big-endian GGUF (version field {version:#010x}) is not supported")
     if version not in SUPPORTED_VERSIONS:
         raise ps.fail("version", 4, f"GGUF version {version} is not supported (only 2 and 3)")
     tensor_count, kv_count = ps.u64(8, "tensor count"), ps.u64(16, "KV count")
-    if kv_count * 13 + tensor_count * 24 > ps.size - HEADER_SIZE:  # smallest KV: 13 bytes; tensor info: 24
+    smallest = kv_count * 13 + tensor_count * 24  # smallest KV: 13 bytes; tensor info: 24
+    if smallest > ps.limit - HEADER_SIZE:
+        if smallest <= ps.size - HEADER_SIZE:
+            raise ps.short(f"header ({tensor_count} tensors and {kv_count} KVs)", HEADER_SIZE, smallest)
         raise ps.fail("header", 8, f"{tensor_count} tensors and {kv_count} KVs cannot fit in "
                                    f"{ps.size - HEADER_SIZE} bytes")
     pos, kvs = HEADER_SIZE, {}
@@ -267,6 +293,7 @@ def _parse(ps: RecordParser, path: Path, buf: mmap.mmap) -> GGUFFile:
     for i in range(tensor_count):
         info, pos = ps.read_tensor_info(pos, i, alignment)
         infos.append(info)
+    ps.ensure(pos)  # the tail of the last KV array may not be fetched yet: its items decode lazily
     data_offset = pos + (-pos) % alignment
     tensors, names = [], set()
     for name, ne, type_id, rel, nbytes, info_offset in infos:
@@ -283,7 +310,8 @@ def _parse(ps: RecordParser, path: Path, buf: mmap.mmap) -> GGUFFile:
     for (_, end_a, name_a), (start_b, _, name_b) in zip(spans, spans[1:], strict=False):
         if start_b < end_a:
             raise ps.fail(f"tensor '{safe_text(name_b)}'", start_b, f"data overlaps tensor '{safe_text(name_a)}'")
-    return GGUFFile(path, version, alignment, kvs, tensors, data_offset, ps.size, _ps=ps)
+    return GGUFFile(path, version, alignment, kvs, tensors, data_offset, ps.size, header_end=pos, source=source,
+                    _ps=ps)
 
 
 def plan_from_gguf(path: str | os.PathLike[str]) -> Plan:
@@ -297,11 +325,16 @@ def plan_from_gguf(path: str | os.PathLike[str]) -> Plan:
         'dflash'
     """
     with read_gguf(path) as f:
-        kvs = [KV(kv.name, kv.type, kv.value, kv.sub_type) for kv in f.kvs.values()]
-        tensors = []
-        for t in f.tensors:
-            if t.qtype is None:
-                raise GGUFFormatError(f"{f.path}: tensor '{safe_text(t.name)}' at byte {t.info_offset}: "
-                                      f"unknown GGML type {t.type_name}")
-            tensors.append(TensorSpec(t.name, t.shape, t.qtype, origin="file"))
-        return Plan(arch=f.arch or "", kvs=kvs, tensors=tensors)
+        return plan_from_file(f)
+
+
+def plan_from_file(f: GGUFFile) -> Plan:
+    """:func:`plan_from_gguf` of an already opened file (local, or a remote header)."""
+    kvs = [KV(kv.name, kv.type, kv.value, kv.sub_type) for kv in f.kvs.values()]
+    tensors = []
+    for t in f.tensors:
+        if t.qtype is None:
+            raise GGUFFormatError(f"{f.path}: tensor '{safe_text(t.name)}' at byte {t.info_offset}: "
+                                  f"unknown GGML type {t.type_name}")
+        tensors.append(TensorSpec(t.name, t.shape, t.qtype, origin="file"))
+    return Plan(arch=f.arch or "", kvs=kvs, tensors=tensors)

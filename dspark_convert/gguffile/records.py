@@ -53,6 +53,11 @@ def safe_text(s: str, limit: int = 80) -> str:
     return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
+def header_limit_text(n: int) -> str:
+    """``536870912`` -> ``'512 MiB'`` (whole MiB), else the byte count."""
+    return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else f"{n} bytes"
+
+
 def known_type(type_id: int) -> QT | None:
     """The ``GGMLQuantizationType`` of ``type_id``, or None when ``gguf`` does not know its block size."""
     try:
@@ -133,18 +138,49 @@ class ReaderTensor:
         return known_type(self.ggml_type)
 
 
-class RecordParser:
-    """Bounds-checked cursor over the mapped file; every failure names the file, field and byte offset."""
+#: The bytes of a file read so far (a local file's mapping holds all of them; a remote file's buffer grows).
+Buffer = mmap.mmap | bytes | bytearray
+#: ``grow(end)`` makes the buffer hold at least bytes ``[0, end)`` (``end <= limit``) and returns it.
+Grow = Callable[[int], Buffer]
 
-    def __init__(self, buf: mmap.mmap | bytes, size: int, path: str):
+
+class RecordParser:
+    """Bounds-checked cursor over a file's bytes; every failure names the file, field and byte offset.
+
+    ``size`` is the file size: counts and lengths are checked against it (truncation) and, for a remote file,
+    against ``limit``, the most bytes its header may take, *before* anything is fetched, allocated or looped
+    over. ``buf`` may hold only a prefix of the file: reads past its end call ``grow`` (a local file's
+    mapping is complete, so ``grow`` is None there). One parser serves both, so local and remote files are
+    held to the same rules.
+    """
+
+    def __init__(self, buf: Buffer, size: int, path: str, *, grow: Grow | None = None, limit: int | None = None):
         self.buf, self.size, self.path = buf, size, path
+        self.limit = size if limit is None else min(size, limit)
+        self._grow = grow
 
     def fail(self, where: str, offset: int, msg: str) -> GGUFFormatError:
         return GGUFFormatError(f"{self.path}: {where} at byte {offset}: {msg}")
 
+    def short(self, where: str, pos: int, n: int) -> GGUFFormatError:
+        """The error for ``n`` bytes at ``pos`` that do not fit: past the header limit, or past the end."""
+        if n <= self.size - pos:
+            return self.fail(where, pos, f"needs {n} bytes, which takes the header past the "
+                                         f"{header_limit_text(self.limit)} limit for remote files "
+                                         f"(max_header_bytes; --max-header-mib raises it)")
+        return self.fail(where, pos, f"truncated: needs {n} bytes, only {max(self.size - pos, 0)} left")
+
     def need(self, pos: int, n: int, where: str) -> None:
-        if n > self.size - pos:
-            raise self.fail(where, pos, f"truncated: needs {n} bytes, only {max(self.size - pos, 0)} left")
+        if n > self.limit - pos:
+            raise self.short(where, pos, n)
+        if pos + n > len(self.buf):
+            self.ensure(pos + n)
+
+    def ensure(self, end: int) -> None:
+        """Make ``buf`` hold bytes ``[0, end)`` (``end`` already checked against ``limit``)."""
+        if end > len(self.buf):
+            assert self._grow is not None, "a local file's mapping holds every byte"
+            self.buf = self._grow(end)
 
     def u32(self, pos: int, where: str) -> int:
         self.need(pos, 4, where)
@@ -173,8 +209,11 @@ class RecordParser:
 
     def check_count(self, pos: int, count: int, sub: VT, where: str) -> None:
         # Before any loop or allocation: even the smallest encoding of `count` elements must fit.
-        if count * _MIN_SIZE[sub] > self.size - pos:
-            raise self.fail(where, pos, f"array of {count} {sub.name} needs at least {count * _MIN_SIZE[sub]} "
+        need = count * _MIN_SIZE[sub]
+        if need > self.limit - pos:
+            if need <= self.size - pos:
+                raise self.short(f"{where} (array of {count} {sub.name})", pos, need)
+            raise self.fail(where, pos, f"array of {count} {sub.name} needs at least {need} "
                                         f"bytes, only {max(self.size - pos, 0)} left")
 
     def skip_array(self, sub: VT, count: int, pos: int, where: str, depth: int) -> int:
@@ -183,11 +222,20 @@ class RecordParser:
         if sub in _NUMERIC:
             return pos + count * _NUMERIC[sub].itemsize
         if sub == VT.STRING:
-            try:  # fast path: unchecked walk; positions only grow, so end <= size proves every read was in range
-                end = self.walk_strings(pos, count)
-            except (struct.error, OverflowError):  # a length pointed past the buffer
-                end = self.size + 1
-            return end if end <= self.size else self.walk_strings_checked(pos, count, where)
+            # fast path: unchecked walk; positions only grow, so end <= limit proves every read was in range. A
+            # remote buffer that ends inside the array is grown and the walk resumed where it stopped.
+            end, done = pos, 0
+            while True:
+                end, n = self.walk_strings_until_short(end, count - done)
+                done += n
+                if end > self.limit:
+                    break
+                if done == count:
+                    return end
+                if self._grow is None or end + 8 > self.limit:  # the length at `end` is not in the file
+                    break
+                self.ensure(end + 8)
+            return self.walk_strings_checked(pos, count, where)  # names the bad element
         if depth >= MAX_NESTING:
             raise self.fail(where, pos, f"arrays nested deeper than {MAX_NESTING} levels")
         for i in range(count):
@@ -203,14 +251,33 @@ class RecordParser:
             pos += 8 + unpack(buf, pos)[0]
         return pos
 
+    def walk_strings_until_short(self, pos: int, count: int) -> tuple[int, int]:
+        """Walk up to ``count`` strings from ``pos`` like :meth:`walk_strings`; stop where a length lies past the
+        buffer. Returns the offset reached and the number of strings walked."""
+        buf, unpack = self.buf, _U64.unpack_from
+        i = 0
+        try:
+            for i in range(count):  # noqa: B007 (i is read after the loop)
+                pos += 8 + unpack(buf, pos)[0]
+        except (struct.error, OverflowError):
+            return pos, i
+        return pos, count
+
     def walk_strings_checked(self, pos: int, count: int, where: str) -> int:
-        """:meth:`walk_strings` with a check per element, to name the bad element and its offset."""
-        buf, size, unpack = self.buf, self.size, _U64.unpack_from
+        """:meth:`walk_strings` with a check per element, to name the bad element and its offset (and to fetch
+        more of a remote header as the walk goes)."""
+        size, limit, unpack = self.size, self.limit, _U64.unpack_from
         for i in range(count):
-            if pos + 8 > size:
+            if pos + 8 > limit:
+                if pos + 8 <= size:
+                    raise self.short(f"{where} element {i}", pos, 8)
                 raise self.fail(f"{where} element {i}", pos, "truncated string length")
-            n = unpack(buf, pos)[0]
-            if n > size - pos - 8:
+            if pos + 8 > len(self.buf):
+                self.ensure(pos + 8)
+            n = unpack(self.buf, pos)[0]
+            if n > limit - pos - 8:
+                if n <= size - pos - 8:
+                    raise self.short(f"{where} element {i}", pos, 8 + n)
                 raise self.fail(f"{where} element {i}", pos, f"string length {n} exceeds the {size - pos - 8} "
                                                              f"bytes left")
             pos += 8 + n

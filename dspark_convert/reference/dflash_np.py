@@ -3,7 +3,7 @@
 Written like the equations of ``spec/checkpoints.md`` §2.4 and §3.3, one function per step. Every hyperparameter
 comes from the GGUF metadata (or from tensor shapes, e.g. the Markov rank); the target's embeddings and lm_head
 come from the target checkpoint when the GGUF does not carry ``token_embd`` / ``output``. Layers are streamed:
-one layer's weights are dequantized, used and dropped before the next.
+one layer's weights are dequantized, used by every block proposal (case) and dropped before the next.
 
 The GGUF arch ``dflash`` implies NEOX (rotate-half) RoPE: the converter has already de-interleaved the q/k rows
 of ``rope_is_neox_style: false`` checkpoints. EAGLE-3 lives in :mod:`.eagle3_np`.
@@ -11,13 +11,27 @@ of ``rope_is_neox_style: false`` checkpoints. EAGLE-3 lives in :mod:`.eagle3_np`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from ..errors import ConvertError
-from .ops import F32, attention, embed_tokens, layer_weights, lm_logits, mlp, rms_norm, rope_cos_sin, rope_neox, sigmoid
+from .ops import (
+    F32,
+    attention,
+    check_feature_width,
+    embed_tokens,
+    layer_weights,
+    lm_logits,
+    mlp,
+    need,
+    read_common_hparams,
+    rms_norm,
+    rope_cos_sin,
+    rope_neox,
+    sigmoid,
+)
 from .weights import GGUFWeights, TargetWeights
 
 
@@ -53,35 +67,21 @@ class DFlashHParams:
             raise ConvertError(f"{g.path}: general.architecture is {arch!r}, expected 'dflash' for a DSpark/DFlash forward")
         if (g.value("dflash.hyper_connection.count") or 0) > 0:
             raise ConvertError(f"{g.path}: DeepSeek-V4 DSpark (hyper connections) is not covered by the numpy reference")
-
-        def need(key: str) -> Any:
-            v = g.value(key)
-            if v is None:
-                raise ConvertError(f"{g.path}: missing metadata key '{key}'")
-            return v
-
-        n_embd, n_head = int(need("dflash.embedding_length")), int(need("dflash.attention.head_count"))
-        head_dim = int(g.value("dflash.attention.key_length", n_embd // n_head))
+        c = read_common_hparams(g, "dflash")
         markov = g.has("markov_w1.weight")
         sfa = g.value("dflash.sample_from_anchor")
-        n_layer = int(need("dflash.block_count"))
-        scale_type = g.value("dflash.rope.scaling.type")
         return cls(
-            n_layer=n_layer, n_embd=n_embd, n_head=n_head,
-            n_head_kv=int(g.value("dflash.attention.head_count_kv", n_head)), head_dim=head_dim,
-            n_rot=int(g.value("dflash.rope.dimension_count", head_dim)),
-            eps=float(need("dflash.attention.layer_norm_rms_epsilon")),
-            rope_base=float(g.value("dflash.rope.freq_base", 10000.0)),
-            rope_pos_scale=1.0 / float(g.value("dflash.rope.scaling.factor", 1.0)) if scale_type == "linear" else 1.0,
+            n_layer=c.n_layer, n_embd=c.n_embd, n_head=c.n_head, n_head_kv=c.n_head_kv, head_dim=c.head_dim,
+            n_rot=c.n_rot, eps=c.eps, rope_base=c.rope_base, rope_pos_scale=c.rope_pos_scale,
             block_size=int(g.value("dflash.block_size", 16)),
-            mask_token_id=int(need("tokenizer.ggml.mask_token_id")),
-            target_layers=[int(x) for x in need("dflash.target_layers")],
+            mask_token_id=int(need(g, "tokenizer.ggml.mask_token_id")),
+            target_layers=[int(x) for x in need(g, "dflash.target_layers")],
             # absent key: the DSpark (Markov) runtime treats it as true; a plain DFlash file uses rows 1..B-1
             sample_from_anchor=bool(sfa) if sfa is not None else markov,
             markov_rank=g.shape("markov_w1.weight")[1] if markov else 0,
             has_confidence=g.has("conf_proj.weight"),
             sliding_window=int(g.value("dflash.attention.sliding_window", 0) or 0),
-            swa_layers=[bool(x) for x in g.value("dflash.attention.sliding_window_pattern", [False] * n_layer)],
+            swa_layers=[bool(x) for x in g.value("dflash.attention.sliding_window_pattern", [False] * c.n_layer)],
             causal=bool(g.value("dflash.attention.causal", False)),
         )
 
@@ -92,14 +92,31 @@ class DFlashHParams:
 
 
 @dataclass
+class BlockCase:
+    """The inputs of one block proposal: context features ``F [T, n_t*H]`` and the anchor token at position T.
+
+    ``prev_tokens`` (the anchor, then P-1 tokens) forces the Markov chain's inputs, e.g. to another
+    implementation's choices, so that the biased logits stay comparable after a near-tie.
+    """
+
+    features: np.ndarray
+    anchor: int
+    prev_tokens: np.ndarray | None = None
+
+
+@dataclass
 class BlockOutputs:
-    """Outputs of one block proposal. ``tokens`` are target-vocabulary ids; logits are in the draft vocabulary."""
+    """Outputs of one block proposal, step by step. ``tokens`` are target ids; logits are in the draft vocabulary."""
 
     hparams: DFlashHParams
+    context: np.ndarray                    # C [T, H], step 1
+    block_input: np.ndarray                # X0 = embeddings of [a, m, ..., m] [B, H], step 2
+    layers: list[np.ndarray]               # X after each layer [B, H], step 3
     hidden: np.ndarray                     # Hout [B, H], post final norm
     logits: np.ndarray                     # base logits U of the predicting rows [P, Vd]
     tokens: np.ndarray                     # chosen tokens [P] (Markov chain, or per-row argmax)
     prev_tokens: np.ndarray                # [P]: the anchor, then the previous tokens (used by Markov/confidence)
+    markov_bias: np.ndarray | None = None         # W2 W1[prev] [P, Vd]
     markov_logits: np.ndarray | None = None       # U + W2 W1[prev] [P, Vd]
     confidence_logits: np.ndarray | None = None   # [P], before the sigmoid
     notes: list[str] = field(default_factory=list)
@@ -140,24 +157,23 @@ def block_mask(hp: DFlashHParams, il: int, q_pos: np.ndarray, k_pos: np.ndarray)
     return None if allowed.all() else allowed
 
 
-def markov_chain(U: np.ndarray, g: GGUFWeights, anchor: int, d2t: np.ndarray | None,
-                 prev_tokens: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def markov_chain(U: np.ndarray, w2: np.ndarray, g: GGUFWeights, anchor: int, d2t: np.ndarray | None,
+                 prev_tokens: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Step 5, greedy vanilla Markov chain seeded by the anchor: ``z_i = U_i + W2 W1[prev_i]``, ``x_i = argmax z_i``.
 
-    ``prev_tokens`` (the anchor then P-1 tokens) forces the chain's inputs, e.g. to another implementation's
-    choices, so that the biased logits stay comparable after a near-tie. Returns ``(z, tokens, prev)``.
+    ``w2`` is ``markov_w2`` [Vd, r]; rows of ``markov_w1`` are gathered as needed. ``prev_tokens`` forces the
+    chain's inputs. Returns ``(bias, z, tokens, prev)`` with ``bias = W2 W1[prev]``.
     """
-    w2 = g.array("markov_w2.weight")                              # [Vd, r]
     P = U.shape[0]
-    z, tokens, prev = np.empty_like(U), np.empty(P, np.int64), np.empty(P, np.int64)
+    bias, tokens, prev = np.empty_like(U), np.empty(P, np.int64), np.empty(P, np.int64)
     p = anchor
     for i in range(P):
         prev[i] = p if prev_tokens is None or i >= len(prev_tokens) else prev_tokens[i]
-        z[i] = U[i] + w2 @ g.rows("markov_w1.weight", [prev[i]])[0]
-        d = int(np.argmax(z[i]))
+        bias[i] = w2 @ g.rows("markov_w1.weight", [prev[i]])[0]
+        d = int(np.argmax(U[i] + bias[i]))
         tokens[i] = d if d2t is None else d2t[d]
         p = tokens[i]
-    return z, tokens, prev
+    return bias, U + bias, tokens, prev
 
 
 def confidence(g: GGUFWeights, hidden: np.ndarray, prev: np.ndarray) -> np.ndarray:
@@ -174,38 +190,50 @@ LAYER_TENSORS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn
                  "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")
 
 
-def dflash_forward(g: GGUFWeights, target: TargetWeights | None, features: np.ndarray, anchor: int,
-                   prev_tokens: np.ndarray | None = None) -> BlockOutputs:
-    """One DSpark/DFlash block proposal for context features ``F [T, n_t*H]`` and the anchor token at position T.
+def dflash_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence[BlockCase]) -> list[BlockOutputs]:
+    """One DSpark/DFlash block proposal per case (features ``F [T, n_t*H]``, the anchor token at position T).
+
+    Every layer's weights are dequantized once and applied to every case; the lm_head is streamed once for all.
 
     Example:
-        >>> out = dflash_forward(open_gguf("d.gguf"), TargetWeights("target"), F, anchor=42)  # doctest: +SKIP
-        >>> out.tokens, out.confidences                                                      # doctest: +SKIP
+        >>> out = dflash_forward(open_gguf("d.gguf"), TargetWeights("target"), [BlockCase(F, 42)])  # doctest: +SKIP
+        >>> out[0].tokens, out[0].confidences                                                        # doctest: +SKIP
     """
     hp = DFlashHParams.from_gguf(g)
-    features = np.asarray(features, dtype=F32)
-    if features.shape[1] != g.shape("fc.weight")[1]:
-        raise ConvertError(f"{g.path}: fc.weight takes {g.shape('fc.weight')[1]} features, got {features.shape[1]}")
-    ctx = context_projection(features, g.array("fc.weight"), g.array("enc.output_norm.weight"), hp.eps)
-    T, B = ctx.shape[0], hp.block_size
-    ids = [anchor] + [hp.mask_token_id] * (B - 1)                  # step 2: [a, m, ..., m]
-    x = embed_tokens(g, target, ids)
-    positions = np.arange(T + B)
+    feats = [np.asarray(c.features, dtype=F32) for c in cases]
+    for f in feats:
+        check_feature_width(g, f)
+    w_fc, w_cn = g.array("fc.weight"), g.array("enc.output_norm.weight")
+    ctxs = [context_projection(f, w_fc, w_cn, hp.eps) for f in feats]
+    del w_fc
+    B = hp.block_size
+    xs = [embed_tokens(g, target, [c.anchor] + [hp.mask_token_id] * (B - 1)) for c in cases]   # step 2
+    x0 = list(xs)
+    layers: list[list[np.ndarray]] = [[] for _ in cases]
     for il in range(hp.n_layer):                                   # stream: one layer's weights at a time
         w = layer_weights(g, il, LAYER_TENSORS)
-        x = block_forward(w, hp, il, x, ctx, positions)
+        for i, ctx in enumerate(ctxs):
+            xs[i] = block_forward(w, hp, il, xs[i], ctx, np.arange(ctx.shape[0] + B))
+            layers[i].append(xs[i])
         del w
-    hidden = rms_norm(x, g.array("output_norm.weight"), hp.eps)    # step 4
+    w_norm = g.array("output_norm.weight")
+    hiddens = [rms_norm(x, w_norm, hp.eps) for x in xs]           # step 4
     rows = hp.prediction_rows
-    U = lm_logits(g, target, hidden[rows])
+    U_all = lm_logits(g, target, np.concatenate([h[rows] for h in hiddens]))
     d2t = g.ints("d2t") if g.has("d2t") else None
-    out = BlockOutputs(hp, hidden, U, np.empty(0, np.int64), np.empty(0, np.int64))
-    if hp.markov_rank:
-        out.markov_logits, out.tokens, out.prev_tokens = markov_chain(U, g, anchor, d2t, prev_tokens)
-    else:                                                          # plain DFlash: every row in parallel
-        d = np.argmax(U, axis=1)
-        out.tokens = d if d2t is None else d2t[d]
-        out.prev_tokens = np.concatenate([[anchor], out.tokens[:-1]]).astype(np.int64)
-    if hp.has_confidence:
-        out.confidence_logits = confidence(g, hidden[rows], out.prev_tokens)
-    return out
+    w2 = g.array("markov_w2.weight") if hp.markov_rank else None
+    outs = []
+    for i, c in enumerate(cases):
+        U = U_all[i * len(rows):(i + 1) * len(rows)]
+        out = BlockOutputs(hp, ctxs[i], x0[i], layers[i], hiddens[i], U, np.empty(0, np.int64), np.empty(0, np.int64))
+        if w2 is not None:
+            out.markov_bias, out.markov_logits, out.tokens, out.prev_tokens = markov_chain(
+                U, w2, g, c.anchor, d2t, c.prev_tokens)
+        else:                                                      # plain DFlash: every row in parallel
+            d = np.argmax(U, axis=1)
+            out.tokens = d if d2t is None else d2t[d]
+            out.prev_tokens = np.concatenate([[c.anchor], out.tokens[:-1]]).astype(np.int64)
+        if hp.has_confidence:
+            out.confidence_logits = confidence(g, hiddens[i][rows], out.prev_tokens)
+        outs.append(out)
+    return outs

@@ -36,6 +36,7 @@ class TensorCheck:
     shape: list[int]
     elements: int = 0
     mismatches: int = 0
+    max_abs: float = 0.0        # max |GGUF value - rounded checkpoint value| over finite values (0: exact)
     max_rounding: float = 0.0   # max |GGUF value - unrounded checkpoint value| over finite values
     first_mismatch: str = ""
     passed: bool = True
@@ -51,9 +52,11 @@ class TensorCheck:
                                    f"{float(ref.reshape(-1)[i])!r} -> {float(rounded.reshape(-1)[i])!r} after rounding")
         self.mismatches += bad
         self.elements += int(ref.size)
-        fin = np.isfinite(ref) & np.isfinite(got)
+        fin = np.isfinite(ref) & np.isfinite(got) & np.isfinite(rounded)
         if fin.any():
-            self.max_rounding = max(self.max_rounding, float(np.max(np.abs(got[fin].astype(np.float64) - ref[fin]))))
+            g64 = got[fin].astype(np.float64)
+            self.max_rounding = max(self.max_rounding, float(np.max(np.abs(g64 - ref[fin]))))
+            self.max_abs = max(self.max_abs, float(np.max(np.abs(g64 - rounded[fin]))))
         self.passed = self.mismatches == 0
 
 

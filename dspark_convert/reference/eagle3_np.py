@@ -7,8 +7,8 @@ adjacent pairs. ``rope_freqs.weight`` (llama3 scaling) divides the rotation freq
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -16,10 +16,13 @@ from ..errors import ConvertError
 from .ops import (
     F32,
     attention,
+    check_feature_width,
     embed_tokens,
     layer_weights,
     lm_logits,
     mlp,
+    need,
+    read_common_hparams,
     rms_norm,
     rope_cos_sin,
     rope_norm,
@@ -50,29 +53,28 @@ class Eagle3HParams:
         arch = g.value("general.architecture")
         if arch != "eagle3":
             raise ConvertError(f"{g.path}: general.architecture is {arch!r}, expected 'eagle3'")
-
-        def need(key: str) -> Any:
-            v = g.value(key)
-            if v is None:
-                raise ConvertError(f"{g.path}: missing metadata key '{key}'")
-            return v
-
-        if int(need("eagle3.block_count")) != 1:
-            raise ConvertError(f"{g.path}: eagle3.block_count is {g.value('eagle3.block_count')}, expected 1")
-        n_embd, n_head = int(need("eagle3.embedding_length")), int(need("eagle3.attention.head_count"))
-        head_dim = int(g.value("eagle3.attention.key_length", n_embd // n_head))
-        scale_type = g.value("eagle3.rope.scaling.type")
+        c = read_common_hparams(g, "eagle3")
+        if c.n_layer != 1:
+            raise ConvertError(f"{g.path}: eagle3.block_count is {c.n_layer}, expected 1")
         return cls(
-            n_embd=n_embd, n_head=n_head, n_head_kv=int(g.value("eagle3.attention.head_count_kv", n_head)),
-            head_dim=head_dim, n_rot=int(g.value("eagle3.rope.dimension_count", head_dim)),
-            eps=float(need("eagle3.attention.layer_norm_rms_epsilon")),
-            rope_base=float(g.value("eagle3.rope.freq_base", 10000.0)),
-            rope_pos_scale=1.0 / float(g.value("eagle3.rope.scaling.factor", 1.0)) if scale_type == "linear" else 1.0,
-            target_hidden_size=int(need("eagle3.target_hidden_size")),
-            target_layers=[int(x) for x in need("eagle3.target_layers")],
+            n_embd=c.n_embd, n_head=c.n_head, n_head_kv=c.n_head_kv, head_dim=c.head_dim, n_rot=c.n_rot, eps=c.eps,
+            rope_base=c.rope_base, rope_pos_scale=c.rope_pos_scale,
+            target_hidden_size=int(need(g, "eagle3.target_hidden_size")),
+            target_layers=[int(x) for x in need(g, "eagle3.target_layers")],
             norm_before_residual=bool(g.value("eagle3.norm_before_residual", False)),
             norm_before_fc=bool(g.value("eagle3.norm_before_fc", False)),
         )
+
+
+@dataclass
+class Eagle3Case:
+    """The inputs of one EAGLE-3 run: features ``[T, 3*Ht]`` and next tokens ``x_{t+1}`` ``[T]`` of the context,
+    then ``steps`` chained draft tokens; ``forced_tokens`` overrides the tokens fed back (teacher forcing)."""
+
+    features: np.ndarray
+    tokens: np.ndarray
+    steps: int
+    forced_tokens: np.ndarray | None = None
 
 
 @dataclass
@@ -80,7 +82,9 @@ class Eagle3Outputs:
     """Prefill over the context, then ``steps`` chained draft tokens (target-vocabulary ids)."""
 
     hparams: Eagle3HParams
+    fc: np.ndarray                  # [T, H] step 1: fc over the taps (after input_norm with norm_before_fc)
     prefill_hidden: np.ndarray      # [T, H] pre-norm layer outputs at the context positions
+    prefill_logits: np.ndarray      # [T, Vd] logits at every context position (the last row is step 0's)
     step_hidden: np.ndarray         # [K-1, H] pre-norm outputs of the chained steps 1..K-1
     logits: np.ndarray              # [K, Vd] draft-vocabulary logits of steps 0..K-1
     tokens: np.ndarray              # [K] chosen target ids
@@ -133,40 +137,44 @@ EAGLE3_TENSORS = ("attn_norm", "attn_norm_2", "attn_q", "attn_k", "attn_v", "att
                   "ffn_gate", "ffn_up", "ffn_down")
 
 
-def eagle3_forward(g: GGUFWeights, target: TargetWeights | None, features: np.ndarray, tokens: np.ndarray,
-                   steps: int, forced_tokens: np.ndarray | None = None) -> Eagle3Outputs:
-    """Prefill ``T`` context positions (features ``[T, 3*Ht]``, next tokens ``x_{t+1}`` ``[T]``), then chain.
+def eagle3_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence[Eagle3Case]) -> list[Eagle3Outputs]:
+    """Per case: prefill ``T`` context positions, then chain ``steps`` draft tokens.
 
     Step s feeds back the previous pre-norm output and token (fc skipped) at the next position. Greedy draft ids
-    map to target ids through ``d2t``. ``forced_tokens`` overrides the tokens fed back (teacher forcing).
+    map to target ids through ``d2t``. The layer's weights are dequantized once for every case.
 
     Example:
-        >>> out = eagle3_forward(open_gguf("e.gguf"), None, F, toks, steps=3)  # doctest: +SKIP
-        >>> out.tokens.shape                                                   # doctest: +SKIP
+        >>> out = eagle3_forward(open_gguf("e.gguf"), None, [Eagle3Case(F, toks, steps=3)])  # doctest: +SKIP
+        >>> out[0].tokens.shape                                                                # doctest: +SKIP
         (3,)
     """
     hp = Eagle3HParams.from_gguf(g)
-    features = np.asarray(features, dtype=F32)
-    if features.shape[1] != g.shape("fc.weight")[1]:
-        raise ConvertError(f"{g.path}: fc.weight takes {g.shape('fc.weight')[1]} features, got {features.shape[1]}")
+    feats = [np.asarray(c.features, dtype=F32) for c in cases]
+    for f in feats:
+        check_feature_width(g, f)
     w = layer_weights(g, 0, EAGLE3_TENSORS)
     freq = g.array("rope_freqs.weight") if g.has("rope_freqs.weight") else None
     d2t = g.ints("d2t") if g.has("d2t") else None
     w_norm = g.array("output_norm.weight")
-    cache, T = KVCache(), features.shape[0]
-    out = eagle3_step(w, hp, fc_input(g, hp, features), embed_tokens(g, target, tokens), np.arange(T), cache, freq)
-    prefill, last = out, out[-1:]
-    logits: list[np.ndarray] = []
-    chosen: list[int] = []
-    step_hidden: list[np.ndarray] = []
-    for s in range(steps):
-        if s > 0:                                                  # feed back the pre-norm hidden and the token
-            tok = chosen[-1] if forced_tokens is None else int(forced_tokens[s - 1])
-            last = eagle3_step(w, hp, last, embed_tokens(g, target, [tok]), np.array([T + s - 1]), cache, freq)
-            step_hidden.append(last[0])
-        z = lm_logits(g, target, rms_norm(last, w_norm, hp.eps))[0]
-        d = int(np.argmax(z))
-        logits.append(z)
-        chosen.append(d if d2t is None else int(d2t[d]))
-    return Eagle3Outputs(hp, prefill, np.array(step_hidden, dtype=F32).reshape(-1, hp.n_embd), np.array(logits),
-                         np.array(chosen, dtype=np.int64))
+    outs = []
+    for c, f in zip(cases, feats, strict=True):
+        cache, T = KVCache(), f.shape[0]
+        h = fc_input(g, hp, f)
+        prefill = eagle3_step(w, hp, h, embed_tokens(g, target, c.tokens), np.arange(T), cache, freq)
+        prefill_logits = lm_logits(g, target, rms_norm(prefill, w_norm, hp.eps))
+        last, z = prefill[-1:], prefill_logits[-1]
+        logits: list[np.ndarray] = []
+        chosen: list[int] = []
+        step_hidden: list[np.ndarray] = []
+        for s in range(c.steps):
+            if s > 0:                                              # feed back the pre-norm hidden and the token
+                tok = chosen[-1] if c.forced_tokens is None else int(c.forced_tokens[s - 1])
+                last = eagle3_step(w, hp, last, embed_tokens(g, target, [tok]), np.array([T + s - 1]), cache, freq)
+                step_hidden.append(last[0])
+                z = lm_logits(g, target, rms_norm(last, w_norm, hp.eps))[0]
+            d = int(np.argmax(z))
+            logits.append(z)
+            chosen.append(d if d2t is None else int(d2t[d]))
+        outs.append(Eagle3Outputs(hp, h, prefill, prefill_logits, np.array(step_hidden, dtype=F32).reshape(-1, hp.n_embd),
+                                  np.array(logits), np.array(chosen, dtype=np.int64)))
+    return outs

@@ -1,10 +1,14 @@
 """Numpy primitives shared by the reference forwards (:mod:`.dflash_np`, :mod:`.eagle3_np`).
 
 RMSNorm, activations, RoPE (both pairings), attention and the SwiGLU MLP, plus the small GGUF-side helpers both
-forwards use (token embedding, logits, per-layer weight loading). Each is a few lines of float32 numpy.
+forwards use (the common hyperparameters, token embedding, logits, per-layer weight loading). Each is a few lines
+of float32 numpy.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -116,6 +120,64 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray |
 def mlp(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, w_down: np.ndarray) -> np.ndarray:
     """SiLU-gated MLP: ``down(silu(gate(x)) * up(x))``."""
     return (silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+
+
+# ============================================================================================== hyperparameters
+@dataclass(frozen=True)
+class CommonHParams:
+    """The hyperparameters every arch reads the same way, with the defaults llama.cpp applies to absent keys."""
+
+    n_layer: int
+    n_embd: int
+    n_ff: int | None
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_rot: int
+    eps: float
+    rope_base: float
+    rope_scaling_type: str | None
+    rope_scaling_factor: float | None
+
+    @property
+    def rope_pos_scale(self) -> float:
+        """Position multiplier of linear rope scaling (``1 / factor``); 1 otherwise."""
+        return 1.0 / self.rope_scaling_factor if self.rope_scaling_type == "linear" and self.rope_scaling_factor else 1.0
+
+
+def need(g: GGUFWeights, key: str) -> Any:
+    """The value of a required metadata key; ConvertError naming the key when it is absent."""
+    v = g.value(key)
+    if v is None:
+        raise ConvertError(f"{g.path}: missing metadata key '{key}'")
+    return v
+
+
+def read_common_hparams(g: GGUFWeights, arch: str) -> CommonHParams:
+    """``{arch}.*`` block count, widths, heads, eps and rope settings (one reader for both forwards and verify).
+
+    Example:
+        >>> read_common_hparams(open_gguf("d.gguf"), "dflash").head_dim  # doctest: +SKIP
+        128
+    """
+    n_embd, n_head = int(need(g, f"{arch}.embedding_length")), int(need(g, f"{arch}.attention.head_count"))
+    head_dim = int(g.value(f"{arch}.attention.key_length", n_embd // n_head))
+    ff, factor = g.value(f"{arch}.feed_forward_length"), g.value(f"{arch}.rope.scaling.factor")
+    return CommonHParams(
+        n_layer=int(need(g, f"{arch}.block_count")), n_embd=n_embd, n_ff=None if ff is None else int(ff),
+        n_head=n_head, n_head_kv=int(g.value(f"{arch}.attention.head_count_kv", n_head)), head_dim=head_dim,
+        n_rot=int(g.value(f"{arch}.rope.dimension_count", head_dim)),
+        eps=float(need(g, f"{arch}.attention.layer_norm_rms_epsilon")),
+        rope_base=float(g.value(f"{arch}.rope.freq_base", 10000.0)),
+        rope_scaling_type=g.value(f"{arch}.rope.scaling.type"),
+        rope_scaling_factor=None if factor is None else float(factor),
+    )
+
+
+def check_feature_width(g: GGUFWeights, features: np.ndarray) -> None:
+    """The features must have the width ``fc.weight`` takes."""
+    if features.ndim != 2 or features.shape[1] != g.shape("fc.weight")[1]:
+        raise ConvertError(f"{g.path}: fc.weight takes {g.shape('fc.weight')[1]} features, got {features.shape[-1]}")
 
 
 # ============================================================================================== weight helpers

@@ -21,7 +21,7 @@ from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
 from gguf.quants import dequantize
 
-from ..checkpoint import Checkpoint
+from ..checkpoint import EMBED_NAMES, OUTPUT_NAMES, Checkpoint
 from ..errors import ConvertError
 from ..gguffile.reader import GGUFFile, read_gguf
 from ..transforms import to_float32
@@ -152,8 +152,9 @@ def open_gguf(path: str | Path) -> GGUFWeights:
 
 
 # ---------------------------------------------------------------------------------------------- target side
-_EMBED_NAMES = ("model.embed_tokens.weight", "model.language_model.embed_tokens.weight", "embed_tokens.weight")
-_LM_HEAD_NAMES = ("lm_head.weight", "model.lm_head.weight")
+
+
+_EMBED_OR_OUTPUT = frozenset(EMBED_NAMES + OUTPUT_NAMES)
 
 
 class TargetWeights:
@@ -168,12 +169,13 @@ class TargetWeights:
     """
 
     def __init__(self, target_dir: str | Path) -> None:
-        self.ckpt = Checkpoint(Path(target_dir), need_config=False)
-        embed_name = next((n for n in _EMBED_NAMES if n in self.ckpt), None)
+        # only the shards holding the embedding / output head are opened (a target's index may list 46)
+        self.ckpt = Checkpoint(Path(target_dir), need_config=False, select=_EMBED_OR_OUTPUT.__contains__)
+        embed_name = next((n for n in EMBED_NAMES if n in self.ckpt), None)
         if embed_name is None:
-            raise ConvertError(f"{target_dir}: no target embedding tensor ({' / '.join(_EMBED_NAMES)})")
+            raise ConvertError(f"{target_dir}: no target embedding tensor ({' / '.join(EMBED_NAMES)})")
         self.embed_name: str = embed_name
-        self.lm_head_name = next((n for n in _LM_HEAD_NAMES if n in self.ckpt), embed_name)
+        self.lm_head_name = next((n for n in OUTPUT_NAMES if n in self.ckpt), embed_name)
 
     def _float(self, name: str, index: Index) -> np.ndarray:
         ref = self.ckpt.ref(name)

@@ -2,9 +2,10 @@
 
 Upstream builds these lists from ``transformers.AutoTokenizer``; we use the ``tokenizers`` library (the engine
 under transformers' fast tokenizers) and replay the few things transformers 5 does on top of tokenizer.json
-that change the result: named special tokens and ``added_tokens_decoder`` entries of tokenizer_config.json become
-added tokens, an explicit ``add_bos_token`` / ``add_eos_token`` there replaces the post-processor, and
-truncation/padding are off when encoding. Tokenizer classes that rebuild their backend from vocab/merges are
+that change the result: named special tokens (with the defaults of the tokenizer class AutoTokenizer picks,
+class_defaults.py) and ``added_tokens_decoder`` entries of tokenizer_config.json become added tokens, an
+explicit ``add_bos_token`` / ``add_eos_token`` there replaces the post-processor, and truncation/padding are off
+when encoding. Tokenizer classes that rebuild their backend from vocab/merges are
 assumed to rebuild it equal to tokenizer.json.
 """
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -23,13 +23,12 @@ from tokenizers import AddedToken, Tokenizer, processors
 
 from ..checkpoint import load_json_if_present
 from ..errors import ConvertError
+from ..notes import note
 from ..schema import TokenType
+from .class_defaults import resolve_tokenizer_class, special_token_entries
 from .special import looks_special, token_content
 
-log = logging.getLogger(__name__)
-
 _DATA = Path(__file__).parent / "data"
-_NAMED_SPECIALS = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
 
 # Split regexes of known pre-tokenizers (as written in tokenizer.json), for targets whose hash is not in the table.
 # Facts from llama.cpp src/llama-vocab.cpp ("original regex from tokenizer.json") and tokenizers' ByteLevel.
@@ -79,6 +78,7 @@ class HFTokenizer:
     data: dict[str, Any]  # its parsed JSON
     config: dict[str, Any]  # tokenizer_config.json ({} when absent)
     tok: Tokenizer
+    specials: list[Any]  # its special-token entries, class defaults included (class_defaults.py)
 
     def decode_roundtrip(self, text: str) -> str:
         """transformers' ``decode(encode(text, add_special_tokens=False))``."""
@@ -128,13 +128,15 @@ def load_hf_tokenizer(tokenizer_json: Path) -> HFTokenizer:
     if not isinstance(data, dict):
         raise ConvertError(f"{tokenizer_json}: malformed tokenizer.json (top level is not an object)")
     config = load_json_if_present(tokenizer_json.parent / "tokenizer_config.json") or {}
+    target_config = load_json_if_present(tokenizer_json.parent / "config.json") or {}
+    specials = special_token_entries(config, resolve_tokenizer_class(config, target_config, text))
     tok.no_truncation()
     tok.no_padding()
-    _apply_transformers_rules(tok, config)
-    return HFTokenizer(tokenizer_json, data, config, tok)
+    _apply_transformers_rules(tok, config, specials)
+    return HFTokenizer(tokenizer_json, data, config, tok, specials)
 
 
-def _apply_transformers_rules(tok: Tokenizer, config: dict[str, Any]) -> None:
+def _apply_transformers_rules(tok: Tokenizer, config: dict[str, Any], specials: list[Any]) -> None:
     # 1. added_tokens_decoder entries that differ from what tokenizer.json holds are (re-)added.
     current = tok.get_added_tokens_decoder()
     decoder = config.get("added_tokens_decoder")
@@ -147,14 +149,10 @@ def _apply_transformers_rules(tok: Tokenizer, config: dict[str, Any]) -> None:
                 todo.append(at)
         if todo:
             tok.add_tokens(todo)
-    # 2. Named and extra special tokens that are not added tokens yet become special added tokens.
+    # 2. Special tokens (class defaults included) that are not added tokens yet become special added tokens.
     have = {at.content for at in tok.get_added_tokens_decoder().values()}
-    named = [config.get(f"{t}_token") for t in _NAMED_SPECIALS]
-    for key in ("additional_special_tokens", "extra_special_tokens"):
-        extra = config.get(key)
-        named += list(extra.values()) if isinstance(extra, dict) else list(extra) if isinstance(extra, list) else []
     todo = []
-    for entry in named:
+    for entry in specials:
         at = _config_token(entry, special=True)
         if at is not None and at.content and at.content not in have:
             have.add(at.content)
@@ -214,8 +212,9 @@ def pre_of(hf: HFTokenizer) -> str:
     res = pre_from_regex(hf.data)
     if res is not None:
         # Upstream refuses such tokenizers; we accept a known pre-tokenizer (the hash differs by vocabulary).
-        log.warning("%s: chkhsh %s is not in llama.cpp's table; pre-tokenizer regex recognised as %r",
-                    hf.path, h, res)
+        note("tokenizer.ggml.pre", "pre-tokenizer-by-regex",
+             f"{hf.path}: chkhsh {h} is not in llama.cpp's table (a vocabulary it has not seen); the pre-tokenizer "
+             f"regex is the {res!r} family's, so tokenizer.ggml.pre = {res!r}")
         return res
     raise ConvertError(f"{hf.path}: BPE pre-tokenizer not recognized (chkhsh {h} is not in llama.cpp's table "
                        "and the pre_tokenizer regex matches no known family)")
@@ -291,13 +290,10 @@ def is_llama_hf(data: dict[str, Any]) -> bool:
     return bool(model.get("byte_fallback", False)) and isinstance(decoder, dict) and decoder.get("type") == "Sequence"
 
 
-def _all_special_tokens(config: dict[str, Any]) -> list[str]:
+def _all_special_tokens(hf: HFTokenizer) -> list[str]:
+    """transformers' ``all_special_tokens``: contents of the special-token entries, first occurrence wins."""
     out: list[str] = []
-    entries = [config.get(f"{t}_token") for t in _NAMED_SPECIALS]
-    for key in ("additional_special_tokens", "extra_special_tokens"):
-        extra = config.get(key)
-        entries += list(extra.values()) if isinstance(extra, dict) else list(extra) if isinstance(extra, list) else []
-    for entry in entries:
+    for entry in hf.specials:
         content = token_content(entry)
         if content is not None and content not in out:
             out.append(content)
@@ -311,7 +307,7 @@ def llama_hf_token_list(hf: HFTokenizer) -> tuple[list[str], list[float], list[i
     """Tokens, scores and types of upstream ``LlamaHfVocab`` (no padding: the tokenizer's own size)."""
     vocab = hf.tok.get_vocab(with_added_tokens=True)
     base = hf.tok.get_vocab_size(with_added_tokens=False)
-    special_ids = {vocab[t] for t in _all_special_tokens(hf.config) if t in vocab}
+    special_ids = {vocab[t] for t in _all_special_tokens(hf) if t in vocab}
     reverse: dict[int, str] = {i: t for t, i in vocab.items()}
     added = sorted((i, at.content) for i, at in hf.tok.get_added_tokens_decoder().items() if i >= base)
     tokens: list[str] = []
@@ -325,7 +321,7 @@ def llama_hf_token_list(hf: HFTokenizer) -> tuple[list[str], list[float], list[i
             types.append(TokenType.BYTE)
         else:
             types.append(TokenType.CONTROL if i in special_ids else TokenType.NORMAL)
-    specials = {t: vocab[t] for t in _all_special_tokens(hf.config) if t in vocab}
+    specials = {t: vocab[t] for t in _all_special_tokens(hf) if t in vocab}
     for _i, text in added:
         tokens.append(text)
         types.append(TokenType.CONTROL if text in specials and specials[text] in special_ids

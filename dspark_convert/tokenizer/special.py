@@ -20,6 +20,7 @@ from gguf import GGUFValueType as VT
 from .. import schema as S
 from ..checkpoint import load_json_if_present, read_json
 from ..errors import ConvertError
+from ..notes import note
 from ..plan import KV, add_kv
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def merges_from_txt(path: Path) -> list[str]:
         if len(parts) == 2:
             merges.append(f"{parts[0]} {parts[1]}")
         elif parts:
-            log.warning("%s: malformed merge line %r ignored", path, line)
+            note("tokenizer.ggml.merges", "malformed-merge", f"{path}: malformed merge line {line!r} ignored")
     return merges
 
 
@@ -148,7 +149,8 @@ class SpecialVocab:
             where = source if source is not None else self.dir
             raise ConvertError(f"{where}: special token '{typ}' has id {tid}, expected a non-negative integer")
         if self.n_vocab is not None and tid >= self.n_vocab:
-            log.warning("%s: special token %s id %d is out of range (< %d), skipped", self.dir, typ, tid, self.n_vocab)
+            note(f"tokenizer.ggml.{typ}_token_id", "token-out-of-range",
+                 f"{self.dir}: special token {typ} id {tid} is out of range (< {self.n_vocab}), skipped")
             return
         self.special_ids.setdefault(typ, int(tid))
 
@@ -267,8 +269,8 @@ class SpecialVocab:
         if template is None or isinstance(template, (str, list)):
             self.chat_template = template
         else:
-            log.warning("%s: chat_template of type %s ignored", self.dir / "tokenizer_config.json",
-                        type(template).__name__)
+            note("tokenizer.chat_template", "chat-template-type",
+                 f"{self.dir / 'tokenizer_config.json'}: chat_template of type {type(template).__name__} ignored")
 
     def _from_config_json(self) -> None:
         path = self.dir / "config.json"

@@ -7,16 +7,14 @@ override ids below ``N`` with score -1000.0. Phi-3 targets use their own variant
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
 from ..checkpoint import load_json_if_present, read_json
 from ..errors import ConvertError
+from ..notes import note
 from ..schema import TokenType
 from .special import looks_special
-
-log = logging.getLogger(__name__)
 
 
 def _load_processor(path: Path) -> Any:
@@ -35,7 +33,8 @@ def _spm_pieces(sp: Any, n: int) -> tuple[list[str], list[float], list[int]]:
     size = sp.vocab_size()
     ids = list(range(min(n, size)))
     if size > n:
-        log.warning("tokenizer.model has %d pieces; ids from %d on are dropped (draft vocab_size %d)", size, n, n)
+        note("tokenizer.ggml.tokens", "vocab-truncated",
+             f"tokenizer.model has {size} pieces; ids from {n} on are dropped (draft vocab_size {n})")
     # The batch calls keep a 256k-piece model under a second.
     pieces = list(sp.id_to_piece(ids)) if ids else []
     scores = [float(s) for s in sp.get_score(ids)] if ids else []
@@ -68,8 +67,8 @@ def spm_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], li
     added = load_json_if_present(target_dir / "added_tokens.json") or {}
     for piece, tid in added.items():
         if not isinstance(tid, int) or not 0 <= tid < n:
-            log.warning("%s: token %r id %r is out of range (< %d), ignored", target_dir / "added_tokens.json",
-                        piece, tid, n)
+            note("tokenizer.ggml.tokens", "token-out-of-range",
+                 f"{target_dir / 'added_tokens.json'}: token {piece!r} id {tid!r} is out of range (< {n}), ignored")
             continue
         tokens[tid], scores[tid], types[tid] = piece, -1000.0, TokenType.USER_DEFINED
     config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
@@ -80,8 +79,9 @@ def spm_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], li
         if not isinstance(text, str):
             continue
         if tid >= n:
-            log.warning("%s: added token %r id %d is out of range (< %d), ignored",
-                        target_dir / "tokenizer_config.json", text, tid, n)
+            note("tokenizer.ggml.tokens", "token-out-of-range",
+                 f"{target_dir / 'tokenizer_config.json'}: added token {text!r} id {tid} is out of range (< {n}), "
+                 "ignored")
             continue
         if data.get("special") or looks_special(text):
             types[tid] = TokenType.CONTROL

@@ -2,7 +2,9 @@
 
 Each :class:`Case` names a fixture, a corruption applied to a copy of it (and, where needed, to a copy of the
 target), the CLI options, and the fragments its one error line must contain. ``{draft}`` / ``{target}`` in a
-fragment stand for the copies' paths.
+fragment stand for the copies' paths. A case that enforces a rule of ../shared/spec/gguf-contract.md names its
+section (``section="§3.5"``: the validation errors; ``"§3.7"``: files upstream writes that llama.cpp rejects),
+and its troubleshooting entry says so.
 
 Example:
     >>> inp = build(CASES["no-config"], tmp_path)  # doctest: +SKIP
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from badinputs import (
+from bad_inputs_kit import (
     DELETE,
     TARGET,
     copy_fixture,
@@ -59,26 +61,29 @@ class Case:
     mutate: Callable[[Inputs], None]
     fragments: tuple[str, ...]  # "{draft}" / "{target}" are replaced by the copies' paths
     args: tuple[str, ...]
+    section: str = ""  # the gguf-contract.md section whose rule this case checks
 
 
 CASES: dict[str, Case] = {}
 
 
-def case(id: str, *fragments: str, fixture: str = "dspark-qwen3", args: tuple[str, ...] = ()) -> Callable:
+def case(id: str, *fragments: str, fixture: str = "dspark-qwen3", args: tuple[str, ...] = (),
+         section: str = "") -> Callable:
     """Register the decorated corruption as case ``id``."""
     def register(fn: Callable[[Inputs], None]) -> Callable[[Inputs], None]:
         assert id not in CASES
-        CASES[id] = Case(id, fixture, fn, fragments, args)
+        CASES[id] = Case(id, fixture, fn, fragments, args, section)
         return fn
     return register
 
 
-def config_case(id: str, *fragments: str, edits: dict[str, Any], fixture: str = "dspark-qwen3") -> None:
+def config_case(id: str, *fragments: str, edits: dict[str, Any], fixture: str = "dspark-qwen3",
+                section: str = "") -> None:
     """Register a case that only sets (or, with DELETE, removes) top-level keys of the draft's config.json."""
     def mutate(inp: Inputs) -> None:
         edit_config(inp.draft, **edits)
 
-    case(id, *fragments, fixture=fixture)(mutate)
+    case(id, *fragments, fixture=fixture, section=section)(mutate)
 
 
 def build(c: Case, tmp: Path) -> Inputs:
@@ -130,7 +135,7 @@ config_case("layer-count-mismatch", "{draft}/config.json: num_hidden_layers give
             "checkpoint has tensors for layers [0, 1]; expected layers 0..31",
             edits={"num_hidden_layers": DELETE})  # the Qwen3 class default, 32, applies
 config_case("target-layer-ids-missing", "{draft}/config.json: 'target_layer_ids' is missing or empty",
-            edits={"target_layer_ids": DELETE})
+            edits={"target_layer_ids": DELETE}, section="§3.7")
 
 
 # ------------------------------------------------------------------------------------------- safetensors files
@@ -247,7 +252,7 @@ def _(inp: Inputs) -> None:
 
 
 @case("index-lists-absent-tensor", f"{{draft}}/{INDEX}: tensor 'extra.weight' is listed in shard '{SHARD1}' but no shard holds it",
-      fixture="dflash-zlab-swa")
+      fixture="dflash-zlab-swa", section="§3.5")
 def _(inp: Inputs) -> None:
     idx = read_config(inp.draft, INDEX)
     idx["weight_map"]["extra.weight"] = SHARD1
@@ -255,7 +260,7 @@ def _(inp: Inputs) -> None:
 
 
 @case("tensor-missing-from-index", f"{{draft}}/{INDEX}: tensor 'fc.weight' in {SHARD2} is not in the weight_map",
-      fixture="dflash-zlab-swa")
+      fixture="dflash-zlab-swa", section="§3.5")
 def _(inp: Inputs) -> None:
     idx = read_config(inp.draft, INDEX)
     del idx["weight_map"]["fc.weight"]
@@ -335,19 +340,19 @@ def _d2t_duplicate(a: np.ndarray) -> np.ndarray:
 
 
 @case("d2t-out-of-range", "{draft}/model.safetensors: tensor 'd2t': entry 255 maps to token id 5255, outside the "
-      "vocabulary [0, 1024)", fixture="dspark-reduced")
+      "vocabulary [0, 1024)", fixture="dspark-reduced", section="§3.5")
 def _(inp: Inputs) -> None:
     _edit_d2t(inp, _d2t_too_big)
 
 
 @case("d2t-duplicates", "{draft}/model.safetensors: tensor 'd2t': token id 7 appears 2 times; expected unique ids",
-      fixture="dspark-reduced")
+      fixture="dspark-reduced", section="§3.5")
 def _(inp: Inputs) -> None:
     _edit_d2t(inp, _d2t_duplicate)
 
 
 @case("eagle3-d2t-out-of-range", "tensor 'd2t': entry 255 maps to token id 5255, outside the vocabulary [0, 1024)",
-      fixture="eagle3-specforge")
+      fixture="eagle3-specforge", section="§3.5")
 def _(inp: Inputs) -> None:
     _edit_d2t(inp, _d2t_too_big)
 
@@ -359,26 +364,26 @@ def _(inp: Inputs) -> None:
 
 
 @case("d2t-length", "{draft}/model.safetensors: tensor 'd2t' has 200 entries, expected draft_vocab_size 256",
-      fixture="dspark-reduced")
+      fixture="dspark-reduced", section="§3.5")
 def _(inp: Inputs) -> None:
     _edit_d2t(inp, lambda a: a[:200])
 
 
 @case("reduced-vocab-without-d2t", "{draft}/config.json: draft_vocab_size 256 < vocab_size 1024 but the checkpoint has "
-      "no 'd2t' tensor", fixture="dspark-reduced")
+      "no 'd2t' tensor", fixture="dspark-reduced", section="§3.5")
 def _(inp: Inputs) -> None:
     drop_tensor(inp.draft, "d2t")
 
 
 # ------------------------------------------------------------------------------------------- vocabulary, mask
 config_case("mask-id-outside-vocab", "{draft}/config.json: mask_token_id is 5000, outside the vocabulary of 1024 "
-            "tokens (expected an id in [0, 1024))", edits={"mask_token_id": 5000})
+            "tokens (expected an id in [0, 1024))", edits={"mask_token_id": 5000}, section="§3.7")
 config_case("mask-id-negative", "{draft}/config.json: mask_token_id is -3, expected a non-negative integer",
             edits={"mask_token_id": -3})
 
 
 @case("target-tokenizer-larger-than-draft-vocab", "{target}/tokenizer.json: token id 1016 ('<|mask|>') does not fit "
-      "the draft vocab_size 512")
+      "the draft vocab_size 512", section="§3.5")
 def _(inp: Inputs) -> None:
     inp.own_target()  # the draft says 512 ids; the target's tokenizer has 1017
     edit_config(inp.draft, vocab_size=512)
@@ -444,3 +449,91 @@ def _(inp: Inputs) -> None:
       fixture="dspark-qwen3-f32")
 def _(inp: Inputs) -> None:
     _poison(inp, "fc.weight", float("inf"))
+
+
+# ------------------------------------------------------------------------------------------- contract §3.5 / §3.7
+# (the refusals tests/test_contract_rules.py used to write out by hand)
+config_case("markov-head-type-unsupported", "{draft}/config.json: markov_head_type is 'gated'; llama.cpp implements "
+            "only 'vanilla'",
+            edits={"markov_head_type": "gated"}, section="§3.5")
+
+
+@case("markov-head-type-unsupported-nested", "{draft}/config.json: markov_head_type is 'rnn'; llama.cpp implements "
+      "only 'vanilla'", fixture="dspark-specforge",
+      section="§3.5")
+def _(inp: Inputs) -> None:
+    cfg = read_config(inp.draft)
+    cfg["dflash_config"]["markov_head_type"] = "rnn"
+    write_config(inp.draft, cfg)
+
+
+config_case("draft-vocab-larger-than-vocab", "{draft}/config.json: draft_vocab_size 2048 is larger than vocab_size 1024",
+            fixture="dspark-speculators", edits={"draft_vocab_size": 2048}, section="§3.5")
+
+
+@case("eagle3-d2t-negative", "{draft}/model.safetensors: tensor 'd2t': entry 0 maps to token id -1, outside the "
+      "vocabulary [0, 1024)", fixture="eagle3-specforge", section="§3.5")
+def _(inp: Inputs) -> None:
+    _edit_d2t(inp, _d2t_first_negative)
+
+
+def _d2t_first_negative(a: np.ndarray) -> np.ndarray:
+    a = a.copy()
+    a[0] = -1
+    return a
+
+
+@case("unmappable-tensor", "{draft}/model.safetensors: tensor 'layers.0.mystery.weight' has no GGUF name in the "
+      "dflash layout (upstream fails with \"Can not map tensor\")", section="§3.5")
+def _(inp: Inputs) -> None:
+    set_tensor(inp.draft, "layers.0.mystery.weight", "BF16", np.zeros((4, 4), np.uint16))
+
+
+@case("d2t-in-dflash-draft-model", "{draft}/model.safetensors: tensor 'd2t' is not part of a DFlashDraftModel "
+      "checkpoint (reduced vocabularies are a DSpark/speculators feature)", fixture="dflash-zlab", section="§3.5")
+def _(inp: Inputs) -> None:
+    set_tensor(inp.draft, "d2t", "I64", np.zeros(16, np.int64))
+
+
+@case("unsupported-target-architecture", "{target}/config.json: architecture 'TotallyNewForCausalLM' is not "
+      "supported as a target (known: DeepseekForCausalLM, ", fixture="dflash-zlab",
+      section="§3.5")
+def _(inp: Inputs) -> None:
+    edit_config(inp.own_target(), architectures=["TotallyNewForCausalLM"])
+
+
+@case("missing-target-folder", "{target}: no such folder", fixture="dflash-zlab", section="§3.5")
+def _(inp: Inputs) -> None:
+    inp.target = inp.tmp / "nope"
+
+
+@case("target-layer-ids-empty", "{draft}/config.json: 'dflash_config.target_layer_ids' is missing or empty; "
+      "llama.cpp needs the target layer ids (it fails with \"DFlash model requires 'target_layers'\")", fixture="dflash-zlab", section="§3.7")
+def _(inp: Inputs) -> None:
+    cfg = read_config(inp.draft)
+    cfg["dflash_config"]["target_layer_ids"] = []
+    write_config(inp.draft, cfg)
+
+
+config_case("eagle3-input-norm-without-norm-before-fc", "{draft}/model.safetensors: tensor 'input_norm.weight' is "
+            "present but config norm_before_fc is not true; llama.cpp would reject the file (set norm_before_fc: "
+            "true if the draft uses it)",
+            fixture="eagle3-normfc", edits={"norm_before_fc": DELETE}, section="§3.7")
+config_case("eagle3-tap-count", "{draft}/config.json: eagle_aux_hidden_state_layer_ids has 4 entries; llama.cpp "
+            "needs exactly 3",
+            fixture="eagle3-speculators", edits={"eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]}, section="§3.7")
+
+
+@case("extra-tensor-attn-sinks", "the planned file would not load in llama.cpp: blk.0.attn_sinks.weight: is not a "
+      "tensor llama.cpp creates for this arch (loading fails with \"wrong number of tensors\") [extra-tensor] (from "
+      "{draft}/model.safetensors: tensor 'layers.0.self_attn.sinks')", fixture="dflash-zlab",
+      section="§3.7")
+def _(inp: Inputs) -> None:
+    set_tensor(inp.draft, "layers.0.self_attn.sinks", "BF16", np.zeros(4, np.uint16))
+
+
+@case("extra-tensor-fc-bias", "the planned file would not load in llama.cpp: fc.bias: is not a tensor llama.cpp "
+      "creates for this arch (loading fails with \"wrong number of tensors\") [extra-tensor] (from "
+      "{draft}/model.safetensors: tensor 'fc.bias')", fixture="dflash-zlab", section="§3.7")
+def _(inp: Inputs) -> None:
+    set_tensor(inp.draft, "fc.bias", "BF16", np.zeros(64, np.uint16))

@@ -1,0 +1,51 @@
+"""The console-script entry point: the interrupt rule is in place before anything heavy is imported.
+
+One rule for SIGINT (Ctrl-C) and SIGTERM, at any moment: the signal raises
+:class:`~dspark_convert.errors.Interrupted` where it lands, cleanup runs (the writer removes its temporary
+file), and the command ends with ONE line on stderr saying what was interrupted and that nothing was written, with
+exit code 130 (SIGINT) or 143 (SIGTERM). Never a traceback. This module imports only the standard library and
+``errors`` before installing the handlers, so that even a Ctrl-C during start-up (importing Typer, Rich, numpy)
+gets that line.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from types import FrameType
+
+from .errors import Interrupted
+
+
+def _raise(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(signum)
+
+
+def install_signal_handlers() -> None:
+    """SIGINT and SIGTERM raise :class:`Interrupted` (main thread only; elsewhere this does nothing)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _raise)
+        signal.signal(signal.SIGTERM, _raise)
+
+
+def interrupted_line(e: Interrupted, doing: str = "starting", written: str | None = None) -> str:
+    """The one line for an interrupt: the writer's own message, or what was being done."""
+    if e.message:
+        return e.message
+    if written is not None:
+        return f"{Interrupted.describe(e.signum)} after {written} was written in full"
+    return f"{Interrupted.describe(e.signum)} while {doing}; nothing was written"
+
+
+def main() -> None:
+    """``dspark-convert``: install the interrupt rule, then run the command line."""
+    install_signal_handlers()
+    try:
+        from .cli import main as cli_main
+
+        cli_main()
+    except Interrupted as e:  # during start-up: the CLI handles it once it runs
+        sys.stderr.write(f"error: {interrupted_line(e)}\n")
+        sys.stderr.flush()
+        raise SystemExit(e.exit_code) from None

@@ -1,0 +1,244 @@
+"""The first bytes of a file over HTTP: range requests in growing windows, for reading GGUF headers remotely.
+
+:class:`RangeReader` is the growing byte source behind a remote :class:`~.records.RecordParser`: the parser
+asks for bytes ``[0, end)`` and the reader fetches the next window (``Range: bytes=START-STOP``; windows double
+from :attr:`RemoteOptions.first_window` up to :attr:`RemoteOptions.max_window`), so what is fetched is the
+header plus at most one window, never the tensor data behind it. A server that ignores ``Range`` (``200`` with
+the whole file) is read only as far as the parser asks, then the connection is closed; :attr:`notes` says so.
+
+The client is the standard library's ``urllib``: huggingface_hub uses requests, httpx or httpx2 depending on
+its version (all allowed by our ``huggingface_hub>=0.24``), while urllib is the same everywhere and lets us
+stop reading a ``200`` body at any byte. Proxies come from the usual environment variables. Redirects are
+followed; the ``Authorization`` header is dropped when a redirect leaves the origin (as huggingface_hub and
+requests do), so a Hub token never reaches a CDN.
+
+Every failure is one :class:`~dspark_convert.errors.ConvertError` line naming the file: HTTP errors,
+timeouts (``timeout`` seconds per connect or read), and connection failures or truncated bodies after
+``retries`` further attempts (with a doubling ``backoff``). ``429``/``5xx``, timeouts and broken connections
+are retried; other statuses are not.
+"""
+
+from __future__ import annotations
+
+import http.client
+import re
+import ssl
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..errors import ConvertError
+from .options import RemoteOptions
+
+_CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
+_CHUNK = 1 << 20  # bytes read from a socket at a time
+
+
+class _Transient(Exception):
+    """A failure worth another attempt (timeout, broken connection, 429/5xx); its text ends the error line."""
+
+
+def origin(url: str) -> tuple[str, str, int]:
+    """``(scheme, host, port)`` of ``url``, with the scheme's default port."""
+    u = urlsplit(url)
+    return u.scheme.lower(), (u.hostname or "").lower(), u.port or {"http": 80, "https": 443}.get(u.scheme, 0)
+
+
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """Follow redirects to http(s) URLs only, dropping credentials when the redirect leaves the origin."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> urllib.request.Request | None:
+        if urlsplit(newurl).scheme.lower() not in ("http", "https"):
+            raise urllib.error.HTTPError(req.full_url, code, f"redirect to a non-HTTP URL refused: {newurl[:100]}",
+                                         headers, fp)
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and origin(newurl) != origin(req.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
+def _status_text(code: int, reason: str) -> str:
+    lines = str(reason).strip().splitlines()  # urllib's redirect-loop reason spans lines; errors are one line
+    return f"HTTP {code} {lines[0][:200] if lines else ''}".rstrip()
+
+
+class RangeReader:
+    """The first bytes of ``url``, fetched on demand; ``buf`` holds bytes ``[0, len(buf))`` of the file.
+
+    Call :meth:`start` (first window; learns the file size), then :meth:`grow` as the parser needs more, then
+    :meth:`close`. ``name`` is how messages name the file; ``headers`` go with every request (credentials
+    only for the origin of ``url``).
+    """
+
+    def __init__(self, url: str, name: str, *, headers: dict[str, str] | None = None,
+                 options: RemoteOptions | None = None) -> None:
+        if urlsplit(url).scheme.lower() not in ("http", "https"):
+            raise ConvertError(f"{name}: only http:// and https:// locations can be read, not {url[:100]!r}")
+        self.url, self.name = url, name
+        self.headers = {**(headers or {}), "Accept-Encoding": "identity"}
+        self.options = options or RemoteOptions()
+        self.buf = bytearray()
+        self.size: int | None = None
+        self.bytes_fetched = 0
+        self.requests = 0
+        self.range_supported: bool | None = None
+        self.etag: str | None = None
+        self._window = max(1, min(self.options.first_window, self.options.max_header_bytes))
+        self._stream: http.client.HTTPResponse | None = None  # an open 200 body (server ignoring Range)
+        self._opener = urllib.request.build_opener(_Redirects)
+
+    # ----------------------------------------------------------------------------------------- public
+    def start(self) -> None:
+        """Fetch the first window; afterwards :attr:`size` is the file size."""
+        self._fetch(0, self._window)
+
+    def grow(self, end: int) -> bytearray:
+        """Make :attr:`buf` hold at least ``[0, end)``: fetch the next window (larger than needed, so the
+        next few reads are served from memory). ``end`` never exceeds the file size or the header limit."""
+        assert self.size is not None, "start() first"
+        cap = min(self.size, max(self.options.max_header_bytes, end))
+        while len(self.buf) < end:
+            self._window = min(self._window * 2, self.options.max_window)
+            stop = min(max(end, len(self.buf) + self._window), cap)
+            self._fetch(len(self.buf), stop)
+        return self.buf
+
+    @property
+    def notes(self) -> list[str]:
+        """Remarks on how the file was read (a server ignoring ``Range``)."""
+        if self.range_supported is False and self.bytes_fetched < (self.size or 0):
+            return [f"the server ignores Range requests (it answered 200 with the whole {self.size} bytes): read "
+                    f"the first {self.bytes_fetched} bytes of the body, then closed the connection"]
+        return []
+
+    def close(self) -> None:
+        """Close a ``200`` body still open (the rest of the file is never read)."""
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
+    # -------------------------------------------------------------------------------------- internals
+    def _fetch(self, start: int, stop: int) -> None:
+        """Append bytes ``[start, stop)`` (``start == len(buf)``), retrying transient failures."""
+        attempts = self.options.retries + 1
+        for attempt in range(attempts):
+            try:
+                self._fetch_once(start, stop)
+                return
+            except _Transient as e:
+                self.close()
+                del self.buf[start:]  # a partial window is fetched again
+                last = e
+            if attempt + 1 < attempts:
+                time.sleep(self.options.backoff * 2**attempt)
+        tries = f" ({attempts} attempts)" if attempts > 1 else ""
+        raise ConvertError(f"{self.name}: {last}{tries}")
+
+    def _fetch_once(self, start: int, stop: int) -> None:
+        if self._stream is None:
+            resp = self._request(start, stop)
+            if resp.status == 206:
+                try:
+                    self._read_range(resp, start, stop)
+                finally:
+                    resp.close()
+                return
+            if resp.status != 200:
+                resp.close()
+                raise ConvertError(f"{self.name}: unexpected {_status_text(resp.status, resp.reason)} for a "
+                                   f"range request")
+            self._start_stream(resp, start)
+        assert self._stream is not None and self.size is not None
+        self._read(self._stream, min(stop, self.size) - len(self.buf))  # a body shorter than the window ends early
+
+    def _request(self, start: int, stop: int) -> http.client.HTTPResponse:
+        req = urllib.request.Request(self.url, headers={**self.headers, "Range": f"bytes={start}-{stop - 1}"})
+        self.requests += 1
+        try:
+            return self._opener.open(req, timeout=self.options.timeout)
+        except urllib.error.HTTPError as e:
+            e.close()
+            status = _status_text(e.code, str(e.reason))
+            if e.code == 429 or e.code >= 500 or e.code == 408:
+                raise _Transient(status) from None
+            if e.code in (401, 403):
+                raise ConvertError(f"{self.name}: {status}: access denied (the server wants credentials this "
+                                   f"request does not carry)") from None
+            if e.code == 416:
+                raise ConvertError(f"{self.name}: {status} for bytes {start}-{stop - 1}") from None
+            raise ConvertError(f"{self.name}: {status}") from None
+        except urllib.error.URLError as e:
+            reason = e.reason
+            if isinstance(reason, ssl.SSLError):
+                raise ConvertError(f"{self.name}: TLS error: {reason}") from None
+            if isinstance(reason, TimeoutError):
+                raise _Transient(f"timed out after {self.options.timeout:g} s") from None
+            raise _Transient(f"cannot connect: {reason}") from None
+        except TimeoutError:
+            raise _Transient(f"timed out after {self.options.timeout:g} s") from None
+        except (http.client.HTTPException, ConnectionError) as e:
+            raise _Transient(f"connection failed: {type(e).__name__}: {e}") from None
+        except ValueError as e:  # e.g. an unknown URL scheme
+            raise ConvertError(f"{self.name}: {e}") from None
+
+    def _read_range(self, resp: http.client.HTTPResponse, start: int, stop: int) -> None:
+        """A 206 answer: check its Content-Range, then read what it holds of ``[start, stop)``."""
+        raw = resp.headers.get("Content-Range", "")
+        m = _CONTENT_RANGE.match(raw)
+        if m is None or m.group(3) == "*":
+            raise ConvertError(f"{self.name}: the server answered 206 with Content-Range {raw!r}, expected "
+                               f"'bytes {start}-{stop - 1}/SIZE'")
+        first, last, total = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        if first != start or last < first or last >= total:
+            raise ConvertError(f"{self.name}: asked for bytes from {start}, the server sent {raw!r}")
+        self._check_file(total, resp)
+        self.range_supported = True
+        self._read(resp, min(last + 1, stop) - start)
+
+    def _start_stream(self, resp: http.client.HTTPResponse, start: int) -> None:
+        """A 200 answer (Range ignored): keep the body open and read it as far as needed."""
+        length = resp.headers.get("Content-Length")
+        if length is None or not length.strip().isdigit():
+            resp.close()
+            raise ConvertError(f"{self.name}: the server ignores Range requests and sends no Content-Length: "
+                               f"the file size is unknown")
+        self._check_file(int(length), resp)
+        self.range_supported = False
+        self._stream = resp
+        skipped = 0
+        while skipped < start:  # a retry after the body broke: the bytes held already come again
+            chunk = self._recv(resp, min(_CHUNK, start - skipped))
+            if not chunk:
+                raise _Transient(f"connection closed after {skipped} of {start} bytes")
+            skipped += len(chunk)
+        self.bytes_fetched += skipped
+
+    def _check_file(self, total: int, resp: http.client.HTTPResponse) -> None:
+        etag = resp.headers.get("ETag")
+        if self.size is None:
+            self.size, self.etag = total, etag
+        elif total != self.size or (etag and self.etag and etag != self.etag):
+            raise ConvertError(f"{self.name}: the file changed on the server while its header was read "
+                               f"(size {self.size} -> {total}, ETag {self.etag} -> {etag})")
+
+    def _read(self, resp: http.client.HTTPResponse, n: int) -> None:
+        """Append exactly ``n`` bytes of ``resp``'s body to :attr:`buf`."""
+        got = 0
+        while got < n:
+            chunk = self._recv(resp, min(_CHUNK, n - got))
+            if not chunk:
+                raise _Transient(f"connection closed after {got} of {n} bytes (truncated response)")
+            self.buf += chunk
+            got += len(chunk)
+            self.bytes_fetched += len(chunk)
+
+    def _recv(self, resp: http.client.HTTPResponse, n: int) -> bytes:
+        try:
+            return resp.read(n)
+        except TimeoutError:
+            raise _Transient(f"timed out after {self.options.timeout:g} s while reading") from None
+        except (http.client.HTTPException, ConnectionError) as e:
+            raise _Transient(f"connection broke while reading: {type(e).__name__}") from None

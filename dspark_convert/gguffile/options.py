@@ -1,0 +1,29 @@
+"""Options of remote GGUF reads (no imports beyond the standard library: the CLI builds them at start-up)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class RemoteOptions:
+    """How remote GGUF headers are fetched (``inspect``/``check``/``diff`` on ``hf://`` references and URLs).
+
+    ``max_header_bytes``: a header larger than this is refused (CLI ``--max-header-mib``); ``timeout``: seconds
+    per connect or read; ``retries``: further attempts after a timeout, a broken connection, 429 or 5xx;
+    ``first_window``/``max_window``: the first range request and the largest one (windows double);
+    ``backoff``: seconds before the first retry (doubling).
+
+    Example:
+        >>> RemoteOptions(max_header_bytes=1 << 30).max_header_bytes
+        1073741824
+    """
+
+    max_header_bytes: int = 512 * MiB
+    timeout: float = 30.0
+    retries: int = 2
+    first_window: int = 1 * MiB
+    max_window: int = 16 * MiB
+    backoff: float = 0.5

@@ -1,0 +1,327 @@
+"""The torch side's view of an ORIGINAL Hugging Face draft folder: its config, typed, and its weights, as stored
+in the GGUF.
+
+- :func:`load_draft` reads ``config.json`` in every layout users bring (DeepSpec flat, z-lab / SpecForge nested
+  ``dflash_config``, speculators ``transformer_layer_config``, EAGLE-3 ``midlayer.`` / ``layers.0.``) into a
+  frozen :class:`HFHParams`. It is written from ``spec/checkpoints.md`` and shares no code with the converter.
+- :class:`TorchCheckpoint` reads tensors with safetensors' own reader, one short-lived handle per read (a kept
+  handle keeps its memory map, and every page it touched stays in the RSS), as float32.
+- **Storage rounding** (exact mode): given the GGML type each tensor has in the GGUF, a read applies exactly the
+  rounding that type implies (:mod:`.storage`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+
+from ..errors import ConvertError
+from .storage import SAME_TYPE, Rounding, gguf_counterpart, round_to_storage, widen
+
+DSPARK_ARCHS = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
+DFLASH_ARCHS = ("DFlashDraftModel", "DFlashSpeculator")
+EAGLE3_ARCHS = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel")
+TARGET_EMBED_NAMES = ("model.embed_tokens.weight", "model.language_model.embed_tokens.weight", "embed_tokens.weight")
+
+
+# ============================================================================================== weights
+class TorchCheckpoint:
+    """Tensors of a checkpoint folder through ``safetensors.safe_open(framework="pt")``, as float32.
+
+    With ``storage`` (checkpoint name -> GGML type name), every floating-point read is rounded the way that
+    type stores it (:func:`round_to_storage`) and recorded in :attr:`rounding`.
+    """
+
+    def __init__(self, folder: Path, storage: Mapping[str, str] | None = None,
+                 _index: dict[str, tuple[Path, list[int]]] | None = None) -> None:
+        self.folder, self.storage = folder, dict(storage or {})
+        self.rounding: dict[str, Rounding] = {}
+        if _index is None:
+            index = folder / "model.safetensors.index.json"
+            if index.is_file():
+                files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            else:
+                files = sorted(p.name for p in folder.glob("*.safetensors"))
+            if not files:
+                raise ConvertError(f"{folder}: no safetensors files")
+            _index = {}
+            for f in files:
+                with safe_open(str(folder / f), framework="pt") as h:
+                    _index.update({n: (folder / f, list(h.get_slice(n).get_shape())) for n in h.keys()})
+        self.index = _index
+
+    def with_storage(self, storage: Mapping[str, str] | None) -> TorchCheckpoint:
+        """The same folder read with another storage rounding (None: the unrounded values)."""
+        return TorchCheckpoint(self.folder, storage, self.index)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.index)
+
+    def has(self, name: str) -> bool:
+        return name in self.index
+
+    def shape(self, name: str) -> list[int]:
+        return list(self._where(name)[1])
+
+    def _where(self, name: str) -> tuple[Path, list[int]]:
+        if name not in self.index:
+            raise ConvertError(f"{self.folder}: tensor '{name}' not found")
+        return self.index[name]
+
+    def _finish(self, name: str, t: torch.Tensor) -> torch.Tensor:
+        if not t.is_floating_point():
+            return t
+        src, t = t.dtype, widen(t)
+        kind = self.storage.get(name)
+        if kind is None:
+            return t
+        rec = self.rounding.setdefault(name, Rounding(kind))
+        rec.values += t.numel()
+        if kind == "F32" or SAME_TYPE.get(src) == kind:     # the checkpoint's own type (or wider): nothing to round
+            return t
+        r = round_to_storage(t, kind)
+        if t.numel():
+            diff = r.sub(t).abs_()                     # one temporary, freed before the next read
+            rec.changed += int(torch.count_nonzero(diff))
+            rec.max_change = max(rec.max_change, float(diff.max()))
+        return r
+
+    def get(self, name: str) -> torch.Tensor:
+        """The whole tensor as float32 (rounded as stored; integers keep their type)."""
+        path, _ = self._where(name)
+        with safe_open(str(path), framework="pt") as h:
+            return self._finish(name, h.get_tensor(name))
+
+    def rows(self, name: str, ids: list[int]) -> torch.Tensor:
+        """Rows ``ids`` (axis 0) as float32."""
+        path, _ = self._where(name)
+        with safe_open(str(path), framework="pt") as h:
+            sl = h.get_slice(name)
+            return self._finish(name, torch.cat([sl[i:i + 1] for i in ids]))
+
+    def row_chunks(self, name: str, chunk: int = 8192) -> Iterator[tuple[int, torch.Tensor]]:
+        """``(first_row, float32 rows)``, ``chunk`` rows at a time, each read through a fresh handle."""
+        path, shape = self._where(name)
+        for a in range(0, shape[0], chunk):
+            with safe_open(str(path), framework="pt") as h:
+                yield a, self._finish(name, h.get_slice(name)[a:min(shape[0], a + chunk)])
+
+
+# ============================================================================================== config
+@dataclass(frozen=True)
+class RopeParams:
+    """RoPE settings of the checkpoint (HF ``rope_parameters`` / ``rope_scaling`` and ``rope_theta``)."""
+
+    type: str = "default"
+    theta: float = 10000.0
+    factor: float = 1.0
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_max_position_embeddings: float = 8192.0
+
+
+@dataclass(frozen=True)
+class HFHParams:
+    """The draft's hyperparameters, normalised across layouts (the torch twin of the GGUF-side dataclasses)."""
+
+    n_layer: int
+    n_embd: int
+    n_ff: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    eps: float
+    rope: RopeParams
+    vocab_size: int
+    draft_vocab_size: int
+    target_layers: list[int]
+    own_embed: bool                      # embeddings from the draft (else the target's)
+    own_lm_head: bool = False            # DSpark/DFlash: lm_head from the draft
+    # DSpark / DFlash
+    block_size: int = 0
+    taps: list[int] = field(default_factory=list)
+    mask_token_id: int | None = None
+    markov_rank: int = 0
+    has_confidence: bool = False
+    sample_from_anchor: bool = False
+    neox: bool = True
+    swa: list[bool] = field(default_factory=list)
+    sliding_window: int = 0
+    # EAGLE-3
+    target_hidden_size: int = 0
+    norm_before_residual: bool = False
+    norm_before_fc: bool = False
+
+    def is_swa(self, il: int) -> bool:
+        """Whether layer ``il`` is a sliding-window layer."""
+        return bool(self.sliding_window) and il < len(self.swa) and self.swa[il]
+
+    @property
+    def prediction_rows(self) -> list[int]:
+        """Block rows that predict: all B (anchor-as-first) or rows 1..B-1 (same-position)."""
+        return list(range(0 if self.sample_from_anchor else 1, self.block_size))
+
+
+@dataclass
+class HFDraft:
+    """The draft checkpoint's config, normalised across layouts, plus lazy weights and the target's."""
+
+    path: Path
+    family: str                                  # "dspark" | "dflash" | "eagle3"
+    layout: str
+    raw: dict[str, Any]
+    hp: HFHParams
+    weights: TorchCheckpoint
+    target: TorchCheckpoint
+    target_cfg: dict[str, Any]
+    prefix: str = ""                             # per-layer prefix for EAGLE-3 ("midlayer." / "layers.0.")
+    notes: list[str] = field(default_factory=list)
+
+    def with_storage(self, gguf_types: Mapping[str, str] | None) -> HFDraft:
+        """This draft read as the GGUF stores it: ``gguf_types`` maps GGUF tensor names to GGML type names (None:
+        unrounded). Checkpoint tensors without a GGUF counterpart (e.g. the target's) stay unrounded."""
+        storage = None
+        if gguf_types is not None:
+            pairs = ((n, gguf_counterpart(n, self.prefix)) for n in self.weights.names)
+            storage = {n: gguf_types[g] for n, g in pairs if g is not None and g in gguf_types}
+        return replace(self, weights=self.weights.with_storage(storage))
+
+    def target_embed_name(self) -> str:
+        for n in TARGET_EMBED_NAMES:
+            if self.target.has(n):
+                return n
+        raise ConvertError(f"{self.target.folder}: no target embedding tensor ({' / '.join(TARGET_EMBED_NAMES)})")
+
+
+def _read_config(folder: Path, merge_text: bool = True) -> dict[str, Any]:
+    path = folder / "config.json"
+    if not path.is_file():
+        raise ConvertError(f"{folder}: no config.json")
+    cfg = json.loads(path.read_text())
+    return {**cfg, **cfg.get("text_config", {})} if merge_text else cfg
+
+
+def _rope(c: dict[str, Any]) -> RopeParams:
+    rope = c.get("rope_parameters") or c.get("rope_scaling") or {}
+    rope = dict(rope.get("full_attention", rope))
+    kind = str(rope.get("rope_type", rope.get("type", "default")) or "default").lower()
+    return RopeParams(type=kind, theta=float(rope.get("rope_theta", c.get("rope_theta", 10000.0))),
+                      factor=float(rope.get("factor", 1.0)), low_freq_factor=float(rope.get("low_freq_factor", 1.0)),
+                      high_freq_factor=float(rope.get("high_freq_factor", 4.0)),
+                      original_max_position_embeddings=float(rope.get("original_max_position_embeddings", 8192)))
+
+
+def load_draft(draft_dir: str | Path, target_dir: str | Path) -> HFDraft:
+    """Read and normalise a draft folder (any supported layout) and open the target's weights.
+
+    Example:
+        >>> d = load_draft("dspark_qwen3_4b_block7", "Qwen3-4B")     # doctest: +SKIP
+        >>> d.family, d.hp.block_size, d.hp.sample_from_anchor       # doctest: +SKIP
+        ('dspark', 7, True)
+    """
+    folder, tfolder = Path(draft_dir), Path(target_dir)
+    raw = _read_config(folder, merge_text=False)
+    arch = (raw.get("architectures") or [""])[0]
+    c = {**raw, **raw.get("transformer_layer_config", {})}
+    weights, target, tcfg = TorchCheckpoint(folder), TorchCheckpoint(tfolder), _read_config(tfolder)
+    H, nh = int(c["hidden_size"]), int(c["num_attention_heads"])
+    default_hd = 128 if c.get("model_type") == "qwen3" else H // nh       # Qwen3Config's default head_dim is 128
+    common: dict[str, Any] = {
+        "n_layer": int(c["num_hidden_layers"]), "n_embd": H, "n_ff": int(c["intermediate_size"]), "n_head": nh,
+        "n_head_kv": int(c.get("num_key_value_heads") or nh), "head_dim": int(c.get("head_dim") or default_hd),
+        "eps": float(c.get("rms_norm_eps", 1e-6)), "rope": _rope(c), "vocab_size": int(c.get("vocab_size") or 0),
+    }
+    notes: list[str] = []
+    if arch in DSPARK_ARCHS or arch in DFLASH_ARCHS:
+        family, layout, hp = _block_draft(folder, arch, raw, c, weights, common, notes)
+        prefix = ""
+    elif arch in EAGLE3_ARCHS or ("draft_vocab_size" in c and common["n_layer"] == 1):
+        family, layout, prefix, hp = _eagle3(folder, arch, raw, c, weights, tcfg, common, notes)
+    else:
+        raise ConvertError(f"{folder}/config.json: architectures[0] {arch!r} is not a DSpark, DFlash or EAGLE-3 draft")
+    return HFDraft(folder, family, layout, raw, hp, weights, target, tcfg, prefix, notes)
+
+
+def _block_draft(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,
+                 common: dict[str, Any], notes: list[str]) -> tuple[str, str, HFHParams]:
+    nested = raw.get("dflash_config") or {}
+    speculators = "transformer_layer_config" in raw or "aux_hidden_state_layer_ids" in raw
+    family = "dflash" if arch in DFLASH_ARCHS else "dspark"
+    n_layer = common["n_layer"]
+    taps: list[int]
+    if speculators:                             # already input-of-layer ids
+        taps = list(raw.get("aux_hidden_state_layer_ids") or [])
+        target_layers, mask = list(taps), raw.get("mask_token_id")
+    else:
+        ids = nested.get("target_layer_ids", raw.get("target_layer_ids"))
+        if ids is None and "num_target_layers" in raw:             # z-lab build_target_layer_ids
+            lt = int(raw["num_target_layers"])
+            ids = [round(1 + i * (lt - 4) / (n_layer - 1)) for i in range(n_layer)] if n_layer > 1 else [lt // 2]
+        taps = list(ids or [])
+        target_layers = [int(t) + 1 for t in taps]                 # output-of-layer -> input-of-layer
+        mask = nested.get("mask_token_id", raw.get("mask_token_id"))
+    head_type = nested.get("markov_head_type", raw.get("markov_head_type", "vanilla"))
+    if w.has("markov_head.markov_w1.weight") and head_type != "vanilla":
+        raise ConvertError(f"{folder}/config.json: markov_head_type {head_type!r}: only 'vanilla' is supported")
+    if "sample_from_anchor" in raw:
+        sfa = bool(raw["sample_from_anchor"])
+    else:  # DFlash: same-position; DSpark anchor-as-first, except keyless speculators exports (gguf-contract §3.3)
+        sfa = family == "dspark" and not speculators
+    # rotate-half unless a DSpark config says otherwise; z-lab's DFlashDraftModel always uses rotate_half
+    neox = True if arch == "DFlashDraftModel" else bool(c.get("rope_is_neox_style", c.get("is_neox_style", True)))
+    window = c.get("sliding_window") if c.get("use_sliding_window") else None
+    # Qwen3Config derives missing layer_types: sliding from layer max_window_layers (default 28) on
+    layer_types = c.get("layer_types") or ["sliding_attention" if window and i >= int(c.get("max_window_layers", 28))
+                                           else "full_attention" for i in range(n_layer)]
+    draft_vocab = int(c.get("draft_vocab_size") or common["vocab_size"])
+    reduced = draft_vocab < common["vocab_size"]
+    # the GGUF keeps embed/lm_head only for a reduced vocab (DSpark) or when the checkpoint has them (DFlash)
+    own = reduced if family == "dspark" else True
+    if family == "dspark" and not reduced and w.has("embed_tokens.weight"):
+        notes.append("full-vocab DSpark: the draft's stored embed_tokens/lm_head copies are replaced by the target's")
+    hp = HFHParams(
+        **common, draft_vocab_size=draft_vocab, target_layers=target_layers,
+        own_embed=own and w.has("embed_tokens.weight") and raw.get("has_embed_tokens") is not False,
+        own_lm_head=own and w.has("lm_head.weight"),
+        block_size=int(raw.get("block_size") or nested.get("block_size") or 16), taps=taps,
+        mask_token_id=None if mask is None else int(mask),
+        markov_rank=w.shape("markov_head.markov_w1.weight")[1] if w.has("markov_head.markov_w1.weight") else 0,
+        has_confidence=w.has("confidence_head.proj.weight"), sample_from_anchor=sfa, neox=neox,
+        swa=[bool(window) and t == "sliding_attention" for t in layer_types] or [False] * n_layer,
+        sliding_window=int(window or 0),
+    )
+    layout = "speculators" if speculators else ("nested" if nested else "flat")
+    return family, layout, hp
+
+
+def _eagle3(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,
+            tcfg: dict[str, Any], common: dict[str, Any], notes: list[str]) -> tuple[str, str, str, HFHParams]:
+    layout = "speculators" if arch == "Eagle3Speculator" else "midlayer"
+    prefix = next((p for p in ("midlayer.", "layers.0.", "model.layers.0.") if w.has(p + "mlp.down_proj.weight")), "")
+    if not prefix:
+        raise ConvertError(f"{folder}: no EAGLE-3 layer tensors (midlayer.* or layers.0.*)")
+    if w.has(prefix + "self_attn.q_norm.weight") or any(w.has(f"fc_norm.{i}.weight") for i in range(3)):
+        raise ConvertError(f"{folder}: q/k-norm (DeepSpec) or fc_norm EAGLE-3 variants are not supported")
+    if common["rope"].type not in ("default", "llama3", "linear"):
+        raise ConvertError(f"{folder}/config.json: rope type {common['rope'].type!r} is not supported by verify")
+    lt = int(tcfg.get("num_hidden_layers", 0))
+    target_layers = list(raw.get("eagle_aux_hidden_state_layer_ids") or [2, lt // 2, lt - 3])
+    nested = (raw.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+    if nested and [int(i) + 1 for i in nested] != target_layers:
+        notes.append(f"eagle_config ids {nested} (output-of-layer) are ignored by upstream; target_layers "
+                     f"{target_layers} are used instead")
+    hp = HFHParams(
+        **common, draft_vocab_size=int(c.get("draft_vocab_size") or w.shape("lm_head.weight")[0]),
+        target_layers=target_layers, own_embed=w.has("embed_tokens.weight"),
+        target_hidden_size=int(raw.get("target_hidden_size") or tcfg.get("hidden_size") or common["n_embd"]),
+        norm_before_residual=bool(raw.get("norm_before_residual", False)),
+        norm_before_fc=bool(raw.get("norm_before_fc", False)),
+    )
+    return "eagle3", layout, prefix, hp

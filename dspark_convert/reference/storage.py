@@ -1,0 +1,110 @@
+"""How a GGUF stores a checkpoint's values, reproduced on the torch side of ``verify`` (exact mode).
+
+- :func:`gguf_counterpart`: the GGUF tensor that stores a checkpoint tensor (this module's own copy of the
+  contract's name table, used only to look up the GGML type).
+- :func:`round_to_storage`: a float32 tensor after the rounding of a GGML type: round-to-nearest-even for BF16 /
+  F16 (torch's casts), gguf-py's reference quantizer then dequantizer for block types (Q8_0, MXFP4, ...;
+  independent of the converter's fast Q8_0), nothing for F32.
+- :func:`widen`: a checkpoint tensor as float32 (BF16 by a bit shift).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from gguf import GGMLQuantizationType, quants
+
+from ..errors import ConvertError
+
+#: checkpoint name (bare, per layer) -> GGUF name; the torch side's own copy of the contract's table
+_LAYER_GGUF = {
+    "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+    "hidden_norm.weight": "attn_norm_2.weight", "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+}
+_GLOBAL_GGUF = {
+    "fc.weight": "fc.weight", "hidden_norm.weight": "enc.output_norm.weight", "input_norm.weight": "enc.output_norm.weight",
+    "norm.weight": "output_norm.weight", "embed_tokens.weight": "token_embd.weight", "lm_head.weight": "output.weight",
+    "markov_head.markov_w1.weight": "markov_w1.weight", "markov_head.markov_w2.weight": "markov_w2.weight",
+    "confidence_head.proj.weight": "conf_proj.weight", "confidence_head.proj.bias": "conf_proj.bias",
+}
+_LAYER = re.compile(r"^(?:model\.)?layers\.(\d+)\.(.+)$")
+#: checkpoint dtype -> the GGML type that holds its values exactly (rounding to it changes nothing)
+SAME_TYPE = {torch.bfloat16: "BF16", torch.float16: "F16"}
+#: values rounded at once by a block quantizer (bounds gguf-py's temporaries to a few hundred MB)
+_ROUND_CHUNK = 1 << 22
+
+
+def gguf_counterpart(name: str, prefix: str = "") -> str | None:
+    """The GGUF tensor that stores checkpoint tensor ``name`` (``prefix``: the EAGLE-3 layer prefix).
+
+    Example:
+        >>> gguf_counterpart("layers.1.self_attn.o_proj.weight"), gguf_counterpart("midlayer.hidden_norm.weight", "midlayer.")
+        ('blk.1.attn_output.weight', 'blk.0.attn_norm_2.weight')
+    """
+    if prefix and name.startswith(prefix):
+        rest = _LAYER_GGUF.get(name[len(prefix):])
+        return None if rest is None else "blk.0." + rest
+    m = _LAYER.match(name)
+    if m:
+        rest = _LAYER_GGUF.get(m.group(2))
+        return None if rest is None else f"blk.{int(m.group(1))}.{rest}"
+    return _GLOBAL_GGUF.get(name)
+
+
+def round_to_storage(t: torch.Tensor, ggml_type: str) -> torch.Tensor:
+    """``t`` (float32) after the rounding of GGML type ``ggml_type``, as float32.
+
+    Example:
+        >>> round_to_storage(torch.tensor([1.00390625, 1 / 3]), "BF16").tolist()   # halfway rounds to even
+        [1.0, 0.333984375]
+    """
+    if ggml_type == "F32":
+        return t
+    if ggml_type == "F16":
+        return t.to(torch.float16).float()
+    if ggml_type == "BF16":
+        return t.to(torch.bfloat16).float()
+    try:
+        qt = GGMLQuantizationType[ggml_type]
+    except KeyError:
+        raise ConvertError(f"verify cannot reproduce the rounding of GGML type {ggml_type} (unknown type)") from None
+    a = np.ascontiguousarray(t.numpy(), dtype=np.float32)
+    rows = a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
+    out = np.empty_like(rows)
+    step = max(1, _ROUND_CHUNK // rows.shape[1])            # blocks run along rows: row chunks round the same
+    try:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            for i in range(0, rows.shape[0], step):
+                out[i:i + step] = quants.dequantize(quants.quantize(rows[i:i + step], qt), qt)
+    except (NotImplementedError, ValueError) as e:
+        raise ConvertError(f"verify cannot reproduce the rounding of GGML type {ggml_type} ({e})") from None
+    return torch.from_numpy(out.reshape(a.shape))
+
+
+
+
+def widen(t: torch.Tensor) -> torch.Tensor:
+    """A floating-point checkpoint tensor as float32; BF16 widens by a 16-bit shift of its bits (exact, and several
+    times faster than torch's CPU cast)."""
+    if t.dtype == torch.bfloat16:
+        bits = t.contiguous().view(torch.int16).numpy().view(np.uint16)
+        return torch.from_numpy(np.left_shift(bits, 16, dtype=np.uint32).view(np.float32))
+    return t.float()
+
+
+@dataclass
+class Rounding:
+    """What storage rounding did to one tensor: its GGML type, how many values it read and changed, and the
+    largest change."""
+
+    ggml_type: str
+    values: int = 0
+    changed: int = 0
+    max_change: float = 0.0

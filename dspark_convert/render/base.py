@@ -1,0 +1,234 @@
+"""The rendering rules shared by every command: literal text, consoles, one-line messages, tables that read at 80
+columns and in pipes, the progress bar, strict JSON, and number wording.
+
+One rule for all of it: text that comes from a file, a folder name, a Hub id or the user's own arguments reaches
+Rich only inside a :class:`rich.text.Text` (see :func:`text`), never as a markup string, so a hostile value such as
+``"[/]oops"`` is shown literally and never parsed; control characters are escaped. The consoles made here also
+have markup off, so a plain string that slips through is still printed as it is. Styling is done with Text
+styles, never with markup tags.
+
+Tables (:func:`emit_table`) have two forms. On a terminal: a Rich table fitted to its width; columns that matter
+least are dropped first when it is too narrow, numbers never wrap, long names and values fold without losing a
+character. Anywhere else (a pipe, a file): plain aligned text, one row per line, nothing cut or wrapped, so that
+``grep`` finds whole names.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+from ..gguffile.reader import safe_text
+
+
+# ============================================================================================== text and consoles
+def text(value: object, style: str = "", limit: int = 200) -> Text:
+    """``value`` (file, folder or user text) as a literal :class:`Text`: never parsed as markup, control
+    characters escaped, cut to ``limit`` characters.
+
+    Example:
+        >>> text("[/]oops").plain
+        '[/]oops'
+    """
+    return Text(safe_text(str(value), limit), style=style)
+
+
+def make_console(stderr: bool = False, width: int | None = None) -> Console:
+    """The console every command prints through: markup, emoji codes and highlighting off, so only ``Text``
+    styles colour the output and no file-derived string can be parsed."""
+    return Console(stderr=stderr, markup=False, emoji=False, highlight=False, width=width)
+
+
+def line(console: Console, *parts: str | Text | tuple[str, str]) -> None:
+    """One logical line: on a terminal it wraps at the width, elsewhere it stays one line (``soft_wrap``)."""
+    console.print(Text.assemble(*parts), soft_wrap=not console.is_terminal)
+
+
+def print_error(message: str, con: Console | None = None) -> None:
+    """One ``error: MESSAGE`` line on stderr (the message is printed literally, however long)."""
+    (con or make_console(stderr=True)).print(Text.assemble(("error:", "bold red"), " ", message), soft_wrap=True)
+
+
+def print_warning(message: str, con: Console | None = None) -> None:
+    """One ``warning: MESSAGE`` line on stderr."""
+    (con or make_console(stderr=True)).print(Text.assemble(("warning:", "yellow"), " ", message), soft_wrap=True)
+
+
+@contextmanager
+def byte_progress(enabled: bool, description: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A Rich progress bar on stderr (bytes, write rate, ETA) when stderr is a terminal; nothing otherwise.
+
+    Yields the ``progress(done, total)`` callback, or None when there is no bar.
+    """
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    # markup=False: a description naming a file or repo is shown as it is
+    with Progress(TextColumn("{task.description}", markup=False, style="progress.description"), BarColumn(),
+                  DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(), console=make_console(stderr=True),
+                  transient=True) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+# ============================================================================================== tables
+@dataclass(frozen=True)
+class Col:
+    """A table column: ``wrap`` columns (names, values) may fold; ``drop`` > 0 columns are left out on a narrow
+    terminal, lowest number first."""
+
+    header: str
+    justify: Literal["left", "right"] = "left"
+    wrap: bool = False
+    drop: int = 0
+
+
+@dataclass(frozen=True)
+class Section:
+    """A group header row (terminal form only, e.g. ``blk.3``); the plain form prints full names instead."""
+
+    label: str
+
+
+Row = Sequence[str | Text]
+
+
+def emit_table(console: Console, title: str | Text, cols: Sequence[Col], rows: Sequence[Row | Section],
+               plain_rows: Sequence[Row] | None = None, header: bool = True) -> None:
+    """Print a table: fitted Rich table on a terminal, aligned plain text elsewhere (``plain_rows`` if given,
+    else ``rows`` without their sections)."""
+    if not console.is_terminal:
+        _plain(console, title, cols, plain_rows if plain_rows is not None else [r for r in rows if not isinstance(r, Section)],
+               header)
+        return
+    keep = list(range(len(cols)))
+    for drop in sorted({c.drop for c in cols if c.drop}):
+        if _natural_width(console, _rich_table(title, cols, rows, keep, header)) <= console.width:
+            break
+        keep = [i for i in keep if cols[i].drop != drop]
+    console.print(_rich_table(title, cols, rows, keep, header))
+
+
+def _natural_width(console: Console, table: Table) -> int:
+    """The width ``table`` takes when nothing wraps (``console.measure`` is capped at the console width)."""
+    return Measurement.get(console, console.options.update(width=1 << 20, max_width=1 << 20), table).maximum
+
+
+def _rich_table(title: str | Text, cols: Sequence[Col], rows: Sequence[Row | Section], keep: list[int],
+                header: bool) -> Table:
+    t = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0),
+              show_header=header)
+    for i in keep:
+        c = cols[i]
+        t.add_column(c.header, justify=c.justify, no_wrap=not c.wrap, overflow="fold",
+                     min_width=None if c.wrap else len(c.header))
+    first = True
+    for r in rows:
+        if isinstance(r, Section):
+            if not first:
+                t.add_section()
+            t.add_row(Text(r.label, style="bold magenta"))
+        else:
+            t.add_row(*(r[i] for i in keep))
+        first = False
+    return t
+
+
+def _plain(console: Console, title: str | Text, cols: Sequence[Col], rows: Sequence[Row], header: bool) -> None:
+    cells = [*([[c.header for c in cols]] if header else []),
+             *[[x.plain if isinstance(x, Text) else str(x) for x in r] for r in rows]]
+    if not cells:
+        cells = [[""] * len(cols)]
+    widths = [max(cell_len(r[i]) for r in cells) for i in range(len(cols))]
+    console.print(title if isinstance(title, Text) else Text(title), soft_wrap=True)
+    for r in cells:
+        pads = [" " * (w - cell_len(v)) for v, w in zip(r, widths, strict=True)]
+        parts = [p + v if c.justify == "right" else v + p for v, p, c in zip(r, pads, cols, strict=True)]
+        console.print(Text("  ".join(parts).rstrip()), soft_wrap=True)
+    console.print()
+
+
+# ============================================================================================== JSON
+def jsonable(obj: Any) -> Any:
+    """``obj`` with non-finite floats replaced by the strings ``"nan"``, ``"inf"``, ``"-inf"`` (strict JSON)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, dict):
+        return {k: jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    return obj
+
+
+def dumps_json(obj: Any) -> str:
+    """Strict, indented JSON (UTF-8 text kept as is).
+
+    Example:
+        >>> dumps_json({"nmse": float("inf")})
+        '{\\n  "nmse": "inf"\\n}'
+    """
+    return json.dumps(jsonable(obj), indent=2, ensure_ascii=False, allow_nan=False)
+
+
+# ============================================================================================== numbers and words
+def human_bytes(n: int | None) -> str:
+    """``1536`` -> ``'1.5 KiB'``; None -> ``'?'``."""
+    if n is None:
+        return "?"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def size_text(n: int) -> str:
+    """``768`` -> ``'768 bytes'``; ``1536`` -> ``'1.5 KiB (1,536 bytes)'`` (the exact count once)."""
+    return f"{n:,} bytes" if n < 1024 else f"{human_bytes(n)} ({n:,} bytes)"
+
+
+def human_count(n: int) -> str:
+    """``1234567`` -> ``'1.23M'``."""
+    for div, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):
+        if n >= div:
+            return f"{n / div:.2f}{suffix}"
+    return str(n)
+
+
+def count_text(n: int) -> str:
+    """``128`` -> ``'128'``; ``1234567`` -> ``'1.23M (1,234,567)'``."""
+    short = human_count(n)
+    return short if short == str(n) else f"{short} ({n:,})"
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``plural(1, "tensor")`` -> ``'1 tensor'``; ``plural(2, "tensor")`` -> ``'2 tensors'``."""
+    return f"{n:,} {word if n == 1 else (words or word + 's')}"
+
+
+def num(x: Any) -> str:
+    """A number for a table cell: floats to 6 significant digits, None as ``-``."""
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    return str(x)

@@ -1,0 +1,74 @@
+"""Command-line conventions: ``--version``, ``-h``, help that renders plainly (no ``--force <bool>``, no ``{draft}``,
+brackets in help text kept), and ``--outtype`` choices listed and matched in any case."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, TARGET
+from typer.testing import CliRunner
+
+from dspark_convert import convert
+from dspark_convert.cli import app
+
+SUBCOMMANDS = ["hf2gguf", "check", "inspect", "diff", "verify"]
+
+
+def invoke(*args: object, columns: int = 120):
+    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": str(columns)}, prog_name="dspark-convert")
+
+
+def test_version() -> None:
+    r = invoke("--version")
+    assert (r.exit_code, r.stdout) == (0, f"dspark-convert {importlib.metadata.version('dspark-convert')}\n")
+
+
+@pytest.mark.parametrize("sub", [None, *SUBCOMMANDS])
+def test_short_help_is_help(sub: str | None) -> None:
+    args = [sub] if sub else []
+    short, long = invoke(*args, "-h"), invoke(*args, "--help")
+    assert short.exit_code == long.exit_code == 0
+    assert short.stdout == long.stdout and "Usage: dspark-convert" in short.stdout
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_help_renders_flags_and_arguments_plainly(sub: str) -> None:
+    out = invoke(sub, "--help").stdout
+    assert not re.search(r"<(bool|str|int|path)>|\{[a-z_]+\}", out.replace("{ftype}", "").replace("{outtype}", "")), out
+    assert "-h" in out and "--help" in out
+
+
+def test_hf2gguf_help_shows_usage_argument_help_and_outtype_choices() -> None:
+    out = invoke("hf2gguf", "--help", columns=200).stdout
+    assert "Usage: dspark-convert hf2gguf [OPTIONS] DRAFT" in out
+    assert "Draft checkpoint: a local folder or a Hub repo id (org/name[@rev])." in out   # brackets not eaten
+    assert "[f32|f16|bf16|q8_0|auto]" in out and "[default: auto]" in out
+    force = next(ln for ln in out.splitlines() if "--force" in ln)
+    assert re.search(r"--force\s+Overwrite an existing output file\.", force), force
+
+
+@pytest.mark.parametrize("sub", ["check", "inspect", "diff"])
+def test_remote_file_help_keeps_the_revision_brackets(sub: str) -> None:
+    out = invoke(sub, "--help", columns=300).stdout
+    assert "hf://ORG/REPO/file.gguf[@REV], ORG/REPO/file.gguf or an https:// URL" in out
+
+
+@pytest.mark.parametrize("given, resolved", [("BF16", "bf16"), ("Q8_0", "q8_0"), ("F32", "f32"), ("Auto", "bf16")])
+def test_outtype_any_case(tmp_path: Path, given: str, resolved: str) -> None:
+    r = invoke("hf2gguf", FIXTURES / "dspark-qwen3", "-t", TARGET, "-o", tmp_path / "x.gguf", "--outtype", given,
+               "--dry-run", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["outtype"] == resolved
+    assert list(tmp_path.iterdir()) == []
+    assert convert(FIXTURES / "dspark-qwen3", TARGET, tmp_path / "x.gguf", outtype=given, dry_run=True).outtype == resolved
+
+
+def test_outtype_unknown_lists_the_choices(tmp_path: Path) -> None:
+    r = invoke("hf2gguf", FIXTURES / "dspark-qwen3", "-t", TARGET, "-o", tmp_path / "x.gguf", "--outtype", "f8")
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "Invalid value for '--outtype': 'f8' is not one of 'f32', 'f16', 'bf16', 'q8_0', 'auto'." in r.output
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,219 @@
+"""How the output reads: at 80 columns on a terminal (nothing cut, numbers whole, least useful columns dropped
+first) and in a pipe (plain aligned lines, nothing cut or wrapped); labelled notes, also in --json findings;
+the summary wording; inspect --full-arrays and --filter; the diff legend."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, TARGET
+from gguf import GGUFValueType as VT
+from gguf_samples import write_gguf
+from rich.cells import cell_len
+from rich.console import Console
+from typer.testing import CliRunner
+
+from dspark_convert import convert, diff_gguf, inspect_gguf
+from dspark_convert.check import Finding
+from dspark_convert.cli import app
+from dspark_convert.render import render_conversion, render_diff, render_findings, render_inspect, render_verify
+from dspark_convert.verify import MetadataCheck, OutputCheck, VerifyReport
+
+DRAFT = FIXTURES / "dspark-qwen3"
+PRE_NOTE = (f"note: {TARGET}/tokenizer.json: chkhsh 27c1fcc4d8091313069c2f7da54dc51b17feaf3433471c62ee48ee22d0a172ca "
+            "is not in llama.cpp's table (a vocabulary it has not seen); the pre-tokenizer regex is the 'qwen2' "
+            "family's, so tokenizer.ggml.pre = 'qwen2'")
+
+
+def invoke(*args: object, columns: int = 80):
+    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": str(columns)}, catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("looks") / "draft.gguf"
+    convert(DRAFT, TARGET, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def reduced(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("looks") / "reduced.gguf"
+    convert(FIXTURES / "dspark-reduced", TARGET, out)
+    return out
+
+
+def terminal(fn, *args, width: int = 80, **kw) -> list[str]:
+    """What ``fn(*args, console)`` shows on a terminal ``width`` columns wide."""
+    con = Console(force_terminal=True, width=width, record=True, markup=False, highlight=False, color_system=None)
+    fn(*args, con, **kw)
+    return con.export_text().splitlines()
+
+
+def fits(lines: list[str], width: int = 80) -> None:
+    too_long = [ln for ln in lines if cell_len(ln) > width]
+    assert not too_long, too_long
+    assert not any("…" in ln for ln in lines), [ln for ln in lines if "…" in ln]
+
+
+# ------------------------------------------------------------------------------------------- 80-column terminal
+def test_inspect_at_80_columns(gguf: Path) -> None:
+    lines = terminal(render_inspect, inspect_gguf(gguf, stats=True))
+    fits(lines)
+    head = next(ln for ln in lines if ln.split()[:2] == ["name", "type"])
+    assert head.split() == ["name", "type", "shape", "(numpy)", "ne", "(ggml)", "elements", "bytes"]  # offset dropped
+    rows = {ln.split()[0]: ln.split() for ln in lines if ln.strip().endswith("KiB")}
+    assert rows["fc.weight"] == ["fc.weight", "BF16", "(64,", "192)", "[192,", "64]", "12.29K", "24.0", "KiB"]
+    assert rows["ffn_down.weight"][-2:] == ["16.0", "KiB"]                        # grouped under blk.0 / blk.1
+    assert sum(ln.strip() in ("blk.0", "blk.1") for ln in lines) == 2
+    text = "\n".join(lines)
+    for name in ("enc.output_norm.weight", "markov_w1.weight", "output_norm.weight", "attn_output.weight"):
+        assert name in text, name
+    assert "dflash.attention.layer_norm_rms_epsilon" in text          # long keys whole, values fold instead
+
+
+def test_offset_column_kept_when_there_is_room(gguf: Path) -> None:
+    lines = terminal(render_inspect, inspect_gguf(gguf), width=120)
+    fits(lines, 120)
+    assert next(ln for ln in lines if ln.split()[:2] == ["name", "type"]).split()[-1] == "offset"
+
+
+def test_dry_run_at_80_columns() -> None:
+    r = convert(FIXTURES / "dspark-qwen3-interleaved", TARGET, "x.gguf", dry_run=True)
+    lines = terminal(render_conversion, r)
+    fits(lines)
+    assert next(ln for ln in lines if ln.split()[:2] == ["name", "type"]).split() == [
+        "name", "type", "ne", "(ggml)", "bytes", "source"]                 # transform dropped first (it is in --json)
+    wide = terminal(render_conversion, r, width=160)
+    assert next(ln for ln in wide if ln.split()[:2] == ["name", "type"]).split()[-1] == "transform"
+    assert any("deinterleave_rope" in ln for ln in wide)
+    text = "\n".join(lines)
+    assert "Metadata (32 KVs)" in text and "Tensors (29)" in text           # titled like inspect
+    assert "[2, 3, 5] (3 items)" in text and "{'first'" not in text       # values like inspect, no dict reprs
+
+
+def test_check_and_verify_at_80_columns(tmp_path: Path) -> None:
+    findings = [Finding("error", "blk.0.attn_q.weight", "shape", "has ggml shape [64, 48], expected [64, 64] "
+                        "(ne[1] = n_head 4 x head_dim 16); llama.cpp fails with \"wrong shape\""),
+                Finding("warning", "dflash.attention.layer_norm_rms_epsilon", "range", "is 0.5, expected < 0.01")]
+    lines = terminal(render_findings, Path("some/folder/draft.gguf"), "dflash", findings)
+    fits(lines)
+    assert lines[-1] == "1 error, 1 warning"
+    assert any("dflash.attention.layer_norm_rms_epsilon" in ln for ln in lines)
+    report = VerifyReport("draft.gguf", "hf", "t", "dflash", "dspark", "flat", 16, 0, 3,
+                          outputs=[OutputCheck("draft logits (block positions)", [7, 1024], 1.2e-7, -69.2, 1e-3,
+                                               "essentially identical", 7, 7)],
+                          metadata=[MetadataCheck("dflash.attention.layer_norm_rms_epsilon", 1e-5, 1e-6, False)])
+    lines = terminal(render_verify, report)
+    fits(lines)
+    assert lines[-1] == "FAIL"
+
+
+def test_diff_at_80_columns_keeps_keys_whole(gguf: Path, reduced: Path) -> None:
+    lines = terminal(render_diff, diff_gguf(gguf, reduced))
+    fits(lines)
+    assert "  ~ general.name" in lines and "      A: STRING 'Dspark Qwen3'" in lines
+    # a long entry wraps between words on a terminal, never inside the name
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("  ~ blk.0.attn_output.weight: BF16 (64, 64) -> "))
+    assert " ".join(x.strip() for x in lines[at:at + 2]).startswith(
+        "~ blk.0.attn_output.weight: BF16 (64, 64) -> BF16 (64, 64); max |a-b| 0.578125, NMSE 1.99021")
+
+
+# ------------------------------------------------------------------------------------------- pipes
+def test_inspect_in_a_pipe_is_plain_and_whole(gguf: Path) -> None:
+    r = invoke("inspect", gguf)
+    assert r.exit_code == 0
+    lines = r.stdout.splitlines()
+    assert not any(ch in r.stdout for ch in "│┃━─…")
+    assert lines[0] == "Metadata (32 KVs)"
+    assert lines[1].split() == ["key", "type", "value"]
+    # every tensor on one line with its full name, the offset column included
+    rows = [ln.split() for ln in lines if ln.startswith("blk.")]
+    assert len(rows) == 22 and rows[0] == ["blk.0.attn_norm.weight", "F32", "(64,)", "[64]", "64", "256", "B", "53888"]
+    assert "tensor data   201.9 KiB (206,740 bytes)" in lines
+
+
+def test_check_in_a_pipe(tmp_path: Path) -> None:
+    write_gguf(tmp_path / "e.gguf", [("eagle3.block_count", 2, VT.UINT32)], [("t", np.zeros(4, np.float32), None)],
+               arch="eagle3")
+    r = invoke("check", tmp_path / "e.gguf")
+    assert r.exit_code == 1
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"{tmp_path / 'e.gguf'} (eagle3)" and lines[1].split() == ["level", "key", "/", "tensor",
+                                                                                   "rule", "message"]
+    assert all(ln.startswith(("error  ", "warning  ")) for ln in lines[2:-2]) and lines[-1].endswith("warnings")
+
+
+# ------------------------------------------------------------------------------------------- notes and summary
+def test_pre_tokenizer_note_is_labelled_and_in_json(tmp_path: Path) -> None:
+    r = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "d.gguf")
+    assert r.exit_code == 0 and r.stderr == ""                      # a note, not a warning on stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == PRE_NOTE
+    assert re.fullmatch(rf"wrote {re.escape(str(tmp_path / 'd.gguf'))}: dflash, 32 keys, 29 tensors, 230\.1 KiB "
+                        r"\(235,648 bytes\), in \d+\.\d\d s; writing took \d+\.\d\d s \(\d+\.\d MB/s\)", lines[1]), lines[1]
+    assert lines[2:] == ["  outtype bf16", "  Markov head: yes; confidence head: yes",
+                         "  draft dspark-qwen3; target target-qwen3"]
+    j = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "e.gguf", "--json")
+    doc = json.loads(j.stdout)
+    assert doc["findings"] == [{"level": "note", "subject": "tokenizer.ggml.pre", "rule": "pre-tokenizer-by-regex",
+                                "message": PRE_NOTE.removeprefix("note: ")}]
+    assert 0 < doc["write_seconds"] <= doc["seconds"]
+
+
+def test_dry_run_summary_line(tmp_path: Path) -> None:
+    r = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "d.gguf", "--dry-run")
+    assert r.exit_code == 0 and list(tmp_path.iterdir()) == []
+    assert (f"dry run: would write {tmp_path / 'd.gguf'}: dflash, 32 keys, 29 tensors, 206,740 bytes of tensor "
+            "data") in r.stdout.splitlines()
+
+
+def test_summary_wording_on_a_tiny_file(tmp_path: Path) -> None:
+    f = write_gguf(tmp_path / "tiny.gguf", [("tokenizer.ggml.model", "gpt2", VT.STRING),
+                                            ("tokenizer.ggml.tokens", ["a", "b"], VT.ARRAY)],
+                   [("t", np.zeros(128, np.float32), None)])
+    r = invoke("inspect", f)
+    summary = r.stdout.split("Summary\n", 1)[1].splitlines()
+    size = f.stat().st_size
+    assert size < 1024
+    assert summary == [f"file          {f}", f"size          {size} bytes", "GGUF version  3", "alignment     32",
+                       "data offset   224", "KVs           3", "tensors       1", "arch          dflash",
+                       "parameters    128", "tensor data   512 bytes", "  F32         1 tensor, 128 elements, 512 B",
+                       "tokenizer     gpt2, no pre-tokenizer, 2 tokens, no chat template", ""]
+
+
+# ------------------------------------------------------------------------------------------- inspect options
+def test_full_arrays_shows_everything_and_the_chat_template(gguf: Path) -> None:
+    short = invoke("inspect", gguf, "--no-tensors").stdout
+    assert ("note: long values are shortened; --full-arrays shows them in full (--json also gives each array's "
+            "sha256)") in short.splitlines()
+    full = invoke("inspect", gguf, "--no-tensors", "--full-arrays").stdout
+    tokens = next(ln for ln in full.splitlines() if ln.startswith("tokenizer.ggml.tokens"))
+    assert "'<|mask|>', " in tokens and tokens.endswith("'[PAD1023]'] (1,024 items)")  # nothing cut
+    template = json.loads(invoke("inspect", gguf, "--json").stdout)["kvs"]["tokenizer.chat_template"]["value"]
+    assert f"tokenizer.chat_template (STRING, {len(template)} characters):\n{template}\n" in full
+    assert "note: long values are shortened" not in full
+
+
+def test_filter_without_a_match_says_so(gguf: Path) -> None:
+    r = invoke("inspect", gguf, "--filter", "blk.9.*")
+    assert r.exit_code == 0
+    assert r.stdout.splitlines()[:3] == ["note: no KV name matches --filter 'blk.9.*'",
+                                         "note: no tensor name matches --filter 'blk.9.*'", "Summary"]
+    r = invoke("inspect", gguf, "--filter", "blk.0.ffn_up*")
+    assert "note: no KV name matches --filter 'blk.0.ffn_up*'" in r.stdout and "Tensors (1)" in r.stdout
+
+
+def test_diff_has_a_legend(gguf: Path, reduced: Path) -> None:
+    r = invoke("diff", gguf, reduced, "--no-stats")
+    assert r.exit_code == 1
+    assert r.stdout.splitlines()[:6] == [f"A: {gguf}", f"B: {reduced}",
+                                         "legend: - only in A, + only in B, ~ changed (A, then B)",
+                                         "KV differences (2)", "  ~ general.name", "      A: STRING 'Dspark Qwen3'"]
+    assert "  + d2t: I64 (256,)" in r.stdout.splitlines()
+    same = invoke("diff", gguf, gguf)
+    assert same.exit_code == 0 and same.stdout == f"A: {gguf}\nB: {gguf}\nEQUAL (29 identical tensors)\n"

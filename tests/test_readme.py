@@ -1,0 +1,55 @@
+"""The README's Quick start, as written: its ``dspark-convert`` commands run verbatim (from a folder holding the
+fixtures, as a fresh clone does) and print what the README shows (``…`` and timings aside)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from typer.testing import CliRunner
+
+from dspark_convert.cli import app
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _block_after(marker: str) -> str:
+    rest = README.split(marker, 1)[1]
+    return rest.split("```", 2)[1].split("\n", 1)[1]
+
+
+def _pattern(shown: str) -> re.Pattern[str]:
+    """A README sample as a regex: ``…`` stands for anything, timings and rates for any number."""
+    out = re.escape(shown).replace("…", ".*?")
+    out = re.sub(r"\d+\\\.\d+(\\ (?:s|MB/s))", r"\\d+\\.\\d+\1", out)
+    return re.compile(out)
+
+
+@pytest.fixture
+def clone(tmp_path: Path) -> Path:
+    (tmp_path / "fixtures").symlink_to(ROOT / "fixtures", target_is_directory=True)
+    return tmp_path
+
+
+def test_quick_start_commands_and_output(clone: Path) -> None:
+    command = _block_after("## Quick start").strip()
+    steps = [shlex.split(s) for s in command.split("&&") if s.strip().startswith("dspark-convert")]
+    assert [s[1] for s in steps] == ["hf2gguf", "inspect"]
+    old = Path.cwd()
+    os.chdir(clone)
+    try:
+        results = [CliRunner().invoke(app, s[1:], env={"COLUMNS": "200"}, catch_exceptions=False) for s in steps]
+    finally:
+        os.chdir(old)
+    assert [r.exit_code for r in results] == [0, 0], [r.output for r in results]
+    assert (clone / "dspark-qwen3-BF16.gguf").is_file()
+    shown = _block_after("The conversion prints one note, then what it wrote:").rstrip("\n").splitlines()
+    printed = results[0].stdout.rstrip("\n").splitlines()
+    assert len(printed) == len(shown), printed
+    for want, got in zip(shown, printed, strict=True):
+        assert _pattern(want).fullmatch(got), (want, got)
+    assert "Tensors (29)" in results[1].stdout
