@@ -298,7 +298,12 @@ def _layer_rules(c: _Checker, in_width: int | None, in_what: str) -> None:
         S.L_FFN_UP: (_shape(d.n_ff or None, d.hidden), f"ne[1] = intermediate_size {d.n_ff}"),
         S.L_FFN_DOWN: (_shape(d.hidden, d.n_ff or None), f"ne[0] = intermediate_size {d.n_ff}"),
     }
-    for i in range(d.n_layer or 0):
+    n_layer = d.n_layer or 0
+    if n_layer > len(c.plan.tensors):  # a hostile count: one finding, not billions of expected layers
+        c.err(c.key(S.BLOCK_COUNT), "block-count", f"is {n_layer}, but the file holds only {len(c.plan.tensors)} "
+              f"tensors; expected at most one layer per tensor")
+        n_layer = len(c.plan.tensors)
+    for i in range(n_layer):
         for short, required in S.LOADER_LAYER_TENSORS[c.plan.arch].items():
             shape, why = shapes[short]
             c.rules.expect(S.LAYER_PREFIX.format(bid=i) + short, shape, why, required=required)

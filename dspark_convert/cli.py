@@ -17,8 +17,8 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from . import __version__
-from .entry import install_signal_handlers, interrupted_line
 from .errors import ConvertError, Interrupted
+from .interrupts import install_signal_handlers, interrupted_line
 
 app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["-h", "--help"]}, rich_markup_mode="rich",

@@ -10,32 +10,10 @@ gets that line.
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
-from types import FrameType
 
 from .errors import Interrupted
-
-
-def _raise(signum: int, frame: FrameType | None) -> None:
-    raise Interrupted(signum)
-
-
-def install_signal_handlers() -> None:
-    """SIGINT and SIGTERM raise :class:`Interrupted` (main thread only; elsewhere this does nothing)."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _raise)
-        signal.signal(signal.SIGTERM, _raise)
-
-
-def interrupted_line(e: Interrupted, doing: str = "starting", written: str | None = None) -> str:
-    """The one line for an interrupt: the writer's own message, or what was being done."""
-    if e.message:
-        return e.message
-    if written is not None:
-        return f"{Interrupted.describe(e.signum)} after {written} was written in full"
-    return f"{Interrupted.describe(e.signum)} while {doing}; nothing was written"
+from .interrupts import install_signal_handlers, interrupted_line
 
 
 def main() -> None:

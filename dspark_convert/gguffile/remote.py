@@ -24,7 +24,7 @@ from .httpsource import RangeReader, origin
 from .options import RemoteOptions
 from .reader import GGUFFile, parse_gguf, read_gguf
 from .records import HEADER_SIZE, RecordParser
-from .source import HubFile
+from .refs import HubFile
 
 T = TypeVar("T")
 

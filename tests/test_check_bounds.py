@@ -1,0 +1,30 @@
+"""``check`` stays bounded on hostile layer counts: one finding for the count, not one per layer it claims."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gguf import GGUFValueType as VT
+from gguf_samples import write_gguf
+
+from dspark_convert.check import check_file
+
+
+@pytest.mark.parametrize("block_count", [10**7, 2**32 - 1])
+def test_huge_block_count_gives_one_finding_and_a_bounded_list(tmp_path: Path, block_count: int) -> None:
+    path = write_gguf(tmp_path / "h.gguf", [("dflash.block_count", block_count, VT.UINT32),
+                                            ("dflash.embedding_length", 8, VT.UINT32)],
+                      [("blk.0.attn_norm.weight", np.ones(8, np.float32), None)])
+    findings = check_file(path)
+    count = [f for f in findings if f.rule == "block-count"]
+    assert [f.subject for f in count] == ["dflash.block_count"]
+    assert f"is {block_count}, but the file holds only 1 tensors" in count[0].message
+    assert len(findings) < 60  # the old loop expected block_count layers: millions of findings (or hours)
+
+
+def test_a_plausible_block_count_is_not_flagged(tmp_path: Path) -> None:
+    path = write_gguf(tmp_path / "p.gguf", [("dflash.block_count", 1, VT.UINT32)],
+                      [("blk.0.attn_norm.weight", np.ones(8, np.float32), None)])
+    assert not [f for f in check_file(path) if f.rule == "block-count"]
