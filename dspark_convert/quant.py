@@ -14,8 +14,8 @@ Every decode is a table lookup (256 or 16 entries) plus, for the block-scaled fo
 power of two, which is exact (a 4-bit significand times ``2^k`` stays representable down to ``2^-136``) except
 where it overflows to infinity, exactly as upstream's ``weight.float() * scale.float()`` in torch.
 
-On the GGUF side, dequantized FP8 tensors become Q8_0 (through :func:`transforms.quantize_q8_0`, bit-identical to
-gguf-py) or F16 when a row is not a multiple of 32; FP4 experts are repacked losslessly into ggml's MXFP4 blocks
+On the GGUF side, dequantized FP8 tensors become Q8_0 (the writer quantizes them like any float32 rows, bit-identical
+to gguf-py) or F16 when a row is not a multiple of 32 (:func:`fp8_output_type`); FP4 experts are repacked losslessly into ggml's MXFP4 blocks
 (:func:`mxfp4_repack`). Every function works on a row chunk, so a caller can stream a tensor of any size; the row
 transforms that put them on a plan (``Fp8BlockDequant``, ``Mxfp4ExpertStack``) are in :mod:`.transforms`.
 """
@@ -25,8 +25,6 @@ from __future__ import annotations
 import numpy as np
 from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
-
-from .errors import ConvertError
 
 Q8_0_BLOCK = GGML_QUANT_SIZES[QT.Q8_0][0]
 FP8_TILE = 128  #: rows and columns per F8_E8M0 scale of a dense linear (``weight_block_size`` [128, 128])
@@ -145,26 +143,6 @@ def fp8_block_dequant(weight: np.ndarray, scale: np.ndarray, *, row0: int = 0, t
         if full_cols < cols:  # the partial last tile
             block[:, full_cols:] *= s[g, -1]
     return out
-
-
-def fp8_to_gguf(weight: np.ndarray, scale: np.ndarray, *, row0: int = 0, out: QT | None = None) -> np.ndarray:
-    """Rows of a block-scaled F8_E4M3 matrix -> the bytes of its GGUF tensor (Q8_0, or F16 for odd rows).
-
-    Example:
-        >>> w = np.full((1, 32), 0x38, np.uint8)
-        >>> fp8_to_gguf(w, np.array([[127]], np.uint8))[0, :3].tolist()  # Q8_0: d = 1/127 as F16, q = 127
-        [8, 32, 127]
-    """
-    from .transforms import quantize_q8_0  # the fast bit-exact quantizer (transforms imports this module)
-
-    x = fp8_block_dequant(weight, scale, row0=row0)
-    kind = out if out is not None else fp8_output_type(x.shape[1])
-    if kind == QT.Q8_0:
-        return quantize_q8_0(x)
-    if kind == QT.F16:
-        with np.errstate(over="ignore"):  # beyond the F16 range: inf, as upstream's astype(float16)
-            return x.astype(np.float16)
-    raise ConvertError(f"internal: FP8 weights become Q8_0 or F16, not {kind.name}")
 
 
 def fp4_dequant(packed: np.ndarray, scale: np.ndarray) -> np.ndarray:

@@ -46,6 +46,7 @@ from .verify_checks import (
     grade,
     metadata_checks,
 )
+from .verify_dsv4 import dsv4_rows
 
 if TYPE_CHECKING:
     from .reference.hf_draft import HFDraft
@@ -188,7 +189,7 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     random anchor (DSpark/DFlash) or random next tokens (EAGLE-3, then ``steps`` chained draft tokens). Raises
     ConvertError for unreadable inputs; a conversion that is readable but wrong gives ``passed == False``.
     A DeepSeek-V4 DSpark file has no reference forward yet: it is compared tensor by tensor
-    (:func:`.verify_dsv4.verify_dsv4`; ``target_dir`` may be None).
+    (:func:`.verify_dsv4.dsv4_rows`; ``target_dir`` may be None).
 
     Example:
         >>> verify("d.gguf", "dspark_qwen3_4b_block7", "Qwen3-4B", seed=0).passed  # doctest: +SKIP
@@ -204,9 +205,11 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     g = open_gguf(gguf_path)
     hc = g.value("dflash.hyper_connection.count")
     if isinstance(hc, int) and not isinstance(hc, bool) and hc > 0:
-        from .verify_dsv4 import verify_dsv4  # imports this module: loaded only for DeepSeek-V4 files
-
-        return verify_dsv4(g, gguf_path, hf_dir, target_dir, seed=seed, quality=quality)
+        rows = dsv4_rows(g, gguf_path, hf_dir, quality=quality)
+        return VerifyReport(str(gguf_path), str(hf_dir), str(target_dir or hf_dir), str(g.value("general.architecture")),
+                            "dspark_dsv4", "DeepSeek-V4 (mtp.* inside the checkpoint)", seed, 0, [],
+                            hparams=rows.hparams, outputs=rows.outputs, quality=rows.quality,
+                            quality_note=rows.quality_note, metadata=rows.metadata, notes=rows.notes)
     if target_dir is None:
         raise ConvertError("--target-model-dir is required: verify reads the target model's token embeddings and lm_head")
     tf, d = _load_torch_side(Path(hf_dir), Path(target_dir))

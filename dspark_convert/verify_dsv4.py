@@ -3,19 +3,19 @@
 Every GGUF tensor is compared with the checkpoint (:mod:`.reference.dsv4_tensors`: the checkpoint's values
 dequantized in torch as upstream does, passed through the GGUF type's rounding with gguf-py, must equal the GGUF's
 values exactly), and the model keys with the checkpoint's config. The report says plainly that no DeepSeek-V4
-reference forward ran.
+reference forward ran. :func:`.verify.verify` sends DeepSeek-V4 files here and puts the rows in its report.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .checkpoint import Checkpoint
 from .reference.dsv4_tensors import dsv4_tensor_checks
 from .reference.weights import GGUFWeights
-from .verify import OutputCheck, VerifyReport
-from .verify_checks import _meta
+from .verify_checks import MetadataCheck, OutputCheck, _meta
 
 #: DeepSeek-V4 DSpark: GGUF key -> how its value follows from the checkpoint config (verify_dsv4's metadata rows)
 _DSV4_KEYS: dict[str, Any] = {
@@ -37,8 +37,25 @@ _DSV4_KEYS: dict[str, Any] = {
 }
 
 
-def verify_dsv4(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | None, *,
-                seed: int = 0, quality: bool = True) -> VerifyReport:
+#: the note every DeepSeek-V4 report carries
+NO_FORWARD = ("a DeepSeek-V4 reference forward (mHC, MoE, sparse attention with sinks) is not implemented yet: no "
+              "forward outputs are graded; instead every tensor is compared with the checkpoint (its values dequantized "
+              "in torch as upstream does, through the GGUF type's rounding, must equal the GGUF's values exactly)")
+
+
+@dataclass
+class Dsv4Rows:
+    """What :func:`dsv4_rows` found: the rows and notes of a :class:`~dspark_convert.verify.VerifyReport`."""
+
+    outputs: list[OutputCheck] = field(default_factory=list)    # exact mode: one row per tensor (the verdict)
+    quality: list[OutputCheck] = field(default_factory=list)    # the rounding of each tensor's type (information)
+    metadata: list[MetadataCheck] = field(default_factory=list)
+    hparams: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=lambda: [NO_FORWARD])
+    quality_note: str = "the GGUF's tensors against the unrounded checkpoint values: max abs is the rounding of the type"
+
+
+def dsv4_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = True) -> Dsv4Rows:
     """A DeepSeek-V4 DSpark GGUF: every tensor against the checkpoint (see :mod:`.reference.dsv4_tensors`), and
     the model keys against its config. No forward: a DeepSeek-V4 reference forward is not implemented yet.
 
@@ -47,31 +64,25 @@ def verify_dsv4(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, targe
     tensors against the unrounded checkpoint values (the Q8_0 / F16 rounding error).
     """
     ck = Checkpoint(Path(hf_dir), select=lambda n: n.startswith("mtp."))  # the draft's shards only
-    report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir or hf_dir), str(g.value("general.architecture")),
-                          "dspark_dsv4", "DeepSeek-V4 (mtp.* inside the checkpoint)", seed, 0, [])
-    report.notes.append("a DeepSeek-V4 reference forward (mHC, MoE, sparse attention with sinks) is not implemented "
-                        "yet: no forward outputs are graded; instead every tensor is compared with the checkpoint "
-                        "(its values dequantized in torch as upstream does, through the GGUF type's rounding, must "
-                        "equal the GGUF's values exactly)")
+    rows = Dsv4Rows()
     try:
         checks, problems = dsv4_tensor_checks(gguf_path, ck)
     finally:
         ck.close()
     for c in checks:
         detail = "" if c.passed else f"{c.mismatches} of {c.elements} values differ; first: {c.first_mismatch}"
-        report.outputs.append(OutputCheck(c.name, c.shape, max_abs=c.max_abs, grade="exact" if c.passed else "differs",
-                                          passed=c.passed, detail=detail))
+        rows.outputs.append(OutputCheck(c.name, c.shape, max_abs=c.max_abs, grade="exact" if c.passed else "differs",
+                                        passed=c.passed, detail=detail))
         if quality:
-            report.quality.append(OutputCheck(c.name, c.shape, max_abs=c.max_rounding, grade="rounding of " + c.type))
-    report.quality_note = "the GGUF's tensors against the unrounded checkpoint values: max abs is the rounding of the type"
-    report.outputs += [OutputCheck("tensors", [], grade="missing", passed=False, detail=p) for p in problems]
+            rows.quality.append(OutputCheck(c.name, c.shape, max_abs=c.max_rounding, grade="rounding of " + c.type))
+    rows.outputs += [OutputCheck("tensors", [], grade="missing", passed=False, detail=p) for p in problems]
     stages = sorted({int(n.split(".")[1]) for n in ck.names})
-    report.metadata.append(_meta("dflash.block_count", g.value("dflash.block_count"), len(stages)))
+    rows.metadata.append(_meta("dflash.block_count", g.value("dflash.block_count"), len(stages)))
     for key, rule in _DSV4_KEYS.items():
         try:
             expected = rule(ck.config)
         except (KeyError, TypeError):
             expected = None
-        report.metadata.append(_meta(key, g.value(key), expected))
-    report.hparams = {"stages": len(stages), "target_layers": g.value("dflash.target_layers")}
-    return report
+        rows.metadata.append(_meta(key, g.value(key), expected))
+    rows.hparams = {"stages": len(stages), "target_layers": g.value("dflash.target_layers")}
+    return rows

@@ -10,6 +10,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import quants
 
 from dspark_convert import quant as Q
+from dspark_convert.transforms import Fp8BlockDequant, convert_chunk
 
 CODES = np.arange(256, dtype=np.uint8)
 
@@ -86,18 +87,31 @@ def test_fp8_dequant_refuses_misaligned_chunks_and_wrong_scales() -> None:
         Q.fp8_block_dequant(w, s[:1])
 
 
+def fp8_through_the_writer(w: np.ndarray, s: np.ndarray, step: int) -> bytes:
+    """The GGUF bytes the writer makes of an FP8 weight: Fp8BlockDequant on chunks of ``step`` rows (the rows of
+    each source its ``source_rows`` names), then ``convert_chunk`` to the type ``fp8_output_type`` picks."""
+    t, kind = Fp8BlockDequant(), Q.fp8_output_type(w.shape[1])
+    out = []
+    for start in range(0, w.shape[0], step):
+        stop = min(start + step, w.shape[0])
+        (a, b), (c, d) = t.source_rows(start, stop, (w.shape, s.shape))
+        x = t.apply([w[a:b], s[c:d]], stop - start)
+        with np.errstate(over="ignore"):  # beyond the F16 range: inf, as upstream's astype(float16)
+            out.append(convert_chunk(x, t.out_dtype(("F8_E4M3", "F8_E8M0")), kind).tobytes())
+    return b"".join(out)
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("scales", [(119, 127), (0, 12), (110, 140)], ids=["sample", "tiny", "wide"])
-def test_fp8_to_gguf_equals_gguf_py_q8_0_or_f16(shape: tuple[int, int], scales: tuple[int, int]) -> None:
+def test_fp8_through_the_writer_equals_gguf_py_q8_0_or_f16(shape: tuple[int, int], scales: tuple[int, int]) -> None:
     """Q8_0 bytes of the dequantized weight as gguf-py's reference quantizer makes them (F16 for odd rows);
-    tiny scales give subnormal block maxima (gguf-py's own path), chunks of 128 rows give the same bytes."""
+    tiny scales give subnormal block maxima (gguf-py's own path); whole and in chunks of 128 rows alike."""
     rng = np.random.default_rng(shape[0] * 7 + scales[0])
     w, s = fp8_inputs(rng, *shape, *scales)
     kind, want = convert_one("F8_E4M3", w, s)
     assert Q.fp8_output_type(shape[1]).name == kind
-    assert Q.fp8_to_gguf(w, s).tobytes() == want
-    chunks = [Q.fp8_to_gguf(w[r:r + 128], s[r // 128:r // 128 + 1], row0=r).tobytes() for r in range(0, shape[0], 128)]
-    assert b"".join(chunks) == want
+    assert fp8_through_the_writer(w, s, shape[0]) == want
+    assert fp8_through_the_writer(w, s, 128) == want
 
 
 # ---------------------------------------------------------------------------------------------- MXFP4

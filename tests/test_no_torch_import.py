@@ -10,7 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from gguf import GGMLQuantizationType as QT
+from gguf import quants
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures"
@@ -73,3 +76,22 @@ def test_dsv4_conversion_does_not_import_torch(tmp_path: Path) -> None:
     r = _run(LIBRARY.replace("convert(draft, target, out", "convert(draft, None, out"), str(ck), "-", str(out), "auto")
     assert r["bytes"] == out.stat().st_size > 0
     assert r["torch"] is False and r["heavy"] == []
+
+
+def test_storage_rounding_is_torch_free() -> None:
+    """The rounding both verify paths share (reference.storage.round_values) and the DeepSeek-V4 tensor checks
+    import and round without torch: numpy and gguf-py only."""
+    code = """
+import json, sys
+import numpy as np
+from dspark_convert.reference import dsv4_tensors
+from dspark_convert.reference.storage import round_values
+x = np.array([[1.00390625, 1 / 3] * 16], np.float32)
+print(json.dumps({"bf16": round_values(x, "BF16")[0, :2].tolist(), "q8": round_values(x, "Q8_0")[0, :2].tolist(),
+                  "torch": "torch" in sys.modules, "module": hasattr(dsv4_tensors, "check_tensor")}))
+"""
+    r = _run(code)
+    x = np.array([[1.00390625, 1 / 3] * 16], np.float32)
+    assert r["bf16"] == [1.0, 0.333984375]                              # ties to even
+    assert r["q8"] == quants.dequantize(quants.quantize(x, QT.Q8_0), QT.Q8_0)[0, :2].tolist()
+    assert r["torch"] is False and r["module"] is True

@@ -5,8 +5,10 @@ For a tensor (or a row chunk / one expert of it):
 1. the checkpoint's values are dequantized in **torch**, the way upstream does it (``float8_e4m3fn`` weights
    times ``float8_e8m0fnu`` tile scales repeated over 128x128 tiles; FP4 e2m1 codes through the e2m1 table times
    the E8M0 scale of each group of 32; BF16 widened; F32 as is): independent of the converter's numpy kernels;
-2. those values go through the rounding of the GGUF type with **gguf-py** (``quants.quantize`` then
-   ``quants.dequantize`` for Q8_0, a cast for F16 / BF16; nothing for F32 and for the lossless MXFP4 repack);
+2. those values go through the rounding of the GGUF type (:func:`.storage.round_values`, the one the torch forward's
+   weights go through too: gguf-py's quantizer then dequantizer for Q8_0 and BF16, numpy's cast for F16, nothing
+   for F32; no torch and none of the converter's code); the MXFP4 stacks are a lossless repack, so their
+   checkpoint values are compared as they are;
 3. the GGUF's bytes are dequantized with **gguf-py** and must equal step 2 exactly (NaN matches NaN, -0 matches
    +0: ggml's MXFP4 table has no negative zero).
 
@@ -23,6 +25,8 @@ from typing import Any
 import numpy as np
 from gguf import GGMLQuantizationType as QT
 from gguf import quants
+
+from .storage import round_values
 
 E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 
@@ -92,14 +96,6 @@ def plain_values(raw: np.ndarray, dtype: str) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------- GGUF side
-def rounded(values: np.ndarray, ggml_type: QT) -> np.ndarray:
-    """``values`` after the rounding of ``ggml_type`` (gguf-py's quantizers), as float32."""
-    if ggml_type in (QT.F32, QT.MXFP4):
-        return values
-    with np.errstate(over="ignore", invalid="ignore"):
-        return quants.dequantize(quants.quantize(np.ascontiguousarray(values, np.float32), ggml_type), ggml_type)
-
-
 def gguf_values(raw: np.ndarray, ggml_type: QT) -> np.ndarray:
     """The GGUF tensor bytes (rows of the byte shape) dequantized by gguf-py, float32."""
     with np.errstate(over="ignore", invalid="ignore"):
@@ -168,7 +164,7 @@ def check_tensor(g: Any, ck: Any, name: str, sources: tuple[str, ...]) -> Tensor
         ref = fp8_values(raw, scale, row0=a) if scale is not None else plain_values(raw, ck.ref(src).dtype)
         ref = ref.reshape(b - a, -1) if len(shape) > 1 else ref.reshape(1, -1)
         got = g.rows(name, slice(a, b)) if len(shape) > 1 else g.array(name).reshape(1, -1)
-        chk.add(ref, got.reshape(ref.shape), rounded(ref, qt))
+        chk.add(ref, got.reshape(ref.shape), round_values(ref, qt.name))
     return chk
 
 
