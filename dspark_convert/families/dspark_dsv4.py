@@ -9,7 +9,6 @@ outtype, and upstream's own DeepSeek-V4 chat template as the second key.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -27,6 +26,15 @@ from ..tokenizer.handlers import target_vocab_kvs
 from ..transforms import Fp8BlockDequant, Mxfp4ExpertStack
 from .base import Context, TargetTensor
 from .common import base_kvs, finish_plan, tensor_spec
+from .dsv4_names import (
+    EXPERT_TENSORS,
+    ROOT_TENSORS,
+    STAGE_TENSORS,
+    draft_names,
+    gguf_name,
+    group_draft,
+    is_draft,
+)
 from .hparams import as_float, as_positive, as_u32, vocab_size_of
 
 ARCHITECTURES: tuple[str, ...] = (S.DSV4_ARCHITECTURE,)
@@ -39,47 +47,6 @@ DSPARK_FLAG = True
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
            "draft_tensors", "hf_names"]
 
-#: HF name inside a stage (after ``mtp.{s}.``) -> GGUF name after ``blk.{s}.`` (spec/dsv4-dspark.md §3)
-STAGE_TENSORS: dict[str, str] = {
-    "attn.attn_sink": "attn_sinks.weight",
-    "attn.wq_a.weight": "attn_q_a.weight",
-    "attn.wq_b.weight": "attn_q_b.weight",
-    "attn.q_norm.weight": "attn_q_a_norm.weight",
-    "attn.wkv.weight": "attn_kv.weight",
-    "attn.kv_norm.weight": "attn_kv_a_norm.weight",
-    "attn.wo_a.weight": "attn_output_a.weight",
-    "attn.wo_b.weight": "attn_output_b.weight",
-    "attn_norm.weight": "attn_norm.weight",
-    "ffn_norm.weight": "ffn_norm.weight",
-    "ffn.gate.weight": "ffn_gate_inp.weight",
-    "ffn.gate.bias": "exp_probs_b.bias",
-    "ffn.shared_experts.w1.weight": "ffn_gate_shexp.weight",
-    "ffn.shared_experts.w2.weight": "ffn_down_shexp.weight",
-    "ffn.shared_experts.w3.weight": "ffn_up_shexp.weight",
-    "hc_attn_fn": "hc_attn_fn.weight",
-    "hc_attn_base": "hc_attn_base.weight",
-    "hc_attn_scale": "hc_attn_scale.weight",
-    "hc_ffn_fn": "hc_ffn_fn.weight",
-    "hc_ffn_base": "hc_ffn_base.weight",
-    "hc_ffn_scale": "hc_ffn_scale.weight",
-}
-#: names lifted out of the stage namespace (the stage index is dropped; upstream's ``_rekey_mtp_tensor_name``)
-ROOT_TENSORS: dict[str, str] = {
-    "main_proj.weight": S.T_FC,
-    "main_norm.weight": S.T_ENC_NORM,
-    "norm.weight": S.T_OUTPUT_NORM,
-    "hc_head_fn": S.T_OUTPUT_HC_FN,
-    "hc_head_base": S.T_OUTPUT_HC_BASE,
-    "hc_head_scale": S.T_OUTPUT_HC_SCALE,
-    "markov_head.markov_w1.weight": S.T_MARKOV_W1,
-    "markov_head.markov_w2.weight": S.T_MARKOV_W2,
-    "confidence_head.proj.weight": S.T_CONF_W,
-}
-#: routed expert projection -> GGUF stack name after ``blk.{s}.``, in writing order (gate, down, up)
-EXPERT_TENSORS: dict[str, str] = dict(zip(("w1", "w2", "w3"), S.DSV4_EXPERT_TENSORS, strict=True))
-
-_STAGE = re.compile(r"mtp\.(\d+)\.(.+)")
-_EXPERT = re.compile(r"ffn\.experts\.(\d+)\.(w[123])\.(weight|scale)")
 TEMPLATE_FILES = {False: "deepseek-ai-DeepSeek-V4.jinja", True: "deepseek-ai-DeepSeek-V4-Flash-0731.jinja"}
 
 
@@ -89,11 +56,6 @@ def is_deepseek_v4(config: dict[str, Any]) -> bool:
     archs = config.get("architectures")
     first = archs[0] if isinstance(archs, list) and archs else None
     return config.get("model_type") == S.DSV4_MODEL_TYPE or first in (S.DSV4_TARGET_ARCHITECTURE, S.DSV4_ARCHITECTURE)
-
-
-def draft_names(names: list[str]) -> list[str]:
-    """The checkpoint names that belong to the draft (``mtp.*``)."""
-    return [n for n in names if n.startswith(S.DSV4_DRAFT_PREFIX)]
 
 
 def has_draft(config: dict[str, Any], names: list[str]) -> bool:
@@ -115,11 +77,7 @@ def claims(config: dict[str, Any], tensor_names: list[str]) -> bool:
 
 def draft_tensors(config: dict[str, Any]) -> Select | None:
     """Only ``mtp.*``: the other shards of the checkpoint (the main model) are neither opened nor downloaded."""
-    return _is_draft
-
-
-def _is_draft(name: str) -> bool:
-    return name.startswith(S.DSV4_DRAFT_PREFIX)
+    return is_draft
 
 
 def hf_names(gguf_name: str) -> tuple[str, ...]:
@@ -140,30 +98,6 @@ def no_draft_message(config: dict[str, Any], names: list[str]) -> str:
             "no mtp.* tensors" if not has_mtp else "no dspark_* config keys (dspark_block_size, ...)")
     return (f"a DeepSeek-V4 checkpoint without a DSpark draft ({what}); only such a draft is converted here "
             "(convert the main model with llama.cpp's convert_hf_to_gguf.py)")
-
-
-# ---------------------------------------------------------------------------------------------- names
-def split_stage(name: str) -> tuple[int, str]:
-    """``mtp.{s}.rest`` -> (s, rest)."""
-    m = _STAGE.fullmatch(name)
-    if m is None:
-        raise ValueError(name)
-    return int(m.group(1)), m.group(2)
-
-
-def expert_parts(rest: str) -> tuple[int, str, str] | None:
-    """``ffn.experts.{e}.w{1,2,3}.{weight,scale}`` -> (e, "w1", "weight"), else None."""
-    m = _EXPERT.fullmatch(rest)
-    return None if m is None else (int(m.group(1)), m.group(2), m.group(3))
-
-
-def gguf_name(stage: int, rest: str) -> str | None:
-    """GGUF name of a non-expert draft tensor (``rest`` = name after ``mtp.{stage}.``), None if unknown."""
-    if rest in ROOT_TENSORS:
-        return ROOT_TENSORS[rest]
-    if rest in STAGE_TENSORS:
-        return S.LAYER_PREFIX.format(bid=stage) + STAGE_TENSORS[rest]
-    return None
 
 
 # ---------------------------------------------------------------------------------------------- hparams
@@ -338,26 +272,13 @@ def _expert_spec(ck: Checkpoint, stage: int, w: str, per: dict[int, tuple[str, s
 def plan_tensors(ck: Checkpoint, hp: Dsv4HParams) -> tuple[list[TensorSpec], int]:
     """The expert stacks (stage 0..n-1 x gate, down, up), then every other draft tensor in checkpoint order
     (shard order x sorted name); returns (tensors, number of stages)."""
-    experts: dict[tuple[int, str], dict[int, tuple[str, str]]] = {}
+    groups = group_draft(ck.names)
+    if groups.unnamed:
+        src = groups.unnamed[0]
+        raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not named mtp.<stage>.<name>")
     dense: list[TensorSpec] = []
     seen: dict[str, str] = {}
-    stages: set[int] = set()
-    for src in ck.names:
-        if not _is_draft(src):
-            continue
-        try:
-            stage, rest = split_stage(src)
-        except ValueError:
-            raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not named mtp.<stage>.<name>") from None
-        stages.add(stage)
-        ex = expert_parts(rest)
-        if ex is not None:
-            e, w, part = ex
-            if part == "weight":
-                experts.setdefault((stage, w), {})[e] = (src, src.removesuffix(".weight") + ".scale")
-            continue
-        if rest.endswith(".scale") and src.removesuffix(".scale") + ".weight" in ck:
-            continue  # read with its weight
+    for src, stage, rest in groups.dense:
         name = gguf_name(stage, rest)
         if name is None:
             raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not part of a DeepSeek-V4 DSpark draft "
@@ -366,7 +287,8 @@ def plan_tensors(ck: Checkpoint, hp: Dsv4HParams) -> tuple[list[TensorSpec], int
             raise ConvertError(f"{ck.ref(src).file}: tensors '{seen[name]}' and '{src}' both become '{name}'")
         seen[name] = src
         dense.append(_fp8_spec(ck, src, name) if ck.ref(src).dtype == "F8_E4M3" else _plain_spec(ck, src, name))
-    n = 1 + max(stages) if stages else 0
+    experts = groups.experts
+    n = 1 + max(groups.stages) if groups.stages else 0
     stacks = []
     for stage in range(n):
         for w in EXPERT_TENSORS:

@@ -109,28 +109,17 @@ ROWS_PER_CHUNK_F32 = 1 << 22  #: float32 values per compared chunk (16 MiB), wha
 def source_map(names: list[str]) -> dict[str, tuple[str, ...]]:
     """GGUF tensor name -> checkpoint names it comes from: ``(weight,)``, ``(weight, scale)`` for FP8, and for an
     expert stack ``(w_e0.weight, w_e0.scale, w_e1.weight, ...)``; from the DeepSeek-V4 DSpark name tables."""
-    from ..families.dspark_dsv4 import EXPERT_TENSORS, expert_parts, gguf_name, split_stage
+    from ..families.dsv4_names import EXPERT_TENSORS, gguf_name, group_draft
 
     have = set(names)
+    groups = group_draft(names)
     out: dict[str, tuple[str, ...]] = {}
-    experts: dict[tuple[int, str], dict[int, tuple[str, str]]] = {}
-    for n in names:
-        if not n.startswith("mtp."):
-            continue
-        s, rest = split_stage(n)
-        ex = expert_parts(rest)
-        if ex is not None:
-            e, w, part = ex
-            if part == "weight":
-                experts.setdefault((s, w), {})[e] = (n, n.removesuffix(".weight") + ".scale")
-            continue
-        if rest.endswith(".scale") and n.removesuffix(".scale") + ".weight" in have:
-            continue
-        g = gguf_name(s, rest)
+    for src, stage, rest in groups.dense:
+        g = gguf_name(stage, rest)
         if g is not None:
-            scale = n.removesuffix(".weight") + ".scale"
-            out[g] = (n, scale) if n.endswith(".weight") and scale in have else (n,)
-    for (s, w), per in experts.items():
+            scale = src.removesuffix(".weight") + ".scale"
+            out[g] = (src, scale) if src.endswith(".weight") and scale in have else (src,)
+    for (s, w), per in groups.experts.items():
         out[f"blk.{s}.{EXPERT_TENSORS[w]}"] = tuple(x for e in sorted(per) for x in per[e])
     return out
 
