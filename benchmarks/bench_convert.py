@@ -195,15 +195,16 @@ def warm(paths: list[Path]) -> None:
                     pass
 
 
-def run_op(spec: dict, cold: bool, inputs: list[Path]) -> dict:
-    """Run one operation in a fresh interpreter: its wall time, the peak RSS of that child alone, and its report."""
+def run_op(spec: dict, cold: bool, inputs: list[Path], script: str = __file__) -> dict:
+    """Run one operation in a fresh interpreter (``script --worker SPEC``, by default this file's worker): its wall
+    time, the peak RSS of that child alone, and its report."""
     if not (cold and drop_caches()):
         warm(inputs)
     root = str(PACKAGE_ROOT[0])
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        p = subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(spec)], stdout=out, stderr=err, env=env)
+        p = subprocess.Popen([sys.executable, script, "--worker", json.dumps(spec)], stdout=out, stderr=err, env=env)
         # os.wait4 reaps this child and returns ITS rusage (RUSAGE_CHILDREN would be the max over all children);
         # its CPU time is used as is, its peak RSS only when the child could not report its own VmHWM
         _, status, ru = os.wait4(p.pid, 0)

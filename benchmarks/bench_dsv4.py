@@ -81,16 +81,11 @@ def _io() -> dict:
     return out
 
 
-def _hwm() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
 def _worker(spec: dict) -> dict:
     io0 = _io()
     t0 = time.perf_counter()
+    from bench_convert import _own_peak_rss
+
     if spec["op"] == "convert":
         from dspark_convert import convert
 
@@ -103,35 +98,16 @@ def _worker(spec: dict) -> dict:
         out = _copy(ranges, spec["size"], Path(spec["out"]))
     out["seconds"] = time.perf_counter() - t0
     io1 = _io()
-    out.update(rchar=io1["rchar"] - io0["rchar"], read_bytes=io1["read_bytes"] - io0["read_bytes"], peak_rss=_hwm())
+    out.update(rchar=io1["rchar"] - io0["rchar"], read_bytes=io1["read_bytes"] - io0["read_bytes"], peak_rss=_own_peak_rss())
     return out
 
 
-def run_op(spec: dict, cold: bool, inputs: list[Path]) -> dict:
-    from bench_convert import drop_caches, warm
-
-    if not (cold and drop_caches()):
-        warm(inputs)
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        import subprocess
-
-        p = subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(spec)], stdout=out, stderr=err, env=env)
-        _, status, ru = os.wait4(p.pid, 0)
-        wall = time.perf_counter() - t0
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(), err.read().decode(errors="replace")
-    if os.waitstatus_to_exitcode(status) != 0:
-        return {"error": (stderr.strip().splitlines() or ["?"])[-1][:300], "wall": wall}
-    res = json.loads(stdout.strip().splitlines()[-1])
-    res.update(wall=wall, cpu=ru.ru_utime + ru.ru_stime)
-    return res
-
-
 def median_run(spec: dict, cold: bool, inputs: list[Path], runs: int) -> dict:
-    rs = [run_op(spec, cold, inputs) for _ in range(runs)]
+    """``runs`` runs of one operation, each in its own subprocess (bench_convert's runner with this file's worker):
+    the median by seconds, with every run's seconds."""
+    from bench_convert import run_op
+
+    rs = [run_op(spec, cold, inputs, script=__file__) for _ in range(runs)]
     bad = [r for r in rs if "error" in r]
     if bad:
         return bad[0]
@@ -197,7 +173,7 @@ def report(r: dict) -> str:
     if "error" in c:
         return "\n".join([*lines, f"convert FAILED: {c['error']}"])
     lines += [
-        f"convert: {c['seconds']:.1f} s (runs {c['all_seconds']}), CPU {c['cpu']:.1f} s, peak RSS {c['peak_rss'] / MiB:.0f} MiB, "
+        f"convert: {c['seconds']:.1f} s (runs {c['all_seconds']}), CPU {c['cpu']:.1f} s, peak RSS {c['rss'] / MiB:.0f} MiB, "
         f"GGUF {r['gguf_bytes'] / 1e9:.2f} GB ({r['gguf_bytes'] / 1e6 / c['seconds']:.0f} MB/s)",
         f"bytes read: {c['rchar'] / 1e9:.2f} GB of the checkpoint's {r['checkpoint_bytes'] / 1e9:.1f} GB "
         f"({100 * c['rchar'] / r['checkpoint_bytes']:.1f}%; draft shards {r['draft_shard_bytes'] / 1e9:.2f} GB; "
