@@ -5,6 +5,7 @@ The public API (the same verbs as the command line)::
     from dspark_convert import convert, check_file, read_gguf, inspect_gguf, diff_gguf
     result = convert("fixtures/dspark-qwen3", "fixtures/target-qwen3", "draft.gguf", outtype="bf16")
     findings = check_file("draft.gguf")          # llama.cpp loader rules; [] when it loads
+    fit = check_fit("draft.gguf", "target.gguf")  # will this draft work with that target? fit.ok, fit.results
     gguf = read_gguf("draft.gguf")               # header, KVs, lazily mapped tensors
     info = inspect_gguf("draft.gguf")            # the `inspect --json` document
     delta = diff_gguf("a.gguf", "b.gguf")        # the `diff --json` document
@@ -24,7 +25,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "convert": "conversion", "plan_conversion": "conversion", "ConvertResult": "conversion",
     "PlannedConversion": "conversion",
-    "check_file": "check", "check_plan": "check", "Finding": "check",
+    "check_file": "check", "check_plan": "check", "Finding": "check", "check_fit": "fit", "FitReport": "fit",
     "read_gguf": "gguffile.reader", "plan_from_gguf": "gguffile.reader", "GGUFFile": "gguffile.reader",
     "inspect_gguf": "inspect", "diff_gguf": "diff",
     "open_gguf_source": "gguffile.source", "RemoteOptions": "gguffile.options",

@@ -109,6 +109,8 @@ def hf2gguf(
     allow_nonfinite: Annotated[bool, typer.Option("--allow-nonfinite", help="Convert tensors holding NaN/Inf instead of refusing.")] = False,
     metadata: Annotated[Path | None, typer.Option("--metadata", help="JSON file overriding general.* metadata.")] = None,
     model_name: Annotated[str | None, typer.Option("--model-name", help="Override general.name.")] = None,
+    ignore_target_mismatch: Annotated[bool, typer.Option("--ignore-target-mismatch", help="Convert even when the draft does not fit the target (hidden size, layers, vocabulary): the errors become warnings.")] = False,
+    architecture: Annotated[str | None, typer.Option("--architecture", help="Convert as this architectures value (e.g. Qwen3DSparkModel) instead of the one config.json declares.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable summary on stdout.")] = False,
     dspark: Annotated[bool, typer.Option("--dspark", help="Upstream's flag for the DSpark draft inside a DeepSeek-V4 checkpoint (recognised without it).")] = False,
 ) -> None:
@@ -121,7 +123,8 @@ def hf2gguf(
         result = run_or_exit(lambda: convert(draft, target_model_dir, outfile, outtype=outtype.value, force=force, dry_run=dry_run,
                                              embed_from_target=with_target_embeddings, allow_nonfinite=allow_nonfinite,
                                              metadata=metadata, model_name=model_name, dspark=dspark,
-                                             progress=progress),
+                                             progress=progress, ignore_target_mismatch=ignore_target_mismatch,
+                                             architecture=architecture),
                              f"converting {draft}" + ("" if dry_run else ", before writing"))
     if not dry_run:
         _State.written = str(result.path)
@@ -136,11 +139,25 @@ def hf2gguf(
 @app.command()
 def check(
     file: Annotated[str, typer.Argument(help=f"A GGUF draft file, made by any tool: {GGUF_REF_HELP}.")],
+    target: Annotated[str | None, typer.Option("--target", help="Also check the draft against this target: a target GGUF (header only, any size; local, hf:// or a URL), a target model folder or a Hub repo id.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable findings on stdout.")] = False,
     max_header_mib: MaxHeaderMiB = 512,
     timeout: Timeout = 30.0,
 ) -> None:
-    """Check a GGUF draft against llama.cpp's loader rules (exit 1 on any error)."""
+    """Check a GGUF draft against llama.cpp's loader rules (exit 1 on any error); with --target, also against
+    llama.cpp's draft/target rules (exit 1 when one fails)."""
+    if target is not None:
+        from .fit import check_fit
+
+        report = run_or_exit(lambda: check_fit(file, target, remote=remote_options(max_header_mib, timeout)),
+                             f"checking {file} against {target}")
+        if as_json:
+            print_json(report.to_dict())
+        else:
+            from .render import make_console, render_fit
+
+            render_fit(report, make_console())
+        raise typer.Exit(0 if report.ok else 1)
     from .check import check_plan, errors
     from .gguffile.source import plan_from_source
 

@@ -11,15 +11,19 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import schema as S
+from .archnames import Architecture, resolve_architecture
 from .check import Finding, check_plan, errors
 from .checkpoint import INDEX_NAME, Checkpoint, Select, load_json, read_json, read_weight_map, tensor_names
 from .destination import check_destination
 from .errors import ConvertError
 from .families import family_for, family_modules, family_name
-from .families.base import Context, ConvertOptions, Family
+from .families.base import Context, ConvertOptions, Family, TargetFacts
 from .families.common import resolve_outtype, tensor_spec
+from .families.hparams import normalize_hparams, rope_dict
+from .fit.conversion import IGNORE_HINT, Pair, conversion_findings, mask_embedding_sources
 from .hub import TOKENIZER_FILES, ResolvedModel, resolve_draft, resolve_target
 from .metadata import general_kvs, param_counts
 from .naming import default_output_name, expand_output_template
@@ -42,13 +46,16 @@ class ConvertResult:
     dry_run: bool = False
     family: str = ""
     notes: list[str] = field(default_factory=list)
+    architecture: dict[str, str | None] | None = None  # declared / used / how (declared, alias, forced)
 
 
 @dataclass
 class PlannedConversion:
     """What :func:`plan_conversion` resolved: the plan, the checkpoints it reads, and who it is for.
 
-    ``sources`` maps a TensorSpec ``origin`` to its open checkpoint; :meth:`close` releases them.
+    ``sources`` maps a TensorSpec ``origin`` to its open checkpoint; :meth:`close` releases them. ``fit`` holds
+    the fit findings (does the draft belong to this target?) with their own level: the caller decides about
+    errors (``--ignore-target-mismatch``). ``architecture`` says which ``architectures`` value was used and why.
     """
 
     plan: Plan
@@ -57,6 +64,8 @@ class PlannedConversion:
     draft: ResolvedModel
     target: ResolvedModel
     outtype: str  # resolved: never "auto"
+    fit: list[Finding] = field(default_factory=list)
+    architecture: Architecture | None = None
 
     @property
     def family_name(self) -> str:
@@ -67,15 +76,19 @@ class PlannedConversion:
             ck.close()
 
 
-def choose_family(folder: Path) -> tuple[Family, Select | None]:
+def choose_family(folder: Path, architecture: str | None = None) -> tuple[Family, Select | None, Architecture]:
     """The family of the draft checkpoint in ``folder`` (from its config and tensor names, without opening
-    shards an index lists) and the tensors it reads (None: all)."""
+    shards an index lists), the tensors it reads (None: all) and the ``architectures`` value used: the declared
+    one, an alias upstream accepts, or ``architecture`` (``--architecture``) when given."""
     cfg = folder / "config.json"
     if not cfg.is_file():
         raise ConvertError(f"{folder}: no config.json (expected a Hugging Face checkpoint folder)")
     config = load_json(cfg)
+    arch = resolve_architecture(config, architecture, str(cfg))
+    if arch.how != "declared":
+        config = {**config, "architectures": [arch.used]}
     family = family_for(config, tensor_names(folder), str(cfg))
-    return family, family.draft_tensors(config)
+    return family, family.draft_tensors(config), arch
 
 
 def _add_target_tensors(plan: Plan, family: Family, target: Checkpoint, ctx: Context) -> None:
@@ -192,6 +205,16 @@ def refuse_draft_as_target(config: object, folder: Path) -> None:
                            "the draft was trained for as --target-model-dir")
 
 
+def _refuse_options(family: Family, draft: str, own_tokenizer: bool, options: ConvertOptions) -> None:
+    """Options the draft's family does not take: ``--dspark`` (DeepSeek-V4 only), no ``--target-model-dir`` (only
+    a family whose checkpoint carries the tokenizer)."""
+    if options.dspark and not family.DSPARK_FLAG:
+        raise ConvertError(f"--dspark: {draft} is not a DeepSeek-V4 checkpoint with a DSpark draft (the flag selects "
+                           "upstream's DeepSeek-V4 DSpark converter; other drafts are recognised by their config)")
+    if own_tokenizer and not family.TOKENIZER_IN_CHECKPOINT:
+        raise ConvertError("--target-model-dir is required: the draft's tokenizer comes from its target model")
+
+
 def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
                     options: ConvertOptions | None = None) -> PlannedConversion:
     """Resolve the inputs and build the plan. Writes nothing; close the result's checkpoints when done.
@@ -203,14 +226,18 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
     """
     options = options or ConvertOptions()
     own_tokenizer = target_model_dir is None or str(target_model_dir) == ""
-    d = resolve_draft(str(draft), select=lambda folder: choose_family(folder)[1])
-    family, select = choose_family(d.path)
-    if options.dspark and not family.DSPARK_FLAG:
-        raise ConvertError(f"--dspark: {d.label} is not a DeepSeek-V4 checkpoint with a DSpark draft (the flag selects "
-                           "upstream's DeepSeek-V4 DSpark converter; other drafts are recognised by their config)")
-    if own_tokenizer and not family.TOKENIZER_IN_CHECKPOINT:
-        raise ConvertError("--target-model-dir is required: the draft's tokenizer comes from its target model")
+
+    def pick(folder: Path) -> Select | None:  # from the Hub: config and index are there, no shard yet
+        family, select, _ = choose_family(folder, options.architecture)
+        _refuse_options(family, str(draft), own_tokenizer, options)
+        return select
+
+    d = resolve_draft(str(draft), select=pick)
+    family, select, arch = choose_family(d.path, options.architecture)
+    _refuse_options(family, d.label, own_tokenizer, options)
     ck = Checkpoint(d.path, select=select)
+    if arch.how != "declared":
+        ck.config = {**ck.config, "architectures": [arch.used]}
     sources = {"draft": ck}
     try:
         if not ck.names:
@@ -245,23 +272,48 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
                                           metadata_override=options.metadata_override, model_name=options.model_name,
                                           repo_id=d.repo_id, size_counts=counts))
         plan.notes.append(f"draft {d.model_id}; target {t.model_id}")
+        note = arch.note()
+        if note:
+            plan.notes.append(note)
+        facts = family.target_facts(ctx, plan)
+        fit = ctx.findings + conversion_findings(_pair(plan, ck, d, t, tconf, facts),
+                                                 mask_sources=mask_embedding_sources(d.path, facts.mask_embedding))
     except BaseException:
         for opened in sources.values():
             opened.close()
         raise
-    return PlannedConversion(plan=plan, sources=sources, family=family, draft=d, target=t, outtype=outtype)
+    return PlannedConversion(plan=plan, sources=sources, family=family, draft=d, target=t, outtype=outtype, fit=fit,
+                             architecture=arch)
+
+
+def _pair(plan: Plan, ck: Checkpoint, d: ResolvedModel, t: ResolvedModel, tconf: dict[str, Any],
+          facts: TargetFacts) -> Pair:
+    """What the fit rules compare: the planned file, the family's facts, the draft's config, the target's config
+    and name."""
+    d2t = plan.tensor(S.T_D2T)
+    fc = plan.tensor(S.T_FC)
+    thp = normalize_hparams(tconf, str(t.path / "config.json"))
+    return Pair(arch=plan.arch, facts=facts, plan_kvs={k.name: k.value for k in plan.kvs},
+                plan_tensors={ts.name: ts.shape for ts in plan.tensors},
+                d2t_max=int(d2t.data.max()) if d2t is not None and d2t.data is not None and d2t.data.size else None,
+                draft_dir=d.path, draft_config=ck.config,
+                draft_files={S.T_FC: str(ck.ref(fc.source).file)} if fc is not None and fc.source and fc.origin == "draft" else {},
+                target=t.label, target_dir=t.path, target_config=thp, target_rope=rope_dict(thp))
 
 
 def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str | Path | None = None, *,
             outtype: str = "auto", force: bool = False, dry_run: bool = False, embed_from_target: bool = False,
             allow_nonfinite: bool = False, metadata: Path | None = None, model_name: str | None = None,
-            dspark: bool = False, progress: Progress | None = None) -> ConvertResult:
+            dspark: bool = False, progress: Progress | None = None, ignore_target_mismatch: bool = False,
+            architecture: str | None = None) -> ConvertResult:
     """Convert a draft checkpoint (folder or Hub id) into a GGUF file that llama.cpp loads.
 
-    Raises :class:`ConvertError` (nothing written) when the input is invalid or the planned file would break a
-    loader rule. ``outfile`` may use ``{ftype}`` / ``{outtype}``; without it the GGUF naming convention is used.
-    ``target_model_dir`` may be None for a draft stored inside its target (DeepSeek-V4): the checkpoint's own
-    tokenizer is used. ``dspark`` is upstream's ``--dspark`` (accepted for DeepSeek-V4 checkpoints only).
+    Raises :class:`ConvertError` (nothing written) when the input is invalid, the planned file would break a
+    loader rule, or the draft does not fit the target (fit errors; ``ignore_target_mismatch`` makes them warnings).
+    ``architecture`` converts as that ``architectures`` value instead of the declared one. ``outfile`` may use
+    ``{ftype}`` / ``{outtype}``; without it the GGUF naming convention is used. ``target_model_dir`` may be None
+    for a draft stored inside its target (DeepSeek-V4): the checkpoint's own tokenizer is used. ``dspark`` is
+    upstream's ``--dspark`` (accepted for DeepSeek-V4 checkpoints only).
     """
     t0 = time.perf_counter()
     outtype = str(outtype).lower()  # "BF16" is "bf16", as on the command line
@@ -269,7 +321,8 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
         raise ConvertError(f"--outtype {outtype!r}: expected one of {', '.join(S.OUTTYPE_CHOICES)}")
     options = ConvertOptions(outtype=outtype, embed_from_target=embed_from_target, allow_nonfinite=allow_nonfinite,
                              metadata_override=Path(metadata) if metadata else None, model_name=model_name,
-                             dspark=dspark)
+                             dspark=dspark, ignore_target_mismatch=ignore_target_mismatch,
+                             architecture=architecture)
     check_destination(outfile, outtype=outtype, force=force, dry_run=dry_run)  # before any reading or download
     with collecting() as notes:
         result = _convert(draft, target_model_dir, outfile, options, force=force, dry_run=dry_run, progress=progress)
@@ -283,8 +336,13 @@ def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: st
     planned = plan_conversion(draft, target_model_dir, options=options)
     try:
         plan = planned.plan
+        fit_errors = errors(planned.fit)
+        if fit_errors and not options.ignore_target_mismatch:
+            raise ConvertError(f"{fit_errors[0].message} ({IGNORE_HINT})"
+                               + (f" (and {len(fit_errors) - 1} more)" if len(fit_errors) > 1 else ""))
+        fit = [Finding("warning", f.subject, f.rule, f.message) for f in planned.fit]
         _check_layer_count(plan, planned.sources["draft"])
-        findings = check_plan(plan)
+        findings = fit + check_plan(plan)
         bad = errors(findings)
         if bad:
             raise ConvertError(f"the planned file would not load in llama.cpp: {_explain(bad[0], planned)}"
@@ -295,7 +353,8 @@ def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: st
                                           size_label=plan.value(S.GENERAL_SIZE_LABEL))
         path = Path(expand_output_template(str(outfile), outtype=planned.outtype))
         result = ConvertResult(path=path, plan=plan, findings=findings, outtype=planned.outtype, dry_run=dry_run,
-                               family=planned.family_name, notes=list(plan.notes))
+                               family=planned.family_name, notes=list(plan.notes),
+                               architecture=planned.architecture.to_dict() if planned.architecture else None)
         if not dry_run:
             t0 = time.perf_counter()
             result.bytes_written = write_plan(plan, planned.sources, path, force=force,

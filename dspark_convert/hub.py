@@ -45,9 +45,10 @@ from .errors import ConvertError
 
 #: Files fetched for a draft checkpoint (``*.bin`` only when the repo has no safetensors: BIN_PATTERNS).
 DRAFT_PATTERNS = ["config.json", "generation_config.json", "README.md", "*.safetensors",
-                  "model.safetensors.index.json"]
+                  "model.safetensors.index.json", "mask_embedding.pt"]
 #: What a draft with a ``select`` is fetched with first: everything but the weights (then only the needed shards).
-DRAFT_META_PATTERNS = ["config.json", "generation_config.json", "README.md", "model.safetensors.index.json"]
+DRAFT_META_PATTERNS = ["config.json", "generation_config.json", "README.md", "model.safetensors.index.json",
+                       "mask_embedding.pt"]
 BIN_PATTERNS = ["*.bin", "pytorch_model.bin.index.json"]
 #: Files fetched for the target model: its config and everything the tokenizer step reads (contract §3.1).
 TARGET_PATTERNS = ["config.json", "tokenizer.json", "tokenizer_config.json", "tokenizer.model", "merges.txt",

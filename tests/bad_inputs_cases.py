@@ -421,14 +421,41 @@ def _(inp: Inputs) -> None:
 
 # ------------------------------------------------------------------------------------------- target layers
 @case("tap-beyond-target-layers", "{draft}/config.json: 'target_layer_ids' gives target layer 5 (after the +1 shift), "
-      "but the target {target}/config.json has 3 layers (valid: 0..3)")
+      "but the target {target}/config.json has 3 layers (valid: 0..3) (pass --ignore-target-mismatch to convert "
+      "anyway)")
 def _(inp: Inputs) -> None:
     edit_config(inp.own_target(), num_hidden_layers=3)
 
 
 config_case("eagle3-tap-beyond-target-layers", "{draft}/config.json: 'eagle_aux_hidden_state_layer_ids' gives target "
-            "layer 9, outside the target's 6 layers (valid: 0..6)", fixture="eagle3-speculators",
-            edits={"eagle_aux_hidden_state_layer_ids": [2, 3, 9]})
+            "layer 9, outside the target's 6 layers (valid: 0..6) (pass --ignore-target-mismatch to convert anyway)",
+            fixture="eagle3-speculators", edits={"eagle_aux_hidden_state_layer_ids": [2, 3, 9]})
+
+
+# ------------------------------------------------------------------------------------------- draft/target fit
+@case("target-hidden-size", "{draft}/model.safetensors: fc.weight takes 3 target layers x 64 = 192 inputs (a target "
+      "of hidden size 64), but {target}/config.json has hidden_size 128 (pass --ignore-target-mismatch to convert "
+      "anyway)", fixture="dflash-zlab")
+def _(inp: Inputs) -> None:
+    edit_config(inp.own_target(), hidden_size=128)
+
+
+@case("target-vocab-size", "{draft}/config.json: vocab_size 1024, but {target}/config.json has vocab_size 512; the "
+      "draft predicts ids of another vocabulary (pass --ignore-target-mismatch to convert anyway)")
+def _(inp: Inputs) -> None:
+    edit_config(inp.own_target(), vocab_size=512)
+
+
+@case("target-d2t-beyond-vocab", "{draft}/config.json: d2t maps draft tokens to target id 588, outside the 500 tokens "
+      "of {target}/config.json (vocab_size 500) (pass --ignore-target-mismatch to convert anyway)",
+      fixture="dspark-reduced")
+def _(inp: Inputs) -> None:
+    edit_config(inp.own_target(), vocab_size=500)
+
+
+config_case("unknown-architecture-near-miss", "{draft}/config.json: architecture 'Qwen3DsparkModel' is not a supported "
+            "draft", "; closest known name: Qwen3DSparkModel (pass --architecture Qwen3DSparkModel if the checkpoint "
+            "has that layout)", edits={"architectures": ["Qwen3DsparkModel"]})
 
 
 # ------------------------------------------------------------------------------------------- values

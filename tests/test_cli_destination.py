@@ -184,8 +184,10 @@ def test_draft_folder_as_target_is_named_a_draft(tmp_path: Path, draft_as_target
 
 
 def test_eagle3_llama_class_is_still_a_valid_target(tmp_path: Path) -> None:
-    """LlamaForCausalLM names some EAGLE-3 drafts and also real targets: it is accepted as a target."""
-    r = run("hf2gguf", FIXTURES / "dflash-zlab", "-t", FIXTURES / "target-llama2-spm", "-o", tmp_path / "x.gguf")
+    """LlamaForCausalLM names some EAGLE-3 drafts and also real targets: it is accepted as a target (its 512-token
+    vocabulary is not the draft's, a fit error that --ignore-target-mismatch lifts; tests/test_fit_conversion.py)."""
+    r = run("hf2gguf", FIXTURES / "dflash-zlab", "-t", FIXTURES / "target-llama2-spm", "-o", tmp_path / "x.gguf",
+            "--ignore-target-mismatch")
     assert r.exit_code == 0, r.output
 
 

@@ -52,7 +52,8 @@ def test_self_contained_keeps_draft_embeddings(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------- SentencePiece target
 def test_dspark_against_sentencepiece_target(tmp_path: Path) -> None:
     out = tmp_path / "spm.gguf"
-    convert(FIX / "dflash-zlab", FIX / "target-llama2-spm", out, outtype="f16")
+    # the fixture target's vocabulary (512) is not the draft's (1024): a fit error, lifted to test the tokenizer path
+    convert(FIX / "dflash-zlab", FIX / "target-llama2-spm", out, outtype="f16", ignore_target_mismatch=True)
     rd = GGUFReader(out)
     f = rd.fields
     assert bytes(f["tokenizer.ggml.model"].parts[-1]).decode() == "llama"

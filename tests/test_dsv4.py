@@ -7,6 +7,7 @@ tokenizer default, and the refusals. Checkpoints come from fixtures/dsv4.py (no 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -87,8 +88,21 @@ def test_tokenizer_defaults_to_the_checkpoint_and_target_dir_still_works(tmp_pat
     assert str(e.value) == (f"{bare}: the checkpoint has no tokenizer (tokenizer.json, tokenizer.model, vocab.json); "
                             "pass --target-model-dir with the target model's tokenizer")
     assert not (tmp_path / "bare.gguf").exists()
-    convert(bare, TOKENIZER, tmp_path / "bare.gguf")
+    tok = tmp_path / "tok"  # the tokenizer files, with the checkpoint's config: the target itself
+    shutil.copytree(TOKENIZER, tok)
+    shutil.copy(bare / "config.json", tok / "config.json")
+    convert(bare, tok, tmp_path / "bare.gguf")
     assert tensors_of(tmp_path / "bare.gguf") == tensors_of(tmp_path / "own.gguf")
+    # another model as the target: the fit check compares main_proj's width with its hidden size
+    with pytest.raises(ConvertError) as e:
+        convert(bare, TOKENIZER, tmp_path / "qwen.gguf")
+    assert str(e.value) == (f"{bare / 'model-00003-of-00003.safetensors'}: fc.weight takes 3 target layers x 128 = 384 "
+                            f"inputs (a target of hidden size 128), but {TOKENIZER / 'config.json'} has hidden_size 64 "
+                            "(pass --ignore-target-mismatch to convert anyway)")
+    assert not (tmp_path / "qwen.gguf").exists()
+    r3 = convert(bare, TOKENIZER, tmp_path / "qwen.gguf", ignore_target_mismatch=True)
+    assert [(f.level, f.rule) for f in r3.findings if f.level != "note"] == [("warning", "target-hidden-size")]
+    assert tensors_of(tmp_path / "qwen.gguf") == tensors_of(tmp_path / "own.gguf")
 
 
 def test_chat_template_is_upstreams_and_0731_by_name(tmp_path: Path) -> None:

@@ -26,7 +26,8 @@ def test_golden_layout_all_outtypes(golden_inputs: Path, golden_dir: Path, tmp_p
     target = golden_inputs / layout if self_target else golden_inputs / "target"
     for outtype in GOLDEN_OUTTYPES:
         out = tmp_path / f"{layout}.{outtype}.gguf"
-        convert(golden_inputs / layout, target, out, outtype=outtype, dspark=self_target)
+        r = convert(golden_inputs / layout, target, out, outtype=outtype, dspark=self_target)
+        assert [str(f) for f in r.findings if f.level != "note"] == []  # a matched pair: no fit (or loader) warning
         expected = json.loads((golden_dir / "manifests" / f"{layout}.{outtype}.json").read_text(encoding="utf-8"))
         diffs = compare(out, expected)
         if diffs:

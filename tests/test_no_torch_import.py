@@ -1,4 +1,4 @@
-"""Converting and inspecting never import torch (it costs seconds and hundreds of MB; only verify needs it).
+"""Converting, inspecting and checking (also against a target) never import torch (it costs seconds and hundreds of MB; only verify needs it).
 
 Each check runs in a fresh interpreter, because this test session itself may have imported torch already.
 """
@@ -33,7 +33,8 @@ CLI = """
 import json, sys
 from dspark_convert.cli import app
 draft, target, out = sys.argv[1:4]
-for args in (["hf2gguf", draft, "-t", target, "-o", out, "--outtype", sys.argv[4], "--json"], ["inspect", out, "--json"]):
+for args in (["hf2gguf", draft, "-t", target, "-o", out, "--outtype", sys.argv[4], "--json"], ["inspect", out, "--json"],
+             ["check", out, "--target", target, "--json"]):
     try:
         app(args, standalone_mode=False)
     except SystemExit as e:

@@ -49,18 +49,22 @@ def test_family_for_claims_a_draft_inside_a_target_by_its_tensors(monkeypatch: p
     assert family_name(standin) == "dsv4"
     # architecture first: a draft architecture is never taken over by a claim
     assert family_name(family_for({**config, "architectures": ["DFlashDraftModel"]}, ["mtp.0.x"], "c.json")) == "dflash"
-    # no mtp tensors (or no dspark keys): today's message for an unknown architecture, unchanged
-    known = ", ".join(a for m in real for a in m.ARCHITECTURES)
+    # no mtp tensors (or no dspark keys): the message for an unknown architecture (supported names and aliases,
+    # the closest one as a hint); a claiming family adds no name to it
+    known = ", ".join([*(a for m in real for a in m.ARCHITECTURES), "LingDSparkModel"])
     for cfg, names in ((config, ["model.layers.0.attn.wq.weight"]), ({"architectures": ["DeepseekV4ForCausalLM"]}, ["mtp.0.x"])):
         with pytest.raises(ConvertError) as e:
             family_for(cfg, names, "c.json")
-        assert str(e.value) == f"c.json: architecture 'DeepseekV4ForCausalLM' is not a supported draft (known: {known})"
+        assert str(e.value) == (f"c.json: architecture 'DeepseekV4ForCausalLM' is not a supported draft (known: {known}); "
+                                "closest known name: Eagle3LlamaForCausalLM (pass --architecture Eagle3LlamaForCausalLM "
+                                "if the checkpoint has that layout)")
 
 
 def test_every_family_module_implements_the_contract() -> None:
     for mod in families.family_modules():
         assert mod.ARCHITECTURES and isinstance(mod.ARCHITECTURES, tuple)
         assert mod.claims({"architectures": ["X"]}, ["mtp.0.x"]) is False
+        assert callable(mod.target_facts)
         if family_name(mod) == "dspark_dsv4":  # a draft inside its target: reads mtp.* only, takes nothing from it
             select = mod.draft_tensors({})
             assert select is not None and select("mtp.2.norm.weight") and not select("norm.weight")

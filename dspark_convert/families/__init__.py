@@ -13,6 +13,7 @@ import importlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
 
+from ..archnames import unknown_architecture
 from ..errors import ConvertError
 from .base import Family
 
@@ -57,4 +58,4 @@ def family_for(config: dict[str, Any], tensor_names: Iterable[str], where: str) 
         except ConvertError as e:  # the family's kind, but not convertible: its reason, with the file
             raise ConvertError(f"{where}: {e}") from None
     known = [a for mod in modules for a in mod.ARCHITECTURES]
-    raise ConvertError(f"{where}: architecture '{archs[0]}' is not a supported draft (known: {', '.join(known)})")
+    raise unknown_architecture(archs[0], known, where)

@@ -9,13 +9,14 @@ modules and asks them, in order, which one converts a checkpoint; mypy checks ev
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from gguf import GGMLQuantizationType as QT
 
 from .. import schema as S
+from ..check import Finding
 from ..checkpoint import Checkpoint, Select
 from ..plan import Plan
 
@@ -30,6 +31,8 @@ class ConvertOptions:
     allow_nonfinite: bool = False
     metadata_override: Path | None = None
     model_name: str | None = None
+    ignore_target_mismatch: bool = False  # fit errors (wrong target) become warnings
+    architecture: str | None = None  # --architecture: convert as this architectures value
 
 
 @dataclass
@@ -40,6 +43,9 @@ class Context:
     ``out_type`` / ``file_type`` are its GGML type and its ``general.file_type``. A family that writes another
     ``general.file_type`` whatever the outtype (DeepSeek-V4's FP8 experts are Q8_0 in any file) passes its own
     value to ``common.base_kvs``; the outtype still names the file.
+
+    ``findings`` collects the fit findings a family meets while planning (a target layer beyond the target:
+    rule ``target-layers``); the conversion reports them with the other fit checks (``fit/conversion.py``).
     """
 
     draft: Checkpoint
@@ -47,6 +53,7 @@ class Context:
     target_config: dict[str, Any]
     options: ConvertOptions
     outtype: str = "f16"
+    findings: list[Finding] = field(default_factory=list)
 
     @property
     def where(self) -> str:
@@ -74,6 +81,26 @@ class TargetTensor:
     unless: tuple[str, ...]  # GGUF names whose presence in the draft makes the tensor unnecessary
     what: str  # "input embedding tensor"
     shown: tuple[str, ...]  # the candidate names quoted in the error message
+
+
+@dataclass(frozen=True)
+class TargetFacts:
+    """What a family's planned file says about the target model the draft was trained for.
+
+    The conversion-time fit checks (``fit/conversion.py``) compare these with the target given, so a family
+    plugs into them through :meth:`Family.target_facts` without any change in ``fit/``. The vocabulary and
+    ``d2t`` checks need nothing from the family: they read the planned token list and ``d2t`` tensor.
+    """
+
+    #: target hidden states concatenated into ``fc``'s input (its width is n_taps x the target hidden size);
+    #: None: the draft has no such ``fc`` (no hidden-size check)
+    n_taps: int | None = None
+    #: the draft attends at the target's positions with the target's rope (the DFlash lineage): its rope theta
+    #: and scaling must be the target's (``target-rope`` warning)
+    shares_rope: bool = False
+    #: checkpoint tensors holding a learned mask embedding, dropped because a GGUF cannot hold them (the name
+    #: table's ``mask_embedding``; ``mask-embedding`` warning)
+    mask_embedding: tuple[str, ...] = ()
 
 
 class Family(Protocol):
@@ -107,4 +134,9 @@ class Family(Protocol):
 
     def hf_names(self, gguf_name: str) -> tuple[str, ...]:
         """The HF names that become ``gguf_name`` (for messages about a missing tensor); () when none."""
+        ...
+
+    def target_facts(self, ctx: Context, plan: Plan) -> TargetFacts:
+        """What the planned file says about the draft's target (taps, rope, dropped mask embedding), for the
+        conversion-time fit checks."""
         ...

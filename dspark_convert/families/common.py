@@ -102,6 +102,9 @@ class NameTable:
 
     ``layer`` maps the part after ``layers.{i}.`` to the GGUF name after ``blk.{i}.``; ``globals`` maps whole
     bare names. "Bare" is after the family's own prefix normalisation (``bare_name`` in each family module).
+    ``mask_embedding`` lists bare names of a learned mask embedding: known to the family but without a GGUF
+    name (llama.cpp embeds the mask token with the target's row), so the conversion drops them and the fit
+    checks warn (``mask-embedding``, through the family's ``target_facts``).
 
     Example:
         >>> t = NameTable({"mlp.up_proj.weight": "ffn_up.weight"}, {"norm.weight": "output_norm.weight"})
@@ -111,6 +114,7 @@ class NameTable:
 
     layer: Mapping[str, str]
     globals: Mapping[str, str]
+    mask_embedding: frozenset[str] = frozenset()
 
     def gguf_name(self, bare: str) -> str | None:
         """GGUF name of a bare HF name (``layers.{i}.x`` or a global name), or None if it has no mapping."""

@@ -22,6 +22,7 @@ from .dflash_base import (
     draft_tensors,
     hf_names,
     map_tensors,
+    target_facts,
     target_layers,
     vocab_kvs,
 )
@@ -29,7 +30,7 @@ from .hparams import normalize_hparams, vocab_size_of
 
 ARCHITECTURES: tuple[str, ...] = ("DFlashDraftModel",)
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
-           "draft_tensors", "hf_names"]
+           "draft_tensors", "hf_names", "target_facts"]
 
 
 def build_plan(ctx: Context) -> Plan:

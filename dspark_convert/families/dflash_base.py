@@ -16,12 +16,13 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 from .. import schema as S
+from ..check import Finding
 from ..checkpoint import EMBED_NAMES, OUTPUT_NAMES, Select
 from ..errors import ConvertError
-from ..plan import KV, TensorSpec
+from ..plan import KV, Plan, TensorSpec
 from ..tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
 from ..transforms import Transform
-from .base import Context, TargetTensor
+from .base import Context, TargetFacts, TargetTensor
 from .common import NameTable, is_skipped, tensor_spec
 from .hparams import as_u32
 
@@ -59,6 +60,7 @@ NAMES = NameTable(
         "confidence_head.proj.bias": S.T_CONF_B,
         "d2t": S.T_D2T,
     },
+    mask_embedding=frozenset({"mask_embedding", "mask_embedding.weight"}),  # DeepSpec's learned mask vector
 )
 
 #: a self-contained dflash draft takes the input embedding and, unless it has its own or a reduced vocabulary
@@ -91,6 +93,14 @@ def hf_names(gguf_name: str) -> tuple[str, ...]:
     return NAMES.hf_names(gguf_name)
 
 
+def target_facts(ctx: Context, plan: Plan) -> TargetFacts:
+    """The fit facts of a ``dflash``-arch file: ``fc`` takes one target hidden state per target layer, the draft
+    shares the target's rope, and a learned mask embedding is dropped."""
+    taps = plan.value(S.DFLASH_TARGET_LAYERS)
+    return TargetFacts(n_taps=len(taps) if isinstance(taps, list) and taps else None, shares_rope=True,
+                       mask_embedding=tuple(n for n in ctx.draft.names if bare_name(n) in NAMES.mask_embedding))
+
+
 def bare_name(hf_name: str) -> str:
     """HF name without the ``model.`` / ``language_model.`` prefixes (upstream adds ``model.`` then maps)."""
     name = hf_name.replace("language_model.", "")
@@ -109,13 +119,15 @@ def target_layers(ids: Any, where: str, key: str) -> list[int]:
 
 
 def check_taps(taps: list[int], ctx: Context, key: str) -> None:
-    """Written (input-of-layer) ids must lie in [0, n_target_layers]: llama.cpp taps layer inputs (§5.1)."""
+    """Written (input-of-layer) ids must lie in [0, n_target_layers]: llama.cpp taps layer inputs (§5.1). A tap
+    beyond the target is a fit error (``target-layers``), recorded in ``ctx.findings``."""
     n = ctx.target_config.get("num_hidden_layers")
     if isinstance(n, int):
         bad = [t for t in taps if t < 0 or t > n]
         if bad:
-            raise ConvertError(f"{ctx.where}: '{key}' gives target layer {bad[0]} (after the +1 shift), but the target "
-                               f"{ctx.target_dir / 'config.json'} has {n} layers (valid: 0..{n})")
+            ctx.findings.append(Finding("error", key, "target-layers", f"{ctx.where}: '{key}' gives target layer {bad[0]} "
+                                        f"(after the +1 shift), but the target {ctx.target_dir / 'config.json'} has {n} "
+                                        f"layers (valid: 0..{n})"))
 
 
 def dflash_config(hp: dict[str, Any], where: str) -> dict[str, Any]:
@@ -169,7 +181,7 @@ def map_tensors(ctx: Context, out: QT, *, drop: Set[str] = frozenset(),
     d2t = None
     for hf in ctx.draft.names:
         bare = bare_name(hf)
-        if is_skipped("model." + bare) or bare in drop:
+        if is_skipped("model." + bare) or bare in drop or bare in NAMES.mask_embedding:
             continue
         if bare == "d2t":
             d2t = hf

@@ -29,6 +29,7 @@ from .dflash_base import (
     draft_tensors,
     hf_names,
     map_tensors,
+    target_facts,
     target_layers,
     vocab_kvs,
 )
@@ -36,7 +37,7 @@ from .hparams import draft_hparams, vocab_size_of
 
 ARCHITECTURES: tuple[str, ...] = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
-           "draft_tensors", "hf_names"]
+           "draft_tensors", "hf_names", "target_facts"]
 _ROPE_ROWS = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight")
 
 

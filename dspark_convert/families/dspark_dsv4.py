@@ -24,7 +24,7 @@ from ..plan import KV, Plan, TensorSpec
 from ..quant import fp4_shapes, fp8_output_type, fp8_scale_shape
 from ..tokenizer.handlers import target_vocab_kvs
 from ..transforms import Fp8BlockDequant, Mxfp4ExpertStack
-from .base import Context, TargetTensor
+from .base import Context, TargetFacts, TargetTensor
 from .common import base_kvs, finish_plan, tensor_spec
 from .dsv4_names import (
     EXPERT_TENSORS,
@@ -45,7 +45,7 @@ TOKENIZER_IN_CHECKPOINT = True
 #: upstream's ``--dspark`` selects this converter (it is accepted here, and not needed)
 DSPARK_FLAG = True
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
-           "draft_tensors", "hf_names"]
+           "draft_tensors", "hf_names", "target_facts"]
 
 TEMPLATE_FILES = {False: "deepseek-ai-DeepSeek-V4.jinja", True: "deepseek-ai-DeepSeek-V4-Flash-0731.jinja"}
 
@@ -88,6 +88,14 @@ def hf_names(gguf_name: str) -> tuple[str, ...]:
     _, bid, short = gguf_name.split(".", 2)
     experts = tuple(f"mtp.{bid}.ffn.experts.*.{w}.weight" for w, g in EXPERT_TENSORS.items() if g == short)
     return experts + tuple(f"mtp.{bid}.{hf}" for hf, g in STAGE_TENSORS.items() if g == short)
+
+
+def target_facts(ctx: Context, plan: Plan) -> TargetFacts:
+    """The fit facts: ``fc`` (``main_proj``) takes one target hidden state per target layer. The rope check does not
+    apply (the draft's rope keys come from the target's own config: the draft is part of the target checkpoint),
+    and there is no learned mask embedding."""
+    taps = plan.value(S.DFLASH_TARGET_LAYERS)
+    return TargetFacts(n_taps=len(taps) if isinstance(taps, list) and taps else None)
 
 
 def no_draft_message(config: dict[str, Any], names: list[str]) -> str:

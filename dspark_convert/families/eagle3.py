@@ -14,12 +14,13 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 from .. import schema as S
+from ..check import Finding
 from ..checkpoint import EMBED_NAMES, Select
 from ..errors import ConvertError
 from ..plan import KV, Plan, TensorSpec
 from ..tokenizer.handlers import target_vocab_kvs
 from ..transforms import Eagle3Permute, Transform
-from .base import Context, TargetTensor
+from .base import Context, TargetFacts, TargetTensor
 from .common import NameTable, base_kvs, d2t_spec, finish_plan, is_skipped, tensor_spec
 from .hparams import as_float, as_positive, as_u32, draft_hparams, rope_dict, vocab_size_of
 
@@ -83,6 +84,13 @@ def hf_names(gguf_name: str) -> tuple[str, ...]:
     if gguf_name.startswith("blk."):
         return tuple(alias for n in names for alias in ("midlayer." + n.split(".", 2)[2], n))
     return names
+
+
+def target_facts(ctx: Context, plan: Plan) -> TargetFacts:
+    """The fit facts of an ``eagle3`` file: ``fc`` takes the target hidden states of its (three) target layers;
+    the draft has its own rope and no mask token."""
+    taps = plan.value(S.EAGLE3_TARGET_LAYERS)
+    return TargetFacts(n_taps=len(taps) if isinstance(taps, list) and taps else None)
 
 
 def bare_name(hf_name: str) -> str:
@@ -152,8 +160,9 @@ def eagle3_head_kvs(ctx: Context, raw: dict[str, Any]) -> list[KV]:
     bad = [t for t in taps if t < 0 or t > n_tgt]
     if bad:
         source = "'eagle_aux_hidden_state_layer_ids'" if isinstance(ids, list) and ids else f"the default taps {taps}"
-        raise ConvertError(f"{ctx.where}: {source} gives target layer {bad[0]}, outside the target's {n_tgt} layers "
-                           f"(valid: 0..{n_tgt})")
+        ctx.findings.append(Finding("error", "eagle_aux_hidden_state_layer_ids", "target-layers",
+                                    f"{ctx.where}: {source} gives target layer {bad[0]}, outside the target's {n_tgt} "
+                                    f"layers (valid: 0..{n_tgt})"))
     ths = raw.get("target_hidden_size")
     ths = _target_int(ctx, "hidden_size") if ths is None else as_u32(ths, "target_hidden_size", ctx.where)
     return [KV(S.EAGLE3_TARGET_LAYERS, VT.ARRAY, taps, VT.INT32),

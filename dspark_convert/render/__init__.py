@@ -2,7 +2,7 @@
 
 The rules (literal text, markup-off consoles, tables for terminals and pipes) are in :mod:`.base`; one module per
 kind of result: :mod:`.gguf` (``inspect``, ``diff``, a remote file's ``source`` line), :mod:`.hf2gguf`
-(conversions, ``check``), :mod:`.verify`.
+(conversions, ``check``), :mod:`.fit` (``check --target``), :mod:`.verify`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from .base import (
     size_text,
     text,
 )
+from .fit import render_fit
 from .gguf import LEGEND, render_diff, render_inspect, render_source, source_text, value_preview
 from .hf2gguf import (
     conversion_to_dict,
@@ -40,7 +41,7 @@ from .verify import render_verify
 __all__ = [
     "LEGEND", "Col", "Section", "byte_progress", "conversion_to_dict", "count_text", "dumps_json", "emit_table",
     "human_bytes", "human_count", "jsonable", "kv_preview", "line", "make_console", "plan_to_dict", "plural",
-    "print_error", "print_warning", "render_conversion", "render_diff", "render_findings", "render_findings_lines",
+    "print_error", "print_warning", "render_conversion", "render_diff", "render_findings", "render_findings_lines", "render_fit",
     "render_inspect", "render_plan", "render_source", "render_verify", "size_text", "source_text", "text",
     "value_preview",
 ]

@@ -46,7 +46,8 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
 
 def conversion_to_dict(r: ConvertResult) -> dict[str, Any]:
     """The ``hf2gguf --json`` document (schema in docs/json-schemas.md)."""
-    return {"output": str(r.path) if r.path else None, "dry_run": r.dry_run, "family": r.family, "outtype": r.outtype,
+    return {"output": str(r.path) if r.path else None, "dry_run": r.dry_run, "family": r.family,
+            "architecture": r.architecture, "outtype": r.outtype,
             "bytes_written": r.bytes_written, "seconds": round(r.seconds, 3), "write_seconds": round(r.write_seconds, 3),
             "findings": [f.to_dict() for f in r.findings], "plan": plan_to_dict(r.plan)}
 

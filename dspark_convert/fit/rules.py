@@ -1,0 +1,371 @@
+"""Will this draft work with my target? llama.cpp's runtime draft/target rules, as data, one function per rule.
+
+:data:`RULES` lists every rule with the families it applies to and the llama.cpp source it replays (file and
+function; docs/check.md quotes them). :func:`check_fit` reads both sides and runs the rules; each result says
+pass / fail / info / skip with the value on both sides.
+
+Example:
+    >>> report = check_fit("draft.gguf", "Qwen3-8B-Q4_K_M.gguf")  # doctest: +SKIP
+    >>> report.ok, [r.id for r in report.results if r.status == "fail"]  # doctest: +SKIP
+    (True, [])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .. import schema as S
+from ..check import Finding
+from ..gguffile.options import RemoteOptions
+from .sides import Side, open_target, side_from_gguf
+from .vocab import VocabFacts, token_text, vocab_facts
+
+#: llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE and SPEC_VOCAB_CHECK_START_TOKEN_ID (common/speculative.cpp)
+MAX_VOCAB_DIFFERENCE = 128
+FIRST_CHECKED_TOKEN = 5
+
+SRC_COMPAT = "common/speculative.cpp: common_speculative_are_compatible()"
+SRC_DFLASH = "common/speculative.cpp: common_speculative_impl_draft_dflash (constructor, process())"
+SRC_EAGLE3 = "common/speculative.cpp: common_speculative_impl_draft_eagle3 (constructor)"
+SRC_MASK = "common/speculative.cpp: common_speculative_impl_draft_dflash::draft(); src/models/dflash.cpp"
+SRC_VOCAB_COVER = "common/speculative.cpp: spec_check_draft_ctx(need_vocab = true)"
+SRC_D2T = "src/models/dflash.cpp, src/models/eagle3.cpp: d2t (draft id -> target id)"
+SRC_HPARAMS = "src/llama-model.cpp: load_hparams() (rope.freq_base, rope.scaling.*, context_length)"
+SRC_TEMPLATE = "common/chat.cpp: common_chat_templates_init() (llama-server calls it on the target model)"
+
+ALL = frozenset({"dflash", "dspark", "eagle3", "other"})
+DFLASH = frozenset({"dflash", "dspark"})
+EAGLE3 = frozenset({"eagle3"})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one rule found: status, the value on each side, one line, and machine-readable details."""
+
+    status: str  # "pass" | "fail" | "info" | "skip"
+    draft: Any
+    target: Any
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """An :class:`Outcome` with the rule's id and its llama.cpp source (the ``--json`` ``rules[]`` entries)."""
+
+    id: str
+    status: str
+    draft: Any
+    target: Any
+    message: str
+    source: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Pair:
+    """Both sides and their vocabularies as llama.cpp loads them (computed once for the vocabulary rules)."""
+
+    draft: Side
+    target: Side
+    vd: VocabFacts = field(init=False)
+    vt: VocabFacts = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.vd = vocab_facts(self.draft.kvs, self.draft.tokens)
+        self.vt = vocab_facts(self.target.kvs, self.target.tokens)
+
+
+def _ok(cond: bool) -> str:
+    return "pass" if cond else "fail"
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _ints(v: Any) -> list[int] | None:
+    return list(v) if isinstance(v, list) and all(_int(x) is not None for x in v) else None
+
+
+# ---------------------------------------------------------------------------------------------- vocabulary rules
+def rule_vocab_type(p: Pair) -> Outcome:
+    d, t = p.vd, p.vt
+    shown = (f"{d.model} ({d.type})", f"{t.model} ({t.type})")
+    if d.type == t.type:
+        return Outcome("pass", *shown, f"both {d.type}")
+    return Outcome("fail", *shown, f"vocab type differs: draft {d.type} ({d.model}), target {t.type} ({t.model}); "
+                                   "llama.cpp: \"draft model vocab type must match target model\"")
+
+
+def _special_rule(which: str) -> Callable[[Pair], Outcome]:
+    def rule(p: Pair) -> Outcome:
+        d, t = p.vd, p.vt
+        add_d, add_t = (d.add_bos, t.add_bos) if which == "bos" else (d.add_eos, t.add_eos)
+        id_d, id_t = (d.bos, t.bos) if which == "bos" else (d.eos, t.eos)
+        shown = (d.describe(which, p.draft.tokens), t.describe(which, p.target.tokens))
+        if add_d != add_t:
+            return Outcome("fail", *shown, f"add_{which} differs: draft {str(add_d).lower()}, target "
+                                           f"{str(add_t).lower()}")
+        if add_t and id_d != id_t:
+            return Outcome("fail", *shown, f"{which.upper()} id differs: draft {id_d}, target {id_t} (both add it)")
+        if add_t:
+            return Outcome("pass", *shown, f"both add {which.upper()} {id_t}")
+        return Outcome("pass", *shown, f"neither adds {which.upper()} (its id is not compared)")
+
+    rule.__name__ = f"rule_{which}"
+    return rule
+
+
+def rule_vocab_size(p: Pair) -> Outcome:
+    nd, nt = p.vd.n_tokens, p.vt.n_tokens
+    diff = abs(nd - nt)
+    ok = diff <= MAX_VOCAB_DIFFERENCE
+    return Outcome(_ok(ok), nd, nt, f"draft {nd} tokens, target {nt}: difference {diff} "
+                                    f"{'<=' if ok else '>'} {MAX_VOCAB_DIFFERENCE}",
+                   {"difference": diff, "max": MAX_VOCAB_DIFFERENCE})
+
+
+def rule_token_text(p: Pair) -> Outcome:
+    ta, tb = p.draft.tokens, p.target.tokens
+    n = min(len(ta), len(tb))
+    first = FIRST_CHECKED_TOKEN
+    span = f"ids {first}..{n - 1}" if n > first else "no ids"
+    details: dict[str, Any] = {"first_id": first, "end_id": n, "differing": 0}
+    if ta.same_prefix(tb):  # identical stored bytes need no decoding
+        return Outcome("pass", len(ta), len(tb), f"equal for {span}", details)
+    a, b = ta.values(), tb.values()
+    differ = [i for i in range(first, n) if a[i] != b[i] and token_text(a, i) != token_text(b, i)]
+    details["differing"] = len(differ)
+    if not differ:
+        return Outcome("pass", len(ta), len(tb), f"equal for {span}", details)
+    i = differ[0]
+    details["first_differing_id"] = i
+    return Outcome("fail", token_text(a, i), token_text(b, i),
+                   f"token {i} differs: draft {token_text(a, i)!r}, target {token_text(b, i)!r}; "
+                   f"{len(differ)} of {n - first} ids ({span}) differ", details)
+
+
+# ---------------------------------------------------------------------------------------------- DFlash / DSpark
+def rule_dflash_taps(p: Pair) -> Outcome:
+    taps = _ints(p.draft.kvs.get(S.DFLASH_TARGET_LAYERS))
+    n = _int(p.target.hp.get("block_count"))
+    if taps is None or n is None:
+        missing = S.DFLASH_TARGET_LAYERS if taps is None else "the target's block_count"
+        return Outcome("skip", taps, n, f"{missing} is missing; nothing to compare")
+    bad = [x for x in taps if not 0 <= x <= n]
+    conv = f"(GGUF taps are HF target_layer_ids + 1: id k is the input of target layer k, {n} the last layer's output)"
+    if bad:
+        return Outcome("fail", taps, n, f"tap {bad[0]} is not a layer of the {n}-layer target: valid ids are 0..{n} "
+                                        + conv, {"outside": bad})
+    return Outcome("pass", taps, n, f"all in 0..{n} (HF target_layer_ids + 1; {n} = the last layer's output)")
+
+
+def _fc_width(p: Pair, n_taps: int | None, what: str) -> Outcome:
+    fc = p.draft.tensors.get(S.T_FC)
+    h = _int(p.target.hp.get("embedding_length"))
+    if fc is None or not fc or n_taps is None or h is None:
+        return Outcome("skip", fc[0] if fc else None, h, "fc.weight, the taps or the target's embedding_length "
+                                                         "is missing; nothing to compare")
+    want = n_taps * h
+    return Outcome(_ok(fc[0] == want), fc[0], want, f"fc.weight input width {fc[0]} {'=' if fc[0] == want else '!='} "
+                                                    f"{n_taps} {what} x target embedding_length {h} = {want}")
+
+
+def rule_dflash_fc(p: Pair) -> Outcome:
+    taps = _ints(p.draft.kvs.get(S.DFLASH_TARGET_LAYERS))
+    return _fc_width(p, len(taps) if taps else None, "taps")
+
+
+def rule_mask_id(p: Pair) -> Outcome:
+    mask = _int(p.draft.kvs.get(S.TOKENIZER_MASK_ID))
+    nt = p.vt.n_tokens
+    if mask is None:
+        return Outcome("skip", None, nt, "the draft has no tokenizer.ggml.mask_token_id (check FILE warns about it)")
+    text = f" {p.target.tokens[mask]!r}" if mask < nt else ""
+    return Outcome(_ok(mask < nt), mask, nt, f"mask token {mask}{text} " + (
+        f"< {nt} target tokens" if mask < nt else f"is outside the target's {nt} tokens (the draft embeds its mask "
+                                                  "block with the target's token rows)"))
+
+
+# ---------------------------------------------------------------------------------------------- EAGLE-3
+def rule_eagle3_layers(p: Pair) -> Outcome:
+    taps = _ints(p.draft.kvs.get(S.EAGLE3_TARGET_LAYERS))
+    n = _int(p.target.hp.get("block_count"))
+    if taps is None or len(taps) != 3:
+        return Outcome("fail", taps, n, f"eagle3.target_layers has {None if taps is None else len(taps)} entries; "
+                                        "llama.cpp: \"draft model is not eagle3 (expected 3 extract layers, got N)\"")
+    if n is None:
+        return Outcome("skip", taps, n, "the target's block_count is missing; nothing to compare")
+    bad = [x for x in taps if not 0 <= x <= n]
+    if bad:
+        return Outcome("fail", taps, n, f"extract layer {bad[0]} is not a layer of the target: valid ids are 0..{n} "
+                                        f"(id {n} = the final hidden state); llama.cpp aborts with \"target layer id "
+                                        "exceeds target n_layer\"", {"outside": bad})
+    return Outcome("pass", taps, n, f"3 extract layers, all in 0..{n} ({n} = the final hidden state)")
+
+
+def rule_eagle3_fc(p: Pair) -> Outcome:
+    out = _fc_width(p, 3, "extract layers")
+    ht = p.draft.kvs.get(S.EAGLE3_TARGET_HIDDEN_SIZE)
+    return Outcome(out.status, out.draft, out.target, f"{out.message} (draft eagle3.target_hidden_size {ht})")
+
+
+def rule_vocab_cover(p: Pair) -> Outcome:
+    nd, nt = p.vd.n_tokens, p.vt.n_tokens
+    msg = f"draft {nd} tokens {'>=' if nd >= nt else '<'} target {nt}"
+    return Outcome(_ok(nd >= nt), nd, nt, msg + ("" if nd >= nt else "; llama.cpp: \"the draft vocab is smaller than "
+                                                                      "the target's; target tokens past it cannot be mirrored\""))
+
+
+def rule_d2t(p: Pair) -> Outcome:
+    rng, nt = p.draft.d2t_range, p.vt.n_tokens
+    if rng is None and p.draft.header_only and S.T_D2T in p.draft.tensors:
+        return Outcome("skip", None, nt, "the draft is remote: its d2t data was not fetched (check a local copy)")
+    if rng is None:
+        return Outcome("skip", None, nt, "no d2t tensor: the draft predicts ids of the full vocabulary")
+    lo, hi = rng
+    ok = lo >= 0 and hi < nt
+    return Outcome(_ok(ok), [lo, hi], nt, f"d2t maps to target ids {lo}..{hi}" + (
+        f", all < {nt} target tokens" if ok else f", outside the target's {nt} tokens"))
+
+
+# ---------------------------------------------------------------------------------------------- informational
+def _same(a: Any, b: Any, what: str) -> str:
+    return f"{what} {'equal' if a == b else 'differ'}: draft {_num(a)}, target {_num(b)}"
+
+
+def _num(x: Any) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def rule_rope_base(p: Pair) -> Outcome:
+    a, b = p.draft.hp.get("rope_freq_base"), p.target.hp.get("rope_freq_base")
+    return Outcome("info", a, b, _same(a, b, "rope bases"))
+
+
+def _scaling(hp: dict[str, Any]) -> str:
+    kind = hp.get("rope_scaling_type")
+    if kind in (None, "none"):
+        return "none"
+    orig = hp.get("rope_scaling_orig_ctx")
+    return f"{kind} x{hp.get('rope_scaling_factor')}" + (f" (original context {orig})" if orig else "")
+
+
+def rule_rope_scaling(p: Pair) -> Outcome:
+    a, b = _scaling(p.draft.hp), _scaling(p.target.hp)
+    return Outcome("info", a, b, _same(a, b, "rope scalings"))
+
+
+def rule_context(p: Pair) -> Outcome:
+    a, b = p.draft.hp.get("context_length"), p.target.hp.get("context_length")
+    return Outcome("info", a, b, _same(a, b, "context lengths"))
+
+
+def _template(side: Side) -> dict[str, Any] | None:
+    tpl = side.kvs.get(S.TOKENIZER_CHAT_TEMPLATE)
+    if not isinstance(tpl, str):
+        return None
+    return {"chars": len(tpl), "sha256": hashlib.sha256(tpl.encode("utf-8", "surrogatepass")).hexdigest()[:12]}
+
+
+def rule_chat_template(p: Pair) -> Outcome:
+    a, b = _template(p.draft), _template(p.target)
+    if a is None or b is None:
+        which = "neither side has" if a is None and b is None else ("the draft has no" if a is None else "the target has no")
+        return Outcome("info", a, b, f"{which} chat template")
+    same = a["sha256"] == b["sha256"]
+    return Outcome("info", a, b, f"chat templates {'identical' if same else 'differ'} (llama-server uses the target's)")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the rule table: id, what it compares, the draft families it applies to, its source."""
+
+    id: str
+    what: str
+    families: frozenset[str]
+    source: str
+    fn: Callable[[Pair], Outcome]
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("vocab-type", "tokenizer model / vocab type equal", ALL, SRC_COMPAT, rule_vocab_type),
+    Rule("bos", "add_bos equal, and the BOS id when BOS is added", ALL, SRC_COMPAT, _special_rule("bos")),
+    Rule("eos", "add_eos equal, and the EOS id when EOS is added", ALL, SRC_COMPAT, _special_rule("eos")),
+    Rule("vocab-size", f"token counts differ by at most {MAX_VOCAB_DIFFERENCE}", ALL, SRC_COMPAT, rule_vocab_size),
+    Rule("token-text", f"token texts equal from id {FIRST_CHECKED_TOKEN} to min(n_draft, n_target)", ALL, SRC_COMPAT,
+         rule_token_text),
+    Rule("taps", "every dflash.target_layers id is a target layer (0..block_count)", DFLASH, SRC_DFLASH,
+         rule_dflash_taps),
+    Rule("fc-width", "fc input width = taps x target embedding_length", DFLASH, SRC_DFLASH, rule_dflash_fc),
+    Rule("mask-id", "mask token id < target vocabulary", DFLASH, SRC_MASK, rule_mask_id),
+    Rule("extract-layers", "exactly 3 eagle3.target_layers, all in 0..block_count", EAGLE3, SRC_EAGLE3,
+         rule_eagle3_layers),
+    Rule("fc-width", "fc input width = 3 x target embedding_length", EAGLE3, SRC_EAGLE3, rule_eagle3_fc),
+    Rule("vocab-cover", "draft vocabulary at least the target's", EAGLE3, SRC_VOCAB_COVER, rule_vocab_cover),
+    Rule("d2t-range", "every d2t id < target vocabulary", ALL, SRC_D2T, rule_d2t),
+    Rule("rope-base", "rope.freq_base of both sides", ALL, SRC_HPARAMS, rule_rope_base),
+    Rule("rope-scaling", "rope scaling of both sides", ALL, SRC_HPARAMS, rule_rope_scaling),
+    Rule("context-length", "context_length of both sides", ALL, SRC_HPARAMS, rule_context),
+    Rule("chat-template", "tokenizer.chat_template of both sides", ALL, SRC_TEMPLATE, rule_chat_template),
+)
+
+
+def fit_rules(draft: Side, target: Side) -> list[RuleResult]:
+    """Every rule of :data:`RULES` that applies to the draft's family, in table order."""
+    pair = Pair(draft, target)
+    fam = draft.family if draft.family in ALL else "other"
+    out = []
+    for rule in RULES:
+        if fam in rule.families:
+            o = rule.fn(pair)
+            out.append(RuleResult(rule.id, o.status, o.draft, o.target, o.message, rule.source, o.details))
+    return out
+
+
+@dataclass
+class FitReport:
+    """The answer of ``dspark-convert check DRAFT --target TARGET`` (JSON schema: docs/json-schemas.md)."""
+
+    draft: Side
+    target: Side
+    results: list[RuleResult]
+    loader_findings: list[Finding]
+
+    @property
+    def ok(self) -> bool:
+        """No rule fails and the draft passes the loader rules."""
+        return all(r.status != "fail" for r in self.results) and all(f.level != "error" for f in self.loader_findings)
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(r.status == s for r in self.results) for s in ("pass", "fail", "info", "skip")}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"draft": self.draft.source, "draft_arch": self.draft.arch, "family": self.draft.family,
+                "target": self.target.source, "target_kind": self.target.kind, "target_arch": self.target.arch,
+                "ok": self.ok, "counts": self.counts(), "rules": [r.to_dict() for r in self.results],
+                "loader_findings": [f.to_dict() for f in self.loader_findings]}
+
+
+def check_fit(draft: str | os.PathLike[str], target: str | os.PathLike[str], *,
+              remote: RemoteOptions | None = None) -> FitReport:
+    """``dspark-convert check DRAFT --target TARGET``: the draft's loader rules plus every fit rule.
+
+    ``draft`` is a GGUF draft and ``target`` a target GGUF (header only), each a local path, an ``hf://`` reference
+    or a URL (``remote`` sets header size and timeout limits); ``target`` may also be a target model folder or a
+    Hub repo id. Raises ConvertError (one line) when either side cannot be read.
+    """
+    from ..check import check_plan
+
+    d = side_from_gguf(draft, remote=remote)
+    t = open_target(target, remote)
+    assert d.plan is not None
+    return FitReport(d, t, fit_rules(d, t), check_plan(d.plan))
