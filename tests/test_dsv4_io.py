@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from dsv4_support import TOKENIZER, dsv4, kvs_of, tensors_of
+from dsv4_support import ROOT, TOKENIZER, dsv4, kvs_of, tensors_of
 from huggingface_hub import constants as hf_constants
 from huggingface_hub.utils import filter_repo_objects
 
@@ -150,3 +150,28 @@ def test_hub_offline_cache_with_only_the_draft_shards(ckpt: Path, reference: Pat
         planned.close()
     convert(REPO, None, tmp_path / "off.gguf")
     assert tensors_of(tmp_path / "off.gguf") == tensors_of(reference)
+
+
+def test_hub_refusals_come_before_any_shard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--dspark`` on another draft, or no ``--target-model-dir`` for a draft whose tokenizer is its target's: one
+    line, decided from config and index, before a shard is downloaded."""
+    from dspark_convert.errors import ConvertError
+
+    cache = tmp_path / "hf-cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.chdir(tmp_path)
+    draft = ROOT / "fixtures" / "dflash-zlab-swa"  # a sharded DFlash draft (index + shards)
+    fake = ServeFolder(cache, "z-lab/dflash-swa", draft)
+    monkeypatch.setattr(hub, "snapshot_download", fake)
+    with pytest.raises(ConvertError, match=r"^--target-model-dir is required: the draft's tokenizer comes from its "
+                                           r"target model$"):
+        convert("z-lab/dflash-swa", None, tmp_path / "a.gguf")
+    with pytest.raises(ConvertError, match=r"^--dspark: z-lab/dflash-swa is not a DeepSeek-V4 checkpoint with a "
+                                           r"DSpark draft"):
+        convert("z-lab/dflash-swa", ROOT / "fixtures" / "target-qwen3", tmp_path / "b.gguf", dspark=True)
+    assert {n for n in fake.delivered if n.endswith(".safetensors")} == set()
+    assert "model.safetensors.index.json" in fake.delivered and len(fake.calls) == 2
+    assert not (tmp_path / "a.gguf").exists() and not (tmp_path / "b.gguf").exists()
