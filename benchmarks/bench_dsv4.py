@@ -7,7 +7,8 @@ main model. Values are synthetic (a random block tiled over each tensor: the con
 them). The draft shards are written in full (~10.9 GB); the main-model shards (~155 GB) are sparse placeholders of
 their real size (header + hole), which costs no disk: the converter must never open them, and the bytes it
 reads (``/proc/self/io``) are reported against the checkpoint's total. When the disk cannot hold the draft and
-its GGUF (about 2 x 10.9 GB), the largest expert count that fits is used, and the report says so.
+its GGUF (about 2 x 10.9 GB; one GGUF or baseline file exists at a time), the largest expert count that fits is
+used, and the report says so.
 
 Each operation runs in its own subprocess (peak RSS = the child's own VmHWM; CPU time from ``os.wait4``); the page
 cache is dropped before each one when running as root (cold), else the inputs are read once (warm); the method is
@@ -82,19 +83,19 @@ def _io() -> dict:
 
 
 def _worker(spec: dict) -> dict:
-    io0 = _io()
-    t0 = time.perf_counter()
-    from bench_convert import _own_peak_rss
+    """One operation in this (fresh) process: its seconds, bytes read (``/proc/self/io``) and peak RSS, measured
+    after the imports (as bench_convert's workers)."""
+    from bench_convert import _copy, _own_peak_rss
 
     if spec["op"] == "convert":
         from dspark_convert import convert
 
-        r = convert(spec["ckpt"], None, spec["out"], force=True)
-        out = {"bytes_out": r.bytes_written}
+        Path(spec["out"]).unlink(missing_ok=True)  # the previous run's file: one GGUF on disk at a time
+        io0, t0 = _io(), time.perf_counter()
+        out = {"bytes_out": convert(spec["ckpt"], None, spec["out"], force=True).bytes_written}
     else:  # copy baseline: read the draft shards, write the GGUF's size
-        from bench_convert import _copy
-
         ranges = [(f, 0, os.path.getsize(f)) for f in spec["files"]]
+        io0, t0 = _io(), time.perf_counter()
         out = _copy(ranges, spec["size"], Path(spec["out"]))
     out["seconds"] = time.perf_counter() - t0
     io1 = _io()
@@ -148,12 +149,12 @@ def bench(root: Path, experts: int, runs: int, cold: bool, log=print, requested:
     conv = median_run({"op": "convert", "ckpt": str(ck), "out": str(out)}, cold,
                       [ck / f for f in draft_files] + [ck / "config.json"], runs)
     size = out.stat().st_size if out.exists() else 0
+    out.unlink(missing_ok=True)  # the baseline writes a file of its size: one at a time on disk
     base = {}
     if size:
         base = median_run({"op": "copy", "files": [str(ck / f) for f in draft_files], "size": size,
                            "out": str(root / "copy.bin")}, cold, [ck / f for f in draft_files], runs)
         (root / "copy.bin").unlink(missing_ok=True)
-    out.unlink(missing_ok=True)
     return {"experts": experts, "real_experts": REAL_EXPERTS, "requested_experts": requested, "shards": len(shard_files), "draft_shards": len(draft_files),
             "checkpoint_bytes": total, "checkpoint_bytes_on_disk": disk, "draft_shard_bytes": draft_bytes,
             "gguf_bytes": size, "convert": conv, "copy": base, "cold": cold, "runs": runs}
