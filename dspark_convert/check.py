@@ -277,6 +277,16 @@ def _eagle3_rules(c: _Checker) -> int | None:
     return 2 * hidden if hidden is not None else None
 
 
+def _layer_count(c: _Checker, n_layer: int) -> int:
+    """The layers to expect: ``block_count``, or for a hostile count (more layers than the file has tensors) the
+    tensor count, with one finding instead of billions of expected layers."""
+    if n_layer > len(c.plan.tensors):
+        c.err(c.key(S.BLOCK_COUNT), "block-count", f"is {n_layer}, but the file holds only {len(c.plan.tensors)} "
+              f"tensors; expected at most one layer per tensor")
+        return len(c.plan.tensors)
+    return n_layer
+
+
 def _layer_rules(c: _Checker, in_width: int | None, in_what: str) -> None:
     """The per-layer tensors the loader creates for this arch (a Qwen3 / Llama attention + SwiGLU layer)."""
     d = c.dims
@@ -298,12 +308,7 @@ def _layer_rules(c: _Checker, in_width: int | None, in_what: str) -> None:
         S.L_FFN_UP: (_shape(d.n_ff or None, d.hidden), f"ne[1] = intermediate_size {d.n_ff}"),
         S.L_FFN_DOWN: (_shape(d.hidden, d.n_ff or None), f"ne[0] = intermediate_size {d.n_ff}"),
     }
-    n_layer = d.n_layer or 0
-    if n_layer > len(c.plan.tensors):  # a hostile count: one finding, not billions of expected layers
-        c.err(c.key(S.BLOCK_COUNT), "block-count", f"is {n_layer}, but the file holds only {len(c.plan.tensors)} "
-              f"tensors; expected at most one layer per tensor")
-        n_layer = len(c.plan.tensors)
-    for i in range(n_layer):
+    for i in range(_layer_count(c, d.n_layer or 0)):
         for short, required in S.LOADER_LAYER_TENSORS[c.plan.arch].items():
             shape, why = shapes[short]
             c.rules.expect(S.LAYER_PREFIX.format(bid=i) + short, shape, why, required=required)
@@ -342,7 +347,9 @@ def _dsv4_rules(c: _Checker) -> int | None:
         c.err(S.DFLASH_TARGET_LAYERS, "required-key", "is missing (llama.cpp: \"DFlash model requires 'target_layers'\")")
     if S.TOKENIZER_MASK_ID not in c.kv:
         c.warn(S.TOKENIZER_MASK_ID, "mask", "is missing: the draft's block is filled with token -1")
-    found = dsv4_rules(c.val, c.dims.n_tokens, {t.name: tuple(t.shape) for t in c.plan.tensors})
+    n_layer = c.val(S.BLOCK_COUNT)
+    n_layer = _layer_count(c, n_layer if isinstance(n_layer, int) and not isinstance(n_layer, bool) else 0)
+    found = dsv4_rules(c.val, c.dims.n_tokens, {t.name: tuple(t.shape) for t in c.plan.tensors}, n_layer)
     for subject, rule, msg in found.findings:
         c.err(subject, rule, msg)
     for name, shape in found.expected.items():

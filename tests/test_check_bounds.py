@@ -28,3 +28,18 @@ def test_a_plausible_block_count_is_not_flagged(tmp_path: Path) -> None:
     path = write_gguf(tmp_path / "p.gguf", [("dflash.block_count", 1, VT.UINT32)],
                       [("blk.0.attn_norm.weight", np.ones(8, np.float32), None)])
     assert not [f for f in check_file(path) if f.rule == "block-count"]
+
+
+@pytest.mark.parametrize("block_count", [10**7, 2**32 - 1])
+def test_huge_block_count_in_a_deepseek_v4_file(tmp_path: Path, block_count: int) -> None:
+    """The DeepSeek-V4 DSpark rules (hyper_connection.count > 0) are bounded the same way."""
+    path = write_gguf(tmp_path / "h.gguf", [("dflash.block_count", block_count, VT.UINT32),
+                                            ("dflash.hyper_connection.count", 4, VT.UINT32),
+                                            ("dflash.embedding_length", 8, VT.UINT32)],
+                      [("blk.0.attn_norm.weight", np.ones(8, np.float32), None)])
+    findings = check_file(path)
+    count = [f for f in findings if f.rule == "block-count"]
+    assert [f.subject for f in count] == ["dflash.block_count"]
+    assert f"is {block_count}, but the file holds only 1 tensors" in count[0].message
+    assert any(f.rule == "required-key" and f.subject == "dflash.expert_count" for f in findings)
+    assert len(findings) < 80
