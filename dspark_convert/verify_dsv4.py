@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoint import Checkpoint
+from .families.dsv4_names import group_draft
 from .reference.dsv4_tensors import dsv4_tensor_checks
 from .reference.weights import GGUFWeights
 from .verify_checks import MetadataCheck, OutputCheck, _meta
@@ -76,13 +77,14 @@ def dsv4_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *, qual
         if quality:
             rows.quality.append(OutputCheck(c.name, c.shape, max_abs=c.max_rounding, grade="rounding of " + c.type))
     rows.outputs += [OutputCheck("tensors", [], grade="missing", passed=False, detail=p) for p in problems]
-    stages = sorted({int(n.split(".")[1]) for n in ck.names})
-    rows.metadata.append(_meta("dflash.block_count", g.value("dflash.block_count"), len(stages)))
+    found = group_draft(list(ck.names)).stages
+    n_stages = 1 + max(found) if found else 0  # upstream's block_count: 1 + the highest stage
+    rows.metadata.append(_meta("dflash.block_count", g.value("dflash.block_count"), n_stages))
     for key, rule in _DSV4_KEYS.items():
         try:
             expected = rule(ck.config)
         except (KeyError, TypeError):
             expected = None
         rows.metadata.append(_meta(key, g.value(key), expected))
-    rows.hparams = {"stages": len(stages), "target_layers": g.value("dflash.target_layers")}
+    rows.hparams = {"stages": n_stages, "target_layers": g.value("dflash.target_layers")}
     return rows

@@ -97,3 +97,17 @@ def test_checkpoint_from_another_seed_fails_every_tensor(converted: tuple[Path, 
     assert all(not o.passed for o in r.outputs)          # every tensor differs
     assert all(m.passed for m in r.metadata)              # same config
     assert np.isfinite([o.max_abs for o in r.outputs]).all() and all(o.max_abs for o in r.outputs)
+
+
+def test_a_stray_mtp_name_is_no_traceback(converted: tuple[Path, Path], tmp_path: Path) -> None:
+    """A checkpoint with an ``mtp.*`` name that is not ``mtp.<stage>.<name>``: verify still compares every tensor
+    (the name maps to no GGUF tensor) and counts the stages from the well-formed names."""
+    from dsv4_support import edit_checkpoint
+
+    ck, good = converted
+    odd = tmp_path / "odd"
+    shutil.copytree(ck, odd)
+    edit_checkpoint(odd, lambda t: t.__setitem__("mtp.extra", ("F32", np.zeros(4, np.float32))))
+    r = verify(good, odd, None)
+    assert r.passed and r.hparams["stages"] == 2
+    assert next(m for m in r.metadata if m.key == "dflash.block_count").passed
