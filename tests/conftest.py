@@ -143,3 +143,22 @@ def converted(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
         return cache[key]
 
     return get
+
+
+# ------------------------------------------------------------------------------------------- Hub
+@pytest.fixture
+def online(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """'Online' mode (a Hub cache in the test folder) against a faked ``hub.snapshot_download``, which each test
+    installs (it is None until then): nothing can reach the network. Returns the cache folder."""
+    from huggingface_hub import constants as hf_constants
+
+    from dspark_convert import hub
+
+    cache = tmp_path / "hf-cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(hub, "snapshot_download", None)
+    monkeypatch.chdir(tmp_path)
+    return cache

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from dsv4_support import ROOT, TOKENIZER, dsv4, kvs_of, tensors_of
-from huggingface_hub import constants as hf_constants
 from huggingface_hub.utils import filter_repo_objects
 
 from dspark_convert import convert, hub
@@ -103,14 +102,9 @@ class ServeFolder:
         return str(snap)
 
 
-def test_hub_downloads_only_the_draft_shards(ckpt: Path, reference: Path, tmp_path: Path,
+def test_hub_downloads_only_the_draft_shards(ckpt: Path, reference: Path, tmp_path: Path, online: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    cache = tmp_path / "hf-cache"
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.chdir(tmp_path)
+    cache = online
     fake = ServeFolder(cache, REPO, ckpt)
     monkeypatch.setattr(hub, "snapshot_download", fake)
     r = convert(REPO, None, tmp_path / "hub.gguf")
@@ -152,17 +146,12 @@ def test_hub_offline_cache_with_only_the_draft_shards(ckpt: Path, reference: Pat
     assert tensors_of(tmp_path / "off.gguf") == tensors_of(reference)
 
 
-def test_hub_refusals_come_before_any_shard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hub_refusals_come_before_any_shard(tmp_path: Path, online: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--dspark`` on another draft, or no ``--target-model-dir`` for a draft whose tokenizer is its target's: one
     line, decided from config and index, before a shard is downloaded."""
     from dspark_convert.errors import ConvertError
 
-    cache = tmp_path / "hf-cache"
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.chdir(tmp_path)
+    cache = online
     draft = ROOT / "fixtures" / "dflash-zlab-swa"  # a sharded DFlash draft (index + shards)
     fake = ServeFolder(cache, "z-lab/dflash-swa", draft)
     monkeypatch.setattr(hub, "snapshot_download", fake)
