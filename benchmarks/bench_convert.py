@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -126,6 +127,11 @@ def _tokenizer_block(spec: dict, out: dict) -> float:
         handlers._set_vocab_gpt2_fast = fast_path
         out["identical"] = packed(handlers.target_vocab_kvs(target, n, handler)) == block
     return seconds
+
+
+def _own_peak_rss() -> int:
+    """This process's own peak RSS (VmHWM) in bytes (bench_dsv4.py's workers use it too)."""
+    return _status("VmHWM")
 
 
 def _status(field: str) -> int:
@@ -222,28 +228,40 @@ def warm(paths: list[Path]) -> None:
                     pass
 
 
-def _env(cache_dir: Path) -> dict:
+def _env(cache_dir: Path | None) -> dict:
+    """The children's environment: this package first on the path; the tokenizer cache in ``cache_dir`` (when
+    given, else the user's own)."""
     root = str(PACKAGE_ROOT[0])
-    return {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""),
-            "DSPARK_CONVERT_CACHE_DIR": str(cache_dir)}
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    if cache_dir is not None:
+        env["DSPARK_CONVERT_CACHE_DIR"] = str(cache_dir)
+    return env
 
 
-def run_op(spec: dict, cache_dir: Path) -> dict:
-    """One operation in a fresh interpreter: wall time of the child, its CPU time and own peak RSS, its report."""
+def run_op(spec: dict, cache_dir: Path | None = None, *, cold: bool = False, inputs: Sequence[Path] = (),
+           script: str = __file__) -> dict:
+    """One operation in a fresh interpreter (``script --worker SPEC``, by default this file's worker): wall time
+    of the child, its CPU time and own peak RSS, its report. ``cold``: the page cache is dropped first (root);
+    otherwise ``inputs`` are read once first."""
+    if not (cold and drop_caches()):
+        warm(list(inputs))
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        p = subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(spec)], stdout=out, stderr=err,
+        p = subprocess.Popen([sys.executable, script, "--worker", json.dumps(spec)], stdout=out, stderr=err,
                              env=_env(cache_dir))
-        _, status, ru = os.wait4(p.pid, 0)  # this child's own rusage (CPU time)
+        # os.wait4 reaps this child and returns ITS rusage (RUSAGE_CHILDREN would be the max over all children);
+        # its CPU time is used as is, its peak RSS only when the child could not report its own VmHWM
+        _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read().decode(), err.read().decode(errors="replace")
     cpu = ru.ru_utime + ru.ru_stime
+    rss = ru.ru_maxrss * 1024  # Linux reports KiB
     if os.waitstatus_to_exitcode(status) != 0:
-        return {"error": (stderr.strip().splitlines() or ["?"])[-1][:300], "wall": wall, "cpu": cpu, "rss": 0}
+        return {"error": (stderr.strip().splitlines() or ["?"])[-1][:300], "wall": wall, "cpu": cpu, "rss": rss}
     res = json.loads(stdout.strip().splitlines()[-1])
-    res.update(wall=wall, rss=res.pop("peak_rss"), cpu=cpu)
+    res.update(wall=wall, rss=res.pop("peak_rss") or rss, cpu=cpu)
     return res
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import schema as S
+from .dsv4_rules import dsv4_rules
 from .gguf_constants import QT, VT
 from .gguffile.options import RemoteOptions
 from .gguffile.packed import PackedStrings
@@ -276,6 +277,16 @@ def _eagle3_rules(c: _Checker) -> int | None:
     return 2 * hidden if hidden is not None else None
 
 
+def _layer_count(c: _Checker, n_layer: int) -> int:
+    """The layers to expect: ``block_count``, or for a hostile count (more layers than the file has tensors) the
+    tensor count, with one finding instead of billions of expected layers."""
+    if n_layer > len(c.plan.tensors):
+        c.err(c.key(S.BLOCK_COUNT), "block-count", f"is {n_layer}, but the file holds only {len(c.plan.tensors)} "
+              f"tensors; expected at most one layer per tensor")
+        return len(c.plan.tensors)
+    return n_layer
+
+
 def _layer_rules(c: _Checker, in_width: int | None, in_what: str) -> None:
     """The per-layer tensors the loader creates for this arch (a Qwen3 / Llama attention + SwiGLU layer)."""
     d = c.dims
@@ -297,12 +308,7 @@ def _layer_rules(c: _Checker, in_width: int | None, in_what: str) -> None:
         S.L_FFN_UP: (_shape(d.n_ff or None, d.hidden), f"ne[1] = intermediate_size {d.n_ff}"),
         S.L_FFN_DOWN: (_shape(d.hidden, d.n_ff or None), f"ne[0] = intermediate_size {d.n_ff}"),
     }
-    n_layer = d.n_layer or 0
-    if n_layer > len(c.plan.tensors):  # a hostile count: one finding, not billions of expected layers
-        c.err(c.key(S.BLOCK_COUNT), "block-count", f"is {n_layer}, but the file holds only {len(c.plan.tensors)} "
-              f"tensors; expected at most one layer per tensor")
-        n_layer = len(c.plan.tensors)
-    for i in range(n_layer):
+    for i in range(_layer_count(c, d.n_layer or 0)):
         for short, required in S.LOADER_LAYER_TENSORS[c.plan.arch].items():
             shape, why = shapes[short]
             c.rules.expect(S.LAYER_PREFIX.format(bid=i) + short, shape, why, required=required)
@@ -327,19 +333,48 @@ def _tensor_rules(c: _Checker) -> None:
             c.err(t.name, "dtype", f"has type {t.ggml_type.name}, expected F32 for norms and 1-D tensors")
 
 
+def _is_dsv4(plan: Plan) -> bool:
+    """A ``dflash`` file with hyper-connections: the loader's DeepSeek-V4 DSpark branch."""
+    hc = plan.value(S.HC_COUNT.format(arch=plan.arch))
+    return plan.arch == S.ARCH_DFLASH and isinstance(hc, int) and not isinstance(hc, bool) and hc > 0
+
+
+def _dsv4_rules(c: _Checker) -> int | None:
+    """DeepSeek-V4 DSpark (Appendix A as corrected by spec/dsv4-dspark.md): the DSV4 keys, every stage's
+    DeepSeek-V4 block tensors and the hyper-connection head, from :func:`.dsv4_rules.dsv4_rules`."""
+    taps = c.val(S.DFLASH_TARGET_LAYERS)
+    if not isinstance(taps, (list, tuple)) or not taps:
+        c.err(S.DFLASH_TARGET_LAYERS, "required-key", "is missing (llama.cpp: \"DFlash model requires 'target_layers'\")")
+    if S.TOKENIZER_MASK_ID not in c.kv:
+        c.warn(S.TOKENIZER_MASK_ID, "mask", "is missing: the draft's block is filled with token -1")
+    n_layer = c.val(S.BLOCK_COUNT)
+    n_layer = _layer_count(c, n_layer if isinstance(n_layer, int) and not isinstance(n_layer, bool) else 0)
+    found = dsv4_rules(c.val, c.dims.n_tokens, {t.name: tuple(t.shape) for t in c.plan.tensors}, n_layer)
+    for subject, rule, msg in found.findings:
+        c.err(subject, rule, msg)
+    for name, shape in found.expected.items():
+        c.rules.expect(name, _shape(*shape) if shape is not None else None, found.why.get(name),
+                       required=name in found.required)
+    return None
+
+
 @dataclass(frozen=True)
 class LoaderVariant:
     """One way llama.cpp loads an arch: when it applies, its key and global-tensor rules, and how its layers'
     q/k/v input width is described. A new variant (e.g. a ``dflash`` file with MLA / MoE / hyper-connection
-    layers) is one more entry in :data:`LOADER_VARIANTS`, ahead of the one it refines."""
+    layers) is one more entry in :data:`LOADER_VARIANTS`, ahead of the one it refines. ``generic_layers``: the
+    layers are the Qwen3 / Llama ones of :func:`_layer_rules` (a variant whose rules expect its own layer tensors
+    sets it False)."""
 
     name: str
     applies: Callable[[Plan], bool]
     rules: Callable[[_Checker], int | None]  # returns the layers' q/k/v input width
     in_what: Callable[[Dims], str]
+    generic_layers: bool = True
 
 
 LOADER_VARIANTS: tuple[LoaderVariant, ...] = (
+    LoaderVariant("dflash-dsv4", _is_dsv4, _dsv4_rules, lambda d: f"hidden_size {d.hidden}", generic_layers=False),
     LoaderVariant("dflash", lambda p: p.arch == S.ARCH_DFLASH, _dflash_rules, lambda d: f"hidden_size {d.hidden}"),
     LoaderVariant("eagle3", lambda p: p.arch == S.ARCH_EAGLE3, _eagle3_rules, lambda d: f"2 x hidden_size {d.hidden}"),
 )
@@ -361,7 +396,8 @@ def check_plan(plan: Plan) -> list[Finding]:
     c = _Checker(plan, Dims.of(kv, plan.arch), kv, {t.name: t for t in plan.tensors})
     _key_rules(c)
     in_width = variant.rules(c)
-    _layer_rules(c, in_width, variant.in_what(c.dims))
+    if variant.generic_layers:
+        _layer_rules(c, in_width, variant.in_what(c.dims))
     _tensor_rules(c)
     return c.findings
 

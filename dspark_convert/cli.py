@@ -100,7 +100,7 @@ def print_json(data: Any) -> None:
 def hf2gguf(
     draft: Annotated[str, typer.Argument(metavar="DRAFT", show_default=False,
                                          help="Draft checkpoint: a local folder or a Hub repo id (org/name\\[@rev]).")],
-    target_model_dir: Annotated[str, typer.Option("--target-model-dir", "-t", metavar="TARGET", help="Target model: folder or Hub repo id (tokenizer, config).")],
+    target_model_dir: Annotated[str | None, typer.Option("--target-model-dir", "-t", metavar="TARGET", help="Target model: folder or Hub repo id (tokenizer, config). Optional for a DeepSeek-V4 checkpoint: its own tokenizer.")] = None,
     outfile: Annotated[str | None, typer.Option("--outfile", "-o", metavar="FILE", help="Output file; {ftype} and {outtype} are expanded. Default: the GGUF naming convention, in the current folder.")] = None,
     outtype: Annotated[OutType, typer.Option(case_sensitive=False, help="Tensor type; auto keeps the checkpoint's 16-bit type (F32 checkpoints: f16).")] = OutType.auto,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (keys, tensors, types, sizes) and write nothing.")] = False,
@@ -113,17 +113,19 @@ def hf2gguf(
     architecture: Annotated[str | None, typer.Option("--architecture", help="Convert as this architectures value (e.g. Qwen3DSparkModel) instead of the one config.json declares.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable summary on stdout.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither use nor update the cached tokenizer block of the target.")] = False,
+    dspark: Annotated[bool, typer.Option("--dspark", help="Upstream's flag for the DSpark draft inside a DeepSeek-V4 checkpoint (recognised without it).")] = False,
 ) -> None:
-    """Convert a DSpark / DFlash / EAGLE-3 draft checkpoint to a GGUF file llama.cpp loads."""
+    """Convert a DSpark / DFlash / EAGLE-3 draft checkpoint (or the DSpark draft inside a DeepSeek-V4 checkpoint)
+    to a GGUF file llama.cpp loads."""
     from .conversion import convert
     from .render import byte_progress, make_console, render_conversion
 
     with byte_progress(not as_json and not dry_run, "converting") as progress:
         result = run_or_exit(lambda: convert(draft, target_model_dir, outfile, outtype=outtype.value, force=force, dry_run=dry_run,
                                              embed_from_target=with_target_embeddings, allow_nonfinite=allow_nonfinite,
-                                             metadata=metadata, model_name=model_name, progress=progress,
-                                             ignore_target_mismatch=ignore_target_mismatch, architecture=architecture,
-                                             cache=not no_cache),
+                                             metadata=metadata, model_name=model_name, dspark=dspark,
+                                             progress=progress, ignore_target_mismatch=ignore_target_mismatch,
+                                             architecture=architecture, cache=not no_cache),
                              f"converting {draft}" + ("" if dry_run else ", before writing"))
     if not dry_run:
         _State.written = str(result.path)
@@ -230,7 +232,7 @@ def diff(
 def verify_cmd(
     gguf_file: Annotated[Path, typer.Argument(help="The converted GGUF draft.")],
     hf: Annotated[Path, typer.Option("--hf", help="The original Hugging Face draft folder (config.json + safetensors).")],
-    target_model_dir: Annotated[Path, typer.Option("--target-model-dir", "-t", help="Target folder (embeddings, lm_head, config).")],
+    target_model_dir: Annotated[Path | None, typer.Option("--target-model-dir", "-t", help="Target folder (embeddings, lm_head, config); not needed for a DeepSeek-V4 DSpark file.")] = None,
     context: Annotated[int, typer.Option(help="Context positions of the middle input case (cases: context/4, context, 4*context).")] = 16,
     seed: Annotated[int, typer.Option(help="Seed of the random features and tokens.")] = 0,
     steps: Annotated[int, typer.Option(help="EAGLE-3: chained draft steps.")] = 3,

@@ -16,7 +16,7 @@ from typing import Any
 from . import schema as S
 from .archnames import Architecture, resolve_architecture
 from .check import Finding, check_plan, errors
-from .checkpoint import Checkpoint, Select, load_json, tensor_names
+from .checkpoint import INDEX_NAME, Checkpoint, Select, load_json, read_json, read_weight_map, tensor_names
 from .destination import check_destination
 from .errors import ConvertError
 from .families import family_for, family_modules, family_name
@@ -24,8 +24,8 @@ from .families.base import Context, ConvertOptions, Family, TargetFacts
 from .families.common import resolve_outtype, tensor_spec
 from .families.hparams import normalize_hparams, rope_dict
 from .fit.conversion import IGNORE_HINT, Pair, conversion_findings, mask_embedding_sources
-from .hub import ResolvedModel, resolve_draft, resolve_target
-from .metadata import general_kvs
+from .hub import TOKENIZER_FILES, ResolvedModel, resolve_draft, resolve_target
+from .metadata import general_kvs, param_counts
 from .naming import default_output_name, expand_output_template
 from .notes import collecting
 from .plan import KV, Plan, TensorSpec
@@ -147,6 +147,44 @@ def _insert_general(plan: Plan, kvs: list[KV]) -> None:
     plan.kvs[pos:pos] = [k for k in kvs if k.name not in names]
 
 
+def _own_tokenizer(d: ResolvedModel) -> ResolvedModel:
+    """The checkpoint as its own tokenizer source (a draft stored inside its target): the folder itself, or from
+    the Hub the same repo's config and tokenizer files (no weights)."""
+    t = resolve_target(f"{d.repo_id}@{d.commit or d.revision}" if d.commit or d.revision else d.repo_id) if d.repo_id else d
+    if not any((t.path / name).is_file() for name in TOKENIZER_FILES):
+        raise ConvertError(f"{t.path}: the checkpoint has no tokenizer ({', '.join(TOKENIZER_FILES)}); pass "
+                           "--target-model-dir with the target model's tokenizer")
+    return t
+
+
+def shard_note(folder: Path, ck: Checkpoint) -> str:
+    """How much of a sharded checkpoint the conversion reads: the shards holding the draft, and what it skips.
+
+    Skipped shards are measured on disk when present, else estimated from the index's ``total_size`` (tensor
+    bytes) minus the tensor bytes of the shards read.
+    """
+    index = folder / INDEX_NAME
+    if not index.is_file():
+        return f"read {len(ck.files)} file(s) holding the draft"
+    shards = sorted(set(read_weight_map(index).values()))
+    read = {f.name for f in ck.files}
+    skipped = [s for s in shards if s not in read]
+    read_bytes = sum(f.stat().st_size for f in ck.files)
+    present = [folder / s for s in skipped if (folder / s).is_file()]
+    if len(present) == len(skipped):
+        skip_bytes = sum(p.stat().st_size for p in present)
+        about = ""
+    else:
+        data = read_json(index)
+        meta = data.get("metadata") if isinstance(data, dict) else None
+        total = meta.get("total_size") if isinstance(meta, dict) else None
+        tensor_bytes = sum(ck.ref(n).end - ck.ref(n).start for n in ck.names)
+        skip_bytes = max(0, int(total) - tensor_bytes) if isinstance(total, (int, float)) else 0
+        about = "about "
+    return (f"read {len(read)} of {len(shards)} shards ({read_bytes / 1e9:.2f} GB: the ones holding the draft); "
+            f"skipped {len(skipped)} ({about}{skip_bytes / 1e9:.2f} GB), never opened or downloaded")
+
+
 def draft_architecture(config: object) -> str | None:
     """``architectures[0]`` of a config when it names a draft class (of any family) that is not also a target
     class (some EAGLE-3 drafts say ``LlamaForCausalLM``), else None."""
@@ -167,6 +205,16 @@ def refuse_draft_as_target(config: object, folder: Path) -> None:
                            "the draft was trained for as --target-model-dir")
 
 
+def _refuse_options(family: Family, draft: str, own_tokenizer: bool, options: ConvertOptions) -> None:
+    """Options the draft's family does not take: ``--dspark`` (DeepSeek-V4 only), no ``--target-model-dir`` (only
+    a family whose checkpoint carries the tokenizer)."""
+    if options.dspark and not family.DSPARK_FLAG:
+        raise ConvertError(f"--dspark: {draft} is not a DeepSeek-V4 checkpoint with a DSpark draft (the flag selects "
+                           "upstream's DeepSeek-V4 DSpark converter; other drafts are recognised by their config)")
+    if own_tokenizer and not family.TOKENIZER_IN_CHECKPOINT:
+        raise ConvertError("--target-model-dir is required: the draft's tokenizer comes from its target model")
+
+
 def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
                     options: ConvertOptions | None = None) -> PlannedConversion:
     """Resolve the inputs and build the plan. Writes nothing; close the result's checkpoints when done.
@@ -177,10 +225,16 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
         ('dflash', 'bf16', 22)
     """
     options = options or ConvertOptions()
-    if target_model_dir is None or str(target_model_dir) == "":
-        raise ConvertError("--target-model-dir is required: the draft's tokenizer comes from its target model")
-    d = resolve_draft(str(draft), select=lambda folder: choose_family(folder, options.architecture)[1])
+    own_tokenizer = target_model_dir is None or str(target_model_dir) == ""
+
+    def pick(folder: Path) -> Select | None:  # from the Hub: config and index are there, no shard yet
+        family, select, _ = choose_family(folder, options.architecture)
+        _refuse_options(family, str(draft), own_tokenizer, options)
+        return select
+
+    d = resolve_draft(str(draft), select=pick)
     family, select, arch = choose_family(d.path, options.architecture)
+    _refuse_options(family, d.label, own_tokenizer, options)
     ck = Checkpoint(d.path, select=select)
     if arch.how != "declared":
         ck.config = {**ck.config, "architectures": [arch.used]}
@@ -189,9 +243,11 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
         if not ck.names:
             held = (f"no tensor entries in {', '.join(f.name for f in ck.files)}" if ck.files
                     else "no model*.safetensors or pytorch_model*.bin files")
+            if select is not None and (d.path / INDEX_NAME).is_file():
+                held = f"none of the tensors the {family_name(family)} family reads is in {INDEX_NAME}"
             raise ConvertError(f"{d.path}: the checkpoint has no tensors ({held})")
         wanted = [n for t in family.TARGET_TENSORS for n in t.candidates] if options.embed_from_target else []
-        t = resolve_target(str(target_model_dir), tensors=wanted)
+        t = _own_tokenizer(d) if own_tokenizer else resolve_target(str(target_model_dir), tensors=wanted)
         if not (t.path / "config.json").is_file():
             raise ConvertError(f"{t.path}: no config.json (the target model folder needs its config.json and tokenizer files)")
         tconf = load_json(t.path / "config.json")
@@ -199,13 +255,22 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
         outtype = resolve_outtype(options.outtype, ck)
         ctx = Context(draft=ck, target_dir=t.path, target_config=tconf, options=options, outtype=outtype)
         plan = family.build_plan(ctx)
+        forced = plan.value(S.GENERAL_FILE_TYPE)
+        if forced != ctx.file_type and forced in S.FILE_TYPE_NAMES:  # the family fixes every tensor type
+            outtype = S.FILE_TYPE_NAMES[forced]
         plan.notes.insert(0, f"outtype {outtype}")
+        if own_tokenizer:
+            plan.notes.append("tokenizer: the checkpoint's own (pass --target-model-dir to take it from another model)")
+        if select is not None:
+            plan.notes.append(shard_note(d.path, ck))
         if options.embed_from_target:
             sources["target"] = Checkpoint(t.path, select=set(wanted).__contains__)
             _add_target_tensors(plan, family, sources["target"], ctx)
-        total = sum(ts.n_elements for ts in plan.tensors)
-        _insert_general(plan, general_kvs(d.path, total_params=total, target=t, metadata_override=options.metadata_override,
-                                          model_name=options.model_name, repo_id=d.repo_id))
+        counts = param_counts((ts.name, ts.shape) for ts in plan.tensors)
+        itself = own_tokenizer or t.path.resolve() == d.path.resolve()  # no base model: the checkpoint is the target
+        _insert_general(plan, general_kvs(d.path, total_params=counts[0], target=None if itself else t,
+                                          metadata_override=options.metadata_override, model_name=options.model_name,
+                                          repo_id=d.repo_id, size_counts=counts))
         plan.notes.append(f"draft {d.model_id}; target {t.model_id}")
         note = arch.note()
         if note:
@@ -239,15 +304,17 @@ def _pair(plan: Plan, ck: Checkpoint, d: ResolvedModel, t: ResolvedModel, tconf:
 def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str | Path | None = None, *,
             outtype: str = "auto", force: bool = False, dry_run: bool = False, embed_from_target: bool = False,
             allow_nonfinite: bool = False, metadata: Path | None = None, model_name: str | None = None,
-            progress: Progress | None = None, ignore_target_mismatch: bool = False,
+            dspark: bool = False, progress: Progress | None = None, ignore_target_mismatch: bool = False,
             architecture: str | None = None, cache: bool = True) -> ConvertResult:
     """Convert a draft checkpoint (folder or Hub id) into a GGUF file that llama.cpp loads.
 
     Raises :class:`ConvertError` (nothing written) when the input is invalid, the planned file would break a
     loader rule, or the draft does not fit the target (fit errors; ``ignore_target_mismatch`` makes them warnings).
     ``architecture`` converts as that ``architectures`` value instead of the declared one. ``outfile`` may use
-    ``{ftype}`` / ``{outtype}``; without it the GGUF naming convention is used. ``cache=False`` neither reads nor
-    writes the tokenizer-block cache (:mod:`dspark_convert.tokenizer.cache`).
+    ``{ftype}`` / ``{outtype}``; without it the GGUF naming convention is used. ``target_model_dir`` may be None
+    for a draft stored inside its target (DeepSeek-V4): the checkpoint's own tokenizer is used. ``dspark`` is
+    upstream's ``--dspark`` (accepted for DeepSeek-V4 checkpoints only). ``cache=False`` neither reads
+    nor writes the tokenizer-block cache (:mod:`dspark_convert.tokenizer.cache`).
     """
     t0 = time.perf_counter()
     outtype = str(outtype).lower()  # "BF16" is "bf16", as on the command line
@@ -255,8 +322,8 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
         raise ConvertError(f"--outtype {outtype!r}: expected one of {', '.join(S.OUTTYPE_CHOICES)}")
     options = ConvertOptions(outtype=outtype, embed_from_target=embed_from_target, allow_nonfinite=allow_nonfinite,
                              metadata_override=Path(metadata) if metadata else None, model_name=model_name,
-                             ignore_target_mismatch=ignore_target_mismatch, architecture=architecture,
-                             tokenizer_cache=cache)
+                             dspark=dspark, ignore_target_mismatch=ignore_target_mismatch,
+                             architecture=architecture, tokenizer_cache=cache)
     check_destination(outfile, outtype=outtype, force=force, dry_run=dry_run)  # before any reading or download
     with collecting() as notes:
         result = _convert(draft, target_model_dir, outfile, options, force=force, dry_run=dry_run, progress=progress)

@@ -16,7 +16,9 @@ With ``target=None``, ``target_name=None`` and ``repo_id=None`` the output equal
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +38,37 @@ LIST_KEYS = ("general.base_models", "general.datasets")
 _INT32 = (-(2**31), 2**31 - 1)
 
 
+def param_counts(tensors: Iterable[tuple[str, Sequence[int]]]) -> tuple[int, int, int, int]:
+    """(total, shared, expert, expert count) parameters of (GGUF name, numpy shape) pairs, gguf-py's rule
+    (``GGUFWriter.get_total_parameter_count``): a tensor named ``*_exps.*`` with 3+ dims is a stack of
+    ``shape[-3]`` experts and counts ``size / experts`` as expert parameters; the rest is shared.
+
+    Example:
+        >>> param_counts([("blk.0.ffn_up_exps.weight", (4, 8, 16)), ("fc.weight", (16, 16))])
+        (768, 256, 128, 4)
+    """
+    total = shared = expert = expert_sum = n_expert = 0
+    for name, shape in tensors:
+        size = math.prod(shape)
+        if "_exps." in name and len(shape) >= 3:
+            count = shape[-2 if ".bias" in name else -3]
+            expert += size // count
+            expert_sum += count
+            n_expert += 1
+        else:
+            shared += size
+        total += size
+    return total, shared, expert, (expert_sum // n_expert if n_expert else 0)
+
+
 def general_kvs(draft_dir: Path, *, total_params: int, target: ResolvedModel | None = None,
                 target_name: str | None = None, metadata_override: Path | None = None,
-                model_name: str | None = None, repo_id: str | None = None) -> list[KV]:
+                model_name: str | None = None, repo_id: str | None = None,
+                size_counts: tuple[int, int, int, int] | None = None) -> list[KV]:
     """The ``general.sampling.*``, ``general.name`` … ``general.languages`` KVs, in file order.
 
-    ``total_params`` is the element count of all written tensors (0 for ``--vocab-only``: no size label).
+    ``total_params`` is the element count of all written tensors (0 for ``--vocab-only``: no size label);
+    ``size_counts`` (:func:`param_counts`) gives the size label of a mixture of experts (``4x3.9M``).
     ``target`` / ``target_name`` (a model id such as ``Qwen/Qwen3-8B``; it wins over ``target``) give
     ``general.base_model.0``. ``repo_id`` is the draft's Hub repo id when it was resolved from the Hub.
 
@@ -76,7 +103,7 @@ def general_kvs(draft_dir: Path, *, total_params: int, target: ResolvedModel | N
     if not md.name:
         md.name = Metadata.id_to_title(fallback_id.split("/")[-1]) or fallback_id or "model"
     if md.size_label is None and total_params > 0:
-        md.size_label = gguf.size_label(total_params, total_params, 0, 0)
+        md.size_label = gguf.size_label(*(size_counts or (total_params, total_params, 0, 0)))
     return _to_kvs(md, sampling)
 
 

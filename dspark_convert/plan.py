@@ -49,7 +49,8 @@ class RowTransform(Protocol):
 
     The writer streams a tensor by chunks of output rows ``[start, stop)`` (``rows = out_rows(shapes)``) whose
     length is a multiple of ``row_group(rows)``, reads ``source_rows(start, stop, shapes)`` of each source
-    tensor, and converts ``apply(chunks, rows)`` from ``out_dtype(source dtypes)`` to the tensor's GGML type.
+    tensor (an empty span is not read), and converts ``apply(chunks, rows)`` from ``out_dtype(source dtypes)`` to
+    the tensor's GGML type. ``sources_ok(n)`` says whether ``n`` sources fit (a stack of experts takes 2 per expert).
     """
 
     @property
@@ -57,6 +58,8 @@ class RowTransform(Protocol):
 
     @property
     def n_sources(self) -> int: ...
+
+    def sources_ok(self, n: int) -> bool: ...
 
     def describe(self) -> str: ...
 

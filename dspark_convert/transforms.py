@@ -22,6 +22,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import quants
 
 from .errors import ConvertError
+from .quant import FP8_TILE, fp8_block_dequant, mxfp4_repack, tiles
 
 Q8_0_BLOCK = 32
 Shapes = tuple[tuple[int, ...], ...]
@@ -52,6 +53,10 @@ class Transform:
     def describe(self) -> str:
         """``name(arg, ...)``, for messages."""
         return f"{self.name}({', '.join(map(str, self.args))})"
+
+    def sources_ok(self, n: int) -> bool:
+        """Whether ``n`` source tensors are what this transform takes (a stack of experts takes a variable number)."""
+        return n == self.n_sources
 
     def out_rows(self, shapes: Shapes) -> int:
         """How many output rows the sources make (default: the first source's rows)."""
@@ -147,6 +152,81 @@ class Eagle3Permute(Transform):
 
     def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
         return eagle3_permute(arrays[0], self.n_head, self.n_head_kv)
+
+
+@register
+@dataclass(frozen=True)
+class Fp8BlockDequant(Transform):
+    """Sources (F8_E4M3 weight ``[out, in]``, F8_E8M0 scale ``[tiles(out), tiles(in)]``) -> float32 rows.
+
+    Chunks hold whole 128-row tiles (the last one may be partial), so each reads exactly its rows of scales; the
+    writer then quantizes the float32 rows to the tensor's type (Q8_0, or F16 for rows that are not a multiple
+    of 32) and refuses NaN / Inf (NaN codes, or products beyond float32).
+
+    Example:
+        >>> Fp8BlockDequant().apply([np.full((1, 2), 0x38, np.uint8), np.array([[128]], np.uint8)], 1).tolist()
+        [[2.0, 2.0]]
+    """
+
+    name: ClassVar[str] = "fp8_block_dequant"
+    n_sources: ClassVar[int] = 2
+
+    def row_group(self, rows: int) -> int | None:
+        return FP8_TILE
+
+    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
+        return (start, stop), (start // FP8_TILE, tiles(stop))
+
+    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
+        return "F32"
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        return fp8_block_dequant(chunks[0], chunks[1])
+
+
+@register
+@dataclass(frozen=True)
+class Mxfp4ExpertStack(Transform):
+    """Sources (weight, scale) of experts 0..n-1 (FP4 packed ``[rows, cols/2]`` + E8M0 ``[rows, cols/32]``)
+    -> the MXFP4 blocks of the 3-D stack ``[experts, rows, cols]``, written as they come (no further rounding).
+
+    Output rows are the experts' rows one after the other; a chunk holds whole experts, so the writer reads one
+    expert (or a few small ones) at a time and the memory does not grow with the number of experts.
+
+    Example:
+        >>> t = Mxfp4ExpertStack(2)
+        >>> t.out_rows(((3, 16), (3, 1), (3, 16), (3, 1))), t.source_rows(3, 6, ((3, 16), (3, 1)) * 2)
+        (6, ((0, 0), (0, 0), (0, 3), (0, 3)))
+    """
+
+    name: ClassVar[str] = "mxfp4_expert_stack"
+    n_sources: ClassVar[int] = 2  # per expert
+    experts: int
+
+    def sources_ok(self, n: int) -> bool:
+        return n == 2 * self.experts
+
+    def out_rows(self, shapes: Shapes) -> int:
+        return self.experts * shapes[0][0]
+
+    def row_group(self, rows: int) -> int | None:
+        return rows // self.experts if self.experts > 0 and rows % self.experts == 0 else None
+
+    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
+        rows = shapes[0][0]
+        first, last = start // rows, -(-stop // rows)
+        return tuple((0, rows) if first <= i // 2 < last else (0, 0) for i in range(len(shapes)))
+
+    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
+        return QT.MXFP4.name  # already encoded: the writer copies the blocks
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        blocks = [mxfp4_repack(chunks[i], chunks[i + 1]) for i in range(0, len(chunks), 2) if len(chunks[i])]
+        return np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+
+    def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+        rows = {a.shape[0] for a in arrays}
+        raise ConvertError(f"internal: an MXFP4 expert stack needs experts of equal rows, found {sorted(rows)}")
 
 
 # ---------------------------------------------------------------------------------------------- RoPE layouts
@@ -253,9 +333,12 @@ def _bf16_to_f16_table() -> np.ndarray:
 def convert_chunk(raw: np.ndarray, src_dtype: str, out: QT) -> np.ndarray:
     """Convert a chunk of source values (rows of the tensor) to the bytes of GGML type ``out``.
 
-    Same-type data is returned unchanged (byte copy); BF16 -> BF16 passes through float32 upstream, which is the
-    identity for every non-NaN value, so it is copied too. Returns an array whose ``tobytes()`` is the file data.
+    Same-type data is returned unchanged (byte copy), also blocks a transform already encoded (``src_dtype`` is
+    the GGML type name, e.g. ``MXFP4``); BF16 -> BF16 passes through float32 upstream, which is the identity for
+    every non-NaN value, so it is copied too. Returns an array whose ``tobytes()`` is the file data.
     """
+    if src_dtype == out.name:
+        return raw
     if out == QT.BF16 and src_dtype == "BF16":
         return raw
     if out == QT.F16 and src_dtype == "F16":

@@ -46,6 +46,7 @@ from .verify_checks import (
     grade,
     metadata_checks,
 )
+from .verify_dsv4 import dsv4_rows
 
 if TYPE_CHECKING:
     from .reference.hf_draft import HFDraft
@@ -179,14 +180,16 @@ def gguf_types(g: GGUFWeights) -> dict[str, str]:
     return {t.name: t.qtype.name for t in g.file.tensors if t.qtype is not None}
 
 
-def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path, *, context: int = 16, seed: int = 0,
-           steps: int = 3, quality: bool = True) -> VerifyReport:
+def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | None, *, context: int = 16,
+           seed: int = 0, steps: int = 3, quality: bool = True) -> VerifyReport:
     """Run the torch (HF, storage-rounded) and numpy (GGUF) forwards on seeded inputs; compare every component,
     then (``quality``) the GGUF forward against the unrounded checkpoint; check the metadata.
 
     Inputs per case: context rows of target features drawn from N(0, 1) (the scale of real hidden states), a
     random anchor (DSpark/DFlash) or random next tokens (EAGLE-3, then ``steps`` chained draft tokens). Raises
     ConvertError for unreadable inputs; a conversion that is readable but wrong gives ``passed == False``.
+    A DeepSeek-V4 DSpark file has no reference forward yet: it is compared tensor by tensor
+    (:func:`.verify_dsv4.dsv4_rows`; ``target_dir`` may be None).
 
     Example:
         >>> verify("d.gguf", "dspark_qwen3_4b_block7", "Qwen3-4B", seed=0).passed  # doctest: +SKIP
@@ -196,9 +199,19 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path, *,
         if value < 1:
             raise ConvertError(f"{flag} {value}: expected at least 1")
     _require_folder(Path(hf_dir), "--hf", "the draft's Hugging Face folder, with config.json and safetensors")
-    _require_folder(Path(target_dir), "--target-model-dir", "the target model's folder, whose token embeddings and "
-                    "lm_head verify reads")
+    if target_dir is not None:
+        _require_folder(Path(target_dir), "--target-model-dir", "the target model's folder, whose token embeddings "
+                        "and lm_head verify reads")
     g = open_gguf(gguf_path)
+    hc = g.value("dflash.hyper_connection.count")
+    if isinstance(hc, int) and not isinstance(hc, bool) and hc > 0:
+        rows = dsv4_rows(g, gguf_path, hf_dir, quality=quality)
+        return VerifyReport(str(gguf_path), str(hf_dir), str(target_dir or hf_dir), str(g.value("general.architecture")),
+                            "dspark_dsv4", "DeepSeek-V4 (mtp.* inside the checkpoint)", seed, 0, [],
+                            hparams=rows.hparams, outputs=rows.outputs, quality=rows.quality,
+                            quality_note=rows.quality_note, metadata=rows.metadata, notes=rows.notes)
+    if target_dir is None:
+        raise ConvertError("--target-model-dir is required: verify reads the target model's token embeddings and lm_head")
     tf, d = _load_torch_side(Path(hf_dir), Path(target_dir))
     target = TargetWeights(target_dir)
     report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir), str(g.value("general.architecture")), d.family,

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
+from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
 
 from . import schema as S
-from .checkpoint import Checkpoint
+from .checkpoint import Checkpoint, TensorRef
 from .destination import new_partial, release
 from .errors import ConvertError, Interrupted
 from .gguffile.header import pad, write_header
@@ -69,6 +70,8 @@ def _nonfinite(raw: np.ndarray, src_dtype: str) -> bool:
         return int(np.bitwise_and(raw.view(np.uint32), 0x7FFFFFFF).max()) >= 0x7F800000
     if src_dtype == "F64":
         return not bool(np.all(np.isfinite(raw)))
+    if src_dtype == "MXFP4":  # encoded blocks: a NaN E8M0 scale (byte 255) in the first byte of a block
+        return bool(np.any(raw.reshape(-1, GGML_QUANT_SIZES[QT.MXFP4][1])[:, 0] == 0xFF))
     return False
 
 
@@ -90,7 +93,7 @@ def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
     ck = sources[spec.origin]
     refs = [ck.ref(name) for name in spec.sources]
     t = spec.transform
-    if not refs or len(refs) != (t.n_sources if t is not None else 1):
+    if not refs or not (t.sources_ok(len(refs)) if t is not None else len(refs) == 1):
         raise ConvertError(f"internal: tensor '{spec.name}' has {len(refs)} sources for "
                            f"{t.describe() if t is not None else 'no transform'}")
     first = refs[0]
@@ -112,12 +115,15 @@ def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
     row_bytes = max(1, sum(r.end - r.start for r in refs) // max(1, rows))  # source bytes per output row
     step = max(group, CHUNK_BYTES // row_bytes // group * group)
 
+    def read(r: TensorRef, a: int, b: int) -> np.ndarray:  # an empty span (a source this chunk does not use): no I/O
+        return ck.read_rows(r.name, a, b) if b > a else np.empty((0, *r.shape[1:]), r.numpy_dtype)
+
     def job(start: int) -> np.ndarray:
         stop = min(rows, start + step)
         if t is None:
             return finish(ck.read_rows(first.name, start, stop))
         spans = t.source_rows(start, stop, shapes)
-        return finish(t.apply([ck.read_rows(r.name, a, b) for r, (a, b) in zip(refs, spans, strict=True)], rows))
+        return finish(t.apply([read(r, a, b) for r, (a, b) in zip(refs, spans, strict=True)], rows))
 
     for start in range(0, max(rows, 1), step):
         yield functools.partial(job, start)

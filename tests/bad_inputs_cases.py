@@ -206,12 +206,12 @@ def _(inp: Inputs) -> None:
     f.write_bytes(raw[:8] + b"\xff" * n + raw[8 + n:])
 
 
-@case("unsupported-dtype", "{draft}/model.safetensors: tensor 'fc.weight' has unsupported dtype F8_E4M3",
+@case("unsupported-dtype", "{draft}/model.safetensors: tensor 'fc.weight' has unsupported dtype F8_E5M2",
       "expected one of F64, F32, F16, BF16")
 def _(inp: Inputs) -> None:
     f = inp.draft / "model.safetensors"
     st = load_raw(f)
-    st.header["fc.weight"]["dtype"] = "F8_E4M3"
+    st.header["fc.weight"]["dtype"] = "F8_E5M2"
     save_raw(f, st)
 
 

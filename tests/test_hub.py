@@ -225,19 +225,6 @@ class FakeHub:
         return str(make_cached_repo(self.cache, repo_id, {n: self.files[n] for n in wanted}))
 
 
-@pytest.fixture
-def online(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """'Online' mode against a faked snapshot_download: nothing can reach the network."""
-    cache = tmp_path / "hf-cache"
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(hub, "snapshot_download", None)  # each test installs its fake
-    monkeypatch.chdir(tmp_path)
-    return cache
-
-
 def test_target_fetches_only_needed_shards(online: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     index = {"weight_map": {"model.embed_tokens.weight": "model-00001-of-00003.safetensors",
                             "model.norm.weight": "model-00003-of-00003.safetensors",

@@ -14,7 +14,7 @@ from gguf.metadata import Metadata
 
 from dspark_convert.errors import ConvertError
 from dspark_convert.hub import ResolvedModel
-from dspark_convert.metadata import general_kvs, target_base_model
+from dspark_convert.metadata import general_kvs, param_counts, target_base_model
 from dspark_convert.plan import KV
 
 README = """---
@@ -69,11 +69,18 @@ def upstream(draft: Path, total: int, override: Path | None = None, model_name: 
 
 @pytest.mark.parametrize("layout", GOLDEN_LAYOUTS)
 def test_golden_name_and_size_label(golden_dir: Path, tmp_path: Path, layout: str) -> None:
-    """The 12 golden layouts: upstream's general.name and general.size_label, from the folder and tensor sizes."""
+    """The golden layouts: upstream's general.name, general.size_label (``4x3.9M`` for DeepSeek-V4's experts) and
+    general.sampling.*, from the folder, its generation_config.json and the tensor sizes."""
     data = json.loads((golden_dir / "manifests" / f"{layout}.bf16.json").read_text())
     total = sum(math.prod(t["ne"]) for t in data["tensors"])
-    draft = write(tmp_path / layout, {"config.json": {"architectures": ["DFlashDraftModel"]}})
-    got = {kv.name: (kv.type.name, kv.value) for kv in general_kvs(draft, total_params=total)}
+    counts = param_counts((t["name"], t["ne"][::-1]) for t in data["tensors"])
+    files: dict[str, object] = {"config.json": {"architectures": ["DFlashDraftModel"]}}
+    sampling = {k.removeprefix("general.sampling."): v["value"] for k, v in data["kv"].items()
+                if k.startswith("general.sampling.")}
+    if sampling:  # the DeepSeek-V4 checkpoint carries a generation_config.json (temp, top_p)
+        files["generation_config.json"] = {{"temp": "temperature"}.get(k, k): v for k, v in sampling.items()}
+    draft = write(tmp_path / layout, files)
+    got = {kv.name: (kv.type.name, kv.value) for kv in general_kvs(draft, total_params=total, size_counts=counts)}
     expected = {k: (v["type"], v["value"]) for k, v in data["kv"].items()
                 if k.startswith("general.") and k not in ("general.architecture", "general.type",
                                                           "general.file_type", "general.quantization_version")}

@@ -10,7 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from gguf import GGMLQuantizationType as QT
+from gguf import quants
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures"
@@ -59,3 +62,37 @@ def test_cli_convert_and_inspect_do_not_import_torch(tmp_path: Path) -> None:
     r = _run(CLI, str(FIX / "dflash-zlab"), str(FIX / "target-qwen3"), str(out), "bf16")
     assert out.stat().st_size > 0
     assert r == {"torch": False}
+
+
+def test_dsv4_conversion_does_not_import_torch(tmp_path: Path) -> None:
+    """The DeepSeek-V4 DSpark path (FP8 dequant, MXFP4 repack, own tokenizer, check) is numpy only."""
+    sys.path.insert(0, str(FIX))
+    try:
+        import dsv4
+    finally:
+        sys.path.remove(str(FIX))
+    ck = dsv4.write_checkpoint(tmp_path / "dsv4", dsv4.Dims(hidden=128, stages=1, experts=2, moe=32, head_dim=64,
+                                                            q_lora=64, o_lora=32), tokenizer_dir=FIX / "target-qwen3")
+    out = tmp_path / "draft.gguf"
+    r = _run(LIBRARY.replace("convert(draft, target, out", "convert(draft, None, out"), str(ck), "-", str(out), "auto")
+    assert r["bytes"] == out.stat().st_size > 0
+    assert r["torch"] is False and r["heavy"] == []
+
+
+def test_storage_rounding_is_torch_free() -> None:
+    """The rounding both verify paths share (reference.storage.round_values) and the DeepSeek-V4 tensor checks
+    import and round without torch: numpy and gguf-py only."""
+    code = """
+import json, sys
+import numpy as np
+from dspark_convert.reference import dsv4_tensors
+from dspark_convert.reference.storage import round_values
+x = np.array([[1.00390625, 1 / 3] * 16], np.float32)
+print(json.dumps({"bf16": round_values(x, "BF16")[0, :2].tolist(), "q8": round_values(x, "Q8_0")[0, :2].tolist(),
+                  "torch": "torch" in sys.modules, "module": hasattr(dsv4_tensors, "check_tensor")}))
+"""
+    r = _run(code)
+    x = np.array([[1.00390625, 1 / 3] * 16], np.float32)
+    assert r["bf16"] == [1.0, 0.333984375]                              # ties to even
+    assert r["q8"] == quants.dequantize(quants.quantize(x, QT.Q8_0), QT.Q8_0)[0, :2].tolist()
+    assert r["torch"] is False and r["module"] is True

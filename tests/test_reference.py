@@ -311,7 +311,7 @@ def test_round_to_storage_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     from gguf import quants
 
     from dspark_convert.reference import storage
-    from dspark_convert.reference.storage import round_to_storage
+    from dspark_convert.reference.storage import round_to_storage, round_values
 
     x = torch.tensor([1.0 + 2**-8, 1.0 + 3 * 2**-8, 1 / 3, 70000.0, -2.5e-8])
     assert round_to_storage(x, "F32") is x
@@ -328,6 +328,10 @@ def test_round_to_storage_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     assert torch.equal(round_to_storage(w, "Q8_0"), q)
     mx = round_to_storage(w, "MXFP4")                                 # any block type gguf-py can quantize
     assert np.array_equal(mx.numpy(), quants.dequantize(quants.quantize(w.numpy(), QT.MXFP4), QT.MXFP4))
+    for kind in ("F16", "BF16", "Q8_0"):                             # the same numbers without torch, and torch's casts
+        assert np.array_equal(round_values(w.numpy(), kind), round_to_storage(w, kind).numpy()), kind
+    assert torch.equal(round_to_storage(x, "BF16"), x.to(torch.bfloat16).float())
+    assert torch.equal(round_to_storage(x, "F16"), x.to(torch.float16).float())
 
 
 @pytest.mark.parametrize("layout", ["dspark-qwen3-interleaved", "dspark-qwen3-f32", "dflash-zlab-swa", "dspark-reduced",

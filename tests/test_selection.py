@@ -2,7 +2,8 @@
 tensors a family reads (locally and from the Hub cache), with the other shards absent or unreadable.
 
 The DeepSeek-V4 DSpark draft (``mtp.*`` tensors in 2 of 46 shards of the target checkpoint, config naming
-``DeepseekV4ForCausalLM``) is the case these serve; no family claims it yet, so a stand-in family does here.
+``DeepseekV4ForCausalLM``) is the case these serve; a stand-in family exercises the mechanism here (the real
+family, ``families/dspark_dsv4.py``, is tested in tests/test_dsv4*.py).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def _dsv4_standin() -> SimpleNamespace:
 
 
 def test_family_for_claims_a_draft_inside_a_target_by_its_tensors(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = families.family_modules()
+    real = [m for m in families.family_modules() if family_name(m) != "dspark_dsv4"]
     standin = _dsv4_standin()
     monkeypatch.setattr(families, "family_modules", lambda: [*real, standin])
     config = {"architectures": ["DeepseekV4ForCausalLM"], "dspark_block_size": 16}
@@ -63,8 +64,14 @@ def test_every_family_module_implements_the_contract() -> None:
     for mod in families.family_modules():
         assert mod.ARCHITECTURES and isinstance(mod.ARCHITECTURES, tuple)
         assert mod.claims({"architectures": ["X"]}, ["mtp.0.x"]) is False
-        assert mod.draft_tensors({}) is None
         assert callable(mod.target_facts)
+        if family_name(mod) == "dspark_dsv4":  # a draft inside its target: reads mtp.* only, takes nothing from it
+            select = mod.draft_tensors({})
+            assert select is not None and select("mtp.2.norm.weight") and not select("norm.weight")
+            assert mod.TARGET_TENSORS == () and mod.TOKENIZER_IN_CHECKPOINT and mod.DSPARK_FLAG
+            continue
+        assert mod.draft_tensors({}) is None
+        assert not mod.TOKENIZER_IN_CHECKPOINT and not mod.DSPARK_FLAG
         assert [t.name for t in mod.TARGET_TENSORS][0] == "token_embd.weight"
     assert dspark.hf_names("blk.1.ffn_up.weight") == ("layers.1.mlp.up_proj.weight",)
     assert dspark.hf_names("enc.output_norm.weight") == ("hidden_norm.weight",)

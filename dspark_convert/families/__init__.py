@@ -18,12 +18,12 @@ from ..errors import ConvertError
 from .base import Family
 
 #: family modules in the order they are asked (``dflash_base`` is the DFlash lineage's shared base, not a family)
-FAMILY_MODULES = ("dspark", "dflash", "eagle3")
+FAMILY_MODULES = ("dspark", "dflash", "eagle3", "dspark_dsv4")
 
 if TYPE_CHECKING:  # mypy checks every family module against the Family protocol
-    from . import dflash, dspark, eagle3
+    from . import dflash, dspark, dspark_dsv4, eagle3
 
-    _FAMILIES: tuple[Family, ...] = (dspark, dflash, eagle3)
+    _FAMILIES: tuple[Family, ...] = (dspark, dflash, eagle3, dspark_dsv4)
 
 
 def family_modules() -> list[Family]:
@@ -52,7 +52,10 @@ def family_for(config: dict[str, Any], tensor_names: Iterable[str], where: str) 
             return mod
     names = list(tensor_names)
     for mod in modules:
-        if mod.claims(config, names):
-            return mod
+        try:
+            if mod.claims(config, names):
+                return mod
+        except ConvertError as e:  # the family's kind, but not convertible: its reason, with the file
+            raise ConvertError(f"{where}: {e}") from None
     known = [a for mod in modules for a in mod.ARCHITECTURES]
     raise unknown_architecture(archs[0], known, where)

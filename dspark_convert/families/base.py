@@ -27,6 +27,7 @@ class ConvertOptions:
 
     outtype: str = "auto"
     embed_from_target: bool = False  # write the target's token_embd (and output) into the draft
+    dspark: bool = False  # upstream's --dspark (DeepSeek-V4 DSpark); refused for families it does not select
     allow_nonfinite: bool = False
     metadata_override: Path | None = None
     model_name: str | None = None
@@ -110,10 +111,17 @@ class Family(Protocol):
     ARCHITECTURES: tuple[str, ...]
     #: what ``--with-target-embeddings`` takes from the target, in file order (before ``d2t``)
     TARGET_TENSORS: tuple[TargetTensor, ...]
+    #: the checkpoint may carry its own tokenizer (a draft stored inside its target): without
+    #: ``--target-model-dir`` the tokenizer is read from the checkpoint
+    TOKENIZER_IN_CHECKPOINT: bool
+    #: upstream's ``--dspark`` flag selects this family (the flag is refused for the others)
+    DSPARK_FLAG: bool
 
     def claims(self, config: dict[str, Any], tensor_names: list[str]) -> bool:
         """True for a checkpoint this family converts although its ``architectures[0]`` is not in
-        ``ARCHITECTURES`` (a draft stored inside a target checkpoint, recognised by its tensor names)."""
+        ``ARCHITECTURES`` (a draft stored inside a target checkpoint, recognised by its tensor names). May raise
+        ConvertError (worded without the file name, which ``family_for`` adds) for a checkpoint of this family's
+        kind that cannot be converted (a DeepSeek-V4 checkpoint without a draft)."""
         ...
 
     def draft_tensors(self, config: dict[str, Any]) -> Select | None:

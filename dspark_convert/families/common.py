@@ -66,11 +66,32 @@ def base_kvs(arch: str, hp: dict[str, Any], file_type: int, where: str) -> list[
     eps = find_hparam(hp, ("rms_norm_eps", "norm_eps"))
     if eps is not None:
         out.append(KV(S.RMS_EPS.format(**a), VT.FLOAT32, as_float(eps, "rms_norm_eps", where)))
+    out += expert_kvs(arch, hp, where)
     if hp.get("head_dim") is not None:
         hd = as_u32(hp["head_dim"], "head_dim", where)
         out.append(KV(S.KEY_LENGTH.format(**a), VT.UINT32, hd))
         out.append(KV(S.VALUE_LENGTH.format(**a), VT.UINT32, hd))
     out.append(KV(S.GENERAL_FILE_TYPE, VT.UINT32, file_type))
+    return out
+
+
+def expert_kvs(arch: str, hp: dict[str, Any], where: str) -> list[KV]:
+    """Upstream's generic MoE keys (between the norm epsilon and the head sizes): expert count, experts used per
+    token, gating function from the router's score function. Absent for dense configs."""
+    a = {"arch": arch}
+    out: list[KV] = []
+    for tpl, keys in ((S.EXPERT_COUNT, ("num_local_experts", "num_experts", "n_routed_experts")),
+                      (S.EXPERT_USED_COUNT, ("num_experts_per_tok", "num_experts_per_token", "top_k_experts"))):
+        v = find_hparam(hp, keys)
+        if v is not None:
+            out.append(KV(tpl.format(**a), VT.UINT32, as_u32(v, keys[0], where)))
+    score = find_hparam(hp, ("score_function", "scoring_func", "score_func", "moe_router_activation",
+                             "moe_router_activation_func"))
+    if score is not None:
+        if score not in S.SCORE_FUNCS:
+            raise ConvertError(f"{where}: router score function {score!r} is not one llama.cpp knows "
+                               f"(expected one of {', '.join(S.SCORE_FUNCS)})")
+        out.append(KV(S.EXPERT_GATING_FUNC.format(**a), VT.UINT32, S.SCORE_FUNCS[score]))
     return out
 
 

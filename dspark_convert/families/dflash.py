@@ -11,7 +11,9 @@ from ..plan import Plan
 from .base import Context
 from .common import base_kvs, finish_plan
 from .dflash_base import (
+    DSPARK_FLAG,
     TARGET_TENSORS,
+    TOKENIZER_IN_CHECKPOINT,
     bare_name,
     check_taps,
     claims,
@@ -27,8 +29,8 @@ from .dflash_base import (
 from .hparams import normalize_hparams, vocab_size_of
 
 ARCHITECTURES: tuple[str, ...] = ("DFlashDraftModel",)
-__all__ = ["ARCHITECTURES", "TARGET_TENSORS", "build_plan", "claims", "draft_tensors", "hf_names",
-           "target_facts"]
+__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
+           "draft_tensors", "hf_names", "target_facts"]
 
 
 def build_plan(ctx: Context) -> Plan:

@@ -73,6 +73,11 @@ TARGET_TENSORS: tuple[TargetTensor, ...] = (
 )
 
 
+#: the tokenizer always comes from --target-model-dir; --dspark is not for these drafts
+TOKENIZER_IN_CHECKPOINT = False
+DSPARK_FLAG = False
+
+
 # ---------------------------------------------------------------------------------------------- family contract
 def claims(config: dict[str, Any], tensor_names: list[str]) -> bool:
     """The lineage's families are chosen by architecture only."""

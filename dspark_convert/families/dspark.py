@@ -18,7 +18,9 @@ from ..transforms import DeinterleaveRope, Transform
 from .base import Context
 from .common import base_kvs, d2t_spec, finish_plan
 from .dflash_base import (
+    DSPARK_FLAG,
     TARGET_TENSORS,
+    TOKENIZER_IN_CHECKPOINT,
     bare_name,
     check_taps,
     claims,
@@ -34,8 +36,8 @@ from .dflash_base import (
 from .hparams import draft_hparams, vocab_size_of
 
 ARCHITECTURES: tuple[str, ...] = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
-__all__ = ["ARCHITECTURES", "TARGET_TENSORS", "build_plan", "claims", "draft_tensors", "hf_names",
-           "target_facts"]
+__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
+           "draft_tensors", "hf_names", "target_facts"]
 _ROPE_ROWS = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight")
 
 

@@ -63,6 +63,9 @@ TARGET_TENSORS: tuple[TargetTensor, ...] = (
     TargetTensor(S.T_TOKEN_EMBD, EMBED_NAMES, unless=(S.T_TOKEN_EMBD,), what="input embedding tensor",
                  shown=EMBED_NAMES[:2]),
 )
+#: the tokenizer always comes from --target-model-dir; --dspark is not for these drafts
+TOKENIZER_IN_CHECKPOINT = False
+DSPARK_FLAG = False
 
 
 def claims(config: dict[str, Any], tensor_names: list[str]) -> bool:

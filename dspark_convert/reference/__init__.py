@@ -4,7 +4,8 @@
   weights and every hyperparameter from a GGUF file, streaming layer by layer.
 - :mod:`.torch_forward` (with :mod:`.hf_draft`, which reads the folder, and :mod:`.storage`, which rounds its
   values the way the GGUF stores them): an independent float32 torch forward of the original Hugging Face
-  folder. These are the only modules that import torch; import them explicitly (they are not imported here).
+  folder. These and :mod:`.dsv4_tensors` (the DeepSeek-V4 tensor-level checks) are the only modules that use
+  torch; import them explicitly (they are not imported here).
 - :mod:`.ops`: the shared numpy primitives (RMSNorm, RoPE, attention, MLP) and the common GGUF hyperparameters.
 - :mod:`.weights`: lazy GGUF / target-checkpoint access (the single GGUF adapter, :func:`open_gguf`).
 

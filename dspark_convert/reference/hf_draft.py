@@ -84,7 +84,7 @@ class TorchCheckpoint:
             return t
         rec = self.rounding.setdefault(name, Rounding(kind))
         rec.values += t.numel()
-        if kind == "F32" or SAME_TYPE.get(src) == kind:     # the checkpoint's own type (or wider): nothing to round
+        if kind == "F32" or SAME_TYPE.get(str(src)) == kind:     # the checkpoint's own type (or wider): nothing to round
             return t
         r = round_to_storage(t, kind)
         if t.numel():

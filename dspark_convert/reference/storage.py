@@ -1,23 +1,30 @@
-"""How a GGUF stores a checkpoint's values, reproduced on the torch side of ``verify`` (exact mode).
+"""How a GGUF stores a checkpoint's values, reproduced on the checkpoint side of ``verify`` (exact mode).
 
 - :func:`gguf_counterpart`: the GGUF tensor that stores a checkpoint tensor (this module's own copy of the
   contract's name table, used only to look up the GGML type).
-- :func:`round_to_storage`: a float32 tensor after the rounding of a GGML type: round-to-nearest-even for BF16 /
-  F16 (torch's casts), gguf-py's reference quantizer then dequantizer for block types (Q8_0, MXFP4, ...;
-  independent of the converter's fast Q8_0), nothing for F32.
+- :func:`round_values`: a float32 array after the rounding of a GGML type: round-to-nearest-even for F16 (numpy's
+  cast), gguf-py's reference quantizer then dequantizer for BF16 and the block types (Q8_0, MXFP4, ...), nothing
+  for F32. numpy and gguf-py only: no torch, and none of the converter's code (not its fast Q8_0), so it is an
+  independent account of what the file stores. The DeepSeek-V4 tensor checks (:mod:`.dsv4_tensors`) use it as is;
+- :func:`round_to_storage`: the same rounding of a torch tensor (the torch forward's weights).
 - :func:`widen`: a checkpoint tensor as float32 (BF16 by a bit shift).
+
+torch is imported inside the functions that take or make tensors, so importing this module costs no torch.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from gguf import GGMLQuantizationType, quants
 
 from ..errors import ConvertError
+
+if TYPE_CHECKING:
+    import torch
 
 #: checkpoint name (bare, per layer) -> GGUF name; the torch side's own copy of the contract's table
 _LAYER_GGUF = {
@@ -35,8 +42,9 @@ _GLOBAL_GGUF = {
     "confidence_head.proj.weight": "conf_proj.weight", "confidence_head.proj.bias": "conf_proj.bias",
 }
 _LAYER = re.compile(r"^(?:model\.)?layers\.(\d+)\.(.+)$")
-#: checkpoint dtype -> the GGML type that holds its values exactly (rounding to it changes nothing)
-SAME_TYPE = {torch.bfloat16: "BF16", torch.float16: "F16"}
+#: checkpoint dtype (``str`` of the torch dtype) -> the GGML type that holds its values exactly (rounding to it
+#: changes nothing)
+SAME_TYPE = {"torch.bfloat16": "BF16", "torch.float16": "F16"}
 #: values rounded at once by a block quantizer (bounds gguf-py's temporaries to a few hundred MB)
 _ROUND_CHUNK = 1 << 22
 
@@ -58,41 +66,58 @@ def gguf_counterpart(name: str, prefix: str = "") -> str | None:
     return _GLOBAL_GGUF.get(name)
 
 
-def round_to_storage(t: torch.Tensor, ggml_type: str) -> torch.Tensor:
-    """``t`` (float32) after the rounding of GGML type ``ggml_type``, as float32.
+def round_values(a: np.ndarray, ggml_type: str) -> np.ndarray:
+    """``a`` (float32) after the rounding of GGML type ``ggml_type``, as float32 (numpy and gguf-py only).
+
+    Block types are rounded in row chunks (blocks run along the last axis, so chunks round as the whole would);
+    a type gguf-py cannot quantize raises ConvertError.
 
     Example:
-        >>> round_to_storage(torch.tensor([1.00390625, 1 / 3]), "BF16").tolist()   # halfway rounds to even
+        >>> round_values(np.array([1.00390625, 1 / 3], np.float32), "BF16").tolist()   # halfway rounds to even
         [1.0, 0.333984375]
     """
     if ggml_type == "F32":
-        return t
-    if ggml_type == "F16":
-        return t.to(torch.float16).float()
-    if ggml_type == "BF16":
-        return t.to(torch.bfloat16).float()
+        return a
     try:
         qt = GGMLQuantizationType[ggml_type]
     except KeyError:
         raise ConvertError(f"verify cannot reproduce the rounding of GGML type {ggml_type} (unknown type)") from None
-    a = np.ascontiguousarray(t.numpy(), dtype=np.float32)
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    if qt == GGMLQuantizationType.F16:
+        with np.errstate(over="ignore"):                    # beyond the F16 range: inf, as the file stores it
+            return a.astype(np.float16).astype(np.float32)
     rows = a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
     out = np.empty_like(rows)
-    step = max(1, _ROUND_CHUNK // rows.shape[1])            # blocks run along rows: row chunks round the same
+    step = max(1, _ROUND_CHUNK // max(1, rows.shape[1]))
     try:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             for i in range(0, rows.shape[0], step):
                 out[i:i + step] = quants.dequantize(quants.quantize(rows[i:i + step], qt), qt)
     except (NotImplementedError, ValueError) as e:
         raise ConvertError(f"verify cannot reproduce the rounding of GGML type {ggml_type} ({e})") from None
-    return torch.from_numpy(out.reshape(a.shape))
+    return out.reshape(a.shape)
 
 
+def round_to_storage(t: torch.Tensor, ggml_type: str) -> torch.Tensor:
+    """``t`` (float32) after the rounding of GGML type ``ggml_type``, as float32 (:func:`round_values`).
+
+    Example:
+        >>> import torch
+        >>> round_to_storage(torch.tensor([1.00390625, 1 / 3]), "BF16").tolist()   # halfway rounds to even
+        [1.0, 0.333984375]
+    """
+    import torch
+
+    if ggml_type == "F32":
+        return t
+    return torch.from_numpy(round_values(t.numpy(), ggml_type))
 
 
 def widen(t: torch.Tensor) -> torch.Tensor:
     """A floating-point checkpoint tensor as float32; BF16 widens by a 16-bit shift of its bits (exact, and several
     times faster than torch's CPU cast)."""
+    import torch
+
     if t.dtype == torch.bfloat16:
         bits = t.contiguous().view(torch.int16).numpy().view(np.uint16)
         return torch.from_numpy(np.left_shift(bits, 16, dtype=np.uint32).view(np.float32))

@@ -1,0 +1,336 @@
+"""DeepSeek-V4 DSpark: the draft stored as ``mtp.{s}.*`` inside a DeepSeek-V4 checkpoint (upstream's
+``DeepseekV4DSparkModel``, llama.cpp 749f688; spec/dsv4-dspark.md, gguf-contract.md Appendix A).
+
+The file is arch ``dflash`` with DeepSeek-V4 blocks: one block per draft stage, FP8 weights dequantized (E8M0
+scale per 128x128 tile) and written as Q8_0 (F16 when a row is not a multiple of 32), routed experts repacked
+losslessly from FP4 e2m1 + E8M0 per 32 into MXFP4 stacks written first, ``general.file_type`` 38 whatever the
+outtype, and upstream's own DeepSeek-V4 chat template as the second key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from gguf import GGMLQuantizationType as QT
+from gguf import GGUFValueType as VT
+
+from .. import schema as S
+from ..checkpoint import Checkpoint, Select
+from ..errors import ConvertError
+from ..plan import KV, Plan, TensorSpec
+from ..quant import fp4_shapes, fp8_output_type, fp8_scale_shape
+from ..tokenizer.handlers import target_vocab_kvs
+from ..transforms import Fp8BlockDequant, Mxfp4ExpertStack
+from .base import Context, TargetFacts, TargetTensor
+from .common import base_kvs, finish_plan, tensor_spec
+from .dsv4_names import (
+    EXPERT_TENSORS,
+    ROOT_TENSORS,
+    STAGE_TENSORS,
+    draft_names,
+    gguf_name,
+    group_draft,
+    is_draft,
+)
+from .hparams import as_float, as_positive, as_u32, vocab_size_of
+
+ARCHITECTURES: tuple[str, ...] = (S.DSV4_ARCHITECTURE,)
+#: no --with-target-embeddings: the loader uses the target's embedding and head (an output.weight is an extra tensor)
+TARGET_TENSORS: tuple[TargetTensor, ...] = ()
+#: a DeepSeek-V4 checkpoint carries its own tokenizer: without --target-model-dir it is read from there
+TOKENIZER_IN_CHECKPOINT = True
+#: upstream's ``--dspark`` selects this converter (it is accepted here, and not needed)
+DSPARK_FLAG = True
+__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
+           "draft_tensors", "hf_names", "target_facts"]
+
+TEMPLATE_FILES = {False: "deepseek-ai-DeepSeek-V4.jinja", True: "deepseek-ai-DeepSeek-V4-Flash-0731.jinja"}
+
+
+# ---------------------------------------------------------------------------------------------- recognition
+def is_deepseek_v4(config: dict[str, Any]) -> bool:
+    """A DeepSeek-V4 checkpoint config (full model or the DSpark class)."""
+    archs = config.get("architectures")
+    first = archs[0] if isinstance(archs, list) and archs else None
+    return config.get("model_type") == S.DSV4_MODEL_TYPE or first in (S.DSV4_TARGET_ARCHITECTURE, S.DSV4_ARCHITECTURE)
+
+
+def has_draft(config: dict[str, Any], names: list[str]) -> bool:
+    """``mtp.*`` tensors, and ``dspark_*`` config keys or a config declaring ``DeepseekV4DSparkModel``."""
+    archs = config.get("architectures")
+    declared = isinstance(archs, list) and bool(archs) and archs[0] == S.DSV4_ARCHITECTURE
+    return bool(draft_names(names)) and (declared or any(k in config for k in S.DSV4_CONFIG_KEYS))
+
+
+def claims(config: dict[str, Any], tensor_names: list[str]) -> bool:
+    """A DeepSeek-V4 checkpoint that carries a DSpark draft. One without a draft is refused here, saying what is
+    missing (``families.family_for`` prefixes the config file)."""
+    if not is_deepseek_v4(config):
+        return False
+    if not has_draft(config, tensor_names):
+        raise ConvertError(no_draft_message(config, tensor_names))
+    return True
+
+
+def draft_tensors(config: dict[str, Any]) -> Select | None:
+    """Only ``mtp.*``: the other shards of the checkpoint (the main model) are neither opened nor downloaded."""
+    return is_draft
+
+
+def hf_names(gguf_name: str) -> tuple[str, ...]:
+    """The checkpoint names that become ``gguf_name`` (``*`` stands for any stage / expert)."""
+    roots = tuple(f"mtp.*.{hf}" for hf, g in ROOT_TENSORS.items() if g == gguf_name)
+    if roots or not gguf_name.startswith("blk."):
+        return roots
+    _, bid, short = gguf_name.split(".", 2)
+    experts = tuple(f"mtp.{bid}.ffn.experts.*.{w}.weight" for w, g in EXPERT_TENSORS.items() if g == short)
+    return experts + tuple(f"mtp.{bid}.{hf}" for hf, g in STAGE_TENSORS.items() if g == short)
+
+
+def target_facts(ctx: Context, plan: Plan) -> TargetFacts:
+    """The fit facts: ``fc`` (``main_proj``) takes one target hidden state per target layer. The rope check does not
+    apply (the draft's rope keys come from the target's own config: the draft is part of the target checkpoint),
+    and there is no learned mask embedding."""
+    taps = plan.value(S.DFLASH_TARGET_LAYERS)
+    return TargetFacts(n_taps=len(taps) if isinstance(taps, list) and taps else None)
+
+
+def no_draft_message(config: dict[str, Any], names: list[str]) -> str:
+    """Why a DeepSeek-V4 checkpoint is not a convertible DSpark draft (one line, without the file name)."""
+    keys = [k for k in S.DSV4_CONFIG_KEYS if k in config]
+    has_mtp = bool(draft_names(names))
+    what = ("no dspark_* config keys and no mtp.* tensors" if not keys and not has_mtp else
+            "no mtp.* tensors" if not has_mtp else "no dspark_* config keys (dspark_block_size, ...)")
+    return (f"a DeepSeek-V4 checkpoint without a DSpark draft ({what}); only such a draft is converted here "
+            "(convert the main model with llama.cpp's convert_hf_to_gguf.py)")
+
+
+# ---------------------------------------------------------------------------------------------- hparams
+@dataclass(frozen=True)
+class Dsv4HParams:
+    """The config values the DSV4 DSpark file needs, validated."""
+
+    hidden: int
+    heads: int
+    head_dim: int
+    experts: int
+    moe: int
+    hc: int
+    block_size: int
+    noise_token: int
+    taps: list[int]            # HF output-of-layer ids (dspark_target_layer_ids)
+    markov_rank: int | None
+    raw: dict[str, Any]
+
+
+def _require(cfg: dict[str, Any], key: str, where: str) -> Any:
+    if key not in cfg or cfg[key] is None:
+        raise ConvertError(f"{where}: key '{key}' is missing; a DeepSeek-V4 DSpark draft needs it")
+    return cfg[key]
+
+
+def dsv4_hparams(cfg: dict[str, Any], where: str) -> Dsv4HParams:
+    """Validate the DeepSeek-V4 config keys the conversion reads (one line per problem, naming the key)."""
+    scoring = _require(cfg, "scoring_func", where)
+    if scoring != "sqrtsoftplus":
+        raise ConvertError(f"{where}: key 'scoring_func' is {scoring!r}; the DeepSeek-V4 DSpark loader needs "
+                           "'sqrtsoftplus' (expert_gating_func 4)")
+    taps = _require(cfg, "dspark_target_layer_ids", where)
+    if not isinstance(taps, list) or not taps or not all(isinstance(i, int) and not isinstance(i, bool) for i in taps):
+        raise ConvertError(f"{where}: key 'dspark_target_layer_ids' is {taps!r}, expected a non-empty list of integers")
+    for key in ("num_attention_heads", "head_dim", "qk_rope_head_dim", "q_lora_rank", "o_lora_rank", "o_groups",
+                "moe_intermediate_size", "n_routed_experts", "num_experts_per_tok", "n_shared_experts", "hc_mult",
+                "hc_sinkhorn_iters", "index_n_heads", "index_head_dim", "index_topk", "sliding_window"):
+        as_u32(_require(cfg, key, where), key, where)
+    for key in ("hc_eps", "compress_rope_theta", "swiglu_limit", "routed_scaling_factor", "rms_norm_eps"):
+        as_float(_require(cfg, key, where), key, where)
+    if not isinstance(_require(cfg, "norm_topk_prob", where), bool):
+        raise ConvertError(f"{where}: key 'norm_topk_prob' is {cfg['norm_topk_prob']!r}, expected true or false")
+    noise = as_u32(_require(cfg, "dspark_noise_token_id", where), "dspark_noise_token_id", where)
+    rank = cfg.get("dspark_markov_rank")
+    return Dsv4HParams(
+        hidden=as_positive(_require(cfg, "hidden_size", where), "hidden_size", where),
+        heads=as_positive(cfg["num_attention_heads"], "num_attention_heads", where),
+        head_dim=as_positive(cfg["head_dim"], "head_dim", where),
+        experts=as_positive(cfg["n_routed_experts"], "n_routed_experts", where),
+        moe=as_positive(cfg["moe_intermediate_size"], "moe_intermediate_size", where),
+        hc=as_positive(cfg["hc_mult"], "hc_mult", where),
+        block_size=as_positive(_require(cfg, "dspark_block_size", where), "dspark_block_size", where),
+        noise_token=noise, taps=list(taps),
+        markov_rank=as_u32(rank, "dspark_markov_rank", where) if rank is not None else None, raw=cfg)
+
+
+def dsv4_kvs(hp: Dsv4HParams, stages: int) -> list[KV]:
+    """The DeepSeek-V4 keys after the generic block, then the DSpark keys, in upstream's order."""
+    c, a = hp.raw, {"arch": S.ARCH_DFLASH}
+
+    def u32(tpl: str, v: int) -> KV:
+        return KV(tpl.format(**a), VT.UINT32, v)
+
+    def f32(tpl: str, v: Any) -> KV:
+        return KV(tpl.format(**a), VT.FLOAT32, float(v))
+
+    clamp = [float(c["swiglu_limit"])] * stages
+    return [
+        u32(S.ROPE_DIMENSION_COUNT, c["qk_rope_head_dim"]),
+        u32(S.Q_LORA_RANK, c["q_lora_rank"]),
+        u32(S.DFLASH_SLIDING_WINDOW, c["sliding_window"]),
+        u32(S.EXPERT_FEED_FORWARD_LENGTH, c["moe_intermediate_size"]),
+        u32(S.EXPERT_SHARED_COUNT, c["n_shared_experts"]),
+        f32(S.EXPERT_WEIGHTS_SCALE, c["routed_scaling_factor"]),
+        KV(S.EXPERT_WEIGHTS_NORM.format(**a), VT.BOOL, c["norm_topk_prob"]),
+        KV(S.SWIGLU_CLAMP_EXP.format(**a), VT.ARRAY, clamp, VT.FLOAT32),
+        KV(S.SWIGLU_CLAMP_SHEXP.format(**a), VT.ARRAY, list(clamp), VT.FLOAT32),
+        u32(S.INDEXER_HEAD_COUNT, c["index_n_heads"]),
+        u32(S.INDEXER_KEY_LENGTH, c["index_head_dim"]),
+        u32(S.INDEXER_TOP_K, c["index_topk"]),
+        u32(S.OUTPUT_GROUP_COUNT, c["o_groups"]),
+        u32(S.OUTPUT_LORA_RANK, c["o_lora_rank"]),
+        KV(S.COMPRESS_RATIOS.format(**a), VT.ARRAY, [0] * stages, VT.INT32),
+        f32(S.COMPRESS_ROPE_FREQ_BASE, c["compress_rope_theta"]),
+        u32(S.HC_COUNT, c["hc_mult"]),
+        u32(S.HC_SINKHORN_ITERATIONS, c["hc_sinkhorn_iters"]),
+        f32(S.HC_EPSILON, c["hc_eps"]),
+        u32(S.HASH_LAYER_COUNT, 0),
+        KV(S.DFLASH_BLOCK_SIZE, VT.UINT32, hp.block_size),
+        KV(S.DFLASH_TARGET_LAYERS, VT.ARRAY, [i + 1 for i in hp.taps], VT.INT32),
+    ]
+
+
+def chat_template(name_hint: str) -> str:
+    """Upstream's DeepSeek-V4 chat template; the -Flash-0731 one when the checkpoint folder name or repo id
+    contains ``0731``."""
+    fn = TEMPLATE_FILES["0731" in name_hint]
+    return resources.files("dspark_convert").joinpath("templates").joinpath(fn).read_text(encoding="utf-8")
+
+
+def checkpoint_name(folder: Path) -> str:
+    """The checkpoint's name for the template rule: the folder name, or for a Hugging Face cache snapshot
+    (``models--org--name/snapshots/<commit>``) the repo's folder name."""
+    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+        return folder.parent.parent.name
+    return folder.name
+
+
+# ---------------------------------------------------------------------------------------------- tensors
+def _fp8_spec(ck: Checkpoint, src: str, name: str) -> TensorSpec:
+    """An FP8 weight and its tile scales -> one Q8_0 (or F16) tensor."""
+    ref = ck.ref(src)
+    scale = src.removesuffix(".weight") + ".scale"
+    if len(ref.shape) != 2:
+        raise ConvertError(f"{ref.file}: tensor '{src}' is F8_E4M3 with shape {list(ref.shape)}, expected a 2-D weight")
+    if scale not in ck:
+        raise ConvertError(f"{ref.file}: tensor '{src}' is F8_E4M3 but the checkpoint has no '{scale}' "
+                           "(an F8_E8M0 scale per 128x128 tile)")
+    sref = ck.ref(scale)
+    want = fp8_scale_shape((ref.shape[0], ref.shape[1]))
+    if sref.dtype != "F8_E8M0" or sref.shape != want:
+        raise ConvertError(f"{sref.file}: tensor '{scale}' is {sref.dtype} {list(sref.shape)}, expected F8_E8M0 "
+                           f"{list(want)} (one scale per 128x128 tile of {list(ref.shape)})")
+    return TensorSpec(name=name, shape=ref.shape, ggml_type=fp8_output_type(ref.shape[1]), sources=(src, scale),
+                      transform=Fp8BlockDequant(), source_dtype=ref.dtype)
+
+
+def _plain_spec(ck: Checkpoint, src: str, name: str) -> TensorSpec:
+    """F32 stays F32; BF16 stays BF16 with 2+ dims, norms and 1-D tensors become F32 (upstream's forced types)."""
+    ref = ck.ref(src)
+    if ref.dtype == "F32":
+        return tensor_spec(ck, src, name, QT.F32)
+    if ref.dtype in ("BF16", "F16"):
+        return tensor_spec(ck, src, name, QT.BF16 if ref.dtype == "BF16" else QT.F16)
+    raise ConvertError(f"{ref.file}: tensor '{src}' has dtype {ref.dtype}; a DeepSeek-V4 DSpark draft stores it as "
+                       "F8_E4M3 (+ scale), BF16 or F32")
+
+
+def _expert_spec(ck: Checkpoint, stage: int, w: str, per: dict[int, tuple[str, str]], hp: Dsv4HParams) -> TensorSpec:
+    """The stack of one projection of every routed expert of a stage -> one MXFP4 tensor."""
+    rows, cols = (hp.hidden, hp.moe) if w == "w2" else (hp.moe, hp.hidden)
+    missing = sorted(set(range(hp.experts)) - per.keys())
+    extra = sorted(per.keys() - set(range(hp.experts)))
+    if missing or extra:
+        e = (missing or extra)[0]
+        what = "is missing" if missing else f"is beyond n_routed_experts {hp.experts}"
+        raise ConvertError(f"{ck.path}: expert {e} of mtp.{stage}.ffn.experts.*.{w} {what} (the config says "
+                           f"{hp.experts} routed experts per stage)")
+    want_w, want_s = fp4_shapes(rows, cols)
+    if cols % 32:
+        raise ConvertError(f"{ck.path / 'config.json'}: {cols} input values per expert row of {w} is not a multiple "
+                           "of 32 (FP4 experts have one scale per 32 values)")
+    sources: list[str] = []
+    for e in range(hp.experts):
+        wn, sn = per[e]
+        wr = ck.ref(wn)
+        if sn not in ck:
+            raise ConvertError(f"{wr.file}: tensor '{wn}' has no '{sn}' (an F8_E8M0 scale per 32 values)")
+        sr = ck.ref(sn)
+        if wr.dtype not in ("I8", "U8") or wr.shape != want_w:
+            raise ConvertError(f"{wr.file}: tensor '{wn}' is {wr.dtype} {list(wr.shape)}, expected I8 {list(want_w)} "
+                               f"(FP4 codes, two per byte, of a [{rows}, {cols}] expert)")
+        if sr.dtype != "F8_E8M0" or sr.shape != want_s:
+            raise ConvertError(f"{sr.file}: tensor '{sn}' is {sr.dtype} {list(sr.shape)}, expected F8_E8M0 {list(want_s)}")
+        sources += [wn, sn]
+    name = S.LAYER_PREFIX.format(bid=stage) + EXPERT_TENSORS[w]
+    return TensorSpec(name=name, shape=(hp.experts, rows, cols), ggml_type=QT.MXFP4, sources=tuple(sources),
+                      transform=Mxfp4ExpertStack(hp.experts), source_dtype="I8")
+
+
+def plan_tensors(ck: Checkpoint, hp: Dsv4HParams) -> tuple[list[TensorSpec], int]:
+    """The expert stacks (stage 0..n-1 x gate, down, up), then every other draft tensor in checkpoint order
+    (shard order x sorted name); returns (tensors, number of stages)."""
+    groups = group_draft(ck.names)
+    if groups.unnamed:
+        src = groups.unnamed[0]
+        raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not named mtp.<stage>.<name>")
+    dense: list[TensorSpec] = []
+    seen: dict[str, str] = {}
+    for src, stage, rest in groups.dense:
+        name = gguf_name(stage, rest)
+        if name is None:
+            raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not part of a DeepSeek-V4 DSpark draft "
+                               "(upstream fails with \"Can not map tensor\")")
+        if name in seen:
+            raise ConvertError(f"{ck.ref(src).file}: tensors '{seen[name]}' and '{src}' both become '{name}'")
+        seen[name] = src
+        dense.append(_fp8_spec(ck, src, name) if ck.ref(src).dtype == "F8_E4M3" else _plain_spec(ck, src, name))
+    experts = groups.experts
+    n = 1 + max(groups.stages) if groups.stages else 0
+    stacks = []
+    for stage in range(n):
+        for w in EXPERT_TENSORS:
+            if (stage, w) not in experts:
+                raise ConvertError(f"{ck.path}: stage {stage} has no routed experts mtp.{stage}.ffn.experts.*.{w}.weight")
+            stacks.append(_expert_spec(ck, stage, w, experts[(stage, w)], hp))
+    return stacks + dense, n
+
+
+def build_plan(ctx: Context) -> Plan:
+    """Plan for the DSpark draft of a DeepSeek-V4 checkpoint."""
+    cfg, where, ck = ctx.draft.config, ctx.where, ctx.draft
+    if not has_draft(cfg, ck.names):
+        raise ConvertError(f"{where}: {no_draft_message(cfg, ck.names)}")
+    if ctx.options.embed_from_target:
+        raise ConvertError("--with-target-embeddings: a DeepSeek-V4 DSpark draft uses the target's token embedding "
+                           "and output head at run time; an output.weight in it makes llama.cpp fail with \"wrong "
+                           "number of tensors\"")
+    hp = dsv4_hparams(cfg, where)
+    vocab_size = vocab_size_of(cfg, "vocab_size", where, required=True)
+    tensors, stages = plan_tensors(ck, hp)
+    view = {k: v for k, v in cfg.items() if k not in ("n_layers", "n_layer", "num_layers")}
+    view["num_hidden_layers"] = stages  # block_count: the draft's stages (upstream: 1 + max stage)
+    base = base_kvs(S.ARCH_DFLASH, view, S.FILE_TYPE_MOSTLY_MXFP4_MOE, where)
+    # upstream's DSV4 set_vocab: gpt2, any target
+    vocab = target_vocab_kvs(ctx.target_dir, vocab_size, "gpt2", cache=ctx.options.tokenizer_cache)
+    n_tokens = len(next((kv.value for kv in vocab if kv.name == S.TOKENIZER_TOKENS), []))
+    if not 0 <= hp.noise_token < n_tokens:
+        raise ConvertError(f"{where}: dspark_noise_token_id is {hp.noise_token}, outside the vocabulary of {n_tokens} "
+                           f"tokens (expected an id in [0, {n_tokens}))")
+    tail = [KV(S.TOKENIZER_MASK_ID, VT.UINT32, hp.noise_token)]
+    head = [KV(S.TOKENIZER_CHAT_TEMPLATE, VT.STRING, chat_template(checkpoint_name(ck.path)))]
+    f16 = [t.name for t in tensors if t.transform is not None and t.ggml_type == QT.F16]
+    notes = [f"DeepSeek-V4 DSpark: {stages} stages, {hp.experts} routed experts per stage (MXFP4), FP8 weights "
+             f"dequantized to Q8_0" + (f" ({len(f16)} to F16: rows not a multiple of 32)" if f16 else "")
+             + "; general.file_type 38 (MOSTLY_MXFP4_MOE) whatever --outtype says"]
+    return finish_plan(S.ARCH_DFLASH, head, base, dsv4_kvs(hp, stages), vocab, tail, tensors, notes)

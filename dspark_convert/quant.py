@@ -1,0 +1,210 @@
+"""Block-scaled low-precision source formats (DeepSeek-V4 checkpoints), decoded or repacked exactly, in numpy.
+
+Three storage formats reach us from DeepSeek-V4 checkpoints (``spec/dsv4-dspark.md`` §1-§2):
+
+- **F8_E4M3** (``float8_e4m3fn``): 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities; ``0x7F`` / ``0xFF``
+  are NaN. Dense linears store one byte per weight.
+- **F8_E8M0** (``float8_e8m0fnu``): an unsigned power of two, byte ``b`` -> ``2^(b - 127)``; ``b = 0`` is
+  ``2^-127`` (a float32 subnormal) and ``b = 255`` is NaN. Dense linears carry one per 128x128 tile
+  (partial tiles at the edges included); routed experts one per 32 consecutive input values.
+- **FP4 e2m1**: 1 sign, 2 exponent, 1 mantissa bit (values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives), two
+  codes per byte, element ``2i`` in the low nibble and ``2i + 1`` in the high one.
+
+Every decode is a table lookup (256 or 16 entries) plus, for the block-scaled forms, one float32 multiply by a
+power of two, which is exact (a 4-bit significand times ``2^k`` stays representable down to ``2^-136``) except
+where it overflows to infinity, exactly as upstream's ``weight.float() * scale.float()`` in torch.
+
+On the GGUF side, dequantized FP8 tensors become Q8_0 (the writer quantizes them like any float32 rows, bit-identical
+to gguf-py) or F16 when a row is not a multiple of 32 (:func:`fp8_output_type`); FP4 experts are repacked losslessly into ggml's MXFP4 blocks
+(:func:`mxfp4_repack`). Every function works on a row chunk, so a caller can stream a tensor of any size; the row
+transforms that put them on a plan (``Fp8BlockDequant``, ``Mxfp4ExpertStack``) are in :mod:`.transforms`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from gguf import GGML_QUANT_SIZES
+from gguf import GGMLQuantizationType as QT
+
+Q8_0_BLOCK = GGML_QUANT_SIZES[QT.Q8_0][0]
+FP8_TILE = 128  #: rows and columns per F8_E8M0 scale of a dense linear (``weight_block_size`` [128, 128])
+MXFP4_BLOCK = 32  #: values per E8M0 scale of a routed expert (and per ggml MXFP4 block)
+MXFP4_BLOCK_BYTES = 17  #: one ggml MXFP4 block: 1 scale byte + 16 bytes of packed codes
+E4M3_NAN = 0x7F  #: ``code & 0x7F == 0x7F`` is NaN in F8_E4M3 (no infinities)
+E8M0_NAN = 0xFF
+
+
+def _e4m3_table() -> np.ndarray:
+    """float32 value of every F8_E4M3 byte, from the format definition."""
+    code = np.arange(256, dtype=np.int64)
+    sign = np.where(code & 0x80, -1.0, 1.0)
+    exp, man = (code >> 3) & 0xF, code & 0x7
+    mag = np.where(exp == 0, man / 8.0 * 2.0**-6, (1.0 + man / 8.0) * np.exp2(exp - 7.0))
+    vals = (sign * mag).astype(np.float32)
+    vals[(code & 0x7F) == E4M3_NAN] = np.nan
+    return vals
+
+
+def _e8m0_table() -> np.ndarray:
+    """float32 value of every F8_E8M0 byte: ``2^(b - 127)``; 0 -> 2^-127 (subnormal); 255 -> NaN."""
+    vals = np.full(256, np.nan, np.float32)
+    vals[:E8M0_NAN] = np.exp2(np.arange(E8M0_NAN, dtype=np.float64) - 127.0)
+    return vals
+
+
+#: F8_E4M3 byte -> float32 (exact)
+E4M3_VALUES: np.ndarray = _e4m3_table()
+#: F8_E8M0 byte -> float32 (exact)
+E8M0_VALUES: np.ndarray = _e8m0_table()
+#: FP4 e2m1 code (0..15) -> float32
+FP4_VALUES: np.ndarray = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
+                                   -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], dtype=np.float32)
+
+
+def tiles(n: int, tile: int = FP8_TILE) -> int:
+    """Number of (possibly partial) tiles covering ``n``.
+
+    Example:
+        >>> tiles(256), tiles(257), tiles(96)
+        (2, 3, 1)
+    """
+    return -(-n // tile)
+
+
+def fp8_scale_shape(shape: tuple[int, ...]) -> tuple[int, int]:
+    """The F8_E8M0 scale shape a dense F8_E4M3 weight ``[out, in]`` must come with: one per 128x128 tile.
+
+    Example:
+        >>> fp8_scale_shape((4096, 12288)), fp8_scale_shape((96, 256))
+        ((32, 96), (1, 2))
+    """
+    out_f, in_f = shape
+    return tiles(out_f), tiles(in_f)
+
+
+def fp4_shapes(rows: int, cols: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(packed weight shape, scale shape) of an FP4 expert matrix with ``cols`` input values per row.
+
+    Example:
+        >>> fp4_shapes(2048, 4096)
+        ((2048, 2048), (2048, 128))
+    """
+    return (rows, cols // 2), (rows, cols // MXFP4_BLOCK)
+
+
+def fp8_output_type(in_features: int) -> QT:
+    """GGML type of a dequantized FP8 weight: Q8_0, or F16 when a row is not a whole number of Q8_0 blocks.
+
+    Example:
+        >>> fp8_output_type(4096).name, fp8_output_type(96 + 8).name
+        ('Q8_0', 'F16')
+    """
+    return QT.Q8_0 if in_features % Q8_0_BLOCK == 0 else QT.F16
+
+
+# ---------------------------------------------------------------------------------------------- decoding
+def e4m3_to_float32(codes: np.ndarray) -> np.ndarray:
+    """F8_E4M3 bytes -> float32 values (NaN codes give NaN)."""
+    return np.take(E4M3_VALUES, np.asarray(codes).view(np.uint8))
+
+
+def e8m0_to_float32(codes: np.ndarray) -> np.ndarray:
+    """F8_E8M0 bytes -> float32 powers of two (255 gives NaN)."""
+    return np.take(E8M0_VALUES, np.asarray(codes).view(np.uint8))
+
+
+def fp8_block_dequant(weight: np.ndarray, scale: np.ndarray, *, row0: int = 0, tile: int = FP8_TILE) -> np.ndarray:
+    """Rows ``[row0, row0 + len(weight))`` of a block-scaled F8_E4M3 matrix, dequantized to float32.
+
+    ``weight`` holds those rows' bytes ``[r, in]``; ``scale`` the F8_E8M0 scale rows that cover them, i.e.
+    ``full_scale[row0 // tile : tiles(row0 + r)]``; ``row0`` is a multiple of ``tile``. Value ``(i, j)`` is
+    ``e4m3(w[i, j]) * e8m0(scale[i // tile, j // tile])``, as upstream's
+    ``weight.float() * scale.repeat_interleave(128, 0)[:out].repeat_interleave(128, 1)[:, :in]``.
+
+    Example:
+        >>> w = np.full((2, 3), 0x38, np.uint8)                     # e4m3 0x38 = 1.0
+        >>> fp8_block_dequant(w, np.array([[126]], np.uint8)).tolist()  # scale 2^-1
+        [[0.5, 0.5, 0.5], [0.5, 0.5, 0.5]]
+    """
+    if row0 % tile:
+        raise ValueError(f"row chunk starts at row {row0}, not a multiple of the {tile}-row scale tile")
+    w = np.asarray(weight).view(np.uint8)
+    rows, cols = w.shape
+    s = e8m0_to_float32(scale)
+    if s.shape != (tiles(rows, tile), tiles(cols, tile)):
+        raise ValueError(f"scale rows {s.shape} do not cover a {rows}x{cols} chunk in {tile}x{tile} tiles")
+    out = np.take(E4M3_VALUES, w)
+    full_cols = cols // tile * tile
+    for g in range(s.shape[0]):
+        block = out[g * tile:(g + 1) * tile]
+        if full_cols:  # whole tiles: one broadcast multiply over [rows, n_tiles, tile]
+            view = block[:, :full_cols].reshape(block.shape[0], full_cols // tile, tile)
+            view *= s[g, :full_cols // tile, None]
+        if full_cols < cols:  # the partial last tile
+            block[:, full_cols:] *= s[g, -1]
+    return out
+
+
+def fp4_dequant(packed: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """FP4 e2m1 codes (two per byte, ``[r, c/2]``) with one F8_E8M0 scale per 32 values (``[r, c/32]``) -> float32."""
+    p = np.asarray(packed).view(np.uint8)
+    rows = p.shape[0]
+    codes = np.empty((rows, p.shape[1] * 2), np.uint8)
+    np.bitwise_and(p, 0x0F, out=codes[:, 0::2])
+    np.right_shift(p, 4, out=codes[:, 1::2])
+    vals = np.take(FP4_VALUES, codes).reshape(rows, -1, MXFP4_BLOCK)
+    vals *= e8m0_to_float32(scale)[:, :, None]
+    return vals.reshape(rows, -1)
+
+
+# ---------------------------------------------------------------------------------------------- MXFP4
+def mxfp4_repack(packed: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """FP4 expert rows (``packed`` ``[r, c/2]`` + E8M0 ``scale`` ``[r, c/32]``) -> ggml MXFP4 blocks ``[r, c/32*17]``.
+
+    Per group of 32 values: the scale byte as is, then 16 bytes where byte ``j`` holds value ``j`` in its low
+    nibble and value ``j + 16`` in its high nibble. The 4-bit codes are not changed (ggml's MXFP4 table is the
+    e2m1 table doubled and its scale ``2^(e - 128)``, which gives the same values), so the repack is lossless.
+    With the source bytes ``a = p[0:8]`` and ``b = p[8:16]`` of a group (value ``2m`` in ``p[m] & 15``, ``2m + 1`` in
+    ``p[m] >> 4``), output byte ``2m`` is ``(a[m] & 15) | (b[m] << 4)`` and byte ``2m + 1`` is
+    ``(a[m] >> 4) | (b[m] & 0xF0)``: computed eight bytes at a time on 64-bit words (nibble masks and shifts
+    never cross a byte), then interleaved through little-endian 16-bit words.
+
+    Example:
+        >>> p = np.arange(16, dtype=np.uint8) * 17    # values 0,0,1,1,...,15,15
+        >>> mxfp4_repack(p[None], np.array([[127]], np.uint8))[0, :5].tolist()
+        [127, 128, 128, 145, 145]
+    """
+    p = np.ascontiguousarray(np.asarray(packed).view(np.uint8))
+    rows, half = p.shape
+    if half % (MXFP4_BLOCK // 2):
+        raise ValueError(f"{half * 2} values per row is not a multiple of {MXFP4_BLOCK}")
+    nb = half // (MXFP4_BLOCK // 2)
+    sc = np.asarray(scale).view(np.uint8)
+    if sc.shape != (rows, nb):
+        raise ValueError(f"scale shape {sc.shape} does not match {(rows, nb)} for {rows}x{half * 2} values")
+    g = p.reshape(rows, nb, 2, 8).view(np.uint64)[..., 0]  # [rows, nb, 2]: a and b as 64-bit words
+    a, b = g[:, :, 0], g[:, :, 1]
+    even = (a & _LOW) | ((b & _LOW) << _FOUR)              # bytes 2m: a_m low | b_m low << 4
+    odd = ((a >> _FOUR) & _LOW) | (b & _HIGH)              # bytes 2m+1: a_m high >> 4 | b_m high
+    words = even.view(np.uint8).reshape(rows, nb, 8).astype("<u2")
+    words |= odd.view(np.uint8).reshape(rows, nb, 8).astype("<u2") << np.uint16(8)
+    out = np.empty((rows, nb, MXFP4_BLOCK_BYTES), np.uint8)
+    out[:, :, 0] = sc
+    out[:, :, 1:] = words.view(np.uint8).reshape(rows, nb, 16)
+    return out.reshape(rows, nb * MXFP4_BLOCK_BYTES)
+
+
+_LOW, _HIGH, _FOUR = np.uint64(0x0F0F0F0F0F0F0F0F), np.uint64(0xF0F0F0F0F0F0F0F0), np.uint64(4)
+
+
+# ---------------------------------------------------------------------------------------------- checks
+def e4m3_has_nan(codes: np.ndarray) -> bool:
+    """True if any F8_E4M3 byte is a NaN code (``0x7F`` / ``0xFF``)."""
+    c = np.asarray(codes).view(np.uint8)
+    return c.size > 0 and bool(np.any(np.bitwise_and(c, 0x7F) == E4M3_NAN))
+
+
+def e8m0_has_nan(codes: np.ndarray) -> bool:
+    """True if any F8_E8M0 byte is the NaN code 255."""
+    c = np.asarray(codes).view(np.uint8)
+    return c.size > 0 and int(c.max()) == E8M0_NAN

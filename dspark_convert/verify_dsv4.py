@@ -1,0 +1,90 @@
+"""``verify`` for DeepSeek-V4 DSpark files: tensor-level proof instead of a forward (none exists yet).
+
+Every GGUF tensor is compared with the checkpoint (:mod:`.reference.dsv4_tensors`: the checkpoint's values
+dequantized in torch as upstream does, passed through the GGUF type's rounding with gguf-py, must equal the GGUF's
+values exactly), and the model keys with the checkpoint's config. The report says plainly that no DeepSeek-V4
+reference forward ran. :func:`.verify.verify` sends DeepSeek-V4 files here and puts the rows in its report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .checkpoint import Checkpoint
+from .families.dsv4_names import group_draft
+from .reference.dsv4_tensors import dsv4_tensor_checks
+from .reference.weights import GGUFWeights
+from .verify_checks import MetadataCheck, OutputCheck, _meta
+
+#: DeepSeek-V4 DSpark: GGUF key -> how its value follows from the checkpoint config (verify_dsv4's metadata rows)
+_DSV4_KEYS: dict[str, Any] = {
+    "dflash.embedding_length": lambda c: c["hidden_size"],
+    "dflash.attention.head_count": lambda c: c["num_attention_heads"],
+    "dflash.attention.key_length": lambda c: c["head_dim"],
+    "dflash.rope.dimension_count": lambda c: c["qk_rope_head_dim"],
+    "dflash.attention.q_lora_rank": lambda c: c["q_lora_rank"],
+    "dflash.attention.output_group_count": lambda c: c["o_groups"],
+    "dflash.attention.output_lora_rank": lambda c: c["o_lora_rank"],
+    "dflash.expert_count": lambda c: c["n_routed_experts"],
+    "dflash.expert_used_count": lambda c: c["num_experts_per_tok"],
+    "dflash.expert_feed_forward_length": lambda c: c["moe_intermediate_size"],
+    "dflash.expert_shared_count": lambda c: c["n_shared_experts"],
+    "dflash.hyper_connection.count": lambda c: c["hc_mult"],
+    "dflash.block_size": lambda c: c["dspark_block_size"],
+    "dflash.target_layers": lambda c: [i + 1 for i in c["dspark_target_layer_ids"]],
+    "tokenizer.ggml.mask_token_id": lambda c: c["dspark_noise_token_id"],
+}
+
+
+#: the note every DeepSeek-V4 report carries
+NO_FORWARD = ("a DeepSeek-V4 reference forward (mHC, MoE, sparse attention with sinks) is not implemented yet: no "
+              "forward outputs are graded; instead every tensor is compared with the checkpoint (its values dequantized "
+              "in torch as upstream does, through the GGUF type's rounding, must equal the GGUF's values exactly)")
+
+
+@dataclass
+class Dsv4Rows:
+    """What :func:`dsv4_rows` found: the rows and notes of a :class:`~dspark_convert.verify.VerifyReport`."""
+
+    outputs: list[OutputCheck] = field(default_factory=list)    # exact mode: one row per tensor (the verdict)
+    quality: list[OutputCheck] = field(default_factory=list)    # the rounding of each tensor's type (information)
+    metadata: list[MetadataCheck] = field(default_factory=list)
+    hparams: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=lambda: [NO_FORWARD])
+    quality_note: str = "the GGUF's tensors against the unrounded checkpoint values: max abs is the rounding of the type"
+
+
+def dsv4_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = True) -> Dsv4Rows:
+    """A DeepSeek-V4 DSpark GGUF: every tensor against the checkpoint (see :mod:`.reference.dsv4_tensors`), and
+    the model keys against its config. No forward: a DeepSeek-V4 reference forward is not implemented yet.
+
+    Exact mode (the verdict): one row per tensor, the GGUF's values against the checkpoint's after the GGUF
+    type's rounding (``max abs`` 0 when they are equal). Quality (information, with ``quality``): the same
+    tensors against the unrounded checkpoint values (the Q8_0 / F16 rounding error).
+    """
+    ck = Checkpoint(Path(hf_dir), select=lambda n: n.startswith("mtp."))  # the draft's shards only
+    rows = Dsv4Rows()
+    try:
+        checks, problems = dsv4_tensor_checks(gguf_path, ck)
+    finally:
+        ck.close()
+    for c in checks:
+        detail = "" if c.passed else f"{c.mismatches} of {c.elements} values differ; first: {c.first_mismatch}"
+        rows.outputs.append(OutputCheck(c.name, c.shape, max_abs=c.max_abs, grade="exact" if c.passed else "differs",
+                                        passed=c.passed, detail=detail))
+        if quality:
+            rows.quality.append(OutputCheck(c.name, c.shape, max_abs=c.max_rounding, grade="rounding of " + c.type))
+    rows.outputs += [OutputCheck("tensors", [], grade="missing", passed=False, detail=p) for p in problems]
+    found = group_draft(list(ck.names)).stages
+    n_stages = 1 + max(found) if found else 0  # upstream's block_count: 1 + the highest stage
+    rows.metadata.append(_meta("dflash.block_count", g.value("dflash.block_count"), n_stages))
+    for key, rule in _DSV4_KEYS.items():
+        try:
+            expected = rule(ck.config)
+        except (KeyError, TypeError):
+            expected = None
+        rows.metadata.append(_meta(key, g.value(key), expected))
+    rows.hparams = {"stages": n_stages, "target_layers": g.value("dflash.target_layers")}
+    return rows
