@@ -133,6 +133,35 @@ class NameTable:
         return tuple(hf for hf, g in self.globals.items() if g == gguf_name)
 
 
+#: HF -> GGUF names of one Qwen3 / Llama decoder layer (after ``layers.{i}.``), the backbone every dense draft
+#: family shares; a family's ``NameTable.layer`` extends it with its own rows (EAGLE-3's ``hidden_norm``).
+BACKBONE_LAYER: Mapping[str, str] = {
+    "input_layernorm.weight": S.L_ATTN_NORM,
+    "self_attn.q_proj.weight": S.L_ATTN_Q,
+    "self_attn.k_proj.weight": S.L_ATTN_K,
+    "self_attn.v_proj.weight": S.L_ATTN_V,
+    "self_attn.o_proj.weight": S.L_ATTN_OUT,
+    "self_attn.q_proj.bias": S.L_ATTN_Q_BIAS,
+    "self_attn.k_proj.bias": S.L_ATTN_K_BIAS,
+    "self_attn.v_proj.bias": S.L_ATTN_V_BIAS,
+    "self_attn.o_proj.bias": S.L_ATTN_OUT_BIAS,
+    "self_attn.q_norm.weight": S.L_ATTN_Q_NORM,
+    "self_attn.k_norm.weight": S.L_ATTN_K_NORM,
+    "self_attn.sinks": S.L_ATTN_SINKS,
+    "post_attention_layernorm.weight": S.L_FFN_NORM,
+    "mlp.gate_proj.weight": S.L_FFN_GATE,
+    "mlp.up_proj.weight": S.L_FFN_UP,
+    "mlp.down_proj.weight": S.L_FFN_DOWN,
+}
+
+#: HF -> GGUF names of the backbone's own globals (final norm, input embedding, output head)
+BACKBONE_GLOBALS: Mapping[str, str] = {
+    "norm.weight": S.T_OUTPUT_NORM,
+    "embed_tokens.weight": S.T_TOKEN_EMBD,
+    "lm_head.weight": S.T_OUTPUT,
+}
+
+
 _SKIP_SUFFIXES = (".rotary_emb.inv_freq", ".attention.bias", ".attention.masked_bias")
 _MULTIMODAL_PREFIXES = ("mlp", "vit.", "vpm.", "siglip2.", "conformer.", "merger.", "resampler.", "sound_encoder.", "sound_projection.")
 _MULTIMODAL_PARTS = ("visual.", "vision.", "audio.", "vision_", "audio_", "projector.", "patch_embed", "multi_modal_projector", "vision_tower", "audio_tower", "mm_projector")

@@ -23,37 +23,19 @@ from ..plan import KV, Plan, TensorSpec
 from ..tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
 from ..transforms import Transform
 from .base import Context, TargetFacts, TargetTensor
-from .common import NameTable, is_skipped, tensor_spec
+from .common import BACKBONE_GLOBALS, BACKBONE_LAYER, NameTable, is_skipped, tensor_spec
 from .hparams import as_u32
 
-#: HF -> GGUF names of the DFlash lineage (§4.1, §4.2): a Qwen3 layer plus the DFlash / DSpark globals. Names that
-#: map but that the loader never creates (sinks, biases, fc.bias) are written and then refused by check (§7.5).
+#: HF -> GGUF names of the DFlash lineage (§4.1, §4.2): a Qwen3 layer (the shared backbone) plus the DFlash / DSpark
+#: globals. Names that map but that the loader never creates (sinks, biases, fc.bias) are written and then refused
+#: by check (§7.5).
 NAMES = NameTable(
-    layer={
-        "input_layernorm.weight": S.L_ATTN_NORM,
-        "self_attn.q_proj.weight": S.L_ATTN_Q,
-        "self_attn.k_proj.weight": S.L_ATTN_K,
-        "self_attn.v_proj.weight": S.L_ATTN_V,
-        "self_attn.o_proj.weight": S.L_ATTN_OUT,
-        "self_attn.q_proj.bias": S.L_ATTN_Q_BIAS,
-        "self_attn.k_proj.bias": S.L_ATTN_K_BIAS,
-        "self_attn.v_proj.bias": S.L_ATTN_V_BIAS,
-        "self_attn.o_proj.bias": S.L_ATTN_OUT_BIAS,
-        "self_attn.q_norm.weight": S.L_ATTN_Q_NORM,
-        "self_attn.k_norm.weight": S.L_ATTN_K_NORM,
-        "self_attn.sinks": S.L_ATTN_SINKS,
-        "post_attention_layernorm.weight": S.L_FFN_NORM,
-        "mlp.gate_proj.weight": S.L_FFN_GATE,
-        "mlp.up_proj.weight": S.L_FFN_UP,
-        "mlp.down_proj.weight": S.L_FFN_DOWN,
-    },
+    layer=BACKBONE_LAYER,
     globals={
-        "norm.weight": S.T_OUTPUT_NORM,
+        **BACKBONE_GLOBALS,
         "fc.weight": S.T_FC,
         "fc.bias": S.T_FC_BIAS,
         "hidden_norm.weight": S.T_ENC_NORM,  # the context norm
-        "embed_tokens.weight": S.T_TOKEN_EMBD,
-        "lm_head.weight": S.T_OUTPUT,
         "markov_head.markov_w1.weight": S.T_MARKOV_W1,
         "markov_head.markov_w2.weight": S.T_MARKOV_W2,
         "confidence_head.proj.weight": S.T_CONF_W,

@@ -21,40 +21,29 @@ from ..plan import KV, Plan, TensorSpec
 from ..tokenizer.handlers import target_vocab_kvs
 from ..transforms import Eagle3Permute, Transform
 from .base import Context, TargetFacts, TargetTensor
-from .common import NameTable, base_kvs, d2t_spec, finish_plan, is_skipped, tensor_spec
+from .common import (
+    BACKBONE_GLOBALS,
+    BACKBONE_LAYER,
+    NameTable,
+    base_kvs,
+    d2t_spec,
+    finish_plan,
+    is_skipped,
+    tensor_spec,
+)
 from .hparams import as_float, as_positive, as_u32, draft_hparams, rope_dict, vocab_size_of
 
 ARCHITECTURES: tuple[str, ...] = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator",
                                   "Eagle3DraftModel", "LlamaForCausalLM")
 
-#: HF -> GGUF names of EAGLE-3 (§4.3): one Llama layer (``midlayer.*`` = ``layers.0.*``, whose ``hidden_norm``
-#: normalises the target hidden states) and five globals.
+#: HF -> GGUF names of EAGLE-3 (§4.3): one Llama layer (the shared backbone; ``midlayer.*`` = ``layers.0.*``) whose
+#: ``hidden_norm`` normalises the target hidden states, the backbone globals, ``fc`` and its input norm.
 NAMES = NameTable(
-    layer={
-        "input_layernorm.weight": S.L_ATTN_NORM,
-        "hidden_norm.weight": S.L_ATTN_NORM_2,
-        "self_attn.q_proj.weight": S.L_ATTN_Q,
-        "self_attn.k_proj.weight": S.L_ATTN_K,
-        "self_attn.v_proj.weight": S.L_ATTN_V,
-        "self_attn.o_proj.weight": S.L_ATTN_OUT,
-        "self_attn.q_proj.bias": S.L_ATTN_Q_BIAS,
-        "self_attn.k_proj.bias": S.L_ATTN_K_BIAS,
-        "self_attn.v_proj.bias": S.L_ATTN_V_BIAS,
-        "self_attn.o_proj.bias": S.L_ATTN_OUT_BIAS,
-        "self_attn.q_norm.weight": S.L_ATTN_Q_NORM,
-        "self_attn.k_norm.weight": S.L_ATTN_K_NORM,
-        "self_attn.sinks": S.L_ATTN_SINKS,
-        "post_attention_layernorm.weight": S.L_FFN_NORM,
-        "mlp.gate_proj.weight": S.L_FFN_GATE,
-        "mlp.up_proj.weight": S.L_FFN_UP,
-        "mlp.down_proj.weight": S.L_FFN_DOWN,
-    },
+    layer={**BACKBONE_LAYER, "hidden_norm.weight": S.L_ATTN_NORM_2},
     globals={
-        "norm.weight": S.T_OUTPUT_NORM,
+        **BACKBONE_GLOBALS,
         "fc.weight": S.T_FC,
         "input_norm.weight": S.T_ENC_NORM,  # norm_before_fc
-        "embed_tokens.weight": S.T_TOKEN_EMBD,
-        "lm_head.weight": S.T_OUTPUT,
     },
 )
 
