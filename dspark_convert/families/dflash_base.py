@@ -90,19 +90,19 @@ def bare_name(hf_name: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- keys
-def target_layers(ids: Any, where: str, key: str) -> list[int]:
-    """HF output-of-layer ids -> llama.cpp input-of-layer ids: the +1 rule (§5.1)."""
+def target_taps(ctx: Context, ids: Any, key: str) -> list[int]:
+    """The ``dflash.target_layers`` of the HF output-of-layer ids under config key ``key``: llama.cpp's
+    input-of-layer ids (the +1 rule, §5.1), refused when missing or not integers.
+
+    Written ids must lie in [0, n_target_layers] (llama.cpp taps layer inputs): a tap beyond the target is a fit
+    error (``target-layers``), recorded in ``ctx.findings``, not raised.
+    """
     if not isinstance(ids, list) or not ids:
-        raise ConvertError(f"{where}: '{key}' is missing or empty; llama.cpp needs the target layer ids "
+        raise ConvertError(f"{ctx.where}: '{key}' is missing or empty; llama.cpp needs the target layer ids "
                            "(it fails with \"DFlash model requires 'target_layers'\")")
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-        raise ConvertError(f"{where}: '{key}' is {ids!r}, expected a list of integers")
-    return [i + 1 for i in ids]
-
-
-def check_taps(taps: list[int], ctx: Context, key: str) -> None:
-    """Written (input-of-layer) ids must lie in [0, n_target_layers]: llama.cpp taps layer inputs (§5.1). A tap
-    beyond the target is a fit error (``target-layers``), recorded in ``ctx.findings``."""
+        raise ConvertError(f"{ctx.where}: '{key}' is {ids!r}, expected a list of integers")
+    taps = [i + 1 for i in ids]
     n = ctx.target_config.get("num_hidden_layers")
     if isinstance(n, int):
         bad = [t for t in taps if t < 0 or t > n]
@@ -110,6 +110,7 @@ def check_taps(taps: list[int], ctx: Context, key: str) -> None:
             ctx.findings.append(Finding("error", key, "target-layers", f"{ctx.where}: '{key}' gives target layer {bad[0]} "
                                         f"(after the +1 shift), but the target {ctx.target_dir / 'config.json'} has {n} "
                                         f"layers (valid: 0..{n})"))
+    return taps
 
 
 def dflash_config(hp: dict[str, Any], where: str) -> dict[str, Any]:

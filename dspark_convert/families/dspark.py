@@ -15,23 +15,19 @@ from .. import schema as S
 from ..errors import ConvertError
 from ..plan import KV, Plan
 from ..transforms import DeinterleaveRope, Transform
+from . import dflash_base as lineage
 from .base import Context
 from .common import base_kvs, d2t_spec, finish_plan
+
+# the lineage's Family members, as they are (upstream's DSparkModel extends DFlashModel)
 from .dflash_base import (
     DSPARK_FLAG,
     TARGET_TENSORS,
     TOKENIZER_IN_CHECKPOINT,
-    bare_name,
-    check_taps,
     claims,
-    dflash_config,
-    dflash_kvs,
     draft_tensors,
     hf_names,
-    map_tensors,
     target_facts,
-    target_layers,
-    vocab_kvs,
 )
 from .hparams import draft_hparams, vocab_size_of
 
@@ -48,7 +44,7 @@ def normalize_schema(raw: dict[str, Any], where: str = "config.json") -> tuple[d
     """
     bonus_anchor = "transformer_layer_config" in raw or "aux_hidden_state_layer_ids" in raw
     cfg = draft_hparams(raw, where)
-    dc = dict(dflash_config(cfg, where))
+    dc = dict(lineage.dflash_config(cfg, where))
     if "aux_hidden_state_layer_ids" in raw:
         aux = raw["aux_hidden_state_layer_ids"]
         if isinstance(aux, list) and not all(isinstance(i, int) and not isinstance(i, bool) for i in aux):
@@ -85,8 +81,7 @@ def build_plan(ctx: Context) -> Plan:
     where = ctx.where
     hp, bonus_anchor = normalize_schema(ctx.draft.config, where)
     dc = hp["dflash_config"]
-    taps = target_layers(dc.get("target_layer_ids"), where, "target_layer_ids")
-    check_taps(taps, ctx, "target_layer_ids")
+    taps = lineage.target_taps(ctx, dc.get("target_layer_ids"), "target_layer_ids")
 
     head_type = _setting(hp, "markov_head_type", "vanilla")
     if head_type not in (None, "vanilla"):
@@ -96,13 +91,13 @@ def build_plan(ctx: Context) -> Plan:
     if vd > vocab_size:
         raise ConvertError(f"{where}: draft_vocab_size {vd} is larger than vocab_size {vocab_size}")
     reduced = vd < vocab_size
-    names = {bare_name(n) for n in ctx.draft.names}
+    names = {lineage.bare_name(n) for n in ctx.draft.names}
     if reduced and "d2t" not in names:
         raise ConvertError(f"{where}: draft_vocab_size {vd} < vocab_size {vocab_size} but the checkpoint has no 'd2t' tensor")
 
     drop = {"t2d"} | (set() if reduced else {"embed_tokens.weight", "lm_head.weight"})
     transforms = _rope_transforms(hp, names, where)
-    tensors, d2t = map_tensors(ctx, ctx.out_type, drop=drop, transforms=transforms)
+    tensors, d2t = lineage.map_tensors(ctx, ctx.out_type, drop=drop, transforms=transforms)
     has_markov = any(t.name == S.T_MARKOV_W1 for t in tensors)
     has_conf = any(t.name == S.T_CONF_W for t in tensors)
     if has_markov and not has_conf:
@@ -116,7 +111,7 @@ def build_plan(ctx: Context) -> Plan:
         notes.append(f"reduced vocabulary: {vd} of {vocab_size} tokens")
 
     sample = hp["sample_from_anchor"] if "sample_from_anchor" in hp else not bonus_anchor
-    family = dflash_kvs(hp, taps, where) + [KV(S.DFLASH_SAMPLE_FROM_ANCHOR, VT.BOOL, bool(sample))]
-    vocab, tail = vocab_kvs(ctx, vocab_size, dc.get("mask_token_id"))
+    family = lineage.dflash_kvs(hp, taps, where) + [KV(S.DFLASH_SAMPLE_FROM_ANCHOR, VT.BOOL, bool(sample))]
+    vocab, tail = lineage.vocab_kvs(ctx, vocab_size, dc.get("mask_token_id"))
     return finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, ctx.file_type, where), family, vocab, tail,
                        tensors, notes)
