@@ -120,7 +120,10 @@ def test_attention_gqa_and_mask() -> None:
 
 
 def test_block_mask_rules() -> None:
-    hp = nf.DFlashHParams(2, 64, 4, 2, 16, 16, 1e-6, 1e4, 1.0, 4, 0, [1], True, 0, False, 3, [True, False], False)
+    hp = nf.DFlashHParams(n_layer=2, n_embd=64, n_ff=None, n_head=4, n_head_kv=2, head_dim=16, n_rot=16, eps=1e-6,
+                          rope_base=1e4, rope_scaling_type=None, rope_scaling_factor=None, block_size=4, mask_token_id=0,
+                          target_layers=[1], sample_from_anchor=True, markov_rank=0, has_confidence=False,
+                          sliding_window=3, swa_layers=[True, False], causal=False)
     q, k = np.arange(5, 9), np.arange(9)
     m = nf.block_mask(hp, 0, q, k)
     assert m is not None and m[0].tolist() == [False] * 3 + [True] * 6          # q 5 sees keys 3..8 (window 3)

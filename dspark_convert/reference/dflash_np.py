@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import ConvertError
 from .ops import (
     F32,
+    CommonHParams,
     attention,
     check_feature_width,
     embed_tokens,
@@ -37,18 +38,10 @@ from .weights import GGUFWeights, TargetWeights
 
 # ============================================================================================== DFlash / DSpark
 @dataclass(frozen=True)
-class DFlashHParams:
-    """Everything the DSpark/DFlash forward needs, read from the GGUF (``dflash.*`` keys and tensor shapes)."""
+class DFlashHParams(CommonHParams):
+    """Everything the DSpark/DFlash forward needs, read from the GGUF: the common keys (:class:`.ops.CommonHParams`),
+    the ``dflash.*`` keys and tensor shapes."""
 
-    n_layer: int
-    n_embd: int
-    n_head: int
-    n_head_kv: int
-    head_dim: int
-    n_rot: int
-    eps: float
-    rope_base: float
-    rope_pos_scale: float
     block_size: int
     mask_token_id: int
     target_layers: list[int]
@@ -71,8 +64,7 @@ class DFlashHParams:
         markov = g.has("markov_w1.weight")
         sfa = g.value("dflash.sample_from_anchor")
         return cls(
-            n_layer=c.n_layer, n_embd=c.n_embd, n_head=c.n_head, n_head_kv=c.n_head_kv, head_dim=c.head_dim,
-            n_rot=c.n_rot, eps=c.eps, rope_base=c.rope_base, rope_pos_scale=c.rope_pos_scale,
+            **vars(c),
             block_size=int(g.value("dflash.block_size", 16)),
             mask_token_id=int(need(g, "tokenizer.ggml.mask_token_id")),
             target_layers=[int(x) for x in need(g, "dflash.target_layers")],

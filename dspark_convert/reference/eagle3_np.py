@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import ConvertError
 from .ops import (
     F32,
+    CommonHParams,
     attention,
     check_feature_width,
     embed_tokens,
@@ -31,17 +32,9 @@ from .weights import GGUFWeights, TargetWeights
 
 
 @dataclass(frozen=True)
-class Eagle3HParams:
-    """EAGLE-3 hyperparameters read from the GGUF."""
+class Eagle3HParams(CommonHParams):
+    """EAGLE-3 hyperparameters read from the GGUF: the common keys (:class:`.ops.CommonHParams`) and ``eagle3.*``."""
 
-    n_embd: int
-    n_head: int
-    n_head_kv: int
-    head_dim: int
-    n_rot: int
-    eps: float
-    rope_base: float
-    rope_pos_scale: float
     target_hidden_size: int
     target_layers: list[int]
     norm_before_residual: bool
@@ -57,8 +50,7 @@ class Eagle3HParams:
         if c.n_layer != 1:
             raise ConvertError(f"{g.path}: eagle3.block_count is {c.n_layer}, expected 1")
         return cls(
-            n_embd=c.n_embd, n_head=c.n_head, n_head_kv=c.n_head_kv, head_dim=c.head_dim, n_rot=c.n_rot, eps=c.eps,
-            rope_base=c.rope_base, rope_pos_scale=c.rope_pos_scale,
+            **vars(c),
             target_hidden_size=int(need(g, "eagle3.target_hidden_size")),
             target_layers=[int(x) for x in need(g, "eagle3.target_layers")],
             norm_before_residual=bool(g.value("eagle3.norm_before_residual", False)),
