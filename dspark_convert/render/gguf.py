@@ -4,7 +4,7 @@ per difference), and the ``source`` line of a remote file (any command that read
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rich.console import Console
@@ -193,6 +193,37 @@ def _entry(sign: str, style: str, name: str, detail: str = "") -> Text:
     return Text.assemble("  ", (sign, style), " ", text(name, limit=200), detail)
 
 
+def _kv_detail(e: dict[str, Any]) -> str:
+    return f": {e['type']} {value_preview(e)}"
+
+
+def _kv_changed(e: dict[str, Any], console: Console) -> None:
+    first = e.get("first_difference")
+    line(console, _entry("~", "yellow", e["name"], f" (first difference at item {first})" if first is not None else ""))
+    line(console, "      A: ", text(f"{e['a']['type']} {value_preview(e['a'])}"))
+    line(console, "      B: ", text(f"{e['b']['type']} {value_preview(e['b'])}"))
+
+
+def _tensor_detail(e: dict[str, Any]) -> str:
+    return f": {e['type']} {_shape(e['shape'])}"
+
+
+def _tensor_changed(e: dict[str, Any], console: Console) -> None:
+    a, b = e["a"], e["b"]
+    stats = ""
+    if e.get("max_abs_diff") is not None or e.get("nmse") is not None:
+        stats = f"; max |a-b| {num(e.get('max_abs_diff'))}, NMSE {num(e.get('nmse'))}"
+    line(console, _entry("~", "yellow", e["name"], f": {a['type']} {_shape(a['shape'])} -> {b['type']} "
+                         f"{_shape(b['shape'])}{stats}"))
+
+
+#: the two kinds of difference: result key, heading, the detail of a removed / added entry, a changed entry's lines
+_DIFF_SECTIONS: tuple[tuple[str, str, Callable[[dict[str, Any]], str], Callable[[dict[str, Any], Console], None]], ...] = (
+    ("kvs", "KV differences", _kv_detail, _kv_changed),
+    ("tensors", "Tensor differences", _tensor_detail, _tensor_changed),
+)
+
+
 def render_diff(result: dict[str, Any], console: Console) -> None:
     """Print a :func:`~dspark_convert.diff.diff_gguf` result: the files, a legend, one entry per difference
     (changed values on their own ``A:`` / ``B:`` lines), and the verdict."""
@@ -209,33 +240,17 @@ def render_diff(result: dict[str, Any], console: Console) -> None:
         line(console, LEGEND)
     for key, v in result["header"].items():
         line(console, ("~", "yellow"), f" header {key}: {v['a']} -> {v['b']}")
-    n = len(kvs["removed"]) + len(kvs["added"]) + len(kvs["changed"])
-    if n:
-        line(console, (f"KV differences ({n})", "bold"))
-        for e in kvs["removed"]:
-            line(console, _entry("-", "red", e["name"], f": {e['type']} {value_preview(e)}"))
-        for e in kvs["added"]:
-            line(console, _entry("+", "green", e["name"], f": {e['type']} {value_preview(e)}"))
-        for e in kvs["changed"]:
-            first = e.get("first_difference")
-            line(console, _entry("~", "yellow", e["name"], f" (first difference at item {first})" if first is not None
-                                 else ""))
-            line(console, "      A: ", text(f"{e['a']['type']} {value_preview(e['a'])}"))
-            line(console, "      B: ", text(f"{e['b']['type']} {value_preview(e['b'])}"))
-    n = len(tensors["removed"]) + len(tensors["added"]) + len(tensors["changed"])
-    if n:
-        line(console, (f"Tensor differences ({n})", "bold"))
-        for e in tensors["removed"]:
-            line(console, _entry("-", "red", e["name"], f": {e['type']} {_shape(e['shape'])}"))
-        for e in tensors["added"]:
-            line(console, _entry("+", "green", e["name"], f": {e['type']} {_shape(e['shape'])}"))
-        for e in tensors["changed"]:
-            a, b = e["a"], e["b"]
-            stats = ""
-            if e.get("max_abs_diff") is not None or e.get("nmse") is not None:
-                stats = f"; max |a-b| {num(e.get('max_abs_diff'))}, NMSE {num(e.get('nmse'))}"
-            line(console, _entry("~", "yellow", e["name"], f": {a['type']} {_shape(a['shape'])} -> {b['type']} "
-                                 f"{_shape(b['shape'])}{stats}"))
+    for what, title, detail, changed in _DIFF_SECTIONS:
+        group = result[what]
+        n = len(group["removed"]) + len(group["added"]) + len(group["changed"])
+        if n:
+            line(console, (f"{title} ({n})", "bold"))
+            for e in group["removed"]:
+                line(console, _entry("-", "red", e["name"], detail(e)))
+            for e in group["added"]:
+                line(console, _entry("+", "green", e["name"], detail(e)))
+            for e in group["changed"]:
+                changed(e, console)
     for what in ("kvs", "tensors"):
         if result[what]["order_changed"]:
             line(console, ("~", "yellow"), f" {what[:-1].upper()} order differs")
