@@ -188,7 +188,8 @@ class Checkpoint:
     """A draft or target checkpoint folder: raw ``config.json`` plus lazily mapped tensors.
 
     ``names`` lists the tensors in upstream's conversion order (contract §4.5): shard files sorted by name
-    (from the index when there is one), and inside each file the tensor names sorted by code point.
+    (from the index when there is one), and inside each file the tensor names sorted by code point. ``config`` is
+    the folder's ``config.json`` when the caller has read it already (it is read here otherwise).
 
     ``select`` restricts the view to the tensors whose names it accepts. With an index, only the shards that
     the index maps those names to are opened, so the other shards may be absent (a draft stored in 2 of the 46
@@ -200,14 +201,17 @@ class Checkpoint:
         ('fc.weight', 'BF16')
     """
 
-    def __init__(self, path: Path, *, need_config: bool = True, select: Select | None = None) -> None:
+    def __init__(self, path: Path, *, need_config: bool = True, select: Select | None = None,
+                 config: dict[str, Any] | None = None) -> None:
         self.path = Path(path)
         if not self.path.is_dir():
             raise ConvertError(f"{self.path}: no such folder")
-        cfg = self.path / "config.json"
-        if need_config and not cfg.is_file():
-            raise ConvertError(f"{self.path}: no config.json (expected a Hugging Face checkpoint folder)")
-        self.config: dict[str, Any] = load_json(cfg) if cfg.is_file() else {}
+        if config is None:  # not read by the caller yet
+            cfg = self.path / "config.json"
+            if need_config and not cfg.is_file():
+                raise ConvertError(f"{self.path}: no config.json (expected a Hugging Face checkpoint folder)")
+            config = load_json(cfg) if cfg.is_file() else {}
+        self.config: dict[str, Any] = config
         self.select = select
         self._refs: dict[str, TensorRef] = {}
         self.names: list[str] = []

@@ -76,10 +76,12 @@ class PlannedConversion:
             ck.close()
 
 
-def choose_family(folder: Path, architecture: str | None = None) -> tuple[Family, Select | None, Architecture]:
+def choose_family(folder: Path, architecture: str | None = None
+                  ) -> tuple[Family, Select | None, Architecture, dict[str, Any]]:
     """The family of the draft checkpoint in ``folder`` (from its config and tensor names, without opening
-    shards an index lists), the tensors it reads (None: all) and the ``architectures`` value used: the declared
-    one, an alias upstream accepts, or ``architecture`` (``--architecture``) when given."""
+    shards an index lists), the tensors it reads (None: all), the ``architectures`` value used (the declared
+    one, an alias upstream accepts, or ``architecture`` (``--architecture``) when given) and the config as the
+    family sees it (``architectures`` holding that value)."""
     cfg = folder / "config.json"
     if not cfg.is_file():
         raise ConvertError(f"{folder}: no config.json (expected a Hugging Face checkpoint folder)")
@@ -88,7 +90,7 @@ def choose_family(folder: Path, architecture: str | None = None) -> tuple[Family
     if arch.how != "declared":
         config = {**config, "architectures": [arch.used]}
     family = family_for(config, tensor_names(folder), str(cfg))
-    return family, family.draft_tensors(config), arch
+    return family, family.draft_tensors(config), arch, config
 
 
 def _add_target_tensors(plan: Plan, family: Family, target: Checkpoint, ctx: Context) -> None:
@@ -228,16 +230,14 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
     own_tokenizer = target_model_dir is None or str(target_model_dir) == ""
 
     def pick(folder: Path) -> Select | None:  # from the Hub: config and index are there, no shard yet
-        family, select, _ = choose_family(folder, options.architecture)
+        family, select, _, _ = choose_family(folder, options.architecture)
         _refuse_options(family, str(draft), own_tokenizer, options)
         return select
 
     d = resolve_draft(str(draft), select=pick)
-    family, select, arch = choose_family(d.path, options.architecture)
+    family, select, arch, config = choose_family(d.path, options.architecture)
     _refuse_options(family, d.label, own_tokenizer, options)
-    ck = Checkpoint(d.path, select=select)
-    if arch.how != "declared":
-        ck.config = {**ck.config, "architectures": [arch.used]}
+    ck = Checkpoint(d.path, select=select, config=config)
     sources = {"draft": ck}
     try:
         if not ck.names:
@@ -264,7 +264,7 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
         if select is not None:
             plan.notes.append(shard_note(d.path, ck))
         if options.embed_from_target:
-            sources["target"] = Checkpoint(t.path, select=set(wanted).__contains__)
+            sources["target"] = Checkpoint(t.path, select=set(wanted).__contains__, config=tconf)
             _add_target_tensors(plan, family, sources["target"], ctx)
         counts = param_counts((ts.name, ts.shape) for ts in plan.tensors)
         itself = own_tokenizer or t.path.resolve() == d.path.resolve()  # no base model: the checkpoint is the target
