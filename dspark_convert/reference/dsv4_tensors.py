@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 from gguf import GGMLQuantizationType as QT
-from gguf import quants
 
 from .storage import round_values
 
@@ -93,13 +92,6 @@ def plain_values(raw: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "BF16":
         return (np.asarray(raw).astype(np.uint32) << 16).view(np.float32)
     return np.asarray(raw).astype(np.float32)
-
-
-# ---------------------------------------------------------------------------------------------- GGUF side
-def gguf_values(raw: np.ndarray, ggml_type: QT) -> np.ndarray:
-    """The GGUF tensor bytes (rows of the byte shape) dequantized by gguf-py, float32."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return quants.dequantize(np.asarray(raw).view(np.uint8), ggml_type).astype(np.float32, copy=False)
 
 
 # ---------------------------------------------------------------------------------------------- driver
