@@ -217,6 +217,21 @@ def test_hf_target_folders(drafts: dict[str, Path]) -> None:
     assert info["context-length"] == "context lengths differ: draft 40960, target 4096"
 
 
+def test_hf_target_pre_tokenizer_fallback_is_a_note_not_a_warning(drafts: dict[str, Path], tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """The fixture target's chkhsh is in no table: reading it notes the regex fallback (as hf2gguf does), in the
+    report and its JSON, never as a logged warning."""
+    with caplog.at_level(logging.WARNING, logger="dspark_convert"):
+        report = check_fit(drafts["dspark-qwen3"], TARGET)
+    assert report.ok and not caplog.records
+    assert [(n.level, n.subject) for n in report.notes] == [("note", "tokenizer.ggml.pre")]
+    assert "is not in llama.cpp's table" in report.notes[0].message
+    assert report.to_dict()["notes"] == [n.to_dict() for n in report.notes]
+    r = run_cli(["check", str(drafts["dspark-qwen3"]), "--target", str(TARGET)], tmp_path)
+    assert r.exit_code == 0 and r.stderr == "" and r.before == r.after
+    assert [ln for ln in r.stdout.splitlines() if ln.startswith("note: ")] == [f"note: {report.notes[0].message}"]
+
+
 def test_hf_target_repo_id_from_the_local_cache(drafts: dict[str, Path], tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     snap = tmp_path / "hub" / "models--org--target" / "snapshots" / ("a" * 40)
@@ -247,10 +262,10 @@ def test_cli_json_schema_and_exit_0(drafts: dict[str, Path], qwen_kvs: list[Any]
     assert out.exit_code == 0, out.stderr
     doc = json.loads(out.stdout)
     assert set(doc) == {"draft", "draft_arch", "family", "target", "target_kind", "target_arch", "ok", "counts",
-                        "rules", "loader_findings"}
+                        "rules", "loader_findings", "notes"}
     assert (doc["draft_arch"], doc["family"], doc["target_kind"], doc["target_arch"]) == ("eagle3", "eagle3", "gguf",
                                                                                           "qwen3")
-    assert doc["counts"] == {"pass": 9, "fail": 0, "info": 4, "skip": 0}
+    assert doc["counts"] == {"pass": 9, "fail": 0, "info": 4, "skip": 0} and doc["notes"] == []
     for r in doc["rules"]:
         assert set(r) == {"id", "status", "draft", "target", "message", "source", "details"}
     layers = next(r for r in doc["rules"] if r["id"] == "extract-layers")

@@ -21,6 +21,7 @@ from typing import Any
 from .. import schema as S
 from ..check import Finding
 from ..gguffile.options import RemoteOptions
+from ..notes import collecting
 from .sides import Side, open_target, side_from_gguf
 from .vocab import VocabFacts, token_text, vocab_facts
 
@@ -339,6 +340,7 @@ class FitReport:
     target: Side
     results: list[RuleResult]
     loader_findings: list[Finding]
+    notes: list[Finding] = field(default_factory=list)  # level "note": fallbacks taken while reading a side
 
     @property
     def ok(self) -> bool:
@@ -352,7 +354,8 @@ class FitReport:
         return {"draft": self.draft.source, "draft_arch": self.draft.arch, "family": self.draft.family,
                 "target": self.target.source, "target_kind": self.target.kind, "target_arch": self.target.arch,
                 "ok": self.ok, "counts": self.counts(), "rules": [r.to_dict() for r in self.results],
-                "loader_findings": [f.to_dict() for f in self.loader_findings]}
+                "loader_findings": [f.to_dict() for f in self.loader_findings],
+                "notes": [f.to_dict() for f in self.notes]}
 
 
 def check_fit(draft: str | os.PathLike[str], target: str | os.PathLike[str], *,
@@ -365,7 +368,9 @@ def check_fit(draft: str | os.PathLike[str], target: str | os.PathLike[str], *,
     """
     from ..check import check_plan
 
-    d = side_from_gguf(draft, remote=remote)
-    t = open_target(target, remote)
+    with collecting() as notes:  # e.g. an HF target's pre-tokenizer recognised by its regex
+        d = side_from_gguf(draft, remote=remote)
+        t = open_target(target, remote)
     assert d.plan is not None
-    return FitReport(d, t, fit_rules(d, t), check_plan(d.plan))
+    return FitReport(d, t, fit_rules(d, t), check_plan(d.plan),
+                     [Finding("note", n.subject, n.rule, n.message) for n in notes])

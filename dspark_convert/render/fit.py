@@ -30,6 +30,8 @@ def render_fit(report: FitReport, console: Console) -> None:
     d, t = report.draft, report.target
     line(console, "draft:  ", text(d.source, limit=4096), f" ({d.arch}, {d.family})")
     line(console, "target: ", text(t.source, limit=4096), f" ({t.kind}, ", text(t.arch, limit=60), ")")
+    for n in report.notes:
+        line(console, ("note:", "cyan"), " ", text(n.message, limit=1000))
     if report.loader_findings:
         emit_table(console, "Draft loader rules", [Col("level"), Col("key / tensor"), Col("rule", drop=1),
                                                     Col("message", wrap=True)],
