@@ -56,7 +56,8 @@ def _worker(spec: dict) -> dict:
     op = spec["op"]
     out: dict = {"bytes_out": 0, "bytes_in": 0}
     if op in ("convert", "gguf-whole"):
-        from dspark_convert import convert, writer
+        from dspark_convert import convert
+        from dspark_convert.hf2gguf import writer
 
         if op == "gguf-whole":  # upstream's approach: whole tensors through gguf.quants.quantize
             _ORIGINAL["chunk_jobs"] = writer.chunk_jobs
@@ -145,7 +146,7 @@ def _status(field: str) -> int:
 
 def _source_ranges(plan, draft: str) -> list[tuple[str, int, int]]:
     """(file, start, end) of every draft tensor a plan reads, in write order (what the copy baseline reads)."""
-    from dspark_convert.checkpoint import Checkpoint
+    from dspark_convert.hf.checkpoint import Checkpoint
 
     ck = Checkpoint(Path(draft))
     refs = [ck.ref(t.source) for t in plan.tensors if t.source and t.origin == "draft" and t.data is None]
@@ -418,7 +419,7 @@ def bench_startup(b: Bench) -> None:
     for label, args in (("python -c pass (interpreter alone)", ["-c", "pass"]),
                         ("dspark-convert --help", ["-c", "import sys; from dspark_convert.cli import main; "
                                                    "sys.argv[1:] = ['--help']; main()"]),
-                        ("import the conversion stack", ["-c", "import dspark_convert.conversion, "
+                        ("import the conversion stack", ["-c", "import dspark_convert.hf2gguf.conversion, "
                                                          "dspark_convert.tokenizer.handlers"])):
         walls = []
         for _ in range(n):

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from test_mutations import MUTATIONS, OUTTYPES, TARGET, VARIANTS, make_variant, mutate, source_of  # noqa: E402
 from test_verify import BLOCK_LAYOUTS, EAGLE3_LAYOUTS  # noqa: E402
 
-from dspark_convert.conversion import convert  # noqa: E402
+from dspark_convert.hf2gguf.conversion import convert  # noqa: E402
 from dspark_convert.verify import verify  # noqa: E402
 
 

@@ -23,8 +23,8 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "convert": "conversion", "plan_conversion": "conversion", "ConvertResult": "conversion",
-    "PlannedConversion": "conversion",
+    "convert": "hf2gguf.conversion", "plan_conversion": "hf2gguf.conversion", "ConvertResult": "hf2gguf.conversion",
+    "PlannedConversion": "hf2gguf.conversion",
     "check_file": "check", "check_plan": "check", "Finding": "check", "check_fit": "fit", "FitReport": "fit",
     "read_gguf": "gguffile.reader", "plan_from_gguf": "gguffile.reader", "GGUFFile": "gguffile.reader",
     "inspect_gguf": "inspect", "diff_gguf": "diff",

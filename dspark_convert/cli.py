@@ -117,7 +117,7 @@ def hf2gguf(
 ) -> None:
     """Convert a DSpark / DFlash / EAGLE-3 draft checkpoint (or the DSpark draft inside a DeepSeek-V4 checkpoint)
     to a GGUF file llama.cpp loads."""
-    from .conversion import convert
+    from .hf2gguf.conversion import convert
     from .render import byte_progress, make_console, render_conversion
 
     with byte_progress(not as_json and not dry_run, "converting") as progress:

@@ -1,7 +1,7 @@
 """The declarative description of a GGUF file: every KV and every tensor, in file order.
 
 A :class:`Plan` is produced by a family module from a checkpoint (``families``), printed by ``--dry-run``,
-validated by :func:`dspark_convert.check.check_plan`, and executed by :func:`dspark_convert.writer.write_plan`.
+validated by :func:`dspark_convert.check.check_plan`, and executed by :func:`dspark_convert.hf2gguf.writer.write_plan`.
 A plan read back from an existing GGUF file (``gguffile.reader.plan_from_gguf``) is the same kind of object, so
 ``check FILE`` and ``diff A B`` reuse the same code.
 """

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import Checkpoint
 from .families.dsv4_names import group_draft
+from .hf.checkpoint import Checkpoint
 from .reference.dsv4_tensors import dsv4_tensor_checks
 from .reference.weights import GGUFWeights
 from .verify_checks import MetadataCheck, OutputCheck, _meta

@@ -145,7 +145,7 @@ def require_fixture(name: str) -> Path:
 def converted(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     """``converted(layout, outtype="f32") -> Path``: the fixture converted against ``target-qwen3``, once per
     session. A conversion error propagates (the test fails): converter regressions must not become skips."""
-    from dspark_convert.conversion import convert
+    from dspark_convert.hf2gguf.conversion import convert
 
     out, cache = tmp_path_factory.mktemp("converted"), {}
 
@@ -168,7 +168,7 @@ def online(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     installs (it is None until then): nothing can reach the network. Returns the cache folder."""
     from huggingface_hub import constants as hf_constants
 
-    from dspark_convert import hub
+    from dspark_convert.hf import hub
 
     cache = tmp_path / "hf-cache"
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))

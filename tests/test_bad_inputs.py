@@ -33,8 +33,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dspark_convert import convert
-from dspark_convert.checkpoint import read_safetensors_header
 from dspark_convert.errors import ConvertError
+from dspark_convert.hf.checkpoint import read_safetensors_header
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "troubleshooting.md"
 

@@ -17,7 +17,7 @@ from conftest import FIXTURES, TARGET
 from typer.testing import CliRunner
 
 from dspark_convert.cli import app
-from dspark_convert.destination import stale_partials
+from dspark_convert.hf2gguf.destination import stale_partials
 
 DRAFT = FIXTURES / "dspark-qwen3"
 

@@ -138,8 +138,8 @@ def test_chunks_do_not_grow_with_experts_or_stages(tmp_path: Path, monkeypatch: 
     """Every write job (one chunk: read, dequantize or repack, quantize) stays below the same bound whatever the
     number of experts and stages: an expert stack is streamed one expert (or a few small ones) at a time, an FP8
     weight by groups of 128 rows."""
-    from dspark_convert import writer
-    from dspark_convert.conversion import plan_conversion
+    from dspark_convert.hf2gguf import writer
+    from dspark_convert.hf2gguf.conversion import plan_conversion
 
     monkeypatch.setattr(writer, "CHUNK_BYTES", 8192)
     biggest = {}

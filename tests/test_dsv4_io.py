@@ -13,8 +13,9 @@ import pytest
 from dsv4_support import ROOT, TOKENIZER, dsv4, kvs_of, tensors_of
 from huggingface_hub.utils import filter_repo_objects
 
-from dspark_convert import convert, hub
-from dspark_convert.conversion import plan_conversion
+from dspark_convert import convert
+from dspark_convert.hf import hub
+from dspark_convert.hf2gguf.conversion import plan_conversion
 
 COMMIT = "fedcba9876543210fedcba9876543210fedcba98"
 REPO = "deepseek-ai/DeepSeek-V4-Flash-DSpark"

@@ -27,8 +27,8 @@ from typer.testing import CliRunner
 from dspark_convert import render
 from dspark_convert.check import Finding
 from dspark_convert.cli import _OneLineWarnings, app
-from dspark_convert.conversion import ConvertResult, convert
 from dspark_convert.diff import diff_gguf
+from dspark_convert.hf2gguf.conversion import ConvertResult, convert
 from dspark_convert.inspect import inspect_gguf
 from dspark_convert.plan import KV
 from dspark_convert.verify import MetadataCheck, OutputCheck, VerifyReport

@@ -1,4 +1,4 @@
-"""Hub / local resolution of DRAFT and --target-model-dir (dspark_convert.hub).
+"""Hub / local resolution of DRAFT and --target-model-dir (dspark_convert.hf.hub).
 
 No test touches the network. A Hugging Face cache is built by hand in tmp_path with the documented layout
 (``models--org--name/refs/main`` + ``snapshots/<commit>/<files>``); ``HF_HUB_CACHE`` and ``HF_HUB_OFFLINE`` are
@@ -24,9 +24,9 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import filter_repo_objects
 
-from dspark_convert import hub
 from dspark_convert.errors import ConvertError
-from dspark_convert.hub import (
+from dspark_convert.hf import hub
+from dspark_convert.hf.hub import (
     ResolvedModel,
     hub_cache_dir,
     hub_offline,

@@ -1,4 +1,4 @@
-"""general.* metadata (dspark_convert.metadata): contract §2.7, parity with gguf.Metadata, our extensions."""
+"""general.* metadata (dspark_convert.hf2gguf.metadata): contract §2.7, parity with gguf.Metadata, our extensions."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from gguf import GGUFValueType as VT
 from gguf.metadata import Metadata
 
 from dspark_convert.errors import ConvertError
-from dspark_convert.hub import ResolvedModel
-from dspark_convert.metadata import general_kvs, param_counts, target_base_model
+from dspark_convert.hf.hub import ResolvedModel
+from dspark_convert.hf2gguf.metadata import general_kvs, param_counts, target_base_model
 from dspark_convert.plan import KV
 
 README = """---

@@ -24,9 +24,9 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 from gguf import quants
 
-from dspark_convert.conversion import convert
 from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile.reader import read_gguf
+from dspark_convert.hf2gguf.conversion import convert
 from dspark_convert.verify import verify
 
 pytest.importorskip("torch", reason="verify runs the torch reference forward (torch extra)")

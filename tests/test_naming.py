@@ -1,4 +1,4 @@
-"""Default output names and -o templates (dspark_convert.naming)."""
+"""Default output names and -o templates (dspark_convert.hf2gguf.naming)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dspark_convert.errors import ConvertError
-from dspark_convert.naming import default_output_name, encoding_name, expand_output_template, method_name
+from dspark_convert.hf2gguf.naming import default_output_name, encoding_name, expand_output_template, method_name
 
 
 @pytest.mark.parametrize(("family", "outtype", "target", "draft", "size", "expected"), [

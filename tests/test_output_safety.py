@@ -19,8 +19,8 @@ import pytest
 from bad_inputs_kit import FIX, TARGET, run_cli, run_convert
 
 from dspark_convert import convert
-from dspark_convert import writer as writer_mod
 from dspark_convert.errors import ConvertError, Interrupted
+from dspark_convert.hf2gguf import writer as writer_mod
 
 DRAFT = FIX / "dspark-qwen3"
 OLD = b"GGUF-an-older-conversion-the-user-wants-to-keep"
@@ -233,7 +233,7 @@ CHILD = textwrap.dedent("""
                     hold(phase)
         sys.meta_path.insert(0, Hold())
     elif phase == "planning":
-        import dspark_convert.conversion as conversion
+        import dspark_convert.hf2gguf.conversion as conversion
         conversion.plan_conversion = lambda *a, **k: hold(phase)
     elif phase == "writing":
         import dspark_convert.render as render

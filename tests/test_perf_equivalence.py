@@ -21,10 +21,10 @@ from gguf import GGUFValueType as VT
 from gguf import GGUFWriter, quants
 from gguf.gguf_writer import WriterState
 
-from dspark_convert import writer
-from dspark_convert.checkpoint import Checkpoint
 from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile import header
+from dspark_convert.hf.checkpoint import Checkpoint
+from dspark_convert.hf2gguf import writer
 from dspark_convert.plan import TensorSpec
 from dspark_convert.transforms import (
     TRANSFORMS,

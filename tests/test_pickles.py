@@ -16,9 +16,9 @@ import pytest
 from bad_inputs_kit import FIX, TARGET, assert_refused, copy_fixture, read_tensors, run_convert
 
 from dspark_convert import convert
-from dspark_convert.checkpoint import MAX_HEADER_BYTES, Checkpoint, read_safetensors_header
 from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile.reader import read_gguf
+from dspark_convert.hf.checkpoint import MAX_HEADER_BYTES, Checkpoint, read_safetensors_header
 
 torch = pytest.importorskip("torch", reason="pickle checkpoints need torch")
 

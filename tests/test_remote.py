@@ -304,7 +304,7 @@ def test_diff_remote_compares_headers_only_and_says_so(server: FileServer, big: 
 
 @pytest.fixture(scope="module")
 def draft(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from dspark_convert.conversion import convert
+    from dspark_convert.hf2gguf.conversion import convert
 
     out = tmp_path_factory.mktemp("draft") / "draft.gguf"
     convert(REPO_ROOT / "fixtures" / "dspark-qwen3", REPO_ROOT / "fixtures" / "target-qwen3", out, outtype="bf16")

@@ -19,10 +19,10 @@ from bad_inputs_kit import FIX, TARGET, read_tensors, write_tensors
 from gguf import GGUFReader
 
 from dspark_convert import convert, families
-from dspark_convert.checkpoint import Checkpoint, tensor_names
-from dspark_convert.conversion import plan_conversion
 from dspark_convert.errors import ConvertError
 from dspark_convert.families import dspark, family_for, family_name
+from dspark_convert.hf.checkpoint import Checkpoint, tensor_names
+from dspark_convert.hf2gguf.conversion import plan_conversion
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

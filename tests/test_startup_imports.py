@@ -33,8 +33,8 @@ sys.stderr.write("\\nMODULES " + json.dumps({"code": code, "modules": sorted(sys
 """
 
 #: the conversion stack, and the heavy libraries the header views must not load
-CONVERSION = ["dspark_convert.conversion", "dspark_convert.writer", "dspark_convert.checkpoint",
-              "dspark_convert.transforms", "dspark_convert.hub", "dspark_convert.metadata", "dspark_convert.families",
+CONVERSION = ["dspark_convert.hf2gguf.conversion", "dspark_convert.hf2gguf.writer", "dspark_convert.hf.checkpoint",
+              "dspark_convert.transforms", "dspark_convert.hf.hub", "dspark_convert.hf2gguf.metadata", "dspark_convert.families",
               "dspark_convert.tokenizer", "dspark_convert.verify", "dspark_convert.reference", "tokenizers",
               "safetensors", "huggingface_hub", "sentencepiece", "torch", "yaml"]
 HEAVY = ["numpy", "gguf", "gguf.gguf_writer", "gguf.quants", "gguf.gguf_reader"]
@@ -71,7 +71,7 @@ def test_stats_and_conversion_load_what_they_need(gguf_file: Path, tmp_path: Pat
     out = tmp_path / "x.gguf"
     code, mods = modules("hf2gguf", str(FIX / "dflash-zlab"), "-t", str(FIX / "target-qwen3"), "-o", str(out),
                          "--outtype", "bf16", "--json")
-    assert code in (0, None) and {"dspark_convert.writer", "gguf", "numpy"} <= mods and "torch" not in mods
+    assert code in (0, None) and {"dspark_convert.hf2gguf.writer", "gguf", "numpy"} <= mods and "torch" not in mods
 
 
 

@@ -21,9 +21,9 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFReader
 from gguf import GGUFValueType as VT
 
-from dspark_convert import writer
-from dspark_convert.checkpoint import Checkpoint
 from dspark_convert.errors import ConvertError
+from dspark_convert.hf.checkpoint import Checkpoint
+from dspark_convert.hf2gguf import writer
 from dspark_convert.plan import KV, Plan, TensorSpec
 from dspark_convert.transforms import (
     TRANSFORMS,

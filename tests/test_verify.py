@@ -17,8 +17,8 @@ from conftest import FIXTURES, TARGET
 from typer.testing import CliRunner
 
 from dspark_convert.cli import app
-from dspark_convert.conversion import convert
 from dspark_convert.gguffile.reader import read_gguf
+from dspark_convert.hf2gguf.conversion import convert
 from dspark_convert.verify import (
     EXACT_NMSE,
     OutputCheck,

@@ -17,7 +17,7 @@ from gguf import GGMLQuantizationType as QT
 
 from .. import schema as S
 from ..check import Finding
-from ..checkpoint import Checkpoint, Select
+from ..hf.checkpoint import Checkpoint, Select
 from ..plan import Plan
 
 

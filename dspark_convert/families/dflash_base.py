@@ -17,8 +17,8 @@ from gguf import GGUFValueType as VT
 
 from .. import schema as S
 from ..check import Finding
-from ..checkpoint import EMBED_NAMES, OUTPUT_NAMES, Select
 from ..errors import ConvertError
+from ..hf.checkpoint import EMBED_NAMES, OUTPUT_NAMES, Select
 from ..plan import KV, Plan, TensorSpec
 from ..tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
 from ..transforms import Transform

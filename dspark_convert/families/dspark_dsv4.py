@@ -18,8 +18,8 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 from .. import schema as S
-from ..checkpoint import Checkpoint, Select
 from ..errors import ConvertError
+from ..hf.checkpoint import Checkpoint, Select
 from ..plan import KV, Plan, TensorSpec
 from ..quant import fp4_shapes, fp8_output_type, fp8_scale_shape
 from ..tokenizer.handlers import target_vocab_kvs

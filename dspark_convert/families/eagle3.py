@@ -15,8 +15,8 @@ from gguf import GGUFValueType as VT
 
 from .. import schema as S
 from ..check import Finding
-from ..checkpoint import EMBED_NAMES, Select
 from ..errors import ConvertError
+from ..hf.checkpoint import EMBED_NAMES, Select
 from ..plan import KV, Plan, TensorSpec
 from ..tokenizer.handlers import target_vocab_kvs
 from ..transforms import Eagle3Permute, Transform

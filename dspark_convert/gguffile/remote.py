@@ -69,7 +69,7 @@ def open_url(url: str, options: RemoteOptions) -> GGUFFile:
 def open_hub_file(ref: HubFile, options: RemoteOptions) -> GGUFFile:
     """The header of a Hub file: metadata through huggingface_hub, then range requests (see module doc)."""
     from .. import __version__
-    from ..hub import hub_cache_dir, hub_offline
+    from ..hf.hub import hub_cache_dir, hub_offline
 
     name = ref.display
     _validate(ref)
@@ -128,7 +128,7 @@ def _from_cache(ref: HubFile, cache: Any) -> GGUFFile:
     """Offline mode: the file from the local Hugging Face cache, or one line saying it is not there."""
     from huggingface_hub import try_to_load_from_cache
 
-    from ..hub import _cli
+    from ..hf.hub import _cli
 
     path = try_to_load_from_cache(ref.repo_id, ref.filename, cache_dir=str(cache), revision=ref.revision,
                                   repo_type=ref.repo_type)
@@ -155,7 +155,7 @@ def _with_retries(call: Callable[[], T], options: RemoteOptions, ref: HubFile, e
     """``call()`` (a Hub request), retried on 429/5xx and network errors; failures as one ConvertError line."""
     from huggingface_hub.errors import HfHubHTTPError
 
-    from ..hub import _network_errors
+    from ..hf.hub import _network_errors
 
     attempts = options.retries + 1
     for attempt in range(attempts):
@@ -198,7 +198,7 @@ def _hub_problem(e: Exception, ref: HubFile, endpoint: str, attempts: int) -> st
         RevisionNotFoundError,
     )
 
-    from ..hub import _cli, _network_errors
+    from ..hf.hub import _cli, _network_errors
 
     repo, login = ref.repo_id, f"`{_cli()} auth login` or HF_TOKEN"
     if isinstance(e, GatedRepoError):

@@ -15,7 +15,7 @@ from .gguf import value_preview
 
 if TYPE_CHECKING:
     from ..check import Finding
-    from ..conversion import ConvertResult
+    from ..hf2gguf.conversion import ConvertResult
     from ..plan import KV, Plan
 
 #: array items shown in a dry run and in the JSON plan

@@ -20,8 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..checkpoint import load_json_if_present
 from ..errors import ConvertError
+from ..hf.checkpoint import load_json_if_present
 from ..notes import note
 from ..schema import TokenType
 from .class_defaults import resolve_tokenizer_class, special_token_entries

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..checkpoint import load_json_if_present
 from ..errors import ConvertError
 from ..gguffile.packed import PackedStrings
+from ..hf.checkpoint import load_json_if_present
 from ..schema import TokenType
 from .bpe import apply_transformers_rules, check_text, cleaned
 from .class_defaults import resolve_tokenizer_class, special_token_entries

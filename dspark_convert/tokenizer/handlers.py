@@ -26,8 +26,8 @@ from typing import Any
 from gguf import GGUFValueType as VT
 
 from .. import schema as S
-from ..checkpoint import TEXT_CONFIG_KEYS, load_json_if_present, read_json
 from ..errors import ConvertError
+from ..hf.checkpoint import TEXT_CONFIG_KEYS, load_json_if_present, read_json
 from ..plan import KV, add_kv
 from .bpe import (
     HFTokenizer,

@@ -18,8 +18,8 @@ from typing import Any
 from gguf import GGUFValueType as VT
 
 from .. import schema as S
-from ..checkpoint import load_json_if_present, read_json
 from ..errors import ConvertError
+from ..hf.checkpoint import load_json_if_present, read_json
 from ..notes import note
 from ..plan import KV, add_kv
 

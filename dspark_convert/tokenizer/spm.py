@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import load_json_if_present, read_json
 from ..errors import ConvertError
+from ..hf.checkpoint import load_json_if_present, read_json
 from ..notes import note
 from ..schema import TokenType
 from .special import looks_special

@@ -13,22 +13,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import schema as S
-from .archnames import Architecture, resolve_architecture
-from .check import Finding, check_plan, errors
-from .checkpoint import INDEX_NAME, Checkpoint, Select, load_json, read_json, read_weight_map, tensor_names
+from .. import schema as S
+from ..archnames import Architecture, resolve_architecture
+from ..check import Finding, check_plan, errors
+from ..errors import ConvertError
+from ..families import family_for, family_modules, family_name
+from ..families.base import Context, ConvertOptions, Family, TargetFacts
+from ..families.common import resolve_outtype, tensor_spec
+from ..families.hparams import normalize_hparams, rope_dict
+from ..fit.conversion import IGNORE_HINT, Pair, conversion_findings, mask_embedding_sources
+from ..hf.checkpoint import INDEX_NAME, Checkpoint, Select, load_json, read_json, read_weight_map, tensor_names
+from ..hf.hub import TOKENIZER_FILES, ResolvedModel, resolve_draft, resolve_target
+from ..notes import collecting
+from ..plan import KV, Plan, TensorSpec
 from .destination import check_destination
-from .errors import ConvertError
-from .families import family_for, family_modules, family_name
-from .families.base import Context, ConvertOptions, Family, TargetFacts
-from .families.common import resolve_outtype, tensor_spec
-from .families.hparams import normalize_hparams, rope_dict
-from .fit.conversion import IGNORE_HINT, Pair, conversion_findings, mask_embedding_sources
-from .hub import TOKENIZER_FILES, ResolvedModel, resolve_draft, resolve_target
 from .metadata import general_kvs, param_counts
 from .naming import default_output_name, expand_output_template
-from .notes import collecting
-from .plan import KV, Plan, TensorSpec
 from .writer import Progress, write_plan
 
 
@@ -190,7 +190,7 @@ def shard_note(folder: Path, ck: Checkpoint) -> str:
 def draft_architecture(config: object) -> str | None:
     """``architectures[0]`` of a config when it names a draft class (of any family) that is not also a target
     class (some EAGLE-3 drafts say ``LlamaForCausalLM``), else None."""
-    from .tokenizer.handlers import TARGET_HANDLERS
+    from ..tokenizer.handlers import TARGET_HANDLERS
 
     archs = config.get("architectures") if isinstance(config, dict) else None
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ConvertError
-from .schema import SAFETENSORS_DTYPES
+from ..errors import ConvertError
+from ..schema import SAFETENSORS_DTYPES
 
 #: safetensors headers larger than this are refused before they are read (real ones are well under 10 MB).
 MAX_HEADER_BYTES = 100 * 1024 * 1024

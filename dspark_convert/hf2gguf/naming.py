@@ -23,8 +23,8 @@ from pathlib import Path
 from gguf.metadata import Metadata
 from gguf.utility import naming_convention
 
-from .errors import ConvertError
-from .hub import split_repo_spec
+from ..errors import ConvertError
+from ..hf.hub import split_repo_spec
 
 #: draft family -> method word in file names
 METHOD_NAMES = {"dspark": "DSpark", "dflash": "DFlash", "eagle3": "EAGLE3", "dsparkdsv4": "DSpark"}

@@ -25,13 +25,13 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
 
-from . import schema as S
-from .checkpoint import Checkpoint, TensorRef
+from .. import schema as S
+from ..errors import ConvertError, Interrupted
+from ..gguffile.header import pad, write_header
+from ..hf.checkpoint import Checkpoint, TensorRef
+from ..plan import Plan, TensorSpec
+from ..transforms import convert_chunk
 from .destination import new_partial, release
-from .errors import ConvertError, Interrupted
-from .gguffile.header import pad, write_header
-from .plan import Plan, TensorSpec
-from .transforms import convert_chunk
 
 CHUNK_BYTES = 4 * 1024 * 1024  # source bytes per chunk: bounds memory for any tensor size
 Progress = Callable[[int, int], None]

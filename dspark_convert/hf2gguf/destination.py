@@ -2,7 +2,7 @@
 
 :func:`check_destination` runs before anything is read or downloaded, so that a typo in ``-o`` or a read-only
 folder is reported at once, not after planning (for Hub inputs: after downloading). The writer
-(:mod:`dspark_convert.writer`) writes to :func:`new_partial`, a hidden ``.NAME.PID.RANDOM.partial`` file beside the
+(:mod:`dspark_convert.hf2gguf.writer`) writes to :func:`new_partial`, a hidden ``.NAME.PID.RANDOM.partial`` file beside the
 destination, and renames it into place when complete. A conversion killed with SIGKILL (or by the OOM killer)
 cannot remove its partial file; the next conversion to the same destination removes it once its writer process
 is gone (:func:`remove_stale_partials`).
@@ -19,9 +19,9 @@ import re
 import secrets
 from pathlib import Path
 
-from .errors import ConvertError
+from ..errors import ConvertError
+from ..notes import note
 from .naming import expand_output_template
-from .notes import note
 
 #: temporary files this process is writing now (never removed as stale, even though their pid is ours)
 _ACTIVE: set[Path] = set()

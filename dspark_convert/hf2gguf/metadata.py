@@ -26,11 +26,11 @@ import gguf
 from gguf import GGUFValueType as VT
 from gguf.metadata import Metadata
 
-from . import schema as S
-from .checkpoint import read_json
-from .errors import ConvertError
-from .hub import ResolvedModel, split_repo_spec
-from .plan import KV, add_kv
+from .. import schema as S
+from ..errors import ConvertError
+from ..hf.checkpoint import read_json
+from ..hf.hub import ResolvedModel, split_repo_spec
+from ..plan import KV, add_kv
 
 HF_URL = "https://huggingface.co"
 #: --metadata keys holding lists of {name, organization, ...} objects (upstream's override format).

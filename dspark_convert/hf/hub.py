@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConvertError
 from .checkpoint import INDEX_NAME, Select, read_json
-from .errors import ConvertError
 
 # huggingface_hub (and its HTTP stack: ~0.3 s of imports) is loaded only when a spec is not a local folder.
 

@@ -1,0 +1,1 @@
+"""The hf2gguf verb: plan a conversion, check the destination, write the GGUF file atomically, name it."""
