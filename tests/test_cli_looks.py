@@ -217,3 +217,20 @@ def test_diff_has_a_legend(gguf: Path, reduced: Path) -> None:
     assert "  + d2t: I64 (256,)" in r.stdout.splitlines()
     same = invoke("diff", gguf, gguf)
     assert same.exit_code == 0 and same.stdout == f"A: {gguf}\nB: {gguf}\nEQUAL (29 identical tensors)\n"
+
+
+@pytest.mark.parametrize("width", [56, 60, 66, 70, 72, 79])
+def test_metadata_table_on_a_narrow_terminal(gguf: Path, width: int) -> None:
+    """Issue 24 bug 2: at 60 columns values printed one character per line, at 66-72 they split mid-word; the key
+    column now folds instead, and only as far as it must: every value of up to 20 characters stays on one line."""
+    info = inspect_gguf(gguf, tensors=False)
+    lines = terminal(render_inspect, info, width=width)
+    fits(lines, width)
+    from dspark_convert.render import value_preview
+
+    short = [value_preview(e) for e in info["kvs"].values() if len(value_preview(e)) <= 20]
+    assert "'Dspark Qwen3'" in short and "[2, 3, 5] (3 items)" in short
+    for v in short:
+        assert any(v in ln for ln in lines), (width, v)
+    keys = "".join(ln[1:ln.index(" ", 1)] if " " in ln[1:] else ln for ln in lines)  # folded keys joined again
+    assert "dflash.attention.layer_norm_rms_epsilon" in keys

@@ -99,6 +99,10 @@ class Col:
     justify: Literal["left", "right"] = "left"
     wrap: bool = False
     drop: int = 0
+    #: a ``wrap`` column that folds only when the table cannot fit otherwise, and then no narrower than it must so
+    #: that the other ``wrap`` columns keep ``room`` columns each (a metadata key gives way to its value)
+    last: bool = False
+    room: int = 20
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,26 @@ def emit_table(console: Console, title: str | Text, cols: Sequence[Col], rows: S
         if _natural_width(console, _rich_table(title, cols, rows, keep, header)) <= console.width:
             break
         keep = [i for i in keep if cols[i].drop != drop]
-    console.print(_rich_table(title, cols, rows, keep, header))
+    console.print(_rich_table(title, cols, rows, keep, header, _last_widths(console, title, cols, rows, keep, header)))
+
+
+def _cell_width(cell: str | Text) -> int:
+    return max((cell_len(ln) for ln in (cell.plain if isinstance(cell, Text) else str(cell)).split("\n")), default=0)
+
+
+def _last_widths(console: Console, title: str | Text, cols: Sequence[Col], rows: Sequence[Row | Section],
+                 keep: list[int], header: bool) -> dict[int, int]:
+    """The widths the ``last`` columns fold at on this console (none when the table fits as it is)."""
+    natural = _natural_width(console, _rich_table(title, cols, rows, keep, header))
+    if natural <= console.width or not any(cols[i].last for i in keep):
+        return {}
+    data = [r for r in rows if not isinstance(r, Section)]
+    widths = {i: max([len(cols[i].header) if header else 0, *(_cell_width(r[i]) for r in data)]) for i in keep}
+    overhead = natural - sum(widths.values())
+    others = sum(min(w, cols[i].room) if cols[i].wrap else w for i, w in widths.items() if not cols[i].last)
+    last = [i for i in keep if cols[i].last]
+    share = max(8, (console.width - overhead - others) // len(last))
+    return {i: min(widths[i], share) for i in last}
 
 
 def _natural_width(console: Console, table: Table) -> int:
@@ -133,11 +156,15 @@ def _natural_width(console: Console, table: Table) -> int:
 
 
 def _rich_table(title: str | Text, cols: Sequence[Col], rows: Sequence[Row | Section], keep: list[int],
-                header: bool) -> Table:
+                header: bool, last: dict[int, int] | None = None) -> Table:
     t = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0),
               show_header=header)
     for i in keep:
         c = cols[i]
+        if c.last:  # whole unless ``last`` says how narrow it must fold
+            width = (last or {}).get(i)
+            t.add_column(c.header, justify=c.justify, no_wrap=width is None, overflow="fold", width=width)
+            continue
         t.add_column(c.header, justify=c.justify, no_wrap=not c.wrap, overflow="fold",
                      min_width=None if c.wrap else len(c.header))
     first = True
