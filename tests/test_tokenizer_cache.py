@@ -96,6 +96,29 @@ def test_notes_are_replayed(tmp_path: Path) -> None:
     assert str(target) in first[0].message
 
 
+@pytest.mark.parametrize("first_cwd, second", [("parent", "absolute"), ("parent", "inside"), ("inside", "parent")])
+def test_replayed_notes_name_the_folder_as_this_run_gives_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              first_cwd: str, second: str) -> None:
+    """Issue 24 bug 3: a hit replayed the first run's relative path (``note: t/tokenizer.json: ...`` printed from
+    another working folder). The replayed note names the folder exactly as this run's target argument does."""
+    target = make_target(tmp_path / "t")
+    forms = {"parent": (tmp_path, Path("t")), "inside": (target, Path(".")), "absolute": (tmp_path / "elsewhere", target)}
+    (tmp_path / "elsewhere").mkdir()
+    cwd, given = forms[first_cwd]
+    monkeypatch.chdir(cwd)
+    with collecting() as first:
+        kvs(given)
+    assert first[0].message.startswith(f"{given / 'tokenizer.json'}: chkhsh ")
+    cwd, given = forms[second] if second != "parent" else forms["parent"]
+    monkeypatch.chdir(cwd)
+    with collecting() as fresh_notes:
+        handlers.target_vocab_kvs(given, None, "gpt2", cache=False)
+    with collecting() as replayed:
+        kvs(given)  # from the cache
+    assert len(entries(cache.cache_dir())) == 1
+    assert replayed == fresh_notes and replayed[0].message.startswith(f"{given / 'tokenizer.json'}: chkhsh ")
+
+
 @pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "empty", "other-format"])
 def test_damaged_entries_are_ignored_and_rewritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    _private_tokenizer_cache: Path, damage: str) -> None:

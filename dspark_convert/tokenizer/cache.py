@@ -11,7 +11,8 @@ same every time. An entry is keyed by:
 
 Entries are written to a temporary file and renamed into place (atomic: concurrent runs each write a complete
 entry, a reader never sees half of one), carry a sha256 of their content (a damaged or truncated entry is
-ignored and rewritten), and replay the notes (:mod:`dspark_convert.notes`) their computation made. Folder: ``$DSPARK_CONVERT_CACHE_DIR``,
+ignored and rewritten), and replay the notes (:mod:`dspark_convert.notes`) their computation made, naming the
+target folder (and its files) as the replaying run names it, not as the run that stored them did. Folder: ``$DSPARK_CONVERT_CACHE_DIR``,
 else ``$XDG_CACHE_HOME/dspark-convert``, else the platform's user cache folder (``~/.cache/dspark-convert`` on
 Linux). The newest :data:`MAX_ENTRIES` entries are kept.
 
@@ -42,7 +43,7 @@ from ..plan import KV
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2  # 2: notes name the target folder relative to it (replayed as the current run names it)
 MAGIC = b"DSPKTOK" + bytes([FORMAT])
 MAX_ENTRIES = 32
 #: files of a target folder that the tokenizer handlers may read
@@ -166,6 +167,30 @@ def decode_entry(data: bytes) -> tuple[list[KV], list[tuple[str, str, str]]] | N
 
 
 # ---------------------------------------------------------------------------------------------- the cache
+#: marks a stored note whose message began with a path inside the target folder: MARK + relative path + MARK + rest
+_MARK = "\x00"
+
+
+def _portable(message: str, target_dir: Path) -> str:
+    """``message`` with a leading path inside ``target_dir`` (``t/tokenizer.json: ...``) made relative to it."""
+    head, sep, rest = message.partition(": ")
+    if not sep or _MARK in message:
+        return message
+    root = os.path.abspath(target_dir)
+    here = os.path.abspath(head)
+    if here != root and not here.startswith(root.rstrip(os.sep) + os.sep):
+        return message
+    return f"{_MARK}{os.path.relpath(here, root)}{_MARK}{sep}{rest}"
+
+
+def _replayed(message: str, target_dir: Path) -> str:
+    """A stored message with its path named from ``target_dir`` as given now (:func:`_portable` reversed)."""
+    if not message.startswith(_MARK):
+        return message
+    rel, _, rest = message[1:].partition(_MARK)
+    return f"{Path(target_dir) if rel == '.' else Path(target_dir) / rel}{rest}"
+
+
 def cached_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str,
                      compute: Callable[[], list[KV]]) -> list[KV]:
     """``compute()`` through the cache: a sound entry is returned (its notes made again), else the block is
@@ -179,7 +204,7 @@ def cached_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str,
     if entry is not None:
         kvs, notes = entry
         for subject, rule, message in notes:
-            note(subject, rule, message)
+            note(subject, rule, _replayed(message, target_dir))
         with contextlib.suppress(OSError):
             os.utime(path)  # recently used: kept longest
         return kvs
@@ -188,7 +213,7 @@ def cached_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str,
     for n in made:  # passed on to the caller's collector (or logged), as without the cache
         note(n.subject, n.rule, n.message)
     try:
-        data = encode_entry(kvs, [(n.subject, n.rule, n.message) for n in made])
+        data = encode_entry(kvs, [(n.subject, n.rule, _portable(n.message, target_dir)) for n in made])
     except (TypeError, ValueError, OverflowError, struct.error):  # a value the file cannot hold: check_plan says so
         return kvs
     _store(path, data)
