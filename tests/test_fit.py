@@ -287,6 +287,27 @@ def test_cli_unreadable_inputs_exit_2(drafts: dict[str, Path], tmp_path: Path) -
         assert len(out.error_lines) == 1 and frag in out.error_lines[0], out.stderr
 
 
+@pytest.mark.parametrize("given", ["dspark-qwen3.gguf", "eagle3-angelslim.gguf", "dspark-qwen3", "eagle3-llama",
+                                   "eagle3-angelslim"])
+def test_a_draft_given_as_the_target_is_named_a_draft(given: str, drafts: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 24 bug 4: a draft GGUF was checked as a 2-layer target, a draft folder refused as an unsupported
+    target architecture (or, for an EAGLE-3 draft calling itself LlamaForCausalLM, as lacking tokenizer files)."""
+    target = drafts[given[:-5]] if given.endswith(".gguf") else FIX / given
+    arch = "dflash" if given.startswith("dspark") else "eagle3"
+    if given.endswith(".gguf"):
+        want = (f"{target}: is a draft GGUF (general.architecture '{arch}'), not a target model; pass the target "
+                "model the draft was made for as --target")
+    else:
+        config = json.loads((target / "config.json").read_text())
+        want = (f"{target}: is a draft checkpoint ({config['architectures'][0]}), not a target model; pass the "
+                "target model the draft was trained for as --target")
+    with pytest.raises(ConvertError) as e:
+        check_fit(drafts["dspark-qwen3"], target)
+    assert str(e.value) == want
+    out = run_cli(["check", str(drafts["eagle3-normfc"]), "--target", str(target)], tmp_path)
+    assert out.exit_code == 2 and out.error_lines == [f"error: {want}"], out.stderr
+
+
 def test_draft_failing_loader_rules_is_reported_too(tmp_path: Path, qwen_kvs: list[Any]) -> None:
     bad = write_sample(tmp_path / "bad.gguf")
     report = check_fit(bad, write_target_gguf(tmp_path / "t.gguf", qwen_kvs))

@@ -161,12 +161,14 @@ def side_from_hf(spec: str) -> Side:
     from ..families.hparams import normalize_hparams, rope_dict
     from ..hf.checkpoint import load_json
     from ..hf.hub import resolve_target
+    from ..hf2gguf.conversion import refuse_draft_as_target
     from ..tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
 
     resolved = resolve_target(spec)
     folder = resolved.path
     where = str(folder / "config.json")
     config = load_json(folder / "config.json")
+    refuse_draft_as_target(config, folder, "--target")
     hp_raw = normalize_hparams(config, where)
     vocab_size = hp_raw.get("vocab_size")
     vocab_size = vocab_size if isinstance(vocab_size, int) and not isinstance(vocab_size, bool) and vocab_size > 0 else None
@@ -191,15 +193,23 @@ def side_from_hf(spec: str) -> Side:
     return Side(resolved.label, "hf", arch, tokens, kvs, hp)
 
 
+def _not_a_draft(side: Side) -> Side:
+    """A target GGUF, refused when it is a draft (its arch is a draft architecture)."""
+    if side.arch in (S.ARCH_DFLASH, S.ARCH_EAGLE3):
+        raise ConvertError(f"{side.source}: is a draft GGUF (general.architecture '{side.arch}'), not a target "
+                           "model; pass the target model the draft was made for as --target")
+    return side
+
+
 def open_target(spec: str | os.PathLike[str], remote: RemoteOptions | None = None) -> Side:
     """TARGET as the user gave it: an existing file, an ``hf://`` reference or a URL is a GGUF (any size, header
     only); a folder or an ``org/name[@rev]`` repo id is a Hugging Face target."""
     text = str(spec)
     path = Path(text).expanduser()
     if path.is_file():
-        return side_from_gguf(path, draft=False)
+        return _not_a_draft(side_from_gguf(path, draft=False))
     if not path.is_dir() and is_remote_ref(text):
-        return side_from_gguf(text, draft=False, remote=remote)
+        return _not_a_draft(side_from_gguf(text, draft=False, remote=remote))
     if path.is_dir():
         return side_from_hf(text)
     if text.lower().endswith(".gguf"):

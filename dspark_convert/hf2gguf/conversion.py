@@ -194,17 +194,20 @@ def draft_architecture(config: object) -> str | None:
 
     archs = config.get("architectures") if isinstance(config, dict) else None
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    if arch is not None and isinstance(config, dict) and "draft_vocab_size" in config:
+        return arch  # an EAGLE-3 draft that calls itself LlamaForCausalLM: no target config has draft_vocab_size
     if arch is None or arch in TARGET_HANDLERS:
         return None
     return arch if any(arch in family.ARCHITECTURES for family in family_modules()) else None
 
 
-def refuse_draft_as_target(config: object, folder: Path) -> None:
-    """A draft folder passed as the target: say so, instead of the layer-count or vocabulary error it causes."""
+def refuse_draft_as_target(config: object, folder: Path, flag: str = "--target-model-dir") -> None:
+    """A draft folder passed as the target (``flag``): say so, instead of the layer-count or vocabulary error it
+    causes."""
     arch = draft_architecture(config)
     if arch is not None:
         raise ConvertError(f"{folder}: is a draft checkpoint ({arch}), not a target model; pass the target model "
-                           "the draft was trained for as --target-model-dir")
+                           f"the draft was trained for as {flag}")
 
 
 def _refuse_options(family: Family, draft: str, own_tokenizer: bool, options: ConvertOptions) -> None:
