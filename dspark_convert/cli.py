@@ -19,6 +19,7 @@ import typer
 from . import __version__
 from .errors import ConvertError, Interrupted
 from .interrupts import install_signal_handlers, interrupted_line
+from .streams import STDOUT, OutputError
 
 app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["-h", "--help"]}, rich_markup_mode="rich",
@@ -93,7 +94,7 @@ def print_json(data: Any) -> None:
     """One strict JSON document on stdout (NaN/Inf as strings, see render.dumps_json)."""
     from .render import dumps_json
 
-    sys.stdout.write(dumps_json(data) + "\n")
+    STDOUT.write(dumps_json(data) + "\n")
 
 
 @app.command()
@@ -271,11 +272,19 @@ def main() -> None:
         root.propagate = False
     logging.getLogger("gguf").setLevel(logging.ERROR)  # gguf-py's own info/debug chatter is not for users
     try:
-        app()
+        try:
+            app()
+        finally:  # the result is on stdout before the exit code is: a full disk is seen here, not at exit
+            STDOUT.flush()
     except Interrupted as e:  # outside a library call (parsing arguments, printing the result)
         sys.stderr.write(f"error: {interrupted_line(e, _State.doing, _State.written)}\n")
         sys.stderr.flush()
         raise SystemExit(e.exit_code) from None
+    except OutputError as e:  # standard output cannot be written (a closed pipe is not an error: see GuardedStdout)
+        from .render import print_error
+
+        print_error(str(e))
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":  # python -m dspark_convert.cli

@@ -160,8 +160,8 @@ def _require_folder(folder: Path, flag: str, what: str) -> None:
     if not any(folder.glob("*.safetensors")):
         raise ConvertError(f"{folder}: no safetensors files; {flag} must be {what}")
     if flag == "--target-model-dir" and (folder / "config.json").is_file():
+        from .families import refuse_draft_as_target
         from .hf.checkpoint import load_json
-        from .hf2gguf.conversion import refuse_draft_as_target
 
         refuse_draft_as_target(load_json(folder / "config.json"), folder)
 

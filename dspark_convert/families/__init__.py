@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ..archnames import unknown_architecture
@@ -59,3 +60,26 @@ def family_for(config: dict[str, Any], tensor_names: Iterable[str], where: str) 
             raise ConvertError(f"{where}: {e}") from None
     known = [a for mod in modules for a in mod.ARCHITECTURES]
     raise unknown_architecture(archs[0], known, where)
+
+
+def draft_architecture(config: object) -> str | None:
+    """``architectures[0]`` of a config when it names a draft class (of any family) that is not also a target
+    class (some EAGLE-3 drafts say ``LlamaForCausalLM``), else None."""
+    from ..tokenizer.handlers import TARGET_HANDLERS  # imported when needed: families load without it
+
+    archs = config.get("architectures") if isinstance(config, dict) else None
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    if arch is not None and isinstance(config, dict) and "draft_vocab_size" in config:
+        return arch  # an EAGLE-3 draft that calls itself LlamaForCausalLM: no target config has draft_vocab_size
+    if arch is None or arch in TARGET_HANDLERS:
+        return None
+    return arch if any(arch in family.ARCHITECTURES for family in family_modules()) else None
+
+
+def refuse_draft_as_target(config: object, folder: Path, flag: str = "--target-model-dir") -> None:
+    """A draft folder passed as the target (``flag``): say so, instead of the layer-count or vocabulary error it
+    causes."""
+    arch = draft_architecture(config)
+    if arch is not None:
+        raise ConvertError(f"{folder}: is a draft checkpoint ({arch}), not a target model; pass the target model "
+                           f"the draft was trained for as {flag}")

@@ -17,7 +17,7 @@ from .. import schema as S
 from ..archnames import Architecture, resolve_architecture
 from ..check import Finding, check_plan, errors
 from ..errors import ConvertError
-from ..families import family_for, family_modules, family_name
+from ..families import family_for, family_name, refuse_draft_as_target
 from ..families.base import Context, ConvertOptions, Family, TargetFacts
 from ..families.common import resolve_outtype, tensor_spec
 from ..families.hparams import normalize_hparams, rope_dict
@@ -185,29 +185,6 @@ def shard_note(folder: Path, ck: Checkpoint) -> str:
         about = "about "
     return (f"read {len(read)} of {len(shards)} shards ({read_bytes / 1e9:.2f} GB: the ones holding the draft); "
             f"skipped {len(skipped)} ({about}{skip_bytes / 1e9:.2f} GB), never opened or downloaded")
-
-
-def draft_architecture(config: object) -> str | None:
-    """``architectures[0]`` of a config when it names a draft class (of any family) that is not also a target
-    class (some EAGLE-3 drafts say ``LlamaForCausalLM``), else None."""
-    from ..tokenizer.handlers import TARGET_HANDLERS
-
-    archs = config.get("architectures") if isinstance(config, dict) else None
-    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
-    if arch is not None and isinstance(config, dict) and "draft_vocab_size" in config:
-        return arch  # an EAGLE-3 draft that calls itself LlamaForCausalLM: no target config has draft_vocab_size
-    if arch is None or arch in TARGET_HANDLERS:
-        return None
-    return arch if any(arch in family.ARCHITECTURES for family in family_modules()) else None
-
-
-def refuse_draft_as_target(config: object, folder: Path, flag: str = "--target-model-dir") -> None:
-    """A draft folder passed as the target (``flag``): say so, instead of the layer-count or vocabulary error it
-    causes."""
-    arch = draft_architecture(config)
-    if arch is not None:
-        raise ConvertError(f"{folder}: is a draft checkpoint ({arch}), not a target model; pass the target model "
-                           f"the draft was trained for as {flag}")
 
 
 def _refuse_options(family: Family, draft: str, own_tokenizer: bool, options: ConvertOptions) -> None:

@@ -7,6 +7,7 @@ kind of result: :mod:`.gguf` (``inspect``, ``diff``, a remote file's ``source`` 
 
 from __future__ import annotations
 
+from ..streams import STDOUT, OutputError
 from .base import (
     Col,
     Section,
@@ -39,7 +40,7 @@ from .hf2gguf import (
 from .verify import render_verify
 
 __all__ = [
-    "LEGEND", "Col", "Section", "byte_progress", "conversion_to_dict", "count_text", "dumps_json", "emit_table",
+    "LEGEND", "STDOUT", "Col", "OutputError", "Section", "byte_progress", "conversion_to_dict", "count_text", "dumps_json", "emit_table",
     "human_bytes", "human_count", "jsonable", "kv_preview", "line", "make_console", "plan_to_dict", "plural",
     "print_error", "print_warning", "render_conversion", "render_diff", "render_findings", "render_findings_lines", "render_fit",
     "render_inspect", "render_plan", "render_source", "render_verify", "size_text", "source_text", "text",

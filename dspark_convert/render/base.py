@@ -31,6 +31,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..gguffile.reader import safe_text
+from ..streams import STDOUT
 
 
 # ============================================================================================== text and consoles
@@ -45,10 +46,14 @@ def text(value: object, style: str = "", limit: int = 200) -> Text:
     return Text(safe_text(str(value), limit), style=style)
 
 
+
+
 def make_console(stderr: bool = False, width: int | None = None) -> Console:
     """The console every command prints through: markup, emoji codes and highlighting off, so only ``Text``
-    styles colour the output and no file-derived string can be parsed."""
-    return Console(stderr=stderr, markup=False, emoji=False, highlight=False, width=width)
+    styles colour the output and no file-derived string can be parsed. Standard output goes through
+    :data:`STDOUT` (a closed pipe ends the output quietly, a full disk is one error line)."""
+    return Console(stderr=stderr, file=None if stderr else STDOUT, markup=False, emoji=False, highlight=False,  # type: ignore[arg-type]
+                   width=width)
 
 
 def line(console: Console, *parts: str | Text | tuple[str, str]) -> None:
