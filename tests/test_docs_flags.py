@@ -80,3 +80,18 @@ def test_every_documented_flag_exists(path: Path) -> None:
         elif flag not in everywhere and not any(w in para.lower() for w in FOREIGN.get(flag, ())):
             wrong.append(f"{flag} (in prose) is not a dspark-convert flag: {para.strip()[:100]!r}")
     assert not wrong, f"{path.name}: " + "; ".join(wrong)
+
+
+def test_comparison_rows_do_not_deny_what_the_tool_has() -> None:
+    """Issue 24 bug 8: docs/comparison.md said DeepSeek-V4 DSpark (``--dspark``) was "not yet" supported while
+    ``hf2gguf --dspark`` converts it. A row naming one of our flags cannot say no in the dspark-convert column, and
+    a row naming a flag we lack cannot say yes."""
+    ours = frozenset().union(*(help_flags(s) for s in SUBCOMMANDS))
+    rows = [ln.split("|")[1:-1] for ln in (ROOT / "docs" / "comparison.md").read_text(encoding="utf-8").splitlines()
+            if ln.startswith("| ") and FLAG.search(ln.split("|")[1])]
+    assert len(rows) >= 2
+    for feature, answer, *_ in rows:
+        flags = FLAG.findall(feature)
+        have = all(f in ours for f in flags)
+        said = answer.strip().split()[0].rstrip(":,").lower()
+        assert (said != "no" and "not yet" not in answer) if have else said == "no", (feature, answer)

@@ -81,3 +81,19 @@ def test_one_value_type_class_whichever_comes_first() -> None:
             "assert gguf.GGUFValueType is VT is c.GGUFValueType and gguf.GGMLQuantizationType is QT; print('ok')")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.stdout.strip() == "ok", p.stderr[-2000:]
+
+
+def test_inspect_md_names_what_inspect_imports(gguf_file: Path) -> None:
+    """Issue 24 bug 13: docs/inspect.md said the command imports numpy and gguf; it does not. The sentence's two
+    lists (imported, then "not ...") are checked against a fresh ``inspect`` run."""
+    import re
+
+    doc = " ".join((ROOT / "docs" / "inspect.md").read_text(encoding="utf-8").split())
+    m = re.search(r"starting Python and importing (.+?) \(not (.+?): ", doc)
+    assert m, "docs/inspect.md: the sentence on what the command line imports is missing"
+    imported = re.split(r", | and ", m.group(1))
+    absent = [n.removeprefix("not ") for n in m.group(2).split(", ")]
+    _, mods = modules("inspect", str(gguf_file))
+    assert imported == ["typer", "rich", "gguf.constants"] and all(n in mods for n in imported)
+    assert absent == ["numpy", "the rest of gguf"] and "numpy" not in mods
+    assert not [m for m in mods if m.startswith("gguf") and m != "gguf.constants" and not m.startswith("gguf_")]
