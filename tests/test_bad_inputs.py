@@ -44,8 +44,11 @@ def test_bad_input_is_refused_with_one_clear_line(c: Case, tmp_path: Path) -> No
     inp = build(c, tmp_path)
     out_dir = tmp_path / "out"
     outcome = run_convert(inp.draft, inp.target, out_dir, *c.args)
-    assert_refused(outcome, *fragments(c, inp))
+    line = assert_refused(outcome, *fragments(c, inp))
     assert outcome.after == []  # no output file, no *.partial
+    # the troubleshooting entry quotes this very line (issue 24 bug 9: its known-architecture lists had gone stale)
+    shown = line.replace(str(inp.target), "TARGET").replace(str(inp.draft), "DRAFT")
+    assert documented_line(c.id) == f"error: {shown}"
 
 
 @pytest.mark.parametrize("c", [CASES[k] for k in ("truncated-safetensors", "missing-layer-tensor", "d2t-duplicates",
@@ -69,6 +72,12 @@ def test_allow_nonfinite_converts_and_keeps_the_nan(tmp_path: Path) -> None:
     bits = np.asarray(t.data).view(np.uint16).reshape(128, 64)  # BF16 copied byte for byte
     assert bits[3, 5] == 0x7FC0
     assert int(np.sum((bits & 0x7F80) == 0x7F80)) == 1
+
+
+def documented_line(case_id: str) -> str:
+    """The message docs/troubleshooting.md quotes for a case."""
+    head = f"### `{case_id}`\n```\n"
+    return DOC.read_text(encoding="utf-8").split(head, 1)[1].split("\n```", 1)[0]
 
 
 def test_every_case_is_in_the_troubleshooting_catalogue() -> None:
