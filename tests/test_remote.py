@@ -109,6 +109,27 @@ def test_range_reads_fetch_the_header_plus_at_most_one_window(server: FileServer
     assert all(b - a + 1 <= WMAX for a, b in ranges) and max(b for _, b in ranges) < end + WMAX
 
 
+@pytest.mark.parametrize("ranges", [False, True])
+def test_a_file_under_the_first_window_is_not_header_only(server: FileServer, tmp_path: Path, ranges: bool) -> None:
+    """Issue 24 bug 14: a server ignoring Range, a file smaller than the first window: the whole file came, yet
+    ``source`` said ``header_only: true`` with no note. Both kinds of server: whole file, said so."""
+    small = write_gguf(tmp_path / "small.gguf", [("t.n", 7, VT.UINT32)], [("v", np.arange(4, dtype=np.float32), None)])
+    size = small.stat().st_size
+    server.routes["/small.gguf"] = Route(small.read_bytes(), ranges=ranges)
+    opts = RemoteOptions(first_window=size + 100, timeout=5.0)
+    doc, src = remote_doc(server.url + "/small.gguf", opts)
+    assert doc == local_doc(small)
+    notes = [] if ranges else [f"the server ignores Range requests (it answered 200 with the whole {size} bytes): "
+                               "the file is smaller than the first window, so all of it was read"]
+    assert src == {"kind": "url", "url": server.url + "/small.gguf", "revision": None, "commit": None,
+                   "bytes_fetched": size, "requests": 1, "range_requests": ranges, "header_only": False,
+                   "notes": notes}
+    r = cli("inspect", server.url + "/small.gguf", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["source"]["header_only"] is False
+    r = cli("inspect", server.url + "/small.gguf", "--no-tensors")
+    assert f"whole file (smaller than the first window), fetched {size:,} bytes in 1 " in r.stdout
+
+
 def test_server_ignoring_range_is_read_up_to_the_header_then_closed(server: FileServer, big: Path) -> None:
     server.routes["/big.gguf"] = Route(big.read_bytes(), ranges=False)
     doc, src = remote_doc(server.url + "/big.gguf")
@@ -322,8 +343,9 @@ def test_check_remote_draft_matches_local(hub: FileServer, draft: Path) -> None:
     assert remote == local and local["ok"] is True
     # the 230 KB fixture fits in the default first window (1 MiB): one request, the whole file
     assert src["kind"] == "hub" and src["requests"] == 1 and src["bytes_fetched"] == draft.stat().st_size
+    assert src["header_only"] is False  # issue 24 bug 14: the whole file came, and the source says so
     r = cli("check", "hf://org/draft-GGUF/draft.gguf")
-    assert r.exit_code == 0 and "passes every loader rule" in r.stdout and "header only, fetched" in r.stdout
+    assert r.exit_code == 0 and "passes every loader rule" in r.stdout and "whole file (smaller than the first window), fetched" in r.stdout
 
 
 # ------------------------------------------------------------------------------------------ the Hub

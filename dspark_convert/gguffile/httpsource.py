@@ -107,11 +107,19 @@ class RangeReader:
         return self.buf
 
     @property
+    def whole(self) -> bool:
+        """Every byte of the file was fetched (a file smaller than what the header reading asked for)."""
+        return self.size is not None and self.bytes_fetched >= self.size
+
+    @property
     def notes(self) -> list[str]:
         """Remarks on how the file was read (a server ignoring ``Range``)."""
-        if self.range_supported is False and self.bytes_fetched < (self.size or 0):
+        if self.range_supported is False and not self.whole:
             return [f"the server ignores Range requests (it answered 200 with the whole {self.size} bytes): read "
                     f"the first {self.bytes_fetched} bytes of the body, then closed the connection"]
+        if self.range_supported is False:
+            return [f"the server ignores Range requests (it answered 200 with the whole {self.size} bytes): the "
+                    f"file is smaller than the first window, so all of it was read"]
         return []
 
     def close(self) -> None:

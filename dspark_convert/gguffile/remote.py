@@ -38,7 +38,7 @@ class SourceInfo:
     ``revision``: as requested (None: the default branch); ``commit``: what it resolved to (Hub only);
     ``bytes_fetched``/``requests``: body bytes received and HTTP requests made for them (the metadata ``HEAD``
     not counted); ``range_requests``: whether the server honoured ``Range``; ``header_only``: tensor data was not
-    fetched (false for a cached file, which is whole on disk); ``notes``: remarks, e.g. a server ignoring ``Range``.
+    fetched (false for a cached file, which is whole on disk, and for a file smaller than the first window); ``notes``: remarks, e.g. a server ignoring ``Range``.
     """
 
     kind: str
@@ -63,7 +63,7 @@ def open_url(url: str, options: RemoteOptions) -> GGUFFile:
 
     reader = RangeReader(url, url, headers={"User-Agent": f"dspark-convert/{__version__}"}, options=options)
     return _parse_remote(reader, url, options, lambda r: SourceInfo(
-        "url", url, None, None, r.bytes_fetched, r.requests, r.range_supported, True, tuple(r.notes)))
+        "url", url, None, None, r.bytes_fetched, r.requests, r.range_supported, not r.whole, tuple(r.notes)))
 
 
 def open_hub_file(ref: HubFile, options: RemoteOptions) -> GGUFFile:
@@ -94,7 +94,7 @@ def open_hub_file(ref: HubFile, options: RemoteOptions) -> GGUFFile:
         location = hf_hub_url(ref.repo_id, ref.filename, revision=meta.commit_hash, **kw)
     reader = RangeReader(location, name, headers=headers, options=options)
     return _parse_remote(reader, name, options, lambda r: SourceInfo(
-        "hub", url, ref.revision, meta.commit_hash, r.bytes_fetched, r.requests, r.range_supported, True,
+        "hub", url, ref.revision, meta.commit_hash, r.bytes_fetched, r.requests, r.range_supported, not r.whole,
         tuple(r.notes)))
 
 

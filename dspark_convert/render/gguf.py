@@ -271,7 +271,8 @@ def source_text(src: dict[str, Any]) -> str:
     if src["kind"] == "hub":
         commit = src["commit"][:12] if src["commit"] else "?"
         rev = f"; revision {src['revision'] or 'default branch'} (commit {commit})"
-    return f"{src['url']}: header only, fetched {size_text(src['bytes_fetched'])} in {n} {how}{rev}"
+    what = "header only" if src["header_only"] else "whole file (smaller than the first window)"
+    return f"{src['url']}: {what}, fetched {size_text(src['bytes_fetched'])} in {n} {how}{rev}"
 
 
 def render_source(src: dict[str, Any], console: Console, label: str = "source: ") -> None:
