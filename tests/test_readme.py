@@ -54,3 +54,13 @@ def test_quick_start_commands_and_output(clone: Path) -> None:
     for want, got in zip(shown, printed, strict=True):
         assert _pattern(want).fullmatch(got), (want, got)
     assert "Tensors (29)" in results[1].stdout
+
+
+def test_fresh_environments_are_fresh() -> None:
+    """Issue 24: ``python3 -m venv .venv`` reuses an existing .venv; the Quick start, the test command and .ci/run
+    clear it, so "a fresh virtual environment" is true."""
+    commands = [_block_after("## Quick start"), _block_after("run the whole test suite:"),
+                (ROOT / ".ci" / "run").read_text(encoding="utf-8")]
+    for text in commands:
+        venvs = re.findall(r"python3 -m venv\b[^&\n#]*", text)
+        assert [v.strip() for v in venvs] == ["python3 -m venv --clear .venv"], venvs
