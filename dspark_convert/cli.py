@@ -10,18 +10,46 @@ from __future__ import annotations
 import enum
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from . import __version__
 from .errors import ConvertError, Interrupted
 from .interrupts import install_signal_handlers, interrupted_line
 from .streams import STDOUT, OutputError
 
-app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
+
+class _OneLineUsageErrors(TyperGroup):
+    """Usage errors (a missing argument, an unknown option or choice) as one ``error:`` line on stderr, exit 2,
+    like every other error of the tool, instead of Typer's framed box."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, windows_expand_args, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except click.ClickException as e:
+            from .render import print_error
+
+            message = e.format_message().rstrip(".")
+            if message:  # empty: no arguments at all, the help was printed (no_args_is_help)
+                ctx = getattr(e, "ctx", None)
+                where = f"; see '{ctx.command_path} -h'" if ctx is not None else ""
+                print_error(f"{message}{where}")
+            sys.exit(e.exit_code)
+        except click.Abort:
+            sys.stderr.write("error: aborted\n")
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+app = typer.Typer(cls=_OneLineUsageErrors, no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["-h", "--help"]}, rich_markup_mode="rich",
                   help="Convert DSpark / DFlash / EAGLE-3 drafts to GGUF, inspect and verify GGUF files.")
 T = TypeVar("T")
@@ -116,10 +144,10 @@ def hf2gguf(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither use nor update the cached tokenizer block of the target.")] = False,
     dspark: Annotated[bool, typer.Option("--dspark", help="Upstream's flag for the DSpark draft inside a DeepSeek-V4 checkpoint (recognised without it).")] = False,
 ) -> None:
-    """Convert a DSpark / DFlash / EAGLE-3 draft checkpoint (or the DSpark draft inside a DeepSeek-V4 checkpoint)
-    to a GGUF file llama.cpp loads."""
+    """Convert a DSpark / DFlash / EAGLE-3 draft checkpoint (or the DSpark draft inside a DeepSeek-V4 checkpoint) to a GGUF file llama.cpp loads."""  # one line: Typer re-wraps within a line only
     from .hf2gguf.conversion import convert
-    from .render import byte_progress, make_console, render_conversion
+    from .render import byte_progress, make_console, print_warning, render_conversion
+
 
     with byte_progress(not as_json and not dry_run, "converting") as progress:
         result = run_or_exit(lambda: convert(draft, target_model_dir, outfile, outtype=outtype.value, force=force, dry_run=dry_run,
@@ -130,6 +158,9 @@ def hf2gguf(
                              f"converting {draft}" + ("" if dry_run else ", before writing"))
     if not dry_run:
         _State.written = str(result.path)
+    if result.path is not None and not str(result.path).lower().endswith(".gguf"):
+        print_warning(f"-o {result.path}: the name does not end in .gguf (llama.cpp loads it anyway; tools and "
+                      "people look for .gguf)")
     if as_json:
         from .render import conversion_to_dict
 
@@ -146,8 +177,7 @@ def check(
     max_header_mib: MaxHeaderMiB = 512,
     timeout: Timeout = 30.0,
 ) -> None:
-    """Check a GGUF draft against llama.cpp's loader rules (exit 1 on any error); with --target, also against
-    llama.cpp's draft/target rules (exit 1 when one fails)."""
+    """Check a GGUF draft against llama.cpp's loader rules (exit 1 on any error); with --target, also against llama.cpp's draft/target rules (exit 1 when one fails)."""
     if target is not None:
         from .fit import check_fit
 
@@ -273,7 +303,7 @@ def main() -> None:
     logging.getLogger("gguf").setLevel(logging.ERROR)  # gguf-py's own info/debug chatter is not for users
     try:
         try:
-            app()
+            app(prog_name="dspark-convert")
         finally:  # the result is on stdout before the exit code is: a full disk is seen here, not at exit
             STDOUT.flush()
     except Interrupted as e:  # outside a library call (parsing arguments, printing the result)

@@ -186,6 +186,14 @@ def test_summary_wording_on_a_tiny_file(tmp_path: Path) -> None:
                        "tokenizer     gpt2, no pre-tokenizer, 2 tokens, no chat template", ""]
 
 
+def test_metadata_title_counts_in_words(tmp_path: Path) -> None:
+    """Issue 24: a one-KV file said ``Metadata (1 KVs)``."""
+    one = write_gguf(tmp_path / "one.gguf", [("t.n", 7, VT.UINT32)], [])
+    lines = invoke("inspect", one, "--filter", "t.*").stdout.splitlines()
+    assert lines[0] == "Metadata (1 KV)"
+    assert invoke("inspect", one).stdout.splitlines()[0] == "Metadata (2 KVs)"  # general.architecture too
+
+
 # ------------------------------------------------------------------------------------------- inspect options
 def test_full_arrays_shows_everything_and_the_chat_template(gguf: Path) -> None:
     short = invoke("inspect", gguf, "--no-tensors").stdout

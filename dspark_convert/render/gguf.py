@@ -156,7 +156,7 @@ def render_inspect(info: dict[str, Any], console: Console, *, full: bool = False
     ``filter``: the glob used, named when nothing matched."""
     kvs = info["kvs"]
     if kvs or not filter:
-        emit_table(console, f"Metadata ({len(kvs)} KVs)", [Col("key", wrap=True, last=True), Col("type"), Col("value", wrap=True)],
+        emit_table(console, f"Metadata ({plural(len(kvs), 'KV')})", [Col("key", wrap=True, last=True), Col("type"), Col("value", wrap=True)],
                    _kv_rows(kvs, full))
     if full:
         for name, e in kvs.items():
