@@ -63,6 +63,17 @@ def test_python_api_raises_the_same_line(c: Case, tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["draft"]
 
 
+@pytest.mark.parametrize("target", ["target-qwen3", "target-qwen3-sharded"])
+def test_a_target_given_as_the_draft_is_named_a_target(target: str, tmp_path: Path) -> None:
+    """Issue 24: a Qwen3 target given as DRAFT was 'not a supported draft', with a hint to pass --architecture
+    LlamaForCausalLM (which only led to another error)."""
+    folder = FIX / target
+    outcome = run_convert(folder, TARGET, tmp_path / "out")
+    line = assert_refused(outcome)
+    assert line == (f"{folder}/config.json: architecture 'Qwen3ForCausalLM' is a target model, not a draft; pass the "
+                    f"draft checkpoint as DRAFT and this folder ({folder}) as --target-model-dir")
+
+
 def test_allow_nonfinite_converts_and_keeps_the_nan(tmp_path: Path) -> None:
     inp = build(CASES["nan-in-weights"], tmp_path)
     out = tmp_path / "out.gguf"

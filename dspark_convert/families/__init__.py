@@ -10,6 +10,7 @@ docs/adding-a-family.md.
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -58,6 +59,12 @@ def family_for(config: dict[str, Any], tensor_names: Iterable[str], where: str) 
                 return mod
         except ConvertError as e:  # the family's kind, but not convertible: its reason, with the file
             raise ConvertError(f"{where}: {e}") from None
+    from ..tokenizer.handlers import TARGET_HANDLERS
+
+    if archs[0] in TARGET_HANDLERS:  # a plain target model: no --architecture makes it a draft
+        folder = os.path.dirname(where) or "."
+        raise ConvertError(f"{where}: architecture '{archs[0]}' is a target model, not a draft; pass the draft "
+                           f"checkpoint as DRAFT and this folder ({folder}) as --target-model-dir")
     known = [a for mod in modules for a in mod.ARCHITECTURES]
     raise unknown_architecture(archs[0], known, where)
 
