@@ -88,8 +88,10 @@ class GGUFFile:
 
     @property
     def header_only(self) -> bool:
-        """True for a file read over HTTP: its header is here, its tensor data was never fetched."""
-        return bool(self.source is not None and self.source.header_only)
+        """True for a file read over HTTP: its header is here, its tensor data is not read (not fetched, or, for a
+        file smaller than the first window, fetched with the header but not kept: ``source.header_only`` is then
+        false, and tensor data is still not read from it)."""
+        return bool(self.source is not None and self.source.kind in ("url", "hub"))
 
     @property
     def arch(self) -> str | None:
