@@ -92,8 +92,8 @@ def test_notes_are_replayed(tmp_path: Path) -> None:
         kvs(target)
     with collecting() as second:
         kvs(target)  # from the cache
-    assert [n.rule for n in first] == ["pre-tokenizer-by-regex"] and second == first
-    assert str(target) in first[0].message
+    assert [n.rule for n in first] == ["pre-tokenizer-by-regex", "no-tokenizer-config"] and second == first
+    assert all(n.message.startswith(str(target)) for n in first)
 
 
 @pytest.mark.parametrize("first_cwd, second", [("parent", "absolute"), ("parent", "inside"), ("inside", "parent")])
@@ -103,6 +103,7 @@ def test_replayed_notes_name_the_folder_as_this_run_gives_it(tmp_path: Path, mon
     another working folder). The replayed note names the folder exactly as this run's target argument does."""
     target = make_target(tmp_path / "t")
     forms = {"parent": (tmp_path, Path("t")), "inside": (target, Path(".")), "absolute": (tmp_path / "elsewhere", target)}
+    # both notes name a path in the folder: the pre-tokenizer one (its tokenizer.json), the missing tokenizer_config.json
     (tmp_path / "elsewhere").mkdir()
     cwd, given = forms[first_cwd]
     monkeypatch.chdir(cwd)
@@ -117,6 +118,7 @@ def test_replayed_notes_name_the_folder_as_this_run_gives_it(tmp_path: Path, mon
         kvs(given)  # from the cache
     assert len(entries(cache.cache_dir())) == 1
     assert replayed == fresh_notes and replayed[0].message.startswith(f"{given / 'tokenizer.json'}: chkhsh ")
+    assert replayed[1].message.startswith(f"{given / 'tokenizer_config.json'}: no such file")
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "empty", "other-format"])

@@ -603,3 +603,25 @@ def test_phi3_paths(tmp_path: Path, spm_models: dict[str, Path]) -> None:
                                                                                                 T.USER_DEFINED)
     target = make_target(tmp_path / "q", "Phi3ForCausalLM", tok_config={"tokenizer_class": "GPT2Tokenizer"})
     assert by_name(target_vocab_kvs(target, None, "phi3"))["tokenizer.ggml.model"].value == "gpt2"
+
+
+def test_a_target_without_tokenizer_config_says_what_it_loses(tmp_path: Path) -> None:
+    """Issue 24: a target without tokenizer_config.json silently lost the chat template, the pad id and add_bos.
+    Now a note says so (in the conversion's findings, printed as a ``note:`` line)."""
+    from conftest import FIXTURES
+
+    from dspark_convert import convert
+
+    target = tmp_path / "target"
+    shutil.copytree(FIXTURES / "target-qwen3", target)
+    (target / "tokenizer_config.json").unlink()
+    r = convert(FIXTURES / "dspark-qwen3", target, tmp_path / "d.gguf", cache=False)
+    notes = [f for f in r.findings if f.rule == "no-tokenizer-config"]
+    assert [(f.level, f.subject, f.message) for f in notes] == [(
+        "note", "tokenizer_config.json",
+        f"{target / 'tokenizer_config.json'}: no such file, so the GGUF has no chat template and no special-token "
+        "ids or add_bos/add_eos flags from it (only what config.json and tokenizer.json say)")]
+    keys = {kv.name for kv in GGUFReader(tmp_path / "d.gguf").fields.values()}
+    assert "tokenizer.chat_template" not in keys and "tokenizer.ggml.padding_token_id" not in keys
+    with_config = convert(FIXTURES / "dspark-qwen3", FIXTURES / "target-qwen3", tmp_path / "e.gguf", cache=False)
+    assert not [f for f in with_config.findings if f.rule == "no-tokenizer-config"]

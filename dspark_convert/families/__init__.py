@@ -61,11 +61,13 @@ def family_for(config: dict[str, Any], tensor_names: Iterable[str], where: str) 
             raise ConvertError(f"{where}: {e}") from None
     from ..tokenizer.handlers import TARGET_HANDLERS
 
-    if archs[0] in TARGET_HANDLERS:  # a plain target model: no --architecture makes it a draft
-        folder = os.path.dirname(where) or "."
-        raise ConvertError(f"{where}: architecture '{archs[0]}' is a target model, not a draft; pass the draft "
-                           f"checkpoint as DRAFT and this folder ({folder}) as --target-model-dir")
     known = [a for mod in modules for a in mod.ARCHITECTURES]
+    if archs[0] in TARGET_HANDLERS:  # a target model's class: the closest draft name would be a wrong hint
+        folder = os.path.dirname(where) or "."
+        raise ConvertError(f"{where}: architecture '{archs[0]}' is not a supported draft: it is a target model class; "
+                           f"if {folder} is the target, pass it as --target-model-dir and the draft as DRAFT; if it is "
+                           f"a draft declaring its target's class, pass --architecture with the draft's class (one "
+                           f"of {', '.join(dict.fromkeys(known))})")
     raise unknown_architecture(archs[0], known, where)
 
 

@@ -181,6 +181,10 @@ class SpecialVocab:
         config = dict(config) if config else config  # the post-processor rules below set some top-level keys
         if tokenizer:
             self._from_post_processor(tokenizer, config)
+        if config is None and self.dir.is_dir():
+            note("tokenizer_config.json", "no-tokenizer-config",
+                 f"{self.dir / 'tokenizer_config.json'}: no such file, so the GGUF has no chat template and no "
+                 "special-token ids or add_bos/add_eos flags from it (only what config.json and tokenizer.json say)")
         if not config:
             return
         self._chat_template_from(config)
