@@ -87,6 +87,11 @@ def test_allow_nonfinite_converts_and_keeps_the_nan(tmp_path: Path) -> None:
     bits = np.asarray(t.data).view(np.uint16).reshape(128, 64)  # BF16 copied byte for byte
     assert bits[3, 5] == 0x7FC0
     assert int(np.sum((bits & 0x7F80) == 0x7F80)) == 1
+    # issue 24: the NaN is named, per tensor (it used to be written with no word)
+    src = inp.draft / "model.safetensors"
+    want = (f"note: {src}: tensor 'layers.0.mlp.up_proj.weight' contains NaN or Inf values, written as they are to "
+            "'blk.0.ffn_up.weight' (--allow-nonfinite)")
+    assert [ln for ln in r.stdout.splitlines() if "NaN" in ln] == [want], r.stdout
 
 
 def documented_line(case_id: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import contextvars
 import errno
 import functools
 import os
@@ -29,6 +30,7 @@ from .. import schema as S
 from ..errors import ConvertError, Interrupted
 from ..gguffile.header import pad, write_header
 from ..hf.checkpoint import Checkpoint, TensorRef
+from ..notes import note
 from ..plan import Plan, TensorSpec
 from ..transforms import convert_chunk
 from .destination import new_partial, release
@@ -102,10 +104,17 @@ def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
     group = t.row_group(rows) if t is not None else 1
     dtype = t.out_dtype(tuple(r.dtype for r in refs)) if t is not None else first.dtype
 
+    noted: list[bool] = []  # --allow-nonfinite: one note per tensor, at its first chunk holding NaN/Inf
+
     def finish(chunk: np.ndarray) -> np.ndarray:
-        if not allow_nonfinite and _nonfinite(chunk, dtype):
-            raise ConvertError(f"{first.file}: tensor '{first.name}' contains NaN or Inf values "
-                               "(pass --allow-nonfinite to convert it anyway)")
+        if _nonfinite(chunk, dtype):
+            if not allow_nonfinite:
+                raise ConvertError(f"{first.file}: tensor '{first.name}' contains NaN or Inf values "
+                                   "(pass --allow-nonfinite to convert it anyway)")
+            if not noted:
+                noted.append(True)
+                note(spec.name, "nonfinite-written", f"{first.file}: tensor '{first.name}' contains NaN or Inf "
+                     f"values, written as they are to '{spec.name}' (--allow-nonfinite)")
         return convert_chunk(chunk, dtype, spec.ggml_type)
 
     if t is not None and group is None:  # rows that do not split evenly: the whole-tensor transform (normally raises)
@@ -204,7 +213,8 @@ def _write_tensors(f: BinaryIO, plan: Plan, sources: dict[str, Checkpoint], *, a
                     continue
                 if nxt is None:
                     break
-                pending.append(nxt if isinstance(nxt, TensorSpec) else pool.submit(nxt))
+                # each chunk runs in a copy of this context: a note it makes reaches the conversion's collector
+                pending.append(nxt if isinstance(nxt, TensorSpec) else pool.submit(contextvars.copy_context().run, nxt))
             if not pending:
                 break
             fut = pending.popleft()
