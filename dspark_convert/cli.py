@@ -262,8 +262,8 @@ def diff(
 @app.command("verify")
 def verify_cmd(
     gguf_file: Annotated[Path, typer.Argument(help="The converted GGUF draft.")],
-    hf: Annotated[Path, typer.Option("--hf", help="The original Hugging Face draft folder (config.json + safetensors).")],
-    target_model_dir: Annotated[Path | None, typer.Option("--target-model-dir", "-t", help="Target folder (embeddings, lm_head, config); not needed for a DeepSeek-V4 DSpark file.")] = None,
+    hf: Annotated[str, typer.Option("--hf", help="The original Hugging Face draft: a folder (config.json + safetensors) or a Hub repo id (org/name\\[@rev]).")],
+    target_model_dir: Annotated[str | None, typer.Option("--target-model-dir", "-t", help="Target folder or Hub repo id (embeddings, lm_head, config); not needed for a DeepSeek-V4 DSpark file.")] = None,
     context: Annotated[int, typer.Option(help="Context positions of the middle input case (cases: context/4, context, 4*context).")] = 16,
     seed: Annotated[int, typer.Option(help="Seed of the random features and tokens.")] = 0,
     steps: Annotated[int, typer.Option(help="EAGLE-3: chained draft steps.")] = 3,

@@ -180,6 +180,22 @@ def gguf_types(g: GGUFWeights) -> dict[str, str]:
     return {t.name: t.qtype.name for t in g.file.tensors if t.qtype is not None}
 
 
+def _from_hub(spec: str | Path | None, *, draft: bool) -> Any:
+    """A Hub repo id (``org/name[@rev]``, not an existing path) as its local snapshot folder, as ``hf2gguf`` and
+    ``check --target`` take it: the draft's config and weights, or the target's config, tokenizer files and the
+    shards holding its token embedding and output head. Anything else is returned as given."""
+    from .hf.hub import is_repo_id
+
+    if spec is None or not is_repo_id(str(spec)):
+        return spec
+    from .hf.hub import resolve_draft, resolve_target
+    from .reference.weights import EMBED_NAMES, OUTPUT_NAMES
+
+    if draft:
+        return resolve_draft(str(spec)).path
+    return resolve_target(str(spec), tensors=[*EMBED_NAMES, *OUTPUT_NAMES]).path
+
+
 def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | None, *, context: int = 16,
            seed: int = 0, steps: int = 3, quality: bool = True) -> VerifyReport:
     """Run the torch (HF, storage-rounded) and numpy (GGUF) forwards on seeded inputs; compare every component,
@@ -198,6 +214,7 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     for flag, value in (("--context", context), ("--steps", steps)):
         if value < 1:
             raise ConvertError(f"{flag} {value}: expected at least 1")
+    hf_dir, target_dir = _from_hub(hf_dir, draft=True), _from_hub(target_dir, draft=False)
     _require_folder(Path(hf_dir), "--hf", "the draft's Hugging Face folder, with config.json and safetensors")
     if target_dir is not None:
         _require_folder(Path(target_dir), "--target-model-dir", "the target model's folder, whose token embeddings "

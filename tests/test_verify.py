@@ -278,3 +278,26 @@ def test_render_prints_hostile_text_literally() -> None:
                     "first divergence: layer 0 output (case 1, context 16)", "look at: blk.0.*"):
         assert literal in out, literal
     assert out.rstrip().endswith("FAIL")
+
+
+def test_hub_repo_ids_are_accepted(converted, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24: ``verify --hf`` and ``--target-model-dir`` rejected the Hub repo ids ``hf2gguf`` and ``check
+    --target`` accept. Here the repos are in an offline Hub cache (no network): the same report as the folders."""
+    path = converted("dspark-qwen3", "bf16")
+    cache = tmp_path / "hf-cache"
+    for repo, fixture in (("org/draft", "dspark-qwen3"), ("org/target", "target-qwen3")):
+        snap = cache / f"models--{repo.replace('/', '--')}" / "snapshots" / ("ab" * 20)
+        shutil.copytree(FIXTURES / fixture, snap)
+        (snap.parents[1] / "refs").mkdir()
+        (snap.parents[1] / "refs" / "main").write_text("ab" * 20)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["verify", str(path), "--hf", "org/draft", "-t", "org/target", "--json", "--no-quality"])
+    assert r.exit_code == 0, r.stderr
+    local = runner.invoke(app, ["verify", str(path), "--hf", str(FIXTURES / "dspark-qwen3"), "-t", str(TARGET),
+                                "--json", "--no-quality"])
+    hub_doc, local_doc = json.loads(r.stdout), json.loads(local.stdout)
+    for doc in (hub_doc, local_doc):
+        doc.pop("hf_dir"), doc.pop("target_dir")
+    assert hub_doc == local_doc and hub_doc["passed"] is True
