@@ -155,7 +155,7 @@ def test_pre_tokenizer_note_is_labelled_and_in_json(tmp_path: Path) -> None:
     lines = r.stdout.splitlines()
     assert lines[0] == PRE_NOTE
     assert re.fullmatch(rf"wrote {re.escape(str(tmp_path / 'd.gguf'))}: dflash, 32 keys, 29 tensors, 230\.1 KiB "
-                        r"\(235,648 bytes\), in \d+\.\d\d s; writing took \d+\.\d\d s \(\d+\.\d MB/s\)", lines[1]), lines[1]
+                        r"\(235,648 bytes\), converted in \d+\.\d\d s \(start-up not counted\); writing took \d+\.\d\d s \(\d+\.\d MB/s\)", lines[1]), lines[1]
     assert lines[2:] == ["  outtype bf16", "  Markov head: yes; confidence head: yes",
                          "  draft dspark-qwen3; target target-qwen3"]
     j = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "e.gguf", "--json")

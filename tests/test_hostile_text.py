@@ -70,7 +70,7 @@ def test_hostile_output_name_is_printed_as_written(tmp_path: Path, monkeypatch: 
     assert listing(tmp_path) == ["[bold]x.gguf"]
     wrote = [ln for ln in r.stdout.splitlines() if ln.startswith("wrote")]
     assert len(wrote) == 1 and re.fullmatch(r"wrote \[bold\]x\.gguf: dflash, 32 keys, 29 tensors, 230\.1 KiB "
-                                            r"\(235,648 bytes\), in \d+\.\d\d s; writing took \d+\.\d\d s "
+                                            r"\(235,648 bytes\), converted in \d+\.\d\d s \(start-up not counted\); writing took \d+\.\d\d s "
                                             r"\(\d+\.\d MB/s\)", wrote[0]), wrote
 
 

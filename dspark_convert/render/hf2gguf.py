@@ -96,7 +96,7 @@ def render_conversion(r: ConvertResult, console: Console) -> None:
     else:
         rate = r.bytes_written / r.write_seconds / 1e6 if r.write_seconds else 0.0
         line(console, ("wrote", "bold green"), " ", text(r.path, limit=4096), f": {what}, {size_text(r.bytes_written)},"
-             f" in {r.seconds:.2f} s; writing took {r.write_seconds:.2f} s ({rate:.1f} MB/s)")
+             f" converted in {r.seconds:.2f} s (start-up not counted); writing took {r.write_seconds:.2f} s ({rate:.1f} MB/s)")
     for note in r.notes:
         line(console, "  ", text(note, limit=400))
 
