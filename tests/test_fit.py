@@ -308,6 +308,16 @@ def test_a_draft_given_as_the_target_is_named_a_draft(given: str, drafts: dict[s
     assert out.exit_code == 2 and out.error_lines == [f"error: {want}"], out.stderr
 
 
+def test_eagle3_llama3_scaling_in_rope_freqs_is_shown(drafts: dict[str, Path]) -> None:
+    """Issue 24: ``check --target`` showed ``rope-scaling none`` for the EAGLE-3 draft whose llama3 scaling is
+    written (as upstream does) as ``rope_freqs.weight`` rather than ``rope.scaling.*`` keys."""
+    rows = {r.id: r for r in check_fit(drafts["eagle3-llama"], TARGET).results}
+    assert rows["rope-scaling"].draft == "llama3 (frequency factors in rope_freqs.weight)"
+    assert rows["rope-scaling"].target == "none"
+    plain = {r.id: r for r in check_fit(drafts["eagle3-angelslim"], TARGET).results}
+    assert plain["rope-scaling"].draft == "none"
+
+
 def test_draft_failing_loader_rules_is_reported_too(tmp_path: Path, qwen_kvs: list[Any]) -> None:
     bad = write_sample(tmp_path / "bad.gguf")
     report = check_fit(bad, write_target_gguf(tmp_path / "t.gguf", qwen_kvs))

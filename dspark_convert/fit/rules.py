@@ -252,16 +252,18 @@ def rule_rope_base(p: Pair) -> Outcome:
     return Outcome("info", a, b, _same(a, b, "rope bases"))
 
 
-def _scaling(hp: dict[str, Any]) -> str:
+def _scaling(hp: dict[str, Any], tensors: dict[str, Any] | None = None) -> str:
+    """A side's rope scaling; a GGUF whose llama3 scaling lives in ``rope_freqs.weight`` (no ``rope.scaling.*``
+    keys, as upstream writes llama3 scaling) says so instead of ``none``."""
     kind = hp.get("rope_scaling_type")
     if kind in (None, "none"):
-        return "none"
+        return f"llama3 (frequency factors in {S.T_ROPE_FREQS})" if tensors and S.T_ROPE_FREQS in tensors else "none"
     orig = hp.get("rope_scaling_orig_ctx")
     return f"{kind} x{hp.get('rope_scaling_factor')}" + (f" (original context {orig})" if orig else "")
 
 
 def rule_rope_scaling(p: Pair) -> Outcome:
-    a, b = _scaling(p.draft.hp), _scaling(p.target.hp)
+    a, b = _scaling(p.draft.hp, p.draft.tensors), _scaling(p.target.hp, p.target.tensors)
     return Outcome("info", a, b, _same(a, b, "rope scalings"))
 
 
