@@ -28,7 +28,7 @@ FOREIGN = {
     "--spec-type": ("llama",), "--spec-draft-n-max": ("llama",),
     "--remote": ("upstream", "convert_hf_to_gguf"), "--split-max-size": ("upstream", "convert_hf_to_gguf"),
     "--dspark": ("upstream", "convert_hf_to_gguf"), "--vocab-only": ("upstream", "convert_hf_to_gguf"),
-    "--check": ("fixtures/generate.py",), "--revision": ("hf download",), "--clear": ("python3 -m venv",),
+    "--check": ("fixtures/generate.py",), "--revision": ("hf download",), "--clear": ("python3 -m venv",), "--no-files": ("fish",),
     **{f: ("bench",) for f in ("--sizes", "--only", "--workdir", "--keep", "--warm", "--package", "--tiny",
                                 "--runs", "--repeat", "--seeds", "--tokenizers", "--outtypes",
                                 "--cold-runs")},
