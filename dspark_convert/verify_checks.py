@@ -97,8 +97,9 @@ def compare_values(name: str, ref: np.ndarray, got: np.ndarray, bound: float | N
     if ref64.shape != got64.shape:
         return OutputCheck(name, list(ref64.shape), grade="shape mismatch", passed=False,
                            detail=f"reference shape {list(ref64.shape)}, GGUF forward shape {list(got64.shape)}")
-    if not np.isfinite(got64).all():
-        return OutputCheck(name, list(ref64.shape), grade="non-finite", passed=False, detail="GGUF forward produced NaN/Inf")
+    bad = _nonfinite_sides(ref64, got64)
+    if bad:
+        return OutputCheck(name, list(ref64.shape), grade="non-finite", passed=False, detail=bad)
     mse = float(np.mean((got64 - ref64) ** 2)) if ref64.size else 0.0
     energy = float(np.mean(ref64 ** 2)) if ref64.size else 0.0
     energy_only = bound is not None if by_energy is None else by_energy
@@ -111,6 +112,16 @@ def compare_values(name: str, ref: np.ndarray, got: np.ndarray, bound: float | N
     ok = nmse < bound
     return OutputCheck(name, list(ref64.shape), nmse=nmse, nmse_db=db, max_abs=max_abs,
                        grade="round-off" if ok else "differs", passed=ok)
+
+
+def _nonfinite_sides(ref: np.ndarray, got: np.ndarray) -> str:
+    """Which forward produced NaN/Inf ('' when neither): when the reference did too, the checkpoint itself holds
+    non-finite values (a conversion with --allow-nonfinite names them), not the GGUF forward."""
+    ref_bad, got_bad = not np.isfinite(ref).all(), not np.isfinite(got).all()
+    if ref_bad:
+        return (("both forwards produced" if got_bad else "the reference (HF checkpoint) forward produced") +
+                " NaN/Inf: the checkpoint holds non-finite values")
+    return "GGUF forward produced NaN/Inf" if got_bad else ""
 
 
 def _near_tie(ref_row: np.ndarray, got_row: np.ndarray, a: int, b: int) -> bool:
@@ -173,6 +184,11 @@ def compare_tokens(name: str, ref_tokens: np.ndarray, got_tokens: np.ndarray, re
     if ref_tokens.shape != got_tokens.shape or np.shape(ref_logits) != np.shape(got_logits):
         c.passed, c.detail = False, f"{got_tokens.size} tokens, expected {ref_tokens.size}"
         c.grade = "shape mismatch"
+        return c
+    bad = _nonfinite_sides(np.asarray(ref_logits, np.float64), np.asarray(got_logits, np.float64))
+    if bad:  # argmax of NaN logits is position 0 on both sides: agreement would mean nothing
+        c.passed, c.grade, c.detail = False, "non-finite", f"logits: {bad}"
+        c.agree, c.total = 0, int(ref_tokens.size)
         return c
     hard, ties = [], 0
     for i in np.flatnonzero(ref_tokens != got_tokens):

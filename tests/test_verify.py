@@ -196,6 +196,25 @@ def test_compare_values_numbers() -> None:
     assert not compare_values("x", ref, np.array([0.0, np.nan, 2.0, 3.0])).passed
 
 
+def test_nonfinite_values_are_blamed_on_the_side_holding_them() -> None:
+    """Issue 24: a NaN in the checkpoint was blamed on the GGUF forward, and NaN logits gave 'chosen tokens 21/21
+    identical PASS' (both argmax to 0)."""
+    from dspark_convert.verify_checks import compare_tokens
+
+    ref, nan = np.array([0.0, 1.0, 2.0, 3.0]), np.array([0.0, np.nan, 2.0, 3.0])
+    assert compare_values("x", ref, nan).detail == "GGUF forward produced NaN/Inf"
+    both = compare_values("x", nan, nan)
+    assert (both.passed, both.grade, both.detail) == (False, "non-finite", "both forwards produced NaN/Inf: the "
+                                                      "checkpoint holds non-finite values")
+    only_ref = compare_values("x", nan, ref, bound=None)
+    assert not only_ref.passed and only_ref.detail.startswith("the reference (HF checkpoint) forward produced NaN/Inf")
+    logits = np.full((3, 5), np.nan)
+    tokens = np.zeros(3, dtype=np.int64)
+    t = compare_tokens("chosen tokens", tokens, tokens, logits, logits)
+    assert (t.passed, t.grade, t.agree, t.total) == (False, "non-finite", 0, 3)
+    assert t.detail == "logits: both forwards produced NaN/Inf: the checkpoint holds non-finite values"
+
+
 def test_compare_cases_keeps_the_worst_case() -> None:
     ref = [np.eye(3), 2 * np.eye(3)]
     got = [np.eye(3), 2 * np.eye(3) + 1e-3]
