@@ -4,6 +4,8 @@ line and exit 2, never a traceback."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import io
 import os
 import subprocess
@@ -73,14 +75,26 @@ def test_a_closed_pipe_keeps_the_exit_code(which: str, args: list[object], code:
     assert pipe.attempts >= 1 and capsys.readouterr().err == ""  # it tried to write once, then stayed quiet
 
 
+class FullDisk(ClosedPipe):
+    """A stdout on a full disk (``>/dev/full``): writes are buffered, the flush fails with ENOSPC."""
+
+    def write(self, s: str) -> int:
+        self.attempts += 1
+        return len(s)
+
+    def flush(self) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
 @pytest.mark.parametrize("args", [["inspect", "{f}"], ["check", "{f}", "--json"], ["check", "{f}", "--target", TARGET]])
-def test_a_full_stdout_is_one_error_line(args: list[object], draft: Path, monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("where", ["/dev/full", "buffered"])
+def test_a_full_stdout_is_one_error_line(args: list[object], where: str, draft: Path, monkeypatch: pytest.MonkeyPatch,
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    if not os.path.exists("/dev/full"):
-        pytest.skip("no /dev/full on this system")
-    with open("/dev/full", "w") as full:
-        assert run_main(monkeypatch, full, *(draft if a == "{f}" else a for a in args)) == 2
-    assert capsys.readouterr().err == "error: cannot write to standard output: No space left on device\n"
+    """The real /dev/full (Linux, every CI machine here) and a stream failing only at its flush."""
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(open(where, "w")) if where == "/dev/full" else FullDisk()
+        assert run_main(monkeypatch, out, *(draft if a == "{f}" else a for a in args)) == 2
+    assert capsys.readouterr().err == f"error: cannot write to standard output: {os.strerror(errno.ENOSPC)}\n"
 
 
 def test_head_closing_the_pipe_of_the_real_command(draft: Path) -> None:

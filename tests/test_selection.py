@@ -55,9 +55,11 @@ def test_family_for_claims_a_draft_inside_a_target_by_its_tensors(monkeypatch: p
     for cfg, names in ((config, ["model.layers.0.attn.wq.weight"]), ({"architectures": ["DeepseekV4ForCausalLM"]}, ["mtp.0.x"])):
         with pytest.raises(ConvertError) as e:
             family_for(cfg, names, "c.json")
-        assert str(e.value) == (f"c.json: architecture 'DeepseekV4ForCausalLM' is not a supported draft (known: {known}); "
-                                "closest known name: Eagle3LlamaForCausalLM (pass --architecture Eagle3LlamaForCausalLM "
-                                "if the checkpoint has that layout)")
+        # a target class: said so, no closest-name hint (issue 24: it pointed a Qwen3 target at LlamaForCausalLM)
+        assert str(e.value) == ("c.json: architecture 'DeepseekV4ForCausalLM' is not a supported draft: it is a target "
+                                "model class; if . is the target, pass it as --target-model-dir and the draft as DRAFT; "
+                                "if it is a draft declaring its target's class, pass --architecture with the draft's "
+                                f"class (one of {known.removesuffix(', LingDSparkModel')})")
 
 
 def test_every_family_module_implements_the_contract() -> None:
