@@ -340,8 +340,9 @@ def test_add_flags_roberta_and_config_override(tmp_path: Path) -> None:
     kvs = target_vocab_kvs(make_target(tmp_path / "t", tokenizer=data, tok_config={"add_sep_token": False}),
                            None, "gpt2")
     flags = [(kv.name, kv.value) for kv in kvs if kv.name.startswith("tokenizer.ggml.add_")]
+    # b11434: the post-processor wins over tokenizer_config's add_sep_token false (749f688 wrote false)
     assert flags == [("tokenizer.ggml.add_bos_token", True), ("tokenizer.ggml.add_eos_token", True),
-                     ("tokenizer.ggml.add_sep_token", False)]
+                     ("tokenizer.ggml.add_sep_token", True)]
 
 
 # ---------------------------------------------------------------------------------------------- chat templates
@@ -392,6 +393,11 @@ def test_normalizer_flags(tmp_path: Path) -> None:
     data["normalizer"] = {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
                           "strip_accents": None, "lowercase": True}
     kvs = target_vocab_kvs(make_target(tmp_path / "b", tokenizer=data), None, "gpt2")
+    # b11434 takes BertNormalizer's fields as they are: a null strip_accents is not written
+    assert kvs[-1] == KV("tokenizer.ggml.normalizer.lowercase", VT.BOOL, True)
+    assert "tokenizer.ggml.normalizer.strip_accents" not in by_name(kvs)
+    data["normalizer"]["strip_accents"] = True
+    kvs = target_vocab_kvs(make_target(tmp_path / "s", tokenizer=data), None, "gpt2")
     assert names(kvs)[-2:] == ["tokenizer.ggml.normalizer.lowercase", "tokenizer.ggml.normalizer.strip_accents"]
     assert not any("normalizer" in n for n in names(target_vocab_kvs(make_target(tmp_path / "c"), None, "gpt2")))
 
