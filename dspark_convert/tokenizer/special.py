@@ -1,6 +1,7 @@
 """The SpecialVocab block of the tokenizer KVs: merges, special ids, add flags, chat templates, normalizer flags.
 
-Re-implements what gguf-py's ``SpecialVocab`` reads from a target directory (contract §2.5.4), without
+Re-implements what gguf-py's ``SpecialVocab`` of llama.cpp b11434 reads from a target directory (contract §2.5.4,
+with the post-processor and normalizer rules of spec/upstream-b11434.md §2.8; docs/tokenizer.md), without
 transformers and with our own error handling. The PyPI ``gguf`` 0.19.0 version lacks the normalizer flags that
 upstream [LC] writes, so the logic lives here. Quirks of upstream are kept on purpose (they decide byte parity):
 ``tokenizer_config.json`` values are compared as they are (a dict-form ``bos_token`` never equals a template id),
