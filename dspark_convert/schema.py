@@ -5,12 +5,21 @@ every arch string, metadata key (with its GGUF value type) and tensor name that 
 GGUF side only: the HF -> GGUF name tables belong to the family modules (``families/*.NAMES``). The converter
 spells GGUF names only through this module; the reference forwards (``reference/*``) and ``verify`` spell them
 again on purpose, so that a wrong name here cannot hide behind the same wrong name there. Facts come from
-``spec/gguf-contract.md`` (llama.cpp master @749f688).
+``spec/gguf-contract.md`` (written against llama.cpp master @749f688) and ``spec/upstream-b11434.md`` (what changed
+up to the release the converter now matches, :data:`UPSTREAM_REFERENCE`).
 """
 
 from __future__ import annotations
 
 from .gguf_constants import QT, VT
+
+# ---------------------------------------------------------------------------------------------- reference
+#: the llama.cpp release whose ``convert_hf_to_gguf.py`` our files match byte for byte (informational
+#: ``general.*`` keys aside); the summary, ``--json`` and the docs name it, and the tokenizer cache keys on it.
+UPSTREAM_REFERENCE = "b11434"
+UPSTREAM_REFERENCE_DATE = "2026-10-06"
+#: how user-facing text names the reference
+UPSTREAM_REFERENCE_NAME = f"llama.cpp {UPSTREAM_REFERENCE}"
 
 # ---------------------------------------------------------------------------------------------- architectures
 ARCH_DFLASH = "dflash"

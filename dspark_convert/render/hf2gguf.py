@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
+from .. import schema as S
 from ..gguffile.packed import PackedStrings
 from .base import Col, Row, emit_table, line, plural, size_text, text
 from .gguf import value_preview
@@ -45,10 +46,21 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     }
 
 
+def reference_to_dict() -> dict[str, str]:
+    """The upstream converter whose output our files match (``reference`` in the JSON documents)."""
+    return {"converter": "llama.cpp convert_hf_to_gguf.py", "revision": S.UPSTREAM_REFERENCE,
+            "date": S.UPSTREAM_REFERENCE_DATE}
+
+
+def reference_line() -> str:
+    """The summary's last line: which upstream release the file matches."""
+    return f"matches {S.UPSTREAM_REFERENCE_NAME} ({S.UPSTREAM_REFERENCE_DATE}) convert_hf_to_gguf.py"
+
+
 def conversion_to_dict(r: ConvertResult) -> dict[str, Any]:
     """The ``hf2gguf --json`` document (schema in docs/json-schemas.md)."""
     return {"output": str(r.path) if r.path else None, "dry_run": r.dry_run, "family": r.family,
-            "architecture": r.architecture, "outtype": r.outtype,
+            "reference": reference_to_dict(), "architecture": r.architecture, "outtype": r.outtype,
             "bytes_written": r.bytes_written, "seconds": round(r.seconds, 3), "write_seconds": round(r.write_seconds, 3),
             "findings": [f.to_dict() for f in r.findings], "plan": plan_to_dict(r.plan)}
 
@@ -99,6 +111,7 @@ def render_conversion(r: ConvertResult, console: Console) -> None:
              f" converted in {r.seconds:.2f} s (start-up not counted); writing took {r.write_seconds:.2f} s ({rate:.1f} MB/s)")
     for note in r.notes:
         line(console, "  ", text(note, limit=400))
+    line(console, "  ", reference_line())
 
 
 # ============================================================================================== check

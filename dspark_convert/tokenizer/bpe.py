@@ -3,9 +3,9 @@
 Upstream builds these lists from ``transformers.AutoTokenizer``; we use the ``tokenizers`` library (the engine
 under transformers' fast tokenizers) and replay the few things transformers 5 does on top of tokenizer.json
 that change the result: named special tokens (with the defaults of the tokenizer class AutoTokenizer picks,
-class_defaults.py) and ``added_tokens_decoder`` entries of tokenizer_config.json become added tokens, an
-explicit ``add_bos_token`` / ``add_eos_token`` there replaces the post-processor, and truncation/padding are off
-when encoding. Tokenizer classes that rebuild their backend from vocab/merges are
+class_defaults.py) and ``added_tokens_decoder`` entries of tokenizer_config.json become added tokens, and
+truncation/padding are off when encoding. tokenizer_config's ``add_bos_token`` / ``add_eos_token`` are ignored
+(transformers 5.24.0 drops them when a tokenizer.json exists: its post-processor decides). Tokenizer classes that rebuild their backend from vocab/merges are
 assumed to rebuild it equal to tokenizer.json.
 """
 
@@ -181,19 +181,9 @@ def apply_transformers_rules(tok: Tokenizer, config: dict[str, Any], specials: l
     if todo:
         tok.add_special_tokens(todo)
     tok.encode_special_tokens = bool(config.get("split_special_tokens", False))
-    # 3. An explicit add_bos_token / add_eos_token makes transformers rebuild the post-processor.
-    if "add_bos_token" in config or "add_eos_token" in config:
-        bos, eos = token_content(config.get("bos_token")), token_content(config.get("eos_token"))
-        bos_id = tok.token_to_id(bos) if bos is not None else None
-        eos_id = tok.token_to_id(eos) if eos is not None else None
-        add_bos = bool(config.get("add_bos_token")) and bos_id is not None
-        add_eos = bool(config.get("add_eos_token")) and eos_id is not None
-        single = f"{f'{bos}:0 ' if add_bos else ''}$A:0{f' {eos}:0' if add_eos else ''}"
-        pair = f"{single}{f' {bos}:1' if add_bos else ''} $B:1{f' {eos}:1' if add_eos else ''}"
-        special = ([(bos, bos_id)] if add_bos else []) + ([(eos, eos_id)] if add_eos else [])
-        from tokenizers import processors
-
-        tok.post_processor = processors.TemplateProcessing(single=single, pair=pair, special_tokens=special)
+    # 3. tokenizer_config's add_bos_token / add_eos_token do nothing here: with a tokenizer.json, transformers
+    #    5.24.0 drops both before the class is built (tokenization_utils_base.py, _from_pretrained) and keeps
+    #    tokenizer.json's post-processor (a DeepSeek-V3 target with add_bos_token true hashes without BOS).
 
 
 # ---------------------------------------------------------------------------------------------- tokenizer.ggml.pre

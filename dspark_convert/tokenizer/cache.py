@@ -6,8 +6,8 @@ same every time. An entry is keyed by:
 - the content (sha256) of every file the tokenizer handlers read from the target folder (tokenizer.json,
   tokenizer_config.json, config.json, tokenizer.model, added_tokens.json, merges.txt, chat templates);
 - the folder's path (warnings name it), the handler and the draft ``vocab_size``;
-- this package's version, a fingerprint of the code and data that build the block, and the versions of
-  ``tokenizers`` and ``sentencepiece``.
+- this package's version, the upstream release whose rules the block follows (``schema.UPSTREAM_REFERENCE``), a
+  fingerprint of the code and data that build the block, and the versions of ``tokenizers`` and ``sentencepiece``.
 
 Entries are written to a temporary file and renamed into place (atomic: concurrent runs each write a complete
 entry, a reader never sees half of one), carry a sha256 of their content (a damaged or truncated entry is
@@ -82,8 +82,13 @@ def _code_fingerprint() -> str:
         except PackageNotFoundError:
             return "-"
 
+    from ..schema import UPSTREAM_REFERENCE
+
     pkg = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256(f"{FORMAT} {__version__} {installed('tokenizers')} {installed('sentencepiece')}".encode())
+    # The upstream release whose rules the block follows is part of the key: entries made under another
+    # reference's rules (e.g. 749f688's add flags) are never replayed.
+    h = hashlib.sha256(f"{FORMAT} {__version__} {UPSTREAM_REFERENCE} {installed('tokenizers')} "
+                       f"{installed('sentencepiece')}".encode())
     files = sorted((pkg / "tokenizer").glob("*.py")) + sorted((pkg / "tokenizer" / "data").glob("*"))
     files += [pkg / "schema.py", pkg / "plan.py", pkg / "gguffile" / "packed.py"]
     for f in files:

@@ -50,8 +50,10 @@ TARGET_HANDLERS: dict[str, str] = {
     # Qwen2Model / Qwen3Model: SentencePiece first
     "Qwen2ForCausalLM": "qwen", "Qwen2Model": "qwen", "Qwen3ForCausalLM": "qwen", "Qwen3Model": "qwen",
     "DeepseekForCausalLM": "qwen",  # DeepseekModel tries SentencePiece first too
+    "Qwen3VLForConditionalGeneration": "qwen",  # b11434 Qwen3VLTextModel(Qwen3Model)
     # TextModel.set_vocab (byte-level BPE)
     "Qwen2MoeForCausalLM": "gpt2", "Qwen3MoeForCausalLM": "gpt2", "Qwen3NextForCausalLM": "gpt2",
+    "Qwen3VLMoeForConditionalGeneration": "gpt2",  # b11434 Qwen3VLMoeTextModel(Qwen3MoeModel)
     "Lfm2ForCausalLM": "gpt2", "LFM2ForCausalLM": "gpt2", "Lfm2MoeForCausalLM": "gpt2",
     "DeepseekV2ForCausalLM": "gpt2", "DeepseekV3ForCausalLM": "gpt2", "DeepseekV4ForCausalLM": "gpt2",
     "DeepseekV4DSparkModel": "gpt2",  # a DeepSeek-V4 checkpoint whose config names its DSpark class: its own target

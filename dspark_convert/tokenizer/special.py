@@ -1,6 +1,7 @@
 """The SpecialVocab block of the tokenizer KVs: merges, special ids, add flags, chat templates, normalizer flags.
 
-Re-implements what gguf-py's ``SpecialVocab`` reads from a target directory (contract §2.5.4), without
+Re-implements what gguf-py's ``SpecialVocab`` of llama.cpp b11434 reads from a target directory (contract §2.5.4,
+with the post-processor and normalizer rules of spec/upstream-b11434.md §2.8; docs/tokenizer.md), without
 transformers and with our own error handling. The PyPI ``gguf`` 0.19.0 version lacks the normalizer flags that
 upstream [LC] writes, so the logic lives here. Quirks of upstream are kept on purpose (they decide byte parity):
 ``tokenizer_config.json`` values are compared as they are (a dict-form ``bos_token`` never equals a template id),
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from string import ascii_letters, digits
 from typing import Any
@@ -77,8 +79,12 @@ def merges_from_txt(path: Path) -> list[str]:
     return merges
 
 
-def _normalizer_flags(normalizer: Any, flags: dict[str, bool]) -> None:
-    """Collect lowercase / strip_accents from a tokenizer.json normalizer, recursing into Sequence."""
+def _normalizer_flags(normalizer: Any, flags: dict[str, Any]) -> None:
+    """lowercase / strip_accents from a tokenizer.json normalizer, recursing into Sequence (b11434 rules).
+
+    ``Lowercase`` / ``StripAccents`` set their flag true; a ``BertNormalizer`` sets each flag to its field's value
+    when the field is present (false and null included: a null is not written); a later entry overrides.
+    """
     if not isinstance(normalizer, dict):
         return
     kind = normalizer.get("type")
@@ -87,13 +93,9 @@ def _normalizer_flags(normalizer: Any, flags: dict[str, bool]) -> None:
     elif kind == "StripAccents":
         flags["strip_accents"] = True
     elif kind == "BertNormalizer":
-        lowercase = normalizer.get("lowercase", True)
-        if lowercase:
-            flags["lowercase"] = True
-        strip = normalizer.get("strip_accents")
-        # tokenizers semantics: a null strip_accents follows lowercase.
-        if strip or (strip is None and lowercase):
-            flags["strip_accents"] = True
+        for field in ("lowercase", "strip_accents"):
+            if field in normalizer:
+                flags[field] = normalizer[field]
     elif kind == "Sequence":
         for sub in normalizer.get("normalizers") or []:
             _normalizer_flags(sub, flags)
@@ -116,6 +118,21 @@ def _special_id(template_item: dict[str, Any]) -> Any:
 def _sequence_id(template_item: dict[str, Any]) -> Any:
     seq = template_item.get("Sequence")
     return seq.get("id") if isinstance(seq, dict) else None
+
+
+@dataclass
+class _TokenNames:
+    """The bos / cls / eos / sep names from tokenizer_config.json that the post-processor rules compare and fill."""
+
+    bos: Any = None
+    cls: Any = None
+    eos: Any = None
+    sep: Any = None
+
+    @classmethod
+    def of(cls, config: dict[str, Any] | None) -> _TokenNames:
+        c = config or {}
+        return cls(c.get("bos_token"), c.get("cls_token"), c.get("eos_token"), c.get("sep_token"))
 
 
 class SpecialVocab:
@@ -141,7 +158,7 @@ class SpecialVocab:
         self.special_ids: dict[str, int] = {}
         self.add_flags: dict[str, bool] = {}
         self.chat_template: Any = None
-        self.normalizer: dict[str, bool] = {}
+        self.normalizer: dict[str, Any] = {}
         self._load(tokenizer_data)
 
     # ------------------------------------------------------------------------------------------ loading
@@ -191,7 +208,13 @@ class SpecialVocab:
         for typ in self.types:
             add_entry = config.get(f"add_{typ}_token")
             if isinstance(add_entry, bool):
-                self.add_flags[typ] = add_entry
+                # b11434: the post-processor wins; tokenizer_config only fills flags it left unset.
+                if typ not in self.add_flags:
+                    self.add_flags[typ] = add_entry
+                elif self.add_flags[typ] != add_entry:
+                    note(S.ADD_TOKEN_KEYS.get(typ, f"add_{typ}_token"), "add-flag-mismatch",
+                         f"{self.dir / 'tokenizer_config.json'}: add_{typ}_token is {add_entry} but the "
+                         f"tokenizer.json post-processor gives {self.add_flags[typ]}; the post-processor wins")
             content = token_content(config.get(f"{typ}_token"))
             if content is None:
                 continue
@@ -200,50 +223,64 @@ class SpecialVocab:
             self.set_special_token(typ, tid, tj)
 
     def _from_post_processor(self, tokenizer: dict[str, Any], config: dict[str, Any] | None) -> None:
-        cfg = config or {}
-        bos, cls, eos, sep = cfg.get("bos_token"), cfg.get("cls_token"), cfg.get("eos_token"), cfg.get("sep_token")
-        if not bos and cls and config:
-            config["bos_token"] = bos = cls
-        if not eos and sep and config:
-            config["eos_token"] = eos = sep
+        """The add flags (and some implied token names) a tokenizer.json ``post_processor`` gives (b11434 rules).
+
+        Each processor, or each entry of a ``Sequence``, in order: ``ByteLevel`` defaults add_bos/add_eos to false
+        (a later entry may still set them), ``RobertaProcessing`` sets all three to true, ``TemplateProcessing``
+        is read by :meth:`_from_template`. Other kinds (``BertProcessing``, ...) set nothing.
+        """
+        names = _TokenNames.of(config)
+        if not names.bos and names.cls and config:
+            config["bos_token"] = names.bos = names.cls
+        if not names.eos and names.sep and config:
+            config["eos_token"] = names.eos = names.sep
         post = tokenizer.get("post_processor")
         if not isinstance(post, dict) or not post:
             return
         for proc in post.get("processors", [post]):
             if not isinstance(proc, dict):
                 continue
-            if proc.get("type") == "RobertaProcessing":
+            kind = proc.get("type")
+            if kind == "ByteLevel":
+                self.add_flags.setdefault("bos", False)
+                self.add_flags.setdefault("eos", False)
+            elif kind == "RobertaProcessing":
                 self.add_flags.update(bos=True, eos=True, sep=True)
-                if not cls and config:
-                    cls = config["cls_token"] = proc.get("cls", [bos])[0]
-                if not sep and config:
-                    sep = config["sep_token"] = proc.get("sep", [eos])[0]
-            elif proc.get("type") == "TemplateProcessing":
-                bos, eos = self._from_template(proc, config, bos, cls, eos, sep)
+                if not names.cls and config:
+                    names.cls = config["cls_token"] = proc.get("cls", [names.bos])[0]
+                if not names.sep and config:
+                    names.sep = config["sep_token"] = proc.get("sep", [names.eos])[0]
+            elif kind == "TemplateProcessing":
+                self._from_template(proc, config, names)
 
-    def _from_template(self, proc: dict[str, Any], config: dict[str, Any] | None,
-                       bos: Any, cls: Any, eos: Any, sep: Any) -> tuple[Any, Any]:
+    def _from_template(self, proc: dict[str, Any], config: dict[str, Any] | None, names: _TokenNames) -> None:
         """Upstream's crude TemplateProcessing reading: add_bos/add_eos from ``single``, add_sep from ``pair``."""
         single, pair = proc.get("single") or [], proc.get("pair") or []
         first = last = None
         if len(single) > 1:
             if first := _special_id(single[0]):
                 if not config:
-                    bos = first
-                self.add_flags["bos"] = first in (bos, cls)
+                    names.bos = first
+                elif first not in (names.bos, names.cls):
+                    # A leading token that tokenizer_config does not name: it names the missing bos / cls.
+                    if not names.bos:
+                        config["bos_token"] = names.bos = first
+                    if not names.cls:
+                        config["cls_token"] = names.cls = first
+                self.add_flags["bos"] = first in (names.bos, names.cls)
             if last := _special_id(single[-1]):
                 if not config:
-                    eos = last
-                elif last != eos:
+                    names.eos = last
+                elif last != names.eos:
                     # A trailing token other than eos: the configured eos becomes eot (or eom), as upstream does.
                     if "eot" not in self.types:
                         self.types += ("eot",)
-                        config["eot_token"] = eos
+                        config["eot_token"] = names.eos
                     elif "eom" not in self.types:
                         self.types += ("eom",)
-                        config["eom_token"] = eos
-                    config["eos_token"] = eos = last
-                self.add_flags["eos"] = last == eos
+                        config["eom_token"] = names.eos
+                    config["eos_token"] = names.eos = last
+                self.add_flags["eos"] = last == names.eos
         if pair:
             start = 1 if first and _special_id(pair[0]) == first else 0
             stop = -1 if last and _special_id(pair[-1]) == last else None
@@ -252,14 +289,13 @@ class SpecialVocab:
                 middle = middle[1:-1]
                 add_sep = False
                 entry = _special_id(middle[0])
-                if entry and entry in (sep, eos) and not last:
+                if entry and entry in (names.sep, names.eos) and not last:
                     add_sep = True
-                if len(middle) == 2 and (entry := _special_id(middle[1])) and entry in (sep, eos):
+                if len(middle) == 2 and (entry := _special_id(middle[1])) and entry in (names.sep, names.eos):
                     add_sep = True
                 self.add_flags["sep"] = add_sep
-                if add_sep and not sep and config:
-                    config["sep_token"] = eos
-        return bos, eos
+                if add_sep and not names.sep and config:
+                    config["sep_token"] = names.eos
 
     def _chat_template_from(self, config: dict[str, Any]) -> None:
         alt: Any = None
@@ -309,10 +345,9 @@ class SpecialVocab:
         if self.chat_template is not None:
             for kv in chat_template_kvs(self.chat_template):
                 add_kv(out, kv)
-        if self.normalizer.get("lowercase"):
-            add_kv(out, KV(S.TOKENIZER_LOWERCASE, VT.BOOL, True))
-        if self.normalizer.get("strip_accents"):
-            add_kv(out, KV(S.TOKENIZER_STRIP_ACCENTS, VT.BOOL, True))
+        for field, key in (("lowercase", S.TOKENIZER_LOWERCASE), ("strip_accents", S.TOKENIZER_STRIP_ACCENTS)):
+            if self.normalizer.get(field) is not None:
+                add_kv(out, KV(key, VT.BOOL, bool(self.normalizer[field])))
         return out
 
 
