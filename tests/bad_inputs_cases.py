@@ -564,3 +564,56 @@ def _(inp: Inputs) -> None:
       "{draft}/model.safetensors: tensor 'fc.bias')", fixture="dflash-zlab", section="§3.7")
 def _(inp: Inputs) -> None:
     set_tensor(inp.draft, "fc.bias", "BF16", np.zeros(64, np.uint16))
+
+
+# ---------------------------------------------------------------------------------------------- DFlash2 (issue 22)
+def _dflash2_config(inp: Inputs, **dc: Any) -> None:
+    cfg = read_config(inp.draft)
+    for k, v in dc.items():
+        if v is DELETE:
+            cfg["dflash_config"].pop(k)
+        else:
+            cfg["dflash_config"][k] = v
+    write_config(inp.draft, cfg)
+
+
+@case("dflash2-missing-conv-key", "{draft}/config.json: dflash_config has no 'conv_group_size'; a DFlash2DraftModel "
+      "needs conv_kernel_size, conv_group_size, selector_rank and selector_top_k", fixture="dflash2-zlab")
+def _(inp: Inputs) -> None:
+    _dflash2_config(inp, conv_group_size=DELETE)
+
+
+@case("dflash2-group-not-divisor", "{draft}/config.json: hidden_size 64 is not a multiple of "
+      "dflash_config.conv_group_size 24", fixture="dflash2-zlab")
+def _(inp: Inputs) -> None:
+    _dflash2_config(inp, conv_group_size=24)
+
+
+@case("dflash2-top-k-too-large", "{draft}/config.json: hidden_size 64 is below selector_top_k x (selector_top_k + 1) "
+      "= 72", fixture="dflash2-zlab")
+def _(inp: Inputs) -> None:
+    _dflash2_config(inp, selector_top_k=8)
+
+
+@case("dflash2-zero-rank", "{draft}/config.json: key 'dflash_config.selector_rank' is 0, expected a positive integer",
+      fixture="dflash2-zlab")
+def _(inp: Inputs) -> None:
+    _dflash2_config(inp, selector_rank=0)
+
+
+@case("dflash2-d2t", "{draft}/model.safetensors: tensor 'd2t' is not allowed in a DFlash2DraftModel checkpoint",
+      fixture="dflash2-zlab")
+def _(inp: Inputs) -> None:
+    set_tensor(inp.draft, "d2t", "I64", np.zeros(1024, np.int64))
+
+
+@case("dflash2-codebook-shape", "{draft}/model.safetensors: tensor 'candidate_selector.predecessor_codebook' has shape "
+      "[1024, 7], expected [1024, 8]", fixture="dflash2-zlab")
+def _(inp: Inputs) -> None:
+    set_tensor(inp.draft, "candidate_selector.predecessor_codebook", "BF16", np.zeros((1024, 7), np.uint16))
+
+
+@case("dflash2-missing-base-kernel", "{draft}: tensor 'layers.1.mlp_conv.base_kernel' is missing; llama.cpp's DFlash2 "
+      "loader requires blk.1.ffn_conv_base", fixture="dflash2-zlab")
+def _(inp: Inputs) -> None:
+    drop_tensor(inp.draft, "layers.1.mlp_conv.base_kernel")

