@@ -20,7 +20,6 @@ from new_drafts import ORACLE, OUTTYPES, VARIANTS, make
 
 from dspark_convert import convert
 from dspark_convert.check import check_file, errors
-from dspark_convert.errors import ConvertError
 
 DFLASH2_CASES = ("n-dflash2", "n-dflash2-scaled")
 _GROUP = """
