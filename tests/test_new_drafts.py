@@ -82,3 +82,84 @@ def test_dflash2_tensor_types(b11434_qwen3: Path, tmp_path: Path) -> None:
     assert types["selector_predecessor.weight"] == "F16"  # rank 8: rows not a multiple of 32
     assert types["blk.0.attn_conv_proj.weight"] == "Q8_0"  # rows of hidden_size 32
     assert types["selector_hidden.weight"] == "Q8_0"
+
+
+# ---------------------------------------------------------------------------------------------- verify (DFlash2)
+def _verify_rows(gguf: Path, hf: Path, target: Path) -> tuple[bool, dict[str, bool]]:
+    from dspark_convert.verify import verify
+
+    r = verify(gguf, hf, target, context=8, quality=False)
+    return r.passed, {o.name: o.passed for o in r.outputs} | {f"metadata {m.key}": m.passed for m in r.metadata}
+
+
+@pytest.fixture(scope="module")
+def dflash2_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from conftest import FIXTURES, TARGET
+
+    out = tmp_path_factory.mktemp("d2")
+    files = {}
+    for t in OUTTYPES:
+        files[t] = out / f"d2.{t}.gguf"
+        convert(FIXTURES / "dflash2-zlab", TARGET, files[t], outtype=t)
+    return files
+
+
+@pytest.mark.parametrize("outtype", OUTTYPES)
+def test_dflash2_verify_passes_every_outtype(dflash2_files: dict[str, Path], outtype: str) -> None:
+    from conftest import FIXTURES, TARGET
+
+    passed, rows = _verify_rows(dflash2_files[outtype], FIXTURES / "dflash2-zlab", TARGET)
+    assert passed, rows
+    assert {"layer 1 output", "selector candidates (top-k sets)", "selector scores", "tensors accounted for",
+            "metadata dflash.selector_top_k"} <= set(rows)
+
+
+@pytest.mark.parametrize("outtype", ["f32", "q8_0"])
+@pytest.mark.parametrize("mutation", ["negated-predecessor-codebook", "negated-successor-codebook",
+                                      "swapped-conv-kernels", "swapped-conv-projections"])
+def test_dflash2_mutations_fail_verify(dflash2_files: dict[str, Path], tmp_path: Path, outtype: str,
+                                       mutation: str) -> None:
+    from conftest import FIXTURES, TARGET
+    from test_mutations import mutate, swap
+
+    edits = {
+        "negated-predecessor-codebook": ({"selector_predecessor.weight": lambda w: -w}, "selector scores"),
+        "negated-successor-codebook": ({"selector_successor.weight": lambda w: -w}, "selector scores"),
+        "swapped-conv-kernels": (swap("blk.0.attn_conv_base", "blk.0.ffn_conv_base"), "layer 0 output"),
+        "swapped-conv-projections": (swap("blk.1.attn_conv_proj.weight", "blk.1.ffn_conv_proj.weight"),
+                                     "layer 1 output"),
+    }
+    tensors, row = edits[mutation]
+    bad = mutate(dflash2_files[outtype], tmp_path / "bad.gguf", tensors=tensors)
+    passed, rows = _verify_rows(bad, FIXTURES / "dflash2-zlab", TARGET)
+    assert not passed and rows[row] is False, rows
+    if row == "selector scores":  # the codebooks feed only the selector: everything before it still agrees
+        assert rows["block logits (scaled, capped)"] and rows["layer 1 output"]
+
+
+@pytest.mark.parametrize("outtype", ["bf16", "q8_0"])
+def test_dflash2_scaled_verify_and_wrong_scales(b11434_qwen3: Path, tmp_path: Path, outtype: str) -> None:
+    """n-dflash2-scaled (logit scale 1.25, softcapping 15, embedding scale 5.5) verifies; a wrong embedding_scale or
+    logit_scale in the file fails, at the block input / the logits and in the metadata."""
+    from test_mutations import mutate
+
+    draft, target = b11434_qwen3 / "n-dflash2-scaled", b11434_qwen3 / "target"
+    good = tmp_path / "good.gguf"
+    convert(draft, target, good, outtype=outtype)
+    passed, rows = _verify_rows(good, draft, target)
+    assert passed, rows
+    bad = mutate(good, tmp_path / "emb.gguf", kvs={"dflash.embedding_scale": 5.0})
+    passed, rows = _verify_rows(bad, draft, target)
+    assert not passed and not rows["block input (embeddings)"] and not rows["metadata dflash.embedding_scale"]
+    bad = mutate(good, tmp_path / "logit.gguf", kvs={"dflash.logit_scale": 1.0})
+    passed, rows = _verify_rows(bad, draft, target)
+    assert not passed and rows["layer 1 output"] and not rows["block logits (scaled, capped)"]
+
+
+def test_dflash2_variant_verify(b11434_qwen3: Path, tmp_path: Path) -> None:
+    """Causal attention, all-SWA from dflash_config.use_swa, kernel 4 > 1: verifies at q8_0."""
+    draft = make(tmp_path, "v-dflash2-f32")
+    out = tmp_path / "v.gguf"
+    convert(draft, b11434_qwen3 / "target", out, outtype="q8_0")
+    passed, rows = _verify_rows(out, draft, b11434_qwen3 / "target")
+    assert passed, rows
