@@ -303,6 +303,7 @@ def _layer_rules(c: _Checker, in_width: int | None, in_what: str) -> None:
         S.L_ATTN_V: (_shape(kv_rows, in_width or None), f"ne[1] = {kv_what}, ne[0] = {in_what}"),
         S.L_ATTN_OUT: (_shape(d.hidden, q_rows), f"ne[0] = {q_what}"),
         S.L_ATTN_Q_NORM: (_shape(d.head_dim), f"head_dim {d.head_dim}"),
+        S.L_ATTN_SINKS: (_shape(d.n_head), f"num_attention_heads {d.n_head}"),
         S.L_ATTN_K_NORM: (_shape(d.head_dim), f"head_dim {d.head_dim}"),
         S.L_FFN_GATE: (_shape(d.n_ff or None, d.hidden), f"ne[1] = intermediate_size {d.n_ff}"),
         S.L_FFN_UP: (_shape(d.n_ff or None, d.hidden), f"ne[1] = intermediate_size {d.n_ff}"),

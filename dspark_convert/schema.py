@@ -254,6 +254,7 @@ LOADER_LAYER_TENSORS: dict[str, dict[str, bool]] = {  # name -> required
     ARCH_DFLASH: {
         L_ATTN_NORM: True, L_FFN_NORM: True, L_ATTN_Q: True, L_ATTN_K: True, L_ATTN_V: True, L_ATTN_OUT: True,
         L_ATTN_Q_NORM: True, L_ATTN_K_NORM: True, L_FFN_GATE: True, L_FFN_UP: True, L_FFN_DOWN: True,
+        L_ATTN_SINKS: False,  # b10705+ loader: optional {n_head} (dflash.cpp:242)
     },
     ARCH_EAGLE3: {
         L_ATTN_NORM: True, L_ATTN_NORM_2: True, L_FFN_NORM: True, L_ATTN_Q: True, L_ATTN_K: True, L_ATTN_V: True,

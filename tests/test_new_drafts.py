@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from golden_manifest import compare
 from new_drafts import ORACLE, OUTTYPES, VARIANTS, make
@@ -163,3 +164,45 @@ def test_dflash2_variant_verify(b11434_qwen3: Path, tmp_path: Path) -> None:
     convert(draft, b11434_qwen3 / "target", out, outtype="q8_0")
     passed, rows = _verify_rows(out, draft, b11434_qwen3 / "target")
     assert passed, rows
+
+
+# ---------------------------------------------------------------------------------------------- MiMo mask_embedding.pt
+def test_mimo_mask_public_sample_all_outtypes(b11434_qwen3: Path, golden_dir: Path, tmp_path: Path) -> None:
+    case = "n-dflash-mimo-mask"
+    assert _parity(b11434_qwen3 / case, b11434_qwen3 / "target", golden_dir / "manifests-b11434", case, tmp_path) == {}
+
+
+def test_mimo_mask_row_is_patched_and_output_is_the_target_head(tmp_path: Path) -> None:
+    """token_embd = the target's embedding with row mask_token_id replaced by the vector (F32 file: exact values);
+    output = the target's lm_head; the tensors come first, as upstream yields them."""
+    import shutil
+
+    import torch
+    from bad_inputs_kit import get_tensor
+    from conftest import FIXTURES, TARGET
+
+    from dspark_convert.gguffile.reader import read_gguf
+
+    draft = tmp_path / "draft"
+    shutil.copytree(FIXTURES / "dflash-zlab", draft)
+    vec = torch.linspace(-1, 1, 64)
+    torch.save({"mask_token_id": 1016, "embedding": vec}, draft / "mask_embedding.pt")
+    out = tmp_path / "m.gguf"
+    convert(draft, TARGET, out, outtype="f32")
+    f = read_gguf(out)
+    names = [t.name for t in f.tensors]
+    emb = np.frombuffer(bytes(f.tensor_bytes("token_embd.weight")), np.float32).reshape(1024, 64)
+    head = np.frombuffer(bytes(f.tensor_bytes("output.weight")), np.float32).reshape(1024, 64)
+    f.close()
+    assert names[:2] == ["output.weight", "token_embd.weight"]
+
+    def bf16(name: str) -> np.ndarray:
+        _, bits = get_tensor(TARGET, name)
+        return (bits.astype(np.uint32) << 16).view(np.float32)
+
+    want = bf16("model.embed_tokens.weight")
+    want[1016] = (((vec.numpy().view(np.uint32).astype(np.uint64) + 0x7FFF + ((vec.numpy().view(np.uint32) >> 16) & 1))
+                   >> 16).astype(np.uint32) << 16).view(np.float32)
+    assert np.array_equal(emb, want) and not np.array_equal(emb[1016], bf16("model.embed_tokens.weight")[1016])
+    assert np.array_equal(head, bf16("lm_head.weight"))
+    assert errors(check_file(out)) == []

@@ -120,7 +120,7 @@ def dflash2_kvs(ctx: Context, hp: dict[str, Any], dc: dict[str, Any], taps: list
                       as_float(dc["attention_value_scale"], "dflash_config.attention_value_scale", where)))
     block = dc["block_size"] if "block_size" in dc else hp.get("block_size", S.DFLASH_DEFAULT_BLOCK_SIZE)
     out.append(KV(S.DFLASH_BLOCK_SIZE, VT.UINT32, as_positive(block, "block_size", where)))
-    out += [KV(key, VT.UINT32, conv[name]) for name, key in CONV_KEYS]
+    out += [KV(key, VT.UINT32, conv[name]) for name, key in CONV_KEYS if conv]  # {}: a DFlash draft (dflash_mimo)
     scale = _setting(hp, dc, "output_multiplier")
     if scale is not None:
         out.append(KV(S.LOGIT_SCALE.format(arch=S.ARCH_DFLASH), VT.FLOAT32, as_float(scale, "output_multiplier", where)))
