@@ -206,3 +206,39 @@ def test_mimo_mask_row_is_patched_and_output_is_the_target_head(tmp_path: Path) 
     assert np.array_equal(emb, want) and not np.array_equal(emb[1016], bf16("model.embed_tokens.weight")[1016])
     assert np.array_equal(head, bf16("lm_head.weight"))
     assert errors(check_file(out)) == []
+
+
+@pytest.fixture(scope="module")
+def mimo_draft(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """fixtures/dflash-zlab plus a mask_embedding.pt (mask id 1016, a ramp over hidden 64)."""
+    import shutil
+
+    import torch
+    from conftest import FIXTURES
+
+    draft = tmp_path_factory.mktemp("mimo") / "draft"
+    shutil.copytree(FIXTURES / "dflash-zlab", draft)
+    torch.save({"mask_token_id": 1016, "embedding": torch.linspace(-1, 1, 64)}, draft / "mask_embedding.pt")
+    return draft
+
+
+@pytest.mark.parametrize("outtype", OUTTYPES)
+def test_mimo_verify_passes_and_unpatched_mask_row_fails(mimo_draft: Path, tmp_path: Path, outtype: str) -> None:
+    from bad_inputs_kit import get_tensor
+    from conftest import TARGET
+    from test_mutations import mutate
+
+    good = tmp_path / "good.gguf"
+    convert(mimo_draft, TARGET, good, outtype=outtype)
+    passed, rows = _verify_rows(good, mimo_draft, TARGET)
+    assert passed, rows
+    _, bits = get_tensor(TARGET, "model.embed_tokens.weight")
+    original = (bits[1016].astype(np.uint32) << 16).view(np.float32)
+
+    def unpatch(w: np.ndarray) -> np.ndarray:
+        w[1016] = original
+        return w
+
+    bad = mutate(good, tmp_path / "bad.gguf", tensors={"token_embd.weight": unpatch})
+    passed, rows = _verify_rows(bad, mimo_draft, TARGET)
+    assert not passed and rows["block input (embeddings)"] is False and rows["context projection"], rows

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from .hf_draft import HFDraft, HFHParams, load_draft
+from .storage import round_to_storage
 
 __all__ = ["HFDraft", "TorchBlock", "TorchEagle3", "apply_rope", "block_forward", "eagle3_forward", "inv_freq",
            "load_draft", "rms"]
@@ -79,7 +80,16 @@ def swiglu(x: torch.Tensor, L: Weights, p: str) -> torch.Tensor:
 
 
 def _embed(d: HFDraft, ids: list[int]) -> torch.Tensor:
-    return d.weights.rows("embed_tokens.weight", ids) if d.hp.own_embed else d.target.rows(d.target_embed_name(), ids)
+    x = d.weights.rows("embed_tokens.weight", ids) if d.hp.own_embed else d.target.rows(d.target_embed_name(), ids)
+    if d.mask_vector is not None:  # MiMo: the learned mask vector, cast to the embedding's dtype as upstream does
+        mask_id, vec = d.mask_vector
+        name = d.target_embed_name()
+        row = vec.to(d.target.dtype_of(name)).to(torch.float32)[None]
+        kind = d.target.storage.get(name)
+        if kind is not None:  # rounded as the GGUF stores the patched table
+            row = round_to_storage(row, kind)
+        x[torch.tensor(ids) == mask_id] = row[0]
+    return x
 
 
 def _lm(d: HFDraft, h: torch.Tensor, own: bool) -> torch.Tensor:
