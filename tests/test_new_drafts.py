@@ -242,3 +242,39 @@ def test_mimo_verify_passes_and_unpatched_mask_row_fails(mimo_draft: Path, tmp_p
     bad = mutate(good, tmp_path / "bad.gguf", tensors={"token_embd.weight": unpatch})
     passed, rows = _verify_rows(bad, mimo_draft, TARGET)
     assert not passed and rows["block input (embeddings)"] is False and rows["context projection"], rows
+
+
+# ---------------------------------------------------------------------------------------------- check (DFlash2)
+@pytest.mark.parametrize(("kvs", "renames", "subject", "rule"), [
+    ({"dflash.conv_group_size": 24}, {}, "dflash.conv_group_size", "dflash2"),
+    ({"dflash.selector_top_k": 8}, {}, "dflash.selector_top_k", "dflash2"),
+    ({"dflash.selector_rank": 0}, {}, "dflash.selector_rank", "required-key"),
+    ({"dflash.selector_rank": 9}, {}, "selector_predecessor.weight", "shape"),
+    ({"dflash.conv_kernel_size": 3}, {}, "blk.0.attn_conv_base", "shape"),
+    ({}, {"blk.1.ffn_conv_base": "blk.1.ffn_conv_bXse"}, "blk.1.ffn_conv_base", "required-tensor"),
+])
+def test_dflash2_check_rules(dflash2_files: dict[str, Path], tmp_path: Path, kvs: dict, renames: dict, subject: str,
+                             rule: str) -> None:
+    """check applies the b11434 DFlash2 loader rules to a file whoever made it."""
+    from test_mutations import mutate
+
+    assert errors(check_file(dflash2_files["bf16"])) == []
+    bad = mutate(dflash2_files["bf16"], tmp_path / "bad.gguf", kvs=kvs, renames=renames)
+    found = {(f.subject, f.rule) for f in errors(check_file(bad))}
+    assert (subject, rule) in found, found
+
+
+def test_dflash2_check_refuses_d2t_and_accepts_sinks() -> None:
+    """A DFlash2 plan with d2t is refused; per-head sinks are an optional b11434 tensor."""
+    from conftest import FIXTURES, TARGET
+    from gguf import GGMLQuantizationType as QT
+
+    from dspark_convert.check import check_plan
+    from dspark_convert.hf2gguf.conversion import plan_conversion
+    from dspark_convert.plan import TensorSpec
+
+    p = plan_conversion(FIXTURES / "dflash2-zlab", TARGET).plan
+    p.tensors.append(TensorSpec("blk.0.attn_sinks.weight", (4,), QT.F32))
+    assert [f for f in check_plan(p) if f.level == "error"] == []
+    p.tensors.append(TensorSpec("d2t", (1024,), QT.I64))
+    assert ("d2t", "dflash2") in {(f.subject, f.rule) for f in check_plan(p) if f.level == "error"}
