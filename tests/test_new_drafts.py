@@ -278,3 +278,18 @@ def test_dflash2_check_refuses_d2t_and_accepts_sinks() -> None:
     assert [f for f in check_plan(p) if f.level == "error"] == []
     p.tensors.append(TensorSpec("d2t", (1024,), QT.I64))
     assert ("d2t", "dflash2") in {(f.subject, f.rule) for f in check_plan(p) if f.level == "error"}
+
+
+def test_mimo_public_sample_verifies_and_wrong_sinks_fail(b11434_qwen3: Path, tmp_path: Path) -> None:
+    """n-dflash-mimo-mask (partial RoPE 0.5, per-head attention_sink_bias, the patched mask row) verifies at q8_0;
+    negated sinks in the file fail from layer 0 on."""
+    from test_mutations import mutate
+
+    draft, target = b11434_qwen3 / "n-dflash-mimo-mask", b11434_qwen3 / "target"
+    good = tmp_path / "good.gguf"
+    convert(draft, target, good, outtype="q8_0")
+    passed, rows = _verify_rows(good, draft, target)
+    assert passed, rows
+    bad = mutate(good, tmp_path / "bad.gguf", tensors={"blk.0.attn_sinks.weight": lambda w: -w - 1.0})
+    passed, rows = _verify_rows(bad, draft, target)
+    assert not passed and rows["layer 0 output"] is False and rows["block input (embeddings)"], rows

@@ -132,6 +132,7 @@ class RopeParams:
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
     original_max_position_embeddings: float = 8192.0
+    partial: float = 1.0  # partial_rotary_factor: the first head_dim * partial dims rotate
 
 
 @dataclass(frozen=True)
@@ -233,7 +234,8 @@ def _rope(c: dict[str, Any]) -> RopeParams:
     return RopeParams(type=kind, theta=float(rope.get("rope_theta", c.get("rope_theta", 10000.0))),
                       factor=float(rope.get("factor", 1.0)), low_freq_factor=float(rope.get("low_freq_factor", 1.0)),
                       high_freq_factor=float(rope.get("high_freq_factor", 4.0)),
-                      original_max_position_embeddings=float(rope.get("original_max_position_embeddings", 8192)))
+                      original_max_position_embeddings=float(rope.get("original_max_position_embeddings", 8192)),
+                      partial=float(rope.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0))))
 
 
 def load_draft(draft_dir: str | Path, target_dir: str | Path) -> HFDraft:
