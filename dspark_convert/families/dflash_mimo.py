@@ -14,9 +14,7 @@ shared with DFlash2 (``dflash2.dflash2_kvs`` without the conv / selector keys).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +23,7 @@ from ..errors import ConvertError
 from ..hf.checkpoint import Checkpoint
 from ..hf.mask_embedding import MASK_FILE, read_mask_embedding
 from ..plan import Plan, TensorSpec
-from ..transforms import Transform, register
+from ..transforms import PatchRow
 from . import dflash_base as lineage
 from .base import Context
 from .common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec
@@ -39,34 +37,6 @@ NAMES = NameTable(
     globals=dict(lineage.NAMES.globals),
 )
 TARGET_EMBED = "model.embed_tokens.weight"
-
-
-def _bf16_bits(v: np.ndarray) -> np.ndarray:
-    u = np.ascontiguousarray(v, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-@register
-@dataclass(frozen=True)
-class PatchRow(Transform):
-    """Replace row ``row`` of the (whole) source with ``values``, cast to the source dtype ``dtype`` first."""
-
-    name: ClassVar[str] = "patch_row"
-    row: int
-    values: tuple[float, ...]
-    dtype: str
-
-    def row_group(self, rows: int) -> int | None:
-        return None  # one pass over the whole tensor (a row chunk does not know its offset)
-
-    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        out = np.array(chunks[0], copy=True)
-        v = np.asarray(self.values, dtype=np.float32)
-        if self.dtype == "BF16":
-            out[self.row] = _bf16_bits(v)
-        else:
-            out[self.row] = v.astype(out.dtype)
-        return out
 
 
 def mask_vector(ctx: Context, hp: dict[str, Any], dc: dict[str, Any], vocab: int) -> tuple[int, np.ndarray]:
