@@ -303,6 +303,7 @@ def _layer_rules(c: _Checker, in_width: int | None, in_what: str) -> None:
         S.L_ATTN_V: (_shape(kv_rows, in_width or None), f"ne[1] = {kv_what}, ne[0] = {in_what}"),
         S.L_ATTN_OUT: (_shape(d.hidden, q_rows), f"ne[0] = {q_what}"),
         S.L_ATTN_Q_NORM: (_shape(d.head_dim), f"head_dim {d.head_dim}"),
+        S.L_ATTN_SINKS: (_shape(d.n_head), f"num_attention_heads {d.n_head}"),
         S.L_ATTN_K_NORM: (_shape(d.head_dim), f"head_dim {d.head_dim}"),
         S.L_FFN_GATE: (_shape(d.n_ff or None, d.hidden), f"ne[1] = intermediate_size {d.n_ff}"),
         S.L_FFN_UP: (_shape(d.n_ff or None, d.hidden), f"ne[1] = intermediate_size {d.n_ff}"),
@@ -331,6 +332,51 @@ def _tensor_rules(c: _Checker) -> None:
             c.err(t.name, "dtype", f"has type {t.ggml_type.name}, expected I64 (the graph asserts it)")
         if (len(t.shape) <= 1 or t.name.endswith("_norm.weight")) and t.name != S.T_D2T and t.ggml_type != QT.F32:
             c.err(t.name, "dtype", f"has type {t.ggml_type.name}, expected F32 for norms and 1-D tensors")
+
+
+def _is_dflash2(plan: Plan) -> bool:
+    """llama.cpp loads a ``dflash`` file as DFlash2 when it holds ``selector_hidden.weight``."""
+    return plan.arch == S.ARCH_DFLASH and any(t.name == S.T_SELECTOR_HIDDEN for t in plan.tensors)
+
+
+def _dflash2_rules(c: _Checker) -> int | None:
+    """DFlash2 (spec/upstream-b11434.md §2.1; b11434 ``src/models/dflash.cpp``): the DFlash rules, plus the conv /
+    selector keys (present and positive, ``hidden % group == 0``, ``hidden >= top_k (top_k + 1)``), the
+    selector and per-layer conv tensors, and a full vocabulary (no d2t)."""
+    hidden = _dflash_rules(c)
+    keys = {}
+    for key in (S.DFLASH_BLOCK_SIZE, S.DFLASH_CONV_KERNEL_SIZE, S.DFLASH_CONV_GROUP_SIZE, S.DFLASH_SELECTOR_RANK,
+                S.DFLASH_SELECTOR_TOP_K):
+        v = _int(c.val(key))
+        if not v or v <= 0:
+            c.err(key, "required-key", "is missing or 0 (llama.cpp: \"DFlash2 model is missing conv/selector metadata\")")
+        keys[key] = v if v and v > 0 else None
+    group, top_k = keys[S.DFLASH_CONV_GROUP_SIZE], keys[S.DFLASH_SELECTOR_TOP_K]
+    kernel, rank = keys[S.DFLASH_CONV_KERNEL_SIZE], keys[S.DFLASH_SELECTOR_RANK]
+    if hidden and group and hidden % group:
+        c.err(S.DFLASH_CONV_GROUP_SIZE, "dflash2", f"is {group}; hidden_size {hidden} is not a multiple of it "
+              "(llama.cpp: \"DFlash2 hidden size must be divisible by conv_group_size\")")
+    if hidden and top_k and hidden < top_k * (top_k + 1):
+        c.err(S.DFLASH_SELECTOR_TOP_K, "dflash2", f"is {top_k}; hidden_size {hidden} is below top_k x (top_k + 1) = "
+              f"{top_k * (top_k + 1)} (llama.cpp: \"DFlash2 hidden size is too small for the selector lattice\")")
+    if S.T_D2T in c.tensors:
+        c.err(S.T_D2T, "dflash2", "is present; DFlash2's selector scores the full vocabulary (no reduced vocabulary)")
+    n_tokens = c.dims.n_tokens
+    r = c.rules
+    for name in (S.T_SELECTOR_PREV, S.T_SELECTOR_NEXT):
+        r.expect(name, _shape(n_tokens or None, rank), f"ne[0] = selector_rank {rank}, ne[1] = {n_tokens} tokens",
+                 required=True)
+    r.expect(S.T_SELECTOR_HIDDEN, _shape(rank, hidden), f"ne[0] = hidden_size {hidden}, ne[1] = selector_rank {rank}",
+             required=True)
+    projected = 2 * kernel * hidden // group if kernel and hidden and group and not hidden % group else None
+    for i in range(_layer_count(c, c.dims.n_layer or 0)):
+        p = S.LAYER_PREFIX.format(bid=i)
+        for base, proj in ((S.L_ATTN_CONV_BASE, S.L_ATTN_CONV_PROJ), (S.L_FFN_CONV_BASE, S.L_FFN_CONV_PROJ)):
+            r.expect(p + base, _shape(2, kernel, hidden), f"ne = [hidden_size {hidden}, conv_kernel_size {kernel}, 2]",
+                     required=True)
+            r.expect(p + proj, _shape(projected, hidden), f"ne[1] = 2 x conv_kernel_size {kernel} x hidden_size "
+                     f"{hidden} / conv_group_size {group}", required=True)
+    return hidden
 
 
 def _is_dsv4(plan: Plan) -> bool:
@@ -375,6 +421,7 @@ class LoaderVariant:
 
 LOADER_VARIANTS: tuple[LoaderVariant, ...] = (
     LoaderVariant("dflash-dsv4", _is_dsv4, _dsv4_rules, lambda d: f"hidden_size {d.hidden}", generic_layers=False),
+    LoaderVariant("dflash2", _is_dflash2, _dflash2_rules, lambda d: f"hidden_size {d.hidden}"),
     LoaderVariant("dflash", lambda p: p.arch == S.ARCH_DFLASH, _dflash_rules, lambda d: f"hidden_size {d.hidden}"),
     LoaderVariant("eagle3", lambda p: p.arch == S.ARCH_EAGLE3, _eagle3_rules, lambda d: f"2 x hidden_size {d.hidden}"),
 )

@@ -263,6 +263,7 @@ LOADER_LAYER_TENSORS: dict[str, dict[str, bool]] = {  # name -> required
     ARCH_DFLASH: {
         L_ATTN_NORM: True, L_FFN_NORM: True, L_ATTN_Q: True, L_ATTN_K: True, L_ATTN_V: True, L_ATTN_OUT: True,
         L_ATTN_Q_NORM: True, L_ATTN_K_NORM: True, L_FFN_GATE: True, L_FFN_UP: True, L_FFN_DOWN: True,
+        L_ATTN_SINKS: False,  # b10705+ loader: optional {n_head} (dflash.cpp:242)
     },
     ARCH_EAGLE3: {
         L_ATTN_NORM: True, L_ATTN_NORM_2: True, L_FFN_NORM: True, L_ATTN_Q: True, L_ATTN_K: True, L_ATTN_V: True,
@@ -382,3 +383,30 @@ DSV4_GLOBAL_TENSORS: dict[str, bool] = {
 #: source dtypes of DeepSeek-V4 checkpoints: read as raw bytes; not plain floats (``is_float`` False), so only a
 #: family that decodes them (block-scaled FP8, packed FP4 in I8) accepts them
 SAFETENSORS_DTYPES.update({"F8_E4M3": ("u1", False), "F8_E8M0": ("u1", False)})
+
+# ==============================================================================================================
+# DFlash2 (issue 22): z-lab ``DFlash2DraftModel``, arch ``dflash`` with per-layer dynamic convolutions and a
+# low-rank candidate selector (spec/upstream-b11434.md §2.1; manifests-b11434/n-dflash2*). Data only.
+# ==============================================================================================================
+DFLASH2_ARCHITECTURE = "DFlash2DraftModel"
+DFLASH_CONV_KERNEL_SIZE = "dflash.conv_kernel_size"
+DFLASH_CONV_GROUP_SIZE = "dflash.conv_group_size"
+DFLASH_SELECTOR_RANK = "dflash.selector_rank"
+DFLASH_SELECTOR_TOP_K = "dflash.selector_top_k"
+LOGIT_SCALE = "{arch}.logit_scale"
+FINAL_LOGIT_SOFTCAPPING = "{arch}.final_logit_softcapping"
+EMBEDDING_SCALE = "{arch}.embedding_scale"
+ATTN_VALUE_SCALE = "{arch}.attention.value_scale"
+#: per-layer conv tensors (names without blk.N.); the base kernels have no ``.weight`` suffix (F32 in any file)
+L_ATTN_CONV_BASE = "attn_conv_base"
+L_ATTN_CONV_PROJ = "attn_conv_proj.weight"
+L_FFN_CONV_BASE = "ffn_conv_base"
+L_FFN_CONV_PROJ = "ffn_conv_proj.weight"
+T_SELECTOR_PREV = "selector_predecessor.weight"
+T_SELECTOR_NEXT = "selector_successor.weight"
+T_SELECTOR_HIDDEN = "selector_hidden.weight"  #: its presence makes llama.cpp load the file as DFlash2
+KEY_TYPES.update({
+    DFLASH_CONV_KERNEL_SIZE: VT.UINT32, DFLASH_CONV_GROUP_SIZE: VT.UINT32, DFLASH_SELECTOR_RANK: VT.UINT32,
+    DFLASH_SELECTOR_TOP_K: VT.UINT32, LOGIT_SCALE: VT.FLOAT32, FINAL_LOGIT_SOFTCAPPING: VT.FLOAT32,
+    EMBEDDING_SCALE: VT.FLOAT32, ATTN_VALUE_SCALE: VT.FLOAT32,
+})

@@ -424,3 +424,32 @@ def quantize_q8_0(x: np.ndarray, *, bf16_bits: bool = False) -> np.ndarray:
 
 def _gguf_q8_0(x: np.ndarray, bf16_bits: bool) -> np.ndarray:
     return quants.quantize(to_float32(x, "BF16") if bf16_bits else x, QT.Q8_0)
+
+
+# ---------------------------------------------------------------------------------------------- issue 22
+def _bf16_bits(v: np.ndarray) -> np.ndarray:
+    u = np.ascontiguousarray(v, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+@register
+@dataclass(frozen=True)
+class PatchRow(Transform):
+    """Replace row ``row`` of the (whole) source with ``values``, cast to the source dtype ``dtype`` first."""
+
+    name: ClassVar[str] = "patch_row"
+    row: int
+    values: tuple[float, ...]
+    dtype: str
+
+    def row_group(self, rows: int) -> int | None:
+        return None  # one pass over the whole tensor (a row chunk does not know its offset)
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        out = np.array(chunks[0], copy=True)
+        v = np.asarray(self.values, dtype=np.float32)
+        if self.dtype == "BF16":
+            out[self.row] = _bf16_bits(v)
+        else:
+            out[self.row] = v.astype(out.dtype)
+        return out

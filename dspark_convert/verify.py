@@ -46,6 +46,7 @@ from .verify_checks import (
     grade,
     metadata_checks,
 )
+from .verify_dflash2 import dflash2_rows, is_dflash2
 from .verify_dsv4 import dsv4_rows
 
 if TYPE_CHECKING:
@@ -229,6 +230,8 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
                             quality_note=rows.quality_note, metadata=rows.metadata, notes=rows.notes)
     if target_dir is None:
         raise ConvertError("--target-model-dir is required: verify reads the target model's token embeddings and lm_head")
+    if is_dflash2(g):  # DFlash2 (issue 22): its own pair of forwards, verify_dflash2.py
+        return _verify_dflash2(g, gguf_path, hf_dir, target_dir, context, seed)
     tf, d = _load_torch_side(Path(hf_dir), Path(target_dir))
     target = TargetWeights(target_dir)
     report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir), str(g.value("general.architecture")), d.family,
@@ -250,6 +253,18 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
         anchors = [int(a) for a in rng.integers(0, n_vocab, size=len(feats))]
         _verify_block(report, tf, d, exact, g, target, feats, anchors, quality)
     report.storage = _storage_summary(exact)
+    return report
+
+
+def _verify_dflash2(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path, context: int,
+                    seed: int) -> VerifyReport:
+    report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir), str(g.value("general.architecture")),
+                          "dflash2", "z-lab DFlash2", seed, 0, case_contexts(context))
+    rng = np.random.default_rng(seed)
+    feats = [rng.standard_normal((t, g.shape("fc.weight")[1])).astype(np.float32) for t in report.contexts]
+    anchors = [int(a) for a in rng.integers(0, g.shape("selector_successor.weight")[0], size=len(feats))]
+    rows = _reference(str(hf_dir), lambda: dflash2_rows(g, hf_dir, target_dir, feats, anchors))
+    report.hparams, report.outputs, report.metadata = rows.hparams, rows.outputs, rows.metadata
     return report
 
 

@@ -280,7 +280,7 @@ def metadata_checks(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
         _meta(f"{a}.attention.head_count", c.n_head, hp.n_head),
         _meta(f"{a}.attention.head_count_kv", c.n_head_kv, hp.n_head_kv),
         _meta(f"{a}.attention.key_length", c.head_dim, hp.head_dim),
-        _meta(f"{a}.rope.dimension_count", c.n_rot, hp.head_dim),
+        _meta(f"{a}.rope.dimension_count", c.n_rot, int(hp.head_dim * hp.rope.partial)),
         _meta(f"{a}.attention.layer_norm_rms_epsilon", c.eps, hp.eps),
         _meta(f"{a}.rope.freq_base", c.rope_base, hp.rope.theta),
         _meta(f"{a}.rope.scaling.type", c.rope_scaling_type, scaling),

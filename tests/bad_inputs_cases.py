@@ -551,12 +551,11 @@ config_case("eagle3-tap-count", "{draft}/config.json: eagle_aux_hidden_state_lay
             fixture="eagle3-speculators", edits={"eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]}, section="§3.7")
 
 
-@case("extra-tensor-attn-sinks", "the planned file would not load in llama.cpp: blk.0.attn_sinks.weight: is not a "
-      "tensor llama.cpp creates for this arch (loading fails with \"wrong number of tensors\") [extra-tensor] (from "
-      "{draft}/model.safetensors: tensor 'layers.0.self_attn.sinks')", fixture="dflash-zlab",
-      section="§3.7")
-def _(inp: Inputs) -> None:
-    set_tensor(inp.draft, "layers.0.self_attn.sinks", "BF16", np.zeros(4, np.uint16))
+@case("attn-sinks-shape", "the planned file would not load in llama.cpp: blk.0.attn_sinks.weight: has ggml shape [3], "
+      "expected [4] (num_attention_heads 4) [shape] (from {draft}/model.safetensors: tensor 'layers.0.self_attn.sinks')",
+      fixture="dflash-zlab", section="§3.7")
+def _(inp: Inputs) -> None:  # b11434's loader takes optional sinks {n_head}; one per head, not 3
+    set_tensor(inp.draft, "layers.0.self_attn.sinks", "BF16", np.zeros(3, np.uint16))
 
 
 @case("extra-tensor-fc-bias", "the planned file would not load in llama.cpp: fc.bias: is not a tensor llama.cpp "
@@ -564,3 +563,126 @@ def _(inp: Inputs) -> None:
       "{draft}/model.safetensors: tensor 'fc.bias')", fixture="dflash-zlab", section="§3.7")
 def _(inp: Inputs) -> None:
     set_tensor(inp.draft, "fc.bias", "BF16", np.zeros(64, np.uint16))
+
+
+# ---------------------------------------------------------------------------------------------- DFlash2 (issue 22)
+def _dflash2_config(inp: Inputs, **dc: Any) -> None:
+    cfg = read_config(inp.draft)
+    for k, v in dc.items():
+        if v is DELETE:
+            cfg["dflash_config"].pop(k)
+        else:
+            cfg["dflash_config"][k] = v
+    write_config(inp.draft, cfg)
+
+
+@case("dflash2-missing-conv-key", "{draft}/config.json: dflash_config has no 'conv_group_size'; a DFlash2DraftModel "
+      "needs conv_kernel_size, conv_group_size, selector_rank and selector_top_k", fixture="dflash2-zlab")
+def _(inp: Inputs) -> None:
+    _dflash2_config(inp, conv_group_size=DELETE)
+
+
+@case("dflash2-group-not-divisor", "{draft}/config.json: hidden_size 64 is not a multiple of "
+      "dflash_config.conv_group_size 24", fixture="dflash2-zlab")
+def _(inp: Inputs) -> None:
+    _dflash2_config(inp, conv_group_size=24)
+
+
+@case("dflash2-top-k-too-large", "{draft}/config.json: hidden_size 64 is below selector_top_k x (selector_top_k + 1) "
+      "= 72", fixture="dflash2-zlab")
+def _(inp: Inputs) -> None:
+    _dflash2_config(inp, selector_top_k=8)
+
+
+@case("dflash2-zero-rank", "{draft}/config.json: key 'dflash_config.selector_rank' is 0, expected a positive integer",
+      fixture="dflash2-zlab")
+def _(inp: Inputs) -> None:
+    _dflash2_config(inp, selector_rank=0)
+
+
+@case("dflash2-d2t", "{draft}/model.safetensors: tensor 'd2t' is not allowed in a DFlash2DraftModel checkpoint",
+      fixture="dflash2-zlab")
+def _(inp: Inputs) -> None:
+    set_tensor(inp.draft, "d2t", "I64", np.zeros(1024, np.int64))
+
+
+@case("dflash2-codebook-shape", "{draft}/model.safetensors: tensor 'candidate_selector.predecessor_codebook' has shape "
+      "[1024, 7], expected [1024, 8]", fixture="dflash2-zlab")
+def _(inp: Inputs) -> None:
+    set_tensor(inp.draft, "candidate_selector.predecessor_codebook", "BF16", np.zeros((1024, 7), np.uint16))
+
+
+@case("dflash2-missing-base-kernel", "{draft}: tensor 'layers.1.mlp_conv.base_kernel' is missing; llama.cpp's DFlash2 "
+      "loader requires blk.1.ffn_conv_base", fixture="dflash2-zlab")
+def _(inp: Inputs) -> None:
+    drop_tensor(inp.draft, "layers.1.mlp_conv.base_kernel")
+
+
+# ---------------------------------------------------------------------------------------------- MiMo mask_embedding.pt
+def _mask_pt(inp: Inputs, obj: Any) -> None:
+    import torch
+
+    torch.save(obj, inp.draft / "mask_embedding.pt")
+
+
+def _mask_obj(mask_id: Any = 1016, shape: tuple[int, ...] = (64,)) -> dict[str, Any]:
+    import torch
+
+    return {"mask_token_id": mask_id, "embedding": torch.ones(shape)}
+
+
+@case("mimo-mask-id-mismatch", "{draft}/mask_embedding.pt: mask_token_id is 7, but {draft}/config.json has "
+      "dflash_config.mask_token_id 1016 (they must be equal)", fixture="dflash-zlab")
+def _(inp: Inputs) -> None:
+    _mask_pt(inp, _mask_obj(mask_id=7))
+
+
+@case("mimo-mask-shape", "{draft}/mask_embedding.pt: 'embedding' has shape [63], expected [64] (hidden_size)",
+      fixture="dflash-zlab")
+def _(inp: Inputs) -> None:
+    _mask_pt(inp, _mask_obj(shape=(63,)))
+
+
+@case("mimo-mask-2d", "{draft}/mask_embedding.pt: 'embedding' is a 2-D float32 tensor, expected a dict of "
+      "'mask_token_id' (an integer) and 'embedding' (a 1-D float tensor)", fixture="dflash-zlab")
+def _(inp: Inputs) -> None:
+    _mask_pt(inp, _mask_obj(shape=(1, 64)))
+
+
+@case("mimo-mask-extra-key", "{draft}/mask_embedding.pt: holds a dict with keys ['embedding', 'mask_token_id', "
+      "'step'], expected a dict of 'mask_token_id' (an integer) and 'embedding' (a 1-D float tensor)",
+      fixture="dflash-zlab")
+def _(inp: Inputs) -> None:
+    _mask_pt(inp, {**_mask_obj(), "step": 3})
+
+
+@case("mimo-mask-not-a-dict", "{draft}/mask_embedding.pt: holds a Tensor, expected a dict of 'mask_token_id'",
+      fixture="dflash-zlab")
+def _(inp: Inputs) -> None:
+    import torch
+
+    _mask_pt(inp, torch.ones(64))
+
+
+@case("mimo-mask-float-id", "{draft}/mask_embedding.pt: 'mask_token_id' is 1016.0, expected a dict of",
+      fixture="dflash-zlab")
+def _(inp: Inputs) -> None:
+    _mask_pt(inp, _mask_obj(mask_id=1016.0))
+
+
+@case("mimo-mask-hostile-pickle", "{draft}/mask_embedding.pt: refused to load: it references 'posix.system', which is "
+      "not a tensor type; only plain tensor state dicts are read (torch.load with weights_only=True) and nothing in "
+      "the file was run", fixture="dflash-zlab")
+def _(inp: Inputs) -> None:
+    import pickle
+    import zipfile
+
+    class Evil:
+        def __reduce__(self) -> tuple[Any, ...]:
+            import os
+
+            return (os.system, ("touch /tmp/pwned-by-mask-embedding",))
+
+    with zipfile.ZipFile(inp.draft / "mask_embedding.pt", "w") as z:  # torch's zip layout, a hostile data.pkl
+        z.writestr("archive/data.pkl", pickle.dumps(Evil(), protocol=2))
+        z.writestr("archive/version", "3\n")

@@ -21,7 +21,7 @@ FIX = ROOT / "fixtures"
 GEN = FIX / "generate.py"
 
 NAMES = [
-    "dflash-deepspec", "dflash-zlab", "dflash-zlab-swa", "dspark-qwen3", "dspark-qwen3-f32",
+    "dflash-deepspec", "dflash-zlab", "dflash-zlab-swa", "dflash2-zlab", "dspark-qwen3", "dspark-qwen3-f32",
     "dspark-qwen3-interleaved", "dspark-reduced", "dspark-specforge", "dspark-speculators", "eagle3-angelslim",
     "eagle3-llama", "eagle3-normfc", "eagle3-specforge", "eagle3-speculators", "target-llama2-spm", "target-qwen3",
     "target-qwen3-sharded",
@@ -110,6 +110,12 @@ LLAMA2 = {"model.embed_tokens.weight": [512, H], "model.norm.weight": [H], "lm_h
 for _i in range(6):
     LLAMA2.update(layer(f"model.layers.{_i}.", qk_norm=False))
 
+DFLASH2 = {**BODY, "candidate_selector.predecessor_codebook": [V, 8], "candidate_selector.successor_codebook": [V, 8],
+           "candidate_selector.hidden_projection.weight": [8, H]}
+for _i in range(2):
+    for _m in ("attention_conv", "mlp_conv"):
+        DFLASH2.update({f"layers.{_i}.{_m}.base_kernel": [2, 2, H], f"layers.{_i}.{_m}.kernel_projection.weight": [H // 4, H]})
+
 # folder -> (float dtype, {tensor: shape})
 EXPECTED: dict[str, tuple[str, dict[str, list[int]]]] = {
     "dspark-qwen3": ("BF16", {**BODY, **markov(8), **STORED}),
@@ -118,6 +124,7 @@ EXPECTED: dict[str, tuple[str, dict[str, list[int]]]] = {
     "dflash-deepspec": ("BF16", {**BODY, **STORED}),
     "dflash-zlab": ("BF16", BODY),
     "dflash-zlab-swa": ("BF16", BODY),
+    "dflash2-zlab": ("BF16", DFLASH2),
     "dspark-specforge": ("BF16", {**BODY, **markov(32)}),
     "dspark-speculators": ("BF16", {**BODY, **markov(8), **STORED}),
     "dspark-reduced": ("BF16", {**BODY, **markov(8, VD), "embed_tokens.weight": [V, H], "lm_head.weight": [VD, H],

@@ -20,12 +20,12 @@ from ..errors import ConvertError
 from .base import Family
 
 #: family modules in the order they are asked (``dflash_base`` is the DFlash lineage's shared base, not a family)
-FAMILY_MODULES = ("dspark", "dflash", "eagle3", "dspark_dsv4")
+FAMILY_MODULES = ("dspark", "dflash", "dflash2", "eagle3", "dspark_dsv4")
 
 if TYPE_CHECKING:  # mypy checks every family module against the Family protocol
-    from . import dflash, dspark, dspark_dsv4, eagle3
+    from . import dflash, dflash2, dspark, dspark_dsv4, eagle3
 
-    _FAMILIES: tuple[Family, ...] = (dspark, dflash, eagle3, dspark_dsv4)
+    _FAMILIES: tuple[Family, ...] = (dspark, dflash, dflash2, eagle3, dspark_dsv4)
 
 
 def family_modules() -> list[Family]:

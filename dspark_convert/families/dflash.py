@@ -31,6 +31,10 @@ __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECK
 
 def build_plan(ctx: Context) -> Plan:
     """Plan for a z-lab DFlash draft: ``dflash_config`` only, never permuted, no d2t (§3.2, §4.1)."""
+    if (ctx.draft.path / "mask_embedding.pt").is_file():  # MiMo-style (issue 22): its own code path
+        from . import dflash_mimo
+
+        return dflash_mimo.build_plan(ctx)
     hp = normalize_hparams(ctx.draft.config, ctx.where)
     dc = lineage.dflash_config(hp, ctx.where)
     taps = lineage.target_taps(ctx, dc.get("target_layer_ids"), "dflash_config.target_layer_ids")

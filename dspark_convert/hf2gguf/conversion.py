@@ -243,8 +243,10 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
             plan.notes.append("tokenizer: the checkpoint's own (pass --target-model-dir to take it from another model)")
         if select is not None:
             plan.notes.append(shard_note(d.path, ck))
+        from_target = {src for ts in plan.tensors if ts.origin == "target" for src in ts.sources}
+        if options.embed_from_target or from_target:  # a family may take target tensors itself (MiMo's mask patch)
+            sources["target"] = Checkpoint(t.path, select=(set(wanted) | from_target).__contains__, config=tconf)
         if options.embed_from_target:
-            sources["target"] = Checkpoint(t.path, select=set(wanted).__contains__, config=tconf)
             _add_target_tensors(plan, family, sources["target"], ctx)
         counts = param_counts((ts.name, ts.shape) for ts in plan.tensors)
         itself = own_tokenizer or t.path.resolve() == d.path.resolve()  # no base model: the checkpoint is the target

@@ -135,7 +135,7 @@ def block_forward(w: dict[str, np.ndarray], hp: DFlashHParams, il: int, x: np.nd
     q, k = rms_norm(q, w["attn_q_norm"], hp.eps), rms_norm(k, w["attn_k_norm"], hp.eps)
     cos, sin = rope_cos_sin(positions, hp.n_rot, hp.rope_base, pos_scale=hp.rope_pos_scale)
     q, k = rope_neox(q, cos[T:], sin[T:]), rope_neox(k, cos, sin)
-    x = x + attention(q, k, v, block_mask(hp, il, positions[T:], positions)) @ w["attn_output"].T
+    x = x + attention(q, k, v, block_mask(hp, il, positions[T:], positions), w.get("attn_sinks")) @ w["attn_output"].T
     return x + mlp(rms_norm(x, w["ffn_norm"], hp.eps), w["ffn_gate"], w["ffn_up"], w["ffn_down"])
 
 
@@ -179,7 +179,7 @@ def confidence(g: GGUFWeights, hidden: np.ndarray, prev: np.ndarray) -> np.ndarr
 
 
 LAYER_TENSORS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm",
-                 "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")
+                 "ffn_norm", "ffn_gate", "ffn_up", "ffn_down", "attn_sinks")
 
 
 def dflash_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence[BlockCase]) -> list[BlockOutputs]:

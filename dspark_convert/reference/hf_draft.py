@@ -93,6 +93,13 @@ class TorchCheckpoint:
             rec.max_change = max(rec.max_change, float(diff.max()))
         return r
 
+    def dtype_of(self, name: str) -> torch.dtype:
+        """The stored floating-point dtype of ``name`` (BF16 / F16; F32 for anything else)."""
+        path, _ = self._where(name)
+        with safe_open(str(path), framework="pt") as h:
+            kind = h.get_slice(name).get_dtype()
+        return {"BF16": torch.bfloat16, "F16": torch.float16}.get(kind, torch.float32)
+
     def get(self, name: str) -> torch.Tensor:
         """The whole tensor as float32 (rounded as stored; integers keep their type)."""
         path, _ = self._where(name)
@@ -125,6 +132,7 @@ class RopeParams:
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
     original_max_position_embeddings: float = 8192.0
+    partial: float = 1.0  # partial_rotary_factor: the first head_dim * partial dims rotate
 
 
 @dataclass(frozen=True)
@@ -183,6 +191,9 @@ class HFDraft:
     target_cfg: dict[str, Any]
     prefix: str = ""                             # per-layer prefix for EAGLE-3 ("midlayer." / "layers.0.")
     notes: list[str] = field(default_factory=list)
+    #: MiMo-style drafts (issue 22): (mask id, learned mask vector) from mask_embedding.pt, replacing that row of
+    #: the target's embedding
+    mask_vector: tuple[int, torch.Tensor] | None = None
 
     def with_storage(self, gguf_types: Mapping[str, str] | None) -> HFDraft:
         """This draft read as the GGUF stores it: ``gguf_types`` maps GGUF tensor names to GGML type names (None:
@@ -191,7 +202,15 @@ class HFDraft:
         if gguf_types is not None:
             pairs = ((n, gguf_counterpart(n, self.prefix)) for n in self.weights.names)
             storage = {n: gguf_types[g] for n, g in pairs if g is not None and g in gguf_types}
-        return replace(self, weights=self.weights.with_storage(storage))
+        target = self.target
+        if self.mask_vector is not None and gguf_types is not None:  # MiMo: token_embd / output are the target's
+            tstore = {}
+            if "token_embd.weight" in gguf_types:
+                tstore[self.target_embed_name()] = gguf_types["token_embd.weight"]
+            if "output.weight" in gguf_types and self.target.has("lm_head.weight"):
+                tstore["lm_head.weight"] = gguf_types["output.weight"]
+            target = self.target.with_storage(tstore)
+        return replace(self, weights=self.weights.with_storage(storage), target=target)
 
     def target_embed_name(self) -> str:
         for n in TARGET_EMBED_NAMES:
@@ -215,7 +234,8 @@ def _rope(c: dict[str, Any]) -> RopeParams:
     return RopeParams(type=kind, theta=float(rope.get("rope_theta", c.get("rope_theta", 10000.0))),
                       factor=float(rope.get("factor", 1.0)), low_freq_factor=float(rope.get("low_freq_factor", 1.0)),
                       high_freq_factor=float(rope.get("high_freq_factor", 4.0)),
-                      original_max_position_embeddings=float(rope.get("original_max_position_embeddings", 8192)))
+                      original_max_position_embeddings=float(rope.get("original_max_position_embeddings", 8192)),
+                      partial=float(rope.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0))))
 
 
 def load_draft(draft_dir: str | Path, target_dir: str | Path) -> HFDraft:
@@ -246,7 +266,14 @@ def load_draft(draft_dir: str | Path, target_dir: str | Path) -> HFDraft:
         family, layout, prefix, hp = _eagle3(folder, arch, raw, c, weights, tcfg, common, notes)
     else:
         raise ConvertError(f"{folder}/config.json: architectures[0] {arch!r} is not a DSpark, DFlash or EAGLE-3 draft")
-    return HFDraft(folder, family, layout, raw, hp, weights, target, tcfg, prefix, notes)
+    mask = None
+    if (folder / "mask_embedding.pt").is_file():
+        from ..hf.mask_embedding import read_mask_embedding
+
+        mask_id, vec = read_mask_embedding(folder / "mask_embedding.pt")
+        mask = (mask_id, torch.from_numpy(vec))
+        notes.append(f"mask_embedding.pt: row {mask_id} of the target's embedding replaced by the draft's mask vector")
+    return HFDraft(folder, family, layout, raw, hp, weights, target, tcfg, prefix, notes, mask)
 
 
 def _block_draft(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,

@@ -96,10 +96,12 @@ def rope_norm(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     return out
 
 
-def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray | None = None,
+              sinks: np.ndarray | None = None) -> np.ndarray:
     """Scaled dot-product attention with GQA: ``q [Nq, nh, d]``, ``k``/``v`` ``[Nk, nkv, d]`` -> ``[Nq, nh*d]``.
 
-    Query head ``h`` reads kv head ``h // (nh / nkv)``; ``allowed [Nq, Nk]`` masks keys (None: all visible).
+    Query head ``h`` reads kv head ``h // (nh / nkv)``; ``allowed [Nq, Nk]`` masks keys (None: all visible);
+    ``sinks [nh]`` (llama.cpp ``attn_sinks``) adds one value-less logit per head to each softmax.
 
     Example:
         >>> q = k = v = np.ones((2, 2, 4), np.float32)
@@ -113,7 +115,12 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray |
     scores = (q.transpose(1, 0, 2) @ kk) * F32(1.0 / np.sqrt(d))  # [nh, Nq, Nk]
     if allowed is not None:
         scores = np.where(allowed[None], scores, F32(-np.inf))
-    out = softmax(scores) @ vv                                  # [nh, Nq, d]
+    if sinks is not None:
+        col = np.broadcast_to(sinks.astype(F32).reshape(nh, 1, 1), (nh, nq, 1))
+        probs = softmax(np.concatenate([scores, col], axis=-1))[..., :-1]
+    else:
+        probs = softmax(scores)
+    out = probs @ vv                                            # [nh, Nq, d]
     return out.transpose(1, 0, 2).reshape(nq, nh * d)
 
 

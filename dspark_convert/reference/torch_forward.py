@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from .hf_draft import HFDraft, HFHParams, load_draft
+from .storage import round_to_storage
 
 __all__ = ["HFDraft", "TorchBlock", "TorchEagle3", "apply_rope", "block_forward", "eagle3_forward", "inv_freq",
            "load_draft", "rms"]
@@ -36,7 +37,7 @@ def rms(x: torch.Tensor, w: torch.Tensor | None, eps: float) -> torch.Tensor:
 
 def inv_freq(hp: HFHParams) -> torch.Tensor:
     """Rotation frequencies ``theta^(-2i/d)``, adjusted by llama3 / linear rope scaling (HF semantics)."""
-    d, rope = hp.head_dim, hp.rope
+    d, rope = int(hp.head_dim * hp.rope.partial), hp.rope
     f = 1.0 / (rope.theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
     if rope.type == "linear":
         f = f / rope.factor
@@ -52,6 +53,9 @@ def inv_freq(hp: HFHParams) -> torch.Tensor:
 
 def apply_rope(x: torch.Tensor, pos: torch.Tensor, freqs: torch.Tensor, neox: bool) -> torch.Tensor:
     """RoPE on ``x [heads, N, d]``: rotate-half (``neox``) or GPT-J interleaved pairs ``(2i, 2i+1)``."""
+    n = 2 * freqs.shape[0]
+    if n < x.shape[-1]:  # partial rotary: the first n dims rotate, the rest pass through
+        return torch.cat([apply_rope(x[..., :n], pos, freqs, neox), x[..., n:]], -1)
     ang = pos.double()[:, None] * freqs[None, :]
     if neox:
         cos, sin = torch.cat([ang.cos(), ang.cos()], -1).float(), torch.cat([ang.sin(), ang.sin()], -1).float()
@@ -62,14 +66,21 @@ def apply_rope(x: torch.Tensor, pos: torch.Tensor, freqs: torch.Tensor, neox: bo
     return x * cos + rot * sin
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """``softmax(q k^T / sqrt(d)) v`` with GQA; ``q [nh, Nq, d]``, ``k/v [nkv, Nk, d]`` -> ``[Nq, nh*d]``."""
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+           sinks: torch.Tensor | None = None) -> torch.Tensor:
+    """``softmax(q k^T / sqrt(d)) v`` with GQA; ``q [nh, Nq, d]``, ``k/v [nkv, Nk, d]`` -> ``[Nq, nh*d]``; ``sinks
+    [nh]``: one extra value-less logit per head in each softmax (gpt-oss style attention sinks)."""
     rep = q.shape[0] // k.shape[0]
     k, v = k.repeat_interleave(rep, 0), v.repeat_interleave(rep, 0)
     s = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
     if mask is not None:
         s = s.masked_fill(~mask, float("-inf"))
-    return (torch.softmax(s, -1) @ v).transpose(0, 1).reshape(q.shape[1], -1)
+    if sinks is not None:
+        col = sinks.reshape(-1, 1, 1).expand(s.shape[0], s.shape[1], 1)
+        p = torch.softmax(torch.cat([s, col], -1), -1)[..., :-1]
+    else:
+        p = torch.softmax(s, -1)
+    return (p @ v).transpose(0, 1).reshape(q.shape[1], -1)
 
 
 def swiglu(x: torch.Tensor, L: Weights, p: str) -> torch.Tensor:
@@ -79,7 +90,16 @@ def swiglu(x: torch.Tensor, L: Weights, p: str) -> torch.Tensor:
 
 
 def _embed(d: HFDraft, ids: list[int]) -> torch.Tensor:
-    return d.weights.rows("embed_tokens.weight", ids) if d.hp.own_embed else d.target.rows(d.target_embed_name(), ids)
+    x = d.weights.rows("embed_tokens.weight", ids) if d.hp.own_embed else d.target.rows(d.target_embed_name(), ids)
+    if d.mask_vector is not None:  # MiMo: the learned mask vector, cast to the embedding's dtype as upstream does
+        mask_id, vec = d.mask_vector
+        name = d.target_embed_name()
+        row = vec.to(d.target.dtype_of(name)).to(torch.float32)[None]
+        kind = d.target.storage.get(name)
+        if kind is not None:  # rounded as the GGUF stores the patched table
+            row = round_to_storage(row, kind)
+        x[torch.tensor(ids) == mask_id] = row[0]
+    return x
 
 
 def _lm(d: HFDraft, h: torch.Tensor, own: bool) -> torch.Tensor:
@@ -145,7 +165,9 @@ def block_layer(L: Weights, hp: HFHParams, il: int, x: torch.Tensor, C: torch.Te
     freqs = inv_freq(hp)
     q, k = apply_rope(q, pos[T:], freqs, hp.neox), apply_rope(k, pos, freqs, hp.neox)
     mask = (pos[T:, None] - pos[None, :]) < hp.sliding_window if hp.is_swa(il) else None
-    x = x + attend(q, k, v, mask) @ L[p + "self_attn.o_proj.weight"].T
+    sinks = next((L[p + n] for n in ("self_attn.sinks", "self_attn.attention_sink_bias",
+                                     "self_attn.learnable_sink_param") if p + n in L), None)
+    x = x + attend(q, k, v, mask, sinks) @ L[p + "self_attn.o_proj.weight"].T
     return x + swiglu(rms(x, L[p + "post_attention_layernorm.weight"], eps), L, p)
 
 

@@ -1,0 +1,220 @@
+"""DFlash2 drafts (z-lab ``DFlash2DraftModel``): arch ``dflash`` plus per-layer dynamic convolutions around the
+attention and the MLP, and a low-rank candidate selector (spec/upstream-b11434.md §2.1, §2.2).
+
+Upstream b11434 converts these with the same class as DFlash; this module keeps the b11434 rules a DFlash2 file
+needs (``dflash_config.block_size`` first, the four conv / selector keys, ``logit_scale``,
+``final_logit_softcapping``, ``embedding_scale``, ``attention.causal``, M-RoPE sections, SWA from
+``dflash_config.use_swa``) inside its own code path, on the DFlash-lineage base (``dflash_base.py``).
+
+llama.cpp's loader constraints are checked here, before anything is written (one line each): the four
+keys present and positive, ``hidden_size % conv_group_size == 0``, ``hidden_size >= top_k * (top_k + 1)``, a
+full vocabulary (no ``d2t``), and every conv / selector tensor with the shape the loader creates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gguf import GGUFValueType as VT
+
+from .. import schema as S
+from ..errors import ConvertError
+from ..plan import KV, Plan, TensorSpec
+from . import dflash_base as lineage
+from .base import Context
+from .common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec
+
+# the lineage's Family members, as they are
+from .dflash_base import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors, target_facts
+from .hparams import as_float, as_positive, as_u32, normalize_hparams, rope_dict, vocab_size_of
+
+ARCHITECTURES: tuple[str, ...] = (S.DFLASH2_ARCHITECTURE,)
+__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "NAMES", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan",
+           "claims", "draft_tensors", "hf_names", "target_facts"]
+
+#: the lineage's table plus the DFlash2 conv and selector tensors (upstream appends ``.weight`` to the bare
+#: codebook names; the base kernels keep none and so stay F32)
+NAMES = NameTable(
+    layer={
+        **lineage.NAMES.layer,
+        "attention_conv.base_kernel": S.L_ATTN_CONV_BASE,
+        "attention_conv.kernel_projection.weight": S.L_ATTN_CONV_PROJ,
+        "mlp_conv.base_kernel": S.L_FFN_CONV_BASE,
+        "mlp_conv.kernel_projection.weight": S.L_FFN_CONV_PROJ,
+    },
+    globals={
+        **lineage.NAMES.globals,
+        "candidate_selector.predecessor_codebook": S.T_SELECTOR_PREV,
+        "candidate_selector.successor_codebook": S.T_SELECTOR_NEXT,
+        "candidate_selector.hidden_projection.weight": S.T_SELECTOR_HIDDEN,
+    },
+    mask_embedding=lineage.NAMES.mask_embedding,
+)
+#: dflash_config key -> GGUF key, in upstream's writing order (right after block_size)
+CONV_KEYS: tuple[tuple[str, str], ...] = (
+    ("conv_kernel_size", S.DFLASH_CONV_KERNEL_SIZE), ("conv_group_size", S.DFLASH_CONV_GROUP_SIZE),
+    ("selector_rank", S.DFLASH_SELECTOR_RANK), ("selector_top_k", S.DFLASH_SELECTOR_TOP_K),
+)
+
+
+def hf_names(gguf_name: str) -> tuple[str, ...]:
+    return NAMES.hf_names(gguf_name)
+
+
+# ---------------------------------------------------------------------------------------------- keys
+def _setting(hp: dict[str, Any], dc: dict[str, Any], key: str) -> Any:
+    """``dflash_config[key]``, else the top-level ``key`` (upstream's lookup order for the scales)."""
+    return dc[key] if key in dc else hp.get(key)
+
+
+def conv_settings(dc: dict[str, Any], hidden: int, where: str) -> dict[str, int]:
+    """The four conv / selector settings, refused unless llama.cpp's DFlash2 loader accepts them."""
+    missing = [k for k, _ in CONV_KEYS if k not in dc]
+    if missing:
+        raise ConvertError(f"{where}: dflash_config has no '{missing[0]}'; a DFlash2DraftModel needs conv_kernel_size, "
+                           "conv_group_size, selector_rank and selector_top_k (llama.cpp: \"DFlash2 model is missing "
+                           "conv/selector metadata\")")
+    got = {k: as_positive(dc[k], f"dflash_config.{k}", where) for k, _ in CONV_KEYS}
+    group, top_k = got["conv_group_size"], got["selector_top_k"]
+    if hidden % group:
+        raise ConvertError(f"{where}: hidden_size {hidden} is not a multiple of dflash_config.conv_group_size {group} "
+                           "(llama.cpp: \"DFlash2 hidden size must be divisible by conv_group_size\")")
+    if hidden < top_k * (top_k + 1):
+        raise ConvertError(f"{where}: hidden_size {hidden} is below selector_top_k x (selector_top_k + 1) = "
+                           f"{top_k * (top_k + 1)} (llama.cpp: \"DFlash2 hidden size is too small for the selector "
+                           "lattice\")")
+    return got
+
+
+def _target_text(cfg: dict[str, Any]) -> dict[str, Any]:
+    text = cfg.get("text_config")
+    return {**cfg, **text} if isinstance(text, dict) else cfg
+
+
+def _target_arch(cfg: dict[str, Any]) -> str:
+    archs = cfg.get("architectures")
+    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
+
+
+def _target_uses_mrope(ctx: Context) -> bool:
+    cfg = ctx.target_config.get("text_config", ctx.target_config)
+    if not isinstance(cfg, dict):
+        return False
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    return isinstance(rope, dict) and "mrope_section" in rope
+
+
+def dflash2_kvs(ctx: Context, hp: dict[str, Any], dc: dict[str, Any], taps: list[int],
+                conv: dict[str, int]) -> list[KV]:
+    """The keys upstream b11434 writes after the generic ones, in its order (§2.1, §2.2)."""
+    where = ctx.where
+    out: list[KV] = []
+    head_dim = hp.get("head_dim") or as_u32(hp["hidden_size"], "hidden_size", where) // as_positive(
+        hp["num_attention_heads"], "num_attention_heads", where)
+    factor = rope_dict(hp).get("partial_rotary_factor")
+    if factor is not None:
+        out.append(KV(S.ROPE_DIMENSION_COUNT.format(arch=S.ARCH_DFLASH), VT.UINT32,
+                      int(head_dim * as_float(factor, "partial_rotary_factor", where))))
+    if dc.get("attention_value_scale") is not None:
+        out.append(KV(S.ATTN_VALUE_SCALE.format(arch=S.ARCH_DFLASH), VT.FLOAT32,
+                      as_float(dc["attention_value_scale"], "dflash_config.attention_value_scale", where)))
+    block = dc["block_size"] if "block_size" in dc else hp.get("block_size", S.DFLASH_DEFAULT_BLOCK_SIZE)
+    out.append(KV(S.DFLASH_BLOCK_SIZE, VT.UINT32, as_positive(block, "block_size", where)))
+    out += [KV(key, VT.UINT32, conv[name]) for name, key in CONV_KEYS if conv]  # {}: a DFlash draft (dflash_mimo)
+    scale = _setting(hp, dc, "output_multiplier")
+    if scale is not None:
+        out.append(KV(S.LOGIT_SCALE.format(arch=S.ARCH_DFLASH), VT.FLOAT32, as_float(scale, "output_multiplier", where)))
+    cap = _setting(hp, dc, "final_logit_softcapping")
+    if cap is not None and as_float(cap, "final_logit_softcapping", where) > 0:
+        out.append(KV(S.FINAL_LOGIT_SOFTCAPPING.format(arch=S.ARCH_DFLASH), VT.FLOAT32, float(cap)))
+    emb = _setting(hp, dc, "input_embedding_scale")
+    if emb is None and _target_arch(ctx.target_config).startswith("Gemma"):
+        emb = as_u32(_target_text(ctx.target_config)["hidden_size"], "hidden_size", str(ctx.target_dir)) ** 0.5
+    if emb is not None:
+        out.append(KV(S.EMBEDDING_SCALE.format(arch=S.ARCH_DFLASH), VT.FLOAT32,
+                      as_float(emb, "input_embedding_scale", where)))
+    out.append(KV(S.DFLASH_TARGET_LAYERS, VT.ARRAY, taps, VT.INT32))
+    use_swa = bool(dc.get("use_swa", False))
+    window = dc.get("swa_window_size") or hp.get("sliding_window")
+    if (hp.get("use_sliding_window") or use_swa) and window:
+        n_layer = as_u32(hp["num_hidden_layers"], "num_hidden_layers", where)
+        pattern = [True] * n_layer if use_swa else [t == "sliding_attention" for t in hp.get("layer_types") or []]
+        out.append(KV(S.DFLASH_SLIDING_WINDOW, VT.UINT32, as_u32(window, "sliding_window", where)))
+        out.append(KV(S.DFLASH_SLIDING_WINDOW_PATTERN, VT.ARRAY, pattern, VT.BOOL))
+    causal = hp.get("is_causal")
+    if causal is None:
+        causal = dc.get("causal")
+    if causal is not None:  # a key written twice keeps its first place (GGUFWriter): add_kv replaces in place
+        out.append(KV(S.CAUSAL.format(arch=S.ARCH_DFLASH), VT.BOOL, bool(causal)))
+    if _target_uses_mrope(ctx):
+        out.append(KV(S.ROPE_DIMENSION_SECTIONS.format(arch=S.ARCH_DFLASH), VT.ARRAY, [head_dim // 2, 0, 0, 0],
+                      VT.INT32))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- tensors
+def expected_shapes(hp: dict[str, Any], conv: dict[str, int], vocab: int) -> dict[str, tuple[int, ...]]:
+    """HF (numpy) shapes of the DFlash2 tensors the loader creates: GGUF name -> shape."""
+    h, k, rank = int(hp["hidden_size"]), conv["conv_kernel_size"], conv["selector_rank"]
+    projected = 2 * k * h // conv["conv_group_size"]
+    shapes: dict[str, tuple[int, ...]] = {S.T_SELECTOR_PREV: (vocab, rank), S.T_SELECTOR_NEXT: (vocab, rank),
+                                          S.T_SELECTOR_HIDDEN: (rank, h)}
+    for i in range(int(hp["num_hidden_layers"])):
+        p = S.LAYER_PREFIX.format(bid=i)
+        shapes.update({p + S.L_ATTN_CONV_BASE: (2, k, h), p + S.L_FFN_CONV_BASE: (2, k, h),
+                       p + S.L_ATTN_CONV_PROJ: (projected, h), p + S.L_FFN_CONV_PROJ: (projected, h)})
+    return shapes
+
+
+def map_tensors(ctx: Context, hp: dict[str, Any], conv: dict[str, int], vocab: int) -> list[TensorSpec]:
+    """Every checkpoint tensor in checkpoint order, mapped; DFlash2 tensors shape-checked; none missing."""
+    drop = {"embed_tokens.weight"} if hp.get("has_embed_tokens") is False else set()
+    want = expected_shapes(hp, conv, vocab)
+    specs: list[TensorSpec] = []
+    for hf in ctx.draft.names:
+        bare = lineage.bare_name(hf)
+        if bare in ("d2t", "t2d"):
+            raise ConvertError(f"{ctx.draft.ref(hf).file}: tensor '{hf}' is not allowed in a DFlash2DraftModel "
+                               "checkpoint (the selector scores the full vocabulary; llama.cpp has no reduced-vocabulary "
+                               "DFlash2)")
+        if is_skipped("model." + bare) or bare in drop or bare in NAMES.mask_embedding:
+            continue
+        name = NAMES.gguf_name(bare)
+        if name is None:
+            raise ConvertError(f"{ctx.draft.ref(hf).file}: tensor '{hf}' has no GGUF name in the DFlash2 layout "
+                               "(upstream fails with \"Can not map tensor\")")
+        spec = tensor_spec(ctx.draft, hf, name, ctx.out_type)
+        if name in want and tuple(spec.shape) != want[name]:
+            raise ConvertError(f"{ctx.draft.ref(hf).file}: tensor '{hf}' has shape {list(spec.shape)}, expected "
+                               f"{list(want[name])} (from hidden_size, vocab_size and the dflash_config conv / selector "
+                               "settings)")
+        specs.append(spec)
+    have = {s.name for s in specs}
+    missing = [n for n in want if n not in have]
+    if missing:
+        raise ConvertError(f"{ctx.draft.path}: tensor '{NAMES.hf_names(missing[0])[0]}' is missing; llama.cpp's DFlash2 "
+                           f"loader requires {missing[0]}")
+    return specs
+
+
+def build_plan(ctx: Context) -> Plan:
+    """Plan for a DFlash2 draft: keys and tensors as upstream b11434 writes them, loader constraints first."""
+    where = ctx.where
+    hp = normalize_hparams(ctx.draft.config, where)
+    dc = lineage.dflash_config(hp, where)
+    hidden = as_positive(hp.get("hidden_size"), "hidden_size", where)
+    vocab_size = vocab_size_of(hp, "vocab_size", where, required=True)
+    draft_vocab = hp.get("draft_vocab_size")
+    if draft_vocab not in (None, vocab_size):
+        raise ConvertError(f"{where}: draft_vocab_size is {draft_vocab!r}, expected vocab_size {vocab_size} (DFlash2 "
+                           "supports the full vocabulary only)")
+    conv = conv_settings(dc, hidden, where)
+    ids = dc.get("target_layer_ids", hp.get("target_layer_ids"))
+    taps = lineage.target_taps(ctx, ids, "dflash_config.target_layer_ids")
+    tensors = map_tensors(ctx, hp, conv, vocab_size)
+    vocab, tail = lineage.vocab_kvs(ctx, vocab_size, dc.get("mask_token_id"))
+    notes = [f"DFlash2: conv kernel {conv['conv_kernel_size']}, group {conv['conv_group_size']}, selector rank "
+             f"{conv['selector_rank']}, top-k {conv['selector_top_k']}"]
+    return finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, ctx.file_type, where),
+                       dflash2_kvs(ctx, hp, dc, taps, conv), vocab, tail, tensors, notes)
+

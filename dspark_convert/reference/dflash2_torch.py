@@ -1,0 +1,172 @@
+"""An independent float32 torch forward of a DFlash2 checkpoint (issue 22), from the Hugging Face folder.
+
+Reads ``config.json`` (``dflash_config``) and the checkpoint's own tensor names (``layers.N.attention_conv.*``,
+``candidate_selector.*``); the target supplies the embeddings and the lm_head. The math follows upstream
+llama.cpp b11434 ``src/models/dflash.cpp`` (no public z-lab DFlash2 modelling code was available offline), in
+torch terms: the dynamic convolution as one ``unfold``-free sum over shifted block views, the selector as one
+batched ``einsum``. Weights are optionally rounded the way the GGUF stores them (``storage``: checkpoint name ->
+GGML type), through :class:`.hf_draft.TorchCheckpoint`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .hf_draft import TorchCheckpoint
+from .torch_forward import attend, rms
+
+
+@dataclass
+class Torch2Outputs:
+    context: np.ndarray
+    block_input: np.ndarray
+    layers: list[np.ndarray]
+    hidden: np.ndarray
+    logits: np.ndarray
+    candidates: np.ndarray
+    scores: np.ndarray
+
+
+class DFlash2Checkpoint:
+    """The draft folder's config and weights, and the target's embeddings / lm_head."""
+
+    def __init__(self, draft: Path, target: Path, storage: Mapping[str, str] | None = None) -> None:
+        self.cfg: dict[str, Any] = json.loads((draft / "config.json").read_text())
+        self.dc: dict[str, Any] = self.cfg.get("dflash_config") or {}
+        self.w = TorchCheckpoint(draft, storage)
+        self.t = TorchCheckpoint(target)
+        self.draft, self.target = draft, target
+
+    def setting(self, key: str, default: Any = None) -> Any:
+        return self.dc[key] if key in self.dc else self.cfg.get(key, default)
+
+    def name(self, bare: str) -> str:
+        """The checkpoint's name for ``bare`` (with or without the ``model.`` prefix)."""
+        return bare if self.w.has(bare) else "model." + bare
+
+    def get(self, bare: str) -> torch.Tensor:
+        return self.w.get(self.name(bare))
+
+    def has(self, bare: str) -> bool:
+        return self.w.has(bare) or self.w.has("model." + bare)
+
+
+def conv(x: torch.Tensor, dyn: torch.Tensor, base: torch.Tensor, side: int, K: int, group: int) -> torch.Tensor:
+    """Per-token, per-group dynamic causal convolution over the block (zero left padding)."""
+    B, H = x.shape
+    w = dyn.view(B, 2, K, H // group)[:, side].repeat_interleave(group, dim=2) + base[side].unsqueeze(0)  # [B, K, H]
+    taps = [torch.nn.functional.pad(x, (0, 0, tap, 0))[:B] for tap in range(min(K, B))]
+    return sum((w[:, tap] * taps[tap] for tap in range(len(taps))), torch.zeros_like(x))
+
+
+def _rope(x: torch.Tensor, pos: torch.Tensor, theta: float, n_rot: int) -> torch.Tensor:
+    inv = 1.0 / (theta ** (torch.arange(0, n_rot, 2, dtype=torch.float64) / n_rot))
+    ang = (pos.double()[:, None] * inv[None]).float()
+    cos, sin = torch.cos(ang)[None], torch.sin(ang)[None]
+    r, rest = x[..., :n_rot], x[..., n_rot:]
+    a, b = r[..., : n_rot // 2], r[..., n_rot // 2:]
+    return torch.cat([a * cos - b * sin, b * cos + a * sin, rest], dim=-1)
+
+
+@torch.no_grad()
+def dflash2_forward(ck: DFlash2Checkpoint, features: Sequence[np.ndarray], anchors: Sequence[int],
+                    candidates: Sequence[np.ndarray | None] | None = None) -> list[Torch2Outputs]:
+    c, eps = ck.cfg, float(ck.cfg.get("rms_norm_eps", 1e-6))
+    H, nh = int(c["hidden_size"]), int(c["num_attention_heads"])
+    nkv, hd = int(c.get("num_key_value_heads") or nh), int(c.get("head_dim") or H // nh)
+    K, group, top_k = int(ck.dc["conv_kernel_size"]), int(ck.dc["conv_group_size"]), int(ck.dc["selector_top_k"])
+    B = int(ck.dc.get("block_size", c.get("block_size", 16)))
+    mask_id = int(ck.dc["mask_token_id"])
+    rp = c.get("rope_parameters") or c.get("rope_scaling") or {}
+    theta = float(rp.get("rope_theta", c.get("rope_theta", 10000.0)))
+    n_rot = int(hd * float(rp.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0))))
+    causal = c.get("is_causal", ck.dc.get("causal"))
+    use_swa = bool(ck.dc.get("use_swa"))
+    window = (ck.dc.get("swa_window_size") or c.get("sliding_window")) if (c.get("use_sliding_window") or use_swa) else None
+    layer_types = c.get("layer_types") or []
+    emb_scale = ck.setting("input_embedding_scale")
+    logit_scale, cap = ck.setting("output_multiplier"), ck.setting("final_logit_softcapping")
+    value_scale = ck.dc.get("attention_value_scale")
+
+    embed_name = "model.embed_tokens.weight" if ck.t.has("model.embed_tokens.weight") else "embed_tokens.weight"
+    own_embed = ck.has("embed_tokens.weight") and c.get("has_embed_tokens") is not False
+
+    def embed(ids: list[int]) -> torch.Tensor:
+        return ck.w.rows(ck.name("embed_tokens.weight"), ids) if own_embed else ck.t.rows(embed_name, ids)
+
+    fc, hn = ck.get("fc.weight"), ck.get("hidden_norm.weight")
+    Cs = [rms(torch.from_numpy(np.asarray(f, np.float32)) @ fc.T, hn, eps) for f in features]
+    xs = [embed([a] + [mask_id] * (B - 1)) for a in anchors]
+    if emb_scale is not None:
+        xs = [x * float(emb_scale) for x in xs]
+    x0 = [x.numpy() for x in xs]
+    layers: list[list[np.ndarray]] = [[] for _ in anchors]
+    for il in range(int(c["num_hidden_layers"])):
+        p = f"layers.{il}."
+        L = {n: ck.get(p + n) for n in (
+            "input_layernorm.weight", "post_attention_layernorm.weight", "self_attn.q_proj.weight",
+            "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight", "self_attn.q_norm.weight",
+            "self_attn.k_norm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+            "attention_conv.base_kernel", "attention_conv.kernel_projection.weight", "mlp_conv.base_kernel",
+            "mlp_conv.kernel_projection.weight")}
+        swa_layer = bool(window) and (use_swa or (il < len(layer_types) and layer_types[il] == "sliding_attention"))
+        for i, C in enumerate(Cs):
+            x, T = xs[i], C.shape[0]
+            pos = torch.arange(T + B)
+            n = rms(x, L["input_layernorm.weight"], eps)
+            dyn = n @ L["attention_conv.kernel_projection.weight"].T
+            a = conv(n, dyn, L["attention_conv.base_kernel"], 0, K, group)
+            kv = torch.cat([C, a])
+            q = rms((a @ L["self_attn.q_proj.weight"].T).view(B, nh, hd), L["self_attn.q_norm.weight"], eps)
+            k = rms((kv @ L["self_attn.k_proj.weight"].T).view(T + B, nkv, hd), L["self_attn.k_norm.weight"], eps)
+            v = (kv @ L["self_attn.v_proj.weight"].T).view(T + B, nkv, hd)
+            q = _rope(q.transpose(0, 1), pos[T:], theta, n_rot)
+            k = _rope(k.transpose(0, 1), pos, theta, n_rot)
+            allowed = torch.ones(B, T + B, dtype=torch.bool)
+            if causal:
+                allowed &= pos[None, :] <= pos[T:, None]
+            if swa_layer:
+                allowed &= (pos[T:, None] - pos[None, :]) < int(window or 0)
+            o = attend(q, k, v.transpose(0, 1), None if bool(allowed.all()) else allowed) @ L["self_attn.o_proj.weight"].T
+            if value_scale is not None:
+                o = o * float(value_scale)
+            x = x + conv(o, dyn, L["attention_conv.base_kernel"], 1, K, group)
+            f = rms(x, L["post_attention_layernorm.weight"], eps)
+            fdyn = f @ L["mlp_conv.kernel_projection.weight"].T
+            f0 = conv(f, fdyn, L["mlp_conv.base_kernel"], 0, K, group)
+            m = (torch.nn.functional.silu(f0 @ L["mlp.gate_proj.weight"].T) * (f0 @ L["mlp.up_proj.weight"].T)) \
+                @ L["mlp.down_proj.weight"].T
+            xs[i] = x + conv(m, fdyn, L["mlp_conv.base_kernel"], 1, K, group)
+            layers[i].append(xs[i].numpy())
+        del L
+    norm = ck.get("norm.weight")
+    head_name = "lm_head.weight" if ck.t.has("lm_head.weight") else embed_name
+    W_prev, W_next = ck.get("candidate_selector.predecessor_codebook"), ck.get("candidate_selector.successor_codebook")
+    W_gate = ck.get("candidate_selector.hidden_projection.weight")
+    outs = []
+    for i, anchor in enumerate(anchors):
+        h = rms(xs[i], norm, eps)
+        U = torch.cat([h @ w.T for _, w in ck.t.row_chunks(head_name)], dim=1)
+        if logit_scale is not None:
+            U = U * float(logit_scale)
+        if cap is not None and float(cap) > 0:
+            U = torch.tanh(U / float(cap)) * float(cap)
+        forced = None if candidates is None else candidates[i]
+        cand = (torch.from_numpy(np.asarray(forced)) if forced is not None else
+                torch.stack([torch.sort(-U[j], stable=True).indices[:top_k] for j in range(1, B)]))
+        gate = h @ W_gate.T
+        scores = []
+        for j in range(1, B):
+            pred_ids = torch.tensor([anchor]) if j == 1 else cand[j - 2]
+            s = torch.einsum("jr,r,ir->ji", W_prev[pred_ids], gate[j], W_next[cand[j - 1]]) + U[j][cand[j - 1]][None]
+            scores.append(s.expand(top_k, top_k) if s.shape[0] == 1 else s)
+        outs.append(Torch2Outputs(Cs[i].numpy(), x0[i], layers[i], h.numpy(), U.numpy(), cand.numpy(),
+                                  torch.stack(scores).numpy()))
+    return outs

@@ -1,0 +1,150 @@
+"""Deterministic DFlash2 variants with other dimensions than the public sample (issue 22): hidden 32 (the target's: llama.cpp
+sizes fc from the draft's hidden size), 2 heads x 16, 1 KV head, FFN 96, V 129,280, for the target of the shared golden set (``make_inputs.py OUT`` -> ``OUT/target``,
+the DeepSeek-V4 tokenizer; the committed fixture tokenizer is one upstream's pre-tokenizer table does not know).
+
+``tests/data/oracle-b11434/<variant>.<outtype>.json`` are upstream b11434's output for each variant, described by
+``tests/golden_manifest.describe`` (made with ``python tests/new_drafts.py OUT TARGET --oracle UPSTREAM_TREE``, which
+runs upstream's ``convert_hf_to_gguf.py DRAFT --target-model-dir TARGET --outtype T``).
+
+Example:
+    >>> sorted(VARIANTS)
+    ['v-dflash2-bf16', 'v-dflash2-f32']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ORACLE = HERE / "data" / "oracle-b11434"
+OUTTYPES = ("bf16", "f16", "f32", "q8_0")
+H, NH, NKV, HD, FF, V, MASK = 32, 2, 1, 16, 96, 129280, 128799
+TAPS = [0, 2, 3]
+
+Tensor = tuple[str, np.ndarray]
+
+
+def _bf16(a: np.ndarray) -> np.ndarray:
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+class _Maker:
+    def __init__(self, seed: int, dtype: str) -> None:
+        self.rng, self.dtype = np.random.default_rng(seed), dtype
+
+    def t(self, *shape: int, scale: float = 0.05, mean: float = 0.0) -> Tensor:
+        a = (mean + self.rng.standard_normal(shape, dtype=np.float32) * scale).astype(np.float32)
+        return ("BF16", _bf16(a)) if self.dtype == "BF16" else ("F32", a)
+
+
+def _save(path: Path, tensors: dict[str, Tensor]) -> None:
+    header: dict[str, Any] = {}
+    blobs, off = [], 0
+    for name in sorted(tensors):
+        dtype, arr = tensors[name]
+        b = np.ascontiguousarray(arr).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    path.write_bytes(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+def dflash2_tensors(m: _Maker, layers: int, kernel: int, group: int, rank: int, embed: bool) -> dict[str, Tensor]:
+    t: dict[str, Tensor] = {"fc.weight": m.t(H, len(TAPS) * H), "hidden_norm.weight": m.t(H, scale=0.1, mean=1.0),
+                            "norm.weight": m.t(H, scale=0.1, mean=1.0)}
+    for i in range(layers):
+        p = f"layers.{i}."
+        t.update({p + "input_layernorm.weight": m.t(H, scale=0.1, mean=1.0),
+                  p + "post_attention_layernorm.weight": m.t(H, scale=0.1, mean=1.0),
+                  p + "self_attn.q_proj.weight": m.t(NH * HD, H), p + "self_attn.k_proj.weight": m.t(NKV * HD, H),
+                  p + "self_attn.v_proj.weight": m.t(NKV * HD, H), p + "self_attn.o_proj.weight": m.t(H, NH * HD),
+                  p + "self_attn.q_norm.weight": m.t(HD, scale=0.1, mean=1.0),
+                  p + "self_attn.k_norm.weight": m.t(HD, scale=0.1, mean=1.0),
+                  p + "mlp.gate_proj.weight": m.t(FF, H), p + "mlp.up_proj.weight": m.t(FF, H),
+                  p + "mlp.down_proj.weight": m.t(H, FF)})
+        for mod in ("attention_conv", "mlp_conv"):
+            t[p + mod + ".base_kernel"] = m.t(2, kernel, H, scale=0.5)
+            t[p + mod + ".kernel_projection.weight"] = m.t(2 * kernel * H // group, H)
+    t["candidate_selector.predecessor_codebook"] = m.t(V, rank)
+    t["candidate_selector.successor_codebook"] = m.t(V, rank)
+    t["candidate_selector.hidden_projection.weight"] = m.t(rank, H)
+    if embed:
+        t["embed_tokens.weight"] = m.t(V, H)
+    return t
+
+
+def _config(layers: int, dtype: str, **extra: Any) -> dict[str, Any]:
+    c: dict[str, Any] = {
+        "architectures": ["DFlash2DraftModel"], "model_type": "qwen3", "hidden_size": H, "intermediate_size": FF,
+        "num_attention_heads": NH, "num_key_value_heads": NKV, "head_dim": HD, "num_hidden_layers": layers,
+        "rms_norm_eps": 1e-6, "vocab_size": V, "max_position_embeddings": 8192, "hidden_act": "silu",
+        "torch_dtype": dtype, "tie_word_embeddings": False, "rope_theta": 1000000.0, "num_target_layers": 5,
+        "layer_types": ["full_attention"] * layers, "auto_map": {"AutoModel": "dflash.DFlash2DraftModel"},
+    }
+    c.update(extra)
+    return c
+
+
+def _v_f32(out: Path) -> None:
+    """F32, kernel 4 / group 8 / rank 12 / top-k 5 (32 >= 30), 3 layers, causal, dflash_config.use_swa, top-level block_size,
+    scales split between dflash_config and the top level, softcapping 0 (not written)."""
+    cfg = _config(3, "float32", block_size=12, is_causal=True, input_embedding_scale=2.0, final_logit_softcapping=0.0,
+                  dflash_config={"conv_kernel_size": 4, "conv_group_size": 8, "selector_rank": 12,
+                                 "selector_top_k": 5, "mask_token_id": MASK, "target_layer_ids": TAPS,
+                                 "use_swa": True, "swa_window_size": 48, "output_multiplier": 0.75})
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(cfg, indent=2))
+    _save(out / "model.safetensors", dflash2_tensors(_Maker(2201, "F32"), 3, 4, 8, 12, embed=False))
+
+
+def _v_bf16(out: Path) -> None:
+    """BF16, kernel 1 / group 32 / rank 32 / top-k 4, 2 layers, dflash_config.causal false, own
+    embed_tokens (kept as token_embd), codebooks q8_0-able (rank 32)."""
+    cfg = _config(2, "bfloat16", dflash_config={"block_size": 5, "conv_kernel_size": 1, "conv_group_size": 32,
+                                                "selector_rank": 32, "selector_top_k": 4, "mask_token_id": MASK,
+                                                "target_layer_ids": TAPS, "causal": False})
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(cfg, indent=2))
+    _save(out / "model.safetensors", dflash2_tensors(_Maker(2202, "BF16"), 2, 1, 32, 32, embed=True))
+
+
+VARIANTS = {"v-dflash2-f32": _v_f32, "v-dflash2-bf16": _v_bf16}
+
+
+def make(out: Path, name: str) -> Path:
+    """Write variant ``name`` to ``out/name`` and return its folder."""
+    VARIANTS[name](out / name)
+    return out / name
+
+
+def main(argv: list[str]) -> int:
+    """``new_drafts.py OUT TARGET --oracle TREE``: write every variant, convert with upstream, store the manifests."""
+    out, target, tree = Path(argv[0]), Path(argv[1]), Path(argv[argv.index("--oracle") + 1])
+    sys.path.insert(0, str(HERE))
+    from golden_manifest import describe
+
+    ORACLE.mkdir(parents=True, exist_ok=True)
+    for name in VARIANTS:
+        d = make(out, name)
+        for t in OUTTYPES:
+            gguf = out / f"{name}.{t}.gguf"
+            subprocess.run([sys.executable, str(tree / "convert_hf_to_gguf.py"), str(d), "--target-model-dir",
+                            str(target), "--outtype", t, "--outfile", str(gguf)], check=True, capture_output=True,
+                           env={**os.environ, "PYTHONPATH": str(tree / "gguf-py")})
+            (ORACLE / f"{name}.{t}.json").write_text(json.dumps(describe(gguf), indent=1) + "\n")
+            print(name, t, "ok")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
