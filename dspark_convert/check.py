@@ -23,6 +23,7 @@ from .gguf_constants import QT, VT
 from .gguffile.options import RemoteOptions
 from .gguffile.packed import PackedStrings
 from .plan import KV, Plan, TensorSpec
+from .variants import gguf_variant
 
 
 @dataclass(frozen=True)
@@ -333,10 +334,15 @@ def _tensor_rules(c: _Checker) -> None:
             c.err(t.name, "dtype", f"has type {t.ggml_type.name}, expected F32 for norms and 1-D tensors")
 
 
+def _variant(plan: Plan) -> str | None:
+    """The GGUF variant of :mod:`.variants` that loads this plan (None: no variant)."""
+    v = gguf_variant(lambda k: plan.arch if k == S.GENERAL_ARCHITECTURE else plan.value(k), (t.name for t in plan.tensors))
+    return None if v is None else v.name
+
+
 def _is_dsv4(plan: Plan) -> bool:
     """A ``dflash`` file with hyper-connections: the loader's DeepSeek-V4 DSpark branch."""
-    hc = plan.value(S.HC_COUNT.format(arch=plan.arch))
-    return plan.arch == S.ARCH_DFLASH and isinstance(hc, int) and not isinstance(hc, bool) and hc > 0
+    return _variant(plan) == "dsv4"
 
 
 def _dsv4_rules(c: _Checker) -> int | None:

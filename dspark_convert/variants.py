@@ -7,15 +7,16 @@ order (a variant ahead of the one it ``refines``):
 
 - ``matches(value, tensor_names)``: the numpy-free predicate every GGUF-side dispatch point asks through
   :func:`gguf_variant` (``check``'s loader variants, ``verify``, the numpy forward's refusal);
-- ``families``: the converter families (module names) whose checkpoints produce it, so :func:`checkpoint_variant`
-  answers the same question for a checkpoint;
+- ``families``: the converter families (module names) whose checkpoints produce it, so
+  :func:`.recognize.checkpoint_variant` answers the same question for a checkpoint;
 - ``gguf_drops`` / ``checkpoint_drops``: verify's tensor accounting (:mod:`.verify_accounting`). Every tensor on
   either side must be read by a forward, compared at tensor level, or dropped by one of these rules, which says
   why; anything else fails ``verify`` with the tensor's name. A new family declares its drops here (DFlash2's
   selector and convolution tensors are *read* by its forward, so they need no rule; a tensor no rule names and
   no forward reads is a defect).
 
-Only names and predicates live here: no numpy, no torch, no converter code (``check`` and ``inspect`` import it).
+Only names and predicates live here: no numpy, no torch, no converter code (``check`` imports it; the HF side,
+which needs the converter's family recognition, is :mod:`.recognize`).
 
 Example:
     >>> gguf_variant({"general.architecture": "dflash", "dflash.hyper_connection.count": 4}.get, []).name
@@ -115,24 +116,3 @@ def variant_of_family(family: str) -> Variant:
         if family in v.families:
             return v
     raise KeyError(family)
-
-
-def checkpoint_variant(config: dict[str, Any], tensor_names: Iterable[str], where: str) -> Variant:
-    """The variant a checkpoint converts to (through the converter's own recognition, ``families.family_for``)."""
-    from .families import family_for, family_name
-
-    return variant_of_family(family_name(family_for(config, tensor_names, where)))
-
-
-def draft_architecture(config: object) -> str | None:
-    """``architectures[0]`` of a config when it names a draft class (of any family) that is not also a target
-    class (some EAGLE-3 drafts say ``LlamaForCausalLM``), else None."""
-    from .families import family_modules
-    from .tokenizer.handlers import TARGET_HANDLERS
-
-    archs = config.get("architectures") if isinstance(config, dict) else None
-    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
-    if arch is None or arch in TARGET_HANDLERS:
-        return None
-    return arch if any(arch in family.ARCHITECTURES for family in family_modules()) else None
-

@@ -173,7 +173,7 @@ def _require_folder(folder: Path, flag: str, what: str) -> None:
         raise ConvertError(f"{folder}: no safetensors files; {flag} must be {what}")
     if flag == "--target-model-dir" and (folder / "config.json").is_file():
         from .hf.checkpoint import load_json
-        from .variants import draft_architecture
+        from .recognize import draft_architecture
 
         arch = draft_architecture(load_json(folder / "config.json"))
         if arch is not None:

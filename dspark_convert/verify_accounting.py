@@ -1,23 +1,25 @@
 """``verify``'s tensor accounting: every tensor on both sides is read, compared, or dropped by a named rule.
 
-Two forwards agreeing proves only the tensors they read. A GGUF tensor no forward reads (DFlash2's
-``selector_hidden.weight`` in a file whose forward ignores it), or a checkpoint tensor the converter silently left
+Two forwards agreeing proves only the tensors they read. A GGUF tensor no forward reads (a new selector tensor in
+a file whose forward ignores it), or a checkpoint tensor the converter silently left
 out, would pass unnoticed. So after the forwards ran, each tensor of the GGUF and of the draft checkpoint is put in
 exactly one bin:
 
 - **read by forward**: its data was read by the numpy forward (GGUF side, recorded by
   :class:`.reference.weights.GGUFWeights`) or by the torch side (checkpoint side, recorded by
   :class:`.reference.hf_draft.TorchCheckpoint`; this includes the metadata rows' reads, such as ``d2t``);
-- **compared**: checked at tensor level (a DeepSeek-V4 file: every tensor against its checkpoint sources);
+- **compared**: checked at tensor level (a variant whose proof is ``tensors``: every tensor against its
+  checkpoint sources);
 - **dropped**: named by one of the variant's :class:`.variants.DropRule` rows, with its reason;
 - **unaccounted**: anything else. One failing row, ``tensor accounting``, names them and fails the report.
 
 The counts and the dropped tensors' reasons are in the report (``VerifyReport.tensors``, JSON ``tensors``).
 
 Example:
-    >>> from dspark_convert.variants import BY_NAME
-    >>> a = account(BY_NAME["dflash"], ["fc.weight", "selector_hidden.weight"], {"fc.weight"}, set(),
-    ...             ["fc.weight", "t2d"], {"fc.weight"}, set())
+    >>> from dspark_convert.variants import Variant
+    >>> plain = Variant("plain", "plain", lambda v, n: True, ())
+    >>> a = account(plain, ["fc.weight", "selector_hidden.weight"], {"fc.weight"}, set(), ["fc.weight", "t2d"],
+    ...             {"fc.weight"}, set())
     >>> a.unaccounted(), a.counts()["checkpoint"]["unaccounted"]
     (['GGUF selector_hidden.weight', 'checkpoint t2d'], 1)
 """

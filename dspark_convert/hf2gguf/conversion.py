@@ -17,7 +17,7 @@ from .. import schema as S
 from ..archnames import Architecture, resolve_architecture
 from ..check import Finding, check_plan, errors
 from ..errors import ConvertError
-from ..families import family_for, family_modules, family_name
+from ..families import family_for, family_name
 from ..families.base import Context, ConvertOptions, Family, TargetFacts
 from ..families.common import resolve_outtype, tensor_spec
 from ..families.hparams import normalize_hparams, rope_dict
@@ -26,6 +26,7 @@ from ..hf.checkpoint import INDEX_NAME, Checkpoint, Select, load_json, read_json
 from ..hf.hub import TOKENIZER_FILES, ResolvedModel, resolve_draft, resolve_target
 from ..notes import collecting
 from ..plan import KV, Plan, TensorSpec
+from ..recognize import draft_architecture
 from .destination import check_destination
 from .metadata import general_kvs, param_counts
 from .naming import default_output_name, expand_output_template
@@ -185,18 +186,6 @@ def shard_note(folder: Path, ck: Checkpoint) -> str:
         about = "about "
     return (f"read {len(read)} of {len(shards)} shards ({read_bytes / 1e9:.2f} GB: the ones holding the draft); "
             f"skipped {len(skipped)} ({about}{skip_bytes / 1e9:.2f} GB), never opened or downloaded")
-
-
-def draft_architecture(config: object) -> str | None:
-    """``architectures[0]`` of a config when it names a draft class (of any family) that is not also a target
-    class (some EAGLE-3 drafts say ``LlamaForCausalLM``), else None."""
-    from ..tokenizer.handlers import TARGET_HANDLERS
-
-    archs = config.get("architectures") if isinstance(config, dict) else None
-    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
-    if arch is None or arch in TARGET_HANDLERS:
-        return None
-    return arch if any(arch in family.ARCHITECTURES for family in family_modules()) else None
 
 
 def refuse_draft_as_target(config: object, folder: Path) -> None:
