@@ -381,8 +381,8 @@ class LoaderVariant:
 
 LOADER_VARIANTS: tuple[LoaderVariant, ...] = (
     LoaderVariant("dflash-dsv4", _is_dsv4, _dsv4_rules, lambda d: f"hidden_size {d.hidden}", generic_layers=False),
-    LoaderVariant("dflash", lambda p: p.arch == S.ARCH_DFLASH, _dflash_rules, lambda d: f"hidden_size {d.hidden}"),
-    LoaderVariant("eagle3", lambda p: p.arch == S.ARCH_EAGLE3, _eagle3_rules, lambda d: f"2 x hidden_size {d.hidden}"),
+    LoaderVariant("dflash", lambda p: _variant(p) == "dflash", _dflash_rules, lambda d: f"hidden_size {d.hidden}"),
+    LoaderVariant("eagle3", lambda p: _variant(p) == "eagle3", _eagle3_rules, lambda d: f"2 x hidden_size {d.hidden}"),
 )
 
 
