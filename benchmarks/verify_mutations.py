@@ -79,7 +79,8 @@ def main() -> int:
             failed_all &= not r.passed
             first = r.first_divergence or {"component": "(none: PASS)"}
             firsts.add(first["component"])
-            row = next((o for o in r.outputs if o.name == first["component"]), None)
+            row = next((o for o in [*r.outputs, *([r.accounting] if r.accounting else [])]
+                        if o.name == first["component"]), None)
             cells.append("FAIL " + (f"{row.nmse:.0e}" if row is not None and row.nmse is not None else
                                     ("metadata" if first["component"].startswith("metadata") else row.grade if row else "PASS")))
         print(f"| {m.id.split('[')[0]} | {layout} | {' / '.join(sorted(firsts))} | " + " | ".join(cells) + " |")

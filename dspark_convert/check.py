@@ -23,6 +23,7 @@ from .gguf_constants import QT, VT
 from .gguffile.options import RemoteOptions
 from .gguffile.packed import PackedStrings
 from .plan import KV, Plan, TensorSpec
+from .variants import gguf_variant
 
 
 @dataclass(frozen=True)
@@ -379,10 +380,15 @@ def _dflash2_rules(c: _Checker) -> int | None:
     return hidden
 
 
+def _variant(plan: Plan) -> str | None:
+    """The GGUF variant of :mod:`.variants` that loads this plan (None: no variant)."""
+    v = gguf_variant(lambda k: plan.arch if k == S.GENERAL_ARCHITECTURE else plan.value(k), (t.name for t in plan.tensors))
+    return None if v is None else v.name
+
+
 def _is_dsv4(plan: Plan) -> bool:
     """A ``dflash`` file with hyper-connections: the loader's DeepSeek-V4 DSpark branch."""
-    hc = plan.value(S.HC_COUNT.format(arch=plan.arch))
-    return plan.arch == S.ARCH_DFLASH and isinstance(hc, int) and not isinstance(hc, bool) and hc > 0
+    return _variant(plan) == "dsv4"
 
 
 def _dsv4_rules(c: _Checker) -> int | None:
@@ -422,8 +428,8 @@ class LoaderVariant:
 LOADER_VARIANTS: tuple[LoaderVariant, ...] = (
     LoaderVariant("dflash-dsv4", _is_dsv4, _dsv4_rules, lambda d: f"hidden_size {d.hidden}", generic_layers=False),
     LoaderVariant("dflash2", _is_dflash2, _dflash2_rules, lambda d: f"hidden_size {d.hidden}"),
-    LoaderVariant("dflash", lambda p: p.arch == S.ARCH_DFLASH, _dflash_rules, lambda d: f"hidden_size {d.hidden}"),
-    LoaderVariant("eagle3", lambda p: p.arch == S.ARCH_EAGLE3, _eagle3_rules, lambda d: f"2 x hidden_size {d.hidden}"),
+    LoaderVariant("dflash", lambda p: _variant(p) == "dflash", _dflash_rules, lambda d: f"hidden_size {d.hidden}"),
+    LoaderVariant("eagle3", lambda p: _variant(p) == "eagle3", _eagle3_rules, lambda d: f"2 x hidden_size {d.hidden}"),
 )
 
 

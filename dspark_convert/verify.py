@@ -33,6 +33,9 @@ import numpy as np
 
 from .errors import ConvertError
 from .reference.weights import GGUFWeights, TargetWeights, open_gguf
+from .variants import Variant, gguf_variant, variant_of_family
+from .verify_accounting import ROW as ACCOUNTING_ROW
+from .verify_accounting import account
 from .verify_checks import (
     EXACT_NMSE,
     GRADES,
@@ -71,12 +74,15 @@ LOOK_AT = {
     "prefill": "blk.0.* (attn_norm / attn_norm_2, q/k row permutation, RoPE), token_embd, norm_before_residual",
     "prefill logits": "output_norm.weight, output.weight",
     "step": "the chain at later positions: RoPE (rope.freq_base, rope_freqs), blk.0.*, output_norm / output",
+    ACCOUNTING_ROW: "the tensors the row names: no forward reads them and no rule drops them (an extra GGUF tensor, "
+                    "or a checkpoint tensor the converter left out); `check FILE` names extra GGUF tensors too",
 }
 
 
 @dataclass
 class VerifyReport:
-    """The result of :func:`verify`: ``passed`` iff every exact-mode row and every metadata row passed."""
+    """The result of :func:`verify`: ``passed`` iff every exact-mode row, every metadata row and the tensor accounting
+    passed."""
 
     gguf: str
     hf_dir: str
@@ -95,10 +101,14 @@ class VerifyReport:
     quality_note: str = ""
     metadata: list[MetadataCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: tensor accounting (:mod:`.verify_accounting`): counts per side, dropped tensors with reasons, unaccounted
+    tensors: dict[str, Any] = field(default_factory=dict)
+    accounting: OutputCheck | None = None                              # its verdict row (None: the forwards did not run)
 
     @property
     def passed(self) -> bool:
-        return bool(self.outputs) and all(o.passed for o in self.outputs) and all(m.passed for m in self.metadata)
+        return (bool(self.outputs) and all(o.passed for o in self.outputs) and all(m.passed for m in self.metadata)
+                and (self.accounting is None or self.accounting.passed))
 
     @property
     def first_divergence(self) -> dict[str, Any] | None:
@@ -108,6 +118,8 @@ class VerifyReport:
             key = max((k for k in LOOK_AT if o.name.startswith(k)), key=len, default="")
             return {"component": o.name, "layer": o.layer, "case": o.case,
                     "look_at": LOOK_AT.get(key, "").format(layer=o.layer)}
+        if self.accounting is not None and not self.accounting.passed:
+            return {"component": ACCOUNTING_ROW, "layer": None, "case": None, "look_at": LOOK_AT[ACCOUNTING_ROW]}
         m = next((m for m in self.metadata if not m.passed), None)
         return None if m is None else {"component": f"metadata {m.key}", "layer": None, "case": None,
                                        "look_at": "the converter's metadata for this key (the numbers may still agree)"}
@@ -161,10 +173,13 @@ def _require_folder(folder: Path, flag: str, what: str) -> None:
     if not any(folder.glob("*.safetensors")):
         raise ConvertError(f"{folder}: no safetensors files; {flag} must be {what}")
     if flag == "--target-model-dir" and (folder / "config.json").is_file():
-        from .families import refuse_draft_as_target
         from .hf.checkpoint import load_json
+        from .recognize import draft_architecture
 
-        refuse_draft_as_target(load_json(folder / "config.json"), folder)
+        arch = draft_architecture(load_json(folder / "config.json"))
+        if arch is not None:
+            raise ConvertError(f"{folder}: is a draft checkpoint ({arch}), not a target model; pass the target model "
+                               "the draft was trained for as --target-model-dir")
 
 
 def _candidate(report: VerifyReport, run: Any) -> Any:
@@ -221,13 +236,17 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
         _require_folder(Path(target_dir), "--target-model-dir", "the target model's folder, whose token embeddings "
                         "and lm_head verify reads")
     g = open_gguf(gguf_path)
-    hc = g.value("dflash.hyper_connection.count")
-    if isinstance(hc, int) and not isinstance(hc, bool) and hc > 0:
+    gguf_names = [t.name for t in g.file.tensors]
+    variant = gguf_variant(g.value, gguf_names)
+    if variant is not None and variant.proof == "tensors":
         rows = dsv4_rows(g, gguf_path, hf_dir, quality=quality)
-        return VerifyReport(str(gguf_path), str(hf_dir), str(target_dir or hf_dir), str(g.value("general.architecture")),
-                            "dspark_dsv4", "DeepSeek-V4 (mtp.* inside the checkpoint)", seed, 0, [],
-                            hparams=rows.hparams, outputs=rows.outputs, quality=rows.quality,
-                            quality_note=rows.quality_note, metadata=rows.metadata, notes=rows.notes)
+        report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir or hf_dir), str(g.value("general.architecture")),
+                              "dspark_dsv4", "DeepSeek-V4 (mtp.* inside the checkpoint)", seed, 0, [],
+                              hparams=rows.hparams, outputs=rows.outputs, quality=rows.quality,
+                              quality_note=rows.quality_note, metadata=rows.metadata, notes=rows.notes)
+        _account(report, variant, gguf_names, set(), rows.gguf_compared, rows.checkpoint_names, set(),
+                 rows.checkpoint_compared)
+        return report
     if target_dir is None:
         raise ConvertError("--target-model-dir is required: verify reads the target model's token embeddings and lm_head")
     if is_dflash2(g):  # DFlash2 (issue 22): its own pair of forwards, verify_dflash2.py
@@ -253,6 +272,9 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
         anchors = [int(a) for a in rng.integers(0, n_vocab, size=len(feats))]
         _verify_block(report, tf, d, exact, g, target, feats, anchors, quality)
     report.storage = _storage_summary(exact)
+    if not any(o.name == "GGUF forward" for o in report.outputs):      # the forwards ran to the end
+        _account(report, variant or variant_of_family(d.family), gguf_names, g.read,
+                 set(), d.weights.names, d.weights.read, set())
     return report
 
 
@@ -266,6 +288,14 @@ def _verify_dflash2(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, t
     rows = _reference(str(hf_dir), lambda: dflash2_rows(g, hf_dir, target_dir, feats, anchors))
     report.hparams, report.outputs, report.metadata = rows.hparams, rows.outputs, rows.metadata
     return report
+
+
+def _account(report: VerifyReport, variant: Variant, gguf_names: list[str], gguf_read: set[str],
+             gguf_compared: set[str], ckpt_names: list[str], ckpt_read: set[str], ckpt_compared: set[str]) -> None:
+    """Every tensor of both sides read, compared or dropped by a named rule; else one failing row naming it."""
+    a = account(variant, gguf_names, gguf_read, gguf_compared, ckpt_names, ckpt_read, ckpt_compared)
+    report.tensors = a.to_dict()
+    report.accounting = a.row()
 
 
 def _storage_summary(exact: HFDraft) -> dict[str, dict[str, Any]]:

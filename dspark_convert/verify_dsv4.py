@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .families.dsv4_names import group_draft
 from .hf.checkpoint import Checkpoint
-from .reference.dsv4_tensors import dsv4_tensor_checks
+from .reference.dsv4_tensors import dsv4_tensor_checks, source_map
 from .reference.weights import GGUFWeights
 from .verify_checks import MetadataCheck, OutputCheck, _meta
 
@@ -53,6 +52,10 @@ class Dsv4Rows:
     metadata: list[MetadataCheck] = field(default_factory=list)
     hparams: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=lambda: [NO_FORWARD])
+    #: tensor accounting: the checkpoint's draft tensors (``mtp.*``), the GGUF tensors compared and their sources
+    checkpoint_names: list[str] = field(default_factory=list)
+    gguf_compared: set[str] = field(default_factory=set)
+    checkpoint_compared: set[str] = field(default_factory=set)
     quality_note: str = "the GGUF's tensors against the unrounded checkpoint values: max abs is the rounding of the type"
 
 
@@ -77,7 +80,11 @@ def dsv4_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *, qual
         if quality:
             rows.quality.append(OutputCheck(c.name, c.shape, max_abs=c.max_rounding, grade="rounding of " + c.type))
     rows.outputs += [OutputCheck("tensors", [], grade="missing", passed=False, detail=p) for p in problems]
-    found = group_draft(list(ck.names)).stages
+    rows.checkpoint_names = [n for n in ck.names if n.startswith("mtp.")]
+    smap = source_map(rows.checkpoint_names)
+    rows.gguf_compared = {c.name for c in checks}
+    rows.checkpoint_compared = {s for c in checks for s in smap.get(c.name, ())}
+    found = {int(n.split(".")[1]) for n in rows.checkpoint_names if n.split(".")[1:2] and n.split(".")[1].isdigit()}
     n_stages = 1 + max(found) if found else 0  # upstream's block_count: 1 + the highest stage
     rows.metadata.append(_meta("dflash.block_count", g.value("dflash.block_count"), n_stages))
     for key, rule in _DSV4_KEYS.items():

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from dspark_convert import convert
 from dspark_convert.cli import app
 from dspark_convert.gguffile.reader import read_gguf
+from dspark_convert.hf.checkpoint import Checkpoint
 
 pytest.importorskip("torch", reason="verify needs torch (the test extra)")
 from dspark_convert.verify import verify  # noqa: E402
@@ -50,15 +51,22 @@ def test_good_file_passes_tensor_by_tensor(converted: tuple[Path, Path]) -> None
     r = verify(good, ck, None)
     f = read_gguf(good)
     assert r.passed and r.family == "dspark_dsv4"
-    assert [o.name for o in r.outputs] == [t.name for t in f.tensors]
-    assert all(o.grade == "exact" for o in r.outputs)
+    tensors, accounting = r.outputs, r.accounting
+    assert [o.name for o in tensors] == [t.name for t in f.tensors]
+    assert all(o.grade == "exact" for o in tensors)
+    # tensor accounting: every GGUF tensor compared, every mtp.* checkpoint tensor a source of one
+    n_ck = len([n for n in Checkpoint(ck, need_config=False).names if n.startswith("mtp.")])
+    assert accounting is not None and accounting.name == "tensor accounting" and accounting.passed and accounting.grade == "complete"
+    assert r.tensors["counts"] == {
+        "gguf": {"total": len(f.tensors), "read_by_forward": 0, "compared": len(f.tensors), "dropped": 0, "unaccounted": 0},
+        "checkpoint": {"total": n_ck, "read_by_forward": 0, "compared": n_ck, "dropped": 0, "unaccounted": 0}}
     assert any("reference forward" in n and "not implemented yet" in n for n in r.notes)
     assert {m.key for m in r.metadata} >= {"dflash.block_count", "dflash.expert_count", "dflash.hyper_connection.count"}
     assert all(m.passed for m in r.metadata)
-    assert all(o.max_abs == 0 for o in r.outputs)  # exact mode: against the checkpoint as the GGUF stores it
+    assert all(o.max_abs == 0 for o in tensors)  # exact mode: against the checkpoint as the GGUF stores it
     # quality (information): Q8_0 tensors differ from the unrounded checkpoint values, MXFP4 and F32 do not
     q8 = {t.name for t in f.tensors if t.type_name == "Q8_0"}
-    assert [o.name for o in r.quality] == [o.name for o in r.outputs]
+    assert [o.name for o in r.quality] == [o.name for o in tensors]
     assert all(o.max_abs and o.max_abs > 0 for o in r.quality if o.name in q8)
     assert all(o.max_abs == 0 for o in r.quality if o.name.endswith("_exps.weight") or "hc_" in o.name)
 
@@ -94,14 +102,17 @@ def test_checkpoint_from_another_seed_fails_every_tensor(converted: tuple[Path, 
     other = dsv4.write_checkpoint(tmp_path / "other", DIMS, dsv4.Layout(), seed=8, tokenizer_dir=TOKENIZER)
     r = verify(good, other, None)
     assert not r.passed
-    assert all(not o.passed for o in r.outputs)          # every tensor differs
+    tensors = r.outputs
+    assert all(not o.passed for o in tensors)             # every tensor differs
+    assert r.accounting is not None and r.accounting.passed   # same names: every tensor accounted for
     assert all(m.passed for m in r.metadata)              # same config
-    assert np.isfinite([o.max_abs for o in r.outputs]).all() and all(o.max_abs for o in r.outputs)
+    assert np.isfinite([o.max_abs for o in tensors]).all() and all(o.max_abs for o in tensors)
 
 
 def test_a_stray_mtp_name_is_no_traceback(converted: tuple[Path, Path], tmp_path: Path) -> None:
     """A checkpoint with an ``mtp.*`` name that is not ``mtp.<stage>.<name>``: verify still compares every tensor
-    (the name maps to no GGUF tensor) and counts the stages from the well-formed names."""
+    and counts the stages from the well-formed names; the stray name reached no GGUF tensor, so the tensor
+    accounting fails naming it (issue 20: before, the report passed)."""
     from dsv4_support import edit_checkpoint
 
     ck, good = converted
@@ -109,5 +120,9 @@ def test_a_stray_mtp_name_is_no_traceback(converted: tuple[Path, Path], tmp_path
     shutil.copytree(ck, odd)
     edit_checkpoint(odd, lambda t: t.__setitem__("mtp.extra", ("F32", np.zeros(4, np.float32))))
     r = verify(good, odd, None)
-    assert r.passed and r.hparams["stages"] == 2
+    assert r.hparams["stages"] == 2 and not r.passed
+    assert [o.name for o in r.outputs if not o.passed] == [] and all(m.passed for m in r.metadata)
+    assert r.accounting is not None and not r.accounting.passed and "checkpoint mtp.extra" in r.accounting.detail
+    assert r.tensors["unaccounted"] == {"gguf": [], "checkpoint": ["mtp.extra"]}
+    assert r.first_divergence is not None and r.first_divergence["component"] == "tensor accounting"
     assert next(m for m in r.metadata if m.key == "dflash.block_count").passed

@@ -359,3 +359,93 @@ def test_broken_hf_checkpoint_is_an_input_error(conversion, tmp_path: Path) -> N
     (hf / "model.safetensors").write_bytes(data.replace(b'"layers.1.mlp.up_proj.weight"', b'"layers.1.mlp.up_proj.weighX"'))
     with pytest.raises(ConvertError, match="reference forward failed"):
         verify(src, hf, TARGET)
+
+
+# ---------------------------------------------------------------------------------------------- tensor accounting
+#: DFlash2's selector and a per-layer convolution (research/upstream-2026-11.md §1.3): tensors a DFlash forward
+#: does not read, so a file carrying them must not pass (issue 20)
+EXTRA_GGUF = ("selector_hidden.weight", "blk.0.attn_conv_proj.weight")
+
+
+def add_gguf_tensors(src: Path, dst: Path, names: tuple[str, ...]) -> Path:
+    """Rewrite ``src`` with gguf-py's writer, every key and tensor as they are, plus an F32 ``[8, n_embd]`` tensor
+    for each of ``names``."""
+    from gguf import GGUFReader, GGUFWriter
+
+    r = GGUFReader(src)
+    arch = str(r.fields["general.architecture"].contents())
+    w = GGUFWriter(dst, arch)
+    for name, f in r.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        if f.types[0] == VT.ARRAY:
+            w.add_key_value(name, f.contents(), VT.ARRAY, sub_type=f.types[1])
+        else:
+            w.add_key_value(name, f.contents(), f.types[0])
+    for t in r.tensors:
+        w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)
+    h = int(r.fields[f"{arch}.embedding_length"].contents())
+    for n in names:
+        w.add_tensor(n, np.ones((8, h), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return dst
+
+
+def accounting_row(report: Any) -> Any:
+    assert report.accounting is not None and report.accounting.name == "tensor accounting"
+    return report.accounting
+
+
+@pytest.mark.parametrize("outtype", OUTTYPES)
+def test_extra_gguf_tensors_fail_verify_by_name(conversion, tmp_path: Path, outtype: str) -> None:
+    """The review's repro: a converted dflash-zlab file plus two tensors no forward reads FAILS, naming both,
+    while the same file without them passes with every tensor read by the forward."""
+    src, hf = conversion(DFLASH, outtype)
+    good = verify(src, hf, TARGET)
+    assert good.passed and accounting_row(good).passed
+    n = len(read_gguf(src).tensors)
+    assert good.tensors["counts"]["gguf"] == {"total": n, "read_by_forward": n, "compared": 0, "dropped": 0,
+                                              "unaccounted": 0}
+    bad = verify(add_gguf_tensors(src, tmp_path / "extra.gguf", EXTRA_GGUF), hf, TARGET)
+    assert not bad.passed
+    assert failed_rows(bad) == set()                                    # the numbers still agree
+    assert not accounting_row(bad).passed and accounting_row(bad).grade == "unaccounted"
+    assert bad.first_divergence is not None and bad.first_divergence["component"] == "tensor accounting"
+    row = accounting_row(bad)
+    assert all(f"GGUF {t}" in row.detail for t in EXTRA_GGUF), row.detail
+    assert bad.tensors["unaccounted"] == {"gguf": list(EXTRA_GGUF), "checkpoint": []}
+    assert bad.tensors["counts"]["gguf"]["total"] == n + 2 and bad.tensors["counts"]["gguf"]["read_by_forward"] == n
+
+
+@pytest.mark.parametrize("outtype", OUTTYPES)
+def test_checkpoint_tensor_the_converter_ignored_fails_verify(conversion, tmp_path: Path, outtype: str) -> None:
+    """The checkpoint-side twin: a checkpoint tensor that reached no GGUF tensor (here: the GGUF was made from the
+    checkpoint without it, as a converter that silently skips an unknown name would make it) FAILS by name."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    src, _ = conversion(DFLASH, outtype)
+    hf = tmp_path / "hf"
+    shutil.copytree(FIXTURES / DFLASH, hf)
+    tensors = load_file(str(hf / "model.safetensors"))
+    tensors["layers.0.self_attn.conv_proj.weight"] = torch.ones((8, H), dtype=torch.bfloat16)
+    save_file(tensors, str(hf / "model.safetensors"))
+    r = verify(src, hf, TARGET)
+    assert not r.passed and failed_rows(r) == set() and not accounting_row(r).passed
+    assert "checkpoint layers.0.self_attn.conv_proj.weight" in accounting_row(r).detail
+    assert r.tensors["unaccounted"] == {"gguf": [], "checkpoint": ["layers.0.self_attn.conv_proj.weight"]}
+
+
+@pytest.mark.parametrize(("layout", "dropped"), [(DSPARK, {"embed_tokens.weight", "lm_head.weight"}),
+                                                 ("dspark-reduced", {"t2d"}), (EAGLE, {"t2d"})])
+def test_dropped_checkpoint_tensors_name_their_rule(conversion, layout: str, dropped: set[str]) -> None:
+    """Checkpoint tensors the GGUF legitimately leaves out are dropped by a rule whose reason the report carries."""
+    src, hf = conversion(layout, "f32")
+    r = verify(src, hf, TARGET)
+    assert r.passed
+    got = r.tensors["dropped"]["checkpoint"]
+    assert set(got) == dropped
+    assert all(("d2t" in why) if n == "t2d" else ("target's" in why) for n, why in got.items())

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ConvertError
+from ..variants import gguf_variant
 from .ops import (
     F32,
     CommonHParams,
@@ -58,7 +59,7 @@ class DFlashHParams(CommonHParams):
         arch = g.value("general.architecture")
         if arch != "dflash":
             raise ConvertError(f"{g.path}: general.architecture is {arch!r}, expected 'dflash' for a DSpark/DFlash forward")
-        if (g.value("dflash.hyper_connection.count") or 0) > 0:
+        if getattr(gguf_variant(g.value), "proof", None) == "tensors":
             raise ConvertError(f"{g.path}: DeepSeek-V4 DSpark (hyper connections) is not covered by the numpy reference")
         c = read_common_hparams(g, "dflash")
         markov = g.has("markov_w1.weight")

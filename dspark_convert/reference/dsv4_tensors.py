@@ -18,6 +18,7 @@ torch is imported inside the functions (verify is the only command that needs it
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,21 +99,65 @@ def plain_values(raw: np.ndarray, dtype: str) -> np.ndarray:
 ROWS_PER_CHUNK_F32 = 1 << 22  #: float32 values per compared chunk (16 MiB), whatever the tensor size
 
 
+#: verify's own spelling of the DeepSeek-V4 DSpark names (spec/dsv4-dspark.md §3), written apart from the
+#: converter's table (``families/dsv4_names.py``) so that a wrong row there shows as a failing tensor here:
+#: HF name inside stage ``mtp.{s}.`` -> GGUF name after ``blk.{s}.``
+STAGE_GGUF: dict[str, str] = {
+    "attn.attn_sink": "attn_sinks.weight", "attn.wq_a.weight": "attn_q_a.weight", "attn.wq_b.weight": "attn_q_b.weight",
+    "attn.q_norm.weight": "attn_q_a_norm.weight", "attn.wkv.weight": "attn_kv.weight",
+    "attn.kv_norm.weight": "attn_kv_a_norm.weight", "attn.wo_a.weight": "attn_output_a.weight",
+    "attn.wo_b.weight": "attn_output_b.weight", "attn_norm.weight": "attn_norm.weight", "ffn_norm.weight": "ffn_norm.weight",
+    "ffn.gate.weight": "ffn_gate_inp.weight", "ffn.gate.bias": "exp_probs_b.bias",
+    "ffn.shared_experts.w1.weight": "ffn_gate_shexp.weight", "ffn.shared_experts.w2.weight": "ffn_down_shexp.weight",
+    "ffn.shared_experts.w3.weight": "ffn_up_shexp.weight",
+    **{f"hc_{p}_{k}": f"hc_{p}_{k}.weight" for p in ("attn", "ffn") for k in ("fn", "base", "scale")},
+}
+#: names lifted out of the stage (the stage number is dropped) -> GGUF name
+ROOT_GGUF: dict[str, str] = {
+    "main_proj.weight": "fc.weight", "main_norm.weight": "enc.output_norm.weight", "norm.weight": "output_norm.weight",
+    **{f"hc_head_{k}": f"output_hc_{k}.weight" for k in ("fn", "base", "scale")},
+    "markov_head.markov_w1.weight": "markov_w1.weight", "markov_head.markov_w2.weight": "markov_w2.weight",
+    "confidence_head.proj.weight": "conf_proj.weight",
+}
+#: routed expert projection -> GGUF expert stack after ``blk.{s}.``
+EXPERT_GGUF: dict[str, str] = {"w1": "ffn_gate_exps.weight", "w2": "ffn_down_exps.weight", "w3": "ffn_up_exps.weight"}
+_MTP = re.compile(r"mtp\.(\d+)\.(.+)")
+_MTP_EXPERT = re.compile(r"ffn\.experts\.(\d+)\.(w[123])\.weight")
+
+
 def source_map(names: list[str]) -> dict[str, tuple[str, ...]]:
     """GGUF tensor name -> checkpoint names it comes from: ``(weight,)``, ``(weight, scale)`` for FP8, and for an
-    expert stack ``(w_e0.weight, w_e0.scale, w_e1.weight, ...)``; from the DeepSeek-V4 DSpark name tables."""
-    from ..families.dsv4_names import EXPERT_TENSORS, gguf_name, group_draft
+    expert stack ``(w_e0.weight, w_e0.scale, w_e1.weight, ...)``; from this module's own name tables.
 
+    Example:
+        >>> source_map(["mtp.0.attn.wkv.weight", "mtp.0.attn.wkv.scale", "mtp.1.norm.weight",
+        ...             "mtp.0.ffn.experts.1.w2.weight", "mtp.0.ffn.experts.1.w2.scale", "mtp.0.ffn.experts.0.w2.weight",
+        ...             "mtp.0.ffn.experts.0.w2.scale"])
+        ... # doctest: +NORMALIZE_WHITESPACE
+        {'blk.0.attn_kv.weight': ('mtp.0.attn.wkv.weight', 'mtp.0.attn.wkv.scale'),
+         'output_norm.weight': ('mtp.1.norm.weight',),
+         'blk.0.ffn_down_exps.weight': ('mtp.0.ffn.experts.0.w2.weight', 'mtp.0.ffn.experts.0.w2.scale',
+                                        'mtp.0.ffn.experts.1.w2.weight', 'mtp.0.ffn.experts.1.w2.scale')}
+    """
     have = set(names)
-    groups = group_draft(names)
     out: dict[str, tuple[str, ...]] = {}
-    for src, stage, rest in groups.dense:
-        g = gguf_name(stage, rest)
+    experts: dict[str, dict[int, tuple[str, str]]] = {}
+    for src in names:
+        m = _MTP.fullmatch(src)
+        if m is None:
+            continue
+        stage, rest = int(m.group(1)), m.group(2)
+        ex = _MTP_EXPERT.fullmatch(rest)
+        if ex is not None:
+            scale = src.removesuffix(".weight") + ".scale"
+            experts.setdefault(f"blk.{stage}.{EXPERT_GGUF[ex.group(2)]}", {})[int(ex.group(1))] = (src, scale)
+            continue
+        g = ROOT_GGUF.get(rest) or (f"blk.{stage}.{STAGE_GGUF[rest]}" if rest in STAGE_GGUF else None)
         if g is not None:
             scale = src.removesuffix(".weight") + ".scale"
             out[g] = (src, scale) if src.endswith(".weight") and scale in have else (src,)
-    for (s, w), per in groups.experts.items():
-        out[f"blk.{s}.{EXPERT_TENSORS[w]}"] = tuple(x for e in sorted(per) for x in per[e])
+    for g, per in experts.items():
+        out[g] = tuple(x for e in sorted(per) for x in per[e])
     return out
 
 

@@ -42,6 +42,8 @@ class TorchCheckpoint:
                  _index: dict[str, tuple[Path, list[int]]] | None = None) -> None:
         self.folder, self.storage = folder, dict(storage or {})
         self.rounding: dict[str, Rounding] = {}
+        #: every tensor whose data was read, shared by the copies :meth:`with_storage` makes (tensor accounting)
+        self.read: set[str] = set()
         if _index is None:
             index = folder / "model.safetensors.index.json"
             if index.is_file():
@@ -58,7 +60,9 @@ class TorchCheckpoint:
 
     def with_storage(self, storage: Mapping[str, str] | None) -> TorchCheckpoint:
         """The same folder read with another storage rounding (None: the unrounded values)."""
-        return TorchCheckpoint(self.folder, storage, self.index)
+        copy = TorchCheckpoint(self.folder, storage, self.index)
+        copy.read = self.read
+        return copy
 
     @property
     def names(self) -> list[str]:
@@ -75,7 +79,9 @@ class TorchCheckpoint:
             raise ConvertError(f"{self.folder}: tensor '{name}' not found")
         return self.index[name]
 
-    def _finish(self, name: str, t: torch.Tensor) -> torch.Tensor:
+    def _finish(self, name: str, t: torch.Tensor, record: bool = True) -> torch.Tensor:
+        if record:
+            self.read.add(name)
         if not t.is_floating_point():
             return t
         src, t = t.dtype, widen(t)
@@ -100,11 +106,12 @@ class TorchCheckpoint:
             kind = h.get_slice(name).get_dtype()
         return {"BF16": torch.bfloat16, "F16": torch.float16}.get(kind, torch.float32)
 
-    def get(self, name: str) -> torch.Tensor:
-        """The whole tensor as float32 (rounded as stored; integers keep their type)."""
+    def get(self, name: str, *, record: bool = True) -> torch.Tensor:
+        """The whole tensor as float32 (rounded as stored; integers keep their type). ``record=False``: a bulk load
+        whose caller records the names it uses itself (not counted in :attr:`read`)."""
         path, _ = self._where(name)
         with safe_open(str(path), framework="pt") as h:
-            return self._finish(name, h.get_tensor(name))
+            return self._finish(name, h.get_tensor(name), record)
 
     def rows(self, name: str, ids: list[int]) -> torch.Tensor:
         """Rows ``ids`` (axis 0) as float32."""

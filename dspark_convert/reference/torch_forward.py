@@ -111,8 +111,21 @@ def _lm(d: HFDraft, h: torch.Tensor, own: bool) -> torch.Tensor:
     return torch.cat([h @ w.T for _, w in ck.row_chunks(name)], dim=1)
 
 
+class _Used(dict[str, torch.Tensor]):
+    """A layer's tensors, loaded in bulk; a lookup records the name as read by the forward (verify's tensor
+    accounting counts what the forward used, not what it loaded)."""
+
+    def __init__(self, items: dict[str, torch.Tensor], read: set[str]) -> None:
+        super().__init__(items)
+        self._read = read
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        self._read.add(name)
+        return super().__getitem__(name)
+
+
 def _layer(d: HFDraft, p: str) -> Weights:
-    return {n: d.weights.get(n) for n in d.weights.names if n.startswith(p)}
+    return _Used({n: d.weights.get(n, record=False) for n in d.weights.names if n.startswith(p)}, d.weights.read)
 
 
 def _to_target(d: HFDraft, reduced: bool) -> Callable[[int], int]:

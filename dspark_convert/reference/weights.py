@@ -76,6 +76,8 @@ class GGUFWeights:
         self.path = Path(path)
         self.file: GGUFFile = read_gguf(self.path)
         self._names = {t.name for t in self.file.tensors}
+        #: every tensor whose data was read (verify's tensor accounting: what the forward actually used)
+        self.read: set[str] = set()
 
     # ------------------------------------------------------------------------------------------ metadata
     def value(self, key: str, default: Any = None) -> Any:
@@ -98,6 +100,7 @@ class GGUFWeights:
     def _raw(self, name: str, index: Index) -> np.ndarray:
         """Stored bytes of rows ``index`` (axis 0; a 1-D tensor is one row) as ``[rows, bytes_per_row]``."""
         t = self.file.tensor(name)
+        self.read.add(name)
         if t.qtype is None or t.nbytes is None:
             raise ConvertError(f"{self.path}: tensor '{name}' has unknown type {t.type_name}")
         cols = t.ne[0] if t.ne else 1

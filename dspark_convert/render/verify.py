@@ -1,5 +1,5 @@
 """Human output of ``verify``: the exact-mode table (the verdict) and the first divergence, the quality table
-(information), the storage rounding, metadata mismatches (or a count of matches), notes, verdict."""
+(information), the storage rounding, the tensor accounting, metadata mismatches (or a count of matches), notes, verdict."""
 
 from __future__ import annotations
 
@@ -57,6 +57,14 @@ def render_verify(report: VerifyReport, console: Console) -> None:
     if report.storage:
         line(console, "storage rounding applied to the checkpoint: ", ", ".join(
             f"{k} {v['tensors']} tensors ({v['changed']} of {v['values']} values changed)" for k, v in report.storage.items()))
+    acc = report.accounting
+    if acc is not None and report.tensors:
+        counts = "; ".join(f"{'GGUF' if side == 'gguf' else side} {n['total']}: {n['read_by_forward']} read by a forward, "
+                           f"{n['compared']} compared, {n['dropped']} dropped by a rule, {n['unaccounted']} unaccounted"
+                           for side, n in report.tensors["counts"].items())
+        line(console, Text("tensor accounting: ", style="" if acc.passed else "bold red"), text(counts, limit=400))
+        if not acc.passed:
+            line(console, "  ", text(acc.detail, limit=2000))
     bad = [m for m in report.metadata if not m.passed]
     if bad:
         emit_table(console, "metadata mismatches", [Col("key"), Col("GGUF", wrap=True), Col("expected from the HF config", wrap=True)],

@@ -1,0 +1,145 @@
+"""The variant registry (``dspark_convert.variants``, ``dspark_convert.recognize``) and the rules that keep family
+knowledge in its place (issue 20):
+
+- one answer to "which variant is this?" for a GGUF file and for a checkpoint, the same one ``check`` uses;
+- every converter family has a variant (so verify's tensor accounting has its drop rules);
+- verify's side never imports the conversion verb, and its forwards and tensor checks never import the converter's
+  name tables (two independent witnesses);
+- family names appear only in the variant packages (today ``families/``), the registry and the schema, plus an
+  allow-list of today's offenders that may only shrink.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, ROOT
+
+from dspark_convert.check import LOADER_VARIANTS
+from dspark_convert.families import family_modules, family_name
+from dspark_convert.gguffile.reader import read_gguf
+from dspark_convert.recognize import checkpoint_variant, draft_architecture
+from dspark_convert.variants import BY_NAME, VARIANTS, DropRule, gguf_variant, variant_of_family
+
+PKG = ROOT / "dspark_convert"
+
+#: committed fixture -> the GGUF variant its conversion is
+FIXTURE_VARIANTS = {"dflash-zlab": "dflash", "dspark-qwen3": "dflash", "dspark-reduced": "dflash",
+                    "eagle3-speculators": "eagle3", "eagle3-llama": "eagle3"}
+
+
+@pytest.mark.parametrize("layout", sorted(FIXTURE_VARIANTS))
+def test_gguf_and_checkpoint_give_the_same_variant(converted, layout: str) -> None:
+    f = read_gguf(converted(layout, "f32"))
+    v = gguf_variant(f.value, [t.name for t in f.tensors])
+    assert v is not None and v.name == FIXTURE_VARIANTS[layout]
+    cfg = __import__("json").loads((FIXTURES / layout / "config.json").read_text())
+    assert checkpoint_variant(cfg, [], str(FIXTURES / layout)) is v
+
+
+def test_dsv4_refines_dflash_and_check_agrees() -> None:
+    """Hyper-connections make a ``dflash`` file DeepSeek-V4 DSpark; check's loader variants ask the registry."""
+    dsv4 = {"general.architecture": "dflash", "dflash.hyper_connection.count": 4}
+    assert gguf_variant(dsv4.get).name == "dsv4"
+    assert gguf_variant({**dsv4, "dflash.hyper_connection.count": 0}.get).name == "dflash"
+    assert gguf_variant({**dsv4, "dflash.hyper_connection.count": True}.get).name == "dflash"   # a bool is no count
+    assert gguf_variant({"general.architecture": "llama"}.get) is None
+    assert [v.name for v in VARIANTS].index("dsv4") < [v.name for v in VARIANTS].index(BY_NAME["dsv4"].refines or "")
+    assert [lv.name for lv in LOADER_VARIANTS] == ["dflash-dsv4", "dflash", "eagle3"]
+
+
+def test_every_family_has_a_variant() -> None:
+    names = sorted(family_name(m) for m in family_modules())
+    assert names == sorted(f for v in VARIANTS for f in v.families)
+    assert {variant_of_family(n).name for n in names} == {"dflash", "eagle3", "dsv4"}
+
+
+def test_draft_architecture() -> None:
+    assert draft_architecture({"architectures": ["Eagle3Speculator"]}) == "Eagle3Speculator"
+    assert draft_architecture({"architectures": ["Qwen3ForCausalLM"]}) is None
+    assert draft_architecture({"architectures": ["LlamaForCausalLM"]}) is None       # also a target class
+    assert draft_architecture({"architectures": []}) is None and draft_architecture([]) is None
+
+
+def test_drop_rules_need_the_other_side() -> None:
+    t2d = next(r for r in BY_NAME["dflash"].checkpoint_drops if r.pattern == "t2d")
+    assert t2d.covers("t2d", {"d2t"}) and not t2d.covers("t2d", set()) and not t2d.covers("xt2d", {"d2t"})
+    embed = next(r for r in BY_NAME["dflash"].checkpoint_drops if r.pattern == "embed_tokens.weight")
+    assert embed.covers("embed_tokens.weight", {"fc.weight"}) and not embed.covers("embed_tokens.weight",
+                                                                                   {"token_embd.weight"})
+    layer = DropRule("layers.{n}.x.weight", "test")
+    assert layer.covers("layers.12.x.weight", set()) and not layer.covers("layers.a.x.weight", set())
+
+
+# ---------------------------------------------------------------------------------------------- import rules
+def _imports(path: Path) -> set[str]:
+    """Modules ``path`` imports (relative imports resolved against the package), lazy imports included."""
+    rel = path.relative_to(ROOT).with_suffix("").parts
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = list(rel[:len(rel) - node.level]) if node.level else []
+            mod = ".".join(base + ([node.module] if node.module else []))
+            out.add(mod)
+            out |= {f"{mod}.{a.name}" for a in node.names}
+    return out
+
+
+VERIFY_SIDE = ["verify.py", "verify_dsv4.py", "verify_accounting.py", "verify_checks.py",
+               *[f"reference/{p.name}" for p in sorted((PKG / "reference").glob("*.py"))]]
+
+
+@pytest.mark.parametrize("module", VERIFY_SIDE)
+def test_verify_side_does_not_import_the_converter(module: str) -> None:
+    """verify is a sibling of the conversion verb, and its witnesses keep their own names (issue 20)."""
+    imported = _imports(PKG / module)
+    assert not {m for m in imported if m.startswith("dspark_convert.hf2gguf")}, module
+    assert not {m for m in imported if m.startswith("dspark_convert.families.dsv4_names")}, module
+    if module.startswith("reference/"):
+        assert not {m for m in imported if m.startswith("dspark_convert.families")}, module
+
+
+# ---------------------------------------------------------------------------------------------- family names
+FAMILY_WORD = re.compile(r"(?i)(?<![\w-])(dflash|eagle-?3|dsv4|deepseek|dspark(?![_-]convert))")
+#: where family names belong: the variant packages (today ``families/``), the registry, the GGUF vocabulary
+ZONES = ("families/", "variants.py", "schema.py")
+#: today's offenders (issue 20, at its start): each must leave this list when it stops naming families, and the
+#: list must end empty. A file not listed here that names a family fails.
+ALLOWED = frozenset({
+    "__init__.py", "archnames.py", "check.py", "cli.py", "dsv4_rules.py", "fit/conversion.py", "fit/rules.py",
+    "fit/sides.py", "gguffile/reader.py", "gguffile/source.py", "hf/checkpoint.py", "hf/hub.py",
+    "hf2gguf/conversion.py", "hf2gguf/metadata.py", "hf2gguf/naming.py", "hf2gguf/writer.py", "inspect.py", "plan.py",
+    "quant.py", "reference/__init__.py", "reference/dflash_np.py", "reference/dsv4_tensors.py",
+    "reference/eagle3_np.py", "reference/hf_draft.py", "reference/ops.py", "reference/storage.py",
+    "reference/torch_forward.py", "reference/weights.py", "tokenizer/bpe.py", "tokenizer/class_defaults.py",
+    "tokenizer/handlers.py", "transforms.py", "verify.py", "verify_checks.py", "verify_dsv4.py",
+})
+
+
+def family_name_files() -> dict[str, int]:
+    """Package ``.py`` files outside the zones that name a family -> how many times."""
+    out: dict[str, int] = {}
+    for p in sorted(PKG.rglob("*.py")):
+        rel = p.relative_to(PKG).as_posix()
+        if rel.startswith(ZONES):
+            continue
+        n = len(FAMILY_WORD.findall(p.read_text()))
+        if n:
+            out[rel] = n
+    return out
+
+
+def test_family_names_stay_in_the_variants() -> None:
+    found = family_name_files()
+    assert set(found) <= ALLOWED, f"family names outside the variants and the schema: {sorted(set(found) - ALLOWED)}"
+    assert not ALLOWED - set(found), f"no longer name a family, remove from ALLOWED: {sorted(ALLOWED - set(found))}"
+
+
+def test_family_word_pattern() -> None:
+    words = FAMILY_WORD.findall("dspark_convert dspark-convert DSpark dspark_dsv4 EAGLE-3 eagle3 DFlash2 DeepSeek-V4")
+    assert [w.lower() for w in words] == ["dspark", "dspark", "eagle-3", "eagle3", "dflash", "deepseek"]
