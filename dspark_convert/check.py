@@ -337,7 +337,7 @@ def _tensor_rules(c: _Checker) -> None:
 
 def _is_dflash2(plan: Plan) -> bool:
     """llama.cpp loads a ``dflash`` file as DFlash2 when it holds ``selector_hidden.weight``."""
-    return plan.arch == S.ARCH_DFLASH and any(t.name == S.T_SELECTOR_HIDDEN for t in plan.tensors)
+    return _variant(plan) == "dflash2"
 
 
 def _dflash2_rules(c: _Checker) -> int | None:

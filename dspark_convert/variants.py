@@ -90,6 +90,8 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("dsv4", S.ARCH_DFLASH, lambda v, _n: v("general.architecture") == S.ARCH_DFLASH
             and _int_above_zero(v(S.HC_COUNT.format(arch=S.ARCH_DFLASH))), ("dspark_dsv4",), refines="dflash",
             proof="tensors"),
+    Variant("dflash2", S.ARCH_DFLASH, lambda v, n: v("general.architecture") == S.ARCH_DFLASH
+            and S.T_SELECTOR_HIDDEN in n, ("dflash2",), refines="dflash"),
     Variant("dflash", S.ARCH_DFLASH, lambda v, _n: v("general.architecture") == S.ARCH_DFLASH, ("dspark", "dflash"),
             checkpoint_drops=(_T2D, _FULL_VOCAB_EMBED, _FULL_VOCAB_HEAD)),
     Variant("eagle3", S.ARCH_EAGLE3, lambda v, _n: v("general.architecture") == S.ARCH_EAGLE3, ("eagle3",),

@@ -249,8 +249,10 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
         return report
     if target_dir is None:
         raise ConvertError("--target-model-dir is required: verify reads the target model's token embeddings and lm_head")
-    if is_dflash2(g):  # DFlash2 (issue 22): its own pair of forwards, verify_dflash2.py
+    if is_dflash2(g) and _checkpoint_is_dflash2(Path(hf_dir)):  # DFlash2 (issue 22): its own forwards
         return _verify_dflash2(g, gguf_path, hf_dir, target_dir, context, seed)
+    # a GGUF with DFlash2 tensors beside a checkpoint of another family goes the generic way: the tensor
+    # accounting names the tensors no forward reads
     tf, d = _load_torch_side(Path(hf_dir), Path(target_dir))
     target = TargetWeights(target_dir)
     report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir), str(g.value("general.architecture")), d.family,
@@ -276,6 +278,14 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
         _account(report, variant or variant_of_family(d.family), gguf_names, g.read,
                  set(), d.weights.names, d.weights.read, set())
     return report
+
+
+def _checkpoint_is_dflash2(hf_dir: Path) -> bool:
+    """The checkpoint's own config names the DFlash2 class (the GGUF alone does not decide which forwards run)."""
+    from .hf.checkpoint import load_json
+
+    archs = load_json(hf_dir / "config.json").get("architectures") if (hf_dir / "config.json").is_file() else None
+    return isinstance(archs, list) and "DFlash2DraftModel" in archs
 
 
 def _verify_dflash2(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path, context: int,
