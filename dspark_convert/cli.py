@@ -69,6 +69,16 @@ def _main_options(
     """Convert DSpark / DFlash / EAGLE-3 drafts to GGUF, inspect and verify GGUF files."""
 
 
+def _written_now() -> str | None:
+    """The file this command wrote, if any: noted by the CLI, or (interrupted between the commit and the CLI
+    noting it) the destination that holds the new file now."""
+    if _State.written is not None:
+        return _State.written
+    dest = sys.modules.get("dspark_convert.hf2gguf.destination")
+    written = dest.written_here() if dest is not None else None
+    return str(written) if written is not None else None
+
+
 def run_or_exit(fn: Callable[[], T], doing: str) -> T:
     """Run ``fn`` (``doing`` says what it does, for an interrupt's line); a ConvertError becomes one line on stderr
     and exit code 2, an interrupt one line and 130 / 143."""
@@ -83,7 +93,7 @@ def run_or_exit(fn: Callable[[], T], doing: str) -> T:
     except Interrupted as e:
         from .render import print_error
 
-        print_error(interrupted_line(e, doing))
+        print_error(interrupted_line(e, doing, _written_now()))
         raise typer.Exit(e.exit_code) from None
     finally:
         _State.doing = "printing the result"
@@ -273,7 +283,7 @@ def main() -> None:
     try:
         app()
     except Interrupted as e:  # outside a library call (parsing arguments, printing the result)
-        sys.stderr.write(f"error: {interrupted_line(e, _State.doing, _State.written)}\n")
+        sys.stderr.write(f"error: {interrupted_line(e, _State.doing, _written_now())}\n")
         sys.stderr.flush()
         raise SystemExit(e.exit_code) from None
 

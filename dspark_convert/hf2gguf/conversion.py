@@ -16,7 +16,7 @@ from typing import Any
 from .. import schema as S
 from ..archnames import Architecture, resolve_architecture
 from ..check import Finding, check_plan, errors
-from ..errors import ConvertError
+from ..errors import ConvertError, Interrupted
 from ..families import family_for, family_modules, family_name
 from ..families.base import Context, ConvertOptions, Family, TargetFacts
 from ..families.common import resolve_outtype, tensor_spec
@@ -26,7 +26,7 @@ from ..hf.checkpoint import INDEX_NAME, Checkpoint, Select, load_json, read_json
 from ..hf.hub import TOKENIZER_FILES, ResolvedModel, resolve_draft, resolve_target
 from ..notes import collecting
 from ..plan import KV, Plan, TensorSpec
-from .destination import check_destination
+from .destination import check_destination, expect_commit, written_here
 from .metadata import general_kvs, param_counts
 from .naming import default_output_name, expand_output_template
 from .writer import Progress, write_plan
@@ -325,11 +325,20 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
                              dspark=dspark, ignore_target_mismatch=ignore_target_mismatch,
                              architecture=architecture, tokenizer_cache=cache)
     check_destination(outfile, outtype=outtype, force=force, dry_run=dry_run)  # before any reading or download
-    with collecting() as notes:
-        result = _convert(draft, target_model_dir, outfile, options, force=force, dry_run=dry_run, progress=progress)
-    result.findings += [Finding("note", n.subject, n.rule, n.message) for n in notes]
-    result.seconds = time.perf_counter() - t0
-    return result
+    expect_commit(None)
+    try:
+        with collecting() as notes:
+            result = _convert(draft, target_model_dir, outfile, options, force=force, dry_run=dry_run,
+                              progress=progress)
+        result.findings += [Finding("note", n.subject, n.rule, n.message) for n in notes]
+        result.seconds = time.perf_counter() - t0
+        return result
+    except Interrupted as e:
+        written = written_here()  # an interrupt after the commit, outside the writer: say what is on disk
+        if e.message or written is None:
+            raise
+        raise Interrupted(e.signum, f"{written}: {Interrupted.describe(e.signum)} after the file was complete; it "
+                                    "was written in full") from None
 
 
 def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str | Path | None,
