@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,19 +63,40 @@ class Case:
     fragments: tuple[str, ...]  # "{draft}" / "{target}" are replaced by the copies' paths
     args: tuple[str, ...]
     section: str = ""  # the gguf-contract.md section whose rule this case checks
+    #: another command line than ``hf2gguf DRAFT -t TARGET -o OUT``: its arguments, with {draft} / {target} / {out}
+    command: tuple[str, ...] | None = None
+    code: int = 2  # the exit code
+    #: run in a subprocess under an address-space limit (:data:`BOUND_AS_BYTES`) and a hang guard
+    #: (:data:`BOUND_SECONDS`): the hostile inputs of issue 25 (2-5) whose failure mode is memory or a hang
+    bounded: bool = False
 
 
 CASES: dict[str, Case] = {}
 
 
+#: the address-space limit (RLIMIT_AS) of a bounded case's process: a plain conversion of a fixture peaks at
+#: about 1.3 GiB of address space (numpy, threads' stacks, mappings); a hostile input that grows memory fails it
+BOUND_AS_BYTES = 3 << 30
+#: the hang guard of a bounded case (not a timing assertion: every case ends in 2-4 s; a hang never ends)
+BOUND_SECONDS = 120
+
+
 def case(id: str, *fragments: str, fixture: str = "dspark-qwen3", args: tuple[str, ...] = (),
-         section: str = "") -> Callable:
+         section: str = "", command: tuple[str, ...] | None = None, code: int = 2,
+         bounded: bool = False) -> Callable:
     """Register the decorated corruption as case ``id``."""
     def register(fn: Callable[[Inputs], None]) -> Callable[[Inputs], None]:
         assert id not in CASES
-        CASES[id] = Case(id, fixture, fn, fragments, args, section)
+        CASES[id] = Case(id, fixture, fn, fragments, args, section, command, code, bounded)
         return fn
     return register
+
+
+def argv(c: Case, inp: Inputs, out_dir: Path) -> list[str]:
+    """The case's command line (without the program name)."""
+    if c.command is None:
+        return ["hf2gguf", str(inp.draft), "-t", str(inp.target), "-o", str(out_dir / "draft.gguf"), *c.args]
+    return [a.format(draft=inp.draft, target=inp.target, out=out_dir / "draft.gguf") for a in c.command]
 
 
 def config_case(id: str, *fragments: str, edits: dict[str, Any], fixture: str = "dspark-qwen3",
@@ -564,3 +586,155 @@ def _(inp: Inputs) -> None:
       "{draft}/model.safetensors: tensor 'fc.bias')", fixture="dflash-zlab", section="§3.7")
 def _(inp: Inputs) -> None:
     set_tensor(inp.draft, "fc.bias", "BF16", np.zeros(64, np.uint16))
+
+
+# ------------------------------------------------------------------------------------------- special files (issue 25.5)
+# Only regular files are read, everywhere: a FIFO would block the read forever and /dev/zero never ends. Each of
+# these hung (or read to MemoryError) before; each is one line now, checked before the file is opened.
+NOT_REGULAR = "not a regular file; only regular files are read"
+
+
+def _fifo(p: Path) -> None:
+    if p.exists():
+        p.unlink()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(p)
+
+
+def _to_dev_zero(p: Path) -> None:
+    if p.exists():
+        p.unlink()
+    p.symlink_to("/dev/zero")
+
+
+@case("fifo-stray-safetensors", f"{{draft}}/model-extra.safetensors: is a FIFO (named pipe), {NOT_REGULAR}",
+      bounded=True)
+def _(inp: Inputs) -> None:
+    _fifo(inp.draft / "model-extra.safetensors")  # beside good weights
+
+
+@case("fifo-shard-in-index", f"{{draft}}/{SHARD2}: is a FIFO (named pipe), {NOT_REGULAR}", fixture="dflash-zlab-swa",
+      bounded=True)
+def _(inp: Inputs) -> None:
+    _fifo(inp.draft / SHARD2)
+
+
+@case("dev-zero-pytorch-bin", f"{{draft}}/pytorch_model.bin: is a character device (a symlink to /dev/zero), "
+      f"{NOT_REGULAR}", bounded=True)
+def _(inp: Inputs) -> None:
+    (inp.draft / "model.safetensors").unlink()
+    _to_dev_zero(inp.draft / "pytorch_model.bin")
+
+
+@case("fifo-pytorch-bin", f"{{draft}}/pytorch_model.bin: is a FIFO (named pipe), {NOT_REGULAR}", bounded=True)
+def _(inp: Inputs) -> None:
+    (inp.draft / "model.safetensors").unlink()
+    _fifo(inp.draft / "pytorch_model.bin")
+
+
+@case("fifo-config", f"{{draft}}/config.json: is a FIFO (named pipe), {NOT_REGULAR}", bounded=True)
+def _(inp: Inputs) -> None:
+    _fifo(inp.draft / "config.json")
+
+
+@case("fifo-readme", f"{{draft}}/README.md: is a FIFO (named pipe), {NOT_REGULAR}", bounded=True)
+def _(inp: Inputs) -> None:
+    _fifo(inp.draft / "README.md")
+
+
+@case("dev-zero-target-merges", f"{{target}}/merges.txt: is a character device (a symlink to /dev/zero), {NOT_REGULAR}",
+      bounded=True)
+def _(inp: Inputs) -> None:
+    _to_dev_zero(inp.own_target() / "merges.txt")
+
+
+@case("fifo-target-tokenizer-config", f"{{target}}/tokenizer_config.json: is a FIFO (named pipe), {NOT_REGULAR}",
+      bounded=True)
+def _(inp: Inputs) -> None:
+    _fifo(inp.own_target() / "tokenizer_config.json")
+
+
+@case("fifo-target-tokenizer-model", f"{{target}}/tokenizer.model: is a FIFO (named pipe), {NOT_REGULAR}",
+      bounded=True)
+def _(inp: Inputs) -> None:
+    _fifo(inp.own_target() / "tokenizer.model")
+
+
+@case("fifo-target-chat-template", f"{{target}}/chat_template.jinja: is a FIFO (named pipe), {NOT_REGULAR}",
+      bounded=True)
+def _(inp: Inputs) -> None:
+    _fifo(inp.own_target() / "chat_template.jinja")
+
+
+@case("dev-zero-target-added-tokens", f"{{target}}/added_tokens.json: is a character device (a symlink to /dev/zero), "
+      f"{NOT_REGULAR}", bounded=True)
+def _(inp: Inputs) -> None:
+    _to_dev_zero(inp.own_target() / "added_tokens.json")
+
+
+@case("fifo-target-additional-template", f"{{target}}/additional_chat_templates/tool_use.jinja: is a FIFO (named "
+      f"pipe), {NOT_REGULAR}", bounded=True)
+def _(inp: Inputs) -> None:
+    _fifo(inp.own_target() / "additional_chat_templates" / "tool_use.jinja")
+
+
+@case("inspect-fifo-gguf", f"{{draft}}/draft.gguf: is a FIFO (named pipe), {NOT_REGULAR}",
+      command=("inspect", "{draft}/draft.gguf"), bounded=True)
+def _(inp: Inputs) -> None:
+    _fifo(inp.draft / "draft.gguf")
+
+
+# ------------------------------------------------------------------------------------------- model card (issue 25.2)
+# README.md's YAML front matter is read for general.* metadata (Hub drafts fetch it too). A few hundred bytes of
+# nested aliases expand to 9**10 values: the read is bounded in size, aliases, expanded values and depth.
+CARD_EXPANDS = ("{draft}/README.md: the YAML front matter expands to more than 100000 values (nested aliases?); "
+                "expected a plain model card")
+
+
+def _laughs(key: str) -> str:
+    """Nested aliases, 10 levels x 9 (a "billion laughs"), referenced from ``key``."""
+    lines = ["---", 'l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, 10):
+        lines.append(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]")
+    lines += [f"{key}: *l9", "---", "# a model card", ""]
+    return "\n".join(lines)
+
+
+for _key in ("license", "tags", "model_name", "base_model", "datasets"):
+    def _card(inp: Inputs, key: str = _key) -> None:
+        (inp.draft / "README.md").write_text(_laughs(key), encoding="utf-8")
+    case(f"card-alias-bomb-{_key.replace('_', '-')}", CARD_EXPANDS, bounded=True)(_card)
+
+
+@case("card-too-many-aliases", "{draft}/README.md: the YAML front matter uses more than 1000 aliases (*name); "
+      "expected a plain model card", bounded=True)
+def _(inp: Inputs) -> None:
+    (inp.draft / "README.md").write_text("---\nx: &x 1\ntags: [" + ", ".join(["*x"] * 1001) + "]\n---\n")
+
+
+@case("card-too-deep", "{draft}/README.md: the YAML front matter is nested more than 100 levels deep; expected a "
+      "plain model card", bounded=True)
+def _(inp: Inputs) -> None:
+    (inp.draft / "README.md").write_text("---\ntags: " + "[" * 150 + "]" * 150 + "\n---\n")
+
+
+@case("card-nested-past-recursion", "{draft}/README.md: the YAML front matter is nested too deeply; expected a plain "
+      "model card", bounded=True)
+def _(inp: Inputs) -> None:
+    (inp.draft / "README.md").write_text("---\ntags: " + "[" * 5000 + "]" * 5000 + "\n---\n")
+
+
+@case("card-front-matter-too-long", "{draft}/README.md: the YAML front matter is longer than the 1048576 byte limit "
+      "(no closing '---' line within it)", bounded=True)
+def _(inp: Inputs) -> None:
+    (inp.draft / "README.md").write_text("---\n" + "tags:\n" + "- t\n" * 400_000)
+
+
+@case("card-value-shown-bounded", "README.md / --metadata: 'general.name' is [[[...], [...], [...], [...], ...], "
+      "[[...], [...], [...], [...], ...], [[...], [...], [...], [...], ...], [[...], [...], [...], [...], ...], ...], "
+      "expected a string", bounded=True)
+def _(inp: Inputs) -> None:  # within the bounds (9**4 values), but its repr is never printed whole
+    lines = ["---", 'l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]',
+             "l1: &l1 [" + ", ".join(["*l0"] * 9) + "]", "l2: &l2 [" + ", ".join(["*l1"] * 9) + "]",
+             "model_name: *l2", "---", ""]
+    (inp.draft / "README.md").write_text("\n".join(lines))

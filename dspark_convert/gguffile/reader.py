@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConvertError, GGUFFormatError
+from ..errors import ConvertError, GGUFFormatError, open_regular
 from ..gguf_constants import GGML_QUANT_SIZES, QT, VT
 from ..plan import KV, Plan, TensorSpec
 from ..schema import GENERAL_ALIGNMENT, GENERAL_ARCHITECTURE
@@ -244,7 +244,7 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFFile:
     """
     p = Path(path)
     try:
-        with open(p, "rb") as fh:
+        with open_regular(p) as fh:  # a FIFO or a device: one line, never a hang (mmap needs a regular file)
             size = os.fstat(fh.fileno()).st_size
             if size < HEADER_SIZE:
                 raise GGUFFormatError(f"{p}: header at byte 0: truncated: file has {size} bytes, "

@@ -16,7 +16,7 @@ from typing import Any
 from .. import schema as S
 from ..archnames import Architecture, resolve_architecture
 from ..check import Finding, check_plan, errors
-from ..errors import ConvertError, Interrupted
+from ..errors import ConvertError, Interrupted, require_regular
 from ..families import family_for, family_modules, family_name
 from ..families.base import Context, ConvertOptions, Family, TargetFacts
 from ..families.common import resolve_outtype, tensor_spec
@@ -83,6 +83,7 @@ def choose_family(folder: Path, architecture: str | None = None
     one, an alias upstream accepts, or ``architecture`` (``--architecture``) when given) and the config as the
     family sees it (``architectures`` holding that value)."""
     cfg = folder / "config.json"
+    require_regular(cfg)
     if not cfg.is_file():
         raise ConvertError(f"{folder}: no config.json (expected a Hugging Face checkpoint folder)")
     config = load_json(cfg)
