@@ -209,3 +209,29 @@ def test_verify_names_the_folder_and_the_number_at_fault(tmp_path: Path, flag: s
     r = run("verify", tmp_path / "x.gguf", *[x for kv in args.items() for x in kv])
     refused(r, line.format(tmp=tmp_path))
     assert listing(tmp_path) == []
+
+
+# ------------------------------------------------------------------------------------------- issue 24.10 / 24.11
+def test_missing_folder_with_trailing_slash(tmp_path: Path) -> None:
+    """24.10: ``-o nosuch/`` is a missing folder, not "is a folder"."""
+    for extra in ([], ["--dry-run"]):
+        refused(run("hf2gguf", DRAFT, "-t", TARGET, "-o", "nosuch/", *extra, cwd=tmp_path),
+                "nosuch/: no such folder (and -o takes a file name, e.g. nosuch/draft.gguf)")
+    assert listing(tmp_path) == []
+
+
+@pytest.mark.parametrize(("setup", "name", "line"), [
+    ("exists", "d.gguf", "d.gguf: already exists (pass --force to overwrite it)"),
+    ("exists", "d-{ftype}.gguf", "d-BF16.gguf: already exists (pass --force to overwrite it)"),
+    ("none", "missing/d.gguf", "missing: output folder does not exist"),
+], ids=["existing-file", "existing-file-from-template", "missing-folder"])
+def test_dry_run_refuses_what_the_real_run_refuses(tmp_path: Path, setup: str, name: str, line: str) -> None:
+    """24.11: the dry run makes the real run's destination checks (it used to say `would write ...`)."""
+    if setup == "exists":
+        (tmp_path / name.replace("{ftype}", "BF16")).write_bytes(b"keep")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    for extra in (["--dry-run"], []):
+        refused(run("hf2gguf", DRAFT, "-t", TARGET, "-o", name, *extra, cwd=tmp_path), line)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+    forced = run("hf2gguf", DRAFT, "-t", TARGET, "-o", name, "--dry-run", "--force", cwd=tmp_path)
+    assert (forced.exit_code == 0) == (setup == "exists"), forced.stderr

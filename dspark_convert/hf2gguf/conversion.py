@@ -26,7 +26,7 @@ from ..hf.checkpoint import INDEX_NAME, Checkpoint, Select, load_json, read_json
 from ..hf.hub import TOKENIZER_FILES, ResolvedModel, resolve_draft, resolve_target
 from ..notes import collecting
 from ..plan import KV, Plan, TensorSpec
-from .destination import check_destination, expect_commit, written_here
+from .destination import check_destination, check_planned_name, expect_commit, written_here
 from .metadata import general_kvs, param_counts
 from .naming import default_output_name, expand_output_template
 from .writer import Progress, write_plan
@@ -366,7 +366,9 @@ def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: st
         result = ConvertResult(path=path, plan=plan, findings=findings, outtype=planned.outtype, dry_run=dry_run,
                                family=planned.family_name, notes=list(plan.notes),
                                architecture=planned.architecture.to_dict() if planned.architecture else None)
-        if not dry_run:
+        if dry_run:  # what the writer would refuse, the dry run refuses too (a {ftype} name is known only now)
+            check_planned_name(path, force=force)
+        else:
             t0 = time.perf_counter()
             result.bytes_written = write_plan(plan, planned.sources, path, force=force,
                                               allow_nonfinite=options.allow_nonfinite, progress=progress)

@@ -29,15 +29,15 @@ _ACTIVE: set[Path] = set()
 
 
 def check_destination(outfile: str | os.PathLike[str] | None, *, outtype: str, force: bool,
-                      dry_run: bool = False) -> None:
+                      dry_run: bool = False) -> None:  # dry_run: the same checks (issue 24.11), kept for callers
     """Refuse an output name that cannot work, before any work: empty, ``-`` (stdout), a folder, a missing or
     read-only folder, or (without ``force``) an existing file. ``outfile`` None means the default name in the
-    current folder. A dry run checks only the name's form. Templates (``{ftype}``) are checked as far as they
-    can be before the outtype is resolved: with ``outtype="auto"`` the file name itself is checked after planning.
+    current folder. A dry run makes the same checks (it says what the real run would do). Templates
+    (``{ftype}``) are checked as far as they can be before the outtype is resolved: with ``outtype="auto"`` the
+    file name itself is checked after planning (:func:`check_planned_name`).
     """
     if outfile is None:
-        if not dry_run:
-            _check_folder(Path.cwd())
+        _check_folder(Path.cwd())
         return
     name = os.fspath(outfile)
     if name.strip() == "":
@@ -45,19 +45,28 @@ def check_destination(outfile: str | os.PathLike[str] | None, *, outtype: str, f
     if name == "-":
         raise ConvertError("-o -: a GGUF file is not streamed to stdout; give a file name, e.g. -o draft.gguf")
     path = Path(name)
+    if name.endswith(("/", os.sep)) and not path.is_dir() and "{" not in name:
+        raise ConvertError(f"{name}: no such folder (and -o takes a file name, e.g. {path / 'draft.gguf'})")
     if name.endswith(("/", os.sep)) or path.is_dir():
         raise ConvertError(f"{path}: is a folder, expected a file name (e.g. {path / 'draft.gguf'})")
-    if dry_run:
-        return
     if "{" not in str(path.parent):
         _check_folder(path.parent if str(path.parent) else Path("."))
     if "{" in name and outtype == "auto":
         return  # the name depends on the resolved outtype: checked after planning
     expanded = Path(expand_output_template(name, outtype=outtype)) if "{" in name else path
-    if expanded.is_dir():
-        raise ConvertError(f"{expanded}: is a folder, expected a file name")
-    if expanded.exists() and not force:
-        raise ConvertError(f"{expanded}: already exists (pass --force to overwrite it)")
+    check_planned_name(expanded, force=force)
+
+
+def check_planned_name(path: Path, *, force: bool) -> None:
+    """The checks on the final file name (a template expanded with the resolved outtype): not a folder, its folder
+    exists and, without ``force``, no file there (the writer checks again, and commits without clobbering)."""
+    if path.is_dir():
+        raise ConvertError(f"{path}: is a folder, expected a file name")
+    if os.path.lexists(path) and not force:
+        raise ConvertError(f"{path}: already exists (pass --force to overwrite it)")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise ConvertError(f"{folder}: output folder does not exist")
 
 
 def _check_folder(folder: Path) -> None:
