@@ -101,3 +101,9 @@ def open_regular(path: PathLike) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def clip(text: str, limit: int = 120) -> str:
+    """``text`` cut to ``limit`` characters with the elided count (an error line names a value, never dumps it)."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"

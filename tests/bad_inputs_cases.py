@@ -738,3 +738,54 @@ def _(inp: Inputs) -> None:  # within the bounds (9**4 values), but its repr is 
              "l1: &l1 [" + ", ".join(["*l0"] * 9) + "]", "l2: &l2 [" + ", ".join(["*l1"] * 9) + "]",
              "model_name: *l2", "---", ""]
     (inp.draft / "README.md").write_text("\n".join(lines))
+
+
+# ------------------------------------------------------------------------------------------- index and JSON (25.7, 25.12)
+for _value, _shown, _id in ((5, "5", "int"), (None, "null", "null"), (["x"], '["x"]', "list")):
+    def _bad_map(inp: Inputs, value: Any = _value) -> None:
+        idx = read_config(inp.draft, INDEX)
+        idx["weight_map"]["fc.weight"] = value
+        write_config(inp.draft, idx, INDEX)
+    case(f"index-weight-map-value-{_id}",
+         f"{{draft}}/{INDEX}: weight_map['fc.weight'] is {_shown}, expected a shard file name (a string)",
+         fixture="dflash-zlab-swa")(_bad_map)
+
+
+@case("index-shard-outside-folder", f"{{draft}}/{INDEX}: shard '../../etc/passwd' (holding 'fc.weight') is outside "
+      "the checkpoint folder {draft}; expected a file name inside it", fixture="dflash-zlab-swa")
+def _(inp: Inputs) -> None:
+    idx = read_config(inp.draft, INDEX)
+    idx["weight_map"]["fc.weight"] = "../../etc/passwd"
+    write_config(inp.draft, idx, INDEX)
+
+
+@case("index-shard-symlink-outside", f"{{draft}}/{INDEX}: shard 'model-00003-of-00003.safetensors' (holding "
+      "'fc.weight') is outside the checkpoint folder {draft}; expected a file name inside it", fixture="dflash-zlab-swa")
+def _(inp: Inputs) -> None:
+    (inp.draft / "model-00003-of-00003.safetensors").symlink_to("/etc/passwd")
+    idx = read_config(inp.draft, INDEX)
+    idx["weight_map"]["fc.weight"] = "model-00003-of-00003.safetensors"
+    write_config(inp.draft, idx, INDEX)
+
+
+@case("dev-zero-shard", f"{{draft}}/model.safetensors: is a character device (a symlink to /dev/zero), {NOT_REGULAR}",
+      bounded=True)
+def _(inp: Inputs) -> None:
+    _to_dev_zero(inp.draft / "model.safetensors")
+
+
+@case("config-nested-3000-deep", "{draft}/config.json: JSON nested too deeply (arrays or objects inside each other "
+      "past the interpreter's recursion limit); expected a flat configuration")
+def _(inp: Inputs) -> None:
+    cfg = (inp.draft / "config.json").read_text()
+    (inp.draft / "config.json").write_text(cfg.rstrip().rstrip("}") + ', "x": ' + "[" * 3000 + "]" * 3000 + "}")
+
+
+@case("index-nested-3000-deep", f"{{draft}}/{INDEX}: JSON nested too deeply (arrays or objects inside each other "
+      "past the interpreter's recursion limit); expected a flat configuration", fixture="dflash-zlab-swa")
+def _(inp: Inputs) -> None:
+    (inp.draft / INDEX).write_text('{"weight_map": ' + "[" * 3000 + "]" * 3000 + "}")
+
+
+config_case("architecture-name-elided", "{draft}/config.json: architecture '" + "A" * 120 + "... (9999880 more "
+            "characters)' is not a supported draft", edits={"architectures": ["A" * 10_000_000]})

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConvertError, open_regular, require_regular
+from ..errors import ConvertError, clip, open_regular, require_regular
 from ..schema import SAFETENSORS_DTYPES
 
 #: safetensors headers larger than this are refused before they are read (real ones are well under 10 MB).
@@ -127,12 +127,6 @@ def _inside(folder: Path, name: str) -> Path | None:
     root = folder.resolve()
     p = (folder / name).resolve()
     return p if p == root or root in p.parents else None
-
-
-def clip(text: str, limit: int = 120) -> str:
-    """``text`` cut to ``limit`` characters with the elided count (an error line names a value, never dumps it)."""
-    text = str(text)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
 def _is_int(v: Any) -> bool:

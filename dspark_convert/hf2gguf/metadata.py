@@ -28,8 +28,8 @@ from gguf import GGUFValueType as VT
 from gguf.metadata import Metadata
 
 from .. import schema as S
-from ..errors import ConvertError, open_regular, require_regular
-from ..hf.checkpoint import clip, read_json
+from ..errors import ConvertError, clip, open_regular, require_regular
+from ..hf.checkpoint import read_json
 from ..hf.hub import ResolvedModel, split_repo_spec
 from ..plan import KV, add_kv
 
