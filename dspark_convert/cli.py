@@ -31,11 +31,14 @@ MaxHeaderMiB = Annotated[int, typer.Option("--max-header-mib", min=1, help="Remo
 Timeout = Annotated[float, typer.Option("--timeout", min=0.001, help="Remote files: seconds to wait for a connection or data (then retried twice).")]
 
 
-def remote_options(max_header_mib: int, timeout: float) -> Any:
+Deadline = Annotated[float, typer.Option("--deadline", min=0.001, help="Remote files: seconds for the whole read, retries included (a slow or dripping server is abandoned).")]
+
+
+def remote_options(max_header_mib: int, timeout: float, deadline: float = 300.0) -> Any:
     """The RemoteOptions of the remote-file flags."""
     from .gguffile.options import RemoteOptions
 
-    return RemoteOptions(max_header_bytes=max_header_mib << 20, timeout=timeout)
+    return RemoteOptions(max_header_bytes=max_header_mib << 20, timeout=timeout, deadline=deadline)
 
 
 class _State:
@@ -154,13 +157,14 @@ def check(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable findings on stdout.")] = False,
     max_header_mib: MaxHeaderMiB = 512,
     timeout: Timeout = 30.0,
+    deadline: Deadline = 300.0,
 ) -> None:
     """Check a GGUF draft against llama.cpp's loader rules (exit 1 on any error); with --target, also against
     llama.cpp's draft/target rules (exit 1 when one fails)."""
     if target is not None:
         from .fit import check_fit
 
-        report = run_or_exit(lambda: check_fit(file, target, remote=remote_options(max_header_mib, timeout)),
+        report = run_or_exit(lambda: check_fit(file, target, remote=remote_options(max_header_mib, timeout, deadline)),
                              f"checking {file} against {target}")
         if as_json:
             print_json(report.to_dict())
@@ -172,7 +176,7 @@ def check(
     from .check import check_plan, errors
     from .gguffile.source import plan_from_source
 
-    plan, source = run_or_exit(lambda: plan_from_source(file, remote_options(max_header_mib, timeout)),
+    plan, source = run_or_exit(lambda: plan_from_source(file, remote_options(max_header_mib, timeout, deadline)),
                                f"reading {file}")
     findings = check_plan(plan)
     ok = not errors(findings)
@@ -199,13 +203,14 @@ def inspect(
     no_tensors: Annotated[bool, typer.Option("--no-tensors", help="Leave out the tensor list.")] = False,
     max_header_mib: MaxHeaderMiB = 512,
     timeout: Timeout = 30.0,
+    deadline: Deadline = 300.0,
 ) -> None:
     """Show a GGUF file's metadata, tensors, tokenizer and totals."""
     from .inspect import inspect_gguf
     from .render import make_console, render_inspect
 
     info = run_or_exit(lambda: inspect_gguf(file, full_arrays=full_arrays, tensors=not no_tensors, filter=filter,
-                                            stats=stats, remote=remote_options(max_header_mib, timeout)),
+                                            stats=stats, remote=remote_options(max_header_mib, timeout, deadline)),
                        f"reading {file}")
     if as_json:
         print_json(info)
@@ -223,13 +228,14 @@ def diff(
     ignore_order: Annotated[bool, typer.Option("--ignore-order", help="KV and tensor order do not count.")] = False,
     max_header_mib: MaxHeaderMiB = 512,
     timeout: Timeout = 30.0,
+    deadline: Deadline = 300.0,
 ) -> None:
     """Compare two GGUF files: exit 0 when equal, 1 when different, 2 on error."""
     from .diff import diff_gguf
     from .render import make_console, render_diff
 
     result = run_or_exit(lambda: diff_gguf(a, b, ignore=ignore or [], tensor_stats=not no_stats,
-                                           ignore_order=ignore_order, remote=remote_options(max_header_mib, timeout)),
+                                           ignore_order=ignore_order, remote=remote_options(max_header_mib, timeout, deadline)),
                          f"comparing {a} and {b}")
     if as_json:
         print_json(result)
