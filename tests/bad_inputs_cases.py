@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import struct
 from collections.abc import Callable
@@ -789,3 +790,16 @@ def _(inp: Inputs) -> None:
 
 config_case("architecture-name-elided", "{draft}/config.json: architecture '" + "A" * 120 + "... (9999880 more "
             "characters)' is not a supported draft", edits={"architectures": ["A" * 10_000_000]})
+
+
+# ------------------------------------------------------------------------------------------- counts (issue 25.6)
+config_case("layer-count-absurd", "{draft}/config.json: num_hidden_layers gives 4000000000 layers (block_count) but "
+            "the checkpoint has tensors for layers [0, 1]; expected layers 0..3999999999",
+            edits={"num_hidden_layers": 4_000_000_000})
+CASES["layer-count-absurd"] = dataclasses.replace(CASES["layer-count-absurd"], bounded=True)
+
+
+@case("layer-count-absurd-dry-run", "{draft}/config.json: num_hidden_layers gives 4000000000 layers (block_count) but "
+      "the checkpoint has tensors for layers [0, 1]; expected layers 0..3999999999", args=("--dry-run",), bounded=True)
+def _(inp: Inputs) -> None:
+    edit_config(inp.draft, num_hidden_layers=4_000_000_000)
