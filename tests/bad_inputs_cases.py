@@ -803,3 +803,22 @@ CASES["layer-count-absurd"] = dataclasses.replace(CASES["layer-count-absurd"], b
       "the checkpoint has tensors for layers [0, 1]; expected layers 0..3999999999", args=("--dry-run",), bounded=True)
 def _(inp: Inputs) -> None:
     edit_config(inp.draft, num_hidden_layers=4_000_000_000)
+
+
+# ------------------------------------------------------------------------------------------- hyperparameter values (25.8)
+_PLANNED = "the planned file would not load in llama.cpp: "
+config_case("head-count-zero", _PLANNED + "dflash.attention.head_count: is 0, expected a positive integer (the head "
+            "size is embedding_length / head_count; llama.cpp divides or sizes tensors by it) [hparam-value]",
+            edits={"num_attention_heads": 0}, section="§3.7")
+config_case("key-length-zero", _PLANNED + "dflash.attention.key_length: is 0, expected a positive integer (the K "
+            "projection has head_count x key_length rows; llama.cpp divides or sizes tensors by it) [hparam-value]",
+            edits={"head_dim": 0}, section="§3.7")
+config_case("kv-head-count-zero", _PLANNED + "dflash.attention.head_count_kv: is 0, expected a positive integer (the "
+            "GQA ratio is head_count / head_count_kv; llama.cpp divides or sizes tensors by it) [hparam-value]",
+            edits={"num_key_value_heads": 0}, section="§3.7")
+config_case("rms-eps-nan", _PLANNED + "dflash.attention.layer_norm_rms_epsilon: is nan, expected a finite positive "
+            "number (RMS norm divides by sqrt(mean(x^2) + eps)) [hparam-value]", edits={"rms_norm_eps": float("nan")},
+            section="§3.7")
+config_case("rms-eps-negative", _PLANNED + "dflash.attention.layer_norm_rms_epsilon: is -1.0, expected a finite "
+            "positive number (RMS norm divides by sqrt(mean(x^2) + eps)) [hparam-value]", edits={"rms_norm_eps": -1},
+            section="§3.7")
