@@ -197,6 +197,10 @@ VERIFY_TARGET = "the target model's folder, whose token embeddings and lm_head v
 @pytest.mark.parametrize("flag, value, line", [
     ("--context", "0", "--context 0: expected at least 1"),
     ("--steps", "0", "--steps 0: expected at least 1"),
+    ("--context", "100000000", "--context 100000000: expected at most 1024 (the longest case has 4 x context "
+                               "positions, and the attention memory grows with its square)"),
+    ("--steps", "1000", "--steps 1000: expected at most 64"),
+    ("--seed", "-1", "--seed -1: expected an integer in [0, 4294967295] (numpy's seed range)"),
     ("-t", "{tmp}", "{tmp}: no safetensors files; --target-model-dir must be " + VERIFY_TARGET),
     ("-t", "{tmp}/nope", "{tmp}/nope: no such folder; --target-model-dir must be " + VERIFY_TARGET),
     ("-t", str(DRAFT), f"{DRAFT}: is a draft checkpoint (Qwen3DSparkModel), not a target model; pass the target model "

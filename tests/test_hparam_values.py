@@ -58,3 +58,13 @@ def test_check_refuses_the_value_with_its_rule(good: object, tmp_path: Path, key
     write_plan(bad, {"draft": Checkpoint(DRAFT)}, out)  # type: ignore[arg-type]
     r = run_cli(["check", str(out)], tmp_path)
     assert r.exit_code != 0 and msg in r.stdout + r.stderr, (r.exit_code, r.stdout[-2000:])
+
+
+def test_verify_refuses_a_head_count_of_zero_in_one_line(good: object, tmp_path: Path) -> None:
+    """Issue 25.7: verify on a GGUF with head_count 0 was a ZeroDivisionError traceback."""
+    out = tmp_path / "h0.gguf"
+    write_plan(_with(good, "dflash.attention.head_count", 0, VT.UINT32), {"draft": Checkpoint(DRAFT)}, out)  # type: ignore[arg-type]
+    r = run_cli(["verify", str(out), "--hf", str(DRAFT), "-t", str(TARGET)], tmp_path)
+    assert r.exception is None and r.exit_code == 2, (r.exit_code, r.stderr[-2000:])
+    assert r.error_lines == [f"error: {out}: dflash.attention.head_count: {CASES[0][3]}; the forward cannot run on "
+                             "it (check reports it as [hparam-value])"]
