@@ -822,3 +822,27 @@ config_case("rms-eps-nan", _PLANNED + "dflash.attention.layer_norm_rms_epsilon: 
 config_case("rms-eps-negative", _PLANNED + "dflash.attention.layer_norm_rms_epsilon: is -1.0, expected a finite "
             "positive number (RMS norm divides by sqrt(mean(x^2) + eps)) [hparam-value]", edits={"rms_norm_eps": -1},
             section="§3.7")
+
+
+# ------------------------------------------------------------------------------------------- tokenizer.json sizes (25.4)
+def _edit_tokenizer(inp: Inputs, fn: Callable[[dict[str, Any]], None]) -> None:
+    import json
+
+    p = inp.own_target() / "tokenizer.json"
+    data = json.loads(p.read_text(encoding="utf-8"))
+    fn(data)
+    p.write_text(json.dumps(data), encoding="utf-8")
+
+
+@case("target-added-token-50mb", "{target}/tokenizer.json: added token 0 (id 990) is 50000000 characters long, over "
+      "the 65536 character limit; expected a short special token", bounded=True)
+def _(inp: Inputs) -> None:
+    _edit_tokenizer(inp, lambda d: d["added_tokens"][0].__setitem__("content", "x" * 50_000_000))
+
+
+@case("target-normalizer-amplifies", "{target}/tokenizer.json: the normalizer holds a string of 1000000 characters, "
+      "over the 1024 character limit (a rule that long multiplies the text it is applied to); expected a real "
+      "tokenizer", bounded=True)
+def _(inp: Inputs) -> None:
+    _edit_tokenizer(inp, lambda d: d.__setitem__("normalizer", {"type": "Replace", "pattern": {"String": " "},
+                                                                "content": " " * 1_000_000}))
