@@ -846,3 +846,42 @@ def _(inp: Inputs) -> None:
 def _(inp: Inputs) -> None:
     _edit_tokenizer(inp, lambda d: d.__setitem__("normalizer", {"type": "Replace", "pattern": {"String": " "},
                                                                 "content": " " * 1_000_000}))
+
+
+# ------------------------------------------------------------------------------------------- GGUF header claims (25.3)
+# Work and memory are bounded by what the header claims, before anything is looped over: each of these files is
+# real (every KV, tensor info or element present), tens of MB, and used to cost gigabytes.
+def _raw_gguf(inp: Inputs, kvs: list[bytes] = (), tensors: list[bytes] = ()) -> None:  # type: ignore[assignment]
+    from gguf_samples import raw_gguf
+
+    (inp.draft / "h.gguf").write_bytes(raw_gguf(list(kvs), list(tensors)))
+
+
+@case("gguf-one-million-kvs", "{draft}/h.gguf: header at byte 16: claims 1000000 KVs, over the limit of 65536 (a real "
+      "GGUF has far fewer; set DSPARK_CONVERT_GGUF_MAX_KVS to raise it)", command=("inspect", "{draft}/h.gguf"),
+      bounded=True)
+def _(inp: Inputs) -> None:
+    from gguf_samples import kv_u32
+
+    _raw_gguf(inp, [kv_u32(f"k{i}", i) for i in range(1_000_000)])
+
+
+@case("gguf-300k-tensors", "{draft}/h.gguf: header at byte 8: claims 300000 tensors, over the limit of 100000 (a real "
+      "GGUF has far fewer; set DSPARK_CONVERT_GGUF_MAX_TENSORS to raise it)", command=("inspect", "{draft}/h.gguf"),
+      bounded=True)
+def _(inp: Inputs) -> None:
+    from gguf_samples import tinfo
+
+    _raw_gguf(inp, tensors=[tinfo(f"t{i}", [1], 0, 32 * i) for i in range(300_000)])
+
+
+@case("gguf-20m-element-array", "{draft}/h.gguf: ", "array of 20000000 UINT8, over the limit of 16777216 elements (a "
+      "real GGUF's largest array is its vocabulary; set DSPARK_CONVERT_GGUF_MAX_ARRAY to raise it)",
+      command=("check", "{draft}/h.gguf"), bounded=True)
+def _(inp: Inputs) -> None:
+    import struct
+
+    from gguf_samples import kv_raw
+
+    payload = struct.pack("<IQ", 0, 20_000_000) + bytes(20_000_000)  # UINT8 elements
+    _raw_gguf(inp, [kv_raw("big.array", 9, payload)])

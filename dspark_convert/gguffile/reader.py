@@ -37,10 +37,12 @@ from .records import (
     DEFAULT_ALIGNMENT,
     GGUF_MAGIC,
     HEADER_SIZE,
+    LIMIT_ENV,
     SUPPORTED_VERSIONS,
     ReaderKV,
     ReaderTensor,
     RecordParser,
+    header_limit,
     known_type,
     safe_text,
     type_name,
@@ -280,6 +282,11 @@ def parse_gguf(ps: RecordParser, path: Path | str, source: Any = None) -> GGUFFi
             raise ps.short(f"header ({tensor_count} tensors and {kv_count} KVs)", HEADER_SIZE, smallest)
         raise ps.fail("header", 8, f"{tensor_count} tensors and {kv_count} KVs cannot fit in "
                                    f"{ps.size - HEADER_SIZE} bytes")
+    for what, count, pos in (("kvs", kv_count, 16), ("tensors", tensor_count, 8)):
+        if count > header_limit(what):
+            noun = "KVs" if what == "kvs" else "tensors"
+            raise ps.fail("header", pos, f"claims {count} {noun}, over the limit of {header_limit(what)} (a real "
+                                         f"GGUF has far fewer; set {LIMIT_ENV[what]} to raise it)")
     pos, kvs = HEADER_SIZE, {}
     for i in range(kv_count):
         kv = ps.read_kv(pos, i)
