@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConvertError
+from .errors import ConvertError, clip
 
 #: ``architectures`` values upstream's converter maps to the same converter class as a name we support, after the
 #: commit the contract pins. LingDSparkModel: inclusionAI/Ling-3.0-flash-dspark, a Qwen3-shaped DeepSpec DSpark
@@ -69,7 +69,7 @@ def closest_name(name: str, known: Sequence[str]) -> str | None:
 def unknown_architecture(name: str, known: Sequence[str], where: str) -> ConvertError:
     """The one-line error for an unsupported ``architectures`` value: the supported list and the closest name."""
     names = list(dict.fromkeys([*known, *ALIASES]))
-    near = closest_name(name, names)
+    near = closest_name(name, names) if len(name) <= 200 else None
     hint = f"; closest known name: {near} (pass --architecture {ALIASES.get(near, near)} if the checkpoint has that " \
            "layout)" if near else "; pass --architecture NAME if the checkpoint has one of these layouts"
-    return ConvertError(f"{where}: architecture '{name}' is not a supported draft (known: {', '.join(names)}){hint}")
+    return ConvertError(f"{where}: architecture '{clip(name)}' is not a supported draft (known: {', '.join(names)}){hint}")

@@ -11,6 +11,7 @@ named dimensions (:class:`Dims`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from numbers import Integral
@@ -187,6 +188,34 @@ def _key_rules(c: _Checker) -> None:
                                       f"is {value}, outside the {n_tokens} tokens (llama.cpp ignores it: 'bad special token')"))
     if not c.plan.tensors:
         c.err("tensors", "tensor-count", "the file has no tensors (a metadata-only file is not a usable draft)")
+
+
+# ---------------------------------------------------------------------------------------------- hyperparameter values
+def _hparam_rules(c: _Checker) -> None:
+    """Values the loader accepts but the math cannot use. A 0 here is not "unknown": llama.cpp divides by the head
+    counts (``n_embd / n_head`` is the head size, ``n_head / n_head_kv`` the GQA ratio), sizes tensors by the key
+    and value lengths, divides by ``sqrt(mean + eps)`` in every RMS norm, and raises ``freq_base`` to powers
+    (and scales positions by ``1 / factor``) for RoPE."""
+    for tpl, what in ((S.HEAD_COUNT, "the head size is embedding_length / head_count"),
+                      (S.HEAD_COUNT_KV, "the GQA ratio is head_count / head_count_kv"),
+                      (S.KEY_LENGTH, "the K projection has head_count x key_length rows"),
+                      (S.VALUE_LENGTH, "the V projection has head_count_kv x value_length rows")):
+        v = c.val(tpl)
+        if isinstance(v, int) and not isinstance(v, bool) and v <= 0:
+            c.err(c.key(tpl), "hparam-value", f"is {v}, expected a positive integer ({what}; llama.cpp divides or "
+                  "sizes tensors by it)")
+    n_head, n_head_kv = c.val(S.HEAD_COUNT), c.val(S.HEAD_COUNT_KV)
+    if (isinstance(n_head, int) and isinstance(n_head_kv, int) and n_head > 0 and n_head_kv > 0
+            and n_head % n_head_kv):
+        c.err(c.key(S.HEAD_COUNT_KV), "hparam-value", f"is {n_head_kv}, which does not divide head_count {n_head} "
+              "(grouped-query attention shares each K/V head among head_count / head_count_kv query heads)")
+    for tpl, what in ((S.RMS_EPS, "RMS norm divides by sqrt(mean(x^2) + eps)"),
+                      (S.ROPE_FREQ_BASE, "RoPE angles are position / freq_base^(2i/d)"),
+                      (S.ROPE_FREQ_BASE_SWA, "RoPE angles are position / freq_base^(2i/d)"),
+                      (S.ROPE_SCALING_FACTOR, "scaled RoPE divides positions by the factor")):
+        v = c.val(tpl)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and not (math.isfinite(v) and v > 0):
+            c.err(c.key(tpl), "hparam-value", f"is {v}, expected a finite positive number ({what})")
 
 
 # ---------------------------------------------------------------------------------------------- per-arch rules
@@ -448,6 +477,7 @@ def check_plan(plan: Plan) -> list[Finding]:
     kv = {k.name: k for k in plan.kvs}
     c = _Checker(plan, Dims.of(kv, plan.arch), kv, {t.name: t for t in plan.tensors})
     _key_rules(c)
+    _hparam_rules(c)
     in_width = variant.rules(c)
     if variant.generic_layers:
         _layer_rules(c, in_width, variant.in_what(c.dims))

@@ -60,11 +60,14 @@ MaxHeaderMiB = Annotated[int, typer.Option("--max-header-mib", min=1, help="Remo
 Timeout = Annotated[float, typer.Option("--timeout", min=0.001, help="Remote files: seconds to wait for a connection or data (then retried twice).")]
 
 
-def remote_options(max_header_mib: int, timeout: float) -> Any:
+Deadline = Annotated[float, typer.Option("--deadline", min=0.001, help="Remote files: seconds for the whole read, retries included (a slow or dripping server is abandoned).")]
+
+
+def remote_options(max_header_mib: int, timeout: float, deadline: float = 300.0) -> Any:
     """The RemoteOptions of the remote-file flags."""
     from .gguffile.options import RemoteOptions
 
-    return RemoteOptions(max_header_bytes=max_header_mib << 20, timeout=timeout)
+    return RemoteOptions(max_header_bytes=max_header_mib << 20, timeout=timeout, deadline=deadline)
 
 
 class _State:
@@ -98,6 +101,16 @@ def _main_options(
     """Convert DSpark / DFlash / EAGLE-3 drafts to GGUF, inspect and verify GGUF files."""
 
 
+def _written_now() -> str | None:
+    """The file this command wrote, if any: noted by the CLI, or (interrupted between the commit and the CLI
+    noting it) the destination that holds the new file now."""
+    if _State.written is not None:
+        return _State.written
+    dest = sys.modules.get("dspark_convert.hf2gguf.destination")
+    written = dest.written_here() if dest is not None else None
+    return str(written) if written is not None else None
+
+
 def run_or_exit(fn: Callable[[], T], doing: str) -> T:
     """Run ``fn`` (``doing`` says what it does, for an interrupt's line); a ConvertError becomes one line on stderr
     and exit code 2, an interrupt one line and 130 / 143."""
@@ -112,7 +125,7 @@ def run_or_exit(fn: Callable[[], T], doing: str) -> T:
     except Interrupted as e:
         from .render import print_error
 
-        print_error(interrupted_line(e, doing))
+        print_error(interrupted_line(e, doing, _written_now()))
         raise typer.Exit(e.exit_code) from None
     finally:
         _State.doing = "printing the result"
@@ -176,12 +189,13 @@ def check(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable findings on stdout.")] = False,
     max_header_mib: MaxHeaderMiB = 512,
     timeout: Timeout = 30.0,
+    deadline: Deadline = 300.0,
 ) -> None:
     """Check a GGUF draft against llama.cpp's loader rules (exit 1 on any error); with --target, also against llama.cpp's draft/target rules (exit 1 when one fails)."""
     if target is not None:
         from .fit import check_fit
 
-        report = run_or_exit(lambda: check_fit(file, target, remote=remote_options(max_header_mib, timeout)),
+        report = run_or_exit(lambda: check_fit(file, target, remote=remote_options(max_header_mib, timeout, deadline)),
                              f"checking {file} against {target}")
         if as_json:
             print_json(report.to_dict())
@@ -193,7 +207,7 @@ def check(
     from .check import check_plan, errors
     from .gguffile.source import plan_from_source
 
-    plan, source = run_or_exit(lambda: plan_from_source(file, remote_options(max_header_mib, timeout)),
+    plan, source = run_or_exit(lambda: plan_from_source(file, remote_options(max_header_mib, timeout, deadline)),
                                f"reading {file}")
     findings = check_plan(plan)
     ok = not errors(findings)
@@ -220,13 +234,14 @@ def inspect(
     no_tensors: Annotated[bool, typer.Option("--no-tensors", help="Leave out the tensor list.")] = False,
     max_header_mib: MaxHeaderMiB = 512,
     timeout: Timeout = 30.0,
+    deadline: Deadline = 300.0,
 ) -> None:
     """Show a GGUF file's metadata, tensors, tokenizer and totals."""
     from .inspect import inspect_gguf
     from .render import make_console, render_inspect
 
     info = run_or_exit(lambda: inspect_gguf(file, full_arrays=full_arrays, tensors=not no_tensors, filter=filter,
-                                            stats=stats, remote=remote_options(max_header_mib, timeout)),
+                                            stats=stats, remote=remote_options(max_header_mib, timeout, deadline)),
                        f"reading {file}")
     if as_json:
         print_json(info)
@@ -244,13 +259,14 @@ def diff(
     ignore_order: Annotated[bool, typer.Option("--ignore-order", help="KV and tensor order do not count.")] = False,
     max_header_mib: MaxHeaderMiB = 512,
     timeout: Timeout = 30.0,
+    deadline: Deadline = 300.0,
 ) -> None:
     """Compare two GGUF files: exit 0 when equal, 1 when different, 2 on error."""
     from .diff import diff_gguf
     from .render import make_console, render_diff
 
     result = run_or_exit(lambda: diff_gguf(a, b, ignore=ignore or [], tensor_stats=not no_stats,
-                                           ignore_order=ignore_order, remote=remote_options(max_header_mib, timeout)),
+                                           ignore_order=ignore_order, remote=remote_options(max_header_mib, timeout, deadline)),
                          f"comparing {a} and {b}")
     if as_json:
         print_json(result)
@@ -307,7 +323,7 @@ def main() -> None:
         finally:  # the result is on stdout before the exit code is: a full disk is seen here, not at exit
             STDOUT.flush()
     except Interrupted as e:  # outside a library call (parsing arguments, printing the result)
-        sys.stderr.write(f"error: {interrupted_line(e, _State.doing, _State.written)}\n")
+        sys.stderr.write(f"error: {interrupted_line(e, _State.doing, _written_now())}\n")
         sys.stderr.flush()
         raise SystemExit(e.exit_code) from None
     except OutputError as e:  # standard output cannot be written (a closed pipe is not an error: see GuardedStdout)

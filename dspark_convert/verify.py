@@ -212,6 +212,11 @@ def _from_hub(spec: str | Path | None, *, draft: bool) -> Any:
     return resolve_target(str(spec), tensors=[*EMBED_NAMES, *OUTPUT_NAMES]).path
 
 
+#: bounds of verify's inputs: --context 100000000 allocated 35.8 GiB; --seed -1 was a numpy traceback
+MAX_CONTEXT = 1024
+MAX_STEPS = 64
+
+
 def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | None, *, context: int = 16,
            seed: int = 0, steps: int = 3, quality: bool = True) -> VerifyReport:
     """Run the torch (HF, storage-rounded) and numpy (GGUF) forwards on seeded inputs; compare every component,
@@ -230,6 +235,13 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     for flag, value in (("--context", context), ("--steps", steps)):
         if value < 1:
             raise ConvertError(f"{flag} {value}: expected at least 1")
+    if context > MAX_CONTEXT:
+        raise ConvertError(f"--context {context}: expected at most {MAX_CONTEXT} (the longest case has 4 x context "
+                           "positions, and the attention memory grows with its square)")
+    if steps > MAX_STEPS:
+        raise ConvertError(f"--steps {steps}: expected at most {MAX_STEPS}")
+    if not 0 <= seed <= 2**32 - 1:
+        raise ConvertError(f"--seed {seed}: expected an integer in [0, {2**32 - 1}] (numpy's seed range)")
     hf_dir, target_dir = _from_hub(hf_dir, draft=True), _from_hub(target_dir, draft=False)
     _require_folder(Path(hf_dir), "--hf", "the draft's Hugging Face folder, with config.json and safetensors")
     if target_dir is not None:
@@ -257,6 +269,12 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     target = TargetWeights(target_dir)
     report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir), str(g.value("general.architecture")), d.family,
                           d.layout, seed, steps, case_contexts(context), notes=list(d.notes))
+    from .check import check_file
+
+    broken = [f for f in check_file(gguf_path) if f.rule == "hparam-value"]  # e.g. head_count 0: a division by zero
+    if broken:
+        raise ConvertError(f"{gguf_path}: {broken[0].subject}: {broken[0].message}; the forward cannot run on it "
+                           "(check reports it as [hparam-value])")
     report.metadata = metadata_checks(g, d)
     if not report.metadata[0].passed:
         report.outputs.append(OutputCheck("forward", [], grade="not run", passed=False,

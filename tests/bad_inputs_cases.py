@@ -14,6 +14,8 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,19 +64,40 @@ class Case:
     fragments: tuple[str, ...]  # "{draft}" / "{target}" are replaced by the copies' paths
     args: tuple[str, ...]
     section: str = ""  # the gguf-contract.md section whose rule this case checks
+    #: another command line than ``hf2gguf DRAFT -t TARGET -o OUT``: its arguments, with {draft} / {target} / {out}
+    command: tuple[str, ...] | None = None
+    code: int = 2  # the exit code
+    #: run in a subprocess under an address-space limit (:data:`BOUND_AS_BYTES`) and a hang guard
+    #: (:data:`BOUND_SECONDS`): the hostile inputs of issue 25 (2-5) whose failure mode is memory or a hang
+    bounded: bool = False
 
 
 CASES: dict[str, Case] = {}
 
 
+#: the address-space limit (RLIMIT_AS) of a bounded case's process: a plain conversion of a fixture peaks at
+#: about 1.3 GiB of address space (numpy, threads' stacks, mappings); a hostile input that grows memory fails it
+BOUND_AS_BYTES = 3 << 30
+#: the hang guard of a bounded case (not a timing assertion: every case ends in 2-4 s; a hang never ends)
+BOUND_SECONDS = 120
+
+
 def case(id: str, *fragments: str, fixture: str = "dspark-qwen3", args: tuple[str, ...] = (),
-         section: str = "") -> Callable:
+         section: str = "", command: tuple[str, ...] | None = None, code: int = 2,
+         bounded: bool = False) -> Callable:
     """Register the decorated corruption as case ``id``."""
     def register(fn: Callable[[Inputs], None]) -> Callable[[Inputs], None]:
         assert id not in CASES
-        CASES[id] = Case(id, fixture, fn, fragments, args, section)
+        CASES[id] = Case(id, fixture, fn, fragments, args, section, command, code, bounded)
         return fn
     return register
+
+
+def argv(c: Case, inp: Inputs, out_dir: Path) -> list[str]:
+    """The case's command line (without the program name)."""
+    if c.command is None:
+        return ["hf2gguf", str(inp.draft), "-t", str(inp.target), "-o", str(out_dir / "draft.gguf"), *c.args]
+    return [a.format(draft=inp.draft, target=inp.target, out=out_dir / "draft.gguf") for a in c.command]
 
 
 def config_case(id: str, *fragments: str, edits: dict[str, Any], fixture: str = "dspark-qwen3",
@@ -686,3 +709,301 @@ def _(inp: Inputs) -> None:
     with zipfile.ZipFile(inp.draft / "mask_embedding.pt", "w") as z:  # torch's zip layout, a hostile data.pkl
         z.writestr("archive/data.pkl", pickle.dumps(Evil(), protocol=2))
         z.writestr("archive/version", "3\n")
+
+
+# ------------------------------------------------------------------------------------------- special files (issue 25.5)
+# Only regular files are read, everywhere: a FIFO would block the read forever and /dev/zero never ends. Each of
+# these hung (or read to MemoryError) before; each is one line now, checked before the file is opened.
+NOT_REGULAR = "not a regular file; only regular files are read"
+
+
+def _fifo(p: Path) -> None:
+    if p.exists():
+        p.unlink()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(p)
+
+
+def _to_dev_zero(p: Path) -> None:
+    if p.exists():
+        p.unlink()
+    p.symlink_to("/dev/zero")
+
+
+@case("fifo-stray-safetensors", f"{{draft}}/model-extra.safetensors: is a FIFO (named pipe), {NOT_REGULAR}",
+      bounded=True)
+def _(inp: Inputs) -> None:
+    _fifo(inp.draft / "model-extra.safetensors")  # beside good weights
+
+
+@case("fifo-shard-in-index", f"{{draft}}/{SHARD2}: is a FIFO (named pipe), {NOT_REGULAR}", fixture="dflash-zlab-swa",
+      bounded=True)
+def _(inp: Inputs) -> None:
+    _fifo(inp.draft / SHARD2)
+
+
+@case("dev-zero-pytorch-bin", f"{{draft}}/pytorch_model.bin: is a character device (a symlink to /dev/zero), "
+      f"{NOT_REGULAR}", bounded=True)
+def _(inp: Inputs) -> None:
+    (inp.draft / "model.safetensors").unlink()
+    _to_dev_zero(inp.draft / "pytorch_model.bin")
+
+
+@case("fifo-pytorch-bin", f"{{draft}}/pytorch_model.bin: is a FIFO (named pipe), {NOT_REGULAR}", bounded=True)
+def _(inp: Inputs) -> None:
+    (inp.draft / "model.safetensors").unlink()
+    _fifo(inp.draft / "pytorch_model.bin")
+
+
+@case("fifo-config", f"{{draft}}/config.json: is a FIFO (named pipe), {NOT_REGULAR}", bounded=True)
+def _(inp: Inputs) -> None:
+    _fifo(inp.draft / "config.json")
+
+
+@case("fifo-readme", f"{{draft}}/README.md: is a FIFO (named pipe), {NOT_REGULAR}", bounded=True)
+def _(inp: Inputs) -> None:
+    _fifo(inp.draft / "README.md")
+
+
+@case("dev-zero-target-merges", f"{{target}}/merges.txt: is a character device (a symlink to /dev/zero), {NOT_REGULAR}",
+      bounded=True)
+def _(inp: Inputs) -> None:
+    _to_dev_zero(inp.own_target() / "merges.txt")
+
+
+@case("fifo-target-tokenizer-config", f"{{target}}/tokenizer_config.json: is a FIFO (named pipe), {NOT_REGULAR}",
+      bounded=True)
+def _(inp: Inputs) -> None:
+    _fifo(inp.own_target() / "tokenizer_config.json")
+
+
+@case("fifo-target-tokenizer-model", f"{{target}}/tokenizer.model: is a FIFO (named pipe), {NOT_REGULAR}",
+      bounded=True)
+def _(inp: Inputs) -> None:
+    _fifo(inp.own_target() / "tokenizer.model")
+
+
+@case("fifo-target-chat-template", f"{{target}}/chat_template.jinja: is a FIFO (named pipe), {NOT_REGULAR}",
+      bounded=True)
+def _(inp: Inputs) -> None:
+    _fifo(inp.own_target() / "chat_template.jinja")
+
+
+@case("dev-zero-target-added-tokens", f"{{target}}/added_tokens.json: is a character device (a symlink to /dev/zero), "
+      f"{NOT_REGULAR}", bounded=True)
+def _(inp: Inputs) -> None:
+    _to_dev_zero(inp.own_target() / "added_tokens.json")
+
+
+@case("fifo-target-additional-template", f"{{target}}/additional_chat_templates/tool_use.jinja: is a FIFO (named "
+      f"pipe), {NOT_REGULAR}", bounded=True)
+def _(inp: Inputs) -> None:
+    _fifo(inp.own_target() / "additional_chat_templates" / "tool_use.jinja")
+
+
+@case("inspect-fifo-gguf", f"{{draft}}/draft.gguf: is a FIFO (named pipe), {NOT_REGULAR}",
+      command=("inspect", "{draft}/draft.gguf"), bounded=True)
+def _(inp: Inputs) -> None:
+    _fifo(inp.draft / "draft.gguf")
+
+
+# ------------------------------------------------------------------------------------------- model card (issue 25.2)
+# README.md's YAML front matter is read for general.* metadata (Hub drafts fetch it too). A few hundred bytes of
+# nested aliases expand to 9**10 values: the read is bounded in size, aliases, expanded values and depth.
+CARD_EXPANDS = ("{draft}/README.md: the YAML front matter expands to more than 100000 values (nested aliases?); "
+                "expected a plain model card")
+
+
+def _laughs(key: str) -> str:
+    """Nested aliases, 10 levels x 9 (a "billion laughs"), referenced from ``key``."""
+    lines = ["---", 'l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, 10):
+        lines.append(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]")
+    lines += [f"{key}: *l9", "---", "# a model card", ""]
+    return "\n".join(lines)
+
+
+for _key in ("license", "tags", "model_name", "base_model", "datasets"):
+    def _card(inp: Inputs, key: str = _key) -> None:
+        (inp.draft / "README.md").write_text(_laughs(key), encoding="utf-8")
+    case(f"card-alias-bomb-{_key.replace('_', '-')}", CARD_EXPANDS, bounded=True)(_card)
+
+
+@case("card-too-many-aliases", "{draft}/README.md: the YAML front matter uses more than 1000 aliases (*name); "
+      "expected a plain model card", bounded=True)
+def _(inp: Inputs) -> None:
+    (inp.draft / "README.md").write_text("---\nx: &x 1\ntags: [" + ", ".join(["*x"] * 1001) + "]\n---\n")
+
+
+@case("card-too-deep", "{draft}/README.md: the YAML front matter is nested more than 100 levels deep; expected a "
+      "plain model card", bounded=True)
+def _(inp: Inputs) -> None:
+    (inp.draft / "README.md").write_text("---\ntags: " + "[" * 150 + "]" * 150 + "\n---\n")
+
+
+@case("card-nested-past-recursion", "{draft}/README.md: the YAML front matter is nested too deeply; expected a plain "
+      "model card", bounded=True)
+def _(inp: Inputs) -> None:
+    (inp.draft / "README.md").write_text("---\ntags: " + "[" * 5000 + "]" * 5000 + "\n---\n")
+
+
+@case("card-front-matter-too-long", "{draft}/README.md: the YAML front matter is longer than the 1048576 byte limit "
+      "(no closing '---' line within it)", bounded=True)
+def _(inp: Inputs) -> None:
+    (inp.draft / "README.md").write_text("---\n" + "tags:\n" + "- t\n" * 400_000)
+
+
+@case("card-value-shown-bounded", "README.md / --metadata: 'general.name' is [[[...], [...], [...], [...], ...], "
+      "[[...], [...], [...], [...], ...], [[...], [...], [...], [...], ...], [[...], [...], [...], [...], ...], ...], "
+      "expected a string", bounded=True)
+def _(inp: Inputs) -> None:  # within the bounds (9**4 values), but its repr is never printed whole
+    lines = ["---", 'l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]',
+             "l1: &l1 [" + ", ".join(["*l0"] * 9) + "]", "l2: &l2 [" + ", ".join(["*l1"] * 9) + "]",
+             "model_name: *l2", "---", ""]
+    (inp.draft / "README.md").write_text("\n".join(lines))
+
+
+# ------------------------------------------------------------------------------------------- index and JSON (25.7, 25.12)
+for _value, _shown, _id in ((5, "5", "int"), (None, "null", "null"), (["x"], '["x"]', "list")):
+    def _bad_map(inp: Inputs, value: Any = _value) -> None:
+        idx = read_config(inp.draft, INDEX)
+        idx["weight_map"]["fc.weight"] = value
+        write_config(inp.draft, idx, INDEX)
+    case(f"index-weight-map-value-{_id}",
+         f"{{draft}}/{INDEX}: weight_map['fc.weight'] is {_shown}, expected a shard file name (a string)",
+         fixture="dflash-zlab-swa")(_bad_map)
+
+
+@case("index-shard-outside-folder", f"{{draft}}/{INDEX}: shard '../../etc/passwd' (holding 'fc.weight') is outside "
+      "the checkpoint folder {draft}; expected a file name inside it", fixture="dflash-zlab-swa")
+def _(inp: Inputs) -> None:
+    idx = read_config(inp.draft, INDEX)
+    idx["weight_map"]["fc.weight"] = "../../etc/passwd"
+    write_config(inp.draft, idx, INDEX)
+
+
+@case("index-shard-symlink-outside", f"{{draft}}/{INDEX}: shard 'model-00003-of-00003.safetensors' (holding "
+      "'fc.weight') is outside the checkpoint folder {draft}; expected a file name inside it", fixture="dflash-zlab-swa")
+def _(inp: Inputs) -> None:
+    (inp.draft / "model-00003-of-00003.safetensors").symlink_to("/etc/passwd")
+    idx = read_config(inp.draft, INDEX)
+    idx["weight_map"]["fc.weight"] = "model-00003-of-00003.safetensors"
+    write_config(inp.draft, idx, INDEX)
+
+
+@case("dev-zero-shard", f"{{draft}}/model.safetensors: is a character device (a symlink to /dev/zero), {NOT_REGULAR}",
+      bounded=True)
+def _(inp: Inputs) -> None:
+    _to_dev_zero(inp.draft / "model.safetensors")
+
+
+@case("config-nested-3000-deep", "{draft}/config.json: JSON nested too deeply (arrays or objects inside each other "
+      "past the interpreter's recursion limit); expected a flat configuration")
+def _(inp: Inputs) -> None:
+    cfg = (inp.draft / "config.json").read_text()
+    (inp.draft / "config.json").write_text(cfg.rstrip().rstrip("}") + ', "x": ' + "[" * 3000 + "]" * 3000 + "}")
+
+
+@case("index-nested-3000-deep", f"{{draft}}/{INDEX}: JSON nested too deeply (arrays or objects inside each other "
+      "past the interpreter's recursion limit); expected a flat configuration", fixture="dflash-zlab-swa")
+def _(inp: Inputs) -> None:
+    (inp.draft / INDEX).write_text('{"weight_map": ' + "[" * 3000 + "]" * 3000 + "}")
+
+
+config_case("architecture-name-elided", "{draft}/config.json: architecture '" + "A" * 120 + "... (9999880 more "
+            "characters)' is not a supported draft", edits={"architectures": ["A" * 10_000_000]})
+
+
+# ------------------------------------------------------------------------------------------- counts (issue 25.6)
+config_case("layer-count-absurd", "{draft}/config.json: num_hidden_layers gives 4000000000 layers (block_count) but "
+            "the checkpoint has tensors for layers [0, 1]; expected layers 0..3999999999",
+            edits={"num_hidden_layers": 4_000_000_000})
+CASES["layer-count-absurd"] = dataclasses.replace(CASES["layer-count-absurd"], bounded=True)
+
+
+@case("layer-count-absurd-dry-run", "{draft}/config.json: num_hidden_layers gives 4000000000 layers (block_count) but "
+      "the checkpoint has tensors for layers [0, 1]; expected layers 0..3999999999", args=("--dry-run",), bounded=True)
+def _(inp: Inputs) -> None:
+    edit_config(inp.draft, num_hidden_layers=4_000_000_000)
+
+
+# ------------------------------------------------------------------------------------------- hyperparameter values (25.8)
+_PLANNED = "the planned file would not load in llama.cpp: "
+config_case("head-count-zero", _PLANNED + "dflash.attention.head_count: is 0, expected a positive integer (the head "
+            "size is embedding_length / head_count; llama.cpp divides or sizes tensors by it) [hparam-value]",
+            edits={"num_attention_heads": 0}, section="§3.7")
+config_case("key-length-zero", _PLANNED + "dflash.attention.key_length: is 0, expected a positive integer (the K "
+            "projection has head_count x key_length rows; llama.cpp divides or sizes tensors by it) [hparam-value]",
+            edits={"head_dim": 0}, section="§3.7")
+config_case("kv-head-count-zero", _PLANNED + "dflash.attention.head_count_kv: is 0, expected a positive integer (the "
+            "GQA ratio is head_count / head_count_kv; llama.cpp divides or sizes tensors by it) [hparam-value]",
+            edits={"num_key_value_heads": 0}, section="§3.7")
+config_case("rms-eps-nan", _PLANNED + "dflash.attention.layer_norm_rms_epsilon: is nan, expected a finite positive "
+            "number (RMS norm divides by sqrt(mean(x^2) + eps)) [hparam-value]", edits={"rms_norm_eps": float("nan")},
+            section="§3.7")
+config_case("rms-eps-negative", _PLANNED + "dflash.attention.layer_norm_rms_epsilon: is -1.0, expected a finite "
+            "positive number (RMS norm divides by sqrt(mean(x^2) + eps)) [hparam-value]", edits={"rms_norm_eps": -1},
+            section="§3.7")
+
+
+# ------------------------------------------------------------------------------------------- tokenizer.json sizes (25.4)
+def _edit_tokenizer(inp: Inputs, fn: Callable[[dict[str, Any]], None]) -> None:
+    import json
+
+    p = inp.own_target() / "tokenizer.json"
+    data = json.loads(p.read_text(encoding="utf-8"))
+    fn(data)
+    p.write_text(json.dumps(data), encoding="utf-8")
+
+
+@case("target-added-token-50mb", "{target}/tokenizer.json: added token 0 (id 990) is 50000000 characters long, over "
+      "the 65536 character limit; expected a short special token", bounded=True)
+def _(inp: Inputs) -> None:
+    _edit_tokenizer(inp, lambda d: d["added_tokens"][0].__setitem__("content", "x" * 50_000_000))
+
+
+@case("target-normalizer-amplifies", "{target}/tokenizer.json: the normalizer holds a string of 1000000 characters, "
+      "over the 1024 character limit (a rule that long multiplies the text it is applied to); expected a real "
+      "tokenizer", bounded=True)
+def _(inp: Inputs) -> None:
+    _edit_tokenizer(inp, lambda d: d.__setitem__("normalizer", {"type": "Replace", "pattern": {"String": " "},
+                                                                "content": " " * 1_000_000}))
+
+
+# ------------------------------------------------------------------------------------------- GGUF header claims (25.3)
+# Work and memory are bounded by what the header claims, before anything is looped over: each of these files is
+# real (every KV, tensor info or element present), tens of MB, and used to cost gigabytes.
+def _raw_gguf(inp: Inputs, kvs: list[bytes] = (), tensors: list[bytes] = ()) -> None:  # type: ignore[assignment]
+    from gguf_samples import raw_gguf
+
+    (inp.draft / "h.gguf").write_bytes(raw_gguf(list(kvs), list(tensors)))
+
+
+@case("gguf-one-million-kvs", "{draft}/h.gguf: header at byte 16: claims 1000000 KVs, over the limit of 65536 (a real "
+      "GGUF has far fewer; set DSPARK_CONVERT_GGUF_MAX_KVS to raise it)", command=("inspect", "{draft}/h.gguf"),
+      bounded=True)
+def _(inp: Inputs) -> None:
+    from gguf_samples import kv_u32
+
+    _raw_gguf(inp, [kv_u32(f"k{i}", i) for i in range(1_000_000)])
+
+
+@case("gguf-300k-tensors", "{draft}/h.gguf: header at byte 8: claims 300000 tensors, over the limit of 100000 (a real "
+      "GGUF has far fewer; set DSPARK_CONVERT_GGUF_MAX_TENSORS to raise it)", command=("inspect", "{draft}/h.gguf"),
+      bounded=True)
+def _(inp: Inputs) -> None:
+    from gguf_samples import tinfo
+
+    _raw_gguf(inp, tensors=[tinfo(f"t{i}", [1], 0, 32 * i) for i in range(300_000)])
+
+
+@case("gguf-20m-element-array", "{draft}/h.gguf: ", "array of 20000000 UINT8, over the limit of 16777216 elements (a "
+      "real GGUF's largest array is its vocabulary; set DSPARK_CONVERT_GGUF_MAX_ARRAY to raise it)",
+      command=("check", "{draft}/h.gguf"), bounded=True)
+def _(inp: Inputs) -> None:
+    import struct
+
+    from gguf_samples import kv_raw
+
+    payload = struct.pack("<IQ", 0, 20_000_000) + bytes(20_000_000)  # UINT8 elements
+    _raw_gguf(inp, [kv_raw("big.array", 9, payload)])

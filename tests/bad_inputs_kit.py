@@ -176,13 +176,13 @@ def run_convert(draft: Path, target: Path, out_dir: Path, *extra: str, name: str
     return run_cli(["hf2gguf", str(draft), "-t", str(target), "-o", str(out_dir / name), *extra], out_dir)
 
 
-def assert_refused(outcome: Outcome, *fragments: str) -> str:
-    """Exit 2, no traceback, exactly one ``error:`` line holding every fragment, output folder unchanged.
+def assert_refused(outcome: Outcome, *fragments: str, code: int = 2) -> str:
+    """Exit ``code`` (2), no traceback, exactly one ``error:`` line holding every fragment, output folder unchanged.
 
     Returns the error line without its ``error: `` prefix (for the troubleshooting catalogue).
     """
     assert outcome.exception is None, f"unexpected exception {outcome.exception!r}\n{outcome.stderr}"
-    assert outcome.exit_code == 2, f"exit code {outcome.exit_code}\nstdout: {outcome.stdout}\nstderr: {outcome.stderr}"
+    assert outcome.exit_code == code, f"exit code {outcome.exit_code}\nstdout: {outcome.stdout}\nstderr: {outcome.stderr}"
     assert "Traceback" not in outcome.stderr + outcome.stdout
     assert len(outcome.error_lines) == 1, outcome.stderr
     line = outcome.error_lines[0].removeprefix("error: ")

@@ -32,6 +32,7 @@ class Route:
     truncate_at: int | None = None  # close the connection after this many body bytes (Content-Length promises more)
     redirect: str | None = None  # 302 to this URL
     token: str | None = None  # required "Authorization: Bearer <token>", else 401 RepoNotFound (a private repo)
+    drip: float = 0.0  # seconds between body bytes: the body is sent one byte at a time (a dripping server)
 
     @property
     def size(self) -> int:
@@ -142,8 +143,12 @@ class FileServer:
             return None
         limit = stop if route.truncate_at is None else min(stop, start + route.truncate_at)
         try:
-            for pos in range(start, limit, _CHUNK):
-                chunk = route.read(pos, min(pos + _CHUNK, limit))
+            step = 1 if route.drip else _CHUNK
+            for pos in range(start, limit, step):
+                if route.drip:
+                    time.sleep(route.drip)
+                    h.wfile.flush()
+                chunk = route.read(pos, min(pos + step, limit))
                 entry.sent += len(chunk)  # counted before the client can have it: no race with the test's asserts
                 h.wfile.write(chunk)
             h.wfile.flush()

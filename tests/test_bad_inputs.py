@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from bad_inputs_cases import CASES, Case, build, fragments
+from bad_inputs_cases import BOUND_AS_BYTES, BOUND_SECONDS, CASES, Case, argv, build, fragments
 from bad_inputs_kit import (
     DELETE,
     FIX,
@@ -23,6 +27,7 @@ from bad_inputs_kit import (
     load_raw,
     read_config,
     read_tensors,
+    run_cli,
     run_convert,
     save_raw,
     write_config,
@@ -36,19 +41,49 @@ from dspark_convert import convert
 from dspark_convert.errors import ConvertError
 from dspark_convert.hf.checkpoint import read_safetensors_header
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "troubleshooting.md"
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "troubleshooting.md"
 
 
-@pytest.mark.parametrize("c", list(CASES.values()), ids=list(CASES))
+@pytest.mark.parametrize("c", [c for c in CASES.values() if not c.bounded], ids=[k for k, c in CASES.items() if not c.bounded])
 def test_bad_input_is_refused_with_one_clear_line(c: Case, tmp_path: Path) -> None:
     inp = build(c, tmp_path)
     out_dir = tmp_path / "out"
-    outcome = run_convert(inp.draft, inp.target, out_dir, *c.args)
-    line = assert_refused(outcome, *fragments(c, inp))
+    out_dir.mkdir()
+    outcome = run_cli(argv(c, inp, out_dir), out_dir)
+    line = assert_refused(outcome, *fragments(c, inp), code=c.code)
     assert outcome.after == []  # no output file, no *.partial
     # the troubleshooting entry quotes this very line (issue 24 bug 9: its known-architecture lists had gone stale)
     shown = line.replace(str(inp.target), "TARGET").replace(str(inp.draft), "DRAFT")
     assert documented_line(c.id) == f"error: {shown}"
+
+
+def _limit_address_space() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (BOUND_AS_BYTES, BOUND_AS_BYTES))
+
+
+@pytest.mark.parametrize("c", [c for c in CASES.values() if c.bounded], ids=[k for k, c in CASES.items() if c.bounded])
+def test_hostile_input_is_refused_within_bounds(c: Case, tmp_path: Path) -> None:
+    """Issue 25 (2-5): the same one-line refusal, from a real process whose address space is limited to
+    BOUND_AS_BYTES (a hostile input that makes memory grow dies with MemoryError or a Rust abort instead, and
+    fails here) and that must end within BOUND_SECONDS (a FIFO read never ends: the guard fails it)."""
+    inp = build(c, tmp_path)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    cmd = [sys.executable, "-c", "import sys; from dspark_convert.entry import main; sys.argv[0] = 'dspark-convert'; "
+           "main()", *argv(c, inp, out_dir)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "10000", "NO_COLOR": "1"}
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=BOUND_SECONDS,
+                           preexec_fn=_limit_address_space, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{c.id}: still running after {BOUND_SECONDS} s (a hang)")
+    assert "Traceback" not in r.stderr, r.stderr
+    errs = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert r.returncode == c.code and len(errs) == 1, (r.returncode, r.stderr)
+    for frag in fragments(c, inp):
+        assert frag in errs[0], (frag, errs[0])
+    assert sorted(p.name for p in out_dir.iterdir()) == []
 
 
 @pytest.mark.parametrize("c", [CASES[k] for k in ("truncated-safetensors", "missing-layer-tensor", "d2t-duplicates",

@@ -197,6 +197,10 @@ VERIFY_TARGET = "the target model's folder, whose token embeddings and lm_head v
 @pytest.mark.parametrize("flag, value, line", [
     ("--context", "0", "--context 0: expected at least 1"),
     ("--steps", "0", "--steps 0: expected at least 1"),
+    ("--context", "100000000", "--context 100000000: expected at most 1024 (the longest case has 4 x context "
+                               "positions, and the attention memory grows with its square)"),
+    ("--steps", "1000", "--steps 1000: expected at most 64"),
+    ("--seed", "-1", "--seed -1: expected an integer in [0, 4294967295] (numpy's seed range)"),
     ("-t", "{tmp}", "{tmp}: no safetensors files; --target-model-dir must be " + VERIFY_TARGET),
     ("-t", "{tmp}/nope", "{tmp}/nope: no such folder; --target-model-dir must be " + VERIFY_TARGET),
     ("-t", str(DRAFT), f"{DRAFT}: is a draft checkpoint (Qwen3DSparkModel), not a target model; pass the target model "
@@ -209,3 +213,29 @@ def test_verify_names_the_folder_and_the_number_at_fault(tmp_path: Path, flag: s
     r = run("verify", tmp_path / "x.gguf", *[x for kv in args.items() for x in kv])
     refused(r, line.format(tmp=tmp_path))
     assert listing(tmp_path) == []
+
+
+# ------------------------------------------------------------------------------------------- issue 24.10 / 24.11
+def test_missing_folder_with_trailing_slash(tmp_path: Path) -> None:
+    """24.10: ``-o nosuch/`` is a missing folder, not "is a folder"."""
+    for extra in ([], ["--dry-run"]):
+        refused(run("hf2gguf", DRAFT, "-t", TARGET, "-o", "nosuch/", *extra, cwd=tmp_path),
+                "nosuch/: no such folder (and -o takes a file name, e.g. nosuch/draft.gguf)")
+    assert listing(tmp_path) == []
+
+
+@pytest.mark.parametrize(("setup", "name", "line"), [
+    ("exists", "d.gguf", "d.gguf: already exists (pass --force to overwrite it)"),
+    ("exists", "d-{ftype}.gguf", "d-BF16.gguf: already exists (pass --force to overwrite it)"),
+    ("none", "missing/d.gguf", "missing: output folder does not exist"),
+], ids=["existing-file", "existing-file-from-template", "missing-folder"])
+def test_dry_run_refuses_what_the_real_run_refuses(tmp_path: Path, setup: str, name: str, line: str) -> None:
+    """24.11: the dry run makes the real run's destination checks (it used to say `would write ...`)."""
+    if setup == "exists":
+        (tmp_path / name.replace("{ftype}", "BF16")).write_bytes(b"keep")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    for extra in (["--dry-run"], []):
+        refused(run("hf2gguf", DRAFT, "-t", TARGET, "-o", name, *extra, cwd=tmp_path), line)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+    forced = run("hf2gguf", DRAFT, "-t", TARGET, "-o", name, "--dry-run", "--force", cwd=tmp_path)
+    assert (forced.exit_code == 0) == (setup == "exists"), forced.stderr

@@ -290,7 +290,8 @@ def test_cli_summary_dry_run_json_check_inspect_diff(tmp_path: Path, monkeypatch
     assert out.is_file()
     for text in ("tokenizer: the checkpoint's own", "read 3 of 5 shards", "skipped 2", "MOSTLY_MXFP4_MOE"):
         assert text in r.stdout, text
-    dry = runner.invoke(app, ["hf2gguf", str(ck), "--dry-run", "--json"])
+    # --force: the dry run makes the real run's destination checks (issue 24.11), and the default name now exists
+    dry = runner.invoke(app, ["hf2gguf", str(ck), "--dry-run", "--json", "--force"])
     doc = json.loads(dry.stdout)
     assert doc["outtype"] == "mxfp4_moe" and doc["family"] == "dspark_dsv4" and doc["dry_run"]
     t0 = doc["plan"]["tensors"][0]

@@ -373,3 +373,35 @@ def test_draft_with_select_fetches_only_the_shards_it_reads(online: Path, monkey
     monkeypatch.setattr(hub, "snapshot_download", whole)
     resolve_draft("org/plain", select=lambda folder: None)
     assert [c[1] for c in whole.calls] == [hub.DRAFT_META_PATTERNS, hub.DRAFT_PATTERNS]
+
+
+# ---------------------------------------------------------------------------------------------- issue 25.9
+@pytest.mark.parametrize("rev", ["../../../../srv/x", "refs/../../x", "/etc", "a//b", ".hidden", "x.lock", "a~1",
+                                 "a:b", "a\\b"])
+def test_revision_that_could_leave_the_cache_is_refused(offline_cache: Path, tmp_path: Path, rev: str) -> None:
+    """A revision is a git ref name or a commit: `..`, an absolute name and git's forbidden characters are refused
+    before the cache is looked at (offline, `org/name@../../../../srv/x` converted whatever folder it named)."""
+    planted = tmp_path / "srv" / "x"
+    planted.mkdir(parents=True)
+    (planted / "config.json").write_text("{}")
+    make_cached_repo(offline_cache, "org/name", DRAFT_FILES)
+    with pytest.raises(ConvertError) as info:
+        resolve_draft(f"org/name@{rev}")
+    msg = str(info.value)
+    assert msg.startswith(f"org/name@{rev}: revision '{rev}' is not a valid revision (") and msg.endswith(
+        "); expected a branch, tag, refs/pr/N or a commit hash"), msg
+
+
+def test_planted_ref_pointing_outside_the_snapshots_is_refused(offline_cache: Path, tmp_path: Path) -> None:
+    """refs/main holding a path instead of a commit: the folder it names is not a snapshot of the repo."""
+    planted = tmp_path / "elsewhere" / COMMIT
+    planted.mkdir(parents=True)
+    (planted / "config.json").write_text("{}")
+    make_cached_repo(offline_cache, "org/name", DRAFT_FILES)
+    repo = offline_cache / "models--org--name"
+    (repo / "refs" / "main").write_text(f"../../../elsewhere/{COMMIT}")
+    with pytest.raises(ConvertError) as info:
+        resolve_draft("org/name")
+    msg = str(info.value)
+    assert msg.startswith("org/name: ") and "not a commit snapshot of this repository" in msg, msg
+    assert str((repo / "snapshots").resolve()) in msg

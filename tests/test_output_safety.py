@@ -320,3 +320,111 @@ def test_real_file_size_limit_leaves_nothing(tmp_path: Path) -> None:
     assert errors == [f"error: {tmp_path / 'draft.gguf'}: cannot write (File too large); the destination was left "
                       "as it was"]
     assert snapshot(tmp_path) == before
+
+
+# ------------------------------------------------------------------------------------------- the commit step by step
+def _trace_commit(at_step: Callable[[object], bool]) -> None:
+    """Install a tracer that calls ``at_step(frame)`` on every line from the writer's fsync on: the commit
+    (destination.commit and the renameat2 call), the rest of write_plan, and the conversion's lines up to its
+    return. When ``at_step`` returns True, Interrupted(SIGINT) is raised at that line, as a signal handler would
+    raise it there. Tracing stops at the first exception (the handlers are not a step of the commit)."""
+    from dspark_convert.hf2gguf import conversion, destination
+
+    write_plan = writer_mod.write_plan.__code__
+    lines = Path(writer_mod.__file__).read_text().splitlines()
+    start = next(i + 1 for i, ln in enumerate(lines) if "size, ours = " in ln)
+    codes = {write_plan, destination.commit.__code__, destination._renameat2_noreplace.__code__,
+             conversion._convert.__code__, conversion.convert.__code__}
+    state = {"on": True, "reached": False}
+
+    def local(frame, event, arg):  # type: ignore[no-untyped-def]
+        if not state["on"]:
+            return None
+        if event == "exception":
+            state["on"] = False
+        elif event == "line":
+            if frame.f_code is write_plan and frame.f_lineno >= start:
+                state["reached"] = True
+            if state["reached"] and at_step(frame):
+                state["on"] = False
+                raise Interrupted(signal.SIGINT)
+        return local
+
+    def glob(frame, event, arg):  # type: ignore[no-untyped-def]
+        return local if frame.f_code in codes else None
+
+    sys.settrace(glob)
+
+
+@pytest.mark.parametrize("mode", ["force-over-old", "no-force-renameat2", "no-force-link"])
+def test_interrupt_at_every_step_of_the_commit_tells_the_truth(tmp_path: Path, mode: str, reference_bytes: bytes,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24.1: SIGINT injected at each line of the commit in turn (before, between and after the rename /
+    link / unlink): the message says "written in full" exactly when the destination holds the new file, and
+    "nothing was written" exactly when it holds what it held before; no temporary file is ever left."""
+    from dspark_convert.hf2gguf import destination
+
+    if mode == "no-force-link":
+        monkeypatch.setattr(destination, "_renameat2_noreplace", lambda src, dst: None)
+    force = mode.startswith("force")
+    outcomes: list[str] = []
+    k = 0
+    while True:
+        k += 1
+        folder = tmp_path / f"run{k}"
+        folder.mkdir()
+        out = folder / "draft.gguf"
+        before = old_output(folder).read_bytes() if force else None
+        seen = [0]
+
+        def at_step(frame: object, k: int = k, seen: list[int] = seen) -> bool:
+            seen[0] += 1
+            return seen[0] == k
+
+        _trace_commit(at_step)
+        try:
+            convert(DRAFT, TARGET, out, force=force)
+        except Interrupted as e:
+            sys.settrace(None)
+            assert e.message, k
+            now = out.read_bytes() if out.exists() else None
+            if now == reference_bytes:
+                assert e.message == f"{out}: interrupted (SIGINT) after the file was complete; it was written in full"
+                outcomes.append("new")
+            else:
+                assert now == before, f"step {k}: destination is neither old nor new"
+                assert e.message == f"{out}: interrupted (SIGINT); nothing was written (destination left as it was)"
+                outcomes.append("old")
+            assert sorted(p.name for p in folder.iterdir()) == (["draft.gguf"] if now is not None else []), k
+        else:
+            sys.settrace(None)
+            assert out.read_bytes() == reference_bytes
+            break
+        assert k < 200
+    # the injection reached both sides of the commit, and the switch happens once
+    assert outcomes[0] == "old" and outcomes[-1] == "new" and "old" not in outcomes[outcomes.index("new"):], outcomes
+
+
+@pytest.mark.parametrize("link", [False, True], ids=["renameat2", "link"])
+def test_file_appearing_during_conversion_is_not_clobbered(tmp_path: Path, link: bool,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25.1: the existence check at the start is not the commit: a file created at the destination while
+    converting (here: by the progress callback, as a second conversion would) survives, with one line."""
+    from dspark_convert.hf2gguf import destination
+
+    if link:
+        monkeypatch.setattr(destination, "_renameat2_noreplace", lambda src, dst: None)
+    out = tmp_path / "draft.gguf"
+
+    def progress(done: int, total: int) -> None:
+        if not out.exists():
+            out.write_bytes(OLD)
+
+    with pytest.raises(ConvertError) as info:
+        convert(DRAFT, TARGET, out, progress=progress)
+    assert str(info.value) == (f"{out}: a file appeared there while converting (another conversion to the same "
+                               "destination?); it was not overwritten (pass --force to replace it) and the new file "
+                               "was removed")
+    assert out.read_bytes() == OLD
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["draft.gguf"]
+

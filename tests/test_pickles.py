@@ -155,3 +155,21 @@ def test_header_length_beyond_file_is_refused_without_reading(tmp_path: Path) ->
     finally:
         tracemalloc.stop()
     assert peak < 1_000_000
+
+
+@pytest.mark.parametrize(("sd", "line"), [
+    ({5: torch.zeros(2)}, "a state dict key is 5 (a int), expected a tensor name (a string)"),
+    ({("a", 1): torch.zeros(2)}, "a state dict key is ('a', 1) (a tuple), expected a tensor name (a string)"),
+    ({"fc.weight": torch.zeros(2, device="meta")}, "tensor 'fc.weight' is a meta tensor (no data), expected a dense "
+                                                   "tensor with its data"),
+    ({"fc.weight": torch.zeros(2, 2).to_sparse()}, "tensor 'fc.weight' is a sparse_coo tensor, expected a dense "
+                                                    "tensor with its data"),
+], ids=["int-key", "tuple-key", "meta-tensor", "sparse-tensor"])
+def test_odd_state_dicts_are_one_line(tmp_path: Path, sd: dict, line: str) -> None:
+    """Issue 25.7: these were tracebacks (a key used as a str, a tensor without data read as numpy)."""
+    draft = copy_fixture(tmp_path, "dspark-qwen3", "draft")
+    (draft / "model.safetensors").unlink()
+    torch.save(sd, draft / "pytorch_model.bin")
+    with pytest.raises(ConvertError) as info:
+        Checkpoint(draft)
+    assert str(info.value) == f"{draft / 'pytorch_model.bin'}: {line}"

@@ -6,6 +6,7 @@ the bytes fetched (the header plus at most one window, never the tensor data).
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -479,3 +480,54 @@ def test_cli_process_reads_hf_endpoint_and_offline_from_the_environment(server: 
     r = _run_cli(["inspect", "hf://org/repo/big.gguf"], {**env, "HF_HUB_OFFLINE": "1"}, tmp_path)
     assert r.returncode == 2 and len(server.log) == n
     assert r.stderr.count("\n") == 1 and "offline mode is on (HF_HUB_OFFLINE)" in r.stderr and "Traceback" not in r.stderr
+
+
+# ------------------------------------------------------------------------------------------ issue 25.10 / 25.11
+def test_userinfo_is_sent_as_basic_auth_and_never_shown(server: FileServer, big: Path) -> None:
+    """`http://user:pw@127.0.0.1:PORT/x.gguf` used to resolve the host `user:pw@127.0.0.1` (the password went to
+    DNS). The userinfo is now an Authorization header to that origin only, and no message or report shows it."""
+    server.routes["/private.gguf"] = Route(big.read_bytes())
+    host = server.url.removeprefix("http://")
+    url = f"http://alice:s%3Acret@{host}/private.gguf"
+    r = runner.invoke(app, ["inspect", url, "--json", "--timeout", "5"])
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["file"] == f"http://{host}/private.gguf" and "s%3Acret" not in r.stdout + r.stderr
+    assert {g.headers.get("authorization") for g in server.gets("/private.gguf")} == {
+        "Basic " + base64.b64encode(b"alice:s:cret").decode()}
+    r = runner.invoke(app, ["inspect", f"http://alice:pw@{host}/missing.gguf", "--timeout", "5"])
+    assert one_error_line(r) == f"error: http://{host}/missing.gguf: HTTP 404 Not Found" and "pw@" not in r.stderr
+
+
+def test_redirect_to_another_origin_drops_the_userinfo_credentials(server: FileServer, big: Path) -> None:
+    with FileServer() as other:
+        other.routes["/f.gguf"] = Route(big.read_bytes())
+        server.routes["/r.gguf"] = Route(redirect=other.url + "/f.gguf")
+        host = server.url.removeprefix("http://")
+        with open_gguf_source(f"http://u:p@{host}/r.gguf", RemoteOptions(timeout=5)) as f:
+            assert f.value("t.n") == 7
+        assert [g.headers.get("authorization") for g in other.gets("/f.gguf")] == [None]
+
+
+def test_dripping_server_is_abandoned_by_the_minimum_rate(server: FileServer, big: Path) -> None:
+    """--timeout is per read: a server sending 1 byte every 0.05 s never trips it. The minimum rate does, once
+    `timeout` seconds have passed (here 0.3 s at 64 bytes/s minimum, about 20 bytes/s offered)."""
+    server.routes["/drip.gguf"] = Route(big.read_bytes(), drip=0.05)
+    url = server.url + "/drip.gguf"
+    with pytest.raises(ConvertError) as e:
+        open_gguf_source(url, RemoteOptions(timeout=0.3, min_rate=64, retries=0))
+    msg = str(e.value)
+    assert msg.startswith(f"{url}: transfer too slow: ") and msg.endswith("below the minimum of 64 bytes/s"), msg
+
+
+def test_overall_deadline_ends_a_slow_read(server: FileServer, big: Path) -> None:
+    """A transfer above the minimum rate still ends at the overall deadline (retries included)."""
+    server.routes["/drip.gguf"] = Route(big.read_bytes(), drip=0.01)
+    url = server.url + "/drip.gguf"
+    with pytest.raises(ConvertError) as e:
+        open_gguf_source(url, RemoteOptions(timeout=5, min_rate=1, deadline=0.5))
+    msg = str(e.value)
+    assert msg.startswith(f"{url}: not read within the 0.5 s deadline (--deadline); ") and msg.endswith(
+        " bytes fetched"), msg
+    r = runner.invoke(app, ["inspect", url, "--deadline", "0.5", "--timeout", "5"])
+    assert r.exit_code == 2 and "not read within the 0.5 s deadline (--deadline)" in one_error_line(r)

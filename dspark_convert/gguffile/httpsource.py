@@ -27,7 +27,7 @@ import time
 import urllib.error
 import urllib.request
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ..errors import ConvertError
 from .options import RemoteOptions
@@ -38,6 +38,21 @@ _CHUNK = 1 << 20  # bytes read from a socket at a time
 
 class _Transient(Exception):
     """A failure worth another attempt (timeout, broken connection, 429/5xx); its text ends the error line."""
+
+
+def split_userinfo(url: str) -> tuple[str, str | None]:
+    """``http://user:pw@host/x`` -> (``http://host/x``, ``Basic base64(user:pw)``); a URL without userinfo is
+    returned as is with None. The credentials go in an ``Authorization`` header (dropped on a redirect to another
+    origin), never into the host name (it would be resolved by DNS), a message or a log."""
+    import base64
+
+    u = urlsplit(url)
+    if "@" not in u.netloc:
+        return url, None
+    userinfo, _, hostport = u.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii")
+    return urlunsplit(u._replace(netloc=hostport)), f"Basic {token}"
 
 
 def origin(url: str) -> tuple[str, str, int]:
@@ -75,11 +90,17 @@ class RangeReader:
 
     def __init__(self, url: str, name: str, *, headers: dict[str, str] | None = None,
                  options: RemoteOptions | None = None) -> None:
+        url, auth = split_userinfo(url)
+        if split_userinfo(name)[1] is not None:
+            name = split_userinfo(name)[0]
         if urlsplit(url).scheme.lower() not in ("http", "https"):
             raise ConvertError(f"{name}: only http:// and https:// locations can be read, not {url[:100]!r}")
         self.url, self.name = url, name
         self.headers = {**(headers or {}), "Accept-Encoding": "identity"}
+        if auth is not None:
+            self.headers["Authorization"] = auth
         self.options = options or RemoteOptions()
+        self._deadline = time.monotonic() + self.options.deadline
         self.buf = bytearray()
         self.size: int | None = None
         self.bytes_fetched = 0
@@ -162,7 +183,13 @@ class RangeReader:
         assert self._stream is not None and self.size is not None
         self._read(self._stream, min(stop, self.size) - len(self.buf))  # a body shorter than the window ends early
 
+    def _check_deadline(self) -> None:
+        if time.monotonic() > self._deadline:
+            raise ConvertError(f"{self.name}: not read within the {self.options.deadline:g} s deadline (--deadline); "
+                               f"{self.bytes_fetched} bytes fetched")
+
     def _request(self, start: int, stop: int) -> http.client.HTTPResponse:
+        self._check_deadline()
         req = urllib.request.Request(self.url, headers={**self.headers, "Range": f"bytes={start}-{stop - 1}"})
         self.requests += 1
         try:
@@ -235,6 +262,7 @@ class RangeReader:
     def _read(self, resp: http.client.HTTPResponse, n: int) -> None:
         """Append exactly ``n`` bytes of ``resp``'s body to :attr:`buf`."""
         got = 0
+        t0 = time.monotonic()
         while got < n:
             chunk = self._recv(resp, min(_CHUNK, n - got))
             if not chunk:
@@ -242,10 +270,15 @@ class RangeReader:
             self.buf += chunk
             got += len(chunk)
             self.bytes_fetched += len(chunk)
+            self._check_deadline()
+            elapsed = time.monotonic() - t0
+            if got < n and elapsed > self.options.timeout and got / elapsed < self.options.min_rate:
+                raise ConvertError(f"{self.name}: transfer too slow: {got} bytes in {elapsed:.0f} s, below the "
+                                   f"minimum of {self.options.min_rate:g} bytes/s")
 
     def _recv(self, resp: http.client.HTTPResponse, n: int) -> bytes:
         try:
-            return resp.read(n)
+            return resp.read1(n)  # what has arrived (at most n): a slow server cannot hold one call for long
         except TimeoutError:
             raise _Transient(f"timed out after {self.options.timeout:g} s while reading") from None
         except (http.client.HTTPException, ConnectionError) as e:

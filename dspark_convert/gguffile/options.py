@@ -14,7 +14,8 @@ class RemoteOptions:
     ``max_header_bytes``: a header larger than this is refused (CLI ``--max-header-mib``); ``timeout``: seconds
     per connect or read; ``retries``: further attempts after a timeout, a broken connection, 429 or 5xx;
     ``first_window``/``max_window``: the first range request and the largest one (windows double);
-    ``backoff``: seconds before the first retry (doubling).
+    ``backoff``: seconds before the first retry (doubling); ``deadline``: seconds for the whole read;
+    ``min_rate``: the slowest transfer accepted, in bytes per second.
 
     Example:
         >>> RemoteOptions(max_header_bytes=1 << 30).max_header_bytes
@@ -27,3 +28,8 @@ class RemoteOptions:
     first_window: int = 1 * MiB
     max_window: int = 16 * MiB
     backoff: float = 0.5
+    #: the whole remote read (every request, retries included) must end within this many seconds (``--deadline``)
+    deadline: float = 300.0
+    #: below this many bytes per second (averaged from ``timeout`` seconds into a response on), a response is
+    #: abandoned: a server dripping bytes never keeps a command alive (``--timeout`` is per read)
+    min_rate: float = 1024.0

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConvertError, GGUFFormatError
+from ..errors import ConvertError, GGUFFormatError, open_regular
 from ..gguf_constants import GGML_QUANT_SIZES, QT, VT
 from ..plan import KV, Plan, TensorSpec
 from ..schema import GENERAL_ALIGNMENT, GENERAL_ARCHITECTURE
@@ -37,10 +37,12 @@ from .records import (
     DEFAULT_ALIGNMENT,
     GGUF_MAGIC,
     HEADER_SIZE,
+    LIMIT_ENV,
     SUPPORTED_VERSIONS,
     ReaderKV,
     ReaderTensor,
     RecordParser,
+    header_limit,
     known_type,
     safe_text,
     type_name,
@@ -246,7 +248,7 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFFile:
     """
     p = Path(path)
     try:
-        with open(p, "rb") as fh:
+        with open_regular(p) as fh:  # a FIFO or a device: one line, never a hang (mmap needs a regular file)
             size = os.fstat(fh.fileno()).st_size
             if size < HEADER_SIZE:
                 raise GGUFFormatError(f"{p}: header at byte 0: truncated: file has {size} bytes, "
@@ -282,6 +284,11 @@ def parse_gguf(ps: RecordParser, path: Path | str, source: Any = None) -> GGUFFi
             raise ps.short(f"header ({tensor_count} tensors and {kv_count} KVs)", HEADER_SIZE, smallest)
         raise ps.fail("header", 8, f"{tensor_count} tensors and {kv_count} KVs cannot fit in "
                                    f"{ps.size - HEADER_SIZE} bytes")
+    for what, count, pos in (("kvs", kv_count, 16), ("tensors", tensor_count, 8)):
+        if count > header_limit(what):
+            noun = "KVs" if what == "kvs" else "tensors"
+            raise ps.fail("header", pos, f"claims {count} {noun}, over the limit of {header_limit(what)} (a real "
+                                         f"GGUF has far fewer; set {LIMIT_ENV[what]} to raise it)")
     pos, kvs = HEADER_SIZE, {}
     for i in range(kv_count):
         kv = ps.read_kv(pos, i)

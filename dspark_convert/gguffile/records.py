@@ -24,6 +24,23 @@ MAX_NESTING = 8  # arrays of arrays deeper than this are refused: bounds the rec
 INT64_MAX = 2**63 - 1
 HEADER_SIZE = 24  # magic, version u32, tensor count u64, kv count u64
 
+#: what a GGUF header may claim before anything is looped over or allocated: far above any real draft or target
+#: (a draft has tens of KVs and hundreds of tensors; the largest array is a vocabulary of at most ~300k entries),
+#: far below what makes memory explode (1M tiny KVs took 1.5 GB, 300k tensors 885 MB, a 300M-element array 5 GB).
+#: Overridable through the environment variables of LIMIT_ENV.
+HEADER_LIMITS = {"kvs": 65_536, "tensors": 100_000, "array": 1 << 24}
+LIMIT_ENV = {"kvs": "DSPARK_CONVERT_GGUF_MAX_KVS", "tensors": "DSPARK_CONVERT_GGUF_MAX_TENSORS",
+             "array": "DSPARK_CONVERT_GGUF_MAX_ARRAY"}
+
+
+def header_limit(what: str) -> int:
+    """The limit ``what`` (``kvs``, ``tensors``, ``array``): its environment variable when set to a positive
+    integer, else :data:`HEADER_LIMITS`."""
+    import os
+
+    raw = os.environ.get(LIMIT_ENV[what], "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else HEADER_LIMITS[what]
+
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 #: struct code of each fixed-size GGUF value type (BOOL as a byte: any non-zero byte is true).
@@ -209,6 +226,10 @@ class RecordParser:
                 raise self.short(f"{where} (array of {count} {sub.name})", pos, need)
             raise self.fail(where, pos, f"array of {count} {sub.name} needs at least {need} "
                                         f"bytes, only {max(self.size - pos, 0)} left")
+        cap = header_limit("array")
+        if count > cap:
+            raise self.fail(where, pos, f"array of {count} {sub.name}, over the limit of {cap} elements (a real "
+                                        f"GGUF's largest array is its vocabulary; set {LIMIT_ENV['array']} to raise it)")
 
     def skip_array(self, sub: VT, count: int, pos: int, where: str, depth: int) -> int:
         """Validate an array body starting at ``pos`` without decoding it; return the offset after it."""

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ConvertError, GGUFFormatError
-from .httpsource import RangeReader, origin
+from .httpsource import RangeReader, origin, split_userinfo
 from .options import RemoteOptions
 from .reader import GGUFFile, parse_gguf, read_gguf
 from .records import HEADER_SIZE, RecordParser
@@ -61,7 +61,9 @@ def open_url(url: str, options: RemoteOptions) -> GGUFFile:
     """The header of the GGUF file at ``url`` (range requests, no credentials)."""
     from .. import __version__
 
-    reader = RangeReader(url, url, headers={"User-Agent": f"dspark-convert/{__version__}"}, options=options)
+    shown = split_userinfo(url)[0]  # the URL as messages and the report show it: never with user:password
+    reader = RangeReader(url, shown, headers={"User-Agent": f"dspark-convert/{__version__}"}, options=options)
+    url = shown
     return _parse_remote(reader, url, options, lambda r: SourceInfo(
         "url", url, None, None, r.bytes_fetched, r.requests, r.range_supported, not r.whole, tuple(r.notes)))
 

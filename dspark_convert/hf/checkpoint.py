@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConvertError
+from ..errors import ConvertError, clip, open_regular, require_regular
 from ..schema import SAFETENSORS_DTYPES
 
 #: safetensors headers larger than this are refused before they are read (real ones are well under 10 MB).
@@ -40,6 +40,10 @@ OUTPUT_NAMES = ("lm_head.weight", "model.lm_head.weight", "language_model.lm_hea
 Select = Callable[[str], bool]
 
 
+#: the largest JSON file read (a tokenizer.json of a 256k vocabulary is ~20 MB; configs are kilobytes)
+MAX_JSON_BYTES = 512 * 1024 * 1024
+
+
 def read_json(path: Path) -> Any:
     """Parse the JSON file ``path`` (any JSON value) with one-line errors that name the file.
 
@@ -50,7 +54,11 @@ def read_json(path: Path) -> Any:
         ['DFlashDraftModel']
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        with open_regular(path) as f:
+            raw = f.read(MAX_JSON_BYTES + 1)
+        if len(raw) > MAX_JSON_BYTES:
+            raise ConvertError(f"{path}: larger than the {MAX_JSON_BYTES} byte limit for a JSON file")
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise ConvertError(f"{path}: file not found") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -59,6 +67,9 @@ def read_json(path: Path) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise ConvertError(f"{path}: malformed JSON at line {e.lineno} column {e.colno} ({e.msg})") from None
+    except RecursionError:
+        raise ConvertError(f"{path}: JSON nested too deeply (arrays or objects inside each other past the "
+                           "interpreter's recursion limit); expected a flat configuration") from None
 
 
 def load_json(path: Path) -> dict[str, Any]:
@@ -76,6 +87,7 @@ def load_json(path: Path) -> dict[str, Any]:
 
 def load_json_if_present(path: Path) -> dict[str, Any] | None:
     """:func:`load_json`, or None when the file does not exist (optional files: tokenizer_config.json, ...)."""
+    require_regular(path)
     return load_json(path) if path.is_file() else None
 
 
@@ -107,6 +119,16 @@ class TensorRef:
         return SAFETENSORS_DTYPES[self.dtype][1]
 
 
+def _inside(folder: Path, name: str) -> Path | None:
+    """``folder / name`` if it stays inside ``folder`` once symlinks are resolved (a shard name of an index is a
+    file of the checkpoint: never ``../../etc/passwd`` nor an absolute path), else None."""
+    if name.startswith(("/", "\\")) or "\0" in name:
+        return None
+    root = folder.resolve()
+    p = (folder / name).resolve()
+    return p if p == root or root in p.parents else None
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -119,7 +141,7 @@ def read_safetensors_header(path: Path) -> list[TensorRef]:
     """
     try:
         size = path.stat().st_size
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             head = f.read(8)
             if len(head) < 8:
                 raise ConvertError(f"{path}: truncated safetensors file ({size} bytes, no header length)")
@@ -208,6 +230,7 @@ class Checkpoint:
             raise ConvertError(f"{self.path}: no such folder")
         if config is None:  # not read by the caller yet
             cfg = self.path / "config.json"
+            require_regular(cfg)
             if need_config and not cfg.is_file():
                 raise ConvertError(f"{self.path}: no config.json (expected a Hugging Face checkpoint folder)")
             config = load_json(cfg) if cfg.is_file() else {}
@@ -229,14 +252,26 @@ class Checkpoint:
         weight_map: dict[str, Any] | None = None
         if index.is_file():
             weight_map = {n: fn for n, fn in read_weight_map(index).items() if self._wanted(n)}
+            for k, v in weight_map.items():
+                if not isinstance(v, str) or not v:
+                    raise ConvertError(f"{index}: weight_map['{clip(k)}'] is {clip(json.dumps(v))}, expected a shard "
+                                       "file name (a string)")
             files = sorted(set(weight_map.values()))
             for fn in files:
-                if not isinstance(fn, str) or not (self.path / fn).is_file():
+                inside = _inside(self.path, fn)
+                if inside is None:
                     first = next(k for k, v in weight_map.items() if v == fn)
-                    raise ConvertError(f"{index}: shard '{fn}' (holding '{first}') is missing from {self.path}")
+                    raise ConvertError(f"{index}: shard '{clip(fn)}' (holding '{clip(first)}') is outside the checkpoint "
+                                       f"folder {self.path}; expected a file name inside it")
+                require_regular(self.path / fn)
+                if not (self.path / fn).is_file():
+                    first = next(k for k, v in weight_map.items() if v == fn)
+                    raise ConvertError(f"{index}: shard '{clip(fn)}' (holding '{clip(first)}') is missing from {self.path}")
             self.files = [self.path / fn for fn in files]
         else:
             self.files = sorted(p for p in self.path.iterdir() if p.name.startswith("model") and p.name.endswith(".safetensors"))
+            for f in self.files:
+                require_regular(f)
         if not self.files:
             if weight_map is None:
                 self._index_pickles()
@@ -265,6 +300,8 @@ class Checkpoint:
         bins = sorted(p for p in self.path.iterdir() if p.name.startswith("pytorch_model") and p.name.endswith(".bin"))
         if not bins:
             return
+        for b in bins:
+            require_regular(b)
         from .pickles import load_pickle_state_dict  # imports torch; only pickle checkpoints need it
 
         self._pickle = {}

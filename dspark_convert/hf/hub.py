@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConvertError
+from ..errors import ConvertError, clip
 from .checkpoint import INDEX_NAME, Select, read_json
 
 # huggingface_hub (and its HTTP stack: ~0.3 s of imports) is loaded only when a spec is not a local folder.
@@ -117,7 +117,31 @@ def split_repo_spec(spec: str) -> tuple[str, str | None]:
     m = _REPO_RE.match(spec)
     if m is None:
         raise ConvertError(f"{spec}: not a Hugging Face repo id (expected org/name or org/name@revision)")
-    return m.group("repo"), m.group("rev")
+    rev = m.group("rev")
+    if rev is not None:
+        bad = _bad_revision(rev)
+        if bad:
+            raise ConvertError(f"{clip(spec)}: revision '{clip(rev)}' is not a valid revision ({bad}); expected a "
+                               "branch, tag, refs/pr/N or a commit hash")
+    return m.group("repo"), rev
+
+
+def _bad_revision(rev: str) -> str | None:
+    """Why ``rev`` is not a git ref name or commit (the rules of ``git check-ref-format``, which the Hub's
+    branches and tags follow), or None. A revision names a file under the cache's ``refs/`` folder when offline:
+    ``..`` or an absolute name would leave the repository's cache folder."""
+    if len(rev) > 255:
+        return "longer than 255 characters"
+    if ".." in rev:
+        return "contains '..'"
+    if rev.startswith("/") or rev.endswith("/") or "//" in rev:
+        return "an empty path component"
+    if any(part.startswith(".") or part.endswith(".lock") for part in rev.split("/")):
+        return "a component starts with '.' or ends with '.lock'"
+    if rev.endswith(".") or "@{" in rev or any(c in rev for c in "\\~^:?*[") or any(ord(c) < 32 or ord(c) == 127
+                                                                                  for c in rev):
+        return "a character git does not allow in a ref name"
+    return None
 
 
 def hub_cache_dir() -> Path:
@@ -334,8 +358,12 @@ class _Fetcher:
                                             ignore_patterns=ignore))
         except Exception as exc:  # mapped below; anything unexpected is re-raised unchanged
             raise self._error(exc) from None
-        if _COMMIT_RE.match(folder.name):
-            self.commit = folder.name
+        snapshots = (self.cache / ("models--" + self.repo_id.replace("/", "--")) / "snapshots").resolve()
+        if not _COMMIT_RE.match(folder.name) or Path(os.path.realpath(folder)).parent != snapshots:
+            # a planted ref (refs/main holding "../../x") names a folder outside this repository's snapshots
+            raise ConvertError(f"{self.display}: the Hub cache resolves it to {clip(str(folder))}, not a commit "
+                               f"snapshot of this repository (expected a folder in {snapshots}); refused")
+        self.commit = folder.name
         return folder
 
     def _error(self, exc: Exception) -> Exception:

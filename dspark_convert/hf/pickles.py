@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConvertError
+from ..errors import ConvertError, clip
 
 _TORCH_TO_ST = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64", "int64": "I64",
                 "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL"}
@@ -69,8 +69,14 @@ def load_pickle_state_dict(path: Path) -> dict[str, PickledTensor]:
         raise ConvertError(f"{path}: expected a state dict of tensors, found {type(sd).__name__}")
     out: dict[str, PickledTensor] = {}
     for name, t in sd.items():
+        if not isinstance(name, str):
+            raise ConvertError(f"{path}: a state dict key is {clip(repr(name))} (a {type(name).__name__}), expected a "
+                               "tensor name (a string)")
         if not isinstance(t, torch.Tensor):
-            raise ConvertError(f"{path}: entry '{name}' is a {type(t).__name__}, expected a tensor")
+            raise ConvertError(f"{path}: entry '{clip(name)}' is a {type(t).__name__}, expected a tensor")
+        if t.is_meta or t.layout != torch.strided:
+            kind = "a meta tensor (no data)" if t.is_meta else f"a {str(t.layout).removeprefix('torch.')} tensor"
+            raise ConvertError(f"{path}: tensor '{clip(name)}' is {kind}, expected a dense tensor with its data")
         dt = str(t.dtype).removeprefix("torch.")
         if dt not in _TORCH_TO_ST:
             raise ConvertError(f"{path}: tensor '{name}' has unsupported dtype {dt} (expected one of {', '.join(_TORCH_TO_ST)})")

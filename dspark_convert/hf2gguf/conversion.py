@@ -16,7 +16,7 @@ from typing import Any
 from .. import schema as S
 from ..archnames import Architecture, resolve_architecture
 from ..check import Finding, check_plan, errors
-from ..errors import ConvertError
+from ..errors import ConvertError, Interrupted, require_regular
 from ..families import family_for, family_name, refuse_draft_as_target
 from ..families.base import Context, ConvertOptions, Family, TargetFacts
 from ..families.common import resolve_outtype, tensor_spec
@@ -26,7 +26,7 @@ from ..hf.checkpoint import INDEX_NAME, Checkpoint, Select, load_json, read_json
 from ..hf.hub import TOKENIZER_FILES, ResolvedModel, resolve_draft, resolve_target
 from ..notes import collecting
 from ..plan import KV, Plan, TensorSpec
-from .destination import check_destination
+from .destination import check_destination, check_planned_name, expect_commit, written_here
 from .metadata import general_kvs, param_counts
 from .naming import default_output_name, expand_output_template
 from .writer import Progress, write_plan
@@ -83,6 +83,7 @@ def choose_family(folder: Path, architecture: str | None = None
     one, an alias upstream accepts, or ``architecture`` (``--architecture``) when given) and the config as the
     family sees it (``architectures`` holding that value)."""
     cfg = folder / "config.json"
+    require_regular(cfg)
     if not cfg.is_file():
         raise ConvertError(f"{folder}: no config.json (expected a Hugging Face checkpoint folder)")
     config = load_json(cfg)
@@ -123,7 +124,7 @@ def _check_layer_count(plan: Plan, draft: Checkpoint) -> None:
     hundreds of tensors the loader check would list."""
     n = plan.value(S.BLOCK_COUNT.format(arch=plan.arch))
     present = sorted({int(t.name.split(".")[1]) for t in plan.tensors if t.name.startswith("blk.")})
-    if isinstance(n, int) and present != list(range(n)):
+    if isinstance(n, int) and (len(present) != n or present != list(range(n))):  # the length first: n can be 4e9
         have = f"layers {present}" if len(present) <= 8 else f"{len(present)} layers ({present[0]}..{present[-1]})"
         raise ConvertError(f"{draft.path / 'config.json'}: num_hidden_layers gives {n} layers (block_count) but the "
                            f"checkpoint has tensors for {have if present else 'no layers'}; expected layers 0..{n - 1}")
@@ -307,11 +308,20 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
                              dspark=dspark, ignore_target_mismatch=ignore_target_mismatch,
                              architecture=architecture, tokenizer_cache=cache)
     check_destination(outfile, outtype=outtype, force=force, dry_run=dry_run)  # before any reading or download
-    with collecting() as notes:
-        result = _convert(draft, target_model_dir, outfile, options, force=force, dry_run=dry_run, progress=progress)
-    result.findings += [Finding("note", n.subject, n.rule, n.message) for n in notes]
-    result.seconds = time.perf_counter() - t0
-    return result
+    expect_commit(None)
+    try:
+        with collecting() as notes:
+            result = _convert(draft, target_model_dir, outfile, options, force=force, dry_run=dry_run,
+                              progress=progress)
+        result.findings += [Finding("note", n.subject, n.rule, n.message) for n in notes]
+        result.seconds = time.perf_counter() - t0
+        return result
+    except Interrupted as e:
+        written = written_here()  # an interrupt after the commit, outside the writer: say what is on disk
+        if e.message or written is None:
+            raise
+        raise Interrupted(e.signum, f"{written}: {Interrupted.describe(e.signum)} after the file was complete; it "
+                                    "was written in full") from None
 
 
 def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str | Path | None,
@@ -338,7 +348,9 @@ def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: st
         result = ConvertResult(path=path, plan=plan, findings=findings, outtype=planned.outtype, dry_run=dry_run,
                                family=planned.family_name, notes=list(plan.notes),
                                architecture=planned.architecture.to_dict() if planned.architecture else None)
-        if not dry_run:
+        if dry_run:  # what the writer would refuse, the dry run refuses too (a {ftype} name is known only now)
+            check_planned_name(path, force=force)
+        else:
             t0 = time.perf_counter()
             result.bytes_written = write_plan(plan, planned.sources, path, force=force,
                                               allow_nonfinite=options.allow_nonfinite, progress=progress)

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import secrets
@@ -28,15 +29,15 @@ _ACTIVE: set[Path] = set()
 
 
 def check_destination(outfile: str | os.PathLike[str] | None, *, outtype: str, force: bool,
-                      dry_run: bool = False) -> None:
+                      dry_run: bool = False) -> None:  # dry_run: the same checks (issue 24.11), kept for callers
     """Refuse an output name that cannot work, before any work: empty, ``-`` (stdout), a folder, a missing or
     read-only folder, or (without ``force``) an existing file. ``outfile`` None means the default name in the
-    current folder. A dry run checks only the name's form. Templates (``{ftype}``) are checked as far as they
-    can be before the outtype is resolved: with ``outtype="auto"`` the file name itself is checked after planning.
+    current folder. A dry run makes the same checks (it says what the real run would do). Templates
+    (``{ftype}``) are checked as far as they can be before the outtype is resolved: with ``outtype="auto"`` the
+    file name itself is checked after planning (:func:`check_planned_name`).
     """
     if outfile is None:
-        if not dry_run:
-            _check_folder(Path.cwd())
+        _check_folder(Path.cwd())
         return
     name = os.fspath(outfile)
     if name.strip() == "":
@@ -44,19 +45,28 @@ def check_destination(outfile: str | os.PathLike[str] | None, *, outtype: str, f
     if name == "-":
         raise ConvertError("-o -: a GGUF file is not streamed to stdout; give a file name, e.g. -o draft.gguf")
     path = Path(name)
+    if name.endswith(("/", os.sep)) and not path.is_dir() and "{" not in name:
+        raise ConvertError(f"{name}: no such folder (and -o takes a file name, e.g. {path / 'draft.gguf'})")
     if name.endswith(("/", os.sep)) or path.is_dir():
         raise ConvertError(f"{path}: is a folder, expected a file name (e.g. {path / 'draft.gguf'})")
-    if dry_run:
-        return
     if "{" not in str(path.parent):
         _check_folder(path.parent if str(path.parent) else Path("."))
     if "{" in name and outtype == "auto":
         return  # the name depends on the resolved outtype: checked after planning
     expanded = Path(expand_output_template(name, outtype=outtype)) if "{" in name else path
-    if expanded.is_dir():
-        raise ConvertError(f"{expanded}: is a folder, expected a file name")
-    if expanded.exists() and not force:
-        raise ConvertError(f"{expanded}: already exists (pass --force to overwrite it)")
+    check_planned_name(expanded, force=force)
+
+
+def check_planned_name(path: Path, *, force: bool) -> None:
+    """The checks on the final file name (a template expanded with the resolved outtype): not a folder, its folder
+    exists and, without ``force``, no file there (the writer checks again, and commits without clobbering)."""
+    if path.is_dir():
+        raise ConvertError(f"{path}: is a folder, expected a file name")
+    if os.path.lexists(path) and not force:
+        raise ConvertError(f"{path}: already exists (pass --force to overwrite it)")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise ConvertError(f"{folder}: output folder does not exist")
 
 
 def _check_folder(folder: Path) -> None:
@@ -127,3 +137,105 @@ def _alive(pid: int) -> bool:
     except OSError:
         return True  # cannot tell: keep the file
     return True
+
+
+# ------------------------------------------------------------------------------------------- the commit
+_RENAME_NOREPLACE = 1  # linux/fs.h
+
+
+def _renameat2_noreplace(src: Path, dst: Path) -> bool | None:
+    """``renameat2(src, dst, RENAME_NOREPLACE)`` through libc: True when renamed, None when the call or the file
+    system does not support it (then the caller falls back to ``os.link``). Raises ``FileExistsError`` when
+    ``dst`` exists."""
+    if not hasattr(os, "uname") or os.uname().sysname != "Linux":
+        return None
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):  # no libc symbol (glibc < 2.28, musl without it)
+        return None
+    at_fdcwd = -100
+    rc = fn(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), _RENAME_NOREPLACE)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err == errno.EEXIST:
+        raise FileExistsError(err, os.strerror(err), str(dst))
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return None  # kernel or file system without RENAME_NOREPLACE
+    raise OSError(err, os.strerror(err), str(dst))
+
+
+def commit(tmp: Path, path: Path, *, force: bool) -> None:
+    """Put the complete temporary file ``tmp`` in place at ``path``.
+
+    With ``force``: ``os.replace`` (atomic; an existing file is replaced). Without: a no-clobber operation, so a
+    file that appeared at ``path`` while converting (another conversion to the same ``-o``, a user's copy) is
+    never replaced: ``renameat2(RENAME_NOREPLACE)`` where the kernel and file system have it, else ``os.link``
+    of the temporary file then its unlink (both fail if ``path`` exists). A file system with neither (no hard
+    links) gets an exclusive placeholder (``O_CREAT | O_EXCL``) that the temporary file then replaces.
+    Raises ConvertError (one line) if ``path`` exists; ``tmp`` is then left for the caller to remove.
+
+    Where an interrupt lands does not matter for the truth of the report: :func:`holds` tells afterwards
+    whether ``path`` is the new file.
+    """
+    if force:
+        os.replace(tmp, path)
+        return
+    try:
+        if _renameat2_noreplace(tmp, path):
+            return
+        try:
+            os.link(tmp, path)
+        except OSError as e:
+            if isinstance(e, FileExistsError) or e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP,
+                                                               errno.EMLINK, errno.ENOSYS):
+                raise
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))  # reserve the name, then fill it
+            placeholder = identity(path)
+            try:
+                os.replace(tmp, path)
+            except BaseException:
+                if holds(path, placeholder):  # never leave the empty placeholder behind
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
+                raise
+            return
+        os.unlink(tmp)
+    except FileExistsError:
+        raise ConvertError(f"{path}: a file appeared there while converting (another conversion to the same "
+                           "destination?); it was not overwritten (pass --force to replace it) and the new file "
+                           "was removed") from None
+
+
+#: the destination this process is committing (or committed) and the identity of its new file: an interrupt that
+#: lands anywhere after the commit (even after the writer returned) is reported from what the destination holds
+_COMMIT: list[tuple[Path, tuple[int, int]]] = []
+
+
+def expect_commit(path: Path | None, ident: tuple[int, int] | None = None) -> None:
+    """Record that ``path`` is about to receive the file ``ident`` (None: forget any earlier commit)."""
+    _COMMIT.clear()
+    if path is not None and ident is not None:
+        _COMMIT.append((path, ident))
+
+
+def written_here() -> Path | None:
+    """The destination of :func:`expect_commit` if it now holds the new file, else None."""
+    return next((p for p, ident in _COMMIT if holds(p, ident)), None)
+
+
+def identity(p: Path) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of ``p`` (not following a final symlink), or None if absent."""
+    try:
+        st = os.lstat(p)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def holds(path: Path, ident: tuple[int, int] | None) -> bool:
+    """True if ``path`` is now the file whose identity is ``ident`` (the new file was committed)."""
+    return ident is not None and identity(path) == ident

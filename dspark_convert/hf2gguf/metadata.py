@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import reprlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from gguf import GGUFValueType as VT
 from gguf.metadata import Metadata
 
 from .. import schema as S
-from ..errors import ConvertError
+from ..errors import ConvertError, clip, open_regular, require_regular
 from ..hf.checkpoint import read_json
 from ..hf.hub import ResolvedModel, split_repo_spec
 from ..plan import KV, add_kv
@@ -143,15 +144,94 @@ def target_base_model(target: ResolvedModel | None, target_name: str | None = No
 # ---------------------------------------------------------------------------------------------- inputs
 
 
-def _model_card(draft_dir: Path) -> dict[str, Any]:
-    card_path = draft_dir / "README.md"
+#: bounds of the model card read (README.md YAML front matter): a real card's front matter is a few kB with tens
+#: of entries; these stop a few hundred hostile bytes (nested aliases: a "billion laughs") from taking the machine
+MAX_CARD_FRONT_MATTER_BYTES = 1 << 20
+MAX_CARD_ALIASES = 1000  # alias uses (*name) in the front matter
+MAX_CARD_NODES = 100_000  # values once aliases are expanded (each use of an alias counts its whole value again)
+MAX_CARD_DEPTH = 100  # nesting depth of the front matter
+
+
+def _front_matter(card_path: Path) -> str | None:
+    """The YAML front matter of ``card_path`` (between a first line ``---`` and the next ``---``), as upstream's
+    ``Metadata.load_model_card`` takes it, read through a bounded, regular-file-only read; None without one."""
+    with open_regular(card_path) as f:
+        raw = f.read(MAX_CARD_FRONT_MATTER_BYTES + 8)
+    text = raw.decode("utf-8") if len(raw) <= MAX_CARD_FRONT_MATTER_BYTES else raw.decode("utf-8", "ignore")
+    lines = text.splitlines()
+    if not lines or lines[0] != "---":
+        return None
+    if "---" not in lines[1:]:
+        if len(raw) > MAX_CARD_FRONT_MATTER_BYTES:
+            raise ConvertError(f"{card_path}: the YAML front matter is longer than the "
+                               f"{MAX_CARD_FRONT_MATTER_BYTES} byte limit (no closing '---' line within it)")
+        body = lines[1:]
+    else:
+        body = lines[1:lines.index("---", 1)]
+    yaml_content = "\n".join(body) + "\n"
+    # upstream's two fixes: the Norway problem, tabs
+    return yaml_content.replace("- no\n", '- "no"\n').replace("\t", "  ")
+
+
+def _bounded_yaml(text: str, card_path: Path) -> Any:
+    """``yaml.safe_load`` with the alias, expanded-size and depth bounds above (one line when one is passed)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        aliases = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                Loader.aliases += 1
+                if Loader.aliases > MAX_CARD_ALIASES:
+                    raise ConvertError(f"{card_path}: the YAML front matter uses more than {MAX_CARD_ALIASES} "
+                                       "aliases (*name); expected a plain model card")
+            return super().compose_node(parent, index)
+
+    loader = Loader(text)
     try:
-        card = Metadata.load_model_card(draft_dir)
+        data = loader.get_single_data()
+    finally:
+        loader.dispose()
+    # the values as the metadata code will walk them: aliases expanded, counted with a budget (a DAG of 10 levels
+    # of 9 aliases is 9**10 values; a recursive alias is infinite)
+    budget = MAX_CARD_NODES
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        node, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise ConvertError(f"{card_path}: the YAML front matter expands to more than {MAX_CARD_NODES} values "
+                               "(nested aliases?); expected a plain model card")
+        if depth > MAX_CARD_DEPTH:
+            raise ConvertError(f"{card_path}: the YAML front matter is nested more than {MAX_CARD_DEPTH} levels "
+                               "deep; expected a plain model card")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for kv in node.items() for v in kv)
+        elif isinstance(node, (list, tuple, set)):
+            stack.extend((v, depth + 1) for v in node)
+    return data
+
+
+def _model_card(draft_dir: Path) -> dict[str, Any]:
+    """The draft's model card front matter (``README.md``), bounded (see the limits above)."""
+    card_path = draft_dir / "README.md"
+    if not card_path.is_file():
+        require_regular(card_path)  # a FIFO or a device named README.md: one line
+        return {}
+    try:
+        text = _front_matter(card_path)
+        card = _bounded_yaml(text, card_path) if text is not None and text.strip() else {}
+    except ConvertError:
+        raise
     except UnicodeDecodeError as exc:
         raise ConvertError(f"{card_path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except RecursionError:
+        raise ConvertError(f"{card_path}: the YAML front matter is nested too deeply; expected a plain model "
+                           "card") from None
     except Exception as exc:  # yaml.YAMLError (and whatever PyYAML raises on odd input)
         line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConvertError(f"{card_path}: the YAML front matter does not parse: {line}") from None
+        raise ConvertError(f"{card_path}: the YAML front matter does not parse: {clip(line)}") from None
     return card if isinstance(card, dict) else {}
 
 
@@ -220,25 +300,34 @@ def _apply_override(md: Metadata, sampling: dict[str, tuple[Any, str]], path: Pa
 # ---------------------------------------------------------------------------------------------- output
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict = 2, 80, 80, 4, 4
+
+
+def _show(value: Any) -> str:
+    """A bounded repr for an error line: an aliased YAML value can be huge (or recursive), its repr never is."""
+    return _REPR.repr(value)
+
+
 def _string(value: Any, key: str, where: str) -> str:
     if isinstance(value, str):
         return value
     # YAML reads `version: 1.0` as a number: keep its text rather than fail.
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
-    raise ConvertError(f"{where}: '{key}' is {value!r}, expected a string")
+    raise ConvertError(f"{where}: '{key}' is {_show(value)}, expected a string")
 
 
 def _sampling_kv(key: str, vt: VT, value: Any, where: str) -> KV:
     if vt == VT.STRING:
         return KV(key, vt, _string(value, key, where))
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConvertError(f"{where}: '{key}' is {value!r}, expected a number")
+        raise ConvertError(f"{where}: '{key}' is {_show(value)}, expected a number")
     if vt == VT.INT32:
         if isinstance(value, float) and not value.is_integer():
-            raise ConvertError(f"{where}: '{key}' is {value!r}, expected an integer")
+            raise ConvertError(f"{where}: '{key}' is {_show(value)}, expected an integer")
         if not _INT32[0] <= int(value) <= _INT32[1]:
-            raise ConvertError(f"{where}: '{key}' is {value!r}, expected a 32-bit integer")
+            raise ConvertError(f"{where}: '{key}' is {_show(value)}, expected a 32-bit integer")
         return KV(key, vt, int(value))
     return KV(key, vt, float(value))
 
@@ -249,7 +338,7 @@ def _entries(kvs: list[KV], count_key: str, item_key: str, entries: Any, where: 
     add_kv(kvs, KV(count_key, VT.UINT32, len(entries)))
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict):
-            raise ConvertError(f"{where}: entry {i} of the {count_key.split('.')[1]} list is {entry!r}, "
+            raise ConvertError(f"{where}: entry {i} of the {count_key.split('.')[1]} list is {_show(entry)}, "
                                "expected an object")
         for field in S.BASE_MODEL_FIELDS:
             if entry.get(field) is not None:
@@ -260,7 +349,7 @@ def _entries(kvs: list[KV], count_key: str, item_key: str, entries: Any, where: 
 def _string_list(value: Any, key: str, where: str) -> list[str]:
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list):
-        raise ConvertError(f"{where}: '{key}' is {value!r}, expected a list of strings")
+        raise ConvertError(f"{where}: '{key}' is {_show(value)}, expected a list of strings")
     return [_string(v, key, where) for v in items]
 
 

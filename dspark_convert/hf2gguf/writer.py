@@ -33,7 +33,7 @@ from ..hf.checkpoint import Checkpoint, TensorRef
 from ..notes import note
 from ..plan import Plan, TensorSpec
 from ..transforms import convert_chunk
-from .destination import new_partial, release
+from .destination import commit, expect_commit, holds, new_partial, release
 
 CHUNK_BYTES = 4 * 1024 * 1024  # source bytes per chunk: bounds memory for any tensor size
 Progress = Callable[[int, int], None]
@@ -256,8 +256,10 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
         raise ConvertError(f"{folder}: output folder does not exist")
     if plan.kvs[0].name != S.GENERAL_ARCHITECTURE or plan.kvs[0].value != plan.arch:
         raise ConvertError("internal: a plan must start with general.architecture")
+    expect_commit(None)
     tmp = new_partial(path)  # also removes partial files left by killed conversions to the same destination
-    created = committed = False  # what the except branches may remove / must report
+    created = False  # what the except branches may remove
+    ours: tuple[int, int] | None = None  # identity of the complete temporary file, once fsynced
     try:
         with _sigterm_raises():
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -267,9 +269,10 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
                 _write_tensors(f, plan, sources, allow_nonfinite=allow_nonfinite, progress=progress)
                 f.flush()
                 os.fsync(f.fileno())
-            size = tmp.stat().st_size
-            os.replace(tmp, path)
-            committed = True
+                st = os.fstat(f.fileno())
+            size, ours = st.st_size, (st.st_dev, st.st_ino)
+            expect_commit(path, ours)
+            commit(tmp, path, force=force)
             with contextlib.suppress(OSError):
                 dfd = os.open(folder, os.O_RDONLY)
                 try:
@@ -280,9 +283,12 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
     except (KeyboardInterrupt, Interrupted) as e:
         signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
         what = Interrupted.describe(signum)
-        if committed:  # the signal landed between the rename and the return: the file is complete
-            raise Interrupted(signum, f"{path}: {what} after the file was complete; it was written in full") from None
+        # the truth is what the destination holds now, wherever the signal landed (before, inside or after the
+        # rename or link): never a flag set after the call returns
+        done = holds(path, ours)
         _remove(tmp, created)
+        if done:
+            raise Interrupted(signum, f"{path}: {what} after the file was complete; it was written in full") from None
         raise Interrupted(signum, f"{path}: {what}; nothing was written (destination left as it was)") from None
     except OSError as e:
         _remove(tmp, created)

@@ -26,6 +26,7 @@ from ..notes import note
 from ..schema import TokenType
 from .class_defaults import resolve_tokenizer_class, special_token_entries
 from .special import looks_special, token_content
+from .tokjson import check_tokenizer_sizes
 
 if TYPE_CHECKING:  # the tokenizers library is imported when a tokenizer is read (not for a cached block)
     from tokenizers import AddedToken, Tokenizer
@@ -133,7 +134,11 @@ def load_hf_tokenizer(tokenizer_json: Path) -> HFTokenizer:
 
     try:
         data = json.loads(text)
+        if isinstance(data, dict):
+            check_tokenizer_sizes(data, tokenizer_json)  # before the library sees it: it aborts the process
         tok = Tokenizer.from_str(text)
+    except ConvertError:
+        raise
     except BaseException as e:  # tokenizers raises a bare Exception for bad files, or panics (a BaseException)
         if not isinstance(e, Exception) and type(e).__name__ != "PanicException":
             raise

@@ -37,6 +37,7 @@ from typing import Any
 
 from gguf import GGUFValueType as VT
 
+from ..errors import open_regular, require_regular
 from ..gguffile.packed import PackedStrings
 from ..notes import collecting, note
 from ..plan import KV
@@ -96,6 +97,17 @@ def _code_fingerprint() -> str:
     return h.hexdigest()
 
 
+def require_regular_tokenizer_files(target_dir: Path) -> None:
+    """Refuse (one line) a tokenizer file of ``target_dir`` that is not a regular file (a FIFO, ``/dev/zero``, a
+    symlink to a device): every file the tokenizer step or the cache key may read."""
+    target_dir = Path(target_dir)
+    names = [*TOKENIZER_FILES, "vocab.json"]
+    for name in names:
+        require_regular(target_dir / name)
+    for p in sorted((target_dir / "additional_chat_templates").glob("*.jinja")):
+        require_regular(p)
+
+
 def block_key(target_dir: Path, vocab_size: int | None, handler: str) -> str:
     """The cache key of a target's tokenizer block (hex sha256); reads every tokenizer file once."""
     target_dir = Path(target_dir)
@@ -104,14 +116,15 @@ def block_key(target_dir: Path, vocab_size: int | None, handler: str) -> str:
     for name in [*TOKENIZER_FILES, *(f"additional_chat_templates/{n}" for n in extra)]:
         path = target_dir / name
         h.update(b"\0" + name.encode() + b"\0")
+        if path.is_dir():
+            h.update(b"folder")
+            continue
         try:
-            with open(path, "rb") as f:
+            with open_regular(path) as f:  # a FIFO or /dev/zero here would hang or never end the digest
                 h.update(hashlib.file_digest(f, "sha256").digest() if hasattr(hashlib, "file_digest")
                          else hashlib.sha256(f.read()).digest())
         except FileNotFoundError:
             h.update(b"absent")
-        except IsADirectoryError:
-            h.update(b"folder")
     return h.hexdigest()
 
 

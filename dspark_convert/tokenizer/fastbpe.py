@@ -39,7 +39,7 @@ from ..schema import TokenType
 from .bpe import apply_transformers_rules, check_text, cleaned
 from .class_defaults import resolve_tokenizer_class, special_token_entries
 from .special import looks_special
-from .tokjson import Layout, NotFast, locate, merge_chunks, vocab_tokens
+from .tokjson import Layout, NotFast, check_tokenizer_sizes, locate, merge_chunks, vocab_tokens
 
 if TYPE_CHECKING:
     from tokenizers import AddedToken, Tokenizer
@@ -157,6 +157,7 @@ def load_fast_bpe(tokenizer_json: Path) -> FastBPE:
     except OSError:
         raise NotFast from None
     lay = locate(raw)
+    check_tokenizer_sizes(lay.meta, tokenizer_json)  # before the library sees any of it
     model = lay.meta["model"]
     if (model.get("type") != "BPE" or model.get("dropout") is not None
             or model.get("continuing_subword_prefix") not in (None, "") or model.get("end_of_word_suffix") not in (None, "")):

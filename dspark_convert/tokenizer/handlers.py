@@ -299,6 +299,9 @@ def target_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str, *, 
         ['tokenizer.ggml.model', 'tokenizer.ggml.pre', 'tokenizer.ggml.tokens']
     """
     target_dir = Path(target_dir)
+    from .cache import require_regular_tokenizer_files
+
+    require_regular_tokenizer_files(target_dir)  # a FIFO or /dev/zero among them: one line, before any read
     fn = HANDLERS.get(handler)
     if fn is None:
         raise ConvertError(f"unknown tokenizer handler '{handler}' (known: {', '.join(sorted(HANDLERS))})")

@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ConvertError
+
 CHUNK = 1 << 19  # bytes of the vocabulary or merges handled at a time: bounds the transient pieces (~5x)
 
 _W = rb"[ \t\n\r]*"
@@ -267,3 +269,31 @@ def merge_chunks(lay: Layout) -> Iterator[tuple[list[bytes], list[bytes]] | list
         _check([carry], _SPACE)
     else:
         _check([carry], _PAIR_CLOSE if lay.pairs else _SPACE)
+
+
+#: bounds checked before a tokenizer.json reaches the ``tokenizers`` library (a 50 MB added token, or a normalizer
+#: replacing " " with a million spaces, made it allocate gigabytes and abort the process from Rust)
+MAX_ADDED_TOKEN_CHARS = 65536
+MAX_RULE_STRING_CHARS = 1024  # any string of the normalizer, pre-tokenizer, post-processor or decoder
+
+
+def check_tokenizer_sizes(meta: dict[str, Any], path: Any) -> None:
+    """Refuse (one line) a tokenizer.json whose added tokens or rule strings exceed the bounds above; ``meta`` is
+    the file's JSON object (its model's vocab and merges are not needed)."""
+    for i, a in enumerate(meta.get("added_tokens") or []):
+        content = a.get("content") if isinstance(a, dict) else None
+        if isinstance(content, str) and len(content) > MAX_ADDED_TOKEN_CHARS:
+            raise ConvertError(f"{path}: added token {i} (id {a.get('id')}) is {len(content)} characters long, over "
+                               f"the {MAX_ADDED_TOKEN_CHARS} character limit; expected a short special token")
+    for section in ("normalizer", "pre_tokenizer", "post_processor", "decoder"):
+        stack = [meta.get(section)]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, dict):
+                stack.extend(node.values())
+            elif isinstance(node, list):
+                stack.extend(node)
+            elif isinstance(node, str) and len(node) > MAX_RULE_STRING_CHARS:
+                raise ConvertError(f"{path}: the {section} holds a string of {len(node)} characters, over the "
+                                   f"{MAX_RULE_STRING_CHARS} character limit (a rule that long multiplies the text it "
+                                   "is applied to); expected a real tokenizer")
