@@ -309,6 +309,9 @@ DSV4_ARCHITECTURE = "DeepseekV4DSparkModel"  #: a config naming this selects the
 DSV4_TARGET_ARCHITECTURE = "DeepseekV4ForCausalLM"  #: the full checkpoint's own class
 DSV4_MODEL_TYPE = "deepseek_v4"
 DSV4_DRAFT_PREFIX = "mtp."  #: draft tensors: mtp.{stage}.<name>
+#: draft tensors upstream b10786+ drops (DeepSeek-V4-Flash-Vision-Exp's ``ffn.gate.bias_vl``); the root
+#: ``aligner.*`` / ``image_*`` tensors it filters are never read (only ``mtp.*`` is)
+DSV4_DROPPED_SUFFIXES = (".ffn.gate.bias_vl",)
 DSV4_CONFIG_KEYS = ("dspark_block_size", "dspark_noise_token_id", "dspark_target_layer_ids", "dspark_markov_rank")
 
 # keys (templates take the arch string), in upstream's writing order

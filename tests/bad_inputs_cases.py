@@ -305,13 +305,6 @@ def _(inp: Inputs) -> None:
     set_tensor(inp.draft, "layers.0.input_layernorm.weight", "BOOL", arr != 0)
 
 
-@case("markov-without-confidence", "{draft}: Markov head present (markov_head.markov_w1.weight) but no confidence head "
-      "(confidence_head.proj.weight)")
-def _(inp: Inputs) -> None:
-    drop_tensor(inp.draft, "confidence_head.proj.weight")
-    drop_tensor(inp.draft, "confidence_head.proj.bias")
-
-
 @case("markov-w2-missing", "markov_w2.weight: is missing", "has no tensor 'markov_head.markov_w2.weight'")
 def _(inp: Inputs) -> None:
     drop_tensor(inp.draft, "markov_head.markov_w2.weight")
@@ -551,12 +544,11 @@ config_case("eagle3-tap-count", "{draft}/config.json: eagle_aux_hidden_state_lay
             fixture="eagle3-speculators", edits={"eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]}, section="§3.7")
 
 
-@case("extra-tensor-attn-sinks", "the planned file would not load in llama.cpp: blk.0.attn_sinks.weight: is not a "
-      "tensor llama.cpp creates for this arch (loading fails with \"wrong number of tensors\") [extra-tensor] (from "
-      "{draft}/model.safetensors: tensor 'layers.0.self_attn.sinks')", fixture="dflash-zlab",
-      section="§3.7")
-def _(inp: Inputs) -> None:
-    set_tensor(inp.draft, "layers.0.self_attn.sinks", "BF16", np.zeros(4, np.uint16))
+@case("attn-sinks-wrong-shape", "the planned file would not load in llama.cpp: blk.0.attn_sinks.weight: has ggml "
+      "shape [3], expected [4] (num_attention_heads 4) [shape] (from {draft}/model.safetensors: tensor "
+      "'layers.0.self_attn.sinks')", fixture="dflash-zlab", section="§3.7")
+def _(inp: Inputs) -> None:  # sinks load since b10705, one per head
+    set_tensor(inp.draft, "layers.0.self_attn.sinks", "BF16", np.zeros(3, np.uint16))
 
 
 @case("extra-tensor-fc-bias", "the planned file would not load in llama.cpp: fc.bias: is not a tensor llama.cpp "
