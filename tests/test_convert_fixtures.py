@@ -235,7 +235,6 @@ def test_fixture_converts_exactly(fixture: str, outtype: str, tmp_path: Path) ->
     src = load_safetensors(folder)
     vocab = 1024
     vd = json.loads((folder / "config.json").read_text()).get("draft_vocab_size", vocab)
-    reduced = vd < vocab
     names = []
     for hf in expected_order(folder):
         bare = hf.removeprefix("model.")
