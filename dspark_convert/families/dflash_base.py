@@ -287,8 +287,7 @@ def apply_head_layout(ctx: Context, layout: HeadLayout, upstream: HeadLayout, no
     add (a ``ctx.target_tensors`` request) and a note saying why the file differs from upstream's bytes."""
     if layout == upstream:
         return
-    why = ("the draft keeps token_embd and the target is untied: upstream b11434's layout would score the draft "
-           "with token_embd (--match-upstream writes it anyway)")
+    why = "untied target; without it llama.cpp b11434 drafts with token_embd as the head (see --match-upstream)"
     if layout == "from-target":
         ctx.target_tensors.append(TARGET_TENSORS[1])
         notes.append(f"output.weight from the target's head: {why}")
