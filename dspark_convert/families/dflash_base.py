@@ -37,8 +37,8 @@ from .hparams import (
 )
 
 #: HF -> GGUF names of the DFlash lineage (§4.1, §4.2): a Qwen3 layer (the shared backbone) plus the DFlash / DSpark
-#: globals. Names that map but that the loader never creates (sinks, biases, fc.bias) are written and then refused
-#: by check (§7.5).
+#: globals. Names that map but that the loader never creates (biases, fc.bias) are written and then refused by check
+#: (§7.5); attention sinks load since upstream b10705 (one per head).
 NAMES = NameTable(
     layer={**BACKBONE_LAYER,
            # per-head attention sinks (upstream b10705+: a name holding "sink" gets ".weight", then maps)
