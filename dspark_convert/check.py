@@ -261,7 +261,8 @@ def _dflash_rules(c: _Checker) -> int | None:
             c.err(S.DFLASH_BLOCK_SIZE, "required-key", "is missing; the DSpark graph asserts it when Markov tensors exist")
         r.expect(S.T_MARKOV_W1, _shape(n_tokens or None, markov_rank))
         r.expect(S.T_MARKOV_W2, _shape(n_draft_vocab or None, markov_rank), required=True)
-        r.expect(S.T_CONF_W, _shape(1, hidden + markov_rank if hidden and markov_rank else None), required=True)
+        # optional since upstream b10705 (vanilla-Markov exports ship without a confidence head)
+        r.expect(S.T_CONF_W, _shape(1, hidden + markov_rank if hidden and markov_rank else None))
         r.expect(S.T_CONF_B, (1,))
     else:
         for name in (S.T_MARKOV_W2, S.T_CONF_W, S.T_CONF_B):
@@ -335,6 +336,7 @@ def _layer_rules(c: _Checker, in_width: int | None, in_what: str) -> None:
         S.L_ATTN_Q_NORM: (_shape(d.head_dim), f"head_dim {d.head_dim}"),
         S.L_ATTN_SINKS: (_shape(d.n_head), f"num_attention_heads {d.n_head}"),
         S.L_ATTN_K_NORM: (_shape(d.head_dim), f"head_dim {d.head_dim}"),
+        S.L_ATTN_SINKS: (_shape(d.n_head), f"num_attention_heads {d.n_head}"),
         S.L_FFN_GATE: (_shape(d.n_ff or None, d.hidden), f"ne[1] = intermediate_size {d.n_ff}"),
         S.L_FFN_UP: (_shape(d.n_ff or None, d.hidden), f"ne[1] = intermediate_size {d.n_ff}"),
         S.L_FFN_DOWN: (_shape(d.hidden, d.n_ff or None), f"ne[0] = intermediate_size {d.n_ff}"),

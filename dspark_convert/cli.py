@@ -156,6 +156,7 @@ def hf2gguf(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable summary on stdout.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither use nor update the cached tokenizer block of the target.")] = False,
     dspark: Annotated[bool, typer.Option("--dspark", help="Upstream's flag for the DSpark draft inside a DeepSeek-V4 checkpoint (recognised without it).")] = False,
+    match_upstream: Annotated[bool, typer.Option("--match-upstream", help="Write llama.cpp b11434's bytes exactly, even its layout that drafts with token_embd as the head on an untied target (default: add the target's head as output.weight).")] = False,
 ) -> None:
     """Convert a DSpark / DFlash / EAGLE-3 draft checkpoint (or the DSpark draft inside a DeepSeek-V4 checkpoint) to a GGUF file llama.cpp loads."""  # one line: Typer re-wraps within a line only
     from .hf2gguf.conversion import convert
@@ -167,7 +168,8 @@ def hf2gguf(
                                              embed_from_target=with_target_embeddings, allow_nonfinite=allow_nonfinite,
                                              metadata=metadata, model_name=model_name, dspark=dspark,
                                              progress=progress, ignore_target_mismatch=ignore_target_mismatch,
-                                             architecture=architecture, cache=not no_cache),
+                                             architecture=architecture, cache=not no_cache,
+                                             match_upstream=match_upstream),
                              f"converting {draft}" + ("" if dry_run else ", before writing"))
     if not dry_run:
         _State.written = str(result.path)

@@ -117,6 +117,12 @@ DFLASH_SLIDING_WINDOW = "dflash.attention.sliding_window"
 DFLASH_SLIDING_WINDOW_PATTERN = "dflash.attention.sliding_window_pattern"
 DFLASH_SAMPLE_FROM_ANCHOR = "dflash.sample_from_anchor"
 DFLASH_DEFAULT_BLOCK_SIZE = 16
+# DFlash-lineage keys upstream b11434 writes (spec/upstream-b11434.md §2.2, §2.3)
+DFLASH_HAS_CONFIDENCE_HEAD = "dflash.has_confidence_head"
+ATTN_VALUE_SCALE = "{arch}.attention.value_scale"
+LOGIT_SCALE = "{arch}.logit_scale"
+FINAL_LOGIT_SOFTCAPPING = "{arch}.final_logit_softcapping"
+EMBEDDING_SCALE = "{arch}.embedding_scale"
 
 # EAGLE-3 (contract §2.4)
 EAGLE3_TARGET_LAYERS = "eagle3.target_layers"
@@ -203,6 +209,11 @@ KEY_TYPES: dict[str, VT] = {
     DFLASH_SLIDING_WINDOW: VT.UINT32,
     DFLASH_SLIDING_WINDOW_PATTERN: VT.ARRAY,
     DFLASH_SAMPLE_FROM_ANCHOR: VT.BOOL,
+    DFLASH_HAS_CONFIDENCE_HEAD: VT.BOOL,
+    ATTN_VALUE_SCALE: VT.FLOAT32,
+    LOGIT_SCALE: VT.FLOAT32,
+    FINAL_LOGIT_SOFTCAPPING: VT.FLOAT32,
+    EMBEDDING_SCALE: VT.FLOAT32,
     EAGLE3_TARGET_LAYERS: VT.ARRAY,
     EAGLE3_TARGET_HIDDEN_SIZE: VT.UINT32,
     EAGLE3_NORM_BEFORE_RESIDUAL: VT.BOOL,
@@ -274,7 +285,7 @@ LOADER_LAYER_TENSORS: dict[str, dict[str, bool]] = {  # name -> required
 LOADER_GLOBAL_TENSORS: dict[str, dict[str, bool | None]] = {
     ARCH_DFLASH: {
         T_FC: True, T_ENC_NORM: True, T_OUTPUT_NORM: True, T_TOKEN_EMBD: False, T_OUTPUT: False, T_D2T: False,
-        T_FC_SCALE: False, T_MARKOV_W1: False, T_MARKOV_W2: None, T_CONF_W: None, T_CONF_B: False,
+        T_FC_SCALE: False, T_MARKOV_W1: False, T_MARKOV_W2: None, T_CONF_W: False, T_CONF_B: False,
     },
     ARCH_EAGLE3: {
         T_FC: True, T_OUTPUT_NORM: True, T_ENC_NORM: None, T_OUTPUT: False, T_TOKEN_EMBD: False, T_D2T: False,
@@ -307,6 +318,9 @@ DSV4_ARCHITECTURE = "DeepseekV4DSparkModel"  #: a config naming this selects the
 DSV4_TARGET_ARCHITECTURE = "DeepseekV4ForCausalLM"  #: the full checkpoint's own class
 DSV4_MODEL_TYPE = "deepseek_v4"
 DSV4_DRAFT_PREFIX = "mtp."  #: draft tensors: mtp.{stage}.<name>
+#: draft tensors upstream b10786+ drops (DeepSeek-V4-Flash-Vision-Exp's ``ffn.gate.bias_vl``); the root
+#: ``aligner.*`` / ``image_*`` tensors it filters are never read (only ``mtp.*`` is)
+DSV4_DROPPED_SUFFIXES = (".ffn.gate.bias_vl",)
 DSV4_CONFIG_KEYS = ("dspark_block_size", "dspark_noise_token_id", "dspark_target_layer_ids", "dspark_markov_rank")
 
 # keys (templates take the arch string), in upstream's writing order

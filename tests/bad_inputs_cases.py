@@ -328,13 +328,6 @@ def _(inp: Inputs) -> None:
     set_tensor(inp.draft, "layers.0.input_layernorm.weight", "BOOL", arr != 0)
 
 
-@case("markov-without-confidence", "{draft}: Markov head present (markov_head.markov_w1.weight) but no confidence head "
-      "(confidence_head.proj.weight)")
-def _(inp: Inputs) -> None:
-    drop_tensor(inp.draft, "confidence_head.proj.weight")
-    drop_tensor(inp.draft, "confidence_head.proj.bias")
-
-
 @case("markov-w2-missing", "markov_w2.weight: is missing", "has no tensor 'markov_head.markov_w2.weight'")
 def _(inp: Inputs) -> None:
     drop_tensor(inp.draft, "markov_head.markov_w2.weight")

@@ -185,7 +185,8 @@ CASES = {
     "mask id INT32": ({"tokenizer.ggml.mask_token_id": KV("tokenizer.ggml.mask_token_id", VT.INT32, 1016)}, (), (), None,
                       "tokenizer.ggml.mask_token_id", "key-type"),
     "missing tensor": (None, ("blk.1.ffn_up.weight",), (), None, "blk.1.ffn_up.weight", "required-tensor"),
-    "Markov without conf": (None, ("conf_proj.weight",), (), None, "conf_proj.weight", "required-tensor"),
+    # conf_proj is optional since b10705; markov_w2 is still required with markov_w1
+    "Markov without w2": (None, ("markov_w2.weight",), (), None, "markov_w2.weight", "required-tensor"),
     "extra t2d": (None, (), (TensorSpec("t2d", (1024,), QT.F32),), None, "t2d", "extra-tensor"),
     "wrong fc shape": (None, ("fc.weight",), (TensorSpec("fc.weight", (64, 128), QT.F32),), None, "fc.weight", "shape"),
     "fork arch": (None, (), (), "dspark", "general.architecture", "arch"),

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import GOLDEN_MANIFESTS
 from dsv4_oracle import expected_tensors
 from dsv4_support import ROOT, assert_matches_oracle
 from golden_manifest import compare
@@ -25,7 +26,7 @@ def make(golden_dir: Path, out: Path, *args: str) -> None:
 
 
 def test_golden_dsv4_own_tokenizer_and_class_route(golden_inputs: Path, golden_dir: Path, tmp_path: Path) -> None:
-    expected = json.loads((golden_dir / "manifests" / "dspark-dsv4.q8_0.json").read_text(encoding="utf-8"))
+    expected = json.loads((GOLDEN_MANIFESTS / "dspark-dsv4.q8_0.json").read_text(encoding="utf-8"))
     sample = golden_inputs / "dspark-dsv4"
     convert(sample, None, tmp_path / "own.gguf")
     assert compare(tmp_path / "own.gguf", expected) == []

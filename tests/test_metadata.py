@@ -8,7 +8,7 @@ from pathlib import Path
 
 import gguf
 import pytest
-from conftest import GOLDEN_LAYOUTS
+from conftest import GOLDEN_LAYOUTS, GOLDEN_MANIFESTS
 from gguf import GGUFValueType as VT
 from gguf.metadata import Metadata
 
@@ -71,7 +71,7 @@ def upstream(draft: Path, total: int, override: Path | None = None, model_name: 
 def test_golden_name_and_size_label(golden_dir: Path, tmp_path: Path, layout: str) -> None:
     """The golden layouts: upstream's general.name, general.size_label (``4x3.9M`` for DeepSeek-V4's experts) and
     general.sampling.*, from the folder, its generation_config.json and the tensor sizes."""
-    data = json.loads((golden_dir / "manifests" / f"{layout}.bf16.json").read_text())
+    data = json.loads((GOLDEN_MANIFESTS / f"{layout}.bf16.json").read_text())
     total = sum(math.prod(t["ne"]) for t in data["tensors"])
     counts = param_counts((t["name"], t["ne"][::-1]) for t in data["tensors"])
     files: dict[str, object] = {"config.json": {"architectures": ["DFlashDraftModel"]}}

@@ -53,7 +53,7 @@ def test_quick_start_commands_and_output(clone: Path) -> None:
     assert len(printed) == len(shown), printed
     for want, got in zip(shown, printed, strict=True):
         assert _pattern(want).fullmatch(got), (want, got)
-    assert "Tensors (29)" in results[1].stdout
+    assert "Tensors (31)" in results[1].stdout
 
 
 def test_fresh_environments_are_fresh() -> None:

@@ -198,7 +198,7 @@ def test_markov_chain_and_confidence_formulas(gguf) -> None:
 
 
 def test_logits_use_the_targets_lm_head(gguf) -> None:
-    g, tw = gguf("dflash-deepspec"), TargetWeights(TARGET)
+    g, tw = gguf("dspark-specforge"), TargetWeights(TARGET)  # a draft that stores neither embed_tokens nor lm_head
     assert not g.has("output.weight") and not g.has("token_embd.weight")
     (out,) = nf.dflash_forward(g, tw, [nf.BlockCase(RNG.standard_normal((3, 192)).astype(np.float32), 9)])
     lm = np.concatenate([w for _, w in tw.lm_head_chunks(chunk=100)])
@@ -271,12 +271,12 @@ def test_target_sharded_and_tied(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------- HF side
 @pytest.mark.parametrize("layout,family,kind,sfa,layers,neox,block,own_embed", [
-    ("dspark-qwen3", "dspark", "flat", True, [2, 3, 5], True, 7, False),
-    ("dspark-qwen3-interleaved", "dspark", "flat", True, [2, 3, 5], False, 7, False),
-    ("dflash-deepspec", "dspark", "flat", True, [2, 3, 5], True, 7, False),
+    ("dspark-qwen3", "dspark", "flat", True, [2, 3, 5], True, 7, True),
+    ("dspark-qwen3-interleaved", "dspark", "flat", True, [2, 3, 5], False, 7, True),
+    ("dflash-deepspec", "dspark", "flat", True, [2, 3, 5], True, 7, True),
     ("dflash-zlab", "dflash", "nested", False, [2, 3, 5], True, 16, False),
     ("dspark-specforge", "dspark", "nested", True, [2, 3, 5], True, 7, False),
-    ("dspark-speculators", "dspark", "speculators", True, [2, 3, 5], True, 7, False),
+    ("dspark-speculators", "dspark", "speculators", True, [2, 3, 5], True, 7, True),
     ("dspark-reduced", "dspark", "speculators", True, [2, 3, 5], True, 7, True),
 ])
 def test_hf_config_normalisation(layout: str, family: str, kind: str, sfa: bool, layers: list[int], neox: bool,

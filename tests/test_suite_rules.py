@@ -55,12 +55,12 @@ def test_golden_suite_fails_under_ci_without_shared(tmp_path: Path) -> None:
     repo = _copy_without_shared(tmp_path)
     ci = _pytest(repo, ci="1")
     assert ci.returncode == 1, ci.stdout + ci.stderr
-    assert "14 errors" in ci.stdout and "golden set not found at" in ci.stdout and "CI is set" in ci.stdout, ci.stdout
+    assert "26 errors" in ci.stdout and "golden set not found at" in ci.stdout and "CI is set" in ci.stdout, ci.stdout
     local = _pytest(repo, ci=None)
     assert local.returncode == 0, local.stdout + local.stderr
-    assert "14 skipped" in local.stdout and "golden set not found at" in local.stdout, local.stdout
+    assert "26 skipped" in local.stdout and "golden set not found at" in local.stdout, local.stdout
     deselected = _pytest(repo, "-m", "not golden", ci="1")
-    assert deselected.returncode == 5 and "14 deselected" in deselected.stdout, deselected.stdout  # 5: none ran
+    assert deselected.returncode == 5 and "26 deselected" in deselected.stdout, deselected.stdout  # 5: none ran
 
 
 def test_golden_marker_covers_every_test_that_reads_the_golden_set() -> None:
@@ -69,9 +69,11 @@ def test_golden_marker_covers_every_test_that_reads_the_golden_set() -> None:
     ids = [ln for ln in p.stdout.splitlines() if "::" in ln]
     files = sorted({i.split("::")[0] for i in ids})
     assert files == ["tests/test_dsv4.py", "tests/test_golden.py", "tests/test_golden_dsv4.py", "tests/test_metadata.py",
-                     "tests/test_new_drafts.py", "tests/test_tokenizer_b11434.py", "tests/test_verify.py", "tests/test_vocab.py"]
+                     "tests/test_new_drafts.py", "tests/test_tokenizer_b11434.py", "tests/test_upstream_b11434.py",
+                     "tests/test_verify.py", "tests/test_vocab.py"]
     assert "tests/test_verify.py::test_golden_dspark_deepspec" in ids
-    assert sum(i.startswith("tests/test_golden.py") for i in ids) == 14
+    # 13 layouts x 4 outtypes (--match-upstream), 12 default-layout checks, the fast-describe equivalence
+    assert sum(i.startswith("tests/test_golden.py") for i in ids) == 26
     assert sum(i.startswith("tests/test_metadata.py::test_golden_name_and_size_label") for i in ids) == 13
     assert sum(i.startswith("tests/test_golden_dsv4.py") for i in ids) == 3
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import require_deepseek_tokenizer
+from conftest import GOLDEN_MANIFESTS, require_deepseek_tokenizer
 from gguf import GGUFReader, GGUFWriter
 from gguf import GGUFValueType as VT
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
@@ -135,7 +135,7 @@ def golden_target(golden_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
                                                ("eagle3-speculators.f16.json", "llama")])
 def test_golden_tokenizer_kvs_equal_upstream(golden_dir: Path, golden_target: Path, tmp_path: Path, manifest: str,
                                              handler: str | None) -> None:
-    expected = json.loads((golden_dir / "manifests" / manifest).read_text(encoding="utf-8"))
+    expected = json.loads((GOLDEN_MANIFESTS / manifest).read_text(encoding="utf-8"))
     n_vocab = expected["kv"]["tokenizer.ggml.tokens"]["count"]
     handler = handler or vocab_handler_for_target(golden_target)
     assert handler == "qwen" or manifest.startswith("eagle3")

@@ -34,6 +34,7 @@ class ConvertOptions:
     tokenizer_cache: bool = True  # take / keep the target's tokenizer block in the user's cache folder
     ignore_target_mismatch: bool = False  # fit errors (wrong target) become warnings
     architecture: str | None = None  # --architecture: convert as this architectures value
+    match_upstream: bool = False  # --match-upstream: upstream b11434's bytes, even where its layout drafts wrongly
 
 
 @dataclass
@@ -47,6 +48,10 @@ class Context:
 
     ``findings`` collects the fit findings a family meets while planning (a target layer beyond the target:
     rule ``target-layers``); the conversion reports them with the other fit checks (``fit/conversion.py``).
+
+    ``target_tensors`` lists what the family's plan takes from the target checkpoint (the output head of a draft
+    that keeps its own embedding on an untied target, ``dflash_base.choose_head_layout``); the conversion opens
+    the target's weights for them and adds them, as for ``--with-target-embeddings``.
     """
 
     draft: Checkpoint
@@ -55,6 +60,7 @@ class Context:
     options: ConvertOptions
     outtype: str = "f16"
     findings: list[Finding] = field(default_factory=list)
+    target_tensors: list[TargetTensor] = field(default_factory=list)
 
     @property
     def where(self) -> str:

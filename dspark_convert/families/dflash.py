@@ -30,20 +30,32 @@ __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECK
 
 
 def build_plan(ctx: Context) -> Plan:
-    """Plan for a z-lab DFlash draft: ``dflash_config`` only, never permuted, no d2t (§3.2, §4.1)."""
+    """Plan for a z-lab DFlash draft: ``dflash_config`` (target layers also top-level), no d2t (§3.2, §4.1);
+    q/k de-interleaved once for ``rope_is_neox_style: false`` (upstream b11223+)."""
     if (ctx.draft.path / "mask_embedding.pt").is_file():  # MiMo-style (issue 22): its own code path
         from . import dflash_mimo
 
         return dflash_mimo.build_plan(ctx)
     hp = normalize_hparams(ctx.draft.config, ctx.where)
     dc = lineage.dflash_config(hp, ctx.where)
-    taps = lineage.target_taps(ctx, dc.get("target_layer_ids"), "dflash_config.target_layer_ids")
+    key = "dflash_config.target_layer_ids" if "target_layer_ids" in dc else "target_layer_ids"
+    taps = lineage.target_taps(ctx, dc.get("target_layer_ids", hp.get("target_layer_ids")), key)
     drop = {"embed_tokens.weight"} if hp.get("has_embed_tokens") is False else set()
     for hf in ctx.draft.names:
         if lineage.bare_name(hf) in ("d2t", "t2d"):
             raise ConvertError(f"{ctx.draft.ref(hf).file}: tensor '{hf}' is not part of a DFlashDraftModel checkpoint "
                                "(reduced vocabularies are a DSpark/speculators feature)")
-    tensors, _ = lineage.map_tensors(ctx, ctx.out_type, drop=drop)
+    names = {lineage.bare_name(n) for n in ctx.draft.names}
+    notes: list[str] = []
+    head = "lm_head.weight" in names
+    layout = lineage.choose_head_layout(ctx, keeps_embedding="embed_tokens.weight" in names - drop,
+                                        head_in_draft=head, upstream_drops_head=False)
+    lineage.apply_head_layout(ctx, layout, lineage.upstream_head_layout(head_in_draft=head, upstream_drops_head=False),
+                              notes)
+    transforms = lineage.rope_transforms(hp, names, ctx.where)
+    if transforms:
+        notes.append("q/k rows and norms de-interleaved to NEOX order (rope_is_neox_style: false)")
+    tensors, _ = lineage.map_tensors(ctx, ctx.out_type, drop=drop, transforms=transforms)
     vocab, tail = lineage.vocab_kvs(ctx, vocab_size_of(hp, "vocab_size", ctx.where), dc.get("mask_token_id"))
     return finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, ctx.file_type, ctx.where),
-                       lineage.dflash_kvs(hp, taps, ctx.where), vocab, tail, tensors, [])
+                       lineage.dflash_kvs(ctx, hp, dc, taps), vocab, tail, tensors, notes)

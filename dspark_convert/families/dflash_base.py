@@ -10,7 +10,7 @@ the tokenizer step and the tensor walk.
 from __future__ import annotations
 
 from collections.abc import Mapping, Set
-from typing import Any
+from typing import Any, Literal
 
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
@@ -21,16 +21,30 @@ from ..errors import ConvertError
 from ..hf.checkpoint import EMBED_NAMES, OUTPUT_NAMES, Select
 from ..plan import KV, Plan, TensorSpec
 from ..tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
-from ..transforms import Transform
+from ..transforms import DeinterleaveRope, Transform
 from .base import Context, TargetFacts, TargetTensor
 from .common import BACKBONE_GLOBALS, BACKBONE_LAYER, NameTable, is_skipped, tensor_spec
-from .hparams import as_u32
+from .hparams import (
+    as_float,
+    as_positive,
+    as_u32,
+    find_hparam,
+    rope_parameters_view,
+    target_text_architecture,
+    target_text_config,
+    target_ties_embeddings,
+    target_uses_mrope,
+)
 
 #: HF -> GGUF names of the DFlash lineage (§4.1, §4.2): a Qwen3 layer (the shared backbone) plus the DFlash / DSpark
-#: globals. Names that map but that the loader never creates (sinks, biases, fc.bias) are written and then refused
-#: by check (§7.5).
+#: globals. Names that map but that the loader never creates (biases, fc.bias) are written and then refused by check
+#: (§7.5); attention sinks load since upstream b10705 (one per head).
 NAMES = NameTable(
-    layer=BACKBONE_LAYER,
+    layer={**BACKBONE_LAYER,
+           # per-head attention sinks (upstream b10705+: a name holding "sink" gets ".weight", then maps)
+           "self_attn.sinks.weight": S.L_ATTN_SINKS,
+           "self_attn.attention_sink_bias.weight": S.L_ATTN_SINKS,
+           "self_attn.learnable_sink_param.weight": S.L_ATTN_SINKS},
     globals={
         **BACKBONE_GLOBALS,
         "fc.weight": S.T_FC,
@@ -84,9 +98,16 @@ def target_facts(ctx: Context, plan: Plan) -> TargetFacts:
 
 
 def bare_name(hf_name: str) -> str:
-    """HF name without the ``model.`` / ``language_model.`` prefixes (upstream adds ``model.`` then maps)."""
+    """HF name without the ``model.`` / ``language_model.`` prefixes (upstream adds ``model.`` then maps), and
+    with ``.weight`` appended to an attention-sink name that lacks it (upstream b10705+ ``filter_tensors``).
+
+    Example:
+        >>> bare_name("model.layers.0.self_attn.sinks")
+        'layers.0.self_attn.sinks.weight'
+    """
     name = hf_name.replace("language_model.", "")
-    return name[len("model."):] if name.startswith("model.") else name
+    name = name[len("model."):] if name.startswith("model.") else name
+    return name + ".weight" if "sink" in name and not name.endswith(".weight") else name
 
 
 # ---------------------------------------------------------------------------------------------- keys
@@ -123,18 +144,78 @@ def dflash_config(hp: dict[str, Any], where: str) -> dict[str, Any]:
     return dc
 
 
-def dflash_kvs(hp: dict[str, Any], taps: list[int], where: str = "config.json") -> list[KV]:
-    """§2.2: block_size, target_layers, then the sliding-window keys when the config enables them."""
-    block = hp.get("block_size")
-    if block is not None and (as_u32(block, "block_size", where) == 0):
-        raise ConvertError(f"{where}: key 'block_size' is 0, expected a positive integer")
-    out = [KV(S.DFLASH_BLOCK_SIZE, VT.UINT32, S.DFLASH_DEFAULT_BLOCK_SIZE if block is None else block),
-           KV(S.DFLASH_TARGET_LAYERS, VT.ARRAY, taps, VT.INT32)]
-    if hp.get("use_sliding_window") and hp.get("sliding_window") and hp.get("layer_types"):
-        out.append(KV(S.DFLASH_SLIDING_WINDOW, VT.UINT32, as_u32(hp["sliding_window"], "sliding_window", where)))
-        out.append(KV(S.DFLASH_SLIDING_WINDOW_PATTERN, VT.ARRAY,
-                      [t == "sliding_attention" for t in hp["layer_types"]], VT.BOOL))
+def block_size(hp: dict[str, Any], dc: dict[str, Any], where: str) -> int:
+    """``dflash.block_size``: ``dflash_config.block_size``, else the top-level ``block_size``, else 16 (upstream
+    b10662+: a ``dflash_config`` value wins over the top-level one)."""
+    key = "dflash_config.block_size" if "block_size" in dc else "block_size"
+    block = dc.get("block_size", hp.get("block_size", S.DFLASH_DEFAULT_BLOCK_SIZE))
+    if as_u32(block, key, where) == 0:
+        raise ConvertError(f"{where}: key '{key}' is 0, expected a positive integer")
+    return int(block)
+
+
+def head_dim_of(hp: dict[str, Any], where: str) -> int:
+    """The draft's head size: ``head_dim``, else hidden_size / num_attention_heads."""
+    if hp.get("head_dim"):
+        return as_u32(hp["head_dim"], "head_dim", where)
+    return (as_u32(hp.get("hidden_size"), "hidden_size", where)
+            // as_positive(hp.get("num_attention_heads"), "num_attention_heads", where))
+
+
+def dflash_kvs(ctx: Context, hp: dict[str, Any], dc: dict[str, Any], taps: list[int]) -> list[KV]:
+    """The ``dflash.*`` keys after the generic ones, in upstream b11434's order (spec/upstream-b11434.md §2.2):
+    partial-rotary dimension count, value scale, block size, logit scale / softcapping / embedding scale,
+    target layers, sliding window, causal flag, and the degenerate M-RoPE sections of an M-RoPE target."""
+    where, arch = ctx.where, {"arch": S.ARCH_DFLASH}
+    out: list[KV] = []
+    factor = rope_parameters_view(hp).get("partial_rotary_factor")
+    if factor is not None:
+        rot = int(head_dim_of(hp, where) * as_float(factor, "partial_rotary_factor", where))
+        out.append(KV(S.ROPE_DIMENSION_COUNT.format(**arch), VT.UINT32, as_u32(rot, "partial_rotary_factor", where)))
+    if dc.get("attention_value_scale") is not None:
+        out.append(KV(S.ATTN_VALUE_SCALE.format(**arch), VT.FLOAT32,
+                      as_float(dc["attention_value_scale"], "dflash_config.attention_value_scale", where)))
+    out.append(KV(S.DFLASH_BLOCK_SIZE, VT.UINT32, block_size(hp, dc, where)))
+    for key, tpl, positive in (("output_multiplier", S.LOGIT_SCALE, False),
+                               ("final_logit_softcapping", S.FINAL_LOGIT_SOFTCAPPING, True)):
+        value = dc.get(key, hp.get(key))
+        if value is not None and (not positive or as_float(value, key, where) > 0):
+            out.append(KV(tpl.format(**arch), VT.FLOAT32, as_float(value, key, where)))
+    scale = embedding_scale(ctx, hp, dc)
+    if scale is not None:
+        out.append(KV(S.EMBEDDING_SCALE.format(**arch), VT.FLOAT32, scale))
+    out.append(KV(S.DFLASH_TARGET_LAYERS, VT.ARRAY, taps, VT.INT32))
+    use_swa = bool(dc.get("use_swa", False))
+    window = dc.get("swa_window_size") or hp.get("sliding_window")
+    if (hp.get("use_sliding_window") or use_swa) and window:
+        key = "dflash_config.swa_window_size" if dc.get("swa_window_size") else "sliding_window"
+        n_layers = as_u32(find_hparam(hp, ("n_layers", "num_hidden_layers", "n_layer", "num_layers")),
+                          "num_hidden_layers", where)
+        pattern = [True] * n_layers if use_swa else [t == "sliding_attention" for t in hp.get("layer_types") or []]
+        out.append(KV(S.DFLASH_SLIDING_WINDOW, VT.UINT32, as_u32(window, key, where)))
+        out.append(KV(S.DFLASH_SLIDING_WINDOW_PATTERN, VT.ARRAY, pattern, VT.BOOL))
+    causal = hp.get("is_causal")
+    if causal is None:
+        causal = dc.get("causal")
+    if causal is not None:
+        out.append(KV(S.CAUSAL.format(**arch), VT.BOOL, bool(causal)))
+    if target_uses_mrope(ctx.target_config):
+        out.append(KV(S.ROPE_DIMENSION_SECTIONS.format(**arch), VT.ARRAY, [head_dim_of(hp, where) // 2, 0, 0, 0],
+                      VT.INT32))
     return out
+
+
+def embedding_scale(ctx: Context, hp: dict[str, Any], dc: dict[str, Any]) -> float | None:
+    """``dflash.embedding_scale``: the config's ``input_embedding_scale`` (``dflash_config`` first); without one,
+    sqrt(target hidden_size) when the target's text architecture is a Gemma (Gemma scales the embeddings the
+    draft shares by it; upstream b11401+)."""
+    value = dc.get("input_embedding_scale", hp.get("input_embedding_scale"))
+    if value is not None:
+        return as_float(value, "input_embedding_scale", ctx.where)
+    if (target_text_architecture(ctx.target_config) or "").startswith("Gemma"):
+        hidden = target_text_config(ctx.target_config).get("hidden_size")
+        return float(as_positive(hidden, "hidden_size", str(ctx.target_dir / "config.json")) ** 0.5)
+    return None
 
 
 def vocab_kvs(ctx: Context, vocab_size: int | None, mask_id: Any) -> tuple[list[KV], list[KV]]:
@@ -155,6 +236,65 @@ def vocab_kvs(ctx: Context, vocab_size: int | None, mask_id: Any) -> tuple[list[
 
 
 # ---------------------------------------------------------------------------------------------- tensors
+_ROPE_ROWS = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight")
+
+
+def rope_transforms(hp: dict[str, Any], names: Set[str], where: str) -> dict[str, Transform]:
+    """q/k rows and norms of an interleaved-RoPE checkpoint (``rope_is_neox_style: false``) -> NEOX order, once
+    (upstream b11223+: one permutation in ``DFlashModel``, so DFlash drafts get it too)."""
+    if hp.get("rope_is_neox_style", True):
+        return {}
+    hd = hp.get("head_dim")
+    if not isinstance(hd, int) or isinstance(hd, bool) or hd < 2 or hd % 2:
+        raise ConvertError(f"{where}: rope_is_neox_style is false but 'head_dim' is {hd!r}; an even head_dim is "
+                           "needed to de-interleave q/k")
+    return {n: DeinterleaveRope(hd) for n in names if n.endswith(_ROPE_ROWS)}
+
+
+#: what :func:`choose_head_layout` decides for the draft's output head
+HeadLayout = Literal["keep", "drop", "from-target", "none"]
+
+
+def choose_head_layout(ctx: Context, *, keeps_embedding: bool, head_in_draft: bool,
+                       upstream_drops_head: bool) -> HeadLayout:
+    """The output head of a ``dflash`` file: ``keep`` the draft's ``lm_head`` as ``output.weight``, ``drop`` it,
+    add the target's head (``from-target``), or ``none`` (no head in the draft, none added).
+
+    Upstream b11434 drops a full-vocabulary DSpark's ``lm_head`` but keeps its ``embed_tokens``
+    (``upstream_drops_head``); its loader (b11223+) then uses ``token_embd`` as the output head. On an untied
+    target that scores the draft with the embedding matrix instead of the target's head (spec/upstream-b11434.md
+    §2.3; reproduced in llama-server b11434). So by default a file that keeps ``token_embd`` on an untied target
+    also gets ``output.weight``: the draft's own ``lm_head`` (DeepSpec stores the target's head there), else the
+    target's. That file drafts with the target's head on b11434 and on 749f688-era llama.cpp alike (both load
+    an optional ``output``). ``--match-upstream`` (``ctx.options.match_upstream``) gives upstream's layout.
+    Tied targets are unaffected (their head is the embedding).
+    """
+    upstream = upstream_head_layout(head_in_draft=head_in_draft, upstream_drops_head=upstream_drops_head)
+    if ctx.options.match_upstream or upstream == "keep" or not keeps_embedding:
+        return upstream
+    if target_ties_embeddings(ctx.target_config):
+        return upstream
+    return "keep" if head_in_draft else "from-target"
+
+
+def upstream_head_layout(*, head_in_draft: bool, upstream_drops_head: bool) -> HeadLayout:
+    """What upstream b11434 does with the draft's ``lm_head``."""
+    return ("drop" if upstream_drops_head else "keep") if head_in_draft else "none"
+
+
+def apply_head_layout(ctx: Context, layout: HeadLayout, upstream: HeadLayout, notes: list[str]) -> None:
+    """Record what :func:`choose_head_layout` decided where it differs from upstream's layout: the target head to
+    add (a ``ctx.target_tensors`` request) and a note saying why the file differs from upstream's bytes."""
+    if layout == upstream:
+        return
+    why = "untied target; without it llama.cpp b11434 drafts with token_embd as the head (see --match-upstream)"
+    if layout == "from-target":
+        ctx.target_tensors.append(TARGET_TENSORS[1])
+        notes.append(f"output.weight from the target's head: {why}")
+    elif layout == "keep":
+        notes.append(f"output.weight kept from the draft's lm_head: {why}")
+
+
 def map_tensors(ctx: Context, out: QT, *, drop: Set[str] = frozenset(),
                 transforms: Mapping[str, Transform] | None = None) -> tuple[list[TensorSpec], str | None]:
     """Every checkpoint tensor in conversion order, mapped to its GGUF name; returns (tensors, d2t source name).

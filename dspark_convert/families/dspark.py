@@ -14,7 +14,6 @@ from gguf import GGUFValueType as VT
 from .. import schema as S
 from ..errors import ConvertError
 from ..plan import KV, Plan
-from ..transforms import DeinterleaveRope, Transform
 from . import dflash_base as lineage
 from .base import Context
 from .common import base_kvs, d2t_spec, finish_plan
@@ -34,27 +33,28 @@ from .hparams import draft_hparams, vocab_size_of
 ARCHITECTURES: tuple[str, ...] = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
            "draft_tensors", "hf_names", "target_facts"]
-_ROPE_ROWS = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight")
 
 
 def normalize_schema(raw: dict[str, Any], where: str = "config.json") -> tuple[dict[str, Any], bool]:
     """Flat DeepSpec, nested SpecForge and speculators configs -> hparams with ``dflash_config`` (§3.2).
 
-    Returns (hparams, speculators-style) where the flag selects the ``sample_from_anchor`` fallback of §3.3.
+    A config without ``dflash_config`` gets one (speculators: from ``aux_hidden_state_layer_ids`` and the
+    top-level mask id; flat DeepSpec: its top-level ``target_layer_ids`` / ``mask_token_id``); one with it keeps
+    it as is, as upstream does. Returns (hparams, speculators-style) where the flag selects the
+    ``sample_from_anchor`` fallback of §3.3.
     """
     bonus_anchor = "transformer_layer_config" in raw or "aux_hidden_state_layer_ids" in raw
     cfg = draft_hparams(raw, where)
     dc = dict(lineage.dflash_config(cfg, where))
-    if "aux_hidden_state_layer_ids" in raw:
-        aux = raw["aux_hidden_state_layer_ids"]
-        if isinstance(aux, list) and not all(isinstance(i, int) and not isinstance(i, bool) for i in aux):
-            raise ConvertError(f"{where}: 'aux_hidden_state_layer_ids' is {aux!r}, expected a list of integers")
-        # speculators ids are already input-of-layer ids: -1 here, +1 by the shared rule = unchanged
-        dc.setdefault("target_layer_ids", [i - 1 for i in aux] if isinstance(aux, list) else aux)
-        dc.setdefault("mask_token_id", raw.get("mask_token_id"))
-    for key in ("target_layer_ids", "mask_token_id"):
-        if key in cfg:
-            dc.setdefault(key, cfg[key])
+    if "dflash_config" not in cfg:
+        if "aux_hidden_state_layer_ids" in cfg:
+            aux = cfg["aux_hidden_state_layer_ids"]
+            if not isinstance(aux, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in aux):
+                raise ConvertError(f"{where}: 'aux_hidden_state_layer_ids' is {aux!r}, expected a list of integers")
+            # speculators ids are already input-of-layer ids: -1 here, +1 by the shared rule = unchanged
+            dc = {"mask_token_id": cfg.get("mask_token_id"), "target_layer_ids": [i - 1 for i in aux]}
+        else:
+            dc = {k: cfg[k] for k in ("target_layer_ids", "mask_token_id") if k in cfg}
     cfg["dflash_config"] = dc
     return cfg, bonus_anchor
 
@@ -66,22 +66,12 @@ def _setting(hp: dict[str, Any], key: str, default: Any = None) -> Any:
     return (hp.get("dflash_config") or {}).get(key, default)
 
 
-def _rope_transforms(hp: dict[str, Any], names: set[str], where: str) -> dict[str, Transform]:
-    """q/k rows and norms of an interleaved-RoPE checkpoint (``rope_is_neox_style: false``) -> NEOX order."""
-    if "rope_is_neox_style" not in hp or hp["rope_is_neox_style"]:
-        return {}
-    hd = hp.get("head_dim")
-    if not isinstance(hd, int):
-        raise ConvertError(f"{where}: rope_is_neox_style is false but 'head_dim' is missing; it is needed to de-interleave q/k")
-    return {n: DeinterleaveRope(hd) for n in names if n.endswith(_ROPE_ROWS)}
-
-
 def build_plan(ctx: Context) -> Plan:
     """Plan for a DSpark draft (also DeepSpec's ``markov_rank: 0`` "dflash" releases)."""
     where = ctx.where
     hp, bonus_anchor = normalize_schema(ctx.draft.config, where)
     dc = hp["dflash_config"]
-    taps = lineage.target_taps(ctx, dc.get("target_layer_ids"), "target_layer_ids")
+    taps = lineage.target_taps(ctx, dc.get("target_layer_ids", hp.get("target_layer_ids")), "target_layer_ids")
 
     head_type = _setting(hp, "markov_head_type", "vanilla")
     if head_type not in (None, "vanilla"):
@@ -95,15 +85,20 @@ def build_plan(ctx: Context) -> Plan:
     if reduced and "d2t" not in names:
         raise ConvertError(f"{where}: draft_vocab_size {vd} < vocab_size {vocab_size} but the checkpoint has no 'd2t' tensor")
 
-    drop = {"t2d"} | (set() if reduced else {"embed_tokens.weight", "lm_head.weight"})
-    transforms = _rope_transforms(hp, names, where)
+    notes: list[str] = []
+    no_embed = {"embed_tokens.weight"} if hp.get("has_embed_tokens", True) is False else set()
+    upstream = lineage.upstream_head_layout(head_in_draft="lm_head.weight" in names, upstream_drops_head=not reduced)
+    layout = lineage.choose_head_layout(ctx, keeps_embedding="embed_tokens.weight" in names - no_embed,
+                                        head_in_draft="lm_head.weight" in names, upstream_drops_head=not reduced)
+    lineage.apply_head_layout(ctx, layout, upstream, notes)
+    drop = {"t2d"} | no_embed | ({"lm_head.weight"} if layout == "drop" else set())
+    transforms = lineage.rope_transforms(hp, names, where)
     tensors, d2t = lineage.map_tensors(ctx, ctx.out_type, drop=drop, transforms=transforms)
     has_markov = any(t.name == S.T_MARKOV_W1 for t in tensors)
-    has_conf = any(t.name == S.T_CONF_W for t in tensors)
-    if has_markov and not has_conf:
-        raise ConvertError(f"{ctx.draft.path}: Markov head present (markov_head.markov_w1.weight) but no confidence head "
-                           "(confidence_head.proj.weight); llama.cpp requires both")
-    notes = ["Markov head: " + ("yes" if has_markov else "no") + "; confidence head: " + ("yes" if has_conf else "no")]
+    # upstream b10705+: any checkpoint tensor of a confidence head (the loader makes conf_proj optional)
+    has_conf = any("confidence_head.proj" in n for n in ctx.draft.names)
+    notes.insert(0, "Markov head: " + ("yes" if has_markov else "no") + "; confidence head: "
+                 + ("yes" if has_conf else "no"))
     if transforms:
         notes.append("q/k rows and norms de-interleaved to NEOX order (rope_is_neox_style: false)")
     if d2t is not None:
@@ -111,7 +106,8 @@ def build_plan(ctx: Context) -> Plan:
         notes.append(f"reduced vocabulary: {vd} of {vocab_size} tokens")
 
     sample = hp["sample_from_anchor"] if "sample_from_anchor" in hp else not bonus_anchor
-    family = lineage.dflash_kvs(hp, taps, where) + [KV(S.DFLASH_SAMPLE_FROM_ANCHOR, VT.BOOL, bool(sample))]
+    family = lineage.dflash_kvs(ctx, hp, dc, taps) + [KV(S.DFLASH_SAMPLE_FROM_ANCHOR, VT.BOOL, bool(sample)),
+                                                       KV(S.DFLASH_HAS_CONFIDENCE_HEAD, VT.BOOL, has_conf)]
     vocab, tail = lineage.vocab_kvs(ctx, vocab_size, dc.get("mask_token_id"))
     return finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, ctx.file_type, where), family, vocab, tail,
                        tensors, notes)

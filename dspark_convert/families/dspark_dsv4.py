@@ -287,6 +287,8 @@ def plan_tensors(ck: Checkpoint, hp: Dsv4HParams) -> tuple[list[TensorSpec], int
     dense: list[TensorSpec] = []
     seen: dict[str, str] = {}
     for src, stage, rest in groups.dense:
+        if src.endswith(S.DSV4_DROPPED_SUFFIXES):  # the vision variant's hash-routing bias: not in the draft (b10786+)
+            continue
         name = gguf_name(stage, rest)
         if name is None:
             raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not part of a DeepSeek-V4 DSpark draft "

@@ -184,3 +184,75 @@ def vocab_size_of(hp: dict[str, Any], key: str, where: str, *, required: bool = 
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_VOCAB_SIZE:
         raise ConvertError(f"{where}: key '{key}' is {value!r}, expected a positive integer up to {MAX_VOCAB_SIZE}")
     return value
+
+
+# ---------------------------------------------------------------------------------------------- upstream views
+def rope_parameters_view(hp: dict[str, Any]) -> dict[str, Any]:
+    """Upstream's ``ModelBase.rope_parameters`` (b11434 ``conversion/base.py``): ``rope_parameters`` (or
+    ``rope_scaling``) as is, and, unless it is split by layer kind (``full_attention`` / ``sliding_attention``),
+    the top-level ``rope_theta``, ``partial_rotary_factor`` (or ``rope_pct`` / ``rope_percent``) and
+    ``original_max_position_embeddings`` mirrored into it.
+
+    Example:
+        >>> rope_parameters_view({"partial_rotary_factor": 0.5, "rope_parameters": {"rope_theta": 1e6}})
+        {'rope_theta': 1000000.0, 'partial_rotary_factor': 0.5}
+    """
+    rp = hp.get("rope_parameters", hp.get("rope_scaling")) or {}
+    rp = dict(rp) if isinstance(rp, dict) else {}
+    if "full_attention" in rp or "sliding_attention" in rp:
+        return rp
+    mirrored = {
+        "rope_theta": find_hparam(hp, ("global_rope_theta", "rope_global_theta", "rope_theta_global", "rope_theta",
+                                       "rotary_emb_base")),
+        "partial_rotary_factor": find_hparam(hp, ("partial_rotary_factor", "rope_pct", "rope_percent")),
+        "original_max_position_embeddings": find_hparam(hp, ("original_max_position_embeddings",)),
+    }
+    for key, value in mirrored.items():
+        if key not in rp and value is not None:
+            rp[key] = value
+    return rp
+
+
+def target_text_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The target's config with its text config (``text_config`` or an alias) merged over the top level."""
+    merged = dict(config)
+    for key in TEXT_CONFIG_KEYS:
+        if isinstance(config.get(key), dict):
+            merged.update(config[key])
+            break
+    return merged
+
+
+def target_text_architecture(config: dict[str, Any]) -> str | None:
+    """The target's text architecture as upstream's ``get_model_architecture(..., TEXT)`` picks it: the text
+    config's ``architectures[0]`` when it names one, else the top-level ``architectures[0]``.
+
+    Example:
+        >>> target_text_architecture({"architectures": ["Gemma4ForConditionalGeneration"], "text_config": {}})
+        'Gemma4ForConditionalGeneration'
+    """
+    for cfg in [config.get(k) for k in TEXT_CONFIG_KEYS] + [config]:
+        archs = cfg.get("architectures") if isinstance(cfg, dict) else None
+        if isinstance(archs, list) and archs and isinstance(archs[0], str):
+            return archs[0]
+    return None
+
+
+def target_uses_mrope(config: dict[str, Any]) -> bool:
+    """The target ropes with M-RoPE: its text config's (or its own) ``rope_parameters`` / ``rope_scaling`` holds
+    ``mrope_section`` (upstream ``DFlashModel._target_uses_mrope``)."""
+    cfg = config.get("text_config", config)
+    cfg = cfg if isinstance(cfg, dict) else {}
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    return isinstance(rope, dict) and "mrope_section" in rope
+
+
+def target_ties_embeddings(config: dict[str, Any]) -> bool:
+    """The target's output head is its input embedding (``tie_word_embeddings``, text config first; absent:
+    the transformers default of the family, true for Gemma and false for Qwen / Llama)."""
+    merged = target_text_config(config)
+    tie = merged.get("tie_word_embeddings")
+    if isinstance(tie, bool):
+        return tie
+    arch = target_text_architecture(config) or ""
+    return arch.startswith("Gemma") or str(merged.get("model_type", "")).startswith("gemma")

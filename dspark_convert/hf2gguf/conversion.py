@@ -18,7 +18,7 @@ from ..archnames import Architecture, resolve_architecture
 from ..check import Finding, check_plan, errors
 from ..errors import ConvertError, Interrupted, require_regular
 from ..families import family_for, family_name, refuse_draft_as_target
-from ..families.base import Context, ConvertOptions, Family, TargetFacts
+from ..families.base import Context, ConvertOptions, Family, TargetFacts, TargetTensor
 from ..families.common import resolve_outtype, tensor_spec
 from ..families.hparams import normalize_hparams, rope_dict
 from ..fit.conversion import IGNORE_HINT, Pair, conversion_findings, mask_embedding_sources
@@ -94,14 +94,16 @@ def choose_family(folder: Path, architecture: str | None = None
     return family, family.draft_tensors(config), arch, config
 
 
-def _add_target_tensors(plan: Plan, family: Family, target: Checkpoint, ctx: Context) -> None:
-    """Self-contained drafts: take the family's ``TARGET_TENSORS`` the draft lacks from the target checkpoint.
+def _add_target_tensors(plan: Plan, wanted_tensors: tuple[TargetTensor, ...], target: Checkpoint,
+                        ctx: Context) -> None:
+    """Take ``wanted_tensors`` the draft lacks from the target checkpoint: the family's ``TARGET_TENSORS`` for a
+    self-contained draft, or what the family's plan asked for (``ctx.target_tensors``).
 
     They go before ``d2t`` (which stays last).
     """
     have = {t.name for t in plan.tensors}
     add: list[TensorSpec] = []
-    for wanted in family.TARGET_TENSORS:
+    for wanted in wanted_tensors:
         if any(n in have for n in wanted.unless):
             continue
         src = next((n for n in wanted.candidates if n in target), None)
@@ -116,7 +118,9 @@ def _add_target_tensors(plan: Plan, family: Family, target: Checkpoint, ctx: Con
                                "match the draft's vocab_size")
     pos = len(plan.tensors) - (1 if plan.tensors and plan.tensors[-1].name == S.T_D2T else 0)
     plan.tensors[pos:pos] = add
-    plan.notes.append("self-contained: " + ", ".join(f"{t.name} from target '{t.source}'" for t in add))
+    if add:
+        plan.notes.append(("self-contained: " if ctx.options.embed_from_target else "added: ")
+                          + ", ".join(f"{t.name} from target '{t.source}'" for t in add))
 
 
 def _check_layer_count(plan: Plan, draft: Checkpoint) -> None:
@@ -245,10 +249,17 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
         if select is not None:
             plan.notes.append(shard_note(d.path, ck))
         from_target = {src for ts in plan.tensors if ts.origin == "target" for src in ts.sources}
-        if options.embed_from_target or from_target:  # a family may take target tensors itself (MiMo's mask patch)
+        if options.embed_from_target or ctx.target_tensors or from_target:
+            # target tensors: --with-target-embeddings, the family's plan (ctx.target_tensors: the head layout),
+            # or tensors a family built from the target itself (MiMo's patched embedding)
+            taken = family.TARGET_TENSORS if options.embed_from_target else tuple(ctx.target_tensors)
+            if not options.embed_from_target and taken:  # fetch only what the plan asks for
+                wanted = [n for w in taken for n in w.candidates]
+                if not own_tokenizer:
+                    t = resolve_target(str(target_model_dir), tensors=wanted + sorted(from_target))
             sources["target"] = Checkpoint(t.path, select=(set(wanted) | from_target).__contains__, config=tconf)
-        if options.embed_from_target:
-            _add_target_tensors(plan, family, sources["target"], ctx)
+            if taken:
+                _add_target_tensors(plan, taken, sources["target"], ctx)
         counts = param_counts((ts.name, ts.shape) for ts in plan.tensors)
         itself = own_tokenizer or t.path.resolve() == d.path.resolve()  # no base model: the checkpoint is the target
         _insert_general(plan, general_kvs(d.path, total_params=counts[0], target=None if itself else t,
@@ -288,7 +299,7 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
             outtype: str = "auto", force: bool = False, dry_run: bool = False, embed_from_target: bool = False,
             allow_nonfinite: bool = False, metadata: Path | None = None, model_name: str | None = None,
             dspark: bool = False, progress: Progress | None = None, ignore_target_mismatch: bool = False,
-            architecture: str | None = None, cache: bool = True) -> ConvertResult:
+            architecture: str | None = None, cache: bool = True, match_upstream: bool = False) -> ConvertResult:
     """Convert a draft checkpoint (folder or Hub id) into a GGUF file that llama.cpp loads.
 
     Raises :class:`ConvertError` (nothing written) when the input is invalid, the planned file would break a
@@ -297,7 +308,9 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
     ``{ftype}`` / ``{outtype}``; without it the GGUF naming convention is used. ``target_model_dir`` may be None
     for a draft stored inside its target (DeepSeek-V4): the checkpoint's own tokenizer is used. ``dspark`` is
     upstream's ``--dspark`` (accepted for DeepSeek-V4 checkpoints only). ``cache=False`` neither reads
-    nor writes the tokenizer-block cache (:mod:`dspark_convert.tokenizer.cache`).
+    nor writes the tokenizer-block cache (:mod:`dspark_convert.tokenizer.cache`). ``match_upstream`` writes
+    upstream llama.cpp b11434's bytes even where its layout drafts wrongly (a full-vocabulary DSpark that keeps
+    ``token_embd`` on an untied target gets no ``output.weight``; see ``families.dflash_base.choose_head_layout``).
     """
     t0 = time.perf_counter()
     outtype = str(outtype).lower()  # "BF16" is "bf16", as on the command line
@@ -306,7 +319,7 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
     options = ConvertOptions(outtype=outtype, embed_from_target=embed_from_target, allow_nonfinite=allow_nonfinite,
                              metadata_override=Path(metadata) if metadata else None, model_name=model_name,
                              dspark=dspark, ignore_target_mismatch=ignore_target_mismatch,
-                             architecture=architecture, tokenizer_cache=cache)
+                             architecture=architecture, tokenizer_cache=cache, match_upstream=match_upstream)
     check_destination(outfile, outtype=outtype, force=force, dry_run=dry_run)  # before any reading or download
     expect_commit(None)
     try:

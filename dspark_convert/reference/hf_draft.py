@@ -316,10 +316,11 @@ def _block_draft(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any]
                                            else "full_attention" for i in range(n_layer)]
     draft_vocab = int(c.get("draft_vocab_size") or common["vocab_size"])
     reduced = draft_vocab < common["vocab_size"]
-    # the GGUF keeps embed/lm_head only for a reduced vocab (DSpark) or when the checkpoint has them (DFlash)
-    own = reduced if family == "dspark" else True
-    if family == "dspark" and not reduced and w.has("embed_tokens.weight"):
-        notes.append("full-vocab DSpark: the draft's stored embed_tokens/lm_head copies are replaced by the target's")
+    # the draft runs with the embed_tokens / lm_head it stores (DeepSpec's copies of the target's); upstream b11434
+    # keeps a full-vocab DSpark's embed_tokens, and our default keeps its lm_head too on an untied target
+    own = True
+    if family == "dspark" and not reduced and w.has("embed_tokens.weight") and not w.has("lm_head.weight"):
+        notes.append("full-vocab DSpark without lm_head: the target's head scores the draft")
     hp = HFHParams(
         **common, draft_vocab_size=draft_vocab, target_layers=target_layers,
         own_embed=own and w.has("embed_tokens.weight") and raw.get("has_embed_tokens") is not False,
