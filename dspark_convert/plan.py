@@ -132,6 +132,8 @@ class Plan:
     kvs: list[KV]
     tensors: list[TensorSpec]
     notes: list[str] = field(default_factory=list)  # human notes (fallbacks, detected heads, ...)
+    #: tensors or keys written on purpose where upstream b11434 writes none (``Context.differs_from_upstream``)
+    differs_from_upstream: list[str] = field(default_factory=list)
 
     def kv(self, name: str) -> KV | None:
         """The KV called ``name``, or None."""

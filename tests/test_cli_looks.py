@@ -92,7 +92,7 @@ def test_dry_run_at_80_columns() -> None:
     assert next(ln for ln in wide if ln.split()[:2] == ["name", "type"]).split()[-1] == "transform"
     assert any("deinterleave_rope" in ln for ln in wide)
     text = "\n".join(lines)
-    assert "Metadata (33 KVs)" in text and "Tensors (31)" in text           # titled like inspect
+    assert "Metadata (34 KVs)" in text and "Tensors (31)" in text           # titled like inspect
     assert "[2, 3, 5] (3 items)" in text and "{'first'" not in text       # values like inspect, no dict reprs
 
 
@@ -129,11 +129,11 @@ def test_inspect_in_a_pipe_is_plain_and_whole(gguf: Path) -> None:
     assert r.exit_code == 0
     lines = r.stdout.splitlines()
     assert not any(ch in r.stdout for ch in "│┃━─…")
-    assert lines[0] == "Metadata (33 KVs)"
+    assert lines[0] == "Metadata (34 KVs)"
     assert lines[1].split() == ["key", "type", "value"]
     # every tensor on one line with its full name, the offset column included
     rows = [ln.split() for ln in lines if ln.startswith("blk.")]
-    assert len(rows) == 22 and rows[0] == ["blk.0.attn_norm.weight", "F32", "(64,)", "[64]", "64", "256", "B", "185120"]  # after token_embd (b11434 keeps it)
+    assert len(rows) == 22 and rows[0] == ["blk.0.attn_norm.weight", "F32", "(64,)", "[64]", "64", "256", "B", "185152"]  # after token_embd (b11434 keeps it)
     assert "tensor data   457.9 KiB (468,884 bytes)" in lines
 
 
@@ -154,26 +154,27 @@ def test_pre_tokenizer_note_is_labelled_and_in_json(tmp_path: Path) -> None:
     assert r.exit_code == 0 and r.stderr == ""                      # a note, not a warning on stderr
     lines = r.stdout.splitlines()
     assert lines[0] == PRE_NOTE
-    assert re.fullmatch(rf"wrote {re.escape(str(tmp_path / 'd.gguf'))}: dflash, 33 keys, 31 tensors, 486\.3 KiB "
-                        r"\(497,952 bytes\), converted in \d+\.\d\d s \(start-up not counted\); writing took \d+\.\d\d s \(\d+\.\d MB/s\)", lines[1]), lines[1]
+    assert re.fullmatch(rf"wrote {re.escape(str(tmp_path / 'd.gguf'))}: dflash, 34 keys, 31 tensors, 486\.3 KiB "
+                        r"\(497,984 bytes\), converted in \d+\.\d\d s \(start-up not counted\); writing took \d+\.\d\d s \(\d+\.\d MB/s\)", lines[1]), lines[1]
     assert lines[2:] == ["  outtype bf16", "  Markov head: yes; confidence head: yes",
                          "  output.weight kept from the draft's lm_head: untied target; without it llama.cpp b11434 "
                          "drafts with token_embd as the head (see --match-upstream)",
                          "  draft dspark-qwen3; target target-qwen3",
-                         "  matches llama.cpp b11434 (2026-10-06) convert_hf_to_gguf.py"]
+                         "  matches llama.cpp b11434 (2026-10-06) convert_hf_to_gguf.py except output.weight (added on purpose, see "
+                         "above; --match-upstream writes upstream's bytes)"]
     j = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "e.gguf", "--json")
     doc = json.loads(j.stdout)
     assert doc["findings"] == [{"level": "note", "subject": "tokenizer.ggml.pre", "rule": "pre-tokenizer-by-regex",
                                 "message": PRE_NOTE.removeprefix("note: ")}]
     assert 0 < doc["write_seconds"] <= doc["seconds"]
     assert doc["reference"] == {"converter": "llama.cpp convert_hf_to_gguf.py", "revision": "b11434",
-                                "date": "2026-10-06"}
+                                "date": "2026-10-06", "differs": ["output.weight"]}
 
 
 def test_dry_run_summary_line(tmp_path: Path) -> None:
     r = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "d.gguf", "--dry-run")
     assert r.exit_code == 0 and list(tmp_path.iterdir()) == []
-    assert (f"dry run: would write {tmp_path / 'd.gguf'}: dflash, 33 keys, 31 tensors, 468,884 bytes of tensor "
+    assert (f"dry run: would write {tmp_path / 'd.gguf'}: dflash, 34 keys, 31 tensors, 468,884 bytes of tensor "
             "data") in r.stdout.splitlines()
 
 

@@ -61,6 +61,8 @@ class Context:
     outtype: str = "f16"
     findings: list[Finding] = field(default_factory=list)
     target_tensors: list[TargetTensor] = field(default_factory=list)
+    #: what this file holds that upstream b11434's converter does not write (by design; --match-upstream drops it)
+    differs_from_upstream: list[str] = field(default_factory=list)
 
     @property
     def where(self) -> str:

@@ -288,6 +288,7 @@ def apply_head_layout(ctx: Context, layout: HeadLayout, upstream: HeadLayout, no
     if layout == upstream:
         return
     why = "untied target; without it llama.cpp b11434 drafts with token_embd as the head (see --match-upstream)"
+    ctx.differs_from_upstream.append(S.T_OUTPUT)
     if layout == "from-target":
         ctx.target_tensors.append(TARGET_TENSORS[1])
         notes.append(f"output.weight from the target's head: {why}")

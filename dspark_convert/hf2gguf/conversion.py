@@ -240,6 +240,7 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
         outtype = resolve_outtype(options.outtype, ck)
         ctx = Context(draft=ck, target_dir=t.path, target_config=tconf, options=options, outtype=outtype)
         plan = family.build_plan(ctx)
+        plan.differs_from_upstream = list(ctx.differs_from_upstream)
         forced = plan.value(S.GENERAL_FILE_TYPE)
         if forced != ctx.file_type and forced in S.FILE_TYPE_NAMES:  # the family fixes every tensor type
             outtype = S.FILE_TYPE_NAMES[forced]

@@ -46,21 +46,26 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     }
 
 
-def reference_to_dict() -> dict[str, str]:
-    """The upstream converter whose output our files match (``reference`` in the JSON documents)."""
+def reference_to_dict(plan: Plan | None = None) -> dict[str, Any]:
+    """The upstream converter whose output our files match (``reference`` in the JSON documents); ``differs``
+    names what the file holds on purpose that upstream's does not (empty: byte-identical to upstream's)."""
     return {"converter": "llama.cpp convert_hf_to_gguf.py", "revision": S.UPSTREAM_REFERENCE,
-            "date": S.UPSTREAM_REFERENCE_DATE}
+            "date": S.UPSTREAM_REFERENCE_DATE, "differs": list(plan.differs_from_upstream) if plan else []}
 
 
-def reference_line() -> str:
-    """The summary's last line: which upstream release the file matches."""
-    return f"matches {S.UPSTREAM_REFERENCE_NAME} ({S.UPSTREAM_REFERENCE_DATE}) convert_hf_to_gguf.py"
+def reference_line(plan: Plan | None = None) -> str:
+    """The summary's last line: which upstream release the file matches, and what it adds on purpose."""
+    ref = f"{S.UPSTREAM_REFERENCE_NAME} ({S.UPSTREAM_REFERENCE_DATE}) convert_hf_to_gguf.py"
+    if plan is not None and plan.differs_from_upstream:
+        return (f"matches {ref} except {', '.join(plan.differs_from_upstream)} (added on purpose, see above; "
+                "--match-upstream writes upstream's bytes)")
+    return f"matches {ref}"
 
 
 def conversion_to_dict(r: ConvertResult) -> dict[str, Any]:
     """The ``hf2gguf --json`` document (schema in docs/json-schemas.md)."""
     return {"output": str(r.path) if r.path else None, "dry_run": r.dry_run, "family": r.family,
-            "reference": reference_to_dict(), "architecture": r.architecture, "outtype": r.outtype,
+            "reference": reference_to_dict(r.plan), "architecture": r.architecture, "outtype": r.outtype,
             "bytes_written": r.bytes_written, "seconds": round(r.seconds, 3), "write_seconds": round(r.write_seconds, 3),
             "findings": [f.to_dict() for f in r.findings], "plan": plan_to_dict(r.plan)}
 
@@ -111,7 +116,7 @@ def render_conversion(r: ConvertResult, console: Console) -> None:
              f" converted in {r.seconds:.2f} s (start-up not counted); writing took {r.write_seconds:.2f} s ({rate:.1f} MB/s)")
     for note in r.notes:
         line(console, "  ", text(note, limit=400))
-    line(console, "  ", reference_line())
+    line(console, "  ", reference_line(r.plan))
 
 
 # ============================================================================================== check
