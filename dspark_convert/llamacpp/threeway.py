@@ -21,11 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConvertError
-from ..verify_checks import TIE_STD_FRACTION
 from ..reference import BlockCase, Eagle3Case, TargetWeights, dflash_forward, eagle3_forward, open_gguf
 from ..reference.target_np import TargetModel, tap_features, target_forward
+from ..verify_checks import TIE_STD_FRACTION
 from .server import DraftBlock
-
 
 #: a differing position is a near-tie when the reference's margin between its choice and llama.cpp's is at most
 #: this fraction of the row's logit standard deviation (as verify's argmax checks: verify_checks.TIE_STD_FRACTION)
