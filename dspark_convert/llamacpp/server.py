@@ -231,3 +231,22 @@ class LlamaServer:
         t = doc.get("timings", {})
         return Completion([int(x) for x in doc.get("tokens", [])], int(t.get("draft_n", 0) or 0),
                           int(t.get("draft_n_accepted", 0) or 0))
+
+
+def spec_for(draft: Path, eagle3_n_max: int = 4) -> tuple[str, int]:
+    """``(--spec-type, --spec-draft-n-max)`` for a converted draft: ``draft-dspark`` (Markov head) or
+    ``draft-dflash`` with a whole block (B positions when the block's first row predicts, else B-1), or
+    ``draft-eagle3`` with ``eagle3_n_max`` chained steps."""
+    from ..reference import open_gguf
+
+    g = open_gguf(draft)
+    arch = g.value("general.architecture")
+    if arch == "eagle3":
+        return "draft-eagle3", eagle3_n_max
+    if arch != "dflash":
+        raise ConvertError(f"{draft}: general.architecture {arch!r} is not a DFlash/DSpark/EAGLE-3 draft")
+    block = int(g.value("dflash.block_size", 16))
+    if g.has("markov_w1.weight"):
+        sfa = g.value("dflash.sample_from_anchor")
+        return "draft-dspark", block if sfa is None or bool(sfa) else block - 1
+    return "draft-dflash", block - 1
