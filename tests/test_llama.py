@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TARGET, require_fixture
+from llama_support import NOT_RUN, PROMPT, Run, run, tier_binaries
 
 from dspark_convert.fit.rules import HEAD_FIX, check_fit
 from dspark_convert.hf2gguf.conversion import convert
@@ -22,9 +24,6 @@ from dspark_convert.llamacpp.target import convert_target
 from dspark_convert.llamacpp.threeway import three_way
 from dspark_convert.reference import open_gguf
 from dspark_convert.reference.target_np import TargetModel, greedy_generate, tap_features, target_forward
-
-from conftest import TARGET, require_fixture
-from llama_support import NOT_RUN, PROMPT, Run, run, tier_binaries
 
 #: one fixture per family (DSpark, DFlash, EAGLE-3), each with its llama-server spec type
 FAMILIES = {"dspark-qwen3": "draft-dspark", "dflash-zlab": "draft-dflash", "eagle3-specforge": "draft-eagle3"}

@@ -153,7 +153,7 @@ def side_from_gguf(path: str | os.PathLike[str], *, draft: bool = True, remote: 
             values = f.tensor_array(S.T_D2T)
             if values.size:
                 d2t_range = (int(values.min()), int(values.max()))
-    tied = None if draft else ("output.weight" not in tensors and "token_embd.weight" in tensors)
+    tied = None if draft or not ({"output.weight", "token_embd.weight"} & tensors.keys()) else "output.weight" not in tensors
     return Side(where, "gguf", arch, tokens, kvs, hp, tensors, d2t_range, plan, header_only, tied)
 
 
