@@ -199,3 +199,19 @@ def test_tap_features_are_layer_inputs() -> None:
     np.testing.assert_array_equal(out.hidden[0], m.embed[PROMPT])
     # causal: the features of a prefix do not depend on later tokens
     np.testing.assert_allclose(target_forward(m, PROMPT[:5]).hidden[3], out.hidden[3][:5], rtol=1e-5, atol=1e-6)
+
+
+def test_verify_fails_a_file_llama_cpp_runs_with_token_embd_as_head(converted: Callable[..., Path],
+                                                                    tmp_path: Path) -> None:
+    """verify's GGUF side follows llama.cpp's loader: token_embd without output is the head, so the upstream
+    b11434 layout on an untied target never passes; the same file plus output.weight does."""
+    from dspark_convert.verify import verify
+
+    m = TargetModel(TARGET)
+    src = converted("dspark-qwen3", "bf16")
+    verdicts = {}
+    for lay in ("upstream-b11434", "with-output"):
+        f = make_layout(src, tmp_path / f"{lay}.gguf", lay, m.embed, m.lm_head)
+        rep = verify(f, require_fixture("dspark-qwen3"), TARGET, context=4, quality=False)
+        verdicts[lay] = (rep.passed, any("token_embd.weight" in n and "llama.cpp" in n for n in rep.notes))
+    assert verdicts == {"upstream-b11434": (False, True), "with-output": (True, False)}
