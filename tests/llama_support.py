@@ -1,9 +1,9 @@
 """The ``llama`` tier's plumbing: finding llama-server (or one plain skip reason), the tiny target GGUF, runs.
 
-The tier runs whenever :func:`dspark_convert.llamacpp.build.find_llama_server` finds a binary
-(``DSPARK_LLAMA_SERVER`` or the cache folder) and the llama.cpp tree that goes with it (for upstream's converter,
-which makes the target GGUF). Otherwise every ``llama`` test skips with the same reason, and under CI the run
-ends with a plain line saying the tier did not run (conftest's terminal summary).
+The tier runs whenever conftest's ``llama_bin`` fixture finds a binary (``DSPARK_LLAMA_SERVER`` or the cache
+folder) and the llama.cpp tree that goes with it (for upstream's converter, which makes the target GGUF). Otherwise
+every ``llama`` test skips with the same reason, and under CI the run ends with a plain line saying the tier did
+not run (conftest's terminal summary).
 """
 
 from __future__ import annotations
@@ -11,30 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dspark_convert.llamacpp.build import ENV_BINARY, ENV_SOURCE, cache_dir, find_llama_server, source_tree
 from dspark_convert.llamacpp.server import Completion, DraftBlock, LlamaServer, parse_drafts, spec_for
 
 #: a fixed prompt of 8 target-qwen3 ids (sent as ids: no tokenizer is involved) and the completion length
 PROMPT = [400, 401, 72, 300, 22, 500, 12, 33]
 N_PREDICT = 16
-
-#: why the tier did not run in this session (None: it ran, or no llama test was collected)
-NOT_RUN: list[str] = []
-
-
-def tier_binaries() -> tuple[Path | None, Path | None, str]:
-    """``(binary, source_tree, reason)``; reason is empty when both were found. An env var naming nothing
-    raises ConvertError (the test fails: a typo is not an absent binary)."""
-    binary = find_llama_server()
-    if binary is None:
-        return None, None, (f"llama-server b11434 not found: set {ENV_BINARY}=/path/to/llama-server or build it into "
-                            f"{cache_dir()} with scripts/build_llama_server.sh")
-    src = source_tree(binary)
-    if src is None:
-        return binary, None, (f"{binary}: the llama.cpp tree it was built from is not found (set {ENV_SOURCE} to the "
-                              "folder holding convert_hf_to_gguf.py)")
-    return binary, src, ""
-
 
 @dataclass
 class Run:

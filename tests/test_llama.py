@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import TARGET, require_fixture
-from llama_support import NOT_RUN, PROMPT, Run, run, tier_binaries
+from llama_support import PROMPT, Run, run
 
 from dspark_convert.fit.rules import HEAD_FIX, check_fit
 from dspark_convert.hf2gguf.conversion import convert
@@ -28,15 +28,6 @@ from dspark_convert.reference.target_np import TargetModel, greedy_generate, tap
 #: one fixture per family (DSpark, DFlash, EAGLE-3), each with its llama-server spec type
 FAMILIES = {"dspark-qwen3": "draft-dspark", "dflash-zlab": "draft-dflash", "eagle3-specforge": "draft-eagle3"}
 OUTTYPES = ["bf16", "f16", "q8_0"]
-
-
-@pytest.fixture(scope="session")
-def llama_bin() -> tuple[Path, Path]:
-    binary, src, reason = tier_binaries()
-    if binary is None or src is None:
-        NOT_RUN.append(reason)
-        pytest.skip(reason)
-    return binary, src
 
 
 @pytest.fixture(scope="session")
