@@ -86,6 +86,42 @@ def test_family_loads_drafts_lossless_and_matches_reference(layout: str, outtype
     assert same + ties == total and same >= 0.9 * total, tw.summary()
 
 
+#: every other draft fixture, bf16 (the layouts of each family: nested configs, speculators, SWA, shards, d2t,
+#: interleaved RoPE, F32 and F16 sources, norm_before_fc, llama3 rope scaling)
+OTHER_LAYOUTS = {"dspark-qwen3-interleaved": "draft-dspark", "dspark-qwen3-f32": "draft-dspark",
+                 "dspark-specforge": "draft-dspark", "dspark-speculators": "draft-dspark",
+                 "dspark-reduced": "draft-dspark", "dflash-deepspec": "draft-dspark", "dflash-zlab-swa": "draft-dflash",
+                 "eagle3-angelslim": "draft-eagle3", "eagle3-speculators": "draft-eagle3",
+                 "eagle3-normfc": "draft-eagle3", "eagle3-llama": "draft-eagle3"}
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("layout", list(OTHER_LAYOUTS))
+def test_every_other_layout_bf16(layout: str, llama_bin: tuple[Path, Path], target_gguf: Path, plain: Run,
+                                 drafts: Callable[[str, str], Path]) -> None:
+    draft = drafts(layout, "bf16")
+    assert spec_for(draft)[0] == OTHER_LAYOUTS[layout]
+    r = run(llama_bin[0], target_gguf, draft)
+    assert r.completion.draft_n > 0 and r.completion.tokens == plain.completion.tokens
+    tw = three_way(draft, TARGET, PROMPT, r.completion.tokens, r.blocks)
+    assert tw.agree, tw.summary()
+
+
+@pytest.mark.llama
+def test_deepspec_dflash_under_draft_dflash_is_shifted(llama_bin: tuple[Path, Path], target_gguf: Path,
+                                                       drafts: Callable[[str, str], Path]) -> None:
+    """A head-less DeepSpec draft (sample_from_anchor true) run as draft-dflash (llama.cpp's auto-detected type)
+    reads block rows 1..B-1 and drafts other tokens than the file means; the three-way check sees it."""
+    from dspark_convert.llamacpp.server import LlamaServer
+
+    draft = drafts("dflash-deepspec", "bf16")
+    with LlamaServer(llama_bin[0], target_gguf, draft=draft, spec_type="draft-dflash", n_max=6, verbose=True) as s:
+        c = s.complete(PROMPT, 16)
+        blocks = parse_drafts(s.log_text())
+    tw = three_way(draft, TARGET, PROMPT, c.tokens, blocks)
+    assert not tw.agree and tw.blocks[0].first_mismatch == 0, tw.summary()
+
+
 # ---------------------------------------------------------------------------------------------- the regression
 @pytest.fixture(scope="session")
 def layout_runs(llama_bin: tuple[Path, Path], target_gguf: Path, drafts: Callable[[str, str], Path],

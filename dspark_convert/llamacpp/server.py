@@ -234,9 +234,13 @@ class LlamaServer:
 
 
 def spec_for(draft: Path, eagle3_n_max: int = 4) -> tuple[str, int]:
-    """``(--spec-type, --spec-draft-n-max)`` for a converted draft: ``draft-dspark`` (Markov head) or
-    ``draft-dflash`` with a whole block (B positions when the block's first row predicts, else B-1), or
-    ``draft-eagle3`` with ``eagle3_n_max`` chained steps."""
+    """``(--spec-type, --spec-draft-n-max)`` for a converted draft, with a whole block per draft.
+
+    ``draft-dspark`` for a Markov-head file and for any ``dflash`` file with ``dflash.sample_from_anchor = true``
+    (e.g. DeepSpec's head-less "DFlash"): only that path reads block rows from the anchor on; ``draft-dflash``
+    (llama.cpp's auto-detected type for a file without ``markov_w1``) always reads rows 1..B-1, which shifts such a
+    draft by one position (measured on dflash-deepspec: 62/84 positions agree under draft-dflash, all under
+    draft-dspark). ``draft-eagle3`` with ``eagle3_n_max`` chained steps."""
     from ..reference import open_gguf
 
     g = open_gguf(draft)
@@ -246,7 +250,8 @@ def spec_for(draft: Path, eagle3_n_max: int = 4) -> tuple[str, int]:
     if arch != "dflash":
         raise ConvertError(f"{draft}: general.architecture {arch!r} is not a DFlash/DSpark/EAGLE-3 draft")
     block = int(g.value("dflash.block_size", 16))
-    if g.has("markov_w1.weight"):
-        sfa = g.value("dflash.sample_from_anchor")
-        return "draft-dspark", block if sfa is None or bool(sfa) else block - 1
+    sfa = g.value("dflash.sample_from_anchor")
+    markov = g.has("markov_w1.weight")
+    if markov or sfa:
+        return "draft-dspark", block if (sfa is None and markov) or bool(sfa) else block - 1
     return "draft-dflash", block - 1
