@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import ConvertError
+from .llamacpp.layouts import runtime_head
 from .reference.weights import GGUFWeights, TargetWeights, open_gguf
 from .variants import Variant, gguf_variant, variant_of_family
 from .verify_accounting import ROW as ACCOUNTING_ROW
@@ -276,6 +277,10 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
         raise ConvertError(f"{gguf_path}: {broken[0].subject}: {broken[0].message}; the forward cannot run on it "
                            "(check reports it as [hparam-value])")
     report.metadata = metadata_checks(g, d)
+    head = runtime_head(str(g.value("general.architecture")), {n for n in ("token_embd.weight", "output.weight") if g.has(n)})
+    if head == "token_embd":
+        report.notes.append("llama.cpp b11434 scores this file with token_embd.weight (output.weight is absent, "
+                            "src/models/dflash.cpp), so the GGUF forward does too")
     if not report.metadata[0].passed:
         report.outputs.append(OutputCheck("forward", [], grade="not run", passed=False,
                                           detail="the GGUF architecture does not match the checkpoint family"))

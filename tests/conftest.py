@@ -183,3 +183,33 @@ def online(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(hub, "snapshot_download", None)
     monkeypatch.chdir(tmp_path)
     return cache
+
+
+# ------------------------------------------------------------------------------------------- llama tier
+#: why the ``llama`` tier did not run in this session (empty: it ran, or no llama test asked for the binary)
+LLAMA_NOT_RUN: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def llama_bin() -> tuple[Path, Path]:
+    """``(llama-server, llama.cpp source tree)`` for the ``llama`` tier; skips with one reason naming
+    ``DSPARK_LLAMA_SERVER`` when either is absent (an env var that names nothing fails instead)."""
+    from dspark_convert.llamacpp.build import ENV_BINARY, ENV_SOURCE, cache_dir, find_llama_server, source_tree
+
+    binary = find_llama_server()
+    src = source_tree(binary) if binary is not None else None
+    if binary is None:
+        LLAMA_NOT_RUN.append(f"llama-server b11434 not found: set {ENV_BINARY}=/path/to/llama-server or build it "
+                             f"into {cache_dir()} with scripts/build_llama_server.sh")
+    elif src is None:
+        LLAMA_NOT_RUN.append(f"{binary}: the llama.cpp tree it was built from is not found (set {ENV_SOURCE} to the "
+                             "folder holding convert_hf_to_gguf.py)")
+    if binary is None or src is None:
+        pytest.skip(LLAMA_NOT_RUN[-1])
+    return binary, src
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Under CI, a plain line when the ``llama`` tier was collected but did not run (no llama-server binary)."""
+    if LLAMA_NOT_RUN and ci_is_set(os.environ):
+        terminalreporter.write_line(f"llama tier did not run: {LLAMA_NOT_RUN[0]}")

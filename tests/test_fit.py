@@ -60,12 +60,13 @@ def test_matched_pair_passes_every_rule(name: str, kind: str, drafts: dict[str, 
     family = "eagle3" if name.startswith("eagle3") else ("dflash" if name.startswith("dflash") else "dspark")
     assert report.draft.family == family
     want = ["vocab-type", "bos", "eos", "vocab-size", "token-text"]
-    want += ["extract-layers", "fc-width", "vocab-cover"] if family == "eagle3" else ["taps", "fc-width", "mask-id"]
+    want += ["extract-layers", "fc-width", "vocab-cover"] if family == "eagle3" else ["taps", "fc-width", "mask-id", "head"]
     want += ["d2t-range", "rope-base", "rope-scaling", "context-length", "chat-template"]
     assert [r.id for r in report.results] == want
     st = statuses(report)
     assert st.pop("d2t-range") == ("pass" if name in WITH_D2T else "skip")
-    assert {k: v for k, v in st.items() if v != "info"} == dict.fromkeys(want[:8], "pass")
+    n_pass = 8 if family == "eagle3" else 9   # DFlash/DSpark: + the head rule (issue 23)
+    assert {k: v for k, v in st.items() if v != "info"} == dict.fromkeys(want[:n_pass], "pass")
     assert report.ok and report.loader_findings == []
     token_text = next(r for r in report.results if r.id == "token-text")
     assert token_text.message == "equal for ids 5..1023" and token_text.details["differing"] == 0
@@ -101,7 +102,7 @@ def test_wrong_tokenizer_of_equal_size(drafts: dict[str, Path], qwen_kvs: list[A
     assert r.details == {"first_id": 5, "end_id": 1024, "differing": 2, "first_differing_id": 700}
     out = run_cli(["check", str(drafts["dspark-qwen3"]), "--target", str(target)], tmp_path)
     assert out.exit_code == 1 and out.exception is None
-    assert "[/]x[red]" in out.stdout and "DOES NOT FIT: 7 passed, 1 failed, 4 info, 1 skipped" in out.stdout
+    assert "[/]x[red]" in out.stdout and "DOES NOT FIT: 8 passed, 1 failed, 4 info, 1 skipped" in out.stdout
 
 
 def test_ids_below_5_are_not_compared(drafts: dict[str, Path], qwen_kvs: list[Any], tmp_path: Path) -> None:

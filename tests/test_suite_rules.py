@@ -108,7 +108,8 @@ def test_every_skip_is_an_environment_skip_with_a_reason() -> None:
                 assert "reason" in kw, f"{where}: skipif without a reason"
                 seen.append(name)
             elif name == "skip" and path.name != "test_suite_rules.py":
-                # pytest.skip is used in exactly one place: the golden rule (../shared absent, not under CI)
-                assert path.name == "conftest.py", f"{where}: pytest.skip outside conftest.require_golden"
+                # pytest.skip is used in exactly two places, both in conftest: the golden rule (../shared absent,
+                # not under CI) and the llama tier (no llama-server binary; under CI the run says so, issue 23)
+                assert path.name == "conftest.py", f"{where}: pytest.skip outside conftest.require_golden/llama_bin"
                 seen.append(f"{path.name}:skip")
-    assert seen.count("conftest.py:skip") == 1
+    assert seen.count("conftest.py:skip") == 2

@@ -36,6 +36,7 @@ SRC_MASK = "common/speculative.cpp: common_speculative_impl_draft_dflash::draft(
 SRC_VOCAB_COVER = "common/speculative.cpp: spec_check_draft_ctx(need_vocab = true)"
 SRC_D2T = "src/models/dflash.cpp, src/models/eagle3.cpp: d2t (draft id -> target id)"
 SRC_HPARAMS = "src/llama-model.cpp: load_hparams() (rope.freq_base, rope.scaling.*, context_length)"
+SRC_HEAD = "src/models/dflash.cpp: load_tensors() (output absent, token_embd present -> output := token_embd)"
 SRC_TEMPLATE = "common/chat.cpp: common_chat_templates_init() (llama-server calls it on the target model)"
 
 ALL = frozenset({"dflash", "dspark", "eagle3", "other"})
@@ -196,6 +197,34 @@ def rule_mask_id(p: Pair) -> Outcome:
                                                   "block with the target's token rows)"))
 
 
+#: the one line of the ``head`` rule's failure: why acceptance suffers and how to fix the file
+HEAD_FIX = ("llama.cpp b11434 then scores drafts with token_embd.weight (the embeddings) instead of the target's "
+            "head, so the file loads and stays lossless but acceptance will suffer; fix: reconvert with dspark-convert "
+            "hf2gguf (its layout drafts with the target's head), or add output.weight with dspark-convert upgrade")
+
+
+def rule_head(p: Pair) -> Outcome:
+    """A full-vocabulary DFlash/DSpark draft with ``token_embd`` and no ``output`` (upstream's layout since b10705)
+    runs with ``token_embd`` as its head (b11223+ loader); for an untied target that is the wrong matrix."""
+    t = p.draft.tensors
+    layout = "+".join(n.split(".")[0] for n in (S.T_TOKEN_EMBD, "output.weight") if n in t) or "neither"
+    tied = p.target.tied
+    target_head = "unknown" if tied is None else "tied" if tied else "untied"
+    if S.T_D2T in t:
+        return Outcome("pass", layout, target_head, "reduced vocabulary: the draft scores with its own head (d2t)")
+    if "output.weight" in t:
+        return Outcome("pass", layout, target_head, "the draft carries output.weight; llama.cpp scores with it")
+    if S.T_TOKEN_EMBD not in t:
+        return Outcome("pass", layout, target_head, "no token_embd/output: llama.cpp shares the target's embeddings and head")
+    if tied is None:
+        return Outcome("skip", layout, target_head, "the draft's head at run time is its token_embd; whether the target's "
+                                                    "head is tied is unknown, so nothing to compare")
+    if tied:
+        return Outcome("pass", layout, target_head, "llama.cpp scores with token_embd, which is the tied target's head")
+    return Outcome("fail", layout, target_head, "full-vocabulary draft with token_embd.weight but no output.weight, and "
+                                                "the target's head is untied: " + HEAD_FIX)
+
+
 # ---------------------------------------------------------------------------------------------- EAGLE-3
 def rule_eagle3_layers(p: Pair) -> Outcome:
     taps = _ints(p.draft.kvs.get(S.EAGLE3_TARGET_LAYERS))
@@ -310,6 +339,8 @@ RULES: tuple[Rule, ...] = (
          rule_dflash_taps),
     Rule("fc-width", "fc input width = taps x target embedding_length", DFLASH, SRC_DFLASH, rule_dflash_fc),
     Rule("mask-id", "mask token id < target vocabulary", DFLASH, SRC_MASK, rule_mask_id),
+    Rule("head", "the head llama.cpp scores with is the target's (token_embd without output only for a tied target)",
+         DFLASH, SRC_HEAD, rule_head),
     Rule("extract-layers", "exactly 3 eagle3.target_layers, all in 0..block_count", EAGLE3, SRC_EAGLE3,
          rule_eagle3_layers),
     Rule("fc-width", "fc input width = 3 x target embedding_length", EAGLE3, SRC_EAGLE3, rule_eagle3_fc),

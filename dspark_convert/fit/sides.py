@@ -106,6 +106,7 @@ class Side:
     d2t_range: tuple[int, int] | None = None
     plan: Plan | None = None  # a draft's whole header, for the loader rules
     header_only: bool = False  # a remote file: its tensor data (d2t) was not fetched
+    tied: bool | None = None  # a target whose output head is its token embedding (None: unknown)
 
     @property
     def family(self) -> str:
@@ -152,7 +153,8 @@ def side_from_gguf(path: str | os.PathLike[str], *, draft: bool = True, remote: 
             values = f.tensor_array(S.T_D2T)
             if values.size:
                 d2t_range = (int(values.min()), int(values.max()))
-    return Side(where, "gguf", arch, tokens, kvs, hp, tensors, d2t_range, plan, header_only)
+    tied = None if draft or not ({"output.weight", "token_embd.weight"} & tensors.keys()) else "output.weight" not in tensors
+    return Side(where, "gguf", arch, tokens, kvs, hp, tensors, d2t_range, plan, header_only, tied)
 
 
 def side_from_hf(spec: str) -> Side:
@@ -190,7 +192,8 @@ def side_from_hf(spec: str) -> Side:
           "rope_scaling_factor": rope.get("factor"), "rope_scaling_orig_ctx": rope.get("original_max_position_embeddings")}
     model_type = hp_raw.get("model_type")
     arch = model_type if isinstance(model_type, str) else "hf"
-    return Side(resolved.label, "hf", arch, tokens, kvs, hp)
+    tie = config.get("tie_word_embeddings", (config.get("text_config") or {}).get("tie_word_embeddings"))
+    return Side(resolved.label, "hf", arch, tokens, kvs, hp, tied=tie if isinstance(tie, bool) else None)
 
 
 def _not_a_draft(side: Side) -> Side:

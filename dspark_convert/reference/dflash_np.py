@@ -183,8 +183,13 @@ LAYER_TENSORS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn
                  "ffn_norm", "ffn_gate", "ffn_up", "ffn_down", "attn_sinks")
 
 
-def dflash_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence[BlockCase]) -> list[BlockOutputs]:
+def dflash_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence[BlockCase], *,
+                  runtime_head: bool = True) -> list[BlockOutputs]:
     """One DSpark/DFlash block proposal per case (features ``F [T, n_t*H]``, the anchor token at position T).
+
+    The logits use the head llama.cpp runs the file with (:func:`.ops.lm_logits`: a full-vocabulary file with
+    ``token_embd`` but no ``output`` scores with ``token_embd``); ``runtime_head=False`` uses the head the draft
+    was trained with (the file's ``output``, else the target's lm_head) instead.
 
     Every layer's weights are dequantized once and applied to every case; the lm_head is streamed once for all.
 
@@ -212,7 +217,7 @@ def dflash_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence
     w_norm = g.array("output_norm.weight")
     hiddens = [rms_norm(x, w_norm, hp.eps) for x in xs]           # step 4
     rows = hp.prediction_rows
-    U_all = lm_logits(g, target, np.concatenate([h[rows] for h in hiddens]))
+    U_all = lm_logits(g, target, np.concatenate([h[rows] for h in hiddens]), runtime=runtime_head)
     d2t = g.ints("d2t") if g.has("d2t") else None
     w2 = g.array("markov_w2.weight") if hp.markov_rank else None
     outs = []

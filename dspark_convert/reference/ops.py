@@ -195,10 +195,18 @@ def embed_tokens(g: GGUFWeights, target: TargetWeights | None, ids: np.ndarray |
     return _need_target(g, target, "token_embd.weight").embed_rows(ids)
 
 
-def lm_logits(g: GGUFWeights, target: TargetWeights | None, h: np.ndarray) -> np.ndarray:
-    """``h @ W_lm.T`` streamed over vocabulary chunks: the GGUF ``output`` when present, else the target's lm_head."""
-    if g.has("output.weight"):
-        n, chunks = g.shape("output.weight")[0], g.row_chunks("output.weight")
+def lm_logits(g: GGUFWeights, target: TargetWeights | None, h: np.ndarray, runtime: bool = True) -> np.ndarray:
+    """``h @ W_lm.T`` streamed over vocabulary chunks, with the head llama.cpp b11434 really uses: the GGUF
+    ``output`` when present; else, for a ``dflash`` file holding ``token_embd``, that embedding matrix (the loader
+    duplicates it as the head, ``src/models/dflash.cpp``); else the target's lm_head.
+
+    ``runtime=False`` skips the ``token_embd`` rule: the head the draft was trained with (the file's ``output`` or
+    the target's lm_head), i.e. what a correct file drafts with."""
+    name = "output.weight"
+    if not g.has(name) and runtime and g.value("general.architecture") == "dflash" and g.has("token_embd.weight"):
+        name = "token_embd.weight"
+    if g.has(name):
+        n, chunks = g.shape(name)[0], g.row_chunks(name)
     else:
         tw = _need_target(g, target, "output.weight")
         n, chunks = tw.ckpt.shape(tw.lm_head_name)[0], tw.lm_head_chunks()

@@ -1,0 +1,41 @@
+"""The ``llama`` tier's plumbing: finding llama-server (or one plain skip reason), the tiny target GGUF, runs.
+
+The tier runs whenever conftest's ``llama_bin`` fixture finds a binary (``DSPARK_LLAMA_SERVER`` or the cache
+folder) and the llama.cpp tree that goes with it (for upstream's converter, which makes the target GGUF). Otherwise
+every ``llama`` test skips with the same reason, and under CI the run ends with a plain line saying the tier did
+not run (conftest's terminal summary).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dspark_convert.llamacpp.server import Completion, DraftBlock, LlamaServer, parse_drafts, spec_for
+
+#: a fixed prompt of 8 target-qwen3 ids (sent as ids: no tokenizer is involved) and the completion length
+PROMPT = [400, 401, 72, 300, 22, 500, 12, 33]
+N_PREDICT = 16
+
+@dataclass
+class Run:
+    """One llama-server completion: its tokens and counters, and the draft blocks its -v log shows."""
+
+    completion: Completion
+    blocks: list[DraftBlock]
+
+
+def run(binary: Path, target_gguf: Path, draft: Path | None = None) -> Run:
+    """A greedy completion of :data:`PROMPT` (with ``draft`` under its spec type: verbose, blocks parsed)."""
+    if draft is None:
+        with LlamaServer(binary, target_gguf) as s:
+            return Run(s.complete(PROMPT, N_PREDICT), [])
+    spec_type, n_max = spec_for(draft)
+    srv = LlamaServer(binary, target_gguf, draft=draft, spec_type=spec_type, n_max=n_max, verbose=True)
+    try:
+        with srv:
+            c = srv.complete(PROMPT, N_PREDICT)
+            log = srv.log_text()
+        return Run(c, parse_drafts(log))
+    finally:
+        srv.close()

@@ -1,0 +1,244 @@
+"""The ``llama`` tier: llama-server b11434 loads every converted fixture family, drafts, stays lossless, and drafts
+what the numpy reference drafts (the three-way check); the full-vocab DSpark head regression of upstream b11434.
+
+Runs when llama-server is found (``DSPARK_LLAMA_SERVER`` or the cache folder, tests/llama_support.py); otherwise
+every test here skips with one reason naming the variable. Servers listen on 127.0.0.1 only and are always killed.
+The parser and the layout/check tests at the bottom need no binary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import TARGET, require_fixture
+from llama_support import PROMPT, Run, run
+
+from dspark_convert.fit.rules import HEAD_FIX, check_fit
+from dspark_convert.hf2gguf.conversion import convert
+from dspark_convert.llamacpp.layouts import make_layout, relayout, runtime_head
+from dspark_convert.llamacpp.server import parse_drafts, spec_for
+from dspark_convert.llamacpp.target import convert_target
+from dspark_convert.llamacpp.threeway import three_way
+from dspark_convert.reference import open_gguf
+from dspark_convert.reference.target_np import TargetModel, greedy_generate, tap_features, target_forward
+
+#: one fixture per family (DSpark, DFlash, EAGLE-3), each with its llama-server spec type
+FAMILIES = {"dspark-qwen3": "draft-dspark", "dflash-zlab": "draft-dflash", "eagle3-specforge": "draft-eagle3"}
+OUTTYPES = ["bf16", "f16", "q8_0"]
+
+
+@pytest.fixture(scope="session")
+def target_gguf(llama_bin: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """target-qwen3 as F32 GGUF (its BF16 weights exactly), converted by upstream's convert_hf_to_gguf.py."""
+    return convert_target(llama_bin[1], TARGET, tmp_path_factory.mktemp("llama-target") / "target-qwen3.f32.gguf")
+
+
+@pytest.fixture(scope="session")
+def plain(llama_bin: tuple[Path, Path], target_gguf: Path) -> Run:
+    """Plain greedy decoding of the prompt by llama-server (no draft)."""
+    return run(llama_bin[0], target_gguf)
+
+
+@pytest.fixture(scope="session")
+def drafts(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], Path]:
+    out, cache = tmp_path_factory.mktemp("llama-drafts"), {}
+
+    def get(layout: str, outtype: str) -> Path:
+        if (layout, outtype) not in cache:
+            cache[layout, outtype] = convert(require_fixture(layout), TARGET, out / f"{layout}.{outtype}.gguf",
+                                             outtype=outtype).path
+        return cache[layout, outtype]
+
+    return get
+
+
+# ---------------------------------------------------------------------------------------------- the target
+@pytest.mark.llama
+def test_numpy_target_greedy_equals_llama_server(plain: Run) -> None:
+    """The numpy target forward (which provides the tap features) decodes what llama-server decodes."""
+    ours = greedy_generate(TargetModel(TARGET), PROMPT, len(plain.completion.tokens))
+    assert len(plain.completion.tokens) == 16
+    assert ours == plain.completion.tokens
+    assert plain.completion.draft_n == 0
+
+
+# ---------------------------------------------------------------------------------------------- every family
+@pytest.mark.llama
+@pytest.mark.parametrize("outtype", OUTTYPES)
+@pytest.mark.parametrize("layout", list(FAMILIES))
+def test_family_loads_drafts_lossless_and_matches_reference(layout: str, outtype: str, llama_bin: tuple[Path, Path],
+                                                           target_gguf: Path, plain: Run,
+                                                           drafts: Callable[[str, str], Path]) -> None:
+    draft = drafts(layout, outtype)
+    assert spec_for(draft)[0] == FAMILIES[layout]
+    r = run(llama_bin[0], target_gguf, draft)                     # raises (fails) when llama-server refuses the file
+    c = r.completion
+    assert c.draft_n > 0, f"{draft.name}: llama-server reported no drafted tokens"
+    assert c.tokens == plain.completion.tokens, f"{draft.name}: speculative greedy output differs from plain greedy"
+    # the server counts drafted tokens after trimming a draft to the tokens still to generate, so the log has more
+    assert len(r.blocks) >= 2 and sum(len(b.tokens) for b in r.blocks) >= c.draft_n
+    tw = three_way(draft, TARGET, PROMPT, c.tokens, r.blocks)
+    assert tw.agree, tw.summary()
+    same, ties, total = tw.counts
+    assert same + ties == total and same >= 0.9 * total, tw.summary()
+
+
+#: every other draft fixture, bf16 (the layouts of each family: nested configs, speculators, SWA, shards, d2t,
+#: interleaved RoPE, F32 and F16 sources, norm_before_fc, llama3 rope scaling)
+OTHER_LAYOUTS = {"dspark-qwen3-interleaved": "draft-dspark", "dspark-qwen3-f32": "draft-dspark",
+                 "dspark-specforge": "draft-dspark", "dspark-speculators": "draft-dspark",
+                 "dspark-reduced": "draft-dspark", "dflash-deepspec": "draft-dspark", "dflash-zlab-swa": "draft-dflash",
+                 "eagle3-angelslim": "draft-eagle3", "eagle3-speculators": "draft-eagle3",
+                 "eagle3-normfc": "draft-eagle3", "eagle3-llama": "draft-eagle3"}
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("layout", list(OTHER_LAYOUTS))
+def test_every_other_layout_bf16(layout: str, llama_bin: tuple[Path, Path], target_gguf: Path, plain: Run,
+                                 drafts: Callable[[str, str], Path]) -> None:
+    draft = drafts(layout, "bf16")
+    assert spec_for(draft)[0] == OTHER_LAYOUTS[layout]
+    r = run(llama_bin[0], target_gguf, draft)
+    assert r.completion.draft_n > 0 and r.completion.tokens == plain.completion.tokens
+    tw = three_way(draft, TARGET, PROMPT, r.completion.tokens, r.blocks)
+    assert tw.agree, tw.summary()
+
+
+@pytest.mark.llama
+def test_deepspec_dflash_under_draft_dflash_is_shifted(llama_bin: tuple[Path, Path], target_gguf: Path,
+                                                       drafts: Callable[[str, str], Path]) -> None:
+    """A head-less DeepSpec draft (sample_from_anchor true) run as draft-dflash (llama.cpp's auto-detected type)
+    reads block rows 1..B-1 and drafts other tokens than the file means; the three-way check sees it."""
+    from dspark_convert.llamacpp.server import LlamaServer
+
+    draft = drafts("dflash-deepspec", "bf16")
+    with LlamaServer(llama_bin[0], target_gguf, draft=draft, spec_type="draft-dflash", n_max=6, verbose=True) as s:
+        c = s.complete(PROMPT, 16)
+        blocks = parse_drafts(s.log_text())
+    tw = three_way(draft, TARGET, PROMPT, c.tokens, blocks)
+    assert not tw.agree and tw.blocks[0].first_mismatch == 0, tw.summary()
+
+
+# ---------------------------------------------------------------------------------------------- the regression
+@pytest.fixture(scope="session")
+def layout_runs(llama_bin: tuple[Path, Path], target_gguf: Path, drafts: Callable[[str, str], Path],
+                tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Run]]:
+    """dspark-qwen3 (bf16) in the three head layouts, each run by llama-server (untied target-qwen3)."""
+    m, out = TargetModel(TARGET), tmp_path_factory.mktemp("llama-layouts")
+    runs = {}
+    for lay in ("749f688", "upstream-b11434", "with-output"):
+        f = make_layout(drafts("dspark-qwen3", "bf16"), out / f"dspark-qwen3.{lay}.gguf", lay, m.embed, m.lm_head)
+        runs[lay] = (f, run(llama_bin[0], target_gguf, f))
+    return runs
+
+
+@pytest.mark.llama
+def test_upstream_layout_drafts_with_token_embd_on_untied_target(layout_runs: dict[str, tuple[Path, Run]],
+                                                                 plain: Run) -> None:
+    f, r = layout_runs["upstream-b11434"]
+    assert r.completion.tokens == plain.completion.tokens          # still lossless: the bug is silent
+    trained = three_way(f, TARGET, PROMPT, r.completion.tokens, r.blocks)
+    assert not trained.agree
+    assert trained.blocks[0].first_mismatch == 0                   # wrong from the first block position on
+    assert trained.counts[0] < 0.2 * trained.counts[2], trained.summary()
+    as_run = three_way(f, TARGET, PROMPT, r.completion.tokens, r.blocks, runtime_head=True)
+    assert as_run.agree, as_run.summary()                          # ... because llama.cpp scores with token_embd
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("layout", ["749f688", "with-output"])
+def test_other_layouts_draft_with_the_target_head(layout: str, layout_runs: dict[str, tuple[Path, Run]]) -> None:
+    f, r = layout_runs[layout]
+    tw = three_way(f, TARGET, PROMPT, r.completion.tokens, r.blocks)
+    assert tw.agree, tw.summary()
+    up = layout_runs["upstream-b11434"][1]
+    assert r.blocks[0].tokens != up.blocks[0].tokens
+
+
+@pytest.mark.llama
+def test_check_target_flags_upstream_layout_against_target_gguf(layout_runs: dict[str, tuple[Path, Run]],
+                                                               target_gguf: Path, tmp_path: Path) -> None:
+    f = layout_runs["upstream-b11434"][0]
+    head = {r.id: r for r in check_fit(f, target_gguf).results}["head"]
+    assert (head.status, head.target) == ("fail", "untied")
+    tied = relayout(target_gguf, tmp_path / "tied.gguf", drop=("output.weight",))
+    assert {r.id: r for r in check_fit(f, tied).results}["head"].status == "pass"
+
+
+# ---------------------------------------------------------------------------------------------- no binary needed
+def test_parse_drafts_reads_blocks_anchor_context_and_multiline_pieces() -> None:
+    log = ("0.01 D  - seq_id 0, draft candidate   0, pos   0:    815 (   0.367) '(argv'\n"
+           "0.01 D  - seq_id 0, draft candidate   1, pos   0:     68 (   0.085) 'e'\n"
+           "0.01 D  - seq_id 0, draft candidate   0, pos   1:    437 (   0.167) ';\n"
+           "'\n"
+           "0.02 D slot handle_last_: id  0 | task 0 | generate_draft: id=95, #tokens=8, #draft=2, pos_next=8\n"
+           "0.03 D spec common_specu:  - seq_id 0, draft candidate   0, pos   0:      7 (   1.000) 'x'\n"
+           "0.03 D spec common_specu:  - seq_id 0, draft candidate   0, pos   1:    456 (   0.500) 'y'\n"
+           "0.04 D slot handle_last_: id  0 | task 0 | generate_draft: id=381, #tokens=9, #draft=2, pos_next=9\n")
+    blocks = parse_drafts(log)
+    assert [(b.tokens, b.anchor, b.n_context) for b in blocks] == [([815, 437], 95, 8), ([7, 456], 381, 9)]
+    assert blocks[1].probs == [1.0, 0.5]
+
+
+def test_runtime_head_rule() -> None:
+    assert runtime_head("dflash", {"token_embd.weight"}) == "token_embd"
+    assert runtime_head("dflash", {"token_embd.weight", "output.weight"}) == "output"
+    assert runtime_head("dflash", set()) == "target"
+    assert runtime_head("eagle3", {"token_embd.weight"}) == "target"
+
+
+def test_relayout_copy_is_byte_identical_and_adds_head(converted: Callable[..., Path], tmp_path: Path) -> None:
+    src = converted("dspark-qwen3", "q8_0")
+    assert relayout(src, tmp_path / "copy.gguf").read_bytes() == src.read_bytes()
+    m = TargetModel(TARGET)
+    f = make_layout(src, tmp_path / "up.gguf", "with-output", m.embed, m.lm_head)
+    g = open_gguf(f)
+    assert g.qtype("output.weight") == g.qtype("fc.weight")
+    got = g.array("output.weight")
+    assert got.shape == m.lm_head.shape
+    assert float(np.max(np.abs(got - m.lm_head))) < 0.01 * float(np.max(np.abs(m.lm_head)))
+
+
+def test_check_head_rule_on_hf_target(converted: Callable[..., Path], tmp_path: Path) -> None:
+    m = TargetModel(TARGET)
+    src = converted("dspark-qwen3", "bf16")
+    results = {}
+    for lay in ("749f688", "upstream-b11434", "with-output"):
+        f = make_layout(src, tmp_path / f"{lay}.gguf", lay, m.embed, m.lm_head)
+        head = {r.id: r for r in check_fit(f, str(TARGET)).results}["head"]
+        results[lay] = (head.status, head.draft, head.target)
+        if head.status == "fail":
+            assert head.message.endswith(HEAD_FIX)
+    assert results == {"749f688": ("pass", "neither", "untied"), "upstream-b11434": ("fail", "token_embd", "untied"),
+                       "with-output": ("pass", "token_embd+output", "untied")}
+
+
+def test_tap_features_are_layer_inputs() -> None:
+    m = TargetModel(TARGET)
+    out = target_forward(m, PROMPT)
+    assert out.hidden.shape == (7, 8, 64) and out.logits.shape == (8, 1024)
+    f = tap_features(out, [2, 3, 5])
+    assert f.shape == (8, 192)
+    np.testing.assert_array_equal(f[:, :64], out.hidden[2])
+    np.testing.assert_array_equal(out.hidden[0], m.embed[PROMPT])
+    # causal: the features of a prefix do not depend on later tokens
+    np.testing.assert_allclose(target_forward(m, PROMPT[:5]).hidden[3], out.hidden[3][:5], rtol=1e-5, atol=1e-6)
+
+
+def test_verify_fails_a_file_llama_cpp_runs_with_token_embd_as_head(converted: Callable[..., Path],
+                                                                    tmp_path: Path) -> None:
+    """verify's GGUF side follows llama.cpp's loader: token_embd without output is the head, so the upstream
+    b11434 layout on an untied target never passes; the same file plus output.weight does."""
+    from dspark_convert.verify import verify
+
+    m = TargetModel(TARGET)
+    src = converted("dspark-qwen3", "bf16")
+    verdicts = {}
+    for lay in ("upstream-b11434", "with-output"):
+        f = make_layout(src, tmp_path / f"{lay}.gguf", lay, m.embed, m.lm_head)
+        rep = verify(f, require_fixture("dspark-qwen3"), TARGET, context=4, quality=False)
+        verdicts[lay] = (rep.passed, any("token_embd.weight" in n and "llama.cpp" in n for n in rep.notes))
+    assert verdicts == {"upstream-b11434": (False, True), "with-output": (True, False)}
