@@ -164,7 +164,9 @@ def check(
 
     plan, source = run_or_exit(lambda: plan_from_source(file, remote_options(max_header_mib, timeout)),
                                f"reading {file}")
-    findings = check_plan(plan)
+    from .check import stale_layout
+
+    findings = check_plan(plan) + run_or_exit(lambda: stale_layout(file), f"reading {file}")
     ok = not errors(findings)
     if as_json:
         print_json({"file": str(file), "arch": plan.arch, "ok": ok,

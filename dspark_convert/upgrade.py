@@ -538,9 +538,11 @@ def _prove_double(f: GGUFFile, hf: Path, hd: int) -> bool:
     from .transforms import convert_chunk
 
     w = np.asarray(convert_chunk(np.asarray(ck.read(src)), ck.ref(src).dtype, QT.F32), dtype=np.float32)
-    w = w.reshape(ck.ref(src).shape)
     got = f.tensor_array("blk.0.attn_q.weight").astype(np.float32)
-    idx = np.arange(w.shape[0]).reshape(-1, hd // 2, 2).transpose(0, 2, 1).reshape(-1)
+    if w.size != got.size:
+        raise ConvertError(f"--hf {hf}: {src} has {w.size} values, blk.0.attn_q.weight {got.size}; not the same draft")
+    w = w.reshape(got.shape)
+    idx = np.arange(len(w)).reshape(-1, hd // 2, 2).transpose(0, 2, 1).reshape(-1)
     once, twice = w[idx], w[idx][idx]
     e1, e2 = (float(np.abs(got - c).max()) for c in (once, twice))
     tol = 0.02 * float(np.abs(w).max()) + 1e-6
