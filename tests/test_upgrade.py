@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from golden_manifest import compare
 
 from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.upgrade import REVISIONS, Piece, detect_staleness, plan_upgrade, upgrade, write_upgrade
-from golden_manifest import compare
 
 LAYOUTS = ("dflash-deepspec", "dflash-zlab", "dflash-zlab-swa", "dspark-deepspec", "dspark-interleaved",
            "dspark-reduced", "dspark-specforge", "dspark-speculators", "eagle3-angelslim", "eagle3-normfc",
@@ -102,8 +102,9 @@ def test_plain_upgrade_adds_output_head_on_untied_target(old_file, golden_inputs
     from dspark_convert.hf.checkpoint import Checkpoint
 
     ck = Checkpoint(golden_inputs / "dspark-deepspec")
-    from dspark_convert.transforms import convert_chunk
     from gguf import GGMLQuantizationType as QT
+
+    from dspark_convert.transforms import convert_chunk
 
     want = np.frombuffer(convert_chunk(np.asarray(ck.read("lm_head.weight")), ck.ref("lm_head.weight").dtype,
                                        QT.F32).tobytes(), np.float32).reshape(head.shape)
