@@ -69,7 +69,7 @@ def test_golden_marker_covers_every_test_that_reads_the_golden_set() -> None:
     ids = [ln for ln in p.stdout.splitlines() if "::" in ln]
     files = sorted({i.split("::")[0] for i in ids})
     assert files == ["tests/test_dsv4.py", "tests/test_golden.py", "tests/test_golden_dsv4.py", "tests/test_metadata.py",
-                     "tests/test_verify.py", "tests/test_vocab.py"]
+                     "tests/test_upgrade.py", "tests/test_verify.py", "tests/test_vocab.py"]
     assert "tests/test_verify.py::test_golden_dspark_deepspec" in ids
     assert sum(i.startswith("tests/test_golden.py") for i in ids) == 14
     assert sum(i.startswith("tests/test_metadata.py::test_golden_name_and_size_label") for i in ids) == 13
