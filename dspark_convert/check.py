@@ -418,7 +418,7 @@ def check_file(path: str | Path, remote: RemoteOptions | None = None) -> list[Fi
     """
     from .gguffile.source import plan_from_source
 
-    return check_plan(plan_from_source(path, remote)[0]) + stale_layout(path)
+    return check_plan(plan_from_source(path, remote)[0])
 
 
 def stale_layout(path: str | Path) -> list[Finding]:

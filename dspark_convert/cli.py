@@ -164,9 +164,7 @@ def check(
 
     plan, source = run_or_exit(lambda: plan_from_source(file, remote_options(max_header_mib, timeout)),
                                f"reading {file}")
-    from .check import stale_layout
-
-    findings = check_plan(plan) + run_or_exit(lambda: stale_layout(file), f"reading {file}")
+    findings = check_plan(plan)
     ok = not errors(findings)
     if as_json:
         print_json({"file": str(file), "arch": plan.arch, "ok": ok,
@@ -178,6 +176,11 @@ def check(
         render_findings(file, plan.arch, findings, console)
         if source is not None:
             render_source(source.to_dict(), console)
+    from .check import stale_layout
+    from .render import print_warning
+
+    for finding in run_or_exit(lambda: stale_layout(file), f"reading {file}"):  # stderr: the findings stay loader rules
+        print_warning(finding.message)
     raise typer.Exit(0 if ok else 1)
 
 

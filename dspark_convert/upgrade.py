@@ -243,8 +243,9 @@ def detect_staleness(f: GGUFFile, target: TargetInfo | None = None) -> Staleness
                                f"{'a' if has_conf_tensor else 'no'} confidence head in the file)", "b10705", "file"))
         if not _has(f, S.T_D2T):
             kept = _has(f, S.T_TOKEN_EMBD)
-            seen(kept, "b10705")
-            if not kept:
+            if kept:
+                seen(True, "b10705")
+            elif not present:  # older than b10705 (no has_confidence_head): its embed_tokens may have been dropped
                 stale.append(Stale(S.T_TOKEN_EMBD, "missing if the checkpoint stores embed_tokens; b10705+ keeps a "
                                    "full-vocabulary DSpark draft's own embed_tokens, older converters dropped it",
                                    "b10705", "checkpoint"))

@@ -85,11 +85,18 @@ def test_staleness_of_749f688_dspark(old_file) -> None:
 
 
 def test_check_warns_stale_layout(old_file) -> None:
-    from dspark_convert.check import check_file
+    from typer.testing import CliRunner
 
-    findings = [f for f in check_file(old_file("dspark-reduced", "bf16")) if f.rule == "stale-layout"]
-    assert len(findings) == 1 and findings[0].level == "warning"
+    from dspark_convert.check import check_file, stale_layout
+    from dspark_convert.cli import app
+
+    old = old_file("dspark-reduced", "bf16")
+    findings = stale_layout(old)
+    assert len(findings) == 1 and findings[0].level == "warning" and findings[0].rule == "stale-layout"
     assert "dflash.has_confidence_head" in findings[0].message and "dspark-convert upgrade" in findings[0].message
+    assert check_file(old) == []  # the loader rules pass: stale is not broken
+    r = CliRunner().invoke(app, ["check", str(old)])
+    assert r.exit_code == 0 and "has_confidence_head" in r.stderr and "has_confidence_head" not in r.stdout
 
 
 def test_plain_upgrade_adds_output_head_on_untied_target(old_file, golden_inputs: Path, tmp_path: Path) -> None:
