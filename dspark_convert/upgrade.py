@@ -456,7 +456,24 @@ def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | No
         changes.append(s)
 
     _double_neox(f, pieces, changes, hf=hf, from_revision=from_revision, rope_interleaved=rope_interleaved)
+    _resize_label(kvs, f, pieces)
     return UpgradePlan(f.arch or "", kvs, pieces, changes, st, notes)
+
+
+def _resize_label(kvs: list[KV], f: GGUFFile, pieces: list[Piece]) -> None:
+    """``general.size_label`` follows added tensors when the old label was the computed one (gguf-py's rule over
+    the file's tensors, as hf2gguf writes it); a label the user chose is kept."""
+    import gguf
+
+    from .hf2gguf.metadata import param_counts
+
+    label = f.value("general.size_label")
+    if not isinstance(label, str) or len(pieces) == len(f.tensors):
+        return
+    if label != gguf.size_label(*param_counts((t.name, t.shape) for t in f.tensors)):
+        return
+    new = gguf.size_label(*param_counts((p.spec.name, p.spec.shape) for p in pieces))
+    _insert_after(kvs, KV("general.size_label", VT.STRING, new), ())
 
 
 def _add_output_head(pieces: list[Piece], f: GGUFFile, target: TargetInfo | None, hf: Path, qt: QT,
