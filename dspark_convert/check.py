@@ -504,3 +504,12 @@ def check_file(path: str | Path, remote: RemoteOptions | None = None) -> list[Fi
     from .gguffile.source import plan_from_source
 
     return check_plan(plan_from_source(path, remote)[0])
+
+
+def stale_layout(path: str | Path) -> list[Finding]:
+    """A warning when a local file has an older upstream revision's layout (what ``upgrade`` or a reconversion
+    fixes; :func:`dspark_convert.upgrade.staleness_findings`); nothing for a remote file or a current one."""
+    from .gguffile.refs import classify_ref
+    from .upgrade import staleness_findings
+
+    return staleness_findings(path) if isinstance(classify_ref(path), Path) else []

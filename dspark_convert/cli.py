@@ -223,6 +223,11 @@ def check(
         render_findings(file, plan.arch, findings, console)
         if source is not None:
             render_source(source.to_dict(), console)
+    from .check import stale_layout
+    from .render import print_warning
+
+    for finding in run_or_exit(lambda: stale_layout(file), f"reading {file}"):  # stderr: the findings stay loader rules
+        print_warning(finding.message)
     raise typer.Exit(0 if ok else 1)
 
 
@@ -299,6 +304,42 @@ def verify_cmd(
     else:
         render_verify(report, make_console())
     raise typer.Exit(0 if report.passed else 1)
+
+
+@app.command()
+def upgrade(
+    old: Annotated[str, typer.Argument(metavar="OLD.gguf", help="A draft GGUF made by an older converter (local file).")],
+    outfile: Annotated[str | None, typer.Option("--outfile", "-o", metavar="NEW.gguf", help="Output file (default: OLD.upgraded.gguf beside the input).")] = None,
+    target: Annotated[str | None, typer.Option("--target", metavar="TARGET", help="Target model folder (config.json, tokenizer.json): M-RoPE sections, Gemma embedding scale, tokenizer add_bos/add_eos, tied or untied head.")] = None,
+    hf: Annotated[str | None, typer.Option("--hf", metavar="CHECKPOINT", help="The draft's checkpoint folder: supplies tensors the old file lacks (embed_tokens) and proves a double NeoX permutation.")] = None,
+    match_upstream: Annotated[bool, typer.Option("--match-upstream", help="Write llama.cpp b11434's layout exactly (no output.weight added for an untied target).")] = False,
+    from_revision: Annotated[str | None, typer.Option("--from-revision", metavar="bNNNN", help="The upstream revision that made the file, if known (b10662-b11104 permuted interleaved-RoPE DSpark q/k twice).")] = None,
+    rope_interleaved: Annotated[bool, typer.Option("--rope-interleaved", help="The draft checkpoint says rope_is_neox_style: false (with --from-revision).")] = False,
+    no_embed_tokens: Annotated[bool, typer.Option("--no-embed-tokens", help="The draft checkpoint stores no embed_tokens (what --hf would tell).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would change; write nothing.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable summary on stdout.")] = False,
+) -> None:
+    """Bring a draft GGUF made by an older converter up to upstream llama.cpp b11434, copying unchanged tensor
+    data byte for byte (docs/upgrade.md)."""
+    from .upgrade import upgrade as run_upgrade
+
+    result = run_or_exit(lambda: run_upgrade(old, outfile, target=target, hf=hf, match_upstream=match_upstream,
+                                             dry_run=dry_run, force=force, from_revision=from_revision,
+                                             rope_interleaved=rope_interleaved, no_embed_tokens=no_embed_tokens),
+                         f"upgrading {old}")
+    if result.path is not None:
+        _State.written = str(result.path)
+    if as_json:
+        print_json(result.to_dict())
+        return
+    lines = [f"{old}: layout of upstream {result.staleness.describe_revisions()}"]
+    lines += [f"  {'would change' if dry_run else 'changed'}: {c}" for c in result.changes] or ["  nothing stale"]
+    lines += [f"  not checked without --target: {u}" for u in result.staleness.unchecked]
+    lines += [f"  note: {n}" for n in result.notes]
+    if result.path is not None:
+        lines.append(f"wrote {result.path} ({result.size} bytes)")
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 class _OneLineWarnings(logging.Handler):

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from dspark_convert.cli import app
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-SUBCOMMANDS = ("hf2gguf", "check", "inspect", "diff", "verify")
+SUBCOMMANDS = ("hf2gguf", "check", "inspect", "diff", "verify", "upgrade")
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 COMMAND = re.compile(r"dspark-convert(?:\s+(" + "|".join(SUBCOMMANDS) + r"))?\b(.*)")
 #: flags of other tools, allowed outside dspark-convert commands when their owner is named in the paragraph
@@ -33,7 +33,7 @@ FOREIGN = {
     "--check": ("fixtures/generate.py",), "--revision": ("hf download",), "--clear": ("python3 -m venv",), "--no-files": ("fish",),
     **{f: ("bench",) for f in ("--sizes", "--only", "--workdir", "--keep", "--warm", "--package", "--tiny",
                                 "--runs", "--repeat", "--seeds", "--tokenizers", "--outtypes",
-                                "--cold-runs", "--upstream", "--golden", "--gemma-tokenizer", "--tokenizer")},
+                                "--cold-runs", "--upstream", "--golden", "--gemma-tokenizer", "--tokenizer", "--gib")},
 }
 
 

@@ -246,6 +246,20 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
     Example:
         >>> write_plan(plan, {"draft": Checkpoint(Path("fixtures/dflash-zlab"))}, Path("out.gguf"))  # doctest: +SKIP
     """
+    if plan.kvs[0].name != S.GENERAL_ARCHITECTURE or plan.kvs[0].value != plan.arch:
+        raise ConvertError("internal: a plan must start with general.architecture")
+
+    def body(f: BinaryIO) -> None:
+        write_header(f, plan.arch, plan.kvs[1:], plan.tensors)
+        _write_tensors(f, plan, sources, allow_nonfinite=allow_nonfinite, progress=progress)
+
+    return write_atomically(path, body, force=force)
+
+
+def write_atomically(path: Path, write: Callable[[BinaryIO], None], *, force: bool = False) -> int:
+    """Run ``write(f)`` on a fresh temporary file beside ``path``, fsync it and rename it into place; return the
+    file size. On any failure or interrupt (SIGINT, SIGTERM, full disk) the temporary file is removed and
+    ``path`` is left as it was. Used by :func:`write_plan` and by ``upgrade``."""
     path = Path(path)
     if path.is_dir():
         raise ConvertError(f"{path}: is a folder, expected a file name")
@@ -254,8 +268,6 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise ConvertError(f"{folder}: output folder does not exist")
-    if plan.kvs[0].name != S.GENERAL_ARCHITECTURE or plan.kvs[0].value != plan.arch:
-        raise ConvertError("internal: a plan must start with general.architecture")
     expect_commit(None)
     tmp = new_partial(path)  # also removes partial files left by killed conversions to the same destination
     created = False  # what the except branches may remove
@@ -265,8 +277,7 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             created = True
             with os.fdopen(fd, "wb", buffering=1024 * 1024) as f:
-                write_header(f, plan.arch, plan.kvs[1:], plan.tensors)
-                _write_tensors(f, plan, sources, allow_nonfinite=allow_nonfinite, progress=progress)
+                write(f)
                 f.flush()
                 os.fsync(f.fileno())
                 st = os.fstat(f.fileno())

@@ -1,0 +1,682 @@
+"""``dspark-convert upgrade``: bring a draft GGUF made by an older converter up to upstream llama.cpp b11434's
+layout without reconverting, and the staleness detector ``check FILE`` shares.
+
+Three steps, each a documented function:
+
+* :func:`detect_staleness` reads a GGUF header (plus, optionally, the target's config and tokenizer) and says
+  which upstream revisions' layout the file matches and which items are stale (:class:`Stale`), each with the
+  revision that changed it and what supplies the fix (the file itself, ``--target``, the checkpoint, or the
+  user's word);
+* :func:`plan_upgrade` turns that into the new header and the list of tensors, each copied byte for byte from
+  the old file, permuted by rows (the double NeoX permutation of upstream b10662-b11104), or read from the
+  checkpoint / target. What cannot be recovered is refused with one line naming the missing fact and the
+  option that supplies it; nothing is written then;
+* :func:`write_upgrade` writes the header and copies the data ranges with ``os.copy_file_range`` (kernel copy,
+  no user-space buffer), atomically through :func:`dspark_convert.hf2gguf.writer.write_atomically`.
+
+The revision timeline and what each change means for a file are in docs/upgrade.md (facts:
+spec/upstream-b11434.md §1, §2.2, §2.3, §2.8).
+
+Example:
+    >>> result = upgrade("old.gguf", "new.gguf", target="Qwen3-8B/")  # doctest: +SKIP
+    >>> [s.subject for s in result.changes]  # doctest: +SKIP
+    ['dflash.has_confidence_head']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from . import schema as S
+from .errors import ConvertError
+from .gguf_constants import QT, VT
+from .gguffile.reader import GGUFFile, ReaderTensor, read_gguf
+from .plan import KV, TensorSpec
+
+#: upstream revisions whose converter changed what a draft GGUF holds (spec/upstream-b11434.md §1), oldest first
+REVISIONS: tuple[str, ...] = ("749f688", "b10644", "b10662", "b10705", "b10786", "b10878", "b11223", "b11334",
+                              "b11401", "b11434")
+#: the revisions whose DSpark converter permuted interleaved-RoPE q/k rows twice (§2.3): b10662 up to b11223
+DOUBLE_NEOX = ("b10662", "b11223")  # [first affected, first fixed)
+
+HAS_CONFIDENCE_HEAD = "dflash.has_confidence_head"  # b10705+ (§2.3)
+DIMENSION_SECTIONS = "dflash.rope.dimension_sections"  # b10662+ for M-RoPE targets (§2.2)
+EMBEDDING_SCALE = "dflash.embedding_scale"  # b11401+ for Gemma targets (§2.2)
+ADD_BOS, ADD_EOS = "tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token"  # b11223+ (§2.8)
+_SPECIAL_IDS = ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",
+                "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.padding_token_id")
+_FILE_TYPE_QT = {0: QT.F32, 1: QT.F16, 7: QT.Q8_0, 32: QT.BF16}
+_ROPE_TENSORS = (".attn_q.weight", ".attn_k.weight", ".attn_q_norm.weight", ".attn_k_norm.weight")
+
+
+def revision_index(rev: str, what: str = "--from-revision") -> float:
+    """Position of ``rev`` in the timeline; any ``bNNNN`` tag is placed between the known ones.
+
+    Example:
+        >>> revision_index("b10900") == REVISIONS.index("b10878") + 0.5
+        True
+    """
+    if rev in REVISIONS:
+        return float(REVISIONS.index(rev))
+    if rev.startswith("b") and rev[1:].isdigit():
+        n = int(rev[1:])
+        known = [int(r[1:]) for r in REVISIONS[1:]]
+        below = sum(1 for k in known if k < n)
+        return below + 0.5
+    raise ConvertError(f"{what} {rev!r}: expected an upstream tag such as b10900 (or 749f688)")
+
+
+# ------------------------------------------------------------------------------------------------ findings
+@dataclass(frozen=True)
+class Stale:
+    """One item of an old file that upstream b11434 writes differently.
+
+    ``needs`` says what supplies the fix: ``file`` (the file alone), ``target`` (``--target``), ``checkpoint``
+    (``--hf CHECKPOINT``) or ``user`` (``--from-revision`` with ``--rope-interleaved``).
+    """
+
+    subject: str
+    change: str
+    since: str
+    needs: str
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return f"{self.subject}: {self.change} (upstream {self.since}+; fixed by upgrade with {self.needs})"
+
+
+@dataclass
+class Staleness:
+    """What :func:`detect_staleness` found: the revisions whose layout the header matches, the stale items, and
+    what could not be decided without the target."""
+
+    revisions: tuple[str, str | None]  # (oldest, newest or None = up to b11434) consistent with the header
+    stale: list[Stale]
+    unchecked: list[str] = field(default_factory=list)
+
+    @property
+    def current(self) -> bool:
+        return not self.stale
+
+    def describe_revisions(self) -> str:
+        lo, hi = self.revisions
+        return f"{lo} or later" if hi is None else f"{lo} up to before {hi}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"revisions": self.describe_revisions(), "current": self.current,
+                "stale": [s.to_dict() for s in self.stale], "unchecked": self.unchecked}
+
+
+@dataclass
+class TargetInfo:
+    """The facts of a target model an upgrade may need: its config and tokenizer files, and the folder."""
+
+    path: Path
+    config: dict[str, Any]
+    tokenizer: dict[str, Any] | None
+    tokenizer_config: dict[str, Any] | None
+
+    @property
+    def text_config(self) -> dict[str, Any]:
+        tc = self.config.get("text_config")
+        return tc if isinstance(tc, dict) else self.config
+
+    def uses_mrope(self) -> bool:
+        for cfg in (self.text_config, self.config):
+            for key in ("rope_parameters", "rope_scaling"):
+                rp = cfg.get(key)
+                if isinstance(rp, dict) and "mrope_section" in rp:
+                    return True
+        return False
+
+    def text_architecture(self) -> str:
+        archs = self.config.get("architectures") or [""]
+        return str(archs[0])
+
+    def ties_embeddings(self) -> bool:
+        return bool(self.text_config.get("tie_word_embeddings", self.config.get("tie_word_embeddings", False)))
+
+
+def load_target(ref: str | os.PathLike[str]) -> TargetInfo:
+    """A local target folder's config.json, tokenizer.json and tokenizer_config.json (headers only)."""
+    p = Path(ref)
+    if not (p / "config.json").is_file():
+        raise ConvertError(f"--target {ref}: expected a target model folder with config.json (a Hub id or target "
+                           "GGUF is not supported by upgrade yet; download the folder's *.json files)")
+
+    def js(name: str) -> dict[str, Any] | None:
+        f = p / name
+        if not f.is_file():
+            return None
+        try:
+            v = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ConvertError(f"{f}: cannot read JSON ({e})") from None
+        return v if isinstance(v, dict) else None
+
+    return TargetInfo(p, js("config.json") or {}, js("tokenizer.json"), js("tokenizer_config.json"))
+
+
+def expected_add_tokens(target: TargetInfo) -> dict[str, bool]:
+    """``add_bos`` / ``add_eos`` as upstream b11434's gguf-py decides them (§2.8): the post-processor first
+    (ByteLevel -> False unless set, RobertaProcessing -> True, TemplateProcessing -> whether its single template
+    starts with the BOS / ends with the EOS token), then ``tokenizer_config.add_*_token`` for keys it left unset.
+    """
+    out: dict[str, bool] = {}
+    tc = target.tokenizer_config or {}
+
+    def tok(v: Any) -> Any:
+        return v.get("content") if isinstance(v, dict) else v
+
+    bos, eos, cls = tok(tc.get("bos_token")), tok(tc.get("eos_token")), tok(tc.get("cls_token"))
+    pp = (target.tokenizer or {}).get("post_processor")
+    if isinstance(pp, dict):
+        for proc in pp.get("processors", [pp]):
+            kind = proc.get("type") if isinstance(proc, dict) else None
+            if kind == "ByteLevel":
+                out.setdefault("bos", False)
+                out.setdefault("eos", False)
+            elif kind == "RobertaProcessing":
+                out["bos"] = out["eos"] = True
+            elif kind == "TemplateProcessing":
+                single = proc.get("single") or []
+                if len(single) > 1:
+                    first = (single[0].get("SpecialToken") or {}).get("id")
+                    last = (single[-1].get("SpecialToken") or {}).get("id")
+                    if first:
+                        out["bos"] = first in (bos, cls) or not tc
+                    if last:
+                        out["eos"] = last == eos or not tc
+    for typ in ("bos", "eos"):
+        v = tc.get(f"add_{typ}_token")
+        if isinstance(v, bool) and typ not in out:
+            out[typ] = v
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ detection
+def _is_dspark(f: GGUFFile) -> bool:
+    """A file of upstream's DSpark class (it alone writes ``dflash.sample_from_anchor``)."""
+    return f.arch == S.ARCH_DFLASH and S.DFLASH_SAMPLE_FROM_ANCHOR in f.kvs
+
+
+def _has(f: GGUFFile, name: str) -> bool:
+    return any(t.name == name for t in f.tensors)
+
+
+def detect_staleness(f: GGUFFile, target: TargetInfo | None = None) -> Staleness:
+    """Which upstream revisions' layout ``f``'s header has, and what is stale against b11434.
+
+    Rules (spec/upstream-b11434.md): a DSpark file (``dflash.sample_from_anchor``) without
+    ``dflash.has_confidence_head`` predates b10705, and so does a full-vocabulary one (no ``d2t``) without
+    ``token_embd.weight`` (b10705 keeps the draft's ``embed_tokens``); with ``target``: an M-RoPE target needs
+    ``dflash.rope.dimension_sections`` (b10662), a Gemma target ``dflash.embedding_scale`` (b11401), and the
+    tokenizer's ``add_bos`` / ``add_eos`` follow the post-processor (b11223).
+    """
+    stale: list[Stale] = []
+    lo, hi = 0, len(REVISIONS)  # [lo, hi): revisions consistent with the header
+
+    def seen(present: bool, since: str) -> None:
+        nonlocal lo, hi
+        i = REVISIONS.index(since)
+        if present:
+            lo = max(lo, i)
+        else:
+            hi = min(hi, i)
+
+    unchecked: list[str] = []
+    if _is_dspark(f):
+        has_conf_tensor = _has(f, S.T_CONF_W)
+        present = HAS_CONFIDENCE_HEAD in f.kvs
+        seen(present, "b10705")
+        if not present:
+            stale.append(Stale(HAS_CONFIDENCE_HEAD, f"missing; b10705+ writes it ({str(has_conf_tensor).lower()}: "
+                               f"{'a' if has_conf_tensor else 'no'} confidence head in the file)", "b10705", "file"))
+        if not _has(f, S.T_D2T):
+            kept = _has(f, S.T_TOKEN_EMBD)
+            if kept:
+                seen(True, "b10705")
+            elif not present:  # older than b10705 (no has_confidence_head): its embed_tokens may have been dropped
+                stale.append(Stale(S.T_TOKEN_EMBD, "missing if the checkpoint stores embed_tokens; b10705+ keeps a "
+                                   "full-vocabulary DSpark draft's own embed_tokens, older converters dropped it",
+                                   "b10705", "checkpoint"))
+    if f.arch == S.ARCH_DFLASH:
+        if target is None:
+            unchecked += [DIMENSION_SECTIONS + " (M-RoPE target?)", EMBEDDING_SCALE + " (Gemma target?)"]
+        else:
+            head_dim = f.value("dflash.attention.key_length")
+            if target.uses_mrope():
+                present = DIMENSION_SECTIONS in f.kvs
+                seen(present, "b10662")
+                want = [int(head_dim) // 2, 0, 0, 0] if isinstance(head_dim, int) else None
+                if not present or (want is not None and list(f.value(DIMENSION_SECTIONS)) != want):
+                    stale.append(Stale(DIMENSION_SECTIONS, f"{'missing' if not present else 'differs'}; b10662+ writes "
+                                       f"{want} for an M-RoPE target", "b10662", "target"))
+            if target.text_architecture().startswith("Gemma") and EMBEDDING_SCALE not in f.kvs:
+                seen(False, "b11401")
+                stale.append(Stale(EMBEDDING_SCALE, "missing; b11401+ writes sqrt(target hidden_size) for a Gemma "
+                                   "target", "b11401", "target"))
+    if "tokenizer.ggml.model" in f.kvs:
+        if target is None:
+            unchecked.append("tokenizer add_bos/add_eos (post-processor rule)")
+        else:
+            for typ, value in expected_add_tokens(target).items():
+                key = ADD_BOS if typ == "bos" else ADD_EOS
+                if f.value(key) != value:
+                    seen(False, "b11223")
+                    stale.append(Stale(key, f"{'missing' if key not in f.kvs else repr(f.value(key))}; b11223+ writes "
+                                       f"{value} (the target tokenizer's post-processor rule)", "b11223", "target"))
+    if lo >= hi:  # contradictory features (a hand-edited file, or a fork): name the newest seen
+        hi = len(REVISIONS)
+    return Staleness((REVISIONS[lo], REVISIONS[hi] if hi < len(REVISIONS) else None), stale, unchecked)
+
+
+def staleness_findings(path: str | os.PathLike[str], f: GGUFFile | None = None) -> list[Any]:
+    """``check FILE``'s staleness finding (a warning; empty when current): what is stale and how to fix it."""
+    from .check import Finding
+
+    own = f is None
+    g = read_gguf(path) if f is None else f
+    try:
+        st = detect_staleness(g)
+    finally:
+        if own:
+            g.close()
+    if st.current:
+        return []
+    items = "; ".join(f"{s.subject} {s.change.split(';')[0]} (upstream {s.since})" for s in st.stale)
+    return [Finding("warning", str(path), "stale-layout",
+                    f"made by a converter older than upstream {min((s.since for s in st.stale), key=REVISIONS.index)}"
+                    f" ({st.describe_revisions()}): {items}; reconvert with hf2gguf, or run "
+                    f"'dspark-convert upgrade {path}'")]
+
+
+# ------------------------------------------------------------------------------------------------ planning
+@dataclass
+class Piece:
+    """One tensor of the upgraded file: its header entry and where its bytes come from.
+
+    ``copy`` is the old file's tensor copied as is; ``rows`` a permutation of its rows (``perm``); ``data`` new
+    bytes (a tensor read from the checkpoint or target and converted).
+    """
+
+    spec: TensorSpec
+    copy: ReaderTensor | None = None
+    perm: Any = None  # numpy row index array for a row-permuted copy
+    data: Callable[[], bytes] | None = None
+
+
+@dataclass
+class UpgradePlan:
+    """The upgraded file: arch, KVs in order (``general.architecture`` first), tensors, and what changed."""
+
+    arch: str
+    kvs: list[KV]
+    pieces: list[Piece]
+    changes: list[Stale]
+    staleness: Staleness
+    notes: list[str] = field(default_factory=list)
+
+    def total_bytes(self) -> int:
+        return sum(p.spec.nbytes for p in self.pieces)
+
+
+def _kv_of(f: GGUFFile, name: str) -> KV:
+    from .gguffile.reader import _plan_value
+
+    r = f.kvs[name]
+    return KV(r.name, r.type, _plan_value(f, r), r.sub_type)
+
+
+def _insert_after(kvs: list[KV], kv: KV, after: tuple[str, ...]) -> None:
+    """Put ``kv`` after the last of ``after`` present (else at the end); replace it in place if present."""
+    names = [k.name for k in kvs]
+    if kv.name in names:
+        kvs[names.index(kv.name)] = kv
+        return
+    pos = max((names.index(a) + 1 for a in after if a in names), default=len(kvs))
+    kvs.insert(pos, kv)
+
+
+def _neox_inverse_rows(n_rows: int, head_dim: int) -> Any:
+    """Row order that undoes one NeoX permutation (``reshape(-1, hd/2, 2).transpose(1, 2)``) of ``n_rows`` rows."""
+    import numpy as np
+
+    idx = np.arange(n_rows).reshape(-1, head_dim // 2, 2).transpose(0, 2, 1).reshape(-1)  # new[i] = old[idx[i]]
+    inv = np.empty_like(idx)
+    inv[idx] = np.arange(n_rows)
+    return inv
+
+
+def _checkpoint_tensor(hf: Path, names: tuple[str, ...], qt: QT, what: str) -> tuple[tuple[int, ...], Callable[[], bytes]]:
+    """Shape and a byte producer of the first of ``names`` in checkpoint ``hf``, converted to ``qt``."""
+    from .hf.checkpoint import Checkpoint
+    from .transforms import convert_chunk
+
+    ck = Checkpoint(hf, select=set(names).__contains__)
+    src = next((n for n in names if n in ck), None)
+    if src is None:
+        raise ConvertError(f"{hf}: no tensor {' / '.join(names)}; {what} cannot be taken from it")
+    ref = ck.ref(src)
+
+    def data() -> bytes:
+        import numpy as np
+
+        arr = np.asarray(ck.read(src))
+        return np.ascontiguousarray(convert_chunk(arr, ref.dtype, qt)).tobytes()
+
+    return tuple(ref.shape), data
+
+
+def _hf_config(hf: Path) -> dict[str, Any]:
+    try:
+        v = json.loads((hf / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConvertError(f"--hf {hf}: cannot read config.json ({e})") from None
+    return v if isinstance(v, dict) else {}
+
+
+def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | None = None,
+                 match_upstream: bool = False, from_revision: str | None = None,
+                 rope_interleaved: bool = False, no_embed_tokens: bool = False) -> UpgradePlan:
+    """The upgraded file for ``f`` (see the module doc). ``match_upstream`` gives upstream b11434's layout
+    exactly; without it a file that keeps ``token_embd`` on an untied target also gets ``output.weight`` (as
+    ``hf2gguf`` does). ``from_revision`` + ``rope_interleaved`` (or ``hf``'s config and tensors) decide whether the
+    q/k rows carry upstream b10662-b11104's double NeoX permutation. ``no_embed_tokens`` is the user's word that the
+    draft checkpoint stores no ``embed_tokens`` (``hf`` tells it otherwise). Raises ConvertError (one line) for what
+    cannot be recovered.
+    """
+    where = str(f.path)
+    if f.header_only:
+        raise ConvertError(f"{where}: a remote file's tensor data is not fetched; download it, then upgrade the "
+                           "local copy")
+    st = detect_staleness(f, target)
+    kvs = [_kv_of(f, name) for name in f.kvs]
+    pieces = [Piece(TensorSpec(t.name, t.shape, t.qtype, origin="file"), copy=t) for t in f.tensors
+              if t.qtype is not None]
+    if len(pieces) != len(f.tensors):
+        bad = next(t for t in f.tensors if t.qtype is None)
+        raise ConvertError(f"{where}: tensor '{bad.name}' has unknown type {bad.type_name}; cannot be copied")
+    changes: list[Stale] = []
+    notes: list[str] = []
+    file_qt = _FILE_TYPE_QT.get(f.value(S.GENERAL_FILE_TYPE, -1))
+
+    for s in st.stale:
+        if s.subject == HAS_CONFIDENCE_HEAD:
+            _insert_after(kvs, KV(HAS_CONFIDENCE_HEAD, VT.BOOL, _has(f, S.T_CONF_W)), (S.DFLASH_SAMPLE_FROM_ANCHOR,))
+        elif s.subject == S.T_TOKEN_EMBD:
+            if no_embed_tokens:
+                continue
+            if hf is None:
+                raise ConvertError(f"{where}: token_embd.weight: upstream b10705+ keeps a full-vocabulary DSpark "
+                                   "draft's own embed_tokens, and the file does not say whether its checkpoint had one; "
+                                   "pass --hf CHECKPOINT (the draft's folder), --no-embed-tokens if it has none, or "
+                                   "reconvert with 'dspark-convert hf2gguf'")
+            from .hf.checkpoint import Checkpoint
+
+            emb = ("embed_tokens.weight", "model.embed_tokens.weight")
+            if not any(n in Checkpoint(hf, select=set(emb).__contains__) for n in emb):
+                continue  # the checkpoint has none: upstream b11434 writes none either
+            if file_qt is None:
+                raise ConvertError(f"{where}: general.file_type {f.value(S.GENERAL_FILE_TYPE)!r}: cannot tell which "
+                                   "type token_embd.weight takes; reconvert with 'dspark-convert hf2gguf'")
+            shape, data = _checkpoint_tensor(hf, ("embed_tokens.weight", "model.embed_tokens.weight"), file_qt,
+                                             "token_embd.weight")
+            # upstream writes it in the checkpoint's (sorted) order: after conf_proj.*, before fc.weight
+            pos = next((i for i, p in enumerate(pieces) if not p.spec.name.startswith("conf_proj.")), len(pieces))
+            pieces.insert(pos, Piece(TensorSpec(S.T_TOKEN_EMBD, shape, file_qt, origin="draft"), data=data))
+            if not match_upstream:
+                _add_output_head(pieces, f, target, hf, file_qt, notes, where)
+        elif s.subject == DIMENSION_SECTIONS:
+            hd = int(f.value("dflash.attention.key_length"))
+            after = [k.name for k in kvs if k.name.startswith("dflash.") and k.name not in
+                     (S.DFLASH_SAMPLE_FROM_ANCHOR, HAS_CONFIDENCE_HEAD)]
+            _insert_after(kvs, KV(DIMENSION_SECTIONS, VT.ARRAY, [hd // 2, 0, 0, 0], VT.INT32), tuple(after))
+        elif s.subject == EMBEDDING_SCALE:
+            assert target is not None
+            hidden = target.text_config.get("hidden_size")
+            if not isinstance(hidden, int) or hidden <= 0:
+                raise ConvertError(f"{target.path / 'config.json'}: hidden_size {hidden!r}, expected a positive integer")
+            _insert_after(kvs, KV(EMBEDDING_SCALE, VT.FLOAT32, float(math.sqrt(hidden))),
+                          (S.DFLASH_BLOCK_SIZE, "dflash.logit_scale", "dflash.final_logit_softcapping"))
+        elif s.subject in (ADD_BOS, ADD_EOS):
+            assert target is not None
+            typ = "bos" if s.subject == ADD_BOS else "eos"
+            value = expected_add_tokens(target)[typ]
+            _insert_after(kvs, KV(s.subject, VT.BOOL, value), _SPECIAL_IDS + ((ADD_BOS,) if typ == "eos" else ()))
+        changes.append(s)
+
+    _double_neox(f, pieces, changes, hf=hf, from_revision=from_revision, rope_interleaved=rope_interleaved)
+    _resize_label(kvs, f, pieces)
+    return UpgradePlan(f.arch or "", kvs, pieces, changes, st, notes)
+
+
+def _resize_label(kvs: list[KV], f: GGUFFile, pieces: list[Piece]) -> None:
+    """``general.size_label`` follows added tensors when the old label was the computed one (gguf-py's rule over
+    the file's tensors, as hf2gguf writes it); a label the user chose is kept."""
+    import gguf
+
+    from .hf2gguf.metadata import param_counts
+
+    label = f.value("general.size_label")
+    if not isinstance(label, str) or len(pieces) == len(f.tensors):
+        return
+    if label != gguf.size_label(*param_counts((t.name, t.shape) for t in f.tensors)):
+        return
+    new = gguf.size_label(*param_counts((p.spec.name, p.spec.shape) for p in pieces))
+    _insert_after(kvs, KV("general.size_label", VT.STRING, new), ())
+
+
+def _add_output_head(pieces: list[Piece], f: GGUFFile, target: TargetInfo | None, hf: Path, qt: QT,
+                     notes: list[str], where: str) -> None:
+    """Plain upgrade (hf2gguf's default): a file that keeps token_embd on an untied target also gets output.weight
+    (the draft's lm_head, else the target's head), or llama.cpp b11223+ drafts with token_embd as the head."""
+    if _has(f, S.T_OUTPUT):
+        return
+    if target is None:
+        raise ConvertError(f"{where}: output.weight: whether the target ties its embeddings decides it; pass --target "
+                           "TARGET (or --match-upstream for upstream b11434's layout)")
+    if target.ties_embeddings():
+        return
+    from .hf.checkpoint import Checkpoint
+
+    in_draft = "lm_head.weight" in Checkpoint(hf, select={"lm_head.weight"}.__contains__)
+    source = hf if in_draft else target.path
+    shape, data = _checkpoint_tensor(source, ("lm_head.weight",), qt, "output.weight")
+    spec = TensorSpec(S.T_OUTPUT, shape, qt, origin="draft" if in_draft else "target")
+    if in_draft:  # source order: lm_head sorts after layers.*, before markov_head.* / norm
+        pos = next((i for i, p in enumerate(pieces) if p.spec.name.startswith(("markov_", "output_norm"))), len(pieces))
+    else:  # added from the target: before d2t (which stays last)
+        pos = len(pieces) - (1 if pieces and pieces[-1].spec.name == S.T_D2T else 0)
+    pieces.insert(pos, Piece(spec, data=data))
+    notes.append(f"output.weight from the {'draft' if in_draft else 'target'}'s lm_head: the file keeps token_embd and "
+                 "the target is untied (--match-upstream leaves it out, as upstream b11434 does)")
+
+
+def _double_neox(f: GGUFFile, pieces: list[Piece], changes: list[Stale], *, hf: Path | None,
+                 from_revision: str | None, rope_interleaved: bool) -> None:
+    """Undo upstream b10662-b11104's second NeoX permutation of q/k rows and norms when the user says the file
+    came from there (``from_revision`` + ``rope_interleaved``, or ``hf``'s ``rope_is_neox_style: false``), or
+    when ``hf``'s tensors prove it."""
+    if not _is_dspark(f):
+        if from_revision is not None:
+            revision_index(from_revision)
+        return
+    affected = None
+    if from_revision is not None:
+        i = revision_index(from_revision)
+        affected = REVISIONS.index(DOUBLE_NEOX[0]) <= i < REVISIONS.index(DOUBLE_NEOX[1])
+    interleaved = rope_interleaved or (hf is not None and _hf_config(hf).get("rope_is_neox_style", True) is False)
+    hd = f.value("dflash.attention.key_length")
+    if not isinstance(hd, int) or hd < 2 or hd % 2:
+        return
+    if affected and not interleaved:
+        if hf is None:
+            raise ConvertError(f"{f.path}: --from-revision {from_revision}: that revision permuted q/k twice only for "
+                               "interleaved-RoPE drafts (rope_is_neox_style: false), which the file does not record; "
+                               "add --rope-interleaved if the checkpoint says so, or pass --hf CHECKPOINT")
+        return
+    if hf is not None and interleaved:
+        proven = _prove_double(f, hf, hd)
+        if affected is False and proven:
+            raise ConvertError(f"{f.path}: --from-revision {from_revision} says one permutation, but the checkpoint's "
+                               "q_proj shows two (upstream b10662-b11104); drop --from-revision")
+        affected = proven
+    if not affected:
+        return
+    for p in pieces:
+        if p.copy is not None and p.spec.name.endswith(_ROPE_TENSORS):
+            rows = int(p.copy.shape[0])
+            p.perm = _neox_inverse_rows(rows, hd)
+    changes.append(Stale("blk.*.attn_{q,k}{,_norm}.weight", "q/k rows permuted to NeoX order twice; one permutation "
+                         "undone", DOUBLE_NEOX[1], "user" if hf is None else "checkpoint"))
+
+
+def _prove_double(f: GGUFFile, hf: Path, hd: int) -> bool:
+    """Whether ``blk.0.attn_q.weight`` equals the checkpoint's q_proj permuted twice (True) or once (False);
+    anything else is refused."""
+    import numpy as np
+
+    from .hf.checkpoint import Checkpoint
+
+    names = ("layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.q_proj.weight")
+    ck = Checkpoint(hf, select=set(names).__contains__)
+    src = next((n for n in names if n in ck), None)
+    if src is None or not _has(f, "blk.0.attn_q.weight"):
+        raise ConvertError(f"--hf {hf}: no layers.0.self_attn.q_proj.weight to compare with blk.0.attn_q.weight")
+    from .transforms import convert_chunk
+
+    w = np.asarray(convert_chunk(np.asarray(ck.read(src)), ck.ref(src).dtype, QT.F32), dtype=np.float32)
+    got = f.tensor_array("blk.0.attn_q.weight").astype(np.float32)
+    if w.size != got.size:
+        raise ConvertError(f"--hf {hf}: {src} has {w.size} values, blk.0.attn_q.weight {got.size}; not the same draft")
+    w = w.reshape(got.shape)
+    idx = np.arange(len(w)).reshape(-1, hd // 2, 2).transpose(0, 2, 1).reshape(-1)
+    once, twice = w[idx], w[idx][idx]
+    e1, e2 = (float(np.abs(got - c).max()) for c in (once, twice))
+    tol = 0.02 * float(np.abs(w).max()) + 1e-6
+    if min(e1, e2) > tol:
+        raise ConvertError(f"{f.path}: blk.0.attn_q.weight matches neither one nor two NeoX permutations of --hf "
+                           f"{hf}'s q_proj (max diff {min(e1, e2):.3g}); is it the same draft?")
+    return e2 < e1
+
+
+# ------------------------------------------------------------------------------------------------ writing
+COPY_CHUNK = 8 * 1024 * 1024
+
+
+def _copy_range(src_fd: int, dst: BinaryIO, offset: int, n: int) -> None:
+    """Copy ``n`` bytes at ``offset`` of ``src_fd`` to the end of ``dst``: ``os.copy_file_range`` (kernel copy),
+    else chunked pread/write."""
+    dst.flush()
+    out_fd = dst.fileno()
+    done = 0
+    if hasattr(os, "copy_file_range"):
+        with contextlib.suppress(OSError):
+            while done < n:
+                k = os.copy_file_range(src_fd, out_fd, min(n - done, 1 << 30), offset + done)
+                if k <= 0:
+                    break
+                done += k
+    os.lseek(out_fd, 0, os.SEEK_END)
+    while done < n:
+        b = os.pread(src_fd, min(COPY_CHUNK, n - done), offset + done)
+        if not b:
+            raise ConvertError(f"source file ended at byte {offset + done}, {n - done} bytes early")
+        dst.write(b)
+        done += len(b)
+    dst.flush()
+
+
+def _write_permuted(f: GGUFFile, p: Piece, dst: BinaryIO) -> None:
+    import numpy as np
+
+    assert p.copy is not None and p.copy.nbytes is not None
+    raw = np.asarray(f.tensor_bytes(p.copy.name))
+    rows = len(p.perm)
+    dst.write(np.ascontiguousarray(raw.reshape(rows, -1)[p.perm]).tobytes())
+
+
+def write_upgrade(plan: UpgradePlan, f: GGUFFile, path: Path, *, force: bool = False) -> int:
+    """Write ``plan`` to ``path`` atomically (nothing left behind on failure); return the file size."""
+    from .gguffile.header import pad, write_header
+    from .hf2gguf.writer import write_atomically
+
+    def body(out: BinaryIO) -> None:
+        write_header(out, plan.arch, plan.kvs[1:], [p.spec for p in plan.pieces])
+        with open(f.path, "rb") as src:
+            for p in plan.pieces:
+                if p.data is not None:
+                    b = p.data()
+                    if len(b) != p.spec.nbytes:
+                        raise ConvertError(f"internal: {p.spec.name}: {len(b)} bytes, planned {p.spec.nbytes}")
+                    out.write(b)
+                elif p.perm is not None:
+                    _write_permuted(f, p, out)
+                else:
+                    assert p.copy is not None
+                    _copy_range(src.fileno(), out, p.copy.offset, p.spec.nbytes)
+                out.write(b"\0" * pad(p.spec.nbytes))
+
+    return write_atomically(path, body, force=force)
+
+
+# ------------------------------------------------------------------------------------------------ entry point
+@dataclass
+class UpgradeResult:
+    """What :func:`upgrade` did (or, for a dry run, would do)."""
+
+    source: str
+    path: Path | None
+    staleness: Staleness
+    changes: list[Stale]
+    notes: list[str]
+    size: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "output": str(self.path) if self.path else None,
+                "revisions": self.staleness.describe_revisions(), "changes": [c.to_dict() for c in self.changes],
+                "unchecked": self.staleness.unchecked, "notes": self.notes, "bytes": self.size}
+
+
+def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None = None, *,
+            target: str | os.PathLike[str] | None = None, hf: str | os.PathLike[str] | None = None,
+            match_upstream: bool = False, dry_run: bool = False, force: bool = False,
+            from_revision: str | None = None, rope_interleaved: bool = False,
+            no_embed_tokens: bool = False) -> UpgradeResult:
+    """``dspark-convert upgrade OLD.gguf [-o NEW.gguf]``: plan (and unless ``dry_run``, write) the upgrade.
+
+    ``outfile`` defaults to ``OLD.upgraded.gguf`` beside the input; the input itself is never overwritten.
+    Raises ConvertError (one line, nothing written) when the upgrade cannot be done in full.
+    """
+    from .gguffile.source import open_gguf_source
+    from .hf2gguf.destination import check_destination
+
+    out = Path(outfile) if outfile is not None else Path(str(old)).with_suffix(".upgraded.gguf")
+    if not dry_run:
+        check_destination(out, outtype="auto", force=force)
+        if Path(str(old)).exists() and out.exists() and out.resolve() == Path(str(old)).resolve():
+            raise ConvertError(f"{out}: is the input file; upgrade writes a new file (give -o NEW.gguf)")
+    tinfo = load_target(target) if target is not None else None
+    hf_path = Path(hf) if hf is not None else None
+    if hf_path is not None and not (hf_path / "config.json").is_file():
+        raise ConvertError(f"--hf {hf}: expected the draft checkpoint folder (config.json + safetensors)")
+    with open_gguf_source(old) as f:
+        plan = plan_upgrade(f, target=tinfo, hf=hf_path, match_upstream=match_upstream,
+                            from_revision=from_revision, rope_interleaved=rope_interleaved,
+                            no_embed_tokens=no_embed_tokens)
+        if dry_run:
+            return UpgradeResult(str(old), None, plan.staleness, plan.changes, plan.notes)
+        if not plan.changes and not plan.notes:
+            plan.notes.append("already current: the copy is byte-identical to the input")
+        size = write_upgrade(plan, f, out, force=force)
+    return UpgradeResult(str(old), out, plan.staleness, plan.changes, plan.notes, size)

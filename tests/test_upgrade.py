@@ -1,0 +1,204 @@
+"""``upgrade``: 749f688-era golden files brought to upstream b11434's layout (manifests-b11434), refusals, the
+double NeoX permutation, and ``check``'s staleness warning.
+
+The 749f688-era files are made by this checkout's ``hf2gguf`` and first compared with ``manifests/`` (749f688):
+if ``hf2gguf`` itself moves to b11434's layout, that comparison fails here with a clear message.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from golden_manifest import compare
+
+from dspark_convert.errors import ConvertError
+from dspark_convert.gguffile.reader import read_gguf
+from dspark_convert.upgrade import REVISIONS, Piece, detect_staleness, plan_upgrade, upgrade, write_upgrade
+
+LAYOUTS = ("dflash-deepspec", "dflash-zlab", "dflash-zlab-swa", "dspark-deepspec", "dspark-interleaved",
+           "dspark-reduced", "dspark-specforge", "dspark-speculators", "eagle3-angelslim", "eagle3-normfc",
+           "eagle3-specforge", "eagle3-speculators", "dspark-dsv4")
+#: full-vocabulary DSpark layouts: whether the checkpoint stored embed_tokens is not in the 749f688 file
+NEEDS_CHECKPOINT = {"dflash-deepspec", "dspark-deepspec", "dspark-interleaved", "dspark-speculators", "dspark-specforge"}
+
+
+def _target(inputs: Path, layout: str) -> Path:
+    return inputs / ("dspark-dsv4" if layout == "dspark-dsv4" else "target")
+
+
+@pytest.fixture(scope="module")
+def old_file(golden_inputs: Path, golden_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    """``old_file(layout, outtype)``: the 749f688-era conversion, checked against manifests/."""
+    from dspark_convert.hf2gguf.conversion import convert
+
+    out, cache = tmp_path_factory.mktemp("old"), {}
+
+    extra = {"match_upstream": True} if "match_upstream" in inspect.signature(convert).parameters else {}
+
+    def get(layout: str, outtype: str) -> Path:
+        if (layout, outtype) not in cache:
+            p = out / f"{layout}.{outtype}.gguf"
+            convert(golden_inputs / layout, _target(golden_inputs, layout), p, outtype=outtype,
+                    dspark=layout == "dspark-dsv4", **extra)
+            expected = json.loads((golden_dir / "manifests" / f"{layout}.{outtype}.json").read_text())
+            if compare(p, expected):  # hf2gguf writes the b11434 layout: take out what b10705 added
+                p = _as_749f688(p, out / f"{layout}.{outtype}.old.gguf")
+            diffs = compare(p, expected)
+            assert diffs == [], f"not the 749f688 layout of {layout}: {diffs[:3]}"
+            cache[layout, outtype] = p
+        return cache[layout, outtype]
+
+    return get
+
+
+def _as_749f688(path: Path, out: Path) -> Path:
+    """``path`` (upstream b11434's layout) without what b10705 added: ``dflash.has_confidence_head`` and a
+    full-vocabulary DSpark's ``token_embd.weight``. The caller checks the result against manifests/ (749f688)."""
+    with read_gguf(path) as f:
+        plan = plan_upgrade(f)
+        plan.kvs = [k for k in plan.kvs if k.name != "dflash.has_confidence_head"]
+        if "d2t" not in [t.name for t in f.tensors]:
+            plan.pieces = [p for p in plan.pieces if p.spec.name != "token_embd.weight"]
+        write_upgrade(plan, f, out)
+    return out
+
+
+@pytest.mark.parametrize("outtype", ["bf16", "q8_0"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_upgrade_match_upstream_equals_b11434(layout: str, outtype: str, old_file, golden_inputs: Path,
+                                              golden_dir: Path, tmp_path: Path) -> None:
+    old = old_file(layout, outtype)
+    expected = json.loads((golden_dir / "manifests-b11434" / f"{layout}.{outtype}.json").read_text())
+    new = tmp_path / "new.gguf"
+    target = _target(golden_inputs, layout)
+    if layout in NEEDS_CHECKPOINT:
+        with pytest.raises(ConvertError) as e:
+            upgrade(old, new, target=target, match_upstream=True)
+        assert "token_embd.weight" in str(e.value) and "--hf CHECKPOINT" in str(e.value)
+        assert "\n" not in str(e.value)
+        assert not new.exists() and list(tmp_path.iterdir()) == []
+        upgrade(old, new, target=target, hf=golden_inputs / layout, match_upstream=True)
+    else:
+        upgrade(old, new, target=target, match_upstream=True)
+    assert compare(new, expected) == []
+
+
+def test_current_file_is_copied_byte_for_byte(old_file, golden_inputs: Path, tmp_path: Path) -> None:
+    old = old_file("dflash-zlab", "q8_0")
+    r = upgrade(old, tmp_path / "new.gguf", target=golden_inputs / "target")
+    assert r.changes == []
+    assert (tmp_path / "new.gguf").read_bytes() == old.read_bytes()
+
+
+def test_staleness_of_749f688_dspark(old_file) -> None:
+    with read_gguf(old_file("dspark-reduced", "bf16")) as f:
+        st = detect_staleness(f)
+    assert [s.subject for s in st.stale] == ["dflash.has_confidence_head"]
+    assert st.revisions == ("749f688", "b10705")
+    assert st.stale[0].needs == "file"
+
+
+def test_check_warns_stale_layout(old_file) -> None:
+    from typer.testing import CliRunner
+
+    from dspark_convert.check import check_file, stale_layout
+    from dspark_convert.cli import app
+
+    old = old_file("dspark-reduced", "bf16")
+    findings = stale_layout(old)
+    assert len(findings) == 1 and findings[0].level == "warning" and findings[0].rule == "stale-layout"
+    assert "dflash.has_confidence_head" in findings[0].message and "dspark-convert upgrade" in findings[0].message
+    assert check_file(old) == []  # the loader rules pass: stale is not broken
+    r = CliRunner().invoke(app, ["check", str(old)])
+    assert r.exit_code == 0 and "has_confidence_head" in r.stderr and "has_confidence_head" not in r.stdout
+
+
+def test_plain_upgrade_adds_output_head_on_untied_target(old_file, golden_inputs: Path, tmp_path: Path) -> None:
+    old = old_file("dspark-deepspec", "f32")
+    upgrade(old, tmp_path / "new.gguf", target=golden_inputs / "target", hf=golden_inputs / "dspark-deepspec")
+    with read_gguf(tmp_path / "new.gguf") as f:
+        names = [t.name for t in f.tensors]
+        head = np.asarray(f.tensor_data("output.weight"))
+        assert f.value("dflash.has_confidence_head") is True
+    from dspark_convert.hf.checkpoint import Checkpoint
+
+    ck = Checkpoint(golden_inputs / "dspark-deepspec")
+    from gguf import GGMLQuantizationType as QT
+
+    from dspark_convert.transforms import convert_chunk
+
+    want = np.frombuffer(convert_chunk(np.asarray(ck.read("lm_head.weight")), ck.ref("lm_head.weight").dtype,
+                                       QT.F32).tobytes(), np.float32).reshape(head.shape)
+    assert np.array_equal(head, want)
+    assert names.index("token_embd.weight") < names.index("fc.weight") < names.index("output.weight") < \
+        names.index("markov_w1.weight")
+
+
+def test_mrope_target_gets_dimension_sections(old_file, golden_inputs: Path, tmp_path: Path) -> None:
+    target = tmp_path / "vl"
+    target.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (target / name).write_bytes((golden_inputs / "target" / name).read_bytes())
+    cfg = json.loads((golden_inputs / "target" / "config.json").read_text())
+    cfg["rope_scaling"] = {"mrope_section": [2, 1, 1], "rope_type": "default"}
+    (target / "config.json").write_text(json.dumps(cfg))
+    r = upgrade(old_file("dflash-zlab", "bf16"), tmp_path / "new.gguf", target=target, match_upstream=True)
+    assert [c.subject for c in r.changes] == ["dflash.rope.dimension_sections"]
+    with read_gguf(tmp_path / "new.gguf") as f:
+        hd = f.value("dflash.attention.key_length")
+        assert list(f.value("dflash.rope.dimension_sections")) == [hd // 2, 0, 0, 0]
+        order = f.kv_order
+        assert order.index("dflash.target_layers") < order.index("dflash.rope.dimension_sections")
+
+
+def _forward_neox(n: int, hd: int) -> np.ndarray:
+    return np.arange(n).reshape(-1, hd // 2, 2).transpose(0, 2, 1).reshape(-1)
+
+
+@pytest.fixture
+def double_file(old_file, golden_inputs: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """(749f688 file of dspark-interleaved after b10662-b11104's extra permutation, the correct b11434 file)."""
+    good = tmp_path / "good.gguf"
+    upgrade(old_file("dspark-interleaved", "f32"), good, target=golden_inputs / "target",
+            hf=golden_inputs / "dspark-interleaved", match_upstream=True)
+    with read_gguf(good) as f:
+        hd = f.value("dflash.attention.key_length")
+        plan = plan_upgrade(f)
+        for p in plan.pieces:
+            if p.spec.name.endswith((".attn_q.weight", ".attn_k.weight", ".attn_q_norm.weight", ".attn_k_norm.weight")):
+                assert isinstance(p, Piece) and p.copy is not None
+                p.perm = _forward_neox(p.copy.shape[0], hd)
+        write_upgrade(plan, f, tmp_path / "double.gguf")
+    return tmp_path / "double.gguf", good
+
+
+def test_double_neox_undone_when_checkpoint_proves_it(double_file, golden_inputs: Path, tmp_path: Path) -> None:
+    double, good = double_file
+    assert double.read_bytes() != good.read_bytes()
+    r = upgrade(double, tmp_path / "fixed.gguf", hf=golden_inputs / "dspark-interleaved", match_upstream=True)
+    assert [c.needs for c in r.changes] == ["checkpoint"]
+    assert (tmp_path / "fixed.gguf").read_bytes() == good.read_bytes()
+    with pytest.raises(ConvertError, match="--from-revision b11300 says one permutation"):
+        upgrade(double, tmp_path / "x.gguf", hf=golden_inputs / "dspark-interleaved", from_revision="b11300")
+
+
+def test_double_neox_undone_on_users_word(double_file, tmp_path: Path) -> None:
+    double, good = double_file
+    with pytest.raises(ConvertError, match="--rope-interleaved") as e:
+        upgrade(double, tmp_path / "fixed.gguf", from_revision="b10900")
+    assert "\n" not in str(e.value) and not (tmp_path / "fixed.gguf").exists()
+    upgrade(double, tmp_path / "fixed.gguf", from_revision="b10900", rope_interleaved=True)
+    assert (tmp_path / "fixed.gguf").read_bytes() == good.read_bytes()
+    # an unaffected revision leaves the rows alone
+    upgrade(double, tmp_path / "same.gguf", from_revision="b11223", rope_interleaved=True)
+    assert (tmp_path / "same.gguf").read_bytes() == double.read_bytes()
+
+
+def test_bad_revision_is_one_line(old_file, tmp_path: Path) -> None:
+    with pytest.raises(ConvertError, match="--from-revision 'latest': expected an upstream tag"):
+        upgrade(old_file("dspark-reduced", "bf16"), tmp_path / "n.gguf", from_revision="latest")
+    assert REVISIONS[0] == "749f688" and REVISIONS[-1] == "b11434"
