@@ -330,10 +330,10 @@ def _trace_commit(at_step: Callable[[object], bool]) -> None:
     raise it there. Tracing stops at the first exception (the handlers are not a step of the commit)."""
     from dspark_convert.hf2gguf import conversion, destination
 
-    write_plan = writer_mod.write_plan.__code__
+    write_plan = writer_mod.write_atomically.__code__  # the commit lives in write_atomically (write_plan's body)
     lines = Path(writer_mod.__file__).read_text().splitlines()
     start = next(i + 1 for i, ln in enumerate(lines) if "size, ours = " in ln)
-    codes = {write_plan, destination.commit.__code__, destination._renameat2_noreplace.__code__,
+    codes = {write_plan, writer_mod.write_plan.__code__, destination.commit.__code__, destination._renameat2_noreplace.__code__,
              conversion._convert.__code__, conversion.convert.__code__}
     state = {"on": True, "reached": False}
 
