@@ -320,8 +320,7 @@ def upgrade(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable summary on stdout.")] = False,
 ) -> None:
-    """Bring a draft GGUF made by an older converter up to upstream llama.cpp b11434, copying unchanged tensor
-    data byte for byte (docs/upgrade.md)."""
+    """Bring a draft GGUF made by an older converter up to llama.cpp b11434, copying unchanged tensor data byte for byte (docs/upgrade.md)."""  # one line: Typer re-wraps within a line only
     from .upgrade import upgrade as run_upgrade
 
     result = run_or_exit(lambda: run_upgrade(old, outfile, target=target, hf=hf, match_upstream=match_upstream,
