@@ -46,7 +46,7 @@ REVISIONS: tuple[str, ...] = ("749f688", "b10644", "b10662", "b10705", "b10786",
 #: the revisions whose DSpark converter permuted interleaved-RoPE q/k rows twice (§2.3): b10662 up to b11223
 DOUBLE_NEOX = ("b10662", "b11223")  # [first affected, first fixed)
 
-HAS_CONFIDENCE_HEAD = "dflash.has_confidence_head"  # b10705+ (§2.3)
+HAS_CONFIDENCE_HEAD = S.DFLASH_HAS_CONFIDENCE_HEAD  # b10705+ (§2.3)
 DIMENSION_SECTIONS = "dflash.rope.dimension_sections"  # b10662+ for M-RoPE targets (§2.2)
 EMBEDDING_SCALE = "dflash.embedding_scale"  # b11401+ for Gemma targets (§2.2)
 ADD_BOS, ADD_EOS = "tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token"  # b11223+ (§2.8)
