@@ -167,6 +167,19 @@ def converted(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
 
 
 # ------------------------------------------------------------------------------------------- Hub
+def point_hub_at(url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``url`` (a local test server) the Hub: online, caches in ``tmp_path``, no token unless a test sets one."""
+    from huggingface_hub import constants as hf_constants
+
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hfhome"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hfcache"))
+    monkeypatch.setattr(hf_constants, "HF_TOKEN_PATH", str(tmp_path / "hfhome" / "token"))
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+
+
 @pytest.fixture
 def online(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """'Online' mode (a Hub cache in the test folder) against a faked ``hub.snapshot_download``, which each test

@@ -19,9 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TARGET
+from conftest import ROOT, TARGET, point_hub_at
 from http_server import FileServer, Route
-from huggingface_hub import constants as hf_constants
 
 from dspark_convert import convert
 
@@ -62,13 +61,7 @@ def hub(tmp_path: Path, draft: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
         for revision in ("v1", "main"):
             server.add_hub_file("org/repo", "draft.gguf", draft.read_bytes(), revision=revision)
         server.routes["/draft.gguf"] = Route(draft.read_bytes())
-        monkeypatch.setenv("HF_ENDPOINT", server.url)
-        monkeypatch.setenv("HF_HOME", str(tmp_path / "hfhome"))
-        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hfcache"))
-        monkeypatch.setattr(hf_constants, "HF_TOKEN_PATH", str(tmp_path / "hfhome" / "token"))
-        for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
-            monkeypatch.delenv(var, raising=False)
-        monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+        point_hub_at(server.url, tmp_path, monkeypatch)
         yield server
 
 

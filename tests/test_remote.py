@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import point_hub_at
 from gguf import GGUFValueType as VT
 from gguf_samples import kv_raw, raw_gguf, u32, u64, write_gguf, write_sample
 from http_server import FileServer, Route, sparse_gguf
@@ -54,13 +55,7 @@ def server() -> Iterator[FileServer]:
 @pytest.fixture
 def hub(server: FileServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FileServer:
     """The local server as the Hub: HF_ENDPOINT points at it, online, no token unless a test sets one."""
-    monkeypatch.setenv("HF_ENDPOINT", server.url)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hfhome"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hfcache"))
-    monkeypatch.setattr(hf_constants, "HF_TOKEN_PATH", str(tmp_path / "hfhome" / "token"))
-    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    point_hub_at(server.url, tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     return server
 
