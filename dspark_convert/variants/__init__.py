@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from . import schema as S
+from .. import schema as S
 
 Value = Callable[[str], Any]          # metadata key -> value (None when absent): a GGUFWeights/Plan/dict getter
 
