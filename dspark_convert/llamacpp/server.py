@@ -39,17 +39,23 @@ SPEC_TYPES = ("draft-dspark", "draft-dflash", "draft-eagle3")
 
 _CANDIDATE = re.compile(r"draft candidate\s+(\d+), pos\s+(\d+):\s+(-?\d+) \(\s*([-0-9.naif]+)\)")
 _GENERATED = re.compile(r"generate_draft: id=(-?\d+), #tokens=(\d+), #draft=(\d+)")
+_ACCEPTED = re.compile(r"accepted\s+(\d+)/\s*(\d+) draft tokens, new n_tokens")
 
 
 @dataclass
 class DraftBlock:
     """One draft as llama-server logged it: the tokens drafted (candidate 0 of each position, in order), their
-    probabilities, the anchor (the target's last sampled token) and the context length (``#tokens``) before it."""
+    probabilities, the anchor (the target's last sampled token) and the context length (``#tokens``) before it;
+    ``n_draft`` (``#draft``: the tokens sent for verification) and ``n_accepted`` (how many of them the target
+    accepted, from the slot's ``accepted k/n draft tokens`` line). DFlash2 logs no candidates (its selector walk
+    reads the lattice silently): its blocks have no ``tokens``, only the counts."""
 
     tokens: list[int] = field(default_factory=list)
     probs: list[float] = field(default_factory=list)
     anchor: int | None = None
     n_context: int | None = None
+    n_draft: int | None = None
+    n_accepted: int | None = None
 
 
 def parse_drafts(log: str) -> list[DraftBlock]:
@@ -88,9 +94,13 @@ def parse_drafts(log: str) -> list[DraftBlock]:
             continue
         g = _GENERATED.search(line)
         if g:
-            cur.anchor, cur.n_context = int(g.group(1)), int(g.group(2))
+            cur.anchor, cur.n_context, cur.n_draft = int(g.group(1)), int(g.group(2)), int(g.group(3))
             blocks.append(cur)
             cur, last_pos = DraftBlock(), -1
+            continue
+        a = _ACCEPTED.search(line)
+        if a and blocks and blocks[-1].n_accepted is None and not cur.tokens:
+            blocks[-1].n_accepted = int(a.group(1))
     if cur.tokens:
         blocks.append(cur)
     return blocks

@@ -10,6 +10,14 @@ first ``T`` tokens and ``a``, and proposes a block; the two proposals are compar
 (the file's ``output``, else the target's lm_head). A file llama.cpp runs with another head (a full-vocab DSpark
 without ``output``: llama.cpp scores with ``token_embd``) then disagrees from the first block position on, which
 is the point: the check catches files that load, stay lossless and draft badly.
+
+DFlash2 (``selector_hidden.weight``) logs no draft candidates: llama.cpp walks its selector lattice
+(``common/speculative.cpp``: per block position the argmax of the transition scores from the previous choice) and
+sends the tokens straight to verification. Its drafted tokens are known only through verification: the server's
+``accepted k/n draft tokens`` line says the first ``k`` equal the target's greedy continuation and, when ``k < n``,
+that token ``k`` does not. The reference walks the same lattice (:func:`dflash2_walk`) and must be accepted for
+exactly as many tokens; the comparison marks llama.cpp's unknown token as ``-1`` (``BlockComparison.not_token``
+names the token it is known not to be).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConvertError
-from ..reference import BlockCase, Eagle3Case, TargetWeights, dflash_forward, eagle3_forward, open_gguf
+from ..reference import BlockCase, Eagle3Case, GGUFWeights, TargetWeights, dflash_forward, eagle3_forward, open_gguf
 from ..reference.target_np import TargetModel, tap_features, target_forward
 from ..verify_checks import TIE_STD_FRACTION
 from .server import DraftBlock
@@ -29,6 +37,8 @@ from .server import DraftBlock
 #: a differing position is a near-tie when the reference's margin between its choice and llama.cpp's is at most
 #: this fraction of the row's logit standard deviation (as verify's argmax checks: verify_checks.TIE_STD_FRACTION)
 TIE_FRACTION = TIE_STD_FRACTION
+#: a llama.cpp token the log does not show (DFlash2's rejected position)
+UNKNOWN = -1
 
 
 @dataclass
@@ -44,10 +54,17 @@ class BlockComparison:
     reference: list[int]
     margins: list[float] = field(default_factory=list)
     scales: list[float] = field(default_factory=list)
+    #: DFlash2 blocks: llama.cpp's last token is unknown (``-1``) and known not to be this one (the target's)
+    not_token: int | None = None
+
+    def _differs(self, i: int) -> bool:
+        if self.llama[i] == UNKNOWN:
+            return self.reference[i] == self.not_token
+        return self.llama[i] != self.reference[i]
 
     def _diffs(self) -> list[int]:
         n = min(len(self.llama), len(self.reference))
-        return [i for i in range(n) if self.llama[i] != self.reference[i]] + list(range(n, len(self.llama)))
+        return [i for i in range(n) if self._differs(i)] + list(range(n, len(self.llama)))
 
     def near_tie(self, i: int) -> bool:
         return i < len(self.margins) and self.margins[i] <= TIE_FRACTION * self.scales[i]
@@ -79,9 +96,10 @@ class ThreeWay:
     @property
     def counts(self) -> tuple[int, int, int]:
         """(identical positions, near-tie positions, compared positions) over all blocks."""
-        same = sum(sum(a == b for a, b in zip(c.llama, c.reference, strict=False)) for c in self.blocks)
+        total = sum(len(c.llama) for c in self.blocks)
+        same = total - sum(len(c._diffs()) for c in self.blocks)
         ties = sum(sum(c.near_tie(i) for i in c._diffs()) for c in self.blocks)
-        return same, ties, sum(len(c.llama) for c in self.blocks)
+        return same, ties, total
 
     def summary(self) -> str:
         """One line: agreement, or the first differing block, position and both tokens."""
@@ -94,7 +112,11 @@ class ThreeWay:
             return f"{self.draft.name}: llama.cpp drafts what the reference drafts ({len(self.blocks)} blocks; {counts})"
         i = bad.first_mismatch
         assert i is not None
-        tok = lambda xs: str(xs[i]) if i < len(xs) else "(none)"  # noqa: E731
+        def tok(xs: list[int]) -> str:
+            if i >= len(xs):
+                return "(none)"
+            return f"a token other than {bad.not_token}" if xs[i] == UNKNOWN else str(xs[i])
+
         return (f"{self.draft.name}: first difference in block {bad.index} (context {bad.n_context}, anchor "
                 f"{bad.anchor}) at position {i}: llama.cpp drafted {tok(bad.llama)}, the reference "
                 f"{tok(bad.reference)}; {counts}")
@@ -108,9 +130,29 @@ class RefBlock:
     tokens: list[int]
     scores: np.ndarray
     draft_id: dict[int, int] | None
+    #: DFlash2: per position the candidate ids the scores refer to, and the std of that position's logits
+    candidates: np.ndarray | None = None
+    row_scales: np.ndarray | None = None
 
 
-def _margins(ref: RefBlock, llama: list[int]) -> tuple[list[float], list[float]]:
+def _walk_margins(ref: RefBlock, llama: list[int], not_token: int | None) -> tuple[list[float], list[float]]:
+    assert ref.candidates is not None and ref.row_scales is not None
+    margins, scales = [], []
+    for i, z in enumerate(ref.scores[:len(llama)]):
+        cands = [int(c) for c in ref.candidates[i]]
+        t = llama[i]
+        if t == UNKNOWN:      # llama.cpp drafted something other than not_token; only a tie can excuse our choosing it
+            top2 = np.sort(z)[-2:]
+            margins.append(float(top2[1] - top2[0]) if ref.tokens[i] == not_token else 0.0)
+        else:
+            margins.append(float(z.max() - z[cands.index(t)]) if t in cands else float("inf"))
+        scales.append(float(ref.row_scales[i]))
+    return margins, scales
+
+
+def _margins(ref: RefBlock, llama: list[int], not_token: int | None = None) -> tuple[list[float], list[float]]:
+    if ref.candidates is not None:
+        return _walk_margins(ref, llama, not_token)
     margins, scales = [], []
     for i, z in enumerate(ref.scores[:len(llama)]):
         t = llama[i]
@@ -141,6 +183,8 @@ def reference_drafts(draft: Path, target_dir: Path, sequence: Sequence[int], blo
     tw = TargetWeights(target_dir)
     d2t = g.ints("d2t") if g.has("d2t") else None
     inv = None if d2t is None else {int(t): i for i, t in enumerate(d2t)}
+    if arch == "dflash" and g.has("selector_hidden.weight"):
+        return _dflash2_drafts(g, tw, feats, seq, blocks)
     if arch == "dflash":
         cases = [BlockCase(feats[:b.n_context], int(b.anchor or 0),
                            prev_tokens=np.asarray([b.anchor, *b.tokens[:-1]], dtype=np.int64)) for b in blocks]
@@ -152,14 +196,71 @@ def reference_drafts(draft: Path, target_dir: Path, sequence: Sequence[int], blo
     return [RefBlock(o.tokens.tolist(), o.logits, inv) for o in eagle3_forward(g, tw, e_cases)]
 
 
+def dflash2_walk(candidates: np.ndarray, scores: np.ndarray, forced: Sequence[int] = ()) -> tuple[list[int], np.ndarray]:
+    """llama.cpp's greedy walk of a DFlash2 lattice (``common/speculative.cpp``, draft-dflash with a selector):
+    ``pred = 0``; for each block position ``p >= 1``: ``j = argmax scores[p][pred]`` (first maximum), draft
+    ``candidates[p][j]``, ``pred = j``. ``forced`` (llama.cpp's known choices) replaces ``j`` for the first
+    positions when the forced token is a candidate, so that one near-tie does not shift the rest. Returns the
+    walk's own choices and the score row each was chosen from.
+
+    Example:
+        >>> c = np.array([[5, 6], [7, 8]])
+        >>> s = np.array([[[0., 1.], [0., 1.]], [[2., 0.], [0., 3.]]], dtype=np.float32)
+        >>> dflash2_walk(c, s)[0]
+        [6, 8]
+    """
+    pred, toks, rows = 0, [], []
+    for p in range(candidates.shape[0]):
+        row = scores[p][pred]
+        j = int(np.argmax(row))
+        toks.append(int(candidates[p][j]))
+        rows.append(row)
+        cands = [int(c) for c in candidates[p]]
+        pred = cands.index(forced[p]) if p < len(forced) and forced[p] in cands else j
+    return toks, np.stack(rows) if rows else np.empty((0, 0), np.float32)
+
+
+def _continuation(seq: np.ndarray, b: DraftBlock) -> list[int]:
+    """The target's tokens after the block's anchor (what a fully accepted draft would be)."""
+    start = int(b.n_context or 0) + 1
+    return [int(x) for x in seq[start:start + int(b.n_draft or 0)]]
+
+
+def _dflash2_drafts(g: GGUFWeights, tw: TargetWeights, feats: np.ndarray, seq: np.ndarray,
+                    blocks: Sequence[DraftBlock]) -> list[RefBlock]:
+    from ..reference.dflash2_np import dflash2_forward
+
+    outs = dflash2_forward(g, tw, [feats[:b.n_context] for b in blocks], [int(b.anchor or 0) for b in blocks])
+    refs = []
+    for b, o in zip(blocks, outs, strict=True):
+        forced = _continuation(seq, b)[:int(b.n_accepted or 0)]
+        toks, rows = dflash2_walk(o.candidates, o.scores, forced)
+        refs.append(RefBlock(toks, rows, None, candidates=o.candidates, row_scales=np.std(o.logits[1:], axis=1)))
+    return refs
+
+
+def _llama_side(seq: np.ndarray, b: DraftBlock) -> tuple[list[int], int | None]:
+    """llama.cpp's drafted tokens of a block as far as the log shows them: the candidates it printed, or (DFlash2)
+    the accepted prefix of the target's continuation plus :data:`UNKNOWN` for the rejected token (not ``not_token``)."""
+    if b.tokens or b.n_accepted is None or b.n_draft is None:
+        return list(b.tokens), None
+    cont = _continuation(seq, b)
+    k = min(b.n_accepted, len(cont))
+    if k < b.n_draft and k < len(cont):
+        return cont[:k] + [UNKNOWN], cont[k]
+    return cont[:k], None
+
+
 def three_way(draft: Path, target_dir: Path, prompt: Sequence[int], generated: Sequence[int],
               blocks: Sequence[DraftBlock], *, runtime_head: bool = False, max_blocks: int | None = None) -> ThreeWay:
     """Compare llama.cpp's logged ``blocks`` with the reference's proposals (see the module docstring)."""
     chosen = list(blocks)[:max_blocks] if max_blocks else list(blocks)
-    refs = reference_drafts(draft, target_dir, list(prompt) + list(generated), chosen, runtime_head=runtime_head)
+    seq = list(prompt) + list(generated)
+    refs = reference_drafts(draft, target_dir, seq, chosen, runtime_head=runtime_head)
     res = ThreeWay(draft)
     for i, (b, r) in enumerate(zip(chosen, refs, strict=True)):
-        margins, scales = _margins(r, list(b.tokens))
-        res.blocks.append(BlockComparison(i, int(b.n_context or 0), int(b.anchor or 0), list(b.tokens), r.tokens,
-                                          margins, scales))
+        llama, not_token = _llama_side(np.asarray(seq, dtype=np.int64), b)
+        margins, scales = _margins(r, llama, not_token)
+        res.blocks.append(BlockComparison(i, int(b.n_context or 0), int(b.anchor or 0), llama, r.tokens, margins,
+                                          scales, not_token))
     return res
