@@ -8,10 +8,16 @@ not run (conftest's terminal summary).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from dspark_convert.llamacpp.server import Completion, DraftBlock, LlamaServer, parse_drafts, spec_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+import correlated  # noqa: E402  (fixtures/correlated.py: the constant-token target and the drafts that predict it)
+
+mimo_draft = correlated.mimo_draft
 
 #: a fixed prompt of 8 target-qwen3 ids (sent as ids: no tokenizer is involved) and the completion length
 PROMPT = [400, 401, 72, 300, 22, 500, 12, 33]

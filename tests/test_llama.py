@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import TARGET, require_fixture
-from llama_support import PROMPT, Run, run
+from llama_support import PROMPT, Run, correlated, mimo_draft, run
 
 from dspark_convert.fit.rules import HEAD_FIX, check_fit
 from dspark_convert.hf2gguf.conversion import convert
@@ -25,8 +25,10 @@ from dspark_convert.llamacpp.threeway import three_way
 from dspark_convert.reference import open_gguf
 from dspark_convert.reference.target_np import TargetModel, greedy_generate, tap_features, target_forward
 
-#: one fixture per family (DSpark, DFlash, EAGLE-3), each with its llama-server spec type
-FAMILIES = {"dspark-qwen3": "draft-dspark", "dflash-zlab": "draft-dflash", "eagle3-specforge": "draft-eagle3"}
+#: one fixture per family (DSpark, DFlash, EAGLE-3, DFlash2, MiMo-style DFlash), each with its llama-server spec
+#: type; ``dflash-mimo`` is generated (fixtures/correlated.py ``mimo_draft``: dflash-zlab + mask_embedding.pt)
+FAMILIES = {"dspark-qwen3": "draft-dspark", "dflash-zlab": "draft-dflash", "eagle3-specforge": "draft-eagle3",
+            "dflash2-zlab": "draft-dflash", "dflash-mimo": "draft-dflash"}
 OUTTYPES = ["bf16", "f16", "q8_0"]
 
 
@@ -48,8 +50,8 @@ def drafts(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], Pat
 
     def get(layout: str, outtype: str) -> Path:
         if (layout, outtype) not in cache:
-            cache[layout, outtype] = convert(require_fixture(layout), TARGET, out / f"{layout}.{outtype}.gguf",
-                                             outtype=outtype).path
+            src = mimo_draft(out / "dflash-mimo") if layout == "dflash-mimo" else require_fixture(layout)
+            cache[layout, outtype] = convert(src, TARGET, out / f"{layout}.{outtype}.gguf", outtype=outtype).path
         return cache[layout, outtype]
 
     return get
@@ -79,7 +81,8 @@ def test_family_loads_drafts_lossless_and_matches_reference(layout: str, outtype
     assert c.draft_n > 0, f"{draft.name}: llama-server reported no drafted tokens"
     assert c.tokens == plain.completion.tokens, f"{draft.name}: speculative greedy output differs from plain greedy"
     # the server counts drafted tokens after trimming a draft to the tokens still to generate, so the log has more
-    assert len(r.blocks) >= 2 and sum(len(b.tokens) for b in r.blocks) >= c.draft_n
+    # (DFlash2 logs no candidates, only each block's #draft)
+    assert len(r.blocks) >= 2 and sum(len(b.tokens) or int(b.n_draft or 0) for b in r.blocks) >= c.draft_n
     tw = three_way(draft, TARGET, PROMPT, c.tokens, r.blocks)
     assert tw.agree, tw.summary()
     same, ties, total = tw.counts
@@ -120,6 +123,87 @@ def test_deepspec_dflash_under_draft_dflash_is_shifted(llama_bin: tuple[Path, Pa
         blocks = parse_drafts(s.log_text())
     tw = three_way(draft, TARGET, PROMPT, c.tokens, blocks)
     assert not tw.agree and tw.blocks[0].first_mismatch == 0, tw.summary()
+
+
+# ---------------------------------------------------------------------------------------------- correlated drafts
+@pytest.fixture(scope="session")
+def corr(llama_bin: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Run]:
+    """fixtures/correlated.py's constant-token target: (HF folder, F32 GGUF by upstream's converter, plain run)."""
+    out = tmp_path_factory.mktemp("llama-correlated")
+    t = correlated.correlated_target(out / "target")
+    g = convert_target(llama_bin[1], t, out / "target.f32.gguf")
+    return t, g, run(llama_bin[0], g)
+
+
+def _corr_draft(corr: tuple[Path, Path, Run], family: str, tmp: Path, strength: float = 1.0,
+                outtype: str = "bf16") -> Path:
+    d = correlated.correlated_draft(family, tmp / family, corr[0], strength)
+    f = convert(d, corr[0], tmp / f"{family}.{outtype}.gguf", outtype=outtype).path
+    assert f is not None
+    return f
+
+
+@pytest.mark.llama
+def test_correlated_target_is_constant(corr: tuple[Path, Path, Run]) -> None:
+    assert corr[2].completion.tokens == [correlated.TOKEN] * 16
+    assert greedy_generate(TargetModel(corr[0]), PROMPT, 16) == corr[2].completion.tokens
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("family", ["dspark-qwen3", "dflash-zlab", "eagle3-specforge", "dflash-mimo"])
+def test_correlated_draft_is_fully_accepted(family: str, llama_bin: tuple[Path, Path], corr: tuple[Path, Path, Run],
+                                            tmp_path: Path) -> None:
+    """A draft built to predict the target: llama.cpp accepts every drafted token, and drafts what the reference
+    drafts."""
+    f = _corr_draft(corr, family, tmp_path)
+    r = run(llama_bin[0], corr[1], f)
+    c = r.completion
+    assert c.tokens == corr[2].completion.tokens
+    assert c.draft_n >= 12 and c.draft_n_accepted == c.draft_n, (c.draft_n, c.draft_n_accepted)
+    tw = three_way(f, corr[0], PROMPT, c.tokens, r.blocks)
+    assert tw.agree, tw.summary()
+
+
+@pytest.mark.llama
+def test_correlated_dflash2_partial_acceptance_matches_reference_walk(llama_bin: tuple[Path, Path],
+                                                                      corr: tuple[Path, Path, Run], tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """DFlash2 logs no drafted tokens, so its three-way check compares accepted prefixes: a draft that predicts
+    the target at only some positions (strength 0.85) gives blocks accepted in full and blocks rejected, and the
+    reference's lattice walk is accepted for the same number of tokens in every block."""
+    f = _corr_draft(corr, "dflash2-zlab", tmp_path, strength=0.85)
+    r = run(llama_bin[0], corr[1], f)
+    c = r.completion
+    assert c.tokens == corr[2].completion.tokens and c.draft_n > 0
+    assert 0 < c.draft_n_accepted < c.draft_n
+    assert sum(int(b.n_accepted or 0) for b in r.blocks) >= c.draft_n_accepted
+    assert any(int(b.n_accepted or 0) > 0 for b in r.blocks)                        # known accepted prefixes
+    assert any(int(b.n_accepted or 0) < int(b.n_draft or 0) for b in r.blocks)      # and rejected positions
+    tw = three_way(f, corr[0], PROMPT, c.tokens, r.blocks)
+    assert tw.agree, tw.summary()
+    # the comparison has teeth: a walk that takes the lowest transition score is accepted differently
+    from dspark_convert.llamacpp import threeway
+
+    real = threeway.dflash2_walk
+    monkeypatch.setattr(threeway, "dflash2_walk", lambda cands, scores, forced=(): real(cands, -scores, forced))
+    assert not three_way(f, corr[0], PROMPT, c.tokens, r.blocks).agree
+
+
+@pytest.mark.llama
+def test_correlated_upstream_layout_collapses_acceptance(llama_bin: tuple[Path, Path], corr: tuple[Path, Path, Run],
+                                                         tmp_path: Path) -> None:
+    """The regression's effect on acceptance: the same correlated DSpark draft in the three head layouts on the
+    untied target. llama.cpp accepts every token with the target's head and none when it scores with token_embd."""
+    f = _corr_draft(corr, "dspark-qwen3", tmp_path)
+    m = TargetModel(corr[0])
+    acc = {}
+    for lay in ("749f688", "upstream-b11434", "with-output"):
+        g = make_layout(f, tmp_path / f"{lay}.gguf", lay, m.embed, m.lm_head)
+        c = run(llama_bin[0], corr[1], g).completion
+        assert c.tokens == corr[2].completion.tokens                  # lossless whatever the layout
+        acc[lay] = (c.draft_n_accepted, c.draft_n)
+    assert acc["749f688"][0] == acc["749f688"][1] > 0 and acc["with-output"][0] == acc["with-output"][1]
+    assert acc["upstream-b11434"][0] == 0 and acc["upstream-b11434"][1] > 0, acc
 
 
 # ---------------------------------------------------------------------------------------------- the regression
@@ -181,6 +265,14 @@ def test_parse_drafts_reads_blocks_anchor_context_and_multiline_pieces() -> None
     blocks = parse_drafts(log)
     assert [(b.tokens, b.anchor, b.n_context) for b in blocks] == [([815, 437], 95, 8), ([7, 456], 381, 9)]
     assert blocks[1].probs == [1.0, 0.5]
+    # DFlash2: no candidate lines; the counts come from generate_draft and "add accepted tokens" (ids.size = k + 1)
+    log2 = ("0.2 D slot handle_last_: id  0 | task 0 | generate_draft: id=484, #tokens=8, #draft=7, pos_next=8\n"
+            "0.2 D slot   operator(): id  0 | task 0 | add accepted tokens: sampled=484, ids.size=4, n_draft=7\n"
+            "0.2 D slot   operator(): id  0 | task 0 | accepted 3/7 draft tokens, new n_tokens = 12\n"
+            "0.3 D slot handle_last_: id  0 | task 0 | generate_draft: id=484, #tokens=12, #draft=5, pos_next=12\n"
+            "0.3 D slot   operator(): id  0 | task 0 | add accepted tokens: sampled=484, ids.size=6, n_draft=5\n")
+    assert [(b.tokens, b.n_context, b.n_draft, b.n_accepted) for b in parse_drafts(log2)] == [([], 8, 7, 3),
+                                                                                             ([], 12, 5, 5)]
 
 
 def test_runtime_head_rule() -> None:

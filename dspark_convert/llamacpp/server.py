@@ -39,7 +39,9 @@ SPEC_TYPES = ("draft-dspark", "draft-dflash", "draft-eagle3")
 
 _CANDIDATE = re.compile(r"draft candidate\s+(\d+), pos\s+(\d+):\s+(-?\d+) \(\s*([-0-9.naif]+)\)")
 _GENERATED = re.compile(r"generate_draft: id=(-?\d+), #tokens=(\d+), #draft=(\d+)")
-_ACCEPTED = re.compile(r"accepted\s+(\d+)/\s*(\d+) draft tokens, new n_tokens")
+#: logged before the accepted tokens are emitted (the ``accepted k/n draft tokens`` line after them is missing for
+#: the block that ends the request): ``ids.size`` = accepted + 1
+_ACCEPTED = re.compile(r"add accepted tokens: sampled=(-?\d+), ids\.size=(\d+), n_draft=(\d+)")
 
 
 @dataclass
@@ -47,7 +49,7 @@ class DraftBlock:
     """One draft as llama-server logged it: the tokens drafted (candidate 0 of each position, in order), their
     probabilities, the anchor (the target's last sampled token) and the context length (``#tokens``) before it;
     ``n_draft`` (``#draft``: the tokens sent for verification) and ``n_accepted`` (how many of them the target
-    accepted, from the slot's ``accepted k/n draft tokens`` line). DFlash2 logs no candidates (its selector walk
+    accepted, from the slot's ``add accepted tokens: ..., ids.size=k+1`` line). DFlash2 logs no candidates (its selector walk
     reads the lattice silently): its blocks have no ``tokens``, only the counts."""
 
     tokens: list[int] = field(default_factory=list)
@@ -100,7 +102,7 @@ def parse_drafts(log: str) -> list[DraftBlock]:
             continue
         a = _ACCEPTED.search(line)
         if a and blocks and blocks[-1].n_accepted is None and not cur.tokens:
-            blocks[-1].n_accepted = int(a.group(1))
+            blocks[-1].n_accepted = int(a.group(2)) - 1
     if cur.tokens:
         blocks.append(cur)
     return blocks

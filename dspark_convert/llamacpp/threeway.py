@@ -14,7 +14,7 @@ is the point: the check catches files that load, stay lossless and draft badly.
 DFlash2 (``selector_hidden.weight``) logs no draft candidates: llama.cpp walks its selector lattice
 (``common/speculative.cpp``: per block position the argmax of the transition scores from the previous choice) and
 sends the tokens straight to verification. Its drafted tokens are known only through verification: the server's
-``accepted k/n draft tokens`` line says the first ``k`` equal the target's greedy continuation and, when ``k < n``,
+``add accepted tokens`` line (``ids.size`` = k + 1) says the first ``k`` equal the target's greedy continuation and, when ``k < n``,
 that token ``k`` does not. The reference walks the same lattice (:func:`dflash2_walk`) and must be accepted for
 exactly as many tokens; the comparison marks llama.cpp's unknown token as ``-1`` (``BlockComparison.not_token``
 names the token it is known not to be).
