@@ -37,6 +37,8 @@ from ..errors import ConvertError
 HOST = "127.0.0.1"
 SPEC_TYPES = ("draft-dspark", "draft-dflash", "draft-eagle3")
 
+#: the slot's INFO line that ends a request (logged after every draft line of it)
+_DONE = "stop processing: n_tokens"
 _CANDIDATE = re.compile(r"draft candidate\s+(\d+), pos\s+(\d+):\s+(-?\d+) \(\s*([-0-9.naif]+)\)")
 _GENERATED = re.compile(r"generate_draft: id=(-?\d+), #tokens=(\d+), #draft=(\d+)")
 #: logged before the accepted tokens are emitted (the ``accepted k/n draft tokens`` line after them is missing for
@@ -147,6 +149,7 @@ class LlamaServer:
         self.binary, self.target, self.draft, self.spec_type = binary, target, draft, spec_type
         self.port = free_port()
         self.timeout = timeout
+        self.log_wait = 10.0
         self._tmp = tempfile.TemporaryDirectory(prefix="dspark-llama-")
         self.log_path = Path(self._tmp.name) / "server.log"
         args = [str(binary), "-m", str(target), "--host", HOST, "--port", str(self.port), "-c", str(ctx),
@@ -230,7 +233,12 @@ class LlamaServer:
         return self.log_text()[-n:].strip().replace("\n", " | ")
 
     def complete(self, prompt: list[int], n_predict: int) -> Completion:
-        """Greedy completion of token ids ``prompt`` (temperature 0, no prompt cache reuse, EOS ignored)."""
+        """Greedy completion of token ids ``prompt`` (temperature 0, no prompt cache reuse, EOS ignored).
+
+        llama.cpp logs from a worker thread, so the response can arrive before the log has the request's last
+        lines: this returns only once the log shows the slot's ``stop processing`` line for this request (or
+        after ``log_wait`` seconds), so that :meth:`log_text` then holds every draft block of the request."""
+        done_before = self.log_text().count(_DONE)
         body = json.dumps({"prompt": prompt, "n_predict": n_predict, "temperature": 0, "top_k": 1,
                            "cache_prompt": False, "return_tokens": True, "ignore_eos": True}).encode()
         req = urllib.request.Request(f"http://{HOST}:{self.port}/completion", data=body,
@@ -240,6 +248,9 @@ class LlamaServer:
                 doc = json.loads(r.read())
         except (urllib.error.URLError, OSError) as e:
             raise ConvertError(f"llama-server /completion failed ({self._what()}): {e}; {self.log_tail()}") from None
+        deadline = time.monotonic() + self.log_wait
+        while self.log_text().count(_DONE) <= done_before and time.monotonic() < deadline:
+            time.sleep(0.05)
         t = doc.get("timings", {})
         return Completion([int(x) for x in doc.get("tokens", [])], int(t.get("draft_n", 0) or 0),
                           int(t.get("draft_n_accepted", 0) or 0))
