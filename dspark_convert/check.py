@@ -25,6 +25,7 @@ from .gguffile.options import RemoteOptions
 from .gguffile.packed import PackedStrings
 from .plan import KV, Plan, TensorSpec
 from .variants import gguf_variant
+from .variants.spectype import SpecType, spec_type_of
 
 
 @dataclass(frozen=True)
@@ -484,7 +485,22 @@ def check_plan(plan: Plan) -> list[Finding]:
     if variant.generic_layers:
         _layer_rules(c, in_width, variant.in_what(c.dims))
     _tensor_rules(c)
+    _spec_type_rule(c)
     return c.findings
+
+
+def spec_type(plan: Plan) -> SpecType:
+    """The ``--spec-type`` llama-server needs for the file (:mod:`.variants.spectype`)."""
+    kv = {k.name: k.value for k in plan.kvs}
+    return spec_type_of(kv.get, [t.name for t in plan.tensors])
+
+
+def _spec_type_rule(c: _Checker) -> None:
+    """A warning when llama-server's auto-detection picks a type that drafts the file wrongly."""
+    st = spec_type(c.plan)
+    if st.flag_needed and st.auto_detected is not None:
+        c.warn("dflash.sample_from_anchor", "spec-type",
+               f"serve this file with --spec-type {st.spec_type}{''.join(' ' + f for f in st.extra_flags)}: {st.reason}")
 
 
 def errors(findings: list[Finding]) -> list[Finding]:

@@ -206,21 +206,25 @@ def check(
 
             render_fit(report, make_console())
         raise typer.Exit(0 if report.ok else 1)
-    from .check import check_plan, errors
+    from .check import check_plan, errors, spec_type
     from .gguffile.source import plan_from_source
 
     plan, source = run_or_exit(lambda: plan_from_source(file, remote_options(max_header_mib, timeout, deadline)),
                                f"reading {file}")
     findings = check_plan(plan)
     ok = not errors(findings)
+    st = spec_type(plan)
     if as_json:
         print_json({"file": str(file), "arch": plan.arch, "ok": ok,
-                    "findings": [f.to_dict() for f in findings], **({"source": source.to_dict()} if source else {})})
+                    "findings": [f.to_dict() for f in findings], "spec_type": st.to_dict(),
+                    **({"source": source.to_dict()} if source else {})})
     else:
         from .render import make_console, render_findings, render_source
 
         console = make_console()
         render_findings(file, plan.arch, findings, console)
+        warned = any(f.rule == "spec-type" for f in findings)      # the warning already says why
+        console.print(st.line(reason=not warned), markup=False, highlight=False)
         if source is not None:
             render_source(source.to_dict(), console)
     from .check import stale_layout

@@ -174,6 +174,14 @@ def _by_type(f: GGUFFile) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _spec_type(f: GGUFFile) -> dict[str, Any] | None:
+    """The ``--spec-type`` llama-server needs (:mod:`.variants.spectype`); None for a file that is not a draft."""
+    from .variants.spectype import spec_type_of
+
+    st = spec_type_of(f.value, [t.name for t in f.tensors])
+    return st.to_dict() if st.spec_type is not None else None
+
+
 def describe_gguf(f: GGUFFile, *, full_arrays: bool = False, tensors: bool = True, filter: str | None = None,
                   stats: bool = False) -> dict[str, Any]:
     """:func:`inspect_gguf` on an already opened file."""
@@ -196,6 +204,7 @@ def describe_gguf(f: GGUFFile, *, full_arrays: bool = False, tensors: bool = Tru
         "tensor_bytes": sum(t.nbytes or 0 for t in f.tensors),
         "by_type": _by_type(f),
         "tokenizer": tokenizer_summary(f),
+        "spec_type": _spec_type(f),
         "kvs": {kv.name: kv_entry(f, kv, full_arrays) for kv in f.kvs.values() if match(kv.name)},
         "tensors": None,
     }

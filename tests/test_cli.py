@@ -156,7 +156,10 @@ def test_check_good_file(tmp_path: Path, good_plan: Plan) -> None:
     r = invoke("check", path)
     assert r.exit_code == 0 and "passes every loader rule" in r.stdout
     doc = json.loads(invoke("check", path, "--json").stdout)
-    assert doc == {"file": str(path), "arch": "dflash", "ok": True, "findings": []}
+    # issue 23: check --json also says which --spec-type llama-server needs (a Markov-head file: auto-detected)
+    assert doc == {"file": str(path), "arch": "dflash", "ok": True, "findings": [],
+                   "spec_type": {"spec_type": "draft-dspark", "auto_detected": "draft-dspark",
+                                 "reason": "markov_w1.weight present", "extra_flags": [], "flag_needed": False}}
 
 
 def _mutated(plan: Plan, kvs: dict[str, KV | None] | None = None, drop: tuple[str, ...] = (),

@@ -259,22 +259,22 @@ class LlamaServer:
 def spec_for(draft: Path, eagle3_n_max: int = 4) -> tuple[str, int]:
     """``(--spec-type, --spec-draft-n-max)`` for a converted draft, with a whole block per draft.
 
-    ``draft-dspark`` for a Markov-head file and for any ``dflash`` file with ``dflash.sample_from_anchor = true``
-    (e.g. DeepSpec's head-less "DFlash"): only that path reads block rows from the anchor on; ``draft-dflash``
-    (llama.cpp's auto-detected type for a file without ``markov_w1``) always reads rows 1..B-1, which shifts such a
-    draft by one position (measured on dflash-deepspec: 62/84 positions agree under draft-dflash, all under
-    draft-dspark). ``draft-eagle3`` with ``eagle3_n_max`` chained steps."""
+    The type is the one the file needs (:func:`..variants.spectype.spec_type_of`): ``draft-dspark`` for a Markov-head file
+    and for a head-less ``dflash`` file with ``dflash.sample_from_anchor = true`` (e.g. DeepSpec's "DFlash"):
+    only that path reads block rows from the anchor on; ``draft-dflash`` (llama.cpp's auto-detected type for a
+    file without ``markov_w1``) always reads rows 1..B-1, which shifts such a draft by one position (measured on
+    dflash-deepspec: 62/84 positions agree under draft-dflash, all under draft-dspark). ``draft-eagle3`` with
+    ``eagle3_n_max`` chained steps."""
     from ..reference import open_gguf
+    from ..variants.spectype import spec_type_of
 
     g = open_gguf(draft)
-    arch = g.value("general.architecture")
-    if arch == "eagle3":
-        return "draft-eagle3", eagle3_n_max
-    if arch != "dflash":
-        raise ConvertError(f"{draft}: general.architecture {arch!r} is not a DFlash/DSpark/EAGLE-3 draft")
+    st = spec_type_of(g.value, [t.name for t in g.file.tensors])
+    if st.spec_type is None:
+        raise ConvertError(f"{draft}: {st.reason}: not a draft llama-server speculates with")
+    if st.spec_type == "draft-eagle3":
+        return st.spec_type, eagle3_n_max
     block = int(g.value("dflash.block_size", 16))
     sfa = g.value("dflash.sample_from_anchor")
-    markov = g.has("markov_w1.weight")
-    if markov or sfa:
-        return "draft-dspark", block if (sfa is None and markov) or bool(sfa) else block - 1
-    return "draft-dflash", block - 1
+    anchor_first = st.spec_type == "draft-dspark" and (sfa is None or bool(sfa))
+    return st.spec_type, block if anchor_first else block - 1

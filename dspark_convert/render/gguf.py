@@ -143,6 +143,11 @@ def _summary_table(info: dict[str, Any], console: Console) -> None:
         for kind, sp in tok["special"].items():
             shown = repr(sp["token"]) if sp["token"] is not None else "(out of range)"
             rows.append([f"  {kind}", text(f"{sp['id']} {shown}")])
+    st = info.get("spec_type")
+    if st:
+        flags = " ".join([f"--spec-type {st['spec_type']}", *st["extra_flags"]])
+        rows.append(["llama-server", text(f"{flags} ({'pass it' if st['flag_needed'] else 'auto-detected'}: "
+                                          f"{st['reason']})", limit=1000)])
     src = info.get("source")
     if src:  # remote files only
         rows.append(["source", text(source_text(src), limit=4096)])

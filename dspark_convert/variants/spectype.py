@@ -1,0 +1,87 @@
+"""Which ``--spec-type`` llama-server b11434 needs for a draft file of each GGUF variant, and what it picks without one.
+
+From upstream's ``common/speculative.cpp`` (auto-detection, ``upstream-b11434.md`` §2.9) and the drafting loop:
+
+- auto-detection reads a local ``-md`` file: arch ``dflash`` -> ``draft-dspark`` when ``markov_w1.weight`` exists,
+  else ``draft-dflash``; arch ``eagle3`` is never auto-detected (nothing speculates unless ``--spec-type
+  draft-eagle3`` is given);
+- ``draft-dflash`` reads the draft's prediction from block rows 1..n whatever ``dflash.sample_from_anchor``
+  says (the selector walk of a ``selector_hidden.weight`` file too); ``draft-dspark`` reads rows 0..n-1 when
+  ``dflash.sample_from_anchor`` is true or absent, and applies the Markov head only when the file has one.
+
+So a ``dflash`` file without ``markov_w1.weight`` whose ``dflash.sample_from_anchor`` is **true** (a head-less
+anchor-first draft: it predicts the token after the anchor from row 0) is auto-detected as ``draft-dflash`` and
+then drafts every token one position late (on the fixture: 62/84 positions agree with the reference under
+``draft-dflash``, all under ``draft-dspark``). It needs ``--spec-type draft-dspark`` passed explicitly; a key
+absent or false keeps the z-lab reading (rows 1..n), which is what ``draft-dflash`` does. With
+``dflash.has_confidence_head = false``, ``draft-dspark`` also refuses ``--spec-draft-p-min`` above 0 (0 is the
+default). Numpy-free: ``check`` and ``inspect`` use it on a header.
+
+Example:
+    >>> spec_type_of({"general.architecture": "dflash"}.get, ["fc.weight", "markov_w1.weight"]).spec_type
+    'draft-dspark'
+    >>> s = spec_type_of({"general.architecture": "dflash", "dflash.sample_from_anchor": True}.get, ["fc.weight"])
+    >>> s.spec_type, s.auto_detected, s.flag_needed
+    ('draft-dspark', 'draft-dflash', True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .. import schema as S
+
+MARKOV = "markov_w1.weight"
+SELECTOR = "selector_hidden.weight"
+ANCHOR_KEY = "dflash.sample_from_anchor"
+CONF_KEY = "dflash.has_confidence_head"
+
+
+@dataclass(frozen=True)
+class SpecType:
+    """What llama-server does with a draft file: the ``--spec-type`` it needs (None: not a draft llama-server
+    speculates with), the one it auto-detects (None: none), why, and any other flag it needs."""
+
+    spec_type: str | None
+    auto_detected: str | None
+    reason: str
+    extra_flags: tuple[str, ...] = ()
+
+    @property
+    def flag_needed(self) -> bool:
+        """True when ``--spec-type`` must be passed (auto-detection picks another type, or none)."""
+        return self.spec_type is not None and self.spec_type != self.auto_detected
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "extra_flags": list(self.extra_flags), "flag_needed": self.flag_needed}
+
+    def line(self, reason: bool = True) -> str:
+        """One line for the terminal (``reason=False``: without the why, e.g. when a warning already says it)."""
+        if self.spec_type is None:
+            return f"llama-server: not a speculative draft ({self.reason})"
+        flags = " ".join((f"--spec-type {self.spec_type}", *self.extra_flags))
+        how = "pass" if self.flag_needed else "auto-detected; or pass"
+        return f"llama-server: {how} {flags}" + (f" ({self.reason})" if reason else "")
+
+
+def spec_type_of(value: Callable[[str], Any], tensor_names: Collection[str]) -> SpecType:
+    """The :class:`SpecType` of a file from its metadata getter (key -> value or None) and tensor names."""
+    arch = value(S.GENERAL_ARCHITECTURE)
+    names = set(tensor_names)
+    if arch == S.ARCH_EAGLE3:
+        return SpecType("draft-eagle3", None, f"llama-server never auto-detects an {S.ARCH_EAGLE3} file")
+    if arch != S.ARCH_DFLASH:
+        return SpecType(None, None, f"general.architecture {arch!r} is neither {S.ARCH_DFLASH} nor {S.ARCH_EAGLE3}")
+    anchor = value(ANCHOR_KEY)
+    if MARKOV in names:
+        return SpecType("draft-dspark", "draft-dspark", f"{MARKOV} present")
+    if anchor is True and SELECTOR not in names:
+        extra = ("--spec-draft-p-min 0",) if value(CONF_KEY) is False else ()
+        return SpecType("draft-dspark", "draft-dflash",
+                        f"no {MARKOV}, so llama-server auto-detects draft-dflash, which reads block rows 1..n; this "
+                        f"file predicts from the anchor row ({ANCHOR_KEY} = true), which only draft-dspark reads: "
+                        "under draft-dflash every drafted token is one position late", extra)
+    what = "the selector lattice is walked under draft-dflash" if SELECTOR in names else "block rows 1..n"
+    return SpecType("draft-dflash", "draft-dflash", f"no {MARKOV}; {what}")
