@@ -216,15 +216,17 @@ def check(
     st = spec_type(plan)
     if as_json:
         print_json({"file": str(file), "arch": plan.arch, "ok": ok,
-                    "findings": [f.to_dict() for f in findings], "spec_type": st.to_dict(),
+                    "findings": [f.to_dict() for f in findings],
+                    "spec_type": st.to_dict() if st.spec_type is not None else None,
                     **({"source": source.to_dict()} if source else {})})
     else:
         from .render import make_console, render_findings, render_source
 
         console = make_console()
         render_findings(file, plan.arch, findings, console)
-        warned = any(f.rule == "spec-type" for f in findings)      # the warning already says why
-        console.print(st.line(reason=not warned), markup=False, highlight=False)
+        if st.spec_type is not None:
+            warned = any(f.rule == "spec-type" for f in findings)      # the warning already says why
+            console.print(st.line(reason=not warned), markup=False, highlight=False, soft_wrap=True)
         if source is not None:
             render_source(source.to_dict(), console)
     from .check import stale_layout

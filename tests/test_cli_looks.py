@@ -145,7 +145,9 @@ def test_check_in_a_pipe(tmp_path: Path) -> None:
     lines = r.stdout.splitlines()
     assert lines[0] == f"{tmp_path / 'e.gguf'} (eagle3)" and lines[1].split() == ["level", "key", "/", "tensor",
                                                                                    "rule", "message"]
-    assert all(ln.startswith(("error  ", "warning  ")) for ln in lines[2:-2]) and lines[-1].endswith("warnings")
+    # issue 23: the last line says which --spec-type llama-server needs (eagle3: never auto-detected)
+    assert all(ln.startswith(("error  ", "warning  ")) for ln in lines[2:-3]) and lines[-2].endswith("warnings")
+    assert lines[-1] == "llama-server: pass --spec-type draft-eagle3 (llama-server never auto-detects an eagle3 file)"
 
 
 # ------------------------------------------------------------------------------------------- notes and summary
@@ -189,7 +191,9 @@ def test_summary_wording_on_a_tiny_file(tmp_path: Path) -> None:
     assert summary == [f"file          {f}", f"size          {size} bytes", "GGUF version  3", "alignment     32",
                        "data offset   224", "KVs           3", "tensors       1", "arch          dflash",
                        "parameters    128", "tensor data   512 bytes", "  F32         1 tensor, 128 elements, 512 B",
-                       "tokenizer     gpt2, no pre-tokenizer, 2 tokens, no chat template", ""]
+                       "tokenizer     gpt2, no pre-tokenizer, 2 tokens, no chat template",
+                       # issue 23: the --spec-type llama-server needs (no markov_w1.weight: draft-dflash)
+                       "llama-server  --spec-type draft-dflash (auto-detected: no markov_w1.weight; block rows 1..n)", ""]
 
 
 def test_metadata_title_counts_in_words(tmp_path: Path) -> None:
