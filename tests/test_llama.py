@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from conftest import TARGET, require_fixture
 from llama_support import PROMPT, Run, correlated, mimo_draft, run
+from test_new_drafts import b11434_qwen3  # noqa: F401  (the make_inputs_b11434.py qwen3 group, a session fixture)
 
 from dspark_convert.fit.rules import HEAD_FIX, check_fit
 from dspark_convert.hf2gguf.conversion import convert
@@ -334,3 +335,51 @@ def test_verify_fails_a_file_llama_cpp_runs_with_token_embd_as_head(converted: C
         rep = verify(f, require_fixture("dspark-qwen3"), TARGET, context=4, quality=False)
         verdicts[lay] = (rep.passed, any("token_embd.weight" in n and "llama.cpp" in n for n in rep.notes))
     assert verdicts == {"upstream-b11434": (False, True), "with-output": (True, False)}
+
+
+# ---------------------------------------------------------------------------------------------- public b11434 samples
+#: make_inputs_b11434.py's qwen3 group (DeepSeek tokenizer, vocab 129280): MiMo mask_embedding.pt with partial RoPE
+#: and sinks, DFlash2 with logit scale / softcap / embedding scale, SWA + causal + attention value scale, DSpark sinks
+PUBLIC = {"n-dflash-mimo-mask": "draft-dflash", "n-dflash2-scaled": "draft-dflash", "n-dflash-swa-cfg": "draft-dflash",
+          "n-dspark-sinks": "draft-dspark"}
+
+
+@pytest.fixture(scope="session")
+def public_target(llama_bin: tuple[Path, Path], b11434_qwen3: Path,  # noqa: F811 - the imported fixture
+                  tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return convert_target(llama_bin[1], b11434_qwen3 / "target", tmp_path_factory.mktemp("llama-b11434") / "t.gguf")
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("case", list(PUBLIC))
+def test_public_sample_bf16(case: str, llama_bin: tuple[Path, Path], b11434_qwen3: Path,  # noqa: F811
+                            public_target: Path, tmp_path: Path) -> None:
+    """Loaded, drafts, lossless, three-way agrees. n-dflash-swa-cfg found the reference's gap: llama.cpp scales
+    the DFlash attention output by dflash.attention.value_scale (src/models/dflash.cpp, after wo); the numpy
+    reference did not (0/210 -> 210/210 positions once it does)."""
+    target = b11434_qwen3 / "target"
+    f = convert(b11434_qwen3 / case, target, tmp_path / f"{case}.bf16.gguf", outtype="bf16").path
+    assert f is not None and spec_for(f)[0] == PUBLIC[case]
+    plain = run(llama_bin[0], public_target)
+    r = run(llama_bin[0], public_target, f)
+    assert r.completion.draft_n > 0 and r.completion.tokens == plain.completion.tokens
+    tw = three_way(f, target, PROMPT, r.completion.tokens, r.blocks)
+    assert tw.agree, tw.summary()
+
+
+@pytest.mark.parametrize("outtype", ["bf16", "q8_0"])
+def test_verify_applies_attention_value_scale(outtype: str, b11434_qwen3: Path,  # noqa: F811
+                                              tmp_path: Path) -> None:
+    """verify follows llama.cpp's DFlash runtime: dflash.attention.value_scale scales the attention output on the
+    GGUF side, dflash_config.attention_value_scale / use_swa / causal on the checkpoint side; a file whose scale
+    is wrong fails."""
+    from test_mutations import mutate
+
+    from dspark_convert.verify import verify
+
+    draft, target = b11434_qwen3 / "n-dflash-swa-cfg", b11434_qwen3 / "target"
+    f = convert(draft, target, tmp_path / "good.gguf", outtype=outtype).path
+    assert f is not None and open_gguf(f).value("dflash.attention.value_scale") == 0.5
+    assert verify(f, draft, target, context=4, quality=False).passed
+    bad = mutate(f, tmp_path / "bad.gguf", kvs={"dflash.attention.value_scale": 1.0})
+    assert not verify(bad, draft, target, context=4, quality=False).passed

@@ -166,7 +166,8 @@ class TorchBlock:
 
 
 def block_layer(L: Weights, hp: HFHParams, il: int, x: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
-    """One Qwen3 layer: the block ``x [B, H]`` attends to ``[C; block]`` (non-causal; SWA layers mask far keys)."""
+    """One Qwen3 layer: the block ``x [B, H]`` attends to ``[C; block]`` (non-causal unless the config says causal;
+    SWA layers mask far keys)."""
     p, eps, nh, nkv, hd = f"layers.{il}.", hp.eps, hp.n_head, hp.n_head_kv, hp.head_dim
     T, B = C.shape[0], x.shape[0]
     pos = torch.arange(T + B)
@@ -178,9 +179,13 @@ def block_layer(L: Weights, hp: HFHParams, il: int, x: torch.Tensor, C: torch.Te
     freqs = inv_freq(hp)
     q, k = apply_rope(q, pos[T:], freqs, hp.neox), apply_rope(k, pos, freqs, hp.neox)
     mask = (pos[T:, None] - pos[None, :]) < hp.sliding_window if hp.is_swa(il) else None
+    if hp.causal:                                  # dflash.attention.causal: no later block row is visible
+        seen = pos[None, :] <= pos[T:, None]
+        mask = seen if mask is None else mask & seen
     sinks = next((L[p + n] for n in ("self_attn.sinks", "self_attn.attention_sink_bias",
                                      "self_attn.learnable_sink_param") if p + n in L), None)
-    x = x + attend(q, k, v, mask, sinks) @ L[p + "self_attn.o_proj.weight"].T
+    o = attend(q, k, v, mask, sinks) @ L[p + "self_attn.o_proj.weight"].T
+    x = x + (o * hp.value_scale if hp.value_scale else o)
     return x + swiglu(rms(x, L[p + "post_attention_layernorm.weight"], eps), L, p)
 
 
