@@ -194,7 +194,7 @@ def test_correlated_dflash2_partial_acceptance_matches_reference_walk(llama_bin:
 def test_correlated_upstream_layout_collapses_acceptance(llama_bin: tuple[Path, Path], corr: tuple[Path, Path, Run],
                                                          tmp_path: Path) -> None:
     """The regression's effect on acceptance: the same correlated DSpark draft in the three head layouts on the
-    untied target. llama.cpp accepts every token with the target's head and none when it scores with token_embd."""
+    untied target. llama.cpp accepts every token with the target's head and few when it scores with token_embd."""
     f = _corr_draft(corr, "dspark-qwen3", tmp_path)
     m = TargetModel(corr[0])
     acc = {}
@@ -204,7 +204,9 @@ def test_correlated_upstream_layout_collapses_acceptance(llama_bin: tuple[Path, 
         assert c.tokens == corr[2].completion.tokens                  # lossless whatever the layout
         acc[lay] = (c.draft_n_accepted, c.draft_n)
     assert acc["749f688"][0] == acc["749f688"][1] > 0 and acc["with-output"][0] == acc["with-output"][1]
-    assert acc["upstream-b11434"][0] == 0 and acc["upstream-b11434"][1] > 0, acc
+    # scoring with token_embd, each block row's best token is its own input (measured: the anchor 484, then the
+    # mask token 1016 at every other position), so about one token per block is accepted (7/40 here)
+    assert acc["upstream-b11434"][1] > 0 and acc["upstream-b11434"][0] < 0.25 * acc["upstream-b11434"][1], acc
 
 
 # ---------------------------------------------------------------------------------------------- the regression
