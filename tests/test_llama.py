@@ -385,3 +385,16 @@ def test_verify_applies_attention_value_scale(outtype: str, b11434_qwen3: Path, 
     assert verify(f, draft, target, context=4, quality=False).passed
     bad = mutate(f, tmp_path / "bad.gguf", kvs={"dflash.attention.value_scale": 1.0})
     assert not verify(bad, draft, target, context=4, quality=False).passed
+
+
+def test_dflash2_comparison_knows_only_the_accepted_prefix() -> None:
+    """A DFlash2 block as verification reveals it: accepted tokens, then one token known only not to be the
+    target's; the reference must reject at the same place."""
+    from dspark_convert.llamacpp.threeway import UNKNOWN, BlockComparison, ThreeWay
+
+    ok = BlockComparison(0, 8, 5, [7, UNKNOWN], [7, 9, 3], [0.0, 0.0], [1.0, 1.0], not_token=8)
+    bad = BlockComparison(1, 9, 7, [UNKNOWN], [8, 8], [5.0], [1.0], not_token=8)
+    tw = ThreeWay(Path("d.gguf"), [ok, bad])
+    assert (ok.first_mismatch, bad.first_mismatch, tw.agree, tw.counts) == (None, 0, False, (2, 0, 3))
+    assert tw.summary() == ("d.gguf: first difference in block 1 (context 9, anchor 7) at position 0: llama.cpp "
+                            "drafted a token other than 8, the reference 8; 2/3 positions identical, 0 near-ties")
