@@ -485,7 +485,6 @@ def check_plan(plan: Plan) -> list[Finding]:
     if variant.generic_layers:
         _layer_rules(c, in_width, variant.in_what(c.dims))
     _tensor_rules(c)
-    _spec_type_rule(c)
     return c.findings
 
 
@@ -495,12 +494,14 @@ def spec_type(plan: Plan) -> SpecType:
     return spec_type_of(kv.get, [t.name for t in plan.tensors])
 
 
-def _spec_type_rule(c: _Checker) -> None:
-    """A warning when llama-server's auto-detection picks a type that drafts the file wrongly."""
-    st = spec_type(c.plan)
-    if st.flag_needed and st.auto_detected is not None:
-        c.warn("dflash.sample_from_anchor", "spec-type",
-               f"serve this file with --spec-type {st.spec_type}{''.join(' ' + f for f in st.extra_flags)}: {st.reason}")
+def spec_type_warning(st: SpecType) -> str | None:
+    """A warning line when llama-server's auto-detection picks a type that drafts the file wrongly (not a loader
+    finding: the file loads, and upstream writes the same)."""
+    if not (st.flag_needed and st.auto_detected is not None):
+        return None
+    flags = "".join(" " + f for f in st.extra_flags)
+    return (f"llama-server would auto-detect {st.auto_detected} for this file; serve it with --spec-type "
+            f"{st.spec_type}{flags}: {st.reason}")
 
 
 def errors(findings: list[Finding]) -> list[Finding]:

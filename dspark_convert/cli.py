@@ -225,15 +225,16 @@ def check(
         console = make_console()
         render_findings(file, plan.arch, findings, console)
         if st.spec_type is not None:
-            warned = any(f.rule == "spec-type" for f in findings)      # the warning already says why
-            console.print(st.line(reason=not warned), markup=False, highlight=False, soft_wrap=True)
+            console.print(st.line(), markup=False, highlight=False, soft_wrap=True)
         if source is not None:
             render_source(source.to_dict(), console)
-    from .check import stale_layout
+    from .check import spec_type_warning, stale_layout
     from .render import print_warning
 
     for finding in run_or_exit(lambda: stale_layout(file), f"reading {file}"):  # stderr: the findings stay loader rules
         print_warning(finding.message)
+    if (spec_warning := spec_type_warning(st)) is not None:
+        print_warning(spec_warning)
     raise typer.Exit(0 if ok else 1)
 
 
