@@ -8,11 +8,13 @@ to the copy, and the converter's peak RSS (the child's ``ru_maxrss``).
 
 Published sizes (spec/upstream-b11434.md §3): DFlash2 ``z-lab/Qwen3.8-27B-DFlash2``: hidden 5120, 5 layers,
 vocab 248,320, conv kernel 2 / group 16, selector rank 256 / top-k 16 (heads 40 x 128, 8 KV heads, FFN 17,408
-assumed: Qwen3-27B-class). MiMo: dims not published in the spec; ``--mimo`` runs hidden 4096, vocab 152,064,
-2 layers (stated in the output). ``--scale S`` divides hidden / FFN / heads (and the vocabulary, down to the 129,280 tokens of the DeepSeek-V4
+assumed: Qwen3-27B-class). MiMo: dims not published in the spec; ``--mimo`` runs hidden 4096 (MiMo-V2.5, the
+MiMo-V2-Flash backbone; ``--mimo-hidden 6144`` for MiMo-V2.5-Pro, per the public model cards), vocab 152,064, 2 layers,
+FFN 3 x hidden (stated in the output). ``--scale S`` divides hidden / FFN / heads (and the vocabulary, down to the 129,280 tokens of the DeepSeek-V4
 tokenizer of the sample target) by S for a quick run.
 
 usage: python benchmarks/bench_new_drafts.py TARGET_DIR [--scale 1] [--outtype bf16] [--workdir DIR] [--mimo]
+       [--mimo-hidden 4096] [--skip-dflash2]
   TARGET_DIR: a target folder with a tokenizer (e.g. make_inputs_b11434.py's qwen3/target)
 """
 
@@ -88,11 +90,12 @@ def make_dflash2(d: Path, s: int) -> str:
     return f"DFlash2 hidden {H}, {L} layers, vocab {V}, rank {R}: {n / 2**30:.2f} GiB"
 
 
-def make_mimo(d: Path, target: Path, s: int) -> str:
+def make_mimo(d: Path, target: Path, s: int, hidden: int = 4096) -> str:
     """Draft + its own target folder (embedding and lm_head of the stated size, the given target's tokenizer)."""
     import torch
 
-    H, nh, nkv, hd, ff, L, V = 4096 // s, 32 // s or 1, 8 // s or 1, 128, 12288 // s, 2, max(152064 // s, 129280)
+    H, nh, nkv, hd, ff, L, V = (hidden // s, hidden // 128 // s or 1, 8 // s or 1, 128, 3 * hidden // s, 2,
+                                max(152064 // s, 129280))
     taps = [1, 10, 20]
     shapes = {"fc.weight": (H, len(taps) * H), "hidden_norm.weight": (H,), "norm.weight": (H,)}
     for i in range(L):
@@ -147,17 +150,20 @@ def main() -> int:
     ap.add_argument("--outtype", default="bf16")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--mimo", action="store_true")
+    ap.add_argument("--mimo-hidden", type=int, default=4096, help="MiMo hidden size (6144: MiMo-V2.5-Pro)")
+    ap.add_argument("--skip-dflash2", action="store_true")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(dir=a.workdir))
     os.environ.setdefault("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
     try:
-        d = work / "dflash2"
-        label = make_dflash2(d, a.scale)
-        run(label, d, a.target, work / "d2.gguf", a.outtype, [d / "model.safetensors"])
-        shutil.rmtree(d)
+        if not a.skip_dflash2:
+            d = work / "dflash2"
+            label = make_dflash2(d, a.scale)
+            run(label, d, a.target, work / "d2.gguf", a.outtype, [d / "model.safetensors"])
+            shutil.rmtree(d)
         if a.mimo:
             d = work / "mimo"
-            label = make_mimo(d, a.target, a.scale)
+            label = make_mimo(d, a.target, a.scale, a.mimo_hidden)
             run(label, d, work / "mimo-target", work / "m.gguf", a.outtype,
                 [d / "model.safetensors", work / "mimo-target" / "model.safetensors"])
     finally:
