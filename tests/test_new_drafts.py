@@ -115,7 +115,7 @@ def test_dflash2_verify_passes_every_outtype(dflash2_files: dict[str, Path], out
             "metadata dflash.selector_top_k"} <= set(rows)
 
 
-@pytest.mark.parametrize("outtype", ["f32", "q8_0"])
+@pytest.mark.parametrize("outtype", OUTTYPES)
 @pytest.mark.parametrize("mutation", ["negated-predecessor-codebook", "negated-successor-codebook",
                                       "swapped-conv-kernels", "swapped-conv-projections"])
 def test_dflash2_mutations_fail_verify(dflash2_files: dict[str, Path], tmp_path: Path, outtype: str,
@@ -138,7 +138,7 @@ def test_dflash2_mutations_fail_verify(dflash2_files: dict[str, Path], tmp_path:
         assert rows["block logits (scaled, capped)"] and rows["layer 1 output"]
 
 
-@pytest.mark.parametrize("outtype", ["bf16", "q8_0"])
+@pytest.mark.parametrize("outtype", OUTTYPES)
 def test_dflash2_scaled_verify_and_wrong_scales(b11434_qwen3: Path, tmp_path: Path, outtype: str) -> None:
     """n-dflash2-scaled (logit scale 1.25, softcapping 15, embedding scale 5.5) verifies; a wrong embedding_scale or
     logit_scale in the file fails, at the block input / the logits and in the metadata."""
