@@ -121,3 +121,18 @@ def test_patch_row_outside_the_chunk_is_the_chunk_itself() -> None:
     assert t.apply_at([chunk], 12, 4) is chunk  # rows 4..7: nothing copied
     assert t.apply_at([chunk], 12, 8).tolist() == [[0, 1], [2, 3], [4, 5], [7, 7]]
     assert t.row_group(12) == 1
+
+
+@pytest.mark.parametrize("case", ["mimo-mask-eval-pickle", "mimo-mask-hostile-pickle"])
+def test_code_in_mask_embedding_never_runs(tmp_path: Path, case: str) -> None:
+    """A mask_embedding.pt whose load would call eval / os.system is refused before the call: the marker file the
+    eval payload would create does not exist, and nothing is written."""
+    from bad_inputs_cases import CASES, build
+
+    from dspark_convert import convert
+    from dspark_convert.errors import ConvertError
+
+    inp = build(CASES[case], tmp_path)
+    with pytest.raises(ConvertError, match=r"mask_embedding\.pt: refused to load: it references '(eval|posix\.system)'"):
+        convert(inp.draft, inp.target, tmp_path / "out.gguf")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["draft"]  # no marker "ran", no output
