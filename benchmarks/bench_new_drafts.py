@@ -4,7 +4,9 @@
 For each family: write a synthetic checkpoint of the published dimensions (values: one random BF16 block tiled,
 so writing is cheap), convert it with ``dspark-convert hf2gguf`` in a child process, and copy the checkpoint's
 safetensors with ``shutil.copyfile`` + fsync in another child (the baseline, same run). Prints wall time, the ratio
-to the copy, and the converter's peak RSS (the child's ``ru_maxrss``).
+to the copy, the CPU seconds of both (steadier than wall time on a shared machine) and the converter's peak RSS
+(the child's ``ru_maxrss``). The inputs are synced to disk before the first copy; ``--repeat N`` interleaves N
+copy / convert pairs and prints the medians.
 
 Published sizes (spec/upstream-b11434.md §3): DFlash2 ``z-lab/Qwen3.8-27B-DFlash2``: hidden 5120, 5 layers,
 vocab 248,320, conv kernel 2 / group 16, selector rank 256 / top-k 16 (heads 40 x 128, 8 KV heads, FFN 17,408
@@ -14,7 +16,7 @@ FFN 3 x hidden (stated in the output). ``--scale S`` divides hidden / FFN / head
 tokenizer of the sample target) by S for a quick run.
 
 usage: python benchmarks/bench_new_drafts.py TARGET_DIR [--scale 1] [--outtype bf16] [--workdir DIR] [--mimo]
-       [--mimo-hidden 4096] [--skip-dflash2]
+       [--mimo-hidden 4096] [--skip-dflash2] [--repeat 1]
   TARGET_DIR: a target folder with a tokenizer (e.g. make_inputs_b11434.py's qwen3/target)
 """
 
@@ -24,6 +26,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -118,29 +121,47 @@ def make_mimo(d: Path, target: Path, s: int, hidden: int = 4096) -> str:
 
 
 WRAP = ("import resource,subprocess,sys\nsubprocess.run(sys.argv[1:],check=True,capture_output=True)\n"
-        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+        "r=resource.getrusage(resource.RUSAGE_CHILDREN)\nprint(r.ru_maxrss,r.ru_utime+r.ru_stime)")
 
 
-def timed(cmd: list[str]) -> tuple[float, float]:
-    """Wall time and peak RSS (MiB) of ``cmd``, measured in a fresh wrapper process (its only child)."""
+def timed(cmd: list[str]) -> tuple[float, float, float]:
+    """Wall time, peak RSS (MiB) and CPU seconds (user + system) of ``cmd``, measured in a fresh wrapper process
+    (its only child). CPU time is the steadier figure on a shared machine: it does not count waiting."""
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-c", WRAP, *cmd], check=True, capture_output=True, text=True)
-    return time.perf_counter() - t0, int(p.stdout.strip()) / 1024
+    rss, cpu = p.stdout.split()
+    return time.perf_counter() - t0, int(rss) / 1024, float(cpu)
 
 
 COPY = ("import os,shutil,sys\nfor s,d in zip(sys.argv[1::2],sys.argv[2::2]):\n shutil.copyfile(s,d)\n"
         " fd=os.open(d,os.O_RDONLY); os.fsync(fd); os.close(fd)")
 
 
-def run(label: str, draft: Path, target: Path, out: Path, outtype: str, copies: list[Path]) -> None:
-    copy_s, _ = timed([sys.executable, "-c", COPY] + [str(x) for p in copies for x in (p, out.with_suffix(f".{p.parent.name}.copy"))])
-    conv_s, rss = timed([shutil.which("dspark-convert") or "dspark-convert", "hf2gguf", str(draft), "--target-model-dir",
-                         str(target), "--outtype", outtype, "-o", str(out), "--ignore-target-mismatch", "--no-cache"])
-    print(f"{label}\n  convert {outtype}: {conv_s:.1f} s, copy baseline {copy_s:.1f} s, ratio {conv_s / copy_s:.2f}, "
-          f"converter peak RSS {rss:.0f} MiB, output {out.stat().st_size / 2**30:.2f} GiB")
-    for p in out.parent.glob("*.copy"):
-        p.unlink()
-    out.unlink()
+def run(label: str, draft: Path, target: Path, out: Path, outtype: str, copies: list[Path], repeat: int = 1) -> None:
+    """Copy, then convert, ``repeat`` times interleaved; prints each run and the median of the per-run ratios."""
+    os.sync()  # the synthetic inputs reach the disk first: else the first copy pays for writing them back
+    ratios, cpu_ratios, rss = [], [], 0.0
+    print(label)
+    for _ in range(repeat):
+        copy_s, _, copy_cpu = timed([sys.executable, "-c", COPY] + [
+            str(x) for p in copies for x in (p, out.with_suffix(f".{p.parent.name}.copy"))])
+        for p in out.parent.glob("*.copy"):
+            p.unlink()
+        os.sync()
+        conv_s, peak, conv_cpu = timed([shutil.which("dspark-convert") or "dspark-convert", "hf2gguf", str(draft),
+                                        "--target-model-dir", str(target), "--outtype", outtype, "-o", str(out),
+                                        "--ignore-target-mismatch", "--no-cache"])
+        ratios.append(conv_s / copy_s)
+        cpu_ratios.append(conv_cpu / copy_cpu)
+        rss = max(rss, peak)
+        print(f"  convert {outtype}: {conv_s:.1f} s ({conv_cpu:.1f} s CPU), copy baseline {copy_s:.1f} s "
+              f"({copy_cpu:.1f} s CPU), ratio {conv_s / copy_s:.2f} (CPU {conv_cpu / copy_cpu:.2f}), converter peak "
+              f"RSS {peak:.0f} MiB, output {out.stat().st_size / 2**30:.2f} GiB")
+        out.unlink()
+        os.sync()
+    if repeat > 1:
+        print(f"  median of {repeat} runs: ratio {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}), "
+              f"CPU ratio {statistics.median(cpu_ratios):.2f}, peak RSS {rss:.0f} MiB")
 
 
 def main() -> int:
@@ -152,6 +173,7 @@ def main() -> int:
     ap.add_argument("--mimo", action="store_true")
     ap.add_argument("--mimo-hidden", type=int, default=4096, help="MiMo hidden size (6144: MiMo-V2.5-Pro)")
     ap.add_argument("--skip-dflash2", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1, help="interleaved copy / convert runs (median ratio printed)")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(dir=a.workdir))
     os.environ.setdefault("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
@@ -159,13 +181,13 @@ def main() -> int:
         if not a.skip_dflash2:
             d = work / "dflash2"
             label = make_dflash2(d, a.scale)
-            run(label, d, a.target, work / "d2.gguf", a.outtype, [d / "model.safetensors"])
+            run(label, d, a.target, work / "d2.gguf", a.outtype, [d / "model.safetensors"], a.repeat)
             shutil.rmtree(d)
         if a.mimo:
             d = work / "mimo"
             label = make_mimo(d, a.target, a.scale, a.mimo_hidden)
             run(label, d, work / "mimo-target", work / "m.gguf", a.outtype,
-                [d / "model.safetensors", work / "mimo-target" / "model.safetensors"])
+                [d / "model.safetensors", work / "mimo-target" / "model.safetensors"], a.repeat)
     finally:
         shutil.rmtree(work)
     return 0
