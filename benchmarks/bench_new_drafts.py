@@ -3,7 +3,8 @@
 
 For each family: write a synthetic checkpoint of the published dimensions (values: one random BF16 block tiled,
 so writing is cheap), convert it with ``dspark-convert hf2gguf`` in a child process, and copy the checkpoint's
-safetensors with ``shutil.copyfile`` + fsync in another child (the baseline, same run). Prints wall time, the ratio
+safetensors in another child (the baseline, same run: every byte read with ``preadv`` into user space and written,
+then fsynced, as bench_convert.py's I/O floor). Prints wall time, the ratio
 to the copy, the CPU seconds of both (steadier than wall time on a shared machine) and the converter's peak RSS
 (the child's ``ru_maxrss``). The inputs are synced to disk before the first copy; ``--repeat N`` interleaves N
 copy / convert pairs and prints the medians.
@@ -133,8 +134,13 @@ def timed(cmd: list[str]) -> tuple[float, float, float]:
     return time.perf_counter() - t0, int(rss) / 1024, float(cpu)
 
 
-COPY = ("import os,shutil,sys\nfor s,d in zip(sys.argv[1::2],sys.argv[2::2]):\n shutil.copyfile(s,d)\n"
-        " fd=os.open(d,os.O_RDONLY); os.fsync(fd); os.close(fd)")
+#: the copy baseline, as benchmarks/bench_convert.py's I/O floor: read every byte in 16 MiB ``preadv`` calls and
+#: write it (user space, like the converter; not ``copy_file_range``, which never brings the bytes to user space),
+#: then fsync
+COPY = ("import os,sys\nb=bytearray(16<<20);v=memoryview(b)\nfor s,d in zip(sys.argv[1::2],sys.argv[2::2]):\n"
+        " i=os.open(s,os.O_RDONLY);o=os.open(d,os.O_WRONLY|os.O_CREAT|os.O_TRUNC,0o644);p=0\n"
+        " while n:=os.preadv(i,[v],p):\n  os.write(o,v[:n]);p+=n\n"
+        " os.fsync(o);os.close(o);os.close(i)")
 
 
 def run(label: str, draft: Path, target: Path, out: Path, outtype: str, copies: list[Path], repeat: int = 1) -> None:

@@ -136,3 +136,38 @@ def test_code_in_mask_embedding_never_runs(tmp_path: Path, case: str) -> None:
     with pytest.raises(ConvertError, match=r"mask_embedding\.pt: refused to load: it references '(eval|posix\.system)'"):
         convert(inp.draft, inp.target, tmp_path / "out.gguf")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["draft"]  # no marker "ran", no output
+
+
+def test_mimo_verify_accounts_for_every_tensor(tmp_path: Path) -> None:
+    """verify on a MiMo conversion reads every GGUF tensor (token_embd and output included) and every checkpoint
+    tensor, drops none; a tensor no forward reads added to the file fails the accounting row alone."""
+    import shutil
+
+    import torch
+    from conftest import FIXTURES, TARGET
+    from test_mutations import add_gguf_tensors
+
+    from dspark_convert import convert
+    from dspark_convert.gguffile.reader import read_gguf
+    from dspark_convert.verify import verify
+
+    draft = tmp_path / "draft"
+    shutil.copytree(FIXTURES / "dflash-zlab", draft)
+    torch.save({"mask_token_id": 1016, "embedding": torch.linspace(-1, 1, 64)}, draft / "mask_embedding.pt")
+    good = tmp_path / "good.gguf"
+    convert(draft, TARGET, good, outtype="bf16")
+    f = read_gguf(good)
+    names = [t.name for t in f.tensors]
+    f.close()
+    assert names[:2] == ["output.weight", "token_embd.weight"]
+    r = verify(good, draft, TARGET, context=8, quality=False)
+    counts = r.tensors["counts"]
+    assert r.passed and r.accounting is not None and r.accounting.passed
+    assert counts["gguf"] == {"total": len(names), "read_by_forward": len(names), "compared": 0, "dropped": 0,
+                              "unaccounted": 0}
+    assert counts["checkpoint"]["unaccounted"] == 0 and counts["checkpoint"]["dropped"] == 0
+    bad = add_gguf_tensors(good, tmp_path / "extra.gguf", ("selector_hidden_x.weight",))
+    r = verify(bad, draft, TARGET, context=8, quality=False)
+    assert not r.passed and r.accounting is not None and not r.accounting.passed
+    assert r.tensors["unaccounted"]["gguf"] == ["selector_hidden_x.weight"]
+    assert all(o.passed for o in r.outputs)  # the forwards still agree: only the accounting catches it
