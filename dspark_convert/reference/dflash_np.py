@@ -52,6 +52,7 @@ class DFlashHParams(CommonHParams):
     sliding_window: int
     swa_layers: list[bool]
     causal: bool
+    value_scale: float = 0.0  # dflash.attention.value_scale: wo(attn) is scaled by it when set (MiMo)
 
     @classmethod
     def from_gguf(cls, g: GGUFWeights) -> DFlashHParams:
@@ -76,6 +77,7 @@ class DFlashHParams(CommonHParams):
             sliding_window=int(g.value("dflash.attention.sliding_window", 0) or 0),
             swa_layers=[bool(x) for x in g.value("dflash.attention.sliding_window_pattern", [False] * c.n_layer)],
             causal=bool(g.value("dflash.attention.causal", False)),
+            value_scale=float(g.value("dflash.attention.value_scale", 0.0) or 0.0),
         )
 
     @property
@@ -136,7 +138,8 @@ def block_forward(w: dict[str, np.ndarray], hp: DFlashHParams, il: int, x: np.nd
     q, k = rms_norm(q, w["attn_q_norm"], hp.eps), rms_norm(k, w["attn_k_norm"], hp.eps)
     cos, sin = rope_cos_sin(positions, hp.n_rot, hp.rope_base, pos_scale=hp.rope_pos_scale)
     q, k = rope_neox(q, cos[T:], sin[T:]), rope_neox(k, cos, sin)
-    x = x + attention(q, k, v, block_mask(hp, il, positions[T:], positions), w.get("attn_sinks")) @ w["attn_output"].T
+    a = attention(q, k, v, block_mask(hp, il, positions[T:], positions), w.get("attn_sinks")) @ w["attn_output"].T
+    x = x + (a * F32(hp.value_scale) if hp.value_scale else a)
     return x + mlp(rms_norm(x, w["ffn_norm"], hp.eps), w["ffn_gate"], w["ffn_up"], w["ffn_down"])
 
 

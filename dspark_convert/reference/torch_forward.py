@@ -178,9 +178,13 @@ def block_layer(L: Weights, hp: HFHParams, il: int, x: torch.Tensor, C: torch.Te
     freqs = inv_freq(hp)
     q, k = apply_rope(q, pos[T:], freqs, hp.neox), apply_rope(k, pos, freqs, hp.neox)
     mask = (pos[T:, None] - pos[None, :]) < hp.sliding_window if hp.is_swa(il) else None
+    if hp.causal:  # the block's own later positions hidden (is_causal / dflash_config.causal)
+        later = pos[None, :] <= pos[T:, None]
+        mask = later if mask is None else mask & later
     sinks = next((L[p + n] for n in ("self_attn.sinks", "self_attn.attention_sink_bias",
                                      "self_attn.learnable_sink_param") if p + n in L), None)
-    x = x + attend(q, k, v, mask, sinks) @ L[p + "self_attn.o_proj.weight"].T
+    a = attend(q, k, v, mask, sinks) @ L[p + "self_attn.o_proj.weight"].T
+    x = x + (a * hp.value_scale if hp.value_scale else a)
     return x + swiglu(rms(x, L[p + "post_attention_layernorm.weight"], eps), L, p)
 
 
