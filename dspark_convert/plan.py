@@ -49,8 +49,8 @@ class RowTransform(Protocol):
 
     The writer streams a tensor by chunks of output rows ``[start, stop)`` (``rows = out_rows(shapes)``) whose
     length is a multiple of ``row_group(rows)``, reads ``source_rows(start, stop, shapes)`` of each source
-    tensor (an empty span is not read), and converts ``apply(chunks, rows)`` from ``out_dtype(source dtypes)`` to
-    the tensor's GGML type. ``sources_ok(n)`` says whether ``n`` sources fit (a stack of experts takes 2 per expert).
+    tensor (an empty span is not read), and converts ``apply_at(chunks, rows, start)`` (by default ``apply(chunks,
+    rows)``) from ``out_dtype(source dtypes)`` to the tensor's GGML type. ``sources_ok(n)`` says whether ``n`` sources fit (a stack of experts takes 2 per expert).
     """
 
     @property
@@ -72,6 +72,8 @@ class RowTransform(Protocol):
     def out_dtype(self, dtypes: tuple[str, ...]) -> str: ...
 
     def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray: ...
+
+    def apply_at(self, chunks: Sequence[np.ndarray], rows: int, start: int) -> np.ndarray: ...
 
     def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray: ...
 

@@ -83,6 +83,11 @@ class Transform:
         """The output rows made from one chunk of each source; ``rows`` is the output row count."""
         raise NotImplementedError
 
+    def apply_at(self, chunks: Sequence[np.ndarray], rows: int, start: int) -> np.ndarray:
+        """:meth:`apply` for the chunk of output rows starting at row ``start`` (what the writer calls); a
+        transform that must know where its chunk lies (one row patched, :class:`PatchRow`) overrides this."""
+        return self.apply(chunks, rows)
+
     def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
         """The whole output from whole sources (used when :meth:`row_group` is None)."""
         return self.apply(arrays, self.out_rows(tuple(a.shape for a in arrays)))
@@ -435,21 +440,32 @@ def _bf16_bits(v: np.ndarray) -> np.ndarray:
 @register
 @dataclass(frozen=True)
 class PatchRow(Transform):
-    """Replace row ``row`` of the (whole) source with ``values``, cast to the source dtype ``dtype`` first."""
+    """Replace row ``row`` of the source with ``values``, cast to the source dtype ``dtype`` first (BF16: round to
+    nearest even), as upstream patches MiMo's mask vector into the embedding table.
+
+    Streamed like any other tensor: the writer hands each chunk with the output row it starts at
+    (:meth:`apply_at`), and only the chunk holding ``row`` is copied and patched; every other chunk passes as it
+    was read. A chunk boundary falls between rows, so the row lands whole in one chunk whatever the outtype
+    (a Q8_0 block never spans two rows).
+
+    Example:
+        >>> PatchRow(3, (9.0, 9.0), "F32").apply_at([np.zeros((2, 2), np.float32)], 4, 2).tolist()
+        [[0.0, 0.0], [9.0, 9.0]]
+    """
 
     name: ClassVar[str] = "patch_row"
     row: int
     values: tuple[float, ...]
     dtype: str
 
-    def row_group(self, rows: int) -> int | None:
-        return None  # one pass over the whole tensor (a row chunk does not know its offset)
-
-    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        out = np.array(chunks[0], copy=True)
+    def apply_at(self, chunks: Sequence[np.ndarray], rows: int, start: int) -> np.ndarray:
+        chunk = chunks[0]
+        if not start <= self.row < start + chunk.shape[0]:
+            return chunk
+        out = np.array(chunk, copy=True)
         v = np.asarray(self.values, dtype=np.float32)
-        if self.dtype == "BF16":
-            out[self.row] = _bf16_bits(v)
-        else:
-            out[self.row] = v.astype(out.dtype)
+        out[self.row - start] = _bf16_bits(v) if self.dtype == "BF16" else v.astype(out.dtype)
         return out
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:  # the whole tensor: rows [0, rows)
+        return self.apply_at(chunks, rows, 0)

@@ -704,6 +704,62 @@ def _(inp: Inputs) -> None:
         z.writestr("archive/version", "3\n")
 
 
+@case("mimo-mask-outside-vocab", "{draft}/mask_embedding.pt: mask_token_id 5000 is outside the vocabulary of 1024 "
+      "tokens", fixture="dflash-zlab")
+def _(inp: Inputs) -> None:
+    edit_config(inp.draft, dflash_config={"mask_token_id": 5000, "target_layer_ids": [1, 2, 4]})
+    _mask_pt(inp, _mask_obj(mask_id=5000))
+
+
+@case("mimo-mask-nonfinite", "{draft}/mask_embedding.pt: 'embedding' holds non-finite values", fixture="dflash-zlab")
+def _(inp: Inputs) -> None:
+    import torch
+
+    _mask_pt(inp, {"mask_token_id": 1016, "embedding": torch.full((64,), float("nan"))})
+
+
+@case("mimo-mask-int-embedding", "{draft}/mask_embedding.pt: 'embedding' is a 1-D int64 tensor, expected a dict of "
+      "'mask_token_id' (an integer) and 'embedding' (a 1-D float tensor)", fixture="dflash-zlab")
+def _(inp: Inputs) -> None:
+    import torch
+
+    _mask_pt(inp, {"mask_token_id": 1016, "embedding": torch.ones(64, dtype=torch.int64)})
+
+
+class _EvalPayload:
+    """A legacy (non-zip) pickle whose load would call ``eval`` on code that creates ``marker``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (eval, (f"open({str(self.marker)!r}, 'w').close()",))
+
+
+@case("mimo-mask-eval-pickle", "{draft}/mask_embedding.pt: refused to load: it references 'eval', which is not a "
+      "tensor type; only plain tensor state dicts are read (torch.load with weights_only=True) and nothing in the "
+      "file was run", fixture="dflash-zlab")
+def _(inp: Inputs) -> None:
+    import pickle
+
+    (inp.draft / "mask_embedding.pt").write_bytes(pickle.dumps(_EvalPayload(inp.tmp / "ran"), protocol=2))
+
+
+@case("mimo-missing-index", "{draft}: the checkpoint has no tensors (found dflash_draft_model.safetensors, but only "
+      "model*.safetensors are read without a model.safetensors.index.json that names the weights files)",
+      fixture="dflash-zlab")
+def _(inp: Inputs) -> None:
+    (inp.draft / "model.safetensors").rename(inp.draft / "dflash_draft_model.safetensors")  # MiMo's name, no index
+    _mask_pt(inp, _mask_obj())
+
+
+@case("mimo-target-no-head", "{target}: no tensor 'lm_head.weight'; mask_embedding.pt needs the target's output head",
+      fixture="dflash-zlab")
+def _(inp: Inputs) -> None:
+    drop_tensor(inp.own_target(), "lm_head.weight")
+    _mask_pt(inp, _mask_obj())
+
+
 # ------------------------------------------------------------------------------------------- special files (issue 25.5)
 # Only regular files are read, everywhere: a FIFO would block the read forever and /dev/zero never ends. Each of
 # these hung (or read to MemoryError) before; each is one line now, checked before the file is opened.

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from golden_manifest import compare
-from new_drafts import ORACLE, OUTTYPES, VARIANTS, make
+from new_drafts import MIMO_VARIANTS, ORACLE, OUTTYPES, VARIANTS, make
 
 from dspark_convert import convert
 from dspark_convert.check import check_file, errors
@@ -115,7 +115,7 @@ def test_dflash2_verify_passes_every_outtype(dflash2_files: dict[str, Path], out
             "metadata dflash.selector_top_k"} <= set(rows)
 
 
-@pytest.mark.parametrize("outtype", ["f32", "q8_0"])
+@pytest.mark.parametrize("outtype", OUTTYPES)
 @pytest.mark.parametrize("mutation", ["negated-predecessor-codebook", "negated-successor-codebook",
                                       "swapped-conv-kernels", "swapped-conv-projections"])
 def test_dflash2_mutations_fail_verify(dflash2_files: dict[str, Path], tmp_path: Path, outtype: str,
@@ -138,7 +138,7 @@ def test_dflash2_mutations_fail_verify(dflash2_files: dict[str, Path], tmp_path:
         assert rows["block logits (scaled, capped)"] and rows["layer 1 output"]
 
 
-@pytest.mark.parametrize("outtype", ["bf16", "q8_0"])
+@pytest.mark.parametrize("outtype", OUTTYPES)
 def test_dflash2_scaled_verify_and_wrong_scales(b11434_qwen3: Path, tmp_path: Path, outtype: str) -> None:
     """n-dflash2-scaled (logit scale 1.25, softcapping 15, embedding scale 5.5) verifies; a wrong embedding_scale or
     logit_scale in the file fails, at the block input / the logits and in the metadata."""
@@ -170,6 +170,35 @@ def test_dflash2_variant_verify(b11434_qwen3: Path, tmp_path: Path) -> None:
 def test_mimo_mask_public_sample_all_outtypes(b11434_qwen3: Path, golden_dir: Path, tmp_path: Path) -> None:
     case = "n-dflash-mimo-mask"
     assert _parity(b11434_qwen3 / case, b11434_qwen3 / "target", golden_dir / "manifests-b11434", case, tmp_path) == {}
+
+
+@pytest.mark.parametrize("variant", sorted(MIMO_VARIANTS))
+def test_mimo_variants_match_upstream(b11434_qwen3: Path, tmp_path: Path, variant: str) -> None:
+    """Other dimensions, sink aliases, partial RoPE, SWA, the index-only layout, the draft's own F32 table; the mask
+    row at the first row of a streamed chunk (65536) and at the last (65535): byte-identical at every outtype."""
+    draft = make(tmp_path, variant)
+    assert _parity(draft, b11434_qwen3 / "target", ORACLE, variant, tmp_path) == {}
+
+
+@pytest.mark.parametrize(("outtype", "causal"), [("f16", False), ("q8_0", False), ("bf16", True)])
+def test_mimo_variant_verifies_and_a_wrong_value_scale_fails(b11434_qwen3: Path, tmp_path: Path, outtype: str,
+                                                             causal: bool) -> None:
+    """MiMo's dflash_config keys reach both forwards: use_swa with a window (24) shorter than the verify context,
+    attention_value_scale (llama.cpp scales wo(attn) by it), causal; a wrong value scale in the file fails."""
+    from test_mutations import mutate
+
+    draft = make(tmp_path, "v-mimo-boundary")
+    if causal:
+        cfg = json.loads((draft / "config.json").read_text())
+        cfg["dflash_config"]["causal"] = True
+        (draft / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "v.gguf"
+    convert(draft, b11434_qwen3 / "target", out, outtype=outtype)
+    passed, rows = _verify_rows(out, draft, b11434_qwen3 / "target")
+    assert passed, rows
+    bad = mutate(out, tmp_path / "bad.gguf", kvs={"dflash.attention.value_scale": 0.5})
+    passed, rows = _verify_rows(bad, draft, b11434_qwen3 / "target")
+    assert not passed and rows["block input (embeddings)"] and rows["layer 0 output"] is False, rows
 
 
 def test_mimo_mask_row_is_patched_and_output_is_the_target_head(tmp_path: Path) -> None:

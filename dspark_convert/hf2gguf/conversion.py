@@ -228,6 +228,10 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
         if not ck.names:
             held = (f"no tensor entries in {', '.join(f.name for f in ck.files)}" if ck.files
                     else "no model*.safetensors or pytorch_model*.bin files")
+            stray = [] if ck.files else sorted(f.name for f in d.path.glob("*.safetensors"))
+            if stray:  # e.g. MiMo's dflash/dflash_draft_model.safetensors, found only through its index
+                held = (f"found {', '.join(stray)}, but only model*.safetensors are read without a {INDEX_NAME} "
+                        "that names the weights files")
             if select is not None and (d.path / INDEX_NAME).is_file():
                 held = f"none of the tensors the {family_name(family)} family reads is in {INDEX_NAME}"
             raise ConvertError(f"{d.path}: the checkpoint has no tensors ({held})")

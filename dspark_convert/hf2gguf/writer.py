@@ -132,7 +132,7 @@ def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
         if t is None:
             return finish(ck.read_rows(first.name, start, stop))
         spans = t.source_rows(start, stop, shapes)
-        return finish(t.apply([read(r, a, b) for r, (a, b) in zip(refs, spans, strict=True)], rows))
+        return finish(t.apply_at([read(r, a, b) for r, (a, b) in zip(refs, spans, strict=True)], rows, start))
 
     for start in range(0, max(rows, 1), step):
         yield functools.partial(job, start)

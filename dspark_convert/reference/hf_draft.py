@@ -169,8 +169,8 @@ class HFHParams:
     neox: bool = True
     swa: list[bool] = field(default_factory=list)
     sliding_window: int = 0
-    value_scale: float = 0.0             # dflash_config.attention_value_scale (0: none), after o_proj
-    causal: bool = False                 # is_causal / dflash_config.causal: block rows see only earlier rows
+    causal: bool = False                 # is_causal, else dflash_config.causal
+    value_scale: float = 0.0             # dflash_config.attention_value_scale (MiMo): wo(attn) * it
     # EAGLE-3
     target_hidden_size: int = 0
     norm_before_residual: bool = False
@@ -312,13 +312,15 @@ def _block_draft(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any]
         sfa = family == "dspark" and not speculators
     # rotate-half unless a DSpark config says otherwise; z-lab's DFlashDraftModel always uses rotate_half
     neox = True if arch == "DFlashDraftModel" else bool(c.get("rope_is_neox_style", c.get("is_neox_style", True)))
-    window = c.get("sliding_window") if c.get("use_sliding_window") else None
+    use_swa = bool(nested.get("use_swa"))     # MiMo-style: every layer sliding, window from dflash_config
+    window = (nested.get("swa_window_size") or c.get("sliding_window")) if (c.get("use_sliding_window") or use_swa) \
+        else None
     # Qwen3Config derives missing layer_types: sliding from layer max_window_layers (default 28) on
-    layer_types = c.get("layer_types") or ["sliding_attention" if window and i >= int(c.get("max_window_layers", 28))
-                                           else "full_attention" for i in range(n_layer)]
-    if nested.get("use_swa") and (nested.get("swa_window_size") or c.get("sliding_window")):   # every layer SWA
-        window, layer_types = nested.get("swa_window_size") or c.get("sliding_window"), ["sliding_attention"] * n_layer
-    causal = c.get("is_causal") if c.get("is_causal") is not None else nested.get("causal")
+    layer_types = ["sliding_attention"] * n_layer if use_swa else c.get("layer_types") or [
+        "sliding_attention" if window and i >= int(c.get("max_window_layers", 28)) else "full_attention"
+        for i in range(n_layer)]
+    causal = c.get("is_causal")
+    causal = nested.get("causal") if causal is None else causal
     draft_vocab = int(c.get("draft_vocab_size") or common["vocab_size"])
     reduced = draft_vocab < common["vocab_size"]
     # the draft runs with the embed_tokens / lm_head it stores (DeepSpec's copies of the target's); upstream b11434
@@ -335,8 +337,8 @@ def _block_draft(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any]
         markov_rank=w.shape("markov_head.markov_w1.weight")[1] if w.has("markov_head.markov_w1.weight") else 0,
         has_confidence=w.has("confidence_head.proj.weight"), sample_from_anchor=sfa, neox=neox,
         swa=[bool(window) and t == "sliding_attention" for t in layer_types] or [False] * n_layer,
-        sliding_window=int(window or 0), value_scale=float(nested.get("attention_value_scale") or 0.0),
-        causal=bool(causal),
+        sliding_window=int(window or 0), causal=bool(causal),
+        value_scale=float(nested.get("attention_value_scale") or 0.0),
     )
     layout = "speculators" if speculators else ("nested" if nested else "flat")
     return family, layout, hp
