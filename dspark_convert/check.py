@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from . import schema as S
-from .dsv4_rules import dsv4_rules
 from .gguf_constants import QT, VT
 from .gguffile.options import RemoteOptions
 from .gguffile.packed import PackedStrings
 from .plan import KV, Plan, TensorSpec
 from .variants import gguf_variant
+from .variants.dsv4.loader import dsv4_rules
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,8 @@ from .errors import ConvertError
 from .llamacpp.layouts import runtime_head
 from .reference.weights import GGUFWeights, TargetWeights, open_gguf
 from .variants import Variant, gguf_variant, variant_of_family
+from .variants.dflash2.verify import dflash2_rows, is_dflash2
+from .variants.dsv4.verify import dsv4_rows
 from .verify_accounting import ROW as ACCOUNTING_ROW
 from .verify_accounting import account
 from .verify_checks import (
@@ -50,8 +52,6 @@ from .verify_checks import (
     grade,
     metadata_checks,
 )
-from .verify_dflash2 import dflash2_rows, is_dflash2
-from .verify_dsv4 import dsv4_rows
 
 if TYPE_CHECKING:
     from .reference.hf_draft import HFDraft
@@ -358,7 +358,7 @@ def _quality_ref(report: VerifyReport, exact: HFDraft) -> bool:
 
 def _verify_block(report: VerifyReport, tf: Any, d: HFDraft, exact: HFDraft, g: GGUFWeights, target: TargetWeights,
                   feats: list[np.ndarray], anchors: list[int], quality: bool) -> None:
-    from .reference.dflash_np import BlockCase, dflash_forward
+    from .variants.dflash.numpy_forward import BlockCase, dflash_forward
 
     refs = _reference(report.hf_dir, lambda: tf.block_forward(exact, feats, anchors))
     outs = _candidate(report, lambda: dflash_forward(
@@ -427,7 +427,7 @@ def _confidence_row(refs: list[Any], outs: list[Any], bound: float | None) -> Ou
 
 def _verify_eagle3(report: VerifyReport, tf: Any, d: HFDraft, exact: HFDraft, g: GGUFWeights, target: TargetWeights,
                    feats: list[np.ndarray], toks: list[np.ndarray], quality: bool) -> None:
-    from .reference.eagle3_np import Eagle3Case, eagle3_forward
+    from .variants.eagle3.numpy_forward import Eagle3Case, eagle3_forward
 
     K = report.steps
     refs = _reference(report.hf_dir, lambda: tf.eagle3_forward(exact, feats, toks, K))

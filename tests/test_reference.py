@@ -16,10 +16,17 @@ import pytest
 from conftest import FIXTURES, TARGET
 
 from dspark_convert.errors import ConvertError
-from dspark_convert.reference import dflash_np as nf
 from dspark_convert.reference import ops
-from dspark_convert.reference.eagle3_np import Eagle3Case, Eagle3HParams, KVCache, eagle3_forward, eagle3_step, fc_input
 from dspark_convert.reference.weights import GGUFWeights, TargetWeights, open_gguf
+from dspark_convert.variants.dflash import numpy_forward as nf
+from dspark_convert.variants.eagle3.numpy_forward import (
+    Eagle3Case,
+    Eagle3HParams,
+    KVCache,
+    eagle3_forward,
+    eagle3_step,
+    fc_input,
+)
 
 torch = pytest.importorskip("torch", reason="the torch forward needs torch (torch extra)")
 from dspark_convert.reference import torch_forward as tf  # noqa: E402

@@ -160,11 +160,11 @@ def side_from_gguf(path: str | os.PathLike[str], *, draft: bool = True, remote: 
 def side_from_hf(spec: str) -> Side:
     """A Hugging Face target (folder or repo id): the sizes from ``config.json`` and the tokenizer KVs that
     ``hf2gguf`` (and upstream's converter) would write for it, padded to the config's ``vocab_size``."""
-    from ..families import refuse_draft_as_target
-    from ..families.hparams import normalize_hparams, rope_dict
     from ..hf.checkpoint import load_json
     from ..hf.hub import resolve_target
     from ..tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
+    from ..variants.families import refuse_draft_as_target
+    from ..variants.kit.hparams import normalize_hparams, rope_dict
 
     resolved = resolve_target(spec)
     folder = resolved.path

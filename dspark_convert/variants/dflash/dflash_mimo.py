@@ -18,17 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from .. import schema as S
-from ..errors import ConvertError
-from ..hf.checkpoint import Checkpoint
-from ..hf.mask_embedding import MASK_FILE, read_mask_embedding
-from ..plan import Plan, TensorSpec
-from ..transforms import PatchRow
-from . import dflash_base as lineage
-from .base import Context
-from .common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec
-from .dflash2 import dflash2_kvs
-from .hparams import as_positive, normalize_hparams, vocab_size_of
+from ... import schema as S
+from ...errors import ConvertError
+from ...hf.checkpoint import Checkpoint
+from ...hf.mask_embedding import MASK_FILE, read_mask_embedding
+from ...plan import Plan, TensorSpec
+from ...transforms import PatchRow
+from ..base import Context
+from ..dflash2.dflash2 import dflash2_kvs
+from ..kit import dflash_base as lineage
+from ..kit.common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec
+from ..kit.hparams import as_positive, normalize_hparams, vocab_size_of
 
 #: the lineage's names plus the per-layer sink aliases upstream maps to ``attn_sinks.weight``
 NAMES = NameTable(

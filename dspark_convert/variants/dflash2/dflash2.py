@@ -17,16 +17,16 @@ from typing import Any
 
 from gguf import GGUFValueType as VT
 
-from .. import schema as S
-from ..errors import ConvertError
-from ..plan import KV, Plan, TensorSpec
-from . import dflash_base as lineage
-from .base import Context
-from .common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec
+from ... import schema as S
+from ...errors import ConvertError
+from ...plan import KV, Plan, TensorSpec
+from ..base import Context
+from ..kit import dflash_base as lineage
+from ..kit.common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec
 
 # the lineage's Family members, as they are
-from .dflash_base import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors, target_facts
-from .hparams import as_float, as_positive, as_u32, normalize_hparams, rope_dict, vocab_size_of
+from ..kit.dflash_base import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors, target_facts
+from ..kit.hparams import as_float, as_positive, as_u32, normalize_hparams, rope_dict, vocab_size_of
 
 ARCHITECTURES: tuple[str, ...] = (S.DFLASH2_ARCHITECTURE,)
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "NAMES", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan",

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .hf_draft import TorchCheckpoint
-from .torch_forward import attend, rms
+from ...reference.hf_draft import TorchCheckpoint
+from ...reference.torch_forward import attend, rms
 
 
 @dataclass

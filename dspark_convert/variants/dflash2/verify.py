@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from .families import dflash2 as fam
-from .families.dflash_base import bare_name
-from .reference.dflash2_np import LAYER
-from .reference.weights import GGUFWeights, TargetWeights
-from .verify_checks import MetadataCheck, OutputCheck, compare_cases
+from ...reference.weights import GGUFWeights, TargetWeights
+from ...verify_checks import MetadataCheck, OutputCheck, compare_cases
+from ..kit.dflash_base import bare_name
+from . import dflash2 as fam
+from .numpy_forward import LAYER
 
 
 @dataclass
@@ -81,8 +81,8 @@ def _accounting(g: GGUFWeights, n_layer: int) -> OutputCheck:
 def dflash2_rows(g: GGUFWeights, hf_dir: str | Path, target_dir: str | Path, feats: list[np.ndarray],
                  anchors: list[int]) -> DFlash2Rows:
     """Run both forwards on the same cases; one row per compared quantity, in forward order."""
-    from .reference import dflash2_torch as tf
-    from .reference.dflash2_np import DFlash2HParams, dflash2_forward, top_k
+    from . import torch_forward as tf
+    from .numpy_forward import DFlash2HParams, dflash2_forward, top_k
 
     hf, tgt = Path(hf_dir), Path(target_dir)
     cfg = json.loads((hf / "config.json").read_text())

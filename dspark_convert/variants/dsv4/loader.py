@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import schema as S
+from ... import schema as S
 
 #: keys the DSV4 branch of the loader reads with "required" (Appendix A), with what each is for
 REQUIRED_KEYS: tuple[tuple[str, str], ...] = (

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .hf.checkpoint import Checkpoint
-from .reference.dsv4_tensors import dsv4_tensor_checks, source_map
-from .reference.weights import GGUFWeights
-from .verify_checks import MetadataCheck, OutputCheck, _meta
+from ...hf.checkpoint import Checkpoint
+from ...reference.weights import GGUFWeights
+from ...verify_checks import MetadataCheck, OutputCheck, _meta
+from .tensors import dsv4_tensor_checks, source_map
 
 #: DeepSeek-V4 DSpark: GGUF key -> how its value follows from the checkpoint config (verify_dsv4's metadata rows)
 _DSV4_KEYS: dict[str, Any] = {

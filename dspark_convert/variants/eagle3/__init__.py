@@ -1,0 +1,5 @@
+"""The ``eagle3`` GGUF variant (EAGLE-3 drafts, arch ``eagle3``).
+
+- :mod:`.eagle3`: the converter family; :mod:`.loader`: the loader rules; :mod:`.fit`: the fit facts;
+  :mod:`.numpy_forward` / :mod:`.torch_forward`: the two forwards; :mod:`.verify`: verify's rows.
+"""
