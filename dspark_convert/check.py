@@ -13,34 +13,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from numbers import Integral
 from pathlib import Path
 from typing import Any
 
 from . import schema as S
+from .findings import Finding
 from .gguf_constants import QT, VT
 from .gguffile.options import RemoteOptions
 from .gguffile.packed import PackedStrings
 from .plan import KV, Plan, TensorSpec
 from .variants import gguf_variant
 from .variants.dsv4.loader import dsv4_rules
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One rule violation (``level`` error) or a note on something that loads but misbehaves (warning)."""
-
-    level: str
-    subject: str
-    rule: str
-    message: str
-
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
-
-    def __str__(self) -> str:
-        return f"{self.subject}: {self.message} [{self.rule}]"
 
 
 def _key_type_name(name: str, arch: str) -> VT | None:

@@ -98,7 +98,7 @@ VERIFY_SIDE = ["verify.py", "verify_accounting.py", "verify_checks.py",
                  if p.name in ("verify.py", *WITNESSES)]]
 #: converter code a forward must not import (its own HF / GGUF names keep the two sides independent witnesses)
 CONVERTER = ("dspark_convert.hf2gguf", "dspark_convert.variants.kit", "dspark_convert.variants.families",
-             "dspark_convert.variants.base", "dspark_convert.variants.dsv4.names",
+             "dspark_convert.variants.kit.base", "dspark_convert.variants.dsv4.names",
              *(f"dspark_convert.variants.{v}.{f}" for v in ("dflash", "dflash2", "eagle3", "dsv4")
                for f in ("dspark", "dflash", "dflash_mimo", "dflash2", "eagle3", "dspark_dsv4")))
 

@@ -22,8 +22,8 @@ from ..hf.checkpoint import INDEX_NAME, Checkpoint, Select, load_json, read_json
 from ..hf.hub import TOKENIZER_FILES, ResolvedModel, resolve_draft, resolve_target
 from ..notes import collecting
 from ..plan import KV, Plan, TensorSpec
-from ..variants.base import Context, ConvertOptions, Family, TargetFacts, TargetTensor
 from ..variants.families import family_for, family_name, refuse_draft_as_target
+from ..variants.kit.base import Context, ConvertOptions, Family, TargetFacts, TargetTensor
 from ..variants.kit.common import resolve_outtype, tensor_spec
 from ..variants.kit.hparams import normalize_hparams, rope_dict
 from .destination import check_destination, check_planned_name, expect_commit, written_here

@@ -10,3 +10,11 @@ optional). Its descriptor is the ``dflash`` row of :data:`dspark_convert.variant
 
 Nothing here is imported by ``import dspark_convert.variants``: a verb imports the role it needs.
 """
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # mypy checks the family modules against the Family protocol (nothing is imported at run time)
+    from ..kit.base import Family
+    from . import dflash, dspark
+
+    _FAMILIES: tuple[Family, ...] = (dspark, dflash)

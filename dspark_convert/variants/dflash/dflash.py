@@ -8,8 +8,8 @@ from __future__ import annotations
 from ... import schema as S
 from ...errors import ConvertError
 from ...plan import Plan
-from ..base import Context
 from ..kit import dflash_base as lineage
+from ..kit.base import Context
 from ..kit.common import base_kvs, finish_plan
 
 # the lineage's Family members, as they are (upstream's DSparkModel extends DFlashModel)

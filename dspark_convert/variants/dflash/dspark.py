@@ -14,8 +14,8 @@ from gguf import GGUFValueType as VT
 from ... import schema as S
 from ...errors import ConvertError
 from ...plan import KV, Plan
-from ..base import Context
 from ..kit import dflash_base as lineage
+from ..kit.base import Context
 from ..kit.common import base_kvs, d2t_spec, finish_plan
 
 # the lineage's Family members, as they are (upstream's DSparkModel extends DFlashModel)

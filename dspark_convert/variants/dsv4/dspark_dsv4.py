@@ -24,7 +24,7 @@ from ...plan import KV, Plan, TensorSpec
 from ...quant import fp4_shapes, fp8_output_type, fp8_scale_shape
 from ...tokenizer.handlers import target_vocab_kvs
 from ...transforms import Fp8BlockDequant, Mxfp4ExpertStack
-from ..base import Context, TargetFacts, TargetTensor
+from ..kit.base import Context, TargetFacts, TargetTensor
 from ..kit.common import base_kvs, finish_plan, tensor_spec
 from ..kit.hparams import as_float, as_positive, as_u32, vocab_size_of
 from .names import (

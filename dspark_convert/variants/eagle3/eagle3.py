@@ -14,13 +14,13 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 from ... import schema as S
-from ...check import Finding
 from ...errors import ConvertError
+from ...findings import Finding
 from ...hf.checkpoint import EMBED_NAMES, Select
 from ...plan import KV, Plan, TensorSpec
 from ...tokenizer.handlers import target_vocab_kvs
 from ...transforms import Eagle3Permute, Transform
-from ..base import Context, TargetFacts, TargetTensor
+from ..kit.base import Context, TargetFacts, TargetTensor
 from ..kit.common import (
     BACKBONE_GLOBALS,
     BACKBONE_LAYER,
