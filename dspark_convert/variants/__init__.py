@@ -27,8 +27,11 @@ Example:
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from .. import schema as S
@@ -77,6 +80,16 @@ class Variant:
     proof: str = "forward"
     gguf_drops: tuple[DropRule, ...] = ()
     checkpoint_drops: tuple[DropRule, ...] = ()
+
+    def role(self, name: str) -> ModuleType:
+        """This variant's module for one role (``loader``, ``fit``, ``numpy_forward``, ``torch_forward``,
+        ``verify``): ``dspark_convert.variants.<variant>.<role>``, imported when a verb first asks (mlx-lm style;
+        a variant package's ``__init__`` imports nothing)."""
+        return importlib.import_module(f"{__name__}.{self.name}.{name}")
+
+    def has_role(self, name: str) -> bool:
+        """Whether this variant has a module for the role (a ``dsv4`` file has no forwards yet)."""
+        return importlib.util.find_spec(f"{__name__}.{self.name}.{name}") is not None
 
 
 _T2D = DropRule("t2d", "the target -> draft mask is the inverse of d2t; the GGUF keeps d2t only (llama.cpp reads d2t)",
