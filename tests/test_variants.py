@@ -131,7 +131,7 @@ ALLOWED = frozenset({
     "quant.py",
     "reference/hf_draft.py", "reference/ops.py", "reference/storage.py",
     "reference/torch_forward.py", "reference/weights.py", "tokenizer/bpe.py", "tokenizer/class_defaults.py",
-    "tokenizer/handlers.py", "transforms.py", "verify.py", "verify_checks.py",
+    "tokenizer/handlers.py", "transforms.py",
 })
 
 
@@ -157,3 +157,29 @@ def test_family_names_stay_in_the_variants() -> None:
 def test_family_word_pattern() -> None:
     words = FAMILY_WORD.findall("dspark_convert dspark-convert DSpark dspark_dsv4 EAGLE-3 eagle3 DFlash2 DeepSeek-V4")
     assert [w.lower() for w in words] == ["dspark", "dspark", "eagle-3", "eagle3", "dflash", "deepseek"]
+
+
+# ---------------------------------------------------------------------------------------------- import graph
+#: the one cycle of the package graph not made by the variants: check's staleness warning imports upgrade, which
+#: imports the conversion (issue 26's hook); it must not grow, and no variant unit may join a cycle
+KNOWN_CYCLE = {"dspark_convert.check", "dspark_convert.fit", "dspark_convert.hf2gguf", "dspark_convert.upgrade"}
+
+
+def test_import_graph_no_new_cycles_or_upward_imports() -> None:
+    """The registry sits below check and the slices, each slice above the drivers it serves (issue 20): 0 cycles
+    and 0 upward imports outside :data:`KNOWN_CYCLE`, measured by ``benchmarks/import_graph.py``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "benchmarks" / "import_graph.py")
+    assert spec is not None and spec.loader is not None
+    graph = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(graph)
+    fig = graph.figures(PKG)
+    cycles = [set(c) for c in fig["_cycles"]]                 # module cycles, then unit cycles
+    assert all(c <= KNOWN_CYCLE for c in cycles), cycles
+    layer = fig["_layers"]
+    slices = [u for u in layer if u.startswith("dspark_convert.variants.") and u != "dspark_convert.variants.kit"]
+    assert sorted(slices) == [f"dspark_convert.variants.{v.name}" for v in sorted(VARIANTS, key=lambda v: v.name)]
+    assert layer["dspark_convert.variants"] < layer["dspark_convert.check"]       # check asks the registry
+    assert all(layer[u] > layer["dspark_convert.check"] for u in slices)          # a slice's loader uses check's kit
+    assert fig["cycles (units)"] == 1 and fig["upward imports (units)"] <= 6      # was 1 and 9 at 3fc559b

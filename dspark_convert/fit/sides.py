@@ -25,6 +25,7 @@ from ..gguffile.reader import GGUFFile, plan_from_file, safe_text
 from ..gguffile.records import RecordParser
 from ..gguffile.source import is_remote_ref, open_gguf_source
 from ..plan import Plan
+from ..variants import base_variant
 
 #: unscoped keys a side keeps (tokenizer keys, draft keys); ``{arch}.*`` ones go to :attr:`Side.hp`
 KEYS = (S.TOKENIZER_MODEL, S.TOKENIZER_PRE, S.TOKENIZER_CHAT_TEMPLATE, S.GENERAL_NAME, S.DFLASH_TARGET_LAYERS,
@@ -110,10 +111,12 @@ class Side:
 
     @property
     def family(self) -> str:
-        """``dspark`` (a ``dflash`` file with Markov tensors), ``dflash``, ``eagle3``, or the arch of anything else."""
-        if self.arch == S.ARCH_DFLASH:
-            return "dspark" if S.T_MARKOV_W1 in self.tensors else "dflash"
-        return self.arch
+        """The word fit's rules are keyed by: the base variant's (:func:`.variants.base_variant` of the arch; its
+        ``fit.family_word(tensors)`` when it has one, else its name), or the arch of anything else."""
+        v = base_variant(self.arch)
+        if v is None:
+            return self.arch
+        return str(v.role("fit").family_word(self.tensors)) if v.has_role("fit") else v.name
 
 
 def _no_tokens(where: str) -> ConvertError:
@@ -198,7 +201,7 @@ def side_from_hf(spec: str) -> Side:
 
 def _not_a_draft(side: Side) -> Side:
     """A target GGUF, refused when it is a draft (its arch is a draft architecture)."""
-    if side.arch in (S.ARCH_DFLASH, S.ARCH_EAGLE3):
+    if base_variant(side.arch) is not None:
         raise ConvertError(f"{side.source}: is a draft GGUF (general.architecture '{side.arch}'), not a target "
                            "model; pass the target model the draft was made for as --target")
     return side

@@ -120,6 +120,17 @@ def gguf_variant(value: Value, tensor_names: Iterable[str] = ()) -> Variant | No
     return next((v for v in VARIANTS if v.matches(value, names)), None)
 
 
+def base_variant(arch: str) -> Variant | None:
+    """The variant that loads a file of this arch when nothing refines it (the one the others refine); None for
+    an arch no variant writes.
+
+    Example:
+        >>> base_variant("dflash").name, base_variant("llama")
+        ('dflash', None)
+    """
+    return next((v for v in VARIANTS if v.arch == arch and v.refines is None), None)
+
+
 def variant_of_family(family: str) -> Variant:
     """The variant a converter family (module name: ``dspark``, ``dflash``, ``eagle3``, ``dspark_dsv4``) writes.
 

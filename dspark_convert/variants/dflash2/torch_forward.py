@@ -22,6 +22,8 @@ import torch
 from ...reference.hf_draft import TorchCheckpoint
 from ...reference.torch_forward import attend, rms
 
+#: the checkpoint classes this forward reads (the HF side's own list: it does not ask the converter)
+ARCHITECTURES: tuple[str, ...] = ("DFlash2DraftModel",)
 
 @dataclass
 class Torch2Outputs:

@@ -95,3 +95,11 @@ def dsv4_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *, qual
         rows.metadata.append(_meta(key, g.value(key), expected))
     rows.hparams = {"stages": n_stages, "target_layers": g.value("dflash.target_layers")}
     return rows
+
+
+# ---------------------------------------------------------------------------------------------- verify's role
+#: the report's family and layout words
+FAMILY = "dspark_dsv4"
+LAYOUT = "DeepSeek-V4 (mtp.* inside the checkpoint)"
+#: the driver's entry for a variant proved tensor by tensor (``Variant.proof == "tensors"``)
+tensor_rows = dsv4_rows
