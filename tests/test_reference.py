@@ -31,6 +31,7 @@ from dspark_convert.variants.eagle3.numpy_forward import (
 torch = pytest.importorskip("torch", reason="the torch forward needs torch (torch extra)")
 from dspark_convert.reference import torch_forward as tf  # noqa: E402
 from dspark_convert.reference.hf_draft import HFHParams, RopeParams  # noqa: E402
+from dspark_convert.variants.dflash.torch_forward import block_forward  # noqa: E402
 from dspark_convert.verify import draft_readers  # noqa: E402
 
 MASK = 1016
@@ -162,9 +163,9 @@ def test_sliding_window_is_applied_on_both_sides(gguf) -> None:
     (out,) = nf.dflash_forward(g, tw, [nf.BlockCase(feats, 5)])
     d = tf.load_draft(FIXTURES / "dflash-zlab-swa", TARGET, draft_readers())
     assert d.hp.swa == [True, False] and d.hp.sliding_window == 32 and d.hp.is_swa(0) and not d.hp.is_swa(1)
-    assert np.allclose(tf.block_forward(d, [feats], [5])[0].hidden, out.hidden, atol=1e-5)
+    assert np.allclose(block_forward(d, [feats], [5])[0].hidden, out.hidden, atol=1e-5)
     d = replace(d, hp=replace(d.hp, swa=[False, False]))
-    assert not np.allclose(tf.block_forward(d, [feats], [5])[0].hidden, out.hidden, atol=1e-3)
+    assert not np.allclose(block_forward(d, [feats], [5])[0].hidden, out.hidden, atol=1e-3)
 
 
 def test_forward_streams_layer_by_layer(gguf, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -130,7 +130,7 @@ ALLOWED = frozenset({
     "hf2gguf/conversion.py", "hf2gguf/metadata.py", "hf2gguf/naming.py", "hf2gguf/writer.py", "inspect.py", "plan.py",
     "quant.py",
     "reference/hf_draft.py", "reference/ops.py", "reference/storage.py",
-    "reference/torch_forward.py", "reference/weights.py", "tokenizer/bpe.py", "tokenizer/class_defaults.py",
+    "reference/weights.py", "tokenizer/bpe.py", "tokenizer/class_defaults.py",
     "tokenizer/handlers.py", "transforms.py",
 })
 

@@ -1,5 +1,5 @@
 """verify's rows for a ``dflash`` file (DSpark / DFlash): the numpy forward of the GGUF (:mod:`.numpy_forward`)
-against the torch forward of the checkpoint (``reference.torch_forward.block_forward``), component by component:
+against the torch forward of the checkpoint (:func:`.torch_forward.block_forward`), component by component:
 context projection, block input, each layer, the post-norm hidden state, logits, the Markov head, the chosen
 tokens, the confidence head.
 """
@@ -32,8 +32,10 @@ def rows(report: Any, tf: Any, d: HFDraft, exact: HFDraft, g: GGUFWeights, targe
          feats: list[np.ndarray], rng: np.random.Generator, n_vocab: int, quality: bool) -> None:
     """verify's rows for a block draft: one random anchor per case (drawn after the features), both forwards, one
     row per component in forward order; then (``quality``) the rows against the unrounded checkpoint."""
+    from .torch_forward import block_forward  # torch: imported when verify runs
+
     anchors = [int(a) for a in rng.integers(0, n_vocab, size=len(feats))]
-    refs = _reference(report.hf_dir, lambda: tf.block_forward(exact, feats, anchors))
+    refs = _reference(report.hf_dir, lambda: block_forward(exact, feats, anchors))
     outs = _candidate(report, lambda: dflash_forward(
         g, target, [BlockCase(f, a, r.prev_tokens) for f, a, r in zip(feats, anchors, refs, strict=True)]))
     if outs is None:
@@ -67,7 +69,7 @@ def rows(report: Any, tf: Any, d: HFDraft, exact: HFDraft, g: GGUFWeights, targe
         report.quality_note = "quality mode skipped (--no-quality)"
         return
     if _quality_ref(report, exact):
-        refs = _reference(report.hf_dir, lambda: tf.block_forward(d, feats, anchors, [r.prev_tokens for r in refs]))
+        refs = _reference(report.hf_dir, lambda: block_forward(d, feats, anchors, [r.prev_tokens for r in refs]))
     q = report.quality
     q.append(compare_cases("block logits", [r.logits for r in refs], [x.logits for x in outs], bound=None, argmax=True))
     if refs[0].markov_logits is not None and outs[0].markov_logits is not None:

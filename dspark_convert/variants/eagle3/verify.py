@@ -1,5 +1,5 @@
 """verify's rows for an ``eagle3`` file: the numpy forward of the GGUF (:mod:`.numpy_forward`) against the torch
-forward of the checkpoint (``reference.torch_forward.eagle3_forward``): fc output, prefill, each chained step, the
+forward of the checkpoint (:func:`.torch_forward.eagle3_forward`): fc output, prefill, each chained step, the
 chosen tokens.
 """
 
@@ -29,9 +29,11 @@ def rows(report: Any, tf: Any, d: HFDraft, exact: HFDraft, g: GGUFWeights, targe
          feats: list[np.ndarray], rng: np.random.Generator, n_vocab: int, quality: bool) -> None:
     """verify's rows for an EAGLE-3 draft: random next tokens per case (drawn after the features), ``steps``
     chained draft tokens, both forwards; then (``quality``) the rows against the unrounded checkpoint."""
+    from .torch_forward import eagle3_forward as torch_eagle3  # torch: imported when verify runs
+
     toks = [rng.integers(0, n_vocab, size=t) for t in report.contexts]
     K = report.steps
-    refs = _reference(report.hf_dir, lambda: tf.eagle3_forward(exact, feats, toks, K))
+    refs = _reference(report.hf_dir, lambda: torch_eagle3(exact, feats, toks, K))
     outs = _candidate(report, lambda: eagle3_forward(
         g, target, [Eagle3Case(f, t, K, forced_tokens=r.tokens) for f, t, r in zip(feats, toks, refs, strict=True)]))
     if outs is None:
@@ -57,7 +59,7 @@ def rows(report: Any, tf: Any, d: HFDraft, exact: HFDraft, g: GGUFWeights, targe
         report.quality_note = "quality mode skipped (--no-quality)"
         return
     if _quality_ref(report, exact):
-        refs = _reference(report.hf_dir, lambda: tf.eagle3_forward(d, feats, toks, K, [r.tokens for r in refs]))
+        refs = _reference(report.hf_dir, lambda: torch_eagle3(d, feats, toks, K, [r.tokens for r in refs]))
     report.quality += [
         compare_cases("prefill logits", [r.prefill_logits for r in refs], [x.prefill_logits for x in outs], bound=None,
                       argmax=True),
