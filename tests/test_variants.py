@@ -3,8 +3,10 @@ knowledge in its place (issue 20):
 
 - one answer to "which variant is this?" for a GGUF file and for a checkpoint, the same one ``check`` uses;
 - every converter family has a variant (so verify's tensor accounting has its drop rules);
-- verify's side never imports the conversion verb, and its forwards and tensor checks never import the converter's
-  name tables (two independent witnesses);
+- verify's side never imports the conversion verb, and each variant's forwards and tensor checks never import the
+  converter (its family modules, the kit, the name tables): two independent witnesses;
+- the import graph has no cycle but the known one (issue 26's staleness hook), the registry below ``check`` and
+  every variant slice above it;
 - family names appear only in the variant packages and the registry (``variants/``) and the schema, plus an
   allow-list of today's offenders that may only shrink.
 """
