@@ -19,8 +19,6 @@ import numpy as np
 
 from ...reference.weights import GGUFWeights, TargetWeights
 from ...verify_checks import MetadataCheck, OutputCheck, compare_cases
-from ..kit.dflash_base import bare_name
-from . import dflash2 as fam
 
 #: the report's family and layout words
 FAMILY = "dflash2"
@@ -56,20 +54,27 @@ def own_rows(g: GGUFWeights, hf_dir: str | Path, target_dir: str | Path, context
 
 
 def _storage(g: GGUFWeights, hf_dir: Path, names: list[str]) -> dict[str, str]:
-    """Checkpoint name -> GGML type of the GGUF tensor it became."""
+    """Checkpoint name -> GGML type of the GGUF tensor it became (the torch side's own name table)."""
+    from .torch_forward import gguf_counterpart
+
     types = {t.name: t.qtype.name for t in g.file.tensors if t.qtype is not None}
     out = {}
     for n in names:
-        gg = fam.NAMES.gguf_name(bare_name(n))
+        gg = gguf_counterpart(n)
         if gg is not None and gg in types:
             out[n] = types[gg]
     return out
 
 
+#: dflash_config key -> GGUF key of the conv / selector settings (verify's own spelling)
+_CONV_KEYS = (("conv_kernel_size", "dflash.conv_kernel_size"), ("conv_group_size", "dflash.conv_group_size"),
+              ("selector_rank", "dflash.selector_rank"), ("selector_top_k", "dflash.selector_top_k"))
+
+
 def _metadata(g: GGUFWeights, cfg: dict[str, Any]) -> list[MetadataCheck]:
     dc = cfg.get("dflash_config") or {}
     rows = []
-    for key, gkey in fam.CONV_KEYS:
+    for key, gkey in _CONV_KEYS:
         rows.append(MetadataCheck(gkey, g.value(gkey), dc.get(key), g.value(gkey) == dc.get(key)))
     for key, gkey in (("output_multiplier", "dflash.logit_scale"), ("input_embedding_scale", "dflash.embedding_scale"),
                       ("final_logit_softcapping", "dflash.final_logit_softcapping")):
