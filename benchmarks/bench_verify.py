@@ -181,8 +181,8 @@ def child(stage: str, work: Path, d: dict[str, int]) -> None:
     if stage == "read":
         extra = {"bytes": read_all(work)}
     elif stage == "numpy":
-        from dspark_convert.reference.dflash_np import BlockCase, dflash_forward
         from dspark_convert.reference.weights import TargetWeights, open_gguf
+        from dspark_convert.variants.dflash.numpy_forward import BlockCase, dflash_forward
 
         feats = np.random.default_rng(0).standard_normal((16, d["TAPS"] * d["H"])).astype(np.float32)
         (out,) = dflash_forward(open_gguf(work / "draft.gguf"), TargetWeights(work / "target"), [BlockCase(feats, 42)])

@@ -8,8 +8,8 @@ Every ``import`` statement of the package that names one of its own modules coun
 functions and under ``TYPE_CHECKING`` alike: each is a dependency a reader has to follow). Two views:
 
 - **modules**: every ``.py`` file is a node (``__init__`` files included, as their package);
-- **units**: a subpackage (``families``, ``reference``, ``tokenizer``, ``gguffile``) counts as one node, as in
-  the architecture review; edges inside a unit disappear.
+- **units**: a subpackage (``reference``, ``tokenizer``, ``gguffile``, each ``variants/<name>``) counts as one
+  node, as in the architecture review (a nested subpackage is its own unit); edges inside a unit disappear.
 
 A node's **layer** is 0 when it imports nothing of the package, else 1 + the highest layer it imports; an
 **upward import** is an edge to a node of the same or a higher layer, which only a cycle can produce.
@@ -113,7 +113,8 @@ def figures(pkg: Path) -> dict[str, object]:
     subpackages = {module_name(pkg, p.parent) for p in files if p.parent != pkg}
 
     def unit(m: str) -> str:
-        return next((s for s in subpackages if m == s or m.startswith(s + ".")), m)
+        # the innermost subpackage holding m (``variants.dflash``, not ``variants``): each variant is a unit
+        return max((s for s in subpackages if m == s or m.startswith(s + ".")), key=len, default=m)
 
     units = {unit(m) for m in known} - {pkg.name}
     unit_edges: dict[str, set[str]] = defaultdict(set)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .families import draft_architecture, family_for, family_name
 from .variants import Variant, variant_of_family
+from .variants.families import draft_architecture, family_for, family_name
 
 __all__ = ["checkpoint_variant", "draft_architecture"]  # draft_architecture lives in families (issue 24)
 

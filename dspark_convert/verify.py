@@ -2,15 +2,15 @@
 
 Two independent forwards run on the same seeded inputs (several cases: context lengths ``context // 4``,
 ``context`` and ``4 * context``, each with its own features and anchor / tokens): the torch forward of the
-ORIGINAL Hugging Face folder (:mod:`.reference.torch_forward`) and the numpy forward of the GGUF file
-(:mod:`.reference.dflash_np`, :mod:`.reference.eagle3_np`).
+ORIGINAL Hugging Face folder and the numpy forward of the GGUF file: each GGUF variant's ``torch_forward`` /
+``numpy_forward`` and its ``verify.rows`` (found through :mod:`.variants`; this driver names no family).
 
 - **Exact mode (the verdict).** The torch side first rounds every checkpoint tensor exactly as the GGUF stores it
   (its GGML type: BF16/F16 round-to-nearest-even, Q8_0 and other block types through gguf-py's reference
   quantizer), then computes in float32. Both sides then hold the same weights, so every compared quantity must
   agree to float32 round-off: NMSE below :data:`EXACT_NMSE` at every outtype. Each quantity is its own row, in
-  forward order (context projection, each layer's output, ..., Markov bias, confidence; EAGLE-3: fc output,
-  prefill, each chained step), and the report names the first one that diverges.
+  forward order (context projection, each layer's output, ..., the heads; or fc output, prefill, each chained
+  step), and the report names the first one that diverges.
 - **Quality mode (information).** The same GGUF forward against the torch forward of the *unrounded* weights: what
   the storage type cost (NMSE graded with upstream's words, top-1 agreement over every position of every case).
   It never changes the verdict.
@@ -18,7 +18,7 @@ ORIGINAL Hugging Face folder (:mod:`.reference.torch_forward`) and the numpy for
 See ``docs/verify.md``.
 
 Example:
-    >>> r = verify("draft.gguf", "dspark_qwen3_4b_block7", "Qwen3-4B")  # doctest: +SKIP
+    >>> r = verify("draft.gguf", "draft_qwen3_4b", "Qwen3-4B")  # doctest: +SKIP
     >>> r.passed, r.first_divergence                                    # doctest: +SKIP
     (True, None)
 """
@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import ConvertError
-from .llamacpp.layouts import runtime_head
+from .llamacpp.layouts import TOKEN_EMBD_HEAD_NOTE, runtime_head
 from .reference.weights import GGUFWeights, TargetWeights, open_gguf
-from .variants import Variant, gguf_variant, variant_of_family
+from .variants import VARIANTS, Variant, gguf_variant, variant_of_family
 from .verify_accounting import ROW as ACCOUNTING_ROW
 from .verify_accounting import account
 from .verify_checks import (
@@ -42,16 +42,14 @@ from .verify_checks import (
     GRADES,
     MetadataCheck,
     OutputCheck,
+    _reference,
     add_argmax,
     compare_cases,
-    compare_token_cases,
     compare_tokens,
     compare_values,
     grade,
     metadata_checks,
 )
-from .verify_dflash2 import dflash2_rows, is_dflash2
-from .verify_dsv4 import dsv4_rows
 
 if TYPE_CHECKING:
     from .reference.hf_draft import HFDraft
@@ -150,21 +148,18 @@ def _load_torch_side(hf_dir: Path, target_dir: Path) -> tuple[Any, HFDraft]:
     except ImportError as e:
         raise ConvertError(f"verify needs torch ({e}); install it with: pip install 'dspark-convert[torch]'") from None
     try:
-        return torch_forward, torch_forward.load_draft(hf_dir, target_dir)
+        return torch_forward, torch_forward.load_draft(hf_dir, target_dir, draft_readers())
     except ConvertError:
         raise
     except (KeyError, ValueError, TypeError, OSError) as e:
         raise ConvertError(f"{hf_dir}: cannot read the draft checkpoint for the reference forward ({type(e).__name__}: {e})") from None
 
 
-def _reference(hf_dir: str, run: Any) -> Any:
-    """Run the torch forward; a checkpoint it cannot compute (missing tensor, bad shape) is an input error."""
-    try:
-        return run()
-    except ConvertError:
-        raise
-    except (KeyError, RuntimeError, ValueError, IndexError) as e:
-        raise ConvertError(f"{hf_dir}: the reference forward failed on this checkpoint ({type(e).__name__}: {e})") from None
+def draft_readers() -> list[Any]:
+    """The torch side's draft readers (``hf_draft.DraftReader``): each registered variant's ``torch_forward``
+    that reads a folder for the generic forwards, in the registry's order. Imports torch."""
+    return [r for r in (v.role("torch_forward") for v in VARIANTS if v.has_role("torch_forward"))
+            if hasattr(r, "read_config")]
 
 
 def _require_folder(folder: Path, flag: str, what: str) -> None:
@@ -181,15 +176,6 @@ def _require_folder(folder: Path, flag: str, what: str) -> None:
         if arch is not None:
             raise ConvertError(f"{folder}: is a draft checkpoint ({arch}), not a target model; pass the target model "
                                "the draft was trained for as --target-model-dir")
-
-
-def _candidate(report: VerifyReport, run: Any) -> Any:
-    """Run the numpy forward; a readable but inconsistent GGUF (missing tensor, bad shape) fails the report."""
-    try:
-        return run()
-    except (ConvertError, ValueError, IndexError, KeyError) as e:
-        report.outputs.append(OutputCheck("GGUF forward", [], grade="error", passed=False, detail=str(e)))
-        return None
 
 
 def gguf_types(g: GGUFWeights) -> dict[str, str]:
@@ -224,13 +210,13 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     then (``quality``) the GGUF forward against the unrounded checkpoint; check the metadata.
 
     Inputs per case: context rows of target features drawn from N(0, 1) (the scale of real hidden states), a
-    random anchor (DSpark/DFlash) or random next tokens (EAGLE-3, then ``steps`` chained draft tokens). Raises
+    random anchor (block drafts) or random next tokens (chain drafts, then ``steps`` chained draft tokens). Raises
     ConvertError for unreadable inputs; a conversion that is readable but wrong gives ``passed == False``.
-    A DeepSeek-V4 DSpark file has no reference forward yet: it is compared tensor by tensor
-    (:func:`.verify_dsv4.dsv4_rows`; ``target_dir`` may be None).
+    A variant without a reference forward yet (``Variant.proof == "tensors"``) is compared tensor by tensor by
+    its ``verify.tensor_rows`` (``target_dir`` may be None).
 
     Example:
-        >>> verify("d.gguf", "dspark_qwen3_4b_block7", "Qwen3-4B", seed=0).passed  # doctest: +SKIP
+        >>> verify("d.gguf", "draft_qwen3_4b", "Qwen3-4B", seed=0).passed  # doctest: +SKIP
         True
     """
     for flag, value in (("--context", context), ("--steps", steps)):
@@ -251,10 +237,11 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     g = open_gguf(gguf_path)
     gguf_names = [t.name for t in g.file.tensors]
     variant = gguf_variant(g.value, gguf_names)
-    if variant is not None and variant.proof == "tensors":
-        rows = dsv4_rows(g, gguf_path, hf_dir, quality=quality)
+    if variant is not None and variant.proof == "tensors":  # no forward yet: the variant's tensor-by-tensor rows
+        role = variant.role("verify")
+        rows = role.tensor_rows(g, gguf_path, hf_dir, quality=quality)
         report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir or hf_dir), str(g.value("general.architecture")),
-                              "dspark_dsv4", "DeepSeek-V4 (mtp.* inside the checkpoint)", seed, 0, [],
+                              role.FAMILY, role.LAYOUT, seed, 0, [],
                               hparams=rows.hparams, outputs=rows.outputs, quality=rows.quality,
                               quality_note=rows.quality_note, metadata=rows.metadata, notes=rows.notes)
         _account(report, variant, gguf_names, set(), rows.gguf_compared, rows.checkpoint_names, set(),
@@ -262,9 +249,10 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
         return report
     if target_dir is None:
         raise ConvertError("--target-model-dir is required: verify reads the target model's token embeddings and lm_head")
-    if is_dflash2(g) and _checkpoint_is_dflash2(Path(hf_dir)):  # DFlash2 (issue 22): its own forwards
-        return _verify_dflash2(g, gguf_path, hf_dir, target_dir, context, seed)
-    # a GGUF with DFlash2 tensors beside a checkpoint of another family goes the generic way: the tensor
+    own = _own_forwards(variant, Path(hf_dir))
+    if own is not None and variant is not None:  # a variant with its own pair of forwards, on a checkpoint its torch side reads
+        return _verify_own(own, variant, g, gguf_names, gguf_path, hf_dir, target_dir, context, seed)
+    # a GGUF of such a variant beside a checkpoint of another family goes the generic way: the tensor
     # accounting names the tensors no forward reads
     tf, d = _load_torch_side(Path(hf_dir), Path(target_dir))
     target = TargetWeights(target_dir)
@@ -279,8 +267,7 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     report.metadata = metadata_checks(g, d)
     head = runtime_head(str(g.value("general.architecture")), {n for n in ("token_embd.weight", "output.weight") if g.has(n)})
     if head == "token_embd":
-        report.notes.append("llama.cpp b11434 scores this file with token_embd.weight (output.weight is absent, "
-                            "src/models/dflash.cpp), so the GGUF forward does too")
+        report.notes.append(TOKEN_EMBD_HEAD_NOTE)
     if not report.metadata[0].passed:
         report.outputs.append(OutputCheck("forward", [], grade="not run", passed=False,
                                           detail="the GGUF architecture does not match the checkpoint family"))
@@ -290,36 +277,34 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     n_vocab = min(x for x in (d.hp.vocab_size, target.ckpt.shape(target.embed_name)[0]) if x)
     feats = [rng.standard_normal((t, width)).astype(np.float32) for t in report.contexts]
     exact = d.with_storage(gguf_types(g))
-    if d.family == "eagle3":
-        toks = [rng.integers(0, n_vocab, size=t) for t in report.contexts]
-        _verify_eagle3(report, tf, d, exact, g, target, feats, toks, quality)
-    else:
-        anchors = [int(a) for a in rng.integers(0, n_vocab, size=len(feats))]
-        _verify_block(report, tf, d, exact, g, target, feats, anchors, quality)
+    family_variant = variant_of_family(d.family)      # the checkpoint's variant (the metadata row says they agree)
+    family_variant.role("verify").rows(report, tf, d, exact, g, target, feats, rng, n_vocab, quality)
     report.storage = _storage_summary(exact)
     if not any(o.name == "GGUF forward" for o in report.outputs):      # the forwards ran to the end
-        _account(report, variant or variant_of_family(d.family), gguf_names, g.read,
+        _account(report, variant or family_variant, gguf_names, g.read,
                  set(), d.weights.names, d.weights.read, set())
     return report
 
 
-def _checkpoint_is_dflash2(hf_dir: Path) -> bool:
-    """The checkpoint's own config names the DFlash2 class (the GGUF alone does not decide which forwards run)."""
-    from .hf.checkpoint import load_json
+def _own_forwards(variant: Variant | None, hf_dir: Path) -> Any:
+    """The variant's verify module when the variant brings its own pair of forwards (``own_rows``) and its torch
+    side reads this checkpoint (``accepts``: the checkpoint's own config, since the GGUF alone does not decide
+    which forwards run); else None (the generic forwards of :mod:`.reference`)."""
+    if variant is None or not variant.has_role("verify"):
+        return None
+    role = variant.role("verify")
+    return role if hasattr(role, "own_rows") and role.accepts(hf_dir) else None
 
-    archs = load_json(hf_dir / "config.json").get("architectures") if (hf_dir / "config.json").is_file() else None
-    return isinstance(archs, list) and "DFlash2DraftModel" in archs
 
-
-def _verify_dflash2(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path, context: int,
-                    seed: int) -> VerifyReport:
+def _verify_own(role: Any, variant: Variant, g: GGUFWeights, gguf_names: list[str], gguf_path: str | Path,
+                hf_dir: str | Path, target_dir: str | Path, context: int, seed: int) -> VerifyReport:
     report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir), str(g.value("general.architecture")),
-                          "dflash2", "z-lab DFlash2", seed, 0, case_contexts(context))
+                          role.FAMILY, role.LAYOUT, seed, 0, case_contexts(context))
     rng = np.random.default_rng(seed)
-    feats = [rng.standard_normal((t, g.shape("fc.weight")[1])).astype(np.float32) for t in report.contexts]
-    anchors = [int(a) for a in rng.integers(0, g.shape("selector_successor.weight")[0], size=len(feats))]
-    rows = _reference(str(hf_dir), lambda: dflash2_rows(g, hf_dir, target_dir, feats, anchors))
+    rows = _reference(str(hf_dir), lambda: role.own_rows(g, hf_dir, target_dir, report.contexts, rng))
     report.hparams, report.outputs, report.metadata = rows.hparams, rows.outputs, rows.metadata
+    if not any(o.name == "GGUF forward" for o in report.outputs):      # the forwards ran to the end
+        _account(report, variant, gguf_names, g.read, set(), rows.checkpoint_names, rows.checkpoint_read, set())
     return report
 
 
@@ -340,125 +325,3 @@ def _storage_summary(exact: HFDraft) -> dict[str, dict[str, Any]]:
         s["changed"] += r.changed
         s["max_change"] = max(s["max_change"], r.max_change)
     return dict(sorted(out.items()))
-
-
-def _lossless(exact: HFDraft) -> bool:
-    return all(r.changed == 0 for r in exact.weights.rounding.values())
-
-
-def _quality_ref(report: VerifyReport, exact: HFDraft) -> bool:
-    """Whether a second torch run on the unrounded weights is needed (and the note that says why not)."""
-    if _lossless(exact):
-        report.quality_note = ("storage is lossless for this checkpoint (rounding to the GGUF types changed no "
-                               "value): the quality rows equal the exact rows")
-        return False
-    report.quality_note = "GGUF forward vs the torch forward of the unrounded checkpoint (information, not the verdict)"
-    return True
-
-
-def _verify_block(report: VerifyReport, tf: Any, d: HFDraft, exact: HFDraft, g: GGUFWeights, target: TargetWeights,
-                  feats: list[np.ndarray], anchors: list[int], quality: bool) -> None:
-    from .reference.dflash_np import BlockCase, dflash_forward
-
-    refs = _reference(report.hf_dir, lambda: tf.block_forward(exact, feats, anchors))
-    outs = _candidate(report, lambda: dflash_forward(
-        g, target, [BlockCase(f, a, r.prev_tokens) for f, a, r in zip(feats, anchors, refs, strict=True)]))
-    if outs is None:
-        return
-    hp = outs[0].hparams
-    report.hparams = {"target_layers": hp.target_layers, "block_size": hp.block_size, "mask_token_id": hp.mask_token_id,
-                      "sample_from_anchor": hp.sample_from_anchor, "markov_rank": hp.markov_rank,
-                      "confidence_head": hp.has_confidence, "n_layer": hp.n_layer, "anchors": anchors,
-                      "prediction_rows": hp.prediction_rows}
-    o = report.outputs
-    o.append(compare_cases("context projection", [r.context for r in refs], [x.context for x in outs]))
-    o.append(compare_cases("block input (embeddings)", [r.block_input for r in refs], [x.block_input for x in outs]))
-    for il in range(max(len(refs[0].layers), len(outs[0].layers))):
-        if il >= len(refs[0].layers) or il >= len(outs[0].layers):
-            o.append(OutputCheck(f"layer {il} output", [], grade="missing", passed=False, layer=il,
-                                 detail=f"{len(refs[0].layers)} layers in the checkpoint, {len(outs[0].layers)} in the GGUF"))
-            continue
-        o.append(compare_cases(f"layer {il} output", [r.layers[il] for r in refs], [x.layers[il] for x in outs], layer=il))
-    o.append(compare_cases("block hidden (post-norm)", [r.hidden for r in refs], [x.hidden for x in outs]))
-    o.append(compare_cases("block logits", [r.logits for r in refs], [x.logits for x in outs], argmax=True))
-    choice = ([r.logits for r in refs], [x.logits for x in outs])
-    if _both(o, "Markov head", refs[0].markov_bias, outs[0].markov_bias):
-        o.append(compare_cases("Markov bias W2 W1[prev]", [r.markov_bias for r in refs], [x.markov_bias for x in outs]))
-        o.append(compare_cases("Markov-biased logits", [r.markov_logits for r in refs], [x.markov_logits for x in outs],
-                               argmax=True))
-        choice = ([r.markov_logits for r in refs], [x.markov_logits for x in outs])
-    o.append(compare_token_cases("chosen tokens", [r.tokens for r in refs], [x.tokens for x in outs], *choice))
-    if _both(o, "confidence head", refs[0].confidence_logits, outs[0].confidence_logits):
-        o.append(_confidence_row(refs, outs, EXACT_NMSE))
-    if not quality:
-        report.quality_note = "quality mode skipped (--no-quality)"
-        return
-    if _quality_ref(report, exact):
-        refs = _reference(report.hf_dir, lambda: tf.block_forward(d, feats, anchors, [r.prev_tokens for r in refs]))
-    q = report.quality
-    q.append(compare_cases("block logits", [r.logits for r in refs], [x.logits for x in outs], bound=None, argmax=True))
-    if refs[0].markov_logits is not None and outs[0].markov_logits is not None:
-        q.append(compare_cases("Markov-biased logits", [r.markov_logits for r in refs], [x.markov_logits for x in outs],
-                               bound=None, argmax=True))
-    if refs[0].confidence_logits is not None and outs[0].confidence_logits is not None:
-        q.append(_confidence_row(refs, outs, None))
-
-
-def _both(rows: list[OutputCheck], what: str, ref: Any, got: Any) -> bool:
-    """Whether both sides computed an optional head; a row that fails when only one side did."""
-    if ref is None and got is None:
-        return False
-    if ref is None or got is None:
-        rows.append(OutputCheck(what, [], passed=False, grade="missing",
-                                detail=f"{what} present in the {'GGUF' if ref is None else 'checkpoint'} only"))
-        return False
-    return True
-
-
-def _confidence_row(refs: list[Any], outs: list[Any], bound: float | None) -> OutputCheck:
-    c = compare_cases("confidence (logit)", [r.confidence_logits for r in refs], [x.confidence_logits for x in outs],
-                      bound=bound, by_energy=True)      # a few values around the bias: relative to their size
-    if c.nmse is not None:
-        diff = max(float(np.max(np.abs(1 / (1 + np.exp(-r.confidence_logits)) - 1 / (1 + np.exp(-x.confidence_logits)))))
-                   for r, x in zip(refs, outs, strict=True))
-        c.detail = f"{c.detail}; max |p diff| {diff:.3g}" if c.detail else f"max |p diff| {diff:.3g}"
-    return c
-
-
-def _verify_eagle3(report: VerifyReport, tf: Any, d: HFDraft, exact: HFDraft, g: GGUFWeights, target: TargetWeights,
-                   feats: list[np.ndarray], toks: list[np.ndarray], quality: bool) -> None:
-    from .reference.eagle3_np import Eagle3Case, eagle3_forward
-
-    K = report.steps
-    refs = _reference(report.hf_dir, lambda: tf.eagle3_forward(exact, feats, toks, K))
-    outs = _candidate(report, lambda: eagle3_forward(
-        g, target, [Eagle3Case(f, t, K, forced_tokens=r.tokens) for f, t, r in zip(feats, toks, refs, strict=True)]))
-    if outs is None:
-        return
-    hp = outs[0].hparams
-    report.hparams = {"target_layers": hp.target_layers, "target_hidden_size": hp.target_hidden_size,
-                      "norm_before_residual": hp.norm_before_residual, "norm_before_fc": hp.norm_before_fc,
-                      "rope_freqs": g.has("rope_freqs.weight"), "draft_vocab": int(outs[0].logits.shape[1])}
-    o = report.outputs
-    o.append(compare_cases("fc output", [r.fc for r in refs], [x.fc for x in outs]))
-    o.append(compare_cases("prefill output (layer 0, pre-norm)", [r.prefill_hidden for r in refs],
-                           [x.prefill_hidden for x in outs], layer=0))
-    o.append(compare_cases("prefill logits", [r.prefill_logits for r in refs], [x.prefill_logits for x in outs], argmax=True))
-    for s in range(K):
-        if s > 0:
-            o.append(compare_cases(f"step {s} hidden (pre-norm)", [r.step_hidden[s - 1:s] for r in refs],
-                                   [x.step_hidden[s - 1:s] for x in outs], layer=0))
-        o.append(compare_cases(f"step {s} logits", [r.logits[s:s + 1] for r in refs], [x.logits[s:s + 1] for x in outs],
-                               argmax=True))
-    o.append(compare_token_cases("chosen tokens", [r.tokens for r in refs], [x.tokens for x in outs],
-                                 [r.logits for r in refs], [x.logits for x in outs]))
-    if not quality:
-        report.quality_note = "quality mode skipped (--no-quality)"
-        return
-    if _quality_ref(report, exact):
-        refs = _reference(report.hf_dir, lambda: tf.eagle3_forward(d, feats, toks, K, [r.tokens for r in refs]))
-    report.quality += [
-        compare_cases("prefill logits", [r.prefill_logits for r in refs], [x.prefill_logits for x in outs], bound=None,
-                      argmax=True),
-        compare_cases("step logits", [r.logits for r in refs], [x.logits for x in outs], bound=None, argmax=True),
-    ]

@@ -22,6 +22,7 @@ import numpy as np
 from .errors import ConvertError
 from .reference.ops import read_common_hparams
 from .reference.weights import GGUFWeights
+from .variants import variant_of_family
 
 if TYPE_CHECKING:
     from .reference.hf_draft import HFDraft
@@ -251,19 +252,11 @@ def _meta(key: str, got: Any, expected: Any) -> MetadataCheck:
     return MetadataCheck(key, got, expected, bool(ok))
 
 
-def llama3_factors(d: HFDraft) -> np.ndarray:
-    """The per-pair divisors llama3 rope scaling applies (``rope_freqs.weight``), from the torch side's frequencies."""
-    from .reference.torch_forward import inv_freq
-
-    hd, theta = d.hp.head_dim, d.hp.rope.theta
-    plain = 1.0 / theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd)
-    return plain / inv_freq(d.hp).numpy()
-
-
 def metadata_checks(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
     """Compare the GGUF's hyperparameters with the HF config (normalised by the torch side)."""
     hp, arch = d.hp, g.value("general.architecture")
-    want = "eagle3" if d.family == "eagle3" else "dflash"
+    variant = variant_of_family(d.family)          # the checkpoint's variant: the arch its file must have
+    want = variant.arch
     out = [MetadataCheck("general.architecture", arch, want, arch == want)]
     if not out[0].passed:
         return out
@@ -287,29 +280,9 @@ def metadata_checks(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
     ]
     if scaling or c.rope_scaling_factor is not None:
         out.append(_meta(f"{a}.rope.scaling.factor", c.rope_scaling_factor, hp.rope.factor if scaling else None))
-    if a == "eagle3":
-        out.append(_rope_freqs_check(g, d))
-    if a == "dflash":
-        markov = g.has("markov_w1.weight")
-        sfa = g.value("dflash.sample_from_anchor")
-        out += [
-            _meta("dflash.block_size", g.value("dflash.block_size", 16), hp.block_size),
-            _meta("dflash.target_layers", g.value("dflash.target_layers"), hp.target_layers),
-            _meta("tokenizer.ggml.mask_token_id", g.value("tokenizer.ggml.mask_token_id"), hp.mask_token_id),
-            _meta("dflash.sample_from_anchor", bool(sfa) if sfa is not None else markov, hp.sample_from_anchor),
-            _meta("markov rank (markov_w1.weight)", g.shape("markov_w1.weight")[1] if markov else 0, hp.markov_rank),
-            _meta("confidence head (conf_proj.weight)", g.has("conf_proj.weight"), hp.has_confidence),
-        ]
-        if hp.sliding_window or g.value("dflash.attention.sliding_window"):
-            out.append(_meta("dflash.attention.sliding_window", g.value("dflash.attention.sliding_window", 0), hp.sliding_window))
-    else:
-        out += [
-            _meta("eagle3.target_layers", g.value("eagle3.target_layers"), hp.target_layers),
-            _meta("eagle3.target_hidden_size", g.value("eagle3.target_hidden_size"), hp.target_hidden_size),
-            _meta("eagle3.norm_before_residual", bool(g.value("eagle3.norm_before_residual", False)), hp.norm_before_residual),
-            _meta("eagle3.norm_before_fc", bool(g.value("eagle3.norm_before_fc", False)), hp.norm_before_fc),
-        ]
-    if d.weights.has("d2t") and (a == "eagle3" or hp.draft_vocab_size < hp.vocab_size):
+    role = variant.role("verify")
+    out += role.metadata(g, d)
+    if d.weights.has("d2t") and (getattr(role, "D2T_ALWAYS", False) or hp.draft_vocab_size < hp.vocab_size):
         expected = d.weights.get("d2t").long().numpy().reshape(-1)
         expected = expected + np.arange(expected.size)
         got = g.ints("d2t") if g.has("d2t") else None
@@ -319,15 +292,36 @@ def metadata_checks(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
     return out
 
 
-def _rope_freqs_check(g: GGUFWeights, d: HFDraft) -> MetadataCheck:
-    """llama3 rope scaling lives in ``rope_freqs.weight``: present, with the config's factors (to float32 accuracy)."""
-    key = "rope_freqs.weight (llama3 scaling)"
-    has = g.has("rope_freqs.weight")
-    if d.hp.rope.type != "llama3":
-        return MetadataCheck(key, "present" if has else "absent", "absent", not has)
-    want = llama3_factors(d)
-    if not has:
-        return MetadataCheck(key, "absent", f"{want.size} factors", False)
-    got = g.array("rope_freqs.weight").reshape(-1).astype(np.float64)
-    same = got.shape == want.shape and bool(np.allclose(got, want, rtol=1e-6, atol=0))
-    return MetadataCheck(key, "equal" if same else f"different ({got.size} values)", f"{want.size} factors", same)
+# ============================================================================================== running the forwards
+# (verify's driver and each variant's verify rows run the two forwards through these)
+def _reference(hf_dir: str, run: Any) -> Any:
+    """Run the torch forward; a checkpoint it cannot compute (missing tensor, bad shape) is an input error."""
+    try:
+        return run()
+    except ConvertError:
+        raise
+    except (KeyError, RuntimeError, ValueError, IndexError) as e:
+        raise ConvertError(f"{hf_dir}: the reference forward failed on this checkpoint ({type(e).__name__}: {e})") from None
+
+
+def _candidate(report: Any, run: Any) -> Any:
+    """Run the numpy forward; a readable but inconsistent GGUF (missing tensor, bad shape) fails the report."""
+    try:
+        return run()
+    except (ConvertError, ValueError, IndexError, KeyError) as e:
+        report.outputs.append(OutputCheck("GGUF forward", [], grade="error", passed=False, detail=str(e)))
+        return None
+
+
+def _lossless(exact: HFDraft) -> bool:
+    return all(r.changed == 0 for r in exact.weights.rounding.values())
+
+
+def _quality_ref(report: Any, exact: HFDraft) -> bool:
+    """Whether a second torch run on the unrounded weights is needed (and the note that says why not)."""
+    if _lossless(exact):
+        report.quality_note = ("storage is lossless for this checkpoint (rounding to the GGUF types changed no "
+                               "value): the quality rows equal the exact rows")
+        return False
+    report.quality_note = "GGUF forward vs the torch forward of the unrounded checkpoint (information, not the verdict)"
+    return True

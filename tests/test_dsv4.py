@@ -115,7 +115,7 @@ def test_chat_template_is_upstreams_and_0731_by_name(tmp_path: Path) -> None:
     cfg = json.loads((TOKENIZER / "tokenizer_config.json").read_text())
     own_template = cfg.pop("chat_template")
     (tok / "tokenizer_config.json").write_text(json.dumps(cfg))
-    templates = ROOT / "dspark_convert" / "templates"
+    templates = ROOT / "dspark_convert" / "variants" / "dsv4" / "templates"
     for name, fn in (("DeepSeek-V4-Flash-DSpark", "deepseek-ai-DeepSeek-V4.jinja"),
                      ("DeepSeek-V4-Flash-0731", "deepseek-ai-DeepSeek-V4-Flash-0731.jinja")):
         ck = make(tmp_path, name, dims=dims, tokenizer=tok)
@@ -130,7 +130,7 @@ def test_chat_template_is_upstreams_and_0731_by_name(tmp_path: Path) -> None:
 
 def test_templates_are_upstreams_files(golden_dir: Path) -> None:
     for fn in ("deepseek-ai-DeepSeek-V4.jinja", "deepseek-ai-DeepSeek-V4-Flash-0731.jinja"):
-        assert (ROOT / "dspark_convert" / "templates" / fn).read_bytes() == (golden_dir / "templates" / fn).read_bytes()
+        assert (ROOT / "dspark_convert" / "variants" / "dsv4" / "templates" / fn).read_bytes() == (golden_dir / "templates" / fn).read_bytes()
 
 
 # ---------------------------------------------------------------------------------------------- streaming

@@ -90,7 +90,8 @@ def _verify_rows(gguf: Path, hf: Path, target: Path) -> tuple[bool, dict[str, bo
     from dspark_convert.verify import verify
 
     r = verify(gguf, hf, target, context=8, quality=False)
-    return r.passed, {o.name: o.passed for o in r.outputs} | {f"metadata {m.key}": m.passed for m in r.metadata}
+    acc = {r.accounting.name: r.accounting.passed} if r.accounting is not None else {}
+    return r.passed, {o.name: o.passed for o in r.outputs} | {f"metadata {m.key}": m.passed for m in r.metadata} | acc
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +112,7 @@ def test_dflash2_verify_passes_every_outtype(dflash2_files: dict[str, Path], out
 
     passed, rows = _verify_rows(dflash2_files[outtype], FIXTURES / "dflash2-zlab", TARGET)
     assert passed, rows
-    assert {"layer 1 output", "selector candidates (top-k sets)", "selector scores", "tensors accounted for",
+    assert {"layer 1 output", "selector candidates (top-k sets)", "selector scores", "tensor accounting",
             "metadata dflash.selector_top_k"} <= set(rows)
 
 

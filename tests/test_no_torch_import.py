@@ -85,7 +85,7 @@ def test_storage_rounding_is_torch_free() -> None:
     code = """
 import json, sys
 import numpy as np
-from dspark_convert.reference import dsv4_tensors
+from dspark_convert.variants.dsv4 import tensors as dsv4_tensors
 from dspark_convert.reference.storage import round_values
 x = np.array([[1.00390625, 1 / 3] * 16], np.float32)
 print(json.dumps({"bf16": round_values(x, "BF16")[0, :2].tolist(), "q8": round_values(x, "Q8_0")[0, :2].tolist(),

@@ -16,14 +16,23 @@ import pytest
 from conftest import FIXTURES, TARGET
 
 from dspark_convert.errors import ConvertError
-from dspark_convert.reference import dflash_np as nf
 from dspark_convert.reference import ops
-from dspark_convert.reference.eagle3_np import Eagle3Case, Eagle3HParams, KVCache, eagle3_forward, eagle3_step, fc_input
 from dspark_convert.reference.weights import GGUFWeights, TargetWeights, open_gguf
+from dspark_convert.variants.dflash import numpy_forward as nf
+from dspark_convert.variants.eagle3.numpy_forward import (
+    Eagle3Case,
+    Eagle3HParams,
+    KVCache,
+    eagle3_forward,
+    eagle3_step,
+    fc_input,
+)
 
 torch = pytest.importorskip("torch", reason="the torch forward needs torch (torch extra)")
 from dspark_convert.reference import torch_forward as tf  # noqa: E402
 from dspark_convert.reference.hf_draft import HFHParams, RopeParams  # noqa: E402
+from dspark_convert.variants.dflash.torch_forward import block_forward  # noqa: E402
+from dspark_convert.verify import draft_readers  # noqa: E402
 
 MASK = 1016
 RNG = np.random.default_rng(11)
@@ -152,11 +161,11 @@ def test_sliding_window_is_applied_on_both_sides(gguf) -> None:
     g, tw = gguf("dflash-zlab-swa"), TargetWeights(TARGET)
     feats = RNG.standard_normal((40, 192)).astype(np.float32)
     (out,) = nf.dflash_forward(g, tw, [nf.BlockCase(feats, 5)])
-    d = tf.load_draft(FIXTURES / "dflash-zlab-swa", TARGET)
+    d = tf.load_draft(FIXTURES / "dflash-zlab-swa", TARGET, draft_readers())
     assert d.hp.swa == [True, False] and d.hp.sliding_window == 32 and d.hp.is_swa(0) and not d.hp.is_swa(1)
-    assert np.allclose(tf.block_forward(d, [feats], [5])[0].hidden, out.hidden, atol=1e-5)
+    assert np.allclose(block_forward(d, [feats], [5])[0].hidden, out.hidden, atol=1e-5)
     d = replace(d, hp=replace(d.hp, swa=[False, False]))
-    assert not np.allclose(tf.block_forward(d, [feats], [5])[0].hidden, out.hidden, atol=1e-3)
+    assert not np.allclose(block_forward(d, [feats], [5])[0].hidden, out.hidden, atol=1e-3)
 
 
 def test_forward_streams_layer_by_layer(gguf, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -281,20 +290,20 @@ def test_target_sharded_and_tied(tmp_path: Path) -> None:
 ])
 def test_hf_config_normalisation(layout: str, family: str, kind: str, sfa: bool, layers: list[int], neox: bool,
                                  block: int, own_embed: bool) -> None:
-    d = tf.load_draft(FIXTURES / layout, TARGET)
+    d = tf.load_draft(FIXTURES / layout, TARGET, draft_readers())
     assert (d.family, d.layout, d.hp.sample_from_anchor, d.hp.target_layers) == (family, kind, sfa, layers)
     assert (d.hp.neox, d.hp.block_size, d.hp.own_embed, d.hp.mask_token_id) == (neox, block, own_embed, MASK)
     assert (d.hp.head_dim, d.hp.n_head_kv, d.hp.rope.theta, d.hp.rope.type) == (16, 2, 1e6, "default")
 
 
 def test_hf_eagle3_normalisation() -> None:
-    sf = tf.load_draft(FIXTURES / "eagle3-specforge", TARGET)
+    sf = tf.load_draft(FIXTURES / "eagle3-specforge", TARGET, draft_readers())
     assert sf.family == "eagle3" and sf.prefix == "midlayer." and sf.hp.draft_vocab_size == 256
     assert sf.hp.target_layers == [2, 3, 3]                          # upstream default [2, L//2, L-3], L = 6
     assert any("eagle_config ids [1, 2, 4]" in n for n in sf.notes)
-    sp = tf.load_draft(FIXTURES / "eagle3-speculators", TARGET)
+    sp = tf.load_draft(FIXTURES / "eagle3-speculators", TARGET, draft_readers())
     assert sp.prefix == "layers.0." and sp.hp.target_layers == [2, 3, 5] and sp.hp.norm_before_residual
-    ll = tf.load_draft(FIXTURES / "eagle3-llama", TARGET)
+    ll = tf.load_draft(FIXTURES / "eagle3-llama", TARGET, draft_readers())
     assert ll.hp.rope.type == "llama3" and ll.hp.head_dim == 16 and ll.hp.eps == 1e-5
 
 
@@ -305,7 +314,7 @@ def test_hf_unknown_architecture(tmp_path: Path) -> None:
     from safetensors.numpy import save_file
     save_file({"w": np.zeros(2, np.float32)}, str(tmp_path / "model.safetensors"))
     with pytest.raises(ConvertError, match="not a DSpark, DFlash or EAGLE-3 draft"):
-        tf.load_draft(tmp_path, TARGET)
+        tf.load_draft(tmp_path, TARGET, draft_readers())
 
 
 # ---------------------------------------------------------------------------------------------- storage rounding
@@ -347,7 +356,7 @@ def test_rounded_checkpoint_equals_the_gguf_bit_for_bit(gguf, layout: str, outty
     from dspark_convert.verify import gguf_types
 
     g = gguf(layout, outtype)
-    d = tf.load_draft(FIXTURES / layout, TARGET).with_storage(gguf_types(g))
+    d = tf.load_draft(FIXTURES / layout, TARGET, draft_readers()).with_storage(gguf_types(g))
     seen = 0
     for name in d.weights.names:
         gname = gguf_counterpart(name, d.prefix)

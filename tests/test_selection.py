@@ -3,7 +3,7 @@ tensors a family reads (locally and from the Hub cache), with the other shards a
 
 The DeepSeek-V4 DSpark draft (``mtp.*`` tensors in 2 of 46 shards of the target checkpoint, config naming
 ``DeepseekV4ForCausalLM``) is the case these serve; a stand-in family exercises the mechanism here (the real
-family, ``families/dspark_dsv4.py``, is tested in tests/test_dsv4*.py).
+family, ``variants/dsv4/dspark_dsv4.py``, is tested in tests/test_dsv4*.py).
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ import pytest
 from bad_inputs_kit import FIX, TARGET, read_tensors, write_tensors
 from gguf import GGUFReader
 
-from dspark_convert import convert, families
+from dspark_convert import convert
 from dspark_convert.errors import ConvertError
-from dspark_convert.families import dspark, family_for, family_name
 from dspark_convert.hf.checkpoint import Checkpoint, tensor_names
 from dspark_convert.hf2gguf.conversion import plan_conversion
+from dspark_convert.variants import families
+from dspark_convert.variants.dflash import dspark
+from dspark_convert.variants.families import family_for, family_name
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -77,7 +79,7 @@ def test_every_family_module_implements_the_contract() -> None:
         assert [t.name for t in mod.TARGET_TENSORS][0] == "token_embd.weight"
     assert dspark.hf_names("blk.1.ffn_up.weight") == ("layers.1.mlp.up_proj.weight",)
     assert dspark.hf_names("enc.output_norm.weight") == ("hidden_norm.weight",)
-    from dspark_convert.families import eagle3
+    from dspark_convert.variants.eagle3 import eagle3
 
     assert eagle3.hf_names("blk.0.attn_norm_2.weight") == ("midlayer.hidden_norm.weight", "layers.0.hidden_norm.weight")
     assert eagle3.hf_names("enc.output_norm.weight") == ("input_norm.weight",)

@@ -18,9 +18,9 @@ from bad_inputs_kit import copy_fixture, drop_tensor, edit_config, get_tensor, r
 from conftest import FIXTURES, TARGET
 
 from dspark_convert import convert
-from dspark_convert.families.hparams import target_text_architecture, target_ties_embeddings, target_uses_mrope
 from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.plan import Plan
+from dspark_convert.variants.kit.hparams import target_text_architecture, target_ties_embeddings, target_uses_mrope
 
 
 def plan_of(draft: Path, tmp: Path, target: Path = TARGET, **kw: Any) -> Plan:
@@ -169,7 +169,7 @@ def test_mrope_target_gets_degenerate_sections(tmp_path: Path) -> None:
 def test_gemma_target_embedding_scale_and_text_architecture(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from dspark_convert.families.dflash_base import embedding_scale
+    from dspark_convert.variants.kit.dflash_base import embedding_scale
 
     cfg = {"architectures": ["Gemma4ForConditionalGeneration"], "text_config": {"hidden_size": 64}}
     ctx: Any = SimpleNamespace(target_config=cfg, target_dir=tmp_path, where="config.json")

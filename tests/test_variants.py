@@ -3,9 +3,11 @@ knowledge in its place (issue 20):
 
 - one answer to "which variant is this?" for a GGUF file and for a checkpoint, the same one ``check`` uses;
 - every converter family has a variant (so verify's tensor accounting has its drop rules);
-- verify's side never imports the conversion verb, and its forwards and tensor checks never import the converter's
-  name tables (two independent witnesses);
-- family names appear only in the variant packages (today ``families/``), the registry and the schema, plus an
+- verify's side never imports the conversion verb, and each variant's forwards and tensor checks never import the
+  converter (its family modules, the kit, the name tables): two independent witnesses;
+- the import graph has no cycle but the known one (issue 26's staleness hook), the registry below ``check`` and
+  every variant slice above it;
+- family names appear only in the variant packages and the registry (``variants/``) and the schema, plus an
   allow-list of today's offenders that may only shrink.
 """
 
@@ -19,10 +21,10 @@ import pytest
 from conftest import FIXTURES, ROOT
 
 from dspark_convert.check import LOADER_VARIANTS
-from dspark_convert.families import family_modules, family_name
 from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.recognize import checkpoint_variant, draft_architecture
 from dspark_convert.variants import BY_NAME, VARIANTS, DropRule, gguf_variant, variant_of_family
+from dspark_convert.variants.families import family_modules, family_name
 
 PKG = ROOT / "dspark_convert"
 
@@ -90,8 +92,17 @@ def _imports(path: Path) -> set[str]:
     return out
 
 
-VERIFY_SIDE = ["verify.py", "verify_dsv4.py", "verify_accounting.py", "verify_checks.py",
-               *[f"reference/{p.name}" for p in sorted((PKG / "reference").glob("*.py"))]]
+#: the verify side: its driver, the shared reference machinery, and each variant's forwards and verify rows
+WITNESSES = ("numpy_forward.py", "torch_forward.py", "tensors.py")
+VERIFY_SIDE = ["verify.py", "verify_accounting.py", "verify_checks.py",
+               *[f"reference/{p.name}" for p in sorted((PKG / "reference").glob("*.py"))],
+               *[p.relative_to(PKG).as_posix() for p in sorted((PKG / "variants").glob("*/*.py"))
+                 if p.name in ("verify.py", *WITNESSES)]]
+#: converter code a forward must not import (its own HF / GGUF names keep the two sides independent witnesses)
+CONVERTER = ("dspark_convert.hf2gguf", "dspark_convert.variants.kit", "dspark_convert.variants.families",
+             "dspark_convert.variants.kit.base", "dspark_convert.variants.dsv4.names",
+             *(f"dspark_convert.variants.{v}.{f}" for v in ("dflash", "dflash2", "eagle3", "dsv4")
+               for f in ("dspark", "dflash", "dflash_mimo", "dflash2", "eagle3", "dspark_dsv4")))
 
 
 @pytest.mark.parametrize("module", VERIFY_SIDE)
@@ -99,28 +110,30 @@ def test_verify_side_does_not_import_the_converter(module: str) -> None:
     """verify is a sibling of the conversion verb, and its witnesses keep their own names (issue 20)."""
     imported = _imports(PKG / module)
     assert not {m for m in imported if m.startswith("dspark_convert.hf2gguf")}, module
-    assert not {m for m in imported if m.startswith("dspark_convert.families.dsv4_names")}, module
-    if module.startswith("reference/"):
-        assert not {m for m in imported if m.startswith("dspark_convert.families")}, module
+    assert not {m for m in imported if m.startswith("dspark_convert.variants.dsv4.names")}, module
+    if module.startswith(("reference/", "variants/")):  # the witnesses and verify's rows keep their own names
+        assert not {m for m in imported if m.startswith(CONVERTER)}, module
+    if module.startswith("reference/"):  # shared machinery sits below the variants
+        assert not {m for m in imported if m.startswith("dspark_convert.variants")}, module
 
 
 # ---------------------------------------------------------------------------------------------- family names
 FAMILY_WORD = re.compile(r"(?i)(?<![\w-])(dflash|eagle-?3|dsv4|deepseek|dspark(?![_-]convert))")
-#: where family names belong: the variant packages (today ``families/``), the registry, the GGUF vocabulary
-ZONES = ("families/", "variants/", "schema.py")
+#: where family names belong: the variant packages and the registry (``variants/``), the GGUF vocabulary
+ZONES = ("variants/", "schema.py")
 #: today's offenders (issue 20, at its start): each must leave this list when it stops naming families, and the
 #: list must end empty. A file not listed here that names a family fails.
 ALLOWED = frozenset({
     "llamacpp/build.py", "llamacpp/layouts.py", "llamacpp/server.py", "llamacpp/threeway.py", "reference/target_np.py",
     "upgrade.py",
-    "__init__.py", "hf/mask_embedding.py", "reference/dflash2_np.py", "reference/dflash2_torch.py", "verify_dflash2.py",
-    "archnames.py", "check.py", "cli.py", "dsv4_rules.py", "fit/conversion.py", "fit/rules.py",
+    "__init__.py", "hf/mask_embedding.py",
+    "archnames.py", "cli.py", "fit/conversion.py", "fit/rules.py",
     "fit/sides.py", "gguffile/reader.py", "gguffile/source.py", "hf/checkpoint.py", "hf/hub.py",
     "hf2gguf/conversion.py", "hf2gguf/metadata.py", "hf2gguf/naming.py", "hf2gguf/writer.py", "inspect.py", "plan.py",
-    "quant.py", "reference/__init__.py", "reference/dflash_np.py", "reference/dsv4_tensors.py",
-    "reference/eagle3_np.py", "reference/hf_draft.py", "reference/ops.py", "reference/storage.py",
-    "reference/torch_forward.py", "reference/weights.py", "tokenizer/bpe.py", "tokenizer/class_defaults.py",
-    "tokenizer/handlers.py", "transforms.py", "verify.py", "verify_checks.py", "verify_dsv4.py",
+    "quant.py",
+    "reference/hf_draft.py", "reference/ops.py", "reference/storage.py",
+    "reference/weights.py", "tokenizer/bpe.py", "tokenizer/class_defaults.py",
+    "tokenizer/handlers.py", "transforms.py",
 })
 
 
@@ -146,3 +159,29 @@ def test_family_names_stay_in_the_variants() -> None:
 def test_family_word_pattern() -> None:
     words = FAMILY_WORD.findall("dspark_convert dspark-convert DSpark dspark_dsv4 EAGLE-3 eagle3 DFlash2 DeepSeek-V4")
     assert [w.lower() for w in words] == ["dspark", "dspark", "eagle-3", "eagle3", "dflash", "deepseek"]
+
+
+# ---------------------------------------------------------------------------------------------- import graph
+#: the one cycle of the package graph not made by the variants: check's staleness warning imports upgrade, which
+#: imports the conversion (issue 26's hook); it must not grow, and no variant unit may join a cycle
+KNOWN_CYCLE = {"dspark_convert.check", "dspark_convert.fit", "dspark_convert.hf2gguf", "dspark_convert.upgrade"}
+
+
+def test_import_graph_no_new_cycles_or_upward_imports() -> None:
+    """The registry sits below check and the slices, each slice above the drivers it serves (issue 20): 0 cycles
+    and 0 upward imports outside :data:`KNOWN_CYCLE`, measured by ``benchmarks/import_graph.py``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "benchmarks" / "import_graph.py")
+    assert spec is not None and spec.loader is not None
+    graph = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(graph)
+    fig = graph.figures(PKG)
+    cycles = [set(c) for c in fig["_cycles"]]                 # module cycles, then unit cycles
+    assert all(c <= KNOWN_CYCLE for c in cycles), cycles
+    layer = fig["_layers"]
+    slices = [u for u in layer if u.startswith("dspark_convert.variants.") and u != "dspark_convert.variants.kit"]
+    assert sorted(slices) == [f"dspark_convert.variants.{v.name}" for v in sorted(VARIANTS, key=lambda v: v.name)]
+    assert layer["dspark_convert.variants"] < layer["dspark_convert.check"]       # check asks the registry
+    assert all(layer[u] > layer["dspark_convert.check"] for u in slices)          # a slice's loader uses check's kit
+    assert fig["cycles (units)"] == 1 and fig["upward imports (units)"] <= 6      # was 1 and 9 at 3fc559b

@@ -19,8 +19,8 @@ from typing import Any
 
 from .. import schema as S
 from ..check import Finding
-from ..families.base import TargetFacts
 from ..gguffile.packed import PackedStrings
+from ..variants.kit.base import TargetFacts
 
 IGNORE_HINT = "pass --ignore-target-mismatch to convert anyway"
 #: the rule ids of fit findings (errors: the first four; warnings: the rest)

@@ -25,6 +25,7 @@ from ..gguffile.reader import GGUFFile, plan_from_file, safe_text
 from ..gguffile.records import RecordParser
 from ..gguffile.source import is_remote_ref, open_gguf_source
 from ..plan import Plan
+from ..variants import base_variant
 
 #: unscoped keys a side keeps (tokenizer keys, draft keys); ``{arch}.*`` ones go to :attr:`Side.hp`
 KEYS = (S.TOKENIZER_MODEL, S.TOKENIZER_PRE, S.TOKENIZER_CHAT_TEMPLATE, S.GENERAL_NAME, S.DFLASH_TARGET_LAYERS,
@@ -110,10 +111,12 @@ class Side:
 
     @property
     def family(self) -> str:
-        """``dspark`` (a ``dflash`` file with Markov tensors), ``dflash``, ``eagle3``, or the arch of anything else."""
-        if self.arch == S.ARCH_DFLASH:
-            return "dspark" if S.T_MARKOV_W1 in self.tensors else "dflash"
-        return self.arch
+        """The word fit's rules are keyed by: the base variant's (:func:`.variants.base_variant` of the arch; its
+        ``fit.family_word(tensors)`` when it has one, else its name), or the arch of anything else."""
+        v = base_variant(self.arch)
+        if v is None:
+            return self.arch
+        return str(v.role("fit").family_word(self.tensors)) if v.has_role("fit") else v.name
 
 
 def _no_tokens(where: str) -> ConvertError:
@@ -160,11 +163,11 @@ def side_from_gguf(path: str | os.PathLike[str], *, draft: bool = True, remote: 
 def side_from_hf(spec: str) -> Side:
     """A Hugging Face target (folder or repo id): the sizes from ``config.json`` and the tokenizer KVs that
     ``hf2gguf`` (and upstream's converter) would write for it, padded to the config's ``vocab_size``."""
-    from ..families import refuse_draft_as_target
-    from ..families.hparams import normalize_hparams, rope_dict
     from ..hf.checkpoint import load_json
     from ..hf.hub import resolve_target
     from ..tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
+    from ..variants.families import refuse_draft_as_target
+    from ..variants.kit.hparams import normalize_hparams, rope_dict
 
     resolved = resolve_target(spec)
     folder = resolved.path
@@ -198,7 +201,7 @@ def side_from_hf(spec: str) -> Side:
 
 def _not_a_draft(side: Side) -> Side:
     """A target GGUF, refused when it is a draft (its arch is a draft architecture)."""
-    if side.arch in (S.ARCH_DFLASH, S.ARCH_EAGLE3):
+    if base_variant(side.arch) is not None:
         raise ConvertError(f"{side.source}: is a draft GGUF (general.architecture '{side.arch}'), not a target "
                            "model; pass the target model the draft was made for as --target")
     return side

@@ -17,15 +17,15 @@ from .. import schema as S
 from ..archnames import Architecture, resolve_architecture
 from ..check import Finding, check_plan, errors
 from ..errors import ConvertError, Interrupted, require_regular
-from ..families import family_for, family_name, refuse_draft_as_target
-from ..families.base import Context, ConvertOptions, Family, TargetFacts, TargetTensor
-from ..families.common import resolve_outtype, tensor_spec
-from ..families.hparams import normalize_hparams, rope_dict
 from ..fit.conversion import IGNORE_HINT, Pair, conversion_findings, mask_embedding_sources
 from ..hf.checkpoint import INDEX_NAME, Checkpoint, Select, load_json, read_json, read_weight_map, tensor_names
 from ..hf.hub import TOKENIZER_FILES, ResolvedModel, resolve_draft, resolve_target
 from ..notes import collecting
 from ..plan import KV, Plan, TensorSpec
+from ..variants.families import family_for, family_name, refuse_draft_as_target
+from ..variants.kit.base import Context, ConvertOptions, Family, TargetFacts, TargetTensor
+from ..variants.kit.common import resolve_outtype, tensor_spec
+from ..variants.kit.hparams import normalize_hparams, rope_dict
 from .destination import check_destination, check_planned_name, expect_commit, written_here
 from .metadata import general_kvs, param_counts
 from .naming import default_output_name, expand_output_template

@@ -52,6 +52,11 @@ def runtime_head(arch: str | None, tensor_names: set[str] | frozenset[str]) -> s
     return "target"
 
 
+#: verify's note for a file llama.cpp scores with ``token_embd`` (:func:`runtime_head`)
+TOKEN_EMBD_HEAD_NOTE = ("llama.cpp b11434 scores this file with token_embd.weight (output.weight is absent, "
+                        "src/models/dflash.cpp), so the GGUF forward does too")
+
+
 def runtime_embeddings(tensor_names: set[str] | frozenset[str]) -> str:
     """Which token embeddings llama.cpp uses: the draft's ``token_embd`` when present, else the target's."""
     return "token_embd" if EMBD in tensor_names else "target"

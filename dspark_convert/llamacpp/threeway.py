@@ -2,7 +2,7 @@
 
 The three parties are the target (its tap features, from the numpy target forward :mod:`..reference.target_np`),
 llama.cpp (its ``-v`` log of every draft candidate, :func:`.server.parse_drafts`) and our draft reference
-(:func:`..reference.dflash_forward` / :func:`..reference.eagle3_forward` on the GGUF). For each draft block
+(each variant's ``numpy_forward`` on the GGUF). For each draft block
 llama-server logged, with context length ``T`` and anchor ``a``, the reference gets the target's features of the
 first ``T`` tokens and ``a``, and proposes a block; the two proposals are compared position by position.
 
@@ -29,8 +29,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConvertError
-from ..reference import BlockCase, Eagle3Case, GGUFWeights, TargetWeights, dflash_forward, eagle3_forward, open_gguf
+from ..reference import GGUFWeights, TargetWeights, open_gguf
 from ..reference.target_np import TargetModel, tap_features, target_forward
+from ..variants.dflash.numpy_forward import BlockCase, dflash_forward
+from ..variants.eagle3.numpy_forward import Eagle3Case, eagle3_forward
 from ..verify_checks import TIE_STD_FRACTION
 from .server import DraftBlock
 
@@ -228,7 +230,7 @@ def _continuation(seq: np.ndarray, b: DraftBlock) -> list[int]:
 
 def _dflash2_drafts(g: GGUFWeights, tw: TargetWeights, feats: np.ndarray, seq: np.ndarray,
                     blocks: Sequence[DraftBlock]) -> list[RefBlock]:
-    from ..reference.dflash2_np import dflash2_forward
+    from ..variants.dflash2.numpy_forward import dflash2_forward
 
     outs = dflash2_forward(g, tw, [feats[:b.n_context] for b in blocks], [int(b.anchor or 0) for b in blocks])
     refs = []

@@ -2,8 +2,9 @@
 in the GGUF.
 
 - :func:`load_draft` reads ``config.json`` in every layout users bring (DeepSpec flat, z-lab / SpecForge nested
-  ``dflash_config``, speculators ``transformer_layer_config``, EAGLE-3 ``midlayer.`` / ``layers.0.``) into a
-  frozen :class:`HFHParams`. It is written from ``spec/checkpoints.md`` and shares no code with the converter.
+  ``dflash_config``, speculators ``transformer_layer_config``, one-layer ``midlayer.`` / ``layers.0.``) into a
+  frozen :class:`HFHParams`, through the :class:`DraftReader` of each variant's ``torch_forward`` module. It is
+  written from ``spec/checkpoints.md`` and shares no code with the converter.
 - :class:`TorchCheckpoint` reads tensors with safetensors' own reader, one short-lived handle per read (a kept
   handle keeps its memory map, and every page it touched stays in the RSS), as float32.
 - **Storage rounding** (exact mode): given the GGML type each tensor has in the GGUF, a read applies exactly the
@@ -13,10 +14,10 @@ in the GGUF.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from safetensors import safe_open
@@ -24,9 +25,21 @@ from safetensors import safe_open
 from ..errors import ConvertError
 from .storage import SAME_TYPE, Rounding, gguf_counterpart, round_to_storage, widen
 
-DSPARK_ARCHS = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
-DFLASH_ARCHS = ("DFlashDraftModel", "DFlashSpeculator")
-EAGLE3_ARCHS = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel")
+
+class DraftReader(Protocol):
+    """How the torch side reads one kind of draft folder (each GGUF variant's ``torch_forward`` module is one):
+    the checkpoint classes it reads (its own list: the torch side never asks the converter), the words that name
+    them in an error, a fallback claim for a config without a known class, and the parser of its config."""
+
+    ARCHITECTURES: tuple[str, ...]
+    WHAT: tuple[str, ...]
+
+    def claims(self, c: dict[str, Any], common: dict[str, Any]) -> bool: ...
+
+    def read_config(self, folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,
+                    tcfg: dict[str, Any], common: dict[str, Any], notes: list[str]) -> tuple[str, str, str, HFHParams]:
+        """-> (family, layout, per-layer prefix, hyperparameters)."""
+        ...
 TARGET_EMBED_NAMES = ("model.embed_tokens.weight", "model.language_model.embed_tokens.weight", "embed_tokens.weight")
 
 
@@ -191,14 +204,14 @@ class HFDraft:
     """The draft checkpoint's config, normalised across layouts, plus lazy weights and the target's."""
 
     path: Path
-    family: str                                  # "dspark" | "dflash" | "eagle3"
+    family: str                                  # the reader's family word (a converter family's name)
     layout: str
     raw: dict[str, Any]
     hp: HFHParams
     weights: TorchCheckpoint
     target: TorchCheckpoint
     target_cfg: dict[str, Any]
-    prefix: str = ""                             # per-layer prefix for EAGLE-3 ("midlayer." / "layers.0.")
+    prefix: str = ""                             # per-layer prefix of a one-layer draft ("midlayer." / "layers.0.")
     notes: list[str] = field(default_factory=list)
     #: MiMo-style drafts (issue 22): (mask id, learned mask vector) from mask_embedding.pt, replacing that row of
     #: the target's embedding
@@ -247,11 +260,13 @@ def _rope(c: dict[str, Any]) -> RopeParams:
                       partial=float(rope.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0))))
 
 
-def load_draft(draft_dir: str | Path, target_dir: str | Path) -> HFDraft:
-    """Read and normalise a draft folder (any supported layout) and open the target's weights.
+def load_draft(draft_dir: str | Path, target_dir: str | Path, readers: Sequence[DraftReader]) -> HFDraft:
+    """Read and normalise a draft folder (any supported layout) and open the target's weights. ``readers``: the
+    kinds of draft the torch side reads, in order (``verify`` passes each variant's ``torch_forward``): the
+    first whose ``ARCHITECTURES`` holds ``architectures[0]``, else the first that ``claims`` the config.
 
     Example:
-        >>> d = load_draft("dspark_qwen3_4b_block7", "Qwen3-4B")     # doctest: +SKIP
+        >>> d = load_draft("draft_qwen3_4b_block7", "Qwen3-4B", readers)  # doctest: +SKIP
         >>> d.family, d.hp.block_size, d.hp.sample_from_anchor       # doctest: +SKIP
         ('dspark', 7, True)
     """
@@ -268,13 +283,13 @@ def load_draft(draft_dir: str | Path, target_dir: str | Path) -> HFDraft:
         "eps": float(c.get("rms_norm_eps", 1e-6)), "rope": _rope(c), "vocab_size": int(c.get("vocab_size") or 0),
     }
     notes: list[str] = []
-    if arch in DSPARK_ARCHS or arch in DFLASH_ARCHS:
-        family, layout, hp = _block_draft(folder, arch, raw, c, weights, common, notes)
-        prefix = ""
-    elif arch in EAGLE3_ARCHS or ("draft_vocab_size" in c and common["n_layer"] == 1):
-        family, layout, prefix, hp = _eagle3(folder, arch, raw, c, weights, tcfg, common, notes)
-    else:
-        raise ConvertError(f"{folder}/config.json: architectures[0] {arch!r} is not a DSpark, DFlash or EAGLE-3 draft")
+    reader = next((r for r in readers if arch in r.ARCHITECTURES), None) or next(
+        (r for r in readers if r.claims(c, common)), None)
+    if reader is None:
+        words = [w for r in readers for w in r.WHAT]
+        what = f"{', '.join(words[:-1])} or {words[-1]}" if len(words) > 1 else "".join(words)
+        raise ConvertError(f"{folder}/config.json: architectures[0] {arch!r} is not a {what} draft")
+    family, layout, prefix, hp = reader.read_config(folder, arch, raw, c, weights, tcfg, common, notes)
     mask = None
     if (folder / "mask_embedding.pt").is_file():
         from ..hf.mask_embedding import read_mask_embedding
@@ -285,86 +300,3 @@ def load_draft(draft_dir: str | Path, target_dir: str | Path) -> HFDraft:
     return HFDraft(folder, family, layout, raw, hp, weights, target, tcfg, prefix, notes, mask)
 
 
-def _block_draft(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,
-                 common: dict[str, Any], notes: list[str]) -> tuple[str, str, HFHParams]:
-    nested = raw.get("dflash_config") or {}
-    speculators = "transformer_layer_config" in raw or "aux_hidden_state_layer_ids" in raw
-    family = "dflash" if arch in DFLASH_ARCHS else "dspark"
-    n_layer = common["n_layer"]
-    taps: list[int]
-    if speculators:                             # already input-of-layer ids
-        taps = list(raw.get("aux_hidden_state_layer_ids") or [])
-        target_layers, mask = list(taps), raw.get("mask_token_id")
-    else:
-        ids = nested.get("target_layer_ids", raw.get("target_layer_ids"))
-        if ids is None and "num_target_layers" in raw:             # z-lab build_target_layer_ids
-            lt = int(raw["num_target_layers"])
-            ids = [round(1 + i * (lt - 4) / (n_layer - 1)) for i in range(n_layer)] if n_layer > 1 else [lt // 2]
-        taps = list(ids or [])
-        target_layers = [int(t) + 1 for t in taps]                 # output-of-layer -> input-of-layer
-        mask = nested.get("mask_token_id", raw.get("mask_token_id"))
-    head_type = nested.get("markov_head_type", raw.get("markov_head_type", "vanilla"))
-    if w.has("markov_head.markov_w1.weight") and head_type != "vanilla":
-        raise ConvertError(f"{folder}/config.json: markov_head_type {head_type!r}: only 'vanilla' is supported")
-    if "sample_from_anchor" in raw:
-        sfa = bool(raw["sample_from_anchor"])
-    else:  # DFlash: same-position; DSpark anchor-as-first, except keyless speculators exports (gguf-contract §3.3)
-        sfa = family == "dspark" and not speculators
-    # rotate-half unless a DSpark config says otherwise; z-lab's DFlashDraftModel always uses rotate_half
-    neox = True if arch == "DFlashDraftModel" else bool(c.get("rope_is_neox_style", c.get("is_neox_style", True)))
-    use_swa = bool(nested.get("use_swa"))     # MiMo-style: every layer sliding, window from dflash_config
-    window = (nested.get("swa_window_size") or c.get("sliding_window")) if (c.get("use_sliding_window") or use_swa) \
-        else None
-    # Qwen3Config derives missing layer_types: sliding from layer max_window_layers (default 28) on
-    layer_types = ["sliding_attention"] * n_layer if use_swa else c.get("layer_types") or [
-        "sliding_attention" if window and i >= int(c.get("max_window_layers", 28)) else "full_attention"
-        for i in range(n_layer)]
-    causal = c.get("is_causal")
-    causal = nested.get("causal") if causal is None else causal
-    draft_vocab = int(c.get("draft_vocab_size") or common["vocab_size"])
-    reduced = draft_vocab < common["vocab_size"]
-    # the draft runs with the embed_tokens / lm_head it stores (DeepSpec's copies of the target's); upstream b11434
-    # keeps a full-vocab DSpark's embed_tokens, and our default keeps its lm_head too on an untied target
-    own = True
-    if family == "dspark" and not reduced and w.has("embed_tokens.weight") and not w.has("lm_head.weight"):
-        notes.append("full-vocab DSpark without lm_head: the target's head scores the draft")
-    hp = HFHParams(
-        **common, draft_vocab_size=draft_vocab, target_layers=target_layers,
-        own_embed=own and w.has("embed_tokens.weight") and raw.get("has_embed_tokens") is not False,
-        own_lm_head=own and w.has("lm_head.weight"),
-        block_size=int(raw.get("block_size") or nested.get("block_size") or 16), taps=taps,
-        mask_token_id=None if mask is None else int(mask),
-        markov_rank=w.shape("markov_head.markov_w1.weight")[1] if w.has("markov_head.markov_w1.weight") else 0,
-        has_confidence=w.has("confidence_head.proj.weight"), sample_from_anchor=sfa, neox=neox,
-        swa=[bool(window) and t == "sliding_attention" for t in layer_types] or [False] * n_layer,
-        sliding_window=int(window or 0), causal=bool(causal),
-        value_scale=float(nested.get("attention_value_scale") or 0.0),
-    )
-    layout = "speculators" if speculators else ("nested" if nested else "flat")
-    return family, layout, hp
-
-
-def _eagle3(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,
-            tcfg: dict[str, Any], common: dict[str, Any], notes: list[str]) -> tuple[str, str, str, HFHParams]:
-    layout = "speculators" if arch == "Eagle3Speculator" else "midlayer"
-    prefix = next((p for p in ("midlayer.", "layers.0.", "model.layers.0.") if w.has(p + "mlp.down_proj.weight")), "")
-    if not prefix:
-        raise ConvertError(f"{folder}: no EAGLE-3 layer tensors (midlayer.* or layers.0.*)")
-    if w.has(prefix + "self_attn.q_norm.weight") or any(w.has(f"fc_norm.{i}.weight") for i in range(3)):
-        raise ConvertError(f"{folder}: q/k-norm (DeepSpec) or fc_norm EAGLE-3 variants are not supported")
-    if common["rope"].type not in ("default", "llama3", "linear"):
-        raise ConvertError(f"{folder}/config.json: rope type {common['rope'].type!r} is not supported by verify")
-    lt = int(tcfg.get("num_hidden_layers", 0))
-    target_layers = list(raw.get("eagle_aux_hidden_state_layer_ids") or [2, lt // 2, lt - 3])
-    nested = (raw.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-    if nested and [int(i) + 1 for i in nested] != target_layers:
-        notes.append(f"eagle_config ids {nested} (output-of-layer) are ignored by upstream; target_layers "
-                     f"{target_layers} are used instead")
-    hp = HFHParams(
-        **common, draft_vocab_size=int(c.get("draft_vocab_size") or w.shape("lm_head.weight")[0]),
-        target_layers=target_layers, own_embed=w.has("embed_tokens.weight"),
-        target_hidden_size=int(raw.get("target_hidden_size") or tcfg.get("hidden_size") or common["n_embd"]),
-        norm_before_residual=bool(raw.get("norm_before_residual", False)),
-        norm_before_fc=bool(raw.get("norm_before_fc", False)),
-    )
-    return "eagle3", layout, prefix, hp

@@ -1,4 +1,5 @@
-"""An independent float32 torch forward of DSpark / DFlash / EAGLE-3 drafts from the ORIGINAL Hugging Face folder.
+"""The shared torch primitives of the independent float32 forwards of the ORIGINAL Hugging Face folder (each
+variant's ``torch_forward`` module under ``dspark_convert/variants/`` composes them into its forward).
 
 Written from ``spec/checkpoints.md`` without using the numpy reference or the converter. The folder is read by
 :mod:`.hf_draft` (any layout; weights optionally rounded the way the GGUF stores them, see
@@ -12,18 +13,15 @@ This module and :mod:`.hf_draft` are the only ones that import torch; ``verify``
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from .hf_draft import HFDraft, HFHParams, load_draft
 from .storage import round_to_storage
 
-__all__ = ["HFDraft", "TorchBlock", "TorchEagle3", "apply_rope", "block_forward", "eagle3_forward", "inv_freq",
-           "load_draft", "rms"]
+__all__ = ["HFDraft", "apply_rope", "attend", "inv_freq", "load_draft", "rms", "swiglu"]
 
 Weights = dict[str, torch.Tensor]
 
@@ -146,184 +144,3 @@ def _threads_for(d: HFDraft) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(old)
-
-
-# ============================================================================================== DSpark / DFlash
-@dataclass
-class TorchBlock:
-    """Reference outputs of one block proposal, step by step (numpy arrays; tokens are target ids)."""
-
-    context: np.ndarray
-    block_input: np.ndarray
-    layers: list[np.ndarray]
-    hidden: np.ndarray
-    logits: np.ndarray
-    tokens: np.ndarray
-    prev_tokens: np.ndarray
-    markov_bias: np.ndarray | None = None
-    markov_logits: np.ndarray | None = None
-    confidence_logits: np.ndarray | None = None
-
-
-def block_layer(L: Weights, hp: HFHParams, il: int, x: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
-    """One Qwen3 layer: the block ``x [B, H]`` attends to ``[C; block]`` (non-causal unless the config says causal;
-    SWA layers mask far keys)."""
-    p, eps, nh, nkv, hd = f"layers.{il}.", hp.eps, hp.n_head, hp.n_head_kv, hp.head_dim
-    T, B = C.shape[0], x.shape[0]
-    pos = torch.arange(T + B)
-    xn = rms(x, L[p + "input_layernorm.weight"], eps)
-    kv = torch.cat([C, xn])
-    q = rms((xn @ L[p + "self_attn.q_proj.weight"].T).view(B, nh, hd), L[p + "self_attn.q_norm.weight"], eps).transpose(0, 1)
-    k = rms((kv @ L[p + "self_attn.k_proj.weight"].T).view(T + B, nkv, hd), L[p + "self_attn.k_norm.weight"], eps).transpose(0, 1)
-    v = (kv @ L[p + "self_attn.v_proj.weight"].T).view(T + B, nkv, hd).transpose(0, 1)
-    freqs = inv_freq(hp)
-    q, k = apply_rope(q, pos[T:], freqs, hp.neox), apply_rope(k, pos, freqs, hp.neox)
-    mask = (pos[T:, None] - pos[None, :]) < hp.sliding_window if hp.is_swa(il) else None
-    if hp.causal:                                  # dflash.attention.causal: no later block row is visible
-        seen = pos[None, :] <= pos[T:, None]
-        mask = seen if mask is None else mask & seen
-    sinks = next((L[p + n] for n in ("self_attn.sinks", "self_attn.attention_sink_bias",
-                                     "self_attn.learnable_sink_param") if p + n in L), None)
-    o = attend(q, k, v, mask, sinks) @ L[p + "self_attn.o_proj.weight"].T
-    x = x + (o * hp.value_scale if hp.value_scale else o)
-    return x + swiglu(rms(x, L[p + "post_attention_layernorm.weight"], eps), L, p)
-
-
-def markov(d: HFDraft, U: torch.Tensor, w2: torch.Tensor, anchor: int, to_target: Callable[[int], int],
-           prev_tokens: np.ndarray | None) -> tuple[torch.Tensor, torch.Tensor, list[int], list[int]]:
-    """Greedy vanilla Markov chain: ``bias_i = W2 W1[prev_i]``, ``z_i = U_i + bias_i``, ``prev_{i+1} = argmax z_i``."""
-    bias, toks, prevs, prev = [], [], [], anchor
-    for i in range(U.shape[0]):
-        prev = prev if prev_tokens is None else int(prev_tokens[i])
-        bias.append(w2 @ d.weights.rows("markov_head.markov_w1.weight", [prev])[0])
-        prevs.append(prev)
-        toks.append(to_target(int((U[i] + bias[-1]).argmax())))
-        prev = toks[-1]
-    b = torch.stack(bias)
-    return b, U + b, toks, prevs
-
-
-def confidence(d: HFDraft, hidden: torch.Tensor, prevs: list[int]) -> torch.Tensor:
-    """``l_i = w . [Hout_i ; W1[prev_i]] + b`` (the W1 part when the head was trained with Markov)."""
-    cw, cb = d.weights.get("confidence_head.proj.weight")[0], d.weights.get("confidence_head.proj.bias")[0]
-    if cw.numel() > hidden.shape[1]:
-        hidden = torch.cat([hidden, d.weights.rows("markov_head.markov_w1.weight", prevs)], 1)
-    return hidden @ cw + cb
-
-
-@torch.no_grad()
-def block_forward(d: HFDraft, features: Sequence[np.ndarray], anchors: Sequence[int],
-                  prev_tokens: Sequence[np.ndarray | None] | None = None) -> list[TorchBlock]:
-    """DSpark/DFlash, one block proposal per case: ``C = hidden_norm(fc(F))``; block ``[a, m, ..., m]`` attends to
-    ``[C; block]`` through every layer; ``U = lm_head(norm(X))``; Markov chain; confidence head."""
-    with _threads_for(d):
-        return _block_forward(d, features, anchors, prev_tokens or [None] * len(anchors))
-
-
-def _block_forward(d: HFDraft, features: Sequence[np.ndarray], anchors: Sequence[int],
-                   prev_tokens: Sequence[np.ndarray | None]) -> list[TorchBlock]:
-    hp, w = d.hp, d.weights
-    fc, hn = w.get("fc.weight"), w.get("hidden_norm.weight")
-    Cs = [rms(torch.from_numpy(np.asarray(f, dtype=np.float32)) @ fc.T, hn, hp.eps) for f in features]
-    del fc
-    xs = [_embed(d, [a] + [int(hp.mask_token_id or 0)] * (hp.block_size - 1)) for a in anchors]
-    x0 = [x.numpy() for x in xs]
-    layers: list[list[np.ndarray]] = [[] for _ in anchors]
-    for il in range(hp.n_layer):
-        L = _layer(d, f"layers.{il}.")
-        for i, C in enumerate(Cs):
-            xs[i] = block_layer(L, hp, il, xs[i], C)
-            layers[i].append(xs[i].numpy())
-        del L
-    norm = w.get("norm.weight")
-    hidden = [rms(x, norm, hp.eps) for x in xs]
-    rows = hp.prediction_rows
-    U_all = _lm(d, torch.cat([h[rows] for h in hidden]), hp.own_lm_head)
-    to_target = _to_target(d, hp.draft_vocab_size < hp.vocab_size)
-    w2 = w.get("markov_head.markov_w2.weight") if hp.markov_rank else None
-    outs = []
-    for i, a in enumerate(anchors):
-        U = U_all[i * len(rows):(i + 1) * len(rows)]
-        out = TorchBlock(Cs[i].numpy(), x0[i], layers[i], hidden[i].numpy(), U.numpy(), np.empty(0, np.int64),
-                         np.empty(0, np.int64))
-        if w2 is not None:
-            bias, z, toks, prevs = markov(d, U, w2, a, to_target, prev_tokens[i])
-            out.markov_bias, out.markov_logits = bias.numpy(), z.numpy()
-        else:
-            toks = [to_target(j) for j in U.argmax(1)]
-            prevs = [a, *toks[:-1]]
-        out.tokens, out.prev_tokens = np.array(toks, dtype=np.int64), np.array(prevs, dtype=np.int64)
-        if hp.has_confidence:
-            out.confidence_logits = confidence(d, hidden[i][rows], prevs).numpy()
-        outs.append(out)
-    return outs
-
-
-# ============================================================================================== EAGLE-3
-@dataclass
-class TorchEagle3:
-    """Reference outputs of an EAGLE-3 prefill and chain."""
-
-    fc: np.ndarray
-    prefill_hidden: np.ndarray
-    prefill_logits: np.ndarray
-    step_hidden: np.ndarray
-    logits: np.ndarray
-    tokens: np.ndarray
-
-
-def eagle3_layer(d: HFDraft, L: Weights, h: torch.Tensor, ids: list[int]) -> torch.Tensor:
-    """Layer 0 over every position so far (a full causal recompute, no cache): ``z = [norm(emb); norm(h)]``."""
-    hp, p, eps = d.hp, d.prefix, d.hp.eps
-    N, nh, nkv, hd = h.shape[0], hp.n_head, hp.n_head_kv, hp.head_dim
-    hn = rms(h, L[p + "hidden_norm.weight"], eps)
-    z = torch.cat([rms(_embed(d, ids), L[p + "input_layernorm.weight"], eps), hn], 1)
-    q = (z @ L[p + "self_attn.q_proj.weight"].T).view(N, nh, hd).transpose(0, 1)
-    k = (z @ L[p + "self_attn.k_proj.weight"].T).view(N, nkv, hd).transpose(0, 1)
-    v = (z @ L[p + "self_attn.v_proj.weight"].T).view(N, nkv, hd).transpose(0, 1)
-    pos, freqs = torch.arange(N), inv_freq(hp)
-    q, k = apply_rope(q, pos, freqs, True), apply_rope(k, pos, freqs, True)
-    attn = attend(q, k, v, torch.ones(N, N).tril().bool()) @ L[p + "self_attn.o_proj.weight"].T
-    mid = (hn if hp.norm_before_residual else h) + attn
-    return mid + swiglu(rms(mid, L[p + "post_attention_layernorm.weight"], eps), L, p)
-
-
-@torch.no_grad()
-def eagle3_forward(d: HFDraft, features: Sequence[np.ndarray], tokens: Sequence[np.ndarray], steps: int,
-                   forced_tokens: Sequence[np.ndarray | None] | None = None) -> list[TorchEagle3]:
-    """EAGLE-3 (checkpoints.md §4.4), per case: fc over the 3 taps, one Llama layer on ``[norm(emb); norm(h)]``,
-    causal over the draft's own positions, logits over the draft vocab at every position, then chained steps
-    feeding back the pre-norm hidden."""
-    with _threads_for(d):
-        forced = forced_tokens or [None] * len(features)
-        return [_eagle3_case(d, f, t, steps, ft) for f, t, ft in zip(features, tokens, forced, strict=True)]
-
-
-def _eagle3_case(d: HFDraft, features: np.ndarray, tokens: np.ndarray, steps: int,
-                 forced: np.ndarray | None) -> TorchEagle3:
-    hp, w = d.hp, d.weights
-    L = _layer(d, d.prefix)
-    g = torch.from_numpy(np.asarray(features, dtype=np.float32))
-    if hp.norm_before_fc:
-        g = rms(g, w.get("input_norm.weight"), hp.eps)
-    h_in, ids = g @ w.get("fc.weight").T, [int(t) for t in tokens]
-    fc = h_in.clone()
-    to_target = _to_target(d, True)
-    norm_w = w.get("norm.weight")
-    out = eagle3_layer(d, L, h_in, ids)
-    prefill, prefill_logits = out.clone(), _lm(d, rms(out, norm_w, hp.eps), True)
-    logits: list[torch.Tensor] = []
-    chosen: list[int] = []
-    for s in range(steps):
-        if s == 0:
-            zs = prefill_logits[-1]
-        else:
-            nxt = chosen[-1] if forced is None else int(forced[s - 1])
-            h_in, ids = torch.cat([h_in, out[-1:]]), ids + [nxt]
-            out = eagle3_layer(d, L, h_in, ids)
-            zs = _lm(d, rms(out[-1:], norm_w, hp.eps), True)[0]
-        logits.append(zs)
-        chosen.append(to_target(int(zs.argmax())))
-    T = features.shape[0]
-    return TorchEagle3(fc.numpy(), prefill.numpy(), prefill_logits.numpy(), out[T:].numpy(),
-                       torch.stack(logits).numpy(), np.array(chosen, dtype=np.int64))

@@ -27,8 +27,11 @@ Example:
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from .. import schema as S
@@ -78,6 +81,16 @@ class Variant:
     gguf_drops: tuple[DropRule, ...] = ()
     checkpoint_drops: tuple[DropRule, ...] = ()
 
+    def role(self, name: str) -> ModuleType:
+        """This variant's module for one role (``loader``, ``fit``, ``numpy_forward``, ``torch_forward``,
+        ``verify``): ``dspark_convert.variants.<variant>.<role>``, imported when a verb first asks (mlx-lm style;
+        a variant package's ``__init__`` imports nothing)."""
+        return importlib.import_module(f"{__name__}.{self.name}.{name}")
+
+    def has_role(self, name: str) -> bool:
+        """Whether this variant has a module for the role (a ``dsv4`` file has no forwards yet)."""
+        return importlib.util.find_spec(f"{__name__}.{self.name}.{name}") is not None
+
 
 _T2D = DropRule("t2d", "the target -> draft mask is the inverse of d2t; the GGUF keeps d2t only (llama.cpp reads d2t)",
                 if_gguf_has=S.T_D2T)
@@ -105,6 +118,17 @@ def gguf_variant(value: Value, tensor_names: Iterable[str] = ()) -> Variant | No
     value) and tensor names; None for a file no variant loads."""
     names = frozenset(tensor_names)
     return next((v for v in VARIANTS if v.matches(value, names)), None)
+
+
+def base_variant(arch: str) -> Variant | None:
+    """The variant that loads a file of this arch when nothing refines it (the one the others refine); None for
+    an arch no variant writes.
+
+    Example:
+        >>> base_variant("dflash").name, base_variant("llama")
+        ('dflash', None)
+    """
+    return next((v for v in VARIANTS if v.arch == arch and v.refines is None), None)
 
 
 def variant_of_family(family: str) -> Variant:

@@ -15,13 +15,13 @@ from typing import Any, Literal
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
-from .. import schema as S
-from ..check import Finding
-from ..errors import ConvertError
-from ..hf.checkpoint import EMBED_NAMES, OUTPUT_NAMES, Select
-from ..plan import KV, Plan, TensorSpec
-from ..tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
-from ..transforms import DeinterleaveRope, Transform
+from ... import schema as S
+from ...errors import ConvertError
+from ...findings import Finding
+from ...hf.checkpoint import EMBED_NAMES, OUTPUT_NAMES, Select
+from ...plan import KV, Plan, TensorSpec
+from ...tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
+from ...transforms import DeinterleaveRope, Transform
 from .base import Context, TargetFacts, TargetTensor
 from .common import BACKBONE_GLOBALS, BACKBONE_LAYER, NameTable, is_skipped, tensor_spec
 from .hparams import (

@@ -11,8 +11,8 @@ import copy
 from collections.abc import Iterable
 from typing import Any, Literal, overload
 
-from ..errors import ConvertError
-from ..hf.checkpoint import TEXT_CONFIG_KEYS
+from ...errors import ConvertError
+from ...hf.checkpoint import TEXT_CONFIG_KEYS
 
 # transformers 5.24 config-class defaults that upstream's AutoConfig view adds before any rule runs (§2.0).
 _QWEN3_DEFAULTS: dict[str, Any] = {

@@ -17,16 +17,17 @@ from typing import Any
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
-from .. import schema as S
-from ..errors import ConvertError
-from ..hf.checkpoint import Checkpoint, Select
-from ..plan import KV, Plan, TensorSpec
-from ..quant import fp4_shapes, fp8_output_type, fp8_scale_shape
-from ..tokenizer.handlers import target_vocab_kvs
-from ..transforms import Fp8BlockDequant, Mxfp4ExpertStack
-from .base import Context, TargetFacts, TargetTensor
-from .common import base_kvs, finish_plan, tensor_spec
-from .dsv4_names import (
+from ... import schema as S
+from ...errors import ConvertError
+from ...hf.checkpoint import Checkpoint, Select
+from ...plan import KV, Plan, TensorSpec
+from ...quant import fp4_shapes, fp8_output_type, fp8_scale_shape
+from ...tokenizer.handlers import target_vocab_kvs
+from ...transforms import Fp8BlockDequant, Mxfp4ExpertStack
+from ..kit.base import Context, TargetFacts, TargetTensor
+from ..kit.common import base_kvs, finish_plan, tensor_spec
+from ..kit.hparams import as_float, as_positive, as_u32, vocab_size_of
+from .names import (
     EXPERT_TENSORS,
     ROOT_TENSORS,
     STAGE_TENSORS,
@@ -35,7 +36,6 @@ from .dsv4_names import (
     group_draft,
     is_draft,
 )
-from .hparams import as_float, as_positive, as_u32, vocab_size_of
 
 ARCHITECTURES: tuple[str, ...] = (S.DSV4_ARCHITECTURE,)
 #: no --with-target-embeddings: the loader uses the target's embedding and head (an output.weight is an extra tensor)
@@ -204,7 +204,7 @@ def chat_template(name_hint: str) -> str:
     """Upstream's DeepSeek-V4 chat template; the -Flash-0731 one when the checkpoint folder name or repo id
     contains ``0731``."""
     fn = TEMPLATE_FILES["0731" in name_hint]
-    return resources.files("dspark_convert").joinpath("templates").joinpath(fn).read_text(encoding="utf-8")
+    return resources.files(__package__ or "").joinpath("templates").joinpath(fn).read_text(encoding="utf-8")
 
 
 def checkpoint_name(folder: Path) -> str:

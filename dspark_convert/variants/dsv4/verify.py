@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .hf.checkpoint import Checkpoint
-from .reference.dsv4_tensors import dsv4_tensor_checks, source_map
-from .reference.weights import GGUFWeights
-from .verify_checks import MetadataCheck, OutputCheck, _meta
+from ...hf.checkpoint import Checkpoint
+from ...reference.weights import GGUFWeights
+from ...verify_checks import MetadataCheck, OutputCheck, _meta
+from .tensors import dsv4_tensor_checks, source_map
 
 #: DeepSeek-V4 DSpark: GGUF key -> how its value follows from the checkpoint config (verify_dsv4's metadata rows)
 _DSV4_KEYS: dict[str, Any] = {
@@ -95,3 +95,11 @@ def dsv4_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *, qual
         rows.metadata.append(_meta(key, g.value(key), expected))
     rows.hparams = {"stages": n_stages, "target_layers": g.value("dflash.target_layers")}
     return rows
+
+
+# ---------------------------------------------------------------------------------------------- verify's role
+#: the report's family and layout words
+FAMILY = "dspark_dsv4"
+LAYOUT = "DeepSeek-V4 (mtp.* inside the checkpoint)"
+#: the driver's entry for a variant proved tensor by tensor (``Variant.proof == "tensors"``)
+tensor_rows = dsv4_rows

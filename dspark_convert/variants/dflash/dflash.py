@@ -5,15 +5,15 @@ Built on the DFlash-lineage base (``dflash_base.py``), which ``dspark.py`` exten
 
 from __future__ import annotations
 
-from .. import schema as S
-from ..errors import ConvertError
-from ..plan import Plan
-from . import dflash_base as lineage
-from .base import Context
-from .common import base_kvs, finish_plan
+from ... import schema as S
+from ...errors import ConvertError
+from ...plan import Plan
+from ..kit import dflash_base as lineage
+from ..kit.base import Context
+from ..kit.common import base_kvs, finish_plan
 
 # the lineage's Family members, as they are (upstream's DSparkModel extends DFlashModel)
-from .dflash_base import (
+from ..kit.dflash_base import (
     DSPARK_FLAG,
     TARGET_TENSORS,
     TOKENIZER_IN_CHECKPOINT,
@@ -22,7 +22,7 @@ from .dflash_base import (
     hf_names,
     target_facts,
 )
-from .hparams import normalize_hparams, vocab_size_of
+from ..kit.hparams import normalize_hparams, vocab_size_of
 
 ARCHITECTURES: tuple[str, ...] = ("DFlashDraftModel",)
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",

@@ -26,9 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConvertError
-from .dflash_np import DFlashHParams, block_mask, context_projection
-from .ops import (
+from ...errors import ConvertError
+from ...reference.ops import (
     F32,
     attention,
     check_feature_width,
@@ -40,7 +39,8 @@ from .ops import (
     rope_cos_sin,
     rope_neox,
 )
-from .weights import GGUFWeights, TargetWeights
+from ...reference.weights import GGUFWeights, TargetWeights
+from ..dflash.numpy_forward import DFlashHParams, block_mask, context_projection
 
 
 @dataclass(frozen=True)

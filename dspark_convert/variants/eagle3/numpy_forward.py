@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import ConvertError
-from .ops import (
+from ...errors import ConvertError
+from ...reference.ops import (
     F32,
     CommonHParams,
     attention,
@@ -28,7 +28,7 @@ from .ops import (
     rope_cos_sin,
     rope_norm,
 )
-from .weights import GGUFWeights, TargetWeights
+from ...reference.weights import GGUFWeights, TargetWeights
 
 
 @dataclass(frozen=True)

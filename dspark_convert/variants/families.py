@@ -1,4 +1,4 @@
-"""Draft families: one module per family, each implementing :class:`~dspark_convert.families.base.Family`.
+"""Draft families: one module per family, each implementing :class:`~dspark_convert.variants.kit.base.Family`.
 
 The registry below lists the family modules by name (mlx-lm style: modules are imported only when needed).
 :func:`family_for` picks the module whose ``ARCHITECTURES`` holds the checkpoint's ``architectures[0]``, else
@@ -13,24 +13,22 @@ import importlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from ..archnames import unknown_architecture
 from ..errors import ConvertError
-from .base import Family
+from .kit.base import Family
 
-#: family modules in the order they are asked (``dflash_base`` is the DFlash lineage's shared base, not a family)
-FAMILY_MODULES = ("dspark", "dflash", "dflash2", "eagle3", "dspark_dsv4")
-
-if TYPE_CHECKING:  # mypy checks every family module against the Family protocol
-    from . import dflash, dflash2, dspark, dspark_dsv4, eagle3
-
-    _FAMILIES: tuple[Family, ...] = (dspark, dflash, dflash2, eagle3, dspark_dsv4)
+#: family modules in the order they are asked, as ``<variant>.<family>`` under this package (each variant's
+#: ``families`` in :data:`.VARIANTS` names its family modules; ``kit.dflash_base`` is the DFlash lineage's base)
+FAMILY_MODULES = ("dflash.dspark", "dflash.dflash", "dflash2.dflash2", "eagle3.eagle3", "dsv4.dspark_dsv4")
+#: (mypy checks each family module against the Family protocol in its variant's ``__init__``, so this module
+#: imports no variant package: the registry's unit stays below the slices)
 
 
 def family_modules() -> list[Family]:
     """The family modules of :data:`FAMILY_MODULES`, imported."""
-    return [cast(Family, importlib.import_module(f".{name}", __name__)) for name in FAMILY_MODULES]
+    return [cast(Family, importlib.import_module(f"{__package__}.{name}")) for name in FAMILY_MODULES]
 
 
 def family_name(family: Family) -> str:

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import ConvertError
-from ..variants import gguf_variant
-from .ops import (
+from ...errors import ConvertError
+from ...reference.ops import (
     F32,
     CommonHParams,
     attention,
@@ -34,7 +33,8 @@ from .ops import (
     rope_neox,
     sigmoid,
 )
-from .weights import GGUFWeights, TargetWeights
+from ...reference.weights import GGUFWeights, TargetWeights
+from .. import gguf_variant
 
 
 # ============================================================================================== DFlash / DSpark

@@ -19,9 +19,40 @@ from typing import Any
 import numpy as np
 import torch
 
-from .hf_draft import TorchCheckpoint
-from .torch_forward import attend, rms
+from ...reference.hf_draft import TorchCheckpoint
+from ...reference.storage import gguf_counterpart as shared_counterpart
+from ...reference.torch_forward import attend, rms
 
+#: the torch side's own spelling of the DFlash2 tensors' GGUF names (layer part, global) beside the shared block
+#: table of :func:`..reference.storage.gguf_counterpart`; exact mode rounds each checkpoint tensor as its GGUF one
+_CONV_GGUF = {"attention_conv.base_kernel": "attn_conv_base", "attention_conv.kernel_projection.weight":
+              "attn_conv_proj.weight", "mlp_conv.base_kernel": "ffn_conv_base",
+              "mlp_conv.kernel_projection.weight": "ffn_conv_proj.weight"}
+_SELECTOR_GGUF = {"candidate_selector.predecessor_codebook": "selector_predecessor.weight",
+                  "candidate_selector.successor_codebook": "selector_successor.weight",
+                  "candidate_selector.hidden_projection.weight": "selector_hidden.weight"}
+
+
+def gguf_counterpart(name: str) -> str | None:
+    """The GGUF tensor that stores checkpoint tensor ``name`` (``model.`` / ``language_model.`` prefixes dropped;
+    an attention-sink name gains ``.weight`` as upstream's does), None when none does.
+
+    Example:
+        >>> gguf_counterpart("model.layers.1.mlp_conv.base_kernel"), gguf_counterpart("norm.weight")
+        ('blk.1.ffn_conv_base', 'output_norm.weight')
+    """
+    bare = name.replace("language_model.", "")
+    bare = bare[len("model."):] if bare.startswith("model.") else bare
+    bare = bare + ".weight" if "sink" in bare and not bare.endswith(".weight") else bare
+    if bare in _SELECTOR_GGUF:
+        return _SELECTOR_GGUF[bare]
+    parts = bare.split(".", 2)
+    if len(parts) == 3 and parts[0] == "layers" and parts[1].isdigit() and parts[2] in _CONV_GGUF:
+        return f"blk.{int(parts[1])}.{_CONV_GGUF[parts[2]]}"
+    return shared_counterpart(bare)
+
+#: the checkpoint classes this forward reads (the HF side's own list: it does not ask the converter)
+ARCHITECTURES: tuple[str, ...] = ("DFlash2DraftModel",)
 
 @dataclass
 class Torch2Outputs:

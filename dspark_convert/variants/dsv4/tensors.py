@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from gguf import GGMLQuantizationType as QT
 
-from .storage import round_values
+from ...reference.storage import round_values
 
 E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 
@@ -197,7 +197,7 @@ def check_tensor(g: Any, ck: Any, name: str, sources: tuple[str, ...]) -> Tensor
 def dsv4_tensor_checks(gguf_path: str | Path, ck: Any) -> tuple[list[TensorCheck], list[str]]:
     """Every tensor of a DeepSeek-V4 DSpark GGUF against the checkpoint ``ck``; returns (checks, problems) where
     problems name GGUF tensors without a checkpoint source and draft tensors the GGUF lacks."""
-    from .weights import GGUFWeights
+    from ...reference.weights import GGUFWeights
 
     g = GGUFWeights(gguf_path)
     smap = source_map(list(ck.names))

@@ -11,15 +11,15 @@ from typing import Any
 
 from gguf import GGUFValueType as VT
 
-from .. import schema as S
-from ..errors import ConvertError
-from ..plan import KV, Plan
-from . import dflash_base as lineage
-from .base import Context
-from .common import base_kvs, d2t_spec, finish_plan
+from ... import schema as S
+from ...errors import ConvertError
+from ...plan import KV, Plan
+from ..kit import dflash_base as lineage
+from ..kit.base import Context
+from ..kit.common import base_kvs, d2t_spec, finish_plan
 
 # the lineage's Family members, as they are (upstream's DSparkModel extends DFlashModel)
-from .dflash_base import (
+from ..kit.dflash_base import (
     DSPARK_FLAG,
     TARGET_TENSORS,
     TOKENIZER_IN_CHECKPOINT,
@@ -28,7 +28,7 @@ from .dflash_base import (
     hf_names,
     target_facts,
 )
-from .hparams import draft_hparams, vocab_size_of
+from ..kit.hparams import draft_hparams, vocab_size_of
 
 ARCHITECTURES: tuple[str, ...] = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",

@@ -15,10 +15,10 @@ from typing import Any, Protocol
 
 from gguf import GGMLQuantizationType as QT
 
-from .. import schema as S
-from ..check import Finding
-from ..hf.checkpoint import Checkpoint, Select
-from ..plan import Plan
+from ... import schema as S
+from ...findings import Finding
+from ...hf.checkpoint import Checkpoint, Select
+from ...plan import Plan
 
 
 @dataclass

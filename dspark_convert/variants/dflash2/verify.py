@@ -1,6 +1,6 @@
 """``verify`` for DFlash2 files (issue 22): the numpy forward of the GGUF (:mod:`.reference.dflash2_np`) against the
 independent torch forward of the checkpoint (:mod:`.reference.dflash2_torch`), component by component, plus the
-conv / selector metadata and an account of every tensor.
+conv / selector metadata; the driver's tensor accounting (``verify_accounting``) accounts for every tensor.
 
 Exact mode only: the torch side reads every checkpoint tensor rounded as the GGUF stores it, so every row must
 agree to float32 round-off (:data:`.verify_checks.EXACT_NMSE`). The numpy selector scores the torch side's
@@ -17,11 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from .families import dflash2 as fam
-from .families.dflash_base import bare_name
-from .reference.dflash2_np import LAYER
-from .reference.weights import GGUFWeights, TargetWeights
-from .verify_checks import MetadataCheck, OutputCheck, compare_cases
+from ...reference.weights import GGUFWeights, TargetWeights
+from ...verify_checks import MetadataCheck, OutputCheck, compare_cases
+
+#: the report's family and layout words
+FAMILY = "dflash2"
+LAYOUT = "z-lab DFlash2"
 
 
 @dataclass
@@ -29,27 +30,51 @@ class DFlash2Rows:
     hparams: dict[str, Any] = field(default_factory=dict)
     outputs: list[OutputCheck] = field(default_factory=list)
     metadata: list[MetadataCheck] = field(default_factory=list)
+    #: the checkpoint's tensors and those the torch forward read (the driver's tensor accounting)
+    checkpoint_names: list[str] = field(default_factory=list)
+    checkpoint_read: set[str] = field(default_factory=set)
 
 
-def is_dflash2(g: GGUFWeights) -> bool:
-    return g.value("general.architecture") == "dflash" and g.has("selector_hidden.weight")
+def accepts(hf_dir: Path) -> bool:
+    """The checkpoint's own config names a class the DFlash2 torch forward reads (the GGUF alone does not decide
+    which forwards run)."""
+    from .torch_forward import ARCHITECTURES
+
+    cfg = hf_dir / "config.json"
+    archs = json.loads(cfg.read_text()).get("architectures") if cfg.is_file() else None
+    return isinstance(archs, list) and any(a in ARCHITECTURES for a in archs)
+
+
+def own_rows(g: GGUFWeights, hf_dir: str | Path, target_dir: str | Path, contexts: list[int],
+             rng: np.random.Generator) -> DFlash2Rows:
+    """verify's inputs for DFlash2 (features per context, then one anchor per case), and :func:`dflash2_rows`."""
+    feats = [rng.standard_normal((t, g.shape("fc.weight")[1])).astype(np.float32) for t in contexts]
+    anchors = [int(a) for a in rng.integers(0, g.shape("selector_successor.weight")[0], size=len(feats))]
+    return dflash2_rows(g, hf_dir, target_dir, feats, anchors)
 
 
 def _storage(g: GGUFWeights, hf_dir: Path, names: list[str]) -> dict[str, str]:
-    """Checkpoint name -> GGML type of the GGUF tensor it became."""
+    """Checkpoint name -> GGML type of the GGUF tensor it became (the torch side's own name table)."""
+    from .torch_forward import gguf_counterpart
+
     types = {t.name: t.qtype.name for t in g.file.tensors if t.qtype is not None}
     out = {}
     for n in names:
-        gg = fam.NAMES.gguf_name(bare_name(n))
+        gg = gguf_counterpart(n)
         if gg is not None and gg in types:
             out[n] = types[gg]
     return out
 
 
+#: dflash_config key -> GGUF key of the conv / selector settings (verify's own spelling)
+_CONV_KEYS = (("conv_kernel_size", "dflash.conv_kernel_size"), ("conv_group_size", "dflash.conv_group_size"),
+              ("selector_rank", "dflash.selector_rank"), ("selector_top_k", "dflash.selector_top_k"))
+
+
 def _metadata(g: GGUFWeights, cfg: dict[str, Any]) -> list[MetadataCheck]:
     dc = cfg.get("dflash_config") or {}
     rows = []
-    for key, gkey in fam.CONV_KEYS:
+    for key, gkey in _CONV_KEYS:
         rows.append(MetadataCheck(gkey, g.value(gkey), dc.get(key), g.value(gkey) == dc.get(key)))
     for key, gkey in (("output_multiplier", "dflash.logit_scale"), ("input_embedding_scale", "dflash.embedding_scale"),
                       ("final_logit_softcapping", "dflash.final_logit_softcapping")):
@@ -63,32 +88,17 @@ def _metadata(g: GGUFWeights, cfg: dict[str, Any]) -> list[MetadataCheck]:
     return rows
 
 
-def _accounting(g: GGUFWeights, n_layer: int) -> OutputCheck:
-    """Every tensor of the file is one the forward reads (and every one it reads is there)."""
-    used = {"fc.weight", "enc.output_norm.weight", "output_norm.weight", "selector_hidden.weight",
-            "selector_predecessor.weight", "selector_successor.weight"}
-    for il in range(n_layer):
-        used |= {f"blk.{il}.{n}.weight" for n in LAYER} | {f"blk.{il}.{n}" for n in ("attn_conv_base", "ffn_conv_base")}
-    have = {t.name for t in g.file.tensors}
-    optional = {"token_embd.weight", "output.weight"}
-    extra, missing = sorted(have - used - optional), sorted(used - have)
-    ok = not extra and not missing
-    detail = "" if ok else f"unused by the forward: {extra[:5]}; missing: {missing[:5]}"
-    return OutputCheck("tensors accounted for", [len(have)], grade="exact" if ok else "mismatch", passed=ok,
-                       detail=detail)
-
-
 def dflash2_rows(g: GGUFWeights, hf_dir: str | Path, target_dir: str | Path, feats: list[np.ndarray],
                  anchors: list[int]) -> DFlash2Rows:
     """Run both forwards on the same cases; one row per compared quantity, in forward order."""
-    from .reference import dflash2_torch as tf
-    from .reference.dflash2_np import DFlash2HParams, dflash2_forward, top_k
+    from . import torch_forward as tf
+    from .numpy_forward import DFlash2HParams, dflash2_forward, top_k
 
     hf, tgt = Path(hf_dir), Path(target_dir)
     cfg = json.loads((hf / "config.json").read_text())
     probe = tf.DFlash2Checkpoint(hf, tgt)
     ck = tf.DFlash2Checkpoint(hf, tgt, _storage(g, hf, probe.w.names))
-    rows = DFlash2Rows(metadata=_metadata(g, cfg))
+    rows = DFlash2Rows(metadata=_metadata(g, cfg), checkpoint_names=ck.w.names, checkpoint_read=ck.w.read)
     refs = tf.dflash2_forward(ck, feats, anchors)
     try:
         outs = dflash2_forward(g, TargetWeights(tgt), feats, anchors, [r.candidates for r in refs])
@@ -113,5 +123,4 @@ def dflash2_rows(g: GGUFWeights, hf_dir: str | Path, target_dir: str | Path, fea
     o.append(OutputCheck("selector candidates (top-k sets)", [len(agree)], grade="tokens", agree=sum(agree),
                          total=len(agree), agree_by_position=agree, passed=all(agree)))
     o.append(compare_cases("selector scores", [r.scores for r in refs], [x.scores for x in outs]))
-    o.append(_accounting(g, hp.base.n_layer))
     return rows

@@ -9,7 +9,7 @@ vector (cast to the embedding's dtype first) as ``token_embd.weight``. The pickl
 its vector ``[hidden_size]``, the id inside the vocabulary.
 
 ``dflash.py`` hands a ``DFlashDraftModel`` with that file to :func:`build_plan`; the b11434 DFlash keys are
-shared with DFlash2 (``dflash2.dflash2_kvs`` without the conv / selector keys).
+shared with DFlash2 (:func:`.keys.b11434_kvs`; DFlash2 adds its conv / selector keys).
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from .. import schema as S
-from ..errors import ConvertError
-from ..hf.checkpoint import Checkpoint
-from ..hf.mask_embedding import MASK_FILE, read_mask_embedding
-from ..plan import Plan, TensorSpec
-from ..transforms import PatchRow
-from . import dflash_base as lineage
-from .base import Context
-from .common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec
-from .dflash2 import dflash2_kvs
-from .hparams import as_positive, normalize_hparams, vocab_size_of
+from ... import schema as S
+from ...errors import ConvertError
+from ...hf.checkpoint import Checkpoint
+from ...hf.mask_embedding import MASK_FILE, read_mask_embedding
+from ...plan import Plan, TensorSpec
+from ...transforms import PatchRow
+from ..kit import dflash_base as lineage
+from ..kit.base import Context
+from ..kit.common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec
+from ..kit.hparams import as_positive, normalize_hparams, vocab_size_of
+from .keys import b11434_kvs
 
 #: the lineage's names plus the per-layer sink aliases upstream maps to ``attn_sinks.weight``
 NAMES = NameTable(
@@ -115,4 +115,4 @@ def build_plan(ctx: Context) -> Plan:
     notes = [f"{MASK_FILE}: token_embd is the target's embedding with row {mask_id} replaced by the draft's mask "
              "vector; output is the target's head"]
     return finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, ctx.file_type, where),
-                       dflash2_kvs(ctx, hp, dc, taps, {}), vocab, tail, specs, notes)
+                       b11434_kvs(ctx, hp, dc, taps, []), vocab, tail, specs, notes)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .. import schema as S
+from ... import schema as S
 
 #: HF name inside a stage (after ``mtp.{s}.``) -> GGUF name after ``blk.{s}.`` (spec/dsv4-dspark.md §3)
 STAGE_TENSORS: dict[str, str] = {

@@ -13,15 +13,15 @@ import numpy as np
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
-from .. import schema as S
-from ..check import Finding
-from ..errors import ConvertError
-from ..hf.checkpoint import EMBED_NAMES, Select
-from ..plan import KV, Plan, TensorSpec
-from ..tokenizer.handlers import target_vocab_kvs
-from ..transforms import Eagle3Permute, Transform
-from .base import Context, TargetFacts, TargetTensor
-from .common import (
+from ... import schema as S
+from ...errors import ConvertError
+from ...findings import Finding
+from ...hf.checkpoint import EMBED_NAMES, Select
+from ...plan import KV, Plan, TensorSpec
+from ...tokenizer.handlers import target_vocab_kvs
+from ...transforms import Eagle3Permute, Transform
+from ..kit.base import Context, TargetFacts, TargetTensor
+from ..kit.common import (
     BACKBONE_GLOBALS,
     BACKBONE_LAYER,
     NameTable,
@@ -31,7 +31,7 @@ from .common import (
     is_skipped,
     tensor_spec,
 )
-from .hparams import as_float, as_positive, as_u32, draft_hparams, rope_dict, vocab_size_of
+from ..kit.hparams import as_float, as_positive, as_u32, draft_hparams, rope_dict, vocab_size_of
 
 ARCHITECTURES: tuple[str, ...] = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator",
                                   "Eagle3DraftModel", "LlamaForCausalLM")

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import schema as S
+from ... import schema as S
+from ...check import Checker, Dims, layer_count, shape_of
 
 #: keys the DSV4 branch of the loader reads with "required" (Appendix A), with what each is for
 REQUIRED_KEYS: tuple[tuple[str, str], ...] = (
@@ -179,3 +180,33 @@ def global_shapes(val: Callable[[str], Any], n_tokens: int | None, rank: int | N
         S.T_CONF_W: ((1, hidden + rank if hidden is not None and rank is not None else None),
                      f"ne[0] = hidden_size {hidden} + Markov rank {rank}"),
     }
+
+
+# ---------------------------------------------------------------------------------------------- check's role
+#: check's name for this loader variant (llama.cpp's DeepSeek-V4 branch of the dflash loader)
+NAME = "dflash-dsv4"
+#: the layers are DeepSeek-V4 blocks, expected by :func:`dsv4_rules`, not the generic Qwen3 / Llama layers
+GENERIC_LAYERS = False
+
+
+def in_what(d: Dims) -> str:
+    return f"hidden_size {d.hidden}"
+
+
+def rules(c: Checker) -> int | None:
+    """DeepSeek-V4 DSpark (Appendix A as corrected by spec/dsv4-dspark.md): the DSV4 keys, every stage's
+    DeepSeek-V4 block tensors and the hyper-connection head, from :func:`dsv4_rules`."""
+    taps = c.val(S.DFLASH_TARGET_LAYERS)
+    if not isinstance(taps, (list, tuple)) or not taps:
+        c.err(S.DFLASH_TARGET_LAYERS, "required-key", "is missing (llama.cpp: \"DFlash model requires 'target_layers'\")")
+    if S.TOKENIZER_MASK_ID not in c.kv:
+        c.warn(S.TOKENIZER_MASK_ID, "mask", "is missing: the draft's block is filled with token -1")
+    n_layer = c.val(S.BLOCK_COUNT)
+    n_layer = layer_count(c, n_layer if isinstance(n_layer, int) and not isinstance(n_layer, bool) else 0)
+    found = dsv4_rules(c.val, c.dims.n_tokens, {t.name: tuple(t.shape) for t in c.plan.tensors}, n_layer)
+    for subject, rule, msg in found.findings:
+        c.err(subject, rule, msg)
+    for name, dims in found.expected.items():
+        c.rules.expect(name, shape_of(*dims) if dims is not None else None, found.why.get(name),
+                       required=name in found.required)
+    return None

@@ -1,0 +1,24 @@
+"""``Finding``: one loader-rule violation or warning (``check``'s unit of output), at the ground floor so that the
+variants' converter and loader code and ``check`` itself can all say what is wrong without importing each other.
+``dspark_convert.check.Finding`` is the same class (the public name).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One rule violation (``level`` error) or a note on something that loads but misbehaves (warning)."""
+
+    level: str
+    subject: str
+    rule: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return f"{self.subject}: {self.message} [{self.rule}]"

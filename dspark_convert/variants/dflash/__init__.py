@@ -1,0 +1,20 @@
+"""The ``dflash`` GGUF variant: DSpark and DFlash drafts (Qwen3 / Llama backbone; Markov and confidence heads
+optional). Its descriptor is the ``dflash`` row of :data:`dspark_convert.variants.VARIANTS`.
+
+- :mod:`.dspark`, :mod:`.dflash`, :mod:`.dflash_mimo`: the converter families (each a ``Family`` module; the
+  lineage's shared conversion is :mod:`..kit.dflash_base`);
+- :mod:`.loader`: llama.cpp's loader rules for the file (``check``);
+- :mod:`.fit`: the fit facts (``check --target``);
+- :mod:`.numpy_forward`: the numpy forward from the GGUF; :mod:`.torch_forward`: the independent torch forward of
+  the Hugging Face folder; :mod:`.verify`: verify's rows and hints.
+
+Nothing here is imported by ``import dspark_convert.variants``: a verb imports the role it needs.
+"""
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # mypy checks the family modules against the Family protocol (nothing is imported at run time)
+    from ..kit.base import Family
+    from . import dflash, dspark
+
+    _FAMILIES: tuple[Family, ...] = (dspark, dflash)

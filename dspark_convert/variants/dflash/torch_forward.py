@@ -1,0 +1,213 @@
+"""The torch side of the ``dflash`` variant: how a DSpark / DFlash Hugging Face folder is read (the
+:class:`~dspark_convert.reference.hf_draft.DraftReader` role) and its block forward, :func:`block_forward`, on
+the shared primitives of ``reference.torch_forward``. Written from ``spec/checkpoints.md``; the class lists are
+the torch side's own (it never asks the converter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...errors import ConvertError
+from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint
+from ...reference.torch_forward import (
+    Weights,
+    _embed,
+    _layer,
+    _lm,
+    _threads_for,
+    _to_target,
+    apply_rope,
+    attend,
+    inv_freq,
+    rms,
+    swiglu,
+)
+
+DSPARK_ARCHS = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
+DFLASH_ARCHS = ("DFlashDraftModel", "DFlashSpeculator")
+ARCHITECTURES = DSPARK_ARCHS + DFLASH_ARCHS
+#: the words that name these drafts in an error
+WHAT = ("DSpark", "DFlash")
+
+
+def claims(c: dict[str, Any], common: dict[str, Any]) -> bool:
+    """No fallback: a block draft always names its class."""
+    return False
+
+
+def read_config(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,
+                tcfg: dict[str, Any], common: dict[str, Any], notes: list[str]) -> tuple[str, str, str, HFHParams]:
+    """A block draft's config in any layout (flat DeepSpec, nested ``dflash_config``, speculators)."""
+    nested = raw.get("dflash_config") or {}
+    speculators = "transformer_layer_config" in raw or "aux_hidden_state_layer_ids" in raw
+    family = "dflash" if arch in DFLASH_ARCHS else "dspark"
+    n_layer = common["n_layer"]
+    taps: list[int]
+    if speculators:                             # already input-of-layer ids
+        taps = list(raw.get("aux_hidden_state_layer_ids") or [])
+        target_layers, mask = list(taps), raw.get("mask_token_id")
+    else:
+        ids = nested.get("target_layer_ids", raw.get("target_layer_ids"))
+        if ids is None and "num_target_layers" in raw:             # z-lab build_target_layer_ids
+            lt = int(raw["num_target_layers"])
+            ids = [round(1 + i * (lt - 4) / (n_layer - 1)) for i in range(n_layer)] if n_layer > 1 else [lt // 2]
+        taps = list(ids or [])
+        target_layers = [int(t) + 1 for t in taps]                 # output-of-layer -> input-of-layer
+        mask = nested.get("mask_token_id", raw.get("mask_token_id"))
+    head_type = nested.get("markov_head_type", raw.get("markov_head_type", "vanilla"))
+    if w.has("markov_head.markov_w1.weight") and head_type != "vanilla":
+        raise ConvertError(f"{folder}/config.json: markov_head_type {head_type!r}: only 'vanilla' is supported")
+    if "sample_from_anchor" in raw:
+        sfa = bool(raw["sample_from_anchor"])
+    else:  # DFlash: same-position; DSpark anchor-as-first, except keyless speculators exports (gguf-contract §3.3)
+        sfa = family == "dspark" and not speculators
+    # rotate-half unless a DSpark config says otherwise; z-lab's DFlashDraftModel always uses rotate_half
+    neox = True if arch == "DFlashDraftModel" else bool(c.get("rope_is_neox_style", c.get("is_neox_style", True)))
+    use_swa = bool(nested.get("use_swa"))     # MiMo-style: every layer sliding, window from dflash_config
+    window = (nested.get("swa_window_size") or c.get("sliding_window")) if (c.get("use_sliding_window") or use_swa) \
+        else None
+    # Qwen3Config derives missing layer_types: sliding from layer max_window_layers (default 28) on
+    layer_types = ["sliding_attention"] * n_layer if use_swa else c.get("layer_types") or [
+        "sliding_attention" if window and i >= int(c.get("max_window_layers", 28)) else "full_attention"
+        for i in range(n_layer)]
+    causal = c.get("is_causal")
+    causal = nested.get("causal") if causal is None else causal
+    draft_vocab = int(c.get("draft_vocab_size") or common["vocab_size"])
+    reduced = draft_vocab < common["vocab_size"]
+    # the draft runs with the embed_tokens / lm_head it stores (DeepSpec's copies of the target's); upstream b11434
+    # keeps a full-vocab DSpark's embed_tokens, and our default keeps its lm_head too on an untied target
+    own = True
+    if family == "dspark" and not reduced and w.has("embed_tokens.weight") and not w.has("lm_head.weight"):
+        notes.append("full-vocab DSpark without lm_head: the target's head scores the draft")
+    hp = HFHParams(
+        **common, draft_vocab_size=draft_vocab, target_layers=target_layers,
+        own_embed=own and w.has("embed_tokens.weight") and raw.get("has_embed_tokens") is not False,
+        own_lm_head=own and w.has("lm_head.weight"),
+        block_size=int(raw.get("block_size") or nested.get("block_size") or 16), taps=taps,
+        mask_token_id=None if mask is None else int(mask),
+        markov_rank=w.shape("markov_head.markov_w1.weight")[1] if w.has("markov_head.markov_w1.weight") else 0,
+        has_confidence=w.has("confidence_head.proj.weight"), sample_from_anchor=sfa, neox=neox,
+        swa=[bool(window) and t == "sliding_attention" for t in layer_types] or [False] * n_layer,
+        sliding_window=int(window or 0), causal=bool(causal),
+        value_scale=float(nested.get("attention_value_scale") or 0.0),
+    )
+    layout = "speculators" if speculators else ("nested" if nested else "flat")
+    return family, layout, "", hp
+
+
+# ============================================================================================== DSpark / DFlash
+@dataclass
+class TorchBlock:
+    """Reference outputs of one block proposal, step by step (numpy arrays; tokens are target ids)."""
+
+    context: np.ndarray
+    block_input: np.ndarray
+    layers: list[np.ndarray]
+    hidden: np.ndarray
+    logits: np.ndarray
+    tokens: np.ndarray
+    prev_tokens: np.ndarray
+    markov_bias: np.ndarray | None = None
+    markov_logits: np.ndarray | None = None
+    confidence_logits: np.ndarray | None = None
+
+
+def block_layer(L: Weights, hp: HFHParams, il: int, x: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+    """One Qwen3 layer: the block ``x [B, H]`` attends to ``[C; block]`` (non-causal unless the config says causal;
+    SWA layers mask far keys)."""
+    p, eps, nh, nkv, hd = f"layers.{il}.", hp.eps, hp.n_head, hp.n_head_kv, hp.head_dim
+    T, B = C.shape[0], x.shape[0]
+    pos = torch.arange(T + B)
+    xn = rms(x, L[p + "input_layernorm.weight"], eps)
+    kv = torch.cat([C, xn])
+    q = rms((xn @ L[p + "self_attn.q_proj.weight"].T).view(B, nh, hd), L[p + "self_attn.q_norm.weight"], eps).transpose(0, 1)
+    k = rms((kv @ L[p + "self_attn.k_proj.weight"].T).view(T + B, nkv, hd), L[p + "self_attn.k_norm.weight"], eps).transpose(0, 1)
+    v = (kv @ L[p + "self_attn.v_proj.weight"].T).view(T + B, nkv, hd).transpose(0, 1)
+    freqs = inv_freq(hp)
+    q, k = apply_rope(q, pos[T:], freqs, hp.neox), apply_rope(k, pos, freqs, hp.neox)
+    mask = (pos[T:, None] - pos[None, :]) < hp.sliding_window if hp.is_swa(il) else None
+    if hp.causal:                                  # dflash.attention.causal: no later block row is visible
+        seen = pos[None, :] <= pos[T:, None]
+        mask = seen if mask is None else mask & seen
+    sinks = next((L[p + n] for n in ("self_attn.sinks", "self_attn.attention_sink_bias",
+                                     "self_attn.learnable_sink_param") if p + n in L), None)
+    o = attend(q, k, v, mask, sinks) @ L[p + "self_attn.o_proj.weight"].T
+    x = x + (o * hp.value_scale if hp.value_scale else o)
+    return x + swiglu(rms(x, L[p + "post_attention_layernorm.weight"], eps), L, p)
+
+
+def markov(d: HFDraft, U: torch.Tensor, w2: torch.Tensor, anchor: int, to_target: Callable[[int], int],
+           prev_tokens: np.ndarray | None) -> tuple[torch.Tensor, torch.Tensor, list[int], list[int]]:
+    """Greedy vanilla Markov chain: ``bias_i = W2 W1[prev_i]``, ``z_i = U_i + bias_i``, ``prev_{i+1} = argmax z_i``."""
+    bias, toks, prevs, prev = [], [], [], anchor
+    for i in range(U.shape[0]):
+        prev = prev if prev_tokens is None else int(prev_tokens[i])
+        bias.append(w2 @ d.weights.rows("markov_head.markov_w1.weight", [prev])[0])
+        prevs.append(prev)
+        toks.append(to_target(int((U[i] + bias[-1]).argmax())))
+        prev = toks[-1]
+    b = torch.stack(bias)
+    return b, U + b, toks, prevs
+
+
+def confidence(d: HFDraft, hidden: torch.Tensor, prevs: list[int]) -> torch.Tensor:
+    """``l_i = w . [Hout_i ; W1[prev_i]] + b`` (the W1 part when the head was trained with Markov)."""
+    cw, cb = d.weights.get("confidence_head.proj.weight")[0], d.weights.get("confidence_head.proj.bias")[0]
+    if cw.numel() > hidden.shape[1]:
+        hidden = torch.cat([hidden, d.weights.rows("markov_head.markov_w1.weight", prevs)], 1)
+    return hidden @ cw + cb
+
+
+@torch.no_grad()
+def block_forward(d: HFDraft, features: Sequence[np.ndarray], anchors: Sequence[int],
+                  prev_tokens: Sequence[np.ndarray | None] | None = None) -> list[TorchBlock]:
+    """DSpark/DFlash, one block proposal per case: ``C = hidden_norm(fc(F))``; block ``[a, m, ..., m]`` attends to
+    ``[C; block]`` through every layer; ``U = lm_head(norm(X))``; Markov chain; confidence head."""
+    with _threads_for(d):
+        return _block_forward(d, features, anchors, prev_tokens or [None] * len(anchors))
+
+
+def _block_forward(d: HFDraft, features: Sequence[np.ndarray], anchors: Sequence[int],
+                   prev_tokens: Sequence[np.ndarray | None]) -> list[TorchBlock]:
+    hp, w = d.hp, d.weights
+    fc, hn = w.get("fc.weight"), w.get("hidden_norm.weight")
+    Cs = [rms(torch.from_numpy(np.asarray(f, dtype=np.float32)) @ fc.T, hn, hp.eps) for f in features]
+    del fc
+    xs = [_embed(d, [a] + [int(hp.mask_token_id or 0)] * (hp.block_size - 1)) for a in anchors]
+    x0 = [x.numpy() for x in xs]
+    layers: list[list[np.ndarray]] = [[] for _ in anchors]
+    for il in range(hp.n_layer):
+        L = _layer(d, f"layers.{il}.")
+        for i, C in enumerate(Cs):
+            xs[i] = block_layer(L, hp, il, xs[i], C)
+            layers[i].append(xs[i].numpy())
+        del L
+    norm = w.get("norm.weight")
+    hidden = [rms(x, norm, hp.eps) for x in xs]
+    rows = hp.prediction_rows
+    U_all = _lm(d, torch.cat([h[rows] for h in hidden]), hp.own_lm_head)
+    to_target = _to_target(d, hp.draft_vocab_size < hp.vocab_size)
+    w2 = w.get("markov_head.markov_w2.weight") if hp.markov_rank else None
+    outs = []
+    for i, a in enumerate(anchors):
+        U = U_all[i * len(rows):(i + 1) * len(rows)]
+        out = TorchBlock(Cs[i].numpy(), x0[i], layers[i], hidden[i].numpy(), U.numpy(), np.empty(0, np.int64),
+                         np.empty(0, np.int64))
+        if w2 is not None:
+            bias, z, toks, prevs = markov(d, U, w2, a, to_target, prev_tokens[i])
+            out.markov_bias, out.markov_logits = bias.numpy(), z.numpy()
+        else:
+            toks = [to_target(j) for j in U.argmax(1)]
+            prevs = [a, *toks[:-1]]
+        out.tokens, out.prev_tokens = np.array(toks, dtype=np.int64), np.array(prevs, dtype=np.int64)
+        if hp.has_confidence:
+            out.confidence_logits = confidence(d, hidden[i][rows], prevs).numpy()
+        outs.append(out)
+    return outs

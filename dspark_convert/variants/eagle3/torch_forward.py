@@ -1,0 +1,136 @@
+"""The torch side of the ``eagle3`` variant: how an EAGLE-3 Hugging Face folder is read (the
+:class:`~dspark_convert.reference.hf_draft.DraftReader` role) and its chain forward, :func:`eagle3_forward`, on the
+shared primitives of ``reference.torch_forward``. The class list is the torch side's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...errors import ConvertError
+from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint
+from ...reference.torch_forward import (
+    Weights,
+    _embed,
+    _layer,
+    _lm,
+    _threads_for,
+    _to_target,
+    apply_rope,
+    attend,
+    inv_freq,
+    rms,
+    swiglu,
+)
+
+ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel")
+#: the words that name these drafts in an error
+WHAT = ("EAGLE-3",)
+
+
+def claims(c: dict[str, Any], common: dict[str, Any]) -> bool:
+    """A one-layer draft with its own draft vocabulary, whatever class its config names (``LlamaForCausalLM``)."""
+    return "draft_vocab_size" in c and common["n_layer"] == 1
+
+
+def read_config(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,
+                tcfg: dict[str, Any], common: dict[str, Any], notes: list[str]) -> tuple[str, str, str, HFHParams]:
+    """An EAGLE-3 draft's config (``midlayer.`` or ``layers.0.`` layer; speculators layout)."""
+    layout = "speculators" if arch == "Eagle3Speculator" else "midlayer"
+    prefix = next((p for p in ("midlayer.", "layers.0.", "model.layers.0.") if w.has(p + "mlp.down_proj.weight")), "")
+    if not prefix:
+        raise ConvertError(f"{folder}: no EAGLE-3 layer tensors (midlayer.* or layers.0.*)")
+    if w.has(prefix + "self_attn.q_norm.weight") or any(w.has(f"fc_norm.{i}.weight") for i in range(3)):
+        raise ConvertError(f"{folder}: q/k-norm (DeepSpec) or fc_norm EAGLE-3 variants are not supported")
+    if common["rope"].type not in ("default", "llama3", "linear"):
+        raise ConvertError(f"{folder}/config.json: rope type {common['rope'].type!r} is not supported by verify")
+    lt = int(tcfg.get("num_hidden_layers", 0))
+    target_layers = list(raw.get("eagle_aux_hidden_state_layer_ids") or [2, lt // 2, lt - 3])
+    nested = (raw.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+    if nested and [int(i) + 1 for i in nested] != target_layers:
+        notes.append(f"eagle_config ids {nested} (output-of-layer) are ignored by upstream; target_layers "
+                     f"{target_layers} are used instead")
+    hp = HFHParams(
+        **common, draft_vocab_size=int(c.get("draft_vocab_size") or w.shape("lm_head.weight")[0]),
+        target_layers=target_layers, own_embed=w.has("embed_tokens.weight"),
+        target_hidden_size=int(raw.get("target_hidden_size") or tcfg.get("hidden_size") or common["n_embd"]),
+        norm_before_residual=bool(raw.get("norm_before_residual", False)),
+        norm_before_fc=bool(raw.get("norm_before_fc", False)),
+    )
+    return "eagle3", layout, prefix, hp
+
+
+# ============================================================================================== EAGLE-3
+@dataclass
+class TorchEagle3:
+    """Reference outputs of an EAGLE-3 prefill and chain."""
+
+    fc: np.ndarray
+    prefill_hidden: np.ndarray
+    prefill_logits: np.ndarray
+    step_hidden: np.ndarray
+    logits: np.ndarray
+    tokens: np.ndarray
+
+
+def eagle3_layer(d: HFDraft, L: Weights, h: torch.Tensor, ids: list[int]) -> torch.Tensor:
+    """Layer 0 over every position so far (a full causal recompute, no cache): ``z = [norm(emb); norm(h)]``."""
+    hp, p, eps = d.hp, d.prefix, d.hp.eps
+    N, nh, nkv, hd = h.shape[0], hp.n_head, hp.n_head_kv, hp.head_dim
+    hn = rms(h, L[p + "hidden_norm.weight"], eps)
+    z = torch.cat([rms(_embed(d, ids), L[p + "input_layernorm.weight"], eps), hn], 1)
+    q = (z @ L[p + "self_attn.q_proj.weight"].T).view(N, nh, hd).transpose(0, 1)
+    k = (z @ L[p + "self_attn.k_proj.weight"].T).view(N, nkv, hd).transpose(0, 1)
+    v = (z @ L[p + "self_attn.v_proj.weight"].T).view(N, nkv, hd).transpose(0, 1)
+    pos, freqs = torch.arange(N), inv_freq(hp)
+    q, k = apply_rope(q, pos, freqs, True), apply_rope(k, pos, freqs, True)
+    attn = attend(q, k, v, torch.ones(N, N).tril().bool()) @ L[p + "self_attn.o_proj.weight"].T
+    mid = (hn if hp.norm_before_residual else h) + attn
+    return mid + swiglu(rms(mid, L[p + "post_attention_layernorm.weight"], eps), L, p)
+
+
+@torch.no_grad()
+def eagle3_forward(d: HFDraft, features: Sequence[np.ndarray], tokens: Sequence[np.ndarray], steps: int,
+                   forced_tokens: Sequence[np.ndarray | None] | None = None) -> list[TorchEagle3]:
+    """EAGLE-3 (checkpoints.md §4.4), per case: fc over the 3 taps, one Llama layer on ``[norm(emb); norm(h)]``,
+    causal over the draft's own positions, logits over the draft vocab at every position, then chained steps
+    feeding back the pre-norm hidden."""
+    with _threads_for(d):
+        forced = forced_tokens or [None] * len(features)
+        return [_eagle3_case(d, f, t, steps, ft) for f, t, ft in zip(features, tokens, forced, strict=True)]
+
+
+def _eagle3_case(d: HFDraft, features: np.ndarray, tokens: np.ndarray, steps: int,
+                 forced: np.ndarray | None) -> TorchEagle3:
+    hp, w = d.hp, d.weights
+    L = _layer(d, d.prefix)
+    g = torch.from_numpy(np.asarray(features, dtype=np.float32))
+    if hp.norm_before_fc:
+        g = rms(g, w.get("input_norm.weight"), hp.eps)
+    h_in, ids = g @ w.get("fc.weight").T, [int(t) for t in tokens]
+    fc = h_in.clone()
+    to_target = _to_target(d, True)
+    norm_w = w.get("norm.weight")
+    out = eagle3_layer(d, L, h_in, ids)
+    prefill, prefill_logits = out.clone(), _lm(d, rms(out, norm_w, hp.eps), True)
+    logits: list[torch.Tensor] = []
+    chosen: list[int] = []
+    for s in range(steps):
+        if s == 0:
+            zs = prefill_logits[-1]
+        else:
+            nxt = chosen[-1] if forced is None else int(forced[s - 1])
+            h_in, ids = torch.cat([h_in, out[-1:]]), ids + [nxt]
+            out = eagle3_layer(d, L, h_in, ids)
+            zs = _lm(d, rms(out[-1:], norm_w, hp.eps), True)[0]
+        logits.append(zs)
+        chosen.append(to_target(int(zs.argmax())))
+    T = features.shape[0]
+    return TorchEagle3(fc.numpy(), prefill.numpy(), prefill_logits.numpy(), out[T:].numpy(),
+                       torch.stack(logits).numpy(), np.array(chosen, dtype=np.int64))
