@@ -24,6 +24,7 @@ from .gguf_constants import QT, VT
 from .gguffile.options import RemoteOptions
 from .gguffile.packed import PackedStrings
 from .plan import KV, Plan, TensorSpec
+from .quant_rules import companion_rules, tensor_extra_rules
 from .variants import gguf_variant
 
 
@@ -483,6 +484,8 @@ def check_plan(plan: Plan) -> list[Finding]:
     in_width = variant.rules(c)
     if variant.generic_layers:
         _layer_rules(c, in_width, variant.in_what(c.dims))
+    companion_rules(c)  # optional .scale / .input_scale of the linears (NVFP4 drafts)
+    tensor_extra_rules(c)
     _tensor_rules(c)
     return c.findings
 
