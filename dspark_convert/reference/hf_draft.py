@@ -72,7 +72,9 @@ class TorchCheckpoint:
         return name in self.index
 
     def shape(self, name: str) -> list[int]:
-        return list(self._where(name)[1])
+        """The logical shape (an NVFP4 weight's ``[out, in]``, not its packed ``[out, in/2]``)."""
+        shape = list(self._where(name)[1])
+        return [shape[0], 2 * shape[1]] if self.nvfp4_companions(name) else shape
 
     def _where(self, name: str) -> tuple[Path, list[int]]:
         if name not in self.index:
@@ -90,6 +92,8 @@ class TorchCheckpoint:
             return t
         rec = self.rounding.setdefault(name, Rounding(kind))
         rec.values += t.numel()
+        if kind == "NVFP4" and self.nvfp4_companions(name):  # decoded NVFP4: the GGUF's blocks hold these values
+            return t
         if kind == "F32" or SAME_TYPE.get(str(src)) == kind:     # the checkpoint's own type (or wider): nothing to round
             return t
         r = round_to_storage(t, kind)
@@ -106,15 +110,46 @@ class TorchCheckpoint:
             kind = h.get_slice(name).get_dtype()
         return {"BF16": torch.bfloat16, "F16": torch.float16}.get(kind, torch.float32)
 
+    def nvfp4_companions(self, name: str) -> tuple[str, ...]:
+        """For a ModelOpt NVFP4 weight (``X.weight`` with a 2-D ``X.weight_scale``): its block and per-tensor
+        scale names, which reading the weight reads too; empty for any other tensor."""
+        base = name.removesuffix(".weight")
+        if not name.endswith(".weight") or base + ".weight_scale" not in self.index:
+            return ()
+        if len(self.index[base + ".weight_scale"][1]) != 2:
+            return ()
+        return (base + ".weight_scale", base + ".weight_scale_2")
+
+    def _nvfp4_rows(self, name: str, a: int | None = None, b: int | None = None,
+                    ids: list[int] | None = None) -> torch.Tensor:
+        """Rows of an NVFP4 weight decoded by the torch side's own code (:mod:`.nvfp4_torch`)."""
+        from .nvfp4_torch import dequant_modelopt_nvfp4
+
+        scale, scale2 = self.nvfp4_companions(name)
+        parts = []
+        for n in (name, scale):
+            path, _ = self._where(n)
+            with safe_open(str(path), framework="pt") as h:
+                sl = h.get_slice(n)
+                parts.append(torch.cat([sl[i:i + 1] for i in ids]) if ids is not None else sl[a:b])
+        path, _ = self._where(scale2)
+        with safe_open(str(path), framework="pt") as h:
+            s2 = h.get_tensor(scale2)
+        return dequant_modelopt_nvfp4(parts[0], parts[1], s2)
+
     def get(self, name: str, *, record: bool = True) -> torch.Tensor:
         """The whole tensor as float32 (rounded as stored; integers keep their type). ``record=False``: a bulk load
         whose caller records the names it uses itself (not counted in :attr:`read`)."""
+        if self.nvfp4_companions(name):
+            return self._finish(name, self._nvfp4_rows(name), record)
         path, _ = self._where(name)
         with safe_open(str(path), framework="pt") as h:
             return self._finish(name, h.get_tensor(name), record)
 
     def rows(self, name: str, ids: list[int]) -> torch.Tensor:
         """Rows ``ids`` (axis 0) as float32."""
+        if self.nvfp4_companions(name):
+            return self._finish(name, self._nvfp4_rows(name, ids=ids))
         path, _ = self._where(name)
         with safe_open(str(path), framework="pt") as h:
             sl = h.get_slice(name)
@@ -124,6 +159,9 @@ class TorchCheckpoint:
         """``(first_row, float32 rows)``, ``chunk`` rows at a time, each read through a fresh handle."""
         path, shape = self._where(name)
         for a in range(0, shape[0], chunk):
+            if self.nvfp4_companions(name):
+                yield a, self._finish(name, self._nvfp4_rows(name, a, min(shape[0], a + chunk)))
+                continue
             with safe_open(str(path), framework="pt") as h:
                 yield a, self._finish(name, h.get_slice(name)[a:min(shape[0], a + chunk)])
 
