@@ -49,6 +49,11 @@ def tensor_extra_rules(c: _Checker) -> None:
     sorted and unique as upstream writes them, and every NVFP4 tensor's flag explained."""
     names_kv, prec_kv = c.kv.get(TENSOR_EXTRA_NAME), c.kv.get(TENSOR_EXTRA_PREC_A4)
     if names_kv is None:
+        fp4 = [t.name for t in c.plan.tensors if t.ggml_type == QT.NVFP4]
+        if fp4 and prec_kv is None:
+            c.warn(TENSOR_EXTRA_NAME, "tensor-extra", f"is absent: llama.cpp runs the {len(fp4)} NVFP4 tensors with "
+                   "4-bit activations (W4A4) on Blackwell; right for an NVFP4 (W4A4) checkpoint, wrong for W4A16 "
+                   "(verify compares the arrays with the checkpoint's quantization config)")
         if prec_kv is not None:
             c.warn(TENSOR_EXTRA_PREC_A4, "tensor-extra", f"is present without {TENSOR_EXTRA_NAME}; llama.cpp ignores it")
         return
