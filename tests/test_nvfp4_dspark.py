@@ -310,7 +310,7 @@ def test_check_tensor_extra_and_companion_rules(files: dict[str, Path]) -> None:
         "error general.tensor_extra.prec_a4 [tensor-extra]"]
     assert _plan_findings(f, setkv("general.tensor_extra.name", names[::-1], VT.STRING)) == [
         "warning general.tensor_extra.name [tensor-extra]"]
-    assert _plan_findings(f, setkv("general.tensor_extra.name", names[:3] + ["blk.7.ffn_down.weight"], VT.STRING)) == [
+    assert _plan_findings(f, setkv("general.tensor_extra.name", names[:3] + ["markov_w9.weight"], VT.STRING)) == [
         "warning general.tensor_extra.name [tensor-extra]"]
     assert _plan_findings(f, retype("fc.scale", (2,), QT.F32)) == ["error fc.scale [shape]"]
     assert _plan_findings(f, retype("fc.scale", (1,), QT.F16)) == ["error fc.scale [dtype]"]
@@ -352,6 +352,8 @@ def _verify_rows(gguf: Path, hf: Path, target: Path) -> tuple[bool, dict[str, bo
 
     r = verify(gguf, hf, target, context=8, quality=False)
     rows = {o.name: o.passed for o in r.outputs} | {f"metadata {m.key}": m.passed for m in r.metadata}
+    if r.accounting is not None:
+        rows["tensor accounting"] = r.accounting.passed
     return r.passed, rows
 
 
@@ -391,7 +393,14 @@ def test_verify_fails_mutations(files: dict[str, Path], b11434_qwen3: Path, tmp_
                                    "general.tensor_extra.prec_a4": "general.tensor_extra.prec_a_"})
         failing = ["metadata general.tensor_extra.name", "metadata general.tensor_extra.prec_a4"]
     elif mutation == "prec-a4-true":
-        mutate(good, bad, kvs={"general.tensor_extra.prec_a4": [True] * 4})
+        shutil.copyfile(good, bad)
+        f = read_gguf(bad)
+        kv = f.kvs["general.tensor_extra.prec_a4"]
+        f.close()
+        assert kv.end - kv.value_offset == 4
+        with open(bad, "r+b") as fh:       # the 4 BOOL bytes of the array: true (4-bit activations)
+            fh.seek(kv.value_offset)
+            fh.write(bytes([1] * 4))
         failing = ["metadata general.tensor_extra.prec_a4"]
     elif mutation == "wrong-fc-scale":
         mutate(good, bad, tensors={"fc.scale": lambda w: w * 2})
