@@ -2,7 +2,7 @@
 
 - ``src/llama-model.cpp`` (after each arch's own tensors): for every per-layer linear the arch created (q, k, v,
   output, gate, down, up), an optional ``<name>.scale`` and ``<name>.input_scale`` of shape {1}.
-- ``src/models/dflash.cpp``: optional root ``fc.scale`` {1} (:131/:163) and ``markov_w2.scale`` {1}; no
+- the draft arch's own loader (``src/models/``): optional root ``fc.scale`` {1} and ``markov_w2.scale`` {1}; no
   ``input_scale`` for them (a file holding ``fc.input_scale`` fails with "wrong number of tensors").
 - ``llama_prec_policy::load`` (``llama-model.cpp``): ``general.tensor_extra.prec_a4`` must be a BOOL array of the
   length of ``general.tensor_extra.name`` (else loading throws); names are matched to tensors, unknown ones
@@ -25,7 +25,7 @@ TENSOR_EXTRA_NAME = "general.tensor_extra.name"
 TENSOR_EXTRA_PREC_A4 = "general.tensor_extra.prec_a4"
 #: per-layer linears whose ``.scale`` / ``.input_scale`` the generic loader pass creates
 LAYER_LINEARS = (S.L_ATTN_Q, S.L_ATTN_K, S.L_ATTN_V, S.L_ATTN_OUT, S.L_FFN_GATE, S.L_FFN_DOWN, S.L_FFN_UP)
-#: root linears with an optional ``.scale`` (dflash.cpp)
+#: root linears with an optional ``.scale`` (the draft arch's loader)
 ROOT_SCALED = (S.T_FC, S.T_MARKOV_W2)
 
 
