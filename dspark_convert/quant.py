@@ -231,7 +231,7 @@ def nvfp4_repack(packed: np.ndarray, scale: np.ndarray) -> np.ndarray:
         >>> b.shape, b[0, :4].tolist(), b[0, 4:8].tolist()
         ((1, 36), [56, 56, 56, 56], [64, 64, 81, 81])
     """
-    p = np.asarray(packed).view(np.uint8)
+    p = np.ascontiguousarray(np.asarray(packed).view(np.uint8))
     sc = np.asarray(scale).view(np.uint8)
     rows, half = p.shape
     if (2 * half) % NVFP4_BLOCK:
@@ -239,15 +239,22 @@ def nvfp4_repack(packed: np.ndarray, scale: np.ndarray) -> np.ndarray:
     n_sub = 2 * half // NVFP4_SUB
     if sc.shape != (rows, n_sub):
         raise ValueError(f"scale shape {sc.shape} does not match {(rows, n_sub)} for {rows}x{half * 2} values")
-    g = p.reshape(rows, n_sub, 2, 4)             # per sub-block: bytes 0..3 hold values 0..7, bytes 4..7 values 8..15
-    lo, hi = g & np.uint8(0x0F), g >> np.uint8(4)  # even / odd values of each half
+    # per sub-block, source bytes a = p[0:4] (values 0..7) and b = p[4:8] (values 8..15) as 32-bit words: output
+    # byte 2k = a_k low | b_k low << 4 and byte 2k + 1 = a_k high >> 4 | b_k high, four bytes at a time
+    w = p.reshape(rows, n_sub, 2, 4).view(np.uint32)[..., 0]
+    a, b = w[:, :, 0], w[:, :, 1]
+    even = (a & _LOW32) | ((b & _LOW32) << _FOUR32)
+    odd = ((a >> _FOUR32) & _LOW32) | (b & _HIGH32)
+    qs = np.empty((rows, n_sub, 8), np.uint8)
+    qs[:, :, 0::2] = even.view(np.uint8).reshape(rows, n_sub, 4)
+    qs[:, :, 1::2] = odd.view(np.uint8).reshape(rows, n_sub, 4)
     out = np.empty((rows, n_sub // 4, NVFP4_BLOCK_BYTES), np.uint8)
     out[:, :, :4] = (sc & np.uint8(0x7F)).reshape(rows, n_sub // 4, 4)
-    qs = np.empty((rows, n_sub, 8), np.uint8)    # byte j of a sub-block = value j | value j + 8 << 4
-    qs[:, :, 0::2] = lo[:, :, 0] | (lo[:, :, 1] << np.uint8(4))
-    qs[:, :, 1::2] = hi[:, :, 0] | (hi[:, :, 1] << np.uint8(4))
     out[:, :, 4:] = qs.reshape(rows, n_sub // 4, 32)
     return out.reshape(rows, -1)
+
+
+_LOW32, _HIGH32, _FOUR32 = np.uint32(0x0F0F0F0F), np.uint32(0xF0F0F0F0), np.uint32(4)
 
 
 def nvfp4_bad_scales(scale: np.ndarray) -> str | None:
