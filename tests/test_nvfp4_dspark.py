@@ -421,3 +421,25 @@ def test_verify_fails_mutations(files: dict[str, Path], b11434_qwen3: Path, tmp_
         assert rows["layer 1 output"] and rows["Markov-biased logits"]
     if mutation == "swapped-nibbles-ffn-down":
         assert rows["layer 0 output"]
+
+
+# ---------------------------------------------------------------------------------------------- llama-server
+@pytest.mark.llama
+def test_llama_server_runs_the_default_files_and_refuses_upstreams_mixed(llama_bin: tuple[Path, Path],  # noqa: F811
+                                                                          b11434_qwen3: Path, tmp_path: Path) -> None:
+    """llama-server b11434 loads both default conversions and drafts with them (greedy output unchanged by the
+    draft); upstream's own mixed layout (fc.input_scale, --match-upstream) fails to load."""
+    from llama_support import run
+
+    from dspark_convert.errors import ConvertError
+    from dspark_convert.llamacpp.target import convert_target
+
+    target = convert_target(llama_bin[1], b11434_qwen3 / "target", tmp_path / "target.bf16.gguf", outtype="bf16")
+    plain = run(llama_bin[0], target)
+    for case in CASES:
+        f = _convert(b11434_qwen3 / case, b11434_qwen3 / "target", tmp_path / f"{case}.gguf", "bf16")
+        r = run(llama_bin[0], target, f)
+        assert r.completion.tokens == plain.completion.tokens and len(r.blocks) > 0, case
+    up = _convert(b11434_qwen3 / CASES[1], b11434_qwen3 / "target", tmp_path / "up.gguf", "bf16", match_upstream=True)
+    with pytest.raises(ConvertError, match="wrong number of tensors"):
+        run(llama_bin[0], target, up)
