@@ -425,8 +425,9 @@ def test_verify_fails_mutations(files: dict[str, Path], b11434_qwen3: Path, tmp_
 
 # ---------------------------------------------------------------------------------------------- llama-server
 @pytest.mark.llama
-def test_llama_server_runs_the_default_files_and_refuses_upstreams_mixed(llama_bin: tuple[Path, Path],  # noqa: F811
-                                                                          b11434_qwen3: Path, tmp_path: Path) -> None:
+def test_llama_server_runs_the_default_files_and_refuses_upstreams_mixed(llama_bin: tuple[Path, Path],
+                                                                          b11434_qwen3: Path,  # noqa: F811
+                                                                          tmp_path: Path) -> None:
     """llama-server b11434 loads both default conversions and drafts with them (greedy output unchanged by the
     draft); upstream's own mixed layout (fc.input_scale, --match-upstream) fails to load."""
     from llama_support import run
