@@ -265,10 +265,10 @@ def test_refusals_are_one_line_and_leave_nothing(b11434_qwen3: Path, tmp_path: P
 # ---------------------------------------------------------------------------------------------- check / inspect
 @pytest.fixture(scope="module")
 def files(b11434_qwen3: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:  # noqa: F811
-    """Default conversions of both public-sample cases at bf16 and q8_0."""
+    """Default conversions of both public-sample cases at every outtype."""
     out = tmp_path_factory.mktemp("nvfp4")
     return {f"{c}.{t}": _convert(b11434_qwen3 / c, b11434_qwen3 / "target", out / f"{c}.{t}.gguf", t)
-            for c in CASES for t in ("bf16", "q8_0")}
+            for c in CASES for t in OUTTYPES}
 
 
 def _plan_findings(path: Path, edit: Callable[[Any], None]) -> list[str]:
@@ -357,7 +357,7 @@ def _verify_rows(gguf: Path, hf: Path, target: Path) -> tuple[bool, dict[str, bo
     return r.passed, rows
 
 
-@pytest.mark.parametrize("key", ["n-dspark-nvfp4.bf16", "n-dspark-nvfp4-mixed.q8_0"])
+@pytest.mark.parametrize("key", [f"{c}.{t}" for c in CASES for t in OUTTYPES])
 def test_verify_passes(files: dict[str, Path], b11434_qwen3: Path, key: str) -> None:  # noqa: F811
     case = key.split(".")[0]
     passed, rows = _verify_rows(files[key], b11434_qwen3 / case, b11434_qwen3 / "target")
