@@ -257,9 +257,14 @@ def write_spec(s: Spec, draft: Path) -> Path:
     return draft
 
 
-def make_target(base: Path, out: Path, d: Dims) -> Path:
-    """A target folder: ``base``'s tokenizer files and its config with the hidden size / heads of ``d`` (no weights)."""
+def make_target(base: Path, out: Path, d: Dims, weights: bool = False) -> Path:
+    """A target folder: ``base``'s tokenizer files and its config with the hidden size / heads of ``d``; no weights
+    (all upstream's converter reads), or with ``weights`` a random embedding and lm_head (what ``verify`` reads)."""
     out.mkdir(parents=True, exist_ok=True)
+    if weights:
+        m = Maker(2299, "BF16")
+        save_safetensors(out / "model.safetensors", {"model.embed_tokens.weight": m.t(V, d.hidden),
+                                                     "lm_head.weight": m.t(V, d.hidden)})
     for f in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(base / f, out / f)
     cfg = json.loads((base / "config.json").read_text())
@@ -269,10 +274,10 @@ def make_target(base: Path, out: Path, d: Dims) -> Path:
     return out
 
 
-def make(out: Path, name: str, base_target: Path) -> tuple[Path, Path]:
+def make(out: Path, name: str, base_target: Path, target_weights: bool = False) -> tuple[Path, Path]:
     """Write variant ``name`` to ``out/name`` and its target to ``out/name-target``; return (draft, target)."""
     s = VARIANTS[name]()
-    return write_spec(s, out / name), make_target(base_target, out / f"{name}-target", s.dims)
+    return write_spec(s, out / name), make_target(base_target, out / f"{name}-target", s.dims, target_weights)
 
 
 def main(argv: list[str]) -> int:

@@ -365,6 +365,18 @@ def test_verify_passes(files: dict[str, Path], b11434_qwen3: Path, key: str) -> 
     assert rows["NVFP4 input scales"] and rows["metadata general.tensor_extra.prec_a4"] and rows["tensor accounting"]
 
 
+@pytest.mark.parametrize(("variant", "outtype"), [("v-nvfp4-h64", "f16"), ("v-nvfp4-h128-mixed", "q8_0"),
+                                                   ("v-nvfp4-dflash", "bf16")])
+def test_variants_verify(b11434_qwen3: Path, tmp_path: Path, variant: str, outtype: str) -> None:  # noqa: F811
+    """The variants verify (their targets get a random embedding and head): W4A4 input scales on every DFlash
+    linear, MIXED tables, F32 plain tensors, sinks and model.-prefixed names, KV-cache scales dropped by rule."""
+    draft, target = make(tmp_path, variant, b11434_qwen3 / "target", target_weights=True)
+    out = _convert(draft, target, tmp_path / "v.gguf", outtype)
+    passed, rows = _verify_rows(out, draft, target)
+    assert passed, rows
+    assert rows["NVFP4 input scales"] and rows["tensor accounting"] and rows["metadata general.tensor_extra.name"]
+
+
 def _swap_nibbles(path: Path, dst: Path, name: str) -> Path:
     shutil.copyfile(path, dst)
     f = read_gguf(dst)
@@ -444,3 +456,17 @@ def test_llama_server_runs_the_default_files_and_refuses_upstreams_mixed(llama_b
     up = _convert(b11434_qwen3 / CASES[1], b11434_qwen3 / "target", tmp_path / "up.gguf", "bf16", match_upstream=True)
     with pytest.raises(ConvertError, match="wrong number of tensors"):
         run(llama_bin[0], target, up)
+
+
+def test_sinks_sample_verifies(b11434_qwen3: Path, tmp_path: Path) -> None:  # noqa: F811
+    """n-dspark-sinks (per-layer attention sinks, model.-prefixed names as Nemotron's): both forwards read the sinks
+    and agree; negated sinks fail layer 0."""
+    from test_mutations import mutate
+
+    case, target = b11434_qwen3 / "n-dspark-sinks", b11434_qwen3 / "target"
+    good = _convert(case, target, tmp_path / "s.gguf", "bf16")
+    passed, rows = _verify_rows(good, case, target)
+    assert passed and rows["tensor accounting"], rows
+    bad = mutate(good, tmp_path / "bad.gguf", tensors={"blk.0.attn_sinks.weight": lambda w: -w})
+    passed, rows = _verify_rows(bad, case, target)
+    assert not passed and rows["layer 0 output"] is False, rows

@@ -57,12 +57,30 @@ class TorchCheckpoint:
                 with safe_open(str(folder / f), framework="pt") as h:
                     _index.update({n: (folder / f, list(h.get_slice(n).get_shape())) for n in h.keys()})
         self.index = _index
+        #: names as read in the files, for names :meth:`without_prefix` changed
+        self.real: dict[str, str] = {}
 
     def with_storage(self, storage: Mapping[str, str] | None) -> TorchCheckpoint:
         """The same folder read with another storage rounding (None: the unrounded values)."""
         copy = TorchCheckpoint(self.folder, storage, self.index)
-        copy.read = self.read
+        copy.read, copy.real = self.read, self.real
         return copy
+
+    def without_prefix(self, prefix: str) -> TorchCheckpoint:
+        """The same folder with ``prefix`` dropped from the tensor names that carry it (a name without it wins)."""
+        index: dict[str, tuple[Path, list[int]]] = {}
+        real: dict[str, str] = {}
+        for n, where in self.index.items():
+            bare = n[len(prefix):] if n.startswith(prefix) and n[len(prefix):] not in self.index else n
+            index[bare] = where
+            real[bare] = self.real.get(n, n)
+        copy = TorchCheckpoint(self.folder, self.storage, index)
+        copy.real = real
+        return copy
+
+    def _name(self, name: str) -> str:
+        """The name in the safetensors file (:meth:`without_prefix` renames)."""
+        return self.real.get(name, name)
 
     @property
     def names(self) -> list[str]:
@@ -107,7 +125,7 @@ class TorchCheckpoint:
         """The stored floating-point dtype of ``name`` (BF16 / F16; F32 for anything else)."""
         path, _ = self._where(name)
         with safe_open(str(path), framework="pt") as h:
-            kind = h.get_slice(name).get_dtype()
+            kind = h.get_slice(self._name(name)).get_dtype()
         return {"BF16": torch.bfloat16, "F16": torch.float16}.get(kind, torch.float32)
 
     def nvfp4_companions(self, name: str) -> tuple[str, ...]:
@@ -130,11 +148,11 @@ class TorchCheckpoint:
         for n in (name, scale):
             path, _ = self._where(n)
             with safe_open(str(path), framework="pt") as h:
-                sl = h.get_slice(n)
+                sl = h.get_slice(self._name(n))
                 parts.append(torch.cat([sl[i:i + 1] for i in ids]) if ids is not None else sl[a:b])
         path, _ = self._where(scale2)
         with safe_open(str(path), framework="pt") as h:
-            s2 = h.get_tensor(scale2)
+            s2 = h.get_tensor(self._name(scale2))
         return dequant_modelopt_nvfp4(parts[0], parts[1], s2)
 
     def get(self, name: str, *, record: bool = True) -> torch.Tensor:
@@ -144,7 +162,7 @@ class TorchCheckpoint:
             return self._finish(name, self._nvfp4_rows(name), record)
         path, _ = self._where(name)
         with safe_open(str(path), framework="pt") as h:
-            return self._finish(name, h.get_tensor(name), record)
+            return self._finish(name, h.get_tensor(self._name(name)), record)
 
     def rows(self, name: str, ids: list[int]) -> torch.Tensor:
         """Rows ``ids`` (axis 0) as float32."""
@@ -152,7 +170,7 @@ class TorchCheckpoint:
             return self._finish(name, self._nvfp4_rows(name, ids=ids))
         path, _ = self._where(name)
         with safe_open(str(path), framework="pt") as h:
-            sl = h.get_slice(name)
+            sl = h.get_slice(self._name(name))
             return self._finish(name, torch.cat([sl[i:i + 1] for i in ids]))
 
     def row_chunks(self, name: str, chunk: int = 8192) -> Iterator[tuple[int, torch.Tensor]]:
@@ -163,7 +181,7 @@ class TorchCheckpoint:
                 yield a, self._finish(name, self._nvfp4_rows(name, a, min(shape[0], a + chunk)))
                 continue
             with safe_open(str(path), framework="pt") as h:
-                yield a, self._finish(name, h.get_slice(name)[a:min(shape[0], a + chunk)])
+                yield a, self._finish(name, h.get_slice(self._name(name))[a:min(shape[0], a + chunk)])
 
 
 # ============================================================================================== config
@@ -305,6 +323,9 @@ def load_draft(draft_dir: str | Path, target_dir: str | Path) -> HFDraft:
     }
     notes: list[str] = []
     if arch in DSPARK_ARCHS or arch in DFLASH_ARCHS:
+        if not weights.has("fc.weight") and weights.has("model.fc.weight"):   # model.-prefixed names (upstream
+            weights = weights.without_prefix("model.")                        # adds "model." then maps)
+            notes.append("checkpoint names carry a 'model.' prefix: read without it")
         family, layout, hp = _block_draft(folder, arch, raw, c, weights, common, notes)
         prefix = ""
     elif arch in EAGLE3_ARCHS or ("draft_vocab_size" in c and common["n_layer"] == 1):
