@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ConvertError
-from .quant import NVFP4_BLOCK, NVFP4_SUB
+from .quant import NVFP4_BLOCK, NVFP4_SUB, nvfp4_bad_scales
 
 HF_QUANT_CONFIG = "hf_quant_config.json"
 NVFP4_ALGOS = ("NVFP4", "W4A16_NVFP4")  #: per-tensor NVFP4 algos (W4A4 and W4A16)
@@ -184,7 +184,9 @@ def _scalar(read: Callable[[str], np.ndarray], ref: Any, name: str) -> float:
     if n != 1:
         raise ConvertError(f"{ref.file}: tensor '{name}' has shape {list(ref.shape)}, expected a scalar (one "
                            "per-tensor scale; llama.cpp loads {1})")
-    v = np.asarray(read(name)).astype(np.float32).reshape(-1)
+    from .transforms import to_float32
+
+    v = to_float32(np.asarray(read(name)), ref.dtype).reshape(-1)  # BF16 scalars come as their bits
     if not np.isfinite(v[0]) or v[0] == 0:
         raise ConvertError(f"{ref.file}: tensor '{name}' is {float(v[0])}, expected a finite non-zero scale")
     return float(v[0])
@@ -193,7 +195,7 @@ def _scalar(read: Callable[[str], np.ndarray], ref: Any, name: str) -> float:
 def nvfp4_linear(ck: Any, weight: str, read: Callable[[str], np.ndarray]) -> Nvfp4Linear:
     """The NVFP4 linear whose packed weight is ``weight`` (its ``weight_scale`` exists), validated: U8 ``[out, c]``
     codes, F8_E4M3 ``[out, c/8]`` scales, ``in = 2c`` a multiple of 64 (ggml super-blocks), scalar
-    ``weight_scale_2`` (required) and optional scalar ``input_scale``."""
+    ``weight_scale_2`` (required) and optional scalar ``input_scale``; block scales neither NaN nor negative."""
     base = weight.removesuffix(".weight")
     w, s = ck.ref(weight), ck.ref(base + ".weight_scale")
     if w.dtype != "U8" or len(w.shape) != 2:
@@ -207,6 +209,9 @@ def nvfp4_linear(ck: Any, weight: str, read: Callable[[str], np.ndarray]) -> Nvf
     if cols % NVFP4_BLOCK:
         raise ConvertError(f"{w.file}: tensor '{weight}' has {cols} in-features, not a multiple of {NVFP4_BLOCK} "
                            "(ggml NVFP4 blocks hold 64 values)")
+    bad = nvfp4_bad_scales(read(base + ".weight_scale"))  # 1/8 of the weight's bytes: checked before writing
+    if bad is not None:
+        raise ConvertError(f"{s.file}: tensor '{base}.weight_scale' {bad}")
     scale2 = base + ".weight_scale_2"
     if scale2 not in ck:
         raise ConvertError(f"{w.file}: tensor '{weight}' is NVFP4 but the checkpoint has no '{scale2}' (the "

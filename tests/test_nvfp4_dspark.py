@@ -470,3 +470,13 @@ def test_sinks_sample_verifies(b11434_qwen3: Path, tmp_path: Path) -> None:  # n
     bad = mutate(good, tmp_path / "bad.gguf", tensors={"blk.0.attn_sinks.weight": lambda w: -w})
     passed, rows = _verify_rows(bad, case, target)
     assert not passed and rows["layer 0 output"] is False, rows
+
+
+def test_every_refusal_is_in_the_troubleshooting_catalogue() -> None:
+    """Each refusal has a section in docs/troubleshooting.md quoting one error line with its fragments."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
+    for cid, _, _, fragments in REFUSALS:
+        head = f"### `{cid}`\n```\n"
+        assert head in text, cid
+        quoted = text.split(head, 1)[1].split("\n```", 1)[0]
+        assert quoted.startswith("error: ") and "\n" not in quoted and all(f in quoted for f in fragments), cid
