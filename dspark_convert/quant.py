@@ -208,3 +208,86 @@ def e8m0_has_nan(codes: np.ndarray) -> bool:
     """True if any F8_E8M0 byte is the NaN code 255."""
     c = np.asarray(codes).view(np.uint8)
     return c.size > 0 and int(c.max()) == E8M0_NAN
+
+
+# ---------------------------------------------------------------------------------------------- NVFP4
+NVFP4_SUB = 16  #: values per E4M3 block scale (ModelOpt ``weight_scale``) and per ggml NVFP4 sub-block
+NVFP4_BLOCK = 64  #: values per ggml NVFP4 super-block (4 sub-blocks)
+NVFP4_BLOCK_BYTES = 36  #: one ggml NVFP4 super-block: 4 UE4M3 scale bytes + 32 bytes of packed codes
+
+
+def nvfp4_repack(packed: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """ModelOpt NVFP4 rows (``packed`` U8 ``[r, c/2]``, value ``2m`` of a row in the low nibble of byte ``m``; E4M3
+    ``scale`` ``[r, c/16]``) -> ggml NVFP4 super-blocks ``[r, c/64*36]``, losslessly.
+
+    Per 64 values: the 4 scale bytes of its sub-blocks (the E4M3 bits kept as UE4M3: ggml reads them unsigned, so
+    a caller refuses a negative scale first, :func:`nvfp4_bad_scales`), then 4 x 8 bytes where byte ``j`` of a
+    sub-block holds its value ``j`` in the low nibble and value ``j + 8`` in the high one. The 4-bit e2m1 codes are
+    not changed (ggml's table is the e2m1 table doubled and its scale decode halves), so the values are the same.
+
+    Example:
+        >>> p = np.arange(32, dtype=np.uint8) % 16 * 17        # values 0,0,1,1,...: value i is code (i // 2) % 16
+        >>> b = nvfp4_repack(p[None], np.full((1, 4), 0x38, np.uint8))
+        >>> b.shape, b[0, :4].tolist(), b[0, 4:8].tolist()
+        ((1, 36), [56, 56, 56, 56], [64, 64, 81, 81])
+    """
+    p = np.ascontiguousarray(np.asarray(packed).view(np.uint8))
+    sc = np.asarray(scale).view(np.uint8)
+    rows, half = p.shape
+    if (2 * half) % NVFP4_BLOCK:
+        raise ValueError(f"{half * 2} values per row is not a multiple of {NVFP4_BLOCK}")
+    n_sub = 2 * half // NVFP4_SUB
+    if sc.shape != (rows, n_sub):
+        raise ValueError(f"scale shape {sc.shape} does not match {(rows, n_sub)} for {rows}x{half * 2} values")
+    # per sub-block, source bytes a = p[0:4] (values 0..7) and b = p[4:8] (values 8..15) as 32-bit words: output
+    # byte 2k = a_k low | b_k low << 4 and byte 2k + 1 = a_k high >> 4 | b_k high, four bytes at a time
+    w = p.reshape(rows, n_sub, 2, 4).view(np.uint32)[..., 0]
+    a, b = w[:, :, 0], w[:, :, 1]
+    even = (a & _LOW32) | ((b & _LOW32) << _FOUR32)
+    odd = ((a >> _FOUR32) & _LOW32) | (b & _HIGH32)
+    qs = np.empty((rows, n_sub, 8), np.uint8)
+    qs[:, :, 0::2] = even.view(np.uint8).reshape(rows, n_sub, 4)
+    qs[:, :, 1::2] = odd.view(np.uint8).reshape(rows, n_sub, 4)
+    out = np.empty((rows, n_sub // 4, NVFP4_BLOCK_BYTES), np.uint8)
+    out[:, :, :4] = (sc & np.uint8(0x7F)).reshape(rows, n_sub // 4, 4)
+    out[:, :, 4:] = qs.reshape(rows, n_sub // 4, 32)
+    return out.reshape(rows, -1)
+
+
+_LOW32, _HIGH32, _FOUR32 = np.uint32(0x0F0F0F0F), np.uint32(0xF0F0F0F0), np.uint32(4)
+
+
+def nvfp4_bad_scales(scale: np.ndarray) -> str | None:
+    """Why E4M3 block scales cannot be repacked losslessly (NaN codes, negative scales), or None."""
+    s = np.asarray(scale).view(np.uint8)
+    if s.size and bool(np.any(np.bitwise_and(s, 0x7F) == E4M3_NAN)):
+        return "holds NaN E4M3 block scales"
+    if s.size and int(s.max()) >= 0x80:
+        return "holds negative E4M3 block scales (ggml NVFP4 scales are unsigned)"
+    return None
+
+
+def _ue4m3_table() -> np.ndarray:
+    """float32 value of every ggml UE4M3 scale byte (``ggml_ue4m3_to_fp32``: unsigned E4M3; 0x7F and above read as
+    their low 7 bits, 0x7F itself as 0), from the format definition."""
+    code = np.arange(256, dtype=np.int64) & 0x7F
+    exp, man = code >> 3, code & 0x7
+    vals = np.where(exp == 0, man * 2.0**-9, (1.0 + man / 8.0) * np.exp2(exp - 7.0)).astype(np.float32)
+    vals[code == 0x7F] = 0.0
+    return vals
+
+
+#: ggml NVFP4 scale byte -> float32 (the E4M3 value; ggml's own table doubles the codes and halves this)
+UE4M3_VALUES: np.ndarray = _ue4m3_table()
+
+
+def nvfp4_dequant(blocks: np.ndarray, cols: int) -> np.ndarray:
+    """ggml NVFP4 rows (``[r, cols/64*36]`` bytes) -> float32 ``[r, cols]``, read the way ``dequantize_row_nvfp4``
+    reads them (without the per-tensor ``.scale``)."""
+    b = np.asarray(blocks).view(np.uint8).reshape(-1, cols // NVFP4_BLOCK, NVFP4_BLOCK_BYTES)
+    rows = b.shape[0]
+    d = UE4M3_VALUES[b[:, :, :4]]                                   # [r, nb, 4]
+    qs = b[:, :, 4:].reshape(rows, -1, 4, 8)
+    codes = np.concatenate([qs & np.uint8(0x0F), qs >> np.uint8(4)], axis=-1)  # [r, nb, 4, 16]: values 0..7, 8..15
+    vals = FP4_VALUES[codes] * d[..., None]
+    return vals.reshape(rows, cols).astype(np.float32)

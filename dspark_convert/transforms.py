@@ -22,7 +22,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import quants
 
 from .errors import ConvertError
-from .quant import FP8_TILE, fp8_block_dequant, mxfp4_repack, tiles
+from .quant import FP8_TILE, fp8_block_dequant, mxfp4_repack, nvfp4_bad_scales, nvfp4_repack, tiles
 
 Q8_0_BLOCK = 32
 Shapes = tuple[tuple[int, ...], ...]
@@ -232,6 +232,34 @@ class Mxfp4ExpertStack(Transform):
     def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
         rows = {a.shape[0] for a in arrays}
         raise ConvertError(f"internal: an MXFP4 expert stack needs experts of equal rows, found {sorted(rows)}")
+
+
+@register
+@dataclass(frozen=True)
+class Nvfp4Repack(Transform):
+    """Sources (ModelOpt NVFP4 weight U8 ``[out, in/2]``, E4M3 ``weight_scale`` ``[out, in/16]``) -> the ggml NVFP4
+    blocks of ``[out, in]``, written as they come (lossless; :func:`~dspark_convert.quant.nvfp4_repack`).
+
+    Both sources are read at the same rows; a chunk whose block scales are NaN or negative (which ggml's unsigned
+    scales cannot hold) is refused, naming ``scale`` (the scale tensor, for the message).
+
+    Example:
+        >>> Nvfp4Repack("w.weight_scale").apply([np.zeros((1, 32), np.uint8), np.full((1, 4), 0x38, np.uint8)], 1).shape
+        (1, 36)
+    """
+
+    name: ClassVar[str] = "nvfp4_repack"
+    n_sources: ClassVar[int] = 2
+    scale: str = ""
+
+    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
+        return QT.NVFP4.name  # already encoded: the writer copies the blocks
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        bad = nvfp4_bad_scales(chunks[1])
+        if bad is not None:
+            raise ConvertError(f"tensor '{self.scale}' {bad}")
+        return nvfp4_repack(chunks[0], chunks[1])
 
 
 # ---------------------------------------------------------------------------------------------- RoPE layouts

@@ -50,6 +50,7 @@ from .verify_checks import (
     grade,
     metadata_checks,
 )
+from .verify_nvfp4 import nvfp4_rows
 
 if TYPE_CHECKING:
     from .reference.hf_draft import HFDraft
@@ -265,6 +266,8 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
         raise ConvertError(f"{gguf_path}: {broken[0].subject}: {broken[0].message}; the forward cannot run on it "
                            "(check reports it as [hparam-value])")
     report.metadata = metadata_checks(g, d)
+    nvfp4 = nvfp4_rows(g, d.weights, Path(hf_dir))   # ModelOpt NVFP4: prec_a4 arrays, types, input scales
+    report.metadata += nvfp4.metadata
     head = runtime_head(str(g.value("general.architecture")), {n for n in ("token_embd.weight", "output.weight") if g.has(n)})
     if head == "token_embd":
         report.notes.append(TOKEN_EMBD_HEAD_NOTE)
@@ -280,9 +283,10 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     family_variant = variant_of_family(d.family)      # the checkpoint's variant (the metadata row says they agree)
     family_variant.role("verify").rows(report, tf, d, exact, g, target, feats, rng, n_vocab, quality)
     report.storage = _storage_summary(exact)
+    report.outputs += nvfp4.outputs
     if not any(o.name == "GGUF forward" for o in report.outputs):      # the forwards ran to the end
-        _account(report, variant or family_variant, gguf_names, g.read,
-                 set(), d.weights.names, d.weights.read, set())
+        _account(report, variant or family_variant, gguf_names, g.read - nvfp4.gguf_compared,
+                 nvfp4.gguf_compared, d.weights.names, d.weights.read | nvfp4.ckpt_read, nvfp4.ckpt_compared)
     return report
 
 

@@ -70,12 +70,30 @@ class TorchCheckpoint:
                 with safe_open(str(folder / f), framework="pt") as h:
                     _index.update({n: (folder / f, list(h.get_slice(n).get_shape())) for n in h.keys()})
         self.index = _index
+        #: names as read in the files, for names :meth:`without_prefix` changed
+        self.real: dict[str, str] = {}
 
     def with_storage(self, storage: Mapping[str, str] | None) -> TorchCheckpoint:
         """The same folder read with another storage rounding (None: the unrounded values)."""
         copy = TorchCheckpoint(self.folder, storage, self.index)
-        copy.read = self.read
+        copy.read, copy.real = self.read, self.real
         return copy
+
+    def without_prefix(self, prefix: str) -> TorchCheckpoint:
+        """The same folder with ``prefix`` dropped from the tensor names that carry it (a name without it wins)."""
+        index: dict[str, tuple[Path, list[int]]] = {}
+        real: dict[str, str] = {}
+        for n, where in self.index.items():
+            bare = n[len(prefix):] if n.startswith(prefix) and n[len(prefix):] not in self.index else n
+            index[bare] = where
+            real[bare] = self.real.get(n, n)
+        copy = TorchCheckpoint(self.folder, self.storage, index)
+        copy.real = real
+        return copy
+
+    def _name(self, name: str) -> str:
+        """The name in the safetensors file (:meth:`without_prefix` renames)."""
+        return self.real.get(name, name)
 
     @property
     def names(self) -> list[str]:
@@ -85,7 +103,9 @@ class TorchCheckpoint:
         return name in self.index
 
     def shape(self, name: str) -> list[int]:
-        return list(self._where(name)[1])
+        """The logical shape (an NVFP4 weight's ``[out, in]``, not its packed ``[out, in/2]``)."""
+        shape = list(self._where(name)[1])
+        return [shape[0], 2 * shape[1]] if self.nvfp4_companions(name) else shape
 
     def _where(self, name: str) -> tuple[Path, list[int]]:
         if name not in self.index:
@@ -103,6 +123,8 @@ class TorchCheckpoint:
             return t
         rec = self.rounding.setdefault(name, Rounding(kind))
         rec.values += t.numel()
+        if kind == "NVFP4" and self.nvfp4_companions(name):  # decoded NVFP4: the GGUF's blocks hold these values
+            return t
         if kind == "F32" or SAME_TYPE.get(str(src)) == kind:     # the checkpoint's own type (or wider): nothing to round
             return t
         r = round_to_storage(t, kind)
@@ -116,29 +138,63 @@ class TorchCheckpoint:
         """The stored floating-point dtype of ``name`` (BF16 / F16; F32 for anything else)."""
         path, _ = self._where(name)
         with safe_open(str(path), framework="pt") as h:
-            kind = h.get_slice(name).get_dtype()
+            kind = h.get_slice(self._name(name)).get_dtype()
         return {"BF16": torch.bfloat16, "F16": torch.float16}.get(kind, torch.float32)
+
+    def nvfp4_companions(self, name: str) -> tuple[str, ...]:
+        """For a ModelOpt NVFP4 weight (``X.weight`` with a 2-D ``X.weight_scale``): its block and per-tensor
+        scale names, which reading the weight reads too; empty for any other tensor."""
+        base = name.removesuffix(".weight")
+        if not name.endswith(".weight") or base + ".weight_scale" not in self.index:
+            return ()
+        if len(self.index[base + ".weight_scale"][1]) != 2:
+            return ()
+        return (base + ".weight_scale", base + ".weight_scale_2")
+
+    def _nvfp4_rows(self, name: str, a: int | None = None, b: int | None = None,
+                    ids: list[int] | None = None) -> torch.Tensor:
+        """Rows of an NVFP4 weight decoded by the torch side's own code (:mod:`.nvfp4_torch`)."""
+        from .nvfp4_torch import dequant_modelopt_nvfp4
+
+        scale, scale2 = self.nvfp4_companions(name)
+        parts = []
+        for n in (name, scale):
+            path, _ = self._where(n)
+            with safe_open(str(path), framework="pt") as h:
+                sl = h.get_slice(self._name(n))
+                parts.append(torch.cat([sl[i:i + 1] for i in ids]) if ids is not None else sl[a:b])
+        path, _ = self._where(scale2)
+        with safe_open(str(path), framework="pt") as h:
+            s2 = h.get_tensor(self._name(scale2))
+        return dequant_modelopt_nvfp4(parts[0], parts[1], s2)
 
     def get(self, name: str, *, record: bool = True) -> torch.Tensor:
         """The whole tensor as float32 (rounded as stored; integers keep their type). ``record=False``: a bulk load
         whose caller records the names it uses itself (not counted in :attr:`read`)."""
+        if self.nvfp4_companions(name):
+            return self._finish(name, self._nvfp4_rows(name), record)
         path, _ = self._where(name)
         with safe_open(str(path), framework="pt") as h:
-            return self._finish(name, h.get_tensor(name), record)
+            return self._finish(name, h.get_tensor(self._name(name)), record)
 
     def rows(self, name: str, ids: list[int]) -> torch.Tensor:
         """Rows ``ids`` (axis 0) as float32."""
+        if self.nvfp4_companions(name):
+            return self._finish(name, self._nvfp4_rows(name, ids=ids))
         path, _ = self._where(name)
         with safe_open(str(path), framework="pt") as h:
-            sl = h.get_slice(name)
+            sl = h.get_slice(self._name(name))
             return self._finish(name, torch.cat([sl[i:i + 1] for i in ids]))
 
     def row_chunks(self, name: str, chunk: int = 8192) -> Iterator[tuple[int, torch.Tensor]]:
         """``(first_row, float32 rows)``, ``chunk`` rows at a time, each read through a fresh handle."""
         path, shape = self._where(name)
         for a in range(0, shape[0], chunk):
+            if self.nvfp4_companions(name):
+                yield a, self._finish(name, self._nvfp4_rows(name, a, min(shape[0], a + chunk)))
+                continue
             with safe_open(str(path), framework="pt") as h:
-                yield a, self._finish(name, h.get_slice(name)[a:min(shape[0], a + chunk)])
+                yield a, self._finish(name, h.get_slice(self._name(name))[a:min(shape[0], a + chunk)])
 
 
 # ============================================================================================== config
@@ -283,6 +339,9 @@ def load_draft(draft_dir: str | Path, target_dir: str | Path, readers: Sequence[
         "eps": float(c.get("rms_norm_eps", 1e-6)), "rope": _rope(c), "vocab_size": int(c.get("vocab_size") or 0),
     }
     notes: list[str] = []
+    if not weights.has("fc.weight") and weights.has("model.fc.weight"):   # model.-prefixed names (upstream
+        weights = weights.without_prefix("model.")                        # adds "model." then maps)
+        notes.append("checkpoint names carry a 'model.' prefix: read without it")
     reader = next((r for r in readers if arch in r.ARCHITECTURES), None) or next(
         (r for r in readers if r.claims(c, common)), None)
     if reader is None:

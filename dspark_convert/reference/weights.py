@@ -139,9 +139,15 @@ class GGUFWeights:
             # Blocks never straddle rows, so the rows are decoded as one long row: gguf's dequantize loops in
             # Python over groups of 16 rows, which costs more than the decoding itself on large matrices.
             flat = dequantize(raw.reshape(1, -1), qt)
-            return np.ascontiguousarray(flat, dtype=np.float32).reshape(rows, -1)
+            out = np.ascontiguousarray(flat, dtype=np.float32).reshape(rows, -1)
         except NotImplementedError:
             raise ConvertError(f"{self.path}: tensor '{name}' has type {qt.name}, which the reference cannot dequantize") from None
+        scale = name.removesuffix(".weight") + ".scale"
+        if qt == QT.NVFP4 and name.endswith(".weight") and self.has(scale):
+            # the per-tensor scale llama.cpp multiplies the product by (ggml_mul after the matmul): the same
+            # factor on every weight of the tensor
+            out *= self._dequant(scale, self._raw(scale, slice(None))).reshape(-1)[0]
+        return out
 
 
 def open_gguf(path: str | Path) -> GGUFWeights:

@@ -99,6 +99,11 @@ _FULL_VOCAB_EMBED = DropRule("embed_tokens.weight", "the GGUF has no token_embd:
 _FULL_VOCAB_HEAD = DropRule("lm_head.weight", "the GGUF has no output: the draft's stored copy is replaced by the "
                             "target's lm_head (full-vocab draft)", if_gguf_lacks=S.T_OUTPUT)
 
+#: ModelOpt KV-cache scales: the converter drops them, as upstream does (llama.cpp has no such tensor)
+_KV_CACHE_SCALES = tuple(DropRule(f"{p}layers.{{n}}.self_attn.{proj}", "a ModelOpt KV-cache scale: not part of the "
+                                  "GGUF (upstream drops it too)")
+                         for p in ("", "model.") for proj in ("k_proj.k_scale", "v_proj.v_scale"))
+
 VARIANTS: tuple[Variant, ...] = (
     Variant("dsv4", S.ARCH_DFLASH, lambda v, _n: v("general.architecture") == S.ARCH_DFLASH
             and _int_above_zero(v(S.HC_COUNT.format(arch=S.ARCH_DFLASH))), ("dspark_dsv4",), refines="dflash",
@@ -106,7 +111,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("dflash2", S.ARCH_DFLASH, lambda v, n: v("general.architecture") == S.ARCH_DFLASH
             and S.T_SELECTOR_HIDDEN in n, ("dflash2",), refines="dflash"),
     Variant("dflash", S.ARCH_DFLASH, lambda v, _n: v("general.architecture") == S.ARCH_DFLASH, ("dspark", "dflash"),
-            checkpoint_drops=(_T2D, _FULL_VOCAB_EMBED, _FULL_VOCAB_HEAD)),
+            checkpoint_drops=(_T2D, _FULL_VOCAB_EMBED, _FULL_VOCAB_HEAD, *_KV_CACHE_SCALES)),
     Variant("eagle3", S.ARCH_EAGLE3, lambda v, _n: v("general.architecture") == S.ARCH_EAGLE3, ("eagle3",),
             checkpoint_drops=(_T2D, _FULL_VOCAB_EMBED)),
 )

@@ -55,7 +55,10 @@ def build_plan(ctx: Context) -> Plan:
     transforms = lineage.rope_transforms(hp, names, ctx.where)
     if transforms:
         notes.append("q/k rows and norms de-interleaved to NEOX order (rope_is_neox_style: false)")
-    tensors, _ = lineage.map_tensors(ctx, ctx.out_type, drop=drop, transforms=transforms)
+    quant = lineage.quant_config(ctx)
+    tensors, _ = lineage.map_tensors(ctx, ctx.out_type, drop=drop, transforms=transforms, quant=quant)
     vocab, tail = lineage.vocab_kvs(ctx, vocab_size_of(hp, "vocab_size", ctx.where), dc.get("mask_token_id"))
-    return finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, ctx.file_type, ctx.where),
+    plan = finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, ctx.file_type, ctx.where),
                        lineage.dflash_kvs(ctx, hp, dc, taps), vocab, tail, tensors, notes)
+    lineage.nvfp4_metadata(plan, quant, ctx.file_type)  # ModelOpt NVFP4: file type 39, prec_a4 arrays
+    return plan

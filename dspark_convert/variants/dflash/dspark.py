@@ -93,7 +93,8 @@ def build_plan(ctx: Context) -> Plan:
     lineage.apply_head_layout(ctx, layout, upstream, notes)
     drop = {"t2d"} | no_embed | ({"lm_head.weight"} if layout == "drop" else set())
     transforms = lineage.rope_transforms(hp, names, where)
-    tensors, d2t = lineage.map_tensors(ctx, ctx.out_type, drop=drop, transforms=transforms)
+    quant = lineage.quant_config(ctx)
+    tensors, d2t = lineage.map_tensors(ctx, ctx.out_type, drop=drop, transforms=transforms, quant=quant)
     has_markov = any(t.name == S.T_MARKOV_W1 for t in tensors)
     # upstream b10705+: any checkpoint tensor of a confidence head (the loader makes conf_proj optional)
     has_conf = any("confidence_head.proj" in n for n in ctx.draft.names)
@@ -109,5 +110,7 @@ def build_plan(ctx: Context) -> Plan:
     family = lineage.dflash_kvs(ctx, hp, dc, taps) + [KV(S.DFLASH_SAMPLE_FROM_ANCHOR, VT.BOOL, bool(sample)),
                                                        KV(S.DFLASH_HAS_CONFIDENCE_HEAD, VT.BOOL, has_conf)]
     vocab, tail = lineage.vocab_kvs(ctx, vocab_size, dc.get("mask_token_id"))
-    return finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, ctx.file_type, where), family, vocab, tail,
+    plan = finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, ctx.file_type, where), family, vocab, tail,
                        tensors, notes)
+    lineage.nvfp4_metadata(plan, quant, ctx.file_type)  # ModelOpt NVFP4: file type 39, prec_a4 arrays
+    return plan

@@ -12,16 +12,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from typing import Any, Literal
 
+import numpy as np
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
+from ... import modelopt
 from ... import schema as S
 from ...errors import ConvertError
 from ...findings import Finding
 from ...hf.checkpoint import EMBED_NAMES, OUTPUT_NAMES, Select
+from ...modelopt import QuantConfig
 from ...plan import KV, Plan, TensorSpec
 from ...tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
-from ...transforms import DeinterleaveRope, Transform
+from ...transforms import DeinterleaveRope, Nvfp4Repack, Transform
 from .base import Context, TargetFacts, TargetTensor
 from .common import BACKBONE_GLOBALS, BACKBONE_LAYER, NameTable, is_skipped, tensor_spec
 from .hparams import (
@@ -297,16 +300,21 @@ def apply_head_layout(ctx: Context, layout: HeadLayout, upstream: HeadLayout, no
 
 
 def map_tensors(ctx: Context, out: QT, *, drop: Set[str] = frozenset(),
-                transforms: Mapping[str, Transform] | None = None) -> tuple[list[TensorSpec], str | None]:
+                transforms: Mapping[str, Transform] | None = None,
+                quant: QuantConfig | None = None) -> tuple[list[TensorSpec], str | None]:
     """Every checkpoint tensor in conversion order, mapped to its GGUF name; returns (tensors, d2t source name).
 
-    ``drop`` holds bare HF names the family removes; ``transforms`` maps bare names to row transforms.
+    ``drop`` holds bare HF names the family removes; ``transforms`` maps bare names to row transforms. With a
+    ModelOpt NVFP4 ``quant`` (:func:`quant_config`), the NVFP4 linears and their scales come first (upstream
+    b11434 writes them before every other tensor).
     """
-    specs: list[TensorSpec] = []
+    specs, consumed = nvfp4_specs(ctx, quant, drop) if quant is not None else ([], set())
     d2t = None
     for hf in ctx.draft.names:
         bare = bare_name(hf)
-        if is_skipped("model." + bare) or bare in drop or bare in NAMES.mask_embedding:
+        if is_skipped("model." + bare) or bare in drop or bare in NAMES.mask_embedding or hf in consumed:
+            continue
+        if quant is not None and bare.endswith(modelopt.DROPPED_SUFFIXES):
             continue
         if bare == "d2t":
             d2t = hf
@@ -317,3 +325,71 @@ def map_tensors(ctx: Context, out: QT, *, drop: Set[str] = frozenset(),
                                "(upstream fails with \"Can not map tensor\")")
         specs.append(tensor_spec(ctx.draft, hf, name, out, transform=(transforms or {}).get(bare)))
     return specs, d2t
+
+
+# ---------------------------------------------------------------------------------------------- ModelOpt NVFP4
+def quant_config(ctx: Context) -> QuantConfig | None:
+    """The draft's ModelOpt NVFP4 quantization (config ``quantization_config`` + ``hf_quant_config.json``), or None."""
+    return modelopt.read_quant_config(ctx.draft.path, ctx.draft.config, ctx.draft.names, bare_name)
+
+
+def nvfp4_specs(ctx: Context, quant: QuantConfig, drop: Set[str]) -> tuple[list[TensorSpec], set[str]]:
+    """The NVFP4 linears of the draft (a ``.weight`` with a 2-D ``.weight_scale``), each as an NVFP4 tensor then its
+    non-trivial ``.scale`` / ``.input_scale`` (F32 [1]); returns (specs, the checkpoint names they consume)."""
+    ck = ctx.draft
+    specs: list[TensorSpec] = []
+    consumed: set[str] = set()
+    for hf in ck.names:
+        bare = bare_name(hf)
+        if not hf.endswith(".weight") or bare in drop or is_skipped("model." + bare):
+            continue
+        scale = hf.removesuffix(".weight") + ".weight_scale"
+        if scale not in ck:
+            ref = ck.ref(hf)
+            if ref.dtype == "U8":
+                raise ConvertError(f"{ref.file}: tensor '{hf}' is U8 (NVFP4 codes?) but the checkpoint has no "
+                                   f"'{scale}' (its E4M3 block scales)")
+            continue
+        if len(ck.ref(scale).shape) < 2:  # a per-channel FP8 scale, not NVFP4
+            continue
+        lin = modelopt.nvfp4_linear(ck, hf, ck.read)
+        name = NAMES.gguf_name(bare)
+        if name is None:
+            raise ConvertError(f"{ck.ref(hf).file}: tensor '{hf}' has no GGUF name in the dflash layout "
+                               "(upstream fails with \"Can not map tensor\")")
+        specs.append(TensorSpec(name=name, shape=lin.shape, ggml_type=QT.NVFP4, sources=(lin.weight, lin.scale),
+                                transform=Nvfp4Repack(lin.scale), source_dtype="U8"))
+        for src, value, suffix in ((lin.scale2, lin.scale2_value, ".scale"),
+                                   (lin.input_scale, lin.input_scale_value, ".input_scale")):
+            if src is None or modelopt.scale_is_trivial(value):
+                continue
+            if suffix == ".input_scale" and not name.startswith("blk."):
+                # the loader reads no input_scale for fc / markov_w2: upstream writes one and its file then fails
+                # with "wrong number of tensors" (llama-server b11434); dropped unless --match-upstream
+                if not ctx.options.match_upstream:
+                    ctx.findings.append(Finding("warning", name.removesuffix(".weight") + suffix, "nvfp4",
+                                                f"'{src}' ({value}) not written: llama.cpp reads no input_scale for "
+                                                f"{name} and refuses a file holding one (--match-upstream writes it)"))
+                    continue
+            specs.append(TensorSpec(name=name.removesuffix(".weight") + suffix, shape=(1,), ggml_type=QT.F32,
+                                    sources=(src,), source_dtype=ck.ref(src).dtype,
+                                    data=np.array([value], np.float32)))
+        consumed.update(lin.sources)
+    return specs, consumed
+
+
+def nvfp4_metadata(plan: Plan, quant: QuantConfig | None, outtype_file_type: int) -> None:
+    """An NVFP4 draft's keys, in place: ``general.file_type`` 39 at f32 / f16 / bf16, and the
+    ``general.tensor_extra`` name / prec_a4 arrays of its W4A16 tensors right after ``general.quantization_version``."""
+    if quant is None:
+        return
+    ft = modelopt.file_type(quant, outtype_file_type)
+    pairs = [(t.name, bare_name(t.sources[0])) for t in plan.tensors if t.ggml_type == QT.NVFP4 and t.sources]
+    names, values = modelopt.prec_a4_arrays(pairs, quant)
+    kvs: list[KV] = []
+    for kv in plan.kvs:
+        kvs.append(KV(kv.name, kv.type, ft) if kv.name == S.GENERAL_FILE_TYPE else kv)
+        if kv.name == S.GENERAL_QUANT_VERSION and names:
+            kvs += [KV(modelopt.TENSOR_EXTRA_NAME, VT.ARRAY, names, VT.STRING),
+                    KV(modelopt.TENSOR_EXTRA_PREC_A4, VT.ARRAY, values, VT.BOOL)]
+    plan.kvs[:] = kvs

@@ -1,0 +1,303 @@
+"""Deterministic ModelOpt NVFP4 drafts with other dimensions than the public sample (issue 22, Nemotron-3.5 NVFP4
+DSpark): hidden 64 and 128, 2-4 layers, every linear NVFP4 where its in-features allow, per-tensor scales of exactly
+1.0 next to others, excluded modules, MIXED_PRECISION with per-module and per-layer algos, W4A4 input scales, a
+DFlash (not DSpark) draft, KV-cache scales, ``model.``-prefixed names.
+
+Each variant comes with its own target folder (``<variant>-target``: the shared qwen3 golden target's tokenizer and
+its config with the variant's hidden size and heads; no weights: upstream reads only the config and tokenizer of a
+target). ``tests/data/oracle-b11434/<variant>.<outtype>.json`` are upstream b11434's output for each variant,
+described by ``tests/golden_manifest.describe`` (made with ``python tests/nvfp4_drafts.py OUT BASE_TARGET --oracle
+UPSTREAM_TREE``).
+
+Example:
+    >>> sorted(VARIANTS)
+    ['v-nvfp4-dflash', 'v-nvfp4-h128-mixed', 'v-nvfp4-h64']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ORACLE = HERE / "data" / "oracle-b11434"
+OUTTYPES = ("bf16", "f16", "f32", "q8_0")
+V, MASK = 129280, 128799
+
+Tensor = tuple[str, np.ndarray]
+
+
+def _bf16(a: np.ndarray) -> np.ndarray:
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def save_safetensors(path: Path, tensors: dict[str, Tensor]) -> None:
+    header: dict[str, Any] = {}
+    blobs, off = [], 0
+    for name in sorted(tensors):
+        dtype, arr = tensors[name]
+        b = np.ascontiguousarray(arr).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    path.write_bytes(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+@dataclass
+class Dims:
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ff: int
+    layers: int
+    taps: list[int]
+    rank: int = 64
+
+
+class Maker:
+    """Random tensors in a fixed order from one seed (plain ones as ``dtype``: BF16 or F32)."""
+
+    def __init__(self, seed: int, dtype: str) -> None:
+        self.rng, self.dtype = np.random.default_rng(seed), dtype
+
+    def t(self, *shape: int, scale: float = 0.05, mean: float = 0.0) -> Tensor:
+        a = (mean + self.rng.standard_normal(shape, dtype=np.float32) * scale).astype(np.float32)
+        return ("BF16", _bf16(a)) if self.dtype == "BF16" else ("F32", a)
+
+    def nvfp4(self, base: str, out: int, inp: int, scale2: float, input_scale: float | None) -> dict[str, Tensor]:
+        """ModelOpt NVFP4 tensors of linear ``base`` [out, inp]: U8 codes, E4M3 scales (exponents 4..9), scalars."""
+        e = self.rng.integers(4, 10, size=(out, inp // 16), dtype=np.uint8)
+        m = self.rng.integers(0, 8, size=(out, inp // 16), dtype=np.uint8)
+        t: dict[str, Tensor] = {f"{base}.weight": ("U8", self.rng.integers(0, 256, size=(out, inp // 2), dtype=np.uint8)),
+                                f"{base}.weight_scale": ("F8_E4M3", ((e << 3) | m).astype(np.uint8)),
+                                f"{base}.weight_scale_2": ("F32", np.array(scale2, np.float32))}
+        if input_scale is not None:
+            t[f"{base}.input_scale"] = ("F32", np.array(input_scale, np.float32))
+        return t
+
+
+def linears(d: Dims, dflash: bool = False) -> dict[str, tuple[int, int]]:
+    """Every linear of the draft (module path -> [out, in]), in a fixed order."""
+    lin = {"fc": (d.hidden, len(d.taps) * d.hidden)}
+    for i in range(d.layers):
+        p = f"layers.{i}."
+        q, kv = d.heads * d.head_dim, d.kv_heads * d.head_dim
+        lin.update({p + "self_attn.q_proj": (q, d.hidden), p + "self_attn.k_proj": (kv, d.hidden),
+                    p + "self_attn.v_proj": (kv, d.hidden), p + "self_attn.o_proj": (d.hidden, q),
+                    p + "mlp.gate_proj": (d.ff, d.hidden), p + "mlp.up_proj": (d.ff, d.hidden),
+                    p + "mlp.down_proj": (d.hidden, d.ff)})
+    if not dflash:
+        lin["markov_head.markov_w2"] = (V, d.rank)
+    return lin
+
+
+@dataclass
+class Spec:
+    """A variant: dims, which linears are NVFP4 with which algo / scales, extras."""
+
+    dims: Dims
+    seed: int
+    dtype: str
+    algo: Callable[[str], str | None]            # module -> "NVFP4" / "W4A16_NVFP4" / None (plain)
+    scale2: Callable[[str], float]
+    input_scale: Callable[[str], float | None]   # for NVFP4 (W4A4) modules
+    quant_config: dict[str, Any]                 # written into config.json (may be empty)
+    hf_quant: dict[str, Any] | None              # hf_quant_config.json "quantization", or None
+    prefix: str = ""
+    sinks: bool = False
+    embed: bool = True
+    kv_cache_scales: bool = False
+    dflash: bool = False
+
+
+def _tensors(s: Spec) -> dict[str, Tensor]:
+    d, m, p = s.dims, Maker(s.seed, s.dtype), s.prefix
+    t: dict[str, Tensor] = {}
+    if not s.dflash:
+        t[p + "markov_head.markov_w1.weight"] = m.t(V, d.rank)
+        t[p + "confidence_head.proj.weight"] = m.t(1, d.hidden + d.rank)
+        t[p + "confidence_head.proj.bias"] = m.t(1)
+    if s.embed:
+        t[p + "embed_tokens.weight"] = m.t(V, d.hidden)
+        t["lm_head.weight"] = m.t(V, d.hidden)
+    t[p + "hidden_norm.weight"] = m.t(d.hidden, scale=0.1, mean=1.0)
+    t[p + "norm.weight"] = m.t(d.hidden, scale=0.1, mean=1.0)
+    for i in range(d.layers):
+        q = f"{p}layers.{i}."
+        t[q + "input_layernorm.weight"] = m.t(d.hidden, scale=0.1, mean=1.0)
+        t[q + "post_attention_layernorm.weight"] = m.t(d.hidden, scale=0.1, mean=1.0)
+        t[q + "self_attn.q_norm.weight"] = m.t(d.head_dim, scale=0.1, mean=1.0)
+        t[q + "self_attn.k_norm.weight"] = m.t(d.head_dim, scale=0.1, mean=1.0)
+        if s.sinks:
+            t[q + "self_attn.sinks"] = ("F32", (m.rng.standard_normal(d.heads) * 0.5).astype(np.float32))
+        if s.kv_cache_scales:
+            t[q + "self_attn.k_proj.k_scale"] = ("F32", np.array(0.02, np.float32))
+            t[q + "self_attn.v_proj.v_scale"] = ("F32", np.array(0.03, np.float32))
+    for k, (o, n) in linears(d, s.dflash).items():
+        algo = s.algo(k)
+        if algo is None:
+            t[p + k + ".weight"] = m.t(o, n)
+        else:
+            t.update(m.nvfp4(p + k, o, n, s.scale2(k), s.input_scale(k) if algo == "NVFP4" else None))
+    return t
+
+
+def _config(s: Spec) -> dict[str, Any]:
+    d = s.dims
+    c: dict[str, Any] = {
+        "model_type": "qwen3", "hidden_size": d.hidden, "intermediate_size": d.ff, "num_attention_heads": d.heads,
+        "num_key_value_heads": d.kv_heads, "head_dim": d.head_dim, "num_hidden_layers": d.layers, "rms_norm_eps": 1e-6,
+        "vocab_size": V, "max_position_embeddings": 4096, "attention_bias": False, "hidden_act": "silu",
+        "torch_dtype": "bfloat16" if s.dtype == "BF16" else "float32", "tie_word_embeddings": False,
+        "rope_theta": 1000000.0, "num_target_layers": 5, "layer_types": ["full_attention"] * d.layers}
+    if s.dflash:
+        c.update({"architectures": ["DFlashDraftModel"], "block_size": 16,
+                  "dflash_config": {"mask_token_id": MASK, "target_layer_ids": d.taps},
+                  "auto_map": {"AutoModel": "dflash.DFlashDraftModel"}})
+    else:
+        c.update({"architectures": ["Qwen3DSparkModel"], "block_size": 3, "target_layer_ids": d.taps,
+                  "mask_token_id": MASK, "num_anchors": 512, "markov_rank": d.rank, "markov_head_type": "vanilla",
+                  "enable_confidence_head": True, "confidence_head_with_markov": True})
+    if s.quant_config:
+        c["quantization_config"] = s.quant_config
+    return c
+
+
+def _layers_of(keys: dict[str, str]) -> dict[str, Any]:
+    return {k: {"quant_algo": a, "group_size": 16} for k, a in keys.items()}
+
+
+# ---------------------------------------------------------------------------------------------- the variants
+H64 = Dims(hidden=64, heads=4, kv_heads=2, head_dim=16, ff=128, layers=3, taps=[0, 2, 4])
+H128 = Dims(hidden=128, heads=4, kv_heads=2, head_dim=32, ff=256, layers=4, taps=[0, 1, 3])
+DF64 = Dims(hidden=64, heads=2, kv_heads=1, head_dim=32, ff=192, layers=2, taps=[1, 3])
+_EXCL64 = ["lm_head", "embed_tokens", "markov_head.markov_w1", "confidence_head*", "*k_proj", "*v_proj",
+           "layers.2.mlp.gate_proj"]
+
+
+def _v_h64() -> Spec:
+    """Hidden 64, 3 layers, W4A16_NVFP4 (config + hf_quant_config.json), k/v projections and one gate excluded,
+    scale_2 exactly 1.0 on fc and layer 0's q_proj, model.-prefixed names, sinks, KV-cache scales."""
+    rng = np.random.default_rng(2231)
+    vals = {k: float(rng.uniform(0.001, 0.01)) for k in linears(H64)}
+    vals["fc"] = vals["layers.0.self_attn.q_proj"] = 1.0
+    excluded = ("k_proj", "v_proj", "layers.2.mlp.gate_proj")
+    qc = {"quant_method": "modelopt", "quant_algo": "W4A16_NVFP4", "group_size": 16, "exclude_modules": _EXCL64}
+    return Spec(H64, 2201, "BF16", lambda k: None if k.endswith(excluded) else "W4A16_NVFP4", vals.__getitem__,
+                lambda k: None, qc, {"quant_algo": "W4A16_NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 16,
+                                     "exclude_modules": _EXCL64},
+                prefix="model.", sinks=True, kv_cache_scales=True)
+
+
+_MIXED128 = {"fc": "W4A16_NVFP4", "layers.0.self_attn.q_proj": "NVFP4", "layers.0.self_attn.k_proj": "W4A16_NVFP4",
+             "layers.0.mlp.down_proj": "NVFP4", "layers.1": "W4A16_NVFP4", "layers.2.mlp.gate_proj": "NVFP4",
+             "layers.2.mlp.up_proj": "W4A16_NVFP4", "markov_head.markov_w2": "NVFP4"}
+
+
+def _v_h128_mixed() -> Spec:
+    """Hidden 128, 4 layers, F32 plain tensors, MIXED_PRECISION in config.json only: per-module W4A4 / W4A16 algos,
+    a whole-layer entry (layers.1), NVFP4 tensors with no entry (layers.0 o_proj: algo MIXED, no prec_a4),
+    input_scale 1.0 (not written) next to others, layer 3 and the rest of layer 2 plain, no embeddings."""
+    rng = np.random.default_rng(2232)
+    lin = linears(H128)
+    nv = {k for k in lin if k in _MIXED128 or k.startswith("layers.1.") or k == "layers.0.self_attn.o_proj"}
+    s2 = {k: float(rng.uniform(0.001, 0.01)) for k in lin}
+    s2["layers.1.mlp.up_proj"] = 1.0
+    inp = {k: float(rng.uniform(0.01, 0.1)) for k in lin}
+    inp["layers.0.self_attn.q_proj"] = inp["markov_head.markov_w2"] = 1.0
+
+    def algo(k: str) -> str | None:
+        if k not in nv:
+            return None
+        return _MIXED128.get(k) or ("W4A16_NVFP4" if k.startswith("layers.1.") else "NVFP4")
+
+    qc = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "kv_cache_quant_algo": None,
+          "quantized_layers": _layers_of(_MIXED128)}
+    return Spec(H128, 2202, "F32", algo, s2.__getitem__, inp.__getitem__, qc, None, embed=False)
+
+
+def _v_dflash() -> Spec:
+    """A z-lab DFlash draft (no Markov head), hidden 64, 2 layers, NVFP4 W4A4 everywhere (hf_quant_config.json only),
+    input scales on every linear (fc's exactly 1.0), one scale_2 of 1.0."""
+    rng = np.random.default_rng(2233)
+    lin = linears(DF64, dflash=True)
+    s2 = {k: float(rng.uniform(0.001, 0.01)) for k in lin}
+    s2["layers.1.mlp.down_proj"] = 1.0
+    inp = {k: float(rng.uniform(0.01, 0.1)) for k in lin}
+    inp["fc"] = 1.0
+    return Spec(DF64, 2203, "BF16", lambda k: "NVFP4", s2.__getitem__, inp.__getitem__, {},
+                {"quant_algo": "NVFP4", "kv_cache_quant_algo": None, "group_size": 16, "exclude_modules": ["lm_head"]},
+                embed=False, dflash=True)
+
+
+VARIANTS: dict[str, Callable[[], Spec]] = {"v-nvfp4-h64": _v_h64, "v-nvfp4-h128-mixed": _v_h128_mixed,
+                                           "v-nvfp4-dflash": _v_dflash}
+
+
+def write_spec(s: Spec, draft: Path) -> Path:
+    draft.mkdir(parents=True, exist_ok=True)
+    (draft / "config.json").write_text(json.dumps(_config(s), indent=2))
+    if s.hf_quant is not None:
+        (draft / "hf_quant_config.json").write_text(json.dumps(
+            {"producer": {"name": "modelopt", "version": "0.37.0"}, "quantization": s.hf_quant}, indent=4))
+    save_safetensors(draft / "model.safetensors", _tensors(s))
+    return draft
+
+
+def make_target(base: Path, out: Path, d: Dims, weights: bool = False) -> Path:
+    """A target folder: ``base``'s tokenizer files and its config with the hidden size / heads of ``d``; no weights
+    (all upstream's converter reads), or with ``weights`` a random embedding and lm_head (what ``verify`` reads)."""
+    out.mkdir(parents=True, exist_ok=True)
+    if weights:
+        m = Maker(2299, "BF16")
+        save_safetensors(out / "model.safetensors", {"model.embed_tokens.weight": m.t(V, d.hidden),
+                                                     "lm_head.weight": m.t(V, d.hidden)})
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(base / f, out / f)
+    cfg = json.loads((base / "config.json").read_text())
+    cfg.update({"hidden_size": d.hidden, "num_attention_heads": d.heads, "num_key_value_heads": d.kv_heads,
+                "head_dim": d.head_dim, "intermediate_size": d.ff})
+    (out / "config.json").write_text(json.dumps(cfg, indent=2))
+    return out
+
+
+def make(out: Path, name: str, base_target: Path, target_weights: bool = False) -> tuple[Path, Path]:
+    """Write variant ``name`` to ``out/name`` and its target to ``out/name-target``; return (draft, target)."""
+    s = VARIANTS[name]()
+    return write_spec(s, out / name), make_target(base_target, out / f"{name}-target", s.dims, target_weights)
+
+
+def main(argv: list[str]) -> int:
+    """``nvfp4_drafts.py OUT BASE_TARGET --oracle TREE``: write every variant, convert with upstream, store manifests."""
+    out, base, tree = Path(argv[0]), Path(argv[1]), Path(argv[argv.index("--oracle") + 1])
+    sys.path.insert(0, str(HERE))
+    from golden_manifest import describe
+
+    ORACLE.mkdir(parents=True, exist_ok=True)
+    for name in VARIANTS:
+        d, target = make(out, name, base)
+        for t in OUTTYPES:
+            gguf = out / f"{name}.{t}.gguf"
+            subprocess.run([sys.executable, str(tree / "convert_hf_to_gguf.py"), str(d), "--target-model-dir",
+                            str(target), "--outtype", t, "--outfile", str(gguf)], check=True, capture_output=True,
+                           env={**os.environ, "PYTHONPATH": str(tree / "gguf-py")})
+            (ORACLE / f"{name}.{t}.json").write_text(json.dumps(describe(gguf), indent=1) + "\n")
+            print(name, t, "ok")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
