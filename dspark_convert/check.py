@@ -441,6 +441,13 @@ def _dsv4_rules(c: _Checker) -> int | None:
     return None
 
 
+def _gemma4_rules(c: _Checker) -> int | None:
+    """The ``gemma4_dspark`` variant's rules live in its package (:mod:`.variants.gemma4.loader`)."""
+    from .variants.gemma4.loader import rules
+
+    return rules(c)
+
+
 @dataclass(frozen=True)
 class LoaderVariant:
     """One way llama.cpp loads an arch: when it applies, its key and global-tensor rules, and how its layers'
@@ -458,6 +465,8 @@ class LoaderVariant:
 
 LOADER_VARIANTS: tuple[LoaderVariant, ...] = (
     LoaderVariant("dflash-dsv4", _is_dsv4, _dsv4_rules, lambda d: f"hidden_size {d.hidden}", generic_layers=False),
+    LoaderVariant("gemma4-dspark", lambda p: _variant(p) == "gemma4_dspark", _gemma4_rules,
+                  lambda d: f"hidden_size {d.hidden}", generic_layers=False),
     LoaderVariant("dflash2", _is_dflash2, _dflash2_rules, lambda d: f"hidden_size {d.hidden}"),
     LoaderVariant("dflash", lambda p: _variant(p) == "dflash", _dflash_rules, lambda d: f"hidden_size {d.hidden}"),
     LoaderVariant("eagle3", lambda p: _variant(p) == "eagle3", _eagle3_rules, lambda d: f"2 x hidden_size {d.hidden}"),

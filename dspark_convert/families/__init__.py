@@ -20,22 +20,27 @@ from ..errors import ConvertError
 from .base import Family
 
 #: family modules in the order they are asked (``dflash_base`` is the DFlash lineage's shared base, not a family)
-FAMILY_MODULES = ("dspark", "dflash", "dflash2", "eagle3", "dspark_dsv4")
+FAMILY_MODULES = ("dspark", "dflash", "dflash2", "eagle3", "dspark_dsv4", "dspark_gemma4")
+#: families whose module lives in their variant's package (``dspark_convert/variants/<name>/``): name -> module
+VARIANT_FAMILY_MODULES = {"dspark_gemma4": "dspark_convert.variants.gemma4.convert"}
 
 if TYPE_CHECKING:  # mypy checks every family module against the Family protocol
+    from ..variants.gemma4 import convert as dspark_gemma4
     from . import dflash, dflash2, dspark, dspark_dsv4, eagle3
 
-    _FAMILIES: tuple[Family, ...] = (dspark, dflash, dflash2, eagle3, dspark_dsv4)
+    _FAMILIES: tuple[Family, ...] = (dspark, dflash, dflash2, eagle3, dspark_dsv4, dspark_gemma4)
 
 
 def family_modules() -> list[Family]:
     """The family modules of :data:`FAMILY_MODULES`, imported."""
-    return [cast(Family, importlib.import_module(f".{name}", __name__)) for name in FAMILY_MODULES]
+    return [cast(Family, importlib.import_module(VARIANT_FAMILY_MODULES[name]) if name in VARIANT_FAMILY_MODULES
+                 else importlib.import_module(f".{name}", __name__)) for name in FAMILY_MODULES]
 
 
 def family_name(family: Family) -> str:
     """``dspark``, ``dflash``, ``eagle3``: the module name, used in output file names and reports."""
-    return str(getattr(family, "__name__", type(family).__name__)).rsplit(".", 1)[-1]
+    own = getattr(family, "FAMILY", None)  # a family module in a variant package is named ``convert``
+    return own if isinstance(own, str) else str(getattr(family, "__name__", type(family).__name__)).rsplit(".", 1)[-1]
 
 
 def family_for(config: dict[str, Any], tensor_names: Iterable[str], where: str) -> Family:

@@ -86,7 +86,11 @@ _FULL_VOCAB_EMBED = DropRule("embed_tokens.weight", "the GGUF has no token_embd:
 _FULL_VOCAB_HEAD = DropRule("lm_head.weight", "the GGUF has no output: the draft's stored copy is replaced by the "
                             "target's lm_head (full-vocab draft)", if_gguf_lacks=S.T_OUTPUT)
 
+# a variant with its own subpackage declares its descriptor there (names and predicates only)
+from .gemma4 import VARIANT as _GEMMA4_DSPARK  # noqa: E402  (needs Variant and DropRule above)
+
 VARIANTS: tuple[Variant, ...] = (
+    _GEMMA4_DSPARK,  # blk.0.layer_output_scale.weight (refines dflash)
     Variant("dsv4", S.ARCH_DFLASH, lambda v, _n: v("general.architecture") == S.ARCH_DFLASH
             and _int_above_zero(v(S.HC_COUNT.format(arch=S.ARCH_DFLASH))), ("dspark_dsv4",), refines="dflash",
             proof="tensors"),
