@@ -262,6 +262,8 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
         return report
     if target_dir is None:
         raise ConvertError("--target-model-dir is required: verify reads the target model's token embeddings and lm_head")
+    if variant is not None and variant.name == "gemma4_dspark":  # issue 22: the variant's own forwards and rows
+        return _verify_variant_forwards(g, variant, gguf_path, hf_dir, target_dir, context, seed)
     if is_dflash2(g) and _checkpoint_is_dflash2(Path(hf_dir)):  # DFlash2 (issue 22): its own forwards
         return _verify_dflash2(g, gguf_path, hf_dir, target_dir, context, seed)
     # a GGUF with DFlash2 tensors beside a checkpoint of another family goes the generic way: the tensor
@@ -320,6 +322,36 @@ def _verify_dflash2(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, t
     anchors = [int(a) for a in rng.integers(0, g.shape("selector_successor.weight")[0], size=len(feats))]
     rows = _reference(str(hf_dir), lambda: dflash2_rows(g, hf_dir, target_dir, feats, anchors))
     report.hparams, report.outputs, report.metadata = rows.hparams, rows.outputs, rows.metadata
+    return report
+
+
+def _verify_variant_forwards(g: GGUFWeights, variant: Variant, gguf_path: str | Path, hf_dir: str | Path,
+                             target_dir: str | Path, context: int, seed: int) -> VerifyReport:
+    """A variant whose package holds its forwards and rows (``variants/<name>/verify.py``): seeded cases, both
+    forwards, then the tensor accounting of what each side read."""
+    import importlib
+
+    from .hf.checkpoint import load_json
+
+    rows_of = importlib.import_module(f".variants.{variant.name.split('_')[0]}.verify", __package__).rows
+    cfg = load_json(Path(hf_dir) / "config.json") if (Path(hf_dir) / "config.json").is_file() else {}
+    archs = cfg.get("architectures") if isinstance(cfg, dict) else None
+    report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir), str(g.value("general.architecture")),
+                          variant.families[0], str(archs[0]) if isinstance(archs, list) and archs else "?", seed, 0,
+                          case_contexts(context))
+    rng = np.random.default_rng(seed)
+    feats = [rng.standard_normal((t, g.shape("fc.weight")[1])).astype(np.float32) for t in report.contexts]
+    n_vocab = g.shape("token_embd.weight")[0] if g.has("token_embd.weight") else TargetWeights(target_dir).ckpt.shape(
+        TargetWeights(target_dir).embed_name)[0]
+    anchors = [int(a) for a in rng.integers(0, n_vocab, size=len(feats))]
+    outputs, report.metadata, report.hparams, ckpt_read = _reference(
+        str(hf_dir), lambda: rows_of(g, hf_dir, target_dir, feats, anchors, variant))
+    report.outputs = outputs
+    if not any(o.name == "GGUF forward" for o in outputs):
+        from .reference.hf_draft import TorchCheckpoint
+
+        _account(report, variant, [t.name for t in g.file.tensors], g.read, set(),
+                 TorchCheckpoint(Path(hf_dir)).names, ckpt_read, set())
     return report
 
 

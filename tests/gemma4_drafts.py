@@ -227,8 +227,11 @@ def make(out: Path, name: str) -> tuple[Path, Path]:
     draft, target = out / name, out / f"{name}-target"
     draft.mkdir(parents=True, exist_ok=True)
     (draft / "config.json").write_text(json.dumps(draft_config(d), indent=2))
-    _save(draft / "model.safetensors", draft_tensors(d, seed))
+    tensors = draft_tensors(d, seed)
+    _save(draft / "model.safetensors", tensors)
     write_target(target, d)
+    # the target's embeddings (DeepSpec drafts store a copy of them): what verify reads from a target
+    _save(target / "model.safetensors", {"model.language_model.embed_tokens.weight": tensors[d.prefix + "embed_tokens.weight"]})
     return draft, target
 
 
