@@ -174,3 +174,87 @@ def test_gemma4_requirements_and_rope_views() -> None:
                            ({"rope_parameters": {"full_attention": {"rope_theta": 1.0}}}, "rope_type is None")):
         with pytest.raises(ConvertError, match=fragment):
             requirements({**hp, **edit}, names, "c")
+
+
+# ---------------------------------------------------------------------------------------------- verify
+def _verify_rows(gguf: Path, hf: Path, target: Path) -> tuple[bool, dict[str, bool], object]:
+    from dspark_convert.verify import verify
+
+    r = verify(gguf, hf, target, context=8, quality=False)
+    rows = {o.name: o.passed for o in r.outputs} | {f"metadata {m.key}": m.passed for m in r.metadata}
+    return r.passed, rows, r
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("outtype", OUTTYPES)
+def test_gemma4_verify_passes_every_outtype(variant_files: dict[str, tuple[Path, Path, dict[str, Path]]],
+                                             variant: str, outtype: str) -> None:
+    draft, target, ggufs = variant_files[variant]
+    passed, rows, r = _verify_rows(ggufs[outtype], draft, target)
+    assert passed, rows
+    assert r.family == "dspark_gemma4" and r.accounting is not None and r.accounting.passed  # type: ignore[attr-defined]
+    t = r.tensors  # type: ignore[attr-defined]
+    assert t["variant"] == "gemma4_dspark" and t["unaccounted"] == {"gguf": [], "checkpoint": []}
+    assert t["dropped"] == {"gguf": {}, "checkpoint": {}}  # every tensor of both sides is read by a forward
+    n_layer = VARIANTS[variant][0].layers
+    assert {f"layer {n_layer - 1} output", "block logits", "Markov-biased logits", "chosen tokens",
+            "metadata dflash.embedding_scale", "metadata dflash.attention.scale"} <= set(rows)
+    assert ("confidence (logit)" in rows) == (VARIANTS[variant][0].confidence is not None)
+    worst = max(o.nmse or 0.0 for o in r.outputs if o.nmse is not None)  # type: ignore[attr-defined]
+    assert worst < 1e-9
+
+
+def _scale(w: np.ndarray) -> np.ndarray:
+    return w * np.float32(1.5)
+
+
+def _freqs(w: np.ndarray) -> np.ndarray:
+    w[:] = np.float32(1.0)  # every pair rotates: default RoPE instead of proportional
+    return w
+
+
+MUTATIONS = {
+    "layer-output-scale": ({"blk.1.layer_output_scale.weight": _scale}, {}, "layer 1 output"),
+    "swapped-sandwich-norms": ({"blk.0.post_attention_norm.weight": "blk.0.post_ffw_norm.weight"}, {}, "layer 0 output"),
+    "swapped-ffn-norms": ({"blk.1.ffn_norm.weight": "blk.1.post_ffw_norm.weight"}, {}, "layer 1 output"),
+    "rope-freqs-all-rotate": ({"rope_freqs.weight": _freqs}, {}, "layer 0 output"),
+    "embedding-scale": ({}, {"dflash.embedding_scale": 4.0}, "block input (embeddings)"),
+    "attention-scale": ({}, {"dflash.attention.scale": 0.25}, "layer 0 output"),
+    "k-norm-as-v": ({"blk.0.attn_k_norm.weight": _scale}, {}, "layer 0 output"),
+}
+
+
+@pytest.mark.parametrize("outtype", ["f32", "q8_0"])
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_gemma4_mutations_fail_verify(variant_files: dict[str, tuple[Path, Path, dict[str, Path]]], tmp_path: Path,
+                                      outtype: str, mutation: str) -> None:
+    """Each defect in a correct file (v-gemma4-f32: 3 layers, proportional RoPE) fails verify at the component it
+    feeds, and the rows before it still agree."""
+    from test_mutations import mutate, swap
+
+    draft, target, ggufs = variant_files["v-gemma4-f32"]
+    edits, kvs, row = MUTATIONS[mutation]
+    tensors = {}
+    for name, fn in edits.items():
+        tensors.update(swap(name, fn) if isinstance(fn, str) else {name: fn})
+    bad = mutate(ggufs[outtype], tmp_path / "bad.gguf", tensors=tensors, kvs=kvs)
+    passed, rows, _ = _verify_rows(bad, draft, target)
+    assert not passed and rows[row] is False, rows
+    assert rows["context projection"] is True
+    if row == "layer 1 output":
+        assert rows["layer 0 output"] is True
+    for key in kvs:
+        assert rows[f"metadata {key}"] is False
+
+
+def test_gemma4_verify_refuses_another_checkpoint(variant_files: dict[str, tuple[Path, Path, dict[str, Path]]],
+                                                  tmp_path: Path) -> None:
+    import shutil
+
+    draft, target, ggufs = variant_files["v-gemma4-tied"]
+    other = tmp_path / "other"
+    shutil.copytree(draft, other)
+    cfg = json.loads((other / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps({**cfg, "architectures": ["Qwen3DSparkModel"]}))
+    passed, rows, _ = _verify_rows(ggufs["bf16"], other, target)
+    assert not passed and rows["forward"] is False and rows["metadata architectures"] is False
