@@ -262,7 +262,7 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
         return report
     if target_dir is None:
         raise ConvertError("--target-model-dir is required: verify reads the target model's token embeddings and lm_head")
-    if variant is not None and variant.name == "gemma4_dspark":  # issue 22: the variant's own forwards and rows
+    if variant is not None and variant.package is not None:  # a variant package's own forwards and rows
         return _verify_variant_forwards(g, variant, gguf_path, hf_dir, target_dir, context, seed)
     if is_dflash2(g) and _checkpoint_is_dflash2(Path(hf_dir)):  # DFlash2 (issue 22): its own forwards
         return _verify_dflash2(g, gguf_path, hf_dir, target_dir, context, seed)
@@ -333,7 +333,7 @@ def _verify_variant_forwards(g: GGUFWeights, variant: Variant, gguf_path: str | 
 
     from .hf.checkpoint import load_json
 
-    rows_of = importlib.import_module(f".variants.{variant.name.split('_')[0]}.verify", __package__).rows
+    rows_of = importlib.import_module(f".variants.{variant.package}.verify", __package__).rows
     cfg = load_json(Path(hf_dir) / "config.json") if (Path(hf_dir) / "config.json").is_file() else {}
     archs = cfg.get("architectures") if isinstance(cfg, dict) else None
     report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir), str(g.value("general.architecture")),

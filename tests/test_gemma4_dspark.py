@@ -258,3 +258,81 @@ def test_gemma4_verify_refuses_another_checkpoint(variant_files: dict[str, tuple
     (other / "config.json").write_text(json.dumps({**cfg, "architectures": ["Qwen3DSparkModel"]}))
     passed, rows, _ = _verify_rows(ggufs["bf16"], other, target)
     assert not passed and rows["forward"] is False and rows["metadata architectures"] is False
+
+
+# ---------------------------------------------------------------------------------------------- check (loader, fit)
+def _plan(path: Path):  # type: ignore[no-untyped-def]
+    from dspark_convert.gguffile.source import plan_from_source
+
+    return plan_from_source(path)[0]
+
+
+def _findings(plan) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]
+    from dspark_convert.check import check_plan
+
+    out: dict[str, list[str]] = {"error": [], "warning": []}
+    for f in check_plan(plan):
+        out.setdefault(f.level, []).append(f"{f.subject} [{f.rule}]")
+    return out
+
+
+def test_gemma4_loader_rules(variant_files: dict[str, tuple[Path, Path, dict[str, Path]]]) -> None:
+    """b11434's optional Gemma 4 tensors load (attn_v absent, sandwich norms, layer output scale, rope_freqs of
+    key_length / 2); a half-Gemma file, a wrong rope_freqs shape, an unknown activation and unequal K/V head sizes
+    are errors; files that load but do not compute a Gemma 4 block are warnings."""
+    import dataclasses
+
+    from dspark_convert.plan import KV, TensorSpec
+
+    path = variant_files["v-gemma4-f32"][2]["bf16"]
+    good = _plan(path)
+    assert _findings(good) == {"error": [], "warning": []}
+
+    def without(plan, name: str):  # type: ignore[no-untyped-def]
+        return dataclasses.replace(plan, tensors=[t for t in plan.tensors if t.name != name])
+
+    def with_kv(plan, kv: KV):  # type: ignore[no-untyped-def]
+        return dataclasses.replace(plan, kvs=[kv if k.name == kv.name else k for k in plan.kvs])
+
+    assert _findings(without(good, "blk.2.layer_output_scale.weight"))["error"] == [
+        "blk.2.layer_output_scale.weight [gemma4-dspark]"]
+    assert _findings(without(good, "blk.1.post_ffw_norm.weight"))["error"] == ["blk.1.post_ffw_norm.weight [gemma4-dspark]"]
+    freqs = next(t for t in good.tensors if t.name == "rope_freqs.weight")
+    short = dataclasses.replace(good, tensors=[dataclasses.replace(freqs, shape=(8,)) if t is freqs else t
+                                               for t in good.tensors])
+    assert _findings(short)["error"] == ["rope_freqs.weight [shape]"]
+    from gguf import GGUFValueType as VT
+
+    assert _findings(with_kv(good, KV("dflash.hidden_activation", VT.STRING, "relu")))["error"] == [
+        "dflash.hidden_activation [hidden-activation]"]
+    assert _findings(with_kv(good, KV("dflash.hidden_activation", VT.STRING, "silu")))["warning"] == [
+        "dflash.hidden_activation [gemma4-dspark]"]
+    assert _findings(with_kv(good, KV("dflash.attention.value_length", VT.UINT32, 16)))["error"][0] == \
+        "dflash.attention.value_length [gemma4-dspark]"
+    assert _findings(with_kv(good, KV("dflash.attention.scale", VT.FLOAT32, 0.5)))["warning"] == [
+        "dflash.attention.scale [gemma4-dspark]"]
+    assert _findings(without(good, "rope_freqs.weight"))["warning"] == ["rope_freqs.weight [gemma4-dspark]"]
+    k = next(t for t in good.tensors if t.name == "blk.0.attn_k.weight")
+    with_v = dataclasses.replace(good, tensors=[*good.tensors, TensorSpec("blk.0.attn_v.weight", k.shape, k.ggml_type)])
+    assert _findings(with_v) == {"error": [], "warning": ["blk.0.attn_v.weight [gemma4-dspark]"]}
+    # a generic dflash file with a stray sandwich norm but no layer output scale is not this variant: extra tensor
+    stray = without(good, "blk.0.layer_output_scale.weight")
+    assert "blk.0.post_attention_norm.weight [extra-tensor]" in _findings(stray)["error"]
+
+
+def test_gemma4_fit_rules(variant_files: dict[str, tuple[Path, Path, dict[str, Path]]]) -> None:
+    from conftest import TARGET
+
+    from dspark_convert.fit.rules import check_fit
+
+    _, target, ggufs = variant_files["v-gemma4-f32"]
+    r = check_fit(ggufs["q8_0"], target)
+    by_id = {x.id: x for x in r.results}
+    assert r.ok and by_id["target-family"].status == "pass" and by_id["embedding-scale"].status == "pass"
+    assert by_id["rope-scaling"].status == "pass" and by_id["rope-scaling"].draft == "proportional (rope_freqs.weight)"
+    assert [x.id for x in r.results].count("rope-scaling") == 1  # the variant's row replaces the generic one
+    other = check_fit(ggufs["q8_0"], variant_files["v-gemma4-tied"][1])  # hidden 64
+    bad = {x.id for x in other.results if x.status == "fail"}
+    assert not other.ok and bad == {"fc-width", "embedding-scale"}
+    qwen = check_fit(variant_files["v-gemma4-tied"][2]["q8_0"], TARGET)
+    assert {x.id: x.status for x in qwen.results}["target-family"] == "fail"

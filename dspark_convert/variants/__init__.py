@@ -77,6 +77,9 @@ class Variant:
     proof: str = "forward"
     gguf_drops: tuple[DropRule, ...] = ()
     checkpoint_drops: tuple[DropRule, ...] = ()
+    #: the variant's own subpackage (``dspark_convert/variants/<package>/``: its ``verify.rows`` and ``fit.RULES``
+    #: are what the shared drivers run for it); None: the variant's code is still in the shared modules
+    package: str | None = None
 
 
 _T2D = DropRule("t2d", "the target -> draft mask is the inverse of d2t; the GGUF keeps d2t only (llama.cpp reads d2t)",

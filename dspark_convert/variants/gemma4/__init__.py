@@ -30,4 +30,5 @@ VARIANT = Variant(
         DropRule("embed_tokens.weight", "the GGUF has no token_embd: the draft's stored copy is replaced by the "
                  "target's embeddings", if_gguf_lacks=S.T_TOKEN_EMBD),
     ),
+    package="gemma4",
 )
