@@ -178,7 +178,8 @@ def check_target_name(p: Pair) -> list[Finding]:
         elif kind == "arch" and target_arch is not None and value != target_arch:
             out.append(_warn(key, "target-name", f"{p.draft_where}: {key} is '{value}', but {p.target_where} declares "
                                                  f"'{target_arch}'"))
-        elif kind == "model_type" and isinstance(model_type, str) and value != model_type:
+        elif (kind == "model_type" and isinstance(model_type, str) and value != model_type
+              and p.draft_config.get("target_text_model_type") != model_type):  # a multimodal target's text part
             out.append(_warn(key, "target-name", f"{p.draft_where}: {key} is '{value}', but {p.target_where} has "
                                                  f"model_type '{model_type}'"))
     return out
