@@ -336,3 +336,59 @@ def test_gemma4_fit_rules(variant_files: dict[str, tuple[Path, Path, dict[str, P
     assert not other.ok and bad == {"fc-width", "embedding-scale"}
     qwen = check_fit(variant_files["v-gemma4-tied"][2]["q8_0"], TARGET)
     assert {x.id: x.status for x in qwen.results}["target-family"] == "fail"
+
+
+# ---------------------------------------------------------------------------------------------- llama-server
+def _tiny_gemma4_target(folder: Path) -> Path:
+    """A random Gemma4ForCausalLM of the variants' target dimensions (hidden 32, 5 layers, the synthetic tokenizer),
+    saved by transformers: what upstream's converter turns into the target GGUF."""
+    import torch
+    from gemma4_drafts import N_TOKENS, gemma_tokenizer
+    from transformers.models.gemma4.configuration_gemma4 import Gemma4TextConfig
+    from transformers.models.gemma4.modeling_gemma4 import Gemma4ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Gemma4TextConfig(
+        vocab_size=N_TOKENS, hidden_size=32, intermediate_size=64, num_hidden_layers=5, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, global_head_dim=16, num_global_key_value_heads=1, attention_k_eq_v=True,
+        hidden_activation="gelu_pytorch_tanh", max_position_embeddings=4096, rms_norm_eps=1e-6, sliding_window=512,
+        layer_types=["sliding_attention"] * 4 + ["full_attention"], final_logit_softcapping=30.0,
+        hidden_size_per_layer_input=0, num_kv_shared_layers=0, tie_word_embeddings=True, bos_token_id=2,
+        eos_token_id=1, pad_token_id=0,
+        rope_parameters={"full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                            "rope_theta": 1e6},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})
+    Gemma4ForCausalLM(cfg).save_pretrained(folder)
+    tok, tok_cfg = gemma_tokenizer()
+    (folder / "tokenizer.json").write_text(json.dumps(tok))
+    (folder / "tokenizer_config.json").write_text(json.dumps(tok_cfg))
+    return folder
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("outtype", ["bf16", "q8_0"])
+def test_gemma4_llama_server_loads_drafts_and_stays_lossless(
+        llama_bin: tuple[Path, Path], variant_files: dict[str, tuple[Path, Path, dict[str, Path]]],
+        tmp_path: Path, outtype: str) -> None:
+    """llama-server b11434 loads the converted Gemma4 DSpark file as a draft-dspark draft of a Gemma 4 target
+    (converted by upstream), drafts blocks of block_size - 1 tokens and decodes exactly what it decodes alone."""
+    from dspark_convert.llamacpp.server import LlamaServer, parse_drafts, spec_for
+    from dspark_convert.llamacpp.target import convert_target
+
+    binary, tree = llama_bin
+    target = convert_target(tree, _tiny_gemma4_target(tmp_path / "target"), tmp_path / "target.f32.gguf")
+    prompt = [2, 300, 280, 290, 271, 285, 299, 277]
+    with LlamaServer(binary, target) as s:
+        plain = s.complete(prompt, 16)
+    draft = variant_files["v-gemma4-f32"][2][outtype]
+    spec_type, n_max = spec_for(draft)
+    assert (spec_type, n_max) == ("draft-dspark", 6)
+    srv = LlamaServer(binary, target, draft=draft, spec_type=spec_type, n_max=n_max, verbose=True)
+    try:
+        with srv:
+            c = srv.complete(prompt, 16)
+            blocks = parse_drafts(srv.log_text())
+    finally:
+        srv.close()
+    assert c.tokens == plain.tokens and len(c.tokens) == 16
+    assert c.draft_n > 0 and blocks and all(len(b.tokens) <= 6 for b in blocks)
