@@ -17,10 +17,12 @@ proportional RoPE 0.25 nested by layer kind, untied, confidence head, BF16):
 - ``v-gemma4-default``: default RoPE (no ``rope_freqs``), 4 heads x 64, 2 global KV heads, Markov rank 8,
   ``confidence_head.proj`` spelling, ``dflash_config.use_swa`` (sliding-window keys), ``block_size`` in
   ``dflash_config``.
+- ``v-gemma4-nomarkov``: DeepSpec's "DFlash" release of the class (``markov_rank`` 0: no Markov or confidence
+  head), proportional RoPE with factor 1.0 (every pair rotates, ``rope_freqs`` all ones).
 
 Example:
     >>> sorted(VARIANTS)
-    ['v-gemma4-default', 'v-gemma4-f32', 'v-gemma4-tied']
+    ['v-gemma4-default', 'v-gemma4-f32', 'v-gemma4-nomarkov', 'v-gemma4-tied']
 """
 
 from __future__ import annotations
@@ -129,7 +131,7 @@ class Dims:
     global_kv: int = 1
     head_dim: int = 8  # the sliding layers' (unused by the draft; key_length is replaced by global_head_dim)
     ff: int = 64
-    rank: int = 4
+    rank: int = 4  # 0: no Markov head (DeepSpec's "DFlash" release of the same class)
     dtype: str = "BF16"
     tied: bool = False
     confidence: str | None = "confidence_proj"  # None: no confidence head
@@ -141,8 +143,9 @@ class Dims:
 def draft_tensors(d: Dims, seed: int) -> dict[str, Tensor]:
     m, V, H, R = _Maker(seed, d.dtype), N_TOKENS, d.hidden, d.rank
     t: dict[str, Tensor] = {"embed_tokens.weight": m.t(V, H), "norm.weight": m.norm(H), "hidden_norm.weight": m.norm(H),
-                            "fc.weight": m.t(H, len(TAPS) * H), "markov_head.markov_w1.weight": m.t(V, R),
-                            "markov_head.markov_w2.weight": m.t(V, R)}
+                            "fc.weight": m.t(H, len(TAPS) * H)}
+    if R:
+        t.update({"markov_head.markov_w1.weight": m.t(V, R), "markov_head.markov_w2.weight": m.t(V, R)})
     if not d.tied:
         t["lm_head.weight"] = m.t(V, H)
     if d.confidence:
@@ -218,6 +221,11 @@ VARIANTS: dict[str, tuple[Dims, int]] = {
                                       "block_size": 4,
                                       "dflash_config": {"block_size": 6, "use_swa": True, "swa_window_size": 64}}),
                          2213),
+    "v-gemma4-nomarkov": (Dims(hidden=32, layers=2, heads=4, global_head_dim=16, global_kv=1, rank=0, confidence=None,
+                               config={"markov_head_type": _DROP, "enable_confidence_head": False,
+                                       "rope_parameters": {"full_attention": {"rope_type": "proportional",
+                                                                              "partial_rotary_factor": 1.0,
+                                                                              "rope_theta": 1000000.0}}}), 2214),
 }
 
 
@@ -250,7 +258,8 @@ def main(argv: list[str]) -> int:
     from golden_manifest import describe
 
     ORACLE.mkdir(parents=True, exist_ok=True)
-    for name in VARIANTS:
+    only = argv[argv.index("--only") + 1].split(",") if "--only" in argv else list(VARIANTS)
+    for name in only:
         draft, target = make(out, name)
         for t in OUTTYPES:
             gguf = out / f"{name}.{t}.gguf"

@@ -197,8 +197,9 @@ def test_gemma4_verify_passes_every_outtype(variant_files: dict[str, tuple[Path,
     assert t["variant"] == "gemma4_dspark" and t["unaccounted"] == {"gguf": [], "checkpoint": []}
     assert t["dropped"] == {"gguf": {}, "checkpoint": {}}  # every tensor of both sides is read by a forward
     n_layer = VARIANTS[variant][0].layers
-    assert {f"layer {n_layer - 1} output", "block logits", "Markov-biased logits", "chosen tokens",
-            "metadata dflash.embedding_scale", "metadata dflash.attention.scale"} <= set(rows)
+    assert {f"layer {n_layer - 1} output", "block logits", "chosen tokens", "metadata dflash.embedding_scale",
+            "metadata dflash.attention.scale"} <= set(rows)
+    assert ("Markov-biased logits" in rows) == (VARIANTS[variant][0].rank > 0)
     assert ("confidence (logit)" in rows) == (VARIANTS[variant][0].confidence is not None)
     worst = max(o.nmse or 0.0 for o in r.outputs if o.nmse is not None)  # type: ignore[attr-defined]
     assert worst < 1e-9
@@ -392,3 +393,22 @@ def test_gemma4_llama_server_loads_drafts_and_stays_lossless(
         srv.close()
     assert c.tokens == plain.tokens and len(c.tokens) == 16
     assert c.draft_n > 0 and blocks and all(len(b.tokens) <= 6 for b in blocks)
+
+
+def test_gemma4_inspect(variant_files: dict[str, tuple[Path, Path, dict[str, Path]]]) -> None:
+    """inspect shows the Gemma keys and tensors; its stats read the layer output scales the checkpoint holds."""
+    from bad_inputs_kit import get_tensor
+
+    from dspark_convert.inspect import inspect_gguf
+
+    draft, _, ggufs = variant_files["v-gemma4-f32"]
+    info = inspect_gguf(ggufs["f32"], filter="*scale*", stats=True)
+    assert [k for k in info["kvs"]] == ["dflash.embedding_scale", "dflash.attention.scale"]
+    scales = {t["name"]: t["stats"]["max"] for t in info["tensors"]}
+    for i in range(3):
+        _, want = get_tensor(draft, f"model.layers.{i}.layer_scalar")
+        assert scales[f"blk.{i}.layer_output_scale.weight"] == pytest.approx(float(want.reshape(-1)[0]), abs=0)
+    whole = inspect_gguf(ggufs["q8_0"])
+    assert whole["tensor_count"] == 48 and whole["tokenizer"]["model"] == "gemma4"
+    types = {t["name"]: t["type"] for t in whole["tensors"]}
+    assert types["rope_freqs.weight"] == "F32" and types["conf_proj.weight"] == "F16" and types["fc.weight"] == "Q8_0"
