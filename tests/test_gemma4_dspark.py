@@ -412,3 +412,14 @@ def test_gemma4_inspect(variant_files: dict[str, tuple[Path, Path, dict[str, Pat
     assert whole["tensor_count"] == 48 and whole["tokenizer"]["model"] == "gemma4"
     types = {t["name"]: t["type"] for t in whole["tensors"]}
     assert types["rope_freqs.weight"] == "F32" and types["conf_proj.weight"] == "F16" and types["fc.weight"] == "Q8_0"
+
+
+def test_gemma4_model_type_config_converts_as_upstream_without_it(tmp_path: Path) -> None:
+    """DeepSpec's config carries model_type gemma4_text, on which upstream b11434 fails (KeyError 'global_head_dim'
+    through transformers 5.x): we write the bytes upstream writes without model_type, and say so in a note."""
+    draft, target = make(tmp_path, "v-gemma4-tied")
+    cfg = json.loads((draft / "config.json").read_text())
+    (draft / "config.json").write_text(json.dumps({**cfg, "model_type": "gemma4_text"}))
+    r = convert(draft, target, tmp_path / "mt.gguf", outtype="bf16")
+    assert compare(tmp_path / "mt.gguf", json.loads((ORACLE / "v-gemma4-tied.bf16.json").read_text())) == []
+    assert any("KeyError 'global_head_dim'" in n for n in r.notes)

@@ -239,5 +239,10 @@ def build_plan(ctx: Context) -> Plan:
                 else ""),
              "Markov head: " + ("yes" if any(t.name == S.T_MARKOV_W1 for t in tensors) else "no")
              + "; confidence head: " + ("yes" if has_conf else "no")]
+    if str(ctx.draft.config.get("model_type", "")).startswith("gemma4"):
+        notes.append(f"model_type {ctx.draft.config['model_type']!r}: read as the raw config.json (upstream b11434 "
+                     "reads it through transformers 5.x, whose Gemma4TextConfig moves global_head_dim into "
+                     "per_layer_config, and fails with KeyError 'global_head_dim'; these are the bytes it writes "
+                     "for the same config without model_type)")
     return finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, view, ctx.file_type, where), family, vocab, tail,
                        tensors, notes)
