@@ -423,3 +423,17 @@ def test_gemma4_model_type_config_converts_as_upstream_without_it(tmp_path: Path
     r = convert(draft, target, tmp_path / "mt.gguf", outtype="bf16")
     assert compare(tmp_path / "mt.gguf", json.loads((ORACLE / "v-gemma4-tied.bf16.json").read_text())) == []
     assert any("KeyError 'global_head_dim'" in n for n in r.notes)
+
+
+@pytest.mark.parametrize("module", ["numpy_forward", "torch_forward", "verify", "loader", "__init__"])
+def test_gemma4_witnesses_do_not_import_the_converter(module: str) -> None:
+    """The two forwards and the verify rows never read the converter's name table (two independent witnesses);
+    the registry descriptor imports nothing but the schema and the registry."""
+    from conftest import ROOT
+    from test_variants import _imports
+
+    imported = _imports(ROOT / "dspark_convert" / "variants" / "gemma4" / f"{module}.py")
+    assert not {m for m in imported if m.startswith(("dspark_convert.families", "dspark_convert.hf2gguf",
+                                                      "dspark_convert.variants.gemma4.convert"))}, module
+    if module == "__init__":
+        assert {m.split(".")[1] for m in imported if m.startswith("dspark_convert.")} <= {"schema", "variants"}
