@@ -5,7 +5,7 @@ plan is read back from a GGUF file made by any tool). Each finding names the key
 
 The rulebook reads in four parts: :func:`_key_rules` (every arch), one rule builder per loader variant
 (each GGUF variant's ``loader.rules``, found through :mod:`.variants`; listed in :func:`loader_variants`),
-:func:`_layer_rules` and :func:`_tensor_rules`. Builders fill a :class:`Rules` table (expected shape, why, required) from the file's
+:func:`layer_rules` and :func:`_tensor_rules`. Builders fill a :class:`Rules` table (expected shape, why, required) from the file's
 named dimensions (:class:`Dims`).
 """
 
@@ -215,7 +215,7 @@ def layer_count(c: Checker, n_layer: int) -> int:
     return n_layer
 
 
-def _layer_rules(c: Checker, in_width: int | None, in_what: str) -> None:
+def layer_rules(c: Checker, in_width: int | None, in_what: str) -> None:
     """The per-layer tensors the loader creates for this arch (a Qwen3 / Llama attention + SwiGLU layer)."""
     d = c.dims
     q_rows, kv_rows = mul(d.n_head, d.head_dim), mul(d.n_head_kv, d.head_dim)
@@ -269,7 +269,7 @@ class LoaderVariant:
     q/k/v input width is described. Each comes from a GGUF variant of :data:`.variants.VARIANTS` (in its match
     order, a variant ahead of the one it refines) and its ``loader`` module: ``rules(checker) -> input width``,
     ``in_what(dims)``, and ``NAME`` / ``GENERIC_LAYERS`` when they differ from the defaults. ``generic_layers``:
-    the layers are the Qwen3 / Llama ones of :func:`_layer_rules` (a variant whose rules expect its own layer
+    the layers are the Qwen3 / Llama ones of :func:`layer_rules` (a variant whose rules expect its own layer
     tensors sets it False)."""
 
     name: str
@@ -324,7 +324,7 @@ def check_plan(plan: Plan) -> list[Finding]:
     _hparam_rules(c)
     in_width = variant.rules(c)
     if variant.generic_layers:
-        _layer_rules(c, in_width, variant.in_what(c.dims))
+        layer_rules(c, in_width, variant.in_what(c.dims))
     companion_rules(c)  # optional .scale / .input_scale of the linears (NVFP4 drafts)
     tensor_extra_rules(c)
     _tensor_rules(c)

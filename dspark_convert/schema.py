@@ -424,3 +424,17 @@ KEY_TYPES.update({
     DFLASH_SELECTOR_TOP_K: VT.UINT32, LOGIT_SCALE: VT.FLOAT32, FINAL_LOGIT_SOFTCAPPING: VT.FLOAT32,
     EMBEDDING_SCALE: VT.FLOAT32, ATTN_VALUE_SCALE: VT.FLOAT32,
 })
+
+# ==============================================================================================================
+# Gemma4 DSpark (issue 22): DeepSpec ``Gemma4DSparkModel``, arch ``dflash`` on a Gemma 4 backbone: K used as V,
+# sandwich norms, a per-layer output scale and proportional RoPE (spec/upstream-b11434.md §2.5; manifests-b11434/
+# n-gemma4-dspark). Data only; the family's knowledge is dspark_convert/variants/gemma4/.
+# ==============================================================================================================
+GEMMA4_DSPARK_ARCHITECTURE = "Gemma4DSparkModel"
+ATTENTION_SCALE = "{arch}.attention.scale"
+HIDDEN_ACTIVATION = "{arch}.hidden_activation"
+#: per-layer tensors (names without blk.N.): the Gemma sandwich norms and the layer output scale
+L_ATTN_POST_NORM = "post_attention_norm.weight"
+L_FFN_POST_NORM = "post_ffw_norm.weight"
+L_LAYER_OUT_SCALE = "layer_output_scale.weight"  #: its presence makes a ``dflash`` file a Gemma4 DSpark
+KEY_TYPES.update({ATTENTION_SCALE: VT.FLOAT32, HIDDEN_ACTIVATION: VT.STRING})

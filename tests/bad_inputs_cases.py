@@ -634,6 +634,101 @@ def _(inp: Inputs) -> None:
     drop_tensor(inp.draft, "layers.1.mlp_conv.base_kernel")
 
 
+# ---------------------------------------------------------------------------------------------- Gemma4 DSpark (issue 22)
+def _gemma4(inp: Inputs, drop: tuple[str, ...] = (), **config: Any) -> None:
+    """Replace the fixture copy by the small Gemma4 DSpark variant of tests/gemma4_drafts.py (and its own Gemma 4
+    target), then set (DELETE: remove) top-level config keys and drop tensors."""
+    import shutil
+
+    from gemma4_drafts import make
+
+    shutil.rmtree(inp.draft)
+    made, target = make(inp.tmp, "v-gemma4-tied")
+    made.rename(inp.draft)
+    inp.target = target
+    if config:
+        edit_config(inp.draft, **config)
+    for name in drop:
+        drop_tensor(inp.draft, name)
+
+
+@case("gemma4-k-not-v", "{draft}/config.json: attention_k_eq_v is False, expected true")
+def _(inp: Inputs) -> None:
+    _gemma4(inp, attention_k_eq_v=False)
+
+
+@case("gemma4-sliding-layers", "{draft}/config.json: layer_types is ['sliding_attention'], expected ['full_attention'] x "
+      "num_hidden_layers (1)")
+def _(inp: Inputs) -> None:
+    _gemma4(inp, layer_types=["sliding_attention"])
+
+
+@case("gemma4-activation", "{draft}/config.json: hidden_activation is 'silu', expected 'gelu_pytorch_tanh'")
+def _(inp: Inputs) -> None:
+    _gemma4(inp, hidden_activation="silu")
+
+
+@case("gemma4-attention-bias", "{draft}/config.json: attention_bias is True, expected false")
+def _(inp: Inputs) -> None:
+    _gemma4(inp, attention_bias=True)
+
+
+@case("gemma4-moe", "{draft}/config.json: enable_moe_block is True, expected false")
+def _(inp: Inputs) -> None:
+    _gemma4(inp, enable_moe_block=True)
+
+
+@case("gemma4-reduced-vocab", "{draft}/config.json: draft_vocab_size is 100, expected vocab_size 302")
+def _(inp: Inputs) -> None:
+    _gemma4(inp, draft_vocab_size=100)
+
+
+@case("gemma4-no-lm-head", "{draft}/config.json: the checkpoint has no 'lm_head.weight' and tie_word_embeddings is "
+      "False; expected the tensor, or tie_word_embeddings true")
+def _(inp: Inputs) -> None:
+    _gemma4(inp, tie_word_embeddings=False)
+
+
+@case("gemma4-markov-type", "{draft}/config.json: markov_head_type is 'gated', expected 'vanilla'")
+def _(inp: Inputs) -> None:
+    _gemma4(inp, markov_head_type="gated")
+
+
+@case("gemma4-rope-type", "{draft}/config.json: rope_parameters rope_type is 'yarn', expected 'default' or "
+      "'proportional'")
+def _(inp: Inputs) -> None:
+    _gemma4(inp, rope_parameters={"full_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6}})
+
+
+@case("gemma4-no-mask-id", "{draft}/config.json: mask_token_id is missing (expected in dflash_config or at the top "
+      "level)")
+def _(inp: Inputs) -> None:
+    _gemma4(inp, mask_token_id=DELETE)
+
+
+@case("gemma4-no-target-layers", "{draft}/config.json: target_layer_ids is missing or empty")
+def _(inp: Inputs) -> None:
+    _gemma4(inp, target_layer_ids=[])
+
+
+@case("gemma4-softcapping", "{draft}/config.json: final_logit_softcapping is 30.0, expected null")
+def _(inp: Inputs) -> None:
+    _gemma4(inp, final_logit_softcapping=30.0)
+
+
+@case("gemma4-rotary-odd", "{draft}/config.json: rope_parameters.partial_rotary_factor 0.3 x global_head_dim 8 is not "
+      "a positive even number of rotated dimensions")
+def _(inp: Inputs) -> None:
+    _gemma4(inp, rope_parameters={"rope_type": "proportional", "partial_rotary_factor": 0.3})
+
+
+@case("gemma4-unmapped-tensor", "{draft}/model.safetensors: tensor 'layers.0.per_layer_projection.weight' has no GGUF "
+      "name in the Gemma4 DSpark layout")
+def _(inp: Inputs) -> None:
+    _gemma4(inp)
+    set_tensor(inp.draft, "layers.0.per_layer_projection.weight", "BF16", np.zeros((8, 64), np.uint16))
+
+
 # ---------------------------------------------------------------------------------------------- MiMo mask_embedding.pt
 def _mask_pt(inp: Inputs, obj: Any) -> None:
     import torch

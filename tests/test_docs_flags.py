@@ -33,7 +33,8 @@ FOREIGN = {
     "--check": ("fixtures/generate.py",), "--revision": ("hf download",), "--clear": ("python3 -m venv",), "--no-files": ("fish",),
     **{f: ("bench",) for f in ("--sizes", "--only", "--workdir", "--keep", "--warm", "--package", "--tiny",
                                 "--runs", "--repeat", "--seeds", "--tokenizers", "--outtypes",
-                                "--cold-runs", "--upstream", "--golden", "--gemma-tokenizer", "--tokenizer", "--gib")},
+                                "--cold-runs", "--upstream", "--golden", "--gemma-tokenizer", "--tokenizer", "--gib",
+                                "--sample")},
 }
 
 

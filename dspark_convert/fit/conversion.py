@@ -36,7 +36,7 @@ class Pair:
     """The draft/target pair as the conversion sees it.
 
     ``arch`` is the planned file's GGUF architecture and ``facts`` what the family says about the draft's target
-    (:class:`~dspark_convert.families.base.TargetFacts`: taps, rope, mask embedding); ``draft_config`` the raw
+    (:class:`~dspark_convert.variants.kit.base.TargetFacts`: taps, rope, mask embedding); ``draft_config`` the raw
     draft ``config.json``; ``target`` the target's label (repo id or folder, as given) and ``target_config`` its
     ``config.json`` with any ``text_config`` merged in; ``draft_files`` maps GGUF tensor names to the checkpoint
     file holding their source.
@@ -178,7 +178,8 @@ def check_target_name(p: Pair) -> list[Finding]:
         elif kind == "arch" and target_arch is not None and value != target_arch:
             out.append(_warn(key, "target-name", f"{p.draft_where}: {key} is '{value}', but {p.target_where} declares "
                                                  f"'{target_arch}'"))
-        elif kind == "model_type" and isinstance(model_type, str) and value != model_type:
+        elif (kind == "model_type" and isinstance(model_type, str) and value != model_type
+              and p.draft_config.get("target_text_model_type") != model_type):  # a multimodal target's text part
             out.append(_warn(key, "target-name", f"{p.draft_where}: {key} is '{value}', but {p.target_where} has "
                                                  f"model_type '{model_type}'"))
     return out

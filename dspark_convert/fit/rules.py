@@ -357,12 +357,28 @@ def fit_rules(draft: Side, target: Side) -> list[RuleResult]:
     """Every rule of :data:`RULES` that applies to the draft's family, in table order."""
     pair = Pair(draft, target)
     fam = draft.family if draft.family in ALL else "other"
+    own = variant_rules(draft)
+    replaced = {r.id for r in own}
     out = []
-    for rule in RULES:
+    for rule in [r for r in RULES if r.id not in replaced] + list(own):
         if fam in rule.families:
             o = rule.fn(pair)
             out.append(RuleResult(rule.id, o.status, o.draft, o.target, o.message, rule.source, o.details))
     return out
+
+
+def variant_rules(draft: Side) -> tuple[Rule, ...]:
+    """The rules a draft's variant package adds (``variants/<variant>/fit.py``: ``RULES``); a rule with the id of
+    a rule of :data:`RULES` replaces it for that variant."""
+    from ..variants import gguf_variant
+
+    if draft.plan is None:
+        return ()
+    plan = draft.plan
+    v = gguf_variant(lambda k: plan.arch if k == S.GENERAL_ARCHITECTURE else plan.value(k), draft.tensors)
+    if v is None or not v.has_role("fit"):
+        return ()
+    return tuple(getattr(v.role("fit"), "RULES", ()))
 
 
 @dataclass

@@ -27,7 +27,7 @@ from ..errors import ConvertError
 from ..hf.hub import split_repo_spec
 
 #: draft family -> method word in file names
-METHOD_NAMES = {"dspark": "DSpark", "dflash": "DFlash", "eagle3": "EAGLE3", "dsparkdsv4": "DSpark"}
+METHOD_NAMES = {"dspark": "DSpark", "dflash": "DFlash", "eagle3": "EAGLE3", "dsparkdsv4": "DSpark", "dsparkgemma4": "DSpark"}
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _OUTTYPE = re.compile(r"^[a-z0-9_]+$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")

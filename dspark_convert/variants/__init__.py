@@ -108,6 +108,9 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("dsv4", S.ARCH_DFLASH, lambda v, _n: v("general.architecture") == S.ARCH_DFLASH
             and _int_above_zero(v(S.HC_COUNT.format(arch=S.ARCH_DFLASH))), ("dspark_dsv4",), refines="dflash",
             proof="tensors"),
+    Variant("gemma4", S.ARCH_DFLASH, lambda v, n: v("general.architecture") == S.ARCH_DFLASH
+            and S.LAYER_PREFIX.format(bid=0) + S.L_LAYER_OUT_SCALE in n, ("dspark_gemma4",), refines="dflash",
+            checkpoint_drops=(_FULL_VOCAB_EMBED,)),   # only the Gemma 4 block has a per-layer output scale
     Variant("dflash2", S.ARCH_DFLASH, lambda v, n: v("general.architecture") == S.ARCH_DFLASH
             and S.T_SELECTOR_HIDDEN in n, ("dflash2",), refines="dflash"),
     Variant("dflash", S.ARCH_DFLASH, lambda v, _n: v("general.architecture") == S.ARCH_DFLASH, ("dspark", "dflash"),

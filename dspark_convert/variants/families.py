@@ -21,7 +21,8 @@ from .kit.base import Family
 
 #: family modules in the order they are asked, as ``<variant>.<family>`` under this package (each variant's
 #: ``families`` in :data:`.VARIANTS` names its family modules; ``kit.dflash_base`` is the DFlash lineage's base)
-FAMILY_MODULES = ("dflash.dspark", "dflash.dflash", "dflash2.dflash2", "eagle3.eagle3", "dsv4.dspark_dsv4")
+FAMILY_MODULES = ("dflash.dspark", "dflash.dflash", "dflash2.dflash2", "eagle3.eagle3", "dsv4.dspark_dsv4",
+                  "gemma4.convert")
 #: (mypy checks each family module against the Family protocol in its variant's ``__init__``, so this module
 #: imports no variant package: the registry's unit stays below the slices)
 
@@ -33,7 +34,8 @@ def family_modules() -> list[Family]:
 
 def family_name(family: Family) -> str:
     """``dspark``, ``dflash``, ``eagle3``: the module name, used in output file names and reports."""
-    return str(getattr(family, "__name__", type(family).__name__)).rsplit(".", 1)[-1]
+    own = getattr(family, "FAMILY", None)  # a family module in a variant package is named ``convert``
+    return own if isinstance(own, str) else str(getattr(family, "__name__", type(family).__name__)).rsplit(".", 1)[-1]
 
 
 def family_for(config: dict[str, Any], tensor_names: Iterable[str], where: str) -> Family:

@@ -1,5 +1,5 @@
 """llama.cpp's loader rules for a ``dflash`` file (DFlash / DSpark; ``check``): keys, the global tensors and the
-Markov / confidence heads. The layers are the generic Qwen3 / Llama ones of ``check._layer_rules``."""
+Markov / confidence heads. The layers are the generic Qwen3 / Llama ones of ``check.layer_rules``."""
 
 from __future__ import annotations
 

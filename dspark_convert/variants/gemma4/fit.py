@@ -1,0 +1,72 @@
+"""Gemma4 DSpark fit facts: what a planned Gemma4 DSpark file says about its target, for the conversion-time fit
+checks (``fit/conversion.py``).
+
+``fc`` takes one target hidden state per target layer (as every ``dflash`` file). The draft's full-attention RoPE
+is its own (proportional, with ``rope_freqs``), not the target's sliding / full mix, so the generic
+``target-rope`` comparison (theta and scaling type against the target's top-level rope) does not apply: the
+Gemma 4 target's ``proportional`` type would be reported as a mismatch it is not.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ... import schema as S
+from ...fit.rules import DFLASH, Outcome, Pair, Rule
+from ...fit.sides import Side
+from ...plan import Plan
+from ..kit.base import Context, TargetFacts
+
+
+def target_facts(ctx: Context, plan: Plan) -> TargetFacts:
+    taps = plan.value(S.DFLASH_TARGET_LAYERS)
+    return TargetFacts(n_taps=len(taps) if isinstance(taps, list) and taps else None, shares_rope=False)
+
+
+# ---------------------------------------------------------------------------------------------- check --target
+SRC_GRAPH = "src/models/dflash.cpp: llama_model_dflash::graph (embedding_scale, rope_freqs, K as V)"
+
+
+def _is_gemma4(side: Side) -> bool:
+    return str(side.arch).startswith("gemma4")
+
+
+def rule_target_family(p: Pair) -> Outcome:
+    """The draft was trained on a Gemma 4 target's hidden states, tokenizer and embeddings."""
+    ok = _is_gemma4(p.target)
+    return Outcome("pass" if ok else "fail", "Gemma4 DSpark", p.target.arch,
+                   "the target is a Gemma 4 model" if ok else
+                   f"the target's architecture is {p.target.arch!r}; a Gemma4 DSpark draft reads a Gemma 4 target's "
+                   "hidden states and embeddings (expected gemma4 / gemma4_text)")
+
+
+def rule_embedding_scale(p: Pair) -> Outcome:
+    """llama.cpp multiplies the draft's token embeddings by ``embedding_scale``; Gemma 4 scales by sqrt(hidden)."""
+    got = None if p.draft.plan is None else p.draft.plan.value(S.EMBEDDING_SCALE.format(arch=S.ARCH_DFLASH))
+    n = p.target.hp.get("embedding_length")
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        return Outcome("skip", got, n, "the target's hidden size is unknown")
+    want = math.sqrt(n)
+    ok = isinstance(got, (int, float)) and not isinstance(got, bool) and math.isclose(float(got), want, rel_tol=1e-6)
+    return Outcome("pass" if ok else "fail", got, n, f"embedding_scale {got} = sqrt(target hidden size {n})" if ok else
+                   f"embedding_scale is {got}, expected sqrt(target hidden size {n}) = {want:.6g} (Gemma 4 scales "
+                   "its embeddings by it)")
+
+
+def rule_rope_kind(p: Pair) -> Outcome:
+    """Replaces the generic ``rope-scaling`` row: ``rope_freqs.weight`` here is proportional RoPE, not llama3
+    scaling."""
+    a = "proportional (rope_freqs.weight)" if S.T_ROPE_FREQS in p.draft.tensors else "default"
+    kind = p.target.hp.get("rope_scaling_type")
+    b = "default" if kind in (None, "none", "default") else str(kind)
+    same = a.split(" ")[0] == b
+    return Outcome("pass" if same else "info", a, b, "full-attention RoPE of the same kind" if same else
+                   f"full-attention RoPE differs: draft {a}, target {b}")
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("target-family", "the target is a Gemma 4 model", DFLASH, SRC_GRAPH, rule_target_family),
+    Rule("embedding-scale", "embedding_scale = sqrt(target hidden size)", DFLASH, SRC_GRAPH, rule_embedding_scale),
+    Rule("rope-scaling", "full-attention RoPE kind of both sides (proportional: rope_freqs.weight)", DFLASH,
+         SRC_GRAPH, rule_rope_kind),
+)

@@ -1,0 +1,197 @@
+"""A numpy reference forward of Gemma4 DSpark files, run straight from the GGUF (the GGUF side of ``verify``).
+
+Follows the decoder graph of upstream llama.cpp b11434 ``src/models/dflash.cpp`` for a file with the optional
+Gemma 4 tensors, written as equations (every value from the GGUF metadata and tensors):
+
+- **context** ``C = RMSNorm_enc(F @ fc.T)``; **block input** ``X0 = token_embd[a, m, ..., m] * embedding_scale``;
+- **layer**: ``n = RMSNorm_attn(x)``; ``q = RMSNorm_q(n Wq)``; keys over ``[C; n]``: ``k = RMSNorm_k(kin Wk)`` and,
+  without ``attn_v``, ``v = RMSNorm(kin Wk)`` (no weight: K used as V); RoPE NEOX on ``key_length`` dims with
+  ``theta_i = pos * base^(-2i / n_rot) / rope_freqs[i]`` (proportional RoPE: ``1e30`` freezes the unrotated
+  pairs); ``o = softmax(q k^T * attention.scale) v Wo``; ``x = x + RMSNorm_post_attn(o)``;
+  ``f = RMSNorm_ffn(x)``; ``x = (x + RMSNorm_post_ffw(down(gelu_tanh(f Wg) * f Wu))) * layer_output_scale``;
+- **head** ``U = output(RMSNorm_out(x))`` (``token_embd`` when the file has no ``output``, as the b11223+ loader
+  does), the vanilla Markov chain ``z = U + W2 W1[prev]`` and the confidence logit ``w . [h; W1[prev]] + b``
+  (the DSpark heads of :mod:`dspark_convert.reference.dflash_np`).
+
+The torch forward of the checkpoint (:mod:`.torch_forward`) is written separately, with the checkpoint's names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ... import schema as S
+from ...errors import ConvertError
+from ...reference.ops import (
+    F32,
+    check_feature_width,
+    embed_tokens,
+    lm_logits,
+    need,
+    read_common_hparams,
+    rms_norm,
+    rope_cos_sin,
+    rope_neox,
+    softmax,
+)
+from ...reference.weights import GGUFWeights, TargetWeights
+from ..dflash.numpy_forward import confidence, context_projection, markov_chain
+
+A = S.ARCH_DFLASH
+#: per-layer tensors the forward reads (``blk.N.<name>.weight``; ``attn_v`` only when present)
+LAYER = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm", "post_attention_norm",
+         "ffn_norm", "ffn_gate", "ffn_up", "ffn_down", "post_ffw_norm", "layer_output_scale")
+#: global tensors the forward reads when present
+GLOBAL = ("fc.weight", "enc.output_norm.weight", "output_norm.weight", "token_embd.weight", "output.weight",
+          "markov_w1.weight", "markov_w2.weight", "conf_proj.weight", "conf_proj.bias", "rope_freqs.weight")
+
+
+@dataclass(frozen=True)
+class Gemma4HParams:
+    n_layer: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_rot: int
+    eps: float
+    rope_base: float
+    block_size: int
+    mask_token_id: int
+    embedding_scale: float
+    attention_scale: float
+    activation: str
+    sample_from_anchor: bool
+    sliding_window: int
+    swa_layers: tuple[bool, ...]
+    causal: bool
+
+    @classmethod
+    def from_gguf(cls, g: GGUFWeights) -> Gemma4HParams:
+        c = read_common_hparams(g, A)
+        if c.head_dim != int(g.value(S.VALUE_LENGTH.format(arch=A), c.head_dim)):
+            raise ConvertError(f"{g.path}: key_length {c.head_dim} differs from value_length (the graph asserts them equal)")
+        scale = float(g.value(S.ATTENTION_SCALE.format(arch=A), 0.0) or 0.0)
+        return cls(
+            n_layer=c.n_layer, n_head=c.n_head, n_head_kv=c.n_head_kv, head_dim=c.head_dim, n_rot=c.n_rot, eps=c.eps,
+            rope_base=c.rope_base, block_size=int(g.value(S.DFLASH_BLOCK_SIZE, S.DFLASH_DEFAULT_BLOCK_SIZE)),
+            mask_token_id=int(need(g, S.TOKENIZER_MASK_ID)),
+            embedding_scale=float(g.value(S.EMBEDDING_SCALE.format(arch=A), 0.0) or 0.0),
+            attention_scale=scale if scale else float(1.0 / np.sqrt(c.head_dim)),
+            activation=str(g.value(S.HIDDEN_ACTIVATION.format(arch=A), "silu")),
+            sample_from_anchor=bool(g.value(S.DFLASH_SAMPLE_FROM_ANCHOR, True)),
+            sliding_window=int(g.value(S.DFLASH_SLIDING_WINDOW, 0) or 0),
+            swa_layers=tuple(bool(x) for x in g.value(S.DFLASH_SLIDING_WINDOW_PATTERN, [False] * c.n_layer)),
+            causal=bool(g.value(S.CAUSAL.format(arch=A), False)),
+        )
+
+    @property
+    def prediction_rows(self) -> list[int]:
+        return list(range(0 if self.sample_from_anchor else 1, self.block_size))
+
+
+@dataclass
+class Gemma4Outputs:
+    context: np.ndarray            # C [T, H]
+    block_input: np.ndarray        # scaled embeddings [B, H]
+    layers: list[np.ndarray]       # x after each layer [B, H]
+    hidden: np.ndarray             # post-norm [B, H]
+    logits: np.ndarray             # U of the predicting rows [P, V]
+    markov_bias: np.ndarray | None
+    markov_logits: np.ndarray | None
+    tokens: np.ndarray             # chosen tokens [P]
+    prev_tokens: np.ndarray        # [P]
+    confidence_logits: np.ndarray | None
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU, tanh approximation (``gelu_pytorch_tanh``; ggml's ``gelu``)."""
+    return (F32(0.5) * x * (F32(1) + np.tanh(F32(np.sqrt(2 / np.pi)) * (x + F32(0.044715) * x ** 3)))).astype(F32)
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, allowed: np.ndarray | None) -> np.ndarray:
+    """GQA attention with an explicit score scale: ``q [Nq, nh, d]``, ``k``/``v`` ``[Nk, nkv, d]`` -> ``[Nq, nh*d]``."""
+    nq, nh, d = q.shape
+    rep = nh // k.shape[1]
+    kk = np.repeat(k, rep, axis=1).transpose(1, 2, 0)
+    vv = np.repeat(v, rep, axis=1).transpose(1, 0, 2)
+    s = (q.transpose(1, 0, 2) @ kk) * F32(scale)
+    if allowed is not None:
+        s = np.where(allowed[None], s, F32(-np.inf))
+    return (softmax(s) @ vv).transpose(1, 0, 2).reshape(nq, nh * d)
+
+
+def _mask(hp: Gemma4HParams, il: int, q_pos: np.ndarray, k_pos: np.ndarray) -> np.ndarray | None:
+    allowed = np.ones((q_pos.size, k_pos.size), dtype=bool)
+    if hp.causal:
+        allowed &= k_pos[None, :] <= q_pos[:, None]
+    if hp.sliding_window > 0 and il < len(hp.swa_layers) and hp.swa_layers[il]:
+        allowed &= (q_pos[:, None] - k_pos[None, :]) < hp.sliding_window
+    return None if allowed.all() else allowed
+
+
+def layer(w: dict[str, np.ndarray], hp: Gemma4HParams, il: int, x: np.ndarray, ctx: np.ndarray,
+          freqs: np.ndarray | None) -> np.ndarray:
+    T, B, d = ctx.shape[0], x.shape[0], hp.head_dim
+    pos = np.arange(T + B)
+    n = rms_norm(x, w["attn_norm"], hp.eps)
+    kin = np.concatenate([ctx, n], axis=0)
+    q = rms_norm((n @ w["attn_q"].T).reshape(B, hp.n_head, d), w["attn_q_norm"], hp.eps)
+    k_raw = (kin @ w["attn_k"].T).reshape(T + B, hp.n_head_kv, d)
+    v = (kin @ w["attn_v"].T).reshape(T + B, hp.n_head_kv, d) if "attn_v" in w else rms_norm(k_raw, None, hp.eps)
+    k = rms_norm(k_raw, w["attn_k_norm"], hp.eps)
+    cos, sin = rope_cos_sin(pos, hp.n_rot, hp.rope_base, freq_factors=freqs)
+    q, k = rope_neox(q, cos[T:], sin[T:]), rope_neox(k, cos, sin)
+    o = attention(q, k, v, hp.attention_scale, _mask(hp, il, pos[T:], pos)) @ w["attn_output"].T
+    if "post_attention_norm" in w:
+        o = rms_norm(o, w["post_attention_norm"], hp.eps)
+    x = x + o
+    f = rms_norm(x, w["ffn_norm"], hp.eps)
+    act = gelu_tanh if hp.activation in ("gelu", "gelu_pytorch_tanh") else (lambda a: a / (F32(1) + np.exp(-a)))
+    m = (act(f @ w["ffn_gate"].T) * (f @ w["ffn_up"].T)) @ w["ffn_down"].T
+    if "post_ffw_norm" in w:
+        m = rms_norm(m, w["post_ffw_norm"], hp.eps)
+    x = x + m
+    return x * w["layer_output_scale"].reshape(-1)[0] if "layer_output_scale" in w else x
+
+
+def gemma4_forward(g: GGUFWeights, target: TargetWeights | None, features: Sequence[np.ndarray],
+                   anchors: Sequence[int], prev_tokens: Sequence[np.ndarray | None] | None = None) -> list[Gemma4Outputs]:
+    """One block proposal per (features, anchor) case; ``prev_tokens`` forces the Markov chain's inputs."""
+    hp = Gemma4HParams.from_gguf(g)
+    feats = [np.asarray(f, dtype=F32) for f in features]
+    for f in feats:
+        check_feature_width(g, f)
+    ctxs = [context_projection(f, g.array("fc.weight"), g.array("enc.output_norm.weight"), hp.eps) for f in feats]
+    freqs = g.array("rope_freqs.weight") if g.has("rope_freqs.weight") else None
+    B = hp.block_size
+    xs = [embed_tokens(g, target, [a] + [hp.mask_token_id] * (B - 1)) for a in anchors]
+    if hp.embedding_scale:
+        xs = [x * F32(hp.embedding_scale) for x in xs]
+    x0 = list(xs)
+    layers: list[list[np.ndarray]] = [[] for _ in anchors]
+    for il in range(hp.n_layer):
+        w = {n: g.array(f"blk.{il}.{n}.weight") for n in LAYER if g.has(f"blk.{il}.{n}.weight")}
+        for i, ctx in enumerate(ctxs):
+            xs[i] = layer(w, hp, il, xs[i], ctx, freqs)
+            layers[i].append(xs[i])
+        del w
+    w_norm = g.array("output_norm.weight")
+    rows = hp.prediction_rows
+    w2 = g.array("markov_w2.weight") if g.has("markov_w2.weight") else None
+    outs = []
+    for i, a in enumerate(anchors):
+        h = rms_norm(xs[i], w_norm, hp.eps)
+        U = lm_logits(g, target, h[rows])
+        forced = None if prev_tokens is None else prev_tokens[i]
+        bias = z = None
+        if w2 is not None:
+            bias, z, tokens, prev = markov_chain(U, w2, g, a, None, forced)
+        else:
+            tokens = np.argmax(U, axis=1)
+            prev = np.concatenate([[a], tokens[:-1]]).astype(np.int64)
+        conf = confidence(g, h[rows], prev) if g.has("conf_proj.weight") else None
+        outs.append(Gemma4Outputs(ctxs[i], x0[i], layers[i], h, U, bias, z, tokens, prev, conf))
+    return outs
