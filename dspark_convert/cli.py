@@ -310,12 +310,13 @@ def verify_cmd(
 def upgrade(
     old: Annotated[str, typer.Argument(metavar="OLD.gguf", help="A draft GGUF made by an older converter (local file).")],
     outfile: Annotated[str | None, typer.Option("--outfile", "-o", metavar="NEW.gguf", help="Output file (default: OLD.upgraded.gguf beside the input).")] = None,
-    target: Annotated[str | None, typer.Option("--target", metavar="TARGET", help="Target model folder (config.json, tokenizer.json): M-RoPE sections, Gemma embedding scale, tokenizer add_bos/add_eos, tied or untied head.")] = None,
+    target: Annotated[str | None, typer.Option("--target", metavar="TARGET", help="The target model, header only: a folder, a Hub repo id, or a target GGUF (local, hf:// or a URL). Gives M-RoPE sections, Gemma embedding scale, tokenizer add_bos/add_eos, tied or untied head.")] = None,
     hf: Annotated[str | None, typer.Option("--hf", metavar="CHECKPOINT", help="The draft's checkpoint folder: supplies tensors the old file lacks (embed_tokens) and proves a double NeoX permutation.")] = None,
     match_upstream: Annotated[bool, typer.Option("--match-upstream", help="Write llama.cpp b11434's layout exactly (no output.weight added for an untied target).")] = False,
     from_revision: Annotated[str | None, typer.Option("--from-revision", metavar="bNNNN", help="The upstream revision that made the file, if known (b10662-b11104 permuted interleaved-RoPE DSpark q/k twice).")] = None,
     rope_interleaved: Annotated[bool, typer.Option("--rope-interleaved", help="The draft checkpoint says rope_is_neox_style: false (with --from-revision).")] = False,
     no_embed_tokens: Annotated[bool, typer.Option("--no-embed-tokens", help="The draft checkpoint stores no embed_tokens (what --hf would tell).")] = False,
+    embed_tokens_from_target: Annotated[bool, typer.Option("--embed-tokens-from-target", help="The draft checkpoint's embed_tokens is the target's frozen copy: take token_embd from --target.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would change; write nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable summary on stdout.")] = False,
@@ -325,7 +326,8 @@ def upgrade(
 
     result = run_or_exit(lambda: run_upgrade(old, outfile, target=target, hf=hf, match_upstream=match_upstream,
                                              dry_run=dry_run, force=force, from_revision=from_revision,
-                                             rope_interleaved=rope_interleaved, no_embed_tokens=no_embed_tokens),
+                                             rope_interleaved=rope_interleaved, no_embed_tokens=no_embed_tokens,
+                                             embed_tokens_from_target=embed_tokens_from_target),
                          f"upgrading {old}")
     if result.path is not None:
         _State.written = str(result.path)

@@ -37,6 +37,7 @@ from typing import Any, BinaryIO
 from . import schema as S
 from .errors import ConvertError
 from .gguf_constants import QT, VT
+from .gguffile.options import RemoteOptions
 from .gguffile.reader import GGUFFile, ReaderTensor, read_gguf
 from .plan import KV, TensorSpec
 
@@ -118,12 +119,27 @@ class Staleness:
 
 @dataclass
 class TargetInfo:
-    """The facts of a target model an upgrade may need: its config and tokenizer files, and the folder."""
+    """The facts of a target model an upgrade may need, from a target folder (local, or a Hub repo's config and
+    tokenizer files) or a target GGUF (local, ``hf://`` or a URL; header only).
 
-    path: Path
-    config: dict[str, Any]
-    tokenizer: dict[str, Any] | None
-    tokenizer_config: dict[str, Any] | None
+    ``folder`` is the Hugging Face folder (None for a GGUF target); ``gguf`` the target GGUF's decoded scalar KVs
+    with ``gguf_arch`` and its tensor infos (``gguf_tensors``); ``gguf_path`` the local file its tensors can be
+    copied from (None when remote: header only).
+    """
+
+    source: str
+    folder: Path | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    gguf_arch: str | None = None
+    gguf: dict[str, Any] = field(default_factory=dict)
+    gguf_tensors: dict[str, ReaderTensor] = field(default_factory=dict)
+    gguf_path: Path | None = None
+    _add: dict[str, bool] | None = field(default=None, repr=False)
+
+    @property
+    def path(self) -> Path:
+        """The folder, or the GGUF path, for messages."""
+        return self.folder if self.folder is not None else Path(self.source)
 
     @property
     def text_config(self) -> dict[str, Any]:
@@ -131,6 +147,10 @@ class TargetInfo:
         return tc if isinstance(tc, dict) else self.config
 
     def uses_mrope(self) -> bool:
+        """An M-RoPE target: ``mrope_section`` in its config's RoPE parameters (a GGUF: the
+        ``{arch}.rope.dimension_sections`` upstream's converter writes from it)."""
+        if self.gguf_arch is not None:
+            return f"{self.gguf_arch}.rope.dimension_sections" in self.gguf
         for cfg in (self.text_config, self.config):
             for key in ("rope_parameters", "rope_scaling"):
                 rp = cfg.get(key)
@@ -138,69 +158,123 @@ class TargetInfo:
                     return True
         return False
 
-    def text_architecture(self) -> str:
-        archs = self.config.get("architectures") or [""]
-        return str(archs[0])
+    def is_gemma(self) -> bool:
+        """A Gemma target: its text architecture starts with ``Gemma`` (a GGUF: its arch with ``gemma``)."""
+        if self.gguf_arch is not None:
+            return self.gguf_arch.startswith("gemma")
+        from .families.hparams import target_text_architecture
+
+        return (target_text_architecture(self.config) or "").startswith("Gemma")
+
+    def hidden_size(self) -> Any:
+        if self.gguf_arch is not None:
+            return self.gguf.get(f"{self.gguf_arch}.embedding_length")
+        return self.text_config.get("hidden_size")
 
     def ties_embeddings(self) -> bool:
-        return bool(self.text_config.get("tie_word_embeddings", self.config.get("tie_word_embeddings", False)))
+        """The target's head is its embedding (a GGUF: it has no ``output.weight``)."""
+        if self.gguf_arch is not None:
+            return S.T_OUTPUT not in self.gguf_tensors
+        from .families.hparams import target_ties_embeddings
+
+        return target_ties_embeddings(self.config)
+
+    def add_tokens(self) -> dict[str, bool]:
+        """``add_bos`` / ``add_eos`` of the target's tokenizer as upstream b11434 writes them (§2.8): a folder's
+        through :class:`~dspark_convert.tokenizer.special.SpecialVocab` (the post-processor rule), a GGUF's as
+        its ``tokenizer.ggml.add_*_token`` keys say (a target GGUF made before b11223 carries the older rule)."""
+        if self._add is None:
+            if self.gguf_arch is not None:
+                self._add = {typ: v for typ, key in (("bos", ADD_BOS), ("eos", ADD_EOS))
+                             if isinstance(v := self.gguf.get(key), bool)}
+            else:
+                assert self.folder is not None
+                from .tokenizer.special import SpecialVocab
+
+                flags = SpecialVocab(self.folder).add_flags
+                self._add = {typ: flags[typ] for typ in ("bos", "eos") if typ in flags}
+        return self._add
+
+    def tensor(self, gguf_name: str, hf_names: tuple[str, ...], qt: QT, shape: tuple[int, ...],
+               what: str) -> Callable[[], bytes]:
+        """A byte producer of the target's ``gguf_name`` (a GGUF target: its bytes as stored, which must have type
+        ``qt`` and ``shape``) or of the first of ``hf_names`` in its safetensors (converted to ``qt``)."""
+        if self.gguf_arch is None:
+            assert self.folder is not None
+            folder = self.folder
+            if not any(folder.glob("*.safetensors")):
+                from .hf.hub import resolve_target
+
+                folder = resolve_target(self.source, tensors=hf_names).path
+            got_shape, data = _checkpoint_tensor(folder, hf_names, qt, what)
+            if tuple(got_shape) != tuple(shape):
+                raise ConvertError(f"--target {self.source}: {hf_names[0]} has shape {list(got_shape)}, {what} needs "
+                                   f"{list(shape)}; is it the draft's target?")
+            return data
+        t = self.gguf_tensors.get(gguf_name)
+        if t is None:
+            raise ConvertError(f"--target {self.source}: no tensor '{gguf_name}'; {what} cannot be taken from it")
+        if t.qtype != qt or tuple(t.shape) != tuple(shape):
+            raise ConvertError(f"--target {self.source}: tensor '{gguf_name}' is {t.type_name} {list(t.shape)}, {what} "
+                               f"needs {qt.name} {list(shape)} (the draft's type); give the target folder instead")
+        if self.gguf_path is None:
+            raise ConvertError(f"--target {self.source}: a remote GGUF's tensor data is not fetched; {what} needs "
+                               f"its '{gguf_name}': download the file, or give the target folder or Hub id")
+        path, offset, n = self.gguf_path, t.offset, int(t.nbytes or 0)
+
+        def stored() -> bytes:
+            with open(path, "rb") as fh:
+                b = os.pread(fh.fileno(), n, offset)
+            if len(b) != n:
+                raise ConvertError(f"--target {path}: tensor '{gguf_name}' ends past the end of the file")
+            return b
+
+        return stored
 
 
-def load_target(ref: str | os.PathLike[str]) -> TargetInfo:
-    """A local target folder's config.json, tokenizer.json and tokenizer_config.json (headers only)."""
-    p = Path(ref)
-    if not (p / "config.json").is_file():
-        raise ConvertError(f"--target {ref}: expected a target model folder with config.json (a Hub id or target "
-                           "GGUF is not supported by upgrade yet; download the folder's *.json files)")
-
-    def js(name: str) -> dict[str, Any] | None:
-        f = p / name
-        if not f.is_file():
-            return None
-        try:
-            v = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise ConvertError(f"{f}: cannot read JSON ({e})") from None
-        return v if isinstance(v, dict) else None
-
-    return TargetInfo(p, js("config.json") or {}, js("tokenizer.json"), js("tokenizer_config.json"))
+#: what a target GGUF's header must give an upgrade (scalars only: the vocabulary is not decoded)
+def _target_gguf_keys(arch: str) -> tuple[str, ...]:
+    return (f"{arch}.rope.dimension_sections", f"{arch}.embedding_length", ADD_BOS, ADD_EOS)
 
 
-def expected_add_tokens(target: TargetInfo) -> dict[str, bool]:
-    """``add_bos`` / ``add_eos`` as upstream b11434's gguf-py decides them (§2.8): the post-processor first
-    (ByteLevel -> False unless set, RobertaProcessing -> True, TemplateProcessing -> whether its single template
-    starts with the BOS / ends with the EOS token), then ``tokenizer_config.add_*_token`` for keys it left unset.
-    """
-    out: dict[str, bool] = {}
-    tc = target.tokenizer_config or {}
+def load_target(ref: str | os.PathLike[str], remote: RemoteOptions | None = None) -> TargetInfo:
+    """TARGET as the user gave it, header only: an existing file, an ``hf://`` reference or a URL is a target GGUF
+    (its header: KVs and tensor infos); a folder (``config.json``) or an ``org/name[@rev]`` Hub id is a Hugging Face
+    target (a repo's config and tokenizer files are fetched, no weights)."""
+    from .gguffile.refs import is_remote_ref
+    from .hf.hub import is_repo_id
 
-    def tok(v: Any) -> Any:
-        return v.get("content") if isinstance(v, dict) else v
+    text = str(ref)
+    p = Path(text).expanduser()
+    if p.is_file() or (not p.is_dir() and is_remote_ref(text)):
+        from .gguffile.source import open_gguf_source
 
-    bos, eos, cls = tok(tc.get("bos_token")), tok(tc.get("eos_token")), tok(tc.get("cls_token"))
-    pp = (target.tokenizer or {}).get("post_processor")
-    if isinstance(pp, dict):
-        for proc in pp.get("processors", [pp]):
-            kind = proc.get("type") if isinstance(proc, dict) else None
-            if kind == "ByteLevel":
-                out.setdefault("bos", False)
-                out.setdefault("eos", False)
-            elif kind == "RobertaProcessing":
-                out["bos"] = out["eos"] = True
-            elif kind == "TemplateProcessing":
-                single = proc.get("single") or []
-                if len(single) > 1:
-                    first = (single[0].get("SpecialToken") or {}).get("id")
-                    last = (single[-1].get("SpecialToken") or {}).get("id")
-                    if first:
-                        out["bos"] = first in (bos, cls) or not tc
-                    if last:
-                        out["eos"] = last == eos or not tc
-    for typ in ("bos", "eos"):
-        v = tc.get(f"add_{typ}_token")
-        if isinstance(v, bool) and typ not in out:
-            out[typ] = v
-    return out
+        with open_gguf_source(text, remote) as g:
+            arch = g.arch or ""
+            if arch in (S.ARCH_DFLASH, S.ARCH_EAGLE3):
+                raise ConvertError(f"--target {text}: is a draft GGUF (general.architecture '{arch}'), not a target "
+                                   "model; pass the target model the draft was made for")
+            kvs = {k: g.value(k) for k in _target_gguf_keys(arch) if k in g.kvs}
+            tensors = {t.name: t for t in g.tensors if t.name in (S.T_TOKEN_EMBD, S.T_OUTPUT)}
+            local = None if g.header_only else Path(g.path)
+        return TargetInfo(text, gguf_arch=arch, gguf=kvs, gguf_tensors=tensors, gguf_path=local)
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            raise ConvertError(f"--target {text}: no config.json in the folder; expected a target model folder, a "
+                               "target GGUF or a Hub repo id")
+        folder = p
+    elif text.lower().endswith(".gguf"):
+        raise ConvertError(f"--target {text}: no such file (expected a target GGUF, a target model folder or a Hub "
+                           "repo id)")
+    elif is_repo_id(text):
+        from .hf.hub import resolve_target
+
+        folder = resolve_target(text).path
+    else:
+        raise ConvertError(f"--target {text}: no such folder or file, and not a Hub repo id (org/name[@rev])")
+    from .hf.checkpoint import load_json
+
+    return TargetInfo(text, folder=folder, config=load_json(folder / "config.json"))
 
 
 # ------------------------------------------------------------------------------------------------ detection
@@ -261,7 +335,7 @@ def detect_staleness(f: GGUFFile, target: TargetInfo | None = None) -> Staleness
                 if not present or (want is not None and list(f.value(DIMENSION_SECTIONS)) != want):
                     stale.append(Stale(DIMENSION_SECTIONS, f"{'missing' if not present else 'differs'}; b10662+ writes "
                                        f"{want} for an M-RoPE target", "b10662", "target"))
-            if target.text_architecture().startswith("Gemma") and EMBEDDING_SCALE not in f.kvs:
+            if target.is_gemma() and EMBEDDING_SCALE not in f.kvs:
                 seen(False, "b11401")
                 stale.append(Stale(EMBEDDING_SCALE, "missing; b11401+ writes sqrt(target hidden_size) for a Gemma "
                                    "target", "b11401", "target"))
@@ -269,7 +343,7 @@ def detect_staleness(f: GGUFFile, target: TargetInfo | None = None) -> Staleness
         if target is None:
             unchecked.append("tokenizer add_bos/add_eos (post-processor rule)")
         else:
-            for typ, value in expected_add_tokens(target).items():
+            for typ, value in target.add_tokens().items():
                 key = ADD_BOS if typ == "bos" else ADD_EOS
                 if f.value(key) != value:
                     seen(False, "b11223")
@@ -377,6 +451,14 @@ def _checkpoint_tensor(hf: Path, names: tuple[str, ...], qt: QT, what: str) -> t
     return tuple(ref.shape), data
 
 
+def _n_vocab(f: GGUFFile) -> int:
+    """The draft's vocabulary size: its tokenizer's token count (hf2gguf pads it to the config's vocab_size)."""
+    kv = f.kvs.get("tokenizer.ggml.tokens")
+    if kv is None or kv.count is None:
+        raise ConvertError(f"{f.path}: no tokenizer.ggml.tokens; cannot tell the vocabulary size token_embd.weight needs")
+    return int(kv.count)
+
+
 def _hf_config(hf: Path) -> dict[str, Any]:
     try:
         v = json.loads((hf / "config.json").read_text(encoding="utf-8"))
@@ -387,7 +469,8 @@ def _hf_config(hf: Path) -> dict[str, Any]:
 
 def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | None = None,
                  match_upstream: bool = False, from_revision: str | None = None,
-                 rope_interleaved: bool = False, no_embed_tokens: bool = False) -> UpgradePlan:
+                 rope_interleaved: bool = False, no_embed_tokens: bool = False,
+                 embed_tokens_from_target: bool = False) -> UpgradePlan:
     """The upgraded file for ``f`` (see the module doc). ``match_upstream`` gives upstream b11434's layout
     exactly; without it a file that keeps ``token_embd`` on an untied target also gets ``output.weight`` (as
     ``hf2gguf`` does). ``from_revision`` + ``rope_interleaved`` (or ``hf``'s config and tensors) decide whether the
@@ -416,26 +499,36 @@ def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | No
         elif s.subject == S.T_TOKEN_EMBD:
             if no_embed_tokens:
                 continue
-            if hf is None:
+            if hf is None and not embed_tokens_from_target:
                 raise ConvertError(f"{where}: token_embd.weight: upstream b10705+ keeps a full-vocabulary DSpark "
                                    "draft's own embed_tokens, and the file does not say whether its checkpoint had one; "
-                                   "pass --hf CHECKPOINT (the draft's folder), --no-embed-tokens if it has none, or "
+                                   "pass --hf CHECKPOINT (the draft's folder), --embed-tokens-from-target with --target "
+                                   "if it stores the target's (frozen) copy, --no-embed-tokens if it has none, or "
                                    "reconvert with 'dspark-convert hf2gguf'")
-            from .hf.checkpoint import Checkpoint
-
-            emb = ("embed_tokens.weight", "model.embed_tokens.weight")
-            if not any(n in Checkpoint(hf, select=set(emb).__contains__) for n in emb):
-                continue  # the checkpoint has none: upstream b11434 writes none either
             if file_qt is None:
                 raise ConvertError(f"{where}: general.file_type {f.value(S.GENERAL_FILE_TYPE)!r}: cannot tell which "
                                    "type token_embd.weight takes; reconvert with 'dspark-convert hf2gguf'")
-            shape, data = _checkpoint_tensor(hf, ("embed_tokens.weight", "model.embed_tokens.weight"), file_qt,
-                                             "token_embd.weight")
+            if hf is not None:
+                from .hf.checkpoint import Checkpoint
+
+                emb = ("embed_tokens.weight", "model.embed_tokens.weight")
+                if not any(n in Checkpoint(hf, select=set(emb).__contains__) for n in emb):
+                    continue  # the checkpoint has none: upstream b11434 writes none either
+                shape, data = _checkpoint_tensor(hf, emb, file_qt, "token_embd.weight")
+            else:
+                if target is None:
+                    raise ConvertError(f"{where}: --embed-tokens-from-target needs --target TARGET (the target whose "
+                                       "embedding the draft stores)")
+                from .hf.checkpoint import EMBED_NAMES
+
+                shape = (_n_vocab(f), int(f.value(f"{f.arch}.embedding_length", 0)))
+                data = target.tensor(S.T_TOKEN_EMBD, EMBED_NAMES, file_qt, shape, "token_embd.weight")
+                notes.append(f"token_embd.weight from the target {target.source} (--embed-tokens-from-target: the "
+                             "checkpoint's embed_tokens is the target's frozen copy)")
             # upstream writes it in the checkpoint's (sorted) order: after conf_proj.*, before fc.weight
             pos = next((i for i, p in enumerate(pieces) if not p.spec.name.startswith("conf_proj.")), len(pieces))
             pieces.insert(pos, Piece(TensorSpec(S.T_TOKEN_EMBD, shape, file_qt, origin="draft"), data=data))
-            if not match_upstream:
-                _add_output_head(pieces, f, target, hf, file_qt, notes, where)
+            _add_output_head(pieces, f, target, hf, file_qt, notes, where, match_upstream=match_upstream)
         elif s.subject == DIMENSION_SECTIONS:
             hd = int(f.value("dflash.attention.key_length"))
             after = [k.name for k in kvs if k.name.startswith("dflash.") and k.name not in
@@ -443,19 +536,27 @@ def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | No
             _insert_after(kvs, KV(DIMENSION_SECTIONS, VT.ARRAY, [hd // 2, 0, 0, 0], VT.INT32), tuple(after))
         elif s.subject == EMBEDDING_SCALE:
             assert target is not None
-            hidden = target.text_config.get("hidden_size")
-            if not isinstance(hidden, int) or hidden <= 0:
-                raise ConvertError(f"{target.path / 'config.json'}: hidden_size {hidden!r}, expected a positive integer")
+            hidden = target.hidden_size()
+            if not isinstance(hidden, int) or isinstance(hidden, bool) or hidden <= 0:
+                raise ConvertError(f"--target {target.source}: hidden size {hidden!r}, expected a positive integer")
             _insert_after(kvs, KV(EMBEDDING_SCALE, VT.FLOAT32, float(math.sqrt(hidden))),
                           (S.DFLASH_BLOCK_SIZE, "dflash.logit_scale", "dflash.final_logit_softcapping"))
         elif s.subject in (ADD_BOS, ADD_EOS):
             assert target is not None
             typ = "bos" if s.subject == ADD_BOS else "eos"
-            value = expected_add_tokens(target)[typ]
+            value = target.add_tokens()[typ]
             _insert_after(kvs, KV(s.subject, VT.BOOL, value), _SPECIAL_IDS + ((ADD_BOS,) if typ == "eos" else ()))
         changes.append(s)
 
     _double_neox(f, pieces, changes, hf=hf, from_revision=from_revision, rope_interleaved=rope_interleaved)
+    if (_is_dspark(f) and _has(f, S.T_TOKEN_EMBD) and not _has(f, S.T_D2T)
+            and not any(c.subject == S.T_TOKEN_EMBD for c in changes)):  # a b10705+ file: its head as hf2gguf has it
+        n = len(pieces)
+        _add_output_head(pieces, f, target, hf, f.tensor(S.T_TOKEN_EMBD).qtype or QT.F32, notes, where,
+                         match_upstream=match_upstream)
+        if len(pieces) > n:
+            changes.append(Stale(S.T_OUTPUT, "missing on an untied target; hf2gguf adds the draft's or the target's "
+                                 "head (llama.cpp b11223+ would draft with token_embd as the head)", "b11223", "target"))
     _resize_label(kvs, f, pieces)
     return UpgradePlan(f.arch or "", kvs, pieces, changes, st, notes)
 
@@ -476,30 +577,51 @@ def _resize_label(kvs: list[KV], f: GGUFFile, pieces: list[Piece]) -> None:
     _insert_after(kvs, KV("general.size_label", VT.STRING, new), ())
 
 
-def _add_output_head(pieces: list[Piece], f: GGUFFile, target: TargetInfo | None, hf: Path, qt: QT,
-                     notes: list[str], where: str) -> None:
-    """Plain upgrade (hf2gguf's default): a file that keeps token_embd on an untied target also gets output.weight
-    (the draft's lm_head, else the target's head), or llama.cpp b11223+ drafts with token_embd as the head."""
-    if _has(f, S.T_OUTPUT):
+def _add_output_head(pieces: list[Piece], f: GGUFFile, target: TargetInfo | None, hf: Path | None, qt: QT,
+                     notes: list[str], where: str, *, match_upstream: bool) -> None:
+    """The output head of a file that keeps ``token_embd``, as ``hf2gguf`` decides it
+    (:func:`dspark_convert.families.dflash_base.choose_head_layout`): on an untied target, by default, the draft's
+    ``lm_head`` (from ``hf``) or else the target's head is added as ``output.weight``, or llama.cpp b11223+ drafts
+    with token_embd as the head; ``match_upstream`` keeps upstream b11434's layout (none)."""
+    from typing import cast
+
+    from .families.base import Context, ConvertOptions
+    from .families.dflash_base import choose_head_layout
+    from .hf.checkpoint import EMBED_NAMES, OUTPUT_NAMES
+
+    if _has(f, S.T_OUTPUT) or match_upstream:
         return
     if target is None:
         raise ConvertError(f"{where}: output.weight: whether the target ties its embeddings decides it; pass --target "
                            "TARGET (or --match-upstream for upstream b11434's layout)")
-    if target.ties_embeddings():
-        return
-    from .hf.checkpoint import Checkpoint
+    head_in_draft = False
+    if hf is not None:
+        from .hf.checkpoint import Checkpoint
 
-    in_draft = "lm_head.weight" in Checkpoint(hf, select={"lm_head.weight"}.__contains__)
-    source = hf if in_draft else target.path
-    shape, data = _checkpoint_tensor(source, ("lm_head.weight",), qt, "output.weight")
-    spec = TensorSpec(S.T_OUTPUT, shape, qt, origin="draft" if in_draft else "target")
-    if in_draft:  # source order: lm_head sorts after layers.*, before markov_head.* / norm
+        head_in_draft = "lm_head.weight" in Checkpoint(hf, select={"lm_head.weight"}.__contains__)
+    config = target.config if target.folder is not None else {"tie_word_embeddings": target.ties_embeddings()}
+    ctx = Context(draft=cast(Any, None), target_dir=target.path, target_config=config,
+                  options=ConvertOptions(match_upstream=match_upstream))
+    layout = choose_head_layout(ctx, keeps_embedding=True, head_in_draft=head_in_draft, upstream_drops_head=True)
+    if layout not in ("keep", "from-target"):
+        return
+    embd = next(p for p in pieces if p.spec.name == S.T_TOKEN_EMBD)
+    shape = tuple(embd.spec.shape)
+    if layout == "keep":
+        assert hf is not None
+        got, data = _checkpoint_tensor(hf, ("lm_head.weight",), qt, "output.weight")
+        if tuple(got) != shape:
+            raise ConvertError(f"--hf {hf}: lm_head.weight has shape {list(got)}, expected {list(shape)} (as "
+                               "token_embd.weight)")
+        # source order: lm_head sorts after layers.*, before markov_head.* / norm
         pos = next((i for i, p in enumerate(pieces) if p.spec.name.startswith(("markov_", "output_norm"))), len(pieces))
-    else:  # added from the target: before d2t (which stays last)
-        pos = len(pieces) - (1 if pieces and pieces[-1].spec.name == S.T_D2T else 0)
-    pieces.insert(pos, Piece(spec, data=data))
-    notes.append(f"output.weight from the {'draft' if in_draft else 'target'}'s lm_head: the file keeps token_embd and "
-                 "the target is untied (--match-upstream leaves it out, as upstream b11434 does)")
+    else:
+        data = target.tensor(S.T_OUTPUT, OUTPUT_NAMES + EMBED_NAMES, qt, shape, "output.weight")
+        pos = len(pieces) - (1 if pieces and pieces[-1].spec.name == S.T_D2T else 0)  # before d2t (last)
+    pieces.insert(pos, Piece(TensorSpec(S.T_OUTPUT, shape, qt, origin="draft" if layout == "keep" else "target"),
+                             data=data))
+    notes.append(f"output.weight from the {'draft' if layout == 'keep' else 'target'}'s head: the file keeps token_embd "
+                 "and the target is untied (--match-upstream leaves it out, as upstream b11434 does)")
 
 
 def _double_neox(f: GGUFFile, pieces: list[Piece], changes: list[Stale], *, hf: Path | None,
@@ -652,7 +774,8 @@ def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None 
             target: str | os.PathLike[str] | None = None, hf: str | os.PathLike[str] | None = None,
             match_upstream: bool = False, dry_run: bool = False, force: bool = False,
             from_revision: str | None = None, rope_interleaved: bool = False,
-            no_embed_tokens: bool = False) -> UpgradeResult:
+            no_embed_tokens: bool = False, embed_tokens_from_target: bool = False,
+            remote: RemoteOptions | None = None) -> UpgradeResult:
     """``dspark-convert upgrade OLD.gguf [-o NEW.gguf]``: plan (and unless ``dry_run``, write) the upgrade.
 
     ``outfile`` defaults to ``OLD.upgraded.gguf`` beside the input; the input itself is never overwritten.
@@ -666,14 +789,14 @@ def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None 
         check_destination(out, outtype="auto", force=force)
         if Path(str(old)).exists() and out.exists() and out.resolve() == Path(str(old)).resolve():
             raise ConvertError(f"{out}: is the input file; upgrade writes a new file (give -o NEW.gguf)")
-    tinfo = load_target(target) if target is not None else None
+    tinfo = load_target(target, remote) if target is not None else None
     hf_path = Path(hf) if hf is not None else None
     if hf_path is not None and not (hf_path / "config.json").is_file():
         raise ConvertError(f"--hf {hf}: expected the draft checkpoint folder (config.json + safetensors)")
     with open_gguf_source(old) as f:
         plan = plan_upgrade(f, target=tinfo, hf=hf_path, match_upstream=match_upstream,
                             from_revision=from_revision, rope_interleaved=rope_interleaved,
-                            no_embed_tokens=no_embed_tokens)
+                            no_embed_tokens=no_embed_tokens, embed_tokens_from_target=embed_tokens_from_target)
         if dry_run:
             return UpgradeResult(str(old), None, plan.staleness, plan.changes, plan.notes)
         if not plan.changes and not plan.notes:

@@ -59,7 +59,7 @@ def _as_749f688(path: Path, out: Path) -> Path:
     """``path`` (upstream b11434's layout) without what b10705 added: ``dflash.has_confidence_head`` and a
     full-vocabulary DSpark's ``token_embd.weight``. The caller checks the result against manifests/ (749f688)."""
     with read_gguf(path) as f:
-        plan = plan_upgrade(f)
+        plan = plan_upgrade(f, match_upstream=True)
         plan.kvs = [k for k in plan.kvs if k.name != "dflash.has_confidence_head"]
         if "d2t" not in [t.name for t in f.tensors]:
             plan.pieces = [p for p in plan.pieces if p.spec.name != "token_embd.weight"]
@@ -167,7 +167,7 @@ def double_file(old_file, golden_inputs: Path, tmp_path: Path) -> tuple[Path, Pa
             hf=golden_inputs / "dspark-interleaved", match_upstream=True)
     with read_gguf(good) as f:
         hd = f.value("dflash.attention.key_length")
-        plan = plan_upgrade(f)
+        plan = plan_upgrade(f, match_upstream=True)
         for p in plan.pieces:
             if p.spec.name.endswith((".attn_q.weight", ".attn_k.weight", ".attn_q_norm.weight", ".attn_k_norm.weight")):
                 assert isinstance(p, Piece) and p.copy is not None
@@ -183,18 +183,19 @@ def test_double_neox_undone_when_checkpoint_proves_it(double_file, golden_inputs
     assert [c.needs for c in r.changes] == ["checkpoint"]
     assert (tmp_path / "fixed.gguf").read_bytes() == good.read_bytes()
     with pytest.raises(ConvertError, match="--from-revision b11300 says one permutation"):
-        upgrade(double, tmp_path / "x.gguf", hf=golden_inputs / "dspark-interleaved", from_revision="b11300")
+        upgrade(double, tmp_path / "x.gguf", hf=golden_inputs / "dspark-interleaved", from_revision="b11300",
+                match_upstream=True)
 
 
 def test_double_neox_undone_on_users_word(double_file, tmp_path: Path) -> None:
     double, good = double_file
     with pytest.raises(ConvertError, match="--rope-interleaved") as e:
-        upgrade(double, tmp_path / "fixed.gguf", from_revision="b10900")
+        upgrade(double, tmp_path / "fixed.gguf", from_revision="b10900", match_upstream=True)
     assert "\n" not in str(e.value) and not (tmp_path / "fixed.gguf").exists()
-    upgrade(double, tmp_path / "fixed.gguf", from_revision="b10900", rope_interleaved=True)
+    upgrade(double, tmp_path / "fixed.gguf", from_revision="b10900", rope_interleaved=True, match_upstream=True)
     assert (tmp_path / "fixed.gguf").read_bytes() == good.read_bytes()
     # an unaffected revision leaves the rows alone
-    upgrade(double, tmp_path / "same.gguf", from_revision="b11223", rope_interleaved=True)
+    upgrade(double, tmp_path / "same.gguf", from_revision="b11223", rope_interleaved=True, match_upstream=True)
     assert (tmp_path / "same.gguf").read_bytes() == double.read_bytes()
 
 
@@ -202,3 +203,135 @@ def test_bad_revision_is_one_line(old_file, tmp_path: Path) -> None:
     with pytest.raises(ConvertError, match="--from-revision 'latest': expected an upstream tag"):
         upgrade(old_file("dspark-reduced", "bf16"), tmp_path / "n.gguf", from_revision="latest")
     assert REVISIONS[0] == "749f688" and REVISIONS[-1] == "b11434"
+
+
+# ------------------------------------------------------------------------------------------- --target forms
+def _raw_safetensors(folder: Path, name: str) -> tuple[bytes, str, list[int]]:
+    """The stored bytes, dtype and shape of tensor ``name`` in ``folder``'s safetensors (read here by hand)."""
+    import struct
+
+    for shard in sorted(folder.glob("*.safetensors")):
+        with open(shard, "rb") as fh:
+            n = struct.unpack("<Q", fh.read(8))[0]
+            header = json.loads(fh.read(n))
+            if name in header:
+                a, b = header[name]["data_offsets"]
+                fh.seek(8 + n + a)
+                return fh.read(b - a), header[name]["dtype"], header[name]["shape"]
+    raise AssertionError(f"{name} not in {folder}")
+
+
+def _target_gguf(path: Path, arch: str, *, hidden: int = 32, add: dict[str, bool] | None = None,
+                 sections: bool = False, tensors: tuple[tuple[str, tuple[int, ...], str, bytes], ...] = ()) -> Path:
+    """A target GGUF header (plus the given tensors) as upstream's converter writes one for ``arch``."""
+    from gguf import GGMLQuantizationType as QT
+    from gguf import GGUFValueType as VT
+
+    from dspark_convert.gguffile.header import pad, write_header
+    from dspark_convert.plan import KV, TensorSpec
+
+    kvs = [KV(f"{arch}.embedding_length", VT.UINT32, hidden)]
+    if sections:
+        kvs.append(KV(f"{arch}.rope.dimension_sections", VT.ARRAY, [2, 1, 1, 0], VT.INT32))
+    kvs += [KV(f"tokenizer.ggml.add_{t}_token", VT.BOOL, v) for t, v in (add or {}).items()]
+    specs = [TensorSpec(n, s, QT[t]) for n, s, t, _ in tensors]
+    with open(path, "wb") as fh:
+        write_header(fh, arch, kvs, specs)
+        for spec, (_, _, _, data) in zip(specs, tensors, strict=True):
+            assert len(data) == spec.nbytes
+            fh.write(data + b"\0" * pad(len(data)))
+    return path
+
+
+def _manifest_add_flags(golden_dir: Path, layout: str, outtype: str) -> dict[str, bool]:
+    kv = json.loads((golden_dir / "manifests-b11434" / f"{layout}.{outtype}.json").read_text())["kv"]
+    return {t: kv[f"tokenizer.ggml.add_{t}_token"]["value"] for t in ("bos", "eos")
+            if f"tokenizer.ggml.add_{t}_token" in kv}
+
+
+def test_target_gguf_gives_upstream_b11434(old_file, golden_dir: Path, tmp_path: Path) -> None:
+    """A target GGUF (header only) in place of the folder: the same b11434 file (tokenizer flags from its keys)."""
+    expected = json.loads((golden_dir / "manifests-b11434" / "dspark-reduced.bf16.json").read_text())
+    tgt = _target_gguf(tmp_path / "target.gguf", "qwen3", add=_manifest_add_flags(golden_dir, "dspark-reduced", "bf16"))
+    r = upgrade(old_file("dspark-reduced", "bf16"), tmp_path / "new.gguf", target=tgt, match_upstream=True)
+    assert compare(tmp_path / "new.gguf", expected) == []
+    assert [c.subject for c in r.changes] == ["dflash.has_confidence_head"]  # 749f688 had these flags already
+    other = _target_gguf(tmp_path / "other.gguf", "qwen3", add={"bos": True, "eos": True})
+    r = upgrade(old_file("dspark-reduced", "bf16"), tmp_path / "o.gguf", target=other, match_upstream=True)
+    assert [c.subject for c in r.changes] == ["dflash.has_confidence_head", "tokenizer.ggml.add_bos_token",
+                                              "tokenizer.ggml.add_eos_token"]
+    with read_gguf(tmp_path / "o.gguf") as f:
+        assert f.value("tokenizer.ggml.add_bos_token") is True and f.value("tokenizer.ggml.add_eos_token") is True
+    with pytest.raises(ConvertError, match="is a draft GGUF") as e:  # a draft given as the target
+        upgrade(old_file("dspark-reduced", "bf16"), tmp_path / "x.gguf", target=tmp_path / "new.gguf")
+    assert "\n" not in str(e.value) and not (tmp_path / "x.gguf").exists()
+
+
+def test_target_hub_id_fetches_config_and_tokenizer(old_file, golden_inputs: Path, golden_dir: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ``org/name`` target: its config and tokenizer files from the Hub cache (offline here), no weights."""
+    from test_hub import make_cached_repo
+
+    cache = tmp_path / "hf-cache"
+    files = {n: (golden_inputs / "target" / n).read_text() for n in ("config.json", "tokenizer.json",
+                                                                     "tokenizer_config.json")}
+    make_cached_repo(cache, "org/target", files)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    expected = json.loads((golden_dir / "manifests-b11434" / "dflash-zlab.q8_0.json").read_text())
+    upgrade(old_file("dflash-zlab", "q8_0"), tmp_path / "new.gguf", target="org/target", match_upstream=True)
+    assert compare(tmp_path / "new.gguf", expected) == []
+
+
+def test_remote_target_gguf_mrope_and_gemma(old_file, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ``hf://`` target GGUF (header fetched from a local server as the Hub): M-RoPE sections and a Gemma
+    target's embedding scale, equal to the upgrade with the local copy."""
+    import math
+
+    from conftest import point_hub_at
+    from http_server import FileServer
+
+    old = old_file("dflash-zlab", "bf16")
+    vl = _target_gguf(tmp_path / "vl.gguf", "qwen3vl", sections=True, add={"bos": False, "eos": False})
+    gemma = _target_gguf(tmp_path / "gemma.gguf", "gemma3", hidden=1152, add={"bos": True, "eos": False})
+    with FileServer() as server:
+        point_hub_at(server.url, tmp_path, monkeypatch)
+        server.add_hub_file("org/vl-GGUF", "vl.gguf", vl)
+        r = upgrade(old, tmp_path / "remote.gguf", target="hf://org/vl-GGUF/vl.gguf", match_upstream=True)
+    assert "dflash.rope.dimension_sections" in [c.subject for c in r.changes]
+    upgrade(old, tmp_path / "local.gguf", target=vl, match_upstream=True)
+    assert (tmp_path / "remote.gguf").read_bytes() == (tmp_path / "local.gguf").read_bytes()
+    with read_gguf(tmp_path / "remote.gguf") as f:
+        assert list(f.value("dflash.rope.dimension_sections")) == [f.value("dflash.attention.key_length") // 2, 0, 0, 0]
+    upgrade(old, tmp_path / "g.gguf", target=gemma, match_upstream=True)
+    with read_gguf(tmp_path / "g.gguf") as f:
+        assert f.value("dflash.embedding_scale") == pytest.approx(math.sqrt(1152), rel=1e-7)
+        assert f.value("tokenizer.ggml.add_bos_token") is True
+
+
+def test_embed_tokens_from_target_gguf(old_file, golden_inputs: Path, tmp_path: Path) -> None:
+    """--embed-tokens-from-target: token_embd (and, plain, output) copied byte for byte from a target GGUF, the
+    same bytes as from the target folder; a type that differs from the draft's is refused in one line."""
+    old = old_file("dspark-deepspec", "bf16")
+    emb, dtype, shape = _raw_safetensors(golden_inputs / "target", "model.embed_tokens.weight")
+    head, _, _ = _raw_safetensors(golden_inputs / "target", "lm_head.weight")
+    assert dtype == "BF16"
+    tgt = _target_gguf(tmp_path / "t.gguf", "qwen3", add={"bos": False, "eos": False},
+                       tensors=(("token_embd.weight", tuple(shape), "BF16", emb),
+                                ("output.weight", tuple(shape), "BF16", head)))
+    r = upgrade(old, tmp_path / "up.gguf", target=tgt, embed_tokens_from_target=True, match_upstream=True)
+    assert "token_embd.weight" in [c.subject for c in r.changes]
+    with read_gguf(tmp_path / "up.gguf") as f:
+        assert bytes(f.tensor_bytes("token_embd.weight")) == emb and "output.weight" not in f.kv_order + [
+            t.name for t in f.tensors]
+    upgrade(old, tmp_path / "plain.gguf", target=tgt, embed_tokens_from_target=True)
+    with read_gguf(tmp_path / "plain.gguf") as f:
+        assert bytes(f.tensor_bytes("output.weight")) == head
+        assert bytes(f.tensor_bytes("token_embd.weight")) == emb
+    upgrade(old, tmp_path / "folder.gguf", target=golden_inputs / "target", embed_tokens_from_target=True)
+    assert (tmp_path / "folder.gguf").read_bytes() == (tmp_path / "plain.gguf").read_bytes()
+    f16 = _target_gguf(tmp_path / "f16.gguf", "qwen3", tensors=(("token_embd.weight", tuple(shape), "F16", emb),))
+    with pytest.raises(ConvertError, match=r"tensor 'token_embd.weight' is F16 .* needs BF16") as e:
+        upgrade(old, tmp_path / "bad.gguf", target=f16, embed_tokens_from_target=True, match_upstream=True)
+    assert "\n" not in str(e.value) and not (tmp_path / "bad.gguf").exists()
