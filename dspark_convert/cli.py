@@ -211,7 +211,9 @@ def check(
 
     plan, source = run_or_exit(lambda: plan_from_source(file, remote_options(max_header_mib, timeout, deadline)),
                                f"reading {file}")
-    findings = check_plan(plan)
+    from .check import stale_layout
+
+    findings = check_plan(plan) + stale_layout(file, plan)  # + the upgrade's staleness warnings
     ok = not errors(findings)
     if as_json:
         print_json({"file": str(file), "arch": plan.arch, "ok": ok,
@@ -223,11 +225,6 @@ def check(
         render_findings(file, plan.arch, findings, console)
         if source is not None:
             render_source(source.to_dict(), console)
-    from .check import stale_layout
-    from .render import print_warning
-
-    for finding in run_or_exit(lambda: stale_layout(file), f"reading {file}"):  # stderr: the findings stay loader rules
-        print_warning(finding.message)
     raise typer.Exit(0 if ok else 1)
 
 
@@ -308,7 +305,7 @@ def verify_cmd(
 
 @app.command()
 def upgrade(
-    old: Annotated[str, typer.Argument(metavar="OLD.gguf", help="A draft GGUF made by an older converter (local file).")],
+    old: Annotated[str, typer.Argument(metavar="OLD.gguf", help="A draft GGUF made by an older converter: a local file (--dry-run: also hf:// or a URL, header only).")],
     outfile: Annotated[str | None, typer.Option("--outfile", "-o", metavar="NEW.gguf", help="Output file (default: OLD.upgraded.gguf beside the input).")] = None,
     target: Annotated[str | None, typer.Option("--target", metavar="TARGET", help="The target model, header only: a folder, a Hub repo id, or a target GGUF (local, hf:// or a URL). Gives M-RoPE sections, Gemma embedding scale, tokenizer add_bos/add_eos, tied or untied head.")] = None,
     hf: Annotated[str | None, typer.Option("--hf", metavar="CHECKPOINT", help="The draft's checkpoint folder: supplies tensors the old file lacks (embed_tokens) and proves a double NeoX permutation.")] = None,
@@ -333,7 +330,7 @@ def upgrade(
         _State.written = str(result.path)
     if as_json:
         print_json(result.to_dict())
-        return
+        raise typer.Exit(2 if result.refused else 0)
     lines = [f"{old}: layout of upstream {result.staleness.describe_revisions()}"]
     lines += [f"  {'would change' if dry_run else 'changed'}: {c}" for c in result.changes] or ["  nothing stale"]
     lines += [f"  not checked without --target: {u}" for u in result.staleness.unchecked]
@@ -341,6 +338,11 @@ def upgrade(
     if result.path is not None:
         lines.append(f"wrote {result.path} ({result.size} bytes)")
     sys.stdout.write("\n".join(lines) + "\n")
+    if result.refused:  # a dry run of an upgrade that cannot be done: the same line and exit code as the real run
+        from .render import print_error
+
+        print_error(result.refused)
+        raise typer.Exit(2)
 
 
 class _OneLineWarnings(logging.Handler):

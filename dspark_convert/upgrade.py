@@ -29,17 +29,17 @@ import contextlib
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from . import schema as S
 from .errors import ConvertError
 from .gguf_constants import QT, VT
 from .gguffile.options import RemoteOptions
-from .gguffile.reader import GGUFFile, ReaderTensor, read_gguf
-from .plan import KV, TensorSpec
+from .gguffile.reader import GGUFFile, ReaderTensor
+from .plan import KV, Plan, TensorSpec
 
 #: upstream revisions whose converter changed what a draft GGUF holds (spec/upstream-b11434.md §1), oldest first
 REVISIONS: tuple[str, ...] = ("749f688", "b10644", "b10662", "b10705", "b10786", "b10878", "b11223", "b11334",
@@ -93,6 +93,12 @@ class Stale:
 
     def __str__(self) -> str:
         return f"{self.subject}: {self.change} (upstream {self.since}+; fixed by upgrade with {self.needs})"
+
+    def command(self, path: str | os.PathLike[str]) -> str:
+        """The ``upgrade`` command line that fixes this item (placeholders for what the user supplies)."""
+        extra = {"file": "", "target": " --target TARGET", "checkpoint": " --hf CHECKPOINT",
+                 "user": " --from-revision bNNNN --rope-interleaved"}[self.needs]
+        return f"dspark-convert upgrade {path} -o NEW.gguf{extra}"
 
 
 @dataclass
@@ -278,16 +284,50 @@ def load_target(ref: str | os.PathLike[str], remote: RemoteOptions | None = None
 
 
 # ------------------------------------------------------------------------------------------------ detection
-def _is_dspark(f: GGUFFile) -> bool:
+class Header(Protocol):
+    """What staleness detection reads: a :class:`GGUFFile` or :class:`PlanHeader` (a plan read from any source)."""
+
+    @property
+    def arch(self) -> str | None: ...
+    @property
+    def kvs(self) -> Mapping[str, Any]: ...
+    @property
+    def tensors(self) -> Sequence[Any]: ...
+    def value(self, key: str, default: Any = None) -> Any: ...
+
+
+@dataclass
+class PlanHeader:
+    """A :class:`~dspark_convert.plan.Plan` (e.g. a remote file's header, read for ``check``) as a :class:`Header`."""
+
+    plan: Plan
+
+    @property
+    def arch(self) -> str | None:
+        return self.plan.arch
+
+    @property
+    def kvs(self) -> Mapping[str, Any]:
+        return {k.name: k for k in self.plan.kvs}
+
+    @property
+    def tensors(self) -> Sequence[Any]:
+        return self.plan.tensors
+
+    def value(self, key: str, default: Any = None) -> Any:
+        return self.plan.value(key, default)
+
+
+def _is_dspark(f: Header) -> bool:
     """A file of upstream's DSpark class (it alone writes ``dflash.sample_from_anchor``)."""
     return f.arch == S.ARCH_DFLASH and S.DFLASH_SAMPLE_FROM_ANCHOR in f.kvs
 
 
-def _has(f: GGUFFile, name: str) -> bool:
+def _has(f: Header, name: str) -> bool:
     return any(t.name == name for t in f.tensors)
 
 
-def detect_staleness(f: GGUFFile, target: TargetInfo | None = None) -> Staleness:
+def detect_staleness(f: Header, target: TargetInfo | None = None) -> Staleness:
     """Which upstream revisions' layout ``f``'s header has, and what is stale against b11434.
 
     Rules (spec/upstream-b11434.md): a DSpark file (``dflash.sample_from_anchor``) without
@@ -354,24 +394,23 @@ def detect_staleness(f: GGUFFile, target: TargetInfo | None = None) -> Staleness
     return Staleness((REVISIONS[lo], REVISIONS[hi] if hi < len(REVISIONS) else None), stale, unchecked)
 
 
-def staleness_findings(path: str | os.PathLike[str], f: GGUFFile | None = None) -> list[Any]:
-    """``check FILE``'s staleness finding (a warning; empty when current): what is stale and how to fix it."""
+def staleness_findings(path: str | os.PathLike[str], f: Header | None = None) -> list[Any]:
+    """``check FILE``'s staleness findings: one ``warning`` (rule ``stale-layout``) per item
+    :func:`detect_staleness` finds without a target (the same items ``upgrade --dry-run`` lists), naming what is
+    stale, the upstream revision that changed it and the ``upgrade`` command that fixes it. Empty for a current
+    file. ``f`` is the file's header when the caller has read it (any source), else ``path`` is read."""
     from .check import Finding
 
-    own = f is None
-    g = read_gguf(path) if f is None else f
-    try:
-        st = detect_staleness(g)
-    finally:
-        if own:
-            g.close()
-    if st.current:
-        return []
-    items = "; ".join(f"{s.subject} {s.change.split(';')[0]} (upstream {s.since})" for s in st.stale)
-    return [Finding("warning", str(path), "stale-layout",
-                    f"made by a converter older than upstream {min((s.since for s in st.stale), key=REVISIONS.index)}"
-                    f" ({st.describe_revisions()}): {items}; reconvert with hf2gguf, or run "
-                    f"'dspark-convert upgrade {path}'")]
+    if f is None:
+        from .gguffile.source import open_gguf_source
+
+        with open_gguf_source(path) as g:
+            st = detect_staleness(g)
+    else:
+        st = detect_staleness(f)
+    return [Finding("warning", s.subject, "stale-layout", f"{s.change} (upstream {s.since}+, file made by "
+                    f"{st.describe_revisions()}); fix: '{s.command(path)}', or reconvert with hf2gguf")
+            for s in st.stale]
 
 
 # ------------------------------------------------------------------------------------------------ planning
@@ -763,11 +802,14 @@ class UpgradeResult:
     changes: list[Stale]
     notes: list[str]
     size: int | None = None
+    #: a dry run of an upgrade that would be refused: the one-line reason (what is missing, which option gives it)
+    refused: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "output": str(self.path) if self.path else None,
                 "revisions": self.staleness.describe_revisions(), "changes": [c.to_dict() for c in self.changes],
-                "unchecked": self.staleness.unchecked, "notes": self.notes, "bytes": self.size}
+                "unchecked": self.staleness.unchecked, "notes": self.notes, "bytes": self.size,
+                "refused": self.refused}
 
 
 def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None = None, *,
@@ -779,7 +821,9 @@ def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None 
     """``dspark-convert upgrade OLD.gguf [-o NEW.gguf]``: plan (and unless ``dry_run``, write) the upgrade.
 
     ``outfile`` defaults to ``OLD.upgraded.gguf`` beside the input; the input itself is never overwritten.
-    Raises ConvertError (one line, nothing written) when the upgrade cannot be done in full.
+    Raises ConvertError (one line, nothing written) when the upgrade cannot be done in full; a dry run then
+    returns the stale items (the same :func:`detect_staleness` list ``check FILE`` shows) with ``refused`` set.
+    A dry run reads only the header, so ``old`` may be an ``hf://`` file or a URL (``remote`` tunes the reads).
     """
     from .gguffile.source import open_gguf_source
     from .hf2gguf.destination import check_destination
@@ -793,10 +837,16 @@ def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None 
     hf_path = Path(hf) if hf is not None else None
     if hf_path is not None and not (hf_path / "config.json").is_file():
         raise ConvertError(f"--hf {hf}: expected the draft checkpoint folder (config.json + safetensors)")
-    with open_gguf_source(old) as f:
-        plan = plan_upgrade(f, target=tinfo, hf=hf_path, match_upstream=match_upstream,
-                            from_revision=from_revision, rope_interleaved=rope_interleaved,
-                            no_embed_tokens=no_embed_tokens, embed_tokens_from_target=embed_tokens_from_target)
+    with open_gguf_source(old, remote) as f:
+        try:
+            plan = plan_upgrade(f, target=tinfo, hf=hf_path, match_upstream=match_upstream,
+                                from_revision=from_revision, rope_interleaved=rope_interleaved,
+                                no_embed_tokens=no_embed_tokens, embed_tokens_from_target=embed_tokens_from_target)
+        except ConvertError as e:
+            if not dry_run:
+                raise
+            st = detect_staleness(f, tinfo)  # a dry run still lists what is stale, and what the upgrade needs
+            return UpgradeResult(str(old), None, st, st.stale, [], refused=str(e))
         if dry_run:
             return UpgradeResult(str(old), None, plan.staleness, plan.changes, plan.notes)
         if not plan.changes and not plan.notes:

@@ -102,7 +102,9 @@ def test_staleness_of_749f688_dspark(old_file) -> None:
     assert st.stale[0].needs == "file"
 
 
-def test_check_warns_stale_layout(old_file) -> None:
+def test_check_reports_stale_layout(old_file, tmp_path: Path) -> None:
+    """``check FILE`` reports each stale item as a warning finding (also in --json), with the upgrade command;
+    ``upgrade --dry-run`` lists the same items. The loader rules still pass: exit 0."""
     from typer.testing import CliRunner
 
     from dspark_convert.check import check_file, stale_layout
@@ -110,11 +112,27 @@ def test_check_warns_stale_layout(old_file) -> None:
 
     old = old_file("dspark-reduced", "bf16")
     findings = stale_layout(old)
-    assert len(findings) == 1 and findings[0].level == "warning" and findings[0].rule == "stale-layout"
-    assert "dflash.has_confidence_head" in findings[0].message and "dspark-convert upgrade" in findings[0].message
+    assert [(f.level, f.subject, f.rule) for f in findings] == [("warning", "dflash.has_confidence_head", "stale-layout")]
+    assert "upstream b10705+" in findings[0].message
+    assert f"'dspark-convert upgrade {old} -o NEW.gguf'" in findings[0].message
     assert check_file(old) == []  # the loader rules pass: stale is not broken
-    r = CliRunner().invoke(app, ["check", str(old)])
-    assert r.exit_code == 0 and "has_confidence_head" in r.stderr and "has_confidence_head" not in r.stdout
+    r = CliRunner().invoke(app, ["check", str(old), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is True and [f["rule"] for f in doc["findings"]] == ["stale-layout"]
+    assert doc["findings"][0]["message"] == findings[0].message
+    r = CliRunner().invoke(app, ["upgrade", str(old), "--dry-run", "--json"])
+    assert r.exit_code == 0 and [c["subject"] for c in json.loads(r.stdout)["changes"]] == [f.subject for f in findings]
+    # a full-vocabulary file: check lists token_embd too; the dry run lists the same and the refusal, exit 2
+    full = old_file("dspark-deepspec", "bf16")
+    subjects = [f.subject for f in stale_layout(full)]
+    assert subjects == ["dflash.has_confidence_head", "token_embd.weight"]
+    assert "--hf CHECKPOINT" in stale_layout(full)[1].message
+    r = CliRunner().invoke(app, ["upgrade", str(full), "-o", str(tmp_path / "n.gguf"), "--dry-run", "--json"])
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 2 and [c["subject"] for c in doc["changes"]] == subjects
+    assert "token_embd.weight" in doc["refused"] and "--hf CHECKPOINT" in doc["refused"]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_plain_upgrade_adds_output_head_on_untied_target(old_file, golden_inputs: Path, tmp_path: Path) -> None:
