@@ -48,12 +48,12 @@ REVISIONS: tuple[str, ...] = ("749f688", "b10644", "b10662", "b10705", "b10786",
 DOUBLE_NEOX = ("b10662", "b11223")  # [first affected, first fixed)
 
 HAS_CONFIDENCE_HEAD = S.DFLASH_HAS_CONFIDENCE_HEAD  # b10705+ (§2.3)
-DIMENSION_SECTIONS = "dflash.rope.dimension_sections"  # b10662+ for M-RoPE targets (§2.2)
-EMBEDDING_SCALE = "dflash.embedding_scale"  # b11401+ for Gemma targets (§2.2)
-ADD_BOS, ADD_EOS = "tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token"  # b11223+ (§2.8)
+DIMENSION_SECTIONS = S.ROPE_DIMENSION_SECTIONS.format(arch=S.ARCH_DFLASH)  # b10662+ for M-RoPE targets (§2.2)
+EMBEDDING_SCALE = S.EMBEDDING_SCALE.format(arch=S.ARCH_DFLASH)  # b11401+ for Gemma targets (§2.2)
+ADD_BOS, ADD_EOS = S.ADD_TOKEN_KEYS["bos"], S.ADD_TOKEN_KEYS["eos"]  # b11223+ (§2.8)
 _SPECIAL_IDS = ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",
                 "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.padding_token_id")
-_FILE_TYPE_QT = {0: QT.F32, 1: QT.F16, 7: QT.Q8_0, 32: QT.BF16}
+_FILE_TYPE_QT = {file_type: qt for qt, file_type in S.OUTTYPES.values()}  # general.file_type -> tensor type
 _ROPE_TENSORS = (".attn_q.weight", ".attn_k.weight", ".attn_q_norm.weight", ".attn_k_norm.weight")
 
 
@@ -147,22 +147,14 @@ class TargetInfo:
         """The folder, or the GGUF path, for messages."""
         return self.folder if self.folder is not None else Path(self.source)
 
-    @property
-    def text_config(self) -> dict[str, Any]:
-        tc = self.config.get("text_config")
-        return tc if isinstance(tc, dict) else self.config
-
     def uses_mrope(self) -> bool:
         """An M-RoPE target: ``mrope_section`` in its config's RoPE parameters (a GGUF: the
         ``{arch}.rope.dimension_sections`` upstream's converter writes from it)."""
         if self.gguf_arch is not None:
-            return f"{self.gguf_arch}.rope.dimension_sections" in self.gguf
-        for cfg in (self.text_config, self.config):
-            for key in ("rope_parameters", "rope_scaling"):
-                rp = cfg.get(key)
-                if isinstance(rp, dict) and "mrope_section" in rp:
-                    return True
-        return False
+            return S.ROPE_DIMENSION_SECTIONS.format(arch=self.gguf_arch) in self.gguf
+        from .families.hparams import target_uses_mrope
+
+        return target_uses_mrope(self.config)
 
     def is_gemma(self) -> bool:
         """A Gemma target: its text architecture starts with ``Gemma`` (a GGUF: its arch with ``gemma``)."""
@@ -175,7 +167,9 @@ class TargetInfo:
     def hidden_size(self) -> Any:
         if self.gguf_arch is not None:
             return self.gguf.get(f"{self.gguf_arch}.embedding_length")
-        return self.text_config.get("hidden_size")
+        from .families.hparams import target_text_config
+
+        return target_text_config(self.config).get("hidden_size")
 
     def ties_embeddings(self) -> bool:
         """The target's head is its embedding (a GGUF: it has no ``output.weight``)."""
@@ -240,7 +234,7 @@ class TargetInfo:
 
 #: what a target GGUF's header must give an upgrade (scalars only: the vocabulary is not decoded)
 def _target_gguf_keys(arch: str) -> tuple[str, ...]:
-    return (f"{arch}.rope.dimension_sections", f"{arch}.embedding_length", ADD_BOS, ADD_EOS)
+    return (S.ROPE_DIMENSION_SECTIONS.format(arch=arch), f"{arch}.embedding_length", ADD_BOS, ADD_EOS)
 
 
 def load_target(ref: str | os.PathLike[str], remote: RemoteOptions | None = None) -> TargetInfo:

@@ -164,6 +164,11 @@ def test_mrope_target_gets_dimension_sections(old_file, golden_inputs: Path, tmp
     cfg = json.loads((golden_inputs / "target" / "config.json").read_text())
     cfg["rope_scaling"] = {"mrope_section": [2, 1, 1], "rope_type": "default"}
     (target / "config.json").write_text(json.dumps(cfg))
+    # upstream reads the first non-empty of rope_parameters / rope_scaling: this one has no mrope_section
+    r = upgrade(old_file("dflash-zlab", "bf16"), tmp_path / "no.gguf", target=target, match_upstream=True, dry_run=True)
+    assert r.changes == []
+    cfg["rope_parameters"]["mrope_section"] = [2, 1, 1]
+    (target / "config.json").write_text(json.dumps(cfg))
     r = upgrade(old_file("dflash-zlab", "bf16"), tmp_path / "new.gguf", target=target, match_upstream=True)
     assert [c.subject for c in r.changes] == ["dflash.rope.dimension_sections"]
     with read_gguf(tmp_path / "new.gguf") as f:
