@@ -432,6 +432,8 @@ class UpgradePlan:
     changes: list[Stale]
     staleness: Staleness
     notes: list[str] = field(default_factory=list)
+    #: the KVs as read from the old file (by name): one still in ``kvs`` is written as its stored record
+    kept: dict[str, KV] = field(default_factory=dict)
 
     def total_bytes(self) -> int:
         return sum(p.spec.nbytes for p in self.pieces)
@@ -517,6 +519,7 @@ def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | No
                            "local copy")
     st = detect_staleness(f, target)
     kvs = [_kv_of(f, name) for name in f.kvs]
+    kept = {kv.name: kv for kv in kvs}
     pieces = [Piece(TensorSpec(t.name, t.shape, t.qtype, origin="file"), copy=t) for t in f.tensors
               if t.qtype is not None]
     if len(pieces) != len(f.tensors):
@@ -591,19 +594,19 @@ def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | No
             changes.append(Stale(S.T_OUTPUT, "missing on an untied target; hf2gguf adds the draft's or the target's "
                                  "head (llama.cpp b11223+ would draft with token_embd as the head)", "b11223", "target"))
     _resize_label(kvs, f, pieces)
-    return UpgradePlan(f.arch or "", kvs, pieces, changes, st, notes)
+    return UpgradePlan(f.arch or "", kvs, pieces, changes, st, notes, kept)
 
 
 def _resize_label(kvs: list[KV], f: GGUFFile, pieces: list[Piece]) -> None:
     """``general.size_label`` follows added tensors when the old label was the computed one (gguf-py's rule over
     the file's tensors, as hf2gguf writes it); a label the user chose is kept."""
+    label = f.value("general.size_label")
+    if not isinstance(label, str) or len(pieces) == len(f.tensors):
+        return
     import gguf
 
     from .hf2gguf.metadata import param_counts
 
-    label = f.value("general.size_label")
-    if not isinstance(label, str) or len(pieces) == len(f.tensors):
-        return
     if label != gguf.size_label(*param_counts((t.name, t.shape) for t in f.tensors)):
         return
     new = gguf.size_label(*param_counts((p.spec.name, p.spec.shape) for p in pieces))
@@ -726,61 +729,154 @@ def _prove_double(f: GGUFFile, hf: Path, hd: int) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------ writing
-COPY_CHUNK = 8 * 1024 * 1024
+COPY_CHUNK = 8 * 1024 * 1024  # bytes per pread/pwrite where the kernel copy is not available
+_KERNEL_CHUNK = 1 << 30  # bytes per copy_file_range call
+_SCALAR_FORMAT = {VT.UINT8: "B", VT.INT8: "b", VT.UINT16: "H", VT.INT16: "h", VT.UINT32: "I", VT.INT32: "i",
+                  VT.UINT64: "Q", VT.INT64: "q", VT.FLOAT32: "f", VT.FLOAT64: "d", VT.BOOL: "?"}
+GGUF_VERSION = 3
 
 
-def _copy_range(src_fd: int, dst: BinaryIO, offset: int, n: int) -> None:
-    """Copy ``n`` bytes at ``offset`` of ``src_fd`` to the end of ``dst``: ``os.copy_file_range`` (kernel copy),
-    else chunked pread/write."""
-    dst.flush()
-    out_fd = dst.fileno()
+def _pack_kv(kv: KV) -> bytes | None:
+    """The GGUF record of a KV the upgrade adds (bool, number, string, array of numbers), as gguf-py packs it;
+    None for anything else (the caller then lets gguf-py write the whole header)."""
+    import struct
+
+    key = kv.name.encode("utf-8")
+    head = struct.pack("<Q", len(key)) + key
+    try:
+        if kv.type in _SCALAR_FORMAT and type(kv.value) in (bool, int, float):
+            return head + struct.pack("<I" + _SCALAR_FORMAT[kv.type], kv.type, kv.value)
+        if kv.type == VT.STRING and isinstance(kv.value, str):
+            v = kv.value.encode("utf-8")
+            return head + struct.pack("<IQ", VT.STRING, len(v)) + v
+        if (kv.type == VT.ARRAY and kv.sub_type in _SCALAR_FORMAT and type(kv.value) in (list, tuple)
+                and all(type(x) in (bool, int, float) for x in kv.value)):
+            n = len(kv.value)
+            return head + struct.pack(f"<IIQ{n}{_SCALAR_FORMAT[kv.sub_type]}", VT.ARRAY, kv.sub_type, n, *kv.value)
+    except struct.error:
+        return None
+    return None
+
+
+def header_bytes(plan: UpgradePlan, f: GGUFFile, old_header: bytes) -> bytes | None:
+    """Everything before the tensor data of the upgraded file, without gguf-py: each KV kept from the old file is
+    its record copied byte for byte from ``old_header`` (a vocabulary is neither decoded nor re-encoded), each new
+    one packed by :func:`_pack_kv`, then the tensor infos and the padding to ``f``'s alignment. None when a new KV
+    is of a kind only gguf-py packs (:func:`write_upgrade` then uses :func:`~dspark_convert.gguffile.header.write_header`,
+    which gives the same bytes: tests/test_upgrade.py compares them)."""
+    import struct
+
+    out = [b"GGUF", struct.pack("<IQQ", GGUF_VERSION, len(plan.pieces), len(plan.kvs))]
+    for kv in plan.kvs:
+        old = f.kvs.get(kv.name)
+        if old is not None and plan.kept.get(kv.name) is kv:
+            out.append(old_header[old.offset:old.end])
+        else:
+            rec = _pack_kv(kv)
+            if rec is None:
+                return None
+            out.append(rec)
+    offset = 0
+    for p in plan.pieces:
+        name = p.spec.name.encode("utf-8")
+        ne = tuple(reversed(p.spec.shape))
+        out.append(struct.pack(f"<Q{len(name)}sI{len(ne)}QIQ", len(name), name, len(ne), *ne, p.spec.ggml_type, offset))
+        offset += p.spec.nbytes + _pad(p.spec.nbytes, f.alignment)
+    n = sum(map(len, out))
+    out.append(b"\0" * _pad(n, f.alignment))
+    return b"".join(out)
+
+
+def _pad(n: int, alignment: int) -> int:
+    return (alignment - n % alignment) % alignment
+
+
+def _kernel_copy(src_fd: int, dst_fd: int, offset: int, n: int, pos: int) -> None:
+    """Copy ``n`` bytes at ``offset`` of ``src_fd`` to ``pos`` of ``dst_fd``: ``os.copy_file_range`` (in the kernel:
+    no user-space buffer), else chunked pread/pwrite."""
     done = 0
     if hasattr(os, "copy_file_range"):
         with contextlib.suppress(OSError):
             while done < n:
-                k = os.copy_file_range(src_fd, out_fd, min(n - done, 1 << 30), offset + done)
+                k = os.copy_file_range(src_fd, dst_fd, min(n - done, _KERNEL_CHUNK), offset + done, pos + done)
                 if k <= 0:
                     break
                 done += k
-    os.lseek(out_fd, 0, os.SEEK_END)
     while done < n:
         b = os.pread(src_fd, min(COPY_CHUNK, n - done), offset + done)
         if not b:
             raise ConvertError(f"source file ended at byte {offset + done}, {n - done} bytes early")
-        dst.write(b)
+        os.pwrite(dst_fd, b, pos + done)
         done += len(b)
-    dst.flush()
 
 
-def _write_permuted(f: GGUFFile, p: Piece, dst: BinaryIO) -> None:
+def _permuted(f: GGUFFile, p: Piece) -> bytes:
     import numpy as np
 
     assert p.copy is not None and p.copy.nbytes is not None
     raw = np.asarray(f.tensor_bytes(p.copy.name))
-    rows = len(p.perm)
-    dst.write(np.ascontiguousarray(raw.reshape(rows, -1)[p.perm]).tobytes())
+    return bytes(np.ascontiguousarray(raw.reshape(len(p.perm), -1)[p.perm]).tobytes())
+
+
+def _runs(plan: UpgradePlan, f: GGUFFile) -> list[tuple[int, int, list[Piece]]]:
+    """The pieces grouped into runs copied with one kernel call: consecutive unchanged tensors that also follow
+    each other in the old file (their padding between them copied along). Each run: (old offset, bytes, pieces);
+    a piece with new or permuted bytes is a run of its own with offset -1."""
+    runs: list[tuple[int, int, list[Piece]]] = []
+    for p in plan.pieces:
+        if p.data is not None or p.perm is not None or p.copy is None:
+            runs.append((-1, p.spec.nbytes, [p]))
+            continue
+        if runs and runs[-1][0] >= 0:
+            start, n, group = runs[-1]
+            end = start + n
+            if p.copy.offset == end + _pad(end - f.data_offset, f.alignment):
+                runs[-1] = (start, p.copy.offset + p.spec.nbytes - start, group + [p])
+                continue
+        runs.append((p.copy.offset, p.spec.nbytes, [p]))
+    return runs
 
 
 def write_upgrade(plan: UpgradePlan, f: GGUFFile, path: Path, *, force: bool = False) -> int:
-    """Write ``plan`` to ``path`` atomically (nothing left behind on failure); return the file size."""
-    from .gguffile.header import pad, write_header
-    from .hf2gguf.writer import write_atomically
+    """Write ``plan`` to ``path`` atomically (nothing left behind on failure); return the file size.
+
+    The header is spliced from the old one (:func:`header_bytes`); unchanged tensor data is copied in the kernel,
+    one ``copy_file_range`` per run of tensors contiguous in the old file (for a file with only new keys: the
+    whole data section in one call), written at explicit offsets (no user-space buffer, no seek per tensor).
+    """
+    from .hf2gguf.atomic import write_atomically
 
     def body(out: BinaryIO) -> None:
-        write_header(out, plan.arch, plan.kvs[1:], [p.spec for p in plan.pieces])
         with open(f.path, "rb") as src:
-            for p in plan.pieces:
-                if p.data is not None:
-                    b = p.data()
+            sfd = src.fileno()
+            head = header_bytes(plan, f, os.pread(sfd, f.data_offset, 0))
+            if head is None:  # a new KV only gguf-py packs
+                from .gguffile.header import ALIGNMENT, write_header
+
+                if f.alignment != ALIGNMENT:
+                    raise ConvertError(f"{f.path}: general.alignment {f.alignment} with a key only gguf-py writes; "
+                                       "reconvert with 'dspark-convert hf2gguf'")
+                write_header(out, plan.arch, plan.kvs[1:], [p.spec for p in plan.pieces])
+            else:
+                out.write(head)
+            out.flush()
+            dfd, pos = out.fileno(), out.tell()
+            data0 = pos
+            for offset, n, group in _runs(plan, f):
+                if offset >= 0:
+                    _kernel_copy(sfd, dfd, offset, n, pos)
+                else:
+                    p = group[0]
+                    b = p.data() if p.data is not None else _permuted(f, p)
                     if len(b) != p.spec.nbytes:
                         raise ConvertError(f"internal: {p.spec.name}: {len(b)} bytes, planned {p.spec.nbytes}")
-                    out.write(b)
-                elif p.perm is not None:
-                    _write_permuted(f, p, out)
-                else:
-                    assert p.copy is not None
-                    _copy_range(src.fileno(), out, p.copy.offset, p.spec.nbytes)
-                out.write(b"\0" * pad(p.spec.nbytes))
+                    os.pwrite(dfd, b, pos)
+                pos += n
+                tail = _pad(pos - data0, f.alignment)
+                if tail:
+                    os.pwrite(dfd, b"\0" * tail, pos)
+                    pos += tail
+            out.seek(pos)
 
     return write_atomically(path, body, force=force)
 

@@ -358,3 +358,32 @@ def test_embed_tokens_from_target_gguf(old_file, golden_inputs: Path, tmp_path: 
     with pytest.raises(ConvertError, match=r"tensor 'token_embd.weight' is F16 .* needs BF16") as e:
         upgrade(old, tmp_path / "bad.gguf", target=f16, embed_tokens_from_target=True, match_upstream=True)
     assert "\n" not in str(e.value) and not (tmp_path / "bad.gguf").exists()
+
+
+def test_spliced_header_equals_gguf_py_header(old_file, tmp_path: Path) -> None:
+    """The upgrade's header (old records copied, new ones packed here) is byte for byte what gguf-py writes for
+    the same keys and tensor infos, with every kind of key an upgrade adds (bool, f32, int32 array, string)."""
+    import io
+
+    from dspark_convert.gguffile.header import write_header
+    from dspark_convert.upgrade import header_bytes, load_target
+
+    gemma = _target_gguf(tmp_path / "g.gguf", "gemma3", hidden=640, sections=True, add={"bos": True, "eos": True})
+    for layout in ("dspark-reduced", "dflash-zlab", "eagle3-specforge"):
+        with read_gguf(old_file(layout, "q8_0")) as f:
+            plan = plan_upgrade(f, target=load_target(gemma), match_upstream=True)
+            plan.kvs.append(plan.kvs.pop(1))  # a kept key moved: still its stored record
+            from dspark_convert.plan import KV
+
+            label = KV("general.size_label", plan.kvs[0].type, "1.5K")  # a string key, replaced or added
+            names = [k.name for k in plan.kvs]
+            if label.name in names:
+                plan.kvs[names.index(label.name)] = label
+            else:
+                plan.kvs.append(label)
+            with open(f.path, "rb") as fh:
+                ours = header_bytes(plan, f, fh.read(f.data_offset))
+            buf = io.BytesIO()
+            write_header(buf, plan.arch, plan.kvs[1:], [p.spec for p in plan.pieces])
+            assert ours is not None and len(plan.changes) >= (2 if layout.startswith("eagle3") else 4)
+            assert ours == buf.getvalue(), layout
