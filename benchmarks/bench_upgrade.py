@@ -113,8 +113,10 @@ def main() -> int:
     work = a.workdir or Path(tempfile.mkdtemp(prefix="bench-upgrade-"))
     work.mkdir(parents=True, exist_ok=True)
     src = work / "old.gguf"
-    if not src.exists():
-        make_input(src, a.gib)
+    if not src.exists():  # in a child process: the parent stays small, so its forks' peak RSS is their own
+        code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import bench_upgrade as b; " \
+               f"b.make_input(__import__('pathlib').Path({str(src)!r}), {a.gib!r})"
+        subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     size = src.stat().st_size
     cases = {
         "cp": ["sh", "-c", 'cp --reflink=never "$0" "$1" && sync "$1"', str(src), str(work / "cp.gguf")],

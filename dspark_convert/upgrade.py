@@ -54,6 +54,10 @@ ADD_BOS, ADD_EOS = S.ADD_TOKEN_KEYS["bos"], S.ADD_TOKEN_KEYS["eos"]  # b11223+ (
 _SPECIAL_IDS = ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",
                 "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.padding_token_id")
 _FILE_TYPE_QT = {file_type: qt for qt, file_type in S.OUTTYPES.values()}  # general.file_type -> tensor type
+#: the dflash keys a checkpoint's config.json decides (upstream b10705+: SWA from dflash_config.use_swa, causal;
+#: b11223+: use_swa without layer_types; b11334+: partial_rotary_factor, attention_value_scale, spec §2.2)
+CONFIG_KEYS = (S.ROPE_DIMENSION_COUNT.format(arch=S.ARCH_DFLASH), S.ATTN_VALUE_SCALE.format(arch=S.ARCH_DFLASH),
+               S.DFLASH_SLIDING_WINDOW, S.DFLASH_SLIDING_WINDOW_PATTERN, S.CAUSAL.format(arch=S.ARCH_DFLASH))
 _ROPE_TENSORS = (".attn_q.weight", ".attn_k.weight", ".attn_q_norm.weight", ".attn_k_norm.weight")
 
 
@@ -357,6 +361,8 @@ def detect_staleness(f: Header, target: TargetInfo | None = None) -> Staleness:
                 stale.append(Stale(S.T_TOKEN_EMBD, "missing if the checkpoint stores embed_tokens; b10705+ keeps a "
                                    "full-vocabulary DSpark draft's own embed_tokens, older converters dropped it",
                                    "b10705", "checkpoint"))
+    if f.arch == S.ARCH_DFLASH and not _is_dspark(f):
+        unchecked.append("config keys " + ", ".join(k.removeprefix("dflash.") for k in CONFIG_KEYS) + " (--hf)")
     if f.arch == S.ARCH_DFLASH:
         if target is None:
             unchecked += [DIMENSION_SECTIONS + " (M-RoPE target?)", EMBEDDING_SCALE + " (Gemma target?)"]
@@ -486,6 +492,51 @@ def _checkpoint_tensor(hf: Path, names: tuple[str, ...], qt: QT, what: str) -> t
     return tuple(ref.shape), data
 
 
+def _config_keys(f: GGUFFile, kvs: list[KV], changes: list[Stale], hf: Path, target: TargetInfo | None) -> None:
+    """The :data:`CONFIG_KEYS` a DFlash / DFlash2 draft's config gives today (``families.common.base_kvs`` and
+    ``families.dflash_base.dflash_kvs``, the keys ``hf2gguf`` writes; a key written twice keeps its first place),
+    set where the file lacks them or holds another value, in that order: after the nearest key of that list the
+    file has (else before the nearest following one)."""
+    from typing import cast
+
+    from .families.base import Context, ConvertOptions
+    from .families.common import base_kvs
+    from .families.dflash_base import dflash_config, dflash_kvs
+    from .families.hparams import normalize_hparams
+
+    where = str(hf / "config.json")
+    hp = normalize_hparams(_hf_config(hf), where)
+    taps = f.value(S.DFLASH_TARGET_LAYERS)
+    if not isinstance(taps, list):
+        raise ConvertError(f"{f.path}: no {S.DFLASH_TARGET_LAYERS}; not a DFlash draft upgrade can complete")
+    from types import SimpleNamespace
+
+    ctx = Context(draft=cast(Any, SimpleNamespace(path=hf)), target_dir=target.path if target else hf,
+                  target_config=target.config if target is not None else {}, options=ConvertOptions())
+    ft = f.value(S.GENERAL_FILE_TYPE, 0)
+    written = base_kvs(S.ARCH_DFLASH, hp, ft if isinstance(ft, int) else 0, where)
+    written += dflash_kvs(ctx, hp, dflash_config(hp, where), list(taps))
+    last = {kv.name: kv for kv in written}  # a key written twice keeps its first place, with the second value
+    order = list(dict.fromkeys(kv.name for kv in written))
+    want = [last[n] for n in order]
+    for i, kv in enumerate(want):
+        if kv.name not in CONFIG_KEYS:
+            continue
+        old = f.kvs.get(kv.name)
+        if old is not None and old.type == kv.type and f.value(kv.name) == kv.value:
+            continue
+        names = [k.name for k in kvs]
+        if kv.name in names:
+            kvs[names.index(kv.name)] = kv
+        else:
+            before = [n for n in order[:i] if n in names]
+            after = [n for n in order[i + 1:] if n in names]
+            pos = names.index(before[-1]) + 1 if before else names.index(after[0]) if after else len(kvs)
+            kvs.insert(pos, kv)
+        changes.append(Stale(kv.name, f"{'missing' if old is None else repr(f.value(kv.name))}; hf2gguf (upstream "
+                             f"b11434) writes {kv.value!r} from --hf {hf}'s config", "b10705", "checkpoint"))
+
+
 def _n_vocab(f: GGUFFile) -> int:
     """The draft's vocabulary size: its tokenizer's token count (hf2gguf pads it to the config's vocab_size)."""
     kv = f.kvs.get("tokenizer.ggml.tokens")
@@ -584,6 +635,8 @@ def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | No
             _insert_after(kvs, KV(s.subject, VT.BOOL, value), _SPECIAL_IDS + ((ADD_BOS,) if typ == "eos" else ()))
         changes.append(s)
 
+    if hf is not None and f.arch == S.ARCH_DFLASH and not _is_dspark(f):
+        _config_keys(f, kvs, changes, hf, target)
     _double_neox(f, pieces, changes, hf=hf, from_revision=from_revision, rope_interleaved=rope_interleaved)
     if (_is_dspark(f) and _has(f, S.T_TOKEN_EMBD) and not _has(f, S.T_D2T)
             and not any(c.subject == S.T_TOKEN_EMBD for c in changes)):  # a b10705+ file: its head as hf2gguf has it

