@@ -63,8 +63,22 @@ def _as_749f688(path: Path, out: Path) -> Path:
         plan.kvs = [k for k in plan.kvs if k.name != "dflash.has_confidence_head"]
         if "d2t" not in [t.name for t in f.tensors]:
             plan.pieces = [p for p in plan.pieces if p.spec.name != "token_embd.weight"]
+        _relabel(plan)
         write_upgrade(plan, f, out)
     return out
+
+
+def _relabel(plan) -> None:  # type: ignore[no-untyped-def]
+    """``general.size_label`` as gguf-py computes it over the plan's tensors (what the older converter wrote)."""
+    import gguf
+
+    from dspark_convert.hf2gguf.metadata import param_counts
+    from dspark_convert.plan import KV
+
+    for i, kv in enumerate(plan.kvs):
+        if kv.name == "general.size_label":
+            label = gguf.size_label(*param_counts((p.spec.name, p.spec.shape) for p in plan.pieces))
+            plan.kvs[i] = KV(kv.name, kv.type, label)
 
 
 @pytest.mark.parametrize("outtype", ["bf16", "q8_0"])
@@ -442,4 +456,19 @@ def test_config_keys_from_checkpoint(case: str, qwen3_group: Path, golden_dir: P
     r = upgrade(old, tmp_path / "new.gguf", target=qwen3_group / "target", hf=qwen3_group / case, match_upstream=True)
     assert sorted(c.subject for c in r.changes) == sorted(present)
     assert compare(tmp_path / "new.gguf", expected) == []
+    assert (tmp_path / "new.gguf").read_bytes() == today.read_bytes()
+
+
+@pytest.mark.parametrize("outtype", ["bf16", "q8_0"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_plain_upgrade_equals_hf2gguf_today(layout: str, outtype: str, old_file, golden_inputs: Path,
+                                            tmp_path: Path) -> None:
+    """Plain ``upgrade --target [--hf]`` of the 749f688-era file: byte for byte what ``hf2gguf`` writes today."""
+    from dspark_convert.hf2gguf.conversion import convert
+
+    today = tmp_path / "today.gguf"
+    target = _target(golden_inputs, layout)
+    convert(golden_inputs / layout, target, today, outtype=outtype, dspark=layout == "dspark-dsv4")
+    hf = golden_inputs / layout if layout in NEEDS_CHECKPOINT else None
+    upgrade(old_file(layout, outtype), tmp_path / "new.gguf", target=target, hf=hf)
     assert (tmp_path / "new.gguf").read_bytes() == today.read_bytes()
