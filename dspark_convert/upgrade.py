@@ -316,6 +316,28 @@ class PlanHeader:
         return self.plan.value(key, default)
 
 
+PREC_A4 = "general.tensor_extra.prec_a4"  # b11223+: NVFP4 tensors of a W4A16 checkpoint (spec §2.4)
+
+
+def _nvfp4_unmarked(f: Header) -> bool:
+    """NVFP4 tensors and no ``general.tensor_extra.prec_a4``: right for a W4A4 checkpoint, stale for a W4A16 one."""
+    return PREC_A4 not in f.kvs and any(getattr(t, "type_name", None) == "NVFP4" or
+                                        getattr(getattr(t, "ggml_type", None), "name", None) == "NVFP4"
+                                        for t in f.tensors)
+
+
+def _refuse_w4a16(f: GGUFFile, hf: Path) -> None:
+    """A W4A16 NVFP4 checkpoint (``quant_algo`` in config.json or hf_quant_config.json) behind a file without
+    ``prec_a4``: refused (upgrade does not rebuild the per-tensor quantization facts)."""
+    texts = [json.dumps(_hf_config(hf).get("quantization_config", {}))]
+    if (hf / "hf_quant_config.json").is_file():
+        texts.append((hf / "hf_quant_config.json").read_text(encoding="utf-8", errors="replace"))
+    if any("W4A16" in t for t in texts):
+        raise ConvertError(f"{f.path}: {PREC_A4}: --hf {hf} quantizes W4A16_NVFP4, and upstream b11223+ marks those "
+                           "tensors prec_a4 = false (else llama.cpp runs them W4A4 on Blackwell); upgrade does not "
+                           "rebuild that list: reconvert with 'dspark-convert hf2gguf'")
+
+
 def _is_dspark(f: Header) -> bool:
     """A file of upstream's DSpark class (it alone writes ``dflash.sample_from_anchor``)."""
     return f.arch == S.ARCH_DFLASH and S.DFLASH_SAMPLE_FROM_ANCHOR in f.kvs
@@ -361,6 +383,8 @@ def detect_staleness(f: Header, target: TargetInfo | None = None) -> Staleness:
                 stale.append(Stale(S.T_TOKEN_EMBD, "missing if the checkpoint stores embed_tokens; b10705+ keeps a "
                                    "full-vocabulary DSpark draft's own embed_tokens, older converters dropped it",
                                    "b10705", "checkpoint"))
+    if _nvfp4_unmarked(f):
+        unchecked.append(f"{PREC_A4} (NVFP4 tensors: whether they are W4A16 is in the checkpoint's quant_algo; --hf)")
     if f.arch == S.ARCH_DFLASH and not _is_dspark(f):
         unchecked.append("config keys " + ", ".join(k.removeprefix("dflash.") for k in CONFIG_KEYS) + " (--hf)")
     if f.arch == S.ARCH_DFLASH:
@@ -635,6 +659,8 @@ def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | No
             _insert_after(kvs, KV(s.subject, VT.BOOL, value), _SPECIAL_IDS + ((ADD_BOS,) if typ == "eos" else ()))
         changes.append(s)
 
+    if hf is not None and _nvfp4_unmarked(f):
+        _refuse_w4a16(f, hf)
     if hf is not None and f.arch == S.ARCH_DFLASH and not _is_dspark(f):
         _config_keys(f, kvs, changes, hf, target)
     _double_neox(f, pieces, changes, hf=hf, from_revision=from_revision, rope_interleaved=rope_interleaved)

@@ -472,3 +472,48 @@ def test_plain_upgrade_equals_hf2gguf_today(layout: str, outtype: str, old_file,
     hf = golden_inputs / layout if layout in NEEDS_CHECKPOINT else None
     upgrade(old_file(layout, outtype), tmp_path / "new.gguf", target=target, hf=hf)
     assert (tmp_path / "new.gguf").read_bytes() == today.read_bytes()
+
+
+def test_nvfp4_without_prec_a4(qwen3_group: Path, tmp_path: Path) -> None:
+    """NVFP4 tensors without general.tensor_extra.prec_a4 (a file older than b11223): not decidable from the file
+    (a W4A4 checkpoint gets none either): listed as not checked; with --hf naming a W4A16_NVFP4 checkpoint the
+    upgrade is refused in one line, nothing written."""
+    from gguf import GGMLQuantizationType as QT
+    from gguf import GGUFValueType as VT
+
+    from dspark_convert.gguffile.header import pad, write_header
+    from dspark_convert.plan import KV, TensorSpec
+
+    old = tmp_path / "old.gguf"
+    specs = [TensorSpec("fc.weight", (32, 64), QT.NVFP4), TensorSpec("output_norm.weight", (32,), QT.F32)]
+    with open(old, "wb") as fh:
+        write_header(fh, "dflash", [KV("dflash.target_layers", VT.ARRAY, [1, 3], VT.INT32)], specs)
+        for spec in specs:
+            fh.write(b"\0" * (spec.nbytes + pad(spec.nbytes)))
+    dry = upgrade(old, tmp_path / "x.gguf", dry_run=True)
+    assert any(u.startswith("general.tensor_extra.prec_a4") for u in dry.staleness.unchecked)
+    with pytest.raises(ConvertError, match=r"general.tensor_extra.prec_a4: --hf .* W4A16_NVFP4") as e:
+        upgrade(old, tmp_path / "new.gguf", hf=qwen3_group / "n-dspark-nvfp4")
+    assert "\n" not in str(e.value) and "hf2gguf" in str(e.value) and not (tmp_path / "new.gguf").exists()
+
+
+@pytest.mark.parametrize("case", ["n-dspark-conf", "n-dspark-noconf", "n-dspark-interleaved-b", "n-dspark-sinks"])
+def test_b11434_dspark_layouts_from_pre_b10705(case: str, qwen3_group: Path, golden_dir: Path, tmp_path: Path) -> None:
+    """The DSpark layouts of the b11434 set as a pre-b10705 converter wrote them (no has_confidence_head, the draft's
+    embed_tokens dropped): refused without --hf (one line), upstream b11434's file with it."""
+    from dspark_convert import convert
+
+    today = tmp_path / "today.gguf"
+    convert(qwen3_group / case, qwen3_group / "target", today, outtype="bf16", match_upstream=True)
+    expected = json.loads((golden_dir / "manifests-b11434" / f"{case}.bf16.json").read_text())
+    assert compare(today, expected) == []
+    old = _as_749f688(today, tmp_path / "old.gguf")
+    with read_gguf(old) as f:
+        assert "dflash.has_confidence_head" not in f.kvs and "token_embd.weight" not in [t.name for t in f.tensors]
+    with pytest.raises(ConvertError, match="token_embd.weight") as e:
+        upgrade(old, tmp_path / "new.gguf", target=qwen3_group / "target", match_upstream=True)
+    assert "\n" not in str(e.value) and not (tmp_path / "new.gguf").exists()
+    r = upgrade(old, tmp_path / "new.gguf", target=qwen3_group / "target", hf=qwen3_group / case, match_upstream=True)
+    kept = "token_embd.weight" in [t["name"] for t in expected["tensors"]]  # the checkpoint stores embed_tokens
+    assert [c.subject for c in r.changes] == ["dflash.has_confidence_head"] + ["token_embd.weight"] * kept
+    assert compare(tmp_path / "new.gguf", expected) == []
