@@ -387,6 +387,7 @@ def detect_staleness(f: Header, target: TargetInfo | None = None) -> Staleness:
         unchecked.append(f"{PREC_A4} (NVFP4 tensors: whether they are W4A16 is in the checkpoint's quant_algo; --hf)")
     if f.arch == S.ARCH_DFLASH and not _is_dspark(f):
         unchecked.append("config keys " + ", ".join(k.removeprefix("dflash.") for k in CONFIG_KEYS) + " (--hf)")
+        unchecked.append("q/k row order of an interleaved-RoPE draft (rope_is_neox_style: false; --hf)")
     if f.arch == S.ARCH_DFLASH:
         if target is None:
             unchecked += [DIMENSION_SECTIONS + " (M-RoPE target?)", EMBEDDING_SCALE + " (Gemma target?)"]
@@ -663,6 +664,7 @@ def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | No
         _refuse_w4a16(f, hf)
     if hf is not None and f.arch == S.ARCH_DFLASH and not _is_dspark(f):
         _config_keys(f, kvs, changes, hf, target)
+        _dflash_neox(f, pieces, changes, hf)
     _double_neox(f, pieces, changes, hf=hf, from_revision=from_revision, rope_interleaved=rope_interleaved)
     if (_is_dspark(f) and _has(f, S.T_TOKEN_EMBD) and not _has(f, S.T_D2T)
             and not any(c.subject == S.T_TOKEN_EMBD for c in changes)):  # a b10705+ file: its head as hf2gguf has it
@@ -781,6 +783,12 @@ def _double_neox(f: GGUFFile, pieces: list[Piece], changes: list[Stale], *, hf: 
 def _prove_double(f: GGUFFile, hf: Path, hd: int) -> bool:
     """Whether ``blk.0.attn_q.weight`` equals the checkpoint's q_proj permuted twice (True) or once (False);
     anything else is refused."""
+    return _neox_permutations(f, hf, hd, (1, 2)) == 2
+
+
+def _neox_permutations(f: GGUFFile, hf: Path, hd: int, choices: tuple[int, ...]) -> int:
+    """How many NeoX permutations (one of ``choices``) turn the checkpoint's ``q_proj`` into the file's
+    ``blk.0.attn_q.weight`` (to the file's rounding); anything else is refused in one line."""
     import numpy as np
 
     from .hf.checkpoint import Checkpoint
@@ -798,13 +806,34 @@ def _prove_double(f: GGUFFile, hf: Path, hd: int) -> bool:
         raise ConvertError(f"--hf {hf}: {src} has {w.size} values, blk.0.attn_q.weight {got.size}; not the same draft")
     w = w.reshape(got.shape)
     idx = np.arange(len(w)).reshape(-1, hd // 2, 2).transpose(0, 2, 1).reshape(-1)
-    once, twice = w[idx], w[idx][idx]
-    e1, e2 = (float(np.abs(got - c).max()) for c in (once, twice))
+    candidates = {0: w, 1: w[idx], 2: w[idx][idx]}
+    err = {n: float(np.abs(got - candidates[n]).max()) for n in choices}
+    best = min(choices, key=lambda n: err[n])
     tol = 0.02 * float(np.abs(w).max()) + 1e-6
-    if min(e1, e2) > tol:
-        raise ConvertError(f"{f.path}: blk.0.attn_q.weight matches neither one nor two NeoX permutations of --hf "
-                           f"{hf}'s q_proj (max diff {min(e1, e2):.3g}); is it the same draft?")
-    return e2 < e1
+    if err[best] > tol:
+        words = " nor ".join({0: "no", 1: "one", 2: "two"}[n] for n in choices)
+        raise ConvertError(f"{f.path}: blk.0.attn_q.weight matches neither {words} NeoX permutation of --hf "
+                           f"{hf}'s q_proj (max diff {err[best]:.3g}); is it the same draft?")
+    return best
+
+
+def _dflash_neox(f: GGUFFile, pieces: list[Piece], changes: list[Stale], hf: Path) -> None:
+    """A DFlash (not DSpark) draft with interleaved RoPE (``rope_is_neox_style: false``) converted before upstream
+    b10662 kept the checkpoint's q/k row order; b10662+ (and hf2gguf) permute the rows to NeoX order once. The
+    checkpoint's q_proj tells which the file has; a file without the permutation gets it (a row permutation of the
+    stored bytes)."""
+    if _hf_config(hf).get("rope_is_neox_style", True) is not False:
+        return
+    hd = f.value("dflash.attention.key_length")
+    if not isinstance(hd, int) or hd < 4 or hd % 2 or _neox_permutations(f, hf, hd, (0, 1)) == 1:
+        return
+    import numpy as np
+
+    for p in pieces:
+        if p.copy is not None and p.spec.name.endswith(_ROPE_TENSORS):
+            p.perm = np.arange(int(p.copy.shape[0])).reshape(-1, hd // 2, 2).transpose(0, 2, 1).reshape(-1)
+    changes.append(Stale("blk.*.attn_{q,k}{,_norm}.weight", "q/k rows in the checkpoint's interleaved order; upstream "
+                         "b10662+ permutes them to NeoX order once (llama.cpp ropes NeoX-style)", "b10662", "checkpoint"))
 
 
 # ------------------------------------------------------------------------------------------------ writing

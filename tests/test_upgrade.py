@@ -517,3 +517,39 @@ def test_b11434_dspark_layouts_from_pre_b10705(case: str, qwen3_group: Path, gol
     kept = "token_embd.weight" in [t["name"] for t in expected["tensors"]]  # the checkpoint stores embed_tokens
     assert [c.subject for c in r.changes] == ["dflash.has_confidence_head"] + ["token_embd.weight"] * kept
     assert compare(tmp_path / "new.gguf", expected) == []
+
+
+def test_dflash_interleaved_gets_its_neox_permutation(golden_inputs: Path, tmp_path: Path) -> None:
+    """A DFlash draft with rope_is_neox_style: false as a pre-b10662 converter wrote it (q/k rows in the checkpoint's
+    order): --hf's q_proj shows it, and the upgrade permutes the rows once, as upstream b10662+ and hf2gguf do;
+    a file that has the permutation is left alone."""
+    import shutil
+
+    from dspark_convert.hf2gguf.conversion import convert
+
+    draft = tmp_path / "dflash-interleaved"
+    shutil.copytree(golden_inputs / "dflash-zlab", draft)
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg["rope_is_neox_style"] = False
+    (draft / "config.json").write_text(json.dumps(cfg))
+    today = tmp_path / "today.gguf"
+    convert(draft, golden_inputs / "target", today, outtype="bf16")
+    with read_gguf(today) as f:
+        hd = f.value("dflash.attention.key_length")
+        plan = plan_upgrade(f, match_upstream=True)
+        permuted = [p for p in plan.pieces if p.spec.name.endswith((".attn_q.weight", ".attn_k.weight",
+                                                                     ".attn_q_norm.weight", ".attn_k_norm.weight"))]
+        assert permuted
+        for p in permuted:  # undo the one permutation: the rows as the checkpoint has them
+            assert p.copy is not None
+            idx = _forward_neox(p.copy.shape[0], hd)
+            inv = np.empty_like(idx)
+            inv[idx] = np.arange(len(idx))
+            p.perm = inv
+        write_upgrade(plan, f, tmp_path / "old.gguf")
+    assert (tmp_path / "old.gguf").read_bytes() != today.read_bytes()
+    r = upgrade(tmp_path / "old.gguf", tmp_path / "new.gguf", target=golden_inputs / "target", hf=draft)
+    assert [(c.subject, c.since) for c in r.changes] == [("blk.*.attn_{q,k}{,_norm}.weight", "b10662")]
+    assert (tmp_path / "new.gguf").read_bytes() == today.read_bytes()
+    r = upgrade(today, tmp_path / "same.gguf", target=golden_inputs / "target", hf=draft)
+    assert r.changes == [] and (tmp_path / "same.gguf").read_bytes() == today.read_bytes()
