@@ -12,7 +12,7 @@ its own:
   rename, folder fsync).
 
 One untimed warm-up run of each first (the input is then in the page cache for all: warm against warm), then
-``--runs`` interleaved runs; prints the median time of each, the ratio upgrade / cp and upgrade / shutil, and the
+``--runs`` interleaved runs (the order rotated each round); prints the median time of each, the ratio upgrade / cp and upgrade / shutil, and the
 peak RSS. No timed asserts. Usage::
 
     python benchmarks/bench_upgrade.py [--gib 3] [--runs 5] [--workdir /tmp/bench-upgrade]
@@ -128,9 +128,10 @@ def main() -> int:
     results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in cases}
     for name, argv in cases.items():  # warm-up (untimed): the input in the page cache for every case
         run(argv, dst[name])
-    for _ in range(a.runs):  # interleaved, so that background load affects all alike
-        for name, argv in cases.items():
-            results[name].append(run(argv, dst[name]))
+    names = list(cases)
+    for i in range(a.runs):  # interleaved, the order rotated each round: background load and position affect all alike
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            results[name].append(run(cases[name], dst[name]))
     med = {name: statistics.median(t for t, _, _ in rs) for name, rs in results.items()}
     cpu = {name: statistics.median(c for _, _, c in rs) for name, rs in results.items()}
     print(f"input: {src} ({size / (1 << 30):.2f} GiB), warm page cache, {a.runs} interleaved runs each, median")
