@@ -366,13 +366,14 @@ def check_file(path: str | Path, remote: RemoteOptions | None = None) -> list[Fi
     return check_plan(plan_from_source(path, remote)[0])
 
 
-def stale_layout(path: str | Path) -> list[Finding]:
-    """A warning when a local file has an older upstream revision's layout (what ``upgrade`` or a reconversion
-    fixes; :func:`dspark_convert.upgrade.staleness_findings`); nothing for a remote file or a current one."""
-    from .gguffile.refs import classify_ref
-    from .upgrade import staleness_findings
+def stale_layout(path: str | Path, plan: Plan | None = None) -> list[Finding]:
+    """``check FILE``'s ``stale-layout`` warnings: what an older upstream revision's layout lacks, each with the
+    ``upgrade`` command that fixes it (:func:`dspark_convert.upgrade.staleness_findings`; empty for a current
+    file). ``plan`` is the file's header when already read (local or remote), else ``path`` is read."""
+    from .upgrade import PlanHeader, staleness_findings
 
-    return staleness_findings(path) if isinstance(classify_ref(path), Path) else []
+    return staleness_findings(path, PlanHeader(plan) if plan is not None else None)
+
 
 
 # ============================================================================================== quantized formats

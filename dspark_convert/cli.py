@@ -211,7 +211,9 @@ def check(
 
     plan, source = run_or_exit(lambda: plan_from_source(file, remote_options(max_header_mib, timeout, deadline)),
                                f"reading {file}")
-    findings = check_plan(plan)
+    from .check import stale_layout
+
+    findings = check_plan(plan) + stale_layout(file, plan)  # + the upgrade's staleness warnings
     ok = not errors(findings)
     st = spec_type(plan)
     if as_json:
@@ -228,11 +230,9 @@ def check(
             console.print(st.line(), markup=False, highlight=False, soft_wrap=True)
         if source is not None:
             render_source(source.to_dict(), console)
-    from .check import spec_type_warning, stale_layout
+    from .check import spec_type_warning
     from .render import print_warning
 
-    for finding in run_or_exit(lambda: stale_layout(file), f"reading {file}"):  # stderr: the findings stay loader rules
-        print_warning(finding.message)
     if (spec_warning := spec_type_warning(st)) is not None:
         print_warning(spec_warning)
     raise typer.Exit(0 if ok else 1)
@@ -315,14 +315,15 @@ def verify_cmd(
 
 @app.command()
 def upgrade(
-    old: Annotated[str, typer.Argument(metavar="OLD.gguf", help="A draft GGUF made by an older converter (local file).")],
+    old: Annotated[str, typer.Argument(metavar="OLD.gguf", help="A draft GGUF made by an older converter: a local file (--dry-run: also hf:// or a URL, header only).")],
     outfile: Annotated[str | None, typer.Option("--outfile", "-o", metavar="NEW.gguf", help="Output file (default: OLD.upgraded.gguf beside the input).")] = None,
-    target: Annotated[str | None, typer.Option("--target", metavar="TARGET", help="Target model folder (config.json, tokenizer.json): M-RoPE sections, Gemma embedding scale, tokenizer add_bos/add_eos, tied or untied head.")] = None,
+    target: Annotated[str | None, typer.Option("--target", metavar="TARGET", help="The target model, header only: a folder, a Hub repo id, or a target GGUF (local, hf:// or a URL). Gives M-RoPE sections, Gemma embedding scale, tokenizer add_bos/add_eos, tied or untied head.")] = None,
     hf: Annotated[str | None, typer.Option("--hf", metavar="CHECKPOINT", help="The draft's checkpoint folder: supplies tensors the old file lacks (embed_tokens) and proves a double NeoX permutation.")] = None,
     match_upstream: Annotated[bool, typer.Option("--match-upstream", help="Write llama.cpp b11434's layout exactly (no output.weight added for an untied target).")] = False,
     from_revision: Annotated[str | None, typer.Option("--from-revision", metavar="bNNNN", help="The upstream revision that made the file, if known (b10662-b11104 permuted interleaved-RoPE DSpark q/k twice).")] = None,
     rope_interleaved: Annotated[bool, typer.Option("--rope-interleaved", help="The draft checkpoint says rope_is_neox_style: false (with --from-revision).")] = False,
     no_embed_tokens: Annotated[bool, typer.Option("--no-embed-tokens", help="The draft checkpoint stores no embed_tokens (what --hf would tell).")] = False,
+    embed_tokens_from_target: Annotated[bool, typer.Option("--embed-tokens-from-target", help="The draft checkpoint's embed_tokens is the target's frozen copy: take token_embd from --target.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would change; write nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable summary on stdout.")] = False,
@@ -332,13 +333,14 @@ def upgrade(
 
     result = run_or_exit(lambda: run_upgrade(old, outfile, target=target, hf=hf, match_upstream=match_upstream,
                                              dry_run=dry_run, force=force, from_revision=from_revision,
-                                             rope_interleaved=rope_interleaved, no_embed_tokens=no_embed_tokens),
+                                             rope_interleaved=rope_interleaved, no_embed_tokens=no_embed_tokens,
+                                             embed_tokens_from_target=embed_tokens_from_target),
                          f"upgrading {old}")
     if result.path is not None:
         _State.written = str(result.path)
     if as_json:
         print_json(result.to_dict())
-        return
+        raise typer.Exit(2 if result.refused else 0)
     lines = [f"{old}: layout of upstream {result.staleness.describe_revisions()}"]
     lines += [f"  {'would change' if dry_run else 'changed'}: {c}" for c in result.changes] or ["  nothing stale"]
     lines += [f"  not checked without --target: {u}" for u in result.staleness.unchecked]
@@ -346,6 +348,11 @@ def upgrade(
     if result.path is not None:
         lines.append(f"wrote {result.path} ({result.size} bytes)")
     sys.stdout.write("\n".join(lines) + "\n")
+    if result.refused:  # a dry run of an upgrade that cannot be done: the same line and exit code as the real run
+        from .render import print_error
+
+        print_error(result.refused)
+        raise typer.Exit(2)
 
 
 class _OneLineWarnings(logging.Handler):

@@ -328,10 +328,10 @@ def _trace_commit(at_step: Callable[[object], bool]) -> None:
     (destination.commit and the renameat2 call), the rest of write_plan, and the conversion's lines up to its
     return. When ``at_step`` returns True, Interrupted(SIGINT) is raised at that line, as a signal handler would
     raise it there. Tracing stops at the first exception (the handlers are not a step of the commit)."""
-    from dspark_convert.hf2gguf import conversion, destination
+    from dspark_convert.hf2gguf import atomic, conversion, destination
 
     write_plan = writer_mod.write_atomically.__code__  # the commit lives in write_atomically (write_plan's body)
-    lines = Path(writer_mod.__file__).read_text().splitlines()
+    lines = Path(atomic.__file__).read_text().splitlines()
     start = next(i + 1 for i, ln in enumerate(lines) if "size, ours = " in ln)
     codes = {write_plan, writer_mod.write_plan.__code__, destination.commit.__code__, destination._renameat2_noreplace.__code__,
              conversion._convert.__code__, conversion.convert.__code__}

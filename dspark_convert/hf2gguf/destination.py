@@ -22,7 +22,6 @@ from pathlib import Path
 
 from ..errors import ConvertError
 from ..notes import note
-from .naming import expand_output_template
 
 #: temporary files this process is writing now (never removed as stale, even though their pid is ours)
 _ACTIVE: set[Path] = set()
@@ -53,7 +52,11 @@ def check_destination(outfile: str | os.PathLike[str] | None, *, outtype: str, f
         _check_folder(path.parent if str(path.parent) else Path("."))
     if "{" in name and outtype == "auto":
         return  # the name depends on the resolved outtype: checked after planning
-    expanded = Path(expand_output_template(name, outtype=outtype)) if "{" in name else path
+    expanded = path
+    if "{" in name:
+        from .naming import expand_output_template  # (imports gguf: only for a template, so upgrade starts fast)
+
+        expanded = Path(expand_output_template(name, outtype=outtype))
     check_planned_name(expanded, force=force)
 
 
