@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -64,6 +64,18 @@ class MetadataCheck:
     gguf: Any
     expected: Any
     passed: bool
+
+
+@dataclass
+class OwnRows:
+    """What a variant's own pair of forwards hands the driver (``variants/<name>/verify.py``'s ``own_rows``): its
+    rows, and the checkpoint's tensors with those its torch forward read (the driver's tensor accounting)."""
+
+    hparams: dict[str, Any] = field(default_factory=dict)
+    outputs: list[OutputCheck] = field(default_factory=list)
+    metadata: list[MetadataCheck] = field(default_factory=list)
+    checkpoint_names: list[str] = field(default_factory=list)
+    checkpoint_read: set[str] = field(default_factory=set)
 
 
 # ============================================================================================== values

@@ -35,7 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from draft_kit import Maker as _Maker
+from draft_kit import Tensor
+from draft_kit import save_safetensors as _save
 
 HERE = Path(__file__).resolve().parent
 ORACLE = HERE / "data" / "oracle-b11434"
@@ -43,8 +45,6 @@ OUTTYPES = ("bf16", "f16", "f32", "q8_0")
 TAPS = [0, 2, 3]
 N_TARGET_LAYERS = 5
 MASK = 4  # <mask>, as in Gemma 3's tokenizer
-
-Tensor = tuple[str, np.ndarray]
 
 
 # ---------------------------------------------------------------------------------------------- tokenizer
@@ -91,35 +91,6 @@ N_TOKENS = len(SPECIALS) + 256 + len(WORDS)
 
 
 # ---------------------------------------------------------------------------------------------- tensors
-def _bf16(a: np.ndarray) -> np.ndarray:
-    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-class _Maker:
-    def __init__(self, seed: int, dtype: str) -> None:
-        self.rng, self.dtype = np.random.default_rng(seed), dtype
-
-    def t(self, *shape: int, scale: float = 0.05, mean: float = 0.0) -> Tensor:
-        a = (mean + self.rng.standard_normal(shape, dtype=np.float32) * scale).astype(np.float32)
-        return ("BF16", _bf16(a)) if self.dtype == "BF16" else ("F32", a)
-
-    def norm(self, n: int) -> Tensor:
-        return self.t(n, scale=0.1, mean=1.0)
-
-
-def _save(path: Path, tensors: dict[str, Tensor]) -> None:
-    header: dict[str, Any] = {}
-    blobs, off = [], 0
-    for name in sorted(tensors):
-        dtype, arr = tensors[name]
-        b = np.ascontiguousarray(arr).tobytes()
-        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    path.write_bytes(len(h).to_bytes(8, "little") + h + b"".join(blobs))
 
 
 @dataclass(frozen=True)

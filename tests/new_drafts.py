@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from draft_kit import Maker as _Maker
+from draft_kit import Tensor
+from draft_kit import save_safetensors as _save
 
 HERE = Path(__file__).resolve().parent
 ORACLE = HERE / "data" / "oracle-b11434"
@@ -30,35 +33,6 @@ OUTTYPES = ("bf16", "f16", "f32", "q8_0")
 H, NH, NKV, HD, FF, V, MASK = 32, 2, 1, 16, 96, 129280, 128799
 TAPS = [0, 2, 3]
 
-Tensor = tuple[str, np.ndarray]
-
-
-def _bf16(a: np.ndarray) -> np.ndarray:
-    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-class _Maker:
-    def __init__(self, seed: int, dtype: str) -> None:
-        self.rng, self.dtype = np.random.default_rng(seed), dtype
-
-    def t(self, *shape: int, scale: float = 0.05, mean: float = 0.0) -> Tensor:
-        a = (mean + self.rng.standard_normal(shape, dtype=np.float32) * scale).astype(np.float32)
-        return ("BF16", _bf16(a)) if self.dtype == "BF16" else ("F32", a)
-
-
-def _save(path: Path, tensors: dict[str, Tensor]) -> None:
-    header: dict[str, Any] = {}
-    blobs, off = [], 0
-    for name in sorted(tensors):
-        dtype, arr = tensors[name]
-        b = np.ascontiguousarray(arr).tobytes()
-        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    path.write_bytes(len(h).to_bytes(8, "little") + h + b"".join(blobs))
 
 
 def dflash2_tensors(m: _Maker, layers: int, kernel: int, group: int, rank: int, embed: bool) -> dict[str, Tensor]:

@@ -26,33 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import draft_kit
 import numpy as np
+from draft_kit import Tensor, save_safetensors
 
 HERE = Path(__file__).resolve().parent
 ORACLE = HERE / "data" / "oracle-b11434"
 OUTTYPES = ("bf16", "f16", "f32", "q8_0")
 V, MASK = 129280, 128799
 
-Tensor = tuple[str, np.ndarray]
-
-
-def _bf16(a: np.ndarray) -> np.ndarray:
-    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def save_safetensors(path: Path, tensors: dict[str, Tensor]) -> None:
-    header: dict[str, Any] = {}
-    blobs, off = [], 0
-    for name in sorted(tensors):
-        dtype, arr = tensors[name]
-        b = np.ascontiguousarray(arr).tobytes()
-        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    path.write_bytes(len(h).to_bytes(8, "little") + h + b"".join(blobs))
 
 
 @dataclass
@@ -67,15 +49,8 @@ class Dims:
     rank: int = 64
 
 
-class Maker:
-    """Random tensors in a fixed order from one seed (plain ones as ``dtype``: BF16 or F32)."""
-
-    def __init__(self, seed: int, dtype: str) -> None:
-        self.rng, self.dtype = np.random.default_rng(seed), dtype
-
-    def t(self, *shape: int, scale: float = 0.05, mean: float = 0.0) -> Tensor:
-        a = (mean + self.rng.standard_normal(shape, dtype=np.float32) * scale).astype(np.float32)
-        return ("BF16", _bf16(a)) if self.dtype == "BF16" else ("F32", a)
+class Maker(draft_kit.Maker):
+    """:class:`draft_kit.Maker` plus ModelOpt NVFP4 linears."""
 
     def nvfp4(self, base: str, out: int, inp: int, scale2: float, input_scale: float | None) -> dict[str, Tensor]:
         """ModelOpt NVFP4 tensors of linear ``base`` [out, inp]: U8 codes, E4M3 scales (exponents 4..9), scalars."""

@@ -11,28 +11,17 @@ GGUF's own top-k candidates are the same sets.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...verify_checks import MetadataCheck, OutputCheck, compare_cases
+from ...verify_checks import MetadataCheck, OutputCheck, OwnRows, compare_cases
 
 #: the report's family and layout words
 FAMILY = "dflash2"
 LAYOUT = "z-lab DFlash2"
-
-
-@dataclass
-class DFlash2Rows:
-    hparams: dict[str, Any] = field(default_factory=dict)
-    outputs: list[OutputCheck] = field(default_factory=list)
-    metadata: list[MetadataCheck] = field(default_factory=list)
-    #: the checkpoint's tensors and those the torch forward read (the driver's tensor accounting)
-    checkpoint_names: list[str] = field(default_factory=list)
-    checkpoint_read: set[str] = field(default_factory=set)
 
 
 def accepts(hf_dir: Path) -> bool:
@@ -46,7 +35,7 @@ def accepts(hf_dir: Path) -> bool:
 
 
 def own_rows(g: GGUFWeights, hf_dir: str | Path, target_dir: str | Path, contexts: list[int],
-             rng: np.random.Generator) -> DFlash2Rows:
+             rng: np.random.Generator) -> OwnRows:
     """verify's inputs for DFlash2 (features per context, then one anchor per case), and :func:`dflash2_rows`."""
     feats = [rng.standard_normal((t, g.shape("fc.weight")[1])).astype(np.float32) for t in contexts]
     anchors = [int(a) for a in rng.integers(0, g.shape("selector_successor.weight")[0], size=len(feats))]
@@ -89,7 +78,7 @@ def _metadata(g: GGUFWeights, cfg: dict[str, Any]) -> list[MetadataCheck]:
 
 
 def dflash2_rows(g: GGUFWeights, hf_dir: str | Path, target_dir: str | Path, feats: list[np.ndarray],
-                 anchors: list[int]) -> DFlash2Rows:
+                 anchors: list[int]) -> OwnRows:
     """Run both forwards on the same cases; one row per compared quantity, in forward order."""
     from . import torch_forward as tf
     from .numpy_forward import DFlash2HParams, dflash2_forward, top_k
@@ -98,7 +87,7 @@ def dflash2_rows(g: GGUFWeights, hf_dir: str | Path, target_dir: str | Path, fea
     cfg = json.loads((hf / "config.json").read_text())
     probe = tf.DFlash2Checkpoint(hf, tgt)
     ck = tf.DFlash2Checkpoint(hf, tgt, _storage(g, hf, probe.w.names))
-    rows = DFlash2Rows(metadata=_metadata(g, cfg), checkpoint_names=ck.w.names, checkpoint_read=ck.w.read)
+    rows = OwnRows(metadata=_metadata(g, cfg), checkpoint_names=ck.w.names, checkpoint_read=ck.w.read)
     refs = tf.dflash2_forward(ck, feats, anchors)
     try:
         outs = dflash2_forward(g, TargetWeights(tgt), feats, anchors, [r.candidates for r in refs])

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import numpy as np
 
 from ... import schema as S
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...verify_checks import MetadataCheck, OutputCheck, compare_cases, compare_token_cases
+from ...verify_checks import MetadataCheck, OutputCheck, OwnRows, compare_cases, compare_token_cases
 
 A = S.ARCH_DFLASH
 
@@ -108,18 +107,6 @@ FAMILY = "dspark_gemma4"
 LAYOUT = "DeepSpec Gemma4DSparkModel"
 
 
-@dataclass
-class Gemma4Rows:
-    """What :func:`own_rows` hands the driver: the rows, and the checkpoint's tensors with those its forward read
-    (the driver's tensor accounting)."""
-
-    hparams: dict[str, Any] = field(default_factory=dict)
-    outputs: list[OutputCheck] = field(default_factory=list)
-    metadata: list[MetadataCheck] = field(default_factory=list)
-    checkpoint_names: list[str] = field(default_factory=list)
-    checkpoint_read: set[str] = field(default_factory=set)
-
-
 def accepts(hf_dir: Path) -> bool:
     """The checkpoint's own config names the class the Gemma4 torch forward reads (a checkpoint of another class
     goes the generic way, where the metadata row reports the mismatch)."""
@@ -129,7 +116,7 @@ def accepts(hf_dir: Path) -> bool:
 
 
 def own_rows(g: GGUFWeights, hf_dir: str | Path, target_dir: str | Path, contexts: list[int],
-             rng: np.random.Generator) -> Gemma4Rows:
+             rng: np.random.Generator) -> OwnRows:
     """verify's seeded inputs (features per context, one anchor per case) and :func:`gemma4_rows`."""
     from ...reference.hf_draft import TorchCheckpoint
 
@@ -141,4 +128,4 @@ def own_rows(g: GGUFWeights, hf_dir: str | Path, target_dir: str | Path, context
         n_vocab = tw.ckpt.shape(tw.embed_name)[0]
     anchors = [int(a) for a in rng.integers(0, n_vocab, size=len(feats))]
     outputs, metadata_rows, hparams, read = gemma4_rows(g, hf_dir, target_dir, feats, anchors)
-    return Gemma4Rows(hparams, outputs, metadata_rows, TorchCheckpoint(Path(hf_dir)).names, read)
+    return OwnRows(hparams, outputs, metadata_rows, TorchCheckpoint(Path(hf_dir)).names, read)
