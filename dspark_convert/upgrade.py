@@ -98,9 +98,10 @@ class Stale:
     def __str__(self) -> str:
         return f"{self.subject}: {self.change} (upstream {self.since}+; fixed by upgrade with {self.needs})"
 
-    def command(self, path: str | os.PathLike[str]) -> str:
-        """The ``upgrade`` command line that fixes this item (placeholders for what the user supplies)."""
-        extra = {"file": "", "target": " --target TARGET", "checkpoint": " --hf CHECKPOINT",
+    def command(self, path: str | os.PathLike[str], target: str | None = None) -> str:
+        """The ``upgrade`` command line that fixes this item (placeholders for what the user supplies; ``target``,
+        when known, in place of ``TARGET``)."""
+        extra = {"file": "", "target": f" --target {target or 'TARGET'}", "checkpoint": " --hf CHECKPOINT",
                  "user": " --from-revision bNNNN --rope-interleaved"}[self.needs]
         return f"dspark-convert upgrade {path} -o NEW.gguf{extra}"
 
@@ -144,7 +145,24 @@ class TargetInfo:
     gguf: dict[str, Any] = field(default_factory=dict)
     gguf_tensors: dict[str, ReaderTensor] = field(default_factory=dict)
     gguf_path: Path | None = None
+    #: whether the target ties its head, when known otherwise than from ``config`` / ``gguf_tensors``
+    tied: bool | None = None
     _add: dict[str, bool] | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_side(cls, side: Any) -> TargetInfo:
+        """The header facts of a target already read for ``check DRAFT --target TARGET``
+        (a :class:`~dspark_convert.fit.Side`: nothing is read again): its config (a Hugging Face target) or its
+        arch, embedding length and M-RoPE sections (a target GGUF), its tokenizer's ``add_bos`` / ``add_eos`` as the
+        converter writes them, and whether it ties its head. Enough for :func:`detect_staleness`; its tensors are
+        not reachable (:meth:`tensor` refuses)."""
+        add = {typ: v for typ, key in (("bos", ADD_BOS), ("eos", ADD_EOS)) if isinstance(v := side.kvs.get(key), bool)}
+        if side.kind == "gguf":
+            kvs = {f"{side.arch}.embedding_length": side.hp.get("embedding_length")}
+            if side.hp.get("rope_dimension_sections") is not None:
+                kvs[S.ROPE_DIMENSION_SECTIONS.format(arch=side.arch)] = side.hp["rope_dimension_sections"]
+            return cls(side.source, gguf_arch=side.arch, gguf=kvs, tied=side.tied, _add=add)
+        return cls(side.source, config=dict(side.config), tied=side.tied, _add=add)
 
     @property
     def path(self) -> Path:
@@ -177,6 +195,8 @@ class TargetInfo:
 
     def ties_embeddings(self) -> bool:
         """The target's head is its embedding (a GGUF: it has no ``output.weight``)."""
+        if self.tied is not None:
+            return self.tied
         if self.gguf_arch is not None:
             return S.T_OUTPUT not in self.gguf_tensors
         from .variants.kit.hparams import target_ties_embeddings
@@ -204,7 +224,9 @@ class TargetInfo:
         """A byte producer of the target's ``gguf_name`` (a GGUF target: its bytes as stored, which must have type
         ``qt`` and ``shape``) or of the first of ``hf_names`` in its safetensors (converted to ``qt``)."""
         if self.gguf_arch is None:
-            assert self.folder is not None
+            if self.folder is None:
+                raise ConvertError(f"--target {self.source}: only its header facts were read; {what} needs its "
+                                   "tensors: pass the target to 'dspark-convert upgrade --target'")
             folder = self.folder
             if not any(folder.glob("*.safetensors")):
                 from .hf.hub import resolve_target
@@ -419,22 +441,26 @@ def detect_staleness(f: Header, target: TargetInfo | None = None) -> Staleness:
     return Staleness((REVISIONS[lo], REVISIONS[hi] if hi < len(REVISIONS) else None), stale, unchecked)
 
 
-def staleness_findings(path: str | os.PathLike[str], f: Header | None = None) -> list[Any]:
-    """``check FILE``'s staleness findings: one ``warning`` (rule ``stale-layout``) per item
-    :func:`detect_staleness` finds without a target (the same items ``upgrade --dry-run`` lists), naming what is
-    stale, the upstream revision that changed it and the ``upgrade`` command that fixes it. Empty for a current
-    file. ``f`` is the file's header when the caller has read it (any source), else ``path`` is read."""
+def staleness_findings(path: str | os.PathLike[str], f: Header | None = None,
+                       target: TargetInfo | None = None) -> list[Any]:
+    """The ``stale-layout`` findings of ``check FILE`` and of ``check FILE --target TARGET`` (one function for
+    both): one ``warning`` per item :func:`detect_staleness` finds (the same items ``upgrade --dry-run`` lists with
+    the same target), naming what is stale, the upstream revision that changed it and the ``upgrade`` command that
+    fixes it. With ``target`` the items that need it (M-RoPE sections, a Gemma target's embedding scale, the
+    tokenizer flags) are decided too, and the command names it. Empty for a current file. ``f`` is the file's
+    header when the caller has read it (any source), else ``path`` is read."""
     from .check import Finding
 
     if f is None:
         from .gguffile.source import open_gguf_source
 
         with open_gguf_source(path) as g:
-            st = detect_staleness(g)
+            st = detect_staleness(g, target)
     else:
-        st = detect_staleness(f)
+        st = detect_staleness(f, target)
+    ref = target.source if target is not None else None
     return [Finding("warning", s.subject, "stale-layout", f"{s.change} (upstream {s.since}+, file made by "
-                    f"{st.describe_revisions()}); fix: '{s.command(path)}', or reconvert with hf2gguf")
+                    f"{st.describe_revisions()}); fix: '{s.command(path, ref)}', or reconvert with hf2gguf")
             for s in st.stale]
 
 

@@ -149,6 +149,49 @@ def test_check_reports_stale_layout(old_file, tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_check_with_target_reports_stale_layout(old_file, golden_inputs: Path, tmp_path: Path) -> None:
+    """``check FILE --target TARGET`` (the fit path) reports the same stale-layout warnings as ``check FILE`` (one
+    function, in its JSON's ``loader_findings`` too), plus the items only the target decides (here an M-RoPE target
+    GGUF: ``dflash.rope.dimension_sections``), each naming the target in its fix; the upgrade's dry run with that
+    target lists the same subjects. Stale is not broken: the fit's verdict is unchanged."""
+    from typer.testing import CliRunner
+
+    from dspark_convert.check import stale_layout
+    from dspark_convert.cli import app
+    from dspark_convert.fit import check_fit
+
+    old = old_file("dspark-reduced", "bf16")
+    plain = stale_layout(old)
+    rep = check_fit(old, golden_inputs / "target")
+    stale = [f for f in rep.loader_findings if f.rule == "stale-layout"]
+    assert [f.to_dict() for f in stale] == [f.to_dict() for f in plain]  # nothing target-specific for this target
+    assert rep.ok is True
+    r = CliRunner().invoke(app, ["check", str(old), "--target", str(golden_inputs / "target"), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert [f for f in doc["loader_findings"] if f["rule"] == "stale-layout"] == [f.to_dict() for f in plain]
+    # M-RoPE targets (a folder with mrope_section; a target GGUF with its sections key): the fit path also says
+    # the draft's sections key is missing, as the upgrade's dry run with that target does
+    vl = tmp_path / "vl"
+    vl.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (vl / name).write_bytes((golden_inputs / "target" / name).read_bytes())
+    cfg = json.loads((golden_inputs / "target" / "config.json").read_text())
+    cfg.setdefault("rope_parameters", {})["mrope_section"] = [2, 1, 1]
+    (vl / "config.json").write_text(json.dumps(cfg))
+    with read_gguf(old) as f:
+        hidden, tokens = f.value("dflash.embedding_length"), list(f.value("tokenizer.ggml.tokens"))
+    tgt = _target_gguf(tmp_path / "t.gguf", "qwen3vl", hidden=hidden, sections=True, tokens=tokens)
+    for target in (vl, tgt):
+        got = [f for f in check_fit(old, target).loader_findings if f.rule == "stale-layout"]
+        assert [f.subject for f in got] == ["dflash.has_confidence_head", "dflash.rope.dimension_sections"], target
+        assert f"--target {target}'" in got[1].message and "b10662+" in got[1].message
+        # the target narrows the revision window: no sections key => made before b10662
+        assert got[0].message == plain[0].message.replace("up to before b10705", "up to before b10662")
+        dry = upgrade(old, tmp_path / "x.gguf", target=target, dry_run=True)
+        assert [c.subject for c in dry.changes] == [f.subject for f in got]
+
+
 def test_plain_upgrade_adds_output_head_on_untied_target(old_file, golden_inputs: Path, tmp_path: Path) -> None:
     old = old_file("dspark-deepspec", "f32")
     upgrade(old, tmp_path / "new.gguf", target=golden_inputs / "target", hf=golden_inputs / "dspark-deepspec")
@@ -259,8 +302,10 @@ def _raw_safetensors(folder: Path, name: str) -> tuple[bytes, str, list[int]]:
 
 
 def _target_gguf(path: Path, arch: str, *, hidden: int = 32, add: dict[str, bool] | None = None,
-                 sections: bool = False, tensors: tuple[tuple[str, tuple[int, ...], str, bytes], ...] = ()) -> Path:
-    """A target GGUF header (plus the given tensors) as upstream's converter writes one for ``arch``."""
+                 sections: bool = False, tensors: tuple[tuple[str, tuple[int, ...], str, bytes], ...] = (),
+                 tokens: list[str] | None = None) -> Path:
+    """A target GGUF header (plus the given tensors, and a ``gpt2`` vocabulary of ``tokens``) as upstream's
+    converter writes one for ``arch``."""
     from gguf import GGMLQuantizationType as QT
     from gguf import GGUFValueType as VT
 
@@ -270,6 +315,9 @@ def _target_gguf(path: Path, arch: str, *, hidden: int = 32, add: dict[str, bool
     kvs = [KV(f"{arch}.embedding_length", VT.UINT32, hidden)]
     if sections:
         kvs.append(KV(f"{arch}.rope.dimension_sections", VT.ARRAY, [2, 1, 1, 0], VT.INT32))
+    if tokens is not None:
+        kvs += [KV("tokenizer.ggml.model", VT.STRING, "gpt2"),
+                KV("tokenizer.ggml.tokens", VT.ARRAY, tokens, VT.STRING)]
     kvs += [KV(f"tokenizer.ggml.add_{t}_token", VT.BOOL, v) for t, v in (add or {}).items()]
     specs = [TensorSpec(n, s, QT[t]) for n, s, t, _ in tensors]
     with open(path, "wb") as fh:

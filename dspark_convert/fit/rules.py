@@ -415,11 +415,12 @@ def check_fit(draft: str | os.PathLike[str], target: str | os.PathLike[str], *,
     or a URL (``remote`` sets header size and timeout limits); ``target`` may also be a target model folder or a
     Hub repo id. Raises ConvertError (one line) when either side cannot be read.
     """
-    from ..check import check_plan
+    from ..check import check_plan, stale_layout
 
     with collecting() as notes:  # e.g. an HF target's pre-tokenizer recognised by its regex
         d = side_from_gguf(draft, remote=remote)
         t = open_target(target, remote)
     assert d.plan is not None
-    return FitReport(d, t, fit_rules(d, t), check_plan(d.plan),
+    # the loader rules, then check FILE's stale-layout warnings (with the target: its items decided too)
+    return FitReport(d, t, fit_rules(d, t), check_plan(d.plan) + stale_layout(draft, d.plan, t),
                      [Finding("note", n.subject, n.rule, n.message) for n in notes])

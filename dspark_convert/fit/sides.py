@@ -34,7 +34,8 @@ KEYS = (S.TOKENIZER_MODEL, S.TOKENIZER_PRE, S.TOKENIZER_CHAT_TEMPLATE, S.GENERAL
 #: :attr:`Side.hp` name -> ``{arch}.*`` key template
 HP_KEYS = {"embedding_length": S.EMBEDDING_LENGTH, "block_count": S.BLOCK_COUNT, "context_length": S.CONTEXT_LENGTH,
            "rope_freq_base": S.ROPE_FREQ_BASE, "rope_scaling_type": S.ROPE_SCALING_TYPE,
-           "rope_scaling_factor": S.ROPE_SCALING_FACTOR, "rope_scaling_orig_ctx": S.ROPE_SCALING_ORIG_CTX}
+           "rope_scaling_factor": S.ROPE_SCALING_FACTOR, "rope_scaling_orig_ctx": S.ROPE_SCALING_ORIG_CTX,
+           "rope_dimension_sections": S.ROPE_DIMENSION_SECTIONS}
 
 
 class Tokens(Sequence[str]):
@@ -108,6 +109,7 @@ class Side:
     plan: Plan | None = None  # a draft's whole header, for the loader rules
     header_only: bool = False  # a remote file: its tensor data (d2t) was not fetched
     tied: bool | None = None  # a target whose output head is its token embedding (None: unknown)
+    config: dict[str, Any] = field(default_factory=dict)  # a Hugging Face target's config.json (staleness facts)
 
     @property
     def family(self) -> str:
@@ -196,7 +198,7 @@ def side_from_hf(spec: str) -> Side:
     model_type = hp_raw.get("model_type")
     arch = model_type if isinstance(model_type, str) else "hf"
     tie = config.get("tie_word_embeddings", (config.get("text_config") or {}).get("tie_word_embeddings"))
-    return Side(resolved.label, "hf", arch, tokens, kvs, hp, tied=tie if isinstance(tie, bool) else None)
+    return Side(resolved.label, "hf", arch, tokens, kvs, hp, tied=tie if isinstance(tie, bool) else None, config=config)
 
 
 def _not_a_draft(side: Side) -> Side:
