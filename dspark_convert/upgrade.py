@@ -407,8 +407,9 @@ def detect_staleness(f: Header, target: TargetInfo | None = None) -> Staleness:
                                    "b10705", "checkpoint"))
     if _nvfp4_unmarked(f):
         unchecked.append(f"{PREC_A4} (NVFP4 tensors: whether they are W4A16 is in the checkpoint's quant_algo; --hf)")
-    if f.arch == S.ARCH_DFLASH and not _is_dspark(f):
+    if f.arch == S.ARCH_DFLASH:
         unchecked.append("config keys " + ", ".join(k.removeprefix("dflash.") for k in CONFIG_KEYS) + " (--hf)")
+    if f.arch == S.ARCH_DFLASH and not _is_dspark(f):
         unchecked.append("q/k row order of an interleaved-RoPE draft (rope_is_neox_style: false; --hf)")
     if f.arch == S.ARCH_DFLASH:
         if target is None:
@@ -544,7 +545,7 @@ def _checkpoint_tensor(hf: Path, names: tuple[str, ...], qt: QT, what: str) -> t
 
 
 def _config_keys(f: GGUFFile, kvs: list[KV], changes: list[Stale], hf: Path, target: TargetInfo | None) -> None:
-    """The :data:`CONFIG_KEYS` a DFlash / DFlash2 draft's config gives today (``variants.kit.common.base_kvs`` and
+    """The :data:`CONFIG_KEYS` a DFlash / DFlash2 / DSpark draft's config gives today (``variants.kit.common.base_kvs`` and
     ``variants.kit.dflash_base.dflash_kvs``, the keys ``hf2gguf`` writes; a key written twice keeps its first place),
     set where the file lacks them or holds another value, in that order: after the nearest key of that list the
     file has (else before the nearest following one)."""
@@ -556,7 +557,12 @@ def _config_keys(f: GGUFFile, kvs: list[KV], changes: list[Stale], hf: Path, tar
     from .variants.kit.hparams import normalize_hparams
 
     where = str(hf / "config.json")
-    hp = normalize_hparams(_hf_config(hf), where)
+    if _is_dspark(f):  # upstream's DSparkModel extends DFlashModel: the same keys, from its normalized schema
+        from .variants.dflash.dspark import normalize_schema
+
+        hp, _ = normalize_schema(_hf_config(hf), where)
+    else:
+        hp = normalize_hparams(_hf_config(hf), where)
     taps = f.value(S.DFLASH_TARGET_LAYERS)
     if not isinstance(taps, list):
         raise ConvertError(f"{f.path}: no {S.DFLASH_TARGET_LAYERS}; not a DFlash draft upgrade can complete")
@@ -688,8 +694,9 @@ def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | No
 
     if hf is not None and _nvfp4_unmarked(f):
         _refuse_w4a16(f, hf)
-    if hf is not None and f.arch == S.ARCH_DFLASH and not _is_dspark(f):
+    if hf is not None and f.arch == S.ARCH_DFLASH:
         _config_keys(f, kvs, changes, hf, target)
+    if hf is not None and f.arch == S.ARCH_DFLASH and not _is_dspark(f):
         _dflash_neox(f, pieces, changes, hf)
     _double_neox(f, pieces, changes, hf=hf, from_revision=from_revision, rope_interleaved=rope_interleaved)
     if (_is_dspark(f) and _has(f, S.T_TOKEN_EMBD) and not _has(f, S.T_D2T)

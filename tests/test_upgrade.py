@@ -55,12 +55,13 @@ def old_file(golden_inputs: Path, golden_dir: Path, tmp_path_factory: pytest.Tem
     return get
 
 
-def _as_749f688(path: Path, out: Path) -> Path:
+def _as_749f688(path: Path, out: Path, drop_keys: tuple[str, ...] = ()) -> Path:
     """``path`` (upstream b11434's layout) without what b10705 added: ``dflash.has_confidence_head`` and a
-    full-vocabulary DSpark's ``token_embd.weight``. The caller checks the result against manifests/ (749f688)."""
+    full-vocabulary DSpark's ``token_embd.weight`` (and the keys ``drop_keys``). The caller checks the result
+    against manifests/ (749f688)."""
     with read_gguf(path) as f:
         plan = plan_upgrade(f, match_upstream=True)
-        plan.kvs = [k for k in plan.kvs if k.name != "dflash.has_confidence_head"]
+        plan.kvs = [k for k in plan.kvs if k.name != "dflash.has_confidence_head" and k.name not in drop_keys]
         if "d2t" not in [t.name for t in f.tensors]:
             plan.pieces = [p for p in plan.pieces if p.spec.name != "token_embd.weight"]
         _relabel(plan)
@@ -601,3 +602,55 @@ def test_dflash_interleaved_gets_its_neox_permutation(golden_inputs: Path, tmp_p
     assert (tmp_path / "new.gguf").read_bytes() == today.read_bytes()
     r = upgrade(today, tmp_path / "same.gguf", target=golden_inputs / "target", hf=draft)
     assert r.changes == [] and (tmp_path / "same.gguf").read_bytes() == today.read_bytes()
+
+
+def _dspark_with_config_keys(qwen3_group: Path, tmp_path: Path, case: str) -> Path:
+    """A b11434-set DSpark draft whose config gives the keys upstream's DFlashModel reads for DSpark too (b10705+
+    SWA and causal, b11334+ partial rotary and value scale): ``sf-swa`` (SpecForge nested: ``dflash_config.use_swa``
+    without ``layer_types``, causal, value scale, partial_rotary_factor) or ``flat-swa`` (flat DeepSpec:
+    ``use_sliding_window`` + ``layer_types``, ``is_causal: false``; embed_tokens and lm_head stored)."""
+    import shutil
+
+    src = "n-dspark-interleaved-b" if case == "sf-swa" else "n-dspark-conf"
+    d = tmp_path / case
+    shutil.copytree(qwen3_group / src, d)
+    cfg = json.loads((d / "config.json").read_text())
+    if case == "sf-swa":
+        cfg.pop("rope_is_neox_style")
+        cfg.pop("layer_types", None)
+        cfg["dflash_config"].update(use_swa=True, swa_window_size=48, causal=True, attention_value_scale=0.5)
+        cfg["rope_parameters"]["partial_rotary_factor"] = 0.5
+    else:
+        cfg.update(use_sliding_window=True, sliding_window=32, layer_types=["sliding_attention", "full_attention"],
+                   is_causal=False)
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+@pytest.mark.parametrize("case", ["sf-swa", "flat-swa"])
+def test_dspark_config_keys_from_checkpoint(case: str, qwen3_group: Path, tmp_path: Path) -> None:
+    """A DSpark file as a pre-b10705 converter wrote it (no SWA / causal / partial-rotary / value-scale keys, no
+    has_confidence_head, the draft's embed_tokens dropped): ``check`` lists the config keys as not checked; with
+    --hf the upgrade completes them in hf2gguf's order: byte-identical to today's hf2gguf (default layout, and
+    --match-upstream's, which equals upstream b11434's conversion up to hf2gguf's general.base_model keys)."""
+    from dspark_convert import convert
+    from dspark_convert.upgrade import CONFIG_KEYS
+
+    draft = _dspark_with_config_keys(qwen3_group, tmp_path, case)
+    target = qwen3_group / "target"
+    up, today = tmp_path / "up.gguf", tmp_path / "today.gguf"
+    convert(draft, target, up, outtype="bf16", match_upstream=True)
+    convert(draft, target, today, outtype="bf16")
+    with read_gguf(up) as f:
+        present = [k for k in CONFIG_KEYS if k in f.kvs]
+    expected = {"sf-swa": 5, "flat-swa": 3}[case]  # dimension_count, value_scale, window, pattern, causal
+    assert len(present) == expected, present
+    old = _as_749f688(up, tmp_path / "old.gguf", tuple(CONFIG_KEYS))
+    dry = upgrade(old, tmp_path / "x.gguf", target=target, dry_run=True)
+    assert any(u.startswith("config keys ") and "sliding_window" in u for u in dry.staleness.unchecked)
+    assert not any(c.subject in CONFIG_KEYS for c in dry.changes)
+    r = upgrade(old, tmp_path / "new.gguf", target=target, hf=draft, match_upstream=True)
+    assert sorted(c.subject for c in r.changes if c.subject in CONFIG_KEYS) == sorted(present)
+    assert (tmp_path / "new.gguf").read_bytes() == up.read_bytes()
+    upgrade(old, tmp_path / "plain.gguf", target=target, hf=draft)
+    assert (tmp_path / "plain.gguf").read_bytes() == today.read_bytes()
