@@ -360,6 +360,16 @@ def _refuse_w4a16(f: GGUFFile, hf: Path) -> None:
                            "rebuild that list: reconvert with 'dspark-convert hf2gguf'")
 
 
+SINKS = "blk.*.attn_sinks.weight"  # b10705+: '.weight' added to any tensor named '*sink*' (spec §2.2)
+
+
+def _unsuffixed_sinks(f: Header) -> list[str]:
+    """Attention-sink tensors as converters before upstream b10705 named them: gguf-py's name map gives
+    ``blk.N.attn_sinks`` for ``self_attn.sinks`` / ``attention_sink_bias`` (no suffix to keep), a name llama.cpp
+    b11434's DFlash loader does not know; b10705+ appends ``.weight``."""
+    return [t.name for t in f.tensors if "sink" in t.name and not t.name.endswith((".weight", ".bias"))]
+
+
 def _is_dspark(f: Header) -> bool:
     """A file of upstream's DSpark class (it alone writes ``dflash.sample_from_anchor``)."""
     return f.arch == S.ARCH_DFLASH and S.DFLASH_SAMPLE_FROM_ANCHOR in f.kvs
@@ -405,6 +415,10 @@ def detect_staleness(f: Header, target: TargetInfo | None = None) -> Staleness:
                 stale.append(Stale(S.T_TOKEN_EMBD, "missing if the checkpoint stores embed_tokens; b10705+ keeps a "
                                    "full-vocabulary DSpark draft's own embed_tokens, older converters dropped it",
                                    "b10705", "checkpoint"))
+    if f.arch == S.ARCH_DFLASH and (bare := _unsuffixed_sinks(f)):
+        seen(False, "b10705")
+        stale.append(Stale(SINKS, f"{', '.join(bare[:2])}{' ...' if len(bare) > 2 else ''} without '.weight'; b10705+ "
+                           "names attention sinks blk.N.attn_sinks.weight (the name llama.cpp loads)", "b10705", "file"))
     if _nvfp4_unmarked(f):
         unchecked.append(f"{PREC_A4} (NVFP4 tensors: whether they are W4A16 is in the checkpoint's quant_algo; --hf)")
     if f.arch == S.ARCH_DFLASH:
@@ -673,6 +687,15 @@ def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | No
             pos = next((i for i, p in enumerate(pieces) if not p.spec.name.startswith("conf_proj.")), len(pieces))
             pieces.insert(pos, Piece(TensorSpec(S.T_TOKEN_EMBD, shape, file_qt, origin="draft"), data=data))
             _add_output_head(pieces, f, target, hf, file_qt, notes, where, match_upstream=match_upstream)
+        elif s.subject == SINKS:
+            bare = set(_unsuffixed_sinks(f))
+            names = {t.name for t in f.tensors}
+            for p in pieces:
+                if p.spec.name in bare:
+                    if p.spec.name + ".weight" in names:
+                        raise ConvertError(f"{where}: tensors '{p.spec.name}' and '{p.spec.name}.weight' both present; "
+                                           "reconvert with 'dspark-convert hf2gguf'")
+                    p.spec = TensorSpec(p.spec.name + ".weight", p.spec.shape, p.spec.ggml_type, origin="file")
         elif s.subject == DIMENSION_SECTIONS:
             hd = int(f.value("dflash.attention.key_length"))
             after = [k.name for k in kvs if k.name.startswith("dflash.") and k.name not in

@@ -56,14 +56,20 @@ def old_file(golden_inputs: Path, golden_dir: Path, tmp_path_factory: pytest.Tem
 
 
 def _as_749f688(path: Path, out: Path, drop_keys: tuple[str, ...] = ()) -> Path:
-    """``path`` (upstream b11434's layout) without what b10705 added: ``dflash.has_confidence_head`` and a
-    full-vocabulary DSpark's ``token_embd.weight`` (and the keys ``drop_keys``). The caller checks the result
-    against manifests/ (749f688)."""
+    """``path`` (upstream b11434's layout) without what b10705 added: ``dflash.has_confidence_head``, a
+    full-vocabulary DSpark's ``token_embd.weight`` and the ``.weight`` of attention sinks (gguf-py's name map
+    gives ``blk.N.attn_sinks`` for ``self_attn.sinks``), and without the keys ``drop_keys``. The caller checks the
+    result against manifests/ (749f688)."""
+    from dspark_convert.plan import TensorSpec
+
     with read_gguf(path) as f:
         plan = plan_upgrade(f, match_upstream=True)
         plan.kvs = [k for k in plan.kvs if k.name != "dflash.has_confidence_head" and k.name not in drop_keys]
         if "d2t" not in [t.name for t in f.tensors]:
             plan.pieces = [p for p in plan.pieces if p.spec.name != "token_embd.weight"]
+        for p in plan.pieces:
+            if ".attn_sinks." in p.spec.name:
+                p.spec = TensorSpec(p.spec.name.removesuffix(".weight"), p.spec.shape, p.spec.ggml_type)
         _relabel(plan)
         write_upgrade(plan, f, out)
     return out
@@ -557,15 +563,20 @@ def test_b11434_dspark_layouts_from_pre_b10705(case: str, qwen3_group: Path, gol
     expected = json.loads((golden_dir / "manifests-b11434" / f"{case}.bf16.json").read_text())
     assert compare(today, expected) == []
     old = _as_749f688(today, tmp_path / "old.gguf")
+    sinks = case == "n-dspark-sinks"  # pre-b10705: blk.N.attn_sinks (no .weight), unknown to llama.cpp b11434
     with read_gguf(old) as f:
-        assert "dflash.has_confidence_head" not in f.kvs and "token_embd.weight" not in [t.name for t in f.tensors]
+        names = [t.name for t in f.tensors]
+        assert "dflash.has_confidence_head" not in f.kvs and "token_embd.weight" not in names
+        assert ("blk.0.attn_sinks" in names) == sinks and "blk.0.attn_sinks.weight" not in names
     with pytest.raises(ConvertError, match="token_embd.weight") as e:
         upgrade(old, tmp_path / "new.gguf", target=qwen3_group / "target", match_upstream=True)
     assert "\n" not in str(e.value) and not (tmp_path / "new.gguf").exists()
     r = upgrade(old, tmp_path / "new.gguf", target=qwen3_group / "target", hf=qwen3_group / case, match_upstream=True)
     kept = "token_embd.weight" in [t["name"] for t in expected["tensors"]]  # the checkpoint stores embed_tokens
-    assert [c.subject for c in r.changes] == ["dflash.has_confidence_head"] + ["token_embd.weight"] * kept
+    assert [c.subject for c in r.changes] == (["dflash.has_confidence_head"] + ["token_embd.weight"] * kept
+                                              + ["blk.*.attn_sinks.weight"] * sinks)
     assert compare(tmp_path / "new.gguf", expected) == []
+    assert (tmp_path / "new.gguf").read_bytes() == today.read_bytes()
 
 
 def test_dflash_interleaved_gets_its_neox_permutation(golden_inputs: Path, tmp_path: Path) -> None:
