@@ -370,6 +370,20 @@ def _unsuffixed_sinks(f: Header) -> list[str]:
     return [t.name for t in f.tensors if "sink" in t.name and not t.name.endswith((".weight", ".bias"))]
 
 
+def _variant_name(f: Header) -> str | None:
+    """The registry's variant of the file (``dflash``, ``dflash2``, ``gemma4``, ``dsv4``, ``eagle3``), or None."""
+    from .variants import gguf_variant
+
+    v = gguf_variant(lambda k: f.value(k), (t.name for t in f.tensors))
+    return v.name if v is not None else None
+
+
+def _own_keys(f: Header) -> bool:
+    """A file of a variant whose converter writes its own ``dflash.*`` keys from its own config schema (Gemma4
+    DSpark, upstream b11223+, the class arriving with its keys): the generic DFlash config rules do not apply."""
+    return _variant_name(f) == "gemma4"
+
+
 def _is_dspark(f: Header) -> bool:
     """A file of upstream's DSpark class (it alone writes ``dflash.sample_from_anchor``)."""
     return f.arch == S.ARCH_DFLASH and S.DFLASH_SAMPLE_FROM_ANCHOR in f.kvs
@@ -421,9 +435,12 @@ def detect_staleness(f: Header, target: TargetInfo | None = None) -> Staleness:
                            "names attention sinks blk.N.attn_sinks.weight (the name llama.cpp loads)", "b10705", "file"))
     if _nvfp4_unmarked(f):
         unchecked.append(f"{PREC_A4} (NVFP4 tensors: whether they are W4A16 is in the checkpoint's quant_algo; --hf)")
-    if f.arch == S.ARCH_DFLASH:
+    if f.arch == S.ARCH_DFLASH and not _own_keys(f):
         unchecked.append("config keys " + ", ".join(k.removeprefix("dflash.") for k in CONFIG_KEYS) + " (--hf)")
-    if f.arch == S.ARCH_DFLASH and not _is_dspark(f):
+    if f.arch == S.ARCH_DFLASH and not _is_dspark(f) and not _own_keys(f):
+        if not _has(f, S.T_TOKEN_EMBD):
+            unchecked.append(f"{S.T_TOKEN_EMBD} + {S.T_OUTPUT} of a MiMo draft (b11334+: built from the checkpoint's "
+                             "mask_embedding.pt; --hf)")
         unchecked.append("q/k row order of an interleaved-RoPE draft (rope_is_neox_style: false; --hf)")
     if f.arch == S.ARCH_DFLASH:
         if target is None:
@@ -717,7 +734,15 @@ def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | No
 
     if hf is not None and _nvfp4_unmarked(f):
         _refuse_w4a16(f, hf)
-    if hf is not None and f.arch == S.ARCH_DFLASH:
+    if hf is not None and f.arch == S.ARCH_DFLASH and not _is_dspark(f) and not _has(f, S.T_TOKEN_EMBD):
+        from .hf.mask_embedding import MASK_FILE
+
+        if (hf / MASK_FILE).is_file():
+            raise ConvertError(f"{where}: {S.T_TOKEN_EMBD}: --hf {hf} has {MASK_FILE}, and upstream b11334+ writes the "
+                               f"target's embedding with its mask row replaced as {S.T_TOKEN_EMBD} (and the target "
+                               f"head as {S.T_OUTPUT}); upgrade does not build them: reconvert with 'dspark-convert "
+                               "hf2gguf'")
+    if hf is not None and f.arch == S.ARCH_DFLASH and not _own_keys(f):
         _config_keys(f, kvs, changes, hf, target)
     if hf is not None and f.arch == S.ARCH_DFLASH and not _is_dspark(f):
         _dflash_neox(f, pieces, changes, hf)

@@ -665,3 +665,58 @@ def test_dspark_config_keys_from_checkpoint(case: str, qwen3_group: Path, tmp_pa
     assert (tmp_path / "new.gguf").read_bytes() == up.read_bytes()
     upgrade(old, tmp_path / "plain.gguf", target=target, hf=draft)
     assert (tmp_path / "plain.gguf").read_bytes() == today.read_bytes()
+
+
+# ------------------------------------------------------------------------------- the families added since 749f688
+_NEW_FAMILY_CASES = ("v-gemma4-f32", "v-gemma4-tied", "n-dspark-nvfp4", "n-dspark-nvfp4-mixed", "n-dflash-mimo-mask",
+                     "n-dflash2", "n-dflash2-scaled")
+
+
+@pytest.mark.parametrize("case", _NEW_FAMILY_CASES)
+def test_new_family_file_of_today_is_copied(case: str, qwen3_group: Path, tmp_path: Path) -> None:
+    """Gemma4 DSpark (b11223+, the class arrived with its keys: the generic DFlash config rules must not touch it;
+    v-gemma4-f32's proportional partial rotary is its own), ModelOpt NVFP4 DSpark, MiMo DFlash and DFlash2: a file
+    hf2gguf writes today (plain and --match-upstream) upgrades to itself byte for byte, with --target and --hf."""
+    from gemma4_drafts import make
+
+    from dspark_convert import convert
+
+    if case.startswith("v-gemma4"):
+        draft, target = make(tmp_path, case)
+    else:
+        draft, target = qwen3_group / case, qwen3_group / "target"
+    for mu in (False, True):
+        today = tmp_path / f"today.{mu}.gguf"
+        convert(draft, target, today, outtype="bf16", match_upstream=mu)
+        for hf in (None, draft):
+            new = tmp_path / f"new.{mu}.{hf is None}.gguf"
+            r = upgrade(today, new, target=target, hf=hf, match_upstream=mu)
+            assert r.changes == [], (mu, hf, [str(c) for c in r.changes])
+            assert new.read_bytes() == today.read_bytes(), (mu, hf)
+
+
+def test_mimo_before_b11334_is_refused(qwen3_group: Path, tmp_path: Path) -> None:
+    """A MiMo DFlash file as converters before b11334 wrote it (no token_embd / output built from mask_embedding.pt,
+    no partial-rotary dimension count): the file alone cannot tell it from a plain DFlash file (listed as not
+    checked); with --hf the checkpoint's mask_embedding.pt shows it, and the upgrade is refused in one line naming
+    the missing tensor, the file that gives it and the command; nothing is written."""
+    from dspark_convert import convert
+
+    case = qwen3_group / "n-dflash-mimo-mask"
+    today = tmp_path / "today.gguf"
+    convert(case, qwen3_group / "target", today, outtype="bf16", match_upstream=True)
+    with read_gguf(today) as f:
+        plan = plan_upgrade(f, match_upstream=True)
+        assert plan.changes == [] and {"token_embd.weight", "output.weight"} <= {t.name for t in f.tensors}
+        plan.pieces = [p for p in plan.pieces if p.spec.name not in ("token_embd.weight", "output.weight")]
+        plan.kvs = [k for k in plan.kvs if k.name != "dflash.rope.dimension_count"]
+        _relabel(plan)
+        write_upgrade(plan, f, tmp_path / "old.gguf")
+    dry = upgrade(tmp_path / "old.gguf", tmp_path / "x.gguf", target=qwen3_group / "target", dry_run=True)
+    assert any(u.startswith("token_embd.weight + output.weight of a MiMo draft") for u in dry.staleness.unchecked)
+    new = tmp_path / "new.gguf"
+    with pytest.raises(ConvertError) as e:
+        upgrade(tmp_path / "old.gguf", new, target=qwen3_group / "target", hf=case, match_upstream=True)
+    msg = str(e.value)
+    assert "\n" not in msg and "token_embd.weight" in msg and "mask_embedding.pt" in msg and "hf2gguf" in msg
+    assert not new.exists()
