@@ -17,6 +17,7 @@ from golden_manifest import compare
 
 from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile.reader import read_gguf
+from dspark_convert.plan import TensorSpec
 from dspark_convert.upgrade import REVISIONS, Piece, detect_staleness, plan_upgrade, upgrade, write_upgrade
 
 LAYOUTS = ("dflash-deepspec", "dflash-zlab", "dflash-zlab-swa", "dspark-deepspec", "dspark-interleaved",
@@ -720,3 +721,42 @@ def test_mimo_before_b11334_is_refused(qwen3_group: Path, tmp_path: Path) -> Non
     msg = str(e.value)
     assert "\n" not in msg and "token_embd.weight" in msg and "mask_embedding.pt" in msg and "hf2gguf" in msg
     assert not new.exists()
+
+
+@pytest.mark.parametrize("era", ["b10662", "b10705"])
+def test_interleaved_b_from_double_permutation_eras(era: str, qwen3_group: Path, golden_dir: Path,
+                                                    tmp_path: Path) -> None:
+    """n-dspark-interleaved-b (SpecForge nested, rope_is_neox_style: false) as upstream b10662-b10704 wrote it (q/k
+    rows permuted twice, no has_confidence_head) and as b10705-b11222 did (twice, with has_confidence_head): --hf
+    proves the double permutation and the upgrade is upstream b11434's file; the user's word (--from-revision
+    b10900 --rope-interleaved) gives the same bytes."""
+    from dspark_convert import convert
+
+    case = qwen3_group / "n-dspark-interleaved-b"
+    today = tmp_path / "today.gguf"
+    convert(case, qwen3_group / "target", today, outtype="bf16", match_upstream=True)
+    expected = json.loads((golden_dir / "manifests-b11434" / "n-dspark-interleaved-b.bf16.json").read_text())
+    assert compare(today, expected) == []
+    base = _as_749f688(today, tmp_path / "a.gguf") if era == "b10662" else today
+    with read_gguf(base) as f:
+        hd = f.value("dflash.attention.key_length")
+        plan = plan_upgrade(f, match_upstream=True) if era == "b10705" else None
+        if plan is None:  # the b10662 base is stale (has_confidence_head): copy it as it is
+            from dspark_convert.upgrade import UpgradePlan, _kv_of, detect_staleness
+
+            kvs = [_kv_of(f, n) for n in f.kvs]
+            pieces = [Piece(TensorSpec(t.name, t.shape, t.qtype), copy=t) for t in f.tensors]
+            plan = UpgradePlan(f.arch or "", kvs, pieces, [], detect_staleness(f), kept={k.name: k for k in kvs})
+        for p in plan.pieces:
+            if p.spec.name.endswith((".attn_q.weight", ".attn_k.weight", ".attn_q_norm.weight", ".attn_k_norm.weight")):
+                assert p.copy is not None
+                p.perm = _forward_neox(p.copy.shape[0], hd)
+        write_upgrade(plan, f, tmp_path / "old.gguf")
+    r = upgrade(tmp_path / "old.gguf", tmp_path / "new.gguf", target=qwen3_group / "target", hf=case,
+                match_upstream=True)
+    assert [c.subject for c in r.changes] == (["dflash.has_confidence_head"] * (era == "b10662")
+                                              + ["blk.*.attn_{q,k}{,_norm}.weight"])
+    assert (tmp_path / "new.gguf").read_bytes() == today.read_bytes()
+    upgrade(tmp_path / "old.gguf", tmp_path / "user.gguf", target=qwen3_group / "target", from_revision="b10900",
+            rope_interleaved=True, match_upstream=True, no_embed_tokens=True)
+    assert (tmp_path / "user.gguf").read_bytes() == today.read_bytes()
