@@ -589,9 +589,9 @@ def _config_keys(f: GGUFFile, kvs: list[KV], changes: list[Stale], hf: Path, tar
 
     where = str(hf / "config.json")
     if _is_dspark(f):  # upstream's DSparkModel extends DFlashModel: the same keys, from its normalized schema
-        from .variants.dflash.dspark import normalize_schema
+        from .variants import variant_of_family
 
-        hp, _ = normalize_schema(_hf_config(hf), where)
+        hp, _ = variant_of_family("dspark").role("dspark").normalize_schema(_hf_config(hf), where)
     else:
         hp = normalize_hparams(_hf_config(hf), where)
     taps = f.value(S.DFLASH_TARGET_LAYERS)
