@@ -380,8 +380,9 @@ def _variant_name(f: Header) -> str | None:
 
 def _own_keys(f: Header) -> bool:
     """A file of a variant whose converter writes its own ``dflash.*`` keys from its own config schema (Gemma4
-    DSpark, upstream b11223+, the class arriving with its keys): the generic DFlash config rules do not apply."""
-    return _variant_name(f) == "gemma4"
+    DSpark, upstream b11223+, the class arriving with its keys; DeepSeek-V4 DSpark, not a DFlashModel upstream):
+    the generic DFlash config rules do not apply."""
+    return _variant_name(f) in ("gemma4", "dsv4")
 
 
 def _is_dspark(f: Header) -> bool:

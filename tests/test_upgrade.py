@@ -760,3 +760,18 @@ def test_interleaved_b_from_double_permutation_eras(era: str, qwen3_group: Path,
     upgrade(tmp_path / "old.gguf", tmp_path / "user.gguf", target=qwen3_group / "target", from_revision="b10900",
             rope_interleaved=True, match_upstream=True, no_embed_tokens=True)
     assert (tmp_path / "user.gguf").read_bytes() == today.read_bytes()
+
+
+def test_dsv4_dspark_with_checkpoint_is_left_alone(old_file, golden_inputs: Path, tmp_path: Path) -> None:
+    """A DeepSeek-V4 DSpark file: upstream's converter for it is not a DFlashModel, so --hf adds no DFlash config
+    key: the upgrade with --hf is the one without (byte for byte), and a file of today is copied as it is."""
+    old = old_file("dspark-dsv4", "bf16")
+    target = _target(golden_inputs, "dspark-dsv4")
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    ra = upgrade(old, a, target=target)
+    rb = upgrade(old, b, target=target, hf=golden_inputs / "dspark-dsv4")
+    assert rb.changes == ra.changes == []  # the 749f688 layout of this family is today's
+    assert b.read_bytes() == a.read_bytes()
+    r = upgrade(a, tmp_path / "c.gguf", target=target, hf=golden_inputs / "dspark-dsv4")
+    assert r.changes == [] and (tmp_path / "c.gguf").read_bytes() == a.read_bytes()
+    assert not any(u.startswith("config keys") for u in r.staleness.unchecked)
