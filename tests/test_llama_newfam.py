@@ -65,6 +65,28 @@ def test_nvfp4_loads_drafts_lossless_and_matches_reference(case: str, outtype: s
     assert total >= c.draft_n and same + ties == total, tw.summary()
 
 
+@pytest.mark.llama
+def test_nvfp4_correlated_draft_is_fully_accepted(llama_bin: tuple[Path, Path], b11434_qwen3: Path,  # noqa: F811
+                                                  tmp_path: Path) -> None:
+    """fixtures/correlated.py's NVFP4 pair (n-dspark-nvfp4 with zeroed NVFP4 codes in the rows that would write
+    channel 0): the target always predicts TOKEN, llama.cpp accepts every token the NVFP4 draft drafts, and the
+    three-way check agrees."""
+    from llama_support import correlated
+
+    t, d = correlated.correlated_nvfp4(tmp_path / "corr", b11434_qwen3)
+    g = convert_target(llama_bin[1], t, tmp_path / "target.f32.gguf")
+    plain = run(llama_bin[0], g)
+    assert plain.completion.tokens == [correlated.TOKEN] * 16
+    f = convert(d, t, tmp_path / "draft.bf16.gguf", outtype="bf16").path
+    assert f is not None and open_gguf(f).file.tensor("markov_w2.weight").type_name == "NVFP4"
+    r = run(llama_bin[0], g, f)
+    c = r.completion
+    assert c.tokens == plain.completion.tokens
+    assert c.draft_n >= 12 and c.draft_n_accepted == c.draft_n, (c.draft_n, c.draft_n_accepted)
+    tw = three_way(f, t, PROMPT, c.tokens, r.blocks)
+    assert tw.agree, tw.summary()
+
+
 # ---------------------------------------------------------------------------------------------- Gemma4
 #: the variants whose dimensions fit the tiny Gemma 4 target (hidden 32, 5 layers; v-gemma4-tied has hidden 64):
 #: v-gemma4-f32 at every outtype, the others (default RoPE + SWA keys, no Markov head) at bf16
@@ -139,3 +161,30 @@ def test_gemma4_loads_drafts_lossless_and_matches_reference(variant: str, outtyp
     assert tw.agree, tw.summary()
     same, ties, total = tw.counts
     assert total >= c.draft_n and same + ties == total, tw.summary()
+
+
+@pytest.mark.llama
+def test_gemma4_correlated_draft_is_fully_accepted(llama_bin: tuple[Path, Path],
+                                                   gemma4_target: tuple[Path, Path, Run], tmp_path: Path) -> None:
+    """fixtures/correlated.py's Gemma 4 pair: the target always predicts GEMMA4_TOKEN and the draft (v-gemma4-f32
+    rewritten) drafts it: llama.cpp accepts every drafted token, and drafts what the reference drafts."""
+    from gemma4_drafts import make
+    from llama_support import correlated
+
+    from dspark_convert.reference.target_np import TargetModel, greedy_generate
+
+    t = correlated.correlated_gemma4_target(tmp_path / "target", gemma4_target[0])
+    g = convert_target(llama_bin[1], t, tmp_path / "target.f32.gguf")
+    plain = run(llama_bin[0], g, prompt=GEMMA4_PROMPT)
+    assert plain.completion.tokens == [correlated.GEMMA4_TOKEN] * 16
+    assert greedy_generate(TargetModel(t), GEMMA4_PROMPT, 16, exclude=GEMMA4_EOG) == plain.completion.tokens
+    src, conv_target = make(tmp_path, "v-gemma4-f32")
+    d = correlated.correlated_gemma4_draft(tmp_path / "draft", src, t)
+    f = convert(d, conv_target, tmp_path / "draft.bf16.gguf", outtype="bf16").path
+    assert f is not None
+    r = run(llama_bin[0], g, f, prompt=GEMMA4_PROMPT)
+    c = r.completion
+    assert c.tokens == plain.completion.tokens
+    assert c.draft_n >= 12 and c.draft_n_accepted == c.draft_n, (c.draft_n, c.draft_n_accepted)
+    tw = three_way(f, t, GEMMA4_PROMPT, c.tokens, r.blocks)
+    assert tw.agree, tw.summary()
