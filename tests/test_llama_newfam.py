@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from llama_support import Run, run
 from test_new_drafts import b11434_qwen3  # noqa: F401  (the make_inputs_b11434.py qwen3 group, a session fixture)
@@ -111,7 +112,6 @@ def gemma4_target(llama_bin: tuple[Path, Path], tmp_path_factory: pytest.TempPat
 def test_numpy_gemma4_target_greedy_equals_llama_server(gemma4_target: tuple[Path, Path, Run]) -> None:
     """The numpy Gemma 4 forward (which gives the tap features) decodes what llama-server decodes, and its layer
     inputs and logits are transformers' (hidden_states[L] for L < n_layer)."""
-    import numpy as np
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -188,3 +188,36 @@ def test_gemma4_correlated_draft_is_fully_accepted(llama_bin: tuple[Path, Path],
     assert c.draft_n >= 12 and c.draft_n_accepted == c.draft_n, (c.draft_n, c.draft_n_accepted)
     tw = three_way(f, t, GEMMA4_PROMPT, c.tokens, r.blocks)
     assert tw.agree, tw.summary()
+
+
+@pytest.mark.llama
+def test_gemma4_three_way_has_teeth(llama_bin: tuple[Path, Path], gemma4_target: tuple[Path, Path, Run],
+                                    gemma4_files: dict[tuple[str, str], Path],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparison fails when the reference's target side is wrong: the tap features of the previous layer, or
+    of a forward whose embeddings miss the factor sqrt(hidden), each disagree with what llama.cpp drafts."""
+    from dspark_convert.llamacpp import threeway
+    from dspark_convert.reference import target_np
+
+    folder, gtarget, _ = gemma4_target
+    f = gemma4_files["v-gemma4-f32", "bf16"]
+    r = run(llama_bin[0], gtarget, f, prompt=GEMMA4_PROMPT)
+    assert three_way(f, folder, GEMMA4_PROMPT, r.completion.tokens, r.blocks).agree
+    real = target_np.tap_features
+    monkeypatch.setattr(threeway, "tap_features", lambda out, layers: real(out, [int(L) - 1 for L in layers]))
+    shifted = three_way(f, folder, GEMMA4_PROMPT, r.completion.tokens, r.blocks)
+    assert not shifted.agree, shifted.summary()
+    monkeypatch.setattr(threeway, "tap_features", real)
+
+    def unscaled(m: target_np.TargetModel, tokens: list[int]) -> target_np.TargetOutputs:
+        # embeddings without the factor sqrt(hidden) (scaling every feature alike would be invisible: the draft's
+        # context projection is RMS-normalised; the residual stream is not)
+        n, m.n_embd = m.n_embd, 1
+        try:
+            return target_np.gemma4_forward(m, tokens)
+        finally:
+            m.n_embd = n
+
+    monkeypatch.setattr(threeway, "target_forward", unscaled)
+    wrong = three_way(f, folder, GEMMA4_PROMPT, r.completion.tokens, r.blocks)
+    assert not wrong.agree, wrong.summary()
