@@ -156,7 +156,7 @@ def gemma4_inv_freq(rope: dict[str, Any], head_dim: int) -> np.ndarray:
 
     Example:
         >>> gemma4_inv_freq({"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6}, 16).round(4)
-        array([1.    , 0.0316, 0.    , 0.    , 0.    , 0.    , 0.    , 0.    ])
+        array([1.    , 0.1778, 0.    , 0.    , 0.    , 0.    , 0.    , 0.    ])
     """
     base = float(rope.get("rope_theta", 10000.0))
     n = head_dim // 2
