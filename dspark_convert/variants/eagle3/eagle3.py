@@ -33,6 +33,8 @@ from ..kit.common import (
 )
 from ..kit.hparams import as_float, as_positive, as_u32, draft_hparams, rope_dict, vocab_size_of
 
+#: the method word in default output file names (``Qwen3-8B-EAGLE3-BF16.gguf``; hf2gguf/naming.py)
+METHOD_WORD = "EAGLE3"
 ARCHITECTURES: tuple[str, ...] = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator",
                                   "Eagle3DraftModel", "LlamaForCausalLM")
 
