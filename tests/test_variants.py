@@ -127,7 +127,7 @@ ALLOWED = frozenset({
     "llamacpp/build.py", "llamacpp/layouts.py", "llamacpp/server.py", "llamacpp/threeway.py", "reference/target_np.py",
     "upgrade.py",
     "__init__.py", "hf/mask_embedding.py",
-    "archnames.py", "cli.py", "fit/conversion.py", "fit/rules.py",
+    "archnames.py", "cli.py", "fit/conversion.py",
     "fit/sides.py", "gguffile/reader.py", "gguffile/source.py", "hf/checkpoint.py", "hf/hub.py",
     "hf2gguf/conversion.py", "hf2gguf/metadata.py", "hf2gguf/naming.py", "hf2gguf/writer.py", "inspect.py", "plan.py",
     "quant.py",
