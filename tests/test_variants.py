@@ -133,7 +133,7 @@ ALLOWED = frozenset({
     "quant.py",
     "reference/hf_draft.py", "reference/ops.py", "reference/storage.py",
     "reference/weights.py", "tokenizer/bpe.py", "tokenizer/class_defaults.py",
-    "tokenizer/handlers.py", "transforms.py",
+    "tokenizer/handlers.py",
 })
 
 
