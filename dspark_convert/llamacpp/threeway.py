@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import schema as S
 from ..errors import ConvertError
 from ..reference import GGUFWeights, TargetWeights, open_gguf
 from ..reference.target_np import TargetModel, tap_features, target_forward
@@ -175,7 +176,7 @@ def reference_drafts(draft: Path, target_dir: Path, sequence: Sequence[int], blo
     sequence do not belong together)."""
     g = open_gguf(draft)
     arch = g.value("general.architecture")
-    layers_key = {"dflash": "dflash.target_layers", "eagle3": "eagle3.target_layers"}.get(str(arch))
+    layers_key = S.TARGET_LAYERS_KEY.get(str(arch))
     if layers_key is None:
         raise ConvertError(f"{draft}: general.architecture {arch!r}: the three-way check covers dflash and eagle3")
     out = target_forward(target or TargetModel(target_dir), sequence)
