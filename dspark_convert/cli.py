@@ -155,7 +155,7 @@ def hf2gguf(
     architecture: Annotated[str | None, typer.Option("--architecture", help="Convert as this architectures value (e.g. Qwen3DSparkModel) instead of the one config.json declares.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable summary on stdout.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither use nor update the cached tokenizer block of the target.")] = False,
-    dspark: Annotated[bool, typer.Option("--dspark", help="Upstream's flag for the DSpark draft inside a DeepSeek-V4 checkpoint (recognised without it).")] = False,
+    upstream_draft_flag: Annotated[bool, typer.Option("--dspark", help="Upstream's flag for the DSpark draft inside a DeepSeek-V4 checkpoint (recognised without it).")] = False,
     match_upstream: Annotated[bool, typer.Option("--match-upstream", help="Write llama.cpp b11434's bytes exactly, even its layout that drafts with token_embd as the head on an untied target (default: add the target's head as output.weight).")] = False,
 ) -> None:
     """Convert a DSpark / DFlash / EAGLE-3 draft checkpoint (or the DSpark draft inside a DeepSeek-V4 checkpoint) to a GGUF file llama.cpp loads."""  # one line: Typer re-wraps within a line only
@@ -166,7 +166,7 @@ def hf2gguf(
     with byte_progress(not as_json and not dry_run, "converting") as progress:
         result = run_or_exit(lambda: convert(draft, target_model_dir, outfile, outtype=outtype.value, force=force, dry_run=dry_run,
                                              embed_from_target=with_target_embeddings, allow_nonfinite=allow_nonfinite,
-                                             metadata=metadata, model_name=model_name, dspark=dspark,
+                                             metadata=metadata, model_name=model_name, dspark=upstream_draft_flag,
                                              progress=progress, ignore_target_mismatch=ignore_target_mismatch,
                                              architecture=architecture, cache=not no_cache,
                                              match_upstream=match_upstream),

@@ -292,6 +292,11 @@ LOADER_GLOBAL_TENSORS: dict[str, dict[str, bool | None]] = {
         T_ROPE_FREQS: False,
     },
 }
+#: Archs whose loader makes ``token_embd`` the output head when ``output`` is absent (``TENSOR_DUPLICATED``,
+#: src/models/dflash.cpp load_tensors; b11223+); an ``eagle3`` file without ``output`` scores with the target's head.
+EMBD_AS_HEAD_ARCHES = frozenset({ARCH_DFLASH})
+#: The key listing the target layers whose hidden states feed ``fc``, by arch (contract §2.2, §2.4).
+TARGET_LAYERS_KEY: dict[str, str] = {ARCH_DFLASH: DFLASH_TARGET_LAYERS, ARCH_EAGLE3: EAGLE3_TARGET_LAYERS}
 
 # ---------------------------------------------------------------------------------------------- dtypes
 #: outtype name -> (GGML type, general.file_type)  (contract §2.1, §6)

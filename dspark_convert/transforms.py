@@ -108,7 +108,7 @@ def register(cls: type[Transform]) -> type[Transform]:
 @register
 @dataclass(frozen=True)
 class DeinterleaveRope(Transform):
-    """:func:`deinterleave_rope` per head of ``head_dim`` rows (DSpark ``rope_is_neox_style: false``, §5.2).
+    """:func:`deinterleave_rope` per head of ``head_dim`` rows (a draft with ``rope_is_neox_style: false``, §5.2).
 
     Example:
         >>> DeinterleaveRope(4).apply([np.arange(8)], 8).tolist()
@@ -124,39 +124,6 @@ class DeinterleaveRope(Transform):
 
     def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
         return deinterleave_rope(chunks[0], self.head_dim)
-
-
-@register
-@dataclass(frozen=True)
-class Eagle3Permute(Transform):
-    """:func:`eagle3_permute`: llama.cpp's q/k permutation for Llama backbones (§5.2).
-
-    The permutation works inside each of ``n`` groups of ``rows / n`` rows (``n`` as in
-    :func:`eagle3_permute`), so a chunk of whole groups is permuted as a tensor of that many heads.
-
-    Example:
-        >>> Eagle3Permute(2, 2).apply([np.arange(4)], 8).tolist()  # 4 of 8 rows: one group of 4
-        [0, 2, 1, 3]
-    """
-
-    name: ClassVar[str] = "eagle3_permute"
-    n_head: int
-    n_head_kv: int
-
-    @property
-    def groups(self) -> int:
-        return self.n_head_kv if self.n_head_kv != self.n_head else self.n_head
-
-    def row_group(self, rows: int) -> int | None:
-        n = self.groups
-        return rows // n if n > 0 and rows % (2 * n) == 0 else None
-
-    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        heads = chunks[0].shape[0] // (rows // self.groups)  # the same per-group permutation, on this chunk's groups
-        return eagle3_permute(chunks[0], heads, heads)
-
-    def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
-        return eagle3_permute(arrays[0], self.n_head, self.n_head_kv)
 
 
 @register
@@ -266,7 +233,7 @@ class Nvfp4Repack(Transform):
 def deinterleave_rope(w: np.ndarray, head_dim: int) -> np.ndarray:
     """Interleaved (GPT-J) rows -> NEOX order, per head: ``new[j] = old[2j]``, ``new[hd/2 + j] = old[2j + 1]``.
 
-    Used for DSpark checkpoints with ``rope_is_neox_style: false`` on q/k projections and q/k norms (§5.2).
+    Used for checkpoints with ``rope_is_neox_style: false`` on q/k projections and q/k norms (§5.2).
 
     Example:
         >>> deinterleave_rope(np.arange(4), 4).tolist()
@@ -283,31 +250,6 @@ def interleave_rope(w: np.ndarray, head_dim: int) -> np.ndarray:
     """Inverse of :func:`deinterleave_rope` (NEOX -> interleaved); used by tests and the mutation suite."""
     rows = w.shape[0]
     r = w.reshape(rows // head_dim, 2, head_dim // 2, *w.shape[1:])
-    return np.ascontiguousarray(r.swapaxes(1, 2)).reshape(w.shape)
-
-
-def eagle3_permute(w: np.ndarray, n_head: int, n_head_kv: int) -> np.ndarray:
-    """Rotate-half rows -> interleaved pairs, llama.cpp's q/k permutation for Llama backbones (§5.2).
-
-    ``n = n_head_kv if it differs from n_head else n_head``; per head ``new[2i + c] = old[c*hd/2 + i]``.
-
-    Example:
-        >>> eagle3_permute(np.arange(4), 1, 1).tolist()
-        [0, 2, 1, 3]
-    """
-    n = n_head_kv if n_head_kv != n_head else n_head
-    rows = w.shape[0]
-    if rows % (2 * n):
-        raise ConvertError(f"cannot permute {rows} rows for {n} heads")
-    r = w.reshape(n, 2, rows // n // 2, *w.shape[1:])
-    return np.ascontiguousarray(r.swapaxes(1, 2)).reshape(w.shape)
-
-
-def eagle3_unpermute(w: np.ndarray, n_head: int, n_head_kv: int) -> np.ndarray:
-    """Inverse of :func:`eagle3_permute` (interleaved -> rotate-half)."""
-    n = n_head_kv if n_head_kv != n_head else n_head
-    rows = w.shape[0]
-    r = w.reshape(n, rows // n // 2, 2, *w.shape[1:])
     return np.ascontiguousarray(r.swapaxes(1, 2)).reshape(w.shape)
 
 

@@ -31,16 +31,18 @@ class Run:
     blocks: list[DraftBlock]
 
 
-def run(binary: Path, target_gguf: Path, draft: Path | None = None) -> Run:
-    """A greedy completion of :data:`PROMPT` (with ``draft`` under its spec type: verbose, blocks parsed)."""
+def run(binary: Path, target_gguf: Path, draft: Path | None = None, prompt: list[int] | None = None) -> Run:
+    """A greedy completion of ``prompt`` (default :data:`PROMPT`; with ``draft`` under its spec type: verbose,
+    blocks parsed)."""
+    prompt = PROMPT if prompt is None else prompt
     if draft is None:
         with LlamaServer(binary, target_gguf) as s:
-            return Run(s.complete(PROMPT, N_PREDICT), [])
+            return Run(s.complete(prompt, N_PREDICT), [])
     spec_type, n_max = spec_for(draft)
     srv = LlamaServer(binary, target_gguf, draft=draft, spec_type=spec_type, n_max=n_max, verbose=True)
     try:
         with srv:
-            c = srv.complete(PROMPT, N_PREDICT)
+            c = srv.complete(prompt, N_PREDICT)
             log = srv.log_text()
         return Run(c, parse_drafts(log))
     finally:

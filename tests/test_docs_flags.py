@@ -34,7 +34,7 @@ FOREIGN = {
     **{f: ("bench",) for f in ("--sizes", "--only", "--workdir", "--keep", "--warm", "--package", "--tiny",
                                 "--runs", "--repeat", "--seeds", "--tokenizers", "--outtypes",
                                 "--cold-runs", "--upstream", "--golden", "--gemma-tokenizer", "--tokenizer", "--gib",
-                                "--sample")},
+                                "--sample", "--only-new")},
 }
 
 

@@ -19,7 +19,8 @@ from fit_pairs import FIX, ROOT, TARGET, convert_draft, edit_kvs, hf_target_kvs,
 from gguf_samples import write_sample
 
 from dspark_convert.errors import ConvertError
-from dspark_convert.fit import RULES, check_fit, open_target
+from dspark_convert.fit import check_fit, open_target
+from dspark_convert.fit.rules import all_rules
 from dspark_convert.fit.vocab import vocab_facts
 
 DRAFTS = ["dspark-qwen3", "dspark-qwen3-interleaved", "dspark-qwen3-f32", "dflash-deepspec", "dflash-zlab",
@@ -78,7 +79,7 @@ def test_matched_pair_passes_every_rule(name: str, kind: str, drafts: dict[str, 
 def test_every_rule_is_documented_with_its_source() -> None:
     """docs/check.md has a table row for each rule id that names the llama.cpp function the rule replays."""
     rows = [ln for ln in (ROOT / "docs" / "check.md").read_text(encoding="utf-8").splitlines() if ln.startswith("| `")]
-    for rule in RULES:
+    for rule in all_rules():
         fn = rule.source.split(": ", 1)[1].split(" ")[0].split("(")[0]
         assert any(f"`{rule.id}`" in row and fn in row for row in rows), (rule.id, fn)
 

@@ -17,7 +17,7 @@ from conftest import TARGET, require_fixture
 from llama_support import PROMPT, Run, correlated, mimo_draft, run
 from test_new_drafts import b11434_qwen3  # noqa: F401  (the make_inputs_b11434.py qwen3 group, a session fixture)
 
-from dspark_convert.fit.rules import HEAD_FIX, check_fit
+from dspark_convert.fit.rules import check_fit
 from dspark_convert.hf2gguf.conversion import convert
 from dspark_convert.llamacpp.layouts import make_layout, relayout, runtime_head
 from dspark_convert.llamacpp.server import parse_drafts, spec_for
@@ -25,6 +25,7 @@ from dspark_convert.llamacpp.target import convert_target
 from dspark_convert.llamacpp.threeway import three_way
 from dspark_convert.reference import open_gguf
 from dspark_convert.reference.target_np import TargetModel, greedy_generate, tap_features, target_forward
+from dspark_convert.variants.dflash.fit import HEAD_FIX
 
 #: one fixture per family (DSpark, DFlash, EAGLE-3, DFlash2, MiMo-style DFlash), each with its llama-server spec
 #: type; ``dflash-mimo`` is generated (fixtures/correlated.py ``mimo_draft``: dflash-zlab + mask_embedding.pt)

@@ -29,13 +29,12 @@ from dspark_convert.plan import TensorSpec
 from dspark_convert.transforms import (
     TRANSFORMS,
     DeinterleaveRope,
-    Eagle3Permute,
     convert_chunk,
     deinterleave_rope,
-    eagle3_permute,
     quantize_q8_0,
     to_float32,
 )
+from dspark_convert.variants.eagle3.transforms import Eagle3Permute, eagle3_permute
 
 # gguf-py warns about its own inf/NaN arithmetic on the extreme blocks below
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

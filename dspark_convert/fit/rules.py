@@ -1,7 +1,8 @@
 """Will this draft work with my target? llama.cpp's runtime draft/target rules, as data, one function per rule.
 
-:data:`RULES` lists every rule with the families it applies to and the llama.cpp source it replays (file and
-function; docs/check.md quotes them). :func:`check_fit` reads both sides and runs the rules; each result says
+:data:`RULES` and :data:`TAIL_RULES` list the rules of every draft, each GGUF architecture's variant package its own
+(``variants/<variant>/fit.py``: ``ARCH_RULES``), each with the llama.cpp source it replays (file and function;
+docs/check.md quotes them). :func:`check_fit` reads both sides and runs the rules; each result says
 pass / fail / info / skip with the value on both sides.
 
 Example:
@@ -30,18 +31,12 @@ MAX_VOCAB_DIFFERENCE = 128
 FIRST_CHECKED_TOKEN = 5
 
 SRC_COMPAT = "common/speculative.cpp: common_speculative_are_compatible()"
-SRC_DFLASH = "common/speculative.cpp: common_speculative_impl_draft_dflash (constructor, process())"
-SRC_EAGLE3 = "common/speculative.cpp: common_speculative_impl_draft_eagle3 (constructor)"
-SRC_MASK = "common/speculative.cpp: common_speculative_impl_draft_dflash::draft(); src/models/dflash.cpp"
-SRC_VOCAB_COVER = "common/speculative.cpp: spec_check_draft_ctx(need_vocab = true)"
-SRC_D2T = "src/models/dflash.cpp, src/models/eagle3.cpp: d2t (draft id -> target id)"
+SRC_D2T = f"src/models/{S.ARCH_DFLASH}.cpp, src/models/{S.ARCH_EAGLE3}.cpp: d2t (draft id -> target id)"
 SRC_HPARAMS = "src/llama-model.cpp: load_hparams() (rope.freq_base, rope.scaling.*, context_length)"
-SRC_HEAD = "src/models/dflash.cpp: load_tensors() (output absent, token_embd present -> output := token_embd)"
 SRC_TEMPLATE = "common/chat.cpp: common_chat_templates_init() (llama-server calls it on the target model)"
 
-ALL = frozenset({"dflash", "dspark", "eagle3", "other"})
-DFLASH = frozenset({"dflash", "dspark"})
-EAGLE3 = frozenset({"eagle3"})
+#: a rule for every draft (a :class:`Rule`'s ``families`` when no family word restricts it)
+ALL: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -155,22 +150,9 @@ def rule_token_text(p: Pair) -> Outcome:
                    f"{len(differ)} of {n - first} ids ({span}) differ", details)
 
 
-# ---------------------------------------------------------------------------------------------- DFlash / DSpark
-def rule_dflash_taps(p: Pair) -> Outcome:
-    taps = _ints(p.draft.kvs.get(S.DFLASH_TARGET_LAYERS))
-    n = _int(p.target.hp.get("block_count"))
-    if taps is None or n is None:
-        missing = S.DFLASH_TARGET_LAYERS if taps is None else "the target's block_count"
-        return Outcome("skip", taps, n, f"{missing} is missing; nothing to compare")
-    bad = [x for x in taps if not 0 <= x <= n]
-    conv = f"(GGUF taps are HF target_layer_ids + 1: id k is the input of target layer k, {n} the last layer's output)"
-    if bad:
-        return Outcome("fail", taps, n, f"tap {bad[0]} is not a layer of the {n}-layer target: valid ids are 0..{n} "
-                                        + conv, {"outside": bad})
-    return Outcome("pass", taps, n, f"all in 0..{n} (HF target_layer_ids + 1; {n} = the last layer's output)")
-
-
-def _fc_width(p: Pair, n_taps: int | None, what: str) -> Outcome:
+# ---------------------------------------------------------------------------------------------- shared by arch rules
+def fc_width(p: Pair, n_taps: int | None, what: str) -> Outcome:
+    """``fc``'s input width against ``n_taps`` target hidden states (``what``: how the taps are called)."""
     fc = p.draft.tensors.get(S.T_FC)
     h = _int(p.target.hp.get("embedding_length"))
     if fc is None or not fc or n_taps is None or h is None:
@@ -179,80 +161,6 @@ def _fc_width(p: Pair, n_taps: int | None, what: str) -> Outcome:
     want = n_taps * h
     return Outcome(_ok(fc[0] == want), fc[0], want, f"fc.weight input width {fc[0]} {'=' if fc[0] == want else '!='} "
                                                     f"{n_taps} {what} x target embedding_length {h} = {want}")
-
-
-def rule_dflash_fc(p: Pair) -> Outcome:
-    taps = _ints(p.draft.kvs.get(S.DFLASH_TARGET_LAYERS))
-    return _fc_width(p, len(taps) if taps else None, "taps")
-
-
-def rule_mask_id(p: Pair) -> Outcome:
-    mask = _int(p.draft.kvs.get(S.TOKENIZER_MASK_ID))
-    nt = p.vt.n_tokens
-    if mask is None:
-        return Outcome("skip", None, nt, "the draft has no tokenizer.ggml.mask_token_id (check FILE warns about it)")
-    text = f" {p.target.tokens[mask]!r}" if mask < nt else ""
-    return Outcome(_ok(mask < nt), mask, nt, f"mask token {mask}{text} " + (
-        f"< {nt} target tokens" if mask < nt else f"is outside the target's {nt} tokens (the draft embeds its mask "
-                                                  "block with the target's token rows)"))
-
-
-#: the one line of the ``head`` rule's failure: why acceptance suffers and how to fix the file
-HEAD_FIX = ("llama.cpp b11434 then scores drafts with token_embd.weight (the embeddings) instead of the target's "
-            "head, so the file loads and stays lossless but acceptance will suffer; fix: reconvert with dspark-convert "
-            "hf2gguf (its layout drafts with the target's head), or add output.weight with dspark-convert upgrade")
-
-
-def rule_head(p: Pair) -> Outcome:
-    """A full-vocabulary DFlash/DSpark draft with ``token_embd`` and no ``output`` (upstream's layout since b10705)
-    runs with ``token_embd`` as its head (b11223+ loader); for an untied target that is the wrong matrix."""
-    t = p.draft.tensors
-    layout = "+".join(n.split(".")[0] for n in (S.T_TOKEN_EMBD, "output.weight") if n in t) or "neither"
-    tied = p.target.tied
-    target_head = "unknown" if tied is None else "tied" if tied else "untied"
-    if S.T_D2T in t:
-        return Outcome("pass", layout, target_head, "reduced vocabulary: the draft scores with its own head (d2t)")
-    if "output.weight" in t:
-        return Outcome("pass", layout, target_head, "the draft carries output.weight; llama.cpp scores with it")
-    if S.T_TOKEN_EMBD not in t:
-        return Outcome("pass", layout, target_head, "no token_embd/output: llama.cpp shares the target's embeddings and head")
-    if tied is None:
-        return Outcome("skip", layout, target_head, "the draft's head at run time is its token_embd; whether the target's "
-                                                    "head is tied is unknown, so nothing to compare")
-    if tied:
-        return Outcome("pass", layout, target_head, "llama.cpp scores with token_embd, which is the tied target's head")
-    return Outcome("fail", layout, target_head, "full-vocabulary draft with token_embd.weight but no output.weight, and "
-                                                "the target's head is untied: " + HEAD_FIX)
-
-
-# ---------------------------------------------------------------------------------------------- EAGLE-3
-def rule_eagle3_layers(p: Pair) -> Outcome:
-    taps = _ints(p.draft.kvs.get(S.EAGLE3_TARGET_LAYERS))
-    n = _int(p.target.hp.get("block_count"))
-    if taps is None or len(taps) != 3:
-        return Outcome("fail", taps, n, f"eagle3.target_layers has {None if taps is None else len(taps)} entries; "
-                                        "llama.cpp: \"draft model is not eagle3 (expected 3 extract layers, got N)\"")
-    if n is None:
-        return Outcome("skip", taps, n, "the target's block_count is missing; nothing to compare")
-    bad = [x for x in taps if not 0 <= x <= n]
-    if bad:
-        return Outcome("fail", taps, n, f"extract layer {bad[0]} is not a layer of the target: valid ids are 0..{n} "
-                                        f"(id {n} = the final hidden state); llama.cpp aborts with \"target layer id "
-                                        "exceeds target n_layer\"", {"outside": bad})
-    return Outcome("pass", taps, n, f"3 extract layers, all in 0..{n} ({n} = the final hidden state)")
-
-
-def rule_eagle3_fc(p: Pair) -> Outcome:
-    out = _fc_width(p, 3, "extract layers")
-    ht = p.draft.kvs.get(S.EAGLE3_TARGET_HIDDEN_SIZE)
-    return Outcome(out.status, out.draft, out.target, f"{out.message} (draft eagle3.target_hidden_size {ht})")
-
-
-def rule_vocab_cover(p: Pair) -> Outcome:
-    nd, nt = p.vd.n_tokens, p.vt.n_tokens
-    msg = f"draft {nd} tokens {'>=' if nd >= nt else '<'} target {nt}"
-    return Outcome(_ok(nd >= nt), nd, nt, msg + ("" if nd >= nt else "; llama.cpp: \"the draft vocab is smaller than "
-                                                                      "the target's; target tokens past it cannot be mirrored\""))
 
 
 def rule_d2t(p: Pair) -> Outcome:
@@ -328,6 +236,8 @@ class Rule:
     fn: Callable[[Pair], Outcome]
 
 
+#: the rules of every draft, in table order: the vocabulary rules, then (:func:`fit_rules`) the rules of the
+#: draft's GGUF architecture (its base variant's ``fit.ARCH_RULES``), then :data:`TAIL_RULES`
 RULES: tuple[Rule, ...] = (
     Rule("vocab-type", "tokenizer model / vocab type equal", ALL, SRC_COMPAT, rule_vocab_type),
     Rule("bos", "add_bos equal, and the BOS id when BOS is added", ALL, SRC_COMPAT, _special_rule("bos")),
@@ -335,16 +245,8 @@ RULES: tuple[Rule, ...] = (
     Rule("vocab-size", f"token counts differ by at most {MAX_VOCAB_DIFFERENCE}", ALL, SRC_COMPAT, rule_vocab_size),
     Rule("token-text", f"token texts equal from id {FIRST_CHECKED_TOKEN} to min(n_draft, n_target)", ALL, SRC_COMPAT,
          rule_token_text),
-    Rule("taps", "every dflash.target_layers id is a target layer (0..block_count)", DFLASH, SRC_DFLASH,
-         rule_dflash_taps),
-    Rule("fc-width", "fc input width = taps x target embedding_length", DFLASH, SRC_DFLASH, rule_dflash_fc),
-    Rule("mask-id", "mask token id < target vocabulary", DFLASH, SRC_MASK, rule_mask_id),
-    Rule("head", "the head llama.cpp scores with is the target's (token_embd without output only for a tied target)",
-         DFLASH, SRC_HEAD, rule_head),
-    Rule("extract-layers", "exactly 3 eagle3.target_layers, all in 0..block_count", EAGLE3, SRC_EAGLE3,
-         rule_eagle3_layers),
-    Rule("fc-width", "fc input width = 3 x target embedding_length", EAGLE3, SRC_EAGLE3, rule_eagle3_fc),
-    Rule("vocab-cover", "draft vocabulary at least the target's", EAGLE3, SRC_VOCAB_COVER, rule_vocab_cover),
+)
+TAIL_RULES: tuple[Rule, ...] = (
     Rule("d2t-range", "every d2t id < target vocabulary", ALL, SRC_D2T, rule_d2t),
     Rule("rope-base", "rope.freq_base of both sides", ALL, SRC_HPARAMS, rule_rope_base),
     Rule("rope-scaling", "rope scaling of both sides", ALL, SRC_HPARAMS, rule_rope_scaling),
@@ -354,17 +256,41 @@ RULES: tuple[Rule, ...] = (
 
 
 def fit_rules(draft: Side, target: Side) -> list[RuleResult]:
-    """Every rule of :data:`RULES` that applies to the draft's family, in table order."""
+    """Every rule of the table that applies to the draft (:data:`RULES`, its arch's :func:`arch_rules`,
+    :data:`TAIL_RULES`; a rule with ``families`` only for a draft of those family words), in table order, then its
+    variant's own rules."""
     pair = Pair(draft, target)
-    fam = draft.family if draft.family in ALL else "other"
+    fam = draft.family
     own = variant_rules(draft)
     replaced = {r.id for r in own}
     out = []
-    for rule in [r for r in RULES if r.id not in replaced] + list(own):
-        if fam in rule.families:
+    table = (*RULES, *arch_rules(draft.arch), *TAIL_RULES)
+    for rule in [r for r in table if r.id not in replaced] + list(own):
+        if not rule.families or fam in rule.families:
             o = rule.fn(pair)
             out.append(RuleResult(rule.id, o.status, o.draft, o.target, o.message, rule.source, o.details))
     return out
+
+
+def arch_rules(arch: str) -> tuple[Rule, ...]:
+    """The rules of every draft of a GGUF architecture: its base variant's ``fit.ARCH_RULES``
+    (:func:`.variants.base_variant`; a variant refining it adds its own through :func:`variant_rules`); none for an
+    arch no variant writes."""
+    from ..variants import base_variant
+
+    v = base_variant(arch)
+    if v is None or not v.has_role("fit"):
+        return ()
+    return tuple(getattr(v.role("fit"), "ARCH_RULES", ()))
+
+
+def all_rules() -> tuple[Rule, ...]:
+    """Every row of the rule table: :data:`RULES`, each GGUF architecture's :func:`arch_rules`, :data:`TAIL_RULES`
+    (docs/check.md documents each; a variant's own :func:`variant_rules` are documented on its page)."""
+    from ..variants import VARIANTS
+
+    archs = dict.fromkeys(v.arch for v in VARIANTS)
+    return (*RULES, *(r for a in archs for r in arch_rules(a)), *TAIL_RULES)
 
 
 def variant_rules(draft: Side) -> tuple[Rule, ...]:

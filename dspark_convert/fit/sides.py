@@ -118,7 +118,8 @@ class Side:
         v = base_variant(self.arch)
         if v is None:
             return self.arch
-        return str(v.role("fit").family_word(self.tensors)) if v.has_role("fit") else v.name
+        word = getattr(v.role("fit"), "family_word", None) if v.has_role("fit") else None
+        return str(word(self.tensors)) if word is not None else v.name
 
 
 def _no_tokens(where: str) -> ConvertError:

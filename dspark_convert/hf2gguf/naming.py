@@ -26,22 +26,27 @@ from gguf.utility import naming_convention
 from ..errors import ConvertError
 from ..hf.hub import split_repo_spec
 
-#: draft family -> method word in file names
-METHOD_NAMES = {"dspark": "DSpark", "dflash": "DFlash", "eagle3": "EAGLE3", "dsparkdsv4": "DSpark", "dsparkgemma4": "DSpark"}
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _OUTTYPE = re.compile(r"^[a-z0-9_]+$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
 
 
 def method_name(family: str) -> str:
-    """The method word for a draft family (``dspark`` -> ``DSpark``); an unknown family is kept as given.
+    """The method word for a draft family (``dspark`` -> ``DSpark``): the family module's ``METHOD_WORD``; an
+    unknown family is kept as given.
 
     Example:
         >>> method_name("eagle-3"), method_name("dflash")
         ('EAGLE3', 'DFlash')
     """
-    key = family.lower().replace("-", "").replace("_", "")
-    return METHOD_NAMES.get(key, family)
+    from ..variants.families import family_modules, family_name
+
+    def key(name: str) -> str:
+        return name.lower().replace("-", "").replace("_", "")
+
+    mod = next((m for m in family_modules() if key(family_name(m)) == key(family)), None)
+    word = getattr(mod, "METHOD_WORD", None)  # each family module's own word (a family without one keeps its name)
+    return word if isinstance(word, str) else family
 
 
 def encoding_name(outtype: str) -> str:

@@ -27,6 +27,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFReader, GGUFValueType, GGUFWriter
 from gguf.quants import quantize
 
+from .. import schema as S
 from ..errors import ConvertError
 
 LAYOUTS = ("749f688", "upstream-b11434", "with-output")
@@ -47,7 +48,7 @@ def runtime_head(arch: str | None, tensor_names: set[str] | frozenset[str]) -> s
     """
     if OUTPUT in tensor_names:
         return "output"
-    if arch == "dflash" and EMBD in tensor_names:
+    if arch in S.EMBD_AS_HEAD_ARCHES and EMBD in tensor_names:
         return "token_embd"
     return "target"
 

@@ -11,6 +11,9 @@ first ``T`` tokens and ``a``, and proposes a block; the two proposals are compar
 without ``output``: llama.cpp scores with ``token_embd``) then disagrees from the first block position on, which
 is the point: the check catches files that load, stay lossless and draft badly.
 
+Gemma4 DSpark files (the ``gemma4`` variant: arch ``dflash`` with the Gemma 4 tensors) run the Gemma4 numpy
+forward; a ModelOpt NVFP4 file the ordinary DSpark forward on its dequantized blocks (times their ``.scale``).
+
 DFlash2 (``selector_hidden.weight``) logs no draft candidates: llama.cpp walks its selector lattice
 (``common/speculative.cpp``: per block position the argmax of the transition scores from the previous choice) and
 sends the tokens straight to verification. Its drafted tokens are known only through verification: the server's
@@ -28,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import schema as S
 from ..errors import ConvertError
 from ..reference import GGUFWeights, TargetWeights, open_gguf
 from ..reference.target_np import TargetModel, tap_features, target_forward
@@ -172,7 +176,7 @@ def reference_drafts(draft: Path, target_dir: Path, sequence: Sequence[int], blo
     sequence do not belong together)."""
     g = open_gguf(draft)
     arch = g.value("general.architecture")
-    layers_key = {"dflash": "dflash.target_layers", "eagle3": "eagle3.target_layers"}.get(str(arch))
+    layers_key = S.TARGET_LAYERS_KEY.get(str(arch))
     if layers_key is None:
         raise ConvertError(f"{draft}: general.architecture {arch!r}: the three-way check covers dflash and eagle3")
     out = target_forward(target or TargetModel(target_dir), sequence)
@@ -187,6 +191,8 @@ def reference_drafts(draft: Path, target_dir: Path, sequence: Sequence[int], blo
     inv = None if d2t is None else {int(t): i for i, t in enumerate(d2t)}
     if arch == "dflash" and g.has("selector_hidden.weight"):
         return _dflash2_drafts(g, tw, feats, seq, blocks)
+    if arch == "dflash" and _is_gemma4(g):
+        return _gemma4_drafts(g, tw, feats, blocks, inv)
     if arch == "dflash":
         cases = [BlockCase(feats[:b.n_context], int(b.anchor or 0),
                            prev_tokens=np.asarray([b.anchor, *b.tokens[:-1]], dtype=np.int64)) for b in blocks]
@@ -196,6 +202,25 @@ def reference_drafts(draft: Path, target_dir: Path, sequence: Sequence[int], blo
     e_cases = [Eagle3Case(feats[:b.n_context], seq[1:int(b.n_context or 0) + 1], steps=len(b.tokens),
                           forced_tokens=np.asarray(b.tokens, dtype=np.int64)) for b in blocks]
     return [RefBlock(o.tokens.tolist(), o.logits, inv) for o in eagle3_forward(g, tw, e_cases)]
+
+
+def _is_gemma4(g: GGUFWeights) -> bool:
+    from ..variants import gguf_variant
+
+    v = gguf_variant(g.value, [t.name for t in g.file.tensors])
+    return v is not None and v.name == "gemma4"
+
+
+def _gemma4_drafts(g: GGUFWeights, tw: TargetWeights, feats: np.ndarray, blocks: Sequence[DraftBlock],
+                   inv: dict[int, int] | None) -> list[RefBlock]:
+    """Gemma4 DSpark (:mod:`..variants.gemma4.numpy_forward`): the same block proposal as DSpark, through the
+    Gemma 4 decoder layers; the Markov chain fed llama.cpp's previous choices."""
+    from ..variants.gemma4.numpy_forward import gemma4_forward
+
+    outs = gemma4_forward(g, tw, [feats[:b.n_context] for b in blocks], [int(b.anchor or 0) for b in blocks],
+                          prev_tokens=[np.asarray([b.anchor, *b.tokens[:-1]], dtype=np.int64) for b in blocks])
+    return [RefBlock(o.tokens.tolist(), o.markov_logits if o.markov_logits is not None else o.logits, inv)
+            for o in outs]
 
 
 def dflash2_walk(candidates: np.ndarray, scores: np.ndarray, forced: Sequence[int] = ()) -> tuple[list[int], np.ndarray]:

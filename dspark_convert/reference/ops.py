@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import schema as S
 from ..errors import ConvertError
 from .weights import GGUFWeights, TargetWeights
 
@@ -203,7 +204,8 @@ def lm_logits(g: GGUFWeights, target: TargetWeights | None, h: np.ndarray, runti
     ``runtime=False`` skips the ``token_embd`` rule: the head the draft was trained with (the file's ``output`` or
     the target's lm_head), i.e. what a correct file drafts with."""
     name = "output.weight"
-    if not g.has(name) and runtime and g.value("general.architecture") == "dflash" and g.has("token_embd.weight"):
+    if (not g.has(name) and runtime and g.value("general.architecture") in S.EMBD_AS_HEAD_ARCHES
+            and g.has("token_embd.weight")):
         name = "token_embd.weight"
     if g.has(name):
         n, chunks = g.shape(name)[0], g.row_chunks(name)

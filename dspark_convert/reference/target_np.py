@@ -9,7 +9,11 @@ tap ids + 1), so :func:`tap_features` gives exactly the features llama.cpp feeds
 
 Meant for tiny targets (the test fixtures): everything is dequantized in memory. Supported: ``Qwen3ForCausalLM``
 (q/k RMSNorm per head) and ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` (optional q/k/v biases), rotate-half RoPE
-with default or linear scaling, GQA, SwiGLU MLP, tied or untied head.
+with default or linear scaling, GQA, SwiGLU MLP, tied or untied head; and ``Gemma4ForCausalLM`` (the Gemma 4 text
+decoder as llama.cpp's ``gemma4`` graph runs it: embeddings times ``sqrt(hidden)``, sliding and full layers with
+their own head size / KV heads / RoPE, q/k RMSNorm and a weightless v RMSNorm, K used as V on full layers with
+``attention_k_eq_v``, attention scale 1, the sandwich norms around attention and the GELU-tanh MLP, the per-layer
+``layer_scalar``, final logit softcapping; no MoE block, per-layer inputs or KV sharing).
 
 Example:
     >>> out = target_forward(TargetModel("fixtures/target-qwen3"), [1, 2, 3])   # doctest: +SKIP
@@ -31,7 +35,7 @@ from ..hf.checkpoint import Checkpoint
 from ..transforms import to_float32
 from .ops import F32, attention, mlp, rms_norm, rope_cos_sin, rope_neox
 
-SUPPORTED = ("Qwen3ForCausalLM", "LlamaForCausalLM", "Qwen2ForCausalLM")
+SUPPORTED = ("Qwen3ForCausalLM", "LlamaForCausalLM", "Qwen2ForCausalLM", "Gemma4ForCausalLM")
 
 
 class TargetModel:
@@ -46,19 +50,24 @@ class TargetModel:
             raise ConvertError(f"{self.folder}/config.json: architectures[0] is {arch!r}; the numpy target forward "
                                f"covers {', '.join(SUPPORTED)}")
         self.arch = arch
+        self.cfg = cfg
         self.n_layer = int(cfg["num_hidden_layers"])
         self.n_embd = int(cfg["hidden_size"])
         self.n_head = int(cfg["num_attention_heads"])
         self.n_head_kv = int(cfg.get("num_key_value_heads") or self.n_head)
         self.head_dim = int(cfg.get("head_dim") or self.n_embd // self.n_head)
         self.eps = float(cfg.get("rms_norm_eps", 1e-6))
+        self.tied = "lm_head.weight" not in self.ckpt
+        if arch == "Gemma4ForCausalLM":
+            _gemma4_check(self.folder, cfg)
+            self.rope_theta, self.pos_scale = 0.0, 1.0
+            return
         rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
         self.rope_theta = float(rope.get("rope_theta", cfg.get("rope_theta", 10000.0)))
         rtype = rope.get("rope_type", rope.get("type", "default"))
         if rtype not in ("default", "linear", None):
             raise ConvertError(f"{self.folder}/config.json: rope type {rtype!r} is not covered by the numpy target forward")
         self.pos_scale = 1.0 / float(rope["factor"]) if rtype == "linear" else 1.0
-        self.tied = "lm_head.weight" not in self.ckpt
 
     def w(self, name: str) -> np.ndarray:
         """Tensor ``name`` (``model.`` prefix optional) as float32."""
@@ -114,6 +123,8 @@ def _layer(m: TargetModel, il: int, x: np.ndarray, cos: np.ndarray, sin: np.ndar
 
 def target_forward(m: TargetModel, tokens: Sequence[int]) -> TargetOutputs:
     """The causal forward over ``tokens`` (positions 0..T-1)."""
+    if m.arch == "Gemma4ForCausalLM":
+        return gemma4_forward(m, tokens)
     ids = np.asarray(tokens, dtype=np.int64)
     x = m.embed[ids].astype(F32)
     cos, sin = rope_cos_sin(np.arange(ids.size), m.head_dim, m.rope_theta, pos_scale=m.pos_scale)
@@ -122,6 +133,89 @@ def target_forward(m: TargetModel, tokens: Sequence[int]) -> TargetOutputs:
         x = _layer(m, il, x, cos, sin)
         hidden.append(x)
     logits = rms_norm(x, m.w("norm.weight"), m.eps) @ m.lm_head.T
+    return TargetOutputs(np.stack(hidden), logits.astype(F32))
+
+
+# ---------------------------------------------------------------------------------------------- Gemma 4 text
+def _gemma4_check(folder: Path, cfg: dict[str, Any]) -> None:
+    for key, off in (("enable_moe_block", False), ("hidden_size_per_layer_input", 0), ("num_kv_shared_layers", 0)):
+        if cfg.get(key) not in (None, off):
+            raise ConvertError(f"{folder}/config.json: {key} is {cfg.get(key)!r}; the numpy Gemma 4 forward covers "
+                               f"{off!r} only")
+    for kind in set(cfg.get("layer_types") or []):
+        rtype = ((cfg.get("rope_parameters") or {}).get(kind) or {}).get("rope_type", "default")
+        if rtype not in ("default", "proportional"):
+            raise ConvertError(f"{folder}/config.json: rope_parameters.{kind}.rope_type {rtype!r} is not covered "
+                               "by the numpy Gemma 4 forward")
+
+
+def gemma4_inv_freq(rope: dict[str, Any], head_dim: int) -> np.ndarray:
+    """Per rotated pair the inverse frequency of a Gemma 4 layer kind's RoPE (``[head_dim/2]``): ``default``
+    ``base^(-2i/d)``; ``proportional`` the same for the first ``int(partial_rotary_factor * d / 2)`` pairs and 0
+    (no rotation) for the rest; both divided by ``factor``.
+
+    Example:
+        >>> gemma4_inv_freq({"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6}, 16).round(4)
+        array([1.    , 0.1778, 0.    , 0.    , 0.    , 0.    , 0.    , 0.    ])
+    """
+    base = float(rope.get("rope_theta", 10000.0))
+    n = head_dim // 2
+    rotated = int(float(rope.get("partial_rotary_factor", 1.0)) * head_dim // 2) if rope.get("rope_type") == \
+        "proportional" else n
+    inv = np.zeros(n, dtype=np.float64)
+    inv[:rotated] = base ** (-np.arange(0, 2 * rotated, 2, dtype=np.float64) / head_dim)
+    return inv / float(rope.get("factor", 1.0))
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return (F32(0.5) * x * (F32(1) + np.tanh(F32(np.sqrt(2 / np.pi)) * (x + F32(0.044715) * x ** 3)))).astype(F32)
+
+
+def _gemma4_layer(m: TargetModel, il: int, x: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    cfg, p, T = m.cfg, f"layers.{il}.", x.shape[0]
+    kind = (cfg.get("layer_types") or ["full_attention"] * m.n_layer)[il]
+    qn, kn = m.w(p + "self_attn.q_norm.weight"), m.w(p + "self_attn.k_norm.weight")
+    d = qn.shape[0]                                  # the layer's head size (global_head_dim on full layers)
+    wk = m.w(p + "self_attn.k_proj.weight")
+    n_kv = wk.shape[0] // d
+    wv = m.maybe(p + "self_attn.v_proj.weight")      # absent: K is V (attention_k_eq_v on full layers)
+    xn = rms_norm(x, m.w(p + "input_layernorm.weight"), m.eps)
+    q = rms_norm((xn @ m.w(p + "self_attn.q_proj.weight").T).reshape(T, -1, d), qn, m.eps)
+    k_raw = (xn @ wk.T).reshape(T, n_kv, d)
+    v = rms_norm(k_raw if wv is None else (xn @ wv.T).reshape(T, n_kv, d), None, m.eps)
+    k = rms_norm(k_raw, kn, m.eps)
+    theta = pos[:, None].astype(np.float64) * gemma4_inv_freq((cfg.get("rope_parameters") or {}).get(kind) or {}, d)
+    cos, sin = np.cos(theta).astype(F32), np.sin(theta).astype(F32)
+    q, k = rope_neox(q, cos, sin), rope_neox(k, cos, sin)
+    allowed = pos[None, :] <= pos[:, None]
+    window = int(cfg.get("sliding_window") or 0)
+    if kind == "sliding_attention" and window > 0:
+        allowed &= (pos[:, None] - pos[None, :]) < window
+    # attention scale 1: ops.attention divides by sqrt(d), so the queries are scaled up by it
+    o = attention(q * F32(np.sqrt(d)), k, v, allowed) @ m.w(p + "self_attn.o_proj.weight").T
+    x = x + rms_norm(o, m.w(p + "post_attention_layernorm.weight"), m.eps)
+    f = rms_norm(x, m.w(p + "pre_feedforward_layernorm.weight"), m.eps)
+    h = (_gelu_tanh(f @ m.w(p + "mlp.gate_proj.weight").T) * (f @ m.w(p + "mlp.up_proj.weight").T)) \
+        @ m.w(p + "mlp.down_proj.weight").T
+    x = x + rms_norm(h, m.w(p + "post_feedforward_layernorm.weight"), m.eps)
+    scalar = m.maybe(p + "layer_scalar")
+    return x if scalar is None else x * scalar.reshape(-1)[0]
+
+
+def gemma4_forward(m: TargetModel, tokens: Sequence[int]) -> TargetOutputs:
+    """The Gemma 4 text decoder over ``tokens``: ``hidden[0]`` is the scaled embeddings (the first layer's input,
+    what llama.cpp taps as layer 0), the logits softcapped as the config says."""
+    ids = np.asarray(tokens, dtype=np.int64)
+    x = (m.embed[ids] * F32(np.sqrt(m.n_embd))).astype(F32)
+    pos = np.arange(ids.size)
+    hidden = [x]
+    for il in range(m.n_layer):
+        x = _gemma4_layer(m, il, x, pos)
+        hidden.append(x)
+    logits = rms_norm(x, m.w("norm.weight"), m.eps) @ m.lm_head.T
+    cap = m.cfg.get("final_logit_softcapping")
+    if cap:
+        logits = np.tanh(logits / F32(cap)) * F32(cap)
     return TargetOutputs(np.stack(hidden), logits.astype(F32))
 
 
@@ -135,9 +229,12 @@ def tap_features(out: TargetOutputs, gguf_layers: Sequence[int]) -> np.ndarray:
     return np.concatenate([out.hidden[int(L)] for L in gguf_layers], axis=1)
 
 
-def greedy_generate(m: TargetModel, prompt: Sequence[int], n: int) -> list[int]:
-    """``n`` greedy tokens after ``prompt`` (full recompute per step; tiny targets only)."""
+def greedy_generate(m: TargetModel, prompt: Sequence[int], n: int, exclude: Sequence[int] = ()) -> list[int]:
+    """``n`` greedy tokens after ``prompt`` (full recompute per step; tiny targets only), never choosing a token
+    of ``exclude`` (llama-server's ``ignore_eos`` bans the end-of-generation tokens the same way)."""
     seq = list(prompt)
     for _ in range(n):
-        seq.append(int(target_forward(m, seq).greedy()[-1]))
+        z = target_forward(m, seq).logits[-1]
+        z[list(exclude)] = -np.inf
+        seq.append(int(np.argmax(z)))
     return seq[len(prompt):]

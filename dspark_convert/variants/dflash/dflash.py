@@ -24,6 +24,8 @@ from ..kit.dflash_base import (
 )
 from ..kit.hparams import normalize_hparams, vocab_size_of
 
+#: the method word in default output file names (``Qwen3-8B-DFlash-BF16.gguf``; hf2gguf/naming.py)
+METHOD_WORD = "DFlash"
 ARCHITECTURES: tuple[str, ...] = ("DFlashDraftModel",)
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
            "draft_tensors", "hf_names", "target_facts"]

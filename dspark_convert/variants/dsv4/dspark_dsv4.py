@@ -37,6 +37,8 @@ from .names import (
     is_draft,
 )
 
+#: the method word in default output file names (``Qwen3-8B-DSpark-BF16.gguf``; hf2gguf/naming.py)
+METHOD_WORD = "DSpark"
 ARCHITECTURES: tuple[str, ...] = (S.DSV4_ARCHITECTURE,)
 #: no --with-target-embeddings: the loader uses the target's embedding and head (an output.weight is an extra tensor)
 TARGET_TENSORS: tuple[TargetTensor, ...] = ()

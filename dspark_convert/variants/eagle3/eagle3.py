@@ -19,7 +19,7 @@ from ...findings import Finding
 from ...hf.checkpoint import EMBED_NAMES, Select
 from ...plan import KV, Plan, TensorSpec
 from ...tokenizer.handlers import target_vocab_kvs
-from ...transforms import Eagle3Permute, Transform
+from ...transforms import Transform
 from ..kit.base import Context, TargetFacts, TargetTensor
 from ..kit.common import (
     BACKBONE_GLOBALS,
@@ -32,7 +32,10 @@ from ..kit.common import (
     tensor_spec,
 )
 from ..kit.hparams import as_float, as_positive, as_u32, draft_hparams, rope_dict, vocab_size_of
+from .transforms import Eagle3Permute
 
+#: the method word in default output file names (``Qwen3-8B-EAGLE3-BF16.gguf``; hf2gguf/naming.py)
+METHOD_WORD = "EAGLE3"
 ARCHITECTURES: tuple[str, ...] = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator",
                                   "Eagle3DraftModel", "LlamaForCausalLM")
 

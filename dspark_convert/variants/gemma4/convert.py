@@ -33,6 +33,8 @@ from .fit import target_facts
 
 #: the family's name (output file names, reports): not the module's name, which is ``convert``
 FAMILY = "dspark_gemma4"
+#: the method word in default output file names (``Qwen3-8B-DSpark-BF16.gguf``; hf2gguf/naming.py)
+METHOD_WORD = "DSpark"
 ARCHITECTURES: tuple[str, ...] = (S.GEMMA4_DSPARK_ARCHITECTURE,)
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FAMILY", "NAMES", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT",
            "build_plan", "claims", "draft_tensors", "hf_names", "requirements", "target_facts"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from ... import schema as S
-from ...fit.rules import DFLASH, Outcome, Pair, Rule
+from ...fit.rules import ALL, Outcome, Pair, Rule
 from ...fit.sides import Side
 from ...plan import Plan
 from ..kit.base import Context, TargetFacts
@@ -65,8 +65,8 @@ def rule_rope_kind(p: Pair) -> Outcome:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("target-family", "the target is a Gemma 4 model", DFLASH, SRC_GRAPH, rule_target_family),
-    Rule("embedding-scale", "embedding_scale = sqrt(target hidden size)", DFLASH, SRC_GRAPH, rule_embedding_scale),
-    Rule("rope-scaling", "full-attention RoPE kind of both sides (proportional: rope_freqs.weight)", DFLASH,
+    Rule("target-family", "the target is a Gemma 4 model", ALL, SRC_GRAPH, rule_target_family),
+    Rule("embedding-scale", "embedding_scale = sqrt(target hidden size)", ALL, SRC_GRAPH, rule_embedding_scale),
+    Rule("rope-scaling", "full-attention RoPE kind of both sides (proportional: rope_freqs.weight)", ALL,
          SRC_GRAPH, rule_rope_kind),
 )
