@@ -28,7 +28,6 @@ from dspark_convert.plan import KV, Plan, TensorSpec
 from dspark_convert.transforms import (
     TRANSFORMS,
     DeinterleaveRope,
-    Eagle3Permute,
     Fp8BlockDequant,
     Mxfp4ExpertStack,
     Nvfp4Repack,
@@ -37,6 +36,7 @@ from dspark_convert.transforms import (
     Transform,
     register,
 )
+from dspark_convert.variants.eagle3.transforms import Eagle3Permute
 
 
 @dataclass(frozen=True)
