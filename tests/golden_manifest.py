@@ -79,3 +79,38 @@ def compare(path: Path, expected: dict[str, Any]) -> list[str]:
         if [t["name"] for t in expected["tensors"]] != [t["name"] for t in got["tensors"]]:
             diffs.append("tensor order differs")
     return diffs
+
+
+def parity(draft: Path, target: Path, manifests: Path, stem: str, tmp: Path,
+           outtypes: tuple[str, ...]) -> dict[str, list[str]]:
+    """Convert ``draft`` at each outtype and compare with ``manifests/<stem>.<outtype>.json``: outtype -> the first
+    differences (empty when every file is identical). Each conversion must end without an error finding and pass
+    ``check``."""
+    from dspark_convert import convert
+    from dspark_convert.check import check_file, errors
+
+    failures = {}
+    for outtype in outtypes:
+        out = tmp / f"{stem}.{outtype}.gguf"
+        r = convert(draft, target, out, outtype=outtype)
+        assert [str(f) for f in r.findings if f.level == "error"] == []
+        diffs = compare(out, json.loads((manifests / f"{stem}.{outtype}.json").read_text()))
+        if diffs:
+            failures[outtype] = diffs[:5]
+        assert errors(check_file(out)) == []
+    return failures
+
+
+def write_upstream_manifest(tree: Path, draft: Path, target: Path, out: Path, stem: str, outtype: str,
+                            oracle: Path) -> None:
+    """Convert ``draft`` with upstream's converter (``tree``: the llama.cpp source tree) at ``outtype`` into ``out``
+    and store its manifest as ``oracle/<stem>.<outtype>.json`` (the generators' ``main``)."""
+    import os
+    import subprocess
+    import sys
+
+    gguf = out / f"{stem}.{outtype}.gguf"
+    subprocess.run([sys.executable, str(tree / "convert_hf_to_gguf.py"), str(draft), "--target-model-dir", str(target),
+                    "--outtype", outtype, "--outfile", str(gguf)], check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": str(tree / "gguf-py")})
+    (oracle / f"{stem}.{outtype}.json").write_text(json.dumps(describe(gguf), indent=1) + "\n")

@@ -16,8 +16,6 @@ Example:
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -180,18 +178,14 @@ def main(argv: list[str]) -> int:
     """``new_drafts.py OUT TARGET --oracle TREE``: write every variant, convert with upstream, store the manifests."""
     out, target, tree = Path(argv[0]), Path(argv[1]), Path(argv[argv.index("--oracle") + 1])
     sys.path.insert(0, str(HERE))
-    from golden_manifest import describe
+    from golden_manifest import write_upstream_manifest
 
     ORACLE.mkdir(parents=True, exist_ok=True)
     only = argv[argv.index("--only") + 1].split(",") if "--only" in argv else None
     for name in [n for n in {**VARIANTS, **MIMO_VARIANTS} if only is None or n in only]:
         d = make(out, name)
         for t in OUTTYPES:
-            gguf = out / f"{name}.{t}.gguf"
-            subprocess.run([sys.executable, str(tree / "convert_hf_to_gguf.py"), str(d), "--target-model-dir",
-                            str(target), "--outtype", t, "--outfile", str(gguf)], check=True, capture_output=True,
-                           env={**os.environ, "PYTHONPATH": str(tree / "gguf-py")})
-            (ORACLE / f"{name}.{t}.json").write_text(json.dumps(describe(gguf), indent=1) + "\n")
+            write_upstream_manifest(tree, d, target, out, name, t, ORACLE)
             print(name, t, "ok")
     return 0
 

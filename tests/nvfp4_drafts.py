@@ -17,9 +17,7 @@ Example:
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -259,17 +257,13 @@ def main(argv: list[str]) -> int:
     """``nvfp4_drafts.py OUT BASE_TARGET --oracle TREE``: write every variant, convert with upstream, store manifests."""
     out, base, tree = Path(argv[0]), Path(argv[1]), Path(argv[argv.index("--oracle") + 1])
     sys.path.insert(0, str(HERE))
-    from golden_manifest import describe
+    from golden_manifest import write_upstream_manifest
 
     ORACLE.mkdir(parents=True, exist_ok=True)
     for name in VARIANTS:
         d, target = make(out, name, base)
         for t in OUTTYPES:
-            gguf = out / f"{name}.{t}.gguf"
-            subprocess.run([sys.executable, str(tree / "convert_hf_to_gguf.py"), str(d), "--target-model-dir",
-                            str(target), "--outtype", t, "--outfile", str(gguf)], check=True, capture_output=True,
-                           env={**os.environ, "PYTHONPATH": str(tree / "gguf-py")})
-            (ORACLE / f"{name}.{t}.json").write_text(json.dumps(describe(gguf), indent=1) + "\n")
+            write_upstream_manifest(tree, d, target, out, name, t, ORACLE)
             print(name, t, "ok")
     return 0
 

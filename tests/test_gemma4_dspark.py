@@ -20,10 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gemma4_drafts import ORACLE, OUTTYPES, VARIANTS, make
-from golden_manifest import compare
+from golden_manifest import compare, parity
 
 from dspark_convert import convert
-from dspark_convert.check import check_file, errors
 from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile.reader import read_gguf
 
@@ -31,16 +30,7 @@ GEMMA3_TOKENIZER_ENV = "DSPARK_GEMMA3_TOKENIZER"
 
 
 def _parity(draft: Path, target: Path, manifests: Path, stem: str, tmp: Path) -> dict[str, list[str]]:
-    failures = {}
-    for outtype in OUTTYPES:
-        out = tmp / f"{stem}.{outtype}.gguf"
-        r = convert(draft, target, out, outtype=outtype)
-        assert [str(f) for f in r.findings if f.level == "error"] == []
-        diffs = compare(out, json.loads((manifests / f"{stem}.{outtype}.json").read_text()))
-        if diffs:
-            failures[outtype] = diffs[:5]
-        assert errors(check_file(out)) == []
-    return failures
+    return parity(draft, target, manifests, stem, tmp, OUTTYPES)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

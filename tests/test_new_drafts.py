@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from golden_manifest import compare
+from golden_manifest import parity
 from new_drafts import MIMO_VARIANTS, ORACLE, OUTTYPES, VARIANTS, make
 
 from dspark_convert import convert
@@ -48,16 +48,7 @@ def b11434_qwen3(golden_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def _parity(draft: Path, target: Path, manifests: Path, stem: str, tmp: Path) -> dict[str, list[str]]:
-    failures = {}
-    for outtype in OUTTYPES:
-        out = tmp / f"{stem}.{outtype}.gguf"
-        r = convert(draft, target, out, outtype=outtype)
-        assert [str(f) for f in r.findings if f.level == "error"] == []
-        diffs = compare(out, json.loads((manifests / f"{stem}.{outtype}.json").read_text()))
-        if diffs:
-            failures[outtype] = diffs[:5]
-        assert errors(check_file(out)) == []
-    return failures
+    return parity(draft, target, manifests, stem, tmp, OUTTYPES)
 
 
 @pytest.mark.parametrize("case", DFLASH2_CASES)
