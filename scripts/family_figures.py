@@ -39,9 +39,12 @@ FAMILIES = {
     "DSV4": (re.compile(r"(?i)dsv4|deepseek[-_ ]?v4|deepseekv4"), "dsv4"),
     "EAGLE-3": (re.compile(r"(?i)eagle-?3"), "eagle3"),
 }
-#: a family named in prose or a string (the same word list as tests/test_variants.py's FAMILY_WORD; DeepSeek-V2 /
-#: V3 are target models, not the DeepSeek-V4 draft family)
-FAMILY_WORD = re.compile(r"(?i)(?<![\w-])(dflash|eagle-?3|dsv4|deepseek(?![-_ ]?v[23](?!\d))|dspark(?![_-]convert))")
+#: a family named in prose or a string (tests/test_variants.py imports it: one word list). Not a family: DeepSeek-V2
+#: / V3 (target models, not the DeepSeek-V4 draft family) and the project's own name used as a prefix, i.e.
+#: ``dspark-convert`` / ``dspark_convert`` (paths, temp folders) and its uppercase environment variables
+#: ``DSPARK_LLAMA_*`` (case-sensitive: ``dspark_llama`` or ``DSPARK_FLAG`` still name the family)
+FAMILY_WORD = re.compile(r"(?i)(?<![\w-])(dflash|eagle-?3|dsv4|deepseek(?![-_ ]?v[23](?!\d))"
+                         r"|(?!(?-i:DSPARK_LLAMA_))dspark(?![_-]convert))")
 #: a family named in an identifier (``ARCH_EAGLE3``, ``_is_dsv4``, ``DFLASH_ARCHS``)
 FAMILY_IDENT = re.compile(r"(?i)dflash|eagle3|dsv4|dspark")
 ZONES = ("variants/", "families/", "schema.py", "schema/")

@@ -185,10 +185,10 @@ def test_correlated_dflash2_partial_acceptance_matches_reference_walk(llama_bin:
     tw = three_way(f, corr[0], PROMPT, c.tokens, r.blocks)
     assert tw.agree, tw.summary()
     # the comparison has teeth: a walk that takes the lowest transition score is accepted differently
-    from dspark_convert.llamacpp import threeway
+    from dspark_convert.variants.dflash2 import llama as walk
 
-    real = threeway.dflash2_walk
-    monkeypatch.setattr(threeway, "dflash2_walk", lambda cands, scores, forced=(): real(cands, -scores, forced))
+    real = walk.dflash2_walk
+    monkeypatch.setattr(walk, "dflash2_walk", lambda cands, scores, forced=(): real(cands, -scores, forced))
     assert not three_way(f, corr[0], PROMPT, c.tokens, r.blocks).agree
 
 
@@ -431,3 +431,57 @@ def test_sdist_url_reads_the_simple_index_first_then_the_json_api(monkeypatch: p
                                                    build.PYPI_JSON: (22, "", "404 json")}))
     with pytest.raises(ConvertError, match="404 simple.*curl failed \\(exit 22\\): 404 json"):
         build.sdist_url()
+
+
+@pytest.mark.parametrize(("layout", "expected"), [("dspark-qwen3", ("draft-dspark", 7)),
+                                                  ("dflash-zlab", ("draft-dflash", 15)),
+                                                  ("dflash-deepspec", ("draft-dspark", 7)),
+                                                  ("dflash2-zlab", ("draft-dflash", 7)),
+                                                  ("eagle3-specforge", ("draft-eagle3", 4))])
+def test_spec_for_type_and_whole_block(layout: str, expected: tuple[str, int],
+                                       converted: Callable[..., Path]) -> None:
+    """The tier's ``--spec-type`` and ``--spec-draft-n-max`` (variants/spectype.py): the whole block (B) for a draft
+    read from the anchor row, B - 1 for one read from rows 1..B-1, the chained steps for EAGLE-3."""
+    f = converted(layout, "f32")
+    assert spec_for(f) == expected
+    if expected[0] == "draft-eagle3":
+        assert spec_for(f, chain_steps=6) == ("draft-eagle3", 6)
+
+
+def test_three_way_roles_come_from_the_registry(tmp_path: Path) -> None:
+    """The three-way check runs the ``llama`` role of the file's variant (variants/<v>/llama.py); a variant without
+    one (dsv4: no numpy forward) and a file of no variant are refused before any forward runs."""
+    from gguf import GGUFWriter
+
+    from dspark_convert.llamacpp import threeway
+    from dspark_convert.variants import BY_NAME
+
+    assert threeway.covered() == ("gemma4", "dflash2", "dflash", "eagle3")
+    assert all(callable(BY_NAME[v].role("llama").reference_drafts) for v in threeway.covered())
+    assert not BY_NAME["dsv4"].has_role("llama")
+
+    def tiny(path: Path, arch: str, kvs: dict[str, int]) -> Path:
+        w = GGUFWriter(path, arch)
+        for k, v in kvs.items():
+            w.add_uint32(k, v)
+        w.add_array(f"{arch}.target_layers", [1])
+        w.add_tensor("fc.weight", np.zeros((2, 2), np.float32))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        return path
+
+    dsv4 = tiny(tmp_path / "dsv4.gguf", "dflash", {"dflash.hyper_connection.count": 4})
+    with pytest.raises(ConvertError, match="a dsv4 file: the three-way check covers gemma4, dflash2, dflash, eagle3"):
+        threeway.reference_drafts(dsv4, TARGET, PROMPT, [])
+    other = tiny(tmp_path / "llama.gguf", "llama", {})
+    with pytest.raises(ConvertError, match="general.architecture 'llama': the three-way check covers gemma4"):
+        threeway.reference_drafts(other, TARGET, PROMPT, [])
+
+
+def test_token_embd_head_note_names_the_loader_source() -> None:
+    from dspark_convert.llamacpp.layouts import TOKEN_EMBD_HEAD_NOTE
+
+    assert TOKEN_EMBD_HEAD_NOTE == ("llama.cpp b11434 scores this file with token_embd.weight (output.weight is "
+                                    "absent, src/models/dflash.cpp), so the GGUF forward does too")

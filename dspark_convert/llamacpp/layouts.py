@@ -1,6 +1,7 @@
-"""Head/embedding layouts of a full-vocabulary DFlash/DSpark draft, and what llama.cpp b11434 runs each with.
+"""Head/embedding layouts of a full-vocabulary draft, and what llama.cpp b11434 runs each with.
 
-Three layouts of the same draft matter (upstream-b11434.md §2.3):
+For a draft of an arch whose loader duplicates ``token_embd`` as the head when ``output`` is absent
+(``schema.EMBD_AS_HEAD_ARCHES``), three layouts of the same file matter (upstream-b11434.md §2.3):
 
 ========================  ===============================  ==============================================
 layout                    tensors                          head llama.cpp b11434 scores with
@@ -37,8 +38,9 @@ EMBD, OUTPUT = "token_embd.weight", "output.weight"
 def runtime_head(arch: str | None, tensor_names: set[str] | frozenset[str]) -> str:
     """Which matrix llama.cpp b11434 scores a draft with: ``"output"``, ``"token_embd"`` or ``"target"``.
 
-    ``dflash`` (``src/models/dflash.cpp``): ``output`` if present, else ``token_embd`` if present
-    (``TENSOR_DUPLICATED``), else the target's head. ``eagle3``: ``output`` if present, else the target's.
+    An arch of ``schema.EMBD_AS_HEAD_ARCHES`` (its loader, ``src/models/<arch>.cpp``, marks ``token_embd``
+    ``TENSOR_DUPLICATED`` as the output): ``output`` if present, else ``token_embd`` if present, else the target's
+    head. Any other arch: ``output`` if present, else the target's.
 
     Example:
         >>> runtime_head("dflash", {"token_embd.weight", "fc.weight"})
@@ -53,9 +55,11 @@ def runtime_head(arch: str | None, tensor_names: set[str] | frozenset[str]) -> s
     return "target"
 
 
+#: the loader sources of the rule: llama.cpp keeps one model file per arch
+_EMBD_AS_HEAD_SOURCES = ", ".join(f"src/models/{arch}.cpp" for arch in sorted(S.EMBD_AS_HEAD_ARCHES))
 #: verify's note for a file llama.cpp scores with ``token_embd`` (:func:`runtime_head`)
 TOKEN_EMBD_HEAD_NOTE = ("llama.cpp b11434 scores this file with token_embd.weight (output.weight is absent, "
-                        "src/models/dflash.cpp), so the GGUF forward does too")
+                        f"{_EMBD_AS_HEAD_SOURCES}), so the GGUF forward does too")
 
 
 def runtime_embeddings(tensor_names: set[str] | frozenset[str]) -> str:
@@ -108,7 +112,7 @@ def relayout(src: Path, dst: Path, *, drop: tuple[str, ...] = (), add: Mapping[s
 
 
 def make_layout(src: Path, dst: Path, layout: str, embed: np.ndarray, head: np.ndarray) -> Path:
-    """``src`` (a full-vocabulary DFlash/DSpark GGUF in any layout) rewritten in ``layout`` (:data:`LAYOUTS`),
+    """``src`` (a full-vocabulary draft GGUF in any layout) rewritten in ``layout`` (:data:`LAYOUTS`),
     with ``embed`` / ``head`` (the target's embedding and head, float32) for the tensors the layout holds."""
     if layout not in LAYOUTS:
         raise ConvertError(f"layout {layout!r}: expected one of {', '.join(LAYOUTS)}")

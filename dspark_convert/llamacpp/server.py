@@ -7,8 +7,9 @@ it. llama.cpp b11434 logs one line per draft candidate (``common/speculative.cpp
 
     - seq_id 0, draft candidate   0, pos   3:    390 (   0.140) 'ast'
 
-(candidates 0..2 per block position, candidate 0 is the drafted token; EAGLE-3 lines carry a ``spec <func>:``
-prefix), and after each block the slot logs ``generate_draft: id=<anchor>, #tokens=<context length>, ...``.
+(candidates 0..2 per block position, candidate 0 is the drafted token; a chained draft's lines carry a
+``spec <func>:`` prefix), and after each block the slot logs ``generate_draft: id=<anchor>, #tokens=<context
+length>, ...``. A draft type whose loop logs no candidates leaves blocks with only those counts.
 
 Example:
     >>> with LlamaServer(binary, target, draft=draft, spec_type="draft-dspark", n_max=7) as srv:  # doctest: +SKIP
@@ -33,9 +34,9 @@ from pathlib import Path
 from types import TracebackType
 
 from ..errors import ConvertError
+from ..variants.spectype import SPEC_TYPES
 
 HOST = "127.0.0.1"
-SPEC_TYPES = ("draft-dspark", "draft-dflash", "draft-eagle3")
 
 #: the slot's INFO line that ends a request (logged after every draft line of it)
 _DONE = "stop processing: n_tokens"
@@ -51,8 +52,8 @@ class DraftBlock:
     """One draft as llama-server logged it: the tokens drafted (candidate 0 of each position, in order), their
     probabilities, the anchor (the target's last sampled token) and the context length (``#tokens``) before it;
     ``n_draft`` (``#draft``: the tokens sent for verification) and ``n_accepted`` (how many of them the target
-    accepted, from the slot's ``add accepted tokens: ..., ids.size=k+1`` line). DFlash2 logs no candidates (its selector walk
-    reads the lattice silently): its blocks have no ``tokens``, only the counts."""
+    accepted, from the slot's ``add accepted tokens: ..., ids.size=k+1`` line). A draft whose loop logs no
+    candidates (a selector lattice walked silently) has blocks with no ``tokens``, only the counts."""
 
     tokens: list[int] = field(default_factory=list)
     probs: list[float] = field(default_factory=list)
@@ -150,7 +151,7 @@ class LlamaServer:
         self.port = free_port()
         self.timeout = timeout
         self.log_wait = 10.0
-        self._tmp = tempfile.TemporaryDirectory(prefix="dspark-llama-")
+        self._tmp = tempfile.TemporaryDirectory(prefix="dspark-convert-llama-")
         self.log_path = Path(self._tmp.name) / "server.log"
         args = [str(binary), "-m", str(target), "--host", HOST, "--port", str(self.port), "-c", str(ctx),
                 "-np", "1", "-t", str(threads), "--no-repack", "--no-warmup"]
@@ -256,25 +257,19 @@ class LlamaServer:
                           int(t.get("draft_n_accepted", 0) or 0))
 
 
-def spec_for(draft: Path, eagle3_n_max: int = 4) -> tuple[str, int]:
+def spec_for(draft: Path, chain_steps: int = 4) -> tuple[str, int]:
     """``(--spec-type, --spec-draft-n-max)`` for a converted draft, with a whole block per draft.
 
-    The type is the one the file needs (:func:`..variants.spectype.spec_type_of`): ``draft-dspark`` for a Markov-head file
-    and for a head-less ``dflash`` file with ``dflash.sample_from_anchor = true`` (e.g. DeepSpec's "DFlash"):
-    only that path reads block rows from the anchor on; ``draft-dflash`` (llama.cpp's auto-detected type for a
-    file without ``markov_w1``) always reads rows 1..B-1, which shifts such a draft by one position (measured on
-    dflash-deepspec: 62/84 positions agree under draft-dflash, all under draft-dspark). ``draft-eagle3`` with
-    ``eagle3_n_max`` chained steps."""
+    Both come from :mod:`..variants.spectype`: the type the file needs (:func:`~..variants.spectype.spec_type_of`,
+    which may differ from the one llama-server auto-detects: a head-less file predicting from the anchor row needs
+    the type that reads block rows from the anchor on, measured one position late under the other) and the draft
+    length (:func:`~..variants.spectype.draft_n_max`: the block's drafting rows, or ``chain_steps`` chained steps
+    for a chained type). A file llama-server does not speculate with raises ConvertError."""
     from ..reference import open_gguf
-    from ..variants.spectype import spec_type_of
+    from ..variants.spectype import draft_n_max, spec_type_of
 
     g = open_gguf(draft)
     st = spec_type_of(g.value, [t.name for t in g.file.tensors])
     if st.spec_type is None:
         raise ConvertError(f"{draft}: {st.reason}: not a draft llama-server speculates with")
-    if st.spec_type == "draft-eagle3":
-        return st.spec_type, eagle3_n_max
-    block = int(g.value("dflash.block_size", 16))
-    sfa = g.value("dflash.sample_from_anchor")
-    anchor_first = st.spec_type == "draft-dspark" and (sfa is None or bool(sfa))
-    return st.spec_type, block if anchor_first else block - 1
+    return st.spec_type, draft_n_max(g.value, st, chain_steps)

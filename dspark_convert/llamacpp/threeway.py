@@ -2,25 +2,26 @@
 
 The three parties are the target (its tap features, from the numpy target forward :mod:`..reference.target_np`),
 llama.cpp (its ``-v`` log of every draft candidate, :func:`.server.parse_drafts`) and our draft reference
-(each variant's ``numpy_forward`` on the GGUF). For each draft block
-llama-server logged, with context length ``T`` and anchor ``a``, the reference gets the target's features of the
-first ``T`` tokens and ``a``, and proposes a block; the two proposals are compared position by position.
+(the numpy forward of the file's GGUF variant). For each draft block llama-server logged, with context length
+``T`` and anchor ``a``, the reference gets the target's features of the first ``T`` tokens and ``a``, and proposes
+a block; the two proposals are compared position by position.
+
+This module knows no variant: which forward runs, on which cases, and how a chain is fed is the variant's ``llama``
+role (``variants/<variant>/llama.py``, found through the registry; the interface is :mod:`.drafts`). A file of a
+variant without that role is refused, naming the variant.
 
 ``runtime_head=False`` (the default here) makes the reference score with the head the draft was trained with
-(the file's ``output``, else the target's lm_head). A file llama.cpp runs with another head (a full-vocab DSpark
-without ``output``: llama.cpp scores with ``token_embd``) then disagrees from the first block position on, which
-is the point: the check catches files that load, stay lossless and draft badly.
+(the file's ``output``, else the target's lm_head). A file llama.cpp runs with another head (a full-vocabulary
+draft without ``output`` whose loader duplicates ``token_embd`` as the head: :func:`.layouts.runtime_head`) then
+disagrees from the first block position on, which is the point: the check catches files that load, stay lossless
+and draft badly.
 
-Gemma4 DSpark files (the ``gemma4`` variant: arch ``dflash`` with the Gemma 4 tensors) run the Gemma4 numpy
-forward; a ModelOpt NVFP4 file the ordinary DSpark forward on its dequantized blocks (times their ``.scale``).
-
-DFlash2 (``selector_hidden.weight``) logs no draft candidates: llama.cpp walks its selector lattice
-(``common/speculative.cpp``: per block position the argmax of the transition scores from the previous choice) and
-sends the tokens straight to verification. Its drafted tokens are known only through verification: the server's
-``add accepted tokens`` line (``ids.size`` = k + 1) says the first ``k`` equal the target's greedy continuation and, when ``k < n``,
-that token ``k`` does not. The reference walks the same lattice (:func:`dflash2_walk`) and must be accepted for
-exactly as many tokens; the comparison marks llama.cpp's unknown token as ``-1`` (``BlockComparison.not_token``
-names the token it is known not to be).
+A draft whose drafting loop logs no candidates (a selector lattice walked inside llama.cpp, whose tokens go
+straight to verification) is known only through verification: the server's ``add accepted tokens`` line
+(``ids.size`` = k + 1) says the first ``k`` drafted tokens equal the target's greedy continuation and, when
+``k < n``, that token ``k`` does not. The variant's reference then returns its candidates and scores
+(``RefBlock.candidates``) and must be accepted for exactly as many tokens; the comparison marks llama.cpp's
+unknown token as ``-1`` (``BlockComparison.not_token`` names the token it is known not to be).
 """
 
 from __future__ import annotations
@@ -33,17 +34,20 @@ import numpy as np
 
 from .. import schema as S
 from ..errors import ConvertError
-from ..reference import GGUFWeights, TargetWeights, open_gguf
+from ..reference import TargetWeights, open_gguf
 from ..reference.target_np import TargetModel, tap_features, target_forward
-from ..variants.dflash.numpy_forward import BlockCase, dflash_forward
-from ..variants.eagle3.numpy_forward import Eagle3Case, eagle3_forward
+from ..variants import VARIANTS, gguf_variant
 from ..verify_checks import TIE_STD_FRACTION
+from .drafts import DraftInputs, RefBlock, continuation
 from .server import DraftBlock
+
+#: the role module of a variant the check covers (``variants/<variant>/llama.py``, see :mod:`.drafts`)
+ROLE = "llama"
 
 #: a differing position is a near-tie when the reference's margin between its choice and llama.cpp's is at most
 #: this fraction of the row's logit standard deviation (as verify's argmax checks: verify_checks.TIE_STD_FRACTION)
 TIE_FRACTION = TIE_STD_FRACTION
-#: a llama.cpp token the log does not show (DFlash2's rejected position)
+#: a llama.cpp token the log does not show (the rejected position of a draft whose candidates are not logged)
 UNKNOWN = -1
 
 
@@ -60,7 +64,8 @@ class BlockComparison:
     reference: list[int]
     margins: list[float] = field(default_factory=list)
     scales: list[float] = field(default_factory=list)
-    #: DFlash2 blocks: llama.cpp's last token is unknown (``-1``) and known not to be this one (the target's)
+    #: a block known only through verification: llama.cpp's last token is unknown (``-1``) and known not to be
+    #: this one (the target's)
     not_token: int | None = None
 
     def _differs(self, i: int) -> bool:
@@ -128,19 +133,6 @@ class ThreeWay:
                 f"{tok(bad.reference)}; {counts}")
 
 
-@dataclass
-class RefBlock:
-    """The reference's proposal for one block: chosen target ids and, per position, the scores it chose from
-    (draft vocabulary) and the draft id of each target id (``d2t`` inverse; identity for a full vocabulary)."""
-
-    tokens: list[int]
-    scores: np.ndarray
-    draft_id: dict[int, int] | None
-    #: DFlash2: per position the candidate ids the scores refer to, and the std of that position's logits
-    candidates: np.ndarray | None = None
-    row_scales: np.ndarray | None = None
-
-
 def _walk_margins(ref: RefBlock, llama: list[int], not_token: int | None) -> tuple[list[float], list[float]]:
     assert ref.candidates is not None and ref.row_scales is not None
     margins, scales = [], []
@@ -168,17 +160,26 @@ def _margins(ref: RefBlock, llama: list[int], not_token: int | None = None) -> t
     return margins, scales
 
 
+def covered() -> tuple[str, ...]:
+    """The variants the three-way check covers (those with a ``llama`` role), in the registry's order."""
+    return tuple(v.name for v in VARIANTS if v.has_role(ROLE))
+
+
 def reference_drafts(draft: Path, target_dir: Path, sequence: Sequence[int], blocks: Sequence[DraftBlock], *,
                      runtime_head: bool = False, target: TargetModel | None = None) -> list[RefBlock]:
     """The reference's proposal for each logged block, from the target's features over ``sequence`` (prompt then
-    generated tokens); chains (DSpark's Markov head, EAGLE-3's feedback) are fed llama.cpp's previous choices, so
-    positions stay comparable after a near-tie. A block whose anchor is not ``sequence[n_context]`` raises ConvertError (the log and the
-    sequence do not belong together)."""
+    generated tokens), by the file's variant (its ``llama`` role, :mod:`.drafts`); chains are fed llama.cpp's
+    previous choices, so positions stay comparable after a near-tie. A block whose anchor is not
+    ``sequence[n_context]`` raises ConvertError (the log and the sequence do not belong together), and so does a
+    file of no variant, or of a variant the check does not cover."""
     g = open_gguf(draft)
     arch = g.value("general.architecture")
+    variant = gguf_variant(g.value, [t.name for t in g.file.tensors])
     layers_key = S.TARGET_LAYERS_KEY.get(str(arch))
-    if layers_key is None:
-        raise ConvertError(f"{draft}: general.architecture {arch!r}: the three-way check covers dflash and eagle3")
+    if variant is None or layers_key is None or not variant.has_role(ROLE):
+        what = f"general.architecture {arch!r}" if variant is None else f"a {variant.name} file"
+        raise ConvertError(f"{draft}: {what}: the three-way check covers {', '.join(covered())}")
+    role = variant.role(ROLE)
     out = target_forward(target or TargetModel(target_dir), sequence)
     feats = tap_features(out, [int(x) for x in g.value(layers_key)])
     seq = np.asarray(sequence, dtype=np.int64)
@@ -189,89 +190,17 @@ def reference_drafts(draft: Path, target_dir: Path, sequence: Sequence[int], blo
     tw = TargetWeights(target_dir)
     d2t = g.ints("d2t") if g.has("d2t") else None
     inv = None if d2t is None else {int(t): i for i, t in enumerate(d2t)}
-    if arch == "dflash" and g.has("selector_hidden.weight"):
-        return _dflash2_drafts(g, tw, feats, seq, blocks)
-    if arch == "dflash" and _is_gemma4(g):
-        return _gemma4_drafts(g, tw, feats, blocks, inv)
-    if arch == "dflash":
-        cases = [BlockCase(feats[:b.n_context], int(b.anchor or 0),
-                           prev_tokens=np.asarray([b.anchor, *b.tokens[:-1]], dtype=np.int64)) for b in blocks]
-        outs = dflash_forward(g, tw, cases, runtime_head=runtime_head)
-        return [RefBlock(o.tokens.tolist(), o.markov_logits if o.markov_logits is not None else o.logits, inv)
-                for o in outs]
-    e_cases = [Eagle3Case(feats[:b.n_context], seq[1:int(b.n_context or 0) + 1], steps=len(b.tokens),
-                          forced_tokens=np.asarray(b.tokens, dtype=np.int64)) for b in blocks]
-    return [RefBlock(o.tokens.tolist(), o.logits, inv) for o in eagle3_forward(g, tw, e_cases)]
-
-
-def _is_gemma4(g: GGUFWeights) -> bool:
-    from ..variants import gguf_variant
-
-    v = gguf_variant(g.value, [t.name for t in g.file.tensors])
-    return v is not None and v.name == "gemma4"
-
-
-def _gemma4_drafts(g: GGUFWeights, tw: TargetWeights, feats: np.ndarray, blocks: Sequence[DraftBlock],
-                   inv: dict[int, int] | None) -> list[RefBlock]:
-    """Gemma4 DSpark (:mod:`..variants.gemma4.numpy_forward`): the same block proposal as DSpark, through the
-    Gemma 4 decoder layers; the Markov chain fed llama.cpp's previous choices."""
-    from ..variants.gemma4.numpy_forward import gemma4_forward
-
-    outs = gemma4_forward(g, tw, [feats[:b.n_context] for b in blocks], [int(b.anchor or 0) for b in blocks],
-                          prev_tokens=[np.asarray([b.anchor, *b.tokens[:-1]], dtype=np.int64) for b in blocks])
-    return [RefBlock(o.tokens.tolist(), o.markov_logits if o.markov_logits is not None else o.logits, inv)
-            for o in outs]
-
-
-def dflash2_walk(candidates: np.ndarray, scores: np.ndarray, forced: Sequence[int] = ()) -> tuple[list[int], np.ndarray]:
-    """llama.cpp's greedy walk of a DFlash2 lattice (``common/speculative.cpp``, draft-dflash with a selector):
-    ``pred = 0``; for each block position ``p >= 1``: ``j = argmax scores[p][pred]`` (first maximum), draft
-    ``candidates[p][j]``, ``pred = j``. ``forced`` (llama.cpp's known choices) replaces ``j`` for the first
-    positions when the forced token is a candidate, so that one near-tie does not shift the rest. Returns the
-    walk's own choices and the score row each was chosen from.
-
-    Example:
-        >>> c = np.array([[5, 6], [7, 8]])
-        >>> s = np.array([[[0., 1.], [0., 1.]], [[2., 0.], [0., 3.]]], dtype=np.float32)
-        >>> dflash2_walk(c, s)[0]
-        [6, 8]
-    """
-    pred, toks, rows = 0, [], []
-    for p in range(candidates.shape[0]):
-        row = scores[p][pred]
-        j = int(np.argmax(row))
-        toks.append(int(candidates[p][j]))
-        rows.append(row)
-        cands = [int(c) for c in candidates[p]]
-        pred = cands.index(forced[p]) if p < len(forced) and forced[p] in cands else j
-    return toks, np.stack(rows) if rows else np.empty((0, 0), np.float32)
-
-
-def _continuation(seq: np.ndarray, b: DraftBlock) -> list[int]:
-    """The target's tokens after the block's anchor (what a fully accepted draft would be)."""
-    start = int(b.n_context or 0) + 1
-    return [int(x) for x in seq[start:start + int(b.n_draft or 0)]]
-
-
-def _dflash2_drafts(g: GGUFWeights, tw: TargetWeights, feats: np.ndarray, seq: np.ndarray,
-                    blocks: Sequence[DraftBlock]) -> list[RefBlock]:
-    from ..variants.dflash2.numpy_forward import dflash2_forward
-
-    outs = dflash2_forward(g, tw, [feats[:b.n_context] for b in blocks], [int(b.anchor or 0) for b in blocks])
-    refs = []
-    for b, o in zip(blocks, outs, strict=True):
-        forced = _continuation(seq, b)[:int(b.n_accepted or 0)]
-        toks, rows = dflash2_walk(o.candidates, o.scores, forced)
-        refs.append(RefBlock(toks, rows, None, candidates=o.candidates, row_scales=np.std(o.logits[1:], axis=1)))
+    refs: list[RefBlock] = role.reference_drafts(DraftInputs(g, tw, feats, seq, blocks, inv, runtime_head))
     return refs
 
 
 def _llama_side(seq: np.ndarray, b: DraftBlock) -> tuple[list[int], int | None]:
-    """llama.cpp's drafted tokens of a block as far as the log shows them: the candidates it printed, or (DFlash2)
-    the accepted prefix of the target's continuation plus :data:`UNKNOWN` for the rejected token (not ``not_token``)."""
+    """llama.cpp's drafted tokens of a block as far as the log shows them: the candidates it printed, or (a block
+    logged without candidates) the accepted prefix of the target's continuation plus :data:`UNKNOWN` for the
+    rejected token (not ``not_token``)."""
     if b.tokens or b.n_accepted is None or b.n_draft is None:
         return list(b.tokens), None
-    cont = _continuation(seq, b)
+    cont = continuation(seq, b)
     k = min(b.n_accepted, len(cont))
     if k < b.n_draft and k < len(cont):
         return cont[:k] + [UNKNOWN], cont[k]

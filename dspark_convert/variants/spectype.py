@@ -17,12 +17,20 @@ absent or false keeps the z-lab reading (rows 1..n), which is what ``draft-dflas
 ``dflash.has_confidence_head = false``, ``draft-dspark`` also refuses ``--spec-draft-p-min`` above 0 (0 is the
 default). Numpy-free: ``check`` and ``inspect`` use it on a header.
 
+How many tokens one draft holds (``--spec-draft-n-max`` for a whole block per draft, :func:`draft_n_max`) follows
+from the same reading: ``dflash.block_size`` (16 when absent) under ``draft-dspark`` reading rows from the anchor
+on, one less under the types that read rows 1..n, and a number of chained steps for ``draft-eagle3`` (one token a
+step).
+
 Example:
     >>> spec_type_of({"general.architecture": "dflash"}.get, ["fc.weight", "markov_w1.weight"]).spec_type
     'draft-dspark'
     >>> s = spec_type_of({"general.architecture": "dflash", "dflash.sample_from_anchor": True}.get, ["fc.weight"])
     >>> s.spec_type, s.auto_detected, s.flag_needed
     ('draft-dspark', 'draft-dflash', True)
+    >>> kv = {"general.architecture": "dflash", "dflash.block_size": 8}
+    >>> draft_n_max(kv.get, s), draft_n_max(kv.get, spec_type_of(kv.get, ["fc.weight"]))
+    (8, 7)
 """
 
 from __future__ import annotations
@@ -37,6 +45,11 @@ MARKOV = "markov_w1.weight"
 SELECTOR = "selector_hidden.weight"
 ANCHOR_KEY = "dflash.sample_from_anchor"
 CONF_KEY = "dflash.has_confidence_head"
+BLOCK_KEY = "dflash.block_size"
+#: the ``--spec-type`` values of the draft files llama-server b11434 speculates with
+SPEC_TYPES = ("draft-dspark", "draft-dflash", "draft-eagle3")
+#: chained draft types: one drafted token per step (the draft's length is a number of steps)
+CHAINED = frozenset({"draft-eagle3"})
 
 
 @dataclass(frozen=True)
@@ -85,3 +98,17 @@ def spec_type_of(value: Callable[[str], Any], tensor_names: Collection[str]) -> 
                         "under draft-dflash every drafted token is one position late", extra)
     what = "the selector lattice is walked under draft-dflash" if SELECTOR in names else "block rows 1..n"
     return SpecType("draft-dflash", "draft-dflash", f"no {MARKOV}; {what}")
+
+
+def draft_n_max(value: Callable[[str], Any], spec: SpecType, chain_steps: int = 4) -> int:
+    """``--spec-draft-n-max`` for a whole block per draft of a file run under ``spec`` (its :func:`spec_type_of`):
+    ``chain_steps`` for a chained type; for a block type ``dflash.block_size`` (16 when absent) when the type reads
+    block rows from the anchor on (``draft-dspark`` with ``dflash.sample_from_anchor`` true or absent), else one
+    less (rows 1..n: the anchor row drafts nothing)."""
+    if spec.spec_type in CHAINED:
+        return chain_steps
+    size = value(BLOCK_KEY)
+    block = 16 if size is None else int(size)
+    sfa = value(ANCHOR_KEY)
+    anchor_first = spec.spec_type == "draft-dspark" and (sfa is None or bool(sfa))
+    return block if anchor_first else block - 1

@@ -1,0 +1,85 @@
+"""The three-way check's contract with a GGUF variant: what the variant's ``llama`` role receives and returns.
+
+:mod:`.threeway` knows no variant. For a draft file it asks the registry which variant the file is
+(:func:`..variants.gguf_variant`) and imports that variant's ``llama`` role, the module
+``dspark_convert/variants/<variant>/llama.py`` (``Variant.role("llama")``), which has one function::
+
+    reference_drafts(d: DraftInputs) -> list[RefBlock]
+
+the variant's numpy reference proposal for each block llama-server logged (``d.blocks``, in order, one
+:class:`RefBlock` each), from the target's tap features (``d.features``) and the file (``d.g``). A reference that
+chains (a head fed its own previous choice) is fed llama.cpp's previous choices instead
+(:meth:`DraftInputs.prev_tokens`), so that one near-tie does not shift the rest of the block. A draft whose tokens
+llama-server does not log (its blocks carry only ``n_draft`` / ``n_accepted``) returns, per block, the candidate
+ids its scores refer to (``RefBlock.candidates``) and the std of each position's logits (``row_scales``); the
+check then compares what verification revealed (:mod:`.threeway`'s module docstring).
+
+A variant without the module (no numpy forward yet) is refused by the check, naming the variant. The role sits in
+the variant's package because it is the variant's knowledge: which forward, which cases, which chain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .server import DraftBlock
+
+if TYPE_CHECKING:
+    from ..reference import GGUFWeights, TargetWeights
+
+
+@dataclass
+class RefBlock:
+    """The reference's proposal for one block: chosen target ids and, per position, the scores it chose from
+    (draft vocabulary) and the draft id of each target id (``d2t`` inverse; identity for a full vocabulary)."""
+
+    tokens: list[int]
+    scores: np.ndarray
+    draft_id: dict[int, int] | None
+    #: a draft whose tokens the log does not show: per position the candidate ids the scores refer to, and the std
+    #: of that position's logits
+    candidates: np.ndarray | None = None
+    row_scales: np.ndarray | None = None
+
+
+def continuation(sequence: np.ndarray, b: DraftBlock) -> list[int]:
+    """The target's tokens after the block's anchor (what a fully accepted draft would be).
+
+    Example:
+        >>> continuation(np.arange(10), DraftBlock(n_context=3, n_draft=4))
+        [4, 5, 6, 7]
+    """
+    start = int(b.n_context or 0) + 1
+    return [int(x) for x in sequence[start:start + int(b.n_draft or 0)]]
+
+
+@dataclass(frozen=True)
+class DraftInputs:
+    """What a variant's ``reference_drafts`` gets: the draft file, the target's weights, the target's tap features
+    over the whole ``sequence`` (prompt then generated tokens; one row per token), the logged blocks (each one's
+    anchor is ``sequence[n_context]``, checked before), the ``d2t`` inverse (None: full vocabulary) and whether to
+    score with the head llama.cpp runs (``runtime_head``) rather than the one the draft was trained with."""
+
+    g: GGUFWeights
+    target: TargetWeights
+    features: np.ndarray
+    sequence: np.ndarray
+    blocks: Sequence[DraftBlock]
+    draft_id: dict[int, int] | None
+    runtime_head: bool = False
+
+    def context(self, b: DraftBlock) -> np.ndarray:
+        """The target's features of the block's context (its first ``n_context`` tokens)."""
+        return self.features[:b.n_context]
+
+    def prev_tokens(self, b: DraftBlock) -> np.ndarray:
+        """Per block position, the token before it as llama.cpp chose it: the anchor, then its drafted tokens."""
+        return np.asarray([b.anchor, *b.tokens[:-1]], dtype=np.int64)
+
+    def continuation(self, b: DraftBlock) -> list[int]:
+        """:func:`continuation` of the block in this sequence."""
+        return continuation(self.sequence, b)
