@@ -433,11 +433,12 @@ def test_sdist_url_reads_the_simple_index_first_then_the_json_api(monkeypatch: p
         build.sdist_url()
 
 
-@pytest.mark.parametrize(("layout", "expected"), [("dspark-qwen3", ("draft-dspark", 7)),
-                                                  ("dflash-zlab", ("draft-dflash", 15)),
-                                                  ("dflash-deepspec", ("draft-dspark", 7)),
-                                                  ("dflash2-zlab", ("draft-dflash", 7)),
-                                                  ("eagle3-specforge", ("draft-eagle3", 4))])
+SPEC_FOR = {"dspark-qwen3": ("draft-dspark", 7), "dflash-zlab": ("draft-dflash", 15),
+            "dflash-deepspec": ("draft-dspark", 7), "dflash2-zlab": ("draft-dflash", 7),
+            "eagle3-specforge": ("draft-eagle3", 4)}
+
+
+@pytest.mark.parametrize(("layout", "expected"), list(SPEC_FOR.items()), ids=list(SPEC_FOR))
 def test_spec_for_type_and_whole_block(layout: str, expected: tuple[str, int],
                                        converted: Callable[..., Path]) -> None:
     """The tier's ``--spec-type`` and ``--spec-draft-n-max`` (variants/spectype.py): the whole block (B) for a draft
