@@ -127,7 +127,7 @@ ZONES = ("variants/", "schema.py")
 ALLOWED = frozenset({
     "llamacpp/build.py", "llamacpp/layouts.py", "llamacpp/server.py", "llamacpp/threeway.py",
     "upgrade.py",
-    "reference/hf_draft.py", "fit/sides.py", "tokenizer/handlers.py", "__init__.py", "fit/conversion.py", "hf/mask_embedding.py", "hf2gguf/naming.py", "quant.py", "reference/ops.py", "reference/storage.py", "reference/target_np.py",
+    "fit/sides.py", "tokenizer/handlers.py", "__init__.py", "fit/conversion.py", "hf/mask_embedding.py", "hf2gguf/naming.py", "quant.py", "reference/ops.py", "reference/storage.py", "reference/target_np.py",
 })
 
 
