@@ -40,8 +40,9 @@ FAMILIES = {
     "EAGLE-3": (re.compile(r"(?i)eagle-?3"), "eagle3"),
 }
 #: a family named in prose or a string (the same word list as tests/test_variants.py's FAMILY_WORD; DeepSeek-V2 /
-#: V3 are target models, not the DeepSeek-V4 draft family)
-FAMILY_WORD = re.compile(r"(?i)(?<![\w-])(dflash|eagle-?3|dsv4|deepseek(?![-_ ]?v[23](?!\d))|dspark(?![_-]convert))")
+#: V3 and the first DeepSeek, ``DeepseekForCausalLM``, are target models, not the DeepSeek-V4 draft family)
+FAMILY_WORD = re.compile(r"(?i)(?<![\w-])(dflash|eagle-?3|dsv4|deepseek(?![-_ ]?v[23](?!\d))(?!(?:ForCausalLM|Model)\b)|"
+                         r"dspark(?![_-]convert))")
 #: a family named in an identifier (``ARCH_EAGLE3``, ``_is_dsv4``, ``DFLASH_ARCHS``)
 FAMILY_IDENT = re.compile(r"(?i)dflash|eagle3|dsv4|dspark")
 ZONES = ("variants/", "families/", "schema.py", "schema/")
