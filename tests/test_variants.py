@@ -128,7 +128,6 @@ ZONES = ("variants/", "schema.py")
 ALLOWED = frozenset({
     "llamacpp/build.py", "llamacpp/layouts.py", "llamacpp/server.py", "llamacpp/threeway.py",
     "upgrade.py",
-    "__init__.py", "fit/conversion.py", "hf/mask_embedding.py", "hf2gguf/naming.py", "quant.py", "reference/ops.py", "reference/storage.py", "reference/target_np.py",
 })
 
 
