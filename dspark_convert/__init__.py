@@ -1,9 +1,11 @@
-"""dspark-convert: DSpark / DFlash / EAGLE-3 draft checkpoints -> llama.cpp GGUF, with inspection and verification.
+"""dspark-convert: speculative-decoding draft checkpoints -> llama.cpp GGUF, with inspection and verification.
+
+The draft families it converts are the variants' (``dspark_convert.variants``; the README lists them).
 
 The public API (the same verbs as the command line)::
 
     from dspark_convert import convert, check_file, read_gguf, inspect_gguf, diff_gguf
-    result = convert("fixtures/dspark-qwen3", "fixtures/target-qwen3", "draft.gguf", outtype="bf16")
+    result = convert("path/to/draft", "path/to/target", "draft.gguf", outtype="bf16")  # folders or Hub repo ids
     findings = check_file("draft.gguf")          # llama.cpp loader rules; [] when it loads
     fit = check_fit("draft.gguf", "target.gguf")  # will this draft work with that target? fit.ok, fit.results
     gguf = read_gguf("draft.gguf")               # header, KVs, lazily mapped tensors

@@ -1,9 +1,12 @@
 """Draft ``architectures`` names: aliases upstream accepts for the same converter classes, ``--architecture`` to
 force one, and the closest known name for an unknown one.
 
+The aliases are the family modules' (each may declare ``ALIASES``: alias -> one of its ``ARCHITECTURES``;
+:func:`dspark_convert.variants.families.architecture_aliases` collects them); this module only applies them.
+
 Example:
-    >>> resolve_architecture({"architectures": ["LingDSparkModel"]}, None, "config.json").used
-    'Qwen3DSparkModel'
+    >>> resolve_architecture({"architectures": ["OldDraftModel"]}, None, "config.json", {"OldDraftModel": "NewDraftModel"}).used
+    'NewDraftModel'
     >>> closest_name("Qwen3DsparkModel", ["Qwen3DSparkModel", "DFlashDraftModel"])
     'Qwen3DSparkModel'
 """
@@ -11,17 +14,11 @@ Example:
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConvertError, clip
-
-#: ``architectures`` values upstream's converter maps to the same converter class as a name we support, after the
-#: commit the contract pins. LingDSparkModel: inclusionAI/Ling-3.0-flash-dspark, a Qwen3-shaped DeepSpec DSpark
-#: draft for Bailing-MoE targets (llama.cpp #27508 converts it with DSparkModel; vLLM and SGLang register it as
-#: their Qwen3 DSpark model).
-ALIASES: dict[str, str] = {"LingDSparkModel": "Qwen3DSparkModel"}
 
 
 @dataclass(frozen=True)
@@ -45,17 +42,18 @@ class Architecture:
         return {"declared": self.declared, "used": self.used, "how": self.how}
 
 
-def resolve_architecture(config: dict[str, Any], forced: str | None, where: str) -> Architecture:
+def resolve_architecture(config: dict[str, Any], forced: str | None, where: str,
+                         aliases: Mapping[str, str]) -> Architecture:
     """The architecture to convert as: ``forced`` (``--architecture``, aliases allowed), else the declared
-    ``architectures[0]`` mapped through :data:`ALIASES`."""
+    ``architectures[0]`` mapped through ``aliases`` (upstream's aliases of supported names)."""
     archs = config.get("architectures")
     declared = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     if forced is not None:
         if not forced.strip():
             raise ConvertError("--architecture: expected an architecture name such as Qwen3DSparkModel")
-        return Architecture(declared, ALIASES.get(forced, forced), "forced")
-    if declared in ALIASES:
-        return Architecture(declared, ALIASES[declared], "alias")
+        return Architecture(declared, aliases.get(forced, forced), "forced")
+    if declared is not None and declared in aliases:
+        return Architecture(declared, aliases[declared], "alias")
     return Architecture(declared, declared, "declared")
 
 
@@ -66,10 +64,11 @@ def closest_name(name: str, known: Sequence[str]) -> str | None:
     return lowered[match[0]] if match else None
 
 
-def unknown_architecture(name: str, known: Sequence[str], where: str) -> ConvertError:
-    """The one-line error for an unsupported ``architectures`` value: the supported list and the closest name."""
-    names = list(dict.fromkeys([*known, *ALIASES]))
+def unknown_architecture(name: str, known: Sequence[str], where: str, aliases: Mapping[str, str]) -> ConvertError:
+    """The one-line error for an unsupported ``architectures`` value: the supported list (``known``, then the
+    ``aliases``) and the closest name."""
+    names = list(dict.fromkeys([*known, *aliases]))
     near = closest_name(name, names) if len(name) <= 200 else None
-    hint = f"; closest known name: {near} (pass --architecture {ALIASES.get(near, near)} if the checkpoint has that " \
+    hint = f"; closest known name: {near} (pass --architecture {aliases.get(near, near)} if the checkpoint has that " \
            "layout)" if near else "; pass --architecture NAME if the checkpoint has one of these layouts"
     return ConvertError(f"{where}: architecture '{clip(name)}' is not a supported draft (known: {', '.join(names)}){hint}")

@@ -8,11 +8,13 @@ output goes through :mod:`dspark_convert.render` (imported when needed, so ``--h
 from __future__ import annotations
 
 import enum
+import importlib.util
 import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import click
 import typer
@@ -22,6 +24,40 @@ from . import __version__
 from .errors import ConvertError, Interrupted
 from .interrupts import install_signal_handlers, interrupted_line
 from .streams import STDOUT, OutputError
+
+
+def variant_words() -> ModuleType:
+    """:mod:`dspark_convert.variants.words` (what the help says about the variants) without the registry, whose
+    import loads the schema and gguf's constants: the one file, loaded under a private name (under its own, a later
+    ``import dspark_convert.variants.words`` would skip the registry package, which is not imported yet)."""
+    if "dspark_convert.variants.words" in sys.modules:  # the registry is loaded already: its module
+        return sys.modules["dspark_convert.variants.words"]
+    name = "_dspark_convert_variant_words"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "variants" / "words.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+if TYPE_CHECKING:
+    from .variants import words as W
+else:
+    W = variant_words()
+#: upstream's converter flag that selects a converter class; one Typer parameter of ``hf2gguf`` carries it (a
+#: second flag in the words would need a second parameter: this unpacking fails until it has one)
+(UPSTREAM_FLAG,) = W.UPSTREAM_FLAGS
+#: the product summary: the draft kinds the variants convert
+SUMMARY = f"Convert {' / '.join(W.DRAFT_KINDS)} drafts to GGUF, inspect and verify GGUF files."
+HF2GGUF_HELP = (f"Convert a {' / '.join(W.DRAFT_KINDS)} draft checkpoint (or {' or '.join(W.DRAFTS_INSIDE_TARGETS)}) "
+                "to a GGUF file llama.cpp loads.")
 
 
 class _OneLineUsageErrors(TyperGroup):
@@ -51,7 +87,7 @@ class _OneLineUsageErrors(TyperGroup):
 
 app = typer.Typer(cls=_OneLineUsageErrors, no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["-h", "--help"]}, rich_markup_mode="rich",
-                  help="Convert DSpark / DFlash / EAGLE-3 drafts to GGUF, inspect and verify GGUF files.")
+                  help=SUMMARY)
 T = TypeVar("T")
 
 # Where inspect/check/diff take a GGUF file, a Hub file or URL works too (header only, over HTTP range requests).
@@ -93,12 +129,12 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@app.callback(help=SUMMARY)
 def _main_options(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
 ) -> None:
-    """Convert DSpark / DFlash / EAGLE-3 drafts to GGUF, inspect and verify GGUF files."""
+    """The options before the command (the help is :data:`SUMMARY`)."""
 
 
 def _written_now() -> str | None:
@@ -138,11 +174,11 @@ def print_json(data: Any) -> None:
     STDOUT.write(dumps_json(data) + "\n")
 
 
-@app.command()
+@app.command(help=HF2GGUF_HELP)
 def hf2gguf(
     draft: Annotated[str, typer.Argument(metavar="DRAFT", show_default=False,
                                          help="Draft checkpoint: a local folder or a Hub repo id (org/name\\[@rev]).")],
-    target_model_dir: Annotated[str | None, typer.Option("--target-model-dir", "-t", metavar="TARGET", help="Target model: folder or Hub repo id (tokenizer, config). Optional for a DeepSeek-V4 checkpoint: its own tokenizer.")] = None,
+    target_model_dir: Annotated[str | None, typer.Option("--target-model-dir", "-t", metavar="TARGET", help=f"Target model: folder or Hub repo id (tokenizer, config). Optional for {' or '.join(W.DRAFTS_INSIDE_TARGETS)}: its own tokenizer.")] = None,
     outfile: Annotated[str | None, typer.Option("--outfile", "-o", metavar="FILE", help="Output file; {ftype} and {outtype} are expanded. Default: the GGUF naming convention, in the current folder.")] = None,
     outtype: Annotated[OutType, typer.Option(case_sensitive=False, help="Tensor type; auto keeps the checkpoint's 16-bit type (F32 checkpoints: f16).")] = OutType.auto,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (keys, tensors, types, sizes) and write nothing.")] = False,
@@ -155,10 +191,10 @@ def hf2gguf(
     architecture: Annotated[str | None, typer.Option("--architecture", help="Convert as this architectures value (e.g. Qwen3DSparkModel) instead of the one config.json declares.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable summary on stdout.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither use nor update the cached tokenizer block of the target.")] = False,
-    upstream_draft_flag: Annotated[bool, typer.Option("--dspark", help="Upstream's flag for the DSpark draft inside a DeepSeek-V4 checkpoint (recognised without it).")] = False,
+    upstream_draft_flag: Annotated[bool, typer.Option(UPSTREAM_FLAG.option, help=UPSTREAM_FLAG.help)] = False,
     match_upstream: Annotated[bool, typer.Option("--match-upstream", help="Write llama.cpp b11434's bytes exactly, even its layout that drafts with token_embd as the head on an untied target (default: add the target's head as output.weight).")] = False,
 ) -> None:
-    """Convert a DSpark / DFlash / EAGLE-3 draft checkpoint (or the DSpark draft inside a DeepSeek-V4 checkpoint) to a GGUF file llama.cpp loads."""  # one line: Typer re-wraps within a line only
+    """The ``hf2gguf`` command (its help is :data:`HF2GGUF_HELP`, one line: Typer re-wraps within a line only)."""
     from .hf2gguf.conversion import convert
     from .render import byte_progress, make_console, print_warning, render_conversion
 
@@ -166,7 +202,7 @@ def hf2gguf(
     with byte_progress(not as_json and not dry_run, "converting") as progress:
         result = run_or_exit(lambda: convert(draft, target_model_dir, outfile, outtype=outtype.value, force=force, dry_run=dry_run,
                                              embed_from_target=with_target_embeddings, allow_nonfinite=allow_nonfinite,
-                                             metadata=metadata, model_name=model_name, dspark=upstream_draft_flag,
+                                             metadata=metadata, model_name=model_name, **{UPSTREAM_FLAG.keyword: upstream_draft_flag},
                                              progress=progress, ignore_target_mismatch=ignore_target_mismatch,
                                              architecture=architecture, cache=not no_cache,
                                              match_upstream=match_upstream),
@@ -293,10 +329,10 @@ def diff(
 def verify_cmd(
     gguf_file: Annotated[Path, typer.Argument(help="The converted GGUF draft.")],
     hf: Annotated[str, typer.Option("--hf", help="The original Hugging Face draft: a folder (config.json + safetensors) or a Hub repo id (org/name\\[@rev]).")],
-    target_model_dir: Annotated[str | None, typer.Option("--target-model-dir", "-t", help="Target folder or Hub repo id (embeddings, lm_head, config); not needed for a DeepSeek-V4 DSpark file.")] = None,
+    target_model_dir: Annotated[str | None, typer.Option("--target-model-dir", "-t", help=f"Target folder or Hub repo id (embeddings, lm_head, config); not needed for a {' or '.join(W.FILES_INSIDE_TARGETS)} file.")] = None,
     context: Annotated[int, typer.Option(help="Context positions of the middle input case (cases: context/4, context, 4*context).")] = 16,
     seed: Annotated[int, typer.Option(help="Seed of the random features and tokens.")] = 0,
-    steps: Annotated[int, typer.Option(help="EAGLE-3: chained draft steps.")] = 3,
+    steps: Annotated[int, typer.Option(help=f"{' / '.join(W.CHAINED_DRAFTS)}: chained draft steps.")] = 3,
     quality: Annotated[bool, typer.Option("--quality/--no-quality", help="Also compare with the unrounded checkpoint (information).")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="JSON report on stdout (schema: docs/verify.md).")] = False,
 ) -> None:
@@ -320,7 +356,7 @@ def upgrade(
     target: Annotated[str | None, typer.Option("--target", metavar="TARGET", help="The target model, header only: a folder, a Hub repo id, or a target GGUF (local, hf:// or a URL). Gives M-RoPE sections, Gemma embedding scale, tokenizer add_bos/add_eos, tied or untied head.")] = None,
     hf: Annotated[str | None, typer.Option("--hf", metavar="CHECKPOINT", help="The draft's checkpoint folder: supplies tensors the old file lacks (embed_tokens) and proves a double NeoX permutation.")] = None,
     match_upstream: Annotated[bool, typer.Option("--match-upstream", help="Write llama.cpp b11434's layout exactly (no output.weight added for an untied target).")] = False,
-    from_revision: Annotated[str | None, typer.Option("--from-revision", metavar="bNNNN", help="The upstream revision that made the file, if known (b10662-b11104 permuted interleaved-RoPE DSpark q/k twice).")] = None,
+    from_revision: Annotated[str | None, typer.Option("--from-revision", metavar="bNNNN", help="The upstream revision that made the file, if known (b10662-b11104 permuted the interleaved-RoPE q/k of some drafts twice: docs/upgrade.md).")] = None,
     rope_interleaved: Annotated[bool, typer.Option("--rope-interleaved", help="The draft checkpoint says rope_is_neox_style: false (with --from-revision).")] = False,
     no_embed_tokens: Annotated[bool, typer.Option("--no-embed-tokens", help="The draft checkpoint stores no embed_tokens (what --hf would tell).")] = False,
     embed_tokens_from_target: Annotated[bool, typer.Option("--embed-tokens-from-target", help="The draft checkpoint's embed_tokens is the target's frozen copy: take token_embd from --target.")] = False,

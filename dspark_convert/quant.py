@@ -1,6 +1,6 @@
-"""Block-scaled low-precision source formats (DeepSeek-V4 checkpoints), decoded or repacked exactly, in numpy.
+"""Block-scaled low-precision source formats, decoded or repacked exactly, in numpy.
 
-Three storage formats reach us from DeepSeek-V4 checkpoints (``spec/dsv4-dspark.md`` §1-§2):
+Three storage formats of block-scaled FP8 / FP4 checkpoints (the family modules that read them cite their specs):
 
 - **F8_E4M3** (``float8_e4m3fn``): 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities; ``0x7F`` / ``0xFF``
   are NaN. Dense linears store one byte per weight.

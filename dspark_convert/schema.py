@@ -297,6 +297,9 @@ LOADER_GLOBAL_TENSORS: dict[str, dict[str, bool | None]] = {
 EMBD_AS_HEAD_ARCHES = frozenset({ARCH_DFLASH})
 #: The key listing the target layers whose hidden states feed ``fc``, by arch (contract §2.2, §2.4).
 TARGET_LAYERS_KEY: dict[str, str] = {ARCH_DFLASH: DFLASH_TARGET_LAYERS, ARCH_EAGLE3: EAGLE3_TARGET_LAYERS}
+#: The keys in which a draft file describes its target (its taps, the target's hidden size): the variants' fit
+#: rules read them from a draft side (``fit/sides.py``).
+DRAFT_TARGET_KEYS = (*TARGET_LAYERS_KEY.values(), EAGLE3_TARGET_HIDDEN_SIZE)
 
 # ---------------------------------------------------------------------------------------------- dtypes
 #: outtype name -> (GGML type, general.file_type)  (contract §2.1, §6)
@@ -322,6 +325,9 @@ SAFETENSORS_DTYPES: dict[str, tuple[str, bool]] = {
 DSV4_ARCHITECTURE = "DeepseekV4DSparkModel"  #: a config naming this selects the family without --dspark
 DSV4_TARGET_ARCHITECTURE = "DeepseekV4ForCausalLM"  #: the full checkpoint's own class
 DSV4_MODEL_TYPE = "deepseek_v4"
+#: HF classes of checkpoints that carry their draft inside (the draft's target is the checkpoint itself) -> the
+#: tokenizer handler upstream runs for them (``tokenizer/handlers.py``: TextModel.set_vocab, byte-level BPE)
+DRAFT_CARRIER_TOKENIZERS = {DSV4_TARGET_ARCHITECTURE: "gpt2", DSV4_ARCHITECTURE: "gpt2"}
 DSV4_DRAFT_PREFIX = "mtp."  #: draft tensors: mtp.{stage}.<name>
 #: draft tensors upstream b10786+ drops (DeepSeek-V4-Flash-Vision-Exp's ``ffn.gate.bias_vl``); the root
 #: ``aligner.*`` / ``image_*`` tensors it filters are never read (only ``mtp.*`` is)

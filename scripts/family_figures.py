@@ -40,10 +40,11 @@ FAMILIES = {
     "EAGLE-3": (re.compile(r"(?i)eagle-?3"), "eagle3"),
 }
 #: a family named in prose or a string (tests/test_variants.py imports it: one word list). Not a family: DeepSeek-V2
-#: / V3 (target models, not the DeepSeek-V4 draft family) and the project's own name used as a prefix, i.e.
-#: ``dspark-convert`` / ``dspark_convert`` (paths, temp folders) and its uppercase environment variables
-#: ``DSPARK_LLAMA_*`` (case-sensitive: ``dspark_llama`` or ``DSPARK_FLAG`` still name the family)
-FAMILY_WORD = re.compile(r"(?i)(?<![\w-])(dflash|eagle-?3|dsv4|deepseek(?![-_ ]?v[23](?!\d))"
+#: / V3 and the first DeepSeek (``DeepseekForCausalLM``, upstream's ``DeepseekModel``), target models, not the
+#: DeepSeek-V4 draft family; and the project's own name used as a prefix, i.e. ``dspark-convert`` /
+#: ``dspark_convert`` (paths, temp folders) and its uppercase environment variables ``DSPARK_LLAMA_*``
+#: (case-sensitive: ``dspark_llama`` or ``DSPARK_FLAG`` still name the family)
+FAMILY_WORD = re.compile(r"(?i)(?<![\w-])(dflash|eagle-?3|dsv4|deepseek(?![-_ ]?v[23](?!\d))(?!(?:ForCausalLM|Model)\b)"
                          r"|(?!(?-i:DSPARK_LLAMA_))dspark(?![_-]convert))")
 #: a family named in an identifier (``ARCH_EAGLE3``, ``_is_dsv4``, ``DFLASH_ARCHS``)
 FAMILY_IDENT = re.compile(r"(?i)dflash|eagle3|dsv4|dspark")

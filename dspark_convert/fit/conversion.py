@@ -78,8 +78,8 @@ def _warn(subject: str, rule: str, msg: str) -> Finding:
 
 # ---------------------------------------------------------------------------------------------- errors
 def check_hidden_size(p: Pair) -> list[Finding]:
-    """The draft's target hidden size (``fc`` input width / taps, EAGLE-3 ``target_hidden_size``) = target
-    ``hidden_size``."""
+    """The draft's target hidden size (``fc``'s input width over the ``TargetFacts.n_taps`` target layers it
+    concatenates) = target ``hidden_size``."""
     want = _int(p.target_config.get("hidden_size"))
     fc = p.plan_tensors.get(S.T_FC)
     n_taps = p.facts.n_taps
@@ -160,7 +160,8 @@ def _target_names(p: Pair) -> list[str]:
 
 
 def check_target_name(p: Pair) -> list[Finding]:
-    """The target named in the draft config (speculators verifier, DeepSpec / EAGLE-3 target keys) is the one given."""
+    """The target named in the draft config (speculators verifier, the target keys at the top level or in
+    ``eagle_config``) is the one given."""
     out = []
     archs = p.target_config.get("architectures")
     target_arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
@@ -212,8 +213,8 @@ def _theta(v: Any) -> float | None:
 
 
 def check_rope(p: Pair) -> list[Finding]:
-    """Drafts that share the target's positions (the DFlash lineage, ``TargetFacts.shares_rope``): rope theta and
-    scaling must be the target's."""
+    """Drafts that attend at the target's positions (``TargetFacts.shares_rope``): rope theta and scaling must be
+    the target's."""
     if not p.facts.shares_rope or not p.target_rope:
         return []
     out = []

@@ -28,9 +28,9 @@ from ..plan import Plan
 from ..variants import base_variant
 
 #: unscoped keys a side keeps (tokenizer keys, draft keys); ``{arch}.*`` ones go to :attr:`Side.hp`
-KEYS = (S.TOKENIZER_MODEL, S.TOKENIZER_PRE, S.TOKENIZER_CHAT_TEMPLATE, S.GENERAL_NAME, S.DFLASH_TARGET_LAYERS,
-        S.EAGLE3_TARGET_LAYERS, S.EAGLE3_TARGET_HIDDEN_SIZE, S.SPECIAL_TOKEN_KEYS["bos"], S.SPECIAL_TOKEN_KEYS["eos"],
-        S.TOKENIZER_MASK_ID, S.ADD_TOKEN_KEYS["bos"], S.ADD_TOKEN_KEYS["eos"])
+KEYS = (S.TOKENIZER_MODEL, S.TOKENIZER_PRE, S.TOKENIZER_CHAT_TEMPLATE, S.GENERAL_NAME, *S.DRAFT_TARGET_KEYS,
+        S.SPECIAL_TOKEN_KEYS["bos"], S.SPECIAL_TOKEN_KEYS["eos"], S.TOKENIZER_MASK_ID, S.ADD_TOKEN_KEYS["bos"],
+        S.ADD_TOKEN_KEYS["eos"])
 #: :attr:`Side.hp` name -> ``{arch}.*`` key template
 HP_KEYS = {"embedding_length": S.EMBEDDING_LENGTH, "block_count": S.BLOCK_COUNT, "context_length": S.CONTEXT_LENGTH,
            "rope_freq_base": S.ROPE_FREQ_BASE, "rope_scaling_type": S.ROPE_SCALING_TYPE,

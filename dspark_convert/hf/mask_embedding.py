@@ -1,5 +1,6 @@
-"""MiMo-style DFlash drafts ship ``mask_embedding.pt`` beside the weights: a torch pickle of
-``{"mask_token_id": int, "embedding": Tensor[hidden]}`` (spec/upstream-b11434.md §2.2). It is read with
+"""A learned mask embedding that a draft ships beside its weights as ``mask_embedding.pt`` (the family modules
+that convert such drafts say which): a torch pickle of ``{"mask_token_id": int, "embedding": Tensor[hidden]}``
+(spec/upstream-b11434.md §2.2). The converter and the torch side of ``verify`` both read it, with
 ``torch.load(weights_only=True)`` (nothing in the file can run) and anything but that dict is refused in one line.
 """
 
@@ -22,7 +23,7 @@ def read_mask_embedding(path: Path) -> tuple[int, np.ndarray]:
     """``(mask_token_id, embedding as float32 [hidden])`` of a ``mask_embedding.pt``.
 
     Example:
-        >>> mask_id, vec = read_mask_embedding(Path("dflash/mask_embedding.pt"))  # doctest: +SKIP
+        >>> mask_id, vec = read_mask_embedding(Path("draft/mask_embedding.pt"))  # doctest: +SKIP
         >>> mask_id, vec.shape  # doctest: +SKIP
         (128799, (32,))
     """

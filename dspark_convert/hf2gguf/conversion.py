@@ -22,10 +22,11 @@ from ..hf.checkpoint import INDEX_NAME, Checkpoint, Select, load_json, read_json
 from ..hf.hub import TOKENIZER_FILES, ResolvedModel, resolve_draft, resolve_target
 from ..notes import collecting
 from ..plan import KV, Plan, TensorSpec
-from ..variants.families import family_for, family_name, refuse_draft_as_target
+from ..variants.families import architecture_aliases, family_for, family_name, refuse_draft_as_target
 from ..variants.kit.base import Context, ConvertOptions, Family, TargetFacts, TargetTensor
 from ..variants.kit.common import resolve_outtype, tensor_spec
 from ..variants.kit.hparams import normalize_hparams, rope_dict
+from ..variants.words import UPSTREAM_FLAGS
 from .destination import check_destination, check_planned_name, expect_commit, written_here
 from .metadata import general_kvs, param_counts
 from .naming import default_output_name, expand_output_template
@@ -87,7 +88,7 @@ def choose_family(folder: Path, architecture: str | None = None
     if not cfg.is_file():
         raise ConvertError(f"{folder}: no config.json (expected a Hugging Face checkpoint folder)")
     config = load_json(cfg)
-    arch = resolve_architecture(config, architecture, str(cfg))
+    arch = resolve_architecture(config, architecture, str(cfg), architecture_aliases())
     if arch.how != "declared":
         config = {**config, "architectures": [arch.used]}
     family = family_for(config, tensor_names(folder), str(cfg))
@@ -111,7 +112,7 @@ def _add_target_tensors(plan: Plan, wanted_tensors: tuple[TargetTensor, ...], ta
             raise ConvertError(f"{target.path}: no {wanted.what} ({', '.join(wanted.shown)}) to embed into the draft")
         add.append(tensor_spec(target, src, wanted.name, ctx.out_type, origin="target"))
     n_tokens = len(plan.value(S.TOKENIZER_TOKENS) or [])
-    for t in add:  # every token id the draft sees must have a row (EAGLE-3's token_embd as well as DFlash's)
+    for t in add:  # every token id the draft sees must have a row (a token_embd of any arch)
         if t.shape[0] != n_tokens:
             raise ConvertError(f"{target.ref(t.source or '').file}: tensor '{t.source}' has {t.shape[0]} rows but the draft "
                                f"writes {n_tokens} tokens (expected {n_tokens} rows); the target's vocabulary does not "
@@ -193,11 +194,12 @@ def shard_note(folder: Path, ck: Checkpoint) -> str:
 
 
 def _refuse_options(family: Family, draft: str, own_tokenizer: bool, options: ConvertOptions) -> None:
-    """Options the draft's family does not take: ``--dspark`` (DeepSeek-V4 only), no ``--target-model-dir`` (only
-    a family whose checkpoint carries the tokenizer)."""
-    if options.dspark and not family.DSPARK_FLAG:
-        raise ConvertError(f"--dspark: {draft} is not a DeepSeek-V4 checkpoint with a DSpark draft (the flag selects "
-                           "upstream's DeepSeek-V4 DSpark converter; other drafts are recognised by their config)")
+    """Options the draft's family does not take: an upstream flag that selects another family
+    (:data:`~dspark_convert.variants.words.UPSTREAM_FLAGS`), no ``--target-model-dir`` (only a family whose
+    checkpoint carries the tokenizer)."""
+    for flag in UPSTREAM_FLAGS:
+        if flag.keyword in options.upstream_flags and not getattr(family, flag.attribute, False):
+            raise ConvertError(f"{flag.option}: {draft} {flag.refusal}")
     if own_tokenizer and not family.TOKENIZER_IN_CHECKPOINT:
         raise ConvertError("--target-model-dir is required: the draft's tokenizer comes from its target model")
 
@@ -229,7 +231,7 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
             held = (f"no tensor entries in {', '.join(f.name for f in ck.files)}" if ck.files
                     else "no model*.safetensors or pytorch_model*.bin files")
             stray = [] if ck.files else sorted(f.name for f in d.path.glob("*.safetensors"))
-            if stray:  # e.g. MiMo's dflash/dflash_draft_model.safetensors, found only through its index
+            if stray:  # weights under another name (``draft_model.safetensors``): read only when an index names them
                 held = (f"found {', '.join(stray)}, but only model*.safetensors are read without a {INDEX_NAME} "
                         "that names the weights files")
             if select is not None and (d.path / INDEX_NAME).is_file():
@@ -303,27 +305,34 @@ def _pair(plan: Plan, ck: Checkpoint, d: ResolvedModel, t: ResolvedModel, tconf:
 def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str | Path | None = None, *,
             outtype: str = "auto", force: bool = False, dry_run: bool = False, embed_from_target: bool = False,
             allow_nonfinite: bool = False, metadata: Path | None = None, model_name: str | None = None,
-            dspark: bool = False, progress: Progress | None = None, ignore_target_mismatch: bool = False,
-            architecture: str | None = None, cache: bool = True, match_upstream: bool = False) -> ConvertResult:
+            progress: Progress | None = None, ignore_target_mismatch: bool = False, architecture: str | None = None,
+            cache: bool = True, match_upstream: bool = False, **upstream_flags: bool) -> ConvertResult:
     """Convert a draft checkpoint (folder or Hub id) into a GGUF file that llama.cpp loads.
 
     Raises :class:`ConvertError` (nothing written) when the input is invalid, the planned file would break a
     loader rule, or the draft does not fit the target (fit errors; ``ignore_target_mismatch`` makes them warnings).
     ``architecture`` converts as that ``architectures`` value instead of the declared one. ``outfile`` may use
     ``{ftype}`` / ``{outtype}``; without it the GGUF naming convention is used. ``target_model_dir`` may be None
-    for a draft stored inside its target (DeepSeek-V4): the checkpoint's own tokenizer is used. ``dspark`` is
-    upstream's ``--dspark`` (accepted for DeepSeek-V4 checkpoints only). ``cache=False`` neither reads
-    nor writes the tokenizer-block cache (:mod:`dspark_convert.tokenizer.cache`). ``match_upstream`` writes
-    upstream llama.cpp b11434's bytes even where its layout drafts wrongly (a full-vocabulary DSpark that keeps
-    ``token_embd`` on an untied target gets no ``output.weight``; see ``variants.kit.dflash_base.choose_head_layout``).
+    for a draft stored inside its target (a family with ``TOKENIZER_IN_CHECKPOINT``): the checkpoint's own
+    tokenizer is used. ``upstream_flags`` are upstream's options that select a converter class, by keyword
+    (:data:`~dspark_convert.variants.words.UPSTREAM_FLAGS`; ``flag=True`` as on upstream's command line): accepted
+    for the family each selects, refused for the others; any other keyword is a TypeError. ``cache=False``
+    neither reads nor writes the tokenizer-block cache (:mod:`dspark_convert.tokenizer.cache`). ``match_upstream``
+    writes upstream llama.cpp b11434's bytes even where its layout drafts wrongly (a full-vocabulary draft that
+    keeps ``token_embd`` on an untied target gets no ``output.weight``; see ``choose_head_layout`` in
+    ``variants/kit``).
     """
+    unknown = sorted(set(upstream_flags) - {flag.keyword for flag in UPSTREAM_FLAGS})
+    if unknown:
+        raise TypeError(f"convert() got an unexpected keyword argument {unknown[0]!r}")
     t0 = time.perf_counter()
     outtype = str(outtype).lower()  # "BF16" is "bf16", as on the command line
     if outtype not in S.OUTTYPE_CHOICES:
         raise ConvertError(f"--outtype {outtype!r}: expected one of {', '.join(S.OUTTYPE_CHOICES)}")
     options = ConvertOptions(outtype=outtype, embed_from_target=embed_from_target, allow_nonfinite=allow_nonfinite,
                              metadata_override=Path(metadata) if metadata else None, model_name=model_name,
-                             dspark=dspark, ignore_target_mismatch=ignore_target_mismatch,
+                             upstream_flags=frozenset(k for k, given in upstream_flags.items() if given),
+                             ignore_target_mismatch=ignore_target_mismatch,
                              architecture=architecture, tokenizer_cache=cache, match_upstream=match_upstream)
     check_destination(outfile, outtype=outtype, force=force, dry_run=dry_run)  # before any reading or download
     expect_commit(None)

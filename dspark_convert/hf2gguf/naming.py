@@ -2,16 +2,16 @@
 
 The convention (ggml ``docs/gguf.md``, ecosystem §5) is ``<BaseName>-<SizeLabel>-<FineTune>-<Version>-<Encoding>``
 joined by ``-``; gguf's :func:`gguf.utility.naming_convention` assembles it. A draft is named after the model it
-accelerates, the way upstream's documentation names them (``Qwen3-4B-DSpark.gguf``):
+accelerates, the way upstream's documentation names them (``Qwen3-4B-<Method>.gguf``):
 
 - **with a target** (``Qwen/Qwen3-8B``): base name, size label and version are the target's, parsed by gguf's
-  model-id parser; the fine-tune part is the target's fine-tune (if any) followed by the draft method
-  (``DSpark``, ``DFlash``, ``EAGLE3``): ``Qwen3-8B-DSpark-BF16.gguf``,
-  ``Llama-3.1-8B-Instruct-EAGLE3-Q8_0.gguf``;
+  model-id parser; the fine-tune part is the target's fine-tune (if any) followed by the draft method (the
+  family module's ``METHOD_WORD``, :func:`method_name`): ``Qwen3-8B-<Method>-BF16.gguf``,
+  ``Llama-3.1-8B-Instruct-<Method>-Q8_0.gguf``;
 - **without a target name**: the same from the draft's name, with the draft's parameter-count size label when the
   name has no size part, and the method only if the name does not already contain it:
-  ``dspark_qwen3_8b_block7-1.1M-BF16.gguf``;
-- a name the parser cannot split (``DeepSeek-V4-Flash``) is kept whole as the base name.
+  ``<draft_name>-1.1M-BF16.gguf``;
+- a name the parser cannot split (``GLM-4.5-Air``) is kept whole as the base name.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
 
 
 def method_name(family: str) -> str:
-    """The method word for a draft family (``dspark`` -> ``DSpark``): the family module's ``METHOD_WORD``; an
-    unknown family is kept as given.
+    """The method word for a draft family (its module's name, compared without case, ``-`` or ``_``): the family
+    module's ``METHOD_WORD``; an unknown family is kept as given.
 
     Example:
         >>> method_name("eagle-3"), method_name("dflash")

@@ -1,10 +1,11 @@
 """The torch side's view of an ORIGINAL Hugging Face draft folder: its config, typed, and its weights, as stored
 in the GGUF.
 
-- :func:`load_draft` reads ``config.json`` in every layout users bring (DeepSpec flat, z-lab / SpecForge nested
-  ``dflash_config``, speculators ``transformer_layer_config``, one-layer ``midlayer.`` / ``layers.0.``) into a
-  frozen :class:`HFHParams`, through the :class:`DraftReader` of each variant's ``torch_forward`` module. It is
-  written from ``spec/checkpoints.md`` and shares no code with the converter.
+- :func:`load_draft` reads ``config.json`` in every layout users bring (flat, nested, speculators
+  ``transformer_layer_config``, one-layer drafts) through the :class:`DraftReader` of each variant's
+  ``torch_forward`` module, into a frozen hyperparameter record: the fields every draft has (:class:`HFHParams`),
+  extended by the reader's own subclass for its variant's fields. It is written from ``spec/checkpoints.md`` and
+  shares no code with the converter.
 - :class:`TorchCheckpoint` reads tensors with safetensors' own reader, one short-lived handle per read (a kept
   handle keeps its memory map, and every page it touched stays in the RSS), as float32.
 - **Storage rounding** (exact mode): given the GGML type each tensor has in the GGUF, a read applies exactly the
@@ -17,7 +18,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import torch
 from safetensors import safe_open
@@ -38,7 +39,8 @@ class DraftReader(Protocol):
 
     def read_config(self, folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,
                     tcfg: dict[str, Any], common: dict[str, Any], notes: list[str]) -> tuple[str, str, str, HFHParams]:
-        """-> (family, layout, per-layer prefix, hyperparameters)."""
+        """-> (family, layout, per-layer prefix, hyperparameters: an :class:`HFHParams`, usually of the reader's
+        own subclass)."""
         ...
 TARGET_EMBED_NAMES = ("model.embed_tokens.weight", "model.language_model.embed_tokens.weight", "embed_tokens.weight")
 
@@ -213,7 +215,9 @@ class RopeParams:
 
 @dataclass(frozen=True)
 class HFHParams:
-    """The draft's hyperparameters, normalised across layouts (the torch twin of the GGUF-side dataclasses)."""
+    """The hyperparameters every draft has, normalised across layouts (the torch twin of the GGUF side's
+    ``CommonHParams``). A variant's :class:`DraftReader` extends it with its own fields (a frozen dataclass
+    subclass in its ``torch_forward`` module), as each numpy forward extends ``CommonHParams``."""
 
     n_layer: int
     n_embd: int
@@ -227,43 +231,21 @@ class HFHParams:
     draft_vocab_size: int
     target_layers: list[int]
     own_embed: bool                      # embeddings from the draft (else the target's)
-    own_lm_head: bool = False            # DSpark/DFlash: lm_head from the draft
-    # DSpark / DFlash
-    block_size: int = 0
-    taps: list[int] = field(default_factory=list)
-    mask_token_id: int | None = None
-    markov_rank: int = 0
-    has_confidence: bool = False
-    sample_from_anchor: bool = False
-    neox: bool = True
-    swa: list[bool] = field(default_factory=list)
-    sliding_window: int = 0
-    causal: bool = False                 # is_causal, else dflash_config.causal
-    value_scale: float = 0.0             # dflash_config.attention_value_scale (MiMo): wo(attn) * it
-    # EAGLE-3
-    target_hidden_size: int = 0
-    norm_before_residual: bool = False
-    norm_before_fc: bool = False
 
-    def is_swa(self, il: int) -> bool:
-        """Whether layer ``il`` is a sliding-window layer."""
-        return bool(self.sliding_window) and il < len(self.swa) and self.swa[il]
 
-    @property
-    def prediction_rows(self) -> list[int]:
-        """Block rows that predict: all B (anchor-as-first) or rows 1..B-1 (same-position)."""
-        return list(range(0 if self.sample_from_anchor else 1, self.block_size))
+#: the hyperparameter record of a draft (its reader's subclass of :class:`HFHParams`)
+H = TypeVar("H", bound=HFHParams)
 
 
 @dataclass
-class HFDraft:
+class HFDraft(Generic[H]):
     """The draft checkpoint's config, normalised across layouts, plus lazy weights and the target's."""
 
     path: Path
     family: str                                  # the reader's family word (a converter family's name)
     layout: str
     raw: dict[str, Any]
-    hp: HFHParams
+    hp: H
     weights: TorchCheckpoint
     target: TorchCheckpoint
     target_cfg: dict[str, Any]
@@ -273,7 +255,7 @@ class HFDraft:
     #: the target's embedding
     mask_vector: tuple[int, torch.Tensor] | None = None
 
-    def with_storage(self, gguf_types: Mapping[str, str] | None) -> HFDraft:
+    def with_storage(self, gguf_types: Mapping[str, str] | None) -> HFDraft[H]:
         """This draft read as the GGUF stores it: ``gguf_types`` maps GGUF tensor names to GGML type names (None:
         unrounded). Checkpoint tensors without a GGUF counterpart (e.g. the target's) stay unrounded."""
         storage = None
@@ -316,10 +298,11 @@ def _rope(c: dict[str, Any]) -> RopeParams:
                       partial=float(rope.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0))))
 
 
-def load_draft(draft_dir: str | Path, target_dir: str | Path, readers: Sequence[DraftReader]) -> HFDraft:
+def load_draft(draft_dir: str | Path, target_dir: str | Path, readers: Sequence[DraftReader]) -> HFDraft[Any]:
     """Read and normalise a draft folder (any supported layout) and open the target's weights. ``readers``: the
     kinds of draft the torch side reads, in order (``verify`` passes each variant's ``torch_forward``): the
-    first whose ``ARCHITECTURES`` holds ``architectures[0]``, else the first that ``claims`` the config.
+    first whose ``ARCHITECTURES`` holds ``architectures[0]``, else the first that ``claims`` the config. The
+    draft's ``hp`` is of the reader's hyperparameter type (hence ``HFDraft[Any]``).
 
     Example:
         >>> d = load_draft("draft_qwen3_4b_block7", "Qwen3-4B", readers)  # doctest: +SKIP

@@ -1,4 +1,4 @@
-"""Numpy primitives shared by the reference forwards (:mod:`.dflash_np`, :mod:`.eagle3_np`).
+"""Numpy primitives shared by the reference forwards (each variant's ``numpy_forward`` module).
 
 RMSNorm, activations, RoPE (both pairings), attention and the SwiGLU MLP, plus the small GGUF-side helpers both
 forwards use (the common hyperparameters, token embedding, logits, per-layer weight loading). Each is a few lines
@@ -198,8 +198,9 @@ def embed_tokens(g: GGUFWeights, target: TargetWeights | None, ids: np.ndarray |
 
 def lm_logits(g: GGUFWeights, target: TargetWeights | None, h: np.ndarray, runtime: bool = True) -> np.ndarray:
     """``h @ W_lm.T`` streamed over vocabulary chunks, with the head llama.cpp b11434 really uses: the GGUF
-    ``output`` when present; else, for a ``dflash`` file holding ``token_embd``, that embedding matrix (the loader
-    duplicates it as the head, ``src/models/dflash.cpp``); else the target's lm_head.
+    ``output`` when present; else, for a file of an arch whose loader duplicates ``token_embd`` as the head
+    (``schema.EMBD_AS_HEAD_ARCHES``, ``TENSOR_DUPLICATED``) and holding it, that embedding matrix; else the target's
+    lm_head.
 
     ``runtime=False`` skips the ``token_embd`` rule: the head the draft was trained with (the file's ``output`` or
     the target's lm_head), i.e. what a correct file drafts with."""

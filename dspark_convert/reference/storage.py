@@ -5,7 +5,7 @@
 - :func:`round_values`: a float32 array after the rounding of a GGML type: round-to-nearest-even for F16 (numpy's
   cast), gguf-py's reference quantizer then dequantizer for BF16 and the block types (Q8_0, MXFP4, ...), nothing
   for F32. numpy and gguf-py only: no torch, and none of the converter's code (not its fast Q8_0), so it is an
-  independent account of what the file stores. The DeepSeek-V4 tensor checks (:mod:`.dsv4_tensors`) use it as is;
+  independent account of what the file stores. A variant proved tensor by tensor (``proof="tensors"``) uses it as is;
 - :func:`round_to_storage`: the same rounding of a torch tensor (the torch forward's weights).
 - :func:`widen`: a checkpoint tensor as float32 (BF16 by a bit shift).
 
@@ -50,7 +50,8 @@ _ROUND_CHUNK = 1 << 22
 
 
 def gguf_counterpart(name: str, prefix: str = "") -> str | None:
-    """The GGUF tensor that stores checkpoint tensor ``name`` (``prefix``: the EAGLE-3 layer prefix).
+    """The GGUF tensor that stores checkpoint tensor ``name`` (``prefix``: a one-layer draft's layer prefix, whose
+    layer is ``blk.0``).
 
     Example:
         >>> gguf_counterpart("layers.1.self_attn.o_proj.weight"), gguf_counterpart("midlayer.hidden_norm.weight", "midlayer.")

@@ -4,8 +4,7 @@ Reads the Hugging Face folder (``config.json`` + safetensors) directly and runs 
 a whole token sequence at once. It returns every layer's input (``hidden[L]`` = the input of layer ``L``,
 ``hidden[0]`` = the embeddings, ``hidden[n_layer]`` = the last layer's output before the final norm) and the
 logits. That is what llama.cpp extracts for a draft (``llama_get_embeddings_layer_inp(ctx, L)`` for each
-``L`` in the draft's ``dflash.target_layers`` / ``eagle3.target_layers``, which the converter stores as the HF
-tap ids + 1), so :func:`tap_features` gives exactly the features llama.cpp feeds the draft.
+``L`` in the draft's ``<arch>.target_layers``, which the converter stores as the HF tap ids + 1), so :func:`tap_features` gives exactly the features llama.cpp feeds the draft.
 
 Meant for tiny targets (the test fixtures): everything is dequantized in memory. Supported: ``Qwen3ForCausalLM``
 (q/k RMSNorm per head) and ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` (optional q/k/v biases), rotate-half RoPE
@@ -221,7 +220,7 @@ def gemma4_forward(m: TargetModel, tokens: Sequence[int]) -> TargetOutputs:
 
 def tap_features(out: TargetOutputs, gguf_layers: Sequence[int]) -> np.ndarray:
     """``[T, len(layers)*H]``: the inputs of target layers ``gguf_layers`` (the GGUF's ``*.target_layers``,
-    i.e. HF tap ids + 1), concatenated in order, as llama.cpp feeds a DFlash/DSpark/EAGLE-3 draft."""
+    i.e. HF tap ids + 1), concatenated in order, as llama.cpp feeds a draft that reads target features."""
     n = out.hidden.shape[0] - 1
     for L in gguf_layers:
         if not 0 <= int(L) <= n:

@@ -55,8 +55,8 @@ TARGET_HANDLERS: dict[str, str] = {
     "Qwen2MoeForCausalLM": "gpt2", "Qwen3MoeForCausalLM": "gpt2", "Qwen3NextForCausalLM": "gpt2",
     "Qwen3VLMoeForConditionalGeneration": "gpt2",  # b11434 Qwen3VLMoeTextModel(Qwen3MoeModel)
     "Lfm2ForCausalLM": "gpt2", "LFM2ForCausalLM": "gpt2", "Lfm2MoeForCausalLM": "gpt2",
-    "DeepseekV2ForCausalLM": "gpt2", "DeepseekV3ForCausalLM": "gpt2", "DeepseekV4ForCausalLM": "gpt2",
-    "DeepseekV4DSparkModel": "gpt2",  # a DeepSeek-V4 checkpoint whose config names its DSpark class: its own target
+    "DeepseekV2ForCausalLM": "gpt2", "DeepseekV3ForCausalLM": "gpt2",
+    **S.DRAFT_CARRIER_TOKENIZERS,  # checkpoints that carry their draft, under either class: their own target
     "GptOssForCausalLM": "gpt2",
     # LlamaModel
     "LlamaForCausalLM": "llama", "LLaMAForCausalLM": "llama", "LlamaModel": "llama",

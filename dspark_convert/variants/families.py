@@ -68,7 +68,21 @@ def family_for(config: dict[str, Any], tensor_names: Iterable[str], where: str) 
                            f"if {folder} is the target, pass it as --target-model-dir and the draft as DRAFT; if it is "
                            f"a draft declaring its target's class, pass --architecture with the draft's class (one "
                            f"of {', '.join(dict.fromkeys(known))})")
-    raise unknown_architecture(archs[0], known, where)
+    raise unknown_architecture(archs[0], known, where, architecture_aliases())
+
+
+def architecture_aliases() -> dict[str, str]:
+    """``architectures`` values upstream's converter maps to a class we support (alias -> supported name): each
+    family module's ``ALIASES``, in :data:`FAMILY_MODULES` order.
+
+    Example:
+        >>> architecture_aliases()["LingDSparkModel"]
+        'Qwen3DSparkModel'
+    """
+    out: dict[str, str] = {}
+    for mod in family_modules():
+        out.update(getattr(mod, "ALIASES", {}))
+    return out
 
 
 def draft_architecture(config: object) -> str | None:

@@ -33,6 +33,11 @@ from ..kit.hparams import draft_hparams, vocab_size_of
 #: the method word in default output file names (``Qwen3-8B-DSpark-BF16.gguf``; hf2gguf/naming.py)
 METHOD_WORD = "DSpark"
 ARCHITECTURES: tuple[str, ...] = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
+#: ``architectures`` values upstream's converter maps to one of ours, after the commit the contract pins
+#: (``archnames.resolve_architecture``). LingDSparkModel: inclusionAI/Ling-3.0-flash-dspark, a Qwen3-shaped
+#: DeepSpec DSpark draft for Bailing-MoE targets (llama.cpp #27508 converts it with DSparkModel; vLLM and SGLang
+#: register it as their Qwen3 DSpark model).
+ALIASES: dict[str, str] = {"LingDSparkModel": "Qwen3DSparkModel"}
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
            "draft_tensors", "hf_names", "target_facts"]
 

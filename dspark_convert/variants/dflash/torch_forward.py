@@ -7,7 +7,7 @@ the torch side's own (it never asks the converter).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +37,40 @@ ARCHITECTURES = DSPARK_ARCHS + DFLASH_ARCHS
 WHAT = ("DSpark", "DFlash")
 
 
+@dataclass(frozen=True)
+class BlockHFHParams(HFHParams):
+    """A block draft's hyperparameters: the common ones plus the DSpark / DFlash fields of its config."""
+
+    own_lm_head: bool = False            # lm_head from the draft
+    block_size: int = 0
+    taps: list[int] = field(default_factory=list)
+    mask_token_id: int | None = None
+    markov_rank: int = 0
+    has_confidence: bool = False
+    sample_from_anchor: bool = False
+    neox: bool = True
+    swa: list[bool] = field(default_factory=list)
+    sliding_window: int = 0
+    causal: bool = False                 # is_causal, else dflash_config.causal
+    value_scale: float = 0.0             # dflash_config.attention_value_scale (MiMo): wo(attn) * it
+
+    def is_swa(self, il: int) -> bool:
+        """Whether layer ``il`` is a sliding-window layer."""
+        return bool(self.sliding_window) and il < len(self.swa) and self.swa[il]
+
+    @property
+    def prediction_rows(self) -> list[int]:
+        """Block rows that predict: all B (anchor-as-first) or rows 1..B-1 (same-position)."""
+        return list(range(0 if self.sample_from_anchor else 1, self.block_size))
+
+
 def claims(c: dict[str, Any], common: dict[str, Any]) -> bool:
     """No fallback: a block draft always names its class."""
     return False
 
 
 def read_config(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,
-                tcfg: dict[str, Any], common: dict[str, Any], notes: list[str]) -> tuple[str, str, str, HFHParams]:
+                tcfg: dict[str, Any], common: dict[str, Any], notes: list[str]) -> tuple[str, str, str, BlockHFHParams]:
     """A block draft's config in any layout (flat DeepSpec, nested ``dflash_config``, speculators)."""
     nested = raw.get("dflash_config") or {}
     speculators = "transformer_layer_config" in raw or "aux_hidden_state_layer_ids" in raw
@@ -86,7 +113,7 @@ def read_config(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any],
     own = True
     if family == "dspark" and not reduced and w.has("embed_tokens.weight") and not w.has("lm_head.weight"):
         notes.append("full-vocab DSpark without lm_head: the target's head scores the draft")
-    hp = HFHParams(
+    hp = BlockHFHParams(
         **common, draft_vocab_size=draft_vocab, target_layers=target_layers,
         own_embed=own and w.has("embed_tokens.weight") and raw.get("has_embed_tokens") is not False,
         own_lm_head=own and w.has("lm_head.weight"),
@@ -119,7 +146,7 @@ class TorchBlock:
     confidence_logits: np.ndarray | None = None
 
 
-def block_layer(L: Weights, hp: HFHParams, il: int, x: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+def block_layer(L: Weights, hp: BlockHFHParams, il: int, x: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     """One Qwen3 layer: the block ``x [B, H]`` attends to ``[C; block]`` (non-causal unless the config says causal;
     SWA layers mask far keys)."""
     p, eps, nh, nkv, hd = f"layers.{il}.", hp.eps, hp.n_head, hp.n_head_kv, hp.head_dim

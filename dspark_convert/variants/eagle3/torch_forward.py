@@ -34,13 +34,22 @@ ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Spec
 WHAT = ("EAGLE-3",)
 
 
+@dataclass(frozen=True)
+class Eagle3HFHParams(HFHParams):
+    """An EAGLE-3 draft's hyperparameters: the common ones plus its config's EAGLE-3 fields."""
+
+    target_hidden_size: int = 0
+    norm_before_residual: bool = False
+    norm_before_fc: bool = False
+
+
 def claims(c: dict[str, Any], common: dict[str, Any]) -> bool:
     """A one-layer draft with its own draft vocabulary, whatever class its config names (``LlamaForCausalLM``)."""
     return "draft_vocab_size" in c and common["n_layer"] == 1
 
 
 def read_config(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,
-                tcfg: dict[str, Any], common: dict[str, Any], notes: list[str]) -> tuple[str, str, str, HFHParams]:
+                tcfg: dict[str, Any], common: dict[str, Any], notes: list[str]) -> tuple[str, str, str, Eagle3HFHParams]:
     """An EAGLE-3 draft's config (``midlayer.`` or ``layers.0.`` layer; speculators layout)."""
     layout = "speculators" if arch == "Eagle3Speculator" else "midlayer"
     prefix = next((p for p in ("midlayer.", "layers.0.", "model.layers.0.") if w.has(p + "mlp.down_proj.weight")), "")
@@ -56,7 +65,7 @@ def read_config(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any],
     if nested and [int(i) + 1 for i in nested] != target_layers:
         notes.append(f"eagle_config ids {nested} (output-of-layer) are ignored by upstream; target_layers "
                      f"{target_layers} are used instead")
-    hp = HFHParams(
+    hp = Eagle3HFHParams(
         **common, draft_vocab_size=int(c.get("draft_vocab_size") or w.shape("lm_head.weight")[0]),
         target_layers=target_layers, own_embed=w.has("embed_tokens.weight"),
         target_hidden_size=int(raw.get("target_hidden_size") or tcfg.get("hidden_size") or common["n_embd"]),

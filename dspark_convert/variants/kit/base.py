@@ -27,7 +27,9 @@ class ConvertOptions:
 
     outtype: str = "auto"
     embed_from_target: bool = False  # write the target's token_embd (and output) into the draft
-    dspark: bool = False  # upstream's --dspark (DeepSeek-V4 DSpark); refused for families it does not select
+    #: upstream's flags given (``variants.words.UPSTREAM_FLAGS`` keywords: ``dspark`` for ``--dspark``), refused for
+    #: the families they do not select
+    upstream_flags: frozenset[str] = frozenset()
     allow_nonfinite: bool = False
     metadata_override: Path | None = None
     model_name: str | None = None

@@ -1,0 +1,58 @@
+"""What the command line says about the variants: their drafts' names in help text, and upstream's one command-line
+flag that selects a converter class. Plain data on the standard library alone.
+
+The registry (:mod:`dspark_convert.variants`) needs the schema, hence gguf's constants, and ``--help`` must not
+load them (``tests/test_startup_imports.py``). So the words the variants contribute to the help live in this file,
+which ``cli`` loads alone (:func:`dspark_convert.cli.variant_words`, as :mod:`dspark_convert.gguf_constants` loads
+gguf-py's ``constants.py``); ``hf2gguf`` imports it as usual (the same file: the same words). A new variant adds its words here next to its
+``Variant`` row.
+
+Example:
+    >>> UPSTREAM_FLAGS[0].keyword, UPSTREAM_FLAGS[0].attribute
+    ('dspark', 'DSPARK_FLAG')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: the draft kinds the product converts, as the summary names them: the drafts of the variants no other refines
+#: (``dflash``, ``eagle3``), in the registry's order; the refining variants are kinds of these
+DRAFT_KINDS: tuple[str, ...] = ("DSpark / DFlash", "EAGLE-3")
+#: drafts stored inside their target's checkpoint (the ``dsv4`` variant): the checkpoint carries the tokenizer,
+#: so ``--target-model-dir`` is optional
+DRAFTS_INSIDE_TARGETS: tuple[str, ...] = ("the DSpark draft inside a DeepSeek-V4 checkpoint",)
+#: the files those drafts become: ``verify`` needs no target for them
+FILES_INSIDE_TARGETS: tuple[str, ...] = ("DeepSeek-V4 DSpark",)
+#: drafts that propose one token per step, each step fed the last one's output (``eagle3``): ``verify --steps``
+CHAINED_DRAFTS: tuple[str, ...] = ("EAGLE-3",)
+
+
+@dataclass(frozen=True)
+class UpstreamFlag:
+    """An option of upstream's converter that selects one converter class. It is accepted for the families whose
+    module sets ``attribute`` true and refused for the others; it is never needed (the checkpoint's config and
+    tensors say which family it is)."""
+
+    option: str  #: the command-line option, as upstream spells it
+    attribute: str  #: the family-module attribute (``variants.kit.base.Family``) that says the family takes it
+    selects: str  #: the drafts it selects, for its help
+    refusal: str  #: why another draft is refused, after ``<option>: <draft> ``
+
+    @property
+    def keyword(self) -> str:
+        """The option as a keyword argument of :func:`dspark_convert.convert`."""
+        return self.option.lstrip("-").replace("-", "_")
+
+    @property
+    def help(self) -> str:
+        """The option's help line."""
+        return f"Upstream's flag for {self.selects} (recognised without it)."
+
+
+#: upstream's converter flags that select a converter class (the ``dsv4`` variant's)
+UPSTREAM_FLAGS: tuple[UpstreamFlag, ...] = (
+    UpstreamFlag("--dspark", "DSPARK_FLAG", DRAFTS_INSIDE_TARGETS[0],
+                 "is not a DeepSeek-V4 checkpoint with a DSpark draft (the flag selects upstream's DeepSeek-V4 DSpark "
+                 "converter; other drafts are recognised by their config)"),
+)
