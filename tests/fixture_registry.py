@@ -109,7 +109,7 @@ REGISTRY: tuple[Fixture, ...] = (
     _row("dflash-deepspec", "committed", "dflash", "dspark", _DS, _Q3, "block", "llama-other",
          rank={"llama-other": 1}),
     _row("dflash-zlab", "committed", "dflash", "dflash", _DF, _Q3, "block", "config-fuzz", "variant-sample",
-         "llama-family"),
+         "llama-family", rank={"variant-sample": -1}),
     _row("dflash-zlab-swa", "committed", "dflash", "dflash", _DF, _Q3, "block", "llama-other", "rounding",
          rank={"llama-other": 1}),
     _row("dflash2-zlab", "committed", "dflash2", "dflash2", _DF, _Q3, "block", "llama-family",

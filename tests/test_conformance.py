@@ -244,3 +244,16 @@ def test_every_golden_layout_is_registered(golden_dir: Path) -> None:
     layouts = {line.split(maxsplit=1)[1].removeprefix("./").split("/")[0] for sums in ("inputs.sha256", "inputs-dsv4.sha256")
                for line in (golden_dir / sums).read_text().splitlines() if line.strip()}
     assert sorted(layouts - {"target"}) == sorted(names(source="golden"))
+
+
+def test_hand_written_expectations_cover_the_registry() -> None:
+    """The per-fixture expectations that stay written out by hand (independent of fixtures/generate.py) cover the
+    registry's rows: test_fixtures' shapes every committed folder, test_convert_fixtures' keys every committed
+    DFlash / DSpark and EAGLE-3 draft, with the arch of the row's variant."""
+    from test_convert_fixtures import CASES
+    from test_fixtures import EXPECTED
+
+    assert sorted(EXPECTED) == sorted(names(source="committed"))
+    assert list(CASES) == names(source="committed", variant=("dflash", "eagle3"))
+    assert all(CASES[f.name]["arch"] == BY_NAME[f.variant or ""].arch
+               for f in select(source="committed", variant=("dflash", "eagle3")))
