@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
+from fixture_registry import SELF, names, select
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
@@ -37,13 +38,11 @@ GOLDEN = SHARED / "golden"
 #: ../shared/golden/manifests-b11434/; the 749f688 manifests in ../shared/golden/manifests/ are retired)
 GOLDEN_MANIFESTS = ROOT / "tests" / "golden" / "manifests-b11434"
 
-#: the layouts of the shared golden set this converter covers: 12 DFlash / DSpark / EAGLE-3 layouts (make_inputs.py)
-#: and the DeepSeek-V4 DSpark sample (``dspark-dsv4``, make_dsv4.py)
-GOLDEN_LAYOUTS = ["dspark-deepspec", "dflash-deepspec", "dflash-zlab", "dflash-zlab-swa", "dspark-specforge",
-                  "dspark-speculators", "dspark-reduced", "dspark-interleaved", "eagle3-specforge", "eagle3-angelslim",
-                  "eagle3-speculators", "eagle3-normfc", "dspark-dsv4"]
+#: the layouts of the shared golden set this converter covers: the ``golden`` rows of tests/fixture_registry.py (12
+#: DFlash / DSpark / EAGLE-3 layouts of make_inputs.py and the DeepSeek-V4 DSpark sample of make_dsv4.py)
+GOLDEN_LAYOUTS = names(source="golden")
 #: layouts whose checkpoint is its own target, converted as upstream did: ``--dspark --target-model-dir CKPT``
-GOLDEN_SELF_TARGET = {"dspark-dsv4"}
+GOLDEN_SELF_TARGET = {f.name for f in select(source="golden") if f.target == SELF}
 GOLDEN_OUTTYPES = ["f32", "f16", "bf16", "q8_0"]
 #: fixtures that make a test golden (and so subject to the CI rule)
 _GOLDEN_FIXTURES = {"golden_dir", "golden_inputs"}

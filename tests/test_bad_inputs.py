@@ -33,6 +33,7 @@ from bad_inputs_kit import (
     write_config,
     write_tensors,
 )
+from fixture_registry import names
 from gguf import GGUFReader
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -166,7 +167,7 @@ def test_rewritten_checkpoint_converts_identically(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------- property tests
 FUZZ = settings(max_examples=80, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-CONFIG_FIXTURES = ["dspark-qwen3", "dflash-zlab", "dspark-speculators", "dspark-reduced", "eagle3-llama", "eagle3-speculators"]
+CONFIG_FIXTURES = names(tag="config-fuzz")
 ODD_VALUES = [DELETE, "x", None, -1, 0, [], {"a": 1}, True, 1.5, 10**12, [1, "a"]]
 
 

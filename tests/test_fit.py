@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from bad_inputs_kit import run_cli
 from fit_pairs import FIX, ROOT, TARGET, convert_draft, edit_kvs, hf_target_kvs, tokens_of, write_target_gguf
+from fixture_registry import names
 from gguf_samples import write_sample
 
 from dspark_convert.errors import ConvertError
@@ -23,11 +24,9 @@ from dspark_convert.fit import check_fit, open_target
 from dspark_convert.fit.rules import all_rules
 from dspark_convert.fit.vocab import vocab_facts
 
-DRAFTS = ["dspark-qwen3", "dspark-qwen3-interleaved", "dspark-qwen3-f32", "dflash-deepspec", "dflash-zlab",
-          "dflash-zlab-swa", "dspark-specforge", "dspark-speculators", "dspark-reduced", "eagle3-specforge",
-          "eagle3-angelslim", "eagle3-speculators", "eagle3-normfc", "eagle3-llama"]
-WITH_D2T = {"dspark-reduced", "eagle3-specforge", "eagle3-angelslim", "eagle3-speculators", "eagle3-normfc",
-            "eagle3-llama"}
+#: the committed DFlash / DSpark and EAGLE-3 drafts (tests/fixture_registry.py); those with a d2t vocabulary map
+DRAFTS = names(source="committed", variant=("dflash", "eagle3"))
+WITH_D2T = set(names(source="committed", tag="d2t"))
 TAPS_NOTE = "(GGUF taps are HF target_layer_ids + 1: id k is the input of target layer k, {n} the last layer's output)"
 
 

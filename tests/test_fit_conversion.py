@@ -21,10 +21,9 @@ from bad_inputs_kit import (
     run_convert,
     set_tensor,
 )
+from fixture_registry import names
 
-DRAFTS = ["dspark-qwen3", "dspark-qwen3-interleaved", "dspark-qwen3-f32", "dflash-deepspec", "dflash-zlab",
-          "dflash-zlab-swa", "dspark-specforge", "dspark-speculators", "dspark-reduced", "eagle3-specforge",
-          "eagle3-angelslim", "eagle3-speculators", "eagle3-normfc", "eagle3-llama"]
+DRAFTS = names(source="committed", variant=("dflash", "eagle3"))  # tests/fixture_registry.py
 HINT = " (pass --ignore-target-mismatch to convert anyway)"
 
 

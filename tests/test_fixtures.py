@@ -15,17 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fixture_registry import names
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures"
 GEN = FIX / "generate.py"
 
-NAMES = [
-    "dflash-deepspec", "dflash-zlab", "dflash-zlab-swa", "dflash2-zlab", "dspark-qwen3", "dspark-qwen3-f32",
-    "dspark-qwen3-interleaved", "dspark-reduced", "dspark-specforge", "dspark-speculators", "eagle3-angelslim",
-    "eagle3-llama", "eagle3-normfc", "eagle3-specforge", "eagle3-speculators", "target-llama2-spm", "target-qwen3",
-    "target-qwen3-sharded",
-]
+#: every committed folder, sorted (tests/fixture_registry.py; EXPECTED below stays written out by hand)
+NAMES = sorted(names(source="committed"))
 H, HD, FF, V, VD, MASK, TOKENIZER_SIZE = 64, 16, 128, 1024, 256, 1016, 1017
 TAPS = [1, 2, 4]
 ITEMSIZE = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8, "BOOL": 1}

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import TARGET, require_fixture
+from fixture_registry import spec_types
 from llama_support import PROMPT, Run, correlated, mimo_draft, run
 from test_new_drafts import b11434_qwen3  # noqa: F401  (the make_inputs_b11434.py qwen3 group, a session fixture)
 
@@ -30,8 +31,7 @@ from dspark_convert.variants.dflash.fit import HEAD_FIX
 
 #: one fixture per family (DSpark, DFlash, EAGLE-3, DFlash2, MiMo-style DFlash), each with its llama-server spec
 #: type; ``dflash-mimo`` is generated (fixtures/correlated.py ``mimo_draft``: dflash-zlab + mask_embedding.pt)
-FAMILIES = {"dspark-qwen3": "draft-dspark", "dflash-zlab": "draft-dflash", "eagle3-specforge": "draft-eagle3",
-            "dflash2-zlab": "draft-dflash", "dflash-mimo": "draft-dflash"}
+FAMILIES = spec_types(tag="llama-family")
 OUTTYPES = ["bf16", "f16", "q8_0"]
 
 
@@ -94,11 +94,7 @@ def test_family_loads_drafts_lossless_and_matches_reference(layout: str, outtype
 
 #: every other draft fixture, bf16 (the layouts of each family: nested configs, speculators, SWA, shards, d2t,
 #: interleaved RoPE, F32 and F16 sources, norm_before_fc, llama3 rope scaling)
-OTHER_LAYOUTS = {"dspark-qwen3-interleaved": "draft-dspark", "dspark-qwen3-f32": "draft-dspark",
-                 "dspark-specforge": "draft-dspark", "dspark-speculators": "draft-dspark",
-                 "dspark-reduced": "draft-dspark", "dflash-deepspec": "draft-dspark", "dflash-zlab-swa": "draft-dflash",
-                 "eagle3-angelslim": "draft-eagle3", "eagle3-speculators": "draft-eagle3",
-                 "eagle3-normfc": "draft-eagle3", "eagle3-llama": "draft-eagle3"}
+OTHER_LAYOUTS = spec_types(tag="llama-other")
 
 
 @pytest.mark.llama

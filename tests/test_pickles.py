@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bad_inputs_kit import FIX, TARGET, assert_refused, copy_fixture, read_tensors, run_convert
+from fixture_registry import names
 
 from dspark_convert import convert
 from dspark_convert.errors import ConvertError
@@ -95,7 +96,7 @@ def test_truncated_pickle_is_one_line(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------- valid pickles
-@pytest.mark.parametrize("fixture", ["dspark-qwen3", "dspark-qwen3-f32", "dspark-reduced", "eagle3-llama"])
+@pytest.mark.parametrize("fixture", names(tag="pickle"))
 def test_pytorch_model_bin_converts_like_safetensors(tmp_path: Path, fixture: str) -> None:
     draft = bin_checkpoint(tmp_path / "bin", fixture)
     assert sorted(p.name for p in draft.iterdir()) == ["config.json", "pytorch_model.bin"]

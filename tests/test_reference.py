@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import FIXTURES, TARGET
+from fixture_registry import names
 
 from dspark_convert.errors import ConvertError
 from dspark_convert.reference import ops
@@ -346,8 +347,7 @@ def test_round_to_storage_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     assert torch.equal(round_to_storage(x, "F16"), x.to(torch.float16).float())
 
 
-@pytest.mark.parametrize("layout", ["dspark-qwen3-interleaved", "dspark-qwen3-f32", "dflash-zlab-swa", "dspark-reduced",
-                                    "eagle3-specforge", "eagle3-normfc", "eagle3-llama"])
+@pytest.mark.parametrize("layout", names(tag="rounding"))
 @pytest.mark.parametrize("outtype", ["f16", "bf16", "q8_0"])
 def test_rounded_checkpoint_equals_the_gguf_bit_for_bit(gguf, layout: str, outtype: str) -> None:
     """The heart of exact mode: every draft tensor the torch side reads, rounded as its GGUF counterpart is stored,

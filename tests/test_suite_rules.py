@@ -37,7 +37,7 @@ def _copy_without_shared(tmp: Path) -> Path:
     repo = tmp / "repo"
     (repo / "tests").mkdir(parents=True)
     shutil.copy(ROOT / "pyproject.toml", repo)
-    for name in ("conftest.py", "test_golden.py", "golden_manifest.py"):
+    for name in ("conftest.py", "fixture_registry.py", "test_golden.py", "golden_manifest.py"):
         shutil.copy(TESTS / name, repo / "tests" / name)
     assert not (tmp / "shared").exists()
     return repo
@@ -68,7 +68,7 @@ def test_golden_marker_covers_every_test_that_reads_the_golden_set() -> None:
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     ids = [ln for ln in p.stdout.splitlines() if "::" in ln]
     files = sorted({i.split("::")[0] for i in ids})
-    assert files == ["tests/test_dsv4.py", "tests/test_gemma4_dspark.py", "tests/test_golden.py",
+    assert files == ["tests/test_conformance.py", "tests/test_dsv4.py", "tests/test_gemma4_dspark.py", "tests/test_golden.py",
                      "tests/test_golden_dsv4.py", "tests/test_llama.py", "tests/test_llama_newfam.py",
                      "tests/test_metadata.py", "tests/test_new_drafts.py", "tests/test_nvfp4_dspark.py",
                      "tests/test_tokenizer_b11434.py", "tests/test_upgrade.py",

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fixture_registry import SELF, select
 from golden_manifest import compare
 
 from dspark_convert.errors import ConvertError
@@ -20,9 +21,8 @@ from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.plan import TensorSpec
 from dspark_convert.upgrade import REVISIONS, Piece, detect_staleness, plan_upgrade, upgrade, write_upgrade
 
-LAYOUTS = ("dflash-deepspec", "dflash-zlab", "dflash-zlab-swa", "dspark-deepspec", "dspark-interleaved",
-           "dspark-reduced", "dspark-specforge", "dspark-speculators", "eagle3-angelslim", "eagle3-normfc",
-           "eagle3-specforge", "eagle3-speculators", "dspark-dsv4")
+#: the golden layouts (tests/fixture_registry.py), sorted, the self-target ones last
+LAYOUTS = tuple(f.name for f in sorted(select(source="golden"), key=lambda f: (f.target == SELF, f.name)))
 #: full-vocabulary DSpark layouts: whether the checkpoint stored embed_tokens is not in the 749f688 file
 NEEDS_CHECKPOINT = {"dflash-deepspec", "dspark-deepspec", "dspark-interleaved", "dspark-speculators", "dspark-specforge"}
 

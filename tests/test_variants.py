@@ -20,6 +20,7 @@ from types import ModuleType
 
 import pytest
 from conftest import FIXTURES, ROOT
+from fixture_registry import select
 
 from dspark_convert.check import LOADER_VARIANTS
 from dspark_convert.gguffile.reader import read_gguf
@@ -30,8 +31,7 @@ from dspark_convert.variants.families import family_modules, family_name
 PKG = ROOT / "dspark_convert"
 
 #: committed fixture -> the GGUF variant its conversion is
-FIXTURE_VARIANTS = {"dflash-zlab": "dflash", "dspark-qwen3": "dflash", "dspark-reduced": "dflash",
-                    "eagle3-speculators": "eagle3", "eagle3-llama": "eagle3"}
+FIXTURE_VARIANTS = {f.name: f.variant for f in select(tag="variant-sample")}
 
 
 @pytest.mark.parametrize("layout", sorted(FIXTURE_VARIANTS))

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import FIXTURES, TARGET
+from fixture_registry import names
 from typer.testing import CliRunner
 
 from dspark_convert.cli import app
@@ -32,9 +33,8 @@ from dspark_convert.verify import (
 
 pytest.importorskip("torch", reason="verify runs the torch reference forward (torch extra)")
 
-BLOCK_LAYOUTS = ["dspark-qwen3", "dspark-qwen3-interleaved", "dspark-qwen3-f32", "dflash-deepspec", "dflash-zlab",
-                 "dflash-zlab-swa", "dspark-specforge", "dspark-speculators", "dspark-reduced"]
-EAGLE3_LAYOUTS = ["eagle3-specforge", "eagle3-angelslim", "eagle3-speculators", "eagle3-normfc", "eagle3-llama"]
+BLOCK_LAYOUTS = names(source="committed", variant="dflash")
+EAGLE3_LAYOUTS = names(source="committed", variant="eagle3")
 OUTTYPES = ["f32", "f16", "bf16", "q8_0"]
 runner = CliRunner()
 
