@@ -434,13 +434,24 @@ class UpgradeRules:
 
 
 def rules_for(f: Header) -> UpgradeRules:
-    """The upgrade rules of ``f``'s variant (the registry's answer, then its ``upgrade`` role); the base rules
-    (none) for a file no variant loads, or a variant without the role."""
+    """The upgrade rules of ``f``'s variant (the registry's answer), see :func:`variant_rules`; the base rules
+    (none) for a file no variant loads."""
     from .variants import gguf_variant
 
     v = gguf_variant(lambda k: f.value(k), (t.name for t in f.tensors))
-    if v is None or not v.has_role("upgrade"):
-        return UpgradeRules()
+    return UpgradeRules() if v is None else variant_rules(v.name)
+
+
+def variant_rules(name: str) -> UpgradeRules:
+    """The ``RULES`` of variant ``name``'s ``upgrade`` role; a variant without one has the rules of the variant it
+    refines (a new refinement inherits its lineage's), and one that refines none the base rules (none)."""
+    from .variants import BY_NAME
+
+    v = BY_NAME[name]
+    while not v.has_role("upgrade"):
+        if v.refines is None:
+            return UpgradeRules()
+        v = BY_NAME[v.refines]
     rules: UpgradeRules = v.role("upgrade").RULES
     return rules
 

@@ -62,6 +62,7 @@ from .staleness import (
     revision_index,
     rules_for,
     staleness_findings,
+    variant_rules,
 )
 
 __all__ = ["REVISIONS", "PREC_A4", "Header", "Piece", "PlanHeader", "Stale", "Staleness", "TargetInfo",
@@ -74,12 +75,11 @@ _SPECIAL_IDS = ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "t
 
 def __getattr__(name: str) -> Any:
     """``CONFIG_KEYS``: the keys a checkpoint's ``config.json`` decides, over every variant's upgrade rules (each
-    variant's ``config_keys``, in registry order, once each); computed when first asked (it imports the roles)."""
+    variant's ``config_keys``, in registry order, once each); computed when asked (it imports the roles)."""
     if name == "CONFIG_KEYS":
         from .variants import VARIANTS
 
-        return tuple(dict.fromkeys(k for v in VARIANTS if v.has_role("upgrade")
-                                   for k in v.role("upgrade").RULES.config_keys))
+        return tuple(dict.fromkeys(k for v in VARIANTS for k in variant_rules(v.name).config_keys))
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
