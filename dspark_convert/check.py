@@ -370,11 +370,11 @@ def check_file(path: str | Path, remote: RemoteOptions | None = None) -> list[Fi
 def stale_layout(path: str | os.PathLike[str], plan: Plan | None = None, target: Any = None) -> list[Finding]:
     """The ``stale-layout`` warnings of ``check FILE`` and ``check FILE --target TARGET``: what an older upstream
     revision's layout lacks, each with the ``upgrade`` command that fixes it
-    (:func:`dspark_convert.upgrade.staleness_findings`; empty for a current file). ``plan`` is the file's header
-    when already read (local or remote), else ``path`` is read; ``target`` (a
-    :class:`~dspark_convert.upgrade.TargetInfo`, or the fit path's target :class:`~dspark_convert.fit.Side`) decides
-    the items that depend on the target."""
-    from .upgrade import PlanHeader, TargetInfo, staleness_findings
+    (:func:`dspark_convert.staleness.staleness_findings`, below ``check``: the conversion is not imported; empty for
+    a current file). ``plan`` is the file's header when already read (local or remote), else ``path`` is read;
+    ``target`` (a :class:`~dspark_convert.staleness.TargetInfo`, or the fit path's target
+    :class:`~dspark_convert.fit.Side`) decides the items that depend on the target."""
+    from .staleness import PlanHeader, TargetInfo, staleness_findings
 
     info = target if target is None or isinstance(target, TargetInfo) else TargetInfo.from_side(target)
     return staleness_findings(path, PlanHeader(plan) if plan is not None else None, info)

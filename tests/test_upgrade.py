@@ -775,3 +775,75 @@ def test_dsv4_dspark_with_checkpoint_is_left_alone(old_file, golden_inputs: Path
     r = upgrade(a, tmp_path / "c.gguf", target=target, hf=golden_inputs / "dspark-dsv4")
     assert r.changes == [] and (tmp_path / "c.gguf").read_bytes() == a.read_bytes()
     assert not any(u.startswith("config keys") for u in r.staleness.unchecked)
+
+
+# ---------------------------------------------------------------------------------------------- the rules' home
+def test_every_variant_has_upgrade_rules() -> None:
+    """The driver asks the registry: every variant has an ``upgrade`` role; the lineage's config-key rules belong
+    to the variants whose converters follow the lineage's config schema, and ``upgrade.CONFIG_KEYS`` is their
+    union."""
+    from dspark_convert.staleness import UpgradeRules, variant_rules
+    from dspark_convert.upgrade import CONFIG_KEYS
+    from dspark_convert.variants import VARIANTS
+
+    assert all(isinstance(variant_rules(v.name), UpgradeRules) for v in VARIANTS)
+    assert all(v.has_role("upgrade") or v.refines for v in VARIANTS)  # else a new arch's files would get no rules
+    keys = {v.name: variant_rules(v.name).config_keys for v in VARIANTS}
+    assert {n: len(k) for n, k in keys.items()} == {"dsv4": 0, "gemma4": 0, "dflash2": 5, "dflash": 5, "eagle3": 0}
+    assert CONFIG_KEYS == keys["dflash"] == keys["dflash2"]
+    assert CONFIG_KEYS[0] == "dflash.rope.dimension_count" and CONFIG_KEYS[-1] == "dflash.attention.causal"
+
+
+class _Header:
+    """A header from a dict (the :class:`~dspark_convert.staleness.Header` protocol)."""
+
+    def __init__(self, kvs: dict[str, object], tensors: tuple[str, ...] = ()) -> None:
+        from types import SimpleNamespace
+
+        self.kvs = kvs
+        self.tensors = [SimpleNamespace(name=n) for n in tensors]
+        self.arch = kvs.get("general.architecture")
+
+    def value(self, key: str, default: object = None) -> object:
+        return self.kvs.get(key, default)
+
+
+def test_a_file_no_variant_loads_gets_only_the_items_of_every_file() -> None:
+    """A ``llama`` file: no variant's rules apply (the base rules: nothing), only the tokenizer flags."""
+    from dspark_convert.staleness import TargetInfo, UpgradeRules, rules_for
+
+    h = _Header({"general.architecture": "llama", "tokenizer.ggml.model": "gpt2"}, ("token_embd.weight",))
+    assert type(rules_for(h)) is UpgradeRules
+    st = detect_staleness(h)
+    assert st.stale == [] and st.unchecked == ["tokenizer add_bos/add_eos (post-processor rule)"]
+    assert st.revisions == ("749f688", None)
+    target = TargetInfo("t", config={"architectures": ["Gemma3ForCausalLM"]}, _add={"bos": True})
+    st = detect_staleness(h, target)  # a Gemma target decides nothing for a file no variant loads but the flags
+    assert [(s.subject, s.since, s.needs) for s in st.stale] == [("tokenizer.ggml.add_bos_token", "b11223", "target")]
+    assert st.revisions == ("749f688", "b11223")
+
+
+def test_refining_variants_keep_their_own_keys() -> None:
+    """The same ``dflash`` header lists the lineage's config keys as unchecked, unless a refining variant whose
+    converter writes its own keys (the registry's answer: hyper-connections) loads it."""
+    kvs = {"general.architecture": "dflash", "dflash.attention.key_length": 8}
+    plain = detect_staleness(_Header(kvs, ("fc.weight",)))
+    assert plain.unchecked[0].startswith("config keys rope.dimension_count, attention.value_scale")
+    assert plain.unchecked[-2:] == ["dflash.rope.dimension_sections (M-RoPE target?)",
+                                    "dflash.embedding_scale (Gemma target?)"]
+    own = detect_staleness(_Header({**kvs, "dflash.hyper_connection.count": 4}, ("fc.weight",)))
+    assert own.unchecked == plain.unchecked[-2:] and own.stale == []
+
+
+def test_check_does_not_import_the_conversion(old_file) -> None:
+    """``check FILE``'s staleness warning comes from :mod:`dspark_convert.staleness` (below check): neither
+    ``upgrade`` nor ``hf2gguf`` is imported (the import cycle check -> upgrade -> hf2gguf -> check is gone)."""
+    import subprocess
+    import sys
+
+    old = old_file("dspark-reduced", "bf16")
+    code = ("import sys; from dspark_convert.check import stale_layout; "
+            f"print([f.subject for f in stale_layout({str(old)!r})]); "
+            "print(sorted(m for m in ('dspark_convert.upgrade', 'dspark_convert.hf2gguf') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.splitlines() == ["['dflash.has_confidence_head']", "[]"]
