@@ -82,17 +82,18 @@ def compare(path: Path, expected: dict[str, Any]) -> list[str]:
 
 
 def parity(draft: Path, target: Path, manifests: Path, stem: str, tmp: Path,
-           outtypes: tuple[str, ...]) -> dict[str, list[str]]:
+           outtypes: tuple[str, ...], *, match_upstream: bool = False) -> dict[str, list[str]]:
     """Convert ``draft`` at each outtype and compare with ``manifests/<stem>.<outtype>.json``: outtype -> the first
     differences (empty when every file is identical). Each conversion must end without an error finding and pass
-    ``check``."""
+    ``check``. ``match_upstream``: convert with ``--match-upstream`` (upstream's layout where the default adds the
+    target's head)."""
     from dspark_convert import convert
     from dspark_convert.check import check_file, errors
 
     failures = {}
     for outtype in outtypes:
         out = tmp / f"{stem}.{outtype}.gguf"
-        r = convert(draft, target, out, outtype=outtype)
+        r = convert(draft, target, out, outtype=outtype, match_upstream=match_upstream)
         assert [str(f) for f in r.findings if f.level == "error"] == []
         diffs = compare(out, json.loads((manifests / f"{stem}.{outtype}.json").read_text()))
         if diffs:

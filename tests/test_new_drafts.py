@@ -47,8 +47,9 @@ def b11434_qwen3(golden_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     return out / "qwen3"
 
 
-def _parity(draft: Path, target: Path, manifests: Path, stem: str, tmp: Path) -> dict[str, list[str]]:
-    return parity(draft, target, manifests, stem, tmp, OUTTYPES)
+def _parity(draft: Path, target: Path, manifests: Path, stem: str, tmp: Path, *,
+            match_upstream: bool = False) -> dict[str, list[str]]:
+    return parity(draft, target, manifests, stem, tmp, OUTTYPES, match_upstream=match_upstream)
 
 
 @pytest.mark.parametrize("case", DFLASH2_CASES)
@@ -58,8 +59,50 @@ def test_dflash2_public_sample_all_outtypes(b11434_qwen3: Path, golden_dir: Path
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_dflash2_variants_match_upstream(b11434_qwen3: Path, tmp_path: Path, variant: str) -> None:
+    """--match-upstream: upstream b11434's bytes at every outtype (v-dflash2-bf16 keeps its own embed_tokens, where
+    the default also adds the target's head: the next test)."""
     draft = make(tmp_path, variant)
-    assert _parity(draft, b11434_qwen3 / "target", ORACLE, variant, tmp_path) == {}
+    assert _parity(draft, b11434_qwen3 / "target", ORACLE, variant, tmp_path, match_upstream=True) == {}
+
+
+@pytest.mark.parametrize("outtype", OUTTYPES)
+def test_dflash2_own_embedding_gets_the_target_head_and_verifies(b11434_qwen3: Path, tmp_path: Path,
+                                                                 outtype: str) -> None:
+    """A DFlash2 draft that stores embed_tokens (kept as token_embd) on an untied target: upstream writes no
+    output.weight, so llama.cpp's loader scores the block and the selector with token_embd (src/models/dflash.cpp:
+    TENSOR_DUPLICATED) while the checkpoint scores with the target's lm_head; verify fails that layout. The default
+    adds the target's lm_head as output.weight (every other tensor and key byte-identical to upstream's manifest)
+    and verifies; --match-upstream keeps upstream's layout, which verify fails on the block logits."""
+    import numpy as np
+    from gguf import GGUFReader
+    from golden_manifest import compare, describe
+
+    draft, target = make(tmp_path, "v-dflash2-bf16"), b11434_qwen3 / "target"
+    out = tmp_path / "d.gguf"
+    convert(draft, target, out, outtype=outtype)
+    manifest = json.loads((ORACLE / f"v-dflash2-bf16.{outtype}.json").read_text())
+    got = describe(out)
+    assert {k: v for k, v in got["kv"].items() if not k.startswith("general.")} == {
+        k: v for k, v in manifest["kv"].items() if not k.startswith("general.")}
+    assert [t for t in got["tensors"] if t["name"] != "output.weight"] == manifest["tensors"]
+    head = next(t for t in got["tensors"] if t["name"] == "output.weight")
+    emb = next(t for t in got["tensors"] if t["name"] == "token_embd.weight")
+    assert head["ne"] == emb["ne"] == [32, 129280] and head["type"] == emb["type"]
+    if outtype == "f32":  # exactly the target's lm_head
+        from safetensors import safe_open
+
+        idx = json.loads((target / "model.safetensors.index.json").read_text())["weight_map"]
+        with safe_open(target / idx["lm_head.weight"], "pt") as f:
+            want = f.get_tensor("lm_head.weight").float().numpy()
+        data = next(t for t in GGUFReader(out).tensors if t.name == "output.weight").data
+        assert np.array_equal(np.asarray(data).reshape(want.shape), want)
+    passed, rows = _verify_rows(out, draft, target)
+    assert passed, rows
+    up = tmp_path / "u.gguf"
+    convert(draft, target, up, outtype=outtype, match_upstream=True)
+    assert compare(up, manifest) == []
+    passed, rows = _verify_rows(up, draft, target)
+    assert not passed and rows["block logits (scaled, capped)"] is False and rows["layer 0 output"], rows
 
 
 def test_dflash2_tensor_types(b11434_qwen3: Path, tmp_path: Path) -> None:

@@ -88,12 +88,12 @@ def swiglu(x: torch.Tensor, L: Weights, p: str) -> torch.Tensor:
 
 
 def _embed(d: HFDraft, ids: list[int]) -> torch.Tensor:
-    x = d.weights.rows("embed_tokens.weight", ids) if d.hp.own_embed else d.target.rows(d.target_embed_name(), ids)
-    if d.mask_vector is not None:  # MiMo: the learned mask vector, cast to the embedding's dtype as upstream does
-        mask_id, vec = d.mask_vector
-        name = d.target_embed_name()
-        row = vec.to(d.target.dtype_of(name)).to(torch.float32)[None]
-        kind = d.target.storage.get(name)
+    table, name = (d.weights, "embed_tokens.weight") if d.hp.own_embed else (d.target, d.target_embed_name())
+    x = table.rows(name, ids)
+    if d.mask_vector is not None:  # the learned mask vector, cast to the dtype of the table it patches (upstream:
+        mask_id, vec = d.mask_vector  # the draft's own embed_tokens when it has one, else the target's embedding)
+        row = vec.to(table.dtype_of(name)).to(torch.float32)[None]
+        kind = table.storage.get(name)
         if kind is not None:  # rounded as the GGUF stores the patched table
             row = round_to_storage(row, kind)
         x[torch.tensor(ids) == mask_id] = row[0]

@@ -148,10 +148,19 @@ def build_plan(ctx: Context) -> Plan:
     conv = conv_settings(dc, hidden, where)
     ids = dc.get("target_layer_ids", hp.get("target_layer_ids"))
     taps = lineage.target_taps(ctx, ids, "dflash_config.target_layer_ids")
-    tensors = map_tensors(ctx, hp, conv, vocab_size)
-    vocab, tail = lineage.vocab_kvs(ctx, vocab_size, dc.get("mask_token_id"))
     notes = [f"DFlash2: conv kernel {conv['conv_kernel_size']}, group {conv['conv_group_size']}, selector rank "
              f"{conv['selector_rank']}, top-k {conv['selector_top_k']}"]
+    # a draft that stores embed_tokens keeps it as token_embd; with no output.weight llama.cpp's loader then scores
+    # the block (and the selector) with that matrix instead of the target's head: on an untied target the default
+    # adds the target's head, as for the other drafts of the lineage (--match-upstream: upstream's layout)
+    names = {lineage.bare_name(n) for n in ctx.draft.names}
+    kept = "embed_tokens.weight" in names and hp.get("has_embed_tokens") is not False
+    head = "lm_head.weight" in names
+    layout = lineage.choose_head_layout(ctx, keeps_embedding=kept, head_in_draft=head, upstream_drops_head=False)
+    lineage.apply_head_layout(ctx, layout, lineage.upstream_head_layout(head_in_draft=head, upstream_drops_head=False),
+                              notes)
+    tensors = map_tensors(ctx, hp, conv, vocab_size)
+    vocab, tail = lineage.vocab_kvs(ctx, vocab_size, dc.get("mask_token_id"))
     return finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, ctx.file_type, where),
                        dflash2_kvs(ctx, hp, dc, taps, conv), vocab, tail, tensors, notes)
 
