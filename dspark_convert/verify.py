@@ -35,7 +35,7 @@ from .llamacpp.layouts import TOKEN_EMBD_HEAD_NOTE, runtime_head
 from .reference.weights import GGUFWeights, open_gguf
 from .variants import Variant, gguf_variant
 from .verify_accounting import ROW as ACCOUNTING_ROW
-from .verify_accounting import account
+from .verify_accounting import Tensors, account_for
 from .verify_checks import (
     EXACT_NMSE,
     GRADES,
@@ -48,7 +48,7 @@ from .verify_checks import (
     grade,
     metadata_checks,
 )
-from .verify_rows import Job, Tensors, checkpoint_prover, draft_readers, gguf_types, prover
+from .verify_rows import Job, checkpoint_prover, draft_readers, gguf_types, prover
 
 __all__ = ["EXACT_NMSE", "GRADES", "MetadataCheck", "OutputCheck", "VerifyReport", "add_argmax", "case_contexts",
            "compare_cases", "compare_tokens", "compare_values", "draft_readers", "gguf_types", "grade",
@@ -247,7 +247,6 @@ def _runtime_notes(g: GGUFWeights) -> list[str]:
 
 def _account(report: VerifyReport, variant: Variant, gguf_names: list[str], t: Tensors) -> None:
     """Every tensor of both sides read, compared or dropped by a named rule; else one failing row naming it."""
-    a = account(variant, gguf_names, t.gguf_read, t.gguf_compared, t.checkpoint_names, t.checkpoint_read,
-                t.checkpoint_compared)
+    a = account_for(variant, gguf_names, t)
     report.tensors = a.to_dict()
     report.accounting = a.row()

@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ import numpy as np
 from .errors import ConvertError
 from .reference.weights import GGUFWeights, TargetWeights
 from .variants import VARIANTS, Variant, variant_of_family
+from .verify_accounting import Tensors
 from .verify_checks import (
     MetadataCheck,
     OutputCheck,
@@ -50,6 +52,10 @@ from .verify_checks import (
     metadata_checks,
 )
 from .verify_nvfp4 import nvfp4_rows
+
+__all__ = ["SHARED_READER", "Forwards", "Inputs", "Job", "OwnSide", "Pair", "Proof", "Prover", "Side", "TensorChecks",
+           "Tensors", "anchors", "checkpoint_prover", "draft_readers", "gguf_types", "lazy", "next_tokens", "prover",
+           "storage_of"]
 
 if TYPE_CHECKING:
     from .reference.hf_draft import HFDraft
@@ -86,17 +92,6 @@ class Job:
         if self._draft is None:
             self._draft = load_shared_draft(Path(self.hf_dir), Path(str(self.target_dir)))
         return self._draft
-
-
-@dataclass
-class Tensors:
-    """What the tensor accounting (:mod:`.verify_accounting`) needs of a proof that ran to the end."""
-
-    gguf_read: set[str] = field(default_factory=set)
-    gguf_compared: set[str] = field(default_factory=set)
-    checkpoint_names: list[str] = field(default_factory=list)
-    checkpoint_read: set[str] = field(default_factory=set)
-    checkpoint_compared: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -176,6 +171,20 @@ def load_shared_draft(hf_dir: Path, target_dir: Path) -> HFDraft:
 def gguf_types(g: GGUFWeights) -> dict[str, str]:
     """GGUF tensor name -> GGML type name (what the torch side rounds each checkpoint tensor to)."""
     return {t.name: t.qtype.name for t in g.file.tensors if t.qtype is not None}
+
+
+def lazy(module: str, name: str) -> Callable[..., Any]:
+    """``module.name``, imported at its first call: a torch side's class or function, so that reading a variant's
+    role imports no torch (verify says it needs torch when it runs).
+
+    Example:
+        >>> lazy("math", "hypot")(3, 4)
+        5.0
+    """
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    return call
 
 
 def storage_of(g: GGUFWeights, names: Collection[str], counterpart: Callable[[str], str | None]) -> dict[str, str]:
@@ -376,8 +385,9 @@ class SharedReader:
         proof.storage = _storage_summary(exact)
         proof.outputs += nvfp4.outputs
         if not any(o.name == "GGUF forward" for o in proof.outputs):      # the forwards ran to the end
-            proof.tensors = Tensors(g.read - nvfp4.gguf_compared, nvfp4.gguf_compared, d.weights.names,
-                                    d.weights.read | nvfp4.ckpt_read, nvfp4.ckpt_compared)
+            t = nvfp4.tensors   # the NVFP4 rows' compared tensors, and the companions the torch side decoded
+            proof.tensors = Tensors(g.read - t.gguf_compared, t.gguf_compared, d.weights.names,
+                                    d.weights.read | t.checkpoint_read, t.checkpoint_compared)
         return proof
 
 

@@ -12,7 +12,6 @@ GGUF's own top-k candidates are the same sets.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,9 @@ import numpy as np
 
 from ...reference.weights import GGUFWeights, TargetWeights
 from ...verify_checks import MetadataCheck, OutputCheck
-from ...verify_rows import Forwards, Inputs, OwnSide, Pair, anchors
+from ...verify_rows import Forwards, Inputs, OwnSide, Pair, anchors, lazy
+from .numpy_forward import DFlash2HParams, top_k
+from .numpy_forward import dflash2_forward as numpy_forward
 
 
 def accepts(hf_dir: Path) -> bool:
@@ -33,17 +34,8 @@ def accepts(hf_dir: Path) -> bool:
     return isinstance(archs, list) and any(a in ARCHITECTURES for a in archs)
 
 
-def _checkpoint(draft: Path, target: Path, storage: Mapping[str, str] | None) -> Any:
-    from .torch_forward import DFlash2Checkpoint  # torch: imported when verify runs
-
-    return DFlash2Checkpoint(draft, target, storage)
-
-
-def _counterpart(name: str) -> str | None:
-    from .torch_forward import gguf_counterpart
-
-    return gguf_counterpart(name)
-
+#: the variant's own torch side (imported when verify runs: torch)
+_TORCH = f"{__package__}.torch_forward"
 
 #: dflash_config key -> GGUF key of the conv / selector settings (verify's own spelling)
 _CONV_KEYS = (("conv_kernel_size", "dflash.conv_kernel_size"), ("conv_group_size", "dflash.conv_group_size"),
@@ -70,20 +62,14 @@ def metadata(g: GGUFWeights, ck: Any) -> list[MetadataCheck]:
 
 
 def _reference(ck: Any, inputs: Inputs, anchors: list[int], refs: list[Any] | None) -> list[Any]:
-    from .torch_forward import dflash2_forward
-
-    return dflash2_forward(ck, inputs.feats, anchors)
+    return lazy(_TORCH, "dflash2_forward")(ck, inputs.feats, anchors)
 
 
 def _candidate(g: GGUFWeights, target: TargetWeights, inputs: Inputs, anchors: list[int], refs: list[Any]) -> list[Any]:
-    from .numpy_forward import dflash2_forward
-
-    return dflash2_forward(g, target, inputs.feats, anchors, [r.candidates for r in refs])
+    return numpy_forward(g, target, inputs.feats, anchors, [r.candidates for r in refs])
 
 
 def _hparams(g: GGUFWeights, outs: list[Any], anchors: list[int]) -> dict[str, Any]:
-    from .numpy_forward import DFlash2HParams
-
     hp = DFlash2HParams.from_gguf(g)
     return {"block_size": hp.base.block_size, "conv_kernel_size": hp.kernel, "conv_group_size": hp.group,
             "selector_rank": hp.rank, "selector_top_k": hp.top_k, "logit_scale": hp.logit_scale,
@@ -92,8 +78,6 @@ def _hparams(g: GGUFWeights, outs: list[Any], anchors: list[int]) -> dict[str, A
 
 def rows(p: Pair) -> list[OutputCheck]:
     """One row per compared quantity, in forward order; the GGUF's own top-k sets against the torch side's."""
-    from .numpy_forward import top_k
-
     k = p.hparams["selector_top_k"]
     o = [*p.block_trunk(), p.cases("block logits (scaled, capped)", "logits", argmax=True)]
     own = [np.stack([top_k(x.logits[q], k) for q in range(1, x.logits.shape[0])]) for x in p.outs]
@@ -110,5 +94,6 @@ def _n_vocab(g: GGUFWeights, target: Path) -> int:
 
 
 #: verify's role: the variant's own torch side, one random anchor per case, the two DFlash2 forwards
-PROOF = Forwards(OwnSide("dflash2", "z-lab DFlash2", accepts, _checkpoint, _counterpart, _n_vocab), anchors,
+PROOF = Forwards(OwnSide("dflash2", "z-lab DFlash2", accepts, lazy(_TORCH, "DFlash2Checkpoint"),
+                         lazy(_TORCH, "gguf_counterpart"), _n_vocab), anchors,
                  _reference, _candidate, _hparams, rows, metadata)

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ... import schema as S
 from ...reference.weights import GGUFWeights, TargetWeights
 from ...verify_checks import MetadataCheck, OutputCheck, compare_cases, compare_token_cases
-from ...verify_rows import Forwards, Inputs, OwnSide, Pair, anchors
+from ...verify_rows import Forwards, Inputs, OwnSide, Pair, anchors, lazy
+from .numpy_forward import Gemma4HParams
+from .numpy_forward import gemma4_forward as numpy_forward
 
 A = S.ARCH_DFLASH
 
@@ -61,16 +62,8 @@ def accepts(hf_dir: Path) -> bool:
     return isinstance(archs, list) and S.GEMMA4_DSPARK_ARCHITECTURE in archs
 
 
-def _checkpoint(draft: Path, target: Path, storage: Mapping[str, str] | None) -> Any:
-    from .torch_forward import Gemma4Checkpoint  # torch: imported when verify runs
-
-    return Gemma4Checkpoint(draft, target, storage)
-
-
-def _counterpart(name: str) -> str | None:
-    from .torch_forward import gguf_counterpart
-
-    return gguf_counterpart(name)
+#: the variant's own torch side (imported when verify runs: torch)
+_TORCH = f"{__package__}.torch_forward"
 
 
 def _n_vocab(g: GGUFWeights, target: Path) -> int:
@@ -82,20 +75,14 @@ def _n_vocab(g: GGUFWeights, target: Path) -> int:
 
 
 def _reference(ck: Any, inputs: Inputs, anchors: list[int], refs: list[Any] | None) -> list[Any]:
-    from .torch_forward import gemma4_forward
-
-    return gemma4_forward(ck, inputs.feats, anchors)
+    return lazy(_TORCH, "gemma4_forward")(ck, inputs.feats, anchors)
 
 
 def _candidate(g: GGUFWeights, target: TargetWeights, inputs: Inputs, anchors: list[int], refs: list[Any]) -> list[Any]:
-    from .numpy_forward import gemma4_forward
-
-    return gemma4_forward(g, target, inputs.feats, anchors, [r.prev_tokens for r in refs])
+    return numpy_forward(g, target, inputs.feats, anchors, [r.prev_tokens for r in refs])
 
 
 def _hparams(g: GGUFWeights, outs: list[Any], anchors: list[int]) -> dict[str, Any]:
-    from .numpy_forward import Gemma4HParams
-
     hp = Gemma4HParams.from_gguf(g)
     return {"block_size": hp.block_size, "head_dim": hp.head_dim, "n_rot": hp.n_rot,
             "rope_freqs": g.has("rope_freqs.weight"), "embedding_scale": hp.embedding_scale,
@@ -127,5 +114,6 @@ def _both(name: str, refs: list[Any], outs: list[Any]) -> OutputCheck:
 
 
 #: verify's role: the variant's own torch side, one random anchor per case, the two Gemma 4 block forwards
-PROOF = Forwards(OwnSide("dspark_gemma4", "DeepSpec Gemma4DSparkModel", accepts, _checkpoint, _counterpart, _n_vocab),
+PROOF = Forwards(OwnSide("dspark_gemma4", "DeepSpec Gemma4DSparkModel", accepts, lazy(_TORCH, "Gemma4Checkpoint"),
+                         lazy(_TORCH, "gguf_counterpart"), _n_vocab),
                  anchors, _reference, _candidate, _hparams, rows, metadata)
