@@ -3,7 +3,8 @@
 Two independent forwards run on the same seeded inputs (several cases: context lengths ``context // 4``,
 ``context`` and ``4 * context``, each with its own features and anchor / tokens): the torch forward of the
 ORIGINAL Hugging Face folder and the numpy forward of the GGUF file: each GGUF variant's ``torch_forward`` /
-``numpy_forward`` and its ``verify.rows`` (found through :mod:`.variants`; this driver names no family).
+``numpy_forward``, run by the shared row driver :mod:`.verify_rows` as the variant's ``verify`` role states
+(``PROOF``, found through :mod:`.variants`; this driver names no family and calls every variant the same way).
 
 - **Exact mode (the verdict).** The torch side first rounds every checkpoint tensor exactly as the GGUF stores it
   (its GGML type: BF16/F16 round-to-nearest-even, Q8_0 and other block types through gguf-py's reference
@@ -27,22 +28,19 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from typing import Any
 
 from .errors import ConvertError
 from .llamacpp.layouts import TOKEN_EMBD_HEAD_NOTE, runtime_head
-from .reference.weights import GGUFWeights, TargetWeights, open_gguf
-from .variants import VARIANTS, Variant, gguf_variant, variant_of_family
+from .reference.weights import GGUFWeights, open_gguf
+from .variants import Variant, gguf_variant
 from .verify_accounting import ROW as ACCOUNTING_ROW
-from .verify_accounting import account
+from .verify_accounting import Tensors, account_for
 from .verify_checks import (
     EXACT_NMSE,
     GRADES,
     MetadataCheck,
     OutputCheck,
-    _reference,
     add_argmax,
     compare_cases,
     compare_tokens,
@@ -50,13 +48,11 @@ from .verify_checks import (
     grade,
     metadata_checks,
 )
-from .verify_nvfp4 import nvfp4_rows
-
-if TYPE_CHECKING:
-    from .reference.hf_draft import HFDraft
+from .verify_rows import Job, checkpoint_prover, draft_readers, gguf_types, prover
 
 __all__ = ["EXACT_NMSE", "GRADES", "MetadataCheck", "OutputCheck", "VerifyReport", "add_argmax", "case_contexts",
-           "compare_cases", "compare_tokens", "compare_values", "grade", "metadata_checks", "verify"]
+           "compare_cases", "compare_tokens", "compare_values", "draft_readers", "gguf_types", "grade",
+           "metadata_checks", "verify"]
 SCHEMA_VERSION = 2
 
 #: where to look when a component is the first to diverge (GGUF tensors and keys that feed it)
@@ -143,26 +139,6 @@ def case_contexts(context: int) -> list[int]:
 
 
 # ============================================================================================== driver
-def _load_torch_side(hf_dir: Path, target_dir: Path) -> tuple[Any, HFDraft]:
-    try:
-        from .reference import torch_forward
-    except ImportError as e:
-        raise ConvertError(f"verify needs torch ({e}); install it with: pip install 'dspark-convert[torch]'") from None
-    try:
-        return torch_forward, torch_forward.load_draft(hf_dir, target_dir, draft_readers())
-    except ConvertError:
-        raise
-    except (KeyError, ValueError, TypeError, OSError) as e:
-        raise ConvertError(f"{hf_dir}: cannot read the draft checkpoint for the reference forward ({type(e).__name__}: {e})") from None
-
-
-def draft_readers() -> list[Any]:
-    """The torch side's draft readers (``hf_draft.DraftReader``): each registered variant's ``torch_forward``
-    that reads a folder for the generic forwards, in the registry's order. Imports torch."""
-    return [r for r in (v.role("torch_forward") for v in VARIANTS if v.has_role("torch_forward"))
-            if hasattr(r, "read_config")]
-
-
 def _require_folder(folder: Path, flag: str, what: str) -> None:
     """``folder`` exists and holds safetensors weights; a draft passed as the target is named as such."""
     if not folder.is_dir():
@@ -177,11 +153,6 @@ def _require_folder(folder: Path, flag: str, what: str) -> None:
         if arch is not None:
             raise ConvertError(f"{folder}: is a draft checkpoint ({arch}), not a target model; pass the target model "
                                "the draft was trained for as --target-model-dir")
-
-
-def gguf_types(g: GGUFWeights) -> dict[str, str]:
-    """GGUF tensor name -> GGML type name (what the torch side rounds each checkpoint tensor to)."""
-    return {t.name: t.qtype.name for t in g.file.tensors if t.qtype is not None}
 
 
 def _from_hub(spec: str | Path | None, *, draft: bool) -> Any:
@@ -213,8 +184,9 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     Inputs per case: context rows of target features drawn from N(0, 1) (the scale of real hidden states), a
     random anchor (block drafts) or random next tokens (chain drafts, then ``steps`` chained draft tokens). Raises
     ConvertError for unreadable inputs; a conversion that is readable but wrong gives ``passed == False``.
-    A variant without a reference forward yet (``Variant.proof == "tensors"``) is compared tensor by tensor by
-    its ``verify.tensor_rows`` (``target_dir`` may be None).
+    Every variant is proved the same way: its ``verify`` role's ``PROOF`` (:mod:`.verify_rows`), the GGUF's
+    variant when its torch side reads the checkpoint, else the checkpoint's; a variant without a reference forward
+    yet (:class:`.verify_rows.TensorChecks`) is compared tensor by tensor (``target_dir`` may be None).
 
     Example:
         >>> verify("d.gguf", "draft_qwen3_4b", "Qwen3-4B", seed=0).passed  # doctest: +SKIP
@@ -238,105 +210,43 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     g = open_gguf(gguf_path)
     gguf_names = [t.name for t in g.file.tensors]
     variant = gguf_variant(g.value, gguf_names)
-    if variant is not None and variant.proof == "tensors":  # no forward yet: the variant's tensor-by-tensor rows
-        role = variant.role("verify")
-        rows = role.tensor_rows(g, gguf_path, hf_dir, quality=quality)
-        report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir or hf_dir), str(g.value("general.architecture")),
-                              role.FAMILY, role.LAYOUT, seed, 0, [],
-                              hparams=rows.hparams, outputs=rows.outputs, quality=rows.quality,
-                              quality_note=rows.quality_note, metadata=rows.metadata, notes=rows.notes)
-        _account(report, variant, gguf_names, set(), rows.gguf_compared, rows.checkpoint_names, set(),
-                 rows.checkpoint_compared)
-        return report
-    if target_dir is None:
+    job = Job(g, gguf_path, hf_dir, target_dir, case_contexts(context), seed, steps, quality, variant,
+              refuse_broken=lambda: _refuse_broken(gguf_path), runtime_notes=lambda: _runtime_notes(g))
+    spec = prover(variant)                          # the GGUF's variant first, then the checkpoint's
+    if (spec is None or spec.needs_target) and target_dir is None:
         raise ConvertError("--target-model-dir is required: verify reads the target model's token embeddings and lm_head")
-    own = _own_forwards(variant, Path(hf_dir))
-    if own is not None and variant is not None:  # a variant with its own pair of forwards, on a checkpoint its torch side reads
-        return _verify_own(own, variant, g, gguf_names, gguf_path, hf_dir, target_dir, context, seed)
-    # a GGUF of such a variant beside a checkpoint of another family goes the generic way: the tensor
-    # accounting names the tensors no forward reads
-    tf, d = _load_torch_side(Path(hf_dir), Path(target_dir))
-    target = TargetWeights(target_dir)
-    report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir), str(g.value("general.architecture")), d.family,
-                          d.layout, seed, steps, case_contexts(context), notes=list(d.notes))
+    if spec is not None and variant is not None and spec.accepts(job, variant):
+        by = variant
+    else:  # a GGUF of another variant than the checkpoint's: the accounting names the tensors no forward reads
+        by, spec = checkpoint_prover(job)
+    proof = spec.prove(job, by)
+    report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir or hf_dir), str(g.value("general.architecture")),
+                          proof.family, proof.layout, seed, proof.steps, proof.contexts, hparams=proof.hparams,
+                          storage=proof.storage, outputs=proof.outputs, quality=proof.quality,
+                          quality_note=proof.quality_note, metadata=proof.metadata, notes=proof.notes)
+    if proof.tensors is not None:                   # the forwards (or the tensor checks) ran to the end
+        _account(report, variant or by, gguf_names, proof.tensors)
+    return report
+
+
+def _refuse_broken(gguf_path: str | Path) -> None:
+    """A file whose hyperparameters no forward can run on (``check``'s ``hparam-value`` findings) is an input error."""
     from .check import check_file
 
     broken = [f for f in check_file(gguf_path) if f.rule == "hparam-value"]  # e.g. head_count 0: a division by zero
     if broken:
         raise ConvertError(f"{gguf_path}: {broken[0].subject}: {broken[0].message}; the forward cannot run on it "
                            "(check reports it as [hparam-value])")
-    report.metadata = metadata_checks(g, d)
-    nvfp4 = nvfp4_rows(g, d.weights, Path(hf_dir))   # ModelOpt NVFP4: prec_a4 arrays, types, input scales
-    report.metadata += nvfp4.metadata
+
+
+def _runtime_notes(g: GGUFWeights) -> list[str]:
+    """How llama.cpp runs the file, where a reader would not guess it: its output head duplicated from token_embd."""
     head = runtime_head(str(g.value("general.architecture")), {n for n in ("token_embd.weight", "output.weight") if g.has(n)})
-    if head == "token_embd":
-        report.notes.append(TOKEN_EMBD_HEAD_NOTE)
-    if not report.metadata[0].passed:
-        report.outputs.append(OutputCheck("forward", [], grade="not run", passed=False,
-                                          detail="the GGUF architecture does not match the checkpoint family"))
-        return report
-    rng = np.random.default_rng(seed)
-    width = d.weights.shape("fc.weight")[1]
-    n_vocab = min(x for x in (d.hp.vocab_size, target.ckpt.shape(target.embed_name)[0]) if x)
-    feats = [rng.standard_normal((t, width)).astype(np.float32) for t in report.contexts]
-    exact = d.with_storage(gguf_types(g))
-    family_variant = variant_of_family(d.family)      # the checkpoint's variant (the metadata row says they agree)
-    try:
-        family_variant.role("verify").rows(report, tf, d, exact, g, target, feats, rng, n_vocab, quality)
-    except ConvertError as e:
-        if variant is None or variant is family_variant:
-            raise
-        # a file of another variant (e.g. a Gemma 4 block file beside a Qwen3 checkpoint) the checkpoint's forward
-        # cannot compute; where it can (extra tensors), the tensor accounting names what no forward read
-        report.metadata.append(MetadataCheck("architectures", f"a {variant.name} file",
-                                             f"a {family_variant.name} file (the checkpoint: {d.family})", False))
-        report.outputs.append(OutputCheck("forward", [], grade="not run", passed=False,
-                                          detail=f"the checkpoint's forward cannot run on this file: {e}"))
-        return report
-    report.storage = _storage_summary(exact)
-    report.outputs += nvfp4.outputs
-    if not any(o.name == "GGUF forward" for o in report.outputs):      # the forwards ran to the end
-        _account(report, variant or family_variant, gguf_names, g.read - nvfp4.gguf_compared,
-                 nvfp4.gguf_compared, d.weights.names, d.weights.read | nvfp4.ckpt_read, nvfp4.ckpt_compared)
-    return report
+    return [TOKEN_EMBD_HEAD_NOTE] if head == "token_embd" else []
 
 
-def _own_forwards(variant: Variant | None, hf_dir: Path) -> Any:
-    """The variant's verify module when the variant brings its own pair of forwards (``own_rows``) and its torch
-    side reads this checkpoint (``accepts``: the checkpoint's own config, since the GGUF alone does not decide
-    which forwards run); else None (the generic forwards of :mod:`.reference`)."""
-    if variant is None or not variant.has_role("verify"):
-        return None
-    role = variant.role("verify")
-    return role if hasattr(role, "own_rows") and role.accepts(hf_dir) else None
-
-
-def _verify_own(role: Any, variant: Variant, g: GGUFWeights, gguf_names: list[str], gguf_path: str | Path,
-                hf_dir: str | Path, target_dir: str | Path, context: int, seed: int) -> VerifyReport:
-    report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir), str(g.value("general.architecture")),
-                          role.FAMILY, role.LAYOUT, seed, 0, case_contexts(context))
-    rng = np.random.default_rng(seed)
-    rows = _reference(str(hf_dir), lambda: role.own_rows(g, hf_dir, target_dir, report.contexts, rng))
-    report.hparams, report.outputs, report.metadata = rows.hparams, rows.outputs, rows.metadata
-    if not any(o.name == "GGUF forward" for o in report.outputs):      # the forwards ran to the end
-        _account(report, variant, gguf_names, g.read, set(), rows.checkpoint_names, rows.checkpoint_read, set())
-    return report
-
-
-def _account(report: VerifyReport, variant: Variant, gguf_names: list[str], gguf_read: set[str],
-             gguf_compared: set[str], ckpt_names: list[str], ckpt_read: set[str], ckpt_compared: set[str]) -> None:
+def _account(report: VerifyReport, variant: Variant, gguf_names: list[str], t: Tensors) -> None:
     """Every tensor of both sides read, compared or dropped by a named rule; else one failing row naming it."""
-    a = account(variant, gguf_names, gguf_read, gguf_compared, ckpt_names, ckpt_read, ckpt_compared)
+    a = account_for(variant, gguf_names, t)
     report.tensors = a.to_dict()
     report.accounting = a.row()
-
-
-def _storage_summary(exact: HFDraft) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for r in exact.weights.rounding.values():
-        s = out.setdefault(r.ggml_type, {"tensors": 0, "values": 0, "changed": 0, "max_change": 0.0})
-        s["tensors"] += 1
-        s["values"] += r.values
-        s["changed"] += r.changed
-        s["max_change"] = max(s["max_change"], r.max_change)
-    return dict(sorted(out.items()))

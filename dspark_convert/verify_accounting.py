@@ -37,6 +37,18 @@ ROW = "tensor accounting"
 
 
 @dataclass
+class Tensors:
+    """What the accounting needs of a proof that ran to the end (or one contribution to it, such as the NVFP4
+    rows'): the tensors the forwards read and the tensor checks compared, on each side, and the checkpoint's names."""
+
+    gguf_read: set[str] = field(default_factory=set)
+    gguf_compared: set[str] = field(default_factory=set)
+    checkpoint_names: list[str] = field(default_factory=list)
+    checkpoint_read: set[str] = field(default_factory=set)
+    checkpoint_compared: set[str] = field(default_factory=set)
+
+
+@dataclass
 class SideAccount:
     """One side's tensors in their bins (names in file order)."""
 
@@ -103,7 +115,14 @@ def _side(names: Iterable[str], read: Collection[str], compared: Collection[str]
 
 def account(variant: Variant, gguf_names: list[str], gguf_read: Collection[str], gguf_compared: Collection[str],
             ckpt_names: list[str], ckpt_read: Collection[str], ckpt_compared: Collection[str]) -> TensorAccount:
-    """Put every tensor of both sides in its bin, with ``variant``'s drop rules."""
+    """Put every tensor of both sides in its bin, with ``variant``'s drop rules (:func:`account_for` takes a
+    :class:`Tensors`)."""
     have = frozenset(gguf_names)
     return TensorAccount(variant.name, _side(gguf_names, gguf_read, gguf_compared, variant.gguf_drops, have),
                          _side(ckpt_names, ckpt_read, ckpt_compared, variant.checkpoint_drops, have))
+
+
+def account_for(variant: Variant, gguf_names: list[str], t: Tensors) -> TensorAccount:
+    """:func:`account` of a proof's :class:`Tensors`."""
+    return account(variant, gguf_names, t.gguf_read, t.gguf_compared, t.checkpoint_names, t.checkpoint_read,
+                   t.checkpoint_compared)

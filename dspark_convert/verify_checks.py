@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -64,18 +64,6 @@ class MetadataCheck:
     gguf: Any
     expected: Any
     passed: bool
-
-
-@dataclass
-class OwnRows:
-    """What a variant's own pair of forwards hands the driver (``variants/<name>/verify.py``'s ``own_rows``): its
-    rows, and the checkpoint's tensors with those its torch forward read (the driver's tensor accounting)."""
-
-    hparams: dict[str, Any] = field(default_factory=dict)
-    outputs: list[OutputCheck] = field(default_factory=list)
-    metadata: list[MetadataCheck] = field(default_factory=list)
-    checkpoint_names: list[str] = field(default_factory=list)
-    checkpoint_read: set[str] = field(default_factory=set)
 
 
 # ============================================================================================== values
@@ -292,16 +280,22 @@ def metadata_checks(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
     ]
     if scaling or c.rope_scaling_factor is not None:
         out.append(_meta(f"{a}.rope.scaling.factor", c.rope_scaling_factor, hp.rope.factor if scaling else None))
-    role = variant.role("verify")
-    out += role.metadata(g, d)
-    if d.weights.has("d2t") and (getattr(role, "D2T_ALWAYS", False) or hp.draft_vocab_size < hp.vocab_size):
-        expected = d.weights.get("d2t").long().numpy().reshape(-1)
-        expected = expected + np.arange(expected.size)
-        got = g.ints("d2t") if g.has("d2t") else None
-        same = got is not None and got.shape == expected.shape and bool((got == expected).all())
-        out.append(MetadataCheck("d2t (absolute ids)", "equal" if same else ("absent" if got is None else "different"),
-                                 f"{expected.size} ids", same))
+    out += variant.role("verify").PROOF.metadata(g, d)
     return out
+
+
+def d2t_rows(g: GGUFWeights, d: HFDraft, *, always: bool = False) -> list[MetadataCheck]:
+    """The ``d2t (absolute ids)`` row: the GGUF's draft -> target ids against the checkpoint's offsets plus their
+    index, when the checkpoint has a ``d2t`` and the draft's vocabulary is reduced (``always``: whenever it has one)."""
+    hp = d.hp
+    if not (d.weights.has("d2t") and (always or hp.draft_vocab_size < hp.vocab_size)):
+        return []
+    expected = d.weights.get("d2t").long().numpy().reshape(-1)
+    expected = expected + np.arange(expected.size)
+    got = g.ints("d2t") if g.has("d2t") else None
+    same = got is not None and got.shape == expected.shape and bool((got == expected).all())
+    return [MetadataCheck("d2t (absolute ids)", "equal" if same else ("absent" if got is None else "different"),
+                          f"{expected.size} ids", same)]
 
 
 # ============================================================================================== running the forwards
@@ -316,11 +310,13 @@ def _reference(hf_dir: str, run: Any) -> Any:
         raise ConvertError(f"{hf_dir}: the reference forward failed on this checkpoint ({type(e).__name__}: {e})") from None
 
 
-def _candidate(report: Any, run: Any) -> Any:
-    """Run the numpy forward; a readable but inconsistent GGUF (missing tensor, bad shape) fails the report."""
+def _candidate(report: Any, run: Any,
+               errors: tuple[type[Exception], ...] = (ConvertError, ValueError, IndexError, KeyError)) -> Any:
+    """Run the numpy forward; a readable but inconsistent GGUF (missing tensor, bad shape: ``errors``) fails the
+    report."""
     try:
         return run()
-    except (ConvertError, ValueError, IndexError, KeyError) as e:
+    except errors as e:
         report.outputs.append(OutputCheck("GGUF forward", [], grade="error", passed=False, detail=str(e)))
         return None
 

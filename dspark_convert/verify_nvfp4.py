@@ -27,6 +27,7 @@ import numpy as np
 from . import modelopt
 from .hf.checkpoint import load_json
 from .reference.storage import gguf_counterpart
+from .verify_accounting import Tensors
 from .verify_checks import MetadataCheck, OutputCheck
 
 if TYPE_CHECKING:
@@ -41,11 +42,11 @@ def _bare(name: str) -> str:
 
 @dataclass
 class Nvfp4Rows:
+    """The NVFP4 rows, and their share of the tensor accounting (compared tensors, companions read)."""
+
     metadata: list[MetadataCheck] = field(default_factory=list)
     outputs: list[OutputCheck] = field(default_factory=list)
-    gguf_compared: set[str] = field(default_factory=set)
-    ckpt_compared: set[str] = field(default_factory=set)
-    ckpt_read: set[str] = field(default_factory=set)
+    tensors: Tensors = field(default_factory=Tensors)
 
 
 def nvfp4_rows(g: GGUFWeights, w: TorchCheckpoint, hf_dir: Path) -> Nvfp4Rows:
@@ -67,7 +68,7 @@ def nvfp4_rows(g: GGUFWeights, w: TorchCheckpoint, hf_dir: Path) -> Nvfp4Rows:
     out.metadata.append(MetadataCheck("NVFP4 tensor types", [f"{n}: {t.name if t else '?'}" for n, t in wrong_type]
                                       or "all NVFP4", "all NVFP4", not wrong_type))
     for n in weights:
-        out.ckpt_read.update(w.nvfp4_companions(n))
+        out.tensors.checkpoint_read.update(w.nvfp4_companions(n))
     # input scales: GGUF value vs checkpoint value (1.0 when the checkpoint has none)
     bad: list[str] = []
     for n, (gn, _) in zip(weights, pairs, strict=True):
@@ -75,16 +76,16 @@ def nvfp4_rows(g: GGUFWeights, w: TorchCheckpoint, hf_dir: Path) -> Nvfp4Rows:
         want = float(w.get(src, record=False).reshape(-1)[0]) if w.has(src) else None
         gname = gn.removesuffix(".weight") + ".input_scale"
         if w.has(src):
-            out.ckpt_compared.add(src)
+            out.tensors.checkpoint_compared.add(src)
         if g.has(gname):
-            out.gguf_compared.add(gname)
+            out.tensors.gguf_compared.add(gname)
             got = float(g.array(gname).reshape(-1)[0])
             if want is None or not np.float32(got) == np.float32(want):
                 bad.append(f"{gname} = {got}, checkpoint {want}")
         elif not modelopt.scale_is_trivial(want) and gn.startswith("blk."):
             bad.append(f"{gname} missing, checkpoint {src} = {want}")
     out.outputs.append(OutputCheck("NVFP4 input scales", [], grade="exact" if not bad else "wrong", passed=not bad,
-                                   detail="; ".join(bad) if bad else f"{len(out.gguf_compared)} in the GGUF, "
-                                   f"{len(out.ckpt_compared)} in the checkpoint, all equal or trivial"))
-    g.read.difference_update(out.gguf_compared)  # compared, not read by the forward (g.array above records)
+                                   detail="; ".join(bad) if bad else f"{len(out.tensors.gguf_compared)} in the GGUF, "
+                                   f"{len(out.tensors.checkpoint_compared)} in the checkpoint, all equal or trivial"))
+    g.read.difference_update(out.tensors.gguf_compared)  # compared, not read by the forward (g.array above records)
     return out

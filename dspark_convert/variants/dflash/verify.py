@@ -1,7 +1,7 @@
-"""verify's rows for a ``dflash`` file (DSpark / DFlash): the numpy forward of the GGUF (:mod:`.numpy_forward`)
-against the torch forward of the checkpoint (:func:`.torch_forward.block_forward`), component by component:
-context projection, block input, each layer, the post-norm hidden state, logits, the Markov head, the chosen
-tokens, the confidence head.
+"""verify's role for a ``dflash`` file (DSpark / DFlash): the numpy forward of the GGUF (:mod:`.numpy_forward`)
+against the torch forward of the checkpoint (:func:`.torch_forward.block_forward`, read by the shared reader),
+component by component: context projection, block input, each layer, the post-norm hidden state, logits, the
+Markov head, the chosen tokens, the confidence head; and the ``dflash.*`` metadata rows.
 """
 
 from __future__ import annotations
@@ -11,72 +11,58 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...verify_checks import (
-    EXACT_NMSE,
-    MetadataCheck,
-    OutputCheck,
-    _candidate,
-    _meta,
-    _quality_ref,
-    _reference,
-    compare_cases,
-    compare_token_cases,
-)
+from ...verify_checks import EXACT_NMSE, MetadataCheck, OutputCheck, _meta, compare_cases, d2t_rows
+from ...verify_rows import SHARED_READER, Forwards, Inputs, Pair, anchors
 from .numpy_forward import BlockCase, dflash_forward
 
 if TYPE_CHECKING:
     from ...reference.hf_draft import HFDraft
 
 
-def rows(report: Any, tf: Any, d: HFDraft, exact: HFDraft, g: GGUFWeights, target: TargetWeights,
-         feats: list[np.ndarray], rng: np.random.Generator, n_vocab: int, quality: bool) -> None:
-    """verify's rows for a block draft: one random anchor per case (drawn after the features), both forwards, one
-    row per component in forward order; then (``quality``) the rows against the unrounded checkpoint."""
+def _reference(d: HFDraft, inputs: Inputs, anchors: list[int], refs: list[Any] | None) -> list[Any]:
     from .torch_forward import block_forward  # torch: imported when verify runs
 
-    anchors = [int(a) for a in rng.integers(0, n_vocab, size=len(feats))]
-    refs = _reference(report.hf_dir, lambda: block_forward(exact, feats, anchors))
-    outs = _candidate(report, lambda: dflash_forward(
-        g, target, [BlockCase(f, a, r.prev_tokens) for f, a, r in zip(feats, anchors, refs, strict=True)]))
-    if outs is None:
-        return
+    return block_forward(d, inputs.feats, anchors, None if refs is None else [r.prev_tokens for r in refs])
+
+
+def _candidate(g: GGUFWeights, target: TargetWeights, inputs: Inputs, anchors: list[int], refs: list[Any]) -> list[Any]:
+    return dflash_forward(g, target, [BlockCase(f, a, r.prev_tokens) for f, a, r in zip(inputs.feats, anchors, refs,
+                                                                                          strict=True)])
+
+
+def _hparams(g: GGUFWeights, outs: list[Any], anchors: list[int]) -> dict[str, Any]:
     hp = outs[0].hparams
-    report.hparams = {"target_layers": hp.target_layers, "block_size": hp.block_size, "mask_token_id": hp.mask_token_id,
-                      "sample_from_anchor": hp.sample_from_anchor, "markov_rank": hp.markov_rank,
-                      "confidence_head": hp.has_confidence, "n_layer": hp.n_layer, "anchors": anchors,
-                      "prediction_rows": hp.prediction_rows}
-    o = report.outputs
-    o.append(compare_cases("context projection", [r.context for r in refs], [x.context for x in outs]))
-    o.append(compare_cases("block input (embeddings)", [r.block_input for r in refs], [x.block_input for x in outs]))
-    for il in range(max(len(refs[0].layers), len(outs[0].layers))):
-        if il >= len(refs[0].layers) or il >= len(outs[0].layers):
-            o.append(OutputCheck(f"layer {il} output", [], grade="missing", passed=False, layer=il,
-                                 detail=f"{len(refs[0].layers)} layers in the checkpoint, {len(outs[0].layers)} in the GGUF"))
-            continue
-        o.append(compare_cases(f"layer {il} output", [r.layers[il] for r in refs], [x.layers[il] for x in outs], layer=il))
-    o.append(compare_cases("block hidden (post-norm)", [r.hidden for r in refs], [x.hidden for x in outs]))
-    o.append(compare_cases("block logits", [r.logits for r in refs], [x.logits for x in outs], argmax=True))
-    choice = ([r.logits for r in refs], [x.logits for x in outs])
+    return {"target_layers": hp.target_layers, "block_size": hp.block_size, "mask_token_id": hp.mask_token_id,
+            "sample_from_anchor": hp.sample_from_anchor, "markov_rank": hp.markov_rank,
+            "confidence_head": hp.has_confidence, "n_layer": hp.n_layer, "anchors": anchors,
+            "prediction_rows": hp.prediction_rows}
+
+
+def rows(p: Pair) -> list[OutputCheck]:
+    """The exact-mode rows of a block draft, in forward order (the chosen tokens by the Markov-biased logits when
+    the draft has a Markov head)."""
+    refs, outs = p.refs, p.outs
+    o = [*p.block_trunk(missing_fails=True), p.cases("block logits", "logits", argmax=True)]
+    choice = "logits"
     if _both(o, "Markov head", refs[0].markov_bias, outs[0].markov_bias):
-        o.append(compare_cases("Markov bias W2 W1[prev]", [r.markov_bias for r in refs], [x.markov_bias for x in outs]))
-        o.append(compare_cases("Markov-biased logits", [r.markov_logits for r in refs], [x.markov_logits for x in outs],
-                               argmax=True))
-        choice = ([r.markov_logits for r in refs], [x.markov_logits for x in outs])
-    o.append(compare_token_cases("chosen tokens", [r.tokens for r in refs], [x.tokens for x in outs], *choice))
+        o.append(p.cases("Markov bias W2 W1[prev]", "markov_bias"))
+        o.append(p.cases("Markov-biased logits", "markov_logits", argmax=True))
+        choice = "markov_logits"
+    o.append(p.tokens("chosen tokens", choice))
     if _both(o, "confidence head", refs[0].confidence_logits, outs[0].confidence_logits):
         o.append(_confidence_row(refs, outs, EXACT_NMSE))
-    if not quality:
-        report.quality_note = "quality mode skipped (--no-quality)"
-        return
-    if _quality_ref(report, exact):
-        refs = _reference(report.hf_dir, lambda: block_forward(d, feats, anchors, [r.prev_tokens for r in refs]))
-    q = report.quality
-    q.append(compare_cases("block logits", [r.logits for r in refs], [x.logits for x in outs], bound=None, argmax=True))
+    return o
+
+
+def quality_rows(p: Pair) -> list[OutputCheck]:
+    """The logits against the unrounded checkpoint (information)."""
+    refs, outs = p.refs, p.outs
+    q = [p.cases("block logits", "logits", bound=None, argmax=True)]
     if refs[0].markov_logits is not None and outs[0].markov_logits is not None:
-        q.append(compare_cases("Markov-biased logits", [r.markov_logits for r in refs], [x.markov_logits for x in outs],
-                               bound=None, argmax=True))
+        q.append(p.cases("Markov-biased logits", "markov_logits", bound=None, argmax=True))
     if refs[0].confidence_logits is not None and outs[0].confidence_logits is not None:
         q.append(_confidence_row(refs, outs, None))
+    return q
 
 
 def _both(rows: list[OutputCheck], what: str, ref: Any, got: Any) -> bool:
@@ -115,4 +101,8 @@ def metadata(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
     ]
     if hp.sliding_window or g.value("dflash.attention.sliding_window"):
         out.append(_meta("dflash.attention.sliding_window", g.value("dflash.attention.sliding_window", 0), hp.sliding_window))
-    return out
+    return out + d2t_rows(g, d)
+
+
+#: verify's role: the shared reader's checkpoint, one random anchor per case, the two block forwards
+PROOF = Forwards(SHARED_READER, anchors, _reference, _candidate, _hparams, rows, metadata, quality_rows)

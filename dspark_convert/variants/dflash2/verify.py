@@ -1,6 +1,7 @@
-"""``verify`` for DFlash2 files (issue 22): the numpy forward of the GGUF (:mod:`.reference.dflash2_np`) against the
-independent torch forward of the checkpoint (:mod:`.reference.dflash2_torch`), component by component, plus the
-conv / selector metadata; the driver's tensor accounting (``verify_accounting``) accounts for every tensor.
+"""``verify`` for DFlash2 files (issue 22): the numpy forward of the GGUF (:mod:`.numpy_forward`) against the
+independent torch forward of the checkpoint (:mod:`.torch_forward`, the variant's own torch side), component by
+component, plus the conv / selector metadata; the driver's tensor accounting (``verify_accounting``) accounts for
+every tensor.
 
 Exact mode only: the torch side reads every checkpoint tensor rounded as the GGUF stores it, so every row must
 agree to float32 round-off (:data:`.verify_checks.EXACT_NMSE`). The numpy selector scores the torch side's
@@ -17,11 +18,10 @@ from typing import Any
 import numpy as np
 
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...verify_checks import MetadataCheck, OutputCheck, OwnRows, compare_cases
-
-#: the report's family and layout words
-FAMILY = "dflash2"
-LAYOUT = "z-lab DFlash2"
+from ...verify_checks import MetadataCheck, OutputCheck
+from ...verify_rows import Forwards, Inputs, OwnSide, Pair, anchors, lazy
+from .numpy_forward import DFlash2HParams, top_k
+from .numpy_forward import dflash2_forward as numpy_forward
 
 
 def accepts(hf_dir: Path) -> bool:
@@ -34,33 +34,17 @@ def accepts(hf_dir: Path) -> bool:
     return isinstance(archs, list) and any(a in ARCHITECTURES for a in archs)
 
 
-def own_rows(g: GGUFWeights, hf_dir: str | Path, target_dir: str | Path, contexts: list[int],
-             rng: np.random.Generator) -> OwnRows:
-    """verify's inputs for DFlash2 (features per context, then one anchor per case), and :func:`dflash2_rows`."""
-    feats = [rng.standard_normal((t, g.shape("fc.weight")[1])).astype(np.float32) for t in contexts]
-    anchors = [int(a) for a in rng.integers(0, g.shape("selector_successor.weight")[0], size=len(feats))]
-    return dflash2_rows(g, hf_dir, target_dir, feats, anchors)
-
-
-def _storage(g: GGUFWeights, hf_dir: Path, names: list[str]) -> dict[str, str]:
-    """Checkpoint name -> GGML type of the GGUF tensor it became (the torch side's own name table)."""
-    from .torch_forward import gguf_counterpart
-
-    types = {t.name: t.qtype.name for t in g.file.tensors if t.qtype is not None}
-    out = {}
-    for n in names:
-        gg = gguf_counterpart(n)
-        if gg is not None and gg in types:
-            out[n] = types[gg]
-    return out
-
+#: the variant's own torch side (imported when verify runs: torch)
+_TORCH = f"{__package__}.torch_forward"
 
 #: dflash_config key -> GGUF key of the conv / selector settings (verify's own spelling)
 _CONV_KEYS = (("conv_kernel_size", "dflash.conv_kernel_size"), ("conv_group_size", "dflash.conv_group_size"),
               ("selector_rank", "dflash.selector_rank"), ("selector_top_k", "dflash.selector_top_k"))
 
 
-def _metadata(g: GGUFWeights, cfg: dict[str, Any]) -> list[MetadataCheck]:
+def metadata(g: GGUFWeights, ck: Any) -> list[MetadataCheck]:
+    """The conv / selector and scale keys against the checkpoint's config."""
+    cfg = ck.cfg
     dc = cfg.get("dflash_config") or {}
     rows = []
     for key, gkey in _CONV_KEYS:
@@ -77,39 +61,39 @@ def _metadata(g: GGUFWeights, cfg: dict[str, Any]) -> list[MetadataCheck]:
     return rows
 
 
-def dflash2_rows(g: GGUFWeights, hf_dir: str | Path, target_dir: str | Path, feats: list[np.ndarray],
-                 anchors: list[int]) -> OwnRows:
-    """Run both forwards on the same cases; one row per compared quantity, in forward order."""
-    from . import torch_forward as tf
-    from .numpy_forward import DFlash2HParams, dflash2_forward, top_k
+def _reference(ck: Any, inputs: Inputs, anchors: list[int], refs: list[Any] | None) -> list[Any]:
+    return lazy(_TORCH, "dflash2_forward")(ck, inputs.feats, anchors)
 
-    hf, tgt = Path(hf_dir), Path(target_dir)
-    cfg = json.loads((hf / "config.json").read_text())
-    probe = tf.DFlash2Checkpoint(hf, tgt)
-    ck = tf.DFlash2Checkpoint(hf, tgt, _storage(g, hf, probe.w.names))
-    rows = OwnRows(metadata=_metadata(g, cfg), checkpoint_names=ck.w.names, checkpoint_read=ck.w.read)
-    refs = tf.dflash2_forward(ck, feats, anchors)
-    try:
-        outs = dflash2_forward(g, TargetWeights(tgt), feats, anchors, [r.candidates for r in refs])
-    except (ValueError, KeyError, IndexError) as e:
-        rows.outputs.append(OutputCheck("GGUF forward", [], grade="error", passed=False, detail=str(e)))
-        return rows
+
+def _candidate(g: GGUFWeights, target: TargetWeights, inputs: Inputs, anchors: list[int], refs: list[Any]) -> list[Any]:
+    return numpy_forward(g, target, inputs.feats, anchors, [r.candidates for r in refs])
+
+
+def _hparams(g: GGUFWeights, outs: list[Any], anchors: list[int]) -> dict[str, Any]:
     hp = DFlash2HParams.from_gguf(g)
-    rows.hparams = {"block_size": hp.base.block_size, "conv_kernel_size": hp.kernel, "conv_group_size": hp.group,
-                    "selector_rank": hp.rank, "selector_top_k": hp.top_k, "logit_scale": hp.logit_scale,
-                    "final_logit_softcapping": hp.softcap, "embedding_scale": hp.embedding_scale, "anchors": anchors}
-    o = rows.outputs
-    o.append(compare_cases("context projection", [r.context for r in refs], [x.context for x in outs]))
-    o.append(compare_cases("block input (embeddings)", [r.block_input for r in refs], [x.block_input for x in outs]))
-    for il in range(min(len(refs[0].layers), len(outs[0].layers))):
-        o.append(compare_cases(f"layer {il} output", [r.layers[il] for r in refs], [x.layers[il] for x in outs], layer=il))
-    o.append(compare_cases("block hidden (post-norm)", [r.hidden for r in refs], [x.hidden for x in outs]))
-    o.append(compare_cases("block logits (scaled, capped)", [r.logits for r in refs], [x.logits for x in outs],
-                           argmax=True))
-    own = [np.stack([top_k(x.logits[p], hp.top_k) for p in range(1, x.logits.shape[0])]) for x in outs]
-    agree = [bool(set(a[p].tolist()) == set(r.candidates[p].tolist())) for a, r in zip(own, refs, strict=True)
-             for p in range(a.shape[0])]
+    return {"block_size": hp.base.block_size, "conv_kernel_size": hp.kernel, "conv_group_size": hp.group,
+            "selector_rank": hp.rank, "selector_top_k": hp.top_k, "logit_scale": hp.logit_scale,
+            "final_logit_softcapping": hp.softcap, "embedding_scale": hp.embedding_scale, "anchors": anchors}
+
+
+def rows(p: Pair) -> list[OutputCheck]:
+    """One row per compared quantity, in forward order; the GGUF's own top-k sets against the torch side's."""
+    k = p.hparams["selector_top_k"]
+    o = [*p.block_trunk(), p.cases("block logits (scaled, capped)", "logits", argmax=True)]
+    own = [np.stack([top_k(x.logits[q], k) for q in range(1, x.logits.shape[0])]) for x in p.outs]
+    agree = [bool(set(a[q].tolist()) == set(r.candidates[q].tolist())) for a, r in zip(own, p.refs, strict=True)
+             for q in range(a.shape[0])]
     o.append(OutputCheck("selector candidates (top-k sets)", [len(agree)], grade="tokens", agree=sum(agree),
                          total=len(agree), agree_by_position=agree, passed=all(agree)))
-    o.append(compare_cases("selector scores", [r.scores for r in refs], [x.scores for x in outs]))
-    return rows
+    o.append(p.cases("selector scores", "scores"))
+    return o
+
+
+def _n_vocab(g: GGUFWeights, target: Path) -> int:
+    return int(g.shape("selector_successor.weight")[0])
+
+
+#: verify's role: the variant's own torch side, one random anchor per case, the two DFlash2 forwards
+PROOF = Forwards(OwnSide("dflash2", "z-lab DFlash2", accepts, lazy(_TORCH, "DFlash2Checkpoint"),
+                         lazy(_TORCH, "gguf_counterpart"), _n_vocab), anchors,
+                 _reference, _candidate, _hparams, rows, metadata)

@@ -3,18 +3,19 @@
 Every GGUF tensor is compared with the checkpoint (:mod:`.reference.dsv4_tensors`: the checkpoint's values
 dequantized in torch as upstream does, passed through the GGUF type's rounding with gguf-py, must equal the GGUF's
 values exactly), and the model keys with the checkpoint's config. The report says plainly that no DeepSeek-V4
-reference forward ran. :func:`.verify.verify` sends DeepSeek-V4 files here and puts the rows in its report.
+reference forward ran. Its ``PROOF`` (:class:`~dspark_convert.verify_rows.TensorChecks`) is how the driver
+reaches it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...hf.checkpoint import Checkpoint
 from ...reference.weights import GGUFWeights
-from ...verify_checks import MetadataCheck, OutputCheck, _meta
+from ...verify_checks import OutputCheck, _meta
+from ...verify_rows import Job, Proof, TensorChecks, Tensors
 from .tensors import dsv4_tensor_checks, source_map
 
 #: DeepSeek-V4 DSpark: GGUF key -> how its value follows from the checkpoint config (verify_dsv4's metadata rows)
@@ -43,32 +44,24 @@ NO_FORWARD = ("a DeepSeek-V4 reference forward (mHC, MoE, sparse attention with 
               "in torch as upstream does, through the GGUF type's rounding, must equal the GGUF's values exactly)")
 
 
-@dataclass
-class Dsv4Rows:
-    """What :func:`dsv4_rows` found: the rows and notes of a :class:`~dspark_convert.verify.VerifyReport`."""
-
-    outputs: list[OutputCheck] = field(default_factory=list)    # exact mode: one row per tensor (the verdict)
-    quality: list[OutputCheck] = field(default_factory=list)    # the rounding of each tensor's type (information)
-    metadata: list[MetadataCheck] = field(default_factory=list)
-    hparams: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=lambda: [NO_FORWARD])
-    #: tensor accounting: the checkpoint's draft tensors (``mtp.*``), the GGUF tensors compared and their sources
-    checkpoint_names: list[str] = field(default_factory=list)
-    gguf_compared: set[str] = field(default_factory=set)
-    checkpoint_compared: set[str] = field(default_factory=set)
-    quality_note: str = "the GGUF's tensors against the unrounded checkpoint values: max abs is the rounding of the type"
+#: the report's family and layout words
+FAMILY = "dspark_dsv4"
+LAYOUT = "DeepSeek-V4 (mtp.* inside the checkpoint)"
+#: quality mode's note
+QUALITY_NOTE = "the GGUF's tensors against the unrounded checkpoint values: max abs is the rounding of the type"
 
 
-def dsv4_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = True) -> Dsv4Rows:
+def dsv4_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = True) -> Proof:
     """A DeepSeek-V4 DSpark GGUF: every tensor against the checkpoint (see :mod:`.reference.dsv4_tensors`), and
     the model keys against its config. No forward: a DeepSeek-V4 reference forward is not implemented yet.
 
     Exact mode (the verdict): one row per tensor, the GGUF's values against the checkpoint's after the GGUF
     type's rounding (``max abs`` 0 when they are equal). Quality (information, with ``quality``): the same
-    tensors against the unrounded checkpoint values (the Q8_0 / F16 rounding error).
+    tensors against the unrounded checkpoint values (the Q8_0 / F16 rounding error). Accounting: every GGUF
+    tensor compared, the checkpoint's draft tensors (``mtp.*``) compared as their sources.
     """
     ck = Checkpoint(Path(hf_dir), select=lambda n: n.startswith("mtp."))  # the draft's shards only
-    rows = Dsv4Rows()
+    rows = Proof(FAMILY, LAYOUT, quality_note=QUALITY_NOTE, notes=[NO_FORWARD])
     try:
         checks, problems = dsv4_tensor_checks(gguf_path, ck)
     finally:
@@ -80,11 +73,11 @@ def dsv4_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *, qual
         if quality:
             rows.quality.append(OutputCheck(c.name, c.shape, max_abs=c.max_rounding, grade="rounding of " + c.type))
     rows.outputs += [OutputCheck("tensors", [], grade="missing", passed=False, detail=p) for p in problems]
-    rows.checkpoint_names = [n for n in ck.names if n.startswith("mtp.")]
-    smap = source_map(rows.checkpoint_names)
-    rows.gguf_compared = {c.name for c in checks}
-    rows.checkpoint_compared = {s for c in checks for s in smap.get(c.name, ())}
-    found = {int(n.split(".")[1]) for n in rows.checkpoint_names if n.split(".")[1:2] and n.split(".")[1].isdigit()}
+    names = [n for n in ck.names if n.startswith("mtp.")]
+    smap = source_map(names)
+    rows.tensors = Tensors(set(), {c.name for c in checks}, names, set(),
+                           {s for c in checks for s in smap.get(c.name, ())})
+    found = {int(n.split(".")[1]) for n in names if n.split(".")[1:2] and n.split(".")[1].isdigit()}
     n_stages = 1 + max(found) if found else 0  # upstream's block_count: 1 + the highest stage
     rows.metadata.append(_meta("dflash.block_count", g.value("dflash.block_count"), n_stages))
     for key, rule in _DSV4_KEYS.items():
@@ -97,9 +90,9 @@ def dsv4_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *, qual
     return rows
 
 
-# ---------------------------------------------------------------------------------------------- verify's role
-#: the report's family and layout words
-FAMILY = "dspark_dsv4"
-LAYOUT = "DeepSeek-V4 (mtp.* inside the checkpoint)"
-#: the driver's entry for a variant proved tensor by tensor (``Variant.proof == "tensors"``)
-tensor_rows = dsv4_rows
+def _proof(job: Job) -> Proof:
+    return dsv4_rows(job.g, job.gguf_path, job.hf_dir, quality=job.quality)
+
+
+#: verify's role: no forward yet, every tensor against the checkpoint (any checkpoint folder; no target needed)
+PROOF = TensorChecks(_proof)

@@ -1,6 +1,6 @@
-"""verify's rows for an ``eagle3`` file: the numpy forward of the GGUF (:mod:`.numpy_forward`) against the torch
-forward of the checkpoint (:func:`.torch_forward.eagle3_forward`): fc output, prefill, each chained step, the
-chosen tokens.
+"""verify's role for an ``eagle3`` file: the numpy forward of the GGUF (:mod:`.numpy_forward`) against the torch
+forward of the checkpoint (:func:`.torch_forward.eagle3_forward`, read by the shared reader): fc output, prefill,
+each chained step, the chosen tokens; the ``rope_freqs`` and ``eagle3.*`` metadata rows.
 """
 
 from __future__ import annotations
@@ -10,69 +10,58 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...verify_checks import (
-    MetadataCheck,
-    _candidate,
-    _meta,
-    _quality_ref,
-    _reference,
-    compare_cases,
-    compare_token_cases,
-)
+from ...verify_checks import MetadataCheck, OutputCheck, _meta, compare_cases, d2t_rows
+from ...verify_rows import SHARED_READER, Forwards, Inputs, Pair, next_tokens
 from .numpy_forward import Eagle3Case, eagle3_forward
 
 if TYPE_CHECKING:
     from ...reference.hf_draft import HFDraft
 
 
-def rows(report: Any, tf: Any, d: HFDraft, exact: HFDraft, g: GGUFWeights, target: TargetWeights,
-         feats: list[np.ndarray], rng: np.random.Generator, n_vocab: int, quality: bool) -> None:
-    """verify's rows for an EAGLE-3 draft: random next tokens per case (drawn after the features), ``steps``
-    chained draft tokens, both forwards; then (``quality``) the rows against the unrounded checkpoint."""
+def _reference(d: HFDraft, inputs: Inputs, toks: list[np.ndarray], refs: list[Any] | None) -> list[Any]:
     from .torch_forward import eagle3_forward as torch_eagle3  # torch: imported when verify runs
 
-    toks = [rng.integers(0, n_vocab, size=t) for t in report.contexts]
-    K = report.steps
-    refs = _reference(report.hf_dir, lambda: torch_eagle3(exact, feats, toks, K))
-    outs = _candidate(report, lambda: eagle3_forward(
-        g, target, [Eagle3Case(f, t, K, forced_tokens=r.tokens) for f, t, r in zip(feats, toks, refs, strict=True)]))
-    if outs is None:
-        return
+    if refs is None:
+        return torch_eagle3(d, inputs.feats, toks, inputs.steps)
+    return torch_eagle3(d, inputs.feats, toks, inputs.steps, [r.tokens for r in refs])
+
+
+def _candidate(g: GGUFWeights, target: TargetWeights, inputs: Inputs, toks: list[np.ndarray],
+               refs: list[Any]) -> list[Any]:
+    return eagle3_forward(g, target, [Eagle3Case(f, t, inputs.steps, forced_tokens=r.tokens)
+                                      for f, t, r in zip(inputs.feats, toks, refs, strict=True)])
+
+
+def _hparams(g: GGUFWeights, outs: list[Any], toks: list[np.ndarray]) -> dict[str, Any]:
     hp = outs[0].hparams
-    report.hparams = {"target_layers": hp.target_layers, "target_hidden_size": hp.target_hidden_size,
-                      "norm_before_residual": hp.norm_before_residual, "norm_before_fc": hp.norm_before_fc,
-                      "rope_freqs": g.has("rope_freqs.weight"), "draft_vocab": int(outs[0].logits.shape[1])}
-    o = report.outputs
-    o.append(compare_cases("fc output", [r.fc for r in refs], [x.fc for x in outs]))
-    o.append(compare_cases("prefill output (layer 0, pre-norm)", [r.prefill_hidden for r in refs],
-                           [x.prefill_hidden for x in outs], layer=0))
-    o.append(compare_cases("prefill logits", [r.prefill_logits for r in refs], [x.prefill_logits for x in outs], argmax=True))
-    for s in range(K):
+    return {"target_layers": hp.target_layers, "target_hidden_size": hp.target_hidden_size,
+            "norm_before_residual": hp.norm_before_residual, "norm_before_fc": hp.norm_before_fc,
+            "rope_freqs": g.has("rope_freqs.weight"), "draft_vocab": int(outs[0].logits.shape[1])}
+
+
+def rows(p: Pair) -> list[OutputCheck]:
+    """The exact-mode rows of a chain draft: fc output, prefill, each of the ``steps`` chained steps, the tokens."""
+    refs, outs = p.refs, p.outs
+    o = [p.cases("fc output", "fc"), p.cases("prefill output (layer 0, pre-norm)", "prefill_hidden", layer=0),
+         p.cases("prefill logits", "prefill_logits", argmax=True)]
+    for s in range(p.inputs.steps):
         if s > 0:
             o.append(compare_cases(f"step {s} hidden (pre-norm)", [r.step_hidden[s - 1:s] for r in refs],
                                    [x.step_hidden[s - 1:s] for x in outs], layer=0))
         o.append(compare_cases(f"step {s} logits", [r.logits[s:s + 1] for r in refs], [x.logits[s:s + 1] for x in outs],
                                argmax=True))
-    o.append(compare_token_cases("chosen tokens", [r.tokens for r in refs], [x.tokens for x in outs],
-                                 [r.logits for r in refs], [x.logits for x in outs]))
-    if not quality:
-        report.quality_note = "quality mode skipped (--no-quality)"
-        return
-    if _quality_ref(report, exact):
-        refs = _reference(report.hf_dir, lambda: torch_eagle3(d, feats, toks, K, [r.tokens for r in refs]))
-    report.quality += [
-        compare_cases("prefill logits", [r.prefill_logits for r in refs], [x.prefill_logits for x in outs], bound=None,
-                      argmax=True),
-        compare_cases("step logits", [r.logits for r in refs], [x.logits for x in outs], bound=None, argmax=True),
-    ]
+    o.append(p.tokens("chosen tokens", "logits"))
+    return o
 
 
-#: an EAGLE-3 file's d2t is compared whenever the checkpoint has one (the vocabulary is always the draft's)
-D2T_ALWAYS = True
+def quality_rows(p: Pair) -> list[OutputCheck]:
+    """The logits against the unrounded checkpoint (information)."""
+    return [p.cases("prefill logits", "prefill_logits", bound=None, argmax=True),
+            p.cases("step logits", "logits", bound=None, argmax=True)]
 
 
 def metadata(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
-    """The ``rope_freqs`` row and the ``eagle3.*`` metadata rows (after the generic ones)."""
+    """The ``rope_freqs`` row, the ``eagle3.*`` metadata rows and the ``d2t`` row (after the generic ones)."""
     hp = d.hp
     return [
         _rope_freqs_check(g, d),
@@ -80,6 +69,8 @@ def metadata(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
         _meta("eagle3.target_hidden_size", g.value("eagle3.target_hidden_size"), hp.target_hidden_size),
         _meta("eagle3.norm_before_residual", bool(g.value("eagle3.norm_before_residual", False)), hp.norm_before_residual),
         _meta("eagle3.norm_before_fc", bool(g.value("eagle3.norm_before_fc", False)), hp.norm_before_fc),
+        # an EAGLE-3 file's d2t is compared whenever the checkpoint has one (the vocabulary is always the draft's)
+        *d2t_rows(g, d, always=True),
     ]
 
 
@@ -104,3 +95,7 @@ def _rope_freqs_check(g: GGUFWeights, d: HFDraft) -> MetadataCheck:
     got = g.array("rope_freqs.weight").reshape(-1).astype(np.float64)
     same = got.shape == want.shape and bool(np.allclose(got, want, rtol=1e-6, atol=0))
     return MetadataCheck(key, "equal" if same else f"different ({got.size} values)", f"{want.size} factors", same)
+
+
+#: verify's role: the shared reader's checkpoint, random next tokens per position, ``steps`` chained draft tokens
+PROOF = Forwards(SHARED_READER, next_tokens, _reference, _candidate, _hparams, rows, metadata, quality_rows)
