@@ -400,7 +400,9 @@ class OwnSide:
     """A variant's own torch side: the report's ``family`` / ``layout`` words, ``reads(hf_dir)`` (the checkpoint's
     own config names a class it reads: the GGUF alone does not decide which forwards run), ``checkpoint(draft,
     target, storage)`` (its checkpoint object, with ``.w`` the draft's ``TorchCheckpoint``), ``counterpart``
-    (its own checkpoint -> GGUF name table, for the storage rounding) and the draws' vocabulary. Exact mode only."""
+    (its own checkpoint -> GGUF name table, for the storage rounding) and the draws' vocabulary. Exact mode only.
+    A checkpoint object with ``round_target(types)`` (GGUF name -> GGML type) is handed the file's types too: it
+    rounds the target tensors the file stores, e.g. the target's head written as ``output.weight``."""
 
     family: str
     layout: str
@@ -421,6 +423,8 @@ class OwnSide:
         g, hf, tgt = job.g, Path(job.hf_dir), Path(str(job.target_dir))
         probe = self.checkpoint(hf, tgt, None)
         ck = self.checkpoint(hf, tgt, storage_of(g, probe.w.names, self.counterpart))
+        if hasattr(ck, "round_target"):  # target tensors the file stores (its head as output.weight) as stored
+            ck.round_target(gguf_types(g))
         proof.metadata = spec.metadata(g, ck)
         opened = _Opened(ck, None, g.shape("fc.weight")[1], self.n_vocab(g, tgt), TargetWeights(tgt),
                          errors=(ValueError, KeyError, IndexError))

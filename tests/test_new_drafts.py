@@ -357,3 +357,23 @@ def test_mimo_public_sample_verifies_and_wrong_sinks_fail(b11434_qwen3: Path, tm
     bad = mutate(good, tmp_path / "bad.gguf", tensors={"blk.0.attn_sinks.weight": lambda w: -w - 1.0})
     passed, rows = _verify_rows(bad, draft, target)
     assert not passed and rows["layer 0 output"] is False and rows["block input (embeddings)"], rows
+
+
+@pytest.mark.parametrize("outtype", OUTTYPES)
+def test_mimo_own_table_verifies_every_outtype(b11434_qwen3: Path, tmp_path: Path, outtype: str) -> None:
+    """v-mimo-own-embed patches the draft's own F32 embed_tokens with a float32 mask vector: the file holds the vector
+    exactly (upstream casts it to the dtype of the table it patches), and verify's torch side does the same (it cast
+    to the target's BF16 and failed the f32 / f16 / q8_0 files on the block input)."""
+    import numpy as np
+    import torch
+    from gguf import GGUFReader
+
+    draft, target = make(tmp_path, "v-mimo-own-embed"), b11434_qwen3 / "target"
+    out = tmp_path / "m.gguf"
+    convert(draft, target, out, outtype=outtype)
+    if outtype == "f32":
+        vec = torch.load(draft / "mask_embedding.pt", weights_only=True)["embedding"].numpy()
+        emb = next(t for t in GGUFReader(out).tensors if t.name == "token_embd.weight")
+        assert np.array_equal(np.asarray(emb.data)[65535], vec)
+    passed, rows = _verify_rows(out, draft, target)
+    assert passed, rows

@@ -257,19 +257,23 @@ class HFDraft(Generic[H]):
 
     def with_storage(self, gguf_types: Mapping[str, str] | None) -> HFDraft[H]:
         """This draft read as the GGUF stores it: ``gguf_types`` maps GGUF tensor names to GGML type names (None:
-        unrounded). Checkpoint tensors without a GGUF counterpart (e.g. the target's) stay unrounded."""
+        unrounded). The target's embedding / head are rounded as ``token_embd`` / ``output`` when the file stores
+        them in place of tensors the draft lacks (``--with-target-embeddings``, the target's head added on an untied
+        target, a patched mask row); other target tensors stay unrounded."""
         storage = None
         if gguf_types is not None:
             pairs = ((n, gguf_counterpart(n, self.prefix)) for n in self.weights.names)
             storage = {n: gguf_types[g] for n, g in pairs if g is not None and g in gguf_types}
         target = self.target
-        if self.mask_vector is not None and gguf_types is not None:  # MiMo: token_embd / output are the target's
+        if gguf_types is not None:  # target tensors the file stores in place of the draft's: rounded as stored
             tstore = {}
-            if "token_embd.weight" in gguf_types:
-                tstore[self.target_embed_name()] = gguf_types["token_embd.weight"]
-            if "output.weight" in gguf_types and self.target.has("lm_head.weight"):
-                tstore["lm_head.weight"] = gguf_types["output.weight"]
-            target = self.target.with_storage(tstore)
+            if "token_embd.weight" in gguf_types and not self.weights.has("embed_tokens.weight"):
+                tstore[self.target_embed_name()] = gguf_types["token_embd.weight"]   # target embeddings copied in
+            if ("output.weight" in gguf_types and not self.weights.has("lm_head.weight")
+                    and self.target.has("lm_head.weight")):
+                tstore["lm_head.weight"] = gguf_types["output.weight"]      # the target's head added as output
+            if tstore:
+                target = self.target.with_storage(tstore)
         return replace(self, weights=self.weights.with_storage(storage), target=target)
 
     def target_embed_name(self) -> str:

@@ -75,6 +75,21 @@ class DFlash2Checkpoint:
         self.t = TorchCheckpoint(target)
         self.draft, self.target = draft, target
 
+    def embed_name(self) -> str:
+        """The target's embedding tensor."""
+        return "model.embed_tokens.weight" if self.t.has("model.embed_tokens.weight") else "embed_tokens.weight"
+
+    def head_name(self) -> str:
+        """The target tensor that scores the block: its ``lm_head``, else (tied) its embedding."""
+        return "lm_head.weight" if self.t.has("lm_head.weight") else self.embed_name()
+
+    def round_target(self, gguf_types: Mapping[str, str]) -> None:
+        """Round the target's head as the file stores it when the file carries it as ``output.weight`` (the
+        converter adds it when the draft keeps its own embed_tokens on an untied target) and the draft has no
+        ``lm_head`` of its own."""
+        if "output.weight" in gguf_types and not self.has("lm_head.weight"):
+            self.t = TorchCheckpoint(self.target, {self.head_name(): gguf_types["output.weight"]})
+
     def setting(self, key: str, default: Any = None) -> Any:
         return self.dc[key] if key in self.dc else self.cfg.get(key, default)
 
@@ -126,7 +141,7 @@ def dflash2_forward(ck: DFlash2Checkpoint, features: Sequence[np.ndarray], ancho
     logit_scale, cap = ck.setting("output_multiplier"), ck.setting("final_logit_softcapping")
     value_scale = ck.dc.get("attention_value_scale")
 
-    embed_name = "model.embed_tokens.weight" if ck.t.has("model.embed_tokens.weight") else "embed_tokens.weight"
+    embed_name = ck.embed_name()
     own_embed = ck.has("embed_tokens.weight") and c.get("has_embed_tokens") is not False
 
     def embed(ids: list[int]) -> torch.Tensor:
@@ -178,7 +193,7 @@ def dflash2_forward(ck: DFlash2Checkpoint, features: Sequence[np.ndarray], ancho
             layers[i].append(xs[i].numpy())
         del L
     norm = ck.get("norm.weight")
-    head_name = "lm_head.weight" if ck.t.has("lm_head.weight") else embed_name
+    head_name = ck.head_name()
     W_prev, W_next = ck.get("candidate_selector.predecessor_codebook"), ck.get("candidate_selector.successor_codebook")
     W_gate = ck.get("candidate_selector.hidden_projection.weight")
     outs = []
