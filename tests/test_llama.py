@@ -207,6 +207,36 @@ def test_correlated_upstream_layout_collapses_acceptance(llama_bin: tuple[Path, 
     assert acc["upstream-b11434"][1] > 0 and acc["upstream-b11434"][0] < 0.25 * acc["upstream-b11434"][1], acc
 
 
+@pytest.mark.llama
+def test_correlated_dflash2_with_own_embedding_drafts_with_the_added_head(llama_bin: tuple[Path, Path],
+                                                                         corr: tuple[Path, Path, Run],
+                                                                         tmp_path: Path) -> None:
+    """A DFlash2 draft that stores embed_tokens (the target's, copied) on the untied correlated target: upstream's
+    layout (no output.weight) makes llama.cpp score the block with token_embd and accept nothing (measured 0/77);
+    the default adds the target's head and llama.cpp accepts most drafted tokens (12/18). Both are lossless, the
+    three-way check agrees on both (the numpy forward follows the loader), and verify tells them apart."""
+    from safetensors.torch import load_file, save_file
+
+    from dspark_convert.verify import verify
+
+    d = correlated.correlated_draft("dflash2-zlab", tmp_path / "d2", corr[0], 1.0)
+    w = load_file(d / "model.safetensors")
+    w["embed_tokens.weight"] = load_file(corr[0] / "model.safetensors")["model.embed_tokens.weight"].clone()
+    save_file(w, d / "model.safetensors", metadata={"format": "pt"})
+    acc = {}
+    for upstream in (False, True):
+        f = convert(d, corr[0], tmp_path / f"d2-{upstream}.gguf", outtype="bf16", match_upstream=upstream).path
+        assert f is not None
+        r = run(llama_bin[0], corr[1], f)
+        c = r.completion
+        assert c.tokens == corr[2].completion.tokens and c.draft_n > 0
+        tw = three_way(f, corr[0], PROMPT, c.tokens, r.blocks)
+        assert tw.agree, tw.summary()
+        acc[upstream] = (c.draft_n_accepted, c.draft_n, verify(f, d, corr[0], context=8, quality=False).passed)
+    assert acc[False][0] >= 0.5 * acc[False][1] and acc[False][2], acc
+    assert acc[True][0] <= 0.1 * acc[True][1] and not acc[True][2], acc
+
+
 # ---------------------------------------------------------------------------------------------- the regression
 @pytest.fixture(scope="session")
 def layout_runs(llama_bin: tuple[Path, Path], target_gguf: Path, drafts: Callable[[str, str], Path],
