@@ -379,7 +379,7 @@ def upgrade(
         raise typer.Exit(2 if result.refused else 0)
     lines = [f"{old}: layout of upstream {result.staleness.describe_revisions()}"]
     lines += [f"  {'would change' if dry_run else 'changed'}: {c}" for c in result.changes] or ["  nothing stale"]
-    lines += [f"  not checked without --target: {u}" for u in result.staleness.unchecked]
+    lines += [f"  not checked: {u}" for u in result.staleness.unchecked]  # each item names what would check it
     lines += [f"  note: {n}" for n in result.notes]
     if result.path is not None:
         lines.append(f"wrote {result.path} ({result.size} bytes)")

@@ -847,3 +847,37 @@ def test_check_does_not_import_the_conversion(old_file) -> None:
             "print(sorted(m for m in ('dspark_convert.upgrade', 'dspark_convert.hf2gguf') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.splitlines() == ["['dflash.has_confidence_head']", "[]"]
+
+
+def test_dflash2_with_own_embedding_gets_the_head_hf2gguf_adds(tmp_path: Path) -> None:
+    """An upstream-layout DFlash2 file that keeps its own token_embd without output.weight, on an untied target:
+    ``check --target`` says to add output.weight with upgrade, and upgrade does: the result equals a fresh default
+    conversion in every key and tensor; --match-upstream leaves the file as it is."""
+    import shutil
+
+    from conftest import FIXTURES, TARGET
+    from golden_manifest import describe
+    from safetensors.torch import load_file, save_file
+
+    from dspark_convert import convert
+
+    own = tmp_path / "own"
+    shutil.copytree(FIXTURES / "dflash2-zlab", own)
+
+    w = load_file(own / "model.safetensors")
+    w["embed_tokens.weight"] = load_file(TARGET / "model.safetensors")["model.embed_tokens.weight"].clone()
+    save_file(w, own / "model.safetensors", metadata={"format": "pt"})
+    up, fresh = tmp_path / "up.gguf", tmp_path / "fresh.gguf"
+    convert(own, TARGET, up, outtype="bf16", match_upstream=True)
+    convert(own, TARGET, fresh, outtype="bf16")
+    assert "output.weight" not in [t["name"] for t in describe(up)["tensors"]]
+    new = tmp_path / "new.gguf"
+    r = upgrade(up, new, target=TARGET)
+    assert [c.subject for c in r.changes] == ["output.weight"]
+    a, b = describe(new), describe(fresh)
+    assert a["tensors"] == b["tensors"]
+    assert {k: v for k, v in a["kv"].items() if not k.startswith("general.")} == {
+        k: v for k, v in b["kv"].items() if not k.startswith("general.")}
+    same = tmp_path / "same.gguf"
+    upgrade(up, same, target=TARGET, match_upstream=True)
+    assert same.read_bytes() == up.read_bytes()

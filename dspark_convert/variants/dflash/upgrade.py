@@ -173,7 +173,8 @@ class DFlashRules(UpgradeRules):
     def complete(self, u: Upgrading) -> None:
         """With ``--hf``: a MiMo checkpoint is refused, the config keys are set, a DFlash draft's interleaved q/k
         rows are put in NeoX order; a DSpark file's double NeoX permutation is undone (``--hf``, or the user's
-        ``--from-revision`` + ``--rope-interleaved``), and a b10705+ DSpark file gets the head ``hf2gguf`` adds."""
+        ``--from-revision`` + ``--rope-interleaved``), and a file that keeps ``token_embd`` without ``output`` (a
+        b10705+ DSpark, a DFlash / DFlash2 draft with its own ``embed_tokens``) gets the head ``hf2gguf`` adds."""
         f, hf = u.f, u.hf
         dspark = is_dspark(f)
         if hf is not None and not dspark and not has_tensor(f, S.T_TOKEN_EMBD):
@@ -188,9 +189,10 @@ class DFlashRules(UpgradeRules):
             _config_keys(u, hf)
         if hf is not None and not dspark:
             _dflash_neox(u, hf)
-        if not dspark:
-            return
-        _double_neox(u)
+        if dspark:
+            _double_neox(u)
+        # any file of the lineage that keeps token_embd without output.weight (a b10705+ DSpark, a DFlash or DFlash2
+        # draft with its own embed_tokens): its head as hf2gguf has it
         if (has_tensor(f, S.T_TOKEN_EMBD) and not has_tensor(f, S.T_D2T)
                 and not any(c.subject == S.T_TOKEN_EMBD for c in u.changes)):  # a b10705+ file: its head as hf2gguf has it
             n = len(u.pieces)
