@@ -91,7 +91,7 @@ def _code_fingerprint() -> str:
     h = hashlib.sha256(f"{FORMAT} {__version__} {UPSTREAM_REFERENCE} {installed('tokenizers')} "
                        f"{installed('sentencepiece')}".encode())
     files = sorted((pkg / "tokenizer").glob("*.py")) + sorted((pkg / "tokenizer" / "data").glob("*"))
-    files += [pkg / "schema.py", pkg / "plan.py", pkg / "gguffile" / "packed.py"]
+    files += [*sorted((pkg / "schema").glob("*.py")), pkg / "plan.py", pkg / "gguffile" / "packed.py"]
     for f in files:
         h.update(f.name.encode() + b"\0" + f.read_bytes())
     return h.hexdigest()

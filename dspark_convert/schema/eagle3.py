@@ -1,0 +1,68 @@
+"""The GGUF names of the ``eagle3`` arch (EAGLE-3, contract §2.4; data only): its arch string, the ``eagle3.*``
+keys, its own tensors (``attn_norm_2``, ``rope_freqs``) and its loader's tensor rows.
+
+Read it through the package (``from .. import schema as S``): this module's rows of the merged tables
+(``_KEY_TYPES``, ``_ARRAY_ELEMENT_TYPES``, ``_LOADER_LAYER_TENSORS``, ``_LOADER_GLOBAL_TENSORS``) are joined there.
+
+Example:
+    >>> ARCH_EAGLE3, _LOADER_GLOBAL_TENSORS[T_ENC_NORM], L_ATTN_NORM_2 in _LOADER_LAYER_TENSORS
+    ('eagle3', None, True)
+"""
+
+from __future__ import annotations
+
+from ..gguf_constants import VT
+from .core import (
+    L_ATTN_K,
+    L_ATTN_NORM,
+    L_ATTN_OUT,
+    L_ATTN_Q,
+    L_ATTN_V,
+    L_FFN_DOWN,
+    L_FFN_GATE,
+    L_FFN_NORM,
+    L_FFN_UP,
+    T_OUTPUT,
+    T_OUTPUT_NORM,
+    T_TOKEN_EMBD,
+)
+from .dflash import T_D2T, T_ENC_NORM, T_FC
+
+# ---------------------------------------------------------------------------------------------- architectures
+ARCH_EAGLE3 = "eagle3"
+
+# ---------------------------------------------------------------------------------------------- arch keys
+# EAGLE-3 (contract §2.4)
+EAGLE3_TARGET_LAYERS = "eagle3.target_layers"
+EAGLE3_TARGET_HIDDEN_SIZE = "eagle3.target_hidden_size"
+EAGLE3_NORM_BEFORE_RESIDUAL = "eagle3.norm_before_residual"
+EAGLE3_NORM_BEFORE_FC = "eagle3.norm_before_fc"
+
+# ---------------------------------------------------------------------------------------------- value types
+#: The GGUF value types of the EAGLE-3 keys: rows of the package's ``KEY_TYPES``, after the DFlash keys.
+_KEY_TYPES: dict[str, VT] = {
+    EAGLE3_TARGET_LAYERS: VT.ARRAY,
+    EAGLE3_TARGET_HIDDEN_SIZE: VT.UINT32,
+    EAGLE3_NORM_BEFORE_RESIDUAL: VT.BOOL,
+    EAGLE3_NORM_BEFORE_FC: VT.BOOL,
+}
+
+#: Element types that the loader accepts for the EAGLE-3 array keys (contract §2.6).
+_ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {
+    EAGLE3_TARGET_LAYERS: (VT.INT32, VT.UINT32),
+}
+
+# ---------------------------------------------------------------------------------------------- tensors
+L_ATTN_NORM_2 = "attn_norm_2.weight"  # EAGLE-3: the norm of the target hidden states
+T_ROPE_FREQS = "rope_freqs.weight"
+
+#: Per-layer tensors llama.cpp's ``eagle3`` loader creates (ggml names without the blk.N. prefix; contract §7).
+_LOADER_LAYER_TENSORS: dict[str, bool] = {  # name -> required
+    L_ATTN_NORM: True, L_ATTN_NORM_2: True, L_FFN_NORM: True, L_ATTN_Q: True, L_ATTN_K: True, L_ATTN_V: True,
+    L_ATTN_OUT: True, L_FFN_GATE: True, L_FFN_UP: True, L_FFN_DOWN: True,
+}
+#: Global tensors the ``eagle3`` loader creates: name -> required (None: required under a condition, see check).
+_LOADER_GLOBAL_TENSORS: dict[str, bool | None] = {
+    T_FC: True, T_OUTPUT_NORM: True, T_ENC_NORM: None, T_OUTPUT: False, T_TOKEN_EMBD: False, T_D2T: False,
+    T_ROPE_FREQS: False,
+}
