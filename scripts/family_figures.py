@@ -9,7 +9,7 @@ For DeepSeek-V4 DSpark and EAGLE-3 (the two families the architecture review mea
 
 - **files naming it**: package ``.py`` files that name the family, and the lines that do;
 - **outside variants/ and the schema**: the same, counting only files outside the family zones (``variants/``,
-  ``families/``, ``schema.py``): the slices the family still spreads over;
+  ``families/``, ``schema.py`` until 2026-12-02, then the ``schema/`` package): the slices the family still spreads over;
 - **in its slice**: files and lines under ``variants/<slice>/`` (0 before the migration).
 
 Then **files outside the zones naming any family** (the files ``tests/test_variants.py``'s ``ALLOWED`` lists), not
