@@ -44,8 +44,8 @@ from .server import DraftBlock
 ROLE = "llama"
 
 #: a differing position is a near-tie when the reference's margin between its choice and llama.cpp's is at most
-#: this fraction of the row's logit standard deviation (verify's argmax checks use the same, verify.checks.TIE_STD_FRACTION;
-#: a copy, not an import: verify imports :mod:`.layouts`, and this package sits below it; tests pin the two equal)
+#: this fraction of the row's logit standard deviation, as verify's argmax checks (verify.checks.TIE_STD_FRACTION):
+#: a copy, not an import (verify imports :mod:`.layouts`, so this package sits below it); a test pins the two equal
 TIE_FRACTION = 0.1
 #: a llama.cpp token the log does not show (the rejected position of a draft whose candidates are not logged)
 UNKNOWN = -1
