@@ -159,7 +159,7 @@ def _whole_tensor_jobs(spec, sources, *, allow_nonfinite: bool = False):
     from gguf import GGMLQuantizationType as QT
     from gguf import quants
 
-    from dspark_convert import transforms
+    from dspark_convert.formats import transforms
 
     if spec.data is not None or spec.transform is not None or spec.ggml_type != QT.Q8_0:
         yield from _ORIGINAL["chunk_jobs"](spec, sources, allow_nonfinite=allow_nonfinite)

@@ -89,7 +89,7 @@ def make_inputs(work: Path, d: dict[str, int], outtype: str = "bf16") -> None:
     from gguf import GGUFValueType as VT
     from gguf import GGUFWriter
 
-    from dspark_convert.transforms import quantize_q8_0
+    from dspark_convert.formats.transforms import quantize_q8_0
 
     rng = np.random.default_rng(0)
     H, V = d["H"], d["V"]

@@ -291,8 +291,8 @@ def checkpoint_config(hf: Path) -> dict[str, Any]:
 
 def checkpoint_tensor(hf: Path, names: tuple[str, ...], qt: QT, what: str) -> tuple[tuple[int, ...], Callable[[], bytes]]:
     """Shape and a byte producer of the first of ``names`` in checkpoint ``hf``, converted to ``qt``."""
+    from .formats.transforms import convert_chunk
     from .hf.checkpoint import Checkpoint
-    from .transforms import convert_chunk
 
     ck = Checkpoint(hf, select=set(names).__contains__)
     src = next((n for n in names if n in ck), None)

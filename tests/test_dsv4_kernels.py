@@ -1,4 +1,4 @@
-"""The DeepSeek-V4 numeric kernels (dspark_convert.quant) against the independent oracle (tests/dsv4_oracle.py),
+"""The DeepSeek-V4 numeric kernels (dspark_convert.formats.quant) against the independent oracle (tests/dsv4_oracle.py),
 gguf-py's own MXFP4 / Q8_0 code and, where installed, torch's float8 dtypes: bit for bit, chunked and whole."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from dsv4_oracle import convert_one, dequant_fp4, dequant_fp8, e4m3, e8m0, mxfp4
 from gguf import GGMLQuantizationType as QT
 from gguf import quants
 
-from dspark_convert import quant as Q
-from dspark_convert.transforms import Fp8BlockDequant, convert_chunk
+from dspark_convert.formats import quant as Q
+from dspark_convert.formats.transforms import Fp8BlockDequant, convert_chunk
 
 CODES = np.arange(256, dtype=np.uint8)
 

@@ -127,7 +127,7 @@ def test_repack_is_lossless_against_three_decoders(b11434_qwen3: Path, tmp_path:
     from gguf.quants import dequantize
     from safetensors import safe_open
 
-    from dspark_convert.quant import nvfp4_dequant
+    from dspark_convert.formats.quant import nvfp4_dequant
     from dspark_convert.reference.nvfp4_torch import dequant_modelopt_nvfp4
 
     draft = b11434_qwen3 / "n-dspark-nvfp4"

@@ -22,11 +22,7 @@ from gguf import GGUFWriter, quants
 from gguf.gguf_writer import WriterState
 
 from dspark_convert.errors import ConvertError
-from dspark_convert.gguffile import header
-from dspark_convert.hf.checkpoint import Checkpoint
-from dspark_convert.hf2gguf import writer
-from dspark_convert.plan import TensorSpec
-from dspark_convert.transforms import (
+from dspark_convert.formats.transforms import (
     TRANSFORMS,
     DeinterleaveRope,
     convert_chunk,
@@ -34,6 +30,10 @@ from dspark_convert.transforms import (
     quantize_q8_0,
     to_float32,
 )
+from dspark_convert.gguffile import header
+from dspark_convert.hf.checkpoint import Checkpoint
+from dspark_convert.hf2gguf import writer
+from dspark_convert.plan import TensorSpec
 from dspark_convert.variants.eagle3.transforms import Eagle3Permute, eagle3_permute
 
 # gguf-py warns about its own inf/NaN arithmetic on the extreme blocks below

@@ -22,10 +22,7 @@ from gguf import GGUFReader
 from gguf import GGUFValueType as VT
 
 from dspark_convert.errors import ConvertError
-from dspark_convert.hf.checkpoint import Checkpoint
-from dspark_convert.hf2gguf import writer
-from dspark_convert.plan import KV, Plan, TensorSpec
-from dspark_convert.transforms import (
+from dspark_convert.formats.transforms import (
     TRANSFORMS,
     DeinterleaveRope,
     Fp8BlockDequant,
@@ -36,6 +33,9 @@ from dspark_convert.transforms import (
     Transform,
     register,
 )
+from dspark_convert.hf.checkpoint import Checkpoint
+from dspark_convert.hf2gguf import writer
+from dspark_convert.plan import KV, Plan, TensorSpec
 from dspark_convert.variants.eagle3.transforms import Eagle3Permute
 
 

@@ -212,7 +212,7 @@ def test_plain_upgrade_adds_output_head_on_untied_target(old_file, golden_inputs
     ck = Checkpoint(golden_inputs / "dspark-deepspec")
     from gguf import GGMLQuantizationType as QT
 
-    from dspark_convert.transforms import convert_chunk
+    from dspark_convert.formats.transforms import convert_chunk
 
     want = np.frombuffer(convert_chunk(np.asarray(ck.read("lm_head.weight")), ck.ref("lm_head.weight").dtype,
                                        QT.F32).tobytes(), np.float32).reshape(head.shape)

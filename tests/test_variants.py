@@ -95,7 +95,7 @@ def _imports(path: Path) -> set[str]:
 
 #: the verify side: its driver, the shared reference machinery, and each variant's forwards and verify rows
 WITNESSES = ("numpy_forward.py", "torch_forward.py", "tensors.py")
-VERIFY_SIDE = ["verify.py", "verify_accounting.py", "verify_checks.py", "verify_nvfp4.py", "verify_rows.py",
+VERIFY_SIDE = ["verify/__init__.py", "verify/accounting.py", "verify/checks.py", "verify/nvfp4.py", "verify/rows.py",
                *[f"reference/{p.name}" for p in sorted((PKG / "reference").glob("*.py"))],
                *[p.relative_to(PKG).as_posix() for p in sorted((PKG / "variants").glob("*/*.py"))
                  if p.name in ("verify.py", *WITNESSES)]]

@@ -199,7 +199,7 @@ def test_compare_values_numbers() -> None:
 def test_nonfinite_values_are_blamed_on_the_side_holding_them() -> None:
     """Issue 24: a NaN in the checkpoint was blamed on the GGUF forward, and NaN logits gave 'chosen tokens 21/21
     identical PASS' (both argmax to 0)."""
-    from dspark_convert.verify_checks import compare_tokens
+    from dspark_convert.verify.checks import compare_tokens
 
     ref, nan = np.array([0.0, 1.0, 2.0, 3.0]), np.array([0.0, np.nan, 2.0, 3.0])
     assert compare_values("x", ref, nan).detail == "GGUF forward produced NaN/Inf"
@@ -237,6 +237,15 @@ def test_near_ties_are_not_failures() -> None:
     assert (t.agree, t.near_ties, t.passed, t.grade) == (1, 1, True, "near-ties only")
     t2 = compare_tokens("t", np.array([10, 20]), np.array([10, 21]), ref, got)   # same argmax, other id: d2t bug
     assert not t2.passed and "position(s) [1]" in t2.detail
+
+
+def test_three_way_near_tie_fraction_is_verifys() -> None:
+    """The llama.cpp three-way check calls a differing position a near-tie by verify's rule; it holds a copy (verify
+    imports ``llamacpp.layouts``, so ``llamacpp`` cannot import verify back), pinned equal here."""
+    from dspark_convert.llamacpp import threeway
+    from dspark_convert.verify.checks import TIE_STD_FRACTION
+
+    assert threeway.TIE_FRACTION == TIE_STD_FRACTION == 0.1
 
 
 # ---------------------------------------------------------------------------------------------- JSON + CLI

@@ -1,4 +1,4 @@
-"""verify's one interface (``dspark_convert.verify_rows``): every GGUF variant's ``verify`` role is a ``PROOF`` the
+"""verify's one interface (``dspark_convert.verify.rows``): every GGUF variant's ``verify`` role is a ``PROOF`` the
 driver calls the same way, and the shared row helpers compare what the variants name.
 """
 
@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT
 
 from dspark_convert.variants import VARIANTS
-from dspark_convert.verify_rows import (
+from dspark_convert.verify.rows import (
     SHARED_READER,
     Forwards,
     Inputs,

@@ -25,11 +25,11 @@ from gguf import GGMLQuantizationType as QT
 
 from .. import schema as S
 from ..errors import ConvertError
+from ..formats.transforms import convert_chunk
 from ..gguffile.header import pad, write_header
 from ..hf.checkpoint import Checkpoint, TensorRef
 from ..notes import note
 from ..plan import Plan, TensorSpec
-from ..transforms import convert_chunk
 from .atomic import write_atomically
 
 CHUNK_BYTES = 4 * 1024 * 1024  # source bytes per chunk: bounds memory for any tensor size

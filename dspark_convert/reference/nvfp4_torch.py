@@ -3,7 +3,7 @@
 ``value(i, j) = e2m1(code(i, j)) * float8_e4m3fn(weight_scale[i, j // 16]) * weight_scale_2``, where ``code(i, j)``
 is the low nibble of byte ``j // 2`` of row ``i`` for even ``j`` and the high nibble for odd ``j`` (ModelOpt's
 packing), and e2m1 is 1 sign, 2 exponent (bias 1) and 1 mantissa bit, decoded here from those bits; the E4M3 block
-scales are decoded by torch's own ``float8_e4m3fn`` dtype. No code is shared with :mod:`dspark_convert.quant`.
+scales are decoded by torch's own ``float8_e4m3fn`` dtype. No code is shared with :mod:`dspark_convert.formats.quant`.
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConvertError
+from ..formats.transforms import to_float32
 from ..hf.checkpoint import Checkpoint
-from ..transforms import to_float32
 from .ops import F32, attention, mlp, rms_norm, rope_cos_sin, rope_neox
 
 SUPPORTED = ("Qwen3ForCausalLM", "LlamaForCausalLM", "Qwen2ForCausalLM", "Gemma4ForCausalLM")

@@ -22,9 +22,9 @@ from gguf import GGMLQuantizationType as QT
 from gguf.quants import dequantize
 
 from ..errors import ConvertError
+from ..formats.transforms import to_float32
 from ..gguffile.reader import GGUFFile, read_gguf
 from ..hf.checkpoint import EMBED_NAMES, OUTPUT_NAMES, Checkpoint
-from ..transforms import to_float32
 
 #: rows dequantized at once when streaming a large matrix (about 128 MB of float32 for H = 4096)
 CHUNK_ROWS = 8192

@@ -9,7 +9,7 @@ order (a variant ahead of the one it ``refines``):
   :func:`gguf_variant` (``check``'s loader variants, ``verify``, the numpy forward's refusal);
 - ``families``: the converter families (module names) whose checkpoints produce it, so
   :func:`.recognize.checkpoint_variant` answers the same question for a checkpoint;
-- ``gguf_drops`` / ``checkpoint_drops``: verify's tensor accounting (:mod:`.verify_accounting`). Every tensor on
+- ``gguf_drops`` / ``checkpoint_drops``: verify's tensor accounting (:mod:`dspark_convert.verify.accounting`). Every tensor on
   either side must be read by a forward, compared at tensor level, or dropped by one of these rules, which says
   why; anything else fails ``verify`` with the tensor's name. A new family declares its drops here (DFlash2's
   selector and convolution tensors are *read* by its forward, so they need no rule; a tensor no rule names and

@@ -20,10 +20,10 @@ import numpy as np
 
 from ... import schema as S
 from ...errors import ConvertError
+from ...formats.transforms import PatchRow
 from ...hf.checkpoint import Checkpoint
 from ...hf.mask_embedding import MASK_FILE, read_mask_embedding
 from ...plan import Plan, TensorSpec
-from ...transforms import PatchRow
 from ..kit import dflash_base as lineage
 from ..kit.base import Context
 from ..kit.common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec

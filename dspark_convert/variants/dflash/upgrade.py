@@ -419,7 +419,7 @@ def _neox_permutations(f: GGUFFile, hf: Path, hd: int, choices: tuple[int, ...])
     src = next((n for n in names if n in ck), None)
     if src is None or not has_tensor(f, "blk.0.attn_q.weight"):
         raise ConvertError(f"--hf {hf}: no layers.0.self_attn.q_proj.weight to compare with blk.0.attn_q.weight")
-    from ...transforms import convert_chunk
+    from ...formats.transforms import convert_chunk
 
     w = np.asarray(convert_chunk(np.asarray(ck.read(src)), ck.ref(src).dtype, QT.F32), dtype=np.float32)
     got = f.tensor_array("blk.0.attn_q.weight").astype(np.float32)

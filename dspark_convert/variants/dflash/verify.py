@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...verify_checks import EXACT_NMSE, MetadataCheck, OutputCheck, _meta, compare_cases, d2t_rows
-from ...verify_rows import SHARED_READER, Forwards, Inputs, Pair, anchors
+from ...verify.checks import EXACT_NMSE, MetadataCheck, OutputCheck, _meta, compare_cases, d2t_rows
+from ...verify.rows import SHARED_READER, Forwards, Inputs, Pair, anchors
 from .numpy_forward import BlockCase, dflash_forward
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def _confidence_row(refs: list[Any], outs: list[Any], bound: float | None) -> Ou
 
 
 def metadata(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
-    """The ``dflash.*`` metadata rows (after the generic ones of ``verify_checks.metadata_checks``)."""
+    """The ``dflash.*`` metadata rows (after the generic ones of ``verify.checks.metadata_checks``)."""
     hp = d.hp
     markov = g.has("markov_w1.weight")
     sfa = g.value("dflash.sample_from_anchor")

@@ -1,10 +1,10 @@
 """``verify`` for DFlash2 files (issue 22): the numpy forward of the GGUF (:mod:`.numpy_forward`) against the
 independent torch forward of the checkpoint (:mod:`.torch_forward`, the variant's own torch side), component by
-component, plus the conv / selector metadata; the driver's tensor accounting (``verify_accounting``) accounts for
+component, plus the conv / selector metadata; the driver's tensor accounting (``verify.accounting``) accounts for
 every tensor.
 
 Exact mode only: the torch side reads every checkpoint tensor rounded as the GGUF stores it, so every row must
-agree to float32 round-off (:data:`.verify_checks.EXACT_NMSE`). The numpy selector scores the torch side's
+agree to float32 round-off (:data:`dspark_convert.verify.checks.EXACT_NMSE`). The numpy selector scores the torch side's
 candidate sets (so that a near-tie cannot make the score rows incomparable); a separate row checks that the
 GGUF's own top-k candidates are the same sets.
 """
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...verify_checks import MetadataCheck, OutputCheck
-from ...verify_rows import Forwards, Inputs, OwnSide, Pair, anchors, lazy
+from ...verify.checks import MetadataCheck, OutputCheck
+from ...verify.rows import Forwards, Inputs, OwnSide, Pair, anchors, lazy
 from .numpy_forward import DFlash2HParams, top_k
 from .numpy_forward import dflash2_forward as numpy_forward
 

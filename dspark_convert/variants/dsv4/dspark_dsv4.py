@@ -5,7 +5,7 @@ The file is arch ``dflash`` with DeepSeek-V4 blocks: one block per draft stage, 
 scale per 128x128 tile) and written as Q8_0 (F16 when a row is not a multiple of 32), routed experts repacked
 losslessly from FP4 e2m1 + E8M0 per 32 into MXFP4 stacks written first, ``general.file_type`` 38 whatever the
 outtype, and upstream's own DeepSeek-V4 chat template as the second key. The three source formats (F8_E4M3, its
-F8_E8M0 tile scales, FP4 e2m1; spec/dsv4-dspark.md §1-§2) are decoded by :mod:`dspark_convert.quant`.
+F8_E8M0 tile scales, FP4 e2m1; spec/dsv4-dspark.md §1-§2) are decoded by :mod:`dspark_convert.formats.quant`.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
+from ...formats.quant import fp4_shapes, fp8_output_type, fp8_scale_shape
+from ...formats.transforms import Fp8BlockDequant, Mxfp4ExpertStack
 from ...hf.checkpoint import Checkpoint, Select
 from ...plan import KV, Plan, TensorSpec
-from ...quant import fp4_shapes, fp8_output_type, fp8_scale_shape
 from ...tokenizer.handlers import target_vocab_kvs
-from ...transforms import Fp8BlockDequant, Mxfp4ExpertStack
 from ..kit.base import Context, TargetFacts, TargetTensor
 from ..kit.common import base_kvs, finish_plan, tensor_spec
 from ..kit.hparams import as_float, as_positive, as_u32, vocab_size_of

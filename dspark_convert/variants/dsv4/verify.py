@@ -3,7 +3,7 @@
 Every GGUF tensor is compared with the checkpoint (:mod:`.reference.dsv4_tensors`: the checkpoint's values
 dequantized in torch as upstream does, passed through the GGUF type's rounding with gguf-py, must equal the GGUF's
 values exactly), and the model keys with the checkpoint's config. The report says plainly that no DeepSeek-V4
-reference forward ran. Its ``PROOF`` (:class:`~dspark_convert.verify_rows.TensorChecks`) is how the driver
+reference forward ran. Its ``PROOF`` (:class:`~dspark_convert.verify.rows.TensorChecks`) is how the driver
 reaches it.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 from ...hf.checkpoint import Checkpoint
 from ...reference.weights import GGUFWeights
-from ...verify_checks import OutputCheck, _meta
-from ...verify_rows import Job, Proof, TensorChecks, Tensors
+from ...verify.checks import OutputCheck, _meta
+from ...verify.rows import Job, Proof, TensorChecks, Tensors
 from .tensors import dsv4_tensor_checks, source_map
 
 #: DeepSeek-V4 DSpark: GGUF key -> how its value follows from the checkpoint config (verify_dsv4's metadata rows)

@@ -16,10 +16,10 @@ from gguf import GGUFValueType as VT
 from ... import schema as S
 from ...errors import ConvertError
 from ...findings import Finding
+from ...formats.transforms import Transform
 from ...hf.checkpoint import EMBED_NAMES, Select
 from ...plan import KV, Plan, TensorSpec
 from ...tokenizer.handlers import target_vocab_kvs
-from ...transforms import Transform
 from ..kit.base import Context, TargetFacts, TargetTensor
 from ..kit.common import (
     BACKBONE_GLOBALS,

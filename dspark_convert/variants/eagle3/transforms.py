@@ -1,6 +1,6 @@
 """The ``eagle3`` variant's row transform: llama.cpp's q/k permutation for Llama backbones (contract §5.2).
 
-:class:`Eagle3Permute` is registered in :data:`dspark_convert.transforms.TRANSFORMS` (under ``eagle3_permute``,
+:class:`Eagle3Permute` is registered in :data:`dspark_convert.formats.transforms.TRANSFORMS` (under ``eagle3_permute``,
 the name a dry run prints) when this module is imported, which the EAGLE-3 family module does.
 """
 
@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 
 from ...errors import ConvertError
-from ...transforms import Transform, register
+from ...formats.transforms import Transform, register
 
 
 @register

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...verify_checks import MetadataCheck, OutputCheck, _meta, compare_cases, d2t_rows
-from ...verify_rows import SHARED_READER, Forwards, Inputs, Pair, next_tokens
+from ...verify.checks import MetadataCheck, OutputCheck, _meta, compare_cases, d2t_rows
+from ...verify.rows import SHARED_READER, Forwards, Inputs, Pair, next_tokens
 from .numpy_forward import Eagle3Case, eagle3_forward
 
 if TYPE_CHECKING:

@@ -1,9 +1,9 @@
 """``verify`` for Gemma4 DSpark files: the numpy forward of the GGUF (:mod:`.numpy_forward`) against the independent
 torch forward of the checkpoint (:mod:`.torch_forward`), component by component, the Gemma 4 metadata, and an
-account of every tensor on both sides (:mod:`dspark_convert.verify_accounting`, with the variant's drop rules).
+account of every tensor on both sides (:mod:`dspark_convert.verify.accounting`, with the variant's drop rules).
 
 Exact mode: the torch side reads every checkpoint tensor rounded as the GGUF stores it, so every row must agree to
-float32 round-off (:data:`dspark_convert.verify_checks.EXACT_NMSE`). The GGUF side's Markov chain is forced to the
+float32 round-off (:data:`dspark_convert.verify.checks.EXACT_NMSE`). The GGUF side's Markov chain is forced to the
 torch side's previous tokens (a near-tie cannot make the later rows incomparable); a separate row compares the
 chosen tokens.
 """
@@ -17,8 +17,8 @@ from typing import Any
 
 from ... import schema as S
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...verify_checks import MetadataCheck, OutputCheck, compare_cases, compare_token_cases
-from ...verify_rows import Forwards, Inputs, OwnSide, Pair, anchors, lazy
+from ...verify.checks import MetadataCheck, OutputCheck, compare_cases, compare_token_cases
+from ...verify.rows import Forwards, Inputs, OwnSide, Pair, anchors, lazy
 from .numpy_forward import Gemma4HParams
 from .numpy_forward import gemma4_forward as numpy_forward
 

@@ -13,9 +13,9 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
+from ...formats.transforms import d2t_absolute
 from ...hf.checkpoint import Checkpoint
 from ...plan import KV, Origin, Plan, RowTransform, TensorSpec, add_kv
-from ...transforms import d2t_absolute
 from .hparams import as_float, as_u32, find_hparam, rope_dict
 
 

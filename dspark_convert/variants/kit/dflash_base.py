@@ -16,15 +16,15 @@ import numpy as np
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
-from ... import modelopt
 from ... import schema as S
 from ...errors import ConvertError
 from ...findings import Finding
+from ...formats import modelopt
+from ...formats.modelopt import QuantConfig
+from ...formats.transforms import DeinterleaveRope, Nvfp4Repack, Transform
 from ...hf.checkpoint import EMBED_NAMES, OUTPUT_NAMES, Select
-from ...modelopt import QuantConfig
 from ...plan import KV, Plan, TensorSpec
 from ...tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
-from ...transforms import DeinterleaveRope, Nvfp4Repack, Transform
 from .base import Context, TargetFacts, TargetTensor
 from .common import BACKBONE_GLOBALS, BACKBONE_LAYER, NameTable, is_skipped, tensor_spec
 from .hparams import (

@@ -37,11 +37,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from .errors import ConvertError
-from .reference.weights import GGUFWeights, TargetWeights
-from .variants import VARIANTS, Variant, variant_of_family
-from .verify_accounting import Tensors
-from .verify_checks import (
+from ..errors import ConvertError
+from ..reference.weights import GGUFWeights, TargetWeights
+from ..variants import VARIANTS, Variant, variant_of_family
+from .accounting import Tensors
+from .checks import (
     MetadataCheck,
     OutputCheck,
     _candidate,
@@ -51,14 +51,14 @@ from .verify_checks import (
     compare_token_cases,
     metadata_checks,
 )
-from .verify_nvfp4 import nvfp4_rows
+from .nvfp4 import nvfp4_rows
 
 __all__ = ["SHARED_READER", "Forwards", "Inputs", "Job", "OwnSide", "Pair", "Proof", "Prover", "Side", "TensorChecks",
            "Tensors", "anchors", "checkpoint_prover", "draft_readers", "gguf_types", "lazy", "next_tokens", "prover",
            "storage_of"]
 
 if TYPE_CHECKING:
-    from .reference.hf_draft import HFDraft
+    from ..reference.hf_draft import HFDraft
 
 #: what a failing numpy forward may raise (a readable but inconsistent GGUF): a failing row, not an input error
 CANDIDATE_ERRORS: tuple[type[Exception], ...] = (ConvertError, ValueError, IndexError, KeyError)
@@ -157,7 +157,7 @@ def draft_readers() -> list[Any]:
 def load_shared_draft(hf_dir: Path, target_dir: Path) -> HFDraft:
     """The checkpoint through the shared torch reader; unreadable input is a ConvertError."""
     try:
-        from .reference import torch_forward
+        from ..reference import torch_forward
     except ImportError as e:
         raise ConvertError(f"verify needs torch ({e}); install it with: pip install 'dspark-convert[torch]'") from None
     try:
@@ -221,7 +221,7 @@ class Pair:
         return [getattr(r, attr) for r in self.refs], [getattr(x, attr) for x in self.outs]
 
     def cases(self, name: str, attr: str, **kw: Any) -> OutputCheck:
-        """:func:`.verify_checks.compare_cases` of ``attr`` (keywords: ``bound``, ``argmax``, ``layer``, ...)."""
+        """:func:`.checks.compare_cases` of ``attr`` (keywords: ``bound``, ``argmax``, ``layer``, ...)."""
         return compare_cases(name, *self.both(attr), **kw)
 
     def tokens(self, name: str, logits: str) -> OutputCheck:

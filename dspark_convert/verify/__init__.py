@@ -3,7 +3,7 @@
 Two independent forwards run on the same seeded inputs (several cases: context lengths ``context // 4``,
 ``context`` and ``4 * context``, each with its own features and anchor / tokens): the torch forward of the
 ORIGINAL Hugging Face folder and the numpy forward of the GGUF file: each GGUF variant's ``torch_forward`` /
-``numpy_forward``, run by the shared row driver :mod:`.verify_rows` as the variant's ``verify`` role states
+``numpy_forward``, run by the shared row driver :mod:`.rows` as the variant's ``verify`` role states
 (``PROOF``, found through :mod:`.variants`; this driver names no family and calls every variant the same way).
 
 - **Exact mode (the verdict).** The torch side first rounds every checkpoint tensor exactly as the GGUF stores it
@@ -30,13 +30,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConvertError
-from .llamacpp.layouts import TOKEN_EMBD_HEAD_NOTE, runtime_head
-from .reference.weights import GGUFWeights, open_gguf
-from .variants import Variant, gguf_variant
-from .verify_accounting import ROW as ACCOUNTING_ROW
-from .verify_accounting import Tensors, account_for
-from .verify_checks import (
+from ..errors import ConvertError
+from ..llamacpp.layouts import TOKEN_EMBD_HEAD_NOTE, runtime_head
+from ..reference.weights import GGUFWeights, open_gguf
+from ..variants import Variant, gguf_variant
+from .accounting import ROW as ACCOUNTING_ROW
+from .accounting import Tensors, account_for
+from .checks import (
     EXACT_NMSE,
     GRADES,
     MetadataCheck,
@@ -48,7 +48,7 @@ from .verify_checks import (
     grade,
     metadata_checks,
 )
-from .verify_rows import Job, checkpoint_prover, draft_readers, gguf_types, prover
+from .rows import Job, checkpoint_prover, draft_readers, gguf_types, prover
 
 __all__ = ["EXACT_NMSE", "GRADES", "MetadataCheck", "OutputCheck", "VerifyReport", "add_argmax", "case_contexts",
            "compare_cases", "compare_tokens", "compare_values", "draft_readers", "gguf_types", "grade",
@@ -97,7 +97,7 @@ class VerifyReport:
     quality_note: str = ""
     metadata: list[MetadataCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    #: tensor accounting (:mod:`.verify_accounting`): counts per side, dropped tensors with reasons, unaccounted
+    #: tensor accounting (:mod:`.accounting`): counts per side, dropped tensors with reasons, unaccounted
     tensors: dict[str, Any] = field(default_factory=dict)
     accounting: OutputCheck | None = None                              # its verdict row (None: the forwards did not run)
 
@@ -146,8 +146,8 @@ def _require_folder(folder: Path, flag: str, what: str) -> None:
     if not any(folder.glob("*.safetensors")):
         raise ConvertError(f"{folder}: no safetensors files; {flag} must be {what}")
     if flag == "--target-model-dir" and (folder / "config.json").is_file():
-        from .hf.checkpoint import load_json
-        from .recognize import draft_architecture
+        from ..hf.checkpoint import load_json
+        from ..recognize import draft_architecture
 
         arch = draft_architecture(load_json(folder / "config.json"))
         if arch is not None:
@@ -159,12 +159,12 @@ def _from_hub(spec: str | Path | None, *, draft: bool) -> Any:
     """A Hub repo id (``org/name[@rev]``, not an existing path) as its local snapshot folder, as ``hf2gguf`` and
     ``check --target`` take it: the draft's config and weights, or the target's config, tokenizer files and the
     shards holding its token embedding and output head. Anything else is returned as given."""
-    from .hf.hub import is_repo_id
+    from ..hf.hub import is_repo_id
 
     if spec is None or not is_repo_id(str(spec)):
         return spec
-    from .hf.hub import resolve_draft, resolve_target
-    from .reference.weights import EMBED_NAMES, OUTPUT_NAMES
+    from ..hf.hub import resolve_draft, resolve_target
+    from ..reference.weights import EMBED_NAMES, OUTPUT_NAMES
 
     if draft:
         return resolve_draft(str(spec)).path
@@ -184,9 +184,9 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     Inputs per case: context rows of target features drawn from N(0, 1) (the scale of real hidden states), a
     random anchor (block drafts) or random next tokens (chain drafts, then ``steps`` chained draft tokens). Raises
     ConvertError for unreadable inputs; a conversion that is readable but wrong gives ``passed == False``.
-    Every variant is proved the same way: its ``verify`` role's ``PROOF`` (:mod:`.verify_rows`), the GGUF's
+    Every variant is proved the same way: its ``verify`` role's ``PROOF`` (:mod:`.rows`), the GGUF's
     variant when its torch side reads the checkpoint, else the checkpoint's; a variant without a reference forward
-    yet (:class:`.verify_rows.TensorChecks`) is compared tensor by tensor (``target_dir`` may be None).
+    yet (:class:`.rows.TensorChecks`) is compared tensor by tensor (``target_dir`` may be None).
 
     Example:
         >>> verify("d.gguf", "draft_qwen3_4b", "Qwen3-4B", seed=0).passed  # doctest: +SKIP
@@ -231,7 +231,7 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
 
 def _refuse_broken(gguf_path: str | Path) -> None:
     """A file whose hyperparameters no forward can run on (``check``'s ``hparam-value`` findings) is an input error."""
-    from .check import check_file
+    from ..check import check_file
 
     broken = [f for f in check_file(gguf_path) if f.rule == "hparam-value"]  # e.g. head_count 0: a division by zero
     if broken:

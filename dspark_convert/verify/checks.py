@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import ConvertError
-from .reference.ops import read_common_hparams
-from .reference.weights import GGUFWeights
-from .variants import variant_of_family
+from ..errors import ConvertError
+from ..reference.ops import read_common_hparams
+from ..reference.weights import GGUFWeights
+from ..variants import variant_of_family
 
 if TYPE_CHECKING:
-    from .reference.hf_draft import HFDraft
+    from ..reference.hf_draft import HFDraft
 
 #: the exact-mode bound on sum(err^2) / sum(ref^2): both sides hold the same rounded weights, so only float32
 #: round-off may remain (measured: below 1e-11 on every fixture and outtype and at 8B size, docs/verify.md).

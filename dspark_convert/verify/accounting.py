@@ -30,8 +30,8 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .variants import DropRule, Variant
-from .verify_checks import OutputCheck
+from ..variants import DropRule, Variant
+from .checks import OutputCheck
 
 ROW = "tensor accounting"
 

@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import modelopt
-from .hf.checkpoint import load_json
-from .reference.storage import gguf_counterpart
-from .verify_accounting import Tensors
-from .verify_checks import MetadataCheck, OutputCheck
+from ..formats import modelopt
+from ..hf.checkpoint import load_json
+from ..reference.storage import gguf_counterpart
+from .accounting import Tensors
+from .checks import MetadataCheck, OutputCheck
 
 if TYPE_CHECKING:
-    from .reference.hf_draft import TorchCheckpoint
-    from .reference.weights import GGUFWeights
+    from ..reference.hf_draft import TorchCheckpoint
+    from ..reference.weights import GGUFWeights
 
 
 def _bare(name: str) -> str:

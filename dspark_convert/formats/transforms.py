@@ -21,7 +21,7 @@ import numpy as np
 from gguf import GGMLQuantizationType as QT
 from gguf import quants
 
-from .errors import ConvertError
+from ..errors import ConvertError
 from .quant import FP8_TILE, fp8_block_dequant, mxfp4_repack, nvfp4_bad_scales, nvfp4_repack, tiles
 
 Q8_0_BLOCK = 32
@@ -205,7 +205,7 @@ class Mxfp4ExpertStack(Transform):
 @dataclass(frozen=True)
 class Nvfp4Repack(Transform):
     """Sources (ModelOpt NVFP4 weight U8 ``[out, in/2]``, E4M3 ``weight_scale`` ``[out, in/16]``) -> the ggml NVFP4
-    blocks of ``[out, in]``, written as they come (lossless; :func:`~dspark_convert.quant.nvfp4_repack`).
+    blocks of ``[out, in]``, written as they come (lossless; :func:`~dspark_convert.formats.quant.nvfp4_repack`).
 
     Both sources are read at the same rows; a chunk whose block scales are NaN or negative (which ggml's unsigned
     scales cannot hold) is refused, naming ``scale`` (the scale tensor, for the message).

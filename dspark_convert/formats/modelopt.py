@@ -11,7 +11,7 @@ from ``hf_quant_config.json`` (its ``quantization`` object) when either is missi
 16-bit activations) or ``MIXED_PRECISION`` with per-layer ``quantized_layers[module].quant_algo``.
 
 What the GGUF gets (upstream b11434, spec/upstream-b11434.md §2.4): each NVFP4 linear becomes a ggml NVFP4 tensor
-(repacked losslessly, :func:`~dspark_convert.quant.nvfp4_repack`), followed by ``<name>.scale`` (the
+(repacked losslessly, :func:`~dspark_convert.formats.quant.nvfp4_repack`), followed by ``<name>.scale`` (the
 ``weight_scale_2``) and ``<name>.input_scale`` as F32 ``[1]`` tensors, each only when it is not 1.0; these come
 first in the file, in checkpoint order. A tensor whose effective algo (its closest ``quantized_layers`` module,
 else the global one) is ``W4A16_NVFP4`` is listed in ``general.tensor_extra.name`` (sorted GGUF names) with
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ConvertError
+from ..errors import ConvertError
 from .quant import NVFP4_BLOCK, NVFP4_SUB, nvfp4_bad_scales
 
 HF_QUANT_CONFIG = "hf_quant_config.json"
