@@ -20,8 +20,9 @@ import numpy as np
 import torch
 
 from ...reference.hf_draft import TorchCheckpoint
+from ...reference.layers_torch import Heads, attention_block, context_projection, visible_keys
 from ...reference.storage import gguf_counterpart as shared_counterpart
-from ...reference.torch_forward import attend, rms
+from ...reference.torch_forward import rms, swiglu
 
 #: the torch side's own spelling of the DFlash2 tensors' GGUF names (layer part, global) beside the shared block
 #: table of :func:`..reference.storage.gguf_counterpart`; exact mode rounds each checkpoint tensor as its GGUF one
@@ -140,6 +141,7 @@ def dflash2_forward(ck: DFlash2Checkpoint, features: Sequence[np.ndarray], ancho
     emb_scale = ck.setting("input_embedding_scale")
     logit_scale, cap = ck.setting("output_multiplier"), ck.setting("final_logit_softcapping")
     value_scale = ck.dc.get("attention_value_scale")
+    shape = Heads(nh, nkv, hd, eps)
 
     embed_name = ck.embed_name()
     own_embed = ck.has("embed_tokens.weight") and c.get("has_embed_tokens") is not False
@@ -148,7 +150,7 @@ def dflash2_forward(ck: DFlash2Checkpoint, features: Sequence[np.ndarray], ancho
         return ck.w.rows(ck.name("embed_tokens.weight"), ids) if own_embed else ck.t.rows(embed_name, ids)
 
     fc, hn = ck.get("fc.weight"), ck.get("hidden_norm.weight")
-    Cs = [rms(torch.from_numpy(np.asarray(f, np.float32)) @ fc.T, hn, eps) for f in features]
+    Cs = [context_projection(f, fc, hn, eps) for f in features]
     xs = [embed([a] + [mask_id] * (B - 1)) for a in anchors]
     if emb_scale is not None:
         xs = [x * float(emb_scale) for x in xs]
@@ -169,26 +171,15 @@ def dflash2_forward(ck: DFlash2Checkpoint, features: Sequence[np.ndarray], ancho
             n = rms(x, L["input_layernorm.weight"], eps)
             dyn = n @ L["attention_conv.kernel_projection.weight"].T
             a = conv(n, dyn, L["attention_conv.base_kernel"], 0, K, group)
-            kv = torch.cat([C, a])
-            q = rms((a @ L["self_attn.q_proj.weight"].T).view(B, nh, hd), L["self_attn.q_norm.weight"], eps)
-            k = rms((kv @ L["self_attn.k_proj.weight"].T).view(T + B, nkv, hd), L["self_attn.k_norm.weight"], eps)
-            v = (kv @ L["self_attn.v_proj.weight"].T).view(T + B, nkv, hd)
-            q = _rope(q.transpose(0, 1), pos[T:], theta, n_rot)
-            k = _rope(k.transpose(0, 1), pos, theta, n_rot)
-            allowed = torch.ones(B, T + B, dtype=torch.bool)
-            if causal:
-                allowed &= pos[None, :] <= pos[T:, None]
-            if swa_layer:
-                allowed &= (pos[T:, None] - pos[None, :]) < int(window or 0)
-            o = attend(q, k, v.transpose(0, 1), None if bool(allowed.all()) else allowed) @ L["self_attn.o_proj.weight"].T
+            mask = visible_keys(pos[T:], pos, causal=bool(causal), window=int(window or 0) if swa_layer else 0)
+            o = attention_block(L, "", a, C, shape, lambda t, at: _rope(t, at, theta, n_rot), mask)
             if value_scale is not None:
                 o = o * float(value_scale)
             x = x + conv(o, dyn, L["attention_conv.base_kernel"], 1, K, group)
             f = rms(x, L["post_attention_layernorm.weight"], eps)
             fdyn = f @ L["mlp_conv.kernel_projection.weight"].T
             f0 = conv(f, fdyn, L["mlp_conv.base_kernel"], 0, K, group)
-            m = (torch.nn.functional.silu(f0 @ L["mlp.gate_proj.weight"].T) * (f0 @ L["mlp.up_proj.weight"].T)) \
-                @ L["mlp.down_proj.weight"].T
+            m = swiglu(f0, L, "")
             xs[i] = x + conv(m, fdyn, L["mlp_conv.base_kernel"], 1, K, group)
             layers[i].append(xs[i].numpy())
         del L
