@@ -4,7 +4,8 @@ Each variant's ``numpy_forward`` composes these into its forward and keeps its o
 the mixer, sandwich norms, a cached causal layer over a wider input) in its own file. The pieces, in forward order:
 
 - **context** ``C = RMSNorm(F @ W_fc.T)`` (:func:`context_projection`) and the **block input**
-  ``X0 = embed([a, m, ..., m]) * scale`` (:func:`block_input`);
+  ``X0 = embed([a, m, ..., m]) * scale`` (:func:`block_input`), then the layers, one layer's weights at a time
+  (:func:`stream_layers`);
 - **attention**: ``q = RMSNorm_q(x Wq)``, ``k = RMSNorm_k([C; x] Wk)``, ``v = [C; x] Wv`` per head, NEOX RoPE,
   GQA softmax attention under the visible-key mask, then ``Wo`` (:func:`attention_block`, on :func:`heads`,
   :func:`rotary_attention` and :func:`visible_keys`);
@@ -17,7 +18,7 @@ Only numpy and :mod:`.ops`: the torch side has its own twin (:mod:`.layers_torch
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -61,6 +62,26 @@ def block_input(g: GGUFWeights, target: TargetWeights | None, anchor: int, mask_
     """``X0 = embed([anchor, mask, ..., mask]) * scale`` ``[B, H]`` (``scale`` 0: not scaled)."""
     x = embed_tokens(g, target, [anchor] + [mask_id] * (block_size - 1))
     return x * F32(scale) if scale else x
+
+
+#: ``layer(w, il, x, ctx) -> x``: one layer of a forward, on that layer's weights
+Layer = Callable[[dict[str, np.ndarray], int, np.ndarray, np.ndarray], np.ndarray]
+
+
+def stream_layers(n_layer: int, load: Callable[[int], dict[str, np.ndarray]], layer: Layer,
+                  x0: Sequence[np.ndarray], ctxs: Sequence[np.ndarray]) -> tuple[list[np.ndarray], list[list[np.ndarray]]]:
+    """Every case's rows ``x0[i]`` (with its context ``ctxs[i]``) through ``n_layer`` layers, streamed: layer
+    ``il``'s weights ``load(il)`` are dequantized once, applied to every case and dropped before the next layer.
+    Returns the final rows and, per case, the rows after each layer."""
+    xs: list[np.ndarray] = list(x0)
+    after: list[list[np.ndarray]] = [[] for _ in x0]
+    for il in range(n_layer):
+        w = load(il)
+        for i, ctx in enumerate(ctxs):
+            xs[i] = layer(w, il, xs[i], ctx)
+            after[i].append(xs[i])
+        del w
+    return xs, after
 
 
 # ============================================================================================== attention

@@ -8,14 +8,15 @@ causal layer over a wider input). The pieces:
 - **context** ``C = RMSNorm(F @ fc.T)`` (:func:`context_projection`);
 - **attention**: q/k/v per head with q/k RMS norms (:func:`qk_normed_heads`), the visible-key mask
   (:func:`visible_keys`), and the block rows attending to ``[C; x]`` through ``o_proj`` (:func:`attention_block`);
-- **MLP** ``x + swiglu(RMSNorm(x))`` (:func:`mlp_residual`).
+- **MLP** ``x + swiglu(RMSNorm(x))`` (:func:`mlp_residual`);
+- the layers, one layer's weights at a time (:func:`stream_layers`).
 
 Only torch and the torch side's own modules: never the numpy reference (the two forwards are independent witnesses).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -104,3 +105,20 @@ def attention_block(L: Weights, p: str, x: torch.Tensor, C: torch.Tensor, hp: He
 def mlp_residual(L: Weights, p: str, x: torch.Tensor, eps: float) -> torch.Tensor:
     """``x + swiglu(RMSNorm_post_attention(x))``: the pre-norm MLP half of a block."""
     return x + swiglu(rms(x, L[p + "post_attention_layernorm.weight"], eps), L, p)
+
+
+def stream_layers(n_layer: int, load: Callable[[int], Weights],
+                  layer: Callable[[Weights, int, torch.Tensor, torch.Tensor], torch.Tensor],
+                  x0: Sequence[torch.Tensor], Cs: Sequence[torch.Tensor]) -> tuple[list[torch.Tensor], list[list[np.ndarray]]]:
+    """Every case's rows ``x0[i]`` (with its context ``Cs[i]``) through ``n_layer`` layers, streamed: layer ``il``'s
+    weights ``load(il)`` are read once, applied to every case and dropped. Returns the final rows and, per case, the
+    rows after each layer (as numpy, for verify's rows)."""
+    xs: list[torch.Tensor] = list(x0)
+    after: list[list[np.ndarray]] = [[] for _ in x0]
+    for il in range(n_layer):
+        L = load(il)
+        for i, C in enumerate(Cs):
+            xs[i] = layer(L, il, xs[i], C)
+            after[i].append(xs[i].numpy())
+        del L
+    return xs, after

@@ -24,6 +24,7 @@ from ...reference.layers import (
     context_projection,
     ffn_residual,
     markov_chain,
+    stream_layers,
     visible_keys,
 )
 from ...reference.ops import (
@@ -168,15 +169,10 @@ def dflash_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence
     ctxs = [context_projection(f, w_fc, w_cn, hp.eps) for f in feats]
     del w_fc
     B = hp.block_size
-    xs = [block_input(g, target, c.anchor, hp.mask_token_id, B) for c in cases]   # step 2
-    x0 = list(xs)
-    layers: list[list[np.ndarray]] = [[] for _ in cases]
-    for il in range(hp.n_layer):                                   # stream: one layer's weights at a time
-        w = layer_weights(g, il, LAYER_TENSORS)
-        for i, ctx in enumerate(ctxs):
-            xs[i] = block_forward(w, hp, il, xs[i], ctx, np.arange(ctx.shape[0] + B))
-            layers[i].append(xs[i])
-        del w
+    x0 = [block_input(g, target, c.anchor, hp.mask_token_id, B) for c in cases]   # step 2
+    xs, layers = stream_layers(hp.n_layer, lambda il: layer_weights(g, il, LAYER_TENSORS),   # step 3
+                               lambda w, il, x, ctx: block_forward(w, hp, il, x, ctx, np.arange(ctx.shape[0] + B)),
+                               x0, ctxs)
     w_norm = g.array("output_norm.weight")
     hiddens = [rms_norm(x, w_norm, hp.eps) for x in xs]           # step 4
     rows = hp.prediction_rows

@@ -16,7 +16,13 @@ import torch
 
 from ...errors import ConvertError
 from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint
-from ...reference.layers_torch import attention_block, context_projection, mlp_residual, visible_keys
+from ...reference.layers_torch import (
+    attention_block,
+    context_projection,
+    mlp_residual,
+    stream_layers,
+    visible_keys,
+)
 from ...reference.torch_forward import (
     Weights,
     _embed,
@@ -198,13 +204,8 @@ def _block_forward(d: HFDraft, features: Sequence[np.ndarray], anchors: Sequence
     del fc
     xs = [_embed(d, [a] + [int(hp.mask_token_id or 0)] * (hp.block_size - 1)) for a in anchors]
     x0 = [x.numpy() for x in xs]
-    layers: list[list[np.ndarray]] = [[] for _ in anchors]
-    for il in range(hp.n_layer):
-        L = _layer(d, f"layers.{il}.")
-        for i, C in enumerate(Cs):
-            xs[i] = block_layer(L, hp, il, xs[i], C)
-            layers[i].append(xs[i].numpy())
-        del L
+    xs, layers = stream_layers(hp.n_layer, lambda il: _layer(d, f"layers.{il}."),
+                               lambda L, il, x, C: block_layer(L, hp, il, x, C), xs, Cs)
     norm = w.get("norm.weight")
     hidden = [rms(x, norm, hp.eps) for x in xs]
     rows = hp.prediction_rows

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import ConvertError
-from ...reference.layers import attention_block, block_input, context_projection, feed_forward
+from ...reference.layers import attention_block, block_input, context_projection, feed_forward, stream_layers
 from ...reference.ops import F32, check_feature_width, layer_weights, lm_logits, rms_norm
 from ...reference.weights import GGUFWeights, TargetWeights
 from ..dflash.numpy_forward import DFlashHParams, block_mask
@@ -140,16 +140,12 @@ def dflash2_forward(g: GGUFWeights, target: TargetWeights | None, features: Sequ
         check_feature_width(g, f)
     ctxs = [context_projection(f, g.array("fc.weight"), g.array("enc.output_norm.weight"), b.eps) for f in feats]
     B = b.block_size
-    xs = [block_input(g, target, a, b.mask_token_id, B, hp.embedding_scale) for a in anchors]
-    x0 = list(xs)
-    layers: list[list[np.ndarray]] = [[] for _ in anchors]
-    for il in range(b.n_layer):
-        w = layer_weights(g, il, LAYER)
-        w.update({n: g.array(f"blk.{il}.{n}") for n in BASES})
-        for i, ctx in enumerate(ctxs):
-            xs[i] = _layer(w, hp, il, xs[i], ctx)
-            layers[i].append(xs[i])
-        del w
+    x0 = [block_input(g, target, a, b.mask_token_id, B, hp.embedding_scale) for a in anchors]
+
+    def load(il: int) -> dict[str, np.ndarray]:
+        return {**layer_weights(g, il, LAYER), **{n: g.array(f"blk.{il}.{n}") for n in BASES}}
+
+    xs, layers = stream_layers(b.n_layer, load, lambda w, il, x, ctx: _layer(w, hp, il, x, ctx), x0, ctxs)
     w_norm = g.array("output_norm.weight")
     outs = []
     for i, a in enumerate(anchors):

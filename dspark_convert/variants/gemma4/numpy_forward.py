@@ -33,6 +33,7 @@ from ...reference.layers import (
     heads,
     markov_chain,
     rotary_attention,
+    stream_layers,
     visible_keys,
 )
 from ...reference.ops import (
@@ -152,15 +153,9 @@ def gemma4_forward(g: GGUFWeights, target: TargetWeights | None, features: Seque
     ctxs = [context_projection(f, g.array("fc.weight"), g.array("enc.output_norm.weight"), hp.eps) for f in feats]
     freqs = g.array("rope_freqs.weight") if g.has("rope_freqs.weight") else None
     B = hp.block_size
-    xs = [block_input(g, target, a, hp.mask_token_id, B, hp.embedding_scale) for a in anchors]
-    x0 = list(xs)
-    layers: list[list[np.ndarray]] = [[] for _ in anchors]
-    for il in range(hp.n_layer):
-        w = layer_weights(g, il, LAYER)
-        for i, ctx in enumerate(ctxs):
-            xs[i] = layer(w, hp, il, xs[i], ctx, freqs)
-            layers[i].append(xs[i])
-        del w
+    x0 = [block_input(g, target, a, hp.mask_token_id, B, hp.embedding_scale) for a in anchors]
+    xs, layers = stream_layers(hp.n_layer, lambda il: layer_weights(g, il, LAYER),
+                               lambda w, il, x, ctx: layer(w, hp, il, x, ctx, freqs), x0, ctxs)
     w_norm = g.array("output_norm.weight")
     rows = hp.prediction_rows
     w2 = g.array("markov_w2.weight") if g.has("markov_w2.weight") else None
