@@ -9,7 +9,6 @@ weights; the context row ``[0, 1]`` and the block row ``[1, 0]``. RMS-normed, q 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,15 +21,9 @@ HAND = [P, 1 - P]
 SILU_1 = 1 / (1 + np.exp(-1.0))                             # 0.73106
 
 
-@dataclass(frozen=True)
-class _HP:
-    n_head: int = 1
-    n_head_kv: int = 1
-    head_dim: int = 2
-    n_rot: int = 0
-    eps: float = 0.0
-    rope_base: float = 10000.0
-    rope_pos_scale: float = 1.0
+def _HP() -> ops.CommonHParams:
+    return ops.CommonHParams(n_layer=1, n_embd=2, n_ff=1, n_head=1, n_head_kv=1, head_dim=2, n_rot=0, eps=0.0,
+                             rope_base=10000.0, rope_scaling_type=None, rope_scaling_factor=None)
 
 
 def _w(**extra: np.ndarray) -> dict[str, np.ndarray]:

@@ -19,31 +19,11 @@ Only numpy and :mod:`.ops`: the torch side has its own twin (:mod:`.layers_torch
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 import numpy as np
 
-from .ops import F32, attention, embed_tokens, mlp, rms_norm, rope_cos_sin, rope_neox, silu
+from .ops import F32, CommonHParams, attention, embed_tokens, mlp, rms_norm, rope_cos_sin, rope_neox, silu
 from .weights import GGUFWeights, TargetWeights
-
-
-class AttentionHParams(Protocol):
-    """What :func:`attention_block` reads of a forward's hyperparameters (:class:`.ops.CommonHParams` has it all)."""
-
-    @property
-    def n_head(self) -> int: ...
-    @property
-    def n_head_kv(self) -> int: ...
-    @property
-    def head_dim(self) -> int: ...
-    @property
-    def n_rot(self) -> int: ...
-    @property
-    def eps(self) -> float: ...
-    @property
-    def rope_base(self) -> float: ...
-    @property
-    def rope_pos_scale(self) -> float: ...
 
 
 # ============================================================================================== inputs
@@ -121,7 +101,7 @@ def rotary_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, cos: np.ndarra
     return attention(q, k, v, allowed, sinks, scale) @ w_o.T
 
 
-def attention_block(x: np.ndarray, ctx: np.ndarray, w: dict[str, np.ndarray], hp: AttentionHParams,
+def attention_block(x: np.ndarray, ctx: np.ndarray, w: dict[str, np.ndarray], hp: CommonHParams,
                     positions: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
     """The block rows ``x [B, H]`` (already normed) attend to ``[C; x]`` at ``positions`` ``[T + B]``: per-head
     q/k RMS norms, NEOX RoPE, GQA, ``attn_sinks`` when the layer has them; returns ``attn_output``'s rows ``[B, H]``."""
