@@ -118,6 +118,29 @@ def test_verify_side_does_not_import_the_converter(module: str) -> None:
         assert not {m for m in imported if m.startswith("dspark_convert.variants")}, module
 
 
+#: the two witnesses of verify: the GGUF side (numpy) and the checkpoint side (torch), each with its shared layers
+NUMPY_SIDE = ["reference/ops.py", "reference/layers.py",
+              *[p.relative_to(PKG).as_posix() for p in sorted((PKG / "variants").glob("*/numpy_forward.py"))]]
+TORCH_SIDE = ["reference/torch_forward.py", "reference/layers_torch.py",
+              *[p.relative_to(PKG).as_posix() for p in sorted((PKG / "variants").glob("*/torch_forward.py"))]]
+
+
+def _side_modules(side: list[str]) -> set[str]:
+    return {"dspark_convert." + m.removesuffix(".py").replace("/", ".") for m in side}
+
+
+@pytest.mark.parametrize("module", NUMPY_SIDE + TORCH_SIDE)
+def test_the_two_witnesses_share_no_code(module: str) -> None:
+    """Shared layer code stays within one side: no numpy forward (or ``reference/layers.py``) imports torch or a
+    torch module, no torch forward (or ``reference/layers_torch.py``) imports the numpy reference."""
+    imported = _imports(PKG / module)
+    other = _side_modules(TORCH_SIDE if module in NUMPY_SIDE else NUMPY_SIDE)
+    assert not {m for m in imported if m in other or m.startswith(tuple(o + "." for o in other))}, module
+    if module in NUMPY_SIDE:
+        assert not {m for m in imported if m == "torch" or m.startswith(("torch.", "dspark_convert.reference.hf_draft"))}
+    assert len(NUMPY_SIDE) >= 6 and len(TORCH_SIDE) >= 6
+
+
 # ---------------------------------------------------------------------------------------------- family names
 def _family_figures() -> ModuleType:
     import importlib.util

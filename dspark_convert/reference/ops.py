@@ -1,12 +1,13 @@
 """Numpy primitives shared by the reference forwards (each variant's ``numpy_forward`` module).
 
-RMSNorm, activations, RoPE (both pairings), attention and the SwiGLU MLP, plus the small GGUF-side helpers both
+RMSNorm, activations, RoPE (both pairings), attention and the gated MLP, plus the small GGUF-side helpers both
 forwards use (the common hyperparameters, token embedding, logits, per-layer weight loading). Each is a few lines
 of float32 numpy.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,16 @@ def rms_norm(x: np.ndarray, w: np.ndarray | None, eps: float) -> np.ndarray:
 def silu(x: np.ndarray) -> np.ndarray:
     """``x * sigmoid(x)``."""
     return x / (F32(1) + np.exp(-x))
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU, tanh approximation (``gelu_pytorch_tanh``; ggml's ``gelu``).
+
+    Example:
+        >>> gelu_tanh(np.array([0.0, 1.0], np.float32)).round(4)
+        array([0.    , 0.8412], dtype=float32)
+    """
+    return (F32(0.5) * x * (F32(1) + np.tanh(F32(np.sqrt(2 / np.pi)) * (x + F32(0.044715) * x ** 3)))).astype(F32)
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
@@ -98,11 +109,12 @@ def rope_norm(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray | None = None,
-              sinks: np.ndarray | None = None) -> np.ndarray:
+              sinks: np.ndarray | None = None, scale: float | None = None) -> np.ndarray:
     """Scaled dot-product attention with GQA: ``q [Nq, nh, d]``, ``k``/``v`` ``[Nk, nkv, d]`` -> ``[Nq, nh*d]``.
 
     Query head ``h`` reads kv head ``h // (nh / nkv)``; ``allowed [Nq, Nk]`` masks keys (None: all visible);
-    ``sinks [nh]`` (llama.cpp ``attn_sinks``) adds one value-less logit per head to each softmax.
+    ``sinks [nh]`` (llama.cpp ``attn_sinks``) adds one value-less logit per head to each softmax; ``scale``
+    multiplies the scores (None: ``1 / sqrt(d)``; a file's ``attention.scale`` otherwise).
 
     Example:
         >>> q = k = v = np.ones((2, 2, 4), np.float32)
@@ -113,7 +125,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray |
     group = nh // k.shape[1]
     kk = np.repeat(k, group, axis=1).transpose(1, 2, 0)         # [nh, d, Nk]
     vv = np.repeat(v, group, axis=1).transpose(1, 0, 2)         # [nh, Nk, d]
-    scores = (q.transpose(1, 0, 2) @ kk) * F32(1.0 / np.sqrt(d))  # [nh, Nq, Nk]
+    scores = (q.transpose(1, 0, 2) @ kk) * F32(1.0 / np.sqrt(d) if scale is None else scale)  # [nh, Nq, Nk]
     if allowed is not None:
         scores = np.where(allowed[None], scores, F32(-np.inf))
     if sinks is not None:
@@ -125,9 +137,10 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray |
     return out.transpose(1, 0, 2).reshape(nq, nh * d)
 
 
-def mlp(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, w_down: np.ndarray) -> np.ndarray:
-    """SiLU-gated MLP: ``down(silu(gate(x)) * up(x))``."""
-    return (silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+def mlp(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, w_down: np.ndarray,
+        act: Callable[[np.ndarray], np.ndarray] = silu) -> np.ndarray:
+    """Gated MLP: ``down(act(gate(x)) * up(x))`` (SwiGLU with the default SiLU)."""
+    return (act(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
 
 
 # ============================================================================================== hyperparameters

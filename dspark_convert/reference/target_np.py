@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import ConvertError
 from ..formats.transforms import to_float32
 from ..hf.checkpoint import Checkpoint
-from .ops import F32, attention, mlp, rms_norm, rope_cos_sin, rope_neox
+from .ops import F32, attention, gelu_tanh, mlp, rms_norm, rope_cos_sin, rope_neox
 
 SUPPORTED = ("Qwen3ForCausalLM", "LlamaForCausalLM", "Qwen2ForCausalLM", "Gemma4ForCausalLM")
 
@@ -166,10 +166,6 @@ def gemma4_inv_freq(rope: dict[str, Any], head_dim: int) -> np.ndarray:
     return inv / float(rope.get("factor", 1.0))
 
 
-def _gelu_tanh(x: np.ndarray) -> np.ndarray:
-    return (F32(0.5) * x * (F32(1) + np.tanh(F32(np.sqrt(2 / np.pi)) * (x + F32(0.044715) * x ** 3)))).astype(F32)
-
-
 def _gemma4_layer(m: TargetModel, il: int, x: np.ndarray, pos: np.ndarray) -> np.ndarray:
     cfg, p, T = m.cfg, f"layers.{il}.", x.shape[0]
     kind = (cfg.get("layer_types") or ["full_attention"] * m.n_layer)[il]
@@ -194,7 +190,7 @@ def _gemma4_layer(m: TargetModel, il: int, x: np.ndarray, pos: np.ndarray) -> np
     o = attention(q * F32(np.sqrt(d)), k, v, allowed) @ m.w(p + "self_attn.o_proj.weight").T
     x = x + rms_norm(o, m.w(p + "post_attention_layernorm.weight"), m.eps)
     f = rms_norm(x, m.w(p + "pre_feedforward_layernorm.weight"), m.eps)
-    h = (_gelu_tanh(f @ m.w(p + "mlp.gate_proj.weight").T) * (f @ m.w(p + "mlp.up_proj.weight").T)) \
+    h = (gelu_tanh(f @ m.w(p + "mlp.gate_proj.weight").T) * (f @ m.w(p + "mlp.up_proj.weight").T)) \
         @ m.w(p + "mlp.down_proj.weight").T
     x = x + rms_norm(h, m.w(p + "post_feedforward_layernorm.weight"), m.eps)
     scalar = m.maybe(p + "layer_scalar")

@@ -17,20 +17,25 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import ConvertError
+from ...reference.layers import (
+    attention_block,
+    block_input,
+    confidence,
+    context_projection,
+    ffn_residual,
+    markov_chain,
+    stream_layers,
+    visible_keys,
+)
 from ...reference.ops import (
     F32,
     CommonHParams,
-    attention,
     check_feature_width,
-    embed_tokens,
     layer_weights,
     lm_logits,
-    mlp,
     need,
     read_common_hparams,
     rms_norm,
-    rope_cos_sin,
-    rope_neox,
     sigmoid,
 )
 from ...reference.weights import GGUFWeights, TargetWeights
@@ -122,65 +127,20 @@ class BlockOutputs:
         return None if self.confidence_logits is None else sigmoid(self.confidence_logits)
 
 
-def context_projection(features: np.ndarray, w_fc: np.ndarray, w_norm: np.ndarray, eps: float) -> np.ndarray:
-    """Step 1: ``C = RMSNorm_hidden_norm(F @ W_fc.T)`` — the tapped target features, projected once for all layers."""
-    return rms_norm(features @ w_fc.T, w_norm, eps)
-
-
 def block_forward(w: dict[str, np.ndarray], hp: DFlashHParams, il: int, x: np.ndarray, ctx: np.ndarray,
                   positions: np.ndarray) -> np.ndarray:
     """Step 3, one pre-norm Qwen3 layer: the block queries attend to ``[C; block]`` (non-causal, q/k norms, NEOX)."""
-    T, B = ctx.shape[0], x.shape[0]
-    xn = rms_norm(x, w["attn_norm"], hp.eps)
-    kv_in = np.concatenate([ctx, xn], axis=0)                     # context rows first; no input norm on C
-    q = (xn @ w["attn_q"].T).reshape(B, hp.n_head, hp.head_dim)
-    k = (kv_in @ w["attn_k"].T).reshape(T + B, hp.n_head_kv, hp.head_dim)
-    v = (kv_in @ w["attn_v"].T).reshape(T + B, hp.n_head_kv, hp.head_dim)
-    q, k = rms_norm(q, w["attn_q_norm"], hp.eps), rms_norm(k, w["attn_k_norm"], hp.eps)
-    cos, sin = rope_cos_sin(positions, hp.n_rot, hp.rope_base, pos_scale=hp.rope_pos_scale)
-    q, k = rope_neox(q, cos[T:], sin[T:]), rope_neox(k, cos, sin)
-    o = attention(q, k, v, block_mask(hp, il, positions[T:], positions), w.get("attn_sinks")) @ w["attn_output"].T
+    T = ctx.shape[0]
+    o = attention_block(rms_norm(x, w["attn_norm"], hp.eps), ctx, w, hp, positions,
+                        block_mask(hp, il, positions[T:], positions))
     x = x + (o * F32(hp.value_scale) if hp.value_scale else o)    # src/models/dflash.cpp: ggml_scale after wo
-    return x + mlp(rms_norm(x, w["ffn_norm"], hp.eps), w["ffn_gate"], w["ffn_up"], w["ffn_down"])
+    return ffn_residual(w, x, hp.eps)
 
 
 def block_mask(hp: DFlashHParams, il: int, q_pos: np.ndarray, k_pos: np.ndarray) -> np.ndarray | None:
     """Visible keys: all of them, unless the file asks for causal attention or this layer is sliding-window."""
-    allowed = np.ones((q_pos.size, k_pos.size), dtype=bool)
-    if hp.causal:
-        allowed &= k_pos[None, :] <= q_pos[:, None]
-    if hp.sliding_window > 0 and il < len(hp.swa_layers) and hp.swa_layers[il]:
-        allowed &= (q_pos[:, None] - k_pos[None, :]) < hp.sliding_window   # llama.cpp's SWA rule
-    return None if allowed.all() else allowed
-
-
-def markov_chain(U: np.ndarray, w2: np.ndarray, g: GGUFWeights, anchor: int, d2t: np.ndarray | None,
-                 prev_tokens: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Step 5, greedy vanilla Markov chain seeded by the anchor: ``z_i = U_i + W2 W1[prev_i]``, ``x_i = argmax z_i``.
-
-    ``w2`` is ``markov_w2`` [Vd, r]; rows of ``markov_w1`` are gathered as needed. ``prev_tokens`` forces the
-    chain's inputs. Returns ``(bias, z, tokens, prev)`` with ``bias = W2 W1[prev]``.
-    """
-    P = U.shape[0]
-    bias, tokens, prev = np.empty_like(U), np.empty(P, np.int64), np.empty(P, np.int64)
-    p = anchor
-    for i in range(P):
-        prev[i] = p if prev_tokens is None or i >= len(prev_tokens) else prev_tokens[i]
-        bias[i] = w2 @ g.rows("markov_w1.weight", [prev[i]])[0]
-        d = int(np.argmax(U[i] + bias[i]))
-        tokens[i] = d if d2t is None else d2t[d]
-        p = tokens[i]
-    return bias, U + bias, tokens, prev
-
-
-def confidence(g: GGUFWeights, hidden: np.ndarray, prev: np.ndarray) -> np.ndarray:
-    """Step 6: ``l_i = w . [Hout_i ; W1[prev_i]] + b`` (the W1 part only when the head was trained with Markov)."""
-    w = g.array("conf_proj.weight").reshape(-1)
-    x = hidden
-    if w.size > hidden.shape[1]:
-        x = np.concatenate([hidden, g.rows("markov_w1.weight", prev)], axis=1)
-    b = g.array("conf_proj.bias").reshape(-1)[0] if g.has("conf_proj.bias") else F32(0)
-    return x @ w + b
+    swa = hp.sliding_window > 0 and il < len(hp.swa_layers) and hp.swa_layers[il]
+    return visible_keys(q_pos, k_pos, causal=hp.causal, window=hp.sliding_window if swa else 0)
 
 
 LAYER_TENSORS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm",
@@ -209,15 +169,10 @@ def dflash_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence
     ctxs = [context_projection(f, w_fc, w_cn, hp.eps) for f in feats]
     del w_fc
     B = hp.block_size
-    xs = [embed_tokens(g, target, [c.anchor] + [hp.mask_token_id] * (B - 1)) for c in cases]   # step 2
-    x0 = list(xs)
-    layers: list[list[np.ndarray]] = [[] for _ in cases]
-    for il in range(hp.n_layer):                                   # stream: one layer's weights at a time
-        w = layer_weights(g, il, LAYER_TENSORS)
-        for i, ctx in enumerate(ctxs):
-            xs[i] = block_forward(w, hp, il, xs[i], ctx, np.arange(ctx.shape[0] + B))
-            layers[i].append(xs[i])
-        del w
+    x0 = [block_input(g, target, c.anchor, hp.mask_token_id, B) for c in cases]   # step 2
+    xs, layers = stream_layers(hp.n_layer, lambda il: layer_weights(g, il, LAYER_TENSORS),   # step 3
+                               lambda w, il, x, ctx: block_forward(w, hp, il, x, ctx, np.arange(ctx.shape[0] + B)),
+                               x0, ctxs)
     w_norm = g.array("output_norm.weight")
     hiddens = [rms_norm(x, w_norm, hp.eps) for x in xs]           # step 4
     rows = hp.prediction_rows

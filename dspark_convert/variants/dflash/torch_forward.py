@@ -16,6 +16,13 @@ import torch
 
 from ...errors import ConvertError
 from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint
+from ...reference.layers_torch import (
+    attention_block,
+    context_projection,
+    mlp_residual,
+    stream_layers,
+    visible_keys,
+)
 from ...reference.torch_forward import (
     Weights,
     _embed,
@@ -24,10 +31,8 @@ from ...reference.torch_forward import (
     _threads_for,
     _to_target,
     apply_rope,
-    attend,
     inv_freq,
     rms,
-    swiglu,
 )
 
 DSPARK_ARCHS = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
@@ -149,25 +154,15 @@ class TorchBlock:
 def block_layer(L: Weights, hp: BlockHFHParams, il: int, x: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     """One Qwen3 layer: the block ``x [B, H]`` attends to ``[C; block]`` (non-causal unless the config says causal;
     SWA layers mask far keys)."""
-    p, eps, nh, nkv, hd = f"layers.{il}.", hp.eps, hp.n_head, hp.n_head_kv, hp.head_dim
-    T, B = C.shape[0], x.shape[0]
-    pos = torch.arange(T + B)
-    xn = rms(x, L[p + "input_layernorm.weight"], eps)
-    kv = torch.cat([C, xn])
-    q = rms((xn @ L[p + "self_attn.q_proj.weight"].T).view(B, nh, hd), L[p + "self_attn.q_norm.weight"], eps).transpose(0, 1)
-    k = rms((kv @ L[p + "self_attn.k_proj.weight"].T).view(T + B, nkv, hd), L[p + "self_attn.k_norm.weight"], eps).transpose(0, 1)
-    v = (kv @ L[p + "self_attn.v_proj.weight"].T).view(T + B, nkv, hd).transpose(0, 1)
-    freqs = inv_freq(hp)
-    q, k = apply_rope(q, pos[T:], freqs, hp.neox), apply_rope(k, pos, freqs, hp.neox)
-    mask = (pos[T:, None] - pos[None, :]) < hp.sliding_window if hp.is_swa(il) else None
-    if hp.causal:                                  # dflash.attention.causal: no later block row is visible
-        seen = pos[None, :] <= pos[T:, None]
-        mask = seen if mask is None else mask & seen
+    p, T, freqs = f"layers.{il}.", C.shape[0], inv_freq(hp)
+    pos = torch.arange(T + x.shape[0])
+    mask = visible_keys(pos[T:], pos, causal=hp.causal, window=hp.sliding_window if hp.is_swa(il) else 0)
     sinks = next((L[p + n] for n in ("self_attn.sinks", "self_attn.attention_sink_bias",
                                      "self_attn.learnable_sink_param") if p + n in L), None)
-    o = attend(q, k, v, mask, sinks) @ L[p + "self_attn.o_proj.weight"].T
+    o = attention_block(L, p, rms(x, L[p + "input_layernorm.weight"], hp.eps), C, hp,
+                        lambda t, at: apply_rope(t, at, freqs, hp.neox), mask, sinks)
     x = x + (o * hp.value_scale if hp.value_scale else o)
-    return x + swiglu(rms(x, L[p + "post_attention_layernorm.weight"], eps), L, p)
+    return mlp_residual(L, p, x, hp.eps)
 
 
 def markov(d: HFDraft, U: torch.Tensor, w2: torch.Tensor, anchor: int, to_target: Callable[[int], int],
@@ -205,17 +200,12 @@ def _block_forward(d: HFDraft, features: Sequence[np.ndarray], anchors: Sequence
                    prev_tokens: Sequence[np.ndarray | None]) -> list[TorchBlock]:
     hp, w = d.hp, d.weights
     fc, hn = w.get("fc.weight"), w.get("hidden_norm.weight")
-    Cs = [rms(torch.from_numpy(np.asarray(f, dtype=np.float32)) @ fc.T, hn, hp.eps) for f in features]
+    Cs = [context_projection(f, fc, hn, hp.eps) for f in features]
     del fc
     xs = [_embed(d, [a] + [int(hp.mask_token_id or 0)] * (hp.block_size - 1)) for a in anchors]
     x0 = [x.numpy() for x in xs]
-    layers: list[list[np.ndarray]] = [[] for _ in anchors]
-    for il in range(hp.n_layer):
-        L = _layer(d, f"layers.{il}.")
-        for i, C in enumerate(Cs):
-            xs[i] = block_layer(L, hp, il, xs[i], C)
-            layers[i].append(xs[i].numpy())
-        del L
+    xs, layers = stream_layers(hp.n_layer, lambda il: _layer(d, f"layers.{il}."),
+                               lambda L, il, x, C: block_layer(L, hp, il, x, C), xs, Cs)
     norm = w.get("norm.weight")
     hidden = [rms(x, norm, hp.eps) for x in xs]
     rows = hp.prediction_rows

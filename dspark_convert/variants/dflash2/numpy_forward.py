@@ -27,20 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import ConvertError
-from ...reference.ops import (
-    F32,
-    attention,
-    check_feature_width,
-    embed_tokens,
-    layer_weights,
-    lm_logits,
-    mlp,
-    rms_norm,
-    rope_cos_sin,
-    rope_neox,
-)
+from ...reference.layers import attention_block, block_input, context_projection, feed_forward, stream_layers
+from ...reference.ops import F32, check_feature_width, layer_weights, lm_logits, rms_norm
 from ...reference.weights import GGUFWeights, TargetWeights
-from ..dflash.numpy_forward import DFlashHParams, block_mask, context_projection
+from ..dflash.numpy_forward import DFlashHParams, block_mask
 
 
 @dataclass(frozen=True)
@@ -102,26 +92,19 @@ BASES = ("attn_conv_base", "ffn_conv_base")  #: stored without a ``.weight`` suf
 
 
 def _layer(w: dict[str, np.ndarray], hp: DFlash2HParams, il: int, x: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+    """One layer: the DFlash block with a dynamic convolution on each side of the attention and of the MLP."""
     b = hp.base
-    T, B = ctx.shape[0], x.shape[0]
-    positions = np.arange(T + B)
+    positions = np.arange(ctx.shape[0] + x.shape[0])
     n = rms_norm(x, w["attn_norm"], b.eps)
     dyn = n @ w["attn_conv_proj"].T
     a = dynamic_conv(n, dyn, w["attn_conv_base"], 0, hp.kernel, hp.group)
-    kv_in = np.concatenate([ctx, a], axis=0)
-    q = (a @ w["attn_q"].T).reshape(B, b.n_head, b.head_dim)
-    k = (kv_in @ w["attn_k"].T).reshape(T + B, b.n_head_kv, b.head_dim)
-    v = (kv_in @ w["attn_v"].T).reshape(T + B, b.n_head_kv, b.head_dim)
-    q, k = rms_norm(q, w["attn_q_norm"], b.eps), rms_norm(k, w["attn_k_norm"], b.eps)
-    cos, sin = rope_cos_sin(positions, b.n_rot, b.rope_base, pos_scale=b.rope_pos_scale)
-    q, k = rope_neox(q, cos[T:], sin[T:]), rope_neox(k, cos, sin)
-    o = attention(q, k, v, block_mask(b, il, positions[T:], positions)) @ w["attn_output"].T
+    o = attention_block(a, ctx, w, b, positions, block_mask(b, il, positions[ctx.shape[0]:], positions))
     if hp.value_scale:
         o = o * F32(hp.value_scale)
     x = x + dynamic_conv(o, dyn, w["attn_conv_base"], 1, hp.kernel, hp.group)
     f = rms_norm(x, w["ffn_norm"], b.eps)
     fdyn = f @ w["ffn_conv_proj"].T
-    m = mlp(dynamic_conv(f, fdyn, w["ffn_conv_base"], 0, hp.kernel, hp.group), w["ffn_gate"], w["ffn_up"], w["ffn_down"])
+    m = feed_forward(w, dynamic_conv(f, fdyn, w["ffn_conv_base"], 0, hp.kernel, hp.group))
     return x + dynamic_conv(m, fdyn, w["ffn_conv_base"], 1, hp.kernel, hp.group)
 
 
@@ -157,18 +140,12 @@ def dflash2_forward(g: GGUFWeights, target: TargetWeights | None, features: Sequ
         check_feature_width(g, f)
     ctxs = [context_projection(f, g.array("fc.weight"), g.array("enc.output_norm.weight"), b.eps) for f in feats]
     B = b.block_size
-    xs = [embed_tokens(g, target, [a] + [b.mask_token_id] * (B - 1)) for a in anchors]
-    if hp.embedding_scale:
-        xs = [x * F32(hp.embedding_scale) for x in xs]
-    x0 = list(xs)
-    layers: list[list[np.ndarray]] = [[] for _ in anchors]
-    for il in range(b.n_layer):
-        w = layer_weights(g, il, LAYER)
-        w.update({n: g.array(f"blk.{il}.{n}") for n in BASES})
-        for i, ctx in enumerate(ctxs):
-            xs[i] = _layer(w, hp, il, xs[i], ctx)
-            layers[i].append(xs[i])
-        del w
+    x0 = [block_input(g, target, a, b.mask_token_id, B, hp.embedding_scale) for a in anchors]
+
+    def load(il: int) -> dict[str, np.ndarray]:
+        return {**layer_weights(g, il, LAYER), **{n: g.array(f"blk.{il}.{n}") for n in BASES}}
+
+    xs, layers = stream_layers(b.n_layer, load, lambda w, il, x, ctx: _layer(w, hp, il, x, ctx), x0, ctxs)
     w_norm = g.array("output_norm.weight")
     outs = []
     for i, a in enumerate(anchors):

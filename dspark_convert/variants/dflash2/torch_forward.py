@@ -20,8 +20,9 @@ import numpy as np
 import torch
 
 from ...reference.hf_draft import TorchCheckpoint
+from ...reference.layers_torch import Heads, attention_block, context_projection, stream_layers, visible_keys
 from ...reference.storage import gguf_counterpart as shared_counterpart
-from ...reference.torch_forward import attend, rms
+from ...reference.torch_forward import rms, swiglu
 
 #: the torch side's own spelling of the DFlash2 tensors' GGUF names (layer part, global) beside the shared block
 #: table of :func:`..reference.storage.gguf_counterpart`; exact mode rounds each checkpoint tensor as its GGUF one
@@ -121,6 +122,14 @@ def _rope(x: torch.Tensor, pos: torch.Tensor, theta: float, n_rot: int) -> torch
     return torch.cat([a * cos - b * sin, b * cos + a * sin, rest], dim=-1)
 
 
+#: the layer tensors this forward reads (the checkpoint's names, below ``layers.N.``)
+LAYER = ("input_layernorm.weight", "post_attention_layernorm.weight", "self_attn.q_proj.weight",
+         "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight", "self_attn.q_norm.weight",
+         "self_attn.k_norm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+         "attention_conv.base_kernel", "attention_conv.kernel_projection.weight", "mlp_conv.base_kernel",
+         "mlp_conv.kernel_projection.weight")
+
+
 @torch.no_grad()
 def dflash2_forward(ck: DFlash2Checkpoint, features: Sequence[np.ndarray], anchors: Sequence[int],
                     candidates: Sequence[np.ndarray | None] | None = None) -> list[Torch2Outputs]:
@@ -140,6 +149,7 @@ def dflash2_forward(ck: DFlash2Checkpoint, features: Sequence[np.ndarray], ancho
     emb_scale = ck.setting("input_embedding_scale")
     logit_scale, cap = ck.setting("output_multiplier"), ck.setting("final_logit_softcapping")
     value_scale = ck.dc.get("attention_value_scale")
+    shape = Heads(nh, nkv, hd, eps)
 
     embed_name = ck.embed_name()
     own_embed = ck.has("embed_tokens.weight") and c.get("has_embed_tokens") is not False
@@ -148,50 +158,33 @@ def dflash2_forward(ck: DFlash2Checkpoint, features: Sequence[np.ndarray], ancho
         return ck.w.rows(ck.name("embed_tokens.weight"), ids) if own_embed else ck.t.rows(embed_name, ids)
 
     fc, hn = ck.get("fc.weight"), ck.get("hidden_norm.weight")
-    Cs = [rms(torch.from_numpy(np.asarray(f, np.float32)) @ fc.T, hn, eps) for f in features]
+    Cs = [context_projection(f, fc, hn, eps) for f in features]
     xs = [embed([a] + [mask_id] * (B - 1)) for a in anchors]
     if emb_scale is not None:
         xs = [x * float(emb_scale) for x in xs]
     x0 = [x.numpy() for x in xs]
-    layers: list[list[np.ndarray]] = [[] for _ in anchors]
-    for il in range(int(c["num_hidden_layers"])):
-        p = f"layers.{il}."
-        L = {n: ck.get(p + n) for n in (
-            "input_layernorm.weight", "post_attention_layernorm.weight", "self_attn.q_proj.weight",
-            "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight", "self_attn.q_norm.weight",
-            "self_attn.k_norm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
-            "attention_conv.base_kernel", "attention_conv.kernel_projection.weight", "mlp_conv.base_kernel",
-            "mlp_conv.kernel_projection.weight")}
+
+    def load(il: int) -> dict[str, torch.Tensor]:
+        return {n: ck.get(f"layers.{il}.{n}") for n in LAYER}
+
+    def layer(L: dict[str, torch.Tensor], il: int, x: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+        T = C.shape[0]
+        pos = torch.arange(T + B)
         swa_layer = bool(window) and (use_swa or (il < len(layer_types) and layer_types[il] == "sliding_attention"))
-        for i, C in enumerate(Cs):
-            x, T = xs[i], C.shape[0]
-            pos = torch.arange(T + B)
-            n = rms(x, L["input_layernorm.weight"], eps)
-            dyn = n @ L["attention_conv.kernel_projection.weight"].T
-            a = conv(n, dyn, L["attention_conv.base_kernel"], 0, K, group)
-            kv = torch.cat([C, a])
-            q = rms((a @ L["self_attn.q_proj.weight"].T).view(B, nh, hd), L["self_attn.q_norm.weight"], eps)
-            k = rms((kv @ L["self_attn.k_proj.weight"].T).view(T + B, nkv, hd), L["self_attn.k_norm.weight"], eps)
-            v = (kv @ L["self_attn.v_proj.weight"].T).view(T + B, nkv, hd)
-            q = _rope(q.transpose(0, 1), pos[T:], theta, n_rot)
-            k = _rope(k.transpose(0, 1), pos, theta, n_rot)
-            allowed = torch.ones(B, T + B, dtype=torch.bool)
-            if causal:
-                allowed &= pos[None, :] <= pos[T:, None]
-            if swa_layer:
-                allowed &= (pos[T:, None] - pos[None, :]) < int(window or 0)
-            o = attend(q, k, v.transpose(0, 1), None if bool(allowed.all()) else allowed) @ L["self_attn.o_proj.weight"].T
-            if value_scale is not None:
-                o = o * float(value_scale)
-            x = x + conv(o, dyn, L["attention_conv.base_kernel"], 1, K, group)
-            f = rms(x, L["post_attention_layernorm.weight"], eps)
-            fdyn = f @ L["mlp_conv.kernel_projection.weight"].T
-            f0 = conv(f, fdyn, L["mlp_conv.base_kernel"], 0, K, group)
-            m = (torch.nn.functional.silu(f0 @ L["mlp.gate_proj.weight"].T) * (f0 @ L["mlp.up_proj.weight"].T)) \
-                @ L["mlp.down_proj.weight"].T
-            xs[i] = x + conv(m, fdyn, L["mlp_conv.base_kernel"], 1, K, group)
-            layers[i].append(xs[i].numpy())
-        del L
+        n = rms(x, L["input_layernorm.weight"], eps)
+        dyn = n @ L["attention_conv.kernel_projection.weight"].T
+        a = conv(n, dyn, L["attention_conv.base_kernel"], 0, K, group)
+        mask = visible_keys(pos[T:], pos, causal=bool(causal), window=int(window or 0) if swa_layer else 0)
+        o = attention_block(L, "", a, C, shape, lambda t, at: _rope(t, at, theta, n_rot), mask)
+        if value_scale is not None:
+            o = o * float(value_scale)
+        x = x + conv(o, dyn, L["attention_conv.base_kernel"], 1, K, group)
+        f = rms(x, L["post_attention_layernorm.weight"], eps)
+        fdyn = f @ L["mlp_conv.kernel_projection.weight"].T
+        m = swiglu(conv(f, fdyn, L["mlp_conv.base_kernel"], 0, K, group), L, "")
+        return x + conv(m, fdyn, L["mlp_conv.base_kernel"], 1, K, group)
+
+    xs, layers = stream_layers(int(c["num_hidden_layers"]), load, layer, xs, Cs)
     norm = ck.get("norm.weight")
     head_name = ck.head_name()
     W_prev, W_next = ck.get("candidate_selector.predecessor_codebook"), ck.get("candidate_selector.successor_codebook")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import ConvertError
+from ...reference.layers import ffn_residual, heads
 from ...reference.ops import (
     F32,
     CommonHParams,
@@ -21,7 +22,6 @@ from ...reference.ops import (
     embed_tokens,
     layer_weights,
     lm_logits,
-    mlp,
     need,
     read_common_hparams,
     rms_norm,
@@ -114,15 +114,15 @@ def eagle3_step(w: dict[str, np.ndarray], hp: Eagle3HParams, h: np.ndarray, e: n
     hn = rms_norm(h, w["attn_norm_2"], hp.eps)
     z = np.concatenate([rms_norm(e, w["attn_norm"], hp.eps), hn], axis=1)   # embedding first
     residual = hn if hp.norm_before_residual else h
-    q = (z @ w["attn_q"].T).reshape(N, hp.n_head, hp.head_dim)
-    k = (z @ w["attn_k"].T).reshape(N, hp.n_head_kv, hp.head_dim)
-    v = (z @ w["attn_v"].T).reshape(N, hp.n_head_kv, hp.head_dim)
+    q = heads(z, w["attn_q"], hp.n_head, hp.head_dim)
+    k = heads(z, w["attn_k"], hp.n_head_kv, hp.head_dim)
+    v = heads(z, w["attn_v"], hp.n_head_kv, hp.head_dim)
     cos, sin = rope_cos_sin(positions, hp.n_rot, hp.rope_base, freq_factors, hp.rope_pos_scale)
     k_all, v_all = cache.append(rope_norm(k, cos, sin), v)
     past = k_all.shape[0] - N
     allowed = np.arange(k_all.shape[0])[None, :] <= (past + np.arange(N))[:, None]   # causal
     hmid = residual + attention(rope_norm(q, cos, sin), k_all, v_all, allowed) @ w["attn_output"].T
-    return hmid + mlp(rms_norm(hmid, w["ffn_norm"], hp.eps), w["ffn_gate"], w["ffn_up"], w["ffn_down"])
+    return ffn_residual(w, hmid, hp.eps)
 
 
 EAGLE3_TENSORS = ("attn_norm", "attn_norm_2", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm",

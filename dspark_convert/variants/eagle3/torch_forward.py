@@ -15,6 +15,7 @@ import torch
 
 from ...errors import ConvertError
 from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint
+from ...reference.layers_torch import mlp_residual
 from ...reference.torch_forward import (
     Weights,
     _embed,
@@ -26,7 +27,6 @@ from ...reference.torch_forward import (
     attend,
     inv_freq,
     rms,
-    swiglu,
 )
 
 ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel")
@@ -101,7 +101,7 @@ def eagle3_layer(d: HFDraft, L: Weights, h: torch.Tensor, ids: list[int]) -> tor
     q, k = apply_rope(q, pos, freqs, True), apply_rope(k, pos, freqs, True)
     attn = attend(q, k, v, torch.ones(N, N).tril().bool()) @ L[p + "self_attn.o_proj.weight"].T
     mid = (hn if hp.norm_before_residual else h) + attn
-    return mid + swiglu(rms(mid, L[p + "post_attention_layernorm.weight"], eps), L, p)
+    return mlp_residual(L, p, mid, eps)
 
 
 @torch.no_grad()

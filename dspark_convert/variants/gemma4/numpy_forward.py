@@ -11,7 +11,7 @@ Gemma 4 tensors, written as equations (every value from the GGUF metadata and te
   ``f = RMSNorm_ffn(x)``; ``x = (x + RMSNorm_post_ffw(down(gelu_tanh(f Wg) * f Wu))) * layer_output_scale``;
 - **head** ``U = output(RMSNorm_out(x))`` (``token_embd`` when the file has no ``output``, as the b11223+ loader
   does), the vanilla Markov chain ``z = U + W2 W1[prev]`` and the confidence logit ``w . [h; W1[prev]] + b``
-  (the DSpark heads of :mod:`dspark_convert.reference.dflash_np`).
+  (the DSpark heads of :mod:`dspark_convert.reference.layers`).
 
 The torch forward of the checkpoint (:mod:`.torch_forward`) is written separately, with the checkpoint's names.
 """
@@ -25,20 +25,30 @@ import numpy as np
 
 from ... import schema as S
 from ...errors import ConvertError
+from ...reference.layers import (
+    block_input,
+    confidence,
+    context_projection,
+    feed_forward,
+    heads,
+    markov_chain,
+    rotary_attention,
+    stream_layers,
+    visible_keys,
+)
 from ...reference.ops import (
     F32,
     check_feature_width,
-    embed_tokens,
+    gelu_tanh,
+    layer_weights,
     lm_logits,
     need,
     read_common_hparams,
     rms_norm,
     rope_cos_sin,
-    rope_neox,
-    softmax,
+    silu,
 )
 from ...reference.weights import GGUFWeights, TargetWeights
-from ..dflash.numpy_forward import confidence, context_projection, markov_chain
 
 A = S.ARCH_DFLASH
 #: per-layer tensors the forward reads (``blk.N.<name>.weight``; ``attn_v`` only when present)
@@ -106,51 +116,27 @@ class Gemma4Outputs:
     confidence_logits: np.ndarray | None
 
 
-def gelu_tanh(x: np.ndarray) -> np.ndarray:
-    """GELU, tanh approximation (``gelu_pytorch_tanh``; ggml's ``gelu``)."""
-    return (F32(0.5) * x * (F32(1) + np.tanh(F32(np.sqrt(2 / np.pi)) * (x + F32(0.044715) * x ** 3)))).astype(F32)
-
-
-def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, allowed: np.ndarray | None) -> np.ndarray:
-    """GQA attention with an explicit score scale: ``q [Nq, nh, d]``, ``k``/``v`` ``[Nk, nkv, d]`` -> ``[Nq, nh*d]``."""
-    nq, nh, d = q.shape
-    rep = nh // k.shape[1]
-    kk = np.repeat(k, rep, axis=1).transpose(1, 2, 0)
-    vv = np.repeat(v, rep, axis=1).transpose(1, 0, 2)
-    s = (q.transpose(1, 0, 2) @ kk) * F32(scale)
-    if allowed is not None:
-        s = np.where(allowed[None], s, F32(-np.inf))
-    return (softmax(s) @ vv).transpose(1, 0, 2).reshape(nq, nh * d)
-
-
-def _mask(hp: Gemma4HParams, il: int, q_pos: np.ndarray, k_pos: np.ndarray) -> np.ndarray | None:
-    allowed = np.ones((q_pos.size, k_pos.size), dtype=bool)
-    if hp.causal:
-        allowed &= k_pos[None, :] <= q_pos[:, None]
-    if hp.sliding_window > 0 and il < len(hp.swa_layers) and hp.swa_layers[il]:
-        allowed &= (q_pos[:, None] - k_pos[None, :]) < hp.sliding_window
-    return None if allowed.all() else allowed
-
-
 def layer(w: dict[str, np.ndarray], hp: Gemma4HParams, il: int, x: np.ndarray, ctx: np.ndarray,
           freqs: np.ndarray | None) -> np.ndarray:
+    """One layer: the pre-norm block with K as V (no ``attn_v``), the file's attention scale, sandwich norms after
+    the mixer and the MLP, a gated GELU and the layer output scale."""
     T, B, d = ctx.shape[0], x.shape[0], hp.head_dim
     pos = np.arange(T + B)
     n = rms_norm(x, w["attn_norm"], hp.eps)
     kin = np.concatenate([ctx, n], axis=0)
-    q = rms_norm((n @ w["attn_q"].T).reshape(B, hp.n_head, d), w["attn_q_norm"], hp.eps)
-    k_raw = (kin @ w["attn_k"].T).reshape(T + B, hp.n_head_kv, d)
-    v = (kin @ w["attn_v"].T).reshape(T + B, hp.n_head_kv, d) if "attn_v" in w else rms_norm(k_raw, None, hp.eps)
+    q = rms_norm(heads(n, w["attn_q"], hp.n_head, d), w["attn_q_norm"], hp.eps)
+    k_raw = heads(kin, w["attn_k"], hp.n_head_kv, d)
+    v = heads(kin, w["attn_v"], hp.n_head_kv, d) if "attn_v" in w else rms_norm(k_raw, None, hp.eps)
     k = rms_norm(k_raw, w["attn_k_norm"], hp.eps)
     cos, sin = rope_cos_sin(pos, hp.n_rot, hp.rope_base, freq_factors=freqs)
-    q, k = rope_neox(q, cos[T:], sin[T:]), rope_neox(k, cos, sin)
-    o = attention(q, k, v, hp.attention_scale, _mask(hp, il, pos[T:], pos)) @ w["attn_output"].T
+    swa = hp.sliding_window > 0 and il < len(hp.swa_layers) and hp.swa_layers[il]
+    allowed = visible_keys(pos[T:], pos, causal=hp.causal, window=hp.sliding_window if swa else 0)
+    o = rotary_attention(q, k, v, cos, sin, allowed, w["attn_output"], scale=hp.attention_scale)
     if "post_attention_norm" in w:
         o = rms_norm(o, w["post_attention_norm"], hp.eps)
     x = x + o
-    f = rms_norm(x, w["ffn_norm"], hp.eps)
-    act = gelu_tanh if hp.activation in ("gelu", "gelu_pytorch_tanh") else (lambda a: a / (F32(1) + np.exp(-a)))
-    m = (act(f @ w["ffn_gate"].T) * (f @ w["ffn_up"].T)) @ w["ffn_down"].T
+    act = gelu_tanh if hp.activation in ("gelu", "gelu_pytorch_tanh") else silu
+    m = feed_forward(w, rms_norm(x, w["ffn_norm"], hp.eps), act)
     if "post_ffw_norm" in w:
         m = rms_norm(m, w["post_ffw_norm"], hp.eps)
     x = x + m
@@ -167,17 +153,9 @@ def gemma4_forward(g: GGUFWeights, target: TargetWeights | None, features: Seque
     ctxs = [context_projection(f, g.array("fc.weight"), g.array("enc.output_norm.weight"), hp.eps) for f in feats]
     freqs = g.array("rope_freqs.weight") if g.has("rope_freqs.weight") else None
     B = hp.block_size
-    xs = [embed_tokens(g, target, [a] + [hp.mask_token_id] * (B - 1)) for a in anchors]
-    if hp.embedding_scale:
-        xs = [x * F32(hp.embedding_scale) for x in xs]
-    x0 = list(xs)
-    layers: list[list[np.ndarray]] = [[] for _ in anchors]
-    for il in range(hp.n_layer):
-        w = {n: g.array(f"blk.{il}.{n}.weight") for n in LAYER if g.has(f"blk.{il}.{n}.weight")}
-        for i, ctx in enumerate(ctxs):
-            xs[i] = layer(w, hp, il, xs[i], ctx, freqs)
-            layers[i].append(xs[i])
-        del w
+    x0 = [block_input(g, target, a, hp.mask_token_id, B, hp.embedding_scale) for a in anchors]
+    xs, layers = stream_layers(hp.n_layer, lambda il: layer_weights(g, il, LAYER),
+                               lambda w, il, x, ctx: layer(w, hp, il, x, ctx, freqs), x0, ctxs)
     w_norm = g.array("output_norm.weight")
     rows = hp.prediction_rows
     w2 = g.array("markov_w2.weight") if g.has("markov_w2.weight") else None

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ...reference.hf_draft import TorchCheckpoint
+from ...reference.layers_torch import visible_keys
 
 
 @dataclass
@@ -152,10 +153,7 @@ def gemma4_forward(ck: Gemma4Checkpoint, features: Sequence[np.ndarray], anchors
             k = rms(k_raw, L["self_attn.k_norm.weight"], eps)
             q = rotate(q.transpose(0, 1), cos[T:], sin[T:])
             k = rotate(k.transpose(0, 1), cos, sin)
-            allowed = None
-            if use_swa and window:
-                allowed = (pos[T:, None] - pos[None, :]) < window
-                allowed = None if bool(allowed.all()) else allowed
+            allowed = visible_keys(pos[T:], pos, window=window if use_swa else 0)
             o = attend(q, k, v.transpose(0, 1), allowed) @ L["self_attn.o_proj.weight"].T
             x = x + rms(o, L["post_attention_layernorm.weight"], eps)
             f = rms(x, L["pre_feedforward_layernorm.weight"], eps)

@@ -1,0 +1,124 @@
+"""The pre-norm decoder block of the checkpoint forwards in torch, one short function per equation (the HF side).
+
+The torch twin of :mod:`.layers`, written separately on the primitives of :mod:`.torch_forward` and spelled with
+the checkpoint's tensor names (``self_attn.q_proj.weight``, ``mlp.gate_proj.weight``, ...). Each variant's
+``torch_forward`` composes these and keeps its own steps (its RoPE as the authors wrote it, convolutions, a cached
+causal layer over a wider input). The pieces:
+
+- **context** ``C = RMSNorm(F @ fc.T)`` (:func:`context_projection`);
+- **attention**: q/k/v per head with q/k RMS norms (:func:`qk_normed_heads`), the visible-key mask
+  (:func:`visible_keys`), and the block rows attending to ``[C; x]`` through ``o_proj`` (:func:`attention_block`);
+- **MLP** ``x + swiglu(RMSNorm(x))`` (:func:`mlp_residual`);
+- the layers, one layer's weights at a time (:func:`stream_layers`).
+
+Only torch and the torch side's own modules: never the numpy reference (the two forwards are independent witnesses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from .torch_forward import Weights, attend, rms, swiglu
+
+#: ``rope(x [heads, N, d], positions [N])``: the RoPE a forward applies (its own pairing and frequencies)
+Rope = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class HeadShape(Protocol):
+    """The head counts, head size and norm epsilon of a layer (a forward's hyperparameters have them)."""
+
+    @property
+    def n_head(self) -> int: ...
+    @property
+    def n_head_kv(self) -> int: ...
+    @property
+    def head_dim(self) -> int: ...
+    @property
+    def eps(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class Heads:
+    """A :class:`HeadShape` for a forward that reads its config into plain numbers."""
+
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    eps: float
+
+
+def context_projection(features: np.ndarray, fc: torch.Tensor, norm: torch.Tensor, eps: float) -> torch.Tensor:
+    """``C = RMSNorm(F @ fc.T)``: the tapped target features ``F [T, n*Ht]`` projected to ``[T, H]``.
+
+    Example:
+        >>> context_projection(np.ones((1, 2)), torch.ones(2, 2), torch.ones(2), 0.0)
+        tensor([[1., 1.]])
+    """
+    return rms(torch.from_numpy(np.asarray(features, dtype=np.float32)) @ fc.T, norm, eps)
+
+
+def qk_normed_heads(L: Weights, p: str, x: torch.Tensor, kv: torch.Tensor,
+                    hp: HeadShape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``q = q_norm(x q_proj)``, ``k = k_norm(kv k_proj)``, ``v = kv v_proj``, split into heads and transposed to
+    ``[heads, N, d]`` (``p``: the layer's name prefix)."""
+    q = rms((x @ L[p + "self_attn.q_proj.weight"].T).view(x.shape[0], hp.n_head, hp.head_dim),
+            L[p + "self_attn.q_norm.weight"], hp.eps)
+    k = rms((kv @ L[p + "self_attn.k_proj.weight"].T).view(kv.shape[0], hp.n_head_kv, hp.head_dim),
+            L[p + "self_attn.k_norm.weight"], hp.eps)
+    v = (kv @ L[p + "self_attn.v_proj.weight"].T).view(kv.shape[0], hp.n_head_kv, hp.head_dim)
+    return q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
+
+
+def visible_keys(q_pos: torch.Tensor, k_pos: torch.Tensor, *, causal: bool = False,
+                 window: int = 0) -> torch.Tensor | None:
+    """``[Nq, Nk]`` True where a query sees a key: not a later one (``causal``), fewer than ``window`` positions back
+    (``window`` > 0); None when every key is visible.
+
+    Example:
+        >>> visible_keys(torch.tensor([2]), torch.arange(4), causal=True, window=2).int()
+        tensor([[0, 1, 1, 0]], dtype=torch.int32)
+    """
+    mask = torch.ones(q_pos.numel(), k_pos.numel(), dtype=torch.bool)
+    if causal:
+        mask &= k_pos[None, :] <= q_pos[:, None]
+    if window > 0:
+        mask &= (q_pos[:, None] - k_pos[None, :]) < window
+    return None if bool(mask.all()) else mask
+
+
+def attention_block(L: Weights, p: str, x: torch.Tensor, C: torch.Tensor, hp: HeadShape, rope: Rope,
+                    mask: torch.Tensor | None, sinks: torch.Tensor | None = None) -> torch.Tensor:
+    """The block rows ``x [B, H]`` (already normed) attend to ``[C; x]``: q/k-normed heads, ``rope`` at positions
+    ``0..T+B-1`` (the queries at the last B), GQA softmax attention, then ``o_proj`` -> ``[B, H]``."""
+    T = C.shape[0]
+    pos = torch.arange(T + x.shape[0])
+    q, k, v = qk_normed_heads(L, p, x, torch.cat([C, x]), hp)
+    q, k = rope(q, pos[T:]), rope(k, pos)
+    return attend(q, k, v, mask, sinks) @ L[p + "self_attn.o_proj.weight"].T
+
+
+def mlp_residual(L: Weights, p: str, x: torch.Tensor, eps: float) -> torch.Tensor:
+    """``x + swiglu(RMSNorm_post_attention(x))``: the pre-norm MLP half of a block."""
+    return x + swiglu(rms(x, L[p + "post_attention_layernorm.weight"], eps), L, p)
+
+
+def stream_layers(n_layer: int, load: Callable[[int], Weights],
+                  layer: Callable[[Weights, int, torch.Tensor, torch.Tensor], torch.Tensor],
+                  x0: Sequence[torch.Tensor], Cs: Sequence[torch.Tensor]) -> tuple[list[torch.Tensor], list[list[np.ndarray]]]:
+    """Every case's rows ``x0[i]`` (with its context ``Cs[i]``) through ``n_layer`` layers, streamed: layer ``il``'s
+    weights ``load(il)`` are read once, applied to every case and dropped. Returns the final rows and, per case, the
+    rows after each layer (as numpy, for verify's rows)."""
+    xs: list[torch.Tensor] = list(x0)
+    after: list[list[np.ndarray]] = [[] for _ in x0]
+    for il in range(n_layer):
+        L = load(il)
+        for i, C in enumerate(Cs):
+            xs[i] = layer(L, il, xs[i], C)
+            after[i].append(xs[i].numpy())
+        del L
+    return xs, after
