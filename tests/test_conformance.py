@@ -38,9 +38,8 @@ from dspark_convert.check import check_file, errors
 from dspark_convert.cli import app
 from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.hf.checkpoint import Checkpoint
-from dspark_convert.recognize import checkpoint_variant
-from dspark_convert.variants import BY_NAME, VARIANTS, gguf_variant
-from dspark_convert.variants.families import family_for, family_name
+from dspark_convert.registry import BY_NAME, VARIANTS, gguf_variant
+from dspark_convert.registry.families import checkpoint_variant, family_for, family_name
 from dspark_convert.variants.spectype import spec_type_of
 
 pytest.importorskip("torch", reason="verify needs torch (the test extra)")

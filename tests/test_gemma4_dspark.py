@@ -129,8 +129,8 @@ def test_gemma4_layout(variant_files: dict[str, tuple[Path, Path, dict[str, Path
 
 def test_gemma4_registry_and_check_variant(variant_files: dict[str, tuple[Path, Path, dict[str, Path]]]) -> None:
     from dspark_convert.check import LOADER_VARIANTS
-    from dspark_convert.recognize import checkpoint_variant
-    from dspark_convert.variants import BY_NAME, VARIANTS, gguf_variant, variant_of_family
+    from dspark_convert.registry import BY_NAME, VARIANTS, gguf_variant, variant_of_family
+    from dspark_convert.registry.families import checkpoint_variant
 
     f = read_gguf(variant_files["v-gemma4-f32"][2]["f32"])
     v = gguf_variant(f.value, [t.name for t in f.tensors])
@@ -151,7 +151,7 @@ def test_gemma4_requirements_and_rope_views() -> None:
     refusals the catalogue does not reach through the CLI (tests/bad_inputs_cases.py has one case per rule)."""
     from gemma4_drafts import Dims, draft_config
 
-    from dspark_convert.variants.gemma4.convert import full_attention_rope, requirements, rope_freqs
+    from dspark_convert.variants.gemma4.dspark_gemma4 import full_attention_rope, requirements, rope_freqs
 
     hp = draft_config(Dims())
     assert full_attention_rope(hp, "c") == {"rope_type": "proportional", "partial_rotary_factor": 0.25,

@@ -481,7 +481,7 @@ def test_three_way_roles_come_from_the_registry(tmp_path: Path) -> None:
     from gguf import GGUFWriter
 
     from dspark_convert.llamacpp import threeway
-    from dspark_convert.variants import BY_NAME
+    from dspark_convert.registry import BY_NAME
 
     assert threeway.covered() == ("gemma4", "dflash2", "dflash", "eagle3")
     assert all(callable(BY_NAME[v].role("llama").reference_drafts) for v in threeway.covered())

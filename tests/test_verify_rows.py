@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
-from dspark_convert.variants import VARIANTS
-from dspark_convert.verify.rows import (
+from dspark_convert.registry import VARIANTS
+from dspark_convert.roles.proof import (
     SHARED_READER,
     Forwards,
     Inputs,
@@ -22,8 +22,8 @@ from dspark_convert.verify.rows import (
     TensorChecks,
     anchors,
     next_tokens,
-    prover,
 )
+from dspark_convert.verify.rows import prover
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])

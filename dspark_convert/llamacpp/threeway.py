@@ -36,8 +36,8 @@ from .. import schema as S
 from ..errors import ConvertError
 from ..reference import TargetWeights, open_gguf
 from ..reference.target_np import TargetModel, tap_features, target_forward
-from ..variants import VARIANTS, gguf_variant
-from .drafts import DraftInputs, RefBlock, continuation
+from ..registry import VARIANTS, gguf_variant
+from ..roles.llama import DraftInputs, RefBlock, continuation
 from .server import DraftBlock
 
 #: the role module of a variant the check covers (``variants/<variant>/llama.py``, see :mod:`.drafts`)
