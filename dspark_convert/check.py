@@ -284,3 +284,33 @@ def tensor_extra_rules(c: Checker) -> None:
     if not_fp4:
         c.warn(TENSOR_EXTRA_NAME, "tensor-extra", f"names '{not_fp4[0]}', which is not NVFP4 (the flag only matters "
                "for 4-bit weights)")
+
+
+# ---------------------------------------------------------------------------------------------- the head llama.cpp runs
+def runtime_head(arch: str | None, tensor_names: set[str] | frozenset[str]) -> str:
+    """Which matrix llama.cpp b11434 scores a draft with: ``"output"``, ``"token_embd"`` or ``"target"``.
+
+    An arch of ``schema.EMBD_AS_HEAD_ARCHES`` (its loader, ``src/models/<arch>.cpp``, marks ``token_embd``
+    ``TENSOR_DUPLICATED`` as the output): ``output`` if present, else ``token_embd`` if present, else the target's
+    head. Any other arch: ``output`` if present, else the target's.
+
+    Example:
+        >>> runtime_head("dflash", {"token_embd.weight", "fc.weight"})
+        'token_embd'
+        >>> runtime_head("eagle3", {"token_embd.weight"})
+        'target'
+    """
+    if S.T_OUTPUT in tensor_names:
+        return "output"
+    if arch in S.EMBD_AS_HEAD_ARCHES and S.T_TOKEN_EMBD in tensor_names:
+        return "token_embd"
+    return "target"
+
+
+#: the loader sources of the rule: llama.cpp keeps one model file per arch
+EMBD_AS_HEAD_SOURCES = ", ".join(f"src/models/{arch}.cpp" for arch in sorted(S.EMBD_AS_HEAD_ARCHES))
+
+
+#: verify's note for a file llama.cpp scores with ``token_embd`` (:func:`runtime_head`)
+TOKEN_EMBD_HEAD_NOTE = ("llama.cpp b11434 scores this file with token_embd.weight (output.weight is absent, "
+                        f"{EMBD_AS_HEAD_SOURCES}), so the GGUF forward does too")

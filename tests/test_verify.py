@@ -239,13 +239,19 @@ def test_near_ties_are_not_failures() -> None:
     assert not t2.passed and "position(s) [1]" in t2.detail
 
 
-def test_three_way_near_tie_fraction_is_verifys() -> None:
-    """The llama.cpp three-way check calls a differing position a near-tie by verify's rule; it holds a copy (verify
-    imports ``llamacpp.layouts``, so ``llamacpp`` cannot import verify back), pinned equal here."""
-    from dspark_convert.llamacpp import threeway
+def test_near_tie_fraction_has_one_home() -> None:
+    """verify's argmax rows and the llama.cpp three-way check call a differing position a near-tie by one rule: the
+    fraction is defined once (``reference/compare.py``) and the three-way check reads it from there."""
+    import re
+
+    from conftest import ROOT
+
     from dspark_convert.reference.compare import TIE_STD_FRACTION
 
-    assert threeway.TIE_FRACTION == TIE_STD_FRACTION == 0.1
+    homes = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "dspark_convert").rglob("*.py"))
+             if re.search(r"^TIE_\w* = ", p.read_text(), re.M)]
+    assert homes == ["dspark_convert/reference/compare.py"] and TIE_STD_FRACTION == 0.1
+    assert "TIE_STD_FRACTION * " in (ROOT / "dspark_convert" / "llamacpp" / "threeway.py").read_text()
 
 
 # ---------------------------------------------------------------------------------------------- JSON + CLI

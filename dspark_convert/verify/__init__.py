@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConvertError
-from ..llamacpp.layouts import TOKEN_EMBD_HEAD_NOTE, runtime_head
 from ..reference.compare import EXACT_NMSE, MetadataCheck, OutputCheck
 from ..reference.weights import GGUFWeights, open_gguf
 from ..registry import Variant, gguf_variant
@@ -230,6 +229,8 @@ def _refuse_broken(gguf_path: str | Path) -> None:
 
 def _runtime_notes(g: GGUFWeights) -> list[str]:
     """How llama.cpp runs the file, where a reader would not guess it: its output head duplicated from token_embd."""
+    from ..check import TOKEN_EMBD_HEAD_NOTE, runtime_head
+
     head = runtime_head(str(g.value("general.architecture")), {n for n in ("token_embd.weight", "output.weight") if g.has(n)})
     return [TOKEN_EMBD_HEAD_NOTE] if head == "token_embd" else []
 
