@@ -4,7 +4,7 @@ component, plus the conv / selector metadata; the driver's tensor accounting (``
 every tensor.
 
 Exact mode only: the torch side reads every checkpoint tensor rounded as the GGUF stores it, so every row must
-agree to float32 round-off (:data:`dspark_convert.verify.checks.EXACT_NMSE`). The numpy selector scores the torch side's
+agree to float32 round-off (:data:`dspark_convert.reference.compare.EXACT_NMSE`). The numpy selector scores the torch side's
 candidate sets (so that a near-tie cannot make the score rows incomparable); a separate row checks that the
 GGUF's own top-k candidates are the same sets.
 """
