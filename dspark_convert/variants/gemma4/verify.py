@@ -109,6 +109,14 @@ def rows(p: Pair) -> list[OutputCheck]:
     return o
 
 
+def quality_rows(p: Pair) -> list[OutputCheck]:
+    """The logits against the unrounded checkpoint (information)."""
+    q = [p.cases("block logits", "logits", bound=None, argmax=True)]
+    if all(r.markov_logits is not None for r in p.refs) and all(x.markov_logits is not None for x in p.outs):
+        q.append(p.cases("Markov-biased logits", "markov_logits", bound=None, argmax=True))
+    return q
+
+
 def _both(name: str, refs: list[Any], outs: list[Any]) -> OutputCheck:
     """A component one side has and the other has not is a failing row; else the usual comparison."""
     if any(r is None for r in refs) or any(x is None for x in outs):
@@ -120,4 +128,4 @@ def _both(name: str, refs: list[Any], outs: list[Any]) -> OutputCheck:
 #: verify's role: the variant's own torch side, one random anchor per case, the two Gemma 4 block forwards
 PROOF = Forwards(OwnSide("dspark_gemma4", "DeepSpec Gemma4DSparkModel", accepts, lazy(_TORCH, "Gemma4Checkpoint"),
                          lazy(_TORCH, "gguf_counterpart"), _n_vocab),
-                 anchors, _reference, _candidate, _hparams, rows, metadata)
+                 anchors, _reference, _candidate, _hparams, rows, metadata, quality_rows)
