@@ -208,7 +208,7 @@ def stale_layout(path: str | os.PathLike[str], plan: Plan | None = None, target:
     (:func:`dspark_convert.staleness.staleness_findings`, below ``check``: the conversion is not imported; empty for
     a current file). ``plan`` is the file's header when already read (local or remote), else ``path`` is read;
     ``target`` (a :class:`~dspark_convert.staleness.TargetInfo`, or the fit path's target
-    :class:`~dspark_convert.fit.Side`) decides the items that depend on the target."""
+    :class:`~dspark_convert.roles.fit.Side`) decides the items that depend on the target."""
     from .roles.upgrade import PlanHeader, TargetInfo
     from .staleness import staleness_findings
 

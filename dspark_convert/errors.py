@@ -1,4 +1,4 @@
-"""The one exception type of dspark-convert.
+"""The exception types of dspark-convert, and :func:`clip` for the values an error line names.
 
 Every failure a user can cause (bad checkpoint, bad target, hostile GGUF file, unsafe output path) is raised
 as :class:`ConvertError` with a single human-readable line naming the file, key or tensor, what was found and
@@ -8,8 +8,6 @@ what was expected. The CLI prints that line and exits with code 2.
 from __future__ import annotations
 
 import os
-import stat
-from typing import BinaryIO
 
 PathLike = str | os.PathLike[str]
 
@@ -56,51 +54,6 @@ class Interrupted(BaseException):
 
         name = signal.Signals(signum).name
         return f"interrupted ({name})" if name == "SIGINT" else f"terminated ({name})"
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
-def not_regular(path: PathLike, mode: int) -> ConvertError:
-    """The one line for an input that is not a regular file (a FIFO, a device, a socket; through symlinks too)."""
-    link = ""
-    if os.path.islink(os.fspath(path)):
-        link = f" (a symlink to {os.path.realpath(os.fspath(path))})"
-    return ConvertError(f"{path}: is {_kind(mode)}{link}, not a regular file; only regular files are read")
-
-
-def require_regular(path: PathLike) -> None:
-    """Refuse ``path`` unless it is (or a symlink resolves to) a regular file; a missing file passes (the caller
-    reports it). Reading a FIFO blocks forever and ``/dev/zero`` never ends: nothing is opened here (``stat``
-    only)."""
-    try:
-        st = os.stat(os.fspath(path))
-    except OSError:
-        return
-    if not stat.S_ISREG(st.st_mode):
-        raise not_regular(path, st.st_mode)
-
-
-def open_regular(path: PathLike) -> BinaryIO:
-    """Open ``path`` for reading, refusing (one line) anything but a regular file without blocking on it: the
-    file is opened ``O_NONBLOCK`` (a FIFO without a writer does not hang the open) and checked with ``fstat`` on
-    the open descriptor (no race between the check and the read)."""
-    fd = os.open(os.fspath(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise not_regular(path, st.st_mode)
-        if hasattr(os, "set_blocking"):
-            os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 def clip(text: str, limit: int = 120) -> str:

@@ -370,8 +370,9 @@ def test_gemma4_llama_server_loads_drafts_and_stays_lossless(
         tmp_path: Path, outtype: str) -> None:
     """llama-server b11434 loads the converted Gemma4 DSpark file as a draft-dspark draft of a Gemma 4 target
     (converted by upstream), drafts blocks of block_size - 1 tokens and decodes exactly what it decodes alone."""
+    from llama.target import convert_target
+
     from dspark_convert.llamacpp.server import LlamaServer, parse_drafts, spec_for
-    from dspark_convert.llamacpp.target import convert_target
 
     binary, tree = llama_bin
     target = convert_target(tree, _tiny_gemma4_target(tmp_path / "target"), tmp_path / "target.f32.gguf")

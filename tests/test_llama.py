@@ -15,6 +15,9 @@ import numpy as np
 import pytest
 from conftest import TARGET, require_fixture
 from fixture_registry import spec_types
+from llama.layouts import make_layout, relayout
+from llama.target import convert_target
+from llama.threeway import three_way
 from llama_support import PROMPT, Run, correlated, mimo_draft, run
 from test_new_drafts import b11434_qwen3  # noqa: F401  (the make_inputs_b11434.py qwen3 group, a session fixture)
 
@@ -22,10 +25,7 @@ from dspark_convert.check import runtime_head
 from dspark_convert.errors import ConvertError
 from dspark_convert.fit.rules import check_fit
 from dspark_convert.hf2gguf.conversion import convert
-from dspark_convert.llamacpp.layouts import make_layout, relayout
 from dspark_convert.llamacpp.server import parse_drafts, spec_for
-from dspark_convert.llamacpp.target import convert_target
-from dspark_convert.llamacpp.threeway import three_way
 from dspark_convert.reference import open_gguf
 from dspark_convert.reference.target_np import TargetModel, greedy_generate, tap_features, target_forward
 from dspark_convert.variants.dflash.fit import HEAD_FIX
@@ -419,7 +419,7 @@ def test_verify_applies_attention_value_scale(outtype: str, b11434_qwen3: Path, 
 def test_dflash2_comparison_knows_only_the_accepted_prefix() -> None:
     """A DFlash2 block as verification reveals it: accepted tokens, then one token known only not to be the
     target's; the reference must reject at the same place."""
-    from dspark_convert.llamacpp.threeway import UNKNOWN, BlockComparison, ThreeWay
+    from llama.threeway import UNKNOWN, BlockComparison, ThreeWay
 
     ok = BlockComparison(0, 8, 5, [7, UNKNOWN], [7, 9, 3], [0.0, 0.0], [1.0, 1.0], not_token=8)
     bad = BlockComparison(1, 9, 7, [UNKNOWN], [8, 8], [5.0], [1.0], not_token=8)
@@ -480,8 +480,8 @@ def test_three_way_roles_come_from_the_registry(tmp_path: Path) -> None:
     """The three-way check runs the ``llama`` role of the file's variant (variants/<v>/llama.py); a variant without
     one (dsv4: no numpy forward) and a file of no variant are refused before any forward runs."""
     from gguf import GGUFWriter
+    from llama import threeway
 
-    from dspark_convert.llamacpp import threeway
     from dspark_convert.registry import BY_NAME
 
     assert threeway.covered() == ("gemma4", "dflash2", "dflash", "eagle3")

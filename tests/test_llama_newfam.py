@@ -2,7 +2,7 @@
 
 For each converted file llama-server b11434 loads it against a tiny target converted by upstream, drafts (the
 server reports drafted tokens), decodes exactly what the target decodes alone, and drafts what our numpy reference
-drafts from the target's tap features (the three-way check, :mod:`dspark_convert.llamacpp.threeway`):
+drafts from the target's tap features (the three-way check, :mod:`llama.threeway`):
 
 - NVFP4 (make_inputs_b11434.py's ``n-dspark-nvfp4`` / ``-mixed``, Qwen3 target): the NVFP4 tensors stay NVFP4 at
   every outtype, llama.cpp's CPU backend runs them (ggml-cpu has NVFP4 dot products), and the reference is the
@@ -19,13 +19,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from llama.target import convert_target
+from llama.threeway import three_way
 from llama_support import Run, run
 from test_new_drafts import b11434_qwen3  # noqa: F401  (the make_inputs_b11434.py qwen3 group, a session fixture)
 
 from dspark_convert.hf2gguf.conversion import convert
 from dspark_convert.llamacpp.server import spec_for
-from dspark_convert.llamacpp.target import convert_target
-from dspark_convert.llamacpp.threeway import three_way
 from dspark_convert.reference import open_gguf
 
 OUTTYPES = ["bf16", "f16", "q8_0"]
@@ -196,7 +196,8 @@ def test_gemma4_three_way_has_teeth(llama_bin: tuple[Path, Path], gemma4_target:
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The comparison fails when the reference's target side is wrong: the tap features of the previous layer, or
     of a forward whose embeddings miss the factor sqrt(hidden), each disagree with what llama.cpp drafts."""
-    from dspark_convert.llamacpp import threeway
+    from llama import threeway
+
     from dspark_convert.reference import target_np
 
     folder, gtarget, _ = gemma4_target

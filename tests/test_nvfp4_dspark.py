@@ -442,10 +442,10 @@ def test_llama_server_runs_the_default_files_and_refuses_upstreams_mixed(llama_b
                                                                           tmp_path: Path) -> None:
     """llama-server b11434 loads both default conversions and drafts with them (greedy output unchanged by the
     draft); upstream's own mixed layout (fc.input_scale, --match-upstream) fails to load."""
+    from llama.target import convert_target
     from llama_support import run
 
     from dspark_convert.errors import ConvertError
-    from dspark_convert.llamacpp.target import convert_target
 
     target = convert_target(llama_bin[1], b11434_qwen3 / "target", tmp_path / "target.bf16.gguf", outtype="bf16")
     plain = run(llama_bin[0], target)

@@ -41,8 +41,8 @@ def test_every_variant_has_one_proof(variant) -> None:  # type: ignore[no-untype
         assert p.side is SHARED_READER or isinstance(p.side, OwnSide)
         # the shared reader reads the checkpoints of the variants whose torch_forward is a DraftReader
         assert (p.side is SHARED_READER) == hasattr(variant.role("torch_forward"), "read_config")
-        # quality mode needs the unrounded checkpoint only the shared reader keeps
-        assert (p.quality_rows is not None) == (p.side is SHARED_READER)
+        # one torch side: every forward-proved variant has quality mode (against the unrounded checkpoint)
+        assert p.quality_rows is not None
 
 
 def test_verify_roles_import_no_torch() -> None:

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConvertError, GGUFFormatError, open_regular
+from ..errors import ConvertError, GGUFFormatError
 from ..gguf_constants import GGML_QUANT_SIZES, QT, VT
 from ..plan import KV, Plan, TensorSpec
+from ..safeio import open_regular
 from ..schema import GENERAL_ALIGNMENT, GENERAL_ARCHITECTURE
 from .packed import PackedStrings
 from .records import (

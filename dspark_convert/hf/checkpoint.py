@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConvertError, clip, open_regular, require_regular
+from ..errors import ConvertError, clip
+from ..safeio import open_regular, require_regular
 from ..schema import SAFETENSORS_DTYPES
 
 #: safetensors headers larger than this are refused before they are read (real ones are well under 10 MB).

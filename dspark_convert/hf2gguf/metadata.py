@@ -28,10 +28,11 @@ from gguf import GGUFValueType as VT
 from gguf.metadata import Metadata
 
 from .. import schema as S
-from ..errors import ConvertError, clip, open_regular, require_regular
+from ..errors import ConvertError, clip
 from ..hf.checkpoint import read_json
 from ..hf.hub import ResolvedModel, split_repo_spec
 from ..plan import KV, add_kv
+from ..safeio import open_regular, require_regular
 
 HF_URL = "https://huggingface.co"
 #: --metadata keys holding lists of {name, organization, ...} objects (upstream's override format).

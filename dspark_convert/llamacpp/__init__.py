@@ -1,7 +1,5 @@
-"""llama.cpp in the loop: find/build llama-server b11434 (:mod:`.build`), run it on 127.0.0.1 and read what it
-drafted (:mod:`.server`), the tiny target as a GGUF (:mod:`.target`), head/embedding layouts and which head
-llama.cpp really uses (:mod:`.layouts`), and the three-way check of llama.cpp's drafts against the numpy
-reference (:mod:`.threeway`), which runs each variant's ``llama`` role (``variants/<variant>/llama.py``; the
-contract is :mod:`.drafts`). No module here names a draft family. See docs/llama-server.md. Nothing here is
-imported by the converter itself.
+"""llama.cpp in the loop: find/build llama-server b11434 (:mod:`.build`) and run it on 127.0.0.1, reading what it
+drafted (:mod:`.server`). No module here names a draft family; nothing here is imported by the converter itself.
+The test tier built on it (the three-way check, the head/embedding layouts, the target converter) lives in
+``tests/llama/``; see docs/llama-server.md.
 """

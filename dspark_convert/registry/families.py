@@ -22,11 +22,18 @@ from ..errors import ConvertError
 from ..roles.convert import Family
 from . import VARIANTS, VARIANTS_PACKAGE, Variant, variant_of_family
 
+#: the variants whose family modules are asked first, in this order (the order the refusal messages list the known
+#: ``architectures`` in); any other variant's modules follow, in the rows' order (a new variant needs no entry)
+ASKED_FIRST = ("dflash", "dflash2", "eagle3", "dsv4", "gemma4")
+
 
 def family_modules() -> list[Family]:
-    """Every variant's family modules, imported, in the order they are asked (the rows' order, then each row's)."""
+    """Every variant's family modules, imported, in the order they are asked (:data:`ASKED_FIRST`, then the rows'
+    order; within a variant, its row's order)."""
+    rank = {name: i for i, name in enumerate(ASKED_FIRST)}
+    rows = sorted(VARIANTS, key=lambda v: rank.get(v.name, len(rank)))
     return [cast(Family, importlib.import_module(f"{VARIANTS_PACKAGE}.{v.name}.{name}"))
-            for v in VARIANTS for name in v.families]
+            for v in rows for name in v.families]
 
 
 def family_name(family: Family) -> str:

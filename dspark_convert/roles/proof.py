@@ -4,7 +4,7 @@
   :mod:`dspark_convert.reference.hf_draft` that the variant's ``torch_forward`` extends as a ``DraftReader``, or the
   variant's own :class:`OwnSide`), what is drawn for each seeded case after its features (:func:`anchors`,
   :func:`next_tokens`), which pair of forwards runs on the cases, the rows that compare them (exact mode, and
-  quality mode where the side has it), the hyperparameters the report shows and the metadata rows;
+  quality mode), the hyperparameters the report shows and the metadata rows;
 - or :class:`TensorChecks`: a variant without a reference forward yet, proved tensor by tensor (``run(job)``
   returns the :class:`Proof`).
 
@@ -194,7 +194,7 @@ class Forwards:
     hparams: Callable[[GGUFWeights, list[Any], Any], dict[str, Any]]
     rows: Callable[[Pair], list[OutputCheck]]
     metadata: Callable[[GGUFWeights, Any], list[MetadataCheck]]
-    #: quality mode's rows (against the unrounded checkpoint), where the side has quality mode
+    #: quality mode's rows (against the unrounded checkpoint)
     quality_rows: Callable[[Pair], list[OutputCheck]] | None = None
     needs_target: bool = True
 
@@ -215,7 +215,8 @@ class OwnSide:
     """A variant's own torch side: the report's ``family`` / ``layout`` words, ``reads(hf_dir)`` (the checkpoint's
     own config names a class it reads: the GGUF alone does not decide which forwards run), ``checkpoint(draft,
     target, storage)`` (its checkpoint object, with ``.w`` the draft's ``TorchCheckpoint``), ``counterpart``
-    (its own checkpoint -> GGUF name table, for the storage rounding) and the draws' vocabulary. Exact mode only.
+    (its own checkpoint -> GGUF name table, for the storage rounding) and the draws' vocabulary. Quality mode runs the
+    same forward on ``checkpoint(draft, target, None)`` (the unrounded values).
     A checkpoint object with ``round_target(types)`` (GGUF name -> GGML type) is handed the file's types too: it
     rounds the target tensors the file stores, e.g. the target's head written as ``output.weight``."""
 

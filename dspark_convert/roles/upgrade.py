@@ -131,7 +131,7 @@ class TargetInfo:
     @classmethod
     def from_side(cls, side: Any) -> TargetInfo:
         """The header facts of a target already read for ``check DRAFT --target TARGET``
-        (a :class:`~dspark_convert.fit.Side`: nothing is read again): its config (a Hugging Face target) or its
+        (a :class:`~dspark_convert.roles.fit.Side`: nothing is read again): its config (a Hugging Face target) or its
         arch, embedding length and M-RoPE sections (a target GGUF), its tokenizer's ``add_bos`` / ``add_eos`` as the
         converter writes them, and whether it ties its head. Enough for :func:`detect_staleness`; its tensors are
         not reachable (:meth:`tensor` refuses)."""

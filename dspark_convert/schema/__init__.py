@@ -2,7 +2,7 @@
 
 The PyPI ``gguf`` package (0.19.0) does not know the ``dflash`` / ``eagle3`` architectures, so this package owns
 every arch string, metadata key (with its GGUF value type) and tensor name that our files contain. It is the
-GGUF side only: the HF -> GGUF name tables belong to the family modules (``families/*.NAMES``). The converter
+GGUF side only: the HF -> GGUF name tables belong to the family modules (``variants/<v>/<family>.py``: ``NAMES``). The converter
 spells GGUF names only through this package; the reference forwards (``reference/*``) and ``verify`` spell them
 again on purpose, so that a wrong name here cannot hide behind the same wrong name there. Facts come from
 ``spec/gguf-contract.md`` (written against llama.cpp master @749f688) and ``spec/upstream-b11434.md`` (what changed

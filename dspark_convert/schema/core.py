@@ -202,7 +202,7 @@ _ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {
 }
 
 # ---------------------------------------------------------------------------------------------- tensors
-# GGUF tensor names only: which HF tensor becomes which is each family's own table (families/*: NAMES).
+# GGUF tensor names only: which HF tensor becomes which is each family's own table (variants/<v>/<family>.py: NAMES).
 LAYER_PREFIX = "blk.{bid}."
 #: per-layer tensors of the backbone block (ggml names without the blk.N. prefix)
 L_ATTN_NORM = "attn_norm.weight"

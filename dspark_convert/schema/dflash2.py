@@ -15,7 +15,6 @@ from __future__ import annotations
 from ..gguf_constants import VT
 from .core import ATTN_VALUE_SCALE, EMBEDDING_SCALE, FINAL_LOGIT_SOFTCAPPING, LOGIT_SCALE
 
-DFLASH2_ARCHITECTURE = "DFlash2DraftModel"
 DFLASH_CONV_KERNEL_SIZE = "dflash.conv_kernel_size"
 DFLASH_CONV_GROUP_SIZE = "dflash.conv_group_size"
 DFLASH_SELECTOR_RANK = "dflash.selector_rank"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from ..gguf_constants import VT
 
-GEMMA4_DSPARK_ARCHITECTURE = "Gemma4DSparkModel"
 ATTENTION_SCALE = "{arch}.attention.scale"
 HIDDEN_ACTIVATION = "{arch}.hidden_activation"
 #: per-layer tensors (names without blk.N.): the Gemma sandwich norms and the layer output scale

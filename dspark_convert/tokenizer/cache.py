@@ -37,10 +37,10 @@ from typing import Any
 
 from gguf import GGUFValueType as VT
 
-from ..errors import open_regular, require_regular
 from ..gguffile.packed import PackedStrings
 from ..notes import collecting, note
 from ..plan import KV
+from ..safeio import open_regular, require_regular
 
 log = logging.getLogger(__name__)
 

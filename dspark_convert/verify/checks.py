@@ -18,7 +18,7 @@ from ..reference.weights import GGUFWeights
 from ..registry import variant_of_family
 
 if TYPE_CHECKING:
-    from ..reference.hf_draft import HFDraft
+    from ..reference.hf_draft import HFDraft, TorchCheckpoint
 
 
 def metadata_checks(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
@@ -75,13 +75,10 @@ def run_candidate(report: Any, run: Any,
         return None
 
 
-def _lossless(exact: HFDraft) -> bool:
-    return all(r.changed == 0 for r in exact.weights.rounding.values())
-
-
-def needs_quality_run(report: Any, exact: HFDraft) -> bool:
-    """Whether a second torch run on the unrounded weights is needed (and the note that says why not)."""
-    if _lossless(exact):
+def needs_quality_run(report: Any, exact: TorchCheckpoint) -> bool:
+    """Whether a second torch run on the unrounded weights is needed (and the note that says why not): not when
+    rounding the checkpoint ``exact`` to the GGUF's types changed no value."""
+    if all(r.changed == 0 for r in exact.rounding.values()):
         report.quality_note = ("storage is lossless for this checkpoint (rounding to the GGUF types changed no "
                                "value): the quality rows equal the exact rows")
         return False

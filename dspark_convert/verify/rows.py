@@ -31,7 +31,7 @@ from .checks import metadata_checks, needs_quality_run, run_candidate, run_refer
 from .nvfp4 import nvfp4_rows
 
 if TYPE_CHECKING:
-    from ..reference.hf_draft import HFDraft
+    from ..reference.hf_draft import HFDraft, TorchCheckpoint
 
 #: a variant's ``PROOF``
 Prover = Forwards | TensorChecks
@@ -112,10 +112,11 @@ def storage_of(g: GGUFWeights, names: Collection[str], counterpart: Callable[[st
 
 @dataclass
 class _Opened:
-    """What a side opened for :func:`_drive`: the checkpoint as the GGUF stores it (and unrounded, for quality
-    mode), the features' width and the draws' vocabulary."""
+    """What a side opened for :func:`_drive`: the checkpoint as the GGUF stores it (its weights, ``weights``, record
+    the rounding) and unrounded, for quality mode; the features' width and the draws' vocabulary."""
 
     exact: Any
+    weights: TorchCheckpoint
     unrounded: Any | None
     width: int
     n_vocab: int
@@ -141,7 +142,7 @@ def _drive(proof: Proof, job: Job, spec: Forwards, side: _Opened) -> bool:
     if not job.quality:
         proof.quality_note = "quality mode skipped (--no-quality)"
         return True
-    if needs_quality_run(proof, side.exact):
+    if needs_quality_run(proof, side.weights):
         refs = run_reference(hf, lambda: spec.reference(side.unrounded, inputs, drawn, refs))
     proof.quality += spec.quality_rows(Pair(refs, outs, inputs, drawn, proof.hparams))
     return True
@@ -163,9 +164,10 @@ def _guarded(proof: Proof, job: Job, variant: Variant, run: Callable[[], bool]) 
         return None
 
 
-def _storage_summary(exact: HFDraft) -> dict[str, dict[str, Any]]:
+def _storage_summary(weights: TorchCheckpoint) -> dict[str, dict[str, Any]]:
+    """GGML type -> what rounding the checkpoint to it changed (tensors, values, changed values, largest change)."""
     out: dict[str, dict[str, Any]] = {}
-    for r in exact.weights.rounding.values():
+    for r in weights.rounding.values():
         s = out.setdefault(r.ggml_type, {"tensors": 0, "values": 0, "changed": 0, "max_change": 0.0})
         s["tensors"] += 1
         s["values"] += r.values
@@ -193,10 +195,10 @@ def _prove_shared(job: Job, variant: Variant, spec: Forwards) -> Proof:
     width = d.weights.shape("fc.weight")[1]
     n_vocab = min(x for x in (d.hp.vocab_size, target.ckpt.shape(target.embed_name)[0]) if x)
     exact = d.with_storage(gguf_types(g))
-    if _guarded(proof, job, variant, lambda: _drive(proof, job, spec, _Opened(exact, d, width, n_vocab, target)
+    if _guarded(proof, job, variant, lambda: _drive(proof, job, spec, _Opened(exact, exact.weights, d, width, n_vocab, target)
                                                     )) is None:
         return proof
-    proof.storage = _storage_summary(exact)
+    proof.storage = _storage_summary(exact.weights)
     proof.outputs += nvfp4.outputs
     if not any(o.name == "GGUF forward" for o in proof.outputs):      # the forwards ran to the end
         t = nvfp4.tensors   # the NVFP4 rows' compared tensors, and the companions the torch side decoded
@@ -218,9 +220,10 @@ def _own_rows(side: OwnSide, proof: Proof, job: Job, spec: Forwards) -> bool:
     if hasattr(ck, "round_target"):  # target tensors the file stores (its head as output.weight) as stored
         ck.round_target(gguf_types(g))
     proof.metadata = spec.metadata(g, ck)
-    opened = _Opened(ck, None, g.shape("fc.weight")[1], side.n_vocab(g, tgt), TargetWeights(tgt),
+    opened = _Opened(ck, ck.w, probe, g.shape("fc.weight")[1], side.n_vocab(g, tgt), TargetWeights(tgt),
                      errors=(ValueError, KeyError, IndexError))
     ran = _drive(proof, job, spec, opened)
+    proof.storage = _storage_summary(ck.w)
     if ran:
         proof.tensors = Tensors(set(g.read), set(), ck.w.names, ck.w.read, set())
     return ran

@@ -6,7 +6,7 @@ come from the target checkpoint when the GGUF does not carry ``token_embd`` / ``
 one layer's weights are dequantized, used by every block proposal (case) and dropped before the next.
 
 The GGUF arch ``dflash`` implies NEOX (rotate-half) RoPE: the converter has already de-interleaved the q/k rows
-of ``rope_is_neox_style: false`` checkpoints. EAGLE-3 lives in :mod:`.eagle3_np`.
+of ``rope_is_neox_style: false`` checkpoints. EAGLE-3 has its own (``variants/eagle3/numpy_forward.py``).
 """
 
 from __future__ import annotations

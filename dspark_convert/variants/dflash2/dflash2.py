@@ -36,7 +36,7 @@ from ..dflash.lineage import (
     target_facts,
 )
 
-ARCHITECTURES: tuple[str, ...] = (S.DFLASH2_ARCHITECTURE,)
+ARCHITECTURES: tuple[str, ...] = ("DFlash2DraftModel",)
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "NAMES", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan",
            "claims", "draft_tensors", "hf_names", "target_facts"]
 

@@ -4,7 +4,7 @@ component, plus the conv / selector metadata; the driver's tensor accounting (``
 every tensor.
 
 Exact mode only: the torch side reads every checkpoint tensor rounded as the GGUF stores it, so every row must
-agree to float32 round-off (:data:`dspark_convert.verify.checks.EXACT_NMSE`). The numpy selector scores the torch side's
+agree to float32 round-off (:data:`dspark_convert.reference.compare.EXACT_NMSE`). The numpy selector scores the torch side's
 candidate sets (so that a near-tie cannot make the score rows incomparable); a separate row checks that the
 GGUF's own top-k candidates are the same sets.
 """
@@ -89,6 +89,11 @@ def rows(p: Pair) -> list[OutputCheck]:
     return o
 
 
+def quality_rows(p: Pair) -> list[OutputCheck]:
+    """The logits against the unrounded checkpoint (information)."""
+    return [p.cases("block logits (scaled, capped)", "logits", bound=None, argmax=True)]
+
+
 def _n_vocab(g: GGUFWeights, target: Path) -> int:
     return int(g.shape("selector_successor.weight")[0])
 
@@ -96,4 +101,4 @@ def _n_vocab(g: GGUFWeights, target: Path) -> int:
 #: verify's role: the variant's own torch side, one random anchor per case, the two DFlash2 forwards
 PROOF = Forwards(OwnSide("dflash2", "z-lab DFlash2", accepts, lazy(_TORCH, "DFlash2Checkpoint"),
                          lazy(_TORCH, "gguf_counterpart"), _n_vocab), anchors,
-                 _reference, _candidate, _hparams, rows, metadata)
+                 _reference, _candidate, _hparams, rows, metadata, quality_rows)

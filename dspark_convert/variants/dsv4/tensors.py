@@ -100,7 +100,7 @@ ROWS_PER_CHUNK_F32 = 1 << 22  #: float32 values per compared chunk (16 MiB), wha
 
 
 #: verify's own spelling of the DeepSeek-V4 DSpark names (spec/dsv4-dspark.md §3), written apart from the
-#: converter's table (``families/dsv4_names.py``) so that a wrong row there shows as a failing tensor here:
+#: converter's table (``variants/dsv4/names.py``) so that a wrong row there shows as a failing tensor here:
 #: HF name inside stage ``mtp.{s}.`` -> GGUF name after ``blk.{s}.``
 STAGE_GGUF: dict[str, str] = {
     "attn.attn_sink": "attn_sinks.weight", "attn.wq_a.weight": "attn_q_a.weight", "attn.wq_b.weight": "attn_q_b.weight",

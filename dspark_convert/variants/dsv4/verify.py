@@ -18,7 +18,7 @@ from ...reference.weights import GGUFWeights
 from ...roles.proof import Job, Proof, TensorChecks, Tensors
 from .tensors import dsv4_tensor_checks, source_map
 
-#: DeepSeek-V4 DSpark: GGUF key -> how its value follows from the checkpoint config (verify_dsv4's metadata rows)
+#: DeepSeek-V4 DSpark: GGUF key -> how its value follows from the checkpoint config (this role's metadata rows)
 _DSV4_KEYS: dict[str, Any] = {
     "dflash.embedding_length": lambda c: c["hidden_size"],
     "dflash.attention.head_count": lambda c: c["num_attention_heads"],

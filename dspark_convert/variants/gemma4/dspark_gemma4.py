@@ -33,7 +33,7 @@ from .fit import target_facts
 
 #: the method word in default output file names (``Qwen3-8B-DSpark-BF16.gguf``; hf2gguf/naming.py)
 METHOD_WORD = "DSpark"
-ARCHITECTURES: tuple[str, ...] = (S.GEMMA4_DSPARK_ARCHITECTURE,)
+ARCHITECTURES: tuple[str, ...] = ("Gemma4DSparkModel",)
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "NAMES", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT",
            "build_plan", "claims", "draft_tensors", "hf_names", "requirements", "target_facts"]
 

@@ -3,7 +3,7 @@ torch forward of the checkpoint (:mod:`.torch_forward`), component by component,
 account of every tensor on both sides (:mod:`dspark_convert.verify.accounting`, with the variant's drop rules).
 
 Exact mode: the torch side reads every checkpoint tensor rounded as the GGUF stores it, so every row must agree to
-float32 round-off (:data:`dspark_convert.verify.checks.EXACT_NMSE`). The GGUF side's Markov chain is forced to the
+float32 round-off (:data:`dspark_convert.reference.compare.EXACT_NMSE`). The GGUF side's Markov chain is forced to the
 torch side's previous tokens (a near-tie cannot make the later rows incomparable); a separate row compares the
 chosen tokens.
 """
@@ -54,12 +54,16 @@ def metadata(g: GGUFWeights, ck: Any) -> list[MetadataCheck]:
     return [MetadataCheck(k, g.value(k), v, _close(g.value(k), v)) for k, v in want.items()]
 
 
+#: the checkpoint class the Gemma4 torch forward reads (verify's own spelling: the converter's is its own)
+ARCHITECTURE = "Gemma4DSparkModel"
+
+
 def accepts(hf_dir: Path) -> bool:
     """The checkpoint's own config names the class the Gemma4 torch forward reads (a checkpoint of another class
     goes the generic way, where the metadata row reports the mismatch)."""
     cfg = Path(hf_dir) / "config.json"
     archs = json.loads(cfg.read_text()).get("architectures") if cfg.is_file() else None
-    return isinstance(archs, list) and S.GEMMA4_DSPARK_ARCHITECTURE in archs
+    return isinstance(archs, list) and ARCHITECTURE in archs
 
 
 #: the variant's own torch side (imported when verify runs: torch)
@@ -105,6 +109,14 @@ def rows(p: Pair) -> list[OutputCheck]:
     return o
 
 
+def quality_rows(p: Pair) -> list[OutputCheck]:
+    """The logits against the unrounded checkpoint (information)."""
+    q = [p.cases("block logits", "logits", bound=None, argmax=True)]
+    if all(r.markov_logits is not None for r in p.refs) and all(x.markov_logits is not None for x in p.outs):
+        q.append(p.cases("Markov-biased logits", "markov_logits", bound=None, argmax=True))
+    return q
+
+
 def _both(name: str, refs: list[Any], outs: list[Any]) -> OutputCheck:
     """A component one side has and the other has not is a failing row; else the usual comparison."""
     if any(r is None for r in refs) or any(x is None for x in outs):
@@ -116,4 +128,4 @@ def _both(name: str, refs: list[Any], outs: list[Any]) -> OutputCheck:
 #: verify's role: the variant's own torch side, one random anchor per case, the two Gemma 4 block forwards
 PROOF = Forwards(OwnSide("dspark_gemma4", "DeepSpec Gemma4DSparkModel", accepts, lazy(_TORCH, "Gemma4Checkpoint"),
                          lazy(_TORCH, "gguf_counterpart"), _n_vocab),
-                 anchors, _reference, _candidate, _hparams, rows, metadata)
+                 anchors, _reference, _candidate, _hparams, rows, metadata, quality_rows)

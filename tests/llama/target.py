@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..errors import ConvertError
+from dspark_convert.errors import ConvertError
 
 _BOOT = r"""
 import runpy, sys

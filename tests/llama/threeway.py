@@ -32,14 +32,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import schema as S
-from ..errors import ConvertError
-from ..reference import TargetWeights, open_gguf
-from ..reference.compare import TIE_STD_FRACTION
-from ..reference.target_np import TargetModel, tap_features, target_forward
-from ..registry import VARIANTS, gguf_variant
-from ..roles.llama import DraftInputs, RefBlock, continuation
-from .server import DraftBlock
+from dspark_convert import schema as S
+from dspark_convert.errors import ConvertError
+from dspark_convert.llamacpp.server import DraftBlock
+from dspark_convert.reference import TargetWeights, open_gguf
+from dspark_convert.reference.compare import TIE_STD_FRACTION
+from dspark_convert.reference.target_np import TargetModel, tap_features, target_forward
+from dspark_convert.registry import VARIANTS, gguf_variant
+from dspark_convert.roles.llama import DraftInputs, RefBlock, continuation
 
 #: the role module of a variant the check covers (``variants/<variant>/llama.py``, see :mod:`dspark_convert.roles.llama`)
 ROLE = "llama"

@@ -28,7 +28,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFReader, GGUFValueType, GGUFWriter
 from gguf.quants import quantize
 
-from ..errors import ConvertError
+from dspark_convert.errors import ConvertError
 
 LAYOUTS = ("749f688", "upstream-b11434", "with-output")
 EMBD, OUTPUT = "token_embd.weight", "output.weight"
