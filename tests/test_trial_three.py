@@ -1,0 +1,113 @@
+"""The third first-day trial, bug by bug: each test reproduces what a new user met (exact line, exit code,
+nothing left behind) and fails without its fix."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, TARGET
+from typer.testing import CliRunner
+
+from dspark_convert.cli import app
+
+DRAFT = FIXTURES / "dspark-qwen3"
+ROOT_USER = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def run(*args: object, cwd: Path | None = None):
+    """``dspark-convert ARGS`` in-process (in ``cwd`` when given)."""
+    old = Path.cwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "200"}, catch_exceptions=False)
+    finally:
+        os.chdir(old)
+
+
+def refused(r, line: str) -> None:
+    assert (r.exit_code, r.stdout, r.stderr) == (2, "", f"error: {line}\n")
+
+
+@pytest.fixture(scope="module")
+def draft_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The dspark-qwen3 fixture converted at bf16 (the Quick start's file)."""
+    out = tmp_path_factory.mktemp("draft") / "dspark-qwen3-BF16.gguf"
+    r = run("hf2gguf", DRAFT, "-t", TARGET, "-o", out, "--outtype", "bf16")
+    assert r.exit_code == 0, r.stderr
+    return out
+
+
+# ------------------------------------------------------------------------------------------- 1: --force
+def _make(kind: str, path: Path) -> object:
+    """Put a ``kind`` at ``path``; returns what keeps it alive (the socket) or None."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(path))
+        return s
+    elif kind == "chardev":
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # the numbers of /dev/null, in a temp folder
+    elif kind == "symlink":
+        (path.parent / "real.gguf").write_bytes(b"keep me")
+        path.symlink_to("real.gguf")
+    elif kind == "dangling":
+        path.symlink_to("missing.gguf")
+    return None
+
+
+KINDS = {"fifo": "is a FIFO (named pipe), not a regular file; only a regular file is replaced (even with --force)",
+         "socket": "is a socket, not a regular file; only a regular file is replaced (even with --force)",
+         "chardev": "is a character device, not a regular file; only a regular file is replaced (even with --force)",
+         "symlink": "is a symbolic link (to real.gguf); only a regular file is replaced, a link is neither followed "
+                    "nor replaced: give the file it points to, or remove the link",
+         "dangling": "is a symbolic link (to missing.gguf); only a regular file is replaced, a link is neither "
+                     "followed nor replaced: give the file it points to, or remove the link"}
+
+
+def _kind_params() -> list:
+    return [pytest.param(k, marks=pytest.mark.skipif(not ROOT_USER, reason="mknod needs root"))
+            if k == "chardev" else k for k in KINDS]
+
+
+@pytest.mark.parametrize("kind", _kind_params())
+@pytest.mark.parametrize("force", [True, False])
+@pytest.mark.parametrize("verb", ["hf2gguf", "upgrade"])
+def test_force_replaces_only_a_regular_file(tmp_path: Path, draft_gguf: Path, kind: str, force: bool,
+                                            verb: str) -> None:
+    out = tmp_path / "out.gguf"
+    keep = _make(kind, out)
+    before = os.lstat(out)
+    args = (["hf2gguf", DRAFT, "-t", TARGET] if verb == "hf2gguf" else ["upgrade", draft_gguf])
+    r = run(*args, "-o", out, *(["--force"] if force else []))
+    refused(r, f"{out}: {KINDS[kind]}")
+    after = os.lstat(out)
+    assert (after.st_mode, after.st_ino, after.st_rdev) == (before.st_mode, before.st_ino, before.st_rdev)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out.gguf"] + (["real.gguf"] if kind == "symlink"
+                                                                                  else []))
+    if kind == "symlink":
+        assert (tmp_path / "real.gguf").read_bytes() == b"keep me"
+    if keep is not None:
+        keep.close()  # type: ignore[attr-defined]
+
+
+def test_write_atomically_refuses_what_appears_before_the_rename(tmp_path: Path) -> None:
+    """The shared writer (every verb that writes) checks again just before the rename: a FIFO that appears at the
+    destination while writing is left as it is, and nothing else stays behind."""
+    from dspark_convert.errors import ConvertError
+    from dspark_convert.hf2gguf.atomic import write_atomically
+
+    out = tmp_path / "x.gguf"
+
+    def body(f) -> None:  # type: ignore[no-untyped-def]
+        f.write(b"GGUF")
+        os.mkfifo(out)
+
+    with pytest.raises(ConvertError, match="x.gguf: is a FIFO"):
+        write_atomically(out, body, force=True)
+    assert stat.S_ISFIFO(os.lstat(out).st_mode) and [p.name for p in tmp_path.iterdir()] == ["x.gguf"]
