@@ -171,21 +171,22 @@ def _kv_of(f: GGUFFile, name: str) -> KV:
 def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | None = None,
                  match_upstream: bool = False, from_revision: str | None = None,
                  rope_interleaved: bool = False, no_embed_tokens: bool = False,
-                 embed_tokens_from_target: bool = False) -> UpgradePlan:
+                 embed_tokens_from_target: bool = False, dry_run: bool = False) -> UpgradePlan:
     """The upgraded file for ``f`` (see the module doc). ``match_upstream`` gives upstream b11434's layout
     exactly (without it, where ``hf2gguf`` writes more than upstream, e.g. an output head on an untied target, the
     upgrade does too). ``from_revision`` + ``rope_interleaved`` are the user's word on where the file came from
     (e.g. whether its q/k rows carry upstream b10662-b11104's double NeoX permutation; ``hf``'s config and tensors
     can tell it too). ``no_embed_tokens`` is the user's word that the draft checkpoint stores no ``embed_tokens``
     (``hf`` tells it otherwise); ``embed_tokens_from_target`` that it stores the target's. Raises ConvertError
-    (one line) for what cannot be recovered.
+    (one line) for what cannot be recovered. ``dry_run``: the plan is only listed, so a header-only (remote)
+    ``f`` is planned too; otherwise its tensor data, which the write copies, is required.
 
     The order: each stale item's fix (the tokenizer flags here, the others by the variant's rules), then an
     NVFP4 checkpoint's W4A16 refusal, then what the variant's rules take from ``hf`` or the user's word
     (:meth:`~dspark_convert.staleness.UpgradeRules.complete`), then ``general.size_label``.
     """
     where = str(f.path)
-    if f.header_only:
+    if f.header_only and not dry_run:
         raise ConvertError(f"{where}: a remote file's tensor data is not fetched; download it, then upgrade the "
                            "local copy")
     st = detect_staleness(f, target)
@@ -431,6 +432,11 @@ def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None 
     from .gguffile.source import open_gguf_source
     from .hf2gguf.destination import check_destination
 
+    from .gguffile.refs import is_remote_ref
+
+    if not dry_run and not Path(str(old)).exists() and is_remote_ref(str(old)):
+        raise ConvertError(f"{old}: a remote file is upgraded only with --dry-run (its header is read, the tensor data "
+                           "is not fetched); download it, then upgrade the local copy")
     out = Path(outfile) if outfile is not None else Path(str(old)).with_suffix(".upgraded.gguf")
     if not dry_run:
         check_destination(out, outtype="auto", force=force)
@@ -444,7 +450,8 @@ def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None 
         try:
             plan = plan_upgrade(f, target=tinfo, hf=hf_path, match_upstream=match_upstream,
                                 from_revision=from_revision, rope_interleaved=rope_interleaved,
-                                no_embed_tokens=no_embed_tokens, embed_tokens_from_target=embed_tokens_from_target)
+                                no_embed_tokens=no_embed_tokens, embed_tokens_from_target=embed_tokens_from_target,
+                                dry_run=dry_run)
         except ConvertError as e:
             if not dry_run:
                 raise

@@ -111,3 +111,40 @@ def test_write_atomically_refuses_what_appears_before_the_rename(tmp_path: Path)
     with pytest.raises(ConvertError, match="x.gguf: is a FIFO"):
         write_atomically(out, body, force=True)
     assert stat.S_ISFIFO(os.lstat(out).st_mode) and [p.name for p in tmp_path.iterdir()] == ["x.gguf"]
+
+
+# ------------------------------------------------------------------------------------------- 2: remote dry run
+def _without_keys(path: Path, out: Path, names: tuple[str, ...]) -> Path:
+    """``path`` without the keys ``names``: the file an older revision wrote before it learned them."""
+    from dspark_convert.gguffile.reader import read_gguf
+    from dspark_convert.upgrade import plan_upgrade, write_upgrade
+
+    with read_gguf(path) as f:
+        plan = plan_upgrade(f, match_upstream=True)
+        plan.kvs = [k for k in plan.kvs if k.name not in names]
+        write_upgrade(plan, f, out)
+    return out
+
+
+def test_remote_upgrade_dry_run_reads_the_header_only(draft_gguf: Path, tmp_path: Path) -> None:
+    """``upgrade URL --dry-run`` lists the stale items from the header (a multi-MiB file: its data is never
+    fetched); without ``--dry-run`` a URL is refused in one line before anything (no ``http:/host`` path)."""
+    from http_server import FileServer, Route, sparse_gguf
+
+    from dspark_convert.gguffile.reader import read_gguf
+
+    old = _without_keys(draft_gguf, tmp_path / "old.gguf", ("dflash.has_confidence_head",))
+    with read_gguf(old) as f:
+        header = old.read_bytes()[:f.data_offset]
+    big = sparse_gguf(tmp_path / "big.gguf", header, f.data_offset + 8 * (1 << 20))  # data past the first window
+    with FileServer() as server:
+        server.routes["/old.gguf"] = Route(big)
+        url = server.url + "/old.gguf"
+        r = run("upgrade", url, "--dry-run")
+        assert (r.exit_code, r.stderr) == (0, ""), r.stderr
+        assert r.stdout.splitlines()[1] == ("  would change: dflash.has_confidence_head: missing; b10705+ writes it (true: a confidence head in "
+                                           "the file) (upstream b10705+; fixed by upgrade with file)")
+        assert server.sent() < 2 * (1 << 20)
+        refused(run("upgrade", url), f"{url}: a remote file is upgraded only with --dry-run (its header is read, the "
+                                     "tensor data is not fetched); download it, then upgrade the local copy")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.gguf", "old.gguf"]
