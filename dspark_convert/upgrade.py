@@ -443,6 +443,13 @@ def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None 
         if Path(str(old)).exists() and out.exists() and out.resolve() == Path(str(old)).resolve():
             raise ConvertError(f"{out}: is the input file; upgrade writes a new file (give -o NEW.gguf)")
     tinfo = load_target(target, remote) if target is not None else None
+    if target is not None:
+        from .fit.rules import target_vocabulary_misfit
+
+        misfit = target_vocabulary_misfit(old, target, remote=remote)
+        if misfit is not None:
+            raise ConvertError(f"--target {target}: its vocabulary does not fit {old} ({misfit}); upgrade takes "
+                               "tokenizer facts only from the target the draft was made for")
     hf_path = Path(hf) if hf is not None else None
     if hf_path is not None and not (hf_path / "config.json").is_file():
         raise ConvertError(f"--hf {hf}: expected the draft checkpoint folder (config.json + safetensors)")

@@ -148,3 +148,32 @@ def test_remote_upgrade_dry_run_reads_the_header_only(draft_gguf: Path, tmp_path
         refused(run("upgrade", url), f"{url}: a remote file is upgraded only with --dry-run (its header is read, the "
                                      "tensor data is not fetched); download it, then upgrade the local copy")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.gguf", "old.gguf"]
+
+
+# ------------------------------------------------------------------------------------------- 3: a wrong target
+WRONG_TARGET = FIXTURES / "target-llama2-spm"
+
+
+def test_a_target_that_does_not_fit_claims_no_staleness(draft_gguf: Path) -> None:
+    """A fresh Qwen draft against Llama-2's target: the fit fails, and nothing is called stale from that target
+    (no add_bos_token claim, no ``upgrade --target WRONG`` suggestion)."""
+    import json
+
+    r = run("check", draft_gguf, "--target", WRONG_TARGET, "--json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 1 and not doc["ok"]
+    assert [f for f in doc["loader_findings"] if f["rule"] == "stale-layout"] == []
+    assert doc["notes"][-1]["message"] == ("the target's vocabulary does not fit the draft (vocab-type, vocab-size, "
+                                           "token-text): no stale-layout item is judged from it")
+    assert "upgrade" not in run("check", draft_gguf, "--target", WRONG_TARGET).stdout
+
+
+def test_upgrade_refuses_a_target_whose_vocabulary_does_not_fit(draft_gguf: Path, tmp_path: Path) -> None:
+    r = run("upgrade", draft_gguf, "-o", tmp_path / "new.gguf", "--target", WRONG_TARGET)
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr.startswith(f"error: --target {WRONG_TARGET}: its vocabulary does not fit {draft_gguf} (vocab-type: "
+                               "vocab type differs: draft BPE (gpt2), target SPM (llama);")
+    assert r.stderr.endswith("; upgrade takes tokenizer facts only from the target the draft was made for\n")
+    assert len(r.stderr.splitlines()) == 1 and list(tmp_path.iterdir()) == []
+    ok = run("upgrade", draft_gguf, "-o", tmp_path / "new.gguf", "--target", TARGET)
+    assert ok.exit_code == 0 and (tmp_path / "new.gguf").read_bytes() == draft_gguf.read_bytes()
