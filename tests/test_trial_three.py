@@ -177,3 +177,19 @@ def test_upgrade_refuses_a_target_whose_vocabulary_does_not_fit(draft_gguf: Path
     assert len(r.stderr.splitlines()) == 1 and list(tmp_path.iterdir()) == []
     ok = run("upgrade", draft_gguf, "-o", tmp_path / "new.gguf", "--target", TARGET)
     assert ok.exit_code == 0 and (tmp_path / "new.gguf").read_bytes() == draft_gguf.read_bytes()
+
+
+# ------------------------------------------------------------------------------------------- 4: --match-upstream
+@pytest.mark.parametrize("layout, with_hf", [("dspark-qwen3", False), ("dspark-qwen3", True),
+                                             ("dflash-deepspec", True), ("dflash-zlab", True)])
+def test_upgrade_match_upstream_gives_upstreams_layout(tmp_path: Path, layout: str, with_hf: bool) -> None:
+    """A default hf2gguf file (``output.weight`` added on the untied target) upgraded with ``--match-upstream`` is
+    byte for byte what ``hf2gguf --match-upstream`` writes (no "already current" copy)."""
+    default, upstream, new = tmp_path / "default.gguf", tmp_path / "upstream.gguf", tmp_path / "new.gguf"
+    for out, extra in ((default, []), (upstream, ["--match-upstream"])):
+        assert run("hf2gguf", FIXTURES / layout, "-t", TARGET, "-o", out, *extra).exit_code == 0
+    r = run("upgrade", default, "-o", new, "--match-upstream", *(["--hf", FIXTURES / layout] if with_hf else []))
+    assert r.exit_code == 0, r.stderr
+    assert new.read_bytes() == upstream.read_bytes()
+    if default.read_bytes() != upstream.read_bytes():
+        assert "already current" not in r.stdout and "  changed: output.weight: present" in r.stdout

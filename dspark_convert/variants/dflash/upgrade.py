@@ -191,6 +191,8 @@ class DFlashRules(UpgradeRules):
             _dflash_neox(u, hf)
         if dspark:
             _double_neox(u)
+        if u.match_upstream:
+            _drop_added_head(u, dspark)
         # any file of the lineage that keeps token_embd without output.weight (a b10705+ DSpark, a DFlash or DFlash2
         # draft with its own embed_tokens): its head as hf2gguf has it
         if (has_tensor(f, S.T_TOKEN_EMBD) and not has_tensor(f, S.T_D2T)
@@ -302,6 +304,26 @@ def _add_output_head(u: Upgrading, qt: QT) -> None:
                              data=data))
     u.notes.append(f"output.weight from the {'draft' if layout == 'keep' else 'target'}'s head: the file keeps "
                    "token_embd and the target is untied (--match-upstream leaves it out, as upstream b11434 does)")
+
+
+def _drop_added_head(u: Upgrading, dspark: bool) -> None:
+    """``--match-upstream`` on a file that keeps ``token_embd`` and has ``output.weight`` where upstream b11434
+    writes none: a full-vocabulary DSpark draft (upstream drops its ``lm_head``), or, proved by ``--hf``, a DFlash
+    draft whose checkpoint has no ``lm_head`` (the head was the target's, added by ``hf2gguf``). The head goes."""
+    f = u.f
+    if not (has_tensor(f, S.T_OUTPUT) and has_tensor(f, S.T_TOKEN_EMBD)) or has_tensor(f, S.T_D2T):
+        return
+    if not dspark:
+        if u.hf is None:
+            return
+        from ...hf.checkpoint import Checkpoint
+
+        if "lm_head.weight" in Checkpoint(u.hf, select={"lm_head.weight"}.__contains__):
+            return
+    u.pieces[:] = [p for p in u.pieces if p.spec.name != S.T_OUTPUT]
+    u.changes.append(Stale(S.T_OUTPUT, "present (the head hf2gguf adds on an untied target); upstream b11434 writes "
+                           "none for this draft (--match-upstream: its layout, which drafts with token_embd as the "
+                           "head on an untied target)", "b10705", "file"))
 
 
 # ------------------------------------------------------------------------------------------------ config keys
