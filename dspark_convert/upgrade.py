@@ -189,7 +189,7 @@ def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | No
     if f.header_only and not dry_run:
         raise ConvertError(f"{where}: a remote file's tensor data is not fetched; download it, then upgrade the "
                            "local copy")
-    st = detect_staleness(f, target)
+    st = _detect(f, target, hf)
     kvs = [_kv_of(f, name) for name in f.kvs]
     kept = {kv.name: kv for kv in kvs}
     pieces = [Piece(TensorSpec(t.name, t.shape, t.qtype, origin="file"), copy=t) for t in f.tensors
@@ -214,6 +214,15 @@ def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | No
         revision_index(from_revision)  # a bad tag is refused even where no rule reads it
     _resize_label(kvs, f, pieces)
     return UpgradePlan(f.arch or "", kvs, pieces, u.changes, st, u.notes, kept)
+
+
+def _detect(f: GGUFFile, target: TargetInfo | None, hf: Path | None) -> Staleness:
+    """:func:`detect_staleness`; with ``hf``, the facts only the checkpoint tells (``... --hf)``) are no longer
+    "not checked": the rules' ``complete`` checks and fixes them from it."""
+    st = detect_staleness(f, target)
+    if hf is not None:
+        st.unchecked = [item for item in st.unchecked if not item.endswith("--hf)")]
+    return st
 
 
 def _add_token(u: Upgrading, s: Stale) -> None:
@@ -462,7 +471,7 @@ def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None 
         except ConvertError as e:
             if not dry_run:
                 raise
-            st = detect_staleness(f, tinfo)  # a dry run still lists what is stale, and what the upgrade needs
+            st = _detect(f, tinfo, hf_path)  # a dry run still lists what is stale, and what the upgrade needs
             return UpgradeResult(str(old), None, st, st.stale, [], refused=str(e))
         if dry_run:
             return UpgradeResult(str(old), None, plan.staleness, plan.changes, plan.notes)

@@ -193,3 +193,20 @@ def test_upgrade_match_upstream_gives_upstreams_layout(tmp_path: Path, layout: s
     assert new.read_bytes() == upstream.read_bytes()
     if default.read_bytes() != upstream.read_bytes():
         assert "already current" not in r.stdout and "  changed: output.weight: present" in r.stdout
+
+
+# ------------------------------------------------------------------------------------------- 5: --hf checks
+@pytest.mark.parametrize("as_json", [False, True])
+def test_upgrade_with_hf_lists_nothing_hf_would_check(tmp_path: Path, as_json: bool) -> None:
+    import json
+
+    gguf = tmp_path / "zlab.gguf"
+    assert run("hf2gguf", FIXTURES / "dflash-zlab", "-t", TARGET, "-o", gguf).exit_code == 0
+    without = run("upgrade", gguf, "--dry-run", "--json")
+    assert [u for u in json.loads(without.stdout)["unchecked"] if u.endswith("--hf)")] != []
+    r = run("upgrade", gguf, "--dry-run", "--hf", FIXTURES / "dflash-zlab", *(["--json"] if as_json else []))
+    assert r.exit_code == 0
+    unchecked = (json.loads(r.stdout)["unchecked"] if as_json
+                 else [ln.removeprefix("  not checked: ") for ln in r.stdout.splitlines() if "not checked" in ln])
+    assert unchecked == ["dflash.rope.dimension_sections (M-RoPE target?)", "dflash.embedding_scale (Gemma target?)",
+                         "tokenizer add_bos/add_eos (post-processor rule)"]
