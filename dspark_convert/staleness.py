@@ -412,7 +412,8 @@ class UpgradeRules:
     * :meth:`detect` (``check`` and ``upgrade``): add the variant's stale items and unchecked facts, from the header
       (and the target) alone;
     * :meth:`fix` (``upgrade``): rewrite the planned file for one stale item :meth:`detect` found;
-    * :meth:`complete` (``upgrade``): what only ``--hf`` or the user's word decides, after the file's own items.
+    * :meth:`complete` (``upgrade``): what only ``--hf`` or the user's word decides, after the file's own items;
+    * :meth:`refuses_checkpoint` (``upgrade --hf``): a checkpoint of the variant's families that is not the file's.
     """
 
     @property
@@ -431,6 +432,11 @@ class UpgradeRules:
 
     def complete(self, u: Upgrading) -> None:
         """Rewrite ``u`` for what the checkpoint (``u.hf``) or the user's word decides (nothing here)."""
+
+    def refuses_checkpoint(self, f: Header, family: str) -> str | None:
+        """Why a ``--hf`` checkpoint of draft family ``family`` (of this variant) cannot be ``f``'s, or None (the
+        base accepts any family of the variant)."""
+        return None
 
 
 def rules_for(f: Header) -> UpgradeRules:

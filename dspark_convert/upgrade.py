@@ -116,6 +116,10 @@ def load_target(ref: str | os.PathLike[str], remote: RemoteOptions | None = None
             raise ConvertError(f"--target {text}: no config.json in the folder; expected a target model folder, a "
                                "target GGUF or a Hub repo id")
         folder = p
+        from .hf.checkpoint import load_json
+        from .variants.families import refuse_draft_as_target
+
+        refuse_draft_as_target(load_json(folder / "config.json"), folder, "--target")
     elif text.lower().endswith(".gguf"):
         raise ConvertError(f"--target {text}: no such file (expected a target GGUF, a target model folder or a Hub "
                            "repo id)")
@@ -223,6 +227,27 @@ def _detect(f: GGUFFile, target: TargetInfo | None, hf: Path | None) -> Stalenes
     if hf is not None:
         st.unchecked = [item for item in st.unchecked if not item.endswith("--hf)")]
     return st
+
+
+def _check_hf(f: GGUFFile, hf: Path) -> None:
+    """``--hf``: a draft checkpoint folder (not a target model's, see
+    :func:`~dspark_convert.variants.families.draft_checkpoint_family`) of a family that writes ``f``'s variant; the
+    variant's rules then check what only they know (:meth:`~dspark_convert.staleness.UpgradeRules.refuses_checkpoint`)."""
+    from .variants import gguf_variant
+    from .variants.families import draft_checkpoint_family, family_name, family_variant
+
+    if not hf.is_dir():
+        raise ConvertError(f"--hf {hf}: no such folder; expected the draft checkpoint folder (config.json + "
+                           "safetensors)")
+    family = draft_checkpoint_family(hf, "--hf")
+    variant = gguf_variant(lambda k: f.arch if k == S.GENERAL_ARCHITECTURE else f.value(k), (t.name for t in f.tensors))
+    if variant is not None and family_variant(family) != variant.name:
+        raise ConvertError(f"--hf {hf}: a checkpoint of family {family_name(family)} (its files are "
+                           f"'{family_variant(family)}' GGUFs), but {f.path} is a '{variant.name}' file; pass the checkpoint the file was "
+                           "converted from")
+    reason = rules_for(f).refuses_checkpoint(f, family_name(family))
+    if reason is not None:
+        raise ConvertError(f"--hf {hf}: {reason}")
 
 
 def _add_token(u: Upgrading, s: Stale) -> None:
@@ -460,9 +485,9 @@ def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None 
             raise ConvertError(f"--target {target}: its vocabulary does not fit {old} ({misfit}); upgrade takes "
                                "tokenizer facts only from the target the draft was made for")
     hf_path = Path(hf) if hf is not None else None
-    if hf_path is not None and not (hf_path / "config.json").is_file():
-        raise ConvertError(f"--hf {hf}: expected the draft checkpoint folder (config.json + safetensors)")
     with open_gguf_source(old, remote) as f:
+        if hf_path is not None:
+            _check_hf(f, hf_path)
         try:
             plan = plan_upgrade(f, target=tinfo, hf=hf_path, match_upstream=match_upstream,
                                 from_revision=from_revision, rope_interleaved=rope_interleaved,

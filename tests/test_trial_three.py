@@ -210,3 +210,26 @@ def test_upgrade_with_hf_lists_nothing_hf_would_check(tmp_path: Path, as_json: b
                  else [ln.removeprefix("  not checked: ") for ln in r.stdout.splitlines() if "not checked" in ln])
     assert unchecked == ["dflash.rope.dimension_sections (M-RoPE target?)", "dflash.embedding_scale (Gemma target?)",
                          "tokenizer add_bos/add_eos (post-processor rule)"]
+
+
+# ------------------------------------------------------------------------------------------- 6: --hf / --target
+@pytest.mark.parametrize("flag, folder, line", [
+    ("--hf", "target-qwen3", "--hf {d}: is a target model (Qwen3ForCausalLM), not a draft checkpoint; pass the "
+                             "draft's checkpoint folder as --hf"),
+    ("--hf", "dflash-zlab", "--hf {d}: a checkpoint of family dflash, but {f} is a DSpark file; pass the checkpoint "
+                            "the file was converted from"),
+    ("--hf", "eagle3-llama", "--hf {d}: a checkpoint of family eagle3 (its files are 'eagle3' GGUFs), but {f} is a "
+                             "'dflash' file; pass the checkpoint the file was converted from"),
+    ("--hf", "nonexistent", "--hf {d}: no such folder; expected the draft checkpoint folder (config.json + "
+                            "safetensors)"),
+    ("--target", "dflash-zlab", "{d}: is a draft checkpoint (DFlashDraftModel), not a target model; pass the target "
+                                "model the draft was trained for as --target"),
+])
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_upgrade_validates_its_folders_like_the_other_verbs(draft_gguf: Path, tmp_path: Path, flag: str, folder: str,
+                                                            line: str, dry_run: bool) -> None:
+    d = FIXTURES / folder
+    r = run("upgrade", draft_gguf, "-o", tmp_path / "new.gguf", flag, d, *(["--dry-run"] if dry_run else []))
+    refused(r, line.format(d=d, f=draft_gguf))
+    assert list(tmp_path.iterdir()) == []
+    assert run("upgrade", draft_gguf, "-o", tmp_path / "new.gguf", "--hf", DRAFT).exit_code == 0

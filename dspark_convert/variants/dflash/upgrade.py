@@ -170,6 +170,15 @@ class DFlashRules(UpgradeRules):
             return super().fix(s, u)
         return True
 
+    def refuses_checkpoint(self, f: Header, family: str) -> str | None:
+        """A DSpark file (``dflash.sample_from_anchor``) comes from a DSpark checkpoint, any other dflash file from a
+        DFlash one."""
+        if is_dspark(f) != (family == "dspark"):
+            kind = "DSpark" if is_dspark(f) else "DFlash"
+            return (f"a checkpoint of family {family}, but {f.path} is a {kind} file; pass the checkpoint the file was converted "
+                    "from")
+        return None
+
     def complete(self, u: Upgrading) -> None:
         """With ``--hf``: a MiMo checkpoint is refused, the config keys are set, a DFlash draft's interleaved q/k
         rows are put in NeoX order; a DSpark file's double NeoX permutation is undone (``--hf``, or the user's
