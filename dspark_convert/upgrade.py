@@ -229,6 +229,37 @@ def _detect(f: GGUFFile, target: TargetInfo | None, hf: Path | None) -> Stalenes
     return st
 
 
+def _check_revision_options(from_revision: str | None, rope_interleaved: bool) -> None:
+    """``--from-revision``: a known upstream tag no later than b11434 (what upgrade brings files to);
+    ``--rope-interleaved`` only with it (alone it decides nothing)."""
+    if from_revision is not None:
+        if revision_index(from_revision) > len(REVISIONS) - 1:
+            raise ConvertError(f"--from-revision {from_revision}: later than {REVISIONS[-1]}, the layout upgrade writes; "
+                               "a file made by that revision needs no upgrade (check it with 'dspark-convert check')")
+    elif rope_interleaved:
+        raise ConvertError("--rope-interleaved: needs --from-revision bNNNN (the upstream revision that made the "
+                           "file); alone it changes nothing (--hf CHECKPOINT tells both by itself)")
+
+
+def _check_draft(f: GGUFFile, where: str) -> None:
+    """Upgrade rewrites draft files only: a file no variant loads (a target model's GGUF) is refused."""
+    from .variants import gguf_variant
+
+    if gguf_variant(lambda k: f.arch if k == S.GENERAL_ARCHITECTURE else f.value(k), (t.name for t in f.tensors)) is None:
+        raise ConvertError(f"{where}: is not a draft GGUF (general.architecture {f.arch!r}, no draft variant loads it); "
+                           "upgrade rewrites draft files made by older converters")
+
+
+def _loader_errors(plan: UpgradePlan) -> str | None:
+    """The loader-rule errors of the upgraded file (every one, joined), or None when it loads."""
+    from .check import check_plan
+    from .plan import Plan
+
+    errors = [f for f in check_plan(Plan(plan.arch, plan.kvs, [p.spec for p in plan.pieces]))
+              if f.level == "error"]
+    return "; ".join(f"{e.subject}: {e.message}" for e in errors) if errors else None
+
+
 def _check_hf(f: GGUFFile, hf: Path) -> None:
     """``--hf``: a draft checkpoint folder (not a target model's, see
     :func:`~dspark_convert.variants.families.draft_checkpoint_family`) of a family that writes ``f``'s variant; the
@@ -463,11 +494,11 @@ def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None 
     returns the stale items (the same :func:`detect_staleness` list ``check FILE`` shows) with ``refused`` set.
     A dry run reads only the header, so ``old`` may be an ``hf://`` file or a URL (``remote`` tunes the reads).
     """
+    from .gguffile.refs import is_remote_ref
     from .gguffile.source import open_gguf_source
     from .hf2gguf.destination import check_destination
 
-    from .gguffile.refs import is_remote_ref
-
+    _check_revision_options(from_revision, rope_interleaved)
     if not dry_run and not Path(str(old)).exists() and is_remote_ref(str(old)):
         raise ConvertError(f"{old}: a remote file is upgraded only with --dry-run (its header is read, the tensor data "
                            "is not fetched); download it, then upgrade the local copy")
@@ -476,16 +507,17 @@ def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None 
         check_destination(out, outtype="auto", force=force)
         if Path(str(old)).exists() and out.exists() and out.resolve() == Path(str(old)).resolve():
             raise ConvertError(f"{out}: is the input file; upgrade writes a new file (give -o NEW.gguf)")
-    tinfo = load_target(target, remote) if target is not None else None
-    if target is not None:
-        from .fit.rules import target_vocabulary_misfit
-
-        misfit = target_vocabulary_misfit(old, target, remote=remote)
-        if misfit is not None:
-            raise ConvertError(f"--target {target}: its vocabulary does not fit {old} ({misfit}); upgrade takes "
-                               "tokenizer facts only from the target the draft was made for")
     hf_path = Path(hf) if hf is not None else None
     with open_gguf_source(old, remote) as f:
+        _check_draft(f, str(old))
+        tinfo = load_target(target, remote) if target is not None else None
+        if target is not None:
+            from .fit.rules import target_vocabulary_misfit
+
+            misfit = target_vocabulary_misfit(old, target, remote=remote)
+            if misfit is not None:
+                raise ConvertError(f"--target {target}: its vocabulary does not fit {old} ({misfit}); upgrade takes "
+                                   "tokenizer facts only from the target the draft was made for")
         if hf_path is not None:
             _check_hf(f, hf_path)
         try:
@@ -498,6 +530,13 @@ def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None 
                 raise
             st = _detect(f, tinfo, hf_path)  # a dry run still lists what is stale, and what the upgrade needs
             return UpgradeResult(str(old), None, st, st.stale, [], refused=str(e))
+        broken = _loader_errors(plan)
+        if broken is not None:
+            refusal = (f"{old}: the upgraded file would fail llama.cpp's loader rules ({broken}); upgrade does not "
+                       f"repair that: see 'dspark-convert check {old}', then reconvert with 'dspark-convert hf2gguf'")
+            if not dry_run:
+                raise ConvertError(refusal)
+            return UpgradeResult(str(old), None, plan.staleness, plan.changes, plan.notes, refused=refusal)
         if dry_run:
             return UpgradeResult(str(old), None, plan.staleness, plan.changes, plan.notes)
         if not plan.changes and not plan.notes:

@@ -233,3 +233,62 @@ def test_upgrade_validates_its_folders_like_the_other_verbs(draft_gguf: Path, tm
     refused(r, line.format(d=d, f=draft_gguf))
     assert list(tmp_path.iterdir()) == []
     assert run("upgrade", draft_gguf, "-o", tmp_path / "new.gguf", "--hf", DRAFT).exit_code == 0
+
+
+# ------------------------------------------------------------------------------------------- 7, 18: what upgrade takes
+def _target_gguf(path: Path) -> Path:
+    import numpy as np
+    from gguf_samples import write_gguf
+
+    from dspark_convert.gguf_constants import VT
+
+    return write_gguf(path, [("qwen3.embedding_length", 64, VT.UINT32)],
+                      [("token_embd.weight", np.ones((8, 64), np.float32), None)], arch="qwen3")
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_upgrade_refuses_a_target_model_gguf(tmp_path: Path, dry_run: bool) -> None:
+    old = _target_gguf(tmp_path / "target.gguf")
+    r = run("upgrade", old, *(["--dry-run"] if dry_run else []))
+    refused(r, f"{old}: is not a draft GGUF (general.architecture 'qwen3', no draft variant loads it); upgrade "
+               "rewrites draft files made by older converters")
+    assert [p.name for p in tmp_path.iterdir()] == ["target.gguf"]
+
+
+def _without_tensor(src: Path, out: Path, name: str) -> Path:
+    from dspark_convert.gguffile.reader import read_gguf
+    from dspark_convert.upgrade import plan_upgrade, write_upgrade
+
+    with read_gguf(src) as f:
+        plan = plan_upgrade(f)
+        plan.pieces = [p for p in plan.pieces if p.spec.name != name]
+        write_upgrade(plan, f, out)
+    return out
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_upgrade_refuses_a_file_that_would_not_load(draft_gguf: Path, tmp_path: Path, dry_run: bool) -> None:
+    broken = _without_tensor(draft_gguf, tmp_path / "broken.gguf", "blk.0.ffn_up.weight")
+    r = run("upgrade", broken, *(["--dry-run"] if dry_run else []))
+    line = (f"{broken}: the upgraded file would fail llama.cpp's loader rules (blk.0.ffn_up.weight: is missing "
+            "(llama.cpp: \"check_tensor_dims: tensor not found\")); upgrade does not repair that: see 'dspark-convert "
+            f"check {broken}', then reconvert with 'dspark-convert hf2gguf'")
+    assert (r.exit_code, r.stderr) == (2, f"error: {line}\n")
+    assert "nothing stale" not in r.stdout or dry_run  # a dry run lists, then refuses (exit 2)
+    assert [p.name for p in tmp_path.iterdir()] == ["broken.gguf"]
+
+
+# ------------------------------------------------------------------------------------------- 15: revision options
+@pytest.mark.parametrize("args, line", [
+    (["--from-revision", "b99999"], "--from-revision b99999: later than b11434, the layout upgrade writes; a file made "
+                                    "by that revision needs no upgrade (check it with 'dspark-convert check')"),
+    (["--rope-interleaved"], "--rope-interleaved: needs --from-revision bNNNN (the upstream revision that made the "
+                             "file); alone it changes nothing (--hf CHECKPOINT tells both by itself)"),
+    (["--from-revision", "bogus"], "--from-revision 'bogus': expected an upstream tag such as b10900 (or 749f688)"),
+])
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_upgrade_revision_options_are_checked_first(draft_gguf: Path, tmp_path: Path, args: list[str], line: str,
+                                                    dry_run: bool) -> None:
+    r = run("upgrade", draft_gguf, "-o", tmp_path / "new.gguf", *args, *(["--dry-run"] if dry_run else []))
+    refused(r, line)  # nothing on stdout: no listing before the error
+    assert list(tmp_path.iterdir()) == []

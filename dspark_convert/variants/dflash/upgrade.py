@@ -430,6 +430,10 @@ def _double_neox(u: Upgrading) -> None:
             p.perm = _neox_inverse_rows(rows, hd)
     u.changes.append(Stale(_QK, "q/k rows permuted to NeoX order twice; one permutation undone", DOUBLE_NEOX[1],
                            "user" if hf is None else "checkpoint"))
+    if hf is None:  # nothing in the file proves it: a wrong word permutes a correct file
+        u.notes.append("the q/k rows were permuted on your word (--from-revision, --rope-interleaved), which the file "
+                       "cannot confirm; check the result with 'dspark-convert verify NEW.gguf --hf CHECKPOINT "
+                       "--target-model-dir TARGET' (or upgrade with --hf CHECKPOINT, which proves it)")
 
 
 def _prove_double(f: GGUFFile, hf: Path, hd: int) -> bool:
