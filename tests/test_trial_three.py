@@ -292,3 +292,18 @@ def test_upgrade_revision_options_are_checked_first(draft_gguf: Path, tmp_path: 
     r = run("upgrade", draft_gguf, "-o", tmp_path / "new.gguf", *args, *(["--dry-run"] if dry_run else []))
     refused(r, line)  # nothing on stdout: no listing before the error
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------- 8: MiMo
+def test_mimo_conversion_does_not_call_its_written_mask_row_dropped(tmp_path: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(FIXTURES.parent))
+    from fixtures.correlated import mimo_draft
+
+    draft = mimo_draft(tmp_path / "mimo")
+    r = run("hf2gguf", draft, "-t", TARGET, "-o", tmp_path / "mimo.gguf")
+    assert (r.exit_code, r.stderr) == (0, "")
+    assert ("  mask_embedding.pt: token_embd is the target's embedding with row 1016 replaced by the draft's mask "
+            "vector; output is the target's head") in r.stdout.splitlines()
+    assert "cannot hold" not in r.stdout + r.stderr

@@ -278,7 +278,8 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
             plan.notes.append(note)
         facts = family.target_facts(ctx, plan)
         fit = ctx.findings + conversion_findings(_pair(plan, ck, d, t, tconf, facts),
-                                                 mask_sources=mask_embedding_sources(d.path, facts.mask_embedding))
+                                                 mask_sources=mask_embedding_sources(d.path, facts.mask_embedding,
+                                                                                    file_written=facts.mask_file_written))
     except BaseException:
         for opened in sources.values():
             opened.close()

@@ -5,11 +5,13 @@ Built on the DFlash-lineage base (``dflash_base.py``), which ``dspark.py`` exten
 
 from __future__ import annotations
 
+import dataclasses
+
 from ... import schema as S
 from ...errors import ConvertError
 from ...plan import Plan
 from ..kit import dflash_base as lineage
-from ..kit.base import Context
+from ..kit.base import Context, TargetFacts
 from ..kit.common import base_kvs, finish_plan
 
 # the lineage's Family members, as they are (upstream's DSparkModel extends DFlashModel)
@@ -20,7 +22,6 @@ from ..kit.dflash_base import (
     claims,
     draft_tensors,
     hf_names,
-    target_facts,
 )
 from ..kit.hparams import normalize_hparams, vocab_size_of
 
@@ -29,6 +30,14 @@ METHOD_WORD = "DFlash"
 ARCHITECTURES: tuple[str, ...] = ("DFlashDraftModel",)
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
            "draft_tensors", "hf_names", "target_facts"]
+
+
+def target_facts(ctx: Context, plan: Plan) -> TargetFacts:
+    """The lineage's fit facts; a MiMo-style draft's ``mask_embedding.pt`` is written (its own code path)."""
+    facts = lineage.target_facts(ctx, plan)
+    if (ctx.draft.path / "mask_embedding.pt").is_file():
+        return dataclasses.replace(facts, mask_file_written=True)
+    return facts
 
 
 def build_plan(ctx: Context) -> Plan:
