@@ -252,24 +252,26 @@ def check(
     findings = check_plan(plan) + stale_layout(file, plan)  # + the upgrade's staleness warnings
     ok = not errors(findings)
     st = spec_type(plan)
+    from .check import spec_type_warning
+
+    spec_warning = spec_type_warning(st) if ok else None  # a file that does not load is served with no --spec-type
     if as_json:
         print_json({"file": str(file), "arch": plan.arch, "ok": ok,
                     "findings": [f.to_dict() for f in findings],
-                    "spec_type": st.to_dict() if st.spec_type is not None else None,
+                    "spec_type": st.to_dict() if st.spec_type is not None and ok else None,
                     **({"source": source.to_dict()} if source else {})})
     else:
         from .render import make_console, render_findings, render_source
 
         console = make_console()
         render_findings(file, plan.arch, findings, console)
-        if st.spec_type is not None:
-            console.print(st.line(), markup=False, highlight=False, soft_wrap=True)
+        if st.spec_type is not None and ok:  # the reason once: in the warning when there is one
+            console.print(st.line(reason=spec_warning is None), markup=False, highlight=False, soft_wrap=True)
         if source is not None:
             render_source(source.to_dict(), console)
-    from .check import spec_type_warning
     from .render import print_warning
 
-    if (spec_warning := spec_type_warning(st)) is not None:
+    if spec_warning is not None:
         print_warning(spec_warning)
     raise typer.Exit(0 if ok else 1)
 

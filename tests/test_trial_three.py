@@ -307,3 +307,37 @@ def test_mimo_conversion_does_not_call_its_written_mask_row_dropped(tmp_path: Pa
     assert ("  mask_embedding.pt: token_embd is the target's embedding with row 1016 replaced by the draft's mask "
             "vector; output is the target's head") in r.stdout.splitlines()
     assert "cannot hold" not in r.stdout + r.stderr
+
+
+# ------------------------------------------------------------------------------------------- 9, 19: --spec-type
+SPEC_WARNING = ("warning: llama-server would auto-detect draft-dflash for this file; serve it with --spec-type "
+                "draft-dspark --spec-draft-p-min 0: no markov_w1.weight, so llama-server auto-detects draft-dflash, "
+                "which reads block rows 1..n; this file predicts from the anchor row (dflash.sample_from_anchor = "
+                "true), which only draft-dspark reads: under draft-dflash every drafted token is one position late")
+
+
+def test_deepspec_dflash_conversion_says_which_spec_type(tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "dd.gguf"
+    r = run("hf2gguf", FIXTURES / "dflash-deepspec", "-t", TARGET, "-o", out)
+    assert r.exit_code == 0 and SPEC_WARNING + " (llama-server, rule spec-type)" in r.stdout.splitlines()
+    doc = json.loads(run("hf2gguf", FIXTURES / "dflash-deepspec", "-t", TARGET, "-o", out, "--force", "--json").stdout)
+    assert (doc["spec_type"]["spec_type"], doc["spec_type"]["extra_flags"]) == ("draft-dspark", ["--spec-draft-p-min 0"])
+    assert [f["rule"] for f in doc["findings"] if f["level"] == "warning"] == ["spec-type"]
+    plain = json.loads(run("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "d.gguf", "--json").stdout)
+    assert plain["spec_type"]["spec_type"] == "draft-dspark" and not plain["spec_type"]["flag_needed"]
+    # check: the reason once (in the warning), not twice
+    c = run("check", out)
+    assert c.stdout.splitlines()[-1] == "llama-server: pass --spec-type draft-dspark --spec-draft-p-min 0"
+    assert c.stderr == SPEC_WARNING + "\n"
+
+
+def test_check_advertises_no_spec_type_for_a_file_that_does_not_load(draft_gguf: Path, tmp_path: Path) -> None:
+    import json
+
+    broken = _without_tensor(draft_gguf, tmp_path / "broken.gguf", "blk.0.ffn_up.weight")
+    r = run("check", broken)
+    assert r.exit_code == 1 and "llama-server" not in r.stdout + r.stderr
+    doc = json.loads(run("check", broken, "--json").stdout)
+    assert doc["ok"] is False and doc["spec_type"] is None

@@ -346,10 +346,17 @@ def vocabulary_misfit(results: list[RuleResult]) -> list[RuleResult]:
 def target_vocabulary_misfit(draft: str | os.PathLike[str], target: str | os.PathLike[str], *,
                              remote: RemoteOptions | None = None) -> str | None:
     """None when ``target``'s vocabulary fits the GGUF draft ``draft`` (:data:`VOCABULARY_RULES`), else every
-    failing rule's finding, joined into one line (the reason ``upgrade --target`` refuses such a target)."""
-    with collecting():
-        d = side_from_gguf(draft, remote=remote)
-        t = open_target(target, remote)
+    failing rule's finding, joined into one line (the reason ``upgrade --target`` refuses such a target). A side
+    without a vocabulary (a target GGUF header holding only the keys an upgrade reads) has nothing to compare:
+    None."""
+    from .sides import NoVocabulary
+
+    try:
+        with collecting():
+            d = side_from_gguf(draft, remote=remote)
+            t = open_target(target, remote)
+    except NoVocabulary:
+        return None
     pair = Pair(d, t)
     failed = [f"{r.id}: {o.message}" for r in RULES if r.id in VOCABULARY_RULES
               for o in [r.fn(pair)] if o.status == "fail"]

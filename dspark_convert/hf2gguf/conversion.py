@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import schema as S
 from ..archnames import Architecture, resolve_architecture
-from ..check import Finding, check_plan, errors
+from ..check import Finding, check_plan, errors, spec_type, spec_type_warning
 from ..errors import ConvertError, Interrupted, require_regular
 from ..fit.conversion import IGNORE_HINT, Pair, conversion_findings, mask_embedding_sources
 from ..hf.checkpoint import INDEX_NAME, Checkpoint, Select, load_json, read_json, read_weight_map, tensor_names
@@ -48,6 +48,14 @@ class ConvertResult:
     family: str = ""
     notes: list[str] = field(default_factory=list)
     architecture: dict[str, str | None] | None = None  # declared / used / how (declared, alias, forced)
+    #: what llama-server does with the file (:class:`~dspark_convert.variants.spectype.SpecType` as a dict)
+    spec_type: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        """One short line (the plan's KVs hold whole vocabularies: never printed here)."""
+        return (f"ConvertResult(path={str(self.path)!r}, family={self.family!r}, outtype={self.outtype!r}, "
+                f"dry_run={self.dry_run}, keys={len(self.plan.kvs)}, tensors={len(self.plan.tensors)}, "
+                f"bytes_written={self.bytes_written}, findings={len(self.findings)})")
 
 
 @dataclass
@@ -374,6 +382,9 @@ def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: st
         if bad:
             raise ConvertError(f"the planned file would not load in llama.cpp: {_explain(bad[0], planned)}"
                                + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
+        st = spec_type(plan)
+        if (spec_warning := spec_type_warning(st)) is not None:  # the file loads, but auto-detection drafts it wrongly
+            findings.append(Finding("warning", "llama-server", "spec-type", spec_warning))
         if outfile is None:
             outfile = default_output_name(family=planned.family_name, outtype=planned.outtype,
                                           target_name=planned.target.model_id, draft_name=planned.draft.model_id,
@@ -381,7 +392,8 @@ def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: st
         path = Path(expand_output_template(str(outfile), outtype=planned.outtype))
         result = ConvertResult(path=path, plan=plan, findings=findings, outtype=planned.outtype, dry_run=dry_run,
                                family=planned.family_name, notes=list(plan.notes),
-                               architecture=planned.architecture.to_dict() if planned.architecture else None)
+                               architecture=planned.architecture.to_dict() if planned.architecture else None,
+                               spec_type=st.to_dict() if st.spec_type is not None else None)
         if dry_run:  # what the writer would refuse, the dry run refuses too (a {ftype} name is known only now)
             check_planned_name(path, force=force)
         else:
