@@ -230,13 +230,20 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
 
 
 def _refuse_broken(gguf_path: str | Path) -> None:
-    """A file whose hyperparameters no forward can run on (``check``'s ``hparam-value`` findings) is an input error."""
+    """A file whose hyperparameters no forward can run on (``check``'s ``hparam-value`` findings), or that fails
+    any other loader rule (a missing tensor, a wrong shape: llama.cpp would not load it), is an input error."""
     from ..check import check_file
 
-    broken = [f for f in check_file(gguf_path) if f.rule == "hparam-value"]  # e.g. head_count 0: a division by zero
+    findings = check_file(gguf_path)
+    broken = [f for f in findings if f.rule == "hparam-value"]  # e.g. head_count 0: a division by zero
     if broken:
         raise ConvertError(f"{gguf_path}: {broken[0].subject}: {broken[0].message}; the forward cannot run on it "
                            "(check reports it as [hparam-value])")
+    errors = [f for f in findings if f.level == "error"]
+    if errors:
+        raise ConvertError(f"{gguf_path}: does not load in llama.cpp ("
+                           + "; ".join(f"{e.subject}: {e.message}" for e in errors)
+                           + f"); verify compares a file that loads: see 'dspark-convert check {gguf_path}'")
 
 
 def _runtime_notes(g: GGUFWeights) -> list[str]:
