@@ -250,13 +250,14 @@ def _check_draft(f: GGUFFile, where: str) -> None:
                            "upgrade rewrites draft files made by older converters")
 
 
-def _loader_errors(plan: UpgradePlan) -> str | None:
-    """The loader-rule errors of the upgraded file (every one, joined), or None when it loads."""
-    from .check import check_plan
+def _loader_errors(plan: UpgradePlan, match_upstream: bool) -> str | None:
+    """The loader-rule errors of the upgraded file (every one, joined), or None when it loads; with
+    ``match_upstream``, not those upstream b11434 writes itself (as ``hf2gguf --match-upstream``)."""
+    from .check import check_plan, upstream_writes_unloadable
     from .plan import Plan
 
     errors = [f for f in check_plan(Plan(plan.arch, plan.kvs, [p.spec for p in plan.pieces]))
-              if f.level == "error"]
+              if f.level == "error" and not (match_upstream and upstream_writes_unloadable(f))]
     return "; ".join(f"{e.subject}: {e.message}" for e in errors) if errors else None
 
 
@@ -530,7 +531,7 @@ def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None 
                 raise
             st = _detect(f, tinfo, hf_path)  # a dry run still lists what is stale, and what the upgrade needs
             return UpgradeResult(str(old), None, st, st.stale, [], refused=str(e))
-        broken = _loader_errors(plan)
+        broken = _loader_errors(plan, match_upstream)
         if broken is not None:
             refusal = (f"{old}: the upgraded file would fail llama.cpp's loader rules ({broken}); upgrade does not "
                        f"repair that: see 'dspark-convert check {old}', then reconvert with 'dspark-convert hf2gguf'")

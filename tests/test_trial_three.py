@@ -120,7 +120,7 @@ def _without_keys(path: Path, out: Path, names: tuple[str, ...]) -> Path:
     from dspark_convert.upgrade import plan_upgrade, write_upgrade
 
     with read_gguf(path) as f:
-        plan = plan_upgrade(f, match_upstream=True)
+        plan = plan_upgrade(f)
         plan.kvs = [k for k in plan.kvs if k.name not in names]
         write_upgrade(plan, f, out)
     return out

@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import schema as S
 from ..archnames import Architecture, resolve_architecture
-from ..check import Finding, check_plan, errors, spec_type, spec_type_warning
+from ..check import Finding, check_plan, errors, spec_type, spec_type_warning, upstream_writes_unloadable
 from ..errors import ConvertError, Interrupted, require_regular
 from ..fit.conversion import IGNORE_HINT, Pair, conversion_findings, mask_embedding_sources
 from ..hf.checkpoint import INDEX_NAME, Checkpoint, Select, load_json, read_json, read_weight_map, tensor_names
@@ -360,12 +360,6 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
                                     "was written in full") from None
 
 
-def _upstream_unloadable(f: Finding) -> bool:
-    """A loader error ``--match-upstream`` writes anyway, because upstream b11434 writes it: the ``input_scale`` of
-    a root NVFP4 linear (``fc`` / ``markov_w2``), which llama.cpp does not read (its file then fails to load)."""
-    return f.rule == "extra-tensor" and f.subject.endswith(".input_scale") and not f.subject.startswith("blk.")
-
-
 def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str | Path | None,
              options: ConvertOptions, *, force: bool, dry_run: bool, progress: Progress | None) -> ConvertResult:
     planned = plan_conversion(draft, target_model_dir, options=options)
@@ -378,7 +372,7 @@ def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: st
         fit = [Finding("warning", f.subject, f.rule, f.message) for f in planned.fit]
         _check_layer_count(plan, planned.sources["draft"])
         findings = fit + check_plan(plan)
-        bad = [f for f in errors(findings) if not (options.match_upstream and _upstream_unloadable(f))]
+        bad = [f for f in errors(findings) if not (options.match_upstream and upstream_writes_unloadable(f))]
         if bad:
             raise ConvertError(f"the planned file would not load in llama.cpp: {_explain(bad[0], planned)}"
                                + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))

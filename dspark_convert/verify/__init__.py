@@ -230,8 +230,10 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
 
 
 def _refuse_broken(gguf_path: str | Path) -> None:
-    """A file whose hyperparameters no forward can run on (``check``'s ``hparam-value`` findings), or that fails
-    any other loader rule (a missing tensor, a wrong shape: llama.cpp would not load it), is an input error."""
+    """A file whose hyperparameters no forward can run on (``check``'s ``hparam-value`` findings), or that lacks a
+    tensor llama.cpp requires (its only loader errors are ``required-tensor``: neither llama.cpp nor the forward
+    can run it), is an input error. A file with other loader errors too (extra tensors: another layout's) is left
+    to the comparison and the tensor accounting, which name them."""
     from ..check import check_file
 
     findings = check_file(gguf_path)
@@ -240,7 +242,7 @@ def _refuse_broken(gguf_path: str | Path) -> None:
         raise ConvertError(f"{gguf_path}: {broken[0].subject}: {broken[0].message}; the forward cannot run on it "
                            "(check reports it as [hparam-value])")
     errors = [f for f in findings if f.level == "error"]
-    if errors:
+    if errors and all(f.rule == "required-tensor" for f in errors):
         raise ConvertError(f"{gguf_path}: does not load in llama.cpp ("
                            + "; ".join(f"{e.subject}: {e.message}" for e in errors)
                            + f"); verify compares a file that loads: see 'dspark-convert check {gguf_path}'")

@@ -171,12 +171,10 @@ class DFlashRules(UpgradeRules):
         return True
 
     def refuses_checkpoint(self, f: Header, family: str) -> str | None:
-        """A DSpark file (``dflash.sample_from_anchor``) comes from a DSpark checkpoint, any other dflash file from a
-        DFlash one."""
-        if is_dspark(f) != (family == "dspark"):
-            kind = "DSpark" if is_dspark(f) else "DFlash"
-            return (f"a checkpoint of family {family}, but {f.path} is a {kind} file; pass the checkpoint the file was converted "
-                    "from")
+        """A DSpark file (``dflash.sample_from_anchor``) never comes from a z-lab DFlash checkpoint."""
+        if is_dspark(f) and family == "dflash":
+            return (f"a checkpoint of family {family}, but {f.path} is a DSpark file; pass the checkpoint the file was "
+                    "converted from")
         return None
 
     def complete(self, u: Upgrading) -> None:
@@ -326,7 +324,10 @@ def _drop_added_head(u: Upgrading, dspark: bool) -> None:
         if u.hf is None:
             return
         from ...hf.checkpoint import Checkpoint
+        from ...hf.mask_embedding import MASK_FILE
 
+        if (u.hf / MASK_FILE).is_file():  # MiMo-style: upstream b11334+ writes the target's head itself
+            return
         if "lm_head.weight" in Checkpoint(u.hf, select={"lm_head.weight"}.__contains__):
             return
     u.pieces[:] = [p for p in u.pieces if p.spec.name != S.T_OUTPUT]
