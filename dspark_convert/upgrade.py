@@ -1,13 +1,13 @@
 """``dspark-convert upgrade``: bring a draft GGUF made by an older converter up to upstream llama.cpp b11434's
 layout without reconverting. The driver: it knows no draft family; what is stale in a variant's files and how
 to rewrite it are the variant's ``upgrade`` role (``variants/<variant>/upgrade.py``, an
-:class:`~dspark_convert.staleness.UpgradeRules`), asked through the registry. The shared ground (the revision
-timeline, :class:`Stale`, :class:`TargetInfo`, the detector ``check FILE`` uses) is :mod:`dspark_convert.staleness`,
-below ``check``; its names are re-exported here.
+:class:`~dspark_convert.roles.upgrade.UpgradeRules`), asked through the registry. The shared ground (the revision
+timeline, ``Stale``, ``TargetInfo``: :mod:`dspark_convert.roles.upgrade`; the detector ``check FILE`` uses:
+:mod:`dspark_convert.staleness`) sits below ``check``.
 
 Three steps, each a documented function:
 
-* :func:`detect_staleness` reads a GGUF header (plus, optionally, the target's config and tokenizer) and says
+* :func:`~dspark_convert.staleness.detect_staleness` reads a GGUF header (plus, optionally, the target's config and tokenizer) and says
   which upstream revisions' layout the file matches and which items are stale (:class:`Stale`), each with the
   revision that changed it and what supplies the fix (the file itself, ``--target``, the checkpoint, or the
   user's word);
@@ -43,44 +43,37 @@ from .gguf_constants import VT
 from .gguffile.options import RemoteOptions
 from .gguffile.reader import GGUFFile
 from .plan import KV, TensorSpec
-from .staleness import (
-    ADD_BOS,
-    ADD_EOS,
-    PREC_A4,
+from .roles.upgrade import (
     REVISIONS,
-    Header,
     Piece,
-    PlanHeader,
     Stale,
     Staleness,
     TargetInfo,
     Upgrading,
     checkpoint_config,
-    detect_staleness,
     insert_after,
-    nvfp4_unmarked,
     revision_index,
+)
+from .staleness import (
+    ADD_BOS,
+    ADD_EOS,
+    PREC_A4,
+    detect_staleness,
+    nvfp4_unmarked,
     rules_for,
-    staleness_findings,
     variant_rules,
 )
-
-__all__ = ["REVISIONS", "PREC_A4", "Header", "Piece", "PlanHeader", "Stale", "Staleness", "TargetInfo",
-           "UpgradePlan", "UpgradeResult", "detect_staleness", "header_bytes", "load_target", "plan_upgrade",
-           "revision_index", "staleness_findings", "upgrade", "write_upgrade"]
 
 _SPECIAL_IDS = ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",
                 "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.padding_token_id")
 
 
-def __getattr__(name: str) -> Any:
-    """``CONFIG_KEYS``: the keys a checkpoint's ``config.json`` decides, over every variant's upgrade rules (each
-    variant's ``config_keys``, in registry order, once each); computed when asked (it imports the roles)."""
-    if name == "CONFIG_KEYS":
-        from .variants import VARIANTS
+def config_keys() -> tuple[str, ...]:
+    """The keys a checkpoint's ``config.json`` decides, over every variant's upgrade rules (each variant's
+    ``config_keys``, in registry order, once each; imports the roles)."""
+    from .registry import VARIANTS
 
-        return tuple(dict.fromkeys(k for v in VARIANTS for k in variant_rules(v.name).config_keys))
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return tuple(dict.fromkeys(k for v in VARIANTS for k in variant_rules(v.name).config_keys))
 
 
 # ------------------------------------------------------------------------------------------------ targets
@@ -95,7 +88,7 @@ def load_target(ref: str | os.PathLike[str], remote: RemoteOptions | None = None
     target (a repo's config and tokenizer files are fetched, no weights)."""
     from .gguffile.refs import is_remote_ref
     from .hf.hub import is_repo_id
-    from .variants import VARIANTS
+    from .registry import VARIANTS
 
     text = str(ref)
     p = Path(text).expanduser()
@@ -117,7 +110,7 @@ def load_target(ref: str | os.PathLike[str], remote: RemoteOptions | None = None
                                "target GGUF or a Hub repo id")
         folder = p
         from .hf.checkpoint import load_json
-        from .variants.families import refuse_draft_as_target
+        from .registry.families import refuse_draft_as_target
 
         refuse_draft_as_target(load_json(folder / "config.json"), folder, "--target")
     elif text.lower().endswith(".gguf"):
@@ -166,10 +159,10 @@ class UpgradePlan:
 
 
 def _kv_of(f: GGUFFile, name: str) -> KV:
-    from .gguffile.reader import _plan_value
+    from .gguffile.reader import plan_value
 
     r = f.kvs[name]
-    return KV(r.name, r.type, _plan_value(f, r), r.sub_type)
+    return KV(r.name, r.type, plan_value(f, r), r.sub_type)
 
 
 def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | None = None,
@@ -243,7 +236,7 @@ def _check_revision_options(from_revision: str | None, rope_interleaved: bool) -
 
 def _check_draft(f: GGUFFile, where: str) -> None:
     """Upgrade rewrites draft files only: a file no variant loads (a target model's GGUF) is refused."""
-    from .variants import gguf_variant
+    from .registry import gguf_variant
 
     if gguf_variant(lambda k: f.arch if k == S.GENERAL_ARCHITECTURE else f.value(k), (t.name for t in f.tensors)) is None:
         raise ConvertError(f"{where}: is not a draft GGUF (general.architecture {f.arch!r}, no draft variant loads it); "
@@ -263,10 +256,10 @@ def _loader_errors(plan: UpgradePlan, match_upstream: bool) -> str | None:
 
 def _check_hf(f: GGUFFile, hf: Path) -> None:
     """``--hf``: a draft checkpoint folder (not a target model's, see
-    :func:`~dspark_convert.variants.families.draft_checkpoint_family`) of a family that writes ``f``'s variant; the
+    :func:`~dspark_convert.registry.families.draft_checkpoint_family`) of a family that writes ``f``'s variant; the
     variant's rules then check what only they know (:meth:`~dspark_convert.staleness.UpgradeRules.refuses_checkpoint`)."""
-    from .variants import gguf_variant
-    from .variants.families import draft_checkpoint_family, family_name, family_variant
+    from .registry import gguf_variant
+    from .registry.families import draft_checkpoint_family, family_name, family_variant
 
     if not hf.is_dir():
         raise ConvertError(f"--hf {hf}: no such folder; expected the draft checkpoint folder (config.json + "
