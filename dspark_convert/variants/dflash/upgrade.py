@@ -173,7 +173,8 @@ class DFlashRules(UpgradeRules):
     def refuses_checkpoint(self, f: Header, family: str) -> str | None:
         """A DSpark file (``dflash.sample_from_anchor``) never comes from a z-lab DFlash checkpoint."""
         if is_dspark(f) and family == "dflash":
-            return (f"a checkpoint of family {family}, but {f.path} is a DSpark file; pass the checkpoint the file was "
+            where = getattr(f, "path", "the file")
+            return (f"a checkpoint of family {family}, but {where} is a DSpark file; pass the checkpoint the file was "
                     "converted from")
         return None
 
