@@ -329,7 +329,7 @@ def diff(
 
 @app.command("verify")
 def verify_cmd(
-    gguf_file: Annotated[Path, typer.Argument(help="The converted GGUF draft.")],
+    gguf_file: Annotated[str, typer.Argument(help="The converted GGUF draft (a local file: verify reads its tensors).")],
     hf: Annotated[str, typer.Option("--hf", help="The original Hugging Face draft: a folder (config.json + safetensors) or a Hub repo id (org/name\\[@rev]).")],
     target_model_dir: Annotated[str | None, typer.Option("--target-model-dir", "-t", help=f"Target folder or Hub repo id (embeddings, lm_head, config); not needed for a {' or '.join(W.FILES_INSIDE_TARGETS)} file.")] = None,
     context: Annotated[int, typer.Option(help="Context positions of the middle input case (cases: context/4, context, 4*context).")] = 16,

@@ -350,3 +350,23 @@ def test_verify_of_a_file_that_does_not_load_is_an_input_error(draft_gguf: Path,
     r = run("verify", broken, "--hf", DRAFT, "-t", TARGET)
     refused(r, f"{broken}: does not load in llama.cpp (blk.0.ffn_up.weight: is missing (llama.cpp: \"check_tensor_dims: "
                f"tensor not found\")); verify compares a file that loads: see 'dspark-convert check {broken}'")
+
+
+# ------------------------------------------------------------------------------------------- 11: verify URL
+def test_verify_of_a_url_says_so_and_keeps_the_url(tmp_path: Path) -> None:
+    url = "http://127.0.0.1:9/x.gguf"  # never contacted: refused before any read
+    refused(run("verify", url, "--hf", DRAFT, "-t", TARGET),
+            f"{url}: verify reads every tensor of the file, and a remote file's tensor data is not fetched; download "
+            "it, then verify the local copy")
+
+
+# ------------------------------------------------------------------------------------------- 14: mixed revisions
+def test_a_file_no_revision_wrote_is_not_called_b10705_or_later(draft_gguf: Path, tmp_path: Path) -> None:
+    import json
+
+    old = _without_keys(draft_gguf, tmp_path / "nohc.gguf", ("dflash.has_confidence_head",))
+    doc = json.loads(run("check", old, "--json").stdout)
+    (stale,) = [f for f in doc["findings"] if f["rule"] == "stale-layout"]
+    assert "file made by b10705 or later" not in stale["message"]
+    assert ("file made by no single revision (features of b10705 or later next to older ones: another tool, or a "
+            "hand edit)") in stale["message"]

@@ -188,6 +188,12 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
         raise ConvertError(f"--steps {steps}: expected at most {MAX_STEPS}")
     if not 0 <= seed <= 2**32 - 1:
         raise ConvertError(f"--seed {seed}: expected an integer in [0, {2**32 - 1}] (numpy's seed range)")
+    if not Path(gguf_path).exists():
+        from ..gguffile.refs import is_remote_ref
+
+        if is_remote_ref(str(gguf_path)):
+            raise ConvertError(f"{gguf_path}: verify reads every tensor of the file, and a remote file's tensor data "
+                               "is not fetched; download it, then verify the local copy")
     hf_dir, target_dir = _from_hub(hf_dir, draft=True), _from_hub(target_dir, draft=False)
     _require_folder(Path(hf_dir), "--hf", "the draft's Hugging Face folder, with config.json and safetensors")
     if target_dir is not None:
