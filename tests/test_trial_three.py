@@ -370,3 +370,19 @@ def test_a_file_no_revision_wrote_is_not_called_b10705_or_later(draft_gguf: Path
     assert "file made by b10705 or later" not in stale["message"]
     assert ("file made by no single revision (features of b10705 or later next to older ones: another tool, or a "
             "hand edit)") in stale["message"]
+
+
+# ------------------------------------------------------------------------------------------- 13: mistyped paths
+@pytest.mark.parametrize("args", [["hf2gguf", "fixtures/nonexist", "-t", "fixtures/target-qwen3", "--dry-run"],
+                                  ["hf2gguf", "fixtures/dspark-qwen3", "-t", "fixtures/target-qwen", "--dry-run"]])
+def test_a_mistyped_path_under_an_existing_folder_is_no_such_folder(tmp_path: Path, args: list[str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    (tmp_path / "fixtures").mkdir()
+    for name in ("dspark-qwen3", "target-qwen3"):
+        shutil.copytree(FIXTURES / name, tmp_path / "fixtures" / name)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # a Hub lookup would fail with a connection error
+    bad = next(a for a in args if a.endswith(("nonexist", "target-qwen")))
+    refused(run(*args, cwd=tmp_path), f"{bad}: no such folder (read as a local path, since the folder fixtures exists "
+                                      "here; for the Hub repo of that name, run from another folder)")
