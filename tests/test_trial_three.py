@@ -386,3 +386,15 @@ def test_a_mistyped_path_under_an_existing_folder_is_no_such_folder(tmp_path: Pa
     bad = next(a for a in args if a.endswith(("nonexist", "target-qwen")))
     refused(run(*args, cwd=tmp_path), f"{bad}: no such folder (read as a local path, since the folder fixtures exists "
                                       "here; for the Hub repo of that name, run from another folder)")
+
+
+# ------------------------------------------------------------------------------------------- 12: Gemma 4 vocabulary
+def test_gemma4_vocabulary_is_known_to_the_fit_rules() -> None:
+    """llama.cpp b11434 loads tokenizer.ggml.model 'gemma4' as BPE with no default BOS / EOS and its own
+    pre-tokenizer (so add_bos defaults to false): never ``unknown 'gemma4'``."""
+    from dspark_convert.roles.fit import vocab_facts
+
+    f = vocab_facts({"tokenizer.ggml.model": "gemma4", "tokenizer.ggml.pre": "llama-bpe"}, ["<pad>", "<eos>", "<bos>"])
+    assert (f.type, f.bos, f.eos, f.add_bos, f.add_eos) == ("BPE", None, None, False, False)
+    g = vocab_facts({"tokenizer.ggml.model": "gemma4", "tokenizer.ggml.bos_token_id": 2}, ["<pad>", "<eos>", "<bos>"])
+    assert (g.bos, g.bos_from if hasattr(g, "bos_from") else "key") == (2, "key")
