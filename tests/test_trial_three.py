@@ -345,7 +345,6 @@ def test_check_advertises_no_spec_type_for_a_file_that_does_not_load(draft_gguf:
 
 # ------------------------------------------------------------------------------------------- 10: verify
 def test_verify_of_a_file_that_does_not_load_is_an_input_error(draft_gguf: Path, tmp_path: Path) -> None:
-    pytest.importorskip("torch")
     broken = _without_tensor(draft_gguf, tmp_path / "broken.gguf", "blk.0.ffn_up.weight")
     r = run("verify", broken, "--hf", DRAFT, "-t", TARGET)
     refused(r, f"{broken}: does not load in llama.cpp (blk.0.ffn_up.weight: is missing (llama.cpp: \"check_tensor_dims: "

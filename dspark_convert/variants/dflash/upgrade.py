@@ -199,7 +199,7 @@ class DFlashRules(UpgradeRules):
             _dflash_neox(u, hf)
         if dspark:
             _double_neox(u)
-        if u.match_upstream:
+        if u.match_upstream and self.lineage_config:  # (Gemma4 DSpark, DeepSeek-V4: upstream's own head layouts)
             _drop_added_head(u, dspark)
         # any file of the lineage that keeps token_embd without output.weight (a b10705+ DSpark, a DFlash or DFlash2
         # draft with its own embed_tokens): its head as hf2gguf has it
