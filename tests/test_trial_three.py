@@ -397,3 +397,23 @@ def test_gemma4_vocabulary_is_known_to_the_fit_rules() -> None:
     assert (f.type, f.bos, f.eos, f.add_bos, f.add_eos) == ("BPE", None, None, False, False)
     g = vocab_facts({"tokenizer.ggml.model": "gemma4", "tokenizer.ggml.bos_token_id": 2}, ["<pad>", "<eos>", "<bos>"])
     assert (g.bos, g.bos_from if hasattr(g, "bos_from") else "key") == (2, "key")
+
+
+# ------------------------------------------------------------------------------------------- frictions
+def test_no_arguments_prints_the_help_and_exits_0() -> None:
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "dspark_convert.cli"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "hf2gguf" in p.stdout and p.stderr == ""
+    q = subprocess.run([sys.executable, "-m", "dspark_convert.cli", "check"], capture_output=True, text=True,
+                       timeout=120)
+    assert q.returncode == 2 and q.stderr == "error: Missing argument 'FILE'; see 'dspark-convert check -h'\n"
+
+
+def test_target_has_t_on_check_and_upgrade(draft_gguf: Path) -> None:
+    long = run("check", draft_gguf, "--target", TARGET, "--json")
+    short = run("check", draft_gguf, "-t", TARGET, "--json")
+    assert long.exit_code == short.exit_code == 0 and long.stdout == short.stdout
+    up = run("upgrade", draft_gguf, "-t", TARGET, "--dry-run", "--json")
+    assert up.exit_code == 0 and '"unchecked"' in up.stdout
