@@ -74,7 +74,9 @@ class _OneLineUsageErrors(TyperGroup):
             from .render import print_error
 
             message = e.format_message().rstrip(".")
-            if message:  # empty: no arguments at all, the help was printed (no_args_is_help)
+            if not message and not args_given(args):  # no arguments at all: the help was asked for, and printed
+                sys.exit(0)
+            if message:  # empty: a group without its command, the help was printed (no_args_is_help)
                 ctx = getattr(e, "ctx", None)
                 where = f"; see '{ctx.command_path} -h'" if ctx is not None else ""
                 print_error(f"{message}{where}")
@@ -83,6 +85,11 @@ class _OneLineUsageErrors(TyperGroup):
             sys.stderr.write("error: aborted\n")
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def args_given(args: Sequence[str] | None) -> bool:
+    """Whether the command line has any argument (``args`` None: the process's own)."""
+    return bool(sys.argv[1:] if args is None else args)
 
 
 app = typer.Typer(cls=_OneLineUsageErrors, no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
@@ -223,7 +230,7 @@ def hf2gguf(
 @app.command()
 def check(
     file: Annotated[str, typer.Argument(help=f"A GGUF draft file, made by any tool: {GGUF_REF_HELP}.")],
-    target: Annotated[str | None, typer.Option("--target", help="Also check the draft against this target: a target GGUF (header only, any size; local, hf:// or a URL), a target model folder or a Hub repo id.")] = None,
+    target: Annotated[str | None, typer.Option("--target", "-t", help="Also check the draft against this target: a target GGUF (header only, any size; local, hf:// or a URL), a target model folder or a Hub repo id.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable findings on stdout.")] = False,
     max_header_mib: MaxHeaderMiB = 512,
     timeout: Timeout = 30.0,
@@ -252,24 +259,26 @@ def check(
     findings = check_plan(plan) + stale_layout(file, plan)  # + the upgrade's staleness warnings
     ok = not errors(findings)
     st = spec_type(plan)
+    from .check import spec_type_warning
+
+    spec_warning = spec_type_warning(st) if ok else None  # a file that does not load is served with no --spec-type
     if as_json:
         print_json({"file": str(file), "arch": plan.arch, "ok": ok,
                     "findings": [f.to_dict() for f in findings],
-                    "spec_type": st.to_dict() if st.spec_type is not None else None,
+                    "spec_type": st.to_dict() if st.spec_type is not None and ok else None,
                     **({"source": source.to_dict()} if source else {})})
     else:
         from .render import make_console, render_findings, render_source
 
         console = make_console()
         render_findings(file, plan.arch, findings, console)
-        if st.spec_type is not None:
-            console.print(st.line(), markup=False, highlight=False, soft_wrap=True)
+        if st.spec_type is not None and ok:  # the reason once: in the warning when there is one
+            console.print(st.line(reason=spec_warning is None), markup=False, highlight=False, soft_wrap=True)
         if source is not None:
             render_source(source.to_dict(), console)
-    from .check import spec_type_warning
     from .render import print_warning
 
-    if (spec_warning := spec_type_warning(st)) is not None:
+    if spec_warning is not None:
         print_warning(spec_warning)
     raise typer.Exit(0 if ok else 1)
 
@@ -327,7 +336,7 @@ def diff(
 
 @app.command("verify")
 def verify_cmd(
-    gguf_file: Annotated[Path, typer.Argument(help="The converted GGUF draft.")],
+    gguf_file: Annotated[str, typer.Argument(help="The converted GGUF draft (a local file: verify reads its tensors).")],
     hf: Annotated[str, typer.Option("--hf", help="The original Hugging Face draft: a folder (config.json + safetensors) or a Hub repo id (org/name\\[@rev]).")],
     target_model_dir: Annotated[str | None, typer.Option("--target-model-dir", "-t", help=f"Target folder or Hub repo id (embeddings, lm_head, config); not needed for a {' or '.join(W.FILES_INSIDE_TARGETS)} file.")] = None,
     context: Annotated[int, typer.Option(help="Context positions of the middle input case (cases: context/4, context, 4*context).")] = 16,
@@ -353,7 +362,7 @@ def verify_cmd(
 def upgrade(
     old: Annotated[str, typer.Argument(metavar="OLD.gguf", help="A draft GGUF made by an older converter: a local file (--dry-run: also hf:// or a URL, header only).")],
     outfile: Annotated[str | None, typer.Option("--outfile", "-o", metavar="NEW.gguf", help="Output file (default: OLD.upgraded.gguf beside the input).")] = None,
-    target: Annotated[str | None, typer.Option("--target", metavar="TARGET", help="The target model, header only: a folder, a Hub repo id, or a target GGUF (local, hf:// or a URL). Gives M-RoPE sections, Gemma embedding scale, tokenizer add_bos/add_eos, tied or untied head.")] = None,
+    target: Annotated[str | None, typer.Option("--target", "-t", metavar="TARGET", help="The target model, header only: a folder, a Hub repo id, or a target GGUF (local, hf:// or a URL). Gives M-RoPE sections, Gemma embedding scale, tokenizer add_bos/add_eos, tied or untied head.")] = None,
     hf: Annotated[str | None, typer.Option("--hf", metavar="CHECKPOINT", help="The draft's checkpoint folder: supplies tensors the old file lacks (embed_tokens) and proves a double NeoX permutation.")] = None,
     match_upstream: Annotated[bool, typer.Option("--match-upstream", help="Write llama.cpp b11434's layout exactly (no output.weight added for an untied target).")] = False,
     from_revision: Annotated[str | None, typer.Option("--from-revision", metavar="bNNNN", help="The upstream revision that made the file, if known (b10662-b11104 permuted the interleaved-RoPE q/k of some drafts twice: docs/upgrade.md).")] = None,

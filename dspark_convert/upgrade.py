@@ -44,6 +44,7 @@ from .gguffile.options import RemoteOptions
 from .gguffile.reader import GGUFFile
 from .plan import KV, TensorSpec
 from .roles.upgrade import (
+    REVISIONS,
     Piece,
     Stale,
     Staleness,
@@ -108,6 +109,10 @@ def load_target(ref: str | os.PathLike[str], remote: RemoteOptions | None = None
             raise ConvertError(f"--target {text}: no config.json in the folder; expected a target model folder, a "
                                "target GGUF or a Hub repo id")
         folder = p
+        from .hf.checkpoint import load_json
+        from .registry.families import refuse_draft_as_target
+
+        refuse_draft_as_target(load_json(folder / "config.json"), folder, "--target")
     elif text.lower().endswith(".gguf"):
         raise ConvertError(f"--target {text}: no such file (expected a target GGUF, a target model folder or a Hub "
                            "repo id)")
@@ -163,24 +168,25 @@ def _kv_of(f: GGUFFile, name: str) -> KV:
 def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | None = None,
                  match_upstream: bool = False, from_revision: str | None = None,
                  rope_interleaved: bool = False, no_embed_tokens: bool = False,
-                 embed_tokens_from_target: bool = False) -> UpgradePlan:
+                 embed_tokens_from_target: bool = False, dry_run: bool = False) -> UpgradePlan:
     """The upgraded file for ``f`` (see the module doc). ``match_upstream`` gives upstream b11434's layout
     exactly (without it, where ``hf2gguf`` writes more than upstream, e.g. an output head on an untied target, the
     upgrade does too). ``from_revision`` + ``rope_interleaved`` are the user's word on where the file came from
     (e.g. whether its q/k rows carry upstream b10662-b11104's double NeoX permutation; ``hf``'s config and tensors
     can tell it too). ``no_embed_tokens`` is the user's word that the draft checkpoint stores no ``embed_tokens``
     (``hf`` tells it otherwise); ``embed_tokens_from_target`` that it stores the target's. Raises ConvertError
-    (one line) for what cannot be recovered.
+    (one line) for what cannot be recovered. ``dry_run``: the plan is only listed, so a header-only (remote)
+    ``f`` is planned too; otherwise its tensor data, which the write copies, is required.
 
     The order: each stale item's fix (the tokenizer flags here, the others by the variant's rules), then an
     NVFP4 checkpoint's W4A16 refusal, then what the variant's rules take from ``hf`` or the user's word
     (:meth:`~dspark_convert.staleness.UpgradeRules.complete`), then ``general.size_label``.
     """
     where = str(f.path)
-    if f.header_only:
+    if f.header_only and not dry_run:
         raise ConvertError(f"{where}: a remote file's tensor data is not fetched; download it, then upgrade the "
                            "local copy")
-    st = detect_staleness(f, target)
+    st = _detect(f, target, hf)
     kvs = [_kv_of(f, name) for name in f.kvs]
     kept = {kv.name: kv for kv in kvs}
     pieces = [Piece(TensorSpec(t.name, t.shape, t.qtype, origin="file"), copy=t) for t in f.tensors
@@ -205,6 +211,68 @@ def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | No
         revision_index(from_revision)  # a bad tag is refused even where no rule reads it
     _resize_label(kvs, f, pieces)
     return UpgradePlan(f.arch or "", kvs, pieces, u.changes, st, u.notes, kept)
+
+
+def _detect(f: GGUFFile, target: TargetInfo | None, hf: Path | None) -> Staleness:
+    """:func:`detect_staleness`; with ``hf``, the facts only the checkpoint tells (``... --hf)``) are no longer
+    "not checked": the rules' ``complete`` checks and fixes them from it."""
+    st = detect_staleness(f, target)
+    if hf is not None:
+        st.unchecked = [item for item in st.unchecked if not item.endswith("--hf)")]
+    return st
+
+
+def _check_revision_options(from_revision: str | None, rope_interleaved: bool) -> None:
+    """``--from-revision``: a known upstream tag no later than b11434 (what upgrade brings files to);
+    ``--rope-interleaved`` only with it (alone it decides nothing)."""
+    if from_revision is not None:
+        if revision_index(from_revision) > len(REVISIONS) - 1:
+            raise ConvertError(f"--from-revision {from_revision}: later than {REVISIONS[-1]}, the layout upgrade writes; "
+                               "a file made by that revision needs no upgrade (check it with 'dspark-convert check')")
+    elif rope_interleaved:
+        raise ConvertError("--rope-interleaved: needs --from-revision bNNNN (the upstream revision that made the "
+                           "file); alone it changes nothing (--hf CHECKPOINT tells both by itself)")
+
+
+def _check_draft(f: GGUFFile, where: str) -> None:
+    """Upgrade rewrites draft files only: a file no variant loads (a target model's GGUF) is refused."""
+    from .registry import gguf_variant
+
+    if gguf_variant(lambda k: f.arch if k == S.GENERAL_ARCHITECTURE else f.value(k), (t.name for t in f.tensors)) is None:
+        raise ConvertError(f"{where}: is not a draft GGUF (general.architecture {f.arch!r}, no draft variant loads it); "
+                           "upgrade rewrites draft files made by older converters")
+
+
+def _loader_errors(plan: UpgradePlan, match_upstream: bool) -> str | None:
+    """The loader-rule errors of the upgraded file (every one, joined), or None when it loads; with
+    ``match_upstream``, not those upstream b11434 writes itself (as ``hf2gguf --match-upstream``)."""
+    from .check import check_plan, upstream_writes_unloadable
+    from .plan import Plan
+
+    errors = [f for f in check_plan(Plan(plan.arch, plan.kvs, [p.spec for p in plan.pieces]))
+              if f.level == "error" and not (match_upstream and upstream_writes_unloadable(f))]
+    return "; ".join(f"{e.subject}: {e.message}" for e in errors) if errors else None
+
+
+def _check_hf(f: GGUFFile, hf: Path) -> None:
+    """``--hf``: a draft checkpoint folder (not a target model's, see
+    :func:`~dspark_convert.registry.families.draft_checkpoint_family`) of a family that writes ``f``'s variant; the
+    variant's rules then check what only they know (:meth:`~dspark_convert.staleness.UpgradeRules.refuses_checkpoint`)."""
+    from .registry import gguf_variant
+    from .registry.families import draft_checkpoint_family, family_name, family_variant
+
+    if not hf.is_dir():
+        raise ConvertError(f"--hf {hf}: no such folder; expected the draft checkpoint folder (config.json + "
+                           "safetensors)")
+    family = draft_checkpoint_family(hf, "--hf")
+    variant = gguf_variant(lambda k: f.arch if k == S.GENERAL_ARCHITECTURE else f.value(k), (t.name for t in f.tensors))
+    if variant is not None and family_variant(family) != variant.name:
+        raise ConvertError(f"--hf {hf}: a checkpoint of family {family_name(family)} (its files are "
+                           f"'{family_variant(family)}' GGUFs), but {f.path} is a '{variant.name}' file; pass the checkpoint the file was "
+                           "converted from")
+    reason = rules_for(f).refuses_checkpoint(f, family_name(family))
+    if reason is not None:
+        raise ConvertError(f"--hf {hf}: {reason}")
 
 
 def _add_token(u: Upgrading, s: Stale) -> None:
@@ -420,28 +488,49 @@ def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None 
     returns the stale items (the same :func:`detect_staleness` list ``check FILE`` shows) with ``refused`` set.
     A dry run reads only the header, so ``old`` may be an ``hf://`` file or a URL (``remote`` tunes the reads).
     """
+    from .gguffile.refs import is_remote_ref
     from .gguffile.source import open_gguf_source
     from .hf2gguf.destination import check_destination
 
+    _check_revision_options(from_revision, rope_interleaved)
+    if not dry_run and not Path(str(old)).exists() and is_remote_ref(str(old)):
+        raise ConvertError(f"{old}: a remote file is upgraded only with --dry-run (its header is read, the tensor data "
+                           "is not fetched); download it, then upgrade the local copy")
     out = Path(outfile) if outfile is not None else Path(str(old)).with_suffix(".upgraded.gguf")
     if not dry_run:
         check_destination(out, outtype="auto", force=force)
         if Path(str(old)).exists() and out.exists() and out.resolve() == Path(str(old)).resolve():
             raise ConvertError(f"{out}: is the input file; upgrade writes a new file (give -o NEW.gguf)")
-    tinfo = load_target(target, remote) if target is not None else None
     hf_path = Path(hf) if hf is not None else None
-    if hf_path is not None and not (hf_path / "config.json").is_file():
-        raise ConvertError(f"--hf {hf}: expected the draft checkpoint folder (config.json + safetensors)")
     with open_gguf_source(old, remote) as f:
+        _check_draft(f, str(old))
+        tinfo = load_target(target, remote) if target is not None else None
+        if target is not None:
+            from .fit.rules import target_vocabulary_misfit
+
+            misfit = target_vocabulary_misfit(old, target, remote=remote)
+            if misfit is not None:
+                raise ConvertError(f"--target {target}: its vocabulary does not fit {old} ({misfit}); upgrade takes "
+                                   "tokenizer facts only from the target the draft was made for")
+        if hf_path is not None:
+            _check_hf(f, hf_path)
         try:
             plan = plan_upgrade(f, target=tinfo, hf=hf_path, match_upstream=match_upstream,
                                 from_revision=from_revision, rope_interleaved=rope_interleaved,
-                                no_embed_tokens=no_embed_tokens, embed_tokens_from_target=embed_tokens_from_target)
+                                no_embed_tokens=no_embed_tokens, embed_tokens_from_target=embed_tokens_from_target,
+                                dry_run=dry_run)
         except ConvertError as e:
             if not dry_run:
                 raise
-            st = detect_staleness(f, tinfo)  # a dry run still lists what is stale, and what the upgrade needs
+            st = _detect(f, tinfo, hf_path)  # a dry run still lists what is stale, and what the upgrade needs
             return UpgradeResult(str(old), None, st, st.stale, [], refused=str(e))
+        broken = _loader_errors(plan, match_upstream)
+        if broken is not None:
+            refusal = (f"{old}: the upgraded file would fail llama.cpp's loader rules ({broken}); upgrade does not "
+                       f"repair that: see 'dspark-convert check {old}', then reconvert with 'dspark-convert hf2gguf'")
+            if not dry_run:
+                raise ConvertError(refusal)
+            return UpgradeResult(str(old), None, plan.staleness, plan.changes, plan.notes, refused=refusal)
         if dry_run:
             return UpgradeResult(str(old), None, plan.staleness, plan.changes, plan.notes)
         if not plan.changes and not plan.notes:

@@ -186,11 +186,12 @@ def check_target_name(p: Pair) -> list[Finding]:
     return out
 
 
-def mask_embedding_sources(draft_dir: Path, tensors: Sequence[str]) -> list[str]:
-    """The checkpoint tensors (``TargetFacts.mask_embedding``) and files that hold a learned mask embedding
-    (empty: none)."""
+def mask_embedding_sources(draft_dir: Path, tensors: Sequence[str], *, file_written: bool = False) -> list[str]:
+    """The checkpoint tensors (``TargetFacts.mask_embedding``) and files that hold a learned mask embedding the
+    GGUF does not hold (empty: none); ``file_written``: the family wrote the file's vector into the GGUF
+    (``TargetFacts.mask_file_written``)."""
     found = list(tensors)
-    if (draft_dir / MASK_EMBEDDING_FILE).is_file():
+    if not file_written and (draft_dir / MASK_EMBEDDING_FILE).is_file():
         found.append(MASK_EMBEDDING_FILE)
     return found
 

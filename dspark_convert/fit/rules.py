@@ -269,6 +269,36 @@ class FitReport:
                 "notes": [f.to_dict() for f in self.notes]}
 
 
+#: the rules that say whether the target's vocabulary is the draft's (the tokenizer facts a target supplies to the
+#: staleness detector and to ``upgrade --target`` are taken only from a target that passes them)
+VOCABULARY_RULES = ("vocab-type", "vocab-size", "token-text")
+
+
+def vocabulary_misfit(results: list[RuleResult]) -> list[RuleResult]:
+    """The failed :data:`VOCABULARY_RULES` of ``results`` (empty: the target's vocabulary fits the draft)."""
+    return [r for r in results if r.id in VOCABULARY_RULES and r.status == "fail"]
+
+
+def target_vocabulary_misfit(draft: str | os.PathLike[str], target: str | os.PathLike[str], *,
+                             remote: RemoteOptions | None = None) -> str | None:
+    """None when ``target``'s vocabulary fits the GGUF draft ``draft`` (:data:`VOCABULARY_RULES`), else every
+    failing rule's finding, joined into one line (the reason ``upgrade --target`` refuses such a target). A side
+    without a vocabulary (a target GGUF header holding only the keys an upgrade reads) has nothing to compare:
+    None."""
+    from .sides import NoVocabulary
+
+    try:
+        with collecting():
+            d = side_from_gguf(draft, remote=remote)
+            t = open_target(target, remote)
+    except NoVocabulary:
+        return None
+    pair = Pair(d, t)
+    failed = [f"{r.id}: {o.message}" for r in RULES if r.id in VOCABULARY_RULES
+              for o in [r.fn(pair)] if o.status == "fail"]
+    return "; ".join(failed) if failed else None
+
+
 def check_fit(draft: str | os.PathLike[str], target: str | os.PathLike[str], *,
               remote: RemoteOptions | None = None) -> FitReport:
     """``dspark-convert check DRAFT --target TARGET``: the draft's loader rules plus every fit rule.
@@ -283,6 +313,14 @@ def check_fit(draft: str | os.PathLike[str], target: str | os.PathLike[str], *,
         d = side_from_gguf(draft, remote=remote)
         t = open_target(target, remote)
     assert d.plan is not None
-    # the loader rules, then check FILE's stale-layout warnings (with the target: its items decided too)
-    return FitReport(d, t, fit_rules(d, t), check_plan(d.plan) + stale_layout(draft, d.plan, t),
-                     [Finding("note", n.subject, n.rule, n.message) for n in notes])
+    results = fit_rules(d, t)
+    misfit = vocabulary_misfit(results)
+    # the loader rules, then check FILE's stale-layout warnings: with a target whose vocabulary fits, its items are
+    # decided too; a target that does not fit decides nothing (its tokenizer flags are not the draft's)
+    notes_out = [Finding("note", n.subject, n.rule, n.message) for n in notes]
+    if misfit:
+        notes_out.append(Finding("note", str(target), "stale-layout",
+                                 "the target's vocabulary does not fit the draft (" + ", ".join(r.id for r in misfit)
+                                 + "): no stale-layout item is judged from it"))
+    return FitReport(d, t, results, check_plan(d.plan) + stale_layout(draft, d.plan, t if not misfit else None),
+                     notes_out)

@@ -24,8 +24,12 @@ from ..registry import base_variant
 from ..roles.fit import HP_KEYS, KEYS, Side, Tokens
 
 
+class NoVocabulary(ConvertError):
+    """A side without a vocabulary (no ``tokenizer.ggml.tokens``): the fit cannot be checked."""
+
+
 def _no_tokens(where: str) -> ConvertError:
-    return ConvertError(f"{where}: key '{S.TOKENIZER_TOKENS}' is missing or not a string array; a side without a "
+    return NoVocabulary(f"{where}: key '{S.TOKENIZER_TOKENS}' is missing or not a string array; a side without a "
                         "vocabulary cannot be checked")
 
 

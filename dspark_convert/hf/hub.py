@@ -86,13 +86,14 @@ class ResolvedModel:
 def is_repo_id(spec: str) -> bool:
     """True if ``spec`` is to be read as a Hub repo id (``org/name`` or ``org/name@revision``).
 
-    An existing local path is never a repo id.
+    An existing local path is never a repo id, nor is ``org/name`` when ``org`` is an existing local folder (a
+    mistyped path under it, e.g. ``fixtures/nonexist``: "no such folder", never a Hub lookup).
 
     Example:
         >>> is_repo_id("deepseek-ai/dspark_qwen3_8b_block7@main"), is_repo_id("./draft"), is_repo_id("a/b/c")
         (True, False, False)
     """
-    if Path(spec).expanduser().exists():
+    if Path(spec).expanduser().exists() or Path(spec.split("@", 1)[0]).expanduser().parent.is_dir():
         return False
     m = _REPO_RE.match(spec)
     if m is None:
@@ -269,6 +270,10 @@ def _local_folder(spec: str) -> ResolvedModel | None:
         return ResolvedModel(path=path, repo_id=None, revision=None)
     if is_repo_id(spec):
         return None
+    parent = Path(spec.split("@", 1)[0]).expanduser().parent
+    if str(parent) not in ("", ".") and parent.is_dir() and _REPO_RE.match(spec):
+        raise ConvertError(f"{spec}: no such folder (read as a local path, since the folder {parent} exists here; "
+                           "for the Hub repo of that name, run from another folder)")
     raise ConvertError(f"{spec}: no such folder")
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .. import schema as S
 from ..archnames import Architecture
-from ..check import check_plan, errors
+from ..check import check_plan, errors, spec_type, spec_type_warning, upstream_writes_unloadable
 from ..errors import ConvertError, Interrupted
 from ..findings import Finding
 from ..fit.conversion import IGNORE_HINT, conversion_findings, mask_embedding_sources
@@ -57,6 +58,14 @@ class ConvertResult:
     family: str = ""
     notes: list[str] = field(default_factory=list)
     architecture: dict[str, str | None] | None = None  # declared / used / how (declared, alias, forced)
+    #: what llama-server does with the file (:class:`~dspark_convert.variants.spectype.SpecType` as a dict)
+    spec_type: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        """One short line (the plan's KVs hold whole vocabularies: never printed here)."""
+        return (f"ConvertResult(path={str(self.path)!r}, family={self.family!r}, outtype={self.outtype!r}, "
+                f"dry_run={self.dry_run}, keys={len(self.plan.kvs)}, tensors={len(self.plan.tensors)}, "
+                f"bytes_written={self.bytes_written}, findings={len(self.findings)})")
 
 
 @dataclass
@@ -145,7 +154,7 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
         _add_general(plan, d, t, options)
         facts = d.family.target_facts(ctx, plan)
         fit = ctx.findings + conversion_findings(fit_pair(plan, d, t, facts), mask_sources=mask_embedding_sources(
-            d.model.path, facts.mask_embedding))
+            d.model.path, facts.mask_embedding, file_written=facts.mask_file_written))
     except BaseException:
         for opened in sources.values():
             opened.close()
@@ -233,12 +242,6 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
                                     "was written in full") from None
 
 
-def _upstream_unloadable(f: Finding) -> bool:
-    """A loader error ``--match-upstream`` writes anyway, because upstream b11434 writes it: the ``input_scale`` of
-    a root NVFP4 linear (``fc`` / ``markov_w2``), which llama.cpp does not read (its file then fails to load)."""
-    return f.rule == "extra-tensor" and f.subject.endswith(".input_scale") and not f.subject.startswith("blk.")
-
-
 def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str | Path | None,
              options: ConvertOptions, *, force: bool, dry_run: bool, progress: Progress | None) -> ConvertResult:
     planned = plan_conversion(draft, target_model_dir, options=options)
@@ -251,10 +254,13 @@ def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: st
         fit = [Finding("warning", f.subject, f.rule, f.message) for f in planned.fit]
         _check_layer_count(plan, planned.sources["draft"])
         findings = fit + check_plan(plan)
-        bad = [f for f in errors(findings) if not (options.match_upstream and _upstream_unloadable(f))]
+        bad = [f for f in errors(findings) if not (options.match_upstream and upstream_writes_unloadable(f))]
         if bad:
             raise ConvertError(f"the planned file would not load in llama.cpp: {_explain(bad[0], planned)}"
                                + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
+        st = spec_type(plan)
+        if (spec_warning := spec_type_warning(st)) is not None:  # the file loads, but auto-detection drafts it wrongly
+            findings.append(Finding("warning", "llama-server", "spec-type", spec_warning))
         if outfile is None:
             outfile = default_output_name(family=planned.family_name, outtype=planned.outtype,
                                           target_name=planned.target.model_id, draft_name=planned.draft.model_id,
@@ -262,7 +268,8 @@ def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: st
         path = Path(expand_output_template(str(outfile), outtype=planned.outtype))
         result = ConvertResult(path=path, plan=plan, findings=findings, outtype=planned.outtype, dry_run=dry_run,
                                family=planned.family_name, notes=list(plan.notes),
-                               architecture=planned.architecture.to_dict() if planned.architecture else None)
+                               architecture=planned.architecture.to_dict() if planned.architecture else None,
+                               spec_type=st.to_dict() if st.spec_type is not None else None)
         if dry_run:  # what the writer would refuse, the dry run refuses too (a {ftype} name is known only now)
             check_planned_name(path, force=force)
         else:

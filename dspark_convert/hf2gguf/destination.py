@@ -18,6 +18,7 @@ import errno
 import os
 import re
 import secrets
+import stat
 from pathlib import Path
 
 from ..errors import ConvertError
@@ -65,11 +66,38 @@ def check_planned_name(path: Path, *, force: bool) -> None:
     exists and, without ``force``, no file there (the writer checks again, and commits without clobbering)."""
     if path.is_dir():
         raise ConvertError(f"{path}: is a folder, expected a file name")
+    refuse_non_regular(path)
     if os.path.lexists(path) and not force:
         raise ConvertError(f"{path}: already exists (pass --force to overwrite it)")
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise ConvertError(f"{folder}: output folder does not exist")
+
+
+def refuse_non_regular(path: Path) -> None:
+    """The destination rule of every verb that writes a file: ``path`` is absent or a regular file (the only thing
+    ``--force`` may replace). Anything else there is refused in one line: a symbolic link (even one to a regular
+    file: it is neither followed nor replaced; give the path it points to), a device node, a FIFO, a socket.
+    Checked before any work and again just before the rename (:func:`commit`)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise ConvertError(f"{path}: cannot inspect the destination ({e.strerror or e})") from None
+    if stat.S_ISREG(st.st_mode):
+        return
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            to = os.readlink(path)
+        except OSError:
+            to = "?"
+        raise ConvertError(f"{path}: is a symbolic link (to {to}); only a regular file is replaced, a link is neither "
+                           "followed nor replaced: give the file it points to, or remove the link")
+    kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a character device" if stat.S_ISCHR(st.st_mode)
+            else "a block device" if stat.S_ISBLK(st.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode)
+            else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+    raise ConvertError(f"{path}: is {kind}, not a regular file; only a regular file is replaced (even with --force)")
 
 
 def _check_folder(folder: Path) -> None:
@@ -185,6 +213,7 @@ def commit(tmp: Path, path: Path, *, force: bool) -> None:
     whether ``path`` is the new file.
     """
     if force:
+        refuse_non_regular(path)  # again, just before the rename: what appeared there since the first check
         os.replace(tmp, path)
         return
     try:

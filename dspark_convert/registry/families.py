@@ -114,3 +114,37 @@ def refuse_draft_as_target(config: object, folder: Path, flag: str = "--target-m
     if arch is not None:
         raise ConvertError(f"{folder}: is a draft checkpoint ({arch}), not a target model; pass the target model "
                            f"the draft was trained for as {flag}")
+
+
+def draft_checkpoint_family(folder: Path, flag: str) -> Family:
+    """The family of the draft checkpoint ``folder`` given as ``flag`` (``--hf``), refusing in one line what is not
+    a draft checkpoint: no ``config.json``, or a target model's folder (a config of a target class that no family
+    claims, e.g. ``Qwen3ForCausalLM``)."""
+    from ..hf.checkpoint import Checkpoint, load_json
+
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise ConvertError(f"{flag} {folder}: no config.json; expected the draft checkpoint folder (config.json + "
+                           "safetensors)")
+    config = load_json(config_path)
+    archs = config.get("architectures") if isinstance(config, dict) else None
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    if arch is not None and draft_architecture(config) is None:
+        names = list(Checkpoint(folder).names)
+        if not any(_claims(mod, config, names) for mod in family_modules()):
+            raise ConvertError(f"{flag} {folder}: is a target model ({arch}), not a draft checkpoint; pass the "
+                               f"draft's checkpoint folder as {flag}")
+        return family_for(config, names, str(config_path))
+    return family_for(config, [], str(config_path))
+
+
+def _claims(mod: Family, config: dict[str, Any], names: list[str]) -> bool:
+    try:
+        return bool(mod.claims(config, names))
+    except ConvertError:
+        return True  # the family's kind (family_for then says why it cannot be converted)
+
+
+def family_variant(family: Family) -> str:
+    """The GGUF variant (package under ``variants/``) whose files ``family`` writes."""
+    return str(getattr(family, "__name__", "")).split(".")[-2]

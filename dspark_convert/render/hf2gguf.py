@@ -67,7 +67,7 @@ def conversion_to_dict(r: ConvertResult) -> dict[str, Any]:
     return {"output": str(r.path) if r.path else None, "dry_run": r.dry_run, "family": r.family,
             "reference": reference_to_dict(r.plan), "architecture": r.architecture, "outtype": r.outtype,
             "bytes_written": r.bytes_written, "seconds": round(r.seconds, 3), "write_seconds": round(r.write_seconds, 3),
-            "findings": [f.to_dict() for f in r.findings], "plan": plan_to_dict(r.plan)}
+            "findings": [f.to_dict() for f in r.findings], "spec_type": r.spec_type, "plan": plan_to_dict(r.plan)}
 
 
 def _entry(kv: KV) -> dict[str, Any]:

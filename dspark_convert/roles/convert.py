@@ -113,6 +113,9 @@ class TargetFacts:
     #: checkpoint tensors holding a learned mask embedding, dropped because a GGUF cannot hold them (the name
     #: table's ``mask_embedding``; ``mask-embedding`` warning)
     mask_embedding: tuple[str, ...] = ()
+    #: the checkpoint's ``mask_embedding.pt`` was written into the GGUF (a MiMo-style draft: the target's embedding
+    #: with the mask row replaced), so the file is no dropped mask embedding
+    mask_file_written: bool = False
 
 
 class Family(Protocol):

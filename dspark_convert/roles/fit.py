@@ -27,7 +27,10 @@ from ..plan import Plan, as_int
 
 #: ``tokenizer.ggml.model`` -> llama.cpp vocab type (llama_vocab::impl::load)
 VOCAB_TYPES: dict[str, str] = {"no_vocab": "NONE", "none": "NONE", "llama": "SPM", "gpt2": "BPE", "bert": "WPM",
-                               "t5": "UGM", "rwkv": "RWKV", "plamo2": "PLAMO2"}
+                               "t5": "UGM", "rwkv": "RWKV", "plamo2": "PLAMO2", "gemma4": "BPE"}
+#: tokenizer models of BPE type loaded with their own defaults: no default BOS / EOS id, a fixed pre-tokenizer
+#: (llama_vocab::impl::load, b11434: ``tokenizer_model == "gemma4"``)
+BPE_OWN_DEFAULTS: dict[str, str] = {"gemma4": "gemma4"}
 #: vocab type -> default (BOS, EOS) ids before the GGUF keys are read (None: LLAMA_TOKEN_NULL)
 DEFAULT_IDS: dict[str, tuple[int | None, int | None]] = {
     "NONE": (None, None), "SPM": (1, 2), "WPM": (101, None), "BPE": (11, 11), "UGM": (None, 1),
@@ -80,6 +83,8 @@ def vocab_facts(kvs: dict[str, Any], tokens: Sequence[str]) -> VocabFacts:
     vtype = VOCAB_TYPES.get(model, f"unknown '{model}'") if isinstance(model, str) else "missing"
     pre = kvs.get(S.TOKENIZER_PRE)
     bos, eos = DEFAULT_IDS.get(vtype, (None, None))
+    if isinstance(model, str) and model in BPE_OWN_DEFAULTS:
+        bos, eos, pre = None, None, BPE_OWN_DEFAULTS[model]
     if vtype == "BPE":
         add_bos, add_eos = pre in BPE_ADD_BOS_PRES, False
         if pre in BPE_NO_BOS_PRES:

@@ -93,6 +93,8 @@ class Staleness:
     revisions: tuple[str, str | None]  # (oldest, newest or None = up to b11434) consistent with the header
     stale: list[Stale]
     unchecked: list[str] = field(default_factory=list)
+    #: the header's features contradict each other (no revision wrote them all: another tool, or a hand edit)
+    mixed: bool = False
 
     @property
     def current(self) -> bool:
@@ -100,6 +102,9 @@ class Staleness:
 
     def describe_revisions(self) -> str:
         lo, hi = self.revisions
+        if self.mixed:
+            return (f"no single revision (features of {lo} or later next to older ones: another tool, or a hand "
+                    "edit)")
         return f"{lo} or later" if hi is None else f"{lo} up to before {hi}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -333,7 +338,7 @@ class Detection:
         revision seen."""
         hi = self.hi if self.lo < self.hi else len(REVISIONS)
         return Staleness((REVISIONS[self.lo], REVISIONS[hi] if hi < len(REVISIONS) else None), self.stale,
-                         self.unchecked)
+                         self.unchecked, mixed=self.lo >= self.hi)
 
 
 @dataclass
@@ -402,7 +407,8 @@ class UpgradeRules:
     * :meth:`detect` (``check`` and ``upgrade``): add the variant's stale items and unchecked facts, from the header
       (and the target) alone;
     * :meth:`fix` (``upgrade``): rewrite the planned file for one stale item :meth:`detect` found;
-    * :meth:`complete` (``upgrade``): what only ``--hf`` or the user's word decides, after the file's own items.
+    * :meth:`complete` (``upgrade``): what only ``--hf`` or the user's word decides, after the file's own items;
+    * :meth:`refuses_checkpoint` (``upgrade --hf``): a checkpoint of the variant's families that is not the file's.
     """
 
     @property
@@ -421,3 +427,8 @@ class UpgradeRules:
 
     def complete(self, u: Upgrading) -> None:
         """Rewrite ``u`` for what the checkpoint (``u.hf``) or the user's word decides (nothing here)."""
+
+    def refuses_checkpoint(self, f: Header, family: str) -> str | None:
+        """Why a ``--hf`` checkpoint of draft family ``family`` (of this variant) cannot be ``f``'s, or None (the
+        base accepts any family of the variant)."""
+        return None

@@ -188,6 +188,12 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
         raise ConvertError(f"--steps {steps}: expected at most {MAX_STEPS}")
     if not 0 <= seed <= 2**32 - 1:
         raise ConvertError(f"--seed {seed}: expected an integer in [0, {2**32 - 1}] (numpy's seed range)")
+    if not Path(gguf_path).exists():
+        from ..gguffile.refs import is_remote_ref
+
+        if is_remote_ref(str(gguf_path)):
+            raise ConvertError(f"{gguf_path}: verify reads every tensor of the file, and a remote file's tensor data "
+                               "is not fetched; download it, then verify the local copy")
     hf_dir, target_dir = _from_hub(hf_dir, draft=True), _from_hub(target_dir, draft=False)
     _require_folder(Path(hf_dir), "--hf", "the draft's Hugging Face folder, with config.json and safetensors")
     if target_dir is not None:
@@ -218,13 +224,22 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
 
 
 def _refuse_broken(gguf_path: str | Path) -> None:
-    """A file whose hyperparameters no forward can run on (``check``'s ``hparam-value`` findings) is an input error."""
+    """A file whose hyperparameters no forward can run on (``check``'s ``hparam-value`` findings), or that lacks a
+    tensor llama.cpp requires (its only loader errors are ``required-tensor``: neither llama.cpp nor the forward
+    can run it), is an input error. A file with other loader errors too (extra tensors: another layout's) is left
+    to the comparison and the tensor accounting, which name them."""
     from ..check import check_file
 
-    broken = [f for f in check_file(gguf_path) if f.rule == "hparam-value"]  # e.g. head_count 0: a division by zero
+    findings = check_file(gguf_path)
+    broken = [f for f in findings if f.rule == "hparam-value"]  # e.g. head_count 0: a division by zero
     if broken:
         raise ConvertError(f"{gguf_path}: {broken[0].subject}: {broken[0].message}; the forward cannot run on it "
                            "(check reports it as [hparam-value])")
+    errors = [f for f in findings if f.level == "error"]
+    if errors and all(f.rule == "required-tensor" for f in errors):
+        raise ConvertError(f"{gguf_path}: does not load in llama.cpp ("
+                           + "; ".join(f"{e.subject}: {e.message}" for e in errors)
+                           + f"); verify compares a file that loads: see 'dspark-convert check {gguf_path}'")
 
 
 def _runtime_notes(g: GGUFWeights) -> list[str]:

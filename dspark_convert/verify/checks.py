@@ -71,7 +71,9 @@ def run_candidate(report: Any, run: Any,
     try:
         return run()
     except errors as e:
-        report.outputs.append(OutputCheck("GGUF forward", [], grade="error", passed=False, detail=str(e)))
+        detail = (f"the forward needs tensor {e.args[0]!r}, which the file lacks (see 'dspark-convert check')"
+                  if isinstance(e, KeyError) and e.args else str(e))
+        report.outputs.append(OutputCheck("GGUF forward", [], grade="error", passed=False, detail=detail))
         return None
 
 

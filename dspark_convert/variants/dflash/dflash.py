@@ -5,22 +5,32 @@ Built on the DFlash-lineage base (``lineage.py``), which ``dspark.py`` extends t
 
 from __future__ import annotations
 
+import dataclasses
+
 from ... import schema as S
 from ...errors import ConvertError
 from ...kit.common import base_kvs, finish_plan
 from ...kit.hparams import normalize_hparams, vocab_size_of
 from ...plan import Plan
-from ...roles.convert import Context
+from ...roles.convert import Context, TargetFacts
 from . import lineage
 
 # the lineage's Family members, as they are (upstream's DSparkModel extends DFlashModel)
-from .lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors, hf_names, target_facts
+from .lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors, hf_names
 
 #: the method word in default output file names (``Qwen3-8B-DFlash-BF16.gguf``; hf2gguf/naming.py)
 METHOD_WORD = "DFlash"
 ARCHITECTURES: tuple[str, ...] = ("DFlashDraftModel",)
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
            "draft_tensors", "hf_names", "target_facts"]
+
+
+def target_facts(ctx: Context, plan: Plan) -> TargetFacts:
+    """The lineage's fit facts; a MiMo-style draft's ``mask_embedding.pt`` is written (its own code path)."""
+    facts = lineage.target_facts(ctx, plan)
+    if (ctx.draft.path / "mask_embedding.pt").is_file():
+        return dataclasses.replace(facts, mask_file_written=True)
+    return facts
 
 
 def build_plan(ctx: Context) -> Plan:

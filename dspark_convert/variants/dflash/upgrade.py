@@ -170,6 +170,14 @@ class DFlashRules(UpgradeRules):
             return super().fix(s, u)
         return True
 
+    def refuses_checkpoint(self, f: Header, family: str) -> str | None:
+        """A DSpark file (``dflash.sample_from_anchor``) never comes from a z-lab DFlash checkpoint."""
+        if is_dspark(f) and family == "dflash":
+            where = getattr(f, "path", "the file")
+            return (f"a checkpoint of family {family}, but {where} is a DSpark file; pass the checkpoint the file was "
+                    "converted from")
+        return None
+
     def complete(self, u: Upgrading) -> None:
         """With ``--hf``: a MiMo checkpoint is refused, the config keys are set, a DFlash draft's interleaved q/k
         rows are put in NeoX order; a DSpark file's double NeoX permutation is undone (``--hf``, or the user's
@@ -191,6 +199,8 @@ class DFlashRules(UpgradeRules):
             _dflash_neox(u, hf)
         if dspark:
             _double_neox(u)
+        if u.match_upstream and self.lineage_config:  # (Gemma4 DSpark, DeepSeek-V4: upstream's own head layouts)
+            _drop_added_head(u, dspark)
         # any file of the lineage that keeps token_embd without output.weight (a b10705+ DSpark, a DFlash or DFlash2
         # draft with its own embed_tokens): its head as hf2gguf has it
         if (has_tensor(f, S.T_TOKEN_EMBD) and not has_tensor(f, S.T_D2T)
@@ -304,6 +314,29 @@ def _add_output_head(u: Upgrading, qt: QT) -> None:
                    "token_embd and the target is untied (--match-upstream leaves it out, as upstream b11434 does)")
 
 
+def _drop_added_head(u: Upgrading, dspark: bool) -> None:
+    """``--match-upstream`` on a file that keeps ``token_embd`` and has ``output.weight`` where upstream b11434
+    writes none: a full-vocabulary DSpark draft (upstream drops its ``lm_head``), or, proved by ``--hf``, a DFlash
+    draft whose checkpoint has no ``lm_head`` (the head was the target's, added by ``hf2gguf``). The head goes."""
+    f = u.f
+    if not (has_tensor(f, S.T_OUTPUT) and has_tensor(f, S.T_TOKEN_EMBD)) or has_tensor(f, S.T_D2T):
+        return
+    if not dspark:
+        if u.hf is None:
+            return
+        from ...hf.checkpoint import Checkpoint
+        from ...hf.mask_embedding import MASK_FILE
+
+        if (u.hf / MASK_FILE).is_file():  # MiMo-style: upstream b11334+ writes the target's head itself
+            return
+        if "lm_head.weight" in Checkpoint(u.hf, select={"lm_head.weight"}.__contains__):
+            return
+    u.pieces[:] = [p for p in u.pieces if p.spec.name != S.T_OUTPUT]
+    u.changes.append(Stale(S.T_OUTPUT, "present (the head hf2gguf adds on an untied target); upstream b11434 writes "
+                           "none for this draft (--match-upstream: its layout, which drafts with token_embd as the "
+                           "head on an untied target)", "b10705", "file"))
+
+
 # ------------------------------------------------------------------------------------------------ config keys
 def _config_keys(u: Upgrading, hf: Path) -> None:
     """The :data:`CONFIG_KEYS` a DFlash / DFlash2 / DSpark draft's config gives today (``variants.kit.common.base_kvs``
@@ -399,6 +432,10 @@ def _double_neox(u: Upgrading) -> None:
             p.perm = _neox_inverse_rows(rows, hd)
     u.changes.append(Stale(_QK, "q/k rows permuted to NeoX order twice; one permutation undone", DOUBLE_NEOX[1],
                            "user" if hf is None else "checkpoint"))
+    if hf is None:  # nothing in the file proves it: a wrong word permutes a correct file
+        u.notes.append("the q/k rows were permuted on your word (--from-revision, --rope-interleaved), which the file "
+                       "cannot confirm; check the result with 'dspark-convert verify NEW.gguf --hf CHECKPOINT "
+                       "--target-model-dir TARGET' (or upgrade with --hf CHECKPOINT, which proves it)")
 
 
 def _prove_double(f: GGUFFile, hf: Path, hd: int) -> bool:
