@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import ConvertError, clip, open_regular, require_regular
 from ..schema import SAFETENSORS_DTYPES
+from .members import bad_name, lands_inside, member
 
 #: safetensors headers larger than this are refused before they are read (real ones are well under 10 MB).
 MAX_HEADER_BYTES = 100 * 1024 * 1024
@@ -44,15 +45,20 @@ Select = Callable[[str], bool]
 MAX_JSON_BYTES = 512 * 1024 * 1024
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path, *, in_folder: bool = True) -> Any:
     """Parse the JSON file ``path`` (any JSON value) with one-line errors that name the file.
 
-    This is the package's one JSON file reader (configs, tokenizer files, indexes, metadata overrides).
+    This is the package's one JSON file reader (configs, tokenizer files, indexes, metadata overrides). With
+    ``in_folder`` (the default: a file of a checkpoint or target folder) the file must be a member of its folder
+    (``hf.members``: no symlink leaving the folder or the Hub cache's ``blobs/``); a file the user names on the
+    command line (``--metadata``) passes ``in_folder=False``.
 
     Example:
         >>> read_json(Path("fixtures/dflash-zlab/config.json"))["architectures"]
         ['DFlashDraftModel']
     """
+    if in_folder:
+        member(path)
     try:
         with open_regular(path) as f:
             raw = f.read(MAX_JSON_BYTES + 1)
@@ -87,7 +93,7 @@ def load_json(path: Path) -> dict[str, Any]:
 
 def load_json_if_present(path: Path) -> dict[str, Any] | None:
     """:func:`load_json`, or None when the file does not exist (optional files: tokenizer_config.json, ...)."""
-    require_regular(path)
+    member(path)
     return load_json(path) if path.is_file() else None
 
 
@@ -117,16 +123,6 @@ class TensorRef:
     @property
     def is_float(self) -> bool:
         return SAFETENSORS_DTYPES[self.dtype][1]
-
-
-def _inside(folder: Path, name: str) -> Path | None:
-    """``folder / name`` if it stays inside ``folder`` once symlinks are resolved (a shard name of an index is a
-    file of the checkpoint: never ``../../etc/passwd`` nor an absolute path), else None."""
-    if name.startswith(("/", "\\")) or "\0" in name:
-        return None
-    root = folder.resolve()
-    p = (folder / name).resolve()
-    return p if p == root or root in p.parents else None
 
 
 def _is_int(v: Any) -> bool:
@@ -230,7 +226,7 @@ class Checkpoint:
             raise ConvertError(f"{self.path}: no such folder")
         if config is None:  # not read by the caller yet
             cfg = self.path / "config.json"
-            require_regular(cfg)
+            member(cfg)
             if need_config and not cfg.is_file():
                 raise ConvertError(f"{self.path}: no config.json (expected a Hugging Face checkpoint folder)")
             config = load_json(cfg) if cfg.is_file() else {}
@@ -258,8 +254,7 @@ class Checkpoint:
                                        "file name (a string)")
             files = sorted(set(weight_map.values()))
             for fn in files:
-                inside = _inside(self.path, fn)
-                if inside is None:
+                if bad_name(fn) is not None or not lands_inside(self.path, self.path / fn):
                     first = next(k for k, v in weight_map.items() if v == fn)
                     raise ConvertError(f"{index}: shard '{clip(fn)}' (holding '{clip(first)}') is outside the checkpoint "
                                        f"folder {self.path}; expected a file name inside it")
@@ -271,7 +266,7 @@ class Checkpoint:
         else:
             self.files = sorted(p for p in self.path.iterdir() if p.name.startswith("model") and p.name.endswith(".safetensors"))
             for f in self.files:
-                require_regular(f)
+                member(f)
         if not self.files:
             if weight_map is None:
                 self._index_pickles()
@@ -301,7 +296,7 @@ class Checkpoint:
         if not bins:
             return
         for b in bins:
-            require_regular(b)
+            member(b)
         from .pickles import load_pickle_state_dict  # imports torch; only pickle checkpoints need it
 
         self._pickle = {}
