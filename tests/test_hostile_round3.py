@@ -332,3 +332,182 @@ def test_check_target_is_bounded_by_the_deadline(tmp_path: Path) -> None:
     finally:
         server.close()
     one_error(r, "t.gguf: not read within the 4 s deadline (--deadline)")
+
+
+# ------------------------------------------------------------------------------------------- 4: header budgets
+def _gguf_str(s: bytes) -> bytes:
+    import struct
+
+    return struct.pack("<Q", len(s)) + s
+
+
+class RawGGUF:
+    """A GGUF header written field by field into ``path``; ``hole(n)`` skips ``n`` bytes (a sparse file: no disk
+    blocks behind them), so a header claiming hundreds of MB costs nothing to build."""
+
+    def __init__(self, path: Path, n_kv: int, n_tensors: int = 0) -> None:
+        import struct
+
+        self.path, self.f = path, open(path, "wb")  # noqa: SIM115 (closed by close())
+        self.f.write(b"GGUF" + struct.pack("<IQQ", 3, n_tensors, n_kv))
+
+    def kv_header(self, name: str, vtype: int) -> None:
+        import struct
+
+        self.f.write(_gguf_str(name.encode()) + struct.pack("<I", vtype))
+
+    def write(self, b: bytes) -> None:
+        self.f.write(b)
+
+    def hole(self, n: int) -> None:
+        self.f.seek(n, 1)
+
+    def close(self, pad: int = 0) -> Path:
+        self.f.write(b"\0" * pad)
+        self.f.close()
+        return self.path
+
+
+def _arrays_under_the_cap(path: Path, n_arrays: int = 18, count: int = (1 << 24) - 1) -> Path:
+    """``n_arrays`` UINT8 arrays of ``count`` elements each: every one under the per-array cap."""
+    import struct
+
+    g = RawGGUF(path, n_arrays + 1)
+    g.kv_header("general.architecture", 8)
+    g.write(_gguf_str(b"dflash"))
+    for i in range(n_arrays):
+        g.kv_header(f"x.a{i}", 9)
+        g.write(struct.pack("<IQ", 0, count))
+        g.hole(count)
+    return g.close(pad=32)
+
+
+@pytest.mark.parametrize("verb", [("check", "--json"), ("inspect", "--json"), ("upgrade",), ("diff",)])
+def test_arrays_each_under_the_cap_are_refused_by_the_header_budget(verb: tuple[str, ...], tmp_path: Path) -> None:
+    """18 arrays of 16777215 elements (a 288 MB file): check --json used 2.6 GiB and upgrade died with a
+    MemoryError traceback; the items budget refuses it while parsing, under the address-space limit."""
+    f = _arrays_under_the_cap(tmp_path / "many.gguf")
+    args = [verb[0], str(f), *verb[1:]]
+    if verb[0] == "upgrade":
+        args += ["-o", str(tmp_path / "out.gguf")]
+    if verb[0] == "diff":
+        args.append(str(f))
+    r = run_bounded(*args)
+    one_error(r, f"{f}: KV #2 'x.a1' at byte", "takes the header to 33554430 array elements, over the budget of "
+              "16777216 for a whole GGUF header (set DSPARK_CONVERT_GGUF_MAX_ITEMS to raise it)")
+    assert not (tmp_path / "out.gguf").exists()
+
+
+def test_nested_empty_arrays_are_refused_by_the_header_budget(tmp_path: Path) -> None:
+    """Arrays of empty arrays (12 bytes each, 384 MB of them took check 121 s and 2.6 GB) past the items budget,
+    where an element that is an array counts 16: refused in one line, after walking at most 1M of them."""
+    import struct
+
+    count = 600_000
+    g = RawGGUF(tmp_path / "nested.gguf", 3)
+    g.kv_header("general.architecture", 8)
+    g.write(_gguf_str(b"dflash"))
+    for k in range(2):
+        g.kv_header(f"x.n{k}", 9)
+        g.write(struct.pack("<IQ", 9, count) + struct.pack("<IQ", 0, 0) * count)
+    f = g.close(pad=32)
+    r = run_bounded("check", str(f))
+    one_error(r, f"{f}: KV #2 'x.n1' at byte", "over the budget of 16777216")
+
+
+@pytest.mark.parametrize("over", [0, 1])
+def test_the_items_budget_at_the_limit_and_one_past(over: int, tmp_path: Path) -> None:
+    import struct
+
+    g = RawGGUF(tmp_path / "a.gguf", 3)
+    g.kv_header("general.architecture", 8)
+    g.write(_gguf_str(b"dflash"))
+    g.kv_header("x.a", 9)
+    g.write(struct.pack("<IQ", 4, 60) + b"\0" * 240)
+    g.kv_header("x.b", 9)
+    g.write(struct.pack("<IQ", 9, 2) + struct.pack("<IQ", 0, 1 + over) + b"\0" * (1 + over)
+            + struct.pack("<IQ", 0, 7))
+    g.write(b"\0" * 7)
+    f = g.close(pad=32)
+    # 60 + 2 inner arrays (16 each) + 1 + over + 7 = 100 + over elements
+    r = run_bounded("inspect", str(f), env={"DSPARK_CONVERT_GGUF_MAX_ITEMS": "100"})
+    if over:
+        one_error(r, "takes the header to 101 array elements, over the budget of 100")
+    else:
+        assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("over", [0, 1])
+def test_the_bytes_budget_at_the_limit_and_one_past(over: int, tmp_path: Path) -> None:
+    g = RawGGUF(tmp_path / "b.gguf", 2)
+    g.kv_header("general.architecture", 8)
+    g.write(_gguf_str(b"dflash"))
+    g.kv_header("x.s", 8)
+    g.write(_gguf_str(b"s" * (100 + over)))
+    f = g.close()
+    end = f.stat().st_size  # the header ends where the file does (no tensors)
+    r = run_bounded("inspect", str(f), env={"DSPARK_CONVERT_GGUF_MAX_HEADER_BYTES": str(end - over)})
+    if over:
+        one_error(r, f"which takes the header past the {end - 1} bytes budget for a whole GGUF header (set "
+                  "DSPARK_CONVERT_GGUF_MAX_HEADER_BYTES to raise it)")
+    else:
+        assert r.returncode == 0, r.stderr
+
+
+def test_a_remote_string_under_the_remote_cap_is_refused_by_the_budget(tmp_path: Path) -> None:
+    """A remote 510 MiB string (under --max-header-mib 512) made inspect use 2.6 GB: the header budget refuses it
+    before its bytes are fetched."""
+    from http_server import FileServer, Route
+
+    g = RawGGUF(tmp_path / "s.gguf", 2)
+    g.kv_header("general.architecture", 8)
+    g.write(_gguf_str(b"dflash"))
+    g.kv_header("x.s", 8)
+    import struct
+
+    g.write(struct.pack("<Q", 510 << 20))
+    g.hole(510 << 20)
+    f = g.close(pad=32)
+    with FileServer() as server:
+        server.routes["/s.gguf"] = Route(f)
+        r = run_bounded("inspect", server.url + "/s.gguf")
+        sent = server.sent()
+    one_error(r, "/s.gguf: KV #1 'x.s' (string length 534773760) at byte", "256 MiB budget for a whole GGUF header")
+    assert sent < 4 << 20  # the first window only
+
+
+# ------------------------------------------------------------------------------------------- 8: alignment
+def _aligned_file(path: Path, alignment: int) -> Path:
+    import struct
+
+    g = RawGGUF(path, 2)
+    g.kv_header("general.architecture", 8)
+    g.write(_gguf_str(b"dflash"))
+    g.kv_header("general.alignment", 4)
+    g.write(struct.pack("<I", alignment))
+    return g.close()
+
+
+def test_upgrade_never_materialises_alignment_padding(tmp_path: Path) -> None:
+    """general.alignment = 2^31 (llama.cpp's rule: a UINT32 power of two) in a 77-byte file: upgrade wrote a 2 GiB
+    file from a 2 GiB buffer (4.2 GB RSS, a MemoryError traceback under 3 GB). The padding is a hole now: the
+    output reads back, its size is what the alignment asks for, and almost no disk block is used."""
+    from dspark_convert.gguffile.reader import read_gguf
+
+    f = _aligned_file(tmp_path / "a.gguf", 1 << 31)
+    out = tmp_path / "out.gguf"
+    r = run_bounded("upgrade", str(f), "-o", str(out))
+    assert "Traceback" not in r.stderr and r.returncode == 0, r.stderr
+    st = out.stat()
+    assert st.st_size == 1 << 31
+    assert st.st_blocks * 512 < 1 << 20
+    with read_gguf(out) as g:
+        assert g.alignment == 1 << 31 and g.tensors == []
+
+
+@pytest.mark.parametrize("alignment", [0, 3, 48])
+def test_an_alignment_that_is_not_a_power_of_two_is_refused(alignment: int, tmp_path: Path) -> None:
+    f = _aligned_file(tmp_path / "a.gguf", alignment)
+    r = run_bounded("upgrade", str(f), "-o", str(tmp_path / "out.gguf"))
+    one_error(r, f"general.alignment at byte", f"must be a UINT32 power of two, got UINT32 {alignment}")
+    assert not (tmp_path / "out.gguf").exists()

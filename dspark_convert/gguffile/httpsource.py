@@ -89,6 +89,7 @@ class _DeadlineRaw(io.RawIOBase):
     def __init__(self, sock: socket.socket, ends_at: float, timeout: float) -> None:
         super().__init__()
         self._sock, self._ends_at, self._timeout = sock, ends_at, timeout
+        self._io = sock.makefile("rb", buffering=0)  # holds the socket open after urllib drops the connection
 
     def readable(self) -> bool:
         return True
@@ -98,7 +99,12 @@ class _DeadlineRaw(io.RawIOBase):
         if left <= 0:
             raise DeadlinePassed("deadline passed")
         self._sock.settimeout(min(self._timeout, left))
-        return self._sock.recv_into(b)
+        n = self._io.readinto(b)
+        return 0 if n is None else n
+
+    def close(self) -> None:
+        self._io.close()
+        super().close()
 
 
 def _deadline_connection(base: type[http.client.HTTPConnection], ends_at: float,
