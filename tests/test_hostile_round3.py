@@ -509,5 +509,5 @@ def test_upgrade_never_materialises_alignment_padding(tmp_path: Path) -> None:
 def test_an_alignment_that_is_not_a_power_of_two_is_refused(alignment: int, tmp_path: Path) -> None:
     f = _aligned_file(tmp_path / "a.gguf", alignment)
     r = run_bounded("upgrade", str(f), "-o", str(tmp_path / "out.gguf"))
-    one_error(r, f"general.alignment at byte", f"must be a UINT32 power of two, got UINT32 {alignment}")
+    one_error(r, "general.alignment at byte", f"must be a UINT32 power of two, got UINT32 {alignment}")
     assert not (tmp_path / "out.gguf").exists()
