@@ -107,3 +107,27 @@ def clip(text: str, limit: int = 120) -> str:
     """``text`` cut to ``limit`` characters with the elided count (an error line names a value, never dumps it)."""
     text = str(text)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def clip_value(value: object, limit: int = 120) -> str:
+    """``repr(value)`` through :func:`clip`, for any value an input holds: an integer too long for ``repr``
+    (Python refuses past 4300 digits) is shown by its digit count.
+
+    Example:
+        >>> clip_value(10**5000)
+        '<an integer of 5001 digits>'
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 13000:
+        return f"<an integer of {len(str(value)) if value.bit_length() < 14000 else _digits(value)} digits>"
+    try:
+        return clip(repr(value), limit)
+    except ValueError:
+        return f"<a {type(value).__name__} too large to show>"
+
+
+def _digits(value: int) -> int:
+    import math
+
+    n = abs(value)
+    d = int(n.bit_length() * math.log10(2))
+    return d + 1 if n >= 10**d else d

@@ -136,7 +136,9 @@ def _refuse_w4a16(f: GGUFFile, hf: Path) -> None:
     ``prec_a4``: refused (upgrade does not rebuild the per-tensor quantization facts)."""
     texts = [json.dumps(checkpoint_config(hf).get("quantization_config", {}))]
     if (hf / "hf_quant_config.json").is_file():
-        texts.append((hf / "hf_quant_config.json").read_text(encoding="utf-8", errors="replace"))
+        from .hf.checkpoint import MAX_CONFIG_BYTES, read_json
+
+        texts.append(json.dumps(read_json(hf / "hf_quant_config.json", limit=MAX_CONFIG_BYTES)))
     if any("W4A16" in t for t in texts):
         raise ConvertError(f"{f.path}: {PREC_A4}: --hf {hf} quantizes W4A16_NVFP4, and upstream b11223+ marks those "
                            "tensors prec_a4 = false (else llama.cpp runs them W4A4 on Blackwell); upgrade does not "

@@ -511,3 +511,187 @@ def test_an_alignment_that_is_not_a_power_of_two_is_refused(alignment: int, tmp_
     r = run_bounded("upgrade", str(f), "-o", str(tmp_path / "out.gguf"))
     one_error(r, "general.alignment at byte", f"must be a UINT32 power of two, got UINT32 {alignment}")
     assert not (tmp_path / "out.gguf").exists()
+
+
+# ------------------------------------------------------------------------------------------- 5, 11: tracebacks
+@pytest.mark.parametrize("kind", ["meta", "sparse"])
+def test_a_mask_embedding_without_plain_values_is_one_line(kind: str, tmp_path: Path) -> None:
+    import torch
+
+    from dspark_convert.hf.mask_embedding import read_mask_embedding
+
+    emb = torch.empty(8, device="meta") if kind == "meta" else torch.zeros(8).to_sparse()
+    p = tmp_path / "mask_embedding.pt"
+    torch.save({"mask_token_id": 3, "embedding": emb}, p)
+    with pytest.raises(ConvertError, match=f"{p}: 'embedding' is a torch.(strided|sparse_coo) tensor on device "
+                       f"{'meta' if kind == 'meta' else 'cpu'}, expected"):
+        read_mask_embedding(p)
+
+
+def test_mask_embedding_keys_are_elided(tmp_path: Path) -> None:
+    import torch
+
+    from dspark_convert.hf.mask_embedding import read_mask_embedding
+
+    p = tmp_path / "mask_embedding.pt"
+    torch.save({"k" * 1_000_000: 1}, p)
+    with pytest.raises(ConvertError) as e:
+        read_mask_embedding(p)
+    assert len(str(e.value)) < 400 and "more characters" in str(e.value)
+
+
+@pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000, '{"quantization": ' + "1" * 5000 + "}"])
+def test_a_hostile_hf_quant_config_is_one_line(body: str, tmp_path: Path) -> None:
+    from dspark_convert.formats.modelopt import _load
+
+    p = tmp_path / "hf_quant_config.json"
+    p.write_text(body)
+    with pytest.raises(ConvertError, match=f"{p}: "):
+        _load(p)
+
+
+@pytest.mark.parametrize("over", [0, 1])
+def test_hf_quant_config_size_limit(over: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``hf.checkpoint.MAX_CONFIG_BYTES`` at the limit and one byte past it (a 2.6 GB file had no cap)."""
+    from dspark_convert.formats.modelopt import _load
+    from dspark_convert.hf import checkpoint
+
+    monkeypatch.setattr(checkpoint, "MAX_CONFIG_BYTES", 64)
+    p = tmp_path / "hf_quant_config.json"
+    p.write_text('{"a": "' + "x" * (64 - 9 + over) + '"}')
+    assert p.stat().st_size == 64 + over
+    if over:
+        with pytest.raises(ConvertError, match=f"{p}: larger than the 64 byte limit"):
+            _load(p)
+    else:
+        assert _load(p)["a"].startswith("x")
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "0", "-0.5", "1.5"])
+@pytest.mark.parametrize("fixture", ["dflash-zlab", "v-gemma4-default"])
+def test_partial_rotary_factor_out_of_range_is_one_line(value: str, fixture: str, tmp_path: Path) -> None:
+    import json
+
+    if fixture.startswith("v-"):
+        from gemma4_drafts import make
+
+        draft, target = make(tmp_path, fixture)
+    else:
+        draft, target = copy_fixture(tmp_path, fixture, "draft"), TARGET
+    cfg_path = draft / "config.json"
+    text = cfg_path.read_text()
+    cfg = json.loads(text)
+    if fixture.startswith("v-"):
+        cfg.setdefault("rope_parameters", {}).setdefault("full_attention", {"rope_type": "proportional"})
+        cfg["rope_parameters"]["full_attention"]["partial_rotary_factor"] = "@F@"
+    else:
+        cfg["partial_rotary_factor"] = "@F@"
+    cfg_path.write_text(json.dumps(cfg).replace('"@F@"', value))
+    out = tmp_path / "out"
+    out.mkdir()
+    r = run_bounded("hf2gguf", str(draft), "-t", str(target), "-o", str(out / "d.gguf"))
+    one_error(r, "partial_rotary_factor", "expected a number in (0, 1]")
+    assert list(out.iterdir()) == []
+
+
+def test_from_revision_with_a_non_ascii_digit_is_one_line(tmp_path: Path) -> None:
+    from dspark_convert.staleness import revision_index
+
+    with pytest.raises(ConvertError, match=r"--from-revision 'b²': expected an upstream tag"):
+        revision_index("b²")
+
+
+def test_e8m0_overflow_prints_no_runtime_warning(tmp_path: Path) -> None:
+    """DeepSeek-V4 E8M0 scale 0xFE (2^127) overflows float32: one error line, no numpy RuntimeWarning lines."""
+    import numpy as np
+    from dsv4_support import dsv4, edit_checkpoint, make
+
+    ck = make(tmp_path, dims=dsv4.Dims(hidden=128, stages=2, experts=2, moe=32, head_dim=64, q_lora=64, o_lora=32))
+
+    def huge(t: dict) -> None:
+        dt, a = t["mtp.0.attn.wq_b.scale"]
+        a = a.copy()
+        a[...] = 0xFE
+        t["mtp.0.attn.wq_b.scale"] = (dt, a)
+
+    edit_checkpoint(ck, huge)
+    out = tmp_path / "out"
+    out.mkdir()
+    r = run_bounded("hf2gguf", str(ck), "-o", str(out / "d.gguf"))
+    one_error(r, "mtp.0.attn.wq_b")
+    assert [ln for ln in r.stderr.splitlines() if ln.strip()] == [ln for ln in r.stderr.splitlines()
+                                                                   if ln.startswith("error:")], r.stderr
+    del np
+
+
+def _rewrite_gguf(src: Path, dst: Path, edit: object) -> Path:
+    """``src`` with its KVs passed through ``edit(kvs) -> kvs`` (a list of ``plan.KV``), tensor data copied."""
+    from dspark_convert.gguffile.header import pad, write_header
+    from dspark_convert.gguffile.reader import plan_from_gguf, read_gguf
+
+    plan = plan_from_gguf(src)
+    kvs = edit([kv for kv in plan.kvs if kv.name != "general.architecture"])  # type: ignore[operator]
+    with read_gguf(src) as f, open(dst, "wb") as out:
+        write_header(out, plan.arch, kvs, plan.tensors)
+        for t in plan.tensors:
+            b = bytes(f.tensor_bytes(t.name))
+            out.write(b + b"\0" * pad(len(b)))
+    return dst
+
+
+def _old_dflash(tmp_path: Path) -> Path:
+    f = tmp_path / "old.gguf"
+    convert(FIX / "dflash-zlab", TARGET, f)
+    return f
+
+
+def _mrope_target(tmp_path: Path) -> Path:
+    import json
+
+    t = copy_fixture(tmp_path, "target-qwen3", "vl")
+    cfg = json.loads((t / "config.json").read_text())
+    cfg["rope_parameters"]["mrope_section"] = [2, 1, 1]
+    (t / "config.json").write_text(json.dumps(cfg))
+    return t
+
+
+@pytest.mark.parametrize("value", ["absent", "string", "nan", "array"])
+def test_upgrade_with_an_mrope_target_and_a_bad_key_length_is_one_line(value: str, tmp_path: Path) -> None:
+    from gguf import GGUFValueType as VT
+
+    from dspark_convert.plan import KV
+
+    key = "dflash.attention.key_length"
+
+    def edit(kvs: list[KV]) -> list[KV]:
+        out = []
+        for kv in kvs:
+            if kv.name != key:
+                out.append(kv)
+            elif value == "string":
+                out.append(KV(key, VT.STRING, "sixteen"))
+            elif value == "nan":
+                out.append(KV(key, VT.FLOAT32, float("nan")))
+            elif value == "array":
+                out.append(KV(key, VT.ARRAY, [16, 16], VT.UINT32))
+        return out
+
+    old = _rewrite_gguf(_old_dflash(tmp_path), tmp_path / "bad.gguf", edit)
+    new = tmp_path / "new.gguf"
+    r = run_bounded("upgrade", str(old), "--target", str(_mrope_target(tmp_path)), "-o", str(new))
+    one_error(r, f"{old}: dflash.attention.key_length is ", "expected a positive integer")
+    assert not new.exists()
+
+
+def test_upgrade_with_a_gemma_target_of_absurd_hidden_size_is_one_line(tmp_path: Path) -> None:
+    import json
+
+    t = copy_fixture(tmp_path, "target-qwen3", "gemma")
+    cfg = json.loads((t / "config.json").read_text())
+    cfg["architectures"] = ["Gemma3ForCausalLM"]
+    cfg["model_type"] = "gemma3_text"
+    (t / "config.json").write_text(json.dumps(cfg).replace('"hidden_size": 64', '"hidden_size": 1' + "0" * 400))
+    old, new = _old_dflash(tmp_path), tmp_path / "new.gguf"
+    r = run_bounded("upgrade", str(old), "--target", str(t), "-o", str(new))
+    one_error(r, "hidden size 1000", "(281 more characters), expected a positive integer below 2^32")
+    assert not new.exists()

@@ -22,7 +22,6 @@ without it llama.cpp runs the draft with 4-bit activations on Blackwell. With an
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,10 +79,9 @@ class QuantConfig:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ConvertError(f"{path}: not readable JSON ({e})") from None
+    from ..hf.checkpoint import MAX_CONFIG_BYTES, read_json
+
+    data = read_json(path, limit=MAX_CONFIG_BYTES)  # bounded; nesting 100000 deep is one line
     if not isinstance(data, dict):
         raise ConvertError(f"{path}: expected a JSON object")
     return data

@@ -43,15 +43,19 @@ Select = Callable[[str], bool]
 
 #: the largest JSON file read (a tokenizer.json of a 256k vocabulary is ~20 MB; configs are kilobytes)
 MAX_JSON_BYTES = 512 * 1024 * 1024
+#: the largest small configuration file read (``hf_quant_config.json``: kilobytes in every real checkpoint)
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
 
-def read_json(path: Path, *, in_folder: bool = True) -> Any:
+def read_json(path: Path, *, in_folder: bool = True, limit: int | None = None) -> Any:
     """Parse the JSON file ``path`` (any JSON value) with one-line errors that name the file.
 
     This is the package's one JSON file reader (configs, tokenizer files, indexes, metadata overrides). With
     ``in_folder`` (the default: a file of a checkpoint or target folder) the file must be a member of its folder
     (``hf.members``: no symlink leaving the folder or the Hub cache's ``blobs/``); a file the user names on the
-    command line (``--metadata``) passes ``in_folder=False``.
+    command line (``--metadata``) passes ``in_folder=False``. ``limit``: the most bytes read (default
+    :data:`MAX_JSON_BYTES`; a small configuration file such as ``hf_quant_config.json`` passes
+    :data:`MAX_CONFIG_BYTES`).
 
     Example:
         >>> read_json(Path("fixtures/dflash-zlab/config.json"))["architectures"]
@@ -59,11 +63,12 @@ def read_json(path: Path, *, in_folder: bool = True) -> Any:
     """
     if in_folder:
         member(path)
+    cap = MAX_JSON_BYTES if limit is None else limit
     try:
         with open_regular(path) as f:
-            raw = f.read(MAX_JSON_BYTES + 1)
-        if len(raw) > MAX_JSON_BYTES:
-            raise ConvertError(f"{path}: larger than the {MAX_JSON_BYTES} byte limit for a JSON file")
+            raw = f.read(cap + 1)
+        if len(raw) > cap:
+            raise ConvertError(f"{path}: larger than the {cap} byte limit for {'a JSON file' if limit is None else 'this file'}")
         text = raw.decode("utf-8")
     except FileNotFoundError:
         raise ConvertError(f"{path}: file not found") from None
@@ -76,6 +81,8 @@ def read_json(path: Path, *, in_folder: bool = True) -> Any:
     except RecursionError:
         raise ConvertError(f"{path}: JSON nested too deeply (arrays or objects inside each other past the "
                            "interpreter's recursion limit); expected a flat configuration") from None
+    except ValueError as e:  # an integer literal past the interpreter's 4300-digit limit
+        raise ConvertError(f"{path}: malformed JSON ({clip(str(e))})") from None
 
 
 def load_json(path: Path) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from gguf import GGUFValueType as VT
 from ... import schema as S
 from ...plan import KV
 from ..kit.base import Context
-from ..kit.hparams import as_float, as_positive, as_u32, rope_dict
+from ..kit.hparams import as_float, as_fraction, as_positive, as_u32, rope_dict
 
 
 def _setting(hp: dict[str, Any], dc: dict[str, Any], key: str) -> Any:
@@ -51,7 +51,7 @@ def b11434_kvs(ctx: Context, hp: dict[str, Any], dc: dict[str, Any], taps: list[
     factor = rope_dict(hp).get("partial_rotary_factor")
     if factor is not None:
         out.append(KV(S.ROPE_DIMENSION_COUNT.format(arch=S.ARCH_DFLASH), VT.UINT32,
-                      int(head_dim * as_float(factor, "partial_rotary_factor", where))))
+                      int(head_dim * as_fraction(factor, "partial_rotary_factor", where))))
     if dc.get("attention_value_scale") is not None:
         out.append(KV(S.ATTN_VALUE_SCALE.format(arch=S.ARCH_DFLASH), VT.FLOAT32,
                       as_float(dc["attention_value_scale"], "dflash_config.attention_value_scale", where)))

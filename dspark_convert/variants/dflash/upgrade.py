@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import schema as S
-from ...errors import ConvertError
+from ...errors import ConvertError, clip_value
 from ...gguf_constants import QT, VT
 from ...gguffile.reader import GGUFFile
 from ...plan import KV, TensorSpec
@@ -128,6 +128,10 @@ class DFlashRules(UpgradeRules):
             return
         head_dim = f.value(_HEAD_DIM)
         if target.uses_mrope():
+            if isinstance(head_dim, bool) or not isinstance(head_dim, int) or not 0 < head_dim < 2**32:
+                raise ConvertError(f"{f.path}: {_HEAD_DIM} is {clip_value(head_dim)}, expected a positive integer "
+                                   "(an M-RoPE target's dimension sections are written from it); reconvert with "
+                                   "'dspark-convert hf2gguf'")
             present = DIMENSION_SECTIONS in f.kvs
             d.seen(present, "b10662")
             want = [int(head_dim) // 2, 0, 0, 0] if isinstance(head_dim, int) else None
@@ -162,8 +166,9 @@ class DFlashRules(UpgradeRules):
         elif s.subject == EMBEDDING_SCALE:
             assert u.target is not None
             hidden = u.target.hidden_size()
-            if not isinstance(hidden, int) or isinstance(hidden, bool) or hidden <= 0:
-                raise ConvertError(f"--target {u.target.source}: hidden size {hidden!r}, expected a positive integer")
+            if not isinstance(hidden, int) or isinstance(hidden, bool) or not 0 < hidden < 2**32:
+                raise ConvertError(f"--target {u.target.source}: hidden size {clip_value(hidden)}, expected a positive "
+                                   "integer below 2^32")
             u.insert_kv(KV(EMBEDDING_SCALE, VT.FLOAT32, float(math.sqrt(hidden))),
                         (S.DFLASH_BLOCK_SIZE, "dflash.logit_scale", "dflash.final_logit_softcapping"))
         else:

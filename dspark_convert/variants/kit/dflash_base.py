@@ -29,6 +29,7 @@ from .base import Context, TargetFacts, TargetTensor
 from .common import BACKBONE_GLOBALS, BACKBONE_LAYER, NameTable, is_skipped, tensor_spec
 from .hparams import (
     as_float,
+    as_fraction,
     as_positive,
     as_u32,
     find_hparam,
@@ -173,7 +174,7 @@ def dflash_kvs(ctx: Context, hp: dict[str, Any], dc: dict[str, Any], taps: list[
     out: list[KV] = []
     factor = rope_parameters_view(hp).get("partial_rotary_factor")
     if factor is not None:
-        rot = int(head_dim_of(hp, where) * as_float(factor, "partial_rotary_factor", where))
+        rot = int(head_dim_of(hp, where) * as_fraction(factor, "partial_rotary_factor", where))
         out.append(KV(S.ROPE_DIMENSION_COUNT.format(**arch), VT.UINT32, as_u32(rot, "partial_rotary_factor", where)))
     if dc.get("attention_value_scale") is not None:
         out.append(KV(S.ATTN_VALUE_SCALE.format(**arch), VT.FLOAT32,
