@@ -128,10 +128,6 @@ class DFlashRules(UpgradeRules):
             return
         head_dim = f.value(_HEAD_DIM)
         if target.uses_mrope():
-            if isinstance(head_dim, bool) or not isinstance(head_dim, int) or not 0 < head_dim < 2**32:
-                raise ConvertError(f"{f.path}: {_HEAD_DIM} is {clip_value(head_dim)}, expected a positive integer "
-                                   "(an M-RoPE target's dimension sections are written from it); reconvert with "
-                                   "'dspark-convert hf2gguf'")
             present = DIMENSION_SECTIONS in f.kvs
             d.seen(present, "b10662")
             want = [int(head_dim) // 2, 0, 0, 0] if isinstance(head_dim, int) else None
@@ -159,7 +155,11 @@ class DFlashRules(UpgradeRules):
                                            "present; reconvert with 'dspark-convert hf2gguf'")
                     p.spec = TensorSpec(p.spec.name + ".weight", p.spec.shape, p.spec.ggml_type, origin="file")
         elif s.subject == DIMENSION_SECTIONS:
-            hd = int(f.value(_HEAD_DIM))
+            hd = f.value(_HEAD_DIM)
+            if isinstance(hd, bool) or not isinstance(hd, int) or not 0 < hd < 2**32:
+                raise ConvertError(f"{u.where}: {_HEAD_DIM} is {clip_value(hd)}, expected a positive integer (an "
+                                   "M-RoPE target's dimension sections are written from it); reconvert with "
+                                   "'dspark-convert hf2gguf'")
             after = [k.name for k in u.kvs if k.name.startswith("dflash.") and k.name not in
                      (S.DFLASH_SAMPLE_FROM_ANCHOR, HAS_CONFIDENCE_HEAD)]
             u.insert_kv(KV(DIMENSION_SECTIONS, VT.ARRAY, [hd // 2, 0, 0, 0], VT.INT32), tuple(after))
