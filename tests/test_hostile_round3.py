@@ -695,3 +695,107 @@ def test_upgrade_with_a_gemma_target_of_absurd_hidden_size_is_one_line(tmp_path:
     r = run_bounded("upgrade", str(old), "--target", str(t), "-o", str(new))
     one_error(r, "hidden size 1000", "(281 more characters), expected a positive integer below 2^32")
     assert not new.exists()
+
+
+# ------------------------------------------------------------------------------------------- 6: degenerate values
+def _convert_refused(draft: Path, target: Path | None, tmp_path: Path, *fragments: str) -> None:
+    out = tmp_path / "refused.gguf"
+    with pytest.raises(ConvertError) as e:
+        convert(draft, target, out)
+    msg = str(e.value)
+    assert "\n" not in msg and all(f in msg for f in fragments), msg
+    assert not out.exists()
+
+
+SMALL_DSV4 = {"hidden": 128, "stages": 2, "experts": 2, "moe": 32, "head_dim": 64, "q_lora": 64, "o_lora": 32}
+
+
+@pytest.mark.parametrize(("key", "value", "fragment"), [
+    ("hc_eps", float("nan"), "dflash.hyper_connection.epsilon: is nan, expected a finite positive number"),
+    ("hc_eps", 0, "dflash.hyper_connection.epsilon: is 0.0, expected a finite positive number"),
+    ("routed_scaling_factor", -1, "dflash.expert_weights_scale: is -1.0, expected a finite positive number"),
+    ("swiglu_limit", 0, "swiglu_clamp_exp: holds 0.0, expected finite positive numbers"),
+    ("swiglu_limit", float("nan"), "swiglu_clamp_exp: holds nan, expected finite positive numbers"),
+    ("num_experts_per_tok", 0, "dflash.expert_used_count: is 0, expected an integer in [1, 2147483647]"),
+    ("index_topk", 0, "dflash.attention.indexer.top_k: is 0, expected an integer in [1, 2147483647]"),
+    ("qk_rope_head_dim", 0, "dflash.rope.dimension_count: is 0, expected an integer in [1, 2147483647]"),
+])
+def test_degenerate_deepseek_v4_values_are_refused(key: str, value: float, fragment: str, tmp_path: Path) -> None:
+    """NaN, -1 or 0 where the loader divides by, scales by or allocates from the value: refused at conversion
+    (the same rule as check, rule hparam-value)."""
+    from dsv4_support import dsv4, make
+
+    ck = make(tmp_path, dims=dsv4.Dims(**SMALL_DSV4), layout=dsv4.Layout(config_extra={key: value}))
+    _convert_refused(ck, None, tmp_path, fragment, "[hparam-value]")
+
+
+@pytest.mark.parametrize(("edit", "fragment"), [
+    ({"intermediate_size": 0}, "dflash.feed_forward_length: is 0, expected an integer in [1, 2147483647]"),
+    ({"intermediate_size": None}, "dflash.feed_forward_length: is missing while the file has ffn_up.weight tensors"),
+    ({"num_attention_heads": None}, "dflash.attention.head_count: is missing while the file has attn_q.weight"),
+])
+def test_degenerate_dflash2_values_are_refused(edit: dict, fragment: str, tmp_path: Path) -> None:
+    import json
+
+    draft = copy_fixture(tmp_path, "dflash2-zlab", "draft")
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg.update(edit)
+    (draft / "config.json").write_text(json.dumps(cfg))
+    _convert_refused(draft, TARGET, tmp_path, fragment)
+
+
+@pytest.mark.parametrize(("value", "ok"), [(1, True), (4096, True), (4097, False), (2**31, False)])
+def test_block_size_range_at_conversion(value: int, ok: bool, tmp_path: Path) -> None:
+    """``dflash.block_size`` in [1, MAX_BLOCK_SIZE = 4096]: at the limit and one past it (2^31 was written)."""
+    import json
+
+    draft = copy_fixture(tmp_path, "dflash-zlab", "draft")
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg["block_size"] = value
+    (draft / "config.json").write_text(json.dumps(cfg))
+    if ok:
+        convert(draft, TARGET, tmp_path / "ok.gguf")
+    else:
+        _convert_refused(draft, TARGET, tmp_path, f"dflash.block_size: is {value}, expected an integer in [1, 4096]")
+
+
+@pytest.mark.parametrize(("value", "ok"), [(0, False), (1, True), (4096, True), (4097, False), (2**32 - 1, False)])
+def test_check_holds_block_size_to_the_same_range(value: int, ok: bool, tmp_path: Path) -> None:
+    from gguf import GGUFValueType as VT
+
+    from dspark_convert.check import check_file, errors
+    from dspark_convert.plan import KV
+
+    def edit(kvs: list[KV]) -> list[KV]:
+        return [KV(k.name, VT.UINT32, value) if k.name == "dflash.block_size" else k for k in kvs]
+
+    f = _rewrite_gguf(_old_dflash(tmp_path), tmp_path / "b.gguf", edit)
+    found = [(x.subject, x.rule) for x in errors(check_file(f))]
+    assert found == ([] if ok else [("dflash.block_size", "hparam-value")]), found
+
+
+def test_check_flags_a_negative_target_layer(tmp_path: Path) -> None:
+    from gguf import GGUFValueType as VT
+
+    from dspark_convert.check import check_file, errors
+    from dspark_convert.plan import KV
+
+    def edit(kvs: list[KV]) -> list[KV]:
+        return [KV(k.name, VT.ARRAY, [-4, 2], VT.INT32) if k.name == "dflash.target_layers" else k for k in kvs]
+
+    f = _rewrite_gguf(_old_dflash(tmp_path), tmp_path / "t.gguf", edit)
+    msgs = [x.message for x in errors(check_file(f)) if x.rule == "hparam-value"]
+    assert msgs == ["holds -4, expected layer indices >= 0 (the loader indexes the target's layers with them)"], msgs
+
+
+def test_a_gemma4_target_layer_of_minus_4_is_refused(tmp_path: Path) -> None:
+    import json
+
+    from gemma4_drafts import make
+
+    draft, target = make(tmp_path, "v-gemma4-default")
+    cfg = json.loads((draft / "config.json").read_text())
+    dc = cfg["dflash_config"] if "target_layer_ids" in cfg.get("dflash_config", {}) else cfg
+    dc["target_layer_ids"] = [-4, *dc["target_layer_ids"][1:]]
+    (draft / "config.json").write_text(json.dumps(cfg))
+    _convert_refused(draft, target, tmp_path, "dflash.target_layers: holds -3, expected layer indices >= 0")
