@@ -595,7 +595,7 @@ def test_partial_rotary_factor_out_of_range_is_one_line(value: str, fixture: str
 
 
 def test_from_revision_with_a_non_ascii_digit_is_one_line(tmp_path: Path) -> None:
-    from dspark_convert.staleness import revision_index
+    from dspark_convert.roles.upgrade import revision_index
 
     with pytest.raises(ConvertError, match=r"--from-revision 'b²': expected an upstream tag"):
         revision_index("b²")
