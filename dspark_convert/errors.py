@@ -26,6 +26,11 @@ class ConvertError(Exception):
 
     exit_code = 2
 
+    def __init__(self, *args: object) -> None:
+        if len(args) == 1 and isinstance(args[0], str):
+            args = (bounded_line(args[0]),)
+        super().__init__(*args)
+
 
 class GGUFFormatError(ConvertError):
     """A GGUF file that cannot be read safely (truncated, wrong magic, absurd counts, ...)."""
@@ -131,3 +136,26 @@ def _digits(value: int) -> int:
     n = abs(value)
     d = int(n.bit_length() * math.log10(2))
     return d + 1 if n >= 10**d else d
+
+
+#: the longest error line: the sources clip every value they quote (:func:`clip`); this is the net under them
+MAX_LINE_CHARS = 2000
+
+
+def bounded_line(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """``text`` on one line of at most about ``limit`` characters: a word (a run without spaces) longer than 120
+    characters is clipped (:func:`clip`), then a line still too long keeps its start and its end (what was
+    expected) around an elision mark.
+
+    Example:
+        >>> len(bounded_line("tensor '" + "x" * 10**6 + "' is bad"))
+        162
+    """
+    if len(text) <= limit and "\n" not in text:
+        return text
+    words = [clip(w) if len(w) > 120 else w for w in text.replace("\n", " ").split(" ")]
+    text = " ".join(words)
+    if len(text) > limit:
+        head, tail = text[: limit * 2 // 3], text[-limit // 4:]
+        text = f"{head} ... ({len(text) - len(head) - len(tail)} characters elided) ... {tail}"
+    return text

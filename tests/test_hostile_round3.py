@@ -850,3 +850,51 @@ def test_a_cached_tree_without_the_pinned_stamp_is_not_built(tmp_path: Path) -> 
         build.fetch_source(tmp_path)
     (tmp_path / "src" / build.SDIST_STAMP).write_text(build.SDIST_SHA256 + "\n")
     assert build.fetch_source(tmp_path) == tree
+
+
+# ------------------------------------------------------------------------------------------- 7: bounded lines
+def test_a_huge_index_key_gives_a_short_line(tmp_path: Path) -> None:
+    """A 10 MB tensor name in model.safetensors.index.json printed a 10 MB error line."""
+    import json
+
+    draft = copy_fixture(tmp_path, "dflash-zlab-swa", "draft")
+    idx = json.loads((draft / "model.safetensors.index.json").read_text())
+    idx["weight_map"]["x" * 10_000_000] = "model-00001-of-00002.safetensors"
+    (draft / "model.safetensors.index.json").write_text(json.dumps(idx))
+    out = tmp_path / "out"
+    out.mkdir()
+    r = run_bounded("hf2gguf", str(draft), "-t", str(TARGET), "-o", str(out / "d.gguf"))
+    line = one_error(r, "more characters")
+    assert len(line) < 600, len(line)
+
+
+def test_a_huge_quant_algo_gives_a_short_line(tmp_path: Path) -> None:
+    import json
+
+    from dspark_convert.formats.modelopt import read_quant_config
+
+    (tmp_path / "config.json").write_text(json.dumps({"quantization_config": {"quant_method": "modelopt",
+                                                                              "quant_algo": "Q" * 10_000_000}}))
+    with pytest.raises(ConvertError) as e:
+        read_quant_config(tmp_path, json.loads((tmp_path / "config.json").read_text()), [], lambda n: n)
+    assert len(str(e.value)) < 600 and "more characters" in str(e.value), str(e.value)[:300]
+
+
+def test_a_huge_content_range_gives_a_short_line(tmp_path: Path) -> None:
+    """A 20 KB Content-Range header was quoted whole."""
+    from http_server import FileServer, Route
+
+    with FileServer() as server:
+        server.routes["/c.gguf"] = Route(b"GGUF" + b"\0" * 100, ranges=False, status=206,
+                                         headers={"Content-Range": "bytes " + "9" * 20_000})
+        r = run_bounded("inspect", server.url + "/c.gguf")
+    line = one_error(r, "the server answered 206 with Content-Range", "more characters")
+    assert len(line) < 600, len(line)
+
+
+def test_every_convert_error_line_is_bounded() -> None:
+    """The net under every source: a ConvertError's line never exceeds about MAX_LINE_CHARS characters."""
+    from dspark_convert.errors import MAX_LINE_CHARS
+
+    e = ConvertError("x: holds " + str(["k" * 50] * 200_000) + ", expected a dict")
+    assert len(str(e)) <= MAX_LINE_CHARS + 60 and str(e).endswith("expected a dict") and "\n" not in str(e)

@@ -31,7 +31,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from ..errors import ConvertError
+from ..errors import ConvertError, clip
 from .options import RemoteOptions
 
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
@@ -298,11 +298,11 @@ class RangeReader:
         raw = resp.headers.get("Content-Range", "")
         m = _CONTENT_RANGE.match(raw)
         if m is None or m.group(3) == "*":
-            raise ConvertError(f"{self.name}: the server answered 206 with Content-Range {raw!r}, expected "
+            raise ConvertError(f"{self.name}: the server answered 206 with Content-Range {clip(repr(raw))}, expected "
                                f"'bytes {start}-{stop - 1}/SIZE'")
         first, last, total = int(m.group(1)), int(m.group(2)), int(m.group(3))
         if first != start or last < first or last >= total:
-            raise ConvertError(f"{self.name}: asked for bytes from {start}, the server sent {raw!r}")
+            raise ConvertError(f"{self.name}: asked for bytes from {start}, the server sent {clip(repr(raw))}")
         self._check_file(total, resp)
         self.range_supported = True
         self._read(resp, min(last + 1, stop) - start)

@@ -174,24 +174,24 @@ def read_safetensors_header(path: Path) -> list[TensorRef]:
         dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
         if not (isinstance(dtype, str) and isinstance(shape, list) and all(_is_int(d) for d in shape)
                 and isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)):
-            raise ConvertError(f"{path}: tensor '{name}' has a malformed header entry {json.dumps(info)[:200]} (expected "
+            raise ConvertError(f"{path}: tensor '{clip(name)}' has a malformed header entry {json.dumps(info)[:200]} (expected "
                                "a dtype string, a shape list of integers and data_offsets [start, end])")
         shape, (a, b) = tuple(shape), offsets
         if dtype not in SAFETENSORS_DTYPES:
-            raise ConvertError(f"{path}: tensor '{name}' has unsupported dtype {dtype} (expected one of {', '.join(SAFETENSORS_DTYPES)})")
+            raise ConvertError(f"{path}: tensor '{clip(name)}' has unsupported dtype {dtype} (expected one of {', '.join(SAFETENSORS_DTYPES)})")
         if any(d < 0 for d in shape):
-            raise ConvertError(f"{path}: tensor '{name}' has a negative dimension {list(shape)}")
+            raise ConvertError(f"{path}: tensor '{clip(name)}' has a negative dimension {list(shape)}")
         count = math.prod(shape)  # Python ints: a hostile shape cannot overflow into a plausible size
         expected = count * np.dtype(SAFETENSORS_DTYPES[dtype][0]).itemsize
         if b - a != expected or a < 0:
-            raise ConvertError(f"{path}: tensor '{name}' spans bytes [{a}, {b}) but shape {list(shape)} {dtype} needs {expected}")
+            raise ConvertError(f"{path}: tensor '{clip(name)}' spans bytes [{a}, {b}) but shape {list(shape)} {dtype} needs {expected}")
         if base + b > size:
-            raise ConvertError(f"{path}: tensor '{name}' ends at byte {base + b}, past the end of the file ({size} bytes): truncated download?")
+            raise ConvertError(f"{path}: tensor '{clip(name)}' ends at byte {base + b}, past the end of the file ({size} bytes): truncated download?")
         refs.append(TensorRef(name, path, dtype, shape, base + a, base + b))
     spans = sorted((r.start, r.end, r.name) for r in refs if r.end > r.start)
     for (_, e0, n0), (s1, _, n1) in zip(spans, spans[1:], strict=False):  # sorted: adjacent pairs suffice
         if s1 < e0:
-            raise ConvertError(f"{path}: tensors '{n0}' and '{n1}' overlap in the file")
+            raise ConvertError(f"{path}: tensors '{clip(n0)}' and '{clip(n1)}' overlap in the file")
     return refs
 
 
@@ -284,19 +284,19 @@ class Checkpoint:
                 if not self._wanted(r.name):
                     continue
                 if r.name in self._refs:
-                    raise ConvertError(f"{self.path}: tensor '{r.name}' is in two shards ({self._refs[r.name].file.name} and {f.name})")
+                    raise ConvertError(f"{self.path}: tensor '{clip(r.name)}' is in two shards ({self._refs[r.name].file.name} and {f.name})")
                 self._refs[r.name] = r
                 self.names.append(r.name)
         if weight_map is not None:
             for name, fn in weight_map.items():
                 ref = self._refs.get(name)
                 if ref is None:
-                    raise ConvertError(f"{index}: tensor '{name}' is listed in shard '{fn}' but no shard holds it")
+                    raise ConvertError(f"{index}: tensor '{clip(name)}' is listed in shard '{clip(fn)}' but no shard holds it")
                 if ref.file.name != fn:
-                    raise ConvertError(f"{index}: tensor '{name}' is listed in '{fn}' but stored in '{ref.file.name}'")
+                    raise ConvertError(f"{index}: tensor '{clip(name)}' is listed in '{clip(fn)}' but stored in '{ref.file.name}'")
             extra = [n for n in self.names if n not in weight_map]
             if extra:
-                raise ConvertError(f"{index}: tensor '{extra[0]}' in {self._refs[extra[0]].file.name} is not in the weight_map")
+                raise ConvertError(f"{index}: tensor '{clip(extra[0])}' in {self._refs[extra[0]].file.name} is not in the weight_map")
 
     def _index_pickles(self) -> None:
         bins = sorted(p for p in self.path.iterdir() if p.name.startswith("pytorch_model") and p.name.endswith(".bin"))
@@ -312,7 +312,7 @@ class Checkpoint:
                 if not self._wanted(name):
                     continue
                 if name in self._pickle:
-                    raise ConvertError(f"{self.path}: tensor '{name}' is in two files")
+                    raise ConvertError(f"{self.path}: tensor '{clip(name)}' is in two files")
                 self._pickle[name] = arr
                 self.names.append(name)
                 self._refs[name] = TensorRef(name, b, arr.dtype_str, tuple(arr.array.shape), 0, 0)
@@ -326,7 +326,7 @@ class Checkpoint:
         try:
             return self._refs[name]
         except KeyError:
-            raise ConvertError(f"{self.path}: tensor '{name}' not found in the checkpoint") from None
+            raise ConvertError(f"{self.path}: tensor '{clip(name)}' not found in the checkpoint") from None
 
     def shape(self, name: str) -> tuple[int, ...]:
         return self.ref(name).shape
@@ -367,7 +367,7 @@ class Checkpoint:
             while done < buf.nbytes:
                 n = f.readinto(buf.data[done:])  # .data is memoryview(buf), typed for mypy
                 if not n:
-                    raise ConvertError(f"{ref.file}: file ended while reading tensor '{name}' (truncated or changed during conversion?)")
+                    raise ConvertError(f"{ref.file}: file ended while reading tensor '{clip(name)}' (truncated or changed during conversion?)")
                 done += n
         return buf.view(ref.numpy_dtype).reshape(stop - start, *ref.shape[1:])
 
