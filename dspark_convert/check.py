@@ -115,7 +115,10 @@ def _hparam_rules(c: Checker) -> None:
         v = c.val(tpl)
         if isinstance(v, (int, float)) and not isinstance(v, bool) and not (math.isfinite(v) and v > 0):
             c.err(c.key(tpl), "hparam-value", f"is {v}, expected a finite positive number ({what})")
-    for tpl, low, high, what in INT_RANGES:
+    block_key = S.BLOCK_SIZE_KEY.get(c.plan.arch)
+    block = ((block_key, 1, MAX_BLOCK_SIZE, "a block is one batch of block_size tokens, read into an int32"),) \
+        if block_key else ()
+    for tpl, low, high, what in (*INT_RANGES, *block):
         v = c.val(tpl)
         if isinstance(v, int) and not isinstance(v, bool) and not low <= v <= high:
             c.err(c.key(tpl), "hparam-value", f"is {v}, expected an integer in [{low}, {high}] ({what})")
@@ -132,13 +135,15 @@ def _hparam_rules(c: Checker) -> None:
         if c.val(tpl) is None and any(n.endswith(suffixes) for n in names):
             c.err(c.key(tpl), "hparam-value", f"is missing while the file has {suffixes[0][1:]} tensors; llama.cpp "
                   f"then reads 0 ({what})")
-    taps = c.val(S.DFLASH_TARGET_LAYERS)
-    if isinstance(taps, list) and any(isinstance(t, int) and t < 0 for t in taps):
-        c.err(c.key(S.DFLASH_TARGET_LAYERS), "hparam-value", f"holds {min(taps)}, expected layer indices >= 0 (the "
-              "loader indexes the target's layers with them)")
+    taps_key = S.TARGET_LAYERS_KEY.get(c.plan.arch)
+    taps = c.val(taps_key) if taps_key else None
+    if taps_key and isinstance(taps, list) and any(isinstance(t, int) and t < 0 for t in taps):
+        low = min(t for t in taps if isinstance(t, int))
+        c.err(c.key(taps_key), "hparam-value", f"holds {low}, expected layer indices >= 0 (the loader indexes the "
+              "target's layers with them)")
 
 
-#: the largest ``{arch}.block_size``: a block is one batch of block_size tokens (llama.cpp reads the key with
+#: the largest block size (``S.BLOCK_SIZE_KEY``): a block is one batch of block_size tokens (llama.cpp reads the key with
 #: ``atoi`` into an int32 and allocates the block's batch from it); real drafts use 16, llama.cpp's default batch
 #: is 2048 tokens
 MAX_BLOCK_SIZE = 4096
@@ -153,7 +158,6 @@ INT_RANGES: tuple[tuple[str, int, int, str], ...] = (
     (S.INDEXER_KEY_LENGTH, 1, 2**31 - 1, "the indexer's key length"),
     (S.ROPE_DIMENSION_COUNT, 1, 2**31 - 1, "RoPE rotates rope.dimension_count dimensions of each head"),
     (S.HC_COUNT, 0, 2**31 - 1, "hyper-connection streams"),
-    (S.DFLASH_BLOCK_SIZE, 1, MAX_BLOCK_SIZE, "a block is one batch of block_size tokens, read into an int32"),
 )
 #: float keys that must be finite and positive (any arch that has them), besides eps / RoPE base / RoPE factor
 POSITIVE_FLOATS: tuple[tuple[str, str], ...] = (
