@@ -110,10 +110,66 @@ def _hparam_rules(c: Checker) -> None:
     for tpl, what in ((S.RMS_EPS, "RMS norm divides by sqrt(mean(x^2) + eps)"),
                       (S.ROPE_FREQ_BASE, "RoPE angles are position / freq_base^(2i/d)"),
                       (S.ROPE_FREQ_BASE_SWA, "RoPE angles are position / freq_base^(2i/d)"),
-                      (S.ROPE_SCALING_FACTOR, "scaled RoPE divides positions by the factor")):
+                      (S.ROPE_SCALING_FACTOR, "scaled RoPE divides positions by the factor"),
+                      *POSITIVE_FLOATS):
         v = c.val(tpl)
         if isinstance(v, (int, float)) and not isinstance(v, bool) and not (math.isfinite(v) and v > 0):
             c.err(c.key(tpl), "hparam-value", f"is {v}, expected a finite positive number ({what})")
+    block_key = S.BLOCK_SIZE_KEY.get(c.plan.arch)
+    block = ((block_key, 1, MAX_BLOCK_SIZE, "a block is one batch of block_size tokens, read into an int32"),) \
+        if block_key else ()
+    for tpl, low, high, what in (*INT_RANGES, *block):
+        v = c.val(tpl)
+        if isinstance(v, int) and not isinstance(v, bool) and not low <= v <= high:
+            c.err(c.key(tpl), "hparam-value", f"is {v}, expected an integer in [{low}, {high}] ({what})")
+    for tpl, what in POSITIVE_FLOAT_ARRAYS:
+        v = c.val(tpl)
+        bad = [x for x in v if isinstance(x, (int, float)) and not (math.isfinite(x) and x > 0)] \
+            if isinstance(v, list) else []
+        if bad:
+            c.err(c.key(tpl), "hparam-value", f"holds {bad[0]}, expected finite positive numbers ({what})")
+    names = [t.name for t in c.plan.tensors]
+    for tpl, suffixes, what in ((S.HEAD_COUNT, (".attn_q.weight",), "the head size is embedding_length / head_count"),
+                                (S.FEED_FORWARD_LENGTH, (".ffn_up.weight", ".ffn_gate.weight"),
+                                 "the FFN tensors have feed_forward_length rows")):
+        if c.val(tpl) is None and any(n.endswith(suffixes) for n in names):
+            c.err(c.key(tpl), "hparam-value", f"is missing while the file has {suffixes[0][1:]} tensors; llama.cpp "
+                  f"then reads 0 ({what})")
+    taps_key = S.TARGET_LAYERS_KEY.get(c.plan.arch)
+    taps = c.val(taps_key) if taps_key else None
+    if taps_key and isinstance(taps, list) and any(isinstance(t, int) and t < 0 for t in taps):
+        low = min(t for t in taps if isinstance(t, int))
+        c.err(c.key(taps_key), "hparam-value", f"holds {low}, expected layer indices >= 0 (the loader indexes the "
+              "target's layers with them)")
+
+
+#: the largest block size (``S.BLOCK_SIZE_KEY``): a block is one batch of block_size tokens (llama.cpp reads the key with
+#: ``atoi`` into an int32 and allocates the block's batch from it); real drafts use 16, llama.cpp's default batch
+#: is 2048 tokens
+MAX_BLOCK_SIZE = 4096
+#: integer keys the loader divides by, indexes with or allocates from, with their range (any arch that has them)
+INT_RANGES: tuple[tuple[str, int, int, str], ...] = (
+    (S.FEED_FORWARD_LENGTH, 1, 2**31 - 1, "the FFN tensors have feed_forward_length rows"),
+    (S.EXPERT_COUNT, 1, 2**31 - 1, "the expert tensors have expert_count slices"),
+    (S.EXPERT_USED_COUNT, 1, 2**31 - 1, "llama.cpp asserts 0 < expert_used_count <= expert_count at load"),
+    (S.EXPERT_FEED_FORWARD_LENGTH, 1, 2**31 - 1, "the expert tensors have expert_feed_forward_length rows"),
+    (S.INDEXER_TOP_K, 1, 2**31 - 1, "the indexer selects top_k positions"),
+    (S.INDEXER_HEAD_COUNT, 1, 2**31 - 1, "the indexer's heads"),
+    (S.INDEXER_KEY_LENGTH, 1, 2**31 - 1, "the indexer's key length"),
+    (S.ROPE_DIMENSION_COUNT, 1, 2**31 - 1, "RoPE rotates rope.dimension_count dimensions of each head"),
+    (S.HC_COUNT, 0, 2**31 - 1, "hyper-connection streams"),
+)
+#: float keys that must be finite and positive (any arch that has them), besides eps / RoPE base / RoPE factor
+POSITIVE_FLOATS: tuple[tuple[str, str], ...] = (
+    (S.HC_EPSILON, "hyper-connection normalisation divides by it"),
+    (S.EXPERT_WEIGHTS_SCALE, "the routed experts' weights are scaled by it"),
+    (S.COMPRESS_ROPE_FREQ_BASE, "RoPE angles are position / freq_base^(2i/d)"),
+)
+#: float arrays whose every element must be finite and positive
+POSITIVE_FLOAT_ARRAYS: tuple[tuple[str, str], ...] = (
+    (S.SWIGLU_CLAMP_EXP, "the SwiGLU of the routed experts is clamped to it"),
+    (S.SWIGLU_CLAMP_SHEXP, "the SwiGLU of the shared experts is clamped to it"),
+)
 
 
 def _tensor_rules(c: Checker) -> None:

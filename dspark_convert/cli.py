@@ -108,9 +108,12 @@ Deadline = Annotated[float, typer.Option("--deadline", min=0.001, help="Remote f
 
 def remote_options(max_header_mib: int, timeout: float, deadline: float = 300.0) -> Any:
     """The RemoteOptions of the remote-file flags."""
+    import time
+
     from .gguffile.options import RemoteOptions
 
-    return RemoteOptions(max_header_bytes=max_header_mib << 20, timeout=timeout, deadline=deadline)
+    return RemoteOptions(max_header_bytes=max_header_mib << 20, timeout=timeout, deadline=deadline,
+                         started=time.monotonic())
 
 
 class _State:

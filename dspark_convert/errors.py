@@ -24,6 +24,11 @@ class ConvertError(Exception):
 
     exit_code = 2
 
+    def __init__(self, *args: object) -> None:
+        if len(args) == 1 and isinstance(args[0], str):
+            args = (bounded_line(args[0]),)
+        super().__init__(*args)
+
 
 class GGUFFormatError(ConvertError):
     """A GGUF file that cannot be read safely (truncated, wrong magic, absurd counts, ...)."""
@@ -60,3 +65,50 @@ def clip(text: str, limit: int = 120) -> str:
     """``text`` cut to ``limit`` characters with the elided count (an error line names a value, never dumps it)."""
     text = str(text)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def clip_value(value: object, limit: int = 120) -> str:
+    """``repr(value)`` through :func:`clip`, for any value an input holds: an integer too long for ``repr``
+    (Python refuses past 4300 digits) is shown by its digit count.
+
+    Example:
+        >>> clip_value(10**5000)
+        '<an integer of 5001 digits>'
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 13000:
+        return f"<an integer of {len(str(value)) if value.bit_length() < 14000 else _digits(value)} digits>"
+    try:
+        return clip(repr(value), limit)
+    except ValueError:
+        return f"<a {type(value).__name__} too large to show>"
+
+
+def _digits(value: int) -> int:
+    import math
+
+    n = abs(value)
+    d = int(n.bit_length() * math.log10(2))
+    return d + 1 if n >= 10**d else d
+
+
+#: the longest error line: the sources clip every value they quote (:func:`clip`); this is the net under them
+MAX_LINE_CHARS = 2000
+
+
+def bounded_line(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """``text`` on one line of at most about ``limit`` characters: a word (a run without spaces) longer than 120
+    characters is clipped (:func:`clip`), then a line still too long keeps its start and its end (what was
+    expected) around an elision mark.
+
+    Example:
+        >>> len(bounded_line("tensor '" + "x" * 10**6 + "' is bad"))
+        162
+    """
+    if len(text) <= limit and "\n" not in text:
+        return text
+    words = [clip(w) if len(w) > 120 else w for w in text.replace("\n", " ").split(" ")]
+    text = " ".join(words)
+    if len(text) > limit:
+        head, tail = text[: limit * 2 // 3], text[-limit // 4:]
+        text = f"{head} ... ({len(text) - len(head) - len(tail)} characters elided) ... {tail}"
+    return text

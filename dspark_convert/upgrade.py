@@ -133,7 +133,9 @@ def _refuse_w4a16(f: GGUFFile, hf: Path) -> None:
     ``prec_a4``: refused (upgrade does not rebuild the per-tensor quantization facts)."""
     texts = [json.dumps(checkpoint_config(hf).get("quantization_config", {}))]
     if (hf / "hf_quant_config.json").is_file():
-        texts.append((hf / "hf_quant_config.json").read_text(encoding="utf-8", errors="replace"))
+        from .hf.checkpoint import MAX_CONFIG_BYTES, read_json
+
+        texts.append(json.dumps(read_json(hf / "hf_quant_config.json", limit=MAX_CONFIG_BYTES)))
     if any("W4A16" in t for t in texts):
         raise ConvertError(f"{f.path}: {PREC_A4}: --hf {hf} quantizes W4A16_NVFP4, and upstream b11223+ marks those "
                            "tensors prec_a4 = false (else llama.cpp runs them W4A4 on Blackwell); upgrade does not "
@@ -331,12 +333,13 @@ def _pack_kv(kv: KV) -> bytes | None:
     return None
 
 
-def header_bytes(plan: UpgradePlan, f: GGUFFile, old_header: bytes) -> bytes | None:
+def header_bytes(plan: UpgradePlan, f: GGUFFile, old_header: bytes, *, padded: bool = True) -> bytes | None:
     """Everything before the tensor data of the upgraded file, without gguf-py: each KV kept from the old file is
     its record copied byte for byte from ``old_header`` (a vocabulary is neither decoded nor re-encoded), each new
     one packed by :func:`_pack_kv`, then the tensor infos and the padding to ``f``'s alignment. None when a new KV
     is of a kind only gguf-py packs (:func:`write_upgrade` then uses :func:`~dspark_convert.gguffile.header.write_header`,
-    which gives the same bytes: tests/test_upgrade.py compares them)."""
+    which gives the same bytes: tests/test_upgrade.py compares them). ``padded=False`` leaves the padding out
+    (the writer leaves it as a hole: an alignment of 2^31 is never materialised in memory)."""
     import struct
 
     out = [b"GGUF", struct.pack("<IQQ", GGUF_VERSION, len(plan.pieces), len(plan.kvs))]
@@ -355,8 +358,8 @@ def header_bytes(plan: UpgradePlan, f: GGUFFile, old_header: bytes) -> bytes | N
         ne = tuple(reversed(p.spec.shape))
         out.append(struct.pack(f"<Q{len(name)}sI{len(ne)}QIQ", len(name), name, len(ne), *ne, p.spec.ggml_type, offset))
         offset += p.spec.nbytes + _pad(p.spec.nbytes, f.alignment)
-    n = sum(map(len, out))
-    out.append(b"\0" * _pad(n, f.alignment))
+    if padded:
+        out.append(b"\0" * _pad(sum(map(len, out)), f.alignment))
     return b"".join(out)
 
 
@@ -422,7 +425,7 @@ def write_upgrade(plan: UpgradePlan, f: GGUFFile, path: Path, *, force: bool = F
     def body(out: BinaryIO) -> None:
         with open(f.path, "rb") as src:
             sfd = src.fileno()
-            head = header_bytes(plan, f, os.pread(sfd, f.data_offset, 0))
+            head = header_bytes(plan, f, os.pread(sfd, f.header_end, 0), padded=False)
             if head is None:  # a new KV only gguf-py packs
                 from .gguffile.header import ALIGNMENT, write_header
 
@@ -433,7 +436,10 @@ def write_upgrade(plan: UpgradePlan, f: GGUFFile, path: Path, *, force: bool = F
             else:
                 out.write(head)
             out.flush()
+            # the padding (to the data section, after each tensor) is left as a hole of the new file: zeros that
+            # are never held in memory, whatever general.alignment says (llama.cpp's rule: a power of two, u32)
             dfd, pos = out.fileno(), out.tell()
+            pos += _pad(pos, f.alignment)
             data0 = pos
             for offset, n, group in _runs(plan, f):
                 if offset >= 0:
@@ -445,10 +451,9 @@ def write_upgrade(plan: UpgradePlan, f: GGUFFile, path: Path, *, force: bool = F
                         raise ConvertError(f"internal: {p.spec.name}: {len(b)} bytes, planned {p.spec.nbytes}")
                     os.pwrite(dfd, b, pos)
                 pos += n
-                tail = _pad(pos - data0, f.alignment)
-                if tail:
-                    os.pwrite(dfd, b"\0" * tail, pos)
-                    pos += tail
+                pos += _pad(pos - data0, f.alignment)
+            if os.fstat(dfd).st_size < pos:
+                os.ftruncate(dfd, pos)
             out.seek(pos)
 
     return write_atomically(path, body, force=force)

@@ -270,7 +270,7 @@ def test_hostile_counts_are_refused_before_fetching_more(server: FileServer, tmp
     server.routes["/h.gguf"] = Route(sparse_gguf(tmp_path / "h.gguf", head, 16 << 30))
     with pytest.raises(GGUFFormatError) as e:
         open_gguf_source(server.url + "/h.gguf", OPTS)
-    assert str(e.value).startswith(f"{server.url}/h.gguf: {what} at byte ") and "512 MiB limit" in str(e.value)
+    assert str(e.value).startswith(f"{server.url}/h.gguf: {what} at byte ") and "256 MiB budget" in str(e.value)
     assert server.sent() == W1 and len(server.gets()) == 1  # nothing fetched beyond the first window
 
 

@@ -22,7 +22,6 @@ without it llama.cpp runs the draft with 4-bit activations on Blackwell. With an
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConvertError
+from ..errors import ConvertError, clip, clip_value
 from .quant import NVFP4_BLOCK, NVFP4_SUB, nvfp4_bad_scales
 
 HF_QUANT_CONFIG = "hf_quant_config.json"
@@ -80,10 +79,9 @@ class QuantConfig:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ConvertError(f"{path}: not readable JSON ({e})") from None
+    from ..hf.checkpoint import MAX_CONFIG_BYTES, read_json
+
+    data = read_json(path, limit=MAX_CONFIG_BYTES)  # bounded; nesting 100000 deep is one line
     if not isinstance(data, dict):
         raise ConvertError(f"{path}: expected a JSON object")
     return data
@@ -100,7 +98,7 @@ def read_quant_config(folder: Path, config: Mapping[str, Any], tensor_names: lis
     """
     qc = config.get("quantization_config") or {}
     if not isinstance(qc, dict):
-        raise ConvertError(f"{folder / 'config.json'}: key 'quantization_config' is {qc!r}, expected a JSON object")
+        raise ConvertError(f"{folder / 'config.json'}: key 'quantization_config' is {clip_value(qc)}, expected a JSON object")
     where = str(folder / "config.json")
     algo, method, fmt = qc.get("quant_algo"), qc.get("quant_method"), qc.get("format")
     layers = qc.get("quantized_layers") or {}
@@ -117,7 +115,7 @@ def read_quant_config(folder: Path, config: Mapping[str, Any], tensor_names: lis
         layers = q.get("quantized_layers", layers) or {}
         where = str(hf)
     if method == "compressed-tensors" and str(fmt) in ("nvfp4-pack-quantized", "mixed-precision"):
-        raise ConvertError(f"{where}: compressed-tensors NVFP4 ('{fmt}') is not supported yet; expected a ModelOpt "
+        raise ConvertError(f"{where}: compressed-tensors NVFP4 ('{clip(str(fmt))}') is not supported yet; expected a ModelOpt "
                            "NVFP4 checkpoint (quant_method 'modelopt')")
     if not isinstance(layers, dict):
         raise ConvertError(f"{where}: key 'quantized_layers' is {type(layers).__name__}, expected a JSON object")
@@ -125,7 +123,7 @@ def read_quant_config(folder: Path, config: Mapping[str, Any], tensor_names: lis
     if method != "modelopt" and algo not in NVFP4_ALGOS and not any(str(a).endswith("NVFP4") for a in per_layer.values()):
         return None  # not a ModelOpt NVFP4 checkpoint: the family's ordinary dtype rules apply
     if algo not in NVFP4_ALGOS + (MIXED,):
-        raise ConvertError(f"{where}: quant_algo is {algo!r}; expected NVFP4, W4A16_NVFP4 or MIXED_PRECISION "
+        raise ConvertError(f"{where}: quant_algo is {clip_value(algo)}; expected NVFP4, W4A16_NVFP4 or MIXED_PRECISION "
                            "(ModelOpt NVFP4)")
     modules: set[str] = set()
     for n in tensor_names:
@@ -135,16 +133,16 @@ def read_quant_config(folder: Path, config: Mapping[str, Any], tensor_names: lis
     mapped: dict[str, str | None] = {}
     for layer, layer_algo in per_layer.items():
         if layer_algo not in NVFP4_ALGOS:
-            raise ConvertError(f"{where}: quantized_layers entry '{layer}' has quant_algo {layer_algo!r}; expected "
+            raise ConvertError(f"{where}: quantized_layers entry '{clip(layer)}' has quant_algo {clip_value(layer_algo)}; expected "
                                "NVFP4 or W4A16_NVFP4")
         name = bare(layer)
         if name not in modules:
-            raise ConvertError(f"{where}: quantized_layers entry '{layer}' names no module of the checkpoint "
+            raise ConvertError(f"{where}: quantized_layers entry '{clip(layer)}' names no module of the checkpoint "
                                "(no tensor starts with it)")
         mapped[name] = layer_algo
     q = QuantConfig(algo=algo, layers=mapped, where=where)
     if not q.nvfp4:
-        raise ConvertError(f"{where}: quant_algo is {algo!r} but no quantized_layers entry is NVFP4")
+        raise ConvertError(f"{where}: quant_algo is {clip_value(algo)} but no quantized_layers entry is NVFP4")
     return q
 
 

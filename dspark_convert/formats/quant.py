@@ -135,13 +135,16 @@ def fp8_block_dequant(weight: np.ndarray, scale: np.ndarray, *, row0: int = 0, t
         raise ValueError(f"scale rows {s.shape} do not cover a {rows}x{cols} chunk in {tile}x{tile} tiles")
     out = np.take(E4M3_VALUES, w)
     full_cols = cols // tile * tile
-    for g in range(s.shape[0]):
-        block = out[g * tile:(g + 1) * tile]
-        if full_cols:  # whole tiles: one broadcast multiply over [rows, n_tiles, tile]
-            view = block[:, :full_cols].reshape(block.shape[0], full_cols // tile, tile)
-            view *= s[g, :full_cols // tile, None]
-        if full_cols < cols:  # the partial last tile
-            block[:, full_cols:] *= s[g, -1]
+    # a scale up to 2^127 times 448 overflows float32 to inf: the caller's finiteness check names the tensor in
+    # one line, so numpy's RuntimeWarning (two stderr lines) is not printed
+    with np.errstate(over="ignore", invalid="ignore"):
+        for g in range(s.shape[0]):
+            block = out[g * tile:(g + 1) * tile]
+            if full_cols:  # whole tiles: one broadcast multiply over [rows, n_tiles, tile]
+                view = block[:, :full_cols].reshape(block.shape[0], full_cols // tile, tile)
+                view *= s[g, :full_cols // tile, None]
+            if full_cols < cols:  # the partial last tile
+                block[:, full_cols:] *= s[g, -1]
     return out
 
 
@@ -153,7 +156,8 @@ def fp4_dequant(packed: np.ndarray, scale: np.ndarray) -> np.ndarray:
     np.bitwise_and(p, 0x0F, out=codes[:, 0::2])
     np.right_shift(p, 4, out=codes[:, 1::2])
     vals = np.take(FP4_VALUES, codes).reshape(rows, -1, MXFP4_BLOCK)
-    vals *= e8m0_to_float32(scale)[:, :, None]
+    with np.errstate(over="ignore", invalid="ignore"):  # inf / NaN are named by the caller's finiteness check
+        vals *= e8m0_to_float32(scale)[:, :, None]
     return vals.reshape(rows, -1)
 
 

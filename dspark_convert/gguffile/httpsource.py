@@ -21,7 +21,9 @@ are retried; other statuses are not.
 from __future__ import annotations
 
 import http.client
+import io
 import re
+import socket
 import ssl
 import time
 import urllib.error
@@ -29,7 +31,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from ..errors import ConvertError
+from ..errors import ConvertError, clip
 from .options import RemoteOptions
 
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
@@ -75,6 +77,75 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
         return new
 
 
+class DeadlinePassed(TimeoutError):
+    """The command's deadline passed while waiting for the server (raised from inside a socket read)."""
+
+
+class _DeadlineRaw(io.RawIOBase):
+    """A socket's byte stream whose every read waits at most ``min(timeout, time left before the deadline)``:
+    a server that trickles its status line or headers one byte at a time, or answers ``100 Continue`` forever,
+    cannot outlive the deadline (a per-read timeout alone never fires on such a server)."""
+
+    def __init__(self, sock: socket.socket, ends_at: float, timeout: float) -> None:
+        super().__init__()
+        self._sock, self._ends_at, self._timeout = sock, ends_at, timeout
+        self._io = sock.makefile("rb", buffering=0)  # holds the socket open after urllib drops the connection
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        left = self._ends_at - time.monotonic()
+        if left <= 0:
+            raise DeadlinePassed("deadline passed")
+        self._sock.settimeout(min(self._timeout, left))
+        n = self._io.readinto(b)
+        return 0 if n is None else n
+
+    def close(self) -> None:
+        self._io.close()
+        super().close()
+
+
+def _deadline_connection(base: type[http.client.HTTPConnection], ends_at: float,
+                         timeout: float) -> type[http.client.HTTPConnection]:
+    """``base`` (HTTP or HTTPS) whose responses read the socket through :class:`_DeadlineRaw`."""
+
+    class Response(http.client.HTTPResponse):
+        def __init__(self, sock: socket.socket, *args: Any, **kwargs: Any) -> None:
+            super().__init__(sock, *args, **kwargs)
+            self.fp = io.BufferedReader(_DeadlineRaw(sock, ends_at, timeout))
+
+    class Connection(base):  # type: ignore[valid-type, misc]
+        response_class = Response
+
+    return Connection
+
+
+class _DeadlineHTTP(urllib.request.HTTPHandler):
+    def __init__(self, ends_at: float, timeout: float) -> None:
+        super().__init__()
+        self._conn = _deadline_connection(http.client.HTTPConnection, ends_at, timeout)
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(self._conn, req)
+
+
+class _DeadlineHTTPS(urllib.request.HTTPSHandler):
+    def __init__(self, ends_at: float, timeout: float) -> None:
+        super().__init__()
+        self._conn = _deadline_connection(http.client.HTTPSConnection, ends_at, timeout)
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(self._conn, req, context=getattr(self, "_context", None))
+
+
+def deadline_opener(ends_at: float, timeout: float) -> urllib.request.OpenerDirector:
+    """A urllib opener whose every socket read ends by ``ends_at`` (``time.monotonic()``), whatever the server
+    sends: status line, headers, ``100 Continue`` answers and bodies alike; redirects as :class:`_Redirects`."""
+    return urllib.request.build_opener(_Redirects, _DeadlineHTTP(ends_at, timeout), _DeadlineHTTPS(ends_at, timeout))
+
+
 def _status_text(code: int, reason: str) -> str:
     lines = str(reason).strip().splitlines()  # urllib's redirect-loop reason spans lines; errors are one line
     return f"HTTP {code} {lines[0][:200] if lines else ''}".rstrip()
@@ -89,7 +160,7 @@ class RangeReader:
     """
 
     def __init__(self, url: str, name: str, *, headers: dict[str, str] | None = None,
-                 options: RemoteOptions | None = None) -> None:
+                 options: RemoteOptions | None = None, ends_at: float | None = None) -> None:
         url, auth = split_userinfo(url)
         if split_userinfo(name)[1] is not None:
             name = split_userinfo(name)[0]
@@ -100,7 +171,7 @@ class RangeReader:
         if auth is not None:
             self.headers["Authorization"] = auth
         self.options = options or RemoteOptions()
-        self._deadline = time.monotonic() + self.options.deadline
+        self._deadline = self.options.ends_at() if ends_at is None else ends_at
         self.buf = bytearray()
         self.size: int | None = None
         self.bytes_fetched = 0
@@ -109,7 +180,7 @@ class RangeReader:
         self.etag: str | None = None
         self._window = max(1, min(self.options.first_window, self.options.max_header_bytes))
         self._stream: http.client.HTTPResponse | None = None  # an open 200 body (server ignoring Range)
-        self._opener = urllib.request.build_opener(_Redirects)
+        self._opener = deadline_opener(self._deadline, self.options.timeout)
 
     # ----------------------------------------------------------------------------------------- public
     def start(self) -> None:
@@ -161,8 +232,10 @@ class RangeReader:
                 self.close()
                 del self.buf[start:]  # a partial window is fetched again
                 last = e
+            self._check_deadline()
             if attempt + 1 < attempts:
-                time.sleep(self.options.backoff * 2**attempt)
+                time.sleep(min(self.options.backoff * 2**attempt, max(0.0, self._deadline - time.monotonic())))
+                self._check_deadline()
         tries = f" ({attempts} attempts)" if attempts > 1 else ""
         raise ConvertError(f"{self.name}: {last}{tries}")
 
@@ -193,7 +266,8 @@ class RangeReader:
         req = urllib.request.Request(self.url, headers={**self.headers, "Range": f"bytes={start}-{stop - 1}"})
         self.requests += 1
         try:
-            return self._opener.open(req, timeout=self.options.timeout)
+            return self._opener.open(req, timeout=max(0.001, min(self.options.timeout,
+                                                                   self._deadline - time.monotonic())))
         except urllib.error.HTTPError as e:
             e.close()
             status = _status_text(e.code, str(e.reason))
@@ -224,11 +298,11 @@ class RangeReader:
         raw = resp.headers.get("Content-Range", "")
         m = _CONTENT_RANGE.match(raw)
         if m is None or m.group(3) == "*":
-            raise ConvertError(f"{self.name}: the server answered 206 with Content-Range {raw!r}, expected "
+            raise ConvertError(f"{self.name}: the server answered 206 with Content-Range {clip(repr(raw))}, expected "
                                f"'bytes {start}-{stop - 1}/SIZE'")
         first, last, total = int(m.group(1)), int(m.group(2)), int(m.group(3))
         if first != start or last < first or last >= total:
-            raise ConvertError(f"{self.name}: asked for bytes from {start}, the server sent {raw!r}")
+            raise ConvertError(f"{self.name}: asked for bytes from {start}, the server sent {clip(repr(raw))}")
         self._check_file(total, resp)
         self.range_supported = True
         self._read(resp, min(last + 1, stop) - start)

@@ -27,10 +27,17 @@ HEADER_SIZE = 24  # magic, version u32, tensor count u64, kv count u64
 #: what a GGUF header may claim before anything is looped over or allocated: far above any real draft or target
 #: (a draft has tens of KVs and hundreds of tensors; the largest array is a vocabulary of at most ~300k entries),
 #: far below what makes memory explode (1M tiny KVs took 1.5 GB, 300k tensors 885 MB, a 300M-element array 5 GB).
-#: Overridable through the environment variables of LIMIT_ENV.
-HEADER_LIMITS = {"kvs": 65_536, "tensors": 100_000, "array": 1 << 24}
+#: Budgets for the whole header too: ``items``, the array elements of every KV together (nested arrays count
+#: their own elements and themselves; a 262k-vocabulary target holds about 1.3M), and ``bytes``, the header's
+#: size up to the end of the tensor infos (real ones are tens of MB): 18 arrays each under the per-array cap
+#: used 2.6 GiB, and so did a 510 MiB string. Overridable through the environment variables of LIMIT_ENV.
+HEADER_LIMITS = {"kvs": 65_536, "tensors": 100_000, "array": 1 << 24, "items": 1 << 24, "bytes": 256 << 20}
+#: what one element counts in the ``items`` budget when it is itself an array (walking an array header costs
+#: about 16 times a number's): 16777216 nested empty arrays took 50 s to walk, 1048576 take 3 s
+ARRAY_ITEM_WEIGHT = 16
 LIMIT_ENV = {"kvs": "DSPARK_CONVERT_GGUF_MAX_KVS", "tensors": "DSPARK_CONVERT_GGUF_MAX_TENSORS",
-             "array": "DSPARK_CONVERT_GGUF_MAX_ARRAY"}
+             "array": "DSPARK_CONVERT_GGUF_MAX_ARRAY", "items": "DSPARK_CONVERT_GGUF_MAX_ITEMS",
+             "bytes": "DSPARK_CONVERT_GGUF_MAX_HEADER_BYTES"}
 
 
 def header_limit(what: str) -> int:
@@ -167,7 +174,10 @@ class RecordParser:
 
     def __init__(self, buf: Buffer, size: int, path: str, *, grow: Grow | None = None, limit: int | None = None):
         self.buf, self.size, self.path = buf, size, path
-        self.limit = size if limit is None else min(size, limit)
+        self.budget = header_limit("bytes")  # local and remote headers alike
+        self.remote_limit = limit
+        self.limit = min(size, self.budget, size if limit is None else limit)
+        self.items = 0  # array elements seen so far in the whole header (the ``items`` budget)
         self._grow = grow
 
     def fail(self, where: str, offset: int, msg: str) -> GGUFFormatError:
@@ -176,9 +186,13 @@ class RecordParser:
     def short(self, where: str, pos: int, n: int) -> GGUFFormatError:
         """The error for ``n`` bytes at ``pos`` that do not fit: past the header limit, or past the end."""
         if n <= self.size - pos:
+            if self.remote_limit is not None and self.remote_limit <= self.budget:
+                return self.fail(where, pos, f"needs {n} bytes, which takes the header past the "
+                                             f"{header_limit_text(self.limit)} limit for remote files "
+                                             f"(max_header_bytes; --max-header-mib raises it)")
             return self.fail(where, pos, f"needs {n} bytes, which takes the header past the "
-                                         f"{header_limit_text(self.limit)} limit for remote files "
-                                         f"(max_header_bytes; --max-header-mib raises it)")
+                                         f"{header_limit_text(self.budget)} budget for a whole GGUF header (set "
+                                         f"{LIMIT_ENV['bytes']} to raise it)")
         return self.fail(where, pos, f"truncated: needs {n} bytes, only {max(self.size - pos, 0)} left")
 
     def need(self, pos: int, n: int, where: str) -> None:
@@ -218,7 +232,7 @@ class RecordParser:
         except ValueError:
             raise self.fail(where, pos, f"unknown GGUF value type {tid}") from None
 
-    def check_count(self, pos: int, count: int, sub: VT, where: str) -> None:
+    def check_count(self, pos: int, count: int, sub: VT, where: str, tally: bool = True) -> None:
         # Before any loop or allocation: even the smallest encoding of `count` elements must fit.
         need = count * _MIN_SIZE[sub]
         if need > self.limit - pos:
@@ -230,10 +244,19 @@ class RecordParser:
         if count > cap:
             raise self.fail(where, pos, f"array of {count} {sub.name}, over the limit of {cap} elements (a real "
                                         f"GGUF's largest array is its vocabulary; set {LIMIT_ENV['array']} to raise it)")
+        if not tally:
+            return
+        self.items += count * (ARRAY_ITEM_WEIGHT if sub == VT.ARRAY else 1)
+        budget = header_limit("items")
+        if self.items > budget:
+            raise self.fail(where, pos, f"array of {count} {sub.name} takes the header to {self.items} array "
+                                        f"elements, over the budget of {budget} for a whole GGUF header (set "
+                                        f"{LIMIT_ENV['items']} to raise it)")
 
-    def skip_array(self, sub: VT, count: int, pos: int, where: str, depth: int) -> int:
-        """Validate an array body starting at ``pos`` without decoding it; return the offset after it."""
-        self.check_count(pos, count, sub, where)
+    def skip_array(self, sub: VT, count: int, pos: int, where: str, depth: int, tally: bool = True) -> int:
+        """Validate an array body starting at ``pos`` without decoding it; return the offset after it. ``tally``:
+        count its elements in :attr:`items` (the header's budget; false when walking a validated array again)."""
+        self.check_count(pos, count, sub, where, tally)
         if sub in _NUMERIC:
             return pos + count * _ITEM_SIZE[sub]
         if sub == VT.STRING:
@@ -256,7 +279,7 @@ class RecordParser:
         for i in range(count):
             inner = self.vtype(pos, f"{where} element {i} type")
             n = self.u64(pos + 4, f"{where} element {i} count")
-            pos = self.skip_array(inner, n, pos + 12, f"{where}[{i}]", depth + 1)
+            pos = self.skip_array(inner, n, pos + 12, f"{where}[{i}]", depth + 1, tally)
         return pos
 
     def walk_strings(self, pos: int, count: int) -> int:
@@ -322,7 +345,7 @@ class RecordParser:
                 value, pos = self.decode_array(inner, n, pos + 12, limit)
                 out.append(value)
             else:  # validated at parse time: cannot fail
-                pos = self.skip_array(inner, n, pos + 12, "", depth=0)
+                pos = self.skip_array(inner, n, pos + 12, "", depth=0, tally=False)
         return out, pos
 
     def string_items(self, body: int, count: int, wanted: set[int]) -> dict[int, str]:

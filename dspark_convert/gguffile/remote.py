@@ -86,18 +86,48 @@ def open_hub_file(ref: HubFile, options: RemoteOptions) -> GGUFFile:
     kw = {"repo_type": ref.repo_type if ref.repo_type != "model" else None, "endpoint": endpoint}
     url = hf_hub_url(ref.repo_id, ref.filename, revision=ref.revision, **kw)
     lib, ver = "dspark-convert", __version__
-    meta = _with_retries(lambda: get_hf_file_metadata(url, timeout=options.timeout, library_name=lib,
-                                                      library_version=ver), options, ref, endpoint)
+    ends_at = options.ends_at()
+
+    def head() -> Any:
+        left = max(0.001, min(options.timeout, ends_at - time.monotonic()))
+        return get_hf_file_metadata(url, timeout=left, library_name=lib, library_version=ver)
+
+    meta = _with_retries(lambda: before_deadline(head, ends_at, name, options.deadline), options, ref, endpoint)
     headers = build_hf_headers(library_name=lib, library_version=ver)
     location = meta.location or url
     if origin(location) != origin(url):
         headers.pop("authorization", None)  # a CDN (signed URL): the token stays on the Hub
     elif location == url and meta.commit_hash:
         location = hf_hub_url(ref.repo_id, ref.filename, revision=meta.commit_hash, **kw)
-    reader = RangeReader(location, name, headers=headers, options=options)
+    reader = RangeReader(location, name, headers=headers, options=options, ends_at=ends_at)
     return _parse_remote(reader, name, options, lambda r: SourceInfo(
         "hub", url, ref.revision, meta.commit_hash, r.bytes_fetched, r.requests, r.range_supported, not r.whole,
         tuple(r.notes)))
+
+
+def before_deadline(call: Callable[[], T], ends_at: float, name: str, deadline: float) -> T:
+    """``call()``, or one ConvertError line once ``ends_at`` (``time.monotonic()``) has passed, whatever ``call``
+    waits on: the call runs in a daemon thread (a client library's request, such as huggingface_hub's metadata
+    ``HEAD``, cannot be bounded from outside otherwise); its exceptions are raised here."""
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=run, name="dspark-convert-remote", daemon=True)
+    t.start()
+    t.join(max(0.0, ends_at - time.monotonic()))
+    if t.is_alive():
+        raise ConvertError(f"{name}: not read within the {deadline:g} s deadline (--deadline); the Hub's metadata "
+                           "request had no answer")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _parse_remote(reader: RangeReader, name: str, options: RemoteOptions,
@@ -168,6 +198,8 @@ def _with_retries(call: Callable[[], T], options: RemoteOptions, ref: HubFile, e
             transient = (isinstance(e, HfHubHTTPError) and status is not None and (status >= 500 or status == 429)) \
                 or (not isinstance(e, HfHubHTTPError) and isinstance(e, network_errors())
                     and not _is_offline_error(e))
+            if isinstance(e, ConvertError):
+                raise
             if not transient or attempt + 1 == attempts:
                 raise _hub_error(e, ref, endpoint, attempts if transient else 1) from None
         time.sleep(options.backoff * 2**attempt)

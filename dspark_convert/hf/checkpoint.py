@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import ConvertError, clip
 from ..safeio import open_regular, require_regular
 from ..schema import SAFETENSORS_DTYPES
+from .members import bad_name, lands_inside, member
 
 #: safetensors headers larger than this are refused before they are read (real ones are well under 10 MB).
 MAX_HEADER_BYTES = 100 * 1024 * 1024
@@ -43,22 +44,32 @@ Select = Callable[[str], bool]
 
 #: the largest JSON file read (a tokenizer.json of a 256k vocabulary is ~20 MB; configs are kilobytes)
 MAX_JSON_BYTES = 512 * 1024 * 1024
+#: the largest small configuration file read (``hf_quant_config.json``: kilobytes in every real checkpoint)
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path, *, in_folder: bool = True, limit: int | None = None) -> Any:
     """Parse the JSON file ``path`` (any JSON value) with one-line errors that name the file.
 
-    This is the package's one JSON file reader (configs, tokenizer files, indexes, metadata overrides).
+    This is the package's one JSON file reader (configs, tokenizer files, indexes, metadata overrides). With
+    ``in_folder`` (the default: a file of a checkpoint or target folder) the file must be a member of its folder
+    (``hf.members``: no symlink leaving the folder or the Hub cache's ``blobs/``); a file the user names on the
+    command line (``--metadata``) passes ``in_folder=False``. ``limit``: the most bytes read (default
+    :data:`MAX_JSON_BYTES`; a small configuration file such as ``hf_quant_config.json`` passes
+    :data:`MAX_CONFIG_BYTES`).
 
     Example:
         >>> read_json(Path("fixtures/dflash-zlab/config.json"))["architectures"]
         ['DFlashDraftModel']
     """
+    if in_folder:
+        member(path)
+    cap = MAX_JSON_BYTES if limit is None else limit
     try:
         with open_regular(path) as f:
-            raw = f.read(MAX_JSON_BYTES + 1)
-        if len(raw) > MAX_JSON_BYTES:
-            raise ConvertError(f"{path}: larger than the {MAX_JSON_BYTES} byte limit for a JSON file")
+            raw = f.read(cap + 1)
+        if len(raw) > cap:
+            raise ConvertError(f"{path}: larger than the {cap} byte limit for {'a JSON file' if limit is None else 'this file'}")
         text = raw.decode("utf-8")
     except FileNotFoundError:
         raise ConvertError(f"{path}: file not found") from None
@@ -71,6 +82,8 @@ def read_json(path: Path) -> Any:
     except RecursionError:
         raise ConvertError(f"{path}: JSON nested too deeply (arrays or objects inside each other past the "
                            "interpreter's recursion limit); expected a flat configuration") from None
+    except ValueError as e:  # an integer literal past the interpreter's 4300-digit limit
+        raise ConvertError(f"{path}: malformed JSON ({clip(str(e))})") from None
 
 
 def load_json(path: Path) -> dict[str, Any]:
@@ -88,7 +101,7 @@ def load_json(path: Path) -> dict[str, Any]:
 
 def load_json_if_present(path: Path) -> dict[str, Any] | None:
     """:func:`load_json`, or None when the file does not exist (optional files: tokenizer_config.json, ...)."""
-    require_regular(path)
+    member(path)
     return load_json(path) if path.is_file() else None
 
 
@@ -118,16 +131,6 @@ class TensorRef:
     @property
     def is_float(self) -> bool:
         return SAFETENSORS_DTYPES[self.dtype][1]
-
-
-def _inside(folder: Path, name: str) -> Path | None:
-    """``folder / name`` if it stays inside ``folder`` once symlinks are resolved (a shard name of an index is a
-    file of the checkpoint: never ``../../etc/passwd`` nor an absolute path), else None."""
-    if name.startswith(("/", "\\")) or "\0" in name:
-        return None
-    root = folder.resolve()
-    p = (folder / name).resolve()
-    return p if p == root or root in p.parents else None
 
 
 def _is_int(v: Any) -> bool:
@@ -172,24 +175,24 @@ def read_safetensors_header(path: Path) -> list[TensorRef]:
         dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
         if not (isinstance(dtype, str) and isinstance(shape, list) and all(_is_int(d) for d in shape)
                 and isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)):
-            raise ConvertError(f"{path}: tensor '{name}' has a malformed header entry {json.dumps(info)[:200]} (expected "
+            raise ConvertError(f"{path}: tensor '{clip(name)}' has a malformed header entry {json.dumps(info)[:200]} (expected "
                                "a dtype string, a shape list of integers and data_offsets [start, end])")
         shape, (a, b) = tuple(shape), offsets
         if dtype not in SAFETENSORS_DTYPES:
-            raise ConvertError(f"{path}: tensor '{name}' has unsupported dtype {dtype} (expected one of {', '.join(SAFETENSORS_DTYPES)})")
+            raise ConvertError(f"{path}: tensor '{clip(name)}' has unsupported dtype {dtype} (expected one of {', '.join(SAFETENSORS_DTYPES)})")
         if any(d < 0 for d in shape):
-            raise ConvertError(f"{path}: tensor '{name}' has a negative dimension {list(shape)}")
+            raise ConvertError(f"{path}: tensor '{clip(name)}' has a negative dimension {list(shape)}")
         count = math.prod(shape)  # Python ints: a hostile shape cannot overflow into a plausible size
         expected = count * np.dtype(SAFETENSORS_DTYPES[dtype][0]).itemsize
         if b - a != expected or a < 0:
-            raise ConvertError(f"{path}: tensor '{name}' spans bytes [{a}, {b}) but shape {list(shape)} {dtype} needs {expected}")
+            raise ConvertError(f"{path}: tensor '{clip(name)}' spans bytes [{a}, {b}) but shape {list(shape)} {dtype} needs {expected}")
         if base + b > size:
-            raise ConvertError(f"{path}: tensor '{name}' ends at byte {base + b}, past the end of the file ({size} bytes): truncated download?")
+            raise ConvertError(f"{path}: tensor '{clip(name)}' ends at byte {base + b}, past the end of the file ({size} bytes): truncated download?")
         refs.append(TensorRef(name, path, dtype, shape, base + a, base + b))
     spans = sorted((r.start, r.end, r.name) for r in refs if r.end > r.start)
     for (_, e0, n0), (s1, _, n1) in zip(spans, spans[1:], strict=False):  # sorted: adjacent pairs suffice
         if s1 < e0:
-            raise ConvertError(f"{path}: tensors '{n0}' and '{n1}' overlap in the file")
+            raise ConvertError(f"{path}: tensors '{clip(n0)}' and '{clip(n1)}' overlap in the file")
     return refs
 
 
@@ -231,7 +234,7 @@ class Checkpoint:
             raise ConvertError(f"{self.path}: no such folder")
         if config is None:  # not read by the caller yet
             cfg = self.path / "config.json"
-            require_regular(cfg)
+            member(cfg)
             if need_config and not cfg.is_file():
                 raise ConvertError(f"{self.path}: no config.json (expected a Hugging Face checkpoint folder)")
             config = load_json(cfg) if cfg.is_file() else {}
@@ -259,8 +262,7 @@ class Checkpoint:
                                        "file name (a string)")
             files = sorted(set(weight_map.values()))
             for fn in files:
-                inside = _inside(self.path, fn)
-                if inside is None:
+                if bad_name(fn) is not None or not lands_inside(self.path, self.path / fn):
                     first = next(k for k, v in weight_map.items() if v == fn)
                     raise ConvertError(f"{index}: shard '{clip(fn)}' (holding '{clip(first)}') is outside the checkpoint "
                                        f"folder {self.path}; expected a file name inside it")
@@ -272,7 +274,7 @@ class Checkpoint:
         else:
             self.files = sorted(p for p in self.path.iterdir() if p.name.startswith("model") and p.name.endswith(".safetensors"))
             for f in self.files:
-                require_regular(f)
+                member(f)
         if not self.files:
             if weight_map is None:
                 self._index_pickles()
@@ -283,26 +285,26 @@ class Checkpoint:
                 if not self._wanted(r.name):
                     continue
                 if r.name in self._refs:
-                    raise ConvertError(f"{self.path}: tensor '{r.name}' is in two shards ({self._refs[r.name].file.name} and {f.name})")
+                    raise ConvertError(f"{self.path}: tensor '{clip(r.name)}' is in two shards ({self._refs[r.name].file.name} and {f.name})")
                 self._refs[r.name] = r
                 self.names.append(r.name)
         if weight_map is not None:
             for name, fn in weight_map.items():
                 ref = self._refs.get(name)
                 if ref is None:
-                    raise ConvertError(f"{index}: tensor '{name}' is listed in shard '{fn}' but no shard holds it")
+                    raise ConvertError(f"{index}: tensor '{clip(name)}' is listed in shard '{clip(fn)}' but no shard holds it")
                 if ref.file.name != fn:
-                    raise ConvertError(f"{index}: tensor '{name}' is listed in '{fn}' but stored in '{ref.file.name}'")
+                    raise ConvertError(f"{index}: tensor '{clip(name)}' is listed in '{clip(fn)}' but stored in '{ref.file.name}'")
             extra = [n for n in self.names if n not in weight_map]
             if extra:
-                raise ConvertError(f"{index}: tensor '{extra[0]}' in {self._refs[extra[0]].file.name} is not in the weight_map")
+                raise ConvertError(f"{index}: tensor '{clip(extra[0])}' in {self._refs[extra[0]].file.name} is not in the weight_map")
 
     def _index_pickles(self) -> None:
         bins = sorted(p for p in self.path.iterdir() if p.name.startswith("pytorch_model") and p.name.endswith(".bin"))
         if not bins:
             return
         for b in bins:
-            require_regular(b)
+            member(b)
         from .pickles import load_pickle_state_dict  # imports torch; only pickle checkpoints need it
 
         self._pickle = {}
@@ -311,7 +313,7 @@ class Checkpoint:
                 if not self._wanted(name):
                     continue
                 if name in self._pickle:
-                    raise ConvertError(f"{self.path}: tensor '{name}' is in two files")
+                    raise ConvertError(f"{self.path}: tensor '{clip(name)}' is in two files")
                 self._pickle[name] = arr
                 self.names.append(name)
                 self._refs[name] = TensorRef(name, b, arr.dtype_str, tuple(arr.array.shape), 0, 0)
@@ -325,7 +327,7 @@ class Checkpoint:
         try:
             return self._refs[name]
         except KeyError:
-            raise ConvertError(f"{self.path}: tensor '{name}' not found in the checkpoint") from None
+            raise ConvertError(f"{self.path}: tensor '{clip(name)}' not found in the checkpoint") from None
 
     def shape(self, name: str) -> tuple[int, ...]:
         return self.ref(name).shape
@@ -366,7 +368,7 @@ class Checkpoint:
             while done < buf.nbytes:
                 n = f.readinto(buf.data[done:])  # .data is memoryview(buf), typed for mypy
                 if not n:
-                    raise ConvertError(f"{ref.file}: file ended while reading tensor '{name}' (truncated or changed during conversion?)")
+                    raise ConvertError(f"{ref.file}: file ended while reading tensor '{clip(name)}' (truncated or changed during conversion?)")
                 done += n
         return buf.view(ref.numpy_dtype).reshape(stop - start, *ref.shape[1:])
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConvertError
+from ..errors import ConvertError, clip, clip_value
 from .pickles import pickle_refusal
 
 MASK_FILE = "mask_embedding.pt"
@@ -39,15 +39,19 @@ def read_mask_embedding(path: Path) -> tuple[int, np.ndarray]:
         raise pickle_refusal(path, e) from None
     want = "a dict of 'mask_token_id' (an integer) and 'embedding' (a 1-D float tensor)"
     if not isinstance(obj, dict) or set(obj) != {"mask_token_id", "embedding"}:
-        found = f"a dict with keys {sorted(map(str, obj))}" if isinstance(obj, dict) else f"a {type(obj).__name__}"
+        found = f"a dict with keys {clip(str(sorted(map(str, obj))))}" if isinstance(obj, dict) \
+            else f"a {type(obj).__name__}"
         raise ConvertError(f"{path}: holds {found}, expected {want}")
     mask_id, emb = obj["mask_token_id"], obj["embedding"]
     if isinstance(mask_id, torch.Tensor) and mask_id.numel() == 1 and not mask_id.is_floating_point():
         mask_id = int(mask_id.item())
     if isinstance(mask_id, bool) or not isinstance(mask_id, int):
-        raise ConvertError(f"{path}: 'mask_token_id' is {mask_id!r}, expected {want}")
+        raise ConvertError(f"{path}: 'mask_token_id' is {clip_value(mask_id)}, expected {want}")
     if not isinstance(emb, torch.Tensor) or emb.dim() != 1 or str(emb.dtype).removeprefix("torch.") not in _FLOATS:
         what = f"a {emb.dim()}-D {str(emb.dtype).removeprefix('torch.')} tensor" if isinstance(emb, torch.Tensor) \
             else f"a {type(emb).__name__}"
         raise ConvertError(f"{path}: 'embedding' is {what}, expected {want}")
+    if emb.layout != torch.strided or emb.device.type != "cpu":  # a meta or sparse tensor holds no plain values
+        raise ConvertError(f"{path}: 'embedding' is a {emb.layout} tensor on device {emb.device.type}, expected "
+                           f"{want} (dense, with its values stored)")
     return mask_id, emb.detach().to(torch.float32).contiguous().numpy().copy()

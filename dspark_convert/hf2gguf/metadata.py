@@ -282,7 +282,7 @@ def _attr(key: str) -> str:
 def _apply_override(md: Metadata, sampling: dict[str, tuple[Any, str]], path: Path) -> None:
     if not path.is_file():
         raise ConvertError(f"{path}: no such metadata file")
-    data = read_json(path)
+    data = read_json(path, in_folder=False)
     if not isinstance(data, dict):
         raise ConvertError(f"{path}: is a JSON {type(data).__name__}, expected an object of general.* keys")
     sampling_keys = {key for key, _vt, _field in S.GENERAL_SAMPLING_KEYS}

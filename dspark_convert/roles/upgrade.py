@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .. import schema as S
-from ..errors import ConvertError
+from ..errors import ConvertError, clip
 from ..gguf_constants import QT
 from ..gguffile.reader import GGUFFile, ReaderTensor
 from ..plan import KV, Plan, TensorSpec
@@ -49,12 +49,12 @@ def revision_index(rev: str, what: str = "--from-revision") -> float:
     """
     if rev in REVISIONS:
         return float(REVISIONS.index(rev))
-    if rev.startswith("b") and rev[1:].isdigit():
+    if rev.startswith("b") and rev[1:].isascii() and rev[1:].isdigit():  # 'b²' is a digit to str.isdigit
         n = int(rev[1:])
         known = [int(r[1:]) for r in REVISIONS[1:]]
         below = sum(1 for k in known if k < n)
         return below + 0.5
-    raise ConvertError(f"{what} {rev!r}: expected an upstream tag such as b10900 (or 749f688)")
+    raise ConvertError(f"{what} {clip(repr(rev))}: expected an upstream tag such as b10900 (or 749f688)")
 
 
 # ------------------------------------------------------------------------------------------------ findings

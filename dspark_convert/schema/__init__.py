@@ -95,6 +95,9 @@ EMBD_AS_HEAD_ARCHES = frozenset({_dflash.ARCH_DFLASH})
 #: The key listing the target layers whose hidden states feed ``fc``, by arch (contract §2.2, §2.4).
 TARGET_LAYERS_KEY: dict[str, str] = {_dflash.ARCH_DFLASH: _dflash.DFLASH_TARGET_LAYERS,
                                      _eagle3.ARCH_EAGLE3: _eagle3.EAGLE3_TARGET_LAYERS}
+#: The key holding a block draft's block size (tokens per drafted block), by arch: llama.cpp's speculative
+#: decoding reads it with ``atoi`` into an int32 and allocates the block's batch from it.
+BLOCK_SIZE_KEY: dict[str, str] = {_dflash.ARCH_DFLASH: _dflash.DFLASH_BLOCK_SIZE}
 #: The keys in which a draft file describes its target (its taps, the target's hidden size): the variants' fit
 #: rules read them from a draft side (``fit/sides.py``).
 DRAFT_TARGET_KEYS = (*TARGET_LAYERS_KEY.values(), _eagle3.EAGLE3_TARGET_HIDDEN_SIZE)

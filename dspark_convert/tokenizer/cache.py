@@ -37,10 +37,13 @@ from typing import Any
 
 from gguf import GGUFValueType as VT
 
+from ..errors import ConvertError
 from ..gguffile.packed import PackedStrings
+from ..hf.checkpoint import MAX_JSON_BYTES
+from ..hf.members import MAX_TEXT_BYTES, member_dir, member_file
 from ..notes import collecting, note
 from ..plan import KV
-from ..safeio import open_regular, require_regular
+from ..safeio import open_regular
 
 log = logging.getLogger(__name__)
 
@@ -98,14 +101,25 @@ def _code_fingerprint() -> str:
 
 
 def require_regular_tokenizer_files(target_dir: Path) -> None:
-    """Refuse (one line) a tokenizer file of ``target_dir`` that is not a regular file (a FIFO, ``/dev/zero``, a
-    symlink to a device): every file the tokenizer step or the cache key may read."""
+    """Refuse (one line) a tokenizer file of ``target_dir`` that is not a member of the folder (``hf.members``: a
+    regular file, no symlink out of the folder or the Hub cache's ``blobs/``, e.g. ``chat_template.jinja ->
+    /proc/self/environ``) or that is larger than its limit: every file the tokenizer step or the cache key may
+    read, checked before any of them is read."""
     target_dir = Path(target_dir)
     names = [*TOKENIZER_FILES, "vocab.json"]
+    extras = target_dir / "additional_chat_templates"
+    if extras.is_dir():
+        member_dir(target_dir, extras.name)
+        names += [f"{extras.name}/{p.name}" for p in sorted(extras.glob("*.jinja"))]
     for name in names:
-        require_regular(target_dir / name)
-    for p in sorted((target_dir / "additional_chat_templates").glob("*.jinja")):
-        require_regular(p)
+        path = member_file(target_dir, name)
+        limit = MAX_TEXT_BYTES if name.endswith((".jinja", ".txt")) else MAX_JSON_BYTES
+        try:
+            size = path.stat().st_size
+        except OSError:
+            continue
+        if size > limit:
+            raise ConvertError(f"{path}: {size} bytes, larger than the {limit} byte limit for a tokenizer file")
 
 
 def block_key(target_dir: Path, vocab_size: int | None, handler: str) -> str:

@@ -11,6 +11,7 @@ a bool counts as an integer id, and ``cls`` / FIM types have no GGUF key and are
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from gguf import GGUFValueType as VT
 from .. import schema as S
 from ..errors import ConvertError
 from ..hf.checkpoint import load_json_if_present, read_json
+from ..hf.members import member_dir, read_member_text
 from ..notes import note
 from ..plan import KV, add_kv
 
@@ -65,8 +67,7 @@ def merges_from_json(tokenizer_json: Path, data: dict[str, Any]) -> list[str]:
 
 def merges_from_txt(path: Path) -> list[str]:
     """``merges.txt``: an optional leading ``#`` line is skipped, lines that are not exactly 2 fields dropped."""
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")  # file-iteration semantics: split on newlines only
+    lines = read_member_text(path, what="merges file").split("\n")  # file-iteration semantics: newlines only
     if lines and lines[0].strip().startswith("#"):
         lines = lines[1:]
     merges = []
@@ -300,12 +301,15 @@ class SpecialVocab:
     def _chat_template_from(self, config: dict[str, Any]) -> None:
         alt: Any = None
         jinja, json_file = self.dir / "chat_template.jinja", self.dir / "chat_template.json"
-        if jinja.is_file():
-            alt = jinja.read_text(encoding="utf-8")
-            extra = sorted((self.dir / "additional_chat_templates").glob("*.jinja"))
+        if os.path.lexists(jinja):
+            alt = read_member_text(jinja, what="chat template")
+            extras = self.dir / "additional_chat_templates"
+            extra = sorted(extras.glob("*.jinja")) if extras.is_dir() else []
+            if extra:
+                member_dir(self.dir, extras.name)
             if extra:
                 alt = [{"name": "default", "template": alt}]
-                alt += [{"name": p.stem, "template": p.read_text(encoding="utf-8")} for p in extra]
+                alt += [{"name": p.stem, "template": read_member_text(p, what="chat template")} for p in extra]
         elif json_file.is_file():
             data = read_json(json_file)
             alt = data.get("chat_template") if isinstance(data, dict) else None

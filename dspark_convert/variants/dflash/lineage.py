@@ -26,6 +26,7 @@ from ...hf.checkpoint import EMBED_NAMES, OUTPUT_NAMES, Select
 from ...kit.common import BACKBONE_GLOBALS, BACKBONE_LAYER, NameTable, is_skipped, tensor_spec
 from ...kit.hparams import (
     as_float,
+    as_fraction,
     as_positive,
     as_u32,
     find_hparam,
@@ -174,7 +175,7 @@ def dflash_kvs(ctx: Context, hp: dict[str, Any], dc: dict[str, Any], taps: list[
     out: list[KV] = []
     factor = rope_parameters_view(hp).get("partial_rotary_factor")
     if factor is not None:
-        rot = int(head_dim_of(hp, where) * as_float(factor, "partial_rotary_factor", where))
+        rot = int(head_dim_of(hp, where) * as_fraction(factor, "partial_rotary_factor", where))
         out.append(KV(S.ROPE_DIMENSION_COUNT.format(**arch), VT.UINT32, as_u32(rot, "partial_rotary_factor", where)))
     if dc.get("attention_value_scale") is not None:
         out.append(KV(S.ATTN_VALUE_SCALE.format(**arch), VT.FLOAT32,
@@ -429,7 +430,7 @@ def b11434_kvs(ctx: Context, hp: dict[str, Any], dc: dict[str, Any], taps: list[
     factor = rope_dict(hp).get("partial_rotary_factor")
     if factor is not None:
         out.append(KV(S.ROPE_DIMENSION_COUNT.format(arch=S.ARCH_DFLASH), VT.UINT32,
-                      int(head_dim * as_float(factor, "partial_rotary_factor", where))))
+                      int(head_dim * as_fraction(factor, "partial_rotary_factor", where))))
     if dc.get("attention_value_scale") is not None:
         out.append(KV(S.ATTN_VALUE_SCALE.format(arch=S.ARCH_DFLASH), VT.FLOAT32,
                       as_float(dc["attention_value_scale"], "dflash_config.attention_value_scale", where)))

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import schema as S
-from ...errors import ConvertError
+from ...errors import ConvertError, clip_value
 from ...gguf_constants import QT, VT
 from ...gguffile.reader import GGUFFile
 from ...plan import KV, TensorSpec
@@ -155,15 +155,20 @@ class DFlashRules(UpgradeRules):
                                            "present; reconvert with 'dspark-convert hf2gguf'")
                     p.spec = TensorSpec(p.spec.name + ".weight", p.spec.shape, p.spec.ggml_type, origin="file")
         elif s.subject == DIMENSION_SECTIONS:
-            hd = int(f.value(_HEAD_DIM))
+            hd = f.value(_HEAD_DIM)
+            if isinstance(hd, bool) or not isinstance(hd, int) or not 0 < hd < 2**32:
+                raise ConvertError(f"{u.where}: {_HEAD_DIM} is {clip_value(hd)}, expected a positive integer (an "
+                                   "M-RoPE target's dimension sections are written from it); reconvert with "
+                                   "'dspark-convert hf2gguf'")
             after = [k.name for k in u.kvs if k.name.startswith("dflash.") and k.name not in
                      (S.DFLASH_SAMPLE_FROM_ANCHOR, HAS_CONFIDENCE_HEAD)]
             u.insert_kv(KV(DIMENSION_SECTIONS, VT.ARRAY, [hd // 2, 0, 0, 0], VT.INT32), tuple(after))
         elif s.subject == EMBEDDING_SCALE:
             assert u.target is not None
             hidden = u.target.hidden_size()
-            if not isinstance(hidden, int) or isinstance(hidden, bool) or hidden <= 0:
-                raise ConvertError(f"--target {u.target.source}: hidden size {hidden!r}, expected a positive integer")
+            if not isinstance(hidden, int) or isinstance(hidden, bool) or not 0 < hidden < 2**32:
+                raise ConvertError(f"--target {u.target.source}: hidden size {clip_value(hidden)}, expected a positive "
+                                   "integer below 2^32")
             u.insert_kv(KV(EMBEDDING_SCALE, VT.FLOAT32, float(math.sqrt(hidden))),
                         (S.DFLASH_BLOCK_SIZE, "dflash.logit_scale", "dflash.final_logit_softcapping"))
         else:

@@ -24,7 +24,7 @@ from gguf import GGUFValueType as VT
 from ... import schema as S
 from ...errors import ConvertError
 from ...kit.common import NameTable, base_kvs, finish_plan
-from ...kit.hparams import as_float, as_positive, as_u32, normalize_hparams, vocab_size_of
+from ...kit.hparams import as_fraction, as_positive, as_u32, normalize_hparams, vocab_size_of
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import Context
 from ..dflash import lineage
@@ -161,7 +161,7 @@ def rope_freqs(head_dim: int, rope: dict[str, Any], where: str) -> np.ndarray | 
     if rope.get("rope_type") != "proportional":
         return None
     value = rope.get("partial_rotary_factor", 0.25)
-    fraction = as_float(value, "rope_parameters.partial_rotary_factor", where)
+    fraction = as_fraction(value, "rope_parameters.partial_rotary_factor", where)
     n_rot = int(head_dim * fraction / 2)
     if not 0 < fraction <= 1 or head_dim * fraction != 2 * n_rot:
         raise ConvertError(f"{where}: rope_parameters.partial_rotary_factor {value!r} x global_head_dim {head_dim} is "
