@@ -13,7 +13,7 @@ upstream path they replay:
 ``muse``          byte-level BPE + eot = the id of ``<|eot|>`` (Muse-Glimmer)
 ``laguna``        byte-level BPE + ``chat_template.jinja`` + eot from the **draft's** ``eos_token_id`` list
 ``deepseek_v2``   byte-level BPE (DeepSeek-V2/V3, Kimi-K2.5); the tiktoken ``kimi-k2`` fallback is refused
-``deepseek_v32``  byte-level BPE; the tokenizer must add BOS (upstream asserts ``add_bos_token``)
+``deepseek_v32``  byte-level BPE; the tokenizer must add BOS (upstream asserts ``add_bos_token``, see the handler)
 ``llama``         LlamaModel: add_space_prefix, SentencePiece / LlamaHfVocab / byte-level BPE, CodeLlama/Granite
 ``gemma``         Gemma 1: SentencePiece, CodeGemma eot id 107, add_space_prefix false
 ``gemma2``        SentencePiece, add_space_prefix false
@@ -38,6 +38,7 @@ from gguf import GGUFValueType as VT
 from .. import schema as S
 from ..errors import ConvertError
 from ..hf.checkpoint import TEXT_CONFIG_KEYS, load_json_if_present, read_json
+from ..notes import note
 from ..plan import KV, add_kv
 from .bpe import (
     HFTokenizer,
@@ -358,12 +359,34 @@ def _h_deepseek_v2(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: 
     _set_vocab_gpt2(target_dir, n_vocab, kvs)
 
 
+#: tokenizer classes whose ``__init__`` makes ``add_bos_token`` true (transformers 5.24.0 drops the
+#: tokenizer_config.json value when a tokenizer.json exists, so the class default decides)
+_ADDS_BOS_BY_DEFAULT = frozenset({"LlamaTokenizer", "CodeLlamaTokenizer", "GemmaTokenizer"})
+
+
 def _h_deepseek_v32(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
-    """DeepSeek-V3.2: upstream asserts the tokenizer adds BOS (``add_bos_token`` true), then byte-level BPE."""
+    """DeepSeek-V3.2: byte-level BPE after upstream's assertion that ``AutoTokenizer(target).add_bos_token`` is true.
+
+    Under transformers 5.24 that holds only for a tokenizer class whose ``__init__`` adds BOS (a ByteLevel
+    tokenizer.json, as DeepSeek's, gets the generic backend: false, and upstream stops). dspark-convert converts
+    such a target anyway when its tokenizer_config.json says ``add_bos_token: true`` (the assertion's intent) and
+    notes that upstream b11434 stops there; otherwise it refuses, as upstream does.
+    """
+    from .class_defaults import resolve_tokenizer_class
+
     config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
-    if config.get("add_bos_token") is not True:
-        raise ConvertError(f"{target_dir / 'tokenizer_config.json'}: add_bos_token is {config.get('add_bos_token')!r}, "
-                           "expected true (llama.cpp's DeepSeek-V3.2 vocab method asserts it)")
+    tj = target_dir / "tokenizer.json"
+    head = tj.read_bytes()[:1 << 20] if tj.is_file() else b""
+    cls = resolve_tokenizer_class(config, _target_config(target_dir), head)
+    if cls not in _ADDS_BOS_BY_DEFAULT or token_content(config.get("bos_token")) is None:
+        if config.get("add_bos_token") is not True:
+            raise ConvertError(f"{target_dir / 'tokenizer_config.json'}: add_bos_token is "
+                               f"{config.get('add_bos_token')!r}, expected true (llama.cpp's DeepSeek-V3.2 vocab "
+                               "method asserts that the tokenizer adds BOS)")
+        note(S.TOKENIZER_MODEL, "upstream-stops",
+             f"{target_dir}: llama.cpp b11434 (transformers 5.24) stops on this DeepSeek-V3.2 target: its tokenizer "
+             f"class ({cls}) reports add_bos_token false although tokenizer_config.json says true; converted with "
+             "the byte-level BPE vocabulary upstream would write after that check")
     _set_vocab_gpt2(target_dir, n_vocab, kvs)
 
 
