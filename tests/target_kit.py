@@ -152,7 +152,7 @@ def deepseek_tokenizer_files(folder: Path, **config: Any) -> None:
 def _qwen35_text(layers: int, hidden: int, moe: bool) -> dict[str, Any]:
     c: dict[str, Any] = {
         "model_type": "qwen3_5_moe_text" if moe else "qwen3_5_text", "hidden_size": hidden, "num_hidden_layers": layers,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 3 * hidden,
+        "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 256, "intermediate_size": 3 * hidden,
         "vocab_size": QWEN35_VOCAB, "max_position_embeddings": 262144, "rms_norm_eps": 1e-6,
         "tie_word_embeddings": False, "full_attention_interval": 4,
         "layer_types": ["linear_attention" if (i + 1) % 4 else "full_attention" for i in range(layers)],
