@@ -15,6 +15,8 @@ architecture upstream registers can be a target; this script lists them all, wit
   ``excluded`` (encoders, TTS, the draft classes themselves, decision heads, embedding entry points: not generative
   targets); or ``fails`` (upstream crashes when a draft uses it: no text class, or the method reads state only the
   target class's ``__init__`` creates).
+* ``layer_inputs``: per GGUF architecture, whether llama.cpp's graph records the layer inputs a DFlash / EAGLE-3
+  draft reads (from the C++ tree; a target without them makes llama-server abort);
 * ``top_level_architectures``: the architectures whose top-level name wins over ``text_config.architectures`` in
   ``get_model_architecture``; ``embedding_scale_prefix``: the prefix of the target architectures whose embedding scale
   a DFlash draft writes.
@@ -36,6 +38,7 @@ import hashlib
 import inspect
 import json
 import logging
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -91,6 +94,7 @@ class Upstream:
     """The upstream tree's ``conversion`` package, imported, and the code facts read from it."""
 
     def __init__(self, tree: Path) -> None:
+        self.tree = tree
         sys.path[:0] = [str(tree / "gguf-py"), str(tree)]
         logging.disable(logging.WARNING)
         import conversion
@@ -274,6 +278,7 @@ class Upstream:
             "generated_by": "scripts/target_table.py",
             "top_level_architectures": self.top_level_architectures(),
             "embedding_scale_prefix": self.embedding_scale_prefix(),
+            "layer_inputs": runtime_layer_inputs(self.tree),
             "methods": {k: methods[k] for k in sorted(used)},
             "architectures": archs,
         }
@@ -290,6 +295,39 @@ def _calls_super_set_vocab(node: ast.FunctionDef) -> bool:
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "set_vocab"
                and isinstance(n.func.value, ast.Call) and isinstance(n.func.value.func, ast.Name)
                and n.func.value.func.id == "super" for n in ast.walk(node))
+
+
+def runtime_layer_inputs(tree: Path) -> dict[str, bool]:
+    """GGUF architecture -> whether llama.cpp's graph for it records the layer inputs a DFlash / EAGLE-3 draft reads
+    (``res->t_layer_inp``; without them llama-server aborts with "layer input tensor is null"). Read from the C++
+    tree: ``llama-arch.cpp`` (enum -> name), ``llama-model.cpp`` (enum -> model class), ``models/*.cpp`` (the file
+    that builds the class's graph; a class without one uses its base's, ``models/models.h``)."""
+    src = tree / "src"
+    names = dict(re.findall(r'\{\s*(LLM_ARCH_\w+),\s*"([^"]+)"\s*\}', (src / "llama-arch.cpp").read_text()))
+    classes: dict[str, str] = {}
+    for m in re.finditer(r"((?:case\s+LLM_ARCH_\w+:\s*)+)return new (llama_model_\w+)",
+                         (src / "llama-model.cpp").read_text()):
+        for arch in re.findall(r"LLM_ARCH_\w+", m.group(1)):
+            classes.setdefault(arch, m.group(2))
+    texts = [p.read_text(errors="replace") for p in sorted((src / "models").glob("*.cpp"))]
+    header = (src / "models" / "models.h").read_text()
+
+    def graph_text(cls: str, depth: int = 0) -> str | None:
+        pattern = re.compile(rf"\b{cls}::graph(?:<[^>]*>)?::graph\s*\(")
+        for text in texts:
+            if pattern.search(text):
+                return text
+        base = re.search(rf"struct {cls}\s*:\s*public\s+(llama_model_\w+)", header)
+        return graph_text(base.group(1), depth + 1) if base and depth < 5 else None
+
+    out: dict[str, bool] = {}
+    for arch, cls in classes.items():
+        text = graph_text(cls)
+        if arch in names and text is not None:
+            out[names[arch]] = "t_layer_inp" in text
+    if not out:
+        raise SystemExit(f"{src}: no model graphs found (llama-model.cpp / models/*.cpp changed shape)")
+    return dict(sorted(out.items()))
 
 
 def type_name(cls: type, attr: str) -> str:

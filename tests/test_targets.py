@@ -252,3 +252,24 @@ def test_qwen35_draft_keys(tmp_path: Path, targets_dir: Path) -> None:
     assert list(f["dflash.attention.sliding_window_pattern"].contents()) == [True, False]
     assert f["tokenizer.ggml.pre"].contents() == "qwen35"
     assert compare(out, json.loads((ORACLE / "dflash-qwen35.bf16.json").read_text())) == []
+
+
+# ---------------------------------------------------------------------------------------------- target graph
+def test_layer_inputs_from_the_cpp_tree() -> None:
+    li = T.table()["layer_inputs"]
+    assert all(li[a] for a in ("qwen35", "qwen35moe", "qwen3", "llama", "gemma4", "bailingmoe3", "muse-glimmer"))
+    assert not any(li[a] for a in ("glm4moe", "glm-dsa", "glm5-next"))
+    assert T.gguf_arch_of(qwen35_config("Qwen3_5MoeForConditionalGeneration")) == "qwen35moe"
+
+
+@pytest.mark.parametrize(("case", "status"), [("dflash-glm4-moe", "fail"), ("dspark-qwen35", "pass")])
+def test_check_target_reports_a_target_graph_without_layer_inputs(tmp_path: Path, targets_dir: Path, case: str,
+                                                                  status: str) -> None:
+    from dspark_convert.fit.rules import check_fit
+
+    draft, target = make_case(tmp_path, case, targets_dir)
+    out = convert(draft, target, tmp_path / "d.gguf", outtype="bf16").path
+    rule = {r.id: r for r in check_fit(out, target).results}["target-graph"]
+    assert rule.status == status
+    if status == "fail":
+        assert "glm4moe graph records no layer inputs" in rule.message

@@ -33,6 +33,8 @@ FIRST_CHECKED_TOKEN = 5
 SRC_COMPAT = "common/speculative.cpp: common_speculative_are_compatible()"
 SRC_D2T = f"src/models/{S.ARCH_DFLASH}.cpp, src/models/{S.ARCH_EAGLE3}.cpp: d2t (draft id -> target id)"
 SRC_HPARAMS = "src/llama-model.cpp: load_hparams() (rope.freq_base, rope.scaling.*, context_length)"
+SRC_GRAPH = ("common/speculative.cpp: llama_set_embeddings_layer_inp(); src/llama-graph.cpp: set_outputs() "
+             "(\"layer input tensor is null\"); src/models/<target>.cpp: res->t_layer_inp")
 SRC_TEMPLATE = "common/chat.cpp: common_chat_templates_init() (llama-server calls it on the target model)"
 
 #: a rule for every draft (a :class:`Rule`'s ``families`` when no family word restricts it)
@@ -225,6 +227,24 @@ def rule_chat_template(p: Pair) -> Outcome:
     return Outcome("info", a, b, f"chat templates {'identical' if same else 'differ'} (llama-server uses the target's)")
 
 
+def rule_target_graph(p: Pair) -> Outcome:
+    """A DFlash / EAGLE-3 draft reads the target's layer inputs: llama.cpp's graph of the target architecture must
+    record them (the target table's ``layer_inputs``, read from llama.cpp b11434's C++ tree)."""
+    from ..tokenizer.targets import gguf_arch_of, records_layer_inputs
+
+    if p.draft.arch not in (S.ARCH_DFLASH, S.ARCH_EAGLE3):
+        return Outcome("skip", p.draft.arch, None, f"a {p.draft.arch} draft reads no target layer inputs")
+    arch = p.target.arch if p.target.kind == "gguf" else gguf_arch_of(p.target.config)
+    known = records_layer_inputs(arch) if arch is not None else None
+    if known is None:
+        return Outcome("skip", "layer inputs", arch, f"target architecture {arch or '?'} is not in the target table")
+    if known:
+        return Outcome("pass", "layer inputs", arch, f"llama.cpp's {arch} graph records the layer inputs the draft reads")
+    return Outcome("fail", "layer inputs", arch,
+                   f"llama.cpp b11434's {arch} graph records no layer inputs: llama-server aborts on the first draft "
+                   "block (\"layer input tensor is null\"); a newer llama.cpp may add them")
+
+
 @dataclass(frozen=True)
 class Rule:
     """One row of the rule table: id, what it compares, the draft families it applies to, its source."""
@@ -247,6 +267,8 @@ RULES: tuple[Rule, ...] = (
          rule_token_text),
 )
 TAIL_RULES: tuple[Rule, ...] = (
+    Rule("target-graph", "the target's llama.cpp graph records the layer inputs the draft reads", ALL, SRC_GRAPH,
+         rule_target_graph),
     Rule("d2t-range", "every d2t id < target vocabulary", ALL, SRC_D2T, rule_d2t),
     Rule("rope-base", "rope.freq_base of both sides", ALL, SRC_HPARAMS, rule_rope_base),
     Rule("rope-scaling", "rope scaling of both sides", ALL, SRC_HPARAMS, rule_rope_scaling),

@@ -26,7 +26,8 @@ from .. import schema as S
 from ..errors import ConvertError
 
 __all__ = ["METHOD_HANDLERS", "TargetArch", "table", "target_arch", "text_architecture", "handler_for_architecture",
-           "is_target_architecture", "supported_architectures", "embedding_scale_prefix"]
+           "is_target_architecture", "supported_architectures", "embedding_scale_prefix", "records_layer_inputs",
+           "gguf_arch_of"]
 
 TABLE_FILE = "targets-b11434.json"
 UPSTREAM = "b11434"
@@ -113,6 +114,26 @@ def supported_architectures() -> list[str]:
 def embedding_scale_prefix() -> str:
     """Target text architectures starting with this get ``dflash.embedding_scale`` = sqrt(hidden) (upstream)."""
     return str(table()["embedding_scale_prefix"])
+
+
+def records_layer_inputs(gguf_arch: str) -> bool | None:
+    """Whether llama.cpp b11434's graph for GGUF architecture ``gguf_arch`` records the layer inputs a DFlash /
+    EAGLE-3 draft reads (None: not known to the table). Without them llama-server aborts on the first draft block
+    ("layer input tensor is null").
+
+    Example:
+        >>> records_layer_inputs("qwen35"), records_layer_inputs("glm4moe")
+        (True, False)
+    """
+    value = table().get("layer_inputs", {}).get(gguf_arch)
+    return value if isinstance(value, bool) else None
+
+
+def gguf_arch_of(config: dict[str, Any]) -> str | None:
+    """The GGUF architecture upstream converts a target with this ``config.json`` to (None: not in the table)."""
+    arch = text_architecture(config)
+    row = target_arch(arch) if arch is not None else None
+    return row.gguf_arch if row is not None else None
 
 
 def text_architecture(config: dict[str, Any]) -> str | None:
