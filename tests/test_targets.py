@@ -25,7 +25,6 @@ from dspark_convert.tokenizer import targets as T
 from dspark_convert.tokenizer.handlers import HANDLERS, target_vocab_kvs, vocab_handler_for_target
 
 ROOT = Path(__file__).resolve().parents[1]
-TREE = Path.home() / ".cache" / "dspark-convert" / "llama-server-b11434" / "src" / "llama.cpp"
 
 
 @pytest.fixture(scope="module")
@@ -78,27 +77,25 @@ def test_no_hand_kept_target_list_in_the_package() -> None:
         assert len(found) <= 3, (path, found)
 
 
-def test_regenerated_table_equals_the_committed_one() -> None:
-    """``scripts/target_table.py --check`` against the b11434 tree (when it is on this machine)."""
-    if not (TREE / "conversion" / "__init__.py").is_file():
-        pytest.skip(f"no llama.cpp b11434 tree at {TREE}")
-    pytest.importorskip("transformers")
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "target_table.py"), "--tree", str(TREE), "--check"],
+@pytest.mark.llama
+def test_regenerated_table_equals_the_committed_one(llama_bin: tuple[Path, Path]) -> None:
+    """``scripts/target_table.py --check`` against the b11434 tree of the llama tier (it imports upstream's
+    converter, as the tier does to make its targets)."""
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "target_table.py"), "--tree", str(llama_bin[1]),
+                        "--check"],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "up to date (276 architectures: 208 targets, 62 excluded, 6 failing upstream" in p.stdout
 
 
-def test_check_mode_fails_on_a_changed_table(tmp_path: Path) -> None:
-    if not (TREE / "conversion" / "__init__.py").is_file():
-        pytest.skip(f"no llama.cpp b11434 tree at {TREE}")
-    pytest.importorskip("transformers")
+@pytest.mark.llama
+def test_check_mode_fails_on_a_changed_table(llama_bin: tuple[Path, Path], tmp_path: Path) -> None:
     table = json.loads((ROOT / "dspark_convert" / "tokenizer" / "data" / "targets-b11434.json").read_text())
     table["architectures"]["Qwen3_5ForCausalLM"]["method"] = "_set_vocab_sentencepiece"
     changed = tmp_path / "t.json"
     changed.write_text(json.dumps(table))
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "target_table.py"), "--tree", str(TREE), "--check",
-                        "--out", str(changed)], capture_output=True, text=True, timeout=600)
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "target_table.py"), "--tree", str(llama_bin[1]),
+                        "--check", "--out", str(changed)], capture_output=True, text=True, timeout=600)
     assert p.returncode == 1
     assert "architectures differing: Qwen3_5ForCausalLM" in p.stdout
 
@@ -197,7 +194,7 @@ def test_deepseek_v32_requires_add_bos(targets_dir: Path, tmp_path: Path) -> Non
         (bad / f).write_bytes((target / f).read_bytes())
     (bad / "tokenizer_config.json").write_text(json.dumps(cfg))
     with pytest.raises(ConvertError, match=r"add_bos_token is False, expected true"):
-        target_vocab_kvs(bad, 129280, "deepseek_v32")
+        target_vocab_kvs(bad, 129280, "gpt2_assert_bos")
 
 
 def test_deepseek_v32_does_better_than_upstream_and_says_so(targets_dir: Path, tmp_path: Path) -> None:

@@ -184,7 +184,7 @@ def test_handler_table() -> None:
     assert handler("Qwen3ForCausalLM") == "qwen" and handler("Qwen2ForCausalLM") == "qwen"
     assert handler("Qwen3MoeForCausalLM") == "gpt2"  # TextModel.set_vocab upstream
     assert handler("LlamaForCausalLM") == "llama" and handler("MistralForCausalLM") == "llama"
-    assert handler("Lfm2ForCausalLM") == "gpt2" and handler("DeepseekV3ForCausalLM") == "deepseek_v2"
+    assert handler("Lfm2ForCausalLM") == "gpt2" and handler("DeepseekV3ForCausalLM") == "gpt2_or_kimi"
     assert handler("Gemma3ForConditionalGeneration") == "gemma3"
     assert handler("NemotronHForCausalLM") == "nemotron_h"
     assert handler("Qwen3_5ForConditionalGeneration") == "gpt2" and handler("Glm4MoeForCausalLM") == "glm"

@@ -227,12 +227,16 @@ def rule_chat_template(p: Pair) -> Outcome:
     return Outcome("info", a, b, f"chat templates {'identical' if same else 'differ'} (llama-server uses the target's)")
 
 
+#: draft GGUF architectures whose llama.cpp implementation reads the target's layer inputs
+LAYER_INPUT_ARCHS = frozenset({S.ARCH_DFLASH, S.ARCH_EAGLE3})
+
+
 def rule_target_graph(p: Pair) -> Outcome:
-    """A DFlash / EAGLE-3 draft reads the target's layer inputs: llama.cpp's graph of the target architecture must
-    record them (the target table's ``layer_inputs``, read from llama.cpp b11434's C++ tree)."""
+    """A draft of :data:`LAYER_INPUT_ARCHS` reads the target's layer inputs: llama.cpp's graph of the target
+    architecture must record them (the target table's ``layer_inputs``, read from llama.cpp b11434's C++ tree)."""
     from ..tokenizer.targets import gguf_arch_of, records_layer_inputs
 
-    if p.draft.arch not in (S.ARCH_DFLASH, S.ARCH_EAGLE3):
+    if p.draft.arch not in LAYER_INPUT_ARCHS:
         return Outcome("skip", p.draft.arch, None, f"a {p.draft.arch} draft reads no target layer inputs")
     arch = p.target.arch if p.target.kind == "gguf" else gguf_arch_of(p.target.config)
     known = records_layer_inputs(arch) if arch is not None else None

@@ -6,14 +6,14 @@ vocab method each architecture's class runs), and :func:`target_vocab_kvs` runs 
 upstream path they replay:
 
 ================  ==============================================================================================
-``gpt2``          byte-level BPE (``_set_vocab_gpt2``: Qwen3.5/3.6, Ling, LFM2, gpt-oss, Qwen MoE, DeepSeek-V4, ...)
+``gpt2``          byte-level BPE (``_set_vocab_gpt2``: Qwen3.5/3.6, Ling, LFM2, gpt-oss, Qwen MoE, ...)
 ``spm``           SentencePiece only (``_set_vocab_sentencepiece``: MiniCPM, Baichuan, ...): needs tokenizer.model
 ``qwen``          SentencePiece when the target has ``tokenizer.model``, else byte-level BPE (Qwen2Model)
 ``glm``           byte-level BPE, bos ``[gMASK]``, eot ``<|user|>``, unk ``<|endoftext|>``, eom ``<|observation|>``
 ``muse``          byte-level BPE + eot = the id of ``<|eot|>`` (Muse-Glimmer)
 ``laguna``        byte-level BPE + ``chat_template.jinja`` + eot from the **draft's** ``eos_token_id`` list
-``deepseek_v2``   byte-level BPE (DeepSeek-V2/V3, Kimi-K2.5); the tiktoken ``kimi-k2`` fallback is refused
-``deepseek_v32``  byte-level BPE; the tokenizer must add BOS (upstream asserts ``add_bos_token``, see the handler)
+``gpt2_or_kimi``  byte-level BPE (DeepSeek-V2/V3, Kimi-K2.5); the tiktoken ``kimi-k2`` fallback is refused
+``gpt2_assert_bos``  byte-level BPE after upstream's ``add_bos_token`` assertion (DeepSeek-V3.2)
 ``llama``         LlamaModel: add_space_prefix, SentencePiece / LlamaHfVocab / byte-level BPE, CodeLlama/Granite
 ``gemma``         Gemma 1: SentencePiece, CodeGemma eot id 107, add_space_prefix false
 ``gemma2``        SentencePiece, add_space_prefix false
@@ -350,7 +350,7 @@ def _h_laguna(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft
             add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["eot"], VT.UINT32, extra[0]))
 
 
-def _h_deepseek_v2(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+def _h_gpt2_or_kimi(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
     """DeepSeek-V2/V3, Kimi-K2.5: byte-level BPE from tokenizer.json. Upstream falls back to the tiktoken
     ``kimi-k2`` tokenizer when that fails; that fallback is not reproduced (refused)."""
     if not (target_dir / "tokenizer.json").is_file():
@@ -364,11 +364,11 @@ def _h_deepseek_v2(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: 
 _ADDS_BOS_BY_DEFAULT = frozenset({"LlamaTokenizer", "CodeLlamaTokenizer", "GemmaTokenizer"})
 
 
-def _h_deepseek_v32(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+def _h_gpt2_assert_bos(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
     """DeepSeek-V3.2: byte-level BPE after upstream's assertion that ``AutoTokenizer(target).add_bos_token`` is true.
 
     Under transformers 5.24 that holds only for a tokenizer class whose ``__init__`` adds BOS (a ByteLevel
-    tokenizer.json, as DeepSeek's, gets the generic backend: false, and upstream stops). dspark-convert converts
+    tokenizer.json, as DeepSeek-V3's, gets the generic backend: false, and upstream stops). dspark-convert converts
     such a target anyway when its tokenizer_config.json says ``add_bos_token: true`` (the assertion's intent) and
     notes that upstream b11434 stops there; otherwise it refuses, as upstream does.
     """
@@ -392,7 +392,7 @@ def _h_deepseek_v32(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft:
 
 HANDLERS: dict[str, Callable[[Path, int | None, list[KV], Draft], None]] = {
     "qwen": _h_qwen, "gpt2": _h_gpt2, "spm": _h_spm, "glm": _h_glm, "muse": _h_muse, "laguna": _h_laguna,
-    "deepseek_v2": _h_deepseek_v2, "deepseek_v32": _h_deepseek_v32, "llama": _h_llama, "gemma": _h_gemma,
+    "gpt2_or_kimi": _h_gpt2_or_kimi, "gpt2_assert_bos": _h_gpt2_assert_bos, "llama": _h_llama, "gemma": _h_gemma,
     "gemma2": _h_gemma2, "gemma3": _h_gemma3, "gemma4": _h_gemma4, "nemotron_h": _h_nemotron_h, "phi3": _h_phi3,
 }
 #: the draft hparams a handler's output depends on (besides vocab_size): part of the cache key

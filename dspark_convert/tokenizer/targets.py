@@ -32,28 +32,9 @@ __all__ = ["METHOD_HANDLERS", "TargetArch", "table", "target_arch", "text_archit
 TABLE_FILE = "targets-b11434.json"
 UPSTREAM = "b11434"
 
-#: upstream vocab method (the table's ``method``) -> the handler of :mod:`.handlers` that reproduces it
-METHOD_HANDLERS: dict[str, str] = {
-    "_set_vocab_gpt2": "gpt2",
-    "_set_vocab_sentencepiece": "spm",
-    "_set_vocab_glm": "glm",
-    "Qwen2Model.set_vocab": "qwen",  # SentencePiece when tokenizer.model exists, else byte-level BPE
-    "Qwen2VLModel.set_vocab": "qwen",
-    "Qwen3Model.set_vocab": "qwen",  # its InternS1 branch tests the draft's own architecture: never taken
-    "Qwen3MoeModel.set_vocab": "gpt2",  # the same InternS1 test, then TextModel.set_vocab
-    "DeepseekModel.set_vocab": "qwen",
-    "DeepseekV2Model.set_vocab": "deepseek_v2",
-    "DeepseekV32Model.set_vocab": "deepseek_v32",
-    "LlamaModel.set_vocab": "llama",
-    "GemmaModel.set_vocab": "gemma",
-    "Gemma2Model.set_vocab": "gemma2",
-    "Gemma3Model.set_vocab": "gemma3",
-    "Gemma4Model.set_vocab": "gemma4",
-    "NemotronHModel.set_vocab": "nemotron_h",
-    "Phi3MiniModel.set_vocab": "phi3",
-    "MuseGlimmerModel.set_vocab": "muse",
-    "LagunaModel.set_vocab": "laguna",
-}
+#: upstream vocab method (the table's ``method``) -> the handler of :mod:`.handlers` that reproduces it (data in
+#: the schema package, with the other upstream names)
+METHOD_HANDLERS = S.VOCAB_METHOD_HANDLERS
 
 
 @dataclass(frozen=True)
@@ -112,13 +93,13 @@ def supported_architectures() -> list[str]:
 
 
 def embedding_scale_prefix() -> str:
-    """Target text architectures starting with this get ``dflash.embedding_scale`` = sqrt(hidden) (upstream)."""
+    """Target text architectures starting with this give the draft an embedding scale of sqrt(hidden) (upstream)."""
     return str(table()["embedding_scale_prefix"])
 
 
 def records_layer_inputs(gguf_arch: str) -> bool | None:
-    """Whether llama.cpp b11434's graph for GGUF architecture ``gguf_arch`` records the layer inputs a DFlash /
-    EAGLE-3 draft reads (None: not known to the table). Without them llama-server aborts on the first draft block
+    """Whether llama.cpp b11434's graph for GGUF architecture ``gguf_arch`` records the layer inputs a draft that
+    reads target hidden states needs (None: not known to the table). Without them llama-server aborts on the first draft block
     ("layer input tensor is null").
 
     Example:
