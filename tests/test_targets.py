@@ -300,3 +300,14 @@ def test_check_target_reports_a_target_graph_without_layer_inputs(tmp_path: Path
     assert rule.status == status
     if status == "fail":
         assert "glm4moe graph records no layer inputs" in rule.message
+
+
+def test_conversion_warns_when_the_target_graph_has_no_layer_inputs(tmp_path: Path, targets_dir: Path) -> None:
+    draft, target = make_case(tmp_path, "dflash-glm4-moe", targets_dir)
+    r = convert(draft, target, tmp_path / "g.gguf", outtype="bf16")
+    warned = [f for f in r.findings if f.rule == "target-graph"]
+    assert [f.level for f in warned] == ["warning"]
+    assert "glm4moe graph records no layer inputs" in warned[0].message
+    draft, target = make_case(tmp_path, "dflash-qwen35", targets_dir)
+    assert not [f for f in convert(draft, target, tmp_path / "q.gguf", outtype="bf16").findings
+                if f.rule == "target-graph"]
