@@ -538,8 +538,8 @@ def _(inp: Inputs) -> None:
     set_tensor(inp.draft, "d2t", "I64", np.zeros(16, np.int64))
 
 
-@case("unsupported-target-architecture", "{target}/config.json: architecture 'TotallyNewForCausalLM' is not "
-      "supported as a target (known: DeepseekForCausalLM, ", fixture="dflash-zlab",
+@case("unsupported-target-architecture", "{target}/config.json: architecture 'TotallyNewForCausalLM' is not a text "
+      "architecture llama.cpp b11434 registers, so it cannot be a draft's target", fixture="dflash-zlab",
       section="§3.5")
 def _(inp: Inputs) -> None:
     edit_config(inp.own_target(), architectures=["TotallyNewForCausalLM"])

@@ -61,11 +61,11 @@ def test_matched_pair_passes_every_rule(name: str, kind: str, drafts: dict[str, 
     assert report.draft.family == family
     want = ["vocab-type", "bos", "eos", "vocab-size", "token-text"]
     want += ["extract-layers", "fc-width", "vocab-cover"] if family == "eagle3" else ["taps", "fc-width", "mask-id", "head"]
-    want += ["d2t-range", "rope-base", "rope-scaling", "context-length", "chat-template"]
+    want += ["target-graph", "d2t-range", "rope-base", "rope-scaling", "context-length", "chat-template"]
     assert [r.id for r in report.results] == want
     st = statuses(report)
     assert st.pop("d2t-range") == ("pass" if name in WITH_D2T else "skip")
-    n_pass = 8 if family == "eagle3" else 9   # DFlash/DSpark: + the head rule (issue 23)
+    n_pass = 9 if family == "eagle3" else 10   # DFlash/DSpark: + the head rule (issue 23); + target-graph
     assert {k: v for k, v in st.items() if v != "info"} == dict.fromkeys(want[:n_pass], "pass")
     assert report.ok and report.loader_findings == []
     token_text = next(r for r in report.results if r.id == "token-text")
@@ -102,7 +102,7 @@ def test_wrong_tokenizer_of_equal_size(drafts: dict[str, Path], qwen_kvs: list[A
     assert r.details == {"first_id": 5, "end_id": 1024, "differing": 2, "first_differing_id": 700}
     out = run_cli(["check", str(drafts["dspark-qwen3"]), "--target", str(target)], tmp_path)
     assert out.exit_code == 1 and out.exception is None
-    assert "[/]x[red]" in out.stdout and "DOES NOT FIT: 8 passed, 1 failed, 4 info, 1 skipped" in out.stdout
+    assert "[/]x[red]" in out.stdout and "DOES NOT FIT: 9 passed, 1 failed, 4 info, 1 skipped" in out.stdout
 
 
 def test_ids_below_5_are_not_compared(drafts: dict[str, Path], qwen_kvs: list[Any], tmp_path: Path) -> None:
@@ -266,7 +266,7 @@ def test_cli_json_schema_and_exit_0(drafts: dict[str, Path], qwen_kvs: list[Any]
                         "rules", "loader_findings", "notes"}
     assert (doc["draft_arch"], doc["family"], doc["target_kind"], doc["target_arch"]) == ("eagle3", "eagle3", "gguf",
                                                                                           "qwen3")
-    assert doc["counts"] == {"pass": 9, "fail": 0, "info": 4, "skip": 0} and doc["notes"] == []
+    assert doc["counts"] == {"pass": 10, "fail": 0, "info": 4, "skip": 0} and doc["notes"] == []
     for r in doc["rules"]:
         assert set(r) == {"id", "status", "draft", "target", "message", "source", "details"}
     layers = next(r for r in doc["rules"] if r["id"] == "extract-layers")

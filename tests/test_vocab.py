@@ -20,12 +20,12 @@ from dspark_convert.plan import KV
 from dspark_convert.schema import TokenType as T
 from dspark_convert.tokenizer import bpe as vocab_bpe
 from dspark_convert.tokenizer.handlers import (
-    TARGET_HANDLERS,
     identify_bpe_pre,
     target_vocab_kvs,
     vocab_handler_for_target,
 )
 from dspark_convert.tokenizer.special import looks_special, merges_from_json
+from dspark_convert.tokenizer.targets import target_arch
 
 QWEN2_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
             r"|\s*[\r\n]+|\s+(?!\S)|\s+")
@@ -176,12 +176,18 @@ def test_golden_token_id_beyond_draft_vocab(golden_target: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------- handler choice
 def test_handler_table() -> None:
-    assert TARGET_HANDLERS["Qwen3ForCausalLM"] == "qwen" and TARGET_HANDLERS["Qwen2ForCausalLM"] == "qwen"
-    assert TARGET_HANDLERS["Qwen3MoeForCausalLM"] == "gpt2"  # TextModel.set_vocab upstream
-    assert TARGET_HANDLERS["LlamaForCausalLM"] == "llama" and TARGET_HANDLERS["MistralForCausalLM"] == "llama"
-    assert TARGET_HANDLERS["Lfm2ForCausalLM"] == "gpt2" and TARGET_HANDLERS["DeepseekV3ForCausalLM"] == "gpt2"
-    assert TARGET_HANDLERS["Gemma3ForConditionalGeneration"] == "gemma3"
-    assert TARGET_HANDLERS["NemotronHForCausalLM"] == "nemotron_h"
+    def handler(arch: str) -> str | None:
+        row = target_arch(arch)
+        assert row is not None, arch
+        return row.handler
+
+    assert handler("Qwen3ForCausalLM") == "qwen" and handler("Qwen2ForCausalLM") == "qwen"
+    assert handler("Qwen3MoeForCausalLM") == "gpt2"  # TextModel.set_vocab upstream
+    assert handler("LlamaForCausalLM") == "llama" and handler("MistralForCausalLM") == "llama"
+    assert handler("Lfm2ForCausalLM") == "gpt2" and handler("DeepseekV3ForCausalLM") == "gpt2_or_kimi"
+    assert handler("Gemma3ForConditionalGeneration") == "gemma3"
+    assert handler("NemotronHForCausalLM") == "nemotron_h"
+    assert handler("Qwen3_5ForConditionalGeneration") == "gpt2" and handler("Glm4MoeForCausalLM") == "glm"
 
 
 def test_handler_for_target(tmp_path: Path) -> None:
@@ -190,8 +196,8 @@ def test_handler_for_target(tmp_path: Path) -> None:
     wrapped.mkdir()
     write_json(wrapped / "config.json", {"text_config": {"architectures": ["LlamaForCausalLM"]}})
     assert vocab_handler_for_target(wrapped) == "llama"
-    with pytest.raises(ConvertError, match=r"c/config.json: architecture 'FooForCausalLM' is not supported as "
-                                           r"a target \(known: .*Qwen3ForCausalLM"):
+    with pytest.raises(ConvertError, match=r"c/config.json: architecture 'FooForCausalLM' is not a text "
+                                           r"architecture llama.cpp b11434 registers"):
         vocab_handler_for_target(make_target(tmp_path / "c", "FooForCausalLM"))
     with pytest.raises(ConvertError, match=r"d/config.json: file not found"):
         vocab_handler_for_target(tmp_path / "d")

@@ -25,7 +25,7 @@ from ..roles.convert import TargetFacts
 IGNORE_HINT = "pass --ignore-target-mismatch to convert anyway"
 #: the rule ids of fit findings (errors: the first four; warnings: the rest)
 FIT_RULES = ("target-hidden-size", "target-layers", "target-vocab", "target-d2t", "target-name", "mask-embedding",
-             "target-rope")
+             "target-rope", "target-graph")
 #: a file next to the checkpoint holding a learned mask embedding, which a GGUF cannot carry (tensors holding one
 #: are named by the family's name table, ``NameTable.mask_embedding``, and reach us as ``TargetFacts``)
 MASK_EMBEDDING_FILE = "mask_embedding.pt"
@@ -240,7 +240,23 @@ def check_rope(p: Pair) -> list[Finding]:
     return out
 
 
+def check_target_graph(p: Pair) -> list[Finding]:
+    """A draft that reads the target's layer inputs, for a target whose llama.cpp b11434 graph records none (the
+    target table's ``layer_inputs``): the file is right, but llama-server aborts on its first draft block."""
+    from ..tokenizer.targets import gguf_arch_of, records_layer_inputs
+    from .rules import LAYER_INPUT_ARCHS
+
+    if p.arch not in LAYER_INPUT_ARCHS:
+        return []
+    arch = gguf_arch_of(p.target_config)
+    if arch is None or records_layer_inputs(arch) is not False:
+        return []
+    return [_warn("architectures", "target-graph", f"{p.target_where}: llama.cpp b11434's {arch} graph records no "
+                  "layer inputs, so llama-server aborts on this draft's first block (\"layer input tensor is null\"); "
+                  "the file is what upstream's converter writes, for a llama.cpp that adds them")]
+
+
 def conversion_findings(p: Pair, *, mask_sources: Sequence[str] = ()) -> list[Finding]:
     """Every fit finding of the pair: errors first (hidden size, vocabulary), then warnings."""
     return [*check_hidden_size(p), *check_vocab(p), *check_target_name(p), *check_mask_embedding(p, mask_sources),
-            *check_rope(p)]
+            *check_rope(p), *check_target_graph(p)]

@@ -33,6 +33,8 @@ FIRST_CHECKED_TOKEN = 5
 SRC_COMPAT = "common/speculative.cpp: common_speculative_are_compatible()"
 SRC_D2T = f"src/models/{S.ARCH_DFLASH}.cpp, src/models/{S.ARCH_EAGLE3}.cpp: d2t (draft id -> target id)"
 SRC_HPARAMS = "src/llama-model.cpp: load_hparams() (rope.freq_base, rope.scaling.*, context_length)"
+SRC_GRAPH = ("common/speculative.cpp: llama_set_embeddings_layer_inp(); src/llama-graph.cpp: set_outputs() "
+             "(\"layer input tensor is null\"); src/models/<target>.cpp: res->t_layer_inp")
 SRC_TEMPLATE = "common/chat.cpp: common_chat_templates_init() (llama-server calls it on the target model)"
 
 
@@ -172,6 +174,28 @@ def rule_chat_template(p: Pair) -> Outcome:
     return Outcome("info", a, b, f"chat templates {'identical' if same else 'differ'} (llama-server uses the target's)")
 
 
+#: draft GGUF architectures whose llama.cpp implementation reads the target's layer inputs
+LAYER_INPUT_ARCHS = frozenset({S.ARCH_DFLASH, S.ARCH_EAGLE3})
+
+
+def rule_target_graph(p: Pair) -> Outcome:
+    """A draft of :data:`LAYER_INPUT_ARCHS` reads the target's layer inputs: llama.cpp's graph of the target
+    architecture must record them (the target table's ``layer_inputs``, read from llama.cpp b11434's C++ tree)."""
+    from ..tokenizer.targets import gguf_arch_of, records_layer_inputs
+
+    if p.draft.arch not in LAYER_INPUT_ARCHS:
+        return Outcome("skip", p.draft.arch, None, f"a {p.draft.arch} draft reads no target layer inputs")
+    arch = p.target.arch if p.target.kind == "gguf" else gguf_arch_of(p.target.config)
+    known = records_layer_inputs(arch) if arch is not None else None
+    if known is None:
+        return Outcome("skip", "layer inputs", arch, f"target architecture {arch or '?'} is not in the target table")
+    if known:
+        return Outcome("pass", "layer inputs", arch, f"llama.cpp's {arch} graph records the layer inputs the draft reads")
+    return Outcome("fail", "layer inputs", arch,
+                   f"llama.cpp b11434's {arch} graph records no layer inputs: llama-server aborts on the first draft "
+                   "block (\"layer input tensor is null\"); a newer llama.cpp may add them")
+
+
 #: the rules of every draft, in table order: the vocabulary rules, then (:func:`fit_rules`) the rules of the
 #: draft's GGUF architecture (its base variant's ``fit.ARCH_RULES``), then :data:`TAIL_RULES`
 RULES: tuple[Rule, ...] = (
@@ -183,6 +207,8 @@ RULES: tuple[Rule, ...] = (
          rule_token_text),
 )
 TAIL_RULES: tuple[Rule, ...] = (
+    Rule("target-graph", "the target's llama.cpp graph records the layer inputs the draft reads", ALL, SRC_GRAPH,
+         rule_target_graph),
     Rule("d2t-range", "every d2t id < target vocabulary", ALL, SRC_D2T, rule_d2t),
     Rule("rope-base", "rope.freq_base of both sides", ALL, SRC_HPARAMS, rule_rope_base),
     Rule("rope-scaling", "rope scaling of both sides", ALL, SRC_HPARAMS, rule_rope_scaling),

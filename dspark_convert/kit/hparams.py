@@ -236,17 +236,16 @@ def target_text_config(config: dict[str, Any]) -> dict[str, Any]:
 
 def target_text_architecture(config: dict[str, Any]) -> str | None:
     """The target's text architecture as upstream's ``get_model_architecture(..., TEXT)`` picks it: the text
-    config's ``architectures[0]`` when it names one, else the top-level ``architectures[0]``.
+    config's ``architectures[0]`` when it names one, else the top-level ``architectures[0]`` (some top-level names
+    win, per the target table: :func:`~dspark_convert.tokenizer.targets.text_architecture`).
 
     Example:
         >>> target_text_architecture({"architectures": ["Gemma4ForConditionalGeneration"], "text_config": {}})
         'Gemma4ForConditionalGeneration'
     """
-    for cfg in [config.get(k) for k in TEXT_CONFIG_KEYS] + [config]:
-        archs = cfg.get("architectures") if isinstance(cfg, dict) else None
-        if isinstance(archs, list) and archs and isinstance(archs[0], str):
-            return archs[0]
-    return None
+    from ..tokenizer.targets import text_architecture
+
+    return text_architecture(config)
 
 
 def target_uses_mrope(config: dict[str, Any]) -> bool:

@@ -67,10 +67,10 @@ def family_for(config: dict[str, Any], tensor_names: Iterable[str], where: str) 
                 return mod
         except ConvertError as e:  # the family's kind, but not convertible: its reason, with the file
             raise ConvertError(f"{where}: {e}") from None
-    from ..tokenizer.handlers import TARGET_HANDLERS
+    from ..tokenizer.targets import is_target_architecture
 
     known = [a for mod in modules for a in mod.ARCHITECTURES]
-    if archs[0] in TARGET_HANDLERS:  # a target model's class: the closest draft name would be a wrong hint
+    if is_target_architecture(archs[0]):  # a target model's class: the closest draft name would be a wrong hint
         folder = os.path.dirname(where) or "."
         raise ConvertError(f"{where}: architecture '{archs[0]}' is not a supported draft: it is a target model class; "
                            f"if {folder} is the target, pass it as --target-model-dir and the draft as DRAFT; if it is "
@@ -96,13 +96,13 @@ def architecture_aliases() -> dict[str, str]:
 def draft_architecture(config: object) -> str | None:
     """``architectures[0]`` of a config when it names a draft class (of any family) that is not also a target
     class (some EAGLE-3 drafts say ``LlamaForCausalLM``), else None."""
-    from ..tokenizer.handlers import TARGET_HANDLERS  # imported when needed: families load without it
+    from ..tokenizer.targets import is_target_architecture  # imported when needed: families load without it
 
     archs = config.get("architectures") if isinstance(config, dict) else None
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     if arch is not None and isinstance(config, dict) and "draft_vocab_size" in config:
         return arch  # an EAGLE-3 draft that calls itself LlamaForCausalLM: no target config has draft_vocab_size
-    if arch is None or arch in TARGET_HANDLERS:
+    if arch is None or is_target_architecture(arch):
         return None
     return arch if any(arch in family.ARCHITECTURES for family in family_modules()) else None
 

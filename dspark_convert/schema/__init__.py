@@ -18,7 +18,8 @@ One module per concept (gguf-py ``constants.py`` style), all re-exported here, s
 - ``eagle3.py``: the ``eagle3`` arch, ``eagle3.*`` keys, ``attn_norm_2`` / ``rope_freqs``, its loader's rows;
 - ``dsv4.py``: the DeepSeek-V4 DSpark keys, tensor names, source dtypes and fixed file type;
 - ``dflash2.py``: DFlash2's conv and selector keys and tensor names;
-- ``gemma4.py``: Gemma4 DSpark's keys and tensor names.
+- ``gemma4.py``: Gemma4 DSpark's keys and tensor names;
+- ``vocab_methods.py``: upstream's target vocab methods and the tokenizer handler reproducing each.
 
 The tables that several of them fill (``KEY_TYPES``, ``ARRAY_ELEMENT_TYPES``, ``SAFETENSORS_DTYPES``, the
 ``LOADER_*_TENSORS`` rows by arch, the by-arch sets and maps) are merged below, each module's rows in a fixed order
@@ -47,6 +48,7 @@ from .dflash2 import *  # noqa: F403
 from .dsv4 import *  # noqa: F403
 from .eagle3 import *  # noqa: F403
 from .gemma4 import *  # noqa: F403
+from .vocab_methods import *  # noqa: F403
 
 _K = _TypeVar("_K")
 _V = _TypeVar("_V")

@@ -1,25 +1,43 @@
 """Target tokenizer -> the GGUF ``tokenizer.*`` KVs upstream llama.cpp writes (contract §2.5).
 
-Two public steps: :func:`vocab_handler_for_target` picks the handler from the target ``config.json``
-(``architectures[0]``, the converter class upstream would use, §2.5.1), and :func:`target_vocab_kvs` runs it.
-Handlers are named after the upstream path they replay:
+Two public steps: :func:`vocab_handler_for_target` picks the handler from the target ``config.json`` (its text
+architecture, looked up in the target table of :mod:`~dspark_convert.tokenizer.targets`, which names the upstream
+vocab method each architecture's class runs), and :func:`target_vocab_kvs` runs it. Handlers are named after the
+upstream path they replay:
 
-=============  =================================================================================================
-``qwen``        SentencePiece when the target has ``tokenizer.model``, else byte-level BPE (Qwen2Model)
-``gpt2``        byte-level BPE (``TextModel.set_vocab``: LFM2, DeepSeek-V2/V3, Qwen MoE, gpt-oss, ...)
-``llama``       LlamaModel: add_space_prefix, SentencePiece / LlamaHfVocab / byte-level BPE, CodeLlama/Granite
-``gemma``       Gemma 1: SentencePiece, CodeGemma eot id 107, add_space_prefix false
-``gemma2``      SentencePiece, add_space_prefix false
-``gemma3``      SentencePiece + add_space_prefix false when ``tokenizer.model`` exists, else byte-level BPE
-``gemma4``      LlamaHfVocab-style list, model ``gemma4``, add_space_prefix false, add_bos_token true
-``nemotron_h``  byte-level BPE padded to a multiple of 8, add_bos_token true unless the target is MoE
-``phi3``        Phi-3's own SentencePiece list (byte-level BPE when tokenizer_class is GPT2Tokenizer)
-=============  =================================================================================================
+================  ==============================================================================================
+``gpt2``          byte-level BPE (``_set_vocab_gpt2``: Qwen3.5/3.6, Ling, LFM2, gpt-oss, Qwen MoE, ...)
+``spm``           SentencePiece only (``_set_vocab_sentencepiece``: MiniCPM, Baichuan, ...): needs tokenizer.model
+``qwen``          SentencePiece when the target has ``tokenizer.model``, else byte-level BPE (Qwen2Model)
+``glm``           byte-level BPE, bos ``[gMASK]``, eot ``<|user|>``, unk ``<|endoftext|>``, eom ``<|observation|>``
+``glm4``          byte-level BPE, eos/eot/unk/bos from ``<|endoftext|>`` / ``<|user|>`` (GLM-4, GLM-4V, GLM-OCR)
+``solar_open``    byte-level BPE, eos/eot/unk/bos from ``<|endoftext|>`` / ``<unk>`` / ``<|startoftext|>``
+``dots3``         byte-level BPE + eot ``<|endofassistant|>``
+``llada``         byte-level BPE + add_bos_token true
+``qwen3_omni``    byte-level BPE + bos/eos = ``<|im_end|>`` (from tokenizer_config.json's added_tokens_decoder)
+``spm_prefix``    SentencePiece + add_space_prefix from tokenizer_config.json (Ernie 4.5, Pangu)
+``nemotron``      SentencePiece + padding id 0, unknown id 1 (Nemotron v1)
+``stablelm``      byte-level BPE; the tiktoken branch (no tokenizer.json) is refused
+``muse``          byte-level BPE + eot = the id of ``<|eot|>`` (Muse-Glimmer)
+``laguna``        byte-level BPE + ``chat_template.jinja`` + eot from the **draft's** ``eos_token_id`` list
+``gpt2_or_kimi``  byte-level BPE (DeepSeek-V2/V3, Kimi-K2.5); the tiktoken ``kimi-k2`` fallback is refused
+``gpt2_assert_bos``  byte-level BPE after upstream's ``add_bos_token`` assertion (DeepSeek-V3.2)
+``llama``         LlamaModel: add_space_prefix, SentencePiece / LlamaHfVocab / byte-level BPE, CodeLlama/Granite
+``gemma``         Gemma 1: SentencePiece, CodeGemma eot id 107, add_space_prefix false
+``gemma2``        SentencePiece, add_space_prefix false
+``gemma3``        SentencePiece + add_space_prefix false when ``tokenizer.model`` exists, else byte-level BPE
+``gemma4``        LlamaHfVocab-style list, model ``gemma4``, add_space_prefix false, add_bos_token true
+``nemotron_h``    byte-level BPE padded to a multiple of 8, add_bos_token true unless the target is MoE
+``phi3``          Phi-3's own SentencePiece list (byte-level BPE when tokenizer_class is GPT2Tokenizer)
+================  ==============================================================================================
+
+Upstream runs the target class's ``set_vocab`` on the draft, so the draft's config answers some questions (its
+``vocab_size`` sizes the list; Laguna's eot comes from its ``eos_token_id``): handlers get the draft hparams.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +46,7 @@ from gguf import GGUFValueType as VT
 from .. import schema as S
 from ..errors import ConvertError
 from ..hf.checkpoint import TEXT_CONFIG_KEYS, load_json_if_present, read_json
+from ..notes import note
 from ..plan import KV, add_kv
 from .bpe import (
     HFTokenizer,
@@ -40,34 +59,15 @@ from .bpe import (
     pre_of,
 )
 from .fastbpe import NotFast, load_fast_bpe
-from .special import SpecialVocab
+from .special import SpecialVocab, token_content
 from .spm import phi3_token_list, spm_token_list
+from .targets import handler_for_architecture, text_architecture
 
-__all__ = ["TARGET_HANDLERS", "HANDLERS", "vocab_handler_for_target", "target_vocab_kvs", "identify_bpe_pre"]
+__all__ = ["HANDLERS", "vocab_handler_for_target", "target_vocab_kvs", "identify_bpe_pre"]
 
-#: target ``architectures[0]`` -> handler. Source: upstream conversion/__init__.py + each class's set_vocab.
-TARGET_HANDLERS: dict[str, str] = {
-    # Qwen2Model / Qwen3Model: SentencePiece first
-    "Qwen2ForCausalLM": "qwen", "Qwen2Model": "qwen", "Qwen3ForCausalLM": "qwen", "Qwen3Model": "qwen",
-    "DeepseekForCausalLM": "qwen",  # DeepseekModel tries SentencePiece first too
-    "Qwen3VLForConditionalGeneration": "qwen",  # b11434 Qwen3VLTextModel(Qwen3Model)
-    # TextModel.set_vocab (byte-level BPE)
-    "Qwen2MoeForCausalLM": "gpt2", "Qwen3MoeForCausalLM": "gpt2", "Qwen3NextForCausalLM": "gpt2",
-    "Qwen3VLMoeForConditionalGeneration": "gpt2",  # b11434 Qwen3VLMoeTextModel(Qwen3MoeModel)
-    "Lfm2ForCausalLM": "gpt2", "LFM2ForCausalLM": "gpt2", "Lfm2MoeForCausalLM": "gpt2",
-    "DeepseekV2ForCausalLM": "gpt2", "DeepseekV3ForCausalLM": "gpt2",
-    **S.DRAFT_CARRIER_TOKENIZERS,  # checkpoints that carry their draft, under either class: their own target
-    "GptOssForCausalLM": "gpt2",
-    # LlamaModel
-    "LlamaForCausalLM": "llama", "LLaMAForCausalLM": "llama", "LlamaModel": "llama",
-    "MistralForCausalLM": "llama", "MixtralForCausalLM": "llama",
-    # Gemma family
-    "GemmaForCausalLM": "gemma", "Gemma2ForCausalLM": "gemma2",
-    "Gemma3ForCausalLM": "gemma3", "Gemma3ForConditionalGeneration": "gemma3",
-    "Gemma4ForCausalLM": "gemma4", "Gemma4ForConditionalGeneration": "gemma4",
-    "NemotronHForCausalLM": "nemotron_h",
-    "Phi3ForCausalLM": "phi3",
-}
+#: the draft hparams a handler reads (upstream runs the target's set_vocab on the draft instance)
+Draft = Mapping[str, Any]
+
 
 def _target_config(target_dir: Path) -> dict[str, Any]:
     path = target_dir / "config.json"
@@ -77,8 +77,10 @@ def _target_config(target_dir: Path) -> dict[str, Any]:
     return config
 
 
-def vocab_handler_for_target(target_dir: Path) -> str:
-    """The tokenizer handler upstream runs for this target (its ``config.json`` ``architectures[0]``).
+def vocab_handler_for_target(target_dir: Path, *, top_level: bool = False) -> str:
+    """The tokenizer handler upstream runs for this target: its text architecture (``text_config`` first, as
+    upstream's ``get_model_architecture``), or with ``top_level`` the raw ``architectures[0]`` (the Muse-Glimmer
+    assistant's rule), looked up in the target table.
 
     Example:
         >>> vocab_handler_for_target(Path("/tmp/golden_in/target"))  # doctest: +SKIP
@@ -86,18 +88,16 @@ def vocab_handler_for_target(target_dir: Path) -> str:
     """
     target_dir = Path(target_dir)
     config = _target_config(target_dir)
-    archs = config.get("architectures")
-    for key in TEXT_CONFIG_KEYS:  # a multimodal wrapper may name the text arch only in its text config
-        if not archs and isinstance(config.get(key), dict):
-            archs = config[key].get("architectures")
-    if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
-        raise ConvertError(f"{target_dir / 'config.json'}: key 'architectures' is {archs!r}, "
-                           "expected a list naming the target architecture")
-    handler = TARGET_HANDLERS.get(archs[0])
-    if handler is None:
-        raise ConvertError(f"{target_dir / 'config.json'}: architecture '{archs[0]}' is not supported as a target "
-                           f"(known: {', '.join(sorted(TARGET_HANDLERS))})")
-    return handler
+    where = str(target_dir / "config.json")
+    if top_level:
+        archs = config.get("architectures")
+        arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    else:
+        arch = text_architecture(config)
+    if arch is None:
+        raise ConvertError(f"{where}: key 'architectures' is {config.get('architectures')!r}, expected a list naming "
+                           "the target architecture")
+    return handler_for_architecture(arch, where)
 
 
 # ---------------------------------------------------------------------------------------------- KV helpers
@@ -165,19 +165,26 @@ def _set_vocab_llama_hf(target_dir: Path, kvs: list[KV], hf: HFTokenizer) -> Non
 
 
 # ---------------------------------------------------------------------------------------------- handlers
-def _h_qwen(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
+def _h_qwen(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
     if (target_dir / "tokenizer.model").is_file():
         _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
     else:
         _set_vocab_gpt2(target_dir, n_vocab, kvs)
 
 
-def _h_gpt2(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
+def _h_gpt2(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
     _set_vocab_gpt2(target_dir, n_vocab, kvs)
 
 
-def _h_llama(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
+def _h_llama(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    if (target_dir / "tekken.json").is_file() and not (target_dir / "tokenizer.json").is_file():
+        raise ConvertError(f"{target_dir / 'tekken.json'}: a Mistral tekken tokenizer without tokenizer.json; "
+                           "llama.cpp reads it through mistral-common (_set_vocab_mistral), which dspark-convert "
+                           "does not reproduce")
     config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
+    if config.get("tokenizer_class") == "HybridDNATokenizer":
+        raise ConvertError(f"{target_dir / 'tokenizer_config.json'}: tokenizer_class HybridDNATokenizer "
+                           "(llama.cpp's _set_vocab_hybriddna, remote code) is not reproduced by dspark-convert")
     if config.get("add_prefix_space") is not None:
         add_kv(kvs, _bool(S.TOKENIZER_ADD_SPACE_PREFIX, config["add_prefix_space"]))
     if (target_dir / "tokenizer.model").is_file():
@@ -212,7 +219,7 @@ def _require_spm(target_dir: Path, handler: str) -> None:
         raise ConvertError(f"{target_dir / 'tokenizer.model'}: file not found (the {handler} handler needs it)")
 
 
-def _h_gemma(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
+def _h_gemma(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
     _require_spm(target_dir, "gemma")
     _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
     sv = SpecialVocab(target_dir, types=("prefix", "suffix", "middle", "fsep", "eot"))
@@ -223,13 +230,13 @@ def _h_gemma(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
     add_kv(kvs, _bool(S.TOKENIZER_ADD_SPACE_PREFIX, False))
 
 
-def _h_gemma2(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
+def _h_gemma2(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
     _require_spm(target_dir, "gemma2")
     _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
     add_kv(kvs, _bool(S.TOKENIZER_ADD_SPACE_PREFIX, False))
 
 
-def _h_gemma3(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
+def _h_gemma3(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
     if (target_dir / "tokenizer.model").is_file():
         _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
         add_kv(kvs, _bool(S.TOKENIZER_ADD_SPACE_PREFIX, False))
@@ -241,7 +248,7 @@ _GEMMA4_VISIBLE = {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "
                    "<tool_response|>", '<|"|>'}
 
 
-def _h_gemma4(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
+def _h_gemma4(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
     hf = load_hf_tokenizer(target_dir / "tokenizer.json")
     if not is_llama_hf(hf.data):
         raise ConvertError(f"{hf.path}: the gemma4 handler needs a BPE tokenizer.json with byte_fallback and a "
@@ -255,7 +262,7 @@ def _h_gemma4(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
     add_kv(kvs, _bool(S.ADD_TOKEN_KEYS["bos"], True))
 
 
-def _h_nemotron_h(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
+def _h_nemotron_h(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
     hf = load_hf_tokenizer(target_dir / "tokenizer.json")
     n = n_vocab if n_vocab is not None else hf.tok.get_vocab_size(with_added_tokens=True)
     n = -(n // -8) * 8  # upstream pads the vocab to a multiple of 8 (pad_vocab_size_multiple)
@@ -269,7 +276,7 @@ def _h_nemotron_h(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
         add_kv(kvs, _bool(S.ADD_TOKEN_KEYS["bos"], True))
 
 
-def _h_phi3(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
+def _h_phi3(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
     config = load_json_if_present(target_dir / "tokenizer_config.json")
     if config is not None and config.get("tokenizer_class") == "GPT2Tokenizer":  # Phi-4
         _set_vocab_gpt2(target_dir, n_vocab, kvs)
@@ -279,16 +286,224 @@ def _h_phi3(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
     _extend(kvs, SpecialVocab(target_dir, n_vocab=len(tokens)).kvs())
 
 
-HANDLERS: dict[str, Callable[[Path, int | None, list[KV]], None]] = {
-    "qwen": _h_qwen, "gpt2": _h_gpt2, "llama": _h_llama, "gemma": _h_gemma, "gemma2": _h_gemma2,
-    "gemma3": _h_gemma3, "gemma4": _h_gemma4, "nemotron_h": _h_nemotron_h, "phi3": _h_phi3,
+def _h_spm(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    _require_spm(target_dir, "sentencepiece")
+    _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
+
+
+def _added_ids(target_dir: Path) -> dict[str, int]:
+    """content -> id of tokenizer.json's ``added_tokens`` (transformers' ``get_added_vocab()``)."""
+    path = target_dir / "tokenizer.json"
+    data = read_json(path) if path.is_file() else {}
+    added = data.get("added_tokens") if isinstance(data, dict) else None
+    return {a["content"]: a["id"] for a in added or [] if isinstance(a, dict) and isinstance(a.get("content"), str)
+            and isinstance(a.get("id"), int) and not isinstance(a.get("id"), bool)}
+
+
+def _gpt2_with_ids(target_dir: Path, n_vocab: int | None, kvs: list[KV], roles: tuple[tuple[str, str], ...],
+                   method: str) -> None:
+    """Byte-level BPE, then special ids from named added tokens (``SpecialVocab._set_special_token``: a type the
+    config files already name keeps its id); a missing token stops upstream (KeyError): refused here."""
+    added = _added_ids(target_dir)
+    missing = [tok for _, tok in roles if tok not in added]
+    if missing:
+        names = ", ".join(dict.fromkeys(tok for _, tok in roles))
+        raise ConvertError(f"{target_dir / 'tokenizer.json'}: added token {missing[0]!r} not found (the vocab method "
+                           f"{method} takes special ids from {names})")
+    hf = load_hf_tokenizer(target_dir / "tokenizer.json")
+    tokens, types = bpe_token_list(hf, n_vocab)
+    _token_kvs(kvs, "gpt2", pre_of(hf), tokens, None, types)
+    sv = SpecialVocab(target_dir, load_merges=True, tokenizer_data=hf.data)
+    for typ, tok in roles:
+        sv.set_special_token(typ, added[tok])
+    _extend(kvs, sv.kvs())
+
+
+#: the special ids each "byte-level BPE + named tokens" vocab method sets, in its order
+_ID_ROLES: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
+    "glm": ("_set_vocab_glm", (("bos", "[gMASK]"), ("eot", "<|user|>"), ("unk", "<|endoftext|>"),
+                               ("eom", "<|observation|>"))),
+    "glm4": ("Glm4Model.set_vocab", (("eos", "<|endoftext|>"), ("eot", "<|user|>"), ("unk", "<|endoftext|>"),
+                                     ("bos", "<|endoftext|>"))),
+    "solar_open": ("SolarOpenModel.set_vocab", (("eos", "<|endoftext|>"), ("eot", "<|endoftext|>"), ("unk", "<unk>"),
+                                               ("bos", "<|startoftext|>"))),
+    "dots3": ("Dots3NoteModel.set_vocab", (("eot", "<|endofassistant|>"),)),
 }
 
 
-def target_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str, *, cache: bool = False) -> list[KV]:
+def _h_glm(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """``_set_vocab_glm``: byte-level BPE; bos/eot/unk/eom from four added tokens unless the config files name them."""
+    _gpt2_with_ids(target_dir, n_vocab, kvs, _ID_ROLES["glm"][1], _ID_ROLES["glm"][0])
+
+
+def _h_glm4(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """GLM-4 (dense) / GLM-4V / GLM-OCR: byte-level BPE; eos/eot/unk/bos from ``<|endoftext|>`` and ``<|user|>``."""
+    _gpt2_with_ids(target_dir, n_vocab, kvs, _ID_ROLES["glm4"][1], _ID_ROLES["glm4"][0])
+
+
+def _h_solar_open(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Solar-Open: byte-level BPE; eos/eot ``<|endoftext|>``, unk ``<unk>``, bos ``<|startoftext|>``."""
+    _gpt2_with_ids(target_dir, n_vocab, kvs, _ID_ROLES["solar_open"][1], _ID_ROLES["solar_open"][0])
+
+
+def _h_dots3(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Dots3: byte-level BPE; eot ``<|endofassistant|>``."""
+    _gpt2_with_ids(target_dir, n_vocab, kvs, _ID_ROLES["dots3"][1], _ID_ROLES["dots3"][0])
+
+
+def _h_llada(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """LLaDA: byte-level BPE, then ``add_bos_token`` true."""
+    _set_vocab_gpt2(target_dir, n_vocab, kvs)
+    add_kv(kvs, _bool(S.ADD_TOKEN_KEYS["bos"], True))
+
+
+def _h_qwen3_omni(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Qwen3-Omni MoE: byte-level BPE, then bos and eos = the id ``tokenizer_config.json``'s
+    ``added_tokens_decoder`` gives ``<|im_end|>`` (first match)."""
+    _set_vocab_gpt2(target_dir, n_vocab, kvs)
+    config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
+    decoder = config.get("added_tokens_decoder") or {}
+    for tid, data in decoder.items() if isinstance(decoder, dict) else ():
+        if isinstance(data, dict) and data.get("content") == "<|im_end|>":
+            try:
+                value = int(tid)
+            except ValueError:
+                raise ConvertError(f"{target_dir / 'tokenizer_config.json'}: added_tokens_decoder key {tid!r} is not "
+                                   "a token id") from None
+            add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["bos"], VT.UINT32, value))
+            add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["eos"], VT.UINT32, value))
+            break
+
+
+def _h_spm_prefix(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Ernie 4.5, PaddleOCR-VL, Pangu: SentencePiece, then ``add_space_prefix`` = tokenizer_config.json's
+    ``add_prefix_space`` when that key is there."""
+    _require_spm(target_dir, "sentencepiece")
+    _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
+    config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
+    if "add_prefix_space" in config:
+        value = config["add_prefix_space"]
+        if not isinstance(value, bool):
+            raise ConvertError(f"{target_dir / 'tokenizer_config.json'}: add_prefix_space is {value!r}, expected "
+                               "true or false")
+        add_kv(kvs, _bool(S.TOKENIZER_ADD_SPACE_PREFIX, value))
+
+
+def _h_nemotron(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Nemotron (v1): SentencePiece, then padding id 0 and unknown id 1."""
+    _require_spm(target_dir, "sentencepiece")
+    _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
+    add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["pad"], VT.UINT32, 0))
+    add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["unk"], VT.UINT32, 1))
+
+
+def _token_id(target_dir: Path, token: str) -> int | None:
+    """transformers' ``convert_tokens_to_ids(token)``: the token's id (added tokens first, then the model vocab),
+    else the unknown token's id, else None."""
+    added = _added_ids(target_dir)
+    if token in added:
+        return added[token]
+    data = read_json(target_dir / "tokenizer.json")
+    vocab = (data.get("model") or {}).get("vocab") if isinstance(data, dict) else None
+    if isinstance(vocab, dict) and isinstance(vocab.get(token), int):
+        return int(vocab[token])
+    config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
+    unk = token_content(config.get("unk_token"))
+    if unk is not None:
+        return added.get(unk, vocab.get(unk) if isinstance(vocab, dict) else None)
+    return None
+
+
+def _h_muse(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Muse-Glimmer: byte-level BPE, then eot = the id of ``<|eot|>`` when it resolves to one."""
+    _set_vocab_gpt2(target_dir, n_vocab, kvs)
+    eot = _token_id(target_dir, "<|eot|>")
+    if eot is not None and eot >= 0:
+        add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["eot"], VT.UINT32, eot))
+
+
+def _h_laguna(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Laguna: byte-level BPE; ``chat_template.jinja`` (when present) replaces the template; eot = the first id of
+    the **draft's** ``eos_token_id`` list that is not its ``bos_token_id``."""
+    _set_vocab_gpt2(target_dir, n_vocab, kvs)
+    template = target_dir / "chat_template.jinja"
+    if template.is_file():
+        add_kv(kvs, KV(S.TOKENIZER_CHAT_TEMPLATE, VT.STRING, template.read_text(encoding="utf-8")))
+    eos = draft.get("eos_token_id")
+    if isinstance(eos, list):
+        extra = [e for e in eos if e != draft.get("bos_token_id")]
+        if extra:
+            if isinstance(extra[0], bool) or not isinstance(extra[0], int) or extra[0] < 0:
+                raise ConvertError(f"draft config.json: eos_token_id entry {extra[0]!r} is not a token id")
+            add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["eot"], VT.UINT32, extra[0]))
+
+
+def _h_gpt2_or_kimi(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """DeepSeek-V2/V3, Kimi-K2.5: byte-level BPE from tokenizer.json. Upstream falls back to the tiktoken
+    ``kimi-k2`` tokenizer when that fails; that fallback is not reproduced (refused)."""
+    if not (target_dir / "tokenizer.json").is_file():
+        raise ConvertError(f"{target_dir}: no tokenizer.json; llama.cpp would fall back to the tiktoken 'kimi-k2' "
+                           "tokenizer (trust_remote_code), which dspark-convert does not reproduce")
+    _set_vocab_gpt2(target_dir, n_vocab, kvs)
+
+
+#: tokenizer classes whose ``__init__`` makes ``add_bos_token`` true (transformers 5.24.0 drops the
+#: tokenizer_config.json value when a tokenizer.json exists, so the class default decides)
+_ADDS_BOS_BY_DEFAULT = frozenset({"LlamaTokenizer", "CodeLlamaTokenizer", "GemmaTokenizer"})
+
+
+def _h_stablelm(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """StableLM: byte-level BPE from tokenizer.json; without one upstream reads a Qwen-1 style tiktoken vocabulary
+    (``_set_vocab_qwen``, remote code), which is refused here."""
+    if not (target_dir / "tokenizer.json").is_file():
+        raise ConvertError(f"{target_dir}: no tokenizer.json; llama.cpp would read a tiktoken vocabulary through "
+                           "remote code (_set_vocab_qwen), which dspark-convert does not reproduce")
+    _set_vocab_gpt2(target_dir, n_vocab, kvs)
+
+
+def _h_gpt2_assert_bos(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """DeepSeek-V3.2: byte-level BPE after upstream's assertion that ``AutoTokenizer(target).add_bos_token`` is true.
+
+    Under transformers 5.24 that holds only for a tokenizer class whose ``__init__`` adds BOS (a ByteLevel
+    tokenizer.json, as DeepSeek-V3's, gets the generic backend: false, and upstream stops). dspark-convert converts
+    such a target anyway when its tokenizer_config.json says ``add_bos_token: true`` (the assertion's intent) and
+    notes that upstream b11434 stops there; otherwise it refuses, as upstream does.
+    """
+    from .class_defaults import resolve_tokenizer_class
+
+    config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
+    tj = target_dir / "tokenizer.json"
+    head = tj.read_bytes()[:1 << 20] if tj.is_file() else b""
+    cls = resolve_tokenizer_class(config, _target_config(target_dir), head)
+    if cls not in _ADDS_BOS_BY_DEFAULT or token_content(config.get("bos_token")) is None:
+        if config.get("add_bos_token") is not True:
+            raise ConvertError(f"{target_dir / 'tokenizer_config.json'}: add_bos_token is "
+                               f"{config.get('add_bos_token')!r}, expected true (llama.cpp's DeepSeek-V3.2 vocab "
+                               "method asserts that the tokenizer adds BOS)")
+        note(S.TOKENIZER_MODEL, "upstream-stops",
+             f"{target_dir}: llama.cpp b11434 (transformers 5.24) stops on this DeepSeek-V3.2 target: its tokenizer "
+             f"class ({cls}) reports add_bos_token false although tokenizer_config.json says true; converted with "
+             "the byte-level BPE vocabulary upstream would write after that check")
+    _set_vocab_gpt2(target_dir, n_vocab, kvs)
+
+
+HANDLERS: dict[str, Callable[[Path, int | None, list[KV], Draft], None]] = {
+    "qwen": _h_qwen, "gpt2": _h_gpt2, "spm": _h_spm, "glm": _h_glm, "glm4": _h_glm4, "solar_open": _h_solar_open,
+    "dots3": _h_dots3, "llada": _h_llada, "qwen3_omni": _h_qwen3_omni, "spm_prefix": _h_spm_prefix,
+    "nemotron": _h_nemotron, "stablelm": _h_stablelm, "muse": _h_muse, "laguna": _h_laguna,
+    "gpt2_or_kimi": _h_gpt2_or_kimi, "gpt2_assert_bos": _h_gpt2_assert_bos, "llama": _h_llama, "gemma": _h_gemma,
+    "gemma2": _h_gemma2, "gemma3": _h_gemma3, "gemma4": _h_gemma4, "nemotron_h": _h_nemotron_h, "phi3": _h_phi3,
+}
+#: the draft hparams a handler's output depends on (besides vocab_size): part of the cache key
+DRAFT_FACTS: dict[str, tuple[str, ...]] = {"laguna": ("eos_token_id", "bos_token_id")}
+
+
+def target_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str, *, cache: bool = False,
+                     draft: Draft | None = None) -> list[KV]:
     """The target's tokenizer KVs in upstream order, padded to the draft ``vocab_size`` (contract §2.5).
 
-    ``vocab_size`` is the **draft** config ``vocab_size`` (None: the tokenizer's own size). The draft's mask id
+    ``vocab_size`` is the **draft** config ``vocab_size`` (None: the tokenizer's own size); ``draft`` the draft's
+    hparams, which some handlers read (:data:`DRAFT_FACTS`). The draft's mask id
     is the caller's (``plan.add_kv`` replaces a target-defined ``tokenizer.ggml.mask_token_id`` in place).
     With ``cache`` the finished block is kept in (and taken from) the user's cache folder
     (:mod:`~dspark_convert.tokenizer.cache`).
@@ -315,11 +530,13 @@ def target_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str, *, 
 
     def compute() -> list[KV]:
         kvs: list[KV] = []
-        fn(target_dir, vocab_size, kvs)
+        fn(target_dir, vocab_size, kvs, draft or {})
         return kvs
 
     if not cache:
         return compute()
     from .cache import cached_vocab_kvs
 
-    return cached_vocab_kvs(target_dir, vocab_size, handler, compute)
+    facts = DRAFT_FACTS.get(handler, ())
+    key = handler if not facts else handler + repr([(draft or {}).get(f) for f in facts])
+    return cached_vocab_kvs(target_dir, vocab_size, key, compute)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from dspark_convert.errors import ConvertError
@@ -35,13 +36,14 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 
 def convert_target(source: Path, target_dir: Path, out: Path, outtype: str = "f32", pre: str = "qwen2",
-                   python: str = sys.executable, timeout: float = 300.0) -> Path:
-    """``convert_hf_to_gguf.py TARGET --outtype OUTTYPE --outfile OUT`` from the llama.cpp tree ``source``.
+                   python: str = sys.executable, timeout: float = 300.0, extra: Sequence[str] = ()) -> Path:
+    """``convert_hf_to_gguf.py TARGET --outtype OUTTYPE --outfile OUT [EXTRA...]`` from the llama.cpp tree ``source``
+    (``extra``: more converter options, e.g. ``--no-mtp`` for a Qwen3.5 target without MTP layers).
 
     Needs torch in ``python``'s environment (upstream's converter imports it). Raises ConvertError with the end
     of upstream's output when it fails.
     """
-    cmd = [python, "-c", _BOOT, str(source), pre, str(target_dir), "--outtype", outtype, "--outfile", str(out)]
+    cmd = [python, "-c", _BOOT, str(source), pre, str(target_dir), "--outtype", outtype, "--outfile", str(out), *extra]
     env = {**os.environ, "PYTHONPATH": f"{source}/gguf-py", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     if p.returncode != 0 or not out.is_file():

@@ -40,6 +40,7 @@ from ...kit.hparams import (
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
+from ...tokenizer.targets import embedding_scale_prefix
 
 #: HF -> GGUF names of the DFlash lineage (§4.1, §4.2): a Qwen3 layer (the shared backbone) plus the DFlash / DSpark
 #: globals. Names that map but that the loader never creates (biases, fc.bias) are written and then refused by check
@@ -212,12 +213,12 @@ def dflash_kvs(ctx: Context, hp: dict[str, Any], dc: dict[str, Any], taps: list[
 
 def embedding_scale(ctx: Context, hp: dict[str, Any], dc: dict[str, Any]) -> float | None:
     """``dflash.embedding_scale``: the config's ``input_embedding_scale`` (``dflash_config`` first); without one,
-    sqrt(target hidden_size) when the target's text architecture is a Gemma (Gemma scales the embeddings the
-    draft shares by it; upstream b11401+)."""
+    sqrt(target hidden_size) when the target's text architecture is a Gemma (the target table's prefix; Gemma
+    scales the embeddings the draft shares by it; upstream b11401+)."""
     value = dc.get("input_embedding_scale", hp.get("input_embedding_scale"))
     if value is not None:
         return as_float(value, "input_embedding_scale", ctx.where)
-    if (target_text_architecture(ctx.target_config) or "").startswith("Gemma"):
+    if (target_text_architecture(ctx.target_config) or "").startswith(embedding_scale_prefix()):
         hidden = target_text_config(ctx.target_config).get("hidden_size")
         return float(as_positive(hidden, "hidden_size", str(ctx.target_dir / "config.json")) ** 0.5)
     return None
@@ -227,7 +228,7 @@ def vocab_kvs(ctx: Context, vocab_size: int | None, mask_id: Any) -> tuple[list[
     """The target's tokenizer (handler chosen by the target's architecture, §2.5.1), padded to the draft's
     (already checked) ``vocab_size``, and the draft mask id."""
     vocab = target_vocab_kvs(ctx.target_dir, vocab_size, vocab_handler_for_target(ctx.target_dir),
-                             cache=ctx.options.tokenizer_cache)
+                             cache=ctx.options.tokenizer_cache, draft=ctx.draft.config)
     tail: list[KV] = []
     if mask_id is not None:
         if isinstance(mask_id, bool) or not isinstance(mask_id, int) or mask_id < 0:

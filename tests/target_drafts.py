@@ -1,0 +1,170 @@
+"""Drafts on the targets of ``target_kit`` (Qwen3.5/3.6, Ling-3, GLM, Muse-Glimmer, Laguna) and
+upstream b11434's output for each, as manifests in ``tests/data/oracle-b11434-targets/``.
+
+Each case is (draft kind, draft options, target name). The drafts are small (hidden 64 = the targets' hidden size,
+2 layers) but carry the target's full vocabulary where a draft tensor has one (DSpark Markov heads, DFlash2
+codebooks). Regenerate the manifests with upstream's converter (it needs torch and transformers):
+
+    python tests/target_drafts.py OUT --oracle LLAMA_CPP_TREE [--only CASE,CASE]
+
+Example:
+    >>> sorted(CASES)[:2]
+    ['dflash-glm4-moe', 'dflash-laguna']
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from draft_kit import Maker, Tensor, save_safetensors
+
+HERE = Path(__file__).resolve().parent
+ORACLE = HERE / "data" / "oracle-b11434-targets"
+H, NH, NKV, HD, FF = 64, 4, 2, 16, 128
+OUTTYPES_ALL = ("bf16", "f16", "f32", "q8_0")
+
+
+def _layers(m: Maker, n: int, hidden: int = H) -> dict[str, Tensor]:
+    t: dict[str, Tensor] = {}
+    for i in range(n):
+        p = f"layers.{i}."
+        t.update({p + "input_layernorm.weight": m.norm(hidden), p + "post_attention_layernorm.weight": m.norm(hidden),
+                  p + "self_attn.q_proj.weight": m.t(NH * HD, hidden), p + "self_attn.k_proj.weight": m.t(NKV * HD, hidden),
+                  p + "self_attn.v_proj.weight": m.t(NKV * HD, hidden), p + "self_attn.o_proj.weight": m.t(hidden, NH * HD),
+                  p + "self_attn.q_norm.weight": m.norm(HD), p + "self_attn.k_norm.weight": m.norm(HD),
+                  p + "mlp.gate_proj.weight": m.t(FF, hidden), p + "mlp.up_proj.weight": m.t(FF, hidden),
+                  p + "mlp.down_proj.weight": m.t(hidden, FF)})
+    return t
+
+
+def _config(arch: str, layers: int, vocab: int, **extra: Any) -> dict[str, Any]:
+    c: dict[str, Any] = {
+        "architectures": [arch], "model_type": "qwen3", "hidden_size": H, "intermediate_size": FF,
+        "num_attention_heads": NH, "num_key_value_heads": NKV, "head_dim": HD, "num_hidden_layers": layers,
+        "rms_norm_eps": 1e-6, "vocab_size": vocab, "max_position_embeddings": 32768, "hidden_act": "silu",
+        "torch_dtype": "bfloat16", "tie_word_embeddings": False, "rope_theta": 10000000.0,
+        "layer_types": ["full_attention"] * layers,
+    }
+    c.update(extra)
+    return c
+
+
+def dflash(out: Path, vocab: int, mask: int, taps: list[int], seed: int, **extra: Any) -> Path:
+    """A z-lab style DFlash draft (no embeddings, no head: both come from the target)."""
+    cfg = _config("DFlashDraftModel", 2, vocab, dflash_config={"mask_token_id": mask, "target_layer_ids": taps},
+                  block_size=16, num_target_layers=len(taps), **extra)
+    m = Maker(seed, "BF16")
+    t = {"fc.weight": m.t(H, len(taps) * H), "hidden_norm.weight": m.norm(H), "norm.weight": m.norm(H),
+         **_layers(m, 2)}
+    return _save(out, cfg, t)
+
+
+def dspark(out: Path, vocab: int, mask: int, taps: list[int], seed: int, rank: int = 4, **extra: Any) -> Path:
+    """A DSpark draft (Markov head over the whole vocabulary, confidence head), no embeddings of its own."""
+    cfg = _config("Qwen3DSparkModel", 2, vocab, block_size=7, mask_token_id=mask, target_layer_ids=taps,
+                  num_target_layers=len(taps), markov_rank=rank, markov_head_type="vanilla",
+                  enable_confidence_head=True, confidence_head_with_markov=True, **extra)
+    m = Maker(seed, "BF16")
+    t = {"fc.weight": m.t(H, len(taps) * H), "hidden_norm.weight": m.norm(H), "norm.weight": m.norm(H),
+         "markov_head.markov_w1.weight": m.t(vocab, rank), "markov_head.markov_w2.weight": m.t(vocab, rank),
+         "confidence_head.proj.weight": m.t(1, H + rank), "confidence_head.proj.bias": m.t(1), **_layers(m, 2)}
+    return _save(out, cfg, t)
+
+
+def dflash2(out: Path, vocab: int, mask: int, taps: list[int], seed: int, rank: int = 8, kernel: int = 2,
+            group: int = 16, **extra: Any) -> Path:
+    """A DFlash2 draft (causal convolutions, candidate selector over the whole vocabulary)."""
+    cfg = _config("DFlash2DraftModel", 2, vocab, num_target_layers=len(taps),
+                  dflash_config={"block_size": 8, "conv_kernel_size": kernel, "conv_group_size": group,
+                                 "selector_rank": rank, "selector_top_k": 4, "mask_token_id": mask,
+                                 "target_layer_ids": taps}, **extra)
+    m = Maker(seed, "BF16")
+    t = {"fc.weight": m.t(H, len(taps) * H), "hidden_norm.weight": m.norm(H), "norm.weight": m.norm(H),
+         **_layers(m, 2)}
+    for i in range(2):
+        for mod in ("attention_conv", "mlp_conv"):
+            t[f"layers.{i}.{mod}.base_kernel"] = m.t(2, kernel, H, scale=0.5)
+            t[f"layers.{i}.{mod}.kernel_projection.weight"] = m.t(2 * kernel * H // group, H)
+    t["candidate_selector.predecessor_codebook"] = m.t(vocab, rank)
+    t["candidate_selector.successor_codebook"] = m.t(vocab, rank)
+    t["candidate_selector.hidden_projection.weight"] = m.t(rank, H)
+    return _save(out, cfg, t)
+
+
+def _save(out: Path, cfg: dict[str, Any], tensors: dict[str, Tensor]) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(cfg, indent=1), encoding="utf-8")
+    save_safetensors(out / "model.safetensors", tensors)
+    return out
+
+
+QV, QMASK = 248320, 248077  # Qwen3.5 vocab_size and the first unused id after the added tokens
+DV, DMASK = 129280, 128799
+
+#: case -> (draft maker, its kwargs, target name, outtypes compared)
+CASES: dict[str, tuple[Any, dict[str, Any], str, tuple[str, ...]]] = {
+    # Qwen3.5/3.6: nested text_config, M-RoPE sections, the draft's own SWA / partial rotary / causal rules
+    "dflash-qwen35": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 3, 5], seed=3201, use_sliding_window=True,
+                                   sliding_window=64, max_window_layers=0,
+                                   layer_types=["sliding_attention", "full_attention"]), "qwen35", OUTTYPES_ALL),
+    "dspark-qwen35": (dspark, dict(vocab=QV, mask=QMASK, taps=[0, 4, 6], seed=3202), "qwen35", OUTTYPES_ALL),
+    "dflash2-qwen35": (dflash2, dict(vocab=QV, mask=QMASK, taps=[1, 2, 6], seed=3203), "qwen35", ("bf16", "q8_0")),
+    "dflash-qwen35-causal": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 3], seed=3204, is_causal=True,
+                                          rope_parameters={"rope_theta": 10000000.0, "rope_type": "default",
+                                                           "partial_rotary_factor": 0.5}), "qwen35-causal", ("bf16",)),
+    "dspark-qwen35-moe": (dspark, dict(vocab=QV, mask=QMASK, taps=[0, 1, 2], seed=3205), "qwen35-moe", ("bf16",)),
+    "dflash2-qwen35-moe-causal": (dflash2, dict(vocab=QV, mask=QMASK, taps=[2, 5, 9], seed=3206),
+                                  "qwen35-moe-causal", ("bf16",)),
+    # Ling-3 (gpt2), GLM (_set_vocab_glm), Muse-Glimmer (eot <|eot|>), Laguna (template, eot from the draft)
+    "dspark-ling3": (dspark, dict(vocab=QV, mask=QMASK, taps=[1, 3, 4], seed=3207), "ling3", ("bf16", "q8_0")),
+    "dflash-glm4-moe": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 2, 4], seed=3208), "glm4-moe", ("bf16",)),
+    "dspark-glm5-next": (dspark, dict(vocab=QV, mask=QMASK, taps=[0, 2, 4], seed=3209), "glm5-next", ("bf16",)),
+    "dflash-muse": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 3, 4], seed=3210), "muse", ("bf16",)),
+    "dflash-laguna": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 3, 4], seed=3211, eos_token_id=[248044, 248046],
+                                   bos_token_id=248044), "laguna", ("bf16",)),
+    # the other "byte-level BPE + named ids" and SentencePiece methods
+    "dflash-glm4": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 2, 4], seed=3213), "glm4", ("bf16",)),
+    "dspark-solar-open": (dspark, dict(vocab=QV, mask=QMASK, taps=[0, 2, 4], seed=3214), "solar-open", ("bf16",)),
+    "dflash-dots3": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 3, 4], seed=3215), "dots3", ("bf16",)),
+    "dflash-exaone4": (dflash, dict(vocab=QV, mask=QMASK, taps=[0, 1, 5], seed=3216), "exaone4", ("bf16",)),
+    "dflash2-llada": (dflash2, dict(vocab=QV, mask=QMASK, taps=[1, 2, 3], seed=3217), "llada", ("bf16",)),
+    "dflash-dream": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 3, 4], seed=3222), "dream", ("bf16",)),
+    "dspark-stablelm": (dspark, dict(vocab=QV, mask=QMASK, taps=[0, 3, 4], seed=3223), "stablelm", ("bf16",)),
+    "dspark-minicpm": (dspark, dict(vocab=512, mask=3, taps=[0, 2, 4], seed=3219), "minicpm", ("bf16", "f32")),
+    "dflash-ernie45": (dflash, dict(vocab=512, mask=3, taps=[1, 3, 4], seed=3220), "ernie45", ("bf16",)),
+    "dflash-nemotron": (dflash, dict(vocab=512, mask=3, taps=[1, 2, 3], seed=3221), "nemotron", ("bf16",)),
+}
+
+
+def make_case(out: Path, case: str, targets: Path) -> tuple[Path, Path]:
+    """(draft folder, target folder) of ``case``; targets are made once under ``targets``."""
+    from target_kit import make_target
+
+    maker, kwargs, target, _ = CASES[case]
+    t = targets / target
+    if not (t / "config.json").is_file():
+        make_target(targets, target)
+    return maker(out / case, **kwargs), t
+
+
+def main(argv: list[str]) -> int:
+    """``target_drafts.py OUT --oracle TREE [--only A,B]``: make each case, convert with upstream, store manifests."""
+    out, tree = Path(argv[0]), Path(argv[argv.index("--oracle") + 1])
+    sys.path.insert(0, str(HERE))
+    from golden_manifest import write_upstream_manifest
+
+    ORACLE.mkdir(parents=True, exist_ok=True)
+    only = argv[argv.index("--only") + 1].split(",") if "--only" in argv else None
+    for case in [c for c in CASES if only is None or c in only]:
+        draft, target = make_case(out, case, out / "targets")
+        for outtype in CASES[case][3]:
+            write_upstream_manifest(tree, draft, target, out, case, outtype, ORACLE)
+            print(case, outtype, "ok", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

