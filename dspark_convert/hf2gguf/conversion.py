@@ -242,7 +242,8 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
         if not (t.path / "config.json").is_file():
             raise ConvertError(f"{t.path}: no config.json (the target model folder needs its config.json and tokenizer files)")
         tconf = load_json(t.path / "config.json")
-        refuse_draft_as_target(tconf, t.path)
+        if not own_tokenizer:  # the checkpoint as its own tokenizer source may well be a draft's folder
+            refuse_draft_as_target(tconf, t.path)
         outtype = resolve_outtype(options.outtype, ck)
         ctx = Context(draft=ck, target_dir=t.path, target_config=tconf, options=options, outtype=outtype)
         plan = family.build_plan(ctx)
