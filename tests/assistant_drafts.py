@@ -250,7 +250,7 @@ def _dflash2_on_muse(n_tokens: int, mask: int, seed: int) -> tuple[dict[str, Any
     target's, kernel 3 / group 16 / rank 8 / top-k 4, taps of the 5-layer target)."""
     import new_drafts
 
-    cfg = new_drafts._config(2, "bfloat16", vocab_size=n_tokens,
+    cfg = new_drafts._config(2, "bfloat16", vocab_size=n_tokens, rope_theta=500000.0,
                              dflash_config={"block_size": 8, "conv_kernel_size": 3, "conv_group_size": 16,
                                             "selector_rank": 8, "selector_top_k": 4, "mask_token_id": mask,
                                             "target_layer_ids": [0, 2, 3], "causal": False})

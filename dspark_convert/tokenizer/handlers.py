@@ -14,6 +14,7 @@ Handlers are named after the upstream path they replay:
 ``gemma4``      LlamaHfVocab-style list, model ``gemma4``, add_space_prefix false, add_bos_token true
 ``nemotron_h``  byte-level BPE padded to a multiple of 8, add_bos_token true unless the target is MoE
 ``phi3``        Phi-3's own SentencePiece list (byte-level BPE when tokenizer_class is GPT2Tokenizer)
+``muse``        byte-level BPE, then ``eot_token_id`` = the id of ``<|eot|>`` (MuseGlimmerModel)
 =============  =================================================================================================
 """
 
@@ -67,6 +68,7 @@ TARGET_HANDLERS: dict[str, str] = {
     "Gemma4ForCausalLM": "gemma4", "Gemma4ForConditionalGeneration": "gemma4",
     "NemotronHForCausalLM": "nemotron_h",
     "Phi3ForCausalLM": "phi3",
+    "MuseGlimmerForConditionalGeneration": "muse",
 }
 
 def _target_config(target_dir: Path) -> dict[str, Any]:
@@ -269,6 +271,27 @@ def _h_nemotron_h(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
         add_kv(kvs, _bool(S.ADD_TOKEN_KEYS["bos"], True))
 
 
+def _token_id(data: dict[str, Any], text: str) -> int | None:
+    """The id ``AutoTokenizer.convert_tokens_to_ids`` gives ``text``: an added token's or the vocabulary's, else
+    the unknown token's (None without one)."""
+    for added in data.get("added_tokens") or []:
+        if isinstance(added, dict) and added.get("content") == text and isinstance(added.get("id"), int):
+            return int(added["id"])
+    model = data.get("model") or {}
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    if isinstance(vocab, dict) and isinstance(vocab.get(text), int):
+        return int(vocab[text])
+    unk = model.get("unk_token") if isinstance(model, dict) else None
+    return _token_id(data, unk) if isinstance(unk, str) and unk != text else None
+
+
+def _h_muse(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
+    _set_vocab_gpt2(target_dir, n_vocab, kvs)
+    eot = _token_id(read_json(target_dir / "tokenizer.json"), "<|eot|>")
+    if eot is not None and eot >= 0:
+        add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["eot"], VT.UINT32, eot))
+
+
 def _h_phi3(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
     config = load_json_if_present(target_dir / "tokenizer_config.json")
     if config is not None and config.get("tokenizer_class") == "GPT2Tokenizer":  # Phi-4
@@ -282,6 +305,7 @@ def _h_phi3(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
 HANDLERS: dict[str, Callable[[Path, int | None, list[KV]], None]] = {
     "qwen": _h_qwen, "gpt2": _h_gpt2, "llama": _h_llama, "gemma": _h_gemma, "gemma2": _h_gemma2,
     "gemma3": _h_gemma3, "gemma4": _h_gemma4, "nemotron_h": _h_nemotron_h, "phi3": _h_phi3,
+    "muse": _h_muse,
 }
 
 

@@ -119,7 +119,7 @@ VARIANTS: tuple[Variant, ...] = (
             checkpoint_drops=(_FULL_VOCAB_EMBED,)),   # only the Gemma 4 block has a per-layer output scale
     Variant("dflash2", S.ARCH_DFLASH, lambda v, n: v("general.architecture") == S.ARCH_DFLASH
             and S.T_SELECTOR_HIDDEN in n, ("dflash2",), refines="dflash"),
-    Variant("dflash", S.ARCH_DFLASH, lambda v, _n: v("general.architecture") == S.ARCH_DFLASH, ("dspark", "dflash"),
+    Variant("dflash", S.ARCH_DFLASH, lambda v, _n: v("general.architecture") == S.ARCH_DFLASH, ("dspark", "dflash", "muse_glimmer"),
             checkpoint_drops=(_T2D, _FULL_VOCAB_EMBED, _FULL_VOCAB_HEAD, *_KV_CACHE_SCALES)),
     Variant("gemma4_assistant", S.ARCH_GEMMA4_ASSISTANT,
             lambda v, _n: v("general.architecture") == S.ARCH_GEMMA4_ASSISTANT, ("gemma4_assistant",),

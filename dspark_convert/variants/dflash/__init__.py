@@ -1,7 +1,7 @@
 """The ``dflash`` GGUF variant: DSpark and DFlash drafts (Qwen3 / Llama backbone; Markov and confidence heads
 optional). Its descriptor is the ``dflash`` row of :data:`dspark_convert.variants.VARIANTS`.
 
-- :mod:`.dspark`, :mod:`.dflash`, :mod:`.dflash_mimo`: the converter families (each a ``Family`` module; the
+- :mod:`.dspark`, :mod:`.dflash`, :mod:`.dflash_mimo`, :mod:`.muse_glimmer`: the converter families (each a ``Family`` module; the
   lineage's shared conversion is :mod:`..kit.dflash_base`);
 - :mod:`.loader`: llama.cpp's loader rules for the file (``check``);
 - :mod:`.fit`: the fit facts (``check --target``);
@@ -15,6 +15,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # mypy checks the family modules against the Family protocol (nothing is imported at run time)
     from ..kit.base import Family
-    from . import dflash, dspark
+    from . import dflash, dspark, muse_glimmer
 
-    _FAMILIES: tuple[Family, ...] = (dspark, dflash)
+    _FAMILIES: tuple[Family, ...] = (dspark, dflash, muse_glimmer)
