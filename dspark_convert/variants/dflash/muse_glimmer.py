@@ -30,8 +30,10 @@ from ..kit.hparams import as_positive, as_u32, normalize_hparams
 FAMILY = "muse_glimmer"
 #: the method word of default output names: llama.cpp's ``-hf`` finds a DFlash sidecar named ``dflash-...``
 METHOD_WORD = "DFlash"
+#: llama.cpp's ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
+FILE_PREFIX = "dflash-"
 ARCHITECTURES: tuple[str, ...] = ("MuseGlimmerAssistantModel",)
-__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FAMILY", "METHOD_WORD", "NAMES", "TARGET_TENSORS",
+__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FAMILY", "FILE_PREFIX", "METHOD_WORD", "NAMES", "TARGET_TENSORS",
            "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims", "draft_tensors", "hf_names", "target_facts"]
 
 #: HF -> GGUF names as gguf-py's tensor map resolves them for arch ``dflash`` (``model.`` is accepted before the

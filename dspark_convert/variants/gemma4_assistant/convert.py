@@ -40,11 +40,13 @@ from ..kit.hparams import as_float, as_positive, as_u32
 FAMILY = "gemma4_assistant"
 #: the method word of default output names: llama.cpp's ``-hf`` finds a sidecar named ``mtp-...``
 METHOD_WORD = "MTP"
+#: llama.cpp's ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
+FILE_PREFIX = "mtp-"
 ARCHITECTURES: tuple[str, ...] = S.GEMMA4_ASSISTANT_ARCHITECTURES
 TARGET_TENSORS: tuple[TargetTensor, ...] = ()  # the runtime reads the target's embeddings through its context
 TOKENIZER_IN_CHECKPOINT = True  # converted on its own: the assistant folder carries the tokenizer
 DSPARK_FLAG = False
-__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FAMILY", "METHOD_WORD", "NAMES", "TARGET_TENSORS",
+__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FAMILY", "FILE_PREFIX", "METHOD_WORD", "NAMES", "TARGET_TENSORS",
            "TOKENIZER_IN_CHECKPOINT", "assistant_hparams", "build_plan", "claims", "draft_tensors", "hf_names",
            "target_facts"]
 

