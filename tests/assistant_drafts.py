@@ -263,12 +263,18 @@ def _dflash2_on_muse(n_tokens: int, mask: int, seed: int) -> tuple[dict[str, Any
     return cfg, t
 
 
-def make_muse(out: Path, name: str) -> tuple[Path, Path]:
-    """Write Muse variant ``name`` to ``out/name`` and its target to ``out/name-target``; (draft, target)."""
+def make_muse(out: Path, name: str, target_weights: bool = False) -> tuple[Path, Path]:
+    """Write Muse variant ``name`` to ``out/name`` and its target to ``out/name-target``; (draft, target).
+    ``target_weights``: the target also gets seeded ``model.embed_tokens`` / ``lm_head`` (BF16; what ``verify``
+    reads from a target)."""
     d, seed = MUSE_VARIANTS[name]
     draft, target = out / name, out / f"{name}-target"
     draft.mkdir(parents=True, exist_ok=True)
     n, _eot, mask = write_muse_target(target)
+    if target_weights:
+        m = _Maker(seed + 50, "BF16")
+        _save(target / "model.safetensors", {"model.embed_tokens.weight": m.t(n, _MUSE_TARGET["hidden_size"]),
+                                              "lm_head.weight": m.t(n, _MUSE_TARGET["hidden_size"])})
     if name == "a-muse-dflash2":
         cfg, tensors = _dflash2_on_muse(n, mask, seed)
     else:
@@ -279,11 +285,11 @@ def make_muse(out: Path, name: str) -> tuple[Path, Path]:
     return draft, target
 
 
-def make(out: Path, name: str) -> tuple[Path, Path | None]:
+def make(out: Path, name: str, target_weights: bool = False) -> tuple[Path, Path | None]:
     """Any variant: (draft, target folder or None for a Gemma 4 assistant, which has none)."""
     if name in GEMMA4_VARIANTS:
         return make_gemma4(out, name), None
-    return make_muse(out, name)
+    return make_muse(out, name, target_weights)
 
 
 def main(argv: list[str]) -> int:

@@ -153,3 +153,66 @@ def test_check_flags_a_broken_assistant(tmp_path: Path) -> None:
     found = {(f.subject, f.rule) for f in errors(check_plan(plan))}
     assert ("gemma4-assistant.embedding_length_out", "required-key") in found
     assert ("blk.1.layer_output_scale.weight", "required-tensor") in found
+
+
+# ---------------------------------------------------------------------------------------------- verify
+@pytest.fixture(scope="module")
+def muse(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The Muse layouts with target weights, converted once per outtype: (variant, outtype) -> (gguf, draft, target)."""
+    root = tmp_path_factory.mktemp("muse")
+    made = {v: make(root, v, target_weights=True) for v in ("a-muse", "a-muse-f32", "a-muse-dflash2")}
+    cache: dict = {}
+
+    def get(variant: str, outtype: str) -> tuple[Path, Path, Path]:
+        if (variant, outtype) not in cache:
+            draft, target = made[variant]
+            out = convert(draft, target, root / f"{variant}.{outtype}.gguf", outtype=outtype).path
+            cache[variant, outtype] = (out, draft, target)
+        return cache[variant, outtype]
+    return get
+
+
+@pytest.mark.parametrize("outtype", OUTTYPES)
+@pytest.mark.parametrize("variant", ["a-muse", "a-muse-f32", "a-muse-dflash2"])
+def test_verify_passes_muse_files_with_every_tensor_read(muse, variant: str, outtype: str) -> None:  # type: ignore[no-untyped-def]
+    from dspark_convert.verify import verify
+
+    gguf, draft, target = muse(variant, outtype)
+    r = verify(gguf, draft, target)
+    assert r.passed, r.first_divergence
+    acc = r.accounting
+    assert acc is not None and acc.passed and "0 unaccounted" in acc.detail, acc
+
+
+def _scale(w: np.ndarray) -> np.ndarray:
+    return w * 1.5
+
+
+def _swap_first_taps(w: np.ndarray) -> np.ndarray:
+    h = w.shape[1] // 4  # a-muse-f32: 4 taps of hidden 32
+    return np.concatenate([w[:, h:2 * h], w[:, :h], w[:, 2 * h:]], axis=1)
+
+
+#: defects of a Muse-Glimmer file (a-muse-f32: a sliding layer with window 64, then a full layer), each caught by
+#: the component it breaks first
+MUSE_MUTATIONS = [
+    ("output norm dropped (ones)", {"output_norm.weight": np.ones_like}, {}, "block hidden (post-norm)"),
+    ("encoder norm scaled", {"enc.output_norm.weight": _scale}, {}, "context projection"),
+    ("taps swapped in fc", {"fc.weight": _swap_first_taps}, {}, "context projection"),
+    ("SWA window wrong", {}, {"dflash.attention.sliding_window": 3}, "layer 0 output"),
+    ("q/k norms swapped", {"blk.0.attn_q_norm.weight": lambda w: w[::-1].copy()}, {}, "layer 0 output"),
+]
+
+
+@pytest.mark.parametrize("outtype", OUTTYPES)
+@pytest.mark.parametrize("defect,tensors,kvs,first", MUSE_MUTATIONS, ids=[m[0] for m in MUSE_MUTATIONS])
+def test_verify_fails_each_muse_mutation(muse, tmp_path: Path, defect: str, tensors: dict, kvs: dict, first: str,  # type: ignore[no-untyped-def]
+                                         outtype: str) -> None:
+    from test_mutations import mutate
+
+    from dspark_convert.verify import verify
+
+    gguf, draft, target = muse("a-muse-f32", outtype)
+    bad = verify(mutate(gguf, tmp_path / "m.gguf", tensors, kvs), draft, target)
+    assert not bad.passed
+    assert bad.first_divergence is not None and bad.first_divergence["component"] == first, bad.first_divergence
