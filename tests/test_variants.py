@@ -51,13 +51,15 @@ def test_dsv4_refines_dflash_and_check_agrees() -> None:
     assert gguf_variant({**dsv4, "dflash.hyper_connection.count": True}.get).name == "dflash"   # a bool is no count
     assert gguf_variant({"general.architecture": "llama"}.get) is None
     assert [v.name for v in VARIANTS].index("dsv4") < [v.name for v in VARIANTS].index(BY_NAME["dsv4"].refines or "")
-    assert [lv.name for lv in LOADER_VARIANTS] == ["dflash-dsv4", "gemma4-dspark", "dflash2", "dflash", "eagle3"]
+    assert [lv.name for lv in LOADER_VARIANTS] == ["dflash-dsv4", "gemma4-dspark", "dflash2", "dflash", "gemma4-assistant",
+                                                 "eagle3"]
 
 
 def test_every_family_has_a_variant() -> None:
     names = sorted(family_name(m) for m in family_modules())
     assert names == sorted(f for v in VARIANTS for f in v.families)
-    assert {variant_of_family(n).name for n in names} == {"dflash", "dflash2", "eagle3", "dsv4", "gemma4"}
+    assert {variant_of_family(n).name for n in names} == {"dflash", "dflash2", "eagle3", "dsv4", "gemma4",
+                                                          "gemma4_assistant"}
 
 
 def test_draft_architecture() -> None:

@@ -13,8 +13,8 @@ accelerates, the way upstream's documentation names them (``Qwen3-4B-<Method>.gg
   ``<draft_name>-1.1M-BF16.gguf``;
 - a name the parser cannot split (``GLM-4.5-Air``) is kept whole as the base name;
 - a family whose files llama.cpp's ``-hf`` finds beside their target by a file-name keyword (the family module's
-  ``FILE_PREFIX``, :func:`file_prefix`: ``mtp-``, ``dflash-``) is named with that prefix instead of the method word:
-  ``dflash-Muse-Glimmer-30B-BF16.gguf``, ``mtp-gemma-4-E2B-it-assistant-BF16.gguf``.
+  ``FILE_PREFIX``, :func:`file_prefix`) is named with that prefix instead of the method word:
+  ``<prefix><Target>-BF16.gguf``.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def file_prefix(family: str) -> str:
     ``FILE_PREFIX``), else ``""``.
 
     Example:
-        >>> file_prefix("muse_glimmer"), file_prefix("dflash")
-        ('dflash-', '')
+        >>> file_prefix("dflash")
+        ''
     """
     from ..variants.families import family_modules, family_name
 

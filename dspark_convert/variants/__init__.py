@@ -123,7 +123,7 @@ VARIANTS: tuple[Variant, ...] = (
             checkpoint_drops=(_T2D, _FULL_VOCAB_EMBED, _FULL_VOCAB_HEAD, *_KV_CACHE_SCALES)),
     Variant("gemma4_assistant", S.ARCH_GEMMA4_ASSISTANT,
             lambda v, _n: v("general.architecture") == S.ARCH_GEMMA4_ASSISTANT, ("gemma4_assistant",),
-            checkpoint_drops=(_MASKED_EMBEDDING, _MASKED_ORDERING)),
+            proof="tensors", checkpoint_drops=(_MASKED_EMBEDDING, _MASKED_ORDERING)),
     Variant("eagle3", S.ARCH_EAGLE3, lambda v, _n: v("general.architecture") == S.ARCH_EAGLE3, ("eagle3",),
             checkpoint_drops=(_T2D, _FULL_VOCAB_EMBED)),
 )
