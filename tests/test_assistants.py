@@ -215,3 +215,32 @@ def test_verify_fails_each_muse_mutation(muse, tmp_path: Path, defect: str, tens
     bad = verify(mutate(gguf, tmp_path / "m.gguf", tensors, kvs), draft, target)
     assert not bad.passed
     assert bad.first_divergence is not None and bad.first_divergence["component"] == first, bad.first_divergence
+
+
+#: defects of a Gemma 4 assistant file (a-gemma4-e2b), each failing the row of the component it breaks
+GEMMA_MUTATIONS = [
+    ("embedding_length_out wrong", {}, {"gemma4-assistant.embedding_length_out": 32},
+     "metadata gemma4-assistant.embedding_length_out"),
+    ("layer output scale changed", {"blk.0.layer_output_scale.weight": _scale}, {}, "blk.0.layer_output_scale.weight"),
+    ("proportional RoPE lost (rope_freqs all ones)", {"rope_freqs.weight": np.ones_like}, {}, "rope_freqs.weight"),
+    ("pre-projection halves swapped", {"nextn.pre_projection.weight": lambda w: np.concatenate(
+        [w[:, 48:], w[:, :48]], axis=1)}, {}, "nextn.pre_projection.weight"),
+    ("nextn_predict_layers wrong", {}, {"gemma4-assistant.nextn_predict_layers": 2},
+     "metadata gemma4-assistant.nextn_predict_layers"),
+    ("post-projection scaled", {"nextn.post_projection.weight": _scale}, {}, "nextn.post_projection.weight"),
+]
+
+
+@pytest.mark.parametrize("outtype", ["f32", "q8_0"])
+@pytest.mark.parametrize("defect,tensors,kvs,row", GEMMA_MUTATIONS, ids=[m[0] for m in GEMMA_MUTATIONS])
+def test_verify_fails_each_gemma4_assistant_mutation(tmp_path: Path, defect: str, tensors: dict, kvs: dict, row: str,
+                                                     outtype: str) -> None:
+    from test_mutations import failed_rows, mutate
+
+    from dspark_convert.verify import verify
+
+    draft, _ = make(tmp_path, "a-gemma4-e2b")
+    good = convert(draft, None, tmp_path / "g.gguf", outtype=outtype).path
+    assert verify(good, draft, None).passed
+    bad = verify(mutate(good, tmp_path / "m.gguf", tensors, kvs), draft, None)
+    assert not bad.passed and failed_rows(bad) == {row}, failed_rows(bad)

@@ -92,19 +92,24 @@ def assistant_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *,
                 if n not in smap and n != "rope_freqs.weight"]
     problems += [f"checkpoint tensor '{smap[n]}' is missing from the GGUF (expected '{n}')"
                  for n in smap if n not in set(present)]
-    for chk in checks:
+    by_name = {chk.name: chk for chk in checks}
+    freqs = expected_rope_freqs(c)
+    for name in present:  # one row per GGUF tensor, in file order
+        if name == "rope_freqs.weight":
+            got = np.asarray(g.array(name), dtype=np.float32).reshape(-1)
+            ok = freqs is not None and got.shape == freqs.shape and bool(np.array_equal(got, freqs))
+            rows.outputs.append(OutputCheck(name, list(got.shape), grade="exact" if ok else "differs", passed=ok,
+                                            detail="" if ok else f"expected {None if freqs is None else freqs.tolist()}"))
+            continue
+        chk = by_name.get(name)
+        if chk is None:
+            continue
         detail = "" if chk.passed else f"{chk.mismatches} of {chk.elements} values differ; first: {chk.first_mismatch}"
         rows.outputs.append(OutputCheck(chk.name, chk.shape, max_abs=chk.max_abs,
                                         grade="exact" if chk.passed else "differs", passed=chk.passed, detail=detail))
         if quality:
             rows.quality.append(OutputCheck(chk.name, chk.shape, max_abs=chk.max_rounding, grade="rounding of " + chk.type))
-    freqs = expected_rope_freqs(c)
-    if "rope_freqs.weight" in present:
-        got = np.asarray(g.array("rope_freqs.weight"), dtype=np.float32).reshape(-1)
-        ok = freqs is not None and got.shape == freqs.shape and bool(np.array_equal(got, freqs))
-        rows.outputs.append(OutputCheck("rope_freqs.weight", list(got.shape), grade="exact" if ok else "differs",
-                                        passed=ok, detail="" if ok else f"expected {None if freqs is None else freqs.tolist()}"))
-    elif freqs is not None:
+    if "rope_freqs.weight" not in present and freqs is not None:
         problems.append("GGUF tensor 'rope_freqs.weight' is missing (proportional RoPE of the full-attention layers)")
     rows.outputs += [OutputCheck("tensors", [], grade="missing", passed=False, detail=p) for p in problems]
     rows.tensors = Tensors(set(), {ch.name for ch in checks} | ({"rope_freqs.weight"} & set(present)), names, set(),
