@@ -42,7 +42,7 @@ def method_name(family: str) -> str:
         >>> method_name("eagle-3"), method_name("dflash")
         ('EAGLE3', 'DFlash')
     """
-    from ..variants.families import family_modules, family_name
+    from ..registry.families import family_modules, family_name
 
     def key(name: str) -> str:
         return name.lower().replace("-", "").replace("_", "")
@@ -60,7 +60,7 @@ def file_prefix(family: str) -> str:
         >>> file_prefix("dflash")
         ''
     """
-    from ..variants.families import family_modules, family_name
+    from ..registry.families import family_modules, family_name
 
     mod = next((m for m in family_modules() if family_name(m) == family), None)
     prefix = getattr(mod, "FILE_PREFIX", "")

@@ -21,19 +21,18 @@ from gguf import GGUFValueType as VT
 from ... import schema as S
 from ...errors import ConvertError
 from ...plan import KV, Plan, TensorSpec
-from ..kit import dflash_base as lineage
-from ..kit.base import Context, TargetFacts
-from ..kit.common import BACKBONE_LAYER, NameTable, base_kvs, finish_plan, tensor_spec
-from ..kit.dflash_base import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors
-from ..kit.hparams import as_positive, as_u32, normalize_hparams
+from ...kit.common import BACKBONE_LAYER, NameTable, base_kvs, finish_plan, tensor_spec
+from ...kit.hparams import as_positive, as_u32, normalize_hparams
+from ...roles.convert import Context, TargetFacts
+from . import lineage
+from .lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors
 
-FAMILY = "muse_glimmer"
 #: the method word of default output names: llama.cpp's ``-hf`` finds a DFlash sidecar named ``dflash-...``
 METHOD_WORD = "DFlash"
 #: llama.cpp's ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
 FILE_PREFIX = "dflash-"
 ARCHITECTURES: tuple[str, ...] = ("MuseGlimmerAssistantModel",)
-__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FAMILY", "FILE_PREFIX", "METHOD_WORD", "NAMES", "TARGET_TENSORS",
+__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "METHOD_WORD", "NAMES", "TARGET_TENSORS",
            "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims", "draft_tensors", "hf_names", "target_facts"]
 
 #: HF -> GGUF names as gguf-py's tensor map resolves them for arch ``dflash`` (``model.`` is accepted before the

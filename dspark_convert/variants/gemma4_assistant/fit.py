@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import schema as S
-from ...fit.rules import ALL, Outcome, Pair, Rule
+from ...roles.fit import ALL, Outcome, Pair, Rule
 
 SRC_MTP = "common/speculative.cpp: MTP driver (n_embd_out); src/llama-model.cpp: shared KV layers"
 

@@ -14,11 +14,11 @@ ones), the sandwich norms, ``layer_output_scale`` {1} and the GELU FFN.
 from __future__ import annotations
 
 from ... import schema as S
-from ...check import Checker, Dims, as_int, layer_count, mul, shape_of
+from ...plan import as_int
+from ...roles.loader import Checker, Dims, layer_count, mul, shape_of
 
-__all__ = ["GENERIC_LAYERS", "NAME", "in_what", "rules"]
+__all__ = ["GENERIC_LAYERS", "in_what", "rules"]
 
-NAME = "gemma4-assistant"
 #: the layers are not the generic Qwen3 / Llama ones: :func:`rules` expects them
 GENERIC_LAYERS = False
 

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ...hf.checkpoint import Checkpoint
+from ...reference.compare import OutputCheck, meta_row
+from ...reference.storage import round_values
 from ...reference.weights import GGUFWeights
-from ...verify.checks import OutputCheck, _meta
-from ...verify.rows import Job, Proof, TensorChecks, Tensors
-from ..dsv4.tensors import TensorCheck, check_tensor
+from ...roles.proof import Job, Proof, TensorChecks, Tensors
 
 FAMILY = "gemma4_assistant"
 LAYOUT = "Gemma 4 assistant (text_config nested)"
@@ -41,6 +42,56 @@ _ROOT = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": 
          "pre_projection.weight": "nextn.pre_projection.weight",
          "post_projection.weight": "nextn.post_projection.weight"}
 _LAYER_RX = re.compile(r"model\.layers\.(\d+)\.(.+)")
+
+
+@dataclass
+class TensorCheck:
+    """One GGUF tensor against its checkpoint source: ``max_abs`` from the rounded checkpoint values (0: exact),
+    ``max_rounding`` from the unrounded ones."""
+
+    name: str
+    type: str
+    shape: list[int]
+    mismatches: int = 0
+    elements: int = 0
+    max_abs: float = 0.0
+    max_rounding: float = 0.0
+    first_mismatch: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.mismatches == 0
+
+
+def _plain(raw: np.ndarray, dtype: str) -> np.ndarray:
+    """BF16 bits / F16 / F32 checkpoint values as float32."""
+    if dtype == "BF16":
+        return (np.asarray(raw).astype(np.uint32) << 16).view(np.float32)
+    return np.asarray(raw).astype(np.float32)
+
+
+def check_tensor(g: GGUFWeights, ck: Checkpoint, name: str, source: str) -> TensorCheck:
+    """GGUF tensor ``name`` (dequantized by gguf-py) against checkpoint tensor ``source`` after the GGUF type's
+    rounding: every value equal."""
+    qt = g.qtype(name)
+    chk = TensorCheck(name, qt.name if qt is not None else "?", list(g.shape(name))[::-1])
+    if qt is None:
+        chk.mismatches, chk.first_mismatch = 1, "unknown GGML type"
+        return chk
+    ref = _plain(ck.read(source), ck.ref(source).dtype).reshape(-1)
+    got = np.asarray(g.array(name), dtype=np.float32).reshape(-1)
+    if got.shape != ref.shape:
+        chk.mismatches, chk.first_mismatch = 1, f"{got.size} values, the checkpoint has {ref.size}"
+        return chk
+    rounded = round_values(ref.reshape(ck.ref(source).shape or (1,)), qt.name).reshape(-1)
+    bad = np.flatnonzero(got != rounded)
+    chk.elements, chk.mismatches = int(ref.size), int(bad.size)
+    if bad.size:
+        i = int(bad[0])
+        chk.first_mismatch = f"element {i}: GGUF {float(got[i])!r}, checkpoint {float(rounded[i])!r} after rounding"
+    chk.max_abs = float(np.max(np.abs(got - rounded))) if ref.size else 0.0
+    chk.max_rounding = float(np.max(np.abs(got - ref))) if ref.size else 0.0
+    return chk
 
 
 def source_map(names: list[str]) -> dict[str, str]:
@@ -84,7 +135,7 @@ def assistant_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *,
     present = [t.name for t in g.file.tensors]
     try:
         smap = source_map(list(ck.names))
-        checks: list[TensorCheck] = [check_tensor(g, ck, n, (smap[n],)) for n in present if n in smap]
+        checks: list[TensorCheck] = [check_tensor(g, ck, n, smap[n]) for n in present if n in smap]
         names = list(ck.names)
     finally:
         ck.close()
@@ -124,7 +175,7 @@ def assistant_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *,
                           (a + "attention.key_length_swa", c.get("head_dim")),
                           (a + "attention.sliding_window_pattern",
                            [t == "sliding_attention" for t in types[:-1]] + [False] if types else None)):
-        rows.metadata.append(_meta(key, g.value(key), expected))
+        rows.metadata.append(meta_row(key, g.value(key), expected))
     rows.hparams = {"layers": c.get("num_hidden_layers"), "backbone": config.get("backbone_hidden_size")}
     return rows
 

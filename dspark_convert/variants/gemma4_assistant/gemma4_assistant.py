@@ -32,12 +32,10 @@ from ...formats.transforms import FirstRows
 from ...hf.checkpoint import Checkpoint, Select
 from ...plan import KV, Plan, TensorSpec, add_kv
 from ...tokenizer.handlers import target_vocab_kvs
-from ..kit.base import Context, TargetFacts, TargetTensor
-from ..kit.common import NameTable, finish_plan, tensor_spec
-from ..kit.hparams import as_float, as_positive, as_u32
+from ...kit.common import NameTable, finish_plan, tensor_spec
+from ...kit.hparams import as_float, as_positive, as_u32
+from ...roles.convert import Context, TargetFacts, TargetTensor
 
-#: the family's name (output file names, reports): not the module's name, which is ``convert``
-FAMILY = "gemma4_assistant"
 #: the method word of default output names: llama.cpp's ``-hf`` finds a sidecar named ``mtp-...``
 METHOD_WORD = "MTP"
 #: llama.cpp's ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
@@ -46,7 +44,7 @@ ARCHITECTURES: tuple[str, ...] = S.GEMMA4_ASSISTANT_ARCHITECTURES
 TARGET_TENSORS: tuple[TargetTensor, ...] = ()  # the runtime reads the target's embeddings through its context
 TOKENIZER_IN_CHECKPOINT = True  # converted on its own: the assistant folder carries the tokenizer
 DSPARK_FLAG = False
-__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FAMILY", "FILE_PREFIX", "METHOD_WORD", "NAMES", "TARGET_TENSORS",
+__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "METHOD_WORD", "NAMES", "TARGET_TENSORS",
            "TOKENIZER_IN_CHECKPOINT", "assistant_hparams", "build_plan", "claims", "draft_tensors", "hf_names",
            "target_facts"]
 
