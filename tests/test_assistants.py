@@ -18,7 +18,6 @@ from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile.source import plan_from_source
 
 
-
 @pytest.mark.parametrize("variant", sorted(GEMMA4_VARIANTS) + sorted(MUSE_VARIANTS))
 def test_identical_to_upstream_at_every_outtype(variant: str, tmp_path: Path) -> None:
     draft, target = make(tmp_path, variant)

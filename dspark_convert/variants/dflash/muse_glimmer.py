@@ -20,9 +20,9 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...plan import KV, Plan, TensorSpec
 from ...kit.common import BACKBONE_LAYER, NameTable, base_kvs, finish_plan, tensor_spec
 from ...kit.hparams import as_positive, as_u32, normalize_hparams
+from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import Context, TargetFacts
 from . import lineage
 from .lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors

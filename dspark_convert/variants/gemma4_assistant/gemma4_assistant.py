@@ -30,11 +30,11 @@ from ... import schema as S
 from ...errors import ConvertError
 from ...formats.transforms import FirstRows
 from ...hf.checkpoint import Checkpoint, Select
-from ...plan import KV, Plan, TensorSpec, add_kv
-from ...tokenizer.handlers import target_vocab_kvs
 from ...kit.common import NameTable, finish_plan, tensor_spec
 from ...kit.hparams import as_float, as_positive, as_u32
+from ...plan import KV, Plan, TensorSpec, add_kv, as_int
 from ...roles.convert import Context, TargetFacts, TargetTensor
+from ...tokenizer.handlers import target_vocab_kvs
 
 #: the method word of default output names: llama.cpp's ``-hf`` finds a sidecar named ``mtp-...``
 METHOD_WORD = "MTP"
@@ -102,10 +102,6 @@ def target_facts(ctx: Context, plan: Plan) -> TargetFacts:
 
 
 # ---------------------------------------------------------------------------------------------- hparams
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def assistant_hparams(config: dict[str, Any], where: str) -> dict[str, Any]:
     """The hparams as upstream converts them: the transformers view of the nested ``text_config`` (defaults
     filled in, per-layer head dims resolved) merged over the top level. Refuses, one line each, what upstream's
@@ -116,7 +112,7 @@ def assistant_hparams(config: dict[str, Any], where: str) -> dict[str, Any]:
                            "(a JSON object: transformers' Gemma4AssistantConfig layout)")
     hp: dict[str, Any] = {**config, **TEXT_DEFAULTS, **text}
     backbone = config.get("backbone_hidden_size")
-    if not _is_int(backbone) or backbone <= 0:
+    if (as_int(backbone) or 0) <= 0:
         raise ConvertError(f"{where}: backbone_hidden_size is {backbone!r}, expected the target's hidden size (a "
                            "positive integer: it sizes nextn.pre_projection and nextn.post_projection)")
     n_layer = as_positive(hp.get("num_hidden_layers"), "text_config.num_hidden_layers", where)
@@ -129,7 +125,7 @@ def assistant_hparams(config: dict[str, Any], where: str) -> dict[str, Any]:
     hp["layer_types"] = [*types[:-1], "full_attention"]  # Gemma4TextConfig forces the last layer to full attention
     if hp.get("sliding_window_pattern") != 1:
         window = hp.get("sliding_window")
-        if not _is_int(window) or window <= 0:
+        if (as_int(window) or 0) <= 0:
             raise ConvertError(f"{where}: text_config.sliding_window is {window!r}, expected a positive integer "
                                "(llama.cpp requires the attention.sliding_window of the sliding layers)")
     if not hp.get("num_kv_shared_layers"):
