@@ -243,3 +243,52 @@ def test_verify_fails_each_gemma4_assistant_mutation(tmp_path: Path, defect: str
     assert verify(good, draft, None).passed
     bad = verify(mutate(good, tmp_path / "m.gguf", tensors, kvs), draft, None)
     assert not bad.passed and failed_rows(bad) == {row}, failed_rows(bad)
+
+
+# ---------------------------------------------------------------------------------------------- llama-server
+def _tiny_gemma4_target(folder: Path, hidden: int) -> Path:
+    """A random Gemma4ForCausalLM matching a-gemma4-e2b's backbone (hidden 48, head dims 8 / 16), with the
+    assistant's tokenizer, saved by transformers: what upstream's converter turns into the target GGUF."""
+    import torch
+    from gemma4_drafts import N_TOKENS, gemma_tokenizer
+    from transformers.models.gemma4.configuration_gemma4 import Gemma4TextConfig
+    from transformers.models.gemma4.modeling_gemma4 import Gemma4ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Gemma4TextConfig(
+        vocab_size=N_TOKENS, hidden_size=hidden, intermediate_size=96, num_hidden_layers=5, num_attention_heads=4,
+        num_key_value_heads=1, head_dim=8, global_head_dim=16, attention_k_eq_v=False,
+        hidden_activation="gelu_pytorch_tanh", max_position_embeddings=4096, rms_norm_eps=1e-6, sliding_window=512,
+        layer_types=["sliding_attention"] * 4 + ["full_attention"], final_logit_softcapping=30.0,
+        hidden_size_per_layer_input=0, num_kv_shared_layers=0, tie_word_embeddings=True, bos_token_id=2,
+        eos_token_id=1, pad_token_id=0,
+        rope_parameters={"full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                            "rope_theta": 1e6},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})
+    Gemma4ForCausalLM(cfg).save_pretrained(folder)
+    tok, tok_cfg = gemma_tokenizer()
+    (folder / "tokenizer.json").write_text(json.dumps(tok))
+    (folder / "tokenizer_config.json").write_text(json.dumps(tok_cfg))
+    return folder
+
+
+@pytest.mark.llama
+def test_llama_server_runs_the_assistant_losslessly(llama_bin: tuple[Path, Path], tmp_path: Path) -> None:
+    """llama-server b11434 loads the converted assistant beside a Gemma 4 target converted by upstream, drafts with
+    --spec-type draft-mtp and decodes exactly what the target decodes alone; check --target pairs them."""
+    from llama_support import run
+
+    from dspark_convert.fit import check_fit
+    from dspark_convert.llamacpp.target import convert_target
+
+    target = convert_target(llama_bin[1], _tiny_gemma4_target(tmp_path / "t", 48), tmp_path / "t.gguf")
+    draft, _ = make(tmp_path, "a-gemma4-e2b")
+    prompt = [20, 30, 40, 50, 60, 70, 80, 90]
+    plain = run(llama_bin[0], target, prompt=prompt)
+    for outtype in ("bf16", "f16", "q8_0"):
+        f = convert(draft, None, tmp_path / f"mtp-a.{outtype}.gguf", outtype=outtype).path
+        report = check_fit(f, target)
+        assert report.ok, [r for r in report.results if r.status == "fail"]
+        r = run(llama_bin[0], target, f, prompt=prompt)
+        assert r.completion.tokens == plain.completion.tokens
+        assert r.completion.draft_n > 0
