@@ -18,7 +18,7 @@ The Muse-Glimmer target's tokenizer is the DeepSeek-V3 byte-level BPE of the ``d
 ``<|mask|>`` appended as added tokens.
 
 Example:
-    >>> sorted(GEMMA4_VARIANTS), sorted(MUSE_VARIANTS)
+    >>> sorted(GEMMA_VARIANTS), sorted(MUSE_VARIANTS)
     (['a-gemma4-e2b', 'a-gemma4-f32', 'a-gemma4-unified'], ['a-muse', 'a-muse-dflash2', 'a-muse-f32'])
 """
 
@@ -86,7 +86,7 @@ class GemmaDims:
     centroids: int = 0  # >0: the E2B/E4B ``masked_embedding`` tensors (dropped by the converter)
 
 
-GEMMA4_VARIANTS: dict[str, tuple[GemmaDims, int]] = {
+GEMMA_VARIANTS: dict[str, tuple[GemmaDims, int]] = {
     # E2B-like: 3 sliding + 1 full layer, ordered embeddings (masked_embedding tensors), one KV head
     "a-gemma4-e2b": (GemmaDims(top={"use_ordered_embeddings": True, "num_centroids": 8,
                                      "centroid_intermediate_top_k": 2}, centroids=8), 3501),
@@ -146,7 +146,7 @@ def gemma4_tensors(d: GemmaDims, seed: int) -> dict[str, Tensor]:
 
 def make_gemma4(out: Path, name: str) -> Path:
     """Write Gemma 4 assistant ``name`` (config, weights, the assistant's own tokenizer) to ``out/name``."""
-    d, seed = GEMMA4_VARIANTS[name]
+    d, seed = GEMMA_VARIANTS[name]
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(gemma4_config(d), indent=2))
@@ -287,7 +287,7 @@ def make_muse(out: Path, name: str, target_weights: bool = False) -> tuple[Path,
 
 def make(out: Path, name: str, target_weights: bool = False) -> tuple[Path, Path | None]:
     """Any variant: (draft, target folder or None for a Gemma 4 assistant, which has none)."""
-    if name in GEMMA4_VARIANTS:
+    if name in GEMMA_VARIANTS:
         return make_gemma4(out, name), None
     return make_muse(out, name, target_weights)
 
@@ -300,7 +300,7 @@ def main(argv: list[str]) -> int:
     from golden_manifest import describe
 
     ORACLE.mkdir(parents=True, exist_ok=True)
-    names = [*GEMMA4_VARIANTS, *MUSE_VARIANTS]
+    names = [*GEMMA_VARIANTS, *MUSE_VARIANTS]
     only = argv[argv.index("--only") + 1].split(",") if "--only" in argv else names
     for name in only:
         draft, target = make(out, name)

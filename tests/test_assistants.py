@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from assistant_drafts import GEMMA4_VARIANTS, MUSE_VARIANTS, ORACLE, OUTTYPES, make
+from assistant_drafts import GEMMA_VARIANTS, MUSE_VARIANTS, ORACLE, OUTTYPES, make
 from golden_manifest import compare
 
 from dspark_convert import convert
@@ -18,7 +18,7 @@ from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile.source import plan_from_source
 
 
-@pytest.mark.parametrize("variant", sorted(GEMMA4_VARIANTS) + sorted(MUSE_VARIANTS))
+@pytest.mark.parametrize("variant", sorted(GEMMA_VARIANTS) + sorted(MUSE_VARIANTS))
 def test_identical_to_upstream_at_every_outtype(variant: str, tmp_path: Path) -> None:
     draft, target = make(tmp_path, variant)
     differing = {}
