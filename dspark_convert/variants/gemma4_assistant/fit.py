@@ -12,7 +12,8 @@ from typing import Any
 from ... import schema as S
 from ...roles.fit import ALL, Outcome, Pair, Rule
 
-SRC_MTP = "common/speculative.cpp: MTP driver (n_embd_out); src/llama-model.cpp: shared KV layers"
+SRC_MTP = ("common/speculative.cpp: common_speculative_impl_draft_mtp constructor (n_embd_out asserted equal); "
+           "src/llama-model.cpp shares the target's last sliding / full KV layers")
 
 
 def _int(v: Any) -> int | None:
