@@ -62,6 +62,9 @@ def _key_rules(c: Checker) -> None:
     """Value types and ranges of every known key, the keys every arch requires, the tokenizer and special ids."""
     for k in c.plan.kvs:
         want = _key_type_name(k.name, c.plan.arch)
+        per_layer = k.name.replace(c.plan.arch + ".", "{arch}.", 1) in S.PER_LAYER_KEYS.get(c.plan.arch, ())
+        if per_layer and k.type == VT.ARRAY and k.sub_type == want:
+            continue  # one value per layer (the Gemma 4 layers' KV heads and FFN widths)
         if want is not None and k.type != want:
             c.err(k.name, "key-type", f"has GGUF type {k.describe()}, expected {want.name}")
         elif want == VT.ARRAY and k.name in S.ARRAY_ELEMENT_TYPES and k.sub_type not in S.ARRAY_ELEMENT_TYPES[k.name]:

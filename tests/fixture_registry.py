@@ -89,7 +89,7 @@ _Q3 = "target-qwen3"
 _FORCED = ("auto",)
 #: the Gemma4 variants verify at every outtype in test_gemma4_dspark; here the two ends (exact and quantized)
 _TWO = ("f32", "q8_0")
-_DS, _DF, _E3 = "draft-dspark", "draft-dflash", "draft-eagle3"
+_DS, _DF, _E3, _MTP = "draft-dspark", "draft-dflash", "draft-eagle3", "draft-mtp"
 
 #: Tags (what the test files select by):
 #:
@@ -168,6 +168,17 @@ REGISTRY: tuple[Fixture, ...] = (
     _row("v-gemma4-tied", "generated", "gemma4", "dspark_gemma4", _DS, OWN, "block", maker="gemma4_drafts", outtypes=_TWO),
     _row("v-gemma4-default", "generated", "gemma4", "dspark_gemma4", _DS, OWN, "block", maker="gemma4_drafts", outtypes=_TWO),
     _row("v-gemma4-nomarkov", "generated", "gemma4", "dspark_gemma4", _DS, OWN, "block", maker="gemma4_drafts", outtypes=_TWO),
+    _row("a-gemma4-e2b", "generated", "gemma4_assistant", "gemma4_assistant", _MTP, SELF, "tensors",
+         maker="assistant_drafts", outtypes=_TWO),
+    _row("a-gemma4-f32", "generated", "gemma4_assistant", "gemma4_assistant", _MTP, SELF, "tensors",
+         maker="assistant_drafts", outtypes=_TWO),
+    _row("a-gemma4-unified", "generated", "gemma4_assistant", "gemma4_assistant", _MTP, SELF, "tensors",
+         maker="assistant_drafts", outtypes=_TWO),
+    _row("a-muse", "generated", "dflash", "muse_glimmer", _DF, OWN, "block", maker="assistant_drafts", outtypes=_TWO),
+    _row("a-muse-f32", "generated", "dflash", "muse_glimmer", _DF, OWN, "block", maker="assistant_drafts",
+         outtypes=_TWO),
+    _row("a-muse-dflash2", "generated", "dflash2", "dflash2", _DF, OWN, "block", maker="assistant_drafts",
+         outtypes=_TWO),
 )
 BY_KEY: dict[str, Fixture] = {f.key: f for f in REGISTRY}
 
@@ -245,6 +256,8 @@ def materialize(f: Fixture, out: Path, golden_inputs: Path | None = None,
             return mod.make(out, f.name, b11434 / "target", target_weights=True)  # type: ignore[attr-defined,no-any-return]
         elif f.maker == "gemma4_drafts":
             return mod.make(out, f.name)  # type: ignore[attr-defined,no-any-return]
+        elif f.maker == "assistant_drafts":
+            return mod.make(out, f.name, target_weights=True)  # type: ignore[attr-defined,no-any-return]
         else:
             raise ValueError(f"{f.key}: unknown maker {f.maker}")
     return draft, target_of(f, golden_inputs, b11434)

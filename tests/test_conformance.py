@@ -227,7 +227,7 @@ def test_every_generated_draft_is_registered() -> None:
 
     correlated = _import("correlated")
     tables = _maker_tables()
-    assert set(tables) == {"new_drafts", "nvfp4_drafts", "gemma4_drafts"}
+    assert set(tables) == {"new_drafts", "nvfp4_drafts", "gemma4_drafts", "assistant_drafts"}
     for module, made in tables.items():
         assert sorted(made) == sorted(f.name for f in select(source="generated") if maker_module(f) == module), module
     assert callable(dsv4_support.make) and [f.name for f in select(source="generated", variant="dsv4")] == ["dsv4-draft"]

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from dspark_convert.llamacpp.target import convert_target
+from llama.target import convert_target
 from llama_support import PROMPT, Run, run
 from target_drafts import make_case
 from target_kit import GLM_ADDED, qwen35_config, qwen35_tokenizer

@@ -107,6 +107,28 @@ def register(cls: type[Transform]) -> type[Transform]:
 
 @register
 @dataclass(frozen=True)
+class FirstRows(Transform):
+    """The first ``rows`` rows of the source (fewer when it has fewer): an embedding table cut to the tokenizer's
+    size, as upstream's Gemma converters cut padding rows.
+
+    Example:
+        >>> t = FirstRows(3)
+        >>> t.out_rows(((5, 2),)), t.apply([np.arange(6).reshape(3, 2)], 3).shape
+        (3, (3, 2))
+    """
+
+    name: ClassVar[str] = "first_rows"
+    rows: int
+
+    def out_rows(self, shapes: Shapes) -> int:
+        return min(self.rows, shapes[0][0]) if shapes[0] else 1
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        return chunks[0]
+
+
+@register
+@dataclass(frozen=True)
 class DeinterleaveRope(Transform):
     """:func:`deinterleave_rope` per head of ``head_dim`` rows (a draft with ``rope_is_neox_style: false``, §5.2).
 

@@ -153,7 +153,8 @@ def open_target(target_model_dir: str | Path | None, draft: Draft, options: Conv
     if not (t.path / "config.json").is_file():
         raise ConvertError(f"{t.path}: no config.json (the target model folder needs its config.json and tokenizer files)")
     config = load_json(t.path / "config.json")
-    refuse_draft_as_target(config, t.path)
+    if not draft.own_tokenizer:  # the checkpoint as its own tokenizer source may well be a draft's folder
+        refuse_draft_as_target(config, t.path)
     return Target(t, config)
 
 

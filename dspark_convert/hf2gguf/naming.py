@@ -11,7 +11,10 @@ accelerates, the way upstream's documentation names them (``Qwen3-4B-<Method>.gg
 - **without a target name**: the same from the draft's name, with the draft's parameter-count size label when the
   name has no size part, and the method only if the name does not already contain it:
   ``<draft_name>-1.1M-BF16.gguf``;
-- a name the parser cannot split (``GLM-4.5-Air``) is kept whole as the base name.
+- a name the parser cannot split (``GLM-4.5-Air``) is kept whole as the base name;
+- a family whose files llama.cpp's ``-hf`` finds beside their target by a file-name keyword (the family module's
+  ``FILE_PREFIX``, :func:`file_prefix`) is named with that prefix instead of the method word:
+  ``<prefix><Target>-BF16.gguf``.
 """
 
 from __future__ import annotations
@@ -49,6 +52,21 @@ def method_name(family: str) -> str:
     return word if isinstance(word, str) else family
 
 
+def file_prefix(family: str) -> str:
+    """The file-name prefix of a family whose sidecar files llama.cpp's ``-hf`` finds by keyword (its module's
+    ``FILE_PREFIX``), else ``""``.
+
+    Example:
+        >>> file_prefix("dflash")
+        ''
+    """
+    from ..registry.families import family_modules, family_name
+
+    mod = next((m for m in family_modules() if family_name(m) == family), None)
+    prefix = getattr(mod, "FILE_PREFIX", "")
+    return prefix if isinstance(prefix, str) else ""
+
+
 def encoding_name(outtype: str) -> str:
     """The file-name encoding of a resolved outtype: ``bf16`` -> ``BF16``, ``q8_0`` -> ``Q8_0``.
 
@@ -78,21 +96,22 @@ def default_output_name(*, family: str, outtype: str, target_name: str | None, d
         ...                     draft_name="deepseek-ai/dspark_qwen3_8b_block7", size_label="1.1M")
         'Qwen3-8B-DSpark-BF16.gguf'
     """
-    method = method_name(family)
+    prefix = file_prefix(family)
+    method = "" if prefix else method_name(family)
     encoding = encoding_name(outtype)
     if target_name:
         base, size, finetune, version = _components(_bare_name(target_name))
-        finetune = _join(finetune, method)
+        finetune = _join(finetune, method) if method else finetune
     elif draft_name:
         bare = _bare_name(draft_name)
         base, size, finetune, version = _components(bare)
         size = size or size_label
-        if _squash(method) not in _squash(bare):
+        if method and _squash(method) not in _squash(bare):
             finetune = _join(finetune, method)
     else:
         base, size, finetune, version = method, size_label, None, None
     name = naming_convention(None, base, finetune, version, size, encoding)
-    return re.sub(r"-{2,}", "-", _UNSAFE.sub("-", name)).lstrip("-.") + ".gguf"
+    return prefix + re.sub(r"-{2,}", "-", _UNSAFE.sub("-", name)).lstrip("-.") + ".gguf"
 
 
 def expand_output_template(template: str, *, outtype: str) -> str:

@@ -93,6 +93,14 @@ class TorchCheckpoint:
         copy.real = real
         return copy
 
+    def rename(self, names: Mapping[str, str]) -> None:
+        """Read tensor ``old`` as ``new`` for each pair of ``names`` the folder holds (in place: a draft whose layout
+        spells a tensor its own way, read under the name the forward uses; accounting reports the new name)."""
+        for old, new in names.items():
+            if old in self.index and new not in self.index:
+                self.index[new] = self.index.pop(old)
+                self.real[new] = self.real.pop(old, old)
+
     def _name(self, name: str) -> str:
         """The name in the safetensors file (:meth:`without_prefix` renames)."""
         return self.real.get(name, name)

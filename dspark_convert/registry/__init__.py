@@ -104,6 +104,12 @@ _KV_CACHE_SCALES = tuple(DropRule(f"{p}layers.{{n}}.self_attn.{proj}", "a ModelO
                                   "GGUF (upstream drops it too)")
                          for p in ("", "model.") for proj in ("k_proj.k_scale", "v_proj.v_scale"))
 
+#: the Gemma 4 E2B/E4B assistants' ordered-embedding sampler: upstream drops it, llama.cpp scores every token
+_MASKED_EMBEDDING = DropRule("masked_embedding.centroids.weight", "the ordered-embedding sampler (centroids) of the "
+                             "E2B/E4B assistants: upstream drops it; llama.cpp scores the full vocabulary")
+_MASKED_ORDERING = DropRule("masked_embedding.token_ordering", "the ordered-embedding sampler's token order: "
+                            "upstream drops it; llama.cpp scores the full vocabulary")
+
 VARIANTS: tuple[Variant, ...] = (
     Variant("dsv4", S.ARCH_DFLASH, lambda v, _n: v("general.architecture") == S.ARCH_DFLASH
             and (as_int(v(S.HC_COUNT.format(arch=S.ARCH_DFLASH))) or 0) > 0, ("dspark_dsv4",), refines="dflash"),
@@ -112,8 +118,12 @@ VARIANTS: tuple[Variant, ...] = (
             checkpoint_drops=(_FULL_VOCAB_EMBED,)),   # only the Gemma 4 block has a per-layer output scale
     Variant("dflash2", S.ARCH_DFLASH, lambda v, n: v("general.architecture") == S.ARCH_DFLASH
             and S.T_SELECTOR_HIDDEN in n, ("dflash2",), refines="dflash"),
-    Variant("dflash", S.ARCH_DFLASH, lambda v, _n: v("general.architecture") == S.ARCH_DFLASH, ("dspark", "dflash"),
+    Variant("dflash", S.ARCH_DFLASH, lambda v, _n: v("general.architecture") == S.ARCH_DFLASH,
+            ("dspark", "dflash", "muse_glimmer"),
             checkpoint_drops=(_T2D, _FULL_VOCAB_EMBED, _FULL_VOCAB_HEAD, *_KV_CACHE_SCALES)),
+    Variant("gemma4_assistant", S.ARCH_GEMMA4_ASSISTANT,
+            lambda v, _n: v("general.architecture") == S.ARCH_GEMMA4_ASSISTANT, ("gemma4_assistant",),
+            checkpoint_drops=(_MASKED_EMBEDDING, _MASKED_ORDERING)),
     Variant("eagle3", S.ARCH_EAGLE3, lambda v, _n: v("general.architecture") == S.ARCH_EAGLE3, ("eagle3",),
             checkpoint_drops=(_T2D, _FULL_VOCAB_EMBED)),
 )

@@ -17,13 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: the draft kinds the product converts, as the summary names them: the drafts of the variants no other refines
-#: (``dflash``, ``eagle3``), in the registry's order; the refining variants are kinds of these
-DRAFT_KINDS: tuple[str, ...] = ("DSpark / DFlash", "EAGLE-3")
+#: (``dflash``, ``gemma4-assistant``, ``eagle3``), in the registry's order; the refining variants are kinds of these
+DRAFT_KINDS: tuple[str, ...] = ("DSpark / DFlash", "Gemma 4 assistant", "EAGLE-3")
 #: drafts stored inside their target's checkpoint (the ``dsv4`` variant): the checkpoint carries the tokenizer,
 #: so ``--target-model-dir`` is optional
-DRAFTS_INSIDE_TARGETS: tuple[str, ...] = ("the DSpark draft inside a DeepSeek-V4 checkpoint",)
+DRAFTS_INSIDE_TARGETS: tuple[str, ...] = ("the DSpark draft inside a DeepSeek-V4 checkpoint",
+                                          "a Gemma 4 assistant (its folder carries the tokenizer)")
 #: the files those drafts become: ``verify`` needs no target for them
-FILES_INSIDE_TARGETS: tuple[str, ...] = ("DeepSeek-V4 DSpark",)
+FILES_INSIDE_TARGETS: tuple[str, ...] = ("DeepSeek-V4 DSpark", "Gemma 4 assistant")
 #: drafts that propose one token per step, each step fed the last one's output (``eagle3``): ``verify --steps``
 CHAINED_DRAFTS: tuple[str, ...] = ("EAGLE-3",)
 

@@ -119,7 +119,8 @@ KEYS = (S.TOKENIZER_MODEL, S.TOKENIZER_PRE, S.TOKENIZER_CHAT_TEMPLATE, S.GENERAL
 HP_KEYS = {"embedding_length": S.EMBEDDING_LENGTH, "block_count": S.BLOCK_COUNT, "context_length": S.CONTEXT_LENGTH,
            "rope_freq_base": S.ROPE_FREQ_BASE, "rope_scaling_type": S.ROPE_SCALING_TYPE,
            "rope_scaling_factor": S.ROPE_SCALING_FACTOR, "rope_scaling_orig_ctx": S.ROPE_SCALING_ORIG_CTX,
-           "rope_dimension_sections": S.ROPE_DIMENSION_SECTIONS}
+           "rope_dimension_sections": S.ROPE_DIMENSION_SECTIONS, "key_length": S.KEY_LENGTH,
+           "key_length_swa": S.KEY_LENGTH_SWA}
 
 
 class Tokens(Sequence[str]):

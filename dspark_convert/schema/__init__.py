@@ -20,6 +20,7 @@ One module per concept (gguf-py ``constants.py`` style), all re-exported here, s
 - ``dflash2.py``: DFlash2's conv and selector keys and tensor names;
 - ``gemma4.py``: Gemma4 DSpark's keys and tensor names;
 - ``vocab_methods.py``: upstream's target vocab methods and the tokenizer handler reproducing each.
+- ``gemma4_assistant.py``: the ``gemma4-assistant`` arch, its keys and projection tensors.
 
 The tables that several of them fill (``KEY_TYPES``, ``ARRAY_ELEMENT_TYPES``, ``SAFETENSORS_DTYPES``, the
 ``LOADER_*_TENSORS`` rows by arch, the by-arch sets and maps) are merged below, each module's rows in a fixed order
@@ -42,12 +43,14 @@ from . import dflash2 as _dflash2
 from . import dsv4 as _dsv4
 from . import eagle3 as _eagle3
 from . import gemma4 as _gemma4
+from . import gemma4_assistant as _gemma4_assistant
 from .core import *  # noqa: F403
 from .dflash import *  # noqa: F403
 from .dflash2 import *  # noqa: F403
 from .dsv4 import *  # noqa: F403
 from .eagle3 import *  # noqa: F403
 from .gemma4 import *  # noqa: F403
+from .gemma4_assistant import *  # noqa: F403
 from .vocab_methods import *  # noqa: F403
 
 _K = _TypeVar("_K")
@@ -66,16 +69,16 @@ def _merged(*parts: _Mapping[_K, _V]) -> dict[_K, _V]:
 
 
 # ---------------------------------------------------------------------------------------------- architectures
-ARCHES = (_dflash.ARCH_DFLASH, _eagle3.ARCH_EAGLE3)
+ARCHES = (_dflash.ARCH_DFLASH, _eagle3.ARCH_EAGLE3, _gemma4_assistant.ARCH_GEMMA4_ASSISTANT)
 
 # ---------------------------------------------------------------------------------------------- value types
 #: The GGUF value type of every fixed key we write (templates included). Used by the writer and by check.
 KEY_TYPES: dict[str, VT] = _merged(_core._KEY_TYPES, _dflash._KEY_TYPES, _eagle3._KEY_TYPES,
                                    _core._TOKENIZER_KEY_TYPES, _dsv4._KEY_TYPES, _dflash2._KEY_TYPES,
-                                   _gemma4._KEY_TYPES)
+                                   _gemma4._KEY_TYPES, _gemma4_assistant._KEY_TYPES)
 
 _ARRAYS = _merged(_dflash._ARRAY_ELEMENT_TYPES, _eagle3._ARRAY_ELEMENT_TYPES, _core._ARRAY_ELEMENT_TYPES,
-                  _dsv4._ARRAY_ELEMENT_TYPES)
+                  _dsv4._ARRAY_ELEMENT_TYPES, _gemma4_assistant._ARRAY_ELEMENT_TYPES)
 #: Element types that the loader accepts for array keys (contract §2.6); the target-layer lists first.
 ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {
     k: _ARRAYS[k] for k in (_dflash.DFLASH_TARGET_LAYERS, _eagle3.EAGLE3_TARGET_LAYERS, *_ARRAYS)}
@@ -85,12 +88,17 @@ ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {
 LOADER_LAYER_TENSORS: dict[str, dict[str, bool]] = {  # name -> required
     _dflash.ARCH_DFLASH: _dflash._LOADER_LAYER_TENSORS,
     _eagle3.ARCH_EAGLE3: _eagle3._LOADER_LAYER_TENSORS,
+    _gemma4_assistant.ARCH_GEMMA4_ASSISTANT: {},  # its loader module expects its own layer tensors
 }
 #: Global tensors the loader creates, by arch: name -> required (None: required under a condition, see check).
 LOADER_GLOBAL_TENSORS: dict[str, dict[str, bool | None]] = {
     _dflash.ARCH_DFLASH: _dflash._LOADER_GLOBAL_TENSORS,
     _eagle3.ARCH_EAGLE3: _eagle3._LOADER_GLOBAL_TENSORS,
+    _gemma4_assistant.ARCH_GEMMA4_ASSISTANT: {},
 }
+#: Generic ``{arch}.*`` keys an arch may write as one value per layer (an array of the key's element type)
+PER_LAYER_KEYS: dict[str, frozenset[str]] = {
+    _gemma4_assistant.ARCH_GEMMA4_ASSISTANT: frozenset({_core.HEAD_COUNT_KV, _core.FEED_FORWARD_LENGTH})}
 #: Archs whose loader makes ``token_embd`` the output head when ``output`` is absent (``TENSOR_DUPLICATED``,
 #: src/models/dflash.cpp load_tensors; b11223+); an ``eagle3`` file without ``output`` scores with the target's head.
 EMBD_AS_HEAD_ARCHES = frozenset({_dflash.ARCH_DFLASH})

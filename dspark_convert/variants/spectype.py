@@ -4,7 +4,8 @@ From upstream's ``common/speculative.cpp`` (auto-detection, ``upstream-b11434.md
 
 - auto-detection reads a local ``-md`` file: arch ``dflash`` -> ``draft-dspark`` when ``markov_w1.weight`` exists,
   else ``draft-dflash``; arch ``eagle3`` is never auto-detected (nothing speculates unless ``--spec-type
-  draft-eagle3`` is given);
+  draft-eagle3`` is given); arch ``gemma4-assistant`` is never auto-detected either (it has no ``nextn.eh_proj``):
+  it runs with ``--spec-type draft-mtp``;
 - ``draft-dflash`` reads the draft's prediction from block rows 1..n whatever ``dflash.sample_from_anchor``
   says (the selector walk of a ``selector_hidden.weight`` file too); ``draft-dspark`` reads rows 0..n-1 when
   ``dflash.sample_from_anchor`` is true or absent, and applies the Markov head only when the file has one.
@@ -47,7 +48,7 @@ ANCHOR_KEY = "dflash.sample_from_anchor"
 CONF_KEY = "dflash.has_confidence_head"
 BLOCK_KEY = "dflash.block_size"
 #: the ``--spec-type`` values of the draft files llama-server b11434 speculates with
-SPEC_TYPES = ("draft-dspark", "draft-dflash", "draft-eagle3")
+SPEC_TYPES = ("draft-dspark", "draft-dflash", "draft-eagle3", "draft-mtp")
 #: chained draft types: one drafted token per step (the draft's length is a number of steps)
 CHAINED = frozenset({"draft-eagle3"})
 
@@ -85,6 +86,9 @@ def spec_type_of(value: Callable[[str], Any], tensor_names: Collection[str]) -> 
     names = set(tensor_names)
     if arch == S.ARCH_EAGLE3:
         return SpecType("draft-eagle3", None, f"llama-server never auto-detects an {S.ARCH_EAGLE3} file")
+    if arch == S.ARCH_GEMMA4_ASSISTANT:
+        return SpecType("draft-mtp", None, f"llama-server never auto-detects a {S.ARCH_GEMMA4_ASSISTANT} file (no "
+                        "nextn.eh_proj; a Hub file named mtp-... is found by -hf)")
     if arch != S.ARCH_DFLASH:
         return SpecType(None, None, f"general.architecture {arch!r} is neither {S.ARCH_DFLASH} nor {S.ARCH_EAGLE3}")
     anchor = value(ANCHOR_KEY)

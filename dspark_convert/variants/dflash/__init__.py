@@ -1,7 +1,7 @@
 """The ``dflash`` GGUF variant: DSpark and DFlash drafts (Qwen3 / Llama backbone; Markov and confidence heads
 optional). Its descriptor is the ``dflash`` row of :data:`dspark_convert.registry.VARIANTS`.
 
-- :mod:`.dspark`, :mod:`.dflash`, :mod:`.dflash_mimo`: the converter families (each a ``Family`` module; the
+- :mod:`.dspark`, :mod:`.dflash`, :mod:`.dflash_mimo`, :mod:`.muse_glimmer`: the converter families (each a ``Family`` module; the
   lineage's shared conversion is :mod:`.lineage`);
 - :mod:`.loader`: llama.cpp's loader rules for the file (``check``);
 - :mod:`.fit`: the fit facts (``check --target``);

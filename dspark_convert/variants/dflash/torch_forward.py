@@ -37,9 +37,12 @@ from ...reference.torch_forward import (
 
 DSPARK_ARCHS = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
 DFLASH_ARCHS = ("DFlashDraftModel", "DFlashSpeculator")
-ARCHITECTURES = DSPARK_ARCHS + DFLASH_ARCHS
+#: Muse-Glimmer assistants: a DFlash block draft with its own names for the context projection and its norm
+MUSE_ARCHS = ("MuseGlimmerAssistantModel",)
+MUSE_NAMES = {"encoder.fc.weight": "fc.weight", "encoder.output_norm_enc.weight": "hidden_norm.weight"}
+ARCHITECTURES = DSPARK_ARCHS + DFLASH_ARCHS + MUSE_ARCHS
 #: the words that name these drafts in an error
-WHAT = ("DSpark", "DFlash")
+WHAT = ("DSpark", "DFlash", "Muse-Glimmer assistant")
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,8 @@ def read_config(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any],
     """A block draft's config in any layout (flat DeepSpec, nested ``dflash_config``, speculators)."""
     nested = raw.get("dflash_config") or {}
     speculators = "transformer_layer_config" in raw or "aux_hidden_state_layer_ids" in raw
+    if arch in MUSE_ARCHS:
+        return _muse_config(raw, c, w, common)
     family = "dflash" if arch in DFLASH_ARCHS else "dspark"
     n_layer = common["n_layer"]
     taps: list[int]
@@ -132,6 +137,27 @@ def read_config(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any],
     )
     layout = "speculators" if speculators else ("nested" if nested else "flat")
     return family, layout, "", hp
+
+
+def _muse_config(raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,
+                 common: dict[str, Any]) -> tuple[str, str, str, BlockHFHParams]:
+    """A Muse-Glimmer assistant (transformers' ``MuseGlimmerAssistantModel``): top-level block size, output-of-layer
+    target ids, mask id; sliding layers from ``layer_types`` with ``sliding_window``; always bidirectional (its
+    attention is non-causal whatever ``is_causal`` says, as is llama.cpp's ``dflash`` graph without the key);
+    rotate-half RoPE; same-position prediction; the target's embedding and head."""
+    w.rename(MUSE_NAMES)
+    n_layer = common["n_layer"]
+    types = c.get("layer_types") or ["full_attention"] * n_layer
+    window = c.get("sliding_window") if c.get("layer_types") else None
+    ids = [int(t) for t in c.get("target_layer_ids") or []]
+    mask = c.get("mask_token_id")
+    hp = BlockHFHParams(
+        **common, draft_vocab_size=common["vocab_size"], target_layers=[i + 1 for i in ids], own_embed=False,
+        own_lm_head=False, block_size=int(c.get("block_size") or 16), taps=ids,
+        mask_token_id=None if mask is None else int(mask), sample_from_anchor=False, neox=True,
+        swa=[bool(window) and t == "sliding_attention" for t in types], sliding_window=int(window or 0),
+        causal=False)
+    return "muse_glimmer", "flat", "", hp
 
 
 # ============================================================================================== DSpark / DFlash

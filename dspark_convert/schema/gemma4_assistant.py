@@ -1,0 +1,42 @@
+"""Gemma 4 assistant (``Gemma4AssistantForCausalLM`` / ``Gemma4UnifiedAssistantForCausalLM``): arch
+``gemma4-assistant``, a Q-only multi-token-prediction head that reads the target's KV cache, token embeddings and
+last hidden row (spec/drafts-beyond-dflash.md §2; upstream b11434 ``conversion/gemma.py:933-951``,
+``src/models/gemma4-assistant.cpp``). Data only; the family's knowledge is dspark_convert/variants/gemma4_assistant/.
+
+Read it through the package (``from .. import schema as S``): this module's rows of ``KEY_TYPES`` (``_KEY_TYPES``),
+``ARRAY_ELEMENT_TYPES`` and the loader rows are joined there.
+
+Example:
+    >>> EMBEDDING_LENGTH_OUT.format(arch=ARCH_GEMMA4_ASSISTANT), T_PRE_PROJECTION
+    ('gemma4-assistant.embedding_length_out', 'nextn.pre_projection.weight')
+"""
+
+from __future__ import annotations
+
+from ..gguf_constants import VT
+
+ARCH_GEMMA4_ASSISTANT = "gemma4-assistant"
+GEMMA4_ASSISTANT_ARCHITECTURES = ("Gemma4AssistantForCausalLM", "Gemma4UnifiedAssistantForCausalLM")
+#: the target's hidden size: the width of ``post_projection``'s output and half of ``pre_projection``'s input
+EMBEDDING_LENGTH_OUT = "{arch}.embedding_length_out"
+NEXTN_PREDICT_LAYERS = "{arch}.nextn_predict_layers"
+SHARED_KV_LAYERS = "{arch}.attention.shared_kv_layers"
+EMBEDDING_LENGTH_PER_LAYER_INPUT = "{arch}.embedding_length_per_layer_input"
+SLIDING_WINDOW = "{arch}.attention.sliding_window"
+SLIDING_WINDOW_PATTERN = "{arch}.attention.sliding_window_pattern"
+KEY_LENGTH_SWA = "{arch}.attention.key_length_swa"
+VALUE_LENGTH_SWA = "{arch}.attention.value_length_swa"
+ROPE_DIMENSION_COUNT_SWA = "{arch}.rope.dimension_count_swa"
+EXPERT_FEED_FORWARD_LENGTH = "{arch}.expert_feed_forward_length"
+#: root tensors (no ``blk.`` prefix)
+T_PRE_PROJECTION = "nextn.pre_projection.weight"
+T_POST_PROJECTION = "nextn.post_projection.weight"
+#: The GGUF value types of the assistant's keys (``feed_forward_length`` / ``head_count_kv`` may be per-layer
+#: arrays: the generic rows accept either).
+_KEY_TYPES: dict[str, VT] = {
+    EMBEDDING_LENGTH_OUT: VT.UINT32, NEXTN_PREDICT_LAYERS: VT.UINT32, SHARED_KV_LAYERS: VT.UINT32,
+    EMBEDDING_LENGTH_PER_LAYER_INPUT: VT.UINT32, SLIDING_WINDOW: VT.UINT32, SLIDING_WINDOW_PATTERN: VT.ARRAY,
+    KEY_LENGTH_SWA: VT.UINT32, VALUE_LENGTH_SWA: VT.UINT32, ROPE_DIMENSION_COUNT_SWA: VT.UINT32,
+    EXPERT_FEED_FORWARD_LENGTH: VT.UINT32,
+}
+_ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {SLIDING_WINDOW_PATTERN: (VT.BOOL,)}
