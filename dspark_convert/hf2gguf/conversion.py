@@ -129,10 +129,14 @@ def _check_layer_count(plan: Plan, draft: Checkpoint) -> None:
     hundreds of tensors the loader check would list."""
     n = plan.value(S.BLOCK_COUNT.format(arch=plan.arch))
     present = sorted({int(t.name.split(".")[1]) for t in plan.tensors if t.name.startswith("blk.")})
-    if isinstance(n, int) and (len(present) != n or present != list(range(n))):  # the length first: n can be 4e9
+    nextn = plan.value(S.NEXTN_PREDICT_LAYERS.format(arch=plan.arch))
+    # an MTP sidecar holds only the last nextn_predict_layers blocks (no trunk)
+    first = n - nextn if isinstance(n, int) and isinstance(nextn, int) and 0 < nextn <= n and 0 not in present else 0
+    if isinstance(n, int) and (len(present) != n - first or present != list(range(first, n))):  # n can be 4e9
         have = f"layers {present}" if len(present) <= 8 else f"{len(present)} layers ({present[0]}..{present[-1]})"
         raise ConvertError(f"{draft.path / 'config.json'}: num_hidden_layers gives {n} layers (block_count) but the "
-                           f"checkpoint has tensors for {have if present else 'no layers'}; expected layers 0..{n - 1}")
+                           f"checkpoint has tensors for {have if present else 'no layers'}; expected layers "
+                           f"{first}..{n - 1}")
 
 
 def _explain(finding: Finding, planned: PlannedConversion) -> str:
@@ -198,8 +202,11 @@ def _refuse_options(family: Family, draft: str, own_tokenizer: bool, options: Co
     (:data:`~dspark_convert.variants.words.UPSTREAM_FLAGS`), no ``--target-model-dir`` (only a family whose
     checkpoint carries the tokenizer)."""
     for flag in UPSTREAM_FLAGS:
-        if flag.keyword in options.upstream_flags and not getattr(family, flag.attribute, False):
+        takes = getattr(family, flag.attribute, False)
+        if flag.keyword in options.upstream_flags and not takes:
             raise ConvertError(f"{flag.option}: {draft} {flag.refusal}")
+        if flag.required and takes and flag.keyword not in options.upstream_flags:
+            raise ConvertError(f"{draft}: {flag.missing}")
     if own_tokenizer and not family.TOKENIZER_IN_CHECKPOINT:
         raise ConvertError("--target-model-dir is required: the draft's tokenizer comes from its target model")
 
@@ -242,7 +249,8 @@ def plan_conversion(draft: str | Path, target_model_dir: str | Path | None, *,
         if not (t.path / "config.json").is_file():
             raise ConvertError(f"{t.path}: no config.json (the target model folder needs its config.json and tokenizer files)")
         tconf = load_json(t.path / "config.json")
-        refuse_draft_as_target(tconf, t.path)
+        if t.path.resolve() != d.path.resolve():  # a checkpoint that is its own target (its MTP head) may be a draft class
+            refuse_draft_as_target(tconf, t.path)
         outtype = resolve_outtype(options.outtype, ck)
         ctx = Context(draft=ck, target_dir=t.path, target_config=tconf, options=options, outtype=outtype)
         plan = family.build_plan(ctx)
@@ -376,7 +384,8 @@ def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: st
         if outfile is None:
             outfile = default_output_name(family=planned.family_name, outtype=planned.outtype,
                                           target_name=planned.target.model_id, draft_name=planned.draft.model_id,
-                                          size_label=plan.value(S.GENERAL_SIZE_LABEL))
+                                          size_label=plan.value(S.GENERAL_SIZE_LABEL),
+                                          prefix=getattr(planned.family, "OUTPUT_PREFIX", None))
         path = Path(expand_output_template(str(outfile), outtype=planned.outtype))
         result = ConvertResult(path=path, plan=plan, findings=findings, outtype=planned.outtype, dry_run=dry_run,
                                family=planned.family_name, notes=list(plan.notes),

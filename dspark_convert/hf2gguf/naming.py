@@ -67,11 +67,13 @@ def encoding_name(outtype: str) -> str:
 
 
 def default_output_name(*, family: str, outtype: str, target_name: str | None, draft_name: str | None,
-                        size_label: str | None) -> str:
+                        size_label: str | None, prefix: str | None = None) -> str:
     """The default output file name (see the module docstring for the rule).
 
     ``target_name`` / ``draft_name`` are model ids (``org/name``, optionally ``@rev``) or folder paths;
     ``size_label`` is the draft's own label (``general.size_label``), used only for a name taken from the draft.
+    ``prefix`` (a family's ``OUTPUT_PREFIX``: ``mtp-`` for an MTP sidecar) replaces the method word: the target's
+    name with the prefix in front (``mtp-Qwen3.5-9B-BF16.gguf``).
 
     Example:
         >>> default_output_name(family="dspark", outtype="bf16", target_name="Qwen/Qwen3-8B",
@@ -80,6 +82,10 @@ def default_output_name(*, family: str, outtype: str, target_name: str | None, d
     """
     method = method_name(family)
     encoding = encoding_name(outtype)
+    if prefix is not None and target_name:
+        base, size, finetune, version = _components(_bare_name(target_name))
+        name = prefix + naming_convention(None, base, finetune, version, size, encoding)
+        return re.sub(r"-{2,}", "-", _UNSAFE.sub("-", name)).lstrip(".") + ".gguf"
     if target_name:
         base, size, finetune, version = _components(_bare_name(target_name))
         finetune = _join(finetune, method)

@@ -22,7 +22,7 @@ from .kit.base import Family
 #: family modules in the order they are asked, as ``<variant>.<family>`` under this package (each variant's
 #: ``families`` in :data:`.VARIANTS` names its family modules; ``kit.dflash_base`` is the DFlash lineage's base)
 FAMILY_MODULES = ("dflash.dspark", "dflash.dflash", "dflash2.dflash2", "eagle3.eagle3", "dsv4.dspark_dsv4",
-                  "gemma4.convert")
+                  "gemma4.convert", "mtp.convert")
 #: (mypy checks each family module against the Family protocol in its variant's ``__init__``, so this module
 #: imports no variant package: the registry's unit stays below the slices)
 

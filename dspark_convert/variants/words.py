@@ -8,8 +8,8 @@ gguf-py's ``constants.py``); ``hf2gguf`` imports it as usual (the same file: the
 ``Variant`` row.
 
 Example:
-    >>> UPSTREAM_FLAGS[0].keyword, UPSTREAM_FLAGS[0].attribute
-    ('dspark', 'DSPARK_FLAG')
+    >>> UPSTREAM_FLAGS[0].keyword, UPSTREAM_FLAGS[0].attribute, UPSTREAM_FLAGS[1].keyword
+    ('dspark', 'DSPARK_FLAG', 'mtp')
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from dataclasses import dataclass
 DRAFT_KINDS: tuple[str, ...] = ("DSpark / DFlash", "EAGLE-3")
 #: drafts stored inside their target's checkpoint (the ``dsv4`` variant): the checkpoint carries the tokenizer,
 #: so ``--target-model-dir`` is optional
-DRAFTS_INSIDE_TARGETS: tuple[str, ...] = ("the DSpark draft inside a DeepSeek-V4 checkpoint",)
+DRAFTS_INSIDE_TARGETS: tuple[str, ...] = ("the DSpark draft inside a DeepSeek-V4 checkpoint",
+                                          "the MTP head of a Qwen3.5 / Qwen3-Next checkpoint (--mtp)")
 #: the files those drafts become: ``verify`` needs no target for them
-FILES_INSIDE_TARGETS: tuple[str, ...] = ("DeepSeek-V4 DSpark",)
+FILES_INSIDE_TARGETS: tuple[str, ...] = ("DeepSeek-V4 DSpark", "MTP sidecar")
 #: drafts that propose one token per step, each step fed the last one's output (``eagle3``): ``verify --steps``
 CHAINED_DRAFTS: tuple[str, ...] = ("EAGLE-3",)
 
@@ -38,6 +39,10 @@ class UpstreamFlag:
     attribute: str  #: the family-module attribute (``variants.kit.base.Family``) that says the family takes it
     selects: str  #: the drafts it selects, for its help
     refusal: str  #: why another draft is refused, after ``<option>: <draft> ``
+    #: the family it selects converts only with it (its checkpoints are otherwise target models): ``missing`` says
+    #: why, after ``<draft>: ``
+    required: bool = False
+    missing: str = ""
 
     @property
     def keyword(self) -> str:
@@ -47,12 +52,20 @@ class UpstreamFlag:
     @property
     def help(self) -> str:
         """The option's help line."""
+        if self.required:
+            return f"Upstream's flag for {self.selects} (needed: without it the checkpoint is a target model)."
         return f"Upstream's flag for {self.selects} (recognised without it)."
 
 
-#: upstream's converter flags that select a converter class (the ``dsv4`` variant's)
+#: upstream's converter flags that select a converter class (the ``dsv4`` variant's, the ``mtp`` variant's)
 UPSTREAM_FLAGS: tuple[UpstreamFlag, ...] = (
     UpstreamFlag("--dspark", "DSPARK_FLAG", DRAFTS_INSIDE_TARGETS[0],
                  "is not a DeepSeek-V4 checkpoint with a DSpark draft (the flag selects upstream's DeepSeek-V4 DSpark "
                  "converter; other drafts are recognised by their config)"),
+    UpstreamFlag("--mtp", "MTP_FLAG", DRAFTS_INSIDE_TARGETS[1],
+                 "is not a target checkpoint whose MTP head is written here (Qwen3.5 / Qwen3.5-MoE / Qwen3-Next "
+                 "classes; see docs/mtp-checkpoint.md)",
+                 required=True,
+                 missing="is a target model checkpoint with an MTP head; pass --mtp to write the head as an MTP "
+                         "sidecar (mtp-<name>.gguf)"),
 )
