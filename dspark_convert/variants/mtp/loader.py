@@ -22,9 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from ... import schema as S
-from ...check import Checker, Dims, mul, shape_of
+from ...roles.loader import Checker, Dims, mul, shape_of
 
-NAME = "mtp"
 GENERIC_LAYERS = False
 
 _SSM_KEYS = (S.SSM_CONV_KERNEL, S.SSM_INNER_SIZE, S.SSM_STATE_SIZE, S.SSM_TIME_STEP_RANK, S.SSM_GROUP_COUNT)

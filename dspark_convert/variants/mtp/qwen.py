@@ -28,9 +28,9 @@ from ... import schema as S
 from ...errors import ConvertError
 from ...formats.transforms import AddOne, ExpertStack
 from ...hf.checkpoint import Checkpoint
+from ...kit.common import base_kvs, tensor_type
+from ...kit.hparams import as_positive, as_u32, find_hparam, rope_dict
 from ...plan import KV, TensorSpec
-from ..kit.common import base_kvs, tensor_type
-from ..kit.hparams import as_positive, as_u32, find_hparam, rope_dict
 
 #: HF class -> GGUF arch (``conversion/__init__.py`` registrations of the mixin's classes)
 ARCHS: dict[str, str] = {

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import schema as S
 from ...errors import ConvertError
 from ...hf.checkpoint import Select
+from ...kit.common import finish_plan
+from ...kit.hparams import normalize_hparams, vocab_size_of
 from ...plan import Plan
+from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import TARGET_HANDLERS, target_vocab_kvs
-from ..kit.base import Context, TargetFacts, TargetTensor
-from ..kit.common import finish_plan
-from ..kit.hparams import normalize_hparams, vocab_size_of
 from . import qwen
 
-FAMILY = "mtp"
 #: default output names: ``mtp-<name>-<TYPE>.gguf`` (upstream's ``prepare_metadata`` of these classes)
 OUTPUT_PREFIX = "mtp-"
 ARCHITECTURES: tuple[str, ...] = tuple(qwen.ARCHS)
@@ -112,11 +110,3 @@ def build_plan(ctx: Context) -> Plan:
              "--spec-type draft-mtp next to the target"]
     return finish_plan(q.arch, [], base, fam, vocab, [], tensors, notes)
 
-
-def is_sidecar(value: Any, tensor_names: Any) -> bool:
-    """A GGUF of an MTP arch with ``nextn_predict_layers > 0`` and no trunk (no ``blk.0.attn_norm.weight``): how the
-    loader recognises a sidecar (§1.6)."""
-    arch = value(S.GENERAL_ARCHITECTURE)
-    n = value(S.NEXTN_PREDICT_LAYERS.format(arch=arch)) if arch in S.MTP_ARCHES else None
-    return (isinstance(n, int) and not isinstance(n, bool) and n > 0
-            and S.LAYER_PREFIX.format(bid=0) + S.L_ATTN_NORM not in tensor_names)
