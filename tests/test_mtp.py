@@ -141,7 +141,7 @@ def test_llama_server_drafts_with_the_sidecar(ckpts: Path, case: str, tmp_path: 
                                               llama_bin: tuple[Path, Path]) -> None:
     """Target: upstream's ``--no-mtp`` file of the same checkpoint; draft: our sidecar. The head drafts (draft_n > 0)
     and speculative greedy equals plain greedy."""
-    from llama_support import PROMPT, N_PREDICT
+    from llama_support import N_PREDICT, PROMPT
 
     from dspark_convert.llamacpp.server import LlamaServer
 
@@ -155,3 +155,30 @@ def test_llama_server_drafts_with_the_sidecar(ckpts: Path, case: str, tmp_path: 
         spec = s.complete(PROMPT, N_PREDICT)
     assert spec.tokens == plain.tokens
     assert len(spec.tokens) == N_PREDICT and spec.draft_n > 0
+
+
+@pytest.mark.parametrize("case", ["mtp-qwen35-moe", "mtp-qwen35-cg"])
+def test_verify_proves_every_tensor_and_catches_a_changed_one(ckpts: Path, case: str, tmp_path: Path) -> None:
+    """verify: every tensor exact against the checkpoint (bytes after the type's rounding), full accounting; one
+    changed value in the MTP attention fails that tensor by name."""
+    from dspark_convert.verify import verify
+
+    for outtype in ("q8_0", "bf16"):
+        out = tmp_path / f"{outtype}.gguf"
+        convert(ckpts / case, None, out, outtype=outtype, mtp=True)
+        r = verify(out, ckpts / case, None, quality=False)
+        assert r.passed and all(o.passed and o.grade == "exact" for o in r.outputs), outtype
+        assert len(r.outputs) == len(read_gguf(out).tensors)
+    f = read_gguf(out)
+    name = next(t.name for t in f.tensors if t.name.endswith("attn_q.weight"))
+    blob = bytes(f.tensor_bytes(name))
+    f.close()
+    data = bytearray(out.read_bytes())
+    at = data.find(blob)
+    assert at > 0 and data.find(blob, at + 1) == -1
+    data[at + 1] ^= 0x01  # one BF16 value's low bits
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(bytes(data))
+    r = verify(bad, ckpts / case, None, quality=False)
+    assert not r.passed
+    assert [o.name for o in r.outputs if not o.passed] == [name]
