@@ -110,13 +110,14 @@ def sidecar_rows(gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = T
                     .startswith("mtp.") or s in {c for v in _ROOTS.values() for c in v}
                     or s.replace("model.language_model.", "model.") in {c for v in _ROOTS.values() for c in v})
     rows = Proof(FAMILY, LAYOUT, quality_note=QUALITY_NOTE, notes=[NO_FORWARD])
-    compared, sources = set(), set()
+    compared: set[str] = set()
+    sources: set[str] = set()
+    problems: list[str] = []
     try:
         for t in f.tensors:
             srcs = _hf(ck, t.name, n_all - nextn)
             if not srcs:
-                rows.outputs.append(OutputCheck(t.name, list(t.ne), grade="missing", passed=False,
-                                                detail="no checkpoint tensor becomes it under upstream's --mtp rules"))
+                problems.append(f"{t.name}: no checkpoint tensor becomes it under upstream's --mtp rules")
                 continue
             x = _values(ck, srcs, _PLUS_ONE.fullmatch(t.name) is not None)
             qt = QT[t.type_name]
@@ -132,6 +133,7 @@ def sidecar_rows(gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = T
                 rows.quality.append(OutputCheck(t.name, list(t.ne), max_abs=diff, grade="rounding of " + qt.name))
             compared.add(t.name)
             sources.update(srcs)
+        rows.outputs += [OutputCheck("tensors", [], grade="missing", passed=False, detail=p) for p in problems]
         names = list(ck.names)
         rows.tensors = Tensors(set(), compared, names, set(), sources)
         trunk = sorted({int(n.split(".")[1]) for n in (t.name for t in f.tensors) if n.startswith("blk.")})
