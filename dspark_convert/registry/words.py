@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 #: the draft kinds the product converts, as the summary names them: the drafts of the variants no other refines
 #: (``dflash``, ``eagle3``), in the registry's order; the refining variants are kinds of these
-DRAFT_KINDS: tuple[str, ...] = ("DSpark / DFlash", "EAGLE-3")
+DRAFT_KINDS: tuple[str, ...] = ("DSpark / DFlash", "EAGLE-3", "MTP sidecar")
 #: drafts stored inside their target's checkpoint (the ``dsv4`` variant): the checkpoint carries the tokenizer,
 #: so ``--target-model-dir`` is optional
 DRAFTS_INSIDE_TARGETS: tuple[str, ...] = ("the DSpark draft inside a DeepSeek-V4 checkpoint",

@@ -16,7 +16,7 @@ exactly one bin:
 The counts and the dropped tensors' reasons are in the report (``VerifyReport.tensors``, JSON ``tensors``).
 
 Example:
-    >>> from dspark_convert.variants import Variant
+    >>> from dspark_convert.registry import Variant
     >>> plain = Variant("plain", "plain", lambda v, n: True, ())
     >>> a = account(plain, ["fc.weight", "selector_hidden.weight"], {"fc.weight"}, set(), ["fc.weight", "t2d"],
     ...             {"fc.weight"}, set())
