@@ -51,9 +51,9 @@ if TYPE_CHECKING:
     from .registry import words as W
 else:
     W = variant_words()
-#: upstream's converter flag that selects a converter class; one Typer parameter of ``hf2gguf`` carries it (a
-#: second flag in the words would need a second parameter: this unpacking fails until it has one)
-(UPSTREAM_FLAG,) = W.UPSTREAM_FLAGS
+#: upstream's converter flags that select a converter class; one Typer parameter of ``hf2gguf`` carries each (a
+#: third flag in the words would need a third parameter: this unpacking fails until it has one)
+(UPSTREAM_FLAG, UPSTREAM_FLAG_2) = W.UPSTREAM_FLAGS
 #: the product summary: the draft kinds the variants convert
 SUMMARY = f"Convert {' / '.join(W.DRAFT_KINDS)} drafts to GGUF, inspect and verify GGUF files."
 HF2GGUF_HELP = (f"Convert a {' / '.join(W.DRAFT_KINDS)} draft checkpoint (or {' or '.join(W.DRAFTS_INSIDE_TARGETS)}) "
@@ -202,6 +202,7 @@ def hf2gguf(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable summary on stdout.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither use nor update the cached tokenizer block of the target.")] = False,
     upstream_draft_flag: Annotated[bool, typer.Option(UPSTREAM_FLAG.option, help=UPSTREAM_FLAG.help)] = False,
+    upstream_draft_flag_2: Annotated[bool, typer.Option(UPSTREAM_FLAG_2.option, help=UPSTREAM_FLAG_2.help)] = False,
     match_upstream: Annotated[bool, typer.Option("--match-upstream", help="Write llama.cpp b11434's bytes exactly, even its layout that drafts with token_embd as the head on an untied target (default: add the target's head as output.weight).")] = False,
 ) -> None:
     """The ``hf2gguf`` command (its help is :data:`HF2GGUF_HELP`, one line: Typer re-wraps within a line only)."""
@@ -212,7 +213,7 @@ def hf2gguf(
     with byte_progress(not as_json and not dry_run, "converting") as progress:
         result = run_or_exit(lambda: convert(draft, target_model_dir, outfile, outtype=outtype.value, force=force, dry_run=dry_run,
                                              embed_from_target=with_target_embeddings, allow_nonfinite=allow_nonfinite,
-                                             metadata=metadata, model_name=model_name, **{UPSTREAM_FLAG.keyword: upstream_draft_flag},
+                                             metadata=metadata, model_name=model_name, **{UPSTREAM_FLAG.keyword: upstream_draft_flag, UPSTREAM_FLAG_2.keyword: upstream_draft_flag_2},
                                              progress=progress, ignore_target_mismatch=ignore_target_mismatch,
                                              architecture=architecture, cache=not no_cache,
                                              match_upstream=match_upstream),

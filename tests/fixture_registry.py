@@ -7,7 +7,8 @@ Three sources of inputs:
   ``target/``, ``make_dsv4.py`` the DeepSeek-V4 sample, which is its own target), generated per session by the
   ``golden_inputs`` fixture of ``conftest.py``;
 - ``generated``: a draft a maker writes on demand (:attr:`Fixture.maker`: ``tests/new_drafts.py``,
-  ``tests/nvfp4_drafts.py``, ``tests/gemma4_drafts.py``, ``fixtures/dsv4.py``, ``fixtures/correlated.py``).
+  ``tests/nvfp4_drafts.py``, ``tests/gemma4_drafts.py``, ``tests/mtp_checkpoints.py``, ``fixtures/dsv4.py``,
+  ``fixtures/correlated.py``).
 
 Each row says which GGUF variant the converted file is (``dspark_convert.variants.BY_NAME``), which converter
 family reads the checkpoint, the ``--spec-type`` llama-server b11434 needs for it, its target, how ``verify`` proves
@@ -179,6 +180,9 @@ REGISTRY: tuple[Fixture, ...] = (
          outtypes=_TWO),
     _row("a-muse-dflash2", "generated", "dflash2", "dflash2", _DF, OWN, "block", maker="assistant_drafts",
          outtypes=_TWO),
+    # the MTP head of a Qwen3.5 checkpoint (hf2gguf --mtp; every case at every outtype: tests/test_mtp.py)
+    _row("mtp-qwen35-dense", "generated", "mtp", "mtp", "draft-mtp", SELF, "tensors", maker="mtp_checkpoints",
+         outtypes=_TWO),
 )
 BY_KEY: dict[str, Fixture] = {f.key: f for f in REGISTRY}
 
@@ -254,6 +258,8 @@ def materialize(f: Fixture, out: Path, golden_inputs: Path | None = None,
         elif f.maker == "nvfp4_drafts":
             assert b11434 is not None, f"{f.key} needs make_inputs_b11434.py's qwen3 group"
             return mod.make(out, f.name, b11434 / "target", target_weights=True)  # type: ignore[attr-defined,no-any-return]
+        elif f.maker == "mtp_checkpoints":
+            draft = mod.make(out, f.name)  # type: ignore[attr-defined]
         elif f.maker == "gemma4_drafts":
             return mod.make(out, f.name)  # type: ignore[attr-defined,no-any-return]
         elif f.maker == "assistant_drafts":

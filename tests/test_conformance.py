@@ -89,7 +89,9 @@ def ggufs(converted: Callable[..., Path], tmp_path_factory: pytest.TempPathFacto
         if f.source == "committed":
             return converted(f.name, outtype)
         if (f.key, outtype) not in cache:
-            r = convert(draft, target, out / f"{f.source}-{f.name}.{outtype}.gguf", outtype=outtype)
+            # an MTP sidecar is written only with upstream's --mtp (without it the checkpoint is a target)
+            r = convert(draft, target, out / f"{f.source}-{f.name}.{outtype}.gguf", outtype=outtype,
+                        mtp=f.variant == "mtp")
             assert r.path is not None
             cache[(f.key, outtype)] = r.path
         return cache[(f.key, outtype)]

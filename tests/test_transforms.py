@@ -24,7 +24,9 @@ from gguf import GGUFValueType as VT
 from dspark_convert.errors import ConvertError
 from dspark_convert.formats.transforms import (
     TRANSFORMS,
+    AddOne,
     DeinterleaveRope,
+    ExpertStack,
     FirstRows,
     Fp8BlockDequant,
     Mxfp4ExpertStack,
@@ -178,7 +180,8 @@ def test_source_count_must_match_the_transform(toy: tuple[Checkpoint, np.ndarray
 def test_registry_and_row_groups() -> None:
     assert TRANSFORMS == {"deinterleave_rope": DeinterleaveRope, "eagle3_permute": Eagle3Permute,
                           "fp8_block_dequant": Fp8BlockDequant, "mxfp4_expert_stack": Mxfp4ExpertStack,
-                          "nvfp4_repack": Nvfp4Repack, "patch_row": PatchRow, "first_rows": FirstRows}
+                          "nvfp4_repack": Nvfp4Repack, "patch_row": PatchRow, "first_rows": FirstRows,
+                          "add_one": AddOne, "expert_stack": ExpertStack}
     assert DeinterleaveRope(16).row_group(64) == 16 and DeinterleaveRope(16).row_group(24) is None
     assert DeinterleaveRope(3).row_group(6) is None  # an odd head_dim never splits
     assert Eagle3Permute(8, 2).row_group(32) == 16  # n = n_head_kv (2) groups of 16 rows

@@ -30,21 +30,23 @@ def test_cli_loads_the_words_alone_and_they_are_the_registrys() -> None:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert json.loads(p.stdout) == [True, True, "--dspark",
-                                    "Convert DSpark / DFlash / Gemma 4 assistant / EAGLE-3 drafts to GGUF, inspect and "
-                                    "verify GGUF files."]
+                                    "Convert DSpark / DFlash / Gemma 4 assistant / EAGLE-3 / MTP sidecar drafts to GGUF, "
+                                    "inspect and verify GGUF files."]
 
 
 def test_words_agree_with_the_registry_and_the_families() -> None:
     # one draft kind per variant that refines none (the others are kinds of those)
-    assert len(words.DRAFT_KINDS) == len([v for v in VARIANTS if v.refines is None]) == 3
-    (flag,) = words.UPSTREAM_FLAGS
+    assert len(words.DRAFT_KINDS) == len([v for v in VARIANTS if v.refines is None]) == 4
+    flag, mtp = words.UPSTREAM_FLAGS
+    assert (mtp.option, mtp.keyword, mtp.attribute, mtp.required) == ("--mtp", "mtp", "MTP_FLAG", True)
+    assert [family_name(m) for m in family_modules() if getattr(m, mtp.attribute, False)] == ["mtp"]
     assert (flag.option, flag.keyword, flag.attribute) == ("--dspark", "dspark", "DSPARK_FLAG")
     assert flag.help == "Upstream's flag for the DSpark draft inside a DeepSeek-V4 checkpoint (recognised without it)."
     # the flag selects the draft inside a target; the families whose checkpoint carries the tokenizer are that one
     # and the Gemma 4 assistant (converted on its own)
     selected = [family_name(m) for m in family_modules() if getattr(m, flag.attribute)]
     inside = [family_name(m) for m in family_modules() if m.TOKENIZER_IN_CHECKPOINT]
-    assert selected == ["dspark_dsv4"] and inside == ["dspark_dsv4", "gemma4_assistant"]
+    assert selected == ["dspark_dsv4"] and inside == ["dspark_dsv4", "gemma4_assistant", "mtp"]
     assert len(words.DRAFTS_INSIDE_TARGETS) == len(words.FILES_INSIDE_TARGETS) == len(inside)
 
 

@@ -61,7 +61,7 @@ def test_every_family_has_a_variant() -> None:
     names = sorted(family_name(m) for m in family_modules())
     assert names == sorted(f for v in VARIANTS for f in v.families)
     assert {variant_of_family(n).name for n in names} == {"dflash", "dflash2", "eagle3", "dsv4", "gemma4",
-                                                          "gemma4_assistant"}
+                                                          "gemma4_assistant", "mtp"}
 
 
 def test_draft_architecture() -> None:

@@ -461,3 +461,67 @@ class PatchRow(Transform):
 
     def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:  # the whole tensor: rows [0, rows)
         return self.apply_at(chunks, rows, 0)
+
+
+@register
+@dataclass(frozen=True)
+class AddOne(Transform):
+    """``w + 1`` in float32 (the source widened exactly first; upstream's lazy tensors add in float32 before the F32
+    write), for RMS norms stored as offsets from one (Qwen3.5 / Qwen3-Next: upstream adds 1 to every
+    ``*norm.weight`` but ``linear_attn.norm``). ``dtype`` is the source's safetensors dtype.
+
+    Example:
+        >>> AddOne("F32").apply([np.array([0.5, -1.0], np.float32)], 2).tolist()
+        [1.5, 0.0]
+        >>> AddOne("BF16").apply([np.array([0x3F01], np.uint16)], 1).tolist()  # 0.50390625 + 1, not rounded to BF16
+        [1.50390625]
+    """
+
+    name: ClassVar[str] = "add_one"
+    dtype: str
+
+    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
+        return "F32"
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        if self.dtype not in ("BF16", "F16", "F32"):
+            raise ConvertError(f"internal: add_one on a {self.dtype} tensor (expected BF16, F16 or F32)")
+        return to_float32(chunks[0], self.dtype) + np.float32(1)
+
+
+@register
+@dataclass(frozen=True)
+class ExpertStack(Transform):
+    """Sources: one 2-D weight per expert, ``[rows, cols]`` each -> the 3-D stack ``[experts, rows, cols]`` (upstream
+    ``torch.stack`` of per-expert tensors). A chunk holds whole experts, so memory stays one expert per chunk.
+
+    Example:
+        >>> t = ExpertStack(2)
+        >>> t.out_rows(((3, 4), (3, 4))), t.source_rows(3, 6, ((3, 4), (3, 4)))
+        (6, ((0, 0), (0, 3)))
+    """
+
+    name: ClassVar[str] = "expert_stack"
+    experts: int
+
+    def sources_ok(self, n: int) -> bool:
+        return n == self.experts
+
+    def out_rows(self, shapes: Shapes) -> int:
+        return self.experts * shapes[0][0]
+
+    def row_group(self, rows: int) -> int | None:
+        return rows // self.experts if self.experts > 0 and rows % self.experts == 0 else None
+
+    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
+        rows = shapes[0][0]
+        first, last = start // rows, -(-stop // rows)
+        return tuple((0, rows) if first <= i < last else (0, 0) for i in range(len(shapes)))
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        parts = [c for c in chunks if len(c)]
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+    def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+        shapes = sorted({tuple(a.shape) for a in arrays})
+        raise ConvertError(f"internal: an expert stack needs experts of one shape, found {shapes}")

@@ -100,10 +100,14 @@ def _check_layer_count(plan: Plan, draft: Checkpoint) -> None:
     hundreds of tensors the loader check would list."""
     n = plan.value(S.BLOCK_COUNT.format(arch=plan.arch))
     present = sorted({int(t.name.split(".")[1]) for t in plan.tensors if t.name.startswith("blk.")})
-    if isinstance(n, int) and (len(present) != n or present != list(range(n))):  # the length first: n can be 4e9
+    nextn = plan.value(S.NEXTN_PREDICT_LAYERS.format(arch=plan.arch))
+    # an MTP sidecar holds only the last nextn_predict_layers blocks (no trunk)
+    first = n - nextn if isinstance(n, int) and isinstance(nextn, int) and 0 < nextn <= n and 0 not in present else 0
+    if isinstance(n, int) and (len(present) != n - first or present != list(range(first, n))):  # n can be 4e9
         have = f"layers {present}" if len(present) <= 8 else f"{len(present)} layers ({present[0]}..{present[-1]})"
         raise ConvertError(f"{draft.path / 'config.json'}: num_hidden_layers gives {n} layers (block_count) but the "
-                           f"checkpoint has tensors for {have if present else 'no layers'}; expected layers 0..{n - 1}")
+                           f"checkpoint has tensors for {have if present else 'no layers'}; expected layers "
+                           f"{first}..{n - 1}")
 
 
 def _explain(finding: Finding, planned: PlannedConversion) -> str:

@@ -110,8 +110,11 @@ def _refuse_options(family: Family, draft: str, own_tokenizer: bool, options: Co
     (:data:`~dspark_convert.registry.words.UPSTREAM_FLAGS`), no ``--target-model-dir`` (only a family whose
     checkpoint carries the tokenizer)."""
     for flag in UPSTREAM_FLAGS:
-        if flag.keyword in options.upstream_flags and not getattr(family, flag.attribute, False):
+        takes = getattr(family, flag.attribute, False)
+        if flag.keyword in options.upstream_flags and not takes:
             raise ConvertError(f"{flag.option}: {draft} {flag.refusal}")
+        if flag.required and takes and flag.keyword not in options.upstream_flags:
+            raise ConvertError(f"{draft}: {flag.missing}")
     if own_tokenizer and not family.TOKENIZER_IN_CHECKPOINT:
         raise ConvertError("--target-model-dir is required: the draft's tokenizer comes from its target model")
 

@@ -90,6 +90,8 @@ def default_output_name(*, family: str, outtype: str, target_name: str | None, d
 
     ``target_name`` / ``draft_name`` are model ids (``org/name``, optionally ``@rev``) or folder paths;
     ``size_label`` is the draft's own label (``general.size_label``), used only for a name taken from the draft.
+    A family with a ``FILE_PREFIX`` (:func:`file_prefix`, e.g. ``mtp-``) is named with the prefix instead of the
+    method word: ``<prefix><Target>-BF16.gguf``.
 
     Example:
         >>> default_output_name(family="dspark", outtype="bf16", target_name="Qwen/Qwen3-8B",

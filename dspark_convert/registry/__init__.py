@@ -126,6 +126,10 @@ VARIANTS: tuple[Variant, ...] = (
             checkpoint_drops=(_MASKED_EMBEDDING, _MASKED_ORDERING)),
     Variant("eagle3", S.ARCH_EAGLE3, lambda v, _n: v("general.architecture") == S.ARCH_EAGLE3, ("eagle3",),
             checkpoint_drops=(_T2D, _FULL_VOCAB_EMBED)),
+    # an MTP sidecar: a target arch with nextn_predict_layers > 0 and no trunk (the loaders' mtp_only test)
+    Variant("mtp", S.ARCH_QWEN35, lambda v, n: v("general.architecture") in S.MTP_ARCHES
+            and (as_int(v(S.NEXTN_PREDICT_LAYERS.format(arch=v("general.architecture")))) or 0) > 0
+            and S.LAYER_PREFIX.format(bid=0) + S.L_ATTN_NORM not in n, ("mtp",)),
 )
 BY_NAME: dict[str, Variant] = {v.name: v for v in VARIANTS}
 

@@ -8,8 +8,8 @@ gguf-py's ``constants.py``); ``hf2gguf`` imports it as usual (the same file: the
 its words here next to its ``Variant`` row.
 
 Example:
-    >>> UPSTREAM_FLAGS[0].keyword, UPSTREAM_FLAGS[0].attribute
-    ('dspark', 'DSPARK_FLAG')
+    >>> UPSTREAM_FLAGS[0].keyword, UPSTREAM_FLAGS[0].attribute, UPSTREAM_FLAGS[1].keyword
+    ('dspark', 'DSPARK_FLAG', 'mtp')
 """
 
 from __future__ import annotations
@@ -17,14 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: the draft kinds the product converts, as the summary names them: the drafts of the variants no other refines
-#: (``dflash``, ``gemma4-assistant``, ``eagle3``), in the registry's order; the refining variants are kinds of these
-DRAFT_KINDS: tuple[str, ...] = ("DSpark / DFlash", "Gemma 4 assistant", "EAGLE-3")
-#: drafts stored inside their target's checkpoint (the ``dsv4`` variant): the checkpoint carries the tokenizer,
-#: so ``--target-model-dir`` is optional
+#: (``dflash``, ``gemma4-assistant``, ``eagle3``, the MTP sidecars' target arches), in the registry's order; the
+#: refining variants are kinds of these
+DRAFT_KINDS: tuple[str, ...] = ("DSpark / DFlash", "Gemma 4 assistant", "EAGLE-3", "MTP sidecar")
+#: drafts stored inside their target's checkpoint (the ``dsv4`` variant) or converted on their own: the checkpoint
+#: carries the tokenizer, so ``--target-model-dir`` is optional
 DRAFTS_INSIDE_TARGETS: tuple[str, ...] = ("the DSpark draft inside a DeepSeek-V4 checkpoint",
-                                          "a Gemma 4 assistant (its folder carries the tokenizer)")
+                                          "a Gemma 4 assistant (its folder carries the tokenizer)",
+                                          "the MTP head of a Qwen3.5 / Qwen3-Next checkpoint (--mtp)")
 #: the files those drafts become: ``verify`` needs no target for them
-FILES_INSIDE_TARGETS: tuple[str, ...] = ("DeepSeek-V4 DSpark", "Gemma 4 assistant")
+FILES_INSIDE_TARGETS: tuple[str, ...] = ("DeepSeek-V4 DSpark", "Gemma 4 assistant", "MTP sidecar")
 #: drafts that propose one token per step, each step fed the last one's output (``eagle3``): ``verify --steps``
 CHAINED_DRAFTS: tuple[str, ...] = ("EAGLE-3",)
 
@@ -39,6 +41,10 @@ class UpstreamFlag:
     attribute: str  #: the family-module attribute (``roles.convert.Family``) that says the family takes it
     selects: str  #: the drafts it selects, for its help
     refusal: str  #: why another draft is refused, after ``<option>: <draft> ``
+    #: the family it selects converts only with it (its checkpoints are otherwise target models): ``missing`` says
+    #: why, after ``<draft>: ``
+    required: bool = False
+    missing: str = ""
 
     @property
     def keyword(self) -> str:
@@ -48,12 +54,20 @@ class UpstreamFlag:
     @property
     def help(self) -> str:
         """The option's help line."""
+        if self.required:
+            return f"Upstream's flag for {self.selects} (needed: without it the checkpoint is a target model)."
         return f"Upstream's flag for {self.selects} (recognised without it)."
 
 
-#: upstream's converter flags that select a converter class (the ``dsv4`` variant's)
+#: upstream's converter flags that select a converter class (the ``dsv4`` variant's, the ``mtp`` variant's)
 UPSTREAM_FLAGS: tuple[UpstreamFlag, ...] = (
     UpstreamFlag("--dspark", "DSPARK_FLAG", DRAFTS_INSIDE_TARGETS[0],
                  "is not a DeepSeek-V4 checkpoint with a DSpark draft (the flag selects upstream's DeepSeek-V4 DSpark "
                  "converter; other drafts are recognised by their config)"),
+    UpstreamFlag("--mtp", "MTP_FLAG", DRAFTS_INSIDE_TARGETS[1],
+                 "is not a target checkpoint whose MTP head is written here (Qwen3.5 / Qwen3.5-MoE / Qwen3-Next "
+                 "classes; see docs/mtp-checkpoint.md)",
+                 required=True,
+                 missing="is a target model checkpoint with an MTP head; pass --mtp to write the head as an MTP "
+                         "sidecar (mtp-<name>.gguf)"),
 )

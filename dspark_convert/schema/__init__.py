@@ -21,13 +21,14 @@ One module per concept (gguf-py ``constants.py`` style), all re-exported here, s
 - ``gemma4.py``: Gemma4 DSpark's keys and tensor names;
 - ``vocab_methods.py``: upstream's target vocab methods and the tokenizer handler reproducing each.
 - ``gemma4_assistant.py``: the ``gemma4-assistant`` arch, its keys and projection tensors.
+- ``mtp.py``: the MTP sidecars' target architectures, their ``nextn`` / SSM / MoE keys and NextN tensor names.
 
 The tables that several of them fill (``KEY_TYPES``, ``ARRAY_ELEMENT_TYPES``, ``SAFETENSORS_DTYPES``, the
 ``LOADER_*_TENSORS`` rows by arch, the by-arch sets and maps) are merged below, each module's rows in a fixed order
 (check iterates some of them: the order is part of the output).
 
 Example:
-    >>> KEY_TYPES[DFLASH_BLOCK_SIZE].name, list(LOADER_GLOBAL_TENSORS) == list(ARCHES)
+    >>> KEY_TYPES[DFLASH_BLOCK_SIZE].name, list(LOADER_GLOBAL_TENSORS) == list(DRAFT_ARCHES)
     ('UINT32', True)
 """
 
@@ -44,6 +45,7 @@ from . import dsv4 as _dsv4
 from . import eagle3 as _eagle3
 from . import gemma4 as _gemma4
 from . import gemma4_assistant as _gemma4_assistant
+from . import mtp as _mtp
 from .core import *  # noqa: F403
 from .dflash import *  # noqa: F403
 from .dflash2 import *  # noqa: F403
@@ -51,6 +53,7 @@ from .dsv4 import *  # noqa: F403
 from .eagle3 import *  # noqa: F403
 from .gemma4 import *  # noqa: F403
 from .gemma4_assistant import *  # noqa: F403
+from .mtp import *  # noqa: F403
 from .vocab_methods import *  # noqa: F403
 
 _K = _TypeVar("_K")
@@ -69,16 +72,19 @@ def _merged(*parts: _Mapping[_K, _V]) -> dict[_K, _V]:
 
 
 # ---------------------------------------------------------------------------------------------- architectures
-ARCHES = (_dflash.ARCH_DFLASH, _eagle3.ARCH_EAGLE3, _gemma4_assistant.ARCH_GEMMA4_ASSISTANT)
+#: the draft architectures (their loaders' rules are the LOADER_* rows below)
+DRAFT_ARCHES = (_dflash.ARCH_DFLASH, _eagle3.ARCH_EAGLE3, _gemma4_assistant.ARCH_GEMMA4_ASSISTANT)
+#: every architecture a file we write may have: the drafts', then the targets' whose MTP sidecars we write
+ARCHES = (*DRAFT_ARCHES, *_mtp.MTP_ARCHES)
 
 # ---------------------------------------------------------------------------------------------- value types
 #: The GGUF value type of every fixed key we write (templates included). Used by the writer and by check.
 KEY_TYPES: dict[str, VT] = _merged(_core._KEY_TYPES, _dflash._KEY_TYPES, _eagle3._KEY_TYPES,
                                    _core._TOKENIZER_KEY_TYPES, _dsv4._KEY_TYPES, _dflash2._KEY_TYPES,
-                                   _gemma4._KEY_TYPES, _gemma4_assistant._KEY_TYPES)
+                                   _gemma4._KEY_TYPES, _gemma4_assistant._KEY_TYPES, _mtp._KEY_TYPES)
 
 _ARRAYS = _merged(_dflash._ARRAY_ELEMENT_TYPES, _eagle3._ARRAY_ELEMENT_TYPES, _core._ARRAY_ELEMENT_TYPES,
-                  _dsv4._ARRAY_ELEMENT_TYPES, _gemma4_assistant._ARRAY_ELEMENT_TYPES)
+                  _dsv4._ARRAY_ELEMENT_TYPES, _gemma4_assistant._ARRAY_ELEMENT_TYPES, _mtp._ARRAY_ELEMENT_TYPES)
 #: Element types that the loader accepts for array keys (contract §2.6); the target-layer lists first.
 ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {
     k: _ARRAYS[k] for k in (_dflash.DFLASH_TARGET_LAYERS, _eagle3.EAGLE3_TARGET_LAYERS, *_ARRAYS)}

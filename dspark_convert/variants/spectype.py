@@ -50,7 +50,7 @@ BLOCK_KEY = "dflash.block_size"
 #: the ``--spec-type`` values of the draft files llama-server b11434 speculates with
 SPEC_TYPES = ("draft-dspark", "draft-dflash", "draft-eagle3", "draft-mtp")
 #: chained draft types: one drafted token per step (the draft's length is a number of steps)
-CHAINED = frozenset({"draft-eagle3"})
+CHAINED = frozenset({"draft-eagle3", "draft-mtp"})
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,12 @@ def spec_type_of(value: Callable[[str], Any], tensor_names: Collection[str]) -> 
     if arch == S.ARCH_GEMMA4_ASSISTANT:
         return SpecType("draft-mtp", None, f"llama-server never auto-detects a {S.ARCH_GEMMA4_ASSISTANT} file (no "
                         "nextn.eh_proj; a Hub file named mtp-... is found by -hf)")
+    if arch in S.MTP_ARCHES:  # an MTP sidecar: auto-detected when the last block has nextn.eh_proj (§1.7)
+        n = value(S.BLOCK_COUNT.format(arch=arch))
+        last = S.LAYER_PREFIX.format(bid=n - 1) + S.L_NEXTN_EH_PROJ if isinstance(n, int) and n > 0 else None
+        if last is not None and last in names:
+            return SpecType("draft-mtp", "draft-mtp", f"{last} present (an MTP head)")
+        return SpecType(None, None, f"a {arch} file without {last or 'an MTP block'}")
     if arch != S.ARCH_DFLASH:
         return SpecType(None, None, f"general.architecture {arch!r} is neither {S.ARCH_DFLASH} nor {S.ARCH_EAGLE3}")
     anchor = value(ANCHOR_KEY)

@@ -1,0 +1,65 @@
+"""MTP (NextN) sidecars: the MTP head of a target checkpoint written as a file of the target's own architecture
+(``convert_hf_to_gguf.py --mtp``, spec/drafts-beyond-dflash.md §1). Data only, like the rest of the schema.
+
+A sidecar holds ``token_embd`` / ``output_norm`` / ``output`` and the MTP block(s) ``blk.{n}..`` (``n`` = the trunk's
+layer count), declares ``block_count = n + nextn`` and ``{arch}.nextn_predict_layers = nextn``, and lacks
+``blk.0.attn_norm.weight``, which is how the loader recognises it (§1.6).
+
+Example:
+    >>> NEXTN_PREDICT_LAYERS.format(arch=ARCH_QWEN35), L_NEXTN_EH_PROJ
+    ('qwen35.nextn_predict_layers', 'nextn.eh_proj.weight')
+"""
+
+from __future__ import annotations
+
+from ..gguf_constants import VT
+
+ARCH_QWEN35 = "qwen35"
+ARCH_QWEN35MOE = "qwen35moe"
+ARCH_QWEN3NEXT = "qwen3next"
+#: the GGUF architectures whose MTP sidecars are written (the loaders with ``mtp_only`` detection)
+MTP_ARCHES = (ARCH_QWEN35, ARCH_QWEN35MOE, ARCH_QWEN3NEXT)
+
+# keys (templates take the arch string), in upstream's writing order
+NEXTN_PREDICT_LAYERS = "{arch}.nextn_predict_layers"
+EXPERT_SHARED_FEED_FORWARD_LENGTH = "{arch}.expert_shared_feed_forward_length"
+SSM_CONV_KERNEL = "{arch}.ssm.conv_kernel"
+SSM_STATE_SIZE = "{arch}.ssm.state_size"
+SSM_GROUP_COUNT = "{arch}.ssm.group_count"
+SSM_TIME_STEP_RANK = "{arch}.ssm.time_step_rank"
+SSM_INNER_SIZE = "{arch}.ssm.inner_size"
+RECURRENT_LAYERS = "{arch}.attention.recurrent_layers"
+FULL_ATTENTION_INTERVAL = "{arch}.full_attention_interval"
+
+# tensors of a NextN block (after ``blk.{n}.``)
+L_NEXTN_EH_PROJ = "nextn.eh_proj.weight"
+L_NEXTN_EMBED_TOKENS = "nextn.embed_tokens.weight"
+L_NEXTN_ENORM = "nextn.enorm.weight"
+L_NEXTN_HNORM = "nextn.hnorm.weight"
+L_NEXTN_SHARED_HEAD_HEAD = "nextn.shared_head_head.weight"
+L_NEXTN_SHARED_HEAD_NORM = "nextn.shared_head_norm.weight"
+L_POST_ATTENTION_NORM = "post_attention_norm.weight"
+L_FFN_GATE_INP = "ffn_gate_inp.weight"
+L_FFN_GATE_EXPS = "ffn_gate_exps.weight"
+L_FFN_UP_EXPS = "ffn_up_exps.weight"
+L_FFN_DOWN_EXPS = "ffn_down_exps.weight"
+L_FFN_GATE_SHEXP = "ffn_gate_shexp.weight"
+L_FFN_UP_SHEXP = "ffn_up_shexp.weight"
+L_FFN_DOWN_SHEXP = "ffn_down_shexp.weight"
+L_FFN_GATE_INP_SHEXP = "ffn_gate_inp_shexp.weight"
+#: tensors upstream always writes as F32 (``base.py`` forced types: router weights)
+F32_LAYER_TENSORS = (L_FFN_GATE_INP, L_FFN_GATE_INP_SHEXP)
+
+#: The GGUF value types of the MTP sidecar keys: rows of the package's ``KEY_TYPES``.
+_KEY_TYPES: dict[str, VT] = {
+    NEXTN_PREDICT_LAYERS: VT.UINT32,
+    EXPERT_SHARED_FEED_FORWARD_LENGTH: VT.UINT32,
+    SSM_CONV_KERNEL: VT.UINT32,
+    SSM_STATE_SIZE: VT.UINT32,
+    SSM_GROUP_COUNT: VT.UINT32,
+    SSM_TIME_STEP_RANK: VT.UINT32,
+    SSM_INNER_SIZE: VT.UINT32,
+    RECURRENT_LAYERS: VT.ARRAY,
+    FULL_ATTENTION_INTERVAL: VT.UINT32,
+}
+_ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {RECURRENT_LAYERS: (VT.BOOL,)}

@@ -1,0 +1,113 @@
+"""Loader rules of an MTP sidecar (b11434 ``src/models/qwen35.cpp``, ``qwen35moe.cpp``, ``qwen3next.cpp``;
+spec/drafts-beyond-dflash.md §1.6): what llama.cpp's loader of the target architecture requires of a file with
+``nextn_predict_layers > 0`` and no ``blk.0.attn_norm.weight`` (``mtp_only``).
+
+- keys: ``block_count`` (= trunk + MTP blocks), ``nextn_predict_layers`` in ``1..block_count``, the SSM keys
+  (``conv_kernel``, ``inner_size``, ``state_size``, ``time_step_rank``, ``group_count``), for ``qwen35`` /
+  ``qwen35moe`` ``rope.dimension_sections``, for the MoE archs ``expert_count`` / ``expert_used_count``;
+  ``attention.recurrent_layers`` when present holds exactly ``block_count`` entries (``get_key_or_arr``);
+- tensors: ``token_embd`` and ``output_norm`` required, ``output`` optional (the embedding is the head then); the
+  trunk's tensors are not required, and are not expected in a sidecar; every MTP block ``n .. block_count-1``
+  needs its attention (q has 2 x heads x head_dim rows: the output gate), post-attention norm, FFN (dense, or
+  router + experts + shared expert) and ``nextn.eh_proj`` / ``enorm`` / ``hnorm``; ``nextn.embed_tokens``,
+  ``shared_head_head`` and ``shared_head_norm`` are optional. MTP tensors are SKIP unless llama-server runs
+  ``--spec-type draft-mtp``, but SKIP still requires them.
+
+This module is the one place those rules are written: ``check`` applies them to a sidecar made by any tool (the
+``mtp`` variant of the registry), and ``hf2gguf --mtp`` checks its plan with them before writing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import schema as S
+from ...roles.loader import Checker, Dims, mul, shape_of
+
+GENERIC_LAYERS = False
+
+_SSM_KEYS = (S.SSM_CONV_KERNEL, S.SSM_INNER_SIZE, S.SSM_STATE_SIZE, S.SSM_TIME_STEP_RANK, S.SSM_GROUP_COUNT)
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def in_what(dims: Dims) -> str:
+    return f"hidden_size {dims.hidden}"
+
+
+def rules(c: Checker) -> int | None:
+    """The ``mtp_only`` branch of the target arch's loader (see the module docstring)."""
+    arch = c.plan.arch
+    moe = arch in (S.ARCH_QWEN35MOE, S.ARCH_QWEN3NEXT)
+    d = c.dims
+    n_all = _int(c.val(S.BLOCK_COUNT)) or 0
+    nextn = _int(c.val(S.NEXTN_PREDICT_LAYERS))
+    if nextn is None or not 0 < nextn <= n_all:
+        c.err(c.key(S.NEXTN_PREDICT_LAYERS), "required-key", f"is {nextn!r}, expected 1..block_count ({n_all}) in an "
+              "MTP sidecar (the loader takes blk.{block_count - nextn}.. as the MTP blocks)")
+        return None
+    required = list(_SSM_KEYS)
+    if arch in (S.ARCH_QWEN35, S.ARCH_QWEN35MOE):
+        required.append(S.ROPE_DIMENSION_SECTIONS)
+    if moe:
+        required += [S.EXPERT_COUNT, S.EXPERT_USED_COUNT]
+    for tpl in required:
+        if c.key(tpl) not in c.kv:
+            c.err(c.key(tpl), "required-key", f"is missing (llama.cpp's {arch} loader: \"key not found in model\")")
+    recurrent = c.val(S.RECURRENT_LAYERS)
+    if recurrent is not None and (not isinstance(recurrent, (list, tuple)) or len(recurrent) != n_all):
+        count = len(recurrent) if isinstance(recurrent, (list, tuple)) else recurrent
+        c.err(c.key(S.RECURRENT_LAYERS), "array-length", f"has {count} entries, expected block_count {n_all} "
+              "(get_key_or_arr reads one per block)")
+    n = n_all - nextn
+    hidden, heads, head_dim = d.hidden, d.n_head, d.head_dim
+    kv_rows = mul(d.n_head_kv, head_dim)
+    n_tokens = d.n_tokens
+    c.rules.expect(S.T_TOKEN_EMBD, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size {hidden}",
+                   required=True)
+    c.rules.expect(S.T_OUTPUT_NORM, shape_of(hidden), f"hidden_size {hidden}", required=True)
+    c.rules.expect(S.T_OUTPUT, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size {hidden}")
+    q_rows = mul(mul(heads, head_dim), 2)
+    experts = _int(c.val(S.EXPERT_COUNT))
+    n_ff_exp = _int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
+    n_ff_sh = _int(c.val(S.EXPERT_SHARED_FEED_FORWARD_LENGTH)) or d.n_ff
+    for i in range(n, n_all):
+        p = S.LAYER_PREFIX.format(bid=i)
+
+        def need(short: str, shape: tuple[int, ...] | None, why: str, *, req: bool = True, _p: str = p) -> None:
+            c.rules.expect(_p + short, shape, why, required=req)
+
+        need(S.L_ATTN_NORM, shape_of(hidden), f"hidden_size {hidden}")
+        need(S.L_POST_ATTENTION_NORM, shape_of(hidden), f"hidden_size {hidden}")
+        need(S.L_ATTN_Q, shape_of(q_rows, hidden), f"ne[1] = 2 x heads {heads} x head_dim {head_dim} (query + gate)")
+        need(S.L_ATTN_K, shape_of(kv_rows, hidden), "ne[1] = kv heads x head_dim")
+        need(S.L_ATTN_V, shape_of(kv_rows, hidden), "ne[1] = kv heads x head_dim")
+        need(S.L_ATTN_OUT, shape_of(hidden, mul(heads, head_dim)),
+             "ne[0] = heads x head_dim")
+        need(S.L_ATTN_Q_NORM, shape_of(head_dim), f"head_dim {head_dim}")
+        need(S.L_ATTN_K_NORM, shape_of(head_dim), f"head_dim {head_dim}")
+        if moe:
+            need(S.L_FFN_GATE_INP, shape_of(experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
+            for short in (S.L_FFN_GATE_EXPS, S.L_FFN_UP_EXPS):
+                need(short, shape_of(experts, n_ff_exp, hidden), f"experts {experts} x expert_feed_forward_length "
+                     f"{n_ff_exp} x hidden_size {hidden}")
+            need(S.L_FFN_DOWN_EXPS, shape_of(experts, hidden, n_ff_exp), f"experts {experts} x hidden_size {hidden} x "
+                 f"expert_feed_forward_length {n_ff_exp}")
+            need(S.L_FFN_GATE_INP_SHEXP, shape_of(1, hidden), f"hidden_size {hidden}")
+            need(S.L_FFN_GATE_SHEXP, shape_of(n_ff_sh, hidden), f"shared expert length {n_ff_sh}")
+            need(S.L_FFN_UP_SHEXP, shape_of(n_ff_sh, hidden), f"shared expert length {n_ff_sh}")
+            need(S.L_FFN_DOWN_SHEXP, shape_of(hidden, n_ff_sh), f"shared expert length {n_ff_sh}")
+        else:
+            need(S.L_FFN_GATE, shape_of(d.n_ff, hidden), f"ne[1] = feed_forward_length {d.n_ff}")
+            need(S.L_FFN_UP, shape_of(d.n_ff, hidden), f"ne[1] = feed_forward_length {d.n_ff}")
+            need(S.L_FFN_DOWN, shape_of(hidden, d.n_ff), f"ne[0] = feed_forward_length {d.n_ff}")
+        need(S.L_NEXTN_EH_PROJ, shape_of(hidden, mul(hidden, 2)),
+             f"ne[0] = 2 x hidden_size {hidden} (embedding and hidden state concatenated)")
+        need(S.L_NEXTN_ENORM, shape_of(hidden), f"hidden_size {hidden}")
+        need(S.L_NEXTN_HNORM, shape_of(hidden), f"hidden_size {hidden}")
+        need(S.L_NEXTN_SHARED_HEAD_NORM, shape_of(hidden), f"hidden_size {hidden}", req=False)
+        need(S.L_NEXTN_EMBED_TOKENS, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size", req=False)
+        need(S.L_NEXTN_SHARED_HEAD_HEAD, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size", req=False)
+    return None

@@ -1,0 +1,113 @@
+"""MTP sidecars: ``hf2gguf TARGET_CHECKPOINT --mtp`` writes the MTP (NextN) head of a target checkpoint as its own
+file of the target's architecture, as upstream b11434's ``convert_hf_to_gguf.py --mtp`` does
+(spec/drafts-beyond-dflash.md §1). llama-server runs it with ``--spec-type draft-mtp`` next to the target.
+
+The head lives inside the target checkpoint, so only the shards holding ``mtp.*``, the embedding, the final norm
+and the output head are opened (or downloaded); the tokenizer is the checkpoint's own. Each family's header and
+name knowledge is one module of this package (:mod:`.qwen`); the classes upstream also exports that are not
+written here are refused in one line (:data:`REFUSED`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import ConvertError
+from ...hf.checkpoint import Select
+from ...kit.common import finish_plan
+from ...kit.hparams import normalize_hparams, vocab_size_of
+from ...plan import Plan
+from ...roles.convert import Context, TargetFacts, TargetTensor
+from ...tokenizer.handlers import target_vocab_kvs
+from ...tokenizer.targets import handler_for_architecture
+from . import qwen
+
+#: default output names: ``mtp-<name>-<TYPE>.gguf`` (upstream's ``prepare_metadata`` of these classes)
+FILE_PREFIX = "mtp-"
+ARCHITECTURES: tuple[str, ...] = tuple(qwen.ARCHS)
+#: the file carries the target's embedding and head itself
+TARGET_TENSORS: tuple[TargetTensor, ...] = ()
+#: the tokenizer is the checkpoint's own (--target-model-dir may name another folder to take it from)
+TOKENIZER_IN_CHECKPOINT = True
+DSPARK_FLAG = False
+#: upstream's ``--mtp`` selects this family, and is required (without it these checkpoints are target models)
+MTP_FLAG = True
+__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "MTP_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan",
+           "claims", "draft_tensors", "hf_names", "target_facts"]
+
+#: the other classes upstream b11434 exports with ``--mtp`` (``supports_mtp_export``), and why this version does
+#: not write them: a checkpoint of one of them is refused in one line naming the class
+REFUSED: dict[str, str] = {
+    "Qwen4ExpForCausalLM": "Qwen4Exp (qwen4exp: eh_proj concatenated from fc_embedding/fc_hidden, hyper-connection "
+                           "head, PLE keys dropped)",
+    "Qwen4ExpForConditionalGeneration": "Qwen4Exp (qwen4exp)",
+    "MiniCPMV4_6ForConditionalGeneration": "MiniCPM-V 4.6 (upstream's sidecar holds no MTP tensors and cannot load "
+                                           "as an MTP head)",
+    "DeepseekV32ForCausalLM": "DeepSeek-V3.2 (deepseek32, FP8 weights)",
+    "DeepseekV4ForCausalLM": "DeepSeek-V4 (deepseek4: MXFP4 experts, Q8_0 eh_proj, hyper-connection head)",
+    "Dots3NoteForCausalLM": "Dots3 (dots3note: upstream's loader has no MTP graph)",
+    "Dots3NoteForConditionalGeneration": "Dots3 (dots3note: upstream's loader has no MTP graph)",
+    "Dots3NoteTextForCausalLM": "Dots3 (dots3note: upstream's loader has no MTP graph)",
+    "Glm4MoeForCausalLM": "GLM-4.5/4.6/4.7 (glm4moe)",
+    "Glm4vMoeForConditionalGeneration": "GLM-4.5V (glm4moe)",
+    "Glm4MoeLiteForCausalLM": "GLM-4.7-Flash (deepseek2 MLA)",
+    "GlmMoeDsaForCausalLM": "GLM-5 (glm-dsa)",
+    "Glm5NextForConditionalGeneration": "GLM-5.3 (glm5-next: upstream's loader cannot run its NextN graph)",
+    "HYV3ForCausalLM": "HunYuan-V3 (hy_v3)",
+    "MiMoV2FlashForCausalLM": "MiMo-V2 (mimo2: 3 MTP layers, FP8 qkv)",
+    "MiMoV2ForCausalLM": "MiMo-V2 (mimo2: 3 MTP layers, FP8 qkv)",
+    "NemotronHForCausalLM": "Nemotron-H (nemotron_h_moe: two MTP layers folded into one block)",
+    "Step3p5ForCausalLM": "Step-3.5 (step35)",
+    "Step3p7ForConditionalGeneration": "Step-3.7 (step35)",
+    "BailingMoeV3ForCausalLM": "Ling-3 (bailingmoe3)",
+    "BailingMoeV3VLForConditionalGeneration": "Ling-3 VL (bailingmoe3)",
+}
+
+
+def _arch(config: dict[str, Any]) -> str | None:
+    archs = config.get("architectures")
+    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+
+
+def claims(config: dict[str, Any], tensor_names: list[str]) -> bool:
+    """A class upstream exports with ``--mtp`` but this version does not write: refused here, naming it."""
+    arch = _arch(config)
+    if arch in REFUSED and any(n.startswith(("mtp.", "model.mtp.")) or ".layers." in n for n in tensor_names):
+        raise ConvertError(f"{arch}: the MTP sidecar of {REFUSED[arch]} is not written by this version of "
+                           "dspark-convert (use llama.cpp's convert_hf_to_gguf.py --mtp)")
+    return False
+
+
+def draft_tensors(config: dict[str, Any]) -> Select | None:
+    """Only ``mtp.*`` and the embedding, final norm and head: the trunk's shards are never opened or downloaded."""
+    return qwen.is_read
+
+
+def hf_names(gguf_name: str) -> tuple[str, ...]:
+    return qwen.hf_names(gguf_name)
+
+
+def target_facts(ctx: Context, plan: Plan) -> TargetFacts:
+    """None: the head is part of its target (no taps, its rope is the target's by construction)."""
+    return TargetFacts()
+
+
+def build_plan(ctx: Context) -> Plan:
+    """The sidecar: the target's header, its tokenizer, and the MTP block(s) with the embedding, norm and head."""
+    ck, where = ctx.draft, ctx.where
+    arch_name = _arch(ck.config) or ""
+    if ctx.options.embed_from_target:
+        raise ConvertError("--with-target-embeddings: an MTP sidecar already holds its target's embedding and head")
+    hp = normalize_hparams(ck.config, where)
+    q = qwen.read_hparams(qwen.ARCHS[arch_name], hp, ck.names, where)
+    tensors = qwen.plan_tensors(ck, q, ctx.out_type)
+    base, fam = qwen.header_kvs(q, ctx.file_type, where)
+    # the class's own vocab method, from the target table (byte-level BPE for every class of the Qwen mixin)
+    vocab = target_vocab_kvs(ctx.target_dir, vocab_size_of(hp, "vocab_size", where),
+                             handler_for_architecture(arch_name, where), cache=ctx.options.tokenizer_cache, draft=hp)
+    n_mtp = sum(1 for t in tensors if t.name.startswith("blk."))
+    notes = [f"MTP sidecar ({arch_name} -> {q.arch}): {q.nextn} MTP block(s) after {q.n} trunk layers "
+             f"(block_count {q.n + q.nextn}), {n_mtp} block tensors + embedding, norm, head; run with llama-server "
+             "--spec-type draft-mtp next to the target"]
+    return finish_plan(q.arch, [], base, fam, vocab, [], tensors, notes)
+

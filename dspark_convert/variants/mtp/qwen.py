@@ -1,0 +1,283 @@
+"""The Qwen MTP families (upstream's ``_QwenMtpMixin``, spec/drafts-beyond-dflash.md §1.2-§1.4): Qwen3.5 / 3.6
+dense (``qwen35``), Qwen3.5 MoE (``qwen35moe``) and Qwen3-Next (``qwen3next``).
+
+What upstream's ``--mtp`` file holds for them:
+
+- ``mtp.*`` (or ``model.mtp.*``): ``mtp.layers.{i}.X`` becomes block ``n + i`` with the trunk's layer names;
+  ``mtp.fc`` / ``pre_fc_norm_embedding`` / ``pre_fc_norm_hidden`` / ``norm`` become ``blk.{n}.nextn.eh_proj`` /
+  ``enorm`` / ``hnorm`` / ``shared_head_norm``; of the trunk only ``model.embed_tokens``, ``model.norm`` and
+  ``lm_head`` (``language_model.`` stripped);
+- every ``*norm.weight`` (the MTP norms included) gets ``+ 1`` in the stored dtype;
+- MTP experts stored per expert are stacked into ``ffn_{down,gate,up}_exps`` when the last one arrives; the
+  router weights are F32;
+- the full header of the target (``block_count = n + nextn``, ``nextn_predict_layers``, the SSM keys,
+  ``recurrent_layers`` over ``block_count`` with the MTP blocks ``false``, ``full_attention_interval``,
+  ``rope.dimension_count``; ``qwen35`` / ``qwen35moe`` always carry ``rope.dimension_sections``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from gguf import GGMLQuantizationType as QT
+from gguf import GGUFValueType as VT
+
+from ... import schema as S
+from ...errors import ConvertError
+from ...formats.transforms import AddOne, ExpertStack
+from ...hf.checkpoint import Checkpoint
+from ...kit.common import base_kvs, tensor_type
+from ...kit.hparams import as_positive, as_u32, find_hparam, rope_dict
+from ...plan import KV, TensorSpec
+
+#: HF class -> GGUF arch (``conversion/__init__.py`` registrations of the mixin's classes)
+ARCHS: dict[str, str] = {
+    "Qwen3_5ForCausalLM": S.ARCH_QWEN35,
+    "Qwen3_5ForConditionalGeneration": S.ARCH_QWEN35,
+    "Qwen3_5MoeForCausalLM": S.ARCH_QWEN35MOE,
+    "Qwen3_5MoeForConditionalGeneration": S.ARCH_QWEN35MOE,
+    "Qwen3NextForCausalLM": S.ARCH_QWEN3NEXT,
+}
+#: ``qwen.py`` ``_QWEN35_DEFAULT_MROPE_SECTION``: written when the config has no ``mrope_section``
+DEFAULT_MROPE_SECTION = [11, 11, 10, 0]
+#: the trunk tensors an ``--mtp`` file keeps (names after ``language_model.`` is stripped)
+KEPT_ROOTS: dict[str, str] = {
+    "model.embed_tokens.weight": S.T_TOKEN_EMBD, "embed_tokens.weight": S.T_TOKEN_EMBD,
+    "model.norm.weight": S.T_OUTPUT_NORM, "norm.weight": S.T_OUTPUT_NORM,
+    "lm_head.weight": S.T_OUTPUT,
+}
+#: ``mtp.<name>`` outside the layers -> the name upstream's mixin gives it in block ``n`` (its ``+1`` norm rule sees
+#: this name: ``enorm`` / ``hnorm`` / ``shared_head.norm`` end in ``norm.weight``)
+MTP_RENAMES: dict[str, str] = {"fc": "eh_proj", "pre_fc_norm_embedding": "enorm", "pre_fc_norm_hidden": "hnorm",
+                               "norm": "shared_head.norm"}
+#: ``mtp.<name>.weight`` outside the layers -> the NextN tensor of block ``n``
+MTP_ROOTS: dict[str, str] = {
+    "fc": S.L_NEXTN_EH_PROJ, "pre_fc_norm_embedding": S.L_NEXTN_ENORM, "pre_fc_norm_hidden": S.L_NEXTN_HNORM,
+    "norm": S.L_NEXTN_SHARED_HEAD_NORM,
+}
+#: an MTP layer's tensor (after ``mtp.layers.{i}.``) -> its GGUF name (after ``blk.{n+i}.``)
+LAYER: dict[str, str] = {
+    "input_layernorm.weight": S.L_ATTN_NORM,
+    "post_attention_layernorm.weight": S.L_POST_ATTENTION_NORM,
+    "self_attn.q_proj.weight": S.L_ATTN_Q,
+    "self_attn.k_proj.weight": S.L_ATTN_K,
+    "self_attn.v_proj.weight": S.L_ATTN_V,
+    "self_attn.o_proj.weight": S.L_ATTN_OUT,
+    "self_attn.q_norm.weight": S.L_ATTN_Q_NORM,
+    "self_attn.k_norm.weight": S.L_ATTN_K_NORM,
+    "mlp.gate_proj.weight": S.L_FFN_GATE,
+    "mlp.up_proj.weight": S.L_FFN_UP,
+    "mlp.down_proj.weight": S.L_FFN_DOWN,
+    "mlp.gate.weight": S.L_FFN_GATE_INP,
+    "mlp.shared_expert.gate_proj.weight": S.L_FFN_GATE_SHEXP,
+    "mlp.shared_expert.up_proj.weight": S.L_FFN_UP_SHEXP,
+    "mlp.shared_expert.down_proj.weight": S.L_FFN_DOWN_SHEXP,
+    "mlp.shared_expert_gate.weight": S.L_FFN_GATE_INP_SHEXP,
+}
+#: per-expert projection -> its stack, in the order upstream emits the three stacks
+EXPERT_STACKS: dict[str, str] = {"down_proj": S.L_FFN_DOWN_EXPS, "gate_proj": S.L_FFN_GATE_EXPS,
+                                 "up_proj": S.L_FFN_UP_EXPS}
+_EXPERT = re.compile(r"mlp\.experts\.(\d+)\.(down_proj|gate_proj|up_proj)\.weight")
+
+
+def bare(name: str) -> str:
+    """A checkpoint name as the mixin sees it: ``language_model.`` removed (``model.language_model.x`` ->
+    ``model.x``), ``model.mtp.`` -> ``mtp.``."""
+    name = name.replace("model.language_model.", "model.", 1) if name.startswith("model.language_model.") else name
+    name = name.replace("language_model.", "", 1) if name.startswith("language_model.") else name
+    return name[len("model."):] if name.startswith("model.mtp.") else name
+
+
+def is_read(name: str) -> bool:
+    """The checkpoint tensors an ``--mtp`` file is made of (all others are never opened)."""
+    b = bare(name)
+    return b.startswith("mtp.") or b in KEPT_ROOTS
+
+
+# ---------------------------------------------------------------------------------------------- hparams
+@dataclass(frozen=True)
+class QwenMtp:
+    """The config values the file needs, validated."""
+
+    arch: str
+    hp: dict[str, Any]
+    n: int            # trunk layers
+    nextn: int        # MTP layers
+    experts: int      # 0: dense MLP
+
+
+def mtp_layers(names: list[str]) -> int:
+    """1 + the highest ``mtp.layers.{i}`` index among ``names`` (0 when there is none)."""
+    idx = [int(p[2]) for p in (bare(n).split(".", 3) for n in names)
+           if len(p) == 4 and p[0] == "mtp" and p[1] == "layers" and p[2].isdecimal()]
+    return 1 + max(idx) if idx else 0
+
+
+def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) -> QwenMtp:
+    """``num_hidden_layers``, the MTP layer count (``mtp_num_hidden_layers``, or counted from the tensors when the
+    key is 0 or absent, as upstream's mixin does) and the expert count, each refused in one line when unusable."""
+    n = as_positive(find_hparam(hp, ("num_hidden_layers",), required=True, where=where), "num_hidden_layers", where)
+    declared = hp.get("mtp_num_hidden_layers") or 0
+    counted = mtp_layers(names)
+    nextn = as_u32(declared, "mtp_num_hidden_layers", where) if declared else counted
+    if nextn == 0:
+        raise ConvertError(f"{where}: no MTP head: 'mtp_num_hidden_layers' is {hp.get('mtp_num_hidden_layers')!r} and "
+                           "the checkpoint has no mtp.layers.* tensors (upstream's --mtp asserts it)")
+    if counted != nextn:
+        raise ConvertError(f"{where}: mtp_num_hidden_layers is {nextn} but the checkpoint has mtp.layers.* tensors "
+                           f"for {counted} layer(s); expected mtp.layers.0..{nextn - 1}")
+    experts = hp.get("num_experts") or 0
+    if arch != S.ARCH_QWEN35 and not experts:
+        raise ConvertError(f"{where}: key 'num_experts' is missing; a {arch} checkpoint is a mixture of experts")
+    return QwenMtp(arch, hp, n, nextn, as_u32(experts, "num_experts", where) if arch != S.ARCH_QWEN35 else 0)
+
+
+def header_kvs(q: QwenMtp, file_type: int, where: str) -> tuple[list[KV], list[KV]]:
+    """The target's own header, as upstream's class writes it: (TextModel's generic block ending with
+    ``general.file_type``, then the family's keys)."""
+    hp, a = q.hp, {"arch": q.arch}
+    view = {**hp, "num_hidden_layers": q.n + q.nextn}
+    base = base_kvs(q.arch, view, file_type, where)
+
+    def u32(tpl: str, key: str) -> KV:
+        if hp.get(key) is None:
+            raise ConvertError(f"{where}: key '{key}' is missing; a {q.arch} checkpoint needs it")
+        return KV(tpl.format(**a), VT.UINT32, as_u32(hp[key], key, where))
+
+    fam: list[KV] = []
+    if hp.get("moe_intermediate_size") is not None:  # Qwen2MoeModel
+        fam.append(u32(S.EXPERT_FEED_FORWARD_LENGTH, "moe_intermediate_size"))
+    if hp.get("shared_expert_intermediate_size") is not None:
+        fam.append(u32(S.EXPERT_SHARED_FEED_FORWARD_LENGTH, "shared_expert_intermediate_size"))
+    fam.append(KV(S.NEXTN_PREDICT_LAYERS.format(**a), VT.UINT32, q.nextn))  # the mixin
+    fam += [u32(S.SSM_CONV_KERNEL, "linear_conv_kernel_dim"), u32(S.SSM_STATE_SIZE, "linear_key_head_dim"),
+            u32(S.SSM_GROUP_COUNT, "linear_num_key_heads"), u32(S.SSM_TIME_STEP_RANK, "linear_num_value_heads")]
+    inner = as_u32(hp["linear_value_head_dim"], "linear_value_head_dim", where) if "linear_value_head_dim" in hp else None
+    if inner is None:
+        raise ConvertError(f"{where}: key 'linear_value_head_dim' is missing; a {q.arch} checkpoint needs it")
+    fam.append(KV(S.SSM_INNER_SIZE.format(**a), VT.UINT32, inner * as_u32(hp["linear_num_value_heads"],
+                                                                           "linear_num_value_heads", where)))
+    types = hp.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != q.n:
+            count = len(types) if isinstance(types, list) else types
+            raise ConvertError(f"{where}: layer_types has {count} entries, expected num_hidden_layers ({q.n})")
+        fam.append(KV(S.RECURRENT_LAYERS.format(**a), VT.ARRAY,
+                      [t == "linear_attention" for t in types] + [False] * q.nextn, VT.BOOL))
+    fam.append(KV(S.FULL_ATTENTION_INTERVAL.format(**a), VT.UINT32,
+                  as_u32(hp.get("full_attention_interval", 4), "full_attention_interval", where)))
+    rd = rope_dict(hp)
+    head_dim = hp.get("head_dim")
+    if head_dim is None:
+        head_dim = as_positive(hp.get("hidden_size"), "hidden_size", where) // as_positive(
+            hp.get("num_attention_heads"), "num_attention_heads", where)
+    factor = rd.get("partial_rotary_factor", 0.25)
+    fam.append(KV(S.ROPE_DIMENSION_COUNT.format(**a), VT.UINT32, int(head_dim * factor)))
+    if q.arch in (S.ARCH_QWEN35, S.ARCH_QWEN35MOE) and "mrope_section" not in rd:
+        fam.append(KV(S.ROPE_DIMENSION_SECTIONS.format(**a), VT.ARRAY, list(DEFAULT_MROPE_SECTION), VT.INT32))
+    return base, fam
+
+
+# ---------------------------------------------------------------------------------------------- tensors
+def gguf_name(q: QwenMtp, name: str) -> str | None:
+    """The GGUF name of one read checkpoint tensor (None: an expert, stacked separately, or unmapped)."""
+    b = bare(name)
+    if b in KEPT_ROOTS:
+        return KEPT_ROOTS[b]
+    parts = b.split(".", 3)
+    if len(parts) == 3 and parts[1] in MTP_ROOTS and parts[2] == "weight":
+        return S.LAYER_PREFIX.format(bid=q.n) + MTP_ROOTS[parts[1]]
+    if len(parts) == 4 and parts[1] == "layers" and parts[2].isdecimal() and parts[3] in LAYER:
+        return S.LAYER_PREFIX.format(bid=q.n + int(parts[2])) + LAYER[parts[3]]
+    return None
+
+
+def _norm(name: str) -> bool:
+    """Upstream's ``+1`` rule, on the name after the mixin's renames: every ``*norm.weight`` except
+    ``linear_attn.norm``."""
+    parts = name.split(".")
+    if len(parts) == 3 and parts[0] == "mtp" and parts[1] in MTP_RENAMES:
+        name = f"{MTP_RENAMES[parts[1]]}.{parts[2]}"
+    return name.endswith("norm.weight") and not name.endswith("linear_attn.norm.weight")
+
+
+def _spec(ck: Checkpoint, src: str, name: str, out: QT) -> TensorSpec:
+    ref = ck.ref(src)
+    if ref.dtype not in ("BF16", "F16", "F32"):
+        raise ConvertError(f"{ref.file}: tensor '{src}' has dtype {ref.dtype}; an MTP head is converted from BF16, F16 "
+                           "or F32 weights")
+    short = name.split(".", 2)[-1] if name.startswith("blk.") else name
+    ggml = QT.F32 if short in S.F32_LAYER_TENSORS else tensor_type(name, ref.shape, out)
+    return TensorSpec(name=name, shape=ref.shape, ggml_type=ggml, sources=(src,),
+                      transform=AddOne(ref.dtype) if _norm(bare(src)) else None, source_dtype=ref.dtype)
+
+
+def _stack(ck: Checkpoint, q: QwenMtp, bid: int, w: str, per: dict[int, str], out: QT) -> TensorSpec:
+    missing = sorted(set(range(q.experts)) - per.keys())
+    extra = sorted(per.keys() - set(range(q.experts)))
+    if missing or extra:
+        e = (missing or extra)[0]
+        what = "is missing" if missing else f"is beyond num_experts {q.experts}"
+        raise ConvertError(f"{ck.path}: expert {e} of mtp.layers.{bid - q.n}.mlp.experts.*.{w}.weight {what}")
+    srcs = tuple(per[e] for e in range(q.experts))
+    refs = [ck.ref(s) for s in srcs]
+    shapes = {r.shape for r in refs}
+    dtypes = {r.dtype for r in refs}
+    if len(shapes) != 1 or len(refs[0].shape) != 2 or len(dtypes) != 1:
+        raise ConvertError(f"{refs[0].file}: the experts of mtp.layers.{bid - q.n}.mlp.experts.*.{w}.weight differ in "
+                           f"shape or dtype ({sorted(shapes)}, {sorted(dtypes)}); expected one 2-D shape and dtype")
+    if refs[0].dtype not in ("BF16", "F16", "F32"):
+        raise ConvertError(f"{refs[0].file}: tensor '{srcs[0]}' has dtype {refs[0].dtype}; expected BF16, F16 or F32")
+    rows, cols = refs[0].shape
+    shape = (q.experts, rows, cols)
+    name = S.LAYER_PREFIX.format(bid=bid) + EXPERT_STACKS[w]
+    return TensorSpec(name=name, shape=shape, ggml_type=tensor_type(name, shape, out), sources=srcs,
+                      transform=ExpertStack(q.experts), source_dtype=refs[0].dtype)
+
+
+def plan_tensors(ck: Checkpoint, q: QwenMtp, out: QT) -> list[TensorSpec]:
+    """The file's tensors in upstream's order: the read tensors in checkpoint order, an expert stack (down, gate,
+    up) where the last expert of its layer arrives."""
+    specs: list[TensorSpec] = []
+    seen: dict[str, str] = {}
+    experts: dict[int, dict[str, dict[int, str]]] = {}
+    count: dict[int, int] = {}
+    for src in ck.names:
+        b = bare(src)
+        parts = b.split(".", 3)
+        m = _EXPERT.fullmatch(parts[3]) if len(parts) == 4 and parts[1] == "layers" and parts[2].isdecimal() else None
+        if m is not None:
+            if not q.experts:
+                raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is an expert but the config has no num_experts")
+            bid = q.n + int(parts[2])
+            experts.setdefault(bid, {}).setdefault(m.group(2), {})[int(m.group(1))] = src
+            count[bid] = count.get(bid, 0) + 1
+            if count[bid] == 3 * q.experts:
+                specs += [_stack(ck, q, bid, w, experts[bid].get(w, {}), out) for w in EXPERT_STACKS]
+            continue
+        name = gguf_name(q, src)
+        if name is None:
+            raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not part of a {q.arch} MTP head (upstream "
+                               "fails with \"Can not map tensor\")")
+        if name in seen:
+            raise ConvertError(f"{ck.ref(src).file}: tensors '{seen[name]}' and '{src}' both become '{name}'")
+        seen[name] = src
+        specs.append(_spec(ck, src, name, out))
+    for bid, n in count.items():
+        if n != 3 * q.experts:
+            raise ConvertError(f"{ck.path}: mtp.layers.{bid - q.n} has {n} expert tensors, expected 3 x num_experts "
+                               f"{q.experts} = {3 * q.experts}")
+    return specs
+
+
+def hf_names(gguf: str) -> tuple[str, ...]:
+    """The checkpoint names that become ``gguf`` (``*``: any MTP layer / expert), for messages."""
+    roots = tuple(hf for hf, g in KEPT_ROOTS.items() if g == gguf)
+    if roots or not gguf.startswith("blk."):
+        return roots
+    short = gguf.split(".", 2)[-1]
+    return (tuple(f"mtp.{hf}.weight" for hf, g in MTP_ROOTS.items() if g == short)
+            + tuple(f"mtp.layers.*.{hf}" for hf, g in LAYER.items() if g == short)
+            + tuple(f"mtp.layers.*.mlp.experts.*.{w}.weight" for w, g in EXPERT_STACKS.items() if g == short))

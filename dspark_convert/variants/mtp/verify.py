@@ -1,0 +1,156 @@
+"""``verify`` for MTP sidecars: every tensor against the checkpoint, rounded as stored (no forward yet).
+
+Each GGUF tensor is rebuilt from the checkpoint here, with this module's own spelling of upstream's ``--mtp`` rules
+(not the converter's tables, so a wrong row there shows as a failing tensor): the HF name of each GGUF tensor, the
+``+ 1`` of the RMS norms (in float32), the per-expert stacks; then rounded to the GGUF tensor's type with gguf-py
+(``quants.quantize``) and compared byte for byte. Accounting: every GGUF tensor compared, every checkpoint tensor of
+the head (``mtp.*``, the embedding, the final norm, the head) compared as a source; the trunk is not part of the file.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+from gguf import GGMLQuantizationType as QT
+from gguf import quants
+
+from ...gguffile.reader import read_gguf
+from ...hf.checkpoint import Checkpoint
+from ...reference.compare import OutputCheck, meta_row
+from ...roles.proof import Job, Proof, TensorChecks, Tensors
+
+FAMILY = "mtp"
+LAYOUT = "MTP sidecar (mtp.* inside the target checkpoint)"
+NO_FORWARD = ("an MTP-block reference forward is not implemented yet: no forward outputs are graded; every tensor is "
+              "compared with the checkpoint instead (rebuilt as upstream's --mtp does, rounded to the GGUF type, "
+              "byte for byte)")
+QUALITY_NOTE = "the GGUF's tensors against the unrounded checkpoint values: max abs is the rounding of the type"
+
+_ROOTS = {"token_embd.weight": ("model.embed_tokens.weight", "embed_tokens.weight"),
+          "output_norm.weight": ("model.norm.weight", "norm.weight"), "output.weight": ("lm_head.weight",)}
+_NEXTN = {"nextn.eh_proj.weight": "mtp.fc.weight", "nextn.enorm.weight": "mtp.pre_fc_norm_embedding.weight",
+          "nextn.hnorm.weight": "mtp.pre_fc_norm_hidden.weight", "nextn.shared_head_norm.weight": "mtp.norm.weight"}
+_LAYER = {"attn_norm.weight": "input_layernorm.weight", "post_attention_norm.weight": "post_attention_layernorm.weight",
+          "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
+          "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
+          "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight",
+          "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
+          "ffn_down.weight": "mlp.down_proj.weight", "ffn_gate_inp.weight": "mlp.gate.weight",
+          "ffn_gate_shexp.weight": "mlp.shared_expert.gate_proj.weight",
+          "ffn_up_shexp.weight": "mlp.shared_expert.up_proj.weight",
+          "ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight",
+          "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight"}
+_EXPS = {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj", "ffn_down_exps.weight": "down_proj"}
+#: GGUF names that upstream adds one to (its rule on the renamed HF name: ``*norm.weight``)
+_PLUS_ONE = re.compile(r"(output_norm|blk\.\d+\.(attn_norm|post_attention_norm|attn_q_norm|attn_k_norm|"
+                       r"nextn\.enorm|nextn\.hnorm|nextn\.shared_head_norm))\.weight")
+
+
+def _prefixes(ck: Checkpoint) -> tuple[str, ...]:
+    return ("model.language_model.", "model.") if any(n.startswith("model.language_model.") for n in ck.names) \
+        else ("model.",)
+
+
+def _hf(ck: Checkpoint, gguf: str, n: int) -> list[str]:
+    """The checkpoint tensors ``gguf`` is made of (several for an expert stack); [] when none is found."""
+    def pick(cands: tuple[str, ...]) -> list[str]:
+        lm = [c.replace("model.", "model.language_model.", 1) for c in cands if c.startswith("model.")]
+        return [next(c for c in (*lm, *cands) if c in ck)] if any(c in ck for c in (*lm, *cands)) else []
+
+    if gguf in _ROOTS:
+        return pick(_ROOTS[gguf])
+    _, bid, short = gguf.split(".", 2)
+    i = int(bid) - n
+    if short in _NEXTN:
+        return pick((_NEXTN[short], "model." + _NEXTN[short]))
+    if short in _LAYER:
+        return pick((f"mtp.layers.{i}.{_LAYER[short]}", f"model.mtp.layers.{i}.{_LAYER[short]}"))
+    if short in _EXPS:
+        out: list[str] = []
+        e = 0
+        while True:
+            got = pick((f"mtp.layers.{i}.mlp.experts.{e}.{_EXPS[short]}.weight",
+                        f"model.mtp.layers.{i}.mlp.experts.{e}.{_EXPS[short]}.weight"))
+            if not got:
+                return out
+            out += got
+            e += 1
+    return []
+
+
+def _values(ck: Checkpoint, srcs: list[str], plus_one: bool) -> np.ndarray:
+    arrays = []
+    for s in srcs:
+        raw, dtype = ck.read(s), ck.ref(s).dtype
+        x = (raw.astype(np.uint32) << 16).view(np.float32) if dtype == "BF16" else raw.astype(np.float32)
+        arrays.append(x)
+    x = np.stack(arrays) if len(arrays) > 1 else arrays[0]
+    return x + np.float32(1) if plus_one else x
+
+
+def _stored(raw: bytes, qt: QT) -> np.ndarray:
+    """The float32 values of a tensor's bytes of type ``qt``."""
+    if qt == QT.F32:
+        return np.frombuffer(raw, np.float32)
+    if qt == QT.F16:
+        return np.frombuffer(raw, np.float16).astype(np.float32)
+    if qt == QT.BF16:
+        return (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return np.asarray(quants.dequantize(np.frombuffer(raw, np.uint8).reshape(-1, 34), qt), np.float32).reshape(-1)
+
+
+def sidecar_rows(gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = True) -> Proof:
+    """Every tensor of an MTP sidecar against the checkpoint (see the module docstring), and the layer-count keys."""
+    f = read_gguf(gguf_path)
+    arch = f.kvs["general.architecture"].value
+    n_all = int(f.kvs[f"{arch}.block_count"].value)
+    nextn = int(f.kvs[f"{arch}.nextn_predict_layers"].value)
+    ck = Checkpoint(Path(hf_dir), select=lambda s: s.replace("model.language_model.", "model.").replace("model.mtp.", "mtp.")
+                    .startswith("mtp.") or s in {c for v in _ROOTS.values() for c in v}
+                    or s.replace("model.language_model.", "model.") in {c for v in _ROOTS.values() for c in v})
+    rows = Proof(FAMILY, LAYOUT, quality_note=QUALITY_NOTE, notes=[NO_FORWARD])
+    compared: set[str] = set()
+    sources: set[str] = set()
+    problems: list[str] = []
+    try:
+        for t in f.tensors:
+            srcs = _hf(ck, t.name, n_all - nextn)
+            if not srcs:
+                problems.append(f"{t.name}: no checkpoint tensor becomes it under upstream's --mtp rules")
+                continue
+            x = _values(ck, srcs, _PLUS_ONE.fullmatch(t.name) is not None)
+            qt = QT[t.type_name]
+            want = np.ascontiguousarray(quants.quantize(x, qt)).view(np.uint8).tobytes()
+            got = bytes(f.tensor_bytes(t.name))
+            stored = _stored(got, qt)
+            ok = got == want
+            diff = float(np.max(np.abs(stored.reshape(-1)[:x.size] - x.reshape(-1)))) if x.size else 0.0
+            rows.outputs.append(OutputCheck(t.name, list(t.ne), max_abs=0.0 if ok else diff,
+                                            grade="exact" if ok else "differs", passed=ok,
+                                            detail="" if ok else f"bytes differ from the checkpoint rounded to {qt.name}"))
+            if quality:
+                rows.quality.append(OutputCheck(t.name, list(t.ne), max_abs=diff, grade="rounding of " + qt.name))
+            compared.add(t.name)
+            sources.update(srcs)
+        rows.outputs += [OutputCheck("tensors", [], grade="missing", passed=False, detail=p) for p in problems]
+        names = list(ck.names)
+        rows.tensors = Tensors(set(), compared, names, set(), sources)
+        trunk = sorted({int(n.split(".")[1]) for n in (t.name for t in f.tensors) if n.startswith("blk.")})
+        rows.metadata.append(meta_row(f"{arch}.nextn_predict_layers", nextn, len(trunk)))
+        cfg = ck.config.get("text_config", ck.config)
+        rows.metadata.append(meta_row(f"{arch}.block_count", n_all, cfg.get("num_hidden_layers", 0) + len(trunk)))
+        rows.hparams = {"trunk_layers": n_all - nextn, "mtp_layers": nextn}
+    finally:
+        ck.close()
+        f.close()
+    return rows
+
+
+def _proof(job: Job) -> Proof:
+    return sidecar_rows(job.gguf_path, job.hf_dir, quality=job.quality)
+
+
+#: verify's role: no forward yet, every tensor against the checkpoint (the checkpoint is the target: no target needed)
+PROOF = TensorChecks(_proof)

@@ -1,0 +1,184 @@
+"""MTP sidecars from the checkpoint (``hf2gguf TARGET --mtp``): byte parity with upstream b11434's ``--mtp`` on the
+tiny checkpoints of tests/mtp_checkpoints.py (Qwen3.5 dense BF16 / F32-tied, ConditionalGeneration, Qwen3.5 MoE with
+per-expert MTP experts, Qwen3-Next), reading only the shards that hold the head, the loader rules, the one-line
+refusals, and (``llama`` tier) speculative greedy == plain greedy in llama-server with ``--spec-type draft-mtp``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from golden_manifest import compare
+from mtp_checkpoints import CASES, ORACLE, OUTTYPES, make, upstream
+
+from dspark_convert import convert
+from dspark_convert.check import check_file, check_plan, errors
+from dspark_convert.errors import ConvertError
+from dspark_convert.gguffile.reader import read_gguf
+from dspark_convert.hf2gguf.conversion import plan_conversion
+from dspark_convert.registry import gguf_variant
+from dspark_convert.roles.convert import ConvertOptions
+
+
+@pytest.fixture(scope="module")
+def ckpts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("mtp")
+    for name in CASES:
+        make(out, name)
+    return out
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_sidecar_is_byte_identical_to_upstream_mtp(ckpts: Path, case: str, tmp_path: Path) -> None:
+    """Every tensor (bytes, type, shape, order) and every non-informational key, at the four outtypes."""
+    for outtype in OUTTYPES:
+        out = tmp_path / f"{case}.{outtype}.gguf"
+        r = convert(ckpts / case, None, out, outtype=outtype, mtp=True)
+        assert errors(r.findings) == []
+        assert compare(out, json.loads((ORACLE / f"{case}.{outtype}.json").read_text())) == [], (case, outtype)
+        assert errors(check_file(out)) == []
+        f = read_gguf(out)
+        names = [t.name for t in f.tensors]
+        assert gguf_variant(lambda k, f=f: f.kvs[k].value if k in f.kvs else None, names).name == "mtp"
+        f.close()
+
+
+def test_only_the_shards_holding_the_head_are_read(ckpts: Path, tmp_path: Path) -> None:
+    """Shard 2 holds only trunk layers: deleted, the conversion is the same file, and the summary says so."""
+    src = ckpts / "mtp-qwen35-moe"
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    for p in src.iterdir():
+        if p.name != "model-00002-of-00004.safetensors":
+            shutil.copyfile(p, cut / p.name)
+    out = tmp_path / "cut.gguf"
+    r = convert(cut, None, out, outtype="bf16", mtp=True)
+    assert compare(out, json.loads((ORACLE / "mtp-qwen35-moe.bf16.json").read_text())) == []
+    note = next(n for n in r.notes if n.startswith("read "))
+    assert note.startswith("read 3 of 4 shards") and "skipped 1" in note
+
+
+def test_default_name_has_the_mtp_prefix(ckpts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = convert(ckpts / "mtp-qwen35-dense", None, outtype="q8_0", mtp=True)
+    assert r.path is not None and r.path.name == "mtp-mtp-qwen35-dense-Q8_0.gguf"
+    assert r.path.is_file()
+
+
+def test_without_the_flag_it_is_a_target(ckpts: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConvertError, match=r"is a target model checkpoint with an MTP head; pass --mtp"):
+        convert(ckpts / "mtp-qwen35-dense", None, tmp_path / "x.gguf")
+    assert not (tmp_path / "x.gguf").exists()
+
+
+def test_mtp_on_a_draft_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConvertError, match=r"^--mtp: .* is not a target checkpoint whose MTP head is written here"):
+        convert("fixtures/dspark-qwen3", "fixtures/target-qwen3", tmp_path / "x.gguf", mtp=True)
+
+
+def test_a_class_not_written_yet_is_refused_naming_it(tmp_path: Path) -> None:
+    ck = tmp_path / "glm"
+    ck.mkdir()
+    (ck / "config.json").write_text(json.dumps({"architectures": ["Glm4MoeForCausalLM"], "num_hidden_layers": 1}))
+    from draft_kit import Maker, save_safetensors
+
+    save_safetensors(ck / "model.safetensors", {"model.layers.1.eh_proj.weight": Maker(0, "BF16").t(4, 8)})
+    with pytest.raises(ConvertError, match=r"Glm4MoeForCausalLM: the MTP sidecar of GLM-4.5/4.6/4.7 \(glm4moe\) is not "
+                                           r"written by this version"):
+        convert(ck, None, tmp_path / "x.gguf", mtp=True)
+
+
+def test_declared_mtp_layers_must_match_the_tensors(ckpts: Path, tmp_path: Path) -> None:
+    ck = tmp_path / "bad"
+    ck.mkdir()
+    for p in (ckpts / "mtp-qwen35-dense").iterdir():
+        if p.name != "config.json":
+            shutil.copyfile(p, ck / p.name)
+    cfg = json.loads((ckpts / "mtp-qwen35-dense" / "config.json").read_text())
+    cfg["mtp_num_hidden_layers"] = 2
+    (ck / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConvertError, match=r"mtp_num_hidden_layers is 2 but the checkpoint has mtp.layers.\* tensors "
+                                           r"for 1 layer"):
+        convert(ck, None, tmp_path / "x.gguf", mtp=True)
+
+
+@pytest.mark.parametrize("drop", ["blk.4.nextn.eh_proj.weight", "blk.4.ffn_down_exps.weight", "token_embd.weight"])
+def test_loader_rules_require_the_head(ckpts: Path, drop: str) -> None:
+    planned = plan_conversion(ckpts / "mtp-qwen35-moe", None, options=ConvertOptions(outtype="bf16",
+                                                                                   upstream_flags=frozenset({"mtp"})))
+    try:
+        plan = planned.plan
+        assert errors(check_plan(plan)) == []
+        plan.tensors = [t for t in plan.tensors if t.name != drop]
+        found = [(f.subject, f.rule) for f in errors(check_plan(plan))]
+        assert (drop, "required-tensor") in found
+    finally:
+        planned.close()
+
+
+def test_loader_rules_check_the_recurrent_array_and_nextn(ckpts: Path) -> None:
+    from gguf import GGUFValueType as VT
+
+    from dspark_convert.plan import KV
+
+    planned = plan_conversion(ckpts / "mtp-qwen35-dense", None, options=ConvertOptions(outtype="bf16",
+                                                                                     upstream_flags=frozenset({"mtp"})))
+    try:
+        plan = planned.plan
+        i = next(i for i, k in enumerate(plan.kvs) if k.name == "qwen35.attention.recurrent_layers")
+        plan.kvs[i] = KV("qwen35.attention.recurrent_layers", VT.ARRAY, [True, True, True, False], VT.BOOL)
+        assert ("qwen35.attention.recurrent_layers", "array-length") in [(f.subject, f.rule) for f in check_plan(plan)]
+    finally:
+        planned.close()
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("case", ["mtp-qwen35-dense", "mtp-qwen35-moe"])
+def test_llama_server_drafts_with_the_sidecar(ckpts: Path, case: str, tmp_path: Path,
+                                              llama_bin: tuple[Path, Path]) -> None:
+    """Target: upstream's ``--no-mtp`` file of the same checkpoint; draft: our sidecar. The head drafts (draft_n > 0)
+    and speculative greedy equals plain greedy."""
+    from llama_support import N_PREDICT, PROMPT
+
+    from dspark_convert.llamacpp.server import LlamaServer
+
+    binary, tree = llama_bin
+    trunk = upstream(tree, ckpts / case, tmp_path / "trunk.gguf", "f32", "--no-mtp")
+    side = tmp_path / "mtp.gguf"
+    convert(ckpts / case, None, side, outtype="f32", mtp=True)
+    with LlamaServer(binary, trunk) as s:
+        plain = s.complete(PROMPT, N_PREDICT)
+    with LlamaServer(binary, trunk, draft=side, spec_type="draft-mtp", n_max=2) as s:
+        spec = s.complete(PROMPT, N_PREDICT)
+    assert spec.tokens == plain.tokens
+    assert len(spec.tokens) == N_PREDICT and spec.draft_n > 0
+
+
+@pytest.mark.parametrize("case", ["mtp-qwen35-moe", "mtp-qwen35-cg"])
+def test_verify_proves_every_tensor_and_catches_a_changed_one(ckpts: Path, case: str, tmp_path: Path) -> None:
+    """verify: every tensor exact against the checkpoint (bytes after the type's rounding), full accounting; one
+    changed value in the MTP attention fails that tensor by name."""
+    from dspark_convert.verify import verify
+
+    for outtype in ("q8_0", "bf16"):
+        out = tmp_path / f"{outtype}.gguf"
+        convert(ckpts / case, None, out, outtype=outtype, mtp=True)
+        r = verify(out, ckpts / case, None, quality=False)
+        assert r.passed and all(o.passed and o.grade == "exact" for o in r.outputs), outtype
+        assert len(r.outputs) == len(read_gguf(out).tensors)
+    f = read_gguf(out)
+    name = next(t.name for t in f.tensors if t.name.endswith("attn_q.weight"))
+    blob = bytes(f.tensor_bytes(name))
+    f.close()
+    data = bytearray(out.read_bytes())
+    at = data.find(blob)
+    assert at > 0 and data.find(blob, at + 1) == -1
+    data[at + 1] ^= 0x01  # one BF16 value's low bits
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(bytes(data))
+    r = verify(bad, ckpts / case, None, quality=False)
+    assert not r.passed
+    assert [o.name for o in r.outputs if not o.passed] == [name]
