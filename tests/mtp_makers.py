@@ -227,6 +227,7 @@ def make_nemotron_h(out: Path, seed: int = 4) -> Path:
            "max_position_embeddings": 4096, "layer_norm_epsilon": 1e-5, "tie_word_embeddings": False,
            "bos_token_id": 990, "eos_token_id": 992, "mlp_hidden_act": "relu2"}
     state = _per_expert(_trunk(NemotronHConfig, NemotronHForCausalLM, cfg, seed))
+    state = {("backbone." + k[len("model."):] if k.startswith("model.") else k): v for k, v in state.items()}
     import torch
 
     mtp: dict[str, Any] = {}
