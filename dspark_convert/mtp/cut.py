@@ -310,7 +310,7 @@ def plan_strip(files: list[GGUFFile]) -> CutPlan:
     for name in f.kvs:  # an array as long as block_count under a key no rule names: its layout is unknown
         kv = f.kvs[name]
         if (kv.type == VT.ARRAY and kv.count == lay.block_count and name.startswith(arch + ".")
-                and name not in per_layer and lay.nextn):
+                and name not in per_layer and name[len(arch) + 1:] not in SN.NOT_PER_LAYER_ARRAYS and lay.nextn):
             raise ConvertError(f"{f.path}: {name}: an array of {kv.count} entries (block_count) that is not a known "
                                "per-layer key; not cut, so the trunk would not load: please report it")
 

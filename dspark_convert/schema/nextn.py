@@ -39,3 +39,5 @@ SIDECAR_ROOT_TENSORS = ("token_embd.weight", "output_norm.weight", "output.weigh
 PER_LAYER_ARRAYS = ("attention.head_count", "attention.head_count_kv", "feed_forward_length",
                     "attention.sliding_window_pattern", "attention.recurrent_layers", "swiglu_clamp_exp",
                     "swiglu_clamp_shexp", "attention.compress_ratios", "expert_feed_forward_length")
+#: ``{arch}.``-relative arrays that are never per layer, whatever their length (M-RoPE sections: INT32[4])
+NOT_PER_LAYER_ARRAYS = ("rope.dimension_sections",)

@@ -1,0 +1,320 @@
+"""MTP cuts of target GGUFs: ``mtp-extract`` / ``mtp-strip`` / ``mtp-graft``.
+
+Three tiers: synthetic target files written here with gguf-py (K-quant tensors, split files, refusals, the remote
+path over a local HTTP server); upstream llama.cpp b11434's own conversions of the tiny MTP checkpoints of
+``tests/mtp_makers.py`` (marker ``llama``: the tree comes with the llama-server build), compared with the committed
+oracle manifests ``tests/data/mtp``; and llama-server running the sidecar (``test_llama_mtp.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import ROOT
+from http_server import FileServer, Route
+from typer.testing import CliRunner
+
+from dspark_convert.cli import app
+from dspark_convert.errors import ConvertError
+from dspark_convert.gguffile.options import RemoteOptions
+from dspark_convert.gguffile.reader import read_gguf
+from dspark_convert.mtp.run import default_name, extract, graft, strip
+
+GQ = pytest.importorskip("gguf")
+MANIFESTS = ROOT / "tests" / "data" / "mtp"
+
+
+# ------------------------------------------------------------------------------------------------ synthetic
+def write_target(path: Path, *, arch: str = "qwen35", n: int = 3, nextn: int = 1, split: int = 0,
+                 tokens: tuple[str, ...] = ("a", "b", "c", "d"), quant: bool = True, seed: int = 0) -> Path:
+    """A full target GGUF of ``arch`` with ``n`` trunk + ``nextn`` MTP blocks (Q4_K and BF16-typed raw tensors
+    when ``quant``), gguf-py's writer; ``split`` > 0 writes shards of that many tensors."""
+    rng = np.random.default_rng(seed)
+    w = GQ.GGUFWriter(path, arch, split_max_tensors=split)
+    w.add_string("general.name", "Tiny")
+    w.add_string("general.size_label", "0")  # replaced below by the computed one
+    bc = n + nextn
+    w.add_uint32(f"{arch}.block_count", bc)
+    w.add_uint32(f"{arch}.embedding_length", 256)
+    if nextn:
+        w.add_uint32(f"{arch}.nextn_predict_layers", nextn)
+    w.add_array(f"{arch}.attention.recurrent_layers", [i % 2 == 0 for i in range(bc)])
+    w.add_array(f"{arch}.rope.dimension_sections", [11, 11, 10, 0])
+    w.add_string("tokenizer.ggml.model", "gpt2")
+    w.add_array("tokenizer.ggml.tokens", list(tokens))
+    q4k = GQ.GGMLQuantizationType.Q4_K
+    block = GQ.GGML_QUANT_SIZES[q4k][1]  # 144 bytes per 256 values
+
+    def add(name: str, shape: tuple[int, ...], kind: str = "f32") -> None:
+        if kind == "q4k" and quant:
+            w.add_tensor(name, rng.integers(0, 256, (*shape[:-1], shape[-1] // 256 * block), dtype=np.uint8),
+                         raw_dtype=q4k)
+        else:
+            w.add_tensor(name, rng.standard_normal(shape).astype(np.float32))
+
+    add("token_embd.weight", (len(tokens), 256), "q4k")
+    for b in range(bc):
+        add(f"blk.{b}.attn_norm.weight", (256,))
+        add(f"blk.{b}.ffn_down.weight", (8, 256), "q4k")
+        if b >= n:
+            add(f"blk.{b}.nextn.eh_proj.weight", (256, 512), "q4k")
+            add(f"blk.{b}.nextn.enorm.weight", (256,))
+    add("output_norm.weight", (256,))
+    add("output.weight", (len(tokens), 256), "q4k")
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.fixture
+def full(tmp_path: Path) -> Path:
+    return write_target(tmp_path / "Tiny-Q4_K_M.gguf")
+
+
+def names(p: Path) -> list[str]:
+    with read_gguf(p) as f:
+        return [t.name for t in f.tensors]
+
+
+def test_extract_strip_graft_round_trip_on_k_quants(full: Path, tmp_path: Path) -> None:
+    """graft(strip(F), extract(F)) is F byte for byte; every tensor of both halves equals the source's."""
+    side = extract(full, tmp_path / "mtp.gguf", verify=True)
+    trunk = strip(full, tmp_path / "trunk.gguf", verify=True)
+    both = graft(trunk.path, side.path, tmp_path / "full.gguf", verify=True)
+    assert side.report and side.report.passed and trunk.report and trunk.report.passed
+    assert both.report and both.report.passed, both.report.problems
+    assert (tmp_path / "full.gguf").read_bytes() == full.read_bytes()
+    assert names(side.path) == ["token_embd.weight", "blk.3.attn_norm.weight", "blk.3.ffn_down.weight",
+                                "blk.3.nextn.eh_proj.weight", "blk.3.nextn.enorm.weight", "output_norm.weight",
+                                "output.weight"]
+    with read_gguf(full) as f, read_gguf(side.path) as s, read_gguf(trunk.path) as t:
+        assert s.value("qwen35.block_count") == 4 and s.value("qwen35.nextn_predict_layers") == 1
+        assert t.value("qwen35.block_count") == 3 and "qwen35.nextn_predict_layers" not in t.kvs
+        assert t.value("qwen35.attention.recurrent_layers") == [True, False, True]
+        assert t.value("qwen35.rope.dimension_sections") == [11, 11, 10, 0]  # INT32[4], not per layer
+        for out in (s, t):
+            for x in out.tensors:
+                assert bytes(out.tensor_bytes(x.name)) == bytes(f.tensor_bytes(x.name)), x.name
+                assert x.type_name == f.tensor(x.name).type_name
+        assert s.tensor("blk.3.ffn_down.weight").type_name == "Q4_K"
+    assert side.report.to_dict()["kvs"]["changed"] == {}  # the size label "0" is not a computed one: kept
+    assert trunk.report.dropped == {"qwen35.nextn_predict_layers": "a trunk has no MTP blocks"}
+
+
+def test_split_input_equals_single(full: Path, tmp_path: Path) -> None:
+    (tmp_path / "split").mkdir()
+    shards = write_target(tmp_path / "split" / "Tiny.gguf", split=4)
+    parts = sorted((tmp_path / "split").glob("*.gguf"))
+    assert [p.name for p in parts][0] == "Tiny-00001-of-00004.gguf" and shards
+    one = extract(full, tmp_path / "a.gguf")
+    many = extract(parts[2], tmp_path / "b.gguf", verify=True)  # any shard names the set
+    assert many.report and many.report.passed
+    assert (tmp_path / "a.gguf").read_bytes() == (tmp_path / "b.gguf").read_bytes()
+    assert ("split.count", "split metadata: the output is one file") in many.plan.dropped_kvs
+    strip(parts[0], tmp_path / "t1.gguf")
+    strip(full, tmp_path / "t2.gguf")
+    assert (tmp_path / "t1.gguf").read_bytes() == (tmp_path / "t2.gguf").read_bytes()
+    assert default_name("extract", "hf://o/r/Q/M-Q4_K_M-00001-of-00003.gguf@v1").name == "mtp-M-Q4_K_M.gguf"
+
+
+def _cli(*args: str) -> Any:
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.mark.parametrize("case", ["no-mtp", "llama", "deepseek4", "glm5-next", "sidecar", "exists", "folder"])
+def test_refusals_are_one_line_and_leave_nothing(case: str, tmp_path: Path) -> None:
+    out = tmp_path / "out.gguf"
+    src = tmp_path / "in.gguf"
+    if case == "no-mtp":
+        write_target(src, nextn=0)
+        want = "holds no MTP layers"
+    elif case in ("llama", "deepseek4", "glm5-next"):
+        write_target(src, arch=case)
+        want = {"llama": "has no MTP (NextN) path", "deepseek4": "convert the checkpoint with upstream's "
+                "convert_hf_to_gguf.py --mtp", "glm5-next": "a sidecar would not run"}[case]
+    elif case == "sidecar":
+        extract(write_target(tmp_path / "f.gguf"), src)
+        want = "is an MTP sidecar"
+    else:
+        write_target(src)
+        if case == "exists":
+            out.write_bytes(b"keep")
+            want = "exists"
+        else:
+            out.mkdir()
+            want = "folder"
+    before = sorted(p.name for p in tmp_path.iterdir())
+    r = _cli("mtp-extract", str(src), "-o", str(out))
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and want in lines[0], r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    if case == "exists":
+        assert out.read_bytes() == b"keep"
+
+
+@pytest.mark.parametrize("what", ["vocab", "header", "blocks"])
+def test_graft_refuses_another_models_sidecar(what: str, tmp_path: Path) -> None:
+    full = write_target(tmp_path / "a.gguf")
+    other = write_target(tmp_path / "b.gguf", tokens=("a", "b", "c", "x") if what == "vocab" else ("a", "b", "c", "d"),
+                         n=4 if what == "blocks" else 3, seed=1)
+    trunk = strip(full, tmp_path / "t.gguf").path
+    if what == "header":
+        other = write_target(tmp_path / "c.gguf")  # its sidecar lacks the trunk's embedding_length key
+        other.write_bytes(other.read_bytes().replace(b"qwen35.embedding_length", b"qwen35.embedding_lengtX"))
+    side = extract(other, tmp_path / "s.gguf").path
+    with pytest.raises(ConvertError) as e:
+        graft(trunk, side, tmp_path / "g.gguf")
+    msg = str(e.value)
+    assert {"vocab": "tokenizer.ggml.tokens differs from the trunk's", "header": "qwen35.embedding_length",
+            "blocks": "follows a trunk of 4 blocks"}[what] in msg, msg
+    assert "\n" not in msg and not (tmp_path / "g.gguf").exists()
+
+
+# ------------------------------------------------------------------------------------------------ remote
+def _sidecar_ranges(path: Path) -> tuple[int, list[tuple[int, int]]]:
+    with read_gguf(path) as f:
+        keep = {"token_embd.weight", "output_norm.weight", "output.weight"}
+        ranges = [(t.offset, t.offset + (t.nbytes or 0)) for t in f.tensors
+                  if t.name in keep or t.name.startswith("blk.3.")]
+        return f.data_offset, ranges
+
+
+def _gets(server: FileServer, path: str) -> list[tuple[int, int]]:
+    out = []
+    for e in server.gets(path):
+        lo, _, hi = e.headers["range"].removeprefix("bytes=").partition("-")
+        out.append((int(lo), int(hi) + 1))
+    return out
+
+
+def test_remote_extract_fetches_only_the_sidecar(full: Path, tmp_path: Path) -> None:
+    data = full.read_bytes()
+    data_offset, ranges = _sidecar_ranges(full)
+    opts = RemoteOptions(first_window=4096)
+    with FileServer() as s:
+        s.routes["/Tiny-Q4_K_M.gguf"] = Route(data)
+        r = extract(f"{s.url}/Tiny-Q4_K_M.gguf", tmp_path / "mtp.gguf", remote=opts)
+        served = s.sent()
+        asked = _gets(s, "/Tiny-Q4_K_M.gguf")
+    local = extract(full, tmp_path / "local.gguf")
+    assert (tmp_path / "mtp.gguf").read_bytes() == local.path.read_bytes()
+    tensor_bytes = sum(b - a for a, b in ranges)
+    header_gets = [g for g in asked if g[0] < data_offset]
+    data_gets = [g for g in asked if g[0] >= data_offset]
+    assert sorted(data_gets) == sorted(ranges)  # exactly the sidecar's tensors, nothing else of the data
+    assert served == sum(min(b, len(data)) - a for a, b in header_gets) + tensor_bytes
+    assert r.fetch is not None and r.fetch.bytes_fetched == served and r.fetch.file_bytes == len(data)
+    assert served < len(data) and not (tmp_path / "mtp.gguf.part").exists()
+
+
+def test_remote_survives_a_dropped_connection(full: Path, tmp_path: Path) -> None:
+    with FileServer() as s:
+        s.routes["/f.gguf"] = Route(full.read_bytes(), truncate_at=3000)
+        extract(f"{s.url}/f.gguf", tmp_path / "mtp.gguf", remote=RemoteOptions(first_window=2048, backoff=0.01))
+    assert (tmp_path / "mtp.gguf").read_bytes() == extract(full, tmp_path / "l.gguf").path.read_bytes()
+
+
+def test_remote_deadline_then_restart_fetches_only_what_is_missing(full: Path, tmp_path: Path) -> None:
+    out = tmp_path / "mtp.gguf"
+    data = full.read_bytes()
+    data_offset, ranges = _sidecar_ranges(full)
+    with FileServer() as s:
+        route = Route(data)
+        s.routes["/f.gguf"] = route
+        calls = {"n": 0}
+        starts = {a for a, _ in ranges}
+        real_read = route.read
+
+        def slow_after_two(start: int, stop: int) -> bytes:  # the third tensor range hangs past the deadline
+            if start in starts:
+                calls["n"] += 1
+                if calls["n"] == 3:
+                    threading.Event().wait(1.5)
+            return real_read(start, stop)
+
+        route.read = slow_after_two  # type: ignore[method-assign]
+        r = _cli("mtp-extract", f"{s.url}/f.gguf", "-o", str(out), "--deadline", "1", "--timeout", "5")
+        assert r.exit_code == 2 and "deadline" in r.output and len(r.output.strip().splitlines()) == 1, r.output
+        assert not out.exists() and (tmp_path / "mtp.gguf.part").is_file()
+        state = json.loads((tmp_path / "mtp.gguf.part.json").read_text())
+        assert state["tensors_done"] == 2
+        route.read = real_read  # type: ignore[method-assign]
+        before = len(_gets(s, "/f.gguf"))
+        res = extract(f"{s.url}/f.gguf", out)
+        again = [g for g in _gets(s, "/f.gguf")[before:] if g[0] >= data_offset]
+    assert sorted(again) == sorted(ranges)[2:] or sorted(again) == sorted(ranges[2:])
+    assert res.fetch is not None and res.fetch.resumed_tensors == 2
+    assert out.read_bytes() == extract(full, tmp_path / "l.gguf").path.read_bytes()
+    assert not (tmp_path / "mtp.gguf.part").exists() and not (tmp_path / "mtp.gguf.part.json").exists()
+
+
+# ------------------------------------------------------------------------------------------------ oracle
+FAMILIES = ("qwen35", "qwen35moe", "qwen3next", "glm4moe", "nemotron_h_moe")
+
+
+def _manifest(name: str) -> dict[str, Any]:
+    return json.loads((MANIFESTS / f"{name}.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def upstream_full(llama_bin: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``(family, outtype) -> upstream b11434's full conversion`` of the family's tiny MTP checkpoint."""
+    import mtp_makers
+
+    tree = llama_bin[1]
+    root = tmp_path_factory.mktemp("mtp-oracle")
+    made: dict[tuple[str, str], Path] = {}
+
+    def get(family: str, outtype: str) -> Path:
+        if (family, outtype) not in made:
+            maker, folder = mtp_makers.MAKERS[family]
+            ckpt = root / folder
+            if not ckpt.exists():
+                maker(ckpt)
+            made[family, outtype] = mtp_makers.upstream_convert(ckpt, root / f"{folder}-{outtype}.gguf", outtype,
+                                                                tree=tree)
+        return made[family, outtype]
+
+    return get
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("outtype", ["bf16", "q8_0"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_cuts_equal_upstreams_conversions(family: str, outtype: str, upstream_full: Any, tmp_path: Path) -> None:
+    """extract == ``--mtp``, strip == ``--no-mtp``, graft == the full conversion: every KV (``general.*``
+    included), every tensor's bytes, the order of both."""
+    from golden_manifest import describe
+
+    full = upstream_full(family, outtype)
+    assert describe(full) == _manifest(f"{family}-{outtype}-full")  # the input is the oracle's full file
+    side = extract(full, tmp_path / "mtp.gguf", verify=True)
+    trunk = strip(full, tmp_path / "trunk.gguf", verify=True)
+    both = graft(trunk.path, side.path, tmp_path / "full.gguf", verify=True)
+    assert describe(side.path) == _manifest(f"{family}-{outtype}-mtp")
+    assert describe(trunk.path) == _manifest(f"{family}-{outtype}-nomtp")
+    assert both.path.read_bytes() == full.read_bytes()
+    for r in (side, trunk, both):
+        assert r.report is not None and r.report.passed, r.report.problems if r.report else None
+
+
+def test_oracle_manifests_are_committed() -> None:
+    """Every family x outtype x mode manifest is there, and the sidecars hold MTP blocks only after the trunk."""
+    for fam in FAMILIES:
+        for outtype in ("bf16", "q8_0"):
+            m = {mode: _manifest(f"{fam}-{outtype}-{mode}") for mode in ("full", "mtp", "nomtp")}
+            arch = m["full"]["kv"]["general.architecture"]["value"]
+            bc = m["full"]["kv"][f"{arch}.block_count"]["value"]
+            nx = m["full"]["kv"][f"{arch}.nextn_predict_layers"]["value"]
+            assert m["nomtp"]["kv"][f"{arch}.block_count"]["value"] == bc - nx
+            assert f"{arch}.nextn_predict_layers" not in m["nomtp"]["kv"]
+            blocks = {int(t["name"].split(".")[1]) for t in m["mtp"]["tensors"] if t["name"].startswith("blk.")}
+            assert blocks == set(range(bc - nx, bc))
