@@ -314,6 +314,12 @@ def check_plan(plan: Plan) -> list[Finding]:
         >>> [str(f) for f in check_plan(plan) if f.level == "error"]  # doctest: +SKIP
         []
     """
+    from .variants.nextn import nextn_arch
+
+    if nextn_arch(plan.arch) is not None:  # a target file with an MTP path (full, sidecar or trunk)
+        from .variants.nextn.loader import nextn_findings
+
+        return nextn_findings(plan)
     variant = next((v for v in loader_variants() if v.applies(plan)), None)
     if plan.arch not in S.ARCHES or variant is None:
         hint = " (a fork's arch string upstream does not load)" if plan.arch in S.FORBIDDEN_ARCHES else ""
