@@ -427,7 +427,7 @@ def _cut(run: Callable[..., Any], doing: str, as_json: bool, description: str) -
 
 @app.command("mtp-extract")
 def mtp_extract(
-    file: Annotated[str, typer.Argument(metavar="TARGET.gguf", help=f"A full target GGUF with MTP layers (any tensor type; single or split): a local path, hf://ORG/REPO/file.gguf\\[@REV] or an https:// URL (remote: only the sidecar's bytes are fetched).")],
+    file: Annotated[str, typer.Argument(metavar="TARGET.gguf", help="A full target GGUF with MTP layers (any tensor type; single or split): a local path, hf://ORG/REPO/file.gguf\\[@REV] or an https:// URL (remote: only the sidecar's bytes are fetched).")],
     outfile: MtpOut = None,
     force: MtpForce = False,
     verify: MtpVerify = False,

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import gguf as GQ  # noqa: E402
 import numpy as np
 import pytest
 from conftest import ROOT
@@ -25,7 +26,6 @@ from dspark_convert.gguffile.options import RemoteOptions
 from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.mtp.run import default_name, extract, graft, strip
 
-GQ = pytest.importorskip("gguf")
 MANIFESTS = ROOT / "tests" / "data" / "mtp"
 
 
@@ -113,7 +113,7 @@ def test_split_input_equals_single(full: Path, tmp_path: Path) -> None:
     shards = write_target(tmp_path / "split" / "Tiny.gguf", split=4)
     parts = sorted((tmp_path / "split").glob("*.gguf"))
     assert [p.name for p in parts][0] == "Tiny-00001-of-00004.gguf" and shards
-    one = extract(full, tmp_path / "a.gguf")
+    extract(full, tmp_path / "a.gguf")
     many = extract(parts[2], tmp_path / "b.gguf", verify=True)  # any shard names the set
     assert many.report and many.report.passed
     assert (tmp_path / "a.gguf").read_bytes() == (tmp_path / "b.gguf").read_bytes()
