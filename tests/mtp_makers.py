@@ -137,12 +137,18 @@ def _qwen_mtp(state: dict[str, Any], n: int, full_layer: int, seed: int, prefix:
     return out
 
 
+#: M-RoPE sections that fit the tiny rotary width (head_dim 16 x 0.25 = 4 dims, 2 pairs); upstream's default
+#: [11, 11, 10] is for 64 and makes llama.cpp abort (GGML_ASSERT(sect_dims <= ne0))
+MROPE = {"mrope_section": [1, 1, 0], "mrope_interleaved": True}
+
+
 def make_qwen35_dense(out: Path, seed: int = 0) -> Path:
     """``Qwen3_5ForCausalLM``: 4 trunk layers (3 linear-attention, 1 full) + 1 MTP layer."""
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
     types = ["linear_attention"] * 3 + ["full_attention"]
     cfg = _qwen_common(4, types)
+    cfg["rope_parameters"] = {**cfg["rope_parameters"], **MROPE}
     state = _trunk(Qwen3_5TextConfig, Qwen3_5ForCausalLM, cfg, seed)
     state.update(_qwen_mtp(state, 4, 3, seed))
     config = {**cfg, "architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text",
@@ -158,6 +164,7 @@ def make_qwen35_moe(out: Path, seed: int = 1) -> Path:
     types = ["linear_attention"] * 3 + ["full_attention"]
     cfg = {**_qwen_common(4, types), "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
            "shared_expert_intermediate_size": 32}
+    cfg["rope_parameters"] = {**cfg["rope_parameters"], **MROPE}
     state = _trunk(Qwen3_5MoeTextConfig, Qwen3_5MoeForCausalLM, cfg, seed)
     mtp = _qwen_mtp(state, 4, 3, seed)
     for k in [k for k in mtp if ".mlp.experts." in k]:

@@ -318,3 +318,32 @@ def test_oracle_manifests_are_committed() -> None:
             assert f"{arch}.nextn_predict_layers" not in m["nomtp"]["kv"]
             blocks = {int(t["name"].split(".")[1]) for t in m["mtp"]["tensors"] if t["name"].startswith("blk.")}
             assert blocks == set(range(bc - nx, bc))
+
+
+# ------------------------------------------------------------------------------------------------ llama-server
+PROMPT = [400, 401, 72, 300, 22, 500, 12, 33]
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("family", FAMILIES)
+def test_llama_server_runs_the_cut_sidecar_losslessly(family: str, upstream_full: Any, llama_bin: tuple[Path, Path],
+                                                      tmp_path: Path) -> None:
+    """The trunk from mtp-strip with the sidecar from mtp-extract (``-md … --spec-type draft-mtp``) and the full
+    file drafting with its own MTP block: llama-server b11434 loads both, drafts, and its greedy completion equals
+    the plain one token for token."""
+    from dspark_convert.llamacpp.server import LlamaServer
+
+    binary = llama_bin[0]
+    full = upstream_full(family, "bf16")
+    side = extract(full, tmp_path / "mtp.gguf").path
+    trunk = strip(full, tmp_path / "trunk.gguf").path
+    mtp_flags = ["--spec-type", "draft-mtp", "--spec-draft-p-min", "0", "--spec-draft-n-max", "3"]
+    with LlamaServer(binary, trunk) as s:
+        plain = s.complete(PROMPT, 16)
+    with LlamaServer(binary, trunk, extra=["-md", str(side), *mtp_flags]) as s:
+        spec = s.complete(PROMPT, 16)
+    with LlamaServer(binary, full, extra=mtp_flags) as s:
+        own = s.complete(PROMPT, 16)
+    assert len(plain.tokens) == 16
+    assert spec.tokens == plain.tokens and own.tokens == plain.tokens
+    assert spec.draft_n > 0 and own.draft_n > 0  # the MTP block drafted (random weights: acceptance is not asserted)
