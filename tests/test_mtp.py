@@ -347,3 +347,73 @@ def test_llama_server_runs_the_cut_sidecar_losslessly(family: str, upstream_full
     assert len(plain.tokens) == 16
     assert spec.tokens == plain.tokens and own.tokens == plain.tokens
     assert spec.draft_n > 0 and own.draft_n > 0  # the MTP block drafted (random weights: acceptance is not asserted)
+
+
+# ------------------------------------------------------------------------------------------------ check
+def _findings(path: Path) -> list[tuple[str, str, str]]:
+    from dspark_convert.check import check_file
+
+    return [(f.level, f.rule, f.message) for f in check_file(path)]
+
+
+def test_check_says_what_an_mtp_file_is(full: Path, tmp_path: Path) -> None:
+    side = extract(full, tmp_path / "mtp.gguf").path
+    trunk = strip(full, tmp_path / "trunk.gguf").path
+    (lv, rule, msg), = _findings(full)
+    assert (lv, rule) == ("note", "mtp-kind") and msg.startswith("full target: 3 trunk + 1 MTP block(s)")
+    (lv, rule, msg), = _findings(side)
+    assert (lv, rule) == ("note", "mtp-kind") and "--spec-type draft-mtp" in msg and msg.startswith("MTP sidecar")
+    (lv, rule, msg), = _findings(trunk)
+    assert (lv, rule) == ("note", "mtp-kind") and msg.startswith("target without MTP blocks (3 blocks)")
+
+
+@pytest.mark.parametrize("arch", ["qwen35", "glm4moe"])
+def test_check_a_trunk_that_keeps_the_nextn_key(arch: str, tmp_path: Path) -> None:
+    """A trunk keeping ``nextn_predict_layers`` without the MTP tensors: qwen35's loader still requires them (the
+    file does not load), glm4moe's detects a trunk-only file."""
+    full = write_target(tmp_path / "f.gguf", arch=arch)
+    with read_gguf(full) as f:  # the trunk's tensors, the full header: what a careless cut writes
+        import gguf
+
+        w = gguf.GGUFWriter(tmp_path / "bad.gguf", arch)
+        for name in f.kvs:
+            if name == "general.architecture" or name.startswith("GGUF."):
+                continue
+            kv = f.kvs[name]
+            if kv.type == gguf.GGUFValueType.ARRAY:
+                w.add_array(name, f.value(name))
+            elif kv.type == gguf.GGUFValueType.STRING:
+                w.add_string(name, f.value(name))
+            else:
+                w.add_key_value(name, f.value(name), kv.type)
+        for t in f.tensors:
+            if not t.name.startswith("blk.3."):
+                w.add_tensor(t.name, np.asarray(f.tensor_data(t.name)), raw_dtype=gguf.GGMLQuantizationType(t.ggml_type))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+    found = _findings(tmp_path / "bad.gguf")
+    if arch == "qwen35":
+        assert [(lv, r) for lv, r, _ in found] == [("error", "mtp-kind")]
+        assert "tensor 'blk.3.attn_norm.weight' not found" in found[0][2] and "mtp-strip" in found[0][2]
+    else:
+        assert [(lv, r) for lv, r, _ in found] == [("note", "mtp-kind")] and "trunk-only" in found[0][2]
+
+
+def test_check_target_matches_a_sidecar_with_its_trunk(full: Path, tmp_path: Path) -> None:
+    from dspark_convert.fit import check_fit
+
+    side = extract(full, tmp_path / "mtp.gguf").path
+    trunk = strip(full, tmp_path / "trunk.gguf").path
+    ok = check_fit(side, trunk)
+    assert ok.ok
+    by = {r.id: r for r in ok.results}
+    assert (by["mtp-trunk"].status, by["mtp-trunk"].draft, by["mtp-trunk"].target) == ("pass", 3, 3)
+    assert by["mtp-header"].status == "pass" and by["mtp-spec-type"].status == "info"
+    assert check_fit(side, full).ok  # the full file is a target too
+    other = strip(write_target(tmp_path / "o.gguf", n=4), tmp_path / "o-trunk.gguf").path
+    bad = check_fit(side, other)
+    assert not bad.ok
+    by = {r.id: r for r in bad.results}
+    assert (by["mtp-trunk"].status, by["mtp-trunk"].draft, by["mtp-trunk"].target) == ("fail", 3, 4)

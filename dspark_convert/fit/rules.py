@@ -277,8 +277,13 @@ def arch_rules(arch: str) -> tuple[Rule, ...]:
     (:func:`.variants.base_variant`; a variant refining it adds its own through :func:`variant_rules`); none for an
     arch no variant writes."""
     from ..variants import base_variant
+    from ..variants.nextn import nextn_arch
 
     v = base_variant(arch)
+    if v is None and nextn_arch(arch) is not None:  # an MTP sidecar of a target architecture
+        from ..variants.nextn import fit as nextn_fit
+
+        return nextn_fit.ARCH_RULES
     if v is None or not v.has_role("fit"):
         return ()
     return tuple(getattr(v.role("fit"), "ARCH_RULES", ()))
@@ -289,8 +294,10 @@ def all_rules() -> tuple[Rule, ...]:
     (docs/check.md documents each; a variant's own :func:`variant_rules` are documented on its page)."""
     from ..variants import VARIANTS
 
+    from ..variants.nextn import fit as nextn_fit
+
     archs = dict.fromkeys(v.arch for v in VARIANTS)
-    return (*RULES, *(r for a in archs for r in arch_rules(a)), *TAIL_RULES)
+    return (*RULES, *(r for a in archs for r in arch_rules(a)), *nextn_fit.ARCH_RULES, *TAIL_RULES)
 
 
 def variant_rules(draft: Side) -> tuple[Rule, ...]:

@@ -146,7 +146,7 @@ def side_from_gguf(path: str | os.PathLike[str], *, draft: bool = True, remote: 
         where = str(path) if is_remote_ref(path) else str(f.path)
         header_only = bool(getattr(f, "header_only", False))
         arch = f.arch or ""
-        plan = plan_from_file(f) if draft else None
+        plan = plan_from_file(f) if draft or _has_mtp_path(arch) else None  # an MTP target: its header rules
         tokens = _gguf_tokens(f)
         kvs = {k: f.kvs[k].value for k in KEYS if k in f.kvs}
         hp = {name: f.value(tpl.format(arch=arch)) for name, tpl in HP_KEYS.items()}
@@ -200,6 +200,12 @@ def side_from_hf(spec: str) -> Side:
     arch = model_type if isinstance(model_type, str) else "hf"
     tie = config.get("tie_word_embeddings", (config.get("text_config") or {}).get("tie_word_embeddings"))
     return Side(resolved.label, "hf", arch, tokens, kvs, hp, tied=tie if isinstance(tie, bool) else None, config=config)
+
+
+def _has_mtp_path(arch: str) -> bool:
+    from ..variants.nextn import nextn_arch
+
+    return nextn_arch(arch) is not None
 
 
 def _not_a_draft(side: Side) -> Side:
