@@ -417,3 +417,16 @@ def test_check_target_matches_a_sidecar_with_its_trunk(full: Path, tmp_path: Pat
     assert not bad.ok
     by = {r.id: r for r in bad.results}
     assert (by["mtp-trunk"].status, by["mtp-trunk"].draft, by["mtp-trunk"].target) == ("fail", 3, 4)
+
+
+def test_inspect_says_what_the_file_is_and_how_to_run_it(full: Path, tmp_path: Path) -> None:
+    from dspark_convert.inspect import inspect_gguf
+
+    side = extract(full, tmp_path / "mtp.gguf").path
+    trunk = strip(full, tmp_path / "trunk.gguf").path
+    got = {p.name: inspect_gguf(p, tensors=False)["mtp"] for p in (full, side, trunk)}
+    assert got["mtp.gguf"] == {"kind": "sidecar", "block_count": 4, "trunk_blocks": 3, "nextn_predict_layers": 1,
+                               "serve": "llama-server -m TARGET.gguf -md FILE --spec-type draft-mtp"}
+    assert got[full.name]["kind"] == "full" and got["trunk.gguf"]["kind"] == "trunk"
+    assert got["trunk.gguf"]["nextn_predict_layers"] == 0 and got["trunk.gguf"]["block_count"] == 3
+    assert inspect_gguf(write_target(tmp_path / "l.gguf", arch="llama"), tensors=False)["mtp"] is None
