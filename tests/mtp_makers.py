@@ -255,6 +255,9 @@ def make_nemotron_h(out: Path, seed: int = 4) -> Path:
 #: family -> (maker, the checkpoint folder's name)
 MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "qwen35": (make_qwen35_dense, "Qwen3.5-Tiny"),
+    # a folder name with a size: upstream's name heuristic writes size_label 350K for the full file, and for the
+    # sidecar (181K parameters) turns the size into general.finetune '350k'
+    "qwen35-sized": (make_qwen35_dense, "Qwen3.5-Tiny-350K"),
     "qwen35moe": (make_qwen35_moe, "Qwen3.5-MoE-Tiny"),
     "qwen3next": (make_qwen3_next, "Qwen3-Next-Tiny"),
     "glm4moe": (make_glm4_moe, "GLM-4.5-Tiny"),

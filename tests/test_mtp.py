@@ -258,6 +258,8 @@ def test_remote_deadline_then_restart_fetches_only_what_is_missing(full: Path, t
 
 # ------------------------------------------------------------------------------------------------ oracle
 FAMILIES = ("qwen35", "qwen35moe", "qwen3next", "glm4moe", "nemotron_h_moe")
+#: the oracle cases: every family, and a Qwen3.5 whose folder name carries a size (general.finetune in the sidecar)
+ORACLES = (*FAMILIES, "qwen35-sized")
 
 
 def _manifest(name: str) -> dict[str, Any]:
@@ -288,7 +290,7 @@ def upstream_full(llama_bin: tuple[Path, Path], tmp_path_factory: pytest.TempPat
 
 @pytest.mark.llama
 @pytest.mark.parametrize("outtype", ["bf16", "q8_0"])
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", ORACLES)
 def test_cuts_equal_upstreams_conversions(family: str, outtype: str, upstream_full: Any, tmp_path: Path) -> None:
     """extract == ``--mtp``, strip == ``--no-mtp``, graft == the full conversion: every KV (``general.*``
     included), every tensor's bytes, the order of both."""
@@ -308,7 +310,7 @@ def test_cuts_equal_upstreams_conversions(family: str, outtype: str, upstream_fu
 
 def test_oracle_manifests_are_committed() -> None:
     """Every family x outtype x mode manifest is there, and the sidecars hold MTP blocks only after the trunk."""
-    for fam in FAMILIES:
+    for fam in ORACLES:
         for outtype in ("bf16", "q8_0"):
             m = {mode: _manifest(f"{fam}-{outtype}-{mode}") for mode in ("full", "mtp", "nomtp")}
             arch = m["full"]["kv"]["general.architecture"]["value"]
@@ -318,6 +320,8 @@ def test_oracle_manifests_are_committed() -> None:
             assert f"{arch}.nextn_predict_layers" not in m["nomtp"]["kv"]
             blocks = {int(t["name"].split(".")[1]) for t in m["mtp"]["tensors"] if t["name"].startswith("blk.")}
             assert blocks == set(range(bc - nx, bc))
+    sized = _manifest("qwen35-sized-bf16-mtp")["kv"]
+    assert (sized["general.finetune"]["value"], sized["general.size_label"]["value"]) == ("350k", "181K")
 
 
 # ------------------------------------------------------------------------------------------------ llama-server

@@ -293,7 +293,6 @@ def all_rules() -> tuple[Rule, ...]:
     """Every row of the rule table: :data:`RULES`, each GGUF architecture's :func:`arch_rules`, :data:`TAIL_RULES`
     (docs/check.md documents each; a variant's own :func:`variant_rules` are documented on its page)."""
     from ..variants import VARIANTS
-
     from ..variants.nextn import fit as nextn_fit
 
     archs = dict.fromkeys(v.arch for v in VARIANTS)

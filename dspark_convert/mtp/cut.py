@@ -247,22 +247,88 @@ def size_label_of(names_shapes: list[tuple[str, tuple[int, ...]]]) -> str:
     return str(gguf.size_label(*param_counts(names_shapes)))
 
 
-def _relabel(plan: CutPlan, source: list[Part]) -> None:
-    """``general.size_label`` from the written tensors, when the source's label is the computed one."""
-    for i, kv in enumerate(plan.kvs):
-        if kv.name != SC.GENERAL_SIZE_LABEL:
+def _total(parts: list[Part]) -> int:
+    from ..hf2gguf.metadata import param_counts
+
+    return param_counts((p.tensor.name, p.tensor.shape) for p in parts)[0]
+
+
+def _model_id(f: GGUFFile, total: int, computed: str) -> str | None:
+    """The id upstream's name heuristic read (a folder or repo name such as ``Qwen3.5-9B``), recovered from the
+    ``general.*`` keys it wrote: the candidate is accepted only when gguf-py's own heuristic, run on it with the
+    source's parameter count, gives back every key the source holds (name, organization, basename, finetune,
+    version, size label; a label the heuristic does not give must be ``computed``, the one gguf-py computes)."""
+    from gguf.metadata import Metadata
+
+    name = f.value("general.name")
+    if not isinstance(name, str):
+        return None
+    got = {k: f.value(f"general.{k}") for k in ("organization", "basename", "finetune", "version", "size_label")}
+    candidates = [name.replace(" ", "-")]
+    parts = [got["basename"], got["size_label"], got["finetune"], got["version"]]
+    if all(isinstance(x, str) or x is None for x in parts) and got["basename"]:
+        candidates.append("-".join(x for x in parts if x))
+    for cid in dict.fromkeys(candidates):
+        full, org, base, fine, ver, size = Metadata.get_model_id_components(cid, total)
+        if full is None or Metadata.id_to_title(full) != name:
             continue
-        f = plan.inputs[0]
-        old = f.value(SC.GENERAL_SIZE_LABEL)
-        if old != size_label_of([(p.tensor.name, p.tensor.shape) for p in source]):
-            plan.notes.append(f"general.size_label '{old}' kept: it is not the label computed from the source's "
-                              "tensors (it came from the model's name), and the name is not in the file")
-            return
-        new = size_label_of([(p.tensor.name, p.tensor.shape) for p in plan.tensors])
-        if new != old:
-            plan.kvs[i] = KVOut(kv.name, string_record(kv.name, new), "changed",
-                                f"computed from the written tensors ({old} -> {new})")
+        if (org and Metadata.id_to_title(org)) != got["organization"] and not (org is None and got["organization"] is None):
+            continue
+        if (base, fine, ver) == (got["basename"], got["finetune"], got["version"]) and (
+                size == got["size_label"] or size is None and got["size_label"] == computed):
+            return cid
+    return None
+
+
+def _relabel(plan: CutPlan, source: list[Part]) -> None:
+    """``general.size_label`` (and ``general.finetune``) as upstream writes them for the written tensors: gguf-py's
+    computed label when the source's is the computed one; when the label came from the model's name (recovered by
+    :func:`_model_id`), the name heuristic run again with the written parameter count (a size far from the new
+    count becomes a lower-case finetune, and the label is then computed). Otherwise both are kept, with a note."""
+    f = plan.inputs[0]
+    old = f.value(SC.GENERAL_SIZE_LABEL)
+    if SC.GENERAL_SIZE_LABEL not in f.kvs:
         return
+    src_total, out_total = _total(source), _total(plan.tensors)
+    computed_old = size_label_of([(p.tensor.name, p.tensor.shape) for p in source])
+    computed_new = size_label_of([(p.tensor.name, p.tensor.shape) for p in plan.tensors])
+    finetune: str | None = f.value(SN.GENERAL_FINETUNE)
+    if old == computed_old and finetune is None:
+        new_label, new_finetune, why = computed_new, None, "computed from the written tensors"
+    else:
+        cid = _model_id(f, src_total, computed_old)
+        if cid is None:
+            plan.notes.append(f"general.size_label '{old}' kept: it is neither the label computed from the source's "
+                              "tensors nor one upstream's name rule gives for general.name (a model card or "
+                              "--metadata chose it)")
+            return
+        from gguf.metadata import Metadata
+
+        _, _, _, new_finetune, _, size = Metadata.get_model_id_components(cid, out_total)
+        new_label = size if size is not None else computed_new
+        why = f"upstream's name heuristic on '{cid}' with the written parameter count"
+    kvs = plan.kvs
+    names = [k.name for k in kvs]
+    i = names.index(SC.GENERAL_SIZE_LABEL)
+    if new_label != old:
+        kvs[i] = KVOut(SC.GENERAL_SIZE_LABEL, string_record(SC.GENERAL_SIZE_LABEL, new_label), "changed",
+                       f"{why} ({old} -> {new_label})")
+    if new_finetune == finetune:
+        return
+    if finetune is not None:
+        j = names.index(SN.GENERAL_FINETUNE)
+        if new_finetune is None:
+            del kvs[j]
+            plan.dropped_kvs.append((SN.GENERAL_FINETUNE, f"{why}: no finetune"))
+        else:
+            kvs[j] = KVOut(SN.GENERAL_FINETUNE, string_record(SN.GENERAL_FINETUNE, new_finetune), "changed",
+                           f"{why} ({finetune} -> {new_finetune})")
+        return
+    assert new_finetune is not None
+    after = [n for n in ("general.name", "general.author", "general.version", "general.organization") if n in names]
+    at = names.index(after[-1]) + 1 if after else i
+    kvs.insert(at, KVOut(SN.GENERAL_FINETUNE, string_record(SN.GENERAL_FINETUNE, new_finetune), "added",
+                         f"{why} ('{new_finetune}')"))
 
 
 # ------------------------------------------------------------------------------------------------ extract

@@ -125,6 +125,8 @@ def verify_cut(op: str, inputs: list[list[GGUFFile]], out: GGUFFile) -> CutRepor
             _expect_absent(rep, out, name, "a trunk has no MTP blocks")
         elif op == "extract" and sidecar_drops(arch, name):
             _expect_absent(rep, out, name, "upstream's --mtp leaves it out of a sidecar")
+        elif name not in out.kvs and name == SN.GENERAL_FINETUNE:
+            rep.dropped[name] = "upstream's name rule for the written tensors gives no finetune"
         elif name not in out.kvs:
             rep.problems.append(f"KV {name}: dropped by no rule")
         elif first.record_bytes(name) == out.record_bytes(name):
@@ -137,8 +139,9 @@ def verify_cut(op: str, inputs: list[list[GGUFFile]], out: GGUFFile) -> CutRepor
             want = first.value(name)[:n] if op == "strip" else (side.value(name) if side is not None else None)
             ok = got == want and (op == "strip" or got[: len(first.value(name))] == first.value(name))
             _record(rep, name, ok, "per-layer array over the written blocks")
-        elif name == SC.GENERAL_SIZE_LABEL:
-            rep.changed[name] = f"computed from the written tensors ({first.value(name)} -> {out.value(name)})"
+        elif name in (SC.GENERAL_SIZE_LABEL, SN.GENERAL_FINETUNE):
+            rep.changed[name] = f"upstream's size / name rule for the written tensors ({first.value(name)} -> " \
+                                f"{out.value(name)})"
         else:
             rep.problems.append(f"KV {name}: changed by no rule")
     for name in out.kvs:
@@ -146,6 +149,8 @@ def verify_cut(op: str, inputs: list[list[GGUFFile]], out: GGUFFile) -> CutRepor
             continue
         if op == "graft" and name == nx and side is not None and side.record_bytes(nx) == out.record_bytes(nx):
             rep.added[name] = "the MTP block count, from the sidecar"
+        elif name == SN.GENERAL_FINETUNE:
+            rep.added[name] = f"upstream's name rule for the written tensors ('{out.value(name)}')"
         else:
             rep.problems.append(f"KV {name}: in the output, added by no rule")
     return rep
