@@ -87,13 +87,13 @@ def verify_cut(op: str, inputs: list[list[GGUFFile]], out: GGUFFile) -> CutRepor
             where.setdefault(t.name, f)
     out_names = {t.name for t in out.tensors}
     for t in out.tensors:
-        f = where.get(t.name)
-        if f is None:
+        src = where.get(t.name)
+        if src is None:
             rep.problems.append(f"tensor {t.name}: in the output, in no input")
             continue
-        s = f.tensor(t.name)
-        if (s.ne, s.ggml_type) != (t.ne, t.ggml_type) or not _equal_bytes(f, t.name, out, t.name):
-            rep.problems.append(f"tensor {t.name}: differs from {f.path}'s")
+        s = src.tensor(t.name)
+        if (s.ne, s.ggml_type) != (t.ne, t.ggml_type) or not _equal_bytes(src, t.name, out, t.name):
+            rep.problems.append(f"tensor {t.name}: differs from {src.path}'s")
         else:
             rep.tensors_equal += 1
     for gi, group in enumerate(inputs):

@@ -95,7 +95,7 @@ def _short(v: Any) -> Any:
     return v if not isinstance(v, list) or len(v) <= 8 else f"[{len(v)} items]"
 
 
-MTP = frozenset()  # every draft of an MTP arch (the rule table's ``families`` filter is by family word)
+MTP: frozenset[str] = frozenset()  # every draft of an MTP arch (the rule table's ``families`` filter is by family word)
 ARCH_RULES: tuple[Rule, ...] = (
     Rule("mtp-arch", "sidecar and target of one architecture", MTP, SRC_MTP, rule_arch),
     Rule("mtp-trunk", "the sidecar's trunk block count is the target's", MTP, SRC_MTP_LAYERS, rule_trunk),
