@@ -434,3 +434,25 @@ def test_inspect_says_what_the_file_is_and_how_to_run_it(full: Path, tmp_path: P
     assert got[full.name]["kind"] == "full" and got["trunk.gguf"]["kind"] == "trunk"
     assert got["trunk.gguf"]["nextn_predict_layers"] == 0 and got["trunk.gguf"]["block_count"] == 3
     assert inspect_gguf(write_target(tmp_path / "l.gguf", arch="llama"), tensors=False)["mtp"] is None
+
+
+def test_cli_summary_json_and_default_names(full: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = _cli("mtp-extract", str(full), "--verify", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["output"] == "mtp-Tiny-Q4_K_M.gguf" and doc["kind"] == "sidecar" and doc["trunk_blocks"] == 3
+    assert doc["verify"]["passed"] is True and doc["verify"]["tensors_byte_equal"] == doc["tensors"] == 7
+    assert doc["serve"] == "llama-server -m TARGET.gguf -md mtp-Tiny-Q4_K_M.gguf --spec-type draft-mtp"
+    assert doc["remote"] is None and (tmp_path / "mtp-Tiny-Q4_K_M.gguf").is_file()
+    r = _cli("mtp-strip", str(full))
+    assert r.exit_code == 0, r.output
+    first, *rest = r.stdout.splitlines()
+    assert first.startswith("wrote Tiny-Q4_K_M-trunk.gguf: trunk without MTP blocks (qwen35), 9 tensors")
+    assert "  changed: qwen35.block_count: trunk blocks only (4 -> 3)" in rest
+    assert "  dropped: qwen35.nextn_predict_layers: a trunk has no MTP blocks (a qwen35-style loader refuses it " \
+           "with the key)" in rest
+    r = _cli("mtp-graft", "Tiny-Q4_K_M-trunk.gguf", "mtp-Tiny-Q4_K_M.gguf", "--verify")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "Tiny-Q4_K_M-trunk-grafted.gguf").read_bytes() == full.read_bytes()
+    assert r.stdout.splitlines()[-1].startswith("  verify passed: 12 tensors byte-equal to their source")
