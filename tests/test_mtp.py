@@ -455,4 +455,4 @@ def test_cli_summary_json_and_default_names(full: Path, tmp_path: Path, monkeypa
     r = _cli("mtp-graft", "Tiny-Q4_K_M-trunk.gguf", "mtp-Tiny-Q4_K_M.gguf", "--verify")
     assert r.exit_code == 0, r.output
     assert (tmp_path / "Tiny-Q4_K_M-trunk-grafted.gguf").read_bytes() == full.read_bytes()
-    assert r.stdout.splitlines()[-1].startswith("  verify passed: 12 tensors byte-equal to their source")
+    assert r.stdout.splitlines()[-1].startswith("  verify passed: 13 tensors byte-equal to their source")
