@@ -274,7 +274,8 @@ def upstream_convert(ckpt: Path, out: Path, outtype: str, flags: tuple[str, ...]
            *extra]
     env = {**os.environ, "PYTHONPATH": f"{tree}/gguf-py", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    if p.returncode != 0 or not out.is_file():
+    written = out.is_file() or any(out.parent.glob(out.stem + "-00001-of-*.gguf"))  # a split conversion
+    if p.returncode != 0 or not written:
         raise RuntimeError(f"{ckpt}: upstream convert failed (exit {p.returncode}): {(p.stderr or p.stdout)[-1500:]}")
     return out
 

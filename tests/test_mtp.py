@@ -206,11 +206,13 @@ def test_remote_extract_fetches_only_the_sidecar(full: Path, tmp_path: Path) -> 
         asked = _gets(s, "/Tiny-Q4_K_M.gguf")
     local = extract(full, tmp_path / "local.gguf")
     assert (tmp_path / "mtp.gguf").read_bytes() == local.path.read_bytes()
-    tensor_bytes = sum(b - a for a, b in ranges)
     header_gets = [g for g in asked if g[0] < data_offset]
     data_gets = [g for g in asked if g[0] >= data_offset]
-    assert sorted(data_gets) == sorted(ranges)  # exactly the sidecar's tensors, nothing else of the data
-    assert served == sum(min(b, len(data)) - a for a, b in header_gets) + tensor_bytes
+    held = max(b for _, b in header_gets)  # the header's windows (they also hold the first tensor's bytes)
+    assert all(any(a <= x and y <= b for a, b in ranges) for x, y in data_gets)  # only sidecar tensor bytes
+    covered = sorted([(max(a, held), b) for a, b in ranges if b > held])
+    assert sorted(data_gets) == covered  # every sidecar byte not in the header windows, once
+    assert served == sum(min(b, len(data)) - a for a, b in header_gets) + sum(b - a for a, b in data_gets)
     assert r.fetch is not None and r.fetch.bytes_fetched == served and r.fetch.file_bytes == len(data)
     assert served < len(data) and not (tmp_path / "mtp.gguf.part").exists()
 
@@ -230,30 +232,53 @@ def test_remote_deadline_then_restart_fetches_only_what_is_missing(full: Path, t
         route = Route(data)
         s.routes["/f.gguf"] = route
         calls = {"n": 0}
-        starts = {a for a, _ in ranges}
         real_read = route.read
 
-        def slow_after_two(start: int, stop: int) -> bytes:  # the third tensor range hangs past the deadline
-            if start in starts:
+        def slow_fourth(start: int, stop: int) -> bytes:  # the fourth sidecar tensor hangs past the deadline
+            if start == ranges[3][0]:
                 calls["n"] += 1
-                if calls["n"] == 3:
+                if calls["n"] == 1:
                     threading.Event().wait(1.5)
             return real_read(start, stop)
 
-        route.read = slow_after_two  # type: ignore[method-assign]
-        r = _cli("mtp-extract", f"{s.url}/f.gguf", "-o", str(out), "--deadline", "1", "--timeout", "5")
-        assert r.exit_code == 2 and "deadline" in r.output and len(r.output.strip().splitlines()) == 1, r.output
+        route.read = slow_fourth  # type: ignore[method-assign]
+        with pytest.raises(ConvertError) as e:
+            extract(f"{s.url}/f.gguf", out, remote=RemoteOptions(first_window=2048, deadline=1.0, timeout=5.0))
+        assert "deadline" in str(e.value) and "\n" not in str(e.value)
         assert not out.exists() and (tmp_path / "mtp.gguf.part").is_file()
         state = json.loads((tmp_path / "mtp.gguf.part.json").read_text())
-        assert state["tensors_done"] == 2
+        assert state["tensors_done"] == 3
         route.read = real_read  # type: ignore[method-assign]
         before = len(_gets(s, "/f.gguf"))
-        res = extract(f"{s.url}/f.gguf", out)
+        res = extract(f"{s.url}/f.gguf", out, remote=RemoteOptions(first_window=2048))
         again = [g for g in _gets(s, "/f.gguf")[before:] if g[0] >= data_offset]
-    assert sorted(again) == sorted(ranges)[2:] or sorted(again) == sorted(ranges[2:])
-    assert res.fetch is not None and res.fetch.resumed_tensors == 2
+    assert all(any(a <= x and y <= b for a, b in ranges[3:]) for x, y in again)  # the first three not again
+    assert {b for _, b in again} == {b for _, b in ranges[3:]}
+    assert res.fetch is not None and res.fetch.resumed_tensors == 3
     assert out.read_bytes() == extract(full, tmp_path / "l.gguf").path.read_bytes()
     assert not (tmp_path / "mtp.gguf.part").exists() and not (tmp_path / "mtp.gguf.part.json").exists()
+
+
+def test_remote_split_file_on_the_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hf://ORG/REPO/NAME-00002-of-0000N.gguf@REV: every shard's header, then the sidecar's tensors of whichever
+    shard holds them; the result equals the local extraction of the same shards."""
+    from conftest import point_hub_at
+
+    (tmp_path / "split").mkdir()
+    write_target(tmp_path / "split" / "T.gguf", split=4)
+    shards = sorted((tmp_path / "split").glob("*.gguf"))
+    with FileServer() as s:
+        for p in shards:
+            s.add_hub_file("org/T-GGUF", p.name, p.read_bytes(), revision="v1")
+        point_hub_at(s.url, tmp_path, monkeypatch)
+        r = extract(f"hf://org/T-GGUF/{shards[1].name}@v1", tmp_path / "mtp.gguf",
+                    remote=RemoteOptions(first_window=4096))
+        served = s.sent()
+    local = extract(shards[0], tmp_path / "local.gguf")
+    assert (tmp_path / "mtp.gguf").read_bytes() == local.path.read_bytes()
+    assert r.fetch is not None and r.fetch.file_bytes == sum(p.stat().st_size for p in shards)
+    assert r.fetch.bytes_fetched == served <= r.fetch.file_bytes  # tiny shards: the header windows hold most
+    assert r.fetch.source["kind"] == "hub" and r.fetch.source["revision"] == "v1"
 
 
 # ------------------------------------------------------------------------------------------------ oracle
@@ -306,6 +331,27 @@ def test_cuts_equal_upstreams_conversions(family: str, outtype: str, upstream_fu
     assert both.path.read_bytes() == full.read_bytes()
     for r in (side, trunk, both):
         assert r.report is not None and r.report.passed, r.report.problems if r.report else None
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("outtype", ["bf16", "q8_0"])
+def test_cuts_of_upstreams_split_conversion(outtype: str, llama_bin: tuple[Path, Path], tmp_path: Path) -> None:
+    """Upstream's full conversion split by ``--split-max-tensors 16``: extract == ``--mtp`` and strip ==
+    ``--no-mtp`` (the single-file manifests: the cut is one file), from any shard."""
+    import mtp_makers
+    from golden_manifest import describe
+
+    maker, folder = mtp_makers.MAKERS["qwen35"]
+    ckpt = maker(tmp_path / folder)
+    mtp_makers.upstream_convert(ckpt, tmp_path / "full.gguf", outtype, tree=llama_bin[1],
+                                extra=("--split-max-tensors", "16"))  # writes full-0000i-of-0000N.gguf
+    shards = sorted(tmp_path.glob("full-*-of-*.gguf"))
+    assert len(shards) == 5
+    side = extract(shards[-1], tmp_path / "mtp.gguf", verify=True)
+    trunk = strip(shards[0], tmp_path / "trunk.gguf", verify=True)
+    assert describe(side.path) == _manifest(f"qwen35-{outtype}-mtp")
+    assert describe(trunk.path) == _manifest(f"qwen35-{outtype}-nomtp")
+    assert side.report is not None and side.report.passed and "split.count" in side.report.dropped
 
 
 def test_oracle_manifests_are_committed() -> None:

@@ -105,7 +105,13 @@ def extract_remote(ref: str, out: Path, *, options: RemoteOptions, force: bool =
                 if progress is not None:
                     progress(len(chunk))
 
-            readers[p.src].read_range(t.offset, t.offset + (t.nbytes or 0), sink)
+            start, end = t.offset, t.offset + (t.nbytes or 0)
+            held = readers[p.src].buf  # bytes [0, len) came with the header: not fetched twice
+            if start < len(held):
+                sink(bytes(held[start:min(end, len(held))]))
+                start = min(end, len(held))
+            if start < end:
+                readers[p.src].read_range(start, end, sink)
             os.fdatasync(fd)
             _save_state(state_path, identity, digest, i + 1)
         os.ftruncate(fd, total)
