@@ -160,6 +160,12 @@ def test_refusals_are_one_line_and_leave_nothing(case: str, tmp_path: Path) -> N
         assert out.read_bytes() == b"keep"
 
 
+def test_strip_refuses_a_remote_file(tmp_path: Path) -> None:
+    r = _cli("mtp-strip", "hf://org/repo/model-Q4_K_M.gguf", "-o", str(tmp_path / "t.gguf"))
+    assert r.exit_code == 2 and "download it first" in r.output and len(r.output.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("what", ["vocab", "header", "blocks"])
 def test_graft_refuses_another_models_sidecar(what: str, tmp_path: Path) -> None:
     full = write_target(tmp_path / "a.gguf")

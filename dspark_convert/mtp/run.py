@@ -87,6 +87,11 @@ def _destination(out: Path, inputs: list[str], force: bool) -> None:
 
 @contextlib.contextmanager
 def _opened(ref: str) -> Iterator[list[GGUFFile]]:
+    from ..gguffile.refs import is_remote_ref
+
+    if not Path(ref).exists() and is_remote_ref(ref):
+        raise ConvertError(f"{ref}: a remote file; mtp-strip and mtp-graft read local files (they copy nearly every "
+                           "byte): download it first (mtp-extract reads remote files)")
     if not Path(ref).exists():
         shards = split_names(Path(ref))
         if shards is None or not shards[0].exists():
