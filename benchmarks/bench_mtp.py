@@ -8,11 +8,13 @@ a Qwen3.5 checkpoint at that size. Each measurement runs in a fresh subprocess (
 * ``extract``: ``dspark_convert.mtp.run.extract`` of the file (header parse, plan, kernel copy of the sidecar's
   tensors, fsync, rename);
 * ``copy``: the baseline, ``shutil.copyfile`` of a file exactly as large as the sidecar (the same bytes to move,
-  with the same kernel copy; no fsync, so the ratio is if anything pessimistic for extract);
+  with the same kernel copy; no fsync, so the ratio is if anything pessimistic for extract), and ``copy+fsync``,
+  the same followed by an fsync (extract fsyncs its file before the rename);
 * ``remote``: the same extraction over HTTP from the test suite's loopback server (tests/http_server.py),
   with the bytes fetched as a fraction of the remote file.
 
-The page cache is warm for both local measurements (the file was just written). Run:
+The page cache is warm for both local measurements (the file was just written); each run's destination is
+removed (and synced) before its clock starts. Run:
 ``python benchmarks/bench_mtp.py [--gib 2] [--runs 5] [--no-remote]``. Peak memory is each child's ``VmHWM``
 (``/proc/self/status``), which a fresh ``exec`` resets.
 """
@@ -45,6 +47,9 @@ if what in ("extract", "remote"):
     from dspark_convert.gguffile.options import RemoteOptions
     import gguf  # the size label's rule (imported on first use otherwise)
 out["import_seconds"] = time.perf_counter() - t_imp
+if os.path.exists(dst):  # freeing the previous run's output is not part of either operation
+    os.unlink(dst)
+    os.sync()
 t0 = time.perf_counter()
 if what == "extract":
     r = extract(src, dst, force=True)
