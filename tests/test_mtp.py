@@ -128,7 +128,8 @@ def _cli(*args: str) -> Any:
     return CliRunner().invoke(app, list(args))
 
 
-@pytest.mark.parametrize("case", ["no-mtp", "llama", "deepseek4", "glm5-next", "sidecar", "exists", "folder"])
+@pytest.mark.parametrize("case", ["no-mtp", "llama", "deepseek4", "glm5-next", "sidecar", "exists", "folder",
+                                  "nextn-too-big"])
 def test_refusals_are_one_line_and_leave_nothing(case: str, tmp_path: Path) -> None:
     out = tmp_path / "out.gguf"
     src = tmp_path / "in.gguf"
@@ -139,6 +140,12 @@ def test_refusals_are_one_line_and_leave_nothing(case: str, tmp_path: Path) -> N
         write_target(src, arch=case)
         want = {"llama": "has no MTP (NextN) path", "deepseek4": "convert the checkpoint with upstream's "
                 "convert_hf_to_gguf.py --mtp", "glm5-next": "a sidecar would not run"}[case]
+    elif case == "nextn-too-big":
+        write_target(src)
+        src.write_bytes(src.read_bytes().replace(  # nextn_predict_layers 1 -> 9 (block_count 4)
+            b"qwen35.nextn_predict_layers" + (4).to_bytes(4, "little") + (1).to_bytes(4, "little"),
+            b"qwen35.nextn_predict_layers" + (4).to_bytes(4, "little") + (9).to_bytes(4, "little")))
+        want = "qwen35.nextn_predict_layers = 9 with qwen35.block_count = 4: expected 0 <"
     elif case == "sidecar":
         extract(write_target(tmp_path / "f.gguf"), src)
         want = "is an MTP sidecar"

@@ -215,6 +215,10 @@ def _layout(f: GGUFFile, row: NextnArch, parts: list[Part]) -> Layout:
 
 
 def _need_full(f: GGUFFile, lay: Layout, op: str) -> None:
+    bc, nx = SC.BLOCK_COUNT.format(arch=lay.arch), SN.NEXTN_PREDICT_LAYERS.format(arch=lay.arch)
+    if lay.nextn and not 0 < lay.nextn < lay.block_count:
+        raise ConvertError(f"{f.path}: {nx} = {lay.nextn} with {bc} = {lay.block_count}: expected 0 < "
+                           f"{nx} < {bc} (the MTP blocks follow at least one trunk block)")
     what = {"sidecar": "is an MTP sidecar (no trunk blocks)", "trunk": "holds no MTP layers (no "
             f"{SN.NEXTN_PREDICT_LAYERS.format(arch=lay.arch)}, or no blk.{{>= {lay.n}}} tensors)",
             "empty": f"has neither trunk nor MTP blocks (no {SN.T_TRUNK_PROBE})"}

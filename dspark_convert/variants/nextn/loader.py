@@ -26,6 +26,9 @@ def nextn_findings(plan: Plan) -> list[Finding]:
     bc_key, nx_key = SC.BLOCK_COUNT.format(arch=arch), SN.NEXTN_PREDICT_LAYERS.format(arch=arch)
     if not lay.block_count:
         return [Finding("error", bc_key, "mtp-blocks", "missing or 0: the loader needs the block count")]
+    if lay.nextn >= lay.block_count:
+        return [Finding("error", nx_key, "mtp-blocks", f"{lay.nextn} MTP blocks with {bc_key} = {lay.block_count}: "
+                        "the trunk would have no block (n_layer() = block_count - nextn_predict_layers)")]
     for key in per_layer_keys(arch):  # get_key_or_arr: an array must have exactly block_count entries
         v = plan.value(key)
         if isinstance(v, list) and len(v) != lay.block_count:
