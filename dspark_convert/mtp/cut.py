@@ -15,9 +15,9 @@ The header rules (spec: drafts-beyond-dflash.md §1.8):
 * graft: the trunk's KVs with ``block_count``, ``nextn_predict_layers`` and the per-layer arrays taken from the
   sidecar (whose first ``n`` entries must be the trunk's); tensors: the trunk's and the sidecar's MTP blocks, merged
   in the order upstream's full conversion writes them when the checkpoint stores the MTP tensors together;
-* all three: ``split.*`` dropped (the output is one file) and ``general.size_label`` recomputed from the written
-  tensors when the source's label was the computed one (gguf-py's rule); a label that came from the model's name is
-  kept, and so is ``general.finetune`` (upstream re-derives both from the checkpoint's id, which a GGUF does not hold).
+* all three: ``split.*`` dropped (the output is one file); ``general.size_label`` and ``general.finetune`` as
+  upstream writes them for the written tensors (:func:`_relabel`: gguf-py's computed label, or upstream's name
+  heuristic re-run on the model id recovered from ``general.name``); a label neither explains is kept, with a note.
 """
 
 from __future__ import annotations
@@ -226,7 +226,7 @@ def _need_full(f: GGUFFile, lay: Layout, op: str) -> None:
         raise ConvertError(f"{f.path}: {what[lay.kind]}; {op} needs a full target file with MTP layers")
 
 
-def _common_kvs(f: GGUFFile, op: str, plan_kvs: list[KVOut], dropped: list[tuple[str, str]],
+def _common_kvs(f: GGUFFile, plan_kvs: list[KVOut], dropped: list[tuple[str, str]],
                 rule: Callable[[str], KVOut | str | None]) -> None:
     """Walk ``f``'s KVs in order: ``rule(name)`` returns a replacement record, a reason to drop it, or None (keep)."""
     for name in f.kvs:
@@ -352,7 +352,7 @@ def plan_extract(files: list[GGUFFile]) -> CutPlan:
             return "upstream's --mtp writes no per-layer-embedding keys into a sidecar"
         return None
 
-    _common_kvs(f, "extract", kvs, dropped, rule)
+    _common_kvs(f, kvs, dropped, rule)
     kept = [p for p in parts if _in_sidecar(p.tensor.name, lay.n)]
     plan = CutPlan("extract", row.arch, files, kvs, kept, f.alignment, lay, dropped, len(parts) - len(kept))
     _relabel(plan, parts)
@@ -396,7 +396,7 @@ def plan_strip(files: list[GGUFFile]) -> CutPlan:
                          f"per-layer array cut to the trunk's {lay.n} entries")
         return None
 
-    _common_kvs(f, "strip", kvs, dropped, rule)
+    _common_kvs(f, kvs, dropped, rule)
     kept = [p for p in parts if (b := block_of(p.tensor.name)) is None or b < lay.n]
     plan = CutPlan("strip", arch, files, kvs, kept, f.alignment, lay, dropped, len(parts) - len(kept))
     _relabel(plan, parts)
@@ -439,7 +439,7 @@ def plan_graft(trunk: list[GGUFFile], sidecar: list[GGUFFile]) -> CutPlan:
                                                                 "sidecar")
         return None
 
-    _common_kvs(t, "graft", kvs, dropped, rule)
+    _common_kvs(t, kvs, dropped, rule)
     if nx_key not in s.kvs:
         raise ConvertError(f"{s.path}: no {nx_key}")
     _insert_after_predecessor(kvs, KVOut(nx_key, s.record_bytes(nx_key), "added", "the MTP block count, from the "
