@@ -281,9 +281,7 @@ def arch_rules(arch: str) -> tuple[Rule, ...]:
 
     v = base_variant(arch)
     if v is None and nextn_arch(arch) is not None:  # an MTP sidecar of a target architecture
-        from ..variants.nextn import fit as nextn_fit
-
-        return nextn_fit.ARCH_RULES
+        return _mtp_rules()
     if v is None or not v.has_role("fit"):
         return ()
     return tuple(getattr(v.role("fit"), "ARCH_RULES", ()))
@@ -293,10 +291,16 @@ def all_rules() -> tuple[Rule, ...]:
     """Every row of the rule table: :data:`RULES`, each GGUF architecture's :func:`arch_rules`, :data:`TAIL_RULES`
     (docs/check.md documents each; a variant's own :func:`variant_rules` are documented on its page)."""
     from ..variants import VARIANTS
-    from ..variants.nextn import fit as nextn_fit
-
     archs = dict.fromkeys(v.arch for v in VARIANTS)
-    return (*RULES, *(r for a in archs for r in arch_rules(a)), *nextn_fit.ARCH_RULES, *TAIL_RULES)
+    return (*RULES, *(r for a in archs for r in arch_rules(a)), *_mtp_rules(), *TAIL_RULES)
+
+
+def _mtp_rules() -> tuple[Rule, ...]:
+    """The rules of an MTP sidecar and its target (:mod:`.mtp`, loaded by name as a variant's ``fit`` role is: it
+    builds on this module)."""
+    import importlib
+
+    return tuple(importlib.import_module(f"{__package__}.mtp").ARCH_RULES)
 
 
 def variant_rules(draft: Side) -> tuple[Rule, ...]:
