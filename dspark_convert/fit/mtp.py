@@ -3,18 +3,17 @@ for (``common/speculative.cpp``: the ``draft-mtp`` implementation's constructor,
 spec: drafts-beyond-dflash.md §1.6, §1.7). The sidecar and the target share one architecture and one trunk: the
 sidecar's header is the full model's, so every ``{arch}.*`` key but the block count, the MTP count and the per-layer
 arrays must equal the target's, and the sidecar's trunk block count must be the target's. The architecture facts
-are :mod:`dspark_convert.variants.nextn`'s; :func:`~.rules.arch_rules` loads this module by name, as it loads a
-draft variant's ``fit`` role.
+are :mod:`dspark_convert.variants.nextn`'s.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..roles.fit import Outcome, Pair, Rule
 from ..schema import core as SC
 from ..schema import nextn as SN
 from ..variants.nextn import layout, nextn_arch, per_layer_keys
-from .rules import Outcome, Pair, Rule
 
 SRC_MTP = "common/speculative.cpp: common_speculative_impl_draft_mtp() (n_embd_out of both models, n_layer_nextn)"
 SRC_MTP_DETECT = "common/speculative.cpp: common_speculative_types_from_gguf() (blk.{block_count-1}.nextn.eh_proj)"
