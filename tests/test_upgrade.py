@@ -500,6 +500,7 @@ def test_config_keys_from_checkpoint(case: str, qwen3_group: Path, golden_dir: P
     config.json in hf2gguf's order: equal to upstream b11434's file."""
     from dspark_convert import convert
     from dspark_convert.upgrade import config_keys
+
     CONFIG_KEYS = config_keys()
 
     today = tmp_path / "today.gguf"
@@ -650,6 +651,7 @@ def test_dspark_config_keys_from_checkpoint(case: str, qwen3_group: Path, tmp_pa
     --match-upstream's, which equals upstream b11434's conversion up to hf2gguf's general.base_model keys)."""
     from dspark_convert import convert
     from dspark_convert.upgrade import config_keys
+
     CONFIG_KEYS = config_keys()
 
     draft = _dspark_with_config_keys(qwen3_group, tmp_path, case)
@@ -784,17 +786,20 @@ def test_dsv4_dspark_with_checkpoint_is_left_alone(old_file, golden_inputs: Path
 
 # ---------------------------------------------------------------------------------------------- the rules' home
 def test_every_variant_has_upgrade_rules() -> None:
-    """The driver asks the registry: every variant has an ``upgrade`` role; the lineage's config-key rules belong
-    to the variants whose converters follow the lineage's config schema, and ``upgrade.config_keys()`` is their
-    union."""
-    from dspark_convert.registry import VARIANTS
+    """The driver asks the registry: a variant's rules are its ``upgrade`` role's, else the refined variant's, else
+    the base rules (none); the lineage's config-key rules belong to the variants whose converters follow the
+    lineage's config schema, and ``upgrade.config_keys()`` is their union."""
+    from dspark_convert.registry import BY_NAME, VARIANTS
     from dspark_convert.roles.upgrade import UpgradeRules
     from dspark_convert.staleness import variant_rules
     from dspark_convert.upgrade import config_keys
+
     CONFIG_KEYS = config_keys()
 
     assert all(isinstance(variant_rules(v.name), UpgradeRules) for v in VARIANTS)
-    assert all(v.has_role("upgrade") or v.refines for v in VARIANTS)  # else a new arch's files would get no rules
+    rules = {v.name: variant_rules(v.name) for v in VARIANTS}
+    assert type(rules["eagle3"]) is UpgradeRules and not BY_NAME["eagle3"].has_role("upgrade")     # the base rules
+    assert rules["dflash2"] is BY_NAME["dflash"].role("upgrade").RULES                              # the refined's
     keys = {v.name: variant_rules(v.name).config_keys for v in VARIANTS}
     assert {n: len(k) for n, k in keys.items()} == {"dsv4": 0, "gemma4": 0, "dflash2": 5, "dflash": 5, "eagle3": 0}
     assert CONFIG_KEYS == keys["dflash"] == keys["dflash2"]
