@@ -208,7 +208,17 @@ def check_plan(plan: Plan) -> list[Finding]:
         >>> [str(f) for f in check_plan(plan) if f.level == "error"]  # doctest: +SKIP
         []
     """
+    from .variants.nextn import nextn_arch
+
     loader = loader_role(plan)
+    kind: list[Finding] = []
+    if nextn_arch(plan.arch) is not None:  # a target file with an MTP path: full, sidecar or trunk
+        from .variants.nextn.loader import nextn_findings
+
+        kind = nextn_findings(plan)
+        if loader is None:  # a full target or a trunk: the nextn rules are the whole check
+            return kind
+        kind = [f for f in kind if f.level == "note"]  # a sidecar: what it is, then its variant's loader rules
     if plan.arch not in S.ARCHES or loader is None:
         hint = " (a fork's arch string upstream does not load)" if plan.arch in S.FORBIDDEN_ARCHES else ""
         return [Finding("error", S.GENERAL_ARCHITECTURE, "arch", f"'{plan.arch}' is not a draft architecture llama.cpp "
@@ -223,7 +233,7 @@ def check_plan(plan: Plan) -> list[Finding]:
     companion_rules(c)  # optional .scale / .input_scale of the linears (NVFP4 drafts)
     tensor_extra_rules(c)
     _tensor_rules(c)
-    return c.findings
+    return kind + c.findings
 
 
 def spec_type(plan: Plan) -> SpecType:

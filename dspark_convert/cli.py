@@ -404,6 +404,89 @@ def upgrade(
         raise typer.Exit(2)
 
 
+# ------------------------------------------------------------------------------------------------ MTP cuts
+MtpOut = Annotated[str | None, typer.Option("--outfile", "-o", metavar="FILE", help="Output file (default: see docs/mtp.md).")]
+MtpForce = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]
+MtpVerify = Annotated[bool, typer.Option("--verify", help="Re-read the output: every tensor byte-equal to its source, every KV kept, changed or dropped by a rule.")]
+MtpJson = Annotated[bool, typer.Option("--json", help="Machine-readable summary on stdout.")]
+
+
+def _cut(run: Callable[..., Any], doing: str, as_json: bool, description: str) -> None:
+    """Run an MTP cut with a progress bar, then print its summary (or JSON); exit 1 when --verify fails."""
+    from .render import byte_progress
+
+    with byte_progress(not as_json, description) as bar:
+        state = {"done": 0, "total": 0}
+
+        def ready(plan: Any) -> None:
+            state["total"] = plan.data_bytes
+
+        def step(n: int) -> None:
+            state["done"] += n
+            if bar is not None:
+                bar(state["done"], state["total"])
+
+        result = run_or_exit(lambda: run(progress=step, plan_ready=ready), doing)
+    _State.written = str(result.path)
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        from .render.mtp import cut_lines
+
+        STDOUT.write("\n".join(cut_lines(result)) + "\n")
+    if result.report is not None and not result.report.passed:
+        raise typer.Exit(1)
+
+
+@app.command("mtp-extract")
+def mtp_extract(
+    file: Annotated[str, typer.Argument(metavar="TARGET.gguf", help="A full target GGUF with MTP layers (any tensor type; single or split): a local path, hf://ORG/REPO/file.gguf\\[@REV] or an https:// URL (remote: only the sidecar's bytes are fetched).")],
+    outfile: MtpOut = None,
+    force: MtpForce = False,
+    verify: MtpVerify = False,
+    as_json: MtpJson = False,
+    timeout: Timeout = 30.0,
+    deadline: Annotated[float, typer.Option("--deadline", min=0.001, help="Remote files: seconds for the whole fetch, retries included.")] = 3600.0,
+) -> None:
+    """Cut the MTP sidecar (what upstream's convert_hf_to_gguf.py --mtp writes) out of a full target GGUF; default name mtp-NAME.gguf."""
+    from .mtp.run import extract
+
+    _cut(lambda **kw: extract(file, outfile, force=force, verify=verify,
+                              remote=remote_options(512, timeout, deadline), **kw),
+         f"extracting the MTP sidecar of {file}", as_json, "extracting")
+
+
+@app.command("mtp-strip")
+def mtp_strip(
+    file: Annotated[str, typer.Argument(metavar="TARGET.gguf", help="A full local target GGUF with MTP layers (single or split).")],
+    outfile: MtpOut = None,
+    force: MtpForce = False,
+    verify: MtpVerify = False,
+    as_json: MtpJson = False,
+) -> None:
+    """Write the trunk of a full target GGUF without its MTP layers (what upstream's --no-mtp writes); default name NAME-trunk.gguf."""
+    from .mtp.run import strip
+
+    _cut(lambda **kw: strip(file, outfile, force=force, verify=verify, **kw), f"stripping the MTP layers of {file}",
+         as_json, "stripping")
+
+
+@app.command("mtp-graft")
+def mtp_graft(
+    trunk: Annotated[str, typer.Argument(metavar="TRUNK.gguf", help="A trunk GGUF (mtp-strip's or upstream's --no-mtp).")],
+    sidecar: Annotated[str, typer.Argument(metavar="MTP.gguf", help="Its MTP sidecar (mtp-extract's or upstream's --mtp).")],
+    outfile: MtpOut = None,
+    force: MtpForce = False,
+    verify: MtpVerify = False,
+    as_json: MtpJson = False,
+) -> None:
+    """Put a trunk and its MTP sidecar back into one full target GGUF; default name TRUNK-grafted.gguf."""
+    from .mtp.run import graft
+
+    _cut(lambda **kw: graft(trunk, sidecar, outfile, force=force, verify=verify, **kw),
+         f"grafting {sidecar} onto {trunk}", as_json, "grafting")
+
+
 class _OneLineWarnings(logging.Handler):
     """Library warnings (fallbacks, recognised-by-regex tokenizers, ...) as one 'warning:' line each on stderr."""
 

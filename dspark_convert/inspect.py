@@ -182,6 +182,25 @@ def _spec_type(f: GGUFFile) -> dict[str, Any] | None:
     return st.to_dict() if st.spec_type is not None else None
 
 
+def _mtp(f: GGUFFile) -> dict[str, Any] | None:
+    """What a target file with an MTP path is (full, sidecar, trunk) and how llama-server runs it
+    (:mod:`.variants.nextn`); None for any other arch."""
+    from .variants.nextn import layout, nextn_arch
+
+    row = nextn_arch(f.arch)
+    if row is None:
+        return None
+    lay = layout(row, f.value, [t.name for t in f.tensors])
+    serve = {"full": "llama-server -m FILE --spec-type draft-mtp (its own MTP blocks); mtp-extract cuts the sidecar",
+             "sidecar": "llama-server -m TARGET.gguf -md FILE --spec-type draft-mtp",
+             "trunk": "llama-server -m FILE [-md mtp-SIDECAR.gguf --spec-type draft-mtp]",
+             "empty": "nothing to run"}[lay.kind]
+    if row.no_graph and lay.kind in ("full", "sidecar"):
+        serve = f"cannot draft: {row.no_graph}"
+    return {"kind": lay.kind, "block_count": lay.block_count, "trunk_blocks": lay.n,
+            "nextn_predict_layers": lay.nextn, "serve": serve}
+
+
 def describe_gguf(f: GGUFFile, *, full_arrays: bool = False, tensors: bool = True, filter: str | None = None,
                   stats: bool = False) -> dict[str, Any]:
     """:func:`inspect_gguf` on an already opened file."""
@@ -205,6 +224,7 @@ def describe_gguf(f: GGUFFile, *, full_arrays: bool = False, tensors: bool = Tru
         "by_type": _by_type(f),
         "tokenizer": tokenizer_summary(f),
         "spec_type": _spec_type(f),
+        "mtp": _mtp(f),
         "kvs": {kv.name: kv_entry(f, kv, full_arrays) for kv in f.kvs.values() if match(kv.name)},
         "tensors": None,
     }

@@ -97,7 +97,7 @@ def load_target(ref: str | os.PathLike[str], remote: RemoteOptions | None = None
 
         with open_gguf_source(text, remote) as g:
             arch = g.arch or ""
-            if any(v.arch == arch for v in VARIANTS):  # an arch only drafts write
+            if any(v.arch == arch and v.by_arch for v in VARIANTS):  # an arch only drafts write
                 raise ConvertError(f"--target {text}: is a draft GGUF (general.architecture '{arch}'), not a target "
                                    "model; pass the target model the draft was made for")
             kvs = {k: g.value(k) for k in _target_gguf_keys(arch) if k in g.kvs}

@@ -801,7 +801,8 @@ def test_every_variant_has_upgrade_rules() -> None:
     assert type(rules["eagle3"]) is UpgradeRules and not BY_NAME["eagle3"].has_role("upgrade")     # the base rules
     assert rules["dflash2"] is BY_NAME["dflash"].role("upgrade").RULES                              # the refined's
     keys = {v.name: variant_rules(v.name).config_keys for v in VARIANTS}
-    assert {n: len(k) for n, k in keys.items()} == {"dsv4": 0, "gemma4": 0, "dflash2": 5, "dflash": 5, "eagle3": 0}
+    assert {n: len(k) for n, k in keys.items()} == {"dsv4": 0, "gemma4": 0, "dflash2": 5, "dflash": 5,
+                                                       "gemma4_assistant": 0, "eagle3": 0, "mtp": 0}
     assert CONFIG_KEYS == keys["dflash"] == keys["dflash2"]
     assert CONFIG_KEYS[0] == "dflash.rope.dimension_count" and CONFIG_KEYS[-1] == "dflash.attention.causal"
 

@@ -239,8 +239,11 @@ def arch_rules(arch: str) -> tuple[Rule, ...]:
     (:func:`.variants.base_variant`; a variant refining it adds its own through :func:`variant_rules`); none for an
     arch no variant writes."""
     from ..registry import base_variant
+    from ..variants.nextn import nextn_arch
 
     v = base_variant(arch)
+    if v is None and nextn_arch(arch) is not None:  # an MTP sidecar of a target architecture
+        return _mtp_rules()
     if v is None or not v.has_role("fit"):
         return ()
     return tuple(getattr(v.role("fit"), "ARCH_RULES", ()))
@@ -252,7 +255,14 @@ def all_rules() -> tuple[Rule, ...]:
     from ..registry import VARIANTS
 
     archs = dict.fromkeys(v.arch for v in VARIANTS)
-    return (*RULES, *(r for a in archs for r in arch_rules(a)), *TAIL_RULES)
+    return (*RULES, *(r for a in archs for r in arch_rules(a)), *_mtp_rules(), *TAIL_RULES)
+
+
+def _mtp_rules() -> tuple[Rule, ...]:
+    """The rules of an MTP sidecar and its target (:mod:`.mtp`)."""
+    from .mtp import ARCH_RULES
+
+    return ARCH_RULES
 
 
 def variant_rules(draft: Side) -> tuple[Rule, ...]:

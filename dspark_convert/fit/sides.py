@@ -52,7 +52,7 @@ def side_from_gguf(path: str | os.PathLike[str], *, draft: bool = True, remote: 
         where = str(path) if is_remote_ref(path) else str(f.path)
         header_only = bool(getattr(f, "header_only", False))
         arch = f.arch or ""
-        plan = plan_from_file(f) if draft else None
+        plan = plan_from_file(f) if draft or _has_mtp_path(arch) else None  # an MTP target: its header rules
         tokens = _gguf_tokens(f)
         kvs = {k: f.kvs[k].value for k in KEYS if k in f.kvs}
         hp = {name: f.value(tpl.format(arch=arch)) for name, tpl in HP_KEYS.items()}
@@ -119,6 +119,12 @@ def _keyed(side: Side) -> Side:
     word = getattr(v.role("fit"), "family_word", None) if v.has_role("fit") else None
     side.family = str(word(side.tensors)) if word is not None else v.name
     return side
+
+
+def _has_mtp_path(arch: str) -> bool:
+    from ..variants.nextn import nextn_arch
+
+    return nextn_arch(arch) is not None
 
 
 def _not_a_draft(side: Side) -> Side:

@@ -28,6 +28,7 @@ import ssl
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -197,6 +198,48 @@ class RangeReader:
             stop = min(max(end, len(self.buf) + self._window), cap)
             self._fetch(len(self.buf), stop)
         return self.buf
+
+    def read_range(self, start: int, stop: int, sink: Callable[[bytes], None]) -> None:
+        """Pass bytes ``[start, stop)`` of the file to ``sink``, in order, in chunks of at most 1 MiB (nothing is
+        kept in :attr:`buf`). A broken or timed-out connection resumes at the first byte not yet passed on
+        (``retries`` further attempts without progress, then one error line); the deadline, the minimum rate
+        and the file's size and ETag are checked as for the header. A server ignoring ``Range`` is refused."""
+        pos, failures = start, 0
+        while pos < stop:
+            try:
+                resp = self._request(pos, stop)
+                try:
+                    if resp.status != 206:
+                        raise ConvertError(f"{self.name}: the server ignores Range requests ({_status_text(resp.status, resp.reason)}); "
+                                           "download the file, then run the command on the local copy")
+                    raw = resp.headers.get("Content-Range", "")
+                    m = _CONTENT_RANGE.match(raw)
+                    if m is None or m.group(3) == "*" or int(m.group(1)) != pos:
+                        raise ConvertError(f"{self.name}: asked for bytes from {pos}, the server sent Content-Range "
+                                           f"{raw!r}")
+                    self._check_file(int(m.group(3)), resp)
+                    t0, got = time.monotonic(), 0
+                    while pos < stop:
+                        chunk = self._recv(resp, min(_CHUNK, stop - pos))
+                        if not chunk:
+                            raise _Transient(f"connection closed at byte {pos} of [{start}, {stop})")
+                        sink(chunk)
+                        pos += len(chunk)
+                        got += len(chunk)
+                        failures = 0
+                        self.bytes_fetched += len(chunk)
+                        self._check_deadline()
+                        elapsed = time.monotonic() - t0
+                        if pos < stop and elapsed > self.options.timeout and got / elapsed < self.options.min_rate:
+                            raise ConvertError(f"{self.name}: transfer too slow: {got} bytes in {elapsed:.0f} s, "
+                                               f"below the minimum of {self.options.min_rate:g} bytes/s")
+                finally:
+                    resp.close()
+            except _Transient as e:
+                failures += 1
+                if failures > self.options.retries:
+                    raise ConvertError(f"{self.name}: {e} ({failures} attempts without progress)") from None
+                time.sleep(self.options.backoff * 2 ** (failures - 1))
 
     @property
     def whole(self) -> bool:

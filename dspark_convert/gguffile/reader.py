@@ -112,6 +112,11 @@ class GGUFFile:
         kv = self.kvs[key]
         return memoryview(self._ps.buf)[kv.value_offset : kv.end]
 
+    def record_bytes(self, key: str) -> bytes:
+        """The whole record of ``key`` as stored (key name, type, value): what a writer copies to keep it."""
+        kv = self.kvs[key]
+        return bytes(memoryview(self._ps.buf)[kv.offset : kv.end])
+
     def array_head(self, key: str, n: int) -> list[Any]:
         """The first ``n`` elements of array ``key`` (nested arrays: the first ``n`` at every level), decoding
         nothing after them."""

@@ -59,25 +59,39 @@ class SourceInfo:
 
 def open_url(url: str, options: RemoteOptions) -> GGUFFile:
     """The header of the GGUF file at ``url`` (range requests, no credentials)."""
+    reader, source = url_reader(url, options)
+    return _parse_remote(reader, reader.name, options, source)
+
+
+def url_reader(url: str, options: RemoteOptions) -> tuple[RangeReader, Callable[[RangeReader], SourceInfo]]:
+    """A :class:`RangeReader` of ``url`` (not started) and how to describe what it fetched."""
     from .. import __version__
 
     shown = split_userinfo(url)[0]  # the URL as messages and the report show it: never with user:password
     reader = RangeReader(url, shown, headers={"User-Agent": f"dspark-convert/{__version__}"}, options=options)
-    url = shown
-    return _parse_remote(reader, url, options, lambda r: SourceInfo(
-        "url", url, None, None, r.bytes_fetched, r.requests, r.range_supported, not r.whole, tuple(r.notes)))
+    return reader, lambda r: SourceInfo("url", shown, None, None, r.bytes_fetched, r.requests, r.range_supported,
+                                        not r.whole, tuple(r.notes))
 
 
 def open_hub_file(ref: HubFile, options: RemoteOptions) -> GGUFFile:
     """The header of a Hub file: metadata through huggingface_hub, then range requests (see module doc)."""
-    from .. import __version__
     from ..hf.hub import hub_cache_dir, hub_offline
 
-    name = ref.display
     _validate(ref)
     if hub_offline():
         return _from_cache(ref, hub_cache_dir())
+    reader, source = hub_reader(ref, options)
+    return _parse_remote(reader, ref.display, options, source)
+
+
+def hub_reader(ref: HubFile, options: RemoteOptions) -> tuple[RangeReader, Callable[[RangeReader], SourceInfo]]:
+    """A :class:`RangeReader` of a Hub file (not started: the revision resolved to a commit, the bytes read
+    where the Hub names them) and how to describe what it fetched."""
     import os
+
+    from .. import __version__
+
+    name = ref.display
 
     from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
     from huggingface_hub.utils import build_hf_headers
@@ -100,9 +114,29 @@ def open_hub_file(ref: HubFile, options: RemoteOptions) -> GGUFFile:
     elif location == url and meta.commit_hash:
         location = hf_hub_url(ref.repo_id, ref.filename, revision=meta.commit_hash, **kw)
     reader = RangeReader(location, name, headers=headers, options=options, ends_at=ends_at)
-    return _parse_remote(reader, name, options, lambda r: SourceInfo(
-        "hub", url, ref.revision, meta.commit_hash, r.bytes_fetched, r.requests, r.range_supported, not r.whole,
-        tuple(r.notes)))
+    return reader, lambda r: SourceInfo("hub", url, ref.revision, meta.commit_hash, r.bytes_fetched, r.requests,
+                                        r.range_supported, not r.whole, tuple(r.notes))
+
+
+def open_with_reader(ref: HubFile | str, options: RemoteOptions) -> tuple[GGUFFile, RangeReader,
+                                                                          Callable[[RangeReader], SourceInfo]]:
+    """The header of a remote file (a Hub file or a URL) and its reader, kept for reading tensor data with
+    :meth:`RangeReader.read_range` from the same location (the same commit), under the same deadline; the third
+    item describes what the reader fetched so far. Offline mode is refused (tensor data is fetched)."""
+    if isinstance(ref, HubFile):
+        from ..hf.hub import hub_offline
+
+        _validate(ref)
+        if hub_offline():
+            raise ConvertError(f"{ref.display}: offline mode is on (HF_HUB_OFFLINE); download the file and give "
+                               "the local copy")
+        reader, source = hub_reader(ref, options)
+        name = ref.display
+    else:
+        reader, source = url_reader(ref, options)
+        name = reader.name
+    f = _parse_remote(reader, name, options, source)
+    return f, reader, source
 
 
 def before_deadline(call: Callable[[], T], ends_at: float, name: str, deadline: float) -> T:

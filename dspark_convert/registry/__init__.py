@@ -79,6 +79,9 @@ class Variant:
     refines: str | None = None
     gguf_drops: tuple[DropRule, ...] = ()
     checkpoint_drops: tuple[DropRule, ...] = ()
+    #: whether a file of ``arch`` is this variant's by its arch alone (a draft arch); False when ``arch`` is a
+    #: target architecture too and only the predicate tells the variant's files from the target's own
+    by_arch: bool = True
 
     def role(self, name: str) -> ModuleType:
         """This variant's module for one role (``loader``, ``fit``, ``numpy_forward``, ``torch_forward``,
@@ -129,7 +132,7 @@ VARIANTS: tuple[Variant, ...] = (
     # an MTP sidecar: a target arch with nextn_predict_layers > 0 and no trunk (the loaders' mtp_only test)
     Variant("mtp", S.ARCH_QWEN35, lambda v, n: v("general.architecture") in S.MTP_ARCHES
             and (as_int(v(S.NEXTN_PREDICT_LAYERS.format(arch=v("general.architecture")))) or 0) > 0
-            and S.LAYER_PREFIX.format(bid=0) + S.L_ATTN_NORM not in n, ("mtp",)),
+            and S.LAYER_PREFIX.format(bid=0) + S.L_ATTN_NORM not in n, ("mtp",), by_arch=False),
 )
 BY_NAME: dict[str, Variant] = {v.name: v for v in VARIANTS}
 
@@ -149,7 +152,7 @@ def base_variant(arch: str) -> Variant | None:
         >>> base_variant("dflash").name, base_variant("llama")
         ('dflash', None)
     """
-    return next((v for v in VARIANTS if v.arch == arch and v.refines is None), None)
+    return next((v for v in VARIANTS if v.arch == arch and v.refines is None and v.by_arch), None)
 
 
 def variant_of_family(family: str) -> Variant:

@@ -148,6 +148,11 @@ def _summary_table(info: dict[str, Any], console: Console) -> None:
         flags = " ".join([f"--spec-type {st['spec_type']}", *st["extra_flags"]])
         rows.append(["llama-server", text(f"{flags} ({'pass it' if st['flag_needed'] else 'auto-detected'}: "
                                           f"{st['reason']})", limit=1000)])
+    mtp = info.get("mtp")
+    if mtp:
+        kinds = {"full": "full target", "sidecar": "MTP sidecar", "trunk": "trunk (no MTP blocks)", "empty": "empty"}
+        rows.append(["MTP", text(f"{kinds[mtp['kind']]}: {mtp['trunk_blocks']} trunk + {mtp['nextn_predict_layers']} "
+                                 f"MTP block(s); {mtp['serve']}", limit=1000)])
     src = info.get("source")
     if src:  # remote files only
         rows.append(["source", text(source_text(src), limit=4096)])

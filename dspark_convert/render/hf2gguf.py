@@ -130,4 +130,6 @@ def render_findings(file: str | Path, arch: str, findings: list[Finding], consol
                         text(f.message, limit=1000)] for f in findings]
     emit_table(console, Text.assemble(text(file, limit=4096), " (", text(arch), ")"), cols, rows)
     n = sum(f.level == "error" for f in findings)
-    line(console, f"{plural(n, 'error')}, {plural(len(findings) - n, 'warning')}")
+    notes = sum(f.level == "note" for f in findings)
+    line(console, f"{plural(n, 'error')}, {plural(len(findings) - n - notes, 'warning')}"
+         + (f", {plural(notes, 'note')}" if notes else ""))

@@ -1,0 +1,311 @@
+"""Tiny target checkpoints with MTP (NextN) layers, and upstream llama.cpp b11434's conversions of them.
+
+Each maker writes a Hugging Face folder (``config.json``, ``model.safetensors``, the fixture Qwen3 tokenizer)
+of one MTP family, deterministically from a seed: the trunk is a transformers model built from a tiny config
+(random init, stored bf16), the MTP tensors are added in the checkpoint's own layout (``mtp.*`` for the Qwen
+families and Nemotron-H, ``model.layers.{n}.*`` for GLM-4.5). :func:`upstream_convert` runs upstream's
+``convert_hf_to_gguf.py`` (full, ``--mtp``, ``--no-mtp``) on it; the tokenizer's pre-tokenizer hash is in no upstream
+table, so, as :mod:`dspark_convert.llamacpp.target` does, ``get_vocab_base_pre`` falls back to ``qwen2``.
+
+``python tests/mtp_makers.py OUT`` writes every checkpoint and its upstream conversions under ``OUT`` and the
+oracle manifests into ``tests/data/mtp`` (``--manifests``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKENIZER = ROOT / "fixtures" / "target-qwen3"
+MANIFESTS = ROOT / "tests" / "data" / "mtp"
+TREE = Path(os.environ.get("DSPARK_LLAMA_TREE", Path.home() / ".cache/dspark-convert/llama-server-b11434/src/llama.cpp"))
+VOCAB = 1024
+H = 64
+
+#: upstream's converter with one change: an unknown pre-tokenizer hash falls back to ``qwen2`` (the fixture
+#: tokenizer's regex); argv: TREE, then the converter's own arguments
+_BOOT = r"""
+import runpy, sys
+src = sys.argv[1]
+del sys.argv[1:2]
+sys.path[:0] = [src + "/gguf-py", src]
+import conversion.base as base
+_orig = base.TextModel.get_vocab_base_pre
+def _pre(self, tokenizer):
+    try:
+        return _orig(self, tokenizer)
+    except NotImplementedError:
+        return "qwen2"
+base.TextModel.get_vocab_base_pre = _pre
+sys.argv[0] = src + "/convert_hf_to_gguf.py"
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def _tokenizer_files(out: Path, renames: dict[str, str] | None = None) -> None:
+    """The fixture Qwen3 tokenizer; ``renames`` gives added tokens other contents (GLM's converter looks its
+    special tokens up by name)."""
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        text = (TOKENIZER / name).read_text(encoding="utf-8")
+        for old, new in (renames or {}).items():
+            text = text.replace(json.dumps(old), json.dumps(new))
+        (out / name).write_text(text, encoding="utf-8")
+
+
+#: GLM's special tokens, on added tokens the fixture tokenizer does not use otherwise
+GLM_TOKENS = {"<tool_response>": "[gMASK]", "</tool_response>": "<|user|>", "<|file_sep|>": "<|observation|>"}
+
+
+def _save(out: Path, config: dict[str, Any], tensors: dict[str, Any], renames: dict[str, str] | None = None) -> Path:
+    import torch
+    from safetensors.torch import save_file
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    save_file({k: v.to(torch.bfloat16).contiguous() for k, v in sorted(tensors.items())}, str(out / "model.safetensors"),
+              metadata={"format": "pt"})
+    _tokenizer_files(out, renames)
+    return out
+
+
+def _trunk(config_cls: Any, model_cls: Any, cfg: dict[str, Any], seed: int) -> dict[str, Any]:
+    import torch
+
+    torch.manual_seed(seed)
+    conf = config_cls(**cfg)
+    model = model_cls(conf)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p) * 0.05)
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _noise(t: Any, seed: int) -> Any:
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(t.shape, generator=g) * 0.05
+
+
+def _per_expert(state: dict[str, Any]) -> dict[str, Any]:
+    """transformers' fused expert stacks (``….experts.gate_up_proj`` [E, 2I, H], ``….experts.up_proj`` /
+    ``down_proj`` [E, out, in]) as the released checkpoints store them: one ``….experts.{e}.X.weight`` per expert."""
+    out: dict[str, Any] = {}
+    for k, v in state.items():
+        head, _, last = k.rpartition(".")
+        if head.endswith(".experts") and last in ("gate_up_proj", "up_proj", "down_proj") and v.dim() == 3:
+            for e in range(v.shape[0]):
+                if last == "gate_up_proj":
+                    g, u = v[e].chunk(2, dim=0)
+                    out[f"{head}.{e}.gate_proj.weight"], out[f"{head}.{e}.up_proj.weight"] = g.clone(), u.clone()
+                else:
+                    out[f"{head}.{e}.{last}.weight"] = v[e].clone()
+        else:
+            out[k] = v
+    return out
+
+
+def _qwen_common(n: int, layer_types: list[str]) -> dict[str, Any]:
+    return {"vocab_size": VOCAB, "hidden_size": H, "intermediate_size": 128, "num_hidden_layers": n,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "linear_conv_kernel_dim": 4,
+            "linear_key_head_dim": 16, "linear_value_head_dim": 16, "linear_num_key_heads": 2,
+            "linear_num_value_heads": 4, "layer_types": layer_types, "max_position_embeddings": 4096,
+            "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "bos_token_id": 990, "eos_token_id": 992,
+            "rope_parameters": {"rope_theta": 10000000.0, "partial_rotary_factor": 0.25, "rope_type": "default"}}
+
+
+def _qwen_mtp(state: dict[str, Any], n: int, full_layer: int, seed: int, prefix: str = "model.layers",
+              mtp_prefix: str = "mtp") -> dict[str, Any]:
+    """``mtp.*`` in the Qwen layout: fc, the two pre-fc norms, norm, and one decoder layer shaped like trunk
+    layer ``full_layer`` (a full-attention layer)."""
+    out: dict[str, Any] = {}
+    src = f"{prefix}.{full_layer}."
+    for k, v in state.items():
+        if k.startswith(src):
+            out[f"{mtp_prefix}.layers.0.{k[len(src):]}"] = _noise(v, seed + len(out))
+    import torch
+
+    out[f"{mtp_prefix}.fc.weight"] = _noise(torch.empty(H, 2 * H), seed + 101)
+    for i, name in enumerate(("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm")):
+        out[f"{mtp_prefix}.{name}.weight"] = _noise(torch.empty(H), seed + 200 + i)
+    return out
+
+
+#: M-RoPE sections that fit the tiny rotary width (head_dim 16 x 0.25 = 4 dims, 2 pairs); upstream's default
+#: [11, 11, 10] is for 64 and makes llama.cpp abort (GGML_ASSERT(sect_dims <= ne0))
+MROPE = {"mrope_section": [1, 1, 0], "mrope_interleaved": True}
+
+
+def make_qwen35_dense(out: Path, seed: int = 0) -> Path:
+    """``Qwen3_5ForCausalLM``: 4 trunk layers (3 linear-attention, 1 full) + 1 MTP layer."""
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+    types = ["linear_attention"] * 3 + ["full_attention"]
+    cfg = _qwen_common(4, types)
+    cfg["rope_parameters"] = {**cfg["rope_parameters"], **MROPE}
+    state = _trunk(Qwen3_5TextConfig, Qwen3_5ForCausalLM, cfg, seed)
+    state.update(_qwen_mtp(state, 4, 3, seed))
+    config = {**cfg, "architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text",
+              "mtp_num_hidden_layers": 1, "torch_dtype": "bfloat16"}
+    return _save(out, config, state)
+
+
+def make_qwen35_moe(out: Path, seed: int = 1) -> Path:
+    """``Qwen3_5MoeForCausalLM``: 4 trunk layers with fused experts (transformers' layout), an MTP layer whose
+    4 experts are stored one by one (the released 397B layout)."""
+    from transformers import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
+
+    types = ["linear_attention"] * 3 + ["full_attention"]
+    cfg = {**_qwen_common(4, types), "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+           "shared_expert_intermediate_size": 32}
+    cfg["rope_parameters"] = {**cfg["rope_parameters"], **MROPE}
+    state = _trunk(Qwen3_5MoeTextConfig, Qwen3_5MoeForCausalLM, cfg, seed)
+    mtp = _qwen_mtp(state, 4, 3, seed)
+    for k in [k for k in mtp if ".mlp.experts." in k]:
+        fused = mtp.pop(k)
+        if k.endswith("gate_up_proj"):  # [E, 2I, H]
+            for e in range(fused.shape[0]):
+                g, u = fused[e].chunk(2, dim=0)
+                mtp[f"mtp.layers.0.mlp.experts.{e}.gate_proj.weight"] = g.clone()
+                mtp[f"mtp.layers.0.mlp.experts.{e}.up_proj.weight"] = u.clone()
+        elif k.endswith("down_proj"):
+            for e in range(fused.shape[0]):
+                mtp[f"mtp.layers.0.mlp.experts.{e}.down_proj.weight"] = fused[e].clone()
+    state.update(mtp)
+    config = {**cfg, "architectures": ["Qwen3_5MoeForCausalLM"], "model_type": "qwen3_5_moe_text",
+              "mtp_num_hidden_layers": 1, "torch_dtype": "bfloat16"}
+    return _save(out, config, state)
+
+
+def make_qwen3_next(out: Path, seed: int = 2) -> Path:
+    """``Qwen3NextForCausalLM``: no ``mtp_num_hidden_layers`` in the config (upstream counts ``mtp.layers.{i}``)."""
+    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+
+    types = ["linear_attention"] * 3 + ["full_attention"]
+    cfg = {**_qwen_common(4, types), "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+           "shared_expert_intermediate_size": 32, "full_attention_interval": 4, "decoder_sparse_step": 1,
+           "mlp_only_layers": []}
+    state = _trunk(Qwen3NextConfig, Qwen3NextForCausalLM, cfg, seed)
+    state.update(_qwen_mtp(state, 4, 3, seed))
+    config = {**cfg, "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "torch_dtype": "bfloat16"}
+    return _save(out, config, state)
+
+
+def make_glm4_moe(out: Path, seed: int = 3) -> Path:
+    """``Glm4MoeForCausalLM``: 2 trunk layers (1 dense, 1 MoE) + the NextN layer ``model.layers.2.*``."""
+    from transformers import Glm4MoeConfig, Glm4MoeForCausalLM
+
+    cfg = {"vocab_size": VOCAB, "hidden_size": H, "intermediate_size": 128, "num_hidden_layers": 3,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "partial_rotary_factor": 0.5,
+           "n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+           "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1, "norm_topk_prob": True,
+           "routed_scaling_factor": 1.0, "use_qk_norm": False, "attention_bias": True, "max_position_embeddings": 4096,
+           "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "bos_token_id": 990, "eos_token_id": 992,
+           "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default", "partial_rotary_factor": 0.5}}
+    state = _per_expert(_trunk(Glm4MoeConfig, Glm4MoeForCausalLM, cfg, seed))  # layer 2 becomes the NextN layer
+    import torch
+
+    for name, shape in (("eh_proj.weight", (H, 2 * H)), ("enorm.weight", (H,)), ("hnorm.weight", (H,)),
+                        ("shared_head.norm.weight", (H,)), ("embed_tokens.weight", (VOCAB, H)),
+                        ("shared_head.head.weight", (VOCAB, H))):
+        state[f"model.layers.2.{name}"] = _noise(torch.empty(shape), seed + len(name))
+    config = {**cfg, "num_hidden_layers": 2, "num_nextn_predict_layers": 1, "architectures": ["Glm4MoeForCausalLM"],
+              "model_type": "glm4_moe", "torch_dtype": "bfloat16"}
+    return _save(out, config, state, GLM_TOKENS)
+
+
+def make_nemotron_h(out: Path, seed: int = 4) -> Path:
+    """``NemotronHForCausalLM`` (MoE): pattern ``M*E`` (Mamba2, attention, MoE) + the two MTP halves
+    ``mtp.layers.0`` (fusion + attention) and ``mtp.layers.1`` (MoE + final norm)."""
+    from transformers import NemotronHConfig, NemotronHForCausalLM
+
+    cfg = {"vocab_size": VOCAB, "hidden_size": H, "intermediate_size": 128, "num_hidden_layers": 3,
+           "hybrid_override_pattern": "M*E", "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+           "mamba_num_heads": 4, "mamba_head_dim": 16, "ssm_state_size": 16, "n_groups": 2, "conv_kernel": 4,
+           "mamba_hidden_act": "silu", "chunk_size": 16, "n_routed_experts": 4, "n_shared_experts": 1,
+           "num_experts_per_tok": 2, "moe_intermediate_size": 32, "moe_shared_expert_intermediate_size": 32,
+           "n_group": 1, "topk_group": 1, "norm_topk_prob": True, "routed_scaling_factor": 1.0,
+           "max_position_embeddings": 4096, "layer_norm_epsilon": 1e-5, "tie_word_embeddings": False,
+           "bos_token_id": 990, "eos_token_id": 992, "mlp_hidden_act": "relu2"}
+    state = _per_expert(_trunk(NemotronHConfig, NemotronHForCausalLM, cfg, seed))
+    state = {("backbone." + k[len("model."):] if k.startswith("model.") else k): v for k, v in state.items()}
+    import torch
+
+    mtp: dict[str, Any] = {}
+    for name, shape in (("enorm.weight", (H,)), ("hnorm.weight", (H,)), ("eh_proj.weight", (H, 2 * H))):
+        mtp[f"mtp.layers.0.{name}"] = torch.empty(shape)
+    for k, v in state.items():
+        if k.startswith("backbone.layers.1."):  # the attention layer
+            mtp["mtp.layers.0." + k[len("backbone.layers.1."):]] = v
+        elif k.startswith("backbone.layers.2."):  # the MoE layer
+            mtp["mtp.layers.1." + k[len("backbone.layers.2."):]] = v
+    mtp["mtp.layers.1.final_layernorm.weight"] = torch.empty(H)
+    state.update({k: _noise(v, seed + i) for i, (k, v) in enumerate(sorted(mtp.items()))})
+    config = {**cfg, "num_nextn_predict_layers": 1, "architectures": ["NemotronHForCausalLM"],
+              "model_type": "nemotron_h", "torch_dtype": "bfloat16"}
+    return _save(out, config, state)
+
+
+#: family -> (maker, the checkpoint folder's name)
+MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
+    "qwen35": (make_qwen35_dense, "Qwen3.5-Tiny"),
+    # a folder name with a size: upstream's name heuristic writes size_label 350K for the full file, and for the
+    # sidecar (181K parameters) turns the size into general.finetune '350k'
+    "qwen35-sized": (make_qwen35_dense, "Qwen3.5-Tiny-350K"),
+    "qwen35moe": (make_qwen35_moe, "Qwen3.5-MoE-Tiny"),
+    "qwen3next": (make_qwen3_next, "Qwen3-Next-Tiny"),
+    "glm4moe": (make_glm4_moe, "GLM-4.5-Tiny"),
+    "nemotron_h_moe": (make_nemotron_h, "Nemotron-H-Tiny"),
+}
+#: the conversions: name -> upstream's extra flags
+MODES: dict[str, tuple[str, ...]] = {"full": (), "mtp": ("--mtp",), "nomtp": ("--no-mtp",)}
+
+
+def upstream_convert(ckpt: Path, out: Path, outtype: str, flags: tuple[str, ...] = (), tree: Path = TREE,
+                     extra: tuple[str, ...] = (), timeout: float = 600.0) -> Path:
+    """``convert_hf_to_gguf.py CKPT --outtype OUTTYPE --outfile OUT FLAGS`` with the b11434 tree's gguf-py."""
+    cmd = [sys.executable, "-c", _BOOT, str(tree), str(ckpt), "--outtype", outtype, "--outfile", str(out), *flags,
+           *extra]
+    env = {**os.environ, "PYTHONPATH": f"{tree}/gguf-py", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    written = out.is_file() or any(out.parent.glob(out.stem + "-00001-of-*.gguf"))  # a split conversion
+    if p.returncode != 0 or not written:
+        raise RuntimeError(f"{ckpt}: upstream convert failed (exit {p.returncode}): {(p.stderr or p.stdout)[-1500:]}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--only", action="append", help="family (repeatable)")
+    ap.add_argument("--outtype", action="append", help="bf16, q8_0 (repeatable; default both)")
+    ap.add_argument("--manifests", action="store_true", help="write the oracle manifests into tests/data/mtp")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "tests"))
+    from golden_manifest import describe
+
+    for fam, (maker, folder) in MAKERS.items():
+        if args.only and fam not in args.only:
+            continue
+        ckpt = maker(args.out / folder)
+        for outtype in args.outtype or ["bf16", "q8_0"]:
+            for mode, flags in MODES.items():
+                gguf = upstream_convert(ckpt, args.out / f"{folder}-{outtype}-{mode}.gguf", outtype, flags)
+                print(gguf)
+                if args.manifests:
+                    MANIFESTS.mkdir(parents=True, exist_ok=True)
+                    (MANIFESTS / f"{fam}-{outtype}-{mode}.json").write_text(
+                        json.dumps(describe(gguf), indent=1, sort_keys=False) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
