@@ -42,6 +42,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import statistics
 import subprocess
 import time
@@ -103,6 +104,8 @@ def load_prompts(path: str | os.PathLike[str]) -> list[Prompt]:
     """
     p = Path(path)
     try:
+        if not stat.S_ISREG(os.stat(p).st_mode):
+            raise ConvertError(f"{p}: not a regular file; --prompts reads a text or JSONL file")
         raw = p.read_bytes()
     except OSError as e:
         raise ConvertError(f"{p}: cannot read the prompts: {e.strerror or e}") from None
@@ -687,3 +690,28 @@ def compare(reference: dict[tuple[int, int], list[int]], requests: Sequence[Requ
             out.append(Mismatch(q.prompt, q.repeat, i, ref[i] if i < len(ref) else None,
                                 q.tokens[i] if i < len(q.tokens) else None))
     return out
+
+
+def write_plot(path: str | os.PathLike[str], svg: str) -> Path:
+    """Write ``svg`` to ``path`` through a temporary file in the same folder, renamed over it: an existing regular
+    file is replaced, anything else (a folder, a FIFO, a device) refused with one line and left alone."""
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise ConvertError(f"--plot {p}: {e.strerror or e}") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise ConvertError(f"--plot {p}: exists and is not a regular file; only a regular file is replaced")
+    if p.suffix.lower() != ".svg":
+        raise ConvertError(f"--plot {p}: the picture is an SVG file; name it *.svg")
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.partial")
+    try:
+        tmp.write_text(svg, encoding="utf-8")
+        os.replace(tmp, p)
+    except OSError as e:
+        raise ConvertError(f"--plot {p}: cannot write: {e.strerror or e}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    return p
