@@ -186,7 +186,7 @@ def find_binary(given: str | os.PathLike[str] | None = None, env: dict[str, str]
         return ServerBinary(found, f"cache build of llama.cpp b{UPSTREAM_TAG} ({SDIST_PACKAGE}=={SDIST_VERSION})",
                             _version(found))
     raise ConvertError(f"no llama-server found (--llama-server, ${ENV_BINARY}, PATH, {cache_dir(env)}): build "
-                       f"llama.cpp b{UPSTREAM_TAG}'s with 'python -m dspark_convert.llamacpp.build' (about 45 minutes "
+                       f"llama.cpp b{UPSTREAM_TAG} with 'python -m dspark_convert.llamacpp.build' (about 45 minutes "
                        "on 2 cores) or pass --llama-server PATH")
 
 
