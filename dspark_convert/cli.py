@@ -397,7 +397,7 @@ def bench(
     drafts: Annotated[list[str], typer.Argument(metavar="DRAFT.gguf...", help="One or more draft GGUFs (the same forms), measured side by side.")],
     prompts: Annotated[Path | None, typer.Option("--prompts", metavar="FILE", help="Prompts: one a line, or JSONL with a \"prompt\" field (text or token ids). Default: the built-in set (36 short prompts: chat, code, math, summarisation; not a published benchmark).")] = None,
     n_predict: Annotated[int, typer.Option("-n", "--n-predict", min=1, help="Tokens generated per prompt (EOS ignored).")] = 128,
-    repeat: Annotated[int, typer.Option("--repeat", min=1, help="Rounds: each round runs the plain target, then each draft, over every prompt; the speed-up is the median over rounds.")] = 1,
+    repeat: Annotated[int, typer.Option("--repeat", min=1, help="Rounds: each round runs the plain target, then each draft, over every prompt.")] = 1,
     ctx_size: Annotated[int, typer.Option("--ctx-size", min=8, help="llama-server's -c.")] = 4096,
     threads: Annotated[int | None, typer.Option("--threads", min=1, help="llama-server's -t (default: the CPU count, at most 8).")] = None,
     spec_draft_n_max: Annotated[int | None, typer.Option("--spec-draft-n-max", min=1, help="Tokens per draft (default: each draft's whole block, or 4 chained steps for EAGLE-3).")] = None,

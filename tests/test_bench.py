@@ -316,12 +316,12 @@ def test_bench_report_with_the_stand_in(fake: Callable[..., Path], files: dict[s
     assert bf16.by_position()[:3] == [(24, 24), (18, 18), (0, 18)]
     assert bf16.server_counts == {"steps": 24, "drafted": 114, "accepted": 42, "predicted": 72,
                                   "accepted_per_pos": [24, 18, 0, 0, 0, 0, 0]}
-    assert bf16.speedups(r.plain) == [pytest.approx(2.5), pytest.approx(2.5)]
+    assert bf16.speedups(r.plain) == [pytest.approx(2.5)] * 6 and bf16.speedup(r.plain) == pytest.approx(2.5)
     assert "--spec-type" in bf16.command and bf16.command[bf16.command.index("-md") + 1] == str(files["bf16"])
     d = r.to_dict()
     assert d["schema"] == "dspark-convert.bench/1" and d["llama_server"]["found_by"] == "--llama-server"
     assert d["drafts"][0]["by_position"][2] == {"position": 2, "accepted": 0, "reached": 18, "rate": 0.0}
-    assert d["drafts"][0]["speedup"] == 2.5 and d["drafts"][1]["file"]["arch"] == "eagle3"
+    assert d["drafts"][0]["speedup"] == 2.5 and d["drafts"][0]["speedup_quartiles"] == [2.5, 2.5] and d["drafts"][1]["file"]["arch"] == "eagle3"
     assert d["drafts"][0]["file"]["outtype"] == "BF16" and d["target"]["file"] == "dspark.bf16.gguf"
     assert len(pids(tmp_path)) == 6 and not any(alive(p) for p in pids(tmp_path))  # 3 servers x 2 rounds
 

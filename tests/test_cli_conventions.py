@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from dspark_convert import convert
 from dspark_convert.cli import app
 
-SUBCOMMANDS = ["hf2gguf", "check", "inspect", "diff", "verify", "upgrade"]
+SUBCOMMANDS = ["hf2gguf", "check", "inspect", "diff", "verify", "upgrade", "bench"]
 
 
 def invoke(*args: object, columns: int = 120):

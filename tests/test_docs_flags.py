@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from dspark_convert.cli import app
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-SUBCOMMANDS = ("hf2gguf", "check", "inspect", "diff", "verify", "upgrade")
+SUBCOMMANDS = ("hf2gguf", "check", "inspect", "diff", "verify", "upgrade", "bench")
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 COMMAND = re.compile(r"dspark-convert(?:\s+(" + "|".join(SUBCOMMANDS) + r"))?\b(.*)")
 #: flags of other tools, allowed outside dspark-convert commands when their owner is named in the paragraph

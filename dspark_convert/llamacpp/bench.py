@@ -16,11 +16,12 @@ no prompt cache), and returns a :class:`BenchReport`:
   when the draft had more than k tokens and positions 0..k-1 were accepted, accepted when a > k. llama-server's
   own per-position counter (``/metrics``, ``spec_decode_num_accepted_tokens_per_pos_total``) is read too and must
   agree (``server_counts`` in the JSON);
-- **speed**: generated tokens per second of the generation phase (``timings.predicted_n / predicted_ms``, summed
-  over the requests; prompt processing excluded), with and without the draft. The servers take turns: each round
-  (``repeat``) starts the plain server, runs every prompt, stops it, then does the same for each draft, so that a
-  round's figures come from the same minutes of the machine; the speed-up is the median over rounds of the draft's
-  tokens per second over the plain run's in that round. A warm-up request (not counted) runs first on every server.
+- **speed**: generated tokens per second of the generation phase (``timings.predicted_n / predicted_ms``; prompt
+  processing excluded), summed over a run's requests, with and without the draft. The speed-up is the median over
+  requests of the draft run's tokens per second over the plain run's for the same prompt and round (a median: one
+  request stalled by a busy machine does not move it; the JSON adds the quartiles). The servers take turns: each
+  round (``repeat``) starts the plain server, runs every prompt, stops it, then does the same for each draft. A
+  warm-up request (not counted) runs first on every server.
 
 The measured figures of a tiny model say little about speed (start-up and per-call overheads dominate); compare
 drafts within one run. A Ctrl-C (or SIGTERM) stops llama-server and returns what was measured so far,
@@ -336,25 +337,19 @@ class Run:
         ms = sum(r.predicted_ms for r in self.requests)
         return self.predicted / ms * 1000.0 if ms > 0 else None
 
-    def round_tokens_per_second(self) -> dict[int, float]:
-        """Tokens per second of each round (``repeat`` index) measured in full."""
-        out = {}
-        for rep in sorted({r.repeat for r in self.requests}):
-            qs = [r for r in self.requests if r.repeat == rep]
-            ms = sum(r.predicted_ms for r in qs)
-            if ms > 0:
-                out[rep] = sum(r.predicted_n for r in qs) / ms * 1000.0
+    def speedups(self, plain: Run) -> list[float]:
+        """Per request measured by both runs (same prompt, same round): this run's tokens per second over the plain
+        run's, in prompt order."""
+        base = {(r.prompt, r.repeat): r for r in plain.requests}
+        out = []
+        for r in self.requests:
+            b = base.get((r.prompt, r.repeat))
+            if b is not None and r.predicted_ms > 0 and b.predicted_ms > 0 and b.predicted_n > 0:
+                out.append((r.predicted_n / r.predicted_ms) / (b.predicted_n / b.predicted_ms))
         return out
 
-    def speedups(self, plain: Run) -> list[float]:
-        """Per round measured by both: this run's tokens per second / the plain run's."""
-        mine, base = self.round_tokens_per_second(), plain.round_tokens_per_second()
-        n = len({r.prompt for r in plain.requests})
-        full = {rep for rep in mine if sum(1 for r in self.requests if r.repeat == rep) == n}
-        return [mine[k] / base[k] for k in sorted(full) if k in base and base[k] > 0]
-
     def speedup(self, plain: Run) -> float | None:
-        """The median of :meth:`speedups` (None: no round measured by both)."""
+        """The median of :meth:`speedups` (None: no request measured by both)."""
         s = self.speedups(plain)
         return statistics.median(s) if s else None
 
@@ -406,12 +401,19 @@ class Run:
             "steps": len(self.steps), "mean_accepted": _r(self.mean_accepted),
             "tokens_per_step": _r(None if self.mean_accepted is None else 1.0 + self.mean_accepted),
             "speedup": _r(self.speedup(plain)) if plain is not None else None,
-            "speedup_rounds": [_r(x) for x in self.speedups(plain)] if plain is not None else [],
+            "speedup_quartiles": _quartiles(self.speedups(plain)) if plain is not None else None,
             "by_position": [{"position": k, "accepted": a, "reached": n, "rate": _r(a / n if n else None)}
                             for k, (a, n) in enumerate(self.by_position())],
             "server_counts": self.server_counts,
         })
         return d
+
+
+def _quartiles(xs: list[float]) -> list[float | None] | None:
+    if len(xs) < 2:
+        return None
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return [_r(q[0]), _r(q[2])]
 
 
 def _r(x: float | None, nd: int = 4) -> float | None:
