@@ -508,3 +508,20 @@ def test_llama_refused_draft_reason(llama_bin: tuple[Path, Path], corr_files: di
                    "(draft-dspark): check_tensor_dims: tensor 'output.weight' has wrong shape; expected     64,   1024, "
                    "got     64,      7,      1,      1"), err
     assert "dspark-qwen3.bf16.gguf" in r.stdout and "1.000" in r.stdout
+
+
+def test_docs_example_is_one_generated_run() -> None:
+    """docs/bench.md's example block and docs/bench-example.svg come from the same run of scripts/bench_docs.py:
+    the command is in the block, and every draft's acceptance in the table is the one in the picture's legend."""
+    import re
+
+    doc = (ROOT / "docs" / "bench.md").read_text()
+    block = doc.split("<!-- bench-example:start (scripts/bench_docs.py) -->")[1].split("<!-- bench-example:end -->")[0]
+    assert block.strip().startswith("```\n$ dspark-convert bench target.f32.gguf ") and "--plot docs/bench-example.svg" in block
+    rows = {ln.split()[0]: ln.split() for ln in block.splitlines() if ln.split() and ln.split()[0].endswith(".gguf")
+            and len(ln.split()) == 10}
+    svg = (ROOT / "docs" / "bench-example.svg").read_text()
+    legend = dict(re.findall(r">([\w.-]+\.gguf): acceptance ([0-9.]+),", svg))
+    assert set(rows) == set(legend) == {"dspark.bf16.gguf", "dspark.q8_0.gguf", "dspark.match-upstream.gguf"}
+    assert all(rows[name][6] == legend[name] for name in rows), (rows, legend)
+    assert legend["dspark.bf16.gguf"] == "1.000" and float(legend["dspark.match-upstream.gguf"]) < 0.25

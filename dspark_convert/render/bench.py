@@ -130,12 +130,19 @@ def bench_svg(report: BenchReport) -> str:
     group = max(24, 14 * max(1, len(drafts)) + 10)
     plot_w = max(300, npos * group)
     legend_h = 20 * len(drafts) + 10
-    width, height = left + plot_w + right, top + plot_h + 40 + legend_h
+    title = f"Acceptance by draft position (accepted / reached), target {report.target.path.name}"
+    labels = []
+    for d in drafts:
+        sp = d.speedup(report.plain)
+        labels.append(f"{d.file.path.name if d.file else '?'}: acceptance {_f(d.acceptance)}, "
+                      f"{_f(d.mean_accepted, '.2f')} accepted/step, speed-up {_f(sp, '.2f')}x"
+                      + ("" if d.lossless or d.lossless is None else ", NOT LOSSLESS"))
+    text_w = max([len(title) * 8, *(len(x) * 7 + 18 for x in labels)])  # about 7 px a character at 12 px
+    width, height = left + max(plot_w, text_w) + right, top + plot_h + 40 + legend_h
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
            f'<rect width="{width}" height="{height}" fill="white"/>',
-           f'<text x="{left}" y="22" font-size="14" font-weight="bold">Acceptance by draft position '
-           f'(accepted / reached), target {escape(report.target.path.name)}</text>']
+           f'<text x="{left}" y="22" font-size="14" font-weight="bold">{escape(title)}</text>']
     for i in range(6):  # y grid 0, 0.2, ... 1.0
         v = i / 5
         y = top + plot_h - v * plot_h
@@ -157,12 +164,8 @@ def bench_svg(report: BenchReport) -> str:
                        f' position {k}: {a}/{n}</title></rect>')
     out.append(f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="black"/>')
     out.append(f'<text x="{left + plot_w / 2:.1f}" y="{top + plot_h + 32}" text-anchor="middle">draft position</text>')
-    for j, d in enumerate(drafts):
+    for j, label in enumerate(labels):
         y = top + plot_h + 48 + 20 * j
-        sp = d.speedup(report.plain)
-        label = (f"{d.file.path.name if d.file else '?'}: acceptance {_f(d.acceptance)}, "
-                 f"{_f(d.mean_accepted, '.2f')} accepted/step, speed-up {_f(sp, '.2f')}x"
-                 + ("" if d.lossless or d.lossless is None else ", NOT LOSSLESS"))
         out.append(f'<rect x="{left}" y="{y - 10}" width="12" height="12" fill="{_COLOURS[j % len(_COLOURS)]}"/>')
         out.append(f'<text x="{left + 18}" y="{y}">{escape(label)}</text>')
     out.append("</svg>")
