@@ -400,7 +400,7 @@ def bench(
     repeat: Annotated[int, typer.Option("--repeat", min=1, help="Rounds: each round runs the plain target, then each draft, over every prompt.")] = 1,
     ctx_size: Annotated[int, typer.Option("--ctx-size", min=8, help="llama-server's -c.")] = 4096,
     threads: Annotated[int | None, typer.Option("--threads", min=1, help="llama-server's -t (default: the CPU count, at most 8).")] = None,
-    spec_draft_n_max: Annotated[int | None, typer.Option("--spec-draft-n-max", min=1, help="Tokens per draft (default: each draft's whole block, or 4 chained steps for EAGLE-3).")] = None,
+    spec_draft_n_max: Annotated[int | None, typer.Option("--spec-draft-n-max", min=1, help="Tokens per draft (default: each draft's whole block; 4 steps for a chained draft).")] = None,
     llama_server: Annotated[Path | None, typer.Option("--llama-server", metavar="PATH", help="The llama-server binary (default: $DSPARK_LLAMA_SERVER, then PATH, then the project's build of llama.cpp b11434).")] = None,
     raw: Annotated[bool, typer.Option("--raw", help="Send text prompts as they are (default: through the target's chat template, when it has one).")] = False,
     timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds llama-server may take to load and answer /health (each request may take at least 600).")] = 300.0,

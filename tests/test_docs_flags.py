@@ -26,7 +26,7 @@ COMMAND = re.compile(r"dspark-convert(?:\s+(" + "|".join(SUBCOMMANDS) + r"))?\b(
 #: flags of other tools, allowed outside dspark-convert commands when their owner is named in the paragraph
 FOREIGN = {
     "--spec-type": ("llama",), "--spec-draft-n-max": ("llama",),
-    "--no-repack": ("llama",), "--spec-draft-p-min": ("llama",), "--cache": ("llamacpp.build",),
+    "--no-repack": ("llama",), "--spec-draft-p-min": ("llama",), "--metrics": ("llama",), "--cache": ("llamacpp.build",),
     "--jobs": ("llamacpp.build",), "--n-predict": ("bench",),
     "--remote": ("upstream", "convert_hf_to_gguf"), "--split-max-size": ("upstream", "convert_hf_to_gguf"),
     "--dspark": ("upstream", "convert_hf_to_gguf"), "--vocab-only": ("upstream", "convert_hf_to_gguf"),
