@@ -9,7 +9,13 @@ functions and under ``TYPE_CHECKING`` alike: each is a dependency a reader has t
 
 - **modules**: every ``.py`` file is a node (``__init__`` files included, as their package);
 - **units**: a subpackage (``reference``, ``tokenizer``, ``gguffile``, each ``variants/<name>``) counts as one
-  node, as in the architecture review (a nested subpackage is its own unit); edges inside a unit disappear.
+  node, as in the architecture review (a nested subpackage is its own unit); edges inside a unit disappear;
+- **top-level units**: each folder of the package (``variants/`` whole) and each top-level module is one node:
+  no two of them may import each other, and there is no cycle among them.
+
+It also counts what the variants see of the rest of the package (the **chassis**): the distinct names the modules
+under ``variants/`` import from outside it, from how many modules, and the imports of an underscored name from
+another module, anywhere in the package.
 
 A node's **layer** is 0 when it imports nothing of the package, else 1 + the highest layer it imports; an
 **upward import** is an edge to a node of the same or a higher layer, which only a cycle can produce.
@@ -124,6 +130,18 @@ def figures(pkg: Path) -> dict[str, object]:
         unit_edges[unit(m)] |= {unit(d) for d in deps if unit(d) != unit(m) and unit(d) != pkg.name}
     for u in units:
         unit_edges.setdefault(u, set())
+    def top(m: str) -> str:
+        parts = m.split(".")
+        return ".".join(parts[:2])
+
+    tops = {top(m) for m in known} - {pkg.name}
+    top_edges: dict[str, set[str]] = {u: set() for u in tops}
+    for m, deps in edges.items():
+        if top(m) != pkg.name:
+            top_edges[top(m)] |= {top(d) for d in deps if top(d) not in (top(m), pkg.name)}
+    mutual = sorted({tuple(sorted((a, b))) for a, ds in top_edges.items() for b in ds if a in top_edges.get(b, ())})
+    _, top_cycles = layers(tops, top_edges)
+    api = chassis_api(pkg, known)
     mod_layer, mod_cycles = layers(set(edges), edges)
     unit_layer, unit_cycles = layers(units, unit_edges)
     upward = sum(1 for u, ds in unit_edges.items() for d in ds if unit_layer[d] >= unit_layer[u])
@@ -138,14 +156,60 @@ def figures(pkg: Path) -> dict[str, object]:
         "cycles (modules)": len(mod_cycles),
         "cycles (units)": len(unit_cycles),
         "upward imports (units)": upward,
+        "top-level units": len(tops),
+        "mutual pairs (top-level units)": len(mutual),
+        "cycles (top-level units)": len(top_cycles),
+        "chassis names a variant imports": len(api["names"]),
+        "chassis modules a variant imports": len(api["modules"]),
+        "underscored cross-module imports": len(api["underscored"]),
         "longest functions": ", ".join(f"{name} {n}" for n, name in longest_functions(pkg)),
         "_layers": {u: unit_layer[u] for u in sorted(units, key=lambda u: (unit_layer[u], u))},
         "_cycles": mod_cycles + unit_cycles,
+        "_mutual": mutual,
+        "_top_cycles": top_cycles,
+        "_top_edges": top_edges,
+        "_chassis": api,
     }
 
 
+def _import_targets(pkg: Path, path: Path, known: set[str]) -> list[tuple[str, str]]:
+    """(module, name) of every ``from X import name`` of ``path`` whose X is a package module."""
+    name = module_name(pkg, path)
+    here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                target = ".".join(here[: len(here) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target in known:
+                out += [(target, a.name) for a in node.names]
+    return out
+
+
+def chassis_api(pkg: Path, known: set[str]) -> dict[str, list[str]]:
+    """What the variants import from outside ``variants/`` (``module.name``, and the modules), and every import of
+    an underscored name from another package module (``importer: module.name``)."""
+    variants = f"{pkg.name}.variants"
+    names: set[str] = set()
+    underscored: list[str] = []
+    for path in sorted(pkg.rglob("*.py")):
+        me = module_name(pkg, path)
+        for target, name in _import_targets(pkg, path, known):
+            if f"{target}.{name}" in known:
+                continue  # a submodule, not a name
+            if name.startswith("_") and not name.startswith("__") and target != me:
+                underscored.append(f"{me}: {target}.{name}")
+            if me.startswith(variants) and not target.startswith(variants):
+                names.add(f"{target}.{name}")
+    return {"names": sorted(names), "modules": sorted({n.rsplit(".", 1)[0] for n in names}),
+            "underscored": underscored}
+
+
 def main() -> None:
-    pkg = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1] / "dspark_convert"
+    args = [a for a in sys.argv[1:] if a != "-v"]
+    pkg = Path(args[0]) if args else Path(__file__).resolve().parents[1] / "dspark_convert"
     figs = figures(pkg.resolve())
     for key, value in figs.items():
         if not key.startswith("_"):
@@ -157,6 +221,12 @@ def main() -> None:
         print(f"  layer {lay}: {' '.join(by_layer[lay])}")
     for c in figs["_cycles"]:  # type: ignore[attr-defined]
         print("  cycle:", " -> ".join(c))
+    for a, b in figs["_mutual"]:  # type: ignore[attr-defined]
+        print(f"  mutual: {a} <-> {b}")
+    if "-v" in sys.argv:
+        api = figs["_chassis"]
+        for key in ("modules", "underscored"):
+            print(f"  {key}:", ", ".join(api[key]))  # type: ignore[index]
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 force one, and the closest known name for an unknown one.
 
 The aliases are the family modules' (each may declare ``ALIASES``: alias -> one of its ``ARCHITECTURES``;
-:func:`dspark_convert.variants.families.architecture_aliases` collects them); this module only applies them.
+:func:`dspark_convert.registry.families.architecture_aliases` collects them); this module only applies them.
 
 Example:
     >>> resolve_architecture({"architectures": ["OldDraftModel"]}, None, "config.json", {"OldDraftModel": "NewDraftModel"}).used

@@ -3,30 +3,28 @@
 One function, :func:`check_plan`, runs before every write and behind ``dspark-convert check FILE`` (where the
 plan is read back from a GGUF file made by any tool). Each finding names the key or tensor and the rule.
 
-The rulebook reads in four parts: :func:`_key_rules` (every arch), one rule builder per loader variant
-(each GGUF variant's ``loader.rules``, found through :mod:`.variants`; listed in :func:`loader_variants`),
-:func:`layer_rules` and :func:`_tensor_rules`. Builders fill a :class:`Rules` table (expected shape, why, required) from the file's
-named dimensions (:class:`Dims`).
+The rulebook reads in four parts: :func:`_key_rules` (every arch), the rule builder of the file's variant (its
+``loader`` role, :func:`loader_role`; the contract is :mod:`dspark_convert.roles.loader`), ``layer_rules`` and
+:func:`_tensor_rules`. Builders fill a ``Rules`` table (expected shape, why, required) from the file's named
+dimensions (``Dims``).
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from numbers import Integral
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from . import schema as S
 from .findings import Finding
 from .gguf_constants import QT, VT
 from .gguffile.options import RemoteOptions
-from .gguffile.packed import PackedStrings
-from .plan import KV, Plan, TensorSpec
-from .variants import VARIANTS, gguf_variant
+from .plan import KV, Plan
+from .registry import gguf_variant
+from .roles.loader import Checker, Dims, layer_rules
 from .variants.spectype import SpecType, spec_type_of
 
 
@@ -57,93 +55,6 @@ def _out_of_range(kv: KV) -> object | None:
         if isinstance(v, bool) or not isinstance(v, Integral) or not rng[0] <= int(v) <= rng[1]:
             return v
     return None
-
-
-def as_int(value: Any) -> int | None:
-    """A dimension read from a KV: the value when it is an integer, else None (a file may hold any type)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def shape_of(*dims: int | None) -> tuple[int, ...] | None:
-    """A shape to compare, or None (not compared) when a dimension is unknown."""
-    known = tuple(d for d in dims if d is not None)
-    return known if len(known) == len(dims) else None
-
-
-def mul(a: int | None, b: int | None) -> int | None:
-    """``a * b`` when both are known and non-zero, else unknown."""
-    return a * b if a and b else None
-
-
-@dataclass(frozen=True)
-class Dims:
-    """The named dimensions of a file, read from its KVs (None when absent or not an integer)."""
-
-    hidden: int | None  # {arch}.embedding_length
-    n_head: int | None
-    n_head_kv: int | None  # defaults to n_head
-    head_dim: int | None  # {arch}.attention.key_length, else hidden / n_head
-    n_layer: int | None
-    n_ff: int | None  # feed_forward_length
-    n_tokens: int | None  # entries of tokenizer.ggml.tokens
-
-    @classmethod
-    def of(cls, kv: dict[str, KV], arch: str) -> Dims:
-        def val(tpl: str) -> Any:
-            k = kv.get(tpl.format(arch=arch))
-            return None if k is None else k.value
-
-        hidden, n_head = as_int(val(S.EMBEDDING_LENGTH)), as_int(val(S.HEAD_COUNT))
-        tokens = kv.get(S.TOKENIZER_TOKENS)
-        n_head_kv, key_length = val(S.HEAD_COUNT_KV), val(S.KEY_LENGTH)  # the defaults apply only when these are unset
-        return cls(hidden=hidden, n_head=n_head, n_head_kv=as_int(n_head_kv) if n_head_kv else n_head,
-                   head_dim=as_int(key_length) if key_length else (hidden // n_head if hidden is not None and n_head else None),
-                   n_layer=as_int(val(S.BLOCK_COUNT)), n_ff=as_int(val(S.FEED_FORWARD_LENGTH)),
-                   n_tokens=len(tokens.value) if tokens is not None and isinstance(tokens.value, (list, tuple, PackedStrings))
-                   else None)
-
-
-@dataclass
-class Rules:
-    """What the loader creates for one file: each tensor's expected numpy shape (None: any), where that shape
-    comes from (for messages), and which tensors it requires. Built by one rule builder per loader variant."""
-
-    expected: dict[str, tuple[int, ...] | None] = field(default_factory=dict)
-    why: dict[str, str] = field(default_factory=dict)
-    required: set[str] = field(default_factory=set)
-
-    def expect(self, name: str, shape: tuple[int, ...] | None, why: str | None = None, *, required: bool = False) -> None:
-        self.expected[name] = shape
-        if why is not None:
-            self.why[name] = why
-        if required:
-            self.required.add(name)
-
-
-@dataclass
-class Checker:
-    """The state a rule builder works on: the plan's keys and tensors, its dimensions, the rules, the findings."""
-
-    plan: Plan
-    dims: Dims
-    kv: dict[str, KV]
-    tensors: dict[str, TensorSpec]
-    rules: Rules = field(default_factory=Rules)
-    findings: list[Finding] = field(default_factory=list)
-
-    def err(self, subject: str, rule: str, msg: str) -> None:
-        self.findings.append(Finding("error", subject, rule, msg))
-
-    def warn(self, subject: str, rule: str, msg: str) -> None:
-        self.findings.append(Finding("warning", subject, rule, msg))
-
-    def key(self, tpl: str) -> str:
-        return tpl.format(arch=self.plan.arch)
-
-    def val(self, tpl: str) -> Any:
-        """A KV value (any type: a file may hold anything), None when absent."""
-        k = self.kv.get(self.key(tpl))
-        return None if k is None else k.value
 
 
 # ---------------------------------------------------------------------------------------------- key rules
@@ -205,46 +116,6 @@ def _hparam_rules(c: Checker) -> None:
             c.err(c.key(tpl), "hparam-value", f"is {v}, expected a finite positive number ({what})")
 
 
-# ---------------------------------------------------------------------------------------------- per-arch rules
-def layer_count(c: Checker, n_layer: int) -> int:
-    """The layers to expect: ``block_count``, or for a hostile count (more layers than the file has tensors) the
-    tensor count, with one finding instead of billions of expected layers."""
-    if n_layer > len(c.plan.tensors):
-        c.err(c.key(S.BLOCK_COUNT), "block-count", f"is {n_layer}, but the file holds only {len(c.plan.tensors)} "
-              f"tensors; expected at most one layer per tensor")
-        return len(c.plan.tensors)
-    return n_layer
-
-
-def layer_rules(c: Checker, in_width: int | None, in_what: str) -> None:
-    """The per-layer tensors the loader creates for this arch (a Qwen3 / Llama attention + SwiGLU layer)."""
-    d = c.dims
-    q_rows, kv_rows = mul(d.n_head, d.head_dim), mul(d.n_head_kv, d.head_dim)
-    q_what = f"num_attention_heads {d.n_head} x head_dim {d.head_dim}"
-    kv_what = f"num_key_value_heads {d.n_head_kv} x head_dim {d.head_dim}"
-    hidden = shape_of(d.hidden)
-    shapes: dict[str, tuple[tuple[int, ...] | None, str]] = {
-        S.L_ATTN_NORM: (hidden, f"hidden_size {d.hidden}"),
-        S.L_ATTN_NORM_2: (hidden, f"hidden_size {d.hidden}"),
-        S.L_FFN_NORM: (hidden, f"hidden_size {d.hidden}"),
-        S.L_ATTN_Q: (shape_of(q_rows, in_width or None), f"ne[1] = {q_what}, ne[0] = {in_what}"),
-        S.L_ATTN_K: (shape_of(kv_rows, in_width or None), f"ne[1] = {kv_what}, ne[0] = {in_what}"),
-        S.L_ATTN_V: (shape_of(kv_rows, in_width or None), f"ne[1] = {kv_what}, ne[0] = {in_what}"),
-        S.L_ATTN_OUT: (shape_of(d.hidden, q_rows), f"ne[0] = {q_what}"),
-        S.L_ATTN_Q_NORM: (shape_of(d.head_dim), f"head_dim {d.head_dim}"),
-        S.L_ATTN_SINKS: (shape_of(d.n_head), f"num_attention_heads {d.n_head}"),
-        S.L_ATTN_K_NORM: (shape_of(d.head_dim), f"head_dim {d.head_dim}"),
-        S.L_ATTN_SINKS: (shape_of(d.n_head), f"num_attention_heads {d.n_head}"),
-        S.L_FFN_GATE: (shape_of(d.n_ff or None, d.hidden), f"ne[1] = intermediate_size {d.n_ff}"),
-        S.L_FFN_UP: (shape_of(d.n_ff or None, d.hidden), f"ne[1] = intermediate_size {d.n_ff}"),
-        S.L_FFN_DOWN: (shape_of(d.hidden, d.n_ff or None), f"ne[0] = intermediate_size {d.n_ff}"),
-    }
-    for i in range(layer_count(c, d.n_layer or 0)):
-        for short, required in S.LOADER_LAYER_TENSORS[c.plan.arch].items():
-            shape, why = shapes[short]
-            c.rules.expect(S.LAYER_PREFIX.format(bid=i) + short, shape, why, required=required)
-
-
 def _tensor_rules(c: Checker) -> None:
     """Every tensor against the rules: required ones present, no extras, shapes and types as the loader asserts."""
     rules = c.rules
@@ -264,47 +135,11 @@ def _tensor_rules(c: Checker) -> None:
             c.err(t.name, "dtype", f"has type {t.ggml_type.name}, expected F32 for norms and 1-D tensors")
 
 
-@dataclass(frozen=True)
-class LoaderVariant:
-    """One way llama.cpp loads an arch: when it applies, its key and global-tensor rules, and how its layers'
-    q/k/v input width is described. Each comes from a GGUF variant of :data:`.variants.VARIANTS` (in its match
-    order, a variant ahead of the one it refines) and its ``loader`` module: ``rules(checker) -> input width``,
-    ``in_what(dims)``, and ``NAME`` / ``GENERIC_LAYERS`` when they differ from the defaults. ``generic_layers``:
-    the layers are the Qwen3 / Llama ones of :func:`layer_rules` (a variant whose rules expect its own layer
-    tensors sets it False)."""
-
-    name: str
-    applies: Callable[[Plan], bool]
-    rules: Callable[[Checker], int | None]  # returns the layers' q/k/v input width
-    in_what: Callable[[Dims], str]
-    generic_layers: bool = True
-
-
-def _plan_variant(plan: Plan) -> str | None:
-    """The GGUF variant of :mod:`.variants` that loads this plan (None: no variant)."""
+def loader_role(plan: Plan) -> ModuleType | None:
+    """The ``loader`` role (:mod:`dspark_convert.roles.loader`) of the variant that loads ``plan``; None when no
+    variant loads it."""
     v = gguf_variant(lambda k: plan.arch if k == S.GENERAL_ARCHITECTURE else plan.value(k), (t.name for t in plan.tensors))
-    return None if v is None else v.name
-
-
-@functools.cache
-def loader_variants() -> tuple[LoaderVariant, ...]:
-    """The loader variants, one per registered GGUF variant, in match order (imported on first use)."""
-    out = []
-    for v in VARIANTS:
-        mod = v.role("loader")
-        out.append(LoaderVariant(getattr(mod, "NAME", v.name), functools.partial(_applies, v.name), mod.rules,
-                                 mod.in_what, getattr(mod, "GENERIC_LAYERS", True)))
-    return tuple(out)
-
-
-def _applies(name: str, plan: Plan) -> bool:
-    return _plan_variant(plan) == name
-
-
-def __getattr__(name: str) -> Any:
-    if name == "LOADER_VARIANTS":  # the table, built when first asked (the loader modules import this module)
-        return loader_variants()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return None if v is None else v.role("loader")
 
 
 def check_plan(plan: Plan) -> list[Finding]:
@@ -314,8 +149,8 @@ def check_plan(plan: Plan) -> list[Finding]:
         >>> [str(f) for f in check_plan(plan) if f.level == "error"]  # doctest: +SKIP
         []
     """
-    variant = next((v for v in loader_variants() if v.applies(plan)), None)
-    if plan.arch not in S.ARCHES or variant is None:
+    loader = loader_role(plan)
+    if plan.arch not in S.ARCHES or loader is None:
         hint = " (a fork's arch string upstream does not load)" if plan.arch in S.FORBIDDEN_ARCHES else ""
         return [Finding("error", S.GENERAL_ARCHITECTURE, "arch", f"'{plan.arch}' is not a draft architecture llama.cpp "
                         f"loads; expected one of {', '.join(S.ARCHES)}{hint}")]
@@ -323,9 +158,9 @@ def check_plan(plan: Plan) -> list[Finding]:
     c = Checker(plan, Dims.of(kv, plan.arch), kv, {t.name: t for t in plan.tensors})
     _key_rules(c)
     _hparam_rules(c)
-    in_width = variant.rules(c)
-    if variant.generic_layers:
-        layer_rules(c, in_width, variant.in_what(c.dims))
+    in_width = loader.rules(c)
+    if getattr(loader, "GENERIC_LAYERS", True):
+        layer_rules(c, in_width, loader.in_what(c.dims))
     companion_rules(c)  # optional .scale / .input_scale of the linears (NVFP4 drafts)
     tensor_extra_rules(c)
     _tensor_rules(c)
@@ -374,11 +209,11 @@ def stale_layout(path: str | os.PathLike[str], plan: Plan | None = None, target:
     a current file). ``plan`` is the file's header when already read (local or remote), else ``path`` is read;
     ``target`` (a :class:`~dspark_convert.staleness.TargetInfo`, or the fit path's target
     :class:`~dspark_convert.fit.Side`) decides the items that depend on the target."""
-    from .staleness import PlanHeader, TargetInfo, staleness_findings
+    from .roles.upgrade import PlanHeader, TargetInfo
+    from .staleness import staleness_findings
 
     info = target if target is None or isinstance(target, TargetInfo) else TargetInfo.from_side(target)
     return staleness_findings(path, PlanHeader(plan) if plan is not None else None, info)
-
 
 
 # ============================================================================================== quantized formats
@@ -449,3 +284,33 @@ def tensor_extra_rules(c: Checker) -> None:
     if not_fp4:
         c.warn(TENSOR_EXTRA_NAME, "tensor-extra", f"names '{not_fp4[0]}', which is not NVFP4 (the flag only matters "
                "for 4-bit weights)")
+
+
+# ---------------------------------------------------------------------------------------------- the head llama.cpp runs
+def runtime_head(arch: str | None, tensor_names: set[str] | frozenset[str]) -> str:
+    """Which matrix llama.cpp b11434 scores a draft with: ``"output"``, ``"token_embd"`` or ``"target"``.
+
+    An arch of ``schema.EMBD_AS_HEAD_ARCHES`` (its loader, ``src/models/<arch>.cpp``, marks ``token_embd``
+    ``TENSOR_DUPLICATED`` as the output): ``output`` if present, else ``token_embd`` if present, else the target's
+    head. Any other arch: ``output`` if present, else the target's.
+
+    Example:
+        >>> runtime_head("dflash", {"token_embd.weight", "fc.weight"})
+        'token_embd'
+        >>> runtime_head("eagle3", {"token_embd.weight"})
+        'target'
+    """
+    if S.T_OUTPUT in tensor_names:
+        return "output"
+    if arch in S.EMBD_AS_HEAD_ARCHES and S.T_TOKEN_EMBD in tensor_names:
+        return "token_embd"
+    return "target"
+
+
+#: the loader sources of the rule: llama.cpp keeps one model file per arch
+EMBD_AS_HEAD_SOURCES = ", ".join(f"src/models/{arch}.cpp" for arch in sorted(S.EMBD_AS_HEAD_ARCHES))
+
+
+#: verify's note for a file llama.cpp scores with ``token_embd`` (:func:`runtime_head`)
+TOKEN_EMBD_HEAD_NOTE = ("llama.cpp b11434 scores this file with token_embd.weight (output.weight is absent, "
+                        f"{EMBD_AS_HEAD_SOURCES}), so the GGUF forward does too")

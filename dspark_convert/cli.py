@@ -27,15 +27,15 @@ from .streams import STDOUT, OutputError
 
 
 def variant_words() -> ModuleType:
-    """:mod:`dspark_convert.variants.words` (what the help says about the variants) without the registry, whose
+    """:mod:`dspark_convert.registry.words` (what the help says about the variants) without the registry, whose
     import loads the schema and gguf's constants: the one file, loaded under a private name (under its own, a later
-    ``import dspark_convert.variants.words`` would skip the registry package, which is not imported yet)."""
-    if "dspark_convert.variants.words" in sys.modules:  # the registry is loaded already: its module
-        return sys.modules["dspark_convert.variants.words"]
+    ``import dspark_convert.registry.words`` would skip the registry package, which is not imported yet)."""
+    if "dspark_convert.registry.words" in sys.modules:  # the registry is loaded already: its module
+        return sys.modules["dspark_convert.registry.words"]
     name = "_dspark_convert_variant_words"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "variants" / "words.py")
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "registry" / "words.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -48,7 +48,7 @@ def variant_words() -> ModuleType:
 
 
 if TYPE_CHECKING:
-    from .variants import words as W
+    from .registry import words as W
 else:
     W = variant_words()
 #: upstream's converter flag that selects a converter class; one Typer parameter of ``hf2gguf`` carries it (a

@@ -1,6 +1,6 @@
 """The declarative description of a GGUF file: every KV and every tensor, in file order.
 
-A :class:`Plan` is produced by a family module from a checkpoint (``families``), printed by ``--dry-run``,
+A :class:`Plan` is produced by a family module from a checkpoint (``variants/<v>/<family>.py``), printed by ``--dry-run``,
 validated by :func:`dspark_convert.check.check_plan`, and executed by :func:`dspark_convert.hf2gguf.writer.write_plan`.
 A plan read back from an existing GGUF file (``gguffile.reader.plan_from_gguf``) is the same kind of object, so
 ``check FILE`` and ``diff A B`` reuse the same code.
@@ -172,3 +172,14 @@ def add_kv(kvs: list[KV], kv: KV) -> None:
             kvs[i] = kv
             return
     kvs.append(kv)
+
+
+def as_int(value: Any) -> int | None:
+    """A value read from a file or a config as an integer: the value when it is an ``int`` (not a ``bool``), else
+    None (a file may hold any type).
+
+    Example:
+        >>> as_int(4), as_int(True), as_int(4.0)
+        (4, None, None)
+    """
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,13 +1,13 @@
 """``dspark-convert upgrade``: bring a draft GGUF made by an older converter up to upstream llama.cpp b11434's
 layout without reconverting. The driver: it knows no draft family; what is stale in a variant's files and how
 to rewrite it are the variant's ``upgrade`` role (``variants/<variant>/upgrade.py``, an
-:class:`~dspark_convert.staleness.UpgradeRules`), asked through the registry. The shared ground (the revision
-timeline, :class:`Stale`, :class:`TargetInfo`, the detector ``check FILE`` uses) is :mod:`dspark_convert.staleness`,
-below ``check``; its names are re-exported here.
+:class:`~dspark_convert.roles.upgrade.UpgradeRules`), asked through the registry. The shared ground (the revision
+timeline, ``Stale``, ``TargetInfo``: :mod:`dspark_convert.roles.upgrade`; the detector ``check FILE`` uses:
+:mod:`dspark_convert.staleness`) sits below ``check``.
 
 Three steps, each a documented function:
 
-* :func:`detect_staleness` reads a GGUF header (plus, optionally, the target's config and tokenizer) and says
+* :func:`~dspark_convert.staleness.detect_staleness` reads a GGUF header (plus, optionally, the target's config and tokenizer) and says
   which upstream revisions' layout the file matches and which items are stale (:class:`Stale`), each with the
   revision that changed it and what supplies the fix (the file itself, ``--target``, the checkpoint, or the
   user's word);
@@ -43,44 +43,36 @@ from .gguf_constants import VT
 from .gguffile.options import RemoteOptions
 from .gguffile.reader import GGUFFile
 from .plan import KV, TensorSpec
-from .staleness import (
-    ADD_BOS,
-    ADD_EOS,
-    PREC_A4,
-    REVISIONS,
-    Header,
+from .roles.upgrade import (
     Piece,
-    PlanHeader,
     Stale,
     Staleness,
     TargetInfo,
     Upgrading,
     checkpoint_config,
-    detect_staleness,
     insert_after,
-    nvfp4_unmarked,
     revision_index,
+)
+from .staleness import (
+    ADD_BOS,
+    ADD_EOS,
+    PREC_A4,
+    detect_staleness,
+    nvfp4_unmarked,
     rules_for,
-    staleness_findings,
     variant_rules,
 )
-
-__all__ = ["REVISIONS", "PREC_A4", "Header", "Piece", "PlanHeader", "Stale", "Staleness", "TargetInfo",
-           "UpgradePlan", "UpgradeResult", "detect_staleness", "header_bytes", "load_target", "plan_upgrade",
-           "revision_index", "staleness_findings", "upgrade", "write_upgrade"]
 
 _SPECIAL_IDS = ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",
                 "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.padding_token_id")
 
 
-def __getattr__(name: str) -> Any:
-    """``CONFIG_KEYS``: the keys a checkpoint's ``config.json`` decides, over every variant's upgrade rules (each
-    variant's ``config_keys``, in registry order, once each); computed when asked (it imports the roles)."""
-    if name == "CONFIG_KEYS":
-        from .variants import VARIANTS
+def config_keys() -> tuple[str, ...]:
+    """The keys a checkpoint's ``config.json`` decides, over every variant's upgrade rules (each variant's
+    ``config_keys``, in registry order, once each; imports the roles)."""
+    from .registry import VARIANTS
 
-        return tuple(dict.fromkeys(k for v in VARIANTS for k in variant_rules(v.name).config_keys))
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return tuple(dict.fromkeys(k for v in VARIANTS for k in variant_rules(v.name).config_keys))
 
 
 # ------------------------------------------------------------------------------------------------ targets
@@ -95,7 +87,7 @@ def load_target(ref: str | os.PathLike[str], remote: RemoteOptions | None = None
     target (a repo's config and tokenizer files are fetched, no weights)."""
     from .gguffile.refs import is_remote_ref
     from .hf.hub import is_repo_id
-    from .variants import VARIANTS
+    from .registry import VARIANTS
 
     text = str(ref)
     p = Path(text).expanduser()
@@ -162,10 +154,10 @@ class UpgradePlan:
 
 
 def _kv_of(f: GGUFFile, name: str) -> KV:
-    from .gguffile.reader import _plan_value
+    from .gguffile.reader import plan_value
 
     r = f.kvs[name]
-    return KV(r.name, r.type, _plan_value(f, r), r.sub_type)
+    return KV(r.name, r.type, plan_value(f, r), r.sub_type)
 
 
 def plan_upgrade(f: GGUFFile, *, target: TargetInfo | None = None, hf: Path | None = None,

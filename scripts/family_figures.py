@@ -8,7 +8,7 @@ Usage::
 For DeepSeek-V4 DSpark and EAGLE-3 (the two families the architecture review measured, §1.1-1.2) it prints:
 
 - **files naming it**: package ``.py`` files that name the family, and the lines that do;
-- **outside variants/ and the schema**: the same, counting only files outside the family zones (``variants/``,
+- **outside variants/ and the schema**: the same, counting only files outside the family zones (``variants/``, ``registry/``,
   ``families/``, ``schema.py`` until 2026-12-02, then the ``schema/`` package): the slices the family still spreads over;
 - **in its slice**: files and lines under ``variants/<slice>/`` (0 before the migration).
 
@@ -48,7 +48,7 @@ FAMILY_WORD = re.compile(r"(?i)(?<![\w-])(dflash|eagle-?3|dsv4|deepseek(?![-_ ]?
                          r"|(?!(?-i:DSPARK_LLAMA_))dspark(?![_-]convert))")
 #: a family named in an identifier (``ARCH_EAGLE3``, ``_is_dsv4``, ``DFLASH_ARCHS``)
 FAMILY_IDENT = re.compile(r"(?i)dflash|eagle3|dsv4|dspark")
-ZONES = ("variants/", "families/", "schema.py", "schema/")
+ZONES = ("variants/", "registry/", "families/", "schema.py", "schema/")
 
 
 def without_examples(text: str) -> str:

@@ -18,10 +18,11 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from dspark_convert import convert, diff_gguf, inspect_gguf
-from dspark_convert.check import Finding
 from dspark_convert.cli import app
+from dspark_convert.findings import Finding
+from dspark_convert.reference.compare import MetadataCheck, OutputCheck
 from dspark_convert.render import render_conversion, render_diff, render_findings, render_inspect, render_verify
-from dspark_convert.verify import MetadataCheck, OutputCheck, VerifyReport
+from dspark_convert.verify import VerifyReport
 
 DRAFT = FIXTURES / "dspark-qwen3"
 PRE_NOTE = (f"note: {TARGET}/tokenizer.json: chkhsh 27c1fcc4d8091313069c2f7da54dc51b17feaf3433471c62ee48ee22d0a172ca "

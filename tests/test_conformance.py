@@ -38,9 +38,8 @@ from dspark_convert.check import check_file, errors
 from dspark_convert.cli import app
 from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.hf.checkpoint import Checkpoint
-from dspark_convert.recognize import checkpoint_variant
-from dspark_convert.variants import BY_NAME, VARIANTS, gguf_variant
-from dspark_convert.variants.families import family_for, family_name
+from dspark_convert.registry import BY_NAME, VARIANTS, gguf_variant
+from dspark_convert.registry.families import checkpoint_variant, family_for, family_name
 from dspark_convert.variants.spectype import spec_type_of
 
 pytest.importorskip("torch", reason="verify needs torch (the test extra)")
@@ -169,7 +168,7 @@ def test_an_unread_tensor_fails_verify_by_name(drafts, ggufs, tmp_path: Path, va
     assert r.accounting is not None and not r.accounting.passed and f"GGUF {PROBE}" in r.accounting.detail
     assert r.tensors["unaccounted"] == {"gguf": [PROBE], "checkpoint": []}
     # a tensor-by-tensor proof also lists the probe among its tensor rows (no checkpoint tensor is its source)
-    first = "tensors" if BY_NAME[variant].proof == "tensors" else "tensor accounting"
+    first = "tensors" if not BY_NAME[variant].has_role("numpy_forward") else "tensor accounting"
     assert r.first_divergence is not None and r.first_divergence["component"] == first
 
 

@@ -241,7 +241,7 @@ def test_fixture_converts_exactly(fixture: str, outtype: str, tmp_path: Path) ->
         if bare in ("t2d", "d2t"):
             continue
         # dflash full vocabulary: upstream b11434 keeps embed_tokens and drops lm_head; on this untied target our
-        # default keeps lm_head too (output.weight: families.dflash_base.choose_head_layout), so nothing is dropped
+        # default keeps lm_head too (output.weight: variants.dflash.lineage.choose_head_layout), so nothing is dropped
         names.append((hf, gguf_name(hf, arch)))
     if case.get("rope_freqs"):
         names.insert(0, (None, "rope_freqs.weight"))

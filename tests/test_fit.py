@@ -22,7 +22,7 @@ from gguf_samples import write_sample
 from dspark_convert.errors import ConvertError
 from dspark_convert.fit import check_fit, open_target
 from dspark_convert.fit.rules import all_rules
-from dspark_convert.fit.vocab import vocab_facts
+from dspark_convert.roles.fit import vocab_facts
 
 #: the committed DFlash / DSpark and EAGLE-3 drafts (tests/fixture_registry.py); those with a d2t vocabulary map
 DRAFTS = names(source="committed", variant=("dflash", "eagle3"))

@@ -128,9 +128,10 @@ def test_gemma4_layout(variant_files: dict[str, tuple[Path, Path, dict[str, Path
 
 
 def test_gemma4_registry_and_check_variant(variant_files: dict[str, tuple[Path, Path, dict[str, Path]]]) -> None:
-    from dspark_convert.check import LOADER_VARIANTS
-    from dspark_convert.recognize import checkpoint_variant
-    from dspark_convert.variants import BY_NAME, VARIANTS, gguf_variant, variant_of_family
+    from dspark_convert.check import loader_role
+    from dspark_convert.plan import Plan
+    from dspark_convert.registry import BY_NAME, VARIANTS, gguf_variant, variant_of_family
+    from dspark_convert.registry.families import checkpoint_variant
 
     f = read_gguf(variant_files["v-gemma4-f32"][2]["f32"])
     v = gguf_variant(f.value, [t.name for t in f.tensors])
@@ -142,7 +143,8 @@ def test_gemma4_registry_and_check_variant(variant_files: dict[str, tuple[Path, 
     assert gguf_variant({"general.architecture": "eagle3"}.get, ["blk.0.layer_output_scale.weight"]).name == "eagle3"
     cfg = json.loads((variant_files["v-gemma4-f32"][0] / "config.json").read_text())
     assert checkpoint_variant(cfg, [], "config.json") is v
-    assert [lv.name for lv in LOADER_VARIANTS].index("gemma4-dspark") == 1
+    plan = Plan("dflash", kvs=[], tensors=[])
+    assert loader_role(plan) is BY_NAME["dflash"].role("loader") and v.has_role("loader")
 
 
 # ---------------------------------------------------------------------------------------------- requirements
@@ -151,7 +153,7 @@ def test_gemma4_requirements_and_rope_views() -> None:
     refusals the catalogue does not reach through the CLI (tests/bad_inputs_cases.py has one case per rule)."""
     from gemma4_drafts import Dims, draft_config
 
-    from dspark_convert.variants.gemma4.convert import full_attention_rope, requirements, rope_freqs
+    from dspark_convert.variants.gemma4.dspark_gemma4 import full_attention_rope, requirements, rope_freqs
 
     hp = draft_config(Dims())
     assert full_attention_rope(hp, "c") == {"rope_type": "proportional", "partial_rotary_factor": 0.25,
@@ -429,6 +431,6 @@ def test_gemma4_witnesses_do_not_import_the_converter(module: str) -> None:
 
     imported = _imports(ROOT / "dspark_convert" / "variants" / "gemma4" / f"{module}.py")
     assert not {m for m in imported if m.startswith(("dspark_convert.families", "dspark_convert.hf2gguf",
-                                                      "dspark_convert.variants.gemma4.convert"))}, module
+                                                      "dspark_convert.variants.gemma4.dspark_gemma4"))}, module
     if module == "__init__":
         assert {m.split(".")[1] for m in imported if m.startswith("dspark_convert.")} <= {"schema", "variants"}

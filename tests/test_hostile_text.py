@@ -25,13 +25,14 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from dspark_convert import render
-from dspark_convert.check import Finding
 from dspark_convert.cli import _OneLineWarnings, app
 from dspark_convert.diff import diff_gguf
+from dspark_convert.findings import Finding
 from dspark_convert.hf2gguf.conversion import ConvertResult, convert
 from dspark_convert.inspect import inspect_gguf
 from dspark_convert.plan import KV
-from dspark_convert.verify import MetadataCheck, OutputCheck, VerifyReport
+from dspark_convert.reference.compare import MetadataCheck, OutputCheck
+from dspark_convert.verify import VerifyReport
 
 DRAFT = FIXTURES / "dspark-qwen3"
 

@@ -18,10 +18,11 @@ from fixture_registry import spec_types
 from llama_support import PROMPT, Run, correlated, mimo_draft, run
 from test_new_drafts import b11434_qwen3  # noqa: F401  (the make_inputs_b11434.py qwen3 group, a session fixture)
 
+from dspark_convert.check import runtime_head
 from dspark_convert.errors import ConvertError
 from dspark_convert.fit.rules import check_fit
 from dspark_convert.hf2gguf.conversion import convert
-from dspark_convert.llamacpp.layouts import make_layout, relayout, runtime_head
+from dspark_convert.llamacpp.layouts import make_layout, relayout
 from dspark_convert.llamacpp.server import parse_drafts, spec_for
 from dspark_convert.llamacpp.target import convert_target
 from dspark_convert.llamacpp.threeway import three_way
@@ -481,7 +482,7 @@ def test_three_way_roles_come_from_the_registry(tmp_path: Path) -> None:
     from gguf import GGUFWriter
 
     from dspark_convert.llamacpp import threeway
-    from dspark_convert.variants import BY_NAME
+    from dspark_convert.registry import BY_NAME
 
     assert threeway.covered() == ("gemma4", "dflash2", "dflash", "eagle3")
     assert all(callable(BY_NAME[v].role("llama").reference_drafts) for v in threeway.covered())
@@ -508,7 +509,7 @@ def test_three_way_roles_come_from_the_registry(tmp_path: Path) -> None:
 
 
 def test_token_embd_head_note_names_the_loader_source() -> None:
-    from dspark_convert.llamacpp.layouts import TOKEN_EMBD_HEAD_NOTE
+    from dspark_convert.check import TOKEN_EMBD_HEAD_NOTE
 
     assert TOKEN_EMBD_HEAD_NOTE == ("llama.cpp b11434 scores this file with token_embd.weight (output.weight is "
                                     "absent, src/models/dflash.cpp), so the GGUF forward does too")

@@ -33,7 +33,7 @@ torch = pytest.importorskip("torch", reason="the torch forward needs torch (torc
 from dspark_convert.reference import torch_forward as tf  # noqa: E402
 from dspark_convert.reference.hf_draft import HFHParams, RopeParams  # noqa: E402
 from dspark_convert.variants.dflash.torch_forward import block_forward  # noqa: E402
-from dspark_convert.verify import draft_readers  # noqa: E402
+from dspark_convert.verify.rows import draft_readers  # noqa: E402
 
 MASK = 1016
 RNG = np.random.default_rng(11)
@@ -353,7 +353,7 @@ def test_rounded_checkpoint_equals_the_gguf_bit_for_bit(gguf, layout: str, outty
     """The heart of exact mode: every draft tensor the torch side reads, rounded as its GGUF counterpart is stored,
     equals the GGUF's dequantized values exactly (row permutations of q/k aside, compared as value multisets)."""
     from dspark_convert.reference.storage import gguf_counterpart
-    from dspark_convert.verify import gguf_types
+    from dspark_convert.verify.rows import gguf_types
 
     g = gguf(layout, outtype)
     d = tf.load_draft(FIXTURES / layout, TARGET, draft_readers()).with_storage(gguf_types(g))

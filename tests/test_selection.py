@@ -22,9 +22,9 @@ from dspark_convert import convert
 from dspark_convert.errors import ConvertError
 from dspark_convert.hf.checkpoint import Checkpoint, tensor_names
 from dspark_convert.hf2gguf.conversion import plan_conversion
-from dspark_convert.variants import families
+from dspark_convert.registry import families
+from dspark_convert.registry.families import family_for, family_name
 from dspark_convert.variants.dflash import dspark
-from dspark_convert.variants.families import family_for, family_name
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

@@ -35,7 +35,7 @@ sys.stderr.write("\\nMODULES " + json.dumps({"code": code, "modules": sorted(sys
 #: the conversion stack, and the heavy libraries the header views must not load
 CONVERSION = ["dspark_convert.hf2gguf.conversion", "dspark_convert.hf2gguf.writer", "dspark_convert.hf.checkpoint",
               "dspark_convert.formats.transforms", "dspark_convert.hf.hub", "dspark_convert.hf2gguf.metadata",
-              "dspark_convert.variants.families",
+              "dspark_convert.registry.families",
               "dspark_convert.tokenizer", "dspark_convert.verify", "dspark_convert.reference", "tokenizers",
               "safetensors", "huggingface_hub", "sentencepiece", "torch", "yaml"]
 HEAVY = ["numpy", "gguf", "gguf.gguf_writer", "gguf.quants", "gguf.gguf_reader"]

@@ -19,7 +19,9 @@ from golden_manifest import compare
 from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.plan import TensorSpec
-from dspark_convert.upgrade import REVISIONS, Piece, detect_staleness, plan_upgrade, upgrade, write_upgrade
+from dspark_convert.roles.upgrade import REVISIONS, Piece
+from dspark_convert.staleness import detect_staleness
+from dspark_convert.upgrade import plan_upgrade, upgrade, write_upgrade
 
 #: the golden layouts (tests/fixture_registry.py), sorted, the self-target ones last
 LAYOUTS = tuple(f.name for f in sorted(select(source="golden"), key=lambda f: (f.target == SELF, f.name)))
@@ -497,7 +499,9 @@ def test_config_keys_from_checkpoint(case: str, qwen3_group: Path, golden_dir: P
     partial rotary from the config: not detectable from the file (listed as not checked), completed from --hf's
     config.json in hf2gguf's order: equal to upstream b11434's file."""
     from dspark_convert import convert
-    from dspark_convert.upgrade import CONFIG_KEYS
+    from dspark_convert.upgrade import config_keys
+
+    CONFIG_KEYS = config_keys()
 
     today = tmp_path / "today.gguf"
     convert(qwen3_group / case, qwen3_group / "target", today, outtype="q8_0")
@@ -646,7 +650,9 @@ def test_dspark_config_keys_from_checkpoint(case: str, qwen3_group: Path, tmp_pa
     --hf the upgrade completes them in hf2gguf's order: byte-identical to today's hf2gguf (default layout, and
     --match-upstream's, which equals upstream b11434's conversion up to hf2gguf's general.base_model keys)."""
     from dspark_convert import convert
-    from dspark_convert.upgrade import CONFIG_KEYS
+    from dspark_convert.upgrade import config_keys
+
+    CONFIG_KEYS = config_keys()
 
     draft = _dspark_with_config_keys(qwen3_group, tmp_path, case)
     target = qwen3_group / "target"
@@ -742,7 +748,8 @@ def test_interleaved_b_from_double_permutation_eras(era: str, qwen3_group: Path,
         hd = f.value("dflash.attention.key_length")
         plan = plan_upgrade(f, match_upstream=True) if era == "b10705" else None
         if plan is None:  # the b10662 base is stale (has_confidence_head): copy it as it is
-            from dspark_convert.upgrade import UpgradePlan, _kv_of, detect_staleness
+            from dspark_convert.staleness import detect_staleness
+            from dspark_convert.upgrade import UpgradePlan, _kv_of
 
             kvs = [_kv_of(f, n) for n in f.kvs]
             pieces = [Piece(TensorSpec(t.name, t.shape, t.qtype), copy=t) for t in f.tensors]
@@ -779,15 +786,20 @@ def test_dsv4_dspark_with_checkpoint_is_left_alone(old_file, golden_inputs: Path
 
 # ---------------------------------------------------------------------------------------------- the rules' home
 def test_every_variant_has_upgrade_rules() -> None:
-    """The driver asks the registry: every variant has an ``upgrade`` role; the lineage's config-key rules belong
-    to the variants whose converters follow the lineage's config schema, and ``upgrade.CONFIG_KEYS`` is their
-    union."""
-    from dspark_convert.staleness import UpgradeRules, variant_rules
-    from dspark_convert.upgrade import CONFIG_KEYS
-    from dspark_convert.variants import VARIANTS
+    """The driver asks the registry: a variant's rules are its ``upgrade`` role's, else the refined variant's, else
+    the base rules (none); the lineage's config-key rules belong to the variants whose converters follow the
+    lineage's config schema, and ``upgrade.config_keys()`` is their union."""
+    from dspark_convert.registry import BY_NAME, VARIANTS
+    from dspark_convert.roles.upgrade import UpgradeRules
+    from dspark_convert.staleness import variant_rules
+    from dspark_convert.upgrade import config_keys
+
+    CONFIG_KEYS = config_keys()
 
     assert all(isinstance(variant_rules(v.name), UpgradeRules) for v in VARIANTS)
-    assert all(v.has_role("upgrade") or v.refines for v in VARIANTS)  # else a new arch's files would get no rules
+    rules = {v.name: variant_rules(v.name) for v in VARIANTS}
+    assert type(rules["eagle3"]) is UpgradeRules and not BY_NAME["eagle3"].has_role("upgrade")     # the base rules
+    assert rules["dflash2"] is BY_NAME["dflash"].role("upgrade").RULES                              # the refined's
     keys = {v.name: variant_rules(v.name).config_keys for v in VARIANTS}
     assert {n: len(k) for n, k in keys.items()} == {"dsv4": 0, "gemma4": 0, "dflash2": 5, "dflash": 5, "eagle3": 0}
     assert CONFIG_KEYS == keys["dflash"] == keys["dflash2"]
@@ -810,7 +822,8 @@ class _Header:
 
 def test_a_file_no_variant_loads_gets_only_the_items_of_every_file() -> None:
     """A ``llama`` file: no variant's rules apply (the base rules: nothing), only the tokenizer flags."""
-    from dspark_convert.staleness import TargetInfo, UpgradeRules, rules_for
+    from dspark_convert.roles.upgrade import TargetInfo, UpgradeRules
+    from dspark_convert.staleness import rules_for
 
     h = _Header({"general.architecture": "llama", "tokenizer.ggml.model": "gpt2"}, ("token_embd.weight",))
     assert type(rules_for(h)) is UpgradeRules

@@ -1,6 +1,6 @@
 """What upstream llama.cpp b11434 writes for the DFlash lineage that 749f688 did not (spec/upstream-b11434.md §2.2,
 §2.3, §2.7), one test per behaviour, on small edits of the committed fixtures; and our default where upstream's
-layout drafts wrongly (an untied target's head, ``families.dflash_base.choose_head_layout``).
+layout drafts wrongly (an untied target's head, ``variants.dflash.lineage.choose_head_layout``).
 
 Plans come from dry runs (the keys and tensors the file would hold, in file order); the byte checks convert.
 """
@@ -19,8 +19,8 @@ from conftest import FIXTURES, TARGET
 
 from dspark_convert import convert
 from dspark_convert.gguffile.reader import read_gguf
+from dspark_convert.kit.hparams import target_text_architecture, target_ties_embeddings, target_uses_mrope
 from dspark_convert.plan import Plan
-from dspark_convert.variants.kit.hparams import target_text_architecture, target_ties_embeddings, target_uses_mrope
 
 
 def plan_of(draft: Path, tmp: Path, target: Path = TARGET, **kw: Any) -> Plan:
@@ -169,7 +169,7 @@ def test_mrope_target_gets_degenerate_sections(tmp_path: Path) -> None:
 def test_gemma_target_embedding_scale_and_text_architecture(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from dspark_convert.variants.kit.dflash_base import embedding_scale
+    from dspark_convert.variants.dflash.lineage import embedding_scale
 
     cfg = {"architectures": ["Gemma4ForConditionalGeneration"], "text_config": {"hidden_size": 64}}
     ctx: Any = SimpleNamespace(target_config=cfg, target_dir=tmp_path, where="config.json")

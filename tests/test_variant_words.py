@@ -1,4 +1,4 @@
-"""What the command line says about the variants (``dspark_convert/variants/words.py``, issue 20): the help text and
+"""What the command line says about the variants (``dspark_convert/registry/words.py``, issue 20): the help text and
 upstream's family-selecting flag come from the variants' words, which ``--help`` loads without the registry, and
 they agree with the registry and the family modules they describe."""
 
@@ -13,16 +13,16 @@ import pytest
 from conftest import FIXTURES, TARGET
 
 from dspark_convert import convert
-from dspark_convert.variants import VARIANTS, words
-from dspark_convert.variants.families import family_modules, family_name
+from dspark_convert.registry import VARIANTS, words
+from dspark_convert.registry.families import family_modules, family_name
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_cli_loads_the_words_alone_and_they_are_the_registrys() -> None:
     code = ("import sys, json; import dspark_convert.cli as c; "
-            "alone = 'dspark_convert.variants' not in sys.modules and 'gguf.constants' not in sys.modules; "
-            "import dspark_convert.variants.words as w; from dspark_convert.variants import words as w2; "
+            "alone = 'dspark_convert.registry' not in sys.modules and 'gguf.constants' not in sys.modules; "
+            "import dspark_convert.registry.words as w; from dspark_convert.registry import words as w2; "
             "same = w is w2 and [vars(f) for f in c.W.UPSTREAM_FLAGS] == [vars(f) for f in w.UPSTREAM_FLAGS] "
             "and all(getattr(c.W, n) == getattr(w, n) for n in ('DRAFT_KINDS', 'DRAFTS_INSIDE_TARGETS', "
             "'FILES_INSIDE_TARGETS', 'CHAINED_DRAFTS')); "

@@ -1,12 +1,14 @@
-"""The variant registry (``dspark_convert.variants``, ``dspark_convert.recognize``) and the rules that keep family
-knowledge in its place (issue 20):
+"""The variant registry (``dspark_convert.registry``) and the rules that keep family knowledge in its place:
 
 - one answer to "which variant is this?" for a GGUF file and for a checkpoint, the same one ``check`` uses;
-- every converter family has a variant (so verify's tensor accounting has its drop rules);
+- every converter family has a variant (so verify's tensor accounting has its drop rules), and every family module
+  provides the ``Family`` contract;
 - verify's side never imports the conversion verb, and each variant's forwards and tensor checks never import the
   converter (its family modules, the kit, the name tables): two independent witnesses;
-- the import graph has no cycle and no upward import, the registry below ``check`` and
-  every variant slice above it;
+- the import graph has no cycle and no upward import; at the level of top-level units (each folder of the package
+  and each top-level module) no two units import each other and there is no cycle;
+- a module under ``variants/`` imports contracts (``roles/``), never a driver; no module imports an underscored
+  name from another module;
 - family names appear only in the variant packages and the registry (``variants/``) and the schema, plus an
   allow-list of today's offenders that may only shrink.
 """
@@ -22,11 +24,10 @@ import pytest
 from conftest import FIXTURES, ROOT
 from fixture_registry import select
 
-from dspark_convert.check import LOADER_VARIANTS
+from dspark_convert.check import loader_role
 from dspark_convert.gguffile.reader import read_gguf
-from dspark_convert.recognize import checkpoint_variant, draft_architecture
-from dspark_convert.variants import BY_NAME, VARIANTS, DropRule, gguf_variant, variant_of_family
-from dspark_convert.variants.families import family_modules, family_name
+from dspark_convert.registry import BY_NAME, VARIANTS, DropRule, gguf_variant, variant_of_family
+from dspark_convert.registry.families import checkpoint_variant, draft_architecture, family_modules, family_name
 
 PKG = ROOT / "dspark_convert"
 
@@ -51,7 +52,9 @@ def test_dsv4_refines_dflash_and_check_agrees() -> None:
     assert gguf_variant({**dsv4, "dflash.hyper_connection.count": True}.get).name == "dflash"   # a bool is no count
     assert gguf_variant({"general.architecture": "llama"}.get) is None
     assert [v.name for v in VARIANTS].index("dsv4") < [v.name for v in VARIANTS].index(BY_NAME["dsv4"].refines or "")
-    assert [lv.name for lv in LOADER_VARIANTS] == ["dflash-dsv4", "gemma4-dspark", "dflash2", "dflash", "eagle3"]
+    assert all(v.has_role("loader") for v in VARIANTS)              # check asks each file's variant's loader role
+    plan = __import__("dspark_convert.plan", fromlist=["Plan"]).Plan("dflash", kvs=[], tensors=[])
+    assert loader_role(plan) is BY_NAME["dflash"].role("loader")
 
 
 def test_every_family_has_a_variant() -> None:
@@ -100,10 +103,9 @@ VERIFY_SIDE = ["verify/__init__.py", "verify/accounting.py", "verify/checks.py",
                *[p.relative_to(PKG).as_posix() for p in sorted((PKG / "variants").glob("*/*.py"))
                  if p.name in ("verify.py", *WITNESSES)]]
 #: converter code a forward must not import (its own HF / GGUF names keep the two sides independent witnesses)
-CONVERTER = ("dspark_convert.hf2gguf", "dspark_convert.variants.kit", "dspark_convert.variants.families",
-             "dspark_convert.variants.kit.base", "dspark_convert.variants.dsv4.names",
-             *(f"dspark_convert.variants.{v}.{f}" for v in ("dflash", "dflash2", "eagle3", "dsv4")
-               for f in ("dspark", "dflash", "dflash_mimo", "dflash2", "eagle3", "dspark_dsv4")))
+CONVERTER = ("dspark_convert.hf2gguf", "dspark_convert.kit", "dspark_convert.registry.families",
+             "dspark_convert.roles.convert", "dspark_convert.variants.dsv4.names", "dspark_convert.variants.dflash.lineage",
+             *(f"dspark_convert.variants.{v.name}.{f}" for v in VARIANTS for f in v.families))
 
 
 @pytest.mark.parametrize("module", VERIFY_SIDE)
@@ -154,8 +156,8 @@ def _family_figures() -> ModuleType:
 
 #: the family-name pattern, scripts/family_figures.py's (one word list for the test and the figures)
 FAMILY_WORD: re.Pattern[str] = _family_figures().FAMILY_WORD
-#: where family names belong: the variant packages and the registry (``variants/``), the GGUF vocabulary
-ZONES = ("variants/", "schema.py", "schema/")
+#: where family names belong: the variant packages (``variants/``), the registry (``registry/``), the GGUF vocabulary
+ZONES = ("variants/", "registry/", "schema.py", "schema/")
 #: today's offenders (issue 20, at its start): each must leave this list when it stops naming families, and the
 #: list must end empty. A file not listed here that names a family fails.
 ALLOWED: frozenset[str] = frozenset()
@@ -227,8 +229,76 @@ def test_import_graph_no_new_cycles_or_upward_imports() -> None:
     cycles = [set(c) for c in fig["_cycles"]]                 # module cycles, then unit cycles
     assert all(c <= KNOWN_CYCLE for c in cycles), cycles
     layer = fig["_layers"]
-    slices = [u for u in layer if u.startswith("dspark_convert.variants.") and u != "dspark_convert.variants.kit"]
+    slices = [u for u in layer if u.startswith("dspark_convert.variants.")]
     assert sorted(slices) == [f"dspark_convert.variants.{v.name}" for v in sorted(VARIANTS, key=lambda v: v.name)]
-    assert layer["dspark_convert.variants"] < layer["dspark_convert.check"]       # check asks the registry
-    assert all(layer[u] > layer["dspark_convert.check"] for u in slices)          # a slice's loader uses check's kit
+    assert layer["dspark_convert.registry"] < layer["dspark_convert.check"]       # check asks the registry
+    assert layer["dspark_convert.roles"] < layer["dspark_convert.registry"]       # the contracts sit below both
+    assert all(layer[u] < layer["dspark_convert.fit"] for u in slices)            # the drivers find the slices by name
     assert fig["cycles (units)"] == 0 and fig["upward imports (units)"] == 0      # was 1 and 9 at 3fc559b
+
+
+def _graph() -> ModuleType:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "benchmarks" / "import_graph.py")
+    assert spec is not None and spec.loader is not None
+    graph = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(graph)
+    return graph
+
+
+def test_top_level_units_import_no_each_other() -> None:
+    """Each folder of the package (``variants/`` whole) and each top-level module is one unit: no two units import
+    each other and there is no cycle among them (``benchmarks/import_graph.py``); the contracts, the kit and the
+    registry import no variant."""
+    fig = _graph().figures(PKG)
+    assert fig["_mutual"] == [] and fig["_top_cycles"] == []
+    edges = fig["_top_edges"]
+    for floor in ("dspark_convert.roles", "dspark_convert.kit", "dspark_convert.registry"):
+        assert "dspark_convert.variants" not in edges[floor], floor
+    assert "dspark_convert.registry" not in edges["dspark_convert.roles"]
+
+
+def test_a_mutual_import_is_found(tmp_path: Path) -> None:
+    """The unit rule can fail: two top-level modules importing each other are one mutual pair and one cycle."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from . import b\n")
+    (pkg / "b.py").write_text("def f():\n    from .a import x\n")
+    fig = _graph().figures(pkg)
+    assert fig["_mutual"] == [("pkg.a", "pkg.b")] and len(fig["_top_cycles"]) == 1
+
+
+#: the drivers a variant must not import: the verbs and the llama-server runner (it imports contracts instead)
+DRIVERS = ("check", "fit", "verify", "staleness", "upgrade", "hf2gguf", "llamacpp", "inspect", "diff", "cli", "render")
+
+
+@pytest.mark.parametrize("module", sorted(p.relative_to(PKG).as_posix() for p in (PKG / "variants").rglob("*.py")))
+def test_variants_import_contracts_never_drivers(module: str) -> None:
+    imported = _imports(PKG / module)
+    bad = {m for m in imported if m.startswith(tuple(f"dspark_convert.{d}" for d in DRIVERS))
+           and m.split(".")[1] in DRIVERS}
+    assert not bad, f"{module} imports a driver: {sorted(bad)}"
+
+
+def test_no_underscored_imports_across_modules(tmp_path: Path) -> None:
+    """An underscored name is private to its module: no other module of the package imports it (a dunder such as
+    ``__version__`` is not private). The rule can fail: a module importing another's private name is listed."""
+    graph = _graph()
+    assert graph.figures(PKG)["_chassis"]["underscored"] == []
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("__version__ = '1'\n")
+    (pkg / "a.py").write_text("_x = 1\n")
+    (pkg / "b.py").write_text("from . import __version__\nfrom .a import _x\n")
+    assert graph.figures(pkg)["_chassis"]["underscored"] == ["pkg.b: pkg.a._x"]
+
+
+def test_every_family_module_provides_the_family_contract() -> None:
+    """Each family module a ``Variant`` row lists has every member of ``roles.convert.Family``."""
+    from dspark_convert.roles.convert import Family
+
+    members = {n for n in vars(Family) if not n.startswith("_")} | set(Family.__annotations__)
+    for mod in family_modules():
+        assert not {m for m in members if not hasattr(mod, m)}, mod.__name__

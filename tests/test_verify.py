@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from dspark_convert.cli import app
 from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.hf2gguf.conversion import convert
-from dspark_convert.verify import (
+from dspark_convert.reference.compare import (
     EXACT_NMSE,
     OutputCheck,
     add_argmax,
@@ -28,8 +28,8 @@ from dspark_convert.verify import (
     compare_tokens,
     compare_values,
     grade,
-    verify,
 )
+from dspark_convert.verify import verify
 
 pytest.importorskip("torch", reason="verify runs the torch reference forward (torch extra)")
 
@@ -199,7 +199,7 @@ def test_compare_values_numbers() -> None:
 def test_nonfinite_values_are_blamed_on_the_side_holding_them() -> None:
     """Issue 24: a NaN in the checkpoint was blamed on the GGUF forward, and NaN logits gave 'chosen tokens 21/21
     identical PASS' (both argmax to 0)."""
-    from dspark_convert.verify.checks import compare_tokens
+    from dspark_convert.reference.compare import compare_tokens
 
     ref, nan = np.array([0.0, 1.0, 2.0, 3.0]), np.array([0.0, np.nan, 2.0, 3.0])
     assert compare_values("x", ref, nan).detail == "GGUF forward produced NaN/Inf"
@@ -239,13 +239,19 @@ def test_near_ties_are_not_failures() -> None:
     assert not t2.passed and "position(s) [1]" in t2.detail
 
 
-def test_three_way_near_tie_fraction_is_verifys() -> None:
-    """The llama.cpp three-way check calls a differing position a near-tie by verify's rule; it holds a copy (verify
-    imports ``llamacpp.layouts``, so ``llamacpp`` cannot import verify back), pinned equal here."""
-    from dspark_convert.llamacpp import threeway
-    from dspark_convert.verify.checks import TIE_STD_FRACTION
+def test_near_tie_fraction_has_one_home() -> None:
+    """verify's argmax rows and the llama.cpp three-way check call a differing position a near-tie by one rule: the
+    fraction is defined once (``reference/compare.py``) and the three-way check reads it from there."""
+    import re
 
-    assert threeway.TIE_FRACTION == TIE_STD_FRACTION == 0.1
+    from conftest import ROOT
+
+    from dspark_convert.reference.compare import TIE_STD_FRACTION
+
+    homes = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "dspark_convert").rglob("*.py"))
+             if re.search(r"^TIE_\w* = ", p.read_text(), re.M)]
+    assert homes == ["dspark_convert/reference/compare.py"] and TIE_STD_FRACTION == 0.1
+    assert "TIE_STD_FRACTION * " in (ROOT / "dspark_convert" / "llamacpp" / "threeway.py").read_text()
 
 
 # ---------------------------------------------------------------------------------------------- JSON + CLI
@@ -291,8 +297,9 @@ def test_render_prints_hostile_text_literally() -> None:
     """Names from files and folders reach the console as literal text, never as markup."""
     from rich.console import Console
 
+    from dspark_convert.reference.compare import MetadataCheck
     from dspark_convert.render import render_verify
-    from dspark_convert.verify import MetadataCheck, VerifyReport
+    from dspark_convert.verify import VerifyReport
 
     r = VerifyReport("[/]x.gguf", "[red]hf", "t", "dflash", "dspark", "flat", 0, 3, [4, 16, 64])
     r.outputs = [OutputCheck("layer 0 output", [7, 64], nmse=0.5, nmse_db=-3.0, max_abs=1.0, grade="differs",

@@ -1,5 +1,6 @@
-"""verify's one interface (``dspark_convert.verify.rows``): every GGUF variant's ``verify`` role is a ``PROOF`` the
-driver calls the same way, and the shared row helpers compare what the variants name.
+"""verify's one interface (``dspark_convert.roles.proof``, run by ``dspark_convert.verify.rows``): every GGUF
+variant's ``verify`` role is a ``PROOF`` the driver calls the same way, and the shared row helpers compare what the
+variants name.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
-from dspark_convert.variants import VARIANTS
-from dspark_convert.verify.rows import (
+from dspark_convert.registry import VARIANTS
+from dspark_convert.roles.proof import (
     SHARED_READER,
     Forwards,
     Inputs,
@@ -22,18 +23,18 @@ from dspark_convert.verify.rows import (
     TensorChecks,
     anchors,
     next_tokens,
-    prover,
 )
+from dspark_convert.verify.rows import prover
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
 def test_every_variant_has_one_proof(variant) -> None:  # type: ignore[no-untyped-def]
-    """One interface: ``PROOF`` is a Forwards (on the shared reader or the variant's own side) or TensorChecks, and
-    the registry's ``proof`` word agrees with it."""
+    """One interface: ``PROOF`` is a Forwards (on the shared reader or the variant's own side, with a forward on
+    each side) or TensorChecks (no forward yet)."""
     p = prover(variant)
     assert p is not None and p is variant.role("verify").PROOF
-    assert callable(p.accepts) and callable(p.prove) and isinstance(p.needs_target, bool)
-    if variant.proof == "tensors":
+    assert isinstance(p.needs_target, bool)
+    if not variant.has_role("numpy_forward"):
         assert isinstance(p, TensorChecks) and not p.needs_target
     else:
         assert isinstance(p, Forwards) and p.needs_target
@@ -46,7 +47,7 @@ def test_every_variant_has_one_proof(variant) -> None:  # type: ignore[no-untype
 
 def test_verify_roles_import_no_torch() -> None:
     """The roles are read by the driver before torch is needed (its 'verify needs torch' message comes later)."""
-    code = ("import sys\nfrom dspark_convert.variants import VARIANTS\nfor v in VARIANTS: v.role('verify')\n"
+    code = ("import sys\nfrom dspark_convert.registry import VARIANTS\nfor v in VARIANTS: v.role('verify')\n"
             "import dspark_convert.verify\nprint('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"

@@ -1,13 +1,14 @@
 """Draft/target fit: will this draft work with my target? (``dspark-convert check DRAFT --target TARGET``).
 
-``sides`` reads each side (GGUF header, or a Hugging Face target folder / repo id), ``vocab`` replays how
-llama.cpp loads a vocabulary, ``rules`` holds the rule table and :func:`check_fit`.
+``sides`` reads each side (GGUF header, or a Hugging Face target folder / repo id), ``rules`` holds the rule table
+and :func:`check_fit`; the rule and side types and the vocabulary facts are the fit role's contract
+(:mod:`dspark_convert.roles.fit`).
 """
 
 from __future__ import annotations
 
-from .rules import RULES, FitReport, Rule, RuleResult, check_fit, fit_rules
-from .sides import Side, open_target, side_from_gguf, side_from_hf
+from .rules import RULES, FitReport, RuleResult, check_fit, fit_rules
+from .sides import open_target, side_from_gguf, side_from_hf
 
-__all__ = ["RULES", "FitReport", "Rule", "RuleResult", "Side", "check_fit", "fit_rules", "open_target",
-           "side_from_gguf", "side_from_hf"]
+__all__ = ["RULES", "FitReport", "RuleResult", "check_fit", "fit_rules", "open_target", "side_from_gguf",
+           "side_from_hf"]

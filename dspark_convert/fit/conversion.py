@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import schema as S
-from ..check import Finding
+from ..findings import Finding
 from ..gguffile.packed import PackedStrings
-from ..variants.kit.base import TargetFacts
+from ..roles.convert import TargetFacts
 
 IGNORE_HINT = "pass --ignore-target-mismatch to convert anyway"
 #: the rule ids of fit findings (errors: the first four; warnings: the rest)
@@ -36,7 +36,7 @@ class Pair:
     """The draft/target pair as the conversion sees it.
 
     ``arch`` is the planned file's GGUF architecture and ``facts`` what the family says about the draft's target
-    (:class:`~dspark_convert.variants.kit.base.TargetFacts`: taps, rope, mask embedding); ``draft_config`` the raw
+    (:class:`~dspark_convert.roles.convert.TargetFacts`: taps, rope, mask embedding); ``draft_config`` the raw
     draft ``config.json``; ``target`` the target's label (repo id or folder, as given) and ``target_config`` its
     ``config.json`` with any ``text_config`` merged in; ``draft_files`` maps GGUF tensor names to the checkpoint
     file holding their source.

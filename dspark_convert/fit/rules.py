@@ -20,11 +20,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .. import schema as S
-from ..check import Finding
+from ..findings import Finding
 from ..gguffile.options import RemoteOptions
 from ..notes import collecting
-from .sides import Side, open_target, side_from_gguf
-from .vocab import VocabFacts, token_text, vocab_facts
+from ..roles.fit import ALL, Outcome, Pair, Rule, Side, pass_fail, token_text
+from .sides import open_target, side_from_gguf
 
 #: llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE and SPEC_VOCAB_CHECK_START_TOKEN_ID (common/speculative.cpp)
 MAX_VOCAB_DIFFERENCE = 128
@@ -34,20 +34,6 @@ SRC_COMPAT = "common/speculative.cpp: common_speculative_are_compatible()"
 SRC_D2T = f"src/models/{S.ARCH_DFLASH}.cpp, src/models/{S.ARCH_EAGLE3}.cpp: d2t (draft id -> target id)"
 SRC_HPARAMS = "src/llama-model.cpp: load_hparams() (rope.freq_base, rope.scaling.*, context_length)"
 SRC_TEMPLATE = "common/chat.cpp: common_chat_templates_init() (llama-server calls it on the target model)"
-
-#: a rule for every draft (a :class:`Rule`'s ``families`` when no family word restricts it)
-ALL: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one rule found: status, the value on each side, one line, and machine-readable details."""
-
-    status: str  # "pass" | "fail" | "info" | "skip"
-    draft: Any
-    target: Any
-    message: str
-    details: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -64,32 +50,6 @@ class RuleResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass
-class Pair:
-    """Both sides and their vocabularies as llama.cpp loads them (computed once for the vocabulary rules)."""
-
-    draft: Side
-    target: Side
-    vd: VocabFacts = field(init=False)
-    vt: VocabFacts = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.vd = vocab_facts(self.draft.kvs, self.draft.tokens)
-        self.vt = vocab_facts(self.target.kvs, self.target.tokens)
-
-
-def _ok(cond: bool) -> str:
-    return "pass" if cond else "fail"
-
-
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _ints(v: Any) -> list[int] | None:
-    return list(v) if isinstance(v, list) and all(_int(x) is not None for x in v) else None
 
 
 # ---------------------------------------------------------------------------------------------- vocabulary rules
@@ -125,7 +85,7 @@ def rule_vocab_size(p: Pair) -> Outcome:
     nd, nt = p.vd.n_tokens, p.vt.n_tokens
     diff = abs(nd - nt)
     ok = diff <= MAX_VOCAB_DIFFERENCE
-    return Outcome(_ok(ok), nd, nt, f"draft {nd} tokens, target {nt}: difference {diff} "
+    return Outcome(pass_fail(ok), nd, nt, f"draft {nd} tokens, target {nt}: difference {diff} "
                                     f"{'<=' if ok else '>'} {MAX_VOCAB_DIFFERENCE}",
                    {"difference": diff, "max": MAX_VOCAB_DIFFERENCE})
 
@@ -150,19 +110,6 @@ def rule_token_text(p: Pair) -> Outcome:
                    f"{len(differ)} of {n - first} ids ({span}) differ", details)
 
 
-# ---------------------------------------------------------------------------------------------- shared by arch rules
-def fc_width(p: Pair, n_taps: int | None, what: str) -> Outcome:
-    """``fc``'s input width against ``n_taps`` target hidden states (``what``: how the taps are called)."""
-    fc = p.draft.tensors.get(S.T_FC)
-    h = _int(p.target.hp.get("embedding_length"))
-    if fc is None or not fc or n_taps is None or h is None:
-        return Outcome("skip", fc[0] if fc else None, h, "fc.weight, the taps or the target's embedding_length "
-                                                         "is missing; nothing to compare")
-    want = n_taps * h
-    return Outcome(_ok(fc[0] == want), fc[0], want, f"fc.weight input width {fc[0]} {'=' if fc[0] == want else '!='} "
-                                                    f"{n_taps} {what} x target embedding_length {h} = {want}")
-
-
 def rule_d2t(p: Pair) -> Outcome:
     rng, nt = p.draft.d2t_range, p.vt.n_tokens
     if rng is None and p.draft.header_only and S.T_D2T in p.draft.tensors:
@@ -171,7 +118,7 @@ def rule_d2t(p: Pair) -> Outcome:
         return Outcome("skip", None, nt, "no d2t tensor: the draft predicts ids of the full vocabulary")
     lo, hi = rng
     ok = lo >= 0 and hi < nt
-    return Outcome(_ok(ok), [lo, hi], nt, f"d2t maps to target ids {lo}..{hi}" + (
+    return Outcome(pass_fail(ok), [lo, hi], nt, f"d2t maps to target ids {lo}..{hi}" + (
         f", all < {nt} target tokens" if ok else f", outside the target's {nt} tokens"))
 
 
@@ -225,17 +172,6 @@ def rule_chat_template(p: Pair) -> Outcome:
     return Outcome("info", a, b, f"chat templates {'identical' if same else 'differ'} (llama-server uses the target's)")
 
 
-@dataclass(frozen=True)
-class Rule:
-    """One row of the rule table: id, what it compares, the draft families it applies to, its source."""
-
-    id: str
-    what: str
-    families: frozenset[str]
-    source: str
-    fn: Callable[[Pair], Outcome]
-
-
 #: the rules of every draft, in table order: the vocabulary rules, then (:func:`fit_rules`) the rules of the
 #: draft's GGUF architecture (its base variant's ``fit.ARCH_RULES``), then :data:`TAIL_RULES`
 RULES: tuple[Rule, ...] = (
@@ -276,7 +212,7 @@ def arch_rules(arch: str) -> tuple[Rule, ...]:
     """The rules of every draft of a GGUF architecture: its base variant's ``fit.ARCH_RULES``
     (:func:`.variants.base_variant`; a variant refining it adds its own through :func:`variant_rules`); none for an
     arch no variant writes."""
-    from ..variants import base_variant
+    from ..registry import base_variant
 
     v = base_variant(arch)
     if v is None or not v.has_role("fit"):
@@ -287,7 +223,7 @@ def arch_rules(arch: str) -> tuple[Rule, ...]:
 def all_rules() -> tuple[Rule, ...]:
     """Every row of the rule table: :data:`RULES`, each GGUF architecture's :func:`arch_rules`, :data:`TAIL_RULES`
     (docs/check.md documents each; a variant's own :func:`variant_rules` are documented on its page)."""
-    from ..variants import VARIANTS
+    from ..registry import VARIANTS
 
     archs = dict.fromkeys(v.arch for v in VARIANTS)
     return (*RULES, *(r for a in archs for r in arch_rules(a)), *TAIL_RULES)
@@ -296,7 +232,7 @@ def all_rules() -> tuple[Rule, ...]:
 def variant_rules(draft: Side) -> tuple[Rule, ...]:
     """The rules a draft's variant package adds (``variants/<variant>/fit.py``: ``RULES``); a rule with the id of
     a rule of :data:`RULES` replaces it for that variant."""
-    from ..variants import gguf_variant
+    from ..registry import gguf_variant
 
     if draft.plan is None:
         return ()

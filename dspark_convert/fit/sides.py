@@ -10,10 +10,7 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, overload
 
 from gguf import GGUFValueType as VT
 
@@ -22,104 +19,9 @@ from ..errors import ConvertError
 from ..gguffile.options import RemoteOptions
 from ..gguffile.packed import PackedStrings
 from ..gguffile.reader import GGUFFile, plan_from_file, safe_text
-from ..gguffile.records import RecordParser
 from ..gguffile.source import is_remote_ref, open_gguf_source
-from ..plan import Plan
-from ..variants import base_variant
-
-#: unscoped keys a side keeps (tokenizer keys, draft keys); ``{arch}.*`` ones go to :attr:`Side.hp`
-KEYS = (S.TOKENIZER_MODEL, S.TOKENIZER_PRE, S.TOKENIZER_CHAT_TEMPLATE, S.GENERAL_NAME, *S.DRAFT_TARGET_KEYS,
-        S.SPECIAL_TOKEN_KEYS["bos"], S.SPECIAL_TOKEN_KEYS["eos"], S.TOKENIZER_MASK_ID, S.ADD_TOKEN_KEYS["bos"],
-        S.ADD_TOKEN_KEYS["eos"])
-#: :attr:`Side.hp` name -> ``{arch}.*`` key template
-HP_KEYS = {"embedding_length": S.EMBEDDING_LENGTH, "block_count": S.BLOCK_COUNT, "context_length": S.CONTEXT_LENGTH,
-           "rope_freq_base": S.ROPE_FREQ_BASE, "rope_scaling_type": S.ROPE_SCALING_TYPE,
-           "rope_scaling_factor": S.ROPE_SCALING_FACTOR, "rope_scaling_orig_ctx": S.ROPE_SCALING_ORIG_CTX,
-           "rope_dimension_sections": S.ROPE_DIMENSION_SECTIONS}
-
-
-class Tokens(Sequence[str]):
-    """A side's token texts. From a GGUF they stay as the stored bytes until a text is asked for, so two identical
-    vocabularies compare as bytes (:meth:`same_prefix`) without decoding 150k strings.
-
-    Example:
-        >>> Tokens.from_list(["a", "b"])[1], len(Tokens.from_list(["a", "b"]))
-        ('b', 2)
-    """
-
-    def __init__(self, count: int, raw: bytes | None = None, values: list[str] | None = None) -> None:
-        self.n, self.raw, self._values = count, raw, values
-        self._some: dict[int, str] = {}
-
-    @classmethod
-    def from_list(cls, values: list[str]) -> Tokens:
-        return cls(len(values), values=values)
-
-    def __len__(self) -> int:
-        return self.n
-
-    @overload
-    def __getitem__(self, i: int) -> str: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[str]: ...
-    def __getitem__(self, i: int | slice) -> str | list[str]:
-        if self._values is None and isinstance(i, int) and 0 <= i < self.n:
-            if i not in self._some:
-                self._some.update(self._parser().string_items(0, self.n, {i}))
-            return self._some[i]
-        return self.values()[i]
-
-    def _parser(self) -> RecordParser:
-        assert self.raw is not None
-        return RecordParser(self.raw, len(self.raw), "tokens")
-
-    def values(self) -> list[str]:
-        """Every text (decoded once)."""
-        if self._values is None:
-            self._values = self._parser().decode_array(VT.STRING, self.n, 0)[0]
-        return self._values
-
-    def same_prefix(self, other: Tokens) -> bool:
-        """True when both lists are stored bytes and the shorter one's bytes begin the longer one's, which proves
-        the first ``min(len)`` texts equal; False when that cannot be told this way."""
-        if self.raw is None or other.raw is None:
-            return False
-        short, long = (self, other) if len(self.raw) <= len(other.raw) else (other, self)
-        assert short.raw is not None and long.raw is not None
-        return short.n <= long.n and long.raw.startswith(short.raw)
-
-
-@dataclass
-class Side:
-    """What the fit rules read from one side.
-
-    ``kvs`` holds the decoded values of :data:`KEYS` that are present; ``hp`` the model sizes under plain names
-    (:data:`HP_KEYS`, None when absent); ``tensors`` the ggml ``ne`` of each tensor (GGUF only); ``d2t_range`` the
-    smallest and largest ``d2t`` entry of a draft that has one.
-    """
-
-    source: str
-    kind: str  # "gguf" | "hf"
-    arch: str
-    tokens: Tokens
-    kvs: dict[str, Any] = field(default_factory=dict)
-    hp: dict[str, Any] = field(default_factory=dict)
-    tensors: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    d2t_range: tuple[int, int] | None = None
-    plan: Plan | None = None  # a draft's whole header, for the loader rules
-    header_only: bool = False  # a remote file: its tensor data (d2t) was not fetched
-    tied: bool | None = None  # a target whose output head is its token embedding (None: unknown)
-    config: dict[str, Any] = field(default_factory=dict)  # a Hugging Face target's config.json (staleness facts)
-
-    @property
-    def family(self) -> str:
-        """The word fit's rules are keyed by: the base variant's (:func:`.variants.base_variant` of the arch; its
-        ``fit.family_word(tensors)`` when it has one, else its name), or the arch of anything else."""
-        v = base_variant(self.arch)
-        if v is None:
-            return self.arch
-        word = getattr(v.role("fit"), "family_word", None) if v.has_role("fit") else None
-        return str(word(self.tensors)) if word is not None else v.name
+from ..registry import base_variant
+from ..roles.fit import HP_KEYS, KEYS, Side, Tokens
 
 
 def _no_tokens(where: str) -> ConvertError:
@@ -160,7 +62,7 @@ def side_from_gguf(path: str | os.PathLike[str], *, draft: bool = True, remote: 
             if values.size:
                 d2t_range = (int(values.min()), int(values.max()))
     tied = None if draft or not ({"output.weight", "token_embd.weight"} & tensors.keys()) else "output.weight" not in tensors
-    return Side(where, "gguf", arch, tokens, kvs, hp, tensors, d2t_range, plan, header_only, tied)
+    return _keyed(Side(where, "gguf", arch, tokens, kvs, hp, tensors, d2t_range, plan, header_only, tied))
 
 
 def side_from_hf(spec: str) -> Side:
@@ -168,9 +70,9 @@ def side_from_hf(spec: str) -> Side:
     ``hf2gguf`` (and upstream's converter) would write for it, padded to the config's ``vocab_size``."""
     from ..hf.checkpoint import load_json
     from ..hf.hub import resolve_target
+    from ..kit.hparams import normalize_hparams, rope_dict
+    from ..registry.families import refuse_draft_as_target
     from ..tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
-    from ..variants.families import refuse_draft_as_target
-    from ..variants.kit.hparams import normalize_hparams, rope_dict
 
     resolved = resolve_target(spec)
     folder = resolved.path
@@ -199,7 +101,20 @@ def side_from_hf(spec: str) -> Side:
     model_type = hp_raw.get("model_type")
     arch = model_type if isinstance(model_type, str) else "hf"
     tie = config.get("tie_word_embeddings", (config.get("text_config") or {}).get("tie_word_embeddings"))
-    return Side(resolved.label, "hf", arch, tokens, kvs, hp, tied=tie if isinstance(tie, bool) else None, config=config)
+    return _keyed(Side(resolved.label, "hf", arch, tokens, kvs, hp, tied=tie if isinstance(tie, bool) else None,
+                       config=config))
+
+
+def _keyed(side: Side) -> Side:
+    """``side`` with its :attr:`~dspark_convert.roles.fit.Side.family`: the base variant's word for its arch (its
+    ``fit`` role's ``family_word(tensors)`` when it has one, else its name), or the arch of anything else."""
+    v = base_variant(side.arch)
+    if v is None:
+        side.family = side.arch
+        return side
+    word = getattr(v.role("fit"), "family_word", None) if v.has_role("fit") else None
+    side.family = str(word(side.tensors)) if word is not None else v.name
+    return side
 
 
 def _not_a_draft(side: Side) -> Side:

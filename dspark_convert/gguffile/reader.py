@@ -329,7 +329,7 @@ def parse_gguf(ps: RecordParser, path: Path | str, source: Any = None) -> GGUFFi
                     _ps=ps)
 
 
-def _plan_value(f: GGUFFile, kv: ReaderKV) -> Any:
+def plan_value(f: GGUFFile, kv: ReaderKV) -> Any:
     """A KV's value for a plan: string arrays (vocabularies) stay in their file encoding, undecoded."""
     if kv.type == VT.ARRAY and kv.sub_type == VT.STRING and kv.count is not None and not kv.loaded:
         return PackedStrings(bytes(f.raw_value(kv.name)), kv.count)
@@ -352,7 +352,7 @@ def plan_from_gguf(path: str | os.PathLike[str]) -> Plan:
 
 def plan_from_file(f: GGUFFile) -> Plan:
     """:func:`plan_from_gguf` of an already opened file (local, or a remote header)."""
-    kvs = [KV(kv.name, kv.type, _plan_value(f, kv), kv.sub_type) for kv in f.kvs.values()]
+    kvs = [KV(kv.name, kv.type, plan_value(f, kv), kv.sub_type) for kv in f.kvs.values()]
     tensors = []
     for t in f.tensors:
         if t.qtype is None:

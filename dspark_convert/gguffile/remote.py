@@ -130,12 +130,12 @@ def _from_cache(ref: HubFile, cache: Any) -> GGUFFile:
     """Offline mode: the file from the local Hugging Face cache, or one line saying it is not there."""
     from huggingface_hub import try_to_load_from_cache
 
-    from ..hf.hub import _cli
+    from ..hf.hub import hub_command
 
     path = try_to_load_from_cache(ref.repo_id, ref.filename, cache_dir=str(cache), revision=ref.revision,
                                   repo_type=ref.repo_type)
     if not isinstance(path, str):
-        command = f"{_cli()} download {ref.repo_id} {ref.filename}" + (
+        command = f"{hub_command()} download {ref.repo_id} {ref.filename}" + (
             f" --revision {ref.revision}" if ref.revision else "")
         raise ConvertError(f"{ref.display}: offline mode is on (HF_HUB_OFFLINE) and the file is not in the local "
                            f"Hugging Face cache ({cache}); unset HF_HUB_OFFLINE or run `{command}`")
@@ -157,7 +157,7 @@ def _with_retries(call: Callable[[], T], options: RemoteOptions, ref: HubFile, e
     """``call()`` (a Hub request), retried on 429/5xx and network errors; failures as one ConvertError line."""
     from huggingface_hub.errors import HfHubHTTPError
 
-    from ..hf.hub import _network_errors
+    from ..hf.hub import network_errors
 
     attempts = options.retries + 1
     for attempt in range(attempts):
@@ -166,7 +166,7 @@ def _with_retries(call: Callable[[], T], options: RemoteOptions, ref: HubFile, e
         except Exception as e:  # mapped below; anything unexpected is re-raised unchanged
             status = getattr(getattr(e, "response", None), "status_code", None)
             transient = (isinstance(e, HfHubHTTPError) and status is not None and (status >= 500 or status == 429)) \
-                or (not isinstance(e, HfHubHTTPError) and isinstance(e, _network_errors())
+                or (not isinstance(e, HfHubHTTPError) and isinstance(e, network_errors())
                     and not _is_offline_error(e))
             if not transient or attempt + 1 == attempts:
                 raise _hub_error(e, ref, endpoint, attempts if transient else 1) from None
@@ -200,9 +200,9 @@ def _hub_problem(e: Exception, ref: HubFile, endpoint: str, attempts: int) -> st
         RevisionNotFoundError,
     )
 
-    from ..hf.hub import _cli, _network_errors
+    from ..hf.hub import hub_command, network_errors
 
-    repo, login = ref.repo_id, f"`{_cli()} auth login` or HF_TOKEN"
+    repo, login = ref.repo_id, f"`{hub_command()} auth login` or HF_TOKEN"
     if isinstance(e, GatedRepoError):
         return f"gated repository; accept its conditions on {endpoint}/{repo} and log in ({login})"
     if isinstance(e, RepositoryNotFoundError):
@@ -220,6 +220,6 @@ def _hub_problem(e: Exception, ref: HubFile, endpoint: str, attempts: int) -> st
     if isinstance(e, HfHubHTTPError):
         status = getattr(getattr(e, "response", None), "status_code", "?")
         return f"Hugging Face Hub error (HTTP {status}){tries}: {_first_line(e)}"
-    if isinstance(e, _network_errors()):
+    if isinstance(e, network_errors()):
         return f"cannot reach the Hugging Face Hub ({endpoint}){tries}: {type(e).__name__}: {_first_line(e)}"
     return None

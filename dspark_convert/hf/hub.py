@@ -310,7 +310,7 @@ def _shards_for(index: Path, select: Select, display: str) -> list[str]:
     return sorted(shards)
 
 
-def _cli() -> str:
+def hub_command() -> str:
     """The download command of the installed huggingface_hub (``hf`` since 0.34, ``huggingface-cli`` before)."""
     import huggingface_hub
 
@@ -327,7 +327,7 @@ def _first_line(exc: BaseException) -> str:
     return line if len(line) <= 200 else line[:197] + "..."
 
 
-def _network_errors() -> tuple[type[BaseException], ...]:
+def network_errors() -> tuple[type[BaseException], ...]:
     """Connection-level exception types of the HTTP client huggingface_hub uses (if it is loaded)."""
     types: list[type[BaseException]] = [ConnectionError, TimeoutError]
     for module, attr in (("httpx2", "HTTPError"), ("httpx", "HTTPError"), ("requests", "RequestException")):
@@ -381,10 +381,10 @@ class _Fetcher:
         where = self.display
         if isinstance(exc, GatedRepoError):
             return ConvertError(f"{where}: gated repository; accept its conditions on "
-                                f"https://huggingface.co/{self.repo_id} and log in (`{_cli()} auth login` or HF_TOKEN)")
+                                f"https://huggingface.co/{self.repo_id} and log in (`{hub_command()} auth login` or HF_TOKEN)")
         if isinstance(exc, RepositoryNotFoundError):
             return ConvertError(f"{where}: no such folder, and no such repository on the Hugging Face Hub (if it is "
-                                f"private, log in with `{_cli()} auth login` or set HF_TOKEN)")
+                                f"private, log in with `{hub_command()} auth login` or set HF_TOKEN)")
         if isinstance(exc, RevisionNotFoundError):
             if self.revision:
                 return ConvertError(f"{where}: revision '{self.revision}' not found in the repository")
@@ -401,7 +401,7 @@ class _Fetcher:
             return ConvertError(f"{where}: Hugging Face Hub error: {_first_line(exc)}")
         if isinstance(exc, HFValidationError):
             return ConvertError(f"{where}: not a valid Hugging Face repo id: {_first_line(exc)}")
-        if isinstance(exc, _network_errors()):
+        if isinstance(exc, network_errors()):
             return ConvertError(f"{where}: cannot reach the Hugging Face Hub: {type(exc).__name__}: "
                                 f"{_first_line(exc)}")
         if isinstance(exc, OSError):  # e.g. a read-only or full cache folder
@@ -410,7 +410,7 @@ class _Fetcher:
         return exc
 
     def _offline_message(self, what: str | None) -> str:
-        command = f"{_cli()} download {self.repo_id}" + (f" --revision {self.revision}" if self.revision else "")
+        command = f"{hub_command()} download {self.repo_id}" + (f" --revision {self.revision}" if self.revision else "")
         subject = f"{what} " if what else ""
         return (f"{self.display}: {subject}not in the local Hugging Face cache ({self.cache}) and offline mode is "
                 f"on; run `{command}` or unset HF_HUB_OFFLINE")

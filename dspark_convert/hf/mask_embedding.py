@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConvertError
-from .pickles import _refusal
+from .pickles import pickle_refusal
 
 MASK_FILE = "mask_embedding.pt"
 _FLOATS = ("float32", "float16", "bfloat16", "float64")
@@ -36,7 +36,7 @@ def read_mask_embedding(path: Path) -> tuple[int, np.ndarray]:
             warnings.simplefilter("ignore", UserWarning)
             obj = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
     except Exception as e:  # noqa: BLE001 - torch raises many types for unsafe or corrupt pickles
-        raise _refusal(path, e) from None
+        raise pickle_refusal(path, e) from None
     want = "a dict of 'mask_token_id' (an integer) and 'embedding' (a 1-D float tensor)"
     if not isinstance(obj, dict) or set(obj) != {"mask_token_id", "embedding"}:
         found = f"a dict with keys {sorted(map(str, obj))}" if isinstance(obj, dict) else f"a {type(obj).__name__}"

@@ -27,7 +27,7 @@ class PickledTensor:
     dtype_str: str
 
 
-def _refusal(path: Path, e: Exception) -> ConvertError:
+def pickle_refusal(path: Path, e: Exception) -> ConvertError:
     """One line for a failed ``torch.load``: what was refused (or why the file is unreadable), never torch's advice
     to retry with ``weights_only=False``."""
     import pickle
@@ -64,7 +64,7 @@ def load_pickle_state_dict(path: Path) -> dict[str, PickledTensor]:
             # mmap only works for the zip format (torch >= 1.6); a legacy pickle is read into memory
             sd = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
     except Exception as e:  # noqa: BLE001 - torch raises many types for unsafe or corrupt pickles
-        raise _refusal(path, e) from None
+        raise pickle_refusal(path, e) from None
     if not isinstance(sd, dict):
         raise ConvertError(f"{path}: expected a state dict of tensors, found {type(sd).__name__}")
     out: dict[str, PickledTensor] = {}

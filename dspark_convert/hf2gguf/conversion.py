@@ -15,18 +15,19 @@ from typing import Any
 
 from .. import schema as S
 from ..archnames import Architecture, resolve_architecture
-from ..check import Finding, check_plan, errors
+from ..check import check_plan, errors
 from ..errors import ConvertError, Interrupted, require_regular
+from ..findings import Finding
 from ..fit.conversion import IGNORE_HINT, Pair, conversion_findings, mask_embedding_sources
 from ..hf.checkpoint import INDEX_NAME, Checkpoint, Select, load_json, read_json, read_weight_map, tensor_names
 from ..hf.hub import TOKENIZER_FILES, ResolvedModel, resolve_draft, resolve_target
+from ..kit.common import resolve_outtype, tensor_spec
+from ..kit.hparams import normalize_hparams, rope_dict
 from ..notes import collecting
 from ..plan import KV, Plan, TensorSpec
-from ..variants.families import architecture_aliases, family_for, family_name, refuse_draft_as_target
-from ..variants.kit.base import Context, ConvertOptions, Family, TargetFacts, TargetTensor
-from ..variants.kit.common import resolve_outtype, tensor_spec
-from ..variants.kit.hparams import normalize_hparams, rope_dict
-from ..variants.words import UPSTREAM_FLAGS
+from ..registry.families import architecture_aliases, family_for, family_name, refuse_draft_as_target
+from ..registry.words import UPSTREAM_FLAGS
+from ..roles.convert import Context, ConvertOptions, Family, TargetFacts, TargetTensor
 from .destination import check_destination, check_planned_name, expect_commit, written_here
 from .metadata import general_kvs, param_counts
 from .naming import default_output_name, expand_output_template
@@ -195,7 +196,7 @@ def shard_note(folder: Path, ck: Checkpoint) -> str:
 
 def _refuse_options(family: Family, draft: str, own_tokenizer: bool, options: ConvertOptions) -> None:
     """Options the draft's family does not take: an upstream flag that selects another family
-    (:data:`~dspark_convert.variants.words.UPSTREAM_FLAGS`), no ``--target-model-dir`` (only a family whose
+    (:data:`~dspark_convert.registry.words.UPSTREAM_FLAGS`), no ``--target-model-dir`` (only a family whose
     checkpoint carries the tokenizer)."""
     for flag in UPSTREAM_FLAGS:
         if flag.keyword in options.upstream_flags and not getattr(family, flag.attribute, False):
@@ -315,12 +316,12 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
     ``{ftype}`` / ``{outtype}``; without it the GGUF naming convention is used. ``target_model_dir`` may be None
     for a draft stored inside its target (a family with ``TOKENIZER_IN_CHECKPOINT``): the checkpoint's own
     tokenizer is used. ``upstream_flags`` are upstream's options that select a converter class, by keyword
-    (:data:`~dspark_convert.variants.words.UPSTREAM_FLAGS`; ``flag=True`` as on upstream's command line): accepted
+    (:data:`~dspark_convert.registry.words.UPSTREAM_FLAGS`; ``flag=True`` as on upstream's command line): accepted
     for the family each selects, refused for the others; any other keyword is a TypeError. ``cache=False``
     neither reads nor writes the tokenizer-block cache (:mod:`dspark_convert.tokenizer.cache`). ``match_upstream``
     writes upstream llama.cpp b11434's bytes even where its layout drafts wrongly (a full-vocabulary draft that
     keeps ``token_embd`` on an untied target gets no ``output.weight``; see ``choose_head_layout`` in
-    ``variants/kit``).
+    ``kit/``).
     """
     unknown = sorted(set(upstream_flags) - {flag.keyword for flag in UPSTREAM_FLAGS})
     if unknown:

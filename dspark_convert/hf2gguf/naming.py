@@ -39,7 +39,7 @@ def method_name(family: str) -> str:
         >>> method_name("eagle-3"), method_name("dflash")
         ('EAGLE3', 'DFlash')
     """
-    from ..variants.families import family_modules, family_name
+    from ..registry.families import family_modules, family_name
 
     def key(name: str) -> str:
         return name.lower().replace("-", "").replace("_", "")

@@ -14,7 +14,7 @@ layout                    tensors                          head llama.cpp b11434
 ========================  ===============================  ==============================================
 
 For an untied target ``upstream-b11434`` drafts with the embedding matrix instead of the target's head.
-:func:`runtime_head` states the loader rule; :func:`relayout` rewrites a GGUF into any layout (gguf-py's writer),
+:func:`dspark_convert.check.runtime_head` states the loader rule; :func:`relayout` rewrites a GGUF into any layout (gguf-py's writer),
 so tests and benchmarks can build each one from a converted file whatever the converter's default is.
 """
 
@@ -28,43 +28,10 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFReader, GGUFValueType, GGUFWriter
 from gguf.quants import quantize
 
-from .. import schema as S
 from ..errors import ConvertError
 
 LAYOUTS = ("749f688", "upstream-b11434", "with-output")
 EMBD, OUTPUT = "token_embd.weight", "output.weight"
-
-
-def runtime_head(arch: str | None, tensor_names: set[str] | frozenset[str]) -> str:
-    """Which matrix llama.cpp b11434 scores a draft with: ``"output"``, ``"token_embd"`` or ``"target"``.
-
-    An arch of ``schema.EMBD_AS_HEAD_ARCHES`` (its loader, ``src/models/<arch>.cpp``, marks ``token_embd``
-    ``TENSOR_DUPLICATED`` as the output): ``output`` if present, else ``token_embd`` if present, else the target's
-    head. Any other arch: ``output`` if present, else the target's.
-
-    Example:
-        >>> runtime_head("dflash", {"token_embd.weight", "fc.weight"})
-        'token_embd'
-        >>> runtime_head("eagle3", {"token_embd.weight"})
-        'target'
-    """
-    if OUTPUT in tensor_names:
-        return "output"
-    if arch in S.EMBD_AS_HEAD_ARCHES and EMBD in tensor_names:
-        return "token_embd"
-    return "target"
-
-
-#: the loader sources of the rule: llama.cpp keeps one model file per arch
-_EMBD_AS_HEAD_SOURCES = ", ".join(f"src/models/{arch}.cpp" for arch in sorted(S.EMBD_AS_HEAD_ARCHES))
-#: verify's note for a file llama.cpp scores with ``token_embd`` (:func:`runtime_head`)
-TOKEN_EMBD_HEAD_NOTE = ("llama.cpp b11434 scores this file with token_embd.weight (output.weight is absent, "
-                        f"{_EMBD_AS_HEAD_SOURCES}), so the GGUF forward does too")
-
-
-def runtime_embeddings(tensor_names: set[str] | frozenset[str]) -> str:
-    """Which token embeddings llama.cpp uses: the draft's ``token_embd`` when present, else the target's."""
-    return "token_embd" if EMBD in tensor_names else "target"
 
 
 def _encode(values: np.ndarray, qtype: QT) -> np.ndarray:

@@ -12,7 +12,7 @@ variant without that role is refused, naming the variant.
 
 ``runtime_head=False`` (the default here) makes the reference score with the head the draft was trained with
 (the file's ``output``, else the target's lm_head). A file llama.cpp runs with another head (a full-vocabulary
-draft without ``output`` whose loader duplicates ``token_embd`` as the head: :func:`.layouts.runtime_head`) then
+draft without ``output`` whose loader duplicates ``token_embd`` as the head: :func:`dspark_convert.check.runtime_head`) then
 disagrees from the first block position on, which is the point: the check catches files that load, stay lossless
 and draft badly.
 
@@ -35,18 +35,15 @@ import numpy as np
 from .. import schema as S
 from ..errors import ConvertError
 from ..reference import TargetWeights, open_gguf
+from ..reference.compare import TIE_STD_FRACTION
 from ..reference.target_np import TargetModel, tap_features, target_forward
-from ..variants import VARIANTS, gguf_variant
-from .drafts import DraftInputs, RefBlock, continuation
+from ..registry import VARIANTS, gguf_variant
+from ..roles.llama import DraftInputs, RefBlock, continuation
 from .server import DraftBlock
 
-#: the role module of a variant the check covers (``variants/<variant>/llama.py``, see :mod:`.drafts`)
+#: the role module of a variant the check covers (``variants/<variant>/llama.py``, see :mod:`dspark_convert.roles.llama`)
 ROLE = "llama"
 
-#: a differing position is a near-tie when the reference's margin between its choice and llama.cpp's is at most
-#: this fraction of the row's logit standard deviation, as verify's argmax checks (verify.checks.TIE_STD_FRACTION):
-#: a copy, not an import (verify imports :mod:`.layouts`, so this package sits below it); a test pins the two equal
-TIE_FRACTION = 0.1
 #: a llama.cpp token the log does not show (the rejected position of a draft whose candidates are not logged)
 UNKNOWN = -1
 
@@ -78,7 +75,7 @@ class BlockComparison:
         return [i for i in range(n) if self._differs(i)] + list(range(n, len(self.llama)))
 
     def near_tie(self, i: int) -> bool:
-        return i < len(self.margins) and self.margins[i] <= TIE_FRACTION * self.scales[i]
+        return i < len(self.margins) and self.margins[i] <= TIE_STD_FRACTION * self.scales[i]
 
     @property
     def first_difference(self) -> int | None:

@@ -87,7 +87,7 @@ def swiglu(x: torch.Tensor, L: Weights, p: str) -> torch.Tensor:
     return (torch.nn.functional.silu(gate) * up) @ L[p + "mlp.down_proj.weight"].T
 
 
-def _embed(d: HFDraft, ids: list[int]) -> torch.Tensor:
+def token_embeddings(d: HFDraft, ids: list[int]) -> torch.Tensor:
     table, name = (d.weights, "embed_tokens.weight") if d.hp.own_embed else (d.target, d.target_embed_name())
     x = table.rows(name, ids)
     if d.mask_vector is not None:  # the learned mask vector, cast to the dtype of the table it patches (upstream:
@@ -100,7 +100,7 @@ def _embed(d: HFDraft, ids: list[int]) -> torch.Tensor:
     return x
 
 
-def _lm(d: HFDraft, h: torch.Tensor, own: bool) -> torch.Tensor:
+def output_logits(d: HFDraft, h: torch.Tensor, own: bool) -> torch.Tensor:
     """``h @ W_lm.T`` streamed over row chunks: the draft's lm_head (``own``) or the target's (tied: embeddings)."""
     if own:
         ck, name = d.weights, "lm_head.weight"
@@ -122,11 +122,11 @@ class _Used(dict[str, torch.Tensor]):
         return super().__getitem__(name)
 
 
-def _layer(d: HFDraft, p: str) -> Weights:
+def decoder_layer(d: HFDraft, p: str) -> Weights:
     return _Used({n: d.weights.get(n, record=False) for n in d.weights.names if n.startswith(p)}, d.weights.read)
 
 
-def _to_target(d: HFDraft, reduced: bool) -> Callable[[int], int]:
+def to_target(d: HFDraft, reduced: bool) -> Callable[[int], int]:
     """Draft id -> target id through ``d2t`` offsets (identity without a reduced vocabulary)."""
     if not (reduced and d.weights.has("d2t")):
         return int
@@ -135,7 +135,7 @@ def _to_target(d: HFDraft, reduced: bool) -> Callable[[int], int]:
 
 
 @contextmanager
-def _threads_for(d: HFDraft) -> Iterator[None]:
+def threads_for(d: HFDraft) -> Iterator[None]:
     """One intra-op thread for tiny drafts: thread-pool wake-ups cost 10x the matmuls on a loaded 2-core box."""
     old = torch.get_num_threads()
     if d.hp.n_embd * d.hp.n_ff < 1 << 20:

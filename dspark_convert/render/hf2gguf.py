@@ -15,7 +15,7 @@ from .base import Col, Row, emit_table, line, plural, size_text, text
 from .gguf import value_preview
 
 if TYPE_CHECKING:
-    from ..check import Finding
+    from ..findings import Finding
     from ..hf2gguf.conversion import ConvertResult
     from ..plan import KV, Plan
 

@@ -11,7 +11,8 @@ from rich.text import Text
 from .base import Col, Row, emit_table, line, text
 
 if TYPE_CHECKING:
-    from ..verify import OutputCheck, VerifyReport
+    from ..reference.compare import OutputCheck
+    from ..verify import VerifyReport
 
 
 def _rows(checks: list[OutputCheck], verdict: bool) -> list[Row]:

@@ -3,8 +3,8 @@
 Two independent forwards run on the same seeded inputs (several cases: context lengths ``context // 4``,
 ``context`` and ``4 * context``, each with its own features and anchor / tokens): the torch forward of the
 ORIGINAL Hugging Face folder and the numpy forward of the GGUF file: each GGUF variant's ``torch_forward`` /
-``numpy_forward``, run by the shared row driver :mod:`.rows` as the variant's ``verify`` role states
-(``PROOF``, found through :mod:`.variants`; this driver names no family and calls every variant the same way).
+``numpy_forward``, run by the proof driver :mod:`.rows` as the variant's ``verify`` role states (``PROOF``, found
+through :mod:`dspark_convert.registry`; this driver names no family and calls every variant the same way).
 
 - **Exact mode (the verdict).** The torch side first rounds every checkpoint tensor exactly as the GGUF stores it
   (its GGML type: BF16/F16 round-to-nearest-even, Q8_0 and other block types through gguf-py's reference
@@ -31,28 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConvertError
-from ..llamacpp.layouts import TOKEN_EMBD_HEAD_NOTE, runtime_head
+from ..reference.compare import EXACT_NMSE, MetadataCheck, OutputCheck
 from ..reference.weights import GGUFWeights, open_gguf
-from ..variants import Variant, gguf_variant
+from ..registry import Variant, gguf_variant
+from ..roles.proof import Job, Tensors
 from .accounting import ROW as ACCOUNTING_ROW
-from .accounting import Tensors, account_for
-from .checks import (
-    EXACT_NMSE,
-    GRADES,
-    MetadataCheck,
-    OutputCheck,
-    add_argmax,
-    compare_cases,
-    compare_tokens,
-    compare_values,
-    grade,
-    metadata_checks,
-)
-from .rows import Job, checkpoint_prover, draft_readers, gguf_types, prover
+from .accounting import account_for
+from .rows import accepts, checkpoint_prover, load_shared_draft, prove, prover
 
-__all__ = ["EXACT_NMSE", "GRADES", "MetadataCheck", "OutputCheck", "VerifyReport", "add_argmax", "case_contexts",
-           "compare_cases", "compare_tokens", "compare_values", "draft_readers", "gguf_types", "grade",
-           "metadata_checks", "verify"]
 SCHEMA_VERSION = 2
 
 #: where to look when a component is the first to diverge (GGUF tensors and keys that feed it)
@@ -147,7 +133,7 @@ def _require_folder(folder: Path, flag: str, what: str) -> None:
         raise ConvertError(f"{folder}: no safetensors files; {flag} must be {what}")
     if flag == "--target-model-dir" and (folder / "config.json").is_file():
         from ..hf.checkpoint import load_json
-        from ..recognize import draft_architecture
+        from ..registry.families import draft_architecture
 
         arch = draft_architecture(load_json(folder / "config.json"))
         if arch is not None:
@@ -186,7 +172,7 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     ConvertError for unreadable inputs; a conversion that is readable but wrong gives ``passed == False``.
     Every variant is proved the same way: its ``verify`` role's ``PROOF`` (:mod:`.rows`), the GGUF's
     variant when its torch side reads the checkpoint, else the checkpoint's; a variant without a reference forward
-    yet (:class:`.rows.TensorChecks`) is compared tensor by tensor (``target_dir`` may be None).
+    yet (:class:`~dspark_convert.roles.proof.TensorChecks`) is compared tensor by tensor (``target_dir`` may be None).
 
     Example:
         >>> verify("d.gguf", "draft_qwen3_4b", "Qwen3-4B", seed=0).passed  # doctest: +SKIP
@@ -210,16 +196,18 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     g = open_gguf(gguf_path)
     gguf_names = [t.name for t in g.file.tensors]
     variant = gguf_variant(g.value, gguf_names)
-    job = Job(g, gguf_path, hf_dir, target_dir, case_contexts(context), seed, steps, quality, variant,
-              refuse_broken=lambda: _refuse_broken(gguf_path), runtime_notes=lambda: _runtime_notes(g))
+    job = Job(g, gguf_path, hf_dir, target_dir, case_contexts(context), seed, steps, quality,
+              None if variant is None else variant.name, refuse_broken=lambda: _refuse_broken(gguf_path),
+              runtime_notes=lambda: _runtime_notes(g),
+              read_draft=lambda: load_shared_draft(Path(hf_dir), Path(str(target_dir))))
     spec = prover(variant)                          # the GGUF's variant first, then the checkpoint's
     if (spec is None or spec.needs_target) and target_dir is None:
         raise ConvertError("--target-model-dir is required: verify reads the target model's token embeddings and lm_head")
-    if spec is not None and variant is not None and spec.accepts(job, variant):
+    if spec is not None and variant is not None and accepts(spec, job, variant):
         by = variant
     else:  # a GGUF of another variant than the checkpoint's: the accounting names the tensors no forward reads
         by, spec = checkpoint_prover(job)
-    proof = spec.prove(job, by)
+    proof = prove(spec, job, by)
     report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir or hf_dir), str(g.value("general.architecture")),
                           proof.family, proof.layout, seed, proof.steps, proof.contexts, hparams=proof.hparams,
                           storage=proof.storage, outputs=proof.outputs, quality=proof.quality,
@@ -241,6 +229,8 @@ def _refuse_broken(gguf_path: str | Path) -> None:
 
 def _runtime_notes(g: GGUFWeights) -> list[str]:
     """How llama.cpp runs the file, where a reader would not guess it: its output head duplicated from token_embd."""
+    from ..check import TOKEN_EMBD_HEAD_NOTE, runtime_head
+
     head = runtime_head(str(g.value("general.architecture")), {n for n in ("token_embd.weight", "output.weight") if g.has(n)})
     return [TOKEN_EMBD_HEAD_NOTE] if head == "token_embd" else []
 

@@ -30,22 +30,11 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..variants import DropRule, Variant
-from .checks import OutputCheck
+from ..reference.compare import OutputCheck
+from ..registry import DropRule, Variant
+from ..roles.proof import Tensors
 
 ROW = "tensor accounting"
-
-
-@dataclass
-class Tensors:
-    """What the accounting needs of a proof that ran to the end (or one contribution to it, such as the NVFP4
-    rows'): the tensors the forwards read and the tensor checks compared, on each side, and the checkpoint's names."""
-
-    gguf_read: set[str] = field(default_factory=set)
-    gguf_compared: set[str] = field(default_factory=set)
-    checkpoint_names: list[str] = field(default_factory=list)
-    checkpoint_read: set[str] = field(default_factory=set)
-    checkpoint_compared: set[str] = field(default_factory=set)
 
 
 @dataclass

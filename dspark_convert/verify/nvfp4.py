@@ -26,9 +26,9 @@ import numpy as np
 
 from ..formats import modelopt
 from ..hf.checkpoint import load_json
+from ..reference.compare import MetadataCheck, OutputCheck
 from ..reference.storage import gguf_counterpart
-from .accounting import Tensors
-from .checks import MetadataCheck, OutputCheck
+from ..roles.proof import Tensors
 
 if TYPE_CHECKING:
     from ..reference.hf_draft import TorchCheckpoint

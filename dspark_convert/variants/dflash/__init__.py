@@ -1,8 +1,8 @@
 """The ``dflash`` GGUF variant: DSpark and DFlash drafts (Qwen3 / Llama backbone; Markov and confidence heads
-optional). Its descriptor is the ``dflash`` row of :data:`dspark_convert.variants.VARIANTS`.
+optional). Its descriptor is the ``dflash`` row of :data:`dspark_convert.registry.VARIANTS`.
 
 - :mod:`.dspark`, :mod:`.dflash`, :mod:`.dflash_mimo`: the converter families (each a ``Family`` module; the
-  lineage's shared conversion is :mod:`..kit.dflash_base`);
+  lineage's shared conversion is :mod:`.lineage`);
 - :mod:`.loader`: llama.cpp's loader rules for the file (``check``);
 - :mod:`.fit`: the fit facts (``check --target``);
 - :mod:`.numpy_forward`: the numpy forward from the GGUF; :mod:`.torch_forward`: the independent torch forward of
@@ -10,11 +10,3 @@ optional). Its descriptor is the ``dflash`` row of :data:`dspark_convert.variant
 
 Nothing here is imported by ``import dspark_convert.variants``: a verb imports the role it needs.
 """
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # mypy checks the family modules against the Family protocol (nothing is imported at run time)
-    from ..kit.base import Family
-    from . import dflash, dspark
-
-    _FAMILIES: tuple[Family, ...] = (dspark, dflash)

@@ -1,28 +1,20 @@
 """DFlash drafts (z-lab ``DFlashDraftModel``): arch ``dflash``, contract §2.2, §3.2, §4.1.
 
-Built on the DFlash-lineage base (``dflash_base.py``), which ``dspark.py`` extends too.
+Built on the DFlash-lineage base (``lineage.py``), which ``dspark.py`` extends too.
 """
 
 from __future__ import annotations
 
 from ... import schema as S
 from ...errors import ConvertError
+from ...kit.common import base_kvs, finish_plan
+from ...kit.hparams import normalize_hparams, vocab_size_of
 from ...plan import Plan
-from ..kit import dflash_base as lineage
-from ..kit.base import Context
-from ..kit.common import base_kvs, finish_plan
+from ...roles.convert import Context
+from . import lineage
 
 # the lineage's Family members, as they are (upstream's DSparkModel extends DFlashModel)
-from ..kit.dflash_base import (
-    DSPARK_FLAG,
-    TARGET_TENSORS,
-    TOKENIZER_IN_CHECKPOINT,
-    claims,
-    draft_tensors,
-    hf_names,
-    target_facts,
-)
-from ..kit.hparams import normalize_hparams, vocab_size_of
+from .lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors, hf_names, target_facts
 
 #: the method word in default output file names (``Qwen3-8B-DFlash-BF16.gguf``; hf2gguf/naming.py)
 METHOD_WORD = "DFlash"

@@ -23,12 +23,12 @@ from ...errors import ConvertError
 from ...formats.transforms import PatchRow
 from ...hf.checkpoint import Checkpoint
 from ...hf.mask_embedding import MASK_FILE, read_mask_embedding
+from ...kit.common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec
+from ...kit.hparams import as_positive, normalize_hparams, vocab_size_of
 from ...plan import Plan, TensorSpec
-from ..kit import dflash_base as lineage
-from ..kit.base import Context
-from ..kit.common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec
-from ..kit.hparams import as_positive, normalize_hparams, vocab_size_of
-from .keys import b11434_kvs
+from ...roles.convert import Context
+from . import lineage
+from .lineage import b11434_kvs
 
 #: the lineage's names plus the per-layer sink aliases upstream maps to ``attn_sinks.weight``
 NAMES = NameTable(

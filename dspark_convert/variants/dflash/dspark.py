@@ -2,7 +2,7 @@
 ``Lfm2DSparkDraftModel``): arch ``dflash`` with Markov / confidence heads detected by tensor presence.
 
 Contract §2.3, §3.2, §3.3, §3.5, §4.2, §5.2 (de-interleave), §5.3 (d2t). Built on the DFlash-lineage base
-(``dflash_base.py``).
+(``lineage.py``).
 """
 
 from __future__ import annotations
@@ -13,22 +13,14 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
+from ...kit.common import base_kvs, d2t_spec, finish_plan
+from ...kit.hparams import draft_hparams, vocab_size_of
 from ...plan import KV, Plan
-from ..kit import dflash_base as lineage
-from ..kit.base import Context
-from ..kit.common import base_kvs, d2t_spec, finish_plan
+from ...roles.convert import Context
+from . import lineage
 
 # the lineage's Family members, as they are (upstream's DSparkModel extends DFlashModel)
-from ..kit.dflash_base import (
-    DSPARK_FLAG,
-    TARGET_TENSORS,
-    TOKENIZER_IN_CHECKPOINT,
-    claims,
-    draft_tensors,
-    hf_names,
-    target_facts,
-)
-from ..kit.hparams import draft_hparams, vocab_size_of
+from .lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors, hf_names, target_facts
 
 #: the method word in default output file names (``Qwen3-8B-DSpark-BF16.gguf``; hf2gguf/naming.py)
 METHOD_WORD = "DSpark"

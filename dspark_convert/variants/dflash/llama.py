@@ -1,6 +1,6 @@
 """The ``dflash`` variant in llama.cpp's loop: the three-way check's reference for a DSpark or DFlash file.
 
-The role (``Variant.role("llama")``, interface :mod:`dspark_convert.llamacpp.drafts`): one
+The role (``Variant.role("llama")``, interface :mod:`dspark_convert.roles.llama`): one
 :class:`.numpy_forward.BlockCase` per logged block (the context's tap features, the anchor, and as previous tokens
 llama.cpp's own choices, which feed DSpark's Markov head), run by :func:`.numpy_forward.dflash_forward` with the
 head the check asks for (``runtime_head``). The proposal's scores are the Markov head's logits when the file has
@@ -10,7 +10,7 @@ one, else the block's logits. A ModelOpt NVFP4 file runs the same forward on its
 
 from __future__ import annotations
 
-from ...llamacpp.drafts import DraftInputs, RefBlock
+from ...roles.llama import DraftInputs, RefBlock
 from .numpy_forward import BlockCase, dflash_forward
 
 

@@ -4,8 +4,8 @@ Markov / confidence heads. The layers are the generic Qwen3 / Llama ones of ``ch
 from __future__ import annotations
 
 from ... import schema as S
-from ...check import Checker, Dims, mul, shape_of
 from ...gguf_constants import VT
+from ...roles.loader import Checker, Dims, mul, shape_of
 
 
 def rules(c: Checker) -> int | None:

@@ -39,7 +39,7 @@ from ...reference.ops import (
     sigmoid,
 )
 from ...reference.weights import GGUFWeights, TargetWeights
-from .. import gguf_variant
+from ...registry import gguf_variant
 
 
 # ============================================================================================== DFlash / DSpark

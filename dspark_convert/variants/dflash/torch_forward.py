@@ -25,14 +25,14 @@ from ...reference.layers_torch import (
 )
 from ...reference.torch_forward import (
     Weights,
-    _embed,
-    _layer,
-    _lm,
-    _threads_for,
-    _to_target,
     apply_rope,
+    decoder_layer,
     inv_freq,
+    output_logits,
     rms,
+    threads_for,
+    to_target,
+    token_embeddings,
 )
 
 DSPARK_ARCHS = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
@@ -192,7 +192,7 @@ def block_forward(d: HFDraft, features: Sequence[np.ndarray], anchors: Sequence[
                   prev_tokens: Sequence[np.ndarray | None] | None = None) -> list[TorchBlock]:
     """DSpark/DFlash, one block proposal per case: ``C = hidden_norm(fc(F))``; block ``[a, m, ..., m]`` attends to
     ``[C; block]`` through every layer; ``U = lm_head(norm(X))``; Markov chain; confidence head."""
-    with _threads_for(d):
+    with threads_for(d):
         return _block_forward(d, features, anchors, prev_tokens or [None] * len(anchors))
 
 
@@ -202,15 +202,15 @@ def _block_forward(d: HFDraft, features: Sequence[np.ndarray], anchors: Sequence
     fc, hn = w.get("fc.weight"), w.get("hidden_norm.weight")
     Cs = [context_projection(f, fc, hn, hp.eps) for f in features]
     del fc
-    xs = [_embed(d, [a] + [int(hp.mask_token_id or 0)] * (hp.block_size - 1)) for a in anchors]
+    xs = [token_embeddings(d, [a] + [int(hp.mask_token_id or 0)] * (hp.block_size - 1)) for a in anchors]
     x0 = [x.numpy() for x in xs]
-    xs, layers = stream_layers(hp.n_layer, lambda il: _layer(d, f"layers.{il}."),
+    xs, layers = stream_layers(hp.n_layer, lambda il: decoder_layer(d, f"layers.{il}."),
                                lambda L, il, x, C: block_layer(L, hp, il, x, C), xs, Cs)
     norm = w.get("norm.weight")
     hidden = [rms(x, norm, hp.eps) for x in xs]
     rows = hp.prediction_rows
-    U_all = _lm(d, torch.cat([h[rows] for h in hidden]), hp.own_lm_head)
-    to_target = _to_target(d, hp.draft_vocab_size < hp.vocab_size)
+    U_all = output_logits(d, torch.cat([h[rows] for h in hidden]), hp.own_lm_head)
+    to_target_ids = to_target(d, hp.draft_vocab_size < hp.vocab_size)
     w2 = w.get("markov_head.markov_w2.weight") if hp.markov_rank else None
     outs = []
     for i, a in enumerate(anchors):
@@ -218,10 +218,10 @@ def _block_forward(d: HFDraft, features: Sequence[np.ndarray], anchors: Sequence
         out = TorchBlock(Cs[i].numpy(), x0[i], layers[i], hidden[i].numpy(), U.numpy(), np.empty(0, np.int64),
                          np.empty(0, np.int64))
         if w2 is not None:
-            bias, z, toks, prevs = markov(d, U, w2, a, to_target, prev_tokens[i])
+            bias, z, toks, prevs = markov(d, U, w2, a, to_target_ids, prev_tokens[i])
             out.markov_bias, out.markov_logits = bias.numpy(), z.numpy()
         else:
-            toks = [to_target(j) for j in U.argmax(1)]
+            toks = [to_target_ids(j) for j in U.argmax(1)]
             prevs = [a, *toks[:-1]]
         out.tokens, out.prev_tokens = np.array(toks, dtype=np.int64), np.array(prevs, dtype=np.int64)
         if hp.has_confidence:

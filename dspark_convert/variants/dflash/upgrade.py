@@ -34,7 +34,7 @@ from ...errors import ConvertError
 from ...gguf_constants import QT, VT
 from ...gguffile.reader import GGUFFile
 from ...plan import KV, TensorSpec
-from ...staleness import (
+from ...roles.upgrade import (
     REVISIONS,
     Detection,
     Header,
@@ -259,14 +259,14 @@ def _n_vocab(f: GGUFFile) -> int:
 
 def _add_output_head(u: Upgrading, qt: QT) -> None:
     """The output head of a file that keeps ``token_embd``, as ``hf2gguf`` decides it
-    (:func:`dspark_convert.variants.kit.dflash_base.choose_head_layout`): on an untied target, by default, the draft's
+    (:func:`dspark_convert.variants.dflash.lineage.choose_head_layout`): on an untied target, by default, the draft's
     ``lm_head`` (from ``hf``) or else the target's head is added as ``output.weight``, or llama.cpp b11223+ drafts
     with token_embd as the head; ``match_upstream`` keeps upstream b11434's layout (none)."""
     from typing import cast
 
     from ...hf.checkpoint import EMBED_NAMES, OUTPUT_NAMES
-    from ..kit.base import Context, ConvertOptions
-    from ..kit.dflash_base import choose_head_layout
+    from ...roles.convert import Context, ConvertOptions
+    from .lineage import choose_head_layout
 
     f, target, hf, pieces, where = u.f, u.target, u.hf, u.pieces, u.where
     if has_tensor(f, S.T_OUTPUT) or u.match_upstream:
@@ -307,16 +307,16 @@ def _add_output_head(u: Upgrading, qt: QT) -> None:
 # ------------------------------------------------------------------------------------------------ config keys
 def _config_keys(u: Upgrading, hf: Path) -> None:
     """The :data:`CONFIG_KEYS` a DFlash / DFlash2 / DSpark draft's config gives today (``variants.kit.common.base_kvs``
-    and ``variants.kit.dflash_base.dflash_kvs``, the keys ``hf2gguf`` writes; a key written twice keeps its first
+    and ``variants.dflash.lineage.dflash_kvs``, the keys ``hf2gguf`` writes; a key written twice keeps its first
     place), set where the file lacks them or holds another value, in that order: after the nearest key of that list
     the file has (else before the nearest following one)."""
     from types import SimpleNamespace
     from typing import cast
 
-    from ..kit.base import Context, ConvertOptions
-    from ..kit.common import base_kvs
-    from ..kit.dflash_base import dflash_config, dflash_kvs
-    from ..kit.hparams import normalize_hparams
+    from ...kit.common import base_kvs
+    from ...kit.hparams import normalize_hparams
+    from ...roles.convert import Context, ConvertOptions
+    from .lineage import dflash_config, dflash_kvs
 
     f, kvs, target = u.f, u.kvs, u.target
     where = str(hf / "config.json")

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...reference.compare import EXACT_NMSE, MetadataCheck, OutputCheck, compare_cases, d2t_rows, meta_row
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...verify.checks import EXACT_NMSE, MetadataCheck, OutputCheck, _meta, compare_cases, d2t_rows
-from ...verify.rows import SHARED_READER, Forwards, Inputs, Pair, anchors
+from ...roles.proof import SHARED_READER, Forwards, Inputs, Pair, anchors
 from .numpy_forward import BlockCase, dflash_forward
 
 if TYPE_CHECKING:
@@ -92,15 +92,15 @@ def metadata(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
     markov = g.has("markov_w1.weight")
     sfa = g.value("dflash.sample_from_anchor")
     out = [
-        _meta("dflash.block_size", g.value("dflash.block_size", 16), hp.block_size),
-        _meta("dflash.target_layers", g.value("dflash.target_layers"), hp.target_layers),
-        _meta("tokenizer.ggml.mask_token_id", g.value("tokenizer.ggml.mask_token_id"), hp.mask_token_id),
-        _meta("dflash.sample_from_anchor", bool(sfa) if sfa is not None else markov, hp.sample_from_anchor),
-        _meta("markov rank (markov_w1.weight)", g.shape("markov_w1.weight")[1] if markov else 0, hp.markov_rank),
-        _meta("confidence head (conf_proj.weight)", g.has("conf_proj.weight"), hp.has_confidence),
+        meta_row("dflash.block_size", g.value("dflash.block_size", 16), hp.block_size),
+        meta_row("dflash.target_layers", g.value("dflash.target_layers"), hp.target_layers),
+        meta_row("tokenizer.ggml.mask_token_id", g.value("tokenizer.ggml.mask_token_id"), hp.mask_token_id),
+        meta_row("dflash.sample_from_anchor", bool(sfa) if sfa is not None else markov, hp.sample_from_anchor),
+        meta_row("markov rank (markov_w1.weight)", g.shape("markov_w1.weight")[1] if markov else 0, hp.markov_rank),
+        meta_row("confidence head (conf_proj.weight)", g.has("conf_proj.weight"), hp.has_confidence),
     ]
     if hp.sliding_window or g.value("dflash.attention.sliding_window"):
-        out.append(_meta("dflash.attention.sliding_window", g.value("dflash.attention.sliding_window", 0), hp.sliding_window))
+        out.append(meta_row("dflash.attention.sliding_window", g.value("dflash.attention.sliding_window", 0), hp.sliding_window))
     return out + d2t_rows(g, d)
 
 

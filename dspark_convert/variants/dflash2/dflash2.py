@@ -4,7 +4,7 @@ attention and the MLP, and a low-rank candidate selector (spec/upstream-b11434.m
 Upstream b11434 converts these with the same class as DFlash; this module keeps the b11434 rules a DFlash2 file
 needs (``dflash_config.block_size`` first, the four conv / selector keys, ``logit_scale``,
 ``final_logit_softcapping``, ``embedding_scale``, ``attention.causal``, M-RoPE sections, SWA from
-``dflash_config.use_swa``) inside its own code path, on the DFlash-lineage base (``dflash_base.py``).
+``dflash_config.use_swa``) inside its own code path, on the DFlash-lineage base (``lineage.py``).
 
 llama.cpp's loader constraints are checked here, before anything is written (one line each): the four
 keys present and positive, ``hidden_size % conv_group_size == 0``, ``hidden_size >= top_k * (top_k + 1)``, a
@@ -19,15 +19,22 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
+from ...kit.common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec
+from ...kit.hparams import as_positive, normalize_hparams, vocab_size_of
 from ...plan import KV, Plan, TensorSpec
-from ..dflash.keys import b11434_kvs
-from ..kit import dflash_base as lineage
-from ..kit.base import Context
-from ..kit.common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec
+from ...roles.convert import Context
+from ..dflash import lineage
 
 # the lineage's Family members, as they are
-from ..kit.dflash_base import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors, target_facts
-from ..kit.hparams import as_positive, normalize_hparams, vocab_size_of
+from ..dflash.lineage import (
+    DSPARK_FLAG,
+    TARGET_TENSORS,
+    TOKENIZER_IN_CHECKPOINT,
+    b11434_kvs,
+    claims,
+    draft_tensors,
+    target_facts,
+)
 
 ARCHITECTURES: tuple[str, ...] = (S.DFLASH2_ARCHITECTURE,)
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "NAMES", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan",

@@ -4,7 +4,7 @@ DFlash2 (``selector_hidden.weight``) logs no draft candidates: llama.cpp walks i
 (``common/speculative.cpp``: per block position the argmax of the transition scores from the previous choice) and
 sends the tokens straight to verification, so its drafted tokens are known only through verification (the
 accepted prefix of the target's continuation, and that the next token is not the target's: the three-way check's
-``UNKNOWN``). The role (``Variant.role("llama")``, interface :mod:`dspark_convert.llamacpp.drafts`): the lattice
+``UNKNOWN``). The role (``Variant.role("llama")``, interface :mod:`dspark_convert.roles.llama`): the lattice
 from :func:`.numpy_forward.dflash2_forward` on each block's tap features and anchor, walked as llama.cpp walks it
 (:func:`dflash2_walk`, fed llama.cpp's known choices: the accepted prefix), with the candidates and each
 position's logit std for the comparison. The reference must be accepted for exactly as many tokens.
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...llamacpp.drafts import DraftInputs, RefBlock
+from ...roles.llama import DraftInputs, RefBlock
 from .numpy_forward import dflash2_forward
 
 

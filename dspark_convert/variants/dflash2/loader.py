@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ... import schema as S
-from ...check import Checker, as_int, layer_count, shape_of
+from ...plan import as_int
+from ...roles.loader import Checker, layer_count, shape_of
 from ..dflash.loader import in_what
 from ..dflash.loader import rules as dflash_rules
 

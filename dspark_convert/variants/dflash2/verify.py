@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from ...reference.compare import MetadataCheck, OutputCheck
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...verify.checks import MetadataCheck, OutputCheck
-from ...verify.rows import Forwards, Inputs, OwnSide, Pair, anchors, lazy
+from ...roles.proof import Forwards, Inputs, OwnSide, Pair, anchors, lazy
 from .numpy_forward import DFlash2HParams, top_k
 from .numpy_forward import dflash2_forward as numpy_forward
 

@@ -4,11 +4,3 @@
   in ``templates/``; :mod:`.loader`: the loader rules; :mod:`.tensors`: the torch tensor-by-tensor checks
   (verify proves the file tensor by tensor: no forward yet); :mod:`.verify`: verify's rows.
 """
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # mypy checks the family modules against the Family protocol (nothing is imported at run time)
-    from ..kit.base import Family
-    from . import dspark_dsv4
-
-    _FAMILIES: tuple[Family, ...] = (dspark_dsv4,)

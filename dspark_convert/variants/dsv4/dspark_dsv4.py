@@ -23,11 +23,11 @@ from ...errors import ConvertError
 from ...formats.quant import fp4_shapes, fp8_output_type, fp8_scale_shape
 from ...formats.transforms import Fp8BlockDequant, Mxfp4ExpertStack
 from ...hf.checkpoint import Checkpoint, Select
+from ...kit.common import base_kvs, finish_plan, tensor_spec
+from ...kit.hparams import as_float, as_positive, as_u32, vocab_size_of
 from ...plan import KV, Plan, TensorSpec
+from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
-from ..kit.base import Context, TargetFacts, TargetTensor
-from ..kit.common import base_kvs, finish_plan, tensor_spec
-from ..kit.hparams import as_float, as_positive, as_u32, vocab_size_of
 from .names import (
     EXPERT_TENSORS,
     ROOT_TENSORS,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ... import schema as S
-from ...check import Checker, Dims, layer_count, shape_of
+from ...roles.loader import Checker, Dims, layer_count, shape_of
 
 #: keys the DSV4 branch of the loader reads with "required" (Appendix A), with what each is for
 REQUIRED_KEYS: tuple[tuple[str, str], ...] = (
@@ -183,8 +183,6 @@ def global_shapes(val: Callable[[str], Any], n_tokens: int | None, rank: int | N
 
 
 # ---------------------------------------------------------------------------------------------- check's role
-#: check's name for this loader variant (llama.cpp's DeepSeek-V4 branch of the dflash loader)
-NAME = "dflash-dsv4"
 #: the layers are DeepSeek-V4 blocks, expected by :func:`dsv4_rules`, not the generic Qwen3 / Llama layers
 GENERIC_LAYERS = False
 

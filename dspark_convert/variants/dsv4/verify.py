@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from ...hf.checkpoint import Checkpoint
+from ...reference.compare import OutputCheck, meta_row
 from ...reference.weights import GGUFWeights
-from ...verify.checks import OutputCheck, _meta
-from ...verify.rows import Job, Proof, TensorChecks, Tensors
+from ...roles.proof import Job, Proof, TensorChecks, Tensors
 from .tensors import dsv4_tensor_checks, source_map
 
 #: DeepSeek-V4 DSpark: GGUF key -> how its value follows from the checkpoint config (verify_dsv4's metadata rows)
@@ -79,13 +79,13 @@ def dsv4_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *, qual
                            {s for c in checks for s in smap.get(c.name, ())})
     found = {int(n.split(".")[1]) for n in names if n.split(".")[1:2] and n.split(".")[1].isdigit()}
     n_stages = 1 + max(found) if found else 0  # upstream's block_count: 1 + the highest stage
-    rows.metadata.append(_meta("dflash.block_count", g.value("dflash.block_count"), n_stages))
+    rows.metadata.append(meta_row("dflash.block_count", g.value("dflash.block_count"), n_stages))
     for key, rule in _DSV4_KEYS.items():
         try:
             expected = rule(ck.config)
         except (KeyError, TypeError):
             expected = None
-        rows.metadata.append(_meta(key, g.value(key), expected))
+        rows.metadata.append(meta_row(key, g.value(key), expected))
     rows.hparams = {"stages": n_stages, "target_layers": g.value("dflash.target_layers")}
     return rows
 

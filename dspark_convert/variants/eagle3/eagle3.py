@@ -18,10 +18,7 @@ from ...errors import ConvertError
 from ...findings import Finding
 from ...formats.transforms import Transform
 from ...hf.checkpoint import EMBED_NAMES, Select
-from ...plan import KV, Plan, TensorSpec
-from ...tokenizer.handlers import target_vocab_kvs
-from ..kit.base import Context, TargetFacts, TargetTensor
-from ..kit.common import (
+from ...kit.common import (
     BACKBONE_GLOBALS,
     BACKBONE_LAYER,
     NameTable,
@@ -31,7 +28,10 @@ from ..kit.common import (
     is_skipped,
     tensor_spec,
 )
-from ..kit.hparams import as_float, as_positive, as_u32, draft_hparams, rope_dict, vocab_size_of
+from ...kit.hparams import as_float, as_positive, as_u32, draft_hparams, rope_dict, vocab_size_of
+from ...plan import KV, Plan, TensorSpec
+from ...roles.convert import Context, TargetFacts, TargetTensor
+from ...tokenizer.handlers import target_vocab_kvs
 from .transforms import Eagle3Permute
 
 #: the method word in default output file names (``Qwen3-8B-EAGLE3-BF16.gguf``; hf2gguf/naming.py)

@@ -5,15 +5,16 @@ file, which ``fit.rules.fit_rules`` runs after the vocabulary rules.
 from __future__ import annotations
 
 from ... import schema as S
-from ...fit.rules import ALL, Outcome, Pair, Rule, _int, _ints, _ok, fc_width
+from ...plan import as_int
+from ...roles.fit import ALL, Outcome, Pair, Rule, as_ints, fc_width, pass_fail
 
 SRC_EAGLE3 = "common/speculative.cpp: common_speculative_impl_draft_eagle3 (constructor)"
 SRC_VOCAB_COVER = "common/speculative.cpp: spec_check_draft_ctx(need_vocab = true)"
 
 
 def rule_eagle3_layers(p: Pair) -> Outcome:
-    taps = _ints(p.draft.kvs.get(S.EAGLE3_TARGET_LAYERS))
-    n = _int(p.target.hp.get("block_count"))
+    taps = as_ints(p.draft.kvs.get(S.EAGLE3_TARGET_LAYERS))
+    n = as_int(p.target.hp.get("block_count"))
     if taps is None or len(taps) != 3:
         return Outcome("fail", taps, n, f"eagle3.target_layers has {None if taps is None else len(taps)} entries; "
                                         "llama.cpp: \"draft model is not eagle3 (expected 3 extract layers, got N)\"")
@@ -36,7 +37,7 @@ def rule_eagle3_fc(p: Pair) -> Outcome:
 def rule_vocab_cover(p: Pair) -> Outcome:
     nd, nt = p.vd.n_tokens, p.vt.n_tokens
     msg = f"draft {nd} tokens {'>=' if nd >= nt else '<'} target {nt}"
-    return Outcome(_ok(nd >= nt), nd, nt, msg + ("" if nd >= nt else "; llama.cpp: \"the draft vocab is smaller than "
+    return Outcome(pass_fail(nd >= nt), nd, nt, msg + ("" if nd >= nt else "; llama.cpp: \"the draft vocab is smaller than "
                                                                       "the target's; target tokens past it cannot be mirrored\""))
 
 

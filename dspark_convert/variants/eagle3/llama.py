@@ -1,6 +1,6 @@
 """The ``eagle3`` variant in llama.cpp's loop: the three-way check's reference for an EAGLE-3 file.
 
-The role (``Variant.role("llama")``, interface :mod:`dspark_convert.llamacpp.drafts`): one
+The role (``Variant.role("llama")``, interface :mod:`dspark_convert.roles.llama`): one
 :class:`.numpy_forward.Eagle3Case` per logged block (the context's tap features and its tokens shifted by one, as
 many chained steps as llama.cpp drafted), with llama.cpp's drafted tokens forced as the chain's feedback, so one
 near-tie does not shift the rest; scores in the draft vocabulary, mapped through ``d2t``.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...llamacpp.drafts import DraftInputs, RefBlock
+from ...roles.llama import DraftInputs, RefBlock
 from .numpy_forward import Eagle3Case, eagle3_forward
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ... import schema as S
-from ...check import Checker, Dims, as_int, mul, shape_of
+from ...plan import as_int
+from ...roles.loader import Checker, Dims, mul, shape_of
 
 
 def rules(c: Checker) -> int | None:

@@ -18,15 +18,15 @@ from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint
 from ...reference.layers_torch import mlp_residual
 from ...reference.torch_forward import (
     Weights,
-    _embed,
-    _layer,
-    _lm,
-    _threads_for,
-    _to_target,
     apply_rope,
     attend,
+    decoder_layer,
     inv_freq,
+    output_logits,
     rms,
+    threads_for,
+    to_target,
+    token_embeddings,
 )
 
 ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel")
@@ -93,7 +93,7 @@ def eagle3_layer(d: HFDraft, L: Weights, h: torch.Tensor, ids: list[int]) -> tor
     hp, p, eps = d.hp, d.prefix, d.hp.eps
     N, nh, nkv, hd = h.shape[0], hp.n_head, hp.n_head_kv, hp.head_dim
     hn = rms(h, L[p + "hidden_norm.weight"], eps)
-    z = torch.cat([rms(_embed(d, ids), L[p + "input_layernorm.weight"], eps), hn], 1)
+    z = torch.cat([rms(token_embeddings(d, ids), L[p + "input_layernorm.weight"], eps), hn], 1)
     q = (z @ L[p + "self_attn.q_proj.weight"].T).view(N, nh, hd).transpose(0, 1)
     k = (z @ L[p + "self_attn.k_proj.weight"].T).view(N, nkv, hd).transpose(0, 1)
     v = (z @ L[p + "self_attn.v_proj.weight"].T).view(N, nkv, hd).transpose(0, 1)
@@ -110,7 +110,7 @@ def eagle3_forward(d: HFDraft, features: Sequence[np.ndarray], tokens: Sequence[
     """EAGLE-3 (checkpoints.md §4.4), per case: fc over the 3 taps, one Llama layer on ``[norm(emb); norm(h)]``,
     causal over the draft's own positions, logits over the draft vocab at every position, then chained steps
     feeding back the pre-norm hidden."""
-    with _threads_for(d):
+    with threads_for(d):
         forced = forced_tokens or [None] * len(features)
         return [_eagle3_case(d, f, t, steps, ft) for f, t, ft in zip(features, tokens, forced, strict=True)]
 
@@ -118,16 +118,16 @@ def eagle3_forward(d: HFDraft, features: Sequence[np.ndarray], tokens: Sequence[
 def _eagle3_case(d: HFDraft, features: np.ndarray, tokens: np.ndarray, steps: int,
                  forced: np.ndarray | None) -> TorchEagle3:
     hp, w = d.hp, d.weights
-    L = _layer(d, d.prefix)
+    L = decoder_layer(d, d.prefix)
     g = torch.from_numpy(np.asarray(features, dtype=np.float32))
     if hp.norm_before_fc:
         g = rms(g, w.get("input_norm.weight"), hp.eps)
     h_in, ids = g @ w.get("fc.weight").T, [int(t) for t in tokens]
     fc = h_in.clone()
-    to_target = _to_target(d, True)
+    to_target_ids = to_target(d, True)
     norm_w = w.get("norm.weight")
     out = eagle3_layer(d, L, h_in, ids)
-    prefill, prefill_logits = out.clone(), _lm(d, rms(out, norm_w, hp.eps), True)
+    prefill, prefill_logits = out.clone(), output_logits(d, rms(out, norm_w, hp.eps), True)
     logits: list[torch.Tensor] = []
     chosen: list[int] = []
     for s in range(steps):
@@ -137,9 +137,9 @@ def _eagle3_case(d: HFDraft, features: np.ndarray, tokens: np.ndarray, steps: in
             nxt = chosen[-1] if forced is None else int(forced[s - 1])
             h_in, ids = torch.cat([h_in, out[-1:]]), ids + [nxt]
             out = eagle3_layer(d, L, h_in, ids)
-            zs = _lm(d, rms(out[-1:], norm_w, hp.eps), True)[0]
+            zs = output_logits(d, rms(out[-1:], norm_w, hp.eps), True)[0]
         logits.append(zs)
-        chosen.append(to_target(int(zs.argmax())))
+        chosen.append(to_target_ids(int(zs.argmax())))
     T = features.shape[0]
     return TorchEagle3(fc.numpy(), prefill.numpy(), prefill_logits.numpy(), out[T:].numpy(),
                        torch.stack(logits).numpy(), np.array(chosen, dtype=np.int64))

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...reference.compare import MetadataCheck, OutputCheck, compare_cases, d2t_rows, meta_row
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...verify.checks import MetadataCheck, OutputCheck, _meta, compare_cases, d2t_rows
-from ...verify.rows import SHARED_READER, Forwards, Inputs, Pair, next_tokens
+from ...roles.proof import SHARED_READER, Forwards, Inputs, Pair, next_tokens
 from .numpy_forward import Eagle3Case, eagle3_forward
 
 if TYPE_CHECKING:
@@ -65,10 +65,10 @@ def metadata(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
     hp = d.hp
     return [
         _rope_freqs_check(g, d),
-        _meta("eagle3.target_layers", g.value("eagle3.target_layers"), hp.target_layers),
-        _meta("eagle3.target_hidden_size", g.value("eagle3.target_hidden_size"), hp.target_hidden_size),
-        _meta("eagle3.norm_before_residual", bool(g.value("eagle3.norm_before_residual", False)), hp.norm_before_residual),
-        _meta("eagle3.norm_before_fc", bool(g.value("eagle3.norm_before_fc", False)), hp.norm_before_fc),
+        meta_row("eagle3.target_layers", g.value("eagle3.target_layers"), hp.target_layers),
+        meta_row("eagle3.target_hidden_size", g.value("eagle3.target_hidden_size"), hp.target_hidden_size),
+        meta_row("eagle3.norm_before_residual", bool(g.value("eagle3.norm_before_residual", False)), hp.norm_before_residual),
+        meta_row("eagle3.norm_before_fc", bool(g.value("eagle3.norm_before_fc", False)), hp.norm_before_fc),
         # an EAGLE-3 file's d2t is compared whenever the checkpoint has one (the vocabulary is always the draft's)
         *d2t_rows(g, d, always=True),
     ]

@@ -12,10 +12,9 @@ from __future__ import annotations
 import math
 
 from ... import schema as S
-from ...fit.rules import ALL, Outcome, Pair, Rule
-from ...fit.sides import Side
 from ...plan import Plan
-from ..kit.base import Context, TargetFacts
+from ...roles.convert import Context, TargetFacts
+from ...roles.fit import ALL, Outcome, Pair, Rule, Side
 
 
 def target_facts(ctx: Context, plan: Plan) -> TargetFacts:

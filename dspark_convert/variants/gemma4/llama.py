@@ -1,6 +1,6 @@
 """The ``gemma4`` variant in llama.cpp's loop: the three-way check's reference for a Gemma4 DSpark file.
 
-The role (``Variant.role("llama")``, interface :mod:`dspark_convert.llamacpp.drafts`): the same block proposal as
+The role (``Variant.role("llama")``, interface :mod:`dspark_convert.roles.llama`): the same block proposal as
 DSpark, through the Gemma 4 decoder layers (:func:`.numpy_forward.gemma4_forward`), the Markov chain fed
 llama.cpp's previous choices; the scores are the Markov head's logits when the file has one. The target's tap
 features come from the numpy Gemma 4 target forward (:mod:`dspark_convert.reference.target_np`). The forward
@@ -9,7 +9,7 @@ scores with the file's head as llama.cpp does (``runtime_head`` is not consulted
 
 from __future__ import annotations
 
-from ...llamacpp.drafts import DraftInputs, RefBlock
+from ...roles.llama import DraftInputs, RefBlock
 from .numpy_forward import gemma4_forward
 
 

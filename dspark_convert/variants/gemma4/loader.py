@@ -15,14 +15,12 @@ a sandwich norm in some layers only). Warnings are files that load but do not co
 from __future__ import annotations
 
 from ... import schema as S
-from ...check import Checker, layer_rules, shape_of
+from ...roles.loader import Checker, layer_rules, shape_of
 from ..dflash.loader import in_what
 from ..dflash.loader import rules as dflash_rules
 
-__all__ = ["GENERIC_LAYERS", "NAME", "in_what", "rules"]
+__all__ = ["GENERIC_LAYERS", "in_what", "rules"]
 
-#: the loader variant's name in ``check`` reports
-NAME = "gemma4-dspark"
 #: the generic layer rules are applied here (with attn_v optional), not by the driver
 GENERIC_LAYERS = False
 

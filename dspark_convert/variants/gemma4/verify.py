@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from ... import schema as S
+from ...reference.compare import MetadataCheck, OutputCheck, compare_cases, compare_token_cases
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...verify.checks import MetadataCheck, OutputCheck, compare_cases, compare_token_cases
-from ...verify.rows import Forwards, Inputs, OwnSide, Pair, anchors, lazy
+from ...roles.proof import Forwards, Inputs, OwnSide, Pair, anchors, lazy
 from .numpy_forward import Gemma4HParams
 from .numpy_forward import gemma4_forward as numpy_forward
 

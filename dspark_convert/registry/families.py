@@ -1,10 +1,12 @@
-"""Draft families: one module per family, each implementing :class:`~dspark_convert.variants.kit.base.Family`.
+"""Which family converts this checkpoint, and which variant is it? The HF side of :mod:`dspark_convert.registry`.
 
-The registry below lists the family modules by name (mlx-lm style: modules are imported only when needed).
-:func:`family_for` picks the module whose ``ARCHITECTURES`` holds the checkpoint's ``architectures[0]``, else
-the first whose ``claims(config, tensor_names)`` is true (a draft stored inside a target checkpoint, whose
-config names the target's architecture). Adding a family is one module plus one line here; see
-docs/adding-a-family.md.
+A family is one module, ``variants/<variant>/<family>.py``, implementing
+:class:`~dspark_convert.roles.convert.Family`; each :class:`~dspark_convert.registry.Variant` row lists its family
+modules, in the order they are asked (imported only when needed, mlx-lm style). :func:`family_for` picks the module
+whose ``ARCHITECTURES`` holds the checkpoint's ``architectures[0]``, else the first whose
+``claims(config, tensor_names)`` is true (a draft stored inside a target checkpoint, whose config names the
+target's architecture); :func:`checkpoint_variant` names the variant it writes. Adding a family is one module plus
+its name in its variant's row; see docs/adding-a-family.md.
 """
 
 from __future__ import annotations
@@ -17,25 +19,24 @@ from typing import Any, cast
 
 from ..archnames import unknown_architecture
 from ..errors import ConvertError
-from .kit.base import Family
-
-#: family modules in the order they are asked, as ``<variant>.<family>`` under this package (each variant's
-#: ``families`` in :data:`.VARIANTS` names its family modules; ``kit.dflash_base`` is the DFlash lineage's base)
-FAMILY_MODULES = ("dflash.dspark", "dflash.dflash", "dflash2.dflash2", "eagle3.eagle3", "dsv4.dspark_dsv4",
-                  "gemma4.convert")
-#: (mypy checks each family module against the Family protocol in its variant's ``__init__``, so this module
-#: imports no variant package: the registry's unit stays below the slices)
+from ..roles.convert import Family
+from . import VARIANTS, VARIANTS_PACKAGE, Variant, variant_of_family
 
 
 def family_modules() -> list[Family]:
-    """The family modules of :data:`FAMILY_MODULES`, imported."""
-    return [cast(Family, importlib.import_module(f"{__package__}.{name}")) for name in FAMILY_MODULES]
+    """Every variant's family modules, imported, in the order they are asked (the rows' order, then each row's)."""
+    return [cast(Family, importlib.import_module(f"{VARIANTS_PACKAGE}.{v.name}.{name}"))
+            for v in VARIANTS for name in v.families]
 
 
 def family_name(family: Family) -> str:
     """``dspark``, ``dflash``, ``eagle3``: the module name, used in output file names and reports."""
-    own = getattr(family, "FAMILY", None)  # a family module in a variant package is named ``convert``
-    return own if isinstance(own, str) else str(getattr(family, "__name__", type(family).__name__)).rsplit(".", 1)[-1]
+    return str(getattr(family, "__name__", type(family).__name__)).rsplit(".", 1)[-1]
+
+
+def checkpoint_variant(config: dict[str, Any], tensor_names: Iterable[str], where: str) -> Variant:
+    """The variant a checkpoint converts to (through the converter's own recognition, :func:`family_for`)."""
+    return variant_of_family(family_name(family_for(config, tensor_names, where)))
 
 
 def family_for(config: dict[str, Any], tensor_names: Iterable[str], where: str) -> Family:
@@ -73,7 +74,7 @@ def family_for(config: dict[str, Any], tensor_names: Iterable[str], where: str) 
 
 def architecture_aliases() -> dict[str, str]:
     """``architectures`` values upstream's converter maps to a class we support (alias -> supported name): each
-    family module's ``ALIASES``, in :data:`FAMILY_MODULES` order.
+    family module's ``ALIASES``, in :func:`family_modules` order.
 
     Example:
         >>> architecture_aliases()["LingDSparkModel"]

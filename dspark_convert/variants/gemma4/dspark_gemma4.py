@@ -23,20 +23,18 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
+from ...kit.common import NameTable, base_kvs, finish_plan
+from ...kit.hparams import as_float, as_positive, as_u32, normalize_hparams, vocab_size_of
 from ...plan import KV, Plan, TensorSpec
-from ..kit import dflash_base as lineage
-from ..kit.base import Context
-from ..kit.common import NameTable, base_kvs, finish_plan
-from ..kit.dflash_base import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors
-from ..kit.hparams import as_float, as_positive, as_u32, normalize_hparams, vocab_size_of
+from ...roles.convert import Context
+from ..dflash import lineage
+from ..dflash.lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors
 from .fit import target_facts
 
-#: the family's name (output file names, reports): not the module's name, which is ``convert``
-FAMILY = "dspark_gemma4"
 #: the method word in default output file names (``Qwen3-8B-DSpark-BF16.gguf``; hf2gguf/naming.py)
 METHOD_WORD = "DSpark"
 ARCHITECTURES: tuple[str, ...] = (S.GEMMA4_DSPARK_ARCHITECTURE,)
-__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FAMILY", "NAMES", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT",
+__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "NAMES", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT",
            "build_plan", "claims", "draft_tensors", "hf_names", "requirements", "target_facts"]
 
 #: the lineage's table with the Gemma 4 layer: ``post_attention_layernorm`` is the post-attention sandwich norm
@@ -201,7 +199,7 @@ def gemma4_kvs(hp: dict[str, Any], has_conf: bool, where: str) -> list[KV]:
 def map_tensors(ctx: Context, hp: dict[str, Any]) -> list[TensorSpec]:
     """Every checkpoint tensor in checkpoint order, mapped with :data:`NAMES`; a tensor without a GGUF name is
     refused (upstream: "Can not map tensor")."""
-    from ..kit.common import is_skipped, tensor_spec
+    from ...kit.common import is_skipped, tensor_spec
 
     drop = {"embed_tokens.weight"} if hp.get("has_embed_tokens", True) is False else set()
     specs: list[TensorSpec] = []

@@ -11,8 +11,8 @@ import copy
 from collections.abc import Iterable
 from typing import Any, Literal, overload
 
-from ...errors import ConvertError
-from ...hf.checkpoint import TEXT_CONFIG_KEYS
+from ..errors import ConvertError
+from ..hf.checkpoint import TEXT_CONFIG_KEYS
 
 # transformers 5.24 config-class defaults that upstream's AutoConfig view adds before any rule runs (§2.0).
 _QWEN3_DEFAULTS: dict[str, Any] = {
@@ -240,7 +240,7 @@ def target_text_architecture(config: dict[str, Any]) -> str | None:
 
 def target_uses_mrope(config: dict[str, Any]) -> bool:
     """The target ropes with M-RoPE: its text config's (or its own) ``rope_parameters`` / ``rope_scaling`` holds
-    ``mrope_section`` (upstream ``DFlashModel._target_uses_mrope``)."""
+    ``mrope_section`` (upstream's draft converter, ``_target_uses_mrope``)."""
     cfg = config.get("text_config", config)
     cfg = cfg if isinstance(cfg, dict) else {}
     rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}

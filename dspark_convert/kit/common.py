@@ -11,11 +11,11 @@ from typing import Any
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
-from ... import schema as S
-from ...errors import ConvertError
-from ...formats.transforms import d2t_absolute
-from ...hf.checkpoint import Checkpoint
-from ...plan import KV, Origin, Plan, RowTransform, TensorSpec, add_kv
+from .. import schema as S
+from ..errors import ConvertError
+from ..formats.transforms import d2t_absolute
+from ..hf.checkpoint import Checkpoint
+from ..plan import KV, Origin, Plan, RowTransform, TensorSpec, add_kv
 from .hparams import as_float, as_u32, find_hparam, rope_dict
 
 
@@ -134,7 +134,7 @@ class NameTable:
 
 
 #: HF -> GGUF names of one Qwen3 / Llama decoder layer (after ``layers.{i}.``), the backbone every dense draft
-#: family shares; a family's ``NameTable.layer`` extends it with its own rows (EAGLE-3's ``hidden_norm``).
+#: family shares; a family's ``NameTable.layer`` extends it with its own rows (e.g. a ``hidden_norm`` row).
 BACKBONE_LAYER: Mapping[str, str] = {
     "input_layernorm.weight": S.L_ATTN_NORM,
     "self_attn.q_proj.weight": S.L_ATTN_Q,

@@ -1,11 +1,11 @@
 """What the command line says about the variants: their drafts' names in help text, and upstream's one command-line
 flag that selects a converter class. Plain data on the standard library alone.
 
-The registry (:mod:`dspark_convert.variants`) needs the schema, hence gguf's constants, and ``--help`` must not
+The registry (:mod:`dspark_convert.registry`) needs the schema, hence gguf's constants, and ``--help`` must not
 load them (``tests/test_startup_imports.py``). So the words the variants contribute to the help live in this file,
 which ``cli`` loads alone (:func:`dspark_convert.cli.variant_words`, as :mod:`dspark_convert.gguf_constants` loads
-gguf-py's ``constants.py``); ``hf2gguf`` imports it as usual (the same file: the same words). A new variant adds its words here next to its
-``Variant`` row.
+gguf-py's ``constants.py``); ``hf2gguf`` imports it as usual (the same file: the same words). A new variant adds
+its words here next to its ``Variant`` row.
 
 Example:
     >>> UPSTREAM_FLAGS[0].keyword, UPSTREAM_FLAGS[0].attribute
@@ -35,7 +35,7 @@ class UpstreamFlag:
     tensors say which family it is)."""
 
     option: str  #: the command-line option, as upstream spells it
-    attribute: str  #: the family-module attribute (``variants.kit.base.Family``) that says the family takes it
+    attribute: str  #: the family-module attribute (``roles.convert.Family``) that says the family takes it
     selects: str  #: the drafts it selects, for its help
     refusal: str  #: why another draft is refused, after ``<option>: <draft> ``
 

@@ -1,7 +1,8 @@
-"""The three-way check's contract with a GGUF variant: what the variant's ``llama`` role receives and returns.
+"""The ``llama`` role's contract: what a variant's ``variants/<v>/llama.py`` receives and returns in the three-way
+check (a test tier: llama-server's drafts against the variant's numpy reference).
 
-:mod:`.threeway` knows no variant. For a draft file it asks the registry which variant the file is
-(:func:`..variants.gguf_variant`) and imports that variant's ``llama`` role, the module
+The check knows no variant. For a draft file it asks the registry which variant the file is
+(:func:`dspark_convert.registry.gguf_variant`) and imports that variant's ``llama`` role, the module
 ``dspark_convert/variants/<variant>/llama.py`` (``Variant.role("llama")``), which has one function::
 
     reference_drafts(d: DraftInputs) -> list[RefBlock]
@@ -12,7 +13,7 @@ chains (a head fed its own previous choice) is fed llama.cpp's previous choices 
 (:meth:`DraftInputs.prev_tokens`), so that one near-tie does not shift the rest of the block. A draft whose tokens
 llama-server does not log (its blocks carry only ``n_draft`` / ``n_accepted``) returns, per block, the candidate
 ids its scores refer to (``RefBlock.candidates``) and the std of each position's logits (``row_scales``); the
-check then compares what verification revealed (:mod:`.threeway`'s module docstring).
+check then compares what verification revealed.
 
 A variant without the module (no numpy forward yet) is refused by the check, naming the variant. The role sits in
 the variant's package because it is the variant's knowledge: which forward, which cases, which chain.
@@ -22,14 +23,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from .server import DraftBlock
-
 if TYPE_CHECKING:
     from ..reference import GGUFWeights, TargetWeights
+
+
+class DraftBlock(Protocol):
+    """One draft as llama-server logged it (``dspark_convert.llamacpp.server.DraftBlock``): the tokens drafted, the
+    anchor (the target's last sampled token), the context length before it, the tokens sent for verification and
+    how many of them the target accepted."""
+
+    tokens: list[int]
+    anchor: int | None
+    n_context: int | None
+    n_draft: int | None
+    n_accepted: int | None
 
 
 @dataclass
@@ -50,7 +61,8 @@ def continuation(sequence: np.ndarray, b: DraftBlock) -> list[int]:
     """The target's tokens after the block's anchor (what a fully accepted draft would be).
 
     Example:
-        >>> continuation(np.arange(10), DraftBlock(n_context=3, n_draft=4))
+        >>> from types import SimpleNamespace as Block
+        >>> continuation(np.arange(10), Block(n_context=3, n_draft=4))
         [4, 5, 6, 7]
     """
     start = int(b.n_context or 0) + 1

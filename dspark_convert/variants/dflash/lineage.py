@@ -1,10 +1,10 @@
-"""The DFlash-lineage base: what every family writing arch ``dflash`` shares (contract §2.2, §4.1, §5.1).
+"""The DFlash lineage: what every family writing arch ``dflash`` shares (contract §2.2, §4.1, §5.1).
 
-Not a family itself (``families/__init__.py`` does not list it): ``dflash.py`` (z-lab DFlash) and
-``dspark.py`` (DSpark, DFlash plus Markov / confidence heads) compose these helpers, as upstream's
-``DSparkModel`` extends ``DFlashModel``. A new ``dflash``-arch family (a DSpark on another backbone, a draft
-stored inside a target checkpoint) starts here: the name table, the target-layer rule, the ``dflash.*`` keys,
-the tokenizer step and the tensor walk.
+Not a family itself (no ``Variant`` row lists it): ``dflash.py`` (z-lab DFlash) and ``dspark.py`` (DSpark, DFlash
+plus Markov / confidence heads) compose these helpers, as upstream's ``DSparkModel`` extends ``DFlashModel``; the
+``dflash2``, ``dsv4`` and ``gemma4`` variants build on it too. A new ``dflash``-arch family starts here: the name
+table, the target-layer rule, the ``dflash.*`` keys (:func:`dflash_kvs`, and :func:`b11434_kvs`: the keys upstream
+b11434 writes after the generic ones, spec/upstream-b11434.md §2.1, §2.2), the tokenizer step and the tensor walk.
 """
 
 from __future__ import annotations
@@ -23,21 +23,22 @@ from ...formats import modelopt
 from ...formats.modelopt import QuantConfig
 from ...formats.transforms import DeinterleaveRope, Nvfp4Repack, Transform
 from ...hf.checkpoint import EMBED_NAMES, OUTPUT_NAMES, Select
-from ...plan import KV, Plan, TensorSpec
-from ...tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
-from .base import Context, TargetFacts, TargetTensor
-from .common import BACKBONE_GLOBALS, BACKBONE_LAYER, NameTable, is_skipped, tensor_spec
-from .hparams import (
+from ...kit.common import BACKBONE_GLOBALS, BACKBONE_LAYER, NameTable, is_skipped, tensor_spec
+from ...kit.hparams import (
     as_float,
     as_positive,
     as_u32,
     find_hparam,
+    rope_dict,
     rope_parameters_view,
     target_text_architecture,
     target_text_config,
     target_ties_embeddings,
     target_uses_mrope,
 )
+from ...plan import KV, Plan, TensorSpec
+from ...roles.convert import Context, TargetFacts, TargetTensor
+from ...tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
 
 #: HF -> GGUF names of the DFlash lineage (§4.1, §4.2): a Qwen3 layer (the shared backbone) plus the DFlash / DSpark
 #: globals. Names that map but that the loader never creates (biases, fc.bias) are written and then refused by check
@@ -393,3 +394,74 @@ def nvfp4_metadata(plan: Plan, quant: QuantConfig | None, outtype_file_type: int
             kvs += [KV(modelopt.TENSOR_EXTRA_NAME, VT.ARRAY, names, VT.STRING),
                     KV(modelopt.TENSOR_EXTRA_PREC_A4, VT.ARRAY, values, VT.BOOL)]
     plan.kvs[:] = kvs
+
+def _setting(hp: dict[str, Any], dc: dict[str, Any], key: str) -> Any:
+    """``dflash_config[key]``, else the top-level ``key`` (upstream's lookup order for the scales)."""
+    return dc[key] if key in dc else hp.get(key)
+
+
+def _target_text(cfg: dict[str, Any]) -> dict[str, Any]:
+    text = cfg.get("text_config")
+    return {**cfg, **text} if isinstance(text, dict) else cfg
+
+
+def _target_arch(cfg: dict[str, Any]) -> str:
+    archs = cfg.get("architectures")
+    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
+
+
+def _target_uses_mrope(ctx: Context) -> bool:
+    cfg = ctx.target_config.get("text_config", ctx.target_config)
+    if not isinstance(cfg, dict):
+        return False
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    return isinstance(rope, dict) and "mrope_section" in rope
+
+
+def b11434_kvs(ctx: Context, hp: dict[str, Any], dc: dict[str, Any], taps: list[int],
+               after_block: list[KV]) -> list[KV]:
+    """The keys upstream b11434 writes after the generic ones for a DFlash-class draft, in its order (§2.1, §2.2);
+    ``after_block``: a refining variant's keys, written right after ``block_size`` (DFlash2's conv / selector keys)."""
+    where = ctx.where
+    out: list[KV] = []
+    head_dim = hp.get("head_dim") or as_u32(hp["hidden_size"], "hidden_size", where) // as_positive(
+        hp["num_attention_heads"], "num_attention_heads", where)
+    factor = rope_dict(hp).get("partial_rotary_factor")
+    if factor is not None:
+        out.append(KV(S.ROPE_DIMENSION_COUNT.format(arch=S.ARCH_DFLASH), VT.UINT32,
+                      int(head_dim * as_float(factor, "partial_rotary_factor", where))))
+    if dc.get("attention_value_scale") is not None:
+        out.append(KV(S.ATTN_VALUE_SCALE.format(arch=S.ARCH_DFLASH), VT.FLOAT32,
+                      as_float(dc["attention_value_scale"], "dflash_config.attention_value_scale", where)))
+    block = dc["block_size"] if "block_size" in dc else hp.get("block_size", S.DFLASH_DEFAULT_BLOCK_SIZE)
+    out.append(KV(S.DFLASH_BLOCK_SIZE, VT.UINT32, as_positive(block, "block_size", where)))
+    out += after_block
+    scale = _setting(hp, dc, "output_multiplier")
+    if scale is not None:
+        out.append(KV(S.LOGIT_SCALE.format(arch=S.ARCH_DFLASH), VT.FLOAT32, as_float(scale, "output_multiplier", where)))
+    cap = _setting(hp, dc, "final_logit_softcapping")
+    if cap is not None and as_float(cap, "final_logit_softcapping", where) > 0:
+        out.append(KV(S.FINAL_LOGIT_SOFTCAPPING.format(arch=S.ARCH_DFLASH), VT.FLOAT32, float(cap)))
+    emb = _setting(hp, dc, "input_embedding_scale")
+    if emb is None and _target_arch(ctx.target_config).startswith("Gemma"):
+        emb = as_u32(_target_text(ctx.target_config)["hidden_size"], "hidden_size", str(ctx.target_dir)) ** 0.5
+    if emb is not None:
+        out.append(KV(S.EMBEDDING_SCALE.format(arch=S.ARCH_DFLASH), VT.FLOAT32,
+                      as_float(emb, "input_embedding_scale", where)))
+    out.append(KV(S.DFLASH_TARGET_LAYERS, VT.ARRAY, taps, VT.INT32))
+    use_swa = bool(dc.get("use_swa", False))
+    window = dc.get("swa_window_size") or hp.get("sliding_window")
+    if (hp.get("use_sliding_window") or use_swa) and window:
+        n_layer = as_u32(hp["num_hidden_layers"], "num_hidden_layers", where)
+        pattern = [True] * n_layer if use_swa else [t == "sliding_attention" for t in hp.get("layer_types") or []]
+        out.append(KV(S.DFLASH_SLIDING_WINDOW, VT.UINT32, as_u32(window, "sliding_window", where)))
+        out.append(KV(S.DFLASH_SLIDING_WINDOW_PATTERN, VT.ARRAY, pattern, VT.BOOL))
+    causal = hp.get("is_causal")
+    if causal is None:
+        causal = dc.get("causal")
+    if causal is not None:  # a key written twice keeps its first place (GGUFWriter): add_kv replaces in place
+        out.append(KV(S.CAUSAL.format(arch=S.ARCH_DFLASH), VT.BOOL, bool(causal)))
+    if _target_uses_mrope(ctx):
+        out.append(KV(S.ROPE_DIMENSION_SECTIONS.format(arch=S.ARCH_DFLASH), VT.ARRAY, [head_dim // 2, 0, 0, 0],
+                      VT.INT32))
+    return out

@@ -1,10 +1,11 @@
-"""The family contract: what a conversion hands a family (:class:`Context`) and what a family module provides
-(:class:`Family`).
+"""The ``convert`` role's contract: what a conversion hands a family (:class:`Context`) and what a family module
+provides (:class:`Family`).
 
-A family module (``families/dspark.py``, ``dflash.py``, ``eagle3.py``) is a plain module implementing
-:class:`Family`: module-level constants and functions, no class to subclass. ``families/__init__.py`` lists the
-modules and asks them, in order, which one converts a checkpoint; mypy checks every listed module against
-:class:`Family` (see the ``TYPE_CHECKING`` block there). docs/adding-a-family.md walks through a new one.
+A family module (``variants/<variant>/<family>.py``) is a plain module
+implementing :class:`Family`: module-level constants and functions, no class to subclass. Its variant's row in
+:data:`dspark_convert.registry.VARIANTS` lists it; :func:`dspark_convert.registry.families.family_for` asks the
+listed modules which one converts a checkpoint, and ``tests/test_variants.py`` checks every listed module against
+:class:`Family`. docs/adding-a-family.md walks through a new one.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from typing import Any, Protocol
 
 from gguf import GGMLQuantizationType as QT
 
-from ... import schema as S
-from ...findings import Finding
-from ...hf.checkpoint import Checkpoint, Select
-from ...plan import Plan
+from .. import schema as S
+from ..findings import Finding
+from ..hf.checkpoint import Checkpoint, Select
+from ..plan import Plan
 
 
 @dataclass
@@ -27,8 +28,8 @@ class ConvertOptions:
 
     outtype: str = "auto"
     embed_from_target: bool = False  # write the target's token_embd (and output) into the draft
-    #: upstream's flags given (``variants.words.UPSTREAM_FLAGS`` keywords: ``dspark`` for ``--dspark``), refused for
-    #: the families they do not select
+    #: upstream's flags given (the keywords of ``registry.words.UPSTREAM_FLAGS``), refused for the families they do
+    #: not select
     upstream_flags: frozenset[str] = frozenset()
     allow_nonfinite: bool = False
     metadata_override: Path | None = None
@@ -45,14 +46,14 @@ class Context:
 
     ``outtype`` is resolved once, before the family runs (``auto`` already decided from the draft's dtypes);
     ``out_type`` / ``file_type`` are its GGML type and its ``general.file_type``. A family that writes another
-    ``general.file_type`` whatever the outtype (DeepSeek-V4's FP8 experts are Q8_0 in any file) passes its own
+    ``general.file_type`` whatever the outtype (FP8 experts stored as Q8_0 in any file) passes its own
     value to ``common.base_kvs``; the outtype still names the file.
 
     ``findings`` collects the fit findings a family meets while planning (a target layer beyond the target:
     rule ``target-layers``); the conversion reports them with the other fit checks (``fit/conversion.py``).
 
     ``target_tensors`` lists what the family's plan takes from the target checkpoint (the output head of a draft
-    that keeps its own embedding on an untied target, ``dflash_base.choose_head_layout``); the conversion opens
+    that keeps its own embedding on an untied target, ``lineage.choose_head_layout``); the conversion opens
     the target's weights for them and adds them, as for ``--with-target-embeddings``.
     """
 
@@ -106,7 +107,7 @@ class TargetFacts:
     #: target hidden states concatenated into ``fc``'s input (its width is n_taps x the target hidden size);
     #: None: the draft has no such ``fc`` (no hidden-size check)
     n_taps: int | None = None
-    #: the draft attends at the target's positions with the target's rope (the DFlash lineage): its rope theta
+    #: the draft attends at the target's positions with the target's rope (a block draft): its rope theta
     #: and scaling must be the target's (``target-rope`` warning)
     shares_rope: bool = False
     #: checkpoint tensors holding a learned mask embedding, dropped because a GGUF cannot hold them (the name
@@ -115,7 +116,11 @@ class TargetFacts:
 
 
 class Family(Protocol):
-    """What every module under ``families/`` provides (module-level names; mypy checks the modules)."""
+    """What every family module provides (module-level names; ``tests/test_variants.py`` checks the modules).
+
+    For each upstream converter flag of ``registry.words.UPSTREAM_FLAGS``, a family module may also hold the flag's
+    ``attribute`` (a bool, default False): True when the flag selects this family (it is refused for the others).
+    """
 
     #: ``architectures[0]`` values of the draft configs this family converts
     ARCHITECTURES: tuple[str, ...]
@@ -124,14 +129,12 @@ class Family(Protocol):
     #: the checkpoint may carry its own tokenizer (a draft stored inside its target): without
     #: ``--target-model-dir`` the tokenizer is read from the checkpoint
     TOKENIZER_IN_CHECKPOINT: bool
-    #: upstream's ``--dspark`` flag selects this family (the flag is refused for the others)
-    DSPARK_FLAG: bool
 
     def claims(self, config: dict[str, Any], tensor_names: list[str]) -> bool:
         """True for a checkpoint this family converts although its ``architectures[0]`` is not in
         ``ARCHITECTURES`` (a draft stored inside a target checkpoint, recognised by its tensor names). May raise
         ConvertError (worded without the file name, which ``family_for`` adds) for a checkpoint of this family's
-        kind that cannot be converted (a DeepSeek-V4 checkpoint without a draft)."""
+        kind that cannot be converted (a target checkpoint without a draft)."""
         ...
 
     def draft_tensors(self, config: dict[str, Any]) -> Select | None:

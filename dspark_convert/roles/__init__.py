@@ -1,0 +1,15 @@
+"""The contracts a variant plugs into, one module per role (what ``variants/<v>/<role>.py`` receives and provides).
+
+- :mod:`.convert`: ``Family`` (a converter family module), ``Context``, ``TargetFacts``, ``TargetTensor``,
+  ``ConvertOptions``;
+- :mod:`.loader`: ``Checker``, ``Dims``, ``Rules``, ``layer_rules`` (a ``loader`` module: llama.cpp's loader rules);
+- :mod:`.fit`: ``Rule``, ``Outcome``, ``Pair``, ``Side`` and the vocabulary facts (a ``fit`` module);
+- :mod:`.proof`: ``Forwards`` / ``TensorChecks``, ``Inputs``, ``Pair``, ``Proof``, ``Job`` (a ``verify`` module's
+  ``PROOF``);
+- :mod:`.upgrade`: ``UpgradeRules``, ``Detection``, ``Upgrading``, ``Piece``, ``Stale`` (an ``upgrade`` module's
+  ``RULES``);
+- :mod:`.llama`: ``DraftInputs``, ``RefBlock`` (a ``llama`` module's ``reference_drafts``).
+
+The drivers (``check``, ``fit``, ``verify``, ``staleness`` / ``upgrade``, ``hf2gguf``) import these; no contract
+imports a driver or the registry.
+"""
