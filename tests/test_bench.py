@@ -525,3 +525,22 @@ def test_docs_example_is_one_generated_run() -> None:
     assert set(rows) == set(legend) == {"dspark.bf16.gguf", "dspark.q8_0.gguf", "dspark.match-upstream.gguf"}
     assert all(rows[name][6] == legend[name] for name in rows), (rows, legend)
     assert legend["dspark.bf16.gguf"] == "1.000" and float(legend["dspark.match-upstream.gguf"]) < 0.25
+
+
+def test_hub_draft_is_downloaded_to_the_hub_cache_first(fake: Callable[..., Path], files: dict[str, Path],
+                                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A draft given as hf://ORG/REPO/file.gguf (a local server standing in for the Hub) is downloaded into the
+    Hugging Face cache, then run; the report names where it came from."""
+    from conftest import point_hub_at
+    from http_server import FileServer
+
+    exe = fake("ok", FAKE_ACCEPT="1")
+    with FileServer() as hub:
+        point_hub_at(hub.url, tmp_path, monkeypatch)
+        hub.add_hub_file("org/draft-GGUF", "dspark.q8_0.gguf", files["q8_0"].read_bytes())
+        r = bench(files["target"], ["hf://org/draft-GGUF/dspark.q8_0.gguf"], prompts=PROMPTS[:1], n_predict=6,
+                  llama_server=exe)
+    (d,) = r.drafts
+    assert d.file is not None and d.file.source == "hf://org/draft-GGUF/dspark.q8_0.gguf"
+    assert d.file.path.is_relative_to(tmp_path / "hfcache") and d.file.path.read_bytes() == files["q8_0"].read_bytes()
+    assert d.file.outtype == "Q8_0" and d.complete and d.accepted > 0

@@ -234,10 +234,12 @@ def local_file(ref: str, what: str) -> tuple[Path, str | None]:
     if not isinstance(where, HubFile):
         raise ConvertError(f"{ref}: {what}: only local files and Hub files (hf://ORG/REPO/file.gguf) can be run; "
                            "download the URL first")
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import constants, hf_hub_download
 
+    endpoint = (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")  # read now, as the Hub reads do
     try:
-        path = hf_hub_download(where.repo_id, where.filename, revision=where.revision, repo_type=where.repo_type)
+        path = hf_hub_download(where.repo_id, where.filename, revision=where.revision, repo_type=where.repo_type,
+                               endpoint=endpoint, cache_dir=os.environ.get("HF_HUB_CACHE") or None)
     except Exception as e:  # huggingface_hub raises many kinds; one line names the file
         raise ConvertError(f"{where.display}: {what}: download failed: {str(e).splitlines()[0][:300]}") from None
     return Path(path), where.display
