@@ -56,8 +56,8 @@ else:
 (UPSTREAM_FLAG, UPSTREAM_FLAG_2) = W.UPSTREAM_FLAGS
 #: the product summary: the draft kinds the variants convert
 SUMMARY = f"Convert {' / '.join(W.DRAFT_KINDS)} drafts to GGUF, inspect and verify GGUF files."
-HF2GGUF_HELP = (f"Convert a {' / '.join(W.DRAFT_KINDS)} draft checkpoint (or {' or '.join(W.DRAFTS_INSIDE_TARGETS)}) "
-                "to a GGUF file llama.cpp loads.")
+HF2GGUF_HELP = (f"Convert a {' / '.join(W.DRAFT_KINDS)} draft checkpoint to a GGUF file llama.cpp loads (no "
+                f"--target-model-dir needed for {', '.join(W.DRAFTS_INSIDE_TARGETS)}).")
 
 
 class _OneLineUsageErrors(TyperGroup):
@@ -485,6 +485,68 @@ def mtp_graft(
 
     _cut(lambda **kw: graft(trunk, sidecar, outfile, force=force, verify=verify, **kw),
          f"grafting {sidecar} onto {trunk}", as_json, "grafting")
+
+
+@app.command()
+def bench(
+    target: Annotated[str, typer.Argument(metavar="TARGET.gguf", help="The target GGUF: a local file or a Hub file (hf://ORG/REPO/file.gguf\\[@REV], downloaded to the Hub cache first).")],
+    drafts: Annotated[list[str], typer.Argument(metavar="DRAFT.gguf...", help="One or more draft GGUFs (the same forms), measured side by side.")],
+    prompts: Annotated[Path | None, typer.Option("--prompts", metavar="FILE", help="Prompts: one a line, or JSONL with a \"prompt\" field (text or token ids). Default: the built-in set (36 short prompts: chat, code, math, summarisation; not a published benchmark).")] = None,
+    n_predict: Annotated[int, typer.Option("-n", "--n-predict", min=1, help="Tokens generated per prompt (EOS ignored).")] = 128,
+    repeat: Annotated[int, typer.Option("--repeat", min=1, help="Rounds: each round runs the plain target, then each draft, over every prompt.")] = 1,
+    ctx_size: Annotated[int, typer.Option("--ctx-size", min=8, help="llama-server's -c.")] = 4096,
+    threads: Annotated[int | None, typer.Option("--threads", min=1, help="llama-server's -t (default: the CPU count, at most 8).")] = None,
+    spec_draft_n_max: Annotated[int | None, typer.Option("--spec-draft-n-max", min=1, help="Tokens per draft (default: each draft's whole block; 4 steps for a chained draft).")] = None,
+    llama_server: Annotated[Path | None, typer.Option("--llama-server", metavar="PATH", help="The llama-server binary (default: $DSPARK_LLAMA_SERVER, then PATH, then the project's build of llama.cpp b11434).")] = None,
+    raw: Annotated[bool, typer.Option("--raw", help="Send text prompts as they are (default: through the target's chat template, when it has one).")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds llama-server may take to load and answer /health (each request may take at least 600).")] = 300.0,
+    server_arg: Annotated[list[str] | None, typer.Option("--server-arg", metavar="ARG", help="An extra llama-server argument, passed to every server (repeatable, e.g. --server-arg=-ngl --server-arg=99).")] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE.svg", help="Also write acceptance by draft position as an SVG picture.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON report on stdout (schema: docs/bench.md).")] = False,
+) -> None:
+    """Measure drafts in llama-server: lossless output, acceptance (overall and by draft position), tokens/s and speed-up against the target alone (exit 1 if an output differs, 2 on an error)."""
+    from .llamacpp.bench import bench as run_bench
+    from .llamacpp.bench import load_prompts, write_plot
+    from .llamacpp.server import ServerError
+    from .render import make_console, print_error
+    from .render.bench import bench_svg, count_progress, render_bench
+
+    plist = run_or_exit(lambda: load_prompts(prompts), f"reading {prompts}") if prompts is not None else None
+
+    def measure(progress: Callable[[int, int, str], None] | None) -> Any:
+        try:
+            return run_bench(target, drafts, prompts=plist, n_predict=n_predict, repeat=repeat, ctx_size=ctx_size,
+                             threads=threads, spec_draft_n_max=spec_draft_n_max, llama_server=llama_server, raw=raw,
+                             timeout=timeout, server_args=server_arg or [], progress=progress)
+        except ServerError as e:  # the target (or the plain run) failed: its reason, then the end of its log
+            print_error(str(e))
+            _log_tail(e.log_tail)
+            raise typer.Exit(2) from None
+
+    with count_progress(not as_json, "measuring") as progress:
+        report = run_or_exit(lambda: measure(progress), f"running llama-server on {target}")
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        render_bench(report, make_console())
+    if plot is not None:
+        run_or_exit(lambda: write_plot(plot, bench_svg(report)), f"writing {plot}")
+    for d in report.drafts:
+        if d.error is not None:
+            print_error(d.error)
+            _log_tail(d.log_tail)
+    if report.interrupted and report.signum is not None:
+        print_error(f"{report.interrupted}: llama-server stopped; the report holds what was measured until then")
+        raise typer.Exit(128 + report.signum)
+    if any(d.error is not None for d in report.drafts):
+        raise typer.Exit(2)
+    raise typer.Exit(0 if report.lossless else 1)
+
+
+def _log_tail(lines: list[str]) -> None:
+    """The last lines of a llama-server log under an error line, indented."""
+    if lines:
+        sys.stderr.write("  llama-server's log ended with:\n" + "".join(f"  | {ln}\n" for ln in lines))
 
 
 class _OneLineWarnings(logging.Handler):

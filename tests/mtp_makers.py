@@ -5,7 +5,7 @@ of one MTP family, deterministically from a seed: the trunk is a transformers mo
 (random init, stored bf16), the MTP tensors are added in the checkpoint's own layout (``mtp.*`` for the Qwen
 families and Nemotron-H, ``model.layers.{n}.*`` for GLM-4.5). :func:`upstream_convert` runs upstream's
 ``convert_hf_to_gguf.py`` (full, ``--mtp``, ``--no-mtp``) on it; the tokenizer's pre-tokenizer hash is in no upstream
-table, so, as :mod:`dspark_convert.llamacpp.target` does, ``get_vocab_base_pre`` falls back to ``qwen2``.
+table, so, as tests/llama/target.py does, ``get_vocab_base_pre`` falls back to ``qwen2``.
 
 ``python tests/mtp_makers.py OUT`` writes every checkpoint and its upstream conversions under ``OUT`` and the
 oracle manifests into ``tests/data/mtp`` (``--manifests``).

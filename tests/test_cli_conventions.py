@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from dspark_convert import convert
 from dspark_convert.cli import app
 
-SUBCOMMANDS = ["hf2gguf", "check", "inspect", "diff", "verify", "upgrade", "mtp-extract", "mtp-strip", "mtp-graft"]
+SUBCOMMANDS = ["hf2gguf", "check", "inspect", "diff", "verify", "upgrade", "mtp-extract", "mtp-strip", "mtp-graft",
+               "bench"]
 
 
 def invoke(*args: object, columns: int = 120):
@@ -119,8 +120,9 @@ def test_command_summaries_do_not_break_mid_sentence() -> None:
     assert sorted(commands) == sorted(SUBCOMMANDS)
     continuation = [r for r in rows[rows.index(commands["hf2gguf"]):] if r and r.split()[0] not in SUBCOMMANDS]
     assert continuation == []
-    assert commands["hf2gguf"].endswith("(or the DSpark draft inside a DeepSeek-V4 checkpoint) to a GGUF file "
-                                        "llama.cpp loads.")
+    assert commands["hf2gguf"].endswith("draft checkpoint to a GGUF file llama.cpp loads (no --target-model-dir "
+                                        "needed for the DSpark draft inside a DeepSeek-V4 checkpoint, a Gemma 4 "
+                                        "assistant, the MTP head of a Qwen3.5 / Qwen3-Next checkpoint (--mtp)).")
 
 
 def test_output_name_without_gguf_is_warned(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ SNIPPETS: dict[tuple[str, str], dict[str, str]] = {
     ("docs/inspect.md", "from dspark_convert.gguffile.reader import read_gguf, plan_from_gguf"):
         {"https://example.com/draft.gguf": "{url}/draft.gguf"},
     ("docs/verify.md", "from dspark_convert.verify import verify"): {},
+    ("docs/bench.md", "from dspark_convert.llamacpp.bench import bench, load_prompts"): {},
     ("fixtures/README.md", "import sys; sys.path.insert(0, \"fixtures\")"): {'"/tmp/dsv4"': '"dsv4-out"'},
 }
 

@@ -20,13 +20,14 @@ from typer.testing import CliRunner
 from dspark_convert.cli import app
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-SUBCOMMANDS = ("hf2gguf", "check", "inspect", "diff", "verify", "upgrade", "mtp-extract", "mtp-strip", "mtp-graft")
+SUBCOMMANDS = ("hf2gguf", "check", "inspect", "diff", "verify", "upgrade", "mtp-extract", "mtp-strip", "mtp-graft",
+               "bench")
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 COMMAND = re.compile(r"dspark-convert(?:\s+(" + "|".join(SUBCOMMANDS) + r"))?\b(.*)")
 #: flags of other tools, allowed outside dspark-convert commands when their owner is named in the paragraph
 FOREIGN = {
     "--spec-type": ("llama",), "--spec-draft-n-max": ("llama",),
-    "--no-repack": ("llama",), "--spec-draft-p-min": ("llama",), "--cache": ("llamacpp.build",),
+    "--no-repack": ("llama",), "--spec-draft-p-min": ("llama",), "--metrics": ("llama",), "--cache": ("llamacpp.build",),
     "--jobs": ("llamacpp.build",), "--n-predict": ("bench",),
     "--remote": ("upstream", "convert_hf_to_gguf"), "--split-max-size": ("upstream", "convert_hf_to_gguf"),
     "--dspark": ("upstream", "convert_hf_to_gguf"), "--vocab-only": ("upstream", "convert_hf_to_gguf"),

@@ -20,10 +20,9 @@ from dataclasses import dataclass
 #: (``dflash``, ``gemma4-assistant``, ``eagle3``, the MTP sidecars' target arches), in the registry's order; the
 #: refining variants are kinds of these
 DRAFT_KINDS: tuple[str, ...] = ("DSpark / DFlash", "Gemma 4 assistant", "EAGLE-3", "MTP sidecar")
-#: drafts stored inside their target's checkpoint (the ``dsv4`` variant) or converted on their own: the checkpoint
-#: carries the tokenizer, so ``--target-model-dir`` is optional
-DRAFTS_INSIDE_TARGETS: tuple[str, ...] = ("the DSpark draft inside a DeepSeek-V4 checkpoint",
-                                          "a Gemma 4 assistant (its folder carries the tokenizer)",
+#: drafts whose checkpoint carries the tokenizer (stored inside their target's checkpoint, or shipped with the
+#: target's tokenizer), so ``--target-model-dir`` is optional: one per family with ``TOKENIZER_IN_CHECKPOINT``
+DRAFTS_INSIDE_TARGETS: tuple[str, ...] = ("the DSpark draft inside a DeepSeek-V4 checkpoint", "a Gemma 4 assistant",
                                           "the MTP head of a Qwen3.5 / Qwen3-Next checkpoint (--mtp)")
 #: the files those drafts become: ``verify`` needs no target for them
 FILES_INSIDE_TARGETS: tuple[str, ...] = ("DeepSeek-V4 DSpark", "Gemma 4 assistant", "MTP sidecar")
