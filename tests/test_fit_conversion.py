@@ -41,7 +41,10 @@ def convert_json(draft: Path, target: Path, out: Path, *extra: str) -> tuple[int
 def test_matched_pairs_have_no_findings(name: str, target: str, tmp_path: Path) -> None:
     code, doc, err = convert_json(FIX / name, FIX / target, tmp_path / "d.gguf")
     assert code == 0, err
-    assert doc["findings"] == []
+    assert [f for f in doc["findings"] if f["rule"] != "spec-type"] == []
+    # the one layout llama-server auto-detects wrongly (it reads sample_from_anchor: draft-dspark only) says so
+    spec = [f["message"] for f in doc["findings"] if f["rule"] == "spec-type"]
+    assert len(spec) == (name == "dflash-deepspec") and all("--spec-type draft-dspark" in m for m in spec), spec
 
 
 def test_issue_example_wrong_vocab_stops_with_nothing_written(tmp_path: Path) -> None:

@@ -22,6 +22,11 @@ from golden_manifest import compare, describe
 from dspark_convert import convert
 
 
+#: layouts llama-server auto-detects as draft-dflash although they read ``sample_from_anchor`` (draft-dspark only):
+#: hf2gguf warns that they need ``--spec-type draft-dspark``
+EXPLICIT_SPEC_TYPE = {"dflash-deepspec"}
+
+
 @pytest.mark.parametrize("layout", GOLDEN_LAYOUTS)
 def test_golden_layout_all_outtypes(golden_inputs: Path, golden_dir: Path, tmp_path: Path, layout: str) -> None:
     failures = {}
@@ -30,7 +35,11 @@ def test_golden_layout_all_outtypes(golden_inputs: Path, golden_dir: Path, tmp_p
     for outtype in GOLDEN_OUTTYPES:
         out = tmp_path / f"{layout}.{outtype}.gguf"
         r = convert(golden_inputs / layout, target, out, outtype=outtype, dspark=self_target, match_upstream=True)
-        assert [str(f) for f in r.findings if f.level != "note"] == []  # a matched pair: no fit (or loader) warning
+        # a matched pair: no fit (or loader) warning; only the file needing an explicit --spec-type says so
+        assert [str(f) for f in r.findings if f.level != "note" and f.rule != "spec-type"] == []
+        spec = [f.message for f in r.findings if f.rule == "spec-type"]
+        assert len(spec) == (layout in EXPLICIT_SPEC_TYPE), spec
+        assert all("--spec-type draft-dspark" in m and "auto-detect draft-dflash" in m for m in spec), spec
         expected = json.loads((GOLDEN_MANIFESTS / f"{layout}.{outtype}.json").read_text(encoding="utf-8"))
         diffs = compare(out, expected)
         if diffs:

@@ -314,7 +314,7 @@ def test_hf_unknown_architecture(tmp_path: Path) -> None:
                                                       "intermediate_size": 16}))
     from safetensors.numpy import save_file
     save_file({"w": np.zeros(2, np.float32)}, str(tmp_path / "model.safetensors"))
-    with pytest.raises(ConvertError, match="not a DSpark, DFlash or EAGLE-3 draft"):
+    with pytest.raises(ConvertError, match="'BertModel' is not a DSpark, DFlash, Muse-Glimmer assistant or EAGLE-3 draft"):
         tf.load_draft(tmp_path, TARGET, draft_readers())
 
 

@@ -43,7 +43,8 @@ def _dsv4_standin() -> SimpleNamespace:
 
 
 def test_family_for_claims_a_draft_inside_a_target_by_its_tensors(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = [m for m in families.family_modules() if family_name(m) != "dspark_dsv4"]
+    # the mtp family is left out too: it names DeepSeek-V4's MTP head itself (test_mtp.py), before any claim here
+    real = [m for m in families.family_modules() if family_name(m) not in ("dspark_dsv4", "mtp")]
     standin = _dsv4_standin()
     monkeypatch.setattr(families, "family_modules", lambda: [*real, standin])
     config = {"architectures": ["DeepseekV4ForCausalLM"], "dspark_block_size": 16}
@@ -73,6 +74,15 @@ def test_every_family_module_implements_the_contract() -> None:
             select = mod.draft_tensors({})
             assert select is not None and select("mtp.2.norm.weight") and not select("norm.weight")
             assert mod.TARGET_TENSORS == () and mod.TOKENIZER_IN_CHECKPOINT and mod.DSPARK_FLAG
+            continue
+        if family_name(mod) == "mtp":  # the MTP head of a target (--mtp): its own tokenizer, the MTP shards only
+            select = mod.draft_tensors({})
+            assert select is not None and select("mtp.layers.0.fc.weight") and not select("model.layers.0.mlp.up_proj.weight")
+            assert mod.TARGET_TENSORS == () and mod.TOKENIZER_IN_CHECKPOINT and mod.MTP_FLAG and not mod.DSPARK_FLAG
+            continue
+        if family_name(mod) == "gemma4_assistant":  # converted on its own: its folder carries the tokenizer
+            assert mod.draft_tensors({}) is None and mod.TARGET_TENSORS == ()
+            assert mod.TOKENIZER_IN_CHECKPOINT and not mod.DSPARK_FLAG
             continue
         assert mod.draft_tensors({}) is None
         assert not mod.TOKENIZER_IN_CHECKPOINT and not mod.DSPARK_FLAG
