@@ -8,15 +8,18 @@ outtype (bf16, f16, q8_0 by default) and each core count (the child process pinn
 - ``copy``: the durable copy of the same output (read the bytes the conversion reads, write a file of the
   conversion's output size, fsync, rename, fsync the folder; bench_convert.py's copy baseline);
 - ``1 thread``: the conversion with ``DSPARK_CONVERT_THREADS=1`` (the baseline: one worker converting chunks);
-- ``threads=cores``: the conversion as it runs by default (one worker per usable core).
+- ``threads=cores``: the conversion as it runs by default (one worker per usable core);
+- with ``--before DIR``, also ``before``: the conversion by the dspark_convert in DIR (e.g. a checkout of main),
+  with its own default threads.
 
 Warm page cache, cached tokenizer block (filled by a first conversion that is not counted), so the figures are the
 tensor streaming. Reported per row: median wall seconds with the spread, the median over runs of each run's
-ratio to the copy next to it, CPU seconds (user + system) of the child, its own peak RSS (``VmHWM``), and the
-speed-up of ``threads=cores`` over ``1 thread``.
+ratio to the copy next to it, CPU seconds (user + system) of the child, its own peak RSS (``VmHWM``); the
+``speed-up`` column is ``1 thread`` / ``threads=cores`` on the default row and ``before`` / ``threads=cores``
+on the ``before`` row.
 
 usage: python benchmarks/bench_threads.py [--size dspark-4b] [--tokenizer qwen3] [--outtypes bf16,f16,q8_0]
-                                          [--cores 1,2] [--runs 5] [--workdir DIR] [--json FILE]
+                                          [--cores 1,2] [--runs 5] [--before DIR] [--workdir DIR] [--json FILE]
 """
 
 from __future__ import annotations
@@ -46,14 +49,19 @@ def _worker(spec: dict) -> dict:
     return bc._worker(spec)
 
 
+HERE = bc.PACKAGE_ROOT[0]
+
+
 def run(spec: dict, cache: Path, inputs: list[Path]) -> dict:
+    bc.PACKAGE_ROOT[0] = Path(spec.get("package") or HERE)  # the children import dspark_convert from here
     r = bc.run_op(spec, cache, inputs=inputs, script=__file__)
     if "error" in r:
         raise SystemExit(f"{spec['op']} failed: {r['error']}")
     return r
 
 
-def bench(draft: Path, target: Path, outtype: str, cores: int, runs: int, work: Path, cache: Path) -> list[dict]:
+def bench(draft: Path, target: Path, outtype: str, cores: int, runs: int, work: Path, cache: Path,
+          before: Path | None = None) -> list[dict]:
     out = work / f"out-{outtype}.gguf"
     base = {"op": "convert", "draft": str(draft), "target": str(target), "out": str(out), "outtype": outtype,
             "cache": True, "cores": cores}
@@ -61,6 +69,8 @@ def bench(draft: Path, target: Path, outtype: str, cores: int, runs: int, work: 
     copy = {"op": "copy", "ranges": first["ranges"], "size": first["bytes_out"], "out": str(work / "copy.bin"),
             "cores": cores}
     modes = {"copy": copy, "1 thread": {**base, "threads": 1}, f"threads={cores} (default)": {**base, "threads": 0}}
+    if before is not None:
+        modes["before (its default threads)"] = {**base, "threads": 0, "package": str(before)}
     got: dict[str, list[dict]] = {m: [] for m in modes}
     for _ in range(runs):
         for m, spec in modes.items():
@@ -74,8 +84,9 @@ def bench(draft: Path, target: Path, outtype: str, cores: int, runs: int, work: 
                      "spread": (walls[0], walls[-1]), "x_copy": None if m == "copy" else statistics.median(ratios),
                      "cpu": statistics.median(r["cpu"] for r in rs), "rss_mib": max(r["rss"] for r in rs) / MiB,
                      "mb_out": first["bytes_out"] / 1e6})
-    one, many = rows[1]["wall"], rows[2]["wall"]
-    rows[2]["speedup"] = one / many
+    rows[2]["speedup"] = rows[1]["wall"] / rows[2]["wall"]  # 1 thread / default
+    if before is not None:
+        rows[3]["speedup"] = rows[3]["wall"] / rows[2]["wall"]  # before / default
     return rows
 
 
@@ -99,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=5, help="runs per operation (medians reported)")
     ap.add_argument("--workdir", type=Path, help="use (and keep) this folder; inputs already there are reused")
     ap.add_argument("--json", type=Path, help="also write the rows and the machine description to this file")
+    ap.add_argument("--before", type=Path, help="folder holding an earlier dspark_convert to time as well")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker:
@@ -119,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for outtype in (o for o in a.outtypes.split(",") if o):
             for c in cores:
-                rows += bench(draft, target, outtype, c, a.runs, work, cache)
-                print(*table(rows[-3:]).splitlines()[-3:], sep="\n", flush=True)
+                new = bench(draft, target, outtype, c, a.runs, work, cache, a.before and a.before.resolve())
+                rows += new
+                print(*table(new).splitlines()[2:], sep="\n", flush=True)
         print(f"# load average at end {os.getloadavg()[0]:.2f}")
         print(table(rows))
         if a.json:
