@@ -373,7 +373,8 @@ def quantize_q8_0(x: np.ndarray, *, bf16_bits: bool = False) -> np.ndarray:
     spares a float32 copy of the whole chunk. Same formula as gguf-py (and ggml-quants.c): ``d = max|x| / 127``
     per block of 32, ``q = round(x * (1/d))`` with halves away from zero, ``d`` stored as F16. Only the way the
     work is done differs: the data is walked in cache-sized pieces with reused buffers instead of whole-tensor
-    temporaries; ``max|x|`` is taken on the bit patterns (monotone for non-negative floats); round-half-away
+    temporaries; ``max|x|`` is taken on the bit patterns (monotone for non-negative floats), as a tree of
+    pairwise maxima over the whole piece (:func:`_block_max`), and ``d`` is cast to F16 in place; round-half-away
     is ``trunc(y + copysign(c, y))`` with ``c = 0.49999997``, which equals gguf-py's ``np_roundf`` for every
     float32 of magnitude below 2^22 (checked exhaustively for |y| <= 128; here |y| <= 127.0001). Chunks
     holding NaN/Inf, or a block so tiny that 1/d overflows, go to gguf-py itself, piece by piece.
@@ -392,6 +393,7 @@ def quantize_q8_0(x: np.ndarray, *, bf16_bits: bool = False) -> np.ndarray:
     m = min(step, n)
     work, sign, wide = (np.empty((m, Q8_0_BLOCK), np.int32) for _ in range(3))
     amax = np.empty(m, np.int32)
+    halves = [np.empty(m * w, np.int32) for w in (16, 8, 4, 2)]  # the block maximum's tree, level by level
     for i in range(0, n, step):
         xb = blocks[i:i + step]
         k = xb.shape[0]
@@ -399,7 +401,7 @@ def quantize_q8_0(x: np.ndarray, *, bf16_bits: bool = False) -> np.ndarray:
         if bf16_bits:
             xb = np.left_shift(xb, 16, out=wide[:k].view(np.uint32), dtype=np.uint32).view(np.float32)
         np.bitwise_and(xb.view(np.int32), 0x7FFFFFFF, out=a)  # |x| as bits
-        np.max(a, axis=1, out=mx)
+        _block_max(a.reshape(-1), [h[:k * h.size // m] for h in halves], mx)
         d = mx.view(np.float32) / np.float32(127)
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
             inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
@@ -414,9 +416,21 @@ def quantize_q8_0(x: np.ndarray, *, bf16_bits: bool = False) -> np.ndarray:
         np.multiply(xb, inv[:, None], out=y)
         np.bitwise_or(np.bitwise_and(y.view(np.int32), _SIGN, out=s), _HALF_DOWN, out=s)
         y += s.view(np.float32)
-        o[:, :2] = d.astype(np.float16).view(np.uint8).reshape(k, 2)
+        np.copyto(o[:, :2].view(np.float16)[:, 0], d, casting="same_kind")  # d as F16, cast in place
         np.copyto(o[:, 2:].view(np.int8), y, casting="unsafe")  # float -> int8 truncates toward zero
     return out.reshape(*x.shape[:-1], x.shape[-1] // Q8_0_BLOCK * (2 + Q8_0_BLOCK))
+
+
+def _block_max(flat: np.ndarray, levels: list[np.ndarray], out: np.ndarray) -> None:
+    """``out[j] = max(flat[32 j : 32 j + 32])``: pairwise maxima of neighbours, five times (32 -> 16 -> ... -> 1).
+
+    Each level is one long strided loop over the whole piece; ``np.max(axis=1)`` on rows of 32 pays numpy's
+    per-row set-up 2,048 times per piece and is 2-3x slower.
+    """
+    src = flat
+    for dst in [*levels, out]:
+        np.maximum(src[0::2], src[1::2], out=dst)
+        src = dst
 
 
 def _gguf_q8_0(x: np.ndarray, bf16_bits: bool) -> np.ndarray:

@@ -32,7 +32,11 @@ from ..notes import note
 from ..plan import Plan, TensorSpec
 from .atomic import write_atomically
 
-CHUNK_BYTES = 4 * 1024 * 1024  # source bytes per chunk: bounds memory for any tensor size
+CHUNK_BYTES = 4 * 1024 * 1024  # largest source bytes per chunk: bounds memory for any tensor size
+IN_FLIGHT_BYTES = 32 * 1024 * 1024  # source bytes of all chunks in flight together, whatever the core count
+MIN_CHUNK_BYTES = 256 * 1024  # smallest chunk the in-flight budget shrinks chunks to (many cores)
+THREADS_ENV = "DSPARK_CONVERT_THREADS"  # conversion threads: a positive integer (default: the usable cores)
+MAX_WORKERS = 64
 Progress = Callable[[int, int], None]
 
 
@@ -56,11 +60,11 @@ def _nonfinite(raw: np.ndarray, src_dtype: str) -> bool:
     return False
 
 
-def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
-               allow_nonfinite: bool = False) -> Iterator[Callable[[], np.ndarray]]:
+def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *, allow_nonfinite: bool = False,
+               chunk: int | None = None) -> Iterator[Callable[[], np.ndarray]]:
     """Yield one job per row chunk of a tensor; calling a job reads, checks and converts that chunk.
 
-    Each chunk holds about ``CHUNK_BYTES`` of source data (a whole number of the transform's row groups): the
+    Each chunk holds about ``chunk`` bytes (default :func:`chunk_bytes`) of source data (a whole number of the transform's row groups): the
     rows of each source the transform asks for (``Transform.source_rows``), each read with
     ``Checkpoint.read_rows`` into a new array, so memory stays bounded by the chunk size whatever the model
     size. Jobs are independent, so the writer runs them on worker threads, in any order,
@@ -101,7 +105,7 @@ def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *,
         return
     group = group or 1
     row_bytes = max(1, sum(r.end - r.start for r in refs) // max(1, rows))  # source bytes per output row
-    step = max(group, CHUNK_BYTES // row_bytes // group * group)
+    step = max(group, (chunk or chunk_bytes()) // row_bytes // group * group)
 
     def read(r: TensorRef, a: int, b: int) -> np.ndarray:  # an empty span (a source this chunk does not use): no I/O
         return ck.read_rows(r.name, a, b) if b > a else np.empty((0, *r.shape[1:]), r.numpy_dtype)
@@ -128,8 +132,52 @@ def tensor_chunks(spec: TensorSpec, sources: dict[str, Checkpoint], *, allow_non
 
 
 # ---------------------------------------------------------------------------------------------- tensor data
-WORKERS = max(1, min(4, os.cpu_count() or 1))  # conversion threads (numpy releases the GIL)
-LOOKAHEAD = WORKERS + 1  # chunks converted or in conversion ahead of the disk: bounds memory to a few chunks
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, e.g. under ``taskset`` or a container's cpuset)."""
+    if hasattr(os, "sched_getaffinity"):
+        with contextlib.suppress(OSError):
+            return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def thread_count(env: dict[str, str] | None = None) -> int:
+    """Conversion threads: ``$DSPARK_CONVERT_THREADS`` when set, else the usable cores; at most ``MAX_WORKERS``.
+
+    Example:
+        >>> thread_count({"DSPARK_CONVERT_THREADS": "1"})
+        1
+    """
+    raw = (os.environ if env is None else env).get(THREADS_ENV, "").strip()
+    if raw:
+        try:
+            n = int(raw)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise ConvertError(f"{THREADS_ENV}={raw!r}: expected a positive integer (conversion threads)")
+        return min(n, MAX_WORKERS)
+    return min(usable_cores(), MAX_WORKERS)
+
+
+WORKERS: int | None = None  # conversion threads; None: thread_count() at each conversion
+LOOKAHEAD: int | None = None  # chunks converted or in conversion ahead of the disk; None: two per worker
+
+
+def pool_shape() -> tuple[int, int]:
+    """(worker threads, chunks in flight) of the next conversion."""
+    workers = WORKERS or thread_count()
+    return workers, LOOKAHEAD or 2 * workers
+
+
+def chunk_bytes(lookahead: int | None = None) -> int:
+    """Source bytes per chunk: ``CHUNK_BYTES``, smaller when ``lookahead`` chunks of it (default: the next
+    conversion's) would exceed ``IN_FLIGHT_BYTES``, never below ``MIN_CHUNK_BYTES`` unless ``CHUNK_BYTES`` is.
+
+    Memory in flight is then about ``IN_FLIGHT_BYTES`` (times the outtype's widening) on any machine up to
+    ``MAX_WORKERS`` cores: 1-4 cores convert 4 MiB chunks, 16 cores 1 MiB ones.
+    """
+    ahead = lookahead if lookahead is not None else pool_shape()[1]
+    return min(CHUNK_BYTES, max(MIN_CHUNK_BYTES, IN_FLIGHT_BYTES // max(1, ahead)))
 KICK_BYTES = 32 * 1024 * 1024  # start the disk write-back every this many bytes (see _kick_writeback)
 
 
@@ -161,16 +209,20 @@ def _write_tensors(f: BinaryIO, plan: Plan, sources: dict[str, Checkpoint], *, a
                    progress: Progress | None) -> None:
     """Write every tensor's data, each followed by its alignment padding.
 
-    Chunk jobs (read + check + convert; file reads and numpy release the GIL) run on ``WORKERS`` threads, at
-    most ``LOOKAHEAD`` ahead of the chunk being written, while this thread writes the results in file order:
-    conversion uses the cores and overlaps with the disk, and memory stays bounded by a few chunks. A job's
+    Chunk jobs (read + check + convert; file reads and numpy release the GIL) run on one thread per usable core
+    (:func:`pool_shape`), at most two per thread ahead of the chunk being written, while this thread writes the
+    results in file order: conversion uses every core and overlaps with the disk, and memory stays bounded by
+    ``IN_FLIGHT_BYTES`` of chunks (:func:`chunk_bytes`) whatever the core count. A job's
     exception is raised here when its turn to be written comes, so errors surface in file order.
     """
     total = plan.total_tensor_bytes()
+    workers, lookahead = pool_shape()
+    chunk = chunk_bytes(lookahead)
+
     # a tensor's chunk jobs, then the tensor itself: the marker for "end of its data"
     def all_jobs() -> Iterator[Callable[[], np.ndarray] | TensorSpec]:
         for t in plan.tensors:
-            yield from chunk_jobs(t, sources, allow_nonfinite=allow_nonfinite)
+            yield from chunk_jobs(t, sources, allow_nonfinite=allow_nonfinite, chunk=chunk)
             yield t
 
     jobs = all_jobs()
@@ -178,10 +230,10 @@ def _write_tensors(f: BinaryIO, plan: Plan, sources: dict[str, Checkpoint], *, a
     done = n = unkicked = 0
     kicked = f.tell()
     _trim_heap()
-    pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="dspark-convert")
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dspark-convert")
     try:
         while True:
-            while len(pending) < LOOKAHEAD:
+            while len(pending) < lookahead:
                 try:
                     nxt = next(jobs, None)
                 except ConvertError as e:  # planning a chunk failed: raise it in its turn, after earlier chunks
@@ -227,6 +279,7 @@ def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force:
     """
     if plan.kvs[0].name != S.GENERAL_ARCHITECTURE or plan.kvs[0].value != plan.arch:
         raise ConvertError("internal: a plan must start with general.architecture")
+    pool_shape()  # a bad $DSPARK_CONVERT_THREADS fails here, before the destination folder is touched
 
     def body(f: BinaryIO) -> None:
         write_header(f, plan.arch, plan.kvs[1:], plan.tensors)
