@@ -2,7 +2,7 @@
 
 The convention (ggml ``docs/gguf.md``, ecosystem §5) is ``<BaseName>-<SizeLabel>-<FineTune>-<Version>-<Encoding>``
 joined by ``-``; gguf's :func:`gguf.utility.naming_convention` assembles it. A draft is named after the model it
-accelerates, behind the keyword llama.cpp's ``-hf`` finds a draft beside its target by (docs/naming.md):
+accelerates, behind the keyword llama.cpp's ``-hf`` finds a draft beside its target by (docs/hub-and-naming.md):
 
 - **the keyword** (``dspark-``, ``dflash-``, ``eagle3-``, ``mtp-``: ``common/download.cpp`` of b11434) starts the
   name: the one of the ``--spec-type`` the file runs as (:data:`~dspark_convert.variants.spectype.HF_KEYWORDS`)
