@@ -7,8 +7,14 @@ from pathlib import Path
 import pytest
 
 from dspark_convert.errors import ConvertError
-from dspark_convert.hf2gguf.naming import (default_output_name, encoding_name, expand_output_template, file_prefix,
-                                             method_name)
+from dspark_convert.hf2gguf.naming import (
+    default_output_name,
+    encoding_name,
+    expand_output_template,
+    file_prefix,
+    method_name,
+)
+from dspark_convert.variants.spectype import HF_KEYWORDS, hub_name
 
 
 @pytest.mark.parametrize(("family", "outtype", "target", "draft", "size", "expected"), [
@@ -64,8 +70,6 @@ def test_every_family_is_named_by_the_keyword_of_its_spec_type() -> None:
     """Each family's FILE_PREFIX is the -hf keyword of the --spec-type its fixtures run as, and its default names
     are found by -hf as that type."""
     from fixture_registry import select
-
-    from dspark_convert.variants.spectype import HF_KEYWORDS, hub_name
 
     seen = {}
     for f in select():
@@ -126,3 +130,23 @@ def test_unknown_placeholder_rejected(template: str) -> None:
 def test_template_needs_resolved_outtype() -> None:
     with pytest.raises(ValueError, match="'auto' must be resolved"):
         expand_output_template("x-{ftype}.gguf", outtype="auto")
+
+
+@pytest.mark.parametrize(("draft", "expected"), [
+    ("dspark-qwen3", "dspark-target-qwen3-BF16.gguf"),
+    ("dflash-deepspec", "dspark-target-qwen3-BF16.gguf"),   # DSpark-family DFlash layout, runs as draft-dspark
+    ("dflash-zlab", "dflash-target-qwen3-BF16.gguf"),
+    ("dflash2-zlab", "dflash-target-qwen3-BF16.gguf"),
+    ("eagle3-specforge", "eagle3-target-qwen3-BF16.gguf"),
+])
+def test_hf2gguf_names_its_output_for_hf(draft: str, expected: str, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default name of a real conversion starts with the -hf keyword of the file's --spec-type."""
+    from conftest import FIXTURES, TARGET
+
+    from dspark_convert import convert
+
+    monkeypatch.chdir(tmp_path)
+    r = convert(FIXTURES / draft, TARGET, None, outtype="bf16", dry_run=True)
+    assert r.spec_type is not None and r.path == Path(expected)
+    assert hub_name(str(r.path), r.spec_type["spec_type"]).problem is None
