@@ -4,14 +4,14 @@ The convention (ggml ``docs/gguf.md``, ecosystem §5) is ``<BaseName>-<SizeLabel
 joined by ``-``; gguf's :func:`gguf.utility.naming_convention` assembles it. A draft is named after the model it
 accelerates, behind the keyword llama.cpp's ``-hf`` finds a draft beside its target by (docs/hub-and-naming.md):
 
-- **the keyword** (``dspark-``, ``dflash-``, ``eagle3-``, ``mtp-``: ``common/download.cpp`` of b11434) starts the
-  name: the one of the ``--spec-type`` the file runs as (:data:`~dspark_convert.variants.spectype.HF_KEYWORDS`)
-  when known, else the family module's ``FILE_PREFIX`` (:func:`file_prefix`); it stands for the method. A family
-  without one would carry its method word (``METHOD_WORD``, :func:`method_name`) in the fine-tune part instead;
+- **the keyword** (``common/download.cpp`` of b11434) starts the name: the one of the ``--spec-type`` the file runs
+  as (:data:`~dspark_convert.variants.spectype.HF_KEYWORDS`) when known, else the family module's ``FILE_PREFIX``
+  (:func:`file_prefix`); it stands for the method. A family without one would carry its method word
+  (``METHOD_WORD``, :func:`method_name`) in the fine-tune part instead;
 - **with a target** (``Qwen/Qwen3-8B``): base name, size label, fine-tune and version are the target's, parsed by
-  gguf's model-id parser: ``dspark-Qwen3-8B-BF16.gguf``, ``eagle3-Llama-3.1-8B-Instruct-Q8_0.gguf``;
+  gguf's model-id parser: ``<keyword>Qwen3-8B-BF16.gguf``, ``<keyword>Llama-3.1-8B-Instruct-Q8_0.gguf``;
 - **without a target name**: the same from the draft's name, with the draft's parameter-count size label when the
-  name has no size part: ``dspark-<draft_name>-1.1M-BF16.gguf`` (a name already starting with the keyword does
+  name has no size part: ``<keyword><draft_name>-1.1M-BF16.gguf`` (a name already starting with the keyword does
   not get it twice);
 - a name the parser cannot split (``GLM-4.5-Air``) is kept whole as the base name.
 """
