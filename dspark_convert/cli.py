@@ -266,10 +266,14 @@ def check(
     from .check import spec_type_warning
 
     spec_warning = spec_type_warning(st) if ok else None  # a file that does not load is served with no --spec-type
+    from .variants.spectype import hub_name
+
+    hub = hub_name(file, st.spec_type) if st.spec_type is not None and ok else None  # what -hf makes of its name
     if as_json:
         print_json({"file": str(file), "arch": plan.arch, "ok": ok,
                     "findings": [f.to_dict() for f in findings],
                     "spec_type": st.to_dict() if st.spec_type is not None and ok else None,
+                    "hf_name": hub.to_dict() if hub is not None else None,
                     **({"source": source.to_dict()} if source else {})})
     else:
         from .render import make_console, render_findings, render_source
@@ -284,6 +288,8 @@ def check(
 
     if spec_warning is not None:
         print_warning(spec_warning)
+    if hub is not None and hub.problem is not None:
+        print_warning(hub.problem)
     raise typer.Exit(0 if ok else 1)
 
 

@@ -182,6 +182,15 @@ def _spec_type(f: GGUFFile) -> dict[str, Any] | None:
     return st.to_dict() if st.spec_type is not None else None
 
 
+def _hf_name(f: GGUFFile) -> dict[str, Any] | None:
+    """Whether llama-server's ``-hf`` finds the draft under its file name (:func:`.variants.spectype.hub_name`);
+    None for a file that is not a draft."""
+    from .variants.spectype import hub_name, spec_type_of
+
+    st = spec_type_of(f.value, [t.name for t in f.tensors])
+    return hub_name(os.fspath(f.path), st.spec_type).to_dict() if st.spec_type is not None else None
+
+
 def _mtp(f: GGUFFile) -> dict[str, Any] | None:
     """What a target file with an MTP path is (full, sidecar, trunk) and how llama-server runs it
     (:mod:`.variants.nextn`); None for any other arch."""
@@ -224,6 +233,7 @@ def describe_gguf(f: GGUFFile, *, full_arrays: bool = False, tensors: bool = Tru
         "by_type": _by_type(f),
         "tokenizer": tokenizer_summary(f),
         "spec_type": _spec_type(f),
+        "hf_name": _hf_name(f),
         "mtp": _mtp(f),
         "kvs": {kv.name: kv_entry(f, kv, full_arrays) for kv in f.kvs.values() if match(kv.name)},
         "tensors": None,

@@ -96,7 +96,7 @@ def test_hub_repo_ids_end_to_end_offline(tmp_path: Path, monkeypatch: pytest.Mon
     r = invoke("hf2gguf", "deepseek-ai/dspark_qwen3_tiny", "-t", f"Qwen/Qwen3-Tiny@{COMMIT}", "--outtype", "q8_0")
     assert r.exit_code == 0, r.stderr
     made = list(tmp_path.glob("*.gguf"))
-    assert [p.name for p in made] == ["Qwen3-Tiny-DSpark-Q8_0.gguf"]
+    assert [p.name for p in made] == ["dspark-Qwen3-Tiny-Q8_0.gguf"]
     local = convert(FIX / "dspark-qwen3", TARGET, tmp_path / "local.gguf", outtype="q8_0")
     a, b = plan_from_gguf(made[0]), plan_from_gguf(local.path)
     assert [t.name for t in a.tensors] == [t.name for t in b.tensors]
@@ -159,7 +159,45 @@ def test_check_good_file(tmp_path: Path, good_plan: Plan) -> None:
     # issue 23: check --json also says which --spec-type llama-server needs (a Markov-head file: auto-detected)
     assert doc == {"file": str(path), "arch": "dflash", "ok": True, "findings": [],
                    "spec_type": {"spec_type": "draft-dspark", "auto_detected": "draft-dspark",
-                                 "reason": "markov_w1.weight present", "extra_flags": [], "flag_needed": False}}
+                                 "reason": "markov_w1.weight present", "extra_flags": [], "flag_needed": False},
+                   "hf_name": {"name": "g.gguf", "spec_type": "draft-dspark", "keyword": "dspark-", "found_as": None,
+                               "problem": HIDDEN_G}}
+
+
+#: check's warning for a draft-dspark file named g.gguf
+HIDDEN_G = ("the file name 'g.gguf' lacks 'dspark-', the keyword llama-server's -hf finds a draft-dspark draft by: it "
+            "does not find this file beside its target (and may take it for the main model); name it e.g. "
+            "dspark-g.gguf")
+
+
+@pytest.mark.parametrize(("name", "warning"), [
+    ("g.gguf", HIDDEN_G),
+    ("Qwen3-8B-DSpark-BF16.gguf", "the file name 'Qwen3-8B-DSpark-BF16.gguf' lacks 'dspark-' (lower case), the "
+     "keyword llama-server's -hf finds a draft-dspark draft by: it does not find this file beside its target (and may "
+     "take it for the main model); name it e.g. dspark-Qwen3-8B-DSpark-BF16.gguf"),
+    ("dflash-Qwen3-8B-BF16.gguf", "the file name 'dflash-Qwen3-8B-BF16.gguf' lacks 'dspark-', the keyword "
+     "llama-server's -hf finds a draft-dspark draft by: it finds this file as a draft-dflash draft; replace 'dflash-' "
+     "with 'dspark-'"),
+    ("mtp-dspark-Qwen3-8B-BF16.gguf", "the file name 'mtp-dspark-Qwen3-8B-BF16.gguf' holds 'mtp-' as well as "
+     "'dspark-': -hfd without --spec-type runs it as draft-mtp, not draft-dspark; drop 'mtp-' from the name"),
+    ("dspark-Qwen3-8B-BF16.gguf", None),
+    ("Qwen3-8B-dspark-BF16.gguf", None),
+])
+def test_check_and_inspect_say_when_the_name_hides_the_draft_from_hf(tmp_path: Path, good_plan: Plan, name: str,
+                                                                     warning: str | None) -> None:
+    """llama-server b11434's -hf finds a draft beside its target only by a lower-case keyword in its file name."""
+    path = _write(good_plan, tmp_path / name)
+    r = invoke("check", path)
+    assert r.exit_code == 0 and "passes every loader rule" in r.stdout
+    assert r.stderr == (f"warning: {warning}\n" if warning else "")
+    doc = json.loads(invoke("check", path, "--json").stdout)
+    assert doc["hf_name"]["problem"] == warning and doc["hf_name"]["keyword"] == "dspark-"
+    info = json.loads(invoke("inspect", path, "--json", "--no-tensors").stdout)
+    assert info["hf_name"] == doc["hf_name"]
+    rows = invoke("inspect", path, "--no-tensors").stdout.split("Summary\n", 1)[1]
+    shown = " ".join(rows.split("-hf name", 1)[1].split())  # the cell (wrapped or not) and what follows, in one line
+    assert shown.startswith(warning if warning else
+                            "found by llama-server -hf as a draft-dspark draft ('dspark-' in the name)")
 
 
 def _mutated(plan: Plan, kvs: dict[str, KV | None] | None = None, drop: tuple[str, ...] = (),

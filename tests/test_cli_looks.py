@@ -182,7 +182,7 @@ def test_dry_run_summary_line(tmp_path: Path) -> None:
 
 
 def test_summary_wording_on_a_tiny_file(tmp_path: Path) -> None:
-    f = write_gguf(tmp_path / "tiny.gguf", [("tokenizer.ggml.model", "gpt2", VT.STRING),
+    f = write_gguf(tmp_path / "dflash-tiny.gguf", [("tokenizer.ggml.model", "gpt2", VT.STRING),
                                             ("tokenizer.ggml.tokens", ["a", "b"], VT.ARRAY)],
                    [("t", np.zeros(128, np.float32), None)])
     r = invoke("inspect", f)
@@ -194,7 +194,8 @@ def test_summary_wording_on_a_tiny_file(tmp_path: Path) -> None:
                        "parameters    128", "tensor data   512 bytes", "  F32         1 tensor, 128 elements, 512 B",
                        "tokenizer     gpt2, no pre-tokenizer, 2 tokens, no chat template",
                        # issue 23: the --spec-type llama-server needs (no markov_w1.weight: draft-dflash)
-                       "llama-server  --spec-type draft-dflash (auto-detected: no markov_w1.weight; block rows 1..n)", ""]
+                       "llama-server  --spec-type draft-dflash (auto-detected: no markov_w1.weight; block rows 1..n)",
+                       "-hf name      found by llama-server -hf as a draft-dflash draft ('dflash-' in the name)", ""]
 
 
 def test_metadata_title_counts_in_words(tmp_path: Path) -> None:

@@ -286,7 +286,7 @@ def test_cli_summary_dry_run_json_check_inspect_diff(tmp_path: Path, monkeypatch
     monkeypatch.chdir(tmp_path)
     r = runner.invoke(app, ["hf2gguf", str(ck), "--dspark"], env={"COLUMNS": "250"})
     assert r.exit_code == 0, r.stderr
-    out = tmp_path / "DeepSeek-V4-Flash-DSpark-MXFP4_MOE.gguf"
+    out = tmp_path / "dspark-DeepSeek-V4-Flash-MXFP4_MOE.gguf"  # -hf finds it as a draft-dspark sidecar
     assert out.is_file()
     for text in ("tokenizer: the checkpoint's own", "read 3 of 5 shards", "skipped 2", "MOSTLY_MXFP4_MOE"):
         assert text in r.stdout, text

@@ -21,7 +21,7 @@ from dspark_convert.cli import main
 
 @pytest.fixture(scope="module")
 def draft(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("streams") / "draft.gguf"
+    out = tmp_path_factory.mktemp("streams") / "dspark-draft.gguf"  # a name -hf finds: no name warning on stderr
     convert(FIXTURES / "dspark-qwen3", TARGET, out)
     return out
 

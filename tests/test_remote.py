@@ -63,12 +63,16 @@ def hub(server: FileServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 def local_doc(path: Path) -> dict[str, Any]:
     doc = inspect_gguf(path)
     doc.pop("file")
+    hub = doc.pop("hf_name")  # the name -hf would see: the file's own
+    assert hub is None or hub["name"] == path.name
     return doc
 
 
 def remote_doc(ref: str, opts: RemoteOptions = OPTS) -> tuple[dict[str, Any], dict[str, Any]]:
     doc = inspect_gguf(ref, remote=opts)
     assert doc.pop("file") == ref or ref.startswith("hf://") or "/" in ref
+    hub = doc.pop("hf_name")  # the name -hf would see: the one in the reference (no revision), not a redirect's
+    assert hub is None or hub["name"] == ref.rsplit("/", 1)[-1].split("@")[0]
     return doc, doc.pop("source")
 
 
@@ -159,6 +163,7 @@ def test_remote_json_is_the_local_schema_plus_source(server: FileServer, tmp_pat
     remote = json.loads(r.stdout)
     local = json.loads(cli("inspect", str(sample), "--json", "--full-arrays").stdout)
     assert remote.pop("file") == url and local.pop("file") == str(sample)
+    assert (remote.pop("hf_name")["name"], local.pop("hf_name")["name"]) == ("s.gguf", "sample.gguf")
     assert remote.pop("source")["bytes_fetched"] >= header_end(sample)
     assert remote == local
 

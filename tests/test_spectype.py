@@ -16,7 +16,7 @@ from dspark_convert.check import check_file, spec_type, spec_type_warning
 from dspark_convert.cli import app
 from dspark_convert.gguffile.source import plan_from_source
 from dspark_convert.inspect import inspect_gguf
-from dspark_convert.variants.spectype import spec_type_of
+from dspark_convert.variants.spectype import HF_KEYWORDS, SPEC_TYPES, file_name_of, hub_name, spec_type_of
 
 #: fixture -> (needed, auto-detected) on llama-server b11434
 CASES = {
@@ -79,3 +79,32 @@ def test_spec_type_rules_from_the_loader_source() -> None:
     other = spec_type_of({"general.architecture": "qwen3"}.get, [])
     assert other.spec_type is None and not other.flag_needed
     assert spec_type_of({"general.architecture": "eagle3"}.get, []).flag_needed
+
+
+@pytest.mark.parametrize(("ref", "name"), [
+    ("out/dspark-a-BF16.gguf", "dspark-a-BF16.gguf"),
+    ("hf://org/repo/sub/dspark-a.gguf@v1", "dspark-a.gguf"),
+    ("hf://org/repo@v1/sub/dspark-a.gguf", "dspark-a.gguf"),
+    ("https://host/x/dflash-a.gguf?download=true#frag", "dflash-a.gguf"),
+    ("org/repo/mtp-a.gguf", "mtp-a.gguf"),
+])
+def test_the_name_hf_sees(ref: str, name: str) -> None:
+    assert file_name_of(ref) == name
+
+
+def test_hf_keywords_follow_download_cpp() -> None:
+    """common/download.cpp b11434: find_best_mtp/eagle3/dflash/dspark look for these substrings; common/arg.cpp tries
+    mtp, dspark, dflash, eagle3 in this order when -hfd has no --spec-type."""
+    assert list(HF_KEYWORDS.items()) == [("draft-mtp", "mtp-"), ("draft-dspark", "dspark-"),
+                                         ("draft-dflash", "dflash-"), ("draft-eagle3", "eagle3-")]
+    assert set(HF_KEYWORDS) == set(SPEC_TYPES)
+    for spec, keyword in HF_KEYWORDS.items():
+        good = hub_name(f"{keyword}Qwen3-8B-Q8_0.gguf", spec)
+        assert (good.keyword, good.found_as, good.problem) == (keyword, spec, None)
+        upper = hub_name(f"{keyword.upper()}Qwen3-8B-Q8_0.gguf", spec)  # matched case-sensitively
+        assert upper.found_as is None and upper.problem is not None and "(lower case)" in upper.problem
+        bare = hub_name(f"{keyword[:-1]}_Qwen3-8B-Q8_0.gguf", spec)  # the hyphen is part of the keyword
+        assert bare.found_as is None and bare.problem is not None
+        assert hub_name(f"{keyword}a.bin", spec).problem == (f"the file name '{keyword}a.bin' does not end in .gguf: "
+                                                              "llama-server's -hf looks at .gguf files only")
+    assert hub_name("eagle3-dflash-x.gguf", "draft-eagle3").found_as == "draft-dflash"  # dflash- is tried first

@@ -319,7 +319,7 @@ SPEC_WARNING = ("warning: llama-server would auto-detect draft-dflash for this f
 def test_deepspec_dflash_conversion_says_which_spec_type(tmp_path: Path) -> None:
     import json
 
-    out = tmp_path / "dd.gguf"
+    out = tmp_path / "dspark-dd.gguf"  # a name -hf finds: check's only warning is the spec-type one
     r = run("hf2gguf", FIXTURES / "dflash-deepspec", "-t", TARGET, "-o", out)
     assert r.exit_code == 0 and SPEC_WARNING + " (llama-server, rule spec-type)" in r.stdout.splitlines()
     doc = json.loads(run("hf2gguf", FIXTURES / "dflash-deepspec", "-t", TARGET, "-o", out, "--force", "--json").stdout)

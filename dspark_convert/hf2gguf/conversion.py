@@ -268,7 +268,7 @@ def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: st
         if outfile is None:
             outfile = default_output_name(family=planned.family_name, outtype=planned.outtype,
                                           target_name=planned.target.model_id, draft_name=planned.draft.model_id,
-                                          size_label=plan.value(S.GENERAL_SIZE_LABEL))
+                                          size_label=plan.value(S.GENERAL_SIZE_LABEL), spec_type=st.spec_type)
         path = Path(expand_output_template(str(outfile), outtype=planned.outtype))
         result = ConvertResult(path=path, plan=plan, findings=findings, outtype=planned.outtype, dry_run=dry_run,
                                family=planned.family_name, notes=list(plan.notes),

@@ -2,19 +2,18 @@
 
 The convention (ggml ``docs/gguf.md``, ecosystem §5) is ``<BaseName>-<SizeLabel>-<FineTune>-<Version>-<Encoding>``
 joined by ``-``; gguf's :func:`gguf.utility.naming_convention` assembles it. A draft is named after the model it
-accelerates, the way upstream's documentation names them (``Qwen3-4B-<Method>.gguf``):
+accelerates, behind the keyword llama.cpp's ``-hf`` finds a draft beside its target by (docs/hub-and-naming.md):
 
-- **with a target** (``Qwen/Qwen3-8B``): base name, size label and version are the target's, parsed by gguf's
-  model-id parser; the fine-tune part is the target's fine-tune (if any) followed by the draft method (the
-  family module's ``METHOD_WORD``, :func:`method_name`): ``Qwen3-8B-<Method>-BF16.gguf``,
-  ``Llama-3.1-8B-Instruct-<Method>-Q8_0.gguf``;
+- **the keyword** (``common/download.cpp`` of b11434) starts the name: the one of the ``--spec-type`` the file runs
+  as (:data:`~dspark_convert.variants.spectype.HF_KEYWORDS`) when known, else the family module's ``FILE_PREFIX``
+  (:func:`file_prefix`); it stands for the method. A family without one would carry its method word
+  (``METHOD_WORD``, :func:`method_name`) in the fine-tune part instead;
+- **with a target** (``Qwen/Qwen3-8B``): base name, size label, fine-tune and version are the target's, parsed by
+  gguf's model-id parser: ``<keyword>Qwen3-8B-BF16.gguf``, ``<keyword>Llama-3.1-8B-Instruct-Q8_0.gguf``;
 - **without a target name**: the same from the draft's name, with the draft's parameter-count size label when the
-  name has no size part, and the method only if the name does not already contain it:
-  ``<draft_name>-1.1M-BF16.gguf``;
-- a name the parser cannot split (``GLM-4.5-Air``) is kept whole as the base name;
-- a family whose files llama.cpp's ``-hf`` finds beside their target by a file-name keyword (the family module's
-  ``FILE_PREFIX``, :func:`file_prefix`) is named with that prefix instead of the method word:
-  ``<prefix><Target>-BF16.gguf``.
+  name has no size part: ``<keyword><draft_name>-1.1M-BF16.gguf`` (a name already starting with the keyword does
+  not get it twice);
+- a name the parser cannot split (``GLM-4.5-Air``) is kept whole as the base name.
 """
 
 from __future__ import annotations
@@ -53,12 +52,12 @@ def method_name(family: str) -> str:
 
 
 def file_prefix(family: str) -> str:
-    """The file-name prefix of a family whose sidecar files llama.cpp's ``-hf`` finds by keyword (its module's
-    ``FILE_PREFIX``), else ``""``.
+    """The file-name keyword llama.cpp's ``-hf`` finds a family's drafts by (its module's ``FILE_PREFIX``), else
+    ``""`` (an unknown family, or one without it).
 
     Example:
-        >>> file_prefix("dflash")
-        ''
+        >>> file_prefix("dflash"), file_prefix("dspark_dsv4"), file_prefix("eagle3")
+        ('dflash-', 'dspark-', 'eagle3-')
     """
     from ..registry.families import family_modules, family_name
 
@@ -85,20 +84,25 @@ def encoding_name(outtype: str) -> str:
 
 
 def default_output_name(*, family: str, outtype: str, target_name: str | None, draft_name: str | None,
-                        size_label: str | None) -> str:
+                        size_label: str | None, spec_type: str | None = None) -> str:
     """The default output file name (see the module docstring for the rule).
 
     ``target_name`` / ``draft_name`` are model ids (``org/name``, optionally ``@rev``) or folder paths;
-    ``size_label`` is the draft's own label (``general.size_label``), used only for a name taken from the draft.
-    A family with a ``FILE_PREFIX`` (:func:`file_prefix`, e.g. ``mtp-``) is named with the prefix instead of the
-    method word: ``<prefix><Target>-BF16.gguf``.
+    ``size_label`` is the draft's own label (``general.size_label``), used only for a name taken from the draft;
+    ``spec_type`` the ``--spec-type`` the file runs as (its keyword starts the name; None: the family's
+    :func:`file_prefix`). A name that already starts with the keyword does not get it twice.
 
     Example:
         >>> default_output_name(family="dspark", outtype="bf16", target_name="Qwen/Qwen3-8B",
         ...                     draft_name="deepseek-ai/dspark_qwen3_8b_block7", size_label="1.1M")
-        'Qwen3-8B-DSpark-BF16.gguf'
+        'dspark-Qwen3-8B-BF16.gguf'
+        >>> default_output_name(family="dflash", outtype="bf16", target_name="Qwen/Qwen3-8B", draft_name=None,
+        ...                     size_label=None, spec_type="draft-dspark")
+        'dspark-Qwen3-8B-BF16.gguf'
     """
-    prefix = file_prefix(family)
+    from ..variants.spectype import HF_KEYWORDS
+
+    prefix = HF_KEYWORDS.get(spec_type or "") or file_prefix(family)
     method = "" if prefix else method_name(family)
     encoding = encoding_name(outtype)
     if target_name:
@@ -113,7 +117,8 @@ def default_output_name(*, family: str, outtype: str, target_name: str | None, d
     else:
         base, size, finetune, version = method, size_label, None, None
     name = naming_convention(None, base, finetune, version, size, encoding)
-    return prefix + re.sub(r"-{2,}", "-", _UNSAFE.sub("-", name)).lstrip("-.") + ".gguf"
+    name = re.sub(r"-{2,}", "-", _UNSAFE.sub("-", name)).lstrip("-.") + ".gguf"
+    return name if name.startswith(prefix) else prefix + name
 
 
 def expand_output_template(template: str, *, outtype: str) -> str:
@@ -124,8 +129,8 @@ def expand_output_template(template: str, *, outtype: str) -> str:
     is kept.
 
     Example:
-        >>> expand_output_template("out/Qwen3-8B-DSpark-{ftype}.gguf", outtype="bf16")
-        'out/Qwen3-8B-DSpark-BF16.gguf'
+        >>> expand_output_template("out/dspark-Qwen3-8B-{ftype}.gguf", outtype="bf16")
+        'out/dspark-Qwen3-8B-BF16.gguf'
     """
     encoding = encoding_name(outtype)
     values = {"ftype": encoding, "FTYPE": encoding, "OUTTYPE": encoding, "outtype": outtype.lower()}

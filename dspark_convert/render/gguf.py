@@ -148,6 +148,10 @@ def _summary_table(info: dict[str, Any], console: Console) -> None:
         flags = " ".join([f"--spec-type {st['spec_type']}", *st["extra_flags"]])
         rows.append(["llama-server", text(f"{flags} ({'pass it' if st['flag_needed'] else 'auto-detected'}: "
                                           f"{st['reason']})", limit=1000)])
+    hub = info.get("hf_name")
+    if hub:
+        rows.append(["-hf name", text(hub["problem"] or f"found by llama-server -hf as a {hub['found_as']} draft "
+                                      f"({hub['keyword']!r} in the name)", limit=1000)])
     mtp = info.get("mtp")
     if mtp:
         kinds = {"full": "full target", "sidecar": "MTP sidecar", "trunk": "trunk (no MTP blocks)", "empty": "empty"}

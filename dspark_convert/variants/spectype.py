@@ -51,6 +51,11 @@ BLOCK_KEY = "dflash.block_size"
 SPEC_TYPES = ("draft-dspark", "draft-dflash", "draft-eagle3", "draft-mtp")
 #: chained draft types: one drafted token per step (the draft's length is a number of steps)
 CHAINED = frozenset({"draft-eagle3", "draft-mtp"})
+#: the file-name keyword llama-server b11434's ``-hf``/``-hfd`` finds a draft of each ``--spec-type`` by, beside its
+#: target (``common/download.cpp``: ``find_best_sibling`` matches it case-sensitively in the repo path;
+#: ``gguf_filename_is_model`` never takes a file whose name holds one as the main model), in the order ``-hfd``
+#: without ``--spec-type`` tries them (``common/arg.cpp``: the first sidecar found sets the type)
+HF_KEYWORDS = {"draft-mtp": "mtp-", "draft-dspark": "dspark-", "draft-dflash": "dflash-", "draft-eagle3": "eagle3-"}
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,61 @@ class SpecType:
         flags = " ".join((f"--spec-type {self.spec_type}", *self.extra_flags))
         how = "pass" if self.flag_needed else "auto-detected; or pass"
         return f"llama-server: {how} {flags}" + (f" ({self.reason})" if reason else "")
+
+
+@dataclass(frozen=True)
+class HubName:
+    """Whether llama-server's ``-hf`` finds a draft file under its name: ``keyword`` is the one its ``--spec-type``
+    needs, ``found_as`` the type ``-hfd`` without ``--spec-type`` runs it as (None: no keyword, so ``-hf`` does not
+    find it as a draft and may take it as the main model), ``problem`` one line when the name hides it (else None)."""
+
+    name: str
+    spec_type: str
+    keyword: str
+    found_as: str | None
+    problem: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def file_name_of(ref: str) -> str:
+    """The file name in a path, ``hf://ORG/REPO/file.gguf@REV`` or URL (query, fragment and ``@REV`` dropped)."""
+    if "://" in ref:
+        ref = ref.split("?", 1)[0].split("#", 1)[0]
+        if ref.startswith("hf://") and "@" in ref.rsplit("/", 1)[-1]:
+            ref = ref.rsplit("@", 1)[0]
+    return ref.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+
+
+def hub_name(ref: str, spec_type: str) -> HubName:
+    """How llama-server's ``-hf`` sees a draft file named ``ref`` (a path, ``hf://`` reference or URL) that runs
+    as ``spec_type`` (see :data:`HF_KEYWORDS`).
+
+    Example:
+        >>> hub_name("out/dspark-Qwen3-8B-BF16.gguf", "draft-dspark").problem is None
+        True
+        >>> hub_name("Qwen3-8B-DSpark-BF16.gguf", "draft-dspark").problem.split(",")[0]
+        "the file name 'Qwen3-8B-DSpark-BF16.gguf' lacks 'dspark-' (lower case)"
+    """
+    name = file_name_of(ref)
+    keyword = HF_KEYWORDS[spec_type]
+    found = [(t, k) for t, k in HF_KEYWORDS.items() if k in name]
+    found_as = found[0][0] if found else None
+    problem: str | None = None
+    if not name.endswith(".gguf"):
+        problem = f"the file name {name!r} does not end in .gguf: llama-server's -hf looks at .gguf files only"
+    elif keyword not in name:
+        case = " (lower case)" if keyword in name.lower() else ""
+        what = (f"it finds this file as a {found_as} draft; replace {found[0][1]!r} with {keyword!r}" if found else
+                f"it does not find this file beside its target (and may take it for the main model); name it e.g. "
+                f"{keyword}{name}")
+        problem = (f"the file name {name!r} lacks {keyword!r}{case}, the keyword llama-server's -hf finds a "
+                   f"{spec_type} draft by: {what}")
+    elif found_as != spec_type:
+        problem = (f"the file name {name!r} holds {found[0][1]!r} as well as {keyword!r}: -hfd without --spec-type "
+                   f"runs it as {found_as}, not {spec_type}; drop {found[0][1]!r} from the name")
+    return HubName(name, spec_type, keyword, found_as, problem)
 
 
 def spec_type_of(value: Callable[[str], Any], tensor_names: Collection[str]) -> SpecType:

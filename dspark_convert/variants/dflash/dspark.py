@@ -22,15 +22,17 @@ from . import lineage
 # the lineage's Family members, as they are (upstream's DSparkModel extends DFlashModel)
 from .lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors, hf_names, target_facts
 
-#: the method word in default output file names (``Qwen3-8B-DSpark-BF16.gguf``; hf2gguf/naming.py)
+#: the method's name (hf2gguf/naming.method_name); default output names start with FILE_PREFIX instead
 METHOD_WORD = "DSpark"
+#: llama.cpp's ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
+FILE_PREFIX = "dspark-"
 ARCHITECTURES: tuple[str, ...] = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
 #: ``architectures`` values upstream's converter maps to one of ours, after the commit the contract pins
 #: (``archnames.resolve_architecture``). LingDSparkModel: inclusionAI/Ling-3.0-flash-dspark, a Qwen3-shaped
 #: DeepSpec DSpark draft for Bailing-MoE targets (llama.cpp #27508 converts it with DSparkModel; vLLM and SGLang
 #: register it as their Qwen3 DSpark model).
 ALIASES: dict[str, str] = {"LingDSparkModel": "Qwen3DSparkModel"}
-__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
+__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
            "draft_tensors", "hf_names", "target_facts"]
 
 

@@ -27,7 +27,7 @@ from ...roles.convert import Context, TargetFacts
 from . import lineage
 from .lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors
 
-#: the method word of default output names: llama.cpp's ``-hf`` finds a DFlash sidecar named ``dflash-...``
+#: the method's name (hf2gguf/naming.method_name); default output names start with FILE_PREFIX instead
 METHOD_WORD = "DFlash"
 #: llama.cpp's ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
 FILE_PREFIX = "dflash-"

@@ -36,8 +36,10 @@ from ..dflash.lineage import (
     target_facts,
 )
 
+#: llama.cpp's ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
+FILE_PREFIX = "dflash-"
 ARCHITECTURES: tuple[str, ...] = ("DFlash2DraftModel",)
-__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "NAMES", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan",
+__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "NAMES", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan",
            "claims", "draft_tensors", "hf_names", "target_facts"]
 
 #: the lineage's table plus the DFlash2 conv and selector tensors (upstream appends ``.weight`` to the bare

@@ -38,8 +38,10 @@ from .names import (
     is_draft,
 )
 
-#: the method word in default output file names (``Qwen3-8B-DSpark-BF16.gguf``; hf2gguf/naming.py)
+#: the method's name (hf2gguf/naming.method_name); default output names start with FILE_PREFIX instead
 METHOD_WORD = "DSpark"
+#: llama.cpp's ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
+FILE_PREFIX = "dspark-"
 ARCHITECTURES: tuple[str, ...] = (S.DSV4_ARCHITECTURE,)
 #: no --with-target-embeddings: the loader uses the target's embedding and head (an output.weight is an extra tensor)
 TARGET_TENSORS: tuple[TargetTensor, ...] = ()
@@ -47,7 +49,7 @@ TARGET_TENSORS: tuple[TargetTensor, ...] = ()
 TOKENIZER_IN_CHECKPOINT = True
 #: upstream's ``--dspark`` selects this converter (it is accepted here, and not needed)
 DSPARK_FLAG = True
-__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
+__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
            "draft_tensors", "hf_names", "target_facts"]
 
 TEMPLATE_FILES = {False: "deepseek-ai-DeepSeek-V4.jinja", True: "deepseek-ai-DeepSeek-V4-Flash-0731.jinja"}

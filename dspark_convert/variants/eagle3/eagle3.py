@@ -34,8 +34,10 @@ from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
 from .transforms import Eagle3Permute
 
-#: the method word in default output file names (``Qwen3-8B-EAGLE3-BF16.gguf``; hf2gguf/naming.py)
+#: the method's name (hf2gguf/naming.method_name); default output names start with FILE_PREFIX instead
 METHOD_WORD = "EAGLE3"
+#: llama.cpp's ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
+FILE_PREFIX = "eagle3-"
 ARCHITECTURES: tuple[str, ...] = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator",
                                   "Eagle3DraftModel", "LlamaForCausalLM")
 

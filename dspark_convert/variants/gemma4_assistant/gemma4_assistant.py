@@ -36,7 +36,7 @@ from ...plan import KV, Plan, TensorSpec, add_kv, as_int
 from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
 
-#: the method word of default output names: llama.cpp's ``-hf`` finds a sidecar named ``mtp-...``
+#: the method's name (hf2gguf/naming.method_name); default output names start with FILE_PREFIX instead
 METHOD_WORD = "MTP"
 #: llama.cpp's ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
 FILE_PREFIX = "mtp-"

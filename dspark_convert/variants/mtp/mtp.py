@@ -22,7 +22,8 @@ from ...tokenizer.handlers import target_vocab_kvs
 from ...tokenizer.targets import handler_for_architecture
 from . import qwen
 
-#: default output names: ``mtp-<name>-<TYPE>.gguf`` (upstream's ``prepare_metadata`` of these classes)
+#: default output names: ``mtp-<name>-<TYPE>.gguf`` (upstream's ``prepare_metadata`` of these classes); llama.cpp's
+#: ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
 FILE_PREFIX = "mtp-"
 ARCHITECTURES: tuple[str, ...] = tuple(qwen.ARCHS)
 #: the file carries the target's embedding and head itself
@@ -32,8 +33,8 @@ TOKENIZER_IN_CHECKPOINT = True
 DSPARK_FLAG = False
 #: upstream's ``--mtp`` selects this family, and is required (without it these checkpoints are target models)
 MTP_FLAG = True
-__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "MTP_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan",
-           "claims", "draft_tensors", "hf_names", "target_facts"]
+__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "MTP_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT",
+           "build_plan", "claims", "draft_tensors", "hf_names", "target_facts"]
 
 #: the other classes upstream b11434 exports with ``--mtp`` (``supports_mtp_export``), and why this version does
 #: not write them: a checkpoint of one of them is refused in one line naming the class
