@@ -19,8 +19,8 @@ names, shapes and file layouts are the facts the sha256 lists pin; a numpy whose
 and the manifests then do not apply). The safetensors files are written by hand (tensors in name order, then
 ``__metadata__``), so no library version changes them.
 
-usage: python tests/golden_inputs.py {inputs,dsv4,b11434,all} OUT [--tokenizer-dir DIR] [--gemma-tokenizer-dir DIR]
-       python tests/golden_inputs.py dsv4 OUT [--name NAME] [--hidden N] [--stages N] ... (other DeepSeek-V4 sizes)
+usage: python tests/make_golden.py {inputs,dsv4,b11434,all} OUT [--tokenizer-dir DIR] [--gemma-tokenizer-dir DIR]
+       python tests/make_golden.py dsv4 OUT [--name NAME] [--hidden N] [--stages N] ... (other DeepSeek-V4 sizes)
 """
 
 from __future__ import annotations
