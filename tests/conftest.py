@@ -39,7 +39,7 @@ GOLDEN_LAYOUTS = names(source="golden")
 #: layouts whose checkpoint is its own target, converted as upstream did: ``--dspark --target-model-dir CKPT``
 GOLDEN_SELF_TARGET = {f.name for f in select(source="golden") if f.target == SELF}
 GOLDEN_OUTTYPES = ["f32", "f16", "bf16", "q8_0"]
-#: fixtures that make a test golden (and so subject to the CI rule)
+#: fixtures that make a test golden (marker ``golden``)
 _GOLDEN_FIXTURES = {"golden_dir", "golden_inputs", "b11434_qwen3"}
 
 
