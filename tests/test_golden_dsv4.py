@@ -1,15 +1,14 @@
 """The DeepSeek-V4 DSpark golden sample beyond tests/test_golden.py (which runs upstream's command at every
 outtype): the same bytes without --target-model-dir (the checkpoint's own tokenizer) and with a config declaring
-``DeepseekV4DSparkModel``; and shared/golden/make_dsv4.py in other dimensions against the independent oracle
-(tests/dsv4_oracle.py). Golden tests: they skip only when ../shared is absent (and fail then under CI)."""
+``DeepseekV4DSparkModel``; and the sample's generator (tests/make_golden.py) in other dimensions against the
+independent oracle (tests/dsv4_oracle.py)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+import make_golden
 import pytest
 from conftest import GOLDEN_MANIFESTS
 from dsv4_oracle import expected_tensors
@@ -19,18 +18,17 @@ from golden_manifest import compare
 from dspark_convert import convert
 
 
-def make(golden_dir: Path, out: Path, *args: str) -> None:
-    p = subprocess.run([sys.executable, str(golden_dir / "make_dsv4.py"), "--out", str(out), *args],
-                       capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr[-2000:]
+def make(out: Path, *args: str) -> None:
+    """The DeepSeek-V4 DSpark sample of tests/make_golden.py under ``out``, in the dimensions ``args`` give."""
+    assert make_golden.main(["dsv4", str(out), *args]) == 0
 
 
-def test_golden_dsv4_own_tokenizer_and_class_route(golden_inputs: Path, golden_dir: Path, tmp_path: Path) -> None:
+def test_golden_dsv4_own_tokenizer_and_class_route(golden_inputs: Path, tmp_path: Path) -> None:
     expected = json.loads((GOLDEN_MANIFESTS / "dspark-dsv4.q8_0.json").read_text(encoding="utf-8"))
     sample = golden_inputs / "dspark-dsv4"
     convert(sample, None, tmp_path / "own.gguf")
     assert compare(tmp_path / "own.gguf", expected) == []
-    make(golden_dir, tmp_path / "cls", "--arch", "DeepseekV4DSparkModel")
+    make(tmp_path / "cls", "--arch", "DeepseekV4DSparkModel")
     convert(tmp_path / "cls" / "dspark-dsv4", None, tmp_path / "cls.gguf")
     assert compare(tmp_path / "cls.gguf", expected) == []
     assert (tmp_path / "cls.gguf").read_bytes() == (tmp_path / "own.gguf").read_bytes()
@@ -49,7 +47,7 @@ VARIANTS = {
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_make_dsv4_other_dimensions_match_the_oracle(golden_dir: Path, tmp_path: Path, variant: str) -> None:
-    make(golden_dir, tmp_path, "--name", variant, "--vocab", "1024", "--noise-token", "1016",
+    make(tmp_path, "--name", variant, "--vocab", "1024", "--noise-token", "1016",
          "--tokenizer-dir", str(ROOT / "fixtures" / "target-qwen3"), *VARIANTS[variant])
     ck = tmp_path / variant
     out = tmp_path / f"{variant}.gguf"

@@ -19,7 +19,6 @@ from llama.layouts import make_layout, relayout
 from llama.target import convert_target
 from llama.threeway import three_way
 from llama_support import PROMPT, Run, correlated, mimo_draft, run
-from test_new_drafts import b11434_qwen3  # noqa: F401  (the make_inputs_b11434.py qwen3 group, a session fixture)
 
 from dspark_convert.check import runtime_head
 from dspark_convert.errors import ConvertError
@@ -376,14 +375,14 @@ PUBLIC = {"n-dflash-mimo-mask": "draft-dflash", "n-dflash2-scaled": "draft-dflas
 
 
 @pytest.fixture(scope="session")
-def public_target(llama_bin: tuple[Path, Path], b11434_qwen3: Path,  # noqa: F811 - the imported fixture
+def public_target(llama_bin: tuple[Path, Path], b11434_qwen3: Path,
                   tmp_path_factory: pytest.TempPathFactory) -> Path:
     return convert_target(llama_bin[1], b11434_qwen3 / "target", tmp_path_factory.mktemp("llama-b11434") / "t.gguf")
 
 
 @pytest.mark.llama
 @pytest.mark.parametrize("case", list(PUBLIC))
-def test_public_sample_bf16(case: str, llama_bin: tuple[Path, Path], b11434_qwen3: Path,  # noqa: F811
+def test_public_sample_bf16(case: str, llama_bin: tuple[Path, Path], b11434_qwen3: Path,
                             public_target: Path, tmp_path: Path) -> None:
     """Loaded, drafts, lossless, three-way agrees. n-dflash-swa-cfg found the reference's gap: llama.cpp scales
     the DFlash attention output by dflash.attention.value_scale (src/models/dflash.cpp, after wo); the numpy
@@ -399,7 +398,7 @@ def test_public_sample_bf16(case: str, llama_bin: tuple[Path, Path], b11434_qwen
 
 
 @pytest.mark.parametrize("outtype", ["bf16", "q8_0"])
-def test_verify_applies_attention_value_scale(outtype: str, b11434_qwen3: Path,  # noqa: F811
+def test_verify_applies_attention_value_scale(outtype: str, b11434_qwen3: Path,
                                               tmp_path: Path) -> None:
     """verify follows llama.cpp's DFlash runtime: dflash.attention.value_scale scales the attention output on the
     GGUF side, dflash_config.attention_value_scale / use_swa / causal on the checkpoint side; a file whose scale

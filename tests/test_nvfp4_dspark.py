@@ -18,7 +18,6 @@ import pytest
 from bad_inputs_kit import assert_refused, run_convert
 from golden_manifest import compare
 from nvfp4_drafts import ORACLE, OUTTYPES, VARIANTS, make
-from test_new_drafts import b11434_qwen3  # noqa: F401  (the session fixture: make_inputs_b11434.py's qwen3 group)
 
 from dspark_convert import convert
 from dspark_convert.check import check_file, check_plan, errors
@@ -39,7 +38,7 @@ def _error_subjects(path: Path) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------- parity
 @pytest.mark.parametrize("case", CASES)
-def test_public_sample_equals_upstream_at_every_outtype(b11434_qwen3: Path, golden_dir: Path, tmp_path: Path,  # noqa: F811
+def test_public_sample_equals_upstream_at_every_outtype(b11434_qwen3: Path, golden_dir: Path, tmp_path: Path,
                                                        case: str) -> None:
     """--match-upstream: every KV and tensor (sha256) and their order equal upstream b11434's manifest; NVFP4
     tensors stay NVFP4 (and their scales F32) at every outtype, file type 39 except q8_0 (7)."""
@@ -61,7 +60,7 @@ def test_public_sample_equals_upstream_at_every_outtype(b11434_qwen3: Path, gold
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_variants_equal_upstream_at_every_outtype(b11434_qwen3: Path, tmp_path: Path, variant: str) -> None:  # noqa: F811
+def test_variants_equal_upstream_at_every_outtype(b11434_qwen3: Path, tmp_path: Path, variant: str) -> None:
     draft, target = make(tmp_path, variant, b11434_qwen3 / "target")
     failures = {}
     for outtype in OUTTYPES:
@@ -73,7 +72,7 @@ def test_variants_equal_upstream_at_every_outtype(b11434_qwen3: Path, tmp_path: 
     assert failures == {}
 
 
-def test_variant_facts(b11434_qwen3: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_variant_facts(b11434_qwen3: Path, tmp_path: Path) -> None:
     """What the variants exercise, read back: scales of exactly 1.0 not written, W4A4 input scales written for
     layer linears, the whole-layer entry tags layer 1, MIXED tensors without an entry are not tagged, KV-cache scales
     dropped, excluded modules plain."""
@@ -101,7 +100,7 @@ def test_variant_facts(b11434_qwen3: Path, tmp_path: Path) -> None:  # noqa: F81
     assert not any("k_scale" in n or "v_scale" in n for n in types)
 
 
-def test_mixed_default_drops_the_root_input_scale(b11434_qwen3: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_mixed_default_drops_the_root_input_scale(b11434_qwen3: Path, tmp_path: Path) -> None:
     """By default fc.input_scale (which llama.cpp cannot load) is left out with a warning; everything else of
     upstream's layout is kept (plus output.weight for the untied target), and check finds nothing."""
     case = b11434_qwen3 / "n-dspark-nvfp4-mixed"
@@ -119,7 +118,7 @@ def test_mixed_default_drops_the_root_input_scale(b11434_qwen3: Path, tmp_path: 
 
 
 # ---------------------------------------------------------------------------------------------- the repack
-def test_repack_is_lossless_against_three_decoders(b11434_qwen3: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_repack_is_lossless_against_three_decoders(b11434_qwen3: Path, tmp_path: Path) -> None:
     """Each NVFP4 tensor of the file decodes (our numpy decoder, gguf-py's) to exactly the ModelOpt values (the
     torch side's own decoder) divided by weight_scale_2, which the F32 .scale holds bit for bit."""
     import torch
@@ -253,7 +252,7 @@ REFUSALS: list[tuple[str, str, Callable[[Path], None], tuple[str, ...]]] = [
 
 
 @pytest.mark.parametrize("case", REFUSALS, ids=[c[0] for c in REFUSALS])
-def test_refusals_are_one_line_and_leave_nothing(b11434_qwen3: Path, tmp_path: Path,  # noqa: F811
+def test_refusals_are_one_line_and_leave_nothing(b11434_qwen3: Path, tmp_path: Path,
                                                  case: tuple[str, str, Callable[[Path], None], tuple[str, ...]]) -> None:
     _, sample, edit, fragments = case
     draft = tmp_path / "draft"
@@ -264,7 +263,7 @@ def test_refusals_are_one_line_and_leave_nothing(b11434_qwen3: Path, tmp_path: P
 
 # ---------------------------------------------------------------------------------------------- check / inspect
 @pytest.fixture(scope="module")
-def files(b11434_qwen3: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:  # noqa: F811
+def files(b11434_qwen3: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Default conversions of both public-sample cases at every outtype."""
     out = tmp_path_factory.mktemp("nvfp4")
     return {f"{c}.{t}": _convert(b11434_qwen3 / c, b11434_qwen3 / "target", out / f"{c}.{t}.gguf", t)
@@ -326,7 +325,7 @@ def test_check_tensor_extra_and_companion_rules(files: dict[str, Path]) -> None:
     assert _plan_findings(f, layer_input_scale) == []
 
 
-def test_check_target_fits(files: dict[str, Path], b11434_qwen3: Path) -> None:  # noqa: F811
+def test_check_target_fits(files: dict[str, Path], b11434_qwen3: Path) -> None:
     from dspark_convert.fit.rules import check_fit
 
     for f in files.values():
@@ -358,7 +357,7 @@ def _verify_rows(gguf: Path, hf: Path, target: Path) -> tuple[bool, dict[str, bo
 
 
 @pytest.mark.parametrize("key", [f"{c}.{t}" for c in CASES for t in OUTTYPES])
-def test_verify_passes(files: dict[str, Path], b11434_qwen3: Path, key: str) -> None:  # noqa: F811
+def test_verify_passes(files: dict[str, Path], b11434_qwen3: Path, key: str) -> None:
     case = key.split(".")[0]
     passed, rows = _verify_rows(files[key], b11434_qwen3 / case, b11434_qwen3 / "target")
     assert passed, rows
@@ -367,7 +366,7 @@ def test_verify_passes(files: dict[str, Path], b11434_qwen3: Path, key: str) -> 
 
 @pytest.mark.parametrize(("variant", "outtype"), [("v-nvfp4-h64", "f16"), ("v-nvfp4-h128-mixed", "q8_0"),
                                                    ("v-nvfp4-dflash", "bf16")])
-def test_variants_verify(b11434_qwen3: Path, tmp_path: Path, variant: str, outtype: str) -> None:  # noqa: F811
+def test_variants_verify(b11434_qwen3: Path, tmp_path: Path, variant: str, outtype: str) -> None:
     """The variants verify (their targets get a random embedding and head): W4A4 input scales on every DFlash
     linear, MIXED tables, F32 plain tensors, sinks and model.-prefixed names, KV-cache scales dropped by rule."""
     draft, target = make(tmp_path, variant, b11434_qwen3 / "target", target_weights=True)
@@ -393,7 +392,7 @@ def _swap_nibbles(path: Path, dst: Path, name: str) -> Path:
 
 @pytest.mark.parametrize("mutation", ["dropped-prec-a4", "prec-a4-true", "wrong-fc-scale", "wrong-ffn-down-scale",
                                       "swapped-nibbles-ffn-down", "swapped-nibbles-markov-w2"])
-def test_verify_fails_mutations(files: dict[str, Path], b11434_qwen3: Path, tmp_path: Path,  # noqa: F811
+def test_verify_fails_mutations(files: dict[str, Path], b11434_qwen3: Path, tmp_path: Path,
                                 mutation: str) -> None:
     from test_mutations import mutate
 
@@ -438,7 +437,7 @@ def test_verify_fails_mutations(files: dict[str, Path], b11434_qwen3: Path, tmp_
 # ---------------------------------------------------------------------------------------------- llama-server
 @pytest.mark.llama
 def test_llama_server_runs_the_default_files_and_refuses_upstreams_mixed(llama_bin: tuple[Path, Path],
-                                                                          b11434_qwen3: Path,  # noqa: F811
+                                                                          b11434_qwen3: Path,
                                                                           tmp_path: Path) -> None:
     """llama-server b11434 loads both default conversions and drafts with them (greedy output unchanged by the
     draft); upstream's own mixed layout (fc.input_scale, --match-upstream) fails to load."""
@@ -458,7 +457,7 @@ def test_llama_server_runs_the_default_files_and_refuses_upstreams_mixed(llama_b
         run(llama_bin[0], target, up)
 
 
-def test_sinks_sample_verifies(b11434_qwen3: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_sinks_sample_verifies(b11434_qwen3: Path, tmp_path: Path) -> None:
     """n-dspark-sinks (per-layer attention sinks, model.-prefixed names as Nemotron's): both forwards read the sinks
     and agree; negated sinks fail layer 0."""
     from test_mutations import mutate

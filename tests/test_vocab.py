@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -82,8 +81,8 @@ _NP_TYPES = {VT.UINT8: "<u1", VT.INT8: "<i1", VT.UINT16: "<u2", VT.INT16: "<i2",
 
 
 def describe_kvs(kvs: list[KV]) -> dict[str, dict]:
-    """check_manifest.describe() of the file these KVs would make, computed without writing it (GGUFReader
-    needs ~30 s for a 129k-token vocabulary). test_describe_kvs_matches_check_manifest keeps the two equal."""
+    """The manifest (golden_manifest.describe) of the file these KVs would make, computed without writing it (GGUFReader
+    needs ~30 s for a 129k-token vocabulary). test_describe_kvs_matches_gguf_reader keeps the two equal."""
     out: dict[str, dict] = {}
     for kv in kvs:
         if kv.type == VT.ARRAY:
@@ -125,7 +124,7 @@ def golden_target(golden_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     target.mkdir()
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(src / name, target / name)
-    # the target config as make_inputs.py writes it (only architectures and the special ids matter here)
+    # the target config as tests/make_golden.py writes it (only architectures and the special ids matter here)
     write_json(target / "config.json", {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
                                         "vocab_size": 129280, "bos_token_id": 0, "eos_token_id": 1})
     return target
@@ -148,17 +147,13 @@ def test_golden_tokenizer_kvs_equal_upstream(golden_dir: Path, golden_target: Pa
         assert got[key] == expected["kv"][key], key
 
 
-def test_describe_kvs_matches_check_manifest(golden_dir: Path, tmp_path: Path) -> None:
-    sys.path.insert(0, str(golden_dir))
-    try:
-        from check_manifest import describe
-    finally:
-        sys.path.remove(str(golden_dir))
+def test_describe_kvs_matches_gguf_reader(tmp_path: Path) -> None:
+    from golden_manifest import describe_with_gguf_reader
     target = make_target(tmp_path / "t", tok_config={"chat_template": "x" * 300, "add_bos_token": True},
                          config={"eos_token_id": 259})
     kvs = target_vocab_kvs(target, 300, "gpt2") + [KV("x.f", VT.FLOAT32, 1e-6), KV("x.s", VT.ARRAY, [0.5], VT.FLOAT32)]
     roundtrip(kvs, tmp_path / "t.gguf")
-    got = describe(str(tmp_path / "t.gguf"))
+    got = describe_with_gguf_reader(tmp_path / "t.gguf")
     assert [k for k in got["kv_order"] if not k.startswith("general.")] == names(kvs)
     assert {k: v for k, v in got["kv"].items() if not k.startswith("general.")} == describe_kvs(kvs)
 
