@@ -19,7 +19,6 @@ from golden_manifest import compare, describe, describe_with_gguf_reader
 
 from dspark_convert import convert
 
-
 #: layouts llama-server auto-detects as draft-dflash although they read ``sample_from_anchor`` (draft-dspark only):
 #: hf2gguf warns that they need ``--spec-type draft-dspark``
 EXPLICIT_SPEC_TYPE = {"dflash-deepspec"}
