@@ -11,7 +11,8 @@ architecture upstream registers can be a target; this script lists them all, wit
   code it runs (the ``set_vocab`` chain along the class's MRO and the helpers it calls, as resolved on the draft class,
   comments and line numbers aside), so ``--check`` notices a changed body; and the facts read off that code:
   the draft ``hparams`` keys it reads, the token strings it names, the GGUF writer calls it makes.
-* ``architectures``: every ``TEXT_MODEL_MAP`` name with its class, GGUF architecture, method and ``role``: ``target``;
+* ``architectures``: every ``TEXT_MODEL_MAP`` name with its class, GGUF architecture, method, ``mtp_export`` (the
+  class writes an MTP sidecar with ``--mtp``: ``supports_mtp_export``) and ``role``: ``target``;
   ``excluded`` (encoders, TTS, the draft classes themselves, decision heads, embedding entry points: not generative
   targets); or ``fails`` (upstream crashes when a draft uses it; ``failure``: ``no-text-class``, ``target-state``
   (the method reads state only the target class's ``__init__`` creates) or ``super`` (the method calls ``super()``
@@ -278,6 +279,8 @@ class Upstream:
             row["class"] = cls.__name__
             if gguf_arch is not None:
                 row["gguf_arch"] = gguf_arch
+            if getattr(cls, "supports_mtp_export", False):
+                row["mtp_export"] = True
             key, entry = self.method_of(cls)
             methods.setdefault(key, entry)
             row["method"] = key

@@ -64,7 +64,7 @@ def test_only_the_shards_holding_the_head_are_read(ckpts: Path, tmp_path: Path) 
 def test_default_name_has_the_mtp_prefix(ckpts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     r = convert(ckpts / "mtp-qwen35-dense", None, outtype="q8_0", mtp=True)
-    assert r.path is not None and r.path.name == "mtp-mtp-qwen35-dense-Q8_0.gguf"
+    assert r.path is not None and r.path.name == "mtp-qwen35-dense-Q8_0.gguf"  # the prefix is not doubled
     assert r.path.is_file()
 
 
@@ -86,9 +86,23 @@ def test_a_class_not_written_yet_is_refused_naming_it(tmp_path: Path) -> None:
     from draft_kit import Maker, save_safetensors
 
     save_safetensors(ck / "model.safetensors", {"model.layers.1.eh_proj.weight": Maker(0, "BF16").t(4, 8)})
-    with pytest.raises(ConvertError, match=r"Glm4MoeForCausalLM: the MTP sidecar of GLM-4.5/4.6/4.7 \(glm4moe\) is not "
+    with pytest.raises(ConvertError, match=r"Glm4MoeForCausalLM: the MTP sidecar of GLM-4.5/4.5V/4.6/4.7 \(glm4moe\) is not "
                                            r"written by this version"):
         convert(ck, None, tmp_path / "x.gguf", mtp=True)
+
+
+def test_written_and_refused_classes_are_the_tables_mtp_exports() -> None:
+    """Every target class upstream exports with ``--mtp`` is either written (the Qwen mixin's classes) or refused with
+    a reason; nothing else is claimed. The 26 classes and 16 GGUF architectures of b11434."""
+    from dspark_convert.tokenizer.targets import table
+    from dspark_convert.variants.mtp import mtp, qwen
+
+    rows = table()["architectures"]
+    exported = {n for n, r in rows.items() if r.get("mtp_export") and r["role"] == "target"}
+    assert set(qwen.ARCHS) | set(mtp.REFUSED) == exported and not set(qwen.ARCHS) & set(mtp.REFUSED)
+    assert sorted(qwen.ARCHS.values()) == ["qwen35", "qwen35", "qwen35moe", "qwen35moe", "qwen3next"]
+    assert len(exported) == 26 and len({rows[n]["gguf_arch"] for n in exported}) == 16
+    assert all("(" in why and not why.startswith(n) for n, why in mtp.REFUSED.items())  # a written reason each
 
 
 def test_declared_mtp_layers_must_match_the_tensors(ckpts: Path, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from ...kit.hparams import normalize_hparams, vocab_size_of
 from ...plan import Plan
 from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
-from ...tokenizer.targets import handler_for_architecture
+from ...tokenizer.targets import handler_for_architecture, table
 from . import qwen
 
 #: default output names: ``mtp-<name>-<TYPE>.gguf`` (upstream's ``prepare_metadata`` of these classes); llama.cpp's
@@ -36,33 +36,31 @@ MTP_FLAG = True
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "MTP_FLAG", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT",
            "build_plan", "claims", "draft_tensors", "hf_names", "target_facts"]
 
-#: the other classes upstream b11434 exports with ``--mtp`` (``supports_mtp_export``), and why this version does
-#: not write them: a checkpoint of one of them is refused in one line naming the class
-REFUSED: dict[str, str] = {
-    "Qwen4ExpForCausalLM": "Qwen4Exp (qwen4exp: eh_proj concatenated from fc_embedding/fc_hidden, hyper-connection "
-                           "head, PLE keys dropped)",
-    "Qwen4ExpForConditionalGeneration": "Qwen4Exp (qwen4exp)",
-    "MiniCPMV4_6ForConditionalGeneration": "MiniCPM-V 4.6 (upstream's sidecar holds no MTP tensors and cannot load "
-                                           "as an MTP head)",
-    "DeepseekV32ForCausalLM": "DeepSeek-V3.2 (deepseek32, FP8 weights)",
-    "DeepseekV4ForCausalLM": "DeepSeek-V4 (deepseek4: MXFP4 experts, Q8_0 eh_proj, hyper-connection head)",
-    "Dots3NoteForCausalLM": "Dots3 (dots3note: upstream's loader has no MTP graph)",
-    "Dots3NoteForConditionalGeneration": "Dots3 (dots3note: upstream's loader has no MTP graph)",
-    "Dots3NoteTextForCausalLM": "Dots3 (dots3note: upstream's loader has no MTP graph)",
-    "Glm4MoeForCausalLM": "GLM-4.5/4.6/4.7 (glm4moe)",
-    "Glm4vMoeForConditionalGeneration": "GLM-4.5V (glm4moe)",
-    "Glm4MoeLiteForCausalLM": "GLM-4.7-Flash (deepseek2 MLA)",
-    "GlmMoeDsaForCausalLM": "GLM-5 (glm-dsa)",
-    "Glm5NextForConditionalGeneration": "GLM-5.3 (glm5-next: upstream's loader cannot run its NextN graph)",
-    "HYV3ForCausalLM": "HunYuan-V3 (hy_v3)",
-    "MiMoV2FlashForCausalLM": "MiMo-V2 (mimo2: 3 MTP layers, FP8 qkv)",
-    "MiMoV2ForCausalLM": "MiMo-V2 (mimo2: 3 MTP layers, FP8 qkv)",
-    "NemotronHForCausalLM": "Nemotron-H (nemotron_h_moe: two MTP layers folded into one block)",
-    "Step3p5ForCausalLM": "Step-3.5 (step35)",
-    "Step3p7ForConditionalGeneration": "Step-3.7 (step35)",
-    "BailingMoeV3ForCausalLM": "Ling-3 (bailingmoe3)",
-    "BailingMoeV3VLForConditionalGeneration": "Ling-3 VL (bailingmoe3)",
+#: why this version does not write the sidecar of the other architectures upstream b11434 exports with ``--mtp``,
+#: by the GGUF architecture upstream converts them to
+NOT_WRITTEN_BECAUSE: dict[str, str] = {
+    "qwen4exp": "Qwen4Exp (qwen4exp: eh_proj concatenated from fc_embedding/fc_hidden, hyper-connection head, "
+                "PLE keys dropped)",
+    "qwen35": "MiniCPM-V 4.6 (upstream's sidecar holds no MTP tensors and cannot load as an MTP head)",
+    "deepseek32": "DeepSeek-V3.2 (deepseek32, FP8 weights)",
+    "deepseek4": "DeepSeek-V4 (deepseek4: MXFP4 experts, Q8_0 eh_proj, hyper-connection head)",
+    "dots3note": "Dots3 (dots3note: upstream's loader has no MTP graph)",
+    "glm4moe": "GLM-4.5/4.5V/4.6/4.7 (glm4moe)",
+    "deepseek2": "GLM-4.7-Flash (deepseek2 MLA)",
+    "glm-dsa": "GLM-5 (glm-dsa)",
+    "glm5-next": "GLM-5.3 (glm5-next: upstream's loader cannot run its NextN graph)",
+    "hy_v3": "HunYuan-V3 (hy_v3)",
+    "mimo2": "MiMo-V2 (mimo2: 3 MTP layers, FP8 qkv)",
+    "nemotron_h": "Nemotron-H (nemotron_h_moe: two MTP layers folded into one block)",
+    "step35": "Step-3.5/3.7 (step35)",
+    "bailingmoe3": "Ling-3 (bailingmoe3)",
 }
+#: every target class upstream b11434 exports with ``--mtp`` (``mtp_export`` in the target table) that this version
+#: does not write -> the one-line reason a checkpoint of it is refused with
+REFUSED: dict[str, str] = {
+    name: NOT_WRITTEN_BECAUSE.get(str(row.get("gguf_arch")), f"{name} ({row.get('gguf_arch')})")
+    for name, row in table()["architectures"].items()
+    if row.get("mtp_export") and row.get("role") == "target" and name not in qwen.ARCHS}
 
 
 def _arch(config: dict[str, Any]) -> str | None:
