@@ -1,14 +1,19 @@
 """Opening an input safely: only regular files are read (a FIFO blocks forever, ``/dev/zero`` never ends, a folder
-is not a file), refused with one line naming the path, through symlinks too.
+is not a file), refused with one line naming the path, through symlinks too. Copying a byte range between two open
+files in bounded memory (:func:`kernel_copy`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from typing import BinaryIO
 
 from .errors import ConvertError, PathLike
+
+COPY_CHUNK = 8 << 20  # bytes per pread/pwrite where the kernel copy is not available
+_KERNEL_CHUNK = 1 << 30  # bytes per copy_file_range call
 
 
 def _kind(mode: int) -> str:
@@ -54,3 +59,23 @@ def open_regular(path: PathLike) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def kernel_copy(src_fd: int, dst_fd: int, offset: int, n: int, pos: int) -> None:
+    """Copy ``n`` bytes at ``offset`` of ``src_fd`` to ``pos`` of ``dst_fd``: ``os.copy_file_range`` (in the kernel:
+    no user-space buffer), else chunked pread/pwrite (bounded memory either way). A source that ends early is
+    refused with one line naming the byte it ended at."""
+    done = 0
+    if hasattr(os, "copy_file_range"):
+        with contextlib.suppress(OSError):
+            while done < n:
+                k = os.copy_file_range(src_fd, dst_fd, min(n - done, _KERNEL_CHUNK), offset + done, pos + done)
+                if k <= 0:
+                    break
+                done += k
+    while done < n:
+        b = os.pread(src_fd, min(COPY_CHUNK, n - done), offset + done)
+        if not b:
+            raise ConvertError(f"source file ended at byte {offset + done}, {n - done} bytes early")
+        os.pwrite(dst_fd, b, pos + done)
+        done += len(b)

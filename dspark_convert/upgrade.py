@@ -30,7 +30,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -54,6 +53,7 @@ from .roles.upgrade import (
     insert_after,
     revision_index,
 )
+from .safeio import kernel_copy
 from .staleness import (
     ADD_BOS,
     ADD_EOS,
@@ -304,8 +304,6 @@ def _resize_label(kvs: list[KV], f: GGUFFile, pieces: list[Piece]) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ writing
-COPY_CHUNK = 8 * 1024 * 1024  # bytes per pread/pwrite where the kernel copy is not available
-_KERNEL_CHUNK = 1 << 30  # bytes per copy_file_range call
 _SCALAR_FORMAT = {VT.UINT8: "B", VT.INT8: "b", VT.UINT16: "H", VT.INT16: "h", VT.UINT32: "I", VT.INT32: "i",
                   VT.UINT64: "Q", VT.INT64: "q", VT.FLOAT32: "f", VT.FLOAT64: "d", VT.BOOL: "?"}
 GGUF_VERSION = 3
@@ -367,25 +365,6 @@ def _pad(n: int, alignment: int) -> int:
     return (alignment - n % alignment) % alignment
 
 
-def _kernel_copy(src_fd: int, dst_fd: int, offset: int, n: int, pos: int) -> None:
-    """Copy ``n`` bytes at ``offset`` of ``src_fd`` to ``pos`` of ``dst_fd``: ``os.copy_file_range`` (in the kernel:
-    no user-space buffer), else chunked pread/pwrite."""
-    done = 0
-    if hasattr(os, "copy_file_range"):
-        with contextlib.suppress(OSError):
-            while done < n:
-                k = os.copy_file_range(src_fd, dst_fd, min(n - done, _KERNEL_CHUNK), offset + done, pos + done)
-                if k <= 0:
-                    break
-                done += k
-    while done < n:
-        b = os.pread(src_fd, min(COPY_CHUNK, n - done), offset + done)
-        if not b:
-            raise ConvertError(f"source file ended at byte {offset + done}, {n - done} bytes early")
-        os.pwrite(dst_fd, b, pos + done)
-        done += len(b)
-
-
 def _permuted(f: GGUFFile, p: Piece) -> bytes:
     import numpy as np
 
@@ -443,7 +422,7 @@ def write_upgrade(plan: UpgradePlan, f: GGUFFile, path: Path, *, force: bool = F
             data0 = pos
             for offset, n, group in _runs(plan, f):
                 if offset >= 0:
-                    _kernel_copy(sfd, dfd, offset, n, pos)
+                    kernel_copy(sfd, dfd, offset, n, pos)
                 else:
                     p = group[0]
                     b = p.data() if p.data is not None else _permuted(f, p)

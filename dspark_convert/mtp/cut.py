@@ -22,7 +22,6 @@ The header rules (spec: drafts-beyond-dflash.md §1.8):
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import struct
@@ -34,6 +33,7 @@ from typing import Any, BinaryIO
 from ..errors import ConvertError
 from ..gguf_constants import VT
 from ..gguffile.reader import GGUFFile, ReaderTensor, read_gguf
+from ..safeio import kernel_copy
 from ..schema import core as SC
 from ..schema import nextn as SN
 from ..variants.nextn import Layout, NextnArch, block_of, layout, nextn_arch, per_layer_keys, sidecar_drops
@@ -44,8 +44,6 @@ _SPLIT = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", r
 _SCALAR = {VT.UINT8: "B", VT.INT8: "b", VT.UINT16: "H", VT.INT16: "h", VT.UINT32: "I", VT.INT32: "i",
            VT.UINT64: "Q", VT.INT64: "q", VT.FLOAT32: "f", VT.FLOAT64: "d", VT.BOOL: "?"}
 GGUF_VERSION = 3
-_KERNEL_CHUNK = 1 << 30
-COPY_CHUNK = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -510,25 +508,6 @@ def _merge_order(trunk: list[Part], mtp: list[Part], sidecar_order: list[str]) -
 
 
 # ------------------------------------------------------------------------------------------------ writing
-def kernel_copy(src_fd: int, dst_fd: int, offset: int, n: int, pos: int) -> None:
-    """Copy ``n`` bytes at ``offset`` of ``src_fd`` to ``pos`` of ``dst_fd``: ``os.copy_file_range`` (in the kernel),
-    else chunked pread/pwrite (bounded memory either way)."""
-    done = 0
-    if hasattr(os, "copy_file_range"):
-        with contextlib.suppress(OSError):
-            while done < n:
-                k = os.copy_file_range(src_fd, dst_fd, min(n - done, _KERNEL_CHUNK), offset + done, pos + done)
-                if k <= 0:
-                    break
-                done += k
-    while done < n:
-        b = os.pread(src_fd, min(COPY_CHUNK, n - done), offset + done)
-        if not b:
-            raise ConvertError(f"source file ended at byte {offset + done}, {n - done} bytes early")
-        os.pwrite(dst_fd, b, pos + done)
-        done += len(b)
-
-
 def _runs(plan: CutPlan) -> Iterator[tuple[int, int, int, int]]:
     """(input, source offset, bytes, output data offset) of each copy: tensors that follow each other in the same
     input and in the output, padding included, are one run."""
