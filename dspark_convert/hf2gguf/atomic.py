@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import ConvertError, Interrupted
-from .destination import commit, expect_commit, holds, new_partial, refuse_non_regular, release
+from .destination import check_planned_name, commit, expect_commit, holds, new_partial, release
 
 _DISK_FULL = {errno.ENOSPC} | ({errno.EDQUOT} if hasattr(errno, "EDQUOT") else set())  # quota: same remedy
 
@@ -38,18 +38,13 @@ def _sigterm_raises() -> Iterator[None]:
 
 def write_atomically(path: Path, write: Callable[[BinaryIO], None], *, force: bool = False) -> int:
     """Run ``write(f)`` on a fresh temporary file beside ``path``, fsync it and rename it into place; return the
-    file size. ``path`` must be absent or a regular file (:func:`~dspark_convert.hf2gguf.destination.refuse_non_regular`:
-    never a link, device, FIFO or socket, even with ``force``). On any failure or interrupt (SIGINT, SIGTERM, full disk) the temporary file is removed and
-    ``path`` is left as it was. Used by :func:`write_plan` and by ``upgrade``."""
+    file size. ``path`` must pass :func:`~dspark_convert.hf2gguf.destination.check_planned_name`: absent or a
+    regular file (never a link, device, FIFO or socket, even with ``force``) in an existing folder. On any failure
+    or interrupt (SIGINT, SIGTERM, full disk) the temporary file is removed and ``path`` is left as it was. Used by
+    :func:`write_plan` and by ``upgrade``."""
     path = Path(path)
-    if path.is_dir():
-        raise ConvertError(f"{path}: is a folder, expected a file name")
-    refuse_non_regular(path)
-    if os.path.lexists(path) and not force:
-        raise ConvertError(f"{path}: already exists (pass --force to overwrite it)")
+    check_planned_name(path, force=force)
     folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise ConvertError(f"{folder}: output folder does not exist")
     expect_commit(None)
     tmp = new_partial(path)  # also removes partial files left by killed conversions to the same destination
     created = False  # what the except branches may remove
