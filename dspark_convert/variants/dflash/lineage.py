@@ -22,8 +22,16 @@ from ...findings import Finding
 from ...formats import modelopt
 from ...formats.modelopt import QuantConfig
 from ...formats.transforms import DeinterleaveRope, Nvfp4Repack, Transform
-from ...hf.checkpoint import EMBED_NAMES, OUTPUT_NAMES, Select
-from ...kit.common import BACKBONE_GLOBALS, BACKBONE_LAYER, NameTable, is_skipped, tensor_spec
+from ...hf.checkpoint import EMBED_NAMES, OUTPUT_NAMES
+from ...kit.common import (
+    BACKBONE_GLOBALS,
+    BACKBONE_LAYER,
+    NameTable,
+    claims_nothing,
+    every_tensor,
+    is_skipped,
+    tensor_spec,
+)
 from ...kit.hparams import (
     as_float,
     as_fraction,
@@ -81,14 +89,9 @@ DSPARK_FLAG = False
 
 
 # ---------------------------------------------------------------------------------------------- family contract
-def claims(config: dict[str, Any], tensor_names: list[str]) -> bool:
-    """The lineage's families are chosen by architecture only."""
-    return False
-
-
-def draft_tensors(config: dict[str, Any]) -> Select | None:
-    """A DFlash / DSpark checkpoint is the draft: every tensor is read."""
-    return None
+#: the lineage's families are chosen by architecture only, and their checkpoint is the draft (every tensor is read)
+claims = claims_nothing
+draft_tensors = every_tensor
 
 
 def hf_names(gguf_name: str) -> tuple[str, ...]:

@@ -17,13 +17,15 @@ from ... import schema as S
 from ...errors import ConvertError
 from ...findings import Finding
 from ...formats.transforms import Transform
-from ...hf.checkpoint import EMBED_NAMES, Select
+from ...hf.checkpoint import EMBED_NAMES
 from ...kit.common import (
     BACKBONE_GLOBALS,
     BACKBONE_LAYER,
     NameTable,
     base_kvs,
+    claims_nothing,
     d2t_spec,
+    every_tensor,
     finish_plan,
     is_skipped,
     tensor_spec,
@@ -62,14 +64,9 @@ TOKENIZER_IN_CHECKPOINT = False
 DSPARK_FLAG = False
 
 
-def claims(config: dict[str, Any], tensor_names: list[str]) -> bool:
-    """EAGLE-3 drafts are chosen by architecture only."""
-    return False
-
-
-def draft_tensors(config: dict[str, Any]) -> Select | None:
-    """An EAGLE-3 checkpoint is the draft: every tensor is read."""
-    return None
+#: EAGLE-3 drafts are chosen by architecture only, and their checkpoint is the draft (every tensor is read)
+claims = claims_nothing
+draft_tensors = every_tensor
 
 
 def hf_names(gguf_name: str) -> tuple[str, ...]:

@@ -29,8 +29,8 @@ from gguf import GGUFValueType as VT
 from ... import schema as S
 from ...errors import ConvertError
 from ...formats.transforms import FirstRows
-from ...hf.checkpoint import Checkpoint, Select
-from ...kit.common import NameTable, finish_plan, tensor_spec
+from ...hf.checkpoint import Checkpoint
+from ...kit.common import NameTable, claims_nothing, every_tensor, finish_plan, tensor_spec
 from ...kit.hparams import as_float, as_positive, as_u32
 from ...plan import KV, Plan, TensorSpec, add_kv, as_int
 from ...roles.convert import Context, TargetFacts, TargetTensor
@@ -89,12 +89,9 @@ def hf_names(gguf_name: str) -> tuple[str, ...]:
                  for n in NAMES.hf_names(gguf_name))
 
 
-def claims(config: dict[str, Any], tensor_names: list[str]) -> bool:
-    return False  # recognised by its architectures value only
-
-
-def draft_tensors(config: dict[str, Any]) -> Select | None:
-    return None
+#: recognised by its architectures value only; the assistant checkpoint is the draft (every tensor is read)
+claims = claims_nothing
+draft_tensors = every_tensor
 
 
 def target_facts(ctx: Context, plan: Plan) -> TargetFacts:
