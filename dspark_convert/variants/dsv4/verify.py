@@ -10,7 +10,6 @@ reaches it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from ...hf.checkpoint import Checkpoint
 from ...reference.compare import OutputCheck, meta_row
@@ -18,23 +17,24 @@ from ...reference.weights import GGUFWeights
 from ...roles.proof import Job, Proof, TensorChecks, Tensors
 from .tensors import dsv4_tensor_checks, source_map
 
-#: DeepSeek-V4 DSpark: GGUF key -> how its value follows from the checkpoint config (this role's metadata rows)
-_DSV4_KEYS: dict[str, Any] = {
-    "dflash.embedding_length": lambda c: c["hidden_size"],
-    "dflash.attention.head_count": lambda c: c["num_attention_heads"],
-    "dflash.attention.key_length": lambda c: c["head_dim"],
-    "dflash.rope.dimension_count": lambda c: c["qk_rope_head_dim"],
-    "dflash.attention.q_lora_rank": lambda c: c["q_lora_rank"],
-    "dflash.attention.output_group_count": lambda c: c["o_groups"],
-    "dflash.attention.output_lora_rank": lambda c: c["o_lora_rank"],
-    "dflash.expert_count": lambda c: c["n_routed_experts"],
-    "dflash.expert_used_count": lambda c: c["num_experts_per_tok"],
-    "dflash.expert_feed_forward_length": lambda c: c["moe_intermediate_size"],
-    "dflash.expert_shared_count": lambda c: c["n_shared_experts"],
-    "dflash.hyper_connection.count": lambda c: c["hc_mult"],
-    "dflash.block_size": lambda c: c["dspark_block_size"],
-    "dflash.target_layers": lambda c: [i + 1 for i in c["dspark_target_layer_ids"]],
-    "tokenizer.ggml.mask_token_id": lambda c: c["dspark_noise_token_id"],
+#: DeepSeek-V4 DSpark: GGUF key -> the checkpoint config field holding its value (this role's metadata rows);
+#: the target layers are the field's layer ids plus one
+_DSV4_FIELDS: dict[str, str] = {
+    "dflash.embedding_length": "hidden_size",
+    "dflash.attention.head_count": "num_attention_heads",
+    "dflash.attention.key_length": "head_dim",
+    "dflash.rope.dimension_count": "qk_rope_head_dim",
+    "dflash.attention.q_lora_rank": "q_lora_rank",
+    "dflash.attention.output_group_count": "o_groups",
+    "dflash.attention.output_lora_rank": "o_lora_rank",
+    "dflash.expert_count": "n_routed_experts",
+    "dflash.expert_used_count": "num_experts_per_tok",
+    "dflash.expert_feed_forward_length": "moe_intermediate_size",
+    "dflash.expert_shared_count": "n_shared_experts",
+    "dflash.hyper_connection.count": "hc_mult",
+    "dflash.block_size": "dspark_block_size",
+    "dflash.target_layers": "dspark_target_layer_ids",
+    "tokenizer.ggml.mask_token_id": "dspark_noise_token_id",
 }
 
 
@@ -80,9 +80,11 @@ def dsv4_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *, qual
     found = {int(n.split(".")[1]) for n in names if n.split(".")[1:2] and n.split(".")[1].isdigit()}
     n_stages = 1 + max(found) if found else 0  # upstream's block_count: 1 + the highest stage
     rows.metadata.append(meta_row("dflash.block_count", g.value("dflash.block_count"), n_stages))
-    for key, rule in _DSV4_KEYS.items():
+    for key, field in _DSV4_FIELDS.items():
         try:
-            expected = rule(ck.config)
+            expected = ck.config[field]
+            if key == "dflash.target_layers":
+                expected = [i + 1 for i in expected]
         except (KeyError, TypeError):
             expected = None
         rows.metadata.append(meta_row(key, g.value(key), expected))
