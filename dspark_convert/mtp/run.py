@@ -104,9 +104,23 @@ def _opened(ref: str) -> Iterator[list[GGUFFile]]:
             f.close()
 
 
-def _verify(op: str, inputs: list[list[GGUFFile]], path: Path) -> CutReport:
-    with read_gguf(path) as out:
-        return verify_cut(op, inputs, out)
+def _cut_local(op: str, refs: list[str], out: Path, planner: Callable[..., CutPlan], *, force: bool, verify: bool,
+               progress: Progress | None, plan_ready: Callable[[CutPlan], None] | None) -> CutResult:
+    """Check the destination, open the local inputs ``refs`` (in order, each a list of shards), plan with
+    ``planner(*inputs)``, write ``out`` and, with ``verify``, check it against the inputs."""
+    t0 = time.monotonic()
+    _destination(out, refs, force)
+    with contextlib.ExitStack() as stack:
+        inputs = [stack.enter_context(_opened(ref)) for ref in refs]
+        plan = planner(*inputs)
+        if plan_ready is not None:
+            plan_ready(plan)
+        size = write_cut(plan, out, force=force, progress=progress)
+        report = None
+        if verify:
+            with read_gguf(out) as written:
+                report = verify_cut(op, inputs, written)
+    return CutResult(refs[0], out, size, plan, time.monotonic() - t0, report)
 
 
 def extract(source: str | os.PathLike[str], outfile: str | os.PathLike[str] | None = None, *, force: bool = False,
@@ -121,24 +135,18 @@ def extract(source: str | os.PathLike[str], outfile: str | os.PathLike[str] | No
 
     ref = os.fspath(source)
     out = Path(outfile) if outfile is not None else default_name("extract", ref)
-    t0 = time.monotonic()
     if not Path(ref).exists() and is_remote_ref(ref):
         from .remote import extract_remote
 
+        t0 = time.monotonic()
         _destination(out, [], force=True)  # an existing file is checked once the data is in (kept as OUT.part)
         if out.exists() and not force:
             raise ConvertError(f"{out}: exists; use --force to replace it")
         plan, size, fetch = extract_remote(ref, out, options=remote or RemoteOptions(), force=force,
                                            progress=progress, plan_ready=plan_ready)
         return CutResult(ref, out, size, plan, time.monotonic() - t0, None, fetch)
-    _destination(out, [ref], force)
-    with _opened(ref) as files:
-        plan = plan_extract(files)
-        if plan_ready is not None:
-            plan_ready(plan)
-        size = write_cut(plan, out, force=force, progress=progress)
-        report = _verify("extract", [files], out) if verify else None
-    return CutResult(ref, out, size, plan, time.monotonic() - t0, report)
+    return _cut_local("extract", [ref], out, plan_extract, force=force, verify=verify, progress=progress,
+                      plan_ready=plan_ready)
 
 
 def strip(source: str | os.PathLike[str], outfile: str | os.PathLike[str] | None = None, *, force: bool = False,
@@ -148,15 +156,8 @@ def strip(source: str | os.PathLike[str], outfile: str | os.PathLike[str] | None
     loadable by every loader (``block_count = n``, no ``nextn_predict_layers``, per-layer arrays cut)."""
     ref = os.fspath(source)
     out = Path(outfile) if outfile is not None else default_name("strip", ref)
-    t0 = time.monotonic()
-    _destination(out, [ref], force)
-    with _opened(ref) as files:
-        plan = plan_strip(files)
-        if plan_ready is not None:
-            plan_ready(plan)
-        size = write_cut(plan, out, force=force, progress=progress)
-        report = _verify("strip", [files], out) if verify else None
-    return CutResult(ref, out, size, plan, time.monotonic() - t0, report)
+    return _cut_local("strip", [ref], out, plan_strip, force=force, verify=verify, progress=progress,
+                      plan_ready=plan_ready)
 
 
 def graft(trunk: str | os.PathLike[str], sidecar: str | os.PathLike[str],
@@ -166,12 +167,5 @@ def graft(trunk: str | os.PathLike[str], sidecar: str | os.PathLike[str],
     sidecar's trunk header or vocabulary differs from the trunk's."""
     tref, sref = os.fspath(trunk), os.fspath(sidecar)
     out = Path(outfile) if outfile is not None else default_name("graft", tref)
-    t0 = time.monotonic()
-    _destination(out, [tref, sref], force)
-    with _opened(tref) as tfiles, _opened(sref) as sfiles:
-        plan = plan_graft(tfiles, sfiles)
-        if plan_ready is not None:
-            plan_ready(plan)
-        size = write_cut(plan, out, force=force, progress=progress)
-        report = _verify("graft", [tfiles, sfiles], out) if verify else None
-    return CutResult(tref, out, size, plan, time.monotonic() - t0, report)
+    return _cut_local("graft", [tref, sref], out, plan_graft, force=force, verify=verify, progress=progress,
+                      plan_ready=plan_ready)
