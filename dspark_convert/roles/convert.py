@@ -18,7 +18,7 @@ from gguf import GGMLQuantizationType as QT
 
 from .. import schema as S
 from ..findings import Finding
-from ..hf.checkpoint import Checkpoint, Select
+from ..hf.checkpoint import EMBED_NAMES, Checkpoint, Select
 from ..plan import Plan
 
 
@@ -93,6 +93,11 @@ class TargetTensor:
     unless: tuple[str, ...]  # GGUF names whose presence in the draft makes the tensor unnecessary
     what: str  # "input embedding tensor"
     shown: tuple[str, ...]  # the candidate names quoted in the error message
+
+
+#: the target's input embedding, taken unless the draft holds its own (the first tensor a self-contained draft takes)
+INPUT_EMBEDDING = TargetTensor(S.T_TOKEN_EMBD, EMBED_NAMES, unless=(S.T_TOKEN_EMBD,), what="input embedding tensor",
+                               shown=EMBED_NAMES[:2])
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from ...kit.hparams import (
     target_uses_mrope,
 )
 from ...plan import KV, Plan, TensorSpec
-from ...roles.convert import Context, TargetFacts, TargetTensor
+from ...roles.convert import INPUT_EMBEDDING, Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
 from ...tokenizer.targets import embedding_scale_prefix
 
@@ -76,8 +76,7 @@ NAMES = NameTable(
 #: a self-contained dflash draft takes the input embedding and, unless it has its own or a reduced vocabulary
 #: (d2t), the output head (tied targets: the embedding) from the target (§3.6)
 TARGET_TENSORS: tuple[TargetTensor, ...] = (
-    TargetTensor(S.T_TOKEN_EMBD, EMBED_NAMES, unless=(S.T_TOKEN_EMBD,), what="input embedding tensor",
-                 shown=EMBED_NAMES[:2]),
+    INPUT_EMBEDDING,
     TargetTensor(S.T_OUTPUT, OUTPUT_NAMES + EMBED_NAMES, unless=(S.T_OUTPUT, S.T_D2T), what="output head",
                  shown=OUTPUT_NAMES[:1]),
 )

@@ -17,7 +17,6 @@ from ... import schema as S
 from ...errors import ConvertError
 from ...findings import Finding
 from ...formats.transforms import Transform
-from ...hf.checkpoint import EMBED_NAMES
 from ...kit.common import (
     BACKBONE_GLOBALS,
     BACKBONE_LAYER,
@@ -32,7 +31,7 @@ from ...kit.common import (
 )
 from ...kit.hparams import as_float, as_positive, as_u32, draft_hparams, rope_dict, vocab_size_of
 from ...plan import KV, Plan, TensorSpec
-from ...roles.convert import Context, TargetFacts, TargetTensor
+from ...roles.convert import INPUT_EMBEDDING, Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
 from .transforms import Eagle3Permute
 
@@ -56,8 +55,7 @@ NAMES = NameTable(
 
 #: a self-contained EAGLE-3 draft takes only the input embedding from the target (its lm_head is its own)
 TARGET_TENSORS: tuple[TargetTensor, ...] = (
-    TargetTensor(S.T_TOKEN_EMBD, EMBED_NAMES, unless=(S.T_TOKEN_EMBD,), what="input embedding tensor",
-                 shown=EMBED_NAMES[:2]),
+    INPUT_EMBEDDING,
 )
 #: the tokenizer always comes from --target-model-dir; --dspark is not for these drafts
 TOKENIZER_IN_CHECKPOINT = False
