@@ -38,6 +38,7 @@ from ...reference.layers import (
 )
 from ...reference.ops import (
     F32,
+    CommonHParams,
     check_feature_width,
     gelu_tanh,
     layer_weights,
@@ -60,14 +61,10 @@ GLOBAL = ("fc.weight", "enc.output_norm.weight", "output_norm.weight", "token_em
 
 
 @dataclass(frozen=True)
-class Gemma4HParams:
-    n_layer: int
-    n_head: int
-    n_head_kv: int
-    head_dim: int
-    n_rot: int
-    eps: float
-    rope_base: float
+class Gemma4HParams(CommonHParams):
+    """Gemma4 DSpark hyperparameters read from the GGUF: the common keys (:class:`.ops.CommonHParams`), the block
+    and the Gemma 4 ones (embedding and attention scales, activation, sliding window, causal mask)."""
+
     block_size: int
     mask_token_id: int
     embedding_scale: float
@@ -85,8 +82,7 @@ class Gemma4HParams:
             raise ConvertError(f"{g.path}: key_length {c.head_dim} differs from value_length (the graph asserts them equal)")
         scale = float(g.value(S.ATTENTION_SCALE.format(arch=A), 0.0) or 0.0)
         return cls(
-            n_layer=c.n_layer, n_head=c.n_head, n_head_kv=c.n_head_kv, head_dim=c.head_dim, n_rot=c.n_rot, eps=c.eps,
-            rope_base=c.rope_base, block_size=int(g.value(S.DFLASH_BLOCK_SIZE, S.DFLASH_DEFAULT_BLOCK_SIZE)),
+            **vars(c), block_size=int(g.value(S.DFLASH_BLOCK_SIZE, S.DFLASH_DEFAULT_BLOCK_SIZE)),
             mask_token_id=int(need(g, S.TOKENIZER_MASK_ID)),
             embedding_scale=float(g.value(S.EMBEDDING_SCALE.format(arch=A), 0.0) or 0.0),
             attention_scale=scale if scale else float(1.0 / np.sqrt(c.head_dim)),
