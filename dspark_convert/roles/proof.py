@@ -22,7 +22,8 @@ Example:
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+import json
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,31 @@ Reference = Callable[[Any, Inputs, Any, Any], list[Any]]
 
 #: (GGUF, target, inputs, drawn, the torch results) -> the numpy forward's result per case
 Candidate = Callable[[GGUFWeights, TargetWeights, Inputs, Any, list[Any]], list[Any]]
+
+
+def block_forwards(torch_module: str, forward: str, numpy_forward: Callable[..., list[Any]],
+                   forced: str) -> tuple[Reference, Candidate]:
+    """The two forwards of a block draft with its own torch side: ``torch_module.forward(checkpoint, features,
+    anchors)`` (imported at its first call) and ``numpy_forward(g, target, features, anchors, forced_inputs)``, the
+    GGUF side fed each case's ``forced`` attribute of the torch side's result."""
+    torch_forward = lazy(torch_module, forward)
+
+    def reference(ck: Any, inputs: Inputs, anchors: list[int], refs: list[Any] | None) -> list[Any]:
+        return torch_forward(ck, inputs.feats, anchors)
+
+    def candidate(g: GGUFWeights, target: TargetWeights, inputs: Inputs, anchors: list[int],
+                  refs: list[Any]) -> list[Any]:
+        return numpy_forward(g, target, inputs.feats, anchors, [getattr(r, forced) for r in refs])
+
+    return reference, candidate
+
+
+def names_a_class(hf_dir: Path, classes: Collection[str]) -> bool:
+    """An :class:`OwnSide`'s ``reads``: the checkpoint's own ``config.json`` lists one of ``classes`` in its
+    ``architectures`` (False without a config)."""
+    cfg = Path(hf_dir) / "config.json"
+    archs = json.loads(cfg.read_text()).get("architectures") if cfg.is_file() else None
+    return isinstance(archs, list) and any(a in classes for a in archs)
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,14 @@ GGUF's own top-k candidates are the same sets.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ...reference.compare import MetadataCheck, OutputCheck
-from ...reference.weights import GGUFWeights, TargetWeights
-from ...roles.proof import Forwards, Inputs, OwnSide, Pair, anchors, lazy
+from ...reference.weights import GGUFWeights
+from ...roles.proof import Forwards, OwnSide, Pair, anchors, block_forwards, lazy, names_a_class
 from .numpy_forward import DFlash2HParams, top_k
 from .numpy_forward import dflash2_forward as numpy_forward
 
@@ -29,9 +28,7 @@ def accepts(hf_dir: Path) -> bool:
     which forwards run)."""
     from .torch_forward import ARCHITECTURES
 
-    cfg = hf_dir / "config.json"
-    archs = json.loads(cfg.read_text()).get("architectures") if cfg.is_file() else None
-    return isinstance(archs, list) and any(a in ARCHITECTURES for a in archs)
+    return names_a_class(hf_dir, ARCHITECTURES)
 
 
 #: the variant's own torch side (imported when verify runs: torch)
@@ -61,12 +58,8 @@ def metadata(g: GGUFWeights, ck: Any) -> list[MetadataCheck]:
     return rows
 
 
-def _reference(ck: Any, inputs: Inputs, anchors: list[int], refs: list[Any] | None) -> list[Any]:
-    return lazy(_TORCH, "dflash2_forward")(ck, inputs.feats, anchors)
-
-
-def _candidate(g: GGUFWeights, target: TargetWeights, inputs: Inputs, anchors: list[int], refs: list[Any]) -> list[Any]:
-    return numpy_forward(g, target, inputs.feats, anchors, [r.candidates for r in refs])
+#: the checkpoint's forward, and the GGUF's scoring the torch side's candidate sets
+_reference, _candidate = block_forwards(_TORCH, "dflash2_forward", numpy_forward, "candidates")
 
 
 def _hparams(g: GGUFWeights, outs: list[Any], anchors: list[int]) -> dict[str, Any]:

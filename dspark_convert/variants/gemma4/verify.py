@@ -10,7 +10,6 @@ chosen tokens.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 from ... import schema as S
 from ...reference.compare import MetadataCheck, OutputCheck, compare_cases, compare_token_cases
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...roles.proof import Forwards, Inputs, OwnSide, Pair, anchors, lazy
+from ...roles.proof import Forwards, OwnSide, Pair, anchors, block_forwards, lazy, names_a_class
 from .numpy_forward import Gemma4HParams
 from .numpy_forward import gemma4_forward as numpy_forward
 
@@ -61,9 +60,7 @@ ARCHITECTURE = "Gemma4DSparkModel"
 def accepts(hf_dir: Path) -> bool:
     """The checkpoint's own config names the class the Gemma4 torch forward reads (a checkpoint of another class
     goes the generic way, where the metadata row reports the mismatch)."""
-    cfg = Path(hf_dir) / "config.json"
-    archs = json.loads(cfg.read_text()).get("architectures") if cfg.is_file() else None
-    return isinstance(archs, list) and ARCHITECTURE in archs
+    return names_a_class(hf_dir, (ARCHITECTURE,))
 
 
 #: the variant's own torch side (imported when verify runs: torch)
@@ -78,12 +75,8 @@ def _n_vocab(g: GGUFWeights, target: Path) -> int:
     return int(tw.ckpt.shape(tw.embed_name)[0])
 
 
-def _reference(ck: Any, inputs: Inputs, anchors: list[int], refs: list[Any] | None) -> list[Any]:
-    return lazy(_TORCH, "gemma4_forward")(ck, inputs.feats, anchors)
-
-
-def _candidate(g: GGUFWeights, target: TargetWeights, inputs: Inputs, anchors: list[int], refs: list[Any]) -> list[Any]:
-    return numpy_forward(g, target, inputs.feats, anchors, [r.prev_tokens for r in refs])
+#: the checkpoint's forward, and the GGUF's with its Markov chain forced to the torch side's previous tokens
+_reference, _candidate = block_forwards(_TORCH, "gemma4_forward", numpy_forward, "prev_tokens")
 
 
 def _hparams(g: GGUFWeights, outs: list[Any], anchors: list[int]) -> dict[str, Any]:
