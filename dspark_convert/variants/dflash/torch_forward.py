@@ -6,7 +6,8 @@ the torch side's own (it never asks the converter).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,24 @@ MUSE_NAMES = {"encoder.fc.weight": "fc.weight", "encoder.output_norm_enc.weight"
 ARCHITECTURES = DSPARK_ARCHS + DFLASH_ARCHS + MUSE_ARCHS
 #: the words that name these drafts in an error
 WHAT = ("DSpark", "DFlash", "Muse-Glimmer assistant")
+
+
+class DraftFolder:
+    """A block-draft folder as a torch side of its own opens it (the checkpoint of a ``roles.proof.OwnSide``: the
+    DFlash2 and Gemma4 DSpark forwards): ``cfg`` (its ``config.json``), ``dc`` (the config's ``dflash_config``; {}
+    without one), ``w`` (its weights, rounded as ``storage`` says: checkpoint name -> GGML type) and ``t`` (the
+    target's weights); ``draft`` and ``target`` are the two folders."""
+
+    def __init__(self, draft: Path, target: Path, storage: Mapping[str, str] | None = None) -> None:
+        self.cfg: dict[str, Any] = json.loads((draft / "config.json").read_text())
+        self.dc: dict[str, Any] = self.cfg.get("dflash_config") or {}
+        self.w = TorchCheckpoint(draft, storage)
+        self.t = TorchCheckpoint(target)
+        self.draft, self.target = draft, target
+
+    def setting(self, key: str, default: Any = None) -> Any:
+        """``key`` of ``dflash_config``, else of the config (``default`` when neither holds it)."""
+        return self.dc[key] if key in self.dc else self.cfg.get(key, default)
 
 
 @dataclass(frozen=True)

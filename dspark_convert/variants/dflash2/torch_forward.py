@@ -10,11 +10,8 @@ GGML type), through :class:`.hf_draft.TorchCheckpoint`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -23,6 +20,7 @@ from ...reference.hf_draft import TorchCheckpoint
 from ...reference.layers_torch import Heads, attention_block, context_projection, stream_layers, visible_keys
 from ...reference.storage import gguf_counterpart as shared_counterpart
 from ...reference.torch_forward import rms, swiglu
+from ..dflash.torch_forward import DraftFolder
 
 #: the torch side's own spelling of the DFlash2 tensors' GGUF names (layer part, global) beside the shared block
 #: table of :func:`..reference.storage.gguf_counterpart`; exact mode rounds each checkpoint tensor as its GGUF one
@@ -66,15 +64,8 @@ class Torch2Outputs:
     scores: np.ndarray
 
 
-class DFlash2Checkpoint:
+class DFlash2Checkpoint(DraftFolder):
     """The draft folder's config and weights, and the target's embeddings / lm_head."""
-
-    def __init__(self, draft: Path, target: Path, storage: Mapping[str, str] | None = None) -> None:
-        self.cfg: dict[str, Any] = json.loads((draft / "config.json").read_text())
-        self.dc: dict[str, Any] = self.cfg.get("dflash_config") or {}
-        self.w = TorchCheckpoint(draft, storage)
-        self.t = TorchCheckpoint(target)
-        self.draft, self.target = draft, target
 
     def embed_name(self) -> str:
         """The target's embedding tensor."""
@@ -90,9 +81,6 @@ class DFlash2Checkpoint:
         ``lm_head`` of its own."""
         if "output.weight" in gguf_types and not self.has("lm_head.weight"):
             self.t = TorchCheckpoint(self.target, {self.head_name(): gguf_types["output.weight"]})
-
-    def setting(self, key: str, default: Any = None) -> Any:
-        return self.dc[key] if key in self.dc else self.cfg.get(key, default)
 
     def name(self, bare: str) -> str:
         """The checkpoint's name for ``bare`` (with or without the ``model.`` prefix)."""

@@ -9,22 +9,21 @@ scaling 1.0, non-causal; ``Gemma4DSparkDecoderLayer``: sandwich norms and ``* la
 by ``sqrt(hidden_size)``; ``hidden_norm(fc(.))`` for the context) and transformers' Gemma 4 RoPE
 (``_compute_proportional_rope_parameters``: ``int(factor * head_dim / 2)`` rotated frequencies
 ``base^(-2i / head_dim)``, zeros for the rest, rotate-half over the whole head). Weights are optionally rounded the
-way the GGUF stores them (``storage``: checkpoint name -> GGML type) through :class:`TorchCheckpoint`.
+way the GGUF stores them (``storage``: checkpoint name -> GGML type) through
+:class:`~dspark_convert.reference.hf_draft.TorchCheckpoint`.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from ...reference.hf_draft import TorchCheckpoint
 from ...reference.layers_torch import visible_keys
+from ..dflash.torch_forward import DraftFolder
 
 
 @dataclass
@@ -41,17 +40,8 @@ class TorchOutputs:
     confidence_logits: np.ndarray | None
 
 
-class Gemma4Checkpoint:
+class Gemma4Checkpoint(DraftFolder):
     """The draft folder's config and weights (the target's embeddings when the draft has none)."""
-
-    def __init__(self, draft: Path, target: Path, storage: Mapping[str, str] | None = None) -> None:
-        self.cfg: dict[str, Any] = json.loads((draft / "config.json").read_text())
-        self.dc: dict[str, Any] = self.cfg.get("dflash_config") or {}
-        self.w = TorchCheckpoint(draft, storage)
-        self.t = TorchCheckpoint(target)
-
-    def setting(self, key: str, default: Any = None) -> Any:
-        return self.dc[key] if key in self.dc else self.cfg.get(key, default)
 
     def name(self, bare: str) -> str | None:
         for n in (bare, "model." + bare):
