@@ -178,9 +178,32 @@ class Fp8BlockDequant(Transform):
         return fp8_block_dequant(chunks[0], chunks[1])
 
 
+@dataclass(frozen=True)
+class PerExpert(Transform):
+    """Base of the expert stacks: ``n_sources`` sources for each of ``experts`` experts (their rows alike), and
+    output rows the experts' rows one after the other. A chunk holds whole experts, so the writer reads one expert
+    (or a few small ones) at a time and the memory does not grow with the number of experts."""
+
+    experts: int
+
+    def sources_ok(self, n: int) -> bool:
+        return n == self.n_sources * self.experts
+
+    def out_rows(self, shapes: Shapes) -> int:
+        return self.experts * shapes[0][0]
+
+    def row_group(self, rows: int) -> int | None:
+        return rows // self.experts if self.experts > 0 and rows % self.experts == 0 else None
+
+    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
+        rows = shapes[0][0]
+        first, last = start // rows, -(-stop // rows)
+        return tuple((0, rows) if first <= i // self.n_sources < last else (0, 0) for i in range(len(shapes)))
+
+
 @register
 @dataclass(frozen=True)
-class Mxfp4ExpertStack(Transform):
+class Mxfp4ExpertStack(PerExpert):
     """Sources (weight, scale) of experts 0..n-1 (FP4 packed ``[rows, cols/2]`` + E8M0 ``[rows, cols/32]``)
     -> the MXFP4 blocks of the 3-D stack ``[experts, rows, cols]``, written as they come (no further rounding).
 
@@ -195,21 +218,6 @@ class Mxfp4ExpertStack(Transform):
 
     name: ClassVar[str] = "mxfp4_expert_stack"
     n_sources: ClassVar[int] = 2  # per expert
-    experts: int
-
-    def sources_ok(self, n: int) -> bool:
-        return n == 2 * self.experts
-
-    def out_rows(self, shapes: Shapes) -> int:
-        return self.experts * shapes[0][0]
-
-    def row_group(self, rows: int) -> int | None:
-        return rows // self.experts if self.experts > 0 and rows % self.experts == 0 else None
-
-    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
-        rows = shapes[0][0]
-        first, last = start // rows, -(-stop // rows)
-        return tuple((0, rows) if first <= i // 2 < last else (0, 0) for i in range(len(shapes)))
 
     def out_dtype(self, dtypes: tuple[str, ...]) -> str:
         return QT.MXFP4.name  # already encoded: the writer copies the blocks
@@ -505,7 +513,7 @@ class AddOne(Transform):
 
 @register
 @dataclass(frozen=True)
-class ExpertStack(Transform):
+class ExpertStack(PerExpert):
     """Sources: one 2-D weight per expert, ``[rows, cols]`` each -> the 3-D stack ``[experts, rows, cols]`` (upstream
     ``torch.stack`` of per-expert tensors). A chunk holds whole experts, so memory stays one expert per chunk.
 
@@ -516,21 +524,6 @@ class ExpertStack(Transform):
     """
 
     name: ClassVar[str] = "expert_stack"
-    experts: int
-
-    def sources_ok(self, n: int) -> bool:
-        return n == self.experts
-
-    def out_rows(self, shapes: Shapes) -> int:
-        return self.experts * shapes[0][0]
-
-    def row_group(self, rows: int) -> int | None:
-        return rows // self.experts if self.experts > 0 and rows % self.experts == 0 else None
-
-    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
-        rows = shapes[0][0]
-        first, last = start // rows, -(-stop // rows)
-        return tuple((0, rows) if first <= i < last else (0, 0) for i in range(len(shapes)))
 
     def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
         parts = [c for c in chunks if len(c)]
