@@ -219,6 +219,19 @@ def tensor_spec(ck: Checkpoint, sources: str | Sequence[str], name: str, out: QT
                       origin=origin, transform=transform, source_dtype=ref.dtype)
 
 
+def mapped_once(ck: Checkpoint, seen: dict[str, str], src: str, name: str | None, draft: str) -> str:
+    """``name``, the GGUF tensor checkpoint tensor ``src`` becomes, recorded in ``seen`` (GGUF name -> source).
+    Refused in one line when there is none (``src`` is not part of ``draft``, the words naming the draft) or when
+    another tensor already became it."""
+    if name is None:
+        raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not part of {draft} (upstream fails with \"Can not "
+                           "map tensor\")")
+    if name in seen:
+        raise ConvertError(f"{ck.ref(src).file}: tensors '{seen[name]}' and '{src}' both become '{name}'")
+    seen[name] = src
+    return name
+
+
 def d2t_spec(ck: Checkpoint, source: str, limit: int, *, entries: int | None = None) -> TensorSpec:
     """The ``d2t`` tensor: I64 absolute token ids (§5.3), resolved and checked now.
 

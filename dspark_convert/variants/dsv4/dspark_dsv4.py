@@ -23,7 +23,7 @@ from ...errors import ConvertError
 from ...formats.quant import fp4_shapes, fp8_output_type, fp8_scale_shape
 from ...formats.transforms import Fp8BlockDequant, Mxfp4ExpertStack
 from ...hf.checkpoint import Checkpoint, Select
-from ...kit.common import base_kvs, finish_plan, tensor_spec
+from ...kit.common import base_kvs, finish_plan, mapped_once, tensor_spec
 from ...kit.hparams import as_float, as_positive, as_u32, vocab_size_of
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import Context, TargetFacts, TargetTensor
@@ -294,13 +294,7 @@ def plan_tensors(ck: Checkpoint, hp: Dsv4HParams) -> tuple[list[TensorSpec], int
     for src, stage, rest in groups.dense:
         if src.endswith(S.DSV4_DROPPED_SUFFIXES):  # the vision variant's hash-routing bias: not in the draft (b10786+)
             continue
-        name = gguf_name(stage, rest)
-        if name is None:
-            raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not part of a DeepSeek-V4 DSpark draft "
-                               "(upstream fails with \"Can not map tensor\")")
-        if name in seen:
-            raise ConvertError(f"{ck.ref(src).file}: tensors '{seen[name]}' and '{src}' both become '{name}'")
-        seen[name] = src
+        name = mapped_once(ck, seen, src, gguf_name(stage, rest), "a DeepSeek-V4 DSpark draft")
         dense.append(_fp8_spec(ck, src, name) if ck.ref(src).dtype == "F8_E4M3" else _plain_spec(ck, src, name))
     experts = groups.experts
     n = 1 + max(groups.stages) if groups.stages else 0

@@ -28,7 +28,7 @@ from ... import schema as S
 from ...errors import ConvertError
 from ...formats.transforms import AddOne, ExpertStack
 from ...hf.checkpoint import Checkpoint
-from ...kit.common import base_kvs, tensor_type
+from ...kit.common import base_kvs, mapped_once, tensor_type
 from ...kit.hparams import as_positive, as_u32, find_hparam, rope_dict
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
@@ -256,13 +256,7 @@ def plan_tensors(ck: Checkpoint, q: QwenMtp, out: QT) -> list[TensorSpec]:
             if count[bid] == 3 * q.experts:
                 specs += [_stack(ck, q, bid, w, experts[bid].get(w, {}), out) for w in EXPERT_STACKS]
             continue
-        name = gguf_name(q, src)
-        if name is None:
-            raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not part of a {q.arch} MTP head (upstream "
-                               "fails with \"Can not map tensor\")")
-        if name in seen:
-            raise ConvertError(f"{ck.ref(src).file}: tensors '{seen[name]}' and '{src}' both become '{name}'")
-        seen[name] = src
+        name = mapped_once(ck, seen, src, gguf_name(q, src), f"a {q.arch} MTP head")
         specs.append(_spec(ck, src, name, out))
     for bid, n in count.items():
         if n != 3 * q.experts:
