@@ -23,7 +23,7 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...kit.common import NameTable, base_kvs, finish_plan
+from ...kit.common import GEMMA4_LAYER, NameTable, base_kvs, finish_plan
 from ...kit.hparams import as_fraction, as_positive, as_u32, normalize_hparams, vocab_size_of
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import Context
@@ -46,11 +46,7 @@ __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "NAMES", "TARGET_TENSO
 NAMES = NameTable(
     layer={
         **lineage.NAMES.layer,
-        "post_attention_layernorm.weight": S.L_ATTN_POST_NORM,
-        "pre_feedforward_layernorm.weight": S.L_FFN_NORM,
-        "post_feedforward_layernorm.weight": S.L_FFN_POST_NORM,
-        "layer_scalar": S.L_LAYER_OUT_SCALE,
-        "layer_scalar.weight": S.L_LAYER_OUT_SCALE,
+        **GEMMA4_LAYER,
     },
     globals={
         **lineage.NAMES.globals,

@@ -30,7 +30,7 @@ from ... import schema as S
 from ...errors import ConvertError
 from ...formats.transforms import FirstRows
 from ...hf.checkpoint import Checkpoint
-from ...kit.common import NameTable, claims_nothing, every_tensor, finish_plan, tensor_spec
+from ...kit.common import GEMMA4_LAYER, NameTable, claims_nothing, every_tensor, finish_plan, tensor_spec
 from ...kit.hparams import as_float, as_positive, as_u32
 from ...plan import KV, Plan, TensorSpec, add_kv, as_int
 from ...roles.convert import Context, TargetFacts, TargetTensor
@@ -56,14 +56,10 @@ NAMES = NameTable(
         "self_attn.q_proj.weight": S.L_ATTN_Q,
         "self_attn.q_norm.weight": S.L_ATTN_Q_NORM,
         "self_attn.o_proj.weight": S.L_ATTN_OUT,
-        "post_attention_layernorm.weight": S.L_ATTN_POST_NORM,
-        "pre_feedforward_layernorm.weight": S.L_FFN_NORM,
-        "post_feedforward_layernorm.weight": S.L_FFN_POST_NORM,
         "mlp.gate_proj.weight": S.L_FFN_GATE,
         "mlp.up_proj.weight": S.L_FFN_UP,
         "mlp.down_proj.weight": S.L_FFN_DOWN,
-        "layer_scalar": S.L_LAYER_OUT_SCALE,
-        "layer_scalar.weight": S.L_LAYER_OUT_SCALE,
+        **GEMMA4_LAYER,
     },
     globals={
         "embed_tokens.weight": S.T_TOKEN_EMBD,
