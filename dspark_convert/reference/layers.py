@@ -11,7 +11,8 @@ the mixer, sandwich norms, a cached causal layer over a wider input) in its own 
   :func:`rotary_attention` and :func:`visible_keys`);
 - **MLP** ``x + down(act(gate(n)) * up(n))``, ``n = RMSNorm_ffn(x)`` (:func:`feed_forward`, :func:`ffn_residual`);
 - **heads**: the greedy Markov chain ``z_i = U_i + W2 W1[prev_i]`` (:func:`markov_chain`) and the confidence
-  logit ``w . [h; W1[prev]] + b`` (:func:`confidence`).
+  logit ``w . [h; W1[prev]] + b`` (:func:`confidence`);
+- **results**: :class:`BlockTrunk`, a case's values up to its logits, which a forward's own result extends.
 
 Only numpy and :mod:`.ops`: the torch side has its own twin (:mod:`.layers_torch`), never this one.
 """
@@ -19,11 +20,25 @@ Only numpy and :mod:`.ops`: the torch side has its own twin (:mod:`.layers_torch
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from .ops import F32, CommonHParams, attention, embed_tokens, mlp, rms_norm, rope_cos_sin, rope_neox, silu
 from .weights import GGUFWeights, TargetWeights
+
+
+@dataclass
+class BlockTrunk:
+    """One case of a block forward up to its logits, the values ``verify`` compares in forward order: the context
+    projection ``C [T, H]``, the block input ``[B, H]``, the output of each layer ``[B, H]``, the post-norm hidden
+    state ``[B, H]`` and the logits (the rows the forward scores)."""
+
+    context: np.ndarray
+    block_input: np.ndarray
+    layers: list[np.ndarray]
+    hidden: np.ndarray
+    logits: np.ndarray
 
 
 # ============================================================================================== inputs

@@ -27,7 +27,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import ConvertError
-from ...reference.layers import attention_block, block_input, context_projection, feed_forward, stream_layers
+from ...reference.layers import (
+    BlockTrunk,
+    attention_block,
+    block_input,
+    context_projection,
+    feed_forward,
+    stream_layers,
+)
 from ...reference.ops import F32, check_feature_width, layer_weights, lm_logits, rms_norm
 from ...reference.weights import GGUFWeights, TargetWeights
 from ..dflash.numpy_forward import DFlashHParams, block_mask
@@ -63,12 +70,10 @@ class DFlash2HParams:
 
 
 @dataclass
-class DFlash2Outputs:
-    context: np.ndarray          # C [T, H]
-    block_input: np.ndarray      # scaled embeddings [B, H]
-    layers: list[np.ndarray]     # X after each layer [B, H]
-    hidden: np.ndarray           # post-norm [B, H]
-    logits: np.ndarray           # scaled / capped logits [B, V]
+class DFlash2Outputs(BlockTrunk):
+    """The block trunk (scaled embeddings as the block input; scaled, capped logits ``[B, V]``) and the selector's
+    candidates and scores."""
+
     candidates: np.ndarray       # [B-1, top_k] (positions 1..B-1)
     scores: np.ndarray           # [B-1, top_k, top_k]: score[p][pred j][candidate i]
 

@@ -26,6 +26,7 @@ import numpy as np
 from ... import schema as S
 from ...errors import ConvertError
 from ...reference.layers import (
+    BlockTrunk,
     block_input,
     confidence,
     context_projection,
@@ -99,12 +100,10 @@ class Gemma4HParams(CommonHParams):
 
 
 @dataclass
-class Gemma4Outputs:
-    context: np.ndarray            # C [T, H]
-    block_input: np.ndarray        # scaled embeddings [B, H]
-    layers: list[np.ndarray]       # x after each layer [B, H]
-    hidden: np.ndarray             # post-norm [B, H]
-    logits: np.ndarray             # U of the predicting rows [P, V]
+class Gemma4Outputs(BlockTrunk):
+    """The block trunk (scaled embeddings as the block input; ``U`` of the predicting rows ``[P, V]``) and the
+    heads: the Markov bias and biased logits, the chosen and previous tokens, the confidence logits."""
+
     markov_bias: np.ndarray | None
     markov_logits: np.ndarray | None
     tokens: np.ndarray             # chosen tokens [P]
