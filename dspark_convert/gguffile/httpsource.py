@@ -227,12 +227,7 @@ class RangeReader:
                         pos += len(chunk)
                         got += len(chunk)
                         failures = 0
-                        self.bytes_fetched += len(chunk)
-                        self._check_deadline()
-                        elapsed = time.monotonic() - t0
-                        if pos < stop and elapsed > self.options.timeout and got / elapsed < self.options.min_rate:
-                            raise ConvertError(f"{self.name}: transfer too slow: {got} bytes in {elapsed:.0f} s, "
-                                               f"below the minimum of {self.options.min_rate:g} bytes/s")
+                        self._received(len(chunk), got, t0, more=pos < stop)
                 finally:
                     resp.close()
             except _Transient as e:
@@ -298,6 +293,16 @@ class RangeReader:
             self._start_stream(resp, start)
         assert self._stream is not None and self.size is not None
         self._read(self._stream, min(stop, self.size) - len(self.buf))  # a body shorter than the window ends early
+
+    def _received(self, n: int, got: int, t0: float, *, more: bool) -> None:
+        """Count ``n`` more bytes fetched; refused (one line) past the deadline, or when ``more`` is to come and the
+        transfer (``got`` bytes since ``t0``) has run longer than the timeout below the minimum rate."""
+        self.bytes_fetched += n
+        self._check_deadline()
+        elapsed = time.monotonic() - t0
+        if more and elapsed > self.options.timeout and got / elapsed < self.options.min_rate:
+            raise ConvertError(f"{self.name}: transfer too slow: {got} bytes in {elapsed:.0f} s, below the minimum of "
+                               f"{self.options.min_rate:g} bytes/s")
 
     def _check_deadline(self) -> None:
         if time.monotonic() > self._deadline:
@@ -386,12 +391,7 @@ class RangeReader:
                 raise _Transient(f"connection closed after {got} of {n} bytes (truncated response)")
             self.buf += chunk
             got += len(chunk)
-            self.bytes_fetched += len(chunk)
-            self._check_deadline()
-            elapsed = time.monotonic() - t0
-            if got < n and elapsed > self.options.timeout and got / elapsed < self.options.min_rate:
-                raise ConvertError(f"{self.name}: transfer too slow: {got} bytes in {elapsed:.0f} s, below the "
-                                   f"minimum of {self.options.min_rate:g} bytes/s")
+            self._received(len(chunk), got, t0, more=got < n)
 
     def _recv(self, resp: http.client.HTTPResponse, n: int) -> bytes:
         try:
