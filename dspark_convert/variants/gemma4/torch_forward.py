@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from ...reference.layers_torch import visible_keys
+from ...reference.storage import gguf_counterpart as shared_counterpart
 from ..dflash.torch_forward import DraftFolder
 
 
@@ -195,24 +196,14 @@ def gemma4_forward(ck: Gemma4Checkpoint, features: Sequence[np.ndarray], anchors
     return outs
 
 
-#: the checkpoint's layer names -> the GGUF names llama.cpp loads them as (this side's own spelling, for the
-#: storage rounding only: which GGML type each checkpoint tensor was written as)
+#: the checkpoint's names a Gemma 4 layer or DeepSpec's head spells its own way -> the GGUF names llama.cpp loads them
+#: as (this side's own spelling, for the storage rounding only: which GGML type each checkpoint tensor was written
+#: as); every other name is the shared block table's (:func:`dspark_convert.reference.storage.gguf_counterpart`)
 _LAYER_COUNTERPARTS = {
-    "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "post_attention_norm.weight",
-    "pre_feedforward_layernorm.weight": "ffn_norm.weight", "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
-    "self_attn.q_proj.weight": "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
-    "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
-    "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
-    "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
-    "mlp.down_proj.weight": "ffn_down.weight", "layer_scalar": "layer_output_scale.weight",
+    "post_attention_layernorm.weight": "post_attention_norm.weight", "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight", "layer_scalar": "layer_output_scale.weight",
 }
-_GLOBAL_COUNTERPARTS = {
-    "embed_tokens.weight": "token_embd.weight", "lm_head.weight": "output.weight", "norm.weight": "output_norm.weight",
-    "hidden_norm.weight": "enc.output_norm.weight", "fc.weight": "fc.weight",
-    "markov_head.markov_w1.weight": "markov_w1.weight", "markov_head.markov_w2.weight": "markov_w2.weight",
-    "confidence_proj.weight": "conf_proj.weight", "confidence_proj.bias": "conf_proj.bias",
-    "confidence_head.proj.weight": "conf_proj.weight", "confidence_head.proj.bias": "conf_proj.bias",
-}
+_GLOBAL_COUNTERPARTS = {"confidence_proj.weight": "conf_proj.weight", "confidence_proj.bias": "conf_proj.bias"}
 
 
 def gguf_counterpart(hf_name: str) -> str | None:
@@ -220,6 +211,8 @@ def gguf_counterpart(hf_name: str) -> str | None:
     bare = hf_name.removeprefix("model.")
     if bare.startswith("layers."):
         _, bid, rest = bare.split(".", 2)
-        short = _LAYER_COUNTERPARTS.get(rest)
-        return None if short is None else f"blk.{bid}.{short}"
-    return _GLOBAL_COUNTERPARTS.get(bare)
+        if rest in _LAYER_COUNTERPARTS:
+            return f"blk.{bid}.{_LAYER_COUNTERPARTS[rest]}"
+    elif bare in _GLOBAL_COUNTERPARTS:
+        return _GLOBAL_COUNTERPARTS[bare]
+    return shared_counterpart(bare)
