@@ -22,6 +22,7 @@ without it llama.cpp runs the draft with 4-bit activations on Blackwell. With an
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,9 +177,7 @@ def scale_is_trivial(value: float | None) -> bool:
 def _scalar(read: Callable[[str], np.ndarray], ref: Any, name: str) -> float:
     if not ref.is_float:
         raise ConvertError(f"{ref.file}: tensor '{name}' has dtype {ref.dtype}, expected a float32 scalar")
-    n = 1
-    for d in ref.shape:
-        n *= d
+    n = math.prod(ref.shape)
     if n != 1:
         raise ConvertError(f"{ref.file}: tensor '{name}' has shape {list(ref.shape)}, expected a scalar (one "
                            "per-tensor scale; llama.cpp loads {1})")

@@ -7,6 +7,7 @@ file, the field or tensor, and the byte offset.
 
 from __future__ import annotations
 
+import math
 import mmap
 import struct
 from collections.abc import Callable
@@ -146,10 +147,7 @@ class ReaderTensor:
 
     @property
     def n_elements(self) -> int:
-        n = 1
-        for d in self.ne:
-            n *= d
-        return n
+        return math.prod(self.ne)
 
     @property
     def qtype(self) -> QT | None:

@@ -4,6 +4,7 @@ rule (§6), d2t (§5.3) and the final KV order. Family modules compose these; GG
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -249,9 +250,7 @@ def d2t_spec(ck: Checkpoint, source: str, limit: int, *, entries: int | None = N
     the family knows it. d2t is small, so it is validated before anything is written.
     """
     ref = ck.ref(source)
-    n = 1
-    for d in ref.shape:
-        n *= d
+    n = math.prod(ref.shape)
     if entries is not None and n != entries:
         raise ConvertError(f"{ref.file}: tensor '{source}' has {n} entries, expected draft_vocab_size {entries}")
     if ref.dtype == "BOOL":
