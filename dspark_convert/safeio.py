@@ -50,7 +50,8 @@ def open_regular(path: PathLike) -> BinaryIO:
             raise not_regular(path, st.st_mode)
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
+    # the file object owns the descriptor from here: closing it here too could close a file opened later
+    return os.fdopen(fd, "rb")
