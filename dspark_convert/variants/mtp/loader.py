@@ -145,27 +145,22 @@ def glm_rules(c: Checker) -> int | None:
     return None
 
 
-def rules(c: Checker) -> int | None:
-    """The ``mtp_only`` branch of the target arch's loader (see the module docstring)."""
+def qwen_rules(c: Checker) -> int | None:
+    """The ``mtp_only`` branch of llama.cpp's ``qwen35`` / ``qwen35moe`` / ``qwen3next`` loaders (see the module
+    docstring)."""
     arch = c.plan.arch
-    if arch == S.ARCH_GLM4MOE:
-        return glm_rules(c)
     moe = arch in (S.ARCH_QWEN35MOE, S.ARCH_QWEN3NEXT)
     d = c.dims
-    n_all = _int(c.val(S.BLOCK_COUNT)) or 0
-    nextn = _int(c.val(S.NEXTN_PREDICT_LAYERS))
-    if nextn is None or not 0 < nextn <= n_all:
-        c.err(c.key(S.NEXTN_PREDICT_LAYERS), "required-key", f"is {nextn!r}, expected 1..block_count ({n_all}) in an "
-              "MTP sidecar (the loader takes blk.{block_count - nextn}.. as the MTP blocks)")
+    got = _nextn(c)
+    if got is None:
         return None
+    n_all, nextn = got
     required = list(_SSM_KEYS)
     if arch in (S.ARCH_QWEN35, S.ARCH_QWEN35MOE):
         required.append(S.ROPE_DIMENSION_SECTIONS)
     if moe:
         required += [S.EXPERT_COUNT, S.EXPERT_USED_COUNT]
-    for tpl in required:
-        if c.key(tpl) not in c.kv:
-            c.err(c.key(tpl), "required-key", f"is missing (llama.cpp's {arch} loader: \"key not found in model\")")
+    _missing_keys(c, arch, required)
     recurrent = c.val(S.RECURRENT_LAYERS)
     if recurrent is not None and (not isinstance(recurrent, (list, tuple)) or len(recurrent) != n_all):
         count = len(recurrent) if isinstance(recurrent, (list, tuple)) else recurrent
@@ -174,11 +169,7 @@ def rules(c: Checker) -> int | None:
     n = n_all - nextn
     hidden, heads, head_dim = d.hidden, d.n_head, d.head_dim
     kv_rows = mul(d.n_head_kv, head_dim)
-    n_tokens = d.n_tokens
-    c.rules.expect(S.T_TOKEN_EMBD, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size {hidden}",
-                   required=True)
-    c.rules.expect(S.T_OUTPUT_NORM, shape_of(hidden), f"hidden_size {hidden}", required=True)
-    c.rules.expect(S.T_OUTPUT, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size {hidden}")
+    _root_and_nextn(c, n, n_all)
     q_rows = mul(mul(heads, head_dim), 2)
     experts = _int(c.val(S.EXPERT_COUNT))
     n_ff_exp = _int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
@@ -213,11 +204,9 @@ def rules(c: Checker) -> int | None:
             need(S.L_FFN_GATE, shape_of(d.n_ff, hidden), f"ne[1] = feed_forward_length {d.n_ff}")
             need(S.L_FFN_UP, shape_of(d.n_ff, hidden), f"ne[1] = feed_forward_length {d.n_ff}")
             need(S.L_FFN_DOWN, shape_of(hidden, d.n_ff), f"ne[0] = feed_forward_length {d.n_ff}")
-        need(S.L_NEXTN_EH_PROJ, shape_of(hidden, mul(hidden, 2)),
-             f"ne[0] = 2 x hidden_size {hidden} (embedding and hidden state concatenated)")
-        need(S.L_NEXTN_ENORM, shape_of(hidden), f"hidden_size {hidden}")
-        need(S.L_NEXTN_HNORM, shape_of(hidden), f"hidden_size {hidden}")
-        need(S.L_NEXTN_SHARED_HEAD_NORM, shape_of(hidden), f"hidden_size {hidden}", req=False)
-        need(S.L_NEXTN_EMBED_TOKENS, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size", req=False)
-        need(S.L_NEXTN_SHARED_HEAD_HEAD, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size", req=False)
     return None
+
+
+def rules(c: Checker) -> int | None:
+    """The ``mtp_only`` branch of the target arch's loader (see the module docstring)."""
+    return glm_rules(c) if c.plan.arch == S.ARCH_GLM4MOE else qwen_rules(c)
