@@ -80,6 +80,15 @@ def test_the_cli_writes_the_same_file(ckpts: dict[str, Path], tmp_path: Path) ->
     assert "MTP sidecar (Glm4MoeForCausalLM -> glm4moe): 1 MTP block(s) after 2 trunk layers" in r.output
 
 
+def test_default_name_is_upstreams(ckpts: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without -o: upstream's ``mtp-<name>-<TYPE>.gguf`` (its ``prepare_metadata`` with the output a folder)."""
+    monkeypatch.chdir(tmp_path)
+    names = {fam: convert(ckpts[fam], None, outtype="q8_0", mtp=True).path for fam in ("glm4moe", "glm4vmoe")}
+    assert {fam: p.name for fam, p in names.items() if p is not None} == {
+        "glm4moe": "mtp-GLM-4.5-Tiny-Q8_0.gguf", "glm4vmoe": "mtp-GLM-4.5V-Tiny-Q8_0.gguf"}
+    assert describe(tmp_path / "mtp-GLM-4.5-Tiny-Q8_0.gguf") == _manifest("glm4moe-q8_0-mtp")
+
+
 def test_the_manifests_are_sidecars_of_their_checkpoints() -> None:
     """What the oracle says upstream writes: the NextN block after the trunk, block_count = trunk + 1, the keys."""
     for fam, (n, experts) in {"glm4moe": (2, 4), "glm4moe-wide": (3, 8), "glm4vmoe": (2, 4)}.items():
