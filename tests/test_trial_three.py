@@ -212,6 +212,20 @@ def test_upgrade_with_hf_lists_nothing_hf_would_check(tmp_path: Path, as_json: b
                          "tokenizer add_bos/add_eos (post-processor rule)"]
 
 
+def test_upgrade_dry_run_json_names_the_file_it_would_write(tmp_path: Path) -> None:
+    """Friction: ``upgrade --dry-run --json`` had ``"output": null``. It names the file the real run would write
+    (-o, else OLD.upgraded.gguf beside the input), and writes nothing."""
+    import json
+
+    gguf = tmp_path / "zlab.gguf"
+    assert run("hf2gguf", FIXTURES / "dflash-zlab", "-t", TARGET, "-o", gguf).exit_code == 0
+    default = json.loads(run("upgrade", gguf, "--dry-run", "--json").stdout)
+    chosen = json.loads(run("upgrade", gguf, "-o", tmp_path / "new.gguf", "--dry-run", "--json").stdout)
+    assert (default["output"], default["bytes"]) == (str(tmp_path / "zlab.upgraded.gguf"), None)
+    assert chosen["output"] == str(tmp_path / "new.gguf")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["zlab.gguf"]
+
+
 # ------------------------------------------------------------------------------------------- 6: --hf / --target
 @pytest.mark.parametrize("flag, folder, line", [
     ("--hf", "target-qwen3", "--hf {d}: is a target model (Qwen3ForCausalLM), not a draft checkpoint; pass the "
