@@ -302,7 +302,7 @@ class FitReport:
         does not load (no loader error) or is no draft llama-server runs."""
         from ..check import spec_type
 
-        if any(f.level == "error" for f in self.loader_findings):
+        if self.draft.plan is None or any(f.level == "error" for f in self.loader_findings):
             return None
         st = spec_type(self.draft.plan)
         return st.to_dict() if st.spec_type is not None else None
