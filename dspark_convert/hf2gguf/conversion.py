@@ -254,8 +254,8 @@ def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: st
         plan = planned.plan
         fit_errors = errors(planned.fit)
         if fit_errors and not options.ignore_target_mismatch:
-            raise ConvertError(f"{fit_errors[0].message} ({IGNORE_HINT})"
-                               + (f" (and {len(fit_errors) - 1} more)" if len(fit_errors) > 1 else ""))
+            # every misfit in the one line (a second one is not hidden behind a count)
+            raise ConvertError("; ".join(f.message for f in fit_errors) + f" ({IGNORE_HINT})")
         fit = [Finding("warning", f.subject, f.rule, f.message) for f in planned.fit]
         _check_layer_count(plan, planned.sources["draft"])
         findings = fit + check_plan(plan)
