@@ -220,7 +220,10 @@ def check_plan(plan: Plan) -> list[Finding]:
             return kind
         kind = [f for f in kind if f.level == "note"]  # a sidecar: what it is, then its variant's loader rules
     if plan.arch not in S.ARCHES or loader is None:
-        hint = " (a fork's arch string upstream does not load)" if plan.arch in S.FORBIDDEN_ARCHES else ""
+        hint = (" (a fork's arch string upstream does not load)" if plan.arch in S.FORBIDDEN_ARCHES else
+                " (a target model's file? check a draft against it: 'dspark-convert check DRAFT.gguf --target FILE')"
+                if any(t.name == "token_embd.weight" for t in plan.tensors) and plan.value(S.BLOCK_COUNT.format(arch=plan.arch)) is not None
+                else "")
         return [Finding("error", S.GENERAL_ARCHITECTURE, "arch", f"'{plan.arch}' is not a draft architecture llama.cpp "
                         f"loads; expected one of {', '.join(S.ARCHES)}{hint}")]
     kv = {k.name: k for k in plan.kvs}

@@ -22,7 +22,7 @@ from typer.core import TyperGroup
 
 from . import __version__
 from .errors import ConvertError, Interrupted
-from .interrupts import install_signal_handlers, interrupted_line
+from .interrupts import install_signal_handlers, interrupted_line, settle_signals
 from .streams import STDOUT, OutputError
 
 
@@ -566,13 +566,35 @@ class _OneLineWarnings(logging.Handler):
 
 def main() -> None:
     """Run the command line (the console script goes through :func:`dspark_convert.entry.main`, which puts the
-    interrupt rule in place before this module is imported)."""
+    interrupt rule in place before this module is imported). The command's exit stands only if no interrupt came
+    before the end: a signal taken while the command ended gives its one line and 130 / 143, and one after that
+    ends the process by the signal (:func:`~dspark_convert.interrupts.settle_signals`), never a verdict's code."""
     install_signal_handlers()
     root = logging.getLogger("dspark_convert")
     if not root.handlers:
         root.addHandler(_OneLineWarnings(logging.WARNING))
         root.propagate = False
     logging.getLogger("gguf").setLevel(logging.ERROR)  # gguf-py's own info/debug chatter is not for users
+    try:
+        _run_app()
+        ending = SystemExit(0)
+    except SystemExit as e:
+        ending = e
+    except Interrupted as e:  # while reporting another interrupt or an output error
+        ending = SystemExit(e.exit_code)
+    try:
+        late = settle_signals()
+    except Interrupted as e:  # between the end of the command and settling
+        late = e
+    if late is not None and ending.code not in (130, 143):
+        sys.stderr.write(f"error: {interrupted_line(late, _State.doing, _written_now())}\n")
+        sys.stderr.flush()
+        raise SystemExit(late.exit_code) from None
+    raise ending
+
+
+def _run_app() -> None:
+    """The command line itself: ends with SystemExit (its exit code), an interrupt or output error as one line."""
     try:
         try:
             app(prog_name="dspark-convert")

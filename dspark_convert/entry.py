@@ -27,3 +27,7 @@ def main() -> None:
         sys.stderr.write(f"error: {interrupted_line(e)}\n")
         sys.stderr.flush()
         raise SystemExit(e.exit_code) from None
+
+
+if __name__ == "__main__":  # python -m dspark_convert.entry
+    main()

@@ -55,10 +55,11 @@ def open_regular(path: PathLike) -> BinaryIO:
             raise not_regular(path, st.st_mode)
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
+    # the file object owns the descriptor from here: closing it here too could close a file opened later
+    return os.fdopen(fd, "rb")
 
 
 def kernel_copy(src_fd: int, dst_fd: int, offset: int, n: int, pos: int) -> None:

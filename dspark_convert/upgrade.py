@@ -451,9 +451,12 @@ class UpgradeResult:
     size: int | None = None
     #: a dry run of an upgrade that would be refused: the one-line reason (what is missing, which option gives it)
     refused: str | None = None
+    #: a dry run that would write: the file it would write (``path`` stays None: nothing was written)
+    would_write: Path | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "output": str(self.path) if self.path else None,
+        output = self.path or self.would_write
+        return {"source": self.source, "output": str(output) if output else None,
                 "revisions": self.staleness.describe_revisions(), "changes": [c.to_dict() for c in self.changes],
                 "unchecked": self.staleness.unchecked, "notes": self.notes, "bytes": self.size,
                 "refused": self.refused}
@@ -515,8 +518,9 @@ def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None 
             if not dry_run:
                 raise ConvertError(refusal)
             return UpgradeResult(str(old), None, plan.staleness, plan.changes, plan.notes, refused=refusal)
-        if dry_run:
-            return UpgradeResult(str(old), None, plan.staleness, plan.changes, plan.notes)
+        if dry_run:  # the file a real run would write: -o, else OLD.upgraded.gguf beside a local input
+            would = out if outfile is not None or not is_remote_ref(str(old)) or Path(str(old)).exists() else None
+            return UpgradeResult(str(old), None, plan.staleness, plan.changes, plan.notes, would_write=would)
         if not plan.changes and not plan.notes:
             plan.notes.append("already current: the copy is byte-identical to the input")
         size = write_upgrade(plan, f, out, force=force)

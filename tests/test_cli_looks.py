@@ -153,11 +153,11 @@ def test_check_in_a_pipe(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------------- notes and summary
 def test_pre_tokenizer_note_is_labelled_and_in_json(tmp_path: Path) -> None:
-    r = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "d.gguf")
+    r = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "dspark-d.gguf")
     assert r.exit_code == 0 and r.stderr == ""                      # a note, not a warning on stderr
     lines = r.stdout.splitlines()
     assert lines[0] == PRE_NOTE
-    assert re.fullmatch(rf"wrote {re.escape(str(tmp_path / 'd.gguf'))}: dflash, 34 keys, 31 tensors, 486\.3 KiB "
+    assert re.fullmatch(rf"wrote {re.escape(str(tmp_path / 'dspark-d.gguf'))}: dflash, 34 keys, 31 tensors, 486\.3 KiB "
                         r"\(497,984 bytes\), converted in \d+\.\d\d s \(start-up not counted\); writing took \d+\.\d\d s \(\d+\.\d MB/s\)", lines[1]), lines[1]
     assert lines[2:] == ["  outtype bf16", "  Markov head: yes; confidence head: yes",
                          "  output.weight kept from the draft's lm_head: untied target; without it llama.cpp b11434 "
@@ -165,13 +165,32 @@ def test_pre_tokenizer_note_is_labelled_and_in_json(tmp_path: Path) -> None:
                          "  draft dspark-qwen3; target target-qwen3",
                          "  matches llama.cpp b11434 (2026-10-06) convert_hf_to_gguf.py except output.weight (added on purpose, see "
                          "above; --match-upstream writes upstream's bytes)"]
-    j = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "e.gguf", "--json")
+    j = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "dspark-e.gguf", "--json")
     doc = json.loads(j.stdout)
     assert doc["findings"] == [{"level": "note", "subject": "tokenizer.ggml.pre", "rule": "pre-tokenizer-by-regex",
                                 "message": PRE_NOTE.removeprefix("note: ")}]
     assert 0 < doc["write_seconds"] <= doc["seconds"]
     assert doc["reference"] == {"converter": "llama.cpp convert_hf_to_gguf.py", "revision": "b11434",
                                 "date": "2026-10-06", "differs": ["output.weight"]}
+
+
+def test_a_chosen_name_llama_server_cannot_find_gets_a_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hf2gguf says, as check and inspect do, when the name given with -o hides the draft from llama-server's -hf;
+    the default name and a name with the keyword get no such note."""
+    r = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "d.gguf")
+    assert r.exit_code == 0 and r.stderr == ""
+    assert ("note: the file name 'd.gguf' lacks 'dspark-', the keyword llama-server's -hf finds a draft-dspark draft "
+            "by: it does not find this file beside its target (and may take it for the main model); name it e.g. "
+            "dspark-d.gguf") in r.stdout.splitlines()
+    j = json.loads(invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "e.gguf", "--json").stdout)
+    assert [(f["level"], f["subject"]) for f in j["findings"] if f["rule"] == "hf-name"] == [
+        ("note", str(tmp_path / "e.gguf"))]
+    with_keyword = json.loads(invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "dspark-f.gguf", "--json").stdout)
+    monkeypatch.chdir(tmp_path)  # the default name, in the current folder
+    default = json.loads(invoke("hf2gguf", DRAFT, "-t", TARGET, "--json").stdout)
+    assert Path(default["output"]).name.startswith("dspark-"), default["output"]
+    for doc in (with_keyword, default):
+        assert [f for f in doc["findings"] if f["rule"] == "hf-name"] == [], doc["findings"]
 
 
 def test_dry_run_summary_line(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ FOREIGN = {
     "--dspark": ("upstream", "convert_hf_to_gguf"), "--vocab-only": ("upstream", "convert_hf_to_gguf"),
     "--check": ("fixtures/generate.py", "scripts/target_table.py"), "--tree": ("scripts/target_table.py",),
     "--oracle": ("tests/target_drafts.py",), "--revision": ("hf download",), "--clear": ("python3 -m venv",), "--no-files": ("fish",),
+    "--config-settings": ("pip install",),
     **{f: ("bench",) for f in ("--sizes", "--only", "--workdir", "--keep", "--warm", "--package", "--tiny",
                                 "--runs", "--repeat", "--seeds", "--tokenizers", "--outtypes",
                                 "--cold-runs", "--upstream", "--golden", "--gemma-tokenizer", "--tokenizer", "--gib",

@@ -263,9 +263,12 @@ def test_cli_json_schema_and_exit_0(drafts: dict[str, Path], qwen_kvs: list[Any]
     assert out.exit_code == 0, out.stderr
     doc = json.loads(out.stdout)
     assert set(doc) == {"draft", "draft_arch", "family", "target", "target_kind", "target_arch", "ok", "counts",
-                        "rules", "loader_findings", "notes"}
+                        "rules", "loader_findings", "notes", "spec_type"}
     assert (doc["draft_arch"], doc["family"], doc["target_kind"], doc["target_arch"]) == ("eagle3", "eagle3", "gguf",
                                                                                           "qwen3")
+    # the --spec-type the draft runs with, as check DRAFT --json says it
+    alone = json.loads(run_cli(["check", str(drafts["eagle3-llama"]), "--json"], tmp_path).stdout)
+    assert doc["spec_type"] == alone["spec_type"] and doc["spec_type"]["spec_type"] == "draft-eagle3"
     assert doc["counts"] == {"pass": 10, "fail": 0, "info": 4, "skip": 0} and doc["notes"] == []
     for r in doc["rules"]:
         assert set(r) == {"id", "status", "draft", "target", "message", "source", "details"}

@@ -79,6 +79,17 @@ def test_wrong_hidden_size(tmp_path: Path) -> None:
                       f"(a target of hidden size 64), but {target}/config.json has hidden_size 128" + HINT)
 
 
+def test_every_misfit_is_in_the_one_line(tmp_path: Path) -> None:
+    """Issue 37 friction: a second misfit was hidden behind "(and 1 more)"; the line names each."""
+    target = copy_fixture(tmp_path, "target-qwen3", "target")
+    edit_config(target, hidden_size=128, num_hidden_layers=2)
+    r = run_convert(FIX / "dspark-qwen3", target, tmp_path / "out")
+    assert_refused(r, f"{FIX / 'dspark-qwen3'}/config.json: 'target_layer_ids' gives target layer 3 (after the +1 "
+                      f"shift), but the target {target}/config.json has 2 layers (valid: 0..2); "
+                      f"{FIX / 'dspark-qwen3'}/model.safetensors: fc.weight takes 3 target layers x 64 = 192 inputs "
+                      f"(a target of hidden size 64), but {target}/config.json has hidden_size 128" + HINT)
+
+
 def test_draft_config_naming_another_target_warns(tmp_path: Path) -> None:
     draft = copy_fixture(tmp_path, "dspark-speculators", "draft")
     cfg = json.loads((draft / "config.json").read_text())

@@ -1,11 +1,13 @@
 """The ``llama`` tier on targets of the target table: DFlash, DSpark and DFlash2 drafts converted for a Qwen3.5 target
-(``Qwen3_5ForConditionalGeneration``: nested ``text_config``, M-RoPE, hybrid linear/full attention) load in
-llama-server b11434 and decode exactly what the target decodes alone; on a GLM-4.5 target (``Glm4MoeForCausalLM``)
-llama-server b11434 aborts, because its glm4moe graph exposes no layer inputs for the draft (docs/targets.md).
+(``Qwen3_5ForConditionalGeneration``: nested ``text_config``, M-RoPE, hybrid linear/full attention), and a DSpark draft
+for a Ling-3 target (``BailingMoeV3ForCausalLM``: KDA linear attention, MLA, MoE), load in llama-server b11434 and
+decode exactly what the target decodes alone; on a GLM-4.5 target (``Glm4MoeForCausalLM``) llama-server b11434 aborts,
+because its glm4moe graph exposes no layer inputs for the draft (docs/targets.md).
 
-The targets are tiny random models made with transformers (seeded), carrying the Qwen3.5 tokenizer of
-``tests/target_kit.py``, and converted to GGUF by upstream's own ``convert_hf_to_gguf.py``. The drafts are the cases of
-``tests/target_drafts.py`` whose files ``tests/test_targets.py`` proves byte-identical to upstream's.
+The targets are tiny random models (seeded): made with transformers, or for Ling-3, which transformers 5 has no class
+for, written as safetensors in the tensor names upstream's converter reads. They carry the Qwen3.5 tokenizer of
+``tests/target_kit.py`` and are converted to GGUF by upstream's own ``convert_hf_to_gguf.py``. The drafts are the cases
+of ``tests/target_drafts.py`` whose files ``tests/test_targets.py`` proves byte-identical to upstream's.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ import json
 from pathlib import Path
 
 import pytest
+from draft_kit import Maker, Tensor, save_safetensors
 from llama.target import convert_target
 from llama_support import PROMPT, Run, run
 from target_drafts import make_case
-from target_kit import GLM_ADDED, qwen35_config, qwen35_tokenizer
+from target_kit import GLM_ADDED, QWEN35_VOCAB, qwen35_config, qwen35_tokenizer
 
 from dspark_convert import convert
 from dspark_convert.errors import ConvertError
+from dspark_convert.reference import open_gguf
 
 
 def _qwen35_weights(folder: Path) -> Path:
@@ -52,6 +56,76 @@ def _glm_weights(folder: Path) -> Path:
     return folder
 
 
+#: a tiny Ling-3 (``BailingMoeV3ForCausalLM``): KDA linear attention with full MLA attention every third layer (2, 5),
+#: one dense lead layer then sigmoid-routed MoE with a shared expert; the switches upstream's converter requires
+LING3_CONFIG = {
+    "architectures": ["BailingMoeV3ForCausalLM"], "model_type": "bailing_moe_v3", "torch_dtype": "bfloat16",
+    "vocab_size": QWEN35_VOCAB, "hidden_size": 64, "num_hidden_layers": 6, "layer_group_size": 3,
+    "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 32, "short_conv_kernel_size": 4,
+    "no_kda_lora": True, "kda_safe_gate": True, "kda_lower_bound": -5.0,
+    "gated_attention_proj_granularity_type": "head_wise",
+    "q_lora_rank": None, "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16,
+    "intermediate_size": 128, "moe_intermediate_size": 32, "moe_shared_expert_intermediate_size": 32,
+    "num_experts": 8, "num_experts_per_tok": 2, "num_shared_experts": 1, "first_k_dense_replace": 1,
+    "score_function": "sigmoid", "routed_scaling_factor": 2.5, "norm_topk_prob": True,
+    "num_nextn_predict_layers": 0, "rms_norm_eps": 1e-6, "rope_theta": 600000.0, "max_position_embeddings": 4096,
+    "tie_word_embeddings": False,
+}
+
+
+def _ling3_weights(folder: Path) -> Path:
+    """The checkpoint in the Ling tensor names upstream's ``BailingMoeV3Model`` and gguf-py's tensor map read
+    (``model.word_embeddings``, ``attention.*`` with ``f_proj`` / ``g_proj`` / ``A_log`` / ``dt_bias`` / ``dense``,
+    ``mlp.gate`` with ``expert_bias``, per-expert ``mlp.experts.E.*``, ``mlp.shared_experts.*``): transformers 5 has
+    no BailingMoeV3 class, so the safetensors are written directly (seeded, BF16; the router bias F32)."""
+    c = LING3_CONFIG
+    h, nh, hd, v = c["hidden_size"], c["num_attention_heads"], c["head_dim"], c["vocab_size"]
+    inner, conv, group = nh * hd, c["short_conv_kernel_size"], c["layer_group_size"]
+    kv_rank, nope, rope, vd = c["kv_lora_rank"], c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
+    ff, eff, sff, ne = c["intermediate_size"], c["moe_intermediate_size"], c["moe_shared_expert_intermediate_size"], \
+        c["num_experts"]
+    m = Maker(32070, "BF16")
+    t: dict[str, Tensor] = {"model.word_embeddings.weight": m.t(v, h, scale=1.0), "model.norm.weight": m.norm(h),
+                            "lm_head.weight": m.t(v, h, scale=0.5)}
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        t[p + "input_layernorm.weight"] = m.norm(h)
+        t[p + "post_attention_layernorm.weight"] = m.norm(h)
+        a = p + "attention."
+        if (i + 1) % group == 0:  # full (MLA) attention, gate per head
+            t.update({a + "q_proj.weight": m.t(nh * (nope + rope), h),
+                      a + "kv_a_proj_with_mqa.weight": m.t(kv_rank + rope, h),
+                      a + "kv_a_layernorm.weight": m.norm(kv_rank),
+                      a + "kv_b_proj.weight": m.t(nh * (nope + vd), kv_rank),
+                      a + "g_proj.weight": m.t(nh, h), a + "dense.weight": m.t(h, nh * vd)})
+        else:  # KDA linear attention
+            t.update({a + "q_proj.weight": m.t(inner, h), a + "k_proj.weight": m.t(inner, h),
+                      a + "v_proj.weight": m.t(inner, h), a + "q_conv1d.weight": m.t(inner, 1, conv, scale=0.3),
+                      a + "k_conv1d.weight": m.t(inner, 1, conv, scale=0.3),
+                      a + "v_conv1d.weight": m.t(inner, 1, conv, scale=0.3), a + "f_proj.weight": m.t(inner, h),
+                      a + "b_proj.weight": m.t(nh, h), a + "A_log": m.t(nh, scale=0.5), a + "dt_bias": m.t(inner),
+                      a + "g_proj.weight": m.t(inner, h), a + "o_norm.weight": m.norm(hd),
+                      a + "dense.weight": m.t(h, inner)})
+        if i < c["first_k_dense_replace"]:
+            t.update({p + "mlp.gate_proj.weight": m.t(ff, h), p + "mlp.up_proj.weight": m.t(ff, h),
+                      p + "mlp.down_proj.weight": m.t(h, ff)})
+            continue
+        t[p + "mlp.gate.weight"] = m.t(ne, h, scale=0.5)
+        t[p + "mlp.gate.expert_bias"] = ("F32", m.rng.standard_normal(ne, dtype="float32") * 0.01)
+        for e in range(ne):
+            q = f"{p}mlp.experts.{e}."
+            t.update({q + "gate_proj.weight": m.t(eff, h), q + "up_proj.weight": m.t(eff, h),
+                      q + "down_proj.weight": m.t(h, eff)})
+        t.update({p + "mlp.shared_experts.gate_proj.weight": m.t(sff, h),
+                  p + "mlp.shared_experts.up_proj.weight": m.t(sff, h),
+                  p + "mlp.shared_experts.down_proj.weight": m.t(h, sff)})
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(c, indent=1), encoding="utf-8")
+    save_safetensors(folder / "model.safetensors", t)
+    qwen35_tokenizer(folder)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def qwen35(llama_bin: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Run]:
     """(HF folder, BF16 GGUF by upstream's converter, plain greedy run) of the Qwen3.5 target."""
@@ -74,6 +148,27 @@ def test_drafts_on_qwen35_load_and_are_lossless(case: str, llama_bin: tuple[Path
     assert len(plain.completion.tokens) == 16
     assert r.completion.draft_n > 0, f"{case}: llama-server reported no drafted tokens"
     assert r.completion.tokens == plain.completion.tokens, f"{case}: speculative output differs from plain greedy"
+
+
+@pytest.mark.llama
+def test_dspark_on_ling3_target_loads_and_is_lossless(llama_bin: tuple[Path, Path], tmp_path: Path) -> None:
+    """llama.cpp b11434's bailingmoe3 graph records ``t_layer_inp`` for every layer (KDA and MLA alike), so the
+    DSpark draft upstream would write for a Ling-3 target speculates on it: same tokens as the target alone."""
+    hf = _ling3_weights(tmp_path / "target")
+    gguf = convert_target(llama_bin[1], hf, tmp_path / "target.bf16.gguf", outtype="bf16", pre="qwen35")
+    g = open_gguf(gguf)
+    assert g.value("general.architecture") == "bailingmoe3"
+    assert list(g.value("bailingmoe3.attention.head_count_kv")) == [0, 0, 1, 0, 0, 1]  # KDA, KDA, MLA, ...
+    plain = run(llama_bin[0], gguf)
+    assert len(plain.completion.tokens) == 16
+    draft, _ = make_case(tmp_path, "dspark-ling3", tmp_path / "targets")
+    conv = convert(draft, hf, tmp_path / "dspark-ling3.bf16.gguf", outtype="bf16")
+    assert not [f for f in conv.findings if f.rule == "target-graph"]
+    r = run(llama_bin[0], gguf, conv.path)
+    c = r.completion
+    assert c.draft_n > 0, "dspark-ling3: llama-server reported no drafted tokens"
+    assert 0 <= c.draft_n_accepted <= c.draft_n
+    assert c.tokens == plain.completion.tokens, "dspark-ling3: speculative output differs from plain greedy"
 
 
 @pytest.mark.llama

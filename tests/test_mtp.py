@@ -80,28 +80,34 @@ def test_mtp_on_a_draft_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_class_not_written_yet_is_refused_naming_it(tmp_path: Path) -> None:
-    ck = tmp_path / "glm"
+    ck = tmp_path / "step"
     ck.mkdir()
-    (ck / "config.json").write_text(json.dumps({"architectures": ["Glm4MoeForCausalLM"], "num_hidden_layers": 1}))
+    (ck / "config.json").write_text(json.dumps({"architectures": ["Step3p5ForCausalLM"], "num_hidden_layers": 1}))
     from draft_kit import Maker, save_safetensors
 
     save_safetensors(ck / "model.safetensors", {"model.layers.1.eh_proj.weight": Maker(0, "BF16").t(4, 8)})
-    with pytest.raises(ConvertError, match=r"Glm4MoeForCausalLM: the MTP sidecar of GLM-4.5/4.5V/4.6/4.7 \(glm4moe\) is not "
+    with pytest.raises(ConvertError, match=r"Step3p5ForCausalLM: the MTP sidecar of Step-3.5/3.7 \(step35\) is not "
                                            r"written by this version"):
         convert(ck, None, tmp_path / "x.gguf", mtp=True)
 
 
 def test_written_and_refused_classes_are_the_tables_mtp_exports() -> None:
-    """Every target class upstream exports with ``--mtp`` is either written (the Qwen mixin's classes) or refused with
-    a reason; nothing else is claimed. The 26 classes and 16 GGUF architectures of b11434."""
+    """Every target class upstream exports with ``--mtp`` is either written (the Qwen mixin's classes, GLM-4.5's
+    ``Glm4MoeModel``) or refused with a reason; nothing else is claimed. The 26 classes and 16 GGUF architectures of
+    b11434: 7 classes (4 architectures) written, 19 refused."""
     from dspark_convert.tokenizer.targets import table
-    from dspark_convert.variants.mtp import mtp, qwen
+    from dspark_convert.variants.mtp import glm, mtp, qwen
 
     rows = table()["architectures"]
     exported = {n for n, r in rows.items() if r.get("mtp_export") and r["role"] == "target"}
-    assert set(qwen.ARCHS) | set(mtp.REFUSED) == exported and not set(qwen.ARCHS) & set(mtp.REFUSED)
+    written = set(qwen.ARCHS) | set(glm.ARCHS)
+    assert written | set(mtp.REFUSED) == exported and not written & set(mtp.REFUSED)
+    assert set(mtp.ARCHITECTURES) == written and not set(qwen.ARCHS) & set(glm.ARCHS)
     assert sorted(qwen.ARCHS.values()) == ["qwen35", "qwen35", "qwen35moe", "qwen35moe", "qwen3next"]
+    assert glm.ARCHS == {"Glm4MoeForCausalLM": "glm4moe", "Glm4vMoeForConditionalGeneration": "glm4moe"}
     assert len(exported) == 26 and len({rows[n]["gguf_arch"] for n in exported}) == 16
+    assert len(written) == 7 and len(mtp.REFUSED) == 19
+    assert "glm4moe" not in {rows[n]["gguf_arch"] for n in mtp.REFUSED}
     assert all("(" in why and not why.startswith(n) for n, why in mtp.REFUSED.items())  # a written reason each
 
 

@@ -289,7 +289,8 @@ def test_layer_inputs_from_the_cpp_tree() -> None:
     assert T.gguf_arch_of(qwen35_config("Qwen3_5MoeForConditionalGeneration")) == "qwen35moe"
 
 
-@pytest.mark.parametrize(("case", "status"), [("dflash-glm4-moe", "fail"), ("dspark-qwen35", "pass")])
+@pytest.mark.parametrize(("case", "status"), [("dflash-glm4-moe", "fail"), ("dspark-qwen35", "pass"),
+                                              ("dspark-ling3", "pass")])
 def test_check_target_reports_a_target_graph_without_layer_inputs(tmp_path: Path, targets_dir: Path, case: str,
                                                                   status: str) -> None:
     from dspark_convert.fit.rules import check_fit

@@ -212,6 +212,37 @@ def test_upgrade_with_hf_lists_nothing_hf_would_check(tmp_path: Path, as_json: b
                          "tokenizer add_bos/add_eos (post-processor rule)"]
 
 
+def test_upgrade_dry_run_json_names_the_file_it_would_write(tmp_path: Path) -> None:
+    """Friction: ``upgrade --dry-run --json`` had ``"output": null``. It names the file the real run would write
+    (-o, else OLD.upgraded.gguf beside the input), and writes nothing."""
+    import json
+
+    gguf = tmp_path / "zlab.gguf"
+    assert run("hf2gguf", FIXTURES / "dflash-zlab", "-t", TARGET, "-o", gguf).exit_code == 0
+    default = json.loads(run("upgrade", gguf, "--dry-run", "--json").stdout)
+    chosen = json.loads(run("upgrade", gguf, "-o", tmp_path / "new.gguf", "--dry-run", "--json").stdout)
+    assert (default["output"], default["bytes"]) == (str(tmp_path / "zlab.upgraded.gguf"), None)
+    assert chosen["output"] == str(tmp_path / "new.gguf")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["zlab.gguf"]
+
+
+def test_a_target_file_or_model_folder_gets_the_right_verb(tmp_path: Path) -> None:
+    """Friction: a target GGUF given to ``check`` and a model folder given to ``inspect`` / ``check`` got no hint of
+    the verb that reads them."""
+    from fit_pairs import write_target_gguf
+
+    target = write_target_gguf(tmp_path / "Qwen3-8B-Q8_0.gguf", [], big_tensor_bytes=4096)
+    r = run("check", target)
+    assert r.exit_code == 1
+    assert ("'qwen3' is not a draft architecture llama.cpp loads; expected one of " in r.stdout
+            and "(a target model's file? check a draft against it: 'dspark-convert check DRAFT.gguf --target FILE')"
+            in r.stdout), r.stdout
+    for verb in ("inspect", "check"):
+        refused(run(verb, TARGET), f"{TARGET}: is a model folder, not a GGUF file; convert a draft checkpoint with "
+                                   f"'dspark-convert hf2gguf {TARGET} --target-model-dir TARGET', or check a draft "
+                                   f"against this target with 'dspark-convert check DRAFT.gguf --target {TARGET}'")
+
+
 # ------------------------------------------------------------------------------------------- 6: --hf / --target
 @pytest.mark.parametrize("flag, folder, line", [
     ("--hf", "target-qwen3", "--hf {d}: is a target model (Qwen3ForCausalLM), not a draft checkpoint; pass the "

@@ -297,12 +297,22 @@ class FitReport:
     def counts(self) -> dict[str, int]:
         return {s: sum(r.status == s for r in self.results) for s in ("pass", "fail", "info", "skip")}
 
+    def spec_type(self) -> dict[str, Any] | None:
+        """The ``--spec-type`` llama-server runs the draft with (as ``check DRAFT`` says it), or None when the draft
+        does not load (no loader error) or is no draft llama-server runs."""
+        from ..check import spec_type
+
+        if self.draft.plan is None or any(f.level == "error" for f in self.loader_findings):
+            return None
+        st = spec_type(self.draft.plan)
+        return st.to_dict() if st.spec_type is not None else None
+
     def to_dict(self) -> dict[str, Any]:
         return {"draft": self.draft.source, "draft_arch": self.draft.arch, "family": self.draft.family,
                 "target": self.target.source, "target_kind": self.target.kind, "target_arch": self.target.arch,
                 "ok": self.ok, "counts": self.counts(), "rules": [r.to_dict() for r in self.results],
                 "loader_findings": [f.to_dict() for f in self.loader_findings],
-                "notes": [f.to_dict() for f in self.notes]}
+                "notes": [f.to_dict() for f in self.notes], "spec_type": self.spec_type()}
 
 
 #: the rules that say whether the target's vocabulary is the draft's (the tokenizer facts a target supplies to the

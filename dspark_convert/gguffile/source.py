@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..errors import ConvertError
 from .options import RemoteOptions
 from .reader import GGUFFile, plan_from_file, read_gguf
 from .refs import HubFile, classify_ref, is_remote_ref, parse_hub_ref
@@ -45,6 +46,10 @@ def open_gguf_source(ref: str | os.PathLike[str], remote: RemoteOptions | None =
     """
     where = classify_ref(ref)
     if isinstance(where, Path):
+        if where.is_dir() and (where / "config.json").is_file():  # a checkpoint folder: name the verb that reads it
+            raise ConvertError(f"{where}: is a model folder, not a GGUF file; convert a draft checkpoint with "
+                               f"'dspark-convert hf2gguf {where} --target-model-dir TARGET', or check a draft against "
+                               f"this target with 'dspark-convert check DRAFT.gguf --target {where}'")
         return read_gguf(where)
     from .remote import open_hub_file, open_url
 

@@ -27,6 +27,7 @@ from ..plan import KV, Plan
 from ..registry.families import family_name
 from ..registry.words import UPSTREAM_FLAGS
 from ..roles.convert import Context, ConvertOptions, Family
+from ..variants.spectype import hub_name
 from .destination import check_destination, check_planned_name, expect_commit, written_here
 from .inputs import (
     Draft,
@@ -253,8 +254,8 @@ def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: st
         plan = planned.plan
         fit_errors = errors(planned.fit)
         if fit_errors and not options.ignore_target_mismatch:
-            raise ConvertError(f"{fit_errors[0].message} ({IGNORE_HINT})"
-                               + (f" (and {len(fit_errors) - 1} more)" if len(fit_errors) > 1 else ""))
+            # every misfit in the one line (a second one is not hidden behind a count)
+            raise ConvertError("; ".join(f.message for f in fit_errors) + f" ({IGNORE_HINT})")
         fit = [Finding("warning", f.subject, f.rule, f.message) for f in planned.fit]
         _check_layer_count(plan, planned.sources["draft"])
         findings = fit + check_plan(plan)
@@ -270,6 +271,8 @@ def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: st
                                           target_name=planned.target.model_id, draft_name=planned.draft.model_id,
                                           size_label=plan.value(S.GENERAL_SIZE_LABEL), spec_type=st.spec_type)
         path = Path(expand_output_template(str(outfile), outtype=planned.outtype))
+        if st.spec_type is not None and (hidden := hub_name(str(path), st.spec_type).problem) is not None:
+            findings.append(Finding("note", str(path), "hf-name", hidden))  # a name the user chose: a note
         result = ConvertResult(path=path, plan=plan, findings=findings, outtype=planned.outtype, dry_run=dry_run,
                                family=planned.family_name, notes=list(plan.notes),
                                architecture=planned.architecture.to_dict() if planned.architecture else None,

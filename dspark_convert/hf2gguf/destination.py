@@ -128,8 +128,9 @@ def release(tmp: Path) -> None:
 
 
 def stale_partials(path: Path) -> list[Path]:
-    """Partial files of ``path`` whose writer is gone: a process that no longer exists, or this process's own pid
-    (a container restart reuses pids) for a file this process is not writing."""
+    """Partial files of ``path`` whose writer is gone: a process that no longer exists or is a zombie (killed, not
+    yet reaped), a process that started after the file was last written (its pid was reused), or this process's
+    own pid (a container restart reuses pids) for a file this process is not writing."""
     folder = path.parent if str(path.parent) else Path(".")
     out = []
     with contextlib.suppress(OSError):
@@ -138,7 +139,11 @@ def stale_partials(path: Path) -> list[Path]:
             if m is None or m["name"] != path.name or not entry.is_file(follow_symlinks=False):
                 continue
             pid, p = int(m["pid"]), folder / entry.name
-            if (pid == os.getpid() and p not in _ACTIVE) or (pid != os.getpid() and not _alive(pid)):
+            try:
+                since: float | None = entry.stat(follow_symlinks=False).st_mtime
+            except OSError:
+                since = None
+            if (pid == os.getpid() and p not in _ACTIVE) or (pid != os.getpid() and not _alive(pid, since)):
                 out.append(p)
     return sorted(out)
 
@@ -156,7 +161,10 @@ def remove_stale_partials(path: Path) -> list[Path]:
     return removed
 
 
-def _alive(pid: int) -> bool:
+def _alive(pid: int, since: float | None = None) -> bool:
+    """Whether the process that wrote a partial file may still be writing it: it exists, is not a zombie (killed,
+    not yet reaped by its parent), and (where ``/proc`` tells) started before ``since``, the file's modification
+    time; a process that started later holds a reused pid. Anything it cannot tell keeps the file."""
     if os.name == "nt":  # os.kill(pid, 0) would terminate the process there: never call a file stale
         return True
     try:
@@ -164,10 +172,27 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # exists, owned by another user
-        return True
+        pass
     except OSError:
         return True  # cannot tell: keep the file
-    return True
+    state, started = _proc_state(pid)
+    if state in ("Z", "X"):
+        return False
+    return not (since is not None and started is not None and started > since + 1.0)
+
+
+def _proc_state(pid: int) -> tuple[str | None, float | None]:
+    """``(state letter, start time as a Unix time)`` of ``pid`` from Linux's ``/proc``; ``(None, None)`` elsewhere
+    or when unreadable."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state is field 3, starttime field 22
+        ticks = int(fields[19])
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        return fields[0], boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None, None
 
 
 # ------------------------------------------------------------------------------------------- the commit

@@ -17,8 +17,9 @@ from ..gguf_constants import VT
 ARCH_QWEN35 = "qwen35"
 ARCH_QWEN35MOE = "qwen35moe"
 ARCH_QWEN3NEXT = "qwen3next"
+ARCH_GLM4MOE = "glm4moe"
 #: the GGUF architectures whose MTP sidecars are written (the loaders with ``mtp_only`` detection)
-MTP_ARCHES = (ARCH_QWEN35, ARCH_QWEN35MOE, ARCH_QWEN3NEXT)
+MTP_ARCHES = (ARCH_QWEN35, ARCH_QWEN35MOE, ARCH_QWEN3NEXT, ARCH_GLM4MOE)
 
 # keys (templates take the arch string), in upstream's writing order
 NEXTN_PREDICT_LAYERS = "{arch}.nextn_predict_layers"
@@ -30,6 +31,9 @@ SSM_TIME_STEP_RANK = "{arch}.ssm.time_step_rank"
 SSM_INNER_SIZE = "{arch}.ssm.inner_size"
 RECURRENT_LAYERS = "{arch}.attention.recurrent_layers"
 FULL_ATTENTION_INTERVAL = "{arch}.full_attention_interval"
+EXPERT_GROUP_COUNT = "{arch}.expert_group_count"
+EXPERT_GROUP_USED_COUNT = "{arch}.expert_group_used_count"
+LEADING_DENSE_BLOCK_COUNT = "{arch}.leading_dense_block_count"
 
 # tensors of a NextN block (after ``blk.{n}.``)
 L_NEXTN_EH_PROJ = "nextn.eh_proj.weight"
@@ -47,6 +51,8 @@ L_FFN_GATE_SHEXP = "ffn_gate_shexp.weight"
 L_FFN_UP_SHEXP = "ffn_up_shexp.weight"
 L_FFN_DOWN_SHEXP = "ffn_down_shexp.weight"
 L_FFN_GATE_INP_SHEXP = "ffn_gate_inp_shexp.weight"
+#: the router's score-correction bias (``mlp.gate.e_score_correction_bias``, GLM-4.5)
+L_EXP_PROBS_B = "exp_probs_b.bias"
 #: tensors upstream always writes as F32 (``base.py`` forced types: router weights)
 F32_LAYER_TENSORS = (L_FFN_GATE_INP, L_FFN_GATE_INP_SHEXP)
 
@@ -61,5 +67,8 @@ _KEY_TYPES: dict[str, VT] = {
     SSM_INNER_SIZE: VT.UINT32,
     RECURRENT_LAYERS: VT.ARRAY,
     FULL_ATTENTION_INTERVAL: VT.UINT32,
+    EXPERT_GROUP_COUNT: VT.UINT32,
+    EXPERT_GROUP_USED_COUNT: VT.UINT32,
+    LEADING_DENSE_BLOCK_COUNT: VT.UINT32,
 }
 _ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {RECURRENT_LAYERS: (VT.BOOL,)}

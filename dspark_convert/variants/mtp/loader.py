@@ -1,6 +1,8 @@
-"""Loader rules of an MTP sidecar (b11434 ``src/models/qwen35.cpp``, ``qwen35moe.cpp``, ``qwen3next.cpp``;
-spec/drafts-beyond-dflash.md §1.6): what llama.cpp's loader of the target architecture requires of a file with
-``nextn_predict_layers > 0`` and no ``blk.0.attn_norm.weight`` (``mtp_only``).
+"""Loader rules of an MTP sidecar (b11434 ``src/models/qwen35.cpp``, ``qwen35moe.cpp``, ``qwen3next.cpp``,
+``glm4-moe.cpp``; spec/drafts-beyond-dflash.md §1.6): what llama.cpp's loader of the target architecture requires of
+a file with ``nextn_predict_layers > 0`` and no ``blk.0.attn_norm.weight`` (``mtp_only``).
+
+The Qwen loaders:
 
 - keys: ``block_count`` (= trunk + MTP blocks), ``nextn_predict_layers`` in ``1..block_count``, the SSM keys
   (``conv_kernel``, ``inner_size``, ``state_size``, ``time_step_rank``, ``group_count``), for ``qwen35`` /
@@ -12,6 +14,18 @@ spec/drafts-beyond-dflash.md §1.6): what llama.cpp's loader of the target archi
   router + experts + shared expert) and ``nextn.eh_proj`` / ``enorm`` / ``hnorm``; ``nextn.embed_tokens``,
   ``shared_head_head`` and ``shared_head_norm`` are optional. MTP tensors are SKIP unless llama-server runs
   ``--spec-type draft-mtp``, but SKIP still requires them.
+
+The ``glm4moe`` loader (:func:`glm_rules`):
+
+- keys: ``nextn_predict_layers`` in ``1..block_count``, ``expert_feed_forward_length``, ``expert_shared_count``,
+  ``expert_count`` / ``expert_used_count`` above 0 (its ``GGML_ASSERT``); ``leading_dense_block_count`` (default
+  0) decides whether a block is MoE;
+- tensors: ``token_embd`` and ``output_norm`` required, ``output`` optional; every MTP block needs ``attn_norm``,
+  ``attn_q`` / ``attn_k`` / ``attn_v`` (biases optional), ``attn_output``, ``post_attention_norm`` (q/k norms
+  optional), the router with ``exp_probs_b.bias``, the expert stacks and (``expert_shared_count`` > 0) the shared
+  expert of ``expert_feed_forward_length x expert_shared_count`` rows, or the dense FFN for a leading dense block,
+  and ``nextn.eh_proj`` / ``enorm`` / ``hnorm``; ``nextn.embed_tokens``, ``shared_head_head`` and
+  ``shared_head_norm`` are optional.
 
 This module is the one place those rules are written: ``check`` applies them to a sidecar made by any tool (the
 ``mtp`` variant of the registry), and ``hf2gguf --mtp`` checks its plan with them before writing.
@@ -37,25 +51,116 @@ def in_what(dims: Dims) -> str:
     return f"hidden_size {dims.hidden}"
 
 
-def rules(c: Checker) -> int | None:
-    """The ``mtp_only`` branch of the target arch's loader (see the module docstring)."""
-    arch = c.plan.arch
-    moe = arch in (S.ARCH_QWEN35MOE, S.ARCH_QWEN3NEXT)
-    d = c.dims
+def _nextn(c: Checker) -> tuple[int, int] | None:
+    """(block_count, nextn_predict_layers), or None after an error finding when the pair is unusable."""
     n_all = _int(c.val(S.BLOCK_COUNT)) or 0
     nextn = _int(c.val(S.NEXTN_PREDICT_LAYERS))
     if nextn is None or not 0 < nextn <= n_all:
         c.err(c.key(S.NEXTN_PREDICT_LAYERS), "required-key", f"is {nextn!r}, expected 1..block_count ({n_all}) in an "
               "MTP sidecar (the loader takes blk.{block_count - nextn}.. as the MTP blocks)")
         return None
+    return n_all, nextn
+
+
+def _root_and_nextn(c: Checker, n: int, n_all: int) -> None:
+    """The embedding, final norm and head, and each MTP block's NextN tensors: the same in every loader here."""
+    hidden, n_tokens = c.dims.hidden, c.dims.n_tokens
+    c.rules.expect(S.T_TOKEN_EMBD, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size {hidden}",
+                   required=True)
+    c.rules.expect(S.T_OUTPUT_NORM, shape_of(hidden), f"hidden_size {hidden}", required=True)
+    c.rules.expect(S.T_OUTPUT, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size {hidden}")
+    for i in range(n, n_all):
+        p = S.LAYER_PREFIX.format(bid=i)
+        c.rules.expect(p + S.L_NEXTN_EH_PROJ, shape_of(hidden, mul(hidden, 2)),
+                       f"ne[0] = 2 x hidden_size {hidden} (embedding and hidden state concatenated)", required=True)
+        c.rules.expect(p + S.L_NEXTN_ENORM, shape_of(hidden), f"hidden_size {hidden}", required=True)
+        c.rules.expect(p + S.L_NEXTN_HNORM, shape_of(hidden), f"hidden_size {hidden}", required=True)
+        c.rules.expect(p + S.L_NEXTN_SHARED_HEAD_NORM, shape_of(hidden), f"hidden_size {hidden}")
+        c.rules.expect(p + S.L_NEXTN_EMBED_TOKENS, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size")
+        c.rules.expect(p + S.L_NEXTN_SHARED_HEAD_HEAD, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size")
+
+
+def _missing_keys(c: Checker, arch: str, required: list[str]) -> None:
+    for tpl in required:
+        if c.key(tpl) not in c.kv:
+            c.err(c.key(tpl), "required-key", f"is missing (llama.cpp's {arch} loader: \"key not found in model\")")
+
+
+def glm_rules(c: Checker) -> int | None:
+    """The ``mtp_only`` branch of llama.cpp's ``glm4moe`` loader (see the module docstring)."""
+    got = _nextn(c)
+    if got is None:
+        return None
+    n_all, nextn = got
+    _missing_keys(c, c.plan.arch, [S.EXPERT_FEED_FORWARD_LENGTH, S.EXPERT_SHARED_COUNT, S.EXPERT_COUNT,
+                                   S.EXPERT_USED_COUNT])
+    for tpl in (S.EXPERT_COUNT, S.EXPERT_USED_COUNT):
+        v = _int(c.val(tpl))
+        if v is not None and v <= 0:
+            c.err(c.key(tpl), "required-key", f"is {v}, expected > 0 (llama.cpp's glm4moe loader asserts it)")
+    n = n_all - nextn
+    d = c.dims
+    hidden, heads, head_dim = d.hidden, d.n_head, d.head_dim
+    q_rows, kv_rows = mul(heads, head_dim), mul(d.n_head_kv, head_dim)
+    experts = _int(c.val(S.EXPERT_COUNT))
+    n_ff_exp = _int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
+    shared = _int(c.val(S.EXPERT_SHARED_COUNT)) or 0
+    dense_lead = _int(c.val(S.LEADING_DENSE_BLOCK_COUNT)) or 0
+    _root_and_nextn(c, n, n_all)
+    for i in range(n, n_all):
+        p = S.LAYER_PREFIX.format(bid=i)
+
+        def need(short: str, shape: tuple[int, ...] | None, why: str, *, req: bool = True, _p: str = p) -> None:
+            c.rules.expect(_p + short, shape, why, required=req)
+
+        need(S.L_ATTN_NORM, shape_of(hidden), f"hidden_size {hidden}")
+        need(S.L_ATTN_Q, shape_of(q_rows, hidden), f"ne[1] = heads {heads} x head_dim {head_dim}")
+        need(S.L_ATTN_K, shape_of(kv_rows, hidden), "ne[1] = kv heads x head_dim")
+        need(S.L_ATTN_V, shape_of(kv_rows, hidden), "ne[1] = kv heads x head_dim")
+        need("attn_q.bias", shape_of(q_rows), "heads x head_dim", req=False)
+        need("attn_k.bias", shape_of(kv_rows), "kv heads x head_dim", req=False)
+        need("attn_v.bias", shape_of(kv_rows), "kv heads x head_dim", req=False)
+        need(S.L_ATTN_OUT, shape_of(hidden, q_rows), "ne[0] = heads x head_dim")
+        need(S.L_ATTN_Q_NORM, shape_of(head_dim), f"head_dim {head_dim}", req=False)
+        need(S.L_ATTN_K_NORM, shape_of(head_dim), f"head_dim {head_dim}", req=False)
+        need(S.L_POST_ATTENTION_NORM, shape_of(hidden), f"hidden_size {hidden}")
+        if i >= dense_lead:
+            need(S.L_FFN_GATE_INP, shape_of(experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
+            need(S.L_EXP_PROBS_B, shape_of(experts), f"expert_count {experts}")
+            for short in (S.L_FFN_GATE_EXPS, S.L_FFN_UP_EXPS):
+                need(short, shape_of(experts, n_ff_exp, hidden), f"experts {experts} x expert_feed_forward_length "
+                     f"{n_ff_exp} x hidden_size {hidden}")
+            need(S.L_FFN_DOWN_EXPS, shape_of(experts, hidden, n_ff_exp), f"experts {experts} x hidden_size {hidden} x "
+                 f"expert_feed_forward_length {n_ff_exp}")
+            if shared > 0:
+                n_ff_sh = mul(n_ff_exp, shared)
+                why = f"expert_feed_forward_length {n_ff_exp} x expert_shared_count {shared}"
+                need(S.L_FFN_GATE_SHEXP, shape_of(n_ff_sh, hidden), why)
+                need(S.L_FFN_UP_SHEXP, shape_of(n_ff_sh, hidden), why)
+                need(S.L_FFN_DOWN_SHEXP, shape_of(hidden, n_ff_sh), why)
+        else:
+            need(S.L_FFN_GATE, shape_of(d.n_ff, hidden), f"ne[1] = feed_forward_length {d.n_ff}")
+            need(S.L_FFN_UP, shape_of(d.n_ff, hidden), f"ne[1] = feed_forward_length {d.n_ff}")
+            need(S.L_FFN_DOWN, shape_of(hidden, d.n_ff), f"ne[0] = feed_forward_length {d.n_ff}")
+    return None
+
+
+def qwen_rules(c: Checker) -> int | None:
+    """The ``mtp_only`` branch of llama.cpp's ``qwen35`` / ``qwen35moe`` / ``qwen3next`` loaders (see the module
+    docstring)."""
+    arch = c.plan.arch
+    moe = arch in (S.ARCH_QWEN35MOE, S.ARCH_QWEN3NEXT)
+    d = c.dims
+    got = _nextn(c)
+    if got is None:
+        return None
+    n_all, nextn = got
     required = list(_SSM_KEYS)
     if arch in (S.ARCH_QWEN35, S.ARCH_QWEN35MOE):
         required.append(S.ROPE_DIMENSION_SECTIONS)
     if moe:
         required += [S.EXPERT_COUNT, S.EXPERT_USED_COUNT]
-    for tpl in required:
-        if c.key(tpl) not in c.kv:
-            c.err(c.key(tpl), "required-key", f"is missing (llama.cpp's {arch} loader: \"key not found in model\")")
+    _missing_keys(c, arch, required)
     recurrent = c.val(S.RECURRENT_LAYERS)
     if recurrent is not None and (not isinstance(recurrent, (list, tuple)) or len(recurrent) != n_all):
         count = len(recurrent) if isinstance(recurrent, (list, tuple)) else recurrent
@@ -64,11 +169,7 @@ def rules(c: Checker) -> int | None:
     n = n_all - nextn
     hidden, heads, head_dim = d.hidden, d.n_head, d.head_dim
     kv_rows = mul(d.n_head_kv, head_dim)
-    n_tokens = d.n_tokens
-    c.rules.expect(S.T_TOKEN_EMBD, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size {hidden}",
-                   required=True)
-    c.rules.expect(S.T_OUTPUT_NORM, shape_of(hidden), f"hidden_size {hidden}", required=True)
-    c.rules.expect(S.T_OUTPUT, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size {hidden}")
+    _root_and_nextn(c, n, n_all)
     q_rows = mul(mul(heads, head_dim), 2)
     experts = _int(c.val(S.EXPERT_COUNT))
     n_ff_exp = _int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
@@ -103,11 +204,9 @@ def rules(c: Checker) -> int | None:
             need(S.L_FFN_GATE, shape_of(d.n_ff, hidden), f"ne[1] = feed_forward_length {d.n_ff}")
             need(S.L_FFN_UP, shape_of(d.n_ff, hidden), f"ne[1] = feed_forward_length {d.n_ff}")
             need(S.L_FFN_DOWN, shape_of(hidden, d.n_ff), f"ne[0] = feed_forward_length {d.n_ff}")
-        need(S.L_NEXTN_EH_PROJ, shape_of(hidden, mul(hidden, 2)),
-             f"ne[0] = 2 x hidden_size {hidden} (embedding and hidden state concatenated)")
-        need(S.L_NEXTN_ENORM, shape_of(hidden), f"hidden_size {hidden}")
-        need(S.L_NEXTN_HNORM, shape_of(hidden), f"hidden_size {hidden}")
-        need(S.L_NEXTN_SHARED_HEAD_NORM, shape_of(hidden), f"hidden_size {hidden}", req=False)
-        need(S.L_NEXTN_EMBED_TOKENS, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size", req=False)
-        need(S.L_NEXTN_SHARED_HEAD_HEAD, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size", req=False)
     return None
+
+
+def rules(c: Checker) -> int | None:
+    """The ``mtp_only`` branch of the target arch's loader (see the module docstring)."""
+    return glm_rules(c) if c.plan.arch == S.ARCH_GLM4MOE else qwen_rules(c)

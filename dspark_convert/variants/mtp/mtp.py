@@ -2,14 +2,16 @@
 file of the target's architecture, as upstream b11434's ``convert_hf_to_gguf.py --mtp`` does
 (spec/drafts-beyond-dflash.md §1). llama-server runs it with ``--spec-type draft-mtp`` next to the target.
 
-The head lives inside the target checkpoint, so only the shards holding ``mtp.*``, the embedding, the final norm
-and the output head are opened (or downloaded); the tokenizer is the checkpoint's own. Each family's header and
-name knowledge is one module of this package (:mod:`.qwen`); the classes upstream also exports that are not
-written here are refused in one line (:data:`REFUSED`).
+The head lives inside the target checkpoint, so only the shards holding it (``mtp.*``, or GLM-4.5's layers after
+the trunk), the embedding, the final norm and the output head are opened (or downloaded); the tokenizer is the checkpoint's own. Each family's header and
+name knowledge is one module of this package (:mod:`.qwen`, :mod:`.glm`: :data:`FAMILIES`, each handing back a
+:class:`~.head.Head`); the classes upstream also exports that are not written here are refused in one line
+(:data:`REFUSED`).
 """
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 from ...errors import ConvertError
@@ -20,12 +22,14 @@ from ...plan import Plan
 from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
 from ...tokenizer.targets import handler_for_architecture, table
-from . import qwen
+from . import glm, qwen
 
+#: the family modules, each with ``ARCHS`` (HF class -> GGUF arch), ``reads``, ``sidecar`` and ``hf_names``
+FAMILIES: tuple[ModuleType, ...] = (qwen, glm)
 #: default output names: ``mtp-<name>-<TYPE>.gguf`` (upstream's ``prepare_metadata`` of these classes); llama.cpp's
 #: ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
 FILE_PREFIX = "mtp-"
-ARCHITECTURES: tuple[str, ...] = tuple(qwen.ARCHS)
+ARCHITECTURES: tuple[str, ...] = tuple(a for fam in FAMILIES for a in fam.ARCHS)
 #: the file carries the target's embedding and head itself
 TARGET_TENSORS: tuple[TargetTensor, ...] = ()
 #: the tokenizer is the checkpoint's own (--target-model-dir may name another folder to take it from)
@@ -45,7 +49,6 @@ NOT_WRITTEN_BECAUSE: dict[str, str] = {
     "deepseek32": "DeepSeek-V3.2 (deepseek32, FP8 weights)",
     "deepseek4": "DeepSeek-V4 (deepseek4: MXFP4 experts, Q8_0 eh_proj, hyper-connection head)",
     "dots3note": "Dots3 (dots3note: upstream's loader has no MTP graph)",
-    "glm4moe": "GLM-4.5/4.5V/4.6/4.7 (glm4moe)",
     "deepseek2": "GLM-4.7-Flash (deepseek2 MLA)",
     "glm-dsa": "GLM-5 (glm-dsa)",
     "glm5-next": "GLM-5.3 (glm5-next: upstream's loader cannot run its NextN graph)",
@@ -60,12 +63,20 @@ NOT_WRITTEN_BECAUSE: dict[str, str] = {
 REFUSED: dict[str, str] = {
     name: NOT_WRITTEN_BECAUSE.get(str(row.get("gguf_arch")), f"{name} ({row.get('gguf_arch')})")
     for name, row in table()["architectures"].items()
-    if row.get("mtp_export") and row.get("role") == "target" and name not in qwen.ARCHS}
+    if row.get("mtp_export") and row.get("role") == "target" and name not in ARCHITECTURES}
 
 
 def _arch(config: dict[str, Any]) -> str | None:
     archs = config.get("architectures")
     return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+
+
+def _family(arch: str | None) -> ModuleType:
+    fam = next((f for f in FAMILIES if arch in f.ARCHS), None)
+    if fam is None:
+        raise ConvertError(f"{arch}: not a class whose MTP sidecar is written here (expected one of "
+                           f"{', '.join(ARCHITECTURES)})")
+    return fam
 
 
 def claims(config: dict[str, Any], tensor_names: list[str]) -> bool:
@@ -78,12 +89,14 @@ def claims(config: dict[str, Any], tensor_names: list[str]) -> bool:
 
 
 def draft_tensors(config: dict[str, Any]) -> Select | None:
-    """Only ``mtp.*`` and the embedding, final norm and head: the trunk's shards are never opened or downloaded."""
-    return qwen.is_read
+    """Only the MTP layers and the embedding, final norm and head: the trunk's shards are never opened or
+    downloaded."""
+    sel: Select = _family(_arch(config)).reads(config)
+    return sel
 
 
 def hf_names(gguf_name: str) -> tuple[str, ...]:
-    return qwen.hf_names(gguf_name)
+    return tuple(dict.fromkeys(n for fam in FAMILIES for n in fam.hf_names(gguf_name)))
 
 
 def target_facts(ctx: Context, plan: Plan) -> TargetFacts:
@@ -98,15 +111,14 @@ def build_plan(ctx: Context) -> Plan:
     if ctx.options.embed_from_target:
         raise ConvertError("--with-target-embeddings: an MTP sidecar already holds its target's embedding and head")
     hp = normalize_hparams(ck.config, where)
-    q = qwen.read_hparams(qwen.ARCHS[arch_name], hp, ck.names, where)
-    tensors = qwen.plan_tensors(ck, q, ctx.out_type)
-    base, fam = qwen.header_kvs(q, ctx.file_type, where)
-    # the class's own vocab method, from the target table (byte-level BPE for every class of the Qwen mixin)
+    q = _family(arch_name).sidecar(arch_name, hp, ck, ctx.out_type, ctx.file_type, where)
+    tensors = q.tensors
+    # the class's own vocab method, from the target table (byte-level BPE for the Qwen mixin, _set_vocab_glm)
     vocab = target_vocab_kvs(ctx.target_dir, vocab_size_of(hp, "vocab_size", where),
                              handler_for_architecture(arch_name, where), cache=ctx.options.tokenizer_cache, draft=hp)
     n_mtp = sum(1 for t in tensors if t.name.startswith("blk."))
     notes = [f"MTP sidecar ({arch_name} -> {q.arch}): {q.nextn} MTP block(s) after {q.n} trunk layers "
              f"(block_count {q.n + q.nextn}), {n_mtp} block tensors + embedding, norm, head; run with llama-server "
              "--spec-type draft-mtp next to the target"]
-    return finish_plan(q.arch, [], base, fam, vocab, [], tensors, notes)
+    return finish_plan(q.arch, [], q.base, q.fam, vocab, [], tensors, notes)
 

@@ -18,6 +18,7 @@ What upstream's ``--mtp`` file holds for them:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from ...kit.common import base_kvs, mapped_once, tensor_type
 from ...kit.hparams import as_positive, as_u32, find_hparam, rope_dict
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
+from .head import Head
 
 #: upstream's model classes that carry the Qwen MTP mixin (``_QwenMtpMixin`` in ``conversion/qwen.py``)
 MTP_CLASSES = ("Qwen3_5TextModel", "Qwen3_5MoeTextModel", "Qwen3NextModel")
@@ -93,6 +95,11 @@ def is_read(name: str) -> bool:
     """The checkpoint tensors an ``--mtp`` file is made of (all others are never opened)."""
     b = bare(name)
     return b.startswith("mtp.") or b in KEPT_ROOTS
+
+
+def reads(config: dict[str, Any]) -> Callable[[str], bool]:
+    """:func:`is_read`, whatever the config (the head is ``mtp.*``)."""
+    return is_read
 
 
 # ---------------------------------------------------------------------------------------------- hparams
@@ -263,6 +270,14 @@ def plan_tensors(ck: Checkpoint, q: QwenMtp, out: QT) -> list[TensorSpec]:
             raise ConvertError(f"{ck.path}: mtp.layers.{bid - q.n} has {n} expert tensors, expected 3 x num_experts "
                                f"{q.experts} = {3 * q.experts}")
     return specs
+
+
+def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type: int, where: str) -> Head:
+    """The sidecar of a checkpoint of one of the mixin's classes: header, tensors and the layer counts."""
+    q = read_hparams(ARCHS[hf_arch], hp, ck.names, where)
+    tensors = plan_tensors(ck, q, out)
+    base, fam = header_kvs(q, file_type, where)
+    return Head(q.arch, q.n, q.nextn, base, fam, tensors)
 
 
 def hf_names(gguf: str) -> tuple[str, ...]:

@@ -2,14 +2,16 @@
 
 Each GGUF tensor is rebuilt from the checkpoint here, with this module's own spelling of upstream's ``--mtp`` rules
 (not the converter's tables, so a wrong row there shows as a failing tensor): the HF name of each GGUF tensor, the
-``+ 1`` of the RMS norms (in float32), the per-expert stacks; then rounded to the GGUF tensor's type with gguf-py
-(``quants.quantize``) and compared byte for byte. Accounting: every GGUF tensor compared, every checkpoint tensor of
-the head (``mtp.*``, the embedding, the final norm, the head) compared as a source; the trunk is not part of the file.
+``+ 1`` of the RMS norms (in float32, the Qwen families only), the per-expert stacks; then rounded to the GGUF
+tensor's type with gguf-py (``quants.quantize``) and compared byte for byte. Accounting: every GGUF tensor compared,
+every checkpoint tensor of the head (``mtp.*`` for the Qwen families, ``model.layers.{n}..`` for GLM-4.5 (``glm4moe``),
+the embedding, the final norm, the head) compared as a source; the trunk is not part of the file.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +45,18 @@ _LAYER = {"attn_norm.weight": "input_layernorm.weight", "post_attention_norm.wei
           "ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight",
           "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight"}
 _EXPS = {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj", "ffn_down_exps.weight": "down_proj"}
+#: GLM-4.5: a NextN block's GGUF tensor (after ``blk.{i}.``) -> the checkpoint tensor (after ``model.layers.{i}.``)
+_GLM_LAYER = {"nextn.eh_proj.weight": "eh_proj.weight", "nextn.enorm.weight": "enorm.weight",
+              "nextn.hnorm.weight": "hnorm.weight", "nextn.embed_tokens.weight": "embed_tokens.weight",
+              "nextn.shared_head_head.weight": "shared_head.head.weight",
+              "nextn.shared_head_norm.weight": "shared_head.norm.weight",
+              "attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias",
+              "attn_v.bias": "self_attn.v_proj.bias", "exp_probs_b.bias": "mlp.gate.e_score_correction_bias",
+              "ffn_gate_shexp.weight": "mlp.shared_experts.gate_proj.weight",
+              "ffn_up_shexp.weight": "mlp.shared_experts.up_proj.weight",
+              "ffn_down_shexp.weight": "mlp.shared_experts.down_proj.weight",
+              **{k: v for k, v in _LAYER.items() if not v.startswith("mlp.shared_expert")}}
+_GLM_ARCHES = ("glm4moe",)
 #: GGUF names that upstream adds one to (its rule on the renamed HF name: ``*norm.weight``)
 _PLUS_ONE = re.compile(r"(output_norm|blk\.\d+\.(attn_norm|post_attention_norm|attn_q_norm|attn_k_norm|"
                        r"nextn\.enorm|nextn\.hnorm|nextn\.shared_head_norm))\.weight")
@@ -80,6 +94,40 @@ def _hf(ck: Checkpoint, gguf: str, n: int) -> list[str]:
     return []
 
 
+def _glm_hf(ck: Checkpoint, gguf: str) -> list[str]:
+    """GLM-4.5: the checkpoint tensors ``gguf`` is made of (the NextN layers keep their index); [] when none."""
+    def pick(cand: str) -> list[str]:
+        return next(([c] for c in (cand.replace("model.", "model.language_model.", 1), cand) if c in ck), [])
+
+    if gguf in _ROOTS:
+        return next((got for c in _ROOTS[gguf] if c.startswith(("model.", "lm_head")) for got in [pick(c)] if got), [])
+    _, bid, short = gguf.split(".", 2)
+    if short in _GLM_LAYER:
+        return pick(f"model.layers.{bid}.{_GLM_LAYER[short]}")
+    if short in _EXPS:
+        out: list[str] = []
+        while got := pick(f"model.layers.{bid}.mlp.experts.{len(out)}.{_EXPS[short]}.weight"):
+            out += got
+        return out
+    return []
+
+
+def _glm_select(n: int) -> Callable[[str], bool]:
+    """GLM-4.5: the embedding, final norm, head and every layer from ``n`` on."""
+    def keep(s: str) -> bool:
+        b = s.replace("language_model.", "")
+        parts = b.split(".")
+        return b in ("model.embed_tokens.weight", "model.norm.weight", "lm_head.weight") or (
+            len(parts) > 3 and parts[:2] == ["model", "layers"] and parts[2].isdecimal() and int(parts[2]) >= n)
+    return keep
+
+
+def _qwen_select(s: str) -> bool:
+    return (s.replace("model.language_model.", "model.").replace("model.mtp.", "mtp.").startswith("mtp.")
+            or s in {c for v in _ROOTS.values() for c in v}
+            or s.replace("model.language_model.", "model.") in {c for v in _ROOTS.values() for c in v})
+
+
 def _values(ck: Checkpoint, srcs: list[str], plus_one: bool) -> np.ndarray:
     arrays = []
     for s in srcs:
@@ -107,20 +155,19 @@ def sidecar_rows(gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = T
     arch = f.kvs["general.architecture"].value
     n_all = int(f.kvs[f"{arch}.block_count"].value)
     nextn = int(f.kvs[f"{arch}.nextn_predict_layers"].value)
-    ck = Checkpoint(Path(hf_dir), select=lambda s: s.replace("model.language_model.", "model.").replace("model.mtp.", "mtp.")
-                    .startswith("mtp.") or s in {c for v in _ROOTS.values() for c in v}
-                    or s.replace("model.language_model.", "model.") in {c for v in _ROOTS.values() for c in v})
+    glm = arch in _GLM_ARCHES
+    ck = Checkpoint(Path(hf_dir), select=_glm_select(n_all - nextn) if glm else _qwen_select)
     rows = Proof(FAMILY, LAYOUT, quality_note=QUALITY_NOTE, notes=[NO_FORWARD])
     compared: set[str] = set()
     sources: set[str] = set()
     problems: list[str] = []
     try:
         for t in f.tensors:
-            srcs = _hf(ck, t.name, n_all - nextn)
+            srcs = _glm_hf(ck, t.name) if glm else _hf(ck, t.name, n_all - nextn)
             if not srcs:
                 problems.append(f"{t.name}: no checkpoint tensor becomes it under upstream's --mtp rules")
                 continue
-            x = _values(ck, srcs, _PLUS_ONE.fullmatch(t.name) is not None)
+            x = _values(ck, srcs, not glm and _PLUS_ONE.fullmatch(t.name) is not None)
             qt = QT[t.type_name]
             want = np.ascontiguousarray(quants.quantize(x, qt)).view(np.uint8).tobytes()
             got = bytes(f.tensor_bytes(t.name))

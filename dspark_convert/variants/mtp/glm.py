@@ -1,0 +1,291 @@
+"""The GLM-4.5 MTP family (upstream's ``Glm4MoeModel`` in ``conversion/glm.py``, spec/drafts-beyond-dflash.md §1):
+GLM-4.5 / 4.6 / 4.7 (``Glm4MoeForCausalLM``) and GLM-4.5V's text model (``Glm4vMoeForConditionalGeneration``), GGUF
+architecture ``glm4moe``.
+
+What upstream's ``--mtp`` file holds for them:
+
+- the NextN layer(s) are ordinary decoder layers after the trunk: ``model.layers.{n+i}.*`` (``n`` =
+  ``num_hidden_layers``, ``language_model.`` removed from every name) keep their index, so block ``n + i`` gets the
+  layer's attention (with its q/k/v biases), norms, router (``mlp.gate.weight`` F32 and
+  ``mlp.gate.e_score_correction_bias`` -> ``exp_probs_b.bias``), shared expert and routed experts (stored per expert,
+  stacked into ``ffn_{down,gate,up}_exps`` when the last one of the layer arrives), and its NextN tensors
+  ``eh_proj`` / ``enorm`` / ``hnorm`` / ``embed_tokens`` / ``shared_head.head`` / ``shared_head.norm``; of the trunk
+  only ``model.embed_tokens``, ``model.norm`` and ``lm_head``; nothing is added to the norms;
+- the full header of the target: TextModel's generic block with ``block_count = n + nextn`` and the expert group
+  counts (``n_group`` / ``topk_group``), then ``rope.dimension_count`` (head_dim x ``partial_rotary_factor``, 0.5 when
+  absent), ``expert_count`` again (same place), ``expert_feed_forward_length``, ``expert_shared_count``,
+  ``leading_dense_block_count``, ``expert_gating_func`` (sigmoid), ``expert_weights_scale``, ``expert_weights_norm``
+  and ``nextn_predict_layers``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gguf import GGMLQuantizationType as QT
+from gguf import GGUFValueType as VT
+
+from ... import schema as S
+from ...errors import ConvertError
+from ...formats.transforms import ExpertStack
+from ...hf.checkpoint import Checkpoint
+from ...kit.common import base_kvs, tensor_type
+from ...kit.hparams import as_float, as_positive, as_u32, find_hparam, rope_dict
+from ...plan import KV, TensorSpec
+from ...tokenizer.targets import table
+from .head import Head
+
+#: upstream's model class that exports the GLM-4.5 NextN layer with ``--mtp``
+MTP_CLASSES = ("Glm4MoeModel",)
+#: HF class -> GGUF arch: every architecture the target table registers to that class
+ARCHS: dict[str, str] = {
+    name: str(row["gguf_arch"]) for name, row in table()["architectures"].items()
+    if row.get("class") in MTP_CLASSES and row.get("role") == "target" and row.get("gguf_arch") in S.MTP_ARCHES}
+#: the trunk tensors an ``--mtp`` file keeps (names after ``language_model.`` is removed)
+KEPT_ROOTS: dict[str, str] = {"model.embed_tokens.weight": S.T_TOKEN_EMBD, "model.norm.weight": S.T_OUTPUT_NORM,
+                              "lm_head.weight": S.T_OUTPUT}
+#: upstream's ``_n_main_layers``: the first of these keys in the (text) config
+LAYER_KEYS = ("n_layers", "num_hidden_layers", "n_layer", "num_layers")
+#: a NextN layer's tensor (after ``model.layers.{n+i}.``) -> its GGUF name (after ``blk.{n+i}.``)
+LAYER: dict[str, str] = {
+    "eh_proj.weight": S.L_NEXTN_EH_PROJ,
+    "enorm.weight": S.L_NEXTN_ENORM,
+    "hnorm.weight": S.L_NEXTN_HNORM,
+    "embed_tokens.weight": S.L_NEXTN_EMBED_TOKENS,
+    "shared_head.head.weight": S.L_NEXTN_SHARED_HEAD_HEAD,
+    "shared_head.norm.weight": S.L_NEXTN_SHARED_HEAD_NORM,
+    "input_layernorm.weight": S.L_ATTN_NORM,
+    "post_attention_layernorm.weight": S.L_POST_ATTENTION_NORM,
+    "self_attn.q_proj.weight": S.L_ATTN_Q,
+    "self_attn.k_proj.weight": S.L_ATTN_K,
+    "self_attn.v_proj.weight": S.L_ATTN_V,
+    "self_attn.q_proj.bias": "attn_q.bias",
+    "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.bias": "attn_v.bias",
+    "self_attn.o_proj.weight": S.L_ATTN_OUT,
+    "self_attn.q_norm.weight": S.L_ATTN_Q_NORM,
+    "self_attn.k_norm.weight": S.L_ATTN_K_NORM,
+    "mlp.gate_proj.weight": S.L_FFN_GATE,
+    "mlp.up_proj.weight": S.L_FFN_UP,
+    "mlp.down_proj.weight": S.L_FFN_DOWN,
+    "mlp.gate.weight": S.L_FFN_GATE_INP,
+    "mlp.gate.e_score_correction.bias": S.L_EXP_PROBS_B,
+    "mlp.shared_experts.gate_proj.weight": S.L_FFN_GATE_SHEXP,
+    "mlp.shared_experts.up_proj.weight": S.L_FFN_UP_SHEXP,
+    "mlp.shared_experts.down_proj.weight": S.L_FFN_DOWN_SHEXP,
+}
+#: per-expert projection -> its stack, in the order upstream emits the three stacks
+EXPERT_STACKS: dict[str, str] = {"down_proj": S.L_FFN_DOWN_EXPS, "gate_proj": S.L_FFN_GATE_EXPS,
+                                 "up_proj": S.L_FFN_UP_EXPS}
+_LAYER = re.compile(r"model\.layers\.(\d+)\.(.+)")
+_EXPERT = re.compile(r"mlp\.experts\.(\d+)\.(down_proj|gate_proj|up_proj)\.weight")
+#: ``expert_gating_func`` upstream's class always writes (``ExpertGatingFuncType.SIGMOID``)
+GATING_SIGMOID = 2
+
+
+def bare(name: str) -> str:
+    """A checkpoint name as upstream's filter sees it: ``e_score_correction_bias`` -> ``e_score_correction.bias``,
+    every ``language_model.`` removed (``model.language_model.layers.3.x`` -> ``model.layers.3.x``)."""
+    if name.endswith("e_score_correction_bias"):
+        name = name.replace("e_score_correction_bias", "e_score_correction.bias")
+    return name.replace("language_model.", "")
+
+
+def trunk_layers(config: dict[str, Any]) -> int | None:
+    """Upstream's ``_n_main_layers``: the layer count of the (text) config, None when it has none."""
+    hp = {**config, **(config.get("text_config") or {})} if isinstance(config.get("text_config"), dict) else config
+    key = next((k for k in LAYER_KEYS if k in hp), None)
+    v = hp.get(key) if key is not None else None
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def reads(config: dict[str, Any]) -> Callable[[str], bool]:
+    """The checkpoint tensors an ``--mtp`` file is made of: the layers from ``num_hidden_layers`` on, the embedding,
+    the final norm and the head (the trunk's shards are never opened)."""
+    n = trunk_layers(config)
+
+    def keep(name: str) -> bool:
+        b = bare(name)
+        if b in KEPT_ROOTS:
+            return True
+        m = _LAYER.match(b)
+        return m is not None and n is not None and int(m.group(1)) >= n
+
+    return keep
+
+
+# ---------------------------------------------------------------------------------------------- hparams
+@dataclass(frozen=True)
+class GlmMtp:
+    """The config values the file needs, validated."""
+
+    arch: str
+    hp: dict[str, Any]
+    n: int            # trunk layers
+    nextn: int        # NextN layers
+    experts: int      # n_routed_experts (0: none declared)
+
+
+def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) -> GlmMtp:
+    """``num_hidden_layers``, ``num_nextn_predict_layers`` (the NextN layers must be ``model.layers.{n}..``) and
+    ``n_routed_experts``, each refused in one line when unusable."""
+    key = next((k for k in LAYER_KEYS if k in hp), "num_hidden_layers")
+    n = as_positive(find_hparam(hp, (key,), required=True, where=where), key, where)
+    declared = hp.get("num_nextn_predict_layers")
+    nextn = as_u32(declared, "num_nextn_predict_layers", where) if declared is not None else 0
+    found = sorted({int(m.group(1)) for m in (_LAYER.match(bare(x)) for x in names) if m and int(m.group(1)) >= n})
+    if nextn == 0:
+        raise ConvertError(f"{where}: no MTP head: 'num_nextn_predict_layers' is {declared!r} (upstream's --mtp "
+                           "writes NextN layers only when the config declares them)")
+    if found != list(range(n, n + nextn)):
+        raise ConvertError(f"{where}: num_nextn_predict_layers is {nextn} but the checkpoint has NextN layers "
+                           f"{found or 'none'} after num_hidden_layers {n}; expected model.layers.{n}.."
+                           f"{n + nextn - 1}")
+    experts = hp.get("n_routed_experts")
+    return GlmMtp(arch, hp, n, nextn, as_u32(experts, "n_routed_experts", where) if experts is not None else 0)
+
+
+def header_kvs(g: GlmMtp, file_type: int, where: str) -> tuple[list[KV], list[KV]]:
+    """The target's own header, as upstream's class writes it: (TextModel's generic block ending with
+    ``general.file_type``, then the class's keys; a key written twice keeps its first place)."""
+    hp, a = g.hp, {"arch": g.arch}
+    key = next((k for k in LAYER_KEYS if k in hp), "num_hidden_layers")
+    base = base_kvs(g.arch, {**hp, key: g.n + g.nextn}, file_type, where)
+    # TextModel writes the expert group counts after the experts used per token (before the gating function)
+    groups = [KV(tpl.format(**a), VT.UINT32, as_u32(hp[k], k, where))
+              for tpl, k in ((S.EXPERT_GROUP_COUNT, "n_group"), (S.EXPERT_GROUP_USED_COUNT, "topk_group"))
+              if hp.get(k) is not None]
+    after = {t.format(**a) for t in (S.EXPERT_GATING_FUNC, S.KEY_LENGTH, S.VALUE_LENGTH)} | {S.GENERAL_FILE_TYPE}
+    at = next(i for i, kv in enumerate(base) if kv.name in after)
+    base[at:at] = groups
+
+    def u32(tpl: str, k: str) -> list[KV]:
+        return [] if hp.get(k) is None else [KV(tpl.format(**a), VT.UINT32, as_u32(hp[k], k, where))]
+
+    rd = rope_dict(hp)
+    head_dim = hp.get("head_dim")
+    if head_dim is None:
+        head_dim = as_positive(hp.get("hidden_size"), "hidden_size", where) // as_positive(
+            hp.get("num_attention_heads"), "num_attention_heads", where)
+    factor = as_float(rd.get("partial_rotary_factor", 0.5), "partial_rotary_factor", where)
+    fam = [KV(S.ROPE_DIMENSION_COUNT.format(**a), VT.UINT32, int(as_u32(head_dim, "head_dim", where) * factor))]
+    fam += u32(S.EXPERT_COUNT, "n_routed_experts")
+    fam += u32(S.EXPERT_FEED_FORWARD_LENGTH, "moe_intermediate_size")
+    fam += u32(S.EXPERT_SHARED_COUNT, "n_shared_experts")
+    fam += u32(S.LEADING_DENSE_BLOCK_COUNT, "first_k_dense_replace")
+    fam.append(KV(S.EXPERT_GATING_FUNC.format(**a), VT.UINT32, GATING_SIGMOID))
+    if hp.get("routed_scaling_factor") is not None:
+        fam.append(KV(S.EXPERT_WEIGHTS_SCALE.format(**a), VT.FLOAT32,
+                      as_float(hp["routed_scaling_factor"], "routed_scaling_factor", where)))
+    if hp.get("norm_topk_prob") is not None:
+        v = hp["norm_topk_prob"]
+        if not isinstance(v, bool):
+            raise ConvertError(f"{where}: key 'norm_topk_prob' is {v!r}, expected true or false")
+        fam.append(KV(S.EXPERT_WEIGHTS_NORM.format(**a), VT.BOOL, v))
+    fam.append(KV(S.NEXTN_PREDICT_LAYERS.format(**a), VT.UINT32, g.nextn))
+    return base, fam
+
+
+# ---------------------------------------------------------------------------------------------- tensors
+def gguf_name(name: str) -> str | None:
+    """The GGUF name of one read checkpoint tensor (None: an expert, stacked separately, or unmapped)."""
+    b = bare(name)
+    if b in KEPT_ROOTS:
+        return KEPT_ROOTS[b]
+    m = _LAYER.fullmatch(b)
+    if m is not None and m.group(2) in LAYER:
+        return S.LAYER_PREFIX.format(bid=int(m.group(1))) + LAYER[m.group(2)]
+    return None
+
+
+def _float(ck: Checkpoint, src: str) -> None:
+    ref = ck.ref(src)
+    if ref.dtype not in ("BF16", "F16", "F32"):
+        raise ConvertError(f"{ref.file}: tensor '{src}' has dtype {ref.dtype}; an MTP head is converted from BF16, F16 "
+                           "or F32 weights")
+
+
+def _spec(ck: Checkpoint, src: str, name: str, out: QT) -> TensorSpec:
+    _float(ck, src)
+    ref = ck.ref(src)
+    short = name.split(".", 2)[-1] if name.startswith("blk.") else name
+    ggml = QT.F32 if short in S.F32_LAYER_TENSORS else tensor_type(name, ref.shape, out)
+    return TensorSpec(name=name, shape=ref.shape, ggml_type=ggml, sources=(src,), source_dtype=ref.dtype)
+
+
+def _stack(ck: Checkpoint, g: GlmMtp, bid: int, w: str, per: dict[int, str], out: QT) -> TensorSpec:
+    missing = sorted(set(range(g.experts)) - per.keys())
+    if missing:
+        raise ConvertError(f"{ck.path}: expert {missing[0]} of model.layers.{bid}.mlp.experts.*.{w}.weight is missing")
+    srcs = tuple(per[e] for e in range(g.experts))
+    refs = [ck.ref(s) for s in srcs]
+    if len({r.shape for r in refs}) != 1 or len(refs[0].shape) != 2 or len({r.dtype for r in refs}) != 1:
+        raise ConvertError(f"{refs[0].file}: the experts of model.layers.{bid}.mlp.experts.*.{w}.weight differ in "
+                           f"shape or dtype ({sorted({r.shape for r in refs})}, {sorted({r.dtype for r in refs})}); "
+                           "expected one 2-D shape and dtype")
+    _float(ck, srcs[0])
+    rows, cols = refs[0].shape
+    shape = (g.experts, rows, cols)
+    name = S.LAYER_PREFIX.format(bid=bid) + EXPERT_STACKS[w]
+    return TensorSpec(name=name, shape=shape, ggml_type=tensor_type(name, shape, out), sources=srcs,
+                      transform=ExpertStack(g.experts), source_dtype=refs[0].dtype)
+
+
+def plan_tensors(ck: Checkpoint, g: GlmMtp, out: QT) -> list[TensorSpec]:
+    """The file's tensors in upstream's order: the read tensors in checkpoint order, the three expert stacks (down,
+    gate, up) where the ``3 x n_routed_experts``-th expert tensor of their layer arrives."""
+    specs: list[TensorSpec] = []
+    seen: dict[str, str] = {}
+    experts: dict[int, dict[str, dict[int, str]]] = {}
+    count: dict[int, int] = {}
+    for src in ck.names:
+        b = bare(src)
+        m = _LAYER.fullmatch(b)
+        e = _EXPERT.fullmatch(m.group(2)) if m is not None else None
+        if m is not None and e is not None:
+            if not g.experts:
+                raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is an expert but the config has no "
+                                   "n_routed_experts")
+            bid, xid = int(m.group(1)), int(e.group(1))
+            if xid >= g.experts:
+                raise ConvertError(f"{ck.ref(src).file}: tensor '{src}': expert {xid} is beyond n_routed_experts "
+                                   f"{g.experts}")
+            experts.setdefault(bid, {}).setdefault(e.group(2), {})[xid] = src
+            count[bid] = count.get(bid, 0) + 1
+            if count[bid] == 3 * g.experts:
+                specs += [_stack(ck, g, bid, w, experts[bid].get(w, {}), out) for w in EXPERT_STACKS]
+            continue
+        name = gguf_name(src)
+        if name is None:
+            raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not part of a {g.arch} MTP head (upstream "
+                               "fails with \"Can not map tensor\")")
+        if name in seen:
+            raise ConvertError(f"{ck.ref(src).file}: tensors '{seen[name]}' and '{src}' both become '{name}'")
+        seen[name] = src
+        specs.append(_spec(ck, src, name, out))
+    for bid, c in count.items():
+        if c != 3 * g.experts:
+            raise ConvertError(f"{ck.path}: model.layers.{bid} has {c} expert tensors, expected 3 x n_routed_experts "
+                               f"{g.experts} = {3 * g.experts} (upstream fails with \"Unprocessed experts\")")
+    return specs
+
+
+def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type: int, where: str) -> Head:
+    """The sidecar of a ``Glm4MoeModel`` checkpoint: header, tensors and the layer counts."""
+    g = read_hparams(ARCHS[hf_arch], hp, ck.names, where)
+    tensors = plan_tensors(ck, g, out)
+    base, fam = header_kvs(g, file_type, where)
+    return Head(g.arch, g.n, g.nextn, base, fam, tensors)
+
+
+def hf_names(gguf: str) -> tuple[str, ...]:
+    """The checkpoint names that become ``gguf`` (``*``: any NextN layer / expert), for messages."""
+    roots = tuple(hf for hf, name in KEPT_ROOTS.items() if name == gguf)
+    if roots or not gguf.startswith("blk."):
+        return roots
+    short = gguf.split(".", 2)[-1]
+    return (tuple(f"model.layers.*.{hf}" for hf, name in LAYER.items() if name == short)
+            + tuple(f"model.layers.*.mlp.experts.*.{w}.weight" for w, name in EXPERT_STACKS.items() if name == short))

@@ -1,0 +1,25 @@
+"""What a family module of this package hands the ``--mtp`` converter (:mod:`.mtp`): the sidecar's header, tensors
+and layer counts. Each family module (:mod:`.qwen`, :mod:`.glm`) has ``ARCHS`` (HF class -> GGUF arch),
+``reads(config)`` (the checkpoint tensors the file is made of), ``sidecar(...)`` -> :class:`Head` and
+``hf_names(gguf_name)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...plan import KV, TensorSpec
+
+
+@dataclass(frozen=True)
+class Head:
+    """One sidecar: its GGUF arch, the trunk's layer count ``n``, the MTP layers ``nextn`` (blocks ``n ..
+    n + nextn - 1``), TextModel's generic keys (``base``, ending with ``general.file_type``), the class's own keys
+    (``fam``) and the tensors in upstream's order."""
+
+    arch: str
+    n: int
+    nextn: int
+    base: list[KV]
+    fam: list[KV]
+    tensors: list[TensorSpec]
