@@ -3,7 +3,7 @@
 Each maker writes a Hugging Face folder (``config.json``, ``model.safetensors``, the fixture Qwen3 tokenizer)
 of one MTP family, deterministically from a seed: the trunk is a transformers model built from a tiny config
 (random init, stored bf16), the MTP tensors are added in the checkpoint's own layout (``mtp.*`` for the Qwen
-families and Nemotron-H, ``model.layers.{n}.*`` for GLM-4.5). :func:`upstream_convert` runs upstream's
+families and Nemotron-H, ``model.layers.{n}.*`` for GLM-4.5 and GLM-5). :func:`upstream_convert` runs upstream's
 ``convert_hf_to_gguf.py`` (full, ``--mtp``, ``--no-mtp``) on it; the tokenizer's pre-tokenizer hash is in no upstream
 table, so, as tests/llama/target.py does, ``get_vocab_base_pre`` falls back to ``qwen2``.
 
@@ -11,7 +11,8 @@ table, so, as tests/llama/target.py does, ``get_vocab_base_pre`` falls back to `
 oracle manifests ``tests/data/mtp/<family>-<outtype>-<mode>.json`` (``--manifests``); ``--only FAMILY``,
 ``--outtype T`` and ``--mode full|mtp|nomtp`` (each repeatable) narrow it. The GLM-4.5 sidecar manifests of
 tests/test_mtp_glm.py are made with ``python tests/mtp_makers.py OUT --only glm4moe --only glm4moe-wide --only glm4vmoe
---outtype bf16 --outtype f16 --outtype f32 --outtype q8_0 --mode mtp --manifests``.
+--outtype bf16 --outtype f16 --outtype f32 --outtype q8_0 --mode mtp --manifests``; the GLM-5 ones of
+tests/test_mtp_glm5.py with ``--only glm-dsa --only glm-dsa-wide`` and the same outtypes and mode.
 """
 
 from __future__ import annotations
@@ -255,7 +256,7 @@ def make_glm4v_moe(out: Path, seed: int = 6) -> Path:
 def make_glm5(out: Path, seed: int = 7, *, hidden: int = H, layers: int = 2, heads: int = 4, q_lora: int = 48,
               kv_lora: int = 32, rope: int = 16, nope: int = 32, v_dim: int = 32, experts: int = 4, moe_ff: int = 32,
               shared: int = 1, groups: tuple[int, int] = (1, 1), scale: float = 2.5, norm_topk: bool = True,
-              index: tuple[int, int, int] = (4, 32, 8), indexer_types: list[str] | None = None,
+              index: tuple[int, int, int] = (4, 64, 8), indexer_types: list[str] | None = None,
               rope_parameters: dict[str, Any] | None = None) -> Path:
     """``GlmMoeDsaForCausalLM`` (GLM-5, GGUF ``glm-dsa``): MLA attention (q/kv LoRA, ``kv_b_proj``) with the DSA
     indexer, ``layers`` trunk layers (the first dense) + the NextN layer ``model.layers.{layers}.*``; ``index`` is
@@ -298,7 +299,7 @@ def make_glm5_wide(out: Path, seed: int = 8) -> Path:
     2 groups with 2 shared experts of width 48, routed_scaling_factor 1.5, norm_topk_prob false, 8 indexer heads, explicit ``indexer_types``
     (full, shared, full), rope theta 500000."""
     return make_glm5(out, seed, hidden=96, layers=3, heads=6, q_lora=64, kv_lora=48, rope=16, nope=24, v_dim=32,
-                     experts=8, moe_ff=48, shared=2, groups=(2, 1), scale=1.5, norm_topk=False, index=(8, 32, 16),
+                     experts=8, moe_ff=48, shared=2, groups=(2, 1), scale=1.5, norm_topk=False, index=(8, 64, 16),
                      indexer_types=["full", "shared", "full"],
                      rope_parameters={"rope_theta": 500000.0, "rope_type": "default"})
 
