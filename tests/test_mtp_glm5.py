@@ -80,6 +80,16 @@ def test_the_cli_writes_the_same_file(ckpts: dict[str, Path], tmp_path: Path) ->
     assert "MTP sidecar (GlmMoeDsaForCausalLM -> glm-dsa): 1 MTP block(s) after 2 trunk layers" in r.output
 
 
+def test_default_name_is_the_mtp_keyword(ckpts: dict[str, Path], tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without -o: ``mtp-<name>-<TYPE>.gguf`` as for the other MTP families (upstream's ``GlmMoeDsaModel`` keeps the
+    full model's ``<name>-<size>-<TYPE>.gguf``, which llama-server's -hf does not find as a draft), same bytes."""
+    monkeypatch.chdir(tmp_path)
+    r = convert(ckpts["glm-dsa"], None, outtype="q8_0", mtp=True)
+    assert r.path is not None and r.path.name == "mtp-GLM-5-Tiny-Q8_0.gguf"
+    assert describe(tmp_path / "mtp-GLM-5-Tiny-Q8_0.gguf") == _manifest("glm-dsa-q8_0-mtp")
+
+
 def test_the_manifests_are_sidecars_of_their_checkpoints() -> None:
     """What the oracle says upstream writes: the NextN block after the trunk, block_count = trunk + 1, MLA as MQA
     (head_count_kv 1, key_length = kv_lora_rank + rope), the indexer keys; kv_b_proj split into k_b / v_b."""
