@@ -293,8 +293,7 @@ def plan_tensors(ck: Checkpoint, g: DsaMtp, out: QT) -> list[TensorSpec]:
             experts.setdefault(bid, {}).setdefault(e.group(2), {})[xid] = src
             count[bid] = count.get(bid, 0) + 1
             if count[bid] == 3 * g.experts:
-                specs += [glm._stack(ck, g, bid, w, experts[bid].get(w, {}), out)  # type: ignore[arg-type]
-                          for w in glm.EXPERT_STACKS]
+                specs += [glm._stack(ck, g, bid, w, experts[bid].get(w, {}), out) for w in glm.EXPERT_STACKS]
             continue
         if m is not None and m.group(2) == KV_B:
             specs += _kv_b(ck, g, src, int(m.group(1)), out)
