@@ -12,7 +12,8 @@ oracle manifests ``tests/data/mtp/<family>-<outtype>-<mode>.json`` (``--manifest
 ``--outtype T`` and ``--mode full|mtp|nomtp`` (each repeatable) narrow it. The GLM-4.5 sidecar manifests of
 tests/test_mtp_glm.py are made with ``python tests/mtp_makers.py OUT --only glm4moe --only glm4moe-wide --only glm4vmoe
 --outtype bf16 --outtype f16 --outtype f32 --outtype q8_0 --mode mtp --manifests``; the GLM-5 ones of
-tests/test_mtp_glm5.py with ``--only glm-dsa --only glm-dsa-wide`` and the same outtypes and mode.
+tests/test_mtp_glm5.py with ``--only glm-dsa --only glm-dsa-wide --only glm-dsa-yarn`` and the same outtypes and
+mode.
 """
 
 from __future__ import annotations
@@ -257,12 +258,13 @@ def make_glm5(out: Path, seed: int = 7, *, hidden: int = H, layers: int = 2, hea
               kv_lora: int = 32, rope: int = 16, nope: int = 32, v_dim: int = 32, experts: int = 4, moe_ff: int = 32,
               shared: int = 1, groups: tuple[int, int] = (1, 1), scale: float = 2.5, norm_topk: bool = True,
               index: tuple[int, int, int] = (4, 64, 8), indexer_types: list[str] | None = None,
-              rope_parameters: dict[str, Any] | None = None) -> Path:
+              rope_parameters: dict[str, Any] | None = None, drop: tuple[str, ...] = ()) -> Path:
     """``GlmMoeDsaForCausalLM`` (GLM-5, GGUF ``glm-dsa``): MLA attention (q/kv LoRA, ``kv_b_proj``) with the DSA
     indexer, ``layers`` trunk layers (the first dense) + the NextN layer ``model.layers.{layers}.*``; ``index`` is
     (``index_n_heads``, ``index_head_dim``, ``index_topk``). ``num_key_value_heads`` is the head count, as in the
     released config (upstream splits ``kv_b_proj`` by it). Without ``indexer_types`` the config has none (GLM-5 /
-    5.1: transformers' default, every layer ``full``)."""
+    5.1: transformers' default, every layer ``full``). ``drop``: config keys left out (the model and upstream then
+    take ``GlmMoeDsaConfig``'s defaults)."""
     from transformers import GlmMoeDsaConfig, GlmMoeDsaForCausalLM
 
     rope_p = rope_parameters or {"rope_theta": 1000000.0, "rope_type": "default"}
@@ -278,6 +280,7 @@ def make_glm5(out: Path, seed: int = 7, *, hidden: int = H, layers: int = 2, hea
         "rope_parameters": rope_p}
     if indexer_types is not None:
         cfg["indexer_types"] = indexer_types
+    cfg = {k: v for k, v in cfg.items() if k not in drop}
     # the model is built with one more layer (sparse), which becomes the NextN layer
     model_cfg = {**cfg, "num_hidden_layers": layers + 1, "mlp_layer_types": ["dense"] + ["sparse"] * layers,
                  "indexer_types": [*(indexer_types or ["full"] * layers), "full"]}
@@ -302,6 +305,18 @@ def make_glm5_wide(out: Path, seed: int = 8) -> Path:
                      experts=8, moe_ff=48, shared=2, groups=(2, 1), scale=1.5, norm_topk=False, index=(8, 64, 16),
                      indexer_types=["full", "shared", "full"],
                      rope_parameters={"rope_theta": 500000.0, "rope_type": "default"})
+
+
+def make_glm5_yarn(out: Path, seed: int = 9) -> Path:
+    """A third GLM-5 config: YaRN rope scaling with ``mscale_all_dim`` (``rope.scaling.*`` and
+    ``rope.scaling.yarn_log_multiplier``) and a config without ``head_dim``, ``rms_norm_eps``, ``n_group`` /
+    ``topk_group``, ``norm_topk_prob``, ``routed_scaling_factor`` and ``max_position_embeddings`` (transformers'
+    class defaults)."""
+    return make_glm5(out, seed, rope_parameters={
+        "rope_theta": 1000000.0, "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024,
+        "mscale_all_dim": 1.0, "mscale": 1.0, "beta_fast": 32.0, "beta_slow": 1.0},
+        drop=("head_dim", "rms_norm_eps", "n_group", "topk_group", "norm_topk_prob", "routed_scaling_factor",
+              "max_position_embeddings"))
 
 
 def make_nemotron_h(out: Path, seed: int = 4) -> Path:
@@ -350,6 +365,7 @@ MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "nemotron_h_moe": (make_nemotron_h, "Nemotron-H-Tiny"),
     "glm-dsa": (make_glm5, "GLM-5-Tiny"),
     "glm-dsa-wide": (make_glm5_wide, "GLM-5.2-Wide-Tiny"),
+    "glm-dsa-yarn": (make_glm5_yarn, "GLM-5-Yarn-Tiny"),
 }
 #: the conversions: name -> upstream's extra flags
 MODES: dict[str, tuple[str, ...]] = {"full": (), "mtp": ("--mtp",), "nomtp": ("--no-mtp",)}

@@ -1,7 +1,8 @@
 """GLM-5 MTP sidecars from the checkpoint (``hf2gguf GLM5_CHECKPOINT --mtp``, upstream's ``GlmMoeDsaModel``, GGUF
 architecture ``glm-dsa``: MLA attention with the DSA indexer): byte parity with upstream b11434's
 ``convert_hf_to_gguf.py --mtp`` at bf16, f16, f32 and q8_0 on two tiny checkpoints of tests/mtp_makers.py (the default
-GLM-5 shape and a GLM-5.2-style one with other dimensions and explicit ``indexer_types``), the loader rules ``check``
+GLM-5 shape, a GLM-5.2-style one with other dimensions and explicit ``indexer_types``, and one with YaRN rope
+scaling whose config leaves keys to transformers' defaults), the loader rules ``check``
 applies, the one-line refusals, ``verify``, and (``llama`` tier) speculative greedy == plain greedy in llama-server.
 
 The oracle manifests are ``tests/data/mtp/<family>-<outtype>-mtp.json``: upstream's own ``--mtp`` files of the same
@@ -32,7 +33,9 @@ OUTTYPES = ("bf16", "f16", "f32", "q8_0")
 #: family (tests/mtp_makers.py MAKERS) -> what it proves
 CASES = {"glm-dsa": "GLM-5: hidden 64, 2 trunk layers, 4 heads, q/kv LoRA 48/32, 4 experts, no indexer_types",
          "glm-dsa-wide": "hidden 96, 3 trunk layers, 6 heads, kv_lora_rank 48 and nope 24 (attn_v_b / attn_k_b F16 "
-                         "under q8_0), 8 experts in 2 groups, 2 shared, indexer_types full/shared/full"}
+                         "under q8_0), 8 experts in 2 groups, 2 shared, indexer_types full/shared/full",
+         "glm-dsa-yarn": "YaRN rope with mscale_all_dim; no head_dim, rms_norm_eps, n_group / topk_group, "
+                         "norm_topk_prob, routed_scaling_factor, max_position_embeddings (GlmMoeDsaConfig defaults)"}
 
 
 def _manifest(name: str) -> dict[str, Any]:
@@ -95,7 +98,8 @@ def test_the_manifests_are_sidecars_of_their_checkpoints() -> None:
     (head_count_kv 1, key_length = kv_lora_rank + rope), the indexer keys; kv_b_proj split into k_b / v_b."""
     for fam, (n, kv_lora, rope, nope, v, heads, types) in {
             "glm-dsa": (2, 32, 16, 32, 32, 4, [True, True]),
-            "glm-dsa-wide": (3, 48, 16, 24, 32, 6, [True, False, True])}.items():
+            "glm-dsa-wide": (3, 48, 16, 24, 32, 6, [True, False, True]),
+            "glm-dsa-yarn": (2, 32, 16, 32, 32, 4, [True, True])}.items():
         for outtype in OUTTYPES:
             m = _manifest(f"{fam}-{outtype}-mtp")
             kv = {k: v.get("value") for k, v in m["kv"].items()}
@@ -110,6 +114,10 @@ def test_the_manifests_are_sidecars_of_their_checkpoints() -> None:
             assert {int(t.split(".")[1]) for t in shapes if t.startswith("blk.")} == {n}
             assert shapes[f"blk.{n}.attn_k_b.weight"] == [nope, kv_lora, heads]
             assert shapes[f"blk.{n}.attn_v_b.weight"] == [kv_lora, v, heads]
+    yarn = {k: v.get("value") for k, v in _manifest("glm-dsa-yarn-bf16-mtp")["kv"].items()}
+    assert (yarn["glm-dsa.rope.scaling.type"], yarn["glm-dsa.context_length"]) == ("yarn", 202752)
+    assert abs(yarn["glm-dsa.rope.scaling.yarn_log_multiplier"] - 0.1) < 1e-7
+    assert (yarn["glm-dsa.expert_weights_scale"], yarn["glm-dsa.expert_weights_norm"]) == (2.5, True)
     wide = {t["name"]: t["type"] for t in _manifest("glm-dsa-wide-q8_0-mtp")["tensors"]}
     assert wide["blk.3.attn_k_b.weight"] == wide["blk.3.attn_v_b.weight"] == wide["blk.3.ffn_down_exps.weight"] == "F16"
     assert wide["blk.3.indexer.proj.weight"] == wide["blk.3.ffn_gate_inp.weight"] == "F32"
