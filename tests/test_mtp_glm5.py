@@ -145,6 +145,7 @@ def _edited(src: Path, dst: Path, **config: Any) -> Path:
     ({"num_key_value_heads": 2}, r"kv_b_proj.weight' has shape \[256, 32\]; upstream splits it into "
                                  r"num_key_value_heads 2 x \(qk_nope_head_dim 32 \+ v_head_dim 32\) = 128 rows"),
     ({"n_routed_experts": 3}, r"expert 3 is beyond n_routed_experts 3"),
+    ({"q_lora_rank": None}, r"key 'q_lora_rank' is null; transformers' GlmMoeDsaConfig rejects it"),
 ])
 def test_a_head_that_does_not_match_its_config_is_refused(ckpts: dict[str, Path], tmp_path: Path,
                                                           config: dict[str, Any], message: str) -> None:

@@ -104,11 +104,16 @@ CONFIG_DEFAULTS: dict[str, Any] = {
 def config_view(config: dict[str, Any], where: str) -> dict[str, Any]:
     """The hparams as upstream sees them (``AutoConfig.from_pretrained(...).to_dict()`` of ``GlmMoeDsaConfig``):
     class defaults, ``head_dim`` = ``qk_rope_head_dim``, the default ``indexer_types``, rope settings in
-    ``rope_parameters`` (theta 10000 and type default when absent)."""
+    ``rope_parameters`` (theta 10000 and type default when absent). A class key set to null is refused: the class
+    rejects it and upstream falls back to the raw config.json."""
     hp = copy.deepcopy(config)
+    nulls = [k for k in CONFIG_DEFAULTS if k in hp and hp[k] is None]
+    if nulls:
+        raise ConvertError(f"{where}: key '{nulls[0]}' is null; transformers' GlmMoeDsaConfig rejects it, and upstream "
+                           "then reads config.json without the class's defaults (not reproduced here): give it a value "
+                           "or leave it out")
     for k, v in CONFIG_DEFAULTS.items():
-        if hp.get(k) is None and not (k == "q_lora_rank" and k in hp):
-            hp[k] = v
+        hp.setdefault(k, v)
     if hp.get("num_experts") is not None:
         hp["n_routed_experts"] = hp["num_experts"]
     n = as_u32(hp["num_hidden_layers"], "num_hidden_layers", where)
