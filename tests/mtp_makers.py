@@ -3,7 +3,7 @@
 Each maker writes a Hugging Face folder (``config.json``, ``model.safetensors``, the fixture Qwen3 tokenizer)
 of one MTP family, deterministically from a seed: the trunk is a transformers model built from a tiny config
 (random init, stored bf16), the MTP tensors are added in the checkpoint's own layout (``mtp.*`` for the Qwen
-families and Nemotron-H, ``model.layers.{n}.*`` for GLM-4.5). :func:`upstream_convert` runs upstream's
+families and Nemotron-H, ``model.layers.{n}.*`` for GLM-4.5 and GLM-5). :func:`upstream_convert` runs upstream's
 ``convert_hf_to_gguf.py`` (full, ``--mtp``, ``--no-mtp``) on it; the tokenizer's pre-tokenizer hash is in no upstream
 table, so, as tests/llama/target.py does, ``get_vocab_base_pre`` falls back to ``qwen2``.
 
@@ -11,7 +11,9 @@ table, so, as tests/llama/target.py does, ``get_vocab_base_pre`` falls back to `
 oracle manifests ``tests/data/mtp/<family>-<outtype>-<mode>.json`` (``--manifests``); ``--only FAMILY``,
 ``--outtype T`` and ``--mode full|mtp|nomtp`` (each repeatable) narrow it. The GLM-4.5 sidecar manifests of
 tests/test_mtp_glm.py are made with ``python tests/mtp_makers.py OUT --only glm4moe --only glm4moe-wide --only glm4vmoe
---outtype bf16 --outtype f16 --outtype f32 --outtype q8_0 --mode mtp --manifests``.
+--outtype bf16 --outtype f16 --outtype f32 --outtype q8_0 --mode mtp --manifests``; the GLM-5 ones of
+tests/test_mtp_glm5.py with ``--only glm-dsa --only glm-dsa-wide --only glm-dsa-yarn`` and the same outtypes and
+mode.
 """
 
 from __future__ import annotations
@@ -252,6 +254,71 @@ def make_glm4v_moe(out: Path, seed: int = 6) -> Path:
     return make_glm4_moe(out, seed, vl=True)
 
 
+def make_glm5(out: Path, seed: int = 7, *, hidden: int = H, layers: int = 2, heads: int = 4, q_lora: int = 48,
+              kv_lora: int = 32, rope: int = 16, nope: int = 32, v_dim: int = 32, experts: int = 4, moe_ff: int = 32,
+              shared: int = 1, groups: tuple[int, int] = (1, 1), scale: float = 2.5, norm_topk: bool = True,
+              index: tuple[int, int, int] = (4, 64, 8), indexer_types: list[str] | None = None,
+              rope_parameters: dict[str, Any] | None = None, drop: tuple[str, ...] = ()) -> Path:
+    """``GlmMoeDsaForCausalLM`` (GLM-5, GGUF ``glm-dsa``): MLA attention (q/kv LoRA, ``kv_b_proj``) with the DSA
+    indexer, ``layers`` trunk layers (the first dense) + the NextN layer ``model.layers.{layers}.*``; ``index`` is
+    (``index_n_heads``, ``index_head_dim``, ``index_topk``). ``num_key_value_heads`` is the head count, as in the
+    released config (upstream splits ``kv_b_proj`` by it). Without ``indexer_types`` the config has none (GLM-5 /
+    5.1: transformers' default, every layer ``full``). ``drop``: config keys left out (the model and upstream then
+    take ``GlmMoeDsaConfig``'s defaults)."""
+    from transformers import GlmMoeDsaConfig, GlmMoeDsaForCausalLM
+
+    rope_p = rope_parameters or {"rope_theta": 1000000.0, "rope_type": "default"}
+    cfg: dict[str, Any] = {
+        "vocab_size": VOCAB, "hidden_size": hidden, "intermediate_size": 128, "num_hidden_layers": layers,
+        "num_attention_heads": heads, "num_key_value_heads": heads, "q_lora_rank": q_lora, "kv_lora_rank": kv_lora,
+        "qk_rope_head_dim": rope, "qk_nope_head_dim": nope, "v_head_dim": v_dim, "head_dim": rope,
+        "n_routed_experts": experts, "n_shared_experts": shared, "num_experts_per_tok": 2,
+        "moe_intermediate_size": moe_ff, "first_k_dense_replace": 1, "n_group": groups[0], "topk_group": groups[1],
+        "norm_topk_prob": norm_topk, "routed_scaling_factor": scale, "index_n_heads": index[0],
+        "index_head_dim": index[1], "index_topk": index[2], "attention_bias": False, "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "bos_token_id": 990, "eos_token_id": 992,
+        "rope_parameters": rope_p}
+    if indexer_types is not None:
+        cfg["indexer_types"] = indexer_types
+    cfg = {k: v for k, v in cfg.items() if k not in drop}
+    # the model is built with one more layer (sparse), which becomes the NextN layer
+    model_cfg = {**cfg, "num_hidden_layers": layers + 1, "mlp_layer_types": ["dense"] + ["sparse"] * layers,
+                 "indexer_types": [*(indexer_types or ["full"] * layers), "full"]}
+    state = _per_expert(_trunk(GlmMoeDsaConfig, GlmMoeDsaForCausalLM, model_cfg, seed))
+    import torch
+
+    for name, shape in (("eh_proj.weight", (hidden, 2 * hidden)), ("enorm.weight", (hidden,)),
+                        ("hnorm.weight", (hidden,)), ("shared_head.norm.weight", (hidden,)),
+                        ("embed_tokens.weight", (VOCAB, hidden)), ("shared_head.head.weight", (VOCAB, hidden))):
+        state[f"model.layers.{layers}.{name}"] = _noise(torch.empty(shape), seed + len(name))
+    config = {**cfg, "num_nextn_predict_layers": 1, "architectures": ["GlmMoeDsaForCausalLM"],
+              "model_type": "glm_moe_dsa", "torch_dtype": "bfloat16"}
+    return _save(out, config, state, GLM_TOKENS)
+
+
+def make_glm5_wide(out: Path, seed: int = 8) -> Path:
+    """A second GLM-5 shape (GLM-5.2 style): hidden 96, 3 trunk layers, 6 heads, kv_lora_rank 48 and
+    qk_nope_head_dim 24 (not multiples of 32: ``attn_v_b`` / ``attn_k_b`` fall back to F16 under q8_0), 8 experts in
+    2 groups with 2 shared experts of width 48, routed_scaling_factor 1.5, norm_topk_prob false, 8 indexer heads, explicit ``indexer_types``
+    (full, shared, full), rope theta 500000."""
+    return make_glm5(out, seed, hidden=96, layers=3, heads=6, q_lora=64, kv_lora=48, rope=16, nope=24, v_dim=32,
+                     experts=8, moe_ff=48, shared=2, groups=(2, 1), scale=1.5, norm_topk=False, index=(8, 64, 16),
+                     indexer_types=["full", "shared", "full"],
+                     rope_parameters={"rope_theta": 500000.0, "rope_type": "default"})
+
+
+def make_glm5_yarn(out: Path, seed: int = 9) -> Path:
+    """A third GLM-5 config: YaRN rope scaling with ``mscale_all_dim`` (``rope.scaling.*`` and
+    ``rope.scaling.yarn_log_multiplier``) and a config without ``head_dim``, ``rms_norm_eps``, ``n_group`` /
+    ``topk_group``, ``norm_topk_prob``, ``routed_scaling_factor`` and ``max_position_embeddings`` (transformers'
+    class defaults)."""
+    return make_glm5(out, seed, rope_parameters={
+        "rope_theta": 1000000.0, "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024,
+        "mscale_all_dim": 1.0, "mscale": 1.0, "beta_fast": 32.0, "beta_slow": 1.0},
+        drop=("head_dim", "rms_norm_eps", "n_group", "topk_group", "norm_topk_prob", "routed_scaling_factor",
+              "max_position_embeddings"))
+
+
 def make_nemotron_h(out: Path, seed: int = 4) -> Path:
     """``NemotronHForCausalLM`` (MoE): pattern ``M*E`` (Mamba2, attention, MoE) + the two MTP halves
     ``mtp.layers.0`` (fusion + attention) and ``mtp.layers.1`` (MoE + final norm)."""
@@ -296,6 +363,9 @@ MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "glm4moe-wide": (make_glm4_moe_wide, "GLM-4.5-Wide-Tiny"),
     "glm4vmoe": (make_glm4v_moe, "GLM-4.5V-Tiny"),
     "nemotron_h_moe": (make_nemotron_h, "Nemotron-H-Tiny"),
+    "glm-dsa": (make_glm5, "GLM-5-Tiny"),
+    "glm-dsa-wide": (make_glm5_wide, "GLM-5.2-Wide-Tiny"),
+    "glm-dsa-yarn": (make_glm5_yarn, "GLM-5-Yarn-Tiny"),
 }
 #: the conversions: name -> upstream's extra flags
 MODES: dict[str, tuple[str, ...]] = {"full": (), "mtp": ("--mtp",), "nomtp": ("--no-mtp",)}

@@ -40,6 +40,7 @@ from dspark_convert.hf.checkpoint import Checkpoint
 from dspark_convert.hf2gguf import writer
 from dspark_convert.plan import KV, Plan, TensorSpec
 from dspark_convert.variants.eagle3.transforms import Eagle3Permute
+from dspark_convert.variants.mtp.transforms import MlaKvBSplit
 
 
 @dataclass(frozen=True)
@@ -177,11 +178,24 @@ def test_source_count_must_match_the_transform(toy: tuple[Checkpoint, np.ndarray
             list(writer.tensor_chunks(spec, {"draft": ck}))
 
 
+def test_mla_kv_b_split_streams_whole_heads(toy: tuple[Checkpoint, np.ndarray, np.ndarray]) -> None:
+    """``w`` (8 x 64) as kv_b_proj of 2 heads x (nope 3 + v 1) rows, kv_lora_rank 64: read in chunks of one head, the
+    k and v halves equal upstream's view / split / transpose of the whole tensor."""
+    ck, weight, _ = toy
+    kv = weight.reshape(2, 4, 64)
+    for part, shape, want in (("k", (2, 64, 3), kv[:, :3, :].transpose(0, 2, 1)), ("v", (2, 1, 64), kv[:, 3:, :])):
+        spec = TensorSpec(f"attn_{part}_b.weight", shape, QT.F32, sources=("w",), transform=MlaKvBSplit(part, 2, 3, 1))
+        chunks = [job() for job in writer.chunk_jobs(spec, {"draft": ck}, chunk=1)]
+        assert len(chunks) == 2  # one head per chunk
+        assert np.concatenate(chunks).reshape(shape).tobytes() == np.ascontiguousarray(want).tobytes()
+    assert MlaKvBSplit("k", 2, 3, 1).row_group(128) == 64 and MlaKvBSplit("v", 3, 3, 1).row_group(4) is None
+
+
 def test_registry_and_row_groups() -> None:
     assert TRANSFORMS == {"deinterleave_rope": DeinterleaveRope, "eagle3_permute": Eagle3Permute,
                           "fp8_block_dequant": Fp8BlockDequant, "mxfp4_expert_stack": Mxfp4ExpertStack,
                           "nvfp4_repack": Nvfp4Repack, "patch_row": PatchRow, "first_rows": FirstRows,
-                          "add_one": AddOne, "expert_stack": ExpertStack}
+                          "add_one": AddOne, "expert_stack": ExpertStack, "mla_kv_b_split": MlaKvBSplit}
     assert DeinterleaveRope(16).row_group(64) == 16 and DeinterleaveRope(16).row_group(24) is None
     assert DeinterleaveRope(3).row_group(6) is None  # an odd head_dim never splits
     assert Eagle3Permute(8, 2).row_group(32) == 16  # n = n_head_kv (2) groups of 16 rows

@@ -18,8 +18,9 @@ ARCH_QWEN35 = "qwen35"
 ARCH_QWEN35MOE = "qwen35moe"
 ARCH_QWEN3NEXT = "qwen3next"
 ARCH_GLM4MOE = "glm4moe"
+ARCH_GLM_DSA = "glm-dsa"
 #: the GGUF architectures whose MTP sidecars are written (the loaders with ``mtp_only`` detection)
-MTP_ARCHES = (ARCH_QWEN35, ARCH_QWEN35MOE, ARCH_QWEN3NEXT, ARCH_GLM4MOE)
+MTP_ARCHES = (ARCH_QWEN35, ARCH_QWEN35MOE, ARCH_QWEN3NEXT, ARCH_GLM4MOE, ARCH_GLM_DSA)
 
 # keys (templates take the arch string), in upstream's writing order
 NEXTN_PREDICT_LAYERS = "{arch}.nextn_predict_layers"
@@ -34,6 +35,13 @@ FULL_ATTENTION_INTERVAL = "{arch}.full_attention_interval"
 EXPERT_GROUP_COUNT = "{arch}.expert_group_count"
 EXPERT_GROUP_USED_COUNT = "{arch}.expert_group_used_count"
 LEADING_DENSE_BLOCK_COUNT = "{arch}.leading_dense_block_count"
+# MLA and the DSA indexer (glm-dsa; ``attention.q_lora_rank`` and ``attention.indexer.{head_count,key_length,top_k}``
+# are in dsv4.py)
+KV_LORA_RANK = "{arch}.attention.kv_lora_rank"
+KEY_LENGTH_MLA = "{arch}.attention.key_length_mla"
+VALUE_LENGTH_MLA = "{arch}.attention.value_length_mla"
+ROPE_SCALING_YARN_LOG_MUL = "{arch}.rope.scaling.yarn_log_multiplier"
+INDEXER_TYPES = "{arch}.attention.indexer.types"
 
 # tensors of a NextN block (after ``blk.{n}.``)
 L_NEXTN_EH_PROJ = "nextn.eh_proj.weight"
@@ -53,8 +61,22 @@ L_FFN_DOWN_SHEXP = "ffn_down_shexp.weight"
 L_FFN_GATE_INP_SHEXP = "ffn_gate_inp_shexp.weight"
 #: the router's score-correction bias (``mlp.gate.e_score_correction_bias``, GLM-4.5)
 L_EXP_PROBS_B = "exp_probs_b.bias"
+# MLA attention and the DSA indexer of a glm-dsa block
+L_ATTN_Q_A = "attn_q_a.weight"
+L_ATTN_Q_B = "attn_q_b.weight"
+L_ATTN_Q_A_NORM = "attn_q_a_norm.weight"
+L_ATTN_KV_A_MQA = "attn_kv_a_mqa.weight"
+L_ATTN_KV_A_NORM = "attn_kv_a_norm.weight"
+#: ``kv_b_proj`` split per head into ``k_b`` (transposed) and ``v_b`` (upstream's ``DeepseekV2Model``)
+L_ATTN_K_B = "attn_k_b.weight"
+L_ATTN_V_B = "attn_v_b.weight"
+L_INDEXER_K_NORM = "indexer.k_norm.weight"
+L_INDEXER_K_NORM_B = "indexer.k_norm.bias"
+L_INDEXER_PROJ = "indexer.proj.weight"
+L_INDEXER_ATTN_K = "indexer.attn_k.weight"
+L_INDEXER_ATTN_Q_B = "indexer.attn_q_b.weight"
 #: tensors upstream always writes as F32 (``base.py`` forced types: router weights)
-F32_LAYER_TENSORS = (L_FFN_GATE_INP, L_FFN_GATE_INP_SHEXP)
+F32_LAYER_TENSORS = (L_FFN_GATE_INP, L_FFN_GATE_INP_SHEXP, L_INDEXER_PROJ)
 
 #: The GGUF value types of the MTP sidecar keys: rows of the package's ``KEY_TYPES``.
 _KEY_TYPES: dict[str, VT] = {
@@ -70,5 +92,10 @@ _KEY_TYPES: dict[str, VT] = {
     EXPERT_GROUP_COUNT: VT.UINT32,
     EXPERT_GROUP_USED_COUNT: VT.UINT32,
     LEADING_DENSE_BLOCK_COUNT: VT.UINT32,
+    KV_LORA_RANK: VT.UINT32,
+    KEY_LENGTH_MLA: VT.UINT32,
+    VALUE_LENGTH_MLA: VT.UINT32,
+    ROPE_SCALING_YARN_LOG_MUL: VT.FLOAT32,
+    INDEXER_TYPES: VT.ARRAY,
 }
-_ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {RECURRENT_LAYERS: (VT.BOOL,)}
+_ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {RECURRENT_LAYERS: (VT.BOOL,), INDEXER_TYPES: (VT.BOOL,)}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
@@ -216,7 +216,14 @@ def _spec(ck: Checkpoint, src: str, name: str, out: QT) -> TensorSpec:
     return TensorSpec(name=name, shape=ref.shape, ggml_type=ggml, sources=(src,), source_dtype=ref.dtype)
 
 
-def _stack(ck: Checkpoint, g: GlmMtp, bid: int, w: str, per: dict[int, str], out: QT) -> TensorSpec:
+class _Experts(Protocol):
+    """What :func:`_stack` reads of a family's hparams (:class:`GlmMtp`, ``glm_dsa.DsaMtp``)."""
+
+    @property
+    def experts(self) -> int: ...
+
+
+def _stack(ck: Checkpoint, g: _Experts, bid: int, w: str, per: dict[int, str], out: QT) -> TensorSpec:
     missing = sorted(set(range(g.experts)) - per.keys())
     if missing:
         raise ConvertError(f"{ck.path}: expert {missing[0]} of model.layers.{bid}.mlp.experts.*.{w}.weight is missing")

@@ -1,5 +1,5 @@
 """Loader rules of an MTP sidecar (b11434 ``src/models/qwen35.cpp``, ``qwen35moe.cpp``, ``qwen3next.cpp``,
-``glm4-moe.cpp``; spec/drafts-beyond-dflash.md §1.6): what llama.cpp's loader of the target architecture requires of
+``glm4-moe.cpp``, ``glm-dsa.cpp``; spec/drafts-beyond-dflash.md §1.6): what llama.cpp's loader of the target architecture requires of
 a file with ``nextn_predict_layers > 0`` and no ``blk.0.attn_norm.weight`` (``mtp_only``).
 
 The Qwen loaders:
@@ -26,6 +26,21 @@ The ``glm4moe`` loader (:func:`glm_rules`):
   expert of ``expert_feed_forward_length x expert_shared_count`` rows, or the dense FFN for a leading dense block,
   and ``nextn.eh_proj`` / ``enorm`` / ``hnorm``; ``nextn.embed_tokens``, ``shared_head_head`` and
   ``shared_head_norm`` are optional.
+
+The ``glm-dsa`` loader (:func:`dsa_rules`, GLM-5):
+
+- keys: ``nextn_predict_layers`` in ``1..block_count``, ``expert_feed_forward_length``, ``layer_norm_rms_epsilon``,
+  ``expert_shared_count``, ``q_lora_rank``, ``kv_lora_rank``, the indexer's ``head_count`` / ``key_length`` /
+  ``top_k``; ``key_length_mla`` and ``value_length_mla`` above 0 ("GLM_DSA architecture requires MLA");
+  ``attention.indexer.types`` when present holds one entry per trunk layer; ``expert_count`` above 0 for a MoE
+  block;
+- tensors: the root and NextN tensors as above; every MTP block needs ``attn_norm``, ``attn_q_a`` / ``attn_q_a_norm``
+  / ``attn_q_b`` (heads x ``key_length_mla`` rows), ``attn_kv_a_mqa`` (``kv_lora_rank`` + ``rope.dimension_count``
+  rows) / ``attn_kv_a_norm``, ``attn_k_b`` (heads x kv_lora_rank x (key_length_mla - rope.dimension_count)),
+  ``attn_v_b`` (heads x value_length_mla x kv_lora_rank), ``attn_output``, ``ffn_norm``, then the MoE FFN (router,
+  optional ``exp_probs_b.bias``, expert stacks, shared expert) or the dense FFN of a leading dense block; the
+  indexer tensors (``indexer.k_norm`` weight and bias, ``indexer.proj``, ``indexer.attn_k``, ``indexer.attn_q_b``)
+  are optional.
 
 This module is the one place those rules are written: ``check`` applies them to a sidecar made by any tool (the
 ``mtp`` variant of the registry), and ``hf2gguf --mtp`` checks its plan with them before writing.
@@ -145,6 +160,87 @@ def glm_rules(c: Checker) -> int | None:
     return None
 
 
+def dsa_rules(c: Checker) -> int | None:
+    """The ``mtp_only`` branch of llama.cpp's ``glm-dsa`` loader (``src/models/glm-dsa.cpp``, see the module
+    docstring)."""
+    got = _nextn(c)
+    if got is None:
+        return None
+    n_all, nextn = got
+    _missing_keys(c, c.plan.arch, [S.EXPERT_FEED_FORWARD_LENGTH, S.RMS_EPS, S.EXPERT_SHARED_COUNT, S.Q_LORA_RANK,
+                                   S.KV_LORA_RANK, S.INDEXER_HEAD_COUNT, S.INDEXER_KEY_LENGTH, S.INDEXER_TOP_K])
+    for tpl in (S.KEY_LENGTH_MLA, S.VALUE_LENGTH_MLA):
+        v = _int(c.val(tpl))
+        if v is None or v <= 0:
+            c.err(c.key(tpl), "required-key", f"is {v!r}, expected > 0 (llama.cpp: \"GLM_DSA architecture requires "
+                  "MLA\")")
+    n = n_all - nextn
+    types = c.val(S.INDEXER_TYPES)
+    if types is not None and (not isinstance(types, (list, tuple)) or len(types) != n):
+        count = len(types) if isinstance(types, (list, tuple)) else types
+        c.err(c.key(S.INDEXER_TYPES), "array-length", f"has {count} entries, expected block_count - "
+              f"nextn_predict_layers = {n} (get_key_or_arr reads one per trunk layer)")
+    d = c.dims
+    hidden, heads = d.hidden, d.n_head
+    q_lora, kv_lora = _int(c.val(S.Q_LORA_RANK)), _int(c.val(S.KV_LORA_RANK))
+    k_mla, v_mla = _int(c.val(S.KEY_LENGTH_MLA)), _int(c.val(S.VALUE_LENGTH_MLA))
+    rot = _int(c.val(S.ROPE_DIMENSION_COUNT))
+    nope = k_mla - rot if k_mla is not None and rot is not None else None
+    kv_a = kv_lora + rot if kv_lora is not None and rot is not None else None
+    idx_heads, idx_dim = _int(c.val(S.INDEXER_HEAD_COUNT)), _int(c.val(S.INDEXER_KEY_LENGTH))
+    experts = _int(c.val(S.EXPERT_COUNT))
+    n_ff_exp = _int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
+    shared = _int(c.val(S.EXPERT_SHARED_COUNT)) or 0
+    dense_lead = _int(c.val(S.LEADING_DENSE_BLOCK_COUNT)) or 0
+    _root_and_nextn(c, n, n_all)
+    for i in range(n, n_all):
+        p = S.LAYER_PREFIX.format(bid=i)
+
+        def need(short: str, shape: tuple[int, ...] | None, why: str, *, req: bool = True, _p: str = p) -> None:
+            c.rules.expect(_p + short, shape, why, required=req)
+
+        need(S.L_ATTN_NORM, shape_of(hidden), f"hidden_size {hidden}")
+        need(S.L_ATTN_Q_A_NORM, shape_of(q_lora), f"q_lora_rank {q_lora}")
+        need(S.L_ATTN_KV_A_NORM, shape_of(kv_lora), f"kv_lora_rank {kv_lora}")
+        need(S.L_ATTN_Q_A, shape_of(q_lora, hidden), f"q_lora_rank {q_lora} x hidden_size {hidden}")
+        need(S.L_ATTN_Q_B, shape_of(mul(heads, k_mla), q_lora), f"heads {heads} x key_length_mla {k_mla}")
+        need(S.L_ATTN_KV_A_MQA, shape_of(kv_a, hidden), f"kv_lora_rank {kv_lora} + rope.dimension_count {rot}")
+        need(S.L_ATTN_K_B, shape_of(heads, kv_lora, nope), f"heads {heads} x kv_lora_rank {kv_lora} x (key_length_mla "
+             f"- rope.dimension_count) {nope}")
+        need(S.L_ATTN_V_B, shape_of(heads, v_mla, kv_lora), f"heads {heads} x value_length_mla {v_mla} x kv_lora_rank "
+             f"{kv_lora}")
+        need(S.L_ATTN_OUT, shape_of(hidden, mul(heads, v_mla)), f"ne[0] = heads {heads} x value_length_mla {v_mla}")
+        need(S.L_FFN_NORM, shape_of(hidden), f"hidden_size {hidden}")
+        need(S.L_INDEXER_K_NORM, shape_of(idx_dim), f"indexer key_length {idx_dim}", req=False)
+        need(S.L_INDEXER_K_NORM_B, shape_of(idx_dim), f"indexer key_length {idx_dim}", req=False)
+        need(S.L_INDEXER_PROJ, shape_of(idx_heads, hidden), f"indexer head_count {idx_heads} x hidden_size", req=False)
+        need(S.L_INDEXER_ATTN_K, shape_of(idx_dim, hidden), f"indexer key_length {idx_dim} x hidden_size", req=False)
+        need(S.L_INDEXER_ATTN_Q_B, shape_of(mul(idx_heads, idx_dim), q_lora), f"indexer head_count {idx_heads} x "
+             f"key_length {idx_dim}", req=False)
+        if i >= dense_lead:
+            if not experts:
+                c.err(c.key(S.EXPERT_COUNT), "required-key", f"is {experts!r}, expected > 0 (llama.cpp's glm-dsa "
+                      "loader: \"n_expert must be > 0\")")
+            need(S.L_FFN_GATE_INP, shape_of(experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
+            need(S.L_EXP_PROBS_B, shape_of(experts), f"expert_count {experts}", req=False)
+            for short in (S.L_FFN_GATE_EXPS, S.L_FFN_UP_EXPS):
+                need(short, shape_of(experts, n_ff_exp, hidden), f"experts {experts} x expert_feed_forward_length "
+                     f"{n_ff_exp} x hidden_size {hidden}")
+            need(S.L_FFN_DOWN_EXPS, shape_of(experts, hidden, n_ff_exp), f"experts {experts} x hidden_size {hidden} x "
+                 f"expert_feed_forward_length {n_ff_exp}")
+            if shared > 0:
+                n_ff_sh = mul(n_ff_exp, shared)
+                why = f"expert_feed_forward_length {n_ff_exp} x expert_shared_count {shared}"
+                need(S.L_FFN_GATE_SHEXP, shape_of(n_ff_sh, hidden), why)
+                need(S.L_FFN_UP_SHEXP, shape_of(n_ff_sh, hidden), why)
+                need(S.L_FFN_DOWN_SHEXP, shape_of(hidden, n_ff_sh), why)
+        else:
+            need(S.L_FFN_GATE, shape_of(d.n_ff, hidden), f"ne[1] = feed_forward_length {d.n_ff}")
+            need(S.L_FFN_UP, shape_of(d.n_ff, hidden), f"ne[1] = feed_forward_length {d.n_ff}")
+            need(S.L_FFN_DOWN, shape_of(hidden, d.n_ff), f"ne[0] = feed_forward_length {d.n_ff}")
+    return None
+
+
 def qwen_rules(c: Checker) -> int | None:
     """The ``mtp_only`` branch of llama.cpp's ``qwen35`` / ``qwen35moe`` / ``qwen3next`` loaders (see the module
     docstring)."""
@@ -209,4 +305,6 @@ def qwen_rules(c: Checker) -> int | None:
 
 def rules(c: Checker) -> int | None:
     """The ``mtp_only`` branch of the target arch's loader (see the module docstring)."""
+    if c.plan.arch == S.ARCH_GLM_DSA:
+        return dsa_rules(c)
     return glm_rules(c) if c.plan.arch == S.ARCH_GLM4MOE else qwen_rules(c)

@@ -4,7 +4,8 @@ Each GGUF tensor is rebuilt from the checkpoint here, with this module's own spe
 (not the converter's tables, so a wrong row there shows as a failing tensor): the HF name of each GGUF tensor, the
 ``+ 1`` of the RMS norms (in float32, the Qwen families only), the per-expert stacks; then rounded to the GGUF
 tensor's type with gguf-py (``quants.quantize``) and compared byte for byte. Accounting: every GGUF tensor compared,
-every checkpoint tensor of the head (``mtp.*`` for the Qwen families, ``model.layers.{n}..`` for GLM-4.5 (``glm4moe``),
+every checkpoint tensor of the head (``mtp.*`` for the Qwen families, ``model.layers.{n}..`` for GLM-4.5 (``glm4moe``)
+and GLM-5 (``glm-dsa``, whose ``kv_b_proj`` is split per head into ``attn_k_b`` / ``attn_v_b`` here again),
 the embedding, the final norm, the head) compared as a source; the trunk is not part of the file.
 """
 
@@ -56,7 +57,21 @@ _GLM_LAYER = {"nextn.eh_proj.weight": "eh_proj.weight", "nextn.enorm.weight": "e
               "ffn_up_shexp.weight": "mlp.shared_experts.up_proj.weight",
               "ffn_down_shexp.weight": "mlp.shared_experts.down_proj.weight",
               **{k: v for k, v in _LAYER.items() if not v.startswith("mlp.shared_expert")}}
-_GLM_ARCHES = ("glm4moe",)
+#: GLM-5 (``glm-dsa``): MLA attention, the DSA indexer, ``ffn_norm`` for the post-attention norm
+_DSA_LAYER = {"attn_q_a.weight": "self_attn.q_a_proj.weight", "attn_q_a_norm.weight": "self_attn.q_a_layernorm.weight",
+              "attn_q_b.weight": "self_attn.q_b_proj.weight",
+              "attn_kv_a_mqa.weight": "self_attn.kv_a_proj_with_mqa.weight",
+              "attn_kv_a_norm.weight": "self_attn.kv_a_layernorm.weight",
+              "attn_k_b.weight": "self_attn.kv_b_proj.weight", "attn_v_b.weight": "self_attn.kv_b_proj.weight",
+              "ffn_norm.weight": "post_attention_layernorm.weight",
+              "indexer.attn_q_b.weight": "self_attn.indexer.wq_b.weight",
+              "indexer.attn_k.weight": "self_attn.indexer.wk.weight",
+              "indexer.k_norm.weight": "self_attn.indexer.k_norm.weight",
+              "indexer.k_norm.bias": "self_attn.indexer.k_norm.bias",
+              "indexer.proj.weight": "self_attn.indexer.weights_proj.weight",
+              **{k: v for k, v in _GLM_LAYER.items() if not k.startswith(("attn_q", "attn_k", "attn_v",
+                                                                              "post_attention"))}}
+_GLM_ARCHES = ("glm4moe", "glm-dsa")
 #: GGUF names that upstream adds one to (its rule on the renamed HF name: ``*norm.weight``)
 _PLUS_ONE = re.compile(r"(output_norm|blk\.\d+\.(attn_norm|post_attention_norm|attn_q_norm|attn_k_norm|"
                        r"nextn\.enorm|nextn\.hnorm|nextn\.shared_head_norm))\.weight")
@@ -94,16 +109,17 @@ def _hf(ck: Checkpoint, gguf: str, n: int) -> list[str]:
     return []
 
 
-def _glm_hf(ck: Checkpoint, gguf: str) -> list[str]:
-    """GLM-4.5: the checkpoint tensors ``gguf`` is made of (the NextN layers keep their index); [] when none."""
+def _glm_hf(ck: Checkpoint, gguf: str, table: dict[str, str] = _GLM_LAYER) -> list[str]:
+    """GLM-4.5 / GLM-5: the checkpoint tensors ``gguf`` is made of (the NextN layers keep their index); [] when
+    none."""
     def pick(cand: str) -> list[str]:
         return next(([c] for c in (cand.replace("model.", "model.language_model.", 1), cand) if c in ck), [])
 
     if gguf in _ROOTS:
         return next((got for c in _ROOTS[gguf] if c.startswith(("model.", "lm_head")) for got in [pick(c)] if got), [])
     _, bid, short = gguf.split(".", 2)
-    if short in _GLM_LAYER:
-        return pick(f"model.layers.{bid}.{_GLM_LAYER[short]}")
+    if short in table:
+        return pick(f"model.layers.{bid}.{table[short]}")
     if short in _EXPS:
         out: list[str] = []
         while got := pick(f"model.layers.{bid}.mlp.experts.{len(out)}.{_EXPS[short]}.weight"):
@@ -138,6 +154,17 @@ def _values(ck: Checkpoint, srcs: list[str], plus_one: bool) -> np.ndarray:
     return x + np.float32(1) if plus_one else x
 
 
+def _mla_split(x: np.ndarray, short: str, ne: list[int]) -> np.ndarray:
+    """GLM-5's ``kv_b_proj`` values ``[heads x (nope + v), kv_lora_rank]`` -> ``attn_k_b`` (GGUF ne ``[nope,
+    kv_lora_rank, heads]``: each head's first ``nope`` rows, transposed) or ``attn_v_b`` (ne ``[kv_lora_rank, v,
+    heads]``: each head's last ``v`` rows), the sizes read from the GGUF tensor's own shape."""
+    heads = ne[2]
+    kv = x.reshape(heads, x.shape[0] // heads, x.shape[1])
+    if short == "attn_k_b.weight":
+        return np.ascontiguousarray(kv[:, :ne[0], :].transpose(0, 2, 1))
+    return np.ascontiguousarray(kv[:, kv.shape[1] - ne[1]:, :])
+
+
 def _stored(raw: bytes, qt: QT) -> np.ndarray:
     """The float32 values of a tensor's bytes of type ``qt``."""
     if qt == QT.F32:
@@ -163,11 +190,15 @@ def sidecar_rows(gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = T
     problems: list[str] = []
     try:
         for t in f.tensors:
-            srcs = _glm_hf(ck, t.name) if glm else _hf(ck, t.name, n_all - nextn)
+            srcs = (_glm_hf(ck, t.name, _DSA_LAYER if arch == "glm-dsa" else _GLM_LAYER) if glm
+                    else _hf(ck, t.name, n_all - nextn))
             if not srcs:
                 problems.append(f"{t.name}: no checkpoint tensor becomes it under upstream's --mtp rules")
                 continue
             x = _values(ck, srcs, not glm and _PLUS_ONE.fullmatch(t.name) is not None)
+            short = t.name.split(".", 2)[-1]
+            if arch == "glm-dsa" and short in ("attn_k_b.weight", "attn_v_b.weight"):
+                x = _mla_split(x, short, list(t.ne))
             qt = QT[t.type_name]
             want = np.ascontiguousarray(quants.quantize(x, qt)).view(np.uint8).tobytes()
             got = bytes(f.tensor_bytes(t.name))

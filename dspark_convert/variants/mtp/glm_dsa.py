@@ -1,0 +1,344 @@
+"""The GLM-5 MTP family (upstream's ``GlmMoeDsaModel`` in ``conversion/glm.py``, a ``DeepseekV2Model``;
+spec/drafts-beyond-dflash.md §1): GLM-5 / 5.1 / 5.2 (``GlmMoeDsaForCausalLM``), GGUF architecture ``glm-dsa``: MLA
+attention with DeepSeek's sparse-attention (DSA) indexer.
+
+What upstream's ``--mtp`` file holds for them:
+
+- as for GLM-4.5 (:mod:`.glm`), the NextN layer(s) ``model.layers.{n+i}.*`` (``n`` = ``num_hidden_layers``) keep
+  their index, with the embedding, final norm and head (``lm_head`` dropped when ``tie_word_embeddings``); each
+  NextN block gets its MLA attention (``q_a_proj`` / ``q_a_layernorm`` / ``q_b_proj``, ``kv_a_proj_with_mqa`` /
+  ``kv_a_layernorm``, ``o_proj``; ``kv_b_proj`` split per head into ``attn_k_b`` (the ``qk_nope_head_dim`` rows,
+  transposed) and ``attn_v_b`` (the ``v_head_dim`` rows), by the config's ``num_key_value_heads``), the DSA indexer
+  (``wq_b``, ``wk``, ``k_norm`` weight and bias, ``weights_proj`` -> ``indexer.proj`` always F32), its norms
+  (``post_attention_layernorm`` -> ``ffn_norm``), router, shared and routed experts (stacked) and NextN tensors;
+  nothing is added to the norms;
+- the header: TextModel's generic block (``block_count = n + nextn``, ``head_count_kv`` 1: MLA as MQA), then
+  DeepseekV2's keys (``leading_dense_block_count``, ``vocab_size``, ``q_lora_rank``, ``kv_lora_rank``,
+  ``key_length`` = kv_lora_rank + qk_rope_head_dim and ``value_length`` = kv_lora_rank overwriting the head_dim
+  values in their place, ``key_length_mla``, ``value_length_mla``, the expert keys, ``rope.dimension_count``,
+  ``rope.scaling.yarn_log_multiplier`` with ``mscale_all_dim``), then GLM-DSA's (``rope.dimension_count``
+  overwritten with qk_rope_head_dim x ``partial_rotary_factor`` (1.0), ``nextn_predict_layers``, the indexer's
+  ``head_count`` / ``key_length`` / ``top_k`` and ``types`` (true = full)).
+
+Upstream reads the config through transformers' ``GlmMoeDsaConfig`` (:func:`config_view`): its class defaults,
+``head_dim`` = ``qk_rope_head_dim`` and the default ``indexer_types`` (every layer full unless
+``index_topk_freq`` / ``index_skip_topk_offset`` / ``index_topk_pattern`` say otherwise).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gguf import GGMLQuantizationType as QT
+from gguf import GGUFValueType as VT
+
+from ... import schema as S
+from ...errors import ConvertError
+from ...hf.checkpoint import Checkpoint
+from ...kit.common import base_kvs, tensor_type
+from ...kit.hparams import as_float, as_positive, as_u32, find_hparam, rope_dict
+from ...plan import KV, TensorSpec
+from ...tokenizer.targets import table
+from . import glm
+from .head import Head
+from .transforms import MlaKvBSplit
+
+#: upstream's model class that exports the GLM-5 NextN layer with ``--mtp``
+MTP_CLASSES = ("GlmMoeDsaModel",)
+#: HF class -> GGUF arch: every architecture the target table registers to that class
+ARCHS: dict[str, str] = {
+    name: str(row["gguf_arch"]) for name, row in table()["architectures"].items()
+    if row.get("class") in MTP_CLASSES and row.get("role") == "target" and row.get("gguf_arch") in S.MTP_ARCHES}
+#: a NextN layer's tensor (after ``model.layers.{n+i}.``) -> its GGUF name (after ``blk.{n+i}.``); ``kv_b_proj``
+#: is split (:data:`KV_B`), the experts stacked (:data:`glm.EXPERT_STACKS`)
+LAYER: dict[str, str] = {
+    "eh_proj.weight": S.L_NEXTN_EH_PROJ,
+    "enorm.weight": S.L_NEXTN_ENORM,
+    "hnorm.weight": S.L_NEXTN_HNORM,
+    "embed_tokens.weight": S.L_NEXTN_EMBED_TOKENS,
+    "shared_head.head.weight": S.L_NEXTN_SHARED_HEAD_HEAD,
+    "shared_head.norm.weight": S.L_NEXTN_SHARED_HEAD_NORM,
+    "input_layernorm.weight": S.L_ATTN_NORM,
+    "post_attention_layernorm.weight": S.L_FFN_NORM,
+    "self_attn.q_a_proj.weight": S.L_ATTN_Q_A,
+    "self_attn.q_a_layernorm.weight": S.L_ATTN_Q_A_NORM,
+    "self_attn.q_b_proj.weight": S.L_ATTN_Q_B,
+    "self_attn.kv_a_proj_with_mqa.weight": S.L_ATTN_KV_A_MQA,
+    "self_attn.kv_a_layernorm.weight": S.L_ATTN_KV_A_NORM,
+    "self_attn.o_proj.weight": S.L_ATTN_OUT,
+    "self_attn.indexer.wq_b.weight": S.L_INDEXER_ATTN_Q_B,
+    "self_attn.indexer.wk.weight": S.L_INDEXER_ATTN_K,
+    "self_attn.indexer.k_norm.weight": S.L_INDEXER_K_NORM,
+    "self_attn.indexer.k_norm.bias": S.L_INDEXER_K_NORM_B,
+    "self_attn.indexer.weights_proj.weight": S.L_INDEXER_PROJ,
+    "mlp.gate_proj.weight": S.L_FFN_GATE,
+    "mlp.up_proj.weight": S.L_FFN_UP,
+    "mlp.down_proj.weight": S.L_FFN_DOWN,
+    "mlp.gate.weight": S.L_FFN_GATE_INP,
+    "mlp.gate.e_score_correction.bias": S.L_EXP_PROBS_B,
+    "mlp.shared_experts.gate_proj.weight": S.L_FFN_GATE_SHEXP,
+    "mlp.shared_experts.up_proj.weight": S.L_FFN_UP_SHEXP,
+    "mlp.shared_experts.down_proj.weight": S.L_FFN_DOWN_SHEXP,
+}
+#: ``kv_b_proj`` -> its two halves, in upstream's order
+KV_B = "self_attn.kv_b_proj.weight"
+KV_B_PARTS: dict[str, str] = {"k": S.L_ATTN_K_B, "v": S.L_ATTN_V_B}
+_LAYER = re.compile(r"model\.layers\.(\d+)\.(.+)")
+
+#: ``GlmMoeDsaConfig``'s class defaults (transformers 5), for the keys upstream reads
+CONFIG_DEFAULTS: dict[str, Any] = {
+    "vocab_size": 154880, "hidden_size": 6144, "intermediate_size": 12288, "moe_intermediate_size": 2048,
+    "num_hidden_layers": 78, "num_attention_heads": 64, "num_key_value_heads": 64, "n_shared_experts": 1,
+    "n_routed_experts": 256, "routed_scaling_factor": 2.5, "kv_lora_rank": 512, "q_lora_rank": 2048,
+    "qk_rope_head_dim": 64, "v_head_dim": 256, "qk_nope_head_dim": 192, "n_group": 1, "topk_group": 1,
+    "num_experts_per_tok": 8, "norm_topk_prob": True, "max_position_embeddings": 202752, "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": False, "index_topk": 2048, "index_head_dim": 128, "index_n_heads": 32,
+    "first_k_dense_replace": 3,
+}
+
+
+def config_view(config: dict[str, Any], where: str) -> dict[str, Any]:
+    """The hparams as upstream sees them (``AutoConfig.from_pretrained(...).to_dict()`` of ``GlmMoeDsaConfig``):
+    class defaults, ``head_dim`` = ``qk_rope_head_dim``, the default ``indexer_types``, rope settings in
+    ``rope_parameters`` (theta 10000 and type default when absent). A class key set to null is refused: the class
+    rejects it and upstream falls back to the raw config.json."""
+    hp = copy.deepcopy(config)
+    nulls = [k for k in CONFIG_DEFAULTS if k in hp and hp[k] is None]
+    if nulls:
+        raise ConvertError(f"{where}: key '{nulls[0]}' is null; transformers' GlmMoeDsaConfig rejects it, and upstream "
+                           "then reads config.json without the class's defaults (not reproduced here): give it a value "
+                           "or leave it out")
+    for k, v in CONFIG_DEFAULTS.items():
+        hp.setdefault(k, v)
+    if hp.get("num_experts") is not None:
+        hp["n_routed_experts"] = hp["num_experts"]
+    n = as_u32(hp["num_hidden_layers"], "num_hidden_layers", where)
+    if hp.get("indexer_types") is None:
+        pattern = hp.get("index_topk_pattern")
+        if pattern is not None:
+            hp["indexer_types"] = ([{"F": "full", "S": "shared"}.get(c, c) for c in pattern]
+                                   if isinstance(pattern, str) else list(pattern))
+        else:
+            freq = max(as_u32(hp.get("index_topk_freq", 1), "index_topk_freq", where), 1)
+            offset = as_u32(hp.get("index_skip_topk_offset", 2), "index_skip_topk_offset", where)
+            hp["indexer_types"] = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(n)]
+    hp["head_dim"] = hp["qk_rope_head_dim"]
+    params = hp.get("rope_parameters")
+    if not isinstance(params, dict):
+        scaling = hp.get("rope_scaling")
+        params = dict(scaling) if isinstance(scaling, dict) else {}
+        if "type" in params and "rope_type" not in params:
+            params["rope_type"] = params.pop("type")
+        params.setdefault("rope_type", "default")
+        params.setdefault("rope_theta", hp.get("rope_theta", 10000.0))
+        if "partial_rotary_factor" in hp:
+            params.setdefault("partial_rotary_factor", hp["partial_rotary_factor"])
+        hp["rope_parameters"] = params
+    return hp
+
+
+# ---------------------------------------------------------------------------------------------- hparams
+@dataclass(frozen=True)
+class DsaMtp:
+    """The config values the file needs, validated."""
+
+    arch: str
+    hp: dict[str, Any]
+    n: int            # trunk layers
+    nextn: int        # NextN layers
+    experts: int      # n_routed_experts (0: none declared)
+    heads_kv: int     # num_key_value_heads: the heads kv_b_proj is split into
+    nope: int         # qk_nope_head_dim
+    v: int            # v_head_dim
+    kv_lora: int      # kv_lora_rank
+
+
+def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) -> DsaMtp:
+    """The layer counts (as :func:`glm.read_hparams` checks them) and the MLA sizes ``kv_b_proj`` is split by."""
+    g = glm.read_hparams(arch, hp, names, where)
+    return DsaMtp(arch, hp, g.n, g.nextn, g.experts,
+                  as_positive(hp["num_key_value_heads"], "num_key_value_heads", where),
+                  as_u32(hp["qk_nope_head_dim"], "qk_nope_head_dim", where),
+                  as_u32(hp["v_head_dim"], "v_head_dim", where),
+                  as_positive(hp.get("kv_lora_rank", 512), "kv_lora_rank", where))
+
+
+def header_kvs(g: DsaMtp, file_type: int, where: str) -> tuple[list[KV], list[KV]]:
+    """The target's own header, as upstream's classes write it (TextModel's generic block ending with
+    ``general.file_type``, then DeepseekV2's and GLM-DSA's keys; a key written again keeps its first place and takes
+    the new value, as ``finish_plan`` does)."""
+    hp, a = g.hp, {"arch": g.arch}
+    generic = {**hp, "num_hidden_layers": g.n + g.nextn, "num_key_value_heads": 1}
+    generic.setdefault("rms_norm_eps", 1e-6)
+    if generic["rms_norm_eps"] is None:
+        generic["rms_norm_eps"] = 1e-6
+    base = base_kvs(g.arch, generic, file_type, where)
+    groups = [KV(tpl.format(**a), VT.UINT32, as_u32(hp[k], k, where))
+              for tpl, k in ((S.EXPERT_GROUP_COUNT, "n_group"), (S.EXPERT_GROUP_USED_COUNT, "topk_group"))
+              if hp.get(k) is not None]
+    after = {t.format(**a) for t in (S.EXPERT_GATING_FUNC, S.KEY_LENGTH, S.VALUE_LENGTH)} | {S.GENERAL_FILE_TYPE}
+    at = next(i for i, kv in enumerate(base) if kv.name in after)
+    base[at:at] = groups
+
+    def u32(tpl: str, v: Any, k: str) -> KV:
+        return KV(tpl.format(**a), VT.UINT32, as_u32(v, k, where))
+
+    rope = as_u32(hp["qk_rope_head_dim"], "qk_rope_head_dim", where)
+    fam: list[KV] = []
+    dense = hp.get("first_k_dense_replace")
+    if dense is None:
+        dense = hp["num_hidden_layers"] if hp.get("n_routed_experts") is None else 0
+    fam.append(u32(S.LEADING_DENSE_BLOCK_COUNT, dense, "first_k_dense_replace"))
+    fam.append(u32(S.VOCAB_SIZE, hp.get("vocab_size"), "vocab_size"))
+    if hp.get("q_lora_rank") is not None:
+        fam.append(u32(S.Q_LORA_RANK, hp["q_lora_rank"], "q_lora_rank"))
+    fam.append(u32(S.KV_LORA_RANK, g.kv_lora, "kv_lora_rank"))
+    fam.append(u32(S.KEY_LENGTH, g.kv_lora + rope, "kv_lora_rank"))
+    fam.append(u32(S.VALUE_LENGTH, g.kv_lora, "kv_lora_rank"))
+    fam.append(u32(S.KEY_LENGTH_MLA, g.nope + rope, "qk_nope_head_dim"))
+    fam.append(u32(S.VALUE_LENGTH_MLA, g.v, "v_head_dim"))
+    fam.append(u32(S.EXPERT_FEED_FORWARD_LENGTH, find_hparam(hp, ("moe_intermediate_size", "intermediate_size"),
+                                                             required=True, where=where), "moe_intermediate_size"))
+    if hp.get("n_routed_experts") is not None:
+        fam.append(u32(S.EXPERT_COUNT, hp["n_routed_experts"], "n_routed_experts"))
+    fam.append(u32(S.EXPERT_SHARED_COUNT, hp.get("n_shared_experts", 0), "n_shared_experts"))
+    if hp.get("routed_scaling_factor") is not None:
+        fam.append(KV(S.EXPERT_WEIGHTS_SCALE.format(**a), VT.FLOAT32,
+                      as_float(hp["routed_scaling_factor"], "routed_scaling_factor", where)))
+    topk_norm = hp.get("norm_topk_prob")
+    if topk_norm is not None and topk_norm:
+        if not isinstance(topk_norm, bool):
+            raise ConvertError(f"{where}: key 'norm_topk_prob' is {topk_norm!r}, expected true or false")
+        fam.append(KV(S.EXPERT_WEIGHTS_NORM.format(**a), VT.BOOL, True))
+    rd = rope_dict(hp)
+    factor = as_float(rd.get("partial_rotary_factor", 1.0), "partial_rotary_factor", where)
+    fam.append(u32(S.ROPE_DIMENSION_COUNT, int(rope * factor), "qk_rope_head_dim"))
+    if rd.get("mscale_all_dim") is not None:
+        fam.append(KV(S.ROPE_SCALING_YARN_LOG_MUL.format(**a), VT.FLOAT32,
+                      0.1 * as_float(rd["mscale_all_dim"], "mscale_all_dim", where)))
+    fam.append(u32(S.NEXTN_PREDICT_LAYERS, g.nextn, "num_nextn_predict_layers"))
+    fam.append(u32(S.INDEXER_HEAD_COUNT, hp.get("index_n_heads"), "index_n_heads"))
+    fam.append(u32(S.INDEXER_KEY_LENGTH, hp.get("index_head_dim"), "index_head_dim"))
+    fam.append(u32(S.INDEXER_TOP_K, hp.get("index_topk"), "index_topk"))
+    types = hp.get("indexer_types")
+    if types is not None:
+        if not isinstance(types, list):
+            raise ConvertError(f"{where}: key 'indexer_types' is {types!r}, expected a list of \"full\" / \"shared\"")
+        fam.append(KV(S.INDEXER_TYPES.format(**a), VT.ARRAY, [t == "full" for t in types], VT.BOOL))
+    return base, fam
+
+
+# ---------------------------------------------------------------------------------------------- tensors
+def gguf_name(name: str) -> str | None:
+    """The GGUF name of one read checkpoint tensor (None: an expert, ``kv_b_proj`` (split), or unmapped)."""
+    b = glm.bare(name)
+    if b in glm.KEPT_ROOTS:
+        return glm.KEPT_ROOTS[b]
+    m = _LAYER.fullmatch(b)
+    if m is not None and m.group(2) in LAYER:
+        return S.LAYER_PREFIX.format(bid=int(m.group(1))) + LAYER[m.group(2)]
+    return None
+
+
+def _spec(ck: Checkpoint, src: str, name: str, out: QT) -> TensorSpec:
+    glm._float(ck, src)
+    ref = ck.ref(src)
+    short = name.split(".", 2)[-1] if name.startswith("blk.") else name
+    ggml = QT.F32 if short in S.F32_LAYER_TENSORS else tensor_type(name, ref.shape, out)
+    return TensorSpec(name=name, shape=ref.shape, ggml_type=ggml, sources=(src,), source_dtype=ref.dtype)
+
+
+def _kv_b(ck: Checkpoint, g: DsaMtp, src: str, bid: int, out: QT) -> list[TensorSpec]:
+    """``attn_k_b`` ``(heads, kv_lora_rank, nope)`` and ``attn_v_b`` ``(heads, v, kv_lora_rank)`` from one
+    ``kv_b_proj``, whose rows must be ``num_key_value_heads x (nope + v)`` (upstream asserts it)."""
+    glm._float(ck, src)
+    ref = ck.ref(src)
+    width = g.nope + g.v
+    if len(ref.shape) != 2 or ref.shape[0] != g.heads_kv * width:
+        raise ConvertError(f"{ref.file}: tensor '{src}' has shape {list(ref.shape)}; upstream splits it into "
+                           f"num_key_value_heads {g.heads_kv} x (qk_nope_head_dim {g.nope} + v_head_dim {g.v}) = "
+                           f"{g.heads_kv * width} rows (its assert fails otherwise)")
+    rank = ref.shape[1]
+    p = S.LAYER_PREFIX.format(bid=bid)
+    specs = []
+    for part, shape in (("k", (g.heads_kv, rank, g.nope)), ("v", (g.heads_kv, g.v, rank))):
+        name = p + KV_B_PARTS[part]
+        specs.append(TensorSpec(name=name, shape=shape, ggml_type=tensor_type(name, shape, out), sources=(src,),
+                                transform=MlaKvBSplit(part, g.heads_kv, g.nope, g.v), source_dtype=ref.dtype))
+    return specs
+
+
+def plan_tensors(ck: Checkpoint, g: DsaMtp, out: QT) -> list[TensorSpec]:
+    """The file's tensors in upstream's order: the read tensors in checkpoint order (``kv_b_proj`` -> k_b, v_b), the
+    three expert stacks (down, gate, up) where the ``3 x n_routed_experts``-th expert tensor of their layer
+    arrives."""
+    specs: list[TensorSpec] = []
+    seen: dict[str, str] = {}
+    experts: dict[int, dict[str, dict[int, str]]] = {}
+    count: dict[int, int] = {}
+    tied = g.hp.get("tie_word_embeddings") is True
+    for src in ck.names:
+        b = glm.bare(src)
+        if tied and b in ("lm_head.weight", "model.lm_head.weight"):
+            continue
+        m = _LAYER.fullmatch(b)
+        e = glm._EXPERT.fullmatch(m.group(2)) if m is not None else None
+        if m is not None and e is not None:
+            if not g.experts:
+                raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is an expert but the config has no "
+                                   "n_routed_experts")
+            bid, xid = int(m.group(1)), int(e.group(1))
+            if xid >= g.experts:
+                raise ConvertError(f"{ck.ref(src).file}: tensor '{src}': expert {xid} is beyond n_routed_experts "
+                                   f"{g.experts}")
+            experts.setdefault(bid, {}).setdefault(e.group(2), {})[xid] = src
+            count[bid] = count.get(bid, 0) + 1
+            if count[bid] == 3 * g.experts:
+                specs += [glm._stack(ck, g, bid, w, experts[bid].get(w, {}), out) for w in glm.EXPERT_STACKS]
+            continue
+        if m is not None and m.group(2) == KV_B:
+            specs += _kv_b(ck, g, src, int(m.group(1)), out)
+            continue
+        name = gguf_name(src)
+        if name is None:
+            raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not part of a {g.arch} MTP head (upstream "
+                               "fails with \"Can not map tensor\")")
+        if name in seen:
+            raise ConvertError(f"{ck.ref(src).file}: tensors '{seen[name]}' and '{src}' both become '{name}'")
+        seen[name] = src
+        specs.append(_spec(ck, src, name, out))
+    for bid, c in count.items():
+        if c != 3 * g.experts:
+            raise ConvertError(f"{ck.path}: model.layers.{bid} has {c} expert tensors, expected 3 x n_routed_experts "
+                               f"{g.experts} = {3 * g.experts} (upstream fails with \"Unprocessed experts\")")
+    return specs
+
+
+def reads(config: dict[str, Any]) -> Callable[[str], bool]:
+    """As GLM-4.5: the layers from ``num_hidden_layers`` on, the embedding, the final norm and the head."""
+    return glm.reads(config)
+
+
+def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type: int, where: str) -> Head:
+    """The sidecar of a ``GlmMoeDsaModel`` checkpoint: header, tensors and the layer counts."""
+    view = config_view(hp, where)
+    g = read_hparams(ARCHS[hf_arch], view, ck.names, where)
+    tensors = plan_tensors(ck, g, out)
+    base, fam = header_kvs(g, file_type, where)
+    return Head(g.arch, g.n, g.nextn, base, fam, tensors)
+
+
+def hf_names(gguf: str) -> tuple[str, ...]:
+    """The checkpoint names that become ``gguf`` (``*``: any NextN layer / expert), for messages."""
+    roots = tuple(hf for hf, name in glm.KEPT_ROOTS.items() if name == gguf)
+    if roots or not gguf.startswith("blk."):
+        return roots
+    short = gguf.split(".", 2)[-1]
+    return (tuple(f"model.layers.*.{hf}" for hf, name in LAYER.items() if name == short)
+            + tuple(f"model.layers.*.{KV_B}" for name in KV_B_PARTS.values() if name == short)
+            + tuple(f"model.layers.*.mlp.experts.*.{w}.weight" for w, name in glm.EXPERT_STACKS.items()
+                    if name == short))
