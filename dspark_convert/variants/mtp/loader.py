@@ -1,6 +1,6 @@
 """Loader rules of an MTP sidecar (b11434 ``src/models/qwen35.cpp``, ``qwen35moe.cpp``, ``qwen3next.cpp``,
-``glm4-moe.cpp``; spec/drafts-beyond-dflash.md §1.6): what llama.cpp's loader of the target architecture requires of
-a file with ``nextn_predict_layers > 0`` and no ``blk.0.attn_norm.weight`` (``mtp_only``).
+``glm4-moe.cpp``, ``nemotron-h.cpp``; spec/drafts-beyond-dflash.md §1.6): what llama.cpp's loader of the target
+architecture requires of a file with ``nextn_predict_layers > 0`` and no ``blk.0.attn_norm.weight`` (``mtp_only``).
 
 The Qwen loaders:
 

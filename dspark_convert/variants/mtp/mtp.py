@@ -3,9 +3,10 @@ file of the target's architecture, as upstream b11434's ``convert_hf_to_gguf.py 
 (spec/drafts-beyond-dflash.md §1). llama-server runs it with ``--spec-type draft-mtp`` next to the target.
 
 The head lives inside the target checkpoint, so only the shards holding it (``mtp.*``, or GLM-4.5's layers after
-the trunk), the embedding, the final norm and the output head are opened (or downloaded); the tokenizer is the checkpoint's own. Each family's header and
-name knowledge is one module of this package (:mod:`.qwen`, :mod:`.glm`, :mod:`.nemotron`: :data:`FAMILIES`, each handing back a
-:class:`~.head.Head`); the classes upstream also exports that are not written here are refused in one line
+the trunk), the embedding, the final norm and the output head are opened (or downloaded); the tokenizer is the
+checkpoint's own. Each family's header and name knowledge is one module of this package (:mod:`.qwen`, :mod:`.glm`,
+:mod:`.nemotron`: :data:`FAMILIES`, each handing back a :class:`~.head.Head`); the classes upstream also exports that
+are not written here are refused in one line
 (:data:`REFUSED`).
 """
 
