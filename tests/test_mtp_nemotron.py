@@ -192,8 +192,9 @@ def test_loader_rules_require_the_head(ckpts: dict[str, Path], drop: str) -> Non
 
 
 def test_loader_rules_check_the_keys_and_widths(ckpts: dict[str, Path]) -> None:
-    """A missing LayerNorm epsilon (the nemotron_h_moe loader requires it, not the RMS one), a per-block KV head
-    count the block's k/v do not have, and an expert width the stacks do not have."""
+    """A missing LayerNorm epsilon (the nemotron_h_moe loader requires it, not the RMS one), a per-block array that
+    is not one entry per block, a per-block KV head count the block's k/v do not have, and an expert width the stacks
+    do not have."""
     from gguf import GGUFValueType as VT
 
     from dspark_convert.plan import KV
@@ -210,7 +211,10 @@ def test_loader_rules_check_the_keys_and_widths(ckpts: dict[str, Path]) -> None:
                 plan.kvs[i] = KV(k.name, VT.UINT32, 16)
             elif k.name == f"{a}.attention.head_count_kv":
                 plan.kvs[i] = KV(k.name, VT.ARRAY, [0, 2, 0, 1], VT.INT32)
+            elif k.name == f"{a}.feed_forward_length":
+                plan.kvs[i] = KV(k.name, VT.ARRAY, [0, 0, 32], VT.INT32)
         found = {(f.subject, f.rule) for f in errors(check_plan(plan))}
+        assert (f"{a}.feed_forward_length", "array-length") in found
         assert (f"{a}.attention.layer_norm_epsilon", "required-key") in found
         assert {("blk.3.attn_k.weight", "shape"), ("blk.3.attn_v.weight", "shape")} <= found
         assert {("blk.3.ffn_up_exps.weight", "shape"), ("blk.3.ffn_down_exps.weight", "shape")} <= found

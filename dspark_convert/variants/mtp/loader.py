@@ -229,6 +229,11 @@ def nemotron_rules(c: Checker) -> int | None:
     if nextn != 1:
         c.err(c.key(S.NEXTN_PREDICT_LAYERS), "required-key", f"is {nextn}; llama.cpp's nemotron_h_moe MTP graph "
               "asserts a single MTP block")
+    for tpl in (S.HEAD_COUNT_KV, S.FEED_FORWARD_LENGTH, S.EXPERT_USED_COUNT):
+        arr = c.val(tpl)
+        if isinstance(arr, (list, tuple)) and len(arr) != n_all:
+            c.err(c.key(tpl), "array-length", f"has {len(arr)} entries, expected block_count {n_all} "
+                  "(get_key_or_arr reads one per block)")
     n = n_all - nextn
     d = c.dims
     hidden, heads, head_dim = d.hidden, d.n_head, d.head_dim
