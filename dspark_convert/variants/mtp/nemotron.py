@@ -150,8 +150,8 @@ def _pattern(hp: dict[str, Any], n: int, where: str) -> tuple[tuple[int, ...], t
         kinds = ["ssm" if t in ("mamba", "linear_attention") else "attn" if t in ("attention", "full_attention")
                  else "mlp" if t == "moe" else "" for t in pattern]
     ssm, attn, mlp = (tuple(i for i, k in enumerate(kinds) if k == want) for want in ("ssm", "attn", "mlp"))
-    if not ssm:
-        raise ConvertError(f"{where}: the layer pattern has no Mamba layer; upstream converts such a checkpoint as "
+    if len(attn) == n:
+        raise ConvertError(f"{where}: every layer of the pattern is attention; upstream converts such a checkpoint as "
                            "Granite, not nemotron_h_moe")
     return ssm, attn, mlp
 
@@ -283,7 +283,7 @@ def header_kvs(g: NemotronMtp, file_type: int, where: str) -> tuple[list[KV], li
     if hp.get("attn_rotary_emb"):
         u32(S.ROPE_DIMENSION_COUNT, hp["attn_rotary_emb"], "attn_rotary_emb")
     w.add(S.HEAD_COUNT_KV, VT.ARRAY, [g.n_head_kv if i in g.attn else 0 for i in range(n_all)], VT.INT32)
-    use_rope = "BambaForCausalLM" in (hp.get("architectures") or [])  # the pattern has Mamba layers (read_hparams)
+    use_rope = "BambaForCausalLM" in (hp.get("architectures") or []) or not g.ssm
     w.add(S.ROPE_SCALING_FINETUNED, VT.BOOL, use_rope)
     if not use_rope:
         u32(S.CONTEXT_LENGTH, 2 ** 20, "context_length")
