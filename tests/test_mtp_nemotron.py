@@ -69,6 +69,18 @@ def test_nemotron_sidecar_is_byte_identical_to_upstream_mtp(ckpts: dict[str, Pat
         f.close()
 
 
+def test_the_layer_pattern_as_a_list_is_the_same_file(ckpts: dict[str, Path], tmp_path: Path) -> None:
+    """``layers_block_type`` (``["mamba", "attention", "moe"]``, as transformers 5 saves the config) instead of
+    ``hybrid_override_pattern``: upstream writes the same sidecar (checked once against b11434), and so do we."""
+    cfg = json.loads((ckpts["nemotron_h_moe"] / "config.json").read_text())
+    pattern = {"M": "mamba", "*": "attention", "E": "moe"}
+    ck = _edited(ckpts["nemotron_h_moe"], tmp_path / "Nemotron-H-Tiny", ("hybrid_override_pattern",),
+                 layers_block_type=[pattern[c] for c in cfg["hybrid_override_pattern"]])
+    out = tmp_path / "list.gguf"
+    convert(ck, None, out, outtype="bf16", mtp=True)
+    assert describe(out) == _manifest("nemotron_h_moe-bf16-mtp")
+
+
 def test_the_cli_writes_the_same_file(ckpts: dict[str, Path], tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
