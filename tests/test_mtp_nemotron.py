@@ -262,16 +262,18 @@ def test_verify_proves_every_tensor_and_catches_a_changed_one(ckpts: dict[str, P
 
 
 @pytest.mark.llama
-def test_llama_server_drafts_with_the_sidecar(ckpts: dict[str, Path], tmp_path: Path,
+@pytest.mark.parametrize("fam", sorted(CASES))
+def test_llama_server_drafts_with_the_sidecar(ckpts: dict[str, Path], fam: str, tmp_path: Path,
                                               llama_bin: tuple[Path, Path]) -> None:
-    """Target: upstream's ``--no-mtp`` file of the same checkpoint; draft: our sidecar. The MTP block drafts
-    (draft_n > 0) and speculative greedy equals plain greedy."""
+    """Target: upstream's ``--no-mtp`` file of the same checkpoint; draft: our sidecar (the wide one with the latent
+    MoE and the attention biases). The MTP block drafts (draft_n > 0) and speculative greedy equals plain greedy
+    (the tiny random head's drafts are rejected: this proves the file loads and runs, not its quality)."""
     import mtp_makers
 
     from dspark_convert.llamacpp.server import LlamaServer
 
     binary, tree = llama_bin
-    ck = ckpts["nemotron_h_moe"]
+    ck = ckpts[fam]
     trunk = mtp_makers.upstream_convert(ck, tmp_path / "trunk.gguf", "f32", ("--no-mtp",), tree=tree)
     side = tmp_path / "mtp.gguf"
     convert(ck, None, side, outtype="f32", mtp=True)
