@@ -63,8 +63,8 @@ def _key_rules(c: Checker) -> None:
     for k in c.plan.kvs:
         want = _key_type_name(k.name, c.plan.arch)
         per_layer = k.name.replace(c.plan.arch + ".", "{arch}.", 1) in S.PER_LAYER_KEYS.get(c.plan.arch, ())
-        if per_layer and k.type == VT.ARRAY and k.sub_type == want:
-            continue  # one value per layer (the Gemma 4 layers' KV heads and FFN widths)
+        if per_layer and k.type == VT.ARRAY and k.sub_type in (want, VT.INT32):
+            continue  # one value per layer (the Gemma 4 / Nemotron-H layers' KV heads and FFN widths)
         if want is not None and k.type != want:
             c.err(k.name, "key-type", f"has GGUF type {k.describe()}, expected {want.name}")
         elif want == VT.ARRAY and k.name in S.ARRAY_ELEMENT_TYPES and k.sub_type not in S.ARRAY_ELEMENT_TYPES[k.name]:
@@ -73,7 +73,8 @@ def _key_rules(c: Checker) -> None:
         bad_value = _out_of_range(k)
         if bad_value is not None:
             c.err(k.name, "key-range", f"holds {bad_value!r}, which a {k.describe()} value cannot hold")
-    for tpl in (S.CONTEXT_LENGTH, S.EMBEDDING_LENGTH, S.BLOCK_COUNT, S.RMS_EPS):
+    eps = S.LAYER_NORM_EPS if c.plan.arch in S.LAYER_NORM_EPS_ARCHES else S.RMS_EPS
+    for tpl in (S.CONTEXT_LENGTH, S.EMBEDDING_LENGTH, S.BLOCK_COUNT, eps):
         if c.key(tpl) not in c.kv:
             c.err(c.key(tpl), "required-key", "is missing (llama.cpp: \"key not found in model\")")
     for key in (S.TOKENIZER_MODEL, S.TOKENIZER_TOKENS):

@@ -13,7 +13,8 @@ oracle manifests ``tests/data/mtp/<family>-<outtype>-<mode>.json`` (``--manifest
 tests/test_mtp_glm.py are made with ``python tests/mtp_makers.py OUT --only glm4moe --only glm4moe-wide --only glm4vmoe
 --outtype bf16 --outtype f16 --outtype f32 --outtype q8_0 --mode mtp --manifests``; the GLM-5 ones of
 tests/test_mtp_glm5.py with ``--only glm-dsa --only glm-dsa-wide --only glm-dsa-yarn`` and the same outtypes and
-mode.
+mode; the Nemotron-H ones of tests/test_mtp_nemotron.py with ``--only nemotron_h_moe --only
+nemotron_h_moe-wide`` and the same outtypes and mode.
 """
 
 from __future__ import annotations
@@ -319,36 +320,65 @@ def make_glm5_yarn(out: Path, seed: int = 9) -> Path:
               "max_position_embeddings"))
 
 
-def make_nemotron_h(out: Path, seed: int = 4) -> Path:
-    """``NemotronHForCausalLM`` (MoE): pattern ``M*E`` (Mamba2, attention, MoE) + the two MTP halves
-    ``mtp.layers.0`` (fusion + attention) and ``mtp.layers.1`` (MoE + final norm)."""
+def make_nemotron_h(out: Path, seed: int = 4, *, hidden: int = H, pattern: str = "M*E", heads: int = 4,
+                    kv_heads: int = 2, head_dim: int = 16, mamba_heads: int = 4, mamba_head_dim: int = 16,
+                    state: int = 16, ssm_groups: int = 2, experts: int = 4, moe_ff: int = 32, shared_ff: int = 32,
+                    groups: tuple[int, int] = (1, 1), scale: float = 1.0, norm_topk: bool = True,
+                    latent: int | None = None, attention_bias: bool = False, eps: float = 1e-5) -> Path:
+    """``NemotronHForCausalLM`` (MoE): layers of ``pattern`` (``M`` Mamba2, ``*`` attention, ``E`` MoE) + the two MTP
+    halves ``mtp.layers.0`` (fusion + attention, shaped like the first ``*`` layer) and ``mtp.layers.1`` (MoE + final
+    norm, shaped like the first ``E`` layer); the defaults are the checkpoint of the committed manifests
+    ``nemotron_h_moe-*``. ``latent``: Nemotron 3 Super's latent MoE (``moe_latent_size``, the ``fc1/fc2_latent_proj``
+    projections); ``attention_bias``: q/k/v/o biases on the head's attention (transformers' trunk has none)."""
     from transformers import NemotronHConfig, NemotronHForCausalLM
 
-    cfg = {"vocab_size": VOCAB, "hidden_size": H, "intermediate_size": 128, "num_hidden_layers": 3,
-           "hybrid_override_pattern": "M*E", "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-           "mamba_num_heads": 4, "mamba_head_dim": 16, "ssm_state_size": 16, "n_groups": 2, "conv_kernel": 4,
-           "mamba_hidden_act": "silu", "chunk_size": 16, "n_routed_experts": 4, "n_shared_experts": 1,
-           "num_experts_per_tok": 2, "moe_intermediate_size": 32, "moe_shared_expert_intermediate_size": 32,
-           "n_group": 1, "topk_group": 1, "norm_topk_prob": True, "routed_scaling_factor": 1.0,
-           "max_position_embeddings": 4096, "layer_norm_epsilon": 1e-5, "tie_word_embeddings": False,
+    cfg = {"vocab_size": VOCAB, "hidden_size": hidden, "intermediate_size": 128, "num_hidden_layers": len(pattern),
+           "hybrid_override_pattern": pattern, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
+           "head_dim": head_dim, "mamba_num_heads": mamba_heads, "mamba_head_dim": mamba_head_dim,
+           "ssm_state_size": state, "n_groups": ssm_groups, "conv_kernel": 4, "mamba_hidden_act": "silu",
+           "chunk_size": 16, "n_routed_experts": experts, "n_shared_experts": 1, "num_experts_per_tok": 2,
+           "moe_intermediate_size": moe_ff, "moe_shared_expert_intermediate_size": shared_ff, "n_group": groups[0],
+           "topk_group": groups[1], "norm_topk_prob": norm_topk, "routed_scaling_factor": scale,
+           "max_position_embeddings": 4096, "layer_norm_epsilon": eps, "tie_word_embeddings": False,
            "bos_token_id": 990, "eos_token_id": 992, "mlp_hidden_act": "relu2"}
-    state = _per_expert(_trunk(NemotronHConfig, NemotronHForCausalLM, cfg, seed))
-    state = {("backbone." + k[len("model."):] if k.startswith("model.") else k): v for k, v in state.items()}
+    if latent is not None:
+        cfg["moe_latent_size"] = latent
+    if attention_bias:
+        cfg["attention_bias"] = True
+    state_dict = _per_expert(_trunk(NemotronHConfig, NemotronHForCausalLM, cfg, seed))
+    state_dict = {("backbone." + k[len("model."):] if k.startswith("model.") else k): v for k, v in state_dict.items()}
     import torch
 
+    attn, moe = f"backbone.layers.{pattern.index('*')}.", f"backbone.layers.{pattern.index('E')}."
     mtp: dict[str, Any] = {}
-    for name, shape in (("enorm.weight", (H,)), ("hnorm.weight", (H,)), ("eh_proj.weight", (H, 2 * H))):
+    for name, shape in (("enorm.weight", (hidden,)), ("hnorm.weight", (hidden,)),
+                        ("eh_proj.weight", (hidden, 2 * hidden))):
         mtp[f"mtp.layers.0.{name}"] = torch.empty(shape)
-    for k, v in state.items():
-        if k.startswith("backbone.layers.1."):  # the attention layer
-            mtp["mtp.layers.0." + k[len("backbone.layers.1."):]] = v
-        elif k.startswith("backbone.layers.2."):  # the MoE layer
-            mtp["mtp.layers.1." + k[len("backbone.layers.2."):]] = v
-    mtp["mtp.layers.1.final_layernorm.weight"] = torch.empty(H)
-    state.update({k: _noise(v, seed + i) for i, (k, v) in enumerate(sorted(mtp.items()))})
+    for k, v in state_dict.items():
+        if k.startswith(attn):  # the attention layer
+            mtp["mtp.layers.0." + k[len(attn):]] = v
+        elif k.startswith(moe):  # the MoE layer
+            mtp["mtp.layers.1." + k[len(moe):]] = v
+    mtp["mtp.layers.1.final_layernorm.weight"] = torch.empty(hidden)
+    if attention_bias:  # transformers' NemotronH attention has no biases: the head's are added here
+        for proj, rows in (("q", heads * head_dim), ("k", kv_heads * head_dim), ("v", kv_heads * head_dim),
+                           ("o", hidden)):
+            mtp[f"mtp.layers.0.mixer.{proj}_proj.bias"] = torch.empty(rows)
+    state_dict.update({k: _noise(v, seed + i) for i, (k, v) in enumerate(sorted(mtp.items()))})
     config = {**cfg, "num_nextn_predict_layers": 1, "architectures": ["NemotronHForCausalLM"],
               "model_type": "nemotron_h", "torch_dtype": "bfloat16"}
-    return _save(out, config, state)
+    return _save(out, config, state_dict)
+
+
+def make_nemotron_h_wide(out: Path, seed: int = 7) -> Path:
+    """A second Nemotron-H shape: hidden 96, 5 trunk layers ``MEM*E``, 6 heads of 24 (head_dim is not hidden / heads:
+    upstream's rope.dimension_count is 16 all the same), 3 KV heads, q/k/v/o biases on the head, 8 Mamba heads of 16 in 4
+    groups, 8 experts in 2 groups over a latent width of 64 (Nemotron 3 Super's ``moe_latent_size``), an expert width
+    of 48 and a shared width of 40 (not multiples of 32: their down projections fall back to F16 under q8_0),
+    routed_scaling_factor 2.5, norm_topk_prob false, layer_norm_epsilon 1e-6."""
+    return make_nemotron_h(out, seed, hidden=96, pattern="MEM*E", heads=6, kv_heads=3, head_dim=24, mamba_heads=8,
+                           mamba_head_dim=16, state=32, ssm_groups=4, experts=8, moe_ff=48, shared_ff=40,
+                           groups=(2, 1), scale=2.5, norm_topk=False, latent=64, attention_bias=True, eps=1e-6)
 
 
 #: family -> (maker, the checkpoint folder's name)
@@ -366,6 +396,7 @@ MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "glm-dsa": (make_glm5, "GLM-5-Tiny"),
     "glm-dsa-wide": (make_glm5_wide, "GLM-5.2-Wide-Tiny"),
     "glm-dsa-yarn": (make_glm5_yarn, "GLM-5-Yarn-Tiny"),
+    "nemotron_h_moe-wide": (make_nemotron_h_wide, "Nemotron-H-Wide-Tiny"),
 }
 #: the conversions: name -> upstream's extra flags
 MODES: dict[str, tuple[str, ...]] = {"full": (), "mtp": ("--mtp",), "nomtp": ("--no-mtp",)}

@@ -19,8 +19,11 @@ ARCH_QWEN35MOE = "qwen35moe"
 ARCH_QWEN3NEXT = "qwen3next"
 ARCH_GLM4MOE = "glm4moe"
 ARCH_GLM_DSA = "glm-dsa"
+ARCH_NEMOTRON_H_MOE = "nemotron_h_moe"
 #: the GGUF architectures whose MTP sidecars are written (the loaders with ``mtp_only`` detection)
-MTP_ARCHES = (ARCH_QWEN35, ARCH_QWEN35MOE, ARCH_QWEN3NEXT, ARCH_GLM4MOE, ARCH_GLM_DSA)
+MTP_ARCHES = (ARCH_QWEN35, ARCH_QWEN35MOE, ARCH_QWEN3NEXT, ARCH_GLM4MOE, ARCH_GLM_DSA, ARCH_NEMOTRON_H_MOE)
+#: archs whose loader requires the LayerNorm epsilon instead of the RMS one (which then defaults to it)
+LAYER_NORM_EPS_ARCHES = (ARCH_NEMOTRON_H_MOE,)
 
 # keys (templates take the arch string), in upstream's writing order
 NEXTN_PREDICT_LAYERS = "{arch}.nextn_predict_layers"
@@ -42,6 +45,12 @@ KEY_LENGTH_MLA = "{arch}.attention.key_length_mla"
 VALUE_LENGTH_MLA = "{arch}.attention.value_length_mla"
 ROPE_SCALING_YARN_LOG_MUL = "{arch}.rope.scaling.yarn_log_multiplier"
 INDEXER_TYPES = "{arch}.attention.indexer.types"
+#: Nemotron-H: the LayerNorm epsilon (its loader requires it; the RMS epsilon defaults to it), GraniteHybrid's rope
+#: flag and the latent MoE width (Nemotron 3 Super)
+LAYER_NORM_EPS = "{arch}.attention.layer_norm_epsilon"
+ROPE_SCALING_FINETUNED = "{arch}.rope.scaling.finetuned"
+MOE_LATENT_SIZE = "{arch}.moe_latent_size"
+RESIDUAL_SCALE = "{arch}.residual_scale"
 
 # tensors of a NextN block (after ``blk.{n}.``)
 L_NEXTN_EH_PROJ = "nextn.eh_proj.weight"
@@ -59,6 +68,9 @@ L_FFN_GATE_SHEXP = "ffn_gate_shexp.weight"
 L_FFN_UP_SHEXP = "ffn_up_shexp.weight"
 L_FFN_DOWN_SHEXP = "ffn_down_shexp.weight"
 L_FFN_GATE_INP_SHEXP = "ffn_gate_inp_shexp.weight"
+#: Nemotron 3 Super's latent MoE projections (``mixer.fc1_latent_proj`` / ``fc2_latent_proj``)
+L_FFN_LATENT_DOWN = "ffn_latent_down.weight"
+L_FFN_LATENT_UP = "ffn_latent_up.weight"
 #: the router's score-correction bias (``mlp.gate.e_score_correction_bias``, GLM-4.5)
 L_EXP_PROBS_B = "exp_probs_b.bias"
 # MLA attention and the DSA indexer of a glm-dsa block
@@ -97,5 +109,9 @@ _KEY_TYPES: dict[str, VT] = {
     VALUE_LENGTH_MLA: VT.UINT32,
     ROPE_SCALING_YARN_LOG_MUL: VT.FLOAT32,
     INDEXER_TYPES: VT.ARRAY,
+    LAYER_NORM_EPS: VT.FLOAT32,
+    ROPE_SCALING_FINETUNED: VT.BOOL,
+    MOE_LATENT_SIZE: VT.UINT32,
+    RESIDUAL_SCALE: VT.FLOAT32,
 }
 _ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {RECURRENT_LAYERS: (VT.BOOL,), INDEXER_TYPES: (VT.BOOL,)}

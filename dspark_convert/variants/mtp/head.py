@@ -1,5 +1,5 @@
 """What a family module of this package hands the ``--mtp`` converter (:mod:`.mtp`): the sidecar's header, tensors
-and layer counts. Each family module (:mod:`.qwen`, :mod:`.glm`, :mod:`.glm_dsa`) has ``ARCHS`` (HF class -> GGUF arch),
+and layer counts. Each family module (:mod:`.qwen`, :mod:`.glm`, :mod:`.glm_dsa`, :mod:`.nemotron`) has ``ARCHS`` (HF class -> GGUF arch),
 ``reads(config)`` (the checkpoint tensors the file is made of), ``sidecar(...)`` -> :class:`Head` and
 ``hf_names(gguf_name)``.
 """

@@ -1,6 +1,7 @@
 """Loader rules of an MTP sidecar (b11434 ``src/models/qwen35.cpp``, ``qwen35moe.cpp``, ``qwen3next.cpp``,
-``glm4-moe.cpp``, ``glm-dsa.cpp``; spec/drafts-beyond-dflash.md §1.6): what llama.cpp's loader of the target architecture requires of
-a file with ``nextn_predict_layers > 0`` and no ``blk.0.attn_norm.weight`` (``mtp_only``).
+``glm4-moe.cpp``, ``glm-dsa.cpp``, ``nemotron-h.cpp``; spec/drafts-beyond-dflash.md §1.6): what llama.cpp's loader of
+the target architecture requires of a file with ``nextn_predict_layers > 0`` and no ``blk.0.attn_norm.weight``
+(``mtp_only``).
 
 The Qwen loaders:
 
@@ -41,6 +42,17 @@ The ``glm-dsa`` loader (:func:`dsa_rules`, GLM-5):
   optional ``exp_probs_b.bias``, expert stacks, shared expert) or the dense FFN of a leading dense block; the
   indexer tensors (``indexer.k_norm`` weight and bias, ``indexer.proj``, ``indexer.attn_k``, ``indexer.attn_q_b``)
   are optional.
+The ``nemotron_h_moe`` loader (:func:`nemotron_rules`):
+
+- keys: ``nextn_predict_layers`` 1 (its MTP graph asserts a single block), the SSM keys, ``attention.layer_norm_epsilon``
+  (the RMS epsilon defaults to it), ``expert_count``; the block's KV heads and expert width come from the per-block
+  ``head_count_kv`` / ``feed_forward_length`` arrays and ``expert_feed_forward_length`` (else ``n_ff / n_expert_used``);
+- tensors: ``token_embd`` and ``output_norm`` required, ``output`` optional; the MTP block needs ``nextn.enorm`` /
+  ``hnorm`` / ``eh_proj`` / ``shared_head_norm`` (no ``nextn.embed_tokens`` or ``shared_head_head``: the loader does
+  not create them), ``attn_norm``, ``attn_q`` / ``attn_k`` / ``attn_v`` / ``attn_output`` (biases optional),
+  ``post_attention_norm``, the router with ``exp_probs_b.bias``, the two expert stacks (``ffn_down_exps`` /
+  ``ffn_up_exps``, over ``moe_latent_size`` when set, with the optional ``ffn_latent_down`` / ``up``) and the shared
+  expert ``ffn_down_shexp`` / ``ffn_up_shexp`` of ``expert_shared_feed_forward_length`` rows.
 
 This module is the one place those rules are written: ``check`` applies them to a sidecar made by any tool (the
 ``mtp`` variant of the registry), and ``hf2gguf --mtp`` checks its plan with them before writing.
@@ -303,8 +315,88 @@ def qwen_rules(c: Checker) -> int | None:
     return None
 
 
+def nemotron_rules(c: Checker) -> int | None:
+    """The ``mtp_only`` branch of llama.cpp's ``nemotron_h_moe`` loader (see the module docstring)."""
+    got = _nextn(c)
+    if got is None:
+        return None
+    n_all, nextn = got
+    _missing_keys(c, c.plan.arch, [*_SSM_KEYS, S.LAYER_NORM_EPS, S.EXPERT_COUNT])
+    if nextn != 1:
+        c.err(c.key(S.NEXTN_PREDICT_LAYERS), "required-key", f"is {nextn}; llama.cpp's nemotron_h_moe MTP graph "
+              "asserts a single MTP block")
+    for tpl in (S.HEAD_COUNT_KV, S.FEED_FORWARD_LENGTH, S.EXPERT_USED_COUNT):
+        arr = c.val(tpl)
+        if isinstance(arr, (list, tuple)) and len(arr) != n_all:
+            c.err(c.key(tpl), "array-length", f"has {len(arr)} entries, expected block_count {n_all} "
+                  "(get_key_or_arr reads one per block)")
+    n = n_all - nextn
+    d = c.dims
+    hidden, heads, head_dim = d.hidden, d.n_head, d.head_dim
+    v_dim = _int(c.val(S.VALUE_LENGTH)) or head_dim
+    experts = _int(c.val(S.EXPERT_COUNT))
+    latent = _int(c.val(S.MOE_LATENT_SIZE)) or hidden
+    n_ff_sh = _int(c.val(S.EXPERT_SHARED_FEED_FORWARD_LENGTH)) or 0
+
+    def per_layer(tpl: str, i: int) -> int | None:
+        v = c.val(tpl)
+        if isinstance(v, (list, tuple)):
+            return _int(v[i]) if i < len(v) else None
+        return _int(v)
+
+    hidden_norm = shape_of(hidden)
+    c.rules.expect(S.T_TOKEN_EMBD, shape_of(d.n_tokens, hidden), f"n_vocab {d.n_tokens} x hidden_size {hidden}",
+                   required=True)
+    c.rules.expect(S.T_OUTPUT_NORM, hidden_norm, f"hidden_size {hidden}", required=True)
+    c.rules.expect(S.T_OUTPUT, shape_of(d.n_tokens, hidden), f"n_vocab {d.n_tokens} x hidden_size {hidden}")
+    for i in range(n, n_all):
+        p = S.LAYER_PREFIX.format(bid=i)
+
+        def need(short: str, shape: tuple[int, ...] | None, why: str, *, req: bool = True, _p: str = p) -> None:
+            c.rules.expect(_p + short, shape, why, required=req)
+
+        kv_heads = per_layer(S.HEAD_COUNT_KV, i)
+        n_ff_exp = _int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
+        used = per_layer(S.EXPERT_USED_COUNT, i)
+        if not n_ff_exp:
+            n_ff = per_layer(S.FEED_FORWARD_LENGTH, i)
+            if not used:
+                c.err(p + S.L_FFN_DOWN_EXPS, "required-key", "neither expert_feed_forward_length nor "
+                      "expert_used_count is set: llama.cpp's loader cannot size the MTP block's experts")
+            n_ff_exp = n_ff // used if n_ff is not None and used else None
+        need(S.L_NEXTN_ENORM, hidden_norm, f"hidden_size {hidden}")
+        need(S.L_NEXTN_HNORM, hidden_norm, f"hidden_size {hidden}")
+        need(S.L_NEXTN_EH_PROJ, shape_of(hidden, mul(hidden, 2)),
+             f"ne[0] = 2 x hidden_size {hidden} (embedding and hidden state concatenated)")
+        need(S.L_NEXTN_SHARED_HEAD_NORM, hidden_norm, f"hidden_size {hidden}")
+        need(S.L_ATTN_NORM, hidden_norm, f"hidden_size {hidden}")
+        q_rows, k_rows, v_rows = mul(heads, head_dim), mul(kv_heads, head_dim), mul(kv_heads, v_dim)
+        need(S.L_ATTN_Q, shape_of(q_rows, hidden), f"ne[1] = heads {heads} x head_dim {head_dim}")
+        need(S.L_ATTN_K, shape_of(k_rows, hidden), f"ne[1] = head_count_kv[{i}] {kv_heads} x head_dim {head_dim}")
+        need(S.L_ATTN_V, shape_of(v_rows, hidden), f"ne[1] = head_count_kv[{i}] {kv_heads} x value_length {v_dim}")
+        need("attn_q.bias", shape_of(q_rows), "heads x head_dim", req=False)
+        need("attn_k.bias", shape_of(k_rows), "kv heads x head_dim", req=False)
+        need("attn_v.bias", shape_of(v_rows), "kv heads x value_length", req=False)
+        need(S.L_ATTN_OUT, shape_of(hidden, q_rows), "ne[0] = heads x head_dim")
+        need("attn_output.bias", hidden_norm, f"hidden_size {hidden}", req=False)
+        need(S.L_POST_ATTENTION_NORM, hidden_norm, f"hidden_size {hidden}")
+        need(S.L_FFN_GATE_INP, shape_of(experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
+        need(S.L_EXP_PROBS_B, shape_of(experts), f"expert_count {experts}")
+        need(S.L_FFN_LATENT_DOWN, shape_of(latent, hidden), f"moe_latent_size {latent} x hidden_size", req=False)
+        need(S.L_FFN_LATENT_UP, shape_of(hidden, latent), f"hidden_size x moe_latent_size {latent}", req=False)
+        need(S.L_FFN_DOWN_EXPS, shape_of(experts, latent, n_ff_exp), f"experts {experts} x width {latent} x "
+             f"expert_feed_forward_length {n_ff_exp}")
+        need(S.L_FFN_UP_EXPS, shape_of(experts, n_ff_exp, latent), f"experts {experts} x expert_feed_forward_length "
+             f"{n_ff_exp} x width {latent}")
+        need(S.L_FFN_DOWN_SHEXP, shape_of(hidden, n_ff_sh), f"expert_shared_feed_forward_length {n_ff_sh}")
+        need(S.L_FFN_UP_SHEXP, shape_of(n_ff_sh, hidden), f"expert_shared_feed_forward_length {n_ff_sh}")
+    return None
+
+
 def rules(c: Checker) -> int | None:
     """The ``mtp_only`` branch of the target arch's loader (see the module docstring)."""
     if c.plan.arch == S.ARCH_GLM_DSA:
         return dsa_rules(c)
+    if c.plan.arch == S.ARCH_NEMOTRON_H_MOE:
+        return nemotron_rules(c)
     return glm_rules(c) if c.plan.arch == S.ARCH_GLM4MOE else qwen_rules(c)

@@ -2,11 +2,13 @@
 
 Each GGUF tensor is rebuilt from the checkpoint here, with this module's own spelling of upstream's ``--mtp`` rules
 (not the converter's tables, so a wrong row there shows as a failing tensor): the HF name of each GGUF tensor, the
-``+ 1`` of the RMS norms (in float32, the Qwen families only), the per-expert stacks; then rounded to the GGUF
+``+ 1`` of the RMS norms (in float32, the Qwen families only), the per-expert stacks, Nemotron-H's q/k row
+permutation and its two MTP layers folded into one block; then rounded to the GGUF
 tensor's type with gguf-py (``quants.quantize``) and compared byte for byte. Accounting: every GGUF tensor compared,
 every checkpoint tensor of the head (``mtp.*`` for the Qwen families, ``model.layers.{n}..`` for GLM-4.5 (``glm4moe``)
 and GLM-5 (``glm-dsa``, whose ``kv_b_proj`` is split per head into ``attn_k_b`` / ``attn_v_b`` here again),
-the embedding, the final norm, the head) compared as a source; the trunk is not part of the file.
+``mtp.layers.0`` / ``1`` for Nemotron-H (``nemotron_h_moe``), the embedding, the final norm, the head) compared as a
+source; the trunk is not part of the file.
 """
 
 from __future__ import annotations
@@ -72,6 +74,23 @@ _DSA_LAYER = {"attn_q_a.weight": "self_attn.q_a_proj.weight", "attn_q_a_norm.wei
               **{k: v for k, v in _GLM_LAYER.items() if not k.startswith(("attn_q", "attn_k", "attn_v",
                                                                               "post_attention"))}}
 _GLM_ARCHES = ("glm4moe", "glm-dsa")
+#: Nemotron-H: the block's GGUF tensor (after ``blk.{n}.``) -> (MTP layer, checkpoint tensor after
+#: ``mtp.layers.{i}.``): upstream folds mtp.layers.0 (fusion + attention) and mtp.layers.1 (MoE + head norm) into it
+_NEMO_LAYER = {"nextn.enorm.weight": (0, "enorm.weight"), "nextn.hnorm.weight": (0, "hnorm.weight"),
+               "nextn.eh_proj.weight": (0, "eh_proj.weight"), "attn_norm.weight": (0, "norm.weight"),
+               **{f"attn_{g}.{w}": (0, f"mixer.{h}_proj.{w}") for g, h in (("q", "q"), ("k", "k"), ("v", "v"),
+                                                                            ("output", "o")) for w in ("weight", "bias")},
+               "post_attention_norm.weight": (1, "norm.weight"),
+               "nextn.shared_head_norm.weight": (1, "final_layernorm.weight"),
+               "ffn_gate_inp.weight": (1, "mixer.gate.weight"),
+               "exp_probs_b.bias": (1, "mixer.gate.e_score_correction_bias"),
+               "ffn_up_shexp.weight": (1, "mixer.shared_experts.up_proj.weight"),
+               "ffn_down_shexp.weight": (1, "mixer.shared_experts.down_proj.weight"),
+               "ffn_latent_down.weight": (1, "mixer.fc1_latent_proj.weight"),
+               "ffn_latent_up.weight": (1, "mixer.fc2_latent_proj.weight")}
+_NEMO_ROOTS = {"token_embd.weight": "backbone.embeddings.weight", "output_norm.weight": "backbone.norm_f.weight",
+               "output.weight": "lm_head.weight"}
+_NEMO_ARCHES = ("nemotron_h_moe",)
 #: GGUF names that upstream adds one to (its rule on the renamed HF name: ``*norm.weight``)
 _PLUS_ONE = re.compile(r"(output_norm|blk\.\d+\.(attn_norm|post_attention_norm|attn_q_norm|attn_k_norm|"
                        r"nextn\.enorm|nextn\.hnorm|nextn\.shared_head_norm))\.weight")
@@ -128,6 +147,38 @@ def _glm_hf(ck: Checkpoint, gguf: str, table: dict[str, str] = _GLM_LAYER) -> li
     return []
 
 
+def _nemo_hf(ck: Checkpoint, gguf: str) -> list[str]:
+    """Nemotron-H: the checkpoint tensors ``gguf`` is made of; [] when none."""
+    if gguf in _NEMO_ROOTS:
+        return [_NEMO_ROOTS[gguf]] if _NEMO_ROOTS[gguf] in ck else []
+    short = gguf.split(".", 2)[-1]
+    if short in _NEMO_LAYER:
+        i, name = _NEMO_LAYER[short]
+        return [f"mtp.layers.{i}.{name}"] if f"mtp.layers.{i}.{name}" in ck else []
+    if short in _EXPS:
+        out: list[str] = []
+        while f"mtp.layers.1.mixer.experts.{len(out)}.{_EXPS[short]}.weight" in ck:
+            out.append(f"mtp.layers.1.mixer.experts.{len(out)}.{_EXPS[short]}.weight")
+        return out
+    return []
+
+
+def _nemo_rope_rows(x: np.ndarray, gguf: str, cfg: dict[str, object]) -> np.ndarray:
+    """Nemotron-H's q/k (weights and biases): per head, the two halves of its rows interleaved (row ``2i + c`` is
+    row ``c * head_rows / 2 + i``), q over ``num_attention_heads`` heads, k over ``num_key_value_heads``."""
+    short = gguf.split(".", 2)[-1]
+    key = {"attn_q": "num_attention_heads", "attn_k": "num_key_value_heads"}.get(short.split(".")[0])
+    heads = cfg.get(key) if key else None
+    if not isinstance(heads, int) or heads <= 0:
+        return x
+    half = x.shape[0] // heads // 2
+    return np.ascontiguousarray(x.reshape(heads, 2, half, *x.shape[1:]).swapaxes(1, 2)).reshape(x.shape)
+
+
+def _nemo_select(s: str) -> bool:
+    return s.startswith("mtp.") or s in _NEMO_ROOTS.values()
+
+
 def _glm_select(n: int) -> Callable[[str], bool]:
     """GLM-4.5: the embedding, final norm, head and every layer from ``n`` on."""
     def keep(s: str) -> bool:
@@ -182,8 +233,8 @@ def sidecar_rows(gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = T
     arch = f.kvs["general.architecture"].value
     n_all = int(f.kvs[f"{arch}.block_count"].value)
     nextn = int(f.kvs[f"{arch}.nextn_predict_layers"].value)
-    glm = arch in _GLM_ARCHES
-    ck = Checkpoint(Path(hf_dir), select=_glm_select(n_all - nextn) if glm else _qwen_select)
+    glm, nemo = arch in _GLM_ARCHES, arch in _NEMO_ARCHES
+    ck = Checkpoint(Path(hf_dir), select=_glm_select(n_all - nextn) if glm else _nemo_select if nemo else _qwen_select)
     rows = Proof(FAMILY, LAYOUT, quality_note=QUALITY_NOTE, notes=[NO_FORWARD])
     compared: set[str] = set()
     sources: set[str] = set()
@@ -191,14 +242,16 @@ def sidecar_rows(gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = T
     try:
         for t in f.tensors:
             srcs = (_glm_hf(ck, t.name, _DSA_LAYER if arch == "glm-dsa" else _GLM_LAYER) if glm
-                    else _hf(ck, t.name, n_all - nextn))
+                    else _nemo_hf(ck, t.name) if nemo else _hf(ck, t.name, n_all - nextn))
             if not srcs:
                 problems.append(f"{t.name}: no checkpoint tensor becomes it under upstream's --mtp rules")
                 continue
-            x = _values(ck, srcs, not glm and _PLUS_ONE.fullmatch(t.name) is not None)
+            x = _values(ck, srcs, not glm and not nemo and _PLUS_ONE.fullmatch(t.name) is not None)
             short = t.name.split(".", 2)[-1]
             if arch == "glm-dsa" and short in ("attn_k_b.weight", "attn_v_b.weight"):
                 x = _mla_split(x, short, list(t.ne))
+            if nemo:
+                x = _nemo_rope_rows(x, t.name, ck.config.get("text_config", ck.config))
             qt = QT[t.type_name]
             want = np.ascontiguousarray(quants.quantize(x, qt)).view(np.uint8).tobytes()
             got = bytes(f.tensor_bytes(t.name))
