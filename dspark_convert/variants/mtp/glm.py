@@ -32,7 +32,7 @@ from ... import schema as S
 from ...errors import ConvertError
 from ...formats.transforms import ExpertStack
 from ...hf.checkpoint import Checkpoint
-from ...kit.common import base_kvs, tensor_type
+from ...kit.common import base_kvs, mapped_once, tensor_type
 from ...kit.hparams import as_float, as_positive, as_u32, find_hparam, rope_dict
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
@@ -265,13 +265,7 @@ def plan_tensors(ck: Checkpoint, g: GlmMtp, out: QT) -> list[TensorSpec]:
             if count[bid] == 3 * g.experts:
                 specs += [_stack(ck, g, bid, w, experts[bid].get(w, {}), out) for w in EXPERT_STACKS]
             continue
-        name = gguf_name(src)
-        if name is None:
-            raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not part of a {g.arch} MTP head (upstream "
-                               "fails with \"Can not map tensor\")")
-        if name in seen:
-            raise ConvertError(f"{ck.ref(src).file}: tensors '{seen[name]}' and '{src}' both become '{name}'")
-        seen[name] = src
+        name = mapped_once(ck, seen, src, gguf_name(src), f"a {g.arch} MTP head")
         specs.append(_spec(ck, src, name, out))
     for bid, c in count.items():
         if c != 3 * g.experts:

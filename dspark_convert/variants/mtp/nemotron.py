@@ -35,7 +35,7 @@ from ... import schema as S
 from ...errors import ConvertError
 from ...formats.transforms import ExpertStack, Transform
 from ...hf.checkpoint import Checkpoint
-from ...kit.common import tensor_type
+from ...kit.common import mapped_once, tensor_type
 from ...kit.hparams import as_float, as_positive, as_u32, rope_dict
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
@@ -411,13 +411,7 @@ def plan_tensors(ck: Checkpoint, g: NemotronMtp, out: QT) -> list[TensorSpec]:
             if count == 2 * g.experts:
                 specs += [_stack(ck, g, w, experts.get(w, {}), out) for w in EXPERT_STACKS]
             continue
-        name = gguf_name(g.n, src)
-        if name is None:
-            raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not part of a nemotron_h_moe MTP head (upstream "
-                               "fails with \"Can not map tensor\")")
-        if name in seen:
-            raise ConvertError(f"{ck.ref(src).file}: tensors '{seen[name]}' and '{src}' both become '{name}'")
-        seen[name] = src
+        name = mapped_once(ck, seen, src, gguf_name(g.n, src), f"a {S.ARCH_NEMOTRON_H_MOE} MTP head")
         specs.append(_spec(ck, g, src, name, out))
     if count != 2 * g.experts:
         raise ConvertError(f"{ck.path}: the MTP head has {count} expert tensors, expected 2 x n_routed_experts "
