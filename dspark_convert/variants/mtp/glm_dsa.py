@@ -28,7 +28,6 @@ Upstream reads the config through transformers' ``GlmMoeDsaConfig`` (:func:`conf
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +44,7 @@ from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from . import glm
 from .head import Head
+from .specs import ExpertGroups, float_ref, hf_names_of, layer_spec
 from .transforms import MlaKvBSplit
 
 #: upstream's model class that exports the GLM-5 NextN layer with ``--mtp``
@@ -87,7 +87,11 @@ LAYER: dict[str, str] = {
 #: ``kv_b_proj`` -> its two halves, in upstream's order
 KV_B = "self_attn.kv_b_proj.weight"
 KV_B_PARTS: dict[str, str] = {"k": S.L_ATTN_K_B, "v": S.L_ATTN_V_B}
-_LAYER = re.compile(r"model\.layers\.(\d+)\.(.+)")
+#: (checkpoint pattern, short GGUF name) of every NextN layer tensor, for :func:`hf_names`
+HF_LAYER: list[tuple[str, str]] = ([(f"model.layers.*.{hf}", name) for hf, name in LAYER.items()]
+                                   + [(f"model.layers.*.{KV_B}", name) for name in KV_B_PARTS.values()]
+                                   + [(f"model.layers.*.mlp.experts.*.{w}.weight", name)
+                                      for w, name in glm.EXPERT_STACKS.items()])
 
 #: ``GlmMoeDsaConfig``'s class defaults (transformers 5), for the keys upstream reads
 CONFIG_DEFAULTS: dict[str, Any] = {
@@ -235,28 +239,13 @@ def header_kvs(g: DsaMtp, file_type: int, where: str) -> tuple[list[KV], list[KV
 # ---------------------------------------------------------------------------------------------- tensors
 def gguf_name(name: str) -> str | None:
     """The GGUF name of one read checkpoint tensor (None: an expert, ``kv_b_proj`` (split), or unmapped)."""
-    b = glm.bare(name)
-    if b in glm.KEPT_ROOTS:
-        return glm.KEPT_ROOTS[b]
-    m = _LAYER.fullmatch(b)
-    if m is not None and m.group(2) in LAYER:
-        return S.LAYER_PREFIX.format(bid=int(m.group(1))) + LAYER[m.group(2)]
-    return None
-
-
-def _spec(ck: Checkpoint, src: str, name: str, out: QT) -> TensorSpec:
-    glm._float(ck, src)
-    ref = ck.ref(src)
-    short = name.split(".", 2)[-1] if name.startswith("blk.") else name
-    ggml = QT.F32 if short in S.F32_LAYER_TENSORS else tensor_type(name, ref.shape, out)
-    return TensorSpec(name=name, shape=ref.shape, ggml_type=ggml, sources=(src,), source_dtype=ref.dtype)
+    return glm.gguf_name(name, LAYER)
 
 
 def _kv_b(ck: Checkpoint, g: DsaMtp, src: str, bid: int, out: QT) -> list[TensorSpec]:
     """``attn_k_b`` ``(heads, kv_lora_rank, nope)`` and ``attn_v_b`` ``(heads, v, kv_lora_rank)`` from one
     ``kv_b_proj``, whose rows must be ``num_key_value_heads x (nope + v)`` (upstream asserts it)."""
-    glm._float(ck, src)
-    ref = ck.ref(src)
+    ref = float_ref(ck, src)
     width = g.nope + g.v
     if len(ref.shape) != 2 or ref.shape[0] != g.heads_kv * width:
         raise ConvertError(f"{ref.file}: tensor '{src}' has shape {list(ref.shape)}; upstream splits it into "
@@ -278,37 +267,23 @@ def plan_tensors(ck: Checkpoint, g: DsaMtp, out: QT) -> list[TensorSpec]:
     arrives."""
     specs: list[TensorSpec] = []
     seen: dict[str, str] = {}
-    experts: dict[int, dict[str, dict[int, str]]] = {}
-    count: dict[int, int] = {}
+    groups = ExpertGroups(3 * g.experts)
     tied = g.hp.get("tie_word_embeddings") is True
     for src in ck.names:
         b = glm.bare(src)
         if tied and b in ("lm_head.weight", "model.lm_head.weight"):
             continue
-        m = _LAYER.fullmatch(b)
-        e = glm._EXPERT.fullmatch(m.group(2)) if m is not None else None
-        if m is not None and e is not None:
-            if not g.experts:
-                raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is an expert but the config has no "
-                                   "n_routed_experts")
-            bid, xid = int(m.group(1)), int(e.group(1))
-            if xid >= g.experts:
-                raise ConvertError(f"{ck.ref(src).file}: tensor '{src}': expert {xid} is beyond n_routed_experts "
-                                   f"{g.experts}")
-            experts.setdefault(bid, {}).setdefault(e.group(2), {})[xid] = src
-            count[bid] = count.get(bid, 0) + 1
-            if count[bid] == 3 * g.experts:
-                specs += [glm._stack(ck, g, bid, w, experts[bid].get(w, {}), out) for w in glm.EXPERT_STACKS]
+        stacks = glm.expert_stacks(ck, g.experts, groups, src, out)
+        if stacks is not None:
+            specs += stacks
             continue
+        m = glm.LAYER_RE.fullmatch(b)
         if m is not None and m.group(2) == KV_B:
             specs += _kv_b(ck, g, src, int(m.group(1)), out)
             continue
         name = mapped_once(ck, seen, src, gguf_name(src), f"a {g.arch} MTP head")
-        specs.append(_spec(ck, src, name, out))
-    for bid, c in count.items():
-        if c != 3 * g.experts:
-            raise ConvertError(f"{ck.path}: model.layers.{bid} has {c} expert tensors, expected 3 x n_routed_experts "
-                               f"{g.experts} = {3 * g.experts} (upstream fails with \"Unprocessed experts\")")
+        specs.append(layer_spec(ck, src, name, out))
+    glm.check_experts(ck, g.experts, groups)
     return specs
 
 
@@ -328,11 +303,4 @@ def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type
 
 def hf_names(gguf: str) -> tuple[str, ...]:
     """The checkpoint names that become ``gguf`` (``*``: any NextN layer / expert), for messages."""
-    roots = tuple(hf for hf, name in glm.KEPT_ROOTS.items() if name == gguf)
-    if roots or not gguf.startswith("blk."):
-        return roots
-    short = gguf.split(".", 2)[-1]
-    return (tuple(f"model.layers.*.{hf}" for hf, name in LAYER.items() if name == short)
-            + tuple(f"model.layers.*.{KV_B}" for name in KV_B_PARTS.values() if name == short)
-            + tuple(f"model.layers.*.mlp.experts.*.{w}.weight" for w, name in glm.EXPERT_STACKS.items()
-                    if name == short))
+    return hf_names_of(gguf, glm.KEPT_ROOTS, HF_LAYER)
