@@ -35,7 +35,7 @@ from ...kit.common import base_kvs, mapped_once
 from ...kit.hparams import as_float, as_positive, as_u32, find_hparam, rope_dict
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
-from .head import Head
+from .head import Counts, Head
 from .specs import ExpertGroups, hf_names_of, layer_spec, stack_spec
 
 #: upstream's model class that exports the GLM-4.5 NextN layer with ``--mtp``
@@ -125,14 +125,8 @@ def reads(config: dict[str, Any]) -> Callable[[str], bool]:
 
 # ---------------------------------------------------------------------------------------------- hparams
 @dataclass(frozen=True)
-class GlmMtp:
-    """The config values the file needs, validated."""
-
-    arch: str
-    hp: dict[str, Any]
-    n: int            # trunk layers
-    nextn: int        # NextN layers
-    experts: int      # n_routed_experts (0: none declared)
+class GlmMtp(Counts):
+    """The config values the file needs, validated (``experts``: ``n_routed_experts``, 0 when none is declared)."""
 
 
 def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) -> GlmMtp:
@@ -154,19 +148,26 @@ def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) ->
     return GlmMtp(arch, hp, n, nextn, as_u32(experts, "n_routed_experts", where) if experts is not None else 0)
 
 
-def header_kvs(g: GlmMtp, file_type: int, where: str) -> tuple[list[KV], list[KV]]:
-    """The target's own header, as upstream's class writes it: (TextModel's generic block ending with
-    ``general.file_type``, then the class's keys; a key written twice keeps its first place)."""
-    hp, a = g.hp, {"arch": g.arch}
-    key = next((k for k in LAYER_KEYS if k in hp), "num_hidden_layers")
-    base = base_kvs(g.arch, {**hp, key: g.n + g.nextn}, file_type, where)
-    # TextModel writes the expert group counts after the experts used per token (before the gating function)
+def insert_expert_groups(base: list[KV], arch: str, hp: dict[str, Any], where: str) -> None:
+    """Put ``expert_group_count`` / ``expert_group_used_count`` (``n_group`` / ``topk_group``, when set) into
+    TextModel's generic block ``base`` where TextModel writes them: after the experts used per token, before the
+    gating function, the key / value lengths or ``general.file_type``, whichever comes first."""
+    a = {"arch": arch}
     groups = [KV(tpl.format(**a), VT.UINT32, as_u32(hp[k], k, where))
               for tpl, k in ((S.EXPERT_GROUP_COUNT, "n_group"), (S.EXPERT_GROUP_USED_COUNT, "topk_group"))
               if hp.get(k) is not None]
     after = {t.format(**a) for t in (S.EXPERT_GATING_FUNC, S.KEY_LENGTH, S.VALUE_LENGTH)} | {S.GENERAL_FILE_TYPE}
     at = next(i for i, kv in enumerate(base) if kv.name in after)
     base[at:at] = groups
+
+
+def header_kvs(g: GlmMtp, file_type: int, where: str) -> tuple[list[KV], list[KV]]:
+    """The target's own header, as upstream's class writes it: (TextModel's generic block ending with
+    ``general.file_type``, then the class's keys; a key written twice keeps its first place)."""
+    hp, a = g.hp, {"arch": g.arch}
+    key = next((k for k in LAYER_KEYS if k in hp), "num_hidden_layers")
+    base = base_kvs(g.arch, {**hp, key: g.n + g.nextn}, file_type, where)
+    insert_expert_groups(base, g.arch, hp, where)
 
     def u32(tpl: str, k: str) -> list[KV]:
         return [] if hp.get(k) is None else [KV(tpl.format(**a), VT.UINT32, as_u32(hp[k], k, where))]
@@ -257,8 +258,7 @@ def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type
     """The sidecar of a ``Glm4MoeModel`` checkpoint: header, tensors and the layer counts."""
     g = read_hparams(ARCHS[hf_arch], hp, ck.names, where)
     tensors = plan_tensors(ck, g, out)
-    base, fam = header_kvs(g, file_type, where)
-    return Head(g.arch, g.n, g.nextn, base, fam, tensors)
+    return g.head(header_kvs(g, file_type, where), tensors)
 
 
 def hf_names(gguf: str) -> tuple[str, ...]:

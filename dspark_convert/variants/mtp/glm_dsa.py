@@ -147,14 +147,9 @@ def config_view(config: dict[str, Any], where: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- hparams
 @dataclass(frozen=True)
-class DsaMtp:
-    """The config values the file needs, validated."""
+class DsaMtp(glm.GlmMtp):
+    """The config values the file needs, validated: GLM-4.5's and the MLA sizes."""
 
-    arch: str
-    hp: dict[str, Any]
-    n: int            # trunk layers
-    nextn: int        # NextN layers
-    experts: int      # n_routed_experts (0: none declared)
     heads_kv: int     # num_key_value_heads: the heads kv_b_proj is split into
     nope: int         # qk_nope_head_dim
     v: int            # v_head_dim
@@ -181,12 +176,7 @@ def header_kvs(g: DsaMtp, file_type: int, where: str) -> tuple[list[KV], list[KV
     if generic["rms_norm_eps"] is None:
         generic["rms_norm_eps"] = 1e-6
     base = base_kvs(g.arch, generic, file_type, where)
-    groups = [KV(tpl.format(**a), VT.UINT32, as_u32(hp[k], k, where))
-              for tpl, k in ((S.EXPERT_GROUP_COUNT, "n_group"), (S.EXPERT_GROUP_USED_COUNT, "topk_group"))
-              if hp.get(k) is not None]
-    after = {t.format(**a) for t in (S.EXPERT_GATING_FUNC, S.KEY_LENGTH, S.VALUE_LENGTH)} | {S.GENERAL_FILE_TYPE}
-    at = next(i for i, kv in enumerate(base) if kv.name in after)
-    base[at:at] = groups
+    glm.insert_expert_groups(base, g.arch, hp, where)
 
     def u32(tpl: str, v: Any, k: str) -> KV:
         return KV(tpl.format(**a), VT.UINT32, as_u32(v, k, where))
@@ -297,8 +287,7 @@ def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type
     view = config_view(hp, where)
     g = read_hparams(ARCHS[hf_arch], view, ck.names, where)
     tensors = plan_tensors(ck, g, out)
-    base, fam = header_kvs(g, file_type, where)
-    return Head(g.arch, g.n, g.nextn, base, fam, tensors)
+    return g.head(header_kvs(g, file_type, where), tensors)
 
 
 def hf_names(gguf: str) -> tuple[str, ...]:

@@ -33,7 +33,7 @@ from ...kit.common import base_kvs, mapped_once
 from ...kit.hparams import as_positive, as_u32, find_hparam, rope_dict
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
-from .head import Head
+from .head import Counts, Head
 from .specs import ExpertGroups, hf_names_of, layer_spec, stack_spec
 
 #: upstream's model classes that carry the Qwen MTP mixin (``_QwenMtpMixin`` in ``conversion/qwen.py``)
@@ -109,14 +109,8 @@ def reads(config: dict[str, Any]) -> Callable[[str], bool]:
 
 # ---------------------------------------------------------------------------------------------- hparams
 @dataclass(frozen=True)
-class QwenMtp:
-    """The config values the file needs, validated."""
-
-    arch: str
-    hp: dict[str, Any]
-    n: int            # trunk layers
-    nextn: int        # MTP layers
-    experts: int      # 0: dense MLP
+class QwenMtp(Counts):
+    """The config values the file needs, validated (``experts``: ``num_experts``, 0 for the dense MLP)."""
 
 
 def mtp_layers(names: list[str]) -> int:
@@ -253,8 +247,7 @@ def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type
     """The sidecar of a checkpoint of one of the mixin's classes: header, tensors and the layer counts."""
     q = read_hparams(ARCHS[hf_arch], hp, ck.names, where)
     tensors = plan_tensors(ck, q, out)
-    base, fam = header_kvs(q, file_type, where)
-    return Head(q.arch, q.n, q.nextn, base, fam, tensors)
+    return q.head(header_kvs(q, file_type, where), tensors)
 
 
 def hf_names(gguf: str) -> tuple[str, ...]:
