@@ -49,14 +49,29 @@ KEPT_ROOTS: dict[str, str] = {"model.embed_tokens.weight": S.T_TOKEN_EMBD, "mode
                               "lm_head.weight": S.T_OUTPUT}
 #: upstream's ``_n_main_layers``: the first of these keys in the (text) config
 LAYER_KEYS = ("n_layers", "num_hidden_layers", "n_layer", "num_layers")
-#: a NextN layer's tensor (after ``model.layers.{n+i}.``) -> its GGUF name (after ``blk.{n+i}.``)
-LAYER: dict[str, str] = {
+#: a NextN layer's own tensors (after ``model.layers.{n+i}.``) -> their GGUF names (after ``blk.{n+i}.``); GLM-5's too
+NEXTN: dict[str, str] = {
     "eh_proj.weight": S.L_NEXTN_EH_PROJ,
     "enorm.weight": S.L_NEXTN_ENORM,
     "hnorm.weight": S.L_NEXTN_HNORM,
     "embed_tokens.weight": S.L_NEXTN_EMBED_TOKENS,
     "shared_head.head.weight": S.L_NEXTN_SHARED_HEAD_HEAD,
     "shared_head.norm.weight": S.L_NEXTN_SHARED_HEAD_NORM,
+}
+#: a NextN layer's MLP (dense, router and shared expert; the routed experts are stacked): the same in GLM-5
+MLP: dict[str, str] = {
+    "mlp.gate_proj.weight": S.L_FFN_GATE,
+    "mlp.up_proj.weight": S.L_FFN_UP,
+    "mlp.down_proj.weight": S.L_FFN_DOWN,
+    "mlp.gate.weight": S.L_FFN_GATE_INP,
+    "mlp.gate.e_score_correction.bias": S.L_EXP_PROBS_B,
+    "mlp.shared_experts.gate_proj.weight": S.L_FFN_GATE_SHEXP,
+    "mlp.shared_experts.up_proj.weight": S.L_FFN_UP_SHEXP,
+    "mlp.shared_experts.down_proj.weight": S.L_FFN_DOWN_SHEXP,
+}
+#: a NextN layer's tensor (after ``model.layers.{n+i}.``) -> its GGUF name (after ``blk.{n+i}.``)
+LAYER: dict[str, str] = {
+    **NEXTN,
     "input_layernorm.weight": S.L_ATTN_NORM,
     "post_attention_layernorm.weight": S.L_POST_ATTENTION_NORM,
     "self_attn.q_proj.weight": S.L_ATTN_Q,
@@ -68,14 +83,7 @@ LAYER: dict[str, str] = {
     "self_attn.o_proj.weight": S.L_ATTN_OUT,
     "self_attn.q_norm.weight": S.L_ATTN_Q_NORM,
     "self_attn.k_norm.weight": S.L_ATTN_K_NORM,
-    "mlp.gate_proj.weight": S.L_FFN_GATE,
-    "mlp.up_proj.weight": S.L_FFN_UP,
-    "mlp.down_proj.weight": S.L_FFN_DOWN,
-    "mlp.gate.weight": S.L_FFN_GATE_INP,
-    "mlp.gate.e_score_correction.bias": S.L_EXP_PROBS_B,
-    "mlp.shared_experts.gate_proj.weight": S.L_FFN_GATE_SHEXP,
-    "mlp.shared_experts.up_proj.weight": S.L_FFN_UP_SHEXP,
-    "mlp.shared_experts.down_proj.weight": S.L_FFN_DOWN_SHEXP,
+    **MLP,
 }
 #: per-expert projection -> its stack, in the order upstream emits the three stacks
 EXPERT_STACKS: dict[str, str] = {"down_proj": S.L_FFN_DOWN_EXPS, "gate_proj": S.L_FFN_GATE_EXPS,

@@ -56,12 +56,7 @@ ARCHS: dict[str, str] = {
 #: a NextN layer's tensor (after ``model.layers.{n+i}.``) -> its GGUF name (after ``blk.{n+i}.``); ``kv_b_proj``
 #: is split (:data:`KV_B`), the experts stacked (:data:`glm.EXPERT_STACKS`)
 LAYER: dict[str, str] = {
-    "eh_proj.weight": S.L_NEXTN_EH_PROJ,
-    "enorm.weight": S.L_NEXTN_ENORM,
-    "hnorm.weight": S.L_NEXTN_HNORM,
-    "embed_tokens.weight": S.L_NEXTN_EMBED_TOKENS,
-    "shared_head.head.weight": S.L_NEXTN_SHARED_HEAD_HEAD,
-    "shared_head.norm.weight": S.L_NEXTN_SHARED_HEAD_NORM,
+    **glm.NEXTN,
     "input_layernorm.weight": S.L_ATTN_NORM,
     "post_attention_layernorm.weight": S.L_FFN_NORM,
     "self_attn.q_a_proj.weight": S.L_ATTN_Q_A,
@@ -75,14 +70,7 @@ LAYER: dict[str, str] = {
     "self_attn.indexer.k_norm.weight": S.L_INDEXER_K_NORM,
     "self_attn.indexer.k_norm.bias": S.L_INDEXER_K_NORM_B,
     "self_attn.indexer.weights_proj.weight": S.L_INDEXER_PROJ,
-    "mlp.gate_proj.weight": S.L_FFN_GATE,
-    "mlp.up_proj.weight": S.L_FFN_UP,
-    "mlp.down_proj.weight": S.L_FFN_DOWN,
-    "mlp.gate.weight": S.L_FFN_GATE_INP,
-    "mlp.gate.e_score_correction.bias": S.L_EXP_PROBS_B,
-    "mlp.shared_experts.gate_proj.weight": S.L_FFN_GATE_SHEXP,
-    "mlp.shared_experts.up_proj.weight": S.L_FFN_UP_SHEXP,
-    "mlp.shared_experts.down_proj.weight": S.L_FFN_DOWN_SHEXP,
+    **glm.MLP,
 }
 #: ``kv_b_proj`` -> its two halves, in upstream's order
 KV_B = "self_attn.kv_b_proj.weight"
