@@ -1,7 +1,7 @@
 """What a family module of this package hands the ``--mtp`` converter (:mod:`.mtp`): the sidecar's header, tensors
 and layer counts. Each family module (:mod:`.qwen`, :mod:`.glm`, :mod:`.glm_dsa`, :mod:`.nemotron`) has ``ARCHS`` (HF class -> GGUF arch),
 ``reads(config)`` (the checkpoint tensors the file is made of), ``sidecar(...)`` -> :class:`Head` and
-``hf_names(gguf_name)``.
+``hf_names(gguf_name)``. :class:`Counts` is the validated layer / expert counts a family's hparams start from.
 """
 
 from __future__ import annotations
