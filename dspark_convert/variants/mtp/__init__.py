@@ -6,7 +6,8 @@ architecture (``qwen35``, ``qwen35moe``, ``qwen3next``, ``glm4moe``, ``glm-dsa``
   in its own module (:mod:`.qwen`: the Qwen3.5 / Qwen3-Next mixin; :mod:`.glm`: GLM-4.5's ``Glm4MoeModel``;
   :mod:`.glm_dsa`: GLM-5's ``GlmMoeDsaModel``, with :mod:`.transforms`' MLA ``kv_b_proj`` split;
   :mod:`.nemotron`: Nemotron-H's ``NemotronHModel``;
-  :mod:`.head`: what each hands back); :mod:`.loader`: the loader rules of a sidecar
+  :mod:`.head`: what each hands back; :mod:`.specs`: the tensor pieces they share, the float check, expert
+  stacking and the name lookup for messages); :mod:`.loader`: the loader rules of a sidecar
   (also what ``check`` applies to MTP files made by any tool); :mod:`.verify`: verify's tensor-by-tensor proof.
 """
 

@@ -21,22 +21,22 @@ What upstream's ``--mtp`` file holds for them:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...formats.transforms import ExpertStack
 from ...hf.checkpoint import Checkpoint
-from ...kit.common import base_kvs, tensor_type
+from ...kit.common import base_kvs, mapped_once
 from ...kit.hparams import as_float, as_positive, as_u32, find_hparam, rope_dict
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
-from .head import Head
+from .head import Counts, Head
+from .specs import ExpertGroups, hf_names_of, layer_spec, stack_spec
 
 #: upstream's model class that exports the GLM-4.5 NextN layer with ``--mtp``
 MTP_CLASSES = ("Glm4MoeModel",)
@@ -49,14 +49,29 @@ KEPT_ROOTS: dict[str, str] = {"model.embed_tokens.weight": S.T_TOKEN_EMBD, "mode
                               "lm_head.weight": S.T_OUTPUT}
 #: upstream's ``_n_main_layers``: the first of these keys in the (text) config
 LAYER_KEYS = ("n_layers", "num_hidden_layers", "n_layer", "num_layers")
-#: a NextN layer's tensor (after ``model.layers.{n+i}.``) -> its GGUF name (after ``blk.{n+i}.``)
-LAYER: dict[str, str] = {
+#: a NextN layer's own tensors (after ``model.layers.{n+i}.``) -> their GGUF names (after ``blk.{n+i}.``); GLM-5's too
+NEXTN: dict[str, str] = {
     "eh_proj.weight": S.L_NEXTN_EH_PROJ,
     "enorm.weight": S.L_NEXTN_ENORM,
     "hnorm.weight": S.L_NEXTN_HNORM,
     "embed_tokens.weight": S.L_NEXTN_EMBED_TOKENS,
     "shared_head.head.weight": S.L_NEXTN_SHARED_HEAD_HEAD,
     "shared_head.norm.weight": S.L_NEXTN_SHARED_HEAD_NORM,
+}
+#: a NextN layer's MLP (dense, router and shared expert; the routed experts are stacked): the same in GLM-5
+MLP: dict[str, str] = {
+    "mlp.gate_proj.weight": S.L_FFN_GATE,
+    "mlp.up_proj.weight": S.L_FFN_UP,
+    "mlp.down_proj.weight": S.L_FFN_DOWN,
+    "mlp.gate.weight": S.L_FFN_GATE_INP,
+    "mlp.gate.e_score_correction.bias": S.L_EXP_PROBS_B,
+    "mlp.shared_experts.gate_proj.weight": S.L_FFN_GATE_SHEXP,
+    "mlp.shared_experts.up_proj.weight": S.L_FFN_UP_SHEXP,
+    "mlp.shared_experts.down_proj.weight": S.L_FFN_DOWN_SHEXP,
+}
+#: a NextN layer's tensor (after ``model.layers.{n+i}.``) -> its GGUF name (after ``blk.{n+i}.``)
+LAYER: dict[str, str] = {
+    **NEXTN,
     "input_layernorm.weight": S.L_ATTN_NORM,
     "post_attention_layernorm.weight": S.L_POST_ATTENTION_NORM,
     "self_attn.q_proj.weight": S.L_ATTN_Q,
@@ -68,20 +83,19 @@ LAYER: dict[str, str] = {
     "self_attn.o_proj.weight": S.L_ATTN_OUT,
     "self_attn.q_norm.weight": S.L_ATTN_Q_NORM,
     "self_attn.k_norm.weight": S.L_ATTN_K_NORM,
-    "mlp.gate_proj.weight": S.L_FFN_GATE,
-    "mlp.up_proj.weight": S.L_FFN_UP,
-    "mlp.down_proj.weight": S.L_FFN_DOWN,
-    "mlp.gate.weight": S.L_FFN_GATE_INP,
-    "mlp.gate.e_score_correction.bias": S.L_EXP_PROBS_B,
-    "mlp.shared_experts.gate_proj.weight": S.L_FFN_GATE_SHEXP,
-    "mlp.shared_experts.up_proj.weight": S.L_FFN_UP_SHEXP,
-    "mlp.shared_experts.down_proj.weight": S.L_FFN_DOWN_SHEXP,
+    **MLP,
 }
 #: per-expert projection -> its stack, in the order upstream emits the three stacks
 EXPERT_STACKS: dict[str, str] = {"down_proj": S.L_FFN_DOWN_EXPS, "gate_proj": S.L_FFN_GATE_EXPS,
                                  "up_proj": S.L_FFN_UP_EXPS}
-_LAYER = re.compile(r"model\.layers\.(\d+)\.(.+)")
-_EXPERT = re.compile(r"mlp\.experts\.(\d+)\.(down_proj|gate_proj|up_proj)\.weight")
+#: ``model.layers.{i}.<rest>`` (after :func:`bare`)
+LAYER_RE = re.compile(r"model\.layers\.(\d+)\.(.+)")
+#: a routed expert's ``<rest>``: ``mlp.experts.{x}.<projection>.weight``
+EXPERT_RE = re.compile(r"mlp\.experts\.(\d+)\.(down_proj|gate_proj|up_proj)\.weight")
+#: (checkpoint pattern, short GGUF name) of every NextN layer tensor, for :func:`hf_names`
+HF_LAYER: list[tuple[str, str]] = ([(f"model.layers.*.{hf}", name) for hf, name in LAYER.items()]
+                                   + [(f"model.layers.*.mlp.experts.*.{w}.weight", name)
+                                      for w, name in EXPERT_STACKS.items()])
 #: ``expert_gating_func`` upstream's class always writes (``ExpertGatingFuncType.SIGMOID``)
 GATING_SIGMOID = 2
 
@@ -111,7 +125,7 @@ def reads(config: dict[str, Any]) -> Callable[[str], bool]:
         b = bare(name)
         if b in KEPT_ROOTS:
             return True
-        m = _LAYER.match(b)
+        m = LAYER_RE.match(b)
         return m is not None and n is not None and int(m.group(1)) >= n
 
     return keep
@@ -119,14 +133,8 @@ def reads(config: dict[str, Any]) -> Callable[[str], bool]:
 
 # ---------------------------------------------------------------------------------------------- hparams
 @dataclass(frozen=True)
-class GlmMtp:
-    """The config values the file needs, validated."""
-
-    arch: str
-    hp: dict[str, Any]
-    n: int            # trunk layers
-    nextn: int        # NextN layers
-    experts: int      # n_routed_experts (0: none declared)
+class GlmMtp(Counts):
+    """The config values the file needs, validated (``experts``: ``n_routed_experts``, 0 when none is declared)."""
 
 
 def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) -> GlmMtp:
@@ -136,7 +144,7 @@ def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) ->
     n = as_positive(find_hparam(hp, (key,), required=True, where=where), key, where)
     declared = hp.get("num_nextn_predict_layers")
     nextn = as_u32(declared, "num_nextn_predict_layers", where) if declared is not None else 0
-    found = sorted({int(m.group(1)) for m in (_LAYER.match(bare(x)) for x in names) if m and int(m.group(1)) >= n})
+    found = sorted({int(m.group(1)) for m in (LAYER_RE.match(bare(x)) for x in names) if m and int(m.group(1)) >= n})
     if nextn == 0:
         raise ConvertError(f"{where}: no MTP head: 'num_nextn_predict_layers' is {declared!r} (upstream's --mtp "
                            "writes NextN layers only when the config declares them)")
@@ -148,19 +156,26 @@ def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) ->
     return GlmMtp(arch, hp, n, nextn, as_u32(experts, "n_routed_experts", where) if experts is not None else 0)
 
 
-def header_kvs(g: GlmMtp, file_type: int, where: str) -> tuple[list[KV], list[KV]]:
-    """The target's own header, as upstream's class writes it: (TextModel's generic block ending with
-    ``general.file_type``, then the class's keys; a key written twice keeps its first place)."""
-    hp, a = g.hp, {"arch": g.arch}
-    key = next((k for k in LAYER_KEYS if k in hp), "num_hidden_layers")
-    base = base_kvs(g.arch, {**hp, key: g.n + g.nextn}, file_type, where)
-    # TextModel writes the expert group counts after the experts used per token (before the gating function)
+def insert_expert_groups(base: list[KV], arch: str, hp: dict[str, Any], where: str) -> None:
+    """Put ``expert_group_count`` / ``expert_group_used_count`` (``n_group`` / ``topk_group``, when set) into
+    TextModel's generic block ``base`` where TextModel writes them: after the experts used per token, before the
+    gating function, the key / value lengths or ``general.file_type``, whichever comes first."""
+    a = {"arch": arch}
     groups = [KV(tpl.format(**a), VT.UINT32, as_u32(hp[k], k, where))
               for tpl, k in ((S.EXPERT_GROUP_COUNT, "n_group"), (S.EXPERT_GROUP_USED_COUNT, "topk_group"))
               if hp.get(k) is not None]
     after = {t.format(**a) for t in (S.EXPERT_GATING_FUNC, S.KEY_LENGTH, S.VALUE_LENGTH)} | {S.GENERAL_FILE_TYPE}
     at = next(i for i, kv in enumerate(base) if kv.name in after)
     base[at:at] = groups
+
+
+def header_kvs(g: GlmMtp, file_type: int, where: str) -> tuple[list[KV], list[KV]]:
+    """The target's own header, as upstream's class writes it: (TextModel's generic block ending with
+    ``general.file_type``, then the class's keys; a key written twice keeps its first place)."""
+    hp, a = g.hp, {"arch": g.arch}
+    key = next((k for k in LAYER_KEYS if k in hp), "num_hidden_layers")
+    base = base_kvs(g.arch, {**hp, key: g.n + g.nextn}, file_type, where)
+    insert_expert_groups(base, g.arch, hp, where)
 
     def u32(tpl: str, k: str) -> list[KV]:
         return [] if hp.get(k) is None else [KV(tpl.format(**a), VT.UINT32, as_u32(hp[k], k, where))]
@@ -190,55 +205,44 @@ def header_kvs(g: GlmMtp, file_type: int, where: str) -> tuple[list[KV], list[KV
 
 
 # ---------------------------------------------------------------------------------------------- tensors
-def gguf_name(name: str) -> str | None:
-    """The GGUF name of one read checkpoint tensor (None: an expert, stacked separately, or unmapped)."""
+def gguf_name(name: str, layer: Mapping[str, str] = LAYER) -> str | None:
+    """The GGUF name of one read checkpoint tensor by the ``layer`` table (None: an expert, stacked separately, or
+    unmapped)."""
     b = bare(name)
     if b in KEPT_ROOTS:
         return KEPT_ROOTS[b]
-    m = _LAYER.fullmatch(b)
-    if m is not None and m.group(2) in LAYER:
-        return S.LAYER_PREFIX.format(bid=int(m.group(1))) + LAYER[m.group(2)]
+    m = LAYER_RE.fullmatch(b)
+    if m is not None and m.group(2) in layer:
+        return S.LAYER_PREFIX.format(bid=int(m.group(1))) + layer[m.group(2)]
     return None
 
 
-def _float(ck: Checkpoint, src: str) -> None:
-    ref = ck.ref(src)
-    if ref.dtype not in ("BF16", "F16", "F32"):
-        raise ConvertError(f"{ref.file}: tensor '{src}' has dtype {ref.dtype}; an MTP head is converted from BF16, F16 "
-                           "or F32 weights")
+def expert_stacks(ck: Checkpoint, experts: int, groups: ExpertGroups, src: str, out: QT) -> list[TensorSpec] | None:
+    """None when ``src`` is not a routed expert ``model.layers.{i}.mlp.experts.{x}.*``; else it joins ``groups``
+    and the result is the block's three stacks (down, gate, up) when it is the ``3 x n_routed_experts``-th of its
+    block, [] before. Refused in one line when the config has no experts or ``x`` is beyond them."""
+    m = LAYER_RE.fullmatch(bare(src))
+    e = EXPERT_RE.fullmatch(m.group(2)) if m is not None else None
+    if m is None or e is None:
+        return None
+    if not experts:
+        raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is an expert but the config has no n_routed_experts")
+    bid, xid = int(m.group(1)), int(e.group(1))
+    if xid >= experts:
+        raise ConvertError(f"{ck.ref(src).file}: tensor '{src}': expert {xid} is beyond n_routed_experts {experts}")
+    full = groups.add(bid, e.group(2), xid, src)
+    if full is None:
+        return []
+    return [stack_spec(ck, full.get(w, {}), experts, f"model.layers.{bid}.mlp.experts.*.{w}.weight",
+                       S.LAYER_PREFIX.format(bid=bid) + stack, out, count_key="n_routed_experts")
+            for w, stack in EXPERT_STACKS.items()]
 
 
-def _spec(ck: Checkpoint, src: str, name: str, out: QT) -> TensorSpec:
-    _float(ck, src)
-    ref = ck.ref(src)
-    short = name.split(".", 2)[-1] if name.startswith("blk.") else name
-    ggml = QT.F32 if short in S.F32_LAYER_TENSORS else tensor_type(name, ref.shape, out)
-    return TensorSpec(name=name, shape=ref.shape, ggml_type=ggml, sources=(src,), source_dtype=ref.dtype)
-
-
-class _Experts(Protocol):
-    """What :func:`_stack` reads of a family's hparams (:class:`GlmMtp`, ``glm_dsa.DsaMtp``)."""
-
-    @property
-    def experts(self) -> int: ...
-
-
-def _stack(ck: Checkpoint, g: _Experts, bid: int, w: str, per: dict[int, str], out: QT) -> TensorSpec:
-    missing = sorted(set(range(g.experts)) - per.keys())
-    if missing:
-        raise ConvertError(f"{ck.path}: expert {missing[0]} of model.layers.{bid}.mlp.experts.*.{w}.weight is missing")
-    srcs = tuple(per[e] for e in range(g.experts))
-    refs = [ck.ref(s) for s in srcs]
-    if len({r.shape for r in refs}) != 1 or len(refs[0].shape) != 2 or len({r.dtype for r in refs}) != 1:
-        raise ConvertError(f"{refs[0].file}: the experts of model.layers.{bid}.mlp.experts.*.{w}.weight differ in "
-                           f"shape or dtype ({sorted({r.shape for r in refs})}, {sorted({r.dtype for r in refs})}); "
-                           "expected one 2-D shape and dtype")
-    _float(ck, srcs[0])
-    rows, cols = refs[0].shape
-    shape = (g.experts, rows, cols)
-    name = S.LAYER_PREFIX.format(bid=bid) + EXPERT_STACKS[w]
-    return TensorSpec(name=name, shape=shape, ggml_type=tensor_type(name, shape, out), sources=srcs,
-                      transform=ExpertStack(g.experts), source_dtype=refs[0].dtype)
+def check_experts(ck: Checkpoint, experts: int, groups: ExpertGroups) -> None:
+    """Refuse, in one line, a block that got some expert tensors but not ``3 x n_routed_experts``."""
+    for bid, c in groups.incomplete():
+        raise ConvertError(f"{ck.path}: model.layers.{bid} has {c} expert tensors, expected 3 x n_routed_experts "
+                           f"{experts} = {3 * experts} (upstream fails with \"Unprocessed experts\")")
 
 
 def plan_tensors(ck: Checkpoint, g: GlmMtp, out: QT) -> list[TensorSpec]:
@@ -246,37 +250,15 @@ def plan_tensors(ck: Checkpoint, g: GlmMtp, out: QT) -> list[TensorSpec]:
     gate, up) where the ``3 x n_routed_experts``-th expert tensor of their layer arrives."""
     specs: list[TensorSpec] = []
     seen: dict[str, str] = {}
-    experts: dict[int, dict[str, dict[int, str]]] = {}
-    count: dict[int, int] = {}
+    groups = ExpertGroups(3 * g.experts)
     for src in ck.names:
-        b = bare(src)
-        m = _LAYER.fullmatch(b)
-        e = _EXPERT.fullmatch(m.group(2)) if m is not None else None
-        if m is not None and e is not None:
-            if not g.experts:
-                raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is an expert but the config has no "
-                                   "n_routed_experts")
-            bid, xid = int(m.group(1)), int(e.group(1))
-            if xid >= g.experts:
-                raise ConvertError(f"{ck.ref(src).file}: tensor '{src}': expert {xid} is beyond n_routed_experts "
-                                   f"{g.experts}")
-            experts.setdefault(bid, {}).setdefault(e.group(2), {})[xid] = src
-            count[bid] = count.get(bid, 0) + 1
-            if count[bid] == 3 * g.experts:
-                specs += [_stack(ck, g, bid, w, experts[bid].get(w, {}), out) for w in EXPERT_STACKS]
+        stacks = expert_stacks(ck, g.experts, groups, src, out)
+        if stacks is not None:
+            specs += stacks
             continue
-        name = gguf_name(src)
-        if name is None:
-            raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not part of a {g.arch} MTP head (upstream "
-                               "fails with \"Can not map tensor\")")
-        if name in seen:
-            raise ConvertError(f"{ck.ref(src).file}: tensors '{seen[name]}' and '{src}' both become '{name}'")
-        seen[name] = src
-        specs.append(_spec(ck, src, name, out))
-    for bid, c in count.items():
-        if c != 3 * g.experts:
-            raise ConvertError(f"{ck.path}: model.layers.{bid} has {c} expert tensors, expected 3 x n_routed_experts "
-                               f"{g.experts} = {3 * g.experts} (upstream fails with \"Unprocessed experts\")")
+        name = mapped_once(ck, seen, src, gguf_name(src), f"a {g.arch} MTP head")
+        specs.append(layer_spec(ck, src, name, out))
+    check_experts(ck, g.experts, groups)
     return specs
 
 
@@ -284,15 +266,9 @@ def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type
     """The sidecar of a ``Glm4MoeModel`` checkpoint: header, tensors and the layer counts."""
     g = read_hparams(ARCHS[hf_arch], hp, ck.names, where)
     tensors = plan_tensors(ck, g, out)
-    base, fam = header_kvs(g, file_type, where)
-    return Head(g.arch, g.n, g.nextn, base, fam, tensors)
+    return g.head(header_kvs(g, file_type, where), tensors)
 
 
 def hf_names(gguf: str) -> tuple[str, ...]:
     """The checkpoint names that become ``gguf`` (``*``: any NextN layer / expert), for messages."""
-    roots = tuple(hf for hf, name in KEPT_ROOTS.items() if name == gguf)
-    if roots or not gguf.startswith("blk."):
-        return roots
-    short = gguf.split(".", 2)[-1]
-    return (tuple(f"model.layers.*.{hf}" for hf, name in LAYER.items() if name == short)
-            + tuple(f"model.layers.*.mlp.experts.*.{w}.weight" for w, name in EXPERT_STACKS.items() if name == short))
+    return hf_names_of(gguf, KEPT_ROOTS, HF_LAYER)

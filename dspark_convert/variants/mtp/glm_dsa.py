@@ -28,7 +28,6 @@ Upstream reads the config through transformers' ``GlmMoeDsaConfig`` (:func:`conf
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,12 +38,13 @@ from gguf import GGUFValueType as VT
 from ... import schema as S
 from ...errors import ConvertError
 from ...hf.checkpoint import Checkpoint
-from ...kit.common import base_kvs, tensor_type
+from ...kit.common import base_kvs, mapped_once, tensor_type
 from ...kit.hparams import as_float, as_positive, as_u32, find_hparam, rope_dict
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from . import glm
 from .head import Head
+from .specs import ExpertGroups, float_ref, hf_names_of, layer_spec
 from .transforms import MlaKvBSplit
 
 #: upstream's model class that exports the GLM-5 NextN layer with ``--mtp``
@@ -56,12 +56,7 @@ ARCHS: dict[str, str] = {
 #: a NextN layer's tensor (after ``model.layers.{n+i}.``) -> its GGUF name (after ``blk.{n+i}.``); ``kv_b_proj``
 #: is split (:data:`KV_B`), the experts stacked (:data:`glm.EXPERT_STACKS`)
 LAYER: dict[str, str] = {
-    "eh_proj.weight": S.L_NEXTN_EH_PROJ,
-    "enorm.weight": S.L_NEXTN_ENORM,
-    "hnorm.weight": S.L_NEXTN_HNORM,
-    "embed_tokens.weight": S.L_NEXTN_EMBED_TOKENS,
-    "shared_head.head.weight": S.L_NEXTN_SHARED_HEAD_HEAD,
-    "shared_head.norm.weight": S.L_NEXTN_SHARED_HEAD_NORM,
+    **glm.NEXTN,
     "input_layernorm.weight": S.L_ATTN_NORM,
     "post_attention_layernorm.weight": S.L_FFN_NORM,
     "self_attn.q_a_proj.weight": S.L_ATTN_Q_A,
@@ -75,19 +70,16 @@ LAYER: dict[str, str] = {
     "self_attn.indexer.k_norm.weight": S.L_INDEXER_K_NORM,
     "self_attn.indexer.k_norm.bias": S.L_INDEXER_K_NORM_B,
     "self_attn.indexer.weights_proj.weight": S.L_INDEXER_PROJ,
-    "mlp.gate_proj.weight": S.L_FFN_GATE,
-    "mlp.up_proj.weight": S.L_FFN_UP,
-    "mlp.down_proj.weight": S.L_FFN_DOWN,
-    "mlp.gate.weight": S.L_FFN_GATE_INP,
-    "mlp.gate.e_score_correction.bias": S.L_EXP_PROBS_B,
-    "mlp.shared_experts.gate_proj.weight": S.L_FFN_GATE_SHEXP,
-    "mlp.shared_experts.up_proj.weight": S.L_FFN_UP_SHEXP,
-    "mlp.shared_experts.down_proj.weight": S.L_FFN_DOWN_SHEXP,
+    **glm.MLP,
 }
 #: ``kv_b_proj`` -> its two halves, in upstream's order
 KV_B = "self_attn.kv_b_proj.weight"
 KV_B_PARTS: dict[str, str] = {"k": S.L_ATTN_K_B, "v": S.L_ATTN_V_B}
-_LAYER = re.compile(r"model\.layers\.(\d+)\.(.+)")
+#: (checkpoint pattern, short GGUF name) of every NextN layer tensor, for :func:`hf_names`
+HF_LAYER: list[tuple[str, str]] = ([(f"model.layers.*.{hf}", name) for hf, name in LAYER.items()]
+                                   + [(f"model.layers.*.{KV_B}", name) for name in KV_B_PARTS.values()]
+                                   + [(f"model.layers.*.mlp.experts.*.{w}.weight", name)
+                                      for w, name in glm.EXPERT_STACKS.items()])
 
 #: ``GlmMoeDsaConfig``'s class defaults (transformers 5), for the keys upstream reads
 CONFIG_DEFAULTS: dict[str, Any] = {
@@ -143,14 +135,9 @@ def config_view(config: dict[str, Any], where: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- hparams
 @dataclass(frozen=True)
-class DsaMtp:
-    """The config values the file needs, validated."""
+class DsaMtp(glm.GlmMtp):
+    """The config values the file needs, validated: GLM-4.5's and the MLA sizes."""
 
-    arch: str
-    hp: dict[str, Any]
-    n: int            # trunk layers
-    nextn: int        # NextN layers
-    experts: int      # n_routed_experts (0: none declared)
     heads_kv: int     # num_key_value_heads: the heads kv_b_proj is split into
     nope: int         # qk_nope_head_dim
     v: int            # v_head_dim
@@ -177,12 +164,7 @@ def header_kvs(g: DsaMtp, file_type: int, where: str) -> tuple[list[KV], list[KV
     if generic["rms_norm_eps"] is None:
         generic["rms_norm_eps"] = 1e-6
     base = base_kvs(g.arch, generic, file_type, where)
-    groups = [KV(tpl.format(**a), VT.UINT32, as_u32(hp[k], k, where))
-              for tpl, k in ((S.EXPERT_GROUP_COUNT, "n_group"), (S.EXPERT_GROUP_USED_COUNT, "topk_group"))
-              if hp.get(k) is not None]
-    after = {t.format(**a) for t in (S.EXPERT_GATING_FUNC, S.KEY_LENGTH, S.VALUE_LENGTH)} | {S.GENERAL_FILE_TYPE}
-    at = next(i for i, kv in enumerate(base) if kv.name in after)
-    base[at:at] = groups
+    glm.insert_expert_groups(base, g.arch, hp, where)
 
     def u32(tpl: str, v: Any, k: str) -> KV:
         return KV(tpl.format(**a), VT.UINT32, as_u32(v, k, where))
@@ -235,28 +217,13 @@ def header_kvs(g: DsaMtp, file_type: int, where: str) -> tuple[list[KV], list[KV
 # ---------------------------------------------------------------------------------------------- tensors
 def gguf_name(name: str) -> str | None:
     """The GGUF name of one read checkpoint tensor (None: an expert, ``kv_b_proj`` (split), or unmapped)."""
-    b = glm.bare(name)
-    if b in glm.KEPT_ROOTS:
-        return glm.KEPT_ROOTS[b]
-    m = _LAYER.fullmatch(b)
-    if m is not None and m.group(2) in LAYER:
-        return S.LAYER_PREFIX.format(bid=int(m.group(1))) + LAYER[m.group(2)]
-    return None
-
-
-def _spec(ck: Checkpoint, src: str, name: str, out: QT) -> TensorSpec:
-    glm._float(ck, src)
-    ref = ck.ref(src)
-    short = name.split(".", 2)[-1] if name.startswith("blk.") else name
-    ggml = QT.F32 if short in S.F32_LAYER_TENSORS else tensor_type(name, ref.shape, out)
-    return TensorSpec(name=name, shape=ref.shape, ggml_type=ggml, sources=(src,), source_dtype=ref.dtype)
+    return glm.gguf_name(name, LAYER)
 
 
 def _kv_b(ck: Checkpoint, g: DsaMtp, src: str, bid: int, out: QT) -> list[TensorSpec]:
     """``attn_k_b`` ``(heads, kv_lora_rank, nope)`` and ``attn_v_b`` ``(heads, v, kv_lora_rank)`` from one
     ``kv_b_proj``, whose rows must be ``num_key_value_heads x (nope + v)`` (upstream asserts it)."""
-    glm._float(ck, src)
-    ref = ck.ref(src)
+    ref = float_ref(ck, src)
     width = g.nope + g.v
     if len(ref.shape) != 2 or ref.shape[0] != g.heads_kv * width:
         raise ConvertError(f"{ref.file}: tensor '{src}' has shape {list(ref.shape)}; upstream splits it into "
@@ -278,43 +245,23 @@ def plan_tensors(ck: Checkpoint, g: DsaMtp, out: QT) -> list[TensorSpec]:
     arrives."""
     specs: list[TensorSpec] = []
     seen: dict[str, str] = {}
-    experts: dict[int, dict[str, dict[int, str]]] = {}
-    count: dict[int, int] = {}
+    groups = ExpertGroups(3 * g.experts)
     tied = g.hp.get("tie_word_embeddings") is True
     for src in ck.names:
         b = glm.bare(src)
         if tied and b in ("lm_head.weight", "model.lm_head.weight"):
             continue
-        m = _LAYER.fullmatch(b)
-        e = glm._EXPERT.fullmatch(m.group(2)) if m is not None else None
-        if m is not None and e is not None:
-            if not g.experts:
-                raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is an expert but the config has no "
-                                   "n_routed_experts")
-            bid, xid = int(m.group(1)), int(e.group(1))
-            if xid >= g.experts:
-                raise ConvertError(f"{ck.ref(src).file}: tensor '{src}': expert {xid} is beyond n_routed_experts "
-                                   f"{g.experts}")
-            experts.setdefault(bid, {}).setdefault(e.group(2), {})[xid] = src
-            count[bid] = count.get(bid, 0) + 1
-            if count[bid] == 3 * g.experts:
-                specs += [glm._stack(ck, g, bid, w, experts[bid].get(w, {}), out) for w in glm.EXPERT_STACKS]
+        stacks = glm.expert_stacks(ck, g.experts, groups, src, out)
+        if stacks is not None:
+            specs += stacks
             continue
+        m = glm.LAYER_RE.fullmatch(b)
         if m is not None and m.group(2) == KV_B:
             specs += _kv_b(ck, g, src, int(m.group(1)), out)
             continue
-        name = gguf_name(src)
-        if name is None:
-            raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not part of a {g.arch} MTP head (upstream "
-                               "fails with \"Can not map tensor\")")
-        if name in seen:
-            raise ConvertError(f"{ck.ref(src).file}: tensors '{seen[name]}' and '{src}' both become '{name}'")
-        seen[name] = src
-        specs.append(_spec(ck, src, name, out))
-    for bid, c in count.items():
-        if c != 3 * g.experts:
-            raise ConvertError(f"{ck.path}: model.layers.{bid} has {c} expert tensors, expected 3 x n_routed_experts "
-                               f"{g.experts} = {3 * g.experts} (upstream fails with \"Unprocessed experts\")")
+        name = mapped_once(ck, seen, src, gguf_name(src), f"a {g.arch} MTP head")
+        specs.append(layer_spec(ck, src, name, out))
+    glm.check_experts(ck, g.experts, groups)
     return specs
 
 
@@ -328,17 +275,9 @@ def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type
     view = config_view(hp, where)
     g = read_hparams(ARCHS[hf_arch], view, ck.names, where)
     tensors = plan_tensors(ck, g, out)
-    base, fam = header_kvs(g, file_type, where)
-    return Head(g.arch, g.n, g.nextn, base, fam, tensors)
+    return g.head(header_kvs(g, file_type, where), tensors)
 
 
 def hf_names(gguf: str) -> tuple[str, ...]:
     """The checkpoint names that become ``gguf`` (``*``: any NextN layer / expert), for messages."""
-    roots = tuple(hf for hf, name in glm.KEPT_ROOTS.items() if name == gguf)
-    if roots or not gguf.startswith("blk."):
-        return roots
-    short = gguf.split(".", 2)[-1]
-    return (tuple(f"model.layers.*.{hf}" for hf, name in LAYER.items() if name == short)
-            + tuple(f"model.layers.*.{KV_B}" for name in KV_B_PARTS.values() if name == short)
-            + tuple(f"model.layers.*.mlp.experts.*.{w}.weight" for w, name in glm.EXPERT_STACKS.items()
-                    if name == short))
+    return hf_names_of(gguf, glm.KEPT_ROOTS, HF_LAYER)

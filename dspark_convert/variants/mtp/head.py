@@ -1,12 +1,13 @@
 """What a family module of this package hands the ``--mtp`` converter (:mod:`.mtp`): the sidecar's header, tensors
 and layer counts. Each family module (:mod:`.qwen`, :mod:`.glm`, :mod:`.glm_dsa`, :mod:`.nemotron`) has ``ARCHS`` (HF class -> GGUF arch),
 ``reads(config)`` (the checkpoint tensors the file is made of), ``sidecar(...)`` -> :class:`Head` and
-``hf_names(gguf_name)``.
+``hf_names(gguf_name)``. :class:`Counts` is the validated layer / expert counts a family's hparams start from.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ...plan import KV, TensorSpec
 
@@ -23,3 +24,21 @@ class Head:
     base: list[KV]
     fam: list[KV]
     tensors: list[TensorSpec]
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The config values a family's tensors and header start from, validated: the GGUF ``arch``, the (text) config
+    ``hp``, the trunk's layer count ``n``, the MTP layers ``nextn`` and the routed experts of a MoE block
+    (``experts``, 0: none)."""
+
+    arch: str
+    hp: dict[str, Any]
+    n: int
+    nextn: int
+    experts: int
+
+    def head(self, header: tuple[list[KV], list[KV]], tensors: list[TensorSpec]) -> Head:
+        """The sidecar of these counts: ``header`` is (TextModel's generic keys, the class's own keys)."""
+        base, fam = header
+        return Head(self.arch, self.n, self.nextn, base, fam, tensors)

@@ -60,7 +60,7 @@ This module is the one place those rules are written: ``check`` applies them to 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ... import schema as S
 from ...roles.loader import Checker, Dims, mul, shape_of
@@ -113,6 +113,66 @@ def _missing_keys(c: Checker, arch: str, required: list[str]) -> None:
             c.err(c.key(tpl), "required-key", f"is missing (llama.cpp's {arch} loader: \"key not found in model\")")
 
 
+class Need(Protocol):
+    """One block's expectation: tensor ``blk.{i}.<short>`` of ``shape`` (``why`` says where it comes from),
+    required unless ``req`` is false."""
+
+    def __call__(self, short: str, shape: tuple[int, ...] | None, why: str, *, req: bool = True) -> None: ...
+
+
+def block(c: Checker, i: int) -> Need:
+    """The :class:`Need` of block ``i``."""
+    p = S.LAYER_PREFIX.format(bid=i)
+
+    def need(short: str, shape: tuple[int, ...] | None, why: str, *, req: bool = True) -> None:
+        c.rules.expect(p + short, shape, why, required=req)
+
+    return need
+
+
+def dense_ffn(need: Need, d: Dims) -> None:
+    """A dense block's FFN: gate / up / down of ``feed_forward_length``."""
+    need(S.L_FFN_GATE, shape_of(d.n_ff, d.hidden), f"ne[1] = feed_forward_length {d.n_ff}")
+    need(S.L_FFN_UP, shape_of(d.n_ff, d.hidden), f"ne[1] = feed_forward_length {d.n_ff}")
+    need(S.L_FFN_DOWN, shape_of(d.hidden, d.n_ff), f"ne[0] = feed_forward_length {d.n_ff}")
+
+
+def expert_stacks(need: Need, experts: int | None, n_ff_exp: int | None, hidden: int | None) -> None:
+    """The routed experts' stacks: gate and up ``(experts, n_ff_exp, hidden)``, down ``(experts, hidden, n_ff_exp)``."""
+    for short in (S.L_FFN_GATE_EXPS, S.L_FFN_UP_EXPS):
+        need(short, shape_of(experts, n_ff_exp, hidden), f"experts {experts} x expert_feed_forward_length "
+             f"{n_ff_exp} x hidden_size {hidden}")
+    need(S.L_FFN_DOWN_EXPS, shape_of(experts, hidden, n_ff_exp), f"experts {experts} x hidden_size {hidden} x "
+         f"expert_feed_forward_length {n_ff_exp}")
+
+
+def glm_ffn(c: Checker, need: Need, i: int, *, dsa: bool) -> None:
+    """Block ``i``'s FFN in the ``glm4moe`` and ``glm-dsa`` loaders: the dense FFN below
+    ``leading_dense_block_count``, else the router, ``exp_probs_b.bias`` (required by ``glm4moe``, optional for
+    ``glm-dsa``, whose loader also refuses ``expert_count`` 0 here: ``dsa``), the expert stacks and, when
+    ``expert_shared_count`` > 0, the shared expert of ``expert_feed_forward_length x expert_shared_count`` rows."""
+    d = c.dims
+    hidden = d.hidden
+    experts = _int(c.val(S.EXPERT_COUNT))
+    n_ff_exp = _int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
+    shared = _int(c.val(S.EXPERT_SHARED_COUNT)) or 0
+    if i < (_int(c.val(S.LEADING_DENSE_BLOCK_COUNT)) or 0):
+        dense_ffn(need, d)
+        return
+    if dsa and not experts:
+        c.err(c.key(S.EXPERT_COUNT), "required-key", f"is {experts!r}, expected > 0 (llama.cpp's glm-dsa "
+              "loader: \"n_expert must be > 0\")")
+    need(S.L_FFN_GATE_INP, shape_of(experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
+    need(S.L_EXP_PROBS_B, shape_of(experts), f"expert_count {experts}", req=not dsa)
+    expert_stacks(need, experts, n_ff_exp, hidden)
+    if shared > 0:
+        n_ff_sh = mul(n_ff_exp, shared)
+        why = f"expert_feed_forward_length {n_ff_exp} x expert_shared_count {shared}"
+        need(S.L_FFN_GATE_SHEXP, shape_of(n_ff_sh, hidden), why)
+        need(S.L_FFN_UP_SHEXP, shape_of(n_ff_sh, hidden), why)
+        need(S.L_FFN_DOWN_SHEXP, shape_of(hidden, n_ff_sh), why)
+
+
 def glm_rules(c: Checker) -> int | None:
     """The ``mtp_only`` branch of llama.cpp's ``glm4moe`` loader (see the module docstring)."""
     got = _nextn(c)
@@ -129,17 +189,9 @@ def glm_rules(c: Checker) -> int | None:
     d = c.dims
     hidden, heads, head_dim = d.hidden, d.n_head, d.head_dim
     q_rows, kv_rows = mul(heads, head_dim), mul(d.n_head_kv, head_dim)
-    experts = _int(c.val(S.EXPERT_COUNT))
-    n_ff_exp = _int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
-    shared = _int(c.val(S.EXPERT_SHARED_COUNT)) or 0
-    dense_lead = _int(c.val(S.LEADING_DENSE_BLOCK_COUNT)) or 0
     _root_and_nextn(c, n, n_all)
     for i in range(n, n_all):
-        p = S.LAYER_PREFIX.format(bid=i)
-
-        def need(short: str, shape: tuple[int, ...] | None, why: str, *, req: bool = True, _p: str = p) -> None:
-            c.rules.expect(_p + short, shape, why, required=req)
-
+        need = block(c, i)
         need(S.L_ATTN_NORM, shape_of(hidden), f"hidden_size {hidden}")
         need(S.L_ATTN_Q, shape_of(q_rows, hidden), f"ne[1] = heads {heads} x head_dim {head_dim}")
         need(S.L_ATTN_K, shape_of(kv_rows, hidden), "ne[1] = kv heads x head_dim")
@@ -151,24 +203,7 @@ def glm_rules(c: Checker) -> int | None:
         need(S.L_ATTN_Q_NORM, shape_of(head_dim), f"head_dim {head_dim}", req=False)
         need(S.L_ATTN_K_NORM, shape_of(head_dim), f"head_dim {head_dim}", req=False)
         need(S.L_POST_ATTENTION_NORM, shape_of(hidden), f"hidden_size {hidden}")
-        if i >= dense_lead:
-            need(S.L_FFN_GATE_INP, shape_of(experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
-            need(S.L_EXP_PROBS_B, shape_of(experts), f"expert_count {experts}")
-            for short in (S.L_FFN_GATE_EXPS, S.L_FFN_UP_EXPS):
-                need(short, shape_of(experts, n_ff_exp, hidden), f"experts {experts} x expert_feed_forward_length "
-                     f"{n_ff_exp} x hidden_size {hidden}")
-            need(S.L_FFN_DOWN_EXPS, shape_of(experts, hidden, n_ff_exp), f"experts {experts} x hidden_size {hidden} x "
-                 f"expert_feed_forward_length {n_ff_exp}")
-            if shared > 0:
-                n_ff_sh = mul(n_ff_exp, shared)
-                why = f"expert_feed_forward_length {n_ff_exp} x expert_shared_count {shared}"
-                need(S.L_FFN_GATE_SHEXP, shape_of(n_ff_sh, hidden), why)
-                need(S.L_FFN_UP_SHEXP, shape_of(n_ff_sh, hidden), why)
-                need(S.L_FFN_DOWN_SHEXP, shape_of(hidden, n_ff_sh), why)
-        else:
-            need(S.L_FFN_GATE, shape_of(d.n_ff, hidden), f"ne[1] = feed_forward_length {d.n_ff}")
-            need(S.L_FFN_UP, shape_of(d.n_ff, hidden), f"ne[1] = feed_forward_length {d.n_ff}")
-            need(S.L_FFN_DOWN, shape_of(hidden, d.n_ff), f"ne[0] = feed_forward_length {d.n_ff}")
+        glm_ffn(c, need, i, dsa=False)
     return None
 
 
@@ -200,17 +235,9 @@ def dsa_rules(c: Checker) -> int | None:
     nope = k_mla - rot if k_mla is not None and rot is not None else None
     kv_a = kv_lora + rot if kv_lora is not None and rot is not None else None
     idx_heads, idx_dim = _int(c.val(S.INDEXER_HEAD_COUNT)), _int(c.val(S.INDEXER_KEY_LENGTH))
-    experts = _int(c.val(S.EXPERT_COUNT))
-    n_ff_exp = _int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
-    shared = _int(c.val(S.EXPERT_SHARED_COUNT)) or 0
-    dense_lead = _int(c.val(S.LEADING_DENSE_BLOCK_COUNT)) or 0
     _root_and_nextn(c, n, n_all)
     for i in range(n, n_all):
-        p = S.LAYER_PREFIX.format(bid=i)
-
-        def need(short: str, shape: tuple[int, ...] | None, why: str, *, req: bool = True, _p: str = p) -> None:
-            c.rules.expect(_p + short, shape, why, required=req)
-
+        need = block(c, i)
         need(S.L_ATTN_NORM, shape_of(hidden), f"hidden_size {hidden}")
         need(S.L_ATTN_Q_A_NORM, shape_of(q_lora), f"q_lora_rank {q_lora}")
         need(S.L_ATTN_KV_A_NORM, shape_of(kv_lora), f"kv_lora_rank {kv_lora}")
@@ -229,27 +256,7 @@ def dsa_rules(c: Checker) -> int | None:
         need(S.L_INDEXER_ATTN_K, shape_of(idx_dim, hidden), f"indexer key_length {idx_dim} x hidden_size", req=False)
         need(S.L_INDEXER_ATTN_Q_B, shape_of(mul(idx_heads, idx_dim), q_lora), f"indexer head_count {idx_heads} x "
              f"key_length {idx_dim}", req=False)
-        if i >= dense_lead:
-            if not experts:
-                c.err(c.key(S.EXPERT_COUNT), "required-key", f"is {experts!r}, expected > 0 (llama.cpp's glm-dsa "
-                      "loader: \"n_expert must be > 0\")")
-            need(S.L_FFN_GATE_INP, shape_of(experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
-            need(S.L_EXP_PROBS_B, shape_of(experts), f"expert_count {experts}", req=False)
-            for short in (S.L_FFN_GATE_EXPS, S.L_FFN_UP_EXPS):
-                need(short, shape_of(experts, n_ff_exp, hidden), f"experts {experts} x expert_feed_forward_length "
-                     f"{n_ff_exp} x hidden_size {hidden}")
-            need(S.L_FFN_DOWN_EXPS, shape_of(experts, hidden, n_ff_exp), f"experts {experts} x hidden_size {hidden} x "
-                 f"expert_feed_forward_length {n_ff_exp}")
-            if shared > 0:
-                n_ff_sh = mul(n_ff_exp, shared)
-                why = f"expert_feed_forward_length {n_ff_exp} x expert_shared_count {shared}"
-                need(S.L_FFN_GATE_SHEXP, shape_of(n_ff_sh, hidden), why)
-                need(S.L_FFN_UP_SHEXP, shape_of(n_ff_sh, hidden), why)
-                need(S.L_FFN_DOWN_SHEXP, shape_of(hidden, n_ff_sh), why)
-        else:
-            need(S.L_FFN_GATE, shape_of(d.n_ff, hidden), f"ne[1] = feed_forward_length {d.n_ff}")
-            need(S.L_FFN_UP, shape_of(d.n_ff, hidden), f"ne[1] = feed_forward_length {d.n_ff}")
-            need(S.L_FFN_DOWN, shape_of(hidden, d.n_ff), f"ne[0] = feed_forward_length {d.n_ff}")
+        glm_ffn(c, need, i, dsa=True)
     return None
 
 
@@ -283,11 +290,7 @@ def qwen_rules(c: Checker) -> int | None:
     n_ff_exp = _int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
     n_ff_sh = _int(c.val(S.EXPERT_SHARED_FEED_FORWARD_LENGTH)) or d.n_ff
     for i in range(n, n_all):
-        p = S.LAYER_PREFIX.format(bid=i)
-
-        def need(short: str, shape: tuple[int, ...] | None, why: str, *, req: bool = True, _p: str = p) -> None:
-            c.rules.expect(_p + short, shape, why, required=req)
-
+        need = block(c, i)
         need(S.L_ATTN_NORM, shape_of(hidden), f"hidden_size {hidden}")
         need(S.L_POST_ATTENTION_NORM, shape_of(hidden), f"hidden_size {hidden}")
         need(S.L_ATTN_Q, shape_of(q_rows, hidden), f"ne[1] = 2 x heads {heads} x head_dim {head_dim} (query + gate)")
@@ -299,19 +302,13 @@ def qwen_rules(c: Checker) -> int | None:
         need(S.L_ATTN_K_NORM, shape_of(head_dim), f"head_dim {head_dim}")
         if moe:
             need(S.L_FFN_GATE_INP, shape_of(experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
-            for short in (S.L_FFN_GATE_EXPS, S.L_FFN_UP_EXPS):
-                need(short, shape_of(experts, n_ff_exp, hidden), f"experts {experts} x expert_feed_forward_length "
-                     f"{n_ff_exp} x hidden_size {hidden}")
-            need(S.L_FFN_DOWN_EXPS, shape_of(experts, hidden, n_ff_exp), f"experts {experts} x hidden_size {hidden} x "
-                 f"expert_feed_forward_length {n_ff_exp}")
+            expert_stacks(need, experts, n_ff_exp, hidden)
             need(S.L_FFN_GATE_INP_SHEXP, shape_of(1, hidden), f"hidden_size {hidden}")
             need(S.L_FFN_GATE_SHEXP, shape_of(n_ff_sh, hidden), f"shared expert length {n_ff_sh}")
             need(S.L_FFN_UP_SHEXP, shape_of(n_ff_sh, hidden), f"shared expert length {n_ff_sh}")
             need(S.L_FFN_DOWN_SHEXP, shape_of(hidden, n_ff_sh), f"shared expert length {n_ff_sh}")
         else:
-            need(S.L_FFN_GATE, shape_of(d.n_ff, hidden), f"ne[1] = feed_forward_length {d.n_ff}")
-            need(S.L_FFN_UP, shape_of(d.n_ff, hidden), f"ne[1] = feed_forward_length {d.n_ff}")
-            need(S.L_FFN_DOWN, shape_of(hidden, d.n_ff), f"ne[0] = feed_forward_length {d.n_ff}")
+            dense_ffn(need, d)
     return None
 
 
@@ -351,10 +348,7 @@ def nemotron_rules(c: Checker) -> int | None:
     c.rules.expect(S.T_OUTPUT, shape_of(d.n_tokens, hidden), f"n_vocab {d.n_tokens} x hidden_size {hidden}")
     for i in range(n, n_all):
         p = S.LAYER_PREFIX.format(bid=i)
-
-        def need(short: str, shape: tuple[int, ...] | None, why: str, *, req: bool = True, _p: str = p) -> None:
-            c.rules.expect(_p + short, shape, why, required=req)
-
+        need = block(c, i)
         kv_heads = per_layer(S.HEAD_COUNT_KV, i)
         n_ff_exp = _int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
         used = per_layer(S.EXPERT_USED_COUNT, i)

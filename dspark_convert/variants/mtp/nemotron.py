@@ -33,14 +33,15 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...formats.transforms import ExpertStack, Transform
+from ...formats.transforms import Transform
 from ...hf.checkpoint import Checkpoint
-from ...kit.common import tensor_type
+from ...kit.common import mapped_once, tensor_type
 from ...kit.hparams import as_float, as_positive, as_u32, rope_dict
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from ..eagle3.transforms import Eagle3Permute
 from .head import Head
+from .specs import ExpertGroups, float_ref, hf_names_of, stack_spec
 
 #: upstream's model class that exports the Nemotron-H MTP head with ``--mtp`` (only its MoE variant)
 MTP_CLASSES = ("NemotronHModel",)
@@ -79,6 +80,11 @@ LAYER: dict[str, str] = {
 }
 #: per-expert projection -> its stack, in the order upstream emits the two stacks
 EXPERT_STACKS: dict[str, str] = {"down_proj": S.L_FFN_DOWN_EXPS, "up_proj": S.L_FFN_UP_EXPS}
+#: (checkpoint pattern, short GGUF name) of every MTP tensor, for :func:`hf_names`
+HF_LAYER: list[tuple[str, str]] = ([(f"mtp.layers.{i}.{hf}", name) for (i, hf), name in SPECIAL.items()]
+                                   + [(f"mtp.layers.*.{hf}", name) for hf, name in LAYER.items()]
+                                   + [(f"mtp.layers.1.mixer.experts.*.{w}.weight", name)
+                                      for w, name in EXPERT_STACKS.items()])
 _MTP = re.compile(r"mtp\.layers\.(\d+)\.(.+)")
 _EXPERT = re.compile(r"mixer\.experts\.(\d+)\.(down_proj|up_proj)\.weight")
 #: GraniteHybridModel's hparam prefix: every ``find_hparam`` also tries ``mamba_<key>``
@@ -342,13 +348,6 @@ def gguf_name(n: int, name: str) -> str | None:
     return None if short is None else S.LAYER_PREFIX.format(bid=n) + short
 
 
-def _float(ck: Checkpoint, src: str) -> None:
-    ref = ck.ref(src)
-    if ref.dtype not in ("BF16", "F16", "F32"):
-        raise ConvertError(f"{ref.file}: tensor '{src}' has dtype {ref.dtype}; an MTP head is converted from BF16, F16 "
-                           "or F32 weights")
-
-
 def _permute(g: NemotronMtp, short: str) -> Transform | None:
     """LlamaModel's q/k permutation (``undo_permute``): q with ``n_head`` groups, k with ``n_head_kv``."""
     if short.startswith("attn_q."):
@@ -359,8 +358,7 @@ def _permute(g: NemotronMtp, short: str) -> Transform | None:
 
 
 def _spec(ck: Checkpoint, g: NemotronMtp, src: str, name: str, out: QT) -> TensorSpec:
-    _float(ck, src)
-    ref = ck.ref(src)
+    ref = float_ref(ck, src)
     short = name.split(".", 2)[-1] if name.startswith("blk.") else name
     transform = _permute(g, short)
     if transform is not None:
@@ -372,31 +370,12 @@ def _spec(ck: Checkpoint, g: NemotronMtp, src: str, name: str, out: QT) -> Tenso
                       transform=transform, source_dtype=ref.dtype)
 
 
-def _stack(ck: Checkpoint, g: NemotronMtp, w: str, per: dict[int, str], out: QT) -> TensorSpec:
-    missing = sorted(set(range(g.experts)) - per.keys())
-    if missing:
-        raise ConvertError(f"{ck.path}: expert {missing[0]} of mtp.layers.*.mixer.experts.*.{w}.weight is missing")
-    srcs = tuple(per[e] for e in range(g.experts))
-    refs = [ck.ref(s) for s in srcs]
-    if len({r.shape for r in refs}) != 1 or len(refs[0].shape) != 2 or len({r.dtype for r in refs}) != 1:
-        raise ConvertError(f"{refs[0].file}: the experts of mtp.layers.*.mixer.experts.*.{w}.weight differ in shape or "
-                           f"dtype ({sorted({r.shape for r in refs})}, {sorted({r.dtype for r in refs})}); expected one "
-                           "2-D shape and dtype")
-    _float(ck, srcs[0])
-    rows, cols = refs[0].shape
-    shape = (g.experts, rows, cols)
-    name = S.LAYER_PREFIX.format(bid=g.n) + EXPERT_STACKS[w]
-    return TensorSpec(name=name, shape=shape, ggml_type=tensor_type(name, shape, out), sources=srcs,
-                      transform=ExpertStack(g.experts), source_dtype=refs[0].dtype)
-
-
 def plan_tensors(ck: Checkpoint, g: NemotronMtp, out: QT) -> list[TensorSpec]:
     """The file's tensors in upstream's order: the read tensors in checkpoint order, the two expert stacks (down, up)
     where the ``2 x n_routed_experts``-th expert tensor of the head arrives."""
     specs: list[TensorSpec] = []
     seen: dict[str, str] = {}
-    experts: dict[str, dict[int, str]] = {}
-    count = 0
+    groups = ExpertGroups(2 * g.experts)  # both MTP layers' experts go to block n
     for src in ck.names:
         b = bare(src)
         m = _MTP.fullmatch(b)
@@ -406,19 +385,15 @@ def plan_tensors(ck: Checkpoint, g: NemotronMtp, out: QT) -> list[TensorSpec]:
             if xid >= g.experts:
                 raise ConvertError(f"{ck.ref(src).file}: tensor '{src}': expert {xid} is beyond n_routed_experts "
                                    f"{g.experts}")
-            experts.setdefault(e.group(2), {})[xid] = src
-            count += 1
-            if count == 2 * g.experts:
-                specs += [_stack(ck, g, w, experts.get(w, {}), out) for w in EXPERT_STACKS]
+            full = groups.add(g.n, e.group(2), xid, src)
+            if full is not None:
+                specs += [stack_spec(ck, full.get(w, {}), g.experts, f"mtp.layers.*.mixer.experts.*.{w}.weight",
+                                     S.LAYER_PREFIX.format(bid=g.n) + stack, out, count_key="n_routed_experts")
+                          for w, stack in EXPERT_STACKS.items()]
             continue
-        name = gguf_name(g.n, src)
-        if name is None:
-            raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is not part of a nemotron_h_moe MTP head (upstream "
-                               "fails with \"Can not map tensor\")")
-        if name in seen:
-            raise ConvertError(f"{ck.ref(src).file}: tensors '{seen[name]}' and '{src}' both become '{name}'")
-        seen[name] = src
+        name = mapped_once(ck, seen, src, gguf_name(g.n, src), f"a {S.ARCH_NEMOTRON_H_MOE} MTP head")
         specs.append(_spec(ck, g, src, name, out))
+    count = groups.count.get(g.n, 0)
     if count != 2 * g.experts:
         raise ConvertError(f"{ck.path}: the MTP head has {count} expert tensors, expected 2 x n_routed_experts "
                            f"{g.experts} = {2 * g.experts} (upstream fails with \"Unprocessed experts\")")
@@ -435,10 +410,4 @@ def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type
 
 def hf_names(gguf: str) -> tuple[str, ...]:
     """The checkpoint names that become ``gguf`` (``*``: either MTP layer / any expert), for messages."""
-    roots = tuple(hf for hf, name in KEPT_ROOTS.items() if name == gguf)
-    if roots or not gguf.startswith("blk."):
-        return roots
-    short = gguf.split(".", 2)[-1]
-    special = tuple(f"mtp.layers.{i}.{hf}" for (i, hf), name in SPECIAL.items() if name == short)
-    return (special + tuple(f"mtp.layers.*.{hf}" for hf, name in LAYER.items() if name == short)
-            + tuple(f"mtp.layers.1.mixer.experts.*.{w}.weight" for w, name in EXPERT_STACKS.items() if name == short))
+    return hf_names_of(gguf, KEPT_ROOTS, HF_LAYER)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gguf import GGMLQuantizationType as QT
@@ -27,13 +27,14 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...formats.transforms import AddOne, ExpertStack
+from ...formats.transforms import AddOne
 from ...hf.checkpoint import Checkpoint
-from ...kit.common import base_kvs, mapped_once, tensor_type
+from ...kit.common import base_kvs, mapped_once
 from ...kit.hparams import as_positive, as_u32, find_hparam, rope_dict
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
-from .head import Head
+from .head import Counts, Head
+from .specs import ExpertGroups, hf_names_of, layer_spec, stack_spec
 
 #: upstream's model classes that carry the Qwen MTP mixin (``_QwenMtpMixin`` in ``conversion/qwen.py``)
 MTP_CLASSES = ("Qwen3_5TextModel", "Qwen3_5MoeTextModel", "Qwen3NextModel")
@@ -80,6 +81,10 @@ LAYER: dict[str, str] = {
 #: per-expert projection -> its stack, in the order upstream emits the three stacks
 EXPERT_STACKS: dict[str, str] = {"down_proj": S.L_FFN_DOWN_EXPS, "gate_proj": S.L_FFN_GATE_EXPS,
                                  "up_proj": S.L_FFN_UP_EXPS}
+#: (checkpoint pattern, short GGUF name) of every MTP tensor of block ``n`` on, for :func:`hf_names`
+HF_LAYER: list[tuple[str, str]] = ([(f"mtp.{hf}.weight", g) for hf, g in MTP_ROOTS.items()]
+                                   + [(f"mtp.layers.*.{hf}", g) for hf, g in LAYER.items()]
+                                   + [(f"mtp.layers.*.mlp.experts.*.{w}.weight", g) for w, g in EXPERT_STACKS.items()])
 _EXPERT = re.compile(r"mlp\.experts\.(\d+)\.(down_proj|gate_proj|up_proj)\.weight")
 
 
@@ -104,14 +109,8 @@ def reads(config: dict[str, Any]) -> Callable[[str], bool]:
 
 # ---------------------------------------------------------------------------------------------- hparams
 @dataclass(frozen=True)
-class QwenMtp:
-    """The config values the file needs, validated."""
-
-    arch: str
-    hp: dict[str, Any]
-    n: int            # trunk layers
-    nextn: int        # MTP layers
-    experts: int      # 0: dense MLP
+class QwenMtp(Counts):
+    """The config values the file needs, validated (``experts``: ``num_experts``, 0 for the dense MLP)."""
 
 
 def mtp_layers(names: list[str]) -> int:
@@ -210,37 +209,9 @@ def _norm(name: str) -> bool:
 
 
 def _spec(ck: Checkpoint, src: str, name: str, out: QT) -> TensorSpec:
-    ref = ck.ref(src)
-    if ref.dtype not in ("BF16", "F16", "F32"):
-        raise ConvertError(f"{ref.file}: tensor '{src}' has dtype {ref.dtype}; an MTP head is converted from BF16, F16 "
-                           "or F32 weights")
-    short = name.split(".", 2)[-1] if name.startswith("blk.") else name
-    ggml = QT.F32 if short in S.F32_LAYER_TENSORS else tensor_type(name, ref.shape, out)
-    return TensorSpec(name=name, shape=ref.shape, ggml_type=ggml, sources=(src,),
-                      transform=AddOne(ref.dtype) if _norm(bare(src)) else None, source_dtype=ref.dtype)
-
-
-def _stack(ck: Checkpoint, q: QwenMtp, bid: int, w: str, per: dict[int, str], out: QT) -> TensorSpec:
-    missing = sorted(set(range(q.experts)) - per.keys())
-    extra = sorted(per.keys() - set(range(q.experts)))
-    if missing or extra:
-        e = (missing or extra)[0]
-        what = "is missing" if missing else f"is beyond num_experts {q.experts}"
-        raise ConvertError(f"{ck.path}: expert {e} of mtp.layers.{bid - q.n}.mlp.experts.*.{w}.weight {what}")
-    srcs = tuple(per[e] for e in range(q.experts))
-    refs = [ck.ref(s) for s in srcs]
-    shapes = {r.shape for r in refs}
-    dtypes = {r.dtype for r in refs}
-    if len(shapes) != 1 or len(refs[0].shape) != 2 or len(dtypes) != 1:
-        raise ConvertError(f"{refs[0].file}: the experts of mtp.layers.{bid - q.n}.mlp.experts.*.{w}.weight differ in "
-                           f"shape or dtype ({sorted(shapes)}, {sorted(dtypes)}); expected one 2-D shape and dtype")
-    if refs[0].dtype not in ("BF16", "F16", "F32"):
-        raise ConvertError(f"{refs[0].file}: tensor '{srcs[0]}' has dtype {refs[0].dtype}; expected BF16, F16 or F32")
-    rows, cols = refs[0].shape
-    shape = (q.experts, rows, cols)
-    name = S.LAYER_PREFIX.format(bid=bid) + EXPERT_STACKS[w]
-    return TensorSpec(name=name, shape=shape, ggml_type=tensor_type(name, shape, out), sources=srcs,
-                      transform=ExpertStack(q.experts), source_dtype=refs[0].dtype)
+    """:func:`.specs.layer_spec`, with upstream's ``+ 1`` on the norms (:func:`_norm`)."""
+    spec = layer_spec(ck, src, name, out)
+    return replace(spec, transform=AddOne(ck.ref(src).dtype)) if _norm(bare(src)) else spec
 
 
 def plan_tensors(ck: Checkpoint, q: QwenMtp, out: QT) -> list[TensorSpec]:
@@ -248,8 +219,7 @@ def plan_tensors(ck: Checkpoint, q: QwenMtp, out: QT) -> list[TensorSpec]:
     up) where the last expert of its layer arrives."""
     specs: list[TensorSpec] = []
     seen: dict[str, str] = {}
-    experts: dict[int, dict[str, dict[int, str]]] = {}
-    count: dict[int, int] = {}
+    groups = ExpertGroups(3 * q.experts)
     for src in ck.names:
         b = bare(src)
         parts = b.split(".", 3)
@@ -258,17 +228,18 @@ def plan_tensors(ck: Checkpoint, q: QwenMtp, out: QT) -> list[TensorSpec]:
             if not q.experts:
                 raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is an expert but the config has no num_experts")
             bid = q.n + int(parts[2])
-            experts.setdefault(bid, {}).setdefault(m.group(2), {})[int(m.group(1))] = src
-            count[bid] = count.get(bid, 0) + 1
-            if count[bid] == 3 * q.experts:
-                specs += [_stack(ck, q, bid, w, experts[bid].get(w, {}), out) for w in EXPERT_STACKS]
+            full = groups.add(bid, m.group(2), int(m.group(1)), src)
+            if full is not None:
+                specs += [stack_spec(ck, full.get(w, {}), q.experts, f"mtp.layers.{bid - q.n}.mlp.experts.*.{w}.weight",
+                                     S.LAYER_PREFIX.format(bid=bid) + stack, out, count_key="num_experts",
+                                     words="expected BF16, F16 or F32")
+                          for w, stack in EXPERT_STACKS.items()]
             continue
         name = mapped_once(ck, seen, src, gguf_name(q, src), f"a {q.arch} MTP head")
         specs.append(_spec(ck, src, name, out))
-    for bid, n in count.items():
-        if n != 3 * q.experts:
-            raise ConvertError(f"{ck.path}: mtp.layers.{bid - q.n} has {n} expert tensors, expected 3 x num_experts "
-                               f"{q.experts} = {3 * q.experts}")
+    for bid, n in groups.incomplete():
+        raise ConvertError(f"{ck.path}: mtp.layers.{bid - q.n} has {n} expert tensors, expected 3 x num_experts "
+                           f"{q.experts} = {3 * q.experts}")
     return specs
 
 
@@ -276,16 +247,9 @@ def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type
     """The sidecar of a checkpoint of one of the mixin's classes: header, tensors and the layer counts."""
     q = read_hparams(ARCHS[hf_arch], hp, ck.names, where)
     tensors = plan_tensors(ck, q, out)
-    base, fam = header_kvs(q, file_type, where)
-    return Head(q.arch, q.n, q.nextn, base, fam, tensors)
+    return q.head(header_kvs(q, file_type, where), tensors)
 
 
 def hf_names(gguf: str) -> tuple[str, ...]:
     """The checkpoint names that become ``gguf`` (``*``: any MTP layer / expert), for messages."""
-    roots = tuple(hf for hf, g in KEPT_ROOTS.items() if g == gguf)
-    if roots or not gguf.startswith("blk."):
-        return roots
-    short = gguf.split(".", 2)[-1]
-    return (tuple(f"mtp.{hf}.weight" for hf, g in MTP_ROOTS.items() if g == short)
-            + tuple(f"mtp.layers.*.{hf}" for hf, g in LAYER.items() if g == short)
-            + tuple(f"mtp.layers.*.mlp.experts.*.{w}.weight" for w, g in EXPERT_STACKS.items() if g == short))
+    return hf_names_of(gguf, KEPT_ROOTS, HF_LAYER)

@@ -1,0 +1,99 @@
+"""The tensor-planning pieces the MTP family modules (:mod:`.qwen`, :mod:`.glm`, :mod:`.glm_dsa`, :mod:`.nemotron`)
+share: the float-only source check, a layer tensor's spec, the per-expert tensors gathered into stacks, and the
+reverse name lookup for messages. Each family keeps its own names, tables and refusal words; these helpers only
+take the words they put in a message as arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from gguf import GGMLQuantizationType as QT
+
+from ... import schema as S
+from ...errors import ConvertError
+from ...formats.transforms import ExpertStack
+from ...hf.checkpoint import Checkpoint, TensorRef
+from ...kit.common import tensor_type
+from ...plan import TensorSpec
+
+#: the float dtypes an MTP head is converted from
+FLOAT_DTYPES = ("BF16", "F16", "F32")
+#: the end of the refusal of any other dtype (after ``has dtype X; ``)
+FLOAT_WORDS = "an MTP head is converted from BF16, F16 or F32 weights"
+
+
+def float_ref(ck: Checkpoint, src: str, words: str = FLOAT_WORDS) -> TensorRef:
+    """The ref of checkpoint tensor ``src``, refused in one line (``... has dtype X; <words>``) unless it is BF16, F16
+    or F32."""
+    ref = ck.ref(src)
+    if ref.dtype not in FLOAT_DTYPES:
+        raise ConvertError(f"{ref.file}: tensor '{src}' has dtype {ref.dtype}; {words}")
+    return ref
+
+
+def layer_spec(ck: Checkpoint, src: str, name: str, out: QT) -> TensorSpec:
+    """GGUF tensor ``name`` copied from ``src`` (checked by :func:`float_ref`): F32 when its short name (after
+    ``blk.{i}.``) is one of :data:`schema.F32_LAYER_TENSORS`, else :func:`kit.common.tensor_type`; no transform."""
+    ref = float_ref(ck, src)
+    short = name.split(".", 2)[-1] if name.startswith("blk.") else name
+    ggml = QT.F32 if short in S.F32_LAYER_TENSORS else tensor_type(name, ref.shape, out)
+    return TensorSpec(name=name, shape=ref.shape, ggml_type=ggml, sources=(src,), source_dtype=ref.dtype)
+
+
+class ExpertGroups:
+    """Per-expert checkpoint tensors gathered by block until a block has all ``per_block`` of them (projections x
+    experts), which is where upstream emits that block's stacks."""
+
+    def __init__(self, per_block: int) -> None:
+        self.per_block = per_block
+        self.tensors: dict[int, dict[str, dict[int, str]]] = {}
+        self.count: dict[int, int] = {}
+
+    def add(self, bid: int, proj: str, xid: int, src: str) -> dict[str, dict[int, str]] | None:
+        """Record ``src`` as expert ``xid`` of projection ``proj`` of block ``bid``; the block's tensors (projection ->
+        expert -> source) when this is its ``per_block``-th, else None."""
+        self.tensors.setdefault(bid, {}).setdefault(proj, {})[xid] = src
+        self.count[bid] = self.count.get(bid, 0) + 1
+        return self.tensors[bid] if self.count[bid] == self.per_block else None
+
+    def incomplete(self) -> list[tuple[int, int]]:
+        """(block, tensors seen) of every block that got some expert tensors but not ``per_block``, in arrival
+        order."""
+        return [(bid, c) for bid, c in self.count.items() if c != self.per_block]
+
+
+def stack_spec(ck: Checkpoint, per: Mapping[int, str], experts: int, what: str, name: str, out: QT, *,
+               count_key: str, words: str = FLOAT_WORDS) -> TensorSpec:
+    """GGUF tensor ``name``, ``(experts, rows, cols)``: experts ``0 .. experts - 1`` of ``per`` (expert -> source)
+    stacked. ``what`` names the per-expert tensors in messages (``model.layers.3.mlp.experts.*.up_proj.weight``);
+    refused in one line when an expert is missing or beyond ``count_key`` ``experts``, when their shapes or dtypes
+    differ or are not 2-D, or (:func:`float_ref` with ``words``) when the dtype is not a float one."""
+    missing = sorted(set(range(experts)) - per.keys())
+    extra = sorted(per.keys() - set(range(experts)))
+    if missing or extra:
+        state = "is missing" if missing else f"is beyond {count_key} {experts}"
+        raise ConvertError(f"{ck.path}: expert {(missing or extra)[0]} of {what} {state}")
+    srcs = tuple(per[e] for e in range(experts))
+    refs = [ck.ref(s) for s in srcs]
+    shapes = {r.shape for r in refs}
+    dtypes = {r.dtype for r in refs}
+    if len(shapes) != 1 or len(refs[0].shape) != 2 or len(dtypes) != 1:
+        raise ConvertError(f"{refs[0].file}: the experts of {what} differ in shape or dtype ({sorted(shapes)}, "
+                           f"{sorted(dtypes)}); expected one 2-D shape and dtype")
+    float_ref(ck, srcs[0], words)
+    rows, cols = refs[0].shape
+    shape = (experts, rows, cols)
+    return TensorSpec(name=name, shape=shape, ggml_type=tensor_type(name, shape, out), sources=srcs,
+                      transform=ExpertStack(experts), source_dtype=refs[0].dtype)
+
+
+def hf_names_of(gguf: str, roots: Mapping[str, str], layer: Iterable[tuple[str, str]]) -> tuple[str, ...]:
+    """The checkpoint names that become GGUF tensor ``gguf``, for messages: the ``roots`` (checkpoint name -> GGUF
+    name) that do, else for a ``blk.{i}.<short>`` tensor every ``layer`` pattern (checkpoint pattern, short name)
+    whose short name is ``<short>``, in ``layer``'s order."""
+    found = tuple(hf for hf, name in roots.items() if name == gguf)
+    if found or not gguf.startswith("blk."):
+        return found
+    short = gguf.split(".", 2)[-1]
+    return tuple(hf for hf, name in layer if name == short)
