@@ -18,8 +18,8 @@ from .interrupts import install_signal_handlers, interrupted_line
 
 def main() -> None:
     """``dspark-convert``: install the interrupt rule, then run the command line."""
-    install_signal_handlers()
-    try:
+    try:  # the handlers are installed inside: a signal right after they are in place is caught here too
+        install_signal_handlers()
         from .cli import main as cli_main
 
         cli_main()
