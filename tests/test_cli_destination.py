@@ -145,22 +145,9 @@ def test_own_pid_partial_is_stale_unless_being_written(tmp_path: Path) -> None:
 
 def test_sigkilled_conversion_leaves_a_partial_the_next_one_removes(tmp_path: Path) -> None:
     """The real thing: a conversion process killed with SIGKILL mid-write, then a normal conversion."""
-    child = ("import sys, time, dspark_convert.render as r\n"
-             "from contextlib import contextmanager\n"
-             "@contextmanager\n"
-             "def hold(enabled, description):\n"
-             "    def update(done, total):\n"
-             "        print('writing', flush=True); time.sleep(60)\n"
-             "    yield update\n"
-             "r.byte_progress = hold\n"
-             "from dspark_convert.cli import main\n"
-             "sys.argv = ['dspark-convert', *sys.argv[1:]]\n"
-             "main()\n")
     out = tmp_path / "draft.gguf"
-    proc = subprocess.Popen([sys.executable, "-c", child, "hf2gguf", str(DRAFT), "-t", str(TARGET), "-o", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _held_conversion(out)
     try:
-        assert proc.stdout is not None and proc.stdout.readline() == "writing\n"
         left = [p for p in listing(tmp_path) if p.endswith(".partial")]
         assert left and left[0].startswith(f".draft.gguf.{proc.pid}.")
         proc.kill()

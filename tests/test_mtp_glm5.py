@@ -19,17 +19,22 @@ from typing import Any
 
 import pytest
 from golden_manifest import describe
+from mtp_family_kit import (
+    OUTTYPES,
+    assert_identical_to_upstream,
+    assert_llama_server_drafts_losslessly,
+    assert_verify_proves_and_catches,
+    checkpoints,
+    manifest,
+)
 
 from dspark_convert import convert
-from dspark_convert.check import check_file, check_plan, errors
+from dspark_convert.check import check_plan, errors
 from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.hf2gguf.conversion import plan_conversion
-from dspark_convert.registry import gguf_variant
 from dspark_convert.roles.convert import ConvertOptions
 
-MANIFESTS = Path(__file__).resolve().parent / "data" / "mtp"
-OUTTYPES = ("bf16", "f16", "f32", "q8_0")
 #: family (tests/mtp_makers.py MAKERS) -> what it proves
 CASES = {"glm-dsa": "GLM-5: hidden 64, 2 trunk layers, 4 heads, q/kv LoRA 48/32, 4 experts, no indexer_types",
          "glm-dsa-wide": "hidden 96, 3 trunk layers, 6 heads, kv_lora_rank 48 and nope 24 (attn_v_b / attn_k_b F16 "
@@ -38,37 +43,17 @@ CASES = {"glm-dsa": "GLM-5: hidden 64, 2 trunk layers, 4 heads, q/kv LoRA 48/32,
                          "norm_topk_prob, routed_scaling_factor, max_position_embeddings (GlmMoeDsaConfig defaults)"}
 
 
-def _manifest(name: str) -> dict[str, Any]:
-    return json.loads((MANIFESTS / f"{name}.json").read_text())
-
-
 @pytest.fixture(scope="module")
 def ckpts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """family -> its tiny checkpoint (made by transformers from a seed, as the manifests' were)."""
-    import mtp_makers
-
-    root = tmp_path_factory.mktemp("glm5")
-    out = {}
-    for fam in CASES:
-        maker, folder = mtp_makers.MAKERS[fam]
-        out[fam] = maker(root / folder)
-    return out
+    return checkpoints(tmp_path_factory, CASES, "glm5")
 
 
 @pytest.mark.parametrize("fam", sorted(CASES))
 def test_glm5_sidecar_is_byte_identical_to_upstream_mtp(ckpts: dict[str, Path], fam: str, tmp_path: Path) -> None:
     """Every KV (general.* included, in order) and every tensor (bytes, type, shape, order), at the four outtypes;
     ``check`` passes and the file is the ``mtp`` variant."""
-    for outtype in OUTTYPES:
-        out = tmp_path / f"{fam}.{outtype}.gguf"
-        r = convert(ckpts[fam], None, out, outtype=outtype, mtp=True)
-        assert errors(r.findings) == []
-        assert describe(out) == _manifest(f"{fam}-{outtype}-mtp"), (fam, outtype)
-        assert errors(check_file(out)) == []
-        f = read_gguf(out)
-        names = [t.name for t in f.tensors]
-        assert gguf_variant(lambda k, f=f: f.kvs[k].value if k in f.kvs else None, names).name == "mtp"
-        f.close()
+    assert_identical_to_upstream(ckpts[fam], fam, tmp_path)
 
 
 def test_the_cli_writes_the_same_file(ckpts: dict[str, Path], tmp_path: Path) -> None:
@@ -79,7 +64,7 @@ def test_the_cli_writes_the_same_file(ckpts: dict[str, Path], tmp_path: Path) ->
     out = tmp_path / "mtp.gguf"
     r = CliRunner().invoke(app, ["hf2gguf", str(ckpts["glm-dsa"]), "--mtp", "-o", str(out), "--outtype", "q8_0"])
     assert r.exit_code == 0, r.output
-    assert describe(out) == _manifest("glm-dsa-q8_0-mtp")
+    assert describe(out) == manifest("glm-dsa-q8_0-mtp")
     assert "MTP sidecar (GlmMoeDsaForCausalLM -> glm-dsa): 1 MTP block(s) after 2 trunk layers" in r.output
 
 
@@ -90,7 +75,7 @@ def test_default_name_is_the_mtp_keyword(ckpts: dict[str, Path], tmp_path: Path,
     monkeypatch.chdir(tmp_path)
     r = convert(ckpts["glm-dsa"], None, outtype="q8_0", mtp=True)
     assert r.path is not None and r.path.name == "mtp-GLM-5-Tiny-Q8_0.gguf"
-    assert describe(tmp_path / "mtp-GLM-5-Tiny-Q8_0.gguf") == _manifest("glm-dsa-q8_0-mtp")
+    assert describe(tmp_path / "mtp-GLM-5-Tiny-Q8_0.gguf") == manifest("glm-dsa-q8_0-mtp")
 
 
 def test_the_manifests_are_sidecars_of_their_checkpoints() -> None:
@@ -101,7 +86,7 @@ def test_the_manifests_are_sidecars_of_their_checkpoints() -> None:
             "glm-dsa-wide": (3, 48, 16, 24, 32, 6, [True, False, True]),
             "glm-dsa-yarn": (2, 32, 16, 32, 32, 4, [True, True])}.items():
         for outtype in OUTTYPES:
-            m = _manifest(f"{fam}-{outtype}-mtp")
+            m = manifest(f"{fam}-{outtype}-mtp")
             kv = {k: v.get("value") for k, v in m["kv"].items()}
             assert (kv["general.architecture"], kv["glm-dsa.block_count"], kv["glm-dsa.nextn_predict_layers"]) == \
                    ("glm-dsa", n + 1, 1)
@@ -114,11 +99,11 @@ def test_the_manifests_are_sidecars_of_their_checkpoints() -> None:
             assert {int(t.split(".")[1]) for t in shapes if t.startswith("blk.")} == {n}
             assert shapes[f"blk.{n}.attn_k_b.weight"] == [nope, kv_lora, heads]
             assert shapes[f"blk.{n}.attn_v_b.weight"] == [kv_lora, v, heads]
-    yarn = {k: v.get("value") for k, v in _manifest("glm-dsa-yarn-bf16-mtp")["kv"].items()}
+    yarn = {k: v.get("value") for k, v in manifest("glm-dsa-yarn-bf16-mtp")["kv"].items()}
     assert (yarn["glm-dsa.rope.scaling.type"], yarn["glm-dsa.context_length"]) == ("yarn", 202752)
     assert abs(yarn["glm-dsa.rope.scaling.yarn_log_multiplier"] - 0.1) < 1e-7
     assert (yarn["glm-dsa.expert_weights_scale"], yarn["glm-dsa.expert_weights_norm"]) == (2.5, True)
-    wide = {t["name"]: t["type"] for t in _manifest("glm-dsa-wide-q8_0-mtp")["tensors"]}
+    wide = {t["name"]: t["type"] for t in manifest("glm-dsa-wide-q8_0-mtp")["tensors"]}
     assert wide["blk.3.attn_k_b.weight"] == wide["blk.3.attn_v_b.weight"] == wide["blk.3.ffn_down_exps.weight"] == "F16"
     assert wide["blk.3.indexer.proj.weight"] == wide["blk.3.ffn_gate_inp.weight"] == "F32"
     assert wide["blk.3.attn_q_b.weight"] == "Q8_0"
@@ -216,27 +201,7 @@ def test_loader_rules_check_the_mla_and_indexer_keys(ckpts: dict[str, Path]) -> 
 def test_verify_proves_every_tensor_and_catches_a_changed_one(ckpts: dict[str, Path], fam: str, tmp_path: Path) -> None:
     """verify: every tensor exact against the checkpoint (bytes after the type's rounding; k_b / v_b split from
     kv_b_proj again), full accounting; one changed byte in the split attn_k_b fails that tensor by name."""
-    from dspark_convert.verify import verify
-
-    for outtype in ("q8_0", "bf16"):
-        out = tmp_path / f"{outtype}.gguf"
-        convert(ckpts[fam], None, out, outtype=outtype, mtp=True)
-        r = verify(out, ckpts[fam], None, quality=False)
-        assert r.passed and all(o.passed and o.grade == "exact" for o in r.outputs), outtype
-        assert len(r.outputs) == len(read_gguf(out).tensors)
-    f = read_gguf(out)
-    name = next(t.name for t in f.tensors if t.name.endswith("attn_k_b.weight"))
-    blob = bytes(f.tensor_bytes(name))
-    f.close()
-    data = bytearray(out.read_bytes())
-    at = data.find(blob)
-    assert at > 0 and data.find(blob, at + 1) == -1
-    data[at + 1] ^= 0x01  # one BF16 value's low bits
-    bad = tmp_path / "bad.gguf"
-    bad.write_bytes(bytes(data))
-    r = verify(bad, ckpts[fam], None, quality=False)
-    assert not r.passed
-    assert [o.name for o in r.outputs if not o.passed] == [name]
+    assert_verify_proves_and_catches(ckpts[fam], tmp_path, ("q8_0", "bf16"), lambda n: n.endswith("attn_k_b.weight"))
 
 
 @pytest.mark.llama
@@ -246,20 +211,4 @@ def test_llama_server_drafts_with_the_sidecar(ckpts: dict[str, Path], tmp_path: 
     """Target: upstream's ``--no-mtp`` file of the same checkpoint; draft: our sidecar. The NextN block drafts
     (draft_n > 0) and speculative greedy equals plain greedy (the indexer head size is 64: llama.cpp's DSA cache
     rotates indexer keys by a Hadamard matrix of at least 64)."""
-    import mtp_makers
-
-    from dspark_convert.llamacpp.server import LlamaServer
-
-    binary, tree = llama_bin
-    ck = ckpts[fam]
-    trunk = mtp_makers.upstream_convert(ck, tmp_path / "trunk.gguf", "f32", ("--no-mtp",), tree=tree)
-    side = tmp_path / "mtp.gguf"
-    convert(ck, None, side, outtype="f32", mtp=True)
-    prompt = [400, 401, 72, 300, 22, 500, 12, 33]
-    mtp_flags = ["--spec-type", "draft-mtp", "--spec-draft-p-min", "0", "--spec-draft-n-max", "3"]
-    with LlamaServer(binary, trunk) as s:
-        plain = s.complete(prompt, 16)
-    with LlamaServer(binary, trunk, extra=["-md", str(side), *mtp_flags]) as s:
-        spec = s.complete(prompt, 16)
-    assert len(plain.tokens) == 16
-    assert spec.tokens == plain.tokens and spec.draft_n > 0
+    assert_llama_server_drafts_losslessly(ckpts[fam], tmp_path, llama_bin)

@@ -19,54 +19,38 @@ from typing import Any
 
 import pytest
 from golden_manifest import describe
+from mtp_family_kit import (
+    OUTTYPES,
+    assert_identical_to_upstream,
+    assert_llama_server_drafts_losslessly,
+    assert_verify_proves_and_catches,
+    checkpoints,
+    manifest,
+)
 
 from dspark_convert import convert
-from dspark_convert.check import check_file, check_plan, errors
+from dspark_convert.check import check_plan, errors
 from dspark_convert.errors import ConvertError
-from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.hf2gguf.conversion import plan_conversion
-from dspark_convert.registry import gguf_variant
 from dspark_convert.roles.convert import ConvertOptions
 
-MANIFESTS = Path(__file__).resolve().parent / "data" / "mtp"
-OUTTYPES = ("bf16", "f16", "f32", "q8_0")
 #: family (tests/mtp_makers.py MAKERS) -> what it proves
 CASES = {"nemotron_h_moe": "Nemotron-H: hidden 64, M*E, 4 experts, the MTP head folded into block 3",
          "nemotron_h_moe-wide": "hidden 96, MEM*E, head_dim 24 (not hidden / heads), latent MoE 64, 8 experts in 2 "
                                 "groups, widths 48/40 (F16 under q8_0), q/k/v/o biases on the head"}
 
 
-def _manifest(name: str) -> dict[str, Any]:
-    return json.loads((MANIFESTS / f"{name}.json").read_text())
-
-
 @pytest.fixture(scope="module")
 def ckpts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """family -> its tiny checkpoint (made by transformers from a seed, as the manifests' were)."""
-    import mtp_makers
-
-    root = tmp_path_factory.mktemp("nemotron")
-    out = {}
-    for fam in CASES:
-        maker, folder = mtp_makers.MAKERS[fam]
-        out[fam] = maker(root / folder)
-    return out
+    return checkpoints(tmp_path_factory, CASES, "nemotron")
 
 
 @pytest.mark.parametrize("fam", sorted(CASES))
 def test_nemotron_sidecar_is_byte_identical_to_upstream_mtp(ckpts: dict[str, Path], fam: str, tmp_path: Path) -> None:
     """Every KV (general.* included, in order) and every tensor (bytes, type, shape, order), at the four outtypes;
     ``check`` passes and the file is the ``mtp`` variant."""
-    for outtype in OUTTYPES:
-        out = tmp_path / f"{fam}.{outtype}.gguf"
-        r = convert(ckpts[fam], None, out, outtype=outtype, mtp=True)
-        assert errors(r.findings) == []
-        assert describe(out) == _manifest(f"{fam}-{outtype}-mtp"), (fam, outtype)
-        assert errors(check_file(out)) == []
-        f = read_gguf(out)
-        names = [t.name for t in f.tensors]
-        assert gguf_variant(lambda k, f=f: f.kvs[k].value if k in f.kvs else None, names).name == "mtp"
-        f.close()
+    assert_identical_to_upstream(ckpts[fam], fam, tmp_path)
 
 
 def test_the_layer_pattern_as_a_list_is_the_same_file(ckpts: dict[str, Path], tmp_path: Path) -> None:
@@ -78,7 +62,7 @@ def test_the_layer_pattern_as_a_list_is_the_same_file(ckpts: dict[str, Path], tm
                  layers_block_type=[pattern[c] for c in cfg["hybrid_override_pattern"]])
     out = tmp_path / "list.gguf"
     convert(ck, None, out, outtype="bf16", mtp=True)
-    assert describe(out) == _manifest("nemotron_h_moe-bf16-mtp")
+    assert describe(out) == manifest("nemotron_h_moe-bf16-mtp")
 
 
 def test_the_cli_writes_the_same_file(ckpts: dict[str, Path], tmp_path: Path) -> None:
@@ -89,7 +73,7 @@ def test_the_cli_writes_the_same_file(ckpts: dict[str, Path], tmp_path: Path) ->
     out = tmp_path / "mtp.gguf"
     r = CliRunner().invoke(app, ["hf2gguf", str(ckpts["nemotron_h_moe"]), "--mtp", "-o", str(out), "--outtype", "q8_0"])
     assert r.exit_code == 0, r.output
-    assert describe(out) == _manifest("nemotron_h_moe-q8_0-mtp")
+    assert describe(out) == manifest("nemotron_h_moe-q8_0-mtp")
     assert "MTP sidecar (NemotronHForCausalLM -> nemotron_h_moe): 1 MTP block(s) after 3 trunk layers" in r.output
 
 
@@ -99,7 +83,7 @@ def test_default_name_is_upstreams(ckpts: dict[str, Path], tmp_path: Path, monke
     monkeypatch.chdir(tmp_path)
     path = convert(ckpts["nemotron_h_moe"], None, outtype="q8_0", mtp=True).path
     assert path is not None and path.name == "mtp-Nemotron-H-Tiny-Q8_0.gguf"
-    assert describe(tmp_path / "mtp-Nemotron-H-Tiny-Q8_0.gguf") == _manifest("nemotron_h_moe-q8_0-mtp")
+    assert describe(tmp_path / "mtp-Nemotron-H-Tiny-Q8_0.gguf") == manifest("nemotron_h_moe-q8_0-mtp")
 
 
 def test_the_manifests_are_sidecars_of_their_checkpoints() -> None:
@@ -109,7 +93,7 @@ def test_the_manifests_are_sidecars_of_their_checkpoints() -> None:
                                              "nemotron_h_moe-wide": (5, 8, [0, 0, 0, 3, 0, 3],
                                                                      [0, 48, 0, 0, 48, 48])}.items():
         for outtype in OUTTYPES:
-            m = _manifest(f"{fam}-{outtype}-mtp")
+            m = manifest(f"{fam}-{outtype}-mtp")
             kv = {k: v.get("value") for k, v in m["kv"].items()}
             a = "nemotron_h_moe"
             assert (kv["general.architecture"], kv[f"{a}.block_count"], kv[f"{a}.nextn_predict_layers"]) == \
@@ -119,7 +103,7 @@ def test_the_manifests_are_sidecars_of_their_checkpoints() -> None:
             assert kv[f"{a}.rope.dimension_count"] == 16 and kv[f"{a}.rope.scaling.finetuned"] is False
             blocks = {int(t["name"].split(".")[1]) for t in m["tensors"] if t["name"].startswith("blk.")}
             assert blocks == {n}
-    wide = {t["name"]: t["type"] for t in _manifest("nemotron_h_moe-wide-q8_0-mtp")["tensors"]}
+    wide = {t["name"]: t["type"] for t in manifest("nemotron_h_moe-wide-q8_0-mtp")["tensors"]}
     assert wide["blk.5.ffn_down_exps.weight"] == wide["blk.5.ffn_down_shexp.weight"] == "F16"
     # upstream's F32 rule for the router looks for blk.1 (the checkpoint's mtp.layers.1), so it is quantized
     assert wide["blk.5.ffn_gate_inp.weight"] == "Q8_0" and wide["blk.5.exp_probs_b.bias"] == "F32"
@@ -148,7 +132,7 @@ def test_only_the_shards_holding_the_head_are_read(ckpts: dict[str, Path], tmp_p
         {"metadata": {"total_size": sum(v.numel() * 2 for v in state.values())}, "weight_map": weight_map}))
     out = tmp_path / "cut.gguf"
     r = convert(cut, None, out, outtype="bf16", mtp=True)
-    assert describe(out)["tensors"] == _manifest("nemotron_h_moe-bf16-mtp")["tensors"]
+    assert describe(out)["tensors"] == manifest("nemotron_h_moe-bf16-mtp")["tensors"]
     note = next(n for n in r.notes if n.startswith("read "))
     assert note.startswith("read 1 of 2 shards") and "skipped 1" in note
 
@@ -238,27 +222,7 @@ def test_loader_rules_check_the_keys_and_widths(ckpts: dict[str, Path]) -> None:
 def test_verify_proves_every_tensor_and_catches_a_changed_one(ckpts: dict[str, Path], fam: str, tmp_path: Path) -> None:
     """verify: every tensor exact against the checkpoint (bytes after the type's rounding, q/k permuted as upstream),
     full accounting; one changed value in the block's attention fails that tensor by name."""
-    from dspark_convert.verify import verify
-
-    for outtype in ("q8_0", "f16", "bf16"):
-        out = tmp_path / f"{outtype}.gguf"
-        convert(ckpts[fam], None, out, outtype=outtype, mtp=True)
-        r = verify(out, ckpts[fam], None, quality=False)
-        assert r.passed and all(o.passed and o.grade == "exact" for o in r.outputs), outtype
-        assert len(r.outputs) == len(read_gguf(out).tensors)
-    f = read_gguf(out)
-    name = next(t.name for t in f.tensors if t.name.endswith(".attn_q.weight"))
-    blob = bytes(f.tensor_bytes(name))
-    f.close()
-    data = bytearray(out.read_bytes())
-    at = data.find(blob)
-    assert at > 0 and data.find(blob, at + 1) == -1
-    data[at + 1] ^= 0x01  # one BF16 value's low bits
-    bad = tmp_path / "bad.gguf"
-    bad.write_bytes(bytes(data))
-    r = verify(bad, ckpts[fam], None, quality=False)
-    assert not r.passed
-    assert [o.name for o in r.outputs if not o.passed] == [name]
+    assert_verify_proves_and_catches(ckpts[fam], tmp_path, ("q8_0", "f16", "bf16"), lambda n: n.endswith(".attn_q.weight"))
 
 
 @pytest.mark.llama
@@ -268,20 +232,4 @@ def test_llama_server_drafts_with_the_sidecar(ckpts: dict[str, Path], fam: str, 
     """Target: upstream's ``--no-mtp`` file of the same checkpoint; draft: our sidecar (the wide one with the latent
     MoE and the attention biases). The MTP block drafts (draft_n > 0) and speculative greedy equals plain greedy
     (the tiny random head's drafts are rejected: this proves the file loads and runs, not its quality)."""
-    import mtp_makers
-
-    from dspark_convert.llamacpp.server import LlamaServer
-
-    binary, tree = llama_bin
-    ck = ckpts[fam]
-    trunk = mtp_makers.upstream_convert(ck, tmp_path / "trunk.gguf", "f32", ("--no-mtp",), tree=tree)
-    side = tmp_path / "mtp.gguf"
-    convert(ck, None, side, outtype="f32", mtp=True)
-    prompt = [400, 401, 72, 300, 22, 500, 12, 33]
-    mtp_flags = ["--spec-type", "draft-mtp", "--spec-draft-p-min", "0", "--spec-draft-n-max", "3"]
-    with LlamaServer(binary, trunk) as s:
-        plain = s.complete(prompt, 16)
-    with LlamaServer(binary, trunk, extra=["-md", str(side), *mtp_flags]) as s:
-        spec = s.complete(prompt, 16)
-    assert len(plain.tokens) == 16
-    assert spec.tokens == plain.tokens and spec.draft_n > 0
+    assert_llama_server_drafts_losslessly(ckpts[fam], tmp_path, llama_bin)
