@@ -572,6 +572,34 @@ def test_hf_quant_config_size_limit(over: int, tmp_path: Path, monkeypatch: pyte
         assert _load(p)["a"].startswith("x")
 
 
+@pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000, '{"quant_algo": "' + "x" * 70_000 + '"}'])
+def test_a_hostile_hf_quant_config_through_upgrade_hf_is_one_line(body: str, b11434_qwen3: Path,
+                                                                    tmp_path: Path) -> None:
+    """Item 5, the ``upgrade --hf`` path: an NVFP4 file without ``prec_a4`` makes upgrade read the checkpoint's
+    hf_quant_config.json (is it W4A16?); nested 100,000 deep, or over a lowered size cap, it is one line naming
+    the file, in a child under the address-space limit, and nothing is written."""
+    from nvfp4_drafts import make
+    from test_trial_three import _without_keys
+
+    from dspark_convert.staleness import PREC_A4
+
+    draft, target = make(tmp_path, "v-nvfp4-h64", b11434_qwen3 / "target")
+    good = convert(draft, target, tmp_path / "d.gguf").path
+    assert good is not None
+    old = _without_keys(good, tmp_path / "old.gguf", (PREC_A4,))
+    hf = tmp_path / "hf"
+    shutil.copytree(draft, hf)
+    (hf / "hf_quant_config.json").write_text(body)
+    cap = "import dspark_convert.hf.checkpoint as c; c.MAX_CONFIG_BYTES = 65536; " if body.startswith("{") else ""
+    cmd = [sys.executable, "-c", cap + "import sys; from dspark_convert.entry import main; "
+           "sys.argv[0] = 'dspark-convert'; main()", "upgrade", str(old), "--hf", str(hf), "-o", str(tmp_path / "new.gguf")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_GUARD, preexec_fn=_limit_as,
+                       env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "10000"})
+    one_error(r, f"{hf / 'hf_quant_config.json'}: ",
+              "nested too deeply" if body.startswith("[") else "larger than the 65536 byte limit")
+    assert not (tmp_path / "new.gguf").exists()
+
+
 @pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "0", "-0.5", "1.5"])
 @pytest.mark.parametrize("fixture", ["dflash-zlab", "v-gemma4-default"])
 def test_partial_rotary_factor_out_of_range_is_one_line(value: str, fixture: str, tmp_path: Path) -> None:
