@@ -51,7 +51,7 @@ def test_golden_marker_covers_every_test_that_reads_the_golden_set() -> None:
     ids = [ln for ln in p.stdout.splitlines() if "::" in ln]
     files = sorted({i.split("::")[0] for i in ids})
     assert files == ["tests/test_conformance.py", "tests/test_dsv4.py", "tests/test_gemma4_dspark.py", "tests/test_golden.py",
-                     "tests/test_golden_dsv4.py", "tests/test_llama.py", "tests/test_llama_newfam.py",
+                     "tests/test_golden_dsv4.py", "tests/test_hostile_round3.py", "tests/test_llama.py", "tests/test_llama_newfam.py",
                      "tests/test_make_golden.py", "tests/test_metadata.py", "tests/test_new_drafts.py", "tests/test_nvfp4_dspark.py",
                      "tests/test_tokenizer_b11434.py", "tests/test_upgrade.py",
                      "tests/test_verify.py", "tests/test_vocab.py"]
