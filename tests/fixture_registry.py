@@ -3,9 +3,9 @@
 Three sources of inputs:
 
 - ``committed``: a folder under ``fixtures/`` (written by ``fixtures/generate.py``);
-- ``golden``: a layout of the shared golden set (``../shared/golden``: ``make_inputs.py`` writes twelve drafts and
-  ``target/``, ``make_dsv4.py`` the DeepSeek-V4 sample, which is its own target), generated per session by the
-  ``golden_inputs`` fixture of ``conftest.py``;
+- ``golden``: a layout of the public golden set (``tests/make_golden.py`` writes twelve drafts and ``target/``, and
+  the DeepSeek-V4 sample, which is its own target, checked against ``tests/golden/*.sha256``), generated per
+  session by the ``golden_inputs`` fixture of ``conftest.py``;
 - ``generated``: a draft a maker writes on demand (:attr:`Fixture.maker`: ``tests/new_drafts.py``,
   ``tests/nvfp4_drafts.py``, ``tests/gemma4_drafts.py``, ``tests/mtp_checkpoints.py``, ``fixtures/dsv4.py``,
   ``fixtures/correlated.py``).
@@ -132,7 +132,7 @@ REGISTRY: tuple[Fixture, ...] = (
     _row("target-qwen3", "committed", None, None, None, None, "target"),
     _row("target-qwen3-sharded", "committed", None, None, None, None, "target"),
     _row("target-llama2-spm", "committed", None, None, None, None, "target"),
-    # ------------------------------------------------------------------ the shared golden set (make_inputs.py order)
+    # ------------------------------------------------------------------ the public golden set (tests/make_golden.py order)
     _row("dspark-deepspec", "golden", "dflash", "dspark", _DS, GOLDEN_TARGET, "block", outtypes=()),
     _row("dflash-deepspec", "golden", "dflash", "dspark", _DS, GOLDEN_TARGET, "block", outtypes=()),
     _row("dflash-zlab", "golden", "dflash", "dflash", _DF, GOLDEN_TARGET, "block", "golden-sample", outtypes=("f32",)),
@@ -199,7 +199,7 @@ def select(*, source: str | Iterable[str] | None = None, variant: str | Iterable
     """The rows matching every given filter, in table order (moved by their :attr:`~Fixture.rank` for ``tag``).
 
     ``drafts``: True for drafts only, False for targets only. ``needs_golden``: whether making the row needs the
-    shared golden set (a golden layout, or a generated draft whose target is the golden target)."""
+    public golden set (a golden layout, or a generated draft whose target is the golden target)."""
     rows = [f for f in REGISTRY if _one_of(f.source, source) and _one_of(f.variant, variant)
             and _one_of(f.kind, kind) and (tag is None or tag in f.tags)
             and (drafts is None or f.is_draft == drafts) and (needs_golden is None or _needs_golden(f) == needs_golden)]
