@@ -136,6 +136,24 @@ CASES: dict[str, tuple[Any, dict[str, Any], str, tuple[str, ...]]] = {
     "dspark-minicpm": (dspark, dict(vocab=512, mask=3, taps=[0, 2, 4], seed=3219), "minicpm", ("bf16", "f32")),
     "dflash-ernie45": (dflash, dict(vocab=512, mask=3, taps=[1, 3, 4], seed=3220), "ernie45", ("bf16",)),
     "dflash-nemotron": (dflash, dict(vocab=512, mask=3, taps=[1, 2, 3], seed=3221), "nemotron", ("bf16",)),
+    # custom vocab methods: SentencePiece variants (InternLM2/3, Arctic), LlamaHfVocab (Jamba, Deci, Xverse),
+    # fallbacks (MPT, Grok, Mamba, OpenELM), byte-level BPE with named ids (ChatGLM, HunYuan)
+    "dflash-internlm2": (dflash, dict(vocab=512, mask=3, taps=[1, 3, 4], seed=3230), "internlm2", ("bf16",)),
+    "dspark-internlm3": (dspark, dict(vocab=512, mask=3, taps=[0, 2, 4], seed=3231), "internlm3", ("bf16",)),
+    "dflash2-arctic": (dflash2, dict(vocab=512, mask=3, taps=[1, 2, 3], seed=3232), "arctic", ("bf16",)),
+    "dflash-jamba": (dflash, dict(vocab=512, mask=3, taps=[1, 3, 4], seed=3233), "jamba", ("bf16",)),
+    "dspark-jamba-hf": (dspark, dict(vocab=512, mask=3, taps=[0, 2, 4], seed=3234), "jamba-hf", ("bf16",)),
+    "dflash-deci": (dflash, dict(vocab=512, mask=3, taps=[1, 2, 4], seed=3235), "deci", ("bf16",)),
+    "dspark-xverse": (dspark, dict(vocab=512, mask=3, taps=[0, 3, 4], seed=3236), "xverse", ("bf16",)),
+    "dflash-mpt-spm": (dflash, dict(vocab=512, mask=3, taps=[1, 3, 4], seed=3237), "mpt-spm", ("bf16",)),
+    "dspark-mpt": (dspark, dict(vocab=QV, mask=QMASK, taps=[0, 2, 4], seed=3238), "mpt", ("bf16",)),
+    "dflash-grok": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 3, 4], seed=3239), "grok", ("bf16",)),
+    "dspark-grok-spm": (dspark, dict(vocab=512, mask=3, taps=[0, 2, 4], seed=3240), "grok-spm", ("bf16",)),
+    "dflash-openelm": (dflash, dict(vocab=512, mask=3, taps=[1, 2, 3], seed=3241), "openelm", ("bf16",)),
+    "dflash-mamba": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 3, 4], seed=3242), "mamba", ("bf16",)),
+    "dflash-mamba2-spm": (dflash, dict(vocab=500, mask=3, taps=[1, 3, 4], seed=3243), "mamba2-spm", ("bf16",)),
+    "dflash-chatglm": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 2, 4], seed=3244), "chatglm", ("bf16",)),
+    "dspark-hunyuan": (dspark, dict(vocab=QV, mask=QMASK, taps=[0, 2, 4], seed=3245), "hunyuan", ("bf16",)),
 }
 
 

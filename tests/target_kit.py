@@ -197,6 +197,44 @@ def spm_tokenizer(folder: Path, **config: Any) -> None:
     (folder / "tokenizer_config.json").write_text(json.dumps(tok_config, indent=1), encoding="utf-8")
 
 
+#: ids 508-511 of the SentencePiece fixture redefined by ``added_tokens_decoder`` (chat tokens, a user-defined piece
+#: with a SentencePiece space), as InternLM / Arctic tokenizer configs redefine or add pieces
+SPM_REDEFINED = {"508": ("<|im_start|>", True), "509": ("<|im_end|>", True), "510": ("<|plugin|>", False),
+                 "511": ("\u2581user\u2581", False)}
+
+
+def spm_added_tokenizer(folder: Path, **config: Any) -> None:
+    """The SentencePiece fixture with :data:`SPM_REDEFINED` in its ``added_tokens_decoder``."""
+    spm_tokenizer(folder, **config)
+    tok_config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    tok_config["added_tokens_decoder"].update({k: {"content": c, "lstrip": False, "normalized": False, "rstrip": False,
+                                                   "single_word": False, "special": sp}
+                                               for k, (c, sp) in SPM_REDEFINED.items()})
+    (folder / "tokenizer_config.json").write_text(json.dumps(tok_config, indent=1), encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def llama_hf_tokenizer_text() -> str:
+    """The SentencePiece fixture as transformers converts it: a ``tokenizer.json`` BPE with byte fallback and a
+    ``Sequence`` decoder (what llama.cpp's ``LlamaHfVocab`` reads)."""
+    import tempfile
+
+    from transformers import AutoTokenizer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "src", Path(tmp) / "out"
+        spm_tokenizer(src)
+        AutoTokenizer.from_pretrained(src).save_pretrained(out)
+        return (out / "tokenizer.json").read_text(encoding="utf-8")
+
+
+def llama_hf_tokenizer(folder: Path, **config: Any) -> None:
+    """:func:`llama_hf_tokenizer_text` plus the fixture's tokenizer_config (no tokenizer.model)."""
+    spm_tokenizer(folder, **config)
+    (folder / "tokenizer.model").unlink()
+    (folder / "tokenizer.json").write_text(llama_hf_tokenizer_text(), encoding="utf-8")
+
+
 GLM_ADDED = [("[MASK]", True), ("[gMASK]", True), ("[sMASK]", True), ("<sop>", True), ("<eop>", True),
              ("<|system|>", True), ("<|user|>", True), ("<|assistant|>", True), ("<|observation|>", True)]
 
@@ -236,6 +274,26 @@ TARGETS: dict[str, Any] = {
     "ernie45": ("spm-prefix", lambda: _flat("Ernie4_5_ForCausalLM", "ernie4_5", 6, 64, 512, num_key_value_heads=4)),
     "nemotron": ("spm", lambda: _flat("NemotronForCausalLM", "nemotron", 6, 64, 512, num_key_value_heads=4)),
     "deepseek-v32": ("deepseek-v32", lambda: _flat("DeepseekV32ForCausalLM", "deepseek_v32", 6, 64, 129280)),
+    # custom vocab methods (SentencePiece variants, LlamaHfVocab, byte-level BPE with named ids)
+    "internlm2": ("spm-added", lambda: _flat("InternLM2ForCausalLM", "internlm2", 6, 64, 512, bos_token_id=1,
+                                             eos_token_id=2)),
+    "internlm3": ("spm-added-prefix", lambda: _flat("InternLM3ForCausalLM", "internlm3", 6, 64, 512, bos_token_id=1,
+                                                    eos_token_id=2)),
+    "arctic": ("spm-added", lambda: _flat("ArcticForCausalLM", "arctic", 6, 64, 512, bos_token_id=1, eos_token_id=2)),
+    "jamba": ("spm", lambda: _flat("JambaForCausalLM", "jamba", 6, 64, 512)),
+    "jamba-hf": ("llama-hf", lambda: _flat("JambaForCausalLM", "jamba", 6, 64, 512)),
+    "deci": ("llama-hf", lambda: _flat("DeciLMForCausalLM", "deci", 6, 64, 512)),
+    "xverse": ("llama-hf", lambda: _flat("XverseForCausalLM", "xverse", 6, 64, 512, bos_token_id=1, eos_token_id=2)),
+    "mpt-spm": ("spm", lambda: _flat("MPTForCausalLM", "mpt", 6, 64, 512)),
+    "mpt": ("qwen35", lambda: _flat("MPTForCausalLM", "mpt", 6, 64, QWEN35_VOCAB)),
+    "grok": ("grok", lambda: _flat("Grok1ForCausalLM", "grok-1", 6, 64, QWEN35_VOCAB)),
+    "grok-spm": ("spm", lambda: _flat("GrokForCausalLM", "grok", 6, 64, 512)),
+    "openelm": ("spm", lambda: _flat("OpenELMForCausalLM", "openelm", 6, 64, 512)),
+    "mamba": ("qwen35", lambda: _flat("MambaForCausalLM", "mamba", 6, 64, QWEN35_VOCAB)),
+    "mamba2-spm": ("spm", lambda: _flat("Mamba2ForCausalLM", "mamba2", 6, 64, 500)),
+    "chatglm": ("glm", lambda: _flat("GlmForCausalLM", "glm", 6, 64, QWEN35_VOCAB, num_key_value_heads=4)),
+    "hunyuan": ("hunyuan", lambda: _flat("HunYuanDenseV1ForCausalLM", "hunyuan_v1_dense", 6, 64, QWEN35_VOCAB,
+                                         eod_token_id=248046, pad_token_id=-1)),
 }
 
 
@@ -273,6 +331,19 @@ def make_target(root: Path, name: str) -> Path:
         spm_tokenizer(folder)
     elif kind == "spm-prefix":
         spm_tokenizer(folder, add_prefix_space=False)
+    elif kind == "spm-added":
+        spm_added_tokenizer(folder)
+    elif kind == "spm-added-prefix":
+        spm_added_tokenizer(folder, add_prefix_space=False)
+    elif kind == "llama-hf":
+        llama_hf_tokenizer(folder)
+    elif kind == "grok":
+        qwen35_tokenizer(folder, chat_template=None)
+        (folder / "chat_template.jinja").write_text(QWEN_CHAT, encoding="utf-8")
+    elif kind == "hunyuan":
+        qwen35_tokenizer(folder)
+        (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": [248046, 248044]}),
+                                                       encoding="utf-8")
     elif kind == "deepseek-v32":
         deepseek_tokenizer_files(folder, add_bos_token=True)
     return folder

@@ -63,11 +63,14 @@ def test_every_method_handler_exists_and_is_used() -> None:
 
 def test_supported_counts() -> None:
     supported = T.supported_architectures()
-    assert len(supported) == 169
+    assert len(supported) == 188
     assert {"Qwen3_5ForCausalLM", "Qwen3_5MoeForConditionalGeneration", "BailingMoeV3ForCausalLM",
             "Glm4MoeForCausalLM", "Glm5NextForConditionalGeneration", "MuseGlimmerForConditionalGeneration",
             "LagunaForCausalLM", "MiniCPMForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration",
-            "NemotronHForCausalLM", "Gemma4ForConditionalGeneration"} <= set(supported)
+            "NemotronHForCausalLM", "Gemma4ForConditionalGeneration", "InternLM2ForCausalLM", "InternLM3ForCausalLM",
+            "HunYuanDenseV1ForCausalLM", "HunYuanVLForConditionalGeneration", "GlmForCausalLM", "ChatGLMModel",
+            "Grok1ForCausalLM", "MPTForCausalLM", "JambaForCausalLM", "DeciLMForCausalLM", "XverseForCausalLM",
+            "ArcticForCausalLM", "MambaForCausalLM", "Mamba2ForCausalLM", "OpenELMForCausalLM"} <= set(supported)
 
 
 def test_no_hand_kept_target_list_in_the_package() -> None:
@@ -127,7 +130,8 @@ def test_text_architecture_follows_upstream() -> None:
     ("BertModel", r"architecture 'BertModel' is a encoder, not a generative target"),
     ("Gemma3nForCausalLM", r"its set_vocab calls super\(\) in Gemma3NModel, which the draft class does not derive "
                            r"from \(upstream raises TypeError on a draft\)"),
-    ("ChatGLMModel", r"uses llama.cpp's vocab method ChatGLMModel.set_vocab, which dspark-convert does not reproduce"),
+    ("QWenLMHeadModel", r"uses llama.cpp's vocab method _set_vocab_qwen, which dspark-convert does not reproduce"),
+    ("HunYuanMoEV1ForCausalLM", r"vocab method HunYuanMoEModel.set_vocab, which"),
     ("Rwkv7ForCausalLM", r"vocab method _set_vocab_rwkv_world, which"),
     ("MiniCPM5ForCausalLM", r"'MiniCPM5ForCausalLM' is not a text architecture llama.cpp b11434 registers"),
 ])
@@ -158,7 +162,7 @@ def test_every_table_row_is_supported_or_refused_in_one_line(tmp_path: Path) -> 
             assert handler == T.METHOD_HANDLERS[row["method"]]
             assert row["role"] == "target" or (row["role"], row["failure"]) == ("fails", "super")
             outcomes["supported"] += 1
-    assert outcomes == {"supported": 169, "refused": 276 - 169 - 1}
+    assert outcomes == {"supported": 188, "refused": 276 - 188 - 1}
 
 
 # ---------------------------------------------------------------------------------------------- vocab methods
@@ -255,6 +259,80 @@ def test_spm_method_needs_tokenizer_model(tmp_path: Path) -> None:
     (target / "tokenizer.json").write_text("{}")
     with pytest.raises(ConvertError, match=r"tokenizer.model: file not found \(the sentencepiece handler needs it\)"):
         target_vocab_kvs(target, 1000, vocab_handler_for_target(target))
+
+
+def _folder(tmp_path: Path, arch: str, files: dict[str, str], **config: object) -> Path:
+    folder = tmp_path / arch
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": [arch], **config}))
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+@pytest.mark.parametrize(("arch", "files", "draft", "message"), [
+    # upstream exits without chat_template.jinja next to a Grok tokenizer.json
+    ("Grok1ForCausalLM", {"tokenizer.json": "{}"}, {},
+     r"Grok1ForCausalLM/chat_template.jinja: file not found \(llama.cpp's Grok vocab method needs tokenizer.model, "
+     r"or tokenizer.json with chat_template.jinja\)"),
+    # HunYuan's tiktoken branch loads remote code
+    ("HunYuanDenseV1ForCausalLM", {"tokenizer.model": "x"}, {},
+     r"no tokenizer.json; llama.cpp would read a tiktoken vocabulary through remote code \(HunYuanModel.set_vocab\)"),
+    # the builtin vocabularies are files of llama.cpp's tree
+    ("MambaForCausalLM", {}, {}, r"no tokenizer files; llama.cpp would use its builtin vocabulary "
+                                 r"models/ggml-vocab-gpt-neox.gguf"),
+    ("OpenELMForCausalLM", {}, {}, r"models/ggml-vocab-llama-spm.gguf \(a file of its source tree\)"),
+    ("Mamba2ForCausalLM", {"tokenizer.json": "{}", "tokenizer.model.v3": "x"}, {},
+     r"tokenizer.model.v3: llama.cpp's Mamba-2 vocab method stops on a Mistral v3 tokenizer file"),
+    # ChatGLM3 (decided by the draft's _name_or_path) and remote-code GLM tokenizers
+    ("ChatGLMModel", {"tokenizer.json": "{}"}, {"_name_or_path": "THUDM/chatglm3-6b"},
+     r"_name_or_path names THUDM/chatglm3-6b"),
+    ("ChatGLMModel", {"tokenizer.json": "{}", "tokenizer_config.json": '{"auto_map": {}}'}, {},
+     r"auto_map names a remote-code tokenizer"),
+    ("DeciLMForCausalLM", {"tokenizer.json": '{"model": {"type": "BPE", "vocab": {}, "merges": []}}'}, {},
+     r"not a SentencePiece-style BPE tokenizer \(byte_fallback, Sequence decoder\); llama.cpp's "
+     r"DeciModel.set_vocab reads it with LlamaHfVocab"),
+])
+def test_custom_methods_refuse_the_branches_upstream_cannot_take(tmp_path: Path, arch: str, files: dict[str, str],
+                                                                 draft: dict[str, str], message: str) -> None:
+    target = _folder(tmp_path, arch, files)
+    with pytest.raises(ConvertError, match=message):
+        target_vocab_kvs(target, 512, vocab_handler_for_target(target), draft=draft)
+
+
+def test_internlm2_refuses_a_draft_vocabulary_beyond_the_pieces(targets_dir: Path) -> None:
+    target = make_target(targets_dir, "internlm2")
+    with pytest.raises(ConvertError, match=r"tokenizer.model: has 512 pieces but the draft vocab_size is 520; "
+                                           r"llama.cpp's InternLM2 vocab method reads a piece for every id"):
+        target_vocab_kvs(target, 520, "internlm2")
+    kvs = {kv.name: kv.value for kv in target_vocab_kvs(target, 512, "internlm2")}
+    assert kvs["tokenizer.ggml.eos_token_id"] == 509  # <|im_end|> replaces </s>
+    assert kvs["tokenizer.ggml.tokens"][508:] == ["<|im_start|>", "<|im_end|>", "<|plugin|>", "\u2581user\u2581"]
+    assert kvs["tokenizer.ggml.add_space_prefix"] is True
+
+
+def test_add_dummy_prefix_is_read_from_the_model_proto(tmp_path: Path) -> None:
+    """InternLM2's add_space_prefix: NormalizerSpec.add_dummy_prefix (field 3 of field 3), true when unset."""
+    from dspark_convert.tokenizer.spm import spm_add_dummy_prefix
+
+    model = tmp_path / "tokenizer.model"
+    model.write_bytes(bytes([0x1A, 0x02, 0x18, 0x00]))  # normalizer_spec { add_dummy_prefix: false }
+    assert spm_add_dummy_prefix(model) is False
+    model.write_bytes(bytes([0x1A, 0x00]))
+    assert spm_add_dummy_prefix(model) is True
+    model.write_bytes(bytes([0x1A, 0x09, 0x18]))
+    with pytest.raises(ConvertError, match=r"tokenizer.model: not a readable SentencePiece model \(truncated"):
+        spm_add_dummy_prefix(model)
+
+
+def test_mamba_pads_the_draft_vocabulary(targets_dir: Path) -> None:
+    """Mamba-2 rounds the draft's vocab_size up to its pad_vocab_size_multiple (16 unless the draft says)."""
+    target = make_target(targets_dir, "mamba2-spm")
+    tokens = {kv.name: kv.value for kv in target_vocab_kvs(target, 500, "mamba2")}["tokenizer.ggml.tokens"]
+    assert len(tokens) == 512
+    tokens = {kv.name: kv.value for kv in target_vocab_kvs(target, 500, "mamba2", draft={
+        "pad_vocab_size_multiple": 4})}["tokenizer.ggml.tokens"]
+    assert len(tokens) == 500
 
 
 # ---------------------------------------------------------------------------------------------- byte parity

@@ -39,4 +39,17 @@ VOCAB_METHOD_HANDLERS: dict[str, str] = {
     "NemotronModel.set_vocab": "nemotron",
     "MuseGlimmerModel.set_vocab": "muse",
     "LagunaModel.set_vocab": "laguna",
+    "GrokModel.set_vocab": "grok",
+    "JambaModel.set_vocab": "jamba",
+    "DeciModel.set_vocab": "deci",
+    "MPTModel.set_vocab": "mpt",
+    "OpenELMModel.set_vocab": "openelm",  # its builtin llama-spm fallback is refused
+    "MambaModel.set_vocab": "mamba",  # its builtin gpt-neox fallback is refused
+    "Mamba2Model.set_vocab": "mamba2",  # likewise; tokenizer.model.v3 stops upstream
+    "InternLM2Model.set_vocab": "internlm2",
+    "InternLM3Model.set_vocab": "internlm3",
+    "ArcticModel.set_vocab": "arctic",
+    "XverseModel.set_vocab": "xverse",
+    "ChatGLMModel.set_vocab": "chatglm",  # its ChatGLM3 and remote-code branches are refused
+    "HunYuanModel.set_vocab": "hunyuan",  # its tiktoken (remote code) branch is refused
 }

@@ -349,3 +349,38 @@ def llama_hf_token_list(hf: HFTokenizer) -> tuple[list[str], list[float], list[i
         types.append(TokenType.CONTROL if text in specials and specials[text] in special_ids
                      else TokenType.USER_DEFINED)
     return tokens, [-1000.0] * len(tokens), types
+
+
+def xverse_token_list(hf: HFTokenizer, n_vocab: int | None) -> tuple[list[str], list[int]]:
+    """Tokens and types of upstream ``XverseModel.set_vocab``: every id below ``n`` from transformers' vocabulary
+    (added tokens included); ``\\x00`` becomes ``<b'\\x00'>`` (BYTE), ``<0xNN>`` pieces are BYTE, added tokens
+    CONTROL when special else USER_DEFINED, the rest NORMAL. No scores."""
+    vocab = hf.tok.get_vocab(with_added_tokens=True)
+    n = n_vocab if n_vocab is not None else len(vocab)
+    top = max(vocab.values(), default=-1)
+    if top >= n:
+        raise ConvertError(f"{hf.path}: token id {top} does not fit the draft vocab_size {n}")
+    reverse = {i: t for t, i in vocab.items()}
+    decoder = hf.tok.get_added_tokens_decoder()
+    added = {at.content: i for i, at in sorted(decoder.items())}
+    tokens: list[str] = []
+    types: list[int] = []
+    for i in range(n):
+        text = reverse.get(i)
+        if text is None:
+            raise ConvertError(f"{hf.path}: no token with id {i} (llama.cpp's Xverse vocab method reads every id below "
+                               f"the draft vocab_size {n})")
+        if text == "\x00":
+            kind, text = TokenType.BYTE, "<b'\\x00'>"
+        elif _BYTE_RE.fullmatch(text):
+            kind = TokenType.BYTE
+        elif text in added:
+            at = decoder.get(i)
+            if at is None:
+                raise ConvertError(f"{hf.path}: added token {text!r} has id {added[text]}, not {i}")
+            kind = TokenType.CONTROL if at.special else TokenType.USER_DEFINED
+        else:
+            kind = TokenType.NORMAL
+        tokens.append(text)
+        types.append(kind)
+    return tokens, types

@@ -57,10 +57,18 @@ from .bpe import (
     load_hf_tokenizer,
     pre_from_hash,
     pre_of,
+    xverse_token_list,
 )
 from .fastbpe import NotFast, load_fast_bpe
 from .special import SpecialVocab, token_content
-from .spm import phi3_token_list, spm_token_list
+from .spm import (
+    _int_key,
+    arctic_token_list,
+    internlm2_token_list,
+    phi3_token_list,
+    spm_add_dummy_prefix,
+    spm_token_list,
+)
 from .targets import handler_for_architecture, text_architecture
 
 __all__ = ["HANDLERS", "vocab_handler_for_target", "target_vocab_kvs", "identify_bpe_pre"]
@@ -328,6 +336,7 @@ _ID_ROLES: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
     "solar_open": ("SolarOpenModel.set_vocab", (("eos", "<|endoftext|>"), ("eot", "<|endoftext|>"), ("unk", "<unk>"),
                                                ("bos", "<|startoftext|>"))),
     "dots3": ("Dots3NoteModel.set_vocab", (("eot", "<|endofassistant|>"),)),
+    "chatglm": ("ChatGLMModel.set_vocab", (("eos", "<|endoftext|>"), ("eot", "<|user|>"), ("unk", "<|endoftext|>"))),
 }
 
 
@@ -487,15 +496,237 @@ def _h_gpt2_assert_bos(target_dir: Path, n_vocab: int | None, kvs: list[KV], dra
     _set_vocab_gpt2(target_dir, n_vocab, kvs)
 
 
+# ---------------------------------------------------------------------------------------------- custom methods
+def _require_llama_hf(target_dir: Path, method: str) -> HFTokenizer:
+    hf = load_hf_tokenizer(target_dir / "tokenizer.json")
+    if not is_llama_hf(hf.data):
+        raise ConvertError(f"{hf.path}: not a SentencePiece-style BPE tokenizer (byte_fallback, Sequence decoder); "
+                           f"llama.cpp's {method} reads it with LlamaHfVocab, which stops on it")
+    return hf
+
+
+def _h_grok(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Grok: SentencePiece when ``tokenizer.model`` exists, else byte-level BPE, which upstream accepts only with
+    ``chat_template.jinja`` beside ``tokenizer.json``."""
+    if (target_dir / "tokenizer.model").is_file():
+        _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
+        return
+    for name in ("tokenizer.json", "chat_template.jinja"):
+        if not (target_dir / name).is_file():
+            raise ConvertError(f"{target_dir / name}: file not found (llama.cpp's Grok vocab method needs "
+                               "tokenizer.model, or tokenizer.json with chat_template.jinja)")
+    _set_vocab_gpt2(target_dir, n_vocab, kvs)
+
+
+def _h_jamba(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Jamba: SentencePiece when ``tokenizer.model`` exists, else LlamaHfVocab + ``add_space_prefix`` false."""
+    if (target_dir / "tokenizer.model").is_file():
+        _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
+        return
+    _set_vocab_llama_hf(target_dir, kvs, _require_llama_hf(target_dir, "JambaModel.set_vocab"))
+    add_kv(kvs, _bool(S.TOKENIZER_ADD_SPACE_PREFIX, False))
+
+
+def _h_deci(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """DeciLM: byte-level BPE when the **draft's** ``vocab_size`` is 128256 (its default), else LlamaHfVocab."""
+    if (128256 if n_vocab is None else n_vocab) == 128256:
+        _set_vocab_gpt2(target_dir, n_vocab, kvs)
+    else:
+        _set_vocab_llama_hf(target_dir, kvs, _require_llama_hf(target_dir, "DeciModel.set_vocab"))
+
+
+def _h_mpt(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """MPT: byte-level BPE; when that fails, SentencePiece with add_bos false, padding 3, eos 1, unknown 0
+    (upstream's SEA-LION fallback)."""
+    try:
+        more: list[KV] = []
+        _set_vocab_gpt2(target_dir, n_vocab, more)
+    except ConvertError as e:
+        if not (target_dir / "tokenizer.model").is_file():
+            raise ConvertError(f"{e} (and no tokenizer.model for llama.cpp's MPT SentencePiece fallback)") from None
+        _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
+        add_kv(kvs, _bool(S.ADD_TOKEN_KEYS["bos"], False))
+        for typ, tid in (("pad", 3), ("eos", 1), ("unk", 0)):
+            add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS[typ], VT.UINT32, tid))
+        return
+    _extend(kvs, more)
+
+
+def _h_openelm(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """OpenELM: SentencePiece (without ``tokenizer.model`` upstream reads its builtin Llama vocabulary: refused
+    before this runs)."""
+    _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
+
+
+def _padded(n_vocab: int | None, draft: Draft, default: int, method: str) -> int:
+    if n_vocab is None:
+        raise ConvertError(f"draft config.json: no vocab_size (llama.cpp's {method} pads the draft's vocab_size)")
+    mult = draft.get("pad_vocab_size_multiple", default)
+    if isinstance(mult, bool) or not isinstance(mult, int) or mult <= 0:
+        raise ConvertError(f"draft config.json: pad_vocab_size_multiple is {mult!r}, expected a positive integer")
+    return -(n_vocab // -mult) * mult
+
+
+def _h_mamba(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Mamba: the draft's vocab_size rounded up to its ``pad_vocab_size_multiple`` (8); byte-level BPE from
+    ``tokenizer.json``, else SentencePiece."""
+    n = _padded(n_vocab, draft, 8, "MambaModel.set_vocab")
+    if (target_dir / "tokenizer.json").is_file():
+        _set_vocab_gpt2(target_dir, n, kvs)
+    else:
+        _set_vocab_sentencepiece(target_dir, n, kvs)
+
+
+def _h_mamba2(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Mamba-2: the draft's vocab_size rounded up to its ``pad_vocab_size_multiple`` (16); SentencePiece from
+    ``tokenizer.model``, else byte-level BPE."""
+    n = _padded(n_vocab, draft, 16, "Mamba2Model.set_vocab")
+    if (target_dir / "tokenizer.model").is_file():
+        _set_vocab_sentencepiece(target_dir, n, kvs)
+    elif (target_dir / "tokenizer.model.v3").is_file():
+        raise ConvertError(f"{target_dir / 'tokenizer.model.v3'}: llama.cpp's Mamba-2 vocab method stops on a "
+                           "Mistral v3 tokenizer file (it asks for it to be renamed tokenizer.model)")
+    else:
+        _set_vocab_gpt2(target_dir, n, kvs)
+
+
+def _h_internlm2(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """InternLM2: its own SentencePiece list (:func:`~.spm.internlm2_token_list`), ``add_space_prefix`` from the
+    model's ``add_dummy_prefix``, eos replaced by ``<|im_end|>`` when an added token names it."""
+    tokens, scores, types, chat_eos = internlm2_token_list(target_dir, n_vocab)
+    _token_kvs(kvs, "llama", "default", tokens, scores, types)
+    add_kv(kvs, _bool(S.TOKENIZER_ADD_SPACE_PREFIX, spm_add_dummy_prefix(target_dir / "tokenizer.model")))
+    sv = SpecialVocab(target_dir, n_vocab=len(tokens))
+    if "eos" not in sv.special_ids:
+        raise ConvertError(f"{target_dir}: no eos token id in config.json or tokenizer_config.json (llama.cpp's "
+                           "InternLM2 vocab method reads it and stops)")
+    if chat_eos is not None:
+        sv.special_ids["eos"] = chat_eos
+    _extend(kvs, sv.kvs())
+
+
+def _h_internlm3(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """InternLM3: SentencePiece; ``add_space_prefix`` from tokenizer_config.json's ``add_prefix_space``; eos
+    becomes the special added token ``<|im_end|>`` when one is listed."""
+    _require_spm(target_dir, "InternLM3")
+    tokens, scores, types = spm_token_list(target_dir, n_vocab)
+    _token_kvs(kvs, "llama", "default", tokens, scores, types)
+    sv = SpecialVocab(target_dir, n_vocab=len(tokens))
+    path = target_dir / "tokenizer_config.json"
+    config = load_json_if_present(path) or {}
+    if "add_prefix_space" in config:
+        value = config["add_prefix_space"]
+        if not isinstance(value, bool):
+            raise ConvertError(f"{path}: add_prefix_space is {value!r}, expected true or false")
+        add_kv(kvs, _bool(S.TOKENIZER_ADD_SPACE_PREFIX, value))
+    decoder = config.get("added_tokens_decoder")
+    for key, data in (decoder.items() if isinstance(decoder, dict) else ()):
+        if isinstance(data, dict) and data.get("special"):
+            tid = _int_key(path, key)
+            content = data.get("content")
+            if isinstance(content, str):
+                sv.set_special_token(content, tid)  # a type named by the content: no GGUF key, as upstream
+                if content == "<|im_end|>" and "eos" in sv.special_ids:
+                    sv.special_ids["eos"] = tid
+    _extend(kvs, sv.kvs())
+
+
+def _h_arctic(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Arctic: its own SentencePiece list (:func:`~.spm.arctic_token_list`)."""
+    tokens, scores, types = arctic_token_list(target_dir, n_vocab)
+    _token_kvs(kvs, "llama", "default", tokens, scores, types)
+    _extend(kvs, SpecialVocab(target_dir, n_vocab=len(tokens)).kvs())
+
+
+def _h_xverse(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Xverse: transformers' vocabulary of ``tokenizer.json`` as a SentencePiece-model list without scores."""
+    if not (target_dir / "tokenizer.json").is_file():
+        raise ConvertError(f"{target_dir / 'tokenizer.json'}: file not found (llama.cpp's Xverse vocab method asserts "
+                           "it exists)")
+    hf = load_hf_tokenizer(target_dir / "tokenizer.json")
+    tokens, types = xverse_token_list(hf, n_vocab)
+    _token_kvs(kvs, "llama", "default", tokens, None, types)
+    _extend(kvs, SpecialVocab(target_dir, n_vocab=len(tokens), tokenizer_data=hf.data).kvs())
+
+
+def _h_chatglm(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """ChatGLM / GLM-4 (``GlmForCausalLM``): byte-level BPE; eos and unk ``<|endoftext|>``, eot ``<|user|>``.
+
+    Upstream takes its ChatGLM3 path (a remote-code SentencePiece tokenizer) when the **draft's**
+    ``_name_or_path`` names ``THUDM/chatglm3-6b``, and loads the tokenizer with remote code when the target
+    declares it: both refused."""
+    if "THUDM/chatglm3-6b" in str(draft.get("_name_or_path", "")):
+        raise ConvertError("draft config.json: _name_or_path names THUDM/chatglm3-6b, so llama.cpp would read the "
+                           "ChatGLM3 remote-code tokenizer, which dspark-convert does not reproduce")
+    config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
+    if "auto_map" in config:
+        raise ConvertError(f"{target_dir / 'tokenizer_config.json'}: auto_map names a remote-code tokenizer, which "
+                           "llama.cpp's ChatGLM vocab method loads and dspark-convert does not reproduce")
+    limit = draft.get("padded_vocab_size", n_vocab)
+    if isinstance(limit, int) and not isinstance(limit, bool) and (target_dir / "tokenizer.json").is_file():
+        data = read_json(target_dir / "tokenizer.json")
+        vocab = (data.get("model") or {}).get("vocab") if isinstance(data, dict) else None
+        ids = list(_added_ids(target_dir).values())
+        ids += [i for i in vocab.values() if isinstance(i, int)] if isinstance(vocab, dict) else []
+        top = max(ids, default=-1)
+        if top >= limit:
+            raise ConvertError(f"{target_dir / 'tokenizer.json'}: token id {top} does not fit the draft's "
+                               f"padded_vocab_size / vocab_size {limit}")
+    _gpt2_with_ids(target_dir, n_vocab, kvs, _ID_ROLES["chatglm"][1], _ID_ROLES["chatglm"][0])
+
+
+def _h_hunyuan(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """HunYuan (dense, VL): byte-level BPE from ``tokenizer.json`` (no padding id when the target's
+    ``pad_token_id`` is negative); eos = the target's ``eod_token_id``; eot = the first id of
+    ``generation_config.json``'s ``eos_token_id`` list when it has two or more. Without tokenizer.json upstream
+    loads a tiktoken tokenizer through remote code: refused."""
+    config = _target_config(target_dir)
+    text = config.get("text_config")
+    merged = {**config, **text} if isinstance(text, dict) else config
+    if not (target_dir / "tokenizer.json").is_file():
+        raise ConvertError(f"{target_dir}: no tokenizer.json; llama.cpp would read a tiktoken vocabulary through "
+                           "remote code (HunYuanModel.set_vocab), which dspark-convert does not reproduce")
+    hf = load_hf_tokenizer(target_dir / "tokenizer.json")
+    tokens, types = bpe_token_list(hf, n_vocab)
+    _token_kvs(kvs, "gpt2", pre_of(hf), tokens, None, types)
+    pad = merged.get("pad_token_id")
+    no_pad = ("bos", "eos", "unk", "sep", "cls", "mask")
+    negative = isinstance(pad, (int, float)) and not isinstance(pad, bool) and pad < 0
+    _extend(kvs, SpecialVocab(target_dir, load_merges=True, types=no_pad if negative else None,
+                              tokenizer_data=hf.data).kvs())
+    eod = merged.get("eod_token_id")
+    if eod is not None:
+        if isinstance(eod, bool) or not isinstance(eod, int) or eod < 0:
+            raise ConvertError(f"{target_dir / 'config.json'}: eod_token_id is {eod!r}, expected a token id")
+        add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["eos"], VT.UINT32, eod))
+    gen = load_json_if_present(target_dir / "generation_config.json") or {}
+    eos = gen.get("eos_token_id")
+    if isinstance(eos, list) and len(eos) >= 2:
+        if isinstance(eos[0], bool) or not isinstance(eos[0], int) or eos[0] < 0:
+            raise ConvertError(f"{target_dir / 'generation_config.json'}: eos_token_id entry {eos[0]!r} is not a "
+                               "token id")
+        add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["eot"], VT.UINT32, eos[0]))
+
+
 HANDLERS: dict[str, Callable[[Path, int | None, list[KV], Draft], None]] = {
     "qwen": _h_qwen, "gpt2": _h_gpt2, "spm": _h_spm, "glm": _h_glm, "glm4": _h_glm4, "solar_open": _h_solar_open,
     "dots3": _h_dots3, "llada": _h_llada, "qwen3_omni": _h_qwen3_omni, "spm_prefix": _h_spm_prefix,
     "nemotron": _h_nemotron, "stablelm": _h_stablelm, "muse": _h_muse, "laguna": _h_laguna,
     "gpt2_or_kimi": _h_gpt2_or_kimi, "gpt2_assert_bos": _h_gpt2_assert_bos, "llama": _h_llama, "gemma": _h_gemma,
     "gemma2": _h_gemma2, "gemma3": _h_gemma3, "gemma4": _h_gemma4, "nemotron_h": _h_nemotron_h, "phi3": _h_phi3,
+    "grok": _h_grok, "jamba": _h_jamba, "deci": _h_deci, "mpt": _h_mpt, "openelm": _h_openelm, "mamba": _h_mamba,
+    "mamba2": _h_mamba2, "internlm2": _h_internlm2, "internlm3": _h_internlm3, "arctic": _h_arctic,
+    "xverse": _h_xverse, "chatglm": _h_chatglm, "hunyuan": _h_hunyuan,
 }
 #: the draft hparams a handler's output depends on (besides vocab_size): part of the cache key
-DRAFT_FACTS: dict[str, tuple[str, ...]] = {"laguna": ("eos_token_id", "bos_token_id")}
+DRAFT_FACTS: dict[str, tuple[str, ...]] = {"laguna": ("eos_token_id", "bos_token_id"),
+                                           "mamba": ("pad_vocab_size_multiple",),
+                                           "mamba2": ("pad_vocab_size_multiple",),
+                                           "chatglm": ("_name_or_path", "padded_vocab_size")}
+
+
+#: handlers whose upstream method falls back to a vocabulary file of llama.cpp's tree when the target has none
+_BUILTIN_VOCABS = {"mamba": "gpt-neox", "mamba2": "gpt-neox", "openelm": "llama-spm"}
 
 
 def target_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str, *, cache: bool = False,
@@ -523,6 +754,10 @@ def target_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str, *, 
     if not target_dir.is_dir():
         raise ConvertError(f"{target_dir}: target model directory not found")
     if not any((target_dir / name).is_file() for name in ("tokenizer.json", "tokenizer.model")):
+        if handler in _BUILTIN_VOCABS:
+            raise ConvertError(f"{target_dir}: no tokenizer files; llama.cpp would use its builtin vocabulary "
+                               f"models/ggml-vocab-{_BUILTIN_VOCABS[handler]}.gguf (a file of its source tree), which "
+                               "dspark-convert does not ship")
         raise ConvertError(f"{target_dir}: no tokenizer files (expected tokenizer.json or tokenizer.model)")
     if vocab_size is not None and (isinstance(vocab_size, bool) or not isinstance(vocab_size, int)
                                    or vocab_size <= 0):

@@ -136,3 +136,139 @@ def phi3_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], l
         tokens[tid], scores[tid] = text, -1000.0
         types[tid] = TokenType.CONTROL if data.get("special") else TokenType.USER_DEFINED
     return tokens, scores, types
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise ValueError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _proto_fields(buf: bytes) -> list[tuple[int, int, Any]]:
+    """(field number, wire type, value) of a protobuf message: varints as int, length-delimited as bytes."""
+    out: list[tuple[int, int, Any]] = []
+    pos = 0
+    while pos < len(buf):
+        key, pos = _varint(buf, pos)
+        field, wire = key >> 3, key & 7
+        value: int | bytes
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+        elif wire == 2:
+            size, pos = _varint(buf, pos)
+            if pos + size > len(buf):
+                raise ValueError("truncated field")
+            value, pos = buf[pos:pos + size], pos + size
+        elif wire in (1, 5):
+            width = 8 if wire == 1 else 4
+            value, pos = buf[pos:pos + width], pos + width
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+        out.append((field, wire, value))
+    return out
+
+
+def spm_add_dummy_prefix(model: Path) -> bool:
+    """``normalizer_spec.add_dummy_prefix`` of a SentencePiece model file (the proto default, true, when unset)."""
+    try:
+        top = _proto_fields(model.read_bytes())
+        value = True
+        for field, wire, spec in top:
+            if field == 3 and wire == 2:  # ModelProto.normalizer_spec
+                for f, w, v in _proto_fields(spec):
+                    if f == 3 and w == 0:  # NormalizerSpec.add_dummy_prefix
+                        value = bool(v)
+        return value
+    except (OSError, ValueError) as e:
+        raise ConvertError(f"{model}: not a readable SentencePiece model ({e})") from None
+
+
+def internlm2_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], list[float], list[int], int | None]:
+    """Upstream ``InternLM2Model.set_vocab``'s list: the first ``n`` SentencePiece pieces (``\\x00`` written as
+    U+1F409, ``[UNUSED...`` pieces UNUSED), ``added_tokens.json`` appended, then ``tokenizer_config.json``
+    ``added_tokens_decoder`` and tokenizer.json ``added_tokens`` set by id (CONTROL when special, else
+    USER_DEFINED, score -1000). Also the id of ``<|im_end|>`` among those entries (the chat eos), if any."""
+    model = target_dir / "tokenizer.model"
+    if not model.is_file():
+        raise ConvertError(f"{model}: file not found (llama.cpp's InternLM2 vocab method needs it)")
+    sp = _load_processor(model)
+    size = sp.vocab_size()
+    n = n_vocab if n_vocab is not None else size
+    if n > size:
+        raise ConvertError(f"{model}: has {size} pieces but the draft vocab_size is {n}; llama.cpp's InternLM2 vocab "
+                           "method reads a piece for every id and stops")
+    tokens, scores, types = _spm_pieces(sp, n)
+    tokens = ["\U0001F409" if t == "\x00" else t for t in tokens]
+    types = [TokenType.UNUSED if t.startswith("[UNUSED") else ty for t, ty in zip(tokens, types, strict=True)]
+    added = load_json_if_present(target_dir / "added_tokens.json") or {}
+    for piece in added:
+        tokens.append(piece)
+        scores.append(-1000.0)
+        types.append(TokenType.USER_DEFINED)
+    chat_eos: int | None = None
+    entries: list[tuple[Path, int, Any]] = []
+    config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
+    decoder = config.get("added_tokens_decoder") or {}
+    for key, data in (decoder.items() if isinstance(decoder, dict) else ()):
+        entries.append((target_dir / "tokenizer_config.json", _int_key(target_dir / "tokenizer_config.json", key),
+                        data))
+    tj = target_dir / "tokenizer.json"
+    if tj.is_file():
+        data_tj = read_json(tj)
+        for item in (data_tj.get("added_tokens") or []) if isinstance(data_tj, dict) else []:
+            if isinstance(item, dict):
+                entries.append((tj, _int_key(tj, item.get("id")), item))
+    for path, tid, data in entries:
+        text = data.get("content") if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            raise ConvertError(f"{path}: added token {tid} has no content string")
+        if text == "<|im_end|>":
+            chat_eos = tid
+        if tid >= len(tokens):
+            raise ConvertError(f"{path}: token id {tid} ({text!r}) does not fit the draft vocab_size {len(tokens)} "
+                               "(llama.cpp's InternLM2 vocab method stops on it)")
+        tokens[tid], scores[tid] = text, -1000.0
+        types[tid] = TokenType.CONTROL if data.get("special") else TokenType.USER_DEFINED
+    return tokens, scores, types, chat_eos
+
+
+def arctic_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], list[float], list[int]]:
+    """Upstream ``ArcticModel.set_vocab``'s list: SentencePiece pieces over ``[PAD{id}]`` padding, then
+    ``tokenizer_config.json`` ``added_tokens_decoder`` entries below ``n``: special ones CONTROL (UNKNOWN for the
+    configured ``unk_token``) with score 0, others USER_DEFINED with score -10000."""
+    model = target_dir / "tokenizer.model"
+    if not model.is_file():
+        raise ConvertError(f"{model}: file not found (llama.cpp's Arctic vocab method needs it)")
+    sp = _load_processor(model)
+    size = sp.vocab_size()
+    n = n_vocab if n_vocab is not None else size
+    if n < size:
+        raise ConvertError(f"{model}: has {size} pieces but the draft vocab_size is {n}; llama.cpp's Arctic vocab "
+                           "method writes every piece and stops")
+    tokens, scores, types = _spm_pieces(sp, n)
+    path = target_dir / "tokenizer_config.json"
+    config = load_json_if_present(path) or {}
+    decoder = config.get("added_tokens_decoder")
+    for key, data in (decoder.items() if isinstance(decoder, dict) else ()):
+        tid = _int_key(path, key)
+        if tid >= n:
+            continue
+        text = data.get("content") if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            raise ConvertError(f"{path}: added token {tid} has no content string")
+        ttype, score = TokenType.USER_DEFINED, -10000.0
+        if data.get("special"):
+            if "unk_token" not in config:
+                raise ConvertError(f"{path}: no unk_token (llama.cpp's Arctic vocab method compares special added "
+                                   "tokens with it)")
+            ttype = TokenType.UNKNOWN if text == config["unk_token"] else TokenType.CONTROL
+            score = 0.0
+        tokens[tid], types[tid], scores[tid] = text, ttype, score
+    return tokens, scores, types
