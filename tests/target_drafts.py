@@ -154,6 +154,16 @@ CASES: dict[str, tuple[Any, dict[str, Any], str, tuple[str, ...]]] = {
     "dflash-mamba2-spm": (dflash, dict(vocab=500, mask=3, taps=[1, 3, 4], seed=3243), "mamba2-spm", ("bf16",)),
     "dflash-chatglm": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 2, 4], seed=3244), "chatglm", ("bf16",)),
     "dspark-hunyuan": (dspark, dict(vocab=QV, mask=QMASK, taps=[0, 2, 4], seed=3245), "hunyuan", ("bf16",)),
+    # MiniMax-01 (template file), Kimi-Linear / Kimi-K3 (eos from the draft), PLaMo 2/3, RWKV world and hybrids
+    "dflash-minimax": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 3, 4], seed=3246), "minimax", ("bf16",)),
+    "dspark-kimi-linear": (dspark, dict(vocab=QV, mask=QMASK, taps=[0, 2, 4], seed=3247), "kimi-linear", ("bf16",)),
+    "dflash-kimi-k3": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 2, 4], seed=3248, eos_token_id=248044),
+                       "kimi-k3", ("bf16",)),
+    "dflash-plamo2": (dflash, dict(vocab=520, mask=3, taps=[1, 3, 4], seed=3249), "plamo2", ("bf16",)),
+    "dspark-plamo3": (dspark, dict(vocab=512, mask=3, taps=[0, 2, 4], seed=3250), "plamo3", ("bf16",)),
+    "dflash-rwkv7": (dflash, dict(vocab=512, mask=3, taps=[1, 3, 4], seed=3251), "rwkv7", ("bf16",)),
+    "dflash2-rwkv6qwen2": (dflash2, dict(vocab=512, mask=3, taps=[1, 2, 3], seed=3252), "rwkv6qwen2", ("bf16",)),
+    "dflash-arwkv7": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 3, 4], seed=3253), "arwkv7", ("bf16",)),
 }
 
 

@@ -235,6 +235,57 @@ def llama_hf_tokenizer(folder: Path, **config: Any) -> None:
     (folder / "tokenizer.json").write_text(llama_hf_tokenizer_text(), encoding="utf-8")
 
 
+PLAMO_SPECIAL = ["<|plamo:unk|>", "<|plamo:bos|>", "<|plamo:eos|>", "<|plamo:pad|>", "<|plamo:op|>"]
+
+
+def plamo_tokenizer(folder: Path, chat_template: str | None = None) -> None:
+    """A PLaMo ``tokenizer.jsonl`` made from the SentencePiece fixture's pieces and scores: five ``<|plamo:...|>``
+    tokens first (the fifth without a type, CONTROL by its name), byte pieces typed BYTE, some lines without a
+    type, a blank line; plus the tokenizer_config.json naming bos/eos/pad/unk."""
+    import sentencepiece
+
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(SPM_FIXTURE / "tokenizer.model"))
+    lines = []
+    for i in range(sp.vocab_size()):
+        piece, score = sp.id_to_piece(i), sp.get_score(i)
+        if i < len(PLAMO_SPECIAL):
+            piece = PLAMO_SPECIAL[i]
+            kind = ["UNKNOWN", "CONTROL", "CONTROL", "CONTROL", None][i]
+        else:
+            kind = "BYTE" if sp.is_byte(i) else ("NORMAL" if i % 3 else None)
+        entry = [piece, score] if kind is None else [piece, score, kind, "", 0]
+        lines.append(json.dumps(entry, ensure_ascii=False))
+        if i == 300:
+            lines.append("")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tokenizer.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    config: dict[str, Any] = {"tokenizer_class": "Plamo2Tokenizer", "bos_token": "<|plamo:bos|>",
+                              "eos_token": "<|plamo:eos|>", "pad_token": "<|plamo:pad|>", "unk_token": "<|plamo:unk|>",
+                              "sep_token": None, "add_bos_token": True, "add_eos_token": False}
+    if chat_template is not None:
+        config["chat_template"] = chat_template
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
+
+
+def rwkv_world_tokenizer(folder: Path) -> None:
+    """An RWKV world list (``ID LITERAL LENGTH`` lines, str or bytes literals as the real file writes them): the 256
+    bytes, then the corpus words (a quote, a backslash and non-ASCII text among them), with a chat template."""
+    corpus = (Path(__file__).resolve().parents[1] / "fixtures" / "corpus.txt").read_text(encoding="utf-8")
+    words = list(dict.fromkeys(w for w in corpus.split() if len(w) > 1))[:150] + ["it's", 'say "hi"', "a\\b", "é ü",
+                                                                                  "中文"]
+    lines = []
+    for b in range(256):
+        literal = repr(chr(b)) if 32 <= b < 127 else repr(bytes([b]))
+        lines.append(f"{b + 1} {literal} 1")
+    for i, w in enumerate(words):
+        lines.append(f"{257 + i} {w!r} {len(w.encode('utf-8'))}")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "rwkv_vocab_v20230424.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{% for m in messages %}"
+                                                              "{{ m['role'] }}: {{ m['content'] }}\n\n{% endfor %}"}),
+                                                  encoding="utf-8")
+
+
 GLM_ADDED = [("[MASK]", True), ("[gMASK]", True), ("[sMASK]", True), ("<sop>", True), ("<eop>", True),
              ("<|system|>", True), ("<|user|>", True), ("<|assistant|>", True), ("<|observation|>", True)]
 
@@ -294,6 +345,15 @@ TARGETS: dict[str, Any] = {
     "chatglm": ("glm", lambda: _flat("GlmForCausalLM", "glm", 6, 64, QWEN35_VOCAB, num_key_value_heads=4)),
     "hunyuan": ("hunyuan", lambda: _flat("HunYuanDenseV1ForCausalLM", "hunyuan_v1_dense", 6, 64, QWEN35_VOCAB,
                                          eod_token_id=248046, pad_token_id=-1)),
+    "minimax": ("jinja-override", lambda: _flat("MiniMaxM1ForCausalLM", "minimax_m1", 6, 64, QWEN35_VOCAB)),
+    "kimi-linear": ("qwen35", lambda: _flat("KimiLinearForCausalLM", "kimi_linear", 6, 64, QWEN35_VOCAB)),
+    "kimi-k3": ("qwen35", lambda: {"architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3",
+                                   "text_config": _flat("KimiLinearForCausalLM", "kimi_linear", 6, 64, QWEN35_VOCAB)}),
+    "plamo2": ("plamo", lambda: _flat("PLaMo2ForCausalLM", "plamo2", 6, 64, 520)),
+    "plamo3": ("plamo3", lambda: _flat("Plamo3ForCausalLM", "plamo3", 6, 64, 512)),
+    "rwkv7": ("rwkv-world", lambda: _flat("RWKV7ForCausalLM", "rwkv7", 6, 64, 512)),
+    "rwkv6qwen2": ("spm", lambda: _flat("RWKV6Qwen2ForCausalLM", "rwkv6qwen2", 6, 64, 512)),
+    "arwkv7": ("qwen35", lambda: _flat("RwkvHybridForCausalLM", "rwkv_hybrid", 6, 64, QWEN35_VOCAB)),
 }
 
 
@@ -344,6 +404,17 @@ def make_target(root: Path, name: str) -> Path:
         qwen35_tokenizer(folder)
         (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": [248046, 248044]}),
                                                        encoding="utf-8")
+    elif kind == "jinja-override":
+        qwen35_tokenizer(folder)
+        (folder / "chat_template.jinja").write_text("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}"
+                                                    "{% endfor %}", encoding="utf-8")
+    elif kind == "plamo":
+        plamo_tokenizer(folder)
+    elif kind == "plamo3":
+        plamo_tokenizer(folder, chat_template=QWEN_CHAT)
+        (folder / "chat_template.jinja").write_text("{{ messages[0]['content'] }}", encoding="utf-8")
+    elif kind == "rwkv-world":
+        rwkv_world_tokenizer(folder)
     elif kind == "deepseek-v32":
         deepseek_tokenizer_files(folder, add_bos_token=True)
     return folder

@@ -63,14 +63,16 @@ def test_every_method_handler_exists_and_is_used() -> None:
 
 def test_supported_counts() -> None:
     supported = T.supported_architectures()
-    assert len(supported) == 188
+    assert len(supported) == 202
     assert {"Qwen3_5ForCausalLM", "Qwen3_5MoeForConditionalGeneration", "BailingMoeV3ForCausalLM",
             "Glm4MoeForCausalLM", "Glm5NextForConditionalGeneration", "MuseGlimmerForConditionalGeneration",
             "LagunaForCausalLM", "MiniCPMForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration",
             "NemotronHForCausalLM", "Gemma4ForConditionalGeneration", "InternLM2ForCausalLM", "InternLM3ForCausalLM",
             "HunYuanDenseV1ForCausalLM", "HunYuanVLForConditionalGeneration", "GlmForCausalLM", "ChatGLMModel",
             "Grok1ForCausalLM", "MPTForCausalLM", "JambaForCausalLM", "DeciLMForCausalLM", "XverseForCausalLM",
-            "ArcticForCausalLM", "MambaForCausalLM", "Mamba2ForCausalLM", "OpenELMForCausalLM"} <= set(supported)
+            "ArcticForCausalLM", "MambaForCausalLM", "Mamba2ForCausalLM", "OpenELMForCausalLM", "KimiLinearForCausalLM",
+            "KimiK3ForConditionalGeneration", "MiniMaxM1ForCausalLM", "PLaMo2ForCausalLM", "Plamo3ForCausalLM",
+            "Rwkv6ForCausalLM", "RWKV7ForCausalLM", "RWKV6Qwen2ForCausalLM", "RwkvHybridForCausalLM"} <= set(supported)
 
 
 def test_no_hand_kept_target_list_in_the_package() -> None:
@@ -132,7 +134,6 @@ def test_text_architecture_follows_upstream() -> None:
                            r"from \(upstream raises TypeError on a draft\)"),
     ("QWenLMHeadModel", r"uses llama.cpp's vocab method _set_vocab_qwen, which dspark-convert does not reproduce"),
     ("HunYuanMoEV1ForCausalLM", r"vocab method HunYuanMoEModel.set_vocab, which"),
-    ("Rwkv7ForCausalLM", r"vocab method _set_vocab_rwkv_world, which"),
     ("MiniCPM5ForCausalLM", r"'MiniCPM5ForCausalLM' is not a text architecture llama.cpp b11434 registers"),
 ])
 def test_refusals_name_the_reason(tmp_path: Path, arch: str, message: str) -> None:
@@ -162,7 +163,7 @@ def test_every_table_row_is_supported_or_refused_in_one_line(tmp_path: Path) -> 
             assert handler == T.METHOD_HANDLERS[row["method"]]
             assert row["role"] == "target" or (row["role"], row["failure"]) == ("fails", "super")
             outcomes["supported"] += 1
-    assert outcomes == {"supported": 188, "refused": 276 - 188 - 1}
+    assert outcomes == {"supported": 202, "refused": 276 - 202 - 1}
 
 
 # ---------------------------------------------------------------------------------------------- vocab methods
@@ -289,6 +290,15 @@ def _folder(tmp_path: Path, arch: str, files: dict[str, str], **config: object) 
      r"_name_or_path names THUDM/chatglm3-6b"),
     ("ChatGLMModel", {"tokenizer.json": "{}", "tokenizer_config.json": '{"auto_map": {}}'}, {},
      r"auto_map names a remote-code tokenizer"),
+    # template files of llama.cpp's tree, used when the target has none
+    ("MiniMaxText01ForCausalLM", {"tokenizer.json": "{}"}, {},
+     r"chat_template.jinja: file not found; llama.cpp's MiniMaxText01Model.set_vocab then writes "
+     r"models/templates/MiniMax-M1.jinja of its source tree"),
+    ("RWKV7ForCausalLM", {"rwkv_vocab_v20230424.txt": "1 'a' 1\n"}, {},
+     r"no chat template .*RWKV world vocab method then writes models/templates/llama-cpp-rwkv-world.jinja"),
+    ("Rwkv6ForCausalLM", {}, {}, r"rwkv_vocab_v20230424.txt: file not found \(the rwkv_world vocab method reads it\)"),
+    ("PLaMo2ForCausalLM", {"tokenizer.jsonl": '["a", 0.0]\n', "tokenizer_config.json": '{"bos_token": "<s>"}'}, {},
+     r"tokenizer_config.json: bos_token '<s>' is not a token of tokenizer.jsonl"),
     ("DeciLMForCausalLM", {"tokenizer.json": '{"model": {"type": "BPE", "vocab": {}, "merges": []}}'}, {},
      r"not a SentencePiece-style BPE tokenizer \(byte_fallback, Sequence decoder\); llama.cpp's "
      r"DeciModel.set_vocab reads it with LlamaHfVocab"),
@@ -298,6 +308,25 @@ def test_custom_methods_refuse_the_branches_upstream_cannot_take(tmp_path: Path,
     target = _folder(tmp_path, arch, files)
     with pytest.raises(ConvertError, match=message):
         target_vocab_kvs(target, 512, vocab_handler_for_target(target), draft=draft)
+
+
+def test_kimi_k3_eos_comes_from_the_draft(targets_dir: Path, tmp_path: Path) -> None:
+    """Kimi-K3 writes the draft's eos_token_id (upstream runs it on the draft); a list stops upstream; a target
+    without a chat template would get a file of upstream's tree."""
+    target = make_target(targets_dir, "kimi-k3")
+    kvs = {kv.name: kv.value for kv in target_vocab_kvs(target, 248320, "kimi_k3", draft={"eos_token_id": 7})}
+    assert kvs["tokenizer.ggml.eos_token_id"] == 7
+    with pytest.raises(ConvertError, match=r"draft config.json: eos_token_id is \[1, 2\]; llama.cpp's Kimi-K3"):
+        target_vocab_kvs(target, 248320, "kimi_k3", draft={"eos_token_id": [1, 2]})
+    bare = tmp_path / "k3"
+    bare.mkdir()
+    for f in ("config.json", "tokenizer.json"):
+        (bare / f).write_bytes((target / f).read_bytes())
+    config = json.loads((target / "tokenizer_config.json").read_text())
+    del config["chat_template"]
+    (bare / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(ConvertError, match=r"k3: no chat template .*models/templates/Kimi-K3.jinja"):
+        target_vocab_kvs(bare, 248320, "kimi_k3", draft={})
 
 
 def test_internlm2_refuses_a_draft_vocabulary_beyond_the_pieces(targets_dir: Path) -> None:

@@ -52,4 +52,12 @@ VOCAB_METHOD_HANDLERS: dict[str, str] = {
     "XverseModel.set_vocab": "xverse",
     "ChatGLMModel.set_vocab": "chatglm",  # its ChatGLM3 and remote-code branches are refused
     "HunYuanModel.set_vocab": "hunyuan",  # its tiktoken (remote code) branch is refused
+    "MiniMaxText01Model.set_vocab": "minimax01",  # needs the target's chat_template.jinja (else a file of upstream)
+    "KimiLinearModel.set_vocab": "gpt2_or_kimi",  # tokenizer.json; its tiktoken (remote code) fallback is refused
+    "KimiK3Model.set_vocab": "kimi_k3",
+    "_set_vocab_plamo": "plamo",
+    "Plamo3Model.set_vocab": "plamo3",
+    "_set_vocab_rwkv_world": "rwkv_world",  # needs a target chat template (else a file of upstream)
+    "RWKV6Qwen2Model.set_vocab": "qwen",  # SentencePiece when tokenizer.model exists, else byte-level BPE
+    "ARwkv7Model.set_vocab": "qwen",
 }

@@ -29,6 +29,22 @@ upstream path they replay:
 ``gemma4``        LlamaHfVocab-style list, model ``gemma4``, add_space_prefix false, add_bos_token true
 ``nemotron_h``    byte-level BPE padded to a multiple of 8, add_bos_token true unless the target is MoE
 ``phi3``          Phi-3's own SentencePiece list (byte-level BPE when tokenizer_class is GPT2Tokenizer)
+``grok``          SentencePiece, else byte-level BPE (needs chat_template.jinja beside tokenizer.json)
+``jamba``         SentencePiece, else LlamaHfVocab + add_space_prefix false
+``deci``          byte-level BPE when the draft's vocab_size is 128256, else LlamaHfVocab
+``mpt``           byte-level BPE, else SentencePiece + add_bos false, pad 3, eos 1, unk 0
+``openelm``       SentencePiece (the builtin llama-spm fallback is refused)
+``mamba(2)``      the draft's vocab_size padded to pad_vocab_size_multiple; byte-level BPE / SentencePiece
+``internlm2``     InternLM2's SentencePiece list + add_dummy_prefix + eos ``<|im_end|>``
+``internlm3``     SentencePiece + add_prefix_space + eos ``<|im_end|>`` when a special added token
+``arctic``        SentencePiece with added_tokens_decoder redefinitions (score 0 / -10000)
+``xverse``        transformers' vocabulary as a ``llama`` list without scores
+``chatglm``       byte-level BPE, eos/unk ``<|endoftext|>``, eot ``<|user|>`` (ChatGLM3 / remote code refused)
+``hunyuan``       byte-level BPE, eos from eod_token_id, eot from generation_config.json (tiktoken refused)
+``minimax01``     byte-level BPE + chat_template.jinja
+``kimi_k3``       byte-level BPE + eos = the **draft's** eos_token_id (needs a target chat template)
+``plamo(3)``      PLaMo tokenizer.jsonl (:mod:`~dspark_convert.tokenizer.vocab_files`)
+``rwkv_world``    the RWKV world list, eot 261, bos/eos 0 (needs a target chat template)
 ================  ==============================================================================================
 
 Upstream runs the target class's ``set_vocab`` on the draft, so the draft's config answers some questions (its
@@ -60,7 +76,7 @@ from .bpe import (
     xverse_token_list,
 )
 from .fastbpe import NotFast, load_fast_bpe
-from .special import SpecialVocab, token_content
+from .special import SpecialVocab, chat_template_kvs, token_content
 from .spm import (
     _int_key,
     arctic_token_list,
@@ -70,6 +86,7 @@ from .spm import (
     spm_token_list,
 )
 from .targets import handler_for_architecture, text_architecture
+from .vocab_files import PLAMO_FILE, RWKV_WORLD_FILE, plamo_vocab, rwkv_world_tokens
 
 __all__ = ["HANDLERS", "vocab_handler_for_target", "target_vocab_kvs", "identify_bpe_pre"]
 
@@ -708,6 +725,89 @@ def _h_hunyuan(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draf
         add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["eot"], VT.UINT32, eos[0]))
 
 
+def _template_file(target_dir: Path, method: str, bundled: str) -> str:
+    """The target's ``chat_template.jinja``; upstream falls back to a template file of its own tree: refused."""
+    template = target_dir / "chat_template.jinja"
+    if not template.is_file():
+        raise ConvertError(f"{template}: file not found; llama.cpp's {method} then writes models/templates/{bundled} "
+                           "of its source tree, which dspark-convert does not ship")
+    return template.read_text(encoding="utf-8")
+
+
+def _h_minimax01(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """MiniMax-Text-01 / M1: byte-level BPE; ``chat_template.jinja`` replaces the chat template."""
+    template = _template_file(target_dir, "MiniMaxText01Model.set_vocab", "MiniMax-M1.jinja")
+    _set_vocab_gpt2(target_dir, n_vocab, kvs)
+    add_kv(kvs, KV(S.TOKENIZER_CHAT_TEMPLATE, VT.STRING, template))
+
+
+def _h_kimi_k3(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Kimi-K3: Kimi-Linear's method (byte-level BPE; its tiktoken fallback refused), then eos = the **draft's**
+    ``eos_token_id``; a target without a chat template gets one of upstream's tree (refused)."""
+    _h_gpt2_or_kimi(target_dir, n_vocab, kvs, draft)
+    eos = draft.get("eos_token_id")
+    if eos is not None:
+        if isinstance(eos, bool) or not isinstance(eos, int) or eos < 0:
+            raise ConvertError(f"draft config.json: eos_token_id is {eos!r}; llama.cpp's Kimi-K3 vocab method writes it "
+                               "as one token id and stops on anything else")
+        add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["eos"], VT.UINT32, eos))
+    if not any(kv.name == S.TOKENIZER_CHAT_TEMPLATE for kv in kvs):
+        raise ConvertError(f"{target_dir}: no chat template (tokenizer_config.json, chat_template.jinja); llama.cpp's "
+                           "Kimi-K3 vocab method then writes models/templates/Kimi-K3.jinja of its source tree, which "
+                           "dspark-convert does not ship")
+
+
+def _h_plamo(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft, *, plamo3: bool = False) -> None:
+    """PLaMo 2 (``_set_vocab_plamo``): ``tokenizer.jsonl`` (:func:`~.vocab_files.plamo_vocab`), model ``plamo2``,
+    special ids by token text, eot 4, add_space_prefix false, add_bos/add_eos from tokenizer_config.json."""
+    tokens, scores, types, ids, config = plamo_vocab(target_dir, n_vocab)
+    _token_kvs(kvs, "plamo2", "default", tokens, scores, types)
+    for typ, tid in ids.items():
+        add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS[typ], VT.UINT32, tid))
+    add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["eot"], VT.UINT32, 4))
+    add_kv(kvs, _bool(S.TOKENIZER_ADD_SPACE_PREFIX, False))
+    for typ in ("bos", "eos"):
+        value = config.get(f"add_{typ}_token")
+        if value is not None:
+            if not isinstance(value, bool):
+                raise ConvertError(f"{target_dir / 'tokenizer_config.json'}: add_{typ}_token is {value!r}, expected "
+                                   "true or false")
+            add_kv(kvs, _bool(S.ADD_TOKEN_KEYS[typ], value))
+    if plamo3:
+        template = config.get("chat_template")
+        jinja = target_dir / "chat_template.jinja"
+        if jinja.is_file():
+            template = jinja.read_text(encoding="utf-8")
+        if template:
+            if not isinstance(template, (str, list)):
+                raise ConvertError(f"{target_dir / 'tokenizer_config.json'}: chat_template is a "
+                                   f"{type(template).__name__}, expected a string or a list")
+            _extend(kvs, chat_template_kvs(template))
+
+
+def _h_plamo3(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """PLaMo 3: PLaMo 2's vocabulary, then the chat template (``chat_template.jinja`` over tokenizer_config.json's)."""
+    _h_plamo(target_dir, n_vocab, kvs, draft, plamo3=True)
+
+
+def _h_rwkv_world(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """RWKV 6/7 world: :func:`~.vocab_files.rwkv_world_tokens`, model ``rwkv``; eot 261 unless configured, bos and
+    eos 0. A target without a chat template gets one of upstream's tree (refused)."""
+    tokens, types = rwkv_world_tokens(target_dir, n_vocab)
+    add_kv(kvs, _str(S.TOKENIZER_MODEL, "rwkv"))
+    add_kv(kvs, KV(S.TOKENIZER_TOKENS, VT.ARRAY, tokens, VT.STRING))
+    add_kv(kvs, KV(S.TOKENIZER_TOKEN_TYPE, VT.ARRAY, list(types), VT.INT32))
+    sv = SpecialVocab(target_dir)
+    if sv.chat_template is None:
+        raise ConvertError(f"{target_dir}: no chat template (tokenizer_config.json, chat_template.jinja); llama.cpp's "
+                           "RWKV world vocab method then writes models/templates/llama-cpp-rwkv-world.jinja of its "
+                           "source tree, which dspark-convert does not ship")
+    sv.set_special_token("eot", 261)
+    sv.special_ids["bos"] = 0
+    sv.special_ids["eos"] = 0
+    _extend(kvs, sv.kvs())
+
+
 HANDLERS: dict[str, Callable[[Path, int | None, list[KV], Draft], None]] = {
     "qwen": _h_qwen, "gpt2": _h_gpt2, "spm": _h_spm, "glm": _h_glm, "glm4": _h_glm4, "solar_open": _h_solar_open,
     "dots3": _h_dots3, "llada": _h_llada, "qwen3_omni": _h_qwen3_omni, "spm_prefix": _h_spm_prefix,
@@ -716,17 +816,21 @@ HANDLERS: dict[str, Callable[[Path, int | None, list[KV], Draft], None]] = {
     "gemma2": _h_gemma2, "gemma3": _h_gemma3, "gemma4": _h_gemma4, "nemotron_h": _h_nemotron_h, "phi3": _h_phi3,
     "grok": _h_grok, "jamba": _h_jamba, "deci": _h_deci, "mpt": _h_mpt, "openelm": _h_openelm, "mamba": _h_mamba,
     "mamba2": _h_mamba2, "internlm2": _h_internlm2, "internlm3": _h_internlm3, "arctic": _h_arctic,
-    "xverse": _h_xverse, "chatglm": _h_chatglm, "hunyuan": _h_hunyuan,
+    "xverse": _h_xverse, "chatglm": _h_chatglm, "hunyuan": _h_hunyuan, "minimax01": _h_minimax01,
+    "kimi_k3": _h_kimi_k3, "plamo": _h_plamo, "plamo3": _h_plamo3, "rwkv_world": _h_rwkv_world,
 }
 #: the draft hparams a handler's output depends on (besides vocab_size): part of the cache key
 DRAFT_FACTS: dict[str, tuple[str, ...]] = {"laguna": ("eos_token_id", "bos_token_id"),
                                            "mamba": ("pad_vocab_size_multiple",),
                                            "mamba2": ("pad_vocab_size_multiple",),
-                                           "chatglm": ("_name_or_path", "padded_vocab_size")}
+                                           "chatglm": ("_name_or_path", "padded_vocab_size"),
+                                           "kimi_k3": ("eos_token_id",)}
 
 
 #: handlers whose upstream method falls back to a vocabulary file of llama.cpp's tree when the target has none
 _BUILTIN_VOCABS = {"mamba": "gpt-neox", "mamba2": "gpt-neox", "openelm": "llama-spm"}
+#: handlers that read a vocabulary file of their own format instead of tokenizer.json / tokenizer.model
+_OWN_FORMATS = {"plamo": PLAMO_FILE, "plamo3": PLAMO_FILE, "rwkv_world": RWKV_WORLD_FILE}
 
 
 def target_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str, *, cache: bool = False,
@@ -753,7 +857,10 @@ def target_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str, *, 
         raise ConvertError(f"unknown tokenizer handler '{handler}' (known: {', '.join(sorted(HANDLERS))})")
     if not target_dir.is_dir():
         raise ConvertError(f"{target_dir}: target model directory not found")
-    if not any((target_dir / name).is_file() for name in ("tokenizer.json", "tokenizer.model")):
+    own = _OWN_FORMATS.get(handler)
+    if own is not None and not (target_dir / own).is_file():
+        raise ConvertError(f"{target_dir / own}: file not found (the {handler} vocab method reads it)")
+    if own is None and not any((target_dir / name).is_file() for name in ("tokenizer.json", "tokenizer.model")):
         if handler in _BUILTIN_VOCABS:
             raise ConvertError(f"{target_dir}: no tokenizer files; llama.cpp would use its builtin vocabulary "
                                f"models/ggml-vocab-{_BUILTIN_VOCABS[handler]}.gguf (a file of its source tree), which "
