@@ -326,7 +326,7 @@ TARGETS: dict[str, Any] = {
     "nemotron": ("spm", lambda: _flat("NemotronForCausalLM", "nemotron", 6, 64, 512, num_key_value_heads=4)),
     "deepseek-v32": ("deepseek-v32", lambda: _flat("DeepseekV32ForCausalLM", "deepseek_v32", 6, 64, 129280)),
     # custom vocab methods (SentencePiece variants, LlamaHfVocab, byte-level BPE with named ids)
-    "internlm2": ("spm-added", lambda: _flat("InternLM2ForCausalLM", "internlm2", 6, 64, 512, bos_token_id=1,
+    "internlm2": ("spm-added-json", lambda: _flat("InternLM2ForCausalLM", "internlm2", 6, 64, 512, bos_token_id=1,
                                              eos_token_id=2)),
     "internlm3": ("spm-added-prefix", lambda: _flat("InternLM3ForCausalLM", "internlm3", 6, 64, 512, bos_token_id=1,
                                                     eos_token_id=2)),
@@ -393,6 +393,10 @@ def make_target(root: Path, name: str) -> Path:
         spm_tokenizer(folder, add_prefix_space=False)
     elif kind == "spm-added":
         spm_added_tokenizer(folder)
+    elif kind == "spm-added-json":  # added_tokens.json entries are appended after the pieces by InternLM2
+        spm_added_tokenizer(folder)
+        (folder / "added_tokens.json").write_text(json.dumps({"<|action_start|>": 512, "<|action_end|>": 513}),
+                                                  encoding="utf-8")
     elif kind == "spm-added-prefix":
         spm_added_tokenizer(folder, add_prefix_space=False)
     elif kind == "llama-hf":

@@ -336,7 +336,9 @@ def test_internlm2_refuses_a_draft_vocabulary_beyond_the_pieces(targets_dir: Pat
         target_vocab_kvs(target, 520, "internlm2")
     kvs = {kv.name: kv.value for kv in target_vocab_kvs(target, 512, "internlm2")}
     assert kvs["tokenizer.ggml.eos_token_id"] == 509  # <|im_end|> replaces </s>
-    assert kvs["tokenizer.ggml.tokens"][508:] == ["<|im_start|>", "<|im_end|>", "<|plugin|>", "\u2581user\u2581"]
+    # added_tokens_decoder sets ids; added_tokens.json is appended after the pieces (whatever ids it names)
+    assert kvs["tokenizer.ggml.tokens"][508:] == ["<|im_start|>", "<|im_end|>", "<|plugin|>", "\u2581user\u2581",
+                                                  "<|action_start|>", "<|action_end|>"]
     assert kvs["tokenizer.ggml.add_space_prefix"] is True
 
 

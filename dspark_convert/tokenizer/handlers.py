@@ -751,7 +751,7 @@ def _h_kimi_k3(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draf
             raise ConvertError(f"draft config.json: eos_token_id is {eos!r}; llama.cpp's Kimi-K3 vocab method writes it "
                                "as one token id and stops on anything else")
         add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["eos"], VT.UINT32, eos))
-    if not any(kv.name == S.TOKENIZER_CHAT_TEMPLATE for kv in kvs):
+    if not any(kv.name.startswith(S.TOKENIZER_CHAT_TEMPLATE) for kv in kvs):  # a template, or named ones
         raise ConvertError(f"{target_dir}: no chat template (tokenizer_config.json, chat_template.jinja); llama.cpp's "
                            "Kimi-K3 vocab method then writes models/templates/Kimi-K3.jinja of its source tree, which "
                            "dspark-convert does not ship")
