@@ -146,6 +146,8 @@ CASES: dict[str, tuple[Any, dict[str, Any], str, tuple[str, ...]]] = {
     "dflash-deci": (dflash, dict(vocab=512, mask=3, taps=[1, 2, 4], seed=3235), "deci", ("bf16",)),
     "dspark-xverse": (dspark, dict(vocab=512, mask=3, taps=[0, 3, 4], seed=3236), "xverse", ("bf16",)),
     "dflash-mpt-spm": (dflash, dict(vocab=512, mask=3, taps=[1, 3, 4], seed=3237), "mpt-spm", ("bf16",)),
+    "dflash-mpt-unknown-hash": (dflash, dict(vocab=1024, mask=3, taps=[1, 2, 4], seed=3254), "mpt-unknown-hash",
+                                ("bf16",)),
     "dspark-mpt": (dspark, dict(vocab=QV, mask=QMASK, taps=[0, 2, 4], seed=3238), "mpt", ("bf16",)),
     "dflash-grok": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 3, 4], seed=3239), "grok", ("bf16",)),
     "dspark-grok-spm": (dspark, dict(vocab=512, mask=3, taps=[0, 2, 4], seed=3240), "grok-spm", ("bf16",)),

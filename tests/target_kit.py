@@ -185,6 +185,7 @@ def _flat(arch: str, model_type: str, layers: int, hidden: int, vocab: int, **ex
             "tie_word_embeddings": False, **extra}
 
 
+QWEN3_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "target-qwen3"  # byte-level BPE, 1017 tokens
 SPM_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "target-llama2-spm"  # Llama-2-style tokenizer.model, 512
 
 
@@ -334,9 +335,12 @@ TARGETS: dict[str, Any] = {
     "jamba": ("spm", lambda: _flat("JambaForCausalLM", "jamba", 6, 64, 512)),
     "jamba-hf": ("llama-hf", lambda: _flat("JambaForCausalLM", "jamba", 6, 64, 512)),
     "deci": ("llama-hf", lambda: _flat("DeciLMForCausalLM", "deci", 6, 64, 512)),
+    "deci-bpe": ("qwen3-fixture", lambda: _flat("DeciLMForCausalLM", "deci", 6, 64, 128256)),
     "xverse": ("llama-hf", lambda: _flat("XverseForCausalLM", "xverse", 6, 64, 512, bos_token_id=1, eos_token_id=2)),
     "mpt-spm": ("spm", lambda: _flat("MPTForCausalLM", "mpt", 6, 64, 512)),
     "mpt": ("qwen35", lambda: _flat("MPTForCausalLM", "mpt", 6, 64, QWEN35_VOCAB)),
+    # a byte-level tokenizer.json whose hash upstream does not know, beside a tokenizer.model: SentencePiece fallback
+    "mpt-unknown-hash": ("qwen3-fixture+spm", lambda: _flat("MPTForCausalLM", "mpt", 6, 64, 1024)),
     "grok": ("grok", lambda: _flat("Grok1ForCausalLM", "grok-1", 6, 64, QWEN35_VOCAB)),
     "grok-spm": ("spm", lambda: _flat("GrokForCausalLM", "grok", 6, 64, 512)),
     "openelm": ("spm", lambda: _flat("OpenELMForCausalLM", "openelm", 6, 64, 512)),
@@ -391,6 +395,11 @@ def make_target(root: Path, name: str) -> Path:
         spm_tokenizer(folder)
     elif kind == "spm-prefix":
         spm_tokenizer(folder, add_prefix_space=False)
+    elif kind in ("qwen3-fixture", "qwen3-fixture+spm"):  # the committed byte-level BPE fixture (1017 tokens)
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copyfile(QWEN3_FIXTURE / name, folder / name)
+        if kind.endswith("+spm"):
+            shutil.copyfile(SPM_FIXTURE / "tokenizer.model", folder / "tokenizer.model")
     elif kind == "spm-added":
         spm_added_tokenizer(folder)
     elif kind == "spm-added-json":  # added_tokens.json entries are appended after the pieces by InternLM2

@@ -329,6 +329,19 @@ def test_kimi_k3_eos_comes_from_the_draft(targets_dir: Path, tmp_path: Path) -> 
         target_vocab_kvs(bare, 248320, "kimi_k3", draft={})
 
 
+def test_deci_method_follows_the_draft_vocab_size(targets_dir: Path) -> None:
+    """DeciLM: a draft vocab_size of 128256 (Llama-3.1-Nemotron-51B) takes _set_vocab_gpt2's body, any other
+    LlamaHfVocab (DeciLM-7B; upstream stops on a byte-level tokenizer.json there)."""
+    target = make_target(targets_dir, "deci-bpe")
+    kvs = [(kv.name, kv.value) for kv in target_vocab_kvs(target, 128256, "deci")]
+    assert kvs == [(kv.name, kv.value) for kv in target_vocab_kvs(target, 128256, "gpt2")]
+    assert dict(kvs)["tokenizer.ggml.model"] == "gpt2"
+    with pytest.raises(ConvertError, match=r"not a SentencePiece-style BPE tokenizer .*DeciModel.set_vocab"):
+        target_vocab_kvs(target, 1024, "deci")
+    hf = make_target(targets_dir, "deci")
+    assert {kv.name: kv.value for kv in target_vocab_kvs(hf, 512, "deci")}["tokenizer.ggml.model"] == "llama"
+
+
 def test_internlm2_refuses_a_draft_vocabulary_beyond_the_pieces(targets_dir: Path) -> None:
     target = make_target(targets_dir, "internlm2")
     with pytest.raises(ConvertError, match=r"tokenizer.model: has 512 pieces but the draft vocab_size is 520; "

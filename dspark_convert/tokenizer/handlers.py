@@ -553,19 +553,30 @@ def _h_deci(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) 
 
 
 def _h_mpt(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
-    """MPT: byte-level BPE; when that fails, SentencePiece with add_bos false, padding 3, eos 1, unknown 0
-    (upstream's SEA-LION fallback)."""
-    try:
-        more: list[KV] = []
-        _set_vocab_gpt2(target_dir, n_vocab, more)
-    except ConvertError as e:
-        if not (target_dir / "tokenizer.model").is_file():
-            raise ConvertError(f"{e} (and no tokenizer.model for llama.cpp's MPT SentencePiece fallback)") from None
+    """MPT: byte-level BPE; when that fails upstream (a file it cannot read, or a pre-tokenizer hash it does not
+    know), SentencePiece with add_bos false, padding 3, eos 1, unknown 0 (upstream's SEA-LION fallback). Without
+    ``tokenizer.model`` for that fallback, upstream stops: an unknown hash is then accepted by its regex family (as
+    for every byte-level BPE target, with a note), anything else refused."""
+    from ..notes import collecting
+
+    spm = (target_dir / "tokenizer.model").is_file()
+    more: list[KV] = []
+    failed = False
+    with collecting() as inner:
+        try:
+            _set_vocab_gpt2(target_dir, n_vocab, more)
+        except ConvertError as e:
+            if not spm:
+                raise ConvertError(f"{e} (and no tokenizer.model for llama.cpp's MPT SentencePiece fallback)") from None
+            failed = True
+    if failed or (spm and any(n.rule == "pre-tokenizer-by-regex" for n in inner)):
         _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
         add_kv(kvs, _bool(S.ADD_TOKEN_KEYS["bos"], False))
         for typ, tid in (("pad", 3), ("eos", 1), ("unk", 0)):
             add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS[typ], VT.UINT32, tid))
         return
+    for n in inner:
+        note(n.subject, n.rule, n.message)
     _extend(kvs, more)
 
 
