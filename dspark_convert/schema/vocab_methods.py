@@ -5,7 +5,7 @@ A method not listed is refused for a target in one line naming it.
 
 from __future__ import annotations
 
-__all__ = ["VOCAB_METHOD_HANDLERS"]
+__all__ = ["VOCAB_METHOD_HANDLERS", "VOCAB_METHODS_NOT_REPRODUCED"]
 
 #: upstream vocab method -> handler name
 VOCAB_METHOD_HANDLERS: dict[str, str] = {
@@ -60,4 +60,12 @@ VOCAB_METHOD_HANDLERS: dict[str, str] = {
     "_set_vocab_rwkv_world": "rwkv_world",  # needs a target chat template (else a file of upstream)
     "RWKV6Qwen2Model.set_vocab": "qwen",  # SentencePiece when tokenizer.model exists, else byte-level BPE
     "ARwkv7Model.set_vocab": "qwen",
+}
+
+#: upstream vocab methods not reproduced, with why (the refusal names it)
+VOCAB_METHODS_NOT_REPRODUCED: dict[str, str] = {
+    "_set_vocab_qwen": "it reads the tiktoken vocabulary only through the target's remote tokenizer code "
+                       "(tokenization_qwen.py), which dspark-convert never runs",
+    "HunYuanMoEModel.set_vocab": "it reads the tiktoken vocabulary only through the target's remote tokenizer code "
+                                 "(mergeable_ranks), which dspark-convert never runs",
 }

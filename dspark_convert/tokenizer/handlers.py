@@ -691,6 +691,9 @@ def _h_chatglm(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draf
         raise ConvertError(f"{target_dir / 'tokenizer_config.json'}: auto_map names a remote-code tokenizer, which "
                            "llama.cpp's ChatGLM vocab method loads and dspark-convert does not reproduce")
     limit = draft.get("padded_vocab_size", n_vocab)
+    if limit is None:
+        raise ConvertError("draft config.json: no vocab_size (llama.cpp's ChatGLM vocab method checks the target's "
+                           "ids against it)")
     if isinstance(limit, int) and not isinstance(limit, bool) and (target_dir / "tokenizer.json").is_file():
         data = read_json(target_dir / "tokenizer.json")
         vocab = (data.get("model") or {}).get("vocab") if isinstance(data, dict) else None

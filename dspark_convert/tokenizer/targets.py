@@ -173,6 +173,7 @@ def handler_for_architecture(arch: str, where: str) -> str:
         raise ConvertError(f"{where}: architecture '{arch}' cannot be a draft's target in llama.cpp {UPSTREAM}: "
                            f"{row.why}")
     if row.handler is None:
+        why = S.VOCAB_METHODS_NOT_REPRODUCED.get(row.method or "")
         raise ConvertError(f"{where}: target architecture '{arch}' uses llama.cpp's vocab method {row.method}, which "
-                           "dspark-convert does not reproduce yet")
+                           "dspark-convert does not reproduce" + (f": {why}" if why else " yet"))
     return row.handler
