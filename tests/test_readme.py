@@ -64,3 +64,13 @@ def test_fresh_environments_are_fresh() -> None:
     for text in commands:
         venvs = re.findall(r"python3 -m venv\b[^&\n#]*", text)
         assert [v.strip() for v in venvs] == ["python3 -m venv --clear .venv"], venvs
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    """The README's test command after the install is .ci/run's last line: the Gemma 3 tokenizer fetch (the public
+    Gemma4 DSpark sample's files, from the network) then the suite, so a README run and CI skip the same tests."""
+    readme = " ".join(_block_after("run the whole test suite:").replace("\\\n", " ").split())
+    after_install = readme.split("pip install -e '.[test]' && ", 1)[1]
+    ci = [line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+          if line.strip() and not line.startswith("#")]
+    assert after_install == ci[-1] == "python scripts/fetch_gemma3_tokenizer.py && python -m pytest -q"
