@@ -132,3 +132,25 @@ def test_output_name_without_gguf_is_warned(tmp_path: Path) -> None:
                                         "loads it anyway; tools and people look for .gguf)")
     r = invoke("hf2gguf", FIXTURES / "dspark-qwen3", "-t", TARGET, "-o", tmp_path / "x.GGUF", "--dry-run")
     assert "warning:" not in r.stderr
+
+
+def test_a_mistyped_target_path_is_the_same_line_for_every_verb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               ) -> None:
+    """Trial 3, bug 13 re-checked: ``upgrade --target fixtures/target-qwe`` said "not a Hub repo id" while hf2gguf and
+    check say "no such folder (read as a local path ...)"; every verb now gives that line, and nothing is looked up."""
+    import shutil
+
+    gguf = tmp_path / "d.gguf"
+    assert convert(FIXTURES / "dspark-qwen3", TARGET, gguf).path == gguf
+    (tmp_path / "fixtures").mkdir()
+    shutil.copytree(TARGET, tmp_path / "fixtures" / "target-qwen3")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # a Hub lookup would fail with a connection error
+    monkeypatch.chdir(tmp_path)
+    line = ("fixtures/target-qwen: no such folder (read as a local path, since the folder fixtures exists here; for "
+            "the Hub repo of that name, run from another folder)")
+    for args, prefix in ((["check", gguf, "-t"], ""), (["upgrade", gguf, "--dry-run", "-t"], "--target "),
+                         (["upgrade", gguf, "-o", tmp_path / "new.gguf", "-t"], "--target ")):
+        r = invoke(*args, "fixtures/target-qwen", columns=300)
+        assert (r.exit_code, r.stdout, r.stderr) == (2, "", f"error: {prefix}{line}\n"), args
+    assert invoke("upgrade", gguf, "--dry-run", "-t", "nonexist").stderr == "error: --target nonexist: no such folder\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.gguf", "fixtures"]
