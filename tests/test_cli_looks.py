@@ -260,8 +260,9 @@ def test_diff_has_a_legend(gguf: Path, reduced: Path) -> None:
 
 @pytest.mark.parametrize("width", [56, 60, 66, 70, 72, 79])
 def test_metadata_table_on_a_narrow_terminal(gguf: Path, width: int) -> None:
-    """Issue 24 bug 2: at 60 columns values printed one character per line, at 66-72 they split mid-word; the key
-    column now folds instead, and only as far as it must: every value of up to 20 characters stays on one line."""
+    """Issue 24 bug 2: at 60 columns values printed one character per line, at 66-72 they split mid-word; where
+    whole keys leave a value fewer than 20 columns the rows are stacked (key, then value): every value of up to 20
+    characters stays on one line, every key whole."""
     info = inspect_gguf(gguf, tensors=False)
     lines = terminal(render_inspect, info, width=width)
     fits(lines, width)
@@ -273,3 +274,38 @@ def test_metadata_table_on_a_narrow_terminal(gguf: Path, width: int) -> None:
         assert any(v in ln for ln in lines), (width, v)
     keys = "".join(ln[1:ln.index(" ", 1)] if " " in ln[1:] else ln for ln in lines)  # folded keys joined again
     assert "dflash.attention.layer_norm_rms_epsilon" in keys
+
+
+HEADERS = {"rule", "result", "draft", "target", "finding", "key", "type", "value", "name", "shape", "(numpy)", "ne",
+           "(ggml)", "elements", "bytes", "offset"}
+
+
+def _whole_words(render, arg, width: int) -> list[str]:
+    """The words of ``render(arg)``'s pipe form that a ``width``-column terminal splits across lines (a word up to
+    ``WORD`` characters long must stay on one line; a longer one, such as a path, may fold)."""
+    from dspark_convert.render.base import WORD
+
+    pipe = Console(force_terminal=False, width=width, record=True, markup=False, highlight=False, color_system=None)
+    render(arg, pipe)
+    words = {w for w in pipe.export_text().split() if len(w) <= WORD and w not in HEADERS}
+    lines = terminal(render, arg, width=width)
+    fits(lines, width)
+    return sorted(w for w in words if not any(w in ln for ln in lines))
+
+
+@pytest.mark.parametrize("width", [40, 50, 60])
+def test_narrow_terminals_split_no_word(gguf: Path, width: int) -> None:
+    """Trial 3 friction re-checked on a terminal: ``check --target`` at 50 columns split words ('findin g', 'neithe
+    r'), ``inspect`` at 40 crushed the key column ('general.' / 'architec' / 'ture'). A table too narrow for whole
+    words is printed stacked: every word of the pipe form is whole on one line."""
+    from dspark_convert.fit import check_fit
+    from dspark_convert.render import render_fit
+
+    assert _whole_words(render_fit, check_fit(gguf, TARGET), width) == []
+    assert _whole_words(render_inspect, inspect_gguf(gguf, tensors=False), width) == []  # tensors: columns drop
+    lines = terminal(render_inspect, inspect_gguf(gguf), width=width)
+    assert all(any(f" {n}" in ln for ln in lines) for n in ("fc.weight", "attn_q.weight", "enc.output_norm.weight"))
+    assert any(ln.startswith(" dflash.attention.layer_norm_rms_epsilon") for ln in lines)  # the key whole
+    fit = terminal(render_fit, check_fit(gguf, TARGET), width=width)
+    assert fit[fit.index("Will this draft work with this target?") + 1:][:4] == [
+        " vocab-type  pass", "   draft: gpt2 (BPE)", "   target: gpt2 (BPE)", "   finding: both BPE"]
