@@ -168,6 +168,10 @@ def _readable_width(console: Console, title: str | Text, cols: Sequence[Col], ro
     return total
 
 
+def _as_text(cell: str | Text) -> Text:
+    return cell if isinstance(cell, Text) else Text(str(cell))
+
+
 def _stacked(console: Console, title: str | Text, cols: Sequence[Col], rows: Sequence[Row | Section],
              keep: list[int], header: bool) -> None:
     """The table for a terminal too narrow for it: a row's first column and its other unwrapped cells on one
@@ -181,7 +185,7 @@ def _stacked(console: Console, title: str | Text, cols: Sequence[Col], rows: Seq
         inline = [keep[0], *(i for i in keep[1:] if not cols[i].wrap)]
         out = Text(" ")
         for i in inline:
-            cell = r[i] if isinstance(r[i], Text) else Text(str(r[i]))
+            cell = _as_text(r[i])
             if not cell.plain:
                 continue
             if out.plain.strip() and cell_len(out.plain) + 2 + cell_len(cell.plain) > console.width:
@@ -197,7 +201,7 @@ def _stacked(console: Console, title: str | Text, cols: Sequence[Col], rows: Seq
             grid = Table.grid()
             grid.add_column(width=3, no_wrap=True)
             grid.add_column(overflow="fold")
-            cell = r[i] if isinstance(r[i], Text) else Text(str(r[i]))
+            cell = _as_text(r[i])
             grid.add_row("", Text.assemble((f"{cols[i].header}: ", "dim"), cell) if header else cell)
             console.print(grid)
     console.print()
