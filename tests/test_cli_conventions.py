@@ -154,3 +154,24 @@ def test_a_mistyped_target_path_is_the_same_line_for_every_verb(tmp_path: Path, 
         assert (r.exit_code, r.stdout, r.stderr) == (2, "", f"error: {prefix}{line}\n"), args
     assert invoke("upgrade", gguf, "--dry-run", "-t", "nonexist").stderr == "error: --target nonexist: no such folder\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.gguf", "fixtures"]
+
+
+@pytest.mark.parametrize("width", [40, 60, 80])
+@pytest.mark.parametrize("sub", [None, *SUBCOMMANDS])
+def test_help_cuts_nothing_on_a_narrow_terminal(sub: str | None, width: int) -> None:
+    """Trial 3 friction re-checked: the framed help cut option names with '…' (``--with-target-embeddi…`` even at
+    80 columns, ``--targe…`` at 40). Where the frame would cut, the plain help wraps at spaces instead: every
+    option name whole, no line wider than the terminal, every command's summary whole."""
+    cmd = [sub] if sub else []
+    r = invoke(*cmd, "--help", columns=width)
+    assert r.exit_code == 0 and "\u2026" not in r.stdout, r.stdout
+    assert all(len(ln) <= width for ln in r.stdout.splitlines()), [ln for ln in r.stdout.splitlines() if len(ln) > width]
+    words = set(r.stdout.split())
+    import typer.main
+
+    group = typer.main.get_command(app)
+    command = group.commands[sub] if sub else group  # type: ignore[attr-defined]
+    names = [o for p in command.params for o in p.opts if o.startswith("-")]
+    assert all(any(n in w for w in words) for n in names), names
+    if sub is None:
+        assert {"mtp-NAME.gguf.", "--no-mtp", "TRUNK-grafted.gguf."} <= words  # whole summaries, unbroken names

@@ -134,7 +134,10 @@ def emit_table(console: Console, title: str | Text, cols: Sequence[Col], rows: S
             break
         keep = [i for i in keep if cols[i].drop != drop]
     if _readable_width(console, title, cols, rows, keep, header) > console.width:
-        _stacked(console, title, cols, rows, keep, header)
+        # stacked rows have room again for the text columns dropped to fit; a dropped number column stays out
+        # (without its header, a bare number would not say what it is)
+        _stacked(console, title, cols, rows, [i for i, c in enumerate(cols) if i in keep or c.justify == "left"],
+                 header)
         return
     console.print(_rich_table(title, cols, rows, keep, header, _last_widths(console, title, cols, rows, keep, header)))
 
