@@ -492,7 +492,9 @@ def upgrade(
     lines += [f"  not checked: {u}" for u in result.staleness.unchecked]  # each item names what would check it
     lines += [f"  note: {n}" for n in result.notes]
     if result.path is not None:
-        lines.append(f"wrote {result.path} ({result.size} bytes)")
+        from .render import size_text
+
+        lines.append(f"wrote {result.path}: {size_text(result.size or 0)}")
     sys.stdout.write("\n".join(lines) + "\n")
     if result.refused:  # a dry run of an upgrade that cannot be done: the same line and exit code as the real run
         from .render import print_error

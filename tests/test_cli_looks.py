@@ -158,7 +158,7 @@ def test_pre_tokenizer_note_is_labelled_and_in_json(tmp_path: Path) -> None:
     lines = r.stdout.splitlines()
     assert lines[0] == PRE_NOTE
     assert re.fullmatch(rf"wrote {re.escape(str(tmp_path / 'dspark-d.gguf'))}: dflash, 34 keys, 31 tensors, 486\.3 KiB "
-                        r"\(497,984 bytes\), converted in \d+\.\d\d s \(start-up not counted\); writing took \d+\.\d\d s \(\d+\.\d MB/s\)", lines[1]), lines[1]
+                        r"\(497,984 bytes\), converted in \d+\.\d\d s \(start-up not counted\); writing took \d+\.\d\d s \(\d+\.\d MiB/s\)", lines[1]), lines[1]
     assert lines[2:] == ["  outtype bf16", "  Markov head: yes; confidence head: yes",
                          "  output.weight kept from the draft's lm_head: untied target; without it llama.cpp b11434 "
                          "drafts with token_embd as the head (see --match-upstream)",
@@ -196,8 +196,27 @@ def test_a_chosen_name_llama_server_cannot_find_gets_a_note(tmp_path: Path, monk
 def test_dry_run_summary_line(tmp_path: Path) -> None:
     r = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "d.gguf", "--dry-run")
     assert r.exit_code == 0 and list(tmp_path.iterdir()) == []
-    assert (f"dry run: would write {tmp_path / 'd.gguf'}: dflash, 34 keys, 31 tensors, 468,884 bytes of tensor "
-            "data") in r.stdout.splitlines()
+    assert (f"dry run: would write {tmp_path / 'd.gguf'}: dflash, 34 keys, 31 tensors, 457.9 KiB (468,884 bytes) "
+            "of tensor data") in r.stdout.splitlines()
+
+
+def test_sizes_read_the_same_in_every_verb(tmp_path: Path) -> None:
+    """Trial 3 friction re-checked: ``upgrade`` wrote ``(497984 bytes)`` where hf2gguf and inspect say ``486.3 KiB
+    (497,984 bytes)``, the write rate was in MB/s beside KiB sizes, and the dry run's tensor table gave bytes where
+    inspect gives KiB. One form everywhere: KiB/MiB (binary) with the exact count grouped by thousands."""
+    out = tmp_path / "d.gguf"
+    r = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", out)
+    assert ", 486.3 KiB (497,984 bytes)," in r.stdout and re.search(r"\(\d+\.\d MiB/s\)", r.stdout), r.stdout
+    assert "size          486.3 KiB (497,984 bytes)" in invoke("inspect", out).stdout.splitlines()
+    up = invoke("upgrade", out, "-o", tmp_path / "u.gguf", "--match-upstream")
+    assert f"wrote {tmp_path / 'u.gguf'}: 358.2 KiB (366,848 bytes)" in up.stdout.splitlines(), up.stdout
+    plan = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "p.gguf", "--dry-run").stdout.splitlines()
+    inspected = invoke("inspect", out).stdout.splitlines()
+    for name in ("token_embd.weight", "fc.weight", "output_norm.weight"):
+        planned = next(ln.split() for ln in plan if ln.startswith(name + " "))
+        shown = next(ln.split() for ln in inspected if ln.startswith(name + " "))
+        size = next(" ".join(planned[i - 1:i + 1]) for i, w in enumerate(planned) if w in ("B", "KiB", "MiB"))
+        assert f" {size} " in " ".join(shown) + " ", (planned, shown)
 
 
 def test_summary_wording_on_a_tiny_file(tmp_path: Path) -> None:
@@ -309,3 +328,16 @@ def test_narrow_terminals_split_no_word(gguf: Path, width: int) -> None:
     fit = terminal(render_fit, check_fit(gguf, TARGET), width=width)
     assert fit[fit.index("Will this draft work with this target?") + 1:][:4] == [
         " vocab-type  pass", "   draft: gpt2 (BPE)", "   target: gpt2 (BPE)", "   finding: both BPE"]
+
+
+def test_array_previews_keep_their_item_count_in_a_pipe(gguf: Path) -> None:
+    """Trial 3 friction re-checked: in a pipe, ``inspect`` cut a string array's preview inside an item and dropped
+    its count (``'-', '...``). An array is cut between items, and its count always shows."""
+    rows = {ln.split()[0]: ln for ln in invoke("inspect", gguf, columns=200).stdout.splitlines()
+            if ln.startswith("tokenizer.ggml.")}
+    assert rows["tokenizer.ggml.tokens"].endswith(", ...] (1,024 items)"), rows["tokenizer.ggml.tokens"]
+    assert rows["tokenizer.ggml.merges"].endswith(", ...] (734 items)"), rows["tokenizer.ggml.merges"]
+    from dspark_convert.render import value_preview
+
+    long = {"value": ["x" * 100, "y"], "count": 2}
+    assert value_preview(long) == "[...] (2 items)" and value_preview(long, None) == f"['{'x' * 100}', 'y'] (2 items)"

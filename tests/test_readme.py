@@ -26,7 +26,7 @@ def _pattern(shown: str) -> re.Pattern[str]:
     """A README sample as a regex: timings and rates stand for any number; everything else is the real output
     (issue 24 bug 15: ``…`` used to stand for anything, and hid a shortened chkhsh the tool prints in full)."""
     out = re.escape(shown)
-    out = re.sub(r"\d+\\\.\d+(\\ (?:s|MB/s))", r"\\d+\\.\\d+\1", out)
+    out = re.sub(r"\d+\\\.\d+(\\ (?:s|MiB/s))", r"\\d+\\.\\d+\1", out)
     return re.compile(out)
 
 

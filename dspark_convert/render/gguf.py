@@ -34,10 +34,15 @@ BLOCK_STRING = 120
 def value_preview(entry: dict[str, Any], width: int | None = 70) -> str:
     """One line for an inspect KV entry (arrays: items and the count), cut to ``width`` (None: never cut)."""
     value = entry.get("value")
-    if "count" in entry:
-        items = ", ".join(repr(v) if isinstance(v, str) else num(v) for v in value or [])
-        more = ", ..." if entry.get("truncated") else ""
-        out = f"[{items}{more}] ({plural(entry['count'], 'item')})"
+    if "count" in entry:  # an array is cut between its items, never in one or in its count
+        count = f" ({plural(entry['count'], 'item')})"
+        shown = [safe_text(repr(v), 1 << 20) if isinstance(v, str) else num(v) for v in value or []]
+        more = bool(entry.get("truncated"))
+        while width is not None and shown and len("[" + ", ".join(shown) + (", ...]" if more else "]")) > width:
+            shown.pop()
+            more = True
+        out = "[" + ", ".join(shown) + (", ...]" if more and shown else "...]" if more else "]") + count
+        return out
     else:
         out = repr(value) if isinstance(value, str) else num(value)
     return safe_text(out, width if width is not None else len(out) * 8 + 8)
