@@ -341,3 +341,13 @@ def test_array_previews_keep_their_item_count_in_a_pipe(gguf: Path) -> None:
 
     long = {"value": ["x" * 100, "y"], "count": 2}
     assert value_preview(long) == "[...] (2 items)" and value_preview(long, None) == f"['{'x' * 100}', 'y'] (2 items)"
+
+
+def test_verify_counts_are_grouped_like_every_other_count() -> None:
+    """Trial 3 friction re-checked: verify printed ``0 of 161640 values changed`` where every other count is grouped
+    by thousands (``1,024 items``)."""
+    report = VerifyReport("draft.gguf", "hf", "t", "dflash", "dspark", "flat", 16, 0, 3, outputs=[], metadata=[])
+    report.storage = {"BF16": {"tensors": 20, "changed": 0, "values": 161640}, "F32": {"tensors": 11, "changed": 0,
+                                                                                    "values": 451}}
+    text = " ".join(terminal(render_verify, report, width=200))
+    assert "BF16 20 tensors (0 of 161,640 values changed), F32 11 tensors (0 of 451 values changed)" in text, text
