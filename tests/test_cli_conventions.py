@@ -175,3 +175,34 @@ def test_help_cuts_nothing_on_a_narrow_terminal(sub: str | None, width: int) -> 
     assert all(any(n in w for w in words) for n in names), names
     if sub is None:
         assert {"mtp-NAME.gguf.", "--no-mtp", "TRUNK-grafted.gguf."} <= words  # whole summaries, unbroken names
+
+
+def test_forcing_dspark_on_a_zlab_dflash_says_what_the_file_becomes(tmp_path: Path) -> None:
+    """Trial 3 friction re-checked: ``--architecture Qwen3DSparkModel`` on a z-lab layout wrote a file that says
+    ``sample_from_anchor = true``, and the conversion advised ``--spec-type draft-dspark``, under which every drafted
+    token of these weights (trained on block rows 1..n) is one position late. The warning says so, names the fix,
+    and the spec type reported is draft-dflash; DeepSpec's own Qwen3DSparkModel keeps its draft-dspark advice."""
+    out = tmp_path / "forced.gguf"
+    r = invoke("hf2gguf", FIXTURES / "dflash-zlab", "-t", TARGET, "--architecture", "Qwen3DSparkModel", "-o", out,
+               columns=400)
+    assert r.exit_code == 0, r.output
+    warnings = [ln for ln in r.stdout.splitlines() if ln.startswith("warning:")]
+    assert warnings == [
+        "warning: --architecture Qwen3DSparkModel on a checkpoint that declares DFlashDraftModel (a z-lab DFlash "
+        "draft, trained to predict from block rows 1..n): the file says dflash.sample_from_anchor = true (the DSpark "
+        "convention, predictions from the anchor row); llama-server auto-detects draft-dflash for it, which reads "
+        "rows 1..n as trained, but --spec-type draft-dspark would draft every token one position late; convert it "
+        "without --architecture (as DFlashDraftModel) and serve it with --spec-type draft-dflash (--architecture, "
+        "rule architecture)"], r.stdout
+    doc = json.loads(invoke("hf2gguf", FIXTURES / "dflash-zlab", "-t", TARGET, "--architecture", "Qwen3DSparkModel",
+                            "-o", out, "--force", "--json").stdout)
+    assert doc["spec_type"]["spec_type"] == "draft-dflash"
+    assert [f["rule"] for f in doc["findings"] if f["level"] == "warning"] == ["architecture"]
+    plain = json.loads(invoke("hf2gguf", FIXTURES / "dflash-zlab", "-t", TARGET, "-o", tmp_path / "z.gguf",
+                              "--json").stdout)
+    assert plain["spec_type"]["spec_type"] == "draft-dflash" and not [f for f in plain["findings"]
+                                                                       if f["level"] == "warning"]
+    deepspec = json.loads(invoke("hf2gguf", FIXTURES / "dflash-deepspec", "-t", TARGET, "--architecture",
+                                 "Qwen3DSparkModel", "-o", tmp_path / "d.gguf", "--json").stdout)
+    assert deepspec["spec_type"]["spec_type"] == "draft-dspark"
+    assert [f["rule"] for f in deepspec["findings"] if f["level"] == "warning"] == ["spec-type"]
