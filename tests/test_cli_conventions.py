@@ -206,3 +206,21 @@ def test_forcing_dspark_on_a_zlab_dflash_says_what_the_file_becomes(tmp_path: Pa
                                  "Qwen3DSparkModel", "-o", tmp_path / "d.gguf", "--json").stdout)
     assert deepspec["spec_type"]["spec_type"] == "draft-dspark"
     assert [f["rule"] for f in deepspec["findings"] if f["level"] == "warning"] == ["spec-type"]
+
+
+def test_verify_of_a_non_draft_or_another_familys_file_is_wrong_input(tmp_path: Path) -> None:
+    """Trial 3 friction re-checked: ``verify`` of a target model's GGUF, or of an EAGLE-3 file against a DSpark
+    checkpoint, printed a FAIL verdict and exited 1 (a wrong conversion); the input is wrong: one line, exit 2."""
+    from fit_pairs import write_target_gguf
+
+    target = write_target_gguf(tmp_path / "Qwen3-8B-Q8_0.gguf", [], big_tensor_bytes=4096)
+    eagle = convert(FIXTURES / "eagle3-specforge", TARGET, tmp_path / "eagle3-x.gguf").path
+    dspark = FIXTURES / "dspark-qwen3"
+    r = invoke("verify", target, "--hf", dspark, "-t", TARGET, columns=400)
+    assert (r.exit_code, r.stdout, r.stderr) == (2, "", (
+        f"error: {target}: is not a draft GGUF (general.architecture 'qwen3', no draft variant loads it); verify "
+        "compares a draft GGUF with the checkpoint it was converted from\n"))
+    r = invoke("verify", eagle, "--hf", dspark, "-t", TARGET, columns=400)
+    assert (r.exit_code, r.stdout, r.stderr) == (2, "", (
+        f"error: {eagle}: general.architecture 'eagle3', but --hf {dspark} is a checkpoint of variant 'dflash', whose "
+        "files are 'dflash'; verify compares a file with the checkpoint it was converted from\n"))
