@@ -124,6 +124,16 @@ def _explain(finding: Finding, planned: PlannedConversion) -> str:
     return str(finding)
 
 
+def _more(rest: list[Finding], shown: int = 5) -> str:
+    """The other loader errors after the first one explained: each named by its key or tensor and rule (the first
+    ``shown``), so that no problem hides behind a bare count."""
+    if not rest:
+        return ""
+    names = ", ".join(f"{f.subject} [{f.rule}]" for f in rest[:shown])
+    more = f" and {len(rest) - shown} more" if len(rest) > shown else ""
+    return f" (also: {names}{more})"
+
+
 def _insert_general(plan: Plan, kvs: list[KV]) -> None:
     """general.* metadata goes right after general.type (row 4 of §2.1)."""
     pos = next(i for i, k in enumerate(plan.kvs) if k.name == S.GENERAL_TYPE) + 1
@@ -289,7 +299,7 @@ def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: st
         bad = [f for f in errors(findings) if not (options.match_upstream and upstream_writes_unloadable(f))]
         if bad:
             raise ConvertError(f"the planned file would not load in llama.cpp: {_explain(bad[0], planned)}"
-                               + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
+                               + _more(bad[1:]))
         st = spec_type(plan)
         if (forced := _forced_convention(planned)) is not None:  # the spec-type advice would be wrong for this file
             findings.append(forced)
