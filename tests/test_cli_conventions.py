@@ -224,3 +224,19 @@ def test_verify_of_a_non_draft_or_another_familys_file_is_wrong_input(tmp_path: 
     assert (r.exit_code, r.stdout, r.stderr) == (2, "", (
         f"error: {eagle}: general.architecture 'eagle3', but --hf {dspark} is a checkpoint of variant 'dflash', whose "
         "files are 'dflash'; verify compares a file with the checkpoint it was converted from\n"))
+
+
+def test_stale_items_say_how_upgrade_fixes_them_in_words(tmp_path: Path) -> None:
+    """Trial 3 re-check: ``upgrade --from-revision b10900 --rope-interleaved`` on a file listed ``... fixed by upgrade
+    with user`` (and ``with file`` elsewhere): the item says what upgrade needs in words a user can act on."""
+    from dspark_convert.roles.upgrade import Stale
+
+    said = {n: str(Stale("k", "c", "b10705", n)) for n in ("file", "target", "checkpoint", "user")}
+    assert said == {"file": "k: c (upstream b10705+; upgrade fixes it from the file alone)",
+                    "target": "k: c (upstream b10705+; upgrade fixes it given --target)",
+                    "checkpoint": "k: c (upstream b10705+; upgrade fixes it given --hf CHECKPOINT)",
+                    "user": "k: c (upstream b10705+; upgrade fixes it given --from-revision bNNNN --rope-interleaved)"}
+    gguf = convert(FIXTURES / "dspark-qwen3", TARGET, tmp_path / "d.gguf").path
+    r = invoke("upgrade", gguf, "--from-revision", "b10900", "--rope-interleaved", "-o", tmp_path / "n.gguf",
+               columns=400)
+    assert r.exit_code == 0 and "with user" not in r.stdout and "check the result with 'dspark-convert verify" in r.stdout
