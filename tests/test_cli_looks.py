@@ -351,3 +351,14 @@ def test_verify_counts_are_grouped_like_every_other_count() -> None:
                                                                                     "values": 451}}
     text = " ".join(terminal(render_verify, report, width=200))
     assert "BF16 20 tensors (0 of 161,640 values changed), F32 11 tensors (0 of 451 values changed)" in text, text
+
+
+def test_diff_names_an_order_change_in_words(tmp_path: Path) -> None:
+    """Trial 3 friction re-checked: ``diff`` printed ``~ TENSOR order differs``."""
+    a = write_gguf(tmp_path / "a.gguf", [("k1", 1, VT.UINT32), ("k2", 2, VT.UINT32)],
+                   [("x", np.zeros(4, np.float32), None), ("y", np.ones(4, np.float32), None)])
+    b = write_gguf(tmp_path / "b.gguf", [("k2", 2, VT.UINT32), ("k1", 1, VT.UINT32)],
+                   [("y", np.ones(4, np.float32), None), ("x", np.zeros(4, np.float32), None)])
+    r = invoke("diff", a, b)
+    assert ["~ KV order differs", "~ tensor order differs"] == [ln for ln in r.stdout.splitlines()
+                                                                 if ln.endswith("order differs")], r.stdout

@@ -272,7 +272,7 @@ def render_diff(result: dict[str, Any], console: Console) -> None:
                 changed(e, console)
     for what in ("kvs", "tensors"):
         if result[what]["order_changed"]:
-            line(console, ("~", "yellow"), f" {what[:-1].upper()} order differs")
+            line(console, ("~", "yellow"), f" {'KV' if what == 'kvs' else 'tensor'} order differs")
     verdict = "EQUAL" if result["equal"] else "DIFFERENT"
     same = plural(tensors["identical"], "identical tensor") if result.get("tensor_data_compared", True) else \
         f"{plural(tensors['identical'], 'tensor')} of the same type and shape; tensor data not compared"
