@@ -367,12 +367,12 @@ def check(
                     "hf_name": hub.to_dict() if hub is not None else None,
                     **({"source": source.to_dict()} if source else {})})
     else:
-        from .render import make_console, render_findings, render_source
+        from .render import line, make_console, render_findings, render_source, text
 
         console = make_console()
         render_findings(file, plan.arch, findings, console)
         if st.spec_type is not None and ok:  # the reason once: in the warning when there is one
-            console.print(st.line(reason=spec_warning is None), markup=False, highlight=False, soft_wrap=True)
+            line(console, text(st.line(reason=spec_warning is None), limit=1 << 16))
         if source is not None:
             render_source(source.to_dict(), console)
     from .render import print_warning
@@ -495,7 +495,11 @@ def upgrade(
         from .render import size_text
 
         lines.append(f"wrote {result.path}: {size_text(result.size or 0)}")
-    sys.stdout.write("\n".join(lines) + "\n")
+    from .render import line, make_console, text
+
+    console = make_console()  # wraps between words on a terminal, one line per item in a pipe
+    for item in lines:
+        line(console, text(item, limit=1 << 16))
     if result.refused:  # a dry run of an upgrade that cannot be done: the same line and exit code as the real run
         from .render import print_error
 

@@ -362,3 +362,26 @@ def test_diff_names_an_order_change_in_words(tmp_path: Path) -> None:
     r = invoke("diff", a, b)
     assert ["~ KV order differs", "~ tensor order differs"] == [ln for ln in r.stdout.splitlines()
                                                                  if ln.endswith("order differs")], r.stdout
+
+
+@pytest.mark.parametrize("width", [40, 60])
+def test_upgrade_and_check_lines_wrap_between_words_on_a_terminal(gguf: Path, tmp_path: Path, width: int,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trial 3 friction re-checked: ``upgrade`` wrote its listing with sys.stdout (a 40-column terminal cut words),
+    as ``check`` did its ``llama-server:`` line. Both go through the console: whole words on a terminal, one line
+    per item in a pipe."""
+    import io
+
+    from dspark_convert import render
+
+    con = Console(file=io.StringIO(), force_terminal=True, width=width, record=True, markup=False, highlight=False,
+                  color_system=None)
+    monkeypatch.setattr(render, "make_console", lambda *a, **k: con)
+    for args in (["upgrade", gguf, "--dry-run"], ["check", gguf]):
+        r = CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+        assert r.exit_code == 0 and r.stdout == "", r.stdout
+    lines = con.export_text().splitlines()
+    fits(lines, width)
+    words = " ".join(lines).split()
+    for phrase in ("rope.dimension_count,", "dflash.rope.dimension_sections", "llama-server:", "auto-detected;"):
+        assert phrase in words, (phrase, lines)
