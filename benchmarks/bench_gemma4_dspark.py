@@ -15,8 +15,8 @@ in another child, in the same run. Prints wall times, the ratio, the converter's
 
 ``--sample`` instead makes the public sample (``../shared/golden/make_inputs_b11434.py``, all groups so that its
 random stream matches ``inputs-b11434.sha256``), converts ``n-gemma4-dspark`` at f32 / f16 / bf16 / q8_0 and
-compares each file with ``manifests-b11434`` (the check tests/test_gemma4_dspark.py makes when
-``DSPARK_GEMMA3_TOKENIZER`` is set).
+compares each file with ``manifests-b11434`` (the check tests/test_gemma4_dspark.py makes once
+``scripts/fetch_gemma3_tokenizer.py`` has fetched the tokenizer).
 
 usage: python benchmarks/bench_gemma4_dspark.py [--tokenizer DIR] [--outtype bf16] [--scale 1] [--workdir DIR]
        python benchmarks/bench_gemma4_dspark.py --sample [--tokenizer DIR] [--golden ../shared/golden]

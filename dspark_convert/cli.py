@@ -7,18 +7,20 @@ output goes through :mod:`dspark_convert.render` (imported when needed, so ``--h
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import functools
 import importlib.util
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import click
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from . import __version__
 from .errors import ConvertError, Interrupted
@@ -60,9 +62,92 @@ HF2GGUF_HELP = (f"Convert a {' / '.join(W.DRAFT_KINDS)} draft checkpoint to a GG
                 f"--target-model-dir needed for {', '.join(W.DRAFTS_INSIDE_TARGETS)}).")
 
 
+def _framed_help_is_whole(obj: click.Command, ctx: click.Context, formatter: click.HelpFormatter) -> bool:
+    """Whether Typer's framed (Rich) help shows every option name and help text whole at this terminal's width: it
+    cuts what does not fit with '…' (on 80 columns, ``--with-target-embeddings``), and Click's plain help wraps
+    instead. Rendered once into a buffer at the width the real console measures; when it does not fit, ``formatter``
+    is narrowed to that width (Click's own floor is 50 columns)."""
+    import io
+
+    from typer import rich_utils
+
+    real = rich_utils._get_rich_console
+    buffer = io.StringIO()
+    width = real().width
+
+    def recording(stderr: bool = False) -> Any:
+        console = real(stderr)
+        console.file, console.width = buffer, width
+        return console
+
+    rich_utils._get_rich_console = recording
+    try:
+        rich_utils.rich_format_help(obj=obj, ctx=ctx, markup_mode="rich")
+    finally:
+        rich_utils._get_rich_console = real
+    if "\u2026" not in buffer.getvalue():
+        return True
+    formatter.width = max(20, min(formatter.width, width - 2))
+    # the option column no wider than a third of the line, so that the help beside it keeps whole words
+    formatter.write_dl = functools.partial(click.HelpFormatter.write_dl, formatter,  # type: ignore[method-assign]
+                                           col_max=max(8, min(30, formatter.width // 3)))
+    return False
+
+
+@contextlib.contextmanager
+def _whole_names() -> Iterator[None]:
+    """Click's plain help wrapped at spaces only: never inside an option name or file name (``--no-`` / ``mtp``)."""
+    from click import _textwrap
+
+    real = _textwrap.TextWrapper.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("break_on_hyphens", False)
+        real(self, *args, **kwargs)
+
+    _textwrap.TextWrapper.__init__ = init  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        _textwrap.TextWrapper.__init__ = real  # type: ignore[method-assign]
+
+
+def _unescape(formatter: click.HelpFormatter) -> None:
+    """Plain help shows a bracket the framed help's markup needed escaped (``\\[@REV]``) as itself."""
+    formatter.buffer[:] = [piece.replace("\\[", "[") for piece in formatter.buffer]
+
+
+class _FittedHelp(TyperCommand):
+    """A command whose help is Typer's framed help where it fits the terminal, Click's plain wrapped help where the
+    frame would cut an option name or its text (a narrow terminal)."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        if _framed_help_is_whole(self, ctx, formatter):
+            super().format_help(ctx, formatter)
+        else:
+            with _whole_names():
+                click.Command.format_help(self, ctx, formatter)
+            _unescape(formatter)
+
+
 class _OneLineUsageErrors(TyperGroup):
     """Usage errors (a missing argument, an unknown option or choice) as one ``error:`` line on stderr, exit 2,
     like every other error of the tool, instead of Typer's framed box."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        if _framed_help_is_whole(self, ctx, formatter):
+            super().format_help(ctx, formatter)
+        else:
+            with _whole_names():
+                click.Group.format_help(self, ctx, formatter)
+            _unescape(formatter)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Plain help: every command with its whole summary, wrapped (Click would cut it at the width)."""
+        rows = [(name, cmd.get_short_help_str(limit=1 << 20)) for name, cmd in self.commands.items() if not cmd.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
@@ -70,6 +155,12 @@ class _OneLineUsageErrors(TyperGroup):
             return super().main(args, prog_name, complete_var, standalone_mode, windows_expand_args, **extra)
         try:
             rv = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except click.exceptions.NoArgsIsHelpError as e:  # no arguments: the help (plain help comes as the message)
+            message = e.format_message()
+            if message:
+                STDOUT.write(message + "\n")
+                STDOUT.flush()
+            sys.exit(0)
         except click.ClickException as e:
             from .render import print_error
 
@@ -276,12 +367,12 @@ def check(
                     "hf_name": hub.to_dict() if hub is not None else None,
                     **({"source": source.to_dict()} if source else {})})
     else:
-        from .render import make_console, render_findings, render_source
+        from .render import line, make_console, render_findings, render_source, text
 
         console = make_console()
         render_findings(file, plan.arch, findings, console)
         if st.spec_type is not None and ok:  # the reason once: in the warning when there is one
-            console.print(st.line(reason=spec_warning is None), markup=False, highlight=False, soft_wrap=True)
+            line(console, text(st.line(reason=spec_warning is None), limit=1 << 16))
         if source is not None:
             render_source(source.to_dict(), console)
     from .render import print_warning
@@ -401,8 +492,14 @@ def upgrade(
     lines += [f"  not checked: {u}" for u in result.staleness.unchecked]  # each item names what would check it
     lines += [f"  note: {n}" for n in result.notes]
     if result.path is not None:
-        lines.append(f"wrote {result.path} ({result.size} bytes)")
-    sys.stdout.write("\n".join(lines) + "\n")
+        from .render import size_text
+
+        lines.append(f"wrote {result.path}: {size_text(result.size or 0)}")
+    from .render import line, make_console, text
+
+    console = make_console()  # wraps between words on a terminal, one line per item in a pipe
+    for item in lines:
+        line(console, text(item, limit=1 << 16))
     if result.refused:  # a dry run of an upgrade that cannot be done: the same line and exit code as the real run
         from .render import print_error
 
@@ -562,6 +659,11 @@ class _OneLineWarnings(logging.Handler):
         from .render import print_warning
 
         print_warning(record.getMessage())
+
+
+for _info in app.registered_commands:  # every command's help: framed where it fits, plain where it would be cut
+    if _info.cls in (None, TyperCommand):
+        _info.cls = _FittedHelp
 
 
 def main() -> None:

@@ -87,7 +87,6 @@ def load_target(ref: str | os.PathLike[str], remote: RemoteOptions | None = None
     (its header: KVs and tensor infos); a folder (``config.json``) or an ``org/name[@rev]`` Hub id is a Hugging Face
     target (a repo's config and tokenizer files are fetched, no weights)."""
     from .gguffile.refs import is_remote_ref
-    from .hf.hub import is_repo_id
     from .registry import VARIANTS
 
     text = str(ref)
@@ -116,12 +115,13 @@ def load_target(ref: str | os.PathLike[str], remote: RemoteOptions | None = None
     elif text.lower().endswith(".gguf"):
         raise ConvertError(f"--target {text}: no such file (expected a target GGUF, a target model folder or a Hub "
                            "repo id)")
-    elif is_repo_id(text):
+    else:  # a Hub repo id, or the one line hf2gguf and check give for a path that names nothing
         from .hf.hub import resolve_target
 
-        folder = resolve_target(text).path
-    else:
-        raise ConvertError(f"--target {text}: no such folder or file, and not a Hub repo id (org/name[@rev])")
+        try:
+            folder = resolve_target(text).path
+        except ConvertError as e:
+            raise ConvertError(f"--target {e}") from None
     from .hf.checkpoint import load_json
 
     return TargetInfo(text, folder=folder, config=load_json(folder / "config.json"))

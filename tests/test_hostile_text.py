@@ -61,7 +61,7 @@ def test_dry_run_with_a_hostile_model_name(tmp_path: Path, monkeypatch: pytest.M
     assert r.exit_code == 0 and listing(tmp_path) == []
     rows = [ln.split() for ln in r.stdout.splitlines() if "general.name" in ln]
     assert rows == [["general.name", "STRING", "'[/]x'"]]
-    assert "dry run: would write x.gguf: dflash, 34 keys, 31 tensors, 468,884 bytes of tensor data\n" in r.stdout
+    assert "dry run: would write x.gguf: dflash, 34 keys, 31 tensors, 457.9 KiB (468,884 bytes) of tensor data\n" in r.stdout
 
 
 def test_hostile_output_name_is_printed_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,7 +72,7 @@ def test_hostile_output_name_is_printed_as_written(tmp_path: Path, monkeypatch: 
     wrote = [ln for ln in r.stdout.splitlines() if ln.startswith("wrote")]
     assert len(wrote) == 1 and re.fullmatch(r"wrote \[bold\]x\.gguf: dflash, 34 keys, 31 tensors, 486\.3 KiB "
                                             r"\(497,984 bytes\), converted in \d+\.\d\d s \(start-up not counted\); writing took \d+\.\d\d s "
-                                            r"\(\d+\.\d MB/s\)", wrote[0]), wrote
+                                            r"\(\d+\.\d MiB/s\)", wrote[0]), wrote
 
 
 # ------------------------------------------------------------------------------------------- error and warning lines

@@ -26,7 +26,7 @@ def _pattern(shown: str) -> re.Pattern[str]:
     """A README sample as a regex: timings and rates stand for any number; everything else is the real output
     (issue 24 bug 15: ``…`` used to stand for anything, and hid a shortened chkhsh the tool prints in full)."""
     out = re.escape(shown)
-    out = re.sub(r"\d+\\\.\d+(\\ (?:s|MB/s))", r"\\d+\\.\\d+\1", out)
+    out = re.sub(r"\d+\\\.\d+(\\ (?:s|MiB/s))", r"\\d+\\.\\d+\1", out)
     return re.compile(out)
 
 
@@ -64,3 +64,13 @@ def test_fresh_environments_are_fresh() -> None:
     for text in commands:
         venvs = re.findall(r"python3 -m venv\b[^&\n#]*", text)
         assert [v.strip() for v in venvs] == ["python3 -m venv --clear .venv"], venvs
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    """The README's test command after the install is .ci/run's last line: the Gemma 3 tokenizer fetch (the public
+    Gemma4 DSpark sample's files, from the network) then the suite, so a README run and CI skip the same tests."""
+    readme = " ".join(_block_after("run the whole test suite:").replace("\\\n", " ").split())
+    after_install = readme.split("pip install -e '.[test]' && ", 1)[1]
+    ci = [line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+          if line.strip() and not line.startswith("#")]
+    assert after_install == ci[-1] == "python scripts/fetch_gemma3_tokenizer.py && python -m pytest -q"

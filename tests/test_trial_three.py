@@ -143,7 +143,7 @@ def test_remote_upgrade_dry_run_reads_the_header_only(draft_gguf: Path, tmp_path
         r = run("upgrade", url, "--dry-run")
         assert (r.exit_code, r.stderr) == (0, ""), r.stderr
         assert r.stdout.splitlines()[1] == ("  would change: dflash.has_confidence_head: missing; b10705+ writes it (true: a confidence head in "
-                                           "the file) (upstream b10705+; fixed by upgrade with file)")
+                                           "the file) (upstream b10705+; upgrade fixes it from the file alone)")
         assert server.sent() < 2 * (1 << 20)
         refused(run("upgrade", url), f"{url}: a remote file is upgraded only with --dry-run (its header is read, the "
                                      "tensor data is not fetched); download it, then upgrade the local copy")

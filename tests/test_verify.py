@@ -283,7 +283,7 @@ def test_cli_exit_codes(converted, tmp_path: Path) -> None:
     quick = runner.invoke(app, ["verify", str(path), "--hf", hf, "-t", tgt, "--no-quality"], env={"COLUMNS": "200"})
     assert quick.exit_code == 0 and "quality mode skipped" in quick.stdout and "the unrounded" not in quick.stdout
     wrong = runner.invoke(app, ["verify", str(path), "--hf", str(FIXTURES / "dspark-qwen3"), "-t", tgt])
-    assert wrong.exit_code == 1 and "FAIL" in wrong.stdout
+    assert wrong.exit_code == 2 and wrong.stdout == "" and "is a checkpoint of variant 'dflash'" in wrong.stderr  # input
     missing = runner.invoke(app, ["verify", str(tmp_path / "nope.gguf"), "--hf", hf, "-t", tgt])
     assert missing.exit_code == 2
     no_cfg = tmp_path / "empty"

@@ -27,7 +27,7 @@ from ..plan import KV, Plan
 from ..registry.families import family_name
 from ..registry.words import UPSTREAM_FLAGS
 from ..roles.convert import Context, ConvertOptions, Family
-from ..variants.spectype import hub_name
+from ..variants.spectype import ANCHOR_KEY, MARKOV, SpecType, hub_name
 from .destination import check_destination, check_planned_name, expect_commit, written_here
 from .inputs import (
     Draft,
@@ -122,6 +122,16 @@ def _explain(finding: Finding, planned: PlannedConversion) -> str:
             names = " or ".join(f"'{n}'" for n in hf)
             return f"{finding}; the draft checkpoint {planned.sources['draft'].path} has no tensor {names}"
     return str(finding)
+
+
+def _more(rest: list[Finding], shown: int = 5) -> str:
+    """The other loader errors after the first one explained: each named by its key or tensor and rule (the first
+    ``shown``), so that no problem hides behind a bare count."""
+    if not rest:
+        return ""
+    names = ", ".join(f"{f.subject} [{f.rule}]" for f in rest[:shown])
+    more = f" and {len(rest) - shown} more" if len(rest) > shown else ""
+    return f" (also: {names}{more})"
 
 
 def _insert_general(plan: Plan, kvs: list[KV]) -> None:
@@ -247,6 +257,33 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
                                     "was written in full") from None
 
 
+def _forced_convention(planned: PlannedConversion) -> Finding | None:
+    """The warning for a DSpark class forced (``--architecture``) on a checkpoint whose declared class is a z-lab
+    DFlash draft: the file says ``dflash.sample_from_anchor = true`` (predictions from the anchor row on), the
+    weights were trained to predict from block rows 1..n. llama-server auto-detects draft-dflash for it, which
+    reads rows 1..n as trained; ``--spec-type draft-dspark`` would draft every token one position late."""
+    arch, plan = planned.architecture, planned.plan
+    if (arch is None or arch.how != "forced" or plan.value(ANCHOR_KEY) is not True
+            or any(t.name == MARKOV for t in plan.tensors)):
+        return None
+    from ..hf.checkpoint import load_json
+    from .inputs import choose_family
+
+    config = load_json(planned.draft.path / "config.json")
+    try:
+        declared = family_name(choose_family(planned.draft.path)[0])
+    except ConvertError:  # the declared value names no family: nothing to compare with
+        return None
+    if declared != "dflash" or "sample_from_anchor" in config or family_name(planned.family) == declared:
+        return None
+    return Finding("warning", "--architecture", "architecture", (
+        f"--architecture {arch.used} on a checkpoint that declares {arch.declared} (a z-lab DFlash draft, trained to "
+        f"predict from block rows 1..n): the file says {ANCHOR_KEY} = true (the DSpark convention, predictions from "
+        "the anchor row); llama-server auto-detects draft-dflash for it, which reads rows 1..n as trained, but "
+        "--spec-type draft-dspark would draft every token one position late; convert it without --architecture "
+        f"(as {arch.declared}) and serve it with --spec-type draft-dflash"))
+
+
 def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str | Path | None,
              options: ConvertOptions, *, force: bool, dry_run: bool, progress: Progress | None) -> ConvertResult:
     planned = plan_conversion(draft, target_model_dir, options=options)
@@ -262,9 +299,12 @@ def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: st
         bad = [f for f in errors(findings) if not (options.match_upstream and upstream_writes_unloadable(f))]
         if bad:
             raise ConvertError(f"the planned file would not load in llama.cpp: {_explain(bad[0], planned)}"
-                               + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
+                               + _more(bad[1:]))
         st = spec_type(plan)
-        if (spec_warning := spec_type_warning(st)) is not None:  # the file loads, but auto-detection drafts it wrongly
+        if (forced := _forced_convention(planned)) is not None:  # the spec-type advice would be wrong for this file
+            findings.append(forced)
+            st = SpecType("draft-dflash", "draft-dflash", f"weights trained on block rows 1..n ({forced.rule} warning)")
+        elif (spec_warning := spec_type_warning(st)) is not None:  # it loads, but auto-detection drafts it wrongly
             findings.append(Finding("warning", "llama-server", "spec-type", spec_warning))
         if outfile is None:
             outfile = default_output_name(family=planned.family_name, outtype=planned.outtype,

@@ -9,7 +9,7 @@ styles, never with markup tags.
 
 Tables (:func:`emit_table`) have two forms. On a terminal: a Rich table fitted to its width; columns that matter
 least are dropped first when it is too narrow, numbers never wrap, long names and values fold without losing a
-character. Anywhere else (a pipe, a file): plain aligned text, one row per line, nothing cut or wrapped, so that
+character, and a terminal too narrow for whole words gets each row stacked on its own lines instead. Anywhere else (a pipe, a file): plain aligned text, one row per line, nothing cut or wrapped, so that
 ``grep`` finds whole names.
 """
 
@@ -133,7 +133,81 @@ def emit_table(console: Console, title: str | Text, cols: Sequence[Col], rows: S
         if _natural_width(console, _rich_table(title, cols, rows, keep, header)) <= console.width:
             break
         keep = [i for i in keep if cols[i].drop != drop]
+    if _readable_width(console, title, cols, rows, keep, header) > console.width:
+        # stacked rows have room again for the text columns dropped to fit; a dropped number column stays out
+        # (without its header, a bare number would not say what it is)
+        _stacked(console, title, cols, rows, [i for i, c in enumerate(cols) if i in keep or c.justify == "left"],
+                 header)
+        return
     console.print(_rich_table(title, cols, rows, keep, header, _last_widths(console, title, cols, rows, keep, header)))
+
+
+#: the narrowest a ``wrap`` column may fold to before the table is printed stacked instead (a longer word folds)
+WORD = 16
+
+
+def _words(cell: str | Text) -> list[str]:
+    return (cell.plain if isinstance(cell, Text) else str(cell)).split()
+
+
+def _readable_width(console: Console, title: str | Text, cols: Sequence[Col], rows: Sequence[Row | Section],
+                    keep: list[int], header: bool) -> int:
+    """The narrowest this table reads as a table: every word whole (a ``wrap`` column no narrower than its longest
+    word, up to :data:`WORD`; ``room`` when a ``last`` column shares the table), other columns and ``last``
+    columns whole. A terminal narrower than this gets the stacked form."""
+    data = [r for r in rows if not isinstance(r, Section)]
+    natural = _natural_width(console, _rich_table(title, cols, rows, keep, header))
+    widths = {i: max([len(cols[i].header) if header else 0, *(_cell_width(r[i]) for r in data)]) for i in keep}
+    overhead = natural - sum(widths.values())
+    shared = any(cols[i].last for i in keep)
+    total = overhead
+    for i in keep:
+        c = cols[i]
+        if c.wrap and not c.last:
+            word = max([len(c.header) if header else 0, *(cell_len(w) for r in data for w in _words(r[i]))])
+            total += min(widths[i], c.room if shared else min(word, WORD))
+        else:
+            total += widths[i]
+    return total
+
+
+def _as_text(cell: str | Text) -> Text:
+    return cell if isinstance(cell, Text) else Text(str(cell))
+
+
+def _stacked(console: Console, title: str | Text, cols: Sequence[Col], rows: Sequence[Row | Section],
+             keep: list[int], header: bool) -> None:
+    """The table for a terminal too narrow for it: a row's first column and its other unwrapped cells on one
+    line (moving to an indented line when the next one does not fit), then each ``wrap`` cell on its own indented
+    line, labelled with its column's header; words stay whole, only a word longer than the line folds."""
+    console.print(title if isinstance(title, Text) else Text(title, style="bold"))
+    for r in rows:
+        if isinstance(r, Section):
+            console.print(Text(r.label, style="bold magenta"))
+            continue
+        inline = [keep[0], *(i for i in keep[1:] if not cols[i].wrap)]
+        out = Text(" ")
+        for i in inline:
+            cell = _as_text(r[i])
+            if not cell.plain:
+                continue
+            if out.plain.strip() and cell_len(out.plain) + 2 + cell_len(cell.plain) > console.width:
+                console.print(out, overflow="fold")
+                out = Text("   ")
+            elif out.plain.strip():
+                out.append("  ")
+            out.append_text(cell)
+        console.print(out, overflow="fold")
+        for i in keep[1:]:
+            if not cols[i].wrap:
+                continue
+            grid = Table.grid()
+            grid.add_column(width=3, no_wrap=True)
+            grid.add_column(overflow="fold")
+            cell = _as_text(r[i])
+            grid.add_row("", Text.assemble((f"{cols[i].header}: ", "dim"), cell) if header else cell)
+            console.print(grid)
+    console.print()
 
 
 def _cell_width(cell: str | Text) -> int:

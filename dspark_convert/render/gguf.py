@@ -34,10 +34,15 @@ BLOCK_STRING = 120
 def value_preview(entry: dict[str, Any], width: int | None = 70) -> str:
     """One line for an inspect KV entry (arrays: items and the count), cut to ``width`` (None: never cut)."""
     value = entry.get("value")
-    if "count" in entry:
-        items = ", ".join(repr(v) if isinstance(v, str) else num(v) for v in value or [])
-        more = ", ..." if entry.get("truncated") else ""
-        out = f"[{items}{more}] ({plural(entry['count'], 'item')})"
+    if "count" in entry:  # an array is cut between its items, never in one or in its count
+        count = f" ({plural(entry['count'], 'item')})"
+        shown = [safe_text(repr(v), 1 << 20) if isinstance(v, str) else num(v) for v in value or []]
+        more = bool(entry.get("truncated"))
+        while width is not None and shown and len("[" + ", ".join(shown) + (", ...]" if more else "]")) > width:
+            shown.pop()
+            more = True
+        out = "[" + ", ".join(shown) + (", ...]" if more and shown else "...]" if more else "]") + count
+        return out
     else:
         out = repr(value) if isinstance(value, str) else num(value)
     return safe_text(out, width if width is not None else len(out) * 8 + 8)
@@ -267,7 +272,7 @@ def render_diff(result: dict[str, Any], console: Console) -> None:
                 changed(e, console)
     for what in ("kvs", "tensors"):
         if result[what]["order_changed"]:
-            line(console, ("~", "yellow"), f" {what[:-1].upper()} order differs")
+            line(console, ("~", "yellow"), f" {'KV' if what == 'kvs' else 'tensor'} order differs")
     verdict = "EQUAL" if result["equal"] else "DIFFERENT"
     same = plural(tensors["identical"], "identical tensor") if result.get("tensor_data_compared", True) else \
         f"{plural(tensors['identical'], 'tensor')} of the same type and shape; tensor data not compared"

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from .. import schema as S
 from ..gguffile.packed import PackedStrings
-from .base import Col, Row, emit_table, line, plural, size_text, text
+from .base import Col, Row, emit_table, human_bytes, line, plural, size_text, text
 from .gguf import value_preview
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def render_plan(plan: Plan, console: Console) -> None:
     rows: list[Row] = []
     for t in plan.tensors:
         src = t.source if t.origin == "draft" else f"{t.origin}:{t.source or ''}"
-        rows.append([text(t.name, limit=100), t.ggml_type.name, "[" + ", ".join(map(str, t.ne)) + "]", f"{t.nbytes:,}",
+        rows.append([text(t.name, limit=100), t.ggml_type.name, "[" + ", ".join(map(str, t.ne)) + "]", human_bytes(t.nbytes),
                      text(src or "", limit=200), *([t.transform_name or ""] if with_transform else [])])
     emit_table(console, f"Tensors ({len(plan.tensors)})", cols, rows)
 
@@ -109,11 +109,11 @@ def render_conversion(r: ConvertResult, console: Console) -> None:
     what = f"{r.plan.arch}, {plural(len(r.plan.kvs), 'key')}, {plural(len(r.plan.tensors), 'tensor')}"
     if r.dry_run:
         line(console, ("dry run", "bold"), ": would write ", text(r.path, limit=4096),
-             f": {what}, {r.plan.total_tensor_bytes():,} bytes of tensor data")
+             f": {what}, {size_text(r.plan.total_tensor_bytes())} of tensor data")
     else:
-        rate = r.bytes_written / r.write_seconds / 1e6 if r.write_seconds else 0.0
+        rate = r.bytes_written / r.write_seconds / (1 << 20) if r.write_seconds else 0.0  # MiB/s, as sizes are
         line(console, ("wrote", "bold green"), " ", text(r.path, limit=4096), f": {what}, {size_text(r.bytes_written)},"
-             f" converted in {r.seconds:.2f} s (start-up not counted); writing took {r.write_seconds:.2f} s ({rate:.1f} MB/s)")
+             f" converted in {r.seconds:.2f} s (start-up not counted); writing took {r.write_seconds:.2f} s ({rate:.1f} MiB/s)")
     for note in r.notes:
         line(console, "  ", text(note, limit=400))
     line(console, "  ", reference_line(r.plan))

@@ -57,7 +57,7 @@ def render_verify(report: VerifyReport, console: Console) -> None:
         line(console, "  ", text(report.quality_note, limit=400))
     if report.storage:
         line(console, "storage rounding applied to the checkpoint: ", ", ".join(
-            f"{k} {v['tensors']} tensors ({v['changed']} of {v['values']} values changed)" for k, v in report.storage.items()))
+            f"{k} {v['tensors']} tensors ({v['changed']:,} of {v['values']:,} values changed)" for k, v in report.storage.items()))
     acc = report.accounting
     if acc is not None and report.tensors:
         counts = "; ".join(f"{'GGUF' if side == 'gguf' else side} {n['total']}: {n['read_by_forward']} read by a forward, "

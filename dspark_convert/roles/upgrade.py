@@ -75,7 +75,9 @@ class Stale:
         return asdict(self)
 
     def __str__(self) -> str:
-        return f"{self.subject}: {self.change} (upstream {self.since}+; fixed by upgrade with {self.needs})"
+        how = {"file": "from the file alone", "target": "given --target", "checkpoint": "given --hf CHECKPOINT",
+               "user": "given --from-revision bNNNN --rope-interleaved"}.get(self.needs, f"with {self.needs}")
+        return f"{self.subject}: {self.change} (upstream {self.since}+; upgrade fixes it {how})"
 
     def command(self, path: str | os.PathLike[str], target: str | None = None) -> str:
         """The ``upgrade`` command line that fixes this item (placeholders for what the user supplies; ``target``,

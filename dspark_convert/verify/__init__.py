@@ -202,6 +202,10 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     g = open_gguf(gguf_path)
     gguf_names = [t.name for t in g.file.tensors]
     variant = gguf_variant(g.value, gguf_names)
+    arch = g.value("general.architecture")
+    if variant is None:  # a target model's file, or another tool's: wrong input, not a wrong conversion
+        raise ConvertError(f"{gguf_path}: is not a draft GGUF (general.architecture {arch!r}, no draft variant loads "
+                           "it); verify compares a draft GGUF with the checkpoint it was converted from")
     job = Job(g, gguf_path, hf_dir, target_dir, case_contexts(context), seed, steps, quality,
               None if variant is None else variant.name, refuse_broken=lambda: _refuse_broken(gguf_path),
               runtime_notes=lambda: _runtime_notes(g),
@@ -213,6 +217,10 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
         by = variant
     else:  # a GGUF of another variant than the checkpoint's: the accounting names the tensors no forward reads
         by, spec = checkpoint_prover(job)
+        if by.arch and by.arch != arch:  # another family's file altogether: no forward compares the two
+            raise ConvertError(f"{gguf_path}: general.architecture {arch!r}, but --hf {hf_dir} is a checkpoint of "
+                               f"variant {by.name!r}, whose files are {by.arch!r}; verify compares a file with the "
+                               "checkpoint it was converted from")
     proof = prove(spec, job, by)
     report = VerifyReport(str(gguf_path), str(hf_dir), str(target_dir or hf_dir), str(g.value("general.architecture")),
                           proof.family, proof.layout, seed, proof.steps, proof.contexts, hparams=proof.hparams,
