@@ -172,7 +172,8 @@ class FastBPE:
         vocab = {**model_ids, **contents}  # get_vocab(with_added_tokens=True), for the names asked here
         special_ids = {vocab[b] for b in (n.encode("utf-8", "surrogatepass") for n in names) if b in vocab}
         types = [TokenType.NORMAL] * v
-        for i in itertools.compress(range(v), map(_is_byte_token, self.tokens)):
+        six = list(itertools.compress(range(v), map(operator.eq, map(len, self.tokens), itertools.repeat(6))))
+        for i in itertools.compress(six, map(_is_byte_token, map(self.tokens.__getitem__, six))):
             types[i] = TokenType.BYTE
         for i in special_ids:
             if i < v and types[i] != TokenType.BYTE:

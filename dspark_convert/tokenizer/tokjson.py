@@ -82,15 +82,6 @@ class Layout:
     pairs: bool
 
 
-def _unescape(s: bytes) -> bytes:
-    """UTF-8 of a JSON string's body (the bytes between its quotes) holding a backslash."""
-    try:
-        v = json.loads(b'"' + s + b'"')
-        return v.encode("utf-8")
-    except (ValueError, UnicodeEncodeError):  # a bad escape, or a lone surrogate (tokenizers refuses it)
-        raise NotFast from None
-
-
 def _strings(raw: Raw, a: int, b: int) -> list[bytes] | None:
     """``raw[a:b]`` split on its unescaped quotes: outside, string, outside, ..., outside (odd length), the
     strings' escapes decoded; None when ``b`` lies inside a string. Raw control characters inside strings, and
@@ -133,11 +124,26 @@ def _strings(raw: Raw, a: int, b: int) -> list[bytes] | None:
     inside = b"".join(pieces[1::2])
     if any(c in inside for c in _CONTROLS):
         raise NotFast  # JSON strings hold control characters only escaped
-    for i in escapes:
-        if i % 2 == 0:
-            raise NotFast  # a backslash outside a string
-        pieces[i] = _unescape(pieces[i])
+    if any(i % 2 == 0 for i in escapes):
+        raise NotFast  # a backslash outside a string
+    if escapes:
+        # one json.loads for the chunk's escaped strings: no piece ends in an odd run of backslashes (the quote
+        # after it would be escaped, and the pieces glued above), so each stays one array item
+        for i, v in zip(escapes, _unescape_all([pieces[i] for i in escapes]), strict=True):
+            pieces[i] = v
     return pieces
+
+
+def _unescape_all(bodies: list[bytes]) -> list[bytes]:
+    """The UTF-8 of JSON string bodies (the bytes between their quotes) holding backslashes, decoded in one
+    ``json.loads``; NotFast for a bad escape or a lone surrogate (tokenizers refuses it)."""
+    try:
+        values = json.loads(b'["' + b'","'.join(bodies) + b'"]')
+        if len(values) != len(bodies):
+            raise NotFast
+        return [v.encode("utf-8") for v in values]
+    except (ValueError, UnicodeEncodeError):  # a bad escape, or a lone surrogate (tokenizers refuses it)
+        raise NotFast from None
 
 
 def _chunks(raw: Raw, a: int, b: int, after: bytes) -> Iterator[list[bytes]]:
