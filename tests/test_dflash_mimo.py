@@ -96,7 +96,8 @@ def test_patched_row_lands_in_its_chunk(tmp_path: Path, monkeypatch: pytest.Monk
         return real(name, start, stop)
 
     monkeypatch.setattr(ck, "read_rows", spy)
-    monkeypatch.setattr(writer, "CHUNK_BYTES", CHUNK_ROWS * HIDDEN * (4 if dtype == "F32" else 2))
+    # chunks are sized by the larger of a row's source and output bytes (F32 output: 4 bytes a value)
+    monkeypatch.setattr(writer, "CHUNK_BYTES", CHUNK_ROWS * HIDDEN * (4 if "F32" in (dtype, OUT[outtype].name) else 2))
     patch = PatchRow(row, tuple(float(v) for v in _VEC), dtype)
     spec = TensorSpec("token_embd.weight", (rows, HIDDEN), OUT[outtype], sources=("model.embed_tokens.weight",),
                       transform=patch, source_dtype=dtype)

@@ -209,6 +209,16 @@ def test_bf16_to_f16_table_equals_float_conversion_for_every_value() -> None:
     assert got.shape == (256, 256) and got.tobytes() == ref.tobytes()
 
 
+def test_bf16_to_f16_in_pieces_equals_float_conversion_across_piece_boundaries() -> None:
+    # three lookup pieces and a partial fourth, rows that straddle the piece boundaries
+    bits = np.random.default_rng(7).integers(0, 1 << 16, (3 * (1 << 16) + 96) // 96 * 96, np.uint16).reshape(-1, 96)
+    with np.errstate(over="ignore"):
+        ref = to_float32(bits, "BF16").astype(np.float16)
+    got = convert_chunk(bits, "BF16", QT.F16)
+    assert got.shape == bits.shape and got.dtype == np.uint16 and got.tobytes() == ref.tobytes()
+    assert convert_chunk(bits[:, :48], "BF16", QT.F16).tobytes() == ref[:, :48].tobytes()  # a strided view
+
+
 @pytest.mark.parametrize("dtype", ["BF16", "F16", "F32"])
 def test_nonfinite_check_on_bits(dtype: str) -> None:
     np_dtype = {"BF16": np.uint16, "F16": np.float16, "F32": np.float32}[dtype]

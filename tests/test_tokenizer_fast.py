@@ -36,8 +36,10 @@ def block(kvs: list[KV]) -> bytes:
                     for kv in kvs)
 
 
-def both(target: Path, n_vocab: int | None, handler: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, bool]:
-    """(fast result, whole-tokenizer result, fast path used); a result is the block bytes or the error text."""
+def both(target: Path, n_vocab: int | None, handler: str, monkeypatch: pytest.MonkeyPatch,
+         fast_fn: str = "_set_vocab_gpt2_fast") -> tuple[Any, Any, bool]:
+    """(fast result, whole-tokenizer result, fast path used); a result is the block bytes or the error text.
+    ``fast_fn``: the handlers function that tries the fast path (it returns False to step aside)."""
     def run() -> Any:
         try:
             return block(handlers.target_vocab_kvs(target, n_vocab, handler))
@@ -45,7 +47,7 @@ def both(target: Path, n_vocab: int | None, handler: str, monkeypatch: pytest.Mo
             return f"error: {e}"
 
     taken = []
-    real = handlers._set_vocab_gpt2_fast
+    real = getattr(handlers, fast_fn)
 
     def spy(*a: Any) -> bool:
         try:
@@ -57,10 +59,10 @@ def both(target: Path, n_vocab: int | None, handler: str, monkeypatch: pytest.Mo
         return result
 
     with monkeypatch.context() as m:
-        m.setattr(handlers, "_set_vocab_gpt2_fast", spy)
+        m.setattr(handlers, fast_fn, spy)
         fast = run()
     with monkeypatch.context() as m:
-        m.setattr(handlers, "_set_vocab_gpt2_fast", lambda *a: False)
+        m.setattr(handlers, fast_fn, lambda *a: False)
         slow = run()
     return fast, slow, any(taken)
 
@@ -252,6 +254,58 @@ def test_trained_tokenizers(tmp_path_factory: pytest.TempPathFactory, monkeypatc
     assert got == want
     if taken:
         same_hash(target)
+
+
+# ---------------------------------------------------------------------------------------------- gemma4 (LlamaHfVocab)
+def llama_hf(added: list[tuple[str, bool, bool]], extra_model: tuple[str, ...] = ()) -> dict:
+    """A byte-fallback BPE with a Sequence decoder (what the gemma4 handler takes), with added tokens
+    (content, special, normalized)."""
+    vocab = {"<pad>": 0, "<eos>": 1, "<bos>": 2, "<unk>": 3, "<0x0A>": 4, "<0x41>": 5, "<0xe3>": 6, "▁": 7, "a": 8,
+             "b": 9, "▁a": 10, "ab": 11, "<|channel>": 12, "<0x4G>": 13}
+    for t in extra_model:
+        vocab[t] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[("▁", "a"), ("a", "b")], byte_fallback=True, unk_token="<unk>"))
+    tok.normalizer = normalizers.Replace(" ", "▁")
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
+    tok.add_special_tokens(["<pad>", "<eos>", "<bos>", "<unk>"])
+    for content, special, normalized in added:
+        tok.add_tokens([AddedToken(content, special=special, normalized=normalized)])
+    return json.loads(tok.to_str())
+
+
+@pytest.mark.parametrize(("added", "cfg"), [
+    ([], {}),
+    ([("<|channel>", False, False), ("<channel|>", False, False), ("<start>", True, False)],
+     {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>", "add_bos_token": True}),
+    ([('<|"|>', True, False), ("<user>", False, True)],
+     {"tokenizer_class": "GemmaTokenizer", "additional_special_tokens": ["<user>", "<0x41>", "ab"],
+      "extra_special_tokens": {"image_token": "<image>"}}),  # class defaults, a byte token named special
+    ([("<x>", True, False)], {"added_tokens_decoder": {"15": {"content": "<y>", "special": True}}}),
+])
+def test_gemma4_fast_list_equals_the_whole_tokenizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     added: list, cfg: dict) -> None:
+    target = make_target(tmp_path / "t", "Gemma4ForConditionalGeneration", tokenizer=llama_hf(added), tok_config=cfg)
+    got, want, taken = both(target, None, "gemma4", monkeypatch, "_gemma4_fast")
+    assert taken is True and isinstance(want, bytes) and got == want
+
+
+def test_gemma4_ambiguous_or_malformed_files_take_the_whole_tokenizer(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    data = llama_hf([("<new>", True, False)])
+    data["added_tokens"][-1]["content"] = "ab"  # an added token naming model token 11's text with another id
+    target = make_target(tmp_path / "a", "Gemma4ForConditionalGeneration", tokenizer=data)
+    got, want, _ = both(target, None, "gemma4", monkeypatch, "_gemma4_fast")
+    assert got == want and isinstance(want, bytes)  # the library gives it id 11, and so does the reduced one
+    data = llama_hf([])
+    data["model"]["merges"].append(["a", "nope"])  # a part the vocabulary lacks: the library's own message
+    target = make_target(tmp_path / "m", "Gemma4ForConditionalGeneration", tokenizer=data)
+    got, want, taken = both(target, None, "gemma4", monkeypatch, "_gemma4_fast")
+    assert taken is False and got == want and want.startswith("error: ")
+    data = llama_hf([])
+    data["decoder"] = {"type": "ByteFallback"}  # not LlamaHfVocab's: the same refusal on both paths
+    target = make_target(tmp_path / "d", "Gemma4ForConditionalGeneration", tokenizer=data)
+    got, want, taken = both(target, None, "gemma4", monkeypatch, "_gemma4_fast")
+    assert taken is True and got == want and "the gemma4 handler needs a BPE tokenizer.json" in want
 
 
 # ---------------------------------------------------------------------------------------------- the reader

@@ -122,12 +122,29 @@ def test_thread_count_from_the_environment_or_the_cores() -> None:
 
 
 def test_chunks_in_flight_stay_within_the_budget_for_any_core_count(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert writer.chunk_bytes(4) == writer.CHUNK_BYTES == 4 << 20  # 2 cores: 4 chunks of 4 MiB
-    assert writer.chunk_bytes(32) == 1 << 20  # 16 cores: 32 chunks of 1 MiB
+    assert writer.chunk_bytes(4) == writer.CHUNK_BYTES == 2 << 20  # 2 cores: 4 chunks of 2 MiB
+    assert writer.chunk_bytes(32) == 512 << 10  # 16 cores: 32 chunks of 512 KiB
     for workers in range(1, writer.MAX_WORKERS + 1):
-        assert writer.chunk_bytes(2 * workers) * 2 * workers <= writer.IN_FLIGHT_BYTES
+        assert writer.chunk_bytes(2 * workers) * 2 * workers <= writer.IN_FLIGHT_BYTES == 16 << 20
     monkeypatch.setattr(writer, "WORKERS", 8)
-    assert writer.pool_shape() == (8, 16) and writer.chunk_bytes() == 2 << 20
+    assert writer.pool_shape() == (8, 16) and writer.chunk_bytes() == 1 << 20
+
+
+def test_chunks_hold_the_budget_of_source_or_of_wider_output(source: tuple[Checkpoint, dict[str, np.ndarray]],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    ck, whole = source
+    monkeypatch.setattr(writer, "CHUNK_BYTES", 4 * 2080 * 2)  # 4 rows of 'wide' in BF16, 2 rows in F32
+    sizes = {}
+    for out in (QT.BF16, QT.F32, QT.Q8_0):
+        spec = TensorSpec("wide", SHAPES["wide"][1], out, sources=("wide",))
+        chunks = [job() for job in writer.chunk_jobs(spec, {"draft": ck})]
+        sizes[out] = [c.shape[0] for c in chunks]
+        assert b"".join(c.tobytes() for c in chunks) == (
+            to_float32(ck.read_rows("wide", 0, 13), "BF16").tobytes() if out == QT.F32
+            else quants.quantize(whole["wide"], QT.Q8_0).tobytes() if out == QT.Q8_0
+            else ck.read_rows("wide", 0, 13).tobytes())
+    # source rows bound BF16 and Q8_0 chunks (Q8_0 is narrower); the F32 output, twice as wide, halves them
+    assert sizes == {QT.BF16: [4, 4, 4, 1], QT.Q8_0: [4, 4, 4, 1], QT.F32: [2] * 6 + [1]}
 
 
 def test_a_bad_thread_count_leaves_nothing_behind(source: tuple[Checkpoint, dict[str, np.ndarray]],

@@ -335,6 +335,23 @@ def _bf16_to_f16_table() -> np.ndarray:
         return to_float32(np.arange(1 << 16, dtype=np.uint16), "BF16").astype(np.float16).view(np.uint16)
 
 
+_LOOKUP_STEP = 1 << 16  # elements per table lookup: numpy widens the indices to intp (8 bytes each) per call
+
+
+def bf16_to_f16_bits(raw: np.ndarray) -> np.ndarray:
+    """F16 bits of BF16 bits ``raw`` (same shape), by the table :func:`_bf16_to_f16_table`.
+
+    ``np.take`` widens its indices to ``intp``, a temporary four times the size of a BF16 chunk; looking up
+    ``_LOOKUP_STEP`` elements at a time into the result bounds that temporary to 512 KiB (and keeps it in cache).
+    """
+    bits = np.ascontiguousarray(raw).view(np.uint16)
+    out = np.empty(bits.shape, np.uint16)
+    flat, dst, table = bits.reshape(-1), out.reshape(-1), _bf16_to_f16_table()
+    for i in range(0, flat.size, _LOOKUP_STEP):
+        np.take(table, flat[i:i + _LOOKUP_STEP], out=dst[i:i + _LOOKUP_STEP])
+    return out
+
+
 def convert_chunk(raw: np.ndarray, src_dtype: str, out: QT) -> np.ndarray:
     """Convert a chunk of source values (rows of the tensor) to the bytes of GGML type ``out``.
 
@@ -351,7 +368,7 @@ def convert_chunk(raw: np.ndarray, src_dtype: str, out: QT) -> np.ndarray:
     if out == QT.F32 and src_dtype == "F32":
         return raw
     if out == QT.F16 and src_dtype == "BF16":  # 65,536 possible inputs: a table lookup, ~2.5x faster
-        return np.take(_bf16_to_f16_table(), raw)
+        return bf16_to_f16_bits(raw)
     if out == QT.Q8_0 and src_dtype == "BF16":  # widened piece by piece inside the quantizer
         return quantize_q8_0(raw, bf16_bits=True)
     if src_dtype in ("F16", "F32"):

@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import array
 import itertools
 import struct
 from collections.abc import Iterable, Iterator, Sequence
@@ -50,7 +51,7 @@ class PackedStrings(Sequence[str]):
     def __init__(self, blob: bytes, count: int) -> None:
         self.blob = blob
         self._count = count
-        self._offsets: list[int] | None = None
+        self._offsets: array.array[int] | None = None
 
     @classmethod
     def pack(cls, items: Iterable[bytes | str]) -> PackedStrings:
@@ -82,9 +83,9 @@ class PackedStrings(Sequence[str]):
     def __len__(self) -> int:
         return self._count
 
-    def _item_offsets(self) -> list[int]:
-        if self._offsets is None:
-            out, pos, unpack, blob = [], 0, _U64.unpack_from, self.blob
+    def _item_offsets(self) -> array.array[int]:
+        if self._offsets is None:  # an array, not a list: 8 bytes an item instead of ~40 (262k tokens: 2 MB)
+            out, pos, unpack, blob = array.array("q"), 0, _U64.unpack_from, self.blob
             for _ in range(self._count):
                 out.append(pos)
                 pos += 8 + unpack(blob, pos)[0]

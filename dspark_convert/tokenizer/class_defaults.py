@@ -14,6 +14,7 @@ its ``src/transformers/``.
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,13 +82,14 @@ def _class_from_name(name: str) -> str | None:
     return base if base in CLASS_DEFAULT_SPECIALS else None
 
 
-def _mentions(text: str | bytes, word: str) -> bool:
-    """``word in text`` for the tokenizer.json text or its bytes (the fast reader keeps bytes)."""
-    return word in text if isinstance(text, str) else word.encode("utf-8") in text
+def _mentions(text: str | bytes | mmap.mmap, word: str) -> bool:
+    """``word in text`` for the tokenizer.json text, its bytes or a map of them (the fast reader's); ``in`` on a
+    map would compare single bytes, so bytes are searched with ``find``."""
+    return word in text if isinstance(text, str) else text.find(word.encode("utf-8")) >= 0
 
 
 def resolve_tokenizer_class(tokenizer_config: dict[str, Any], target_config: dict[str, Any],
-                            tokenizer_json_text: str | bytes) -> str:
+                            tokenizer_json_text: str | bytes | mmap.mmap) -> str:
     """The tokenizer class ``AutoTokenizer.from_pretrained(target_dir)`` instantiates (transformers 5.24.0,
     models/auto/tokenization_auto.py), as a key of :data:`CLASS_DEFAULT_SPECIALS`.
 

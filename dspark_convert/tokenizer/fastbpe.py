@@ -24,9 +24,11 @@ token's decode round trip would tokenize) raises :class:`NotFast`, and the calle
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
+import mmap
 import operator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,8 +40,8 @@ from ..hf.checkpoint import load_json_if_present
 from ..schema import TokenType
 from .bpe import apply_transformers_rules, check_text, cleaned
 from .class_defaults import resolve_tokenizer_class, special_token_entries
-from .special import looks_special
-from .tokjson import Layout, NotFast, check_tokenizer_sizes, locate, merge_chunks, vocab_tokens
+from .special import looks_special, token_content
+from .tokjson import Layout, NotFast, Raw, check_tokenizer_sizes, locate, merge_chunks, vocab_tokens
 
 if TYPE_CHECKING:
     from tokenizers import AddedToken, Tokenizer
@@ -69,6 +71,7 @@ class FastBPE:
     merges: PackedStrings  # tokenizer.ggml.merges as gguf-py writes them
     reduced: Tokenizer  # the reduced tokenizer (transformers' rules applied)
     full_ids: list[int]  # reduced model id -> target id
+    specials: list[Any] = field(default_factory=list)  # special-token entries, class defaults included
     _added: dict[int, AddedToken] | None = field(default=None, repr=False)
 
     @property
@@ -146,16 +149,77 @@ class FastBPE:
         return PackedStrings.pack(tokens), types  # type: ignore[arg-type]  # every slot is bytes now
 
 
-def load_fast_bpe(tokenizer_json: Path) -> FastBPE:
+    def llama_hf_list(self) -> tuple[PackedStrings, list[float], list[int]]:
+        """Tokens, scores and types of upstream ``LlamaHfVocab`` (as
+        :func:`~dspark_convert.tokenizer.bpe.llama_hf_token_list`: the tokenizer's own size, no padding).
+
+        Raises NotFast where the whole tokenizer's ``get_vocab`` would be ambiguous (an added token whose content
+        is a model token of another id, or whose id is a model token of other content).
+        """
+        v, added = self.n_model, self.added()
+        contents = {at.content.encode("utf-8", "surrogatepass"): i for i, at in added.items()}
+        names: list[str] = []  # transformers' all_special_tokens: first occurrence wins
+        for entry in self.specials:
+            content = token_content(entry)
+            if content is not None and content not in names:
+                names.append(content)
+        wanted = {n.encode("utf-8", "surrogatepass") for n in names} | set(contents)
+        model_ids = {t: i for i, t in zip(itertools.compress(range(v), map(wanted.__contains__, self.tokens)),
+                                          filter(wanted.__contains__, self.tokens), strict=True)}
+        for c, i in contents.items():
+            if model_ids.get(c, i) != i or (i < v and self.tokens[i] != c):
+                raise NotFast
+        vocab = {**model_ids, **contents}  # get_vocab(with_added_tokens=True), for the names asked here
+        special_ids = {vocab[b] for b in (n.encode("utf-8", "surrogatepass") for n in names) if b in vocab}
+        types = [TokenType.NORMAL] * v
+        six = list(itertools.compress(range(v), map(operator.eq, map(len, self.tokens), itertools.repeat(6))))
+        for i in itertools.compress(six, map(_is_byte_token, map(self.tokens.__getitem__, six))):
+            types[i] = TokenType.BYTE
+        for i in special_ids:
+            if i < v and types[i] != TokenType.BYTE:
+                types[i] = TokenType.CONTROL
+        extra = sorted((i, at.content) for i, at in added.items() if i >= v)
+        for _i, text in extra:
+            types.append(TokenType.CONTROL if text.encode("utf-8", "surrogatepass") in vocab
+                         and text in names else TokenType.USER_DEFINED)
+        tokens = PackedStrings.pack([*self.tokens, *(text.encode("utf-8") for _, text in extra)])
+        return tokens, [-1000.0] * len(types), types
+
+
+def _is_byte_token(t: bytes) -> bool:
+    """``<0xHH>`` (upstream's byte-token pattern, either case)."""
+    return len(t) == 6 and t[:3] == b"<0x" and t[5:] == b">" and all(c in _HEX for c in t[3:5])
+
+
+_HEX = b"0123456789abcdefABCDEF"
+
+
+def load_fast_bpe(tokenizer_json: Path, *, for_hash: bool = True) -> FastBPE:
     """Read ``tokenizer_json`` (and its sibling tokenizer_config.json) for :class:`FastBPE`.
 
-    Raises NotFast when the file is not one this reader reproduces exactly, ConvertError for bad sibling files.
+    With ``for_hash`` false the reduced tokenizer holds only the tokens every added-token rule needs, not those
+    that encode llama.cpp's check text: enough for :meth:`FastBPE.added` and :meth:`FastBPE.llama_hf_list`, not
+    for :meth:`FastBPE.chkhsh`. Raises NotFast when the file is not one this reader reproduces exactly,
+    ConvertError for bad sibling files.
     """
     tokenizer_json = Path(tokenizer_json)
     try:
-        raw = tokenizer_json.read_bytes()
+        with open(tokenizer_json, "rb") as f:
+            try:  # mapped, so that only the chunk being read is resident (tokjson.release)
+                raw: Raw = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):  # an empty file, or one that cannot be mapped
+                raw = f.read()
     except OSError:
         raise NotFast from None
+    try:
+        return _load(tokenizer_json, raw, for_hash)
+    finally:
+        if isinstance(raw, mmap.mmap):
+            with contextlib.suppress(BufferError):  # still exported: closed when collected
+                raw.close()
+
+
+def _load(tokenizer_json: Path, raw: Raw, for_hash: bool) -> FastBPE:
     lay = locate(raw)
     check_tokenizer_sizes(lay.meta, tokenizer_json)  # before the library sees any of it
     model = lay.meta["model"]
@@ -169,9 +233,15 @@ def load_fast_bpe(tokenizer_json: Path) -> FastBPE:
     vocab = set(tokens)
     if len(vocab) != len(tokens):
         raise NotFast  # a repeated key (json keeps the last, serde may not): left to the slow path
-    if model.get("ignore_merges") and not _byte_level_words(lay.meta, vocab):
+    if for_hash and model.get("ignore_merges") and not _byte_level_words(lay.meta, vocab):
         raise NotFast  # a whole-word lookup could hit a token the reduced vocabulary lacks
     always = _always_kept(lay.meta, config, specials, vocab)
+    if not for_hash:
+        merges, _ = _merges(lay, vocab, set())
+        del vocab
+        reduced = _Reduced(lay, tokens, _ids_of(tokens, always))
+        return FastBPE(tokenizer_json, lay.meta, config, tokens, merges, reduced.build(config, specials),
+                       reduced.full_ids, specials, _placeholders=reduced.placeholders)
     # 1. the initial symbols of the check text's words: single characters, byte pieces, unk
     short = list(itertools.compress(tokens, map(operator.ge, itertools.repeat(4), map(len, tokens))))
     singles = itertools.compress(short, map(operator.eq, map(len, short),  # one UTF-8 sequence, whole
@@ -183,7 +253,7 @@ def load_fast_bpe(tokenizer_json: Path) -> FastBPE:
     merges, reduced_merges = _merges(lay, vocab, kept)
     reduced = _Reduced(lay, tokens, _ids_of(tokens, kept), merges=reduced_merges)
     tok = reduced.build(config, specials)
-    return FastBPE(tokenizer_json, lay.meta, config, tokens, merges, tok, reduced.full_ids,
+    return FastBPE(tokenizer_json, lay.meta, config, tokens, merges, tok, reduced.full_ids, specials,
                    _placeholders=reduced.placeholders)
 
 

@@ -53,6 +53,7 @@ Upstream runs the target class's ``set_vocab`` on the draft, so the draft's conf
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -274,17 +275,41 @@ _GEMMA4_VISIBLE = {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "
 
 
 def _h_gemma4(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
-    hf = load_hf_tokenizer(target_dir / "tokenizer.json")
-    if not is_llama_hf(hf.data):
-        raise ConvertError(f"{hf.path}: the gemma4 handler needs a BPE tokenizer.json with byte_fallback and a "
-                           "Sequence decoder")
-    tokens, scores, types = llama_hf_token_list(hf)
-    # These stay visible so that the chat parser can read them (upstream marks them USER_DEFINED).
-    types = [S.TokenType.USER_DEFINED if t in _GEMMA4_VISIBLE else ty for t, ty in zip(tokens, types, strict=True)]
-    _token_kvs(kvs, "gemma4", None, tokens, scores, types)
-    _extend(kvs, SpecialVocab(target_dir, load_merges=True, tokenizer_data=hf.data).kvs())
+    if not _gemma4_fast(target_dir, kvs):
+        hf = load_hf_tokenizer(target_dir / "tokenizer.json")
+        if not is_llama_hf(hf.data):
+            raise ConvertError(f"{hf.path}: {_GEMMA4_NEEDS}")
+        tokens, scores, types = llama_hf_token_list(hf)
+        # These stay visible so that the chat parser can read them (upstream marks them USER_DEFINED).
+        types = [S.TokenType.USER_DEFINED if t in _GEMMA4_VISIBLE else ty for t, ty in zip(tokens, types, strict=True)]
+        _token_kvs(kvs, "gemma4", None, tokens, scores, types)
+        _extend(kvs, SpecialVocab(target_dir, load_merges=True, tokenizer_data=hf.data).kvs())
     add_kv(kvs, _bool(S.TOKENIZER_ADD_SPACE_PREFIX, False))
     add_kv(kvs, _bool(S.ADD_TOKEN_KEYS["bos"], True))
+
+
+_GEMMA4_NEEDS = "the gemma4 handler needs a BPE tokenizer.json with byte_fallback and a Sequence decoder"
+
+
+def _gemma4_fast(target_dir: Path, kvs: list[KV]) -> bool:
+    """The gemma4 token list by :mod:`~dspark_convert.tokenizer.fastbpe` (the same bytes as the whole tokenizer,
+    in bounded memory); False when that reader does not reproduce the file exactly."""
+    try:
+        fast = load_fast_bpe(target_dir / "tokenizer.json", for_hash=False)
+        if not is_llama_hf(fast.data):
+            raise ConvertError(f"{fast.path}: {_GEMMA4_NEEDS}")
+        tokens, scores, types = fast.llama_hf_list()
+    except NotFast:
+        return False
+    visible = {t.encode("utf-8") for t in _GEMMA4_VISIBLE}
+    for i in itertools.compress(range(fast.n_model), map(visible.__contains__, fast.tokens)):
+        types[i] = S.TokenType.USER_DEFINED
+    for i, at in fast.added().items():  # the added tokens beyond the model's (their text is in the list)
+        if i >= fast.n_model and at.content in _GEMMA4_VISIBLE:
+            types[i] = S.TokenType.USER_DEFINED
+    _token_kvs(kvs, "gemma4", None, tokens, scores, types)
+    _extend(kvs, SpecialVocab(target_dir, load_merges=True, tokenizer_data=fast.data, merges=fast.merges).kvs())
+    return True
 
 
 def _h_nemotron_h(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:

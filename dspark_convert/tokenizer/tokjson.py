@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import array
 import codecs
+import contextlib
 import itertools
 import json
+import mmap
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -50,6 +52,17 @@ _SPACE = re.compile(_W)
 _CONTROLS = [bytes([c]) for c in range(32)]
 
 
+Raw = bytes | mmap.mmap  # the file's bytes, or a read-only map of them (its pages are dropped once read)
+
+
+def release(raw: Raw, end: int) -> None:
+    """Drop the pages of a mapped file before ``end`` from this process (they stay in the page cache): a map
+    then costs resident memory only for the chunk being read, not for the whole file. Bytes: nothing to do."""
+    if isinstance(raw, mmap.mmap) and end >= mmap.PAGESIZE:
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # no madvise (not Linux), or a closed map
+            raw.madvise(mmap.MADV_DONTNEED, 0, min(end, len(raw)) // mmap.PAGESIZE * mmap.PAGESIZE)
+
+
 class NotFast(Exception):
     """The file is not in the shape the fast reader takes with certainty."""
 
@@ -62,23 +75,14 @@ class Layout:
     keys; ``pairs`` tells the pair form ``[["a", "b"], ...]`` from the legacy ``["a b", ...]``.
     """
 
-    raw: bytes
+    raw: Raw
     meta: dict[str, Any]
     vocab: tuple[int, int]
     merges: tuple[int, int]
     pairs: bool
 
 
-def _unescape(s: bytes) -> bytes:
-    """UTF-8 of a JSON string's body (the bytes between its quotes) holding a backslash."""
-    try:
-        v = json.loads(b'"' + s + b'"')
-        return v.encode("utf-8")
-    except (ValueError, UnicodeEncodeError):  # a bad escape, or a lone surrogate (tokenizers refuses it)
-        raise NotFast from None
-
-
-def _strings(raw: bytes, a: int, b: int) -> list[bytes] | None:
+def _strings(raw: Raw, a: int, b: int) -> list[bytes] | None:
     """``raw[a:b]`` split on its unescaped quotes: outside, string, outside, ..., outside (odd length), the
     strings' escapes decoded; None when ``b`` lies inside a string. Raw control characters inside strings, and
     bad UTF-8, are refused."""
@@ -120,16 +124,31 @@ def _strings(raw: bytes, a: int, b: int) -> list[bytes] | None:
     inside = b"".join(pieces[1::2])
     if any(c in inside for c in _CONTROLS):
         raise NotFast  # JSON strings hold control characters only escaped
-    for i in escapes:
-        if i % 2 == 0:
-            raise NotFast  # a backslash outside a string
-        pieces[i] = _unescape(pieces[i])
+    if any(i % 2 == 0 for i in escapes):
+        raise NotFast  # a backslash outside a string
+    if escapes:
+        # one json.loads for the chunk's escaped strings: no piece ends in an odd run of backslashes (the quote
+        # after it would be escaped, and the pieces glued above), so each stays one array item
+        for i, v in zip(escapes, _unescape_all([pieces[i] for i in escapes]), strict=True):
+            pieces[i] = v
     return pieces
 
 
-def _chunks(raw: bytes, a: int, b: int, after: bytes) -> Iterator[list[bytes]]:
+def _unescape_all(bodies: list[bytes]) -> list[bytes]:
+    """The UTF-8 of JSON string bodies (the bytes between their quotes) holding backslashes, decoded in one
+    ``json.loads``; NotFast for a bad escape or a lone surrogate (tokenizers refuses it)."""
+    try:
+        values = json.loads(b'["' + b'","'.join(bodies) + b'"]')
+        if len(values) != len(bodies):
+            raise NotFast
+        return [v.encode("utf-8") for v in values]
+    except (ValueError, UnicodeEncodeError):  # a bad escape, or a lone surrogate (tokenizers refuses it)
+        raise NotFast from None
+
+
+def _chunks(raw: Raw, a: int, b: int, after: bytes) -> Iterator[list[bytes]]:
     """:func:`_strings` of ``[a, b)`` in pieces of about CHUNK bytes, each cut right after an ``after`` that
-    lies outside every string (``a`` must too)."""
+    lies outside every string (``a`` must too); the pages of a mapped file are dropped behind each piece."""
     start = a
     while start < b:
         cut = b if b - start <= CHUNK else raw.find(after, start + CHUNK, b)
@@ -141,13 +160,14 @@ def _chunks(raw: bytes, a: int, b: int, after: bytes) -> Iterator[list[bytes]]:
             if cut >= b:
                 raise NotFast  # an unterminated string
             cut = raw.find(after, cut, b)  # that "after" was inside a string: take the next one
+        release(raw, cut)
         yield pieces
         start = cut
 
 
-def locate(raw: bytes) -> Layout:
+def locate(raw: Raw) -> Layout:
     """Find the vocabulary and merges and parse the rest (raises NotFast for any other layout)."""
-    if raw.startswith(codecs.BOM_UTF8):
+    if raw[:3] == codecs.BOM_UTF8:
         raise NotFast
     m = _MODEL.search(raw)
     v = _VOCAB.search(raw, m.end()) if m else None
@@ -164,6 +184,7 @@ def locate(raw: bytes) -> Layout:
     if not isinstance(model, dict) or model.get("vocab") != {} or model.get("merges") != []:
         raise NotFast  # the spans were not the model's own (a duplicate key, a string that looked like one)
     del model["vocab"], model["merges"]
+    release(raw, len(raw))  # the searches above walked the vocabulary: read again chunk by chunk
     inner = _SPACE.match(raw, merges[0] + 1)
     pairs = inner is None or raw[inner.end() : inner.end() + 1] != b'"'  # legacy strings, or pairs (or empty)
     return Layout(raw, meta, vocab, merges, pairs)
