@@ -236,6 +236,17 @@ TARGETS: dict[str, Any] = {
     "ernie45": ("spm-prefix", lambda: _flat("Ernie4_5_ForCausalLM", "ernie4_5", 6, 64, 512, num_key_value_heads=4)),
     "nemotron": ("spm", lambda: _flat("NemotronForCausalLM", "nemotron", 6, 64, 512, num_key_value_heads=4)),
     "deepseek-v32": ("deepseek-v32", lambda: _flat("DeepseekV32ForCausalLM", "deepseek_v32", 6, 64, 129280)),
+    # the families of tests/llama/families.py (their llama.cpp graphs record the layer inputs a draft reads)
+    "llama3": ("qwen35", lambda: _flat("LlamaForCausalLM", "llama", 6, 64, QWEN35_VOCAB)),
+    "qwen3-moe": ("qwen35", lambda: _flat("Qwen3MoeForCausalLM", "qwen3_moe", 6, 64, QWEN35_VOCAB, num_experts=8)),
+    "qwen3-next": ("qwen35", lambda: _flat("Qwen3NextForCausalLM", "qwen3_next", 8, 64, QWEN35_VOCAB, num_experts=8)),
+    "gpt-oss": ("qwen35", lambda: _flat("GptOssForCausalLM", "gpt_oss", 6, 64, QWEN35_VOCAB, num_local_experts=4)),
+    "minimax-m2": ("qwen35", lambda: _flat("MiniMaxM2ForCausalLM", "minimax_m2", 6, 64, QWEN35_VOCAB,
+                                           num_local_experts=8, rotary_dim=8)),
+    "lfm2": ("qwen35", lambda: _flat("Lfm2ForCausalLM", "lfm2", 6, 64, QWEN35_VOCAB)),
+    "nemotron-h": ("qwen35", lambda: _flat("NemotronHForCausalLM", "nemotron_h", 6, 64, QWEN35_VOCAB,
+                                           num_experts_per_tok=2,
+                                           layers_block_type=["mamba", "moe", "attention", "mamba", "moe", "mamba"])),
 }
 
 
