@@ -8,8 +8,8 @@ codebooks). Regenerate the manifests with upstream's converter (it needs torch a
     python tests/target_drafts.py OUT --oracle LLAMA_CPP_TREE [--only CASE,CASE]
 
 Example:
-    >>> sorted(CASES)[:2]
-    ['dflash-glm4-moe', 'dflash-laguna']
+    >>> CASES["dflash-ling3"][2], NO_ORACLE["dflash-qwen3-moe"][2]
+    ('ling3', 'qwen3-moe')
 """
 
 from __future__ import annotations
@@ -146,6 +146,7 @@ CASES: dict[str, tuple[Any, dict[str, Any], str, tuple[str, ...]]] = {
     "dspark-minimax-m2": (dspark, dict(vocab=QV, mask=QMASK, taps=[1, 3, 4], seed=3229), "minimax-m2", ("bf16",)),
     "dflash-lfm2": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 2, 4], seed=3230), "lfm2", ("bf16",)),
     "dflash-nemotron-h": (dflash, dict(vocab=QV, mask=QMASK, taps=[0, 2, 5], seed=3231), "nemotron-h", ("bf16",)),
+    "dflash-gemma4": (dflash, dict(vocab=302, mask=4, taps=[1, 2, 4], seed=3234), "gemma4", ("bf16",)),
 }
 
 #: cases upstream b11434 cannot convert (no oracle): the target's set_vocab stops on a draft (test_targets.py's

@@ -10,7 +10,7 @@
 
 Example:
     >>> sorted(TARGETS)[:3]
-    ['deepseek-v32', 'glm4-moe', 'glm5-next']
+    ['deepseek-v32', 'dots3', 'dream']
 """
 
 from __future__ import annotations
@@ -197,6 +197,12 @@ def spm_tokenizer(folder: Path, **config: Any) -> None:
     (folder / "tokenizer_config.json").write_text(json.dumps(tok_config, indent=1), encoding="utf-8")
 
 
+def _gemma_tokens() -> int:
+    from gemma4_drafts import N_TOKENS
+
+    return N_TOKENS
+
+
 GLM_ADDED = [("[MASK]", True), ("[gMASK]", True), ("[sMASK]", True), ("<sop>", True), ("<eop>", True),
              ("<|system|>", True), ("<|user|>", True), ("<|assistant|>", True), ("<|observation|>", True)]
 
@@ -244,6 +250,8 @@ TARGETS: dict[str, Any] = {
     "minimax-m2": ("qwen35", lambda: _flat("MiniMaxM2ForCausalLM", "minimax_m2", 6, 64, QWEN35_VOCAB,
                                            num_local_experts=8, rotary_dim=8)),
     "lfm2": ("qwen35", lambda: _flat("Lfm2ForCausalLM", "lfm2", 6, 64, QWEN35_VOCAB)),
+    "gemma4": ("gemma4", lambda: _flat("Gemma4ForCausalLM", "gemma4_text", 6, 64, _gemma_tokens(),
+                                       tie_word_embeddings=True)),
     "nemotron-h": ("qwen35", lambda: _flat("NemotronHForCausalLM", "nemotron_h", 6, 64, QWEN35_VOCAB,
                                            num_experts_per_tok=2,
                                            layers_block_type=["mamba", "moe", "attention", "mamba", "moe", "mamba"])),
@@ -286,4 +294,10 @@ def make_target(root: Path, name: str) -> Path:
         spm_tokenizer(folder, add_prefix_space=False)
     elif kind == "deepseek-v32":
         deepseek_tokenizer_files(folder, add_bos_token=True)
+    elif kind == "gemma4":
+        from gemma4_drafts import gemma_tokenizer
+
+        tok, tok_cfg = gemma_tokenizer()
+        (folder / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False), encoding="utf-8")
+        (folder / "tokenizer_config.json").write_text(json.dumps(tok_cfg), encoding="utf-8")
     return folder

@@ -1,11 +1,12 @@
 """The ``llama`` tier on the target families whose llama.cpp b11434 graph records the layer inputs a draft reads
 (``res->t_layer_inp`` in src/models/*.cpp; the table's ``layer_inputs``): Llama-3, Qwen3-MoE (Qwen3-30B-A3B's
-layout), Qwen3-Next, gpt-oss, MiniMax-M2, LFM2 and Nemotron-H (Nemotron-3-Nano's MoE layout). For each family a
-draft converted for it loads in llama-server b11434 beside the target, drafts, and decodes exactly what the target
-decodes alone.
+layout), Qwen3-Next, gpt-oss, MiniMax-M2, LFM2, Gemma 4 and Nemotron-H (Nemotron-3-Nano's MoE layout; its draft taps
+the last layer, whose output only a few graphs record: the table's ``final_layer_input``). For each family a draft
+converted for it loads in llama-server b11434 beside the target, drafts, and decodes exactly what the target decodes
+alone.
 
-The targets are the seeded transformers models of ``tests/llama/families.py`` with the Qwen3.5 tokenizer, converted
-by upstream's own ``convert_hf_to_gguf.py``. The drafts are cases of ``tests/target_drafts.py``: those with an
+The targets are the seeded transformers models of ``tests/llama/families.py`` with the Qwen3.5 tokenizer (Gemma 4:
+the Gemma-style one of ``tests/gemma4_drafts.py``), converted by upstream's own ``convert_hf_to_gguf.py``. The drafts are cases of ``tests/target_drafts.py``: those with an
 oracle are proved byte-identical to upstream's by ``tests/test_targets.py``; the Qwen3-MoE one has none, because
 upstream b11434 stops on a draft for that target (its ``set_vocab`` calls ``super()``), and we convert it (the
 ``upstream-stops`` note of ``test_targets.py``).
@@ -37,7 +38,8 @@ def test_draft_on_family_target_loads_and_is_lossless(family: str, llama_bin: tu
                           extra=fam.extra)
     assert open_gguf(gguf).value("general.architecture") == fam.arch
     assert T.table()["layer_inputs"][fam.arch] is True
-    plain = run(llama_bin[0], gguf)
+    prompt = list(fam.prompt) if fam.prompt is not None else None
+    plain = run(llama_bin[0], gguf, prompt=prompt)
     assert len(plain.completion.tokens) == 16
     for case in fam.cases:
         draft, _ = make_case(tmp_path, case, tmp_path / "targets")
@@ -46,7 +48,7 @@ def test_draft_on_family_target_loads_and_is_lossless(family: str, llama_bin: tu
         assert not [f for f in conv.findings if f.rule == "target-graph"]
         rule = {r.id: r for r in check_fit(conv.path, gguf).results}["target-graph"]
         assert rule.status == "pass", rule.message
-        c = run(llama_bin[0], gguf, conv.path).completion
+        c = run(llama_bin[0], gguf, conv.path, prompt=prompt).completion
         print(f"{case}: drafted {c.draft_n}, accepted {c.draft_n_accepted}")
         assert c.draft_n > 0, f"{case}: llama-server reported no drafted tokens"
         assert 0 <= c.draft_n_accepted <= c.draft_n

@@ -1,13 +1,14 @@
 """Tiny random targets of the families whose llama.cpp b11434 graph records ``t_layer_inp``, for the ``llama`` tier.
 
 Each maker writes a seeded BF16 model made with transformers (hidden 64 = the draft cases' hidden size of
-``tests/target_drafts.py``) and the Qwen3.5 tokenizer of ``tests/target_kit.py`` into a folder, which upstream's own
+``tests/target_drafts.py``) and the Qwen3.5 tokenizer of ``tests/target_kit.py`` (Gemma 4: the Gemma-style one of
+``tests/gemma4_drafts.py``) into a folder, which upstream's own
 ``convert_hf_to_gguf.py`` turns into the target GGUF. :data:`FAMILIES` names each family's maker, the GGUF
 architecture upstream writes and the draft cases run on it.
 
 Example:
     >>> sorted(FAMILIES)[:3]
-    ['gpt-oss', 'lfm2', 'llama3']
+    ['gemma4', 'gpt-oss', 'lfm2']
 """
 
 from __future__ import annotations
@@ -95,6 +96,35 @@ def nemotron_h(folder: Path) -> Path:
                  moe_shared_expert_intermediate_size=32, n_group=1, topk_group=1, num_nextn_predict_layers=0)
 
 
+def gemma4(folder: Path) -> Path:
+    """``Gemma4ForCausalLM``: sliding and full layers (K-as-V, proportional RoPE on the full ones), sandwich norms,
+    embedding scale, logit softcap, tied head; the small Gemma-style tokenizer of ``tests/gemma4_drafts.py``
+    (upstream's ``Gemma4Model.set_vocab``)."""
+    import json
+
+    import torch
+    from gemma4_drafts import N_TOKENS, gemma_tokenizer
+    from transformers.models.gemma4.configuration_gemma4 import Gemma4TextConfig
+    from transformers.models.gemma4.modeling_gemma4 import Gemma4ForCausalLM
+
+    cfg = Gemma4TextConfig(
+        vocab_size=N_TOKENS, hidden_size=64, intermediate_size=128, num_hidden_layers=6, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, global_head_dim=32, num_global_key_value_heads=1, attention_k_eq_v=True,
+        hidden_activation="gelu_pytorch_tanh", max_position_embeddings=4096, rms_norm_eps=1e-6, sliding_window=512,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2, final_logit_softcapping=30.0,
+        hidden_size_per_layer_input=0, num_kv_shared_layers=0, tie_word_embeddings=True, bos_token_id=2,
+        eos_token_id=1, pad_token_id=0,
+        rope_parameters={"full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                            "rope_theta": 1e6},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})
+    torch.manual_seed(48)
+    Gemma4ForCausalLM(cfg).to(torch.bfloat16).save_pretrained(folder)
+    tok, tok_cfg = gemma_tokenizer()
+    (folder / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False), encoding="utf-8")
+    (folder / "tokenizer_config.json").write_text(json.dumps(tok_cfg), encoding="utf-8")
+    return folder
+
+
 @dataclass(frozen=True)
 class Family:
     """A target family: its maker, the GGUF architecture upstream writes for it, the draft cases run on it."""
@@ -103,6 +133,7 @@ class Family:
     arch: str
     cases: tuple[str, ...]
     extra: tuple[str, ...] = ()  # more options of upstream's convert_hf_to_gguf.py
+    prompt: tuple[int, ...] | None = None  # token ids (None: llama_support.PROMPT, ids of the Qwen3.5 vocabulary)
 
 
 FAMILIES: dict[str, Family] = {
@@ -112,5 +143,6 @@ FAMILIES: dict[str, Family] = {
     "gpt-oss": Family(gpt_oss, "gpt-oss", ("dflash-gpt-oss",)),
     "minimax-m2": Family(minimax_m2, "minimax-m2", ("dspark-minimax-m2",)),
     "lfm2": Family(lfm2, "lfm2", ("dflash-lfm2",)),
+    "gemma4": Family(gemma4, "gemma4", ("dflash-gemma4",), prompt=(2, 300, 280, 290, 271, 285, 299, 277)),
     "nemotron-h": Family(nemotron_h, "nemotron_h_moe", ("dflash-nemotron-h",)),
 }
