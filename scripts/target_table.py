@@ -18,7 +18,9 @@ architecture upstream registers can be a target; this script lists them all, wit
   (the method reads state only the target class's ``__init__`` creates) or ``super`` (the method calls ``super()``
   in a class the draft class does not derive from: TypeError)).
 * ``layer_inputs``: per GGUF architecture, whether llama.cpp's graph records the layer inputs a DFlash / EAGLE-3
-  draft reads (from the C++ tree; a target without them makes llama-server abort);
+  draft reads (from the C++ tree; a target without them makes llama-server abort); ``final_layer_input``: the
+  architectures whose graph also records the last layer's output (layer input ``n_layer``, which a DFlash-family
+  draft tapping the last layer reads);
 * ``top_level_architectures``: the architectures whose top-level name wins over ``text_config.architectures`` in
   ``get_model_architecture``; ``embedding_scale_prefix``: the prefix of the target architectures whose embedding scale
   a DFlash draft writes.
@@ -304,6 +306,7 @@ class Upstream:
             "top_level_architectures": self.top_level_architectures(),
             "embedding_scale_prefix": self.embedding_scale_prefix(),
             "layer_inputs": runtime_layer_inputs(self.tree),
+            "final_layer_input": runtime_final_layer_input(self.tree),
             "methods": {k: methods[k] for k in sorted(used)},
             "architectures": archs,
         }
@@ -327,6 +330,20 @@ def runtime_layer_inputs(tree: Path) -> dict[str, bool]:
     (``res->t_layer_inp``; without them llama-server aborts with "layer input tensor is null"). Read from the C++
     tree: ``llama-arch.cpp`` (enum -> name), ``llama-model.cpp`` (enum -> model class), ``models/*.cpp`` (the file
     that builds the class's graph; a class without one uses its base's, ``models/models.h``)."""
+    return {arch: "t_layer_inp" in text for arch, text in graph_texts(tree).items()}
+
+
+def runtime_final_layer_input(tree: Path) -> list[str]:
+    """The GGUF architectures whose llama.cpp graph also records the last layer's output as layer input ``n_layer``
+    (``res->t_layer_inp[n_layer]``), sorted. A DFlash-family draft tapping the target's last layer (GGUF tap id =
+    ``block_count``) asks for it, and llama-server aborts ("layer input tensor is null") on any other graph."""
+    final = re.compile(r"t_layer_inp\s*\[\s*n_layer\s*\]")
+    return sorted(arch for arch, text in graph_texts(tree).items() if final.search(text))
+
+
+def graph_texts(tree: Path) -> dict[str, str]:
+    """GGUF architecture -> the text of the ``models/*.cpp`` file that builds its graph (see
+    :func:`runtime_layer_inputs`)."""
     src = tree / "src"
     names = dict(re.findall(r'\{\s*(LLM_ARCH_\w+),\s*"([^"]+)"\s*\}', (src / "llama-arch.cpp").read_text()))
     classes: dict[str, str] = {}
@@ -345,11 +362,11 @@ def runtime_layer_inputs(tree: Path) -> dict[str, bool]:
         base = re.search(rf"struct {cls}\s*:\s*public\s+(llama_model_\w+)", header)
         return graph_text(base.group(1), depth + 1) if base and depth < 5 else None
 
-    out: dict[str, bool] = {}
+    out: dict[str, str] = {}
     for arch, cls in classes.items():
         text = graph_text(cls)
         if arch in names and text is not None:
-            out[names[arch]] = "t_layer_inp" in text
+            out[names[arch]] = text
     if not out:
         raise SystemExit(f"{src}: no model graphs found (llama-model.cpp / models/*.cpp changed shape)")
     return dict(sorted(out.items()))

@@ -13,7 +13,7 @@
 
 Example:
     >>> sorted(TARGETS)[:3]
-    ['deepseek-v32', 'glm4-moe', 'glm5-next']
+    ['deepseek-v32', 'dots3', 'dream']
 """
 
 from __future__ import annotations
@@ -288,6 +288,10 @@ def rwkv_world_tokenizer(folder: Path) -> None:
     (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{% for m in messages %}"
                                                               "{{ m['role'] }}: {{ m['content'] }}\n\n{% endfor %}"}),
                                                   encoding="utf-8")
+def _gemma_tokens() -> int:
+    from gemma4_drafts import N_TOKENS
+
+    return N_TOKENS
 
 
 GLM_ADDED = [("[MASK]", True), ("[gMASK]", True), ("[sMASK]", True), ("<sop>", True), ("<eop>", True),
@@ -361,6 +365,19 @@ TARGETS: dict[str, Any] = {
     "rwkv7": ("rwkv-world", lambda: _flat("RWKV7ForCausalLM", "rwkv7", 6, 64, 512)),
     "rwkv6qwen2": ("spm", lambda: _flat("RWKV6Qwen2ForCausalLM", "rwkv6qwen2", 6, 64, 512)),
     "arwkv7": ("qwen35", lambda: _flat("RwkvHybridForCausalLM", "rwkv_hybrid", 6, 64, QWEN35_VOCAB)),
+    # the families of tests/llama/families.py (their llama.cpp graphs record the layer inputs a draft reads)
+    "llama3": ("qwen35", lambda: _flat("LlamaForCausalLM", "llama", 6, 64, QWEN35_VOCAB)),
+    "qwen3-moe": ("qwen35", lambda: _flat("Qwen3MoeForCausalLM", "qwen3_moe", 6, 64, QWEN35_VOCAB, num_experts=8)),
+    "qwen3-next": ("qwen35", lambda: _flat("Qwen3NextForCausalLM", "qwen3_next", 8, 64, QWEN35_VOCAB, num_experts=8)),
+    "gpt-oss": ("qwen35", lambda: _flat("GptOssForCausalLM", "gpt_oss", 6, 64, QWEN35_VOCAB, num_local_experts=4)),
+    "minimax-m2": ("qwen35", lambda: _flat("MiniMaxM2ForCausalLM", "minimax_m2", 6, 64, QWEN35_VOCAB,
+                                           num_local_experts=8, rotary_dim=8)),
+    "lfm2": ("qwen35", lambda: _flat("Lfm2ForCausalLM", "lfm2", 6, 64, QWEN35_VOCAB)),
+    "gemma4": ("gemma4", lambda: _flat("Gemma4ForCausalLM", "gemma4_text", 6, 64, _gemma_tokens(),
+                                       tie_word_embeddings=True)),
+    "nemotron-h": ("qwen35", lambda: _flat("NemotronHForCausalLM", "nemotron_h", 6, 64, QWEN35_VOCAB,
+                                           num_experts_per_tok=2,
+                                           layers_block_type=["mamba", "moe", "attention", "mamba", "moe", "mamba"])),
 }
 
 
@@ -433,4 +450,10 @@ def make_target(root: Path, name: str) -> Path:
         rwkv_world_tokenizer(folder)
     elif kind == "deepseek-v32":
         deepseek_tokenizer_files(folder, add_bos_token=True)
+    elif kind == "gemma4":
+        from gemma4_drafts import gemma_tokenizer
+
+        tok, tok_cfg = gemma_tokenizer()
+        (folder / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False), encoding="utf-8")
+        (folder / "tokenizer_config.json").write_text(json.dumps(tok_cfg), encoding="utf-8")
     return folder

@@ -1,6 +1,6 @@
 """The ``llama`` tier on targets of the target table: DFlash, DSpark and DFlash2 drafts converted for a Qwen3.5 target
-(``Qwen3_5ForConditionalGeneration``: nested ``text_config``, M-RoPE, hybrid linear/full attention), and a DSpark draft
-for a Ling-3 target (``BailingMoeV3ForCausalLM``: KDA linear attention, MLA, MoE), load in llama-server b11434 and
+(``Qwen3_5ForConditionalGeneration``: nested ``text_config``, M-RoPE, hybrid linear/full attention) and for a Ling-3
+target (``BailingMoeV3ForCausalLM``: KDA linear attention, MLA, MoE) load in llama-server b11434 and
 decode exactly what the target decodes alone; on a GLM-4.5 target (``Glm4MoeForCausalLM``) llama-server b11434 aborts,
 because its glm4moe graph exposes no layer inputs for the draft (docs/targets.md).
 
@@ -24,6 +24,7 @@ from target_kit import GLM_ADDED, QWEN35_VOCAB, qwen35_config, qwen35_tokenizer
 
 from dspark_convert import convert
 from dspark_convert.errors import ConvertError
+from dspark_convert.fit.rules import check_fit
 from dspark_convert.reference import open_gguf
 
 
@@ -150,25 +151,57 @@ def test_drafts_on_qwen35_load_and_are_lossless(case: str, llama_bin: tuple[Path
     assert r.completion.tokens == plain.completion.tokens, f"{case}: speculative output differs from plain greedy"
 
 
-@pytest.mark.llama
-def test_dspark_on_ling3_target_loads_and_is_lossless(llama_bin: tuple[Path, Path], tmp_path: Path) -> None:
-    """llama.cpp b11434's bailingmoe3 graph records ``t_layer_inp`` for every layer (KDA and MLA alike), so the
-    DSpark draft upstream would write for a Ling-3 target speculates on it: same tokens as the target alone."""
-    hf = _ling3_weights(tmp_path / "target")
-    gguf = convert_target(llama_bin[1], hf, tmp_path / "target.bf16.gguf", outtype="bf16", pre="qwen35")
+@pytest.fixture(scope="module")
+def ling3(llama_bin: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Run]:
+    """(HF folder, BF16 GGUF by upstream's converter, plain greedy run) of the Ling-3 target."""
+    out = tmp_path_factory.mktemp("llama-ling3")
+    hf = _ling3_weights(out / "target")
+    gguf = convert_target(llama_bin[1], hf, out / "target.bf16.gguf", outtype="bf16", pre="qwen35")
     g = open_gguf(gguf)
     assert g.value("general.architecture") == "bailingmoe3"
     assert list(g.value("bailingmoe3.attention.head_count_kv")) == [0, 0, 1, 0, 0, 1]  # KDA, KDA, MLA, ...
-    plain = run(llama_bin[0], gguf)
+    return hf, gguf, run(llama_bin[0], gguf)
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("case", ["dspark-ling3", "dflash-ling3", "dflash2-ling3"])
+def test_drafts_on_ling3_target_load_and_are_lossless(case: str, llama_bin: tuple[Path, Path],
+                                                      ling3: tuple[Path, Path, Run], tmp_path: Path) -> None:
+    """llama.cpp b11434's bailingmoe3 graph records ``t_layer_inp`` for every layer (KDA and MLA alike), so the
+    DSpark, DFlash and DFlash2 drafts upstream would write for a Ling-3 target speculate on it: same tokens as the
+    target alone."""
+    hf, gguf, plain = ling3
     assert len(plain.completion.tokens) == 16
-    draft, _ = make_case(tmp_path, "dspark-ling3", tmp_path / "targets")
-    conv = convert(draft, hf, tmp_path / "dspark-ling3.bf16.gguf", outtype="bf16")
+    draft, _ = make_case(tmp_path, case, tmp_path / "targets")
+    conv = convert(draft, hf, tmp_path / f"{case}.bf16.gguf", outtype="bf16")
+    assert conv.path is not None
     assert not [f for f in conv.findings if f.rule == "target-graph"]
     r = run(llama_bin[0], gguf, conv.path)
     c = r.completion
-    assert c.draft_n > 0, "dspark-ling3: llama-server reported no drafted tokens"
+    print(f"{case}: drafted {c.draft_n}, accepted {c.draft_n_accepted}")
+    assert c.draft_n > 0, f"{case}: llama-server reported no drafted tokens"
     assert 0 <= c.draft_n_accepted <= c.draft_n
-    assert c.tokens == plain.completion.tokens, "dspark-ling3: speculative output differs from plain greedy"
+    assert c.tokens == plain.completion.tokens, f"{case}: speculative output differs from plain greedy"
+
+
+@pytest.mark.llama
+def test_dflash_tapping_the_last_layer_of_ling3_aborts_and_check_says_so(llama_bin: tuple[Path, Path],
+                                                                         ling3: tuple[Path, Path, Run],
+                                                                         tmp_path: Path) -> None:
+    """A DFlash draft whose taps include the target's last layer (GGUF tap 6 of a 6-layer target) asks llama.cpp for
+    layer input ``n_layer``, which the bailingmoe3 graph does not record: llama-server b11434 aborts ("layer input
+    tensor is null"). The conversion warns and ``check --target`` fails ``target-graph`` with the same reason."""
+    hf, gguf, _ = ling3
+    draft, _ = make_case(tmp_path, "dflash-ling3-last", tmp_path / "targets")
+    conv = convert(draft, hf, tmp_path / "dflash-ling3-last.bf16.gguf", outtype="bf16")
+    assert conv.path is not None
+    assert list(open_gguf(conv.path).value("dflash.target_layers")) == [2, 4, 6]
+    warned = [f.message for f in conv.findings if f.rule == "target-graph"]
+    assert len(warned) == 1 and "taps the target's last layer output" in warned[0] and "bailingmoe3" in warned[0]
+    rule = {r.id: r for r in check_fit(conv.path, gguf).results}["target-graph"]
+    assert (rule.status, rule.details) == ("fail", {"last_layer_tap": 6})
+    with pytest.raises(ConvertError, match=r"llama-server /completion failed|llama-server exited"):
+        run(llama_bin[0], gguf, conv.path)
 
 
 @pytest.mark.llama

@@ -414,21 +414,34 @@ def test_layer_inputs_from_the_cpp_tree() -> None:
     li = T.table()["layer_inputs"]
     assert all(li[a] for a in ("qwen35", "qwen35moe", "qwen3", "llama", "gemma4", "bailingmoe3", "muse-glimmer"))
     assert not any(li[a] for a in ("glm4moe", "glm-dsa", "glm5-next"))
+    # the families of the llama tier's tests/test_llama_families.py
+    assert all(li[a] for a in ("qwen3moe", "qwen3next", "gpt-oss", "minimax-m2", "lfm2", "nemotron_h_moe"))
+    assert not li["gemma3n"]  # its graph builds per-layer inputs (altup), not the layer inputs a draft reads
+    # only these graphs also record the last layer's output (t_layer_inp[n_layer]) a last-layer tap reads
+    assert T.final_layer_input_archs() == ["deepseek4", "mimo2", "nemotron_h", "nemotron_h_moe"]
+    assert (T.records_final_layer_input("bailingmoe3"), T.records_final_layer_input("nemotron_h_moe"),
+            T.records_final_layer_input("no-such-arch")) == (False, True, None)
     assert T.gguf_arch_of(qwen35_config("Qwen3_5MoeForConditionalGeneration")) == "qwen35moe"
 
 
-@pytest.mark.parametrize(("case", "status"), [("dflash-glm4-moe", "fail"), ("dspark-qwen35", "pass"),
-                                              ("dspark-ling3", "pass")])
+@pytest.mark.parametrize(("case", "status", "message"), [
+    ("dflash-glm4-moe", "fail", "glm4moe graph records no layer inputs"),
+    ("dflash-ling3-last", "fail", "the draft taps the target's last layer output (dflash.target_layers holds 6 = "
+                                  "block_count), which llama.cpp b11434's bailingmoe3 graph does not record (only "
+                                  "deepseek4, mimo2, nemotron_h, nemotron_h_moe do)"),
+    ("dspark-qwen35", "pass", "qwen35 graph records the layer inputs"),
+    ("dspark-ling3", "pass", "bailingmoe3 graph records the layer inputs"),
+    ("dflash-nemotron-h", "pass", "nemotron_h graph records the layer inputs"),  # taps its last layer: recorded
+])
 def test_check_target_reports_a_target_graph_without_layer_inputs(tmp_path: Path, targets_dir: Path, case: str,
-                                                                  status: str) -> None:
+                                                                  status: str, message: str) -> None:
     from dspark_convert.fit.rules import check_fit
 
     draft, target = make_case(tmp_path, case, targets_dir)
     out = convert(draft, target, tmp_path / "d.gguf", outtype="bf16").path
     rule = {r.id: r for r in check_fit(out, target).results}["target-graph"]
     assert rule.status == status
-    if status == "fail":
-        assert "glm4moe graph records no layer inputs" in rule.message
+    assert message in rule.message
 
 
 def test_conversion_warns_when_the_target_graph_has_no_layer_inputs(tmp_path: Path, targets_dir: Path) -> None:
@@ -440,3 +453,11 @@ def test_conversion_warns_when_the_target_graph_has_no_layer_inputs(tmp_path: Pa
     draft, target = make_case(tmp_path, "dflash-qwen35", targets_dir)
     assert not [f for f in convert(draft, target, tmp_path / "q.gguf", outtype="bf16").findings
                 if f.rule == "target-graph"]
+    draft, target = make_case(tmp_path, "dflash-ling3-last", targets_dir)
+    warned = [f for f in convert(draft, target, tmp_path / "l.gguf", outtype="bf16").findings
+              if f.rule == "target-graph"]
+    assert [f.level for f in warned] == ["warning"]
+    assert warned[0].message == (f"{target / 'config.json'}: the draft taps the target's last layer output "
+                                 "(dflash.target_layers holds 6 = block_count), which llama.cpp b11434's bailingmoe3 "
+                                 "graph does not record (only deepseek4, mimo2, nemotron_h, nemotron_h_moe do): "
+                                 "llama-server aborts on the first draft block (\"layer input tensor is null\")")

@@ -30,7 +30,7 @@ from ..notes import note
 
 __all__ = ["METHOD_HANDLERS", "TargetArch", "table", "target_arch", "text_architecture", "handler_for_architecture",
            "is_target_architecture", "supported_architectures", "embedding_scale_prefix", "records_layer_inputs",
-           "gguf_arch_of"]
+           "records_final_layer_input", "final_layer_input_archs", "gguf_arch_of"]
 
 TABLE_FILE = "targets-b11434.json"
 UPSTREAM = "b11434"
@@ -115,6 +115,26 @@ def records_layer_inputs(gguf_arch: str) -> bool | None:
     """
     value = table().get("layer_inputs", {}).get(gguf_arch)
     return value if isinstance(value, bool) else None
+
+
+def records_final_layer_input(gguf_arch: str) -> bool | None:
+    """Whether llama.cpp b11434's graph for ``gguf_arch`` also records the last layer's output as layer input
+    ``n_layer`` (the table's ``final_layer_input``; None: not known to the table). A DFlash-family draft whose taps
+    include the target's ``block_count`` reads it; on a graph without it llama-server aborts on the first draft
+    block ("layer input tensor is null").
+
+    Example:
+        >>> records_final_layer_input("nemotron_h"), records_final_layer_input("qwen35")
+        (True, False)
+    """
+    if records_layer_inputs(gguf_arch) is None:
+        return None
+    return gguf_arch in table().get("final_layer_input", ())
+
+
+def final_layer_input_archs() -> list[str]:
+    """The GGUF architectures of :func:`records_final_layer_input`, sorted."""
+    return sorted(table().get("final_layer_input", ()))
 
 
 def gguf_arch_of(config: dict[str, Any]) -> str | None:
