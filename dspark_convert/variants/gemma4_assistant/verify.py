@@ -129,11 +129,10 @@ def rows(p: Pair) -> list[OutputCheck]:
 
 
 def quality_rows(p: Pair) -> list[OutputCheck]:
-    """Every step's logits and ``h_nextn`` against the unrounded checkpoint (information)."""
-    return [compare_cases("logits (every step)", [np.concatenate(r.logits) for r in p.refs],
-                          [np.concatenate(x.logits) for x in p.outs], bound=None, argmax=True),
-            compare_cases("post-projection (every step)", [np.concatenate(r.h_next) for r in p.refs],
-                          [np.concatenate(x.h_next) for x in p.outs], bound=None)]
+    """The first step's logits and ``h_nextn`` against the unrounded checkpoint (information; later steps follow each
+    side's own choices, so they are not comparable once a choice differs)."""
+    return [compare_cases("logits", *_steps(p, "logits", 0), bound=None, argmax=True),
+            compare_cases("post-projection (h_nextn)", *_steps(p, "h_next", 0), bound=None)]
 
 
 def _hparams(g: GGUFWeights, outs: list[Any], drawn: list[tuple[int, int]]) -> dict[str, Any]:
