@@ -183,10 +183,10 @@ def _layer(w: dict[str, np.ndarray], hp: AssistantHParams, il: int, x: np.ndarra
 
 
 def assistant_forward(g: GGUFWeights, cases: Sequence[AssistantCase], steps: int,
-                      forced: Sequence[tuple[np.ndarray, list[np.ndarray]] | None] | None = None
+                      forced: Sequence[tuple[np.ndarray, list[np.ndarray] | None] | None] | None = None
                       ) -> list[AssistantOutputs]:
-    """``steps`` chained draft steps per case; ``forced[i]`` (the tokens and the hidden rows fed in at each step)
-    replaces what the chain feeds back."""
+    """``steps`` chained draft steps per case; ``forced[i]`` (the tokens and, unless None, the hidden rows fed in at
+    each step) replaces what the chain feeds back."""
     hp = read_hparams(g)
     pre = g.array(PRE)
     if pre.shape != (hp.n_embd, 2 * hp.n_backbone):
@@ -218,7 +218,9 @@ def assistant_forward(g: GGUFWeights, cases: Sequence[AssistantCase], steps: int
         chosen, fed = [], []
         for s in range(steps):
             if force is not None and s < len(force[0]):
-                tok, h = int(force[0][s]), np.asarray(force[1][s], F32).reshape(1, -1)
+                tok = int(force[0][s])
+                if force[1] is not None:
+                    h = np.asarray(force[1][s], F32).reshape(1, -1)
             fed.append(tok)
             o.h_in.append(h)
             e = np.asarray(c.embed([tok]), F32).reshape(1, -1) * scale
