@@ -5,6 +5,7 @@ nothing written), the default output names llama.cpp's ``-hf`` discovers, and ``
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -352,23 +353,53 @@ def _tiny_gemma4_target(folder: Path, hidden: int) -> Path:
     return folder
 
 
+def _damped(draft: Path, folder: Path) -> Path:
+    """``draft`` with ``post_projection`` x0.1: the chain no longer multiplies round-off step by step (a random
+    assistant's does, and llama.cpp rounds every matmul's input rows), so the three-way check compares choices,
+    not amplified noise."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(draft, folder)
+    t = load_file(str(folder / "model.safetensors"))
+    w = t["post_projection.weight"]
+    t["post_projection.weight"] = (w.float() * 0.1).to(w.dtype)
+    save_file(t, str(folder / "model.safetensors"))
+    return folder
+
+
 @pytest.mark.llama
-def test_llama_server_runs_the_assistant_losslessly(llama_bin: tuple[Path, Path], tmp_path: Path) -> None:
+def test_llama_server_runs_the_assistant_losslessly(llama_bin: tuple[Path, Path], tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """llama-server b11434 loads the converted assistant beside a Gemma 4 target converted by upstream, drafts with
-    --spec-type draft-mtp and decodes exactly what the target decodes alone; check --target pairs them."""
+    --spec-type draft-mtp and decodes exactly what the target decodes alone; check --target pairs them; and it
+    drafts what the numpy reference drafts from the same target cache, hidden row and tokens (three-way)."""
     from llama.target import convert_target
+    from llama.threeway import three_way
     from llama_support import run
 
     from dspark_convert.fit import check_fit
+    from dspark_convert.registry import BY_NAME
 
-    target = convert_target(llama_bin[1], _tiny_gemma4_target(tmp_path / "t", 48), tmp_path / "t.gguf")
-    draft, _ = make(tmp_path, "a-gemma4-e2b")
+    runs = {}
+    folder = _tiny_gemma4_target(tmp_path / "t", 48)
+    target = convert_target(llama_bin[1], folder, tmp_path / "t.gguf")
+    draft = _damped(make(tmp_path, "a-gemma4-e2b")[0], tmp_path / "damped")
     prompt = [20, 30, 40, 50, 60, 70, 80, 90]
     plain = run(llama_bin[0], target, prompt=prompt)
-    for outtype in ("bf16", "f16", "q8_0"):
+    for outtype in OUTTYPES:
         f = convert(draft, None, tmp_path / f"mtp-a.{outtype}.gguf", outtype=outtype).path
         report = check_fit(f, target)
         assert report.ok, [r for r in report.results if r.status == "fail"]
         r = run(llama_bin[0], target, f, prompt=prompt)
         assert r.completion.tokens == plain.completion.tokens
         assert r.completion.draft_n > 0
+        tw = three_way(f, folder, prompt, r.completion.tokens, r.blocks)
+        assert tw.agree, tw.summary()
+        same, ties, total = tw.counts
+        assert total >= r.completion.draft_n and same + ties == total and same >= total - 2, tw.summary()
+        runs[outtype] = (f, r)
+    # teeth: a reference reading the sliding cache of the target's layer n-3 (also sliding) instead of n-2
+    f, r = runs["f32"]
+    monkeypatch.setitem(BY_NAME["gemma4_assistant"].role("llama").SHARED, "sliding", 3)
+    wrong = three_way(f, folder, prompt, r.completion.tokens, r.blocks)
+    assert not wrong.agree and wrong.counts[0] < wrong.counts[2] - 10, wrong.summary()

@@ -8,7 +8,8 @@ layers'), stored as F16 as llama-server's default cache type stores them; the ta
 position ``T - 1`` (its ``h_nextn``); the target's token embeddings. The numpy target forward
 (:func:`dspark_convert.reference.target_np.gemma4_forward`) computes them; the assistant's chain
 (:func:`.numpy_forward.assistant_forward`) is fed llama.cpp's drafted tokens (its own ``h_nextn`` rows), one step per
-logged position, so that one near-tie does not shift the rest.
+logged position, so that one near-tie does not shift the rest, and rounds each matmul's input rows as llama.cpp's CPU
+kernels do (BF16, F16, Q8_0 blocks by the weight's type): a chain multiplies that rounding step by step.
 """
 
 from __future__ import annotations
@@ -52,5 +53,5 @@ def reference_drafts(d: DraftInputs) -> list[RefBlock]:
         forced.append((d.prev_tokens(b), None))
     outs = []
     for c, f, b in zip(cases, forced, d.blocks, strict=True):   # each block its own chain length
-        outs += assistant_forward(d.g, [c], max(1, len(b.tokens)), [f])
+        outs += assistant_forward(d.g, [c], max(1, len(b.tokens)), [f], ggml_rounding=True)
     return [RefBlock(o.tokens.tolist(), np.concatenate(o.logits), None) for o in outs]

@@ -34,7 +34,8 @@ import numpy as np
 from ... import schema as S
 from ...errors import ConvertError
 from ...reference.layers import heads, visible_keys
-from ...reference.ops import F32, attention, gelu_tanh, mlp, need, rms_norm, rope_cos_sin, rope_neox
+from ...reference.ops import F32, attention, gelu_tanh, need, rms_norm, rope_cos_sin, rope_neox
+from ...reference.storage import round_values
 from ...reference.weights import GGUFWeights
 
 A = S.ARCH_GEMMA4_ASSISTANT
@@ -158,15 +159,39 @@ class AssistantOutputs:
     h_in: list[np.ndarray]             # [steps]: the hidden row each step was fed
 
 
+#: rounds the input rows of a matmul as ggml's CPU kernels do for one weight (None: not rounded)
+Rounding = Callable[[np.ndarray], np.ndarray]
+
+
+#: the weight types whose matmuls round their input rows (ggml's ``vec_dot_type``), by the same rounding as storage
+_ROUNDED = ("BF16", "F16", "Q8_0")
+
+
+def ggml_roundings(g: GGUFWeights) -> dict[str, Rounding]:
+    """Per matrix of the file, how llama.cpp's CPU matmul rounds its input rows (the weight type's ``vec_dot_type``:
+    BF16, F16, Q8_0 blocks; F32 weights take F32 rows)."""
+    def rounding(kind: str) -> Rounding:
+        return lambda x: round_values(np.ascontiguousarray(x, F32), kind).astype(F32).reshape(x.shape)
+
+    return {t.name: rounding(t.qtype.name) for t in g.file.tensors
+            if t.qtype is not None and t.qtype.name in _ROUNDED and len(t.shape) == 2}
+
+
+def _into(rnd: dict[str, Rounding], name: str, x: np.ndarray) -> np.ndarray:
+    r = rnd.get(name)
+    return x if r is None else r(x)
+
+
 def _layer(w: dict[str, np.ndarray], hp: AssistantHParams, il: int, x: np.ndarray, T: int,
-           kv: tuple[np.ndarray, np.ndarray], freqs: np.ndarray | None) -> np.ndarray:
+           kv: tuple[np.ndarray, np.ndarray], freqs: np.ndarray | None, rnd: dict[str, Rounding]) -> np.ndarray:
     swa = hp.swa_layers[il]
     d = hp.head_dim_swa if swa else hp.head_dim
     if w["attn_q"].shape[0] != hp.n_head[il] * d:
         raise ValueError(f"blk.{il}.attn_q.weight has {w['attn_q'].shape[0]} rows; a {'sliding' if swa else 'full'} "
                          f"layer of {hp.n_head[il]} heads of {d} needs {hp.n_head[il] * d} (check "
                          f"{A}.attention.sliding_window_pattern and the key lengths)")
-    n = rms_norm(x, w["attn_norm"], hp.eps)
+    p = f"blk.{il}."
+    n = _into(rnd, p + "attn_q.weight", rms_norm(x, w["attn_norm"], hp.eps))
     q = rms_norm(heads(n, w["attn_q"], hp.n_head[il], d), w["attn_q_norm"], hp.eps)
     cos, sin = rope_cos_sin(np.array([T]), hp.n_rot_swa if swa else hp.n_rot,
                             hp.rope_base_swa if swa else hp.rope_base, freq_factors=None if swa else freqs)
@@ -176,17 +201,19 @@ def _layer(w: dict[str, np.ndarray], hp: AssistantHParams, il: int, x: np.ndarra
         raise ValueError(f"blk.{il}: the cache holds {k.shape[1]} KV heads of {k.shape[2]}, the file's keys say "
                            f"{hp.n_head_kv[il]} of {d}")
     allowed = visible_keys(np.array([T]), np.arange(k.shape[0]), causal=True, window=hp.sliding_window if swa else 0)
-    o = attention(q, k, v, allowed, scale=1.0) @ w["attn_output"].T
+    o = _into(rnd, p + "attn_output.weight", attention(q, k, v, allowed, scale=1.0)) @ w["attn_output"].T
     a = x + rms_norm(o, w["post_attention_norm"], hp.eps)
-    m = mlp(rms_norm(a, w["ffn_norm"], hp.eps), w["ffn_gate"], w["ffn_up"], w["ffn_down"], gelu_tanh)
+    f = _into(rnd, p + "ffn_up.weight", rms_norm(a, w["ffn_norm"], hp.eps))
+    m = _into(rnd, p + "ffn_down.weight", gelu_tanh(f @ w["ffn_gate"].T) * (f @ w["ffn_up"].T)) @ w["ffn_down"].T
     return ((a + rms_norm(m, w["post_ffw_norm"], hp.eps)) * w["layer_output_scale"].reshape(-1)[0]).astype(F32)
 
 
 def assistant_forward(g: GGUFWeights, cases: Sequence[AssistantCase], steps: int,
-                      forced: Sequence[tuple[np.ndarray, list[np.ndarray] | None] | None] | None = None
-                      ) -> list[AssistantOutputs]:
+                      forced: Sequence[tuple[np.ndarray, list[np.ndarray] | None] | None] | None = None,
+                      *, ggml_rounding: bool = False) -> list[AssistantOutputs]:
     """``steps`` chained draft steps per case; ``forced[i]`` (the tokens and, unless None, the hidden rows fed in at
-    each step) replaces what the chain feeds back."""
+    each step) replaces what the chain feeds back. ``ggml_rounding``: round every matmul's input rows as llama.cpp's
+    CPU kernels do (:func:`ggml_roundings`; the three-way check's reference, not verify's)."""
     hp = read_hparams(g)
     pre = g.array(PRE)
     if pre.shape != (hp.n_embd, 2 * hp.n_backbone):
@@ -199,6 +226,7 @@ def assistant_forward(g: GGUFWeights, cases: Sequence[AssistantCase], steps: int
     freqs = g.array("rope_freqs.weight") if g.has("rope_freqs.weight") else None
     if freqs is None and not all(hp.swa_layers):
         raise ValueError(f"{g.path}: no rope_freqs.weight; the loader requires it for the full-attention layers")
+    rnd = ggml_roundings(g) if ggml_rounding else {}
     weights = [{n: g.array(f"blk.{il}.{n}.weight") for n in LAYER} for il in range(hp.n_layer)]
     w_norm = g.array("output_norm.weight")
     scale = F32(np.sqrt(float(hp.n_backbone)))
@@ -224,20 +252,21 @@ def assistant_forward(g: GGUFWeights, cases: Sequence[AssistantCase], steps: int
             fed.append(tok)
             o.h_in.append(h)
             e = np.asarray(c.embed([tok]), F32).reshape(1, -1) * scale
-            x = (np.concatenate([e, h], axis=1) @ pre.T).astype(F32)
+            x = (_into(rnd, PRE, np.concatenate([e, h], axis=1)) @ pre.T).astype(F32)
             o.pre.append(x)
             rows = []
             for il in range(hp.n_layer):
-                x = _layer(weights[il], hp, il, x, T, c.kv[hp.kind(il)], freqs)
+                x = _layer(weights[il], hp, il, x, T, c.kv[hp.kind(il)], freqs, rnd)
                 rows.append(x)
             o.layers.append(rows)
             y = rms_norm(x, w_norm, hp.eps)
             o.hidden.append(y)
             logits = np.empty((1, g.shape("token_embd.weight")[0]), F32)
+            yr = _into(rnd, "token_embd.weight", y)
             for a, w in g.row_chunks("token_embd.weight"):
-                logits[:, a:a + w.shape[0]] = y @ w.T
+                logits[:, a:a + w.shape[0]] = yr @ w.T
             o.logits.append(logits)
-            h = (y @ post.T).astype(F32)
+            h = (_into(rnd, POST, y) @ post.T).astype(F32)
             o.h_next.append(h)
             tok = int(np.argmax(logits[0]))
             chosen.append(tok)
