@@ -7,6 +7,8 @@ usage:
     python benchmarks/verify_mutations.py                  # markdown tables on stdout (~30 s)
     python benchmarks/verify_mutations.py --seeds 20       # round-off over more seeds
     python benchmarks/verify_mutations.py --keep DIR       # also keep the mutated files (DIR/<defect>.<outtype>.gguf)
+
+The Gemma 4 assistant's mutations (``tests/test_assistants.py``) get a table of their own at the end.
 """
 
 from __future__ import annotations
@@ -86,7 +88,36 @@ def main() -> int:
         print(f"| {m.id.split('[')[0]} | {layout} | {' / '.join(sorted(firsts))} | " + " | ".join(cells) + " |")
     print(f"\n{len(MUTATIONS)} mutated fixtures x {len(OUTTYPES)} outtypes: "
           + ("every one FAILS" if failed_all else "SOME PASS"))
+    failed_all &= assistant_table(work)
     return 0 if failed_all else 1
+
+
+def assistant_table(work: Path) -> bool:
+    """The Gemma 4 assistant's mutations (tests/test_assistants.py, a-gemma4-e2b, no target): the same table."""
+    from assistant_drafts import make
+    from test_assistants import GEMMA_MUTATIONS
+
+    draft, _ = make(work, "a-gemma4-e2b")
+    print("\n## Gemma 4 assistant mutations (a-gemma4-e2b)\n")
+    print("| defect | first divergence | " + " | ".join(OUTTYPES) + " |\n|---|---|" + "---|" * len(OUTTYPES))
+    failed_all = True
+    for defect, tensors, kvs, _first in GEMMA_MUTATIONS:
+        firsts, cells = set(), []
+        for ot in OUTTYPES:
+            good = work / f"a-gemma4-e2b.{ot}.gguf"
+            if not good.is_file():
+                convert(draft, None, good, outtype=ot)
+            r = verify(mutate(good, work / f"a-gemma4-e2b.mutated.{ot}.gguf", tensors, kvs), draft, None)
+            failed_all &= not r.passed
+            first = r.first_divergence or {"component": "(none: PASS)"}
+            firsts.add(first["component"])
+            row = next((o for o in r.outputs if o.name == first["component"]), None)
+            cells.append("FAIL " + (f"{row.nmse:.0e}" if row is not None and row.nmse is not None else
+                                    (row.grade if row is not None else "PASS")))
+        print(f"| {defect} | {' / '.join(sorted(firsts))} | " + " | ".join(cells) + " |")
+    print(f"\n{len(GEMMA_MUTATIONS)} mutations x {len(OUTTYPES)} outtypes: "
+          + ("every one FAILS" if failed_all else "SOME PASS"))
+    return failed_all
 
 
 if __name__ == "__main__":

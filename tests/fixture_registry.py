@@ -46,8 +46,9 @@ GOLDEN_TARGET, SELF, OWN = "golden/target", "self", "own"
 #: the target of make_inputs_b11434.py's qwen3 group (tests/test_new_drafts.py's session fixture ``b11434_qwen3``)
 B11434_TARGET = "golden-b11434/qwen3/target"
 #: how verify proves a file: a block draft's two forwards over one block, an EAGLE-3 chain's two forwards over
-#: chained steps, tensor by tensor (a variant without a reference forward yet); ``target`` for a target folder
-KINDS = ("block", "eagle", "tensors", "target")
+#: chained steps, a Gemma 4 assistant's two forwards over chained steps into a seeded target cache, tensor by tensor
+#: (a variant without a reference forward yet); ``target`` for a target folder
+KINDS = ("block", "eagle", "assistant", "tensors", "target")
 ALL_OUTTYPES = ("f32", "f16", "bf16", "q8_0")
 
 
@@ -169,11 +170,11 @@ REGISTRY: tuple[Fixture, ...] = (
     _row("v-gemma4-tied", "generated", "gemma4", "dspark_gemma4", _DS, OWN, "block", maker="gemma4_drafts", outtypes=_TWO),
     _row("v-gemma4-default", "generated", "gemma4", "dspark_gemma4", _DS, OWN, "block", maker="gemma4_drafts", outtypes=_TWO),
     _row("v-gemma4-nomarkov", "generated", "gemma4", "dspark_gemma4", _DS, OWN, "block", maker="gemma4_drafts", outtypes=_TWO),
-    _row("a-gemma4-e2b", "generated", "gemma4_assistant", "gemma4_assistant", _MTP, SELF, "tensors",
+    _row("a-gemma4-e2b", "generated", "gemma4_assistant", "gemma4_assistant", _MTP, SELF, "assistant",
          maker="assistant_drafts", outtypes=_TWO),
-    _row("a-gemma4-f32", "generated", "gemma4_assistant", "gemma4_assistant", _MTP, SELF, "tensors",
+    _row("a-gemma4-f32", "generated", "gemma4_assistant", "gemma4_assistant", _MTP, SELF, "assistant",
          maker="assistant_drafts", outtypes=_TWO),
-    _row("a-gemma4-unified", "generated", "gemma4_assistant", "gemma4_assistant", _MTP, SELF, "tensors",
+    _row("a-gemma4-unified", "generated", "gemma4_assistant", "gemma4_assistant", _MTP, SELF, "assistant",
          maker="assistant_drafts", outtypes=_TWO),
     _row("a-muse", "generated", "dflash", "muse_glimmer", _DF, OWN, "block", maker="assistant_drafts", outtypes=_TWO),
     _row("a-muse-f32", "generated", "dflash", "muse_glimmer", _DF, OWN, "block", maker="assistant_drafts",

@@ -5,6 +5,7 @@ nothing written), the default output names llama.cpp's ``-hf`` discovers, and ``
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -216,33 +217,113 @@ def test_verify_fails_each_muse_mutation(muse, tmp_path: Path, defect: str, tens
     assert bad.first_divergence is not None and bad.first_divergence["component"] == first, bad.first_divergence
 
 
-#: defects of a Gemma 4 assistant file (a-gemma4-e2b), each failing the row of the component it breaks
+@pytest.fixture(scope="module")
+def gemma(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The Gemma 4 assistant layouts, converted once per outtype: (variant, outtype) -> (gguf, draft)."""
+    root = tmp_path_factory.mktemp("gemma4-assistant")
+    made: dict = {}
+    cache: dict = {}
+
+    def get(variant: str, outtype: str) -> tuple[Path, Path]:
+        if variant not in made:
+            made[variant] = make(root, variant)[0]
+        if (variant, outtype) not in cache:
+            out = convert(made[variant], None, root / f"{variant}.{outtype}.gguf", outtype=outtype).path
+            cache[variant, outtype] = (out, made[variant])
+        return cache[variant, outtype]
+    return get
+
+
+@pytest.mark.parametrize("outtype", OUTTYPES)
+@pytest.mark.parametrize("variant", sorted(GEMMA_VARIANTS))
+def test_verify_passes_gemma4_assistant_files_by_both_forwards(gemma, variant: str, outtype: str) -> None:
+    """No target folder: the numpy forward of the GGUF and the torch forward of the checkpoint agree component by
+    component over three chained steps, and every tensor is read (the E2B layout's two sampler tensors dropped)."""
+    from dspark_convert.verify import verify
+
+    gguf, draft = gemma(variant, outtype)
+    r = verify(gguf, draft, None)
+    assert r.passed, r.first_divergence
+    n_layer = GEMMA_VARIANTS[variant][0].text.get("num_hidden_layers", 4)
+    assert [o.name for o in r.outputs] == [
+        "pre-projection", *[f"layer {i} output" for i in range(n_layer)], "hidden (post-norm)", "logits",
+        "post-projection (h_nextn)", "step 1 logits", "step 1 post-projection (h_nextn)", "step 2 logits",
+        "step 2 post-projection (h_nextn)", "drafted tokens"]
+    assert all(o.grade in ("exact", "round-off", "identical") for o in r.outputs), [(o.name, o.grade) for o in r.outputs]
+    tokens = r.outputs[-1]
+    assert tokens.agree == tokens.total == 3 * len(r.contexts)
+    assert all(m.passed for m in r.metadata) and len(r.metadata) == 13
+    acc = r.accounting
+    dropped = 2 if variant == "a-gemma4-e2b" else 0
+    assert acc is not None and acc.grade == "complete" and f"0 compared, {dropped} dropped" in acc.detail, acc.detail
+    counts = r.tensors["counts"]
+    assert counts["gguf"]["read_by_forward"] == counts["gguf"]["total"]
+    assert counts["checkpoint"]["read_by_forward"] == counts["checkpoint"]["total"] - dropped
+    assert r.hparams["query_position"] and r.steps == 3 and any("seeded inputs" in n for n in r.notes)
+
+
+def test_verify_covers_the_sliding_window(gemma) -> None:  # type: ignore[no-untyped-def]
+    """Caches longer than the window (512): the sliding layers see only its last 511 positions, on both sides."""
+    from dspark_convert.verify import verify
+
+    gguf, draft = gemma("a-gemma4-e2b", "bf16")
+    r = verify(gguf, draft, None, context=256, steps=1)
+    assert r.contexts == [64, 256, 1024] and r.passed, r.first_divergence
+    wrong = verify(mutate_kv(gguf, gguf.with_name("w.gguf"), "gemma4-assistant.attention.sliding_window", 1000),
+                   draft, None, context=256, steps=1)
+    assert wrong.first_divergence is not None and wrong.first_divergence["component"] == "layer 0 output"
+    assert wrong.first_divergence["case"] == 2     # only the 1024-position cache is longer than either window
+
+
+def mutate_kv(src: Path, dst: Path, key: str, value: object) -> Path:
+    from test_mutations import mutate
+
+    return mutate(src, dst, {}, {key: value})
+
+
+def _halves(w: np.ndarray) -> np.ndarray:
+    h = w.shape[1] // 2     # a-gemma4-e2b: [target embedding (48); target hidden (48)]
+    return np.concatenate([w[:, h:], w[:, :h]], axis=1)
+
+
+A = "gemma4-assistant."
+#: defects of a Gemma 4 assistant file (a-gemma4-e2b: three sliding layers, window 512, then a full layer), each
+#: caught by the component it breaks first (and, for a key, its metadata row)
 GEMMA_MUTATIONS = [
-    ("embedding_length_out wrong", {}, {"gemma4-assistant.embedding_length_out": 32},
-     "metadata gemma4-assistant.embedding_length_out"),
-    ("layer output scale changed", {"blk.0.layer_output_scale.weight": _scale}, {}, "blk.0.layer_output_scale.weight"),
-    ("proportional RoPE lost (rope_freqs all ones)", {"rope_freqs.weight": np.ones_like}, {}, "rope_freqs.weight"),
-    ("pre-projection halves swapped", {"nextn.pre_projection.weight": lambda w: np.concatenate(
-        [w[:, 48:], w[:, :48]], axis=1)}, {}, "nextn.pre_projection.weight"),
-    ("nextn_predict_layers wrong", {}, {"gemma4-assistant.nextn_predict_layers": 2},
-     "metadata gemma4-assistant.nextn_predict_layers"),
-    ("post-projection scaled", {"nextn.post_projection.weight": _scale}, {}, "nextn.post_projection.weight"),
+    ("pre-projection halves swapped", {"nextn.pre_projection.weight": _halves}, {}, "pre-projection"),
+    ("embedding_length_out wrong", {}, {A + "embedding_length_out": 40}, "GGUF forward"),
+    ("post-attention norm dropped (ones)", {"blk.0.post_attention_norm.weight": np.ones_like}, {}, "layer 0 output"),
+    ("output norm dropped (ones)", {"output_norm.weight": np.ones_like}, {}, "hidden (post-norm)"),
+    ("SWA window wrong", {}, {A + "attention.sliding_window": 4}, "layer 0 output"),
+    ("SWA rope base wrong", {}, {A + "rope.freq_base_swa": 1e6}, "layer 0 output"),
+    ("proportional RoPE lost (rope_freqs all ones)", {"rope_freqs.weight": np.ones_like}, {}, "layer 3 output"),
+    ("layer output scale changed", {"blk.0.layer_output_scale.weight": _scale}, {}, "layer 0 output"),
+    ("q norm reversed", {"blk.2.attn_q_norm.weight": lambda w: w[::-1].copy()}, {}, "layer 2 output"),
+    ("post-projection scaled", {"nextn.post_projection.weight": _scale}, {}, "post-projection (h_nextn)"),
+    ("nextn_predict_layers wrong", {}, {A + "nextn_predict_layers": 2}, "GGUF forward"),
+    ("sliding/full pattern wrong", {}, {A + "attention.sliding_window_pattern": [False, True, True, False]},
+     "GGUF forward"),
 ]
 
 
-@pytest.mark.parametrize("outtype", ["f32", "q8_0"])
-@pytest.mark.parametrize("defect,tensors,kvs,row", GEMMA_MUTATIONS, ids=[m[0] for m in GEMMA_MUTATIONS])
-def test_verify_fails_each_gemma4_assistant_mutation(tmp_path: Path, defect: str, tensors: dict, kvs: dict, row: str,
-                                                     outtype: str) -> None:
-    from test_mutations import failed_rows, mutate
+@pytest.mark.parametrize("outtype", OUTTYPES)
+@pytest.mark.parametrize("defect,tensors,kvs,first", GEMMA_MUTATIONS, ids=[m[0] for m in GEMMA_MUTATIONS])
+def test_verify_fails_each_gemma4_assistant_mutation(gemma, tmp_path: Path, defect: str, tensors: dict, kvs: dict,  # type: ignore[no-untyped-def]
+                                                     first: str, outtype: str) -> None:
+    from test_mutations import mutate
 
     from dspark_convert.verify import verify
 
-    draft, _ = make(tmp_path, "a-gemma4-e2b")
-    good = convert(draft, None, tmp_path / "g.gguf", outtype=outtype).path
-    assert verify(good, draft, None).passed
+    good, draft = gemma("a-gemma4-e2b", outtype)
     bad = verify(mutate(good, tmp_path / "m.gguf", tensors, kvs), draft, None)
-    assert not bad.passed and failed_rows(bad) == {row}, failed_rows(bad)
+    assert not bad.passed
+    assert bad.first_divergence is not None and bad.first_divergence["component"] == first, bad.first_divergence
+    row = next(o for o in bad.outputs if o.name == first)
+    if first == "GGUF forward":   # a file llama.cpp refuses: the row says which key or tensor
+        assert any(k.removeprefix(A) in row.detail for k in kvs) or "attn_q" in row.detail, row.detail
+    else:
+        assert row.nmse is not None and row.nmse > 1e-3, row
+    assert {m.key for m in bad.metadata if not m.passed} == set(kvs)
 
 
 # ---------------------------------------------------------------------------------------------- llama-server
@@ -272,23 +353,53 @@ def _tiny_gemma4_target(folder: Path, hidden: int) -> Path:
     return folder
 
 
+def _damped(draft: Path, folder: Path) -> Path:
+    """``draft`` with ``post_projection`` x0.1: the chain no longer multiplies round-off step by step (a random
+    assistant's does, and llama.cpp rounds every matmul's input rows), so the three-way check compares choices,
+    not amplified noise."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(draft, folder)
+    t = load_file(str(folder / "model.safetensors"))
+    w = t["post_projection.weight"]
+    t["post_projection.weight"] = (w.float() * 0.1).to(w.dtype)
+    save_file(t, str(folder / "model.safetensors"))
+    return folder
+
+
 @pytest.mark.llama
-def test_llama_server_runs_the_assistant_losslessly(llama_bin: tuple[Path, Path], tmp_path: Path) -> None:
+def test_llama_server_runs_the_assistant_losslessly(llama_bin: tuple[Path, Path], tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """llama-server b11434 loads the converted assistant beside a Gemma 4 target converted by upstream, drafts with
-    --spec-type draft-mtp and decodes exactly what the target decodes alone; check --target pairs them."""
+    --spec-type draft-mtp and decodes exactly what the target decodes alone; check --target pairs them; and it
+    drafts what the numpy reference drafts from the same target cache, hidden row and tokens (three-way)."""
     from llama.target import convert_target
+    from llama.threeway import three_way
     from llama_support import run
 
     from dspark_convert.fit import check_fit
+    from dspark_convert.registry import BY_NAME
 
-    target = convert_target(llama_bin[1], _tiny_gemma4_target(tmp_path / "t", 48), tmp_path / "t.gguf")
-    draft, _ = make(tmp_path, "a-gemma4-e2b")
+    runs = {}
+    folder = _tiny_gemma4_target(tmp_path / "t", 48)
+    target = convert_target(llama_bin[1], folder, tmp_path / "t.gguf")
+    draft = _damped(make(tmp_path, "a-gemma4-e2b")[0], tmp_path / "damped")
     prompt = [20, 30, 40, 50, 60, 70, 80, 90]
     plain = run(llama_bin[0], target, prompt=prompt)
-    for outtype in ("bf16", "f16", "q8_0"):
+    for outtype in OUTTYPES:
         f = convert(draft, None, tmp_path / f"mtp-a.{outtype}.gguf", outtype=outtype).path
         report = check_fit(f, target)
         assert report.ok, [r for r in report.results if r.status == "fail"]
         r = run(llama_bin[0], target, f, prompt=prompt)
         assert r.completion.tokens == plain.completion.tokens
         assert r.completion.draft_n > 0
+        tw = three_way(f, folder, prompt, r.completion.tokens, r.blocks)
+        assert tw.agree, tw.summary()
+        same, ties, total = tw.counts
+        assert total >= r.completion.draft_n and same + ties == total and same >= total - 2, tw.summary()
+        runs[outtype] = (f, r)
+    # teeth: a reference reading the sliding cache of the target's layer n-3 (also sliding) instead of n-2
+    f, r = runs["f32"]
+    monkeypatch.setitem(BY_NAME["gemma4_assistant"].role("llama").SHARED, "sliding", 3)
+    wrong = three_way(f, folder, prompt, r.completion.tokens, r.blocks)
+    assert not wrong.agree and wrong.counts[0] < wrong.counts[2] - 10, wrong.summary()

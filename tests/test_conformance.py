@@ -125,6 +125,8 @@ def _conforms(f: Fixture, draft: Path, target: Path | None, gguf: Path) -> None:
         assert any(n.startswith("block logits") for n in rows), rows
     elif f.kind == "eagle":
         assert {"fc output", "prefill logits", "step 0 logits", "chosen tokens"} <= set(rows), rows
+    elif f.kind == "assistant":
+        assert rows[0] == "pre-projection" and {"logits", "post-projection (h_nextn)", "drafted tokens"} <= set(rows)
     else:
         assert f.kind == "tensors" and rows == tensor_names
     # inspect renders the file (and its JSON counts every tensor)

@@ -483,7 +483,7 @@ def test_three_way_roles_come_from_the_registry(tmp_path: Path) -> None:
 
     from dspark_convert.registry import BY_NAME
 
-    assert threeway.covered() == ("gemma4", "dflash2", "dflash", "eagle3")
+    assert threeway.covered() == ("gemma4", "dflash2", "dflash", "gemma4_assistant", "eagle3")
     assert all(callable(BY_NAME[v].role("llama").reference_drafts) for v in threeway.covered())
     assert not BY_NAME["dsv4"].has_role("llama")
 
@@ -500,7 +500,7 @@ def test_three_way_roles_come_from_the_registry(tmp_path: Path) -> None:
         return path
 
     dsv4 = tiny(tmp_path / "dsv4.gguf", "dflash", {"dflash.hyper_connection.count": 4})
-    with pytest.raises(ConvertError, match="a dsv4 file: the three-way check covers gemma4, dflash2, dflash, eagle3"):
+    with pytest.raises(ConvertError, match="a dsv4 file: the three-way check covers gemma4, dflash2, dflash, gemma4_assistant, eagle3"):
         threeway.reference_drafts(dsv4, TARGET, PROMPT, [])
     other = tiny(tmp_path / "llama.gguf", "llama", {})
     with pytest.raises(ConvertError, match="general.architecture 'llama': the three-way check covers gemma4"):

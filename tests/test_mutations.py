@@ -34,7 +34,7 @@ pytest.importorskip("torch", reason="verify runs the torch reference forward (to
 H, HD = 64, 16                  # fixture dims (fixtures/generate.py)
 OUTTYPES = ["f32", "f16", "bf16", "q8_0"]
 _PACK = {VT.UINT32: "<I", VT.INT32: "<i", VT.FLOAT32: "<f", VT.BOOL: "<?"}
-_ELEM = {VT.INT32: np.int32, VT.UINT32: np.uint32}
+_ELEM = {VT.INT32: np.int32, VT.UINT32: np.uint32, VT.BOOL: np.bool_}
 #: fixture variants made in the test: (source fixture, config edit, tensor edits)
 LINEAR = {"rope_type": "linear", "factor": 2.0}
 VARIANTS: dict[str, tuple[str, Callable[[dict], None], dict[str, Callable[[Any], Any]]]] = {

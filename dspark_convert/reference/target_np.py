@@ -166,7 +166,8 @@ def gemma4_inv_freq(rope: dict[str, Any], head_dim: int) -> np.ndarray:
     return inv / float(rope.get("factor", 1.0))
 
 
-def _gemma4_layer(m: TargetModel, il: int, x: np.ndarray, pos: np.ndarray) -> np.ndarray:
+def _gemma4_layer(m: TargetModel, il: int, x: np.ndarray, pos: np.ndarray,
+                  cache: list[tuple[np.ndarray, np.ndarray]] | None = None) -> np.ndarray:
     cfg, p, T = m.cfg, f"layers.{il}.", x.shape[0]
     kind = (cfg.get("layer_types") or ["full_attention"] * m.n_layer)[il]
     qn, kn = m.w(p + "self_attn.q_norm.weight"), m.w(p + "self_attn.k_norm.weight")
@@ -182,6 +183,8 @@ def _gemma4_layer(m: TargetModel, il: int, x: np.ndarray, pos: np.ndarray) -> np
     theta = pos[:, None].astype(np.float64) * gemma4_inv_freq((cfg.get("rope_parameters") or {}).get(kind) or {}, d)
     cos, sin = np.cos(theta).astype(F32), np.sin(theta).astype(F32)
     q, k = rope_neox(q, cos, sin), rope_neox(k, cos, sin)
+    if cache is not None:                            # what the layer's KV cache holds: roped keys, normed values
+        cache.append((k, v))
     allowed = pos[None, :] <= pos[:, None]
     window = int(cfg.get("sliding_window") or 0)
     if kind == "sliding_attention" and window > 0:
@@ -197,15 +200,17 @@ def _gemma4_layer(m: TargetModel, il: int, x: np.ndarray, pos: np.ndarray) -> np
     return x if scalar is None else x * scalar.reshape(-1)[0]
 
 
-def gemma4_forward(m: TargetModel, tokens: Sequence[int]) -> TargetOutputs:
+def gemma4_forward(m: TargetModel, tokens: Sequence[int],
+                   cache: list[tuple[np.ndarray, np.ndarray]] | None = None) -> TargetOutputs:
     """The Gemma 4 text decoder over ``tokens``: ``hidden[0]`` is the scaled embeddings (the first layer's input,
-    what llama.cpp taps as layer 0), the logits softcapped as the config says."""
+    what llama.cpp taps as layer 0), the logits softcapped as the config says. ``cache`` receives each layer's
+    keys (after k_norm and RoPE) and values (after the v norm), ``[T, kv heads, head dim]``: its KV cache."""
     ids = np.asarray(tokens, dtype=np.int64)
     x = (m.embed[ids] * F32(np.sqrt(m.n_embd))).astype(F32)
     pos = np.arange(ids.size)
     hidden = [x]
     for il in range(m.n_layer):
-        x = _gemma4_layer(m, il, x, pos)
+        x = _gemma4_layer(m, il, x, pos, cache)
         hidden.append(x)
     logits = rms_norm(x, m.w("norm.weight"), m.eps) @ m.lm_head.T
     cap = m.cfg.get("final_logit_softcapping")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -74,7 +74,8 @@ class DraftInputs:
     """What a variant's ``reference_drafts`` gets: the draft file, the target's weights, the target's tap features
     over the whole ``sequence`` (prompt then generated tokens; one row per token), the logged blocks (each one's
     anchor is ``sequence[n_context]``, checked before), the ``d2t`` inverse (None: full vocabulary) and whether to
-    score with the head llama.cpp runs (``runtime_head``) rather than the one the draft was trained with."""
+    score with the head llama.cpp runs (``runtime_head``) rather than the one the draft was trained with; and the
+    numpy target model (``target_model``) for a draft with no taps (``features`` is then empty)."""
 
     g: GGUFWeights
     target: TargetWeights
@@ -83,6 +84,9 @@ class DraftInputs:
     blocks: Sequence[DraftBlock]
     draft_id: dict[int, int] | None
     runtime_head: bool = False
+    #: the numpy target model (``reference.target_np.TargetModel``) for a draft that reads more of the target than
+    #: its tap features (a Gemma 4 assistant: its KV cache and last hidden row); None when the check has none
+    target_model: Any = None
 
     def context(self, b: DraftBlock) -> np.ndarray:
         """The target's features of the block's context (its first ``n_context`` tokens)."""

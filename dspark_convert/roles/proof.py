@@ -244,14 +244,20 @@ class OwnSide:
     (its own checkpoint -> GGUF name table, for the storage rounding) and the draws' vocabulary. Quality mode runs the
     same forward on ``checkpoint(draft, target, None)`` (the unrounded values).
     A checkpoint object with ``round_target(types)`` (GGUF name -> GGML type) is handed the file's types too: it
-    rounds the target tensors the file stores, e.g. the target's head written as ``output.weight``."""
+    rounds the target tensors the file stores, e.g. the target's head written as ``output.weight``.
+    ``width(g, checkpoint)`` is the features' width (None: ``fc.weight``'s input width); ``notes`` go into the
+    report; ``chained``: the forwards draft ``--steps`` chained tokens (the inputs' and the report's ``steps``; else
+    0). A side whose ``Forwards`` needs no target gets ``None`` for the target folder."""
 
     family: str
     layout: str
     reads: Callable[[Path], bool]
-    checkpoint: Callable[[Path, Path, Mapping[str, str] | None], Any]
+    checkpoint: Callable[[Path, Path | None, Mapping[str, str] | None], Any]
     counterpart: Callable[[str], str | None]
-    n_vocab: Callable[[GGUFWeights, Path], int]
+    n_vocab: Callable[[GGUFWeights, Any], int]     # (GGUF, the target folder or None)
+    width: Callable[[GGUFWeights, Any], int] | None = None
+    notes: tuple[str, ...] = ()
+    chained: bool = False
 
 
 @dataclass(frozen=True)

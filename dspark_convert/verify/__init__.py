@@ -56,6 +56,14 @@ LOOK_AT = {
     "prefill": "blk.0.* (attn_norm / attn_norm_2, q/k row permutation, RoPE), token_embd, norm_before_residual",
     "prefill logits": "output_norm.weight, output.weight",
     "step": "the chain at later positions: RoPE (rope.freq_base, rope_freqs), blk.0.*, output_norm / output",
+    "pre-projection": "nextn.pre_projection.weight (column halves: target embedding, then target hidden), "
+                      "embedding_length_out (the embedding scale)",
+    "hidden (post-norm)": "output_norm.weight",
+    "logits": "token_embd.weight (the assistant's tied head)",
+    "post-projection (h_nextn)": "nextn.post_projection.weight",
+    "drafted tokens": "token_embd.weight, the chain (the tokens and h_nextn fed back)",
+    "GGUF forward": "the keys or tensors the detail names: the file does not load as llama.cpp reads it "
+                    "(see 'dspark-convert check')",
     ACCOUNTING_ROW: "the tensors the row names: no forward reads them and no rule drops them (an extra GGUF tensor, "
                     "or a checkpoint tensor the converter left out); `check FILE` names extra GGUF tensors too",
 }

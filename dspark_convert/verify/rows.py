@@ -120,7 +120,7 @@ class _Opened:
     unrounded: Any | None
     width: int
     n_vocab: int
-    target: TargetWeights
+    target: Any      # TargetWeights; None for forwards that need no target
     errors: tuple[type[Exception], ...] = CANDIDATE_ERRORS
 
 
@@ -209,18 +209,22 @@ def _prove_shared(job: Job, variant: Variant, spec: Forwards) -> Proof:
 
 def _prove_own(side: OwnSide, job: Job, variant: Variant, spec: Forwards) -> Proof:
     """A forward proof on a variant's own torch side (exact mode)."""
-    proof = Proof(side.family, side.layout, 0, list(job.contexts))
+    proof = Proof(side.family, side.layout, job.steps if side.chained else 0, list(job.contexts))
     run_reference(str(job.hf_dir), lambda: _guarded(proof, job, variant, lambda: _own_rows(side, proof, job, spec)))
     return proof
 
 def _own_rows(side: OwnSide, proof: Proof, job: Job, spec: Forwards) -> bool:
-    g, hf, tgt = job.g, Path(job.hf_dir), Path(str(job.target_dir))
+    g, hf = job.g, Path(job.hf_dir)
+    tgt = None if job.target_dir is None else Path(str(job.target_dir))
     probe = side.checkpoint(hf, tgt, None)
     ck = side.checkpoint(hf, tgt, storage_of(g, probe.w.names, side.counterpart))
     if hasattr(ck, "round_target"):  # target tensors the file stores (its head as output.weight) as stored
         ck.round_target(gguf_types(g))
     proof.metadata = spec.metadata(g, ck)
-    opened = _Opened(ck, ck.w, probe, g.shape("fc.weight")[1], side.n_vocab(g, tgt), TargetWeights(tgt),
+    proof.notes += list(side.notes)
+    width = g.shape("fc.weight")[1] if side.width is None else side.width(g, ck)
+    opened = _Opened(ck, ck.w, probe, width, side.n_vocab(g, tgt),
+                     TargetWeights(tgt) if tgt is not None and spec.needs_target else None,
                      errors=(ValueError, KeyError, IndexError))
     ran = _drive(proof, job, spec, opened)
     proof.storage = _storage_summary(ck.w)

@@ -173,12 +173,15 @@ def reference_drafts(draft: Path, target_dir: Path, sequence: Sequence[int], blo
     arch = g.value("general.architecture")
     variant = gguf_variant(g.value, [t.name for t in g.file.tensors])
     layers_key = S.TARGET_LAYERS_KEY.get(str(arch))
-    if variant is None or layers_key is None or not variant.has_role(ROLE):
+    if variant is None or not variant.has_role(ROLE):
         what = f"general.architecture {arch!r}" if variant is None else f"a {variant.name} file"
         raise ConvertError(f"{draft}: {what}: the three-way check covers {', '.join(covered())}")
     role = variant.role(ROLE)
-    out = target_forward(target or TargetModel(target_dir), sequence)
-    feats = tap_features(out, [int(x) for x in g.value(layers_key)])
+    model = target or TargetModel(target_dir)
+    if layers_key is None:        # a draft without taps (a Gemma 4 assistant): its role reads the target model
+        feats = np.zeros((len(sequence), 0), dtype=np.float32)
+    else:
+        feats = tap_features(target_forward(model, sequence), [int(x) for x in g.value(layers_key)])
     seq = np.asarray(sequence, dtype=np.int64)
     for b in blocks:
         if b.n_context is None or b.anchor is None or b.n_context >= seq.size or int(seq[b.n_context]) != b.anchor:
@@ -187,7 +190,7 @@ def reference_drafts(draft: Path, target_dir: Path, sequence: Sequence[int], blo
     tw = TargetWeights(target_dir)
     d2t = g.ints("d2t") if g.has("d2t") else None
     inv = None if d2t is None else {int(t): i for i, t in enumerate(d2t)}
-    refs: list[RefBlock] = role.reference_drafts(DraftInputs(g, tw, feats, seq, blocks, inv, runtime_head))
+    refs: list[RefBlock] = role.reference_drafts(DraftInputs(g, tw, feats, seq, blocks, inv, runtime_head, model))
     return refs
 
 

@@ -1,188 +1,169 @@
-"""``verify`` for Gemma 4 assistant files: tensor-level proof (no assistant reference forward yet).
+"""``verify`` for Gemma 4 assistant files: the numpy forward of the GGUF (:mod:`.numpy_forward`, llama.cpp's
+``gemma4-assistant`` graph) against the independent torch forward of the checkpoint (:mod:`.torch_forward`,
+transformers' ``Gemma4AssistantForCausalLM``), component by component over chained draft steps, the model keys, and
+an account of every tensor on both sides (:mod:`dspark_convert.verify.accounting`, with the variant's drop rules:
+the E2B/E4B ``masked_embedding`` tensors).
 
-Every GGUF tensor is compared with the checkpoint tensor it comes from (this module's own spelling of the HF ->
-GGUF names, apart from the converter's table, so a wrong row there fails here): the checkpoint's values through the
-GGUF type's rounding (gguf-py) must equal the GGUF's values exactly. The generated ``rope_freqs`` is compared with
-the proportional-RoPE factors the config implies, and the model keys with the config. The report says plainly that
-no assistant forward ran. The checkpoint's ``masked_embedding`` tensors are dropped by the variant's rules.
+The file holds neither the target's token embeddings nor its KV cache, so both are seeded inputs and no target folder
+is needed: per case, the target's hidden row (the features' last row, width ``backbone_hidden_size``), the last
+accepted token, the target's embedding rows (``N(0, 1/backbone)`` per token, drawn from the case's seed and the token
+id, so a drafted token fed back gets its own row) and the cache of its last sliding and last full-attention layers
+(``N(0, 1)`` keys and values over the case's context positions, shaped by each side's own hyper-parameters: the GGUF's
+keys on one side, the config on the other). The query sits at the position after the cache, as llama.cpp's MTP driver
+puts it, for every chained step.
+
+Exact mode: the torch side reads every checkpoint tensor rounded as the GGUF stores it, so every row must agree to
+float32 round-off. The GGUF side's fed-back tokens and ``h`` rows are forced to the torch side's (a near-tie cannot
+make later steps incomparable, and each step is compared on the same inputs); the ``drafted tokens`` row compares
+the choices.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass
+import importlib
+import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ...hf.checkpoint import Checkpoint
-from ...reference.compare import OutputCheck, meta_row
-from ...reference.storage import round_values
-from ...reference.weights import GGUFWeights
-from ...roles.proof import Job, Proof, TensorChecks, Tensors
+from ... import schema as S
+from ...reference.compare import MetadataCheck, OutputCheck, compare_cases, compare_token_cases, meta_row
+from ...reference.weights import GGUFWeights, TargetWeights
+from ...roles.proof import Forwards, Inputs, OwnSide, Pair, lazy, names_a_class
+from .numpy_forward import FULL, SWA, AssistantCase, AssistantHParams, assistant_forward, read_hparams
 
-FAMILY = "gemma4_assistant"
-LAYOUT = "Gemma 4 assistant (text_config nested)"
-NO_FORWARD = ("a Gemma 4 assistant reference forward (Q-only attention into the target's KV cache) is not "
-              "implemented yet: no forward outputs are graded; instead every tensor is compared with the checkpoint "
-              "(its values through the GGUF type's rounding must equal the GGUF's values exactly)")
-QUALITY_NOTE = "the GGUF's tensors against the unrounded checkpoint values: max abs is the rounding of the type"
-
-#: HF layer suffix -> GGUF name after ``blk.{i}.`` (Gemma 4 decoder layer without K/V)
-_LAYER = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
-          "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.o_proj.weight": "attn_output.weight",
-          "post_attention_layernorm.weight": "post_attention_norm.weight",
-          "pre_feedforward_layernorm.weight": "ffn_norm.weight",
-          "post_feedforward_layernorm.weight": "post_ffw_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
-          "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
-          "layer_scalar": "layer_output_scale.weight"}
-_ROOT = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
-         "pre_projection.weight": "nextn.pre_projection.weight",
-         "post_projection.weight": "nextn.post_projection.weight"}
-_LAYER_RX = re.compile(r"model\.layers\.(\d+)\.(.+)")
+A = S.ARCH_GEMMA4_ASSISTANT
+#: the checkpoint classes the torch forward reads (verify's own spelling: the converter's is its own)
+ARCHITECTURES = ("Gemma4AssistantForCausalLM", "Gemma4UnifiedAssistantForCausalLM")
+_TORCH = f"{__package__}.torch_forward"
+#: the HF layer type of each cache kind
+_HF_KIND = {SWA: "sliding_attention", FULL: "full_attention"}
+NOTE = ("the target's embedding rows, hidden row and KV cache (its last sliding and last full-attention layers) are "
+        "seeded inputs: the assistant file holds none of them, so no target folder is read")
 
 
-@dataclass
-class TensorCheck:
-    """One GGUF tensor against its checkpoint source: ``max_abs`` from the rounded checkpoint values (0: exact),
-    ``max_rounding`` from the unrounded ones."""
-
-    name: str
-    type: str
-    shape: list[int]
-    mismatches: int = 0
-    elements: int = 0
-    max_abs: float = 0.0
-    max_rounding: float = 0.0
-    first_mismatch: str = ""
-
-    @property
-    def passed(self) -> bool:
-        return self.mismatches == 0
+def accepts(hf_dir: Path) -> bool:
+    """The checkpoint's own config names a Gemma 4 assistant class."""
+    return names_a_class(hf_dir, ARCHITECTURES)
 
 
-def _plain(raw: np.ndarray, dtype: str) -> np.ndarray:
-    """BF16 bits / F16 / F32 checkpoint values as float32."""
-    if dtype == "BF16":
-        return (np.asarray(raw).astype(np.uint32) << 16).view(np.float32)
-    return np.asarray(raw).astype(np.float32)
+# ---------------------------------------------------------------------------------------------- seeded inputs
+def draw(rng: np.random.Generator, inputs: Inputs) -> list[tuple[int, int]]:
+    """Per case: the last accepted token and the seed of the case's target-side inputs."""
+    return [(int(rng.integers(0, inputs.n_vocab)), int(rng.integers(0, 2**31 - 1))) for _ in inputs.feats]
 
 
-def check_tensor(g: GGUFWeights, ck: Checkpoint, name: str, source: str) -> TensorCheck:
-    """GGUF tensor ``name`` (dequantized by gguf-py) against checkpoint tensor ``source`` after the GGUF type's
-    rounding: every value equal."""
-    qt = g.qtype(name)
-    chk = TensorCheck(name, qt.name if qt is not None else "?", list(g.shape(name))[::-1])
-    if qt is None:
-        chk.mismatches, chk.first_mismatch = 1, "unknown GGML type"
-        return chk
-    ref = _plain(ck.read(source), ck.ref(source).dtype).reshape(-1)
-    got = np.asarray(g.array(name), dtype=np.float32).reshape(-1)
-    if got.shape != ref.shape:
-        chk.mismatches, chk.first_mismatch = 1, f"{got.size} values, the checkpoint has {ref.size}"
-        return chk
-    rounded = round_values(ref.reshape(ck.ref(source).shape or (1,)), qt.name).reshape(-1)
-    bad = np.flatnonzero(got != rounded)
-    chk.elements, chk.mismatches = int(ref.size), int(bad.size)
-    if bad.size:
-        i = int(bad[0])
-        chk.first_mismatch = f"element {i}: GGUF {float(got[i])!r}, checkpoint {float(rounded[i])!r} after rounding"
-    chk.max_abs = float(np.max(np.abs(got - rounded))) if ref.size else 0.0
-    chk.max_rounding = float(np.max(np.abs(got - ref))) if ref.size else 0.0
-    return chk
-
-
-def source_map(names: list[str]) -> dict[str, str]:
-    """GGUF tensor name -> the checkpoint tensor it comes from.
-
-    Example:
-        >>> source_map(["model.layers.2.layer_scalar", "post_projection.weight", "masked_embedding.centroids.weight"])
-        {'blk.2.layer_output_scale.weight': 'model.layers.2.layer_scalar', 'nextn.post_projection.weight': 'post_projection.weight'}
-    """
-    out: dict[str, str] = {}
-    for n in names:
-        m = _LAYER_RX.fullmatch(n)
-        if m is not None and m.group(2) in _LAYER:
-            out[f"blk.{m.group(1)}.{_LAYER[m.group(2)]}"] = n
-        elif n in _ROOT:
-            out[_ROOT[n]] = n
-    return out
-
-
-def _text(config: dict[str, Any]) -> dict[str, Any]:
-    return {**config, **(config.get("text_config") or {})}
-
-
-def expected_rope_freqs(c: dict[str, Any]) -> np.ndarray | None:
-    """The factors of the full-attention layers' proportional RoPE (1 per rotated pair, 1e30 for the rest)."""
-    full = ((c.get("rope_parameters") or {}).get("full_attention") or
-            {"rope_type": "proportional", "partial_rotary_factor": 0.25})
-    head = c.get("global_head_dim", 512)
-    if full.get("rope_type") != "proportional" or not isinstance(head, int):
-        return None
-    n_rot = int(head * float(full.get("partial_rotary_factor", 0.25)) / 2)
-    return np.array([1.0] * n_rot + [1e30] * (head // 2 - n_rot), dtype=np.float32)
-
-
-def assistant_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = True) -> Proof:
-    """A Gemma 4 assistant GGUF: every tensor against the checkpoint and the model keys against its config."""
-    config = json.loads((Path(hf_dir) / "config.json").read_text())
-    c = _text(config)
-    ck = Checkpoint(Path(hf_dir), config=config)
-    rows = Proof(FAMILY, LAYOUT, quality_note=QUALITY_NOTE, notes=[NO_FORWARD])
-    present = [t.name for t in g.file.tensors]
-    try:
-        smap = source_map(list(ck.names))
-        checks: list[TensorCheck] = [check_tensor(g, ck, n, smap[n]) for n in present if n in smap]
-        names = list(ck.names)
-    finally:
-        ck.close()
-    problems = [f"GGUF tensor '{n}' has no source in the checkpoint" for n in present
-                if n not in smap and n != "rope_freqs.weight"]
-    problems += [f"checkpoint tensor '{smap[n]}' is missing from the GGUF (expected '{n}')"
-                 for n in smap if n not in set(present)]
-    by_name = {chk.name: chk for chk in checks}
-    freqs = expected_rope_freqs(c)
-    for name in present:  # one row per GGUF tensor, in file order
-        if name == "rope_freqs.weight":
-            got = np.asarray(g.array(name), dtype=np.float32).reshape(-1)
-            ok = freqs is not None and got.shape == freqs.shape and bool(np.array_equal(got, freqs))
-            rows.outputs.append(OutputCheck(name, list(got.shape), grade="exact" if ok else "differs", passed=ok,
-                                            detail="" if ok else f"expected {None if freqs is None else freqs.tolist()}"))
-            continue
-        chk = by_name.get(name)
-        if chk is None:
-            continue
-        detail = "" if chk.passed else f"{chk.mismatches} of {chk.elements} values differ; first: {chk.first_mismatch}"
-        rows.outputs.append(OutputCheck(chk.name, chk.shape, max_abs=chk.max_abs,
-                                        grade="exact" if chk.passed else "differs", passed=chk.passed, detail=detail))
-        if quality:
-            rows.quality.append(OutputCheck(chk.name, chk.shape, max_abs=chk.max_rounding, grade="rounding of " + chk.type))
-    if "rope_freqs.weight" not in present and freqs is not None:
-        problems.append("GGUF tensor 'rope_freqs.weight' is missing (proportional RoPE of the full-attention layers)")
-    rows.outputs += [OutputCheck("tensors", [], grade="missing", passed=False, detail=p) for p in problems]
-    rows.tensors = Tensors(set(), {ch.name for ch in checks} | ({"rope_freqs.weight"} & set(present)), names, set(),
-                           {smap[ch.name] for ch in checks})
-    a = "gemma4-assistant."
-    types = list(c.get("layer_types") or [])
-    for key, expected in ((a + "block_count", c.get("num_hidden_layers")),
-                          (a + "embedding_length", c.get("hidden_size")),
-                          (a + "embedding_length_out", config.get("backbone_hidden_size")),
-                          (a + "nextn_predict_layers", c.get("num_hidden_layers")),
-                          (a + "attention.head_count", c.get("num_attention_heads")),
-                          (a + "attention.key_length_swa", c.get("head_dim")),
-                          (a + "attention.sliding_window_pattern",
-                           [t == "sliding_attention" for t in types[:-1]] + [False] if types else None)):
-        rows.metadata.append(meta_row(key, g.value(key), expected))
-    rows.hparams = {"layers": c.get("num_hidden_layers"), "backbone": config.get("backbone_hidden_size")}
+def embed_rows(seed: int, width: int) -> Any:
+    """The target's embedding rows of a case (unscaled): row ``tok`` is ``N(0, 1/width)`` from ``(seed, tok)``."""
+    def rows(tokens: list[int]) -> np.ndarray:
+        return np.stack([np.random.default_rng([seed, 1, t]).standard_normal(width).astype(np.float32)
+                         / np.float32(math.sqrt(width)) for t in tokens])
     return rows
 
 
-def _proof(job: Job) -> Proof:
-    return assistant_rows(job.g, job.gguf_path, job.hf_dir, quality=job.quality)
+def cache(seed: int, kind: str, positions: int, n_kv: int, head_dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """The keys and values of the target's cache layer of ``kind`` for a case (``[positions, n_kv, head_dim]``)."""
+    rng = np.random.default_rng([seed, 2, 0 if kind == SWA else 1])
+    k = rng.standard_normal((positions, n_kv, head_dim)).astype(np.float32)
+    return k, rng.standard_normal((positions, n_kv, head_dim)).astype(np.float32)
 
 
-#: verify's role: every tensor against the checkpoint (no target needed)
-PROOF = TensorChecks(_proof)
+def _reference(ck: Any, inputs: Inputs, drawn: list[tuple[int, int]], refs: Any) -> list[Any]:
+    """The torch forward, its inputs shaped by the config."""
+    tf = importlib.import_module(_TORCH)
+    kinds = [k for k in (SWA, FULL) if _HF_KIND[k] in ck.text["layer_types"]]
+    cases = [tf.TorchCase(f[-1], tok, embed_rows(seed, ck.backbone),
+                          {_HF_KIND[k]: cache(seed, k, f.shape[0], *ck.layer_geometry(_HF_KIND[k])) for k in kinds})
+             for f, (tok, seed) in zip(inputs.feats, drawn, strict=True)]
+    out: list[Any] = tf.assistant_forward(ck, cases, inputs.steps)
+    return out
+
+
+def _candidate(g: GGUFWeights, target: TargetWeights, inputs: Inputs, drawn: list[tuple[int, int]],
+               refs: list[Any]) -> list[Any]:
+    """The numpy forward, its cache shaped by the GGUF's keys, its fed-back tokens and rows forced to the torch
+    side's (``target`` is unused: None)."""
+    hp = read_hparams(g)
+    kinds = [k for k in (SWA, FULL) if k in {hp.kind(i) for i in range(hp.n_layer)}]
+    cases = [AssistantCase(f[-1], tok, embed_rows(seed, f.shape[1]),
+                           {k: cache(seed, k, f.shape[0], *hp.kv_shape(k)) for k in kinds})
+             for f, (tok, seed) in zip(inputs.feats, drawn, strict=True)]
+    return assistant_forward(g, cases, inputs.steps, [(r.inputs, r.h_in) for r in refs])
+
+
+def _width(g: GGUFWeights, ck: Any) -> int:
+    """The target's hidden width: the checkpoint's ``backbone_hidden_size``."""
+    return int(ck.backbone)
+
+
+def _n_vocab(g: GGUFWeights, target: Path | None) -> int:
+    return int(g.shape("token_embd.weight")[0])
+
+
+# ---------------------------------------------------------------------------------------------- rows
+def _steps(p: Pair, attr: str, s: int) -> tuple[list[Any], list[Any]]:
+    return [getattr(r, attr)[s] for r in p.refs], [getattr(x, attr)[s] for x in p.outs]
+
+
+def rows(p: Pair) -> list[OutputCheck]:
+    """Step 0 component by component (pre projection, each layer, the post-norm row, the logits, ``h_nextn``), then
+    each later step's logits and ``h_nextn``, then the drafted tokens of every step."""
+    n_layer = min(len(p.refs[0].layers[0]), len(p.outs[0].layers[0]))
+    o = [compare_cases("pre-projection", *_steps(p, "pre", 0))]
+    o += [compare_cases(f"layer {il} output", [r.layers[0][il] for r in p.refs], [x.layers[0][il] for x in p.outs],
+                        layer=il) for il in range(n_layer)]
+    if len(p.refs[0].layers[0]) != len(p.outs[0].layers[0]):
+        o.append(OutputCheck("layers", [], grade="missing", passed=False,
+                             detail=f"{len(p.refs[0].layers[0])} layers in the checkpoint, "
+                                    f"{len(p.outs[0].layers[0])} in the GGUF"))
+    o.append(compare_cases("hidden (post-norm)", *_steps(p, "hidden", 0)))
+    o.append(compare_cases("logits", *_steps(p, "logits", 0), argmax=True))
+    o.append(compare_cases("post-projection (h_nextn)", *_steps(p, "h_next", 0)))
+    for s in range(1, len(p.refs[0].logits)):
+        o.append(compare_cases(f"step {s} logits", *_steps(p, "logits", s), argmax=True))
+        o.append(compare_cases(f"step {s} post-projection (h_nextn)", *_steps(p, "h_next", s)))
+    o.append(compare_token_cases("drafted tokens", *p.both("tokens"),
+                                 [np.concatenate(r.logits) for r in p.refs], [np.concatenate(x.logits) for x in p.outs]))
+    return o
+
+
+def quality_rows(p: Pair) -> list[OutputCheck]:
+    """The first step's logits and ``h_nextn`` against the unrounded checkpoint (information; later steps follow each
+    side's own choices, so they are not comparable once a choice differs)."""
+    return [compare_cases("logits", *_steps(p, "logits", 0), bound=None, argmax=True),
+            compare_cases("post-projection (h_nextn)", *_steps(p, "h_next", 0), bound=None)]
+
+
+def _hparams(g: GGUFWeights, outs: list[Any], drawn: list[tuple[int, int]]) -> dict[str, Any]:
+    hp = AssistantHParams.from_gguf(g)
+    return {"n_layer": hp.n_layer, "backbone": hp.n_backbone, "sliding_window": hp.sliding_window,
+            "swa_layers": hp.swa_layers, "head_dim": hp.head_dim, "head_dim_swa": hp.head_dim_swa, "n_rot": hp.n_rot,
+            "n_rot_swa": hp.n_rot_swa, "rope_base": hp.rope_base, "rope_base_swa": hp.rope_base_swa,
+            "tokens": [t for t, _ in drawn], "query_position": "after the cache, every step"}
+
+
+def metadata(g: GGUFWeights, ck: Any) -> list[MetadataCheck]:
+    """The model keys against what the checkpoint's config implies (the last layer is always full attention)."""
+    t, cfg = ck.text, ck.cfg
+    rp = t.get("rope_parameters") or {}
+    types = list(t.get("layer_types") or [])
+    want: dict[str, Any] = {
+        "block_count": t.get("num_hidden_layers"), "nextn_predict_layers": t.get("num_hidden_layers"),
+        "embedding_length": t.get("hidden_size"), "embedding_length_out": cfg.get("backbone_hidden_size"),
+        "feed_forward_length": t.get("intermediate_size"), "attention.head_count": t.get("num_attention_heads"),
+        "attention.key_length": t.get("global_head_dim") or 512, "attention.key_length_swa": t.get("head_dim"),
+        "attention.sliding_window": t.get("sliding_window"),
+        "attention.sliding_window_pattern": [x == "sliding_attention" for x in types[:-1]] + [False] if types else None,
+        "attention.layer_norm_rms_epsilon": float(t.get("rms_norm_eps", 1e-6)),
+        "rope.freq_base": float((rp.get("full_attention") or {}).get("rope_theta", 1000000.0)),
+        "rope.freq_base_swa": float((rp.get("sliding_attention") or {}).get("rope_theta", 10000.0)),
+    }
+    return [meta_row(f"{A}.{k}", g.value(f"{A}.{k}"), v) for k, v in want.items()]
+
+
+#: verify's role: the variant's own torch side, one token and one input seed per case, chained draft steps
+PROOF = Forwards(OwnSide("gemma4_assistant", "Gemma 4 assistant (text_config nested)", accepts,
+                         lazy(_TORCH, "AssistantCheckpoint"), lazy(_TORCH, "gguf_counterpart"), _n_vocab, width=_width,
+                         notes=(NOTE,), chained=True),
+                 draw, _reference, _candidate, _hparams, rows, metadata, quality_rows, needs_target=False)

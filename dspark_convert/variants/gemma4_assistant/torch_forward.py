@@ -1,0 +1,209 @@
+"""An independent float32 torch forward of a Gemma 4 assistant checkpoint, from the Hugging Face folder (the
+checkpoint side of ``verify``).
+
+Reads ``config.json`` (``text_config`` nested, ``backbone_hidden_size`` at the top) and the checkpoint's own tensor
+names (``pre_projection.weight``, ``model.layers.N.self_attn.q_proj.weight``, ``model.layers.N.layer_scalar``, ...),
+never the converter's tables. The math follows transformers' ``Gemma4AssistantForCausalLM`` as its assisted
+generation drives it (``Gemma4AssistantCandidateGenerator``): ``inputs_embeds = pre_projection(cat(target
+embedding of the last token, target hidden row))``, the target's embedding being ``Gemma4TextScaledWordEmbedding``
+(scaled by ``sqrt(backbone_hidden_size)``); every layer a ``Gemma4TextDecoderLayer`` whose attention reuses the
+target's shared KV states of its layer type (``q_norm(q_proj(.))`` roped, scaling 1.0, no K/V projections of its
+own; a sliding layer reads what the target's sliding cache holds before the new token: its last ``sliding_window -
+1`` positions), sandwich norms, the gated ``gelu_pytorch_tanh`` MLP and ``* layer_scalar``; then ``model.norm``,
+``lm_head`` (tied to ``embed_tokens``; the E2B/E4B ordered-embedding sampler is not used: llama.cpp scores every
+token) and ``post_projection`` of the normed row. Each drafted token is fed back with the drafted ``h`` at the same
+position (``position_ids = len - 1`` for every step). RoPE as transformers' Gemma 4: ``default`` for sliding layers,
+``proportional`` for full layers (``int(factor * head_dim / 2)`` rotated frequencies ``base^(-2i / head_dim)``, the
+rest zero), rotate-half.
+
+Weights are optionally rounded the way the GGUF stores them (``storage``: checkpoint name -> GGML type) through
+:class:`~dspark_convert.reference.hf_draft.TorchCheckpoint`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...reference.hf_draft import TorchCheckpoint
+
+
+@dataclass
+class TorchOutputs:
+    pre: list[np.ndarray]
+    layers: list[list[np.ndarray]]
+    hidden: list[np.ndarray]
+    logits: list[np.ndarray]
+    h_next: list[np.ndarray]
+    tokens: np.ndarray
+    inputs: np.ndarray
+    h_in: list[np.ndarray]
+
+
+@dataclass(frozen=True)
+class TorchCase:
+    """The target-side inputs of one drafting situation, spelled as transformers hands them to the assistant: the
+    last hidden row, the last token, the target's (unscaled) embedding rows and ``shared_kv_states`` (layer type ->
+    (keys, values), ``[positions, kv heads, head dim]``)."""
+
+    hidden: np.ndarray
+    token: int
+    embed: Callable[[list[int]], np.ndarray]
+    shared_kv_states: dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+class AssistantCheckpoint:
+    """The assistant folder: ``cfg`` (its config), ``text`` (the text config), ``w`` (its weights, rounded as
+    ``storage`` says)."""
+
+    def __init__(self, draft: Path, target: Path | None = None, storage: Mapping[str, str] | None = None) -> None:
+        self.cfg: dict[str, Any] = json.loads((draft / "config.json").read_text())
+        self.text: dict[str, Any] = dict(self.cfg.get("text_config") or {})
+        self.w = TorchCheckpoint(draft, storage)
+
+    @property
+    def backbone(self) -> int:
+        return int(self.cfg["backbone_hidden_size"])
+
+    def layer_geometry(self, layer_type: str) -> tuple[int, int]:
+        """``(kv heads, head dim)`` of the shared KV states of ``layer_type`` (Gemma4TextConfig's ``per_layer_config``:
+        a full layer's head dim is ``global_head_dim``, its KV heads ``num_global_key_value_heads`` only with
+        ``attention_k_eq_v``, a missing flag counting as set)."""
+        t = self.text
+        if layer_type == "full_attention":
+            glob = t.get("num_global_key_value_heads")
+            nkv = glob if glob is not None and t.get("attention_k_eq_v", True) else t["num_key_value_heads"]
+            return int(nkv), int(t.get("global_head_dim") or 512)
+        return int(t["num_key_value_heads"]), int(t["head_dim"])
+
+
+def rms(x: torch.Tensor, w: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """Gemma4RMSNorm: ``x * (mean(x^2) + eps)^-0.5``, times the weight as stored."""
+    y = x * torch.pow(x.pow(2).mean(-1, keepdim=True) + eps, -0.5)
+    return y if w is None else y * w
+
+
+def inv_freq(text: dict[str, Any], layer_type: str, head_dim: int) -> torch.Tensor:
+    """The rotation frequencies of a layer type (proportional: ``head_dim / 2`` of them, zeros not rotating)."""
+    rp = (text.get("rope_parameters") or {}).get(layer_type) or {}
+    base = float(rp.get("rope_theta", 1000000.0 if layer_type == "full_attention" else 10000.0))
+    half = head_dim // 2
+    if rp.get("rope_type", "proportional" if layer_type == "full_attention" else "default") == "proportional":
+        angles = int(float(rp.get("partial_rotary_factor", 1.0)) * head_dim / 2)
+        f = 1.0 / base ** (torch.arange(0, 2 * angles, 2, dtype=torch.float64) / head_dim)
+        return torch.cat([f, torch.zeros(half - angles, dtype=torch.float64)])
+    rot = int(head_dim * float(rp.get("partial_rotary_factor", 1.0)))   # a partial rotation: the first rot dims
+    return 1.0 / base ** (torch.arange(0, rot, 2, dtype=torch.float64) / rot)
+
+
+def rope(x: torch.Tensor, freqs: torch.Tensor, position: int) -> torch.Tensor:
+    """``x [heads, d]`` at ``position``: its first ``2 len(freqs)`` dims as ``x cos + rotate_half(x) sin``."""
+    ang = (position * freqs).float()
+    cos, sin = torch.cos(torch.cat([ang, ang])), torch.sin(torch.cat([ang, ang]))
+    r, half = 2 * freqs.numel(), freqs.numel()
+    xr = x[..., :r]
+    out = xr * cos + torch.cat([-xr[..., half:], xr[..., :half]], dim=-1) * sin
+    return torch.cat([out, x[..., r:]], dim=-1)
+
+
+def shared_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``q [heads, d]`` over every shared key ``k``/``v`` ``[N, kv heads, d]``, scaling 1.0, GQA by repeat."""
+    rep = q.shape[0] // k.shape[1]
+    kk, vv = k.repeat_interleave(rep, 1).transpose(0, 1), v.repeat_interleave(rep, 1).transpose(0, 1)  # [heads, N, d]
+    p = torch.softmax((kk @ q.unsqueeze(-1)).squeeze(-1), dim=-1)                                       # [heads, N]
+    return (p.unsqueeze(1) @ vv).reshape(1, -1)
+
+
+@torch.no_grad()
+def assistant_forward(ck: AssistantCheckpoint, cases: Sequence[TorchCase], steps: int) -> list[TorchOutputs]:
+    t = ck.text
+    eps = float(t.get("rms_norm_eps", 1e-6))
+    nh, types = int(t["num_attention_heads"]), list(t["layer_types"])
+    window = int(t["sliding_window"])
+    scale = float(ck.backbone) ** 0.5
+    names = ("input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.q_norm.weight", "self_attn.o_proj.weight",
+             "post_attention_layernorm.weight", "pre_feedforward_layernorm.weight", "mlp.gate_proj.weight",
+             "mlp.up_proj.weight", "mlp.down_proj.weight", "post_feedforward_layernorm.weight", "layer_scalar")
+    L = [{n: ck.w.get(f"model.layers.{il}.{n}") for n in names} for il in range(int(t["num_hidden_layers"]))]
+    pre, post = ck.w.get("pre_projection.weight"), ck.w.get("post_projection.weight")
+    norm = ck.w.get("model.norm.weight")
+    head = ck.w.get("lm_head.weight" if ck.w.has("lm_head.weight") else "model.embed_tokens.weight")
+    outs = []
+    for c in cases:
+        shared = {}
+        for kind, (k, v) in c.shared_kv_states.items():
+            kt, vt = torch.from_numpy(np.asarray(k, np.float32)), torch.from_numpy(np.asarray(v, np.float32))
+            if kind == "sliding_attention":     # the target's sliding cache: the last window - 1 positions
+                kt, vt = kt[-(window - 1):] if window > 1 else kt[:0], vt[-(window - 1):] if window > 1 else vt[:0]
+            shared[kind] = (kt, vt)
+        position = int(next(iter(c.shared_kv_states.values()))[0].shape[0])   # len(input_ids) - 1
+        hid = torch.from_numpy(np.asarray(c.hidden, np.float32)).reshape(1, -1)
+        tok = c.token
+        o = TorchOutputs([], [], [], [], [], np.zeros(0, np.int64), np.zeros(0, np.int64), [])
+        chosen, fed = [], []
+        for _ in range(steps):
+            fed.append(tok)
+            o.h_in.append(hid.numpy().copy())
+            emb = torch.from_numpy(np.asarray(c.embed([tok]), np.float32)).reshape(1, -1) * scale
+            x = torch.cat([emb, hid], dim=-1) @ pre.T
+            o.pre.append(x.numpy().copy())
+            rows = []
+            for il, lt in enumerate(types):
+                W = L[il]
+                hd = ck.layer_geometry(lt)[1]
+                n = rms(x, W["input_layernorm.weight"], eps)
+                q = rms((n @ W["self_attn.q_proj.weight"].T).view(nh, hd), W["self_attn.q_norm.weight"], eps)
+                q = rope(q, inv_freq(t, lt, hd), position)
+                keys, values = shared[lt]
+                a = x + rms(shared_attention(q, keys, values) @ W["self_attn.o_proj.weight"].T,
+                            W["post_attention_layernorm.weight"], eps)
+                f = rms(a, W["pre_feedforward_layernorm.weight"], eps)
+                g = torch.nn.functional.gelu(f @ W["mlp.gate_proj.weight"].T, approximate="tanh")
+                m = (g * (f @ W["mlp.up_proj.weight"].T)) @ W["mlp.down_proj.weight"].T
+                x = (a + rms(m, W["post_feedforward_layernorm.weight"], eps)) * W["layer_scalar"].reshape(-1)[0]
+                rows.append(x.numpy().copy())
+            o.layers.append(rows)
+            y = rms(x, norm, eps)
+            logits = y @ head.T
+            hid = y @ post.T
+            o.hidden.append(y.numpy().copy())
+            o.logits.append(logits.numpy().copy())
+            o.h_next.append(hid.numpy().copy())
+            tok = int(torch.argmax(logits[0]))
+            chosen.append(tok)
+        o.tokens, o.inputs = np.asarray(chosen, np.int64), np.asarray(fed, np.int64)
+        outs.append(o)
+    return outs
+
+
+#: the checkpoint's names -> the GGUF tensors llama.cpp loads them as (this side's own spelling, for the storage
+#: rounding only: which GGML type each checkpoint tensor was written as)
+_LAYER_COUNTERPARTS = {
+    "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.o_proj.weight": "attn_output.weight",
+    "post_attention_layernorm.weight": "post_attention_norm.weight", "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+    "layer_scalar": "layer_output_scale.weight"}
+_GLOBAL_COUNTERPARTS = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+                        "pre_projection.weight": "nextn.pre_projection.weight",
+                        "post_projection.weight": "nextn.post_projection.weight"}
+
+
+def gguf_counterpart(hf_name: str) -> str | None:
+    """The GGUF tensor a checkpoint tensor becomes (None: none).
+
+    Example:
+        >>> gguf_counterpart("model.layers.3.layer_scalar"), gguf_counterpart("masked_embedding.centroids.weight")
+        ('blk.3.layer_output_scale.weight', None)
+    """
+    if hf_name.startswith("model.layers."):
+        _, _, bid, rest = hf_name.split(".", 3)
+        return f"blk.{bid}.{_LAYER_COUNTERPARTS[rest]}" if rest in _LAYER_COUNTERPARTS else None
+    return _GLOBAL_COUNTERPARTS.get(hf_name)
