@@ -64,8 +64,9 @@ UPSTREAM_FLAGS: tuple[UpstreamFlag, ...] = (
                  "is not a DeepSeek-V4 checkpoint with a DSpark draft (the flag selects upstream's DeepSeek-V4 DSpark "
                  "converter; other drafts are recognised by their config)"),
     UpstreamFlag("--mtp", "MTP_FLAG", DRAFTS_INSIDE_TARGETS[1],
-                 "is not a target checkpoint whose MTP head is written here (Qwen3.5 / Qwen3.5-MoE / Qwen3-Next "
-                 "classes; see docs/mtp-checkpoint.md)",
+                 "is not a target checkpoint whose MTP head is written here (Qwen3.5 / Qwen3-Next, GLM-4.5, GLM-5, "
+                 "Nemotron-H and DeepSeek-V4 classes; a DeepSeek-V4 checkpoint with a DSpark draft converts without "
+                 "it; see docs/mtp-checkpoint.md)",
                  required=True,
                  missing="is a target model checkpoint with an MTP head; pass --mtp to write the head as an MTP "
                          "sidecar (mtp-<name>.gguf)"),
