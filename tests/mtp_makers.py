@@ -3,7 +3,9 @@
 Each maker writes a Hugging Face folder (``config.json``, ``model.safetensors``, the fixture Qwen3 tokenizer)
 of one MTP family, deterministically from a seed: the trunk is a transformers model built from a tiny config
 (random init, stored bf16), the MTP tensors are added in the checkpoint's own layout (``mtp.*`` for the Qwen
-families and Nemotron-H, ``model.layers.{n}.*`` for GLM-4.5 and GLM-5). :func:`upstream_convert` runs upstream's
+families and Nemotron-H, ``model.layers.{n}.*`` for GLM-4.5 and GLM-5). DeepSeek-V4's are written with
+fixtures/dsv4.py's blocks as the released checkpoint stores them (FP8 + tile scales, FP4 experts, sharded), the MTP
+layer ``mtp.0.*`` in its own shard(s). :func:`upstream_convert` runs upstream's
 ``convert_hf_to_gguf.py`` (full, ``--mtp``, ``--no-mtp``) on it; the tokenizer's pre-tokenizer hash is in no upstream
 table, so, as tests/llama/target.py does, ``get_vocab_base_pre`` falls back to ``qwen2``.
 
@@ -14,7 +16,8 @@ tests/test_mtp_glm.py are made with ``python tests/mtp_makers.py OUT --only glm4
 --outtype bf16 --outtype f16 --outtype f32 --outtype q8_0 --mode mtp --manifests``; the GLM-5 ones of
 tests/test_mtp_glm5.py with ``--only glm-dsa --only glm-dsa-wide --only glm-dsa-yarn`` and the same outtypes and
 mode; the Nemotron-H ones of tests/test_mtp_nemotron.py with ``--only nemotron_h_moe --only
-nemotron_h_moe-wide`` and the same outtypes and mode.
+nemotron_h_moe-wide`` and the same outtypes and mode; the DeepSeek-V4 ones of tests/test_mtp_deepseek4.py with
+``--only deepseek4 --only deepseek4-wide`` and the same outtypes and mode.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ DRAFT_KINDS: tuple[str, ...] = ("DSpark / DFlash", "Gemma 4 assistant", "EAGLE-3
 #: drafts whose checkpoint carries the tokenizer (stored inside their target's checkpoint, or shipped with the
 #: target's tokenizer), so ``--target-model-dir`` is optional: one per family with ``TOKENIZER_IN_CHECKPOINT``
 DRAFTS_INSIDE_TARGETS: tuple[str, ...] = ("the DSpark draft inside a DeepSeek-V4 checkpoint", "a Gemma 4 assistant",
-                                          "the MTP head of a Qwen/GLM/Nemotron-H checkpoint (--mtp)")
+                                          "the MTP head inside a target checkpoint (--mtp)")
 #: the files those drafts become: ``verify`` needs no target for them
 FILES_INSIDE_TARGETS: tuple[str, ...] = ("DeepSeek-V4 DSpark", "Gemma 4 assistant", "MTP sidecar")
 #: drafts that propose one token per step, each step fed the last one's output (``eagle3``): ``verify --steps``
