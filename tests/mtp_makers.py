@@ -3,7 +3,9 @@
 Each maker writes a Hugging Face folder (``config.json``, ``model.safetensors``, the fixture Qwen3 tokenizer)
 of one MTP family, deterministically from a seed: the trunk is a transformers model built from a tiny config
 (random init, stored bf16), the MTP tensors are added in the checkpoint's own layout (``mtp.*`` for the Qwen
-families and Nemotron-H, ``model.layers.{n}.*`` for GLM-4.5 and GLM-5). :func:`upstream_convert` runs upstream's
+families and Nemotron-H, ``model.layers.{n}.*`` for GLM-4.5 and GLM-5). DeepSeek-V4's are written with
+fixtures/dsv4.py's blocks as the released checkpoint stores them (FP8 + tile scales, FP4 experts, sharded), the MTP
+layer ``mtp.0.*`` in its own shard(s). :func:`upstream_convert` runs upstream's
 ``convert_hf_to_gguf.py`` (full, ``--mtp``, ``--no-mtp``) on it; the tokenizer's pre-tokenizer hash is in no upstream
 table, so, as tests/llama/target.py does, ``get_vocab_base_pre`` falls back to ``qwen2``.
 
@@ -14,7 +16,8 @@ tests/test_mtp_glm.py are made with ``python tests/mtp_makers.py OUT --only glm4
 --outtype bf16 --outtype f16 --outtype f32 --outtype q8_0 --mode mtp --manifests``; the GLM-5 ones of
 tests/test_mtp_glm5.py with ``--only glm-dsa --only glm-dsa-wide --only glm-dsa-yarn`` and the same outtypes and
 mode; the Nemotron-H ones of tests/test_mtp_nemotron.py with ``--only nemotron_h_moe --only
-nemotron_h_moe-wide`` and the same outtypes and mode.
+nemotron_h_moe-wide`` and the same outtypes and mode; the DeepSeek-V4 ones of tests/test_mtp_deepseek4.py with
+``--only deepseek4 --only deepseek4-wide`` and the same outtypes and mode.
 """
 
 from __future__ import annotations
@@ -381,6 +384,71 @@ def make_nemotron_h_wide(out: Path, seed: int = 7) -> Path:
                            groups=(2, 1), scale=2.5, norm_topk=False, latent=64, attention_bias=True, eps=1e-6)
 
 
+def make_deepseek4(out: Path, seed: int = 10, *, hidden: int = 256, layers: int = 2, heads: int = 4,
+                   head_dim: int = 96, rope: int = 32, q_lora: int = 192, o_groups: int = 2, o_lora: int = 96,
+                   experts: int = 4, moe: int = 160, hc: int = 4, ratios: tuple[int, ...] | None = None,
+                   hash_layers: int = 0, fp8_head: bool = False, mtp_shards: int = 1,
+                   routed_scale: float = 1.5, swiglu_limit: float = 10.0) -> Path:
+    """``DeepseekV4ForCausalLM`` (GGUF ``deepseek4``) stored as the released checkpoint is: FP8 (F8_E4M3 + an
+    F8_E8M0 scale per 128x128 tile) attention and shared-expert weights, FP4 e2m1 routed experts (two codes per I8
+    byte + an F8_E8M0 scale per 32), BF16 norms and router, F32 hyper-connection / sink / gate-bias tensors (the
+    blocks of fixtures/dsv4.py), ``layers`` trunk layers and one MTP layer ``mtp.0.*``: a DeepSeek-V4 block with
+    ``e_proj`` / ``h_proj`` (FP8), ``enorm`` / ``hnorm`` / ``norm`` and its own ``hc_head_{fn,base,scale}``. Shards:
+    the embedding with the first trunk layer, the other trunk layers, the head with the final norm and the trunk's
+    ``hc_head_*``, then the MTP layer (cut into ``mtp_shards``). ``fp8_head``: ``head.weight`` FP8 with its
+    ``head.scale`` (upstream keeps the scale); ``ratios``: ``compress_ratios`` of the trunk layers (the MTP layer's
+    is 0; default all 0, whose trunk layers need no compressor)."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "fixtures"))
+    import dsv4
+
+    d = dsv4.Dims(hidden=hidden, stages=1, layers=layers, taps=1, heads=heads, head_dim=head_dim, rope_dim=rope,
+                  q_lora=q_lora, o_groups=o_groups, o_lora=o_lora, experts=experts, moe=moe, hc=hc, vocab=VOCAB,
+                  swiglu_limit=swiglu_limit, routed_scale=routed_scale, hash_layers=hash_layers)
+    lay = dsv4.Layout(arch="DeepseekV4ForCausalLM", draft=False)
+    b = dsv4.Builder(d, lay, dsv4.Values(seed))
+    p = "mtp.0."
+    mtp = b.block(p, None)
+    mtp += b.fp8(p + "e_proj", hidden, hidden) + b.fp8(p + "h_proj", hidden, hidden)
+    mtp += [b.norm(p + "enorm.weight", hidden), b.norm(p + "hnorm.weight", hidden), b.norm(p + "norm.weight", hidden),
+            b.f32(p + "hc_head_fn", (hc, hc * hidden), 0.02), b.f32(p + "hc_head_base", (hc,), 0.1),
+            b.f32(p + "hc_head_scale", (1,), 0.1, 0.5)]
+    head = b.fp8("head", VOCAB, hidden) if fp8_head else [b.bf16("head.weight", (VOCAB, hidden))]
+    head += [b.norm("norm.weight", hidden), b.f32("hc_head_fn", (hc, hc * hidden), 0.02),
+             b.f32("hc_head_base", (hc,), 0.1), b.f32("hc_head_scale", (1,), 0.1, 0.5)]
+    shards = [[b.bf16("embed.weight", (VOCAB, hidden)), *b.block("layers.0.", None)]]
+    shards.append([e for i in range(1, layers) for e in b.block(f"layers.{i}.", None)])
+    shards += [head, *dsv4.split_by_size(mtp, mtp_shards)]
+    shards = [s for s in shards if s]
+    out.mkdir(parents=True, exist_ok=True)
+    weight_map: dict[str, str] = {}
+    total = 0
+    for i, entries in enumerate(shards):
+        fn = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        dsv4.write_safetensors(out / fn, entries)
+        total += sum(int(np.prod(e[2])) * dsv4.ITEMSIZE[e[1]] for e in entries)
+        weight_map.update({e[0]: fn for e in entries})
+    index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
+    config = dsv4.config(d, lay)
+    config.update({"compress_ratios": [*(ratios or (0,) * layers), 0], "num_nextn_predict_layers": 1,
+                   "bos_token_id": 990, "eos_token_id": 992})
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    _tokenizer_files(out)
+    return out
+
+
+def make_deepseek4_wide(out: Path, seed: int = 11) -> Path:
+    """A second DeepSeek-V4 shape: hidden 384, 3 trunk layers (compress ratios 0, 4, 128 and one hash layer, as
+    the released config has them), 3 heads of 128 with rope 64, q_lora_rank 100 (not a multiple of 32: attn_q_b
+    falls back to F16), 3 output groups of rank 64, 6 experts of width 96, 2 hyper-connection streams, an FP8 head
+    with its scale, routed_scaling_factor 2.5, swiglu_limit 7, the MTP layer cut into two shards."""
+    return make_deepseek4(out, seed, hidden=384, layers=3, heads=3, head_dim=128, rope=64, q_lora=100, o_groups=3,
+                          o_lora=64, experts=6, moe=96, hc=2, ratios=(0, 4, 128), hash_layers=1, fp8_head=True,
+                          mtp_shards=2, routed_scale=2.5, swiglu_limit=7.0)
+
+
 #: family -> (maker, the checkpoint folder's name)
 MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "qwen35": (make_qwen35_dense, "Qwen3.5-Tiny"),
@@ -397,6 +465,8 @@ MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "glm-dsa-wide": (make_glm5_wide, "GLM-5.2-Wide-Tiny"),
     "glm-dsa-yarn": (make_glm5_yarn, "GLM-5-Yarn-Tiny"),
     "nemotron_h_moe-wide": (make_nemotron_h_wide, "Nemotron-H-Wide-Tiny"),
+    "deepseek4": (make_deepseek4, "DeepSeek-V4-Tiny"),
+    "deepseek4-wide": (make_deepseek4_wide, "DeepSeek-V4-Wide-Tiny"),
 }
 #: the conversions: name -> upstream's extra flags
 MODES: dict[str, tuple[str, ...]] = {"full": (), "mtp": ("--mtp",), "nomtp": ("--no-mtp",)}

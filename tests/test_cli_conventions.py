@@ -122,7 +122,7 @@ def test_command_summaries_do_not_break_mid_sentence() -> None:
     assert continuation == []
     assert commands["hf2gguf"].endswith("draft checkpoint to a GGUF file llama.cpp loads (no --target-model-dir "
                                         "needed for the DSpark draft inside a DeepSeek-V4 checkpoint, a Gemma 4 "
-                                        "assistant, the MTP head of a Qwen/GLM/Nemotron-H checkpoint (--mtp)).")
+                                        "assistant, the MTP head inside a target checkpoint (--mtp)).")
 
 
 def test_output_name_without_gguf_is_warned(tmp_path: Path) -> None:

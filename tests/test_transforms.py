@@ -25,6 +25,7 @@ from dspark_convert.errors import ConvertError
 from dspark_convert.formats.transforms import (
     TRANSFORMS,
     AddOne,
+    ColumnConcat,
     DeinterleaveRope,
     ExpertStack,
     FirstRows,
@@ -191,11 +192,32 @@ def test_mla_kv_b_split_streams_whole_heads(toy: tuple[Checkpoint, np.ndarray, n
     assert MlaKvBSplit("k", 2, 3, 1).row_group(128) == 64 and MlaKvBSplit("v", 3, 3, 1).row_group(4) is None
 
 
+def test_column_concat_streams_whole_tiles() -> None:
+    """DeepSeek-V4's eh_proj: an FP8 part (weight + tile scales) and a BF16 part side by side; chunks of whole 128-row
+    tiles read their scale rows and give the rows of the whole concatenation."""
+    from dspark_convert.formats.quant import fp8_block_dequant
+
+    rng = np.random.default_rng(3)
+    e = rng.integers(0, 0x7E, (200, 64), dtype=np.uint8)
+    es = rng.integers(120, 130, (2, 1), dtype=np.uint8)
+    h = rng.integers(0, 0x3F00, (200, 32), dtype=np.uint16)
+    t = ColumnConcat(("F8_E4M3", "BF16"))
+    whole = np.concatenate([fp8_block_dequant(e, es), (h.astype(np.uint32) << 16).view(np.float32)], axis=1)
+    assert t.sources_ok(3) and not t.sources_ok(2) and t.row_group(200) == 128 and t.out_dtype(("F8_E4M3",)) == "F32"
+    shapes = ((200, 64), (2, 1), (200, 32))
+    assert t.source_rows(128, 200, shapes) == ((128, 200), (1, 2), (128, 200))
+    got = [t.apply([e[a:b], es[sa:sb], h[a:b]], b - a)
+           for a, b in ((0, 128), (128, 200)) for (_, _), (sa, sb), _ in [t.source_rows(a, b, shapes)]]
+    assert np.concatenate(got).tobytes() == whole.tobytes()
+    assert ColumnConcat(("BF16", "F32")).row_group(7) == 1
+
+
 def test_registry_and_row_groups() -> None:
     assert TRANSFORMS == {"deinterleave_rope": DeinterleaveRope, "eagle3_permute": Eagle3Permute,
                           "fp8_block_dequant": Fp8BlockDequant, "mxfp4_expert_stack": Mxfp4ExpertStack,
                           "nvfp4_repack": Nvfp4Repack, "patch_row": PatchRow, "first_rows": FirstRows,
-                          "add_one": AddOne, "expert_stack": ExpertStack, "mla_kv_b_split": MlaKvBSplit}
+                          "add_one": AddOne, "expert_stack": ExpertStack, "mla_kv_b_split": MlaKvBSplit,
+                          "column_concat": ColumnConcat}
     assert DeinterleaveRope(16).row_group(64) == 16 and DeinterleaveRope(16).row_group(24) is None
     assert DeinterleaveRope(3).row_group(6) is None  # an odd head_dim never splits
     assert Eagle3Permute(8, 2).row_group(32) == 16  # n = n_head_kv (2) groups of 16 rows

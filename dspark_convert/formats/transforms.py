@@ -178,6 +178,55 @@ class Fp8BlockDequant(Transform):
         return fp8_block_dequant(chunks[0], chunks[1])
 
 
+@register
+@dataclass(frozen=True)
+class ColumnConcat(Transform):
+    """Parts side by side along their columns (``torch.cat(parts, dim=1)``) -> float32 rows. ``dtypes`` gives each
+    part's source dtype: an ``F8_E4M3`` part is two sources (the weight and its F8_E8M0 scale per 128x128 tile,
+    dequantized as :class:`Fp8BlockDequant` does), any other part one float source (BF16 bits widened). Every part
+    has the rows of the output; chunks hold whole 128-row tiles when a part is FP8.
+
+    Example:
+        >>> t = ColumnConcat(("F32", "F8_E4M3"))
+        >>> w = np.full((1, 2), 0x38, np.uint8)                     # e4m3 0x38 = 1.0
+        >>> t.sources_ok(3), t.apply([np.array([[5.0]], np.float32), w, np.array([[128]], np.uint8)], 1).tolist()
+        (True, [[5.0, 2.0, 2.0]])
+    """
+
+    name: ClassVar[str] = "column_concat"
+    dtypes: tuple[str, ...]
+
+    def _fp8(self) -> list[bool]:
+        return [d == "F8_E4M3" for d in self.dtypes]
+
+    def sources_ok(self, n: int) -> bool:
+        return n == sum(2 if f else 1 for f in self._fp8())
+
+    def row_group(self, rows: int) -> int | None:
+        return FP8_TILE if any(self._fp8()) else 1
+
+    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
+        out: list[tuple[int, int]] = []
+        for fp8 in self._fp8():
+            out += [(start, stop), (start // FP8_TILE, tiles(stop))] if fp8 else [(start, stop)]
+        return tuple(out)
+
+    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
+        return "F32"
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        parts: list[np.ndarray] = []
+        i = 0
+        for dtype in self.dtypes:
+            if dtype == "F8_E4M3":
+                parts.append(fp8_block_dequant(chunks[i], chunks[i + 1]))
+                i += 2
+            else:
+                parts.append(to_float32(np.asarray(chunks[i]), dtype))
+                i += 1
+        return np.concatenate(parts, axis=1)
+
+
 @dataclass(frozen=True)
 class PerExpert(Transform):
     """Base of the expert stacks: ``n_sources`` sources for each of ``experts`` experts (their rows alike), and

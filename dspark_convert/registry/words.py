@@ -23,7 +23,7 @@ DRAFT_KINDS: tuple[str, ...] = ("DSpark / DFlash", "Gemma 4 assistant", "EAGLE-3
 #: drafts whose checkpoint carries the tokenizer (stored inside their target's checkpoint, or shipped with the
 #: target's tokenizer), so ``--target-model-dir`` is optional: one per family with ``TOKENIZER_IN_CHECKPOINT``
 DRAFTS_INSIDE_TARGETS: tuple[str, ...] = ("the DSpark draft inside a DeepSeek-V4 checkpoint", "a Gemma 4 assistant",
-                                          "the MTP head of a Qwen/GLM/Nemotron-H checkpoint (--mtp)")
+                                          "the MTP head inside a target checkpoint (--mtp)")
 #: the files those drafts become: ``verify`` needs no target for them
 FILES_INSIDE_TARGETS: tuple[str, ...] = ("DeepSeek-V4 DSpark", "Gemma 4 assistant", "MTP sidecar")
 #: drafts that propose one token per step, each step fed the last one's output (``eagle3``): ``verify --steps``
@@ -64,8 +64,9 @@ UPSTREAM_FLAGS: tuple[UpstreamFlag, ...] = (
                  "is not a DeepSeek-V4 checkpoint with a DSpark draft (the flag selects upstream's DeepSeek-V4 DSpark "
                  "converter; other drafts are recognised by their config)"),
     UpstreamFlag("--mtp", "MTP_FLAG", DRAFTS_INSIDE_TARGETS[1],
-                 "is not a target checkpoint whose MTP head is written here (Qwen3.5 / Qwen3.5-MoE / Qwen3-Next "
-                 "classes; see docs/mtp-checkpoint.md)",
+                 "is not a target checkpoint whose MTP head is written here (Qwen3.5 / Qwen3-Next, GLM-4.5, GLM-5, "
+                 "Nemotron-H and DeepSeek-V4 classes; a DeepSeek-V4 checkpoint with a DSpark draft converts without "
+                 "it; see docs/mtp-checkpoint.md)",
                  required=True,
                  missing="is a target model checkpoint with an MTP head; pass --mtp to write the head as an MTP "
                          "sidecar (mtp-<name>.gguf)"),

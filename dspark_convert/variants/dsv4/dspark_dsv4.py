@@ -4,15 +4,13 @@
 The file is arch ``dflash`` with DeepSeek-V4 blocks: one block per draft stage, FP8 weights dequantized (E8M0
 scale per 128x128 tile) and written as Q8_0 (F16 when a row is not a multiple of 32), routed experts repacked
 losslessly from FP4 e2m1 + E8M0 per 32 into MXFP4 stacks written first, ``general.file_type`` 38 whatever the
-outtype, and upstream's own DeepSeek-V4 chat template as the second key. The three source formats (F8_E4M3, its
+outtype, and upstream's own DeepSeek-V4 chat template (``kit/chat_templates/``) as the second key. The three source formats (F8_E4M3, its
 F8_E8M0 tile scales, FP4 e2m1; spec/dsv4-dspark.md §1-§2) are decoded by :mod:`dspark_convert.formats.quant`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from gguf import GGMLQuantizationType as QT
@@ -20,9 +18,8 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...formats.quant import fp4_shapes, fp8_output_type, fp8_scale_shape
-from ...formats.transforms import Fp8BlockDequant, Mxfp4ExpertStack
 from ...hf.checkpoint import Checkpoint, Select
+from ...kit.blockscaled import checkpoint_name, fp8_spec, mxfp4_stack_spec, packaged_template
 from ...kit.common import base_kvs, finish_plan, mapped_once, tensor_spec
 from ...kit.hparams import as_float, as_positive, as_u32, vocab_size_of
 from ...plan import KV, Plan, TensorSpec
@@ -71,13 +68,23 @@ def has_draft(config: dict[str, Any], names: list[str]) -> bool:
 
 
 def claims(config: dict[str, Any], tensor_names: list[str]) -> bool:
-    """A DeepSeek-V4 checkpoint that carries a DSpark draft. One without a draft is refused here, saying what is
-    missing (``families.family_for`` prefixes the config file)."""
+    """A DeepSeek-V4 checkpoint that carries a DSpark draft. One with an MTP head instead (:func:`has_mtp_head`) is
+    left to the ``mtp`` variant; any other is refused here, saying what is missing (``families.family_for``
+    prefixes the config file)."""
     if not is_deepseek_v4(config):
         return False
     if not has_draft(config, tensor_names):
+        if has_mtp_head(config, tensor_names):
+            return False
         raise ConvertError(no_draft_message(config, tensor_names))
     return True
+
+
+def has_mtp_head(config: dict[str, Any], names: list[str]) -> bool:
+    """No ``dspark_*`` key, and an MTP layer's ``mtp.{i}.e_proj.weight``: the checkpoint's MTP head, which
+    ``hf2gguf --mtp`` writes as a sidecar (not a DSpark draft)."""
+    return not any(k in config for k in S.DSV4_CONFIG_KEYS) and any(
+        n.startswith(S.DSV4_DRAFT_PREFIX) and n.endswith(".e_proj.weight") for n in names)
 
 
 def draft_tensors(config: dict[str, Any]) -> Select | None:
@@ -208,35 +215,13 @@ def dsv4_kvs(hp: Dsv4HParams, stages: int) -> list[KV]:
 def chat_template(name_hint: str) -> str:
     """Upstream's DeepSeek-V4 chat template; the -Flash-0731 one when the checkpoint folder name or repo id
     contains ``0731``."""
-    fn = TEMPLATE_FILES["0731" in name_hint]
-    return resources.files(__package__ or "").joinpath("templates").joinpath(fn).read_text(encoding="utf-8")
-
-
-def checkpoint_name(folder: Path) -> str:
-    """The checkpoint's name for the template rule: the folder name, or for a Hugging Face cache snapshot
-    (``models--org--name/snapshots/<commit>``) the repo's folder name."""
-    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
-        return folder.parent.parent.name
-    return folder.name
+    return packaged_template(TEMPLATE_FILES["0731" in name_hint])
 
 
 # ---------------------------------------------------------------------------------------------- tensors
 def _fp8_spec(ck: Checkpoint, src: str, name: str) -> TensorSpec:
     """An FP8 weight and its tile scales -> one Q8_0 (or F16) tensor."""
-    ref = ck.ref(src)
-    scale = src.removesuffix(".weight") + ".scale"
-    if len(ref.shape) != 2:
-        raise ConvertError(f"{ref.file}: tensor '{src}' is F8_E4M3 with shape {list(ref.shape)}, expected a 2-D weight")
-    if scale not in ck:
-        raise ConvertError(f"{ref.file}: tensor '{src}' is F8_E4M3 but the checkpoint has no '{scale}' "
-                           "(an F8_E8M0 scale per 128x128 tile)")
-    sref = ck.ref(scale)
-    want = fp8_scale_shape((ref.shape[0], ref.shape[1]))
-    if sref.dtype != "F8_E8M0" or sref.shape != want:
-        raise ConvertError(f"{sref.file}: tensor '{scale}' is {sref.dtype} {list(sref.shape)}, expected F8_E8M0 "
-                           f"{list(want)} (one scale per 128x128 tile of {list(ref.shape)})")
-    return TensorSpec(name=name, shape=ref.shape, ggml_type=fp8_output_type(ref.shape[1]), sources=(src, scale),
-                      transform=Fp8BlockDequant(), source_dtype=ref.dtype)
+    return fp8_spec(ck, src, name)
 
 
 def _plain_spec(ck: Checkpoint, src: str, name: str) -> TensorSpec:
@@ -253,33 +238,9 @@ def _plain_spec(ck: Checkpoint, src: str, name: str) -> TensorSpec:
 def _expert_spec(ck: Checkpoint, stage: int, w: str, per: dict[int, tuple[str, str]], hp: Dsv4HParams) -> TensorSpec:
     """The stack of one projection of every routed expert of a stage -> one MXFP4 tensor."""
     rows, cols = (hp.hidden, hp.moe) if w == "w2" else (hp.moe, hp.hidden)
-    missing = sorted(set(range(hp.experts)) - per.keys())
-    extra = sorted(per.keys() - set(range(hp.experts)))
-    if missing or extra:
-        e = (missing or extra)[0]
-        what = "is missing" if missing else f"is beyond n_routed_experts {hp.experts}"
-        raise ConvertError(f"{ck.path}: expert {e} of mtp.{stage}.ffn.experts.*.{w} {what} (the config says "
-                           f"{hp.experts} routed experts per stage)")
-    want_w, want_s = fp4_shapes(rows, cols)
-    if cols % 32:
-        raise ConvertError(f"{ck.path / 'config.json'}: {cols} input values per expert row of {w} is not a multiple "
-                           "of 32 (FP4 experts have one scale per 32 values)")
-    sources: list[str] = []
-    for e in range(hp.experts):
-        wn, sn = per[e]
-        wr = ck.ref(wn)
-        if sn not in ck:
-            raise ConvertError(f"{wr.file}: tensor '{wn}' has no '{sn}' (an F8_E8M0 scale per 32 values)")
-        sr = ck.ref(sn)
-        if wr.dtype not in ("I8", "U8") or wr.shape != want_w:
-            raise ConvertError(f"{wr.file}: tensor '{wn}' is {wr.dtype} {list(wr.shape)}, expected I8 {list(want_w)} "
-                               f"(FP4 codes, two per byte, of a [{rows}, {cols}] expert)")
-        if sr.dtype != "F8_E8M0" or sr.shape != want_s:
-            raise ConvertError(f"{sr.file}: tensor '{sn}' is {sr.dtype} {list(sr.shape)}, expected F8_E8M0 {list(want_s)}")
-        sources += [wn, sn]
     name = S.LAYER_PREFIX.format(bid=stage) + EXPERT_TENSORS[w]
-    return TensorSpec(name=name, shape=(hp.experts, rows, cols), ggml_type=QT.MXFP4, sources=tuple(sources),
-                      transform=Mxfp4ExpertStack(hp.experts), source_dtype="I8")
+    return mxfp4_stack_spec(ck, per, hp.experts, rows, cols, name, f"mtp.{stage}.ffn.experts.*.{w}",
+                            f"the config says {hp.experts} routed experts per stage")
 
 
 def plan_tensors(ck: Checkpoint, hp: Dsv4HParams) -> tuple[list[TensorSpec], int]:

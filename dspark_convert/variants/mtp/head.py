@@ -1,12 +1,13 @@
 """What a family module of this package hands the ``--mtp`` converter (:mod:`.mtp`): the sidecar's header, tensors
-and layer counts. Each family module (:mod:`.qwen`, :mod:`.glm`, :mod:`.glm_dsa`, :mod:`.nemotron`) has ``ARCHS`` (HF class -> GGUF arch),
+and layer counts. Each family module (:mod:`.qwen`, :mod:`.glm`, :mod:`.glm_dsa`, :mod:`.nemotron`,
+:mod:`.deepseek4`) has ``ARCHS`` (HF class -> GGUF arch),
 ``reads(config)`` (the checkpoint tensors the file is made of), ``sidecar(...)`` -> :class:`Head` and
 ``hf_names(gguf_name)``. :class:`Counts` is the validated layer / expert counts a family's hparams start from.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...plan import KV, TensorSpec
@@ -16,7 +17,8 @@ from ...plan import KV, TensorSpec
 class Head:
     """One sidecar: its GGUF arch, the trunk's layer count ``n``, the MTP layers ``nextn`` (blocks ``n ..
     n + nextn - 1``), TextModel's generic keys (``base``, ending with ``general.file_type``), the class's own keys
-    (``fam``) and the tensors in upstream's order."""
+    (``fam``), the tensors in upstream's order, and the keys the class writes right after
+    ``general.architecture`` (``lead``: DeepSeek-V4's chat template)."""
 
     arch: str
     n: int
@@ -24,6 +26,7 @@ class Head:
     base: list[KV]
     fam: list[KV]
     tensors: list[TensorSpec]
+    lead: list[KV] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

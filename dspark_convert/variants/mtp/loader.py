@@ -387,10 +387,141 @@ def nemotron_rules(c: Checker) -> int | None:
     return None
 
 
+def _arr_len(c: Checker, tpl: str, want: int, *, at_least: bool = False) -> None:
+    """A per-block array key (``get_key_or_arr`` / ``get_arr``) must hold ``want`` entries (at least, for
+    ``at_least``); a scalar is fine where the loader takes one (not for ``at_least``)."""
+    v = c.val(tpl)
+    if v is None:
+        return
+    n = len(v) if isinstance(v, (list, tuple)) else None
+    if n is None and not at_least:
+        return
+    if n is None or (n < want if at_least else n != want):
+        c.err(c.key(tpl), "array-length", f"has {n if n is not None else v!r} entries, expected "
+              f"{'at least ' if at_least else ''}block_count {want} (llama.cpp's deepseek4 loader reads one per block)")
+
+
+def deepseek4_rules(c: Checker) -> int | None:
+    """The ``mtp_only`` branch of llama.cpp's ``deepseek4`` loader (``src/models/deepseek4.cpp``): the keys it reads,
+    ``expert_gating_func`` 4 (sqrtsoftplus), one MTP block (its MTP graph asserts it), the per-block arrays
+    (``compress_ratios`` at least ``block_count`` entries, ``swiglu_clamp_*`` / ``expert_feed_forward_length``
+    exactly when arrays); the embedding, final norm, head (required here: no fallback to the embedding) and
+    ``output_hc_*``; every MTP block's DeepSeek-V4 tensors (with the compressor and indexer of a block whose compress
+    ratio is 4 or 128) and its ``nextn.eh_proj`` / ``enorm`` / ``hnorm`` (``nextn.embed_tokens``, ``shared_head_head``,
+    ``shared_head_norm`` and ``exp_probs_b_vl.bias`` optional)."""
+    got = _nextn(c)
+    if got is None:
+        return None
+    n_all, nextn = got
+    arch = c.plan.arch
+    _missing_keys(c, arch, [S.RMS_EPS, S.Q_LORA_RANK, S.SLIDING_WINDOW, S.EXPERT_FEED_FORWARD_LENGTH,
+                            S.EXPERT_SHARED_COUNT, S.EXPERT_WEIGHTS_SCALE, S.EXPERT_WEIGHTS_NORM, S.SWIGLU_CLAMP_EXP,
+                            S.INDEXER_HEAD_COUNT, S.INDEXER_KEY_LENGTH, S.INDEXER_TOP_K, S.OUTPUT_GROUP_COUNT,
+                            S.OUTPUT_LORA_RANK, S.COMPRESS_ROPE_FREQ_BASE, S.HC_COUNT, S.HC_SINKHORN_ITERATIONS,
+                            S.HC_EPSILON, S.HASH_LAYER_COUNT, S.COMPRESS_RATIOS, S.EXPERT_GATING_FUNC,
+                            S.EXPERT_COUNT, S.EXPERT_USED_COUNT])
+    if nextn != 1:
+        c.err(c.key(S.NEXTN_PREDICT_LAYERS), "required-key", f"is {nextn}; llama.cpp's deepseek4 MTP graph asserts a "
+              "single MTP block")
+    gating = c.val(S.EXPERT_GATING_FUNC)
+    if gating is not None and gating != S.EXPERT_GATING_SQRTSOFTPLUS:
+        c.err(c.key(S.EXPERT_GATING_FUNC), "required-key", f"is {gating!r}; llama.cpp's deepseek4 loader expects "
+              f"{S.EXPERT_GATING_SQRTSOFTPLUS} (sqrtsoftplus)")
+    for tpl in (S.EXPERT_COUNT, S.EXPERT_USED_COUNT):
+        v = _int(c.val(tpl))
+        if v is not None and v <= 0:
+            c.err(c.key(tpl), "required-key", f"is {v}, expected > 0 (the MTP block is a MoE block)")
+    _arr_len(c, S.COMPRESS_RATIOS, n_all, at_least=True)
+    for tpl in (S.SWIGLU_CLAMP_EXP, S.SWIGLU_CLAMP_SHEXP, S.EXPERT_FEED_FORWARD_LENGTH):
+        _arr_len(c, tpl, n_all)
+    n = n_all - nextn
+    d = c.dims
+    hidden, heads, hd, n_tokens = d.hidden, d.n_head, d.head_dim, d.n_tokens
+    q_lora, o_groups, o_lora = (_int(c.val(t)) for t in (S.Q_LORA_RANK, S.OUTPUT_GROUP_COUNT, S.OUTPUT_LORA_RANK))
+    hc = _int(c.val(S.HC_COUNT))
+    hc_dim, mix = mul(hc, hidden), (hc + 2) * hc if hc else None
+    experts, used = _int(c.val(S.EXPERT_COUNT)), _int(c.val(S.EXPERT_USED_COUNT))
+    ff_exp = c.val(S.EXPERT_FEED_FORWARD_LENGTH)
+    shared = _int(c.val(S.EXPERT_SHARED_COUNT))
+    idx_heads, idx_dim = _int(c.val(S.INDEXER_HEAD_COUNT)), _int(c.val(S.INDEXER_KEY_LENGTH))
+    hash_layers = _int(c.val(S.HASH_LAYER_COUNT)) or 0
+    ratios = c.val(S.COMPRESS_RATIOS)
+    qd = mul(heads, hd)
+    vec = shape_of(hidden)
+    c.rules.expect(S.T_TOKEN_EMBD, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size {hidden}",
+                   required=True)
+    c.rules.expect(S.T_OUTPUT_NORM, vec, f"hidden_size {hidden}", required=True)
+    c.rules.expect(S.T_OUTPUT, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size {hidden} (the deepseek4 "
+                   "loader requires it)", required=True)
+    c.rules.expect(S.T_OUTPUT_HC_FN, shape_of(hc, hc_dim), f"hc {hc} x hc * hidden_size {hc_dim}", required=True)
+    c.rules.expect(S.T_OUTPUT_HC_BASE, shape_of(hc), f"hc {hc}", required=True)
+    c.rules.expect(S.T_OUTPUT_HC_SCALE, (1,), "1", required=True)
+    for i in range(n, n_all):
+        need = block(c, i)
+        n_ff = _int(ff_exp[i] if isinstance(ff_exp, (list, tuple)) and i < len(ff_exp) else ff_exp)
+        ratio = _int(ratios[i]) if isinstance(ratios, (list, tuple)) and i < len(ratios) else 0
+        need(S.L_ATTN_NORM, vec, f"hidden_size {hidden}")
+        need("attn_sinks.weight", shape_of(heads), f"heads {heads}")
+        need(S.L_ATTN_Q_A, shape_of(q_lora, hidden), f"q_lora_rank {q_lora} x hidden_size {hidden}")
+        need(S.L_ATTN_Q_A_NORM, shape_of(q_lora), f"q_lora_rank {q_lora}")
+        need(S.L_ATTN_Q_B, shape_of(qd, q_lora), f"heads {heads} x head_dim {hd} x q_lora_rank {q_lora}")
+        need("attn_kv.weight", shape_of(hd, hidden), f"head_dim {hd} x hidden_size {hidden}")
+        need(S.L_ATTN_KV_A_NORM, shape_of(hd), f"head_dim {hd}")
+        need("attn_output_a.weight", shape_of(mul(o_groups, o_lora), qd // o_groups if qd and o_groups else None),
+             f"output_group_count {o_groups} x output_lora_rank {o_lora} x heads x head_dim / groups")
+        need("attn_output_b.weight", shape_of(hidden, mul(o_groups, o_lora)),
+             f"hidden_size {hidden} x output_group_count {o_groups} x output_lora_rank {o_lora}")
+        for k in ("attn", "ffn"):
+            need(f"hc_{k}_fn.weight", shape_of(mix, hc_dim), f"(2 + hc) x hc {mix} x hc * hidden_size {hc_dim}")
+            need(f"hc_{k}_base.weight", shape_of(mix), f"(2 + hc) x hc {mix}")
+            need(f"hc_{k}_scale.weight", (3,), "3")
+        if ratio:
+            if ratio not in (4, 128):
+                c.err(c.key(S.COMPRESS_RATIOS), "key-range", f"entry {i} is {ratio}; llama.cpp's deepseek4 loader "
+                      "supports compression ratios 0, 4 and 128")
+            coff = 2 if ratio == 4 else 1
+            why = f"compress ratio {ratio}: {coff} x head_dim {hd}"
+            need("attn_compressor_kv.weight", shape_of(mul(coff, hd), hidden), why)
+            need("attn_compressor_gate.weight", shape_of(mul(coff, hd), hidden), why)
+            need("attn_compressor_ape.weight", shape_of(ratio, mul(coff, hd)), why)
+            need("attn_compressor_norm.weight", shape_of(hd), f"head_dim {hd}")
+            if ratio == 4:
+                why = f"indexer heads {idx_heads} x key_length {idx_dim}"
+                need(S.L_INDEXER_PROJ, shape_of(idx_heads, hidden), why)
+                need(S.L_INDEXER_ATTN_Q_B, shape_of(mul(idx_heads, idx_dim), q_lora), why)
+                need("indexer_compressor_kv.weight", shape_of(mul(2, idx_dim), hidden), why)
+                need("indexer_compressor_gate.weight", shape_of(mul(2, idx_dim), hidden), why)
+                need("indexer_compressor_ape.weight", shape_of(ratio, mul(2, idx_dim)), why)
+                need("indexer_compressor_norm.weight", shape_of(idx_dim), why)
+        need(S.L_FFN_GATE_INP, shape_of(experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
+        if i < hash_layers:
+            need("ffn_gate_tid2eid.weight", shape_of(n_tokens, used), f"n_vocab x expert_used_count {used}")
+        else:
+            need(S.L_EXP_PROBS_B, shape_of(experts), f"expert_count {experts}")
+        need("exp_probs_b_vl.bias", shape_of(experts), f"expert_count {experts}", req=False)
+        need("ffn_norm.weight", vec, f"hidden_size {hidden}")
+        expert_stacks(need, experts, n_ff, hidden)
+        sh = mul(n_ff, shared)
+        why = f"expert_feed_forward_length {n_ff} x expert_shared_count {shared}"
+        need(S.L_FFN_GATE_SHEXP, shape_of(sh, hidden), why)
+        need(S.L_FFN_DOWN_SHEXP, shape_of(hidden, sh), why)
+        need(S.L_FFN_UP_SHEXP, shape_of(sh, hidden), why)
+        need(S.L_NEXTN_EH_PROJ, shape_of(hidden, mul(hidden, 2)),
+             f"ne[0] = 2 x hidden_size {hidden} (embedding and hidden state concatenated)")
+        need(S.L_NEXTN_ENORM, vec, f"hidden_size {hidden}")
+        need(S.L_NEXTN_HNORM, vec, f"hidden_size {hidden}")
+        need(S.L_NEXTN_EMBED_TOKENS, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size", req=False)
+        need(S.L_NEXTN_SHARED_HEAD_HEAD, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size", req=False)
+        need(S.L_NEXTN_SHARED_HEAD_NORM, vec, f"hidden_size {hidden}", req=False)
+    return None
+
+
 def rules(c: Checker) -> int | None:
     """The ``mtp_only`` branch of the target arch's loader (see the module docstring)."""
     if c.plan.arch == S.ARCH_GLM_DSA:
         return dsa_rules(c)
     if c.plan.arch == S.ARCH_NEMOTRON_H_MOE:
         return nemotron_rules(c)
+    if c.plan.arch == S.ARCH_DEEPSEEK4:
+        return deepseek4_rules(c)
     return glm_rules(c) if c.plan.arch == S.ARCH_GLM4MOE else qwen_rules(c)

@@ -5,8 +5,8 @@ file of the target's architecture, as upstream b11434's ``convert_hf_to_gguf.py 
 The head lives inside the target checkpoint, so only the shards holding it (``mtp.*``, or GLM-4.5's / GLM-5's layers
 after the trunk), the embedding, the final norm and the output head are opened (or downloaded); the tokenizer is the
 checkpoint's own. Each family's header and name knowledge is one module of this package (:mod:`.qwen`, :mod:`.glm`,
-:mod:`.glm_dsa`, :mod:`.nemotron`: :data:`FAMILIES`, each handing back a :class:`~.head.Head`); the classes upstream
-also exports that are not written here are refused in one line
+:mod:`.glm_dsa`, :mod:`.nemotron`, :mod:`.deepseek4`: :data:`FAMILIES`, each handing back a :class:`~.head.Head`);
+the classes upstream also exports that are not written here are refused in one line
 (:data:`REFUSED`).
 """
 
@@ -23,14 +23,18 @@ from ...plan import Plan
 from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
 from ...tokenizer.targets import handler_for_architecture, table
-from . import glm, glm_dsa, nemotron, qwen
+from . import deepseek4, glm, glm_dsa, nemotron, qwen
 
 #: the family modules, each with ``ARCHS`` (HF class -> GGUF arch), ``reads``, ``sidecar`` and ``hf_names``
-FAMILIES: tuple[ModuleType, ...] = (qwen, glm, glm_dsa, nemotron)
+FAMILIES: tuple[ModuleType, ...] = (qwen, glm, glm_dsa, nemotron, deepseek4)
 #: default output names: ``mtp-<name>-<TYPE>.gguf`` (upstream's ``prepare_metadata`` of these classes); llama.cpp's
 #: ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
 FILE_PREFIX = "mtp-"
-ARCHITECTURES: tuple[str, ...] = tuple(a for fam in FAMILIES for a in fam.ARCHS)
+#: the classes recognised by name; a family with ``BY_CLAIM`` (DeepSeek-V4, whose DSpark drafts declare the same
+#: class) is recognised by :func:`claims` instead
+ARCHITECTURES: tuple[str, ...] = tuple(a for fam in FAMILIES if not getattr(fam, "BY_CLAIM", False) for a in fam.ARCHS)
+#: every class whose sidecar is written
+WRITTEN: tuple[str, ...] = tuple(a for fam in FAMILIES for a in fam.ARCHS)
 #: the file carries the target's embedding and head itself
 TARGET_TENSORS: tuple[TargetTensor, ...] = ()
 #: the tokenizer is the checkpoint's own (--target-model-dir may name another folder to take it from)
@@ -48,7 +52,6 @@ NOT_WRITTEN_BECAUSE: dict[str, str] = {
                 "PLE keys dropped)",
     "qwen35": "MiniCPM-V 4.6 (upstream's sidecar holds no MTP tensors and cannot load as an MTP head)",
     "deepseek32": "DeepSeek-V3.2 (deepseek32, FP8 weights)",
-    "deepseek4": "DeepSeek-V4 (deepseek4: MXFP4 experts, Q8_0 eh_proj, hyper-connection head)",
     "dots3note": "Dots3 (dots3note: upstream's loader has no MTP graph)",
     "deepseek2": "GLM-4.7-Flash (deepseek2 MLA)",
     "glm5-next": "GLM-5.3 (glm5-next: upstream's loader cannot run its NextN graph)",
@@ -62,7 +65,7 @@ NOT_WRITTEN_BECAUSE: dict[str, str] = {
 REFUSED: dict[str, str] = {
     name: NOT_WRITTEN_BECAUSE.get(str(row.get("gguf_arch")), f"{name} ({row.get('gguf_arch')})")
     for name, row in table()["architectures"].items()
-    if row.get("mtp_export") and row.get("role") == "target" and name not in ARCHITECTURES}
+    if row.get("mtp_export") and row.get("role") == "target" and name not in WRITTEN}
 
 
 def _arch(config: dict[str, Any]) -> str | None:
@@ -74,12 +77,15 @@ def _family(arch: str | None) -> ModuleType:
     fam = next((f for f in FAMILIES if arch in f.ARCHS), None)
     if fam is None:
         raise ConvertError(f"{arch}: not a class whose MTP sidecar is written here (expected one of "
-                           f"{', '.join(ARCHITECTURES)})")
+                           f"{', '.join(WRITTEN)})")
     return fam
 
 
 def claims(config: dict[str, Any], tensor_names: list[str]) -> bool:
-    """A class upstream exports with ``--mtp`` but this version does not write: refused here, naming it."""
+    """A DeepSeek-V4 checkpoint with an MTP head and no DSpark draft (:func:`.deepseek4.is_mtp_checkpoint`); a
+    class upstream exports with ``--mtp`` but this version does not write: refused here, naming it."""
+    if deepseek4.is_mtp_checkpoint(config, tensor_names):
+        return True
     arch = _arch(config)
     if arch in REFUSED and any(n.startswith(("mtp.", "model.mtp.")) or ".layers." in n for n in tensor_names):
         raise ConvertError(f"{arch}: the MTP sidecar of {REFUSED[arch]} is not written by this version of "
@@ -119,5 +125,5 @@ def build_plan(ctx: Context) -> Plan:
     notes = [f"MTP sidecar ({arch_name} -> {q.arch}): {q.nextn} MTP block(s) after {q.n} trunk layers "
              f"(block_count {q.n + q.nextn}), {n_mtp} block tensors + embedding, norm, head; run with llama-server "
              "--spec-type draft-mtp next to the target"]
-    return finish_plan(q.arch, [], q.base, q.fam, vocab, [], tensors, notes)
+    return finish_plan(q.arch, q.lead, q.base, q.fam, vocab, [], tensors, notes)
 

@@ -3,12 +3,16 @@
 Each GGUF tensor is rebuilt from the checkpoint here, with this module's own spelling of upstream's ``--mtp`` rules
 (not the converter's tables, so a wrong row there shows as a failing tensor): the HF name of each GGUF tensor, the
 ``+ 1`` of the RMS norms (in float32, the Qwen families only), the per-expert stacks, Nemotron-H's q/k row
-permutation and its two MTP layers folded into one block; then rounded to the GGUF
-tensor's type with gguf-py (``quants.quantize``) and compared byte for byte. Accounting: every GGUF tensor compared,
+permutation and its two MTP layers folded into one block, DeepSeek-V4's block-scaled FP8 weights (decoded in torch as
+upstream does) and its ``e_proj`` / ``h_proj`` side by side into ``nextn.eh_proj``; then rounded to the GGUF tensor's
+type with gguf-py (``quants.quantize``) and compared byte for byte. DeepSeek-V4's MXFP4 expert stacks are a lossless
+repack: their bytes are rebuilt here from the FP4 codes and E8M0 scales (the two layouts written out) and compared as
+they are. Accounting: every GGUF tensor compared,
 every checkpoint tensor of the head (``mtp.*`` for the Qwen families, ``model.layers.{n}..`` for GLM-4.5 (``glm4moe``)
 and GLM-5 (``glm-dsa``, whose ``kv_b_proj`` is split per head into ``attn_k_b`` / ``attn_v_b`` here again),
-``mtp.layers.0`` / ``1`` for Nemotron-H (``nemotron_h_moe``), the embedding, the final norm, the head) compared as a
-source; the trunk is not part of the file.
+``mtp.layers.0`` / ``1`` for Nemotron-H (``nemotron_h_moe``), ``mtp.{i}.*`` with every FP8 / FP4 scale for
+DeepSeek-V4 (``deepseek4``), the embedding, the final norm, the head) compared as a source; the trunk is not part of
+the file.
 """
 
 from __future__ import annotations
@@ -91,6 +95,107 @@ _NEMO_LAYER = {"nextn.enorm.weight": (0, "enorm.weight"), "nextn.hnorm.weight": 
 _NEMO_ROOTS = {"token_embd.weight": "backbone.embeddings.weight", "output_norm.weight": "backbone.norm_f.weight",
                "output.weight": "lm_head.weight"}
 _NEMO_ARCHES = ("nemotron_h_moe",)
+#: DeepSeek-V4 (``deepseek4``): the MTP block's GGUF tensor (after ``blk.{n+i}.``) -> the checkpoint tensor (after
+#: ``mtp.{i}.``); ``nextn.eh_proj`` is ``e_proj`` and ``h_proj`` side by side, the expert stacks are repacked FP4
+_DS4_LAYER = {"nextn.enorm.weight": "enorm.weight", "nextn.hnorm.weight": "hnorm.weight",
+              "nextn.shared_head_norm.weight": "norm.weight", "attn_sinks.weight": "attn.attn_sink",
+              "attn_q_a.weight": "attn.wq_a.weight", "attn_q_b.weight": "attn.wq_b.weight",
+              "attn_q_a_norm.weight": "attn.q_norm.weight", "attn_kv.weight": "attn.wkv.weight",
+              "attn_kv_a_norm.weight": "attn.kv_norm.weight", "attn_output_a.weight": "attn.wo_a.weight",
+              "attn_output_b.weight": "attn.wo_b.weight", "attn_compressor_ape.weight": "attn.compressor.ape",
+              "attn_compressor_kv.weight": "attn.compressor.wkv.weight",
+              "attn_compressor_gate.weight": "attn.compressor.wgate.weight",
+              "attn_compressor_norm.weight": "attn.compressor.norm.weight",
+              "indexer.attn_q_b.weight": "attn.indexer.wq_b.weight",
+              "indexer.proj.weight": "attn.indexer.weights_proj.weight",
+              "indexer_compressor_ape.weight": "attn.indexer.compressor.ape",
+              "indexer_compressor_kv.weight": "attn.indexer.compressor.wkv.weight",
+              "indexer_compressor_gate.weight": "attn.indexer.compressor.wgate.weight",
+              "indexer_compressor_norm.weight": "attn.indexer.compressor.norm.weight",
+              "attn_norm.weight": "attn_norm.weight", "ffn_norm.weight": "ffn_norm.weight",
+              "ffn_gate_inp.weight": "ffn.gate.weight", "exp_probs_b.bias": "ffn.gate.bias",
+              "exp_probs_b_vl.bias": "ffn.gate.bias_vl", "ffn_gate_shexp.weight": "ffn.shared_experts.w1.weight",
+              "ffn_down_shexp.weight": "ffn.shared_experts.w2.weight",
+              "ffn_up_shexp.weight": "ffn.shared_experts.w3.weight",
+              **{f"hc_{k}_{p}.weight": f"hc_{k}_{p}" for k in ("attn", "ffn") for p in ("fn", "base", "scale")}}
+_DS4_EXPS = {"ffn_gate_exps.weight": "w1", "ffn_down_exps.weight": "w2", "ffn_up_exps.weight": "w3"}
+_DS4_ROOTS = {"token_embd.weight": "embed.weight", "output_norm.weight": "norm.weight", "output.weight": "head.weight"}
+_DS4_ARCHES = ("deepseek4",)
+
+
+def _ds4_select(s: str) -> bool:
+    return s.startswith("mtp.") or s in _DS4_ROOTS.values() or s == "head.scale"
+
+
+def _ds4_with_scale(ck: Checkpoint, w: str) -> list[str]:
+    """``w``, and its ``.scale`` when ``w`` is F8_E4M3 (block-scaled) or an FP4 expert."""
+    scale = w.removesuffix(".weight") + ".scale"
+    return [w, scale] if ck.ref(w).dtype in ("F8_E4M3", "I8", "U8") and scale in ck else [w]
+
+
+def _ds4_hf(ck: Checkpoint, gguf: str, n: int, nextn: int) -> list[str]:
+    """DeepSeek-V4: the checkpoint tensors (weights with their scales) ``gguf`` is made of; [] when none."""
+    if gguf in _DS4_ROOTS:
+        return _ds4_with_scale(ck, _DS4_ROOTS[gguf]) if _DS4_ROOTS[gguf] in ck else []
+    if gguf.startswith("output_hc_"):  # the MTP layer's own hyper-connection head
+        part = gguf.removeprefix("output_hc_").removesuffix(".weight")
+        return next(([f"mtp.{i}.hc_head_{part}"] for i in reversed(range(nextn)) if f"mtp.{i}.hc_head_{part}" in ck), [])
+    _, bid, short = gguf.split(".", 2)
+    i = int(bid) - n
+    p = f"mtp.{i}."
+    if short == "nextn.eh_proj.weight":
+        if p + "e_proj.weight" not in ck or p + "h_proj.weight" not in ck:
+            return []
+        return _ds4_with_scale(ck, p + "e_proj.weight") + _ds4_with_scale(ck, p + "h_proj.weight")
+    if short in _DS4_LAYER:
+        return _ds4_with_scale(ck, p + _DS4_LAYER[short]) if p + _DS4_LAYER[short] in ck else []
+    if short in _DS4_EXPS:
+        out: list[str] = []
+        while (w := f"{p}ffn.experts.{len(out) // 2}.{_DS4_EXPS[short]}.weight") in ck:
+            out += [w, w.removesuffix(".weight") + ".scale"]
+        return out
+    return []
+
+
+def _ds4_value(ck: Checkpoint, srcs: list[str]) -> np.ndarray:
+    """float32 values of one checkpoint weight (``[w]``, or ``[w, scale]`` for block-scaled F8_E4M3), decoded in
+    torch as upstream does: ``weight.float() * scale.float().repeat_interleave(128, 0)[:out]
+    .repeat_interleave(128, 1)[:, :in]``."""
+    raw, dtype = ck.read(srcs[0]), ck.ref(srcs[0]).dtype
+    if dtype != "F8_E4M3":
+        return (raw.astype(np.uint32) << 16).view(np.float32) if dtype == "BF16" else raw.astype(np.float32)
+    import torch
+
+    w = torch.from_numpy(np.array(raw).view(np.uint8)).view(torch.float8_e4m3fn).float()
+    sc = torch.from_numpy(np.array(ck.read(srcs[1])).view(np.uint8)).view(torch.float8_e8m0fnu).float()
+    full = sc.repeat_interleave(128, 0)[:w.shape[0]].repeat_interleave(128, 1)[:, :w.shape[1]]
+    return (w * full).numpy()
+
+
+def _ds4_mxfp4(ck: Checkpoint, srcs: list[str]) -> bytes:
+    """ggml's MXFP4 blocks of FP4 experts (``srcs``: weight, scale of each expert), written from the two layouts:
+    the source has element ``2k`` in the low nibble of byte ``k`` and one E8M0 scale per 32 elements; a block is
+    the scale byte, then 16 bytes holding element ``j`` (low nibble) and ``j + 16`` (high nibble)."""
+    out = []
+    for w, sc in zip(srcs[::2], srcs[1::2], strict=True):
+        packed, scale = np.ascontiguousarray(ck.read(w)).view(np.uint8), np.ascontiguousarray(ck.read(sc)).view(np.uint8)
+        rows = packed.shape[0]
+        codes = np.empty((rows, packed.shape[1] * 2), np.uint8)
+        codes[:, 0::2], codes[:, 1::2] = packed & 0x0F, packed >> 4
+        groups = codes.reshape(rows, -1, 32)
+        qs = groups[:, :, :16] | (groups[:, :, 16:] << 4)
+        out.append(np.concatenate([scale.reshape(rows, -1, 1), qs], axis=2).tobytes())
+    return b"".join(out)
+
+
+def _ds4_values(ck: Checkpoint, gguf: str, srcs: list[str]) -> np.ndarray:
+    """The float32 values of a non-expert GGUF tensor: one weight, or ``e_proj`` and ``h_proj`` side by side."""
+    if gguf.endswith("nextn.eh_proj.weight"):
+        cut = 2 if ck.ref(srcs[0]).dtype == "F8_E4M3" else 1
+        return np.concatenate([_ds4_value(ck, srcs[:cut]), _ds4_value(ck, srcs[cut:])], axis=1)
+    return _ds4_value(ck, srcs)
+
+
 #: GGUF names that upstream adds one to (its rule on the renamed HF name: ``*norm.weight``)
 _PLUS_ONE = re.compile(r"(output_norm|blk\.\d+\.(attn_norm|post_attention_norm|attn_q_norm|attn_k_norm|"
                        r"nextn\.enorm|nextn\.hnorm|nextn\.shared_head_norm))\.weight")
@@ -233,8 +338,10 @@ def sidecar_rows(gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = T
     arch = f.kvs["general.architecture"].value
     n_all = int(f.kvs[f"{arch}.block_count"].value)
     nextn = int(f.kvs[f"{arch}.nextn_predict_layers"].value)
-    glm, nemo = arch in _GLM_ARCHES, arch in _NEMO_ARCHES
-    ck = Checkpoint(Path(hf_dir), select=_glm_select(n_all - nextn) if glm else _nemo_select if nemo else _qwen_select)
+    glm, nemo, ds4 = arch in _GLM_ARCHES, arch in _NEMO_ARCHES, arch in _DS4_ARCHES
+    select = (_glm_select(n_all - nextn) if glm else _nemo_select if nemo else _ds4_select if ds4
+              else _qwen_select)
+    ck = Checkpoint(Path(hf_dir), select=select)
     rows = Proof(FAMILY, LAYOUT, quality_note=QUALITY_NOTE, notes=[NO_FORWARD])
     compared: set[str] = set()
     sources: set[str] = set()
@@ -242,19 +349,33 @@ def sidecar_rows(gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = T
     try:
         for t in f.tensors:
             srcs = (_glm_hf(ck, t.name, _DSA_LAYER if arch == "glm-dsa" else _GLM_LAYER) if glm
-                    else _nemo_hf(ck, t.name) if nemo else _hf(ck, t.name, n_all - nextn))
+                    else _nemo_hf(ck, t.name) if nemo else _ds4_hf(ck, t.name, n_all - nextn, nextn) if ds4
+                    else _hf(ck, t.name, n_all - nextn))
             if not srcs:
                 problems.append(f"{t.name}: no checkpoint tensor becomes it under upstream's --mtp rules")
                 continue
-            x = _values(ck, srcs, not glm and not nemo and _PLUS_ONE.fullmatch(t.name) is not None)
+            qt = QT[t.type_name]
+            got = bytes(f.tensor_bytes(t.name))
+            if qt == QT.MXFP4:  # a lossless repack: the bytes themselves, rebuilt from the FP4 codes and scales
+                ok = got == _ds4_mxfp4(ck, srcs)
+                rows.outputs.append(OutputCheck(t.name, list(t.ne), max_abs=0.0, grade="exact" if ok else "differs",
+                                                passed=ok, detail="" if ok else "bytes differ from the checkpoint's "
+                                                "FP4 codes and scales repacked into MXFP4 blocks"))
+                if quality:
+                    rows.quality.append(OutputCheck(t.name, list(t.ne), max_abs=0.0, grade="lossless repack"))
+                compared.add(t.name)
+                sources.update(srcs)
+                continue
+            if ds4:
+                x = _ds4_values(ck, t.name, srcs)
+            else:
+                x = _values(ck, srcs, not glm and not nemo and _PLUS_ONE.fullmatch(t.name) is not None)
             short = t.name.split(".", 2)[-1]
             if arch == "glm-dsa" and short in ("attn_k_b.weight", "attn_v_b.weight"):
                 x = _mla_split(x, short, list(t.ne))
             if nemo:
                 x = _nemo_rope_rows(x, t.name, ck.config.get("text_config", ck.config))
-            qt = QT[t.type_name]
             want = np.ascontiguousarray(quants.quantize(x, qt)).view(np.uint8).tobytes()
-            got = bytes(f.tensor_bytes(t.name))
             stored = _stored(got, qt)
             ok = got == want
             diff = float(np.max(np.abs(stored.reshape(-1)[:x.size] - x.reshape(-1)))) if x.size else 0.0

@@ -1,0 +1,98 @@
+"""Tensor specs of checkpoints stored block-scaled, shared by the families that read them: an F8_E4M3 weight with
+its F8_E8M0 scale per 128x128 tile (dequantized and written as Q8_0, or F16 when a row is not a whole number of
+Q8_0 blocks), and per-expert FP4 e2m1 codes (two per I8 byte) with an F8_E8M0 scale per 32 values, stacked
+losslessly into one MXFP4 tensor. Upstream's chat templates that such checkpoints' converters embed are packaged
+beside this module (``chat_templates/``) and read with :func:`packaged_template`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+
+from gguf import GGMLQuantizationType as QT
+
+from ..errors import ConvertError
+from ..formats.quant import fp4_shapes, fp8_output_type, fp8_scale_shape
+from ..formats.transforms import Fp8BlockDequant, Mxfp4ExpertStack
+from ..hf.checkpoint import Checkpoint
+from ..plan import TensorSpec
+
+
+def scale_of(src: str) -> str:
+    """The name of the scale stored beside weight ``src`` (``x.weight`` -> ``x.scale``)."""
+    return src.removesuffix(".weight") + ".scale"
+
+
+def fp8_spec(ck: Checkpoint, src: str, name: str, ggml_type: QT | None = None) -> TensorSpec:
+    """GGUF tensor ``name`` from the F8_E4M3 weight ``src`` and its tile scales (``<src>.scale``), dequantized to
+    float32 rows and written as ``ggml_type`` (default Q8_0, or F16 when a row is not a multiple of 32). Refused
+    in one line when the weight is not 2-D or its scale is missing or of another dtype / shape."""
+    ref = ck.ref(src)
+    scale = scale_of(src)
+    if len(ref.shape) != 2:
+        raise ConvertError(f"{ref.file}: tensor '{src}' is F8_E4M3 with shape {list(ref.shape)}, expected a 2-D weight")
+    if scale not in ck:
+        raise ConvertError(f"{ref.file}: tensor '{src}' is F8_E4M3 but the checkpoint has no '{scale}' "
+                           "(an F8_E8M0 scale per 128x128 tile)")
+    check_fp8_scale(ck, scale, ref.shape)
+    return TensorSpec(name=name, shape=ref.shape, ggml_type=ggml_type or fp8_output_type(ref.shape[1]),
+                      sources=(src, scale), transform=Fp8BlockDequant(), source_dtype=ref.dtype)
+
+
+def check_fp8_scale(ck: Checkpoint, scale: str, shape: tuple[int, ...]) -> None:
+    """Refuse, in one line, a tile-scale tensor ``scale`` that is not F8_E8M0 of one value per 128x128 tile of a
+    weight of ``shape``."""
+    sref = ck.ref(scale)
+    want = fp8_scale_shape((shape[0], shape[1]))
+    if sref.dtype != "F8_E8M0" or sref.shape != want:
+        raise ConvertError(f"{sref.file}: tensor '{scale}' is {sref.dtype} {list(sref.shape)}, expected F8_E8M0 "
+                           f"{list(want)} (one scale per 128x128 tile of {list(shape)})")
+
+
+def mxfp4_stack_spec(ck: Checkpoint, per: Mapping[int, tuple[str, str]], experts: int, rows: int, cols: int,
+                     name: str, what: str, count: str) -> TensorSpec:
+    """GGUF tensor ``name``, MXFP4 ``(experts, rows, cols)``: the FP4 experts ``0 .. experts - 1`` of ``per``
+    (expert -> (weight, scale)) repacked and stacked. ``what`` names the per-expert tensors in messages
+    (``mtp.1.ffn.experts.*.w3``), ``count`` says where the expert count comes from (``the config says 2 routed
+    experts per stage``). Refused in one line when an expert is missing or beyond the count, when ``cols`` is not a
+    multiple of 32, or when a weight or scale has another dtype or shape."""
+    missing = sorted(set(range(experts)) - per.keys())
+    extra = sorted(per.keys() - set(range(experts)))
+    if missing or extra:
+        e = (missing or extra)[0]
+        state = "is missing" if missing else f"is beyond n_routed_experts {experts}"
+        raise ConvertError(f"{ck.path}: expert {e} of {what} {state} ({count})")
+    want_w, want_s = fp4_shapes(rows, cols)
+    if cols % 32:
+        raise ConvertError(f"{Path(ck.path) / 'config.json'}: {cols} input values per expert row of {what} is not a "
+                           "multiple of 32 (FP4 experts have one scale per 32 values)")
+    sources: list[str] = []
+    for e in range(experts):
+        wn, sn = per[e]
+        wr = ck.ref(wn)
+        if sn not in ck:
+            raise ConvertError(f"{wr.file}: tensor '{wn}' has no '{sn}' (an F8_E8M0 scale per 32 values)")
+        sr = ck.ref(sn)
+        if wr.dtype not in ("I8", "U8") or wr.shape != want_w:
+            raise ConvertError(f"{wr.file}: tensor '{wn}' is {wr.dtype} {list(wr.shape)}, expected I8 {list(want_w)} "
+                               f"(FP4 codes, two per byte, of a [{rows}, {cols}] expert)")
+        if sr.dtype != "F8_E8M0" or sr.shape != want_s:
+            raise ConvertError(f"{sr.file}: tensor '{sn}' is {sr.dtype} {list(sr.shape)}, expected F8_E8M0 {list(want_s)}")
+        sources += [wn, sn]
+    return TensorSpec(name=name, shape=(experts, rows, cols), ggml_type=QT.MXFP4, sources=tuple(sources),
+                      transform=Mxfp4ExpertStack(experts), source_dtype="I8")
+
+
+def packaged_template(filename: str) -> str:
+    """The text of chat template ``filename`` of upstream's ``models/templates/`` packaged in ``chat_templates/``."""
+    return resources.files(__package__ or "").joinpath("chat_templates").joinpath(filename).read_text(encoding="utf-8")
+
+
+def checkpoint_name(folder: Path) -> str:
+    """A checkpoint's name as upstream's converter sees it (``dir_model.name``): the folder name, or for a Hugging
+    Face cache snapshot (``models--org--name/snapshots/<commit>``) the repo's folder name."""
+    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+        return folder.parent.parent.name
+    return folder.name
