@@ -5,7 +5,7 @@ file of the target's architecture, as upstream b11434's ``convert_hf_to_gguf.py 
 The head lives inside the target checkpoint, so only the shards holding it (``mtp.*``, or GLM-4.5's / GLM-5's layers
 after the trunk), the embedding, the final norm and the output head are opened (or downloaded); the tokenizer is the
 checkpoint's own. Each family's header and name knowledge is one module of this package (:mod:`.qwen`, :mod:`.glm`,
-:mod:`.glm_dsa`, :mod:`.nemotron`: :data:`FAMILIES`, each handing back a :class:`~.head.Head`); the classes upstream
+:mod:`.glm_dsa`, :mod:`.nemotron`, :mod:`.mimo2`: :data:`FAMILIES`, each handing back a :class:`~.head.Head`); the classes upstream
 also exports that are not written here are refused in one line
 (:data:`REFUSED`).
 """
@@ -23,10 +23,10 @@ from ...plan import Plan
 from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
 from ...tokenizer.targets import handler_for_architecture, table
-from . import glm, glm_dsa, nemotron, qwen
+from . import glm, glm_dsa, mimo2, nemotron, qwen
 
 #: the family modules, each with ``ARCHS`` (HF class -> GGUF arch), ``reads``, ``sidecar`` and ``hf_names``
-FAMILIES: tuple[ModuleType, ...] = (qwen, glm, glm_dsa, nemotron)
+FAMILIES: tuple[ModuleType, ...] = (qwen, glm, glm_dsa, nemotron, mimo2)
 #: default output names: ``mtp-<name>-<TYPE>.gguf`` (upstream's ``prepare_metadata`` of these classes); llama.cpp's
 #: ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
 FILE_PREFIX = "mtp-"
@@ -53,7 +53,6 @@ NOT_WRITTEN_BECAUSE: dict[str, str] = {
     "deepseek2": "GLM-4.7-Flash (deepseek2 MLA)",
     "glm5-next": "GLM-5.3 (glm5-next: upstream's loader cannot run its NextN graph)",
     "hy_v3": "HunYuan-V3 (hy_v3)",
-    "mimo2": "MiMo-V2 (mimo2: 3 MTP layers, FP8 qkv)",
     "step35": "Step-3.5/3.7 (step35)",
     "bailingmoe3": "Ling-3 (bailingmoe3)",
 }

@@ -1,8 +1,10 @@
-"""The MTP sidecars' row transform: MLA's ``kv_b_proj`` split per head (upstream's ``DeepseekV2Model``, which
-``GlmMoeDsaModel`` inherits; spec/drafts-beyond-dflash.md §1).
+"""The MTP sidecars' row transforms: MLA's ``kv_b_proj`` split per head (upstream's ``DeepseekV2Model``, which
+``GlmMoeDsaModel`` inherits) and MiMo-V2.5's tensor-parallel FP8 ``qkv_proj`` dequantized and regrouped (upstream's
+``MimoV2Model._tp_aware_qkv_dequant``; spec/drafts-beyond-dflash.md §1).
 
-:class:`MlaKvBSplit` is registered in :data:`dspark_convert.formats.transforms.TRANSFORMS` (under ``mla_kv_b_split``,
-the name a dry run prints) when this module is imported, which the glm-dsa family module does.
+:class:`MlaKvBSplit` and :class:`TpQkvDequant` are registered in :data:`dspark_convert.formats.transforms.TRANSFORMS`
+(under ``mla_kv_b_split`` / ``tp_qkv_dequant``, the names a dry run prints) when this module is imported, which the
+glm-dsa and mimo2 family modules do.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ...formats.quant import E4M3_VALUES, float_values
 from ...formats.transforms import Shapes, Transform, register
 
 
@@ -64,3 +67,57 @@ class MlaKvBSplit(Transform):
 
         raise ConvertError(f"internal: kv_b_proj of shape {tuple(arrays[0].shape)} does not split into {self.heads} "
                            f"heads of nope {self.nope} + v {self.v} rows")
+
+
+@register
+@dataclass(frozen=True)
+class TpQkvDequant(Transform):
+    """Sources (F8_E4M3 ``qkv_proj`` ``[tp x (q + k + v), in]``, its ``weight_scale_inv`` of dtype ``scale_dtype``)
+    -> float32 ``[Q | K | V]``: the weight holds ``tp`` ranks of ``q + k + v`` rows (``q``, ``k``, ``v`` per rank),
+    each rank's rows scaled by its own ``ceil((q + k + v) / 128)`` scale rows (column blocks of 128), then the ranks'
+    Q rows, K rows and V rows put together (upstream's ``_tp_aware_qkv_dequant``). The whole tensor is one chunk.
+
+    Example:
+        >>> w = np.full((4, 2), 0x38, np.uint8)  # 2 ranks of q 1, k 1 rows (v 0); e4m3 0x38 = 1.0
+        >>> s = np.array([[2.0], [3.0]], np.float32)
+        >>> TpQkvDequant(2, 1, 1, 0, "F32").apply([w, s], 4)[:, 0].tolist()
+        [2.0, 3.0, 2.0, 3.0]
+    """
+
+    name: ClassVar[str] = "tp_qkv_dequant"
+    n_sources: ClassVar[int] = 2
+    tp: int
+    q: int
+    k: int
+    v: int
+    scale_dtype: str
+    block: int = 128
+
+    def row_group(self, rows: int) -> int | None:
+        return rows if rows == self.tp * (self.q + self.k + self.v) else None
+
+    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
+        return (0, shapes[0][0]), (0, shapes[1][0])
+
+    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
+        return "F32"
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        w = np.asarray(chunks[0]).view(np.uint8)
+        scale = float_values(chunks[1], self.scale_dtype)
+        per = self.q + self.k + self.v
+        blocks = -(-per // self.block)
+        r = np.arange(w.shape[0])
+        scale_rows = (r // per) * blocks + (r % per) // self.block
+        full = np.repeat(scale[scale_rows], self.block, axis=1)[:, :w.shape[1]]
+        with np.errstate(over="ignore", invalid="ignore"):  # inf / NaN are named by the writer's finiteness check
+            x = np.take(E4M3_VALUES, w) * full
+        parts = [x[i * per + a:i * per + b] for a, b in ((0, self.q), (self.q, self.q + self.k),
+                                                          (self.q + self.k, per)) for i in range(self.tp)]
+        return np.ascontiguousarray(np.concatenate(parts))
+
+    def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+        from ...errors import ConvertError
+
+        raise ConvertError(f"internal: qkv_proj of shape {tuple(arrays[0].shape)} is not {self.tp} ranks of "
+                           f"{self.q} + {self.k} + {self.v} rows")
