@@ -15,7 +15,8 @@ tests/test_mtp_glm.py are made with ``python tests/mtp_makers.py OUT --only glm4
 --outtype bf16 --outtype f16 --outtype f32 --outtype q8_0 --mode mtp --manifests``; the GLM-5 ones of
 tests/test_mtp_glm5.py with ``--only glm-dsa --only glm-dsa-wide --only glm-dsa-yarn`` and the same outtypes and
 mode; the Nemotron-H ones of tests/test_mtp_nemotron.py with ``--only nemotron_h_moe --only
-nemotron_h_moe-wide`` and the same outtypes and mode.
+nemotron_h_moe-wide`` and the same outtypes and mode; the MiMo-V2 ones of tests/test_mtp_mimo2.py with ``--only mimo2
+--only mimo2-fused`` and the same outtypes and mode.
 """
 
 from __future__ import annotations
@@ -419,7 +420,7 @@ def make_mimo2(out: Path, seed: int = 11, *, hidden: int = 256, heads: int = 4, 
                head_dim: int = 48, v_dim: int = 32, ff: int = 320, experts: int = 4, moe_ff: int = 64,
                fused_tp: int = 0, sinks: bool = True, value_scale: float | None = 0.707,
                arch: str = "MiMoV2FlashForCausalLM") -> Path:
-    """MiMo-V2 (``MimoV2Model``, GGUF ``mimo2``) stored as the releases are: two shards (the embedding and 2 trunk
+    """MiMo-V2 (``MimoV2Model``, GGUF ``mimo2``) stored as the releases are, in three shards (the embedding; 2 trunk
     layers, a global dense one and a sliding-window MoE one; the 3 MTP layers ``model.mtp.layers.{0,1,2}.*``, the final
     norm and the head), the attention and MLP projections F8_E4M3 with float32 ``weight_scale_inv`` per 128 x 128 tile
     (``quant_method: fp8``), ``o_proj``, ``eh_proj``, the norms, the routers and the sinks BF16. The defaults are
@@ -438,7 +439,7 @@ def make_mimo2(out: Path, seed: int = 11, *, hidden: int = 256, heads: int = 4, 
 
     def put(name: str, t: Any, shard: int) -> None:
         tensors[name] = t
-        weight_map[name] = f"model-0000{shard}-of-00002.safetensors"
+        weight_map[name] = f"model-0000{shard}-of-00003.safetensors"
 
     def fp8(name: str, rows: int, cols: int, shard: int, groups: list[tuple[int, int]] | None = None) -> None:
         codes, scale = _fp8_blocks(rnd(rows, cols), groups)
@@ -471,28 +472,28 @@ def make_mimo2(out: Path, seed: int = 11, *, hidden: int = 256, heads: int = 4, 
         fp8(p + "mlp.down_proj", hidden, ff, shard)
 
     put("model.embed_tokens.weight", rnd(VOCAB, hidden), 1)
-    attention("model.layers.0.", kv_full, 1, False)
-    dense("model.layers.0.", 1)
-    put("model.layers.0.post_attention_layernorm.weight", 1 + rnd(hidden), 1)
-    attention("model.layers.1.", kv_swa, 1, True)
-    put("model.layers.1.post_attention_layernorm.weight", 1 + rnd(hidden), 1)
-    put("model.layers.1.mlp.gate.weight", rnd(experts, hidden), 1)
-    put("model.layers.1.mlp.gate.e_score_correction_bias", rnd(experts), 1)
+    attention("model.layers.0.", kv_full, 2, False)
+    dense("model.layers.0.", 2)
+    put("model.layers.0.post_attention_layernorm.weight", 1 + rnd(hidden), 2)
+    attention("model.layers.1.", kv_swa, 2, True)
+    put("model.layers.1.post_attention_layernorm.weight", 1 + rnd(hidden), 2)
+    put("model.layers.1.mlp.gate.weight", rnd(experts, hidden), 2)
+    put("model.layers.1.mlp.gate.e_score_correction_bias", rnd(experts), 2)
     for e in range(experts):
         for proj, (r, c) in (("gate_proj", (moe_ff, hidden)), ("up_proj", (moe_ff, hidden)),
                              ("down_proj", (hidden, moe_ff))):
-            fp8(f"model.layers.1.mlp.experts.{e}.{proj}", r, c, 1)
+            fp8(f"model.layers.1.mlp.experts.{e}.{proj}", r, c, 2)
     for i in range(3):
         p = f"model.mtp.layers.{i}."
-        put(p + "enorm.weight", 1 + rnd(hidden), 2)
-        put(p + "hnorm.weight", 1 + rnd(hidden), 2)
-        put(p + "eh_proj.weight", rnd(hidden, 2 * hidden), 2)
-        attention(p, kv_swa, 2, True)
-        put(p + "pre_mlp_layernorm.weight", 1 + rnd(hidden), 2)
-        dense(p, 2)
-        put(p + "final_layernorm.weight", 1 + rnd(hidden), 2)
-    put("model.norm.weight", 1 + rnd(hidden), 2)
-    put("lm_head.weight", rnd(VOCAB, hidden), 2)
+        put(p + "enorm.weight", 1 + rnd(hidden), 3)
+        put(p + "hnorm.weight", 1 + rnd(hidden), 3)
+        put(p + "eh_proj.weight", rnd(hidden, 2 * hidden), 3)
+        attention(p, kv_swa, 3, True)
+        put(p + "pre_mlp_layernorm.weight", 1 + rnd(hidden), 3)
+        dense(p, 3)
+        put(p + "final_layernorm.weight", 1 + rnd(hidden), 3)
+    put("model.norm.weight", 1 + rnd(hidden), 3)
+    put("lm_head.weight", rnd(VOCAB, hidden), 3)
 
     config: dict[str, Any] = {
         "architectures": [arch], "model_type": "mimo_v2_flash" if arch == "MiMoV2FlashForCausalLM" else "mimo_v2",
@@ -517,8 +518,8 @@ def make_mimo2(out: Path, seed: int = 11, *, hidden: int = 256, heads: int = 4, 
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    for shard in (1, 2):
-        fname = f"model-0000{shard}-of-00002.safetensors"
+    for shard in (1, 2, 3):
+        fname = f"model-0000{shard}-of-00003.safetensors"
         part = {k: v.contiguous() if v.dtype in (torch.float8_e4m3fn, torch.float32) else v.to(torch.bfloat16)
                 for k, v in sorted(tensors.items()) if weight_map[k] == fname}
         save_file(part, str(out / fname), metadata={"format": "pt"})

@@ -1,0 +1,295 @@
+"""MiMo-V2 MTP sidecars from the checkpoint (``hf2gguf MIMO_V2_CHECKPOINT --mtp``, upstream's ``MimoV2Model``, GGUF
+architecture ``mimo2``): byte parity with upstream b11434's ``convert_hf_to_gguf.py --mtp`` at bf16, f16, f32 and q8_0
+on two tiny checkpoints of tests/mtp_makers.py stored as the releases are (block-scaled FP8 projections with float32
+``weight_scale_inv``, three MTP layers ``model.mtp.layers.{0,1,2}``): MiMo-V2-Flash's layout (separate q / k / v,
+attention sinks, ``attention_value_scale``) and MiMo-V2.5's (the fused ``qkv_proj`` stored per tensor-parallel rank,
+other dimensions); the loader rules ``check`` applies, the one-line refusals, the shards read, ``verify``.
+
+The oracle manifests are ``tests/data/mtp/<family>-<outtype>-mtp.json``: upstream's own ``--mtp`` files of the same
+checkpoints, every KV (``general.*`` included) and every tensor's bytes (regenerate with the command in
+tests/mtp_makers.py's docstring). Upstream's converter is not run here.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from golden_manifest import describe
+from mtp_family_kit import (
+    OUTTYPES,
+    assert_identical_to_upstream,
+    assert_verify_proves_and_catches,
+    checkpoints,
+    manifest,
+)
+
+from dspark_convert import convert
+from dspark_convert.check import check_plan, errors
+from dspark_convert.errors import ConvertError
+from dspark_convert.gguffile.reader import read_gguf
+from dspark_convert.hf2gguf.conversion import plan_conversion
+from dspark_convert.roles.convert import ConvertOptions
+
+#: family (tests/mtp_makers.py MAKERS) -> what it proves
+CASES = {"mimo2": "MiMo-V2-Flash: hidden 256, 2 trunk layers, 4 heads of 48 (V 32), 1 global / 2 sliding KV heads, "
+                  "separate FP8 q / k / v ending in partial 128-row tiles, sinks, attention_value_scale",
+         "mimo2-fused": "MiMo-V2.5: the fused FP8 qkv_proj over 4 ranks of 68 rows, hidden 192 (a partial column "
+                        "tile), 6 heads of 24 (V 8), 2 global / 4 sliding KV heads, MLP width 200 and attention "
+                        "output width 48 (F16 under q8_0), no sinks, no value scale"}
+
+
+@pytest.fixture(scope="module")
+def ckpts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """family -> its tiny checkpoint (made from a seed, as the manifests' were)."""
+    return checkpoints(tmp_path_factory, CASES, "mimo2")
+
+
+@pytest.mark.parametrize("fam", sorted(CASES))
+def test_mimo2_sidecar_is_byte_identical_to_upstream_mtp(ckpts: dict[str, Path], fam: str, tmp_path: Path) -> None:
+    """Every KV (general.* included, in order) and every tensor (bytes, type, shape, order), at the four outtypes;
+    ``check`` passes and the file is the ``mtp`` variant."""
+    assert_identical_to_upstream(ckpts[fam], fam, tmp_path)
+
+
+def test_the_cli_writes_the_same_file_from_the_mtp_shards_only(ckpts: dict[str, Path], tmp_path: Path) -> None:
+    """The summary names the head and the shards read: the embedding's and the MTP layers', not the trunk's."""
+    from typer.testing import CliRunner
+
+    from dspark_convert.cli import app
+
+    out = tmp_path / "mtp.gguf"
+    r = CliRunner().invoke(app, ["hf2gguf", str(ckpts["mimo2"]), "--mtp", "-o", str(out), "--outtype", "q8_0"])
+    assert r.exit_code == 0, r.output
+    assert describe(out) == manifest("mimo2-q8_0-mtp")
+    assert "MTP sidecar (MiMoV2FlashForCausalLM -> mimo2): 3 MTP block(s) after 2 trunk layers" in r.output
+    assert "read 2 of 3 shards" in " ".join(r.output.split())
+
+
+def test_only_the_head_is_selected(ckpts: dict[str, Path]) -> None:
+    """The tensors read: the MTP layers (their FP8 scales included), the embedding, the final norm and the head."""
+    from dspark_convert.hf.checkpoint import Checkpoint
+    from dspark_convert.variants.mtp.mtp import draft_tensors
+
+    ck = Checkpoint(ckpts["mimo2"], select=draft_tensors(json.loads((ckpts["mimo2"] / "config.json").read_text())))
+    try:
+        names = list(ck.names)
+    finally:
+        ck.close()
+    assert {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
+            "model.mtp.layers.2.self_attn.q_proj.weight_scale_inv"} <= set(names)
+    assert not [n for n in names if n.startswith("model.layers.")]
+    assert len(names) == 3 + 3 * 20
+
+
+def test_default_name_is_the_mtp_keyword(ckpts: dict[str, Path], tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without -o: ``mtp-<name>-<TYPE>.gguf``, upstream's ``MimoV2Model.prepare_metadata`` name."""
+    monkeypatch.chdir(tmp_path)
+    r = convert(ckpts["mimo2-fused"], None, outtype="bf16", mtp=True)
+    assert r.path is not None and r.path.name == "mtp-MiMo-V2.5-Tiny-BF16.gguf"
+    assert describe(tmp_path / "mtp-MiMo-V2.5-Tiny-BF16.gguf") == manifest("mimo2-fused-bf16-mtp")
+
+
+def test_the_manifests_are_sidecars_of_their_checkpoints() -> None:
+    """What the oracle says upstream writes: three MTP blocks after the trunk, block_count = trunk + 3, the MTP
+    blocks sliding-window in head_count_kv and the pattern, value_length v_head_dim, the rope width head_dim x
+    0.334; FP8 weights dequantized (written at the outtype), the fused qkv as one tensor."""
+    for fam, (kv_heads, k_len, v_len, rot, scale) in {"mimo2": ([1, 2, 2, 2, 2], 48, 32, 16, 0.707),
+                                                      "mimo2-fused": ([2, 4, 4, 4, 4], 24, 8, 8, None)}.items():
+        for outtype in OUTTYPES:
+            m = manifest(f"{fam}-{outtype}-mtp")
+            kv = {k: v.get("value") for k, v in m["kv"].items()}
+            assert (kv["general.architecture"], kv["mimo2.block_count"], kv["mimo2.nextn_predict_layers"]) == \
+                   ("mimo2", 5, 3)
+            assert kv["mimo2.attention.head_count_kv"] == kv_heads
+            assert kv["mimo2.attention.sliding_window_pattern"] == [0, 1, 1, 1, 1]
+            assert (kv["mimo2.attention.key_length"], kv["mimo2.attention.value_length"]) == (k_len, v_len)
+            assert kv["mimo2.rope.dimension_count"] == rot
+            assert (kv["mimo2.rope.freq_base"], kv["mimo2.rope.freq_base_swa"]) == (5000000.0, 10000.0)
+            got = kv.get("mimo2.attention.value_scale")
+            assert (got is None) if scale is None else abs(got - scale) < 1e-7
+            blocks = {int(t["name"].split(".")[1]) for t in m["tensors"] if t["name"].startswith("blk.")}
+            assert blocks == {2, 3, 4}
+    flash = {t["name"]: (t["type"], t["ne"]) for t in manifest("mimo2-q8_0-mtp")["tensors"]}
+    assert flash["blk.4.attn_q.weight"] == ("Q8_0", [256, 192]) and flash["blk.4.attn_k.weight"] == ("Q8_0", [256, 96])
+    assert flash["blk.4.attn_sinks.weight"] == ("F32", [4]) and flash["blk.4.layer_output_norm.weight"][0] == "F32"
+    fused = {t["name"]: (t["type"], t["ne"]) for t in manifest("mimo2-fused-q8_0-mtp")["tensors"]}
+    assert fused["blk.2.attn_qkv.weight"] == ("Q8_0", [192, 144 + 96 + 32])
+    assert fused["blk.2.ffn_down.weight"][0] == fused["blk.2.attn_output.weight"][0] == "F16"
+    assert not [n for n in fused if "attn_q." in n or "sinks" in n]
+
+
+def test_without_the_flag_it_is_a_target(ckpts: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(ConvertError, match=r"is a target model checkpoint with an MTP head; pass --mtp"):
+        convert(ckpts["mimo2"], None, tmp_path / "x.gguf")
+    assert not (tmp_path / "x.gguf").exists()
+
+
+def _copy(src: Path, dst: Path, config: dict[str, Any] | None = None,
+          edit: Callable[[dict[str, Any]], None] | None = None) -> Path:
+    """A copy of checkpoint ``src`` with ``config`` merged into its config (a None value removes the key) and
+    ``edit`` applied to the tensors of its MTP shard (model-00003-of-00003)."""
+    dst.mkdir()
+    for p in src.iterdir():
+        shutil.copyfile(p, dst / p.name)
+    cfg = json.loads((src / "config.json").read_text())
+    for k, v in (config or {}).items():
+        if v is None:
+            cfg.pop(k, None)
+        else:
+            cfg[k] = v
+    (dst / "config.json").write_text(json.dumps(cfg))
+    if edit is not None:
+        from safetensors.torch import load_file, save_file
+
+        shard = dst / "model-00003-of-00003.safetensors"
+        tensors = load_file(str(shard))
+        edit(tensors)
+        save_file(tensors, str(shard), metadata={"format": "pt"})
+        index = json.loads((dst / "model.safetensors.index.json").read_text())
+        wm = {k: v for k, v in index["weight_map"].items() if v != shard.name or k in tensors}
+        wm.update({k: shard.name for k in tensors})
+        (dst / "model.safetensors.index.json").write_text(json.dumps({**index, "weight_map": wm}))
+    return dst
+
+
+def _drop_layer_2(t: dict[str, Any]) -> None:
+    for k in [k for k in t if k.startswith("model.mtp.layers.2.")]:
+        del t[k]
+
+
+def _short_qkv_scale(t: dict[str, Any]) -> None:
+    k = "model.mtp.layers.0.self_attn.qkv_proj.weight_scale_inv"
+    t[k] = t[k][:3].clone()
+
+
+_QC = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8"}
+
+
+@pytest.mark.parametrize(("fam", "config", "edit", "message"), [
+    ("mimo2", {"topk_method": "greedy"}, None, r"topk_method is 'greedy'; upstream's MimoV2Model asserts 'noaux_tc'"),
+    ("mimo2", {"swa_head_dim": 32}, None, r"swa_head_dim 32 differs from head_dim 48; upstream's MimoV2Model asserts"),
+    ("mimo2", {"swa_num_key_value_heads": None}, None, r"key 'swa_num_key_value_heads' is missing; upstream's "
+                                                       r"MimoV2Model reads it"),
+    ("mimo2", {"partial_rotary_factor": None}, None, r"no partial_rotary_factor in the rope parameters"),
+    ("mimo2", {"hybrid_layer_pattern": [0]}, None, r"hybrid_layer_pattern is \[0\], expected num_hidden_layers 2"),
+    ("mimo2", {"quantization_config": {"quant_method": "awq"}}, None, r"quant_method 'awq': the MiMo-V2 MTP head"),
+    ("mimo2", {"quantization_config": {**_QC, "weight_block_size": [128]}}, None,
+     r"weight_block_size is \[128\], expected two positive integers"),
+    ("mimo2", {"quantization_config": None}, None, r"tensor 'model.mtp.layers.0.mlp.down_proj.weight' has dtype "
+                                                   r"F8_E4M3 but the config declares no quantization_config"),
+    ("mimo2", {"quantization_config": {**_QC, "weight_block_size": [64, 128]}}, None,
+     r"'model.mtp.layers.0.mlp.down_proj.weight_scale_inv' has shape \[2, 3\]; expected \[4, 3\]"),
+    ("mimo2", None, _drop_layer_2, r"the checkpoint has MTP layers \[0, 1\]; upstream's MimoV2Model writes exactly "
+                                   r"model.mtp.layers.0..2"),
+    ("mimo2-fused", None, _short_qkv_scale, r"'model.mtp.layers.0.self_attn.qkv_proj.weight_scale_inv' has 3 scale "
+                                            r"rows: not 8 or 4 tensor-parallel ranks"),
+    ("mimo2-fused", {"swa_num_key_value_heads": 2}, None, r"'model.mtp.layers.0.self_attn.qkv_proj.weight' has 272 "
+                                                          r"rows; expected q \+ k \+ v = 208"),
+])
+def test_a_head_upstream_cannot_convert_is_refused_in_one_line(
+        ckpts: dict[str, Path], tmp_path: Path, fam: str, config: dict[str, Any] | None,
+        edit: Callable[[dict[str, Any]], None] | None, message: str) -> None:
+    ck = _copy(ckpts[fam], tmp_path / "bad", config, edit)
+    with pytest.raises(ConvertError, match=message) as e:
+        convert(ck, None, tmp_path / "x.gguf", mtp=True)
+    assert "\n" not in str(e.value)
+    assert not (tmp_path / "x.gguf").exists()
+
+
+def test_the_cli_refusal_is_one_line_and_writes_nothing(ckpts: dict[str, Path], tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from dspark_convert.cli import app
+
+    ck = _copy(ckpts["mimo2"], tmp_path / "bad", {"topk_method": "greedy"})
+    out = tmp_path / "mtp.gguf"
+    r = CliRunner().invoke(app, ["hf2gguf", str(ck), "--mtp", "-o", str(out)])
+    assert r.exit_code != 0
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "topk_method is 'greedy'" in lines[0]
+    assert list(tmp_path.glob("*.gguf")) == []
+
+
+def _planned(ck: Path) -> Any:
+    return plan_conversion(ck, None, options=ConvertOptions(outtype="bf16", upstream_flags=frozenset({"mtp"})))
+
+
+@pytest.mark.parametrize(("fam", "drop"), [
+    ("mimo2", "blk.2.nextn.eh_proj.weight"), ("mimo2", "blk.3.nextn.hnorm.weight"), ("mimo2", "blk.4.attn_q.weight"),
+    ("mimo2", "blk.2.attn_v.weight"), ("mimo2", "blk.3.attn_output.weight"), ("mimo2", "blk.4.ffn_norm.weight"),
+    ("mimo2", "blk.2.attn_norm.weight"), ("mimo2", "output.weight"), ("mimo2", "token_embd.weight"),
+    ("mimo2-fused", "blk.2.attn_qkv.weight"),
+])
+def test_loader_rules_require_the_head(ckpts: dict[str, Path], fam: str, drop: str) -> None:
+    """Each required tensor's absence is a finding; dropping the fused attn_qkv makes attn_q / k / v required."""
+    planned = _planned(ckpts[fam])
+    try:
+        plan = planned.plan
+        assert errors(check_plan(plan)) == []
+        plan.tensors = [t for t in plan.tensors if t.name != drop]
+        found = [(f.subject, f.rule) for f in errors(check_plan(plan))]
+        want = "blk.2.attn_q.weight" if drop.endswith("attn_qkv.weight") else drop
+        assert (want, "required-tensor") in found
+    finally:
+        planned.close()
+
+
+def test_loader_rules_check_the_mimo2_keys(ckpts: dict[str, Path]) -> None:
+    """A missing sliding window / RMS epsilon, per-block arrays of the wrong length and a KV head count the tensors
+    do not have are errors; the sinks, layer_output_norm and the dense FFN are optional."""
+    from gguf import GGUFValueType as VT
+
+    from dspark_convert.plan import KV
+
+    planned = _planned(ckpts["mimo2"])
+    try:
+        plan = planned.plan
+        plan.tensors = [t for t in plan.tensors if not t.name.endswith(("attn_sinks.weight", "layer_output_norm.weight",
+                                                                        "ffn_gate.weight"))]
+        assert errors(check_plan(plan)) == []
+        plan.kvs = [k for k in plan.kvs if k.name not in ("mimo2.attention.sliding_window",
+                                                          "mimo2.attention.layer_norm_rms_epsilon")]
+        for i, k in enumerate(plan.kvs):
+            if k.name == "mimo2.attention.sliding_window_pattern":
+                plan.kvs[i] = KV(k.name, VT.ARRAY, [0, 1, 1, 1], VT.INT32)
+            elif k.name == "mimo2.attention.head_count_kv":
+                plan.kvs[i] = KV(k.name, VT.ARRAY, [1, 2, 2, 2, 4], VT.INT32)
+        found = {(f.subject, f.rule) for f in errors(check_plan(plan))}
+        assert {("mimo2.attention.sliding_window", "required-key"),
+                ("mimo2.attention.layer_norm_rms_epsilon", "required-key"),
+                ("mimo2.attention.sliding_window_pattern", "array-length")} <= found
+        assert ("blk.4.attn_k.weight", "shape") in found and ("blk.3.attn_k.weight", "shape") not in found
+    finally:
+        planned.close()
+
+
+@pytest.mark.parametrize(("fam", "pick"), [("mimo2", "attn_q.weight"), ("mimo2-fused", "attn_qkv.weight")])
+def test_verify_proves_every_tensor_and_catches_a_changed_one(ckpts: dict[str, Path], fam: str, pick: str,
+                                                             tmp_path: Path) -> None:
+    """verify: every tensor exact against the checkpoint (the FP8 weights dequantized from their scales again, the
+    fused qkv regrouped again, then rounded to the type), full accounting with the scales; one changed byte in a
+    dequantized projection fails that tensor by name."""
+    assert_verify_proves_and_catches(ckpts[fam], tmp_path, ("q8_0", "f16", "bf16"), lambda n: n.endswith(pick))
+
+
+def test_verify_spells_the_dequantization_independently(ckpts: dict[str, Path], tmp_path: Path) -> None:
+    """The sidecar's attn_q of the f32 file is e4m3(w) x scale of its 128 x 128 tile: checked here from the raw
+    F8_E4M3 bytes with torch, the way upstream computes it."""
+    import numpy as np
+    from safetensors.torch import load_file
+
+    out = tmp_path / "f32.gguf"
+    convert(ckpts["mimo2"], None, out, outtype="f32", mtp=True)
+    t = load_file(str(ckpts["mimo2"] / "model-00003-of-00003.safetensors"))
+    w, s = t["model.mtp.layers.1.self_attn.q_proj.weight"], t["model.mtp.layers.1.self_attn.q_proj.weight_scale_inv"]
+    want = w.float() * s.repeat_interleave(128, 0)[:w.shape[0]].repeat_interleave(128, 1)[:, :w.shape[1]]
+    f = read_gguf(out)
+    got = np.frombuffer(bytes(f.tensor_bytes("blk.3.attn_q.weight")), np.float32).reshape(w.shape)
+    f.close()
+    assert np.array_equal(got, want.numpy())
