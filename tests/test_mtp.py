@@ -93,26 +93,28 @@ def test_a_class_not_written_yet_is_refused_naming_it(tmp_path: Path) -> None:
 
 def test_written_and_refused_classes_are_the_tables_mtp_exports() -> None:
     """Every target class upstream exports with ``--mtp`` is either written (the Qwen mixin's classes, GLM-4.5's
-    ``Glm4MoeModel``, GLM-5's ``GlmMoeDsaModel``, Nemotron-H's ``NemotronHModel``) or refused with a reason; nothing
-    else is claimed. The 26 classes and 16 GGUF architectures of b11434: 9 classes (6 architectures) written, 17
-    refused."""
+    ``Glm4MoeModel``, GLM-5's ``GlmMoeDsaModel``, Nemotron-H's ``NemotronHModel``, MiMo-V2's ``MimoV2Model``) or refused
+    with a reason; nothing else is claimed. The 26 classes and 16 GGUF architectures of b11434: 11 classes
+    (7 architectures) written, 15 refused."""
     from dspark_convert.tokenizer.targets import table
-    from dspark_convert.variants.mtp import glm, glm_dsa, mtp, nemotron, qwen
+    from dspark_convert.variants.mtp import glm, glm_dsa, mimo2, mtp, nemotron, qwen
 
     rows = table()["architectures"]
     exported = {n for n, r in rows.items() if r.get("mtp_export") and r["role"] == "target"}
-    written = set(qwen.ARCHS) | set(glm.ARCHS) | set(glm_dsa.ARCHS) | set(nemotron.ARCHS)
+    written = set(qwen.ARCHS) | set(glm.ARCHS) | set(glm_dsa.ARCHS) | set(nemotron.ARCHS) | set(mimo2.ARCHS)
     assert written | set(mtp.REFUSED) == exported and not written & set(mtp.REFUSED)
     assert set(mtp.ARCHITECTURES) == written
-    assert len(written) == len(qwen.ARCHS) + len(glm.ARCHS) + len(glm_dsa.ARCHS) + len(nemotron.ARCHS)  # no class in two
+    assert len(written) == (len(qwen.ARCHS) + len(glm.ARCHS) + len(glm_dsa.ARCHS) + len(nemotron.ARCHS)
+                            + len(mimo2.ARCHS))  # no class in two
     assert sorted(qwen.ARCHS.values()) == ["qwen35", "qwen35", "qwen35moe", "qwen35moe", "qwen3next"]
     assert glm.ARCHS == {"Glm4MoeForCausalLM": "glm4moe", "Glm4vMoeForConditionalGeneration": "glm4moe"}
     assert glm_dsa.ARCHS == {"GlmMoeDsaForCausalLM": "glm-dsa"}
     # the table's gguf_arch is nemotron_h (upstream picks nemotron_h_moe at run time): only the MoE one has MTP
     assert nemotron.ARCHS == {"NemotronHForCausalLM": "nemotron_h_moe"}
+    assert mimo2.ARCHS == {"MiMoV2FlashForCausalLM": "mimo2", "MiMoV2ForCausalLM": "mimo2"}
     assert len(exported) == 26 and len({rows[n]["gguf_arch"] for n in exported}) == 16
-    assert len(written) == 9 and len(mtp.REFUSED) == 17
-    assert not {"glm4moe", "glm-dsa", "nemotron_h"} & {rows[n]["gguf_arch"] for n in mtp.REFUSED}
+    assert len(written) == 11 and len(mtp.REFUSED) == 15
+    assert not {"glm4moe", "glm-dsa", "nemotron_h", "mimo2"} & {rows[n]["gguf_arch"] for n in mtp.REFUSED}
     assert all("(" in why and not why.startswith(n) for n, why in mtp.REFUSED.items())  # a written reason each
 
 
