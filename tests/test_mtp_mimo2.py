@@ -3,7 +3,8 @@ architecture ``mimo2``): byte parity with upstream b11434's ``convert_hf_to_gguf
 on two tiny checkpoints of tests/mtp_makers.py stored as the releases are (block-scaled FP8 projections with float32
 ``weight_scale_inv``, three MTP layers ``model.mtp.layers.{0,1,2}``): MiMo-V2-Flash's layout (separate q / k / v,
 attention sinks, ``attention_value_scale``) and MiMo-V2.5's (the fused ``qkv_proj`` stored per tensor-parallel rank,
-other dimensions); the loader rules ``check`` applies, the one-line refusals, the shards read, ``verify``.
+other dimensions); the loader rules ``check`` applies, the one-line refusals, the shards read, ``verify``, and
+(``llama`` tier) speculative greedy == plain greedy in llama-server.
 
 The oracle manifests are ``tests/data/mtp/<family>-<outtype>-mtp.json``: upstream's own ``--mtp`` files of the same
 checkpoints, every KV (``general.*`` included) and every tensor's bytes (regenerate with the command in
@@ -23,6 +24,7 @@ from golden_manifest import describe
 from mtp_family_kit import (
     OUTTYPES,
     assert_identical_to_upstream,
+    assert_llama_server_drafts_losslessly,
     assert_verify_proves_and_catches,
     checkpoints,
     manifest,
@@ -293,3 +295,12 @@ def test_verify_spells_the_dequantization_independently(ckpts: dict[str, Path], 
     got = np.frombuffer(bytes(f.tensor_bytes("blk.3.attn_q.weight")), np.float32).reshape(w.shape)
     f.close()
     assert np.array_equal(got, want.numpy())
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("fam", sorted(CASES))
+def test_llama_server_drafts_with_the_sidecar(ckpts: dict[str, Path], tmp_path: Path, fam: str,
+                                              llama_bin: tuple[Path, Path]) -> None:
+    """Target: upstream's ``--no-mtp`` file of the same checkpoint; draft: our sidecar (its three MTP blocks chained).
+    The head drafts (draft_n > 0) and speculative greedy equals plain greedy."""
+    assert_llama_server_drafts_losslessly(ckpts[fam], tmp_path, llama_bin)
