@@ -16,7 +16,7 @@ tests/test_mtp_glm.py are made with ``python tests/mtp_makers.py OUT --only glm4
 tests/test_mtp_glm5.py with ``--only glm-dsa --only glm-dsa-wide --only glm-dsa-yarn`` and the same outtypes and
 mode; the Nemotron-H ones of tests/test_mtp_nemotron.py with ``--only nemotron_h_moe --only
 nemotron_h_moe-wide`` and the same outtypes and mode; the MiMo-V2 ones of tests/test_mtp_mimo2.py with ``--only mimo2
---only mimo2-fused`` and the same outtypes and mode.
+--only mimo2-fused --only mimo2-pro`` and the same outtypes and mode.
 """
 
 from __future__ import annotations
@@ -419,7 +419,7 @@ def _fp8_blocks(w: Any, row_groups: list[tuple[int, int]] | None = None, block: 
 def make_mimo2(out: Path, seed: int = 11, *, hidden: int = 256, heads: int = 4, kv_full: int = 1, kv_swa: int = 2,
                head_dim: int = 48, v_dim: int = 32, ff: int = 320, experts: int = 4, moe_ff: int = 64,
                fused_tp: int = 0, sinks: bool = True, value_scale: float | None = 0.707,
-               arch: str = "MiMoV2FlashForCausalLM") -> Path:
+               arch: str = "MiMoV2FlashForCausalLM", mxfp4: bool = False) -> Path:
     """MiMo-V2 (``MimoV2Model``, GGUF ``mimo2``) stored as the releases are, in three shards (the embedding; 2 trunk
     layers, a global dense one and a sliding-window MoE one; the 3 MTP layers ``model.mtp.layers.{0,1,2}.*``, the final
     norm and the head), the attention and MLP projections F8_E4M3 with float32 ``weight_scale_inv`` per 128 x 128 tile
@@ -482,7 +482,12 @@ def make_mimo2(out: Path, seed: int = 11, *, hidden: int = 256, heads: int = 4, 
     for e in range(experts):
         for proj, (r, c) in (("gate_proj", (moe_ff, hidden)), ("up_proj", (moe_ff, hidden)),
                              ("down_proj", (hidden, moe_ff))):
-            fp8(f"model.layers.1.mlp.experts.{e}.{proj}", r, c, 2)
+            if mxfp4:
+                name = f"model.layers.1.mlp.experts.{e}.{proj}."
+                put(name + "weight", torch.randint(0, 256, (r, c // 2), generator=g, dtype=torch.uint8), 2)
+                put(name + "weight_scale", torch.randint(118, 127, (r, c // 32), generator=g, dtype=torch.uint8), 2)
+            else:
+                fp8(f"model.layers.1.mlp.experts.{e}.{proj}", r, c, 2)
     for i in range(3):
         p = f"model.mtp.layers.{i}."
         put(p + "enorm.weight", 1 + rnd(hidden), 3)
@@ -514,13 +519,15 @@ def make_mimo2(out: Path, seed: int = 11, *, hidden: int = 256, heads: int = 4, 
                                                    if n.endswith(("o_proj.weight", "eh_proj.weight"))]}}
     if value_scale is not None:
         config["attention_value_scale"] = value_scale
+    if mxfp4:
+        config["quantization_config"].update({"store_dtype": "mxfp4", "mxfp4_block_size": 32})
     from safetensors.torch import save_file
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     for shard in (1, 2, 3):
         fname = f"model-0000{shard}-of-00003.safetensors"
-        part = {k: v.contiguous() if v.dtype in (torch.float8_e4m3fn, torch.float32) else v.to(torch.bfloat16)
+        part = {k: v.contiguous() if v.dtype in (torch.float8_e4m3fn, torch.float32, torch.uint8) else v.to(torch.bfloat16)
                 for k, v in sorted(tensors.items()) if weight_map[k] == fname}
         save_file(part, str(out / fname), metadata={"format": "pt"})
     (out / "model.safetensors.index.json").write_text(json.dumps(
@@ -536,6 +543,15 @@ def make_mimo2_fused(out: Path, seed: int = 12) -> Path:
     no attention sinks and no ``attention_value_scale``."""
     return make_mimo2(out, seed, hidden=192, heads=6, kv_full=2, kv_swa=4, head_dim=24, v_dim=8, ff=200, experts=8,
                       moe_ff=32, fused_tp=4, sinks=False, value_scale=None, arch="MiMoV2ForCausalLM")
+
+
+def make_mimo2_pro(out: Path, seed: int = 13) -> Path:
+    """MiMo-V2.5-Pro's storage: the fused ``qkv_proj`` over 8 ranks (per rank 18 + 6 + 2 = 26 rows), the trunk's routed
+    experts packed MXFP4 (``store_dtype: mxfp4``: upstream's sidecar then declares ``general.file_type``
+    MOSTLY_MXFP4_MOE whatever the outtype), hidden 128, 6 heads of 24 (V 8), 2 global / 2 sliding KV heads, an MLP width
+    of 96, the sinks."""
+    return make_mimo2(out, seed, hidden=128, heads=6, kv_full=2, kv_swa=2, head_dim=24, v_dim=8, ff=96, experts=4,
+                      moe_ff=64, fused_tp=8, sinks=True, value_scale=None, arch="MiMoV2ForCausalLM", mxfp4=True)
 
 
 #: family -> (maker, the checkpoint folder's name)
@@ -556,6 +572,7 @@ MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "nemotron_h_moe-wide": (make_nemotron_h_wide, "Nemotron-H-Wide-Tiny"),
     "mimo2": (make_mimo2, "MiMo-V2-Flash-Tiny"),
     "mimo2-fused": (make_mimo2_fused, "MiMo-V2.5-Tiny"),
+    "mimo2-pro": (make_mimo2_pro, "MiMo-V2.5-Pro-Tiny"),
 }
 #: the conversions: name -> upstream's extra flags
 MODES: dict[str, tuple[str, ...]] = {"full": (), "mtp": ("--mtp",), "nomtp": ("--no-mtp",)}

@@ -2,8 +2,8 @@
 architecture ``mimo2``): byte parity with upstream b11434's ``convert_hf_to_gguf.py --mtp`` at bf16, f16, f32 and q8_0
 on two tiny checkpoints of tests/mtp_makers.py stored as the releases are (block-scaled FP8 projections with float32
 ``weight_scale_inv``, three MTP layers ``model.mtp.layers.{0,1,2}``): MiMo-V2-Flash's layout (separate q / k / v,
-attention sinks, ``attention_value_scale``) and MiMo-V2.5's (the fused ``qkv_proj`` stored per tensor-parallel rank,
-other dimensions); the loader rules ``check`` applies, the one-line refusals, the shards read, ``verify``, and
+attention sinks, ``attention_value_scale``), MiMo-V2.5's (the fused ``qkv_proj`` stored per tensor-parallel rank,
+other dimensions) and MiMo-V2.5-Pro's (8 ranks, MXFP4 experts in the trunk); the loader rules ``check`` applies, the one-line refusals, the shards read, ``verify``, and
 (``llama`` tier) speculative greedy == plain greedy in llama-server.
 
 The oracle manifests are ``tests/data/mtp/<family>-<outtype>-mtp.json``: upstream's own ``--mtp`` files of the same
@@ -42,7 +42,9 @@ CASES = {"mimo2": "MiMo-V2-Flash: hidden 256, 2 trunk layers, 4 heads of 48 (V 3
                   "separate FP8 q / k / v ending in partial 128-row tiles, sinks, attention_value_scale",
          "mimo2-fused": "MiMo-V2.5: the fused FP8 qkv_proj over 4 ranks of 68 rows, hidden 192 (a partial column "
                         "tile), 6 heads of 24 (V 8), 2 global / 4 sliding KV heads, MLP width 200 and attention "
-                        "output width 48 (F16 under q8_0), no sinks, no value scale"}
+                        "output width 48 (F16 under q8_0), no sinks, no value scale",
+         "mimo2-pro": "MiMo-V2.5-Pro: the fused qkv_proj over 8 ranks of 26 rows, the trunk's experts stored MXFP4 "
+                      "(general.file_type MOSTLY_MXFP4_MOE at every outtype), hidden 128, MLP width 96"}
 
 
 @pytest.fixture(scope="module")
@@ -97,12 +99,25 @@ def test_default_name_is_the_mtp_keyword(ckpts: dict[str, Path], tmp_path: Path,
     assert describe(tmp_path / "mtp-MiMo-V2.5-Tiny-BF16.gguf") == manifest("mimo2-fused-bf16-mtp")
 
 
+def test_mxfp4_experts_name_the_file_mxfp4_moe(ckpts: dict[str, Path], tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint storing its experts MXFP4: ``general.file_type`` 38 and upstream's default name
+    ``mtp-<name>-MXFP4_MOE.gguf`` whatever the outtype (the MTP tensors themselves follow the outtype)."""
+    monkeypatch.chdir(tmp_path)
+    r = convert(ckpts["mimo2-pro"], None, outtype="q8_0", mtp=True)
+    assert r.path is not None and r.path.name == "mtp-MiMo-V2.5-Pro-Tiny-MXFP4_MOE.gguf"
+    assert describe(r.path) == manifest("mimo2-pro-q8_0-mtp")
+    for outtype in OUTTYPES:
+        assert manifest(f"mimo2-pro-{outtype}-mtp")["kv"]["general.file_type"]["value"] == 38
+
+
 def test_the_manifests_are_sidecars_of_their_checkpoints() -> None:
     """What the oracle says upstream writes: three MTP blocks after the trunk, block_count = trunk + 3, the MTP
     blocks sliding-window in head_count_kv and the pattern, value_length v_head_dim, the rope width head_dim x
     0.334; FP8 weights dequantized (written at the outtype), the fused qkv as one tensor."""
     for fam, (kv_heads, k_len, v_len, rot, scale) in {"mimo2": ([1, 2, 2, 2, 2], 48, 32, 16, 0.707),
-                                                      "mimo2-fused": ([2, 4, 4, 4, 4], 24, 8, 8, None)}.items():
+                                                      "mimo2-fused": ([2, 4, 4, 4, 4], 24, 8, 8, None),
+                                                      "mimo2-pro": ([2, 2, 2, 2, 2], 24, 8, 8, None)}.items():
         for outtype in OUTTYPES:
             m = manifest(f"{fam}-{outtype}-mtp")
             kv = {k: v.get("value") for k, v in m["kv"].items()}
@@ -191,6 +206,10 @@ _QC = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8"}
                                    r"model.mtp.layers.0..2"),
     ("mimo2-fused", None, _short_qkv_scale, r"'model.mtp.layers.0.self_attn.qkv_proj.weight_scale_inv' has 3 scale "
                                             r"rows: not 8 or 4 tensor-parallel ranks"),
+    ("mimo2-pro", {"quantization_config": {**_QC, "weight_block_size": [128, 128], "store_dtype": "mxfp4",
+                                           "mxfp4_block_size": 16}}, None, r"mxfp4_block_size is 16; upstream's "
+                                                                            r"MimoV2Model repacks MXFP4 experts in "
+                                                                            r"ggml's blocks of 32 only"),
     ("mimo2-fused", {"swa_num_key_value_heads": 2}, None, r"'model.mtp.layers.0.self_attn.qkv_proj.weight' has 272 "
                                                           r"rows; expected q \+ k \+ v = 208"),
 ])
@@ -226,7 +245,7 @@ def _planned(ck: Path) -> Any:
     ("mimo2", "blk.2.nextn.eh_proj.weight"), ("mimo2", "blk.3.nextn.hnorm.weight"), ("mimo2", "blk.4.attn_q.weight"),
     ("mimo2", "blk.2.attn_v.weight"), ("mimo2", "blk.3.attn_output.weight"), ("mimo2", "blk.4.ffn_norm.weight"),
     ("mimo2", "blk.2.attn_norm.weight"), ("mimo2", "output.weight"), ("mimo2", "token_embd.weight"),
-    ("mimo2-fused", "blk.2.attn_qkv.weight"),
+    ("mimo2-fused", "blk.2.attn_qkv.weight"), ("mimo2-pro", "blk.4.attn_qkv.weight"),
 ])
 def test_loader_rules_require_the_head(ckpts: dict[str, Path], fam: str, drop: str) -> None:
     """Each required tensor's absence is a finding; dropping the fused attn_qkv makes attn_q / k / v required."""
@@ -236,7 +255,7 @@ def test_loader_rules_require_the_head(ckpts: dict[str, Path], fam: str, drop: s
         assert errors(check_plan(plan)) == []
         plan.tensors = [t for t in plan.tensors if t.name != drop]
         found = [(f.subject, f.rule) for f in errors(check_plan(plan))]
-        want = "blk.2.attn_q.weight" if drop.endswith("attn_qkv.weight") else drop
+        want = drop.replace("attn_qkv", "attn_q")
         assert (want, "required-tensor") in found
     finally:
         planned.close()
@@ -271,7 +290,8 @@ def test_loader_rules_check_the_mimo2_keys(ckpts: dict[str, Path]) -> None:
         planned.close()
 
 
-@pytest.mark.parametrize(("fam", "pick"), [("mimo2", "attn_q.weight"), ("mimo2-fused", "attn_qkv.weight")])
+@pytest.mark.parametrize(("fam", "pick"), [("mimo2", "attn_q.weight"), ("mimo2-fused", "attn_qkv.weight"),
+                                           ("mimo2-pro", "attn_qkv.weight")])
 def test_verify_proves_every_tensor_and_catches_a_changed_one(ckpts: dict[str, Path], fam: str, pick: str,
                                                              tmp_path: Path) -> None:
     """verify: every tensor exact against the checkpoint (the FP8 weights dequantized from their scales again, the

@@ -20,7 +20,9 @@ What upstream's ``--mtp`` file holds for them:
   count for the MTP blocks, written in place of the generic one), ``attention.sliding_window``,
   ``sliding_window_pattern`` (``hybrid_layer_pattern`` + three 1s), ``value_length`` (``v_head_dim``, in place),
   ``expert_feed_forward_length``, ``rope.dimension_count`` (``head_dim x partial_rotary_factor``), the RMS epsilon
-  (``layernorm_epsilon``, 1e-5 when absent), ``attention.value_scale`` when set and ``nextn_predict_layers`` 3.
+  (``layernorm_epsilon``, 1e-5 when absent), ``attention.value_scale`` when set and ``nextn_predict_layers`` 3;
+  ``general.file_type`` is MOSTLY_MXFP4_MOE (38) whatever the outtype when the checkpoint stores its routed experts
+  MXFP4 (``store_dtype: mxfp4``, MiMo-V2.5-Pro), though the sidecar holds none.
 
 The config is read as it is on disk: b11434 pins transformers 4.57.6, which has no config class for these model
 types (upstream falls back to ``config.json``).
@@ -131,10 +133,12 @@ def reads(config: dict[str, Any]) -> Callable[[str], bool]:
 @dataclass(frozen=True)
 class MimoMtp(Counts):
     """The config values the file needs, validated: ``block`` is FP8's ``weight_block_size`` (None: no FP8),
-    ``rope`` upstream's view of the rope parameters."""
+    ``rope`` upstream's view of the rope parameters, ``mxfp4`` whether the checkpoint stores its routed experts MXFP4
+    (``store_dtype: mxfp4``)."""
 
     block: tuple[int, int] | None
     rope: dict[str, Any]
+    mxfp4: bool
 
 
 def _find(hp: dict[str, Any], keys: tuple[str, ...]) -> Any:
@@ -209,7 +213,19 @@ def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) ->
         raise ConvertError(f"{where}: no partial_rotary_factor in the rope parameters; upstream's MimoV2Model reads "
                            "rope_parameters['partial_rotary_factor'] (KeyError)")
     experts = as_u32(hp["n_routed_experts"], "n_routed_experts", where)
-    return MimoMtp(arch, hp, n, NEXTN, experts, _block_size(hp, where), rope)
+    return MimoMtp(arch, hp, n, NEXTN, experts, _block_size(hp, where), rope, _mxfp4(hp, where))
+
+
+def _mxfp4(hp: dict[str, Any], where: str) -> bool:
+    """Whether the routed experts are stored MXFP4 (``quantization_config.store_dtype: mxfp4``); refused in one line
+    when its ``mxfp4_block_size`` is not ggml's 32."""
+    qc = hp.get("quantization_config") or {}
+    if not isinstance(qc, dict) or qc.get("store_dtype") != "mxfp4":
+        return False
+    if qc.get("mxfp4_block_size", 32) != 32:
+        raise ConvertError(f"{where}: quantization_config mxfp4_block_size is {qc.get('mxfp4_block_size')!r}; "
+                           "upstream's MimoV2Model repacks MXFP4 experts in ggml's blocks of 32 only")
+    return True
 
 
 def header_kvs(g: MimoMtp, file_type: int, where: str) -> tuple[list[KV], list[KV]]:
@@ -354,7 +370,9 @@ def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type
     """The sidecar of a ``MimoV2Model`` checkpoint: header, tensors and the layer counts."""
     g = read_hparams(ARCHS[hf_arch], hp, ck.names, where)
     tensors = plan_tensors(ck, g, out)
-    return g.head(header_kvs(g, file_type, where), tensors)
+    # MXFP4-stored experts make upstream's class declare MOSTLY_MXFP4_MOE after converting the tensors, also in a
+    # sidecar that holds none of them
+    return g.head(header_kvs(g, S.FILE_TYPE_MOSTLY_MXFP4_MOE if g.mxfp4 else file_type, where), tensors)
 
 
 def hf_names(gguf: str) -> tuple[str, ...]:
