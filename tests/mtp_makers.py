@@ -538,10 +538,11 @@ def make_mimo2(out: Path, seed: int = 11, *, hidden: int = 256, heads: int = 4, 
 
 def make_mimo2_fused(out: Path, seed: int = 12) -> Path:
     """A second MiMo-V2 shape, MiMo-V2.5's (``MiMoV2ForCausalLM``): the fused FP8 ``qkv_proj`` sharded over 4
-    ranks (per rank 36 + 24 + 8 = 68 rows: a 128-row scale tile per rank, upstream's TP-aware dequant), hidden 192
-    (the second column tile partial), 6 heads of 24 (V 8), 2 global / 4 sliding KV heads, an MLP width of 200 (not a multiple of 32: the MTP down projections fall back to F16 under q8_0),
+    ranks (per rank 36 + 18 + 6 = 60 rows: a 128-row scale tile per rank, upstream's TP-aware dequant), hidden 192
+    (the second column tile partial), 6 heads of 24 (V 8), 2 global / 3 sliding KV heads, an MLP width of 200 (not a
+    multiple of 32: the MTP down projections fall back to F16 under q8_0),
     no attention sinks and no ``attention_value_scale``."""
-    return make_mimo2(out, seed, hidden=192, heads=6, kv_full=2, kv_swa=4, head_dim=24, v_dim=8, ff=200, experts=8,
+    return make_mimo2(out, seed, hidden=192, heads=6, kv_full=2, kv_swa=3, head_dim=24, v_dim=8, ff=200, experts=8,
                       moe_ff=32, fused_tp=4, sinks=False, value_scale=None, arch="MiMoV2ForCausalLM")
 
 

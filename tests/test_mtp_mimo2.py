@@ -3,7 +3,9 @@ architecture ``mimo2``): byte parity with upstream b11434's ``convert_hf_to_gguf
 on two tiny checkpoints of tests/mtp_makers.py stored as the releases are (block-scaled FP8 projections with float32
 ``weight_scale_inv``, three MTP layers ``model.mtp.layers.{0,1,2}``): MiMo-V2-Flash's layout (separate q / k / v,
 attention sinks, ``attention_value_scale``), MiMo-V2.5's (the fused ``qkv_proj`` stored per tensor-parallel rank,
-other dimensions) and MiMo-V2.5-Pro's (8 ranks, MXFP4 experts in the trunk); the loader rules ``check`` applies, the one-line refusals, the shards read, ``verify``, and
+other dimensions) and MiMo-V2.5-Pro's (8 ranks, MXFP4 experts in the trunk); MiMo-V2-Flash's sidecar by default with its
+MTP layers' q / k / v fused into ``attn_qkv`` (llama.cpp b11434's ``mimo2`` MTP graph aborts on upstream's three
+tensors), upstream's bytes with ``--match-upstream``; the loader rules ``check`` applies, the one-line refusals, the shards read, ``verify``, and
 (``llama`` tier) speculative greedy == plain greedy in llama-server.
 
 The oracle manifests are ``tests/data/mtp/<family>-<outtype>-mtp.json``: upstream's own ``--mtp`` files of the same
@@ -40,8 +42,8 @@ from dspark_convert.roles.convert import ConvertOptions
 #: family (tests/mtp_makers.py MAKERS) -> what it proves
 CASES = {"mimo2": "MiMo-V2-Flash: hidden 256, 2 trunk layers, 4 heads of 48 (V 32), 1 global / 2 sliding KV heads, "
                   "separate FP8 q / k / v ending in partial 128-row tiles, sinks, attention_value_scale",
-         "mimo2-fused": "MiMo-V2.5: the fused FP8 qkv_proj over 4 ranks of 68 rows, hidden 192 (a partial column "
-                        "tile), 6 heads of 24 (V 8), 2 global / 4 sliding KV heads, MLP width 200 and attention "
+         "mimo2-fused": "MiMo-V2.5: the fused FP8 qkv_proj over 4 ranks of 60 rows, hidden 192 (a partial column "
+                        "tile), 6 heads of 24 (V 8), 2 global / 3 sliding KV heads, MLP width 200 and attention "
                         "output width 48 (F16 under q8_0), no sinks, no value scale",
          "mimo2-pro": "MiMo-V2.5-Pro: the fused qkv_proj over 8 ranks of 26 rows, the trunk's experts stored MXFP4 "
                       "(general.file_type MOSTLY_MXFP4_MOE at every outtype), hidden 128, MLP width 96"}
@@ -56,8 +58,36 @@ def ckpts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.mark.parametrize("fam", sorted(CASES))
 def test_mimo2_sidecar_is_byte_identical_to_upstream_mtp(ckpts: dict[str, Path], fam: str, tmp_path: Path) -> None:
     """Every KV (general.* included, in order) and every tensor (bytes, type, shape, order), at the four outtypes;
-    ``check`` passes and the file is the ``mtp`` variant."""
-    assert_identical_to_upstream(ckpts[fam], fam, tmp_path)
+    ``check`` passes and the file is the ``mtp`` variant. MiMo-V2-Flash with ``--match-upstream`` (its default file
+    fuses q / k / v), where ``check``'s one error is upstream's layout: separate q / k / v the MTP graph aborts on."""
+    assert_identical_to_upstream(ckpts[fam], fam, tmp_path, match_upstream=fam == "mimo2")
+
+
+def test_flash_default_fuses_qkv_and_keeps_everything_else(ckpts: dict[str, Path], tmp_path: Path) -> None:
+    """The default Flash sidecar: upstream's header, and upstream's tensors except each MTP block's attn_q / attn_k /
+    attn_v, written as one attn_qkv whose bytes are theirs one after the other (at every outtype); ``check`` passes;
+    upstream's own layout fails ``check`` on exactly the three missing attn_qkv (rule mtp-graph)."""
+    from dspark_convert.check import check_file
+
+    for outtype in OUTTYPES:
+        ours, upstream = tmp_path / f"fused.{outtype}.gguf", tmp_path / f"upstream.{outtype}.gguf"
+        convert(ckpts["mimo2"], None, ours, outtype=outtype, mtp=True)
+        convert(ckpts["mimo2"], None, upstream, outtype=outtype, mtp=True, match_upstream=True)
+        a, b = describe(ours), manifest(f"mimo2-{outtype}-mtp")
+        assert describe(upstream) == b and a["kv"] == b["kv"]
+        qkv = ("attn_q.weight", "attn_k.weight", "attn_v.weight")
+        assert [t for t in a["tensors"] if not t["name"].endswith("attn_qkv.weight")] == \
+               [t for t in b["tensors"] if not t["name"].endswith(qkv)]
+        fa, fb = read_gguf(ours), read_gguf(upstream)
+        for bid in (2, 3, 4):
+            fused = bytes(fa.tensor_bytes(f"blk.{bid}.attn_qkv.weight"))
+            assert fused == b"".join(bytes(fb.tensor_bytes(f"blk.{bid}.{n}")) for n in qkv)
+            assert list(next(t for t in fa.tensors if t.name == f"blk.{bid}.attn_qkv.weight").ne) == [256, 192 + 96 + 64]
+        fa.close()
+        fb.close()
+        assert errors(check_file(ours)) == []
+        assert sorted((f.subject, f.rule) for f in errors(check_file(upstream))) == \
+               [(f"blk.{i}.attn_qkv.weight", "mtp-graph") for i in (2, 3, 4)]
 
 
 def test_the_cli_writes_the_same_file_from_the_mtp_shards_only(ckpts: dict[str, Path], tmp_path: Path) -> None:
@@ -67,7 +97,8 @@ def test_the_cli_writes_the_same_file_from_the_mtp_shards_only(ckpts: dict[str, 
     from dspark_convert.cli import app
 
     out = tmp_path / "mtp.gguf"
-    r = CliRunner().invoke(app, ["hf2gguf", str(ckpts["mimo2"]), "--mtp", "-o", str(out), "--outtype", "q8_0"])
+    r = CliRunner().invoke(app, ["hf2gguf", str(ckpts["mimo2"]), "--mtp", "-o", str(out), "--outtype", "q8_0",
+                                 "--match-upstream"])
     assert r.exit_code == 0, r.output
     assert describe(out) == manifest("mimo2-q8_0-mtp")
     assert "MTP sidecar (MiMoV2FlashForCausalLM -> mimo2): 3 MTP block(s) after 2 trunk layers" in r.output
@@ -116,7 +147,7 @@ def test_the_manifests_are_sidecars_of_their_checkpoints() -> None:
     blocks sliding-window in head_count_kv and the pattern, value_length v_head_dim, the rope width head_dim x
     0.334; FP8 weights dequantized (written at the outtype), the fused qkv as one tensor."""
     for fam, (kv_heads, k_len, v_len, rot, scale) in {"mimo2": ([1, 2, 2, 2, 2], 48, 32, 16, 0.707),
-                                                      "mimo2-fused": ([2, 4, 4, 4, 4], 24, 8, 8, None),
+                                                      "mimo2-fused": ([2, 3, 3, 3, 3], 24, 8, 8, None),
                                                       "mimo2-pro": ([2, 2, 2, 2, 2], 24, 8, 8, None)}.items():
         for outtype in OUTTYPES:
             m = manifest(f"{fam}-{outtype}-mtp")
@@ -136,7 +167,7 @@ def test_the_manifests_are_sidecars_of_their_checkpoints() -> None:
     assert flash["blk.4.attn_q.weight"] == ("Q8_0", [256, 192]) and flash["blk.4.attn_k.weight"] == ("Q8_0", [256, 96])
     assert flash["blk.4.attn_sinks.weight"] == ("F32", [4]) and flash["blk.4.layer_output_norm.weight"][0] == "F32"
     fused = {t["name"]: (t["type"], t["ne"]) for t in manifest("mimo2-fused-q8_0-mtp")["tensors"]}
-    assert fused["blk.2.attn_qkv.weight"] == ("Q8_0", [192, 144 + 96 + 32])
+    assert fused["blk.2.attn_qkv.weight"] == ("Q8_0", [192, 144 + 72 + 24])
     assert fused["blk.2.ffn_down.weight"][0] == fused["blk.2.attn_output.weight"][0] == "F16"
     assert not [n for n in fused if "attn_q." in n or "sinks" in n]
 
@@ -210,7 +241,7 @@ _QC = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8"}
                                            "mxfp4_block_size": 16}}, None, r"mxfp4_block_size is 16; upstream's "
                                                                             r"MimoV2Model repacks MXFP4 experts in "
                                                                             r"ggml's blocks of 32 only"),
-    ("mimo2-fused", {"swa_num_key_value_heads": 2}, None, r"'model.mtp.layers.0.self_attn.qkv_proj.weight' has 272 "
+    ("mimo2-fused", {"swa_num_key_value_heads": 2}, None, r"'model.mtp.layers.0.self_attn.qkv_proj.weight' has 240 "
                                                           r"rows; expected q \+ k \+ v = 208"),
 ])
 def test_a_head_upstream_cannot_convert_is_refused_in_one_line(
@@ -242,8 +273,8 @@ def _planned(ck: Path) -> Any:
 
 
 @pytest.mark.parametrize(("fam", "drop"), [
-    ("mimo2", "blk.2.nextn.eh_proj.weight"), ("mimo2", "blk.3.nextn.hnorm.weight"), ("mimo2", "blk.4.attn_q.weight"),
-    ("mimo2", "blk.2.attn_v.weight"), ("mimo2", "blk.3.attn_output.weight"), ("mimo2", "blk.4.ffn_norm.weight"),
+    ("mimo2", "blk.2.nextn.eh_proj.weight"), ("mimo2", "blk.3.nextn.hnorm.weight"), ("mimo2", "blk.4.attn_qkv.weight"),
+    ("mimo2", "blk.3.attn_output.weight"), ("mimo2", "blk.4.ffn_norm.weight"),
     ("mimo2", "blk.2.attn_norm.weight"), ("mimo2", "output.weight"), ("mimo2", "token_embd.weight"),
     ("mimo2-fused", "blk.2.attn_qkv.weight"), ("mimo2-pro", "blk.4.attn_qkv.weight"),
 ])
@@ -285,24 +316,26 @@ def test_loader_rules_check_the_mimo2_keys(ckpts: dict[str, Path]) -> None:
         assert {("mimo2.attention.sliding_window", "required-key"),
                 ("mimo2.attention.layer_norm_rms_epsilon", "required-key"),
                 ("mimo2.attention.sliding_window_pattern", "array-length")} <= found
-        assert ("blk.4.attn_k.weight", "shape") in found and ("blk.3.attn_k.weight", "shape") not in found
+        assert ("blk.4.attn_qkv.weight", "shape") in found and ("blk.3.attn_qkv.weight", "shape") not in found
     finally:
         planned.close()
 
 
-@pytest.mark.parametrize(("fam", "pick"), [("mimo2", "attn_q.weight"), ("mimo2-fused", "attn_qkv.weight"),
-                                           ("mimo2-pro", "attn_qkv.weight")])
+@pytest.mark.parametrize(("fam", "pick", "match"), [("mimo2", "attn_qkv.weight", False), ("mimo2", "attn_q.weight", True),
+                                                    ("mimo2-fused", "attn_qkv.weight", False),
+                                                    ("mimo2-pro", "attn_qkv.weight", False)])
 def test_verify_proves_every_tensor_and_catches_a_changed_one(ckpts: dict[str, Path], fam: str, pick: str,
-                                                             tmp_path: Path) -> None:
+                                                             match: bool, tmp_path: Path) -> None:
     """verify: every tensor exact against the checkpoint (the FP8 weights dequantized from their scales again, the
-    fused qkv regrouped again, then rounded to the type), full accounting with the scales; one changed byte in a
-    dequantized projection fails that tensor by name."""
-    assert_verify_proves_and_catches(ckpts[fam], tmp_path, ("q8_0", "f16", "bf16"), lambda n: n.endswith(pick))
+    fused qkv regrouped or Flash's q / k / v put together again, then rounded to the type), full accounting with the
+    scales; one changed byte in a dequantized projection fails that tensor by name."""
+    assert_verify_proves_and_catches(ckpts[fam], tmp_path, ("q8_0", "f16", "bf16"), lambda n: n.endswith(pick),
+                                     match_upstream=match)
 
 
 def test_verify_spells_the_dequantization_independently(ckpts: dict[str, Path], tmp_path: Path) -> None:
-    """The sidecar's attn_q of the f32 file is e4m3(w) x scale of its 128 x 128 tile: checked here from the raw
-    F8_E4M3 bytes with torch, the way upstream computes it."""
+    """The q rows of the f32 sidecar's fused attn_qkv are e4m3(w) x the scale of their 128 x 128 tile: checked here
+    from the raw F8_E4M3 bytes with torch, the way upstream computes it."""
     import numpy as np
     from safetensors.torch import load_file
 
@@ -312,7 +345,7 @@ def test_verify_spells_the_dequantization_independently(ckpts: dict[str, Path], 
     w, s = t["model.mtp.layers.1.self_attn.q_proj.weight"], t["model.mtp.layers.1.self_attn.q_proj.weight_scale_inv"]
     want = w.float() * s.repeat_interleave(128, 0)[:w.shape[0]].repeat_interleave(128, 1)[:, :w.shape[1]]
     f = read_gguf(out)
-    got = np.frombuffer(bytes(f.tensor_bytes("blk.3.attn_q.weight")), np.float32).reshape(w.shape)
+    got = np.frombuffer(bytes(f.tensor_bytes("blk.3.attn_qkv.weight")), np.float32).reshape(-1, w.shape[1])[:w.shape[0]]
     f.close()
     assert np.array_equal(got, want.numpy())
 
@@ -324,3 +357,21 @@ def test_llama_server_drafts_with_the_sidecar(ckpts: dict[str, Path], tmp_path: 
     """Target: upstream's ``--no-mtp`` file of the same checkpoint; draft: our sidecar (its three MTP blocks chained).
     The head drafts (draft_n > 0) and speculative greedy equals plain greedy."""
     assert_llama_server_drafts_losslessly(ckpts[fam], tmp_path, llama_bin)
+
+
+@pytest.mark.llama
+def test_llama_server_aborts_on_upstreams_flash_layout(ckpts: dict[str, Path], tmp_path: Path,
+                                                       llama_bin: tuple[Path, Path]) -> None:
+    """Why the default Flash sidecar fuses q / k / v: upstream's own layout (``--match-upstream``) loads, and
+    llama-server b11434 aborts in its mimo2 MTP graph as soon as it drafts."""
+    import mtp_makers
+
+    from dspark_convert.llamacpp.server import LlamaServer, ServerError
+
+    binary, tree = llama_bin
+    trunk = mtp_makers.upstream_convert(ckpts["mimo2"], tmp_path / "trunk.gguf", "f32", ("--no-mtp",), tree=tree)
+    side = tmp_path / "mtp.gguf"
+    convert(ckpts["mimo2"], None, side, outtype="f32", mtp=True, match_upstream=True)
+    with pytest.raises(ServerError, match=r"MIMO2 MTP requires fused attn_qkv"):
+        with LlamaServer(binary, trunk, extra=["-md", str(side), "--spec-type", "draft-mtp"]) as s:
+            s.complete([400, 401, 72, 300], 8)

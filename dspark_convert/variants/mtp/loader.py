@@ -62,7 +62,9 @@ The ``mimo2`` loader (:func:`mimo2_rules`, MiMo-V2):
 - tensors: ``token_embd``, ``output_norm`` and ``output`` required (the loader creates ``output`` without a
   fallback); every MTP block needs ``attn_norm``, either the fused ``attn_qkv`` (heads x key_length + 2 x the
   block's KV heads x key / value length rows) or ``attn_q`` / ``attn_k`` / ``attn_v``, ``attn_output`` (ne[0] = heads x
-  value_length), ``ffn_norm`` and ``nextn.eh_proj`` / ``enorm`` / ``hnorm``; the sinks, the dense FFN
+  value_length), ``ffn_norm`` and ``nextn.eh_proj`` / ``enorm`` / ``hnorm``; without ``attn_qkv`` the file loads
+  but the MTP graph asserts it when drafting (rule :data:`MTP_GRAPH`, an error ``--match-upstream`` writes anyway:
+  upstream's own MiMo-V2-Flash sidecar); the sinks, the dense FFN
   (``feed_forward_length``), the MoE FFN, ``layer_output_norm``, ``nextn.embed_tokens``, ``shared_head_head`` and
   ``shared_head_norm`` are optional.
 
@@ -78,6 +80,8 @@ from ... import schema as S
 from ...roles.loader import Checker, Dims, mul, shape_of
 
 GENERIC_LAYERS = False
+#: the rule of a sidecar that loads but that llama.cpp's MTP graph cannot run (upstream b11434 writes such files)
+MTP_GRAPH = "mtp-graph"
 
 _SSM_KEYS = (S.SSM_CONV_KERNEL, S.SSM_INNER_SIZE, S.SSM_STATE_SIZE, S.SSM_TIME_STEP_RANK, S.SSM_GROUP_COUNT)
 
@@ -433,6 +437,11 @@ def mimo2_rules(c: Checker) -> int | None:
         kv = _int(kv_arr[i]) if isinstance(kv_arr, (list, tuple)) and i < len(kv_arr) else _int(kv_arr)
         q_rows, k_rows, v_rows = mul(heads, k_dim), mul(kv, k_dim), mul(kv, v_dim)
         fused = p + S.L_ATTN_QKV in names
+        if not fused:
+            c.err(p + S.L_ATTN_QKV, MTP_GRAPH, "is missing: llama.cpp b11434's mimo2 MTP graph requires the fused "
+                  "q/k/v (GGML_ASSERT \"MIMO2 MTP requires fused attn_qkv\"): the file loads, and llama-server aborts "
+                  "when it drafts (upstream's --mtp writes attn_q / attn_k / attn_v for MiMo-V2-Flash; hf2gguf fuses "
+                  "them unless --match-upstream)")
         qkv_rows = None if q_rows is None or k_rows is None or v_rows is None else q_rows + k_rows + v_rows
         need(S.L_ATTN_NORM, shape_of(hidden), f"hidden_size {hidden}")
         need(S.L_ATTN_QKV, shape_of(qkv_rows, hidden), f"ne[1] = heads {heads} x key_length {k_dim} + 2 x "

@@ -24,6 +24,11 @@ What upstream's ``--mtp`` file holds for them:
   ``general.file_type`` is MOSTLY_MXFP4_MOE (38) whatever the outtype when the checkpoint stores its routed experts
   MXFP4 (``store_dtype: mxfp4``, MiMo-V2.5-Pro), though the sidecar holds none.
 
+One difference by default: an MTP layer's separate ``q_proj`` / ``k_proj`` / ``v_proj`` (MiMo-V2-Flash) are written as
+one ``attn_qkv`` (their rows one after the other, each rounded as upstream rounds it alone), because llama.cpp b11434's
+``mimo2`` MTP graph asserts the fused tensor (``GGML_ASSERT(layer.wqkv ...)``) and aborts on upstream's three;
+``--match-upstream`` writes upstream's three tensors.
+
 The config is read as it is on disk: b11434 pins transformers 4.57.6, which has no config class for these model
 types (upstream falls back to ``config.json``).
 """
@@ -48,8 +53,8 @@ from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from .glm import insert_expert_groups
 from .head import Counts, Head
-from .specs import FLOAT_DTYPES, ExpertGroups, hf_names_of, layer_spec, stack_spec
-from .transforms import TpQkvDequant
+from .specs import FLOAT_DTYPES, ExpertGroups, float_ref, hf_names_of, layer_spec, stack_spec
+from .transforms import QkvConcat, TpQkvDequant
 
 #: upstream's model class that exports the MiMo-V2 MTP layers with ``--mtp``
 MTP_CLASSES = ("MimoV2Model",)
@@ -94,6 +99,8 @@ LAYER: dict[str, str] = {
 #: per-expert projection -> its stack, in the order upstream's stacker emits them
 EXPERT_STACKS: dict[str, str] = {"gate_proj": S.L_FFN_GATE_EXPS, "up_proj": S.L_FFN_UP_EXPS,
                                  "down_proj": S.L_FFN_DOWN_EXPS}
+#: an MTP layer's separate projections (MiMo-V2-Flash) -> their place in a fused ``attn_qkv``
+QKV = {"self_attn.q_proj.weight": 0, "self_attn.k_proj.weight": 1, "self_attn.v_proj.weight": 2}
 MTP_RE = re.compile(r"model\.mtp\.layers\.(\d+)\.(.+)")
 EXPERT_RE = re.compile(r"mlp\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight")
 #: (checkpoint pattern, short GGUF name) of every MTP layer tensor, for :func:`hf_names`
@@ -319,22 +326,61 @@ def _fp8_spec(ck: Checkpoint, g: MimoMtp, src: str, name: str, out: QT) -> Tenso
                       transform=Fp8ScaleInvDequant(br, bc, sref.dtype), source_dtype=ref.dtype)
 
 
+def _qkv_spec(ck: Checkpoint, g: MimoMtp, srcs: list[str], name: str, out: QT) -> TensorSpec:
+    """GGUF tensor ``name`` (``attn_qkv``): the separate q / k / v projections ``srcs`` one after the other, each
+    dequantized from F8_E4M3 with its ``weight_scale_inv`` as upstream does for each alone, or copied from floats."""
+    refs = [ck.ref(x) for x in srcs]
+    if len({r.shape[1:] for r in refs}) != 1 or any(len(r.shape) != 2 for r in refs):
+        raise ConvertError(f"{refs[0].file}: the q / k / v projections of '{srcs[0]}' differ in columns "
+                           f"({[list(r.shape) for r in refs]}); expected 2-D weights of hidden_size columns")
+    rows = (refs[0].shape[0], refs[1].shape[0], refs[2].shape[0])
+    shape = (sum(rows), refs[0].shape[1])
+    fp8 = [r.dtype == "F8_E4M3" for r in refs]
+    if any(fp8) and not all(fp8):
+        raise ConvertError(f"{refs[0].file}: the q / k / v projections of '{srcs[0]}' are partly F8_E4M3 "
+                           f"({[r.dtype for r in refs]}); expected all FP8 or all float")
+    if not any(fp8):
+        dtypes = tuple(float_ref(ck, x).dtype for x in srcs)
+        return TensorSpec(name=name, shape=shape, ggml_type=tensor_type(name, shape, out), sources=tuple(srcs),
+                          transform=QkvConcat(rows, None, None, (dtypes[0], dtypes[1], dtypes[2])),
+                          source_dtype=refs[0].dtype)
+    scales = [_fp8_spec(ck, g, x, name, out).sources[1] for x in srcs]  # each checked as a lone FP8 weight
+    sdtypes = {ck.ref(x).dtype for x in scales}
+    if len(sdtypes) != 1 or g.block is None:
+        raise ConvertError(f"{ck.ref(scales[0]).file}: the q / k / v scales of '{srcs[0]}' differ in dtype "
+                           f"({sorted(sdtypes)})")
+    return TensorSpec(name=name, shape=shape, ggml_type=tensor_type(name, shape, out),
+                      sources=tuple(x for pair in zip(srcs, scales, strict=True) for x in pair),
+                      transform=QkvConcat(rows, g.block, sdtypes.pop(), ("F8_E4M3",) * 3), source_dtype="F8_E4M3")
+
+
 def _skipped(src: str, g: MimoMtp) -> bool:
     """What upstream's FP8 dequantization consumes or drops: the scales (read with their weight) and the unused
     activation scales."""
     return g.block is not None and src.endswith(("_scale_inv", ".activation_scale", "_activation_scale"))
 
 
-def plan_tensors(ck: Checkpoint, g: MimoMtp, out: QT) -> list[TensorSpec]:
+def plan_tensors(ck: Checkpoint, g: MimoMtp, out: QT, *, fuse: bool = True) -> list[TensorSpec]:
     """The file's tensors in upstream's order: the read tensors in checkpoint order (FP8 weights dequantized with
-    their scales), an MTP layer's three expert stacks (gate, up, down) where its last expert tensor arrives."""
+    their scales), an MTP layer's three expert stacks (gate, up, down) where its last expert tensor arrives. With
+    ``fuse``, an MTP layer's separate q / k / v become one ``attn_qkv`` where the last of them arrives (llama.cpp's
+    ``mimo2`` MTP graph needs it; upstream's ``--mtp`` writes the three)."""
     specs: list[TensorSpec] = []
     seen: dict[str, str] = {}
     groups = ExpertGroups(3 * g.experts)
+    pending: dict[int, dict[int, str]] = {}
     for src in ck.names:
         if _skipped(src, g):
             continue
         r = renamed(src, g.n)
+        if fuse and r is not None and r[1] in QKV:
+            parts = pending.setdefault(r[0], {})
+            parts[QKV[r[1]]] = src
+            if len(parts) == 3:
+                name = mapped_once(ck, seen, src, S.LAYER_PREFIX.format(bid=r[0]) + S.L_ATTN_QKV,
+                                   f"a {g.arch} MTP head")
+                specs.append(_qkv_spec(ck, g, [parts[0], parts[1], parts[2]], name, out))
+            continue
         e = EXPERT_RE.fullmatch(r[1]) if r is not None else None
         if r is not None and e is not None:
             if ck.ref(src).dtype not in FLOAT_DTYPES:
@@ -359,6 +405,11 @@ def plan_tensors(ck: Checkpoint, g: MimoMtp, out: QT) -> list[TensorSpec]:
                 raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' has a weight_scale_inv but dtype "
                                    f"{ck.ref(src).dtype}; expected F8_E4M3")
             specs.append(layer_spec(ck, src, name, out))
+    for bid, parts in pending.items():
+        if len(parts) != 3:
+            missing = [p for p, i in QKV.items() if i not in parts]
+            raise ConvertError(f"{ck.path}: model.mtp.layers.{bid - g.n} has no {missing[0]} beside "
+                               f"{next(iter(parts.values()))}; the fused attn_qkv needs q, k and v")
     for bid, c in groups.incomplete():
         raise ConvertError(f"{ck.path}: model.mtp.layers.{bid - g.n} has {c} expert tensors, expected 3 x "
                            f"n_routed_experts {g.experts} = {3 * g.experts} (upstream fails with \"Unprocessed "
@@ -366,10 +417,12 @@ def plan_tensors(ck: Checkpoint, g: MimoMtp, out: QT) -> list[TensorSpec]:
     return specs
 
 
-def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type: int, where: str) -> Head:
-    """The sidecar of a ``MimoV2Model`` checkpoint: header, tensors and the layer counts."""
+def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type: int, where: str, *,
+            match_upstream: bool = False) -> Head:
+    """The sidecar of a ``MimoV2Model`` checkpoint: header, tensors and the layer counts; separate q / k / v fused
+    into ``attn_qkv`` unless ``match_upstream`` (upstream's bytes, which llama.cpp b11434 cannot draft with)."""
     g = read_hparams(ARCHS[hf_arch], hp, ck.names, where)
-    tensors = plan_tensors(ck, g, out)
+    tensors = plan_tensors(ck, g, out, fuse=not match_upstream)
     # MXFP4-stored experts make upstream's class declare MOSTLY_MXFP4_MOE after converting the tensors, also in a
     # sidecar that holds none of them
     return g.head(header_kvs(g, S.FILE_TYPE_MOSTLY_MXFP4_MOE if g.mxfp4 else file_type, where), tensors)

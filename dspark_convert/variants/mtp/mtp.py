@@ -109,7 +109,10 @@ def build_plan(ctx: Context) -> Plan:
     if ctx.options.embed_from_target:
         raise ConvertError("--with-target-embeddings: an MTP sidecar already holds its target's embedding and head")
     hp = normalize_hparams(ck.config, where)
-    q = _family(arch_name).sidecar(arch_name, hp, ck, ctx.out_type, ctx.file_type, where)
+    fam = _family(arch_name)
+    # MiMo-V2 fuses the MTP layers' q / k / v for llama.cpp's graph unless --match-upstream asks for upstream's bytes
+    extra = {"match_upstream": ctx.options.match_upstream} if fam is mimo2 else {}
+    q = fam.sidecar(arch_name, hp, ck, ctx.out_type, ctx.file_type, where, **extra)
     tensors = q.tensors
     # the class's own vocab method, from the target table (byte-level BPE for the Qwen mixin, _set_vocab_glm)
     vocab = target_vocab_kvs(ctx.target_dir, vocab_size_of(hp, "vocab_size", where),

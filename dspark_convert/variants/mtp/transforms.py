@@ -1,9 +1,10 @@
 """The MTP sidecars' row transforms: MLA's ``kv_b_proj`` split per head (upstream's ``DeepseekV2Model``, which
 ``GlmMoeDsaModel`` inherits) and MiMo-V2.5's tensor-parallel FP8 ``qkv_proj`` dequantized and regrouped (upstream's
-``MimoV2Model._tp_aware_qkv_dequant``; spec/drafts-beyond-dflash.md §1).
+``MimoV2Model._tp_aware_qkv_dequant``; spec/drafts-beyond-dflash.md §1), and separate q / k / v projections written
+as one ``attn_qkv`` (:class:`QkvConcat`: MiMo-V2-Flash's MTP layers, whose llama.cpp graph needs the fused tensor).
 
-:class:`MlaKvBSplit` and :class:`TpQkvDequant` are registered in :data:`dspark_convert.formats.transforms.TRANSFORMS`
-(under ``mla_kv_b_split`` / ``tp_qkv_dequant``, the names a dry run prints) when this module is imported, which the
+:class:`MlaKvBSplit`, :class:`TpQkvDequant` and :class:`QkvConcat` are registered in :data:`dspark_convert.formats.transforms.TRANSFORMS`
+(under ``mla_kv_b_split`` / ``tp_qkv_dequant`` / ``qkv_concat``, the names a dry run prints) when this module is imported, which the
 glm-dsa and mimo2 family modules do.
 """
 
@@ -121,3 +122,78 @@ class TpQkvDequant(Transform):
 
         raise ConvertError(f"internal: qkv_proj of shape {tuple(arrays[0].shape)} is not {self.tp} ranks of "
                            f"{self.q} + {self.k} + {self.v} rows")
+
+
+@register
+@dataclass(frozen=True)
+class QkvConcat(Transform):
+    """Sources q, k, v (each a float weight, or with ``block`` an F8_E4M3 weight followed by its float
+    ``weight_scale_inv`` of dtype ``scale_dtype``, one per ``block`` rows x columns) -> their float32 rows one after
+    the other, ``[Q | K | V]`` (``rows``: each one's row count). A chunk reads the rows of each source it overlaps.
+
+    Example:
+        >>> t = QkvConcat((2, 2, 2), (2, 2), "F32", ("F32",) * 3)
+        >>> t.source_rows(1, 3, ((2, 2), (1, 1)) * 3)  # output rows 1..2: q's row 1, k's row 0
+        ((1, 2), (0, 1), (0, 1), (0, 1), (0, 0), (0, 0))
+        >>> w, s = np.full((2, 2), 0x38, np.uint8), np.array([[3.0]], np.float32)  # e4m3 0x38 = 1.0
+        >>> t.apply_at([w[1:], s, w[:1], s, w[:0], s[:0]], 6, 1)[:, 0].tolist()
+        [3.0, 3.0]
+    """
+
+    name: ClassVar[str] = "qkv_concat"
+    rows: tuple[int, int, int]
+    block: tuple[int, int] | None
+    scale_dtype: str | None
+    dtypes: tuple[str, str, str]
+
+    @property
+    def per(self) -> int:
+        """Sources per part: the weight, and its scale when FP8."""
+        return 2 if self.block is not None else 1
+
+    def sources_ok(self, n: int) -> bool:
+        return n == 3 * self.per
+
+    def out_rows(self, shapes: Shapes) -> int:
+        return sum(self.rows)
+
+    def _spans(self, start: int, stop: int) -> list[tuple[int, int]]:
+        """Each part's local rows ``[a, b)`` inside output rows ``[start, stop)`` (``(0, 0)``: none)."""
+        out, off = [], 0
+        for n in self.rows:
+            a, b = max(start, off), min(stop, off + n)
+            out.append((a - off, b - off) if b > a else (0, 0))
+            off += n
+        return out
+
+    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
+        spans: list[tuple[int, int]] = []
+        for a, b in self._spans(start, stop):
+            spans.append((a, b))
+            if self.block is not None:
+                spans.append((a // self.block[0], -(-b // self.block[0])) if b > a else (0, 0))
+        return tuple(spans)
+
+    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
+        return "F32"
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        return self.apply_at(chunks, rows, 0)
+
+    def apply_at(self, chunks: Sequence[np.ndarray], rows: int, start: int) -> np.ndarray:
+        stop = start + sum(len(chunks[i * self.per]) for i in range(3))
+        parts = []
+        for i, (a, b) in enumerate(self._spans(start, stop)):
+            if b <= a:
+                continue
+            w = chunks[i * self.per]
+            if self.block is None:
+                parts.append(float_values(w, self.dtypes[i]))
+                continue
+            br, bc = self.block
+            scale = float_values(chunks[i * self.per + 1], self.scale_dtype or "F32")
+            codes = np.asarray(w).view(np.uint8)
+            full = scale[(a + np.arange(b - a)) // br - a // br][:, np.arange(codes.shape[1]) // bc]
+            with np.errstate(over="ignore", invalid="ignore"):  # inf / NaN are named by the writer's finiteness check
+                parts.append(np.take(E4M3_VALUES, codes) * full)
+        return np.ascontiguousarray(np.concatenate(parts)) if len(parts) > 1 else parts[0]

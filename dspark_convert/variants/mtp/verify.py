@@ -121,7 +121,11 @@ def _mimo_hf(ck: Checkpoint, gguf: str, n: int) -> list[str]:
     _, bid, short = gguf.split(".", 2)
     p = f"model.mtp.layers.{int(bid) - n}."
     if short in _MIMO_LAYER:
-        return next(([p + c] for c in _MIMO_LAYER[short] if p + c in ck), [])
+        found = next(([p + c] for c in _MIMO_LAYER[short] if p + c in ck), [])
+        qkv = [f"{p}self_attn.{x}_proj.weight" for x in "qkv"]
+        if not found and short == "attn_qkv.weight" and all(x in ck for x in qkv):
+            return qkv  # MiMo-V2-Flash's q / k / v, fused by hf2gguf for llama.cpp's MTP graph
+        return found
     if short in _EXPS:
         out: list[str] = []
         while p + f"mlp.experts.{len(out)}.{_EXPS[short]}.weight" in ck:
@@ -324,7 +328,12 @@ def sidecar_rows(gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = T
             if not srcs:
                 problems.append(f"{t.name}: no checkpoint tensor becomes it under upstream's --mtp rules")
                 continue
-            if mimo and len(srcs) == 1 and ck.ref(srcs[0]).dtype == "F8_E4M3":
+            if mimo and t.name.endswith("attn_qkv.weight") and len(srcs) == 3:  # separate q / k / v, one after another
+                fp8 = [_mimo_fp8(ck, s, ck.config) if ck.ref(s).dtype == "F8_E4M3" else (_values(ck, [s], False), "")
+                       for s in srcs]
+                x = np.concatenate([v for v, _ in fp8])
+                srcs = [*srcs, *(scale for _, scale in fp8 if scale)]
+            elif mimo and len(srcs) == 1 and ck.ref(srcs[0]).dtype == "F8_E4M3":
                 x, scale = _mimo_fp8(ck, srcs[0], ck.config)
                 srcs = [*srcs, scale]
             else:
