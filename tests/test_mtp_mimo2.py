@@ -375,3 +375,21 @@ def test_llama_server_aborts_on_upstreams_flash_layout(ckpts: dict[str, Path], t
     with pytest.raises(ServerError, match=r"MIMO2 MTP requires fused attn_qkv"):
         with LlamaServer(binary, trunk, extra=["-md", str(side), "--spec-type", "draft-mtp"]) as s:
             s.complete([400, 401, 72, 300], 8)
+
+
+@pytest.mark.parametrize("fam", sorted(CASES))
+def test_small_chunks_write_the_same_bytes(ckpts: dict[str, Path], fam: str, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of a few rows (across the q / k / v parts and the tensor-parallel ranks of a fused qkv_proj, and
+    inside 128-row scale blocks) give the bytes one chunk per tensor gives: the manifests', or Flash's fused file."""
+    from dspark_convert.hf2gguf import writer
+
+    whole = tmp_path / "whole.gguf"
+    convert(ckpts[fam], None, whole, outtype="q8_0", mtp=True)
+    monkeypatch.setattr(writer, "CHUNK_BYTES", 3000)
+    monkeypatch.setattr(writer, "MIN_CHUNK_BYTES", 3000)
+    small = tmp_path / "small.gguf"
+    convert(ckpts[fam], None, small, outtype="q8_0", mtp=True)
+    assert small.read_bytes() == whole.read_bytes()
+    if fam != "mimo2":
+        assert describe(small) == manifest(f"{fam}-q8_0-mtp")

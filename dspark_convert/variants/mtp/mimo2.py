@@ -316,7 +316,8 @@ def _fp8_spec(ck: Checkpoint, g: MimoMtp, src: str, name: str, out: QT) -> Tenso
             raise ConvertError(f"{sref.file}: tensor '{sname}' has {sref.shape[1]} scale columns for {cols} weight "
                                "columns in blocks of 128")
         return TensorSpec(name=name, shape=ref.shape, ggml_type=tensor_type(name, ref.shape, out),
-                          sources=(src, sname), transform=TpQkvDequant(tp, q // tp, k // tp, v // tp, sref.dtype),
+                          sources=(src, sname) * (3 * tp),
+                          transform=TpQkvDequant(tp, q // tp, k // tp, v // tp, sref.dtype),
                           source_dtype=ref.dtype)
     br, bc = g.block
     if sref.shape != (-(-rows // br), -(-cols // bc)):

@@ -73,20 +73,23 @@ class MlaKvBSplit(Transform):
 @register
 @dataclass(frozen=True)
 class TpQkvDequant(Transform):
-    """Sources (F8_E4M3 ``qkv_proj`` ``[tp x (q + k + v), in]``, its ``weight_scale_inv`` of dtype ``scale_dtype``)
-    -> float32 ``[Q | K | V]``: the weight holds ``tp`` ranks of ``q + k + v`` rows (``q``, ``k``, ``v`` per rank),
-    each rank's rows scaled by its own ``ceil((q + k + v) / 128)`` scale rows (column blocks of 128), then the ranks'
-    Q rows, K rows and V rows put together (upstream's ``_tp_aware_qkv_dequant``). The whole tensor is one chunk.
+    """Sources: the F8_E4M3 ``qkv_proj`` ``[tp x (q + k + v), in]`` and its ``weight_scale_inv`` (dtype
+    ``scale_dtype``), as a pair given once per output segment (``3 x tp`` pairs) -> float32 ``[Q | K | V]``: the weight
+    holds ``tp`` ranks of ``q + k + v`` rows, each rank's rows scaled by its own ``ceil((q + k + v) / block)`` scale
+    rows (columns in blocks of ``block``); the output is the ranks' Q rows, then their K rows, then their V rows
+    (upstream's ``_tp_aware_qkv_dequant``). Segment ``j`` (region ``j // tp``, rank ``j % tp``) reads its pair's rows,
+    so a chunk reads only the weight and scale rows it writes.
 
     Example:
         >>> w = np.full((4, 2), 0x38, np.uint8)  # 2 ranks of q 1, k 1 rows (v 0); e4m3 0x38 = 1.0
-        >>> s = np.array([[2.0], [3.0]], np.float32)
-        >>> TpQkvDequant(2, 1, 1, 0, "F32").apply([w, s], 4)[:, 0].tolist()
-        [2.0, 3.0, 2.0, 3.0]
+        >>> t, s = TpQkvDequant(2, 1, 1, 0, "F32"), np.array([[2.0], [3.0]], np.float32)
+        >>> t.source_rows(1, 3, ((4, 2), (2, 1)) * 6)[:8]  # output rows 1..2: rank 1's q row, rank 0's k row
+        ((0, 0), (0, 0), (2, 3), (1, 2), (1, 2), (0, 1), (0, 0), (0, 0))
+        >>> t.apply_at([w[:0], s[:0], w[2:3], s[1:2], w[1:2], s[:1]] + [w[:0], s[:0]] * 3, 4, 1)[:, 0].tolist()
+        [3.0, 2.0]
     """
 
     name: ClassVar[str] = "tp_qkv_dequant"
-    n_sources: ClassVar[int] = 2
     tp: int
     q: int
     k: int
@@ -94,34 +97,59 @@ class TpQkvDequant(Transform):
     scale_dtype: str
     block: int = 128
 
-    def row_group(self, rows: int) -> int | None:
-        return rows if rows == self.tp * (self.q + self.k + self.v) else None
+    def sources_ok(self, n: int) -> bool:
+        return n == 6 * self.tp
+
+    def out_rows(self, shapes: Shapes) -> int:
+        return self.tp * (self.q + self.k + self.v)
+
+    def _segments(self) -> list[tuple[int, int, int, int]]:
+        """Per output segment, in output order: (its first output row, rows, first weight row, first scale row)."""
+        per, blocks = self.q + self.k + self.v, -(-(self.q + self.k + self.v) // self.block)
+        out, at = [], 0
+        for off, n in ((0, self.q), (self.q, self.k), (self.q + self.k, self.v)):
+            for rank in range(self.tp):
+                out.append((at, n, rank * per + off, rank * blocks))
+                at += n
+        return out
+
+    def _local(self, start: int, stop: int) -> list[tuple[int, int]]:
+        """Each segment's rows ``[a, b)`` (from its first) inside output rows ``[start, stop)``; ``(0, 0)``: none."""
+        return [(max(start, o) - o, min(stop, o + n) - o) if min(stop, o + n) > max(start, o) else (0, 0)
+                for o, n, _, _ in self._segments()]
 
     def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
-        return (0, shapes[0][0]), (0, shapes[1][0])
+        per = self.q + self.k + self.v
+        spans: list[tuple[int, int]] = []
+        for (a, b), (_, _, w0, s0) in zip(self._local(start, stop), self._segments(), strict=True):
+            if b <= a:
+                spans += [(0, 0), (0, 0)]
+                continue
+            r0 = w0 % per  # the segment's first row inside its rank
+            spans += [(w0 + a, w0 + b), (s0 + (r0 + a) // self.block, s0 + (r0 + b - 1) // self.block + 1)]
+        return tuple(spans)
 
     def out_dtype(self, dtypes: tuple[str, ...]) -> str:
         return "F32"
 
     def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        w = np.asarray(chunks[0]).view(np.uint8)
-        scale = float_values(chunks[1], self.scale_dtype)
+        return self.apply_at(chunks, rows, 0)
+
+    def apply_at(self, chunks: Sequence[np.ndarray], rows: int, start: int) -> np.ndarray:
         per = self.q + self.k + self.v
-        blocks = -(-per // self.block)
-        r = np.arange(w.shape[0])
-        scale_rows = (r // per) * blocks + (r % per) // self.block
-        full = np.repeat(scale[scale_rows], self.block, axis=1)[:, :w.shape[1]]
-        with np.errstate(over="ignore", invalid="ignore"):  # inf / NaN are named by the writer's finiteness check
-            x = np.take(E4M3_VALUES, w) * full
-        parts = [x[i * per + a:i * per + b] for a, b in ((0, self.q), (self.q, self.q + self.k),
-                                                          (self.q + self.k, per)) for i in range(self.tp)]
-        return np.ascontiguousarray(np.concatenate(parts))
-
-    def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
-        from ...errors import ConvertError
-
-        raise ConvertError(f"internal: qkv_proj of shape {tuple(arrays[0].shape)} is not {self.tp} ranks of "
-                           f"{self.q} + {self.k} + {self.v} rows")
+        stop = start + sum(len(chunks[2 * j]) for j in range(3 * self.tp))
+        parts = []
+        for j, ((a, b), (_, _, w0, _)) in enumerate(zip(self._local(start, stop), self._segments(), strict=True)):
+            if b <= a:
+                continue
+            codes = np.asarray(chunks[2 * j]).view(np.uint8)
+            scale = float_values(chunks[2 * j + 1], self.scale_dtype)
+            r0 = w0 % per + a
+            full = scale[(r0 + np.arange(b - a)) // self.block - r0 // self.block][:, np.arange(codes.shape[1])
+                                                                                      // self.block]
+            with np.errstate(over="ignore", invalid="ignore"):  # inf / NaN are named by the writer's finiteness check
+                parts.append(np.take(E4M3_VALUES, codes) * full)
+        return np.ascontiguousarray(np.concatenate(parts)) if len(parts) > 1 else parts[0]
 
 
 @register
