@@ -293,8 +293,9 @@ def test_loader_rules_require_the_head(ckpts: dict[str, Path], fam: str, drop: s
 
 
 def test_loader_rules_check_the_mimo2_keys(ckpts: dict[str, Path]) -> None:
-    """A missing sliding window / RMS epsilon, per-block arrays of the wrong length and a KV head count the tensors
-    do not have are errors; the sinks, layer_output_norm and the dense FFN are optional."""
+    """A missing sliding window / RMS epsilon, per-block arrays of the wrong length, a KV head count the tensors do
+    not have and a block without its dense FFN (the MTP graph asserts it: rule mtp-graph) are errors; the sinks and
+    layer_output_norm are optional."""
     from gguf import GGUFValueType as VT
 
     from dspark_convert.plan import KV
@@ -302,9 +303,9 @@ def test_loader_rules_check_the_mimo2_keys(ckpts: dict[str, Path]) -> None:
     planned = _planned(ckpts["mimo2"])
     try:
         plan = planned.plan
-        plan.tensors = [t for t in plan.tensors if not t.name.endswith(("attn_sinks.weight", "layer_output_norm.weight",
-                                                                        "ffn_gate.weight"))]
+        plan.tensors = [t for t in plan.tensors if not t.name.endswith(("attn_sinks.weight", "layer_output_norm.weight"))]
         assert errors(check_plan(plan)) == []
+        plan.tensors = [t for t in plan.tensors if t.name != "blk.3.ffn_up.weight"]
         plan.kvs = [k for k in plan.kvs if k.name not in ("mimo2.attention.sliding_window",
                                                           "mimo2.attention.layer_norm_rms_epsilon")]
         for i, k in enumerate(plan.kvs):
@@ -315,7 +316,7 @@ def test_loader_rules_check_the_mimo2_keys(ckpts: dict[str, Path]) -> None:
         found = {(f.subject, f.rule) for f in errors(check_plan(plan))}
         assert {("mimo2.attention.sliding_window", "required-key"),
                 ("mimo2.attention.layer_norm_rms_epsilon", "required-key"),
-                ("mimo2.attention.sliding_window_pattern", "array-length")} <= found
+                ("mimo2.attention.sliding_window_pattern", "array-length"), ("blk.3.ffn_up.weight", "mtp-graph")} <= found
         assert ("blk.4.attn_qkv.weight", "shape") in found and ("blk.3.attn_qkv.weight", "shape") not in found
     finally:
         planned.close()

@@ -64,8 +64,8 @@ The ``mimo2`` loader (:func:`mimo2_rules`, MiMo-V2):
   block's KV heads x key / value length rows) or ``attn_q`` / ``attn_k`` / ``attn_v``, ``attn_output`` (ne[0] = heads x
   value_length), ``ffn_norm`` and ``nextn.eh_proj`` / ``enorm`` / ``hnorm``; without ``attn_qkv`` the file loads
   but the MTP graph asserts it when drafting (rule :data:`MTP_GRAPH`, an error ``--match-upstream`` writes anyway:
-  upstream's own MiMo-V2-Flash sidecar); the sinks, the dense FFN
-  (``feed_forward_length``), the MoE FFN, ``layer_output_norm``, ``nextn.embed_tokens``, ``shared_head_head`` and
+  upstream's own MiMo-V2-Flash sidecar), and likewise without the dense FFN (``feed_forward_length``); the sinks,
+  the MoE FFN, ``layer_output_norm``, ``nextn.embed_tokens``, ``shared_head_head`` and
   ``shared_head_norm`` are optional.
 
 This module is the one place those rules are written: ``check`` applies them to a sidecar made by any tool (the
@@ -461,6 +461,10 @@ def mimo2_rules(c: Checker) -> int | None:
         for short, shape in ((S.L_FFN_GATE, shape_of(d.n_ff, hidden)), (S.L_FFN_UP, shape_of(d.n_ff, hidden)),
                              (S.L_FFN_DOWN, shape_of(hidden, d.n_ff))):
             need(short, shape, f"feed_forward_length {d.n_ff}", req=False)
+            if p + short not in names:
+                c.err(p + short, MTP_GRAPH, "is missing: llama.cpp b11434's mimo2 MTP graph requires a dense FFN "
+                      "(GGML_ASSERT \"MIMO2 MTP requires dense FFN tensors\"): the file loads, and llama-server "
+                      "aborts when it drafts")
         need(S.L_FFN_GATE_INP, shape_of(experts, hidden), f"expert_count {experts} x hidden_size {hidden}", req=False)
         need(S.L_EXP_PROBS_B, shape_of(experts), f"expert_count {experts}", req=False)
         for short in (S.L_FFN_GATE_EXPS, S.L_FFN_UP_EXPS):
