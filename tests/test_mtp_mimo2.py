@@ -71,8 +71,11 @@ def test_flash_default_fuses_qkv_and_keeps_everything_else(ckpts: dict[str, Path
 
     for outtype in OUTTYPES:
         ours, upstream = tmp_path / f"fused.{outtype}.gguf", tmp_path / f"upstream.{outtype}.gguf"
-        convert(ckpts["mimo2"], None, ours, outtype=outtype, mtp=True)
-        convert(ckpts["mimo2"], None, upstream, outtype=outtype, mtp=True, match_upstream=True)
+        r = convert(ckpts["mimo2"], None, ours, outtype=outtype, mtp=True)
+        assert r.plan.differs_from_upstream == [f"blk.{i}.attn_qkv.weight" for i in (2, 3, 4)]
+        assert any("written as one attn_qkv" in n for n in r.plan.notes)
+        r = convert(ckpts["mimo2"], None, upstream, outtype=outtype, mtp=True, match_upstream=True)
+        assert r.plan.differs_from_upstream == []
         a, b = describe(ours), manifest(f"mimo2-{outtype}-mtp")
         assert describe(upstream) == b and a["kv"] == b["kv"]
         qkv = ("attn_q.weight", "attn_k.weight", "attn_v.weight")

@@ -16,7 +16,8 @@ from ...plan import KV, TensorSpec
 class Head:
     """One sidecar: its GGUF arch, the trunk's layer count ``n``, the MTP layers ``nextn`` (blocks ``n ..
     n + nextn - 1``), TextModel's generic keys (``base``, ending with ``general.file_type``), the class's own keys
-    (``fam``) and the tensors in upstream's order."""
+    (``fam``), the tensors in upstream's order, and (``differs``) the tensors written on purpose where upstream's
+    file has others, with the note saying why (``why``)."""
 
     arch: str
     n: int
@@ -24,6 +25,8 @@ class Head:
     base: list[KV]
     fam: list[KV]
     tensors: list[TensorSpec]
+    differs: tuple[str, ...] = ()
+    why: str = ""
 
 
 @dataclass(frozen=True)

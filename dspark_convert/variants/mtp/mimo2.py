@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gguf import GGMLQuantizationType as QT
@@ -426,7 +426,14 @@ def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type
     tensors = plan_tensors(ck, g, out, fuse=not match_upstream)
     # MXFP4-stored experts make upstream's class declare MOSTLY_MXFP4_MOE after converting the tensors, also in a
     # sidecar that holds none of them
-    return g.head(header_kvs(g, S.FILE_TYPE_MOSTLY_MXFP4_MOE if g.mxfp4 else file_type, where), tensors)
+    head = g.head(header_kvs(g, S.FILE_TYPE_MOSTLY_MXFP4_MOE if g.mxfp4 else file_type, where), tensors)
+    fused = tuple(t.name for t in tensors if isinstance(t.transform, QkvConcat))
+    if not fused:
+        return head
+    return replace(head, differs=fused, why=(
+        f"{', '.join(fused)}: the MTP layers' q_proj / k_proj / v_proj written as one attn_qkv (upstream's --mtp writes "
+        "attn_q / attn_k / attn_v, on which llama.cpp b11434's mimo2 MTP graph aborts: GGML_ASSERT \"MIMO2 MTP "
+        "requires fused attn_qkv\"); the bytes are upstream's three tensors one after the other"))
 
 
 def hf_names(gguf: str) -> tuple[str, ...]:

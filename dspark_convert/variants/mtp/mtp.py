@@ -118,8 +118,9 @@ def build_plan(ctx: Context) -> Plan:
     vocab = target_vocab_kvs(ctx.target_dir, vocab_size_of(hp, "vocab_size", where),
                              handler_for_architecture(arch_name, where), cache=ctx.options.tokenizer_cache, draft=hp)
     n_mtp = sum(1 for t in tensors if t.name.startswith("blk."))
+    ctx.differs_from_upstream.extend(q.differs)
     notes = [f"MTP sidecar ({arch_name} -> {q.arch}): {q.nextn} MTP block(s) after {q.n} trunk layers "
              f"(block_count {q.n + q.nextn}), {n_mtp} block tensors + embedding, norm, head; run with llama-server "
-             "--spec-type draft-mtp next to the target"]
+             "--spec-type draft-mtp next to the target"] + ([q.why] if q.why else [])
     return finish_plan(q.arch, [], q.base, q.fam, vocab, [], tensors, notes)
 
