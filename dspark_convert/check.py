@@ -258,8 +258,11 @@ def spec_type_warning(st: SpecType) -> str | None:
 
 def upstream_writes_unloadable(f: Finding) -> bool:
     """A loader error ``--match-upstream`` writes anyway, because upstream b11434 writes it: the ``input_scale`` of
-    a root NVFP4 linear (``fc`` / ``markov_w2``), which llama.cpp does not read (its file then fails to load)."""
-    return f.rule == "extra-tensor" and f.subject.endswith(".input_scale") and not f.subject.startswith("blk.")
+    a root NVFP4 linear (``fc`` / ``markov_w2``), which llama.cpp does not read (its file then fails to load), and
+    a MiMo-V2 MTP block with separate q / k / v, which llama.cpp's ``mimo2`` MTP graph aborts on (rule
+    ``mtp-graph``)."""
+    return (f.rule == "extra-tensor" and f.subject.endswith(".input_scale") and not f.subject.startswith("blk.")) \
+        or f.rule == "mtp-graph"
 
 
 def errors(findings: list[Finding]) -> list[Finding]:

@@ -7,7 +7,8 @@ families and Nemotron-H, ``model.layers.{n}.*`` for GLM-4.5 and GLM-5). DeepSeek
 fixtures/dsv4.py's blocks as the released checkpoint stores them (FP8 + tile scales, FP4 experts, sharded), the MTP
 layer ``mtp.0.*`` in its own shard(s). :func:`upstream_convert` runs upstream's
 ``convert_hf_to_gguf.py`` (full, ``--mtp``, ``--no-mtp``) on it; the tokenizer's pre-tokenizer hash is in no upstream
-table, so, as tests/llama/target.py does, ``get_vocab_base_pre`` falls back to ``qwen2``.
+table, so, as tests/llama/target.py does, ``get_vocab_base_pre`` falls back to ``qwen2``; and a ``model_type`` transformers 5 has a config class for but b11434's
+pinned transformers 4.57.6 has not (``mimo_v2_flash``) is read from config.json raw, as upstream does there.
 
 ``python tests/mtp_makers.py OUT`` writes every checkpoint and its upstream conversions under ``OUT`` and the
 oracle manifests ``tests/data/mtp/<family>-<outtype>-<mode>.json`` (``--manifests``); ``--only FAMILY``,
@@ -17,7 +18,8 @@ tests/test_mtp_glm.py are made with ``python tests/mtp_makers.py OUT --only glm4
 tests/test_mtp_glm5.py with ``--only glm-dsa --only glm-dsa-wide --only glm-dsa-yarn`` and the same outtypes and
 mode; the Nemotron-H ones of tests/test_mtp_nemotron.py with ``--only nemotron_h_moe --only
 nemotron_h_moe-wide`` and the same outtypes and mode; the DeepSeek-V4 ones of tests/test_mtp_deepseek4.py with
-``--only deepseek4 --only deepseek4-wide`` and the same outtypes and mode.
+``--only deepseek4 --only deepseek4-wide``, the MiMo-V2 ones of tests/test_mtp_mimo2.py with ``--only mimo2 --only
+mimo2-fused --only mimo2-pro``, both with the same outtypes and mode.
 """
 
 from __future__ import annotations
@@ -52,6 +54,16 @@ def _pre(self, tokenizer):
     except NotImplementedError:
         return "qwen2"
 base.TextModel.get_vocab_base_pre = _pre
+# b11434 pins transformers 4.57.6, which has no config class for these model types: upstream reads config.json raw
+_RAW = {"mimo_v2_flash"}
+_auto = base.AutoConfig.from_pretrained
+def _from_pretrained(path, *a, **k):
+    import json, pathlib
+    cfg = pathlib.Path(path) / "config.json"
+    if cfg.is_file() and json.loads(cfg.read_text()).get("model_type") in _RAW:
+        raise ValueError("no config class in transformers 4.57.6")
+    return _auto(path, *a, **k)
+base.AutoConfig.from_pretrained = _from_pretrained
 sys.argv[0] = src + "/convert_hf_to_gguf.py"
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
@@ -449,6 +461,168 @@ def make_deepseek4_wide(out: Path, seed: int = 11) -> Path:
                           mtp_shards=2, routed_scale=2.5, swiglu_limit=7.0)
 
 
+def _fp8_blocks(w: Any, row_groups: list[tuple[int, int]] | None = None, block: int = 128) -> tuple[Any, Any]:
+    """``w`` (float32 ``[rows, cols]``) as a block-scaled FP8 checkpoint stores it: F8_E4M3 codes and one float32
+    ``weight_scale_inv`` per ``block x block`` tile (amax / 448). ``row_groups`` ((start, stop) row ranges, each tiled
+    from its own start: MiMo-V2.5's per-rank qkv_proj) default to the whole matrix."""
+    import torch
+
+    rows, cols = w.shape
+    codes = torch.empty(rows, cols, dtype=torch.float8_e4m3fn)
+    scales = []
+    for a, b in row_groups or [(0, rows)]:
+        for r in range(a, b, block):
+            r1 = min(r + block, b)
+            row = []
+            for c in range(0, cols, block):
+                c1 = min(c + block, cols)
+                tile = w[r:r1, c:c1]
+                s = float(tile.abs().max()) / 448.0 or 1.0
+                codes[r:r1, c:c1] = (tile / s).to(torch.float8_e4m3fn)
+                row.append(s)
+            scales.append(row)
+    return codes, torch.tensor(scales, dtype=torch.float32)
+
+
+def make_mimo2(out: Path, seed: int = 11, *, hidden: int = 256, heads: int = 4, kv_full: int = 1, kv_swa: int = 2,
+               head_dim: int = 48, v_dim: int = 32, ff: int = 320, experts: int = 4, moe_ff: int = 64,
+               fused_tp: int = 0, sinks: bool = True, value_scale: float | None = 0.707,
+               arch: str = "MiMoV2FlashForCausalLM", mxfp4: bool = False) -> Path:
+    """MiMo-V2 (``MimoV2Model``, GGUF ``mimo2``) stored as the releases are, in three shards (the embedding; 2 trunk
+    layers, a global dense one and a sliding-window MoE one; the 3 MTP layers ``model.mtp.layers.{0,1,2}.*``, the final
+    norm and the head), the attention and MLP projections F8_E4M3 with float32 ``weight_scale_inv`` per 128 x 128 tile
+    (``quant_method: fp8``), ``o_proj``, ``eh_proj``, the norms, the routers and the sinks BF16. The defaults are
+    MiMo-V2-Flash's layout (separate ``q_proj`` / ``k_proj`` / ``v_proj``) at tiny sizes: q / k rows that end in a
+    partial tile. ``fused_tp``: MiMo-V2.5's fused ``qkv_proj`` instead, its rows ``[Q_r | K_r | V_r]`` per rank of
+    ``fused_tp`` ranks, each rank tiled from its own first row."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+
+    def rnd(*shape: int) -> Any:
+        return torch.randn(*shape, generator=g) * 0.05
+
+    tensors: dict[str, Any] = {}
+    weight_map: dict[str, str] = {}
+
+    def put(name: str, t: Any, shard: int) -> None:
+        tensors[name] = t
+        weight_map[name] = f"model-0000{shard}-of-00003.safetensors"
+
+    def fp8(name: str, rows: int, cols: int, shard: int, groups: list[tuple[int, int]] | None = None) -> None:
+        codes, scale = _fp8_blocks(rnd(rows, cols), groups)
+        put(name + ".weight", codes, shard)
+        put(name + ".weight_scale_inv", scale, shard)
+
+    def attention(p: str, kv: int, shard: int, swa: bool) -> None:
+        q, k, v = heads * head_dim, kv * head_dim, kv * v_dim
+        if fused_tp:
+            per = (q + k + v) // fused_tp
+            q_r, k_r, v_r = q // fused_tp, k // fused_tp, v // fused_tp
+            w = rnd(q + k + v, hidden)
+            ranks = [torch.cat([w[r * q_r:(r + 1) * q_r], w[q + r * k_r:q + (r + 1) * k_r],
+                                w[q + k + r * v_r:q + k + (r + 1) * v_r]]) for r in range(fused_tp)]
+            codes, scale = _fp8_blocks(torch.cat(ranks), [(r * per, (r + 1) * per) for r in range(fused_tp)])
+            put(p + "self_attn.qkv_proj.weight", codes, shard)
+            put(p + "self_attn.qkv_proj.weight_scale_inv", scale, shard)
+        else:
+            fp8(p + "self_attn.q_proj", q, hidden, shard)
+            fp8(p + "self_attn.k_proj", k, hidden, shard)
+            fp8(p + "self_attn.v_proj", v, hidden, shard)
+        put(p + "self_attn.o_proj.weight", rnd(hidden, heads * v_dim), shard)
+        if swa and sinks:
+            put(p + "self_attn.attention_sink_bias", rnd(heads), shard)
+        put(p + "input_layernorm.weight", 1 + rnd(hidden), shard)
+
+    def dense(p: str, shard: int) -> None:
+        fp8(p + "mlp.gate_proj", ff, hidden, shard)
+        fp8(p + "mlp.up_proj", ff, hidden, shard)
+        fp8(p + "mlp.down_proj", hidden, ff, shard)
+
+    put("model.embed_tokens.weight", rnd(VOCAB, hidden), 1)
+    attention("model.layers.0.", kv_full, 2, False)
+    dense("model.layers.0.", 2)
+    put("model.layers.0.post_attention_layernorm.weight", 1 + rnd(hidden), 2)
+    attention("model.layers.1.", kv_swa, 2, True)
+    put("model.layers.1.post_attention_layernorm.weight", 1 + rnd(hidden), 2)
+    put("model.layers.1.mlp.gate.weight", rnd(experts, hidden), 2)
+    put("model.layers.1.mlp.gate.e_score_correction_bias", rnd(experts), 2)
+    for e in range(experts):
+        for proj, (r, c) in (("gate_proj", (moe_ff, hidden)), ("up_proj", (moe_ff, hidden)),
+                             ("down_proj", (hidden, moe_ff))):
+            if mxfp4:
+                name = f"model.layers.1.mlp.experts.{e}.{proj}."
+                put(name + "weight", torch.randint(0, 256, (r, c // 2), generator=g, dtype=torch.uint8), 2)
+                put(name + "weight_scale", torch.randint(118, 127, (r, c // 32), generator=g, dtype=torch.uint8), 2)
+            else:
+                fp8(f"model.layers.1.mlp.experts.{e}.{proj}", r, c, 2)
+    for i in range(3):
+        p = f"model.mtp.layers.{i}."
+        put(p + "enorm.weight", 1 + rnd(hidden), 3)
+        put(p + "hnorm.weight", 1 + rnd(hidden), 3)
+        put(p + "eh_proj.weight", rnd(hidden, 2 * hidden), 3)
+        attention(p, kv_swa, 3, True)
+        put(p + "pre_mlp_layernorm.weight", 1 + rnd(hidden), 3)
+        dense(p, 3)
+        put(p + "final_layernorm.weight", 1 + rnd(hidden), 3)
+    put("model.norm.weight", 1 + rnd(hidden), 3)
+    put("lm_head.weight", rnd(VOCAB, hidden), 3)
+
+    config: dict[str, Any] = {
+        "architectures": [arch], "model_type": "mimo_v2_flash" if arch == "MiMoV2FlashForCausalLM" else "mimo_v2",
+        "vocab_size": VOCAB, "hidden_size": hidden, "intermediate_size": ff, "moe_intermediate_size": moe_ff,
+        "num_hidden_layers": 2, "hybrid_layer_pattern": [0, 1], "moe_layer_freq": [0, 1],
+        "num_attention_heads": heads, "num_key_value_heads": kv_full, "head_dim": head_dim, "v_head_dim": v_dim,
+        "swa_num_attention_heads": heads, "swa_num_key_value_heads": kv_swa, "swa_head_dim": head_dim,
+        "swa_v_head_dim": v_dim, "partial_rotary_factor": 0.334, "rope_theta": 5000000, "swa_rope_theta": 10000,
+        "sliding_window": 128, "sliding_window_size": 128, "layernorm_epsilon": 1e-5,
+        "add_swa_attention_sink_bias": sinks, "add_full_attention_sink_bias": False, "n_routed_experts": experts,
+        "num_experts_per_tok": 2, "n_shared_experts": None, "topk_method": "noaux_tc", "scoring_func": "sigmoid",
+        "norm_topk_prob": True, "n_group": 1, "topk_group": 1, "routed_scaling_factor": None,
+        "max_position_embeddings": 4096, "tie_word_embeddings": False, "attention_bias": False, "hidden_act": "silu",
+        "bos_token_id": 990, "eos_token_id": 992, "torch_dtype": "bfloat16",
+        "quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                                "weight_block_size": [128, 128],
+                                "ignored_layers": [n[:-len(".weight")] for n in tensors
+                                                   if n.endswith(("o_proj.weight", "eh_proj.weight"))]}}
+    if value_scale is not None:
+        config["attention_value_scale"] = value_scale
+    if mxfp4:
+        config["quantization_config"].update({"store_dtype": "mxfp4", "mxfp4_block_size": 32})
+    from safetensors.torch import save_file
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    for shard in (1, 2, 3):
+        fname = f"model-0000{shard}-of-00003.safetensors"
+        part = {k: v.contiguous() if v.dtype in (torch.float8_e4m3fn, torch.float32, torch.uint8) else v.to(torch.bfloat16)
+                for k, v in sorted(tensors.items()) if weight_map[k] == fname}
+        save_file(part, str(out / fname), metadata={"format": "pt"})
+    (out / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": 0}, "weight_map": dict(sorted(weight_map.items()))}, indent=2) + "\n")
+    _tokenizer_files(out)
+    return out
+
+
+def make_mimo2_fused(out: Path, seed: int = 12) -> Path:
+    """A second MiMo-V2 shape, MiMo-V2.5's (``MiMoV2ForCausalLM``): the fused FP8 ``qkv_proj`` sharded over 4
+    ranks (per rank 36 + 18 + 6 = 60 rows: a 128-row scale tile per rank, upstream's TP-aware dequant), hidden 192
+    (the second column tile partial), 6 heads of 24 (V 8), 2 global / 3 sliding KV heads, an MLP width of 200 (not a
+    multiple of 32: the MTP down projections fall back to F16 under q8_0),
+    no attention sinks and no ``attention_value_scale``."""
+    return make_mimo2(out, seed, hidden=192, heads=6, kv_full=2, kv_swa=3, head_dim=24, v_dim=8, ff=200, experts=8,
+                      moe_ff=32, fused_tp=4, sinks=False, value_scale=None, arch="MiMoV2ForCausalLM")
+
+
+def make_mimo2_pro(out: Path, seed: int = 13) -> Path:
+    """MiMo-V2.5-Pro's storage: the fused ``qkv_proj`` over 8 ranks (per rank 18 + 6 + 2 = 26 rows), the trunk's routed
+    experts packed MXFP4 (``store_dtype: mxfp4``: upstream's sidecar then declares ``general.file_type``
+    MOSTLY_MXFP4_MOE whatever the outtype), hidden 128, 6 heads of 24 (V 8), 2 global / 2 sliding KV heads, an MLP width
+    of 96, the sinks."""
+    return make_mimo2(out, seed, hidden=128, heads=6, kv_full=2, kv_swa=2, head_dim=24, v_dim=8, ff=96, experts=4,
+                      moe_ff=64, fused_tp=8, sinks=True, value_scale=None, arch="MiMoV2ForCausalLM", mxfp4=True)
+
+
 #: family -> (maker, the checkpoint folder's name)
 MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "qwen35": (make_qwen35_dense, "Qwen3.5-Tiny"),
@@ -467,6 +641,9 @@ MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "nemotron_h_moe-wide": (make_nemotron_h_wide, "Nemotron-H-Wide-Tiny"),
     "deepseek4": (make_deepseek4, "DeepSeek-V4-Tiny"),
     "deepseek4-wide": (make_deepseek4_wide, "DeepSeek-V4-Wide-Tiny"),
+    "mimo2": (make_mimo2, "MiMo-V2-Flash-Tiny"),
+    "mimo2-fused": (make_mimo2_fused, "MiMo-V2.5-Tiny"),
+    "mimo2-pro": (make_mimo2_pro, "MiMo-V2.5-Pro-Tiny"),
 }
 #: the conversions: name -> upstream's extra flags
 MODES: dict[str, tuple[str, ...]] = {"full": (), "mtp": ("--mtp",), "nomtp": ("--no-mtp",)}

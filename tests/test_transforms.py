@@ -30,6 +30,7 @@ from dspark_convert.formats.transforms import (
     ExpertStack,
     FirstRows,
     Fp8BlockDequant,
+    Fp8ScaleInvDequant,
     Mxfp4ExpertStack,
     Nvfp4Repack,
     PatchRow,
@@ -41,7 +42,7 @@ from dspark_convert.hf.checkpoint import Checkpoint
 from dspark_convert.hf2gguf import writer
 from dspark_convert.plan import KV, Plan, TensorSpec
 from dspark_convert.variants.eagle3.transforms import Eagle3Permute
-from dspark_convert.variants.mtp.transforms import MlaKvBSplit
+from dspark_convert.variants.mtp.transforms import MlaKvBSplit, QkvConcat, TpQkvDequant
 
 
 @dataclass(frozen=True)
@@ -217,7 +218,9 @@ def test_registry_and_row_groups() -> None:
                           "fp8_block_dequant": Fp8BlockDequant, "mxfp4_expert_stack": Mxfp4ExpertStack,
                           "nvfp4_repack": Nvfp4Repack, "patch_row": PatchRow, "first_rows": FirstRows,
                           "add_one": AddOne, "expert_stack": ExpertStack, "mla_kv_b_split": MlaKvBSplit,
-                          "column_concat": ColumnConcat}
+                          "column_concat": ColumnConcat,
+                          "fp8_scale_inv_dequant": Fp8ScaleInvDequant, "tp_qkv_dequant": TpQkvDequant,
+                          "qkv_concat": QkvConcat}
     assert DeinterleaveRope(16).row_group(64) == 16 and DeinterleaveRope(16).row_group(24) is None
     assert DeinterleaveRope(3).row_group(6) is None  # an odd head_dim never splits
     assert Eagle3Permute(8, 2).row_group(32) == 16  # n = n_head_kv (2) groups of 16 rows

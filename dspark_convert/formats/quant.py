@@ -148,6 +148,34 @@ def fp8_block_dequant(weight: np.ndarray, scale: np.ndarray, *, row0: int = 0, t
     return out
 
 
+def float_values(raw: np.ndarray, dtype: str) -> np.ndarray:
+    """A float tensor's raw values as a checkpoint reader returns them (BF16 as uint16 bits) -> float32 (exact)."""
+    a = np.asarray(raw)
+    if dtype == "BF16":
+        return (a.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return a.astype(np.float32)
+
+
+def fp8_scale_inv_dequant(weight: np.ndarray, scale: np.ndarray, rows: int, cols: int, scale_dtype: str) -> np.ndarray:
+    """Rows of an F8_E4M3 matrix with float block scales (``weight_scale_inv``, one per ``rows x cols`` block, dtype
+    ``scale_dtype``), dequantized to float32: ``e4m3(w[i, j]) * s[i // rows, j // cols]``, the scale rows
+    ``scale`` covering the weight rows given (which start at a block boundary).
+
+    Example:
+        >>> fp8_scale_inv_dequant(np.full((1, 3), 0x38, np.uint8), np.array([[0.5, 4.0]], np.float32), 2, 2,
+        ...                       "F32").tolist()
+        [[0.5, 0.5, 4.0]]
+    """
+    w = np.asarray(weight).view(np.uint8)
+    r, c = w.shape
+    s = float_values(scale, scale_dtype)
+    if s.ndim != 2 or s.shape[0] < -(-r // rows) or s.shape[1] < -(-c // cols):
+        raise ValueError(f"scale rows {s.shape} do not cover a {r}x{c} chunk in {rows}x{cols} blocks")
+    full = np.repeat(np.repeat(s, rows, axis=0)[:r], cols, axis=1)[:, :c]
+    with np.errstate(over="ignore", invalid="ignore"):  # inf / NaN are named by the caller's finiteness check
+        return np.take(E4M3_VALUES, w) * full
+
+
 def fp4_dequant(packed: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """FP4 e2m1 codes (two per byte, ``[r, c/2]``) with one F8_E8M0 scale per 32 values (``[r, c/32]``) -> float32."""
     p = np.asarray(packed).view(np.uint8)

@@ -22,7 +22,15 @@ from gguf import GGMLQuantizationType as QT
 from gguf import quants
 
 from ..errors import ConvertError
-from .quant import FP8_TILE, fp8_block_dequant, mxfp4_repack, nvfp4_bad_scales, nvfp4_repack, tiles
+from .quant import (
+    FP8_TILE,
+    fp8_block_dequant,
+    fp8_scale_inv_dequant,
+    mxfp4_repack,
+    nvfp4_bad_scales,
+    nvfp4_repack,
+    tiles,
+)
 
 Q8_0_BLOCK = 32
 Shapes = tuple[tuple[int, ...], ...]
@@ -225,6 +233,39 @@ class ColumnConcat(Transform):
                 parts.append(to_float32(np.asarray(chunks[i]), dtype))
                 i += 1
         return np.concatenate(parts, axis=1)
+
+
+@register
+@dataclass(frozen=True)
+class Fp8ScaleInvDequant(Transform):
+    """Sources (F8_E4M3 weight ``[out, in]``, float ``weight_scale_inv`` ``[ceil(out / rows), ceil(in / cols)]``
+    of dtype ``scale_dtype``) -> float32 rows: ``e4m3(w[i, j]) * float32(s[i // rows, j // cols])``, one float32
+    product as upstream's ``dequant_simple`` (``weight.float() * scale.repeat_interleave(...)``, quant_method
+    ``fp8`` with ``weight_block_size [rows, cols]``). Chunks hold whole ``rows``-row blocks.
+
+    Example:
+        >>> w, s = np.full((3, 2), 0x38, np.uint8), np.array([[0.5], [2.0]], np.float32)  # e4m3 0x38 = 1.0
+        >>> Fp8ScaleInvDequant(2, 2, "F32").apply([w, s], 3).tolist()
+        [[0.5, 0.5], [0.5, 0.5], [2.0, 2.0]]
+    """
+
+    name: ClassVar[str] = "fp8_scale_inv_dequant"
+    n_sources: ClassVar[int] = 2
+    rows: int
+    cols: int
+    scale_dtype: str
+
+    def row_group(self, rows: int) -> int | None:
+        return self.rows
+
+    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
+        return (start, stop), (start // self.rows, -(-stop // self.rows))
+
+    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
+        return "F32"
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        return fp8_scale_inv_dequant(chunks[0], chunks[1], self.rows, self.cols, self.scale_dtype)
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,8 @@ LOADER_GLOBAL_TENSORS: dict[str, dict[str, bool | None]] = {
 #: Generic ``{arch}.*`` keys an arch may write as one value per layer (an array of the key's element type)
 PER_LAYER_KEYS: dict[str, frozenset[str]] = {
     _gemma4_assistant.ARCH_GEMMA4_ASSISTANT: frozenset({_core.HEAD_COUNT_KV, _core.FEED_FORWARD_LENGTH}),
-    _mtp.ARCH_NEMOTRON_H_MOE: frozenset({_core.HEAD_COUNT_KV, _core.FEED_FORWARD_LENGTH})}
+    _mtp.ARCH_NEMOTRON_H_MOE: frozenset({_core.HEAD_COUNT_KV, _core.FEED_FORWARD_LENGTH}),
+    _mtp.ARCH_MIMO2: frozenset({_core.HEAD_COUNT_KV})}
 #: Archs whose loader makes ``token_embd`` the output head when ``output`` is absent (``TENSOR_DUPLICATED``,
 #: src/models/dflash.cpp load_tensors; b11223+); an ``eagle3`` file without ``output`` scores with the target's head.
 EMBD_AS_HEAD_ARCHES = frozenset({_dflash.ARCH_DFLASH})

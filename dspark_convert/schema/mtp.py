@@ -21,9 +21,10 @@ ARCH_GLM4MOE = "glm4moe"
 ARCH_GLM_DSA = "glm-dsa"
 ARCH_NEMOTRON_H_MOE = "nemotron_h_moe"
 ARCH_DEEPSEEK4 = "deepseek4"
+ARCH_MIMO2 = "mimo2"
 #: the GGUF architectures whose MTP sidecars are written (the loaders with ``mtp_only`` detection)
 MTP_ARCHES = (ARCH_QWEN35, ARCH_QWEN35MOE, ARCH_QWEN3NEXT, ARCH_GLM4MOE, ARCH_GLM_DSA, ARCH_NEMOTRON_H_MOE,
-              ARCH_DEEPSEEK4)
+              ARCH_DEEPSEEK4, ARCH_MIMO2)
 #: archs whose loader requires the LayerNorm epsilon instead of the RMS one (which then defaults to it)
 LAYER_NORM_EPS_ARCHES = (ARCH_NEMOTRON_H_MOE,)
 
@@ -73,6 +74,9 @@ L_FFN_GATE_INP_SHEXP = "ffn_gate_inp_shexp.weight"
 #: Nemotron 3 Super's latent MoE projections (``mixer.fc1_latent_proj`` / ``fc2_latent_proj``)
 L_FFN_LATENT_DOWN = "ffn_latent_down.weight"
 L_FFN_LATENT_UP = "ffn_latent_up.weight"
+#: MiMo-V2: the fused q/k/v projection (MiMo-V2.5) and the MTP block's norm before the head (``final_layernorm``)
+L_ATTN_QKV = "attn_qkv.weight"
+L_LAYER_OUT_NORM = "layer_output_norm.weight"
 #: the router's score-correction bias (``mlp.gate.e_score_correction_bias``, GLM-4.5)
 L_EXP_PROBS_B = "exp_probs_b.bias"
 # MLA attention and the DSA indexer of a glm-dsa block

@@ -17,8 +17,9 @@ from ...plan import KV, TensorSpec
 class Head:
     """One sidecar: its GGUF arch, the trunk's layer count ``n``, the MTP layers ``nextn`` (blocks ``n ..
     n + nextn - 1``), TextModel's generic keys (``base``, ending with ``general.file_type``), the class's own keys
-    (``fam``), the tensors in upstream's order, and the keys the class writes right after
-    ``general.architecture`` (``lead``: DeepSeek-V4's chat template)."""
+    (``fam``), the tensors in upstream's order, the keys the class writes right after ``general.architecture``
+    (``lead``: DeepSeek-V4's chat template), and (``differs``) the tensors written on purpose where upstream's
+    file has others, with the note saying why (``why``)."""
 
     arch: str
     n: int
@@ -27,6 +28,8 @@ class Head:
     fam: list[KV]
     tensors: list[TensorSpec]
     lead: list[KV] = field(default_factory=list)
+    differs: tuple[str, ...] = ()
+    why: str = ""
 
 
 @dataclass(frozen=True)

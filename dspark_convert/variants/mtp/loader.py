@@ -54,6 +54,20 @@ The ``nemotron_h_moe`` loader (:func:`nemotron_rules`):
   ``ffn_up_exps``, over ``moe_latent_size`` when set, with the optional ``ffn_latent_down`` / ``up``) and the shared
   expert ``ffn_down_shexp`` / ``ffn_up_shexp`` of ``expert_shared_feed_forward_length`` rows.
 
+The ``mimo2`` loader (:func:`mimo2_rules`, MiMo-V2):
+
+- keys: ``nextn_predict_layers`` in ``1..block_count``, ``attention.layer_norm_rms_epsilon``,
+  ``expert_feed_forward_length``, ``attention.sliding_window`` and ``attention.sliding_window_pattern`` (an array);
+  ``head_count_kv`` and ``sliding_window_pattern`` hold one entry per block;
+- tensors: ``token_embd``, ``output_norm`` and ``output`` required (the loader creates ``output`` without a
+  fallback); every MTP block needs ``attn_norm``, either the fused ``attn_qkv`` (heads x key_length + 2 x the
+  block's KV heads x key / value length rows) or ``attn_q`` / ``attn_k`` / ``attn_v``, ``attn_output`` (ne[0] = heads x
+  value_length), ``ffn_norm`` and ``nextn.eh_proj`` / ``enorm`` / ``hnorm``; without ``attn_qkv`` the file loads
+  but the MTP graph asserts it when drafting (rule :data:`MTP_GRAPH`, an error ``--match-upstream`` writes anyway:
+  upstream's own MiMo-V2-Flash sidecar), and likewise without the dense FFN (``feed_forward_length``); the sinks,
+  the MoE FFN, ``layer_output_norm``, ``nextn.embed_tokens``, ``shared_head_head`` and
+  ``shared_head_norm`` are optional.
+
 This module is the one place those rules are written: ``check`` applies them to a sidecar made by any tool (the
 ``mtp`` variant of the registry), and ``hf2gguf --mtp`` checks its plan with them before writing.
 """
@@ -66,6 +80,8 @@ from ... import schema as S
 from ...roles.loader import Checker, Dims, mul, shape_of
 
 GENERIC_LAYERS = False
+#: the rule of a sidecar that loads but that llama.cpp's MTP graph cannot run (upstream b11434 writes such files)
+MTP_GRAPH = "mtp-graph"
 
 _SSM_KEYS = (S.SSM_CONV_KERNEL, S.SSM_INNER_SIZE, S.SSM_STATE_SIZE, S.SSM_TIME_STEP_RANK, S.SSM_GROUP_COUNT)
 
@@ -516,8 +532,83 @@ def deepseek4_rules(c: Checker) -> int | None:
     return None
 
 
+def mimo2_rules(c: Checker) -> int | None:
+    """The ``mtp_only`` branch of llama.cpp's ``mimo2`` loader (see the module docstring)."""
+    got = _nextn(c)
+    if got is None:
+        return None
+    n_all, nextn = got
+    _missing_keys(c, c.plan.arch, [S.RMS_EPS, S.EXPERT_FEED_FORWARD_LENGTH, S.SLIDING_WINDOW,
+                                   S.SLIDING_WINDOW_PATTERN])
+    for tpl, must_array in ((S.HEAD_COUNT_KV, False), (S.SLIDING_WINDOW_PATTERN, True)):
+        arr = c.val(tpl)
+        if arr is None:
+            continue
+        if must_array and not isinstance(arr, (list, tuple)):
+            c.err(c.key(tpl), "required-key", f"is {arr!r}, expected an array (llama.cpp's get_arr)")
+        elif isinstance(arr, (list, tuple)) and len(arr) != n_all:
+            c.err(c.key(tpl), "array-length", f"has {len(arr)} entries, expected block_count {n_all} (one per "
+                  "block)")
+    n = n_all - nextn
+    d = c.dims
+    hidden, heads, k_dim = d.hidden, d.n_head, d.head_dim
+    v_dim = _int(c.val(S.VALUE_LENGTH)) or k_dim
+    kv_arr = c.val(S.HEAD_COUNT_KV)
+    experts = _int(c.val(S.EXPERT_COUNT))
+    n_ff_exp = _int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
+    _root_and_nextn(c, n, n_all)
+    c.rules.expect(S.T_OUTPUT, shape_of(d.n_tokens, hidden), f"n_vocab {d.n_tokens} x hidden_size {hidden}",
+                   required=True)
+    names = {t.name for t in c.plan.tensors}
+    for i in range(n, n_all):
+        need = block(c, i)
+        p = S.LAYER_PREFIX.format(bid=i)
+        kv = _int(kv_arr[i]) if isinstance(kv_arr, (list, tuple)) and i < len(kv_arr) else _int(kv_arr)
+        q_rows, k_rows, v_rows = mul(heads, k_dim), mul(kv, k_dim), mul(kv, v_dim)
+        fused = p + S.L_ATTN_QKV in names
+        if not fused:
+            c.err(p + S.L_ATTN_QKV, MTP_GRAPH, "is missing: llama.cpp b11434's mimo2 MTP graph requires the fused "
+                  "q/k/v (GGML_ASSERT \"MIMO2 MTP requires fused attn_qkv\"): the file loads, and llama-server aborts "
+                  "when it drafts (upstream's --mtp writes attn_q / attn_k / attn_v for MiMo-V2-Flash; hf2gguf fuses "
+                  "them unless --match-upstream)")
+        qkv_rows = None if q_rows is None or k_rows is None or v_rows is None else q_rows + k_rows + v_rows
+        need(S.L_ATTN_NORM, shape_of(hidden), f"hidden_size {hidden}")
+        need(S.L_ATTN_QKV, shape_of(qkv_rows, hidden), f"ne[1] = heads {heads} x key_length {k_dim} + 2 x "
+             f"head_count_kv[{i}] {kv} x key / value length", req=False)
+        need("attn_qkv.bias", shape_of(qkv_rows), "q + k + v rows", req=False)
+        need(S.L_ATTN_Q, shape_of(q_rows, hidden), f"ne[1] = heads {heads} x key_length {k_dim}", req=not fused)
+        need(S.L_ATTN_K, shape_of(k_rows, hidden), f"ne[1] = head_count_kv[{i}] {kv} x key_length {k_dim}",
+             req=not fused)
+        need(S.L_ATTN_V, shape_of(v_rows, hidden), f"ne[1] = head_count_kv[{i}] {kv} x value_length {v_dim}",
+             req=not fused)
+        need("attn_q.bias", shape_of(q_rows), "heads x key_length", req=False)
+        need("attn_k.bias", shape_of(k_rows), "kv heads x key_length", req=False)
+        need("attn_v.bias", shape_of(v_rows), "kv heads x value_length", req=False)
+        need(S.L_ATTN_OUT, shape_of(hidden, mul(heads, v_dim)), f"ne[0] = heads {heads} x value_length {v_dim}")
+        need(S.L_ATTN_SINKS, shape_of(heads), f"heads {heads}", req=False)
+        need(S.L_FFN_NORM, shape_of(hidden), f"hidden_size {hidden}")
+        for short, shape in ((S.L_FFN_GATE, shape_of(d.n_ff, hidden)), (S.L_FFN_UP, shape_of(d.n_ff, hidden)),
+                             (S.L_FFN_DOWN, shape_of(hidden, d.n_ff))):
+            need(short, shape, f"feed_forward_length {d.n_ff}", req=False)
+            if p + short not in names:
+                c.err(p + short, MTP_GRAPH, "is missing: llama.cpp b11434's mimo2 MTP graph requires a dense FFN "
+                      "(GGML_ASSERT \"MIMO2 MTP requires dense FFN tensors\"): the file loads, and llama-server "
+                      "aborts when it drafts")
+        need(S.L_FFN_GATE_INP, shape_of(experts, hidden), f"expert_count {experts} x hidden_size {hidden}", req=False)
+        need(S.L_EXP_PROBS_B, shape_of(experts), f"expert_count {experts}", req=False)
+        for short in (S.L_FFN_GATE_EXPS, S.L_FFN_UP_EXPS):
+            need(short, shape_of(experts, n_ff_exp, hidden), f"experts {experts} x expert_feed_forward_length "
+                 f"{n_ff_exp} x hidden_size {hidden}", req=False)
+        need(S.L_FFN_DOWN_EXPS, shape_of(experts, hidden, n_ff_exp), f"experts {experts} x hidden_size {hidden} x "
+             f"expert_feed_forward_length {n_ff_exp}", req=False)
+        need(S.L_LAYER_OUT_NORM, shape_of(hidden), f"hidden_size {hidden}", req=False)
+    return None
+
+
 def rules(c: Checker) -> int | None:
     """The ``mtp_only`` branch of the target arch's loader (see the module docstring)."""
+    if c.plan.arch == S.ARCH_MIMO2:
+        return mimo2_rules(c)
     if c.plan.arch == S.ARCH_GLM_DSA:
         return dsa_rules(c)
     if c.plan.arch == S.ARCH_NEMOTRON_H_MOE:

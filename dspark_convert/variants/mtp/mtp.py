@@ -5,8 +5,8 @@ file of the target's architecture, as upstream b11434's ``convert_hf_to_gguf.py 
 The head lives inside the target checkpoint, so only the shards holding it (``mtp.*``, or GLM-4.5's / GLM-5's layers
 after the trunk), the embedding, the final norm and the output head are opened (or downloaded); the tokenizer is the
 checkpoint's own. Each family's header and name knowledge is one module of this package (:mod:`.qwen`, :mod:`.glm`,
-:mod:`.glm_dsa`, :mod:`.nemotron`, :mod:`.deepseek4`: :data:`FAMILIES`, each handing back a :class:`~.head.Head`);
-the classes upstream also exports that are not written here are refused in one line
+:mod:`.glm_dsa`, :mod:`.nemotron`, :mod:`.deepseek4`, :mod:`.mimo2`: :data:`FAMILIES`, each handing back a
+:class:`~.head.Head`); the classes upstream also exports that are not written here are refused in one line
 (:data:`REFUSED`).
 """
 
@@ -23,10 +23,10 @@ from ...plan import Plan
 from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
 from ...tokenizer.targets import handler_for_architecture, table
-from . import deepseek4, glm, glm_dsa, nemotron, qwen
+from . import deepseek4, glm, glm_dsa, mimo2, nemotron, qwen
 
 #: the family modules, each with ``ARCHS`` (HF class -> GGUF arch), ``reads``, ``sidecar`` and ``hf_names``
-FAMILIES: tuple[ModuleType, ...] = (qwen, glm, glm_dsa, nemotron, deepseek4)
+FAMILIES: tuple[ModuleType, ...] = (qwen, glm, glm_dsa, nemotron, deepseek4, mimo2)
 #: default output names: ``mtp-<name>-<TYPE>.gguf`` (upstream's ``prepare_metadata`` of these classes); llama.cpp's
 #: ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
 FILE_PREFIX = "mtp-"
@@ -56,7 +56,6 @@ NOT_WRITTEN_BECAUSE: dict[str, str] = {
     "deepseek2": "GLM-4.7-Flash (deepseek2 MLA)",
     "glm5-next": "GLM-5.3 (glm5-next: upstream's loader cannot run its NextN graph)",
     "hy_v3": "HunYuan-V3 (hy_v3)",
-    "mimo2": "MiMo-V2 (mimo2: 3 MTP layers, FP8 qkv)",
     "step35": "Step-3.5/3.7 (step35)",
     "bailingmoe3": "Ling-3 (bailingmoe3)",
 }
@@ -116,14 +115,18 @@ def build_plan(ctx: Context) -> Plan:
     if ctx.options.embed_from_target:
         raise ConvertError("--with-target-embeddings: an MTP sidecar already holds its target's embedding and head")
     hp = normalize_hparams(ck.config, where)
-    q = _family(arch_name).sidecar(arch_name, hp, ck, ctx.out_type, ctx.file_type, where)
+    fam = _family(arch_name)
+    # MiMo-V2 fuses the MTP layers' q / k / v for llama.cpp's graph unless --match-upstream asks for upstream's bytes
+    extra = {"match_upstream": ctx.options.match_upstream} if fam is mimo2 else {}
+    q = fam.sidecar(arch_name, hp, ck, ctx.out_type, ctx.file_type, where, **extra)
     tensors = q.tensors
     # the class's own vocab method, from the target table (byte-level BPE for the Qwen mixin, _set_vocab_glm)
     vocab = target_vocab_kvs(ctx.target_dir, vocab_size_of(hp, "vocab_size", where),
                              handler_for_architecture(arch_name, where), cache=ctx.options.tokenizer_cache, draft=hp)
     n_mtp = sum(1 for t in tensors if t.name.startswith("blk."))
+    ctx.differs_from_upstream.extend(q.differs)
     notes = [f"MTP sidecar ({arch_name} -> {q.arch}): {q.nextn} MTP block(s) after {q.n} trunk layers "
              f"(block_count {q.n + q.nextn}), {n_mtp} block tensors + embedding, norm, head; run with llama-server "
-             "--spec-type draft-mtp next to the target"]
+             "--spec-type draft-mtp next to the target"] + ([q.why] if q.why else [])
     return finish_plan(q.arch, q.lead, q.base, q.fam, vocab, [], tensors, notes)
 

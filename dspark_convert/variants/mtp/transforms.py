@@ -1,8 +1,11 @@
-"""The MTP sidecars' row transform: MLA's ``kv_b_proj`` split per head (upstream's ``DeepseekV2Model``, which
-``GlmMoeDsaModel`` inherits; spec/drafts-beyond-dflash.md §1).
+"""The MTP sidecars' row transforms: MLA's ``kv_b_proj`` split per head (upstream's ``DeepseekV2Model``, which
+``GlmMoeDsaModel`` inherits) and MiMo-V2.5's tensor-parallel FP8 ``qkv_proj`` dequantized and regrouped (upstream's
+``MimoV2Model._tp_aware_qkv_dequant``; spec/drafts-beyond-dflash.md §1), and separate q / k / v projections written
+as one ``attn_qkv`` (:class:`QkvConcat`: MiMo-V2-Flash's MTP layers, whose llama.cpp graph needs the fused tensor).
 
-:class:`MlaKvBSplit` is registered in :data:`dspark_convert.formats.transforms.TRANSFORMS` (under ``mla_kv_b_split``,
-the name a dry run prints) when this module is imported, which the glm-dsa family module does.
+:class:`MlaKvBSplit`, :class:`TpQkvDequant` and :class:`QkvConcat` are registered in :data:`dspark_convert.formats.transforms.TRANSFORMS`
+(under ``mla_kv_b_split`` / ``tp_qkv_dequant`` / ``qkv_concat``, the names a dry run prints) when this module is imported, which the
+glm-dsa and mimo2 family modules do.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ...formats.quant import E4M3_VALUES, float_values
 from ...formats.transforms import Shapes, Transform, register
 
 
@@ -64,3 +68,160 @@ class MlaKvBSplit(Transform):
 
         raise ConvertError(f"internal: kv_b_proj of shape {tuple(arrays[0].shape)} does not split into {self.heads} "
                            f"heads of nope {self.nope} + v {self.v} rows")
+
+
+@register
+@dataclass(frozen=True)
+class TpQkvDequant(Transform):
+    """Sources: the F8_E4M3 ``qkv_proj`` ``[tp x (q + k + v), in]`` and its ``weight_scale_inv`` (dtype
+    ``scale_dtype``), as a pair given once per output segment (``3 x tp`` pairs) -> float32 ``[Q | K | V]``: the weight
+    holds ``tp`` ranks of ``q + k + v`` rows, each rank's rows scaled by its own ``ceil((q + k + v) / block)`` scale
+    rows (columns in blocks of ``block``); the output is the ranks' Q rows, then their K rows, then their V rows
+    (upstream's ``_tp_aware_qkv_dequant``). Segment ``j`` (region ``j // tp``, rank ``j % tp``) reads its pair's rows,
+    so a chunk reads only the weight and scale rows it writes.
+
+    Example:
+        >>> w = np.full((4, 2), 0x38, np.uint8)  # 2 ranks of q 1, k 1 rows (v 0); e4m3 0x38 = 1.0
+        >>> t, s = TpQkvDequant(2, 1, 1, 0, "F32"), np.array([[2.0], [3.0]], np.float32)
+        >>> t.source_rows(1, 3, ((4, 2), (2, 1)) * 6)[:8]  # output rows 1..2: rank 1's q row, rank 0's k row
+        ((0, 0), (0, 0), (2, 3), (1, 2), (1, 2), (0, 1), (0, 0), (0, 0))
+        >>> t.apply_at([w[:0], s[:0], w[2:3], s[1:2], w[1:2], s[:1]] + [w[:0], s[:0]] * 3, 4, 1)[:, 0].tolist()
+        [3.0, 2.0]
+    """
+
+    name: ClassVar[str] = "tp_qkv_dequant"
+    tp: int
+    q: int
+    k: int
+    v: int
+    scale_dtype: str
+    block: int = 128
+
+    def sources_ok(self, n: int) -> bool:
+        return n == 6 * self.tp
+
+    def out_rows(self, shapes: Shapes) -> int:
+        return self.tp * (self.q + self.k + self.v)
+
+    def _segments(self) -> list[tuple[int, int, int, int]]:
+        """Per output segment, in output order: (its first output row, rows, first weight row, first scale row)."""
+        per, blocks = self.q + self.k + self.v, -(-(self.q + self.k + self.v) // self.block)
+        out, at = [], 0
+        for off, n in ((0, self.q), (self.q, self.k), (self.q + self.k, self.v)):
+            for rank in range(self.tp):
+                out.append((at, n, rank * per + off, rank * blocks))
+                at += n
+        return out
+
+    def _local(self, start: int, stop: int) -> list[tuple[int, int]]:
+        """Each segment's rows ``[a, b)`` (from its first) inside output rows ``[start, stop)``; ``(0, 0)``: none."""
+        return [(max(start, o) - o, min(stop, o + n) - o) if min(stop, o + n) > max(start, o) else (0, 0)
+                for o, n, _, _ in self._segments()]
+
+    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
+        per = self.q + self.k + self.v
+        spans: list[tuple[int, int]] = []
+        for (a, b), (_, _, w0, s0) in zip(self._local(start, stop), self._segments(), strict=True):
+            if b <= a:
+                spans += [(0, 0), (0, 0)]
+                continue
+            r0 = w0 % per  # the segment's first row inside its rank
+            spans += [(w0 + a, w0 + b), (s0 + (r0 + a) // self.block, s0 + (r0 + b - 1) // self.block + 1)]
+        return tuple(spans)
+
+    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
+        return "F32"
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        return self.apply_at(chunks, rows, 0)
+
+    def apply_at(self, chunks: Sequence[np.ndarray], rows: int, start: int) -> np.ndarray:
+        per = self.q + self.k + self.v
+        stop = start + sum(len(chunks[2 * j]) for j in range(3 * self.tp))
+        parts = []
+        for j, ((a, b), (_, _, w0, _)) in enumerate(zip(self._local(start, stop), self._segments(), strict=True)):
+            if b <= a:
+                continue
+            codes = np.asarray(chunks[2 * j]).view(np.uint8)
+            scale = float_values(chunks[2 * j + 1], self.scale_dtype)
+            r0 = w0 % per + a
+            full = scale[(r0 + np.arange(b - a)) // self.block - r0 // self.block][:, np.arange(codes.shape[1])
+                                                                                      // self.block]
+            with np.errstate(over="ignore", invalid="ignore"):  # inf / NaN are named by the writer's finiteness check
+                parts.append(np.take(E4M3_VALUES, codes) * full)
+        return np.ascontiguousarray(np.concatenate(parts)) if len(parts) > 1 else parts[0]
+
+
+@register
+@dataclass(frozen=True)
+class QkvConcat(Transform):
+    """Sources q, k, v (each a float weight, or with ``block`` an F8_E4M3 weight followed by its float
+    ``weight_scale_inv`` of dtype ``scale_dtype``, one per ``block`` rows x columns) -> their float32 rows one after
+    the other, ``[Q | K | V]`` (``rows``: each one's row count). A chunk reads the rows of each source it overlaps.
+
+    Example:
+        >>> t = QkvConcat((2, 2, 2), (2, 2), "F32", ("F32",) * 3)
+        >>> t.source_rows(1, 3, ((2, 2), (1, 1)) * 3)  # output rows 1..2: q's row 1, k's row 0
+        ((1, 2), (0, 1), (0, 1), (0, 1), (0, 0), (0, 0))
+        >>> w, s = np.full((2, 2), 0x38, np.uint8), np.array([[3.0]], np.float32)  # e4m3 0x38 = 1.0
+        >>> t.apply_at([w[1:], s, w[:1], s, w[:0], s[:0]], 6, 1)[:, 0].tolist()
+        [3.0, 3.0]
+    """
+
+    name: ClassVar[str] = "qkv_concat"
+    rows: tuple[int, int, int]
+    block: tuple[int, int] | None
+    scale_dtype: str | None
+    dtypes: tuple[str, str, str]
+
+    @property
+    def per(self) -> int:
+        """Sources per part: the weight, and its scale when FP8."""
+        return 2 if self.block is not None else 1
+
+    def sources_ok(self, n: int) -> bool:
+        return n == 3 * self.per
+
+    def out_rows(self, shapes: Shapes) -> int:
+        return sum(self.rows)
+
+    def _spans(self, start: int, stop: int) -> list[tuple[int, int]]:
+        """Each part's local rows ``[a, b)`` inside output rows ``[start, stop)`` (``(0, 0)``: none)."""
+        out, off = [], 0
+        for n in self.rows:
+            a, b = max(start, off), min(stop, off + n)
+            out.append((a - off, b - off) if b > a else (0, 0))
+            off += n
+        return out
+
+    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
+        spans: list[tuple[int, int]] = []
+        for a, b in self._spans(start, stop):
+            spans.append((a, b))
+            if self.block is not None:
+                spans.append((a // self.block[0], -(-b // self.block[0])) if b > a else (0, 0))
+        return tuple(spans)
+
+    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
+        return "F32"
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        return self.apply_at(chunks, rows, 0)
+
+    def apply_at(self, chunks: Sequence[np.ndarray], rows: int, start: int) -> np.ndarray:
+        stop = start + sum(len(chunks[i * self.per]) for i in range(3))
+        parts = []
+        for i, (a, b) in enumerate(self._spans(start, stop)):
+            if b <= a:
+                continue
+            w = chunks[i * self.per]
+            if self.block is None:
+                parts.append(float_values(w, self.dtypes[i]))
+                continue
+            br, bc = self.block
+            scale = float_values(chunks[i * self.per + 1], self.scale_dtype or "F32")
+            codes = np.asarray(w).view(np.uint8)
+            full = scale[(a + np.arange(b - a)) // br - a // br][:, np.arange(codes.shape[1]) // bc]
+            with np.errstate(over="ignore", invalid="ignore"):  # inf / NaN are named by the writer's finiteness check
+                parts.append(np.take(E4M3_VALUES, codes) * full)
+        return np.ascontiguousarray(np.concatenate(parts)) if len(parts) > 1 else parts[0]

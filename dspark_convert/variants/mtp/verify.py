@@ -11,8 +11,10 @@ they are. Accounting: every GGUF tensor compared,
 every checkpoint tensor of the head (``mtp.*`` for the Qwen families, ``model.layers.{n}..`` for GLM-4.5 (``glm4moe``)
 and GLM-5 (``glm-dsa``, whose ``kv_b_proj`` is split per head into ``attn_k_b`` / ``attn_v_b`` here again),
 ``mtp.layers.0`` / ``1`` for Nemotron-H (``nemotron_h_moe``), ``mtp.{i}.*`` with every FP8 / FP4 scale for
-DeepSeek-V4 (``deepseek4``), the embedding, the final norm, the head) compared as a source; the trunk is not part of
-the file.
+DeepSeek-V4 (``deepseek4``), ``model.mtp.layers.{0,1,2}`` for MiMo-V2 (``mimo2``, whose FP8 weights are dequantized
+here again from their ``weight_scale_inv``, MiMo-V2.5's tensor-parallel ``qkv_proj`` regrouped into
+``[Q | K | V]``), the embedding, the final norm, the head) compared as a source, FP8 scales included; the trunk is
+not part of the file.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from gguf import GGMLQuantizationType as QT
@@ -196,6 +199,83 @@ def _ds4_values(ck: Checkpoint, gguf: str, srcs: list[str]) -> np.ndarray:
     return _ds4_value(ck, srcs)
 
 
+#: MiMo-V2: an MTP block's GGUF tensor (after ``blk.{n+i}.``) -> the checkpoint tensors it may come from (after
+#: ``model.mtp.layers.{i}.``)
+_MIMO_LAYER = {"nextn.eh_proj.weight": ("eh_proj.weight",), "nextn.enorm.weight": ("enorm.weight",),
+               "nextn.hnorm.weight": ("hnorm.weight",), "nextn.embed_tokens.weight": ("embed_tokens.weight",),
+               "nextn.shared_head_head.weight": ("shared_head.head.weight",),
+               "nextn.shared_head_norm.weight": ("shared_head.norm.weight",),
+               "layer_output_norm.weight": ("final_layernorm.weight",),
+               "attn_norm.weight": ("input_layernorm.weight",),
+               "ffn_norm.weight": ("pre_mlp_layernorm.weight", "post_attention_layernorm.weight"),
+               "attn_qkv.weight": ("self_attn.qkv_proj.weight",), "attn_qkv.bias": ("self_attn.qkv_proj.bias",),
+               "attn_sinks.weight": ("self_attn.attention_sink_bias", "self_attn.attention_sink_bias.weight"),
+               "exp_probs_b.bias": ("mlp.gate.e_score_correction_bias",),
+               **{k: (v,) for k, v in _GLM_LAYER.items() if k.startswith(("attn_q", "attn_k", "attn_v", "attn_output",
+                                                                          "ffn_gate.", "ffn_up.", "ffn_down.",
+                                                                          "ffn_gate_inp"))}}
+_MIMO_ROOTS = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+               "output.weight": "lm_head.weight"}
+_MIMO_ARCHES = ("mimo2",)
+
+
+def _mimo_hf(ck: Checkpoint, gguf: str, n: int) -> list[str]:
+    """MiMo-V2: the checkpoint tensors ``gguf`` is made of (without FP8 scales); [] when none."""
+    if gguf in _MIMO_ROOTS:
+        return [_MIMO_ROOTS[gguf]] if _MIMO_ROOTS[gguf] in ck else []
+    _, bid, short = gguf.split(".", 2)
+    p = f"model.mtp.layers.{int(bid) - n}."
+    if short in _MIMO_LAYER:
+        found = next(([p + c] for c in _MIMO_LAYER[short] if p + c in ck), [])
+        qkv = [f"{p}self_attn.{x}_proj.weight" for x in "qkv"]
+        if not found and short == "attn_qkv.weight" and all(x in ck for x in qkv):
+            return qkv  # MiMo-V2-Flash's q / k / v, fused by hf2gguf for llama.cpp's MTP graph
+        return found
+    if short in _EXPS:
+        out: list[str] = []
+        while p + f"mlp.experts.{len(out)}.{_EXPS[short]}.weight" in ck:
+            out.append(p + f"mlp.experts.{len(out)}.{_EXPS[short]}.weight")
+        return out
+    return []
+
+
+def _mimo_select(s: str) -> bool:
+    return s.startswith("model.mtp.layers.") or s in _MIMO_ROOTS.values()
+
+
+def _e4m3(codes: np.ndarray) -> np.ndarray:
+    """F8_E4M3 bytes -> float32, from the bit fields (subnormals below exponent 1; ``S.1111.111`` is NaN)."""
+    c = np.asarray(codes).view(np.uint8).astype(np.int32)
+    sign = np.where(c & 0x80, -1.0, 1.0)
+    e, m = (c >> 3) & 0xF, c & 0x7
+    mag = np.where(e == 0, m / 8.0 * 2.0 ** -6, (1 + m / 8.0) * np.exp2(e - 7.0))
+    return np.where((c & 0x7F) == 0x7F, np.nan, sign * mag).astype(np.float32)
+
+
+def _mimo_fp8(ck: Checkpoint, src: str, cfg: dict[str, Any]) -> tuple[np.ndarray, str]:
+    """An F8_E4M3 weight times its ``weight_scale_inv`` (float32), as upstream's FP8 dequantization: each value times
+    the scale of its ``weight_block_size`` block; a fused ``qkv_proj`` by its tensor-parallel ranks (8 or 4, the one
+    whose 128-row scale blocks per rank match the scale's rows), then its ranks' Q, K and V rows gathered."""
+    sname = src.removesuffix(".weight") + ".weight_scale_inv"
+    w, s = _e4m3(ck.read(src)), _values(ck, [sname], False)
+    r, c = w.shape
+    if src.endswith("qkv_proj.weight"):
+        heads, kv = int(cfg["num_attention_heads"]), int(cfg["swa_num_key_value_heads"])
+        hd, vd = int(cfg["head_dim"]), int(cfg["v_head_dim"])
+        sizes = (heads * hd, kv * hd, kv * vd)
+        tp = next(t for t in (8, 4) if r % t == 0 and s.shape[0] == t * -(-(r // t) // 128))
+        per, blocks = r // tp, -(-(r // tp) // 128)
+        rows = np.arange(r)
+        x = w * s[(rows // per) * blocks + (rows % per) // 128][:, np.arange(c) // 128]
+        starts = np.cumsum((0,) + tuple(z // tp for z in sizes))
+        order = [rank * per + j for part in range(3) for rank in range(tp)
+                 for j in range(int(starts[part]), int(starts[part + 1]))]
+        return x[order], sname
+    qc = cfg.get("quantization_config")
+    br, bc = qc["weight_block_size"] if isinstance(qc, dict) else (128, 128)
+    return w * s[np.arange(r) // br][:, np.arange(c) // bc], sname
+
+
 #: GGUF names that upstream adds one to (its rule on the renamed HF name: ``*norm.weight``)
 _PLUS_ONE = re.compile(r"(output_norm|blk\.\d+\.(attn_norm|post_attention_norm|attn_q_norm|attn_k_norm|"
                        r"nextn\.enorm|nextn\.hnorm|nextn\.shared_head_norm))\.weight")
@@ -338,9 +418,10 @@ def sidecar_rows(gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = T
     arch = f.kvs["general.architecture"].value
     n_all = int(f.kvs[f"{arch}.block_count"].value)
     nextn = int(f.kvs[f"{arch}.nextn_predict_layers"].value)
-    glm, nemo, ds4 = arch in _GLM_ARCHES, arch in _NEMO_ARCHES, arch in _DS4_ARCHES
+    glm, nemo = arch in _GLM_ARCHES, arch in _NEMO_ARCHES
+    ds4, mimo = arch in _DS4_ARCHES, arch in _MIMO_ARCHES
     select = (_glm_select(n_all - nextn) if glm else _nemo_select if nemo else _ds4_select if ds4
-              else _qwen_select)
+              else _mimo_select if mimo else _qwen_select)
     ck = Checkpoint(Path(hf_dir), select=select)
     rows = Proof(FAMILY, LAYOUT, quality_note=QUALITY_NOTE, notes=[NO_FORWARD])
     compared: set[str] = set()
@@ -350,6 +431,7 @@ def sidecar_rows(gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = T
         for t in f.tensors:
             srcs = (_glm_hf(ck, t.name, _DSA_LAYER if arch == "glm-dsa" else _GLM_LAYER) if glm
                     else _nemo_hf(ck, t.name) if nemo else _ds4_hf(ck, t.name, n_all - nextn, nextn) if ds4
+                    else _mimo_hf(ck, t.name, n_all - nextn) if mimo
                     else _hf(ck, t.name, n_all - nextn))
             if not srcs:
                 problems.append(f"{t.name}: no checkpoint tensor becomes it under upstream's --mtp rules")
@@ -368,8 +450,16 @@ def sidecar_rows(gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = T
                 continue
             if ds4:
                 x = _ds4_values(ck, t.name, srcs)
+            elif mimo and t.name.endswith("attn_qkv.weight") and len(srcs) == 3:  # separate q / k / v, one after another
+                fp8 = [_mimo_fp8(ck, s, ck.config) if ck.ref(s).dtype == "F8_E4M3" else (_values(ck, [s], False), "")
+                       for s in srcs]
+                x = np.concatenate([v for v, _ in fp8])
+                srcs = [*srcs, *(scale for _, scale in fp8 if scale)]
+            elif mimo and len(srcs) == 1 and ck.ref(srcs[0]).dtype == "F8_E4M3":
+                x, scale = _mimo_fp8(ck, srcs[0], ck.config)
+                srcs = [*srcs, scale]
             else:
-                x = _values(ck, srcs, not glm and not nemo and _PLUS_ONE.fullmatch(t.name) is not None)
+                x = _values(ck, srcs, not glm and not nemo and not mimo and _PLUS_ONE.fullmatch(t.name) is not None)
             short = t.name.split(".", 2)[-1]
             if arch == "glm-dsa" and short in ("attn_k_b.weight", "attn_v_b.weight"):
                 x = _mla_split(x, short, list(t.ne))
