@@ -242,8 +242,8 @@ def check_rope(p: Pair) -> list[Finding]:
 
 def check_target_graph(p: Pair) -> list[Finding]:
     """A draft that reads the target's layer inputs, for a target whose llama.cpp b11434 graph records none (the
-    target table's ``layer_inputs``), or a ``dflash`` draft tapping the last layer of a target whose graph does not
-    record its output (``final_layer_input``): the file is right, but llama-server aborts on its first draft block."""
+    target table's ``layer_inputs``), or a draft of :data:`schema.FINAL_LAYER_TAP_ARCHES` tapping the last layer of
+    a target whose graph does not record its output (``final_layer_input``): the file is right, but llama-server aborts on its first draft block."""
     from ..tokenizer.targets import gguf_arch_of, records_final_layer_input, records_layer_inputs
     from .rules import LAYER_INPUT_ARCHS, final_layer_message, last_layer_tap
 
@@ -253,10 +253,10 @@ def check_target_graph(p: Pair) -> list[Finding]:
     if arch is None or records_layer_inputs(arch) is None:
         return []
     if records_layer_inputs(arch):
-        last = last_layer_tap(p.arch, p.plan_kvs.get(S.DFLASH_TARGET_LAYERS), p.target_config.get("num_hidden_layers"))
+        last = last_layer_tap(p.arch, p.plan_kvs, p.target_config.get("num_hidden_layers"))
         if last is None or records_final_layer_input(arch):
             return []
-        return [_warn("architectures", "target-graph", f"{p.target_where}: {final_layer_message(arch, last)}")]
+        return [_warn("architectures", "target-graph", f"{p.target_where}: {final_layer_message(p.arch, arch, last)}")]
     return [_warn("architectures", "target-graph", f"{p.target_where}: llama.cpp b11434's {arch} graph records no "
                   "layer inputs, so llama-server aborts on this draft's first block (\"layer input tensor is null\"); "
                   "the file is what upstream's converter writes, for a llama.cpp that adds them")]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -179,28 +179,31 @@ def rule_chat_template(p: Pair) -> Outcome:
 LAYER_INPUT_ARCHS = frozenset({S.ARCH_DFLASH, S.ARCH_EAGLE3})
 
 
-def last_layer_tap(draft_arch: str, taps: Any, n_layer: Any) -> int | None:
-    """``n_layer`` when a ``dflash`` draft's GGUF taps (``dflash.target_layers``: HF ids + 1) include it, i.e. the
-    draft reads the target's last layer output; else None. llama.cpp's DFlash implementation asks the target graph
-    for layer input ``n_layer`` (EAGLE-3's takes it from the MTP hidden state instead)."""
-    ids, n = as_ints(taps), as_int(n_layer)
-    return n if draft_arch == S.ARCH_DFLASH and ids is not None and n is not None and n in ids else None
+def last_layer_tap(draft_arch: str, kvs: Mapping[str, Any], n_layer: Any) -> int | None:
+    """``n_layer`` when a draft of :data:`schema.FINAL_LAYER_TAP_ARCHES` taps it (its ``TARGET_LAYERS_KEY`` key
+    holds HF ids + 1), i.e. it reads the target's last layer output, which llama.cpp asks the target graph for as
+    layer input ``n_layer``; else None."""
+    if draft_arch not in S.FINAL_LAYER_TAP_ARCHES:
+        return None
+    ids, n = as_ints(kvs.get(S.TARGET_LAYERS_KEY[draft_arch])), as_int(n_layer)
+    return n if ids is not None and n is not None and n in ids else None
 
 
-def final_layer_message(arch: str, tap: int) -> str:
+def final_layer_message(draft_arch: str, arch: str, tap: int) -> str:
     """The one line of a last-layer tap on a graph that does not record it."""
     from ..tokenizer.targets import final_layer_input_archs
 
-    return (f"the draft taps the target's last layer output (dflash.target_layers holds {tap} = block_count), which "
-            f"llama.cpp b11434's {arch} graph does not record (only {', '.join(final_layer_input_archs())} do): "
-            "llama-server aborts on the first draft block (\"layer input tensor is null\")")
+    return (f"the draft taps the target's last layer output ({S.TARGET_LAYERS_KEY[draft_arch]} holds {tap} = "
+            f"block_count), which llama.cpp b11434's {arch} graph does not record (only "
+            f"{', '.join(final_layer_input_archs())} do): llama-server aborts on the first draft block (\"layer input "
+            "tensor is null\")")
 
 
 def rule_target_graph(p: Pair) -> Outcome:
     """A draft of :data:`LAYER_INPUT_ARCHS` reads the target's layer inputs: llama.cpp's graph of the target
     architecture must record them (the target table's ``layer_inputs``, read from llama.cpp b11434's C++ tree), and
-    for a ``dflash`` draft tapping the last layer (tap ``block_count``) also the last layer's output (the table's
-    ``final_layer_input``)."""
+    for a draft of :data:`schema.FINAL_LAYER_TAP_ARCHES` tapping the last layer (tap ``block_count``) also the last
+    layer's output (the table's ``final_layer_input``)."""
     from ..tokenizer.targets import gguf_arch_of, records_final_layer_input, records_layer_inputs
 
     if p.draft.arch not in LAYER_INPUT_ARCHS:
@@ -209,9 +212,9 @@ def rule_target_graph(p: Pair) -> Outcome:
     known = records_layer_inputs(arch) if arch is not None else None
     if arch is None or known is None:
         return Outcome("skip", "layer inputs", arch, f"target architecture {arch or '?'} is not in the target table")
-    last = last_layer_tap(p.draft.arch, p.draft.kvs.get(S.DFLASH_TARGET_LAYERS), p.target.hp.get("block_count"))
+    last = last_layer_tap(p.draft.arch, p.draft.kvs, p.target.hp.get("block_count"))
     if known and last is not None and not records_final_layer_input(arch):
-        return Outcome("fail", f"tap {last} (the last layer's output)", arch, final_layer_message(arch, last),
+        return Outcome("fail", f"tap {last} (the last layer's output)", arch, final_layer_message(p.draft.arch, arch, last),
                        {"last_layer_tap": last})
     if known:
         return Outcome("pass", "layer inputs", arch, f"llama.cpp's {arch} graph records the layer inputs the draft reads")

@@ -27,7 +27,7 @@ from ..plan import KV, Plan
 from ..registry.families import family_name
 from ..registry.words import UPSTREAM_FLAGS
 from ..roles.convert import Context, ConvertOptions, Family
-from ..variants.spectype import ANCHOR_KEY, MARKOV, SpecType, hub_name
+from ..variants.spectype import SpecType, forced_convention, hub_name
 from .destination import check_destination, check_planned_name, expect_commit, written_here
 from .inputs import (
     Draft,
@@ -258,30 +258,21 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
 
 
 def _forced_convention(planned: PlannedConversion) -> Finding | None:
-    """The warning for a DSpark class forced (``--architecture``) on a checkpoint whose declared class is a z-lab
-    DFlash draft: the file says ``dflash.sample_from_anchor = true`` (predictions from the anchor row on), the
-    weights were trained to predict from block rows 1..n. llama-server auto-detects draft-dflash for it, which
-    reads rows 1..n as trained; ``--spec-type draft-dspark`` would draft every token one position late."""
+    """:func:`variants.spectype.forced_convention`'s warning for a class forced with ``--architecture`` on a
+    checkpoint that declares another family, as a finding (rule ``architecture``); None when it does not apply."""
     arch, plan = planned.architecture, planned.plan
-    if (arch is None or arch.how != "forced" or plan.value(ANCHOR_KEY) is not True
-            or any(t.name == MARKOV for t in plan.tensors)):
+    if arch is None or arch.how != "forced":
         return None
     from ..hf.checkpoint import load_json
     from .inputs import choose_family
 
-    config = load_json(planned.draft.path / "config.json")
     try:
         declared = family_name(choose_family(planned.draft.path)[0])
     except ConvertError:  # the declared value names no family: nothing to compare with
         return None
-    if declared != "dflash" or "sample_from_anchor" in config or family_name(planned.family) == declared:
-        return None
-    return Finding("warning", "--architecture", "architecture", (
-        f"--architecture {arch.used} on a checkpoint that declares {arch.declared} (a z-lab DFlash draft, trained to "
-        f"predict from block rows 1..n): the file says {ANCHOR_KEY} = true (the DSpark convention, predictions from "
-        "the anchor row); llama-server auto-detects draft-dflash for it, which reads rows 1..n as trained, but "
-        "--spec-type draft-dspark would draft every token one position late; convert it without --architecture "
-        f"(as {arch.declared}) and serve it with --spec-type draft-dflash"))
+    message = forced_convention(declared, family_name(planned.family), load_json(planned.draft.path / "config.json"),
+                                plan.value, [t.name for t in plan.tensors], str(arch.used), str(arch.declared))
+    return None if message is None else Finding("warning", "--architecture", "architecture", message)
 
 
 def _convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str | Path | None,

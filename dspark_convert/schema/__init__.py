@@ -113,6 +113,9 @@ EMBD_AS_HEAD_ARCHES = frozenset({_dflash.ARCH_DFLASH})
 #: The key listing the target layers whose hidden states feed ``fc``, by arch (contract §2.2, §2.4).
 TARGET_LAYERS_KEY: dict[str, str] = {_dflash.ARCH_DFLASH: _dflash.DFLASH_TARGET_LAYERS,
                                      _eagle3.ARCH_EAGLE3: _eagle3.EAGLE3_TARGET_LAYERS}
+#: Archs whose llama.cpp implementation reads target layer input ``n_layer`` (the last layer's output) when the
+#: draft's taps include ``block_count``; an ``eagle3`` draft takes it from the MTP hidden state instead.
+FINAL_LAYER_TAP_ARCHES = frozenset({_dflash.ARCH_DFLASH})
 #: The key holding a block draft's block size (tokens per drafted block), by arch: llama.cpp's speculative
 #: decoding reads it with ``atoi`` into an int32 and allocates the block's batch from it.
 BLOCK_SIZE_KEY: dict[str, str] = {_dflash.ARCH_DFLASH: _dflash.DFLASH_BLOCK_SIZE}

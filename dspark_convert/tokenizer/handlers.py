@@ -79,8 +79,8 @@ from .bpe import (
 from .fastbpe import NotFast, load_fast_bpe
 from .special import SpecialVocab, chat_template_kvs, token_content
 from .spm import (
-    _int_key,
     arctic_token_list,
+    int_key,
     internlm2_token_list,
     phi3_token_list,
     spm_add_dummy_prefix,
@@ -675,7 +675,7 @@ def _h_internlm3(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Dr
     decoder = config.get("added_tokens_decoder")
     for key, data in (decoder.items() if isinstance(decoder, dict) else ()):
         if isinstance(data, dict) and data.get("special"):
-            tid = _int_key(path, key)
+            tid = int_key(path, key)
             content = data.get("content")
             if isinstance(content, str):
                 sv.set_special_token(content, tid)  # a type named by the content: no GGUF key, as upstream

@@ -74,7 +74,7 @@ def spm_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], li
     config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
     decoder = config.get("added_tokens_decoder") or {}
     for key, data in (decoder.items() if isinstance(decoder, dict) else ()):
-        tid = _int_key(target_dir / "tokenizer_config.json", key)
+        tid = int_key(target_dir / "tokenizer_config.json", key)
         text = data.get("content") if isinstance(data, dict) else None
         if not isinstance(text, str):
             continue
@@ -92,7 +92,7 @@ def spm_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], li
     return tokens, scores, types
 
 
-def _int_key(path: Path, key: Any) -> int:
+def int_key(path: Path, key: Any) -> int:
     try:
         tid = int(key)
     except (TypeError, ValueError):
@@ -119,14 +119,14 @@ def phi3_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], l
     config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
     decoder = config.get("added_tokens_decoder") or {}
     for key, data in (decoder.items() if isinstance(decoder, dict) else ()):
-        entries.append((target_dir / "tokenizer_config.json", _int_key(target_dir / "tokenizer_config.json", key),
+        entries.append((target_dir / "tokenizer_config.json", int_key(target_dir / "tokenizer_config.json", key),
                         data))
     tj = target_dir / "tokenizer.json"
     if tj.is_file():
         data_tj = read_json(tj)
         for item in (data_tj.get("added_tokens") or []) if isinstance(data_tj, dict) else []:
             if isinstance(item, dict):
-                entries.append((tj, _int_key(tj, item.get("id")), item))
+                entries.append((tj, int_key(tj, item.get("id")), item))
     for path, tid, data in entries:
         text = data.get("content") if isinstance(data, dict) else None
         if not isinstance(text, str):
@@ -217,14 +217,14 @@ def internlm2_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[st
     config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
     decoder = config.get("added_tokens_decoder") or {}
     for key, data in (decoder.items() if isinstance(decoder, dict) else ()):
-        entries.append((target_dir / "tokenizer_config.json", _int_key(target_dir / "tokenizer_config.json", key),
+        entries.append((target_dir / "tokenizer_config.json", int_key(target_dir / "tokenizer_config.json", key),
                         data))
     tj = target_dir / "tokenizer.json"
     if tj.is_file():
         data_tj = read_json(tj)
         for item in (data_tj.get("added_tokens") or []) if isinstance(data_tj, dict) else []:
             if isinstance(item, dict):
-                entries.append((tj, _int_key(tj, item.get("id")), item))
+                entries.append((tj, int_key(tj, item.get("id")), item))
     for path, tid, data in entries:
         text = data.get("content") if isinstance(data, dict) else None
         if not isinstance(text, str):
@@ -257,7 +257,7 @@ def arctic_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str],
     config = load_json_if_present(path) or {}
     decoder = config.get("added_tokens_decoder")
     for key, data in (decoder.items() if isinstance(decoder, dict) else ()):
-        tid = _int_key(path, key)
+        tid = int_key(path, key)
         if tid >= n:
             continue
         text = data.get("content") if isinstance(data, dict) else None

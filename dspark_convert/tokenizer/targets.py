@@ -119,7 +119,7 @@ def records_layer_inputs(gguf_arch: str) -> bool | None:
 
 def records_final_layer_input(gguf_arch: str) -> bool | None:
     """Whether llama.cpp b11434's graph for ``gguf_arch`` also records the last layer's output as layer input
-    ``n_layer`` (the table's ``final_layer_input``; None: not known to the table). A DFlash-family draft whose taps
+    ``n_layer`` (the table's ``final_layer_input``; None: not known to the table). A draft whose taps
     include the target's ``block_count`` reads it; on a graph without it llama-server aborts on the first draft
     block ("layer input tensor is null").
 

@@ -182,3 +182,32 @@ def draft_n_max(value: Callable[[str], Any], spec: SpecType, chain_steps: int = 
     sfa = value(ANCHOR_KEY)
     anchor_first = spec.spec_type == "draft-dspark" and (sfa is None or bool(sfa))
     return block if anchor_first else block - 1
+
+
+#: the family whose checkpoints are trained to predict from block rows 1..n (z-lab's convention)
+ROWS_FROM_ONE_FAMILY = "dflash"
+
+
+def forced_convention(declared_family: str, forced_family: str, config: dict[str, Any], value: Callable[[str], Any],
+                      tensor_names: Collection[str], used: str, declared: str) -> str | None:
+    """The warning for a class forced with ``--architecture`` (``used``, of ``forced_family``) on a checkpoint whose
+    declared class (``declared``, of ``declared_family``) is a z-lab DFlash draft, when the planned file says
+    ``dflash.sample_from_anchor = true`` without a Markov head and the checkpoint's config does not set it: the
+    weights were trained to predict from block rows 1..n, llama-server auto-detects ``draft-dflash`` for the file
+    (which reads rows 1..n as trained), and ``--spec-type draft-dspark`` would draft every token one position late.
+    None when none of that holds; the file is then served as :func:`spec_type_of` says.
+
+    Example:
+        >>> v = {ANCHOR_KEY: True}.get
+        >>> forced_convention("dflash", "dspark", {}, v, ["fc.weight"], "Qwen3DSparkModel", "DFlashDraftModel")[:36]
+        '--architecture Qwen3DSparkModel on a'
+        >>> forced_convention("dflash", "dflash", {}, v, ["fc.weight"], "DFlashDraftModel", "DFlashDraftModel")
+    """
+    if (declared_family != ROWS_FROM_ONE_FAMILY or forced_family == declared_family or value(ANCHOR_KEY) is not True
+            or MARKOV in tensor_names or "sample_from_anchor" in config):
+        return None
+    return (f"--architecture {used} on a checkpoint that declares {declared} (a z-lab DFlash draft, trained to "
+            f"predict from block rows 1..n): the file says {ANCHOR_KEY} = true (the DSpark convention, predictions "
+            "from the anchor row); llama-server auto-detects draft-dflash for it, which reads rows 1..n as trained, "
+            "but --spec-type draft-dspark would draft every token one position late; convert it without "
+            f"--architecture (as {declared}) and serve it with --spec-type draft-dflash")
