@@ -102,6 +102,24 @@ def int_key(path: Path, key: Any) -> int:
     return tid
 
 
+def added_token_entries(target_dir: Path) -> list[tuple[Path, int, Any]]:
+    """(file, id, entry) of every added token a target folder declares, in the order upstream applies them: the
+    ``added_tokens_decoder`` of ``tokenizer_config.json``, then the ``added_tokens`` of ``tokenizer.json``; an id
+    that is not an integer is refused in one line naming the file (:func:`int_key`)."""
+    entries: list[tuple[Path, int, Any]] = []
+    config_path = target_dir / "tokenizer_config.json"
+    decoder = (load_json_if_present(config_path) or {}).get("added_tokens_decoder") or {}
+    for key, data in (decoder.items() if isinstance(decoder, dict) else ()):
+        entries.append((config_path, int_key(config_path, key), data))
+    tj = target_dir / "tokenizer.json"
+    if tj.is_file():
+        data_tj = read_json(tj)
+        for item in (data_tj.get("added_tokens") or []) if isinstance(data_tj, dict) else []:
+            if isinstance(item, dict):
+                entries.append((tj, int_key(tj, item.get("id")), item))
+    return entries
+
+
 def phi3_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], list[float], list[int]]:
     """Upstream ``Phi3MiniModel.set_vocab`` SentencePiece variant: no range check on added_tokens_decoder ids,
     USER_DEFINED / CONTROL by the ``special`` flag only, and tokenizer.json ``added_tokens`` applied last."""
@@ -115,18 +133,7 @@ def phi3_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], l
     for piece, tid in added.items():
         if isinstance(tid, int) and 0 <= tid < n:
             tokens[tid], scores[tid], types[tid] = piece, -1000.0, TokenType.USER_DEFINED
-    entries: list[tuple[Path, int, dict[str, Any]]] = []
-    config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
-    decoder = config.get("added_tokens_decoder") or {}
-    for key, data in (decoder.items() if isinstance(decoder, dict) else ()):
-        entries.append((target_dir / "tokenizer_config.json", int_key(target_dir / "tokenizer_config.json", key),
-                        data))
-    tj = target_dir / "tokenizer.json"
-    if tj.is_file():
-        data_tj = read_json(tj)
-        for item in (data_tj.get("added_tokens") or []) if isinstance(data_tj, dict) else []:
-            if isinstance(item, dict):
-                entries.append((tj, int_key(tj, item.get("id")), item))
+    entries = added_token_entries(target_dir)
     for path, tid, data in entries:
         text = data.get("content") if isinstance(data, dict) else None
         if not isinstance(text, str):
@@ -213,18 +220,7 @@ def internlm2_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[st
         scores.append(-1000.0)
         types.append(TokenType.USER_DEFINED)
     chat_eos: int | None = None
-    entries: list[tuple[Path, int, Any]] = []
-    config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
-    decoder = config.get("added_tokens_decoder") or {}
-    for key, data in (decoder.items() if isinstance(decoder, dict) else ()):
-        entries.append((target_dir / "tokenizer_config.json", int_key(target_dir / "tokenizer_config.json", key),
-                        data))
-    tj = target_dir / "tokenizer.json"
-    if tj.is_file():
-        data_tj = read_json(tj)
-        for item in (data_tj.get("added_tokens") or []) if isinstance(data_tj, dict) else []:
-            if isinstance(item, dict):
-                entries.append((tj, int_key(tj, item.get("id")), item))
+    entries = added_token_entries(target_dir)
     for path, tid, data in entries:
         text = data.get("content") if isinstance(data, dict) else None
         if not isinstance(text, str):
