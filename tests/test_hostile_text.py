@@ -51,7 +51,7 @@ def test_check_on_a_hostile_architecture(tmp_path: Path, monkeypatch: pytest.Mon
                         "level  key / tensor          rule  message\n"
                         "error  general.architecture  arch  '[/]oops' is not a draft architecture llama.cpp loads; "
                         "expected one of dflash, eagle3, gemma4-assistant, qwen35, qwen35moe, qwen3next, glm4moe, glm-dsa, nemotron_h_moe, "
-                        "deepseek4\n"
+                        "deepseek4, mimo2\n"
                         "\n"
                         "1 error, 0 warnings\n")
 
