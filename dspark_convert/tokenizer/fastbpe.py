@@ -310,7 +310,7 @@ def _merges(lay: Layout, vocab: set[bytes], kept: set[bytes]) -> tuple[PackedStr
     parts: list[bytes] = []
     count = 0
     reduced: list[list[str]] = []
-    contains, spaced = vocab.__contains__, False
+    within, spaced = vocab.issuperset, False
     for chunk in merge_chunks(lay):
         if lay.pairs:
             assert isinstance(chunk, tuple)
@@ -324,11 +324,12 @@ def _merges(lay: Layout, vocab: set[bytes], kept: set[bytes]) -> tuple[PackedStr
                 raise NotFast  # the tokenizers library would refuse or skip such lines
             halves = joined.replace(b" ", b"\0").split(b"\0")
             left, right = halves[0::2], halves[1::2]
-        results = list(map(bytes.__add__, left, right))
-        if not (all(map(contains, results)) and all(map(contains, left)) and all(map(contains, right))):
+        if not (within(map(bytes.__add__, left, right)) and within(left) and within(right)):
             raise NotFast  # every part and result must be a token, or the tokenizers library refuses the file
-        reduced += [[a.decode("utf-8"), b.decode("utf-8")]
-                    for a, b in itertools.compress(zip(left, right, strict=True), map(kept.__contains__, results))]
+        if kept:
+            reduced += [[a.decode("utf-8"), b.decode("utf-8")]
+                        for a, b in itertools.compress(zip(left, right, strict=True),
+                                                       map(kept.__contains__, map(bytes.__add__, left, right)))]
         parts.append((PackedStrings.pack_pairs(left, right) if lay.pairs else PackedStrings.pack_bytes(items)).blob)
         count += len(left)
     if spaced:  # a part holds a space: gguf-py stores every part's spaces as U+0120
