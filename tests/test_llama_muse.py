@@ -14,6 +14,11 @@ Random drafts are never accepted, so the same drafts are also run on a correlate
 construction): the target always predicts ``correlated.TOKEN`` (channel 0 of every embedding is a constant no layer
 writes, and only the head's row ``TOKEN`` reads it), each draft's layers leave channel 0 alone, so through the
 target's head it drafts ``TOKEN`` too, and llama.cpp accepts every drafted token.
+
+Every run is also three-way checked (:mod:`llama.threeway`): the numpy Muse-Glimmer target forward
+(:func:`dspark_convert.reference.target_np.muse_glimmer_forward`) decodes what llama-server decodes, and from its tap
+features the draft's numpy reference drafts, block by block, what llama.cpp drafted (near-ties allowed); a
+reference whose target side has a wrong sliding window disagrees.
 """
 
 from __future__ import annotations
@@ -26,12 +31,14 @@ import pytest
 from assistant_drafts import _MUSE_TARGET, make, muse_tokenizer
 from conftest import require_deepseek_tokenizer
 from llama.target import convert_target
-from llama_support import Run, correlated, run
+from llama.threeway import three_way
+from llama_support import PROMPT, Run, correlated, run
 
 from dspark_convert import convert
 from dspark_convert.fit.rules import check_fit
 from dspark_convert.llamacpp.server import spec_for
 from dspark_convert.reference import open_gguf
+from dspark_convert.reference.target_np import TargetModel, greedy_generate
 
 #: (case of tests/assistant_drafts.py, outtype): the published assistant layout and the DFlash2 draft at bf16, the
 #: causal two-layer (sliding + full, 4 taps) assistant at f32
@@ -93,6 +100,40 @@ def test_drafts_on_muse_glimmer_load_and_are_lossless(case: str, outtype: str, l
     assert c.draft_n > 0, f"{case}: llama-server reported no drafted tokens"
     assert 0 <= c.draft_n_accepted <= c.draft_n
     assert c.tokens == plain.completion.tokens, f"{case}: speculative output differs from plain greedy"
+    tw = three_way(conv.path, hf, PROMPT, c.tokens, r.blocks)
+    assert tw.agree, tw.summary()
+    same, ties, total = tw.counts
+    # a DFlash2 draft's candidates are not logged: per block, the accepted prefix and the rejected position
+    logged = c.draft_n if any(b.tokens for b in r.blocks) else len(r.blocks)
+    assert total >= logged and same + ties == total, tw.summary()
+
+
+@pytest.mark.llama
+def test_numpy_muse_glimmer_forward_decodes_what_llama_server_decodes(muse: tuple[Path, Path, Run]) -> None:
+    hf, _, plain = muse
+    _, eot, _ = muse_tokenizer(hf)
+    assert greedy_generate(TargetModel(hf), PROMPT, 16, exclude=[1, eot]) == plain.completion.tokens
+
+
+@pytest.mark.llama
+def test_muse_glimmer_three_way_has_teeth(llama_bin: tuple[Path, Path], muse: tuple[Path, Path, Run], tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparison fails when the reference's target side is wrong: a sliding window of 2 instead of the
+    config's (the sliding layers feed the taps of the causal four-tap assistant)."""
+    from llama import threeway
+
+    from dspark_convert.reference import target_np
+
+    hf, gguf, _ = muse
+    draft, _ = make(tmp_path, "a-muse-f32")
+    f = convert(draft, hf, tmp_path / "dflash-a-muse-f32.f32.gguf", outtype="f32").path
+    assert f is not None
+    r = run(llama_bin[0], gguf, f)
+    assert three_way(f, hf, PROMPT, r.completion.tokens, r.blocks).agree
+    monkeypatch.setattr(threeway, "target_forward",
+                        lambda m, tokens: target_np.muse_glimmer_forward(m, tokens, window=2))
+    wrong = three_way(f, hf, PROMPT, r.completion.tokens, r.blocks)
+    assert not wrong.agree, wrong.summary()
 
 
 def _correlated_muse_target(dst: Path, src: Path) -> Path:

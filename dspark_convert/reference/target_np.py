@@ -12,7 +12,9 @@ with default or linear scaling, GQA, SwiGLU MLP, tied or untied head; and ``Gemm
 decoder as llama.cpp's ``gemma4`` graph runs it: embeddings times ``sqrt(hidden)``, sliding and full layers with
 their own head size / KV heads / RoPE, q/k RMSNorm and a weightless v RMSNorm, K used as V on full layers with
 ``attention_k_eq_v``, attention scale 1, the sandwich norms around attention and the GELU-tanh MLP, the per-layer
-``layer_scalar``, final logit softcapping; no MoE block, per-layer inputs or KV sharing).
+``layer_scalar``, final logit softcapping; no MoE block, per-layer inputs or KV sharing); and
+``MuseGlimmerForConditionalGeneration`` (its text decoder, ``model.language_model.*``, as llama.cpp's
+``muse-glimmer`` graph runs it: :func:`muse_glimmer_forward`).
 
 Example:
     >>> out = target_forward(TargetModel("fixtures/target-qwen3"), [1, 2, 3])   # doctest: +SKIP
@@ -32,9 +34,12 @@ import numpy as np
 from ..errors import ConvertError
 from ..formats.transforms import to_float32
 from ..hf.checkpoint import Checkpoint
-from .ops import F32, attention, gelu_tanh, mlp, rms_norm, rope_cos_sin, rope_neox
+from .ops import F32, attention, gelu_tanh, mlp, rms_norm, rope_cos_sin, rope_neox, sigmoid
 
-SUPPORTED = ("Qwen3ForCausalLM", "LlamaForCausalLM", "Qwen2ForCausalLM", "Gemma4ForCausalLM")
+SUPPORTED = ("Qwen3ForCausalLM", "LlamaForCausalLM", "Qwen2ForCausalLM", "Gemma4ForCausalLM",
+             "MuseGlimmerForConditionalGeneration")
+#: the architecture whose text decoder sits under ``model.language_model`` (and its config under ``text_config``)
+MUSE = "MuseGlimmerForConditionalGeneration"
 
 
 class TargetModel:
@@ -48,6 +53,8 @@ class TargetModel:
         if arch not in SUPPORTED:
             raise ConvertError(f"{self.folder}/config.json: architectures[0] is {arch!r}; the numpy target forward "
                                f"covers {', '.join(SUPPORTED)}")
+        if arch == MUSE:
+            cfg = {**cfg, **(cfg.get("text_config") or {})}
         self.arch = arch
         self.cfg = cfg
         self.n_layer = int(cfg["num_hidden_layers"])
@@ -61,6 +68,10 @@ class TargetModel:
             _gemma4_check(self.folder, cfg)
             self.rope_theta, self.pos_scale = 0.0, 1.0
             return
+        if arch == MUSE and (cfg.get("rope_parameters") or {}).get("rope_type", "default") != "default":
+            raise ConvertError(f"{self.folder}/config.json: rope type "
+                               f"{cfg['rope_parameters'].get('rope_type')!r} is not covered by the numpy Muse-Glimmer "
+                               "forward")
         rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
         self.rope_theta = float(rope.get("rope_theta", cfg.get("rope_theta", 10000.0)))
         rtype = rope.get("rope_type", rope.get("type", "default"))
@@ -68,14 +79,20 @@ class TargetModel:
             raise ConvertError(f"{self.folder}/config.json: rope type {rtype!r} is not covered by the numpy target forward")
         self.pos_scale = 1.0 / float(rope["factor"]) if rtype == "linear" else 1.0
 
+    def _full(self, name: str) -> str:
+        for full in (name, f"model.{name}", f"model.language_model.{name}"):
+            if full in self.ckpt:
+                return full
+        return name
+
     def w(self, name: str) -> np.ndarray:
-        """Tensor ``name`` (``model.`` prefix optional) as float32."""
-        full = name if name in self.ckpt else f"model.{name}"
+        """Tensor ``name`` (``model.`` or ``model.language_model.`` prefix optional) as float32."""
+        full = self._full(name)
         ref = self.ckpt.ref(full)
         return to_float32(np.ascontiguousarray(self.ckpt.read(full)), ref.dtype).reshape(ref.shape)
 
     def maybe(self, name: str) -> np.ndarray | None:
-        full = name if name in self.ckpt else f"model.{name}"
+        full = self._full(name)
         return self.w(full) if full in self.ckpt else None
 
     @property
@@ -124,6 +141,8 @@ def target_forward(m: TargetModel, tokens: Sequence[int]) -> TargetOutputs:
     """The causal forward over ``tokens`` (positions 0..T-1)."""
     if m.arch == "Gemma4ForCausalLM":
         return gemma4_forward(m, tokens)
+    if m.arch == MUSE:
+        return muse_glimmer_forward(m, tokens)
     ids = np.asarray(tokens, dtype=np.int64)
     x = m.embed[ids].astype(F32)
     cos, sin = rope_cos_sin(np.arange(ids.size), m.head_dim, m.rope_theta, pos_scale=m.pos_scale)
@@ -213,6 +232,58 @@ def gemma4_forward(m: TargetModel, tokens: Sequence[int],
         x = _gemma4_layer(m, il, x, pos, cache)
         hidden.append(x)
     logits = rms_norm(x, m.w("norm.weight"), m.eps) @ m.lm_head.T
+    cap = m.cfg.get("final_logit_softcapping")
+    if cap:
+        logits = np.tanh(logits / F32(cap)) * F32(cap)
+    return TargetOutputs(np.stack(hidden), logits.astype(F32))
+
+
+# ---------------------------------------------------------------------------------------------- Muse-Glimmer text
+#: the eps of Muse-Glimmer's post-attention and post-FFN norms (llama.cpp's ``post_norm_eps``; the config's default)
+MUSE_POST_NORM_EPS = 1e-8
+
+
+def _muse_layer(m: TargetModel, il: int, x: np.ndarray, pos: np.ndarray, window: int) -> np.ndarray:
+    cfg, p, T, d = m.cfg, f"layers.{il}.", x.shape[0], m.head_dim
+    sliding = (cfg.get("layer_types") or ["full_attention"] * m.n_layer)[il] == "sliding_attention"
+    post_eps = float(cfg.get("post_norm_eps", MUSE_POST_NORM_EPS))
+    xn = rms_norm(x, 1.0 + m.w(p + "input_layernorm.weight"), m.eps)
+    q = (xn @ m.w(p + "self_attn.q_proj.weight").T).reshape(T, m.n_head, d)
+    k = (xn @ m.w(p + "self_attn.k_proj.weight").T).reshape(T, m.n_head_kv, d)
+    v = (xn @ m.w(p + "self_attn.v_proj.weight").T).reshape(T, m.n_head_kv, d)
+    q = rms_norm(q, None, m.eps) * F32(cfg.get("qk_scale_factor", 1.0))
+    k = rms_norm(k, None, m.eps)
+    if sliding:                                      # RoPE on sliding layers, NoPE on full ones
+        cos, sin = rope_cos_sin(pos, d, m.rope_theta)
+        q, k = rope_neox(q, cos, sin), rope_neox(k, cos, sin)
+    allowed = pos[None, :] <= pos[:, None]
+    if sliding and window > 0:
+        allowed &= (pos[:, None] - pos[None, :]) < window
+    o = attention(q, k, v, allowed).reshape(T, -1) * sigmoid(xn @ m.w(p + "self_attn.gate_proj.weight").T)
+    o = o @ m.w(p + "self_attn.o_proj.weight").T
+    x = x + rms_norm(o, 1.0 + m.w(p + "post_attention_layernorm.weight"), post_eps)
+    f = rms_norm(x, 1.0 + m.w(p + "pre_feedforward_layernorm.weight"), m.eps)
+    h = mlp(f, m.w(p + "mlp.gate_proj.weight"), m.w(p + "mlp.up_proj.weight"), m.w(p + "mlp.down_proj.weight"))
+    return x + rms_norm(h, 1.0 + m.w(p + "post_feedforward_layernorm.weight"), post_eps)
+
+
+def muse_glimmer_forward(m: TargetModel, tokens: Sequence[int], *, window: int | None = None) -> TargetOutputs:
+    """The Muse-Glimmer text decoder over ``tokens`` as llama.cpp's ``muse-glimmer`` graph runs it: the embeddings
+    through a weightless RMSNorm (``hidden[0]``, what llama.cpp taps as layer 0); per layer the centered norms
+    (``1 + weight``; post norms with eps 1e-8), q/k weightless RMSNorm (q times ``qk_scale_factor``), RoPE
+    (rotate-half on the HF weights) with the sliding window on sliding layers and NoPE on full ones, the attention
+    output gated by ``sigmoid(gate_proj(x))`` before ``o_proj``, SwiGLU MLP; the final norm, the head, times
+    ``output_multiplier``, softcapped. ``window`` overrides the config's ``sliding_window`` (a deliberately wrong
+    forward, for tests that must tell them apart)."""
+    ids = np.asarray(tokens, dtype=np.int64)
+    x = rms_norm(m.embed[ids].astype(F32), None, m.eps)
+    pos = np.arange(ids.size)
+    w = int(m.cfg.get("sliding_window") or 0) if window is None else window
+    hidden = [x]
+    for il in range(m.n_layer):
+        x = _muse_layer(m, il, x, pos, w)
+        hidden.append(x)
+    logits = (rms_norm(x, m.w("norm.weight"), m.eps) @ m.lm_head.T) * F32(m.cfg.get("output_multiplier", 1.0))
     cap = m.cfg.get("final_logit_softcapping")
     if cap:
         logits = np.tanh(logits / F32(cap)) * F32(cap)
