@@ -52,6 +52,8 @@ class Transform:
 
     name: ClassVar[str] = ""
     n_sources: ClassVar[int] = 1
+    #: the safetensors dtype every output has (None: the first source's)
+    output_dtype: ClassVar[str | None] = None
 
     @property
     def args(self) -> tuple[Any, ...]:
@@ -84,12 +86,16 @@ class Transform:
         return tuple((start, stop) for _ in shapes)
 
     def out_dtype(self, dtypes: tuple[str, ...]) -> str:
-        """The safetensors dtype of what :meth:`apply` returns (a reordering keeps the first source's)."""
-        return dtypes[0]
+        """The safetensors dtype of what :meth:`apply` returns: :attr:`output_dtype` when the subclass fixes one,
+        else the first source's (a reordering)."""
+        return self.output_dtype or dtypes[0]
 
     def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        """The output rows made from one chunk of each source; ``rows`` is the output row count."""
-        raise NotImplementedError
+        """The output rows made from one chunk of each source; ``rows`` is the output row count. A subclass that
+        overrides only :meth:`apply_at` gets this as its chunk at row 0."""
+        if type(self).apply_at is Transform.apply_at:
+            raise NotImplementedError
+        return self.apply_at(chunks, rows, 0)
 
     def apply_at(self, chunks: Sequence[np.ndarray], rows: int, start: int) -> np.ndarray:
         """:meth:`apply` for the chunk of output rows starting at row ``start`` (what the writer calls); a
@@ -179,8 +185,7 @@ class Fp8BlockDequant(Transform):
     def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
         return (start, stop), (start // FP8_TILE, tiles(stop))
 
-    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
-        return "F32"
+    output_dtype: ClassVar[str | None] = "F32"
 
     def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
         return fp8_block_dequant(chunks[0], chunks[1])
@@ -219,8 +224,7 @@ class ColumnConcat(Transform):
             out += [(start, stop), (start // FP8_TILE, tiles(stop))] if fp8 else [(start, stop)]
         return tuple(out)
 
-    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
-        return "F32"
+    output_dtype: ClassVar[str | None] = "F32"
 
     def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
         parts: list[np.ndarray] = []
@@ -261,8 +265,7 @@ class Fp8ScaleInvDequant(Transform):
     def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
         return (start, stop), (start // self.rows, -(-stop // self.rows))
 
-    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
-        return "F32"
+    output_dtype: ClassVar[str | None] = "F32"
 
     def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
         return fp8_scale_inv_dequant(chunks[0], chunks[1], self.rows, self.cols, self.scale_dtype)
@@ -309,8 +312,7 @@ class Mxfp4ExpertStack(PerExpert):
     name: ClassVar[str] = "mxfp4_expert_stack"
     n_sources: ClassVar[int] = 2  # per expert
 
-    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
-        return QT.MXFP4.name  # already encoded: the writer copies the blocks
+    output_dtype: ClassVar[str | None] = QT.MXFP4.name  # already encoded: the writer copies the blocks
 
     def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
         blocks = [mxfp4_repack(chunks[i], chunks[i + 1]) for i in range(0, len(chunks), 2) if len(chunks[i])]
@@ -339,8 +341,7 @@ class Nvfp4Repack(Transform):
     n_sources: ClassVar[int] = 2
     scale: str = ""
 
-    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
-        return QT.NVFP4.name  # already encoded: the writer copies the blocks
+    output_dtype: ClassVar[str | None] = QT.NVFP4.name  # already encoded: the writer copies the blocks
 
     def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
         bad = nvfp4_bad_scales(chunks[1])
@@ -588,8 +589,6 @@ class PatchRow(Transform):
         out[self.row - start] = _bf16_bits(v) if self.dtype == "BF16" else v.astype(out.dtype)
         return out
 
-    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:  # the whole tensor: rows [0, rows)
-        return self.apply_at(chunks, rows, 0)
 
 
 @register
@@ -609,8 +608,7 @@ class AddOne(Transform):
     name: ClassVar[str] = "add_one"
     dtype: str
 
-    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
-        return "F32"
+    output_dtype: ClassVar[str | None] = "F32"
 
     def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
         if self.dtype not in ("BF16", "F16", "F32"):

@@ -55,7 +55,6 @@ from ...kit.hparams import as_float, as_positive, as_u32
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from .head import Counts, Head
-from .specs import hf_names_of
 
 #: upstream's model class that exports the DeepSeek-V4 MTP layer with ``--mtp``
 MTP_CLASSES = ("DeepseekV4Model",)
@@ -359,8 +358,3 @@ def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type
     lead = [KV(S.TOKENIZER_CHAT_TEMPLATE, VT.STRING,
                packaged_template(TEMPLATE_FILES["0731" in checkpoint_name(ck.path)]))]
     return Head(g.arch, g.n, g.nextn, base, fam, tensors, lead)
-
-
-def hf_names(gguf: str) -> tuple[str, ...]:
-    """The checkpoint names that become ``gguf`` (``*``: any MTP layer / expert), for messages."""
-    return hf_names_of(gguf, HF_ROOTS, HF_LAYER)

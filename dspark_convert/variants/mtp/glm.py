@@ -36,7 +36,7 @@ from ...kit.hparams import as_float, as_positive, as_u32, find_hparam, rope_dict
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from .head import Counts, Head
-from .specs import ExpertGroups, hf_names_of, layer_spec, stack_spec
+from .specs import ATTENTION, NEXTN_ROWS, ExpertGroups, layer_spec, stack_spec
 
 #: upstream's model class that exports the GLM-4.5 NextN layer with ``--mtp``
 MTP_CLASSES = ("Glm4MoeModel",)
@@ -49,15 +49,6 @@ KEPT_ROOTS: dict[str, str] = {"model.embed_tokens.weight": S.T_TOKEN_EMBD, "mode
                               "lm_head.weight": S.T_OUTPUT}
 #: upstream's ``_n_main_layers``: the first of these keys in the (text) config
 LAYER_KEYS = ("n_layers", "num_hidden_layers", "n_layer", "num_layers")
-#: a NextN layer's own tensors (after ``model.layers.{n+i}.``) -> their GGUF names (after ``blk.{n+i}.``); GLM-5's too
-NEXTN: dict[str, str] = {
-    "eh_proj.weight": S.L_NEXTN_EH_PROJ,
-    "enorm.weight": S.L_NEXTN_ENORM,
-    "hnorm.weight": S.L_NEXTN_HNORM,
-    "embed_tokens.weight": S.L_NEXTN_EMBED_TOKENS,
-    "shared_head.head.weight": S.L_NEXTN_SHARED_HEAD_HEAD,
-    "shared_head.norm.weight": S.L_NEXTN_SHARED_HEAD_NORM,
-}
 #: a NextN layer's MLP (dense, router and shared expert; the routed experts are stacked): the same in GLM-5
 MLP: dict[str, str] = {
     "mlp.gate_proj.weight": S.L_FFN_GATE,
@@ -71,18 +62,11 @@ MLP: dict[str, str] = {
 }
 #: a NextN layer's tensor (after ``model.layers.{n+i}.``) -> its GGUF name (after ``blk.{n+i}.``)
 LAYER: dict[str, str] = {
-    **NEXTN,
-    "input_layernorm.weight": S.L_ATTN_NORM,
-    "post_attention_layernorm.weight": S.L_POST_ATTENTION_NORM,
-    "self_attn.q_proj.weight": S.L_ATTN_Q,
-    "self_attn.k_proj.weight": S.L_ATTN_K,
-    "self_attn.v_proj.weight": S.L_ATTN_V,
+    **NEXTN_ROWS,
+    **ATTENTION,
     "self_attn.q_proj.bias": "attn_q.bias",
     "self_attn.k_proj.bias": "attn_k.bias",
     "self_attn.v_proj.bias": "attn_v.bias",
-    "self_attn.o_proj.weight": S.L_ATTN_OUT,
-    "self_attn.q_norm.weight": S.L_ATTN_Q_NORM,
-    "self_attn.k_norm.weight": S.L_ATTN_K_NORM,
     **MLP,
 }
 #: per-expert projection -> its stack, in the order upstream emits the three stacks
@@ -99,6 +83,9 @@ HF_LAYER: list[tuple[str, str]] = ([(f"model.layers.*.{hf}", name) for hf, name 
 #: ``expert_gating_func`` upstream's class always writes (``ExpertGatingFuncType.SIGMOID``)
 GATING_SIGMOID = 2
 
+
+#: the root tensors by checkpoint name, for messages (with :data:`HF_LAYER`)
+HF_ROOTS: dict[str, str] = KEPT_ROOTS
 
 def bare(name: str) -> str:
     """A checkpoint name as upstream's filter sees it: ``e_score_correction_bias`` -> ``e_score_correction.bias``,
@@ -267,8 +254,3 @@ def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type
     g = read_hparams(ARCHS[hf_arch], hp, ck.names, where)
     tensors = plan_tensors(ck, g, out)
     return g.head(header_kvs(g, file_type, where), tensors)
-
-
-def hf_names(gguf: str) -> tuple[str, ...]:
-    """The checkpoint names that become ``gguf`` (``*``: any NextN layer / expert), for messages."""
-    return hf_names_of(gguf, KEPT_ROOTS, HF_LAYER)

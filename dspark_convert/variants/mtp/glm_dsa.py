@@ -44,7 +44,7 @@ from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from . import glm
 from .head import Head
-from .specs import ExpertGroups, float_ref, hf_names_of, layer_spec
+from .specs import NEXTN_ROWS, ExpertGroups, float_ref, layer_spec
 from .transforms import MlaKvBSplit
 
 #: upstream's model class that exports the GLM-5 NextN layer with ``--mtp``
@@ -56,7 +56,7 @@ ARCHS: dict[str, str] = {
 #: a NextN layer's tensor (after ``model.layers.{n+i}.``) -> its GGUF name (after ``blk.{n+i}.``); ``kv_b_proj``
 #: is split (:data:`KV_B`), the experts stacked (:data:`glm.EXPERT_STACKS`)
 LAYER: dict[str, str] = {
-    **glm.NEXTN,
+    **NEXTN_ROWS,
     "input_layernorm.weight": S.L_ATTN_NORM,
     "post_attention_layernorm.weight": S.L_FFN_NORM,
     "self_attn.q_a_proj.weight": S.L_ATTN_Q_A,
@@ -92,6 +92,9 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "first_k_dense_replace": 3,
 }
 
+
+#: the root tensors by checkpoint name, for messages (with :data:`HF_LAYER`)
+HF_ROOTS: dict[str, str] = glm.KEPT_ROOTS
 
 def config_view(config: dict[str, Any], where: str) -> dict[str, Any]:
     """The hparams as upstream sees them (``AutoConfig.from_pretrained(...).to_dict()`` of ``GlmMoeDsaConfig``):
@@ -276,8 +279,3 @@ def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type
     g = read_hparams(ARCHS[hf_arch], view, ck.names, where)
     tensors = plan_tensors(ck, g, out)
     return g.head(header_kvs(g, file_type, where), tensors)
-
-
-def hf_names(gguf: str) -> tuple[str, ...]:
-    """The checkpoint names that become ``gguf`` (``*``: any NextN layer / expert), for messages."""
-    return hf_names_of(gguf, glm.KEPT_ROOTS, HF_LAYER)

@@ -1,8 +1,8 @@
 """What a family module of this package hands the ``--mtp`` converter (:mod:`.mtp`): the sidecar's header, tensors
 and layer counts. Each family module (:mod:`.qwen`, :mod:`.glm`, :mod:`.glm_dsa`, :mod:`.nemotron`,
-:mod:`.deepseek4`) has ``ARCHS`` (HF class -> GGUF arch),
-``reads(config)`` (the checkpoint tensors the file is made of), ``sidecar(...)`` -> :class:`Head` and
-``hf_names(gguf_name)``. :class:`Counts` is the validated layer / expert counts a family's hparams start from.
+:mod:`.deepseek4`, :mod:`.mimo2`) has ``ARCHS`` (HF class -> GGUF arch), ``reads(config)`` (the checkpoint tensors
+the file is made of), ``sidecar(...)`` -> :class:`Head`, and ``HF_ROOTS`` / ``HF_LAYER`` (the checkpoint names for
+messages). :class:`Counts` is the validated layer / expert counts a family's hparams start from.
 """
 
 from __future__ import annotations

@@ -94,14 +94,16 @@ def in_what(dims: Dims) -> str:
     return f"hidden_size {dims.hidden}"
 
 
-def _nextn(c: Checker) -> tuple[int, int] | None:
-    """(block_count, nextn_predict_layers), or None after an error finding when the pair is unusable."""
+def _nextn(c: Checker, required: list[str] | None = None) -> tuple[int, int] | None:
+    """(block_count, nextn_predict_layers), or None after an error finding when the pair is unusable; when usable,
+    also one finding per key of ``required`` (templates) the file lacks."""
     n_all = _int(c.val(S.BLOCK_COUNT)) or 0
     nextn = _int(c.val(S.NEXTN_PREDICT_LAYERS))
     if nextn is None or not 0 < nextn <= n_all:
         c.err(c.key(S.NEXTN_PREDICT_LAYERS), "required-key", f"is {nextn!r}, expected 1..block_count ({n_all}) in an "
               "MTP sidecar (the loader takes blk.{block_count - nextn}.. as the MTP blocks)")
         return None
+    _missing_keys(c, c.plan.arch, required or [])
     return n_all, nextn
 
 
@@ -191,12 +193,10 @@ def glm_ffn(c: Checker, need: Need, i: int, *, dsa: bool) -> None:
 
 def glm_rules(c: Checker) -> int | None:
     """The ``mtp_only`` branch of llama.cpp's ``glm4moe`` loader (see the module docstring)."""
-    got = _nextn(c)
-    if got is None:
+    if (got := _nextn(c, [S.EXPERT_FEED_FORWARD_LENGTH, S.EXPERT_SHARED_COUNT, S.EXPERT_COUNT,
+                                   S.EXPERT_USED_COUNT])) is None:
         return None
     n_all, nextn = got
-    _missing_keys(c, c.plan.arch, [S.EXPERT_FEED_FORWARD_LENGTH, S.EXPERT_SHARED_COUNT, S.EXPERT_COUNT,
-                                   S.EXPERT_USED_COUNT])
     for tpl in (S.EXPERT_COUNT, S.EXPERT_USED_COUNT):
         v = _int(c.val(tpl))
         if v is not None and v <= 0:
@@ -226,12 +226,10 @@ def glm_rules(c: Checker) -> int | None:
 def dsa_rules(c: Checker) -> int | None:
     """The ``mtp_only`` branch of llama.cpp's ``glm-dsa`` loader (``src/models/glm-dsa.cpp``, see the module
     docstring)."""
-    got = _nextn(c)
-    if got is None:
+    if (got := _nextn(c, [S.EXPERT_FEED_FORWARD_LENGTH, S.RMS_EPS, S.EXPERT_SHARED_COUNT, S.Q_LORA_RANK,
+                                   S.KV_LORA_RANK, S.INDEXER_HEAD_COUNT, S.INDEXER_KEY_LENGTH, S.INDEXER_TOP_K])) is None:
         return None
     n_all, nextn = got
-    _missing_keys(c, c.plan.arch, [S.EXPERT_FEED_FORWARD_LENGTH, S.RMS_EPS, S.EXPERT_SHARED_COUNT, S.Q_LORA_RANK,
-                                   S.KV_LORA_RANK, S.INDEXER_HEAD_COUNT, S.INDEXER_KEY_LENGTH, S.INDEXER_TOP_K])
     for tpl in (S.KEY_LENGTH_MLA, S.VALUE_LENGTH_MLA):
         v = _int(c.val(tpl))
         if v is None or v <= 0:
@@ -282,16 +280,14 @@ def qwen_rules(c: Checker) -> int | None:
     arch = c.plan.arch
     moe = arch in (S.ARCH_QWEN35MOE, S.ARCH_QWEN3NEXT)
     d = c.dims
-    got = _nextn(c)
-    if got is None:
-        return None
-    n_all, nextn = got
     required = list(_SSM_KEYS)
     if arch in (S.ARCH_QWEN35, S.ARCH_QWEN35MOE):
         required.append(S.ROPE_DIMENSION_SECTIONS)
     if moe:
         required += [S.EXPERT_COUNT, S.EXPERT_USED_COUNT]
-    _missing_keys(c, arch, required)
+    if (got := _nextn(c, required)) is None:
+        return None
+    n_all, nextn = got
     recurrent = c.val(S.RECURRENT_LAYERS)
     if recurrent is not None and (not isinstance(recurrent, (list, tuple)) or len(recurrent) != n_all):
         count = len(recurrent) if isinstance(recurrent, (list, tuple)) else recurrent
@@ -330,11 +326,9 @@ def qwen_rules(c: Checker) -> int | None:
 
 def nemotron_rules(c: Checker) -> int | None:
     """The ``mtp_only`` branch of llama.cpp's ``nemotron_h_moe`` loader (see the module docstring)."""
-    got = _nextn(c)
-    if got is None:
+    if (got := _nextn(c, [*_SSM_KEYS, S.LAYER_NORM_EPS, S.EXPERT_COUNT])) is None:
         return None
     n_all, nextn = got
-    _missing_keys(c, c.plan.arch, [*_SSM_KEYS, S.LAYER_NORM_EPS, S.EXPERT_COUNT])
     if nextn != 1:
         c.err(c.key(S.NEXTN_PREDICT_LAYERS), "required-key", f"is {nextn}; llama.cpp's nemotron_h_moe MTP graph "
               "asserts a single MTP block")
@@ -425,17 +419,14 @@ def deepseek4_rules(c: Checker) -> int | None:
     ``output_hc_*``; every MTP block's DeepSeek-V4 tensors (with the compressor and indexer of a block whose compress
     ratio is 4 or 128) and its ``nextn.eh_proj`` / ``enorm`` / ``hnorm`` (``nextn.embed_tokens``, ``shared_head_head``,
     ``shared_head_norm`` and ``exp_probs_b_vl.bias`` optional)."""
-    got = _nextn(c)
-    if got is None:
+    if (got := _nextn(c, [S.RMS_EPS, S.Q_LORA_RANK, S.SLIDING_WINDOW, S.EXPERT_FEED_FORWARD_LENGTH,
+                                 S.EXPERT_SHARED_COUNT, S.EXPERT_WEIGHTS_SCALE, S.EXPERT_WEIGHTS_NORM, S.SWIGLU_CLAMP_EXP,
+                                 S.INDEXER_HEAD_COUNT, S.INDEXER_KEY_LENGTH, S.INDEXER_TOP_K, S.OUTPUT_GROUP_COUNT,
+                                 S.OUTPUT_LORA_RANK, S.COMPRESS_ROPE_FREQ_BASE, S.HC_COUNT, S.HC_SINKHORN_ITERATIONS,
+                                 S.HC_EPSILON, S.HASH_LAYER_COUNT, S.COMPRESS_RATIOS, S.EXPERT_GATING_FUNC,
+                                 S.EXPERT_COUNT, S.EXPERT_USED_COUNT])) is None:
         return None
     n_all, nextn = got
-    arch = c.plan.arch
-    _missing_keys(c, arch, [S.RMS_EPS, S.Q_LORA_RANK, S.SLIDING_WINDOW, S.EXPERT_FEED_FORWARD_LENGTH,
-                            S.EXPERT_SHARED_COUNT, S.EXPERT_WEIGHTS_SCALE, S.EXPERT_WEIGHTS_NORM, S.SWIGLU_CLAMP_EXP,
-                            S.INDEXER_HEAD_COUNT, S.INDEXER_KEY_LENGTH, S.INDEXER_TOP_K, S.OUTPUT_GROUP_COUNT,
-                            S.OUTPUT_LORA_RANK, S.COMPRESS_ROPE_FREQ_BASE, S.HC_COUNT, S.HC_SINKHORN_ITERATIONS,
-                            S.HC_EPSILON, S.HASH_LAYER_COUNT, S.COMPRESS_RATIOS, S.EXPERT_GATING_FUNC,
-                            S.EXPERT_COUNT, S.EXPERT_USED_COUNT])
     if nextn != 1:
         c.err(c.key(S.NEXTN_PREDICT_LAYERS), "required-key", f"is {nextn}; llama.cpp's deepseek4 MTP graph asserts a "
               "single MTP block")
@@ -534,12 +525,10 @@ def deepseek4_rules(c: Checker) -> int | None:
 
 def mimo2_rules(c: Checker) -> int | None:
     """The ``mtp_only`` branch of llama.cpp's ``mimo2`` loader (see the module docstring)."""
-    got = _nextn(c)
-    if got is None:
+    if (got := _nextn(c, [S.RMS_EPS, S.EXPERT_FEED_FORWARD_LENGTH, S.SLIDING_WINDOW,
+                                   S.SLIDING_WINDOW_PATTERN])) is None:
         return None
     n_all, nextn = got
-    _missing_keys(c, c.plan.arch, [S.RMS_EPS, S.EXPERT_FEED_FORWARD_LENGTH, S.SLIDING_WINDOW,
-                                   S.SLIDING_WINDOW_PATTERN])
     for tpl, must_array in ((S.HEAD_COUNT_KV, False), (S.SLIDING_WINDOW_PATTERN, True)):
         arr = c.val(tpl)
         if arr is None:

@@ -53,7 +53,7 @@ from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from .glm import insert_expert_groups
 from .head import Counts, Head
-from .specs import FLOAT_DTYPES, ExpertGroups, float_ref, hf_names_of, layer_spec, stack_spec
+from .specs import FLOAT_DTYPES, NEXTN_ROWS, ExpertGroups, float_ref, layer_spec, stack_spec
 from .transforms import QkvConcat, TpQkvDequant
 
 #: upstream's model class that exports the MiMo-V2 MTP layers with ``--mtp``
@@ -70,12 +70,7 @@ KEPT_ROOTS: dict[str, str] = {"model.embed_tokens.weight": S.T_TOKEN_EMBD, "mode
 #: an MTP layer's tensor (after ``model.mtp.layers.{i}.``, sinks with ``.weight`` added) -> its GGUF name (after
 #: ``blk.{n+i}.``), by gguf-py's ``mimo2`` tensor map
 LAYER: dict[str, str] = {
-    "eh_proj.weight": S.L_NEXTN_EH_PROJ,
-    "enorm.weight": S.L_NEXTN_ENORM,
-    "hnorm.weight": S.L_NEXTN_HNORM,
-    "embed_tokens.weight": S.L_NEXTN_EMBED_TOKENS,
-    "shared_head.head.weight": S.L_NEXTN_SHARED_HEAD_HEAD,
-    "shared_head.norm.weight": S.L_NEXTN_SHARED_HEAD_NORM,
+    **NEXTN_ROWS,
     "final_layernorm.weight": S.L_LAYER_OUT_NORM,
     "input_layernorm.weight": S.L_ATTN_NORM,
     "pre_mlp_layernorm.weight": S.L_FFN_NORM,
@@ -116,6 +111,9 @@ REQUIRED = ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "
 SAME_AS = (("swa_head_dim", "head_dim"), ("swa_num_attention_heads", "num_attention_heads"),
            ("swa_v_head_dim", "v_head_dim"))
 
+
+#: the root tensors by checkpoint name, for messages (with :data:`HF_LAYER`)
+HF_ROOTS: dict[str, str] = KEPT_ROOTS
 
 def bare(name: str) -> str:
     """A checkpoint name as upstream's filters leave it: a sink bias gets ``.weight``, ``e_score_correction_bias``
@@ -434,8 +432,3 @@ def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type
         f"{', '.join(fused)}: the MTP layers' q_proj / k_proj / v_proj written as one attn_qkv (upstream's --mtp writes "
         "attn_q / attn_k / attn_v, on which llama.cpp b11434's mimo2 MTP graph aborts: GGML_ASSERT \"MIMO2 MTP "
         "requires fused attn_qkv\"); the bytes are upstream's three tensors one after the other"))
-
-
-def hf_names(gguf: str) -> tuple[str, ...]:
-    """The checkpoint names that become ``gguf`` (``*``: any MTP layer / expert), for messages."""
-    return hf_names_of(gguf, KEPT_ROOTS, HF_LAYER)

@@ -24,8 +24,10 @@ from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
 from ...tokenizer.targets import handler_for_architecture, table
 from . import deepseek4, glm, glm_dsa, mimo2, nemotron, qwen
+from .specs import hf_names_of
 
-#: the family modules, each with ``ARCHS`` (HF class -> GGUF arch), ``reads``, ``sidecar`` and ``hf_names``
+#: the family modules, each with ``ARCHS`` (HF class -> GGUF arch), ``reads``, ``sidecar``, and ``HF_ROOTS`` /
+#: ``HF_LAYER`` (checkpoint names by GGUF name, for messages)
 FAMILIES: tuple[ModuleType, ...] = (qwen, glm, glm_dsa, nemotron, deepseek4, mimo2)
 #: default output names: ``mtp-<name>-<TYPE>.gguf`` (upstream's ``prepare_metadata`` of these classes); llama.cpp's
 #: ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
@@ -100,7 +102,8 @@ def draft_tensors(config: dict[str, Any]) -> Select | None:
 
 
 def hf_names(gguf_name: str) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(n for fam in FAMILIES for n in fam.hf_names(gguf_name)))
+    return tuple(dict.fromkeys(n for fam in FAMILIES
+                               for n in hf_names_of(gguf_name, fam.HF_ROOTS, fam.HF_LAYER)))
 
 
 def target_facts(ctx: Context, plan: Plan) -> TargetFacts:

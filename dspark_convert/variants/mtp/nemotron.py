@@ -41,7 +41,7 @@ from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from ..eagle3.transforms import Eagle3Permute
 from .head import Head
-from .specs import ExpertGroups, float_ref, hf_names_of, stack_spec
+from .specs import ExpertGroups, float_ref, stack_spec
 
 #: upstream's model class that exports the Nemotron-H MTP head with ``--mtp`` (only its MoE variant)
 MTP_CLASSES = ("NemotronHModel",)
@@ -92,6 +92,9 @@ PREFIX = "mamba_"
 #: ``TextModel``'s router score functions -> ``expert_gating_func``
 GATING = {"sigmoid": 2, "softmax": 1, "sqrtsoftplus": 4}
 
+
+#: the root tensors by checkpoint name, for messages (with :data:`HF_LAYER`)
+HF_ROOTS: dict[str, str] = KEPT_ROOTS
 
 def bare(name: str) -> str:
     """A checkpoint name as upstream's filter sees it (``e_score_correction_bias`` -> ``e_score_correction.bias``)."""
@@ -406,8 +409,3 @@ def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type
     base, fam = header_kvs(g, file_type, where)
     tensors = plan_tensors(ck, g, out)
     return Head(ARCHS[hf_arch], g.n, 1, base, fam, tensors)
-
-
-def hf_names(gguf: str) -> tuple[str, ...]:
-    """The checkpoint names that become ``gguf`` (``*``: either MTP layer / any expert), for messages."""
-    return hf_names_of(gguf, KEPT_ROOTS, HF_LAYER)

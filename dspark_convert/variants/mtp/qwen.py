@@ -34,7 +34,7 @@ from ...kit.hparams import as_positive, as_u32, find_hparam, rope_dict
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from .head import Counts, Head
-from .specs import ExpertGroups, hf_names_of, layer_spec, stack_spec
+from .specs import ATTENTION, ExpertGroups, layer_spec, stack_spec
 
 #: upstream's model classes that carry the Qwen MTP mixin (``_QwenMtpMixin`` in ``conversion/qwen.py``)
 MTP_CLASSES = ("Qwen3_5TextModel", "Qwen3_5MoeTextModel", "Qwen3NextModel")
@@ -61,14 +61,7 @@ MTP_ROOTS: dict[str, str] = {
 }
 #: an MTP layer's tensor (after ``mtp.layers.{i}.``) -> its GGUF name (after ``blk.{n+i}.``)
 LAYER: dict[str, str] = {
-    "input_layernorm.weight": S.L_ATTN_NORM,
-    "post_attention_layernorm.weight": S.L_POST_ATTENTION_NORM,
-    "self_attn.q_proj.weight": S.L_ATTN_Q,
-    "self_attn.k_proj.weight": S.L_ATTN_K,
-    "self_attn.v_proj.weight": S.L_ATTN_V,
-    "self_attn.o_proj.weight": S.L_ATTN_OUT,
-    "self_attn.q_norm.weight": S.L_ATTN_Q_NORM,
-    "self_attn.k_norm.weight": S.L_ATTN_K_NORM,
+    **ATTENTION,
     "mlp.gate_proj.weight": S.L_FFN_GATE,
     "mlp.up_proj.weight": S.L_FFN_UP,
     "mlp.down_proj.weight": S.L_FFN_DOWN,
@@ -87,6 +80,9 @@ HF_LAYER: list[tuple[str, str]] = ([(f"mtp.{hf}.weight", g) for hf, g in MTP_ROO
                                    + [(f"mtp.layers.*.mlp.experts.*.{w}.weight", g) for w, g in EXPERT_STACKS.items()])
 _EXPERT = re.compile(r"mlp\.experts\.(\d+)\.(down_proj|gate_proj|up_proj)\.weight")
 
+
+#: the root tensors by checkpoint name, for messages (with :data:`HF_LAYER`)
+HF_ROOTS: dict[str, str] = KEPT_ROOTS
 
 def bare(name: str) -> str:
     """A checkpoint name as the mixin sees it: ``language_model.`` removed (``model.language_model.x`` ->
@@ -248,8 +244,3 @@ def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type
     q = read_hparams(ARCHS[hf_arch], hp, ck.names, where)
     tensors = plan_tensors(ck, q, out)
     return q.head(header_kvs(q, file_type, where), tensors)
-
-
-def hf_names(gguf: str) -> tuple[str, ...]:
-    """The checkpoint names that become ``gguf`` (``*``: any MTP layer / expert), for messages."""
-    return hf_names_of(gguf, KEPT_ROOTS, HF_LAYER)

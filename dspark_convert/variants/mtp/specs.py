@@ -1,5 +1,5 @@
 """The tensor-planning pieces the MTP family modules (:mod:`.qwen`, :mod:`.glm`, :mod:`.glm_dsa`, :mod:`.nemotron`)
-share: the float-only source check, a layer tensor's spec, the per-expert tensors gathered into stacks, and the
+share: the NextN and attention name rows, the float-only source check, a layer tensor's spec, the per-expert tensors gathered into stacks, and the
 reverse name lookup for messages. Each family keeps its own names, tables and refusal words; these helpers only
 take the words they put in a message as arguments.
 """
@@ -17,6 +17,27 @@ from ...hf.checkpoint import Checkpoint, TensorRef
 from ...kit.common import tensor_type
 from ...plan import TensorSpec
 
+#: a NextN block's own tensors (after the block prefix) -> their GGUF names (after ``blk.{n+i}.``), by gguf-py's
+#: tensor map: the same rows in every family whose checkpoint spells them this way (GLM-4.5, GLM-5, MiMo-V2)
+NEXTN_ROWS: dict[str, str] = {
+    "eh_proj.weight": S.L_NEXTN_EH_PROJ,
+    "enorm.weight": S.L_NEXTN_ENORM,
+    "hnorm.weight": S.L_NEXTN_HNORM,
+    "embed_tokens.weight": S.L_NEXTN_EMBED_TOKENS,
+    "shared_head.head.weight": S.L_NEXTN_SHARED_HEAD_HEAD,
+    "shared_head.norm.weight": S.L_NEXTN_SHARED_HEAD_NORM,
+}
+#: a Qwen / GLM attention block with its sandwich norm (``post_attention_layernorm`` -> ``post_attention_norm``)
+ATTENTION: dict[str, str] = {
+    "input_layernorm.weight": S.L_ATTN_NORM,
+    "post_attention_layernorm.weight": S.L_POST_ATTENTION_NORM,
+    "self_attn.q_proj.weight": S.L_ATTN_Q,
+    "self_attn.k_proj.weight": S.L_ATTN_K,
+    "self_attn.v_proj.weight": S.L_ATTN_V,
+    "self_attn.o_proj.weight": S.L_ATTN_OUT,
+    "self_attn.q_norm.weight": S.L_ATTN_Q_NORM,
+    "self_attn.k_norm.weight": S.L_ATTN_K_NORM,
+}
 #: the float dtypes an MTP head is converted from
 FLOAT_DTYPES = ("BF16", "F16", "F32")
 #: the end of the refusal of any other dtype (after ``has dtype X; ``)

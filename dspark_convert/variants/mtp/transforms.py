@@ -129,11 +129,8 @@ class TpQkvDequant(Transform):
             spans += [(w0 + a, w0 + b), (s0 + (r0 + a) // self.block, s0 + (r0 + b - 1) // self.block + 1)]
         return tuple(spans)
 
-    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
-        return "F32"
+    output_dtype: ClassVar[str | None] = "F32"
 
-    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        return self.apply_at(chunks, rows, 0)
 
     def apply_at(self, chunks: Sequence[np.ndarray], rows: int, start: int) -> np.ndarray:
         per = self.q + self.k + self.v
@@ -202,11 +199,8 @@ class QkvConcat(Transform):
                 spans.append((a // self.block[0], -(-b // self.block[0])) if b > a else (0, 0))
         return tuple(spans)
 
-    def out_dtype(self, dtypes: tuple[str, ...]) -> str:
-        return "F32"
+    output_dtype: ClassVar[str | None] = "F32"
 
-    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        return self.apply_at(chunks, rows, 0)
 
     def apply_at(self, chunks: Sequence[np.ndarray], rows: int, start: int) -> np.ndarray:
         stop = start + sum(len(chunks[i * self.per]) for i in range(3))
