@@ -28,6 +28,17 @@ def _load_processor(path: Path) -> Any:
     return sp
 
 
+def _model_of(target_dir: Path, needs: str, n_vocab: int | None) -> tuple[Path, Any, int, int]:
+    """``target_dir/tokenizer.model`` (refused in one line naming ``needs`` when absent), its processor, its piece
+    count and the draft's vocabulary size ``n`` (``n_vocab``, else the piece count)."""
+    model = target_dir / "tokenizer.model"
+    if not model.is_file():
+        raise ConvertError(f"{model}: file not found ({needs} needs it)")
+    sp = _load_processor(model)
+    size = sp.vocab_size()
+    return model, sp, size, n_vocab if n_vocab is not None else size
+
+
 def _spm_pieces(sp: Any, n: int) -> tuple[list[str], list[float], list[int]]:
     """Pieces, scores and types of the first ``min(n, sp size)`` ids, padded with [PAD{id}] up to ``n``."""
     size = sp.vocab_size()
@@ -123,11 +134,7 @@ def added_token_entries(target_dir: Path) -> list[tuple[Path, int, Any]]:
 def phi3_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], list[float], list[int]]:
     """Upstream ``Phi3MiniModel.set_vocab`` SentencePiece variant: no range check on added_tokens_decoder ids,
     USER_DEFINED / CONTROL by the ``special`` flag only, and tokenizer.json ``added_tokens`` applied last."""
-    model = target_dir / "tokenizer.model"
-    if not model.is_file():
-        raise ConvertError(f"{model}: file not found (a Phi-3 target needs tokenizer.model)")
-    sp = _load_processor(model)
-    n = n_vocab if n_vocab is not None else sp.vocab_size()
+    _, sp, _, n = _model_of(target_dir, "a Phi-3 target", n_vocab)
     tokens, scores, types = _spm_pieces(sp, n)
     added = load_json_if_present(target_dir / "added_tokens.json") or {}
     for piece, tid in added.items():
@@ -202,12 +209,7 @@ def internlm2_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[st
     U+1F409, ``[UNUSED...`` pieces UNUSED), ``added_tokens.json`` appended, then ``tokenizer_config.json``
     ``added_tokens_decoder`` and tokenizer.json ``added_tokens`` set by id (CONTROL when special, else
     USER_DEFINED, score -1000). Also the id of ``<|im_end|>`` among those entries (the chat eos), if any."""
-    model = target_dir / "tokenizer.model"
-    if not model.is_file():
-        raise ConvertError(f"{model}: file not found (llama.cpp's InternLM2 vocab method needs it)")
-    sp = _load_processor(model)
-    size = sp.vocab_size()
-    n = n_vocab if n_vocab is not None else size
+    model, sp, size, n = _model_of(target_dir, "llama.cpp's InternLM2 vocab method", n_vocab)
     if n > size:
         raise ConvertError(f"{model}: has {size} pieces but the draft vocab_size is {n}; llama.cpp's InternLM2 vocab "
                            "method reads a piece for every id and stops")
@@ -239,12 +241,7 @@ def arctic_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str],
     """Upstream ``ArcticModel.set_vocab``'s list: SentencePiece pieces over ``[PAD{id}]`` padding, then
     ``tokenizer_config.json`` ``added_tokens_decoder`` entries below ``n``: special ones CONTROL (UNKNOWN for the
     configured ``unk_token``) with score 0, others USER_DEFINED with score -10000."""
-    model = target_dir / "tokenizer.model"
-    if not model.is_file():
-        raise ConvertError(f"{model}: file not found (llama.cpp's Arctic vocab method needs it)")
-    sp = _load_processor(model)
-    size = sp.vocab_size()
-    n = n_vocab if n_vocab is not None else size
+    model, sp, size, n = _model_of(target_dir, "llama.cpp's Arctic vocab method", n_vocab)
     if n < size:
         raise ConvertError(f"{model}: has {size} pieces but the draft vocab_size is {n}; llama.cpp's Arctic vocab "
                            "method writes every piece and stops")
