@@ -16,12 +16,6 @@ from ..gguf_constants import VT
 from .core import T_OUTPUT_NORM
 from .dflash import T_CONF_W, T_ENC_NORM, T_FC, T_MARKOV_W1, T_MARKOV_W2
 
-DSV4_ARCHITECTURE = "DeepseekV4DSparkModel"  #: a config naming this selects the family without --dspark
-DSV4_TARGET_ARCHITECTURE = "DeepseekV4ForCausalLM"  #: the full checkpoint's own class
-DSV4_MODEL_TYPE = "deepseek_v4"
-#: HF classes of checkpoints that carry their draft inside (the draft's target is the checkpoint itself) -> the
-#: tokenizer handler upstream runs for them (``tokenizer/handlers.py``: TextModel.set_vocab, byte-level BPE)
-DRAFT_CARRIER_TOKENIZERS = {DSV4_TARGET_ARCHITECTURE: "gpt2", DSV4_ARCHITECTURE: "gpt2"}
 DSV4_DRAFT_PREFIX = "mtp."  #: draft tensors: mtp.{stage}.<name>
 #: draft tensors upstream b10786+ drops (DeepSeek-V4-Flash-Vision-Exp's ``ffn.gate.bias_vl``); the root
 #: ``aligner.*`` / ``image_*`` tensors it filters are never read (only ``mtp.*`` is)

@@ -16,7 +16,6 @@ from __future__ import annotations
 from ..gguf_constants import VT
 
 ARCH_GEMMA4_ASSISTANT = "gemma4-assistant"
-GEMMA4_ASSISTANT_ARCHITECTURES = ("Gemma4AssistantForCausalLM", "Gemma4UnifiedAssistantForCausalLM")
 #: the target's hidden size: the width of ``post_projection``'s output and half of ``pre_projection``'s input
 EMBEDDING_LENGTH_OUT = "{arch}.embedding_length_out"
 NEXTN_PREDICT_LAYERS = "{arch}.nextn_predict_layers"

@@ -39,7 +39,12 @@ from .names import (
 METHOD_WORD = "DSpark"
 #: llama.cpp's ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
 FILE_PREFIX = "dspark-"
-ARCHITECTURES: tuple[str, ...] = (S.DSV4_ARCHITECTURE,)
+#: the draft's class: a config naming it selects the family without --dspark
+DSV4_ARCHITECTURE = "DeepseekV4DSparkModel"
+#: the full checkpoint's own class, and its ``model_type``
+DSV4_TARGET_ARCHITECTURE = "DeepseekV4ForCausalLM"
+DSV4_MODEL_TYPE = "deepseek_v4"
+ARCHITECTURES: tuple[str, ...] = (DSV4_ARCHITECTURE,)
 #: no --with-target-embeddings: the loader uses the target's embedding and head (an output.weight is an extra tensor)
 TARGET_TENSORS: tuple[TargetTensor, ...] = ()
 #: a DeepSeek-V4 checkpoint carries its own tokenizer: without --target-model-dir it is read from there
@@ -57,13 +62,13 @@ def is_deepseek_v4(config: dict[str, Any]) -> bool:
     """A DeepSeek-V4 checkpoint config (full model or the DSpark class)."""
     archs = config.get("architectures")
     first = archs[0] if isinstance(archs, list) and archs else None
-    return config.get("model_type") == S.DSV4_MODEL_TYPE or first in (S.DSV4_TARGET_ARCHITECTURE, S.DSV4_ARCHITECTURE)
+    return config.get("model_type") == DSV4_MODEL_TYPE or first in (DSV4_TARGET_ARCHITECTURE, DSV4_ARCHITECTURE)
 
 
 def has_draft(config: dict[str, Any], names: list[str]) -> bool:
     """``mtp.*`` tensors, and ``dspark_*`` config keys or a config declaring ``DeepseekV4DSparkModel``."""
     archs = config.get("architectures")
-    declared = isinstance(archs, list) and bool(archs) and archs[0] == S.DSV4_ARCHITECTURE
+    declared = isinstance(archs, list) and bool(archs) and archs[0] == DSV4_ARCHITECTURE
     return bool(draft_names(names)) and (declared or any(k in config for k in S.DSV4_CONFIG_KEYS))
 
 

@@ -40,7 +40,7 @@ from ...tokenizer.handlers import target_vocab_kvs
 METHOD_WORD = "MTP"
 #: llama.cpp's ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
 FILE_PREFIX = "mtp-"
-ARCHITECTURES: tuple[str, ...] = S.GEMMA4_ASSISTANT_ARCHITECTURES
+ARCHITECTURES: tuple[str, ...] = ("Gemma4AssistantForCausalLM", "Gemma4UnifiedAssistantForCausalLM")
 TARGET_TENSORS: tuple[TargetTensor, ...] = ()  # the runtime reads the target's embeddings through its context
 TOKENIZER_IN_CHECKPOINT = True  # converted on its own: the assistant folder carries the tokenizer
 DSPARK_FLAG = False
