@@ -25,8 +25,8 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "convert": "hf2gguf.conversion", "plan_conversion": "hf2gguf.conversion", "ConvertResult": "hf2gguf.conversion",
-    "PlannedConversion": "hf2gguf.conversion",
+    "convert": "hf2gguf.conversion", "plan_conversion": "hf2gguf.conversion", "ConvertResult": "hf2gguf.results",
+    "PlannedConversion": "hf2gguf.results",
     "check_file": "check", "check_plan": "check", "Finding": "check", "check_fit": "fit", "FitReport": "fit",
     "read_gguf": "gguffile.reader", "plan_from_gguf": "gguffile.reader", "GGUFFile": "gguffile.reader",
     "inspect_gguf": "inspect", "diff_gguf": "diff",

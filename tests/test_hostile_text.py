@@ -28,7 +28,8 @@ from dspark_convert import render
 from dspark_convert.cli import _OneLineWarnings, app
 from dspark_convert.diff import diff_gguf
 from dspark_convert.findings import Finding
-from dspark_convert.hf2gguf.conversion import ConvertResult, convert
+from dspark_convert.hf2gguf.conversion import convert
+from dspark_convert.hf2gguf.results import ConvertResult
 from dspark_convert.inspect import inspect_gguf
 from dspark_convert.plan import KV
 from dspark_convert.reference.compare import MetadataCheck, OutputCheck

@@ -2,9 +2,8 @@
 read its tensors) and the target (its own tokenizer or the target folder, the tensors the family asks for).
 
 :func:`open_draft` and :func:`open_target` are the first two steps of
-:func:`dspark_convert.hf2gguf.conversion.plan_conversion`; :func:`target_tensors` opens the target checkpoint for
-the tensors the plan takes from it and :func:`add_target_tensors` adds them; :func:`fit_pair` is what the
-conversion's fit rules compare.
+:func:`dspark_convert.hf2gguf.conversion.plan_conversion`; once the family has planned, :func:`take_target_tensors`
+opens the target checkpoint for the tensors the plan takes from it and adds them.
 """
 
 from __future__ import annotations
@@ -16,15 +15,13 @@ from typing import Any
 from .. import schema as S
 from ..archnames import Architecture, resolve_architecture
 from ..errors import ConvertError
-from ..fit.conversion import Pair
 from ..hf.checkpoint import INDEX_NAME, Checkpoint, Select, load_json, read_json, read_weight_map, tensor_names
 from ..hf.hub import TOKENIZER_FILES, ResolvedModel, resolve_draft, resolve_target
 from ..kit.common import tensor_spec
-from ..kit.hparams import normalize_hparams, rope_dict
 from ..plan import Plan, TensorSpec
 from ..registry.families import architecture_aliases, family_for, family_name, refuse_draft_as_target
 from ..registry.words import UPSTREAM_FLAGS
-from ..roles.convert import Context, ConvertOptions, Family, TargetFacts, TargetTensor
+from ..roles.convert import Context, ConvertOptions, Family, TargetTensor
 from ..safeio import require_regular
 
 
@@ -161,15 +158,17 @@ def open_target(target_model_dir: str | Path | None, draft: Draft, options: Conv
     return Target(t, config)
 
 
-def target_tensors(plan: Plan, ctx: Context, draft: Draft, target: Target,
-                   target_model_dir: str | Path | None) -> tuple[Target, Checkpoint | None, tuple[TargetTensor, ...]]:
-    """The target checkpoint opened for the tensors the plan takes from it (``--with-target-embeddings``, the
-    family's plan: ``ctx.target_tensors``, or tensors a family built from the target itself), with the target
-    resolved again for them when it is a Hub repo; None when the plan takes none. Also returns the tensors to add."""
+def take_target_tensors(plan: Plan, ctx: Context, draft: Draft, target: Target,
+                        target_model_dir: str | Path | None) -> tuple[Target, Checkpoint | None]:
+    """The tensors the plan takes from the target (``--with-target-embeddings``, the family's plan:
+    ``ctx.target_tensors``, or tensors a family built from the target itself): the target checkpoint opened for
+    them, with the target resolved again for them when it is a Hub repo, and the tensors the draft lacks added
+    (:func:`add_target_tensors`). Returns the target and its open checkpoint (None when the plan takes nothing
+    from it; closed here when adding fails)."""
     options = ctx.options
     from_target = {src for ts in plan.tensors if ts.origin == "target" for src in ts.sources}
     if not (options.embed_from_target or ctx.target_tensors or from_target):
-        return target, None, ()
+        return target, None
     taken = draft.family.TARGET_TENSORS if options.embed_from_target else tuple(ctx.target_tensors)
     wanted = [n for w in draft.family.TARGET_TENSORS for n in w.candidates] if options.embed_from_target else []
     if not options.embed_from_target and taken:  # fetch only what the plan asks for
@@ -177,7 +176,13 @@ def target_tensors(plan: Plan, ctx: Context, draft: Draft, target: Target,
         if not draft.own_tokenizer:
             target = Target(resolve_target(str(target_model_dir), tensors=wanted + sorted(from_target)), target.config)
     ck = Checkpoint(target.model.path, select=(set(wanted) | from_target).__contains__, config=target.config)
-    return target, ck, taken
+    if taken:
+        try:
+            add_target_tensors(plan, taken, ck, ctx)
+        except BaseException:
+            ck.close()
+            raise
+    return target, ck
 
 
 def add_target_tensors(plan: Plan, wanted_tensors: tuple[TargetTensor, ...], target: Checkpoint,
@@ -208,17 +213,3 @@ def add_target_tensors(plan: Plan, wanted_tensors: tuple[TargetTensor, ...], tar
         plan.notes.append(("self-contained: " if ctx.options.embed_from_target else "added: ")
                           + ", ".join(f"{t.name} from target '{t.source}'" for t in add))
 
-
-def fit_pair(plan: Plan, draft: Draft, target: Target, facts: TargetFacts) -> Pair:
-    """What the fit rules compare: the planned file, the family's facts, the draft's config, the target's config
-    and name."""
-    ck, d, t, tconf = draft.checkpoint, draft.model, target.model, target.config
-    d2t = plan.tensor(S.T_D2T)
-    fc = plan.tensor(S.T_FC)
-    thp = normalize_hparams(tconf, str(t.path / "config.json"))
-    return Pair(arch=plan.arch, facts=facts, plan_kvs={k.name: k.value for k in plan.kvs},
-                plan_tensors={ts.name: ts.shape for ts in plan.tensors},
-                d2t_max=int(d2t.data.max()) if d2t is not None and d2t.data is not None and d2t.data.size else None,
-                draft_dir=d.path, draft_config=ck.config,
-                draft_files={S.T_FC: str(ck.ref(fc.source).file)} if fc is not None and fc.source and fc.origin == "draft" else {},
-                target=t.label, target_dir=t.path, target_config=thp, target_rope=rope_dict(thp))

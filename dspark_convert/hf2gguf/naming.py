@@ -25,8 +25,12 @@ from pathlib import Path
 from gguf.metadata import Metadata
 from gguf.utility import naming_convention
 
+from .. import schema as S
 from ..errors import ConvertError
+from ..findings import Finding
 from ..hf.hub import split_repo_spec
+from ..variants.spectype import SpecType, hub_name
+from .results import PlannedConversion
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _OUTTYPE = re.compile(r"^[a-z0-9_]+$")
@@ -143,6 +147,22 @@ def expand_output_template(template: str, *, outtype: str) -> str:
         return values[key]
 
     return _PLACEHOLDER.sub(fill, template)
+
+
+def output_path(outfile: str | os.PathLike[str] | None, planned: PlannedConversion,
+                spec_type: SpecType) -> tuple[Path, Finding | None]:
+    """Where a planned conversion is written: ``outfile`` with its placeholders filled
+    (:func:`expand_output_template`), or the default name (:func:`default_output_name`); with a note (rule
+    ``hf-name``) when a name the user chose hides the file from llama-server's ``-hf`` for its ``--spec-type``."""
+    plan = planned.plan
+    if outfile is None:
+        outfile = default_output_name(family=planned.family_name, outtype=planned.outtype,
+                                      target_name=planned.target.model_id, draft_name=planned.draft.model_id,
+                                      size_label=plan.value(S.GENERAL_SIZE_LABEL), spec_type=spec_type.spec_type)
+    path = Path(expand_output_template(str(outfile), outtype=planned.outtype))
+    if spec_type.spec_type is not None and (hidden := hub_name(str(path), spec_type.spec_type).problem) is not None:
+        return path, Finding("note", str(path), "hf-name", hidden)
+    return path, None
 
 
 # ---------------------------------------------------------------------------------------------- internals

@@ -71,3 +71,5 @@ UPSTREAM_FLAGS: tuple[UpstreamFlag, ...] = (
                  missing="is a target model checkpoint with an MTP head; pass --mtp to write the head as an MTP "
                          "sidecar (mtp-<name>.gguf)"),
 )
+#: the keyword arguments of :func:`dspark_convert.convert` that :data:`UPSTREAM_FLAGS` are
+UPSTREAM_KEYWORDS: frozenset[str] = frozenset(flag.keyword for flag in UPSTREAM_FLAGS)

@@ -16,7 +16,7 @@ from .gguf import value_preview
 
 if TYPE_CHECKING:
     from ..findings import Finding
-    from ..hf2gguf.conversion import ConvertResult
+    from ..hf2gguf.results import ConvertResult
     from ..plan import KV, Plan
 
 #: array items shown in a dry run and in the JSON plan
