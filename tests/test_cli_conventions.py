@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import click
 import pytest
 from conftest import FIXTURES, TARGET
 from typer.testing import CliRunner
@@ -175,6 +176,16 @@ def test_help_cuts_nothing_on_a_narrow_terminal(sub: str | None, width: int) -> 
     assert all(any(n in w for w in words) for n in names), names
     if sub is None:
         assert {"mtp-NAME.gguf.", "--no-mtp", "TRUNK-grafted.gguf."} <= words  # whole summaries, unbroken names
+    # as readable as the wide help (review of trial 3): the same framed panels, never Click's plain "Options:" list;
+    # each option's names open a line of their own and its help follows whole, wrapped between words
+    assert "Options:" not in r.stdout and "\u256d\u2500 Options" in r.stdout
+    inside = [ln.strip().strip("\u2502").strip() for ln in r.stdout.splitlines() if ln.startswith("\u2502")]
+    flow = " ".join(inside)
+    for p in command.params:
+        if isinstance(p, click.Option) and p.help and not p.hidden:
+            names = sorted(p.opts, key=lambda o: not o.startswith("--"))
+            assert any(ln.removeprefix("* ").split(" ")[0].rstrip(",") == names[0] for ln in inside), names
+            assert " ".join(p.help.replace("\\[", "[").split()) in flow, p.help
 
 
 def test_forcing_dspark_on_a_zlab_dflash_says_what_the_file_becomes(tmp_path: Path) -> None:
