@@ -7,12 +7,11 @@ output goes through :mod:`dspark_convert.render` (imported when needed, so ``--h
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import importlib.util
 import logging
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -100,7 +99,7 @@ def _fitted_help(obj: click.Command, ctx: click.Context, framed: Callable[[], No
 
 def _range_text(param: click.Parameter) -> str:
     """A number option's bounds as the framed help shows them (``x>=1``, ``0<=x<=1``), or ''."""
-    info = param.type.to_info_dict()
+    info: dict[str, Any] = dict(param.type.to_info_dict())
     lo, hi = info.get("min"), info.get("max")
     if not isinstance(param, click.Option) or (lo is None and hi is None):
         return ""

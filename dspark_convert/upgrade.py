@@ -427,7 +427,7 @@ def write_upgrade(plan: UpgradePlan, f: GGUFFile, path: Path, *, force: bool = F
                     p = group[0]
                     b = p.data() if p.data is not None else _permuted(f, p)
                     if len(b) != p.spec.nbytes:
-                        raise ConvertError(f"internal: {p.spec.name}: {len(b)} bytes, planned {p.spec.nbytes}")
+                        raise ConvertError(f"internal: {p.spec.name}: {len(b):,} bytes, planned {p.spec.nbytes:,}")
                     os.pwrite(dfd, b, pos)
                 pos += n
                 pos += _pad(pos - data0, f.alignment)

@@ -219,6 +219,34 @@ def test_sizes_read_the_same_in_every_verb(tmp_path: Path) -> None:
         assert f" {size} " in " ".join(shown) + " ", (planned, shown)
 
 
+def test_error_texts_give_sizes_and_positions_in_the_one_number_format(gguf: Path, tmp_path: Path) -> None:
+    """Review of trial 3: the readers' errors still said ``needs 8192 bytes, only 1914 left`` and ``at byte 28825``
+    where every verb says ``486.3 KiB (497,984 bytes)``. Sizes as KiB with the exact count grouped, positions and
+    counts grouped, in the GGUF reader (truncated header, data past the end) and the safetensors reader."""
+    data = gguf.read_bytes()
+    (tmp_path / "cut.gguf").write_bytes(data[:3000])
+    (tmp_path / "short.gguf").write_bytes(data[:400000])
+    r = invoke("check", tmp_path / "cut.gguf")
+    assert (r.exit_code, r.stderr) == (2, (
+        f"error: {tmp_path / 'cut.gguf'}: KV #24 'tokenizer.ggml.tokens' at byte 1,086: array of 1,024 STRING needs at "
+        "least 8.0 KiB (8,192 bytes), only 1.9 KiB (1,914 bytes) left\n")), r.stderr
+    r = invoke("inspect", tmp_path / "short.gguf")
+    assert (r.exit_code, r.stderr) == (2, (
+        f"error: {tmp_path / 'short.gguf'}: tensor 'output.weight' at byte 28,825: data [333,888, 464,960) lies past "
+        "the end of the file, which has 390.6 KiB (400,000 bytes)\n")), r.stderr
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    (draft / "config.json").write_bytes((DRAFT / "config.json").read_bytes())
+    (draft / "model.safetensors").write_bytes((5_000_000).to_bytes(8, "little") + b"{}")
+    r = invoke("hf2gguf", draft, "-t", TARGET, "-o", tmp_path / "x.gguf")
+    assert r.exit_code == 2 and r.stderr.endswith(
+        "truncated safetensors file: header claims 4.8 MiB (5,000,000 bytes), the file has 2 bytes after its length "
+        "field\n"), r.stderr
+    for text in (r.stderr, *(invoke(c, tmp_path / f).stderr for c in ("check", "inspect") for f in ("cut.gguf",
+                                                                                                    "short.gguf"))):
+        assert not re.search(r"\d{4,}", text.replace(str(tmp_path), "")), text
+
+
 def test_summary_wording_on_a_tiny_file(tmp_path: Path) -> None:
     f = write_gguf(tmp_path / "dflash-tiny.gguf", [("tokenizer.ggml.model", "gpt2", VT.STRING),
                                             ("tokenizer.ggml.tokens", ["a", "b"], VT.ARRAY)],

@@ -226,7 +226,7 @@ def test_a_chat_template_over_the_text_limit_is_refused(tmp_path: Path, over: in
     monkeypatch.setattr(cache, "MAX_TEXT_BYTES", 4096)
     target = _target_with(tmp_path, "chat_template.jinja", data=b"x" * (4096 + over))
     if over:
-        with pytest.raises(ConvertError, match="chat_template.jinja: 4097 bytes, larger than the 4096 byte limit"):
+        with pytest.raises(ConvertError, match=r"chat_template.jinja: 4.0 KiB \(4,097 bytes\), larger than the limit of 4.0 KiB \(4,096 bytes\)"):
             convert(FIX / "dspark-qwen3", target, tmp_path / "x.gguf")
     else:
         convert(FIX / "dspark-qwen3", target, tmp_path / "x.gguf")
@@ -566,7 +566,7 @@ def test_hf_quant_config_size_limit(over: int, tmp_path: Path, monkeypatch: pyte
     p.write_text('{"a": "' + "x" * (64 - 9 + over) + '"}')
     assert p.stat().st_size == 64 + over
     if over:
-        with pytest.raises(ConvertError, match=f"{p}: larger than the 64 byte limit"):
+        with pytest.raises(ConvertError, match=f"{p}: larger than the limit of 64 bytes"):
             _load(p)
     else:
         assert _load(p)["a"].startswith("x")

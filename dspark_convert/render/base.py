@@ -32,6 +32,8 @@ from rich.text import Text
 
 from ..gguffile.reader import safe_text
 from ..streams import STDOUT
+from ..units import human_bytes as human_bytes  # the one number format (re-exported for the render modules)
+from ..units import size_text as size_text
 
 
 # ============================================================================================== text and consoles
@@ -295,23 +297,6 @@ def dumps_json(obj: Any) -> str:
 
 
 # ============================================================================================== numbers and words
-def human_bytes(n: int | None) -> str:
-    """``1536`` -> ``'1.5 KiB'``; None -> ``'?'``."""
-    if n is None:
-        return "?"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
-
-
-def size_text(n: int) -> str:
-    """``768`` -> ``'768 bytes'``; ``1536`` -> ``'1.5 KiB (1,536 bytes)'`` (the exact count once)."""
-    return f"{n:,} bytes" if n < 1024 else f"{human_bytes(n)} ({n:,} bytes)"
-
-
 def human_count(n: int) -> str:
     """``1234567`` -> ``'1.23M'``."""
     for div, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):
