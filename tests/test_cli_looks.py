@@ -163,7 +163,7 @@ def test_pre_tokenizer_note_is_labelled_and_in_json(tmp_path: Path) -> None:
                          "  output.weight kept from the draft's lm_head: untied target; without it llama.cpp b11434 "
                          "drafts with token_embd as the head (see --match-upstream)",
                          "  draft dspark-qwen3; target target-qwen3",
-                         "  matches llama.cpp b11434 (2026-10-06) convert_hf_to_gguf.py except output.weight (added on purpose, see "
+                         "  matches llama.cpp b11434 (2026-10-06) convert_hf_to_gguf.py except output.weight (written on purpose, see "
                          "above; --match-upstream writes upstream's bytes)"]
     j = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "dspark-e.gguf", "--json")
     doc = json.loads(j.stdout)
