@@ -297,15 +297,18 @@ def _without_tensor(src: Path, out: Path, name: str) -> Path:
     return out
 
 
+@pytest.mark.parametrize("as_json", [False, True])
 @pytest.mark.parametrize("dry_run", [False, True])
-def test_upgrade_refuses_a_file_that_would_not_load(draft_gguf: Path, tmp_path: Path, dry_run: bool) -> None:
+def test_upgrade_refuses_a_file_that_would_not_load(draft_gguf: Path, tmp_path: Path, dry_run: bool,
+                                                    as_json: bool) -> None:
+    """Bug 18, and its review: the dry run printed ``nothing stale`` (or a JSON document) before the refusal; a file
+    no upgrade makes loadable gets the one error line and nothing else, dry run or not, text or JSON."""
     broken = _without_tensor(draft_gguf, tmp_path / "broken.gguf", "blk.0.ffn_up.weight")
-    r = run("upgrade", broken, *(["--dry-run"] if dry_run else []))
+    r = run("upgrade", broken, *(["--dry-run"] if dry_run else []), *(["--json"] if as_json else []))
     line = (f"{broken}: the upgraded file would fail llama.cpp's loader rules (blk.0.ffn_up.weight: is missing "
             "(llama.cpp: \"check_tensor_dims: tensor not found\")); upgrade does not repair that: see 'dspark-convert "
             f"check {broken}', then reconvert with 'dspark-convert hf2gguf'")
-    assert (r.exit_code, r.stderr) == (2, f"error: {line}\n")
-    assert "nothing stale" not in r.stdout or dry_run  # a dry run lists, then refuses (exit 2)
+    assert (r.exit_code, r.stdout, r.stderr) == (2, "", f"error: {line}\n")
     assert [p.name for p in tmp_path.iterdir()] == ["broken.gguf"]
 
 
