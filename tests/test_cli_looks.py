@@ -247,6 +247,34 @@ def test_error_texts_give_sizes_and_positions_in_the_one_number_format(gguf: Pat
         assert not re.search(r"\d{4,}", text.replace(str(tmp_path), "")), text
 
 
+@pytest.mark.parametrize("columns", [40, 50, 100])
+def test_progress_bar_counts_in_the_one_number_format_and_cuts_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                                      columns: int) -> None:
+    """Review of trial 3, re-tried at 50 columns: the conversion's progress bar showed ``468.9/468… kB`` and
+    ``79.4 MB/s`` (decimal units, a number cut) beside KiB everywhere else. KiB/MiB, whole numbers; the bar gives
+    way on a narrow terminal."""
+    import io
+    import sys
+
+    from dspark_convert.render import byte_progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stderr", Tty())
+    monkeypatch.setenv("COLUMNS", str(columns))
+    with byte_progress(True, "converting") as update:
+        assert update is not None
+        update(100_000, 468_884)
+        update(468_884, 468_884)
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", sys.stderr.getvalue()).replace("\r", "\n")
+    lines = [ln for ln in shown.splitlines() if "converting" in ln]
+    assert lines and all(cell_len(ln) <= columns for ln in lines), lines
+    assert "457.9 KiB/457.9 KiB" in lines[-1] and "\u2026" not in shown and not re.search(r"\b[kMG]B\b", shown)
+    assert ("\u2501" in lines[-1]) == (columns >= 100), lines[-1]
+
+
 def test_summary_wording_on_a_tiny_file(tmp_path: Path) -> None:
     f = write_gguf(tmp_path / "dflash-tiny.gguf", [("tokenizer.ggml.model", "gpt2", VT.STRING),
                                             ("tokenizer.ggml.tokens", ["a", "b"], VT.ARRAY)],

@@ -82,12 +82,30 @@ def byte_progress(enabled: bool, description: str) -> Iterator[Callable[[int, in
     if not enabled or not sys.stderr.isatty():
         yield None
         return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+    from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeRemainingColumn
 
+    class Done(ProgressColumn):
+        """Bytes done of the total, in the one number format's units (KiB, MiB, GiB)."""
+
+        def render(self, task: Task) -> Text:
+            total = human_bytes(int(task.total)) if task.total is not None else "?"
+            return Text(f"{human_bytes(int(task.completed))}/{total}", style="progress.download", no_wrap=True)
+
+    class Rate(ProgressColumn):
+        """The transfer rate, in the same units per second."""
+
+        def render(self, task: Task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text(f"{human_bytes(int(speed))}/s" if speed else "?", style="progress.data.speed", no_wrap=True)
+
+    console = make_console(stderr=True)
+    # the text columns take up to ~46 cells ("1023.9 MiB/1023.9 MiB 1023.9 MiB/s 0:00:00" and the gaps); the bar gets
+    # what is left (never so little that a number is cut), and on a very narrow terminal gives way, with the rate
+    room = console.width - cell_len(description) - 46
+    columns: list[ProgressColumn] = [TextColumn("{task.description}", markup=False, style="progress.description")]
+    columns += [BarColumn(bar_width=min(40, room)), Done(), Rate()] if room >= 5 else [Done()]
     # markup=False: a description naming a file or repo is shown as it is
-    with Progress(TextColumn("{task.description}", markup=False, style="progress.description"), BarColumn(),
-                  DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(), console=make_console(stderr=True),
-                  transient=True) as bar:
+    with Progress(*columns, TimeRemainingColumn(), console=console, transient=True) as bar:
         task = bar.add_task(description, total=None)
 
         def update(done: int, total: int) -> None:
