@@ -204,7 +204,7 @@ def _(inp: Inputs) -> None:
 
 
 @case("offsets-disagree-with-shape", "{draft}/model.safetensors: tensor 'fc.weight' spans bytes",
-      "but shape [64, 100] BF16 needs 12800")
+      "but shape [64, 100] BF16 needs 12.5 KiB (12,800 bytes)")
 def _(inp: Inputs) -> None:
     f = inp.draft / "model.safetensors"
     st = load_raw(f)
@@ -1123,7 +1123,7 @@ def _raw_gguf(inp: Inputs, kvs: list[bytes] = (), tensors: list[bytes] = ()) -> 
     (inp.draft / "h.gguf").write_bytes(raw_gguf(list(kvs), list(tensors)))
 
 
-@case("gguf-one-million-kvs", "{draft}/h.gguf: header at byte 16: claims 1000000 KVs, over the limit of 65536 (a real "
+@case("gguf-one-million-kvs", "{draft}/h.gguf: header at byte 16: claims 1,000,000 KVs, over the limit of 65,536 (a real "
       "GGUF has far fewer; set DSPARK_CONVERT_GGUF_MAX_KVS to raise it)", command=("inspect", "{draft}/h.gguf"),
       bounded=True)
 def _(inp: Inputs) -> None:
@@ -1132,7 +1132,7 @@ def _(inp: Inputs) -> None:
     _raw_gguf(inp, [kv_u32(f"k{i}", i) for i in range(1_000_000)])
 
 
-@case("gguf-300k-tensors", "{draft}/h.gguf: header at byte 8: claims 300000 tensors, over the limit of 100000 (a real "
+@case("gguf-300k-tensors", "{draft}/h.gguf: header at byte 8: claims 300,000 tensors, over the limit of 100,000 (a real "
       "GGUF has far fewer; set DSPARK_CONVERT_GGUF_MAX_TENSORS to raise it)", command=("inspect", "{draft}/h.gguf"),
       bounded=True)
 def _(inp: Inputs) -> None:

@@ -275,6 +275,28 @@ def test_progress_bar_counts_in_the_one_number_format_and_cuts_nothing(monkeypat
     assert ("\u2501" in lines[-1]) == (columns >= 100), lines[-1]
 
 
+def test_wrapped_items_hang_under_their_entry_at_50_columns(gguf: Path, reduced: Path, tmp_path: Path) -> None:
+    """Review of trial 3, ``diff`` and ``upgrade --dry-run`` re-tried at 50 columns: an item's second line started
+    at the margin (``(64, 128); max |a-b| ...`` under ``  ~ blk.0.ffn_down.weight``), so entries ran together.
+    Continuations hang two columns deeper than their entry; unindented lines (notes) wrap as before."""
+    lines = terminal(render_diff, diff_gguf(gguf, reduced), width=50)
+    fits(lines, 50)
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("  ~ blk.0.ffn_down.weight: "))
+    assert lines[at + 1].startswith("    ") and not lines[at + 1].startswith("     "), lines[at:at + 2]
+    end = next(i for i in range(at + 1, len(lines)) if not lines[i].startswith("    "))
+    assert " ".join(x.strip() for x in lines[at:end]) == (
+        "~ blk.0.ffn_down.weight: BF16 (64, 128) -> BF16 (64, 128); max |a-b| 0.503906, NMSE 2.03163")
+    entries = [ln for ln in lines if ln.startswith("  ") and not ln.startswith("    ")]
+    assert all(ln.lstrip()[0] in "~+-" for ln in entries), entries          # each top-level row is an entry
+    legend = next(i for i, ln in enumerate(lines) if ln.startswith("legend: "))
+    assert lines[legend + 1] == "then B)"                                  # no indent: wraps at the margin
+    r = CliRunner().invoke(app, ["upgrade", str(gguf), "--dry-run"], env={"COLUMNS": "50", "TTY_COMPATIBLE": "1",
+                                                                          "TTY_INTERACTIVE": "0"})
+    out = [ln.rstrip() for ln in r.stdout.splitlines()]
+    first = next(i for i, ln in enumerate(out) if ln.startswith("  not checked: config keys"))
+    assert all(ln.startswith("    ") for ln in out[first + 1:first + 3]), out
+
+
 def test_summary_wording_on_a_tiny_file(tmp_path: Path) -> None:
     f = write_gguf(tmp_path / "dflash-tiny.gguf", [("tokenizer.ggml.model", "gpt2", VT.STRING),
                                             ("tokenizer.ggml.tokens", ["a", "b"], VT.ARRAY)],

@@ -288,13 +288,13 @@ def parse_gguf(ps: RecordParser, path: Path | str, source: Any = None) -> GGUFFi
     smallest = kv_count * 13 + tensor_count * 24  # smallest KV: 13 bytes; tensor info: 24
     if smallest > ps.limit - HEADER_SIZE:
         if smallest <= ps.size - HEADER_SIZE:
-            raise ps.short(f"header ({tensor_count} tensors and {kv_count} KVs)", HEADER_SIZE, smallest)
-        raise ps.fail("header", 8, f"{tensor_count} tensors and {kv_count} KVs cannot fit in "
+            raise ps.short(f"header ({tensor_count:,} tensors and {kv_count:,} KVs)", HEADER_SIZE, smallest)
+        raise ps.fail("header", 8, f"{tensor_count:,} tensors and {kv_count:,} KVs cannot fit in "
                                    f"{size_text(ps.size - HEADER_SIZE)}")
     for what, count, pos in (("kvs", kv_count, 16), ("tensors", tensor_count, 8)):
         if count > header_limit(what):
             noun = "KVs" if what == "kvs" else "tensors"
-            raise ps.fail("header", pos, f"claims {count} {noun}, over the limit of {header_limit(what)} (a real "
+            raise ps.fail("header", pos, f"claims {count:,} {noun}, over the limit of {header_limit(what):,} (a real "
                                          f"GGUF has far fewer; set {LIMIT_ENV[what]} to raise it)")
     pos, kvs = HEADER_SIZE, {}
     for i in range(kv_count):

@@ -248,8 +248,8 @@ class RecordParser:
         self.items += count * (ARRAY_ITEM_WEIGHT if sub == VT.ARRAY else 1)
         budget = header_limit("items")
         if self.items > budget:
-            raise self.fail(where, pos, f"array of {count} {sub.name} takes the header to {self.items} array "
-                                        f"elements, over the budget of {budget} for a whole GGUF header (set "
+            raise self.fail(where, pos, f"array of {count:,} {sub.name} takes the header to {self.items:,} array "
+                                        f"elements, over the budget of {budget:,} for a whole GGUF header (set "
                                         f"{LIMIT_ENV['items']} to raise it)")
 
     def skip_array(self, sub: VT, count: int, pos: int, where: str, depth: int, tally: bool = True) -> int:

@@ -186,7 +186,7 @@ def read_safetensors_header(path: Path) -> list[TensorRef]:
         count = math.prod(shape)  # Python ints: a hostile shape cannot overflow into a plausible size
         expected = count * np.dtype(SAFETENSORS_DTYPES[dtype][0]).itemsize
         if b - a != expected or a < 0:
-            raise ConvertError(f"{path}: tensor '{clip(name)}' spans bytes [{a}, {b}) but shape {list(shape)} {dtype} needs {expected}")
+            raise ConvertError(f"{path}: tensor '{clip(name)}' spans bytes [{a:,}, {b:,}) but shape {list(shape)} {dtype} needs {size_text(expected)}")
         if base + b > size:
             raise ConvertError(f"{path}: tensor '{clip(name)}' ends at byte {base + b:,}, past the end of the file, which has {size_text(size)}: truncated download?")
         refs.append(TensorRef(name, path, dtype, shape, base + a, base + b))

@@ -59,8 +59,20 @@ def make_console(stderr: bool = False, width: int | None = None) -> Console:
 
 
 def line(console: Console, *parts: str | Text | tuple[str, str]) -> None:
-    """One logical line: on a terminal it wraps at the width, elsewhere it stays one line (``soft_wrap``)."""
-    console.print(Text.assemble(*parts), soft_wrap=not console.is_terminal)
+    """One logical line: on a terminal it wraps at the width between words, elsewhere it stays one line
+    (``soft_wrap``). An indented line (an item under a heading) wraps with a hanging indent, two columns deeper than
+    its own, so that its continuation never starts at the margin."""
+    t = Text.assemble(*parts)
+    indent = len(t.plain) - len(t.plain.lstrip(" "))
+    if not console.is_terminal or not indent or cell_len(t.plain) <= console.width:
+        console.print(t, soft_wrap=not console.is_terminal)
+        return
+    hang = indent + 2
+    body = t[indent:]
+    rows = body.wrap(console, max(8, console.width - hang))
+    for i, row in enumerate(rows):
+        row.rstrip()
+        console.print(Text(" " * (indent if i == 0 else hang)) + row, soft_wrap=True, crop=False)
 
 
 def print_error(message: str, con: Console | None = None) -> None:
