@@ -237,10 +237,13 @@ def test_a_target_file_or_model_folder_gets_the_right_verb(tmp_path: Path) -> No
     assert ("'qwen3' is not a draft architecture llama.cpp loads; expected one of " in r.stdout
             and "(a target model's file? check a draft against it: 'dspark-convert check DRAFT.gguf --target FILE')"
             in r.stdout), r.stdout
+    # a folder: both readings named, each with what it is (re-tried on a draft folder, the line called it a target)
     for verb in ("inspect", "check"):
-        refused(run(verb, TARGET), f"{TARGET}: is a model folder, not a GGUF file; convert a draft checkpoint with "
-                                   f"'dspark-convert hf2gguf {TARGET} --target-model-dir TARGET', or check a draft "
-                                   f"against this target with 'dspark-convert check DRAFT.gguf --target {TARGET}'")
+        for folder in (TARGET, FIXTURES / "dspark-qwen3"):
+            refused(run(verb, folder), f"{folder}: is a model folder, not a GGUF file; if it is a draft checkpoint, "
+                                       f"convert it with 'dspark-convert hf2gguf {folder} --target-model-dir TARGET'; "
+                                       "if it is a target model, check a draft against it with 'dspark-convert check "
+                                       f"DRAFT.gguf --target {folder}'")
 
 
 # ------------------------------------------------------------------------------------------- 6: --hf / --target
