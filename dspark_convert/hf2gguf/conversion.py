@@ -261,7 +261,7 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
 def _forced_convention(planned: PlannedConversion, corrected: bool) -> Finding | None:
     """:func:`variants.spectype.forced_convention`'s warning for a class forced with ``--architecture`` on a
     checkpoint that declares another family, as a finding (rule ``architecture``); None when it does not apply.
-    ``corrected``: the plan's ``dflash.sample_from_anchor`` is set to the weights' convention
+    ``corrected``: the plan's :data:`variants.spectype.ANCHOR_KEY` is set to the weights' convention
     (:data:`variants.spectype.ROWS_FROM_ONE`) when it applies."""
     arch, plan = planned.architecture, planned.plan
     if arch is None or arch.how != "forced":
