@@ -267,7 +267,7 @@ def test_header_larger_than_the_limit_is_refused_with_one_line(server: FileServe
     ([kv_raw("big", VT.ARRAY, u32(VT.UINT64) + u64(2**28))], 0, "KV #0 'big' (array of 268,435,456 UINT64)"),
     ([kv_raw("big", VT.ARRAY, u32(VT.STRING) + u64(2**27))], 0, "KV #0 'big' (array of 134,217,728 STRING)"),
     ([kv_raw("s", VT.STRING, u64(2**30) + b"x")], 0, "KV #0 's' (string length 1073741824)"),
-    ([], 2**25, "header (33554432 tensors and 0 KVs)"),
+    ([], 2**25, "header (33,554,432 tensors and 0 KVs)"),
 ])
 def test_hostile_counts_are_refused_before_fetching_more(server: FileServer, tmp_path: Path, kvs: list[bytes],
                                                          n_tensors: int, what: str) -> None:
