@@ -7,13 +7,11 @@ output goes through :mod:`dspark_convert.render` (imported when needed, so ``--h
 
 from __future__ import annotations
 
-import contextlib
 import enum
-import functools
 import importlib.util
 import logging
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -62,11 +60,8 @@ HF2GGUF_HELP = (f"Convert a {' / '.join(W.DRAFT_KINDS)} draft checkpoint to a GG
                 f"--target-model-dir needed for {', '.join(W.DRAFTS_INSIDE_TARGETS)}).")
 
 
-def _framed_help_is_whole(obj: click.Command, ctx: click.Context, formatter: click.HelpFormatter) -> bool:
-    """Whether Typer's framed (Rich) help shows every option name and help text whole at this terminal's width: it
-    cuts what does not fit with '…' (on 80 columns, ``--with-target-embeddings``), and Click's plain help wraps
-    instead. Rendered once into a buffer at the width the real console measures; when it does not fit, ``formatter``
-    is narrowed to that width (Click's own floor is 50 columns)."""
+def _rendered(show: Callable[[], None]) -> str:
+    """What ``show()`` prints on Typer's help console, captured at the width the real console measures."""
     import io
 
     from typer import rich_utils
@@ -82,72 +77,112 @@ def _framed_help_is_whole(obj: click.Command, ctx: click.Context, formatter: cli
 
     rich_utils._get_rich_console = recording
     try:
-        rich_utils.rich_format_help(obj=obj, ctx=ctx, markup_mode="rich")
+        show()
     finally:
         rich_utils._get_rich_console = real
-    if "\u2026" not in buffer.getvalue():
-        return True
-    formatter.width = max(20, min(formatter.width, width - 2))
-    # the option column no wider than a third of the line, so that the help beside it keeps whole words
-    formatter.write_dl = functools.partial(click.HelpFormatter.write_dl, formatter,  # type: ignore[method-assign]
-                                           col_max=max(8, min(30, formatter.width // 3)))
-    return False
+    return buffer.getvalue()
 
 
-@contextlib.contextmanager
-def _whole_names() -> Iterator[None]:
-    """Click's plain help wrapped at spaces only: never inside an option name or file name (``--no-`` / ``mtp``)."""
-    from click import _textwrap
+def _fitted_help(obj: click.Command, ctx: click.Context, framed: Callable[[], None]) -> None:
+    """Print ``framed()`` (Typer's framed help: options in a table, names beside their text) where it shows every
+    option name and text whole and takes no more lines than :func:`_stacked_help`; otherwise the stacked help. The
+    table cuts what does not fit with '…' (``--targe…`` at 40 columns) and squeezes the text into a thin column on a
+    narrow terminal (a 20-column text beside ``--target-model-dir -t TEXT`` at 80), which makes it taller."""
+    from typer import rich_utils
 
-    real = _textwrap.TextWrapper.__init__
-
-    def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("break_on_hyphens", False)
-        real(self, *args, **kwargs)
-
-    _textwrap.TextWrapper.__init__ = init  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        _textwrap.TextWrapper.__init__ = real  # type: ignore[method-assign]
+    table = _rendered(lambda: rich_utils.rich_format_help(obj=obj, ctx=ctx, markup_mode="rich"))
+    if "\u2026" not in table and table.count("\n") <= _rendered(lambda: _stacked_help(obj, ctx)).count("\n"):
+        framed()
+    else:
+        _stacked_help(obj, ctx)
 
 
-def _unescape(formatter: click.HelpFormatter) -> None:
-    """Plain help shows a bracket the framed help's markup needed escaped (``\\[@REV]``) as itself."""
-    formatter.buffer[:] = [piece.replace("\\[", "[") for piece in formatter.buffer]
+def _range_text(param: click.Parameter) -> str:
+    """A number option's bounds as the framed help shows them (``x>=1``, ``0<=x<=1``), or ''."""
+    info: dict[str, Any] = dict(param.type.to_info_dict())
+    lo, hi = info.get("min"), info.get("max")
+    if not isinstance(param, click.Option) or (lo is None and hi is None):
+        return ""
+    lop, hop = ("<" if info["min_open"] else "<="), ("<" if info["max_open"] else "<=")
+    if hi is None:
+        return f"x{'>' if info['min_open'] else '>='}{lo}"
+    return f"x{hop}{hi}" if lo is None else f"{lo}{lop}x{hop}{hi}"
+
+
+def _stacked_help(obj: click.Command, ctx: click.Context) -> None:
+    """Typer's framed help for a terminal too narrow for its option table: the same usage line, text, panels,
+    colours, defaults and ranges, with each option's names (and metavar) on a line of their own and its help below
+    them, indented and wrapped between words, so that no name is cut and no text is squeezed into a thin column."""
+    from rich.console import Group as Stack
+    from rich.console import RenderableType
+    from rich.padding import Padding
+    from rich.panel import Panel
+    from rich.text import Text
+    from typer import rich_utils as R
+
+    console = R._get_rich_console()
+    console.print(Padding(R.highlighter(obj.get_usage(ctx)), 1), style=R.STYLE_USAGE_COMMAND)
+    if obj.help:
+        console.print(Padding(R._get_help_text(obj=obj, markup_mode="rich"), (0, 1, 1, 1)))
+
+    def panel(title: str, blocks: list[RenderableType]) -> None:
+        if blocks:
+            console.print(Panel(Stack(*blocks), border_style=R.STYLE_OPTIONS_PANEL_BORDER, title=title,
+                                title_align=R.ALIGN_OPTIONS_PANEL))
+
+    def block(head: Text, body: RenderableType) -> RenderableType:
+        return Stack(head, Padding(body, (0, 0, 0, 4)))
+
+    arguments: list[RenderableType] = []
+    options: list[RenderableType] = []
+    for param in obj.get_params(ctx):
+        if getattr(param, "hidden", False):
+            continue
+        body = R._get_parameter_help(param=param, ctx=ctx, markup_mode="rich")
+        if isinstance(param, click.Argument):
+            head = Text(param.make_metavar(ctx), style=R.STYLE_OPTION)
+            head.append(f" {param.type.name.upper()}", style=R.STYLE_METAVAR)
+            arguments.append(block(head, body))
+            continue
+        head = Text()
+        for i, name in enumerate(sorted(param.opts, key=lambda o: not o.startswith("--"))):
+            head.append(", " if i else "")
+            head.append(name, style=R.STYLE_OPTION if name.startswith("--") else R.STYLE_SWITCH)
+        for name in param.secondary_opts:
+            head.append(" / ")
+            head.append(name, style=R.STYLE_NEGATIVE_OPTION)
+        metavar = param.make_metavar(ctx)
+        if metavar != "BOOLEAN" and not (isinstance(param, click.Option) and param.is_flag):
+            head.append(f" {metavar}", style=R.STYLE_METAVAR)
+        if _range_text(param):
+            head.append(f" [{_range_text(param)}]", style=R.STYLE_METAVAR_SEPARATOR)
+        options.append(block(head, body))
+    panel(R.ARGUMENTS_PANEL_TITLE, arguments)
+    panel(R.OPTIONS_PANEL_TITLE, options)
+    if isinstance(obj, click.Group):
+        commands = [c for c in (obj.get_command(ctx, n) for n in obj.list_commands(ctx)) if c and not c.hidden]
+        panel(R.COMMANDS_PANEL_TITLE, [
+            block(Text(c.name or "", style=R.STYLE_COMMANDS_TABLE_FIRST_COLUMN),
+                  R._make_command_help(help_text=c.short_help or c.help or "", markup_mode="rich"))
+            for c in commands])
+    if obj.epilog:
+        console.print(Padding(R._make_rich_text(text=obj.epilog, markup_mode="rich"), 1))
 
 
 class _FittedHelp(TyperCommand):
-    """A command whose help is Typer's framed help where it fits the terminal, Click's plain wrapped help where the
-    frame would cut an option name or its text (a narrow terminal)."""
+    """A command whose help is Typer's framed help where its option table fits the terminal, and the same help with
+    each option's names above its text (:func:`_stacked_help`) on a narrow one (:func:`_fitted_help`)."""
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        if _framed_help_is_whole(self, ctx, formatter):
-            super().format_help(ctx, formatter)
-        else:
-            with _whole_names():
-                click.Command.format_help(self, ctx, formatter)
-            _unescape(formatter)
+        _fitted_help(self, ctx, lambda: TyperCommand.format_help(self, ctx, formatter))
 
 
 class _OneLineUsageErrors(TyperGroup):
     """Usage errors (a missing argument, an unknown option or choice) as one ``error:`` line on stderr, exit 2,
-    like every other error of the tool, instead of Typer's framed box."""
+    like every other error of the tool, instead of Typer's framed box; help fitted like :class:`_FittedHelp`'s."""
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        if _framed_help_is_whole(self, ctx, formatter):
-            super().format_help(ctx, formatter)
-        else:
-            with _whole_names():
-                click.Group.format_help(self, ctx, formatter)
-            _unescape(formatter)
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """Plain help: every command with its whole summary, wrapped (Click would cut it at the width)."""
-        rows = [(name, cmd.get_short_help_str(limit=1 << 20)) for name, cmd in self.commands.items() if not cmd.hidden]
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
+        _fitted_help(self, ctx, lambda: TyperGroup.format_help(self, ctx, formatter))
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:

@@ -11,6 +11,7 @@ import stat
 from typing import BinaryIO
 
 from .errors import ConvertError, PathLike
+from .units import size_text
 
 COPY_CHUNK = 8 << 20  # bytes per pread/pwrite where the kernel copy is not available
 _KERNEL_CHUNK = 1 << 30  # bytes per copy_file_range call
@@ -77,6 +78,6 @@ def kernel_copy(src_fd: int, dst_fd: int, offset: int, n: int, pos: int) -> None
     while done < n:
         b = os.pread(src_fd, min(COPY_CHUNK, n - done), offset + done)
         if not b:
-            raise ConvertError(f"source file ended at byte {offset + done}, {n - done} bytes early")
+            raise ConvertError(f"source file ended at byte {offset + done:,}, {size_text(n - done)} early")
         os.pwrite(dst_fd, b, pos + done)
         done += len(b)

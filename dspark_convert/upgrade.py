@@ -427,7 +427,7 @@ def write_upgrade(plan: UpgradePlan, f: GGUFFile, path: Path, *, force: bool = F
                     p = group[0]
                     b = p.data() if p.data is not None else _permuted(f, p)
                     if len(b) != p.spec.nbytes:
-                        raise ConvertError(f"internal: {p.spec.name}: {len(b)} bytes, planned {p.spec.nbytes}")
+                        raise ConvertError(f"internal: {p.spec.name}: {len(b):,} bytes, planned {p.spec.nbytes:,}")
                     os.pwrite(dfd, b, pos)
                 pos += n
                 pos += _pad(pos - data0, f.alignment)
@@ -472,7 +472,8 @@ def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None 
 
     ``outfile`` defaults to ``OLD.upgraded.gguf`` beside the input; the input itself is never overwritten.
     Raises ConvertError (one line, nothing written) when the upgrade cannot be done in full; a dry run then
-    returns the stale items (the same :func:`detect_staleness` list ``check FILE`` shows) with ``refused`` set.
+    returns the stale items (the same :func:`detect_staleness` list ``check FILE`` shows) with ``refused`` set,
+    except for a file whose upgrade would still fail llama.cpp's loader rules: that raises in a dry run too.
     A dry run reads only the header, so ``old`` may be an ``hf://`` file or a URL (``remote`` tunes the reads).
     """
     from .gguffile.refs import is_remote_ref
@@ -513,11 +514,10 @@ def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None 
             return UpgradeResult(str(old), None, st, st.stale, [], refused=str(e))
         broken = _loader_errors(plan, match_upstream)
         if broken is not None:
-            refusal = (f"{old}: the upgraded file would fail llama.cpp's loader rules ({broken}); upgrade does not "
-                       f"repair that: see 'dspark-convert check {old}', then reconvert with 'dspark-convert hf2gguf'")
-            if not dry_run:
-                raise ConvertError(refusal)
-            return UpgradeResult(str(old), None, plan.staleness, plan.changes, plan.notes, refused=refusal)
+            # a dry run too: no listing of stale items (nor "nothing stale") for a file no upgrade makes loadable
+            raise ConvertError(f"{old}: the upgraded file would fail llama.cpp's loader rules ({broken}); upgrade does "
+                               f"not repair that: see 'dspark-convert check {old}', then reconvert with 'dspark-convert "
+                               "hf2gguf'")
         if dry_run:  # the file a real run would write: -o, else OLD.upgraded.gguf beside a local input
             would = out if outfile is not None or not is_remote_ref(str(old)) or Path(str(old)).exists() else None
             return UpgradeResult(str(old), None, plan.staleness, plan.changes, plan.notes, would_write=would)

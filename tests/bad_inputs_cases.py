@@ -181,15 +181,15 @@ def _(inp: Inputs) -> None:
                                                  + "0" * 64 + "\nsize 470954\n")
 
 
-@case("header-longer-than-file", "{draft}/model.safetensors: truncated safetensors file: header claims 1000000 bytes, "
-      "file has 92")
+@case("header-longer-than-file", "{draft}/model.safetensors: truncated safetensors file: header claims 976.6 KiB (1,000,000 bytes), "
+      "the file has 92 bytes after its length field")
 def _(inp: Inputs) -> None:
     f = inp.draft / "model.safetensors"
     f.write_bytes(struct.pack("<Q", 1_000_000) + f.read_bytes()[8:100])
 
 
-@case("header-over-limit", "{draft}/model.safetensors: safetensors header claims 9223372036854775808 bytes, over the "
-      "104857600 byte limit")
+@case("header-over-limit", "{draft}/model.safetensors: safetensors header claims 8.0 EiB (9,223,372,036,854,775,808 bytes), "
+      "over the limit of 100.0 MiB (104,857,600 bytes)")
 def _(inp: Inputs) -> None:
     f = inp.draft / "model.safetensors"
     f.write_bytes(struct.pack("<Q", 2**63) + f.read_bytes()[8:])
@@ -204,7 +204,7 @@ def _(inp: Inputs) -> None:
 
 
 @case("offsets-disagree-with-shape", "{draft}/model.safetensors: tensor 'fc.weight' spans bytes",
-      "but shape [64, 100] BF16 needs 12800")
+      "but shape [64, 100] BF16 needs 12.5 KiB (12,800 bytes)")
 def _(inp: Inputs) -> None:
     f = inp.draft / "model.safetensors"
     st = load_raw(f)
@@ -991,7 +991,7 @@ def _(inp: Inputs) -> None:
     (inp.draft / "README.md").write_text("---\ntags: " + "[" * 5000 + "]" * 5000 + "\n---\n")
 
 
-@case("card-front-matter-too-long", "{draft}/README.md: the YAML front matter is longer than the 1048576 byte limit "
+@case("card-front-matter-too-long", "{draft}/README.md: the YAML front matter is longer than the limit of 1.0 MiB (1,048,576 bytes) "
       "(no closing '---' line within it)", bounded=True)
 def _(inp: Inputs) -> None:
     (inp.draft / "README.md").write_text("---\n" + "tags:\n" + "- t\n" * 400_000)
@@ -1123,7 +1123,7 @@ def _raw_gguf(inp: Inputs, kvs: list[bytes] = (), tensors: list[bytes] = ()) -> 
     (inp.draft / "h.gguf").write_bytes(raw_gguf(list(kvs), list(tensors)))
 
 
-@case("gguf-one-million-kvs", "{draft}/h.gguf: header at byte 16: claims 1000000 KVs, over the limit of 65536 (a real "
+@case("gguf-one-million-kvs", "{draft}/h.gguf: header at byte 16: claims 1,000,000 KVs, over the limit of 65,536 (a real "
       "GGUF has far fewer; set DSPARK_CONVERT_GGUF_MAX_KVS to raise it)", command=("inspect", "{draft}/h.gguf"),
       bounded=True)
 def _(inp: Inputs) -> None:
@@ -1132,7 +1132,7 @@ def _(inp: Inputs) -> None:
     _raw_gguf(inp, [kv_u32(f"k{i}", i) for i in range(1_000_000)])
 
 
-@case("gguf-300k-tensors", "{draft}/h.gguf: header at byte 8: claims 300000 tensors, over the limit of 100000 (a real "
+@case("gguf-300k-tensors", "{draft}/h.gguf: header at byte 8: claims 300,000 tensors, over the limit of 100,000 (a real "
       "GGUF has far fewer; set DSPARK_CONVERT_GGUF_MAX_TENSORS to raise it)", command=("inspect", "{draft}/h.gguf"),
       bounded=True)
 def _(inp: Inputs) -> None:
@@ -1141,7 +1141,7 @@ def _(inp: Inputs) -> None:
     _raw_gguf(inp, tensors=[tinfo(f"t{i}", [1], 0, 32 * i) for i in range(300_000)])
 
 
-@case("gguf-20m-element-array", "{draft}/h.gguf: ", "array of 20000000 UINT8, over the limit of 16777216 elements (a "
+@case("gguf-20m-element-array", "{draft}/h.gguf: ", "array of 20,000,000 UINT8, over the limit of 16,777,216 elements (a "
       "real GGUF's largest array is its vocabulary; set DSPARK_CONVERT_GGUF_MAX_ARRAY to raise it)",
       command=("check", "{draft}/h.gguf"), bounded=True)
 def _(inp: Inputs) -> None:

@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import click
 import pytest
 from conftest import FIXTURES, TARGET
 from typer.testing import CliRunner
@@ -175,13 +176,27 @@ def test_help_cuts_nothing_on_a_narrow_terminal(sub: str | None, width: int) -> 
     assert all(any(n in w for w in words) for n in names), names
     if sub is None:
         assert {"mtp-NAME.gguf.", "--no-mtp", "TRUNK-grafted.gguf."} <= words  # whole summaries, unbroken names
+    # as readable as the wide help (review of trial 3): the same framed panels, never Click's plain "Options:" list;
+    # each option's names open a line of their own and its help follows whole, wrapped between words
+    assert "Options:" not in r.stdout and "\u256d\u2500 Options" in r.stdout
+    inside = [ln.strip().strip("\u2502").strip() for ln in r.stdout.splitlines() if ln.startswith("\u2502")]
+    flow = " ".join(inside)
+    for p in command.params:
+        if isinstance(p, click.Option) and p.help and not p.hidden:
+            names = sorted(p.opts, key=lambda o: not o.startswith("--"))
+            assert any(ln.removeprefix("* ").split(" ")[0].rstrip(",") == names[0] for ln in inside), names
+            assert " ".join(p.help.replace("\\[", "[").split()) in flow, p.help
 
 
-def test_forcing_dspark_on_a_zlab_dflash_says_what_the_file_becomes(tmp_path: Path) -> None:
-    """Trial 3 friction re-checked: ``--architecture Qwen3DSparkModel`` on a z-lab layout wrote a file that says
-    ``sample_from_anchor = true``, and the conversion advised ``--spec-type draft-dspark``, under which every drafted
-    token of these weights (trained on block rows 1..n) is one position late. The warning says so, names the fix,
-    and the spec type reported is draft-dflash; DeepSpec's own Qwen3DSparkModel keeps its draft-dspark advice."""
+def test_forcing_dspark_on_a_zlab_dflash_writes_a_file_that_says_how_it_predicts(tmp_path: Path) -> None:
+    """Trial 3 friction, and its review: ``--architecture Qwen3DSparkModel`` on a z-lab layout wrote a file that says
+    ``sample_from_anchor = true`` (the DSpark class's key), so ``check`` and ``inspect`` on that file alone advised
+    ``--spec-type draft-dspark``, under which every drafted token of these weights (trained on block rows 1..n) is
+    one position late. The forced file now says ``false`` (the weights' convention; upstream's bytes otherwise), so
+    that the file itself advises draft-dflash; ``--match-upstream`` keeps the class's ``true`` and the warning says
+    the file cannot tell it later. Default conversions are untouched."""
+    from dspark_convert import read_gguf
+
     out = tmp_path / "forced.gguf"
     r = invoke("hf2gguf", FIXTURES / "dflash-zlab", "-t", TARGET, "--architecture", "Qwen3DSparkModel", "-o", out,
                columns=400)
@@ -189,22 +204,39 @@ def test_forcing_dspark_on_a_zlab_dflash_says_what_the_file_becomes(tmp_path: Pa
     warnings = [ln for ln in r.stdout.splitlines() if ln.startswith("warning:")]
     assert warnings == [
         "warning: --architecture Qwen3DSparkModel on a checkpoint that declares DFlashDraftModel (a z-lab DFlash "
-        "draft, trained to predict from block rows 1..n): the file says dflash.sample_from_anchor = true (the DSpark "
-        "convention, predictions from the anchor row); llama-server auto-detects draft-dflash for it, which reads "
-        "rows 1..n as trained, but --spec-type draft-dspark would draft every token one position late; convert it "
-        "without --architecture (as DFlashDraftModel) and serve it with --spec-type draft-dflash (--architecture, "
-        "rule architecture)"], r.stdout
+        "draft, trained to predict from block rows 1..n): the file says dflash.sample_from_anchor = false, not the "
+        "Qwen3DSparkModel class's true (the DSpark convention, predictions from the anchor row), so that it says how "
+        "its weights predict: llama-server reads block rows 1..n under draft-dflash (auto-detected) and draft-dspark "
+        "alike, and check and inspect advise draft-dflash for the file; --match-upstream writes the class's true "
+        "(--architecture, rule architecture)"], r.stdout
+    assert ("  matches llama.cpp b11434 (2026-10-06) convert_hf_to_gguf.py except dflash.sample_from_anchor (written "
+            "on purpose, see above; --match-upstream writes upstream's bytes)") in r.stdout.splitlines()
+    assert read_gguf(out).value("dflash.sample_from_anchor") is False
+    checked = invoke("check", out, columns=400)
+    assert (checked.exit_code, checked.stdout.splitlines()[-1]) == (
+        0, "llama-server: auto-detected; or pass --spec-type draft-dflash (no markov_w1.weight; block rows 1..n)")
+    assert json.loads(invoke("check", out, "--json").stdout)["spec_type"]["spec_type"] == "draft-dflash"
+    assert json.loads(invoke("inspect", out, "--json").stdout)["spec_type"]["spec_type"] == "draft-dflash"
     doc = json.loads(invoke("hf2gguf", FIXTURES / "dflash-zlab", "-t", TARGET, "--architecture", "Qwen3DSparkModel",
                             "-o", out, "--force", "--json").stdout)
-    assert doc["spec_type"]["spec_type"] == "draft-dflash"
+    assert doc["spec_type"]["spec_type"] == "draft-dflash" and doc["reference"]["differs"] == [
+        "dflash.sample_from_anchor"]
     assert [f["rule"] for f in doc["findings"] if f["level"] == "warning"] == ["architecture"]
+    upstream = json.loads(invoke("hf2gguf", FIXTURES / "dflash-zlab", "-t", TARGET, "--architecture",
+                                 "Qwen3DSparkModel", "--match-upstream", "-o", tmp_path / "u.gguf", "--json").stdout)
+    assert read_gguf(tmp_path / "u.gguf").value("dflash.sample_from_anchor") is True
+    assert upstream["spec_type"]["spec_type"] == "draft-dflash" and upstream["reference"]["differs"] == []
+    [said] = [f["message"] for f in upstream["findings"] if f["rule"] == "architecture"]
+    assert "nothing in the file tells this later (check and inspect on it alone advise draft-dspark)" in said
     plain = json.loads(invoke("hf2gguf", FIXTURES / "dflash-zlab", "-t", TARGET, "-o", tmp_path / "z.gguf",
                               "--json").stdout)
     assert plain["spec_type"]["spec_type"] == "draft-dflash" and not [f for f in plain["findings"]
                                                                        if f["level"] == "warning"]
+    assert read_gguf(tmp_path / "z.gguf").value("dflash.sample_from_anchor") is None
     deepspec = json.loads(invoke("hf2gguf", FIXTURES / "dflash-deepspec", "-t", TARGET, "--architecture",
                                  "Qwen3DSparkModel", "-o", tmp_path / "d.gguf", "--json").stdout)
-    assert deepspec["spec_type"]["spec_type"] == "draft-dspark"
+    assert deepspec["spec_type"]["spec_type"] == "draft-dspark" and deepspec["reference"]["differs"] == ["output.weight"]
+    assert read_gguf(tmp_path / "d.gguf").value("dflash.sample_from_anchor") is True
     assert [f["rule"] for f in deepspec["findings"] if f["level"] == "warning"] == ["spec-type"]
 
 

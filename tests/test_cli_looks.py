@@ -163,7 +163,7 @@ def test_pre_tokenizer_note_is_labelled_and_in_json(tmp_path: Path) -> None:
                          "  output.weight kept from the draft's lm_head: untied target; without it llama.cpp b11434 "
                          "drafts with token_embd as the head (see --match-upstream)",
                          "  draft dspark-qwen3; target target-qwen3",
-                         "  matches llama.cpp b11434 (2026-10-06) convert_hf_to_gguf.py except output.weight (added on purpose, see "
+                         "  matches llama.cpp b11434 (2026-10-06) convert_hf_to_gguf.py except output.weight (written on purpose, see "
                          "above; --match-upstream writes upstream's bytes)"]
     j = invoke("hf2gguf", DRAFT, "-t", TARGET, "-o", tmp_path / "dspark-e.gguf", "--json")
     doc = json.loads(j.stdout)
@@ -217,6 +217,84 @@ def test_sizes_read_the_same_in_every_verb(tmp_path: Path) -> None:
         shown = next(ln.split() for ln in inspected if ln.startswith(name + " "))
         size = next(" ".join(planned[i - 1:i + 1]) for i, w in enumerate(planned) if w in ("B", "KiB", "MiB"))
         assert f" {size} " in " ".join(shown) + " ", (planned, shown)
+
+
+def test_error_texts_give_sizes_and_positions_in_the_one_number_format(gguf: Path, tmp_path: Path) -> None:
+    """Review of trial 3: the readers' errors still said ``needs 8192 bytes, only 1914 left`` and ``at byte 28825``
+    where every verb says ``486.3 KiB (497,984 bytes)``. Sizes as KiB with the exact count grouped, positions and
+    counts grouped, in the GGUF reader (truncated header, data past the end) and the safetensors reader."""
+    data = gguf.read_bytes()
+    (tmp_path / "cut.gguf").write_bytes(data[:3000])
+    (tmp_path / "short.gguf").write_bytes(data[:400000])
+    r = invoke("check", tmp_path / "cut.gguf")
+    assert (r.exit_code, r.stderr) == (2, (
+        f"error: {tmp_path / 'cut.gguf'}: KV #24 'tokenizer.ggml.tokens' at byte 1,086: array of 1,024 STRING needs at "
+        "least 8.0 KiB (8,192 bytes), only 1.9 KiB (1,914 bytes) left\n")), r.stderr
+    r = invoke("inspect", tmp_path / "short.gguf")
+    assert (r.exit_code, r.stderr) == (2, (
+        f"error: {tmp_path / 'short.gguf'}: tensor 'output.weight' at byte 28,825: data [333,888, 464,960) lies past "
+        "the end of the file, which has 390.6 KiB (400,000 bytes)\n")), r.stderr
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    (draft / "config.json").write_bytes((DRAFT / "config.json").read_bytes())
+    (draft / "model.safetensors").write_bytes((5_000_000).to_bytes(8, "little") + b"{}")
+    r = invoke("hf2gguf", draft, "-t", TARGET, "-o", tmp_path / "x.gguf")
+    assert r.exit_code == 2 and r.stderr.endswith(
+        "truncated safetensors file: header claims 4.8 MiB (5,000,000 bytes), the file has 2 bytes after its length "
+        "field\n"), r.stderr
+    for text in (r.stderr, *(invoke(c, tmp_path / f).stderr for c in ("check", "inspect") for f in ("cut.gguf",
+                                                                                                    "short.gguf"))):
+        assert not re.search(r"\d{4,}", text.replace(str(tmp_path), "")), text
+
+
+@pytest.mark.parametrize("columns", [40, 50, 100])
+def test_progress_bar_counts_in_the_one_number_format_and_cuts_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                                      columns: int) -> None:
+    """Review of trial 3, re-tried at 50 columns: the conversion's progress bar showed ``468.9/468… kB`` and
+    ``79.4 MB/s`` (decimal units, a number cut) beside KiB everywhere else. KiB/MiB, whole numbers; the bar gives
+    way on a narrow terminal."""
+    import io
+    import sys
+
+    from dspark_convert.render import byte_progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stderr", Tty())
+    monkeypatch.setenv("COLUMNS", str(columns))
+    with byte_progress(True, "converting") as update:
+        assert update is not None
+        update(100_000, 468_884)
+        update(468_884, 468_884)
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", sys.stderr.getvalue()).replace("\r", "\n")
+    lines = [ln for ln in shown.splitlines() if "converting" in ln]
+    assert lines and all(cell_len(ln) <= columns for ln in lines), lines
+    assert "457.9 KiB/457.9 KiB" in lines[-1] and "\u2026" not in shown and not re.search(r"\b[kMG]B\b", shown)
+    assert ("\u2501" in lines[-1]) == (columns >= 100), lines[-1]
+
+
+def test_wrapped_items_hang_under_their_entry_at_50_columns(gguf: Path, reduced: Path, tmp_path: Path) -> None:
+    """Review of trial 3, ``diff`` and ``upgrade --dry-run`` re-tried at 50 columns: an item's second line started
+    at the margin (``(64, 128); max |a-b| ...`` under ``  ~ blk.0.ffn_down.weight``), so entries ran together.
+    Continuations hang two columns deeper than their entry; unindented lines (notes) wrap as before."""
+    lines = terminal(render_diff, diff_gguf(gguf, reduced), width=50)
+    fits(lines, 50)
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("  ~ blk.0.ffn_down.weight: "))
+    assert lines[at + 1].startswith("    ") and not lines[at + 1].startswith("     "), lines[at:at + 2]
+    end = next(i for i in range(at + 1, len(lines)) if not lines[i].startswith("    "))
+    assert " ".join(x.strip() for x in lines[at:end]) == (
+        "~ blk.0.ffn_down.weight: BF16 (64, 128) -> BF16 (64, 128); max |a-b| 0.503906, NMSE 2.03163")
+    entries = [ln for ln in lines if ln.startswith("  ") and not ln.startswith("    ")]
+    assert all(ln.lstrip()[0] in "~+-" for ln in entries), entries          # each top-level row is an entry
+    legend = next(i for i, ln in enumerate(lines) if ln.startswith("legend: "))
+    assert lines[legend + 1] == "then B)"                                  # no indent: wraps at the margin
+    r = CliRunner().invoke(app, ["upgrade", str(gguf), "--dry-run"], env={"COLUMNS": "50", "TTY_COMPATIBLE": "1",
+                                                                          "TTY_INTERACTIVE": "0"})
+    out = [ln.rstrip() for ln in r.stdout.splitlines()]
+    first = next(i for i, ln in enumerate(out) if ln.startswith("  not checked: config keys"))
+    assert all(ln.startswith("    ") for ln in out[first + 1:first + 3]), out
 
 
 def test_summary_wording_on_a_tiny_file(tmp_path: Path) -> None:

@@ -75,7 +75,7 @@ def test_only_the_draft_shards_are_opened(ckpt: Path, reference: Path, tmp_path:
     assert {n for n in opened if n.endswith(".safetensors")} == set(draft)
     assert (tmp_path / "out.gguf").read_bytes() == reference.read_bytes()
     note = next(n for n in r.notes if n.startswith("read "))
-    assert note.startswith("read 4 of 7 shards (") and "skipped 3 (about 0.00 GB), never opened or downloaded" in note
+    assert note.startswith("read 4 of 7 shards (") and "skipped 3 (about 216.8 KiB), never opened or downloaded" in note
 
 
 class ServeFolder:

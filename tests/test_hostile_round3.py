@@ -21,6 +21,7 @@ from bad_inputs_kit import FIX, TARGET, copy_fixture
 
 from dspark_convert import convert
 from dspark_convert.errors import ConvertError
+from dspark_convert.units import size_text
 
 ROOT = Path(__file__).resolve().parents[1]
 AS_LIMIT = 3 << 30  # the address space a bounded command may use (a fixture conversion peaks near 1.3 GiB)
@@ -226,7 +227,7 @@ def test_a_chat_template_over_the_text_limit_is_refused(tmp_path: Path, over: in
     monkeypatch.setattr(cache, "MAX_TEXT_BYTES", 4096)
     target = _target_with(tmp_path, "chat_template.jinja", data=b"x" * (4096 + over))
     if over:
-        with pytest.raises(ConvertError, match="chat_template.jinja: 4097 bytes, larger than the 4096 byte limit"):
+        with pytest.raises(ConvertError, match=r"chat_template.jinja: 4.0 KiB \(4,097 bytes\), larger than the limit of 4.0 KiB \(4,096 bytes\)"):
             convert(FIX / "dspark-qwen3", target, tmp_path / "x.gguf")
     else:
         convert(FIX / "dspark-qwen3", target, tmp_path / "x.gguf")
@@ -393,8 +394,8 @@ def test_arrays_each_under_the_cap_are_refused_by_the_header_budget(verb: tuple[
     if verb[0] == "diff":
         args.append(str(f))
     r = run_bounded(*args)
-    one_error(r, f"{f}: KV #2 'x.a1' at byte", "takes the header to 33554430 array elements, over the budget of "
-              "16777216 for a whole GGUF header (set DSPARK_CONVERT_GGUF_MAX_ITEMS to raise it)")
+    one_error(r, f"{f}: KV #2 'x.a1' at byte", "takes the header to 33,554,430 array elements, over the budget of "
+              "16,777,216 for a whole GGUF header (set DSPARK_CONVERT_GGUF_MAX_ITEMS to raise it)")
     assert not (tmp_path / "out.gguf").exists()
 
 
@@ -412,7 +413,7 @@ def test_nested_empty_arrays_are_refused_by_the_header_budget(tmp_path: Path) ->
         g.write(struct.pack("<IQ", 9, count) + struct.pack("<IQ", 0, 0) * count)
     f = g.close(pad=32)
     r = run_bounded("check", str(f))
-    one_error(r, f"{f}: KV #2 'x.n1' at byte", "over the budget of 16777216")
+    one_error(r, f"{f}: KV #2 'x.n1' at byte", "over the budget of 16,777,216")
 
 
 @pytest.mark.parametrize("over", [0, 1])
@@ -448,7 +449,7 @@ def test_the_bytes_budget_at_the_limit_and_one_past(over: int, tmp_path: Path) -
     end = f.stat().st_size  # the header ends where the file does (no tensors)
     r = run_bounded("inspect", str(f), env={"DSPARK_CONVERT_GGUF_MAX_HEADER_BYTES": str(end - over)})
     if over:
-        one_error(r, f"which takes the header past the {end - 1} bytes budget for a whole GGUF header (set "
+        one_error(r, f"which takes the header past the {size_text(end - 1)} budget for a whole GGUF header (set "
                   "DSPARK_CONVERT_GGUF_MAX_HEADER_BYTES to raise it)")
     else:
         assert r.returncode == 0, r.stderr
@@ -566,7 +567,7 @@ def test_hf_quant_config_size_limit(over: int, tmp_path: Path, monkeypatch: pyte
     p.write_text('{"a": "' + "x" * (64 - 9 + over) + '"}')
     assert p.stat().st_size == 64 + over
     if over:
-        with pytest.raises(ConvertError, match=f"{p}: larger than the 64 byte limit"):
+        with pytest.raises(ConvertError, match=f"{p}: larger than the limit of 64 bytes"):
             _load(p)
     else:
         assert _load(p)["a"].startswith("x")
@@ -596,7 +597,7 @@ def test_a_hostile_hf_quant_config_through_upgrade_hf_is_one_line(body: str, b11
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_GUARD, preexec_fn=_limit_as,
                        env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "10000"})
     one_error(r, f"{hf / 'hf_quant_config.json'}: ",
-              "nested too deeply" if body.startswith("[") else "larger than the 65536 byte limit")
+              "nested too deeply" if body.startswith("[") else "larger than the limit of 64.0 KiB (65,536 bytes)")
     assert not (tmp_path / "new.gguf").exists()
 
 

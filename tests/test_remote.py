@@ -31,6 +31,7 @@ from dspark_convert.gguffile.options import RemoteOptions
 from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.gguffile.source import open_gguf_source
 from dspark_convert.inspect import inspect_gguf
+from dspark_convert.units import size_text
 
 runner = CliRunner()
 W1, WMAX = 64, 256  # small windows, so that a few-KB header takes several range requests
@@ -137,8 +138,8 @@ def test_server_ignoring_range_is_read_up_to_the_header_then_closed(server: File
     end = header_end(big)
     assert src["range_requests"] is False and src["requests"] == 1 and len(server.gets()) == 1
     assert end <= src["bytes_fetched"] <= end + WMAX
-    assert src["notes"] == [f"the server ignores Range requests (it answered 200 with the whole {big.stat().st_size} "
-                            f"bytes): read the first {src['bytes_fetched']} bytes of the body, then closed the "
+    assert src["notes"] == [f"the server ignores Range requests (it answered 200 with the whole "
+                            f"{size_text(big.stat().st_size)}): read the first {size_text(src['bytes_fetched'])} of the body, then closed the "
                             f"connection"]
     r = cli("inspect", server.url + "/big.gguf", "--no-tensors")
     assert r.exit_code == 0 and "ignores Range requests" in r.stdout and "header only, fetched" in r.stdout
@@ -221,8 +222,8 @@ def test_truncated_file_is_a_format_error_naming_the_url(server: FileServer, big
     with pytest.raises(GGUFFormatError) as e:
         open_gguf_source(server.url + "/cut.gguf", OPTS)
     assert str(e.value) == str(local.value).replace(str(cut), server.url + "/cut.gguf")
-    assert "KV #1 't.tokens' at byte 102: array of 300 STRING needs at least 2400 bytes, only 898 left" in str(e.value)
-    with pytest.raises(GGUFFormatError, match="truncated: file has 6 bytes, a GGUF header needs 24"):
+    assert "KV #1 't.tokens' at byte 102: array of 300 STRING needs at least 2.3 KiB (2,400 bytes), only 898 bytes left" in str(e.value)
+    with pytest.raises(GGUFFormatError, match="truncated: file has 6 bytes, a GGUF header needs 24 bytes"):
         open_gguf_source(server.url + "/tiny.gguf", OPTS)
     server.routes["/html"] = Route(b"<!doctype html><html>" + b" " * 100)
     r = cli("check", server.url + "/html")
@@ -263,10 +264,10 @@ def test_header_larger_than_the_limit_is_refused_with_one_line(server: FileServe
 
 
 @pytest.mark.parametrize(("kvs", "n_tensors", "what"), [
-    ([kv_raw("big", VT.ARRAY, u32(VT.UINT64) + u64(2**28))], 0, "KV #0 'big' (array of 268435456 UINT64)"),
-    ([kv_raw("big", VT.ARRAY, u32(VT.STRING) + u64(2**27))], 0, "KV #0 'big' (array of 134217728 STRING)"),
+    ([kv_raw("big", VT.ARRAY, u32(VT.UINT64) + u64(2**28))], 0, "KV #0 'big' (array of 268,435,456 UINT64)"),
+    ([kv_raw("big", VT.ARRAY, u32(VT.STRING) + u64(2**27))], 0, "KV #0 'big' (array of 134,217,728 STRING)"),
     ([kv_raw("s", VT.STRING, u64(2**30) + b"x")], 0, "KV #0 's' (string length 1073741824)"),
-    ([], 2**25, "header (33554432 tensors and 0 KVs)"),
+    ([], 2**25, "header (33,554,432 tensors and 0 KVs)"),
 ])
 def test_hostile_counts_are_refused_before_fetching_more(server: FileServer, tmp_path: Path, kvs: list[bytes],
                                                          n_tensors: int, what: str) -> None:

@@ -237,10 +237,13 @@ def test_a_target_file_or_model_folder_gets_the_right_verb(tmp_path: Path) -> No
     assert ("'qwen3' is not a draft architecture llama.cpp loads; expected one of " in r.stdout
             and "(a target model's file? check a draft against it: 'dspark-convert check DRAFT.gguf --target FILE')"
             in r.stdout), r.stdout
+    # a folder: both readings named, each with what it is (re-tried on a draft folder, the line called it a target)
     for verb in ("inspect", "check"):
-        refused(run(verb, TARGET), f"{TARGET}: is a model folder, not a GGUF file; convert a draft checkpoint with "
-                                   f"'dspark-convert hf2gguf {TARGET} --target-model-dir TARGET', or check a draft "
-                                   f"against this target with 'dspark-convert check DRAFT.gguf --target {TARGET}'")
+        for folder in (TARGET, FIXTURES / "dspark-qwen3"):
+            refused(run(verb, folder), f"{folder}: is a model folder, not a GGUF file; if it is a draft checkpoint, "
+                                       f"convert it with 'dspark-convert hf2gguf {folder} --target-model-dir TARGET'; "
+                                       "if it is a target model, check a draft against it with 'dspark-convert check "
+                                       f"DRAFT.gguf --target {folder}'")
 
 
 # ------------------------------------------------------------------------------------------- 6: --hf / --target
@@ -297,15 +300,18 @@ def _without_tensor(src: Path, out: Path, name: str) -> Path:
     return out
 
 
+@pytest.mark.parametrize("as_json", [False, True])
 @pytest.mark.parametrize("dry_run", [False, True])
-def test_upgrade_refuses_a_file_that_would_not_load(draft_gguf: Path, tmp_path: Path, dry_run: bool) -> None:
+def test_upgrade_refuses_a_file_that_would_not_load(draft_gguf: Path, tmp_path: Path, dry_run: bool,
+                                                    as_json: bool) -> None:
+    """Bug 18, and its review: the dry run printed ``nothing stale`` (or a JSON document) before the refusal; a file
+    no upgrade makes loadable gets the one error line and nothing else, dry run or not, text or JSON."""
     broken = _without_tensor(draft_gguf, tmp_path / "broken.gguf", "blk.0.ffn_up.weight")
-    r = run("upgrade", broken, *(["--dry-run"] if dry_run else []))
+    r = run("upgrade", broken, *(["--dry-run"] if dry_run else []), *(["--json"] if as_json else []))
     line = (f"{broken}: the upgraded file would fail llama.cpp's loader rules (blk.0.ffn_up.weight: is missing "
             "(llama.cpp: \"check_tensor_dims: tensor not found\")); upgrade does not repair that: see 'dspark-convert "
             f"check {broken}', then reconvert with 'dspark-convert hf2gguf'")
-    assert (r.exit_code, r.stderr) == (2, f"error: {line}\n")
-    assert "nothing stale" not in r.stdout or dry_run  # a dry run lists, then refuses (exit 2)
+    assert (r.exit_code, r.stdout, r.stderr) == (2, "", f"error: {line}\n")
     assert [p.name for p in tmp_path.iterdir()] == ["broken.gguf"]
 
 

@@ -33,6 +33,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ..errors import ConvertError, clip
+from ..units import size_text
 from .options import RemoteOptions
 
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
@@ -215,14 +216,14 @@ class RangeReader:
                     raw = resp.headers.get("Content-Range", "")
                     m = _CONTENT_RANGE.match(raw)
                     if m is None or m.group(3) == "*" or int(m.group(1)) != pos:
-                        raise ConvertError(f"{self.name}: asked for bytes from {pos}, the server sent Content-Range "
+                        raise ConvertError(f"{self.name}: asked for bytes from {pos:,}, the server sent Content-Range "
                                            f"{raw!r}")
                     self._check_file(int(m.group(3)), resp)
                     t0, got = time.monotonic(), 0
                     while pos < stop:
                         chunk = self._recv(resp, min(_CHUNK, stop - pos))
                         if not chunk:
-                            raise _Transient(f"connection closed at byte {pos} of [{start}, {stop})")
+                            raise _Transient(f"connection closed at byte {pos:,} of [{start:,}, {stop:,})")
                         sink(chunk)
                         pos += len(chunk)
                         got += len(chunk)
@@ -245,10 +246,10 @@ class RangeReader:
     def notes(self) -> list[str]:
         """Remarks on how the file was read (a server ignoring ``Range``)."""
         if self.range_supported is False and not self.whole:
-            return [f"the server ignores Range requests (it answered 200 with the whole {self.size} bytes): read "
-                    f"the first {self.bytes_fetched} bytes of the body, then closed the connection"]
+            return [f"the server ignores Range requests (it answered 200 with the whole {size_text(self.size or 0)}): read "
+                    f"the first {size_text(self.bytes_fetched)} of the body, then closed the connection"]
         if self.range_supported is False:
-            return [f"the server ignores Range requests (it answered 200 with the whole {self.size} bytes): the "
+            return [f"the server ignores Range requests (it answered 200 with the whole {size_text(self.size or 0)}): the "
                     f"file is smaller than the first window, so all of it was read"]
         return []
 
@@ -301,13 +302,13 @@ class RangeReader:
         self._check_deadline()
         elapsed = time.monotonic() - t0
         if more and elapsed > self.options.timeout and got / elapsed < self.options.min_rate:
-            raise ConvertError(f"{self.name}: transfer too slow: {got} bytes in {elapsed:.0f} s, below the minimum of "
-                               f"{self.options.min_rate:g} bytes/s")
+            raise ConvertError(f"{self.name}: transfer too slow: {size_text(got)} in {elapsed:.0f} s, below the minimum of "
+                               f"{self.options.min_rate:,g} bytes/s")
 
     def _check_deadline(self) -> None:
         if time.monotonic() > self._deadline:
             raise ConvertError(f"{self.name}: not read within the {self.options.deadline:g} s deadline (--deadline); "
-                               f"{self.bytes_fetched} bytes fetched")
+                               f"{size_text(self.bytes_fetched)} fetched")
 
     def _request(self, start: int, stop: int) -> http.client.HTTPResponse:
         self._check_deadline()
@@ -325,7 +326,7 @@ class RangeReader:
                 raise ConvertError(f"{self.name}: {status}: access denied (the server wants credentials this "
                                    f"request does not carry)") from None
             if e.code == 416:
-                raise ConvertError(f"{self.name}: {status} for bytes {start}-{stop - 1}") from None
+                raise ConvertError(f"{self.name}: {status} for bytes {start:,}-{stop - 1:,}") from None
             raise ConvertError(f"{self.name}: {status}") from None
         except urllib.error.URLError as e:
             reason = e.reason
@@ -350,7 +351,7 @@ class RangeReader:
                                f"'bytes {start}-{stop - 1}/SIZE'")
         first, last, total = int(m.group(1)), int(m.group(2)), int(m.group(3))
         if first != start or last < first or last >= total:
-            raise ConvertError(f"{self.name}: asked for bytes from {start}, the server sent {clip(repr(raw))}")
+            raise ConvertError(f"{self.name}: asked for bytes from {start:,}, the server sent {clip(repr(raw))}")
         self._check_file(total, resp)
         self.range_supported = True
         self._read(resp, min(last + 1, stop) - start)
@@ -369,7 +370,7 @@ class RangeReader:
         while skipped < start:  # a retry after the body broke: the bytes held already come again
             chunk = self._recv(resp, min(_CHUNK, start - skipped))
             if not chunk:
-                raise _Transient(f"connection closed after {skipped} of {start} bytes")
+                raise _Transient(f"connection closed after {skipped:,} of {start:,} bytes")
             skipped += len(chunk)
         self.bytes_fetched += skipped
 
@@ -388,7 +389,7 @@ class RangeReader:
         while got < n:
             chunk = self._recv(resp, min(_CHUNK, n - got))
             if not chunk:
-                raise _Transient(f"connection closed after {got} of {n} bytes (truncated response)")
+                raise _Transient(f"connection closed after {got:,} of {n:,} bytes (truncated response)")
             self.buf += chunk
             got += len(chunk)
             self._received(len(chunk), got, t0, more=got < n)

@@ -90,7 +90,7 @@ class PackedStrings(Sequence[str]):
                 out.append(pos)
                 pos += 8 + unpack(blob, pos)[0]
             if pos != len(blob):
-                raise ValueError(f"PackedStrings: {len(blob)} bytes do not hold exactly {self._count} items")
+                raise ValueError(f"PackedStrings: {len(blob):,} bytes do not hold exactly {self._count} items")
             self._offsets = out
         return self._offsets
 

@@ -33,6 +33,7 @@ from ..gguf_constants import GGML_QUANT_SIZES, QT, VT
 from ..plan import KV, Plan, TensorSpec
 from ..safeio import open_regular
 from ..schema import GENERAL_ALIGNMENT, GENERAL_ARCHITECTURE
+from ..units import size_text
 from .packed import PackedStrings
 from .records import (
     DEFAULT_ALIGNMENT,
@@ -141,7 +142,7 @@ class GGUFFile:
 
     def _raw_bytes(self, t: ReaderTensor) -> np.ndarray:
         if t.nbytes is None:
-            raise GGUFFormatError(f"{self.path}: tensor '{safe_text(t.name)}' at byte {t.info_offset}: "
+            raise GGUFFormatError(f"{self.path}: tensor '{safe_text(t.name)}' at byte {t.info_offset:,}: "
                                   f"type {t.type_name} is unknown, its data cannot be read")
         if self.header_only:
             raise ConvertError(f"{self.path}: tensor '{safe_text(t.name)}': tensor data is not read from remote "
@@ -152,9 +153,9 @@ class GGUFFile:
             try:
                 self._data = np.memmap(self.path, dtype=np.uint8, mode="r")
             except (OSError, ValueError) as e:
-                raise GGUFFormatError(f"{self.path}: tensor data at byte {self.data_offset}: {e}") from None
+                raise GGUFFormatError(f"{self.path}: tensor data at byte {self.data_offset:,}: {e}") from None
         if t.offset + t.nbytes > len(self._data):  # the file shrank since it was parsed
-            raise GGUFFormatError(f"{self.path}: tensor '{safe_text(t.name)}' at byte {t.offset}: data past EOF")
+            raise GGUFFormatError(f"{self.path}: tensor '{safe_text(t.name)}' at byte {t.offset:,}: data past EOF")
         return self._data[t.offset : t.offset + t.nbytes]
 
     def tensor_bytes(self, name: str) -> np.ndarray:
@@ -257,8 +258,8 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFFile:
         with open_regular(p) as fh:  # a FIFO or a device: one line, never a hang (mmap needs a regular file)
             size = os.fstat(fh.fileno()).st_size
             if size < HEADER_SIZE:
-                raise GGUFFormatError(f"{p}: header at byte 0: truncated: file has {size} bytes, "
-                                      f"a GGUF header needs {HEADER_SIZE}")
+                raise GGUFFormatError(f"{p}: header at byte 0: truncated: file has {size_text(size)}, "
+                                      f"a GGUF header needs {size_text(HEADER_SIZE)}")
             buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as e:
         raise GGUFFormatError(f"{p}: cannot open: {e.strerror or e}") from None
@@ -287,13 +288,13 @@ def parse_gguf(ps: RecordParser, path: Path | str, source: Any = None) -> GGUFFi
     smallest = kv_count * 13 + tensor_count * 24  # smallest KV: 13 bytes; tensor info: 24
     if smallest > ps.limit - HEADER_SIZE:
         if smallest <= ps.size - HEADER_SIZE:
-            raise ps.short(f"header ({tensor_count} tensors and {kv_count} KVs)", HEADER_SIZE, smallest)
-        raise ps.fail("header", 8, f"{tensor_count} tensors and {kv_count} KVs cannot fit in "
-                                   f"{ps.size - HEADER_SIZE} bytes")
+            raise ps.short(f"header ({tensor_count:,} tensors and {kv_count:,} KVs)", HEADER_SIZE, smallest)
+        raise ps.fail("header", 8, f"{tensor_count:,} tensors and {kv_count:,} KVs cannot fit in "
+                                   f"{size_text(ps.size - HEADER_SIZE)}")
     for what, count, pos in (("kvs", kv_count, 16), ("tensors", tensor_count, 8)):
         if count > header_limit(what):
             noun = "KVs" if what == "kvs" else "tensors"
-            raise ps.fail("header", pos, f"claims {count} {noun}, over the limit of {header_limit(what)} (a real "
+            raise ps.fail("header", pos, f"claims {count:,} {noun}, over the limit of {header_limit(what):,} (a real "
                                          f"GGUF has far fewer; set {LIMIT_ENV[what]} to raise it)")
     pos, kvs = HEADER_SIZE, {}
     for i in range(kv_count):
@@ -324,8 +325,8 @@ def parse_gguf(ps: RecordParser, path: Path | str, source: Any = None) -> GGUFFi
         names.add(name)
         offset = data_offset + rel
         if offset + (nbytes or 0) > ps.size:
-            raise ps.fail(where, info_offset, f"data [{offset}, {offset + (nbytes or 0)}) lies past EOF "
-                                              f"({ps.size} bytes)")
+            raise ps.fail(where, info_offset, f"data [{offset:,}, {offset + (nbytes or 0):,}) lies past the end "
+                                              f"of the file, which has {size_text(ps.size)}")
         tensors.append(ReaderTensor(name, ne, type_id, type_name(type_id), offset, nbytes, info_offset))
     spans = sorted((t.offset, t.offset + t.nbytes, t.name) for t in tensors if t.nbytes is not None)
     for (_, end_a, name_a), (start_b, _, name_b) in zip(spans, spans[1:], strict=False):
@@ -362,7 +363,7 @@ def plan_from_file(f: GGUFFile) -> Plan:
     tensors = []
     for t in f.tensors:
         if t.qtype is None:
-            raise GGUFFormatError(f"{f.path}: tensor '{safe_text(t.name)}' at byte {t.info_offset}: "
+            raise GGUFFormatError(f"{f.path}: tensor '{safe_text(t.name)}' at byte {t.info_offset:,}: "
                                   f"unknown GGML type {t.type_name}")
         tensors.append(TensorSpec(t.name, t.shape, t.qtype, origin="file"))
     return Plan(arch=f.arch or "", kvs=kvs, tensors=tensors)

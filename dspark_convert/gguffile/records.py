@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import GGUFFormatError
 from ..gguf_constants import GGML_QUANT_SIZES, QT, VT
+from ..units import size_text
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -74,7 +75,7 @@ def safe_text(s: str, limit: int = 80) -> str:
 
 def header_limit_text(n: int) -> str:
     """``536870912`` -> ``'512 MiB'`` (whole MiB), else the byte count."""
-    return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else f"{n} bytes"
+    return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else size_text(n)
 
 
 def known_type(type_id: int) -> QT | None:
@@ -179,19 +180,19 @@ class RecordParser:
         self._grow = grow
 
     def fail(self, where: str, offset: int, msg: str) -> GGUFFormatError:
-        return GGUFFormatError(f"{self.path}: {where} at byte {offset}: {msg}")
+        return GGUFFormatError(f"{self.path}: {where} at byte {offset:,}: {msg}")
 
     def short(self, where: str, pos: int, n: int) -> GGUFFormatError:
         """The error for ``n`` bytes at ``pos`` that do not fit: past the header limit, or past the end."""
         if n <= self.size - pos:
             if self.remote_limit is not None and self.remote_limit <= self.budget:
-                return self.fail(where, pos, f"needs {n} bytes, which takes the header past the "
+                return self.fail(where, pos, f"needs {size_text(n)}, which takes the header past the "
                                              f"{header_limit_text(self.limit)} limit for remote files "
                                              f"(max_header_bytes; --max-header-mib raises it)")
-            return self.fail(where, pos, f"needs {n} bytes, which takes the header past the "
+            return self.fail(where, pos, f"needs {size_text(n)}, which takes the header past the "
                                          f"{header_limit_text(self.budget)} budget for a whole GGUF header (set "
                                          f"{LIMIT_ENV['bytes']} to raise it)")
-        return self.fail(where, pos, f"truncated: needs {n} bytes, only {max(self.size - pos, 0)} left")
+        return self.fail(where, pos, f"truncated: needs {size_text(n)}, only {size_text(max(self.size - pos, 0))} left")
 
     def need(self, pos: int, n: int, where: str) -> None:
         if n > self.limit - pos:
@@ -235,20 +236,20 @@ class RecordParser:
         need = count * _MIN_SIZE[sub]
         if need > self.limit - pos:
             if need <= self.size - pos:
-                raise self.short(f"{where} (array of {count} {sub.name})", pos, need)
-            raise self.fail(where, pos, f"array of {count} {sub.name} needs at least {need} "
-                                        f"bytes, only {max(self.size - pos, 0)} left")
+                raise self.short(f"{where} (array of {count:,} {sub.name})", pos, need)
+            raise self.fail(where, pos, f"array of {count:,} {sub.name} needs at least {size_text(need)}, "
+                                        f"only {size_text(max(self.size - pos, 0))} left")
         cap = header_limit("array")
         if count > cap:
-            raise self.fail(where, pos, f"array of {count} {sub.name}, over the limit of {cap} elements (a real "
+            raise self.fail(where, pos, f"array of {count:,} {sub.name}, over the limit of {cap:,} elements (a real "
                                         f"GGUF's largest array is its vocabulary; set {LIMIT_ENV['array']} to raise it)")
         if not tally:
             return
         self.items += count * (ARRAY_ITEM_WEIGHT if sub == VT.ARRAY else 1)
         budget = header_limit("items")
         if self.items > budget:
-            raise self.fail(where, pos, f"array of {count} {sub.name} takes the header to {self.items} array "
-                                        f"elements, over the budget of {budget} for a whole GGUF header (set "
+            raise self.fail(where, pos, f"array of {count:,} {sub.name} takes the header to {self.items:,} array "
+                                        f"elements, over the budget of {budget:,} for a whole GGUF header (set "
                                         f"{LIMIT_ENV['items']} to raise it)")
 
     def skip_array(self, sub: VT, count: int, pos: int, where: str, depth: int, tally: bool = True) -> int:

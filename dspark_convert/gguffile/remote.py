@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ConvertError, GGUFFormatError
+from ..units import size_text
 from .httpsource import RangeReader, origin, split_userinfo
 from .options import RemoteOptions
 from .reader import GGUFFile, parse_gguf, read_gguf
@@ -170,8 +171,8 @@ def _parse_remote(reader: RangeReader, name: str, options: RemoteOptions,
         reader.start()
         assert reader.size is not None
         if reader.size < HEADER_SIZE:
-            raise GGUFFormatError(f"{name}: header at byte 0: truncated: file has {reader.size} bytes, a GGUF "
-                                  f"header needs {HEADER_SIZE}")
+            raise GGUFFormatError(f"{name}: header at byte 0: truncated: file has {size_text(reader.size)}, a GGUF "
+                                  f"header needs {size_text(HEADER_SIZE)}")
         ps = RecordParser(reader.buf, reader.size, name, grow=reader.grow, limit=options.max_header_bytes)
         f = parse_gguf(ps, name)
     finally:

@@ -47,9 +47,9 @@ def open_gguf_source(ref: str | os.PathLike[str], remote: RemoteOptions | None =
     where = classify_ref(ref)
     if isinstance(where, Path):
         if where.is_dir() and (where / "config.json").is_file():  # a checkpoint folder: name the verb that reads it
-            raise ConvertError(f"{where}: is a model folder, not a GGUF file; convert a draft checkpoint with "
-                               f"'dspark-convert hf2gguf {where} --target-model-dir TARGET', or check a draft against "
-                               f"this target with 'dspark-convert check DRAFT.gguf --target {where}'")
+            raise ConvertError(f"{where}: is a model folder, not a GGUF file; if it is a draft checkpoint, convert "
+                               f"it with 'dspark-convert hf2gguf {where} --target-model-dir TARGET'; if it is a target "
+                               f"model, check a draft against it with 'dspark-convert check DRAFT.gguf --target {where}'")
         return read_gguf(where)
     from .remote import open_hub_file, open_url
 

@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import ConvertError, clip
 from ..safeio import open_regular, require_regular
 from ..schema import SAFETENSORS_DTYPES
+from ..units import size_text
 from .members import bad_name, lands_inside, member
 
 #: safetensors headers larger than this are refused before they are read (real ones are well under 10 MB).
@@ -69,7 +70,7 @@ def read_json(path: Path, *, in_folder: bool = True, limit: int | None = None) -
         with open_regular(path) as f:
             raw = f.read(cap + 1)
         if len(raw) > cap:
-            raise ConvertError(f"{path}: larger than the {cap} byte limit for {'a JSON file' if limit is None else 'this file'}")
+            raise ConvertError(f"{path}: larger than the limit of {size_text(cap)} for {'a JSON file' if limit is None else 'this file'}")
         text = raw.decode("utf-8")
     except FileNotFoundError:
         raise ConvertError(f"{path}: file not found") from None
@@ -148,15 +149,15 @@ def read_safetensors_header(path: Path) -> list[TensorRef]:
         with open_regular(path) as f:
             head = f.read(8)
             if len(head) < 8:
-                raise ConvertError(f"{path}: truncated safetensors file ({size} bytes, no header length)")
+                raise ConvertError(f"{path}: truncated safetensors file ({size_text(size)}, no header length)")
             if head == b"version " and size < 1024:  # a clone without `git lfs pull`: the most common bad file
-                raise ConvertError(f"{path}: a Git LFS pointer ({size} bytes), not the weights; run 'git lfs pull' "
+                raise ConvertError(f"{path}: a Git LFS pointer ({size_text(size)}), not the weights; run 'git lfs pull' "
                                    "in the clone or download the file again")
             (n,) = struct.unpack("<Q", head)
             if n > MAX_HEADER_BYTES:
-                raise ConvertError(f"{path}: safetensors header claims {n} bytes, over the {MAX_HEADER_BYTES} byte limit")
+                raise ConvertError(f"{path}: safetensors header claims {size_text(n)}, over the limit of {size_text(MAX_HEADER_BYTES)}")
             if 8 + n > size:
-                raise ConvertError(f"{path}: truncated safetensors file: header claims {n} bytes, file has {size - 8}")
+                raise ConvertError(f"{path}: truncated safetensors file: header claims {size_text(n)}, the file has {size_text(size - 8)} after its length field")
             raw = f.read(n)
     except OSError as e:
         raise ConvertError(f"{path}: cannot read ({e})") from None
@@ -185,9 +186,9 @@ def read_safetensors_header(path: Path) -> list[TensorRef]:
         count = math.prod(shape)  # Python ints: a hostile shape cannot overflow into a plausible size
         expected = count * np.dtype(SAFETENSORS_DTYPES[dtype][0]).itemsize
         if b - a != expected or a < 0:
-            raise ConvertError(f"{path}: tensor '{clip(name)}' spans bytes [{a}, {b}) but shape {list(shape)} {dtype} needs {expected}")
+            raise ConvertError(f"{path}: tensor '{clip(name)}' spans bytes [{a:,}, {b:,}) but shape {list(shape)} {dtype} needs {size_text(expected)}")
         if base + b > size:
-            raise ConvertError(f"{path}: tensor '{clip(name)}' ends at byte {base + b}, past the end of the file ({size} bytes): truncated download?")
+            raise ConvertError(f"{path}: tensor '{clip(name)}' ends at byte {base + b:,}, past the end of the file, which has {size_text(size)}: truncated download?")
         refs.append(TensorRef(name, path, dtype, shape, base + a, base + b))
     spans = sorted((r.start, r.end, r.name) for r in refs if r.end > r.start)
     for (_, e0, n0), (s1, _, n1) in zip(spans, spans[1:], strict=False):  # sorted: adjacent pairs suffice

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..errors import ConvertError, clip
 from ..safeio import open_regular, require_regular
+from ..units import size_text
 
 #: the largest text file read from a folder that is not JSON (a chat template, ``merges.txt``): real chat
 #: templates are under 100 KB, a 256k-vocabulary ``merges.txt`` about 5 MB
@@ -119,7 +120,7 @@ def read_member(path: Path, limit: int, *, what: str = "file") -> bytes:
     except OSError as e:
         raise ConvertError(f"{path}: cannot read ({e})") from None
     if len(raw) > limit:
-        raise ConvertError(f"{path}: larger than the {limit} byte limit for a {what}")
+        raise ConvertError(f"{path}: larger than the limit of {size_text(limit)} for a {what}")
     return raw
 
 
@@ -129,5 +130,5 @@ def read_member_text(path: Path, limit: int = MAX_TEXT_BYTES, *, what: str = "te
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ConvertError(f"{path}: not UTF-8 text (byte {e.start}: {raw[e.start:e.start + 1]!r}); expected a "
+        raise ConvertError(f"{path}: not UTF-8 text (byte {e.start:,}: {raw[e.start:e.start + 1]!r}); expected a "
                            f"UTF-8 {what}") from None

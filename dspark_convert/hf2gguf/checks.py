@@ -8,12 +8,13 @@ from ..check import check_plan, errors, spec_type, spec_type_warning, upstream_w
 from ..errors import ConvertError
 from ..findings import Finding
 from ..fit.conversion import IGNORE_HINT, Pair, conversion_findings, mask_embedding_sources
+from ..gguf_constants import VT
 from ..hf.checkpoint import Checkpoint, load_json
 from ..kit.hparams import normalize_hparams, rope_dict
-from ..plan import Plan
+from ..plan import KV, Plan, add_kv
 from ..registry.families import family_name
 from ..roles.convert import Context, ConvertOptions, TargetFacts
-from ..variants.spectype import SpecType, forced_convention
+from ..variants.spectype import ANCHOR_KEY, ROWS_FROM_ONE, SpecType, forced_convention
 from .inputs import Draft, Target, choose_family
 from .results import PlannedConversion
 
@@ -60,9 +61,10 @@ def check_planned(planned: PlannedConversion, options: ConvertOptions) -> tuple[
         raise ConvertError(f"the planned file would not load in llama.cpp: {_explain(bad[0], planned)}"
                            + _more(bad[1:]))
     st = spec_type(plan)
-    if (forced := _forced_convention(planned)) is not None:  # the spec-type advice would be wrong for this file
-        findings.append(forced)
-        st = SpecType("draft-dflash", "draft-dflash", f"weights trained on block rows 1..n ({forced.rule} warning)")
+    if (forced := _forced_convention(planned, not options.match_upstream)) is not None:
+        findings.append(forced)  # the class's key contradicts the weights: corrected, or said
+        st = spec_type(plan) if not options.match_upstream else SpecType(
+            "draft-dflash", "draft-dflash", f"weights trained on block rows 1..n ({forced.rule} warning)")
     elif (spec_warning := spec_type_warning(st)) is not None:  # it loads, but auto-detection drafts it wrongly
         findings.append(Finding("warning", "llama-server", "spec-type", spec_warning))
     return findings, st
@@ -106,9 +108,11 @@ def _more(rest: list[Finding], shown: int = 5) -> str:
     return f" (also: {names}{more})"
 
 
-def _forced_convention(planned: PlannedConversion) -> Finding | None:
+def _forced_convention(planned: PlannedConversion, corrected: bool) -> Finding | None:
     """:func:`variants.spectype.forced_convention`'s warning for a class forced with ``--architecture`` on a
-    checkpoint that declares another family, as a finding (rule ``architecture``); None when it does not apply."""
+    checkpoint that declares another family, as a finding (rule ``architecture``); None when it does not apply.
+    ``corrected``: the plan's :data:`variants.spectype.ANCHOR_KEY` is set to the weights' convention
+    (:data:`variants.spectype.ROWS_FROM_ONE`) when it applies."""
     arch, plan = planned.architecture, planned.plan
     if arch is None or arch.how != "forced":
         return None
@@ -117,5 +121,11 @@ def _forced_convention(planned: PlannedConversion) -> Finding | None:
     except ConvertError:  # the declared value names no family: nothing to compare with
         return None
     message = forced_convention(declared, family_name(planned.family), load_json(planned.draft.path / "config.json"),
-                                plan.value, [t.name for t in plan.tensors], str(arch.used), str(arch.declared))
-    return None if message is None else Finding("warning", "--architecture", "architecture", message)
+                                plan.value, [t.name for t in plan.tensors], str(arch.used), str(arch.declared),
+                                corrected=corrected)
+    if message is None:
+        return None
+    if corrected:
+        add_kv(plan.kvs, KV(ANCHOR_KEY, VT.BOOL, ROWS_FROM_ONE))
+        plan.differs_from_upstream.append(ANCHOR_KEY)
+    return Finding("warning", "--architecture", "architecture", message)

@@ -23,6 +23,7 @@ from ..registry.families import architecture_aliases, family_for, family_name, r
 from ..registry.words import UPSTREAM_FLAGS
 from ..roles.convert import Context, ConvertOptions, Family, TargetTensor
 from ..safeio import require_regular
+from ..units import human_bytes
 
 
 @dataclass
@@ -98,8 +99,8 @@ def shard_note(folder: Path, ck: Checkpoint) -> str:
         tensor_bytes = sum(ck.ref(n).end - ck.ref(n).start for n in ck.names)
         skip_bytes = max(0, int(total) - tensor_bytes) if isinstance(total, (int, float)) else 0
         about = "about "
-    return (f"read {len(read)} of {len(shards)} shards ({read_bytes / 1e9:.2f} GB: the ones holding the draft); "
-            f"skipped {len(skipped)} ({about}{skip_bytes / 1e9:.2f} GB), never opened or downloaded")
+    return (f"read {len(read)} of {len(shards)} shards ({human_bytes(read_bytes)}: the ones holding the draft); "
+            f"skipped {len(skipped)} ({about}{human_bytes(skip_bytes)}), never opened or downloaded")
 
 
 def _refuse_options(family: Family, draft: str, own_tokenizer: bool, options: ConvertOptions) -> None:

@@ -33,6 +33,7 @@ from ..hf.checkpoint import read_json
 from ..hf.hub import ResolvedModel, split_repo_spec
 from ..plan import KV, add_kv
 from ..safeio import open_regular, require_regular
+from ..units import size_text
 
 HF_URL = "https://huggingface.co"
 #: --metadata keys holding lists of {name, organization, ...} objects (upstream's override format).
@@ -164,8 +165,8 @@ def _front_matter(card_path: Path) -> str | None:
         return None
     if "---" not in lines[1:]:
         if len(raw) > MAX_CARD_FRONT_MATTER_BYTES:
-            raise ConvertError(f"{card_path}: the YAML front matter is longer than the "
-                               f"{MAX_CARD_FRONT_MATTER_BYTES} byte limit (no closing '---' line within it)")
+            raise ConvertError(f"{card_path}: the YAML front matter is longer than the limit "
+                               f"of {size_text(MAX_CARD_FRONT_MATTER_BYTES)} (no closing '---' line within it)")
         body = lines[1:]
     else:
         body = lines[1:lines.index("---", 1)]
@@ -226,7 +227,7 @@ def _model_card(draft_dir: Path) -> dict[str, Any]:
     except ConvertError:
         raise
     except UnicodeDecodeError as exc:
-        raise ConvertError(f"{card_path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise ConvertError(f"{card_path}: not UTF-8 text ({exc.reason} at byte {exc.start:,})") from None
     except RecursionError:
         raise ConvertError(f"{card_path}: the YAML front matter is nested too deeply; expected a plain model "
                            "card") from None

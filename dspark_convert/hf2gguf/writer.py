@@ -254,7 +254,7 @@ def _write_tensors(f: BinaryIO, plan: Plan, sources: dict[str, Checkpoint], *, a
             fut = pending.popleft()
             if isinstance(fut, TensorSpec):  # end of this tensor: check its size, pad to the alignment
                 if n != fut.nbytes:
-                    raise ConvertError(f"internal: tensor '{fut.name}' produced {n} bytes, planned {fut.nbytes}")
+                    raise ConvertError(f"internal: tensor '{fut.name}' produced {n:,} bytes, planned {fut.nbytes:,}")
                 f.write(b"\0" * pad(n))
                 done, n = done + n, 0
                 continue

@@ -113,7 +113,7 @@ def load_prompts(path: str | os.PathLike[str]) -> list[Prompt]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ConvertError(f"{p}: not UTF-8 text (byte {e.start})") from None
+        raise ConvertError(f"{p}: not UTF-8 text (byte {e.start:,})") from None
     lines = [(i, ln) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
     if not lines:
         raise ConvertError(f"{p}: no prompts (the file is empty)")

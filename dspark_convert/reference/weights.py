@@ -56,7 +56,7 @@ def read_rows(path: Path, offset: int, row_bytes: int, n_rows: int, index: Index
             while len(view):                               # read straight into the array, no bytes copy
                 n = os.preadv(fd, [view], pos)
                 if n <= 0:
-                    raise ConvertError(f"{path}: truncated tensor data at byte {pos}")
+                    raise ConvertError(f"{path}: truncated tensor data at byte {pos:,}")
                 view, pos = view[n:], pos + n
     finally:
         os.close(fd)

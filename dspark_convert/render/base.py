@@ -32,6 +32,8 @@ from rich.text import Text
 
 from ..gguffile.reader import safe_text
 from ..streams import STDOUT
+from ..units import human_bytes as human_bytes  # the one number format (re-exported for the render modules)
+from ..units import size_text as size_text
 
 
 # ============================================================================================== text and consoles
@@ -57,8 +59,20 @@ def make_console(stderr: bool = False, width: int | None = None) -> Console:
 
 
 def line(console: Console, *parts: str | Text | tuple[str, str]) -> None:
-    """One logical line: on a terminal it wraps at the width, elsewhere it stays one line (``soft_wrap``)."""
-    console.print(Text.assemble(*parts), soft_wrap=not console.is_terminal)
+    """One logical line: on a terminal it wraps at the width between words, elsewhere it stays one line
+    (``soft_wrap``). An indented line (an item under a heading) wraps with a hanging indent, two columns deeper than
+    its own, so that its continuation never starts at the margin."""
+    t = Text.assemble(*parts)
+    indent = len(t.plain) - len(t.plain.lstrip(" "))
+    if not console.is_terminal or not indent or cell_len(t.plain) <= console.width:
+        console.print(t, soft_wrap=not console.is_terminal)
+        return
+    hang = indent + 2
+    body = t[indent:]
+    rows = body.wrap(console, max(8, console.width - hang))
+    for i, row in enumerate(rows):
+        row.rstrip()
+        console.print(Text(" " * (indent if i == 0 else hang)) + row, soft_wrap=True, crop=False)
 
 
 def print_error(message: str, con: Console | None = None) -> None:
@@ -80,12 +94,30 @@ def byte_progress(enabled: bool, description: str) -> Iterator[Callable[[int, in
     if not enabled or not sys.stderr.isatty():
         yield None
         return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+    from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeRemainingColumn
 
+    class Done(ProgressColumn):
+        """Bytes done of the total, in the one number format's units (KiB, MiB, GiB)."""
+
+        def render(self, task: Task) -> Text:
+            total = human_bytes(int(task.total)) if task.total is not None else "?"
+            return Text(f"{human_bytes(int(task.completed))}/{total}", style="progress.download", no_wrap=True)
+
+    class Rate(ProgressColumn):
+        """The transfer rate, in the same units per second."""
+
+        def render(self, task: Task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text(f"{human_bytes(int(speed))}/s" if speed else "?", style="progress.data.speed", no_wrap=True)
+
+    console = make_console(stderr=True)
+    # the text columns take up to ~46 cells ("1023.9 MiB/1023.9 MiB 1023.9 MiB/s 0:00:00" and the gaps); the bar gets
+    # what is left (never so little that a number is cut), and on a very narrow terminal gives way, with the rate
+    room = console.width - cell_len(description) - 46
+    columns: list[ProgressColumn] = [TextColumn("{task.description}", markup=False, style="progress.description")]
+    columns += [BarColumn(bar_width=min(40, room)), Done(), Rate()] if room >= 5 else [Done()]
     # markup=False: a description naming a file or repo is shown as it is
-    with Progress(TextColumn("{task.description}", markup=False, style="progress.description"), BarColumn(),
-                  DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(), console=make_console(stderr=True),
-                  transient=True) as bar:
+    with Progress(*columns, TimeRemainingColumn(), console=console, transient=True) as bar:
         task = bar.add_task(description, total=None)
 
         def update(done: int, total: int) -> None:
@@ -295,23 +327,6 @@ def dumps_json(obj: Any) -> str:
 
 
 # ============================================================================================== numbers and words
-def human_bytes(n: int | None) -> str:
-    """``1536`` -> ``'1.5 KiB'``; None -> ``'?'``."""
-    if n is None:
-        return "?"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
-
-
-def size_text(n: int) -> str:
-    """``768`` -> ``'768 bytes'``; ``1536`` -> ``'1.5 KiB (1,536 bytes)'`` (the exact count once)."""
-    return f"{n:,} bytes" if n < 1024 else f"{human_bytes(n)} ({n:,} bytes)"
-
-
 def human_count(n: int) -> str:
     """``1234567`` -> ``'1.23M'``."""
     for div, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):

@@ -57,7 +57,7 @@ def reference_line(plan: Plan | None = None) -> str:
     """The summary's last line: which upstream release the file matches, and what it adds on purpose."""
     ref = f"{S.UPSTREAM_REFERENCE_NAME} ({S.UPSTREAM_REFERENCE_DATE}) convert_hf_to_gguf.py"
     if plan is not None and plan.differs_from_upstream:
-        return (f"matches {ref} except {', '.join(plan.differs_from_upstream)} (added on purpose, see above; "
+        return (f"matches {ref} except {', '.join(plan.differs_from_upstream)} (written on purpose, see above; "
                 "--match-upstream writes upstream's bytes)")
     return f"matches {ref}"
 

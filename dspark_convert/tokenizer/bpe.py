@@ -129,7 +129,7 @@ def load_hf_tokenizer(tokenizer_json: Path) -> HFTokenizer:
     try:
         text = tokenizer_json.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
-        raise ConvertError(f"{tokenizer_json}: malformed tokenizer.json (not UTF-8: {e.reason} at byte {e.start})") from None
+        raise ConvertError(f"{tokenizer_json}: malformed tokenizer.json (not UTF-8: {e.reason} at byte {e.start:,})") from None
     from tokenizers import Tokenizer
 
     try:

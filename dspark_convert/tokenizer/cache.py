@@ -45,6 +45,7 @@ from ..hf.members import MAX_TEXT_BYTES, member_dir, member_file
 from ..notes import collecting, note
 from ..plan import KV
 from ..safeio import open_regular
+from ..units import size_text
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ def require_regular_tokenizer_files(target_dir: Path) -> None:
         except OSError:
             continue
         if size > limit:
-            raise ConvertError(f"{path}: {size} bytes, larger than the {limit} byte limit for a tokenizer file")
+            raise ConvertError(f"{path}: {size_text(size)}, larger than the limit of {size_text(limit)} for a tokenizer file")
 
 
 def block_key(target_dir: Path, vocab_size: int | None, handler: str) -> str:

@@ -33,7 +33,7 @@ def _text_lines(path: Path, what: str) -> list[str]:
         with open(path, encoding="utf-8") as f:
             return f.readlines()
     except UnicodeDecodeError as e:
-        raise ConvertError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
+        raise ConvertError(f"{path}: not UTF-8 ({e.reason} at byte {e.start:,})") from None
 
 
 def plamo_vocab(target_dir: Path, n_vocab: int | None) -> tuple[list[str], list[float], list[int], dict[str, int],

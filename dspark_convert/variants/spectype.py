@@ -189,13 +189,18 @@ ROWS_FROM_ONE_FAMILY = "dflash"
 
 
 def forced_convention(declared_family: str, forced_family: str, config: dict[str, Any], value: Callable[[str], Any],
-                      tensor_names: Collection[str], used: str, declared: str) -> str | None:
+                      tensor_names: Collection[str], used: str, declared: str, *, corrected: bool = True) -> str | None:
     """The warning for a class forced with ``--architecture`` (``used``, of ``forced_family``) on a checkpoint whose
     declared class (``declared``, of ``declared_family``) is a z-lab DFlash draft, when the planned file says
     ``dflash.sample_from_anchor = true`` without a Markov head and the checkpoint's config does not set it: the
-    weights were trained to predict from block rows 1..n, llama-server auto-detects ``draft-dflash`` for the file
-    (which reads rows 1..n as trained), and ``--spec-type draft-dspark`` would draft every token one position late.
-    None when none of that holds; the file is then served as :func:`spec_type_of` says.
+    weights were trained to predict from block rows 1..n, which the forced class's key contradicts. None when none
+    of that holds; the file is then served as :func:`spec_type_of` says.
+
+    ``corrected``: the converter writes :data:`ANCHOR_KEY` = false instead (:data:`ROWS_FROM_ONE`), so that the file
+    says how its weights predict; every type then reads rows 1..n and :func:`spec_type_of` on the file alone gives
+    ``draft-dflash``. Not corrected (``--match-upstream``: the forced class's bytes): the file says true, llama-server
+    auto-detects ``draft-dflash`` for it (right), ``--spec-type draft-dspark`` drafts every token one position late,
+    and nothing in the file tells this later (``check`` and ``inspect`` on it alone advise ``draft-dspark``).
 
     Example:
         >>> v = {ANCHOR_KEY: True}.get
@@ -206,8 +211,21 @@ def forced_convention(declared_family: str, forced_family: str, config: dict[str
     if (declared_family != ROWS_FROM_ONE_FAMILY or forced_family == declared_family or value(ANCHOR_KEY) is not True
             or MARKOV in tensor_names or "sample_from_anchor" in config):
         return None
-    return (f"--architecture {used} on a checkpoint that declares {declared} (a z-lab DFlash draft, trained to "
-            f"predict from block rows 1..n): the file says {ANCHOR_KEY} = true (the DSpark convention, predictions "
-            "from the anchor row); llama-server auto-detects draft-dflash for it, which reads rows 1..n as trained, "
-            "but --spec-type draft-dspark would draft every token one position late; convert it without "
-            f"--architecture (as {declared}) and serve it with --spec-type draft-dflash")
+    head = (f"--architecture {used} on a checkpoint that declares {declared} (a z-lab DFlash draft, trained to "
+            f"predict from block rows 1..n): ")
+    if corrected:
+        return head + (f"the file says {ANCHOR_KEY} = false, not the {used} class's true (the DSpark convention, "
+                       "predictions from the anchor row), so that it says how its weights predict: llama-server "
+                       "reads block rows 1..n under draft-dflash (auto-detected) and draft-dspark alike, and check "
+                       "and inspect advise draft-dflash for the file; --match-upstream writes the class's true")
+    return head + (f"the file says {ANCHOR_KEY} = true (the DSpark convention, predictions from the anchor row, as "
+                   "--match-upstream keeps it); llama-server auto-detects draft-dflash for it, which reads rows 1..n "
+                   "as trained, but --spec-type draft-dspark would draft every token one position late, and nothing "
+                   "in the file tells this later (check and inspect on it alone advise draft-dspark); convert it "
+                   f"without --match-upstream or without --architecture (as {declared}) and serve it with "
+                   "--spec-type draft-dflash")
+
+
+#: what a file forced to a DSpark class on a z-lab DFlash checkpoint says in :data:`ANCHOR_KEY` (its weights'
+#: convention: predictions from block rows 1..n), unless ``--match-upstream``
+ROWS_FROM_ONE = False
