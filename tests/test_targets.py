@@ -162,8 +162,8 @@ def test_every_table_row_is_supported_or_refused_in_one_line(tmp_path: Path) -> 
             assert "\n" not in str(e) and arch in str(e)
             outcomes["refused"] += 1
         else:
-            if arch in T.DRAFT_CARRIER_TOKENIZERS:  # a checkpoint that carries its draft is its own target
-                assert handler == T.DRAFT_CARRIER_TOKENIZERS[arch]
+            if arch in S.DRAFT_CARRIER_TOKENIZERS:  # a checkpoint that carries its draft is its own target
+                assert handler == S.DRAFT_CARRIER_TOKENIZERS[arch]
                 outcomes["supported"] += row["role"] == "target"
                 continue
             assert handler == T.METHOD_HANDLERS[row["method"]]

@@ -40,10 +40,6 @@ UPSTREAM = "b11434"
 METHOD_HANDLERS = S.VOCAB_METHOD_HANDLERS
 
 
-#: HF classes of checkpoints that carry their draft inside (DeepSeek-V4: the draft's target is the checkpoint itself)
-#: -> the tokenizer handler upstream runs for them (TextModel.set_vocab, byte-level BPE)
-DRAFT_CARRIER_TOKENIZERS: dict[str, str] = {"DeepseekV4ForCausalLM": "gpt2", "DeepseekV4DSparkModel": "gpt2"}
-
 @dataclass(frozen=True)
 class TargetArch:
     """One row of the table."""
@@ -89,7 +85,7 @@ def is_target_architecture(name: str) -> bool:
         >>> is_target_architecture("Qwen3_5ForConditionalGeneration"), is_target_architecture("DFlashDraftModel")
         (True, False)
     """
-    if name in DRAFT_CARRIER_TOKENIZERS:
+    if name in S.DRAFT_CARRIER_TOKENIZERS:
         return True
     row = target_arch(name)
     return row is not None and row.role in ("target", "fails")
@@ -178,7 +174,7 @@ def handler_for_architecture(arch: str, where: str) -> str:
 
     ``where`` names the config the architecture came from.
     """
-    override = DRAFT_CARRIER_TOKENIZERS.get(arch)
+    override = S.DRAFT_CARRIER_TOKENIZERS.get(arch)
     if override is not None:
         return override
     row = target_arch(arch)
