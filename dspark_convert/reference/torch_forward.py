@@ -18,10 +18,10 @@ from contextlib import contextmanager
 
 import torch
 
-from .hf_draft import HFDraft, HFHParams, load_draft
+from .hf_draft import HFDraft, HFHParams
 from .storage import round_to_storage
 
-__all__ = ["HFDraft", "apply_rope", "attend", "inv_freq", "load_draft", "rms", "swiglu"]
+__all__ = ["HFDraft", "apply_rope", "attend", "inv_freq", "rms", "swiglu"]
 
 Weights = dict[str, torch.Tensor]
 

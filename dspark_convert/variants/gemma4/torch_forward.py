@@ -15,8 +15,9 @@ way the GGUF stores them (``storage``: checkpoint name -> GGML type) through
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ import torch
 
 from ...reference.layers_torch import visible_keys
 from ...reference.storage import gguf_counterpart as shared_counterpart
+from ...roles.proof import Inputs
 from ..dflash.torch_forward import DraftFolder
 
 
@@ -41,8 +43,15 @@ class TorchOutputs:
     confidence_logits: np.ndarray | None
 
 
+#: the checkpoint class this forward reads (the torch side's own spelling: the converter's is its own)
+ARCHITECTURES: tuple[str, ...] = ("Gemma4DSparkModel",)
+
+
 class Gemma4Checkpoint(DraftFolder):
     """The draft folder's config and weights (the target's embeddings when the draft has none)."""
+
+    family = "dspark_gemma4"
+    layout = "DeepSpec Gemma4DSparkModel"
 
     def name(self, bare: str) -> str | None:
         for n in (bare, "model." + bare):
@@ -58,6 +67,16 @@ class Gemma4Checkpoint(DraftFolder):
         if n is None:
             raise KeyError(f"tensor '{bare}' is not in the checkpoint")
         return self.w.get(n)
+
+
+def open(hf_dir: Path, target_dir: Path | None, storage: Mapping[str, str] | None) -> Gemma4Checkpoint:
+    """The checkpoint (its weights rounded as ``storage`` says) and the target's weights."""
+    return Gemma4Checkpoint(hf_dir, Path(str(target_dir)), storage)
+
+
+def forward(ck: Gemma4Checkpoint, inputs: Inputs, anchors: list[int], forced: Any) -> list[TorchOutputs]:
+    """:func:`gemma4_forward` on the cases (each run follows its own Markov chain)."""
+    return gemma4_forward(ck, inputs.feats, anchors)
 
 
 def rms(x: torch.Tensor, w: torch.Tensor | None, eps: float) -> torch.Tensor:
@@ -216,3 +235,7 @@ def gguf_counterpart(hf_name: str) -> str | None:
     elif bare in _GLOBAL_COUNTERPARTS:
         return _GLOBAL_COUNTERPARTS[bare]
     return shared_counterpart(bare)
+
+
+#: the torch side's name table (the contract of :mod:`dspark_convert.roles.proof`)
+counterpart = gguf_counterpart
