@@ -31,7 +31,7 @@ from dspark_convert.variants.eagle3.numpy_forward import (
 )
 
 torch = pytest.importorskip("torch", reason="the torch forward needs torch (torch extra)")
-from dspark_convert.reference import torch_forward as tf  # noqa: E402
+from dspark_convert.reference import layers_torch as tf  # noqa: E402
 from dspark_convert.reference.hf_draft import HFHParams, RopeParams  # noqa: E402
 from dspark_convert.variants.dflash.torch_forward import block_forward  # noqa: E402
 from dspark_convert.verify.rows import checkpoint_variant, storage_of, torch_side  # noqa: E402

@@ -49,6 +49,21 @@ def worst_nmse(report) -> float:
     return max(o.nmse for o in report.outputs if o.nmse is not None)
 
 
+def test_dflash2_quality_mode_rows(converted) -> None:
+    """Quality mode on the DFlash2 torch side: Q8_0 costs the scaled, capped block logits an NMSE of about 1.2e-3
+    ("good", 22 of 24 top-1 tokens kept); BF16 holds the BF16 checkpoint exactly, so the quality row is the exact
+    one and the note says why."""
+    q8 = verify(converted("dflash2-zlab", "q8_0"), FIXTURES / "dflash2-zlab", FIXTURES / "target-qwen3", context=8)
+    assert q8.passed and q8.quality_note.startswith("GGUF forward vs the torch forward of the unrounded checkpoint")
+    (q,) = q8.quality
+    assert (q.name, q.grade, q.agree, q.total) == ("block logits (scaled, capped)", "good", 22, 24)
+    assert q.nmse is not None and 1e-4 < q.nmse < 1e-2
+    bf16 = verify(converted("dflash2-zlab", "bf16"), FIXTURES / "dflash2-zlab", FIXTURES / "target-qwen3", context=8)
+    assert bf16.quality_note.startswith("storage is lossless for this checkpoint")
+    (q,) = bf16.quality
+    assert (q.agree, q.total) == (24, 24) and q.nmse is not None and q.nmse < 1e-10
+
+
 # ---------------------------------------------------------------------------------------------- all layouts
 @pytest.mark.parametrize("layout", BLOCK_LAYOUTS + EAGLE3_LAYOUTS)
 @pytest.mark.parametrize("outtype", OUTTYPES)

@@ -1,7 +1,7 @@
 """The torch side of the ``dflash`` variant (the contract of :mod:`dspark_convert.roles.proof`): how a DSpark /
 DFlash / Muse-Glimmer Hugging Face folder is read (:func:`open`, :func:`read_config`), the GGUF tensor each of its
 tensors becomes (:func:`counterpart`) and its block forward (:func:`forward`, :func:`block_forward`) on the shared
-primitives of ``reference.torch_forward``. Written from ``spec/checkpoints.md``; the class lists are the torch
+primitives of ``reference.layers_torch``. Written from ``spec/checkpoints.md``; the class lists are the torch
 side's own (it never asks the converter).
 """
 
@@ -19,24 +19,22 @@ import torch
 from ...errors import ConvertError
 from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint, open_draft
 from ...reference.layers_torch import (
-    attention_block,
-    context_projection,
-    mlp_residual,
-    stream_layers,
-    visible_keys,
-)
-from ...reference.storage import gguf_counterpart
-from ...reference.torch_forward import (
     Weights,
     apply_rope,
+    attention_block,
+    context_projection,
     decoder_layer,
     inv_freq,
+    mlp_residual,
     output_logits,
     rms,
+    stream_layers,
     threads_for,
     to_target,
     token_embeddings,
+    visible_keys,
 )
+from ...reference.storage import gguf_counterpart
 from ...roles.proof import Inputs
 
 DSPARK_ARCHS = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")

@@ -19,9 +19,16 @@ import numpy as np
 import torch
 
 from ...reference.hf_draft import TorchCheckpoint
-from ...reference.layers_torch import Heads, attention_block, context_projection, stream_layers, visible_keys
+from ...reference.layers_torch import (
+    Heads,
+    attention_block,
+    context_projection,
+    rms,
+    stream_layers,
+    swiglu,
+    visible_keys,
+)
 from ...reference.storage import gguf_counterpart as shared_counterpart
-from ...reference.torch_forward import rms, swiglu
 from ...roles.proof import Inputs
 from ..dflash.torch_forward import DraftFolder
 

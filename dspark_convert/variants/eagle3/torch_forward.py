@@ -1,7 +1,7 @@
 """The torch side of the ``eagle3`` variant (the contract of :mod:`dspark_convert.roles.proof`): how an EAGLE-3
 Hugging Face folder is read (:func:`open`, :func:`read_config`; :func:`claims` for a config that names a plain
 Llama class), the GGUF tensor each of its tensors becomes (:func:`counterpart`) and its chain forward
-(:func:`forward`, :func:`eagle3_forward`) on the shared primitives of ``reference.torch_forward``. The class list is
+(:func:`forward`, :func:`eagle3_forward`) on the shared primitives of ``reference.layers_torch``. The class list is
 the torch side's own.
 """
 
@@ -17,20 +17,20 @@ import torch
 
 from ...errors import ConvertError
 from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint, open_draft
-from ...reference.layers_torch import mlp_residual
-from ...reference.storage import gguf_counterpart
-from ...reference.torch_forward import (
+from ...reference.layers_torch import (
     Weights,
     apply_rope,
     attend,
     decoder_layer,
     inv_freq,
+    mlp_residual,
     output_logits,
     rms,
     threads_for,
     to_target,
     token_embeddings,
 )
+from ...reference.storage import gguf_counterpart
 from ...roles.proof import Inputs
 
 ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel")

@@ -74,7 +74,7 @@ def _eagle3_rows(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
 
 def llama3_factors(d: HFDraft) -> np.ndarray:
     """The per-pair divisors llama3 rope scaling applies (``rope_freqs.weight``), from the torch side's frequencies."""
-    from ...reference.torch_forward import inv_freq
+    from ...reference.layers_torch import inv_freq
 
     hd, theta = d.hp.head_dim, d.hp.rope.theta
     plain = 1.0 / theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd)

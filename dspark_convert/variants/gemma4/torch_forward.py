@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ...reference.layers_torch import visible_keys
+from ...reference.storage import SANDWICH_LAYER
 from ...reference.storage import gguf_counterpart as shared_counterpart
 from ...roles.proof import Inputs
 from ..dflash.torch_forward import DraftFolder
@@ -215,26 +216,16 @@ def gemma4_forward(ck: Gemma4Checkpoint, features: Sequence[np.ndarray], anchors
     return outs
 
 
-#: the checkpoint's names a Gemma 4 layer or DeepSpec's head spells its own way -> the GGUF names llama.cpp loads them
-#: as (this side's own spelling, for the storage rounding only: which GGML type each checkpoint tensor was written
-#: as); every other name is the shared block table's (:func:`dspark_convert.reference.storage.gguf_counterpart`)
-_LAYER_COUNTERPARTS = {
-    "post_attention_layernorm.weight": "post_attention_norm.weight", "pre_feedforward_layernorm.weight": "ffn_norm.weight",
-    "post_feedforward_layernorm.weight": "post_ffw_norm.weight", "layer_scalar": "layer_output_scale.weight",
-}
+#: DeepSpec's confidence head -> the GGUF names llama.cpp loads it as (this side's own spelling, for the storage
+#: rounding only); the layer and every other name: the shared table with its sandwich-norm layer
+#: (:func:`dspark_convert.reference.storage.gguf_counterpart`)
 _GLOBAL_COUNTERPARTS = {"confidence_proj.weight": "conf_proj.weight", "confidence_proj.bias": "conf_proj.bias"}
 
 
 def gguf_counterpart(hf_name: str) -> str | None:
     """The GGUF tensor a checkpoint tensor becomes (None: none)."""
     bare = hf_name.removeprefix("model.")
-    if bare.startswith("layers."):
-        _, bid, rest = bare.split(".", 2)
-        if rest in _LAYER_COUNTERPARTS:
-            return f"blk.{bid}.{_LAYER_COUNTERPARTS[rest]}"
-    elif bare in _GLOBAL_COUNTERPARTS:
-        return _GLOBAL_COUNTERPARTS[bare]
-    return shared_counterpart(bare)
+    return _GLOBAL_COUNTERPARTS.get(bare) or shared_counterpart(bare, layer=SANDWICH_LAYER)
 
 
 #: the torch side's name table (the contract of :mod:`dspark_convert.roles.proof`)

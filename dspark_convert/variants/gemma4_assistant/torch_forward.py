@@ -32,6 +32,8 @@ import numpy as np
 import torch
 
 from ...reference.hf_draft import TorchCheckpoint
+from ...reference.storage import SANDWICH_LAYER
+from ...reference.storage import gguf_counterpart as shared_counterpart
 from ...roles.proof import Inputs
 from .seeded import cache, embed_rows
 
@@ -207,18 +209,10 @@ def assistant_forward(ck: AssistantCheckpoint, cases: Sequence[TorchCase], steps
     return outs
 
 
-#: the checkpoint's names -> the GGUF tensors llama.cpp loads them as (this side's own spelling, for the storage
-#: rounding only: which GGML type each checkpoint tensor was written as)
-_LAYER_COUNTERPARTS = {
-    "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
-    "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.o_proj.weight": "attn_output.weight",
-    "post_attention_layernorm.weight": "post_attention_norm.weight", "pre_feedforward_layernorm.weight": "ffn_norm.weight",
-    "post_feedforward_layernorm.weight": "post_ffw_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
-    "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
-    "layer_scalar": "layer_output_scale.weight"}
-_GLOBAL_COUNTERPARTS = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
-                        "pre_projection.weight": "nextn.pre_projection.weight",
-                        "post_projection.weight": "nextn.post_projection.weight"}
+#: the assistant's projections -> the GGUF names llama.cpp loads them as (this side's own spelling, for the storage
+#: rounding only); the layers, the embedding and the norm: the shared table with its sandwich-norm layer
+_PROJECTIONS = {"pre_projection.weight": "nextn.pre_projection.weight",
+                "post_projection.weight": "nextn.post_projection.weight"}
 
 
 def gguf_counterpart(hf_name: str) -> str | None:
@@ -228,10 +222,8 @@ def gguf_counterpart(hf_name: str) -> str | None:
         >>> gguf_counterpart("model.layers.3.layer_scalar"), gguf_counterpart("masked_embedding.centroids.weight")
         ('blk.3.layer_output_scale.weight', None)
     """
-    if hf_name.startswith("model.layers."):
-        _, _, bid, rest = hf_name.split(".", 3)
-        return f"blk.{bid}.{_LAYER_COUNTERPARTS[rest]}" if rest in _LAYER_COUNTERPARTS else None
-    return _GLOBAL_COUNTERPARTS.get(hf_name)
+    bare = hf_name.removeprefix("model.")
+    return _PROJECTIONS.get(bare) or shared_counterpart(bare, layer=SANDWICH_LAYER)
 
 
 #: the torch side's name table (the contract of :mod:`dspark_convert.roles.proof`)
