@@ -64,6 +64,18 @@ def test_dflash2_quality_mode_rows(converted) -> None:
     assert (q.agree, q.total) == (24, 24) and q.nmse is not None and q.nmse < 1e-10
 
 
+def test_a_dflash_file_beside_a_dflash2_checkpoint(converted) -> None:
+    """The checkpoint's torch side proves a pair whose GGUF's variant does not read it (one path for every
+    variant): a DFlash file beside a DFlash2 checkpoint gets the DFlash2 rows, which name what the file lacks."""
+    r = verify(converted("dflash-zlab", "bf16"), FIXTURES / "dflash2-zlab", FIXTURES / "target-qwen3", context=8)
+    assert not r.passed and (r.family, r.layout) == ("dflash2", "z-lab DFlash2")
+    assert [m.key for m in r.metadata if not m.passed] == [
+        "dflash.conv_kernel_size", "dflash.conv_group_size", "dflash.selector_rank", "dflash.selector_top_k",
+        "architectures"]
+    assert [(o.name, o.grade) for o in r.outputs] == [("forward", "not run")]
+    assert r.first_divergence is not None and r.first_divergence["component"] == "forward"
+
+
 # ---------------------------------------------------------------------------------------------- all layouts
 @pytest.mark.parametrize("layout", BLOCK_LAYOUTS + EAGLE3_LAYOUTS)
 @pytest.mark.parametrize("outtype", OUTTYPES)
