@@ -247,6 +247,44 @@ def make_target(base: Path, out: Path, d: Dims, weights: bool = False) -> Path:
     return out
 
 
+#: safetensors dtype -> the numpy type that holds its bytes
+_RAW = {"BF16": np.uint16, "F16": np.uint16, "F32": np.float32, "I64": np.int64, "I32": np.int32, "U8": np.uint8,
+        "BOOL": np.bool_, "F8_E4M3": np.uint8}
+
+
+def read_raw(path: Path) -> dict[str, Tensor]:
+    """Every tensor of one safetensors file as (dtype, array of its bytes' numpy type)."""
+    b = path.read_bytes()
+    n = int.from_bytes(b[:8], "little")
+    header = json.loads(b[8:8 + n])
+    out: dict[str, Tensor] = {}
+    for name, h in header.items():
+        if name == "__metadata__":
+            continue
+        a, z = h["data_offsets"]
+        out[name] = (h["dtype"], np.frombuffer(b[8 + n + a:8 + n + z], _RAW[h["dtype"]]).reshape(h["shape"]).copy())
+    return out
+
+
+def with_nvfp4(src: Path, dst: Path, modules: dict[str, str], seed: int) -> Path:
+    """A copy of the one-file draft folder ``src`` in ``dst`` whose linears ``modules`` (checkpoint module path ->
+    ``NVFP4`` / ``W4A16_NVFP4``) are ModelOpt NVFP4 tensors (seeded codes and scales; a W4A4 one with an input
+    scale), declared by a MIXED_PRECISION ``quantization_config``."""
+    shutil.copytree(src, dst)
+    t = read_raw(dst / "model.safetensors")
+    m, rng = Maker(seed, "BF16"), np.random.default_rng(seed)
+    for module, algo in modules.items():
+        out, inp = t.pop(module + ".weight")[1].shape
+        t.update(m.nvfp4(module, out, inp, float(rng.uniform(0.001, 0.01)),
+                         float(rng.uniform(0.01, 0.1)) if algo == "NVFP4" else None))
+    save_safetensors(dst / "model.safetensors", t)
+    cfg = json.loads((dst / "config.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION",
+                                  "quantized_layers": _layers_of({k.removeprefix("model."): a for k, a in modules.items()})}
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
+    return dst
+
+
 def make(out: Path, name: str, base_target: Path, target_weights: bool = False) -> tuple[Path, Path]:
     """Write variant ``name`` to ``out/name`` and its target to ``out/name-target``; return (draft, target)."""
     s = VARIANTS[name]()

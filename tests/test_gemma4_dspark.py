@@ -195,6 +195,27 @@ def _verify_rows(gguf: Path, hf: Path, target: Path) -> tuple[bool, dict[str, bo
     return r.passed, rows, r
 
 
+def test_gemma4_quality_mode_rows(variant_files: dict[str, tuple[Path, Path, dict[str, Path]]]) -> None:
+    """Quality mode on the Gemma4 torch side: the GGUF forward against the unrounded checkpoint. Q8_0 costs the
+    block logits and the Markov-biased ones an NMSE of about 6e-3 ("good", 17 of 18 top-1 tokens kept); F32 stores
+    the checkpoint losslessly, so the quality rows are the exact ones (round-off) and the note says why."""
+    from dspark_convert.verify import verify
+
+    draft, target, ggufs = variant_files["v-gemma4-default"]
+    q8 = verify(ggufs["q8_0"], draft, target, context=8)
+    assert q8.passed and q8.quality_note.startswith("GGUF forward vs the torch forward of the unrounded checkpoint")
+    assert [(q.name, q.grade, q.agree, q.total) for q in q8.quality] == [("block logits", "good", 17, 18),
+                                                                        ("Markov-biased logits", "good", 17, 18)]
+    assert all(q.nmse is not None and 1e-3 < q.nmse < 1e-2 for q in q8.quality)
+    assert q8.storage["Q8_0"]["changed"] > 0
+    f32 = verify(ggufs["f32"], draft, target, context=8)
+    assert f32.quality_note.startswith("storage is lossless for this checkpoint")
+    assert [(q.name, q.agree, q.total) for q in f32.quality] == [("block logits", 18, 18),
+                                                                ("Markov-biased logits", 18, 18)]
+    assert all(q.nmse is not None and q.nmse < 1e-10 for q in f32.quality)
+    assert verify(ggufs["q8_0"], draft, target, context=8, quality=False).quality == []
+
+
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("outtype", OUTTYPES)
 def test_gemma4_verify_passes_every_outtype(variant_files: dict[str, tuple[Path, Path, dict[str, Path]]],

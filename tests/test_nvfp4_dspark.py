@@ -434,6 +434,74 @@ def test_verify_fails_mutations(files: dict[str, Path], b11434_qwen3: Path, tmp_
         assert rows["layer 0 output"]
 
 
+#: the linears each block variant's NVFP4 copy quantizes (checkpoint module -> ModelOpt algo), on inputs the
+#: golden set does not need: fixtures/dflash2-zlab and tests/gemma4_drafts.py's v-gemma4-tied
+_OWN_NVFP4 = {"dflash2": {"layers.0.self_attn.q_proj": "W4A16_NVFP4", "layers.0.mlp.down_proj": "NVFP4",
+                          "layers.1.self_attn.o_proj": "NVFP4"},
+              "gemma4": {"layers.0.self_attn.q_proj": "W4A16_NVFP4", "layers.0.mlp.gate_proj": "NVFP4"}}
+
+
+def _own_nvfp4(tmp_path: Path, variant: str) -> tuple[Path, Path, Path]:
+    """(GGUF at bf16, NVFP4 draft, target) of a DFlash2 or Gemma4 DSpark draft with ModelOpt NVFP4 linears."""
+    from conftest import FIXTURES
+    from gemma4_drafts import make as make_gemma4
+    from nvfp4_drafts import with_nvfp4
+
+    if variant == "dflash2":
+        src, target = FIXTURES / "dflash2-zlab", FIXTURES / "target-qwen3"
+    else:
+        src, target = make_gemma4(tmp_path, "v-gemma4-tied")
+    draft = with_nvfp4(src, tmp_path / f"{variant}-nvfp4", _OWN_NVFP4[variant], 7)
+    return _convert(draft, target, tmp_path / f"{variant}.gguf", "bf16"), draft, target
+
+
+@pytest.mark.parametrize("variant", sorted(_OWN_NVFP4))
+def test_dflash2_and_gemma4_files_hold_nvfp4_and_verify_proves_them(tmp_path: Path, variant: str) -> None:
+    """DFlash2 and Gemma4 DSpark drafts with ModelOpt NVFP4 linears convert as the DSpark ones do (NVFP4 blocks,
+    ``.scale`` / ``.input_scale``, the prec_a4 arrays) and verify proves them through the same path: the NVFP4 rows
+    with the file's values, the forwards on the decoded weights to round-off, every tensor accounted for."""
+    from dspark_convert.verify import verify
+
+    gguf, draft, target = _own_nvfp4(tmp_path, variant)
+    assert check_file(gguf) == [f for f in check_file(gguf) if f.level != "error"]
+    r = verify(gguf, draft, target, context=8, quality=False)
+    assert r.passed, r.first_divergence
+    meta = {m.key: (m.gguf, m.expected, m.passed) for m in r.metadata}
+    assert meta["general.tensor_extra.name"] == (["blk.0.attn_q.weight"], ["blk.0.attn_q.weight"], True)
+    assert meta["general.tensor_extra.prec_a4"] == ([False], [False], True)
+    assert meta["NVFP4 tensor types"] == ("all NVFP4", "all NVFP4", True)
+    w4a4 = sum(a == "NVFP4" for a in _OWN_NVFP4[variant].values())
+    scales = next(o for o in r.outputs if o.name == "NVFP4 input scales")
+    assert (scales.passed, scales.grade, scales.detail) == (
+        True, "exact", f"{w4a4} in the GGUF, {w4a4} in the checkpoint, all equal or trivial")
+    assert r.storage["NVFP4"] == {"tensors": len(_OWN_NVFP4[variant]), "values": r.storage["NVFP4"]["values"],
+                                  "changed": 0, "max_change": 0.0} and r.storage["NVFP4"]["values"] >= 8192
+    layer0 = next(o for o in r.outputs if o.name == "layer 0 output")
+    assert layer0.passed and layer0.nmse is not None and layer0.nmse < 1e-10
+    assert r.tensors["counts"]["gguf"]["compared"] == w4a4 and r.tensors["unaccounted"] == {"gguf": [], "checkpoint": []}
+
+
+@pytest.mark.parametrize("variant", sorted(_OWN_NVFP4))
+def test_dflash2_and_gemma4_nvfp4_rows_fail_on_a_wrong_file(tmp_path: Path, variant: str) -> None:
+    """Teeth: a wrong input scale fails the input-scale row, the arrays renamed away fail their metadata rows; the
+    forward rows still agree (neither is read by a forward)."""
+    from test_mutations import mutate
+
+    from dspark_convert.verify import verify
+
+    gguf, draft, target = _own_nvfp4(tmp_path, variant)
+    scale = "blk.0.ffn_down.input_scale" if variant == "dflash2" else "blk.0.ffn_gate.input_scale"
+    bad = tmp_path / "bad.gguf"
+    mutate(gguf, bad, tensors={scale: lambda w: w * 2},
+           renames={"general.tensor_extra.name": "general.tensor_extra.nam_"})
+    r = verify(bad, draft, target, context=8, quality=False)
+    rows = {o.name: o for o in r.outputs}
+    assert not r.passed and not rows["NVFP4 input scales"].passed and rows["NVFP4 input scales"].grade == "wrong"
+    assert rows["NVFP4 input scales"].detail.startswith(f"{scale} = ")
+    assert [m.key for m in r.metadata if not m.passed] == ["general.tensor_extra.name"]
+    assert rows["layer 0 output"].passed and rows["block hidden (post-norm)"].passed
+
+
 # ---------------------------------------------------------------------------------------------- llama-server
 @pytest.mark.llama
 def test_llama_server_runs_the_default_files_and_refuses_upstreams_mixed(llama_bin: tuple[Path, Path],

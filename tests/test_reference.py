@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -30,10 +31,17 @@ from dspark_convert.variants.eagle3.numpy_forward import (
 )
 
 torch = pytest.importorskip("torch", reason="the torch forward needs torch (torch extra)")
-from dspark_convert.reference import torch_forward as tf  # noqa: E402
+from dspark_convert.reference import layers_torch as tf  # noqa: E402
 from dspark_convert.reference.hf_draft import HFHParams, RopeParams  # noqa: E402
 from dspark_convert.variants.dflash.torch_forward import block_forward  # noqa: E402
-from dspark_convert.verify.rows import draft_readers  # noqa: E402
+from dspark_convert.verify.rows import checkpoint_variant, storage_of, torch_side  # noqa: E402
+
+
+def load_draft(folder: Path, g: GGUFWeights | None = None) -> Any:
+    """The checkpoint through the torch side of the variant that reads it (rounded as ``g`` stores it)."""
+    side = torch_side(checkpoint_variant(folder))
+    storage = None if g is None else storage_of(g, side.open(folder, TARGET, None).w.names, side.counterpart)
+    return side.open(folder, TARGET, storage)
 
 MASK = 1016
 RNG = np.random.default_rng(11)
@@ -162,7 +170,7 @@ def test_sliding_window_is_applied_on_both_sides(gguf) -> None:
     g, tw = gguf("dflash-zlab-swa"), TargetWeights(TARGET)
     feats = RNG.standard_normal((40, 192)).astype(np.float32)
     (out,) = nf.dflash_forward(g, tw, [nf.BlockCase(feats, 5)])
-    d = tf.load_draft(FIXTURES / "dflash-zlab-swa", TARGET, draft_readers())
+    d = load_draft(FIXTURES / "dflash-zlab-swa")
     assert d.hp.swa == [True, False] and d.hp.sliding_window == 32 and d.hp.is_swa(0) and not d.hp.is_swa(1)
     assert np.allclose(block_forward(d, [feats], [5])[0].hidden, out.hidden, atol=1e-5)
     d = replace(d, hp=replace(d.hp, swa=[False, False]))
@@ -291,20 +299,20 @@ def test_target_sharded_and_tied(tmp_path: Path) -> None:
 ])
 def test_hf_config_normalisation(layout: str, family: str, kind: str, sfa: bool, layers: list[int], neox: bool,
                                  block: int, own_embed: bool) -> None:
-    d = tf.load_draft(FIXTURES / layout, TARGET, draft_readers())
+    d = load_draft(FIXTURES / layout)
     assert (d.family, d.layout, d.hp.sample_from_anchor, d.hp.target_layers) == (family, kind, sfa, layers)
     assert (d.hp.neox, d.hp.block_size, d.hp.own_embed, d.hp.mask_token_id) == (neox, block, own_embed, MASK)
     assert (d.hp.head_dim, d.hp.n_head_kv, d.hp.rope.theta, d.hp.rope.type) == (16, 2, 1e6, "default")
 
 
 def test_hf_eagle3_normalisation() -> None:
-    sf = tf.load_draft(FIXTURES / "eagle3-specforge", TARGET, draft_readers())
+    sf = load_draft(FIXTURES / "eagle3-specforge")
     assert sf.family == "eagle3" and sf.prefix == "midlayer." and sf.hp.draft_vocab_size == 256
     assert sf.hp.target_layers == [2, 3, 3]                          # upstream default [2, L//2, L-3], L = 6
     assert any("eagle_config ids [1, 2, 4]" in n for n in sf.notes)
-    sp = tf.load_draft(FIXTURES / "eagle3-speculators", TARGET, draft_readers())
+    sp = load_draft(FIXTURES / "eagle3-speculators")
     assert sp.prefix == "layers.0." and sp.hp.target_layers == [2, 3, 5] and sp.hp.norm_before_residual
-    ll = tf.load_draft(FIXTURES / "eagle3-llama", TARGET, draft_readers())
+    ll = load_draft(FIXTURES / "eagle3-llama")
     assert ll.hp.rope.type == "llama3" and ll.hp.head_dim == 16 and ll.hp.eps == 1e-5
 
 
@@ -314,8 +322,9 @@ def test_hf_unknown_architecture(tmp_path: Path) -> None:
                                                       "intermediate_size": 16}))
     from safetensors.numpy import save_file
     save_file({"w": np.zeros(2, np.float32)}, str(tmp_path / "model.safetensors"))
-    with pytest.raises(ConvertError, match="'BertModel' is not a DSpark, DFlash, Muse-Glimmer assistant or EAGLE-3 draft"):
-        tf.load_draft(tmp_path, TARGET, draft_readers())
+    with pytest.raises(ConvertError, match=r"'BertModel' is not a checkpoint the torch forwards read \(classes: "
+                                            r"Gemma4DSparkModel, DFlash2DraftModel, Qwen3DSparkModel, .*, Eagle3DraftModel\)$"):
+        load_draft(tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------- storage rounding
@@ -352,14 +361,12 @@ def test_round_to_storage_rules(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_rounded_checkpoint_equals_the_gguf_bit_for_bit(gguf, layout: str, outtype: str) -> None:
     """The heart of exact mode: every draft tensor the torch side reads, rounded as its GGUF counterpart is stored,
     equals the GGUF's dequantized values exactly (row permutations of q/k aside, compared as value multisets)."""
-    from dspark_convert.reference.storage import gguf_counterpart
-    from dspark_convert.verify.rows import gguf_types
-
     g = gguf(layout, outtype)
-    d = tf.load_draft(FIXTURES / layout, TARGET, draft_readers()).with_storage(gguf_types(g))
+    d = load_draft(FIXTURES / layout, g)
+    counterpart = torch_side(checkpoint_variant(FIXTURES / layout)).counterpart
     seen = 0
     for name in d.weights.names:
-        gname = gguf_counterpart(name, d.prefix)
+        gname = counterpart(name)
         if gname is None or not g.has(gname):
             assert name in ("d2t", "t2d") or name.endswith(("embed_tokens.weight", "lm_head.weight")), name
             continue

@@ -124,7 +124,7 @@ def test_verify_side_does_not_import_the_converter(module: str) -> None:
 #: the two witnesses of verify: the GGUF side (numpy) and the checkpoint side (torch), each with its shared layers
 NUMPY_SIDE = ["reference/ops.py", "reference/layers.py",
               *[p.relative_to(PKG).as_posix() for p in sorted((PKG / "variants").glob("*/numpy_forward.py"))]]
-TORCH_SIDE = ["reference/torch_forward.py", "reference/layers_torch.py",
+TORCH_SIDE = ["reference/layers_torch.py", "reference/hf_draft.py",
               *[p.relative_to(PKG).as_posix() for p in sorted((PKG / "variants").glob("*/torch_forward.py"))]]
 
 

@@ -49,6 +49,33 @@ def worst_nmse(report) -> float:
     return max(o.nmse for o in report.outputs if o.nmse is not None)
 
 
+def test_dflash2_quality_mode_rows(converted) -> None:
+    """Quality mode on the DFlash2 torch side: Q8_0 costs the scaled, capped block logits an NMSE of about 1.2e-3
+    ("good", 22 of 24 top-1 tokens kept); BF16 holds the BF16 checkpoint exactly, so the quality row is the exact
+    one and the note says why."""
+    q8 = verify(converted("dflash2-zlab", "q8_0"), FIXTURES / "dflash2-zlab", FIXTURES / "target-qwen3", context=8)
+    assert q8.passed and q8.quality_note.startswith("GGUF forward vs the torch forward of the unrounded checkpoint")
+    (q,) = q8.quality
+    assert (q.name, q.grade, q.agree, q.total) == ("block logits (scaled, capped)", "good", 22, 24)
+    assert q.nmse is not None and 1e-4 < q.nmse < 1e-2
+    bf16 = verify(converted("dflash2-zlab", "bf16"), FIXTURES / "dflash2-zlab", FIXTURES / "target-qwen3", context=8)
+    assert bf16.quality_note.startswith("storage is lossless for this checkpoint")
+    (q,) = bf16.quality
+    assert (q.agree, q.total) == (24, 24) and q.nmse is not None and q.nmse < 1e-10
+
+
+def test_a_dflash_file_beside_a_dflash2_checkpoint(converted) -> None:
+    """The checkpoint's torch side proves a pair whose GGUF's variant does not read it (one path for every
+    variant): a DFlash file beside a DFlash2 checkpoint gets the DFlash2 rows, which name what the file lacks."""
+    r = verify(converted("dflash-zlab", "bf16"), FIXTURES / "dflash2-zlab", FIXTURES / "target-qwen3", context=8)
+    assert not r.passed and (r.family, r.layout) == ("dflash2", "z-lab DFlash2")
+    assert [m.key for m in r.metadata if not m.passed] == [
+        "dflash.conv_kernel_size", "dflash.conv_group_size", "dflash.selector_rank", "dflash.selector_top_k",
+        "architectures"]
+    assert [(o.name, o.grade) for o in r.outputs] == [("forward", "not run")]
+    assert r.first_divergence is not None and r.first_divergence["component"] == "forward"
+
+
 # ---------------------------------------------------------------------------------------------- all layouts
 @pytest.mark.parametrize("layout", BLOCK_LAYOUTS + EAGLE3_LAYOUTS)
 @pytest.mark.parametrize("outtype", OUTTYPES)

@@ -14,23 +14,14 @@ import pytest
 from conftest import ROOT
 
 from dspark_convert.registry import VARIANTS
-from dspark_convert.roles.proof import (
-    SHARED_READER,
-    Forwards,
-    Inputs,
-    OwnSide,
-    Pair,
-    TensorChecks,
-    anchors,
-    next_tokens,
-)
+from dspark_convert.roles.proof import TORCH_SIDE, Forwards, Inputs, Pair, TensorChecks, anchors, next_tokens
 from dspark_convert.verify.rows import prover
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
 def test_every_variant_has_one_proof(variant) -> None:  # type: ignore[no-untyped-def]
-    """One interface: ``PROOF`` is a Forwards (on the shared reader or the variant's own side, with a forward on
-    each side) or TensorChecks (no forward yet)."""
+    """One interface: ``PROOF`` is a Forwards (its torch side by convention, with a forward on each side) or
+    TensorChecks (no forward yet)."""
     p = prover(variant)
     assert p is not None and p is variant.role("verify").PROOF
     assert isinstance(p.needs_target, bool)
@@ -39,11 +30,12 @@ def test_every_variant_has_one_proof(variant) -> None:  # type: ignore[no-untype
     else:
         # a forward proof reads the target, except a Gemma 4 assistant's (the target's inputs are seeded)
         assert isinstance(p, Forwards) and p.needs_target == (variant.name != "gemma4_assistant")
-        assert p.side is SHARED_READER or isinstance(p.side, OwnSide)
-        # the shared reader reads the checkpoints of the variants whose torch_forward is a DraftReader
-        assert (p.side is SHARED_READER) == hasattr(variant.role("torch_forward"), "read_config")
-        # one torch side: every forward-proved variant has quality mode (against the unrounded checkpoint)
-        assert p.quality_rows is not None
+        # one torch side: every forward-proved variant's torch_forward states the same four things
+        side = variant.role(TORCH_SIDE)
+        assert isinstance(side.ARCHITECTURES, tuple) and side.ARCHITECTURES
+        assert all(callable(getattr(side, f)) for f in ("open", "counterpart", "forward"))
+        # and has quality mode (against the unrounded checkpoint)
+        assert callable(p.quality_rows)
 
 
 def test_verify_roles_import_no_torch() -> None:

@@ -2,9 +2,9 @@
 
 - :mod:`.ops`: the shared numpy primitives (RMSNorm, RoPE, attention, MLP) and the common GGUF hyperparameters.
 - :mod:`.weights`: lazy GGUF / target-checkpoint access (the single GGUF adapter, :func:`open_gguf`).
-- :mod:`.torch_forward` (with :mod:`.hf_draft`, which reads the folder, and :mod:`.storage`, which rounds its
-  values the way the GGUF stores them): the shared torch primitives of the independent float32 forwards of the
-  original Hugging Face folder. These use torch; import them explicitly (they are not imported here).
+- :mod:`.layers_torch` (with :mod:`.hf_draft`, which reads the folder, and :mod:`.storage`, which rounds its
+  values the way the GGUF stores them): the shared torch primitives and decoder block of the independent float32
+  forwards of the original Hugging Face folder. These use torch; import them explicitly (they are not imported here).
 
 Each variant's own forwards are ``dspark_convert.variants.<name>.numpy_forward`` (read weights and every
 hyperparameter from a GGUF file, streaming layer by layer) and ``.torch_forward``.

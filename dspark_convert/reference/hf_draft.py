@@ -1,11 +1,11 @@
 """The torch side's view of an ORIGINAL Hugging Face draft folder: its config, typed, and its weights, as stored
 in the GGUF.
 
-- :func:`load_draft` reads ``config.json`` in every layout users bring (flat, nested, speculators
-  ``transformer_layer_config``, one-layer drafts) through the :class:`DraftReader` of each variant's
-  ``torch_forward`` module, into a frozen hyperparameter record: the fields every draft has (:class:`HFHParams`),
-  extended by the reader's own subclass for its variant's fields. It is written from ``spec/checkpoints.md`` and
-  shares no code with the converter.
+- :func:`open_draft` reads ``config.json`` in every layout users bring (flat, nested, speculators
+  ``transformer_layer_config``, one-layer drafts) into a frozen hyperparameter record: the fields every draft has
+  (:class:`HFHParams`), extended by the calling variant's ``torch_forward`` (its :data:`ConfigReader` and its own
+  subclass for its variant's fields). It is written from ``spec/checkpoints.md`` and shares no code with the
+  converter.
 - :class:`TorchCheckpoint` reads tensors with safetensors' own reader, one short-lived handle per read (a kept
   handle keeps its memory map, and every page it touched stays in the RSS), as float32.
 - **Storage rounding** (exact mode): given the GGML type each tensor has in the GGUF, a read applies exactly the
@@ -15,33 +15,17 @@ in the GGUF.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 import torch
 from safetensors import safe_open
 
 from ..errors import ConvertError
-from .storage import SAME_TYPE, Rounding, gguf_counterpart, round_to_storage, widen
+from .storage import SAME_TYPE, Rounding, round_to_storage, widen
 
-
-class DraftReader(Protocol):
-    """How the torch side reads one kind of draft folder (each GGUF variant's ``torch_forward`` module is one):
-    the checkpoint classes it reads (its own list: the torch side never asks the converter), the words that name
-    them in an error, a fallback claim for a config without a known class, and the parser of its config."""
-
-    ARCHITECTURES: tuple[str, ...]
-    WHAT: tuple[str, ...]
-
-    def claims(self, c: dict[str, Any], common: dict[str, Any]) -> bool: ...
-
-    def read_config(self, folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,
-                    tcfg: dict[str, Any], common: dict[str, Any], notes: list[str]) -> tuple[str, str, str, HFHParams]:
-        """-> (family, layout, per-layer prefix, hyperparameters: an :class:`HFHParams`, usually of the reader's
-        own subclass)."""
-        ...
 TARGET_EMBED_NAMES = ("model.embed_tokens.weight", "model.language_model.embed_tokens.weight", "embed_tokens.weight")
 
 
@@ -224,7 +208,7 @@ class RopeParams:
 @dataclass(frozen=True)
 class HFHParams:
     """The hyperparameters every draft has, normalised across layouts (the torch twin of the GGUF side's
-    ``CommonHParams``). A variant's :class:`DraftReader` extends it with its own fields (a frozen dataclass
+    ``CommonHParams``). A variant's ``torch_forward`` extends it with its own fields (a frozen dataclass
     subclass in its ``torch_forward`` module), as each numpy forward extends ``CommonHParams``."""
 
     n_layer: int
@@ -263,26 +247,23 @@ class HFDraft(Generic[H]):
     #: the target's embedding
     mask_vector: tuple[int, torch.Tensor] | None = None
 
-    def with_storage(self, gguf_types: Mapping[str, str] | None) -> HFDraft[H]:
-        """This draft read as the GGUF stores it: ``gguf_types`` maps GGUF tensor names to GGML type names (None:
-        unrounded). The target's embedding / head are rounded as ``token_embd`` / ``output`` when the file stores
-        them in place of tensors the draft lacks (``--with-target-embeddings``, the target's head added on an untied
-        target, a patched mask row); other target tensors stay unrounded."""
-        storage = None
-        if gguf_types is not None:
-            pairs = ((n, gguf_counterpart(n, self.prefix)) for n in self.weights.names)
-            storage = {n: gguf_types[g] for n, g in pairs if g is not None and g in gguf_types}
-        target = self.target
-        if gguf_types is not None:  # target tensors the file stores in place of the draft's: rounded as stored
-            tstore = {}
-            if "token_embd.weight" in gguf_types and not self.weights.has("embed_tokens.weight"):
-                tstore[self.target_embed_name()] = gguf_types["token_embd.weight"]   # target embeddings copied in
-            if ("output.weight" in gguf_types and not self.weights.has("lm_head.weight")
-                    and self.target.has("lm_head.weight")):
-                tstore["lm_head.weight"] = gguf_types["output.weight"]      # the target's head added as output
-            if tstore:
-                target = self.target.with_storage(tstore)
-        return replace(self, weights=self.weights.with_storage(storage), target=target)
+    @property
+    def w(self) -> TorchCheckpoint:
+        """The draft's weights (a torch side's checkpoint object's ``.w``)."""
+        return self.weights
+
+    def round_target(self, gguf_types: Mapping[str, str]) -> None:
+        """Round the target's embedding / head as ``token_embd`` / ``output`` (``gguf_types``: GGUF tensor name ->
+        GGML type name) when the file stores them in place of tensors the draft lacks (``--with-target-embeddings``,
+        the target's head added on an untied target, a patched mask row); other target tensors stay unrounded."""
+        tstore = {}
+        if "token_embd.weight" in gguf_types and not self.weights.has("embed_tokens.weight"):
+            tstore[self.target_embed_name()] = gguf_types["token_embd.weight"]   # target embeddings copied in
+        if ("output.weight" in gguf_types and not self.weights.has("lm_head.weight")
+                and self.target.has("lm_head.weight")):
+            tstore["lm_head.weight"] = gguf_types["output.weight"]      # the target's head added as output
+        if tstore:
+            self.target = self.target.with_storage(tstore)
 
     def target_embed_name(self) -> str:
         for n in TARGET_EMBED_NAMES:
@@ -291,7 +272,9 @@ class HFDraft(Generic[H]):
         raise ConvertError(f"{self.target.folder}: no target embedding tensor ({' / '.join(TARGET_EMBED_NAMES)})")
 
 
-def _read_config(folder: Path, merge_text: bool = True) -> dict[str, Any]:
+def read_json_config(folder: Path, merge_text: bool = True) -> dict[str, Any]:
+    """``folder``'s ``config.json`` (``merge_text``: its ``text_config`` merged over the top level); a folder without
+    one is a ConvertError."""
     path = folder / "config.json"
     if not path.is_file():
         raise ConvertError(f"{folder}: no config.json")
@@ -299,7 +282,9 @@ def _read_config(folder: Path, merge_text: bool = True) -> dict[str, Any]:
     return {**cfg, **cfg.get("text_config", {})} if merge_text else cfg
 
 
-def _rope(c: dict[str, Any]) -> RopeParams:
+def rope_params(c: dict[str, Any]) -> RopeParams:
+    """The RoPE settings of a config (``rope_parameters`` / ``rope_scaling``, its ``full_attention`` part when nested
+    by layer kind, and the top-level ``rope_theta`` / ``partial_rotary_factor``)."""
     rope = c.get("rope_parameters") or c.get("rope_scaling") or {}
     rope = dict(rope.get("full_attention", rope))
     kind = str(rope.get("rope_type", rope.get("type", "default")) or "default").lower()
@@ -310,40 +295,41 @@ def _rope(c: dict[str, Any]) -> RopeParams:
                       partial=float(rope.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0))))
 
 
-def load_draft(draft_dir: str | Path, target_dir: str | Path, readers: Sequence[DraftReader]) -> HFDraft[Any]:
-    """Read and normalise a draft folder (any supported layout) and open the target's weights. ``readers``: the
-    kinds of draft the torch side reads, in order (``verify`` passes each variant's ``torch_forward``): the
-    first whose ``ARCHITECTURES`` holds ``architectures[0]``, else the first that ``claims`` the config. The
-    draft's ``hp`` is of the reader's hyperparameter type (hence ``HFDraft[Any]``).
+#: a variant's config reader: (folder, architectures[0], raw config, config with ``transformer_layer_config``
+#: merged, draft weights, target config, the common fields, notes) -> (family, layout, per-layer prefix,
+#: hyperparameters: an :class:`HFHParams`, usually of the variant's own subclass)
+ConfigReader = Callable[[Path, str, dict[str, Any], dict[str, Any], TorchCheckpoint, dict[str, Any], dict[str, Any],
+                         list[str]], tuple[str, str, str, HFHParams]]
+
+
+def open_draft(draft_dir: str | Path, target_dir: str | Path, read_config: ConfigReader,
+               storage: Mapping[str, str] | None = None) -> HFDraft[Any]:
+    """Read and normalise a draft folder (any layout ``read_config`` reads) and open the target's weights; the
+    draft's weights rounded as ``storage`` says (checkpoint name -> GGML type; None: unrounded). The draft's ``hp``
+    is of the reader's hyperparameter type (hence ``HFDraft[Any]``).
 
     Example:
-        >>> d = load_draft("draft_qwen3_4b_block7", "Qwen3-4B", readers)  # doctest: +SKIP
+        >>> d = open_draft("draft_qwen3_4b_block7", "Qwen3-4B", read_config)  # doctest: +SKIP
         >>> d.family, d.hp.block_size, d.hp.sample_from_anchor       # doctest: +SKIP
         ('dspark', 7, True)
     """
     folder, tfolder = Path(draft_dir), Path(target_dir)
-    raw = _read_config(folder, merge_text=False)
+    raw = read_json_config(folder, merge_text=False)
     arch = (raw.get("architectures") or [""])[0]
     c = {**raw, **raw.get("transformer_layer_config", {})}
-    weights, target, tcfg = TorchCheckpoint(folder), TorchCheckpoint(tfolder), _read_config(tfolder)
+    weights, target, tcfg = TorchCheckpoint(folder, storage), TorchCheckpoint(tfolder), read_json_config(tfolder)
     H, nh = int(c["hidden_size"]), int(c["num_attention_heads"])
     default_hd = 128 if c.get("model_type") == "qwen3" else H // nh       # Qwen3Config's default head_dim is 128
     common: dict[str, Any] = {
         "n_layer": int(c["num_hidden_layers"]), "n_embd": H, "n_ff": int(c["intermediate_size"]), "n_head": nh,
         "n_head_kv": int(c.get("num_key_value_heads") or nh), "head_dim": int(c.get("head_dim") or default_hd),
-        "eps": float(c.get("rms_norm_eps", 1e-6)), "rope": _rope(c), "vocab_size": int(c.get("vocab_size") or 0),
+        "eps": float(c.get("rms_norm_eps", 1e-6)), "rope": rope_params(c), "vocab_size": int(c.get("vocab_size") or 0),
     }
     notes: list[str] = []
     if not weights.has("fc.weight") and weights.has("model.fc.weight"):   # model.-prefixed names (upstream
         weights = weights.without_prefix("model.")                        # adds "model." then maps)
         notes.append("checkpoint names carry a 'model.' prefix: read without it")
-    reader = next((r for r in readers if arch in r.ARCHITECTURES), None) or next(
-        (r for r in readers if r.claims(c, common)), None)
-    if reader is None:
-        words = [w for r in readers for w in r.WHAT]
-        what = f"{', '.join(words[:-1])} or {words[-1]}" if len(words) > 1 else "".join(words)
-        raise ConvertError(f"{folder}/config.json: architectures[0] {arch!r} is not a {what} draft")
-    family, layout, prefix, hp = reader.read_config(folder, arch, raw, c, weights, tcfg, common, notes)
+    family, layout, prefix, hp = read_config(folder, arch, raw, c, weights, tcfg, common, notes)
     mask = None
     if (folder / "mask_embedding.pt").is_file():
         from ..hf.mask_embedding import read_mask_embedding
@@ -352,5 +338,3 @@ def load_draft(draft_dir: str | Path, target_dir: str | Path, readers: Sequence[
         mask = (mask_id, torch.from_numpy(vec))
         notes.append(f"mask_embedding.pt: row {mask_id} of the target's embedding replaced by the draft's mask vector")
     return HFDraft(folder, family, layout, raw, hp, weights, target, tcfg, prefix, notes, mask)
-
-

@@ -15,6 +15,7 @@ torch is imported inside the functions that take or make tensors, so importing t
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,12 @@ _GLOBAL_GGUF = {
     "markov_head.markov_w1.weight": "markov_w1.weight", "markov_head.markov_w2.weight": "markov_w2.weight",
     "confidence_head.proj.weight": "conf_proj.weight", "confidence_head.proj.bias": "conf_proj.bias",
 }
+#: a sandwich-norm layer's own names over :data:`_LAYER_GGUF` (Gemma 4's: a norm after the attention and after the
+#: MLP, the MLP's input norm, a per-layer output scale)
+SANDWICH_LAYER = {
+    "post_attention_layernorm.weight": "post_attention_norm.weight", "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight", "layer_scalar": "layer_output_scale.weight",
+}
 _LAYER = re.compile(r"^(?:model\.)?layers\.(\d+)\.(.+)$")
 #: checkpoint dtype (``str`` of the torch dtype) -> the GGML type that holds its values exactly (rounding to it
 #: changes nothing)
@@ -49,20 +56,23 @@ SAME_TYPE = {"torch.bfloat16": "BF16", "torch.float16": "F16"}
 _ROUND_CHUNK = 1 << 22
 
 
-def gguf_counterpart(name: str, prefix: str = "") -> str | None:
+def gguf_counterpart(name: str, prefix: str = "", layer: Mapping[str, str] | None = None) -> str | None:
     """The GGUF tensor that stores checkpoint tensor ``name`` (``prefix``: a one-layer draft's layer prefix, whose
-    layer is ``blk.0``).
+    layer is ``blk.0``; ``layer``: a torch side's own layer names over the shared ones, e.g. :data:`SANDWICH_LAYER`).
 
     Example:
         >>> gguf_counterpart("layers.1.self_attn.o_proj.weight"), gguf_counterpart("midlayer.hidden_norm.weight", "midlayer.")
         ('blk.1.attn_output.weight', 'blk.0.attn_norm_2.weight')
+        >>> gguf_counterpart("layers.2.layer_scalar", layer=SANDWICH_LAYER)
+        'blk.2.layer_output_scale.weight'
     """
+    table = _LAYER_GGUF if layer is None else {**_LAYER_GGUF, **layer}
     if prefix and name.startswith(prefix):
-        rest = _LAYER_GGUF.get(name[len(prefix):])
+        rest = table.get(name[len(prefix):])
         return None if rest is None else "blk.0." + rest
     m = _LAYER.match(name)
     if m:
-        rest = _LAYER_GGUF.get(m.group(2))
+        rest = table.get(m.group(2))
         return None if rest is None else f"blk.{int(m.group(1))}.{rest}"
     return _GLOBAL_GGUF.get(name)
 

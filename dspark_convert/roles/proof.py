@@ -1,16 +1,22 @@
 """The ``verify`` role's contract: what a variant's ``variants/<v>/verify.py`` states, as its ``PROOF``.
 
-- a :class:`Forwards`: which torch side reads the checkpoint (:data:`SHARED_READER`, the shared reader of
-  :mod:`dspark_convert.reference.hf_draft` that the variant's ``torch_forward`` extends as a ``DraftReader``, or the
-  variant's own :class:`OwnSide`), what is drawn for each seeded case after its features (:func:`anchors`,
-  :func:`next_tokens`), which pair of forwards runs on the cases, the rows that compare them (exact mode, and
-  quality mode), the hyperparameters the report shows and the metadata rows;
+- a :class:`Forwards`: a variant proved by two forwards. Its torch side is found by convention in
+  ``variants/<v>/torch_forward.py`` (:data:`TORCH_SIDE`): ``ARCHITECTURES`` (the checkpoint classes it reads; an
+  optional ``claims(config)`` for a config that names none), ``open(hf_dir, target_dir, storage)`` (the checkpoint
+  object: ``.w`` its :class:`~dspark_convert.reference.hf_draft.TorchCheckpoint` rounded as ``storage`` says, checkpoint
+  name -> GGML type; ``.family``, ``.layout``, ``.notes`` for the report; optionally ``round_target(types)``, the
+  target tensors the file stores rounded as stored), ``counterpart(name)`` (checkpoint name -> the GGUF tensor that
+  stores it, None for none) and ``forward(checkpoint, inputs, drawn, forced)`` (``forced``: the first run's results
+  when quality mode runs the unrounded checkpoint, else None). The ``PROOF`` names what is drawn for each seeded
+  case after its features (:func:`anchors`, :func:`next_tokens`), the numpy forward on the GGUF, the rows that
+  compare the two (exact mode, and quality mode), the hyperparameters the report shows and the metadata rows;
 - or :class:`TensorChecks`: a variant without a reference forward yet, proved tensor by tensor (``run(job)``
   returns the :class:`Proof`).
 
 A variant's rows compare a :class:`Pair` (both forwards on the same cases) with the kernel of
-:mod:`dspark_convert.reference.compare`. The driver (:mod:`dspark_convert.verify.rows`) runs every ``PROOF``; the
-tensor accounting's drop rules are the variant's ``Variant`` row's.
+:mod:`dspark_convert.reference.compare`. The driver (:mod:`dspark_convert.verify.rows`) runs every ``PROOF`` through
+one path: exact mode, quality mode, the ModelOpt NVFP4 rows and the tensor accounting's inputs, for every variant;
+the accounting's drop rules are the variant's ``Variant`` row's.
 
 Example:
     >>> from types import SimpleNamespace as Case
@@ -21,16 +27,17 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 import json
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..reference.compare import MetadataCheck, OutputCheck, compare_cases, compare_token_cases
+from ..errors import ConvertError
+from ..reference.compare import MetadataCheck, OutputCheck, compare_cases, compare_token_cases, meta_row
+from ..reference.ops import read_common_hparams
 from ..reference.weights import GGUFWeights, TargetWeights
 
 
@@ -48,21 +55,6 @@ class Job:
     steps: int
     quality: bool
     variant: str | None
-    #: raises ConvertError when the file's hyperparameters cannot drive a forward (the driver's: ``check``'s
-    #: ``hparam-value`` findings, e.g. head_count 0, a division by zero); the shared reader calls it
-    refuse_broken: Callable[[], None] = lambda: None
-    #: the driver's notes on how llama.cpp runs the file (e.g. its output head taken from token_embd); the shared
-    #: reader adds them to its report
-    runtime_notes: Callable[[], list[str]] = list
-    #: the checkpoint through the shared torch reader (the driver's; read once, imports torch)
-    read_draft: Callable[[], Any] = lambda: None
-    _draft: Any = None
-
-    def draft(self) -> Any:
-        """The checkpoint through the shared torch reader (an ``HFDraft``; read once)."""
-        if self._draft is None:
-            self._draft = self.read_draft()
-        return self._draft
 
 
 @dataclass
@@ -94,20 +86,6 @@ class Proof:
     metadata: list[MetadataCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     tensors: Tensors | None = None
-
-
-def lazy(module: str, name: str) -> Callable[..., Any]:
-    """``module.name``, imported at its first call: a torch side's class or function, so that reading a variant's
-    role imports no torch (verify says it needs torch when it runs).
-
-    Example:
-        >>> lazy("math", "hypot")(3, 4)
-        5.0
-    """
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return getattr(importlib.import_module(module), name)(*args, **kwargs)
-
-    return call
 
 
 @dataclass(frozen=True)
@@ -174,90 +152,93 @@ def next_tokens(rng: np.random.Generator, inputs: Inputs) -> list[np.ndarray]:
     return [rng.integers(0, inputs.n_vocab, size=len(f)) for f in inputs.feats]
 
 
-#: (checkpoint side, inputs, drawn, refs to force or None) -> the torch forward's result per case
-Reference = Callable[[Any, Inputs, Any, Any], list[Any]]
-
-
 #: (GGUF, target, inputs, drawn, the torch results) -> the numpy forward's result per case
 Candidate = Callable[[GGUFWeights, TargetWeights, Inputs, Any, list[Any]], list[Any]]
 
+#: the role of a variant's torch side (``variants/<v>/torch_forward.py``): see the module docstring
+TORCH_SIDE = "torch_forward"
 
-def block_forwards(torch_module: str, forward: str, numpy_forward: Callable[..., list[Any]],
-                   forced: str) -> tuple[Reference, Candidate]:
-    """The two forwards of a block draft with its own torch side: ``torch_module.forward(checkpoint, features,
-    anchors)`` (imported at its first call) and ``numpy_forward(g, target, features, anchors, forced_inputs)``, the
-    GGUF side fed each case's ``forced`` attribute of the torch side's result."""
-    torch_forward = lazy(torch_module, forward)
 
-    def reference(ck: Any, inputs: Inputs, anchors: list[int], refs: list[Any] | None) -> list[Any]:
-        return torch_forward(ck, inputs.feats, anchors)
-
-    def candidate(g: GGUFWeights, target: TargetWeights, inputs: Inputs, anchors: list[int],
-                  refs: list[Any]) -> list[Any]:
-        return numpy_forward(g, target, inputs.feats, anchors, [getattr(r, forced) for r in refs])
-
-    return reference, candidate
+def checkpoint_config(hf_dir: Path) -> dict[str, Any]:
+    """A checkpoint's ``config.json`` as a torch side's ``claims`` sees it: speculators' ``transformer_layer_config``
+    merged over the top level ({} without a config)."""
+    cfg = Path(hf_dir) / "config.json"
+    raw = json.loads(cfg.read_text()) if cfg.is_file() else {}
+    return {**raw, **(raw.get("transformer_layer_config") or {})} if isinstance(raw, dict) else {}
 
 
 def names_a_class(hf_dir: Path, classes: Collection[str]) -> bool:
-    """An :class:`OwnSide`'s ``reads``: the checkpoint's own ``config.json`` lists one of ``classes`` in its
-    ``architectures`` (False without a config)."""
-    cfg = Path(hf_dir) / "config.json"
-    archs = json.loads(cfg.read_text()).get("architectures") if cfg.is_file() else None
+    """Whether the checkpoint's own ``config.json`` lists one of ``classes`` in its ``architectures`` (False without
+    a config): the GGUF alone does not decide which torch side reads a checkpoint."""
+    archs = checkpoint_config(hf_dir).get("architectures")
     return isinstance(archs, list) and any(a in classes for a in archs)
 
 
 @dataclass(frozen=True)
 class Forwards:
-    """A variant proved by two forwards: which torch side, which draw, which forwards, which rows and metadata
-    (see the module docstring). ``metadata(g, checkpoint)`` gets what the side opened (the shared reader's
-    ``HFDraft``, or the variant's own checkpoint object)."""
+    """A variant proved by two forwards (see the module docstring): its torch side by convention, and by keyword
+    the draw, the numpy forward (``candidate``), the rows, the metadata rows (``metadata(g, checkpoint)``, the
+    checkpoint its torch side opened), the hyperparameters the report shows and the draws' vocabulary
+    (``n_vocab(g, checkpoint)``).
 
-    side: SharedReader | OwnSide
+    ``width(g, checkpoint)`` is the features' width (None: ``fc.weight``'s input width); ``notes`` go into the
+    report; ``steps``: the inputs and the report carry ``--steps`` (else 0: one block); ``needs_target``: the torch
+    side gets the target folder (else None)."""
+
     draw: Callable[[np.random.Generator, Inputs], Any]
-    reference: Reference
     candidate: Candidate
     hparams: Callable[[GGUFWeights, list[Any], Any], dict[str, Any]]
     rows: Callable[[Pair], list[OutputCheck]]
+    quality_rows: Callable[[Pair], list[OutputCheck]]
     metadata: Callable[[GGUFWeights, Any], list[MetadataCheck]]
-    #: quality mode's rows (against the unrounded checkpoint)
-    quality_rows: Callable[[Pair], list[OutputCheck]] | None = None
+    n_vocab: Callable[[GGUFWeights, Any], int]
+    width: Callable[[GGUFWeights, Any], int] | None = None
+    notes: tuple[str, ...] = ()
+    steps: bool = True
     needs_target: bool = True
 
 
-class SharedReader:
-    """The torch side of :mod:`dspark_convert.reference.hf_draft` (each variant's ``torch_forward`` that is a
-    ``DraftReader``): it reads the checkpoints of the variant's families, rounds them as the GGUF stores them (and
-    keeps them unrounded for quality mode), and adds the common metadata rows, the NVFP4 rows and the storage
-    summary."""
+def draft_width(g: GGUFWeights, d: Any) -> int:
+    """A :class:`Forwards`' ``width`` for a checkpoint of the shared config reader (an ``HFDraft``): its
+    ``fc.weight`` input width."""
+    return int(d.weights.shape("fc.weight")[1])
 
 
-#: the shared torch reader, as a :class:`Forwards` side
-SHARED_READER = SharedReader()
+def draft_vocab(g: GGUFWeights, d: Any) -> int:
+    """A :class:`Forwards`' ``n_vocab`` for a checkpoint of the shared config reader (an ``HFDraft``): its
+    ``vocab_size`` and the target's embedding rows, the smaller."""
+    return int(min(x for x in (d.hp.vocab_size, d.target.shape(d.target_embed_name())[0]) if x))
 
 
-@dataclass(frozen=True)
-class OwnSide:
-    """A variant's own torch side: the report's ``family`` / ``layout`` words, ``reads(hf_dir)`` (the checkpoint's
-    own config names a class it reads: the GGUF alone does not decide which forwards run), ``checkpoint(draft,
-    target, storage)`` (its checkpoint object, with ``.w`` the draft's ``TorchCheckpoint``), ``counterpart``
-    (its own checkpoint -> GGUF name table, for the storage rounding) and the draws' vocabulary. Quality mode runs the
-    same forward on ``checkpoint(draft, target, None)`` (the unrounded values).
-    A checkpoint object with ``round_target(types)`` (GGUF name -> GGML type) is handed the file's types too: it
-    rounds the target tensors the file stores, e.g. the target's head written as ``output.weight``.
-    ``width(g, checkpoint)`` is the features' width (None: ``fc.weight``'s input width); ``notes`` go into the
-    report; ``chained``: the forwards draft ``--steps`` chained tokens (the inputs' and the report's ``steps``; else
-    0). A side whose ``Forwards`` needs no target gets ``None`` for the target folder."""
-
-    family: str
-    layout: str
-    reads: Callable[[Path], bool]
-    checkpoint: Callable[[Path, Path | None, Mapping[str, str] | None], Any]
-    counterpart: Callable[[str], str | None]
-    n_vocab: Callable[[GGUFWeights, Any], int]     # (GGUF, the target folder or None)
-    width: Callable[[GGUFWeights, Any], int] | None = None
-    notes: tuple[str, ...] = ()
-    chained: bool = False
+def hparam_rows(g: GGUFWeights, arch: str, hp: Any, own: Callable[[], list[MetadataCheck]]) -> list[MetadataCheck]:
+    """The ``general.architecture`` row (the driver runs no forward when it fails), every common GGUF
+    hyperparameter against the checkpoint's (``hp``: an :class:`~dspark_convert.reference.hf_draft.HFHParams`,
+    read the way the numpy forwards read the GGUF), then the variant's ``own`` rows."""
+    got = g.value("general.architecture")
+    out = [MetadataCheck("general.architecture", got, arch, got == arch)]
+    if not out[0].passed:
+        return out
+    try:
+        c = read_common_hparams(g, arch)
+    except ConvertError as e:
+        return out + [MetadataCheck(f"{arch}.* (required keys)", str(e), "present", False)]
+    a = arch
+    scaling = {"linear": "linear", "yarn": "yarn"}.get(hp.rope.type)
+    out += [
+        meta_row(f"{a}.block_count", c.n_layer, hp.n_layer),
+        meta_row(f"{a}.embedding_length", c.n_embd, hp.n_embd),
+        meta_row(f"{a}.feed_forward_length", c.n_ff, hp.n_ff),
+        meta_row(f"{a}.attention.head_count", c.n_head, hp.n_head),
+        meta_row(f"{a}.attention.head_count_kv", c.n_head_kv, hp.n_head_kv),
+        meta_row(f"{a}.attention.key_length", c.head_dim, hp.head_dim),
+        meta_row(f"{a}.rope.dimension_count", c.n_rot, int(hp.head_dim * hp.rope.partial)),
+        meta_row(f"{a}.attention.layer_norm_rms_epsilon", c.eps, hp.eps),
+        meta_row(f"{a}.rope.freq_base", c.rope_base, hp.rope.theta),
+        meta_row(f"{a}.rope.scaling.type", c.rope_scaling_type, scaling),
+    ]
+    if scaling or c.rope_scaling_factor is not None:
+        out.append(meta_row(f"{a}.rope.scaling.factor", c.rope_scaling_factor, hp.rope.factor if scaling else None))
+    return out + own()
 
 
 @dataclass(frozen=True)

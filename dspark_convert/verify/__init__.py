@@ -32,12 +32,12 @@ from typing import Any
 
 from ..errors import ConvertError
 from ..reference.compare import EXACT_NMSE, MetadataCheck, OutputCheck
-from ..reference.weights import GGUFWeights, open_gguf
+from ..reference.weights import open_gguf
 from ..registry import Variant, gguf_variant
 from ..roles.proof import Job, Tensors
 from .accounting import ROW as ACCOUNTING_ROW
 from .accounting import account_for
-from .rows import accepts, checkpoint_prover, load_shared_draft, prove, prover
+from .rows import accepts, checkpoint_prover, prove, prover
 
 SCHEMA_VERSION = 2
 
@@ -214,10 +214,7 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     if variant is None:  # a target model's file, or another tool's: wrong input, not a wrong conversion
         raise ConvertError(f"{gguf_path}: is not a draft GGUF (general.architecture {arch!r}, no draft variant loads "
                            "it); verify compares a draft GGUF with the checkpoint it was converted from")
-    job = Job(g, gguf_path, hf_dir, target_dir, case_contexts(context), seed, steps, quality,
-              None if variant is None else variant.name, refuse_broken=lambda: _refuse_broken(gguf_path),
-              runtime_notes=lambda: _runtime_notes(g),
-              read_draft=lambda: load_shared_draft(Path(hf_dir), Path(str(target_dir))))
+    job = Job(g, gguf_path, hf_dir, target_dir, case_contexts(context), seed, steps, quality, variant.name)
     spec = prover(variant)                          # the GGUF's variant first, then the checkpoint's
     if (spec is None or spec.needs_target) and target_dir is None:
         raise ConvertError("--target-model-dir is required: verify reads the target model's token embeddings and lm_head")
@@ -237,33 +234,6 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     if proof.tensors is not None:                   # the forwards (or the tensor checks) ran to the end
         _account(report, variant or by, gguf_names, proof.tensors)
     return report
-
-
-def _refuse_broken(gguf_path: str | Path) -> None:
-    """A file whose hyperparameters no forward can run on (``check``'s ``hparam-value`` findings), or that lacks a
-    tensor llama.cpp requires (its only loader errors are ``required-tensor``: neither llama.cpp nor the forward
-    can run it), is an input error. A file with other loader errors too (extra tensors: another layout's) is left
-    to the comparison and the tensor accounting, which name them."""
-    from ..check import check_file
-
-    findings = check_file(gguf_path)
-    broken = [f for f in findings if f.rule == "hparam-value"]  # e.g. head_count 0: a division by zero
-    if broken:
-        raise ConvertError(f"{gguf_path}: {broken[0].subject}: {broken[0].message}; the forward cannot run on it "
-                           "(check reports it as [hparam-value])")
-    errors = [f for f in findings if f.level == "error"]
-    if errors and all(f.rule == "required-tensor" for f in errors):
-        raise ConvertError(f"{gguf_path}: does not load in llama.cpp ("
-                           + "; ".join(f"{e.subject}: {e.message}" for e in errors)
-                           + f"); verify compares a file that loads: see 'dspark-convert check {gguf_path}'")
-
-
-def _runtime_notes(g: GGUFWeights) -> list[str]:
-    """How llama.cpp runs the file, where a reader would not guess it: its output head duplicated from token_embd."""
-    from ..check import TOKEN_EMBD_HEAD_NOTE, runtime_head
-
-    head = runtime_head(str(g.value("general.architecture")), {n for n in ("token_embd.weight", "output.weight") if g.has(n)})
-    return [TOKEN_EMBD_HEAD_NOTE] if head == "token_embd" else []
 
 
 def _account(report: VerifyReport, variant: Variant, gguf_names: list[str], t: Tensors) -> None:

@@ -18,6 +18,7 @@ dropped by the variant's rules.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +28,6 @@ import numpy as np
 from ..formats import modelopt
 from ..hf.checkpoint import load_json
 from ..reference.compare import MetadataCheck, OutputCheck
-from ..reference.storage import gguf_counterpart
 from ..roles.proof import Tensors
 
 if TYPE_CHECKING:
@@ -49,15 +49,16 @@ class Nvfp4Rows:
     tensors: Tensors = field(default_factory=Tensors)
 
 
-def nvfp4_rows(g: GGUFWeights, w: TorchCheckpoint, hf_dir: Path) -> Nvfp4Rows:
-    """The NVFP4 rows for GGUF ``g`` and checkpoint ``w`` (nothing when the checkpoint has no NVFP4 weight)."""
+def nvfp4_rows(g: GGUFWeights, w: TorchCheckpoint, hf_dir: Path, counterpart: Callable[[str], str | None]) -> Nvfp4Rows:
+    """The NVFP4 rows for GGUF ``g`` and checkpoint ``w`` (nothing when the checkpoint has no NVFP4 weight);
+    ``counterpart``: the torch side's checkpoint name -> GGUF name table."""
     out = Nvfp4Rows()
     weights = [n for n in w.names if w.nvfp4_companions(n)]
     if not weights:
         return out
     cfg = load_json(hf_dir / "config.json")
     q = modelopt.read_quant_config(hf_dir, cfg, w.names, _bare)
-    pairs = [(gguf_counterpart(_bare(n)) or n, _bare(n)) for n in weights]
+    pairs = [(counterpart(_bare(n)) or n, _bare(n)) for n in weights]
     names, values = modelopt.prec_a4_arrays(pairs, q)
     got_names, got_values = g.value(modelopt.TENSOR_EXTRA_NAME), g.value(modelopt.TENSOR_EXTRA_PREC_A4)
     got_n = list(got_names) if isinstance(got_names, (list, tuple)) else got_names

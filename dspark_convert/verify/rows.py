@@ -4,18 +4,20 @@
 Both kinds of ``PROOF`` answer the same two things here: :func:`accepts` (does this variant's torch side read the
 checkpoint?) and :func:`prove` (the :class:`~dspark_convert.roles.proof.Proof`). The driver
 (:func:`dspark_convert.verify.verify`) asks the GGUF's variant first; when it does not accept the checkpoint, the
-variant of the checkpoint's family (as the shared reader names it) proves the pair, and the tensor accounting (with
-the GGUF's variant's rules) names what no forward read.
+variant whose torch side reads the checkpoint (:func:`checkpoint_prover`) proves the pair, and the tensor accounting
+(with the GGUF's variant's rules) names what no forward read.
 
-A forward proof runs the same steps for every variant (:func:`_drive`): features ``N(0, 1)`` per case context, the
-variant's draw, the torch forward on the checkpoint rounded as the GGUF stores it (its failure is an input error),
-the numpy forward on the GGUF (its failure a failing ``GGUF forward`` row), the rows in forward order, then quality
-mode: the same rows against the unrounded checkpoint (information, never the verdict).
+A forward proof runs the same steps for every variant (:func:`prove_forwards`): open the checkpoint through the
+variant's torch side, unrounded and rounded as the GGUF stores it; the metadata rows, the ModelOpt NVFP4 rows; then
+(:func:`_drive`) features ``N(0, 1)`` per case context, the variant's draw, the torch forward on the rounded
+checkpoint (its failure is an input error), the numpy forward on the GGUF (its failure a failing ``GGUF forward``
+row), the rows in forward order, then quality mode: the same rows against the unrounded checkpoint (information,
+never the verdict); last the storage summary and the accounting's inputs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,13 +27,24 @@ import numpy as np
 from ..errors import ConvertError
 from ..reference.compare import MetadataCheck, OutputCheck
 from ..reference.weights import GGUFWeights, TargetWeights
-from ..registry import VARIANTS, Variant, variant_of_family
-from ..roles.proof import Forwards, Inputs, Job, OwnSide, Pair, Proof, TensorChecks, Tensors
-from .checks import metadata_checks, needs_quality_run, run_candidate, run_reference
+from ..registry import VARIANTS, Variant
+from ..roles.proof import (
+    TORCH_SIDE,
+    Forwards,
+    Inputs,
+    Job,
+    Pair,
+    Proof,
+    TensorChecks,
+    Tensors,
+    checkpoint_config,
+    names_a_class,
+)
+from .checks import needs_quality_run, run_candidate, run_reference
 from .nvfp4 import nvfp4_rows
 
 if TYPE_CHECKING:
-    from ..reference.hf_draft import HFDraft, TorchCheckpoint
+    from ..reference.hf_draft import TorchCheckpoint
 
 #: a variant's ``PROOF``
 Prover = Forwards | TensorChecks
@@ -48,50 +61,77 @@ def prover(variant: Variant | None) -> Prover | None:
     return p
 
 
+def torch_side(variant: Variant) -> Any:
+    """``variant``'s torch side (its ``torch_forward`` module, the contract of :mod:`dspark_convert.roles.proof`);
+    imports torch: without it, a ConvertError saying how to install it."""
+    try:
+        return variant.role(TORCH_SIDE)
+    except ImportError as e:
+        raise ConvertError(f"verify needs torch ({e}); install it with: pip install 'dspark-convert[torch]'") from None
+
+
+def reads(side: Any, hf_dir: Path, *, claimed: bool = False) -> bool:
+    """Whether torch side ``side`` reads the checkpoint in ``hf_dir``: its config names one of the side's
+    ``ARCHITECTURES`` (``claimed``: the side's ``claims(config)`` takes a config that names none of them)."""
+    if claimed:
+        return hasattr(side, "claims") and bool(side.claims(checkpoint_config(hf_dir)))
+    return names_a_class(hf_dir, side.ARCHITECTURES)
+
+
 def accepts(spec: Prover, job: Job, variant: Variant) -> bool:
-    """Whether ``variant``'s torch side (its ``PROOF``, ``spec``) reads the checkpoint of ``job``: the shared reader
-    names one of its families, its own side reads the folder, or (tensor checks) always."""
+    """Whether ``variant``'s torch side (its ``PROOF``, ``spec``) reads the checkpoint of ``job`` (tensor checks:
+    always)."""
     if isinstance(spec, TensorChecks):
         return True
-    if isinstance(spec.side, OwnSide):
-        return spec.side.reads(Path(job.hf_dir))
-    return variant_of_family(job.draft().family) is variant
+    side = torch_side(variant)
+    hf = Path(job.hf_dir)
+    return reads(side, hf) or (not _named(hf) and reads(side, hf, claimed=True))
+
+
+def _forward_variants() -> list[Variant]:
+    return [v for v in VARIANTS if isinstance(prover(v), Forwards)]
+
+
+def _named(hf_dir: Path) -> bool:
+    """Whether some forward-proved variant's torch side names the checkpoint's class."""
+    return any(reads(torch_side(v), hf_dir) for v in _forward_variants())
 
 
 def prove(spec: Prover, job: Job, variant: Variant) -> Proof:
     """Run the proof of ``job`` as ``variant`` states it (``spec``, its ``PROOF``)."""
     if isinstance(spec, TensorChecks):
         return spec.run(job)
-    if isinstance(spec.side, OwnSide):
-        return _prove_own(spec.side, job, variant, spec)
-    return _prove_shared(job, variant, spec)
+    return prove_forwards(spec, job, variant)
+
+
+def checkpoint_variant(hf_dir: Path) -> Variant:
+    """The forward-proved variant whose torch side reads the checkpoint in ``hf_dir``: its class named, else
+    claimed; a checkpoint none reads is a ConvertError."""
+    hf = Path(hf_dir)
+    forwards = _forward_variants()
+    v = next((v for v in forwards if reads(torch_side(v), hf)), None) or next(
+        (v for v in forwards if reads(torch_side(v), hf, claimed=True)), None)
+    if v is None:
+        arch = (checkpoint_config(hf).get("architectures") or [""])[0]
+        raise ConvertError(f"{hf}/config.json: architectures[0] {arch!r} is not a checkpoint the torch forwards read "
+                           f"(classes: {', '.join(a for f in forwards for a in torch_side(f).ARCHITECTURES)})")
+    return v
 
 
 def checkpoint_prover(job: Job) -> tuple[Variant, Prover]:
-    """The variant of the checkpoint's family (as the shared torch reader names it) and its ``PROOF``: who proves
+    """The variant whose torch side reads the checkpoint (:func:`checkpoint_variant`) and its ``PROOF``: who proves
     a pair whose GGUF's variant does not read the checkpoint."""
-    v = variant_of_family(job.draft().family)
+    v = checkpoint_variant(Path(job.hf_dir))
     p = prover(v)
-    if p is None:  # every variant the shared reader names has its verify role (tests/test_variants.py)
-        raise ConvertError(f"{job.hf_dir}: no verify rows for a {v.name} checkpoint")
+    assert p is not None
     return v, p
 
 
-def draft_readers() -> list[Any]:
-    """The torch side's draft readers (``hf_draft.DraftReader``): each registered variant's ``torch_forward``
-    that reads a folder for the shared reader, in the registry's order. Imports torch."""
-    return [r for r in (v.role("torch_forward") for v in VARIANTS if v.has_role("torch_forward"))
-            if hasattr(r, "read_config")]
-
-
-def load_shared_draft(hf_dir: Path, target_dir: Path) -> HFDraft:
-    """The checkpoint through the shared torch reader; unreadable input is a ConvertError."""
+def open_checkpoint(side: Any, hf_dir: Path, target_dir: Path | None,
+                    storage: Mapping[str, str] | None = None) -> Any:
+    """The checkpoint through ``side``'s ``open``; unreadable input is a ConvertError."""
     try:
-        from ..reference import torch_forward
-    except ImportError as e:
-        raise ConvertError(f"verify needs torch ({e}); install it with: pip install 'dspark-convert[torch]'") from None
-    try:
-        return torch_forward.load_draft(hf_dir, target_dir, draft_readers())
+        return side.open(hf_dir, target_dir, storage)
     except ConvertError:
         raise
     except (KeyError, ValueError, TypeError, OSError) as e:
@@ -112,16 +152,15 @@ def storage_of(g: GGUFWeights, names: Collection[str], counterpart: Callable[[st
 
 @dataclass
 class _Opened:
-    """What a side opened for :func:`_drive`: the checkpoint as the GGUF stores it (its weights, ``weights``, record
-    the rounding) and unrounded, for quality mode; the features' width and the draws' vocabulary."""
+    """What :func:`prove_forwards` opened for :func:`_drive`: the checkpoint as the GGUF stores it and unrounded (for
+    quality mode), the features' width, the draws' vocabulary and the target's weights (None: not needed)."""
 
+    forward: Callable[[Any, Inputs, Any, Any], list[Any]]
     exact: Any
-    weights: TorchCheckpoint
-    unrounded: Any | None
+    unrounded: Any
     width: int
     n_vocab: int
-    target: Any      # TargetWeights; None for forwards that need no target
-    errors: tuple[type[Exception], ...] = CANDIDATE_ERRORS
+    target: Any
 
 
 def _drive(proof: Proof, job: Job, spec: Forwards, side: _Opened) -> bool:
@@ -131,19 +170,18 @@ def _drive(proof: Proof, job: Job, spec: Forwards, side: _Opened) -> bool:
                     proof.steps)
     drawn = spec.draw(rng, inputs)
     hf = str(job.hf_dir)
-    refs = run_reference(hf, lambda: spec.reference(side.exact, inputs, drawn, None))
-    outs = run_candidate(proof, lambda: spec.candidate(job.g, side.target, inputs, drawn, refs), side.errors)
+    forward = side.forward
+    refs = run_reference(hf, lambda: forward(side.exact, inputs, drawn, None))
+    outs = run_candidate(proof, lambda: spec.candidate(job.g, side.target, inputs, drawn, refs), CANDIDATE_ERRORS)
     if outs is None:
         return False
     proof.hparams = spec.hparams(job.g, outs, drawn)
     proof.outputs += spec.rows(Pair(refs, outs, inputs, drawn, proof.hparams))
-    if side.unrounded is None or spec.quality_rows is None:
-        return True
     if not job.quality:
         proof.quality_note = "quality mode skipped (--no-quality)"
         return True
-    if needs_quality_run(proof, side.weights):
-        refs = run_reference(hf, lambda: spec.reference(side.unrounded, inputs, drawn, refs))
+    if needs_quality_run(proof, side.exact.w):
+        refs = run_reference(hf, lambda: forward(side.unrounded, inputs, drawn, refs))
     proof.quality += spec.quality_rows(Pair(refs, outs, inputs, drawn, proof.hparams))
     return True
 
@@ -176,58 +214,69 @@ def _storage_summary(weights: TorchCheckpoint) -> dict[str, dict[str, Any]]:
     return dict(sorted(out.items()))
 
 
-def _prove_shared(job: Job, variant: Variant, spec: Forwards) -> Proof:
-    """A forward proof on the shared torch reader: the common metadata rows, the NVFP4 rows, the storage summary,
-    exact and quality mode."""
-    d = job.draft()
-    target = TargetWeights(str(job.target_dir))
-    proof = Proof(d.family, d.layout, job.steps, list(job.contexts), notes=list(d.notes))
-    job.refuse_broken()
+def prove_forwards(spec: Forwards, job: Job, variant: Variant) -> Proof:
+    """A forward proof (see the module docstring), the same for every variant."""
+    side = torch_side(variant)
+    hf = Path(job.hf_dir)
+    target = None if job.target_dir is None or not spec.needs_target else Path(str(job.target_dir))
+    probe = open_checkpoint(side, hf, target)
+    proof = Proof(probe.family, probe.layout, job.steps if spec.steps else 0, list(job.contexts),
+                  notes=[*probe.notes, *spec.notes])
+    refuse_broken(job.gguf_path)
+    run_reference(str(hf), lambda: _guarded(proof, job, variant, lambda: _forward_rows(proof, job, spec, side, probe,
+                                                                                        target)))
+    return proof
+
+
+def _forward_rows(proof: Proof, job: Job, spec: Forwards, side: Any, probe: Any, target: Path | None) -> bool:
     g = job.g
-    proof.metadata = metadata_checks(g, d)
-    nvfp4 = nvfp4_rows(g, d.weights, Path(job.hf_dir))   # ModelOpt NVFP4: prec_a4 arrays, types, input scales
+    types = gguf_types(g)
+    ck = open_checkpoint(side, probe.w.folder, target, storage_of(g, probe.w.names, side.counterpart))
+    if hasattr(ck, "round_target"):  # target tensors the file stores (its head as output.weight) as stored
+        ck.round_target(types)
+    proof.metadata = spec.metadata(g, ck)
+    nvfp4 = nvfp4_rows(g, ck.w, Path(job.hf_dir), side.counterpart)  # ModelOpt NVFP4: prec_a4, types, input scales
     proof.metadata += nvfp4.metadata
-    proof.notes += job.runtime_notes()
-    if not proof.metadata[0].passed:
+    proof.notes += runtime_notes(g)
+    if any(m.key == "general.architecture" and not m.passed for m in proof.metadata):
         proof.outputs.append(OutputCheck("forward", [], grade="not run", passed=False,
                                          detail="the GGUF architecture does not match the checkpoint family"))
-        return proof
-    width = d.weights.shape("fc.weight")[1]
-    n_vocab = min(x for x in (d.hp.vocab_size, target.ckpt.shape(target.embed_name)[0]) if x)
-    exact = d.with_storage(gguf_types(g))
-    if _guarded(proof, job, variant, lambda: _drive(proof, job, spec, _Opened(exact, exact.weights, d, width, n_vocab, target)
-                                                    )) is None:
-        return proof
-    proof.storage = _storage_summary(exact.weights)
-    proof.outputs += nvfp4.outputs
-    if not any(o.name == "GGUF forward" for o in proof.outputs):      # the forwards ran to the end
-        t = nvfp4.tensors   # the NVFP4 rows' compared tensors, and the companions the torch side decoded
-        proof.tensors = Tensors(g.read - t.gguf_compared, t.gguf_compared, d.weights.names,
-                                d.weights.read | t.checkpoint_read, t.checkpoint_compared)
-    return proof
-
-
-def _prove_own(side: OwnSide, job: Job, variant: Variant, spec: Forwards) -> Proof:
-    """A forward proof on a variant's own torch side (exact mode)."""
-    proof = Proof(side.family, side.layout, job.steps if side.chained else 0, list(job.contexts))
-    run_reference(str(job.hf_dir), lambda: _guarded(proof, job, variant, lambda: _own_rows(side, proof, job, spec)))
-    return proof
-
-def _own_rows(side: OwnSide, proof: Proof, job: Job, spec: Forwards) -> bool:
-    g, hf = job.g, Path(job.hf_dir)
-    tgt = None if job.target_dir is None else Path(str(job.target_dir))
-    probe = side.checkpoint(hf, tgt, None)
-    ck = side.checkpoint(hf, tgt, storage_of(g, probe.w.names, side.counterpart))
-    if hasattr(ck, "round_target"):  # target tensors the file stores (its head as output.weight) as stored
-        ck.round_target(gguf_types(g))
-    proof.metadata = spec.metadata(g, ck)
-    proof.notes += list(side.notes)
-    width = g.shape("fc.weight")[1] if side.width is None else side.width(g, ck)
-    opened = _Opened(ck, ck.w, probe, width, side.n_vocab(g, tgt),
-                     TargetWeights(tgt) if tgt is not None and spec.needs_target else None,
-                     errors=(ValueError, KeyError, IndexError))
-    ran = _drive(proof, job, spec, opened)
+        return False
+    width = g.shape("fc.weight")[1] if spec.width is None else spec.width(g, ck)
+    ran = _drive(proof, job, spec, _Opened(side.forward, ck, probe, width, spec.n_vocab(g, ck),
+                                           TargetWeights(target) if target is not None else None))
     proof.storage = _storage_summary(ck.w)
-    if ran:
-        proof.tensors = Tensors(set(g.read), set(), ck.w.names, ck.w.read, set())
-    return ran
+    proof.outputs += nvfp4.outputs
+    if not ran:
+        return False
+    t = nvfp4.tensors   # the NVFP4 rows' compared tensors, and the companions the torch side decoded
+    proof.tensors = Tensors(g.read - t.gguf_compared, t.gguf_compared, ck.w.names, ck.w.read | t.checkpoint_read,
+                            t.checkpoint_compared)
+    return True
+
+
+def refuse_broken(gguf_path: str | Path) -> None:
+    """A file whose hyperparameters no forward can run on (``check``'s ``hparam-value`` findings), or that lacks a
+    tensor llama.cpp requires (its only loader errors are ``required-tensor``: neither llama.cpp nor the forward
+    can run it), is an input error. A file with other loader errors too (extra tensors: another layout's) is left
+    to the comparison and the tensor accounting, which name them."""
+    from ..check import check_file
+
+    findings = check_file(gguf_path)
+    broken = [f for f in findings if f.rule == "hparam-value"]  # e.g. head_count 0: a division by zero
+    if broken:
+        raise ConvertError(f"{gguf_path}: {broken[0].subject}: {broken[0].message}; the forward cannot run on it "
+                           "(check reports it as [hparam-value])")
+    errors = [f for f in findings if f.level == "error"]
+    if errors and all(f.rule == "required-tensor" for f in errors):
+        raise ConvertError(f"{gguf_path}: does not load in llama.cpp ("
+                           + "; ".join(f"{e.subject}: {e.message}" for e in errors)
+                           + f"); verify compares a file that loads: see 'dspark-convert check {gguf_path}'")
+
+
+def runtime_notes(g: GGUFWeights) -> list[str]:
+    """How llama.cpp runs the file, where a reader would not guess it: its output head duplicated from token_embd."""
+    from ..check import TOKEN_EMBD_HEAD_NOTE, runtime_head
+
+    head = runtime_head(str(g.value("general.architecture")), {n for n in ("token_embd.weight", "output.weight") if g.has(n)})
+    return [TOKEN_EMBD_HEAD_NOTE] if head == "token_embd" else []

@@ -1,7 +1,8 @@
-"""The torch side of the ``dflash`` variant: how a DSpark / DFlash Hugging Face folder is read (the
-:class:`~dspark_convert.reference.hf_draft.DraftReader` role) and its block forward, :func:`block_forward`, on
-the shared primitives of ``reference.torch_forward``. Written from ``spec/checkpoints.md``; the class lists are
-the torch side's own (it never asks the converter).
+"""The torch side of the ``dflash`` variant (the contract of :mod:`dspark_convert.roles.proof`): how a DSpark /
+DFlash / Muse-Glimmer Hugging Face folder is read (:func:`open`, :func:`read_config`), the GGUF tensor each of its
+tensors becomes (:func:`counterpart`) and its block forward (:func:`forward`, :func:`block_forward`) on the shared
+primitives of ``reference.layers_torch``. Written from ``spec/checkpoints.md``; the class lists are the torch
+side's own (it never asks the converter).
 """
 
 from __future__ import annotations
@@ -16,25 +17,25 @@ import numpy as np
 import torch
 
 from ...errors import ConvertError
-from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint
+from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint, open_draft
 from ...reference.layers_torch import (
-    attention_block,
-    context_projection,
-    mlp_residual,
-    stream_layers,
-    visible_keys,
-)
-from ...reference.torch_forward import (
     Weights,
     apply_rope,
+    attention_block,
+    context_projection,
     decoder_layer,
     inv_freq,
+    mlp_residual,
     output_logits,
     rms,
+    stream_layers,
     threads_for,
     to_target,
     token_embeddings,
+    visible_keys,
 )
+from ...reference.storage import gguf_counterpart
+from ...roles.proof import Inputs
 
 DSPARK_ARCHS = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
 DFLASH_ARCHS = ("DFlashDraftModel", "DFlashSpeculator")
@@ -42,15 +43,32 @@ DFLASH_ARCHS = ("DFlashDraftModel", "DFlashSpeculator")
 MUSE_ARCHS = ("MuseGlimmerAssistantModel",)
 MUSE_NAMES = {"encoder.fc.weight": "fc.weight", "encoder.output_norm_enc.weight": "hidden_norm.weight"}
 ARCHITECTURES = DSPARK_ARCHS + DFLASH_ARCHS + MUSE_ARCHS
-#: the words that name these drafts in an error
-WHAT = ("DSpark", "DFlash", "Muse-Glimmer assistant")
+
+
+def open(hf_dir: Path, target_dir: Path | None, storage: Mapping[str, str] | None) -> HFDraft[BlockHFHParams]:
+    """The checkpoint (its weights rounded as ``storage`` says) and the target's weights."""
+    return open_draft(hf_dir, Path(str(target_dir)), read_config, storage)
+
+
+def counterpart(name: str) -> str | None:
+    """The GGUF tensor that stores checkpoint tensor ``name`` (the shared block table)."""
+    return gguf_counterpart(name)
+
+
+def forward(d: HFDraft[BlockHFHParams], inputs: Inputs, anchors: list[int],
+            forced: list[TorchBlock] | None) -> list[TorchBlock]:
+    """:func:`block_forward` on the cases (``forced``: the Markov chain follows those results' previous tokens)."""
+    return block_forward(d, inputs.feats, anchors, None if forced is None else [r.prev_tokens for r in forced])
 
 
 class DraftFolder:
-    """A block-draft folder as a torch side of its own opens it (the checkpoint of a ``roles.proof.OwnSide``: the
-    DFlash2 and Gemma4 DSpark forwards): ``cfg`` (its ``config.json``), ``dc`` (the config's ``dflash_config``; {}
-    without one), ``w`` (its weights, rounded as ``storage`` says: checkpoint name -> GGML type) and ``t`` (the
-    target's weights); ``draft`` and ``target`` are the two folders."""
+    """A block-draft folder as a torch side reads it with the checkpoint's own names (the DFlash2 and Gemma4 DSpark
+    forwards): ``cfg`` (its ``config.json``), ``dc`` (the config's ``dflash_config``; {} without one), ``w`` (its
+    weights, rounded as ``storage`` says: checkpoint name -> GGML type) and ``t`` (the target's weights); ``draft``
+    and ``target`` are the two folders; ``family`` / ``layout`` / ``notes`` are the report's."""
+
+    family = ""
+    layout = ""
 
     def __init__(self, draft: Path, target: Path, storage: Mapping[str, str] | None = None) -> None:
         self.cfg: dict[str, Any] = json.loads((draft / "config.json").read_text())
@@ -58,6 +76,7 @@ class DraftFolder:
         self.w = TorchCheckpoint(draft, storage)
         self.t = TorchCheckpoint(target)
         self.draft, self.target = draft, target
+        self.notes: list[str] = []
 
     def setting(self, key: str, default: Any = None) -> Any:
         """``key`` of ``dflash_config``, else of the config (``default`` when neither holds it)."""
@@ -89,11 +108,6 @@ class BlockHFHParams(HFHParams):
     def prediction_rows(self) -> list[int]:
         """Block rows that predict: all B (anchor-as-first) or rows 1..B-1 (same-position)."""
         return list(range(0 if self.sample_from_anchor else 1, self.block_size))
-
-
-def claims(c: dict[str, Any], common: dict[str, Any]) -> bool:
-    """No fallback: a block draft always names its class."""
-    return False
 
 
 def read_config(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,

@@ -1,5 +1,5 @@
 """verify's role for a ``dflash`` file (DSpark / DFlash): the numpy forward of the GGUF (:mod:`.numpy_forward`)
-against the torch forward of the checkpoint (:func:`.torch_forward.block_forward`, read by the shared reader),
+against the torch forward of the checkpoint (:mod:`.torch_forward`),
 component by component: context projection, block input, each layer, the post-norm hidden state, logits, the
 Markov head, the chosen tokens, the confidence head; and the ``dflash.*`` metadata rows.
 """
@@ -10,19 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ... import schema as S
 from ...reference.compare import EXACT_NMSE, MetadataCheck, OutputCheck, compare_cases, d2t_rows, meta_row
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...roles.proof import SHARED_READER, Forwards, Inputs, Pair, anchors
+from ...roles.proof import Forwards, Inputs, Pair, anchors, draft_vocab, draft_width, hparam_rows
 from .numpy_forward import BlockCase, dflash_forward
 
 if TYPE_CHECKING:
     from ...reference.hf_draft import HFDraft
-
-
-def _reference(d: HFDraft, inputs: Inputs, anchors: list[int], refs: list[Any] | None) -> list[Any]:
-    from .torch_forward import block_forward  # torch: imported when verify runs
-
-    return block_forward(d, inputs.feats, anchors, None if refs is None else [r.prev_tokens for r in refs])
 
 
 def _candidate(g: GGUFWeights, target: TargetWeights, inputs: Inputs, anchors: list[int], refs: list[Any]) -> list[Any]:
@@ -87,7 +82,11 @@ def _confidence_row(refs: list[Any], outs: list[Any], bound: float | None) -> Ou
 
 
 def metadata(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
-    """The ``dflash.*`` metadata rows (after the generic ones of ``verify.checks.metadata_checks``)."""
+    """The architecture and common hyperparameter rows, then the ``dflash.*`` ones and the ``d2t`` row."""
+    return hparam_rows(g, S.ARCH_DFLASH, d.hp, lambda: _dflash_rows(g, d))
+
+
+def _dflash_rows(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
     hp = d.hp
     markov = g.has("markov_w1.weight")
     sfa = g.value("dflash.sample_from_anchor")
@@ -104,5 +103,6 @@ def metadata(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
     return out + d2t_rows(g, d)
 
 
-#: verify's role: the shared reader's checkpoint, one random anchor per case, the two block forwards
-PROOF = Forwards(SHARED_READER, anchors, _reference, _candidate, _hparams, rows, metadata, quality_rows)
+#: verify's role: one random anchor per case, the two block forwards (the torch side: :mod:`.torch_forward`)
+PROOF = Forwards(draw=anchors, candidate=_candidate, hparams=_hparams, rows=rows, quality_rows=quality_rows,
+                 metadata=metadata, n_vocab=draft_vocab, width=draft_width)

@@ -19,6 +19,8 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
+from ...formats import modelopt
+from ...formats.modelopt import QuantConfig
 from ...kit.common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec
 from ...kit.hparams import as_positive, normalize_hparams, vocab_size_of
 from ...plan import KV, Plan, TensorSpec
@@ -112,13 +114,17 @@ def expected_shapes(hp: dict[str, Any], conv: dict[str, int], vocab: int) -> dic
     return shapes
 
 
-def map_tensors(ctx: Context, hp: dict[str, Any], conv: dict[str, int], vocab: int) -> list[TensorSpec]:
-    """Every checkpoint tensor in checkpoint order, mapped; DFlash2 tensors shape-checked; none missing."""
+def map_tensors(ctx: Context, hp: dict[str, Any], conv: dict[str, int], vocab: int,
+                quant: QuantConfig | None = None) -> list[TensorSpec]:
+    """Every checkpoint tensor in checkpoint order, mapped; DFlash2 tensors shape-checked; none missing. With a
+    ModelOpt NVFP4 ``quant``, the lineage's NVFP4 linears and their scales come first."""
     drop = {"embed_tokens.weight"} if hp.get("has_embed_tokens") is False else set()
     want = expected_shapes(hp, conv, vocab)
-    specs: list[TensorSpec] = []
+    specs, consumed = lineage.nvfp4_specs(ctx, quant, drop) if quant is not None else ([], set())
     for hf in ctx.draft.names:
         bare = lineage.bare_name(hf)
+        if hf in consumed or (quant is not None and bare.endswith(modelopt.DROPPED_SUFFIXES)):
+            continue
         if bare in ("d2t", "t2d"):
             raise ConvertError(f"{ctx.draft.ref(hf).file}: tensor '{hf}' is not allowed in a DFlash2DraftModel "
                                "checkpoint (the selector scores the full vocabulary; llama.cpp has no reduced-vocabulary "
@@ -168,8 +174,11 @@ def build_plan(ctx: Context) -> Plan:
     layout = lineage.choose_head_layout(ctx, keeps_embedding=kept, head_in_draft=head, upstream_drops_head=False)
     lineage.apply_head_layout(ctx, layout, lineage.upstream_head_layout(head_in_draft=head, upstream_drops_head=False),
                               notes)
-    tensors = map_tensors(ctx, hp, conv, vocab_size)
+    quant = lineage.quant_config(ctx)
+    tensors = map_tensors(ctx, hp, conv, vocab_size, quant)
     vocab, tail = lineage.vocab_kvs(ctx, vocab_size, dc.get("mask_token_id"))
-    return finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, ctx.file_type, where),
+    plan = finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, ctx.file_type, where),
                        dflash2_kvs(ctx, hp, dc, taps, conv), vocab, tail, tensors, notes)
+    lineage.nvfp4_metadata(plan, quant, ctx.file_type)  # ModelOpt NVFP4: file type 39, prec_a4 arrays
+    return plan
 

@@ -12,14 +12,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from ...reference.hf_draft import TorchCheckpoint
-from ...reference.layers_torch import Heads, attention_block, context_projection, stream_layers, visible_keys
+from ...reference.layers_torch import (
+    Heads,
+    attention_block,
+    context_projection,
+    rms,
+    stream_layers,
+    swiglu,
+    visible_keys,
+)
 from ...reference.storage import gguf_counterpart as shared_counterpart
-from ...reference.torch_forward import rms, swiglu
+from ...roles.proof import Inputs
 from ..dflash.torch_forward import DraftFolder
 
 #: the torch side's own spelling of the DFlash2 tensors' GGUF names (layer part, global) beside the shared block
@@ -52,6 +62,8 @@ def gguf_counterpart(name: str) -> str | None:
 
 #: the checkpoint classes this forward reads (the HF side's own list: it does not ask the converter)
 ARCHITECTURES: tuple[str, ...] = ("DFlash2DraftModel",)
+#: the torch side's name table (the contract of :mod:`dspark_convert.roles.proof`)
+counterpart = gguf_counterpart
 
 @dataclass
 class Torch2Outputs:
@@ -66,6 +78,9 @@ class Torch2Outputs:
 
 class DFlash2Checkpoint(DraftFolder):
     """The draft folder's config and weights, and the target's embeddings / lm_head."""
+
+    family = "dflash2"
+    layout = "z-lab DFlash2"
 
     def embed_name(self) -> str:
         """The target's embedding tensor."""
@@ -91,6 +106,16 @@ class DFlash2Checkpoint(DraftFolder):
 
     def has(self, bare: str) -> bool:
         return self.w.has(bare) or self.w.has("model." + bare)
+
+
+def open(hf_dir: Path, target_dir: Path | None, storage: Mapping[str, str] | None) -> DFlash2Checkpoint:
+    """The checkpoint (its weights rounded as ``storage`` says) and the target's weights."""
+    return DFlash2Checkpoint(hf_dir, Path(str(target_dir)), storage)
+
+
+def forward(ck: DFlash2Checkpoint, inputs: Inputs, anchors: list[int], forced: Any) -> list[Torch2Outputs]:
+    """:func:`dflash2_forward` on the cases (each run chooses its own candidate sets)."""
+    return dflash2_forward(ck, inputs.feats, anchors)
 
 
 def conv(x: torch.Tensor, dyn: torch.Tensor, base: torch.Tensor, side: int, K: int, group: int) -> torch.Tensor:

@@ -1,38 +1,25 @@
-"""``verify`` for DFlash2 files (issue 22): the numpy forward of the GGUF (:mod:`.numpy_forward`) against the
-independent torch forward of the checkpoint (:mod:`.torch_forward`, the variant's own torch side), component by
-component, plus the conv / selector metadata; the driver's tensor accounting (``verify.accounting``) accounts for
-every tensor.
+"""``verify`` for DFlash2 files: the numpy forward of the GGUF (:mod:`.numpy_forward`) against the independent torch
+forward of the checkpoint (:mod:`.torch_forward`), component by component, plus the conv / selector metadata; the
+driver's tensor accounting (``verify.accounting``) accounts for every tensor.
 
-Exact mode only: the torch side reads every checkpoint tensor rounded as the GGUF stores it, so every row must
-agree to float32 round-off (:data:`dspark_convert.reference.compare.EXACT_NMSE`). The numpy selector scores the torch side's
+Exact mode: the torch side reads every checkpoint tensor rounded as the GGUF stores it, so every row must agree to
+float32 round-off (:data:`dspark_convert.reference.compare.EXACT_NMSE`). The numpy selector scores the torch side's
 candidate sets (so that a near-tie cannot make the score rows incomparable); a separate row checks that the
-GGUF's own top-k candidates are the same sets.
+GGUF's own top-k candidates are the same sets. Quality mode: the scaled, capped logits against the unrounded
+checkpoint (information).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ...reference.compare import MetadataCheck, OutputCheck
-from ...reference.weights import GGUFWeights
-from ...roles.proof import Forwards, OwnSide, Pair, anchors, block_forwards, lazy, names_a_class
+from ...reference.weights import GGUFWeights, TargetWeights
+from ...roles.proof import Forwards, Inputs, Pair, anchors
 from .numpy_forward import DFlash2HParams, top_k
 from .numpy_forward import dflash2_forward as numpy_forward
-
-
-def accepts(hf_dir: Path) -> bool:
-    """The checkpoint's own config names a class the DFlash2 torch forward reads (the GGUF alone does not decide
-    which forwards run)."""
-    from .torch_forward import ARCHITECTURES
-
-    return names_a_class(hf_dir, ARCHITECTURES)
-
-
-#: the variant's own torch side (imported when verify runs: torch)
-_TORCH = f"{__package__}.torch_forward"
 
 #: dflash_config key -> GGUF key of the conv / selector settings (verify's own spelling)
 _CONV_KEYS = (("conv_kernel_size", "dflash.conv_kernel_size"), ("conv_group_size", "dflash.conv_group_size"),
@@ -58,8 +45,10 @@ def metadata(g: GGUFWeights, ck: Any) -> list[MetadataCheck]:
     return rows
 
 
-#: the checkpoint's forward, and the GGUF's scoring the torch side's candidate sets
-_reference, _candidate = block_forwards(_TORCH, "dflash2_forward", numpy_forward, "candidates")
+def _candidate(g: GGUFWeights, target: TargetWeights, inputs: Inputs, anchors: list[int],
+               refs: list[Any]) -> list[Any]:
+    """The GGUF's forward, scoring the torch side's candidate sets."""
+    return numpy_forward(g, target, inputs.feats, anchors, [r.candidates for r in refs])
 
 
 def _hparams(g: GGUFWeights, outs: list[Any], anchors: list[int]) -> dict[str, Any]:
@@ -87,11 +76,10 @@ def quality_rows(p: Pair) -> list[OutputCheck]:
     return [p.cases("block logits (scaled, capped)", "logits", bound=None, argmax=True)]
 
 
-def _n_vocab(g: GGUFWeights, target: Path) -> int:
+def _n_vocab(g: GGUFWeights, ck: Any) -> int:
     return int(g.shape("selector_successor.weight")[0])
 
 
-#: verify's role: the variant's own torch side, one random anchor per case, the two DFlash2 forwards
-PROOF = Forwards(OwnSide("dflash2", "z-lab DFlash2", accepts, lazy(_TORCH, "DFlash2Checkpoint"),
-                         lazy(_TORCH, "gguf_counterpart"), _n_vocab), anchors,
-                 _reference, _candidate, _hparams, rows, metadata, quality_rows)
+#: verify's role: one random anchor per case, the two DFlash2 forwards (the torch side: :mod:`.torch_forward`)
+PROOF = Forwards(draw=anchors, candidate=_candidate, hparams=_hparams, rows=rows, quality_rows=quality_rows,
+                 metadata=metadata, n_vocab=_n_vocab, steps=False)

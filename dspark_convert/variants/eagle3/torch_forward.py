@@ -1,11 +1,13 @@
-"""The torch side of the ``eagle3`` variant: how an EAGLE-3 Hugging Face folder is read (the
-:class:`~dspark_convert.reference.hf_draft.DraftReader` role) and its chain forward, :func:`eagle3_forward`, on the
-shared primitives of ``reference.torch_forward``. The class list is the torch side's own.
+"""The torch side of the ``eagle3`` variant (the contract of :mod:`dspark_convert.roles.proof`): how an EAGLE-3
+Hugging Face folder is read (:func:`open`, :func:`read_config`; :func:`claims` for a config that names a plain
+Llama class), the GGUF tensor each of its tensors becomes (:func:`counterpart`) and its chain forward
+(:func:`forward`, :func:`eagle3_forward`) on the shared primitives of ``reference.layers_torch``. The class list is
+the torch side's own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,24 +16,46 @@ import numpy as np
 import torch
 
 from ...errors import ConvertError
-from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint
-from ...reference.layers_torch import mlp_residual
-from ...reference.torch_forward import (
+from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint, open_draft
+from ...reference.layers_torch import (
     Weights,
     apply_rope,
     attend,
     decoder_layer,
     inv_freq,
+    mlp_residual,
     output_logits,
     rms,
     threads_for,
     to_target,
     token_embeddings,
 )
+from ...reference.storage import gguf_counterpart
+from ...roles.proof import Inputs
 
 ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel")
-#: the words that name these drafts in an error
-WHAT = ("EAGLE-3",)
+
+
+def claims(c: dict[str, Any]) -> bool:
+    """A one-layer draft with its own draft vocabulary, whatever class its config names (``LlamaForCausalLM``)."""
+    return "draft_vocab_size" in c and int(c.get("num_hidden_layers") or 0) == 1
+
+
+def open(hf_dir: Path, target_dir: Path | None, storage: Mapping[str, str] | None) -> HFDraft[Eagle3HFHParams]:
+    """The checkpoint (its weights rounded as ``storage`` says) and the target's weights."""
+    return open_draft(hf_dir, Path(str(target_dir)), read_config, storage)
+
+
+def counterpart(name: str) -> str | None:
+    """The GGUF tensor that stores checkpoint tensor ``name`` (the shared block table; the one layer is ``blk.0``)."""
+    return gguf_counterpart(name, "midlayer.")
+
+
+def forward(d: HFDraft[Eagle3HFHParams], inputs: Inputs, tokens: list[np.ndarray],
+            forced: list[TorchEagle3] | None) -> list[TorchEagle3]:
+    """:func:`eagle3_forward` on the cases, ``inputs.steps`` chained steps (``forced``: the chain follows those
+    results' tokens)."""
+    return eagle3_forward(d, inputs.feats, tokens, inputs.steps, None if forced is None else [r.tokens for r in forced])
 
 
 @dataclass(frozen=True)
@@ -41,11 +65,6 @@ class Eagle3HFHParams(HFHParams):
     target_hidden_size: int = 0
     norm_before_residual: bool = False
     norm_before_fc: bool = False
-
-
-def claims(c: dict[str, Any], common: dict[str, Any]) -> bool:
-    """A one-layer draft with its own draft vocabulary, whatever class its config names (``LlamaForCausalLM``)."""
-    return "draft_vocab_size" in c and common["n_layer"] == 1
 
 
 def read_config(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,

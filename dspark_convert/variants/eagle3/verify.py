@@ -1,5 +1,5 @@
 """verify's role for an ``eagle3`` file: the numpy forward of the GGUF (:mod:`.numpy_forward`) against the torch
-forward of the checkpoint (:func:`.torch_forward.eagle3_forward`, read by the shared reader): fc output, prefill,
+forward of the checkpoint (:mod:`.torch_forward`): fc output, prefill,
 each chained step, the chosen tokens; the ``rope_freqs`` and ``eagle3.*`` metadata rows.
 """
 
@@ -9,21 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ... import schema as S
 from ...reference.compare import MetadataCheck, OutputCheck, compare_cases, d2t_rows, meta_row
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...roles.proof import SHARED_READER, Forwards, Inputs, Pair, next_tokens
+from ...roles.proof import Forwards, Inputs, Pair, draft_vocab, draft_width, hparam_rows, next_tokens
 from .numpy_forward import Eagle3Case, eagle3_forward
 
 if TYPE_CHECKING:
     from ...reference.hf_draft import HFDraft
-
-
-def _reference(d: HFDraft, inputs: Inputs, toks: list[np.ndarray], refs: list[Any] | None) -> list[Any]:
-    from .torch_forward import eagle3_forward as torch_eagle3  # torch: imported when verify runs
-
-    if refs is None:
-        return torch_eagle3(d, inputs.feats, toks, inputs.steps)
-    return torch_eagle3(d, inputs.feats, toks, inputs.steps, [r.tokens for r in refs])
 
 
 def _candidate(g: GGUFWeights, target: TargetWeights, inputs: Inputs, toks: list[np.ndarray],
@@ -61,7 +54,12 @@ def quality_rows(p: Pair) -> list[OutputCheck]:
 
 
 def metadata(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
-    """The ``rope_freqs`` row, the ``eagle3.*`` metadata rows and the ``d2t`` row (after the generic ones)."""
+    """The architecture and common hyperparameter rows, then the ``rope_freqs`` row, the ``eagle3.*`` rows and the
+    ``d2t`` row."""
+    return hparam_rows(g, S.ARCH_EAGLE3, d.hp, lambda: _eagle3_rows(g, d))
+
+
+def _eagle3_rows(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
     hp = d.hp
     return [
         _rope_freqs_check(g, d),
@@ -76,7 +74,7 @@ def metadata(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
 
 def llama3_factors(d: HFDraft) -> np.ndarray:
     """The per-pair divisors llama3 rope scaling applies (``rope_freqs.weight``), from the torch side's frequencies."""
-    from ...reference.torch_forward import inv_freq
+    from ...reference.layers_torch import inv_freq
 
     hd, theta = d.hp.head_dim, d.hp.rope.theta
     plain = 1.0 / theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd)
@@ -97,5 +95,7 @@ def _rope_freqs_check(g: GGUFWeights, d: HFDraft) -> MetadataCheck:
     return MetadataCheck(key, "equal" if same else f"different ({got.size} values)", f"{want.size} factors", same)
 
 
-#: verify's role: the shared reader's checkpoint, random next tokens per position, ``steps`` chained draft tokens
-PROOF = Forwards(SHARED_READER, next_tokens, _reference, _candidate, _hparams, rows, metadata, quality_rows)
+#: verify's role: random next tokens per position, ``steps`` chained draft tokens (the torch side:
+#: :mod:`.torch_forward`); the features' width and the draws' vocabulary as a block draft's
+PROOF = Forwards(draw=next_tokens, candidate=_candidate, hparams=_hparams, rows=rows, quality_rows=quality_rows,
+                 metadata=metadata, n_vocab=draft_vocab, width=draft_width)

@@ -23,6 +23,8 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
+from ...formats import modelopt
+from ...formats.modelopt import QuantConfig
 from ...kit.common import GEMMA4_LAYER, NameTable, base_kvs, finish_plan
 from ...kit.hparams import as_fraction, as_positive, as_u32, normalize_hparams, vocab_size_of
 from ...plan import KV, Plan, TensorSpec
@@ -194,15 +196,18 @@ def gemma4_kvs(hp: dict[str, Any], has_conf: bool, where: str) -> list[KV]:
     ]
 
 
-def map_tensors(ctx: Context, hp: dict[str, Any]) -> list[TensorSpec]:
+def map_tensors(ctx: Context, hp: dict[str, Any], quant: QuantConfig | None = None) -> list[TensorSpec]:
     """Every checkpoint tensor in checkpoint order, mapped with :data:`NAMES`; a tensor without a GGUF name is
-    refused (upstream: "Can not map tensor")."""
+    refused (upstream: "Can not map tensor"). With a ModelOpt NVFP4 ``quant``, the lineage's NVFP4 linears and their
+    scales come first."""
     from ...kit.common import is_skipped, tensor_spec
 
     drop = {"embed_tokens.weight"} if hp.get("has_embed_tokens", True) is False else set()
-    specs: list[TensorSpec] = []
+    specs, consumed = lineage.nvfp4_specs(ctx, quant, drop) if quant is not None else ([], set())
     for hf in ctx.draft.names:
         bare = lineage.bare_name(hf)
+        if hf in consumed or (quant is not None and bare.endswith(modelopt.DROPPED_SUFFIXES)):
+            continue
         if is_skipped("model." + bare) or bare in drop or bare in NAMES.mask_embedding:
             continue
         name = NAMES.gguf_name(bare)
@@ -223,7 +228,8 @@ def build_plan(ctx: Context) -> Plan:
     rope = full_attention_rope(hp, where)
     view = upstream_view(hp, rope)
     taps = lineage.target_taps(ctx, dc.get("target_layer_ids", hp.get("target_layer_ids")), "target_layer_ids")
-    tensors = map_tensors(ctx, hp)
+    quant = lineage.quant_config(ctx)
+    tensors = map_tensors(ctx, hp, quant)
     freqs = rope_freqs(as_positive(hp["global_head_dim"], "global_head_dim", where), rope, where)
     if freqs is not None:  # upstream yields its generated tensors first
         tensors.insert(0, TensorSpec(S.T_ROPE_FREQS, freqs.shape, QT.F32, origin="generated", data=freqs))
@@ -242,5 +248,7 @@ def build_plan(ctx: Context) -> Plan:
                      "reads it through transformers 5.x, whose Gemma4TextConfig moves global_head_dim into "
                      "per_layer_config, and fails with KeyError 'global_head_dim'; these are the bytes it writes "
                      "for the same config without model_type)")
-    return finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, view, ctx.file_type, where), family, vocab, tail,
+    plan = finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, view, ctx.file_type, where), family, vocab, tail,
                        tensors, notes)
+    lineage.nvfp4_metadata(plan, quant, ctx.file_type)  # ModelOpt NVFP4: file type 39, prec_a4 arrays
+    return plan

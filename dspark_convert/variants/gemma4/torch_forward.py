@@ -15,15 +15,18 @@ way the GGUF stores them (``storage``: checkpoint name -> GGML type) through
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from ...reference.layers_torch import visible_keys
+from ...reference.storage import SANDWICH_LAYER
 from ...reference.storage import gguf_counterpart as shared_counterpart
+from ...roles.proof import Inputs
 from ..dflash.torch_forward import DraftFolder
 
 
@@ -41,8 +44,15 @@ class TorchOutputs:
     confidence_logits: np.ndarray | None
 
 
+#: the checkpoint class this forward reads (the torch side's own spelling: the converter's is its own)
+ARCHITECTURES: tuple[str, ...] = ("Gemma4DSparkModel",)
+
+
 class Gemma4Checkpoint(DraftFolder):
     """The draft folder's config and weights (the target's embeddings when the draft has none)."""
+
+    family = "dspark_gemma4"
+    layout = "DeepSpec Gemma4DSparkModel"
 
     def name(self, bare: str) -> str | None:
         for n in (bare, "model." + bare):
@@ -58,6 +68,16 @@ class Gemma4Checkpoint(DraftFolder):
         if n is None:
             raise KeyError(f"tensor '{bare}' is not in the checkpoint")
         return self.w.get(n)
+
+
+def open(hf_dir: Path, target_dir: Path | None, storage: Mapping[str, str] | None) -> Gemma4Checkpoint:
+    """The checkpoint (its weights rounded as ``storage`` says) and the target's weights."""
+    return Gemma4Checkpoint(hf_dir, Path(str(target_dir)), storage)
+
+
+def forward(ck: Gemma4Checkpoint, inputs: Inputs, anchors: list[int], forced: Any) -> list[TorchOutputs]:
+    """:func:`gemma4_forward` on the cases (each run follows its own Markov chain)."""
+    return gemma4_forward(ck, inputs.feats, anchors)
 
 
 def rms(x: torch.Tensor, w: torch.Tensor | None, eps: float) -> torch.Tensor:
@@ -196,23 +216,17 @@ def gemma4_forward(ck: Gemma4Checkpoint, features: Sequence[np.ndarray], anchors
     return outs
 
 
-#: the checkpoint's names a Gemma 4 layer or DeepSpec's head spells its own way -> the GGUF names llama.cpp loads them
-#: as (this side's own spelling, for the storage rounding only: which GGML type each checkpoint tensor was written
-#: as); every other name is the shared block table's (:func:`dspark_convert.reference.storage.gguf_counterpart`)
-_LAYER_COUNTERPARTS = {
-    "post_attention_layernorm.weight": "post_attention_norm.weight", "pre_feedforward_layernorm.weight": "ffn_norm.weight",
-    "post_feedforward_layernorm.weight": "post_ffw_norm.weight", "layer_scalar": "layer_output_scale.weight",
-}
+#: DeepSpec's confidence head -> the GGUF names llama.cpp loads it as (this side's own spelling, for the storage
+#: rounding only); the layer and every other name: the shared table with its sandwich-norm layer
+#: (:func:`dspark_convert.reference.storage.gguf_counterpart`)
 _GLOBAL_COUNTERPARTS = {"confidence_proj.weight": "conf_proj.weight", "confidence_proj.bias": "conf_proj.bias"}
 
 
 def gguf_counterpart(hf_name: str) -> str | None:
     """The GGUF tensor a checkpoint tensor becomes (None: none)."""
     bare = hf_name.removeprefix("model.")
-    if bare.startswith("layers."):
-        _, bid, rest = bare.split(".", 2)
-        if rest in _LAYER_COUNTERPARTS:
-            return f"blk.{bid}.{_LAYER_COUNTERPARTS[rest]}"
-    elif bare in _GLOBAL_COUNTERPARTS:
-        return _GLOBAL_COUNTERPARTS[bare]
-    return shared_counterpart(bare)
+    return _GLOBAL_COUNTERPARTS.get(bare) or shared_counterpart(bare, layer=SANDWICH_LAYER)
+
+
+#: the torch side's name table (the contract of :mod:`dspark_convert.roles.proof`)
+counterpart = gguf_counterpart

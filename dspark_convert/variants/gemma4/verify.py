@@ -11,13 +11,12 @@ chosen tokens.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 from ... import schema as S
 from ...reference.compare import MetadataCheck, OutputCheck, compare_cases, compare_token_cases
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...roles.proof import Forwards, OwnSide, Pair, anchors, block_forwards, lazy, names_a_class
+from ...roles.proof import Forwards, Inputs, Pair, anchors
 from .numpy_forward import Gemma4HParams
 from .numpy_forward import gemma4_forward as numpy_forward
 
@@ -53,30 +52,18 @@ def metadata(g: GGUFWeights, ck: Any) -> list[MetadataCheck]:
     return [MetadataCheck(k, g.value(k), v, _close(g.value(k), v)) for k, v in want.items()]
 
 
-#: the checkpoint class the Gemma4 torch forward reads (verify's own spelling: the converter's is its own)
-ARCHITECTURE = "Gemma4DSparkModel"
-
-
-def accepts(hf_dir: Path) -> bool:
-    """The checkpoint's own config names the class the Gemma4 torch forward reads (a checkpoint of another class
-    goes the generic way, where the metadata row reports the mismatch)."""
-    return names_a_class(hf_dir, (ARCHITECTURE,))
-
-
-#: the variant's own torch side (imported when verify runs: torch)
-_TORCH = f"{__package__}.torch_forward"
-
-
-def _n_vocab(g: GGUFWeights, target: Path) -> int:
+def _n_vocab(g: GGUFWeights, ck: Any) -> int:
     """The anchors' vocabulary: the GGUF's token_embd, else the target's embeddings."""
     if g.has("token_embd.weight"):
         return int(g.shape("token_embd.weight")[0])
-    tw = TargetWeights(target)
+    tw = TargetWeights(ck.target)
     return int(tw.ckpt.shape(tw.embed_name)[0])
 
 
-#: the checkpoint's forward, and the GGUF's with its Markov chain forced to the torch side's previous tokens
-_reference, _candidate = block_forwards(_TORCH, "gemma4_forward", numpy_forward, "prev_tokens")
+def _candidate(g: GGUFWeights, target: TargetWeights, inputs: Inputs, anchors: list[int],
+               refs: list[Any]) -> list[Any]:
+    """The GGUF's forward, its Markov chain forced to the torch side's previous tokens."""
+    return numpy_forward(g, target, inputs.feats, anchors, [r.prev_tokens for r in refs])
 
 
 def _hparams(g: GGUFWeights, outs: list[Any], anchors: list[int]) -> dict[str, Any]:
@@ -118,7 +105,6 @@ def _both(name: str, refs: list[Any], outs: list[Any]) -> OutputCheck:
     return compare_cases(name, refs, outs)
 
 
-#: verify's role: the variant's own torch side, one random anchor per case, the two Gemma 4 block forwards
-PROOF = Forwards(OwnSide("dspark_gemma4", "DeepSpec Gemma4DSparkModel", accepts, lazy(_TORCH, "Gemma4Checkpoint"),
-                         lazy(_TORCH, "gguf_counterpart"), _n_vocab),
-                 anchors, _reference, _candidate, _hparams, rows, metadata, quality_rows)
+#: verify's role: one random anchor per case, the two Gemma 4 block forwards (the torch side: :mod:`.torch_forward`)
+PROOF = Forwards(draw=anchors, candidate=_candidate, hparams=_hparams, rows=rows, quality_rows=quality_rows,
+                 metadata=metadata, n_vocab=_n_vocab, steps=False)

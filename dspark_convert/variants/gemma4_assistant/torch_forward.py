@@ -32,6 +32,10 @@ import numpy as np
 import torch
 
 from ...reference.hf_draft import TorchCheckpoint
+from ...reference.storage import SANDWICH_LAYER
+from ...reference.storage import gguf_counterpart as shared_counterpart
+from ...roles.proof import Inputs
+from .seeded import cache, embed_rows
 
 
 @dataclass
@@ -58,14 +62,22 @@ class TorchCase:
     shared_kv_states: dict[str, tuple[np.ndarray, np.ndarray]]
 
 
+#: the checkpoint classes this forward reads (the torch side's own spelling: the converter's is its own)
+ARCHITECTURES: tuple[str, ...] = ("Gemma4AssistantForCausalLM", "Gemma4UnifiedAssistantForCausalLM")
+
+
 class AssistantCheckpoint:
     """The assistant folder: ``cfg`` (its config), ``text`` (the text config), ``w`` (its weights, rounded as
-    ``storage`` says)."""
+    ``storage`` says); ``family`` / ``layout`` / ``notes`` are the report's."""
+
+    family = "gemma4_assistant"
+    layout = "Gemma 4 assistant (text_config nested)"
 
     def __init__(self, draft: Path, target: Path | None = None, storage: Mapping[str, str] | None = None) -> None:
         self.cfg: dict[str, Any] = json.loads((draft / "config.json").read_text())
         self.text: dict[str, Any] = dict(self.cfg.get("text_config") or {})
         self.w = TorchCheckpoint(draft, storage)
+        self.notes: list[str] = []
 
     @property
     def backbone(self) -> int:
@@ -81,6 +93,21 @@ class AssistantCheckpoint:
             nkv = glob if glob is not None and t.get("attention_k_eq_v", True) else t["num_key_value_heads"]
             return int(nkv), int(t.get("global_head_dim") or 512)
         return int(t["num_key_value_heads"]), int(t["head_dim"])
+
+
+def open(hf_dir: Path, target_dir: Path | None, storage: Mapping[str, str] | None) -> AssistantCheckpoint:
+    """The checkpoint (its weights rounded as ``storage`` says); no target folder is read."""
+    return AssistantCheckpoint(hf_dir, None, storage)
+
+
+def forward(ck: AssistantCheckpoint, inputs: Inputs, drawn: list[tuple[int, int]], forced: Any) -> list[TorchOutputs]:
+    """:func:`assistant_forward` on the cases' seeded inputs (:mod:`.seeded`: the last token, the target's embedding
+    rows and cache, shaped by the config), ``inputs.steps`` chained steps."""
+    types = [lt for lt in ("sliding_attention", "full_attention") if lt in ck.text["layer_types"]]
+    cases = [TorchCase(f[-1], tok, embed_rows(seed, ck.backbone),
+                       {lt: cache(seed, lt == "full_attention", f.shape[0], *ck.layer_geometry(lt)) for lt in types})
+             for f, (tok, seed) in zip(inputs.feats, drawn, strict=True)]
+    return assistant_forward(ck, cases, inputs.steps)
 
 
 def rms(x: torch.Tensor, w: torch.Tensor | None, eps: float) -> torch.Tensor:
@@ -182,18 +209,10 @@ def assistant_forward(ck: AssistantCheckpoint, cases: Sequence[TorchCase], steps
     return outs
 
 
-#: the checkpoint's names -> the GGUF tensors llama.cpp loads them as (this side's own spelling, for the storage
-#: rounding only: which GGML type each checkpoint tensor was written as)
-_LAYER_COUNTERPARTS = {
-    "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
-    "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.o_proj.weight": "attn_output.weight",
-    "post_attention_layernorm.weight": "post_attention_norm.weight", "pre_feedforward_layernorm.weight": "ffn_norm.weight",
-    "post_feedforward_layernorm.weight": "post_ffw_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
-    "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
-    "layer_scalar": "layer_output_scale.weight"}
-_GLOBAL_COUNTERPARTS = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
-                        "pre_projection.weight": "nextn.pre_projection.weight",
-                        "post_projection.weight": "nextn.post_projection.weight"}
+#: the assistant's projections -> the GGUF names llama.cpp loads them as (this side's own spelling, for the storage
+#: rounding only); the layers, the embedding and the norm: the shared table with its sandwich-norm layer
+_PROJECTIONS = {"pre_projection.weight": "nextn.pre_projection.weight",
+                "post_projection.weight": "nextn.post_projection.weight"}
 
 
 def gguf_counterpart(hf_name: str) -> str | None:
@@ -203,7 +222,9 @@ def gguf_counterpart(hf_name: str) -> str | None:
         >>> gguf_counterpart("model.layers.3.layer_scalar"), gguf_counterpart("masked_embedding.centroids.weight")
         ('blk.3.layer_output_scale.weight', None)
     """
-    if hf_name.startswith("model.layers."):
-        _, _, bid, rest = hf_name.split(".", 3)
-        return f"blk.{bid}.{_LAYER_COUNTERPARTS[rest]}" if rest in _LAYER_COUNTERPARTS else None
-    return _GLOBAL_COUNTERPARTS.get(hf_name)
+    bare = hf_name.removeprefix("model.")
+    return _PROJECTIONS.get(bare) or shared_counterpart(bare, layer=SANDWICH_LAYER)
+
+
+#: the torch side's name table (the contract of :mod:`dspark_convert.roles.proof`)
+counterpart = gguf_counterpart

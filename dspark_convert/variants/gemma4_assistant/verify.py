@@ -20,9 +20,6 @@ the choices.
 
 from __future__ import annotations
 
-import importlib
-import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,54 +27,13 @@ import numpy as np
 from ... import schema as S
 from ...reference.compare import MetadataCheck, OutputCheck, compare_cases, compare_token_cases, meta_row
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...roles.proof import Forwards, Inputs, OwnSide, Pair, lazy, names_a_class
+from ...roles.proof import Forwards, Inputs, Pair
 from .numpy_forward import FULL, SWA, AssistantCase, AssistantHParams, assistant_forward, read_hparams
+from .seeded import cache, draw, embed_rows
 
 A = S.ARCH_GEMMA4_ASSISTANT
-#: the checkpoint classes the torch forward reads (verify's own spelling: the converter's is its own)
-ARCHITECTURES = ("Gemma4AssistantForCausalLM", "Gemma4UnifiedAssistantForCausalLM")
-_TORCH = f"{__package__}.torch_forward"
-#: the HF layer type of each cache kind
-_HF_KIND = {SWA: "sliding_attention", FULL: "full_attention"}
 NOTE = ("the target's embedding rows, hidden row and KV cache (its last sliding and last full-attention layers) are "
         "seeded inputs: the assistant file holds none of them, so no target folder is read")
-
-
-def accepts(hf_dir: Path) -> bool:
-    """The checkpoint's own config names a Gemma 4 assistant class."""
-    return names_a_class(hf_dir, ARCHITECTURES)
-
-
-# ---------------------------------------------------------------------------------------------- seeded inputs
-def draw(rng: np.random.Generator, inputs: Inputs) -> list[tuple[int, int]]:
-    """Per case: the last accepted token and the seed of the case's target-side inputs."""
-    return [(int(rng.integers(0, inputs.n_vocab)), int(rng.integers(0, 2**31 - 1))) for _ in inputs.feats]
-
-
-def embed_rows(seed: int, width: int) -> Any:
-    """The target's embedding rows of a case (unscaled): row ``tok`` is ``N(0, 1/width)`` from ``(seed, tok)``."""
-    def rows(tokens: list[int]) -> np.ndarray:
-        return np.stack([np.random.default_rng([seed, 1, t]).standard_normal(width).astype(np.float32)
-                         / np.float32(math.sqrt(width)) for t in tokens])
-    return rows
-
-
-def cache(seed: int, kind: str, positions: int, n_kv: int, head_dim: int) -> tuple[np.ndarray, np.ndarray]:
-    """The keys and values of the target's cache layer of ``kind`` for a case (``[positions, n_kv, head_dim]``)."""
-    rng = np.random.default_rng([seed, 2, 0 if kind == SWA else 1])
-    k = rng.standard_normal((positions, n_kv, head_dim)).astype(np.float32)
-    return k, rng.standard_normal((positions, n_kv, head_dim)).astype(np.float32)
-
-
-def _reference(ck: Any, inputs: Inputs, drawn: list[tuple[int, int]], refs: Any) -> list[Any]:
-    """The torch forward, its inputs shaped by the config."""
-    tf = importlib.import_module(_TORCH)
-    kinds = [k for k in (SWA, FULL) if _HF_KIND[k] in ck.text["layer_types"]]
-    cases = [tf.TorchCase(f[-1], tok, embed_rows(seed, ck.backbone),
-                          {_HF_KIND[k]: cache(seed, k, f.shape[0], *ck.layer_geometry(_HF_KIND[k])) for k in kinds})
-             for f, (tok, seed) in zip(inputs.feats, drawn, strict=True)]
-    out: list[Any] = tf.assistant_forward(ck, cases, inputs.steps)
-    return out
 
 
 def _candidate(g: GGUFWeights, target: TargetWeights, inputs: Inputs, drawn: list[tuple[int, int]],
@@ -87,7 +43,7 @@ def _candidate(g: GGUFWeights, target: TargetWeights, inputs: Inputs, drawn: lis
     hp = read_hparams(g)
     kinds = [k for k in (SWA, FULL) if k in {hp.kind(i) for i in range(hp.n_layer)}]
     cases = [AssistantCase(f[-1], tok, embed_rows(seed, f.shape[1]),
-                           {k: cache(seed, k, f.shape[0], *hp.kv_shape(k)) for k in kinds})
+                           {k: cache(seed, k == FULL, f.shape[0], *hp.kv_shape(k)) for k in kinds})
              for f, (tok, seed) in zip(inputs.feats, drawn, strict=True)]
     return assistant_forward(g, cases, inputs.steps, [(r.inputs, r.h_in) for r in refs])
 
@@ -97,7 +53,7 @@ def _width(g: GGUFWeights, ck: Any) -> int:
     return int(ck.backbone)
 
 
-def _n_vocab(g: GGUFWeights, target: Path | None) -> int:
+def _n_vocab(g: GGUFWeights, ck: Any) -> int:
     return int(g.shape("token_embd.weight")[0])
 
 
@@ -162,8 +118,6 @@ def metadata(g: GGUFWeights, ck: Any) -> list[MetadataCheck]:
     return [meta_row(f"{A}.{k}", g.value(f"{A}.{k}"), v) for k, v in want.items()]
 
 
-#: verify's role: the variant's own torch side, one token and one input seed per case, chained draft steps
-PROOF = Forwards(OwnSide("gemma4_assistant", "Gemma 4 assistant (text_config nested)", accepts,
-                         lazy(_TORCH, "AssistantCheckpoint"), lazy(_TORCH, "gguf_counterpart"), _n_vocab, width=_width,
-                         notes=(NOTE,), chained=True),
-                 draw, _reference, _candidate, _hparams, rows, metadata, quality_rows, needs_target=False)
+#: verify's role: one token and one input seed per case, chained draft steps (the torch side: :mod:`.torch_forward`)
+PROOF = Forwards(draw=draw, candidate=_candidate, hparams=_hparams, rows=rows, quality_rows=quality_rows,
+                 metadata=metadata, n_vocab=_n_vocab, width=_width, notes=(NOTE,), needs_target=False)
