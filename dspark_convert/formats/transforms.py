@@ -553,7 +553,7 @@ def _gguf_q8_0(x: np.ndarray, bf16_bits: bool) -> np.ndarray:
     return quants.quantize(to_float32(x, "BF16") if bf16_bits else x, QT.Q8_0)
 
 
-# ---------------------------------------------------------------------------------------------- issue 22
+# ---------------------------------------------------------------------------------------------- row patches
 def _bf16_bits(v: np.ndarray) -> np.ndarray:
     u = np.ascontiguousarray(v, dtype=np.float32).view(np.uint32).astype(np.uint64)
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)

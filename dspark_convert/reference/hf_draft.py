@@ -243,7 +243,7 @@ class HFDraft(Generic[H]):
     target_cfg: dict[str, Any]
     prefix: str = ""                             # per-layer prefix of a one-layer draft ("midlayer." / "layers.0.")
     notes: list[str] = field(default_factory=list)
-    #: MiMo-style drafts (issue 22): (mask id, learned mask vector) from mask_embedding.pt, replacing that row of
+    #: MiMo-style drafts: (mask id, learned mask vector) from mask_embedding.pt, replacing that row of
     #: the target's embedding
     mask_vector: tuple[int, torch.Tensor] | None = None
 

@@ -1,4 +1,4 @@
-"""DFlash2 (issue 22): z-lab ``DFlash2DraftModel``, arch ``dflash`` with per-layer dynamic convolutions and a
+"""DFlash2: z-lab ``DFlash2DraftModel``, arch ``dflash`` with per-layer dynamic convolutions and a
 low-rank candidate selector (spec/upstream-b11434.md §2.1; manifests-b11434/n-dflash2*). Data only: the conv and
 selector keys and tensor names.
 

@@ -1,4 +1,4 @@
-"""DeepSeek-V4 DSpark (issue 12): the draft stored as ``mtp.{s}.*`` inside a DeepSeek-V4 checkpoint, written by
+"""DeepSeek-V4 DSpark: the draft stored as ``mtp.{s}.*`` inside a DeepSeek-V4 checkpoint, written by
 upstream's ``DeepseekV4DSparkModel`` as arch ``dflash`` with DeepSeek-V4 blocks (spec/dsv4-dspark.md, which
 corrects gguf-contract.md Appendix A; golden manifests dspark-dsv4.*). Data only, like the rest of the schema.
 

@@ -1,4 +1,4 @@
-"""Gemma4 DSpark (issue 22): DeepSpec ``Gemma4DSparkModel``, arch ``dflash`` on a Gemma 4 backbone: K used as V,
+"""Gemma4 DSpark: DeepSpec ``Gemma4DSparkModel``, arch ``dflash`` on a Gemma 4 backbone: K used as V,
 sandwich norms, a per-layer output scale and proportional RoPE (spec/upstream-b11434.md §2.5; manifests-b11434/
 n-gemma4-dspark). Data only; the family's knowledge is dspark_convert/variants/gemma4/.
 

@@ -38,7 +38,7 @@ def target_facts(ctx: Context, plan: Plan) -> TargetFacts:
 def build_plan(ctx: Context) -> Plan:
     """Plan for a z-lab DFlash draft: ``dflash_config`` (target layers also top-level), no d2t (§3.2, §4.1);
     q/k de-interleaved once for ``rope_is_neox_style: false`` (upstream b11223+)."""
-    if (ctx.draft.path / "mask_embedding.pt").is_file():  # MiMo-style (issue 22): its own code path
+    if (ctx.draft.path / "mask_embedding.pt").is_file():  # MiMo-style: its own code path
         from . import dflash_mimo
 
         return dflash_mimo.build_plan(ctx)

@@ -1,4 +1,4 @@
-"""A numpy reference forward of DFlash2 drafts, run straight from a GGUF file (issue 22).
+"""A numpy reference forward of DFlash2 drafts, run straight from a GGUF file.
 
 Follows the graph of upstream llama.cpp b11434 ``src/models/dflash.cpp`` (``build_dflash2_conv``,
 ``build_dflash2_selector`` and the DFlash decoder), written as equations:

@@ -1,4 +1,4 @@
-"""An independent float32 torch forward of a DFlash2 checkpoint (issue 22), from the Hugging Face folder.
+"""An independent float32 torch forward of a DFlash2 checkpoint, from the Hugging Face folder.
 
 Reads ``config.json`` (``dflash_config``) and the checkpoint's own tensor names (``layers.N.attention_conv.*``,
 ``candidate_selector.*``); the target supplies the embeddings and the lm_head. The math follows upstream

@@ -1,4 +1,4 @@
-"""Gemma4 DSpark (DeepSpec ``Gemma4DSparkModel``): a ``dflash`` file on a Gemma 4 backbone (issue 22).
+"""Gemma4 DSpark (DeepSpec ``Gemma4DSparkModel``): a ``dflash`` file on a Gemma 4 backbone.
 
 What this variant knows lives here, one module per concern: ``convert`` (the converter family: name table,
 requirements, keys, the generated ``rope_freqs``), ``fit`` (fit facts), ``loader`` (b11434 loader rules for
