@@ -278,8 +278,13 @@ def _folder(tmp_path: Path, arch: str, files: dict[str, str], **config: object) 
      r"Grok1ForCausalLM/chat_template.jinja: file not found \(llama.cpp's Grok vocab method needs tokenizer.model, "
      r"or tokenizer.json with chat_template.jinja\)"),
     # HunYuan's tiktoken branch loads remote code
-    ("HunYuanDenseV1ForCausalLM", {"tokenizer.model": "x"}, {},
-     r"no tokenizer.json; llama.cpp would read a tiktoken vocabulary through remote code \(HunYuanModel.set_vocab\)"),
+    ("HunYuanDenseV1ForCausalLM", {"hy.tiktoken": "x"}, {},
+     r"no tokenizer.json; for a 'HunYuanDenseV1ForCausalLM' target llama.cpp would read a tiktoken vocabulary "
+     r"through remote code \(HunYuanModel.set_vocab\)"),
+    # StableLM without tokenizer.json: _set_vocab_qwen through StableLM's own remote tokenizer code
+    ("StableLmForCausalLM", {"tokenizer.model": "x"}, {},
+     r"for a 'StableLmForCausalLM' target llama.cpp would read a StableLM tiktoken vocabulary through remote code "
+     r"\(_set_vocab_qwen\)"),
     # the builtin vocabularies are files of llama.cpp's tree
     ("MambaForCausalLM", {}, {}, r"no tokenizer files; llama.cpp would use its builtin vocabulary "
                                  r"models/ggml-vocab-gpt-neox.gguf"),

@@ -132,6 +132,11 @@ def vocab_handler_for_target(target_dir: Path, *, top_level: bool = False) -> st
     return handler_for_architecture(arch, where)
 
 
+def _arch_of(target_dir: Path) -> str:
+    """The target's text architecture as a refusal names it."""
+    return repr(text_architecture(_target_config(target_dir)))
+
+
 # ---------------------------------------------------------------------------------------------- KV helpers
 def _str(name: str, value: str) -> KV:
     return KV(name, VT.STRING, value)
@@ -651,8 +656,9 @@ def _h_stablelm(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Dra
     """StableLM: byte-level BPE from tokenizer.json; without one upstream reads a Qwen-1 style tiktoken vocabulary
     (``_set_vocab_qwen``, remote code), which is refused here."""
     if not (target_dir / "tokenizer.json").is_file():
-        raise ConvertError(f"{target_dir}: no tokenizer.json; llama.cpp would read a tiktoken vocabulary through "
-                           "remote code (_set_vocab_qwen), which dspark-convert does not reproduce")
+        raise ConvertError(f"{target_dir}: no tokenizer.json; for a {_arch_of(target_dir)} target llama.cpp would "
+                           "read a StableLM tiktoken vocabulary through remote code (_set_vocab_qwen), which "
+                           "dspark-convert does not reproduce")
     _set_vocab_gpt2(target_dir, n_vocab, kvs)
 
 
@@ -884,8 +890,9 @@ def _h_hunyuan(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draf
     text = config.get("text_config")
     merged = {**config, **text} if isinstance(text, dict) else config
     if not (target_dir / "tokenizer.json").is_file():
-        raise ConvertError(f"{target_dir}: no tokenizer.json; llama.cpp would read a tiktoken vocabulary through "
-                           "remote code (HunYuanModel.set_vocab), which dspark-convert does not reproduce")
+        raise ConvertError(f"{target_dir}: no tokenizer.json; for a {_arch_of(target_dir)} target llama.cpp would "
+                           "read a tiktoken vocabulary through remote code (HunYuanModel.set_vocab), which "
+                           "dspark-convert does not reproduce")
     hf = load_hf_tokenizer(target_dir / "tokenizer.json")
     tokens, types = bpe_token_list(hf, n_vocab)
     _token_kvs(kvs, "gpt2", pre_of(hf), tokens, None, types)
@@ -1013,8 +1020,9 @@ DRAFT_FACTS: dict[str, tuple[str, ...]] = {"laguna": ("eos_token_id", "bos_token
 
 #: handlers whose upstream method falls back to a vocabulary file of llama.cpp's tree when the target has none
 _BUILTIN_VOCABS = {"mamba": "gpt-neox", "mamba2": "gpt-neox", "openelm": "llama-spm"}
-#: handlers whose method reads Kimi's tiktoken.model when the target has no tokenizer.json
-_KIMI_TIKTOKEN = frozenset({"gpt2_or_kimi", "kimi_k3"})
+#: handlers whose method reads a tiktoken file when the target has no tokenizer.json (Kimi's is reproduced,
+#: HunYuan dense's is refused by its handler, naming the method)
+_TIKTOKEN_FALLBACKS = {"gpt2_or_kimi": TT.KIMI_FILE, "kimi_k3": TT.KIMI_FILE, "hunyuan": TT.HUNYUAN.file}
 #: handlers that read a vocabulary file of their own format instead of tokenizer.json / tokenizer.model
 _OWN_FORMATS = {"plamo": PLAMO_FILE, "plamo3": PLAMO_FILE, "rwkv_world": RWKV_WORLD_FILE,
                 "qwen_tiktoken": TT.QWEN1.file, "hunyuan_moe": TT.HUNYUAN.file}
@@ -1047,7 +1055,7 @@ def target_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str, *, 
     own = _OWN_FORMATS.get(handler)
     if own is not None and not (target_dir / own).is_file():
         raise ConvertError(f"{target_dir / own}: file not found (the {handler} vocab method reads it)")
-    files = ("tokenizer.json", "tokenizer.model") + ((TT.KIMI_FILE,) if handler in _KIMI_TIKTOKEN else ())
+    files = ("tokenizer.json", "tokenizer.model") + tuple(f for h, f in _TIKTOKEN_FALLBACKS.items() if h == handler)
     if own is None and not any((target_dir / name).is_file() for name in files):
         if handler in _BUILTIN_VOCABS:
             raise ConvertError(f"{target_dir}: no tokenizer files; llama.cpp would use its builtin vocabulary "
