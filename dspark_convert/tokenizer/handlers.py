@@ -20,7 +20,7 @@ upstream path they replay:
 ``stablelm``      byte-level BPE; the tiktoken branch (no tokenizer.json) is refused
 ``muse``          byte-level BPE + eot = the id of ``<|eot|>`` (Muse-Glimmer)
 ``laguna``        byte-level BPE + ``chat_template.jinja`` + eot from the **draft's** ``eos_token_id`` list
-``gpt2_or_kimi``  byte-level BPE (DeepSeek-V2/V3, Kimi-K2.5); the tiktoken ``kimi-k2`` fallback is refused
+``gpt2_or_kimi``  byte-level BPE (DeepSeek-V2/V3, Kimi-K2.5, Kimi-Linear); else Kimi's ``tiktoken.model``
 ``gpt2_assert_bos``  byte-level BPE after upstream's ``add_bos_token`` assertion (DeepSeek-V3.2)
 ``llama``         LlamaModel: add_space_prefix, SentencePiece / LlamaHfVocab / byte-level BPE, CodeLlama/Granite
 ``gemma``         Gemma 1: SentencePiece, CodeGemma eot id 107, add_space_prefix false
@@ -42,7 +42,9 @@ upstream path they replay:
 ``chatglm``       byte-level BPE, eos/unk ``<|endoftext|>``, eot ``<|user|>`` (ChatGLM3 / remote code refused)
 ``hunyuan``       byte-level BPE, eos from eod_token_id, eot from generation_config.json (tiktoken refused)
 ``minimax01``     byte-level BPE + chat_template.jinja
-``kimi_k3``       byte-level BPE + eos = the **draft's** eos_token_id (needs a target chat template)
+``kimi_k3``       ``gpt2_or_kimi`` + eos = the **draft's** eos_token_id (needs a target chat template)
+``qwen_tiktoken`` Qwen-1 ``qwen.tiktoken`` (:mod:`~dspark_convert.tokenizer.tiktoken_vocab`), ``_set_vocab_qwen``
+``hunyuan_moe``   HunYuan-MoE ``hy.tiktoken`` (:mod:`~dspark_convert.tokenizer.tiktoken_vocab`), bos 127959
 ``plamo(3)``      PLaMo tokenizer.jsonl (:mod:`~dspark_convert.tokenizer.vocab_files`)
 ``rwkv_world``    the RWKV world list, eot 261, bos/eos 0 (needs a target chat template)
 ================  ==============================================================================================
@@ -65,15 +67,19 @@ from ..errors import ConvertError
 from ..hf.checkpoint import TEXT_CONFIG_KEYS, load_json_if_present, read_json
 from ..notes import note
 from ..plan import KV, add_kv
+from . import bpe as bpe_module
+from . import tiktoken_vocab as TT
 from .bpe import (
     HFTokenizer,
     bpe_token_list,
+    check_text,
     identify_bpe_pre,
     is_llama_hf,
     llama_hf_token_list,
     load_hf_tokenizer,
     pre_from_hash,
     pre_of,
+    pre_table,
     xverse_token_list,
 )
 from .fastbpe import NotFast, load_fast_bpe
@@ -124,6 +130,11 @@ def vocab_handler_for_target(target_dir: Path, *, top_level: bool = False) -> st
         raise ConvertError(f"{where}: key 'architectures' is {config.get('architectures')!r}, expected a list naming "
                            "the target architecture")
     return handler_for_architecture(arch, where)
+
+
+def _arch_of(target_dir: Path) -> str:
+    """The target's text architecture as a refusal names it."""
+    return repr(text_architecture(_target_config(target_dir)))
 
 
 # ---------------------------------------------------------------------------------------------- KV helpers
@@ -490,12 +501,150 @@ def _h_laguna(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft
 
 
 def _h_gpt2_or_kimi(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
-    """DeepSeek-V2/V3, Kimi-K2.5: byte-level BPE from tokenizer.json. Upstream falls back to the tiktoken
-    ``kimi-k2`` tokenizer when that fails; that fallback is not reproduced (refused)."""
+    """DeepSeek-V2/V3, Kimi-K2.5, Kimi-Linear: byte-level BPE from tokenizer.json; without one, the Kimi tiktoken
+    vocabulary (``tiktoken.model``, :func:`_kimi_tiktoken`), as upstream's fallback reads it."""
     if not (target_dir / "tokenizer.json").is_file():
-        raise ConvertError(f"{target_dir}: no tokenizer.json; llama.cpp would fall back to the tiktoken 'kimi-k2' "
-                           "tokenizer (trust_remote_code), which dspark-convert does not reproduce")
+        if not (target_dir / TT.KIMI_FILE).is_file():
+            raise ConvertError(f"{target_dir}: neither tokenizer.json nor {TT.KIMI_FILE} (llama.cpp's "
+                               "DeepSeek-V2 / Kimi vocab method reads one of them)")
+        _kimi_tiktoken(target_dir, n_vocab, kvs)
+        return
     _set_vocab_gpt2(target_dir, n_vocab, kvs)
+
+
+# ---------------------------------------------------------------------------------------------- tiktoken targets
+def _tiktoken_pre(h: str, where: Path, method: str) -> str:
+    """``tokenizer.ggml.pre`` for chkhsh ``h`` (upstream's table, last match wins); upstream stops on an unknown one."""
+    res = None
+    for row_hash, pre in pre_table():
+        if row_hash == h:
+            res = pre
+    if res is None:
+        raise ConvertError(f"{where}: BPE pre-tokenizer not recognized (chkhsh {h} is not in llama.cpp's table; "
+                           f"its {method} stops there)")
+    return res
+
+
+def _tiktoken_ids_complete(ranks: dict[bytes, int], specials: dict[str, int], where: Path, module: str) -> int:
+    """The tokenizer's size (highest id + 1) when rank and special ids are each used once and leave no gap, as
+    the remote tokenizer module requires (it asserts or fails otherwise); one line naming the file else."""
+    ids = list(ranks.values()) + list(specials.values())
+    n = max(ids) + 1
+    if len(set(ids)) != len(ids) or len(ids) != n:
+        raise ConvertError(f"{where}: {len(ranks)} ranks and {len(specials)} special tokens (from id "
+                           f"{min(specials.values())}) do not fill ids 0..{n - 1} once each; the target's {module} "
+                           "stops on such a vocabulary")
+    return n
+
+
+def _h_qwen_tiktoken(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Qwen-1 (``_set_vocab_qwen``): ``qwen.tiktoken`` read as data with tokenization_qwen.py's fixed special
+    tokens (``<|endoftext|>``, ``<|im_start|>``, ``<|im_end|>``, ``<|extra_0..204|>`` from id 151643); byte-level
+    BPE with merges derived from the ranks; bos/eos = ``<|endoftext|>`` unless the config files name special ids,
+    unk = ``<|endoftext|>``."""
+    fam = TT.QWEN1
+    path = target_dir / fam.file
+    ranks = TT.read_ranks(path, by_line=fam.by_line)
+    specials = fam.special_tokens()
+    _tiktoken_ids_complete(ranks, specials, path, fam.module)
+    if n_vocab is None:
+        raise ConvertError("draft config.json: no vocab_size (llama.cpp's _set_vocab_qwen sizes the token list by it)")
+    top = max(ranks.values())
+    if top >= n_vocab:
+        raise ConvertError(f"{path}: rank {top} does not fit the draft's vocab_size {n_vocab} (llama.cpp's "
+                           "_set_vocab_qwen asserts it does)")
+    pre = _tiktoken_pre(TT.chkhsh(check_text(), ranks, specials, fam.pattern, nfc=fam.nfc, where=path), path,
+                        "_set_vocab_qwen")
+    merges = TT.merges_of(ranks, strict=True, where=path)
+    tokens, types = TT.token_list(ranks, specials, n_vocab)
+    _token_kvs(kvs, "gpt2", pre, tokens, None, types)
+    sv = SpecialVocab(target_dir)
+    sv.merges = merges
+    eot = specials["<|endoftext|>"]
+    if not sv.special_ids:
+        sv.set_special_token("bos", eot)
+        sv.set_special_token("eos", eot)
+    sv.set_special_token("unk", eot)
+    _extend(kvs, sv.kvs())
+
+
+def _h_hunyuan_moe(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """HunYuan-MoE (Hunyuan-A13B): ``hy.tiktoken`` read as tokenization_hy.py reads it (ids are line numbers,
+    repeated tokens skipped; ``<|endoftext|>``, ``<|startoftext|>``, ``<|bos|>``, ``<|eos|>``, ``<|pad|>``,
+    ``<|extra_0..204|>`` from id 127957); the draft's vocab_size must equal the tokenizer's; merges from the ranks
+    (a token not ending in two parts is skipped); special ids from the config files, then bos = 127959."""
+    fam = TT.HUNYUAN
+    path = target_dir / fam.file
+    ranks = TT.read_ranks(path, by_line=fam.by_line)
+    specials = fam.special_tokens()
+    size = _tiktoken_ids_complete(ranks, specials, path, fam.module)
+    if n_vocab != size:
+        raise ConvertError(f"draft config.json: vocab_size is {n_vocab!r}, expected {size} (the size of {path}'s "
+                           "tokenizer; llama.cpp's HunYuan-MoE vocab method asserts they are equal)")
+    pre = _tiktoken_pre(TT.chkhsh(check_text(), ranks, specials, fam.pattern, nfc=fam.nfc, where=path), path,
+                        "HunYuan-MoE vocab method")
+    merges = TT.merges_of(ranks, strict=False, where=path)
+    tokens, types = TT.token_list(ranks, specials, n_vocab, control=specials.values())
+    _token_kvs(kvs, "gpt2", pre, tokens, None, types)
+    add_kv(kvs, KV(S.TOKENIZER_MERGES, VT.ARRAY, merges, VT.STRING))
+    _extend(kvs, SpecialVocab(target_dir).kvs())
+    add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["bos"], VT.UINT32, specials["<|bos|>"]))
+
+
+def _kimi_tiktoken(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
+    """Kimi's tiktoken vocabulary (``tiktoken.model``) as tokenization_kimi.py builds it: the ranks, then 258
+    special ids named by tokenizer_config.json's ``added_tokens_decoder`` (``<|reserved_token_{id}|>`` otherwise),
+    split by Kimi's pattern; the pre-tokenizer must hash to ``kimi-k2``; eos = the id of tokenizer_config.json's
+    ``eos_token`` (``[EOS]`` by default).
+
+    Upstream first tries byte-level BPE through transformers, which converts the file itself (Llama 3's split
+    pattern, no merges kept); only when that tokenizer's hash is not in its table does it load the remote code.
+    A file whose converted hash is in the table is refused (that path writes a vocabulary without merges)."""
+    path = target_dir / TT.KIMI_FILE
+    cpath = target_dir / "tokenizer_config.json"
+    config = load_json_if_present(cpath)
+    if config is None:
+        raise ConvertError(f"{cpath}: file not found (the Kimi tiktoken tokenizer is configured by it)")
+    decoder_raw = config.get("added_tokens_decoder")
+    if not isinstance(decoder_raw, dict):
+        raise ConvertError(f"{cpath}: added_tokens_decoder is {type(decoder_raw).__name__}, expected an object "
+                           "(the Kimi tokenizer names its special ids from it)")
+    decoder: dict[int, str] = {}
+    for key, entry in decoder_raw.items():
+        content = token_content(entry)
+        if content is None:
+            raise ConvertError(f"{cpath}: added_tokens_decoder entry {key!r} has no content")
+        decoder[int_key(cpath, key)] = content
+    ranks = TT.read_ranks(path)
+    specials = TT.kimi_specials(len(ranks), decoder)
+    _tiktoken_ids_complete(ranks, specials, path, "tokenization_kimi.py")
+    named: dict[str, int] = {}
+    for role, default in (("bos", "[BOS]"), ("eos", "[EOS]"), ("pad", None), ("unk", None)):
+        name = token_content(config.get(f"{role}_token")) if config.get(f"{role}_token") is not None else str(default)
+        if name not in specials:
+            raise ConvertError(f"{cpath}: {role}_token {name!r} is not one of the Kimi tokenizer's special tokens "
+                               "(tokenization_kimi.py stops on it)")
+        named[role] = specials[name]
+    converted = TT.chkhsh(check_text(), ranks, specials, TT.CONVERTER_PATTERN, nfc=False, where=path)
+    known = [pre for row_hash, pre in bpe_module.pre_table() if row_hash == converted]
+    if known:  # upstream's first attempt (transformers converts the file without remote code) then succeeds
+        raise ConvertError(f"{path}: transformers converts this file itself (TikTokenConverter) to a tokenizer whose "
+                           f"hash is llama.cpp's {known[-1]!r}, so llama.cpp's byte-level BPE attempt succeeds and "
+                           "writes a vocabulary without merges, which dspark-convert does not reproduce")
+    pre = _tiktoken_pre(TT.chkhsh(check_text(), ranks, specials, TT.KIMI_PATTERN, nfc=False, where=path), path,
+                        "Kimi tiktoken fallback")
+    if pre != "kimi-k2":
+        raise ConvertError(f"{path}: the tokenizer's pre-tokenizer is {pre!r}; llama.cpp's Kimi tiktoken fallback "
+                           "accepts only 'kimi-k2'")
+    if n_vocab is None:
+        raise ConvertError("draft config.json: no vocab_size (llama.cpp's Kimi tiktoken fallback sizes the token list "
+                           "by it)")
+    merges = TT.merges_of(ranks, strict=False, where=path)
+    tokens, types = TT.token_list(ranks, specials, n_vocab, control=specials.values())
+    _token_kvs(kvs, "gpt2", pre, tokens, None, types)
+    add_kv(kvs, KV(S.TOKENIZER_MERGES, VT.ARRAY, merges, VT.STRING))
+    _extend(kvs, SpecialVocab(target_dir).kvs())
+    add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["eos"], VT.UINT32, named["eos"]))
 
 
 #: tokenizer classes whose ``__init__`` makes ``add_bos_token`` true (transformers 5.24.0 drops the
@@ -507,8 +656,9 @@ def _h_stablelm(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Dra
     """StableLM: byte-level BPE from tokenizer.json; without one upstream reads a Qwen-1 style tiktoken vocabulary
     (``_set_vocab_qwen``, remote code), which is refused here."""
     if not (target_dir / "tokenizer.json").is_file():
-        raise ConvertError(f"{target_dir}: no tokenizer.json; llama.cpp would read a tiktoken vocabulary through "
-                           "remote code (_set_vocab_qwen), which dspark-convert does not reproduce")
+        raise ConvertError(f"{target_dir}: no tokenizer.json; for a {_arch_of(target_dir)} target llama.cpp would "
+                           "read a StableLM tiktoken vocabulary through remote code (_set_vocab_qwen), which "
+                           "dspark-convert does not reproduce")
     _set_vocab_gpt2(target_dir, n_vocab, kvs)
 
 
@@ -740,8 +890,9 @@ def _h_hunyuan(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draf
     text = config.get("text_config")
     merged = {**config, **text} if isinstance(text, dict) else config
     if not (target_dir / "tokenizer.json").is_file():
-        raise ConvertError(f"{target_dir}: no tokenizer.json; llama.cpp would read a tiktoken vocabulary through "
-                           "remote code (HunYuanModel.set_vocab), which dspark-convert does not reproduce")
+        raise ConvertError(f"{target_dir}: no tokenizer.json; for a {_arch_of(target_dir)} target llama.cpp would "
+                           "read a tiktoken vocabulary through remote code (HunYuanModel.set_vocab), which "
+                           "dspark-convert does not reproduce")
     hf = load_hf_tokenizer(target_dir / "tokenizer.json")
     tokens, types = bpe_token_list(hf, n_vocab)
     _token_kvs(kvs, "gpt2", pre_of(hf), tokens, None, types)
@@ -857,6 +1008,7 @@ HANDLERS: dict[str, Callable[[Path, int | None, list[KV], Draft], None]] = {
     "mamba2": _h_mamba2, "internlm2": _h_internlm2, "internlm3": _h_internlm3, "arctic": _h_arctic,
     "xverse": _h_xverse, "chatglm": _h_chatglm, "hunyuan": _h_hunyuan, "minimax01": _h_minimax01,
     "kimi_k3": _h_kimi_k3, "plamo": _h_plamo, "plamo3": _h_plamo3, "rwkv_world": _h_rwkv_world,
+    "qwen_tiktoken": _h_qwen_tiktoken, "hunyuan_moe": _h_hunyuan_moe,
 }
 #: the draft hparams a handler's output depends on (besides vocab_size): part of the cache key
 DRAFT_FACTS: dict[str, tuple[str, ...]] = {"laguna": ("eos_token_id", "bos_token_id"),
@@ -868,8 +1020,12 @@ DRAFT_FACTS: dict[str, tuple[str, ...]] = {"laguna": ("eos_token_id", "bos_token
 
 #: handlers whose upstream method falls back to a vocabulary file of llama.cpp's tree when the target has none
 _BUILTIN_VOCABS = {"mamba": "gpt-neox", "mamba2": "gpt-neox", "openelm": "llama-spm"}
+#: handlers whose method reads a tiktoken file when the target has no tokenizer.json (Kimi's is reproduced,
+#: HunYuan dense's is refused by its handler, naming the method)
+_TIKTOKEN_FALLBACKS = {"gpt2_or_kimi": TT.KIMI_FILE, "kimi_k3": TT.KIMI_FILE, "hunyuan": TT.HUNYUAN.file}
 #: handlers that read a vocabulary file of their own format instead of tokenizer.json / tokenizer.model
-_OWN_FORMATS = {"plamo": PLAMO_FILE, "plamo3": PLAMO_FILE, "rwkv_world": RWKV_WORLD_FILE}
+_OWN_FORMATS = {"plamo": PLAMO_FILE, "plamo3": PLAMO_FILE, "rwkv_world": RWKV_WORLD_FILE,
+                "qwen_tiktoken": TT.QWEN1.file, "hunyuan_moe": TT.HUNYUAN.file}
 
 
 def target_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str, *, cache: bool = False,
@@ -899,7 +1055,8 @@ def target_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str, *, 
     own = _OWN_FORMATS.get(handler)
     if own is not None and not (target_dir / own).is_file():
         raise ConvertError(f"{target_dir / own}: file not found (the {handler} vocab method reads it)")
-    if own is None and not any((target_dir / name).is_file() for name in ("tokenizer.json", "tokenizer.model")):
+    files = ("tokenizer.json", "tokenizer.model") + tuple(f for h, f in _TIKTOKEN_FALLBACKS.items() if h == handler)
+    if own is None and not any((target_dir / name).is_file() for name in files):
         if handler in _BUILTIN_VOCABS:
             raise ConvertError(f"{target_dir}: no tokenizer files; llama.cpp would use its builtin vocabulary "
                                f"models/ggml-vocab-{_BUILTIN_VOCABS[handler]}.gguf (a file of its source tree), which "
