@@ -151,3 +151,12 @@ def test_collisions_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
         tokscan.VocabIndex(*tokscan.joined([b"ab", b"cd"]))
     index = tokscan.VocabIndex(*tokscan.joined([b"a", b"x" * 9, b"y" * 12]))
     assert index.ids([b"x" * 9, b"x" * 8 + b"z", b"y" * 12, b"y" * 11 + b"x", b"q" * 5]).tolist() == [1, -1, 2, -1, -1]
+
+
+def test_tokens_cut_on_demand() -> None:
+    tokens = tokscan.Tokens(tokscan.VocabIndex(*tokscan.joined([b"a", b"bc", b"", "d\u00e9".encode()])))
+    assert len(tokens) == 4 and tokens[1] == b"bc" and tokens[np.int64(2)] == b"" and tokens[-1] == "d\u00e9".encode()
+    assert tokens[1:3] == [b"bc", b""] and list(tokens) == [b"a", b"bc", b"", "d\u00e9".encode()]
+    for bad in (4, -5):
+        with pytest.raises(IndexError):
+            tokens[bad]

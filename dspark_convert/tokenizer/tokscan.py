@@ -20,7 +20,9 @@ raises :class:`~dspark_convert.tokenizer.tokjson.NotFast` where the ``bytes`` pa
 from __future__ import annotations
 
 import array
+import io
 import itertools
+import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import overload
@@ -231,7 +233,7 @@ class VocabIndex:
         return self.lookup(*joined(items))
 
 
-def pack_pairs(s: Strings) -> bytes:
+def pack_pairs(s: Strings) -> memoryview:
     """The GGUF items ``left + b" " + right`` (u64 length, bytes) of the strings taken two by two."""
     n = len(s) // 2
     left, right = s.lens[0::2], s.lens[1::2]
@@ -246,7 +248,7 @@ def pack_pairs(s: Strings) -> bytes:
     out = np.empty(len(meta), dtype=np.uint8)
     out[meta] = marks.reshape(-1)
     out[~meta] = s.data[: len(s.data) - 8]
-    return out.tobytes()
+    return out.data
 
 
 def chunks(raw: Raw, a: int, b: int, after: bytes) -> Iterator[tuple[Strings, bool]]:
@@ -277,7 +279,7 @@ def merge_pairs(lay: Layout, index: VocabIndex, kept: Ints) -> tuple[bytes, int,
     if not lay.pairs:
         return None
     raw, (a, b) = lay.raw, lay.merges
-    parts: list[bytes] = []
+    parts = io.BytesIO()  # (its value is taken without a copy)
     count = 0
     reduced: list[list[str]] = []
     if a + 1 >= b - 1:  # "[]"
@@ -300,9 +302,9 @@ def merge_pairs(lay: Layout, index: VocabIndex, kept: Ints) -> tuple[bytes, int,
                 st, nl, nr = int(left_starts[i]), int(left[i]), int(right[i])
                 reduced.append([s.data[st : st + nl].tobytes().decode("utf-8"),
                                 s.data[st + nl : st + nl + nr].tobytes().decode("utf-8")])
-        parts.append(pack_pairs(s))
+        parts.write(pack_pairs(s))
         count += n
-    return b"".join(parts), count, reduced
+    return parts.getvalue(), count, reduced
 
 
 def _digits(first: int, n: int) -> tuple[bytes, Ints]:
@@ -378,10 +380,11 @@ class Tokens(Sequence[bytes]):
         self._blob = vocab.data[:n].tobytes()
         self._ends = array.array("q", [0])
         self._ends.frombytes((vocab.starts + vocab.lens).astype("=i8").tobytes())
+        self._n = len(vocab.lens)
         self._list: list[bytes] | None = None
 
     def __len__(self) -> int:
-        return len(self._ends) - 1
+        return self._n
 
     @overload
     def __getitem__(self, i: int) -> bytes: ...
@@ -390,13 +393,15 @@ class Tokens(Sequence[bytes]):
     def __getitem__(self, i: slice) -> list[bytes]: ...
 
     def __getitem__(self, i: int | slice) -> bytes | list[bytes]:
-        if isinstance(i, slice) or self._list is not None:
+        if type(i) is int and 0 <= i < self._n:
+            return self._blob[self._ends[i] : self._ends[i + 1]]
+        if isinstance(i, slice):
             return self.as_list()[i]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
+        k = operator.index(i)
+        k += self._n if k < 0 else 0
+        if not 0 <= k < self._n:
             raise IndexError("token id out of range")
-        return self._blob[self._ends[i] : self._ends[i + 1]]
+        return self._blob[self._ends[k] : self._ends[k + 1]]
 
     def __iter__(self) -> Iterator[bytes]:
         return iter(self.as_list())
@@ -416,22 +421,27 @@ def span_list(data: npt.NDArray[np.uint8], starts: Ints, lens: Ints) -> list[byt
     return list(map(blob.__getitem__, map(slice, itertools.chain((0,), ends), ends)))
 
 
-def pack_spans(data: npt.NDArray[np.uint8], lens: Ints, tail: bytes = b"") -> bytes:
+def pack_spans(data: npt.NDArray[np.uint8], lens: Ints, tail: bytes = b"", batch: int = 1 << 16) -> bytes:
     """The GGUF items (u64 length, bytes) of the spans of ``data`` of lengths ``lens`` (following each other
-    from 0), then ``tail``."""
-    n = len(lens)
-    runs = np.empty(2 * n, dtype=np.int64)  # length prefix, bytes
-    runs[0::2], runs[1::2] = 8, lens
-    pattern = np.zeros(2 * n, dtype=bool)
-    pattern[0::2] = True
-    meta = np.repeat(pattern, runs)
-    out = np.empty(len(meta) + len(tail), dtype=np.uint8)
-    head = out[: len(meta)]
-    head[meta] = lens.astype("<u8").view(np.uint8)
-    head[~meta] = data[: len(meta) - 8 * n]
-    del meta
-    out[len(head) :] = np.frombuffer(tail, dtype=np.uint8)
-    return out.tobytes()
+    from 0), then ``tail``; ``batch`` spans at a time (the transient arrays stay small)."""
+    out = io.BytesIO()
+    pos = 0
+    for i in range(0, len(lens), batch):
+        part = lens[i : i + batch]
+        n = len(part)
+        runs = np.empty(2 * n, dtype=np.int64)  # length prefix, bytes
+        runs[0::2], runs[1::2] = 8, part
+        pattern = np.zeros(2 * n, dtype=bool)
+        pattern[0::2] = True
+        meta = np.repeat(pattern, runs)
+        items = np.empty(len(meta), dtype=np.uint8)
+        items[meta] = part.astype("<u8").view(np.uint8)
+        size = len(meta) - 8 * n
+        items[~meta] = data[pos : pos + size]
+        pos += size
+        out.write(items.data)
+    out.write(tail)
+    return out.getvalue()
 
 
 _HEX = np.zeros(256, dtype=bool)
