@@ -252,7 +252,7 @@ def _load(tokenizer_json: Path, raw: Raw, for_hash: bool) -> FastBPE:
     specials = special_token_entries(config, resolve_tokenizer_class(config, target_config, raw))
     tokens, index = _vocab(lay)
     vocab = _Vocab(tokens, index)  # (a repeated key raises NotFast: json keeps the last, serde may not)
-    if for_hash and model.get("ignore_merges") and not _byte_level_words(lay.meta, vocab.as_set()):
+    if for_hash and model.get("ignore_merges") and not _byte_level_words(lay.meta, vocab):
         raise NotFast  # a whole-word lookup could hit a token the reduced vocabulary lacks
     always = _always_kept(lay.meta, config, specials, vocab)
     if not for_hash:
@@ -261,13 +261,13 @@ def _load(tokenizer_json: Path, raw: Raw, for_hash: bool) -> FastBPE:
         return FastBPE(tokenizer_json, lay.meta, config, tokens, merges, reduced.build(config, specials),
                        reduced.full_ids, specials, _placeholders=reduced.placeholders, index=index)
     # 1. the initial symbols of the check text's words: single characters, byte pieces, unk
-    short = list(itertools.compress(tokens, map(operator.ge, itertools.repeat(4), map(len, tokens))))
+    short = vocab.by_length(0, 4)
     singles = itertools.compress(short, map(operator.eq, map(len, short),  # one UTF-8 sequence, whole
                                             map(_UTF8_LEN.__getitem__, map(operator.itemgetter(0), short))))
     first = _Reduced(lay, tokens, vocab.ids_of({*singles, *_BYTE_TOKENS, *always}), ignore_merges=False)
     symbols = "".join(first.build(config, specials).encode(check_text()).tokens).encode("utf-8")
     # 2. every token and merge that is a substring of them; the merges are checked and packed on the way
-    kept = _substring_tokens(symbols, tokens, vocab.as_set()) | always
+    kept = _substring_tokens(symbols, vocab) | always
     merges, reduced_merges = _merges(lay, vocab, kept)
     reduced = _Reduced(lay, tokens, vocab.ids_of(kept), merges=reduced_merges)
     tok = reduced.build(config, specials)
@@ -297,6 +297,13 @@ class _Vocab:
             return self.as_set().intersection(items)
         return set(itertools.compress(items, (self.index.ids(items) >= 0).tolist()))
 
+    def by_length(self, low: int, high: int) -> list[bytes]:
+        """The tokens of ``low`` to ``high`` bytes, in id order."""
+        if self.index is None:
+            return [t for t in self.tokens if low <= len(t) <= high]
+        lens = self.index.lens
+        return [self.tokens[i] for i in np.flatnonzero((lens >= low) & (lens <= high)).tolist()]
+
     def ids_of(self, wanted: set[bytes]) -> list[int]:
         """The ids of the tokens in ``wanted``, ascending (absent ones are ignored)."""
         if self.index is None:
@@ -305,17 +312,15 @@ class _Vocab:
         return sorted(ids[ids >= 0].tolist())
 
 
-def _substring_tokens(text: bytes, tokens: Sequence[bytes], vocab: set[bytes], short: int = 40) -> set[bytes]:
+def _substring_tokens(text: bytes, vocab: _Vocab, short: int = 40) -> set[bytes]:
     """The tokens that occur in ``text``: its substrings of up to ``short`` bytes looked up, then the few longer
     tokens searched."""
-    found = {text[i : i + n] for n in range(1, short + 1) for i in range(len(text) - n + 1)}
-    out = found & vocab
-    longer = itertools.compress(tokens, map(operator.lt, itertools.repeat(short), map(len, tokens)))
-    out.update(t for t in longer if t in text)
-    return out
+    found = vocab.present({text[i : i + n] for n in range(1, short + 1) for i in range(len(text) - n + 1)})
+    found.update(t for t in vocab.by_length(short + 1, 1 << 62) if t in text)
+    return found
 
 
-def _byte_level_words(meta: dict[str, Any], vocab: set[bytes]) -> bool:
+def _byte_level_words(meta: dict[str, Any], vocab: _Vocab) -> bool:
     """True when every word the model sees is made of byte-level characters that are all tokens (so a word is
     always the concatenation of its initial symbols)."""
     pre = meta.get("pre_tokenizer")
@@ -324,7 +329,8 @@ def _byte_level_words(meta: dict[str, Any], vocab: set[bytes]) -> bool:
         return False
     from tokenizers import pre_tokenizers
 
-    return all(c.encode("utf-8") in vocab for c in pre_tokenizers.ByteLevel.alphabet())
+    alphabet = {c.encode("utf-8") for c in pre_tokenizers.ByteLevel.alphabet()}
+    return len(vocab.present(alphabet)) == len(alphabet)
 
 
 def _always_kept(meta: dict[str, Any], config: dict[str, Any], specials: list[Any], vocab: _Vocab) -> set[bytes]:
