@@ -4,8 +4,9 @@
 150k-token vocabulary that is ~1-2 s and ~250 MB, yet the GGUF needs only the token strings, the merges, the
 added tokens and one hash. Here:
 
-- the vocabulary and merges are read as bytes by :mod:`~dspark_convert.tokenizer.tokjson` and packed as they are
-  (:class:`~dspark_convert.gguffile.packed.PackedStrings`);
+- the vocabulary and merges are read as bytes, with numpy by :mod:`~dspark_convert.tokenizer.tokscan` when the
+  file has the usual shape (else by :mod:`~dspark_convert.tokenizer.tokjson`), checked against each other and
+  packed as they are (:class:`~dspark_convert.gguffile.packed.PackedStrings`);
 - the ``tokenizers`` library gets a *reduced* tokenizer: the same normalizer, pre-tokenizer, post-processor,
   decoder and added tokens, with only the model tokens and merges that can occur in the text it must encode
   (llama.cpp's check text, for ``chkhsh``). BPE applies a merge only to two adjacent symbols of a word, so every
