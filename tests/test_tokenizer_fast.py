@@ -289,6 +289,24 @@ def test_gemma4_fast_list_equals_the_whole_tokenizer(tmp_path: Path, monkeypatch
     assert taken is True and isinstance(want, bytes) and got == want
 
 
+@pytest.mark.parametrize(("added", "cfg"), [
+    ([], {}),
+    ([("<|channel>", False, False), ("<start>", True, False)], {"bos_token": "<bos>", "add_prefix_space": False}),
+    ([('<|"|>', True, False), ("<user>", False, True)], {"additional_special_tokens": ["<user>", "<0x41>", "ab"]}),
+])
+def test_llama_hf_fast_list_equals_the_whole_tokenizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       added: list, cfg: dict) -> None:
+    """The llama handler's LlamaHfVocab branch (no tokenizer.model, a byte-fallback BPE) by the fast reader."""
+    target = make_target(tmp_path / "t", "LlamaForCausalLM", tokenizer=llama_hf(added), tok_config=cfg)
+    got, want, taken = both(target, None, "llama", monkeypatch, "_llama_hf_fast")
+    assert taken is True and isinstance(want, bytes) and got == want and b"tokenizer.ggml.merges" not in want
+    data = llama_hf([])
+    data["model"]["merges"].append(["a", "nope"])  # a part the vocabulary lacks: the library's own message
+    target = make_target(tmp_path / "m", "LlamaForCausalLM", tokenizer=data)
+    got, want, taken = both(target, None, "llama", monkeypatch, "_llama_hf_fast")
+    assert taken is False and got == want and want.startswith("error: ")
+
+
 def test_gemma4_ambiguous_or_malformed_files_take_the_whole_tokenizer(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     data = llama_hf([("<new>", True, False)])

@@ -4,8 +4,9 @@
 150k-token vocabulary that is ~1-2 s and ~250 MB, yet the GGUF needs only the token strings, the merges, the
 added tokens and one hash. Here:
 
-- the vocabulary and merges are read as bytes by :mod:`~dspark_convert.tokenizer.tokjson` and packed as they are
-  (:class:`~dspark_convert.gguffile.packed.PackedStrings`);
+- the vocabulary and merges are read as bytes, with numpy by :mod:`~dspark_convert.tokenizer.tokscan` when the
+  file has the usual shape (else by :mod:`~dspark_convert.tokenizer.tokjson`), checked against each other and
+  packed as they are (:class:`~dspark_convert.gguffile.packed.PackedStrings`);
 - the ``tokenizers`` library gets a *reduced* tokenizer: the same normalizer, pre-tokenizer, post-processor,
   decoder and added tokens, with only the model tokens and merges that can occur in the text it must encode
   (llama.cpp's check text, for ``chkhsh``). BPE applies a merge only to two adjacent symbols of a word, so every
@@ -30,9 +31,12 @@ import itertools
 import json
 import mmap
 import operator
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ..errors import ConvertError
 from ..gguffile.packed import PackedStrings
@@ -42,6 +46,7 @@ from .bpe import apply_transformers_rules, check_text, cleaned
 from .class_defaults import resolve_tokenizer_class, special_token_entries
 from .special import looks_special, token_content
 from .tokjson import Layout, NotFast, Raw, check_tokenizer_sizes, locate, merge_chunks, vocab_tokens
+from .tokscan import Tokens, VocabIndex, byte_token_ids, joined, merge_pairs, pack_spans, span_list, vocab_spans
 
 if TYPE_CHECKING:
     from tokenizers import AddedToken, Tokenizer
@@ -67,7 +72,7 @@ class FastBPE:
     path: Path
     data: dict[str, Any]
     config: dict[str, Any]
-    tokens: list[bytes]  # model vocabulary, id order
+    tokens: Sequence[bytes]  # model vocabulary, id order
     merges: PackedStrings  # tokenizer.ggml.merges as gguf-py writes them
     reduced: Tokenizer  # the reduced tokenizer (transformers' rules applied)
     full_ids: list[int]  # reduced model id -> target id
@@ -89,6 +94,15 @@ class FastBPE:
 
     _placeholders: list[int] = field(default_factory=list, repr=False)
     _reduced_decoder: dict[int, AddedToken] | None = field(default=None, repr=False)
+    index: VocabIndex | None = field(default=None, repr=False)  # the model tokens indexed, when they could be
+
+    def ids_of(self, wanted: Iterable[bytes]) -> list[int]:
+        """The model ids of the ``wanted`` tokens, ascending (items that are no model token are ignored)."""
+        wanted = set(wanted)
+        if self.index is None:
+            return list(itertools.compress(range(self.n_model), map(wanted.__contains__, self.tokens)))
+        ids = self.index.ids(list(wanted))
+        return sorted(ids[ids >= 0].tolist())
 
     def _reduced_added(self) -> dict[int, AddedToken]:
         if self._reduced_decoder is None:
@@ -164,16 +178,19 @@ class FastBPE:
             if content is not None and content not in names:
                 names.append(content)
         wanted = {n.encode("utf-8", "surrogatepass") for n in names} | set(contents)
-        model_ids = {t: i for i, t in zip(itertools.compress(range(v), map(wanted.__contains__, self.tokens)),
-                                          filter(wanted.__contains__, self.tokens), strict=True)}
+        model_ids = {self.tokens[i]: i for i in self.ids_of(wanted)}
         for c, i in contents.items():
             if model_ids.get(c, i) != i or (i < v and self.tokens[i] != c):
                 raise NotFast
         vocab = {**model_ids, **contents}  # get_vocab(with_added_tokens=True), for the names asked here
         special_ids = {vocab[b] for b in (n.encode("utf-8", "surrogatepass") for n in names) if b in vocab}
         types = [TokenType.NORMAL] * v
-        six = list(itertools.compress(range(v), map(operator.eq, map(len, self.tokens), itertools.repeat(6))))
-        for i in itertools.compress(six, map(_is_byte_token, map(self.tokens.__getitem__, six))):
+        if self.index is not None:
+            byte_ids: Iterable[int] = byte_token_ids(self.index).tolist()
+        else:
+            six = list(itertools.compress(range(v), map(operator.eq, map(len, self.tokens), itertools.repeat(6))))
+            byte_ids = itertools.compress(six, map(_is_byte_token, map(self.tokens.__getitem__, six)))
+        for i in byte_ids:
             types[i] = TokenType.BYTE
         for i in special_ids:
             if i < v and types[i] != TokenType.BYTE:
@@ -182,7 +199,12 @@ class FastBPE:
         for _i, text in extra:
             types.append(TokenType.CONTROL if text.encode("utf-8", "surrogatepass") in vocab
                          and text in names else TokenType.USER_DEFINED)
-        tokens = PackedStrings.pack([*self.tokens, *(text.encode("utf-8") for _, text in extra)])
+        more = [text.encode("utf-8") for _, text in extra]
+        if self.index is not None:
+            ix = self.index
+            tokens = PackedStrings(pack_spans(ix.data, ix.lens, PackedStrings.pack(more).blob), v + len(more))
+        else:
+            tokens = PackedStrings.pack([*self.tokens, *more])
         return tokens, [-1000.0] * len(types), types
 
 
@@ -229,50 +251,77 @@ def _load(tokenizer_json: Path, raw: Raw, for_hash: bool) -> FastBPE:
     config = load_json_if_present(tokenizer_json.parent / "tokenizer_config.json") or {}
     target_config = load_json_if_present(tokenizer_json.parent / "config.json") or {}
     specials = special_token_entries(config, resolve_tokenizer_class(config, target_config, raw))
-    tokens = vocab_tokens(lay)
-    vocab = set(tokens)
-    if len(vocab) != len(tokens):
-        raise NotFast  # a repeated key (json keeps the last, serde may not): left to the slow path
+    tokens, index = _vocab(lay)
+    vocab = _Vocab(tokens, index)  # (a repeated key raises NotFast: json keeps the last, serde may not)
     if for_hash and model.get("ignore_merges") and not _byte_level_words(lay.meta, vocab):
         raise NotFast  # a whole-word lookup could hit a token the reduced vocabulary lacks
     always = _always_kept(lay.meta, config, specials, vocab)
     if not for_hash:
         merges, _ = _merges(lay, vocab, set())
-        del vocab
-        reduced = _Reduced(lay, tokens, _ids_of(tokens, always))
+        reduced = _Reduced(lay, tokens, vocab.ids_of(always))
         return FastBPE(tokenizer_json, lay.meta, config, tokens, merges, reduced.build(config, specials),
-                       reduced.full_ids, specials, _placeholders=reduced.placeholders)
+                       reduced.full_ids, specials, _placeholders=reduced.placeholders, index=index)
     # 1. the initial symbols of the check text's words: single characters, byte pieces, unk
-    short = list(itertools.compress(tokens, map(operator.ge, itertools.repeat(4), map(len, tokens))))
+    short = vocab.by_length(0, 4)
     singles = itertools.compress(short, map(operator.eq, map(len, short),  # one UTF-8 sequence, whole
                                             map(_UTF8_LEN.__getitem__, map(operator.itemgetter(0), short))))
-    first = _Reduced(lay, tokens, _ids_of(tokens, {*singles, *_BYTE_TOKENS, *always}), ignore_merges=False)
+    first = _Reduced(lay, tokens, vocab.ids_of({*singles, *_BYTE_TOKENS, *always}), ignore_merges=False)
     symbols = "".join(first.build(config, specials).encode(check_text()).tokens).encode("utf-8")
     # 2. every token and merge that is a substring of them; the merges are checked and packed on the way
-    kept = _substring_tokens(symbols, tokens, vocab) | always
+    kept = _substring_tokens(symbols, vocab) | always
     merges, reduced_merges = _merges(lay, vocab, kept)
-    reduced = _Reduced(lay, tokens, _ids_of(tokens, kept), merges=reduced_merges)
+    reduced = _Reduced(lay, tokens, vocab.ids_of(kept), merges=reduced_merges)
     tok = reduced.build(config, specials)
     return FastBPE(tokenizer_json, lay.meta, config, tokens, merges, tok, reduced.full_ids, specials,
-                   _placeholders=reduced.placeholders)
+                   _placeholders=reduced.placeholders, index=index)
 
 
-def _ids_of(tokens: list[bytes], wanted: set[bytes]) -> list[int]:
-    """The ids of the tokens in ``wanted``, ascending (absent ones are ignored)."""
-    return list(itertools.compress(range(len(tokens)), map(wanted.__contains__, tokens)))
+class _Vocab:
+    """Membership in the model tokens: by their :class:`~dspark_convert.tokenizer.tokscan.VocabIndex` when there
+    is one (which proves them distinct), else by a set (NotFast for a repeated token)."""
+
+    def __init__(self, tokens: Sequence[bytes], index: VocabIndex | None) -> None:
+        self.tokens, self.index = tokens, index
+        self._set: set[bytes] | None = None
+        if index is None and len(self.as_set()) != len(tokens):
+            raise NotFast
+
+    def as_set(self) -> set[bytes]:
+        if self._set is None:
+            self._set = set(self.tokens)
+        return self._set
+
+    def present(self, items: Iterable[bytes]) -> set[bytes]:
+        """The items that are tokens."""
+        items = list(items)
+        if self.index is None:
+            return self.as_set().intersection(items)
+        return set(itertools.compress(items, (self.index.ids(items) >= 0).tolist()))
+
+    def by_length(self, low: int, high: int) -> list[bytes]:
+        """The tokens of ``low`` to ``high`` bytes, in id order."""
+        if self.index is None:
+            return [t for t in self.tokens if low <= len(t) <= high]
+        lens = self.index.lens
+        return [self.tokens[i] for i in np.flatnonzero((lens >= low) & (lens <= high)).tolist()]
+
+    def ids_of(self, wanted: set[bytes]) -> list[int]:
+        """The ids of the tokens in ``wanted``, ascending (absent ones are ignored)."""
+        if self.index is None:
+            return list(itertools.compress(range(len(self.tokens)), map(wanted.__contains__, self.tokens)))
+        ids = self.index.ids(list(wanted))
+        return sorted(ids[ids >= 0].tolist())
 
 
-def _substring_tokens(text: bytes, tokens: list[bytes], vocab: set[bytes], short: int = 40) -> set[bytes]:
+def _substring_tokens(text: bytes, vocab: _Vocab, short: int = 40) -> set[bytes]:
     """The tokens that occur in ``text``: its substrings of up to ``short`` bytes looked up, then the few longer
     tokens searched."""
-    found = {text[i : i + n] for n in range(1, short + 1) for i in range(len(text) - n + 1)}
-    out = found & vocab
-    longer = itertools.compress(tokens, map(operator.lt, itertools.repeat(short), map(len, tokens)))
-    out.update(t for t in longer if t in text)
-    return out
+    found = vocab.present({text[i : i + n] for n in range(1, short + 1) for i in range(len(text) - n + 1)})
+    found.update(t for t in vocab.by_length(short + 1, 1 << 62) if t in text)
+    return found
 
 
-def _byte_level_words(meta: dict[str, Any], vocab: set[bytes]) -> bool:
+def _byte_level_words(meta: dict[str, Any], vocab: _Vocab) -> bool:
     """True when every word the model sees is made of byte-level characters that are all tokens (so a word is
     always the concatenation of its initial symbols)."""
     pre = meta.get("pre_tokenizer")
@@ -281,10 +330,11 @@ def _byte_level_words(meta: dict[str, Any], vocab: set[bytes]) -> bool:
         return False
     from tokenizers import pre_tokenizers
 
-    return all(c.encode("utf-8") in vocab for c in pre_tokenizers.ByteLevel.alphabet())
+    alphabet = {c.encode("utf-8") for c in pre_tokenizers.ByteLevel.alphabet()}
+    return len(vocab.present(alphabet)) == len(alphabet)
 
 
-def _always_kept(meta: dict[str, Any], config: dict[str, Any], specials: list[Any], vocab: set[bytes]) -> set[bytes]:
+def _always_kept(meta: dict[str, Any], config: dict[str, Any], specials: list[Any], vocab: _Vocab) -> set[bytes]:
     """Model tokens every reduced tokenizer keeps: added tokens, special tokens (class defaults included), the
     named ones of tokenizer_config.json and ``unk``."""
     texts: list[Any] = [a.get("content") for a in meta.get("added_tokens") or [] if isinstance(a, dict)]
@@ -299,14 +349,36 @@ def _always_kept(meta: dict[str, Any], config: dict[str, Any], specials: list[An
     out = set()
     for t in texts:
         t = t.get("content") if isinstance(t, dict) else t
-        if isinstance(t, str) and t.encode("utf-8", "surrogatepass") in vocab:
+        if isinstance(t, str):
             out.add(t.encode("utf-8", "surrogatepass"))
-    return out
+    return vocab.present(out)
 
 
-def _merges(lay: Layout, vocab: set[bytes], kept: set[bytes]) -> tuple[PackedStrings, list[list[str]]]:
+def _vocab(lay: Layout) -> tuple[Sequence[bytes], VocabIndex | None]:
+    """The model tokens in id order, and them indexed (:class:`~dspark_convert.tokenizer.tokscan.VocabIndex`;
+    None when two hash alike, which a repeated token does)."""
+    spans = vocab_spans(lay)
+    listed = None
+    if spans is None:
+        listed = vocab_tokens(lay)
+        spans = joined(listed)
+    try:
+        index = VocabIndex(*spans)
+    except ValueError:
+        return listed if listed is not None else span_list(*spans), None
+    return listed if listed is not None else Tokens(index), index
+
+
+def _merges(lay: Layout, vocabulary: _Vocab, kept: set[bytes]) -> tuple[PackedStrings, list[list[str]]]:
     """The merges as gguf-py writes them (checked against the vocabulary, as the tokenizers library does), and
-    those whose result is a kept token (pair form, for the reduced tokenizer)."""
+    those whose result is a kept token (pair form, for the reduced tokenizer). With an index of the vocabulary
+    a pair-form file is read by :func:`~dspark_convert.tokenizer.tokscan.merge_pairs`."""
+    if vocabulary.index is not None:
+        got = merge_pairs(lay, vocabulary.index, np.array(vocabulary.ids_of(kept), dtype=np.int64))
+        if got is not None:
+            blob, count, pairs = got
+            return PackedStrings(blob, count), pairs
+    vocab = vocabulary.as_set()
     parts: list[bytes] = []
     count = 0
     reduced: list[list[str]] = []
@@ -349,7 +421,7 @@ def _spaced_merges(lay: Layout) -> list[bytes]:
 class _Reduced:
     """tokenizer.json with only the model tokens ``keep`` (renumbered ``0..R-1``) and the given merges."""
 
-    def __init__(self, lay: Layout, tokens: list[bytes], keep: list[int], merges: list[list[str]] | None = None,
+    def __init__(self, lay: Layout, tokens: Sequence[bytes], keep: list[int], merges: list[list[str]] | None = None,
                  ignore_merges: bool | None = None) -> None:
         self.full_ids = keep
         self.n_model = len(tokens)

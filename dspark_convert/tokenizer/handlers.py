@@ -55,7 +55,6 @@ Upstream runs the target class's ``set_vocab`` on the draft, so the draft's conf
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -227,7 +226,8 @@ def _h_llama(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft)
     if (target_dir / "tokenizer.model").is_file():
         _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
     elif _is_llama_hf_file(target_dir / "tokenizer.json"):
-        _set_vocab_llama_hf(target_dir, kvs, load_hf_tokenizer(target_dir / "tokenizer.json"))
+        if not _llama_hf_fast(target_dir, kvs):
+            _set_vocab_llama_hf(target_dir, kvs, load_hf_tokenizer(target_dir / "tokenizer.json"))
     else:  # Llama 3 and every other byte-level BPE
         _set_vocab_gpt2(target_dir, n_vocab, kvs)
     draft_vocab = 32000 if n_vocab is None else n_vocab  # upstream: hparams.get("vocab_size", 32000)
@@ -238,6 +238,19 @@ def _h_llama(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft)
         _extend(kvs, sv.kvs())
     if draft_vocab == 49152:  # Granite small models
         add_kv(kvs, _bool(S.ADD_TOKEN_KEYS["bos"], False))
+
+
+def _llama_hf_fast(target_dir: Path, kvs: list[KV]) -> bool:
+    """:func:`_set_vocab_llama_hf` by :mod:`~dspark_convert.tokenizer.fastbpe` (the same bytes, without loading
+    the whole tokenizer); False when that reader does not reproduce the file exactly."""
+    try:
+        fast = load_fast_bpe(target_dir / "tokenizer.json", for_hash=False)
+        tokens, scores, types = fast.llama_hf_list()
+    except NotFast:
+        return False
+    _token_kvs(kvs, "llama", "default", tokens, scores, types)
+    _extend(kvs, SpecialVocab(target_dir, n_vocab=len(tokens), tokenizer_data=fast.data).kvs())
+    return True
 
 
 def _is_llama_hf_file(tokenizer_json: Path) -> bool:
@@ -312,8 +325,7 @@ def _gemma4_fast(target_dir: Path, kvs: list[KV]) -> bool:
         tokens, scores, types = fast.llama_hf_list()
     except NotFast:
         return False
-    visible = {t.encode("utf-8") for t in _GEMMA4_VISIBLE}
-    for i in itertools.compress(range(fast.n_model), map(visible.__contains__, fast.tokens)):
+    for i in fast.ids_of(t.encode("utf-8") for t in _GEMMA4_VISIBLE):
         types[i] = S.TokenType.USER_DEFINED
     for i, at in fast.added().items():  # the added tokens beyond the model's (their text is in the list)
         if i >= fast.n_model and at.content in _GEMMA4_VISIBLE:

@@ -129,12 +129,12 @@ def _strings(raw: Raw, a: int, b: int) -> list[bytes] | None:
     if escapes:
         # one json.loads for the chunk's escaped strings: no piece ends in an odd run of backslashes (the quote
         # after it would be escaped, and the pieces glued above), so each stays one array item
-        for i, v in zip(escapes, _unescape_all([pieces[i] for i in escapes]), strict=True):
+        for i, v in zip(escapes, unescape_all([pieces[i] for i in escapes]), strict=True):
             pieces[i] = v
     return pieces
 
 
-def _unescape_all(bodies: list[bytes]) -> list[bytes]:
+def unescape_all(bodies: list[bytes]) -> list[bytes]:
     """The UTF-8 of JSON string bodies (the bytes between their quotes) holding backslashes, decoded in one
     ``json.loads``; NotFast for a bad escape or a lone surrogate (tokenizers refuses it)."""
     try:

@@ -1,0 +1,162 @@
+"""The numpy reader (tokscan) gives exactly what ``json.loads`` gives, or steps aside.
+
+Its vocabulary and merges are compared with ``json.loads`` on generated documents (escapes, control characters,
+lone surrogates, every indent, chunks of a few bytes) and on corrupted ones; its vocabulary index is compared
+with a set, and made to meet hash collisions (a weak hash swapped in) that the byte comparison must catch.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dspark_convert.gguffile.packed import PackedStrings
+from dspark_convert.tokenizer import tokjson, tokscan
+
+_TEXT = st.text(st.sampled_from(list("ab\"\\/\n\t\x00\x1fé中😀 ,:[]{}") + ["\ud7ff", "\ue000"]), max_size=6)
+
+
+def _document(vocab: list[str], merges: list[Any], indent: int | None, ascii_only: bool, order: int) -> bytes:
+    ids = list(range(len(vocab)))
+    random.Random(order).shuffle(ids) if order else None
+    data = {"version": "1.0", "added_tokens": [{"id": 0, "content": "x\"]}"}], "normalizer": None,
+            "model": {"type": "BPE", "dropout": None, "vocab": {vocab[i]: i for i in ids}, "merges": merges}}
+    return json.dumps(data, indent=indent, ensure_ascii=ascii_only).encode("utf-8")
+
+
+def _tokens(lay: tokjson.Layout) -> list[bytes] | None:
+    spans = tokscan.vocab_spans(lay)
+    return None if spans is None else tokscan.span_list(*spans)
+
+
+def _merge_strings(lay: tokjson.Layout) -> list[bytes]:
+    a, b = lay.merges
+    out: list[bytes] = []
+    for s, _ in tokscan.chunks(lay.raw, a + 1, b - 1, b"],"):
+        out += tokscan.span_list(s.data, s.starts, s.lens)
+    return out
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(vocab=st.lists(_TEXT, unique=True, max_size=30), indent=st.sampled_from([None, 0, 2]),
+       ascii_only=st.booleans(), order=st.integers(0, 3), chunk=st.integers(1, 64), data=st.data())
+def test_strings_equal_json(monkeypatch: pytest.MonkeyPatch, vocab: list[str], indent: int | None,
+                            ascii_only: bool, order: int, chunk: int, data: st.DataObject) -> None:
+    monkeypatch.setattr(tokscan, "CHUNK", chunk)  # many small pieces: cuts next to quotes and escapes
+    merges = data.draw(st.lists(st.lists(_TEXT, min_size=2, max_size=2), max_size=20))
+    raw = _document(vocab, merges, indent, ascii_only, order)
+    ref = json.loads(raw)["model"]
+    lay = tokjson.locate(raw)
+    surrogates = any("\ud800" <= c <= "\udfff" for t in vocab + [p for m in merges for p in m] for c in t)
+    try:
+        tokens = _tokens(lay)
+        strings = _merge_strings(lay)
+    except tokjson.NotFast:  # allowed only where the bytes are not plain UTF-8 (lone surrogates)
+        assert surrogates
+        return
+    enc = [t.encode("utf-8", "surrogatepass") for t in sorted(ref["vocab"], key=ref["vocab"].get)]
+    if tokens is None:  # no tokens, or ids out of file order: left to tokjson
+        assert not vocab or (order and [ref["vocab"][t] for t in ref["vocab"]] != list(range(len(vocab))))
+    else:
+        assert tokens == enc
+    assert strings == [p.encode("utf-8", "surrogatepass") for m in ref["merges"] for p in m]
+
+
+def _merge_doc(indent: int | None, ascii_only: bool) -> tuple[list[str], bytes]:
+    vocab = ["a", "b", "ab", '"q', "\\", '"q\\', "}", "],", "é", "é}", "],é}", "x" * 9, "y" * 9, "x" * 9 + "y" * 9]
+    merges = [["a", "b"], ['"q', "\\"], ["é", "}"], ["],", "é}"], ["x" * 9, "y" * 9]]
+    return vocab, _document(vocab, merges, indent, ascii_only, 0)
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_merge_pairs_pack_as_gguf_py(indent: int | None) -> None:
+    vocab, raw = _merge_doc(indent, False)
+    lay = tokjson.locate(raw)
+    index = tokscan.VocabIndex(*tokscan.joined([t.encode() for t in vocab]))
+    got = tokscan.merge_pairs(lay, index, np.array([vocab.index("ab"), vocab.index("],é}")]))
+    assert got is not None
+    blob, count, reduced = got
+    pairs = json.loads(raw)["model"]["merges"]
+    assert count == 5 and blob == PackedStrings.pack([f"{a} {b}" for a, b in pairs]).blob
+    assert reduced == [["a", "b"], ["],", "é}"]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 10**6), chunk=st.integers(1, 40), edit=st.sampled_from(["insert", "delete", "replace"]),
+       byte=st.sampled_from(list(b' ,:"\\[]{}0a\n\xff\x01')))
+def test_never_accepts_what_json_refuses(seed: int, chunk: int, edit: str, byte: int) -> None:
+    rnd = random.Random(seed)
+    vocab, doc = _merge_doc(rnd.choice([None, 2]), rnd.random() < 0.5)
+    raw = bytearray(doc)
+    pos = rnd.randrange(len(raw))
+    if edit == "insert":
+        raw[pos:pos] = bytes([byte])
+    elif edit == "delete":
+        del raw[pos]
+    else:
+        raw[pos] = byte
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tokscan, "CHUNK", chunk)
+        try:
+            lay = tokjson.locate(bytes(raw))
+            tokens = _tokens(lay)
+            if tokens is None:  # stepped aside: fastbpe reads the vocabulary with tokjson
+                tokens = tokjson.vocab_tokens(lay)
+            index = tokscan.VocabIndex(*tokscan.joined([t.encode() for t in vocab]))
+            merged = tokscan.merge_pairs(lay, index, np.zeros(0, dtype=np.int64))
+            if merged is None:  # stepped aside: fastbpe reads the merges with tokjson
+                list(tokjson.merge_chunks(lay))
+        except tokjson.NotFast:
+            return
+    ref = json.loads(bytes(raw))  # the reader took it: json must too, with the same content
+    model = ref["model"]
+    if len(set(tokens)) != len(tokens):  # a repeated key: VocabIndex refuses it
+        assert len(model["vocab"]) < len(tokens)
+    else:
+        assert tokens == [t.encode() for t in sorted(model["vocab"], key=model["vocab"].get)]
+        assert sorted(model["vocab"].values()) == list(range(len(tokens)))
+    if merged is not None:
+        assert all(p in vocab for m in model["merges"] for p in [*m, "".join(m)])
+        assert merged[0] == PackedStrings.pack([f"{a} {b}" for a, b in model["merges"]]).blob
+
+
+@settings(max_examples=100, deadline=None)
+@given(vocab=st.lists(st.binary(max_size=20), unique=True, max_size=40), probes=st.lists(st.binary(max_size=20)))
+def test_index_equals_a_set(vocab: list[bytes], probes: list[bytes]) -> None:
+    index = tokscan.VocabIndex(*tokscan.joined(vocab))
+    items = probes + vocab
+    assert index.ids(items).tolist() == [vocab.index(t) if t in vocab else -1 for t in items]
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=st.binary(max_size=8), data=st.data())
+def test_short_hashes_are_one_to_one(a: bytes, data: st.DataObject) -> None:
+    """Spans of up to 8 bytes are told apart by hash and length alone (the index compares only longer ones)."""
+    b = data.draw(st.binary(min_size=len(a), max_size=len(a)).filter(lambda b: b != a))
+    h = tokscan.span_hash(*tokscan.joined([a, b]))
+    assert h[0] != h[1]
+
+
+def test_collisions_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a hash that only sees the length, tokens of one length collide (the index refuses them) and a longer
+    probe of a token's length is told apart by its bytes."""
+    monkeypatch.setattr(tokscan, "span_hash", lambda data, starts, lens: lens.astype(np.uint64) * np.uint64(7))
+    with pytest.raises(ValueError):
+        tokscan.VocabIndex(*tokscan.joined([b"ab", b"cd"]))
+    index = tokscan.VocabIndex(*tokscan.joined([b"a", b"x" * 9, b"y" * 12]))
+    assert index.ids([b"x" * 9, b"x" * 8 + b"z", b"y" * 12, b"y" * 11 + b"x", b"q" * 5]).tolist() == [1, -1, 2, -1, -1]
+
+
+def test_tokens_cut_on_demand() -> None:
+    tokens = tokscan.Tokens(tokscan.VocabIndex(*tokscan.joined([b"a", b"bc", b"", "d\u00e9".encode()])))
+    assert len(tokens) == 4 and tokens[1] == b"bc" and tokens[np.int64(2)] == b"" and tokens[-1] == "d\u00e9".encode()
+    assert tokens[1:3] == [b"bc", b""] and list(tokens) == [b"a", b"bc", b"", "d\u00e9".encode()]
+    for bad in (4, -5):
+        with pytest.raises(IndexError):
+            tokens[bad]
