@@ -16,9 +16,10 @@ from ..gguf_constants import VT
 from .core import T_OUTPUT_NORM
 from .dflash import T_CONF_W, T_ENC_NORM, T_FC, T_MARKOV_W1, T_MARKOV_W2
 
-#: HF classes of checkpoints that carry their draft inside (DeepSeek-V4: the draft's target is the checkpoint itself)
-#: -> the tokenizer handler upstream runs for them (TextModel.set_vocab, byte-level BPE)
-DRAFT_CARRIER_TOKENIZERS: dict[str, str] = {"DeepseekV4ForCausalLM": "gpt2", "DeepseekV4DSparkModel": "gpt2"}
+#: draft classes whose checkpoint carries the target's tokenizer (DeepSeek-V4 DSpark: the draft's target is the
+#: checkpoint itself) -> the tokenizer handler upstream runs for them (TextModel.set_vocab, byte-level BPE); the
+#: target classes themselves are rows of the target table
+DRAFT_CARRIER_TOKENIZERS: dict[str, str] = {"DeepseekV4DSparkModel": "gpt2"}
 DSV4_DRAFT_PREFIX = "mtp."  #: draft tensors: mtp.{stage}.<name>
 #: draft tensors upstream b10786+ drops (DeepSeek-V4-Flash-Vision-Exp's ``ffn.gate.bias_vl``); the root
 #: ``aligner.*`` / ``image_*`` tensors it filters are never read (only ``mtp.*`` is)

@@ -595,12 +595,19 @@ def _h_hunyuan_moe(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: 
                            "tokenizer; llama.cpp's HunYuan-MoE vocab method asserts they are equal)")
     pre = _tiktoken_pre(TT.chkhsh(check_text(), ranks, specials, fam.pattern, nfc=fam.nfc, where=path), path,
                         "HunYuan-MoE vocab method")
+    _tiktoken_block(kvs, target_dir, path, pre, ranks, specials, n_vocab, "bos", specials["<|bos|>"])
+
+
+def _tiktoken_block(kvs: list[KV], target_dir: Path, path: Path, pre: str, ranks: dict[bytes, int], specials: dict[str, int],
+                    n_vocab: int, which: str, token_id: int) -> None:
+    """A remote-code tiktoken vocabulary's block: ``gpt2`` tokens (the specials CONTROL) and merges, the target's
+    special-token keys, then special ``which`` (``bos`` / ``eos``) set to ``token_id`` as the method does last."""
     merges = TT.merges_of(ranks, strict=False, where=path)
     tokens, types = TT.token_list(ranks, specials, n_vocab, control=specials.values())
     _token_kvs(kvs, "gpt2", pre, tokens, None, types)
     add_kv(kvs, KV(S.TOKENIZER_MERGES, VT.ARRAY, merges, VT.STRING))
     _extend(kvs, SpecialVocab(target_dir).kvs())
-    add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["bos"], VT.UINT32, specials["<|bos|>"]))
+    add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS[which], VT.UINT32, token_id))
 
 
 def _kimi_tiktoken(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
@@ -651,12 +658,7 @@ def _kimi_tiktoken(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None
     if n_vocab is None:
         raise ConvertError("draft config.json: no vocab_size (llama.cpp's Kimi tiktoken fallback sizes the token list "
                            "by it)")
-    merges = TT.merges_of(ranks, strict=False, where=path)
-    tokens, types = TT.token_list(ranks, specials, n_vocab, control=specials.values())
-    _token_kvs(kvs, "gpt2", pre, tokens, None, types)
-    add_kv(kvs, KV(S.TOKENIZER_MERGES, VT.ARRAY, merges, VT.STRING))
-    _extend(kvs, SpecialVocab(target_dir).kvs())
-    add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["eos"], VT.UINT32, named["eos"]))
+    _tiktoken_block(kvs, target_dir, path, pre, ranks, specials, n_vocab, "eos", named["eos"])
 
 
 #: tokenizer classes whose ``__init__`` makes ``add_bos_token`` true (transformers 5.24.0 drops the

@@ -28,11 +28,13 @@ import itertools
 import json
 import mmap
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ConvertError
+
+T = TypeVar("T")
 
 CHUNK = 1 << 19  # bytes of the vocabulary or merges handled at a time: bounds the transient pieces (~5x)
 
@@ -146,23 +148,31 @@ def unescape_all(bodies: list[bytes]) -> list[bytes]:
         raise NotFast from None
 
 
-def _chunks(raw: Raw, a: int, b: int, after: bytes) -> Iterator[list[bytes]]:
-    """:func:`_strings` of ``[a, b)`` in pieces of about CHUNK bytes, each cut right after an ``after`` that
-    lies outside every string (``a`` must too); the pages of a mapped file are dropped behind each piece."""
+def cut_chunks(raw: Raw, a: int, b: int, after: bytes, read: Callable[[Raw, int, int], T | None],
+               size: int = CHUNK) -> Iterator[tuple[T, bool]]:
+    """``read(raw, start, cut)`` over ``[a, b)`` in pieces of about ``size`` bytes, each cut right after an ``after``
+    that lies outside every string (``a`` must too; ``read`` returns None for a cut inside a string), with whether
+    it is the last; the pages of a mapped file are dropped behind each piece."""
     start = a
     while start < b:
-        cut = b if b - start <= CHUNK else raw.find(after, start + CHUNK, b)
+        cut = b if b - start <= size else raw.find(after, start + size, b)
         while True:
             cut = b if cut < 0 or cut >= b else cut + len(after)
-            pieces = _strings(raw, start, cut)
-            if pieces is not None:
+            got = read(raw, start, cut)
+            if got is not None:
                 break
             if cut >= b:
                 raise NotFast  # an unterminated string
             cut = raw.find(after, cut, b)  # that "after" was inside a string: take the next one
         release(raw, cut)
-        yield pieces
+        yield got, cut >= b
         start = cut
+
+
+def _chunks(raw: Raw, a: int, b: int, after: bytes) -> Iterator[list[bytes]]:
+    """:func:`_strings` of ``[a, b)`` in pieces (:func:`cut_chunks`)."""
+    for pieces, _ in cut_chunks(raw, a, b, after, _strings):
+        yield pieces
 
 
 def locate(raw: Raw) -> Layout:

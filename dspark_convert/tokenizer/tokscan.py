@@ -30,7 +30,7 @@ from typing import overload
 import numpy as np
 import numpy.typing as npt
 
-from .tokjson import Layout, NotFast, Raw, release, unescape_all
+from .tokjson import Layout, NotFast, Raw, cut_chunks, unescape_all
 
 _MASKS = np.array([(1 << (8 * i)) - 1 for i in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
 _MUL = np.uint64(0x9E3779B97F4A7C15)
@@ -252,23 +252,8 @@ def pack_pairs(s: Strings) -> memoryview:
 
 
 def chunks(raw: Raw, a: int, b: int, after: bytes) -> Iterator[tuple[Strings, bool]]:
-    """:func:`scan` of ``[a, b)`` in pieces of about CHUNK bytes, each cut right after an ``after`` that lies
-    outside every string (``a`` must too), with whether it is the last; the pages of a mapped file are dropped
-    behind each piece."""
-    start = a
-    while start < b:
-        cut = b if b - start <= CHUNK else raw.find(after, start + CHUNK, b)
-        while True:
-            cut = b if cut < 0 or cut >= b else cut + len(after)
-            got = scan(raw, start, cut)
-            if got is not None:
-                break
-            if cut >= b:
-                raise NotFast  # an unterminated string
-            cut = raw.find(after, cut, b)  # that "after" was inside a string: take the next one
-        release(raw, cut)
-        yield got, cut >= b
-        start = cut
+    """:func:`scan` of ``[a, b)`` in pieces of about CHUNK bytes (:func:`.tokjson.cut_chunks`), with whether each is the last."""
+    return cut_chunks(raw, a, b, after, scan, CHUNK)
 
 
 def merge_pairs(lay: Layout, index: VocabIndex, kept: Ints) -> tuple[bytes, int, list[list[str]]] | None:
