@@ -341,3 +341,35 @@ def test_uneven_rows_raise_the_transform_error(ckpt: Checkpoint) -> None:
     spec = TensorSpec("t", (24, 32), QT.BF16, sources=("odd",), transform=Eagle3Permute(8, 8))
     with pytest.raises(ConvertError, match="cannot permute 24 rows for 8 heads"):
         list(writer.tensor_chunks(spec, {"draft": ckpt}))
+
+
+# ============================================================================================== NVFP4 scale check
+@pytest.mark.parametrize(("rows_bad", "want"), [
+    ({}, None),
+    ({1: 0x80}, "holds negative E4M3 block scales"),
+    ({1: 0x80, 6: 0x7F}, "holds NaN E4M3 block scales"),   # a NaN in a later chunk is named before a negative
+    ({7: 0xFF}, "holds NaN E4M3 block scales"),
+])
+def test_nvfp4_scales_checked_a_few_rows_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    rows_bad: dict[int, int], want: str | None) -> None:
+    from dspark_convert.formats import modelopt
+
+    scale = np.full((8, 8), 0x38, np.uint8)
+    for r, v in rows_bad.items():
+        scale[r, 3] = v
+    _save(tmp_path / "model.safetensors", {"w.weight": ("U8", np.zeros((8, 64), np.uint8)),
+                                           "w.weight_scale": ("F8_E4M3", scale),
+                                           "w.weight_scale_2": ("F32", np.array(0.5, np.float32))})
+    (tmp_path / "config.json").write_text("{}")
+    ck = Checkpoint(tmp_path)
+    chunks: list[tuple[int, int]] = []
+    read_rows = ck.read_rows
+    monkeypatch.setattr(ck, "read_rows", lambda n, a, b: chunks.append((a, b)) or read_rows(n, a, b))
+    monkeypatch.setattr(modelopt, "SCALE_CHECK_BYTES", 16)  # two rows of 8 scale bytes per read
+    if want is None:
+        lin = modelopt.nvfp4_linear(ck, "w.weight", ck.read)
+        assert lin.shape == (8, 128) and lin.scale2_value == 0.5
+        assert chunks == [(0, 2), (2, 4), (4, 6), (6, 8)]
+    else:
+        with pytest.raises(ConvertError, match=f"tensor 'w.weight_scale' {want}"):
+            modelopt.nvfp4_linear(ck, "w.weight", ck.read)
