@@ -65,9 +65,10 @@ def _worker(spec: dict) -> dict:
             writer.WORKERS = writer.LOOKAHEAD = 1  # one tensor at a time, as upstream does
         t0 = time.perf_counter()
         r = convert(spec["draft"], spec["target"], spec["out"], outtype=spec.get("outtype", "q8_0"), force=True,
-                    dry_run=spec.get("dry_run", False), cache=spec.get("cache", False))
+                    dry_run=spec.get("dry_run", False), cache=spec.get("cache", False),
+                    match_upstream=spec.get("match_upstream", False))
         seconds = time.perf_counter() - t0
-        ranges = _source_ranges(r.plan, spec["draft"])
+        ranges = _source_ranges(r.plan, spec["draft"], spec["target"])
         out.update(bytes_out=r.bytes_written, bytes_in=0 if r.dry_run else sum(e - s for _, s, e in ranges),
                    ranges=ranges, planned=r.plan.total_tensor_bytes())
     elif op == "copy":
@@ -144,12 +145,15 @@ def _status(field: str) -> int:
     return 0
 
 
-def _source_ranges(plan, draft: str) -> list[tuple[str, int, int]]:
-    """(file, start, end) of every draft tensor a plan reads, in write order (what the copy baseline reads)."""
+def _source_ranges(plan, draft: str, target: str | None = None) -> list[tuple[str, int, int]]:
+    """(file, start, end) of every checkpoint tensor a plan reads (all sources of a tensor; the target's too when
+    ``target`` is given), in write order: what the copy baseline reads."""
     from dspark_convert.hf.checkpoint import Checkpoint
 
-    ck = Checkpoint(Path(draft))
-    refs = [ck.ref(t.source) for t in plan.tensors if t.source and t.origin == "draft" and t.data is None]
+    cks = {"draft": Checkpoint(Path(draft))}
+    if target is not None and any(t.origin == "target" and t.data is None for t in plan.tensors):
+        cks["target"] = Checkpoint(Path(target))
+    refs = [cks[t.origin].ref(name) for t in plan.tensors if t.data is None and t.origin in cks for name in t.sources]
     return [(str(r.file), r.start, r.end) for r in refs]
 
 

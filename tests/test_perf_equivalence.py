@@ -22,6 +22,7 @@ from gguf import GGUFWriter, quants
 from gguf.gguf_writer import WriterState
 
 from dspark_convert.errors import ConvertError
+from dspark_convert.formats.quant import nvfp4_repack
 from dspark_convert.formats.transforms import (
     TRANSFORMS,
     DeinterleaveRope,
@@ -236,6 +237,46 @@ def test_nonfinite_check_on_bits(dtype: str) -> None:
         assert writer._nonfinite(bad.reshape(5, 1), dtype)
 
 
+def test_nonfinite_check_every_16_bit_pattern() -> None:
+    """Each of the 65,536 BF16 / F16 patterns, beside finite neighbours: NaN/Inf exactly when the bits without the
+    sign reach the exponent mask (the signed and unsigned maxima cover the positive and the negative ones)."""
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    for dtype, mask in (("BF16", 0x7F80), ("F16", 0x7C00)):
+        got = [writer._nonfinite(np.array([0x3C00, int(b), 0xBC00], np.uint16), dtype) for b in bits]
+        assert got == ((bits & 0x7FFF) >= mask).tolist()
+    for v in (0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFFFFFFF, 0x80000000):
+        chunk = np.array([0x3F800000, v, 0xBF800000], np.uint32)
+        assert writer._nonfinite(chunk, "F32") == ((v & 0x7FFFFFFF) >= 0x7F800000)
+
+
+def _nvfp4_by_value(packed: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """ggml NVFP4 blocks built value by value from the layout: per 64 values, 4 scale bytes (sign cleared), then
+    per sub-block of 16 byte j = value j | value j + 8 << 4; value 2m of a row is the low nibble of byte m."""
+    rows, half = packed.shape
+    codes = np.empty((rows, 2 * half), np.uint8)
+    codes[:, 0::2], codes[:, 1::2] = packed & 15, packed >> 4
+    sub = codes.reshape(rows, -1, 4, 16)
+    qs = (sub[..., :8] | (sub[..., 8:] << 4)).reshape(rows, -1, 32)
+    return np.concatenate([(scale & 0x7F).reshape(rows, -1, 4), qs], axis=-1).reshape(rows, half // 32 * 36)
+
+
+@pytest.mark.parametrize("shape", [(1, 32), (3, 96), (7, 64), (300, 512), (3, 1 << 16)])
+def test_nvfp4_repack_equals_the_layout_value_by_value(shape: tuple[int, int]) -> None:
+    rng = np.random.default_rng(shape[0] * 7 + shape[1])
+    packed = rng.integers(0, 256, shape, dtype=np.uint8)
+    scale = rng.integers(0, 256, (shape[0], shape[1] // 8), dtype=np.uint8)
+    want = _nvfp4_by_value(packed, scale)
+    got = nvfp4_repack(packed, scale)
+    assert got.shape == want.shape == (shape[0], shape[1] // 32 * 36) and got.tobytes() == want.tobytes()
+    strided = np.zeros((shape[0], scale.shape[1] * 2), np.uint8)
+    strided[:, ::2] = scale  # non-contiguous inputs: a Fortran-ordered chunk, every other column of a wider array
+    assert nvfp4_repack(np.asfortranarray(packed), strided[:, ::2]).tobytes() == want.tobytes()
+
+
+def test_nvfp4_repack_of_no_rows() -> None:
+    assert nvfp4_repack(np.zeros((0, 64), np.uint8), np.zeros((0, 8), np.uint8)).shape == (0, 72)
+
+
 # ============================================================================================== chunked reads
 def _save(path: Path, tensors: dict[str, tuple[str, np.ndarray]]) -> None:
     header, blobs, off = {}, [], 0
@@ -300,3 +341,35 @@ def test_uneven_rows_raise_the_transform_error(ckpt: Checkpoint) -> None:
     spec = TensorSpec("t", (24, 32), QT.BF16, sources=("odd",), transform=Eagle3Permute(8, 8))
     with pytest.raises(ConvertError, match="cannot permute 24 rows for 8 heads"):
         list(writer.tensor_chunks(spec, {"draft": ckpt}))
+
+
+# ============================================================================================== NVFP4 scale check
+@pytest.mark.parametrize(("rows_bad", "want"), [
+    ({}, None),
+    ({1: 0x80}, "holds negative E4M3 block scales"),
+    ({1: 0x80, 6: 0x7F}, "holds NaN E4M3 block scales"),   # a NaN in a later chunk is named before a negative
+    ({7: 0xFF}, "holds NaN E4M3 block scales"),
+])
+def test_nvfp4_scales_checked_a_few_rows_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    rows_bad: dict[int, int], want: str | None) -> None:
+    from dspark_convert.formats import modelopt
+
+    scale = np.full((8, 8), 0x38, np.uint8)
+    for r, v in rows_bad.items():
+        scale[r, 3] = v
+    _save(tmp_path / "model.safetensors", {"w.weight": ("U8", np.zeros((8, 64), np.uint8)),
+                                           "w.weight_scale": ("F8_E4M3", scale),
+                                           "w.weight_scale_2": ("F32", np.array(0.5, np.float32))})
+    (tmp_path / "config.json").write_text("{}")
+    ck = Checkpoint(tmp_path)
+    chunks: list[tuple[int, int]] = []
+    read_rows = ck.read_rows
+    monkeypatch.setattr(ck, "read_rows", lambda n, a, b: chunks.append((a, b)) or read_rows(n, a, b))
+    monkeypatch.setattr(modelopt, "SCALE_CHECK_BYTES", 16)  # two rows of 8 scale bytes per read
+    if want is None:
+        lin = modelopt.nvfp4_linear(ck, "w.weight", ck.read)
+        assert lin.shape == (8, 128) and lin.scale2_value == 0.5
+        assert chunks == [(0, 2), (2, 4), (4, 6), (6, 8)]
+    else:
+        with pytest.raises(ConvertError, match=f"tensor 'w.weight_scale' {want}"):
+            modelopt.nvfp4_linear(ck, "w.weight", ck.read)

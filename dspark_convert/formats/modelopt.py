@@ -189,6 +189,25 @@ def _scalar(read: Callable[[str], np.ndarray], ref: Any, name: str) -> float:
     return float(v[0])
 
 
+SCALE_CHECK_BYTES = 1 << 20  #: bytes of block scales checked at a time while planning
+
+
+def _scales_checked(ck: Any, name: str, rows: int, cols: int, read: Callable[[str], np.ndarray]) -> str | None:
+    """:func:`nvfp4_bad_scales` of the block scales ``name`` (``[rows, cols]`` bytes), read ``SCALE_CHECK_BYTES`` at a
+    time with ``ck.read_rows`` when ``ck`` has it: a whole-tensor read of a memory map would leave its pages
+    resident (1/8 of the weight's bytes per linear, tens of MiB of peak RSS for a release-size draft)."""
+    if not hasattr(ck, "read_rows"):
+        return nvfp4_bad_scales(read(name))
+    step = max(1, SCALE_CHECK_BYTES // max(1, cols))
+    first = None  # NaN scales anywhere are named before negative ones, as for the whole tensor
+    for start in range(0, rows, step):
+        bad = nvfp4_bad_scales(ck.read_rows(name, start, min(rows, start + step)))
+        if bad is not None and "NaN" in bad:
+            return bad
+        first = first or bad
+    return first
+
+
 def nvfp4_linear(ck: Any, weight: str, read: Callable[[str], np.ndarray]) -> Nvfp4Linear:
     """The NVFP4 linear whose packed weight is ``weight`` (its ``weight_scale`` exists), validated: U8 ``[out, c]``
     codes, F8_E4M3 ``[out, c/8]`` scales, ``in = 2c`` a multiple of 64 (ggml super-blocks), scalar
@@ -206,7 +225,7 @@ def nvfp4_linear(ck: Any, weight: str, read: Callable[[str], np.ndarray]) -> Nvf
     if cols % NVFP4_BLOCK:
         raise ConvertError(f"{w.file}: tensor '{weight}' has {cols} in-features, not a multiple of {NVFP4_BLOCK} "
                            "(ggml NVFP4 blocks hold 64 values)")
-    bad = nvfp4_bad_scales(read(base + ".weight_scale"))  # 1/8 of the weight's bytes: checked before writing
+    bad = _scales_checked(ck, base + ".weight_scale", out, cols // NVFP4_SUB, read)  # before anything is written
     if bad is not None:
         raise ConvertError(f"{s.file}: tensor '{base}.weight_scale' {bad}")
     scale2 = base + ".weight_scale_2"

@@ -480,6 +480,7 @@ def convert_chunk(raw: np.ndarray, src_dtype: str, out: QT) -> np.ndarray:
 _Q8_STEP = 1 << 16           # elements per pass: the working set (3 arrays of 256 KiB) stays in the L2 cache
 _HALF_DOWN = np.int32(0x3EFFFFFF)  # bits of 0.49999997, the largest float32 below 0.5
 _SIGN = np.int32(-0x80000000)
+_INF = np.float32(np.inf)
 
 
 def quantize_q8_0(x: np.ndarray, *, bf16_bits: bool = False) -> np.ndarray:
@@ -509,25 +510,29 @@ def quantize_q8_0(x: np.ndarray, *, bf16_bits: bool = False) -> np.ndarray:
     m = min(step, n)
     work, sign, wide = (np.empty((m, Q8_0_BLOCK), np.int32) for _ in range(3))
     amax = np.empty(m, np.int32)
+    scale, inverse = np.empty(m, np.float32), np.empty(m, np.float32)
     halves = [np.empty(m * w, np.int32) for w in (16, 8, 4, 2)]  # the block maximum's tree, level by level
     for i in range(0, n, step):
         xb = blocks[i:i + step]
         k = xb.shape[0]
-        a, s, mx = work[:k], sign[:k], amax[:k]
+        a, s, mx, d, inv = work[:k], sign[:k], amax[:k], scale[:k], inverse[:k]
         if bf16_bits:
             xb = np.left_shift(xb, 16, out=wide[:k].view(np.uint32), dtype=np.uint32).view(np.float32)
         np.bitwise_and(xb.view(np.int32), 0x7FFFFFFF, out=a)  # |x| as bits
         _block_max(a.reshape(-1), [h[:k * h.size // m] for h in halves], mx)
-        d = mx.view(np.float32) / np.float32(127)
+        np.divide(mx.view(np.float32), np.float32(127), out=d)
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-            inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
+            np.divide(np.float32(1), d, out=inv)
         o = out[i:i + k]
         # Inf/NaN in these blocks (max|x| bits >= inf's), or d below 2^-128 so that 1/d overflows: inf/NaN
         # arithmetic whose int8 cast is platform-defined; gguf-py quantizes these blocks itself (blocks are
-        # independent, so a piece gives the same bytes as in a whole tensor)
-        if mx.max() >= 0x7F800000 or not np.isfinite(inv).all():
-            o[:] = _gguf_q8_0(blocks[i:i + k], bf16_bits).reshape(k, 2 + Q8_0_BLOCK)
-            continue
+        # independent, so a piece gives the same bytes as in a whole tensor). A zero block's 1/d is 0 there, as
+        # in gguf-py; ``not max < inf`` is also true when the maximum is NaN.
+        if not inv.max() < _INF or mx.max() >= 0x7F800000:
+            inv[d == 0] = 0
+            if not inv.max() < _INF or mx.max() >= 0x7F800000:
+                o[:] = _gguf_q8_0(blocks[i:i + k], bf16_bits).reshape(k, 2 + Q8_0_BLOCK)
+                continue
         y = a.view(np.float32)
         np.multiply(xb, inv[:, None], out=y)
         np.bitwise_or(np.bitwise_and(y.view(np.int32), _SIGN, out=s), _HALF_DOWN, out=s)
