@@ -172,3 +172,59 @@ def test_mimo_verify_accounts_for_every_tensor(tmp_path: Path) -> None:
     assert not r.passed and r.accounting is not None and not r.accounting.passed
     assert r.tensors["unaccounted"]["gguf"] == ["selector_hidden_x.weight"]
     assert all(o.passed for o in r.outputs)  # the forwards still agree: only the accounting catches it
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("as_tensor", [False, True])
+def test_plain_mask_embedding_is_read_without_torch_as_torch_reads_it(tmp_path: Path, dtype: str,
+                                                                      as_tensor: bool) -> None:
+    """The torch-free reader gives torch.load's values bit for bit (every float dtype, an int or 0-d tensor mask id,
+    a view that starts inside its storage) and says it read the file itself."""
+    torch = pytest.importorskip("torch")
+    from dspark_convert.hf import mask_embedding as M
+
+    base = torch.linspace(-3.0, 5.0, 40, dtype=torch.float64).to(getattr(torch, dtype))
+    emb = base[8:8 + 24]  # offset 8 into its storage
+    mask = torch.tensor(31, dtype=torch.int64) if as_tensor else 31
+    path = tmp_path / "mask_embedding.pt"
+    torch.save({"mask_token_id": mask, "embedding": emb}, path)
+    mask_id, vec = M._read_plain(path)
+    want = emb.to(torch.float32).numpy()
+    assert mask_id == 31 and vec.dtype == np.float32 and vec.shape == (24,)
+    assert vec.tobytes() == want.tobytes()
+    assert M.read_mask_embedding(path)[1].tobytes() == want.tobytes()
+
+
+def test_unusual_mask_embedding_goes_to_torch(tmp_path: Path) -> None:
+    """A file outside the plain shape (a 2-D embedding, a strided view, an extra key) is not read by the torch-free
+    reader: torch's path refuses it with the usual one line."""
+    torch = pytest.importorskip("torch")
+    from dspark_convert.errors import ConvertError
+    from dspark_convert.hf import mask_embedding as M
+
+    cases = {"2d": {"mask_token_id": 3, "embedding": torch.zeros(2, 4)},
+             "strided": {"mask_token_id": 3, "embedding": torch.arange(8.0)[::2]},
+             "extra": {"mask_token_id": 3, "embedding": torch.zeros(4), "x": 1}}
+    for name, obj in cases.items():
+        path = tmp_path / f"{name}.pt"
+        torch.save(obj, path)
+        with pytest.raises(M._NotPlain):
+            M._read_plain(path)
+        if name != "strided":
+            with pytest.raises(ConvertError, match=r"expected a dict of 'mask_token_id'"):
+                M.read_mask_embedding(path)
+    assert M.read_mask_embedding(tmp_path / "strided.pt")[1].tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+def test_plain_mask_embedding_needs_no_torch(tmp_path: Path) -> None:
+    """Reading a plain mask_embedding.pt does not import torch (a MiMo conversion stays torch-free)."""
+    import subprocess
+    import sys
+
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "mask_embedding.pt"
+    torch.save({"mask_token_id": 7, "embedding": torch.ones(16, dtype=torch.bfloat16)}, path)
+    code = ("import sys; from pathlib import Path; from dspark_convert.hf.mask_embedding import read_mask_embedding; "
+            f"m, v = read_mask_embedding(Path({str(path)!r})); print(m, v.sum(), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["7", "16.0", "False"]
