@@ -47,3 +47,21 @@ def run(binary: Path, target_gguf: Path, draft: Path | None = None, prompt: list
         return Run(c, parse_drafts(log))
     finally:
         srv.close()
+
+
+def failing_log(binary: Path, target_gguf: Path, draft: Path, prompt: list[int] | None = None) -> str:
+    """llama-server's whole log of a speculative completion that must fail (its backtrace included; a completion
+    that succeeds raises AssertionError)."""
+    from dspark_convert.llamacpp.server import ServerError
+
+    spec_type, n_max = spec_for(draft)
+    srv = LlamaServer(binary, target_gguf, draft=draft, spec_type=spec_type, n_max=n_max)
+    try:
+        try:
+            with srv:
+                srv.complete(PROMPT if prompt is None else prompt, N_PREDICT)
+        except ServerError:
+            return srv.log_text()
+        raise AssertionError(f"{draft.name} on {target_gguf.name}: llama-server completed")
+    finally:
+        srv.close()

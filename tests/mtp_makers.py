@@ -400,7 +400,7 @@ def make_deepseek4(out: Path, seed: int = 10, *, hidden: int = 256, layers: int 
                    head_dim: int = 96, rope: int = 32, q_lora: int = 192, o_groups: int = 2, o_lora: int = 96,
                    experts: int = 4, moe: int = 160, hc: int = 4, ratios: tuple[int, ...] | None = None,
                    hash_layers: int = 0, fp8_head: bool = False, mtp_shards: int = 1,
-                   routed_scale: float = 1.5, swiglu_limit: float = 10.0) -> Path:
+                   routed_scale: float = 1.5, swiglu_limit: float = 10.0, vocab: int = VOCAB) -> Path:
     """``DeepseekV4ForCausalLM`` (GGUF ``deepseek4``) stored as the released checkpoint is: FP8 (F8_E4M3 + an
     F8_E8M0 scale per 128x128 tile) attention and shared-expert weights, FP4 e2m1 routed experts (two codes per I8
     byte + an F8_E8M0 scale per 32), BF16 norms and router, F32 hyper-connection / sink / gate-bias tensors (the
@@ -409,14 +409,14 @@ def make_deepseek4(out: Path, seed: int = 10, *, hidden: int = 256, layers: int 
     the embedding with the first trunk layer, the other trunk layers, the head with the final norm and the trunk's
     ``hc_head_*``, then the MTP layer (cut into ``mtp_shards``). ``fp8_head``: ``head.weight`` FP8 with its
     ``head.scale`` (upstream keeps the scale); ``ratios``: ``compress_ratios`` of the trunk layers (the MTP layer's
-    is 0; default all 0, whose trunk layers need no compressor)."""
+    is 0; default all 0, whose trunk layers need no compressor); ``vocab``: the embedding and head rows."""
     import numpy as np
 
     sys.path.insert(0, str(ROOT / "fixtures"))
     import dsv4
 
     d = dsv4.Dims(hidden=hidden, stages=1, layers=layers, taps=1, heads=heads, head_dim=head_dim, rope_dim=rope,
-                  q_lora=q_lora, o_groups=o_groups, o_lora=o_lora, experts=experts, moe=moe, hc=hc, vocab=VOCAB,
+                  q_lora=q_lora, o_groups=o_groups, o_lora=o_lora, experts=experts, moe=moe, hc=hc, vocab=vocab,
                   swiglu_limit=swiglu_limit, routed_scale=routed_scale, hash_layers=hash_layers)
     lay = dsv4.Layout(arch="DeepseekV4ForCausalLM", draft=False)
     b = dsv4.Builder(d, lay, dsv4.Values(seed))
@@ -426,10 +426,10 @@ def make_deepseek4(out: Path, seed: int = 10, *, hidden: int = 256, layers: int 
     mtp += [b.norm(p + "enorm.weight", hidden), b.norm(p + "hnorm.weight", hidden), b.norm(p + "norm.weight", hidden),
             b.f32(p + "hc_head_fn", (hc, hc * hidden), 0.02), b.f32(p + "hc_head_base", (hc,), 0.1),
             b.f32(p + "hc_head_scale", (1,), 0.1, 0.5)]
-    head = b.fp8("head", VOCAB, hidden) if fp8_head else [b.bf16("head.weight", (VOCAB, hidden))]
+    head = b.fp8("head", vocab, hidden) if fp8_head else [b.bf16("head.weight", (vocab, hidden))]
     head += [b.norm("norm.weight", hidden), b.f32("hc_head_fn", (hc, hc * hidden), 0.02),
              b.f32("hc_head_base", (hc,), 0.1), b.f32("hc_head_scale", (1,), 0.1, 0.5)]
-    shards = [[b.bf16("embed.weight", (VOCAB, hidden)), *b.block("layers.0.", None)]]
+    shards = [[b.bf16("embed.weight", (vocab, hidden)), *b.block("layers.0.", None)]]
     shards.append([e for i in range(1, layers) for e in b.block(f"layers.{i}.", None)])
     shards += [head, *dsv4.split_by_size(mtp, mtp_shards)]
     shards = [s for s in shards if s]
@@ -487,14 +487,14 @@ def _fp8_blocks(w: Any, row_groups: list[tuple[int, int]] | None = None, block: 
 def make_mimo2(out: Path, seed: int = 11, *, hidden: int = 256, heads: int = 4, kv_full: int = 1, kv_swa: int = 2,
                head_dim: int = 48, v_dim: int = 32, ff: int = 320, experts: int = 4, moe_ff: int = 64,
                fused_tp: int = 0, sinks: bool = True, value_scale: float | None = 0.707,
-               arch: str = "MiMoV2FlashForCausalLM", mxfp4: bool = False) -> Path:
+               arch: str = "MiMoV2FlashForCausalLM", mxfp4: bool = False, vocab: int = VOCAB) -> Path:
     """MiMo-V2 (``MimoV2Model``, GGUF ``mimo2``) stored as the releases are, in three shards (the embedding; 2 trunk
     layers, a global dense one and a sliding-window MoE one; the 3 MTP layers ``model.mtp.layers.{0,1,2}.*``, the final
     norm and the head), the attention and MLP projections F8_E4M3 with float32 ``weight_scale_inv`` per 128 x 128 tile
     (``quant_method: fp8``), ``o_proj``, ``eh_proj``, the norms, the routers and the sinks BF16. The defaults are
     MiMo-V2-Flash's layout (separate ``q_proj`` / ``k_proj`` / ``v_proj``) at tiny sizes: q / k rows that end in a
     partial tile. ``fused_tp``: MiMo-V2.5's fused ``qkv_proj`` instead, its rows ``[Q_r | K_r | V_r]`` per rank of
-    ``fused_tp`` ranks, each rank tiled from its own first row."""
+    ``fused_tp`` ranks, each rank tiled from its own first row. ``vocab``: the embedding and head rows."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
@@ -539,7 +539,7 @@ def make_mimo2(out: Path, seed: int = 11, *, hidden: int = 256, heads: int = 4, 
         fp8(p + "mlp.up_proj", ff, hidden, shard)
         fp8(p + "mlp.down_proj", hidden, ff, shard)
 
-    put("model.embed_tokens.weight", rnd(VOCAB, hidden), 1)
+    put("model.embed_tokens.weight", rnd(vocab, hidden), 1)
     attention("model.layers.0.", kv_full, 2, False)
     dense("model.layers.0.", 2)
     put("model.layers.0.post_attention_layernorm.weight", 1 + rnd(hidden), 2)
@@ -566,11 +566,11 @@ def make_mimo2(out: Path, seed: int = 11, *, hidden: int = 256, heads: int = 4, 
         dense(p, 3)
         put(p + "final_layernorm.weight", 1 + rnd(hidden), 3)
     put("model.norm.weight", 1 + rnd(hidden), 3)
-    put("lm_head.weight", rnd(VOCAB, hidden), 3)
+    put("lm_head.weight", rnd(vocab, hidden), 3)
 
     config: dict[str, Any] = {
         "architectures": [arch], "model_type": "mimo_v2_flash" if arch == "MiMoV2FlashForCausalLM" else "mimo_v2",
-        "vocab_size": VOCAB, "hidden_size": hidden, "intermediate_size": ff, "moe_intermediate_size": moe_ff,
+        "vocab_size": vocab, "hidden_size": hidden, "intermediate_size": ff, "moe_intermediate_size": moe_ff,
         "num_hidden_layers": 2, "hybrid_layer_pattern": [0, 1], "moe_layer_freq": [0, 1],
         "num_attention_heads": heads, "num_key_value_heads": kv_full, "head_dim": head_dim, "v_head_dim": v_dim,
         "swa_num_attention_heads": heads, "swa_num_key_value_heads": kv_swa, "swa_head_dim": head_dim,

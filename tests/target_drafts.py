@@ -187,6 +187,10 @@ CASES: dict[str, tuple[Any, dict[str, Any], str, tuple[str, ...]]] = {
     "dflash-lfm2": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 2, 4], seed=3230), "lfm2", ("bf16",)),
     "dflash-nemotron-h": (dflash, dict(vocab=QV, mask=QMASK, taps=[0, 2, 5], seed=3231), "nemotron-h", ("bf16",)),
     "dflash-gemma4": (dflash, dict(vocab=302, mask=4, taps=[1, 2, 4], seed=3234), "gemma4", ("bf16",)),
+    "dflash-qwen4exp": (dflash, dict(vocab=QV, mask=QMASK, taps=[0, 1, 2], seed=3255), "qwen4exp", ("bf16",)),
+    "dflash-deepseek4": (dflash, dict(vocab=QV, mask=QMASK, taps=[0, 1, 3], seed=3256), "deepseek4", ("bf16",)),
+    "dspark-mimo2": (dspark, dict(vocab=QV, mask=QMASK, taps=[0, 1], seed=3257), "mimo2", ("bf16",)),
+    "dflash2-nanbeige": (dflash2, dict(vocab=QV, mask=QMASK, taps=[1, 2, 4], seed=3258), "nanbeige", ("bf16",)),
 }
 
 #: cases whose generated target's tokenizer hash upstream's table cannot hold (a stand-in vocabulary): case -> the

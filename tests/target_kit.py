@@ -466,6 +466,10 @@ TARGETS: dict[str, Any] = {
     "nemotron-h": ("qwen35", lambda: _flat("NemotronHForCausalLM", "nemotron_h", 6, 64, QWEN35_VOCAB,
                                            num_experts_per_tok=2,
                                            layers_block_type=["mamba", "moe", "attention", "mamba", "moe", "mamba"])),
+    "qwen4exp": ("qwen35", lambda: _flat("Qwen4ExpForCausalLM", "qwen4_exp_text", 4, 64, QWEN35_VOCAB)),
+    "deepseek4": ("qwen35", lambda: _flat("DeepseekV4ForCausalLM", "deepseek_v4", 4, 64, QWEN35_VOCAB)),
+    "mimo2": ("qwen35", lambda: _flat("MiMoV2FlashForCausalLM", "mimo_v2_flash", 2, 64, QWEN35_VOCAB)),
+    "nanbeige": ("qwen35", lambda: _flat("NanbeigeForCausalLM", "nanbeige", 6, 64, QWEN35_VOCAB)),
 }
 
 

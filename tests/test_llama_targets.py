@@ -1,8 +1,9 @@
 """The ``llama`` tier on targets of the target table: DFlash, DSpark and DFlash2 drafts converted for a Qwen3.5 target
 (``Qwen3_5ForConditionalGeneration``: nested ``text_config``, M-RoPE, hybrid linear/full attention) and for a Ling-3
 target (``BailingMoeV3ForCausalLM``: KDA linear attention, MLA, MoE) load in llama-server b11434 and
-decode exactly what the target decodes alone; on a GLM-4.5 target (``Glm4MoeForCausalLM``) llama-server b11434 aborts,
-because its glm4moe graph exposes no layer inputs for the draft (docs/targets.md).
+decode exactly what the target decodes alone; on a GLM-4.5 target (``Glm4MoeForCausalLM``) and a HunYuan-MoE target
+llama-server b11434 aborts, because their graphs expose no layer inputs for the draft, and on a Qwen4-Exp target,
+because its graph records hyper-connection-wide layer inputs (docs/targets.md).
 
 The targets are tiny random models (seeded): made with transformers, or for Ling-3, which transformers 5 has no class
 for, written as safetensors in the tensor names upstream's converter reads. They carry the Qwen3.5 tokenizer of
@@ -17,8 +18,9 @@ from pathlib import Path
 
 import pytest
 from draft_kit import Maker, Tensor, save_safetensors
+from llama.families import hunyuan_moe, qwen4exp
 from llama.target import convert_target
-from llama_support import PROMPT, Run, run
+from llama_support import PROMPT, Run, failing_log, run
 from target_drafts import make_case
 from target_kit import GLM_ADDED, QWEN35_VOCAB, qwen35_config, qwen35_tokenizer
 
@@ -217,3 +219,43 @@ def test_dflash_on_glm4moe_target_aborts_in_llama_server_b11434(llama_bin: tuple
     f = convert(draft, hf, tmp_path / "dflash-glm4-moe.bf16.gguf", outtype="bf16").path
     with pytest.raises(ConvertError, match=r"llama-server /completion failed|llama-server exited"):
         run(llama_bin[0], gguf, f, prompt=PROMPT)
+
+
+@pytest.mark.llama
+def test_draft_on_hunyuan_moe_target_aborts_and_check_says_so(llama_bin: tuple[Path, Path], tmp_path: Path) -> None:
+    """HunYuan-MoE (``HunYuanMoEV1ForCausalLM``): llama.cpp b11434's hunyuan-moe graph records no layer inputs, so a
+    draft on it aborts on its first block, and ``check --target`` fails ``target-graph`` for it. (This target's own
+    vocab method reads a tiktoken vocabulary through remote code in upstream's converter; the target here is written
+    with the dense class's byte-level vocabulary instead, and the draft is the DSpark converted for the HunYuan dense
+    target with the same tokenizer and special ids.) The target alone runs."""
+    hf = hunyuan_moe(tmp_path / "target")
+    gguf = convert_target(llama_bin[1], hf, tmp_path / "target.bf16.gguf", outtype="bf16", pre="qwen35",
+                          vocab_of=("hunyuan", "HunYuanMoEModel", "HunYuanModel"))
+    assert open_gguf(gguf).value("general.architecture") == "hunyuan-moe"
+    assert len(run(llama_bin[0], gguf).completion.tokens) == 16
+    draft, dense = make_case(tmp_path, "dspark-hunyuan", tmp_path / "targets")
+    f = convert(draft, dense, tmp_path / "dspark-hunyuan.bf16.gguf", outtype="bf16").path
+    assert f is not None
+    rule = {r.id: r for r in check_fit(f, gguf).results}["target-graph"]
+    assert (rule.status, rule.target) == ("fail", "hunyuan-moe")
+    assert "hunyuan-moe graph records no layer inputs" in rule.message
+    assert "layer input tensor is null" in failing_log(llama_bin[0], gguf, f)
+
+
+@pytest.mark.llama
+def test_dflash_on_qwen4exp_target_aborts_in_llama_server_b11434(llama_bin: tuple[Path, Path], tmp_path: Path) -> None:
+    """The draft file is upstream's (test_targets.py), ``check --target`` passes ``target-graph`` (the qwen4exp graph
+    records layer inputs) and the target runs alone; together llama-server b11434 aborts on the first draft block:
+    its qwen4exp graph records the hyper-connection residual (``hc_count`` x hidden per token) as the layer input,
+    and the copy into the draft's buffer asserts one hidden row per token."""
+    hf = qwen4exp(tmp_path / "target")
+    gguf = convert_target(llama_bin[1], hf, tmp_path / "target.bf16.gguf", outtype="bf16", pre="qwen35",
+                          extra=["--no-mtp"])
+    g = open_gguf(gguf)
+    assert (g.value("general.architecture"), g.value("qwen4exp.hyper_connection.count")) == ("qwen4exp", 2)
+    assert len(run(llama_bin[0], gguf).completion.tokens) == 16
+    draft, _ = make_case(tmp_path, "dflash-qwen4exp", tmp_path / "targets")
+    conv = convert(draft, hf, tmp_path / "dflash-qwen4exp.bf16.gguf", outtype="bf16")
+    assert conv.path is not None and not [f for f in conv.findings if f.rule == "target-graph"]
+    assert {r.id: r for r in check_fit(conv.path, gguf).results}["target-graph"].status == "pass"
+    assert "GGML_ASSERT(row_floats == model.hparams.n_embd) failed" in failing_log(llama_bin[0], gguf, conv.path)
