@@ -18,7 +18,9 @@ architecture upstream registers can be a target; this script lists them all, wit
   (the method reads state only the target class's ``__init__`` creates) or ``super`` (the method calls ``super()``
   in a class the draft class does not derive from: TypeError)).
 * ``layer_inputs``: per GGUF architecture, whether llama.cpp's graph records the layer inputs a DFlash / EAGLE-3
-  draft reads (from the C++ tree; a target without them makes llama-server abort); ``final_layer_input``: the
+  draft reads (from the C++ tree; a target without them makes llama-server abort); ``wide_layer_input``: the
+  graphs whose recorded layer inputs are the hyper-connection residual, wider than a hidden row (llama-server
+  aborts on those too); ``final_layer_input``: the
   architectures whose graph also records the last layer's output (layer input ``n_layer``, which a DFlash-family
   draft tapping the last layer reads);
 * ``top_level_architectures``: the architectures whose top-level name wins over ``text_config.architectures`` in
@@ -307,6 +309,7 @@ class Upstream:
             "embedding_scale_prefix": self.embedding_scale_prefix(),
             "layer_inputs": runtime_layer_inputs(self.tree),
             "final_layer_input": runtime_final_layer_input(self.tree),
+            "wide_layer_input": runtime_wide_layer_input(self.tree),
             "methods": {k: methods[k] for k in sorted(used)},
             "architectures": archs,
         }
@@ -339,6 +342,15 @@ def runtime_final_layer_input(tree: Path) -> list[str]:
     ``block_count``) asks for it, and llama-server aborts ("layer input tensor is null") on any other graph."""
     final = re.compile(r"t_layer_inp\s*\[\s*n_layer\s*\]")
     return sorted(arch for arch, text in graph_texts(tree).items() if final.search(text))
+
+
+def runtime_wide_layer_input(tree: Path) -> list[str]:
+    """The GGUF architectures whose llama.cpp graph records its hyper-connection residual (``res_hc``: hc_count x
+    hidden values per token) as the layer inputs, sorted. llama-server copies those rows into a draft's buffer
+    asserting one hidden row per token (``llama_context::extract_layer_inputs``), so any draft that reads them
+    aborts on its first block."""
+    wide = re.compile(r"t_layer_inp\s*\[[^\]]*\]\s*=\s*res_hc\b")
+    return sorted(arch for arch, text in graph_texts(tree).items() if wide.search(text))
 
 
 def graph_texts(tree: Path) -> dict[str, str]:

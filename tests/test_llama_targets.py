@@ -244,10 +244,10 @@ def test_draft_on_hunyuan_moe_target_aborts_and_check_says_so(llama_bin: tuple[P
 
 @pytest.mark.llama
 def test_dflash_on_qwen4exp_target_aborts_in_llama_server_b11434(llama_bin: tuple[Path, Path], tmp_path: Path) -> None:
-    """The draft file is upstream's (test_targets.py), ``check --target`` passes ``target-graph`` (the qwen4exp graph
-    records layer inputs) and the target runs alone; together llama-server b11434 aborts on the first draft block:
-    its qwen4exp graph records the hyper-connection residual (``hc_count`` x hidden per token) as the layer input,
-    and the copy into the draft's buffer asserts one hidden row per token."""
+    """The draft file is upstream's (test_targets.py) and the target runs alone; together llama-server b11434 aborts
+    on the first draft block: its qwen4exp graph records the hyper-connection residual (``hc_count`` x hidden per
+    token) as the layer input, and the copy into the draft's buffer asserts one hidden row per token. The
+    conversion warns and ``check --target`` fails ``target-graph`` with that assert."""
     hf = qwen4exp(tmp_path / "target")
     gguf = convert_target(llama_bin[1], hf, tmp_path / "target.bf16.gguf", outtype="bf16", pre="qwen35",
                           extra=["--no-mtp"])
@@ -256,6 +256,11 @@ def test_dflash_on_qwen4exp_target_aborts_in_llama_server_b11434(llama_bin: tupl
     assert len(run(llama_bin[0], gguf).completion.tokens) == 16
     draft, _ = make_case(tmp_path, "dflash-qwen4exp", tmp_path / "targets")
     conv = convert(draft, hf, tmp_path / "dflash-qwen4exp.bf16.gguf", outtype="bf16")
-    assert conv.path is not None and not [f for f in conv.findings if f.rule == "target-graph"]
-    assert {r.id: r for r in check_fit(conv.path, gguf).results}["target-graph"].status == "pass"
+    assert conv.path is not None
+    assert [f.message for f in conv.findings if f.rule == "target-graph"][0].endswith(
+        'qwen4exp graph records its hyper-connection residual (hyper_connection.count x hidden values per token) as '
+        'the layer inputs: llama-server aborts on the first draft block ("GGML_ASSERT(row_floats == '
+        'model.hparams.n_embd) failed")')
+    rule = {r.id: r for r in check_fit(conv.path, gguf).results}["target-graph"]
+    assert (rule.status, rule.target) == ("fail", "qwen4exp") and "row_floats == model.hparams.n_embd" in rule.message
     assert "GGML_ASSERT(row_floats == model.hparams.n_embd) failed" in failing_log(llama_bin[0], gguf, conv.path)

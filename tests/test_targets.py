@@ -425,6 +425,7 @@ def test_layer_inputs_from_the_cpp_tree() -> None:
     assert (T.records_final_layer_input("bailingmoe3"), T.records_final_layer_input("nemotron_h_moe"),
             T.records_final_layer_input("no-such-arch")) == (False, True, None)
     assert T.gguf_arch_of(qwen35_config("Qwen3_5MoeForConditionalGeneration")) == "qwen35moe"
+    assert [a for a in T.table()["layer_inputs"] if T.records_wide_layer_input(a)] == ["qwen4exp"]
 
 
 @pytest.mark.parametrize(("case", "status", "message"), [
@@ -435,6 +436,8 @@ def test_layer_inputs_from_the_cpp_tree() -> None:
     ("dspark-qwen35", "pass", "qwen35 graph records the layer inputs"),
     ("dspark-ling3", "pass", "bailingmoe3 graph records the layer inputs"),
     ("dflash-nemotron-h", "pass", "nemotron_h graph records the layer inputs"),  # taps its last layer: recorded
+    ("dflash-qwen4exp", "fail", "qwen4exp graph records its hyper-connection residual (hyper_connection.count x "
+                                "hidden values per token) as the layer inputs"),
 ])
 def test_check_target_reports_a_target_graph_without_layer_inputs(tmp_path: Path, targets_dir: Path, case: str,
                                                                   status: str, message: str) -> None:

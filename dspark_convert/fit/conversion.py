@@ -243,15 +243,24 @@ def check_rope(p: Pair) -> list[Finding]:
 def check_target_graph(p: Pair) -> list[Finding]:
     """A draft that reads the target's layer inputs, for a target whose llama.cpp b11434 graph records none (the
     target table's ``layer_inputs``), or a draft of :data:`schema.FINAL_LAYER_TAP_ARCHES` tapping the last layer of
-    a target whose graph does not record its output (``final_layer_input``): the file is right, but llama-server aborts on its first draft block."""
-    from ..tokenizer.targets import gguf_arch_of, records_final_layer_input, records_layer_inputs
-    from .rules import LAYER_INPUT_ARCHS, final_layer_message, last_layer_tap
+    a target whose graph does not record its output (``final_layer_input``), or whose recorded rows are its
+    hyper-connection residual (``wide_layer_input``): the file is right, but llama-server aborts on its first draft
+    block."""
+    from ..tokenizer.targets import (
+        gguf_arch_of,
+        records_final_layer_input,
+        records_layer_inputs,
+        records_wide_layer_input,
+    )
+    from .rules import LAYER_INPUT_ARCHS, final_layer_message, last_layer_tap, wide_layer_message
 
     if p.arch not in LAYER_INPUT_ARCHS:
         return []
     arch = gguf_arch_of(p.target_config)
     if arch is None or records_layer_inputs(arch) is None:
         return []
+    if records_wide_layer_input(arch):
+        return [_warn("architectures", "target-graph", f"{p.target_where}: {wide_layer_message(arch)}")]
     if records_layer_inputs(arch):
         last = last_layer_tap(p.arch, p.plan_kvs, p.target_config.get("num_hidden_layers"))
         if last is None or records_final_layer_input(arch):

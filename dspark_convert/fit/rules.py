@@ -199,12 +199,25 @@ def final_layer_message(draft_arch: str, arch: str, tap: int) -> str:
             "tensor is null\")")
 
 
+def wide_layer_message(arch: str) -> str:
+    """The one line of a draft on a graph that records the hyper-connection residual as its layer inputs."""
+    return (f"llama.cpp b11434's {arch} graph records its hyper-connection residual (hyper_connection.count x hidden "
+            "values per token) as the layer inputs: llama-server aborts on the first draft block "
+            "(\"GGML_ASSERT(row_floats == model.hparams.n_embd) failed\")")
+
+
 def rule_target_graph(p: Pair) -> Outcome:
     """A draft of :data:`LAYER_INPUT_ARCHS` reads the target's layer inputs: llama.cpp's graph of the target
     architecture must record them (the target table's ``layer_inputs``, read from llama.cpp b11434's C++ tree), and
     for a draft of :data:`schema.FINAL_LAYER_TAP_ARCHES` tapping the last layer (tap ``block_count``) also the last
-    layer's output (the table's ``final_layer_input``)."""
-    from ..tokenizer.targets import gguf_arch_of, records_final_layer_input, records_layer_inputs
+    layer's output (the table's ``final_layer_input``); the recorded rows must be hidden rows (not the
+    hyper-connection residual of the table's ``wide_layer_input``)."""
+    from ..tokenizer.targets import (
+        gguf_arch_of,
+        records_final_layer_input,
+        records_layer_inputs,
+        records_wide_layer_input,
+    )
 
     if p.draft.arch not in LAYER_INPUT_ARCHS:
         return Outcome("skip", p.draft.arch, None, f"a {p.draft.arch} draft reads no target layer inputs")
@@ -213,6 +226,8 @@ def rule_target_graph(p: Pair) -> Outcome:
     if arch is None or known is None:
         return Outcome("skip", "layer inputs", arch, f"target architecture {arch or '?'} is not in the target table")
     last = last_layer_tap(p.draft.arch, p.draft.kvs, p.target.hp.get("block_count"))
+    if known and records_wide_layer_input(arch):
+        return Outcome("fail", "layer inputs", arch, wide_layer_message(arch))
     if known and last is not None and not records_final_layer_input(arch):
         return Outcome("fail", f"tap {last} (the last layer's output)", arch, final_layer_message(p.draft.arch, arch, last),
                        {"last_layer_tap": last})

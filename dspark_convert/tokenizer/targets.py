@@ -30,7 +30,7 @@ from ..notes import note
 
 __all__ = ["METHOD_HANDLERS", "TargetArch", "table", "target_arch", "text_architecture", "handler_for_architecture",
            "is_target_architecture", "supported_architectures", "embedding_scale_prefix", "records_layer_inputs",
-           "records_final_layer_input", "final_layer_input_archs", "gguf_arch_of"]
+           "records_final_layer_input", "records_wide_layer_input", "final_layer_input_archs", "gguf_arch_of"]
 
 TABLE_FILE = "targets-b11434.json"
 UPSTREAM = "b11434"
@@ -130,6 +130,18 @@ def records_final_layer_input(gguf_arch: str) -> bool | None:
     if records_layer_inputs(gguf_arch) is None:
         return None
     return gguf_arch in table().get("final_layer_input", ())
+
+
+def records_wide_layer_input(gguf_arch: str) -> bool:
+    """Whether llama.cpp b11434's graph for ``gguf_arch`` records its hyper-connection residual (hc_count x hidden
+    values per token) as the layer inputs (the table's ``wide_layer_input``): llama-server asserts one hidden row per
+    token when it hands them to a draft, and aborts.
+
+    Example:
+        >>> records_wide_layer_input("qwen4exp"), records_wide_layer_input("qwen35")
+        (True, False)
+    """
+    return gguf_arch in table().get("wide_layer_input", ())
 
 
 def final_layer_input_archs() -> list[str]:
