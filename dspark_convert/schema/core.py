@@ -108,6 +108,14 @@ ROPE_DIMENSION_COUNT = "{arch}.rope.dimension_count"
 NEXTN_PREDICT_LAYERS = "{arch}.nextn_predict_layers"
 #: the per-expert FFN width of a MoE block (UINT32, or one value per block)
 EXPERT_FEED_FORWARD_LENGTH = "{arch}.expert_feed_forward_length"
+#: sliding-window attention: the window, which layers use it, and the K / V head widths of those layers
+SLIDING_WINDOW = "{arch}.attention.sliding_window"
+SLIDING_WINDOW_PATTERN = "{arch}.attention.sliding_window_pattern"
+KEY_LENGTH_SWA = "{arch}.attention.key_length_swa"
+VALUE_LENGTH_SWA = "{arch}.attention.value_length_swa"
+#: the width of the hidden state a head hands on when it is not ``embedding_length`` (the Gemma 4 assistant: the
+#: target's hidden size, ``post_projection``'s output and half of ``pre_projection``'s input)
+EMBEDDING_LENGTH_OUT = "{arch}.embedding_length_out"
 
 # DFlash-lineage keys upstream b11434 writes (spec/upstream-b11434.md §2.2, §2.3); DFlash2 writes them too (their
 # types are rows of dflash.py's and dflash2.py's tables)
