@@ -16,11 +16,11 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import schema as S
-from ..findings import Finding
+from ..findings import Finding, JsonRow
 from ..gguffile.options import RemoteOptions
 from ..notes import collecting
 from ..plan import as_int
@@ -40,7 +40,7 @@ SRC_TEMPLATE = "common/chat.cpp: common_chat_templates_init() (llama-server call
 
 
 @dataclass(frozen=True)
-class RuleResult:
+class RuleResult(JsonRow):
     """An :class:`Outcome` with the rule's id and its llama.cpp source (the ``--json`` ``rules[]`` entries)."""
 
     id: str
@@ -50,9 +50,6 @@ class RuleResult:
     message: str
     source: str
     details: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 # ---------------------------------------------------------------------------------------------- vocabulary rules

@@ -7,7 +7,7 @@ of float32 numpy.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,10 +195,14 @@ def read_common_hparams(g: GGUFWeights, arch: str) -> CommonHParams:
     )
 
 
-def check_feature_width(g: GGUFWeights, features: np.ndarray) -> None:
-    """The features must have the width ``fc.weight`` takes."""
-    if features.ndim != 2 or features.shape[1] != g.shape("fc.weight")[1]:
-        raise ConvertError(f"{g.path}: fc.weight takes {g.shape('fc.weight')[1]} features, got {features.shape[-1]}")
+def feature_arrays(g: GGUFWeights, features: Iterable[Any]) -> list[np.ndarray]:
+    """Each case's target features as an F32 ``(tokens, width)`` array; refused in one line unless every width is
+    the one ``fc.weight`` takes."""
+    feats = [np.asarray(f, dtype=F32) for f in features]
+    for f in feats:
+        if f.ndim != 2 or f.shape[1] != g.shape("fc.weight")[1]:
+            raise ConvertError(f"{g.path}: fc.weight takes {g.shape('fc.weight')[1]} features, got {f.shape[-1]}")
+    return feats
 
 
 # ============================================================================================== weight helpers

@@ -21,12 +21,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from .. import schema as S
 from ..errors import ConvertError, clip
+from ..findings import JsonRow
 from ..gguf_constants import QT
 from ..gguffile.reader import GGUFFile, ReaderTensor
 from ..plan import KV, Plan, TensorSpec
@@ -59,7 +60,7 @@ def revision_index(rev: str, what: str = "--from-revision") -> float:
 
 # ------------------------------------------------------------------------------------------------ findings
 @dataclass(frozen=True)
-class Stale:
+class Stale(JsonRow):
     """One item of an old file that upstream b11434 writes differently.
 
     ``needs`` says what supplies the fix: ``file`` (the file alone), ``target`` (``--target``), ``checkpoint``
@@ -70,9 +71,6 @@ class Stale:
     change: str
     since: str
     needs: str
-
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
 
     def __str__(self) -> str:
         how = {"file": "from the file alone", "target": "given --target", "checkpoint": "given --hf CHECKPOINT",

@@ -30,6 +30,7 @@ GENERAL_FILE_TYPE = "general.file_type"
 GENERAL_QUANT_VERSION = "general.quantization_version"
 GENERAL_ALIGNMENT = "general.alignment"
 GENERAL_SIZE_LABEL = "general.size_label"
+GENERAL_FINETUNE = "general.finetune"
 QUANTIZATION_VERSION = 2
 
 #: general.* metadata keys written from the checkpoint/model card (contract §2.7), in writing order, with types.
@@ -38,7 +39,7 @@ GENERAL_META_KEYS: tuple[tuple[str, VT], ...] = (
     ("general.author", VT.STRING),
     ("general.version", VT.STRING),
     ("general.organization", VT.STRING),
-    ("general.finetune", VT.STRING),
+    (GENERAL_FINETUNE, VT.STRING),
     ("general.basename", VT.STRING),
     ("general.description", VT.STRING),
     ("general.quantized_by", VT.STRING),
@@ -103,6 +104,18 @@ KEY_LENGTH = "{arch}.attention.key_length"
 VALUE_LENGTH = "{arch}.attention.value_length"
 VOCAB_SIZE = "{arch}.vocab_size"
 ROPE_DIMENSION_COUNT = "{arch}.rope.dimension_count"
+#: how many multi-token-prediction (NextN) blocks follow the trunk (UINT32): MTP sidecars, the Gemma 4 assistant
+NEXTN_PREDICT_LAYERS = "{arch}.nextn_predict_layers"
+#: the per-expert FFN width of a MoE block (UINT32, or one value per block)
+EXPERT_FEED_FORWARD_LENGTH = "{arch}.expert_feed_forward_length"
+#: sliding-window attention: the window, which layers use it, and the K / V head widths of those layers
+SLIDING_WINDOW = "{arch}.attention.sliding_window"
+SLIDING_WINDOW_PATTERN = "{arch}.attention.sliding_window_pattern"
+KEY_LENGTH_SWA = "{arch}.attention.key_length_swa"
+VALUE_LENGTH_SWA = "{arch}.attention.value_length_swa"
+#: the width of the hidden state a head hands on when it is not ``embedding_length`` (the Gemma 4 assistant: the
+#: target's hidden size, ``post_projection``'s output and half of ``pre_projection``'s input)
+EMBEDDING_LENGTH_OUT = "{arch}.embedding_length_out"
 
 # DFlash-lineage keys upstream b11434 writes (spec/upstream-b11434.md §2.2, §2.3); DFlash2 writes them too (their
 # types are rows of dflash.py's and dflash2.py's tables)

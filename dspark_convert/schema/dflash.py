@@ -30,6 +30,8 @@ from .core import (
     L_FFN_NORM,
     L_FFN_UP,
     LOGIT_SCALE,
+    SLIDING_WINDOW,
+    SLIDING_WINDOW_PATTERN,
     T_OUTPUT,
     T_OUTPUT_NORM,
     T_TOKEN_EMBD,
@@ -44,8 +46,8 @@ FORBIDDEN_ARCHES = ("dspark", "dflash-draft")
 # DFlash / DSpark (contract §2.2, §2.3)
 DFLASH_BLOCK_SIZE = "dflash.block_size"
 DFLASH_TARGET_LAYERS = "dflash.target_layers"
-DFLASH_SLIDING_WINDOW = "dflash.attention.sliding_window"
-DFLASH_SLIDING_WINDOW_PATTERN = "dflash.attention.sliding_window_pattern"
+DFLASH_SLIDING_WINDOW = SLIDING_WINDOW.format(arch=ARCH_DFLASH)
+DFLASH_SLIDING_WINDOW_PATTERN = SLIDING_WINDOW_PATTERN.format(arch=ARCH_DFLASH)
 DFLASH_SAMPLE_FROM_ANCHOR = "dflash.sample_from_anchor"
 DFLASH_DEFAULT_BLOCK_SIZE = 16
 # DFlash-lineage keys upstream b11434 writes (spec/upstream-b11434.md §2.2, §2.3); the generic {arch}.* ones

@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 from ..gguf_constants import VT
-from .core import T_OUTPUT_NORM
+from .core import EXPERT_FEED_FORWARD_LENGTH, T_OUTPUT_NORM
 from .dflash import T_CONF_W, T_ENC_NORM, T_FC, T_MARKOV_W1, T_MARKOV_W2
 
 #: draft classes whose checkpoint carries the target's tokenizer (DeepSeek-V4 DSpark: the draft's target is the
@@ -31,7 +31,6 @@ EXPERT_COUNT = "{arch}.expert_count"
 EXPERT_USED_COUNT = "{arch}.expert_used_count"
 EXPERT_GATING_FUNC = "{arch}.expert_gating_func"
 Q_LORA_RANK = "{arch}.attention.q_lora_rank"
-EXPERT_FEED_FORWARD_LENGTH = "{arch}.expert_feed_forward_length"
 EXPERT_SHARED_COUNT = "{arch}.expert_shared_count"
 EXPERT_WEIGHTS_SCALE = "{arch}.expert_weights_scale"
 EXPERT_WEIGHTS_NORM = "{arch}.expert_weights_norm"

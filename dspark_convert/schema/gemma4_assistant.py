@@ -14,19 +14,20 @@ Example:
 from __future__ import annotations
 
 from ..gguf_constants import VT
+from .core import (
+    EMBEDDING_LENGTH_OUT,
+    EXPERT_FEED_FORWARD_LENGTH,
+    KEY_LENGTH_SWA,
+    NEXTN_PREDICT_LAYERS,
+    SLIDING_WINDOW,
+    SLIDING_WINDOW_PATTERN,
+    VALUE_LENGTH_SWA,
+)
 
 ARCH_GEMMA4_ASSISTANT = "gemma4-assistant"
-#: the target's hidden size: the width of ``post_projection``'s output and half of ``pre_projection``'s input
-EMBEDDING_LENGTH_OUT = "{arch}.embedding_length_out"
-NEXTN_PREDICT_LAYERS = "{arch}.nextn_predict_layers"
 SHARED_KV_LAYERS = "{arch}.attention.shared_kv_layers"
 EMBEDDING_LENGTH_PER_LAYER_INPUT = "{arch}.embedding_length_per_layer_input"
-SLIDING_WINDOW = "{arch}.attention.sliding_window"
-SLIDING_WINDOW_PATTERN = "{arch}.attention.sliding_window_pattern"
-KEY_LENGTH_SWA = "{arch}.attention.key_length_swa"
-VALUE_LENGTH_SWA = "{arch}.attention.value_length_swa"
 ROPE_DIMENSION_COUNT_SWA = "{arch}.rope.dimension_count_swa"
-EXPERT_FEED_FORWARD_LENGTH = "{arch}.expert_feed_forward_length"
 #: root tensors (no ``blk.`` prefix)
 T_PRE_PROJECTION = "nextn.pre_projection.weight"
 T_POST_PROJECTION = "nextn.post_projection.weight"

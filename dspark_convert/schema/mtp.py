@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 from ..gguf_constants import VT
+from .core import NEXTN_PREDICT_LAYERS
 
 ARCH_QWEN35 = "qwen35"
 ARCH_QWEN35MOE = "qwen35moe"
@@ -29,7 +30,6 @@ MTP_ARCHES = (ARCH_QWEN35, ARCH_QWEN35MOE, ARCH_QWEN3NEXT, ARCH_GLM4MOE, ARCH_GL
 LAYER_NORM_EPS_ARCHES = (ARCH_NEMOTRON_H_MOE,)
 
 # keys (templates take the arch string), in upstream's writing order
-NEXTN_PREDICT_LAYERS = "{arch}.nextn_predict_layers"
 EXPERT_SHARED_FEED_FORWARD_LENGTH = "{arch}.expert_shared_feed_forward_length"
 SSM_CONV_KERNEL = "{arch}.ssm.conv_kernel"
 SSM_STATE_SIZE = "{arch}.ssm.state_size"

@@ -11,9 +11,10 @@ Example:
 
 from __future__ import annotations
 
-#: how many MTP blocks follow the trunk (UINT32); absent in a trunk-only (``--no-mtp``) file
-NEXTN_PREDICT_LAYERS = "{arch}.nextn_predict_layers"
-GENERAL_FINETUNE = "general.finetune"
+#: ``NEXTN_PREDICT_LAYERS``: how many MTP blocks follow the trunk (UINT32); absent in a trunk-only (``--no-mtp``) file
+from .core import GENERAL_FINETUNE as GENERAL_FINETUNE
+from .core import NEXTN_PREDICT_LAYERS as NEXTN_PREDICT_LAYERS
+
 #: the keys gguf-py's split writer adds to every shard (``split.no`` UINT16, ``split.count`` UINT16,
 #: ``split.tensors.count`` INT32)
 SPLIT_NO = "split.no"

@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import schema as S
+from ..findings import JsonRow
 
 MARKOV = "markov_w1.weight"
 SELECTOR = "selector_hidden.weight"
@@ -86,7 +87,7 @@ class SpecType:
 
 
 @dataclass(frozen=True)
-class HubName:
+class HubName(JsonRow):
     """Whether llama-server's ``-hf`` finds a draft file under its name: ``keyword`` is the one its ``--spec-type``
     needs, ``found_as`` the type ``-hfd`` without ``--spec-type`` runs it as (None: no keyword, so ``-hf`` does not
     find it as a draft and may take it as the main model), ``problem`` one line when the name hides it (else None)."""
@@ -96,9 +97,6 @@ class HubName:
     keyword: str
     found_as: str | None
     problem: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def file_name_of(ref: str) -> str:

@@ -30,7 +30,7 @@ from ...reference.layers import (
 from ...reference.ops import (
     F32,
     CommonHParams,
-    check_feature_width,
+    feature_arrays,
     layer_weights,
     lm_logits,
     need,
@@ -162,9 +162,7 @@ def dflash_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence
         >>> out[0].tokens, out[0].confidences                                                        # doctest: +SKIP
     """
     hp = DFlashHParams.from_gguf(g)
-    feats = [np.asarray(c.features, dtype=F32) for c in cases]
-    for f in feats:
-        check_feature_width(g, f)
+    feats = feature_arrays(g, (c.features for c in cases))
     w_fc, w_cn = g.array("fc.weight"), g.array("enc.output_norm.weight")
     ctxs = [context_projection(f, w_fc, w_cn, hp.eps) for f in feats]
     del w_fc

@@ -35,7 +35,7 @@ from ...reference.layers import (
     feed_forward,
     stream_layers,
 )
-from ...reference.ops import F32, check_feature_width, layer_weights, lm_logits, rms_norm
+from ...reference.ops import F32, feature_arrays, layer_weights, lm_logits, rms_norm
 from ...reference.weights import GGUFWeights, TargetWeights
 from ..dflash.numpy_forward import DFlashHParams, block_mask
 
@@ -140,9 +140,7 @@ def dflash2_forward(g: GGUFWeights, target: TargetWeights | None, features: Sequ
     """One DFlash2 block proposal per (features, anchor) case."""
     hp = DFlash2HParams.from_gguf(g)
     b = hp.base
-    feats = [np.asarray(f, dtype=F32) for f in features]
-    for f in feats:
-        check_feature_width(g, f)
+    feats = feature_arrays(g, features)
     ctxs = [context_projection(f, g.array("fc.weight"), g.array("enc.output_norm.weight"), b.eps) for f in feats]
     B = b.block_size
     x0 = [block_input(g, target, a, b.mask_token_id, B, hp.embedding_scale) for a in anchors]

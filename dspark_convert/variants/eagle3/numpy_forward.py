@@ -18,8 +18,8 @@ from ...reference.ops import (
     F32,
     CommonHParams,
     attention,
-    check_feature_width,
     embed_tokens,
+    feature_arrays,
     layer_weights,
     lm_logits,
     need,
@@ -141,9 +141,7 @@ def eagle3_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence
         (3,)
     """
     hp = Eagle3HParams.from_gguf(g)
-    feats = [np.asarray(c.features, dtype=F32) for c in cases]
-    for f in feats:
-        check_feature_width(g, f)
+    feats = feature_arrays(g, (c.features for c in cases))
     w = layer_weights(g, 0, EAGLE3_TENSORS)
     freq = g.array("rope_freqs.weight") if g.has("rope_freqs.weight") else None
     d2t = g.ints("d2t") if g.has("d2t") else None

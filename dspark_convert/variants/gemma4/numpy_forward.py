@@ -38,9 +38,8 @@ from ...reference.layers import (
     visible_keys,
 )
 from ...reference.ops import (
-    F32,
     CommonHParams,
-    check_feature_width,
+    feature_arrays,
     gelu_tanh,
     layer_weights,
     lm_logits,
@@ -142,9 +141,7 @@ def gemma4_forward(g: GGUFWeights, target: TargetWeights | None, features: Seque
                    anchors: Sequence[int], prev_tokens: Sequence[np.ndarray | None] | None = None) -> list[Gemma4Outputs]:
     """One block proposal per (features, anchor) case; ``prev_tokens`` forces the Markov chain's inputs."""
     hp = Gemma4HParams.from_gguf(g)
-    feats = [np.asarray(f, dtype=F32) for f in features]
-    for f in feats:
-        check_feature_width(g, f)
+    feats = feature_arrays(g, features)
     ctxs = [context_projection(f, g.array("fc.weight"), g.array("enc.output_norm.weight"), hp.eps) for f in feats]
     freqs = g.array("rope_freqs.weight") if g.has("rope_freqs.weight") else None
     B = hp.block_size

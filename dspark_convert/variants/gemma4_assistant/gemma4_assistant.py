@@ -30,7 +30,16 @@ from ... import schema as S
 from ...errors import ConvertError
 from ...formats.transforms import FirstRows
 from ...hf.checkpoint import Checkpoint
-from ...kit.common import GEMMA4_LAYER, NameTable, claims_nothing, every_tensor, finish_plan, tensor_spec
+from ...kit.common import (
+    BACKBONE_GLOBALS,
+    BACKBONE_LAYER,
+    GEMMA4_LAYER,
+    NameTable,
+    claims_nothing,
+    every_tensor,
+    finish_plan,
+    tensor_spec,
+)
 from ...kit.hparams import as_float, as_positive, as_u32
 from ...plan import KV, Plan, TensorSpec, add_kv, as_int
 from ...roles.convert import Context, TargetFacts, TargetTensor
@@ -49,24 +58,15 @@ __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "METHOD_WORD", "NAMES"
            "target_facts"]
 
 A = {"arch": S.ARCH_GEMMA4_ASSISTANT}
-#: HF (``model.`` stripped) -> GGUF names
+#: the backbone rows a Q-only layer keeps: it reads the target's KV cache, so it has no K / V projections or K norm
+_Q_ONLY_LAYER = ("input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.q_norm.weight",
+                "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight")
+#: HF (``model.`` stripped) -> GGUF names: the backbone's Q-only rows with the Gemma 4 layer's, the backbone's
+#: embedding and final norm, and the two projections
 NAMES = NameTable(
-    layer={
-        "input_layernorm.weight": S.L_ATTN_NORM,
-        "self_attn.q_proj.weight": S.L_ATTN_Q,
-        "self_attn.q_norm.weight": S.L_ATTN_Q_NORM,
-        "self_attn.o_proj.weight": S.L_ATTN_OUT,
-        "mlp.gate_proj.weight": S.L_FFN_GATE,
-        "mlp.up_proj.weight": S.L_FFN_UP,
-        "mlp.down_proj.weight": S.L_FFN_DOWN,
-        **GEMMA4_LAYER,
-    },
-    globals={
-        "embed_tokens.weight": S.T_TOKEN_EMBD,
-        "norm.weight": S.T_OUTPUT_NORM,
-        "pre_projection.weight": S.T_PRE_PROJECTION,
-        "post_projection.weight": S.T_POST_PROJECTION,
-    },
+    layer={**{k: BACKBONE_LAYER[k] for k in _Q_ONLY_LAYER}, **GEMMA4_LAYER},
+    globals={**{k: BACKBONE_GLOBALS[k] for k in ("embed_tokens.weight", "norm.weight")},
+             "pre_projection.weight": S.T_PRE_PROJECTION, "post_projection.weight": S.T_POST_PROJECTION},
 )
 #: Gemma4TextConfig's defaults for the fields the keys read (transformers 5.x, the view upstream converts)
 TEXT_DEFAULTS: dict[str, Any] = {"max_position_embeddings": 131072, "num_attention_heads": 8, "rms_norm_eps": 1e-6,

@@ -333,10 +333,7 @@ def nemotron_rules(c: Checker) -> int | None:
         c.err(c.key(S.NEXTN_PREDICT_LAYERS), "required-key", f"is {nextn}; llama.cpp's nemotron_h_moe MTP graph "
               "asserts a single MTP block")
     for tpl in (S.HEAD_COUNT_KV, S.FEED_FORWARD_LENGTH, S.EXPERT_USED_COUNT):
-        arr = c.val(tpl)
-        if isinstance(arr, (list, tuple)) and len(arr) != n_all:
-            c.err(c.key(tpl), "array-length", f"has {len(arr)} entries, expected block_count {n_all} "
-                  "(get_key_or_arr reads one per block)")
+        _arr_len(c, tpl, n_all, "get_key_or_arr reads one per block")
     n = n_all - nextn
     d = c.dims
     hidden, heads, head_dim = d.hidden, d.n_head, d.head_dim
@@ -397,9 +394,10 @@ def nemotron_rules(c: Checker) -> int | None:
     return None
 
 
-def _arr_len(c: Checker, tpl: str, want: int, *, at_least: bool = False) -> None:
+def _arr_len(c: Checker, tpl: str, want: int, why: str, *, at_least: bool = False) -> None:
     """A per-block array key (``get_key_or_arr`` / ``get_arr``) must hold ``want`` entries (at least, for
-    ``at_least``); a scalar is fine where the loader takes one (not for ``at_least``)."""
+    ``at_least``); a scalar is fine where the loader takes one (not for ``at_least``). ``why`` closes the finding's
+    message, in parentheses."""
     v = c.val(tpl)
     if v is None:
         return
@@ -408,7 +406,11 @@ def _arr_len(c: Checker, tpl: str, want: int, *, at_least: bool = False) -> None
         return
     if n is None or (n < want if at_least else n != want):
         c.err(c.key(tpl), "array-length", f"has {n if n is not None else v!r} entries, expected "
-              f"{'at least ' if at_least else ''}block_count {want} (llama.cpp's deepseek4 loader reads one per block)")
+              f"{'at least ' if at_least else ''}block_count {want} ({why})")
+
+
+#: how a deepseek4 per-block array finding ends
+_DS4_WHY = "llama.cpp's deepseek4 loader reads one per block"
 
 
 def deepseek4_rules(c: Checker) -> int | None:
@@ -438,9 +440,9 @@ def deepseek4_rules(c: Checker) -> int | None:
         v = _int(c.val(tpl))
         if v is not None and v <= 0:
             c.err(c.key(tpl), "required-key", f"is {v}, expected > 0 (the MTP block is a MoE block)")
-    _arr_len(c, S.COMPRESS_RATIOS, n_all, at_least=True)
+    _arr_len(c, S.COMPRESS_RATIOS, n_all, _DS4_WHY, at_least=True)
     for tpl in (S.SWIGLU_CLAMP_EXP, S.SWIGLU_CLAMP_SHEXP, S.EXPERT_FEED_FORWARD_LENGTH):
-        _arr_len(c, tpl, n_all)
+        _arr_len(c, tpl, n_all, _DS4_WHY)
     n = n_all - nextn
     d = c.dims
     hidden, heads, hd, n_tokens = d.hidden, d.n_head, d.head_dim, d.n_tokens
@@ -529,15 +531,12 @@ def mimo2_rules(c: Checker) -> int | None:
                                    S.SLIDING_WINDOW_PATTERN])) is None:
         return None
     n_all, nextn = got
-    for tpl, must_array in ((S.HEAD_COUNT_KV, False), (S.SLIDING_WINDOW_PATTERN, True)):
-        arr = c.val(tpl)
-        if arr is None:
-            continue
-        if must_array and not isinstance(arr, (list, tuple)):
-            c.err(c.key(tpl), "required-key", f"is {arr!r}, expected an array (llama.cpp's get_arr)")
-        elif isinstance(arr, (list, tuple)) and len(arr) != n_all:
-            c.err(c.key(tpl), "array-length", f"has {len(arr)} entries, expected block_count {n_all} (one per "
-                  "block)")
+    _arr_len(c, S.HEAD_COUNT_KV, n_all, "one per block")
+    pattern = c.val(S.SLIDING_WINDOW_PATTERN)
+    if pattern is not None and not isinstance(pattern, (list, tuple)):
+        c.err(c.key(S.SLIDING_WINDOW_PATTERN), "required-key",
+              f"is {pattern!r}, expected an array (llama.cpp's get_arr)")
+    _arr_len(c, S.SLIDING_WINDOW_PATTERN, n_all, "one per block")
     n = n_all - nextn
     d = c.dims
     hidden, heads, k_dim = d.hidden, d.n_head, d.head_dim
