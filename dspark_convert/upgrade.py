@@ -38,6 +38,7 @@ from typing import Any, BinaryIO
 
 from . import schema as S
 from .errors import ConvertError
+from .findings import Finding
 from .gguf_constants import VT
 from .gguffile.options import RemoteOptions
 from .gguffile.reader import GGUFFile
@@ -245,15 +246,22 @@ def _check_draft(f: GGUFFile, where: str) -> None:
                            "upgrade rewrites draft files made by older converters")
 
 
-def _loader_errors(plan: UpgradePlan, match_upstream: bool) -> str | None:
-    """The loader-rule errors of the upgraded file (every one, joined), or None when it loads; with
-    ``match_upstream``, not those upstream b11434 writes itself (as ``hf2gguf --match-upstream``)."""
+def _loader_errors(plan: UpgradePlan, match_upstream: bool) -> tuple[list[Finding], list[Finding]]:
+    """The loader-rule errors of the upgraded file, in two lists: those of a key the upgrade could not decide from
+    what it was given (an item of ``staleness.unchecked`` names it: a run with the fact the item names repairs it),
+    and every other one. With ``match_upstream``, not those upstream b11434 writes itself (as ``hf2gguf
+    --match-upstream``)."""
     from .check import check_plan, upstream_writes_unloadable
     from .plan import Plan
 
     errors = [f for f in check_plan(Plan(plan.arch, plan.kvs, [p.spec for p in plan.pieces]))
               if f.level == "error" and not (match_upstream and upstream_writes_unloadable(f))]
-    return "; ".join(f"{e.subject}: {e.message}" for e in errors) if errors else None
+    undecided = [e for e in errors if any(u.startswith(f"{e.subject} ") for u in plan.staleness.unchecked)]
+    return undecided, [e for e in errors if e not in undecided]
+
+
+def _joined(findings: list[Finding]) -> str:
+    return "; ".join(f"{e.subject}: {e.message}" for e in findings)
 
 
 def _check_hf(f: GGUFFile, hf: Path) -> None:
@@ -512,12 +520,19 @@ def upgrade(old: str | os.PathLike[str], outfile: str | os.PathLike[str] | None 
                 raise
             st = _detect(f, tinfo, hf_path)  # a dry run still lists what is stale, and what the upgrade needs
             return UpgradeResult(str(old), None, st, st.stale, [], refused=str(e))
-        broken = _loader_errors(plan, match_upstream)
-        if broken is not None:
+        undecided, broken = _loader_errors(plan, match_upstream)
+        if undecided and not broken:  # a fact the upgrade was not given: say which
+            needs = [u for u in plan.staleness.unchecked if any(u.startswith(f"{e.subject} ") for e in undecided)]
+            refusal = (f"{old}: the upgraded file would fail llama.cpp's loader rules ({_joined(undecided)}) unless "
+                       f"the upgrade is given what it cannot read from the file: {'; '.join(needs)}")
+            if not dry_run:
+                raise ConvertError(refusal)
+            return UpgradeResult(str(old), None, plan.staleness, plan.changes, plan.notes, refused=refusal)
+        if broken:
             # a dry run too: no listing of stale items (nor "nothing stale") for a file no upgrade makes loadable
-            raise ConvertError(f"{old}: the upgraded file would fail llama.cpp's loader rules ({broken}); upgrade does "
-                               f"not repair that: see 'dspark-convert check {old}', then reconvert with 'dspark-convert "
-                               "hf2gguf'")
+            raise ConvertError(f"{old}: the upgraded file would fail llama.cpp's loader rules ({_joined(broken)}); "
+                               f"upgrade does not repair that: see 'dspark-convert check {old}', then reconvert with "
+                               "'dspark-convert hf2gguf'")
         if dry_run:  # the file a real run would write: -o, else OLD.upgraded.gguf beside a local input
             would = out if outfile is not None or not is_remote_ref(str(old)) or Path(str(old)).exists() else None
             return UpgradeResult(str(old), None, plan.staleness, plan.changes, plan.notes, would_write=would)

@@ -520,23 +520,29 @@ def test_plain_upgrade_equals_hf2gguf_today(layout: str, outtype: str, old_file,
 
 
 def test_nvfp4_without_prec_a4(qwen3_group: Path, tmp_path: Path) -> None:
-    """NVFP4 tensors without general.tensor_extra.prec_a4 (a file older than b11223): not decidable from the file
-    (a W4A4 checkpoint gets none either): listed as not checked; with --hf naming a W4A16_NVFP4 checkpoint the
-    upgrade is refused in one line, nothing written."""
-    from gguf import GGMLQuantizationType as QT
-    from gguf import GGUFValueType as VT
+    """NVFP4 tensors without general.tensor_extra.prec_a4 (a file older than b11223, otherwise loadable): not
+    decidable from the file (a W4A4 checkpoint gets none either): listed as not checked; with --hf naming a
+    W4A16_NVFP4 checkpoint the upgrade is refused in one line, nothing written."""
+    from dspark_convert import convert
 
-    from dspark_convert.gguffile.header import pad, write_header
-    from dspark_convert.plan import KV, TensorSpec
-
-    old = tmp_path / "old.gguf"
-    specs = [TensorSpec("fc.weight", (32, 64), QT.NVFP4), TensorSpec("output_norm.weight", (32,), QT.F32)]
-    with open(old, "wb") as fh:
-        write_header(fh, "dflash", [KV("dflash.target_layers", VT.ARRAY, [1, 3], VT.INT32)], specs)
-        for spec in specs:
-            fh.write(b"\0" * (spec.nbytes + pad(spec.nbytes)))
+    fresh, old = tmp_path / "fresh.gguf", tmp_path / "old.gguf"
+    convert(qwen3_group / "n-dspark-nvfp4", qwen3_group / "target", fresh)
+    with read_gguf(fresh) as f:
+        assert "NVFP4" in {t.type_name for t in f.tensors}
+        plan = plan_upgrade(f)
+        kept = [k for k in plan.kvs if not k.name.startswith("general.tensor_extra.prec_a4")]
+        assert len(kept) == len(plan.kvs) - 1
+        plan.kvs = kept
+        write_upgrade(plan, f, old)
     dry = upgrade(old, tmp_path / "x.gguf", dry_run=True)
     assert any(u.startswith("general.tensor_extra.prec_a4") for u in dry.staleness.unchecked)
+    assert dry.refused == (f"{old}: the upgraded file would fail llama.cpp's loader rules (general.tensor_extra.prec_a4"
+                           ": is missing; llama.cpp throws \"general.tensor_extra.prec_a4 must be a bool array\") "
+                           "unless the upgrade is given what it cannot read from the file: general.tensor_extra.prec_a4"
+                           " (NVFP4 tensors: whether they are W4A16 is in the checkpoint's quant_algo; --hf)")
+    with pytest.raises(ConvertError, match=r"unless the upgrade is given .* general.tensor_extra.prec_a4 \(NVFP4"):
+        upgrade(old, tmp_path / "y.gguf")
+    assert not (tmp_path / "y.gguf").exists()
     with pytest.raises(ConvertError, match=r"general.tensor_extra.prec_a4: --hf .* W4A16_NVFP4") as e:
         upgrade(old, tmp_path / "new.gguf", hf=qwen3_group / "n-dspark-nvfp4")
     assert "\n" not in str(e.value) and "hf2gguf" in str(e.value) and not (tmp_path / "new.gguf").exists()
