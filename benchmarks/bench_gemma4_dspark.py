@@ -17,7 +17,7 @@ medians (the ratio is the median of the runs' own ratios), the highest peak RSS 
 
 ``--sample`` instead makes the public sample (``../shared/golden/make_inputs_b11434.py``, all groups so that its
 random stream matches ``inputs-b11434.sha256``), converts ``n-gemma4-dspark`` at f32 / f16 / bf16 / q8_0 and
-compares each file with ``manifests-b11434`` (the check tests/test_gemma4_dspark.py makes once
+compares each file with ``manifests-b11434`` (the check tests/variants/test_gemma4_dspark.py makes once
 ``scripts/fetch_gemma3_tokenizer.py`` has fetched the tokenizer).
 
 usage: python benchmarks/bench_gemma4_dspark.py [--tokenizer DIR] [--outtype bf16] [--scale 1] [--runs 3] [--workdir DIR]

@@ -137,7 +137,7 @@ def main() -> int:
 
 def new_families(binary: Path, src: Path, t: Path, outtype: str, n_predict: int, golden: Path) -> None:
     """Issue 22's families: ModelOpt NVFP4 DSpark (make_inputs_b11434.py's public sample, its Qwen3 target) and
-    Gemma4 DSpark (tests/gemma4_drafts.py's variants, the tiny random Gemma 4 target of tests/test_gemma4_dspark.py;
+    Gemma4 DSpark (tests/gemma4_drafts.py's variants, the tiny random Gemma 4 target of tests/variants/test_gemma4_dspark.py;
     fixtures/correlated.py's Gemma 4 pair for the acceptance figure)."""
     import subprocess
 
@@ -174,7 +174,7 @@ def new_families(binary: Path, src: Path, t: Path, outtype: str, n_predict: int,
         res = convert(d, dt, t / f"{name}.gguf", outtype=outtype)
         assert res.path is not None
         grows.append((f"Gemma4 DSpark ({name}, our default)", res.path))
-    print("\nGemma4 DSpark (tests/test_gemma4_dspark.py's random Gemma4ForCausalLM target)")
+    print("\nGemma4 DSpark (tests/variants/test_gemma4_dspark.py's random Gemma4ForCausalLM target)")
     table(binary, gt, convert_target(src, gt, t / "g4.f32.gguf"), grows, n_predict, prompt)
     ct = correlated.correlated_gemma4_target(t / "g4-corr-target", gt)
     d, dt = make_gemma4(t / "g4", "v-gemma4-f32")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Print the mutation table of docs/verify.md: every defect of tests/test_mutations.py, at each outtype, with the
+"""Print the mutation table of docs/verify.md: every defect of tests/verify/test_mutations.py, at each outtype, with the
 first diverging component ``verify`` names and its NMSE (exact mode), plus the worst round-off of the unmutated
 files over several seeds.
 
@@ -8,7 +8,7 @@ usage:
     python benchmarks/verify_mutations.py --seeds 20       # round-off over more seeds
     python benchmarks/verify_mutations.py --keep DIR       # also keep the mutated files (DIR/<defect>.<outtype>.gguf)
 
-The Gemma 4 assistant's mutations (``tests/test_assistants.py``) get a table of their own at the end.
+The Gemma 4 assistant's mutations (``tests/variants/test_assistants.py``) get a table of their own at the end.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def main() -> int:
 
 
 def assistant_table(work: Path) -> bool:
-    """The Gemma 4 assistant's mutations (tests/test_assistants.py, a-gemma4-e2b, no target): the same table."""
+    """The Gemma 4 assistant's mutations (tests/variants/test_assistants.py, a-gemma4-e2b, no target): the same table."""
     from assistant_drafts import make
     from test_assistants import GEMMA_MUTATIONS
 

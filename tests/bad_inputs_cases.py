@@ -1,4 +1,4 @@
-"""The catalogue of bad inputs behind tests/test_bad_inputs.py and docs/troubleshooting.md.
+"""The catalogue of bad inputs behind tests/reliability/test_bad_inputs.py and docs/troubleshooting.md.
 
 Each :class:`Case` names a fixture, a corruption applied to a copy of it (and, where needed, to a copy of the
 target), the CLI options, and the fragments its one error line must contain. ``{draft}`` / ``{target}`` in a
@@ -495,7 +495,7 @@ def _(inp: Inputs) -> None:
 
 
 # ------------------------------------------------------------------------------------------- contract §3.5 / §3.7
-# (the refusals tests/test_contract_rules.py used to write out by hand)
+# (the refusals tests/check/test_contract_rules.py used to write out by hand)
 config_case("markov-head-type-unsupported", "{draft}/config.json: markov_head_type is 'gated'; llama.cpp implements "
             "only 'vanilla'",
             edits={"markov_head_type": "gated"}, section="§3.5")

@@ -3,7 +3,7 @@ the command and what it prints on a terminal :data:`WIDTH` columns wide, run in 
 ``draft.gguf`` (``hf2gguf fixtures/dspark-qwen3 -t fixtures/target-qwen3``, default options) and
 ``Qwen3-tiny-Q8_0.gguf`` (a target GGUF header with target-qwen3's tokenizer, tests/fit_pairs.py).
 
-``tests/test_doc_check_examples.py`` compares the blocks with fresh runs; ``python tests/doc_examples.py`` rewrites
+``tests/cli/test_doc_check_examples.py`` compares the blocks with fresh runs; ``python tests/doc_examples.py`` rewrites
 them in docs/check.md after a change to what ``check`` prints.
 """
 

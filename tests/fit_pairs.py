@@ -1,4 +1,4 @@
-"""Draft/target pairs for tests/test_fit.py: drafts converted from the fixtures, and target GGUFs holding only what
+"""Draft/target pairs for tests/check/test_fit.py: drafts converted from the fixtures, and target GGUFs holding only what
 ``check --target`` reads (the header: ``{arch}.*`` sizes and the tokenizer KVs), written with gguf's writer.
 
 Example:

@@ -12,7 +12,7 @@ Three sources of inputs:
 
 Each row says which GGUF variant the converted file is (``dspark_convert.variants.BY_NAME``), which converter
 family reads the checkpoint, the ``--spec-type`` llama-server b11434 needs for it, its target, how ``verify`` proves
-it (``kind``) and the tags the test files select by. ``tests/test_conformance.py`` checks the facts of every draft
+it (``kind``) and the tags the test files select by. ``tests/variants/test_conformance.py`` checks the facts of every draft
 row against the converter (a wrong row fails there), and that every fixture folder and every maker's draft has a
 row. A new fixture or variant is one row here; the conformance runner then covers it.
 
@@ -43,7 +43,7 @@ TESTS_DIR = ROOT / "tests"
 #: make_inputs_b11434.py's qwen3 group), the draft's own folder (a DeepSeek-V4 checkpoint is its own target), or the
 #: target folder the maker writes next to the draft (from the b11434 group's target, for the NVFP4 drafts)
 GOLDEN_TARGET, SELF, OWN = "golden/target", "self", "own"
-#: the target of make_inputs_b11434.py's qwen3 group (tests/test_new_drafts.py's session fixture ``b11434_qwen3``)
+#: the target of make_inputs_b11434.py's qwen3 group (tests/variants/test_new_drafts.py's session fixture ``b11434_qwen3``)
 B11434_TARGET = "golden-b11434/qwen3/target"
 #: how verify proves a file: a block draft's two forwards over one block, an EAGLE-3 chain's two forwards over
 #: chained steps, a Gemma 4 assistant's two forwards over chained steps into a seeded target cache, tensor by tensor
@@ -66,7 +66,7 @@ class Fixture:
     maker: str | None = None          # generated rows: "module" (its make(out, name)) or "module.function"
     tags: frozenset[str] = frozenset()
     rank: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-    #: the outtypes tests/test_conformance.py converts this draft to (the cheap ones: every outtype for small drafts)
+    #: the outtypes tests/variants/test_conformance.py converts this draft to (the cheap ones: every outtype for small drafts)
     outtypes: tuple[str, ...] = ALL_OUTTYPES
 
     @property
@@ -181,7 +181,7 @@ REGISTRY: tuple[Fixture, ...] = (
          outtypes=_TWO),
     _row("a-muse-dflash2", "generated", "dflash2", "dflash2", _DF, OWN, "block", maker="assistant_drafts",
          outtypes=_TWO),
-    # the MTP head of a Qwen3.5 checkpoint (hf2gguf --mtp; every case at every outtype: tests/test_mtp.py)
+    # the MTP head of a Qwen3.5 checkpoint (hf2gguf --mtp; every case at every outtype: tests/variants/test_mtp.py)
     _row("mtp-qwen35-dense", "generated", "mtp", "mtp", "draft-mtp", SELF, "tensors", maker="mtp_checkpoints",
          outtypes=_TWO),
 )

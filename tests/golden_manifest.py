@@ -5,7 +5,7 @@ the values; for strings over 200 characters the length and sha256), the KV order
 shape, sha256 of its bytes) in file order. gguf-py's ``GGUFReader`` needs ~20 s per file with a 129k-token
 vocabulary; :func:`describe` gives the same manifest in well under a second, so the whole golden set fits in CI.
 :func:`describe_with_gguf_reader` is the slow, independent reading, and
-``tests/test_golden.py::test_fast_describe_equals_gguf_reader`` proves the two equal once.
+``tests/conversion/test_golden.py::test_fast_describe_equals_gguf_reader`` proves the two equal once.
 """
 
 from __future__ import annotations

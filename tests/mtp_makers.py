@@ -13,12 +13,12 @@ pinned transformers 4.57.6 has not (``mimo_v2_flash``) is read from config.json 
 ``python tests/mtp_makers.py OUT`` writes every checkpoint and its upstream conversions under ``OUT`` and the
 oracle manifests ``tests/data/mtp/<family>-<outtype>-<mode>.json`` (``--manifests``); ``--only FAMILY``,
 ``--outtype T`` and ``--mode full|mtp|nomtp`` (each repeatable) narrow it. The GLM-4.5 sidecar manifests of
-tests/test_mtp_glm.py are made with ``python tests/mtp_makers.py OUT --only glm4moe --only glm4moe-wide --only glm4vmoe
+tests/variants/test_mtp_glm.py are made with ``python tests/mtp_makers.py OUT --only glm4moe --only glm4moe-wide --only glm4vmoe
 --outtype bf16 --outtype f16 --outtype f32 --outtype q8_0 --mode mtp --manifests``; the GLM-5 ones of
-tests/test_mtp_glm5.py with ``--only glm-dsa --only glm-dsa-wide --only glm-dsa-yarn`` and the same outtypes and
-mode; the Nemotron-H ones of tests/test_mtp_nemotron.py with ``--only nemotron_h_moe --only
-nemotron_h_moe-wide`` and the same outtypes and mode; the DeepSeek-V4 ones of tests/test_mtp_deepseek4.py with
-``--only deepseek4 --only deepseek4-wide``, the MiMo-V2 ones of tests/test_mtp_mimo2.py with ``--only mimo2 --only
+tests/variants/test_mtp_glm5.py with ``--only glm-dsa --only glm-dsa-wide --only glm-dsa-yarn`` and the same outtypes and
+mode; the Nemotron-H ones of tests/variants/test_mtp_nemotron.py with ``--only nemotron_h_moe --only
+nemotron_h_moe-wide`` and the same outtypes and mode; the DeepSeek-V4 ones of tests/variants/test_mtp_deepseek4.py with
+``--only deepseek4 --only deepseek4-wide``, the MiMo-V2 ones of tests/variants/test_mtp_mimo2.py with ``--only mimo2 --only
 mimo2-fused --only mimo2-pro``, both with the same outtypes and mode.
 """
 

@@ -7,7 +7,7 @@ module hands ``GGUFWriter`` our own file object and writes the KV block with :fu
 
 This is the ONLY module of the package that touches ``GGUFWriter`` private members (``_pack_val``,
 ``kv_data``, ``fout``, ``state``, ``gguf.gguf_writer.WriterState``). They are not a stable API, so the ``gguf``
-version is pinned (:data:`GGUF_PINNED`, pyproject.toml) and ``tests/test_gguf_header.py`` checks that every
+version is pinned (:data:`GGUF_PINNED`, pyproject.toml) and ``tests/check/test_gguf_header.py`` checks that every
 member used here still exists and behaves as assumed: after a ``gguf`` upgrade, that test is the one place to
 look, and this module the one place to change.
 """
@@ -91,7 +91,7 @@ def pack_kv_value(w: GGUFWriter, value: object, vtype: VT, sub_type: VT | None =
 
     gguf-py packs arrays item by item (a 150k-token vocabulary is ~0.5M ``struct.pack`` calls, seconds);
     lists and tuples of plain str/int/float/bool are packed here in a few vectorised steps, everything else by
-    gguf-py itself. tests/test_perf_equivalence.py compares the two byte for byte.
+    gguf-py itself. tests/conversion/test_perf_equivalence.py compares the two byte for byte.
 
     Example:
         >>> pack_kv_value(GGUFWriter(None, "x"), ["a", "bc"], VT.ARRAY, VT.STRING).hex()

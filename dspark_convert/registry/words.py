@@ -2,7 +2,7 @@
 flag that selects a converter class. Plain data on the standard library alone.
 
 The registry (:mod:`dspark_convert.registry`) needs the schema, hence gguf's constants, and ``--help`` must not
-load them (``tests/test_startup_imports.py``). So the words the variants contribute to the help live in this file,
+load them (``tests/reliability/test_startup_imports.py``). So the words the variants contribute to the help live in this file,
 which ``cli`` loads alone (:func:`dspark_convert.cli.variant_words`, as :mod:`dspark_convert.gguf_constants` loads
 gguf-py's ``constants.py``); ``hf2gguf`` imports it as usual (the same file: the same words). A new variant adds
 its words here next to its ``Variant`` row.

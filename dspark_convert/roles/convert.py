@@ -4,7 +4,7 @@ provides (:class:`Family`).
 A family module (``variants/<variant>/<family>.py``) is a plain module
 implementing :class:`Family`: module-level constants and functions, no class to subclass. Its variant's row in
 :data:`dspark_convert.registry.VARIANTS` lists it; :func:`dspark_convert.registry.families.family_for` asks the
-listed modules which one converts a checkpoint, and ``tests/test_variants.py`` checks every listed module against
+listed modules which one converts a checkpoint, and ``tests/variants/test_variants.py`` checks every listed module against
 :class:`Family`. docs/adding-a-family.md walks through a new one.
 """
 
@@ -124,7 +124,7 @@ class TargetFacts:
 
 
 class Family(Protocol):
-    """What every family module provides (module-level names; ``tests/test_variants.py`` checks the modules).
+    """What every family module provides (module-level names; ``tests/variants/test_variants.py`` checks the modules).
 
     For each upstream converter flag of ``registry.words.UPSTREAM_FLAGS``, a family module may also hold the flag's
     ``attribute`` (a bool, default False): True when the flag selects this family (it is refused for the others).

@@ -20,7 +20,7 @@ added tokens and one hash. Here:
 Anything outside what this covers exactly (BPE dropout, subword prefixes or suffixes, ``ignore_merges`` on a
 non-byte-level vocabulary, an unknown post-processor, ids that are not ``0..n-1``, split special tokens that a
 token's decode round trip would tokenize) raises :class:`NotFast`, and the caller uses the whole tokenizer.
-``tests/test_tokenizer_fast.py`` compares both paths on every tokenizer the tests build.
+``tests/conversion/test_tokenizer_fast.py`` compares both paths on every tokenizer the tests build.
 """
 
 from __future__ import annotations
