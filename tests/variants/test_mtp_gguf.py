@@ -321,6 +321,15 @@ def _manifest(name: str) -> dict[str, Any]:
     return json.loads((MANIFESTS / f"{name}.json").read_text())
 
 
+def _host_free(desc: dict[str, Any]) -> dict[str, Any]:
+    """``desc`` without the bytes of the ``ssm_a`` tensors: upstream's converter writes ``-torch.exp(A_log)``, whose
+    last bits follow the host's exp kernel (two of four values differ between hosts), so a committed manifest
+    pins them only on the host that made it. Their names, types and shapes stay; the cuts' bytes are compared with
+    the full file of the same run instead."""
+    return {**desc, "tensors": [{k: v for k, v in t.items() if not (k == "sha256" and t["name"].endswith(".ssm_a"))}
+                                for t in desc["tensors"]]}
+
+
 @pytest.fixture(scope="module")
 def upstream_full(llama_bin: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Any:
     """``(family, outtype) -> upstream b11434's full conversion`` of the family's tiny MTP checkpoint."""
@@ -352,12 +361,15 @@ def test_cuts_equal_upstreams_conversions(family: str, outtype: str, upstream_fu
     from golden_manifest import describe
 
     full = upstream_full(family, outtype)
-    assert describe(full) == _manifest(f"{family}-{outtype}-full")  # the input is the oracle's full file
+    # the input is the oracle's full file
+    assert _host_free(describe(full)) == _host_free(_manifest(f"{family}-{outtype}-full"))
     side = extract(full, tmp_path / "mtp.gguf", verify=True)
     trunk = strip(full, tmp_path / "trunk.gguf", verify=True)
     both = graft(trunk.path, side.path, tmp_path / "full.gguf", verify=True)
-    assert describe(side.path) == _manifest(f"{family}-{outtype}-mtp")
-    assert describe(trunk.path) == _manifest(f"{family}-{outtype}-nomtp")
+    assert _host_free(describe(side.path)) == _host_free(_manifest(f"{family}-{outtype}-mtp"))
+    assert _host_free(describe(trunk.path)) == _host_free(_manifest(f"{family}-{outtype}-nomtp"))
+    ssm_a = {t["name"]: t["sha256"] for t in describe(full)["tensors"] if t["name"].endswith(".ssm_a")}
+    assert {t["name"]: t["sha256"] for t in describe(trunk.path)["tensors"] if t["name"] in ssm_a} == ssm_a
     assert both.path.read_bytes() == full.read_bytes()
     for r in (side, trunk, both):
         assert r.report is not None and r.report.passed, r.report.problems if r.report else None
@@ -379,8 +391,8 @@ def test_cuts_of_upstreams_split_conversion(outtype: str, llama_bin: tuple[Path,
     assert len(shards) == 5
     side = extract(shards[-1], tmp_path / "mtp.gguf", verify=True)
     trunk = strip(shards[0], tmp_path / "trunk.gguf", verify=True)
-    assert describe(side.path) == _manifest(f"qwen35-{outtype}-mtp")
-    assert describe(trunk.path) == _manifest(f"qwen35-{outtype}-nomtp")
+    assert _host_free(describe(side.path)) == _host_free(_manifest(f"qwen35-{outtype}-mtp"))
+    assert _host_free(describe(trunk.path)) == _host_free(_manifest(f"qwen35-{outtype}-nomtp"))
     assert side.report is not None and side.report.passed and "split.count" in side.report.dropped
 
 
