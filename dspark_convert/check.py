@@ -24,7 +24,7 @@ from .gguf_constants import QT, VT
 from .gguffile.options import RemoteOptions
 from .plan import KV, Plan
 from .registry import gguf_variant
-from .roles.loader import Checker, Dims, layer_rules
+from .roles.loader import Checker, Dims
 from .variants.spectype import SpecType, spec_type_of
 
 
@@ -233,7 +233,7 @@ def check_plan(plan: Plan) -> list[Finding]:
     _hparam_rules(c)
     in_width = loader.rules(c)
     if getattr(loader, "GENERIC_LAYERS", True):
-        layer_rules(c, in_width, loader.in_what(c.dims))
+        c.layer_rules(in_width, loader.in_what(c.dims))
     companion_rules(c)  # optional .scale / .input_scale of the linears (NVFP4 drafts)
     tensor_extra_rules(c)
     _tensor_rules(c)

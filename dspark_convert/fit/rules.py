@@ -24,7 +24,7 @@ from ..findings import Finding, JsonRow
 from ..gguffile.options import RemoteOptions
 from ..notes import collecting
 from ..plan import as_int
-from ..roles.fit import ALL, Outcome, Pair, Rule, Side, as_ints, pass_fail, token_text
+from ..roles.fit import ALL, Outcome, Pair, Rule, Side, as_ints, token_text
 from .sides import open_target, side_from_gguf
 
 #: llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE and SPEC_VOCAB_CHECK_START_TOKEN_ID (common/speculative.cpp)
@@ -85,7 +85,7 @@ def rule_vocab_size(p: Pair) -> Outcome:
     nd, nt = p.vd.n_tokens, p.vt.n_tokens
     diff = abs(nd - nt)
     ok = diff <= MAX_VOCAB_DIFFERENCE
-    return Outcome(pass_fail(ok), nd, nt, f"draft {nd} tokens, target {nt}: difference {diff} "
+    return Outcome.verdict(ok, nd, nt, f"draft {nd} tokens, target {nt}: difference {diff} "
                                     f"{'<=' if ok else '>'} {MAX_VOCAB_DIFFERENCE}",
                    {"difference": diff, "max": MAX_VOCAB_DIFFERENCE})
 
@@ -118,7 +118,7 @@ def rule_d2t(p: Pair) -> Outcome:
         return Outcome("skip", None, nt, "no d2t tensor: the draft predicts ids of the full vocabulary")
     lo, hi = rng
     ok = lo >= 0 and hi < nt
-    return Outcome(pass_fail(ok), [lo, hi], nt, f"d2t maps to target ids {lo}..{hi}" + (
+    return Outcome.verdict(ok, [lo, hi], nt, f"d2t maps to target ids {lo}..{hi}" + (
         f", all < {nt} target tokens" if ok else f", outside the target's {nt} tokens"))
 
 

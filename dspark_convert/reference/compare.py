@@ -6,7 +6,7 @@ value (:class:`MetadataCheck`).
 - :func:`compare_cases` does that over several input cases and keeps the worst; with ``argmax`` it also checks the
   choice of every row, where a differing choice is a near-tie only when the reference's own margin is within
   :data:`TIE_STD_FRACTION` of the row's std.
-- :func:`meta_row` and :func:`d2t_rows`: metadata rows.
+- :meth:`MetadataCheck.compare`: a metadata row (the checkpoint's ``d2t`` row: ``HFDraft.d2t_rows``).
 """
 
 from __future__ import annotations
@@ -14,14 +14,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from .hf_draft import HFDraft
-    from .weights import GGUFWeights
-
 
 #: the exact-mode bound on sum(err^2) / sum(ref^2): both sides hold the same rounded weights, so only float32
 #: round-off may remain (measured: below 1e-11 on every fixture and outtype and at 8B size, docs/verify.md).
@@ -64,6 +59,20 @@ class MetadataCheck:
     gguf: Any
     expected: Any
     passed: bool
+
+    @classmethod
+    def compare(cls, key: str, got: Any, expected: Any) -> MetadataCheck:
+        """One metadata row: ``got`` (the GGUF) against ``expected`` (the checkpoint); floats compare as float32.
+
+        Example:
+            >>> MetadataCheck.compare("eps", 1e-6, float(np.float32(1e-6))).passed
+            True
+        """
+        if isinstance(expected, float) or isinstance(got, float):
+            ok = got is not None and expected is not None and _f32(got) == _f32(expected)
+        else:
+            ok = got == expected
+        return cls(key, got, expected, bool(ok))
 
 
 # ============================================================================================== values
@@ -244,24 +253,3 @@ def _f32(x: Any) -> float | None:
     return None if x is None else float(np.float32(x))
 
 
-def meta_row(key: str, got: Any, expected: Any) -> MetadataCheck:
-    """One metadata row: ``got`` (the GGUF) against ``expected`` (the checkpoint); floats compare as float32."""
-    if isinstance(expected, float) or isinstance(got, float):
-        ok = got is not None and expected is not None and _f32(got) == _f32(expected)
-    else:
-        ok = got == expected
-    return MetadataCheck(key, got, expected, bool(ok))
-
-
-def d2t_rows(g: GGUFWeights, d: HFDraft, *, always: bool = False) -> list[MetadataCheck]:
-    """The ``d2t (absolute ids)`` row: the GGUF's draft -> target ids against the checkpoint's offsets plus their
-    index, when the checkpoint has a ``d2t`` and the draft's vocabulary is reduced (``always``: whenever it has one)."""
-    hp = d.hp
-    if not (d.weights.has("d2t") and (always or hp.draft_vocab_size < hp.vocab_size)):
-        return []
-    expected = d.weights.get("d2t").long().numpy().reshape(-1)
-    expected = expected + np.arange(expected.size)
-    got = g.ints("d2t") if g.has("d2t") else None
-    same = got is not None and got.shape == expected.shape and bool((got == expected).all())
-    return [MetadataCheck("d2t (absolute ids)", "equal" if same else ("absent" if got is None else "different"),
-                          f"{expected.size} ids", same)]

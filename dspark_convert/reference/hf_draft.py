@@ -18,13 +18,18 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+import numpy as np
 import torch
 from safetensors import safe_open
 
 from ..errors import ConvertError
+from .compare import MetadataCheck
 from .storage import SAME_TYPE, Rounding, round_to_storage, widen
+
+if TYPE_CHECKING:
+    from .weights import GGUFWeights
 
 TARGET_EMBED_NAMES = ("model.embed_tokens.weight", "model.language_model.embed_tokens.weight", "embed_tokens.weight")
 
@@ -251,6 +256,19 @@ class HFDraft(Generic[H]):
     def w(self) -> TorchCheckpoint:
         """The draft's weights (a torch side's checkpoint object's ``.w``)."""
         return self.weights
+
+    def d2t_rows(self, g: GGUFWeights, *, always: bool = False) -> list[MetadataCheck]:
+        """The ``d2t (absolute ids)`` row: the GGUF's draft -> target ids against this checkpoint's offsets plus
+        their index, when it has a ``d2t`` and the draft's vocabulary is reduced (``always``: whenever it has one)."""
+        hp = self.hp
+        if not (self.weights.has("d2t") and (always or hp.draft_vocab_size < hp.vocab_size)):
+            return []
+        expected = self.weights.get("d2t").long().numpy().reshape(-1)
+        expected = expected + np.arange(expected.size)
+        got = g.ints("d2t") if g.has("d2t") else None
+        same = got is not None and got.shape == expected.shape and bool((got == expected).all())
+        return [MetadataCheck("d2t (absolute ids)", "equal" if same else ("absent" if got is None else "different"),
+                              f"{expected.size} ids", same)]
 
     def round_target(self, gguf_types: Mapping[str, str]) -> None:
         """Round the target's embedding / head as ``token_embd`` / ``output`` (``gguf_types``: GGUF tensor name ->

@@ -60,7 +60,7 @@ class Context:
     draft: Checkpoint
     target_dir: Path
     target_config: dict[str, Any]
-    options: ConvertOptions
+    options: ConvertOptions = field(default_factory=ConvertOptions)  # default: none beyond the two folders
     outtype: str = "f16"
     findings: list[Finding] = field(default_factory=list)
     target_tensors: list[TargetTensor] = field(default_factory=list)
@@ -70,6 +70,14 @@ class Context:
     @property
     def where(self) -> str:
         return str(self.draft.path / "config.json")
+
+    def err(self, subject: str, rule: str, msg: str) -> None:
+        """Add an error to :attr:`findings` (fit rule ``rule``, about ``subject``)."""
+        self.findings.append(Finding("error", subject, rule, msg))
+
+    def warn(self, subject: str, rule: str, msg: str) -> None:
+        """Add a warning to :attr:`findings` (fit rule ``rule``, about ``subject``)."""
+        self.findings.append(Finding("warning", subject, rule, msg))
 
     @property
     def out_type(self) -> QT:

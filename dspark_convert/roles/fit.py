@@ -174,6 +174,11 @@ class Tokens(Sequence[str]):
         return short.n <= long.n and long.raw.startswith(short.raw)
 
 
+def as_ints(v: Any) -> list[int] | None:
+    """A list of integers (:func:`~dspark_convert.plan.as_int` each), else None."""
+    return list(v) if isinstance(v, list) and all(as_int(x) is not None for x in v) else None
+
+
 @dataclass
 class Side:
     """What the fit rules read from one side.
@@ -199,6 +204,10 @@ class Side:
     #: ``family_word(tensors)`` when it has one, else its name), or the arch of anything else
     family: str = ""
 
+    def ints(self, key: str) -> list[int] | None:
+        """The value of KV ``key`` as a list of integers (:func:`as_ints`), None when absent or not one."""
+        return as_ints(self.kvs.get(key))
+
 
 
 #: a rule for every draft (a :class:`Rule`'s ``families`` when no family word restricts it)
@@ -215,6 +224,11 @@ class Outcome:
     message: str
     details: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def verdict(cls, ok: bool, draft: Any, target: Any, message: str, details: dict[str, Any] | None = None) -> Outcome:
+        """The outcome of a comparison: ``pass`` when ``ok``, else ``fail``."""
+        return cls("pass" if ok else "fail", draft, target, message, {} if details is None else details)
+
 
 @dataclass
 class Pair:
@@ -229,28 +243,17 @@ class Pair:
         self.vd = vocab_facts(self.draft.kvs, self.draft.tokens)
         self.vt = vocab_facts(self.target.kvs, self.target.tokens)
 
-
-def pass_fail(cond: bool) -> str:
-    """An :class:`Outcome`'s status for a comparison: ``pass`` or ``fail``."""
-    return "pass" if cond else "fail"
-
-
-def as_ints(v: Any) -> list[int] | None:
-    """A list of integers (:func:`~dspark_convert.plan.as_int` each), else None."""
-    return list(v) if isinstance(v, list) and all(as_int(x) is not None for x in v) else None
-
-
-# ---------------------------------------------------------------------------------------------- shared by arch rules
-def fc_width(p: Pair, n_taps: int | None, what: str) -> Outcome:
-    """``fc``'s input width against ``n_taps`` target hidden states (``what``: how the taps are called)."""
-    fc = p.draft.tensors.get(S.T_FC)
-    h = as_int(p.target.hp.get("embedding_length"))
-    if fc is None or not fc or n_taps is None or h is None:
-        return Outcome("skip", fc[0] if fc else None, h, "fc.weight, the taps or the target's embedding_length "
-                                                         "is missing; nothing to compare")
-    want = n_taps * h
-    return Outcome(pass_fail(fc[0] == want), fc[0], want, f"fc.weight input width {fc[0]} {'=' if fc[0] == want else '!='} "
-                                                    f"{n_taps} {what} x target embedding_length {h} = {want}")
+    def fc_width(self, n_taps: int | None, what: str) -> Outcome:
+        """The draft's ``fc`` input width against ``n_taps`` target hidden states (``what``: how the taps are
+        called); ``skip`` when a side lacks what it needs."""
+        fc = self.draft.tensors.get(S.T_FC)
+        h = as_int(self.target.hp.get("embedding_length"))
+        if fc is None or not fc or n_taps is None or h is None:
+            return Outcome("skip", fc[0] if fc else None, h, "fc.weight, the taps or the target's embedding_length "
+                                                             "is missing; nothing to compare")
+        want = n_taps * h
+        return Outcome.verdict(fc[0] == want, fc[0], want, f"fc.weight input width {fc[0]} "
+                               f"{'=' if fc[0] == want else '!='} {n_taps} {what} x target embedding_length {h} = {want}")
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,11 @@ A loader module states llama.cpp's loader rules for its files (``check``). It ho
 - ``rules(c: Checker) -> int | None``: expect the variant's key and global tensors in ``c.rules`` (and add findings),
   returning the q/k/v input width of its layers (None: unknown);
 - ``in_what(dims: Dims) -> str``: how that input width is described in a message;
-- ``GENERIC_LAYERS`` (optional, default True): its layers are the Qwen3 / Llama ones of :func:`layer_rules`
+- ``GENERIC_LAYERS`` (optional, default True): its layers are the Qwen3 / Llama ones of :meth:`Checker.layer_rules`
   (a variant whose ``rules`` expect its own layer tensors sets it False).
 
 ``check`` (:func:`dspark_convert.check.check_plan`) runs the key rules of every arch, the variant's ``rules``,
-:func:`layer_rules` and the tensor rules on a :class:`Checker`.
+:meth:`Checker.layer_rules` and the tensor rules on a :class:`Checker`.
 """
 
 from __future__ import annotations
@@ -22,16 +22,15 @@ from ..findings import Finding
 from ..gguffile.packed import PackedStrings
 from ..plan import KV, Plan, TensorSpec, as_int
 
-
-def shape_of(*dims: int | None) -> tuple[int, ...] | None:
-    """A shape to compare, or None (not compared) when a dimension is unknown."""
-    known = tuple(d for d in dims if d is not None)
-    return known if len(known) == len(dims) else None
+#: a shape a rule expects, dimension by dimension (a None dimension: unknown); None: any shape
+Shape = tuple[int | None, ...] | None
 
 
-def mul(a: int | None, b: int | None) -> int | None:
-    """``a * b`` when both are known and non-zero, else unknown."""
-    return a * b if a and b else None
+def _known(shape: Shape) -> tuple[int, ...] | None:
+    """``shape`` when every dimension is known, else None (not compared)."""
+    if shape is None or any(d is None for d in shape):
+        return None
+    return tuple(d for d in shape if d is not None)
 
 
 @dataclass(frozen=True)
@@ -61,6 +60,21 @@ class Dims:
                    n_tokens=len(tokens.value) if tokens is not None and isinstance(tokens.value, (list, tuple, PackedStrings))
                    else None)
 
+    @staticmethod
+    def product(*dims: int | None) -> int | None:
+        """The product of ``dims`` when every one is known and non-zero, else unknown (None).
+
+        Example:
+            >>> Dims.product(4, 64), Dims.product(4, None), Dims.product(0, 64)
+            (256, None, None)
+        """
+        out = 1
+        for d in dims:
+            if not d:
+                return None
+            out *= d
+        return out
+
 
 @dataclass
 class Rules:
@@ -71,8 +85,9 @@ class Rules:
     why: dict[str, str] = field(default_factory=dict)
     required: set[str] = field(default_factory=set)
 
-    def expect(self, name: str, shape: tuple[int, ...] | None, why: str | None = None, *, required: bool = False) -> None:
-        self.expected[name] = shape
+    def expect(self, name: str, shape: Shape, why: str | None = None, *, required: bool = False) -> None:
+        """Expect tensor ``name`` with ``shape`` (not compared when a dimension is unknown), worded by ``why``."""
+        self.expected[name] = _known(shape)
         if why is not None:
             self.why[name] = why
         if required:
@@ -104,42 +119,42 @@ class Checker:
         k = self.kv.get(self.key(tpl))
         return None if k is None else k.value
 
+    def layer_count(self, n_layer: int) -> int:
+        """The layers to expect: ``block_count``, or for a hostile count (more layers than the file has tensors)
+        the tensor count, with one finding instead of billions of expected layers."""
+        n_tensors = len(self.plan.tensors)
+        if n_layer > n_tensors:
+            self.err(self.key(S.BLOCK_COUNT), "block-count", f"is {n_layer}, but the file holds only {n_tensors} "
+                     f"tensors; expected at most one layer per tensor")
+            return n_tensors
+        return n_layer
 
-# ---------------------------------------------------------------------------------------------- per-arch rules
-def layer_count(c: Checker, n_layer: int) -> int:
-    """The layers to expect: ``block_count``, or for a hostile count (more layers than the file has tensors) the
-    tensor count, with one finding instead of billions of expected layers."""
-    if n_layer > len(c.plan.tensors):
-        c.err(c.key(S.BLOCK_COUNT), "block-count", f"is {n_layer}, but the file holds only {len(c.plan.tensors)} "
-              f"tensors; expected at most one layer per tensor")
-        return len(c.plan.tensors)
-    return n_layer
+    def layer_rules(self, in_width: int | None, in_what: str) -> None:
+        """Expect the per-layer tensors the loader creates for this arch (a Qwen3 / Llama attention + SwiGLU
+        layer) whose q/k/v take ``in_width`` inputs (described as ``in_what``)."""
+        d = self.dims
+        q_rows, kv_rows = Dims.product(d.n_head, d.head_dim), Dims.product(d.n_head_kv, d.head_dim)
+        q_what = f"num_attention_heads {d.n_head} x head_dim {d.head_dim}"
+        kv_what = f"num_key_value_heads {d.n_head_kv} x head_dim {d.head_dim}"
+        hidden: Shape = (d.hidden,)
+        shapes: dict[str, tuple[Shape, str]] = {
+            S.L_ATTN_NORM: (hidden, f"hidden_size {d.hidden}"),
+            S.L_ATTN_NORM_2: (hidden, f"hidden_size {d.hidden}"),
+            S.L_FFN_NORM: (hidden, f"hidden_size {d.hidden}"),
+            S.L_ATTN_Q: ((q_rows, in_width or None), f"ne[1] = {q_what}, ne[0] = {in_what}"),
+            S.L_ATTN_K: ((kv_rows, in_width or None), f"ne[1] = {kv_what}, ne[0] = {in_what}"),
+            S.L_ATTN_V: ((kv_rows, in_width or None), f"ne[1] = {kv_what}, ne[0] = {in_what}"),
+            S.L_ATTN_OUT: ((d.hidden, q_rows), f"ne[0] = {q_what}"),
+            S.L_ATTN_Q_NORM: ((d.head_dim,), f"head_dim {d.head_dim}"),
+            S.L_ATTN_SINKS: ((d.n_head,), f"num_attention_heads {d.n_head}"),
+            S.L_ATTN_K_NORM: ((d.head_dim,), f"head_dim {d.head_dim}"),
+            S.L_FFN_GATE: ((d.n_ff or None, d.hidden), f"ne[1] = intermediate_size {d.n_ff}"),
+            S.L_FFN_UP: ((d.n_ff or None, d.hidden), f"ne[1] = intermediate_size {d.n_ff}"),
+            S.L_FFN_DOWN: ((d.hidden, d.n_ff or None), f"ne[0] = intermediate_size {d.n_ff}"),
+        }
+        for i in range(self.layer_count(d.n_layer or 0)):
+            for short, required in S.LOADER_LAYER_TENSORS[self.plan.arch].items():
+                shape, why = shapes[short]
+                self.rules.expect(S.LAYER_PREFIX.format(bid=i) + short, shape, why, required=required)
 
 
-def layer_rules(c: Checker, in_width: int | None, in_what: str) -> None:
-    """The per-layer tensors the loader creates for this arch (a Qwen3 / Llama attention + SwiGLU layer)."""
-    d = c.dims
-    q_rows, kv_rows = mul(d.n_head, d.head_dim), mul(d.n_head_kv, d.head_dim)
-    q_what = f"num_attention_heads {d.n_head} x head_dim {d.head_dim}"
-    kv_what = f"num_key_value_heads {d.n_head_kv} x head_dim {d.head_dim}"
-    hidden = shape_of(d.hidden)
-    shapes: dict[str, tuple[tuple[int, ...] | None, str]] = {
-        S.L_ATTN_NORM: (hidden, f"hidden_size {d.hidden}"),
-        S.L_ATTN_NORM_2: (hidden, f"hidden_size {d.hidden}"),
-        S.L_FFN_NORM: (hidden, f"hidden_size {d.hidden}"),
-        S.L_ATTN_Q: (shape_of(q_rows, in_width or None), f"ne[1] = {q_what}, ne[0] = {in_what}"),
-        S.L_ATTN_K: (shape_of(kv_rows, in_width or None), f"ne[1] = {kv_what}, ne[0] = {in_what}"),
-        S.L_ATTN_V: (shape_of(kv_rows, in_width or None), f"ne[1] = {kv_what}, ne[0] = {in_what}"),
-        S.L_ATTN_OUT: (shape_of(d.hidden, q_rows), f"ne[0] = {q_what}"),
-        S.L_ATTN_Q_NORM: (shape_of(d.head_dim), f"head_dim {d.head_dim}"),
-        S.L_ATTN_SINKS: (shape_of(d.n_head), f"num_attention_heads {d.n_head}"),
-        S.L_ATTN_K_NORM: (shape_of(d.head_dim), f"head_dim {d.head_dim}"),
-        S.L_ATTN_SINKS: (shape_of(d.n_head), f"num_attention_heads {d.n_head}"),
-        S.L_FFN_GATE: (shape_of(d.n_ff or None, d.hidden), f"ne[1] = intermediate_size {d.n_ff}"),
-        S.L_FFN_UP: (shape_of(d.n_ff or None, d.hidden), f"ne[1] = intermediate_size {d.n_ff}"),
-        S.L_FFN_DOWN: (shape_of(d.hidden, d.n_ff or None), f"ne[0] = intermediate_size {d.n_ff}"),
-    }
-    for i in range(layer_count(c, d.n_layer or 0)):
-        for short, required in S.LOADER_LAYER_TENSORS[c.plan.arch].items():
-            shape, why = shapes[short]
-            c.rules.expect(S.LAYER_PREFIX.format(bid=i) + short, shape, why, required=required)

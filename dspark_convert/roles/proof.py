@@ -8,7 +8,7 @@
   target tensors the file stores rounded as stored), ``counterpart(name)`` (checkpoint name -> the GGUF tensor that
   stores it, None for none) and ``forward(checkpoint, inputs, drawn, forced)`` (``forced``: the first run's results
   when quality mode runs the unrounded checkpoint, else None). The ``PROOF`` names what is drawn for each seeded
-  case after its features (:func:`anchors`, :func:`next_tokens`), the numpy forward on the GGUF, the rows that
+  case after its features (:meth:`Inputs.anchors`, :meth:`Inputs.next_tokens`), the numpy forward on the GGUF, the rows that
   compare the two (exact mode, and quality mode), the hyperparameters the report shows and the metadata rows;
 - or :class:`TensorChecks`: a variant without a reference forward yet, proved tensor by tensor (``run(job)``
   returns the :class:`Proof`).
@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConvertError
-from ..reference.compare import MetadataCheck, OutputCheck, compare_cases, compare_token_cases, meta_row
+from ..reference.compare import MetadataCheck, OutputCheck, compare_cases, compare_token_cases
 from ..reference.ops import read_common_hparams
 from ..reference.weights import GGUFWeights, TargetWeights
 
@@ -87,6 +88,11 @@ class Proof:
     notes: list[str] = field(default_factory=list)
     tensors: Tensors | None = None
 
+    def compared(self, gguf: set[str], checkpoint_names: list[str], checkpoint: set[str]) -> None:
+        """The accounting's inputs of a proof that compared tensors and read none for a forward: the GGUF tensors
+        and checkpoint tensors (of ``checkpoint_names``, all it holds) the checks compared."""
+        self.tensors = Tensors(gguf_compared=gguf, checkpoint_names=checkpoint_names, checkpoint_compared=checkpoint)
+
 
 @dataclass(frozen=True)
 class Inputs:
@@ -96,6 +102,18 @@ class Inputs:
     feats: list[np.ndarray]
     n_vocab: int
     steps: int
+
+    def anchors(self, rng: np.random.Generator) -> list[int]:
+        """A block draft's draw: one random anchor token per case."""
+        return [int(a) for a in rng.integers(0, self.n_vocab, size=len(self.feats))]
+
+    def next_tokens(self, rng: np.random.Generator) -> list[np.ndarray]:
+        """A chain draft's draw: a random next token at every context position of every case."""
+        return [rng.integers(0, self.n_vocab, size=len(f)) for f in self.feats]
+
+
+#: what :meth:`Pair.both` takes of each case's result: an attribute name, or a function of the result
+Selector = str | Callable[[Any], Any]
 
 
 @dataclass(frozen=True)
@@ -109,16 +127,19 @@ class Pair:
     drawn: Any
     hparams: dict[str, Any] = field(default_factory=dict)   # what the variant's ``hparams`` read of the GGUF
 
-    def both(self, attr: str) -> tuple[list[Any], list[Any]]:
-        """``attr`` of every case, on each side."""
-        return [getattr(r, attr) for r in self.refs], [getattr(x, attr) for x in self.outs]
+    def both(self, attr: Selector) -> tuple[list[Any], list[Any]]:
+        """``attr`` of every case, on each side (an attribute name, or a function of one case's result)."""
+        pick = attr if callable(attr) else operator.attrgetter(attr)
+        return [pick(r) for r in self.refs], [pick(x) for x in self.outs]
 
-    def cases(self, name: str, attr: str, **kw: Any) -> OutputCheck:
-        """:func:`~dspark_convert.reference.compare.compare_cases` of ``attr`` (keywords: ``bound``, ``argmax``, ``layer``, ...)."""
+    def cases(self, name: str, attr: Selector, **kw: Any) -> OutputCheck:
+        """:func:`~dspark_convert.reference.compare.compare_cases` of ``attr`` (:meth:`both`; keywords: ``bound``
+        (default the exact-mode bound, None: graded), ``argmax``, ``layer``, ``by_energy``)."""
         return compare_cases(name, *self.both(attr), **kw)
 
-    def tokens(self, name: str, logits: str) -> OutputCheck:
-        """The chosen tokens (``tokens``) position by position, near-ties judged by the ``logits`` they came from."""
+    def tokens(self, name: str, logits: Selector) -> OutputCheck:
+        """The chosen tokens (``tokens``) position by position, near-ties judged by the ``logits`` they came from
+        (:meth:`both`)."""
         return compare_token_cases(name, *self.both("tokens"), *self.both(logits))
 
     def layers(self, *, missing_fails: bool = False) -> list[OutputCheck]:
@@ -140,16 +161,6 @@ class Pair:
         hidden state (``context``, ``block_input``, ``layers``, ``hidden``)."""
         return [self.cases("context projection", "context"), self.cases("block input (embeddings)", "block_input"),
                 *self.layers(missing_fails=missing_fails), self.cases("block hidden (post-norm)", "hidden")]
-
-
-def anchors(rng: np.random.Generator, inputs: Inputs) -> list[int]:
-    """A block draft's draw: one random anchor token per case."""
-    return [int(a) for a in rng.integers(0, inputs.n_vocab, size=len(inputs.feats))]
-
-
-def next_tokens(rng: np.random.Generator, inputs: Inputs) -> list[np.ndarray]:
-    """A chain draft's draw: a random next token at every context position of every case."""
-    return [rng.integers(0, inputs.n_vocab, size=len(f)) for f in inputs.feats]
 
 
 #: (GGUF, target, inputs, drawn, the torch results) -> the numpy forward's result per case
@@ -177,37 +188,54 @@ def names_a_class(hf_dir: Path, classes: Collection[str]) -> bool:
 @dataclass(frozen=True)
 class Forwards:
     """A variant proved by two forwards (see the module docstring): its torch side by convention, and by keyword
-    the draw, the numpy forward (``candidate``), the rows, the metadata rows (``metadata(g, checkpoint)``, the
-    checkpoint its torch side opened), the hyperparameters the report shows and the draws' vocabulary
-    (``n_vocab(g, checkpoint)``).
+    the draw (``draw(inputs, rng)``, e.g. :meth:`Inputs.anchors`), the numpy forward (``candidate``), the rows, the
+    variant's metadata rows (``metadata(g, checkpoint)``, the checkpoint its torch side opened), the hyperparameters
+    the report shows and the draws' vocabulary (``n_vocab(g, checkpoint)``).
 
-    ``width(g, checkpoint)`` is the features' width (None: ``fc.weight``'s input width); ``notes`` go into the
-    report; ``steps``: the inputs and the report carry ``--steps`` (else 0: one block); ``needs_target``: the torch
-    side gets the target folder (else None)."""
+    ``arch``: the checkpoint is one the shared config reader opens (an ``HFDraft``), for GGUF architecture ``arch``;
+    then :meth:`metadata_rows` starts with the ``general.architecture`` row and the common hyperparameter rows, and
+    ``n_vocab`` / ``width`` default to the checkpoint's (:meth:`vocabulary`, :meth:`features_width`).
+    ``width(g, checkpoint)`` is the features' width (None, without ``arch``: the GGUF's ``fc.weight`` input width);
+    ``notes`` go into the report; ``steps``: the inputs and the report carry ``--steps`` (else 0: one block);
+    ``needs_target``: the torch side gets the target folder (else None)."""
 
-    draw: Callable[[np.random.Generator, Inputs], Any]
+    draw: Callable[[Inputs, np.random.Generator], Any]
     candidate: Candidate
     hparams: Callable[[GGUFWeights, list[Any], Any], dict[str, Any]]
     rows: Callable[[Pair], list[OutputCheck]]
     quality_rows: Callable[[Pair], list[OutputCheck]]
     metadata: Callable[[GGUFWeights, Any], list[MetadataCheck]]
-    n_vocab: Callable[[GGUFWeights, Any], int]
+    n_vocab: Callable[[GGUFWeights, Any], int] | None = None
     width: Callable[[GGUFWeights, Any], int] | None = None
     notes: tuple[str, ...] = ()
     steps: bool = True
     needs_target: bool = True
+    arch: str | None = None
 
+    def metadata_rows(self, g: GGUFWeights, ck: Any) -> list[MetadataCheck]:
+        """The metadata rows of ``g`` against checkpoint ``ck``: with ``arch``, :func:`hparam_rows` then the
+        variant's (none when the architecture row fails); else the variant's alone."""
+        if self.arch is None:
+            return self.metadata(g, ck)
+        return hparam_rows(g, self.arch, ck.hp, lambda: self.metadata(g, ck))
 
-def draft_width(g: GGUFWeights, d: Any) -> int:
-    """A :class:`Forwards`' ``width`` for a checkpoint of the shared config reader (an ``HFDraft``): its
-    ``fc.weight`` input width."""
-    return int(d.weights.shape("fc.weight")[1])
+    def vocabulary(self, g: GGUFWeights, ck: Any) -> int:
+        """The draws' vocabulary: ``n_vocab(g, ck)``; with ``arch`` and no ``n_vocab``, the checkpoint's
+        ``vocab_size`` and the target's embedding rows, the smaller."""
+        if self.n_vocab is not None:
+            return self.n_vocab(g, ck)
+        if self.arch is None:
+            raise ConvertError("internal: a Forwards proof without n_vocab or arch")
+        return int(min(x for x in (ck.hp.vocab_size, ck.target.shape(ck.target_embed_name())[0]) if x))
 
-
-def draft_vocab(g: GGUFWeights, d: Any) -> int:
-    """A :class:`Forwards`' ``n_vocab`` for a checkpoint of the shared config reader (an ``HFDraft``): its
-    ``vocab_size`` and the target's embedding rows, the smaller."""
-    return int(min(x for x in (d.hp.vocab_size, d.target.shape(d.target_embed_name())[0]) if x))
+    def features_width(self, g: GGUFWeights, ck: Any) -> int:
+        """The features' width: ``width(g, ck)``; else with ``arch`` the checkpoint's ``fc.weight`` input width,
+        without it the GGUF's."""
+        if self.width is not None:
+            return self.width(g, ck)
+        if self.arch is not None:
+            return int(ck.weights.shape("fc.weight")[1])
+        return int(g.shape("fc.weight")[1])
 
 
 def hparam_rows(g: GGUFWeights, arch: str, hp: Any, own: Callable[[], list[MetadataCheck]]) -> list[MetadataCheck]:
@@ -225,19 +253,19 @@ def hparam_rows(g: GGUFWeights, arch: str, hp: Any, own: Callable[[], list[Metad
     a = arch
     scaling = {"linear": "linear", "yarn": "yarn"}.get(hp.rope.type)
     out += [
-        meta_row(f"{a}.block_count", c.n_layer, hp.n_layer),
-        meta_row(f"{a}.embedding_length", c.n_embd, hp.n_embd),
-        meta_row(f"{a}.feed_forward_length", c.n_ff, hp.n_ff),
-        meta_row(f"{a}.attention.head_count", c.n_head, hp.n_head),
-        meta_row(f"{a}.attention.head_count_kv", c.n_head_kv, hp.n_head_kv),
-        meta_row(f"{a}.attention.key_length", c.head_dim, hp.head_dim),
-        meta_row(f"{a}.rope.dimension_count", c.n_rot, int(hp.head_dim * hp.rope.partial)),
-        meta_row(f"{a}.attention.layer_norm_rms_epsilon", c.eps, hp.eps),
-        meta_row(f"{a}.rope.freq_base", c.rope_base, hp.rope.theta),
-        meta_row(f"{a}.rope.scaling.type", c.rope_scaling_type, scaling),
+        MetadataCheck.compare(f"{a}.block_count", c.n_layer, hp.n_layer),
+        MetadataCheck.compare(f"{a}.embedding_length", c.n_embd, hp.n_embd),
+        MetadataCheck.compare(f"{a}.feed_forward_length", c.n_ff, hp.n_ff),
+        MetadataCheck.compare(f"{a}.attention.head_count", c.n_head, hp.n_head),
+        MetadataCheck.compare(f"{a}.attention.head_count_kv", c.n_head_kv, hp.n_head_kv),
+        MetadataCheck.compare(f"{a}.attention.key_length", c.head_dim, hp.head_dim),
+        MetadataCheck.compare(f"{a}.rope.dimension_count", c.n_rot, int(hp.head_dim * hp.rope.partial)),
+        MetadataCheck.compare(f"{a}.attention.layer_norm_rms_epsilon", c.eps, hp.eps),
+        MetadataCheck.compare(f"{a}.rope.freq_base", c.rope_base, hp.rope.theta),
+        MetadataCheck.compare(f"{a}.rope.scaling.type", c.rope_scaling_type, scaling),
     ]
     if scaling or c.rope_scaling_factor is not None:
-        out.append(meta_row(f"{a}.rope.scaling.factor", c.rope_scaling_factor, hp.rope.factor if scaling else None))
+        out.append(MetadataCheck.compare(f"{a}.rope.scaling.factor", c.rope_scaling_factor, hp.rope.factor if scaling else None))
     return out + own()
 
 

@@ -4,13 +4,16 @@ An upgrade module holds ``RULES``, an :class:`UpgradeRules` (a variant without t
 variant it refines, and one that refines none the base rules: none). ``check`` and ``upgrade`` ask it through the
 registry (:func:`dspark_convert.staleness.rules_for`):
 
-* the revision timeline: :data:`REVISIONS`, :func:`revision_index`;
+* the revision timeline: :data:`REVISIONS`, :func:`revision_index` (a rule asks
+  :meth:`Upgrading.from_revision_in`);
 * :class:`Stale` (one item, with the revision that changed it and what supplies the fix) and :class:`Staleness`
   (what detection found);
 * :class:`TargetInfo`: the facts of a target an item may need; :class:`Header` / :class:`PlanHeader`: what
   detection reads;
 * :class:`UpgradeRules`: ``detect`` adds the variant's stale items and unchecked facts to a :class:`Detection`;
-  ``fix`` and ``complete`` rewrite an :class:`Upgrading` (the file's KVs and :class:`Piece` list being planned).
+  ``fix`` and ``complete`` rewrite an :class:`Upgrading` (the file's KVs and :class:`Piece` list being planned;
+  the checkpoint given with ``--hf`` is read through it: :meth:`Upgrading.checkpoint_config`,
+  :meth:`Upgrading.checkpoint_tensor`).
 
 The revision timeline and what each change means for a file are in docs/upgrade.md (facts:
 spec/upstream-b11434.md §1, §2.2, §2.3, §2.8).
@@ -324,6 +327,10 @@ class Detection:
     lo: int = 0
     hi: int = len(REVISIONS)  # [lo, hi): revisions consistent with the header
 
+    def has_tensor(self, name: str) -> bool:
+        """Whether the file has a tensor of that name."""
+        return has_tensor(self.f, name)
+
     def seen(self, present: bool, since: str) -> None:
         """The header has (``present``) or lacks what upstream ``since`` introduced: the file is at least, or
         older than, that revision."""
@@ -386,6 +393,34 @@ class Upgrading:
     def insert_kv(self, kv: KV, after: tuple[str, ...]) -> None:
         """Put ``kv`` after the last of ``after`` present (else at the end); replace it in place if present."""
         insert_after(self.kvs, kv, after)
+
+    def add_tensor(self, pos: int, spec: TensorSpec, data: Callable[[], bytes]) -> None:
+        """Insert a new tensor at ``pos`` of :attr:`pieces`: its header entry ``spec``, its bytes from ``data``."""
+        self.pieces.insert(pos, Piece(spec, data=data))
+
+    def has_tensor(self, name: str) -> bool:
+        """Whether the old file has a tensor of that name."""
+        return has_tensor(self.f, name)
+
+    def from_revision_in(self, first: str, end: str) -> bool | None:
+        """Whether the user's ``--from-revision`` lies in the revisions from ``first`` up to before ``end`` (two
+        tags of :data:`REVISIONS`); None without ``--from-revision``."""
+        if self.from_revision is None:
+            return None
+        return REVISIONS.index(first) <= revision_index(self.from_revision) < REVISIONS.index(end)
+
+    def checkpoint_config(self) -> dict[str, Any]:
+        """The ``config.json`` of the ``--hf`` checkpoint (:func:`checkpoint_config`)."""
+        if self.hf is None:
+            raise ConvertError("internal: the checkpoint's config.json read without --hf")
+        return checkpoint_config(self.hf)
+
+    def checkpoint_tensor(self, names: tuple[str, ...], qt: QT, what: str) -> tuple[tuple[int, ...], Callable[[], bytes]]:
+        """Shape and a byte producer of the first of ``names`` in the ``--hf`` checkpoint, converted to ``qt``
+        (:func:`checkpoint_tensor`)."""
+        if self.hf is None:
+            raise ConvertError(f"internal: {what} read from the checkpoint without --hf")
+        return checkpoint_tensor(self.hf, names, qt, what)
 
 
 def insert_after(kvs: list[KV], kv: KV, after: tuple[str, ...]) -> None:

@@ -168,7 +168,7 @@ def _drive(proof: Proof, job: Job, spec: Forwards, side: _Opened) -> bool:
     rng = np.random.default_rng(job.seed)
     inputs = Inputs([rng.standard_normal((t, side.width)).astype(np.float32) for t in proof.contexts], side.n_vocab,
                     proof.steps)
-    drawn = spec.draw(rng, inputs)
+    drawn = spec.draw(inputs, rng)
     hf = str(job.hf_dir)
     forward = side.forward
     refs = run_reference(hf, lambda: forward(side.exact, inputs, drawn, None))
@@ -234,7 +234,7 @@ def _forward_rows(proof: Proof, job: Job, spec: Forwards, side: Any, probe: Any,
     ck = open_checkpoint(side, probe.w.folder, target, storage_of(g, probe.w.names, side.counterpart))
     if hasattr(ck, "round_target"):  # target tensors the file stores (its head as output.weight) as stored
         ck.round_target(types)
-    proof.metadata = spec.metadata(g, ck)
+    proof.metadata = spec.metadata_rows(g, ck)
     nvfp4 = nvfp4_rows(g, ck.w, Path(job.hf_dir), side.counterpart)  # ModelOpt NVFP4: prec_a4, types, input scales
     proof.metadata += nvfp4.metadata
     proof.notes += runtime_notes(g)
@@ -242,8 +242,8 @@ def _forward_rows(proof: Proof, job: Job, spec: Forwards, side: Any, probe: Any,
         proof.outputs.append(OutputCheck("forward", [], grade="not run", passed=False,
                                          detail="the GGUF architecture does not match the checkpoint family"))
         return False
-    width = g.shape("fc.weight")[1] if spec.width is None else spec.width(g, ck)
-    ran = _drive(proof, job, spec, _Opened(side.forward, ck, probe, width, spec.n_vocab(g, ck),
+    width = spec.features_width(g, ck)
+    ran = _drive(proof, job, spec, _Opened(side.forward, ck, probe, width, spec.vocabulary(g, ck),
                                            TargetWeights(target) if target is not None else None))
     proof.storage = _storage_summary(ck.w)
     proof.outputs += nvfp4.outputs

@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT
 
 from dspark_convert.registry import VARIANTS
-from dspark_convert.roles.proof import TORCH_SIDE, Forwards, Inputs, Pair, TensorChecks, anchors, next_tokens
+from dspark_convert.roles.proof import TORCH_SIDE, Forwards, Inputs, Pair, TensorChecks
 from dspark_convert.verify.rows import prover
 
 
@@ -79,7 +79,7 @@ def test_tokens_and_draws() -> None:
     assert (t.agree, t.total, t.passed) == (2, 2, True)
     rng = np.random.default_rng(0)
     inputs = Inputs([np.ones((5, 2)), np.ones((7, 2))], 10, 0)
-    a = anchors(rng, inputs)
+    a = inputs.anchors(rng)
     assert len(a) == 2 and all(isinstance(x, int) and 0 <= x < 10 for x in a)
-    toks = next_tokens(np.random.default_rng(0), inputs)
+    toks = inputs.next_tokens(np.random.default_rng(0))
     assert [len(t) for t in toks] == [5, 7]

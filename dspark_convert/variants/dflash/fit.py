@@ -13,7 +13,7 @@ from collections.abc import Collection
 
 from ... import schema as S
 from ...plan import as_int
-from ...roles.fit import ALL, Outcome, Pair, Rule, as_ints, fc_width, pass_fail
+from ...roles.fit import ALL, Outcome, Pair, Rule
 
 SRC_DFLASH = "common/speculative.cpp: common_speculative_impl_draft_dflash (constructor, process())"
 SRC_MASK = "common/speculative.cpp: common_speculative_impl_draft_dflash::draft(); src/models/dflash.cpp"
@@ -26,7 +26,7 @@ def family_word(tensor_names: Collection[str]) -> str:
 
 
 def rule_dflash_taps(p: Pair) -> Outcome:
-    taps = as_ints(p.draft.kvs.get(S.DFLASH_TARGET_LAYERS))
+    taps = p.draft.ints(S.DFLASH_TARGET_LAYERS)
     n = as_int(p.target.hp.get("block_count"))
     if taps is None or n is None:
         missing = S.DFLASH_TARGET_LAYERS if taps is None else "the target's block_count"
@@ -40,8 +40,8 @@ def rule_dflash_taps(p: Pair) -> Outcome:
 
 
 def rule_dflash_fc(p: Pair) -> Outcome:
-    taps = as_ints(p.draft.kvs.get(S.DFLASH_TARGET_LAYERS))
-    return fc_width(p, len(taps) if taps else None, "taps")
+    taps = p.draft.ints(S.DFLASH_TARGET_LAYERS)
+    return p.fc_width(len(taps) if taps else None, "taps")
 
 
 def rule_mask_id(p: Pair) -> Outcome:
@@ -50,7 +50,7 @@ def rule_mask_id(p: Pair) -> Outcome:
     if mask is None:
         return Outcome("skip", None, nt, "the draft has no tokenizer.ggml.mask_token_id (check FILE warns about it)")
     text = f" {p.target.tokens[mask]!r}" if mask < nt else ""
-    return Outcome(pass_fail(mask < nt), mask, nt, f"mask token {mask}{text} " + (
+    return Outcome.verdict(mask < nt, mask, nt, f"mask token {mask}{text} " + (
         f"< {nt} target tokens" if mask < nt else f"is outside the target's {nt} tokens (the draft embeds its mask "
                                                   "block with the target's token rows)"))
 

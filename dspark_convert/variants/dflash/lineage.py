@@ -18,7 +18,6 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...findings import Finding
 from ...formats import modelopt
 from ...formats.modelopt import QuantConfig
 from ...formats.transforms import DeinterleaveRope, Nvfp4Repack, Transform
@@ -136,9 +135,8 @@ def target_taps(ctx: Context, ids: Any, key: str) -> list[int]:
     if isinstance(n, int):
         bad = [t for t in taps if t < 0 or t > n]
         if bad:
-            ctx.findings.append(Finding("error", key, "target-layers", f"{ctx.where}: '{key}' gives target layer {bad[0]} "
-                                        f"(after the +1 shift), but the target {ctx.target_dir / 'config.json'} has {n} "
-                                        f"layers (valid: 0..{n})"))
+            ctx.err(key, "target-layers", f"{ctx.where}: '{key}' gives target layer {bad[0]} (after the +1 shift), "
+                    f"but the target {ctx.target_dir / 'config.json'} has {n} layers (valid: 0..{n})")
     return taps
 
 
@@ -372,9 +370,9 @@ def nvfp4_specs(ctx: Context, quant: QuantConfig, drop: Set[str]) -> tuple[list[
                 # the loader reads no input_scale for fc / markov_w2: upstream writes one and its file then fails
                 # with "wrong number of tensors" (llama-server b11434); dropped unless --match-upstream
                 if not ctx.options.match_upstream:
-                    ctx.findings.append(Finding("warning", name.removesuffix(".weight") + suffix, "nvfp4",
-                                                f"'{src}' ({value}) not written: llama.cpp reads no input_scale for "
-                                                f"{name} and refuses a file holding one (--match-upstream writes it)"))
+                    ctx.warn(name.removesuffix(".weight") + suffix, "nvfp4",
+                             f"'{src}' ({value}) not written: llama.cpp reads no input_scale for {name} and refuses a "
+                             "file holding one (--match-upstream writes it)")
                     continue
             specs.append(TensorSpec(name=name.removesuffix(".weight") + suffix, shape=(1,), ggml_type=QT.F32,
                                     sources=(src,), source_dtype=ck.ref(src).dtype,

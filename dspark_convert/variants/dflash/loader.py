@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ... import schema as S
 from ...gguf_constants import VT
-from ...roles.loader import Checker, Dims, mul, shape_of
+from ...roles.loader import Checker, Dims
 
 
 def rules(c: Checker) -> int | None:
@@ -34,12 +34,12 @@ def rules(c: Checker) -> int | None:
     n_draft_vocab = d2t.shape[0] if d2t is not None else n_tokens
     vocab_what = f"{n_draft_vocab} draft tokens (d2t entries)" if d2t is not None else f"{n_draft_vocab} tokens"
     r = c.rules
-    r.expect(S.T_FC, shape_of(hidden, mul(n_taps, hidden)), f"ne[0] = {n_taps} target layers x hidden_size {hidden}",
+    r.expect(S.T_FC, (hidden, Dims.product(n_taps, hidden)), f"ne[0] = {n_taps} target layers x hidden_size {hidden}",
              required=True)
-    r.expect(S.T_ENC_NORM, shape_of(hidden), required=True)
-    r.expect(S.T_OUTPUT_NORM, shape_of(hidden), required=True)
-    r.expect(S.T_TOKEN_EMBD, shape_of(n_tokens or None, hidden), f"ne[0] = hidden_size {hidden}, ne[1] = {n_tokens} tokens")
-    r.expect(S.T_OUTPUT, shape_of(n_draft_vocab or None, hidden), f"ne[0] = hidden_size {hidden}, ne[1] = {vocab_what}")
+    r.expect(S.T_ENC_NORM, (hidden,), required=True)
+    r.expect(S.T_OUTPUT_NORM, (hidden,), required=True)
+    r.expect(S.T_TOKEN_EMBD, (n_tokens or None, hidden), f"ne[0] = hidden_size {hidden}, ne[1] = {n_tokens} tokens")
+    r.expect(S.T_OUTPUT, (n_draft_vocab or None, hidden), f"ne[0] = hidden_size {hidden}, ne[1] = {vocab_what}")
     r.expect(S.T_D2T, None)
     r.expect(S.T_FC_SCALE, (1,))
     r.why[S.T_MARKOV_W1] = f"ne[0] = Markov rank {markov_rank}, ne[1] = {n_tokens} tokens"
@@ -48,10 +48,10 @@ def rules(c: Checker) -> int | None:
     if w1 is not None:
         if S.DFLASH_BLOCK_SIZE not in c.kv:
             c.err(S.DFLASH_BLOCK_SIZE, "required-key", "is missing; the DSpark graph asserts it when Markov tensors exist")
-        r.expect(S.T_MARKOV_W1, shape_of(n_tokens or None, markov_rank))
-        r.expect(S.T_MARKOV_W2, shape_of(n_draft_vocab or None, markov_rank), required=True)
+        r.expect(S.T_MARKOV_W1, (n_tokens or None, markov_rank))
+        r.expect(S.T_MARKOV_W2, (n_draft_vocab or None, markov_rank), required=True)
         # optional since upstream b10705 (vanilla-Markov exports ship without a confidence head)
-        r.expect(S.T_CONF_W, shape_of(1, hidden + markov_rank if hidden and markov_rank else None))
+        r.expect(S.T_CONF_W, (1, hidden + markov_rank if hidden and markov_rank else None))
         r.expect(S.T_CONF_B, (1,))
     else:
         for name in (S.T_MARKOV_W2, S.T_CONF_W, S.T_CONF_B):

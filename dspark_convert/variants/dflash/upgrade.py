@@ -32,21 +32,8 @@ from typing import Any
 from ... import schema as S
 from ...errors import ConvertError, clip_value
 from ...gguf_constants import QT, VT
-from ...gguffile.reader import GGUFFile
 from ...plan import KV, TensorSpec
-from ...roles.upgrade import (
-    REVISIONS,
-    Detection,
-    Header,
-    Piece,
-    Stale,
-    UpgradeRules,
-    Upgrading,
-    checkpoint_config,
-    checkpoint_tensor,
-    has_tensor,
-    revision_index,
-)
+from ...roles.upgrade import Detection, Header, Stale, UpgradeRules, Upgrading
 
 #: the revisions whose DSpark converter permuted interleaved-RoPE q/k rows twice (§2.3): b10662 up to b11223
 DOUBLE_NEOX = ("b10662", "b11223")  # [first affected, first fixed)
@@ -96,15 +83,15 @@ class DFlashRules(UpgradeRules):
         f, target = d.f, d.target
         dspark = is_dspark(f)
         if dspark:
-            has_conf_tensor = has_tensor(f, S.T_CONF_W)
+            has_conf_tensor = d.has_tensor(S.T_CONF_W)
             present = HAS_CONFIDENCE_HEAD in f.kvs
             d.seen(present, "b10705")
             if not present:
                 d.stale.append(Stale(HAS_CONFIDENCE_HEAD, f"missing; b10705+ writes it ({str(has_conf_tensor).lower()}"
                                      f": {'a' if has_conf_tensor else 'no'} confidence head in the file)", "b10705",
                                      "file"))
-            if not has_tensor(f, S.T_D2T):
-                kept = has_tensor(f, S.T_TOKEN_EMBD)
+            if not d.has_tensor(S.T_D2T):
+                kept = d.has_tensor(S.T_TOKEN_EMBD)
                 if kept:
                     d.seen(True, "b10705")
                 elif not present:  # older than b10705 (no has_confidence_head): its embed_tokens may have been dropped
@@ -119,7 +106,7 @@ class DFlashRules(UpgradeRules):
         if self.lineage_config:
             d.unchecked.append("config keys " + ", ".join(k.removeprefix("dflash.") for k in CONFIG_KEYS) + " (--hf)")
             if not dspark:
-                if not has_tensor(f, S.T_TOKEN_EMBD):
+                if not d.has_tensor(S.T_TOKEN_EMBD):
                     d.unchecked.append(f"{S.T_TOKEN_EMBD} + {S.T_OUTPUT} of a MiMo draft (b11334+: built from the "
                                        "checkpoint's mask_embedding.pt; --hf)")
                 d.unchecked.append("q/k row order of an interleaved-RoPE draft (rope_is_neox_style: false; --hf)")
@@ -142,7 +129,7 @@ class DFlashRules(UpgradeRules):
     def fix(self, s: Stale, u: Upgrading) -> bool:
         f = u.f
         if s.subject == HAS_CONFIDENCE_HEAD:
-            u.insert_kv(KV(HAS_CONFIDENCE_HEAD, VT.BOOL, has_tensor(f, S.T_CONF_W)), (S.DFLASH_SAMPLE_FROM_ANCHOR,))
+            u.insert_kv(KV(HAS_CONFIDENCE_HEAD, VT.BOOL, u.has_tensor(S.T_CONF_W)), (S.DFLASH_SAMPLE_FROM_ANCHOR,))
         elif s.subject == S.T_TOKEN_EMBD:
             return _embed_tokens(u)
         elif s.subject == SINKS:
@@ -190,7 +177,7 @@ class DFlashRules(UpgradeRules):
         b10705+ DSpark, a DFlash / DFlash2 draft with its own ``embed_tokens``) gets the head ``hf2gguf`` adds."""
         f, hf = u.f, u.hf
         dspark = is_dspark(f)
-        if hf is not None and not dspark and not has_tensor(f, S.T_TOKEN_EMBD):
+        if hf is not None and not dspark and not u.has_tensor(S.T_TOKEN_EMBD):
             from ...hf.mask_embedding import MASK_FILE
 
             if (hf / MASK_FILE).is_file():
@@ -208,7 +195,7 @@ class DFlashRules(UpgradeRules):
             _drop_added_head(u, dspark)
         # any file of the lineage that keeps token_embd without output.weight (a b10705+ DSpark, a DFlash or DFlash2
         # draft with its own embed_tokens): its head as hf2gguf has it
-        if (has_tensor(f, S.T_TOKEN_EMBD) and not has_tensor(f, S.T_D2T)
+        if (u.has_tensor(S.T_TOKEN_EMBD) and not u.has_tensor(S.T_D2T)
                 and not any(c.subject == S.T_TOKEN_EMBD for c in u.changes)):  # a b10705+ file: its head as hf2gguf has it
             n = len(u.pieces)
             _add_output_head(u, f.tensor(S.T_TOKEN_EMBD).qtype or QT.F32)
@@ -245,27 +232,28 @@ def _embed_tokens(u: Upgrading) -> bool:
         emb = ("embed_tokens.weight", "model.embed_tokens.weight")
         if not any(n in Checkpoint(hf, select=set(emb).__contains__) for n in emb):
             return False  # the checkpoint has none: upstream b11434 writes none either
-        shape, data = checkpoint_tensor(hf, emb, file_qt, "token_embd.weight")
+        shape, data = u.checkpoint_tensor(emb, file_qt, "token_embd.weight")
     else:
         if target is None:
             raise ConvertError(f"{where}: --embed-tokens-from-target needs --target TARGET (the target whose "
                                "embedding the draft stores)")
         from ...hf.checkpoint import EMBED_NAMES
 
-        shape = (_n_vocab(f), int(f.value(f"{f.arch}.embedding_length", 0)))
+        shape = (_n_vocab(u), int(f.value(f"{f.arch}.embedding_length", 0)))
         data = target.tensor(S.T_TOKEN_EMBD, EMBED_NAMES, file_qt, shape, "token_embd.weight")
         u.notes.append(f"token_embd.weight from the target {target.source} (--embed-tokens-from-target: the "
                        "checkpoint's embed_tokens is the target's frozen copy)")
     # upstream writes it in the checkpoint's (sorted) order: after conf_proj.*, before fc.weight
     pieces = u.pieces
     pos = next((i for i, p in enumerate(pieces) if not p.spec.name.startswith("conf_proj.")), len(pieces))
-    pieces.insert(pos, Piece(TensorSpec(S.T_TOKEN_EMBD, shape, file_qt, origin="draft"), data=data))
+    u.add_tensor(pos, TensorSpec(S.T_TOKEN_EMBD, shape, file_qt, origin="draft"), data)
     _add_output_head(u, file_qt)
     return True
 
 
-def _n_vocab(f: GGUFFile) -> int:
+def _n_vocab(u: Upgrading) -> int:
     """The draft's vocabulary size: its tokenizer's token count (hf2gguf pads it to the config's vocab_size)."""
+    f = u.f
     kv = f.kvs.get("tokenizer.ggml.tokens")
     if kv is None or kv.count is None:
         raise ConvertError(f"{f.path}: no tokenizer.ggml.tokens; cannot tell the vocabulary size token_embd.weight needs")
@@ -280,11 +268,11 @@ def _add_output_head(u: Upgrading, qt: QT) -> None:
     from typing import cast
 
     from ...hf.checkpoint import EMBED_NAMES, OUTPUT_NAMES
-    from ...roles.convert import Context, ConvertOptions
+    from ...roles.convert import Context
     from .lineage import choose_head_layout
 
-    f, target, hf, pieces, where = u.f, u.target, u.hf, u.pieces, u.where
-    if has_tensor(f, S.T_OUTPUT) or u.match_upstream:
+    target, hf, pieces, where = u.target, u.hf, u.pieces, u.where
+    if u.has_tensor(S.T_OUTPUT) or u.match_upstream:
         return
     if target is None:
         raise ConvertError(f"{where}: output.weight: whether the target ties its embeddings decides it; pass --target "
@@ -295,8 +283,7 @@ def _add_output_head(u: Upgrading, qt: QT) -> None:
 
         head_in_draft = "lm_head.weight" in Checkpoint(hf, select={"lm_head.weight"}.__contains__)
     config = target.config if target.folder is not None else {"tie_word_embeddings": target.ties_embeddings()}
-    ctx = Context(draft=cast(Any, None), target_dir=target.path, target_config=config,
-                  options=ConvertOptions(match_upstream=u.match_upstream))
+    ctx = Context(draft=cast(Any, None), target_dir=target.path, target_config=config)  # (not --match-upstream)
     layout = choose_head_layout(ctx, keeps_embedding=True, head_in_draft=head_in_draft, upstream_drops_head=True)
     if layout not in ("keep", "from-target"):
         return
@@ -304,7 +291,7 @@ def _add_output_head(u: Upgrading, qt: QT) -> None:
     shape = tuple(embd.spec.shape)
     if layout == "keep":
         assert hf is not None
-        got, data = checkpoint_tensor(hf, ("lm_head.weight",), qt, "output.weight")
+        got, data = u.checkpoint_tensor(("lm_head.weight",), qt, "output.weight")
         if tuple(got) != shape:
             raise ConvertError(f"--hf {hf}: lm_head.weight has shape {list(got)}, expected {list(shape)} (as "
                                "token_embd.weight)")
@@ -313,8 +300,7 @@ def _add_output_head(u: Upgrading, qt: QT) -> None:
     else:
         data = target.tensor(S.T_OUTPUT, OUTPUT_NAMES + EMBED_NAMES, qt, shape, "output.weight")
         pos = len(pieces) - (1 if pieces and pieces[-1].spec.name == S.T_D2T else 0)  # before d2t (last)
-    pieces.insert(pos, Piece(TensorSpec(S.T_OUTPUT, shape, qt, origin="draft" if layout == "keep" else "target"),
-                             data=data))
+    u.add_tensor(pos, TensorSpec(S.T_OUTPUT, shape, qt, origin="draft" if layout == "keep" else "target"), data)
     u.notes.append(f"output.weight from the {'draft' if layout == 'keep' else 'target'}'s head: the file keeps "
                    "token_embd and the target is untied (--match-upstream leaves it out, as upstream b11434 does)")
 
@@ -323,8 +309,7 @@ def _drop_added_head(u: Upgrading, dspark: bool) -> None:
     """``--match-upstream`` on a file that keeps ``token_embd`` and has ``output.weight`` where upstream b11434
     writes none: a full-vocabulary DSpark draft (upstream drops its ``lm_head``), or, proved by ``--hf``, a DFlash
     draft whose checkpoint has no ``lm_head`` (the head was the target's, added by ``hf2gguf``). The head goes."""
-    f = u.f
-    if not (has_tensor(f, S.T_OUTPUT) and has_tensor(f, S.T_TOKEN_EMBD)) or has_tensor(f, S.T_D2T):
+    if not (u.has_tensor(S.T_OUTPUT) and u.has_tensor(S.T_TOKEN_EMBD)) or u.has_tensor(S.T_D2T):
         return
     if not dspark:
         if u.hf is None:
@@ -353,7 +338,7 @@ def _config_keys(u: Upgrading, hf: Path) -> None:
 
     from ...kit.common import base_kvs
     from ...kit.hparams import normalize_hparams
-    from ...roles.convert import Context, ConvertOptions
+    from ...roles.convert import Context
     from .lineage import dflash_config, dflash_kvs
 
     f, kvs, target = u.f, u.kvs, u.target
@@ -361,14 +346,14 @@ def _config_keys(u: Upgrading, hf: Path) -> None:
     if is_dspark(f):  # upstream's DSparkModel extends DFlashModel: the same keys, from its normalized schema
         from .dspark import normalize_schema
 
-        hp, _ = normalize_schema(checkpoint_config(hf), where)
+        hp, _ = normalize_schema(u.checkpoint_config(), where)
     else:
-        hp = normalize_hparams(checkpoint_config(hf), where)
+        hp = normalize_hparams(u.checkpoint_config(), where)
     taps = f.value(S.DFLASH_TARGET_LAYERS)
     if not isinstance(taps, list):
         raise ConvertError(f"{f.path}: no {S.DFLASH_TARGET_LAYERS}; not a DFlash draft upgrade can complete")
     ctx = Context(draft=cast(Any, SimpleNamespace(path=hf)), target_dir=target.path if target else hf,
-                  target_config=target.config if target is not None else {}, options=ConvertOptions())
+                  target_config=target.config if target is not None else {})
     ft = f.value(S.GENERAL_FILE_TYPE, 0)
     written = base_kvs(S.ARCH_DFLASH, hp, ft if isinstance(ft, int) else 0, where)
     written += dflash_kvs(ctx, hp, dflash_config(hp, where), list(taps))
@@ -409,11 +394,8 @@ def _double_neox(u: Upgrading) -> None:
     came from there (``from_revision`` + ``rope_interleaved``, or ``hf``'s ``rope_is_neox_style: false``), or
     when ``hf``'s tensors prove it."""
     f, hf, from_revision = u.f, u.hf, u.from_revision
-    affected = None
-    if from_revision is not None:
-        i = revision_index(from_revision)
-        affected = REVISIONS.index(DOUBLE_NEOX[0]) <= i < REVISIONS.index(DOUBLE_NEOX[1])
-    interleaved = u.rope_interleaved or (hf is not None and checkpoint_config(hf).get("rope_is_neox_style", True) is False)
+    affected = u.from_revision_in(*DOUBLE_NEOX)
+    interleaved = u.rope_interleaved or (hf is not None and u.checkpoint_config().get("rope_is_neox_style", True) is False)
     hd = f.value(_HEAD_DIM)
     if not isinstance(hd, int) or hd < 2 or hd % 2:
         return
@@ -424,7 +406,7 @@ def _double_neox(u: Upgrading) -> None:
                                "add --rope-interleaved if the checkpoint says so, or pass --hf CHECKPOINT")
         return
     if hf is not None and interleaved:
-        proven = _prove_double(f, hf, hd)
+        proven = _prove_double(u, hd)
         if affected is False and proven:
             raise ConvertError(f"{f.path}: --from-revision {from_revision} says one permutation, but the checkpoint's "
                                "q_proj shows two (upstream b10662-b11104); drop --from-revision")
@@ -443,23 +425,25 @@ def _double_neox(u: Upgrading) -> None:
                        "--target-model-dir TARGET' (or upgrade with --hf CHECKPOINT, which proves it)")
 
 
-def _prove_double(f: GGUFFile, hf: Path, hd: int) -> bool:
-    """Whether ``blk.0.attn_q.weight`` equals the checkpoint's q_proj permuted twice (True) or once (False);
-    anything else is refused."""
-    return _neox_permutations(f, hf, hd, (1, 2)) == 2
+def _prove_double(u: Upgrading, hd: int) -> bool:
+    """Whether ``blk.0.attn_q.weight`` equals the ``--hf`` checkpoint's q_proj permuted twice (True) or once
+    (False); anything else is refused."""
+    return _neox_permutations(u, hd, (1, 2)) == 2
 
 
-def _neox_permutations(f: GGUFFile, hf: Path, hd: int, choices: tuple[int, ...]) -> int:
-    """How many NeoX permutations (one of ``choices``) turn the checkpoint's ``q_proj`` into the file's
+def _neox_permutations(u: Upgrading, hd: int, choices: tuple[int, ...]) -> int:
+    """How many NeoX permutations (one of ``choices``) turn the ``--hf`` checkpoint's ``q_proj`` into the file's
     ``blk.0.attn_q.weight`` (to the file's rounding); anything else is refused in one line."""
     import numpy as np
 
     from ...hf.checkpoint import Checkpoint
 
+    f, hf = u.f, u.hf
+    assert hf is not None
     names = ("layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.q_proj.weight")
     ck = Checkpoint(hf, select=set(names).__contains__)
     src = next((n for n in names if n in ck), None)
-    if src is None or not has_tensor(f, "blk.0.attn_q.weight"):
+    if src is None or not u.has_tensor("blk.0.attn_q.weight"):
         raise ConvertError(f"--hf {hf}: no layers.0.self_attn.q_proj.weight to compare with blk.0.attn_q.weight")
     from ...formats.transforms import convert_chunk
 
@@ -486,10 +470,10 @@ def _dflash_neox(u: Upgrading, hf: Path) -> None:
     checkpoint's q_proj tells which the file has; a file without the permutation gets it (a row permutation of the
     stored bytes)."""
     f = u.f
-    if checkpoint_config(hf).get("rope_is_neox_style", True) is not False:
+    if u.checkpoint_config().get("rope_is_neox_style", True) is not False:
         return
     hd = f.value(_HEAD_DIM)
-    if not isinstance(hd, int) or hd < 4 or hd % 2 or _neox_permutations(f, hf, hd, (0, 1)) == 1:
+    if not isinstance(hd, int) or hd < 4 or hd % 2 or _neox_permutations(u, hd, (0, 1)) == 1:
         return
     import numpy as np
 

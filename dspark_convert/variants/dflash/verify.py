@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import schema as S
-from ...reference.compare import EXACT_NMSE, MetadataCheck, OutputCheck, compare_cases, d2t_rows, meta_row
+from ...reference.compare import MetadataCheck, OutputCheck
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...roles.proof import Forwards, Inputs, Pair, anchors, draft_vocab, draft_width, hparam_rows
+from ...roles.proof import Forwards, Inputs, Pair
 from .numpy_forward import BlockCase, dflash_forward
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def rows(p: Pair) -> list[OutputCheck]:
         choice = "markov_logits"
     o.append(p.tokens("chosen tokens", choice))
     if _both(o, "confidence head", refs[0].confidence_logits, outs[0].confidence_logits):
-        o.append(_confidence_row(refs, outs, EXACT_NMSE))
+        o.append(_confidence_row(p))
     return o
 
 
@@ -56,7 +56,7 @@ def quality_rows(p: Pair) -> list[OutputCheck]:
     if refs[0].markov_logits is not None and outs[0].markov_logits is not None:
         q.append(p.cases("Markov-biased logits", "markov_logits", bound=None, argmax=True))
     if refs[0].confidence_logits is not None and outs[0].confidence_logits is not None:
-        q.append(_confidence_row(refs, outs, None))
+        q.append(_confidence_row(p, bound=None))
     return q
 
 
@@ -71,9 +71,11 @@ def _both(rows: list[OutputCheck], what: str, ref: Any, got: Any) -> bool:
     return True
 
 
-def _confidence_row(refs: list[Any], outs: list[Any], bound: float | None) -> OutputCheck:
-    c = compare_cases("confidence (logit)", [r.confidence_logits for r in refs], [x.confidence_logits for x in outs],
-                      bound=bound, by_energy=True)      # a few values around the bias: relative to their size
+def _confidence_row(p: Pair, **bound: float | None) -> OutputCheck:
+    """The confidence logits (exact mode; ``bound=None``: graded), and the largest difference of their
+    probabilities."""
+    c = p.cases("confidence (logit)", "confidence_logits", **bound, by_energy=True)  # a few values around the bias:
+    refs, outs = p.refs, p.outs                                                       # relative to their size
     if c.nmse is not None:
         diff = max(float(np.max(np.abs(1 / (1 + np.exp(-r.confidence_logits)) - 1 / (1 + np.exp(-x.confidence_logits)))))
                    for r, x in zip(refs, outs, strict=True))
@@ -82,27 +84,25 @@ def _confidence_row(refs: list[Any], outs: list[Any], bound: float | None) -> Ou
 
 
 def metadata(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
-    """The architecture and common hyperparameter rows, then the ``dflash.*`` ones and the ``d2t`` row."""
-    return hparam_rows(g, S.ARCH_DFLASH, d.hp, lambda: _dflash_rows(g, d))
-
-
-def _dflash_rows(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
+    """The ``dflash.*`` rows and the ``d2t`` row (after the architecture and common hyperparameter rows: the
+    ``PROOF``'s ``arch``)."""
     hp = d.hp
     markov = g.has("markov_w1.weight")
     sfa = g.value("dflash.sample_from_anchor")
     out = [
-        meta_row("dflash.block_size", g.value("dflash.block_size", 16), hp.block_size),
-        meta_row("dflash.target_layers", g.value("dflash.target_layers"), hp.target_layers),
-        meta_row("tokenizer.ggml.mask_token_id", g.value("tokenizer.ggml.mask_token_id"), hp.mask_token_id),
-        meta_row("dflash.sample_from_anchor", bool(sfa) if sfa is not None else markov, hp.sample_from_anchor),
-        meta_row("markov rank (markov_w1.weight)", g.shape("markov_w1.weight")[1] if markov else 0, hp.markov_rank),
-        meta_row("confidence head (conf_proj.weight)", g.has("conf_proj.weight"), hp.has_confidence),
+        MetadataCheck.compare("dflash.block_size", g.value("dflash.block_size", 16), hp.block_size),
+        MetadataCheck.compare("dflash.target_layers", g.value("dflash.target_layers"), hp.target_layers),
+        MetadataCheck.compare("tokenizer.ggml.mask_token_id", g.value("tokenizer.ggml.mask_token_id"), hp.mask_token_id),
+        MetadataCheck.compare("dflash.sample_from_anchor", bool(sfa) if sfa is not None else markov, hp.sample_from_anchor),
+        MetadataCheck.compare("markov rank (markov_w1.weight)", g.shape("markov_w1.weight")[1] if markov else 0, hp.markov_rank),
+        MetadataCheck.compare("confidence head (conf_proj.weight)", g.has("conf_proj.weight"), hp.has_confidence),
     ]
     if hp.sliding_window or g.value("dflash.attention.sliding_window"):
-        out.append(meta_row("dflash.attention.sliding_window", g.value("dflash.attention.sliding_window", 0), hp.sliding_window))
-    return out + d2t_rows(g, d)
+        out.append(MetadataCheck.compare("dflash.attention.sliding_window", g.value("dflash.attention.sliding_window", 0), hp.sliding_window))
+    return out + d.d2t_rows(g)
 
 
-#: verify's role: one random anchor per case, the two block forwards (the torch side: :mod:`.torch_forward`)
-PROOF = Forwards(draw=anchors, candidate=_candidate, hparams=_hparams, rows=rows, quality_rows=quality_rows,
-                 metadata=metadata, n_vocab=draft_vocab, width=draft_width)
+#: verify's role: one random anchor per case, the two block forwards (the torch side: :mod:`.torch_forward`, a
+#: checkpoint of the shared config reader)
+PROOF = Forwards(draw=Inputs.anchors, candidate=_candidate, hparams=_hparams, rows=rows, quality_rows=quality_rows,
+                 metadata=metadata, arch=S.ARCH_DFLASH)

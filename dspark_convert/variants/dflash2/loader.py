@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ... import schema as S
 from ...plan import as_int
-from ...roles.loader import Checker, layer_count, shape_of
+from ...roles.loader import Checker
 from ..dflash.loader import in_what
 from ..dflash.loader import rules as dflash_rules
 
@@ -37,16 +37,16 @@ def rules(c: Checker) -> int | None:
     n_tokens = c.dims.n_tokens
     r = c.rules
     for name in (S.T_SELECTOR_PREV, S.T_SELECTOR_NEXT):
-        r.expect(name, shape_of(n_tokens or None, rank), f"ne[0] = selector_rank {rank}, ne[1] = {n_tokens} tokens",
+        r.expect(name, (n_tokens or None, rank), f"ne[0] = selector_rank {rank}, ne[1] = {n_tokens} tokens",
                  required=True)
-    r.expect(S.T_SELECTOR_HIDDEN, shape_of(rank, hidden), f"ne[0] = hidden_size {hidden}, ne[1] = selector_rank {rank}",
+    r.expect(S.T_SELECTOR_HIDDEN, (rank, hidden), f"ne[0] = hidden_size {hidden}, ne[1] = selector_rank {rank}",
              required=True)
     projected = 2 * kernel * hidden // group if kernel and hidden and group and not hidden % group else None
-    for i in range(layer_count(c, c.dims.n_layer or 0)):
+    for i in range(c.layer_count(c.dims.n_layer or 0)):
         p = S.LAYER_PREFIX.format(bid=i)
         for base, proj in ((S.L_ATTN_CONV_BASE, S.L_ATTN_CONV_PROJ), (S.L_FFN_CONV_BASE, S.L_FFN_CONV_PROJ)):
-            r.expect(p + base, shape_of(2, kernel, hidden), f"ne = [hidden_size {hidden}, conv_kernel_size {kernel}, 2]",
+            r.expect(p + base, (2, kernel, hidden), f"ne = [hidden_size {hidden}, conv_kernel_size {kernel}, 2]",
                      required=True)
-            r.expect(p + proj, shape_of(projected, hidden), f"ne[1] = 2 x conv_kernel_size {kernel} x hidden_size "
+            r.expect(p + proj, (projected, hidden), f"ne[1] = 2 x conv_kernel_size {kernel} x hidden_size "
                      f"{hidden} / conv_group_size {group}", required=True)
     return hidden

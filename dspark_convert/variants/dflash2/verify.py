@@ -17,7 +17,7 @@ import numpy as np
 
 from ...reference.compare import MetadataCheck, OutputCheck
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...roles.proof import Forwards, Inputs, Pair, anchors
+from ...roles.proof import Forwards, Inputs, Pair
 from .numpy_forward import DFlash2HParams, top_k
 from .numpy_forward import dflash2_forward as numpy_forward
 
@@ -81,5 +81,5 @@ def _n_vocab(g: GGUFWeights, ck: Any) -> int:
 
 
 #: verify's role: one random anchor per case, the two DFlash2 forwards (the torch side: :mod:`.torch_forward`)
-PROOF = Forwards(draw=anchors, candidate=_candidate, hparams=_hparams, rows=rows, quality_rows=quality_rows,
+PROOF = Forwards(draw=Inputs.anchors, candidate=_candidate, hparams=_hparams, rows=rows, quality_rows=quality_rows,
                  metadata=metadata, n_vocab=_n_vocab, steps=False)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ... import schema as S
-from ...roles.loader import Checker, Dims, layer_count, shape_of
+from ...roles.loader import Checker, Dims
 
 #: keys the DSV4 branch of the loader reads with "required" (Appendix A), with what each is for
 REQUIRED_KEYS: tuple[tuple[str, str], ...] = (
@@ -200,11 +200,11 @@ def rules(c: Checker) -> int | None:
     if S.TOKENIZER_MASK_ID not in c.kv:
         c.warn(S.TOKENIZER_MASK_ID, "mask", "is missing: the draft's block is filled with token -1")
     n_layer = c.val(S.BLOCK_COUNT)
-    n_layer = layer_count(c, n_layer if isinstance(n_layer, int) and not isinstance(n_layer, bool) else 0)
+    n_layer = c.layer_count(n_layer if isinstance(n_layer, int) and not isinstance(n_layer, bool) else 0)
     found = dsv4_rules(c.val, c.dims.n_tokens, {t.name: tuple(t.shape) for t in c.plan.tensors}, n_layer)
     for subject, rule, msg in found.findings:
         c.err(subject, rule, msg)
     for name, dims in found.expected.items():
-        c.rules.expect(name, shape_of(*dims) if dims is not None else None, found.why.get(name),
+        c.rules.expect(name, dims, found.why.get(name),
                        required=name in found.required)
     return None

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...hf.checkpoint import Checkpoint
-from ...reference.compare import OutputCheck, meta_row
+from ...reference.compare import MetadataCheck, OutputCheck
 from ...reference.weights import GGUFWeights
-from ...roles.proof import Job, Proof, TensorChecks, Tensors
+from ...roles.proof import Job, Proof, TensorChecks
 from .tensors import dsv4_tensor_checks, source_map
 
 #: DeepSeek-V4 DSpark: GGUF key -> the checkpoint config field holding its value (this role's metadata rows);
@@ -75,11 +75,10 @@ def dsv4_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *, qual
     rows.outputs += [OutputCheck("tensors", [], grade="missing", passed=False, detail=p) for p in problems]
     names = [n for n in ck.names if n.startswith("mtp.")]
     smap = source_map(names)
-    rows.tensors = Tensors(set(), {c.name for c in checks}, names, set(),
-                           {s for c in checks for s in smap.get(c.name, ())})
+    rows.compared({c.name for c in checks}, names, {s for c in checks for s in smap.get(c.name, ())})
     found = {int(n.split(".")[1]) for n in names if n.split(".")[1:2] and n.split(".")[1].isdigit()}
     n_stages = 1 + max(found) if found else 0  # upstream's block_count: 1 + the highest stage
-    rows.metadata.append(meta_row("dflash.block_count", g.value("dflash.block_count"), n_stages))
+    rows.metadata.append(MetadataCheck.compare("dflash.block_count", g.value("dflash.block_count"), n_stages))
     for key, field in _DSV4_FIELDS.items():
         try:
             expected = ck.config[field]
@@ -87,7 +86,7 @@ def dsv4_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *, qual
                 expected = [i + 1 for i in expected]
         except (KeyError, TypeError):
             expected = None
-        rows.metadata.append(meta_row(key, g.value(key), expected))
+        rows.metadata.append(MetadataCheck.compare(key, g.value(key), expected))
     rows.hparams = {"stages": n_stages, "target_layers": g.value("dflash.target_layers")}
     return rows
 

@@ -15,7 +15,6 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...findings import Finding
 from ...formats.transforms import Transform
 from ...kit.common import (
     BACKBONE_GLOBALS,
@@ -149,9 +148,8 @@ def eagle3_head_kvs(ctx: Context, raw: dict[str, Any]) -> list[KV]:
     bad = [t for t in taps if t < 0 or t > n_tgt]
     if bad:
         source = "'eagle_aux_hidden_state_layer_ids'" if isinstance(ids, list) and ids else f"the default taps {taps}"
-        ctx.findings.append(Finding("error", "eagle_aux_hidden_state_layer_ids", "target-layers",
-                                    f"{ctx.where}: {source} gives target layer {bad[0]}, outside the target's {n_tgt} "
-                                    f"layers (valid: 0..{n_tgt})"))
+        ctx.err("eagle_aux_hidden_state_layer_ids", "target-layers", f"{ctx.where}: {source} gives target layer "
+                f"{bad[0]}, outside the target's {n_tgt} layers (valid: 0..{n_tgt})")
     ths = raw.get("target_hidden_size")
     ths = _target_int(ctx, "hidden_size") if ths is None else as_u32(ths, "target_hidden_size", ctx.where)
     return [KV(S.EAGLE3_TARGET_LAYERS, VT.ARRAY, taps, VT.INT32),

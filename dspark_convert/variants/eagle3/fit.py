@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from ... import schema as S
 from ...plan import as_int
-from ...roles.fit import ALL, Outcome, Pair, Rule, as_ints, fc_width, pass_fail
+from ...roles.fit import ALL, Outcome, Pair, Rule
 
 SRC_EAGLE3 = "common/speculative.cpp: common_speculative_impl_draft_eagle3 (constructor)"
 SRC_VOCAB_COVER = "common/speculative.cpp: spec_check_draft_ctx(need_vocab = true)"
 
 
 def rule_eagle3_layers(p: Pair) -> Outcome:
-    taps = as_ints(p.draft.kvs.get(S.EAGLE3_TARGET_LAYERS))
+    taps = p.draft.ints(S.EAGLE3_TARGET_LAYERS)
     n = as_int(p.target.hp.get("block_count"))
     if taps is None or len(taps) != 3:
         return Outcome("fail", taps, n, f"eagle3.target_layers has {None if taps is None else len(taps)} entries; "
@@ -29,7 +29,7 @@ def rule_eagle3_layers(p: Pair) -> Outcome:
 
 
 def rule_eagle3_fc(p: Pair) -> Outcome:
-    out = fc_width(p, 3, "extract layers")
+    out = p.fc_width(3, "extract layers")
     ht = p.draft.kvs.get(S.EAGLE3_TARGET_HIDDEN_SIZE)
     return Outcome(out.status, out.draft, out.target, f"{out.message} (draft eagle3.target_hidden_size {ht})")
 
@@ -37,7 +37,7 @@ def rule_eagle3_fc(p: Pair) -> Outcome:
 def rule_vocab_cover(p: Pair) -> Outcome:
     nd, nt = p.vd.n_tokens, p.vt.n_tokens
     msg = f"draft {nd} tokens {'>=' if nd >= nt else '<'} target {nt}"
-    return Outcome(pass_fail(nd >= nt), nd, nt, msg + ("" if nd >= nt else "; llama.cpp: \"the draft vocab is smaller than "
+    return Outcome.verdict(nd >= nt, nd, nt, msg + ("" if nd >= nt else "; llama.cpp: \"the draft vocab is smaller than "
                                                                       "the target's; target tokens past it cannot be mirrored\""))
 
 

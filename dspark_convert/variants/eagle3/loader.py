@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ... import schema as S
 from ...plan import as_int
-from ...roles.loader import Checker, Dims, mul, shape_of
+from ...roles.loader import Checker, Dims
 
 
 def rules(c: Checker) -> int | None:
@@ -26,15 +26,15 @@ def rules(c: Checker) -> int | None:
     norm_before_fc = bool(c.val(S.EAGLE3_NORM_BEFORE_FC))
     n_rot = as_int(c.val(S.ROPE_DIMENSION_COUNT)) if c.val(S.ROPE_DIMENSION_COUNT) else c.dims.head_dim
     r = c.rules
-    r.expect(S.T_FC, shape_of(hidden, mul(3, target_hidden)) if hidden else None,
+    r.expect(S.T_FC, (hidden, Dims.product(3, target_hidden)) if hidden else None,
              f"ne[0] = 3 target layers x target_hidden_size {target_hidden}", required=True)
-    r.expect(S.T_OUTPUT_NORM, shape_of(hidden), required=True)
-    r.expect(S.T_OUTPUT, shape_of(n_draft_vocab or None, hidden), f"ne[0] = hidden_size {hidden}, ne[1] = {n_draft_vocab} d2t entries")
+    r.expect(S.T_OUTPUT_NORM, (hidden,), required=True)
+    r.expect(S.T_OUTPUT, (n_draft_vocab or None, hidden), f"ne[0] = hidden_size {hidden}, ne[1] = {n_draft_vocab} d2t entries")
     r.expect(S.T_TOKEN_EMBD, None)
     r.expect(S.T_D2T, None)
-    r.expect(S.T_ROPE_FREQS, shape_of(n_rot // 2 if n_rot else None))
+    r.expect(S.T_ROPE_FREQS, (n_rot // 2 if n_rot else None,))
     if norm_before_fc:
-        r.expect(S.T_ENC_NORM, shape_of(mul(3, target_hidden)), required=True)
+        r.expect(S.T_ENC_NORM, (Dims.product(3, target_hidden),), required=True)
     out = c.tensors.get(S.T_OUTPUT)
     if out is not None and d2t is None and c.dims.n_tokens and out.shape[0] != c.dims.n_tokens:
         c.err(S.T_OUTPUT, "d2t", f"has {out.shape[0]} rows (a reduced vocabulary) but there is no d2t tensor")

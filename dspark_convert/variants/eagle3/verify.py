@@ -5,14 +5,15 @@ each chained step, the chosen tokens; the ``rope_freqs`` and ``eagle3.*`` metada
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ... import schema as S
-from ...reference.compare import MetadataCheck, OutputCheck, compare_cases, d2t_rows, meta_row
+from ...reference.compare import MetadataCheck, OutputCheck
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...roles.proof import Forwards, Inputs, Pair, draft_vocab, draft_width, hparam_rows, next_tokens
+from ...roles.proof import Forwards, Inputs, Pair
 from .numpy_forward import Eagle3Case, eagle3_forward
 
 if TYPE_CHECKING:
@@ -34,17 +35,19 @@ def _hparams(g: GGUFWeights, outs: list[Any], toks: list[np.ndarray]) -> dict[st
 
 def rows(p: Pair) -> list[OutputCheck]:
     """The exact-mode rows of a chain draft: fc output, prefill, each of the ``steps`` chained steps, the tokens."""
-    refs, outs = p.refs, p.outs
     o = [p.cases("fc output", "fc"), p.cases("prefill output (layer 0, pre-norm)", "prefill_hidden", layer=0),
          p.cases("prefill logits", "prefill_logits", argmax=True)]
     for s in range(p.inputs.steps):
         if s > 0:
-            o.append(compare_cases(f"step {s} hidden (pre-norm)", [r.step_hidden[s - 1:s] for r in refs],
-                                   [x.step_hidden[s - 1:s] for x in outs], layer=0))
-        o.append(compare_cases(f"step {s} logits", [r.logits[s:s + 1] for r in refs], [x.logits[s:s + 1] for x in outs],
-                               argmax=True))
+            o.append(p.cases(f"step {s} hidden (pre-norm)", _rows("step_hidden", s - 1), layer=0))
+        o.append(p.cases(f"step {s} logits", _rows("logits", s), argmax=True))
     o.append(p.tokens("chosen tokens", "logits"))
     return o
+
+
+def _rows(attr: str, i: int) -> Callable[[Any], Any]:
+    """Row ``i`` (kept 2-D) of a case's ``attr``."""
+    return lambda case: getattr(case, attr)[i:i + 1]
 
 
 def quality_rows(p: Pair) -> list[OutputCheck]:
@@ -54,21 +57,17 @@ def quality_rows(p: Pair) -> list[OutputCheck]:
 
 
 def metadata(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
-    """The architecture and common hyperparameter rows, then the ``rope_freqs`` row, the ``eagle3.*`` rows and the
-    ``d2t`` row."""
-    return hparam_rows(g, S.ARCH_EAGLE3, d.hp, lambda: _eagle3_rows(g, d))
-
-
-def _eagle3_rows(g: GGUFWeights, d: HFDraft) -> list[MetadataCheck]:
+    """The ``rope_freqs`` row, the ``eagle3.*`` rows and the ``d2t`` row (after the architecture and common
+    hyperparameter rows: the ``PROOF``'s ``arch``)."""
     hp = d.hp
     return [
         _rope_freqs_check(g, d),
-        meta_row("eagle3.target_layers", g.value("eagle3.target_layers"), hp.target_layers),
-        meta_row("eagle3.target_hidden_size", g.value("eagle3.target_hidden_size"), hp.target_hidden_size),
-        meta_row("eagle3.norm_before_residual", bool(g.value("eagle3.norm_before_residual", False)), hp.norm_before_residual),
-        meta_row("eagle3.norm_before_fc", bool(g.value("eagle3.norm_before_fc", False)), hp.norm_before_fc),
+        MetadataCheck.compare("eagle3.target_layers", g.value("eagle3.target_layers"), hp.target_layers),
+        MetadataCheck.compare("eagle3.target_hidden_size", g.value("eagle3.target_hidden_size"), hp.target_hidden_size),
+        MetadataCheck.compare("eagle3.norm_before_residual", bool(g.value("eagle3.norm_before_residual", False)), hp.norm_before_residual),
+        MetadataCheck.compare("eagle3.norm_before_fc", bool(g.value("eagle3.norm_before_fc", False)), hp.norm_before_fc),
         # an EAGLE-3 file's d2t is compared whenever the checkpoint has one (the vocabulary is always the draft's)
-        *d2t_rows(g, d, always=True),
+        *d.d2t_rows(g, always=True),
     ]
 
 
@@ -96,6 +95,7 @@ def _rope_freqs_check(g: GGUFWeights, d: HFDraft) -> MetadataCheck:
 
 
 #: verify's role: random next tokens per position, ``steps`` chained draft tokens (the torch side:
-#: :mod:`.torch_forward`); the features' width and the draws' vocabulary as a block draft's
-PROOF = Forwards(draw=next_tokens, candidate=_candidate, hparams=_hparams, rows=rows, quality_rows=quality_rows,
-                 metadata=metadata, n_vocab=draft_vocab, width=draft_width)
+#: :mod:`.torch_forward`, a checkpoint of the shared config reader); the features' width and the draws' vocabulary
+#: as a block draft's
+PROOF = Forwards(draw=Inputs.next_tokens, candidate=_candidate, hparams=_hparams, rows=rows, quality_rows=quality_rows,
+                 metadata=metadata, arch=S.ARCH_EAGLE3)

@@ -15,7 +15,7 @@ a sandwich norm in some layers only). Warnings are files that load but do not co
 from __future__ import annotations
 
 from ... import schema as S
-from ...roles.loader import Checker, layer_rules, shape_of
+from ...roles.loader import Checker
 from ..dflash.loader import in_what
 from ..dflash.loader import rules as dflash_rules
 
@@ -33,16 +33,16 @@ _PER_LAYER = (S.L_ATTN_POST_NORM, S.L_FFN_POST_NORM, S.L_LAYER_OUT_SCALE)
 def rules(c: Checker) -> int | None:
     """The rule builder of the ``gemma4-dspark`` loader variant (fills ``c.rules``, adds findings)."""
     hidden = dflash_rules(c)
-    layer_rules(c, hidden, f"hidden_size {hidden}")
+    c.layer_rules(hidden, f"hidden_size {hidden}")
     d, r = c.dims, c.rules
     n_layer = min(d.n_layer or 0, len(c.plan.tensors))
     for i in range(n_layer):
         p = S.LAYER_PREFIX.format(bid=i)
         r.required.discard(p + S.L_ATTN_V)  # optional since b11223: K doubles as V
-        r.expect(p + S.L_ATTN_POST_NORM, shape_of(hidden), f"hidden_size {hidden}")
-        r.expect(p + S.L_FFN_POST_NORM, shape_of(hidden), f"hidden_size {hidden}")
+        r.expect(p + S.L_ATTN_POST_NORM, (hidden,), f"hidden_size {hidden}")
+        r.expect(p + S.L_FFN_POST_NORM, (hidden,), f"hidden_size {hidden}")
         r.expect(p + S.L_LAYER_OUT_SCALE, (1,), "one scalar per layer")
-    r.expect(S.T_ROPE_FREQS, shape_of(d.head_dim // 2 if d.head_dim else None),
+    r.expect(S.T_ROPE_FREQS, (d.head_dim // 2 if d.head_dim else None,),
              f"key_length {d.head_dim} / 2 (one factor per rotary pair)")
     for short in _PER_LAYER:
         if S.LAYER_PREFIX.format(bid=0) + short not in c.tensors:

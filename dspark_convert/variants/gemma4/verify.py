@@ -14,9 +14,9 @@ import math
 from typing import Any
 
 from ... import schema as S
-from ...reference.compare import MetadataCheck, OutputCheck, compare_cases, compare_token_cases
+from ...reference.compare import MetadataCheck, OutputCheck
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...roles.proof import Forwards, Inputs, Pair, anchors
+from ...roles.proof import Forwards, Inputs, Pair
 from .numpy_forward import Gemma4HParams
 from .numpy_forward import gemma4_forward as numpy_forward
 
@@ -79,13 +79,11 @@ def rows(p: Pair) -> list[OutputCheck]:
     refs, outs = p.refs, p.outs
     o = [*p.block_trunk(), p.cases("block logits", "logits", argmax=True)]
     if all(r.markov_bias is not None for r in refs) or any(x.markov_bias is not None for x in outs):
-        o.append(_both("Markov bias W2 W1[prev]", *p.both("markov_bias")))
-        o.append(_both("Markov-biased logits", *p.both("markov_logits")))
-    o.append(compare_token_cases("chosen tokens", *p.both("tokens"),
-                                 [r.markov_logits if r.markov_logits is not None else r.logits for r in refs],
-                                 [x.markov_logits if x.markov_logits is not None else x.logits for x in outs]))
+        o.append(_both(p, "Markov bias W2 W1[prev]", "markov_bias"))
+        o.append(_both(p, "Markov-biased logits", "markov_logits"))
+    o.append(p.tokens("chosen tokens", lambda c: c.markov_logits if c.markov_logits is not None else c.logits))
     if any(r.confidence_logits is not None for r in refs) or any(x.confidence_logits is not None for x in outs):
-        o.append(_both("confidence (logit)", *p.both("confidence_logits")))
+        o.append(_both(p, "confidence (logit)", "confidence_logits"))
     return o
 
 
@@ -97,14 +95,15 @@ def quality_rows(p: Pair) -> list[OutputCheck]:
     return q
 
 
-def _both(name: str, refs: list[Any], outs: list[Any]) -> OutputCheck:
+def _both(p: Pair, name: str, attr: str) -> OutputCheck:
     """A component one side has and the other has not is a failing row; else the usual comparison."""
+    refs, outs = p.both(attr)
     if any(r is None for r in refs) or any(x is None for x in outs):
         side = "the checkpoint" if any(r is None for r in refs) else "the GGUF"
         return OutputCheck(name, [], grade="mismatch", passed=False, detail=f"{side} has no such head")
-    return compare_cases(name, refs, outs)
+    return p.cases(name, attr)
 
 
 #: verify's role: one random anchor per case, the two Gemma 4 block forwards (the torch side: :mod:`.torch_forward`)
-PROOF = Forwards(draw=anchors, candidate=_candidate, hparams=_hparams, rows=rows, quality_rows=quality_rows,
+PROOF = Forwards(draw=Inputs.anchors, candidate=_candidate, hparams=_hparams, rows=rows, quality_rows=quality_rows,
                  metadata=metadata, n_vocab=_n_vocab, steps=False)

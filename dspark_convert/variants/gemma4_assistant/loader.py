@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ... import schema as S
 from ...plan import as_int
-from ...roles.loader import Checker, Dims, layer_count, mul, shape_of
+from ...roles.loader import Checker, Dims
 
 __all__ = ["GENERIC_LAYERS", "in_what", "rules"]
 
@@ -51,7 +51,7 @@ def rules(c: Checker) -> int | None:
         if ka is not None and kb is not None and ka != kb:
             c.err(c.key(b), "gemma4-assistant", f"is {kb}, expected {c.key(a)} {ka} (the loader requires equal K "
                   "and V head sizes)")
-    n_layer = layer_count(c, d.n_layer or 0)
+    n_layer = c.layer_count(d.n_layer or 0)
     pattern = c.val(S.SLIDING_WINDOW_PATTERN)
     if isinstance(pattern, list) and len(pattern) != n_layer:
         c.err(c.key(S.SLIDING_WINDOW_PATTERN), "gemma4-assistant", f"has {len(pattern)} entries, expected one per "
@@ -65,31 +65,31 @@ def rules(c: Checker) -> int | None:
     hd_full, hd_swa = as_int(c.val(S.KEY_LENGTH)), as_int(c.val(S.KEY_LENGTH_SWA))
     ff = _per_layer(c.val(S.FEED_FORWARD_LENGTH), n_layer)
     n_head = d.n_head
-    r.expect(S.T_TOKEN_EMBD, shape_of(d.n_tokens, hidden), f"ne[0] = hidden_size {hidden}", required=True)
-    r.expect(S.T_OUTPUT_NORM, shape_of(hidden), f"hidden_size {hidden}", required=True)
-    r.expect(S.T_PRE_PROJECTION, shape_of(hidden, 2 * out if out else None),
+    r.expect(S.T_TOKEN_EMBD, (d.n_tokens, hidden), f"ne[0] = hidden_size {hidden}", required=True)
+    r.expect(S.T_OUTPUT_NORM, (hidden,), f"hidden_size {hidden}", required=True)
+    r.expect(S.T_PRE_PROJECTION, (hidden, 2 * out if out else None),
              f"ne[0] = 2 x embedding_length_out {out}, ne[1] = hidden_size {hidden}", required=True)
-    r.expect(S.T_POST_PROJECTION, shape_of(out, hidden), f"ne[0] = hidden_size {hidden}, ne[1] = "
+    r.expect(S.T_POST_PROJECTION, (out, hidden), f"ne[0] = hidden_size {hidden}, ne[1] = "
              f"embedding_length_out {out}", required=True)
-    r.expect(S.T_ROPE_FREQS, shape_of(hd_full // 2 if hd_full else None),
+    r.expect(S.T_ROPE_FREQS, (hd_full // 2 if hd_full else None,),
              f"key_length {hd_full} / 2 (one factor per rotary pair of the full-attention layers)",
              required=not all(swa))
     for i in range(n_layer):
         p = S.LAYER_PREFIX.format(bid=i)
         hd = hd_swa if swa[i] else hd_full
         hd_what = f"{'key_length_swa' if swa[i] else 'key_length'} {hd}"
-        q = mul(n_head, hd)
-        rows = {S.L_ATTN_NORM: (shape_of(hidden), f"hidden_size {hidden}"),
-                S.L_ATTN_Q: (shape_of(q, hidden), f"ne[1] = head_count {n_head} x {hd_what}"),
-                S.L_ATTN_Q_NORM: (shape_of(hd), hd_what),
-                S.L_ATTN_OUT: (shape_of(hidden, q), f"ne[0] = head_count {n_head} x {hd_what}"),
-                S.L_ATTN_POST_NORM: (shape_of(hidden), f"hidden_size {hidden}"),
+        q = Dims.product(n_head, hd)
+        rows = {S.L_ATTN_NORM: ((hidden,), f"hidden_size {hidden}"),
+                S.L_ATTN_Q: ((q, hidden), f"ne[1] = head_count {n_head} x {hd_what}"),
+                S.L_ATTN_Q_NORM: ((hd,), hd_what),
+                S.L_ATTN_OUT: ((hidden, q), f"ne[0] = head_count {n_head} x {hd_what}"),
+                S.L_ATTN_POST_NORM: ((hidden,), f"hidden_size {hidden}"),
                 S.L_LAYER_OUT_SCALE: ((1,), "one scalar per layer"),
-                S.L_FFN_NORM: (shape_of(hidden), f"hidden_size {hidden}"),
-                S.L_FFN_GATE: (shape_of(ff[i], hidden), f"ne[1] = feed_forward_length {ff[i]}"),
-                S.L_FFN_UP: (shape_of(ff[i], hidden), f"ne[1] = feed_forward_length {ff[i]}"),
-                S.L_FFN_DOWN: (shape_of(hidden, ff[i]), f"ne[0] = feed_forward_length {ff[i]}"),
-                S.L_FFN_POST_NORM: (shape_of(hidden), f"hidden_size {hidden}")}
+                S.L_FFN_NORM: ((hidden,), f"hidden_size {hidden}"),
+                S.L_FFN_GATE: ((ff[i], hidden), f"ne[1] = feed_forward_length {ff[i]}"),
+                S.L_FFN_UP: ((ff[i], hidden), f"ne[1] = feed_forward_length {ff[i]}"),
+                S.L_FFN_DOWN: ((hidden, ff[i]), f"ne[0] = feed_forward_length {ff[i]}"),
+                S.L_FFN_POST_NORM: ((hidden,), f"hidden_size {hidden}")}
         for short, (shape, why) in rows.items():
             r.expect(p + short, shape, why, required=True)
     return hidden

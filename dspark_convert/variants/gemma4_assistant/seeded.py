@@ -20,7 +20,7 @@ import numpy as np
 from ...roles.proof import Inputs
 
 
-def draw(rng: np.random.Generator, inputs: Inputs) -> list[tuple[int, int]]:
+def draw(inputs: Inputs, rng: np.random.Generator) -> list[tuple[int, int]]:
     """Per case: the last accepted token and the seed of the case's target-side inputs."""
     return [(int(rng.integers(0, inputs.n_vocab)), int(rng.integers(0, 2**31 - 1))) for _ in inputs.feats]
 

@@ -20,12 +20,13 @@ the choices.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ... import schema as S
-from ...reference.compare import MetadataCheck, OutputCheck, compare_cases, compare_token_cases, meta_row
+from ...reference.compare import MetadataCheck, OutputCheck
 from ...reference.weights import GGUFWeights, TargetWeights
 from ...roles.proof import Forwards, Inputs, Pair
 from .numpy_forward import FULL, SWA, AssistantCase, AssistantHParams, assistant_forward, read_hparams
@@ -58,37 +59,41 @@ def _n_vocab(g: GGUFWeights, ck: Any) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- rows
-def _steps(p: Pair, attr: str, s: int) -> tuple[list[Any], list[Any]]:
-    return [getattr(r, attr)[s] for r in p.refs], [getattr(x, attr)[s] for x in p.outs]
+def _step(attr: str, s: int) -> Callable[[Any], Any]:
+    """Step ``s`` of a case's ``attr``."""
+    return lambda case: getattr(case, attr)[s]
+
+
+def _layer(il: int) -> Callable[[Any], Any]:
+    """Layer ``il``'s output at step 0 of a case."""
+    return lambda case: case.layers[0][il]
 
 
 def rows(p: Pair) -> list[OutputCheck]:
     """Step 0 component by component (pre projection, each layer, the post-norm row, the logits, ``h_nextn``), then
     each later step's logits and ``h_nextn``, then the drafted tokens of every step."""
     n_layer = min(len(p.refs[0].layers[0]), len(p.outs[0].layers[0]))
-    o = [compare_cases("pre-projection", *_steps(p, "pre", 0))]
-    o += [compare_cases(f"layer {il} output", [r.layers[0][il] for r in p.refs], [x.layers[0][il] for x in p.outs],
-                        layer=il) for il in range(n_layer)]
+    o = [p.cases("pre-projection", _step("pre", 0))]
+    o += [p.cases(f"layer {il} output", _layer(il), layer=il) for il in range(n_layer)]
     if len(p.refs[0].layers[0]) != len(p.outs[0].layers[0]):
         o.append(OutputCheck("layers", [], grade="missing", passed=False,
                              detail=f"{len(p.refs[0].layers[0])} layers in the checkpoint, "
                                     f"{len(p.outs[0].layers[0])} in the GGUF"))
-    o.append(compare_cases("hidden (post-norm)", *_steps(p, "hidden", 0)))
-    o.append(compare_cases("logits", *_steps(p, "logits", 0), argmax=True))
-    o.append(compare_cases("post-projection (h_nextn)", *_steps(p, "h_next", 0)))
+    o.append(p.cases("hidden (post-norm)", _step("hidden", 0)))
+    o.append(p.cases("logits", _step("logits", 0), argmax=True))
+    o.append(p.cases("post-projection (h_nextn)", _step("h_next", 0)))
     for s in range(1, len(p.refs[0].logits)):
-        o.append(compare_cases(f"step {s} logits", *_steps(p, "logits", s), argmax=True))
-        o.append(compare_cases(f"step {s} post-projection (h_nextn)", *_steps(p, "h_next", s)))
-    o.append(compare_token_cases("drafted tokens", *p.both("tokens"),
-                                 [np.concatenate(r.logits) for r in p.refs], [np.concatenate(x.logits) for x in p.outs]))
+        o.append(p.cases(f"step {s} logits", _step("logits", s), argmax=True))
+        o.append(p.cases(f"step {s} post-projection (h_nextn)", _step("h_next", s)))
+    o.append(p.tokens("drafted tokens", lambda case: np.concatenate(case.logits)))
     return o
 
 
 def quality_rows(p: Pair) -> list[OutputCheck]:
     """The first step's logits and ``h_nextn`` against the unrounded checkpoint (information; later steps follow each
     side's own choices, so they are not comparable once a choice differs)."""
-    return [compare_cases("logits", *_steps(p, "logits", 0), bound=None, argmax=True),
-            compare_cases("post-projection (h_nextn)", *_steps(p, "h_next", 0), bound=None)]
+    return [p.cases("logits", _step("logits", 0), bound=None, argmax=True),
+            p.cases("post-projection (h_nextn)", _step("h_next", 0), bound=None)]
 
 
 def _hparams(g: GGUFWeights, outs: list[Any], drawn: list[tuple[int, int]]) -> dict[str, Any]:
@@ -115,7 +120,7 @@ def metadata(g: GGUFWeights, ck: Any) -> list[MetadataCheck]:
         "rope.freq_base": float((rp.get("full_attention") or {}).get("rope_theta", 1000000.0)),
         "rope.freq_base_swa": float((rp.get("sliding_attention") or {}).get("rope_theta", 10000.0)),
     }
-    return [meta_row(f"{A}.{k}", g.value(f"{A}.{k}"), v) for k, v in want.items()]
+    return [MetadataCheck.compare(f"{A}.{k}", g.value(f"{A}.{k}"), v) for k, v in want.items()]
 
 
 #: verify's role: one token and one input seed per case, chained draft steps (the torch side: :mod:`.torch_forward`)

@@ -77,7 +77,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ... import schema as S
-from ...roles.loader import Checker, Dims, mul, shape_of
+from ...roles.loader import Checker, Dims
 
 GENERIC_LAYERS = False
 #: the rule of a sidecar that loads but that llama.cpp's MTP graph cannot run (upstream b11434 writes such files)
@@ -110,19 +110,19 @@ def _nextn(c: Checker, required: list[str] | None = None) -> tuple[int, int] | N
 def _root_and_nextn(c: Checker, n: int, n_all: int) -> None:
     """The embedding, final norm and head, and each MTP block's NextN tensors: the same in every loader here."""
     hidden, n_tokens = c.dims.hidden, c.dims.n_tokens
-    c.rules.expect(S.T_TOKEN_EMBD, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size {hidden}",
+    c.rules.expect(S.T_TOKEN_EMBD, (n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size {hidden}",
                    required=True)
-    c.rules.expect(S.T_OUTPUT_NORM, shape_of(hidden), f"hidden_size {hidden}", required=True)
-    c.rules.expect(S.T_OUTPUT, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size {hidden}")
+    c.rules.expect(S.T_OUTPUT_NORM, (hidden,), f"hidden_size {hidden}", required=True)
+    c.rules.expect(S.T_OUTPUT, (n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size {hidden}")
     for i in range(n, n_all):
         p = S.LAYER_PREFIX.format(bid=i)
-        c.rules.expect(p + S.L_NEXTN_EH_PROJ, shape_of(hidden, mul(hidden, 2)),
+        c.rules.expect(p + S.L_NEXTN_EH_PROJ, (hidden, Dims.product(hidden, 2)),
                        f"ne[0] = 2 x hidden_size {hidden} (embedding and hidden state concatenated)", required=True)
-        c.rules.expect(p + S.L_NEXTN_ENORM, shape_of(hidden), f"hidden_size {hidden}", required=True)
-        c.rules.expect(p + S.L_NEXTN_HNORM, shape_of(hidden), f"hidden_size {hidden}", required=True)
-        c.rules.expect(p + S.L_NEXTN_SHARED_HEAD_NORM, shape_of(hidden), f"hidden_size {hidden}")
-        c.rules.expect(p + S.L_NEXTN_EMBED_TOKENS, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size")
-        c.rules.expect(p + S.L_NEXTN_SHARED_HEAD_HEAD, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size")
+        c.rules.expect(p + S.L_NEXTN_ENORM, (hidden,), f"hidden_size {hidden}", required=True)
+        c.rules.expect(p + S.L_NEXTN_HNORM, (hidden,), f"hidden_size {hidden}", required=True)
+        c.rules.expect(p + S.L_NEXTN_SHARED_HEAD_NORM, (hidden,), f"hidden_size {hidden}")
+        c.rules.expect(p + S.L_NEXTN_EMBED_TOKENS, (n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size")
+        c.rules.expect(p + S.L_NEXTN_SHARED_HEAD_HEAD, (n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size")
 
 
 def _missing_keys(c: Checker, arch: str, required: list[str]) -> None:
@@ -135,14 +135,14 @@ class Need(Protocol):
     """One block's expectation: tensor ``blk.{i}.<short>`` of ``shape`` (``why`` says where it comes from),
     required unless ``req`` is false."""
 
-    def __call__(self, short: str, shape: tuple[int, ...] | None, why: str, *, req: bool = True) -> None: ...
+    def __call__(self, short: str, shape: tuple[int | None, ...] | None, why: str, *, req: bool = True) -> None: ...
 
 
 def block(c: Checker, i: int) -> Need:
     """The :class:`Need` of block ``i``."""
     p = S.LAYER_PREFIX.format(bid=i)
 
-    def need(short: str, shape: tuple[int, ...] | None, why: str, *, req: bool = True) -> None:
+    def need(short: str, shape: tuple[int | None, ...] | None, why: str, *, req: bool = True) -> None:
         c.rules.expect(p + short, shape, why, required=req)
 
     return need
@@ -150,17 +150,17 @@ def block(c: Checker, i: int) -> Need:
 
 def dense_ffn(need: Need, d: Dims) -> None:
     """A dense block's FFN: gate / up / down of ``feed_forward_length``."""
-    need(S.L_FFN_GATE, shape_of(d.n_ff, d.hidden), f"ne[1] = feed_forward_length {d.n_ff}")
-    need(S.L_FFN_UP, shape_of(d.n_ff, d.hidden), f"ne[1] = feed_forward_length {d.n_ff}")
-    need(S.L_FFN_DOWN, shape_of(d.hidden, d.n_ff), f"ne[0] = feed_forward_length {d.n_ff}")
+    need(S.L_FFN_GATE, (d.n_ff, d.hidden), f"ne[1] = feed_forward_length {d.n_ff}")
+    need(S.L_FFN_UP, (d.n_ff, d.hidden), f"ne[1] = feed_forward_length {d.n_ff}")
+    need(S.L_FFN_DOWN, (d.hidden, d.n_ff), f"ne[0] = feed_forward_length {d.n_ff}")
 
 
 def expert_stacks(need: Need, experts: int | None, n_ff_exp: int | None, hidden: int | None) -> None:
     """The routed experts' stacks: gate and up ``(experts, n_ff_exp, hidden)``, down ``(experts, hidden, n_ff_exp)``."""
     for short in (S.L_FFN_GATE_EXPS, S.L_FFN_UP_EXPS):
-        need(short, shape_of(experts, n_ff_exp, hidden), f"experts {experts} x expert_feed_forward_length "
+        need(short, (experts, n_ff_exp, hidden), f"experts {experts} x expert_feed_forward_length "
              f"{n_ff_exp} x hidden_size {hidden}")
-    need(S.L_FFN_DOWN_EXPS, shape_of(experts, hidden, n_ff_exp), f"experts {experts} x hidden_size {hidden} x "
+    need(S.L_FFN_DOWN_EXPS, (experts, hidden, n_ff_exp), f"experts {experts} x hidden_size {hidden} x "
          f"expert_feed_forward_length {n_ff_exp}")
 
 
@@ -180,15 +180,15 @@ def glm_ffn(c: Checker, need: Need, i: int, *, dsa: bool) -> None:
     if dsa and not experts:
         c.err(c.key(S.EXPERT_COUNT), "required-key", f"is {experts!r}, expected > 0 (llama.cpp's glm-dsa "
               "loader: \"n_expert must be > 0\")")
-    need(S.L_FFN_GATE_INP, shape_of(experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
-    need(S.L_EXP_PROBS_B, shape_of(experts), f"expert_count {experts}", req=not dsa)
+    need(S.L_FFN_GATE_INP, (experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
+    need(S.L_EXP_PROBS_B, (experts,), f"expert_count {experts}", req=not dsa)
     expert_stacks(need, experts, n_ff_exp, hidden)
     if shared > 0:
-        n_ff_sh = mul(n_ff_exp, shared)
+        n_ff_sh = Dims.product(n_ff_exp, shared)
         why = f"expert_feed_forward_length {n_ff_exp} x expert_shared_count {shared}"
-        need(S.L_FFN_GATE_SHEXP, shape_of(n_ff_sh, hidden), why)
-        need(S.L_FFN_UP_SHEXP, shape_of(n_ff_sh, hidden), why)
-        need(S.L_FFN_DOWN_SHEXP, shape_of(hidden, n_ff_sh), why)
+        need(S.L_FFN_GATE_SHEXP, (n_ff_sh, hidden), why)
+        need(S.L_FFN_UP_SHEXP, (n_ff_sh, hidden), why)
+        need(S.L_FFN_DOWN_SHEXP, (hidden, n_ff_sh), why)
 
 
 def glm_rules(c: Checker) -> int | None:
@@ -204,21 +204,21 @@ def glm_rules(c: Checker) -> int | None:
     n = n_all - nextn
     d = c.dims
     hidden, heads, head_dim = d.hidden, d.n_head, d.head_dim
-    q_rows, kv_rows = mul(heads, head_dim), mul(d.n_head_kv, head_dim)
+    q_rows, kv_rows = Dims.product(heads, head_dim), Dims.product(d.n_head_kv, head_dim)
     _root_and_nextn(c, n, n_all)
     for i in range(n, n_all):
         need = block(c, i)
-        need(S.L_ATTN_NORM, shape_of(hidden), f"hidden_size {hidden}")
-        need(S.L_ATTN_Q, shape_of(q_rows, hidden), f"ne[1] = heads {heads} x head_dim {head_dim}")
-        need(S.L_ATTN_K, shape_of(kv_rows, hidden), "ne[1] = kv heads x head_dim")
-        need(S.L_ATTN_V, shape_of(kv_rows, hidden), "ne[1] = kv heads x head_dim")
-        need("attn_q.bias", shape_of(q_rows), "heads x head_dim", req=False)
-        need("attn_k.bias", shape_of(kv_rows), "kv heads x head_dim", req=False)
-        need("attn_v.bias", shape_of(kv_rows), "kv heads x head_dim", req=False)
-        need(S.L_ATTN_OUT, shape_of(hidden, q_rows), "ne[0] = heads x head_dim")
-        need(S.L_ATTN_Q_NORM, shape_of(head_dim), f"head_dim {head_dim}", req=False)
-        need(S.L_ATTN_K_NORM, shape_of(head_dim), f"head_dim {head_dim}", req=False)
-        need(S.L_POST_ATTENTION_NORM, shape_of(hidden), f"hidden_size {hidden}")
+        need(S.L_ATTN_NORM, (hidden,), f"hidden_size {hidden}")
+        need(S.L_ATTN_Q, (q_rows, hidden), f"ne[1] = heads {heads} x head_dim {head_dim}")
+        need(S.L_ATTN_K, (kv_rows, hidden), "ne[1] = kv heads x head_dim")
+        need(S.L_ATTN_V, (kv_rows, hidden), "ne[1] = kv heads x head_dim")
+        need("attn_q.bias", (q_rows,), "heads x head_dim", req=False)
+        need("attn_k.bias", (kv_rows,), "kv heads x head_dim", req=False)
+        need("attn_v.bias", (kv_rows,), "kv heads x head_dim", req=False)
+        need(S.L_ATTN_OUT, (hidden, q_rows), "ne[0] = heads x head_dim")
+        need(S.L_ATTN_Q_NORM, (head_dim,), f"head_dim {head_dim}", req=False)
+        need(S.L_ATTN_K_NORM, (head_dim,), f"head_dim {head_dim}", req=False)
+        need(S.L_POST_ATTENTION_NORM, (hidden,), f"hidden_size {hidden}")
         glm_ffn(c, need, i, dsa=False)
     return None
 
@@ -252,23 +252,23 @@ def dsa_rules(c: Checker) -> int | None:
     _root_and_nextn(c, n, n_all)
     for i in range(n, n_all):
         need = block(c, i)
-        need(S.L_ATTN_NORM, shape_of(hidden), f"hidden_size {hidden}")
-        need(S.L_ATTN_Q_A_NORM, shape_of(q_lora), f"q_lora_rank {q_lora}")
-        need(S.L_ATTN_KV_A_NORM, shape_of(kv_lora), f"kv_lora_rank {kv_lora}")
-        need(S.L_ATTN_Q_A, shape_of(q_lora, hidden), f"q_lora_rank {q_lora} x hidden_size {hidden}")
-        need(S.L_ATTN_Q_B, shape_of(mul(heads, k_mla), q_lora), f"heads {heads} x key_length_mla {k_mla}")
-        need(S.L_ATTN_KV_A_MQA, shape_of(kv_a, hidden), f"kv_lora_rank {kv_lora} + rope.dimension_count {rot}")
-        need(S.L_ATTN_K_B, shape_of(heads, kv_lora, nope), f"heads {heads} x kv_lora_rank {kv_lora} x (key_length_mla "
+        need(S.L_ATTN_NORM, (hidden,), f"hidden_size {hidden}")
+        need(S.L_ATTN_Q_A_NORM, (q_lora,), f"q_lora_rank {q_lora}")
+        need(S.L_ATTN_KV_A_NORM, (kv_lora,), f"kv_lora_rank {kv_lora}")
+        need(S.L_ATTN_Q_A, (q_lora, hidden), f"q_lora_rank {q_lora} x hidden_size {hidden}")
+        need(S.L_ATTN_Q_B, (Dims.product(heads, k_mla), q_lora), f"heads {heads} x key_length_mla {k_mla}")
+        need(S.L_ATTN_KV_A_MQA, (kv_a, hidden), f"kv_lora_rank {kv_lora} + rope.dimension_count {rot}")
+        need(S.L_ATTN_K_B, (heads, kv_lora, nope), f"heads {heads} x kv_lora_rank {kv_lora} x (key_length_mla "
              f"- rope.dimension_count) {nope}")
-        need(S.L_ATTN_V_B, shape_of(heads, v_mla, kv_lora), f"heads {heads} x value_length_mla {v_mla} x kv_lora_rank "
+        need(S.L_ATTN_V_B, (heads, v_mla, kv_lora), f"heads {heads} x value_length_mla {v_mla} x kv_lora_rank "
              f"{kv_lora}")
-        need(S.L_ATTN_OUT, shape_of(hidden, mul(heads, v_mla)), f"ne[0] = heads {heads} x value_length_mla {v_mla}")
-        need(S.L_FFN_NORM, shape_of(hidden), f"hidden_size {hidden}")
-        need(S.L_INDEXER_K_NORM, shape_of(idx_dim), f"indexer key_length {idx_dim}", req=False)
-        need(S.L_INDEXER_K_NORM_B, shape_of(idx_dim), f"indexer key_length {idx_dim}", req=False)
-        need(S.L_INDEXER_PROJ, shape_of(idx_heads, hidden), f"indexer head_count {idx_heads} x hidden_size", req=False)
-        need(S.L_INDEXER_ATTN_K, shape_of(idx_dim, hidden), f"indexer key_length {idx_dim} x hidden_size", req=False)
-        need(S.L_INDEXER_ATTN_Q_B, shape_of(mul(idx_heads, idx_dim), q_lora), f"indexer head_count {idx_heads} x "
+        need(S.L_ATTN_OUT, (hidden, Dims.product(heads, v_mla)), f"ne[0] = heads {heads} x value_length_mla {v_mla}")
+        need(S.L_FFN_NORM, (hidden,), f"hidden_size {hidden}")
+        need(S.L_INDEXER_K_NORM, (idx_dim,), f"indexer key_length {idx_dim}", req=False)
+        need(S.L_INDEXER_K_NORM_B, (idx_dim,), f"indexer key_length {idx_dim}", req=False)
+        need(S.L_INDEXER_PROJ, (idx_heads, hidden), f"indexer head_count {idx_heads} x hidden_size", req=False)
+        need(S.L_INDEXER_ATTN_K, (idx_dim, hidden), f"indexer key_length {idx_dim} x hidden_size", req=False)
+        need(S.L_INDEXER_ATTN_Q_B, (Dims.product(idx_heads, idx_dim), q_lora), f"indexer head_count {idx_heads} x "
              f"key_length {idx_dim}", req=False)
         glm_ffn(c, need, i, dsa=True)
     return None
@@ -295,30 +295,30 @@ def qwen_rules(c: Checker) -> int | None:
               "(get_key_or_arr reads one per block)")
     n = n_all - nextn
     hidden, heads, head_dim = d.hidden, d.n_head, d.head_dim
-    kv_rows = mul(d.n_head_kv, head_dim)
+    kv_rows = Dims.product(d.n_head_kv, head_dim)
     _root_and_nextn(c, n, n_all)
-    q_rows = mul(mul(heads, head_dim), 2)
+    q_rows = Dims.product(Dims.product(heads, head_dim), 2)
     experts = _int(c.val(S.EXPERT_COUNT))
     n_ff_exp = _int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
     n_ff_sh = _int(c.val(S.EXPERT_SHARED_FEED_FORWARD_LENGTH)) or d.n_ff
     for i in range(n, n_all):
         need = block(c, i)
-        need(S.L_ATTN_NORM, shape_of(hidden), f"hidden_size {hidden}")
-        need(S.L_POST_ATTENTION_NORM, shape_of(hidden), f"hidden_size {hidden}")
-        need(S.L_ATTN_Q, shape_of(q_rows, hidden), f"ne[1] = 2 x heads {heads} x head_dim {head_dim} (query + gate)")
-        need(S.L_ATTN_K, shape_of(kv_rows, hidden), "ne[1] = kv heads x head_dim")
-        need(S.L_ATTN_V, shape_of(kv_rows, hidden), "ne[1] = kv heads x head_dim")
-        need(S.L_ATTN_OUT, shape_of(hidden, mul(heads, head_dim)),
+        need(S.L_ATTN_NORM, (hidden,), f"hidden_size {hidden}")
+        need(S.L_POST_ATTENTION_NORM, (hidden,), f"hidden_size {hidden}")
+        need(S.L_ATTN_Q, (q_rows, hidden), f"ne[1] = 2 x heads {heads} x head_dim {head_dim} (query + gate)")
+        need(S.L_ATTN_K, (kv_rows, hidden), "ne[1] = kv heads x head_dim")
+        need(S.L_ATTN_V, (kv_rows, hidden), "ne[1] = kv heads x head_dim")
+        need(S.L_ATTN_OUT, (hidden, Dims.product(heads, head_dim)),
              "ne[0] = heads x head_dim")
-        need(S.L_ATTN_Q_NORM, shape_of(head_dim), f"head_dim {head_dim}")
-        need(S.L_ATTN_K_NORM, shape_of(head_dim), f"head_dim {head_dim}")
+        need(S.L_ATTN_Q_NORM, (head_dim,), f"head_dim {head_dim}")
+        need(S.L_ATTN_K_NORM, (head_dim,), f"head_dim {head_dim}")
         if moe:
-            need(S.L_FFN_GATE_INP, shape_of(experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
+            need(S.L_FFN_GATE_INP, (experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
             expert_stacks(need, experts, n_ff_exp, hidden)
-            need(S.L_FFN_GATE_INP_SHEXP, shape_of(1, hidden), f"hidden_size {hidden}")
-            need(S.L_FFN_GATE_SHEXP, shape_of(n_ff_sh, hidden), f"shared expert length {n_ff_sh}")
-            need(S.L_FFN_UP_SHEXP, shape_of(n_ff_sh, hidden), f"shared expert length {n_ff_sh}")
-            need(S.L_FFN_DOWN_SHEXP, shape_of(hidden, n_ff_sh), f"shared expert length {n_ff_sh}")
+            need(S.L_FFN_GATE_INP_SHEXP, (1, hidden), f"hidden_size {hidden}")
+            need(S.L_FFN_GATE_SHEXP, (n_ff_sh, hidden), f"shared expert length {n_ff_sh}")
+            need(S.L_FFN_UP_SHEXP, (n_ff_sh, hidden), f"shared expert length {n_ff_sh}")
+            need(S.L_FFN_DOWN_SHEXP, (hidden, n_ff_sh), f"shared expert length {n_ff_sh}")
         else:
             dense_ffn(need, d)
     return None
@@ -348,11 +348,11 @@ def nemotron_rules(c: Checker) -> int | None:
             return _int(v[i]) if i < len(v) else None
         return _int(v)
 
-    hidden_norm = shape_of(hidden)
-    c.rules.expect(S.T_TOKEN_EMBD, shape_of(d.n_tokens, hidden), f"n_vocab {d.n_tokens} x hidden_size {hidden}",
+    hidden_norm = (hidden,)
+    c.rules.expect(S.T_TOKEN_EMBD, (d.n_tokens, hidden), f"n_vocab {d.n_tokens} x hidden_size {hidden}",
                    required=True)
     c.rules.expect(S.T_OUTPUT_NORM, hidden_norm, f"hidden_size {hidden}", required=True)
-    c.rules.expect(S.T_OUTPUT, shape_of(d.n_tokens, hidden), f"n_vocab {d.n_tokens} x hidden_size {hidden}")
+    c.rules.expect(S.T_OUTPUT, (d.n_tokens, hidden), f"n_vocab {d.n_tokens} x hidden_size {hidden}")
     for i in range(n, n_all):
         p = S.LAYER_PREFIX.format(bid=i)
         need = block(c, i)
@@ -367,30 +367,30 @@ def nemotron_rules(c: Checker) -> int | None:
             n_ff_exp = n_ff // used if n_ff is not None and used else None
         need(S.L_NEXTN_ENORM, hidden_norm, f"hidden_size {hidden}")
         need(S.L_NEXTN_HNORM, hidden_norm, f"hidden_size {hidden}")
-        need(S.L_NEXTN_EH_PROJ, shape_of(hidden, mul(hidden, 2)),
+        need(S.L_NEXTN_EH_PROJ, (hidden, Dims.product(hidden, 2)),
              f"ne[0] = 2 x hidden_size {hidden} (embedding and hidden state concatenated)")
         need(S.L_NEXTN_SHARED_HEAD_NORM, hidden_norm, f"hidden_size {hidden}")
         need(S.L_ATTN_NORM, hidden_norm, f"hidden_size {hidden}")
-        q_rows, k_rows, v_rows = mul(heads, head_dim), mul(kv_heads, head_dim), mul(kv_heads, v_dim)
-        need(S.L_ATTN_Q, shape_of(q_rows, hidden), f"ne[1] = heads {heads} x head_dim {head_dim}")
-        need(S.L_ATTN_K, shape_of(k_rows, hidden), f"ne[1] = head_count_kv[{i}] {kv_heads} x head_dim {head_dim}")
-        need(S.L_ATTN_V, shape_of(v_rows, hidden), f"ne[1] = head_count_kv[{i}] {kv_heads} x value_length {v_dim}")
-        need("attn_q.bias", shape_of(q_rows), "heads x head_dim", req=False)
-        need("attn_k.bias", shape_of(k_rows), "kv heads x head_dim", req=False)
-        need("attn_v.bias", shape_of(v_rows), "kv heads x value_length", req=False)
-        need(S.L_ATTN_OUT, shape_of(hidden, q_rows), "ne[0] = heads x head_dim")
+        q_rows, k_rows, v_rows = Dims.product(heads, head_dim), Dims.product(kv_heads, head_dim), Dims.product(kv_heads, v_dim)
+        need(S.L_ATTN_Q, (q_rows, hidden), f"ne[1] = heads {heads} x head_dim {head_dim}")
+        need(S.L_ATTN_K, (k_rows, hidden), f"ne[1] = head_count_kv[{i}] {kv_heads} x head_dim {head_dim}")
+        need(S.L_ATTN_V, (v_rows, hidden), f"ne[1] = head_count_kv[{i}] {kv_heads} x value_length {v_dim}")
+        need("attn_q.bias", (q_rows,), "heads x head_dim", req=False)
+        need("attn_k.bias", (k_rows,), "kv heads x head_dim", req=False)
+        need("attn_v.bias", (v_rows,), "kv heads x value_length", req=False)
+        need(S.L_ATTN_OUT, (hidden, q_rows), "ne[0] = heads x head_dim")
         need("attn_output.bias", hidden_norm, f"hidden_size {hidden}", req=False)
         need(S.L_POST_ATTENTION_NORM, hidden_norm, f"hidden_size {hidden}")
-        need(S.L_FFN_GATE_INP, shape_of(experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
-        need(S.L_EXP_PROBS_B, shape_of(experts), f"expert_count {experts}")
-        need(S.L_FFN_LATENT_DOWN, shape_of(latent, hidden), f"moe_latent_size {latent} x hidden_size", req=False)
-        need(S.L_FFN_LATENT_UP, shape_of(hidden, latent), f"hidden_size x moe_latent_size {latent}", req=False)
-        need(S.L_FFN_DOWN_EXPS, shape_of(experts, latent, n_ff_exp), f"experts {experts} x width {latent} x "
+        need(S.L_FFN_GATE_INP, (experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
+        need(S.L_EXP_PROBS_B, (experts,), f"expert_count {experts}")
+        need(S.L_FFN_LATENT_DOWN, (latent, hidden), f"moe_latent_size {latent} x hidden_size", req=False)
+        need(S.L_FFN_LATENT_UP, (hidden, latent), f"hidden_size x moe_latent_size {latent}", req=False)
+        need(S.L_FFN_DOWN_EXPS, (experts, latent, n_ff_exp), f"experts {experts} x width {latent} x "
              f"expert_feed_forward_length {n_ff_exp}")
-        need(S.L_FFN_UP_EXPS, shape_of(experts, n_ff_exp, latent), f"experts {experts} x expert_feed_forward_length "
+        need(S.L_FFN_UP_EXPS, (experts, n_ff_exp, latent), f"experts {experts} x expert_feed_forward_length "
              f"{n_ff_exp} x width {latent}")
-        need(S.L_FFN_DOWN_SHEXP, shape_of(hidden, n_ff_sh), f"expert_shared_feed_forward_length {n_ff_sh}")
-        need(S.L_FFN_UP_SHEXP, shape_of(n_ff_sh, hidden), f"expert_shared_feed_forward_length {n_ff_sh}")
+        need(S.L_FFN_DOWN_SHEXP, (hidden, n_ff_sh), f"expert_shared_feed_forward_length {n_ff_sh}")
+        need(S.L_FFN_UP_SHEXP, (n_ff_sh, hidden), f"expert_shared_feed_forward_length {n_ff_sh}")
     return None
 
 
@@ -448,41 +448,41 @@ def deepseek4_rules(c: Checker) -> int | None:
     hidden, heads, hd, n_tokens = d.hidden, d.n_head, d.head_dim, d.n_tokens
     q_lora, o_groups, o_lora = (_int(c.val(t)) for t in (S.Q_LORA_RANK, S.OUTPUT_GROUP_COUNT, S.OUTPUT_LORA_RANK))
     hc = _int(c.val(S.HC_COUNT))
-    hc_dim, mix = mul(hc, hidden), (hc + 2) * hc if hc else None
+    hc_dim, mix = Dims.product(hc, hidden), (hc + 2) * hc if hc else None
     experts, used = _int(c.val(S.EXPERT_COUNT)), _int(c.val(S.EXPERT_USED_COUNT))
     ff_exp = c.val(S.EXPERT_FEED_FORWARD_LENGTH)
     shared = _int(c.val(S.EXPERT_SHARED_COUNT))
     idx_heads, idx_dim = _int(c.val(S.INDEXER_HEAD_COUNT)), _int(c.val(S.INDEXER_KEY_LENGTH))
     hash_layers = _int(c.val(S.HASH_LAYER_COUNT)) or 0
     ratios = c.val(S.COMPRESS_RATIOS)
-    qd = mul(heads, hd)
-    vec = shape_of(hidden)
-    c.rules.expect(S.T_TOKEN_EMBD, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size {hidden}",
+    qd = Dims.product(heads, hd)
+    vec = (hidden,)
+    c.rules.expect(S.T_TOKEN_EMBD, (n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size {hidden}",
                    required=True)
     c.rules.expect(S.T_OUTPUT_NORM, vec, f"hidden_size {hidden}", required=True)
-    c.rules.expect(S.T_OUTPUT, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size {hidden} (the deepseek4 "
+    c.rules.expect(S.T_OUTPUT, (n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size {hidden} (the deepseek4 "
                    "loader requires it)", required=True)
-    c.rules.expect(S.T_OUTPUT_HC_FN, shape_of(hc, hc_dim), f"hc {hc} x hc * hidden_size {hc_dim}", required=True)
-    c.rules.expect(S.T_OUTPUT_HC_BASE, shape_of(hc), f"hc {hc}", required=True)
+    c.rules.expect(S.T_OUTPUT_HC_FN, (hc, hc_dim), f"hc {hc} x hc * hidden_size {hc_dim}", required=True)
+    c.rules.expect(S.T_OUTPUT_HC_BASE, (hc,), f"hc {hc}", required=True)
     c.rules.expect(S.T_OUTPUT_HC_SCALE, (1,), "1", required=True)
     for i in range(n, n_all):
         need = block(c, i)
         n_ff = _int(ff_exp[i] if isinstance(ff_exp, (list, tuple)) and i < len(ff_exp) else ff_exp)
         ratio = _int(ratios[i]) if isinstance(ratios, (list, tuple)) and i < len(ratios) else 0
         need(S.L_ATTN_NORM, vec, f"hidden_size {hidden}")
-        need("attn_sinks.weight", shape_of(heads), f"heads {heads}")
-        need(S.L_ATTN_Q_A, shape_of(q_lora, hidden), f"q_lora_rank {q_lora} x hidden_size {hidden}")
-        need(S.L_ATTN_Q_A_NORM, shape_of(q_lora), f"q_lora_rank {q_lora}")
-        need(S.L_ATTN_Q_B, shape_of(qd, q_lora), f"heads {heads} x head_dim {hd} x q_lora_rank {q_lora}")
-        need("attn_kv.weight", shape_of(hd, hidden), f"head_dim {hd} x hidden_size {hidden}")
-        need(S.L_ATTN_KV_A_NORM, shape_of(hd), f"head_dim {hd}")
-        need("attn_output_a.weight", shape_of(mul(o_groups, o_lora), qd // o_groups if qd and o_groups else None),
+        need("attn_sinks.weight", (heads,), f"heads {heads}")
+        need(S.L_ATTN_Q_A, (q_lora, hidden), f"q_lora_rank {q_lora} x hidden_size {hidden}")
+        need(S.L_ATTN_Q_A_NORM, (q_lora,), f"q_lora_rank {q_lora}")
+        need(S.L_ATTN_Q_B, (qd, q_lora), f"heads {heads} x head_dim {hd} x q_lora_rank {q_lora}")
+        need("attn_kv.weight", (hd, hidden), f"head_dim {hd} x hidden_size {hidden}")
+        need(S.L_ATTN_KV_A_NORM, (hd,), f"head_dim {hd}")
+        need("attn_output_a.weight", (Dims.product(o_groups, o_lora), qd // o_groups if qd and o_groups else None),
              f"output_group_count {o_groups} x output_lora_rank {o_lora} x heads x head_dim / groups")
-        need("attn_output_b.weight", shape_of(hidden, mul(o_groups, o_lora)),
+        need("attn_output_b.weight", (hidden, Dims.product(o_groups, o_lora)),
              f"hidden_size {hidden} x output_group_count {o_groups} x output_lora_rank {o_lora}")
         for k in ("attn", "ffn"):
-            need(f"hc_{k}_fn.weight", shape_of(mix, hc_dim), f"(2 + hc) x hc {mix} x hc * hidden_size {hc_dim}")
-            need(f"hc_{k}_base.weight", shape_of(mix), f"(2 + hc) x hc {mix}")
+            need(f"hc_{k}_fn.weight", (mix, hc_dim), f"(2 + hc) x hc {mix} x hc * hidden_size {hc_dim}")
+            need(f"hc_{k}_base.weight", (mix,), f"(2 + hc) x hc {mix}")
             need(f"hc_{k}_scale.weight", (3,), "3")
         if ratio:
             if ratio not in (4, 128):
@@ -490,37 +490,37 @@ def deepseek4_rules(c: Checker) -> int | None:
                       "supports compression ratios 0, 4 and 128")
             coff = 2 if ratio == 4 else 1
             why = f"compress ratio {ratio}: {coff} x head_dim {hd}"
-            need("attn_compressor_kv.weight", shape_of(mul(coff, hd), hidden), why)
-            need("attn_compressor_gate.weight", shape_of(mul(coff, hd), hidden), why)
-            need("attn_compressor_ape.weight", shape_of(ratio, mul(coff, hd)), why)
-            need("attn_compressor_norm.weight", shape_of(hd), f"head_dim {hd}")
+            need("attn_compressor_kv.weight", (Dims.product(coff, hd), hidden), why)
+            need("attn_compressor_gate.weight", (Dims.product(coff, hd), hidden), why)
+            need("attn_compressor_ape.weight", (ratio, Dims.product(coff, hd)), why)
+            need("attn_compressor_norm.weight", (hd,), f"head_dim {hd}")
             if ratio == 4:
                 why = f"indexer heads {idx_heads} x key_length {idx_dim}"
-                need(S.L_INDEXER_PROJ, shape_of(idx_heads, hidden), why)
-                need(S.L_INDEXER_ATTN_Q_B, shape_of(mul(idx_heads, idx_dim), q_lora), why)
-                need("indexer_compressor_kv.weight", shape_of(mul(2, idx_dim), hidden), why)
-                need("indexer_compressor_gate.weight", shape_of(mul(2, idx_dim), hidden), why)
-                need("indexer_compressor_ape.weight", shape_of(ratio, mul(2, idx_dim)), why)
-                need("indexer_compressor_norm.weight", shape_of(idx_dim), why)
-        need(S.L_FFN_GATE_INP, shape_of(experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
+                need(S.L_INDEXER_PROJ, (idx_heads, hidden), why)
+                need(S.L_INDEXER_ATTN_Q_B, (Dims.product(idx_heads, idx_dim), q_lora), why)
+                need("indexer_compressor_kv.weight", (Dims.product(2, idx_dim), hidden), why)
+                need("indexer_compressor_gate.weight", (Dims.product(2, idx_dim), hidden), why)
+                need("indexer_compressor_ape.weight", (ratio, Dims.product(2, idx_dim)), why)
+                need("indexer_compressor_norm.weight", (idx_dim,), why)
+        need(S.L_FFN_GATE_INP, (experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
         if i < hash_layers:
-            need("ffn_gate_tid2eid.weight", shape_of(n_tokens, used), f"n_vocab x expert_used_count {used}")
+            need("ffn_gate_tid2eid.weight", (n_tokens, used), f"n_vocab x expert_used_count {used}")
         else:
-            need(S.L_EXP_PROBS_B, shape_of(experts), f"expert_count {experts}")
-        need("exp_probs_b_vl.bias", shape_of(experts), f"expert_count {experts}", req=False)
+            need(S.L_EXP_PROBS_B, (experts,), f"expert_count {experts}")
+        need("exp_probs_b_vl.bias", (experts,), f"expert_count {experts}", req=False)
         need("ffn_norm.weight", vec, f"hidden_size {hidden}")
         expert_stacks(need, experts, n_ff, hidden)
-        sh = mul(n_ff, shared)
+        sh = Dims.product(n_ff, shared)
         why = f"expert_feed_forward_length {n_ff} x expert_shared_count {shared}"
-        need(S.L_FFN_GATE_SHEXP, shape_of(sh, hidden), why)
-        need(S.L_FFN_DOWN_SHEXP, shape_of(hidden, sh), why)
-        need(S.L_FFN_UP_SHEXP, shape_of(sh, hidden), why)
-        need(S.L_NEXTN_EH_PROJ, shape_of(hidden, mul(hidden, 2)),
+        need(S.L_FFN_GATE_SHEXP, (sh, hidden), why)
+        need(S.L_FFN_DOWN_SHEXP, (hidden, sh), why)
+        need(S.L_FFN_UP_SHEXP, (sh, hidden), why)
+        need(S.L_NEXTN_EH_PROJ, (hidden, Dims.product(hidden, 2)),
              f"ne[0] = 2 x hidden_size {hidden} (embedding and hidden state concatenated)")
         need(S.L_NEXTN_ENORM, vec, f"hidden_size {hidden}")
         need(S.L_NEXTN_HNORM, vec, f"hidden_size {hidden}")
-        need(S.L_NEXTN_EMBED_TOKENS, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size", req=False)
-        need(S.L_NEXTN_SHARED_HEAD_HEAD, shape_of(n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size", req=False)
+        need(S.L_NEXTN_EMBED_TOKENS, (n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size", req=False)
+        need(S.L_NEXTN_SHARED_HEAD_HEAD, (n_tokens, hidden), f"n_vocab {n_tokens} x hidden_size", req=False)
         need(S.L_NEXTN_SHARED_HEAD_NORM, vec, f"hidden_size {hidden}", req=False)
     return None
 
@@ -545,14 +545,14 @@ def mimo2_rules(c: Checker) -> int | None:
     experts = _int(c.val(S.EXPERT_COUNT))
     n_ff_exp = _int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
     _root_and_nextn(c, n, n_all)
-    c.rules.expect(S.T_OUTPUT, shape_of(d.n_tokens, hidden), f"n_vocab {d.n_tokens} x hidden_size {hidden}",
+    c.rules.expect(S.T_OUTPUT, (d.n_tokens, hidden), f"n_vocab {d.n_tokens} x hidden_size {hidden}",
                    required=True)
     names = {t.name for t in c.plan.tensors}
     for i in range(n, n_all):
         need = block(c, i)
         p = S.LAYER_PREFIX.format(bid=i)
         kv = _int(kv_arr[i]) if isinstance(kv_arr, (list, tuple)) and i < len(kv_arr) else _int(kv_arr)
-        q_rows, k_rows, v_rows = mul(heads, k_dim), mul(kv, k_dim), mul(kv, v_dim)
+        q_rows, k_rows, v_rows = Dims.product(heads, k_dim), Dims.product(kv, k_dim), Dims.product(kv, v_dim)
         fused = p + S.L_ATTN_QKV in names
         if not fused:
             c.err(p + S.L_ATTN_QKV, MTP_GRAPH, "is missing: llama.cpp b11434's mimo2 MTP graph requires the fused "
@@ -560,36 +560,36 @@ def mimo2_rules(c: Checker) -> int | None:
                   "when it drafts (upstream's --mtp writes attn_q / attn_k / attn_v for MiMo-V2-Flash; hf2gguf fuses "
                   "them unless --match-upstream)")
         qkv_rows = None if q_rows is None or k_rows is None or v_rows is None else q_rows + k_rows + v_rows
-        need(S.L_ATTN_NORM, shape_of(hidden), f"hidden_size {hidden}")
-        need(S.L_ATTN_QKV, shape_of(qkv_rows, hidden), f"ne[1] = heads {heads} x key_length {k_dim} + 2 x "
+        need(S.L_ATTN_NORM, (hidden,), f"hidden_size {hidden}")
+        need(S.L_ATTN_QKV, (qkv_rows, hidden), f"ne[1] = heads {heads} x key_length {k_dim} + 2 x "
              f"head_count_kv[{i}] {kv} x key / value length", req=False)
-        need("attn_qkv.bias", shape_of(qkv_rows), "q + k + v rows", req=False)
-        need(S.L_ATTN_Q, shape_of(q_rows, hidden), f"ne[1] = heads {heads} x key_length {k_dim}", req=not fused)
-        need(S.L_ATTN_K, shape_of(k_rows, hidden), f"ne[1] = head_count_kv[{i}] {kv} x key_length {k_dim}",
+        need("attn_qkv.bias", (qkv_rows,), "q + k + v rows", req=False)
+        need(S.L_ATTN_Q, (q_rows, hidden), f"ne[1] = heads {heads} x key_length {k_dim}", req=not fused)
+        need(S.L_ATTN_K, (k_rows, hidden), f"ne[1] = head_count_kv[{i}] {kv} x key_length {k_dim}",
              req=not fused)
-        need(S.L_ATTN_V, shape_of(v_rows, hidden), f"ne[1] = head_count_kv[{i}] {kv} x value_length {v_dim}",
+        need(S.L_ATTN_V, (v_rows, hidden), f"ne[1] = head_count_kv[{i}] {kv} x value_length {v_dim}",
              req=not fused)
-        need("attn_q.bias", shape_of(q_rows), "heads x key_length", req=False)
-        need("attn_k.bias", shape_of(k_rows), "kv heads x key_length", req=False)
-        need("attn_v.bias", shape_of(v_rows), "kv heads x value_length", req=False)
-        need(S.L_ATTN_OUT, shape_of(hidden, mul(heads, v_dim)), f"ne[0] = heads {heads} x value_length {v_dim}")
-        need(S.L_ATTN_SINKS, shape_of(heads), f"heads {heads}", req=False)
-        need(S.L_FFN_NORM, shape_of(hidden), f"hidden_size {hidden}")
-        for short, shape in ((S.L_FFN_GATE, shape_of(d.n_ff, hidden)), (S.L_FFN_UP, shape_of(d.n_ff, hidden)),
-                             (S.L_FFN_DOWN, shape_of(hidden, d.n_ff))):
+        need("attn_q.bias", (q_rows,), "heads x key_length", req=False)
+        need("attn_k.bias", (k_rows,), "kv heads x key_length", req=False)
+        need("attn_v.bias", (v_rows,), "kv heads x value_length", req=False)
+        need(S.L_ATTN_OUT, (hidden, Dims.product(heads, v_dim)), f"ne[0] = heads {heads} x value_length {v_dim}")
+        need(S.L_ATTN_SINKS, (heads,), f"heads {heads}", req=False)
+        need(S.L_FFN_NORM, (hidden,), f"hidden_size {hidden}")
+        for short, shape in ((S.L_FFN_GATE, (d.n_ff, hidden)), (S.L_FFN_UP, (d.n_ff, hidden)),
+                             (S.L_FFN_DOWN, (hidden, d.n_ff))):
             need(short, shape, f"feed_forward_length {d.n_ff}", req=False)
             if p + short not in names:
                 c.err(p + short, MTP_GRAPH, "is missing: llama.cpp b11434's mimo2 MTP graph requires a dense FFN "
                       "(GGML_ASSERT \"MIMO2 MTP requires dense FFN tensors\"): the file loads, and llama-server "
                       "aborts when it drafts")
-        need(S.L_FFN_GATE_INP, shape_of(experts, hidden), f"expert_count {experts} x hidden_size {hidden}", req=False)
-        need(S.L_EXP_PROBS_B, shape_of(experts), f"expert_count {experts}", req=False)
+        need(S.L_FFN_GATE_INP, (experts, hidden), f"expert_count {experts} x hidden_size {hidden}", req=False)
+        need(S.L_EXP_PROBS_B, (experts,), f"expert_count {experts}", req=False)
         for short in (S.L_FFN_GATE_EXPS, S.L_FFN_UP_EXPS):
-            need(short, shape_of(experts, n_ff_exp, hidden), f"experts {experts} x expert_feed_forward_length "
+            need(short, (experts, n_ff_exp, hidden), f"experts {experts} x expert_feed_forward_length "
                  f"{n_ff_exp} x hidden_size {hidden}", req=False)
-        need(S.L_FFN_DOWN_EXPS, shape_of(experts, hidden, n_ff_exp), f"experts {experts} x hidden_size {hidden} x "
+        need(S.L_FFN_DOWN_EXPS, (experts, hidden, n_ff_exp), f"experts {experts} x hidden_size {hidden} x "
              f"expert_feed_forward_length {n_ff_exp}", req=False)
-        need(S.L_LAYER_OUT_NORM, shape_of(hidden), f"hidden_size {hidden}", req=False)
+        need(S.L_LAYER_OUT_NORM, (hidden,), f"hidden_size {hidden}", req=False)
     return None
 
 

@@ -30,8 +30,8 @@ from gguf import quants
 
 from ...gguffile.reader import read_gguf
 from ...hf.checkpoint import Checkpoint
-from ...reference.compare import OutputCheck, meta_row
-from ...roles.proof import Job, Proof, TensorChecks, Tensors
+from ...reference.compare import MetadataCheck, OutputCheck
+from ...roles.proof import Job, Proof, TensorChecks
 
 FAMILY = "mtp"
 LAYOUT = "MTP sidecar (mtp.* inside the target checkpoint)"
@@ -478,11 +478,11 @@ def sidecar_rows(gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = T
             sources.update(srcs)
         rows.outputs += [OutputCheck("tensors", [], grade="missing", passed=False, detail=p) for p in problems]
         names = list(ck.names)
-        rows.tensors = Tensors(set(), compared, names, set(), sources)
+        rows.compared(compared, names, sources)
         trunk = sorted({int(n.split(".")[1]) for n in (t.name for t in f.tensors) if n.startswith("blk.")})
-        rows.metadata.append(meta_row(f"{arch}.nextn_predict_layers", nextn, len(trunk)))
+        rows.metadata.append(MetadataCheck.compare(f"{arch}.nextn_predict_layers", nextn, len(trunk)))
         cfg = ck.config.get("text_config", ck.config)
-        rows.metadata.append(meta_row(f"{arch}.block_count", n_all, cfg.get("num_hidden_layers", 0) + len(trunk)))
+        rows.metadata.append(MetadataCheck.compare(f"{arch}.block_count", n_all, cfg.get("num_hidden_layers", 0) + len(trunk)))
         rows.hparams = {"trunk_layers": n_all - nextn, "mtp_layers": nextn}
     finally:
         ck.close()
