@@ -98,10 +98,10 @@ def _short(v: Any) -> Any:
 
 MTP: frozenset[str] = frozenset()  # every draft of an MTP arch (the rule table's ``families`` filter is by family word)
 ARCH_RULES: tuple[Rule, ...] = (
-    Rule("mtp-arch", "sidecar and target of one architecture", MTP, SRC_MTP, rule_arch),
-    Rule("mtp-trunk", "the sidecar's trunk block count is the target's", MTP, SRC_MTP_LAYERS, rule_trunk),
-    Rule("mtp-width", "embedding_length (n_embd_out) equal", MTP, SRC_MTP, rule_width),
-    Rule("mtp-header", "every {arch}.* hyperparameter equal (per-layer arrays over the trunk)", MTP, SRC_MTP_LAYERS,
-         rule_header),
-    Rule("mtp-spec-type", "the --spec-type llama-server needs", MTP, SRC_MTP_DETECT, rule_spec_type),
+    Rule("mtp-arch", "sidecar and target of one architecture", SRC_MTP, rule_arch, families=MTP),
+    Rule("mtp-trunk", "the sidecar's trunk block count is the target's", SRC_MTP_LAYERS, rule_trunk, families=MTP),
+    Rule("mtp-width", "embedding_length (n_embd_out) equal", SRC_MTP, rule_width, families=MTP),
+    Rule("mtp-header", "every {arch}.* hyperparameter equal (per-layer arrays over the trunk)", SRC_MTP_LAYERS,
+         rule_header, families=MTP),
+    Rule("mtp-spec-type", "the --spec-type llama-server needs", SRC_MTP_DETECT, rule_spec_type, families=MTP),
 )

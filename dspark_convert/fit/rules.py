@@ -24,7 +24,7 @@ from ..findings import Finding, JsonRow
 from ..gguffile.options import RemoteOptions
 from ..notes import collecting
 from ..plan import as_int
-from ..roles.fit import ALL, Outcome, Pair, Rule, Side, as_ints, token_text
+from ..roles.fit import Outcome, Pair, Rule, Side, as_ints, token_text
 from .sides import open_target, side_from_gguf
 
 #: llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE and SPEC_VOCAB_CHECK_START_TOKEN_ID (common/speculative.cpp)
@@ -238,21 +238,21 @@ def rule_target_graph(p: Pair) -> Outcome:
 #: the rules of every draft, in table order: the vocabulary rules, then (:func:`fit_rules`) the rules of the
 #: draft's GGUF architecture (its base variant's ``fit.ARCH_RULES``), then :data:`TAIL_RULES`
 RULES: tuple[Rule, ...] = (
-    Rule("vocab-type", "tokenizer model / vocab type equal", ALL, SRC_COMPAT, rule_vocab_type),
-    Rule("bos", "add_bos equal, and the BOS id when BOS is added", ALL, SRC_COMPAT, _special_rule("bos")),
-    Rule("eos", "add_eos equal, and the EOS id when EOS is added", ALL, SRC_COMPAT, _special_rule("eos")),
-    Rule("vocab-size", f"token counts differ by at most {MAX_VOCAB_DIFFERENCE}", ALL, SRC_COMPAT, rule_vocab_size),
-    Rule("token-text", f"token texts equal from id {FIRST_CHECKED_TOKEN} to min(n_draft, n_target)", ALL, SRC_COMPAT,
+    Rule("vocab-type", "tokenizer model / vocab type equal", SRC_COMPAT, rule_vocab_type),
+    Rule("bos", "add_bos equal, and the BOS id when BOS is added", SRC_COMPAT, _special_rule("bos")),
+    Rule("eos", "add_eos equal, and the EOS id when EOS is added", SRC_COMPAT, _special_rule("eos")),
+    Rule("vocab-size", f"token counts differ by at most {MAX_VOCAB_DIFFERENCE}", SRC_COMPAT, rule_vocab_size),
+    Rule("token-text", f"token texts equal from id {FIRST_CHECKED_TOKEN} to min(n_draft, n_target)", SRC_COMPAT,
          rule_token_text),
 )
 TAIL_RULES: tuple[Rule, ...] = (
-    Rule("target-graph", "the target's llama.cpp graph records the layer inputs the draft reads", ALL, SRC_GRAPH,
+    Rule("target-graph", "the target's llama.cpp graph records the layer inputs the draft reads", SRC_GRAPH,
          rule_target_graph),
-    Rule("d2t-range", "every d2t id < target vocabulary", ALL, SRC_D2T, rule_d2t),
-    Rule("rope-base", "rope.freq_base of both sides", ALL, SRC_HPARAMS, rule_rope_base),
-    Rule("rope-scaling", "rope scaling of both sides", ALL, SRC_HPARAMS, rule_rope_scaling),
-    Rule("context-length", "context_length of both sides", ALL, SRC_HPARAMS, rule_context),
-    Rule("chat-template", "tokenizer.chat_template of both sides", ALL, SRC_TEMPLATE, rule_chat_template),
+    Rule("d2t-range", "every d2t id < target vocabulary", SRC_D2T, rule_d2t),
+    Rule("rope-base", "rope.freq_base of both sides", SRC_HPARAMS, rule_rope_base),
+    Rule("rope-scaling", "rope scaling of both sides", SRC_HPARAMS, rule_rope_scaling),
+    Rule("context-length", "context_length of both sides", SRC_HPARAMS, rule_context),
+    Rule("chat-template", "tokenizer.chat_template of both sides", SRC_TEMPLATE, rule_chat_template),
 )
 
 

@@ -258,10 +258,11 @@ class Pair:
 
 @dataclass(frozen=True)
 class Rule:
-    """One row of the rule table: id, what it compares, the draft families it applies to, its source."""
+    """One row of the rule table: id, what it compares, its source, the rule, and the draft families it applies to
+    (:data:`ALL`, the default: every draft)."""
 
     id: str
     what: str
-    families: frozenset[str]
     source: str
     fn: Callable[[Pair], Outcome]
+    families: frozenset[str] = ALL

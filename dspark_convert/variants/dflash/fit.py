@@ -13,7 +13,7 @@ from collections.abc import Collection
 
 from ... import schema as S
 from ...plan import as_int
-from ...roles.fit import ALL, Outcome, Pair, Rule
+from ...roles.fit import Outcome, Pair, Rule
 
 SRC_DFLASH = "common/speculative.cpp: common_speculative_impl_draft_dflash (constructor, process())"
 SRC_MASK = "common/speculative.cpp: common_speculative_impl_draft_dflash::draft(); src/models/dflash.cpp"
@@ -84,10 +84,9 @@ def rule_head(p: Pair) -> Outcome:
 
 
 ARCH_RULES: tuple[Rule, ...] = (
-    Rule("taps", "every dflash.target_layers id is a target layer (0..block_count)", ALL, SRC_DFLASH,
-         rule_dflash_taps),
-    Rule("fc-width", "fc input width = taps x target embedding_length", ALL, SRC_DFLASH, rule_dflash_fc),
-    Rule("mask-id", "mask token id < target vocabulary", ALL, SRC_MASK, rule_mask_id),
+    Rule("taps", "every dflash.target_layers id is a target layer (0..block_count)", SRC_DFLASH, rule_dflash_taps),
+    Rule("fc-width", "fc input width = taps x target embedding_length", SRC_DFLASH, rule_dflash_fc),
+    Rule("mask-id", "mask token id < target vocabulary", SRC_MASK, rule_mask_id),
     Rule("head", "the head llama.cpp scores with is the target's (token_embd without output only for a tied target)",
-         ALL, SRC_HEAD, rule_head),
+         SRC_HEAD, rule_head),
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ... import schema as S
 from ...plan import as_int
-from ...roles.fit import ALL, Outcome, Pair, Rule
+from ...roles.fit import Outcome, Pair, Rule
 
 SRC_EAGLE3 = "common/speculative.cpp: common_speculative_impl_draft_eagle3 (constructor)"
 SRC_VOCAB_COVER = "common/speculative.cpp: spec_check_draft_ctx(need_vocab = true)"
@@ -42,8 +42,7 @@ def rule_vocab_cover(p: Pair) -> Outcome:
 
 
 ARCH_RULES: tuple[Rule, ...] = (
-    Rule("extract-layers", "exactly 3 eagle3.target_layers, all in 0..block_count", ALL, SRC_EAGLE3,
-         rule_eagle3_layers),
-    Rule("fc-width", "fc input width = 3 x target embedding_length", ALL, SRC_EAGLE3, rule_eagle3_fc),
-    Rule("vocab-cover", "draft vocabulary at least the target's", ALL, SRC_VOCAB_COVER, rule_vocab_cover),
+    Rule("extract-layers", "exactly 3 eagle3.target_layers, all in 0..block_count", SRC_EAGLE3, rule_eagle3_layers),
+    Rule("fc-width", "fc input width = 3 x target embedding_length", SRC_EAGLE3, rule_eagle3_fc),
+    Rule("vocab-cover", "draft vocabulary at least the target's", SRC_VOCAB_COVER, rule_vocab_cover),
 )

@@ -14,7 +14,7 @@ import math
 from ... import schema as S
 from ...plan import Plan
 from ...roles.convert import Context, TargetFacts
-from ...roles.fit import ALL, Outcome, Pair, Rule, Side
+from ...roles.fit import Outcome, Pair, Rule
 
 
 def target_facts(ctx: Context, plan: Plan) -> TargetFacts:
@@ -26,14 +26,10 @@ def target_facts(ctx: Context, plan: Plan) -> TargetFacts:
 SRC_GRAPH = "src/models/dflash.cpp: llama_model_dflash::graph (embedding_scale, rope_freqs, K as V)"
 
 
-def _is_gemma4(side: Side) -> bool:
-    return str(side.arch).startswith("gemma4")
-
-
 def rule_target_family(p: Pair) -> Outcome:
     """The draft was trained on a Gemma 4 target's hidden states, tokenizer and embeddings."""
-    ok = _is_gemma4(p.target)
-    return Outcome("pass" if ok else "fail", "Gemma4 DSpark", p.target.arch,
+    ok = str(p.target.arch).startswith("gemma4")
+    return Outcome.verdict(ok, "Gemma4 DSpark", p.target.arch,
                    "the target is a Gemma 4 model" if ok else
                    f"the target's architecture is {p.target.arch!r}; a Gemma4 DSpark draft reads a Gemma 4 target's "
                    "hidden states and embeddings (expected gemma4 / gemma4_text)")
@@ -47,7 +43,7 @@ def rule_embedding_scale(p: Pair) -> Outcome:
         return Outcome("skip", got, n, "the target's hidden size is unknown")
     want = math.sqrt(n)
     ok = isinstance(got, (int, float)) and not isinstance(got, bool) and math.isclose(float(got), want, rel_tol=1e-6)
-    return Outcome("pass" if ok else "fail", got, n, f"embedding_scale {got} = sqrt(target hidden size {n})" if ok else
+    return Outcome.verdict(ok, got, n, f"embedding_scale {got} = sqrt(target hidden size {n})" if ok else
                    f"embedding_scale is {got}, expected sqrt(target hidden size {n}) = {want:.6g} (Gemma 4 scales "
                    "its embeddings by it)")
 
@@ -64,8 +60,8 @@ def rule_rope_kind(p: Pair) -> Outcome:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("target-family", "the target is a Gemma 4 model", ALL, SRC_GRAPH, rule_target_family),
-    Rule("embedding-scale", "embedding_scale = sqrt(target hidden size)", ALL, SRC_GRAPH, rule_embedding_scale),
-    Rule("rope-scaling", "full-attention RoPE kind of both sides (proportional: rope_freqs.weight)", ALL,
-         SRC_GRAPH, rule_rope_kind),
+    Rule("target-family", "the target is a Gemma 4 model", SRC_GRAPH, rule_target_family),
+    Rule("embedding-scale", "embedding_scale = sqrt(target hidden size)", SRC_GRAPH, rule_embedding_scale),
+    Rule("rope-scaling", "full-attention RoPE kind of both sides (proportional: rope_freqs.weight)", SRC_GRAPH,
+         rule_rope_kind),
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import schema as S
-from ...roles.fit import ALL, Outcome, Pair, Rule
+from ...roles.fit import Outcome, Pair, Rule
 
 SRC_MTP = ("common/speculative.cpp: common_speculative_impl_draft_mtp constructor (n_embd_out asserted equal); "
            "src/llama-model.cpp shares the target's last sliding / full KV layers")
@@ -28,7 +28,7 @@ def _draft(p: Pair, tpl: str) -> Any:
 def rule_target_family(p: Pair) -> Outcome:
     """The assistant runs only beside a Gemma 4 target (it reads its KV cache, embeddings and hidden row)."""
     ok = str(p.target.arch).startswith("gemma4")
-    return Outcome("pass" if ok else "fail", "Gemma 4 assistant", p.target.arch,
+    return Outcome.verdict(ok, "Gemma 4 assistant", p.target.arch,
                    "the target is a Gemma 4 model" if ok else
                    f"the target's architecture is {p.target.arch!r}; a Gemma 4 assistant reads a Gemma 4 target's KV "
                    "cache, embeddings and last hidden row (expected gemma4)")
@@ -40,7 +40,7 @@ def rule_backbone_size(p: Pair) -> Outcome:
     if got is None or want is None:
         return Outcome("skip", got, want, "a hidden size is unknown")
     ok = got == want
-    return Outcome("pass" if ok else "fail", got, want,
+    return Outcome.verdict(ok, got, want,
                    f"embedding_length_out {got} = target hidden size" if ok else
                    f"embedding_length_out is {got}, but the target's hidden size is {want}: llama-server refuses the "
                    "pair (the assistant concatenates the target's embedding and hidden row, 2 x that width)")
@@ -52,17 +52,17 @@ def _head_rule(tpl: str, hp_key: str, what: str) -> Any:
         if got is None or want is None:
             return Outcome("skip", got, want, f"a {what} head size is unknown")
         ok = got == want
-        return Outcome("pass" if ok else "fail", got, want, f"{what} head size {got} on both sides" if ok else
+        return Outcome.verdict(ok, got, want, f"{what} head size {got} on both sides" if ok else
                        f"the assistant's {what} layers have head size {got}, the target's {want}: they attend over "
                        f"the target's last {what} KV layer, whose heads must have the same size")
     return rule
 
 
 ARCH_RULES: tuple[Rule, ...] = (
-    Rule("target-family", "the target is a Gemma 4 model", ALL, SRC_MTP, rule_target_family),
-    Rule("target-hidden-size", "embedding_length_out = target hidden size", ALL, SRC_MTP, rule_backbone_size),
-    Rule("head-size-full", "key_length of both sides (full-attention layers)", ALL, SRC_MTP,
+    Rule("target-family", "the target is a Gemma 4 model", SRC_MTP, rule_target_family),
+    Rule("target-hidden-size", "embedding_length_out = target hidden size", SRC_MTP, rule_backbone_size),
+    Rule("head-size-full", "key_length of both sides (full-attention layers)", SRC_MTP,
          _head_rule(S.KEY_LENGTH, "key_length", "full-attention")),
-    Rule("head-size-swa", "key_length_swa of both sides (sliding layers)", ALL, SRC_MTP,
+    Rule("head-size-swa", "key_length_swa of both sides (sliding layers)", SRC_MTP,
          _head_rule(S.KEY_LENGTH_SWA, "key_length_swa", "sliding")),
 )
