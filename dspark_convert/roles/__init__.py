@@ -2,7 +2,8 @@
 
 - :mod:`.convert`: ``Family`` (a converter family module), ``Context``, ``TargetFacts``, ``TargetTensor``,
   ``ConvertOptions``;
-- :mod:`.loader`: ``Checker``, ``Dims``, ``Rules``, ``layer_rules`` (a ``loader`` module: llama.cpp's loader rules);
+- :mod:`.loader`: ``Checker`` (with ``layer_rules``), ``Dims``, ``Rules`` (a ``loader`` module: llama.cpp's loader
+  rules);
 - :mod:`.fit`: ``Rule``, ``Outcome``, ``Pair``, ``Side`` and the vocabulary facts (a ``fit`` module);
 - :mod:`.proof`: ``Forwards`` / ``TensorChecks``, ``Inputs``, ``Pair``, ``Proof``, ``Job`` (a ``verify`` module's
   ``PROOF``);
@@ -10,6 +11,8 @@
   ``RULES``);
 - :mod:`.llama`: ``DraftInputs``, ``RefBlock`` (a ``llama`` module's ``reference_drafts``).
 
+The helpers a role module works with are methods of what it is handed (``Checker.layer_count``, ``Pair.fc_width``,
+``Inputs.anchors``, ``Upgrading.checkpoint_tensor``, ...), so a variant imports the types it names and nothing else.
 The drivers (``check``, ``fit``, ``verify``, ``staleness`` / ``upgrade``, ``hf2gguf``) import these; no contract
 imports a driver or the registry.
 """
