@@ -352,7 +352,7 @@ def _config_keys(u: Upgrading, hf: Path) -> None:
     from typing import cast
 
     from ...kit.common import base_kvs
-    from ...kit.hparams import normalize_hparams
+    from ...kit.hparams import HParams
     from ...roles.convert import Context, ConvertOptions
     from .lineage import dflash_config, dflash_kvs
 
@@ -363,7 +363,7 @@ def _config_keys(u: Upgrading, hf: Path) -> None:
 
         hp, _ = normalize_schema(checkpoint_config(hf), where)
     else:
-        hp = normalize_hparams(checkpoint_config(hf), where)
+        hp = HParams.of(checkpoint_config(hf), where)
     taps = f.value(S.DFLASH_TARGET_LAYERS)
     if not isinstance(taps, list):
         raise ConvertError(f"{f.path}: no {S.DFLASH_TARGET_LAYERS}; not a DFlash draft upgrade can complete")

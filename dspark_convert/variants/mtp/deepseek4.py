@@ -51,7 +51,7 @@ from ...kit.blockscaled import (
     scale_of,
 )
 from ...kit.common import base_kvs, mapped_once, tensor_type
-from ...kit.hparams import as_float, as_positive, as_u32
+from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from .head import Counts, Head
@@ -160,15 +160,15 @@ class Dsv4Mtp(Counts):
     hc: int
 
 
-def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) -> Dsv4Mtp:
+def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> Dsv4Mtp:
     """The config keys upstream reads (each refused in one line when missing or unusable), and the MTP layers:
     ``mtp.0 .. mtp.{nextn-1}`` must be there, none beyond."""
     for key in REQUIRED_KEYS:
         if hp.get(key) is None:
             raise ConvertError(f"{where}: key '{key}' is missing; upstream's DeepSeek-V4 --mtp conversion reads it")
-    n = as_positive(hp["num_hidden_layers"], "num_hidden_layers", where)
+    n = hp.positive("num_hidden_layers")
     declared = hp.get("num_nextn_predict_layers", DEFAULT_NEXTN)
-    nextn = as_u32(declared, "num_nextn_predict_layers", where) if declared is not None else 0
+    nextn = hp.u32("num_nextn_predict_layers", declared) if declared is not None else 0
     if nextn == 0:
         raise ConvertError(f"{where}: no MTP head: 'num_nextn_predict_layers' is {declared!r} (upstream's --mtp "
                            "writes the mtp.* layers only when the config declares them)")
@@ -176,7 +176,7 @@ def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) ->
     if found != list(range(nextn)):
         raise ConvertError(f"{where}: num_nextn_predict_layers is {nextn} but the checkpoint has MTP layers "
                            f"{', '.join(f'mtp.{i}' for i in found) or 'none'}; expected mtp.0..mtp.{nextn - 1}")
-    hash_layers = as_u32(hp["num_hash_layers"], "num_hash_layers", where)
+    hash_layers = hp.u32("num_hash_layers")
     if hash_layers > n:
         raise ConvertError(f"{where}: num_hash_layers {hash_layers} is beyond num_hidden_layers {n}: the MTP layer "
                            "would be a hash-routed layer, whose routing table upstream does not write")
@@ -185,10 +185,10 @@ def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) ->
         raise ConvertError(f"{where}: key 'compress_ratios' is {ratios!r}, expected a list of integers")
     if not isinstance(hp["norm_topk_prob"], bool):
         raise ConvertError(f"{where}: key 'norm_topk_prob' is {hp['norm_topk_prob']!r}, expected true or false")
-    return Dsv4Mtp(arch, hp, n, nextn, as_positive(hp["n_routed_experts"], "n_routed_experts", where),
-                   as_positive(hp["hidden_size"], "hidden_size", where),
-                   as_positive(hp["moe_intermediate_size"], "moe_intermediate_size", where),
-                   as_positive(hp["hc_mult"], "hc_mult", where))
+    return Dsv4Mtp(arch, hp, n, nextn, hp.positive("n_routed_experts"),
+                   hp.positive("hidden_size"),
+                   hp.positive("moe_intermediate_size"),
+                   hp.positive("hc_mult"))
 
 
 def header_kvs(g: Dsv4Mtp, where: str) -> tuple[list[KV], list[KV]]:
@@ -201,12 +201,12 @@ def header_kvs(g: Dsv4Mtp, where: str) -> tuple[list[KV], list[KV]]:
     base = base_kvs(g.arch, view, S.FILE_TYPE_MOSTLY_MXFP4_MOE, where)
 
     def u32(tpl: str, key: str) -> KV:
-        return KV(tpl.format(**a), VT.UINT32, as_u32(hp[key], key, where))
+        return KV(tpl.format(**a), VT.UINT32, hp.u32(key, hp[key]))
 
     def f32(tpl: str, key: str) -> KV:
-        return KV(tpl.format(**a), VT.FLOAT32, as_float(hp[key], key, where))
+        return KV(tpl.format(**a), VT.FLOAT32, hp.number(key, hp[key]))
 
-    clamp = [as_float(hp["swiglu_limit"], "swiglu_limit", where)] * blocks
+    clamp = [hp.number("swiglu_limit")] * blocks
     fam = [
         u32(S.ROPE_DIMENSION_COUNT, "qk_rope_head_dim"),
         u32(S.Q_LORA_RANK, "q_lora_rank"),
@@ -349,7 +349,7 @@ def plan_tensors(ck: Checkpoint, g: Dsv4Mtp, out: QT) -> list[TensorSpec]:
     return stacks + eh + dense
 
 
-def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type: int, where: str) -> Head:
+def sidecar(hf_arch: str, hp: HParams, ck: Checkpoint, out: QT, file_type: int, where: str) -> Head:
     """The sidecar of a ``DeepseekV4Model`` checkpoint: header (with the chat template first), tensors and the
     layer counts (``file_type`` is not used: upstream writes 38 whatever the outtype)."""
     g = read_hparams(ARCHS[hf_arch], hp, ck.names, where)
