@@ -2,7 +2,7 @@
 its F8_E8M0 scale per 128x128 tile (dequantized and written as Q8_0, or F16 when a row is not a whole number of
 Q8_0 blocks), and per-expert FP4 e2m1 codes (two per I8 byte) with an F8_E8M0 scale per 32 values, stacked
 losslessly into one MXFP4 tensor. Upstream's chat templates that such checkpoints' converters embed are packaged
-beside this module (``chat_templates/``) and read with :func:`packaged_template`.
+beside this module (``chat_templates/``) and chosen by checkpoint name with :func:`packaged_template`.
 """
 
 from __future__ import annotations
@@ -85,14 +85,21 @@ def mxfp4_stack_spec(ck: Checkpoint, per: Mapping[int, tuple[str, str]], experts
                       transform=Mxfp4ExpertStack(experts), source_dtype="I8")
 
 
-def packaged_template(filename: str) -> str:
-    """The text of chat template ``filename`` of upstream's ``models/templates/`` packaged in ``chat_templates/``."""
-    return resources.files(__package__ or "").joinpath("chat_templates").joinpath(filename).read_text(encoding="utf-8")
+def packaged_template(folder: Path, templates: Mapping[str, str]) -> str:
+    """The text of the chat template upstream's converter embeds for the checkpoint in ``folder``. ``templates``
+    maps a keyword to a file of upstream's ``models/templates/`` packaged in ``chat_templates/``: the first keyword
+    the checkpoint's name contains wins (``""``, last, is the fallback). The name is the one upstream sees
+    (``dir_model.name``): the folder name, or for a Hugging Face cache snapshot (``models--org--name/snapshots/
+    <commit>``) the repo's folder name.
 
-
-def checkpoint_name(folder: Path) -> str:
-    """A checkpoint's name as upstream's converter sees it (``dir_model.name``): the folder name, or for a Hugging
-    Face cache snapshot (``models--org--name/snapshots/<commit>``) the repo's folder name."""
+    Example:
+        >>> packaged_template(Path("x"), {"": "README.md"}).startswith("#")
+        True
+    """
+    name = folder.name
     if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
-        return folder.parent.parent.name
-    return folder.name
+        name = folder.parent.parent.name
+    filename = next((file for keyword, file in templates.items() if keyword in name), None)
+    if filename is None:
+        raise ValueError(f"no template of {sorted(templates)} matches checkpoint name {name!r}")
+    return resources.files(__package__ or "").joinpath("chat_templates").joinpath(filename).read_text(encoding="utf-8")

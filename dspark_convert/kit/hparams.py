@@ -351,6 +351,15 @@ class HParams(dict[str, Any]):
         return target_text_architecture(self)
 
     @property
+    def scales_embeddings(self) -> bool:
+        """This (target) config's text architecture scales the embeddings a draft shares by sqrt(hidden_size): its
+        name starts with the target table's prefix (:func:`~dspark_convert.tokenizer.targets.embedding_scale_prefix`,
+        upstream b11401+)."""
+        from ..tokenizer.targets import embedding_scale_prefix
+
+        return (self.text_architecture or "").startswith(embedding_scale_prefix())
+
+    @property
     def uses_mrope(self) -> bool:
         """This (target) config ropes with M-RoPE (:func:`target_uses_mrope`)."""
         return target_uses_mrope(self)

@@ -35,8 +35,7 @@ from ...kit.common import (
 from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import INPUT_EMBEDDING, Context, TargetFacts, TargetTensor
-from ...tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
-from ...tokenizer.targets import embedding_scale_prefix
+from ...tokenizer.handlers import target_vocab_kvs
 
 #: HF -> GGUF names of the DFlash lineage (§4.1, §4.2): a Qwen3 layer (the shared backbone) plus the DFlash / DSpark
 #: globals. Names that map but that the loader never creates (biases, fc.bias) are written and then refused by check
@@ -213,7 +212,7 @@ def embedding_scale(ctx: Context, hp: HParams, dc: dict[str, Any]) -> float | No
     if value is not None:
         return hp.number("input_embedding_scale", value)
     target = target_config(ctx)
-    if (target.text_architecture or "").startswith(embedding_scale_prefix()):
+    if target.scales_embeddings:
         return float(target.text.positive("hidden_size") ** 0.5)
     return None
 
@@ -221,7 +220,7 @@ def embedding_scale(ctx: Context, hp: HParams, dc: dict[str, Any]) -> float | No
 def vocab_kvs(ctx: Context, vocab_size: int | None, mask_id: Any) -> tuple[list[KV], list[KV]]:
     """The target's tokenizer (handler chosen by the target's architecture, §2.5.1), padded to the draft's
     (already checked) ``vocab_size``, and the draft mask id."""
-    vocab = target_vocab_kvs(ctx.target_dir, vocab_size, vocab_handler_for_target(ctx.target_dir),
+    vocab = target_vocab_kvs(ctx.target_dir, vocab_size, None,
                              cache=ctx.options.tokenizer_cache, draft=ctx.draft.config)
     tail: list[KV] = []
     if mask_id is not None:

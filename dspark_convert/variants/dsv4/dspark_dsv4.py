@@ -19,7 +19,7 @@ from gguf import GGUFValueType as VT
 from ... import schema as S
 from ...errors import ConvertError
 from ...hf.checkpoint import Checkpoint, Select
-from ...kit.blockscaled import checkpoint_name, fp8_spec, mxfp4_stack_spec, packaged_template
+from ...kit.blockscaled import fp8_spec, mxfp4_stack_spec, packaged_template
 from ...kit.common import base_kvs, finish_plan, mapped_once, tensor_spec
 from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
@@ -54,7 +54,8 @@ DSPARK_FLAG = True
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
            "draft_tensors", "hf_names", "target_facts"]
 
-TEMPLATE_FILES = {False: "deepseek-ai-DeepSeek-V4.jinja", True: "deepseek-ai-DeepSeek-V4-Flash-0731.jinja"}
+#: upstream's DeepSeek-V4 chat templates: the -Flash-0731 one when the checkpoint's name contains ``0731``
+TEMPLATE_FILES = {"0731": "deepseek-ai-DeepSeek-V4-Flash-0731.jinja", "": "deepseek-ai-DeepSeek-V4.jinja"}
 
 
 # ---------------------------------------------------------------------------------------------- recognition
@@ -217,12 +218,6 @@ def dsv4_kvs(hp: Dsv4HParams, stages: int) -> list[KV]:
     ]
 
 
-def chat_template(name_hint: str) -> str:
-    """Upstream's DeepSeek-V4 chat template; the -Flash-0731 one when the checkpoint folder name or repo id
-    contains ``0731``."""
-    return packaged_template(TEMPLATE_FILES["0731" in name_hint])
-
-
 # ---------------------------------------------------------------------------------------------- tensors
 def _fp8_spec(ck: Checkpoint, src: str, name: str) -> TensorSpec:
     """An FP8 weight and its tile scales -> one Q8_0 (or F16) tensor."""
@@ -296,7 +291,7 @@ def build_plan(ctx: Context) -> Plan:
         raise ConvertError(f"{where}: dspark_noise_token_id is {hp.noise_token}, outside the vocabulary of {n_tokens} "
                            f"tokens (expected an id in [0, {n_tokens}))")
     tail = [KV(S.TOKENIZER_MASK_ID, VT.UINT32, hp.noise_token)]
-    head = [KV(S.TOKENIZER_CHAT_TEMPLATE, VT.STRING, chat_template(checkpoint_name(ck.path)))]
+    head = [KV(S.TOKENIZER_CHAT_TEMPLATE, VT.STRING, packaged_template(ck.path, TEMPLATE_FILES))]
     f16 = [t.name for t in tensors if t.transform is not None and t.ggml_type == QT.F16]
     notes = [f"DeepSeek-V4 DSpark: {stages} stages, {hp.experts} routed experts per stage (MXFP4), FP8 weights "
              f"dequantized to Q8_0" + (f" ({len(f16)} to F16: rows not a multiple of 32)" if f16 else "")

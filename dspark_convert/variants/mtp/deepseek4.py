@@ -44,7 +44,6 @@ from ...formats.transforms import ColumnConcat
 from ...hf.checkpoint import Checkpoint
 from ...kit.blockscaled import (
     check_fp8_scale,
-    checkpoint_name,
     fp8_spec,
     mxfp4_stack_spec,
     packaged_template,
@@ -125,7 +124,7 @@ REQUIRED_KEYS = ("hidden_size", "num_hidden_layers", "n_routed_experts", "moe_in
                  "compress_ratios", "compress_rope_theta", "hc_mult", "hc_sinkhorn_iters", "hc_eps",
                  "num_hash_layers")
 #: upstream's DeepSeek-V4 chat templates: the -Flash-0731 one when the checkpoint's name contains ``0731``
-TEMPLATE_FILES = {False: "deepseek-ai-DeepSeek-V4.jinja", True: "deepseek-ai-DeepSeek-V4-Flash-0731.jinja"}
+TEMPLATE_FILES = {"0731": "deepseek-ai-DeepSeek-V4-Flash-0731.jinja", "": "deepseek-ai-DeepSeek-V4.jinja"}
 #: ``DeepseekV4Config``'s default MTP layer count (upstream reads the config through it)
 DEFAULT_NEXTN = 1
 
@@ -356,5 +355,5 @@ def sidecar(hf_arch: str, hp: HParams, ck: Checkpoint, out: QT, file_type: int, 
     tensors = plan_tensors(ck, g, out)
     base, fam = header_kvs(g, where)
     lead = [KV(S.TOKENIZER_CHAT_TEMPLATE, VT.STRING,
-               packaged_template(TEMPLATE_FILES["0731" in checkpoint_name(ck.path)]))]
+               packaged_template(ck.path, TEMPLATE_FILES))]
     return Head(g.arch, g.n, g.nextn, base, fam, tensors, lead)
