@@ -235,7 +235,7 @@ def _plain_spec(ck: Checkpoint, src: str, name: str) -> TensorSpec:
                        "F8_E4M3 (+ scale), BF16 or F32")
 
 
-def _expert_spec(ck: Checkpoint, stage: int, w: str, per: dict[int, tuple[str, str]], hp: Dsv4HParams) -> TensorSpec:
+def _expert_spec(ck: Checkpoint, stage: int, w: str, per: dict[int, str], hp: Dsv4HParams) -> TensorSpec:
     """The stack of one projection of every routed expert of a stage -> one MXFP4 tensor."""
     rows, cols = (hp.hidden, hp.moe) if w == "w2" else (hp.moe, hp.hidden)
     name = S.LAYER_PREFIX.format(bid=stage) + EXPERT_TENSORS[w]

@@ -43,11 +43,10 @@ from ...formats.quant import fp8_output_type
 from ...formats.transforms import ColumnConcat
 from ...hf.checkpoint import Checkpoint
 from ...kit.blockscaled import (
-    check_fp8_scale,
+    fp8_scale,
     fp8_spec,
     mxfp4_stack_spec,
     packaged_template,
-    scale_of,
 )
 from ...kit.common import base_kvs, mapped_once, tensor_type
 from ...kit.hparams import HParams
@@ -292,12 +291,7 @@ def _eh_proj(ck: Checkpoint, i: int, bid: int) -> TensorSpec | None:
     dtypes: list[str] = []
     for s, r in zip(srcs, refs, strict=True):
         if r.dtype == "F8_E4M3":
-            scale = scale_of(s)
-            if scale not in ck:
-                raise ConvertError(f"{r.file}: tensor '{s}' is F8_E4M3 but the checkpoint has no '{scale}' "
-                                   "(an F8_E8M0 scale per 128x128 tile)")
-            check_fp8_scale(ck, scale, r.shape)
-            sources += [s, scale]
+            sources += [s, fp8_scale(ck, s)]
         elif r.dtype in ("BF16", "F16", "F32"):
             sources.append(s)
         else:
@@ -312,7 +306,7 @@ def _eh_proj(ck: Checkpoint, i: int, bid: int) -> TensorSpec | None:
 def plan_tensors(ck: Checkpoint, g: Dsv4Mtp, out: QT) -> list[TensorSpec]:
     """The file's tensors in upstream's order: every MTP block's expert stacks (gate, down, up), every block's
     ``eh_proj``, then every other read tensor in checkpoint order."""
-    experts: dict[tuple[int, str], dict[int, tuple[str, str]]] = {}
+    experts: dict[tuple[int, str], dict[int, str]] = {}
     consumed: set[str] = set()
     for src in ck.names:
         m = MTP_RE.fullmatch(src)
@@ -321,7 +315,7 @@ def plan_tensors(ck: Checkpoint, g: Dsv4Mtp, out: QT) -> list[TensorSpec]:
             continue
         consumed.add(src)
         if e.group(3) == "weight":
-            experts.setdefault((int(m.group(1)), e.group(2)), {})[int(e.group(1))] = (src, scale_of(src))
+            experts.setdefault((int(m.group(1)), e.group(2)), {})[int(e.group(1))] = src
     stacks: list[TensorSpec] = []
     for i in range(g.nextn):
         for w, stack in EXPERT_STACKS.items():
