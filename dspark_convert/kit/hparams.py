@@ -276,7 +276,8 @@ _OWN: Final = object()  # "read the value under the key" (``None`` is a value a 
 class HParams(dict[str, Any]):
     """A config dict that knows the file it came from (``where``, the prefix of every refusal) and reads its
     values typed: ``hp.u32(key)`` is the value under ``key`` as a UINT32 or a one-line refusal naming the key.
-    Each reader takes an explicit ``value`` too, for a value found another way but refused under ``key``.
+    Each reader takes a ``default`` for an absent key, or an explicit ``value`` (found another way, refused under
+    ``key``).
 
     Example:
         >>> hp = HParams.of({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4}, "c.json")
@@ -298,28 +299,28 @@ class HParams(dict[str, Any]):
         """The draft view of any schema, a speculators ``transformer_layer_config`` merged (:func:`draft_hparams`)."""
         return cls(draft_hparams(dict(config), where), where)
 
-    def _value(self, key: str, value: Any) -> Any:
-        return self.get(key) if value is _OWN else value
+    def _value(self, key: str, value: Any, default: Any) -> Any:
+        return self.get(key, default) if value is _OWN else value
 
     def find(self, keys: Iterable[str], *, required: bool = False) -> Any:
         """The value of the first of ``keys`` present (even if null), like upstream's ``find_hparam``."""
         return find_hparam(self, keys, required=required, where=self.where)
 
-    def u32(self, key: str, value: Any = _OWN) -> int:
+    def u32(self, key: str, value: Any = _OWN, *, default: Any = None) -> int:
         """The value (default: under ``key``) as a UINT32 (:func:`as_u32`)."""
-        return as_u32(self._value(key, value), key, self.where)
+        return as_u32(self._value(key, value, default), key, self.where)
 
-    def positive(self, key: str, value: Any = _OWN) -> int:
+    def positive(self, key: str, value: Any = _OWN, *, default: Any = None) -> int:
         """The value (default: under ``key``) as a UINT32 of at least 1 (:func:`as_positive`)."""
-        return as_positive(self._value(key, value), key, self.where)
+        return as_positive(self._value(key, value, default), key, self.where)
 
-    def number(self, key: str, value: Any = _OWN) -> float:
+    def number(self, key: str, value: Any = _OWN, *, default: Any = None) -> float:
         """The value (default: under ``key``), an int or float, as a float (:func:`as_float`)."""
-        return as_float(self._value(key, value), key, self.where)
+        return as_float(self._value(key, value, default), key, self.where)
 
-    def fraction(self, key: str, value: Any = _OWN) -> float:
+    def fraction(self, key: str, value: Any = _OWN, *, default: Any = None) -> float:
         """The value (default: under ``key``) as a number in (0, 1] (:func:`as_fraction`)."""
-        return as_fraction(self._value(key, value), key, self.where)
+        return as_fraction(self._value(key, value, default), key, self.where)
 
     @overload
     def vocab_size(self, key: str = ..., *, required: Literal[True]) -> int: ...

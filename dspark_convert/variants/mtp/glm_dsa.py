@@ -118,8 +118,8 @@ def config_view(config: dict[str, Any], where: str) -> HParams:
             hp["indexer_types"] = ([{"F": "full", "S": "shared"}.get(c, c) for c in pattern]
                                    if isinstance(pattern, str) else list(pattern))
         else:
-            freq = max(hp.u32("index_topk_freq", hp.get("index_topk_freq", 1)), 1)
-            offset = hp.u32("index_skip_topk_offset", hp.get("index_skip_topk_offset", 2))
+            freq = max(hp.u32("index_topk_freq", default=1), 1)
+            offset = hp.u32("index_skip_topk_offset", default=2)
             hp["indexer_types"] = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(n)]
     hp["head_dim"] = hp["qk_rope_head_dim"]
     params = hp.get("rope_parameters")
@@ -154,7 +154,7 @@ def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> DsaMtp
                   hp.positive("num_key_value_heads"),
                   hp.u32("qk_nope_head_dim"),
                   hp.u32("v_head_dim"),
-                  hp.positive("kv_lora_rank", hp.get("kv_lora_rank", 512)))
+                  hp.positive("kv_lora_rank", default=512))
 
 
 def header_kvs(g: DsaMtp, file_type: int, where: str) -> tuple[list[KV], list[KV]]:

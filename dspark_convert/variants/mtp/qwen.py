@@ -167,7 +167,7 @@ def header_kvs(q: QwenMtp, file_type: int, where: str) -> tuple[list[KV], list[K
         fam.append(KV(S.RECURRENT_LAYERS.format(**a), VT.ARRAY,
                       [t == "linear_attention" for t in types] + [False] * q.nextn, VT.BOOL))
     fam.append(KV(S.FULL_ATTENTION_INTERVAL.format(**a), VT.UINT32,
-                  hp.u32("full_attention_interval", hp.get("full_attention_interval", 4))))
+                  hp.u32("full_attention_interval", default=4)))
     rd = hp.rope()
     head_dim = hp.get("head_dim")
     if head_dim is None:
