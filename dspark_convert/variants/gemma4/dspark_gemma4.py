@@ -15,7 +15,6 @@ config key (or tensor) and what llama.cpp's Gemma4 DSpark path expects.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,7 @@ from ... import schema as S
 from ...errors import ConvertError
 from ...formats import modelopt
 from ...formats.modelopt import QuantConfig
-from ...kit.common import NameTable, base_kvs, finish_plan
+from ...kit.common import GEMMA4_LAYER, NameTable, base_kvs, finish_plan
 from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import Context
@@ -41,17 +40,6 @@ FILE_PREFIX = "dspark-"
 ARCHITECTURES: tuple[str, ...] = ("Gemma4DSparkModel",)
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "NAMES", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT",
            "build_plan", "claims", "draft_tensors", "hf_names", "requirements", "target_facts"]
-
-#: the rows a Gemma 4 decoder layer (after ``layers.{i}.``) has beyond the backbone's: its sandwich norms (the
-#: post-attention norm follows the mixer here, the FFN input norm is ``pre_feedforward_layernorm``, a post-FFN norm)
-#: and the layer output scale (upstream appends ``.weight`` to ``layer_scalar``)
-GEMMA4_LAYER: Mapping[str, str] = {
-    "post_attention_layernorm.weight": S.L_ATTN_POST_NORM,
-    "pre_feedforward_layernorm.weight": S.L_FFN_NORM,
-    "post_feedforward_layernorm.weight": S.L_FFN_POST_NORM,
-    "layer_scalar": S.L_LAYER_OUT_SCALE,
-    "layer_scalar.weight": S.L_LAYER_OUT_SCALE,
-}
 
 #: the lineage's table with the Gemma 4 layer: ``post_attention_layernorm`` is the post-attention sandwich norm
 #: here (the lineage maps it to Qwen's pre-FFN norm), ``pre_feedforward_layernorm`` the FFN input norm, the

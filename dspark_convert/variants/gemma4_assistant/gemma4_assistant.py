@@ -33,6 +33,7 @@ from ...hf.checkpoint import Checkpoint
 from ...kit.common import (
     BACKBONE_GLOBALS,
     BACKBONE_LAYER,
+    GEMMA4_LAYER,
     NameTable,
     claims_nothing,
     every_tensor,
@@ -43,7 +44,6 @@ from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec, add_kv, as_int
 from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
-from ..gemma4.dspark_gemma4 import GEMMA4_LAYER
 
 #: the method's name (hf2gguf/naming.method_name); default output names start with FILE_PREFIX instead
 METHOD_WORD = "MTP"
