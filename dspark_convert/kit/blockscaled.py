@@ -2,7 +2,7 @@
 its F8_E8M0 scale per 128x128 tile (dequantized and written as Q8_0, or F16 when a row is not a whole number of
 Q8_0 blocks), and per-expert FP4 e2m1 codes (two per I8 byte) with an F8_E8M0 scale per 32 values, stacked
 losslessly into one MXFP4 tensor. Upstream's chat templates that such checkpoints' converters embed are packaged
-beside this module (``chat_templates/``) and read with :func:`packaged_template`.
+beside this module (``chat_templates/``) and chosen by checkpoint name with :func:`packaged_template`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ..hf.checkpoint import Checkpoint
 from ..plan import TensorSpec
 
 
-def scale_of(src: str) -> str:
+def _scale_of(src: str) -> str:
     """The name of the scale stored beside weight ``src`` (``x.weight`` -> ``x.scale``)."""
     return src.removesuffix(".weight") + ".scale"
 
@@ -30,31 +30,34 @@ def fp8_spec(ck: Checkpoint, src: str, name: str, ggml_type: QT | None = None) -
     float32 rows and written as ``ggml_type`` (default Q8_0, or F16 when a row is not a multiple of 32). Refused
     in one line when the weight is not 2-D or its scale is missing or of another dtype / shape."""
     ref = ck.ref(src)
-    scale = scale_of(src)
     if len(ref.shape) != 2:
         raise ConvertError(f"{ref.file}: tensor '{src}' is F8_E4M3 with shape {list(ref.shape)}, expected a 2-D weight")
-    if scale not in ck:
-        raise ConvertError(f"{ref.file}: tensor '{src}' is F8_E4M3 but the checkpoint has no '{scale}' "
-                           "(an F8_E8M0 scale per 128x128 tile)")
-    check_fp8_scale(ck, scale, ref.shape)
+    scale = fp8_scale(ck, src)
     return TensorSpec(name=name, shape=ref.shape, ggml_type=ggml_type or fp8_output_type(ref.shape[1]),
                       sources=(src, scale), transform=Fp8BlockDequant(), source_dtype=ref.dtype)
 
 
-def check_fp8_scale(ck: Checkpoint, scale: str, shape: tuple[int, ...]) -> None:
-    """Refuse, in one line, a tile-scale tensor ``scale`` that is not F8_E8M0 of one value per 128x128 tile of a
-    weight of ``shape``."""
+def fp8_scale(ck: Checkpoint, src: str) -> str:
+    """The name of the tile scales of the 2-D F8_E4M3 weight ``src`` (``<src>.scale``), checked: refused in one
+    line when the checkpoint has none or it is not F8_E8M0 of one value per 128x128 tile."""
+    ref = ck.ref(src)
+    scale = _scale_of(src)
+    if scale not in ck:
+        raise ConvertError(f"{ref.file}: tensor '{src}' is F8_E4M3 but the checkpoint has no '{scale}' "
+                           "(an F8_E8M0 scale per 128x128 tile)")
+    shape = ref.shape
     sref = ck.ref(scale)
     want = fp8_scale_shape((shape[0], shape[1]))
     if sref.dtype != "F8_E8M0" or sref.shape != want:
         raise ConvertError(f"{sref.file}: tensor '{scale}' is {sref.dtype} {list(sref.shape)}, expected F8_E8M0 "
                            f"{list(want)} (one scale per 128x128 tile of {list(shape)})")
+    return scale
 
 
-def mxfp4_stack_spec(ck: Checkpoint, per: Mapping[int, tuple[str, str]], experts: int, rows: int, cols: int,
+def mxfp4_stack_spec(ck: Checkpoint, per: Mapping[int, str], experts: int, rows: int, cols: int,
                      name: str, what: str, count: str) -> TensorSpec:
     """GGUF tensor ``name``, MXFP4 ``(experts, rows, cols)``: the FP4 experts ``0 .. experts - 1`` of ``per``
-    (expert -> (weight, scale)) repacked and stacked. ``what`` names the per-expert tensors in messages
+    (expert -> weight; its scale is stored beside it, ``x.weight`` -> ``x.scale``) repacked and stacked. ``what`` names the per-expert tensors in messages
     (``mtp.1.ffn.experts.*.w3``), ``count`` says where the expert count comes from (``the config says 2 routed
     experts per stage``). Refused in one line when an expert is missing or beyond the count, when ``cols`` is not a
     multiple of 32, or when a weight or scale has another dtype or shape."""
@@ -70,7 +73,8 @@ def mxfp4_stack_spec(ck: Checkpoint, per: Mapping[int, tuple[str, str]], experts
                            "multiple of 32 (FP4 experts have one scale per 32 values)")
     sources: list[str] = []
     for e in range(experts):
-        wn, sn = per[e]
+        wn = per[e]
+        sn = _scale_of(wn)
         wr = ck.ref(wn)
         if sn not in ck:
             raise ConvertError(f"{wr.file}: tensor '{wn}' has no '{sn}' (an F8_E8M0 scale per 32 values)")
@@ -85,14 +89,21 @@ def mxfp4_stack_spec(ck: Checkpoint, per: Mapping[int, tuple[str, str]], experts
                       transform=Mxfp4ExpertStack(experts), source_dtype="I8")
 
 
-def packaged_template(filename: str) -> str:
-    """The text of chat template ``filename`` of upstream's ``models/templates/`` packaged in ``chat_templates/``."""
-    return resources.files(__package__ or "").joinpath("chat_templates").joinpath(filename).read_text(encoding="utf-8")
+def packaged_template(folder: Path, templates: Mapping[str, str]) -> str:
+    """The text of the chat template upstream's converter embeds for the checkpoint in ``folder``. ``templates``
+    maps a keyword to a file of upstream's ``models/templates/`` packaged in ``chat_templates/``: the first keyword
+    the checkpoint's name contains wins (``""``, last, is the fallback). The name is the one upstream sees
+    (``dir_model.name``): the folder name, or for a Hugging Face cache snapshot (``models--org--name/snapshots/
+    <commit>``) the repo's folder name.
 
-
-def checkpoint_name(folder: Path) -> str:
-    """A checkpoint's name as upstream's converter sees it (``dir_model.name``): the folder name, or for a Hugging
-    Face cache snapshot (``models--org--name/snapshots/<commit>``) the repo's folder name."""
+    Example:
+        >>> packaged_template(Path("x"), {"": "README.md"}).startswith("#")
+        True
+    """
+    name = folder.name
     if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
-        return folder.parent.parent.name
-    return folder.name
+        name = folder.parent.parent.name
+    filename = next((file for keyword, file in templates.items() if keyword in name), None)
+    if filename is None:
+        raise ValueError(f"no template of {sorted(templates)} matches checkpoint name {name!r}")
+    return resources.files(__package__ or "").joinpath("chat_templates").joinpath(filename).read_text(encoding="utf-8")

@@ -2,14 +2,15 @@
 
 "What does upstream's config view look like?": the transformers config-class defaults it fills in, the nested
 text configs it merges, the rope dict it builds, and the one-line refusals for values a GGUF key cannot hold.
-Family modules read every config value through these functions.
+Family modules hold a config as one :class:`HParams` (``HParams.of`` / ``HParams.draft`` for the draft,
+``HParams(ctx.target_config, path)`` for the target) and read every value through its methods.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
-from typing import Any, Literal, overload
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, Literal, overload
 
 from ..errors import ConvertError, clip_value
 from ..hf.checkpoint import TEXT_CONFIG_KEYS
@@ -266,3 +267,105 @@ def target_ties_embeddings(config: dict[str, Any]) -> bool:
         return tie
     arch = target_text_architecture(config) or ""
     return arch.startswith("Gemma") or str(merged.get("model_type", "")).startswith("gemma")
+
+
+# ---------------------------------------------------------------------------------------------- typed view
+_OWN: Final = object()  # "read the value under the key" (``None`` is a value a caller may pass)
+
+
+class HParams(dict[str, Any]):
+    """A config dict that knows the file it came from (``where``, the prefix of every refusal) and reads its
+    values typed: ``hp.u32(key)`` is the value under ``key`` as a UINT32 or a one-line refusal naming the key.
+    Each reader takes a ``default`` for an absent key, or an explicit ``value`` (found another way, refused under
+    ``key``).
+
+    Example:
+        >>> hp = HParams.of({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4}, "c.json")
+        >>> hp.u32("head_dim"), hp.positive("num_attention_heads"), hp.rope()["rope_theta"]
+        (16, 4, 10000.0)
+    """
+
+    def __init__(self, values: Mapping[str, Any], where: str = "config.json") -> None:
+        super().__init__(values)
+        self.where = where
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any], where: str = "config.json") -> HParams:
+        """The config-class view of ``config`` (:func:`normalize_hparams`)."""
+        return cls(normalize_hparams(dict(config), where), where)
+
+    @classmethod
+    def draft(cls, config: Mapping[str, Any], where: str = "config.json") -> HParams:
+        """The draft view of any schema, a speculators ``transformer_layer_config`` merged (:func:`draft_hparams`)."""
+        return cls(draft_hparams(dict(config), where), where)
+
+    def _value(self, key: str, value: Any, default: Any) -> Any:
+        return self.get(key, default) if value is _OWN else value
+
+    def find(self, keys: Iterable[str], *, required: bool = False) -> Any:
+        """The value of the first of ``keys`` present (even if null), like upstream's ``find_hparam``."""
+        return find_hparam(self, keys, required=required, where=self.where)
+
+    def u32(self, key: str, value: Any = _OWN, *, default: Any = None) -> int:
+        """The value (default: under ``key``) as a UINT32 (:func:`as_u32`)."""
+        return as_u32(self._value(key, value, default), key, self.where)
+
+    def positive(self, key: str, value: Any = _OWN, *, default: Any = None) -> int:
+        """The value (default: under ``key``) as a UINT32 of at least 1 (:func:`as_positive`)."""
+        return as_positive(self._value(key, value, default), key, self.where)
+
+    def number(self, key: str, value: Any = _OWN, *, default: Any = None) -> float:
+        """The value (default: under ``key``), an int or float, as a float (:func:`as_float`)."""
+        return as_float(self._value(key, value, default), key, self.where)
+
+    def fraction(self, key: str, value: Any = _OWN, *, default: Any = None) -> float:
+        """The value (default: under ``key``) as a number in (0, 1] (:func:`as_fraction`)."""
+        return as_fraction(self._value(key, value, default), key, self.where)
+
+    @overload
+    def vocab_size(self, key: str = ..., *, required: Literal[True]) -> int: ...
+
+    @overload
+    def vocab_size(self, key: str = ..., *, required: bool = False) -> int | None: ...
+
+    def vocab_size(self, key: str = "vocab_size", *, required: bool = False) -> int | None:
+        """The vocab size under ``key`` (:func:`vocab_size_of`)."""
+        return vocab_size_of(self, key, self.where, required=required)
+
+    def rope(self) -> dict[str, Any]:
+        """The rope dict of §2.1 (:func:`rope_dict`)."""
+        return rope_dict(self)
+
+    def rope_view(self) -> dict[str, Any]:
+        """Upstream's ``ModelBase.rope_parameters`` (:func:`rope_parameters_view`)."""
+        return rope_parameters_view(self)
+
+    # ------------------------------------------------------------------ a target's config
+    @property
+    def text(self) -> HParams:
+        """The text config (``text_config`` or an alias) merged over the top level (:func:`target_text_config`)."""
+        return HParams(target_text_config(self), self.where)
+
+    @property
+    def text_architecture(self) -> str | None:
+        """The text architecture upstream picks for this (target) config (:func:`target_text_architecture`)."""
+        return target_text_architecture(self)
+
+    @property
+    def scales_embeddings(self) -> bool:
+        """This (target) config's text architecture scales the embeddings a draft shares by sqrt(hidden_size): its
+        name starts with the target table's prefix (:func:`~dspark_convert.tokenizer.targets.embedding_scale_prefix`,
+        upstream b11401+)."""
+        from ..tokenizer.targets import embedding_scale_prefix
+
+        return (self.text_architecture or "").startswith(embedding_scale_prefix())
+
+    @property
+    def uses_mrope(self) -> bool:
+        """This (target) config ropes with M-RoPE (:func:`target_uses_mrope`)."""
+        return target_uses_mrope(self)
+
+    @property
+    def ties_embeddings(self) -> bool:
+        """This (target) config's output head is its input embedding (:func:`target_ties_embeddings`)."""
+        return target_ties_embeddings(self)

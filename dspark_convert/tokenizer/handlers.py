@@ -1042,10 +1042,11 @@ _OWN_FORMATS = {"plamo": PLAMO_FILE, "plamo3": PLAMO_FILE, "rwkv_world": RWKV_WO
                 "qwen_tiktoken": TT.QWEN1.file, "hunyuan_moe": TT.HUNYUAN.file}
 
 
-def target_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str, *, cache: bool = False,
+def target_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str | None, *, cache: bool = False,
                      draft: Draft | None = None) -> list[KV]:
     """The target's tokenizer KVs in upstream order, padded to the draft ``vocab_size`` (contract §2.5).
 
+    ``handler`` names the handler to run (None: the target's own, :func:`vocab_handler_for_target`);
     ``vocab_size`` is the **draft** config ``vocab_size`` (None: the tokenizer's own size); ``draft`` the draft's
     hparams, which some handlers read (:data:`DRAFT_FACTS`). The draft's mask id
     is the caller's (``plan.add_kv`` replaces a target-defined ``tokenizer.ggml.mask_token_id`` in place).
@@ -1058,6 +1059,8 @@ def target_vocab_kvs(target_dir: Path, vocab_size: int | None, handler: str, *, 
         ['tokenizer.ggml.model', 'tokenizer.ggml.pre', 'tokenizer.ggml.tokens']
     """
     target_dir = Path(target_dir)
+    if handler is None:
+        handler = vocab_handler_for_target(target_dir)
     from .cache import require_regular_tokenizer_files
 
     require_regular_tokenizer_files(target_dir)  # a FIFO or /dev/zero among them: one line, before any read

@@ -19,7 +19,7 @@ from conftest import FIXTURES, TARGET
 
 from dspark_convert import convert
 from dspark_convert.gguffile.reader import read_gguf
-from dspark_convert.kit.hparams import target_text_architecture, target_ties_embeddings, target_uses_mrope
+from dspark_convert.kit.hparams import HParams, target_text_architecture, target_ties_embeddings, target_uses_mrope
 from dspark_convert.plan import Plan
 
 
@@ -173,10 +173,10 @@ def test_gemma_target_embedding_scale_and_text_architecture(tmp_path: Path) -> N
 
     cfg = {"architectures": ["Gemma4ForConditionalGeneration"], "text_config": {"hidden_size": 64}}
     ctx: Any = SimpleNamespace(target_config=cfg, target_dir=tmp_path, where="config.json")
-    assert embedding_scale(ctx, {}, {}) == 8.0  # sqrt(target hidden_size), from the text config
-    assert embedding_scale(ctx, {"input_embedding_scale": 2.0}, {}) == 2.0  # the draft's own scale wins
+    assert embedding_scale(ctx, HParams({}), {}) == 8.0  # sqrt(target hidden_size), from the text config
+    assert embedding_scale(ctx, HParams({"input_embedding_scale": 2.0}), {}) == 2.0  # the draft's own scale wins
     ctx.target_config = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64}
-    assert embedding_scale(ctx, {}, {}) is None
+    assert embedding_scale(ctx, HParams({}), {}) is None
     assert target_text_architecture({"architectures": ["X"], "text_config": {"architectures": ["GemmaText"]}}) == "GemmaText"
 
 

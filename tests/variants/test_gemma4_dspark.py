@@ -166,14 +166,15 @@ def test_gemma4_requirements_and_rope_views() -> None:
     refusals the catalogue does not reach through the CLI (tests/bad_inputs_cases.py has one case per rule)."""
     from gemma4_drafts import Dims, draft_config
 
+    from dspark_convert.kit.hparams import HParams
     from dspark_convert.variants.gemma4.dspark_gemma4 import full_attention_rope, requirements, rope_freqs
 
-    hp = draft_config(Dims())
+    hp = HParams(draft_config(Dims()), "c")
     assert full_attention_rope(hp, "c") == {"rope_type": "proportional", "partial_rotary_factor": 0.25,
                                             "rope_theta": 1000000.0}
-    flat = {**hp, "rope_parameters": {"rope_type": "default"}, "rope_theta": 5.0, "partial_rotary_factor": 0.5}
+    flat = HParams({**hp, "rope_parameters": {"rope_type": "default"}, "rope_theta": 5.0, "partial_rotary_factor": 0.5})
     assert full_attention_rope(flat, "c") == {"rope_type": "default", "rope_theta": 5.0, "partial_rotary_factor": 0.5}
-    assert full_attention_rope({**hp, "rope_parameters": None}, "c")["partial_rotary_factor"] == 0.25
+    assert full_attention_rope(HParams({**hp, "rope_parameters": None}), "c")["partial_rotary_factor"] == 0.25
     assert rope_freqs(16, {"rope_type": "default"}, "c") is None
     assert rope_freqs(16, {"rope_type": "proportional", "partial_rotary_factor": 1.0}, "c").tolist() == [1.0] * 8
     names = {"lm_head.weight"}
@@ -183,7 +184,7 @@ def test_gemma4_requirements_and_rope_views() -> None:
                            ({"dflash_config": {"markov_head_type": "gated"}}, "markov_head_type is 'gated'"),
                            ({"rope_parameters": {"full_attention": {"rope_theta": 1.0}}}, "rope_type is None")):
         with pytest.raises(ConvertError, match=fragment):
-            requirements({**hp, **edit}, names, "c")
+            requirements(HParams({**hp, **edit}, "c"), names, "c")
 
 
 # ---------------------------------------------------------------------------------------------- verify

@@ -10,7 +10,7 @@ import dataclasses
 from ... import schema as S
 from ...errors import ConvertError
 from ...kit.common import base_kvs, finish_plan
-from ...kit.hparams import normalize_hparams, vocab_size_of
+from ...kit.hparams import HParams
 from ...plan import Plan
 from ...roles.convert import Context, TargetFacts
 from . import lineage
@@ -42,7 +42,7 @@ def build_plan(ctx: Context) -> Plan:
         from . import dflash_mimo
 
         return dflash_mimo.build_plan(ctx)
-    hp = normalize_hparams(ctx.draft.config, ctx.where)
+    hp = HParams.of(ctx.draft.config, ctx.where)
     dc = lineage.dflash_config(hp, ctx.where)
     key = "dflash_config.target_layer_ids" if "target_layer_ids" in dc else "target_layer_ids"
     taps = lineage.target_taps(ctx, dc.get("target_layer_ids", hp.get("target_layer_ids")), key)
@@ -63,7 +63,7 @@ def build_plan(ctx: Context) -> Plan:
         notes.append("q/k rows and norms de-interleaved to NEOX order (rope_is_neox_style: false)")
     quant = lineage.quant_config(ctx)
     tensors, _ = lineage.map_tensors(ctx, ctx.out_type, drop=drop, transforms=transforms, quant=quant)
-    vocab, tail = lineage.vocab_kvs(ctx, vocab_size_of(hp, "vocab_size", ctx.where), dc.get("mask_token_id"))
+    vocab, tail = lineage.vocab_kvs(ctx, hp.vocab_size("vocab_size"), dc.get("mask_token_id"))
     plan = finish_plan(S.ARCH_DFLASH, [], base_kvs(S.ARCH_DFLASH, hp, ctx.file_type, ctx.where),
                        lineage.dflash_kvs(ctx, hp, dc, taps), vocab, tail, tensors, notes)
     lineage.nvfp4_metadata(plan, quant, ctx.file_type)  # ModelOpt NVFP4: file type 39, prec_a4 arrays

@@ -24,7 +24,7 @@ from ...formats.transforms import PatchRow
 from ...hf.checkpoint import Checkpoint
 from ...hf.mask_embedding import MASK_FILE, read_mask_embedding
 from ...kit.common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec
-from ...kit.hparams import as_positive, normalize_hparams, vocab_size_of
+from ...kit.hparams import HParams
 from ...plan import Plan, TensorSpec
 from ...roles.convert import Context
 from . import lineage
@@ -39,14 +39,14 @@ NAMES = NameTable(
 TARGET_EMBED = "model.embed_tokens.weight"
 
 
-def mask_vector(ctx: Context, hp: dict[str, Any], dc: dict[str, Any], vocab: int) -> tuple[int, np.ndarray]:
+def mask_vector(ctx: Context, hp: HParams, dc: dict[str, Any], vocab: int) -> tuple[int, np.ndarray]:
     path = ctx.draft.path / MASK_FILE
     mask_id, vec = read_mask_embedding(path)
     want = dc.get("mask_token_id")
     if want is None or mask_id != want:
         raise ConvertError(f"{path}: mask_token_id is {mask_id}, but {ctx.where} has dflash_config.mask_token_id "
                            f"{want!r} (they must be equal)")
-    hidden = as_positive(hp.get("hidden_size"), "hidden_size", ctx.where)
+    hidden = hp.positive("hidden_size")
     if vec.shape != (hidden,):
         raise ConvertError(f"{path}: 'embedding' has shape {list(vec.shape)}, expected [{hidden}] (hidden_size)")
     if not 0 <= mask_id < vocab:
@@ -60,7 +60,7 @@ def _target_ck(ctx: Context, names: set[str]) -> Checkpoint:
     return Checkpoint(ctx.target_dir, select=names.__contains__, config=ctx.target_config)
 
 
-def extra_tensors(ctx: Context, hp: dict[str, Any], mask_id: int, vec: np.ndarray, vocab: int) -> list[TensorSpec]:
+def extra_tensors(ctx: Context, hp: HParams, mask_id: int, vec: np.ndarray, vocab: int) -> list[TensorSpec]:
     """``output.weight`` (unless the draft has a head) then the patched ``token_embd.weight``, as upstream yields."""
     names = {lineage.bare_name(n): n for n in ctx.draft.names}
     text = ctx.target_config.get("text_config")
@@ -92,9 +92,9 @@ def extra_tensors(ctx: Context, hp: dict[str, Any], mask_id: int, vec: np.ndarra
 
 def build_plan(ctx: Context) -> Plan:
     where = ctx.where
-    hp = normalize_hparams(ctx.draft.config, where)
+    hp = HParams.of(ctx.draft.config, where)
     dc = lineage.dflash_config(hp, where)
-    vocab_size = vocab_size_of(hp, "vocab_size", where, required=True)
+    vocab_size = hp.vocab_size("vocab_size", required=True)
     mask_id, vec = mask_vector(ctx, hp, dc, vocab_size)
     ids = dc.get("target_layer_ids", hp.get("target_layer_ids"))
     taps = lineage.target_taps(ctx, ids, "dflash_config.target_layer_ids")

@@ -14,7 +14,7 @@ from gguf import GGUFValueType as VT
 from ... import schema as S
 from ...errors import ConvertError
 from ...kit.common import base_kvs, d2t_spec, finish_plan
-from ...kit.hparams import draft_hparams, vocab_size_of
+from ...kit.hparams import HParams
 from ...plan import KV, Plan
 from ...roles.convert import Context
 from . import lineage
@@ -36,7 +36,7 @@ __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "TARGET_TENSORS", "TOK
            "draft_tensors", "hf_names", "target_facts"]
 
 
-def normalize_schema(raw: dict[str, Any], where: str = "config.json") -> tuple[dict[str, Any], bool]:
+def normalize_schema(raw: dict[str, Any], where: str = "config.json") -> tuple[HParams, bool]:
     """Flat DeepSpec, nested SpecForge and speculators configs -> hparams with ``dflash_config`` (§3.2).
 
     A config without ``dflash_config`` gets one (speculators: from ``aux_hidden_state_layer_ids`` and the
@@ -45,7 +45,7 @@ def normalize_schema(raw: dict[str, Any], where: str = "config.json") -> tuple[d
     ``sample_from_anchor`` fallback of §3.3.
     """
     bonus_anchor = "transformer_layer_config" in raw or "aux_hidden_state_layer_ids" in raw
-    cfg = draft_hparams(raw, where)
+    cfg = HParams.draft(raw, where)
     dc = dict(lineage.dflash_config(cfg, where))
     if "dflash_config" not in cfg:
         if "aux_hidden_state_layer_ids" in cfg:
@@ -60,7 +60,7 @@ def normalize_schema(raw: dict[str, Any], where: str = "config.json") -> tuple[d
     return cfg, bonus_anchor
 
 
-def _setting(hp: dict[str, Any], key: str, default: Any = None) -> Any:
+def _setting(hp: HParams, key: str, default: Any = None) -> Any:
     """A DSpark setting from the top level or from ``dflash_config`` (SpecForge nests them there)."""
     if key in hp:
         return hp[key]
@@ -77,8 +77,8 @@ def build_plan(ctx: Context) -> Plan:
     head_type = _setting(hp, "markov_head_type", "vanilla")
     if head_type not in (None, "vanilla"):
         raise ConvertError(f"{where}: markov_head_type is {head_type!r}; llama.cpp implements only 'vanilla'")
-    vocab_size = vocab_size_of(hp, "vocab_size", where, required=True)
-    vd = vocab_size_of(hp, "draft_vocab_size", where, required=True) if hp.get("draft_vocab_size") else vocab_size
+    vocab_size = hp.vocab_size("vocab_size", required=True)
+    vd = hp.vocab_size("draft_vocab_size", required=True) if hp.get("draft_vocab_size") else vocab_size
     if vd > vocab_size:
         raise ConvertError(f"{where}: draft_vocab_size {vd} is larger than vocab_size {vocab_size}")
     reduced = vd < vocab_size

@@ -31,23 +31,10 @@ from ...kit.common import (
     is_skipped,
     tensor_spec,
 )
-from ...kit.hparams import (
-    as_float,
-    as_fraction,
-    as_positive,
-    as_u32,
-    find_hparam,
-    rope_dict,
-    rope_parameters_view,
-    target_text_architecture,
-    target_text_config,
-    target_ties_embeddings,
-    target_uses_mrope,
-)
+from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import INPUT_EMBEDDING, Context, TargetFacts, TargetTensor
-from ...tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
-from ...tokenizer.targets import embedding_scale_prefix
+from ...tokenizer.handlers import target_vocab_kvs
 
 #: HF -> GGUF names of the DFlash lineage (§4.1, §4.2): a Qwen3 layer (the shared backbone) plus the DFlash / DSpark
 #: globals. Names that map but that the loader never creates (biases, fc.bias) are written and then refused by check
@@ -118,6 +105,11 @@ def bare_name(hf_name: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- keys
+def target_config(ctx: Context) -> HParams:
+    """The target's config as a typed view (refusals name the target's ``config.json``)."""
+    return HParams(ctx.target_config, str(ctx.target_dir / "config.json"))
+
+
 def target_taps(ctx: Context, ids: Any, key: str) -> list[int]:
     """The ``dflash.target_layers`` of the HF output-of-layer ids under config key ``key``: llama.cpp's
     input-of-layer ids (the +1 rule, §5.1), refused when missing or not integers.
@@ -140,7 +132,7 @@ def target_taps(ctx: Context, ids: Any, key: str) -> list[int]:
     return taps
 
 
-def dflash_config(hp: dict[str, Any], where: str) -> dict[str, Any]:
+def dflash_config(hp: HParams, where: str) -> dict[str, Any]:
     """The ``dflash_config`` sub-dict (empty when absent); anything but a JSON object is refused."""
     dc = hp.get("dflash_config")
     if dc is None:
@@ -150,43 +142,43 @@ def dflash_config(hp: dict[str, Any], where: str) -> dict[str, Any]:
     return dc
 
 
-def block_size(hp: dict[str, Any], dc: dict[str, Any], where: str) -> int:
+def block_size(hp: HParams, dc: dict[str, Any], where: str) -> int:
     """``dflash.block_size``: ``dflash_config.block_size``, else the top-level ``block_size``, else 16 (upstream
     b10662+: a ``dflash_config`` value wins over the top-level one)."""
     key = "dflash_config.block_size" if "block_size" in dc else "block_size"
     block = dc.get("block_size", hp.get("block_size", S.DFLASH_DEFAULT_BLOCK_SIZE))
-    if as_u32(block, key, where) == 0:
+    if hp.u32(key, block) == 0:
         raise ConvertError(f"{where}: key '{key}' is 0, expected a positive integer")
     return int(block)
 
 
-def head_dim_of(hp: dict[str, Any], where: str) -> int:
+def head_dim_of(hp: HParams, where: str) -> int:
     """The draft's head size: ``head_dim``, else hidden_size / num_attention_heads."""
     if hp.get("head_dim"):
-        return as_u32(hp["head_dim"], "head_dim", where)
-    return (as_u32(hp.get("hidden_size"), "hidden_size", where)
-            // as_positive(hp.get("num_attention_heads"), "num_attention_heads", where))
+        return hp.u32("head_dim")
+    return (hp.u32("hidden_size")
+            // hp.positive("num_attention_heads"))
 
 
-def dflash_kvs(ctx: Context, hp: dict[str, Any], dc: dict[str, Any], taps: list[int]) -> list[KV]:
+def dflash_kvs(ctx: Context, hp: HParams, dc: dict[str, Any], taps: list[int]) -> list[KV]:
     """The ``dflash.*`` keys after the generic ones, in upstream b11434's order (spec/upstream-b11434.md §2.2):
     partial-rotary dimension count, value scale, block size, logit scale / softcapping / embedding scale,
     target layers, sliding window, causal flag, and the degenerate M-RoPE sections of an M-RoPE target."""
     where, arch = ctx.where, {"arch": S.ARCH_DFLASH}
     out: list[KV] = []
-    factor = rope_parameters_view(hp).get("partial_rotary_factor")
+    factor = hp.rope_view().get("partial_rotary_factor")
     if factor is not None:
-        rot = int(head_dim_of(hp, where) * as_fraction(factor, "partial_rotary_factor", where))
-        out.append(KV(S.ROPE_DIMENSION_COUNT.format(**arch), VT.UINT32, as_u32(rot, "partial_rotary_factor", where)))
+        rot = int(head_dim_of(hp, where) * hp.fraction("partial_rotary_factor", factor))
+        out.append(KV(S.ROPE_DIMENSION_COUNT.format(**arch), VT.UINT32, hp.u32("partial_rotary_factor", rot)))
     if dc.get("attention_value_scale") is not None:
         out.append(KV(S.ATTN_VALUE_SCALE.format(**arch), VT.FLOAT32,
-                      as_float(dc["attention_value_scale"], "dflash_config.attention_value_scale", where)))
+                      hp.number("dflash_config.attention_value_scale", dc["attention_value_scale"])))
     out.append(KV(S.DFLASH_BLOCK_SIZE, VT.UINT32, block_size(hp, dc, where)))
     for key, tpl, positive in (("output_multiplier", S.LOGIT_SCALE, False),
                                ("final_logit_softcapping", S.FINAL_LOGIT_SOFTCAPPING, True)):
         value = dc.get(key, hp.get(key))
-        if value is not None and (not positive or as_float(value, key, where) > 0):
-            out.append(KV(tpl.format(**arch), VT.FLOAT32, as_float(value, key, where)))
+        if value is not None and (not positive or hp.number(key, value) > 0):
+            out.append(KV(tpl.format(**arch), VT.FLOAT32, hp.number(key, value)))
     scale = embedding_scale(ctx, hp, dc)
     if scale is not None:
         out.append(KV(S.EMBEDDING_SCALE.format(**arch), VT.FLOAT32, scale))
@@ -195,39 +187,38 @@ def dflash_kvs(ctx: Context, hp: dict[str, Any], dc: dict[str, Any], taps: list[
     window = dc.get("swa_window_size") or hp.get("sliding_window")
     if (hp.get("use_sliding_window") or use_swa) and window:
         key = "dflash_config.swa_window_size" if dc.get("swa_window_size") else "sliding_window"
-        n_layers = as_u32(find_hparam(hp, ("n_layers", "num_hidden_layers", "n_layer", "num_layers")),
-                          "num_hidden_layers", where)
+        n_layers = hp.u32("num_hidden_layers", hp.find(("n_layers", "num_hidden_layers", "n_layer", "num_layers")))
         pattern = [True] * n_layers if use_swa else [t == "sliding_attention" for t in hp.get("layer_types") or []]
-        out.append(KV(S.DFLASH_SLIDING_WINDOW, VT.UINT32, as_u32(window, key, where)))
+        out.append(KV(S.DFLASH_SLIDING_WINDOW, VT.UINT32, hp.u32(key, window)))
         out.append(KV(S.DFLASH_SLIDING_WINDOW_PATTERN, VT.ARRAY, pattern, VT.BOOL))
     causal = hp.get("is_causal")
     if causal is None:
         causal = dc.get("causal")
     if causal is not None:
         out.append(KV(S.CAUSAL.format(**arch), VT.BOOL, bool(causal)))
-    if target_uses_mrope(ctx.target_config):
+    if target_config(ctx).uses_mrope:
         out.append(KV(S.ROPE_DIMENSION_SECTIONS.format(**arch), VT.ARRAY, [head_dim_of(hp, where) // 2, 0, 0, 0],
                       VT.INT32))
     return out
 
 
-def embedding_scale(ctx: Context, hp: dict[str, Any], dc: dict[str, Any]) -> float | None:
+def embedding_scale(ctx: Context, hp: HParams, dc: dict[str, Any]) -> float | None:
     """``dflash.embedding_scale``: the config's ``input_embedding_scale`` (``dflash_config`` first); without one,
     sqrt(target hidden_size) when the target's text architecture is a Gemma (the target table's prefix; Gemma
     scales the embeddings the draft shares by it; upstream b11401+)."""
     value = dc.get("input_embedding_scale", hp.get("input_embedding_scale"))
     if value is not None:
-        return as_float(value, "input_embedding_scale", ctx.where)
-    if (target_text_architecture(ctx.target_config) or "").startswith(embedding_scale_prefix()):
-        hidden = target_text_config(ctx.target_config).get("hidden_size")
-        return float(as_positive(hidden, "hidden_size", str(ctx.target_dir / "config.json")) ** 0.5)
+        return hp.number("input_embedding_scale", value)
+    target = target_config(ctx)
+    if target.scales_embeddings:
+        return float(target.text.positive("hidden_size") ** 0.5)
     return None
 
 
 def vocab_kvs(ctx: Context, vocab_size: int | None, mask_id: Any) -> tuple[list[KV], list[KV]]:
     """The target's tokenizer (handler chosen by the target's architecture, §2.5.1), padded to the draft's
     (already checked) ``vocab_size``, and the draft mask id."""
-    vocab = target_vocab_kvs(ctx.target_dir, vocab_size, vocab_handler_for_target(ctx.target_dir),
+    vocab = target_vocab_kvs(ctx.target_dir, vocab_size, None,
                              cache=ctx.options.tokenizer_cache, draft=ctx.draft.config)
     tail: list[KV] = []
     if mask_id is not None:
@@ -245,7 +236,7 @@ def vocab_kvs(ctx: Context, vocab_size: int | None, mask_id: Any) -> tuple[list[
 _ROPE_ROWS = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight")
 
 
-def rope_transforms(hp: dict[str, Any], names: Set[str], where: str) -> dict[str, Transform]:
+def rope_transforms(hp: HParams, names: Set[str], where: str) -> dict[str, Transform]:
     """q/k rows and norms of an interleaved-RoPE checkpoint (``rope_is_neox_style: false``) -> NEOX order, once
     (upstream b11223+: one permutation in ``DFlashModel``, so DFlash drafts get it too)."""
     if hp.get("rope_is_neox_style", True):
@@ -278,7 +269,7 @@ def choose_head_layout(ctx: Context, *, keeps_embedding: bool, head_in_draft: bo
     upstream = upstream_head_layout(head_in_draft=head_in_draft, upstream_drops_head=upstream_drops_head)
     if ctx.options.match_upstream or upstream == "keep" or not keeps_embedding:
         return upstream
-    if target_ties_embeddings(ctx.target_config):
+    if target_config(ctx).ties_embeddings:
         return upstream
     return "keep" if head_in_draft else "from-target"
 
@@ -397,14 +388,15 @@ def nvfp4_metadata(plan: Plan, quant: QuantConfig | None, outtype_file_type: int
                     KV(modelopt.TENSOR_EXTRA_PREC_A4, VT.ARRAY, values, VT.BOOL)]
     plan.kvs[:] = kvs
 
-def _setting(hp: dict[str, Any], dc: dict[str, Any], key: str) -> Any:
+def _setting(hp: HParams, dc: dict[str, Any], key: str) -> Any:
     """``dflash_config[key]``, else the top-level ``key`` (upstream's lookup order for the scales)."""
     return dc[key] if key in dc else hp.get(key)
 
 
-def _target_text(cfg: dict[str, Any]) -> dict[str, Any]:
+def _target_text(ctx: Context) -> HParams:
+    cfg = ctx.target_config
     text = cfg.get("text_config")
-    return {**cfg, **text} if isinstance(text, dict) else cfg
+    return HParams({**cfg, **text} if isinstance(text, dict) else cfg, str(ctx.target_dir))
 
 
 def _target_arch(cfg: dict[str, Any]) -> str:
@@ -412,58 +404,48 @@ def _target_arch(cfg: dict[str, Any]) -> str:
     return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
 
 
-def _target_uses_mrope(ctx: Context) -> bool:
-    cfg = ctx.target_config.get("text_config", ctx.target_config)
-    if not isinstance(cfg, dict):
-        return False
-    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
-    return isinstance(rope, dict) and "mrope_section" in rope
-
-
-def b11434_kvs(ctx: Context, hp: dict[str, Any], dc: dict[str, Any], taps: list[int],
+def b11434_kvs(ctx: Context, hp: HParams, dc: dict[str, Any], taps: list[int],
                after_block: list[KV]) -> list[KV]:
     """The keys upstream b11434 writes after the generic ones for a DFlash-class draft, in its order (§2.1, §2.2);
     ``after_block``: a refining variant's keys, written right after ``block_size`` (DFlash2's conv / selector keys)."""
-    where = ctx.where
     out: list[KV] = []
-    head_dim = hp.get("head_dim") or as_u32(hp["hidden_size"], "hidden_size", where) // as_positive(
-        hp["num_attention_heads"], "num_attention_heads", where)
-    factor = rope_dict(hp).get("partial_rotary_factor")
+    head_dim = hp.get("head_dim") or hp.u32("hidden_size") // hp.positive("num_attention_heads")
+    factor = hp.rope().get("partial_rotary_factor")
     if factor is not None:
         out.append(KV(S.ROPE_DIMENSION_COUNT.format(arch=S.ARCH_DFLASH), VT.UINT32,
-                      int(head_dim * as_fraction(factor, "partial_rotary_factor", where))))
+                      int(head_dim * hp.fraction("partial_rotary_factor", factor))))
     if dc.get("attention_value_scale") is not None:
         out.append(KV(S.ATTN_VALUE_SCALE.format(arch=S.ARCH_DFLASH), VT.FLOAT32,
-                      as_float(dc["attention_value_scale"], "dflash_config.attention_value_scale", where)))
+                      hp.number("dflash_config.attention_value_scale", dc["attention_value_scale"])))
     block = dc["block_size"] if "block_size" in dc else hp.get("block_size", S.DFLASH_DEFAULT_BLOCK_SIZE)
-    out.append(KV(S.DFLASH_BLOCK_SIZE, VT.UINT32, as_positive(block, "block_size", where)))
+    out.append(KV(S.DFLASH_BLOCK_SIZE, VT.UINT32, hp.positive("block_size", block)))
     out += after_block
     scale = _setting(hp, dc, "output_multiplier")
     if scale is not None:
-        out.append(KV(S.LOGIT_SCALE.format(arch=S.ARCH_DFLASH), VT.FLOAT32, as_float(scale, "output_multiplier", where)))
+        out.append(KV(S.LOGIT_SCALE.format(arch=S.ARCH_DFLASH), VT.FLOAT32, hp.number("output_multiplier", scale)))
     cap = _setting(hp, dc, "final_logit_softcapping")
-    if cap is not None and as_float(cap, "final_logit_softcapping", where) > 0:
+    if cap is not None and hp.number("final_logit_softcapping", cap) > 0:
         out.append(KV(S.FINAL_LOGIT_SOFTCAPPING.format(arch=S.ARCH_DFLASH), VT.FLOAT32, float(cap)))
     emb = _setting(hp, dc, "input_embedding_scale")
     if emb is None and _target_arch(ctx.target_config).startswith("Gemma"):
-        emb = as_u32(_target_text(ctx.target_config)["hidden_size"], "hidden_size", str(ctx.target_dir)) ** 0.5
+        emb = _target_text(ctx).u32("hidden_size") ** 0.5
     if emb is not None:
         out.append(KV(S.EMBEDDING_SCALE.format(arch=S.ARCH_DFLASH), VT.FLOAT32,
-                      as_float(emb, "input_embedding_scale", where)))
+                      hp.number("input_embedding_scale", emb)))
     out.append(KV(S.DFLASH_TARGET_LAYERS, VT.ARRAY, taps, VT.INT32))
     use_swa = bool(dc.get("use_swa", False))
     window = dc.get("swa_window_size") or hp.get("sliding_window")
     if (hp.get("use_sliding_window") or use_swa) and window:
-        n_layer = as_u32(hp["num_hidden_layers"], "num_hidden_layers", where)
+        n_layer = hp.u32("num_hidden_layers")
         pattern = [True] * n_layer if use_swa else [t == "sliding_attention" for t in hp.get("layer_types") or []]
-        out.append(KV(S.DFLASH_SLIDING_WINDOW, VT.UINT32, as_u32(window, "sliding_window", where)))
+        out.append(KV(S.DFLASH_SLIDING_WINDOW, VT.UINT32, hp.u32("sliding_window", window)))
         out.append(KV(S.DFLASH_SLIDING_WINDOW_PATTERN, VT.ARRAY, pattern, VT.BOOL))
     causal = hp.get("is_causal")
     if causal is None:
         causal = dc.get("causal")
     if causal is not None:  # a key written twice keeps its first place (GGUFWriter): add_kv replaces in place
         out.append(KV(S.CAUSAL.format(arch=S.ARCH_DFLASH), VT.BOOL, bool(causal)))
-    if _target_uses_mrope(ctx):
+    if target_config(ctx).uses_mrope:
         out.append(KV(S.ROPE_DIMENSION_SECTIONS.format(arch=S.ARCH_DFLASH), VT.ARRAY, [head_dim // 2, 0, 0, 0],
                       VT.INT32))
     return out

@@ -14,14 +14,12 @@ target's.
 
 from __future__ import annotations
 
-from typing import Any
-
 from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
 from ...kit.common import BACKBONE_LAYER, NameTable, base_kvs, finish_plan, tensor_spec
-from ...kit.hparams import as_positive, as_u32, normalize_hparams
+from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import Context, TargetFacts
 from . import lineage
@@ -58,15 +56,15 @@ def _name(hf: str) -> str | None:
     return NAMES.gguf_name(hf)
 
 
-def requirements(hp: dict[str, Any], where: str) -> None:
+def requirements(hp: HParams, where: str) -> None:
     """What upstream's converter reads without a default, and what the ``dflash`` loader needs to draft a
     sliding-window assistant as trained."""
     for key in ("block_size", "target_layer_ids"):
         if hp.get(key) is None:
             raise ConvertError(f"{where}: key '{key}' is missing, expected at the top level of a Muse-Glimmer "
                                "assistant config (upstream reads it without a default)")
-    as_positive(hp["block_size"], "block_size", where)
-    n_layer = as_positive(hp.get("num_hidden_layers"), "num_hidden_layers", where)
+    hp.positive("block_size")
+    n_layer = hp.positive("num_hidden_layers")
     types = hp.get("layer_types")
     pattern = hp.get("sliding_window_pattern")
     if hp.get("sliding_window") and not types:
@@ -84,13 +82,13 @@ def requirements(hp: dict[str, Any], where: str) -> None:
                            f"{hp.get('sliding_window')!r}, expected a positive window")
 
 
-def muse_kvs(ctx: Context, hp: dict[str, Any], where: str) -> list[KV]:
+def muse_kvs(ctx: Context, hp: HParams, where: str) -> list[KV]:
     """The keys ``MuseGlimmerAssistantModel.set_gguf_parameters`` adds after the generic ones."""
-    out = [KV(S.DFLASH_BLOCK_SIZE, VT.UINT32, as_u32(hp["block_size"], "block_size", where)),
+    out = [KV(S.DFLASH_BLOCK_SIZE, VT.UINT32, hp.u32("block_size")),
            KV(S.DFLASH_TARGET_LAYERS, VT.ARRAY, lineage.target_taps(ctx, hp["target_layer_ids"], "target_layer_ids"),
               VT.INT32)]
     if hp.get("sliding_window") and hp.get("layer_types"):
-        out.append(KV(S.DFLASH_SLIDING_WINDOW, VT.UINT32, as_u32(hp["sliding_window"], "sliding_window", where)))
+        out.append(KV(S.DFLASH_SLIDING_WINDOW, VT.UINT32, hp.u32("sliding_window")))
         out.append(KV(S.DFLASH_SLIDING_WINDOW_PATTERN, VT.ARRAY,
                       [t == "sliding_attention" for t in hp["layer_types"]], VT.BOOL))
     return out
@@ -111,7 +109,7 @@ def build_plan(ctx: Context) -> Plan:
     """Plan for a Muse-Glimmer assistant: requirements first, then keys, the target's tokenizer and the tensors
     as upstream b11434 writes them."""
     where = ctx.where
-    hp = normalize_hparams(ctx.draft.config, where)
+    hp = HParams.of(ctx.draft.config, where)
     requirements(hp, where)
     tensors = map_tensors(ctx)
     mask = hp.get("mask_token_id")

@@ -337,7 +337,7 @@ def _config_keys(u: Upgrading, hf: Path) -> None:
     from typing import cast
 
     from ...kit.common import base_kvs
-    from ...kit.hparams import normalize_hparams
+    from ...kit.hparams import HParams
     from ...roles.convert import Context
     from .lineage import dflash_config, dflash_kvs
 
@@ -348,7 +348,7 @@ def _config_keys(u: Upgrading, hf: Path) -> None:
 
         hp, _ = normalize_schema(u.checkpoint_config(), where)
     else:
-        hp = normalize_hparams(u.checkpoint_config(), where)
+        hp = HParams.of(u.checkpoint_config(), where)
     taps = f.value(S.DFLASH_TARGET_LAYERS)
     if not isinstance(taps, list):
         raise ConvertError(f"{f.path}: no {S.DFLASH_TARGET_LAYERS}; not a DFlash draft upgrade can complete")

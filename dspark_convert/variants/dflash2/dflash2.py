@@ -22,7 +22,7 @@ from ...errors import ConvertError
 from ...formats import modelopt
 from ...formats.modelopt import QuantConfig
 from ...kit.common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec
-from ...kit.hparams import as_positive, normalize_hparams, vocab_size_of
+from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import Context
 from ..dflash import lineage
@@ -81,7 +81,8 @@ def conv_settings(dc: dict[str, Any], hidden: int, where: str) -> dict[str, int]
         raise ConvertError(f"{where}: dflash_config has no '{missing[0]}'; a DFlash2DraftModel needs conv_kernel_size, "
                            "conv_group_size, selector_rank and selector_top_k (llama.cpp: \"DFlash2 model is missing "
                            "conv/selector metadata\")")
-    got = {k: as_positive(dc[k], f"dflash_config.{k}", where) for k, _ in CONV_KEYS}
+    view = HParams(dc, where)
+    got = {k: view.positive(f"dflash_config.{k}", dc[k]) for k, _ in CONV_KEYS}
     group, top_k = got["conv_group_size"], got["selector_top_k"]
     if hidden % group:
         raise ConvertError(f"{where}: hidden_size {hidden} is not a multiple of dflash_config.conv_group_size {group} "
@@ -93,7 +94,7 @@ def conv_settings(dc: dict[str, Any], hidden: int, where: str) -> dict[str, int]
     return got
 
 
-def dflash2_kvs(ctx: Context, hp: dict[str, Any], dc: dict[str, Any], taps: list[int],
+def dflash2_kvs(ctx: Context, hp: HParams, dc: dict[str, Any], taps: list[int],
                 conv: dict[str, int]) -> list[KV]:
     """The keys upstream b11434 writes after the generic ones, in its order (§2.1, §2.2): the DFlash-class keys
     (:func:`..dflash.keys.b11434_kvs`) with the four conv / selector keys right after ``block_size``."""
@@ -101,7 +102,7 @@ def dflash2_kvs(ctx: Context, hp: dict[str, Any], dc: dict[str, Any], taps: list
 
 
 # ---------------------------------------------------------------------------------------------- tensors
-def expected_shapes(hp: dict[str, Any], conv: dict[str, int], vocab: int) -> dict[str, tuple[int, ...]]:
+def expected_shapes(hp: HParams, conv: dict[str, int], vocab: int) -> dict[str, tuple[int, ...]]:
     """HF (numpy) shapes of the DFlash2 tensors the loader creates: GGUF name -> shape."""
     h, k, rank = int(hp["hidden_size"]), conv["conv_kernel_size"], conv["selector_rank"]
     projected = 2 * k * h // conv["conv_group_size"]
@@ -114,7 +115,7 @@ def expected_shapes(hp: dict[str, Any], conv: dict[str, int], vocab: int) -> dic
     return shapes
 
 
-def map_tensors(ctx: Context, hp: dict[str, Any], conv: dict[str, int], vocab: int,
+def map_tensors(ctx: Context, hp: HParams, conv: dict[str, int], vocab: int,
                 quant: QuantConfig | None = None) -> list[TensorSpec]:
     """Every checkpoint tensor in checkpoint order, mapped; DFlash2 tensors shape-checked; none missing. With a
     ModelOpt NVFP4 ``quant``, the lineage's NVFP4 linears and their scales come first."""
@@ -152,10 +153,10 @@ def map_tensors(ctx: Context, hp: dict[str, Any], conv: dict[str, int], vocab: i
 def build_plan(ctx: Context) -> Plan:
     """Plan for a DFlash2 draft: keys and tensors as upstream b11434 writes them, loader constraints first."""
     where = ctx.where
-    hp = normalize_hparams(ctx.draft.config, where)
+    hp = HParams.of(ctx.draft.config, where)
     dc = lineage.dflash_config(hp, where)
-    hidden = as_positive(hp.get("hidden_size"), "hidden_size", where)
-    vocab_size = vocab_size_of(hp, "vocab_size", where, required=True)
+    hidden = hp.positive("hidden_size")
+    vocab_size = hp.vocab_size("vocab_size", required=True)
     draft_vocab = hp.get("draft_vocab_size")
     if draft_vocab not in (None, vocab_size):
         raise ConvertError(f"{where}: draft_vocab_size is {draft_vocab!r}, expected vocab_size {vocab_size} (DFlash2 "

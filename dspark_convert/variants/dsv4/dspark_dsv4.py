@@ -19,9 +19,9 @@ from gguf import GGUFValueType as VT
 from ... import schema as S
 from ...errors import ConvertError
 from ...hf.checkpoint import Checkpoint, Select
-from ...kit.blockscaled import checkpoint_name, fp8_spec, mxfp4_stack_spec, packaged_template
+from ...kit.blockscaled import fp8_spec, mxfp4_stack_spec, packaged_template
 from ...kit.common import base_kvs, finish_plan, mapped_once, tensor_spec
-from ...kit.hparams import as_float, as_positive, as_u32, vocab_size_of
+from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
@@ -54,7 +54,8 @@ DSPARK_FLAG = True
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
            "draft_tensors", "hf_names", "target_facts"]
 
-TEMPLATE_FILES = {False: "deepseek-ai-DeepSeek-V4.jinja", True: "deepseek-ai-DeepSeek-V4-Flash-0731.jinja"}
+#: upstream's DeepSeek-V4 chat templates: the -Flash-0731 one when the checkpoint's name contains ``0731``
+TEMPLATE_FILES = {"0731": "deepseek-ai-DeepSeek-V4-Flash-0731.jinja", "": "deepseek-ai-DeepSeek-V4.jinja"}
 
 
 # ---------------------------------------------------------------------------------------------- recognition
@@ -149,7 +150,7 @@ def _require(cfg: dict[str, Any], key: str, where: str) -> Any:
     return cfg[key]
 
 
-def dsv4_hparams(cfg: dict[str, Any], where: str) -> Dsv4HParams:
+def dsv4_hparams(cfg: HParams, where: str) -> Dsv4HParams:
     """Validate the DeepSeek-V4 config keys the conversion reads (one line per problem, naming the key)."""
     scoring = _require(cfg, "scoring_func", where)
     if scoring != "sqrtsoftplus":
@@ -161,23 +162,23 @@ def dsv4_hparams(cfg: dict[str, Any], where: str) -> Dsv4HParams:
     for key in ("num_attention_heads", "head_dim", "qk_rope_head_dim", "q_lora_rank", "o_lora_rank", "o_groups",
                 "moe_intermediate_size", "n_routed_experts", "num_experts_per_tok", "n_shared_experts", "hc_mult",
                 "hc_sinkhorn_iters", "index_n_heads", "index_head_dim", "index_topk", "sliding_window"):
-        as_u32(_require(cfg, key, where), key, where)
+        cfg.u32(key, _require(cfg, key, where))
     for key in ("hc_eps", "compress_rope_theta", "swiglu_limit", "routed_scaling_factor", "rms_norm_eps"):
-        as_float(_require(cfg, key, where), key, where)
+        cfg.number(key, _require(cfg, key, where))
     if not isinstance(_require(cfg, "norm_topk_prob", where), bool):
         raise ConvertError(f"{where}: key 'norm_topk_prob' is {cfg['norm_topk_prob']!r}, expected true or false")
-    noise = as_u32(_require(cfg, "dspark_noise_token_id", where), "dspark_noise_token_id", where)
+    noise = cfg.u32("dspark_noise_token_id", _require(cfg, "dspark_noise_token_id", where))
     rank = cfg.get("dspark_markov_rank")
     return Dsv4HParams(
-        hidden=as_positive(_require(cfg, "hidden_size", where), "hidden_size", where),
-        heads=as_positive(cfg["num_attention_heads"], "num_attention_heads", where),
-        head_dim=as_positive(cfg["head_dim"], "head_dim", where),
-        experts=as_positive(cfg["n_routed_experts"], "n_routed_experts", where),
-        moe=as_positive(cfg["moe_intermediate_size"], "moe_intermediate_size", where),
-        hc=as_positive(cfg["hc_mult"], "hc_mult", where),
-        block_size=as_positive(_require(cfg, "dspark_block_size", where), "dspark_block_size", where),
+        hidden=cfg.positive("hidden_size", _require(cfg, "hidden_size", where)),
+        heads=cfg.positive("num_attention_heads"),
+        head_dim=cfg.positive("head_dim"),
+        experts=cfg.positive("n_routed_experts"),
+        moe=cfg.positive("moe_intermediate_size"),
+        hc=cfg.positive("hc_mult"),
+        block_size=cfg.positive("dspark_block_size", _require(cfg, "dspark_block_size", where)),
         noise_token=noise, taps=list(taps),
-        markov_rank=as_u32(rank, "dspark_markov_rank", where) if rank is not None else None, raw=cfg)
+        markov_rank=cfg.u32("dspark_markov_rank", rank) if rank is not None else None, raw=cfg)
 
 
 def dsv4_kvs(hp: Dsv4HParams, stages: int) -> list[KV]:
@@ -217,12 +218,6 @@ def dsv4_kvs(hp: Dsv4HParams, stages: int) -> list[KV]:
     ]
 
 
-def chat_template(name_hint: str) -> str:
-    """Upstream's DeepSeek-V4 chat template; the -Flash-0731 one when the checkpoint folder name or repo id
-    contains ``0731``."""
-    return packaged_template(TEMPLATE_FILES["0731" in name_hint])
-
-
 # ---------------------------------------------------------------------------------------------- tensors
 def _fp8_spec(ck: Checkpoint, src: str, name: str) -> TensorSpec:
     """An FP8 weight and its tile scales -> one Q8_0 (or F16) tensor."""
@@ -240,7 +235,7 @@ def _plain_spec(ck: Checkpoint, src: str, name: str) -> TensorSpec:
                        "F8_E4M3 (+ scale), BF16 or F32")
 
 
-def _expert_spec(ck: Checkpoint, stage: int, w: str, per: dict[int, tuple[str, str]], hp: Dsv4HParams) -> TensorSpec:
+def _expert_spec(ck: Checkpoint, stage: int, w: str, per: dict[int, str], hp: Dsv4HParams) -> TensorSpec:
     """The stack of one projection of every routed expert of a stage -> one MXFP4 tensor."""
     rows, cols = (hp.hidden, hp.moe) if w == "w2" else (hp.moe, hp.hidden)
     name = S.LAYER_PREFIX.format(bid=stage) + EXPERT_TENSORS[w]
@@ -275,7 +270,8 @@ def plan_tensors(ck: Checkpoint, hp: Dsv4HParams) -> tuple[list[TensorSpec], int
 
 def build_plan(ctx: Context) -> Plan:
     """Plan for the DSpark draft of a DeepSeek-V4 checkpoint."""
-    cfg, where, ck = ctx.draft.config, ctx.where, ctx.draft
+    where, ck = ctx.where, ctx.draft
+    cfg = HParams(ck.config, where)
     if not has_draft(cfg, ck.names):
         raise ConvertError(f"{where}: {no_draft_message(cfg, ck.names)}")
     if ctx.options.embed_from_target:
@@ -283,7 +279,7 @@ def build_plan(ctx: Context) -> Plan:
                            "and output head at run time; an output.weight in it makes llama.cpp fail with \"wrong "
                            "number of tensors\"")
     hp = dsv4_hparams(cfg, where)
-    vocab_size = vocab_size_of(cfg, "vocab_size", where, required=True)
+    vocab_size = cfg.vocab_size("vocab_size", required=True)
     tensors, stages = plan_tensors(ck, hp)
     view = {k: v for k, v in cfg.items() if k not in ("n_layers", "n_layer", "num_layers")}
     view["num_hidden_layers"] = stages  # block_count: the draft's stages (upstream: 1 + max stage)
@@ -295,7 +291,7 @@ def build_plan(ctx: Context) -> Plan:
         raise ConvertError(f"{where}: dspark_noise_token_id is {hp.noise_token}, outside the vocabulary of {n_tokens} "
                            f"tokens (expected an id in [0, {n_tokens}))")
     tail = [KV(S.TOKENIZER_MASK_ID, VT.UINT32, hp.noise_token)]
-    head = [KV(S.TOKENIZER_CHAT_TEMPLATE, VT.STRING, chat_template(checkpoint_name(ck.path)))]
+    head = [KV(S.TOKENIZER_CHAT_TEMPLATE, VT.STRING, packaged_template(ck.path, TEMPLATE_FILES))]
     f16 = [t.name for t in tensors if t.transform is not None and t.ggml_type == QT.F16]
     notes = [f"DeepSeek-V4 DSpark: {stages} stages, {hp.experts} routed experts per stage (MXFP4), FP8 weights "
              f"dequantized to Q8_0" + (f" ({len(f16)} to F16: rows not a multiple of 32)" if f16 else "")

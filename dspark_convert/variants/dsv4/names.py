@@ -85,8 +85,8 @@ class DraftGroups:
     #: non-expert tensors in checkpoint order: (checkpoint name, stage, name inside the stage); FP8 scales whose
     #: weight is present are left out (they are read with it)
     dense: list[tuple[str, int, str]]
-    #: routed experts: (stage, ``w1`` / ``w2`` / ``w3``) -> expert -> (weight name, scale name)
-    experts: dict[tuple[int, str], dict[int, tuple[str, str]]]
+    #: routed experts: (stage, ``w1`` / ``w2`` / ``w3``) -> expert -> weight name (its scale is stored beside it)
+    experts: dict[tuple[int, str], dict[int, str]]
     stages: set[int]
     #: ``mtp.*`` names that are not ``mtp.<stage>.<name>``
     unnamed: list[str]
@@ -101,7 +101,7 @@ def group_draft(names: list[str]) -> DraftGroups:
         >>> g.dense, g.stages, g.unnamed
         ([('mtp.0.attn.wkv.weight', 0, 'attn.wkv.weight')], {0}, ['mtp.x'])
         >>> g.experts[(0, "w2")]
-        {1: ('mtp.0.ffn.experts.1.w2.weight', 'mtp.0.ffn.experts.1.w2.scale')}
+        {1: 'mtp.0.ffn.experts.1.w2.weight'}
     """
     have = set(names)
     out = DraftGroups([], {}, set(), [])
@@ -118,7 +118,7 @@ def group_draft(names: list[str]) -> DraftGroups:
         if ex is not None:
             e, w, part = ex
             if part == "weight":
-                out.experts.setdefault((stage, w), {})[e] = (src, src.removesuffix(".weight") + ".scale")
+                out.experts.setdefault((stage, w), {})[e] = src
         elif not (rest.endswith(".scale") and src.removesuffix(".scale") + ".weight" in have):
             out.dense.append((src, stage, rest))
     return out

@@ -28,7 +28,7 @@ from ...kit.common import (
     is_skipped,
     tensor_spec,
 )
-from ...kit.hparams import as_float, as_positive, as_u32, draft_hparams, rope_dict, vocab_size_of
+from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import INPUT_EMBEDDING, Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
@@ -91,16 +91,16 @@ def bare_name(hf_name: str) -> str:
     return name
 
 
-def rope_freqs(hp: dict[str, Any], where: str = "config.json") -> np.ndarray:
+def rope_freqs(hp: HParams, where: str = "config.json") -> np.ndarray:
     """llama3 rope scaling factors per rotation pair (§4.3), evaluated in float32 like upstream."""
-    rd = rope_dict(hp)
-    dim = hp.get("head_dim") or (as_u32(hp["hidden_size"], "hidden_size", where)
-                                 // as_positive(hp["num_attention_heads"], "num_attention_heads", where))
-    base = as_float(rd.get("rope_theta", 10000.0), "rope_theta", where)
-    factor = as_float(rd.get("factor", 8.0), "rope_scaling.factor", where)
-    low = as_float(rd.get("low_freq_factor", 1.0), "rope_scaling.low_freq_factor", where)
-    high = as_float(rd.get("high_freq_factor", 4.0), "rope_scaling.high_freq_factor", where)
-    old_ctx = as_float(rd.get("original_max_position_embeddings", 8192), "rope_scaling.original_max_position_embeddings", where)
+    rd = hp.rope()
+    dim = hp.get("head_dim") or (hp.u32("hidden_size")
+                                 // hp.positive("num_attention_heads"))
+    base = hp.number("rope_theta", rd.get("rope_theta", 10000.0))
+    factor = hp.number("rope_scaling.factor", rd.get("factor", 8.0))
+    low = hp.number("rope_scaling.low_freq_factor", rd.get("low_freq_factor", 1.0))
+    high = hp.number("rope_scaling.high_freq_factor", rd.get("high_freq_factor", 4.0))
+    old_ctx = hp.number("rope_scaling.original_max_position_embeddings", rd.get("original_max_position_embeddings", 8192))
     if not (base > 0 and factor > 0 and 0 < low < high and old_ctx > 0):  # the formula divides by each of these
         raise ConvertError(f"{where}: llama3 rope scaling needs rope_theta > 0, factor > 0, 0 < low_freq_factor < "
                            f"high_freq_factor and original_max_position_embeddings > 0; found {base}, {factor}, {low}, "
@@ -119,7 +119,7 @@ def rope_freqs(hp: dict[str, Any], where: str = "config.json") -> np.ndarray:
     return np.array(out, dtype=np.float32)
 
 
-def is_eagle3(hp: dict[str, Any]) -> bool:
+def is_eagle3(hp: HParams) -> bool:
     """Upstream's switch (§3.4): ``draft_vocab_size`` present and exactly one hidden layer."""
     return "draft_vocab_size" in hp and hp.get("num_hidden_layers") == 1
 
@@ -151,7 +151,7 @@ def eagle3_head_kvs(ctx: Context, raw: dict[str, Any]) -> list[KV]:
         ctx.err("eagle_aux_hidden_state_layer_ids", "target-layers", f"{ctx.where}: {source} gives target layer "
                 f"{bad[0]}, outside the target's {n_tgt} layers (valid: 0..{n_tgt})")
     ths = raw.get("target_hidden_size")
-    ths = _target_int(ctx, "hidden_size") if ths is None else as_u32(ths, "target_hidden_size", ctx.where)
+    ths = _target_int(ctx, "hidden_size") if ths is None else HParams(raw, ctx.where).u32("target_hidden_size")
     return [KV(S.EAGLE3_TARGET_LAYERS, VT.ARRAY, taps, VT.INT32),
             KV(S.EAGLE3_TARGET_HIDDEN_SIZE, VT.UINT32, int(ths)),
             KV(S.EAGLE3_NORM_BEFORE_RESIDUAL, VT.BOOL, bool(raw.get("norm_before_residual", False))),
@@ -162,16 +162,16 @@ def build_plan(ctx: Context) -> Plan:
     """Plan for an EAGLE-3 draft."""
     raw = ctx.draft.config
     where = ctx.where
-    hp = draft_hparams(raw, where)
+    hp = HParams.draft(raw, where)
     if not is_eagle3(hp):
         found = f"num_hidden_layers {hp.get('num_hidden_layers')!r}" + ("" if "draft_vocab_size" in hp else " and no 'draft_vocab_size'")
         raise ConvertError(f"{where}: a Llama model but not an EAGLE-3 draft (needs 'draft_vocab_size' and "
                            f"num_hidden_layers 1, found {found}); plain Llama models are not drafts")
     head = eagle3_head_kvs(ctx, raw)
-    n_head = as_positive(hp.get("num_attention_heads"), "num_attention_heads", where)
-    n_kv = as_positive(hp.get("num_key_value_heads") or n_head, "num_key_value_heads", where)
-    hd = (as_positive(hp["head_dim"], "head_dim", where) if hp.get("head_dim")
-          else as_u32(hp.get("hidden_size"), "hidden_size", where) // n_head)
+    n_head = hp.positive("num_attention_heads")
+    n_kv = hp.positive("num_key_value_heads", hp.get("num_key_value_heads") or n_head)
+    hd = (hp.positive("head_dim") if hp.get("head_dim")
+          else hp.u32("hidden_size") // n_head)
     norm_before_fc = bool(raw.get("norm_before_fc", False))
 
     tensors = _rope_freqs_tensor(hp, where)
@@ -197,7 +197,7 @@ def build_plan(ctx: Context) -> Plan:
         raise ConvertError(f"{ctx.draft.path}: config norm_before_fc is true but the checkpoint has no 'input_norm.weight'")
     if d2t is not None:
         tensors.append(d2t_spec(ctx.draft, d2t, _target_int(ctx, "vocab_size")))
-    vocab_size = vocab_size_of(hp, "vocab_size", where, required=True)
+    vocab_size = hp.vocab_size("vocab_size", required=True)
     family = [KV(S.VOCAB_SIZE.format(arch=S.ARCH_EAGLE3), VT.UINT32, vocab_size),
               KV(S.ROPE_DIMENSION_COUNT.format(arch=S.ARCH_EAGLE3), VT.UINT32, int(hd))]
     vocab = target_vocab_kvs(ctx.target_dir, vocab_size, "llama", cache=ctx.options.tokenizer_cache)
@@ -205,9 +205,9 @@ def build_plan(ctx: Context) -> Plan:
                        tensors, notes)
 
 
-def _rope_freqs_tensor(hp: dict[str, Any], where: str) -> list[TensorSpec]:
+def _rope_freqs_tensor(hp: HParams, where: str) -> list[TensorSpec]:
     """``rope_freqs.weight``, generated for llama3 rope scaling (§4.3); nothing otherwise."""
-    if str(rope_dict(hp).get("rope_type", "")).lower() != "llama3":
+    if str(hp.rope().get("rope_type", "")).lower() != "llama3":
         return []
     data = rope_freqs(hp, where)
     return [TensorSpec(S.T_ROPE_FREQS, data.shape, QT.F32, origin="generated", data=data)]

@@ -26,7 +26,7 @@ from ...errors import ConvertError
 from ...formats import modelopt
 from ...formats.modelopt import QuantConfig
 from ...kit.common import GEMMA4_LAYER, NameTable, base_kvs, finish_plan
-from ...kit.hparams import as_fraction, as_positive, as_u32, normalize_hparams, vocab_size_of
+from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import Context
 from ..dflash import lineage
@@ -73,11 +73,11 @@ def hf_names(gguf_name: str) -> tuple[str, ...]:
 
 
 # ---------------------------------------------------------------------------------------------- requirements
-def _first(hp: dict[str, Any], keys: tuple[str, ...]) -> Any:
+def _first(hp: HParams, keys: tuple[str, ...]) -> Any:
     return next((hp[k] for k in keys if k in hp), None)
 
 
-def full_attention_rope(hp: dict[str, Any], where: str) -> dict[str, Any]:
+def full_attention_rope(hp: HParams, where: str) -> dict[str, Any]:
     """The rope dict of the full-attention layers as upstream reads it: ``rope_parameters`` (its
     ``full_attention`` part when split by layer kind; a flat one completed from the top-level rope keys), or
     :data:`DEFAULT_ROPE` when the config has none. Refused unless its type is ``default`` or ``proportional``."""
@@ -104,9 +104,9 @@ def full_attention_rope(hp: dict[str, Any], where: str) -> dict[str, Any]:
     return rope
 
 
-def requirements(hp: dict[str, Any], bare_names: set[str], where: str) -> None:
+def requirements(hp: HParams, bare_names: set[str], where: str) -> None:
     """Upstream's hard requirements (``Gemma4DSparkModel.__init__``), one line each when unmet."""
-    n_layer = as_positive(hp.get("num_hidden_layers"), "num_hidden_layers", where)
+    n_layer = hp.positive("num_hidden_layers")
     if hp.get("attention_k_eq_v") is not True:
         raise ConvertError(f"{where}: attention_k_eq_v is {hp.get('attention_k_eq_v')!r}, expected true (llama.cpp's "
                            "Gemma4 DSpark attention uses the RMS-normed K projection as V and has no attn_v)")
@@ -121,7 +121,7 @@ def requirements(hp: dict[str, Any], bare_names: set[str], where: str) -> None:
         if hp.get(key):
             raise ConvertError(f"{where}: {key} is {hp[key]!r}, expected false (llama.cpp's Gemma4 DSpark has no "
                                f"{'attention biases' if key == 'attention_bias' else 'MoE block'})")
-    vocab = vocab_size_of(hp, "vocab_size", where, required=True)
+    vocab = hp.vocab_size("vocab_size", required=True)
     draft_vocab = hp.get("draft_vocab_size") or vocab
     if draft_vocab != vocab:
         raise ConvertError(f"{where}: draft_vocab_size is {draft_vocab!r}, expected vocab_size {vocab} (Gemma4 DSpark "
@@ -150,7 +150,7 @@ def requirements(hp: dict[str, Any], bare_names: set[str], where: str) -> None:
             raise ConvertError(f"{where}: dflash_config.swa_window_size is {window!r}, expected a positive integer "
                                "(dflash_config.use_swa is true)")
     for key in ("global_head_dim", "num_global_key_value_heads"):
-        as_positive(hp.get(key), key, where)
+        hp.positive(key, hp.get(key))
 
 
 # ---------------------------------------------------------------------------------------------- keys and tensors
@@ -161,7 +161,7 @@ def rope_freqs(head_dim: int, rope: dict[str, Any], where: str) -> np.ndarray | 
     if rope.get("rope_type") != "proportional":
         return None
     value = rope.get("partial_rotary_factor", 0.25)
-    fraction = as_fraction(value, "rope_parameters.partial_rotary_factor", where)
+    fraction = HParams(rope, where).fraction("rope_parameters.partial_rotary_factor", value)
     n_rot = int(head_dim * fraction / 2)
     if not 0 < fraction <= 1 or head_dim * fraction != 2 * n_rot:
         raise ConvertError(f"{where}: rope_parameters.partial_rotary_factor {value!r} x global_head_dim {head_dim} is "
@@ -169,22 +169,23 @@ def rope_freqs(head_dim: int, rope: dict[str, Any], where: str) -> np.ndarray | 
     return np.array([1.0] * n_rot + [1e30] * (head_dim // 2 - n_rot), dtype=np.float32)
 
 
-def upstream_view(hp: dict[str, Any], rope: dict[str, Any]) -> dict[str, Any]:
+def upstream_view(hp: HParams, rope: dict[str, Any]) -> HParams:
     """hparams as the lineage's key builders should see them: the full-attention rope dict as ``rope_parameters``
     (already completed from the top level, so the top-level rope keys are left out)."""
     mirrored = {k for keys in _MIRRORED.values() for k in keys}
-    return {**{k: v for k, v in hp.items() if k not in mirrored and k != "rope_scaling"}, "rope_parameters": rope}
+    return HParams({**{k: v for k, v in hp.items() if k not in mirrored and k != "rope_scaling"}, "rope_parameters": rope},
+                   hp.where)
 
 
-def gemma4_kvs(hp: dict[str, Any], has_conf: bool, where: str) -> list[KV]:
+def gemma4_kvs(hp: HParams, has_conf: bool, where: str) -> list[KV]:
     """The keys upstream's Gemma4 class writes after the DFlash ones (``gemma.py:853-877``)."""
     a = {"arch": S.ARCH_DFLASH}
-    head_dim = as_positive(hp["global_head_dim"], "global_head_dim", where)
-    hidden = as_positive(hp.get("hidden_size"), "hidden_size", where)
+    head_dim = hp.positive("global_head_dim")
+    hidden = hp.positive("hidden_size")
     sample = hp.get("sample_from_anchor", True)
     return [
         KV(S.HEAD_COUNT_KV.format(**a), VT.UINT32,
-           as_u32(hp["num_global_key_value_heads"], "num_global_key_value_heads", where)),
+           hp.u32("num_global_key_value_heads")),
         KV(S.KEY_LENGTH.format(**a), VT.UINT32, head_dim),
         KV(S.VALUE_LENGTH.format(**a), VT.UINT32, head_dim),
         KV(S.ROPE_DIMENSION_COUNT.format(**a), VT.UINT32, head_dim),
@@ -196,7 +197,7 @@ def gemma4_kvs(hp: dict[str, Any], has_conf: bool, where: str) -> list[KV]:
     ]
 
 
-def map_tensors(ctx: Context, hp: dict[str, Any], quant: QuantConfig | None = None) -> list[TensorSpec]:
+def map_tensors(ctx: Context, hp: HParams, quant: QuantConfig | None = None) -> list[TensorSpec]:
     """Every checkpoint tensor in checkpoint order, mapped with :data:`NAMES`; a tensor without a GGUF name is
     refused (upstream: "Can not map tensor"). With a ModelOpt NVFP4 ``quant``, the lineage's NVFP4 linears and their
     scales come first."""
@@ -221,7 +222,7 @@ def map_tensors(ctx: Context, hp: dict[str, Any], quant: QuantConfig | None = No
 def build_plan(ctx: Context) -> Plan:
     """Plan for a Gemma4 DSpark draft: requirements first, then keys and tensors as upstream b11434 writes them."""
     where = ctx.where
-    hp = normalize_hparams(ctx.draft.config, where)
+    hp = HParams.of(ctx.draft.config, where)
     bare = {lineage.bare_name(n) for n in ctx.draft.names}
     requirements(hp, bare, where)
     dc = lineage.dflash_config(hp, where)
@@ -230,13 +231,13 @@ def build_plan(ctx: Context) -> Plan:
     taps = lineage.target_taps(ctx, dc.get("target_layer_ids", hp.get("target_layer_ids")), "target_layer_ids")
     quant = lineage.quant_config(ctx)
     tensors = map_tensors(ctx, hp, quant)
-    freqs = rope_freqs(as_positive(hp["global_head_dim"], "global_head_dim", where), rope, where)
+    freqs = rope_freqs(hp.positive("global_head_dim"), rope, where)
     if freqs is not None:  # upstream yields its generated tensors first
         tensors.insert(0, TensorSpec(S.T_ROPE_FREQS, freqs.shape, QT.F32, origin="generated", data=freqs))
     # upstream: any checkpoint tensor of a confidence head (after the confidence_proj rename)
     has_conf = any("confidence_proj" in n or "confidence_head.proj" in n for n in ctx.draft.names)
     family = lineage.dflash_kvs(ctx, view, dc, taps) + gemma4_kvs(hp, has_conf, where)
-    vocab_size = vocab_size_of(hp, "vocab_size", where, required=True)
+    vocab_size = hp.vocab_size("vocab_size", required=True)
     vocab, tail = lineage.vocab_kvs(ctx, vocab_size, dc.get("mask_token_id", hp.get("mask_token_id")))
     notes = [f"Gemma4 DSpark: K used as V, sandwich norms, layer output scale; RoPE {rope['rope_type']}"
              + (f", rope_freqs for {int(np.count_nonzero(freqs == 1.0))} of {freqs.size} pairs" if freqs is not None

@@ -40,7 +40,7 @@ from ...kit.common import (
     finish_plan,
     tensor_spec,
 )
-from ...kit.hparams import as_float, as_positive, as_u32
+from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec, add_kv, as_int
 from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
@@ -95,7 +95,7 @@ def target_facts(ctx: Context, plan: Plan) -> TargetFacts:
 
 
 # ---------------------------------------------------------------------------------------------- hparams
-def assistant_hparams(config: dict[str, Any], where: str) -> dict[str, Any]:
+def assistant_hparams(config: dict[str, Any], where: str) -> HParams:
     """The hparams as upstream converts them: the transformers view of the nested ``text_config`` (defaults
     filled in, per-layer head dims resolved) merged over the top level. Refuses, one line each, what upstream's
     converter or the ``gemma4-assistant`` loader needs and the config lacks."""
@@ -103,12 +103,12 @@ def assistant_hparams(config: dict[str, Any], where: str) -> dict[str, Any]:
     if not isinstance(text, dict):
         raise ConvertError(f"{where}: key 'text_config' is {text!r}, expected the assistant's Gemma 4 text config "
                            "(a JSON object: transformers' Gemma4AssistantConfig layout)")
-    hp: dict[str, Any] = {**config, **TEXT_DEFAULTS, **text}
+    hp = HParams({**config, **TEXT_DEFAULTS, **text}, where)
     backbone = config.get("backbone_hidden_size")
     if (as_int(backbone) or 0) <= 0:
         raise ConvertError(f"{where}: backbone_hidden_size is {backbone!r}, expected the target's hidden size (a "
                            "positive integer: it sizes nextn.pre_projection and nextn.post_projection)")
-    n_layer = as_positive(hp.get("num_hidden_layers"), "text_config.num_hidden_layers", where)
+    n_layer = hp.positive("text_config.num_hidden_layers", hp.get("num_hidden_layers"))
     types = hp.get("layer_types")
     if (not isinstance(types, list) or len(types) != n_layer
             or any(t not in ("sliding_attention", "full_attention") for t in types)):
@@ -162,11 +162,11 @@ def assistant_hparams(config: dict[str, Any], where: str) -> dict[str, Any]:
                            "global_head_dim or a per_layer_config entry)")
     for key in ("global_head_dim", "head_dim", "hidden_size", "intermediate_size", "num_attention_heads",
                 "num_key_value_heads"):
-        as_positive(hp.get(key), f"text_config.{key}", where)
+        hp.positive(f"text_config.{key}", hp.get(key))
     return hp
 
 
-def _per_layer(hp: dict[str, Any], field: str) -> Any:
+def _per_layer(hp: HParams, field: str) -> Any:
     """A field of the first full-attention layer's ``per_layer_config`` entry (upstream's scan), else None."""
     for idx, layer in hp["per_layer_config"].items():
         i = int(idx)
@@ -176,15 +176,15 @@ def _per_layer(hp: dict[str, Any], field: str) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------- keys
-def assistant_kvs(hp: dict[str, Any], file_type: int, where: str) -> list[KV]:
+def assistant_kvs(hp: HParams, file_type: int, where: str) -> list[KV]:
     """The keys in upstream's call order (a key written twice keeps its first place, its last value)."""
     kvs: list[KV] = []
 
     def u32(tpl: str, value: Any, key: str) -> None:
-        add_kv(kvs, KV(tpl.format(**A), VT.UINT32, as_u32(value, key, where)))
+        add_kv(kvs, KV(tpl.format(**A), VT.UINT32, hp.u32(key, value)))
 
     def f32(tpl: str, value: Any, key: str) -> None:
-        add_kv(kvs, KV(tpl.format(**A), VT.FLOAT32, as_float(value, key, where)))
+        add_kv(kvs, KV(tpl.format(**A), VT.FLOAT32, hp.number(key, value)))
 
     n_layer = hp["num_hidden_layers"]
     rope, full = hp["rope_parameters"], hp["rope_parameters"]["full_attention"]
@@ -227,11 +227,11 @@ def assistant_kvs(hp: dict[str, Any], file_type: int, where: str) -> list[KV]:
         u32(S.EXPERT_FEED_FORWARD_LENGTH, expert_ff, "moe_intermediate_size")
     kv_full, kv_swa = hp["num_global_key_value_heads"], hp["num_key_value_heads"]
     if kv_full is not None and kv_swa is not None:
-        heads = [as_u32(kv_swa if s else kv_full, "num_key_value_heads", where) for s in swa]
+        heads = [hp.u32("num_key_value_heads", kv_swa if s else kv_full) for s in swa]
         add_kv(kvs, KV(S.HEAD_COUNT_KV.format(**A), VT.ARRAY, heads, VT.UINT32))
     u32(S.ROPE_DIMENSION_COUNT, head_full, "global_head_dim")
     factor_swa = rope.get("partial_rotary_factor", 1.0)  # read on the nested dict: 1.0 unless given at its top
-    u32(S.ROPE_DIMENSION_COUNT_SWA, int(head_swa * as_float(factor_swa, "partial_rotary_factor", where)),
+    u32(S.ROPE_DIMENSION_COUNT_SWA, int(head_swa * hp.number("partial_rotary_factor", factor_swa)),
         "rope.dimension_count_swa")
     # Gemma4AssistantModel.set_gguf_parameters
     u32(S.EMBEDDING_LENGTH_OUT, hp["backbone_hidden_size"], "backbone_hidden_size")
@@ -239,12 +239,12 @@ def assistant_kvs(hp: dict[str, Any], file_type: int, where: str) -> list[KV]:
     return kvs
 
 
-def rope_freqs(hp: dict[str, Any], where: str) -> np.ndarray:
+def rope_freqs(hp: HParams, where: str) -> np.ndarray:
     """``rope_freqs.weight`` of the full-attention layers' proportional RoPE: 1.0 for the rotated pairs, 1e30
     (never rotated) for the rest, over ``global_head_dim / 2`` pairs."""
     full = hp["rope_parameters"]["full_attention"]
     head = hp["global_head_dim"]
-    factor = as_float(full["partial_rotary_factor"], "rope_parameters.full_attention.partial_rotary_factor", where)
+    factor = hp.number("rope_parameters.full_attention.partial_rotary_factor", full["partial_rotary_factor"])
     n_rot = int(head * factor / 2)
     if not 0 < factor <= 1:
         raise ConvertError(f"{where}: rope_parameters.full_attention.partial_rotary_factor is {factor!r}, expected a "
@@ -276,7 +276,7 @@ def bare_name(name: str) -> str:
     return name.removeprefix("model.")
 
 
-def map_tensors(ck: Checkpoint, hp: dict[str, Any], out: QT, n_rows: int, where: str) -> list[TensorSpec]:
+def map_tensors(ck: Checkpoint, hp: HParams, out: QT, n_rows: int, where: str) -> list[TensorSpec]:
     specs: list[TensorSpec] = []
     for hf in ck.names:
         if "masked_embedding" in hf:  # E2B/E4B ordered-embedding tensors: upstream drops them
@@ -298,7 +298,7 @@ def map_tensors(ck: Checkpoint, hp: dict[str, Any], out: QT, n_rows: int, where:
     return specs
 
 
-def _require_tensors(ck: Checkpoint, hp: dict[str, Any], specs: list[TensorSpec], where: str) -> None:
+def _require_tensors(ck: Checkpoint, hp: HParams, specs: list[TensorSpec], where: str) -> None:
     """The tensors the loader creates, with the shapes it asserts (``src/models/gemma4-assistant.cpp``)."""
     have = {t.name: t.shape for t in specs}
     H, B = hp["hidden_size"], hp["backbone_hidden_size"]

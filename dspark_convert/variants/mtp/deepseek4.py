@@ -43,15 +43,13 @@ from ...formats.quant import fp8_output_type
 from ...formats.transforms import ColumnConcat
 from ...hf.checkpoint import Checkpoint
 from ...kit.blockscaled import (
-    check_fp8_scale,
-    checkpoint_name,
+    fp8_scale,
     fp8_spec,
     mxfp4_stack_spec,
     packaged_template,
-    scale_of,
 )
 from ...kit.common import base_kvs, mapped_once, tensor_type
-from ...kit.hparams import as_float, as_positive, as_u32
+from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from .head import Counts, Head
@@ -125,7 +123,7 @@ REQUIRED_KEYS = ("hidden_size", "num_hidden_layers", "n_routed_experts", "moe_in
                  "compress_ratios", "compress_rope_theta", "hc_mult", "hc_sinkhorn_iters", "hc_eps",
                  "num_hash_layers")
 #: upstream's DeepSeek-V4 chat templates: the -Flash-0731 one when the checkpoint's name contains ``0731``
-TEMPLATE_FILES = {False: "deepseek-ai-DeepSeek-V4.jinja", True: "deepseek-ai-DeepSeek-V4-Flash-0731.jinja"}
+TEMPLATE_FILES = {"0731": "deepseek-ai-DeepSeek-V4-Flash-0731.jinja", "": "deepseek-ai-DeepSeek-V4.jinja"}
 #: ``DeepseekV4Config``'s default MTP layer count (upstream reads the config through it)
 DEFAULT_NEXTN = 1
 
@@ -160,15 +158,15 @@ class Dsv4Mtp(Counts):
     hc: int
 
 
-def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) -> Dsv4Mtp:
+def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> Dsv4Mtp:
     """The config keys upstream reads (each refused in one line when missing or unusable), and the MTP layers:
     ``mtp.0 .. mtp.{nextn-1}`` must be there, none beyond."""
     for key in REQUIRED_KEYS:
         if hp.get(key) is None:
             raise ConvertError(f"{where}: key '{key}' is missing; upstream's DeepSeek-V4 --mtp conversion reads it")
-    n = as_positive(hp["num_hidden_layers"], "num_hidden_layers", where)
+    n = hp.positive("num_hidden_layers")
     declared = hp.get("num_nextn_predict_layers", DEFAULT_NEXTN)
-    nextn = as_u32(declared, "num_nextn_predict_layers", where) if declared is not None else 0
+    nextn = hp.u32("num_nextn_predict_layers", declared) if declared is not None else 0
     if nextn == 0:
         raise ConvertError(f"{where}: no MTP head: 'num_nextn_predict_layers' is {declared!r} (upstream's --mtp "
                            "writes the mtp.* layers only when the config declares them)")
@@ -176,7 +174,7 @@ def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) ->
     if found != list(range(nextn)):
         raise ConvertError(f"{where}: num_nextn_predict_layers is {nextn} but the checkpoint has MTP layers "
                            f"{', '.join(f'mtp.{i}' for i in found) or 'none'}; expected mtp.0..mtp.{nextn - 1}")
-    hash_layers = as_u32(hp["num_hash_layers"], "num_hash_layers", where)
+    hash_layers = hp.u32("num_hash_layers")
     if hash_layers > n:
         raise ConvertError(f"{where}: num_hash_layers {hash_layers} is beyond num_hidden_layers {n}: the MTP layer "
                            "would be a hash-routed layer, whose routing table upstream does not write")
@@ -185,10 +183,10 @@ def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) ->
         raise ConvertError(f"{where}: key 'compress_ratios' is {ratios!r}, expected a list of integers")
     if not isinstance(hp["norm_topk_prob"], bool):
         raise ConvertError(f"{where}: key 'norm_topk_prob' is {hp['norm_topk_prob']!r}, expected true or false")
-    return Dsv4Mtp(arch, hp, n, nextn, as_positive(hp["n_routed_experts"], "n_routed_experts", where),
-                   as_positive(hp["hidden_size"], "hidden_size", where),
-                   as_positive(hp["moe_intermediate_size"], "moe_intermediate_size", where),
-                   as_positive(hp["hc_mult"], "hc_mult", where))
+    return Dsv4Mtp(arch, hp, n, nextn, hp.positive("n_routed_experts"),
+                   hp.positive("hidden_size"),
+                   hp.positive("moe_intermediate_size"),
+                   hp.positive("hc_mult"))
 
 
 def header_kvs(g: Dsv4Mtp, where: str) -> tuple[list[KV], list[KV]]:
@@ -201,12 +199,12 @@ def header_kvs(g: Dsv4Mtp, where: str) -> tuple[list[KV], list[KV]]:
     base = base_kvs(g.arch, view, S.FILE_TYPE_MOSTLY_MXFP4_MOE, where)
 
     def u32(tpl: str, key: str) -> KV:
-        return KV(tpl.format(**a), VT.UINT32, as_u32(hp[key], key, where))
+        return KV(tpl.format(**a), VT.UINT32, hp.u32(key, hp[key]))
 
     def f32(tpl: str, key: str) -> KV:
-        return KV(tpl.format(**a), VT.FLOAT32, as_float(hp[key], key, where))
+        return KV(tpl.format(**a), VT.FLOAT32, hp.number(key, hp[key]))
 
-    clamp = [as_float(hp["swiglu_limit"], "swiglu_limit", where)] * blocks
+    clamp = [hp.number("swiglu_limit")] * blocks
     fam = [
         u32(S.ROPE_DIMENSION_COUNT, "qk_rope_head_dim"),
         u32(S.Q_LORA_RANK, "q_lora_rank"),
@@ -293,12 +291,7 @@ def _eh_proj(ck: Checkpoint, i: int, bid: int) -> TensorSpec | None:
     dtypes: list[str] = []
     for s, r in zip(srcs, refs, strict=True):
         if r.dtype == "F8_E4M3":
-            scale = scale_of(s)
-            if scale not in ck:
-                raise ConvertError(f"{r.file}: tensor '{s}' is F8_E4M3 but the checkpoint has no '{scale}' "
-                                   "(an F8_E8M0 scale per 128x128 tile)")
-            check_fp8_scale(ck, scale, r.shape)
-            sources += [s, scale]
+            sources += [s, fp8_scale(ck, s)]
         elif r.dtype in ("BF16", "F16", "F32"):
             sources.append(s)
         else:
@@ -313,7 +306,7 @@ def _eh_proj(ck: Checkpoint, i: int, bid: int) -> TensorSpec | None:
 def plan_tensors(ck: Checkpoint, g: Dsv4Mtp, out: QT) -> list[TensorSpec]:
     """The file's tensors in upstream's order: every MTP block's expert stacks (gate, down, up), every block's
     ``eh_proj``, then every other read tensor in checkpoint order."""
-    experts: dict[tuple[int, str], dict[int, tuple[str, str]]] = {}
+    experts: dict[tuple[int, str], dict[int, str]] = {}
     consumed: set[str] = set()
     for src in ck.names:
         m = MTP_RE.fullmatch(src)
@@ -322,7 +315,7 @@ def plan_tensors(ck: Checkpoint, g: Dsv4Mtp, out: QT) -> list[TensorSpec]:
             continue
         consumed.add(src)
         if e.group(3) == "weight":
-            experts.setdefault((int(m.group(1)), e.group(2)), {})[int(e.group(1))] = (src, scale_of(src))
+            experts.setdefault((int(m.group(1)), e.group(2)), {})[int(e.group(1))] = src
     stacks: list[TensorSpec] = []
     for i in range(g.nextn):
         for w, stack in EXPERT_STACKS.items():
@@ -349,12 +342,12 @@ def plan_tensors(ck: Checkpoint, g: Dsv4Mtp, out: QT) -> list[TensorSpec]:
     return stacks + eh + dense
 
 
-def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type: int, where: str) -> Head:
+def sidecar(hf_arch: str, hp: HParams, ck: Checkpoint, out: QT, file_type: int, where: str) -> Head:
     """The sidecar of a ``DeepseekV4Model`` checkpoint: header (with the chat template first), tensors and the
     layer counts (``file_type`` is not used: upstream writes 38 whatever the outtype)."""
     g = read_hparams(ARCHS[hf_arch], hp, ck.names, where)
     tensors = plan_tensors(ck, g, out)
     base, fam = header_kvs(g, where)
     lead = [KV(S.TOKENIZER_CHAT_TEMPLATE, VT.STRING,
-               packaged_template(TEMPLATE_FILES["0731" in checkpoint_name(ck.path)]))]
+               packaged_template(ck.path, TEMPLATE_FILES))]
     return Head(g.arch, g.n, g.nextn, base, fam, tensors, lead)

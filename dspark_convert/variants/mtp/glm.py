@@ -32,7 +32,7 @@ from ... import schema as S
 from ...errors import ConvertError
 from ...hf.checkpoint import Checkpoint
 from ...kit.common import base_kvs, mapped_once
-from ...kit.hparams import as_float, as_positive, as_u32, find_hparam, rope_dict
+from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from .head import Counts, Head
@@ -124,13 +124,13 @@ class GlmMtp(Counts):
     """The config values the file needs, validated (``experts``: ``n_routed_experts``, 0 when none is declared)."""
 
 
-def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) -> GlmMtp:
+def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> GlmMtp:
     """``num_hidden_layers``, ``num_nextn_predict_layers`` (the NextN layers must be ``model.layers.{n}..``) and
     ``n_routed_experts``, each refused in one line when unusable."""
     key = next((k for k in LAYER_KEYS if k in hp), "num_hidden_layers")
-    n = as_positive(find_hparam(hp, (key,), required=True, where=where), key, where)
+    n = hp.positive(key, hp.find((key,), required=True))
     declared = hp.get("num_nextn_predict_layers")
-    nextn = as_u32(declared, "num_nextn_predict_layers", where) if declared is not None else 0
+    nextn = hp.u32("num_nextn_predict_layers", declared) if declared is not None else 0
     found = sorted({int(m.group(1)) for m in (LAYER_RE.match(bare(x)) for x in names) if m and int(m.group(1)) >= n})
     if nextn == 0:
         raise ConvertError(f"{where}: no MTP head: 'num_nextn_predict_layers' is {declared!r} (upstream's --mtp "
@@ -140,15 +140,15 @@ def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) ->
                            f"{found or 'none'} after num_hidden_layers {n}; expected model.layers.{n}.."
                            f"{n + nextn - 1}")
     experts = hp.get("n_routed_experts")
-    return GlmMtp(arch, hp, n, nextn, as_u32(experts, "n_routed_experts", where) if experts is not None else 0)
+    return GlmMtp(arch, hp, n, nextn, hp.u32("n_routed_experts", experts) if experts is not None else 0)
 
 
-def insert_expert_groups(base: list[KV], arch: str, hp: dict[str, Any], where: str) -> None:
+def insert_expert_groups(base: list[KV], arch: str, hp: HParams, where: str) -> None:
     """Put ``expert_group_count`` / ``expert_group_used_count`` (``n_group`` / ``topk_group``, when set) into
     TextModel's generic block ``base`` where TextModel writes them: after the experts used per token, before the
     gating function, the key / value lengths or ``general.file_type``, whichever comes first."""
     a = {"arch": arch}
-    groups = [KV(tpl.format(**a), VT.UINT32, as_u32(hp[k], k, where))
+    groups = [KV(tpl.format(**a), VT.UINT32, hp.u32(k, hp[k]))
               for tpl, k in ((S.EXPERT_GROUP_COUNT, "n_group"), (S.EXPERT_GROUP_USED_COUNT, "topk_group"))
               if hp.get(k) is not None]
     after = {t.format(**a) for t in (S.EXPERT_GATING_FUNC, S.KEY_LENGTH, S.VALUE_LENGTH)} | {S.GENERAL_FILE_TYPE}
@@ -165,15 +165,14 @@ def header_kvs(g: GlmMtp, file_type: int, where: str) -> tuple[list[KV], list[KV
     insert_expert_groups(base, g.arch, hp, where)
 
     def u32(tpl: str, k: str) -> list[KV]:
-        return [] if hp.get(k) is None else [KV(tpl.format(**a), VT.UINT32, as_u32(hp[k], k, where))]
+        return [] if hp.get(k) is None else [KV(tpl.format(**a), VT.UINT32, hp.u32(k, hp[k]))]
 
-    rd = rope_dict(hp)
+    rd = hp.rope()
     head_dim = hp.get("head_dim")
     if head_dim is None:
-        head_dim = as_positive(hp.get("hidden_size"), "hidden_size", where) // as_positive(
-            hp.get("num_attention_heads"), "num_attention_heads", where)
-    factor = as_float(rd.get("partial_rotary_factor", 0.5), "partial_rotary_factor", where)
-    fam = [KV(S.ROPE_DIMENSION_COUNT.format(**a), VT.UINT32, int(as_u32(head_dim, "head_dim", where) * factor))]
+        head_dim = hp.positive("hidden_size") // hp.positive("num_attention_heads")
+    factor = hp.number("partial_rotary_factor", rd.get("partial_rotary_factor", 0.5))
+    fam = [KV(S.ROPE_DIMENSION_COUNT.format(**a), VT.UINT32, int(hp.u32("head_dim", head_dim) * factor))]
     fam += u32(S.EXPERT_COUNT, "n_routed_experts")
     fam += u32(S.EXPERT_FEED_FORWARD_LENGTH, "moe_intermediate_size")
     fam += u32(S.EXPERT_SHARED_COUNT, "n_shared_experts")
@@ -181,7 +180,7 @@ def header_kvs(g: GlmMtp, file_type: int, where: str) -> tuple[list[KV], list[KV
     fam.append(KV(S.EXPERT_GATING_FUNC.format(**a), VT.UINT32, GATING_SIGMOID))
     if hp.get("routed_scaling_factor") is not None:
         fam.append(KV(S.EXPERT_WEIGHTS_SCALE.format(**a), VT.FLOAT32,
-                      as_float(hp["routed_scaling_factor"], "routed_scaling_factor", where)))
+                      hp.number("routed_scaling_factor")))
     if hp.get("norm_topk_prob") is not None:
         v = hp["norm_topk_prob"]
         if not isinstance(v, bool):
@@ -249,7 +248,7 @@ def plan_tensors(ck: Checkpoint, g: GlmMtp, out: QT) -> list[TensorSpec]:
     return specs
 
 
-def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type: int, where: str) -> Head:
+def sidecar(hf_arch: str, hp: HParams, ck: Checkpoint, out: QT, file_type: int, where: str) -> Head:
     """The sidecar of a ``Glm4MoeModel`` checkpoint: header, tensors and the layer counts."""
     g = read_hparams(ARCHS[hf_arch], hp, ck.names, where)
     tensors = plan_tensors(ck, g, out)

@@ -39,7 +39,7 @@ from ... import schema as S
 from ...errors import ConvertError
 from ...hf.checkpoint import Checkpoint
 from ...kit.common import base_kvs, mapped_once, tensor_type
-from ...kit.hparams import as_float, as_positive, as_u32, find_hparam, rope_dict
+from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from . import glm
@@ -96,12 +96,12 @@ CONFIG_DEFAULTS: dict[str, Any] = {
 #: the root tensors by checkpoint name, for messages (with :data:`HF_LAYER`)
 HF_ROOTS: dict[str, str] = glm.KEPT_ROOTS
 
-def config_view(config: dict[str, Any], where: str) -> dict[str, Any]:
+def config_view(config: dict[str, Any], where: str) -> HParams:
     """The hparams as upstream sees them (``AutoConfig.from_pretrained(...).to_dict()`` of ``GlmMoeDsaConfig``):
     class defaults, ``head_dim`` = ``qk_rope_head_dim``, the default ``indexer_types``, rope settings in
     ``rope_parameters`` (theta 10000 and type default when absent). A class key set to null is refused: the class
     rejects it and upstream falls back to the raw config.json."""
-    hp = copy.deepcopy(config)
+    hp = HParams(copy.deepcopy(config), where)
     nulls = [k for k in CONFIG_DEFAULTS if k in hp and hp[k] is None]
     if nulls:
         raise ConvertError(f"{where}: key '{nulls[0]}' is null; transformers' GlmMoeDsaConfig rejects it, and upstream "
@@ -111,15 +111,15 @@ def config_view(config: dict[str, Any], where: str) -> dict[str, Any]:
         hp.setdefault(k, v)
     if hp.get("num_experts") is not None:
         hp["n_routed_experts"] = hp["num_experts"]
-    n = as_u32(hp["num_hidden_layers"], "num_hidden_layers", where)
+    n = hp.u32("num_hidden_layers")
     if hp.get("indexer_types") is None:
         pattern = hp.get("index_topk_pattern")
         if pattern is not None:
             hp["indexer_types"] = ([{"F": "full", "S": "shared"}.get(c, c) for c in pattern]
                                    if isinstance(pattern, str) else list(pattern))
         else:
-            freq = max(as_u32(hp.get("index_topk_freq", 1), "index_topk_freq", where), 1)
-            offset = as_u32(hp.get("index_skip_topk_offset", 2), "index_skip_topk_offset", where)
+            freq = max(hp.u32("index_topk_freq", default=1), 1)
+            offset = hp.u32("index_skip_topk_offset", default=2)
             hp["indexer_types"] = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(n)]
     hp["head_dim"] = hp["qk_rope_head_dim"]
     params = hp.get("rope_parameters")
@@ -147,14 +147,14 @@ class DsaMtp(glm.GlmMtp):
     kv_lora: int      # kv_lora_rank
 
 
-def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) -> DsaMtp:
+def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> DsaMtp:
     """The layer counts (as :func:`glm.read_hparams` checks them) and the MLA sizes ``kv_b_proj`` is split by."""
     g = glm.read_hparams(arch, hp, names, where)
     return DsaMtp(arch, hp, g.n, g.nextn, g.experts,
-                  as_positive(hp["num_key_value_heads"], "num_key_value_heads", where),
-                  as_u32(hp["qk_nope_head_dim"], "qk_nope_head_dim", where),
-                  as_u32(hp["v_head_dim"], "v_head_dim", where),
-                  as_positive(hp.get("kv_lora_rank", 512), "kv_lora_rank", where))
+                  hp.positive("num_key_value_heads"),
+                  hp.u32("qk_nope_head_dim"),
+                  hp.u32("v_head_dim"),
+                  hp.positive("kv_lora_rank", default=512))
 
 
 def header_kvs(g: DsaMtp, file_type: int, where: str) -> tuple[list[KV], list[KV]]:
@@ -170,9 +170,9 @@ def header_kvs(g: DsaMtp, file_type: int, where: str) -> tuple[list[KV], list[KV
     glm.insert_expert_groups(base, g.arch, hp, where)
 
     def u32(tpl: str, v: Any, k: str) -> KV:
-        return KV(tpl.format(**a), VT.UINT32, as_u32(v, k, where))
+        return KV(tpl.format(**a), VT.UINT32, hp.u32(k, v))
 
-    rope = as_u32(hp["qk_rope_head_dim"], "qk_rope_head_dim", where)
+    rope = hp.u32("qk_rope_head_dim")
     fam: list[KV] = []
     dense = hp.get("first_k_dense_replace")
     if dense is None:
@@ -186,25 +186,25 @@ def header_kvs(g: DsaMtp, file_type: int, where: str) -> tuple[list[KV], list[KV
     fam.append(u32(S.VALUE_LENGTH, g.kv_lora, "kv_lora_rank"))
     fam.append(u32(S.KEY_LENGTH_MLA, g.nope + rope, "qk_nope_head_dim"))
     fam.append(u32(S.VALUE_LENGTH_MLA, g.v, "v_head_dim"))
-    fam.append(u32(S.EXPERT_FEED_FORWARD_LENGTH, find_hparam(hp, ("moe_intermediate_size", "intermediate_size"),
-                                                             required=True, where=where), "moe_intermediate_size"))
+    fam.append(u32(S.EXPERT_FEED_FORWARD_LENGTH, hp.find(("moe_intermediate_size", "intermediate_size"),
+                                                         required=True), "moe_intermediate_size"))
     if hp.get("n_routed_experts") is not None:
         fam.append(u32(S.EXPERT_COUNT, hp["n_routed_experts"], "n_routed_experts"))
     fam.append(u32(S.EXPERT_SHARED_COUNT, hp.get("n_shared_experts", 0), "n_shared_experts"))
     if hp.get("routed_scaling_factor") is not None:
         fam.append(KV(S.EXPERT_WEIGHTS_SCALE.format(**a), VT.FLOAT32,
-                      as_float(hp["routed_scaling_factor"], "routed_scaling_factor", where)))
+                      hp.number("routed_scaling_factor")))
     topk_norm = hp.get("norm_topk_prob")
     if topk_norm is not None and topk_norm:
         if not isinstance(topk_norm, bool):
             raise ConvertError(f"{where}: key 'norm_topk_prob' is {topk_norm!r}, expected true or false")
         fam.append(KV(S.EXPERT_WEIGHTS_NORM.format(**a), VT.BOOL, True))
-    rd = rope_dict(hp)
-    factor = as_float(rd.get("partial_rotary_factor", 1.0), "partial_rotary_factor", where)
+    rd = hp.rope()
+    factor = hp.number("partial_rotary_factor", rd.get("partial_rotary_factor", 1.0))
     fam.append(u32(S.ROPE_DIMENSION_COUNT, int(rope * factor), "qk_rope_head_dim"))
     if rd.get("mscale_all_dim") is not None:
         fam.append(KV(S.ROPE_SCALING_YARN_LOG_MUL.format(**a), VT.FLOAT32,
-                      0.1 * as_float(rd["mscale_all_dim"], "mscale_all_dim", where)))
+                      0.1 * hp.number("mscale_all_dim", rd["mscale_all_dim"])))
     fam.append(u32(S.NEXTN_PREDICT_LAYERS, g.nextn, "num_nextn_predict_layers"))
     fam.append(u32(S.INDEXER_HEAD_COUNT, hp.get("index_n_heads"), "index_n_heads"))
     fam.append(u32(S.INDEXER_KEY_LENGTH, hp.get("index_head_dim"), "index_head_dim"))
@@ -273,7 +273,7 @@ def reads(config: dict[str, Any]) -> Callable[[str], bool]:
     return glm.reads(config)
 
 
-def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type: int, where: str) -> Head:
+def sidecar(hf_arch: str, hp: HParams, ck: Checkpoint, out: QT, file_type: int, where: str) -> Head:
     """The sidecar of a ``GlmMoeDsaModel`` checkpoint: header, tensors and the layer counts."""
     view = config_view(hp, where)
     g = read_hparams(ARCHS[hf_arch], view, ck.names, where)

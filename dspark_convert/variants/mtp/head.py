@@ -8,8 +8,8 @@ messages). :class:`Counts` is the validated layer / expert counts a family's hpa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
 
 
@@ -39,7 +39,7 @@ class Counts:
     (``experts``, 0: none)."""
 
     arch: str
-    hp: dict[str, Any]
+    hp: HParams
     n: int
     nextn: int
     experts: int

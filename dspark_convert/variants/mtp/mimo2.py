@@ -48,7 +48,7 @@ from ...errors import ConvertError
 from ...formats.transforms import Fp8ScaleInvDequant
 from ...hf.checkpoint import Checkpoint
 from ...kit.common import base_kvs, mapped_once, tensor_type
-from ...kit.hparams import as_float, as_positive, as_u32
+from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from .glm import insert_expert_groups
@@ -146,11 +146,11 @@ class MimoMtp(Counts):
     mxfp4: bool
 
 
-def _find(hp: dict[str, Any], keys: tuple[str, ...]) -> Any:
+def _find(hp: HParams, keys: tuple[str, ...]) -> Any:
     return next((hp[k] for k in keys if k in hp), None)
 
 
-def rope_view(hp: dict[str, Any]) -> dict[str, Any]:
+def rope_view(hp: HParams) -> dict[str, Any]:
     """TextModel's ``rope_parameters``: ``rope_parameters`` / ``rope_scaling`` of the config, completed (when it is not
     split into ``full_attention`` / ``sliding_attention``) with the sliding layers' base, the global base, the type,
     ``partial_rotary_factor`` and ``original_max_position_embeddings`` of the top level."""
@@ -174,7 +174,7 @@ def rope_view(hp: dict[str, Any]) -> dict[str, Any]:
     return rp
 
 
-def _block_size(hp: dict[str, Any], where: str) -> tuple[int, int] | None:
+def _block_size(hp: HParams, where: str) -> tuple[int, int] | None:
     """FP8's ``weight_block_size`` (None when the checkpoint is not ``quant_method: fp8``); refused in one line when
     another quantization is declared or the block size is not two positive integers."""
     qc = hp.get("quantization_config")
@@ -192,7 +192,7 @@ def _block_size(hp: dict[str, Any], where: str) -> tuple[int, int] | None:
     return bs[0], bs[1]
 
 
-def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) -> MimoMtp:
+def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> MimoMtp:
     """The keys upstream's class reads, its assertions, and the three MTP layers, each refused in one line."""
     for key in REQUIRED:
         if hp.get(key) is None:
@@ -203,7 +203,7 @@ def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) ->
                                "asserts they are equal")
     if hp["topk_method"] != "noaux_tc":
         raise ConvertError(f"{where}: topk_method is {hp['topk_method']!r}; upstream's MimoV2Model asserts 'noaux_tc'")
-    n = as_positive(hp["num_hidden_layers"], "num_hidden_layers", where)
+    n = hp.positive("num_hidden_layers")
     pattern = hp["hybrid_layer_pattern"]
     if not isinstance(pattern, list) or len(pattern) != n or any(p not in (0, 1) or isinstance(p, bool)
                                                                  for p in pattern):
@@ -217,11 +217,11 @@ def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) ->
     if "partial_rotary_factor" not in rope:
         raise ConvertError(f"{where}: no partial_rotary_factor in the rope parameters; upstream's MimoV2Model reads "
                            "rope_parameters['partial_rotary_factor'] (KeyError)")
-    experts = as_u32(hp["n_routed_experts"], "n_routed_experts", where)
+    experts = hp.u32("n_routed_experts")
     return MimoMtp(arch, hp, n, NEXTN, experts, _block_size(hp, where), rope, _mxfp4(hp, where))
 
 
-def _mxfp4(hp: dict[str, Any], where: str) -> bool:
+def _mxfp4(hp: HParams, where: str) -> bool:
     """Whether the routed experts are stored MXFP4 (``quantization_config.store_dtype: mxfp4``); refused in one line
     when its ``mxfp4_block_size`` is not ggml's 32."""
     qc = hp.get("quantization_config") or {}
@@ -250,20 +250,20 @@ def header_kvs(g: MimoMtp, file_type: int, where: str) -> tuple[list[KV], list[K
                 return
         fam.append(kv)
 
-    full = as_u32(hp["num_key_value_heads"], "num_key_value_heads", where)
-    swa = as_u32(hp["swa_num_key_value_heads"], "swa_num_key_value_heads", where)
+    full = hp.u32("num_key_value_heads")
+    swa = hp.u32("swa_num_key_value_heads")
     pattern = [int(p) for p in hp["hybrid_layer_pattern"]] + [1] * g.nextn
     put(S.HEAD_COUNT_KV, VT.ARRAY, [swa if p == 1 else full for p in pattern], VT.INT32)
-    put(S.SLIDING_WINDOW, VT.UINT32, as_u32(hp["sliding_window"], "sliding_window", where))
+    put(S.SLIDING_WINDOW, VT.UINT32, hp.u32("sliding_window"))
     put(S.SLIDING_WINDOW_PATTERN, VT.ARRAY, pattern, VT.INT32)
-    put(S.VALUE_LENGTH, VT.UINT32, as_u32(hp["v_head_dim"], "v_head_dim", where))
+    put(S.VALUE_LENGTH, VT.UINT32, hp.u32("v_head_dim"))
     put(S.EXPERT_COUNT, VT.UINT32, g.experts)
-    put(S.EXPERT_FEED_FORWARD_LENGTH, VT.UINT32, as_u32(hp["moe_intermediate_size"], "moe_intermediate_size", where))
-    factor = as_float(g.rope["partial_rotary_factor"], "partial_rotary_factor", where)
-    put(S.ROPE_DIMENSION_COUNT, VT.UINT32, int(as_u32(hp["head_dim"], "head_dim", where) * factor))
-    put(S.RMS_EPS, VT.FLOAT32, as_float(hp.get("layernorm_epsilon", 1e-5), "layernorm_epsilon", where))
+    put(S.EXPERT_FEED_FORWARD_LENGTH, VT.UINT32, hp.u32("moe_intermediate_size"))
+    factor = hp.number("partial_rotary_factor", g.rope["partial_rotary_factor"])
+    put(S.ROPE_DIMENSION_COUNT, VT.UINT32, int(hp.u32("head_dim") * factor))
+    put(S.RMS_EPS, VT.FLOAT32, hp.number("layernorm_epsilon", default=1e-5))
     if hp.get("attention_value_scale") is not None:
-        put(S.ATTN_VALUE_SCALE, VT.FLOAT32, as_float(hp["attention_value_scale"], "attention_value_scale", where))
+        put(S.ATTN_VALUE_SCALE, VT.FLOAT32, hp.number("attention_value_scale"))
     put(S.NEXTN_PREDICT_LAYERS, VT.UINT32, g.nextn)
     return base, fam
 
@@ -416,7 +416,7 @@ def plan_tensors(ck: Checkpoint, g: MimoMtp, out: QT, *, fuse: bool = True) -> l
     return specs
 
 
-def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type: int, where: str, *,
+def sidecar(hf_arch: str, hp: HParams, ck: Checkpoint, out: QT, file_type: int, where: str, *,
             match_upstream: bool = False) -> Head:
     """The sidecar of a ``MimoV2Model`` checkpoint: header, tensors and the layer counts; separate q / k / v fused
     into ``attn_qkv`` unless ``match_upstream`` (upstream's bytes, which llama.cpp b11434 cannot draft with)."""

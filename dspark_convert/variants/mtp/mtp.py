@@ -18,7 +18,7 @@ from typing import Any
 from ...errors import ConvertError
 from ...hf.checkpoint import Select
 from ...kit.common import finish_plan
-from ...kit.hparams import normalize_hparams, vocab_size_of
+from ...kit.hparams import HParams
 from ...plan import Plan
 from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
@@ -117,14 +117,14 @@ def build_plan(ctx: Context) -> Plan:
     arch_name = _arch(ck.config) or ""
     if ctx.options.embed_from_target:
         raise ConvertError("--with-target-embeddings: an MTP sidecar already holds its target's embedding and head")
-    hp = normalize_hparams(ck.config, where)
+    hp = HParams.of(ck.config, where)
     fam = _family(arch_name)
     # MiMo-V2 fuses the MTP layers' q / k / v for llama.cpp's graph unless --match-upstream asks for upstream's bytes
     extra = {"match_upstream": ctx.options.match_upstream} if fam is mimo2 else {}
     q = fam.sidecar(arch_name, hp, ck, ctx.out_type, ctx.file_type, where, **extra)
     tensors = q.tensors
     # the class's own vocab method, from the target table (byte-level BPE for the Qwen mixin, _set_vocab_glm)
-    vocab = target_vocab_kvs(ctx.target_dir, vocab_size_of(hp, "vocab_size", where),
+    vocab = target_vocab_kvs(ctx.target_dir, hp.vocab_size("vocab_size"),
                              handler_for_architecture(arch_name, where), cache=ctx.options.tokenizer_cache, draft=hp)
     n_mtp = sum(1 for t in tensors if t.name.startswith("blk."))
     ctx.differs_from_upstream.extend(q.differs)

@@ -36,7 +36,7 @@ from ...errors import ConvertError
 from ...formats.transforms import Transform
 from ...hf.checkpoint import Checkpoint
 from ...kit.common import mapped_once, tensor_type
-from ...kit.hparams import as_float, as_positive, as_u32, rope_dict
+from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from ..eagle3.transforms import Eagle3Permute
@@ -114,13 +114,13 @@ def reads(config: dict[str, Any]) -> Callable[[str], bool]:
     return is_read
 
 
-def find(hp: dict[str, Any], keys: Iterable[str]) -> Any:
+def find(hp: HParams, keys: Iterable[str]) -> Any:
     """GraniteHybridModel's ``find_hparam``: the first of ``keys``, then of ``mamba_<key>``, present in ``hp``."""
     keys = tuple(keys)
     return next((hp[k] for k in (*keys, *(PREFIX + k for k in keys)) if k in hp), None)
 
 
-def need(hp: dict[str, Any], keys: Iterable[str], where: str) -> Any:
+def need(hp: HParams, keys: Iterable[str], where: str) -> Any:
     keys = tuple(keys)
     v = find(hp, keys)
     if v is None:
@@ -134,7 +134,7 @@ def need(hp: dict[str, Any], keys: Iterable[str], where: str) -> Any:
 class NemotronMtp:
     """The config values the file needs, validated."""
 
-    hp: dict[str, Any]
+    hp: HParams
     n: int                  # trunk layers
     experts: int            # n_routed_experts
     ssm: tuple[int, ...]    # the Mamba layers of the pattern
@@ -144,7 +144,7 @@ class NemotronMtp:
     perm: tuple[int, int]   # LlamaModel's (n_head, n_kv_head) of the q/k permutation
 
 
-def _pattern(hp: dict[str, Any], n: int, where: str) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+def _pattern(hp: HParams, n: int, where: str) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """(Mamba, attention, MoE) layer indices of ``hybrid_override_pattern`` / ``layers_block_type``."""
     pattern = hp.get("hybrid_override_pattern") or hp.get("layers_block_type")
     if not isinstance(pattern, (str, list)) or not pattern:
@@ -165,7 +165,7 @@ def _pattern(hp: dict[str, Any], n: int, where: str) -> tuple[tuple[int, ...], t
     return ssm, attn, mlp
 
 
-def read_hparams(hp: dict[str, Any], names: list[str], where: str) -> NemotronMtp:
+def read_hparams(hp: HParams, names: list[str], where: str) -> NemotronMtp:
     """The layer count, the pattern, ``num_nextn_predict_layers`` (1, with ``mtp.layers.0`` and ``mtp.layers.1``)
     and the MoE keys, each refused in one line when unusable."""
     if "num_experts_per_tok" not in hp:
@@ -173,13 +173,12 @@ def read_hparams(hp: dict[str, Any], names: list[str], where: str) -> NemotronMt
                            "nemotron_h, whose MTP head upstream does not export (\"--mtp was requested, but this model "
                            "does not contain a supported MTP head\")")
     types = hp.get("layers_block_type")
-    n = len(types) if isinstance(types, list) else as_positive(
-        need(hp, ("n_layers", "num_hidden_layers", "n_layer", "num_layers"), where), "num_hidden_layers", where)
+    n = len(types) if isinstance(types, list) else hp.positive("num_hidden_layers", need(hp, ("n_layers", "num_hidden_layers", "n_layer", "num_layers"), where))
     declared = hp.get("num_nextn_predict_layers") or 0
     if declared == 0:
         raise ConvertError(f"{where}: no MTP head: 'num_nextn_predict_layers' is {hp.get('num_nextn_predict_layers')!r} "
                            "(upstream's --mtp: \"this model does not contain a supported MTP head\")")
-    if as_u32(declared, "num_nextn_predict_layers", where) != 1:
+    if hp.u32("num_nextn_predict_layers", declared) != 1:
         raise ConvertError(f"{where}: num_nextn_predict_layers is {declared}; upstream's Nemotron-H MTP conversion "
                            "supports 1 (one head of two layers, mtp.layers.0 and mtp.layers.1)")
     found = sorted({int(m.group(1)) for m in (_MTP.fullmatch(bare(x)) for x in names) if m})
@@ -187,10 +186,10 @@ def read_hparams(hp: dict[str, Any], names: list[str], where: str) -> NemotronMt
         raise ConvertError(f"{where}: the MTP head has layers {found or 'none'}; expected mtp.layers.0 (fusion + "
                            "attention) and mtp.layers.1 (MoE + final norm)")
     ssm, attn, mlp = _pattern(hp, n, where)
-    experts = as_positive(hp.get("n_routed_experts"), "n_routed_experts", where)
-    n_kv = as_positive(need(hp, ("num_key_value_heads", "n_head_kv"), where), "num_key_value_heads", where)
-    perm = (as_positive(need(hp, ("n_heads", "num_attention_heads"), where), "num_attention_heads", where),
-            as_positive(need(hp, ("n_kv_heads", "num_key_value_heads"), where), "num_key_value_heads", where))
+    experts = hp.positive("n_routed_experts")
+    n_kv = hp.positive("num_key_value_heads", need(hp, ("num_key_value_heads", "n_head_kv"), where))
+    perm = (hp.positive("num_attention_heads", need(hp, ("n_heads", "num_attention_heads"), where)),
+            hp.positive("num_key_value_heads", need(hp, ("n_kv_heads", "num_key_value_heads"), where)))
     return NemotronMtp(hp, n, experts, ssm, (*attn, n), (*mlp, n), n_kv, perm)
 
 
@@ -209,15 +208,15 @@ class _Writer:
 def header_kvs(g: NemotronMtp, file_type: int, where: str) -> tuple[list[KV], list[KV]]:
     """The target's own header as upstream's class chain writes it: (TextModel's block up to ``general.file_type``,
     then the rest), each key where it was first written with the value it was last given."""
-    hp = {k: v for k, v in g.hp.items() if k != "head_dim"}  # GraniteModel pops head_dim before TextModel sees it
+    hp = HParams({k: v for k, v in g.hp.items() if k != "head_dim"}, g.hp.where)  # GraniteModel pops head_dim before TextModel sees it
     w = _Writer(S.ARCH_NEMOTRON_H_MOE)
     n_all = g.n + 1
 
     def u32(tpl: str, v: Any, key: str) -> None:
-        w.add(tpl, VT.UINT32, as_u32(v, key, where))
+        w.add(tpl, VT.UINT32, hp.u32(key, v))
 
     def f32(tpl: str, v: Any, key: str) -> None:
-        w.add(tpl, VT.FLOAT32, as_float(v, key, where))
+        w.add(tpl, VT.FLOAT32, hp.number(key, v))
 
     # TextModel.set_gguf_parameters
     u32(S.BLOCK_COUNT, n_all, "num_hidden_layers")
@@ -232,7 +231,7 @@ def header_kvs(g: NemotronMtp, file_type: int, where: str) -> tuple[list[KV], li
             u32(tpl, v, keys[0])
     if hp.get("is_causal") is False:
         w.add(S.CAUSAL, VT.BOOL, False)
-    rd = rope_dict(hp)
+    rd = hp.rope()
     rope_type = rd.get("rope_type")
     if rope_type is not None:
         factor = rd.get("factor")
@@ -268,8 +267,8 @@ def header_kvs(g: NemotronMtp, file_type: int, where: str) -> tuple[list[KV], li
     w.add(S.GENERAL_FILE_TYPE, VT.UINT32, file_type)
     # LlamaModel: the vocab size, and the rope width from hidden_size / heads (head_dim is gone by now)
     u32(S.VOCAB_SIZE, hp.get("vocab_size"), "vocab_size")
-    hidden = as_positive(hp.get("hidden_size"), "hidden_size", where)
-    u32(S.ROPE_DIMENSION_COUNT, hidden // as_positive(hp.get("num_attention_heads"), "num_attention_heads", where),
+    hidden = hp.positive("hidden_size")
+    u32(S.ROPE_DIMENSION_COUNT, hidden // hp.positive("num_attention_heads"),
         "head_dim")
     # GraniteModel's multipliers, GraniteMoeModel's shared width
     for tpl, key in ((S.ATTENTION_SCALE, "attention_multiplier"), (S.EMBEDDING_SCALE, "embedding_multiplier"),
@@ -282,8 +281,7 @@ def header_kvs(g: NemotronMtp, file_type: int, where: str) -> tuple[list[KV], li
         u32(S.EXPERT_SHARED_FEED_FORWARD_LENGTH, hp["shared_intermediate_size"], "shared_intermediate_size")
     # GraniteHybridModel: the Mamba mixer, per-block KV heads, no rope
     d_model = need(hp, ("mamba_head_dim", "hidden_size", "d_model"), where)
-    d_inner = as_positive(need(hp, ("num_heads",), where), "mamba_num_heads", where) * as_positive(
-        d_model, "mamba_head_dim", where)
+    d_inner = hp.positive("mamba_num_heads", need(hp, ("num_heads",), where)) * hp.positive("mamba_head_dim", d_model)
     u32(S.SSM_CONV_KERNEL, need(hp, ("conv_kernel", "d_conv"), where), "conv_kernel")
     u32(S.SSM_STATE_SIZE, need(hp, ("state_size", "d_state", "state_dim", "ssm_state_size"), where), "ssm_state_size")
     u32(S.SSM_GROUP_COUNT, need(hp, ("n_groups", "num_groups"), where), "n_groups")
@@ -299,7 +297,7 @@ def header_kvs(g: NemotronMtp, file_type: int, where: str) -> tuple[list[KV], li
     d_head = find(hp, ("d_head",)) or 64
     if hp.get("hidden_act") not in (None, "silu"):
         raise ConvertError(f"{where}: hidden_act is {hp.get('hidden_act')!r}; upstream asserts silu (or none)")
-    if d_inner % as_positive(d_head, "d_head", where):
+    if d_inner % hp.positive("d_head", d_head):
         raise ConvertError(f"{where}: the SSM inner size {d_inner} (mamba_num_heads x mamba_head_dim) is not a "
                            f"multiple of d_head {d_head} (upstream asserts it)")
     # NemotronHModel
@@ -315,7 +313,7 @@ def header_kvs(g: NemotronMtp, file_type: int, where: str) -> tuple[list[KV], li
         return hp[key]
 
     moe_ff = req("moe_intermediate_size")
-    w.add(S.FEED_FORWARD_LENGTH, VT.ARRAY, [as_u32(moe_ff, "moe_intermediate_size", where) if i in g.mlp else 0
+    w.add(S.FEED_FORWARD_LENGTH, VT.ARRAY, [hp.u32("moe_intermediate_size", moe_ff) if i in g.mlp else 0
                                             for i in range(n_all)], VT.INT32)
     u32(S.EXPERT_USED_COUNT, req("num_experts_per_tok"), "num_experts_per_tok")
     u32(S.EXPERT_FEED_FORWARD_LENGTH, moe_ff, "moe_intermediate_size")
@@ -403,7 +401,7 @@ def plan_tensors(ck: Checkpoint, g: NemotronMtp, out: QT) -> list[TensorSpec]:
     return specs
 
 
-def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type: int, where: str) -> Head:
+def sidecar(hf_arch: str, hp: HParams, ck: Checkpoint, out: QT, file_type: int, where: str) -> Head:
     """The sidecar of a ``NemotronHModel`` MoE checkpoint: header, tensors and the layer counts."""
     g = read_hparams(hp, ck.names, where)
     base, fam = header_kvs(g, file_type, where)

@@ -30,7 +30,7 @@ from ...errors import ConvertError
 from ...formats.transforms import AddOne
 from ...hf.checkpoint import Checkpoint
 from ...kit.common import base_kvs, mapped_once
-from ...kit.hparams import as_positive, as_u32, find_hparam, rope_dict
+from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from .head import Counts, Head
@@ -116,13 +116,13 @@ def mtp_layers(names: list[str]) -> int:
     return 1 + max(idx) if idx else 0
 
 
-def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) -> QwenMtp:
+def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> QwenMtp:
     """``num_hidden_layers``, the MTP layer count (``mtp_num_hidden_layers``, or counted from the tensors when the
     key is 0 or absent, as upstream's mixin does) and the expert count, each refused in one line when unusable."""
-    n = as_positive(find_hparam(hp, ("num_hidden_layers",), required=True, where=where), "num_hidden_layers", where)
+    n = hp.positive("num_hidden_layers", hp.find(("num_hidden_layers",), required=True))
     declared = hp.get("mtp_num_hidden_layers") or 0
     counted = mtp_layers(names)
-    nextn = as_u32(declared, "mtp_num_hidden_layers", where) if declared else counted
+    nextn = hp.u32("mtp_num_hidden_layers", declared) if declared else counted
     if nextn == 0:
         raise ConvertError(f"{where}: no MTP head: 'mtp_num_hidden_layers' is {hp.get('mtp_num_hidden_layers')!r} and "
                            "the checkpoint has no mtp.layers.* tensors (upstream's --mtp asserts it)")
@@ -132,7 +132,7 @@ def read_hparams(arch: str, hp: dict[str, Any], names: list[str], where: str) ->
     experts = hp.get("num_experts") or 0
     if arch != S.ARCH_QWEN35 and not experts:
         raise ConvertError(f"{where}: key 'num_experts' is missing; a {arch} checkpoint is a mixture of experts")
-    return QwenMtp(arch, hp, n, nextn, as_u32(experts, "num_experts", where) if arch != S.ARCH_QWEN35 else 0)
+    return QwenMtp(arch, hp, n, nextn, hp.u32("num_experts", experts) if arch != S.ARCH_QWEN35 else 0)
 
 
 def header_kvs(q: QwenMtp, file_type: int, where: str) -> tuple[list[KV], list[KV]]:
@@ -145,7 +145,7 @@ def header_kvs(q: QwenMtp, file_type: int, where: str) -> tuple[list[KV], list[K
     def u32(tpl: str, key: str) -> KV:
         if hp.get(key) is None:
             raise ConvertError(f"{where}: key '{key}' is missing; a {q.arch} checkpoint needs it")
-        return KV(tpl.format(**a), VT.UINT32, as_u32(hp[key], key, where))
+        return KV(tpl.format(**a), VT.UINT32, hp.u32(key, hp[key]))
 
     fam: list[KV] = []
     if hp.get("moe_intermediate_size") is not None:  # Qwen2MoeModel
@@ -155,11 +155,10 @@ def header_kvs(q: QwenMtp, file_type: int, where: str) -> tuple[list[KV], list[K
     fam.append(KV(S.NEXTN_PREDICT_LAYERS.format(**a), VT.UINT32, q.nextn))  # the mixin
     fam += [u32(S.SSM_CONV_KERNEL, "linear_conv_kernel_dim"), u32(S.SSM_STATE_SIZE, "linear_key_head_dim"),
             u32(S.SSM_GROUP_COUNT, "linear_num_key_heads"), u32(S.SSM_TIME_STEP_RANK, "linear_num_value_heads")]
-    inner = as_u32(hp["linear_value_head_dim"], "linear_value_head_dim", where) if "linear_value_head_dim" in hp else None
+    inner = hp.u32("linear_value_head_dim") if "linear_value_head_dim" in hp else None
     if inner is None:
         raise ConvertError(f"{where}: key 'linear_value_head_dim' is missing; a {q.arch} checkpoint needs it")
-    fam.append(KV(S.SSM_INNER_SIZE.format(**a), VT.UINT32, inner * as_u32(hp["linear_num_value_heads"],
-                                                                           "linear_num_value_heads", where)))
+    fam.append(KV(S.SSM_INNER_SIZE.format(**a), VT.UINT32, inner * hp.u32("linear_num_value_heads")))
     types = hp.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != q.n:
@@ -168,12 +167,11 @@ def header_kvs(q: QwenMtp, file_type: int, where: str) -> tuple[list[KV], list[K
         fam.append(KV(S.RECURRENT_LAYERS.format(**a), VT.ARRAY,
                       [t == "linear_attention" for t in types] + [False] * q.nextn, VT.BOOL))
     fam.append(KV(S.FULL_ATTENTION_INTERVAL.format(**a), VT.UINT32,
-                  as_u32(hp.get("full_attention_interval", 4), "full_attention_interval", where)))
-    rd = rope_dict(hp)
+                  hp.u32("full_attention_interval", default=4)))
+    rd = hp.rope()
     head_dim = hp.get("head_dim")
     if head_dim is None:
-        head_dim = as_positive(hp.get("hidden_size"), "hidden_size", where) // as_positive(
-            hp.get("num_attention_heads"), "num_attention_heads", where)
+        head_dim = hp.positive("hidden_size") // hp.positive("num_attention_heads")
     factor = rd.get("partial_rotary_factor", 0.25)
     fam.append(KV(S.ROPE_DIMENSION_COUNT.format(**a), VT.UINT32, int(head_dim * factor)))
     if q.arch in (S.ARCH_QWEN35, S.ARCH_QWEN35MOE) and "mrope_section" not in rd:
@@ -239,7 +237,7 @@ def plan_tensors(ck: Checkpoint, q: QwenMtp, out: QT) -> list[TensorSpec]:
     return specs
 
 
-def sidecar(hf_arch: str, hp: dict[str, Any], ck: Checkpoint, out: QT, file_type: int, where: str) -> Head:
+def sidecar(hf_arch: str, hp: HParams, ck: Checkpoint, out: QT, file_type: int, where: str) -> Head:
     """The sidecar of a checkpoint of one of the mixin's classes: header, tensors and the layer counts."""
     q = read_hparams(ARCHS[hf_arch], hp, ck.names, where)
     tensors = plan_tensors(ck, q, out)
