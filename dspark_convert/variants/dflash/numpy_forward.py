@@ -33,7 +33,6 @@ from ...reference.ops import (
     feature_arrays,
     layer_weights,
     lm_logits,
-    need,
     read_common_hparams,
     rms_norm,
     sigmoid,
@@ -74,8 +73,8 @@ class DFlashHParams(CommonHParams):
         return cls(
             **vars(c),
             block_size=int(g.value("dflash.block_size", 16)),
-            mask_token_id=int(need(g, "tokenizer.ggml.mask_token_id")),
-            target_layers=[int(x) for x in need(g, "dflash.target_layers")],
+            mask_token_id=int(g.need("tokenizer.ggml.mask_token_id")),
+            target_layers=[int(x) for x in g.need("dflash.target_layers")],
             # absent key: the DSpark (Markov) runtime treats it as true; a plain DFlash file uses rows 1..B-1
             sample_from_anchor=bool(sfa) if sfa is not None else markov,
             markov_rank=g.shape("markov_w1.weight")[1] if markov else 0,

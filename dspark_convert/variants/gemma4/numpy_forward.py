@@ -43,7 +43,6 @@ from ...reference.ops import (
     gelu_tanh,
     layer_weights,
     lm_logits,
-    need,
     read_common_hparams,
     rms_norm,
     rope_cos_sin,
@@ -83,7 +82,7 @@ class Gemma4HParams(CommonHParams):
         scale = float(g.value(S.ATTENTION_SCALE.format(arch=A), 0.0) or 0.0)
         return cls(
             **vars(c), block_size=int(g.value(S.DFLASH_BLOCK_SIZE, S.DFLASH_DEFAULT_BLOCK_SIZE)),
-            mask_token_id=int(need(g, S.TOKENIZER_MASK_ID)),
+            mask_token_id=int(g.need(S.TOKENIZER_MASK_ID)),
             embedding_scale=float(g.value(S.EMBEDDING_SCALE.format(arch=A), 0.0) or 0.0),
             attention_scale=scale if scale else float(1.0 / np.sqrt(c.head_dim)),
             activation=str(g.value(S.HIDDEN_ACTIVATION.format(arch=A), "silu")),
