@@ -58,6 +58,24 @@ def assert_identical_to_upstream(ckpt: Path, fam: str, tmp_path: Path, *, match_
         f.close()
 
 
+def assert_head_required(ckpt: Path, drop: str, want: str | None = None) -> None:
+    """The bf16 ``--mtp`` plan of ``ckpt`` passes the loader rules; without tensor ``drop`` the rules find a
+    ``required-tensor`` naming ``want`` (``drop`` unless given)."""
+    from dspark_convert.check import check_plan
+    from dspark_convert.hf2gguf.conversion import plan_conversion
+    from dspark_convert.roles.convert import ConvertOptions
+
+    planned = plan_conversion(ckpt, None, options=ConvertOptions(outtype="bf16", upstream_flags=frozenset({"mtp"})))
+    try:
+        plan = planned.plan
+        assert errors(check_plan(plan)) == []
+        plan.tensors = [t for t in plan.tensors if t.name != drop]
+        found = [(f.subject, f.rule) for f in errors(check_plan(plan))]
+        assert (want or drop, "required-tensor") in found
+    finally:
+        planned.close()
+
+
 def assert_verify_proves_and_catches(ckpt: Path, tmp_path: Path, outtypes: Iterable[str],
                                      pick: Callable[[str], bool], *, match_upstream: bool = False) -> None:
     """``verify``: every tensor exact against the checkpoint at each outtype, full accounting; one BF16 value's low

@@ -8,9 +8,10 @@ the mixer, sandwich norms, a cached causal layer over a wider input) in its own 
   (:func:`stream_layers`);
 - **attention**: ``q = RMSNorm_q(x Wq)``, ``k = RMSNorm_k([C; x] Wk)``, ``v = [C; x] Wv`` per head, NEOX RoPE,
   GQA softmax attention under the visible-key mask, then ``Wo`` (:func:`attention_block`, on :func:`heads`,
-  :func:`rotary_attention` and :func:`visible_keys`);
+  :func:`rotary_attention` and :func:`visible_keys` / :func:`layer_keys`);
 - **MLP** ``x + down(act(gate(n)) * up(n))``, ``n = RMSNorm_ffn(x)`` (:func:`feed_forward`, :func:`ffn_residual`);
-- **heads**: the greedy Markov chain ``z_i = U_i + W2 W1[prev_i]`` (:func:`markov_chain`) and the confidence
+- **heads**: the greedy Markov chain ``z_i = U_i + W2 W1[prev_i]`` (:func:`markov_chain`, or per-row argmax:
+  :func:`draft_tokens`) and the confidence
   logit ``w . [h; W1[prev]] + b`` (:func:`confidence`);
 - **results**: :class:`BlockTrunk`, a case's values up to its logits, which a forward's own result extends.
 
@@ -106,6 +107,14 @@ def visible_keys(q_pos: np.ndarray, k_pos: np.ndarray, *, causal: bool = False, 
     return None if allowed.all() else allowed
 
 
+def layer_keys(q_pos: np.ndarray, k_pos: np.ndarray, il: int, *, causal: bool, window: int,
+               swa_layers: Sequence[bool]) -> np.ndarray | None:
+    """Layer ``il``'s :func:`visible_keys`: all of them, unless attention is ``causal`` or the layer is a
+    sliding-window one (``window`` > 0 and ``swa_layers[il]`` true; a layer past the pattern is full attention)."""
+    swa = window > 0 and il < len(swa_layers) and swa_layers[il]
+    return visible_keys(q_pos, k_pos, causal=causal, window=window if swa else 0)
+
+
 def rotary_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, cos: np.ndarray, sin: np.ndarray,
                      allowed: np.ndarray | None, w_o: np.ndarray, *, scale: float | None = None,
                      sinks: np.ndarray | None = None) -> np.ndarray:
@@ -158,6 +167,20 @@ def markov_chain(U: np.ndarray, w2: np.ndarray, g: GGUFWeights, anchor: int, d2t
         tokens[i] = d if d2t is None else d2t[d]
         p = tokens[i]
     return bias, U + bias, tokens, prev
+
+
+def draft_tokens(U: np.ndarray, g: GGUFWeights, anchor: int, d2t: np.ndarray | None, w2: np.ndarray | None,
+                 prev_tokens: np.ndarray | None = None
+                 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray, np.ndarray]:
+    """A block's chosen tokens: the Markov chain (:func:`markov_chain`, ``prev_tokens`` forcing its inputs) when
+    ``w2`` (``markov_w2``) is given, else every row's argmax in parallel; draft ids map to target ids through ``d2t``.
+    Returns ``(bias, z, tokens, prev)``: ``bias`` and ``z`` are None without the chain, ``prev`` is the anchor and
+    then the chosen tokens but the last."""
+    if w2 is not None:
+        return markov_chain(U, w2, g, anchor, d2t, prev_tokens)
+    d = np.argmax(U, axis=1)
+    tokens = d if d2t is None else d2t[d]
+    return None, None, tokens, np.concatenate([[anchor], tokens[:-1]]).astype(np.int64)
 
 
 def confidence(g: GGUFWeights, hidden: np.ndarray, prev: np.ndarray) -> np.ndarray:

@@ -166,14 +166,6 @@ class CommonHParams:
         return 1.0 / self.rope_scaling_factor if self.rope_scaling_type == "linear" and self.rope_scaling_factor else 1.0
 
 
-def need(g: GGUFWeights, key: str) -> Any:
-    """The value of a required metadata key; ConvertError naming the key when it is absent."""
-    v = g.value(key)
-    if v is None:
-        raise ConvertError(f"{g.path}: missing metadata key '{key}'")
-    return v
-
-
 def read_common_hparams(g: GGUFWeights, arch: str) -> CommonHParams:
     """``{arch}.*`` block count, widths, heads, eps and rope settings (one reader for both forwards and verify).
 
@@ -181,14 +173,14 @@ def read_common_hparams(g: GGUFWeights, arch: str) -> CommonHParams:
         >>> read_common_hparams(open_gguf("d.gguf"), "dflash").head_dim  # doctest: +SKIP
         128
     """
-    n_embd, n_head = int(need(g, f"{arch}.embedding_length")), int(need(g, f"{arch}.attention.head_count"))
+    n_embd, n_head = int(g.need(f"{arch}.embedding_length")), int(g.need(f"{arch}.attention.head_count"))
     head_dim = int(g.value(f"{arch}.attention.key_length", n_embd // n_head))
     ff, factor = g.value(f"{arch}.feed_forward_length"), g.value(f"{arch}.rope.scaling.factor")
     return CommonHParams(
-        n_layer=int(need(g, f"{arch}.block_count")), n_embd=n_embd, n_ff=None if ff is None else int(ff),
+        n_layer=int(g.need(f"{arch}.block_count")), n_embd=n_embd, n_ff=None if ff is None else int(ff),
         n_head=n_head, n_head_kv=int(g.value(f"{arch}.attention.head_count_kv", n_head)), head_dim=head_dim,
         n_rot=int(g.value(f"{arch}.rope.dimension_count", head_dim)),
-        eps=float(need(g, f"{arch}.attention.layer_norm_rms_epsilon")),
+        eps=float(g.need(f"{arch}.attention.layer_norm_rms_epsilon")),
         rope_base=float(g.value(f"{arch}.rope.freq_base", 10000.0)),
         rope_scaling_type=g.value(f"{arch}.rope.scaling.type"),
         rope_scaling_factor=None if factor is None else float(factor),

@@ -84,6 +84,13 @@ class GGUFWeights:
         """The value of metadata ``key`` (lists for arrays), or ``default`` when absent."""
         return self.file.value(key, default)
 
+    def need(self, key: str) -> Any:
+        """The value of a required metadata key; ConvertError naming the key when it is absent."""
+        v = self.file.value(key)
+        if v is None:
+            raise ConvertError(f"{self.path}: missing metadata key '{key}'")
+        return v
+
     def has(self, name: str) -> bool:
         """Whether the file holds tensor ``name``."""
         return name in self._names

@@ -14,28 +14,12 @@ from pathlib import Path
 
 import pytest
 from bad_inputs_kit import listing
+from cli_kit import refused, run
 from conftest import FIXTURES, TARGET
-from typer.testing import CliRunner
 
-from dspark_convert.cli import app
 from dspark_convert.hf2gguf.destination import stale_partials
 
 DRAFT = FIXTURES / "dspark-qwen3"
-
-
-def run(*args: object, cwd: Path | None = None):
-    """``dspark-convert ARGS`` in-process (in ``cwd`` when given)."""
-    old = Path.cwd()
-    if cwd is not None:
-        os.chdir(cwd)
-    try:
-        return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "200"}, catch_exceptions=False)
-    finally:
-        os.chdir(old)
-
-
-def refused(r, line: str) -> None:
-    assert (r.exit_code, r.stdout, r.stderr) == (2, "", f"error: {line}\n")
 
 
 # ------------------------------------------------------------------------------------------- -o

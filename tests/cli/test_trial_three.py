@@ -9,28 +9,11 @@ import stat
 from pathlib import Path
 
 import pytest
+from cli_kit import refused, run
 from conftest import FIXTURES, TARGET
-from typer.testing import CliRunner
-
-from dspark_convert.cli import app
 
 DRAFT = FIXTURES / "dspark-qwen3"
 ROOT_USER = hasattr(os, "geteuid") and os.geteuid() == 0
-
-
-def run(*args: object, cwd: Path | None = None):
-    """``dspark-convert ARGS`` in-process (in ``cwd`` when given)."""
-    old = Path.cwd()
-    if cwd is not None:
-        os.chdir(cwd)
-    try:
-        return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "200"}, catch_exceptions=False)
-    finally:
-        os.chdir(old)
-
-
-def refused(r, line: str) -> None:
-    assert (r.exit_code, r.stdout, r.stderr) == (2, "", f"error: {line}\n")
 
 
 @pytest.fixture(scope="module")

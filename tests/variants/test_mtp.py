@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from golden_manifest import compare
 from mtp_checkpoints import CASES, ORACLE, OUTTYPES, make, upstream
+from mtp_family_kit import assert_head_required, assert_verify_proves_and_catches
 
 from dspark_convert import convert
 from dspark_convert.check import check_file, check_plan, errors
@@ -137,16 +138,7 @@ def test_declared_mtp_layers_must_match_the_tensors(ckpts: Path, tmp_path: Path)
 
 @pytest.mark.parametrize("drop", ["blk.4.nextn.eh_proj.weight", "blk.4.ffn_down_exps.weight", "token_embd.weight"])
 def test_loader_rules_require_the_head(ckpts: Path, drop: str) -> None:
-    planned = plan_conversion(ckpts / "mtp-qwen35-moe", None, options=ConvertOptions(outtype="bf16",
-                                                                                   upstream_flags=frozenset({"mtp"})))
-    try:
-        plan = planned.plan
-        assert errors(check_plan(plan)) == []
-        plan.tensors = [t for t in plan.tensors if t.name != drop]
-        found = [(f.subject, f.rule) for f in errors(check_plan(plan))]
-        assert (drop, "required-tensor") in found
-    finally:
-        planned.close()
+    assert_head_required(ckpts / "mtp-qwen35-moe", drop)
 
 
 def test_loader_rules_check_the_recurrent_array_and_nextn(ckpts: Path) -> None:
@@ -191,24 +183,4 @@ def test_llama_server_drafts_with_the_sidecar(ckpts: Path, case: str, tmp_path: 
 def test_verify_proves_every_tensor_and_catches_a_changed_one(ckpts: Path, case: str, tmp_path: Path) -> None:
     """verify: every tensor exact against the checkpoint (bytes after the type's rounding), full accounting; one
     changed value in the MTP attention fails that tensor by name."""
-    from dspark_convert.verify import verify
-
-    for outtype in ("q8_0", "bf16"):
-        out = tmp_path / f"{outtype}.gguf"
-        convert(ckpts / case, None, out, outtype=outtype, mtp=True)
-        r = verify(out, ckpts / case, None, quality=False)
-        assert r.passed and all(o.passed and o.grade == "exact" for o in r.outputs), outtype
-        assert len(r.outputs) == len(read_gguf(out).tensors)
-    f = read_gguf(out)
-    name = next(t.name for t in f.tensors if t.name.endswith("attn_q.weight"))
-    blob = bytes(f.tensor_bytes(name))
-    f.close()
-    data = bytearray(out.read_bytes())
-    at = data.find(blob)
-    assert at > 0 and data.find(blob, at + 1) == -1
-    data[at + 1] ^= 0x01  # one BF16 value's low bits
-    bad = tmp_path / "bad.gguf"
-    bad.write_bytes(bytes(data))
-    r = verify(bad, ckpts / case, None, quality=False)
-    assert not r.passed
-    assert [o.name for o in r.outputs if not o.passed] == [name]
+    assert_verify_proves_and_catches(ckpts / case, tmp_path, ("q8_0", "bf16"), lambda n: n.endswith("attn_q.weight"))

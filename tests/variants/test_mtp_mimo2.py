@@ -25,6 +25,7 @@ import pytest
 from golden_manifest import describe
 from mtp_family_kit import (
     OUTTYPES,
+    assert_head_required,
     assert_identical_to_upstream,
     assert_llama_server_drafts_losslessly,
     assert_verify_proves_and_catches,
@@ -283,16 +284,7 @@ def _planned(ck: Path) -> Any:
 ])
 def test_loader_rules_require_the_head(ckpts: dict[str, Path], fam: str, drop: str) -> None:
     """Each required tensor's absence is a finding; dropping the fused attn_qkv makes attn_q / k / v required."""
-    planned = _planned(ckpts[fam])
-    try:
-        plan = planned.plan
-        assert errors(check_plan(plan)) == []
-        plan.tensors = [t for t in plan.tensors if t.name != drop]
-        found = [(f.subject, f.rule) for f in errors(check_plan(plan))]
-        want = drop.replace("attn_qkv", "attn_q")
-        assert (want, "required-tensor") in found
-    finally:
-        planned.close()
+    assert_head_required(ckpts[fam], drop, drop.replace("attn_qkv", "attn_q"))
 
 
 def test_loader_rules_check_the_mimo2_keys(ckpts: dict[str, Path]) -> None:

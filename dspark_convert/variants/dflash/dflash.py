@@ -18,10 +18,7 @@ from . import lineage
 # the lineage's Family members, as they are (upstream's DSparkModel extends DFlashModel)
 from .lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors, hf_names
 
-#: the method's name (hf2gguf/naming.method_name); default output names start with FILE_PREFIX instead
-METHOD_WORD = "DFlash"
-#: llama.cpp's ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
-FILE_PREFIX = "dflash-"
+METHOD_WORD, FILE_PREFIX = lineage.DFLASH_NAMING
 ARCHITECTURES: tuple[str, ...] = ("DFlashDraftModel",)
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
            "draft_tensors", "hf_names", "target_facts"]

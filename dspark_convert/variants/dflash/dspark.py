@@ -22,10 +22,7 @@ from . import lineage
 # the lineage's Family members, as they are (upstream's DSparkModel extends DFlashModel)
 from .lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors, hf_names, target_facts
 
-#: the method's name (hf2gguf/naming.method_name); default output names start with FILE_PREFIX instead
-METHOD_WORD = "DSpark"
-#: llama.cpp's ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
-FILE_PREFIX = "dspark-"
+METHOD_WORD, FILE_PREFIX = lineage.DSPARK_NAMING
 ARCHITECTURES: tuple[str, ...] = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
 #: ``architectures`` values upstream's converter maps to one of ours, after the commit the contract pins
 #: (``archnames.resolve_architecture``). LingDSparkModel: inclusionAI/Ling-3.0-flash-dspark, a Qwen3-shaped

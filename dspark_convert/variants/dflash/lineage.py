@@ -71,6 +71,11 @@ TARGET_TENSORS: tuple[TargetTensor, ...] = (
 #: the tokenizer always comes from --target-model-dir; --dspark is not for these drafts
 TOKENIZER_IN_CHECKPOINT = False
 DSPARK_FLAG = False
+#: ``(METHOD_WORD, FILE_PREFIX)`` of the lineage's two methods: the method's name (hf2gguf/naming.method_name;
+#: default output names start with the prefix instead) and the file-name keyword llama.cpp's ``-hf`` finds the file
+#: beside its target by (``common/download.cpp``)
+DFLASH_NAMING = ("DFlash", "dflash-")
+DSPARK_NAMING = ("DSpark", "dspark-")
 
 
 # ---------------------------------------------------------------------------------------------- family contract

@@ -25,10 +25,7 @@ from ...roles.convert import Context, TargetFacts
 from . import lineage
 from .lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors
 
-#: the method's name (hf2gguf/naming.method_name); default output names start with FILE_PREFIX instead
-METHOD_WORD = "DFlash"
-#: llama.cpp's ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
-FILE_PREFIX = "dflash-"
+METHOD_WORD, FILE_PREFIX = lineage.DFLASH_NAMING
 ARCHITECTURES: tuple[str, ...] = ("MuseGlimmerAssistantModel",)
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "METHOD_WORD", "NAMES", "TARGET_TENSORS",
            "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims", "draft_tensors", "hf_names", "target_facts"]

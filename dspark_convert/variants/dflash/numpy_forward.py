@@ -22,10 +22,10 @@ from ...reference.layers import (
     block_input,
     confidence,
     context_projection,
+    draft_tokens,
     ffn_residual,
-    markov_chain,
+    layer_keys,
     stream_layers,
-    visible_keys,
 )
 from ...reference.ops import (
     F32,
@@ -33,7 +33,6 @@ from ...reference.ops import (
     feature_arrays,
     layer_weights,
     lm_logits,
-    need,
     read_common_hparams,
     rms_norm,
     sigmoid,
@@ -74,8 +73,8 @@ class DFlashHParams(CommonHParams):
         return cls(
             **vars(c),
             block_size=int(g.value("dflash.block_size", 16)),
-            mask_token_id=int(need(g, "tokenizer.ggml.mask_token_id")),
-            target_layers=[int(x) for x in need(g, "dflash.target_layers")],
+            mask_token_id=int(g.need("tokenizer.ggml.mask_token_id")),
+            target_layers=[int(x) for x in g.need("dflash.target_layers")],
             # absent key: the DSpark (Markov) runtime treats it as true; a plain DFlash file uses rows 1..B-1
             sample_from_anchor=bool(sfa) if sfa is not None else markov,
             markov_rank=g.shape("markov_w1.weight")[1] if markov else 0,
@@ -139,8 +138,7 @@ def block_forward(w: dict[str, np.ndarray], hp: DFlashHParams, il: int, x: np.nd
 
 def block_mask(hp: DFlashHParams, il: int, q_pos: np.ndarray, k_pos: np.ndarray) -> np.ndarray | None:
     """Visible keys: all of them, unless the file asks for causal attention or this layer is sliding-window."""
-    swa = hp.sliding_window > 0 and il < len(hp.swa_layers) and hp.swa_layers[il]
-    return visible_keys(q_pos, k_pos, causal=hp.causal, window=hp.sliding_window if swa else 0)
+    return layer_keys(q_pos, k_pos, il, causal=hp.causal, window=hp.sliding_window, swa_layers=hp.swa_layers)
 
 
 LAYER_TENSORS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm",
@@ -181,13 +179,8 @@ def dflash_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence
     for i, c in enumerate(cases):
         U = U_all[i * len(rows):(i + 1) * len(rows)]
         out = BlockOutputs(hp, ctxs[i], x0[i], layers[i], hiddens[i], U, np.empty(0, np.int64), np.empty(0, np.int64))
-        if w2 is not None:
-            out.markov_bias, out.markov_logits, out.tokens, out.prev_tokens = markov_chain(
-                U, w2, g, c.anchor, d2t, c.prev_tokens)
-        else:                                                      # plain DFlash: every row in parallel
-            d = np.argmax(U, axis=1)
-            out.tokens = d if d2t is None else d2t[d]
-            out.prev_tokens = np.concatenate([[c.anchor], out.tokens[:-1]]).astype(np.int64)
+        out.markov_bias, out.markov_logits, out.tokens, out.prev_tokens = draft_tokens(U, g, c.anchor, d2t, w2,
+                                                                                        c.prev_tokens)
         if hp.has_confidence:
             out.confidence_logits = confidence(g, hiddens[i][rows], out.prev_tokens)
         outs.append(out)

@@ -22,7 +22,6 @@ from ...reference.ops import (
     feature_arrays,
     layer_weights,
     lm_logits,
-    need,
     read_common_hparams,
     rms_norm,
     rope_cos_sin,
@@ -51,8 +50,8 @@ class Eagle3HParams(CommonHParams):
             raise ConvertError(f"{g.path}: eagle3.block_count is {c.n_layer}, expected 1")
         return cls(
             **vars(c),
-            target_hidden_size=int(need(g, "eagle3.target_hidden_size")),
-            target_layers=[int(x) for x in need(g, "eagle3.target_layers")],
+            target_hidden_size=int(g.need("eagle3.target_hidden_size")),
+            target_layers=[int(x) for x in g.need("eagle3.target_layers")],
             norm_before_residual=bool(g.value("eagle3.norm_before_residual", False)),
             norm_before_fc=bool(g.value("eagle3.norm_before_fc", False)),
         )

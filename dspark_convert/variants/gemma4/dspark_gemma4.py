@@ -33,10 +33,7 @@ from ..dflash import lineage
 from ..dflash.lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors
 from .fit import target_facts
 
-#: the method's name (hf2gguf/naming.method_name); default output names start with FILE_PREFIX instead
-METHOD_WORD = "DSpark"
-#: llama.cpp's ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
-FILE_PREFIX = "dspark-"
+METHOD_WORD, FILE_PREFIX = lineage.DSPARK_NAMING
 ARCHITECTURES: tuple[str, ...] = ("Gemma4DSparkModel",)
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "NAMES", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT",
            "build_plan", "claims", "draft_tensors", "hf_names", "requirements", "target_facts"]

@@ -30,12 +30,12 @@ from ...reference.layers import (
     block_input,
     confidence,
     context_projection,
+    draft_tokens,
     feed_forward,
     heads,
-    markov_chain,
+    layer_keys,
     rotary_attention,
     stream_layers,
-    visible_keys,
 )
 from ...reference.ops import (
     CommonHParams,
@@ -43,7 +43,6 @@ from ...reference.ops import (
     gelu_tanh,
     layer_weights,
     lm_logits,
-    need,
     read_common_hparams,
     rms_norm,
     rope_cos_sin,
@@ -83,7 +82,7 @@ class Gemma4HParams(CommonHParams):
         scale = float(g.value(S.ATTENTION_SCALE.format(arch=A), 0.0) or 0.0)
         return cls(
             **vars(c), block_size=int(g.value(S.DFLASH_BLOCK_SIZE, S.DFLASH_DEFAULT_BLOCK_SIZE)),
-            mask_token_id=int(need(g, S.TOKENIZER_MASK_ID)),
+            mask_token_id=int(g.need(S.TOKENIZER_MASK_ID)),
             embedding_scale=float(g.value(S.EMBEDDING_SCALE.format(arch=A), 0.0) or 0.0),
             attention_scale=scale if scale else float(1.0 / np.sqrt(c.head_dim)),
             activation=str(g.value(S.HIDDEN_ACTIVATION.format(arch=A), "silu")),
@@ -123,8 +122,7 @@ def layer(w: dict[str, np.ndarray], hp: Gemma4HParams, il: int, x: np.ndarray, c
     v = heads(kin, w["attn_v"], hp.n_head_kv, d) if "attn_v" in w else rms_norm(k_raw, None, hp.eps)
     k = rms_norm(k_raw, w["attn_k_norm"], hp.eps)
     cos, sin = rope_cos_sin(pos, hp.n_rot, hp.rope_base, freq_factors=freqs)
-    swa = hp.sliding_window > 0 and il < len(hp.swa_layers) and hp.swa_layers[il]
-    allowed = visible_keys(pos[T:], pos, causal=hp.causal, window=hp.sliding_window if swa else 0)
+    allowed = layer_keys(pos[T:], pos, il, causal=hp.causal, window=hp.sliding_window, swa_layers=hp.swa_layers)
     o = rotary_attention(q, k, v, cos, sin, allowed, w["attn_output"], scale=hp.attention_scale)
     if "post_attention_norm" in w:
         o = rms_norm(o, w["post_attention_norm"], hp.eps)
@@ -156,12 +154,7 @@ def gemma4_forward(g: GGUFWeights, target: TargetWeights | None, features: Seque
         h = rms_norm(xs[i], w_norm, hp.eps)
         U = lm_logits(g, target, h[rows])
         forced = None if prev_tokens is None else prev_tokens[i]
-        bias = z = None
-        if w2 is not None:
-            bias, z, tokens, prev = markov_chain(U, w2, g, a, None, forced)
-        else:
-            tokens = np.argmax(U, axis=1)
-            prev = np.concatenate([[a], tokens[:-1]]).astype(np.int64)
+        bias, z, tokens, prev = draft_tokens(U, g, a, None, w2, forced)
         conf = confidence(g, h[rows], prev) if g.has("conf_proj.weight") else None
         outs.append(Gemma4Outputs(ctxs[i], x0[i], layers[i], h, U, bias, z, tokens, prev, conf))
     return outs

@@ -34,7 +34,7 @@ import numpy as np
 from ... import schema as S
 from ...errors import ConvertError
 from ...reference.layers import heads, visible_keys
-from ...reference.ops import F32, attention, gelu_tanh, need, rms_norm, rope_cos_sin, rope_neox
+from ...reference.ops import F32, attention, gelu_tanh, rms_norm, rope_cos_sin, rope_neox
 from ...reference.storage import round_values
 from ...reference.weights import GGUFWeights
 
@@ -79,34 +79,34 @@ class AssistantHParams:
 
     @classmethod
     def from_gguf(cls, g: GGUFWeights) -> AssistantHParams:
-        n = int(need(g, f"{A}.block_count"))
+        n = int(g.need(f"{A}.block_count"))
         nextn = int(_key(g, "nextn_predict_layers", 0))
         if nextn != n:
             raise ConvertError(f"{g.path}: {A}.nextn_predict_layers is {nextn}, block_count {n}: the graph runs "
                                "nextn_predict_layers layers and every layer of the file is an assistant layer")
-        swa = [bool(x) for x in need(g, f"{A}.attention.sliding_window_pattern")]
+        swa = [bool(x) for x in g.need(f"{A}.attention.sliding_window_pattern")]
         if len(swa) != n:
             raise ConvertError(f"{g.path}: {A}.attention.sliding_window_pattern has {len(swa)} entries, block_count {n}")
-        head_dim = int(need(g, f"{A}.attention.key_length"))
-        head_dim_swa = int(need(g, f"{A}.attention.key_length_swa"))
+        head_dim = int(g.need(f"{A}.attention.key_length"))
+        head_dim_swa = int(g.need(f"{A}.attention.key_length_swa"))
         if head_dim != int(_key(g, "attention.value_length", head_dim)) or \
                 head_dim_swa != int(_key(g, "attention.value_length_swa", head_dim_swa)):
             raise ConvertError(f"{g.path}: key and value head sizes differ (the loader requires them equal)")
-        n_embd, n_backbone = int(need(g, f"{A}.embedding_length")), int(need(g, f"{A}.embedding_length_out"))
+        n_embd, n_backbone = int(g.need(f"{A}.embedding_length")), int(g.need(f"{A}.embedding_length_out"))
         if n_backbone == n_embd:
             raise ConvertError(f"{g.path}: {A}.embedding_length_out equals embedding_length ({n_embd}); the loader "
                                "requires it to carry the target's hidden size")
-        base = float(need(g, f"{A}.rope.freq_base"))
+        base = float(g.need(f"{A}.rope.freq_base"))
         return cls(
             n_layer=n, n_embd=n_embd, n_backbone=n_backbone,
-            n_head=_per_layer(need(g, f"{A}.attention.head_count"), n, "attention.head_count", g.path),
-            n_head_kv=_per_layer(need(g, f"{A}.attention.head_count_kv"), n, "attention.head_count_kv", g.path),
+            n_head=_per_layer(g.need(f"{A}.attention.head_count"), n, "attention.head_count", g.path),
+            n_head_kv=_per_layer(g.need(f"{A}.attention.head_count_kv"), n, "attention.head_count_kv", g.path),
             head_dim=head_dim, head_dim_swa=head_dim_swa,
             n_rot=int(_key(g, "rope.dimension_count", head_dim)),
             n_rot_swa=int(_key(g, "rope.dimension_count_swa", head_dim_swa)),
             rope_base=base, rope_base_swa=float(_key(g, "rope.freq_base_swa", base)),
-            eps=float(need(g, f"{A}.attention.layer_norm_rms_epsilon")),
-            sliding_window=int(need(g, f"{A}.attention.sliding_window")), swa_layers=swa)
+            eps=float(g.need(f"{A}.attention.layer_norm_rms_epsilon")),
+            sliding_window=int(g.need(f"{A}.attention.sliding_window")), swa_layers=swa)
 
     def kind(self, il: int) -> str:
         return SWA if self.swa_layers[il] else FULL

@@ -51,15 +51,13 @@ from ...kit.blockscaled import (
 from ...kit.common import base_kvs, mapped_once, tensor_type
 from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
-from ...tokenizer.targets import table
 from .head import Counts, Head
+from .specs import target_archs
 
 #: upstream's model class that exports the DeepSeek-V4 MTP layer with ``--mtp``
 MTP_CLASSES = ("DeepseekV4Model",)
 #: HF class -> GGUF arch: every architecture the target table registers to that class
-ARCHS: dict[str, str] = {
-    name: str(row["gguf_arch"]) for name, row in table()["architectures"].items()
-    if row.get("class") in MTP_CLASSES and row.get("role") == "target" and row.get("gguf_arch") in S.MTP_ARCHES}
+ARCHS: dict[str, str] = target_archs(MTP_CLASSES)
 #: these classes are recognised by :func:`is_mtp_checkpoint`, not by name: a DeepSeek-V4 DSpark draft's config
 #: declares the same class
 BY_CLAIM = True

@@ -34,16 +34,13 @@ from ...hf.checkpoint import Checkpoint
 from ...kit.common import base_kvs, mapped_once
 from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
-from ...tokenizer.targets import table
 from .head import Counts, Head
-from .specs import ATTENTION, NEXTN_ROWS, ExpertGroups, layer_spec, stack_spec
+from .specs import ATTENTION, NEXTN_ROWS, ExpertGroups, layer_spec, stack_spec, target_archs
 
 #: upstream's model class that exports the GLM-4.5 NextN layer with ``--mtp``
 MTP_CLASSES = ("Glm4MoeModel",)
 #: HF class -> GGUF arch: every architecture the target table registers to that class
-ARCHS: dict[str, str] = {
-    name: str(row["gguf_arch"]) for name, row in table()["architectures"].items()
-    if row.get("class") in MTP_CLASSES and row.get("role") == "target" and row.get("gguf_arch") in S.MTP_ARCHES}
+ARCHS: dict[str, str] = target_archs(MTP_CLASSES)
 #: the trunk tensors an ``--mtp`` file keeps (names after ``language_model.`` is removed)
 KEPT_ROOTS: dict[str, str] = {"model.embed_tokens.weight": S.T_TOKEN_EMBD, "model.norm.weight": S.T_OUTPUT_NORM,
                               "lm_head.weight": S.T_OUTPUT}

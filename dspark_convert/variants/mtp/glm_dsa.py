@@ -41,18 +41,15 @@ from ...hf.checkpoint import Checkpoint
 from ...kit.common import base_kvs, mapped_once, tensor_type
 from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
-from ...tokenizer.targets import table
 from . import glm
 from .head import Head
-from .specs import NEXTN_ROWS, ExpertGroups, float_ref, layer_spec
+from .specs import NEXTN_ROWS, ExpertGroups, float_ref, layer_spec, target_archs
 from .transforms import MlaKvBSplit
 
 #: upstream's model class that exports the GLM-5 NextN layer with ``--mtp``
 MTP_CLASSES = ("GlmMoeDsaModel",)
 #: HF class -> GGUF arch: every architecture the target table registers to that class
-ARCHS: dict[str, str] = {
-    name: str(row["gguf_arch"]) for name, row in table()["architectures"].items()
-    if row.get("class") in MTP_CLASSES and row.get("role") == "target" and row.get("gguf_arch") in S.MTP_ARCHES}
+ARCHS: dict[str, str] = target_archs(MTP_CLASSES)
 #: a NextN layer's tensor (after ``model.layers.{n+i}.``) -> its GGUF name (after ``blk.{n+i}.``); ``kv_b_proj``
 #: is split (:data:`KV_B`), the experts stacked (:data:`glm.EXPERT_STACKS`)
 LAYER: dict[str, str] = {

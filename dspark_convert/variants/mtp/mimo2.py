@@ -50,18 +50,15 @@ from ...hf.checkpoint import Checkpoint
 from ...kit.common import base_kvs, mapped_once, tensor_type
 from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
-from ...tokenizer.targets import table
 from .glm import insert_expert_groups
 from .head import Counts, Head
-from .specs import FLOAT_DTYPES, NEXTN_ROWS, ExpertGroups, float_ref, layer_spec, stack_spec
+from .specs import FLOAT_DTYPES, NEXTN_ROWS, ExpertGroups, float_ref, layer_spec, stack_spec, target_archs
 from .transforms import QkvConcat, TpQkvDequant
 
 #: upstream's model class that exports the MiMo-V2 MTP layers with ``--mtp``
 MTP_CLASSES = ("MimoV2Model",)
 #: HF class -> GGUF arch
-ARCHS: dict[str, str] = {
-    name: str(row["gguf_arch"]) for name, row in table()["architectures"].items()
-    if row.get("class") in MTP_CLASSES and row.get("role") == "target" and row.get("gguf_arch") in S.MTP_ARCHES}
+ARCHS: dict[str, str] = target_archs(MTP_CLASSES)
 #: the MTP layers upstream's class writes, whatever the config says (``_n_nextn``)
 NEXTN = 3
 #: the trunk tensors an ``--mtp`` file keeps, matched on the raw checkpoint name

@@ -32,16 +32,13 @@ from ...hf.checkpoint import Checkpoint
 from ...kit.common import base_kvs, mapped_once
 from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
-from ...tokenizer.targets import table
 from .head import Counts, Head
-from .specs import ATTENTION, ExpertGroups, layer_spec, stack_spec
+from .specs import ATTENTION, ExpertGroups, layer_spec, stack_spec, target_archs
 
 #: upstream's model classes that carry the Qwen MTP mixin (``_QwenMtpMixin`` in ``conversion/qwen.py``)
 MTP_CLASSES = ("Qwen3_5TextModel", "Qwen3_5MoeTextModel", "Qwen3NextModel")
 #: HF class -> GGUF arch: every architecture the target table registers to one of those classes
-ARCHS: dict[str, str] = {
-    name: str(row["gguf_arch"]) for name, row in table()["architectures"].items()
-    if row.get("class") in MTP_CLASSES and row.get("role") == "target" and row.get("gguf_arch") in S.MTP_ARCHES}
+ARCHS: dict[str, str] = target_archs(MTP_CLASSES)
 #: ``qwen.py`` ``_QWEN35_DEFAULT_MROPE_SECTION``: written when the config has no ``mrope_section``
 DEFAULT_MROPE_SECTION = [11, 11, 10, 0]
 #: the trunk tensors an ``--mtp`` file keeps (names after ``language_model.`` is stripped)

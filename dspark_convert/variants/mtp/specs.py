@@ -16,6 +16,7 @@ from ...formats.transforms import ExpertStack
 from ...hf.checkpoint import Checkpoint, TensorRef
 from ...kit.common import tensor_type
 from ...plan import TensorSpec
+from ...tokenizer.targets import table
 
 #: a NextN block's own tensors (after the block prefix) -> their GGUF names (after ``blk.{n+i}.``), by gguf-py's
 #: tensor map: the same rows in every family whose checkpoint spells them this way (GLM-4.5, GLM-5, MiMo-V2)
@@ -118,3 +119,10 @@ def hf_names_of(gguf: str, roots: Mapping[str, str], layer: Iterable[tuple[str, 
         return found
     short = gguf.split(".", 2)[-1]
     return tuple(hf for hf, name in layer if name == short)
+
+
+def target_archs(classes: tuple[str, ...]) -> dict[str, str]:
+    """HF class -> GGUF arch: every target architecture the target table registers to one of ``classes`` with an
+    MTP arch (:data:`~dspark_convert.schema.MTP_ARCHES`)."""
+    return {name: str(row["gguf_arch"]) for name, row in table()["architectures"].items()
+            if row.get("class") in classes and row.get("role") == "target" and row.get("gguf_arch") in S.MTP_ARCHES}
