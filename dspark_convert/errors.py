@@ -67,6 +67,13 @@ def clip(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's text (its type name when empty), at most 200 characters."""
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else type(exc).__name__
+    return line if len(line) <= 200 else line[:197] + "..."
+
+
 def clip_value(value: object, limit: int = 120) -> str:
     """``repr(value)`` through :func:`clip`, for any value an input holds: an integer too long for ``repr``
     (Python refuses past 4300 digits) is shown by its digit count.

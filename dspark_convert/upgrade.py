@@ -157,9 +157,6 @@ class UpgradePlan:
     #: the KVs as read from the old file (by name): one still in ``kvs`` is written as its stored record
     kept: dict[str, KV] = field(default_factory=dict)
 
-    def total_bytes(self) -> int:
-        return sum(p.spec.nbytes for p in self.pieces)
-
 
 def _kv_of(f: GGUFFile, name: str) -> KV:
     from .gguffile.reader import plan_value

@@ -23,9 +23,6 @@ from ..gguffile.packed import PackedStrings
 from ..roles.convert import TargetFacts
 
 IGNORE_HINT = "pass --ignore-target-mismatch to convert anyway"
-#: the rule ids of fit findings (errors: the first four; warnings: the rest)
-FIT_RULES = ("target-hidden-size", "target-layers", "target-vocab", "target-d2t", "target-name", "mask-embedding",
-             "target-rope", "target-graph")
 #: a file next to the checkpoint holding a learned mask embedding, which a GGUF cannot carry (tensors holding one
 #: are named by the family's name table, ``NameTable.mask_embedding``, and reach us as ``TargetFacts``)
 MASK_EMBEDDING_FILE = "mask_embedding.pt"

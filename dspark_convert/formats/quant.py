@@ -10,7 +10,7 @@ Three storage formats of block-scaled FP8 / FP4 checkpoints (the family modules 
 - **FP4 e2m1**: 1 sign, 2 exponent, 1 mantissa bit (values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives), two
   codes per byte, element ``2i`` in the low nibble and ``2i + 1`` in the high one.
 
-Every decode is a table lookup (256 or 16 entries) plus, for the block-scaled forms, one float32 multiply by a
+Every decode is a table lookup (256 entries) plus, for the block-scaled forms, one float32 multiply by a
 power of two, which is exact (a 4-bit significand times ``2^k`` stays representable down to ``2^-136``) except
 where it overflows to infinity, exactly as upstream's ``weight.float() * scale.float()`` in torch.
 
@@ -56,9 +56,6 @@ def _e8m0_table() -> np.ndarray:
 E4M3_VALUES: np.ndarray = _e4m3_table()
 #: F8_E8M0 byte -> float32 (exact)
 E8M0_VALUES: np.ndarray = _e8m0_table()
-#: FP4 e2m1 code (0..15) -> float32
-FP4_VALUES: np.ndarray = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
-                                   -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], dtype=np.float32)
 
 
 def tiles(n: int, tile: int = FP8_TILE) -> int:
@@ -103,11 +100,6 @@ def fp8_output_type(in_features: int) -> QT:
 
 
 # ---------------------------------------------------------------------------------------------- decoding
-def e4m3_to_float32(codes: np.ndarray) -> np.ndarray:
-    """F8_E4M3 bytes -> float32 values (NaN codes give NaN)."""
-    return np.take(E4M3_VALUES, np.asarray(codes).view(np.uint8))
-
-
 def e8m0_to_float32(codes: np.ndarray) -> np.ndarray:
     """F8_E8M0 bytes -> float32 powers of two (255 gives NaN)."""
     return np.take(E8M0_VALUES, np.asarray(codes).view(np.uint8))
@@ -176,19 +168,6 @@ def fp8_scale_inv_dequant(weight: np.ndarray, scale: np.ndarray, rows: int, cols
         return np.take(E4M3_VALUES, w) * full
 
 
-def fp4_dequant(packed: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """FP4 e2m1 codes (two per byte, ``[r, c/2]``) with one F8_E8M0 scale per 32 values (``[r, c/32]``) -> float32."""
-    p = np.asarray(packed).view(np.uint8)
-    rows = p.shape[0]
-    codes = np.empty((rows, p.shape[1] * 2), np.uint8)
-    np.bitwise_and(p, 0x0F, out=codes[:, 0::2])
-    np.right_shift(p, 4, out=codes[:, 1::2])
-    vals = np.take(FP4_VALUES, codes).reshape(rows, -1, MXFP4_BLOCK)
-    with np.errstate(over="ignore", invalid="ignore"):  # inf / NaN are named by the caller's finiteness check
-        vals *= e8m0_to_float32(scale)[:, :, None]
-    return vals.reshape(rows, -1)
-
-
 # ---------------------------------------------------------------------------------------------- MXFP4
 def mxfp4_repack(packed: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """FP4 expert rows (``packed`` ``[r, c/2]`` + E8M0 ``scale`` ``[r, c/32]``) -> ggml MXFP4 blocks ``[r, c/32*17]``.
@@ -227,19 +206,6 @@ def mxfp4_repack(packed: np.ndarray, scale: np.ndarray) -> np.ndarray:
 
 
 _LOW, _HIGH, _FOUR = np.uint64(0x0F0F0F0F0F0F0F0F), np.uint64(0xF0F0F0F0F0F0F0F0), np.uint64(4)
-
-
-# ---------------------------------------------------------------------------------------------- checks
-def e4m3_has_nan(codes: np.ndarray) -> bool:
-    """True if any F8_E4M3 byte is a NaN code (``0x7F`` / ``0xFF``)."""
-    c = np.asarray(codes).view(np.uint8)
-    return c.size > 0 and bool(np.any(np.bitwise_and(c, 0x7F) == E4M3_NAN))
-
-
-def e8m0_has_nan(codes: np.ndarray) -> bool:
-    """True if any F8_E8M0 byte is the NaN code 255."""
-    c = np.asarray(codes).view(np.uint8)
-    return c.size > 0 and int(c.max()) == E8M0_NAN
 
 
 # ---------------------------------------------------------------------------------------------- NVFP4
@@ -324,29 +290,3 @@ def nvfp4_bad_scales(scale: np.ndarray) -> str | None:
     if bool(np.any(np.bitwise_and(s, 0x7F) == E4M3_NAN)):
         return "holds NaN E4M3 block scales"
     return "holds negative E4M3 block scales (ggml NVFP4 scales are unsigned)"
-
-
-def _ue4m3_table() -> np.ndarray:
-    """float32 value of every ggml UE4M3 scale byte (``ggml_ue4m3_to_fp32``: unsigned E4M3; 0x7F and above read as
-    their low 7 bits, 0x7F itself as 0), from the format definition."""
-    code = np.arange(256, dtype=np.int64) & 0x7F
-    exp, man = code >> 3, code & 0x7
-    vals = np.where(exp == 0, man * 2.0**-9, (1.0 + man / 8.0) * np.exp2(exp - 7.0)).astype(np.float32)
-    vals[code == 0x7F] = 0.0
-    return vals
-
-
-#: ggml NVFP4 scale byte -> float32 (the E4M3 value; ggml's own table doubles the codes and halves this)
-UE4M3_VALUES: np.ndarray = _ue4m3_table()
-
-
-def nvfp4_dequant(blocks: np.ndarray, cols: int) -> np.ndarray:
-    """ggml NVFP4 rows (``[r, cols/64*36]`` bytes) -> float32 ``[r, cols]``, read the way ``dequantize_row_nvfp4``
-    reads them (without the per-tensor ``.scale``)."""
-    b = np.asarray(blocks).view(np.uint8).reshape(-1, cols // NVFP4_BLOCK, NVFP4_BLOCK_BYTES)
-    rows = b.shape[0]
-    d = UE4M3_VALUES[b[:, :, :4]]                                   # [r, nb, 4]
-    qs = b[:, :, 4:].reshape(rows, -1, 4, 8)
-    codes = np.concatenate([qs & np.uint8(0x0F), qs >> np.uint8(4)], axis=-1)  # [r, nb, 4, 16]: values 0..7, 8..15
-    vals = FP4_VALUES[codes] * d[..., None]
-    return vals.reshape(rows, cols).astype(np.float32)

@@ -86,11 +86,6 @@ class GGUFFile:
     _index: dict[str, ReaderTensor] | None = field(default=None, repr=False)
 
     @property
-    def kv_order(self) -> list[str]:
-        """Key names in file order."""
-        return list(self.kvs)
-
-    @property
     def header_only(self) -> bool:
         """True for a file read over HTTP: its header is here, its tensor data is not read (not fetched, or, for a
         file smaller than the first window, fetched with the header but not kept: ``source.header_only`` is then

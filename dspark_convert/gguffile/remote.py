@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import ConvertError, GGUFFormatError
+from ..errors import ConvertError, GGUFFormatError, first_line
 from ..units import size_text
 from .httpsource import RangeReader, origin, split_userinfo
 from .options import RemoteOptions
@@ -188,7 +188,7 @@ def _validate(ref: HubFile) -> None:
     try:
         validate_repo_id(ref.repo_id)
     except HFValidationError as e:
-        raise ConvertError(f"{ref.display}: not a valid Hugging Face repo id: {_first_line(e)}") from None
+        raise ConvertError(f"{ref.display}: not a valid Hugging Face repo id: {first_line(e)}") from None
 
 
 def _from_cache(ref: HubFile, cache: Any) -> GGUFFile:
@@ -210,12 +210,6 @@ def _from_cache(ref: HubFile, cache: Any) -> GGUFFile:
     f.source = SourceInfo("hub-cache", ref.display, ref.revision, commit, 0, 0, None, False,
                           ("offline mode: read from the local Hugging Face cache",))
     return f
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    line = text[0] if text else type(exc).__name__
-    return line if len(line) <= 200 else line[:197] + "..."
 
 
 def _with_retries(call: Callable[[], T], options: RemoteOptions, ref: HubFile, endpoint: str) -> T:
@@ -286,7 +280,7 @@ def _hub_problem(e: Exception, ref: HubFile, endpoint: str, attempts: int) -> st
     tries = f" ({attempts} attempts)" if attempts > 1 else ""
     if isinstance(e, HfHubHTTPError):
         status = getattr(getattr(e, "response", None), "status_code", "?")
-        return f"Hugging Face Hub error (HTTP {status}){tries}: {_first_line(e)}"
+        return f"Hugging Face Hub error (HTTP {status}){tries}: {first_line(e)}"
     if isinstance(e, network_errors()):
-        return f"cannot reach the Hugging Face Hub ({endpoint}){tries}: {type(e).__name__}: {_first_line(e)}"
+        return f"cannot reach the Hugging Face Hub ({endpoint}){tries}: {type(e).__name__}: {first_line(e)}"
     return None

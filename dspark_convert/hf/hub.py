@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConvertError, clip
+from ..errors import ConvertError, clip, first_line
 from .checkpoint import INDEX_NAME, Select, read_json
 
 # huggingface_hub (and its HTTP stack: ~0.3 s of imports) is loaded only when a spec is not a local folder.
@@ -326,12 +326,6 @@ def hub_command() -> str:
     return "hf" if (major, minor) >= (0, 34) else "huggingface-cli"
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    line = text[0] if text else type(exc).__name__
-    return line if len(line) <= 200 else line[:197] + "..."
-
-
 def network_errors() -> tuple[type[BaseException], ...]:
     """Connection-level exception types of the HTTP client huggingface_hub uses (if it is loaded)."""
     types: list[type[BaseException]] = [ConnectionError, TimeoutError]
@@ -401,17 +395,17 @@ class _Fetcher:
                 return ConvertError(self._offline_message(None))
             cause = exc.__cause__ if exc.__cause__ is not None else exc
             return ConvertError(f"{where}: cannot reach the Hugging Face Hub and the repository is not in the local "
-                                f"cache ({self.cache}): {_first_line(cause)}")
+                                f"cache ({self.cache}): {first_line(cause)}")
         if isinstance(exc, HfHubHTTPError):
-            return ConvertError(f"{where}: Hugging Face Hub error: {_first_line(exc)}")
+            return ConvertError(f"{where}: Hugging Face Hub error: {first_line(exc)}")
         if isinstance(exc, HFValidationError):
-            return ConvertError(f"{where}: not a valid Hugging Face repo id: {_first_line(exc)}")
+            return ConvertError(f"{where}: not a valid Hugging Face repo id: {first_line(exc)}")
         if isinstance(exc, network_errors()):
             return ConvertError(f"{where}: cannot reach the Hugging Face Hub: {type(exc).__name__}: "
-                                f"{_first_line(exc)}")
+                                f"{first_line(exc)}")
         if isinstance(exc, OSError):  # e.g. a read-only or full cache folder
             return ConvertError(f"{where}: download into {self.cache} failed: {type(exc).__name__}: "
-                                f"{_first_line(exc)}")
+                                f"{first_line(exc)}")
         return exc
 
     def _offline_message(self, what: str | None) -> str:

@@ -177,8 +177,7 @@ def chunk_bytes(lookahead: int | None = None) -> int:
     conversion's) would exceed ``IN_FLIGHT_BYTES``, never below ``MIN_CHUNK_BYTES`` unless ``CHUNK_BYTES`` is.
 
     Memory in flight is then about ``IN_FLIGHT_BYTES`` on any machine up to ``MAX_WORKERS`` cores: 1-4 cores
-    convert 2 MiB chunks, 16 cores 512 KiB ones. (Chunks of 2 MiB rather than 4 also keep small what glibc's
-    per-thread arenas hold of freed chunks for reuse: about 20 MiB less peak RSS on 2 threads.)
+    convert 2 MiB chunks, 16 cores 512 KiB ones (docs/performance.md).
     """
     ahead = lookahead if lookahead is not None else pool_shape()[1]
     return min(CHUNK_BYTES, max(MIN_CHUNK_BYTES, IN_FLIGHT_BYTES // max(1, ahead)))

@@ -493,18 +493,13 @@ def parse_metrics(text: str) -> dict[str, Any]:
             "accepted_per_pos": [per.get(k, 0) for k in range(max(per) + 1)] if per else []}
 
 
-def _diff_counts(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
-    out = {k: after[k] - before[k] for k in ("steps", "drafted", "accepted", "predicted")}
-    b = before["accepted_per_pos"]
-    out["accepted_per_pos"] = [v - (b[i] if i < len(b) else 0) for i, v in enumerate(after["accepted_per_pos"])]
-    return out
-
-
-def _add_counts(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    out = {k: a[k] + b[k] for k in ("steps", "drafted", "accepted", "predicted")}
-    n = max(len(a["accepted_per_pos"]), len(b["accepted_per_pos"]))
-    out["accepted_per_pos"] = [(a["accepted_per_pos"][i] if i < len(a["accepted_per_pos"]) else 0) +
-                               (b["accepted_per_pos"][i] if i < len(b["accepted_per_pos"]) else 0) for i in range(n)]
+def _combine_counts(a: dict[str, Any], b: dict[str, Any], sign: int) -> dict[str, Any]:
+    """``a + sign * b`` of two :func:`parse_metrics` counts; per position a missing entry counts 0, and a difference
+    (``sign`` -1) keeps ``a``'s positions."""
+    pa, pb = a["accepted_per_pos"], b["accepted_per_pos"]
+    out = {k: a[k] + sign * b[k] for k in ("steps", "drafted", "accepted", "predicted")}
+    out["accepted_per_pos"] = [(pa[i] if i < len(pa) else 0) + sign * (pb[i] if i < len(pb) else 0)
+                               for i in range(len(pa) if sign < 0 else max(len(pa), len(pb)))]
     return out
 
 
@@ -575,8 +570,8 @@ class _Runner:
             self.done += 1
             if self.progress is not None:
                 self.progress(self.done, self.total, label)
-        counts = _diff_counts(_settled_metrics(srv, before["predicted"] + predicted), before)
-        run.server_counts = counts if run.server_counts is None else _add_counts(run.server_counts, counts)
+        counts = _combine_counts(_settled_metrics(srv, before["predicted"] + predicted), before, -1)
+        run.server_counts = counts if run.server_counts is None else _combine_counts(run.server_counts, counts, 1)
         deadline = time.monotonic() + srv.log_wait
         while True:  # the log is written by a worker thread: wait for every step's line
             steps = parse_steps(srv.log_text())[log_before:]

@@ -112,10 +112,6 @@ class TargetOutputs:
     hidden: np.ndarray
     logits: np.ndarray
 
-    def greedy(self) -> np.ndarray:
-        """The argmax token after each position."""
-        return np.argmax(self.logits, axis=1)
-
 
 def _layer(m: TargetModel, il: int, x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     p = f"layers.{il}."

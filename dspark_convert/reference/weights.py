@@ -4,9 +4,7 @@
 per token string and takes ~10 s on a 129k-token tokenizer). Tensor bytes are read with positioned reads rather
 than through a memory map, so the bytes of a layer leave the process (and its RSS) as soon as the layer has been
 used: the reference streams a draft layer by layer and an lm_head chunk by chunk, dequantizing each piece with
-``gguf.quants.dequantize``.
-
-:func:`open_gguf` is the one adapter the reference uses, so a different reader can be swapped in later.
+``gguf.quants.dequantize``. :func:`open_gguf` is the one adapter the reference uses.
 """
 
 from __future__ import annotations

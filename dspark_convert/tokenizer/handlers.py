@@ -45,7 +45,7 @@ upstream path they replay:
 ``kimi_k3``       ``gpt2_or_kimi`` + eos = the **draft's** eos_token_id (needs a target chat template)
 ``qwen_tiktoken`` Qwen-1 ``qwen.tiktoken`` (:mod:`~dspark_convert.tokenizer.tiktoken_vocab`), ``_set_vocab_qwen``
 ``hunyuan_moe``   HunYuan-MoE ``hy.tiktoken`` (:mod:`~dspark_convert.tokenizer.tiktoken_vocab`), bos 127959
-``plamo(3)``      PLaMo tokenizer.jsonl (:mod:`~dspark_convert.tokenizer.vocab_files`)
+``plamo(3)``      PLaMo tokenizer.jsonl (:mod:`~dspark_convert.tokenizer.vocab_files`); plamo3 + the chat template
 ``rwkv_world``    the RWKV world list, eot 261, bos/eos 0 (needs a target chat template)
 ================  ==============================================================================================
 
@@ -108,10 +108,9 @@ def _target_config(target_dir: Path) -> dict[str, Any]:
     return config
 
 
-def vocab_handler_for_target(target_dir: Path, *, top_level: bool = False) -> str:
+def vocab_handler_for_target(target_dir: Path) -> str:
     """The tokenizer handler upstream runs for this target: its text architecture (``text_config`` first, as
-    upstream's ``get_model_architecture``), or with ``top_level`` the raw ``architectures[0]`` (the Muse-Glimmer
-    assistant's rule), looked up in the target table.
+    upstream's ``get_model_architecture``) looked up in the target table.
 
     Example:
         >>> vocab_handler_for_target(Path("/tmp/golden_in/target"))  # doctest: +SKIP
@@ -120,11 +119,7 @@ def vocab_handler_for_target(target_dir: Path, *, top_level: bool = False) -> st
     target_dir = Path(target_dir)
     config = _target_config(target_dir)
     where = str(target_dir / "config.json")
-    if top_level:
-        archs = config.get("architectures")
-        arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
-    else:
-        arch = text_architecture(config)
+    arch = text_architecture(config)
     if arch is None:
         raise ConvertError(f"{where}: key 'architectures' is {config.get('architectures')!r}, expected a list naming "
                            "the target architecture")
@@ -161,6 +156,13 @@ def _extend(kvs: list[KV], more: list[KV]) -> None:
         add_kv(kvs, kv)
 
 
+def _llama_block(kvs: list[KV], target_dir: Path, tokens: Sequence[str], scores: list[float] | None, types: list[int],
+                 data: Any = None) -> None:
+    """A ``llama`` / ``default`` token list, then the special vocab checked against its length (no merges)."""
+    _token_kvs(kvs, "llama", "default", tokens, scores, types)
+    _extend(kvs, SpecialVocab(target_dir, n_vocab=len(tokens), tokenizer_data=data).kvs())
+
+
 # ---------------------------------------------------------------------------------------------- base paths
 def _set_vocab_gpt2(target_dir: Path, n_vocab: int | None, kvs: list[KV], hf: HFTokenizer | None = None) -> None:
     """Byte-level BPE (contract §2.5.2): model gpt2, pre from the hash table, no scores, merges.
@@ -189,15 +191,11 @@ def _set_vocab_gpt2_fast(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -
 
 def _set_vocab_sentencepiece(target_dir: Path, n_vocab: int | None, kvs: list[KV]) -> None:
     """SentencePiece (contract §2.5.3): model llama, pre default, scores; ids range-checked, no merges."""
-    tokens, scores, types = spm_token_list(target_dir, n_vocab)
-    _token_kvs(kvs, "llama", "default", tokens, scores, types)
-    _extend(kvs, SpecialVocab(target_dir, n_vocab=len(tokens)).kvs())
+    _llama_block(kvs, target_dir, *spm_token_list(target_dir, n_vocab))
 
 
 def _set_vocab_llama_hf(target_dir: Path, kvs: list[KV], hf: HFTokenizer) -> None:
-    tokens, scores, types = llama_hf_token_list(hf)
-    _token_kvs(kvs, "llama", "default", tokens, scores, types)
-    _extend(kvs, SpecialVocab(target_dir, n_vocab=len(tokens), tokenizer_data=hf.data).kvs())
+    _llama_block(kvs, target_dir, *llama_hf_token_list(hf), hf.data)
 
 
 # ---------------------------------------------------------------------------------------------- handlers
@@ -248,8 +246,7 @@ def _llama_hf_fast(target_dir: Path, kvs: list[KV]) -> bool:
         tokens, scores, types = fast.llama_hf_list()
     except NotFast:
         return False
-    _token_kvs(kvs, "llama", "default", tokens, scores, types)
-    _extend(kvs, SpecialVocab(target_dir, n_vocab=len(tokens), tokenizer_data=fast.data).kvs())
+    _llama_block(kvs, target_dir, tokens, scores, types, fast.data)
     return True
 
 
@@ -338,10 +335,7 @@ def _gemma4_fast(target_dir: Path, kvs: list[KV]) -> bool:
 def _h_nemotron_h(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
     hf = load_hf_tokenizer(target_dir / "tokenizer.json")
     n = n_vocab if n_vocab is not None else hf.tok.get_vocab_size(with_added_tokens=True)
-    n = -(n // -8) * 8  # upstream pads the vocab to a multiple of 8 (pad_vocab_size_multiple)
-    tokens, types = bpe_token_list(hf, n)
-    _token_kvs(kvs, "gpt2", pre_of(hf), tokens, None, types)
-    _extend(kvs, SpecialVocab(target_dir, load_merges=True, tokenizer_data=hf.data).kvs())
+    _set_vocab_gpt2(target_dir, -(n // -8) * 8, kvs, hf)  # upstream pads the vocab to a multiple of 8
     config = _target_config(target_dir)
     sub = [c for c in (config.get(k) for k in TEXT_CONFIG_KEYS) if isinstance(c, dict)]
     is_moe = "num_experts_per_tok" in config or any("num_experts_per_tok" in c for c in sub)
@@ -354,9 +348,7 @@ def _h_phi3(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) 
     if config is not None and config.get("tokenizer_class") == "GPT2Tokenizer":  # Phi-4
         _set_vocab_gpt2(target_dir, n_vocab, kvs)
         return
-    tokens, scores, types = phi3_token_list(target_dir, n_vocab)
-    _token_kvs(kvs, "llama", "default", tokens, scores, types)
-    _extend(kvs, SpecialVocab(target_dir, n_vocab=len(tokens)).kvs())
+    _llama_block(kvs, target_dir, *phi3_token_list(target_dir, n_vocab))
 
 
 def _h_spm(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
@@ -405,28 +397,16 @@ _ID_ROLES: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
 }
 
 
-def _h_glm(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
-    """``_set_vocab_glm``: byte-level BPE; bos/eot/unk/eom from four added tokens unless the config files name them."""
-    _gpt2_with_ids(target_dir, n_vocab, kvs, _ID_ROLES["glm"][1], _ID_ROLES["glm"][0])
+def _ids_handler(name: str) -> Callable[[Path, int | None, list[KV], Draft], None]:
+    """The handler of the :data:`_ID_ROLES` method ``name``."""
+    method, roles = _ID_ROLES[name]
 
-
-def _h_glm4(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
-    """GLM-4 (dense) / GLM-4V / GLM-OCR: byte-level BPE; eos/eot/unk/bos from ``<|endoftext|>`` and ``<|user|>``."""
-    _gpt2_with_ids(target_dir, n_vocab, kvs, _ID_ROLES["glm4"][1], _ID_ROLES["glm4"][0])
-
-
-def _h_solar_open(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
-    """Solar-Open: byte-level BPE; eos/eot ``<|endoftext|>``, unk ``<unk>``, bos ``<|startoftext|>``."""
-    _gpt2_with_ids(target_dir, n_vocab, kvs, _ID_ROLES["solar_open"][1], _ID_ROLES["solar_open"][0])
-
-
-def _h_dots3(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
-    """Dots3: byte-level BPE; eot ``<|endofassistant|>``."""
-    _gpt2_with_ids(target_dir, n_vocab, kvs, _ID_ROLES["dots3"][1], _ID_ROLES["dots3"][0])
+    def handler(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+        _gpt2_with_ids(target_dir, n_vocab, kvs, roles, method)
+    return handler
 
 
 def _h_llada(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
-    """LLaDA: byte-level BPE, then ``add_bos_token`` true."""
     _set_vocab_gpt2(target_dir, n_vocab, kvs)
     add_kv(kvs, _bool(S.ADD_TOKEN_KEYS["bos"], True))
 
@@ -454,17 +434,20 @@ def _h_spm_prefix(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: D
     ``add_prefix_space`` when that key is there."""
     _require_spm(target_dir, "sentencepiece")
     _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
-    config = load_json_if_present(target_dir / "tokenizer_config.json") or {}
+    path = target_dir / "tokenizer_config.json"
+    _prefix_space_kv(kvs, path, load_json_if_present(path) or {})
+
+
+def _prefix_space_kv(kvs: list[KV], path: Path, config: Mapping[str, Any]) -> None:
+    """``add_space_prefix`` = ``add_prefix_space`` of tokenizer_config.json (at ``path``) when that key is there."""
     if "add_prefix_space" in config:
         value = config["add_prefix_space"]
         if not isinstance(value, bool):
-            raise ConvertError(f"{target_dir / 'tokenizer_config.json'}: add_prefix_space is {value!r}, expected "
-                               "true or false")
+            raise ConvertError(f"{path}: add_prefix_space is {value!r}, expected true or false")
         add_kv(kvs, _bool(S.TOKENIZER_ADD_SPACE_PREFIX, value))
 
 
 def _h_nemotron(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
-    """Nemotron (v1): SentencePiece, then padding id 0 and unknown id 1."""
     _require_spm(target_dir, "sentencepiece")
     _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
     add_kv(kvs, KV(S.SPECIAL_TOKEN_KEYS["pad"], VT.UINT32, 0))
@@ -489,7 +472,6 @@ def _token_id(target_dir: Path, token: str) -> int | None:
 
 
 def _h_muse(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
-    """Muse-Glimmer: byte-level BPE, then eot = the id of ``<|eot|>`` when it resolves to one."""
     _set_vocab_gpt2(target_dir, n_vocab, kvs)
     eot = _token_id(target_dir, "<|eot|>")
     if eot is not None and eot >= 0:
@@ -725,7 +707,6 @@ def _h_grok(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) 
 
 
 def _h_jamba(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
-    """Jamba: SentencePiece when ``tokenizer.model`` exists, else LlamaHfVocab + ``add_space_prefix`` false."""
     if (target_dir / "tokenizer.model").is_file():
         _set_vocab_sentencepiece(target_dir, n_vocab, kvs)
         return
@@ -734,7 +715,6 @@ def _h_jamba(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft)
 
 
 def _h_deci(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
-    """DeciLM: byte-level BPE when the **draft's** ``vocab_size`` is 128256 (its default), else LlamaHfVocab."""
     if (128256 if n_vocab is None else n_vocab) == 128256:
         _set_vocab_gpt2(target_dir, n_vocab, kvs)
     else:
@@ -831,11 +811,7 @@ def _h_internlm3(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Dr
     sv = SpecialVocab(target_dir, n_vocab=len(tokens))
     path = target_dir / "tokenizer_config.json"
     config = load_json_if_present(path) or {}
-    if "add_prefix_space" in config:
-        value = config["add_prefix_space"]
-        if not isinstance(value, bool):
-            raise ConvertError(f"{path}: add_prefix_space is {value!r}, expected true or false")
-        add_kv(kvs, _bool(S.TOKENIZER_ADD_SPACE_PREFIX, value))
+    _prefix_space_kv(kvs, path, config)
     decoder = config.get("added_tokens_decoder")
     for key, data in (decoder.items() if isinstance(decoder, dict) else ()):
         if isinstance(data, dict) and data.get("special"):
@@ -849,10 +825,7 @@ def _h_internlm3(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Dr
 
 
 def _h_arctic(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
-    """Arctic: its own SentencePiece list (:func:`~.spm.arctic_token_list`)."""
-    tokens, scores, types = arctic_token_list(target_dir, n_vocab)
-    _token_kvs(kvs, "llama", "default", tokens, scores, types)
-    _extend(kvs, SpecialVocab(target_dir, n_vocab=len(tokens)).kvs())
+    _llama_block(kvs, target_dir, *arctic_token_list(target_dir, n_vocab))
 
 
 def _h_xverse(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
@@ -862,8 +835,7 @@ def _h_xverse(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft
                            "it exists)")
     hf = load_hf_tokenizer(target_dir / "tokenizer.json")
     tokens, types = xverse_token_list(hf, n_vocab)
-    _token_kvs(kvs, "llama", "default", tokens, None, types)
-    _extend(kvs, SpecialVocab(target_dir, n_vocab=len(tokens), tokenizer_data=hf.data).kvs())
+    _llama_block(kvs, target_dir, tokens, None, types, hf.data)
 
 
 def _h_chatglm(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
@@ -892,7 +864,7 @@ def _h_chatglm(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draf
         if top >= limit:
             raise ConvertError(f"{target_dir / 'tokenizer.json'}: token id {top} does not fit the draft's "
                                f"padded_vocab_size / vocab_size {limit}")
-    _gpt2_with_ids(target_dir, n_vocab, kvs, _ID_ROLES["chatglm"][1], _ID_ROLES["chatglm"][0])
+    _ids_handler("chatglm")(target_dir, n_vocab, kvs, draft)
 
 
 def _h_hunyuan(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
@@ -939,7 +911,6 @@ def _template_file(target_dir: Path, method: str, bundled: str) -> str:
 
 
 def _h_minimax01(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
-    """MiniMax-Text-01 / M1: byte-level BPE; ``chat_template.jinja`` replaces the chat template."""
     template = _template_file(target_dir, "MiniMaxText01Model.set_vocab", "MiniMax-M1.jinja")
     _set_vocab_gpt2(target_dir, n_vocab, kvs)
     add_kv(kvs, KV(S.TOKENIZER_CHAT_TEMPLATE, VT.STRING, template))
@@ -990,7 +961,6 @@ def _h_plamo(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft,
 
 
 def _h_plamo3(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
-    """PLaMo 3: PLaMo 2's vocabulary, then the chat template (``chat_template.jinja`` over tokenizer_config.json's)."""
     _h_plamo(target_dir, n_vocab, kvs, draft, plamo3=True)
 
 
@@ -1013,8 +983,8 @@ def _h_rwkv_world(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: D
 
 
 HANDLERS: dict[str, Callable[[Path, int | None, list[KV], Draft], None]] = {
-    "qwen": _h_qwen, "gpt2": _h_gpt2, "spm": _h_spm, "glm": _h_glm, "glm4": _h_glm4, "solar_open": _h_solar_open,
-    "dots3": _h_dots3, "llada": _h_llada, "qwen3_omni": _h_qwen3_omni, "spm_prefix": _h_spm_prefix,
+    "qwen": _h_qwen, "gpt2": _h_gpt2, "spm": _h_spm, **{n: _ids_handler(n) for n in ("glm", "glm4", "solar_open", "dots3")},
+    "llada": _h_llada, "qwen3_omni": _h_qwen3_omni, "spm_prefix": _h_spm_prefix,
     "nemotron": _h_nemotron, "stablelm": _h_stablelm, "muse": _h_muse, "laguna": _h_laguna,
     "gpt2_or_kimi": _h_gpt2_or_kimi, "gpt2_assert_bos": _h_gpt2_assert_bos, "llama": _h_llama, "gemma": _h_gemma,
     "gemma2": _h_gemma2, "gemma3": _h_gemma3, "gemma4": _h_gemma4, "nemotron_h": _h_nemotron_h, "phi3": _h_phi3,

@@ -49,7 +49,6 @@ class TargetArch:
     method: str | None
     why: str | None
     gguf_arch: str | None
-    upstream_class: str | None
     failure: str | None = None
 
     @property
@@ -73,7 +72,7 @@ def target_arch(name: str) -> TargetArch | None:
     row = table()["architectures"].get(name)
     if row is None:
         return None
-    return TargetArch(name, row["role"], row.get("method"), row.get("why"), row.get("gguf_arch"), row.get("class"),
+    return TargetArch(name, row["role"], row.get("method"), row.get("why"), row.get("gguf_arch"),
                       row.get("failure"))
 
 

@@ -129,9 +129,9 @@ def byte_text(token: bytes) -> str:
     return "".join(chars[b] for b in token)
 
 
-def _merge_parts(ranks: dict[bytes, int], token: bytes, max_rank: int) -> list[bytes]:
+def _merge_parts(ranks: dict[bytes, int], token: bytes, max_rank: float) -> list[bytes]:
     """Upstream's ``QwenModel.bpe``: the token's bytes merged by the lowest-ranked adjacent pair (first on ties)
-    while that rank is below ``max_rank``."""
+    while that rank is below ``max_rank`` (tiktoken's encoding: ``max_rank`` infinite)."""
     parts = [token[i:i + 1] for i in range(len(token))]
     while True:
         best, best_rank = -1, None
@@ -176,16 +176,7 @@ def _encode_piece(ranks: dict[bytes, int], piece: bytes, where: Path) -> list[in
     lowest rank of any adjacent pair (first on ties) until no pair is a token."""
     if piece in ranks:
         return [ranks[piece]]
-    parts = [piece[i:i + 1] for i in range(len(piece))]
-    while len(parts) > 1:
-        best, best_rank = -1, None
-        for i in range(len(parts) - 1):
-            r = ranks.get(parts[i] + parts[i + 1])
-            if r is not None and (best_rank is None or r < best_rank):
-                best, best_rank = i, r
-        if best_rank is None:
-            break
-        parts[best:best + 2] = [parts[best] + parts[best + 1]]
+    parts = _merge_parts(ranks, piece, float("inf"))
     missing = [p for p in parts if p not in ranks]
     if missing:
         raise ConvertError(f"{where}: byte {missing[0]!r} has no rank (the tokenizer cannot encode text with it)")

@@ -165,7 +165,7 @@ def _from_hub(spec: str | Path | None, *, draft: bool) -> Any:
     return resolve_target(str(spec), tensors=[*EMBED_NAMES, *OUTPUT_NAMES]).path
 
 
-#: bounds of verify's inputs: --context 100000000 allocated 35.8 GiB; --seed -1 was a numpy traceback
+#: bounds of verify's inputs (docs/limits.md)
 MAX_CONTEXT = 1024
 MAX_STEPS = 64
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from dspark_convert import check_file, convert
 from dspark_convert.formats.transforms import deinterleave_rope, interleave_rope
-from dspark_convert.variants.eagle3.transforms import eagle3_permute, eagle3_unpermute
+from dspark_convert.variants.eagle3.transforms import eagle3_permute
 
 
 # ------------------------------------------------------------------------------------------- self-contained
@@ -86,7 +86,7 @@ def test_deinterleave_undoes_interleaved_layout(heads: int, half: int, cols: int
 
 @settings(max_examples=200, deadline=None)
 @given(n_kv=st.integers(1, 4), group=st.integers(1, 4), half=st.integers(1, 8), seed=st.integers(0, 2**31))
-def test_eagle3_permute_inverse_and_index_rule(n_kv: int, group: int, half: int, seed: int) -> None:
+def test_eagle3_permute_index_rule(n_kv: int, group: int, half: int, seed: int) -> None:
     n_head, hd = n_kv * group, 2 * half
     rng = np.random.default_rng(seed)
     for n in (n_head, n_kv):
@@ -96,4 +96,3 @@ def test_eagle3_permute_inverse_and_index_rule(n_kv: int, group: int, half: int,
             for i in range(half):
                 for c in (0, 1):
                     assert np.array_equal(p[g * hd + 2 * i + c], w[g * hd + c * half + i])
-        assert np.array_equal(eagle3_unpermute(p, n_head, n if n != n_head else n_head), w)

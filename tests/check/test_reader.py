@@ -42,7 +42,7 @@ def sample(tmp_path: Path) -> Path:
 def test_kvs_match_values_types_and_offsets(sample: Path) -> None:
     f = read_gguf(sample)
     assert f.version == 3 and f.alignment == 32 and f.arch == "dflash"
-    assert f.kv_order[0] == "general.architecture"
+    assert list(f.kvs)[0] == "general.architecture"
     for key, value, vt, sub in SAMPLE_KVS:
         kv = f.kvs[key]
         assert (kv.type, kv.sub_type) == (vt, sub), key
@@ -52,7 +52,7 @@ def test_kvs_match_values_types_and_offsets(sample: Path) -> None:
     assert f.kvs["tokenizer.ggml.tokens"].count == 50
     ref = GGUFReader(sample)
     fields = [n for n in ref.fields if not n.startswith("GGUF.")]
-    assert f.kv_order == fields
+    assert list(f.kvs) == fields
     for name in fields:
         assert f.kvs[name].offset == ref.fields[name].offset, name
         assert f.kvs[name].type == ref.fields[name].types[0]

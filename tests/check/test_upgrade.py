@@ -241,7 +241,7 @@ def test_mrope_target_gets_dimension_sections(old_file, golden_inputs: Path, tmp
     with read_gguf(tmp_path / "new.gguf") as f:
         hd = f.value("dflash.attention.key_length")
         assert list(f.value("dflash.rope.dimension_sections")) == [hd // 2, 0, 0, 0]
-        order = f.kv_order
+        order = list(f.kvs)
         assert order.index("dflash.target_layers") < order.index("dflash.rope.dimension_sections")
 
 
@@ -418,7 +418,7 @@ def test_embed_tokens_from_target_gguf(old_file, golden_inputs: Path, tmp_path: 
     r = upgrade(old, tmp_path / "up.gguf", target=tgt, embed_tokens_from_target=True, match_upstream=True)
     assert "token_embd.weight" in [c.subject for c in r.changes]
     with read_gguf(tmp_path / "up.gguf") as f:
-        assert bytes(f.tensor_bytes("token_embd.weight")) == emb and "output.weight" not in f.kv_order + [
+        assert bytes(f.tensor_bytes("token_embd.weight")) == emb and "output.weight" not in list(f.kvs) + [
             t.name for t in f.tensors]
     upgrade(old, tmp_path / "plain.gguf", target=tgt, embed_tokens_from_target=True)
     with read_gguf(tmp_path / "plain.gguf") as f:

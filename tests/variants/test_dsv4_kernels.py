@@ -36,7 +36,7 @@ def fp8_inputs(rng: np.random.Generator, out_f: int, in_f: int, lo: int = 119, h
 
 # ---------------------------------------------------------------------------------------------- tables
 def test_decode_tables_match_the_oracle_for_every_byte() -> None:
-    assert same_floats(Q.e4m3_to_float32(CODES), e4m3(CODES))
+    assert same_floats(Q.E4M3_VALUES[CODES], e4m3(CODES))
     assert same_floats(Q.e8m0_to_float32(CODES), e8m0(CODES))
     assert Q.E4M3_VALUES[0x7E] == 448.0 and Q.E4M3_VALUES[0x01] == 2.0**-9 and Q.E4M3_VALUES[0x38] == 1.0
     assert np.signbit(Q.E4M3_VALUES[0x80]) and Q.E4M3_VALUES[0x80] == 0.0
@@ -75,8 +75,6 @@ def test_fp8_dequant_nan_codes_and_overflow() -> None:
     with np.errstate(over="ignore"):
         big = Q.fp8_block_dequant(w[:, 2:4], np.array([[254]], np.uint8))  # 448 * 2^127 overflows, as in torch
     assert np.isinf(big).all()
-    assert Q.e4m3_has_nan(w) and not Q.e4m3_has_nan(w[:, 2:])
-    assert Q.e8m0_has_nan(np.array([3, 255], np.uint8)) and not Q.e8m0_has_nan(np.array([0, 254], np.uint8))
 
 
 def test_fp8_dequant_refuses_misaligned_chunks_and_wrong_scales() -> None:
@@ -131,7 +129,6 @@ def test_mxfp4_repack_byte_layout(shape: tuple[int, int]) -> None:
     with np.errstate(over="ignore"):
         want = dequant_fp4(packed, scale)
         assert np.array_equal(quants.dequantize(got, QT.MXFP4).reshape(rows, cols), want)
-        assert np.array_equal(Q.fp4_dequant(packed, scale), want)
 
 
 def test_mxfp4_repack_known_block() -> None:

@@ -64,11 +64,3 @@ def eagle3_permute(w: np.ndarray, n_head: int, n_head_kv: int) -> np.ndarray:
         raise ConvertError(f"cannot permute {rows} rows for {n} heads")
     r = w.reshape(n, 2, rows // n // 2, *w.shape[1:])
     return np.ascontiguousarray(r.swapaxes(1, 2)).reshape(w.shape)
-
-
-def eagle3_unpermute(w: np.ndarray, n_head: int, n_head_kv: int) -> np.ndarray:
-    """Inverse of :func:`eagle3_permute` (interleaved -> rotate-half)."""
-    n = n_head_kv if n_head_kv != n_head else n_head
-    rows = w.shape[0]
-    r = w.reshape(n, rows // n // 2, 2, *w.shape[1:])
-    return np.ascontiguousarray(r.swapaxes(1, 2)).reshape(w.shape)
