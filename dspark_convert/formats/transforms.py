@@ -426,20 +426,39 @@ def _bf16_to_f16_table() -> np.ndarray:
         return to_float32(np.arange(1 << 16, dtype=np.uint16), "BF16").astype(np.float16).view(np.uint16)
 
 
-_LOOKUP_STEP = 1 << 16  # elements per table lookup: numpy widens the indices to intp (8 bytes each) per call
+_LOOKUP_STEP = 1 << 16  # elements per piece: the working set stays in the L2 cache
+_F16_REBIAS = np.uint16(0x4000)  # (bits << 3) + this = F16 bits without sign, for BF16 of exponent 113..142
+_BF16_LOW = np.uint16(113 << 8)  # (bits << 1) - this < _BF16_SPAN: exponent in 113..142 (F16 normal, exact)
+_BF16_SPAN = np.uint16(30 << 8)
+_F16_SIGN = np.uint16(0x8000)
 
 
 def bf16_to_f16_bits(raw: np.ndarray) -> np.ndarray:
-    """F16 bits of BF16 bits ``raw`` (same shape), by the table :func:`_bf16_to_f16_table`.
+    """F16 bits of BF16 bits ``raw`` (same shape): the bytes of the float32 -> float16 cast of the BF16 values.
 
-    ``np.take`` widens its indices to ``intp``, a temporary four times the size of a BF16 chunk; looking up
-    ``_LOOKUP_STEP`` elements at a time into the result bounds that temporary to 512 KiB (and keeps it in cache).
+    A BF16 value whose exponent is 113..142 (magnitude in [2^-14, 2^16)) is an F16 normal number exactly: its
+    F16 bits are the sign, the exponent rebiased (``e - 112``) and the 7 mantissa bits shifted left by 3, four
+    integer operations on the 16-bit patterns. The others (zeros, F16 subnormals and underflows, overflows to inf,
+    inf, NaN) are looked up in :func:`_bf16_to_f16_table`, made by the cast itself; the exponent range check is a
+    shift, a wrapping subtraction and one maximum per piece. Pieces of ``_LOOKUP_STEP`` elements reuse buffers.
     """
     bits = np.ascontiguousarray(raw).view(np.uint16)
     out = np.empty(bits.shape, np.uint16)
-    flat, dst, table = bits.reshape(-1), out.reshape(-1), _bf16_to_f16_table()
+    flat, dst = bits.reshape(-1), out.reshape(-1)
+    m = min(_LOOKUP_STEP, flat.size)
+    sign_buf, range_buf, bad_buf = np.empty(m, np.uint16), np.empty(m, np.uint16), np.empty(m, np.bool_)
     for i in range(0, flat.size, _LOOKUP_STEP):
-        np.take(table, flat[i:i + _LOOKUP_STEP], out=dst[i:i + _LOOKUP_STEP])
+        b = flat[i:i + _LOOKUP_STEP]
+        k = b.size
+        y, s, r = dst[i:i + k], sign_buf[:k], range_buf[:k]
+        np.left_shift(b, 3, out=y)  # exponent (mod 64) and mantissa in place; the sign shifted out
+        y += _F16_REBIAS
+        y |= np.bitwise_and(b, _F16_SIGN, out=s)
+        np.left_shift(b, 1, out=r)
+        r -= _BF16_LOW  # wraps below 113
+        if r.max() >= _BF16_SPAN:
+            where = np.flatnonzero(np.greater_equal(r, _BF16_SPAN, out=bad_buf[:k]))
+            y[where] = _bf16_to_f16_table()[b[where]]
     return out
 
 
@@ -458,7 +477,7 @@ def convert_chunk(raw: np.ndarray, src_dtype: str, out: QT) -> np.ndarray:
         return raw
     if out == QT.F32 and src_dtype == "F32":
         return raw
-    if out == QT.F16 and src_dtype == "BF16":  # 65,536 possible inputs: a table lookup, ~2.5x faster
+    if out == QT.F16 and src_dtype == "BF16":  # integer operations on the bits, ~2.5x faster than the cast
         return bf16_to_f16_bits(raw)
     if out == QT.Q8_0 and src_dtype == "BF16":  # widened piece by piece inside the quantizer
         return quantize_q8_0(raw, bf16_bits=True)

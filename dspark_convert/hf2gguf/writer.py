@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
+import errno
 import functools
 import os
 from collections.abc import Callable, Iterator
@@ -61,21 +62,33 @@ def _nonfinite(raw: np.ndarray, src_dtype: str) -> bool:
     return False
 
 
+Job = Callable[[], np.ndarray]
+
+
 def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *, allow_nonfinite: bool = False,
-               chunk: int | None = None) -> Iterator[Callable[[], np.ndarray]]:
-    """Yield one job per row chunk of a tensor; calling a job reads, checks and converts that chunk.
+               chunk: int | None = None) -> Iterator[Job]:
+    """Yield one job per row chunk of a tensor (the jobs of :func:`chunk_spans`, without their places)."""
+    for _, _, job in chunk_spans(spec, sources, allow_nonfinite=allow_nonfinite, chunk=chunk):
+        yield job
+
+
+def chunk_spans(spec: TensorSpec, sources: dict[str, Checkpoint], *, allow_nonfinite: bool = False,
+                chunk: int | None = None) -> Iterator[tuple[int, int, Job]]:
+    """Yield ``(offset, size, job)`` per row chunk of a tensor: calling a job reads, checks and converts that chunk,
+    whose converted bytes are ``size`` bytes at ``offset`` in the tensor's data (known before any is converted:
+    every output row of a tensor has ``spec.nbytes / rows`` bytes).
 
     Each chunk holds about ``chunk`` bytes (default :func:`chunk_bytes`) of source data, or of output data
     when the outtype is wider than the source (BF16 -> F32: half as many source bytes), and always a whole
     number of the transform's row groups: the rows of each source the transform asks for
     (``Transform.source_rows``), each read with ``Checkpoint.read_rows`` into a new array, so memory stays
-    bounded by the chunk size whatever the model size. Jobs are independent, so the writer runs them on worker threads, in any order,
-    and writes the results in file order.
+    bounded by the chunk size whatever the model size. Jobs are independent, so the writer runs them on worker
+    threads, in any order, and each writes its result at its own place in the file.
     """
     if spec.data is not None:
         data = spec.data
-        yield lambda: (data.astype(np.int64) if spec.ggml_type == QT.I64
-                       else convert_chunk(data.astype(np.float32), "F32", spec.ggml_type))
+        yield 0, spec.nbytes, lambda: (data.astype(np.int64) if spec.ggml_type == QT.I64
+                                       else convert_chunk(data.astype(np.float32), "F32", spec.ggml_type))
         return
     ck = sources[spec.origin]
     refs = [ck.ref(name) for name in spec.sources]
@@ -103,7 +116,7 @@ def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *, allow_nonfin
         return convert_chunk(chunk, dtype, spec.ggml_type)
 
     if t is not None and group is None:  # rows that do not split evenly: the whole-tensor transform (normally raises)
-        yield lambda: finish(t.apply_whole([np.asarray(ck.read(r.name)) for r in refs]))
+        yield 0, spec.nbytes, lambda: finish(t.apply_whole([np.asarray(ck.read(r.name)) for r in refs]))
         return
     group = group or 1
     # source bytes per output row, or output bytes per row when the output is wider
@@ -120,8 +133,13 @@ def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *, allow_nonfin
         spans = t.source_rows(start, stop, shapes)
         return finish(t.apply_at([read(r, a, b) for r, (a, b) in zip(refs, spans, strict=True)], rows, start))
 
+    if rows > 0 and spec.nbytes % rows:
+        raise ConvertError(f"internal: tensor '{spec.name}' has {spec.nbytes:,} bytes, not a whole number per row "
+                           f"of its {rows:,} rows")
+    out_row = spec.nbytes // max(rows, 1)
     for start in range(0, max(rows, 1), step):
-        yield functools.partial(job, start)
+        size = (min(rows, start + step) - start) * out_row if rows > 0 else spec.nbytes
+        yield start * out_row, size, functools.partial(job, start)
 
 
 def tensor_chunks(spec: TensorSpec, sources: dict[str, Checkpoint], *, allow_nonfinite: bool = False) -> Iterator[np.ndarray]:
@@ -184,19 +202,17 @@ def chunk_bytes(lookahead: int | None = None) -> int:
 KICK_BYTES = 32 * 1024 * 1024  # start the disk write-back every this many bytes (see _kick_writeback)
 
 
-def _kick_writeback(f: BinaryIO, start: int) -> int:
-    """Start writing ``[start, end of file)`` to disk now, without waiting; return the new start.
+def _kick_writeback(fd: int, start: int, end: int) -> int:
+    """Start writing ``[start, end)`` of file ``fd`` to disk now, without waiting; return ``end``.
 
     Below the kernel's dirty-page limits nothing reaches the disk until the final fsync, so reading/converting
     and writing would take turns. ``POSIX_FADV_DONTNEED`` on Linux starts asynchronous write-back of the range
     (and lets its pages leave the page cache once written), so the disk works while the next chunks are
     converted; the final fsync then only waits for the tail.
     """
-    f.flush()
-    end = f.tell()
     if hasattr(os, "posix_fadvise") and end > start:
         with contextlib.suppress(OSError):
-            os.posix_fadvise(f.fileno(), start, end - start, os.POSIX_FADV_DONTNEED)
+            os.posix_fadvise(fd, start, end - start, os.POSIX_FADV_DONTNEED)
     return end
 
 
@@ -208,30 +224,57 @@ def _trim_heap() -> None:
         ctypes.CDLL(None).malloc_trim(0)
 
 
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    """Write all of ``data`` at ``offset`` of file ``fd`` (``os.pwrite`` may write less than asked)."""
+    while data.nbytes:
+        n = os.pwrite(fd, data, offset)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        data, offset = data[n:], offset + n
+
+
+def _convert_and_write(fd: int, offset: int, size: int, job: Job, name: str) -> int:
+    """Run a chunk job and write its bytes at ``offset`` of file ``fd``; return their count (``size``)."""
+    b = np.ascontiguousarray(job()).data.cast("B")  # .data is memoryview(array), typed for mypy
+    if b.nbytes != size:
+        raise ConvertError(f"internal: a chunk of tensor '{name}' produced {b.nbytes:,} bytes, planned {size:,}")
+    _pwrite_all(fd, b, offset)
+    return size
+
+
 def _write_tensors(f: BinaryIO, plan: Plan, sources: dict[str, Checkpoint], *, allow_nonfinite: bool,
                    progress: Progress | None) -> None:
-    """Write every tensor's data, each followed by its alignment padding.
+    """Write every tensor's data, each followed by its alignment padding, after the header already in ``f``.
 
-    Chunk jobs (read + check + convert; file reads and numpy release the GIL) run on one thread per usable core
-    (:func:`pool_shape`), at most two per thread ahead of the chunk being written, while this thread writes the
-    results in file order: conversion uses every core and overlaps with the disk, and memory stays bounded by
-    ``IN_FLIGHT_BYTES`` of chunks (:func:`chunk_bytes`) whatever the core count. A job's
-    exception is raised here when its turn to be written comes, so errors surface in file order.
+    Every chunk's place in the file is known before it is converted (the header fixes each tensor's offset,
+    :func:`chunk_spans` each chunk's offset in its tensor), so each chunk job (read + check + convert + write;
+    file reads and writes and numpy release the GIL) writes its own bytes with ``os.pwrite`` on one of the
+    threads (one per usable core, :func:`pool_shape`): conversion and the kernel's copy into the page cache run
+    on every core, in any order, and the file is the same byte for byte whatever the thread count. This thread
+    keeps at most ``lookahead`` chunks in flight (memory stays bounded by ``IN_FLIGHT_BYTES`` of chunks,
+    :func:`chunk_bytes`, whatever the core count) and collects them in file order: it writes the padding,
+    reports progress, starts the write-back of the data written so far, and raises a job's exception when its
+    turn comes, so errors surface in file order. On return ``f`` is positioned at the end of the data.
     """
     total = plan.total_tensor_bytes()
     workers, lookahead = pool_shape()
     chunk = chunk_bytes(lookahead)
+    f.flush()
+    fd, base = f.fileno(), f.tell()
 
     # a tensor's chunk jobs, then the tensor itself: the marker for "end of its data"
-    def all_jobs() -> Iterator[Callable[[], np.ndarray] | TensorSpec]:
+    def all_jobs() -> Iterator[tuple[int, int, Job, str] | TensorSpec]:
+        at = base
         for t in plan.tensors:
-            yield from chunk_jobs(t, sources, allow_nonfinite=allow_nonfinite, chunk=chunk)
+            for offset, size, job in chunk_spans(t, sources, allow_nonfinite=allow_nonfinite, chunk=chunk):
+                yield at + offset, size, job, t.name
             yield t
+            at += t.nbytes + pad(t.nbytes)
 
     jobs = all_jobs()
-    pending: collections.deque[Future[np.ndarray] | TensorSpec] = collections.deque()
-    done = n = unkicked = 0
-    kicked = f.tell()
+    pending: collections.deque[Future[int] | TensorSpec] = collections.deque()
+    done = n = 0
+    at = kicked = base  # end of the data collected so far; start of the range not yet handed to write-back
     _trim_heap()
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dspark-convert")
     try:
@@ -240,35 +283,40 @@ def _write_tensors(f: BinaryIO, plan: Plan, sources: dict[str, Checkpoint], *, a
                 try:
                     nxt = next(jobs, None)
                 except ConvertError as e:  # planning a chunk failed: raise it in its turn, after earlier chunks
-                    failed: Future[np.ndarray] = Future()
+                    failed: Future[int] = Future()
                     failed.set_exception(e)
                     pending.append(failed)
                     jobs = iter(())
                     continue
                 if nxt is None:
                     break
+                if isinstance(nxt, TensorSpec):
+                    pending.append(nxt)
+                    continue
+                offset, size, job, name = nxt
                 # each chunk runs in a copy of this context: a note it makes reaches the conversion's collector
-                pending.append(nxt if isinstance(nxt, TensorSpec) else pool.submit(contextvars.copy_context().run, nxt))
+                pending.append(pool.submit(contextvars.copy_context().run, _convert_and_write, fd, offset, size, job,
+                                           name))
             if not pending:
                 break
             fut = pending.popleft()
-            if isinstance(fut, TensorSpec):  # end of this tensor: check its size, pad to the alignment
-                if n != fut.nbytes:
-                    raise ConvertError(f"internal: tensor '{fut.name}' produced {n:,} bytes, planned {fut.nbytes:,}")
-                f.write(b"\0" * pad(n))
+            if isinstance(fut, TensorSpec):  # end of this tensor: pad to the alignment
+                if pad(n):
+                    _pwrite_all(fd, memoryview(b"\0" * pad(n)), at)
+                at += pad(n)
                 done, n = done + n, 0
                 continue
-            b = np.ascontiguousarray(fut.result()).data.cast("B")  # .data is memoryview(array), typed for mypy
-            f.write(b)
-            n += b.nbytes
-            unkicked += b.nbytes
-            del fut, b  # written: not kept alive while the next chunk is awaited
-            if unkicked >= KICK_BYTES:
-                kicked, unkicked = _kick_writeback(f, kicked), 0
+            size = fut.result()
+            del fut
+            n += size
+            at += size
+            if at - kicked >= KICK_BYTES:
+                kicked = _kick_writeback(fd, kicked, at)
             if progress is not None:
                 progress(done + n, total)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+    f.seek(at)
 
 
 def write_plan(plan: Plan, sources: dict[str, Checkpoint], path: Path, *, force: bool = False,

@@ -202,7 +202,7 @@ def test_q8_0_refuses_rows_not_multiple_of_32_like_gguf() -> None:
 
 
 # ============================================================================================== dtypes
-def test_bf16_to_f16_table_equals_float_conversion_for_every_value() -> None:
+def test_bf16_to_f16_equals_float_conversion_for_every_value() -> None:
     bits = np.arange(1 << 16, dtype=np.uint16).reshape(256, 256)
     with np.errstate(over="ignore"):
         ref = to_float32(bits, "BF16").astype(np.float16)
@@ -218,6 +218,19 @@ def test_bf16_to_f16_in_pieces_equals_float_conversion_across_piece_boundaries()
     got = convert_chunk(bits, "BF16", QT.F16)
     assert got.shape == bits.shape and got.dtype == np.uint16 and got.tobytes() == ref.tobytes()
     assert convert_chunk(bits[:, :48], "BF16", QT.F16).tobytes() == ref[:, :48].tobytes()  # a strided view
+
+
+def test_bf16_to_f16_of_normal_values_only_and_of_every_value_at_each_offset() -> None:
+    # a chunk of values that are all F16 normals (no table look-up), then every value shifted across a piece end
+    normal = np.arange(113 << 7, 143 << 7, dtype=np.uint16)
+    normal = np.concatenate([normal, normal | 0x8000])
+    every = np.arange(1 << 16, dtype=np.uint16)
+    for bits in [normal, *(np.concatenate([normal[:shift], every, normal[:(1 << 16) - shift]]) for shift in (1, 33, 977))]:
+        with np.errstate(over="ignore"):
+            ref = to_float32(bits, "BF16").astype(np.float16)
+        got = convert_chunk(bits, "BF16", QT.F16)
+        assert got.dtype == np.uint16 and got.tobytes() == ref.tobytes()
+    assert convert_chunk(normal[:4], "BF16", QT.F16).tolist() == [0x0400, 0x0408, 0x0410, 0x0418]  # 2^-14 and up
 
 
 @pytest.mark.parametrize("dtype", ["BF16", "F16", "F32"])

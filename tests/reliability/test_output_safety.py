@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -143,17 +144,27 @@ def test_interrupt_mid_write_leaves_destination_as_it_was(tmp_path: Path, force:
 
 
 # ------------------------------------------------------------------------------------------- full disk
-class _FailingFile:
-    """Wraps the writer's file object: writes succeed until ``room`` bytes, then raise ``fail()``."""
+class _Room:
+    """Bytes the disk still takes: ``take(n)`` raises ``fail()`` once a write would exceed them (thread-safe)."""
 
-    def __init__(self, f, room: int, fail: Callable[[], BaseException]) -> None:  # type: ignore[no-untyped-def]
-        self._f, self._room, self._fail = f, room, fail
+    def __init__(self, room: int, fail: Callable[[], BaseException]) -> None:
+        self._room, self._fail, self._lock = room, fail, threading.Lock()
+
+    def take(self, n: int) -> None:
+        with self._lock:
+            if n > self._room:
+                raise self._fail()
+            self._room -= n
+
+
+class _FailingFile:
+    """Wraps the writer's file object: its writes take from ``room`` (the header; the tensor data goes by pwrite)."""
+
+    def __init__(self, f, room: _Room) -> None:  # type: ignore[no-untyped-def]
+        self._f, self._room = f, room
 
     def write(self, b) -> int:  # type: ignore[no-untyped-def]
-        n = memoryview(b).nbytes
-        if n > self._room:
-            raise self._fail()
-        self._room -= n
+        self._room.take(memoryview(b).nbytes)
         return self._f.write(b)
 
     def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
@@ -167,9 +178,17 @@ class _FailingFile:
 
 
 def fail_writes_after(monkeypatch: pytest.MonkeyPatch, room: int, fail: Callable[[], BaseException]) -> None:
-    """Make the writer's output file fail once ``room`` bytes are written (the writer opens it with os.fdopen)."""
-    real_fdopen = os.fdopen
-    monkeypatch.setattr(writer_mod.os, "fdopen", lambda fd, *a, **k: _FailingFile(real_fdopen(fd, *a, **k), room, fail))
+    """Make the writer's output file fail once ``room`` bytes are written: through the file object the writer opens
+    with os.fdopen (header) or by os.pwrite (tensor data, on the conversion threads)."""
+    real_fdopen, real_pwrite = os.fdopen, os.pwrite
+    left = _Room(room, fail)
+
+    def pwrite(fd: int, data, offset: int) -> int:  # type: ignore[no-untyped-def]
+        left.take(memoryview(data).nbytes)
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(writer_mod.os, "fdopen", lambda fd, *a, **k: _FailingFile(real_fdopen(fd, *a, **k), left))
+    monkeypatch.setattr(writer_mod.os, "pwrite", pwrite)
 
 
 def test_interrupt_in_the_chunk_writer_through_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
