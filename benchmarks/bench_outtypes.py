@@ -126,12 +126,13 @@ def bench_family(name: str, outtypes: list[str], cores: list[int], runs: int, ro
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| family | outtype | cores | run | wall s | spread s | x copy | CPU s | peak RSS MiB | output MB |",
+    lines = ["| family | outtype | cores | run | wall s | spread s | x copy | CPU s (user) | peak RSS MiB | output MB |",
              "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         x = f"{r['x_copy']:.2f}" if r["x_copy"] is not None else ""
         lines.append(f"| {r.get('family', '')} | {r['outtype']} | {r['cores']} | {r['mode']} | {r['wall']:.2f} | "
-                     f"{r['spread'][0]:.2f}-{r['spread'][1]:.2f} | {x} | {r['cpu']:.2f} | {r['rss_mib']:.0f} | "
+                     f"{r['spread'][0]:.2f}-{r['spread'][1]:.2f} | {x} | {r['cpu']:.2f} ({r['user']:.2f}) | "
+                     f"{r['rss_mib']:.0f} | "
                      f"{r['mb_out']:.0f} |")
     return "\n".join(lines)
 

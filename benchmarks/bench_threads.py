@@ -82,7 +82,8 @@ def bench(draft: Path, target: Path, outtype: str, cores: int, runs: int, work: 
         walls = sorted(r["wall"] for r in rs)
         rows.append({"outtype": outtype, "cores": cores, "mode": m, "wall": statistics.median(walls),
                      "spread": (walls[0], walls[-1]), "x_copy": None if m == "copy" else statistics.median(ratios),
-                     "cpu": statistics.median(r["cpu"] for r in rs), "rss_mib": max(r["rss"] for r in rs) / MiB,
+                     "cpu": statistics.median(r["cpu"] for r in rs), "user": statistics.median(r["user"] for r in rs),
+                     "rss_mib": max(r["rss"] for r in rs) / MiB,
                      "mb_out": first["bytes_out"] / 1e6})
     rows[2]["speedup"] = rows[1]["wall"] / rows[2]["wall"]  # 1 thread / default
     if before is not None:
