@@ -15,21 +15,12 @@ The public API (the same verbs as the command line)::
 
 ``dspark_convert.verify.verify`` needs torch. Names are imported lazily, so ``import dspark_convert`` (and the
 ``inspect`` command) stays fast and never loads the conversion stack or torch unless asked.
-
-Importing the package before numpy sets ``OPENBLAS_NUM_THREADS=1`` unless the environment sets it: nothing here
-multiplies matrices with numpy, and numpy's OpenBLAS otherwise starts one thread per core at import that spins for
-a while (about 0.06-0.1 CPU seconds per process on 2 cores). Set the variable to keep numpy's own default.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
-import sys
 from typing import Any
-
-if "numpy" not in sys.modules:  # numpy reads it when it loads OpenBLAS; too late once imported
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 __version__ = "0.1.0"
 

@@ -98,18 +98,3 @@ def test_inspect_md_names_what_inspect_imports(gguf_file: Path) -> None:
     assert imported == ["typer", "rich", "gguf.constants"] and all(n in mods for n in imported)
     assert absent == ["numpy", "the rest of gguf"] and "numpy" not in mods
     assert not [m for m in mods if m.startswith("gguf") and m != "gguf.constants" and not m.startswith("gguf_")]
-
-
-@pytest.mark.parametrize(("given", "expected"), [(None, "1"), ("3", "3")])
-def test_numpy_blas_threads_default_to_one(given: str | None, expected: str) -> None:
-    """The package, imported before numpy, makes numpy's OpenBLAS start no spinning threads (the conversion does no
-    matrix products); a value the environment sets is kept."""
-    import os
-
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    if given is not None:
-        env["OPENBLAS_NUM_THREADS"] = given
-    code = "import os, dspark_convert, numpy; print(os.environ['OPENBLAS_NUM_THREADS'])"
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.strip() == expected
