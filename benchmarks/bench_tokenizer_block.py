@@ -1,7 +1,8 @@
 """Time and peak memory of computing one target's tokenizer block (no cache), before and after a change.
 
 Each run is a fresh Python process (imports outside the timed part) that computes ``target_vocab_kvs`` for a
-target folder with the cache off, and prints the seconds of that call, the process's peak RSS (MiB, imports
+target folder with the cache off, and prints the seconds of that call (wall and process CPU: on a shared machine
+the CPU time is the steadier figure), the process's peak RSS (MiB, imports
 included) and the sha256 of the block (its cache encoding: every key, type and value). The tokenizer files are
 read once before the runs, so the page cache is warm. Prints the median and spread of ``--runs`` runs per
 package, and whether the blocks of the packages are byte-identical.
@@ -31,10 +32,10 @@ import hashlib, json, resource, sys, time
 from pathlib import Path
 from dspark_convert.tokenizer.cache import encode_entry
 from dspark_convert.tokenizer.handlers import target_vocab_kvs
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 kvs = target_vocab_kvs(Path(sys.argv[1]), None, sys.argv[2])
-s = time.perf_counter() - t
-print(json.dumps({"s": s, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+s, cpu = time.perf_counter() - t, time.process_time() - c
+print(json.dumps({"s": s, "cpu": cpu, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "sha": hashlib.sha256(encode_entry(kvs, [])).hexdigest()}))
 """
 
@@ -52,7 +53,9 @@ def measure(package: Path, target: Path, handler: str, runs: int) -> list[dict[s
 def summary(name: str, rows: list[dict[str, float | str]]) -> str:
     secs = sorted(float(r["s"]) for r in rows)
     peaks = sorted(float(r["peak"]) for r in rows)
+    cpus = sorted(float(r["cpu"]) for r in rows)
     return (f"{name:8s} block {statistics.median(secs):.3f} s (spread {secs[0]:.3f}-{secs[-1]:.3f}), "
+            f"CPU {statistics.median(cpus):.3f} s (spread {cpus[0]:.3f}-{cpus[-1]:.3f}), "
             f"peak RSS {statistics.median(peaks):.0f} MiB (spread {peaks[0]:.0f}-{peaks[-1]:.0f}), "
             f"sha256 {rows[0]['sha']}")
 

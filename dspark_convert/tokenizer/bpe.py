@@ -175,8 +175,9 @@ def apply_transformers_rules(tok: Tokenizer, config: dict[str, Any], specials: l
                 todo.append(at)
         if todo:
             tok.add_tokens(todo)
+            current = tok.get_added_tokens_decoder()
     # 2. Special tokens (class defaults included) that are not added tokens yet become special added tokens.
-    have = {at.content for at in tok.get_added_tokens_decoder().values()}
+    have = {at.content for at in current.values()}
     todo = []
     for entry in specials:
         at = _config_token(entry, special=True)

@@ -61,13 +61,7 @@ class Strings:
 def scan(raw: Raw, a: int, b: int) -> Strings | None:
     """The strings of ``raw[a:b]`` (which must begin outside a string); None when ``b`` lies inside one."""
     c = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
-    q = np.flatnonzero(c == 34)
-    backslash = raw.find(b"\\", a, b) >= 0
-    if backslash:  # drop the escaped quotes (an odd run of backslashes before them)
-        after = np.flatnonzero(c[q - 1] == 92) if len(q) else q
-        escaped = [i for i in after.tolist() if q[i] > 0 and _run(c, int(q[i])) % 2]
-        if escaped:
-            q = np.delete(q, escaped)
+    q, backslash = _quotes(raw, a, b, c)
     if len(q) % 2:
         return None
     opens, closes = q[0::2] + 1, q[1::2]
@@ -96,12 +90,85 @@ def scan(raw: Raw, a: int, b: int) -> Strings | None:
     return Strings(data, lens, starts, grammar, outside)
 
 
-def _run(c: npt.NDArray[np.uint8], p: int) -> int:
-    """The number of backslashes right before ``c[p]``."""
-    n = 0
-    while p - n - 1 >= 0 and c[p - n - 1] == 92:
-        n += 1
-    return n
+def _quotes(raw: Raw, a: int, b: int, c: npt.NDArray[np.uint8]) -> tuple[Ints, bool]:
+    """The positions (in ``c``, the bytes ``raw[a:b]``) of the quotes that are not escaped, and whether the span
+    holds a backslash."""
+    q = np.flatnonzero(c == 34)
+    backslash = raw.find(b"\\", a, b) >= 0
+    if backslash:  # drop the escaped quotes (an odd run of backslashes before them)
+        after = np.flatnonzero(c[q - 1] == 92) if len(q) else q
+        after = after[q[after] > 0]
+        odd = np.zeros(len(after), dtype=bool)  # whether the run of backslashes before each is odd
+        pos, live, k = q[after], np.arange(len(after)), 1
+        while len(live):  # every run is at least k long: does it go on?
+            odd[live] = ~odd[live]
+            k += 1
+            at = pos[live] - k
+            live = live[at >= 0]
+            live = live[c[pos[live] - k] == 92]
+        if odd.any():
+            q = np.delete(q, after[odd])
+    return q, backslash
+
+
+def _ranges(c: npt.NDArray[np.uint8], starts: Ints, lens: Ints) -> npt.NDArray[np.uint8]:
+    """The spans ``c[starts[i] : starts[i] + lens[i]]`` joined."""
+    total = int(lens.sum())
+    if not total:
+        return np.zeros(0, dtype=np.uint8)
+    offsets = np.cumsum(lens) - lens
+    return c[np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, lens)]
+
+
+_WHITESPACE = b" \t\n\r"
+
+
+def scan_pairs(raw: Raw, a: int, b: int, end: int) -> Strings | None:
+    """:func:`scan` of ``raw[a:b]`` (a piece of the merges array ``[a, end)``), for pretty-printed pair-form
+    merges, whose bytes are mostly whitespace outside the strings: the strings are gathered from their quotes, and
+    the text between them is read from the span with its whitespace deleted (``bytes.translate``), so no per-byte
+    mask of the span is made. When that text is exactly ``["",""],`` per pair (the last comma absent at ``end``)
+    the result equals :func:`scan`'s except ``outside``, which holds the grammar (no whitespace); any other span,
+    and one with a space in a string (where deleting whitespace would change a string), is read by :func:`scan`."""
+    c = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
+    q, backslash = _quotes(raw, a, b, c)
+    if len(q) % 2:
+        return None
+    opens, closes = q[0::2] + 1, q[1::2]
+    lens = (closes - opens).astype(np.int64)
+    body = _ranges(c, opens, lens)
+    if len(body) and body.min() < 32:
+        raise NotFast  # JSON strings hold control characters only escaped
+    escaped = np.zeros(0, dtype=np.int64)
+    if backslash:
+        inner = np.flatnonzero(body == 92)
+        if len(inner) != np.count_nonzero(c == 92):
+            raise NotFast  # a backslash outside a string
+        escaped = np.unique(np.searchsorted(np.cumsum(lens), inner, side="right"))
+    if len(lens) % 2 or not len(lens) or np.any(body == 32):
+        return scan(raw, a, b)
+    # no whitespace lies in a string and no backslash outside one: deleting the whitespace keeps every string,
+    # and the unescaped quotes of the compact text are those of the span, in order
+    compact = raw[a:b].translate(None, _WHITESPACE)
+    cc = np.frombuffer(compact, dtype=np.uint8)
+    qc, _ = _quotes(compact, 0, len(compact), cc)
+    last = b >= end
+    tail = b'"]' if last else b'"],'
+    if len(qc) != len(q) or qc[0] != 1 or cc[0] != 91 or compact[int(qc[-1]):] != tail:
+        return scan(raw, a, b)
+    left_close, right_open = qc[1::4], qc[2::4]  # '","' inside a pair
+    right_close, next_open = qc[3::4][:-1], qc[4::4]  # '"],["' between pairs
+    if (np.any(right_open - left_close != 2) or np.any(cc[left_close + 1] != 44)
+            or np.any(next_open - right_close != 4) or np.any(cc[right_close + 1] != 93)
+            or np.any(cc[right_close + 2] != 44) or np.any(cc[right_close + 3] != 91)):
+        return scan(raw, a, b)
+    grammar = _PAIR * (len(lens) // 2) if not last else (_PAIR * (len(lens) // 2))[:-1]
+    if backslash:
+        body, lens = _unescaped(body, lens, escaped)
+    data = np.zeros(len(body) + 8, dtype=np.uint8)
+    data[: len(body)] = body
+    starts = np.cumsum(lens) - lens
+    return Strings(data, lens, starts, grammar, grammar)
 
 
 def _unescaped(body: npt.NDArray[np.uint8], lens: Ints, which: Ints) -> tuple[npt.NDArray[np.uint8], Ints]:
@@ -256,6 +323,11 @@ def chunks(raw: Raw, a: int, b: int, after: bytes) -> Iterator[tuple[Strings, bo
     return cut_chunks(raw, a, b, after, scan, CHUNK)
 
 
+def pair_chunks(raw: Raw, a: int, b: int) -> Iterator[tuple[Strings, bool]]:
+    """:func:`chunks` of pair-form merges (cut after ``],``), read by :func:`scan_pairs`."""
+    return cut_chunks(raw, a, b, b"],", lambda r, x, y: scan_pairs(r, x, y, b), CHUNK)
+
+
 def merge_pairs(lay: Layout, index: VocabIndex, kept: Ints) -> tuple[bytes, int, list[list[str]]] | None:
     """The merges of a pair-form file as GGUF items (``left + " " + right``), their count, and the pairs whose
     result is one of the token ids ``kept`` (as str, in file order). Every part and result must be a token
@@ -269,7 +341,7 @@ def merge_pairs(lay: Layout, index: VocabIndex, kept: Ints) -> tuple[bytes, int,
     reduced: list[list[str]] = []
     if a + 1 >= b - 1:  # "[]"
         return b"", 0, reduced
-    for s, last in chunks(raw, a + 1, b - 1, b"],"):
+    for s, last in pair_chunks(raw, a + 1, b - 1):
         if len(s) % 2:
             raise NotFast
         n = len(s) // 2

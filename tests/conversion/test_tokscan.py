@@ -87,6 +87,47 @@ def test_merge_pairs_pack_as_gguf_py(indent: int | None) -> None:
     assert reduced == [["a", "b"], ["],", "é}"]]
 
 
+def _pieces(read: Any) -> list[tuple[bytes, list[int], bytes, bool]] | str:
+    try:
+        return [(s.data.tobytes(), s.lens.tolist(), s.grammar, last) for s, last in read()]
+    except tokjson.NotFast:
+        return "NotFast"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(merges=st.lists(st.lists(_TEXT, min_size=2, max_size=2), max_size=20), indent=st.sampled_from([None, 0, 2]),
+       ascii_only=st.booleans(), chunk=st.integers(1, 64))
+def test_pair_reader_equals_scan(monkeypatch: pytest.MonkeyPatch, merges: list[list[str]], indent: int | None,
+                                 ascii_only: bool, chunk: int) -> None:
+    monkeypatch.setattr(tokscan, "CHUNK", chunk)
+    lay = tokjson.locate(_document([], merges, indent, ascii_only, 0))
+    a, b = lay.merges
+    fast = _pieces(lambda: tokscan.pair_chunks(lay.raw, a + 1, b - 1))
+    assert fast == _pieces(lambda: tokscan.chunks(lay.raw, a + 1, b - 1, b"],"))
+    if fast != "NotFast":
+        assert [p for d, lens, _, _ in fast for p in tokscan.span_list(
+            np.frombuffer(d, dtype=np.uint8), np.cumsum(lens, dtype=np.int64) - lens, np.array(lens, dtype=np.int64))
+        ] == [p.encode("utf-8", "surrogatepass") for m in merges for p in m]
+
+
+@pytest.mark.parametrize("indent", [None, 2, "\t"])
+def test_pair_reader_reads_pretty_merges_itself(monkeypatch: pytest.MonkeyPatch, indent: int | str | None) -> None:
+    merges = [["a", "b"], ['"q', "\\"], ["\n\n", "\n"], ["é", "}"], ["],", "é}"], ["x" * 9, '"' * 9], ["\\\"", "["]]
+    raw = json.dumps({"model": {"vocab": {}, "merges": merges}}, indent=indent, ensure_ascii=False).encode()
+    lay = tokjson.locate(raw)
+    a, b = lay.merges
+
+    def refuse(*args: Any) -> None:
+        raise AssertionError("scan_pairs stepped back to scan")
+
+    monkeypatch.setattr(tokscan, "CHUNK", 24)
+    monkeypatch.setattr(tokscan, "scan", refuse)
+    got = _pieces(lambda: tokscan.pair_chunks(lay.raw, a + 1, b - 1))
+    assert got != "NotFast" and len(got) > 2
+    assert b"".join(d[: sum(lens)] for d, lens, _, _ in got) == "".join(p for m in merges for p in m).encode()
+    assert b"".join(g for _, _, g, _ in got) == b'["",""],' * (len(merges) - 1) + b'["",""]'
+
+
 @settings(max_examples=300, deadline=None)
 @given(seed=st.integers(0, 10**6), chunk=st.integers(1, 40), edit=st.sampled_from(["insert", "delete", "replace"]),
        byte=st.sampled_from(list(b' ,:"\\[]{}0a\n\xff\x01')))
