@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ops import F32, CommonHParams, attention, embed_tokens, mlp, rms_norm, rope_cos_sin, rope_neox, silu
+from .ops import F32, CommonHParams, attention, mlp, rms_norm, rope_cos_sin, rope_neox, silu
 from .weights import GGUFWeights, TargetWeights
 
 
@@ -56,7 +56,7 @@ def context_projection(features: np.ndarray, w_fc: np.ndarray, w_norm: np.ndarra
 def block_input(g: GGUFWeights, target: TargetWeights | None, anchor: int, mask_id: int, block_size: int,
                 scale: float = 0.0) -> np.ndarray:
     """``X0 = embed([anchor, mask, ..., mask]) * scale`` ``[B, H]`` (``scale`` 0: not scaled)."""
-    x = embed_tokens(g, target, [anchor] + [mask_id] * (block_size - 1))
+    x = g.embed_tokens(target, [anchor] + [mask_id] * (block_size - 1))
     return x * F32(scale) if scale else x
 
 

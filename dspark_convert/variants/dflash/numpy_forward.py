@@ -27,18 +27,8 @@ from ...reference.layers import (
     layer_keys,
     stream_layers,
 )
-from ...reference.ops import (
-    F32,
-    CommonHParams,
-    feature_arrays,
-    layer_weights,
-    lm_logits,
-    read_common_hparams,
-    rms_norm,
-    sigmoid,
-)
+from ...reference.ops import F32, CommonHParams, rms_norm, sigmoid
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...registry import gguf_variant
 
 
 # ============================================================================================== DFlash / DSpark
@@ -65,9 +55,9 @@ class DFlashHParams(CommonHParams):
         arch = g.value("general.architecture")
         if arch != "dflash":
             raise ConvertError(f"{g.path}: general.architecture is {arch!r}, expected 'dflash' for a DSpark/DFlash forward")
-        if getattr(gguf_variant(g.value), "proof", None) == "tensors":
+        if int(g.value("dflash.hyper_connection.count", 0) or 0) > 0:
             raise ConvertError(f"{g.path}: DeepSeek-V4 DSpark (hyper connections) is not covered by the numpy reference")
-        c = read_common_hparams(g, "dflash")
+        c = CommonHParams.read(g, "dflash")
         markov = g.has("markov_w1.weight")
         sfa = g.value("dflash.sample_from_anchor")
         return cls(
@@ -149,7 +139,7 @@ def dflash_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence
                   runtime_head: bool = True) -> list[BlockOutputs]:
     """One DSpark/DFlash block proposal per case (features ``F [T, n_t*H]``, the anchor token at position T).
 
-    The logits use the head llama.cpp runs the file with (:func:`.ops.lm_logits`: a full-vocabulary file with
+    The logits use the head llama.cpp runs the file with (``GGUFWeights.lm_logits``: a full-vocabulary file with
     ``token_embd`` but no ``output`` scores with ``token_embd``); ``runtime_head=False`` uses the head the draft
     was trained with (the file's ``output``, else the target's lm_head) instead.
 
@@ -160,19 +150,19 @@ def dflash_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence
         >>> out[0].tokens, out[0].confidences                                                        # doctest: +SKIP
     """
     hp = DFlashHParams.from_gguf(g)
-    feats = feature_arrays(g, (c.features for c in cases))
+    feats = g.feature_arrays(c.features for c in cases)
     w_fc, w_cn = g.array("fc.weight"), g.array("enc.output_norm.weight")
     ctxs = [context_projection(f, w_fc, w_cn, hp.eps) for f in feats]
     del w_fc
     B = hp.block_size
     x0 = [block_input(g, target, c.anchor, hp.mask_token_id, B) for c in cases]   # step 2
-    xs, layers = stream_layers(hp.n_layer, lambda il: layer_weights(g, il, LAYER_TENSORS),   # step 3
+    xs, layers = stream_layers(hp.n_layer, lambda il: g.layer_weights(il, LAYER_TENSORS),   # step 3
                                lambda w, il, x, ctx: block_forward(w, hp, il, x, ctx, np.arange(ctx.shape[0] + B)),
                                x0, ctxs)
     w_norm = g.array("output_norm.weight")
     hiddens = [rms_norm(x, w_norm, hp.eps) for x in xs]           # step 4
     rows = hp.prediction_rows
-    U_all = lm_logits(g, target, np.concatenate([h[rows] for h in hiddens]), runtime=runtime_head)
+    U_all = g.lm_logits(target, np.concatenate([h[rows] for h in hiddens]), runtime=runtime_head)
     d2t = g.ints("d2t") if g.has("d2t") else None
     w2 = g.array("markov_w2.weight") if hp.markov_rank else None
     outs = []

@@ -37,17 +37,7 @@ from ...reference.layers import (
     rotary_attention,
     stream_layers,
 )
-from ...reference.ops import (
-    CommonHParams,
-    feature_arrays,
-    gelu_tanh,
-    layer_weights,
-    lm_logits,
-    read_common_hparams,
-    rms_norm,
-    rope_cos_sin,
-    silu,
-)
+from ...reference.ops import CommonHParams, gelu_tanh, rms_norm, rope_cos_sin, silu
 from ...reference.weights import GGUFWeights, TargetWeights
 
 A = S.ARCH_DFLASH
@@ -76,7 +66,7 @@ class Gemma4HParams(CommonHParams):
 
     @classmethod
     def from_gguf(cls, g: GGUFWeights) -> Gemma4HParams:
-        c = read_common_hparams(g, A)
+        c = CommonHParams.read(g, A)
         if c.head_dim != int(g.value(S.VALUE_LENGTH.format(arch=A), c.head_dim)):
             raise ConvertError(f"{g.path}: key_length {c.head_dim} differs from value_length (the graph asserts them equal)")
         scale = float(g.value(S.ATTENTION_SCALE.format(arch=A), 0.0) or 0.0)
@@ -139,12 +129,12 @@ def gemma4_forward(g: GGUFWeights, target: TargetWeights | None, features: Seque
                    anchors: Sequence[int], prev_tokens: Sequence[np.ndarray | None] | None = None) -> list[Gemma4Outputs]:
     """One block proposal per (features, anchor) case; ``prev_tokens`` forces the Markov chain's inputs."""
     hp = Gemma4HParams.from_gguf(g)
-    feats = feature_arrays(g, features)
+    feats = g.feature_arrays(features)
     ctxs = [context_projection(f, g.array("fc.weight"), g.array("enc.output_norm.weight"), hp.eps) for f in feats]
     freqs = g.array("rope_freqs.weight") if g.has("rope_freqs.weight") else None
     B = hp.block_size
     x0 = [block_input(g, target, a, hp.mask_token_id, B, hp.embedding_scale) for a in anchors]
-    xs, layers = stream_layers(hp.n_layer, lambda il: layer_weights(g, il, LAYER),
+    xs, layers = stream_layers(hp.n_layer, lambda il: g.layer_weights(il, LAYER),
                                lambda w, il, x, ctx: layer(w, hp, il, x, ctx, freqs), x0, ctxs)
     w_norm = g.array("output_norm.weight")
     rows = hp.prediction_rows
@@ -152,7 +142,7 @@ def gemma4_forward(g: GGUFWeights, target: TargetWeights | None, features: Seque
     outs = []
     for i, a in enumerate(anchors):
         h = rms_norm(xs[i], w_norm, hp.eps)
-        U = lm_logits(g, target, h[rows])
+        U = g.lm_logits(target, h[rows])
         forced = None if prev_tokens is None else prev_tokens[i]
         bias, z, tokens, prev = draft_tokens(U, g, a, None, w2, forced)
         conf = confidence(g, h[rows], prev) if g.has("conf_proj.weight") else None
