@@ -23,15 +23,10 @@ from ...reference.layers_torch import (
     apply_rope,
     attention_block,
     context_projection,
-    decoder_layer,
     inv_freq,
     mlp_residual,
-    output_logits,
     rms,
     stream_layers,
-    threads_for,
-    to_target,
-    token_embeddings,
     visible_keys,
 )
 from ...reference.storage import gguf_counterpart
@@ -251,7 +246,7 @@ def block_forward(d: HFDraft, features: Sequence[np.ndarray], anchors: Sequence[
                   prev_tokens: Sequence[np.ndarray | None] | None = None) -> list[TorchBlock]:
     """DSpark/DFlash, one block proposal per case: ``C = hidden_norm(fc(F))``; block ``[a, m, ..., m]`` attends to
     ``[C; block]`` through every layer; ``U = lm_head(norm(X))``; Markov chain; confidence head."""
-    with threads_for(d):
+    with d.threads():
         return _block_forward(d, features, anchors, prev_tokens or [None] * len(anchors))
 
 
@@ -261,15 +256,15 @@ def _block_forward(d: HFDraft, features: Sequence[np.ndarray], anchors: Sequence
     fc, hn = w.get("fc.weight"), w.get("hidden_norm.weight")
     Cs = [context_projection(f, fc, hn, hp.eps) for f in features]
     del fc
-    xs = [token_embeddings(d, [a] + [int(hp.mask_token_id or 0)] * (hp.block_size - 1)) for a in anchors]
+    xs = [d.token_embeddings([a] + [int(hp.mask_token_id or 0)] * (hp.block_size - 1)) for a in anchors]
     x0 = [x.numpy() for x in xs]
-    xs, layers = stream_layers(hp.n_layer, lambda il: decoder_layer(d, f"layers.{il}."),
+    xs, layers = stream_layers(hp.n_layer, lambda il: d.decoder_layer(f"layers.{il}."),
                                lambda L, il, x, C: block_layer(L, hp, il, x, C), xs, Cs)
     norm = w.get("norm.weight")
     hidden = [rms(x, norm, hp.eps) for x in xs]
     rows = hp.prediction_rows
-    U_all = output_logits(d, torch.cat([h[rows] for h in hidden]), hp.own_lm_head)
-    to_target_ids = to_target(d, hp.draft_vocab_size < hp.vocab_size)
+    U_all = d.output_logits(torch.cat([h[rows] for h in hidden]), hp.own_lm_head)
+    to_target_ids = d.to_target(hp.draft_vocab_size < hp.vocab_size)
     w2 = w.get("markov_head.markov_w2.weight") if hp.markov_rank else None
     outs = []
     for i, a in enumerate(anchors):
