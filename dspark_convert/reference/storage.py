@@ -42,12 +42,6 @@ _GLOBAL_GGUF = {
     "markov_head.markov_w1.weight": "markov_w1.weight", "markov_head.markov_w2.weight": "markov_w2.weight",
     "confidence_head.proj.weight": "conf_proj.weight", "confidence_head.proj.bias": "conf_proj.bias",
 }
-#: a sandwich-norm layer's own names over :data:`_LAYER_GGUF` (Gemma 4's: a norm after the attention and after the
-#: MLP, the MLP's input norm, a per-layer output scale)
-SANDWICH_LAYER = {
-    "post_attention_layernorm.weight": "post_attention_norm.weight", "pre_feedforward_layernorm.weight": "ffn_norm.weight",
-    "post_feedforward_layernorm.weight": "post_ffw_norm.weight", "layer_scalar": "layer_output_scale.weight",
-}
 _LAYER = re.compile(r"^(?:model\.)?layers\.(\d+)\.(.+)$")
 #: checkpoint dtype (``str`` of the torch dtype) -> the GGML type that holds its values exactly (rounding to it
 #: changes nothing)
@@ -58,12 +52,12 @@ _ROUND_CHUNK = 1 << 22
 
 def gguf_counterpart(name: str, prefix: str = "", layer: Mapping[str, str] | None = None) -> str | None:
     """The GGUF tensor that stores checkpoint tensor ``name`` (``prefix``: a one-layer draft's layer prefix, whose
-    layer is ``blk.0``; ``layer``: a torch side's own layer names over the shared ones, e.g. :data:`SANDWICH_LAYER`).
+    layer is ``blk.0``; ``layer``: a torch side's own layer names over the shared ones, e.g. a sandwich-norm layer's).
 
     Example:
         >>> gguf_counterpart("layers.1.self_attn.o_proj.weight"), gguf_counterpart("midlayer.hidden_norm.weight", "midlayer.")
         ('blk.1.attn_output.weight', 'blk.0.attn_norm_2.weight')
-        >>> gguf_counterpart("layers.2.layer_scalar", layer=SANDWICH_LAYER)
+        >>> gguf_counterpart("layers.2.layer_scalar", layer={"layer_scalar": "layer_output_scale.weight"})
         'blk.2.layer_output_scale.weight'
     """
     table = _LAYER_GGUF if layer is None else {**_LAYER_GGUF, **layer}

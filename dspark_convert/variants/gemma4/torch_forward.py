@@ -24,10 +24,10 @@ import numpy as np
 import torch
 
 from ...reference.layers_torch import visible_keys
-from ...reference.storage import SANDWICH_LAYER
 from ...reference.storage import gguf_counterpart as shared_counterpart
 from ...roles.proof import Inputs
 from ..dflash.torch_forward import DraftFolder
+from ..gemma4_assistant.torch_forward import SANDWICH_LAYER
 
 
 @dataclass
@@ -217,8 +217,8 @@ def gemma4_forward(ck: Gemma4Checkpoint, features: Sequence[np.ndarray], anchors
 
 
 #: DeepSpec's confidence head -> the GGUF names llama.cpp loads it as (this side's own spelling, for the storage
-#: rounding only); the layer and every other name: the shared table with its sandwich-norm layer
-#: (:func:`dspark_convert.reference.storage.gguf_counterpart`)
+#: rounding only); the layer and every other name: the shared table
+#: (:func:`dspark_convert.reference.storage.gguf_counterpart`) with the Gemma 4 layer's (``SANDWICH_LAYER``)
 _GLOBAL_COUNTERPARTS = {"confidence_proj.weight": "conf_proj.weight", "confidence_proj.bias": "conf_proj.bias"}
 
 
