@@ -5,7 +5,8 @@ the mixer, sandwich norms, a cached causal layer over a wider input) in its own 
 
 - **context** ``C = RMSNorm(F @ W_fc.T)`` (:func:`context_projection`) and the **block input**
   ``X0 = embed([a, m, ..., m]) * scale`` (:func:`block_input`), then the layers, one layer's weights at a time
-  (:func:`stream_layers`);
+  (:func:`stream_layers`), and the final norm: the trunk every block forward shares (:func:`run_blocks`, with the
+  forward's own layer);
 - **attention**: ``q = RMSNorm_q(x Wq)``, ``k = RMSNorm_k([C; x] Wk)``, ``v = [C; x] Wv`` per head, NEOX RoPE,
   GQA softmax attention under the visible-key mask, then ``Wo`` (:func:`attention_block`, on :func:`heads`,
   :func:`rotary_attention` and :func:`visible_keys` / :func:`layer_keys`);
@@ -20,8 +21,9 @@ Only numpy and :mod:`.ops`: the torch side has its own twin (:mod:`.layers_torch
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -78,6 +80,34 @@ def stream_layers(n_layer: int, load: Callable[[int], dict[str, np.ndarray]], la
             after[i].append(xs[i])
         del w
     return xs, after
+
+
+@dataclass
+class Blocks:
+    """Every case of a block forward up to its final norm, per case: the context projection ``C [T, H]``, the block
+    input ``[B, H]``, the output of each layer ``[B, H]`` and the post-norm hidden state ``[B, H]``."""
+
+    contexts: list[np.ndarray]
+    inputs: list[np.ndarray]
+    layers: list[list[np.ndarray]]
+    hiddens: list[np.ndarray]
+
+
+def run_blocks(g: GGUFWeights, target: TargetWeights | None, features: Iterable[Any], anchors: Sequence[int],
+               hp: CommonHParams, mask_id: int, block_size: int, load: Callable[[int], dict[str, np.ndarray]],
+               layer: Layer, *, scale: float = 0.0) -> Blocks:
+    """The trunk every block forward shares, one case per (features, anchor): the context ``C = RMSNorm_enc(F @
+    W_fc.T)`` (:func:`context_projection`), the block input ``embed([a, m, ..., m]) * scale`` (:func:`block_input`),
+    the forward's ``layer`` through ``hp.n_layer`` layers streamed by ``load`` (:func:`stream_layers`), then the
+    final ``output_norm``."""
+    feats = g.feature_arrays(features)
+    w_fc, w_enc = g.array("fc.weight"), g.array("enc.output_norm.weight")
+    ctxs = [context_projection(f, w_fc, w_enc, hp.eps) for f in feats]
+    del w_fc
+    x0 = [block_input(g, target, a, mask_id, block_size, scale) for a in anchors]
+    xs, layers = stream_layers(hp.n_layer, load, layer, x0, ctxs)
+    w_norm = g.array("output_norm.weight")
+    return Blocks(ctxs, x0, layers, [rms_norm(x, w_norm, hp.eps) for x in xs])
 
 
 # ============================================================================================== attention

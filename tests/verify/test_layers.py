@@ -90,10 +90,7 @@ def test_context_projection_and_block_input() -> None:
     class _G:
         path = "g.gguf"
 
-        def has(self, name: str) -> bool:
-            return name == "token_embd.weight"
-
-        def rows(self, name: str, ids: list[int]) -> np.ndarray:
+        def embed_tokens(self, target: object, ids: list[int]) -> np.ndarray:
             return np.array([[float(i), 1.0] for i in ids], np.float32)
 
     g: Any = _G()

@@ -17,16 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import ConvertError
-from ...reference.layers import (
-    attention_block,
-    block_input,
-    confidence,
-    context_projection,
-    draft_tokens,
-    ffn_residual,
-    layer_keys,
-    stream_layers,
-)
+from ...reference.layers import attention_block, confidence, draft_tokens, ffn_residual, layer_keys, run_blocks
 from ...reference.ops import F32, CommonHParams, rms_norm, sigmoid
 from ...reference.weights import GGUFWeights, TargetWeights
 
@@ -150,17 +141,11 @@ def dflash_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence
         >>> out[0].tokens, out[0].confidences                                                        # doctest: +SKIP
     """
     hp = DFlashHParams.from_gguf(g)
-    feats = g.feature_arrays(c.features for c in cases)
-    w_fc, w_cn = g.array("fc.weight"), g.array("enc.output_norm.weight")
-    ctxs = [context_projection(f, w_fc, w_cn, hp.eps) for f in feats]
-    del w_fc
     B = hp.block_size
-    x0 = [block_input(g, target, c.anchor, hp.mask_token_id, B) for c in cases]   # step 2
-    xs, layers = stream_layers(hp.n_layer, lambda il: g.layer_weights(il, LAYER_TENSORS),   # step 3
-                               lambda w, il, x, ctx: block_forward(w, hp, il, x, ctx, np.arange(ctx.shape[0] + B)),
-                               x0, ctxs)
-    w_norm = g.array("output_norm.weight")
-    hiddens = [rms_norm(x, w_norm, hp.eps) for x in xs]           # step 4
+    run = run_blocks(g, target, (c.features for c in cases), [c.anchor for c in cases], hp,  # steps 1-4
+                     hp.mask_token_id, B, lambda il: g.layer_weights(il, LAYER_TENSORS),
+                     lambda w, il, x, ctx: block_forward(w, hp, il, x, ctx, np.arange(ctx.shape[0] + B)))
+    hiddens = run.hiddens
     rows = hp.prediction_rows
     U_all = g.lm_logits(target, np.concatenate([h[rows] for h in hiddens]), runtime=runtime_head)
     d2t = g.ints("d2t") if g.has("d2t") else None
@@ -168,7 +153,8 @@ def dflash_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence
     outs = []
     for i, c in enumerate(cases):
         U = U_all[i * len(rows):(i + 1) * len(rows)]
-        out = BlockOutputs(hp, ctxs[i], x0[i], layers[i], hiddens[i], U, np.empty(0, np.int64), np.empty(0, np.int64))
+        out = BlockOutputs(hp, run.contexts[i], run.inputs[i], run.layers[i], hiddens[i], U, np.empty(0, np.int64),
+                           np.empty(0, np.int64))
         out.markov_bias, out.markov_logits, out.tokens, out.prev_tokens = draft_tokens(U, g, c.anchor, d2t, w2,
                                                                                         c.prev_tokens)
         if hp.has_confidence:
