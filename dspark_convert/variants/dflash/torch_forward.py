@@ -45,9 +45,18 @@ def open(hf_dir: Path, target_dir: Path | None, storage: Mapping[str, str] | Non
     return open_draft(hf_dir, Path(str(target_dir)), read_config, storage)
 
 
+#: the DFlash block draft's own globals over the backbone's (this side's own spelling, for the storage rounding only):
+#: the context projection and its norm, the Markov head, the confidence head; the lineage's variants take them too
+BLOCK_GLOBALS = {
+    "fc.weight": "fc.weight", "hidden_norm.weight": "enc.output_norm.weight",
+    "markov_head.markov_w1.weight": "markov_w1.weight", "markov_head.markov_w2.weight": "markov_w2.weight",
+    "confidence_head.proj.weight": "conf_proj.weight", "confidence_head.proj.bias": "conf_proj.bias",
+}
+
+
 def counterpart(name: str) -> str | None:
-    """The GGUF tensor that stores checkpoint tensor ``name`` (the shared block table)."""
-    return gguf_counterpart(name)
+    """The GGUF tensor that stores checkpoint tensor ``name`` (the backbone's table with :data:`BLOCK_GLOBALS`)."""
+    return gguf_counterpart(name, top=BLOCK_GLOBALS)
 
 
 def forward(d: HFDraft[BlockHFHParams], inputs: Inputs, anchors: list[int],

@@ -34,9 +34,16 @@ def open(hf_dir: Path, target_dir: Path | None, storage: Mapping[str, str] | Non
     return open_draft(hf_dir, Path(str(target_dir)), read_config, storage)
 
 
+#: EAGLE-3's own rows over the backbone's (this side's own spelling, for the storage rounding only): the layer's
+#: norm of the target hidden states; the context projection and its input norm
+_LAYER_GGUF = {"hidden_norm.weight": "attn_norm_2.weight"}
+_GLOBAL_GGUF = {"fc.weight": "fc.weight", "input_norm.weight": "enc.output_norm.weight"}
+
+
 def counterpart(name: str) -> str | None:
-    """The GGUF tensor that stores checkpoint tensor ``name`` (the shared block table; the one layer is ``blk.0``)."""
-    return gguf_counterpart(name, "midlayer.")
+    """The GGUF tensor that stores checkpoint tensor ``name`` (the backbone's table with EAGLE-3's rows; the one
+    layer is ``blk.0``)."""
+    return gguf_counterpart(name, "midlayer.", layer=_LAYER_GGUF, top=_GLOBAL_GGUF)
 
 
 def forward(d: HFDraft[Eagle3HFHParams], inputs: Inputs, tokens: list[np.ndarray],
