@@ -11,9 +11,6 @@ the mixer, sandwich norms, a cached causal layer over a wider input) in its own 
   GQA softmax attention under the visible-key mask, then ``Wo`` (:func:`attention_block`, on :func:`heads`,
   :func:`rotary_attention` and :func:`visible_keys` / :func:`layer_keys`);
 - **MLP** ``x + down(act(gate(n)) * up(n))``, ``n = RMSNorm_ffn(x)`` (:func:`feed_forward`, :func:`ffn_residual`);
-- **heads**: the greedy Markov chain ``z_i = U_i + W2 W1[prev_i]`` (:func:`markov_chain`, or per-row argmax:
-  :func:`draft_tokens`) and the confidence
-  logit ``w . [h; W1[prev]] + b`` (:func:`confidence`);
 - **results**: :class:`BlockTrunk`, a case's values up to its logits, which a forward's own result extends.
 
 Only numpy and :mod:`.ops`: the torch side has its own twin (:mod:`.layers_torch`), never this one.
@@ -177,47 +174,3 @@ def feed_forward(w: dict[str, np.ndarray], x: np.ndarray,
 def ffn_residual(w: dict[str, np.ndarray], x: np.ndarray, eps: float) -> np.ndarray:
     """``x + feed_forward(RMSNorm_ffn(x))``: the pre-norm MLP half of a block."""
     return x + feed_forward(w, rms_norm(x, w["ffn_norm"], eps))
-
-
-# ============================================================================================== heads
-def markov_chain(U: np.ndarray, w2: np.ndarray, g: GGUFWeights, anchor: int, d2t: np.ndarray | None,
-                 prev_tokens: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The greedy vanilla Markov chain seeded by the anchor: ``z_i = U_i + W2 W1[prev_i]``, ``x_i = argmax z_i``.
-
-    ``w2`` is ``markov_w2`` [Vd, r]; rows of ``markov_w1`` are gathered as needed; ``d2t`` maps draft ids to target
-    ids. ``prev_tokens`` forces the chain's inputs. Returns ``(bias, z, tokens, prev)`` with ``bias = W2 W1[prev]``.
-    """
-    P = U.shape[0]
-    bias, tokens, prev = np.empty_like(U), np.empty(P, np.int64), np.empty(P, np.int64)
-    p = anchor
-    for i in range(P):
-        prev[i] = p if prev_tokens is None or i >= len(prev_tokens) else prev_tokens[i]
-        bias[i] = w2 @ g.rows("markov_w1.weight", [prev[i]])[0]
-        d = int(np.argmax(U[i] + bias[i]))
-        tokens[i] = d if d2t is None else d2t[d]
-        p = tokens[i]
-    return bias, U + bias, tokens, prev
-
-
-def draft_tokens(U: np.ndarray, g: GGUFWeights, anchor: int, d2t: np.ndarray | None, w2: np.ndarray | None,
-                 prev_tokens: np.ndarray | None = None
-                 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray, np.ndarray]:
-    """A block's chosen tokens: the Markov chain (:func:`markov_chain`, ``prev_tokens`` forcing its inputs) when
-    ``w2`` (``markov_w2``) is given, else every row's argmax in parallel; draft ids map to target ids through ``d2t``.
-    Returns ``(bias, z, tokens, prev)``: ``bias`` and ``z`` are None without the chain, ``prev`` is the anchor and
-    then the chosen tokens but the last."""
-    if w2 is not None:
-        return markov_chain(U, w2, g, anchor, d2t, prev_tokens)
-    d = np.argmax(U, axis=1)
-    tokens = d if d2t is None else d2t[d]
-    return None, None, tokens, np.concatenate([[anchor], tokens[:-1]]).astype(np.int64)
-
-
-def confidence(g: GGUFWeights, hidden: np.ndarray, prev: np.ndarray) -> np.ndarray:
-    """``l_i = w . [Hout_i ; W1[prev_i]] + b`` (the W1 part only when the head was trained with the Markov chain)."""
-    w = g.array("conf_proj.weight").reshape(-1)
-    x = hidden
-    if w.size > hidden.shape[1]:
-        x = np.concatenate([hidden, g.rows("markov_w1.weight", prev)], axis=1)
-    b = g.array("conf_proj.bias").reshape(-1)[0] if g.has("conf_proj.bias") else F32(0)
-    return x @ w + b
