@@ -249,8 +249,8 @@ class HFDraft(Generic[H]):
     target_cfg: dict[str, Any]
     prefix: str = ""                             # per-layer prefix of a one-layer draft ("midlayer." / "layers.0.")
     notes: list[str] = field(default_factory=list)
-    #: MiMo-style drafts: (mask id, learned mask vector) from mask_embedding.pt, replacing that row of
-    #: the target's embedding
+    #: (mask id, learned mask vector) replacing that row of the embedding table (a variant's ``open`` sets it: a
+    #: MiMo-style DFlash draft's ``mask_embedding.pt``)
     mask_vector: tuple[int, torch.Tensor] | None = None
 
     @property
@@ -408,11 +408,4 @@ def open_draft(draft_dir: str | Path, target_dir: str | Path, read_config: Confi
         weights = weights.without_prefix("model.")                        # adds "model." then maps)
         notes.append("checkpoint names carry a 'model.' prefix: read without it")
     family, layout, prefix, hp = read_config(folder, arch, raw, c, weights, tcfg, common, notes)
-    mask = None
-    if (folder / "mask_embedding.pt").is_file():
-        from ..hf.mask_embedding import read_mask_embedding
-
-        mask_id, vec = read_mask_embedding(folder / "mask_embedding.pt")
-        mask = (mask_id, torch.from_numpy(vec))
-        notes.append(f"mask_embedding.pt: row {mask_id} of the target's embedding replaced by the draft's mask vector")
-    return HFDraft(folder, family, layout, raw, hp, weights, target, tcfg, prefix, notes, mask)
+    return HFDraft(folder, family, layout, raw, hp, weights, target, tcfg, prefix, notes)

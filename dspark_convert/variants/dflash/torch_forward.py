@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ...errors import ConvertError
+from ...hf.mask_embedding import MASK_FILE, read_mask_embedding
 from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint, open_draft
 from ...reference.layers_torch import (
     Weights,
@@ -41,8 +42,14 @@ ARCHITECTURES = DSPARK_ARCHS + DFLASH_ARCHS + MUSE_ARCHS
 
 
 def open(hf_dir: Path, target_dir: Path | None, storage: Mapping[str, str] | None) -> HFDraft[BlockHFHParams]:
-    """The checkpoint (its weights rounded as ``storage`` says) and the target's weights."""
-    return open_draft(hf_dir, Path(str(target_dir)), read_config, storage)
+    """The checkpoint (its weights rounded as ``storage`` says) and the target's weights; a MiMo-style draft's
+    learned mask vector (``mask_embedding.pt``) replaces the mask token's embedding row."""
+    d = open_draft(hf_dir, Path(str(target_dir)), read_config, storage)
+    if (d.path / MASK_FILE).is_file():
+        mask_id, vec = read_mask_embedding(d.path / MASK_FILE)
+        d.mask_vector = (mask_id, torch.from_numpy(vec))
+        d.notes.append(f"{MASK_FILE}: row {mask_id} of the target's embedding replaced by the draft's mask vector")
+    return d
 
 
 #: the DFlash block draft's own globals over the backbone's (this side's own spelling, for the storage rounding only):
