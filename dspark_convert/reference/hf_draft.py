@@ -294,10 +294,11 @@ class HFDraft(Generic[H]):
     def token_embeddings(self, ids: list[int]) -> torch.Tensor:
         """Embedding rows of ``ids``: the draft's own table (``hp.own_embed``) or the target's, with the learned
         mask vector (:attr:`mask_vector`) in place of the mask token's row."""
-        table, name = (self.weights, "embed_tokens.weight") if self.hp.own_embed else (self.target, self.target_embed_name())
+        own = self.hp.own_embed
+        table, name = (self.weights, "embed_tokens.weight") if own else (self.target, self.target_embed_name())
         x = table.rows(name, ids)
-        if self.mask_vector is not None:  # the learned mask vector, cast to the dtype of the table it patches (upstream:
-            mask_id, vec = self.mask_vector  # the draft's own embed_tokens when it has one, else the target's embedding)
+        if self.mask_vector is not None:  # the learned mask vector, cast to the dtype of the table it patches
+            mask_id, vec = self.mask_vector  # (upstream: the draft's own embed_tokens when it has one, else the target's)
             row = vec.to(table.dtype_of(name)).to(torch.float32)[None]
             kind = table.storage.get(name)
             if kind is not None:  # rounded as the GGUF stores the patched table

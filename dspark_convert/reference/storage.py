@@ -57,7 +57,7 @@ def gguf_counterpart(name: str, prefix: str = "", layer: Mapping[str, str] | Non
     backbone's, e.g. a sandwich-norm layer's or a draft's context projection).
 
     Example:
-        >>> gguf_counterpart("layers.1.self_attn.o_proj.weight"), gguf_counterpart("midlayer.mlp.up_proj.weight", "midlayer.")
+        >>> gguf_counterpart("layers.1.self_attn.o_proj.weight"), gguf_counterpart("mid.mlp.up_proj.weight", "mid.")
         ('blk.1.attn_output.weight', 'blk.0.ffn_up.weight')
         >>> gguf_counterpart("layers.2.layer_scalar", layer={"layer_scalar": "layer_output_scale.weight"})
         'blk.2.layer_output_scale.weight'

@@ -149,7 +149,8 @@ class GGUFWeights:
         feats = [np.asarray(f, dtype=np.float32) for f in features]
         for f in feats:
             if f.ndim != 2 or f.shape[1] != self.shape("fc.weight")[1]:
-                raise ConvertError(f"{self.path}: fc.weight takes {self.shape('fc.weight')[1]} features, got {f.shape[-1]}")
+                raise ConvertError(f"{self.path}: fc.weight takes {self.shape('fc.weight')[1]} features, "
+                                   f"got {f.shape[-1]}")
         return feats
 
     def embed_tokens(self, target: TargetWeights | None, ids: np.ndarray | list[int]) -> np.ndarray:
@@ -182,7 +183,8 @@ class GGUFWeights:
 
     def _need_target(self, target: TargetWeights | None, tensor: str) -> TargetWeights:
         if target is None:
-            raise ConvertError(f"{self.path}: no '{tensor}' tensor; the target checkpoint (--target-model-dir) is needed")
+            raise ConvertError(f"{self.path}: no '{tensor}' tensor; the target checkpoint (--target-model-dir) is "
+                               "needed")
         return target
 
     def _dequant(self, name: str, raw: np.ndarray) -> np.ndarray:

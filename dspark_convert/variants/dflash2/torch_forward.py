@@ -33,7 +33,8 @@ from ...roles.proof import Inputs
 from ..dflash.torch_forward import BLOCK_GLOBALS, DraftFolder
 
 #: the torch side's own spelling of the DFlash2 tensors' GGUF names (layer part, global) beside the backbone's
-#: table of :func:`..reference.storage.gguf_counterpart` and the block draft's globals (``BLOCK_GLOBALS``); exact mode rounds each checkpoint tensor as its GGUF one
+#: table of :func:`..reference.storage.gguf_counterpart` and the block draft's globals (``BLOCK_GLOBALS``); exact
+#: mode rounds each checkpoint tensor as its GGUF one
 _CONV_GGUF = {"attention_conv.base_kernel": "attn_conv_base", "attention_conv.kernel_projection.weight":
               "attn_conv_proj.weight", "mlp_conv.base_kernel": "ffn_conv_base",
               "mlp_conv.kernel_projection.weight": "ffn_conv_proj.weight"}

@@ -211,8 +211,10 @@ def assistant_forward(ck: AssistantCheckpoint, cases: Sequence[TorchCase], steps
 #: the Gemma 4 decoder layer's own names over the shared table's (this side's own spelling, for the storage rounding
 #: only): a norm after the attention and after the MLP, the MLP's input norm, a per-layer output scale
 SANDWICH_LAYER = {
-    "post_attention_layernorm.weight": "post_attention_norm.weight", "pre_feedforward_layernorm.weight": "ffn_norm.weight",
-    "post_feedforward_layernorm.weight": "post_ffw_norm.weight", "layer_scalar": "layer_output_scale.weight",
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+    "layer_scalar": "layer_output_scale.weight",
 }
 #: the assistant's projections -> the GGUF names llama.cpp loads them as (this side's own spelling, for the storage
 #: rounding only); the layers, the embedding and the norm: the shared table with :data:`SANDWICH_LAYER`
