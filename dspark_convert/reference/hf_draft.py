@@ -249,8 +249,8 @@ class HFDraft(Generic[H]):
     target_cfg: dict[str, Any]
     prefix: str = ""                             # per-layer prefix of a one-layer draft ("midlayer." / "layers.0.")
     notes: list[str] = field(default_factory=list)
-    #: (mask id, learned mask vector) replacing that row of the embedding table (a variant's ``open`` sets it: a
-    #: MiMo-style DFlash draft's ``mask_embedding.pt``)
+    #: (mask id, learned mask vector) replacing that row of the embedding table (a variant's ``open`` sets it from
+    #: a mask embedding its drafts ship beside their weights)
     mask_vector: tuple[int, torch.Tensor] | None = None
 
     @property
