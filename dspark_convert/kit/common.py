@@ -164,17 +164,6 @@ BACKBONE_LAYER: Mapping[str, str] = {
     "mlp.up_proj.weight": S.L_FFN_UP,
     "mlp.down_proj.weight": S.L_FFN_DOWN,
 }
-#: the rows a Gemma 4 decoder layer (after ``layers.{i}.``) has beyond the backbone's: its sandwich norms (the
-#: post-attention norm follows the mixer here, the FFN input norm is ``pre_feedforward_layernorm``, a post-FFN norm)
-#: and the layer output scale (upstream appends ``.weight`` to ``layer_scalar``)
-GEMMA4_LAYER: Mapping[str, str] = {
-    "post_attention_layernorm.weight": S.L_ATTN_POST_NORM,
-    "pre_feedforward_layernorm.weight": S.L_FFN_NORM,
-    "post_feedforward_layernorm.weight": S.L_FFN_POST_NORM,
-    "layer_scalar": S.L_LAYER_OUT_SCALE,
-    "layer_scalar.weight": S.L_LAYER_OUT_SCALE,
-}
-
 #: HF -> GGUF names of the backbone's own globals (final norm, input embedding, output head)
 BACKBONE_GLOBALS: Mapping[str, str] = {
     "norm.weight": S.T_OUTPUT_NORM,

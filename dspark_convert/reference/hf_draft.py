@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -248,8 +249,8 @@ class HFDraft(Generic[H]):
     target_cfg: dict[str, Any]
     prefix: str = ""                             # per-layer prefix of a one-layer draft ("midlayer." / "layers.0.")
     notes: list[str] = field(default_factory=list)
-    #: MiMo-style drafts: (mask id, learned mask vector) from mask_embedding.pt, replacing that row of
-    #: the target's embedding
+    #: (mask id, learned mask vector) replacing that row of the embedding table (a variant's ``open`` sets it from
+    #: a mask embedding its drafts ship beside their weights)
     mask_vector: tuple[int, torch.Tensor] | None = None
 
     @property
@@ -288,6 +289,66 @@ class HFDraft(Generic[H]):
             if self.target.has(n):
                 return n
         raise ConvertError(f"{self.target.folder}: no target embedding tensor ({' / '.join(TARGET_EMBED_NAMES)})")
+
+    # ------------------------------------------------------------------------------------------ a forward's reads
+    def token_embeddings(self, ids: list[int]) -> torch.Tensor:
+        """Embedding rows of ``ids``: the draft's own table (``hp.own_embed``) or the target's, with the learned
+        mask vector (:attr:`mask_vector`) in place of the mask token's row."""
+        own = self.hp.own_embed
+        table, name = (self.weights, "embed_tokens.weight") if own else (self.target, self.target_embed_name())
+        x = table.rows(name, ids)
+        if self.mask_vector is not None:  # the learned mask vector, cast to the dtype of the table it patches
+            mask_id, vec = self.mask_vector  # (upstream: the draft's own embed_tokens when it has one, else the target's)
+            row = vec.to(table.dtype_of(name)).to(torch.float32)[None]
+            kind = table.storage.get(name)
+            if kind is not None:  # rounded as the GGUF stores the patched table
+                row = round_to_storage(row, kind)
+            x[torch.tensor(ids) == mask_id] = row[0]
+        return x
+
+    def output_logits(self, h: torch.Tensor, own: bool) -> torch.Tensor:
+        """``h @ W_lm.T`` streamed over row chunks: the draft's lm_head (``own``) or the target's (tied: embeddings)."""
+        if own:
+            ck, name = self.weights, "lm_head.weight"
+        else:
+            ck, name = self.target, "lm_head.weight" if self.target.has("lm_head.weight") else self.target_embed_name()
+        return torch.cat([h @ w.T for _, w in ck.row_chunks(name)], dim=1)
+
+    def decoder_layer(self, p: str) -> dict[str, torch.Tensor]:
+        """The draft's tensors named ``p...`` (one layer's), loaded in bulk; a lookup counts as read by the forward."""
+        return _Used({n: self.weights.get(n, record=False) for n in self.weights.names if n.startswith(p)},
+                     self.weights.read)
+
+    def to_target(self, reduced: bool) -> Callable[[int], int]:
+        """Draft id -> target id through ``d2t`` offsets (identity without a reduced vocabulary)."""
+        if not (reduced and self.weights.has("d2t")):
+            return int
+        off = self.weights.get("d2t").long()
+        return lambda i: int(i) + int(off[int(i)])
+
+    @contextmanager
+    def threads(self) -> Iterator[None]:
+        """One intra-op thread for tiny drafts: thread-pool wake-ups cost 10x the matmuls on a loaded 2-core box."""
+        old = torch.get_num_threads()
+        if self.hp.n_embd * self.hp.n_ff < 1 << 20:
+            torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(old)
+
+
+class _Used(dict[str, torch.Tensor]):
+    """A layer's tensors, loaded in bulk; a lookup records the name as read by the forward (verify's tensor
+    accounting counts what the forward used, not what it loaded)."""
+
+    def __init__(self, items: dict[str, torch.Tensor], read: set[str]) -> None:
+        super().__init__(items)
+        self._read = read
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        self._read.add(name)
+        return super().__getitem__(name)
 
 
 def read_json_config(folder: Path, merge_text: bool = True) -> dict[str, Any]:
@@ -348,11 +409,4 @@ def open_draft(draft_dir: str | Path, target_dir: str | Path, read_config: Confi
         weights = weights.without_prefix("model.")                        # adds "model." then maps)
         notes.append("checkpoint names carry a 'model.' prefix: read without it")
     family, layout, prefix, hp = read_config(folder, arch, raw, c, weights, tcfg, common, notes)
-    mask = None
-    if (folder / "mask_embedding.pt").is_file():
-        from ..hf.mask_embedding import read_mask_embedding
-
-        mask_id, vec = read_mask_embedding(folder / "mask_embedding.pt")
-        mask = (mask_id, torch.from_numpy(vec))
-        notes.append(f"mask_embedding.pt: row {mask_id} of the target's embedding replaced by the draft's mask vector")
-    return HFDraft(folder, family, layout, raw, hp, weights, target, tcfg, prefix, notes, mask)
+    return HFDraft(folder, family, layout, raw, hp, weights, target, tcfg, prefix, notes)

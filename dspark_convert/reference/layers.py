@@ -5,14 +5,12 @@ the mixer, sandwich norms, a cached causal layer over a wider input) in its own 
 
 - **context** ``C = RMSNorm(F @ W_fc.T)`` (:func:`context_projection`) and the **block input**
   ``X0 = embed([a, m, ..., m]) * scale`` (:func:`block_input`), then the layers, one layer's weights at a time
-  (:func:`stream_layers`);
+  (:func:`stream_layers`), and the final norm: the trunk every block forward shares (:func:`run_blocks`, with the
+  forward's own layer);
 - **attention**: ``q = RMSNorm_q(x Wq)``, ``k = RMSNorm_k([C; x] Wk)``, ``v = [C; x] Wv`` per head, NEOX RoPE,
   GQA softmax attention under the visible-key mask, then ``Wo`` (:func:`attention_block`, on :func:`heads`,
   :func:`rotary_attention` and :func:`visible_keys` / :func:`layer_keys`);
 - **MLP** ``x + down(act(gate(n)) * up(n))``, ``n = RMSNorm_ffn(x)`` (:func:`feed_forward`, :func:`ffn_residual`);
-- **heads**: the greedy Markov chain ``z_i = U_i + W2 W1[prev_i]`` (:func:`markov_chain`, or per-row argmax:
-  :func:`draft_tokens`) and the confidence
-  logit ``w . [h; W1[prev]] + b`` (:func:`confidence`);
 - **results**: :class:`BlockTrunk`, a case's values up to its logits, which a forward's own result extends.
 
 Only numpy and :mod:`.ops`: the torch side has its own twin (:mod:`.layers_torch`), never this one.
@@ -20,12 +18,13 @@ Only numpy and :mod:`.ops`: the torch side has its own twin (:mod:`.layers_torch
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from .ops import F32, CommonHParams, attention, embed_tokens, mlp, rms_norm, rope_cos_sin, rope_neox, silu
+from .ops import F32, CommonHParams, attention, mlp, rms_norm, rope_cos_sin, rope_neox, silu
 from .weights import GGUFWeights, TargetWeights
 
 
@@ -56,7 +55,7 @@ def context_projection(features: np.ndarray, w_fc: np.ndarray, w_norm: np.ndarra
 def block_input(g: GGUFWeights, target: TargetWeights | None, anchor: int, mask_id: int, block_size: int,
                 scale: float = 0.0) -> np.ndarray:
     """``X0 = embed([anchor, mask, ..., mask]) * scale`` ``[B, H]`` (``scale`` 0: not scaled)."""
-    x = embed_tokens(g, target, [anchor] + [mask_id] * (block_size - 1))
+    x = g.embed_tokens(target, [anchor] + [mask_id] * (block_size - 1))
     return x * F32(scale) if scale else x
 
 
@@ -78,6 +77,34 @@ def stream_layers(n_layer: int, load: Callable[[int], dict[str, np.ndarray]], la
             after[i].append(xs[i])
         del w
     return xs, after
+
+
+@dataclass
+class Blocks:
+    """Every case of a block forward up to its final norm, per case: the context projection ``C [T, H]``, the block
+    input ``[B, H]``, the output of each layer ``[B, H]`` and the post-norm hidden state ``[B, H]``."""
+
+    contexts: list[np.ndarray]
+    inputs: list[np.ndarray]
+    layers: list[list[np.ndarray]]
+    hiddens: list[np.ndarray]
+
+
+def run_blocks(g: GGUFWeights, target: TargetWeights | None, features: Iterable[Any], anchors: Sequence[int],
+               hp: CommonHParams, mask_id: int, block_size: int, load: Callable[[int], dict[str, np.ndarray]],
+               layer: Layer, *, scale: float = 0.0) -> Blocks:
+    """The trunk every block forward shares, one case per (features, anchor): the context ``C = RMSNorm_enc(F @
+    W_fc.T)`` (:func:`context_projection`), the block input ``embed([a, m, ..., m]) * scale`` (:func:`block_input`),
+    the forward's ``layer`` through ``hp.n_layer`` layers streamed by ``load`` (:func:`stream_layers`), then the
+    final ``output_norm``."""
+    feats = g.feature_arrays(features)
+    w_fc, w_enc = g.array("fc.weight"), g.array("enc.output_norm.weight")
+    ctxs = [context_projection(f, w_fc, w_enc, hp.eps) for f in feats]
+    del w_fc
+    x0 = [block_input(g, target, a, mask_id, block_size, scale) for a in anchors]
+    xs, layers = stream_layers(hp.n_layer, load, layer, x0, ctxs)
+    w_norm = g.array("output_norm.weight")
+    return Blocks(ctxs, x0, layers, [rms_norm(x, w_norm, hp.eps) for x in xs])
 
 
 # ============================================================================================== attention
@@ -147,47 +174,3 @@ def feed_forward(w: dict[str, np.ndarray], x: np.ndarray,
 def ffn_residual(w: dict[str, np.ndarray], x: np.ndarray, eps: float) -> np.ndarray:
     """``x + feed_forward(RMSNorm_ffn(x))``: the pre-norm MLP half of a block."""
     return x + feed_forward(w, rms_norm(x, w["ffn_norm"], eps))
-
-
-# ============================================================================================== heads
-def markov_chain(U: np.ndarray, w2: np.ndarray, g: GGUFWeights, anchor: int, d2t: np.ndarray | None,
-                 prev_tokens: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The greedy vanilla Markov chain seeded by the anchor: ``z_i = U_i + W2 W1[prev_i]``, ``x_i = argmax z_i``.
-
-    ``w2`` is ``markov_w2`` [Vd, r]; rows of ``markov_w1`` are gathered as needed; ``d2t`` maps draft ids to target
-    ids. ``prev_tokens`` forces the chain's inputs. Returns ``(bias, z, tokens, prev)`` with ``bias = W2 W1[prev]``.
-    """
-    P = U.shape[0]
-    bias, tokens, prev = np.empty_like(U), np.empty(P, np.int64), np.empty(P, np.int64)
-    p = anchor
-    for i in range(P):
-        prev[i] = p if prev_tokens is None or i >= len(prev_tokens) else prev_tokens[i]
-        bias[i] = w2 @ g.rows("markov_w1.weight", [prev[i]])[0]
-        d = int(np.argmax(U[i] + bias[i]))
-        tokens[i] = d if d2t is None else d2t[d]
-        p = tokens[i]
-    return bias, U + bias, tokens, prev
-
-
-def draft_tokens(U: np.ndarray, g: GGUFWeights, anchor: int, d2t: np.ndarray | None, w2: np.ndarray | None,
-                 prev_tokens: np.ndarray | None = None
-                 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray, np.ndarray]:
-    """A block's chosen tokens: the Markov chain (:func:`markov_chain`, ``prev_tokens`` forcing its inputs) when
-    ``w2`` (``markov_w2``) is given, else every row's argmax in parallel; draft ids map to target ids through ``d2t``.
-    Returns ``(bias, z, tokens, prev)``: ``bias`` and ``z`` are None without the chain, ``prev`` is the anchor and
-    then the chosen tokens but the last."""
-    if w2 is not None:
-        return markov_chain(U, w2, g, anchor, d2t, prev_tokens)
-    d = np.argmax(U, axis=1)
-    tokens = d if d2t is None else d2t[d]
-    return None, None, tokens, np.concatenate([[anchor], tokens[:-1]]).astype(np.int64)
-
-
-def confidence(g: GGUFWeights, hidden: np.ndarray, prev: np.ndarray) -> np.ndarray:
-    """``l_i = w . [Hout_i ; W1[prev_i]] + b`` (the W1 part only when the head was trained with the Markov chain)."""
-    w = g.array("conf_proj.weight").reshape(-1)
-    x = hidden
-    if w.size > hidden.shape[1]:
-        x = np.concatenate([hidden, g.rows("markov_w1.weight", prev)], axis=1)
-    b = g.array("conf_proj.bias").reshape(-1)[0] if g.has("conf_proj.bias") else F32(0)
-    return x @ w + b

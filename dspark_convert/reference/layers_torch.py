@@ -9,8 +9,8 @@ GGUF stores them) and RoPE is applied the way the checkpoint was trained (rotate
 when ``rope_is_neox_style`` is false; llama3 / linear scaling). The pieces:
 
 - **primitives**: RMSNorm (:func:`rms`), RoPE (:func:`inv_freq`, :func:`apply_rope`), attention with GQA and sinks
-  (:func:`attend`), the SwiGLU MLP (:func:`swiglu`), the draft's or the target's embeddings and head
-  (:func:`token_embeddings`, :func:`output_logits`, :func:`to_target`), a layer's tensors (:func:`decoder_layer`);
+  (:func:`attend`), the SwiGLU MLP (:func:`swiglu`) (the draft's or the target's embeddings and head, a layer's
+  tensors and the d2t mapping are reads of the checkpoint: methods of :class:`.hf_draft.HFDraft`);
 - **context** ``C = RMSNorm(F @ fc.T)`` (:func:`context_projection`);
 - **attention**: q/k/v per head with q/k RMS norms (:func:`qk_normed_heads`), the visible-key mask
   (:func:`visible_keys`), and the block rows attending to ``[C; x]`` through ``o_proj`` (:func:`attention_block`);
@@ -23,16 +23,14 @@ Only torch and the torch side's own modules: never the numpy reference (the two 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 import torch
 
-from .hf_draft import HFDraft, HFHParams
-from .storage import round_to_storage
+from .hf_draft import HFHParams
 
 Weights = dict[str, torch.Tensor]
 
@@ -96,65 +94,6 @@ def swiglu(x: torch.Tensor, L: Weights, p: str) -> torch.Tensor:
     """``down(silu(gate(x)) * up(x))``."""
     gate, up = x @ L[p + "mlp.gate_proj.weight"].T, x @ L[p + "mlp.up_proj.weight"].T
     return (torch.nn.functional.silu(gate) * up) @ L[p + "mlp.down_proj.weight"].T
-
-
-def token_embeddings(d: HFDraft, ids: list[int]) -> torch.Tensor:
-    table, name = (d.weights, "embed_tokens.weight") if d.hp.own_embed else (d.target, d.target_embed_name())
-    x = table.rows(name, ids)
-    if d.mask_vector is not None:  # the learned mask vector, cast to the dtype of the table it patches (upstream:
-        mask_id, vec = d.mask_vector  # the draft's own embed_tokens when it has one, else the target's embedding)
-        row = vec.to(table.dtype_of(name)).to(torch.float32)[None]
-        kind = table.storage.get(name)
-        if kind is not None:  # rounded as the GGUF stores the patched table
-            row = round_to_storage(row, kind)
-        x[torch.tensor(ids) == mask_id] = row[0]
-    return x
-
-
-def output_logits(d: HFDraft, h: torch.Tensor, own: bool) -> torch.Tensor:
-    """``h @ W_lm.T`` streamed over row chunks: the draft's lm_head (``own``) or the target's (tied: embeddings)."""
-    if own:
-        ck, name = d.weights, "lm_head.weight"
-    else:
-        ck, name = d.target, "lm_head.weight" if d.target.has("lm_head.weight") else d.target_embed_name()
-    return torch.cat([h @ w.T for _, w in ck.row_chunks(name)], dim=1)
-
-
-class _Used(dict[str, torch.Tensor]):
-    """A layer's tensors, loaded in bulk; a lookup records the name as read by the forward (verify's tensor
-    accounting counts what the forward used, not what it loaded)."""
-
-    def __init__(self, items: dict[str, torch.Tensor], read: set[str]) -> None:
-        super().__init__(items)
-        self._read = read
-
-    def __getitem__(self, name: str) -> torch.Tensor:
-        self._read.add(name)
-        return super().__getitem__(name)
-
-
-def decoder_layer(d: HFDraft, p: str) -> Weights:
-    return _Used({n: d.weights.get(n, record=False) for n in d.weights.names if n.startswith(p)}, d.weights.read)
-
-
-def to_target(d: HFDraft, reduced: bool) -> Callable[[int], int]:
-    """Draft id -> target id through ``d2t`` offsets (identity without a reduced vocabulary)."""
-    if not (reduced and d.weights.has("d2t")):
-        return int
-    off = d.weights.get("d2t").long()
-    return lambda i: int(i) + int(off[int(i)])
-
-
-@contextmanager
-def threads_for(d: HFDraft) -> Iterator[None]:
-    """One intra-op thread for tiny drafts: thread-pool wake-ups cost 10x the matmuls on a loaded 2-core box."""
-    old = torch.get_num_threads()
-    if d.hp.n_embd * d.hp.n_ff < 1 << 20:
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 #: ``rope(x [heads, N, d], positions [N])``: the RoPE a forward applies (its own pairing and frequencies)

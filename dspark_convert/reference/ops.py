@@ -1,21 +1,20 @@
 """Numpy primitives shared by the reference forwards (each variant's ``numpy_forward`` module).
 
-RMSNorm, activations, RoPE (both pairings), attention and the gated MLP, plus the small GGUF-side helpers both
-forwards use (the common hyperparameters, token embedding, logits, per-layer weight loading). Each is a few lines
-of float32 numpy.
+RMSNorm, activations, RoPE (both pairings), attention and the gated MLP, each a few lines of float32 numpy, and the
+hyperparameters every arch reads the same way (:class:`CommonHParams`). What a forward reads from the file (a
+layer's weights, the features, embeddings, logits) are methods of :class:`.weights.GGUFWeights`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import schema as S
-from ..errors import ConvertError
-from .weights import GGUFWeights, TargetWeights
+if TYPE_CHECKING:
+    from .weights import GGUFWeights
 
 F32 = np.float32
 
@@ -165,75 +164,24 @@ class CommonHParams:
         """Position multiplier of linear rope scaling (``1 / factor``); 1 otherwise."""
         return 1.0 / self.rope_scaling_factor if self.rope_scaling_type == "linear" and self.rope_scaling_factor else 1.0
 
+    @staticmethod
+    def read(g: GGUFWeights, arch: str) -> CommonHParams:
+        """``{arch}.*`` block count, widths, heads, eps and rope settings (one reader for every numpy forward and
+        verify; a forward's own hyperparameters extend these: ``MyHParams(**vars(CommonHParams.read(g, arch)), ...)``).
 
-def read_common_hparams(g: GGUFWeights, arch: str) -> CommonHParams:
-    """``{arch}.*`` block count, widths, heads, eps and rope settings (one reader for both forwards and verify).
-
-    Example:
-        >>> read_common_hparams(open_gguf("d.gguf"), "dflash").head_dim  # doctest: +SKIP
-        128
-    """
-    n_embd, n_head = int(g.need(f"{arch}.embedding_length")), int(g.need(f"{arch}.attention.head_count"))
-    head_dim = int(g.value(f"{arch}.attention.key_length", n_embd // n_head))
-    ff, factor = g.value(f"{arch}.feed_forward_length"), g.value(f"{arch}.rope.scaling.factor")
-    return CommonHParams(
-        n_layer=int(g.need(f"{arch}.block_count")), n_embd=n_embd, n_ff=None if ff is None else int(ff),
-        n_head=n_head, n_head_kv=int(g.value(f"{arch}.attention.head_count_kv", n_head)), head_dim=head_dim,
-        n_rot=int(g.value(f"{arch}.rope.dimension_count", head_dim)),
-        eps=float(g.need(f"{arch}.attention.layer_norm_rms_epsilon")),
-        rope_base=float(g.value(f"{arch}.rope.freq_base", 10000.0)),
-        rope_scaling_type=g.value(f"{arch}.rope.scaling.type"),
-        rope_scaling_factor=None if factor is None else float(factor),
-    )
-
-
-def feature_arrays(g: GGUFWeights, features: Iterable[Any]) -> list[np.ndarray]:
-    """Each case's target features as an F32 ``(tokens, width)`` array; refused in one line unless every width is
-    the one ``fc.weight`` takes."""
-    feats = [np.asarray(f, dtype=F32) for f in features]
-    for f in feats:
-        if f.ndim != 2 or f.shape[1] != g.shape("fc.weight")[1]:
-            raise ConvertError(f"{g.path}: fc.weight takes {g.shape('fc.weight')[1]} features, got {f.shape[-1]}")
-    return feats
-
-
-# ============================================================================================== weight helpers
-def embed_tokens(g: GGUFWeights, target: TargetWeights | None, ids: np.ndarray | list[int]) -> np.ndarray:
-    """Embedding rows: the GGUF ``token_embd`` when present, else the target's ``embed_tokens``."""
-    if g.has("token_embd.weight"):
-        return g.rows("token_embd.weight", ids)
-    return _need_target(g, target, "token_embd.weight").embed_rows(ids)
-
-
-def lm_logits(g: GGUFWeights, target: TargetWeights | None, h: np.ndarray, runtime: bool = True) -> np.ndarray:
-    """``h @ W_lm.T`` streamed over vocabulary chunks, with the head llama.cpp b11434 really uses: the GGUF
-    ``output`` when present; else, for a file of an arch whose loader duplicates ``token_embd`` as the head
-    (``schema.EMBD_AS_HEAD_ARCHES``, ``TENSOR_DUPLICATED``) and holding it, that embedding matrix; else the target's
-    lm_head.
-
-    ``runtime=False`` skips the ``token_embd`` rule: the head the draft was trained with (the file's ``output`` or
-    the target's lm_head), i.e. what a correct file drafts with."""
-    name = "output.weight"
-    if (not g.has(name) and runtime and g.value("general.architecture") in S.EMBD_AS_HEAD_ARCHES
-            and g.has("token_embd.weight")):
-        name = "token_embd.weight"
-    if g.has(name):
-        n, chunks = g.shape(name)[0], g.row_chunks(name)
-    else:
-        tw = _need_target(g, target, "output.weight")
-        n, chunks = tw.ckpt.shape(tw.lm_head_name)[0], tw.lm_head_chunks()
-    out = np.empty((h.shape[0], n), dtype=F32)
-    for a, w in chunks:
-        out[:, a:a + w.shape[0]] = h @ w.T
-    return out
-
-
-def _need_target(g: GGUFWeights, target: TargetWeights | None, tensor: str) -> TargetWeights:
-    if target is None:
-        raise ConvertError(f"{g.path}: no '{tensor}' tensor; the target checkpoint (--target-model-dir) is needed")
-    return target
-
-
-def layer_weights(g: GGUFWeights, il: int, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Dequantize the listed tensors of layer ``il`` (``blk.{il}.<name>.weight``) that the file has."""
-    return {n: g.array(f"blk.{il}.{n}.weight") for n in names if g.has(f"blk.{il}.{n}.weight")}
+        Example:
+            >>> CommonHParams.read(open_gguf("d.gguf"), "dflash").head_dim  # doctest: +SKIP
+            128
+        """
+        n_embd, n_head = int(g.need(f"{arch}.embedding_length")), int(g.need(f"{arch}.attention.head_count"))
+        head_dim = int(g.value(f"{arch}.attention.key_length", n_embd // n_head))
+        ff, factor = g.value(f"{arch}.feed_forward_length"), g.value(f"{arch}.rope.scaling.factor")
+        return CommonHParams(
+            n_layer=int(g.need(f"{arch}.block_count")), n_embd=n_embd, n_ff=None if ff is None else int(ff),
+            n_head=n_head, n_head_kv=int(g.value(f"{arch}.attention.head_count_kv", n_head)), head_dim=head_dim,
+            n_rot=int(g.value(f"{arch}.rope.dimension_count", head_dim)),
+            eps=float(g.need(f"{arch}.attention.layer_norm_rms_epsilon")),
+            rope_base=float(g.value(f"{arch}.rope.freq_base", 10000.0)),
+            rope_scaling_type=g.value(f"{arch}.rope.scaling.type"),
+            rope_scaling_factor=None if factor is None else float(factor),
+        )

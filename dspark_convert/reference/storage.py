@@ -1,7 +1,8 @@
 """How a GGUF stores a checkpoint's values, reproduced on the checkpoint side of ``verify`` (exact mode).
 
 - :func:`gguf_counterpart`: the GGUF tensor that stores a checkpoint tensor (this module's own copy of the
-  contract's name table, used only to look up the GGML type).
+  contract's backbone name table, which each variant's torch side extends with its own rows; used only to look up
+  the GGML type).
 - :func:`round_values`: a float32 array after the rounding of a GGML type: round-to-nearest-even for F16 (numpy's
   cast), gguf-py's reference quantizer then dequantizer for BF16 and the block types (Q8_0, MXFP4, ...), nothing
   for F32. numpy and gguf-py only: no torch, and none of the converter's code (not its fast Q8_0), so it is an
@@ -27,26 +28,19 @@ from ..errors import ConvertError
 if TYPE_CHECKING:
     import torch
 
-#: checkpoint name (bare, per layer) -> GGUF name; the torch side's own copy of the contract's table
+#: checkpoint name (bare, per layer) -> GGUF name of the Qwen3 / Llama decoder layer; the torch side's own copy of
+#: the contract's table (a variant's torch side adds its own rows)
 _LAYER_GGUF = {
     "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
-    "hidden_norm.weight": "attn_norm_2.weight", "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.q_proj.weight": "attn_q.weight",
     "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
     "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
     "self_attn.k_norm.weight": "attn_k_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
 }
+#: the backbone's globals: final norm, input embedding, output head
 _GLOBAL_GGUF = {
-    "fc.weight": "fc.weight", "hidden_norm.weight": "enc.output_norm.weight", "input_norm.weight": "enc.output_norm.weight",
     "norm.weight": "output_norm.weight", "embed_tokens.weight": "token_embd.weight", "lm_head.weight": "output.weight",
-    "markov_head.markov_w1.weight": "markov_w1.weight", "markov_head.markov_w2.weight": "markov_w2.weight",
-    "confidence_head.proj.weight": "conf_proj.weight", "confidence_head.proj.bias": "conf_proj.bias",
-}
-#: a sandwich-norm layer's own names over :data:`_LAYER_GGUF` (Gemma 4's: a norm after the attention and after the
-#: MLP, the MLP's input norm, a per-layer output scale)
-SANDWICH_LAYER = {
-    "post_attention_layernorm.weight": "post_attention_norm.weight", "pre_feedforward_layernorm.weight": "ffn_norm.weight",
-    "post_feedforward_layernorm.weight": "post_ffw_norm.weight", "layer_scalar": "layer_output_scale.weight",
 }
 _LAYER = re.compile(r"^(?:model\.)?layers\.(\d+)\.(.+)$")
 #: checkpoint dtype (``str`` of the torch dtype) -> the GGML type that holds its values exactly (rounding to it
@@ -56,15 +50,19 @@ SAME_TYPE = {"torch.bfloat16": "BF16", "torch.float16": "F16"}
 _ROUND_CHUNK = 1 << 22
 
 
-def gguf_counterpart(name: str, prefix: str = "", layer: Mapping[str, str] | None = None) -> str | None:
-    """The GGUF tensor that stores checkpoint tensor ``name`` (``prefix``: a one-layer draft's layer prefix, whose
-    layer is ``blk.0``; ``layer``: a torch side's own layer names over the shared ones, e.g. :data:`SANDWICH_LAYER`).
+def gguf_counterpart(name: str, prefix: str = "", layer: Mapping[str, str] | None = None,
+                     top: Mapping[str, str] | None = None) -> str | None:
+    """The GGUF tensor that stores checkpoint tensor ``name`` in the backbone's table (``prefix``: a one-layer draft's
+    layer prefix, whose layer is ``blk.0``; ``layer`` and ``top``: a torch side's own layer and global names over the
+    backbone's, e.g. a sandwich-norm layer's or a draft's context projection).
 
     Example:
-        >>> gguf_counterpart("layers.1.self_attn.o_proj.weight"), gguf_counterpart("midlayer.hidden_norm.weight", "midlayer.")
-        ('blk.1.attn_output.weight', 'blk.0.attn_norm_2.weight')
-        >>> gguf_counterpart("layers.2.layer_scalar", layer=SANDWICH_LAYER)
+        >>> gguf_counterpart("layers.1.self_attn.o_proj.weight"), gguf_counterpart("mid.mlp.up_proj.weight", "mid.")
+        ('blk.1.attn_output.weight', 'blk.0.ffn_up.weight')
+        >>> gguf_counterpart("layers.2.layer_scalar", layer={"layer_scalar": "layer_output_scale.weight"})
         'blk.2.layer_output_scale.weight'
+        >>> gguf_counterpart("fc.weight"), gguf_counterpart("fc.weight", top={"fc.weight": "fc.weight"})
+        (None, 'fc.weight')
     """
     table = _LAYER_GGUF if layer is None else {**_LAYER_GGUF, **layer}
     if prefix and name.startswith(prefix):
@@ -74,7 +72,7 @@ def gguf_counterpart(name: str, prefix: str = "", layer: Mapping[str, str] | Non
     if m:
         rest = table.get(m.group(2))
         return None if rest is None else f"blk.{int(m.group(1))}.{rest}"
-    return _GLOBAL_GGUF.get(name)
+    return _GLOBAL_GGUF.get(name) if top is None else {**_GLOBAL_GGUF, **top}.get(name)
 
 
 def round_values(a: np.ndarray, ggml_type: str) -> np.ndarray:

@@ -10,7 +10,7 @@ used: the reference streams a draft layer by layer and an lm_head chunk by chunk
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
 from gguf.quants import dequantize
 
+from .. import schema as S
 from ..errors import ConvertError
 from ..formats.transforms import to_float32
 from ..gguffile.reader import GGUFFile, read_gguf
@@ -62,7 +63,9 @@ def read_rows(path: Path, offset: int, row_bytes: int, n_rows: int, index: Index
 
 
 class GGUFWeights:
-    """Lazy, dequantizing tensor access on top of :func:`dspark_convert.gguffile.reader.read_gguf` (header-only parse).
+    """Lazy, dequantizing tensor access on top of :func:`dspark_convert.gguffile.reader.read_gguf` (header-only parse),
+    and the reads every numpy forward makes the same way: a layer's weights, the tapped features, the token
+    embeddings and the logits with the head llama.cpp uses (the target's when the file has none).
 
     Example:
         >>> g = GGUFWeights("draft.gguf")                      # doctest: +SKIP
@@ -134,6 +137,55 @@ class GGUFWeights:
             raise ConvertError(f"{self.path}: tensor '{name}' is {self.file.tensor(name).type_name}, expected I64")
         dt = {QT.I8: "i1", QT.I16: "<i2", QT.I32: "<i4", QT.I64: "<i8"}[qt]
         return self._raw(name, slice(None)).reshape(-1).view(dt).astype(np.int64)
+
+    # ------------------------------------------------------------------------------------------ a forward's reads
+    def layer_weights(self, il: int, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+        """Dequantize the listed tensors of layer ``il`` (``blk.{il}.<name>.weight``) that the file has."""
+        return {n: self.array(f"blk.{il}.{n}.weight") for n in names if self.has(f"blk.{il}.{n}.weight")}
+
+    def feature_arrays(self, features: Iterable[Any]) -> list[np.ndarray]:
+        """Each case's target features as an F32 ``(tokens, width)`` array; refused in one line unless every width
+        is the one ``fc.weight`` takes."""
+        feats = [np.asarray(f, dtype=np.float32) for f in features]
+        for f in feats:
+            if f.ndim != 2 or f.shape[1] != self.shape("fc.weight")[1]:
+                raise ConvertError(f"{self.path}: fc.weight takes {self.shape('fc.weight')[1]} features, "
+                                   f"got {f.shape[-1]}")
+        return feats
+
+    def embed_tokens(self, target: TargetWeights | None, ids: np.ndarray | list[int]) -> np.ndarray:
+        """Embedding rows: the file's ``token_embd`` when present, else the target's ``embed_tokens``."""
+        if self.has("token_embd.weight"):
+            return self.rows("token_embd.weight", ids)
+        return self._need_target(target, "token_embd.weight").embed_rows(ids)
+
+    def lm_logits(self, target: TargetWeights | None, h: np.ndarray, runtime: bool = True) -> np.ndarray:
+        """``h @ W_lm.T`` streamed over vocabulary chunks, with the head llama.cpp b11434 really uses: the file's
+        ``output`` when present; else, for a file of an arch whose loader duplicates ``token_embd`` as the head
+        (``schema.EMBD_AS_HEAD_ARCHES``, ``TENSOR_DUPLICATED``) and holding it, that embedding matrix; else the
+        target's lm_head.
+
+        ``runtime=False`` skips the ``token_embd`` rule: the head the draft was trained with (the file's ``output``
+        or the target's lm_head), i.e. what a correct file drafts with."""
+        name = "output.weight"
+        if (not self.has(name) and runtime and self.value("general.architecture") in S.EMBD_AS_HEAD_ARCHES
+                and self.has("token_embd.weight")):
+            name = "token_embd.weight"
+        if self.has(name):
+            n, chunks = self.shape(name)[0], self.row_chunks(name)
+        else:
+            tw = self._need_target(target, "output.weight")
+            n, chunks = tw.ckpt.shape(tw.lm_head_name)[0], tw.lm_head_chunks()
+        out = np.empty((h.shape[0], n), dtype=np.float32)
+        for a, w in chunks:
+            out[:, a:a + w.shape[0]] = h @ w.T
+        return out
+
+    def _need_target(self, target: TargetWeights | None, tensor: str) -> TargetWeights:
+        if target is None:
+            raise ConvertError(f"{self.path}: no '{tensor}' tensor; the target checkpoint (--target-model-dir) is "
+                               "needed")
+        return target
 
     def _dequant(self, name: str, raw: np.ndarray) -> np.ndarray:
         qt = self.qtype(name)

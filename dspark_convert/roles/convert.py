@@ -18,7 +18,7 @@ from gguf import GGMLQuantizationType as QT
 
 from .. import schema as S
 from ..findings import Finding
-from ..hf.checkpoint import EMBED_NAMES, Checkpoint, Select
+from ..hf.checkpoint import EMBED_NAMES, OUTPUT_NAMES, Checkpoint, Select
 from ..plan import Plan
 
 
@@ -106,6 +106,10 @@ class TargetTensor:
 #: the target's input embedding, taken unless the draft holds its own (the first tensor a self-contained draft takes)
 INPUT_EMBEDDING = TargetTensor(S.T_TOKEN_EMBD, EMBED_NAMES, unless=(S.T_TOKEN_EMBD,), what="input embedding tensor",
                                shown=EMBED_NAMES[:2])
+#: the target's output head (a tied target's: its embedding), taken unless the draft holds its own head or a reduced
+#: vocabulary (``d2t``: the draft's head scores its own tokens)
+OUTPUT_HEAD = TargetTensor(S.T_OUTPUT, OUTPUT_NAMES + EMBED_NAMES, unless=(S.T_OUTPUT, S.T_D2T), what="output head",
+                           shown=OUTPUT_NAMES[:1])
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..errors import ConvertError
 from ..reference.compare import MetadataCheck, OutputCheck, compare_cases, compare_token_cases
-from ..reference.ops import read_common_hparams
+from ..reference.ops import CommonHParams
 from ..reference.weights import GGUFWeights, TargetWeights
 
 
@@ -247,7 +247,7 @@ def hparam_rows(g: GGUFWeights, arch: str, hp: Any, own: Callable[[], list[Metad
     if not out[0].passed:
         return out
     try:
-        c = read_common_hparams(g, arch)
+        c = CommonHParams.read(g, arch)
     except ConvertError as e:
         return out + [MetadataCheck(f"{arch}.* (required keys)", str(e), "present", False)]
     a = arch

@@ -1,5 +1,6 @@
 """The shared layer functions of the two witnesses (``reference/layers.py`` in numpy, ``reference/layers_torch.py`` in
-torch), each against a tiny case computed by hand.
+torch) and the DSpark heads of the numpy side (``variants/dflash/numpy_forward.py``), each against a tiny case
+computed by hand.
 
 The hand case of the attention block: one head of 2 dims, no rotary dims, identity projections and unit norm
 weights; the context row ``[0, 1]`` and the block row ``[1, 0]``. RMS-normed, q = ``[√2, 0]`` and the keys are
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 from dspark_convert.reference import layers, ops
+from dspark_convert.variants.dflash import numpy_forward as dflash_np
 
 P = float(np.exp(np.sqrt(2)) / (1 + np.exp(np.sqrt(2))))   # 0.80442
 HAND = [P, 1 - P]
@@ -90,10 +92,7 @@ def test_context_projection_and_block_input() -> None:
     class _G:
         path = "g.gguf"
 
-        def has(self, name: str) -> bool:
-            return name == "token_embd.weight"
-
-        def rows(self, name: str, ids: list[int]) -> np.ndarray:
+        def embed_tokens(self, target: object, ids: list[int]) -> np.ndarray:
             return np.array([[float(i), 1.0] for i in ids], np.float32)
 
     g: Any = _G()
@@ -116,6 +115,41 @@ def test_stream_layers_loads_each_layer_once() -> None:
     assert [[a.tolist() for a in case] for case in after] == [[[101.0], [211.0], [411.0]], [[202.0], [412.0], [712.0]]]
 
 
+def test_run_blocks_is_context_block_input_layers_and_final_norm() -> None:
+    """The block trunk: C = RMSNorm(F @ fc.T) with the enc norm, X0 = embed([a, m, m]) * scale, the forward's layer
+    per layer, then output_norm: here one layer adding the context's sum, every norm weight one."""
+    arrays = {"fc.weight": np.eye(2, dtype=np.float32), "enc.output_norm.weight": np.ones(2, np.float32),
+              "output_norm.weight": np.array([1.0, 2.0], np.float32)}
+
+    class _G:
+        def feature_arrays(self, features: Any) -> list[np.ndarray]:
+            return [np.asarray(f, dtype=np.float32) for f in features]
+
+        def array(self, name: str) -> np.ndarray:
+            return arrays[name]
+
+        def embed_tokens(self, target: object, ids: list[int]) -> np.ndarray:
+            return np.array([[float(i), 1.0] for i in ids], np.float32)
+
+    g: Any = _G()
+    loaded: list[int] = []
+
+    def load(il: int) -> dict[str, np.ndarray]:
+        loaded.append(il)
+        return {}
+
+    hp = ops.CommonHParams(n_layer=2, n_embd=2, n_ff=1, n_head=1, n_head_kv=1, head_dim=2, n_rot=0, eps=0.0,
+                           rope_base=10000.0, rope_scaling_type=None, rope_scaling_factor=None)
+    run = layers.run_blocks(g, None, [[[3.0, 4.0]]], [7], hp, 2, 3, load, lambda w, il, x, ctx: x + ctx.sum(),
+                            scale=0.5)
+    c = np.array([[3.0, 4.0]]) / np.sqrt(12.5)
+    assert np.allclose(run.contexts[0], c)
+    assert run.inputs[0].tolist() == [[3.5, 0.5], [1.0, 0.5], [1.0, 0.5]] and loaded == [0, 1]
+    x2 = np.array(run.inputs[0]) + 2 * c.sum()
+    assert np.allclose(run.layers[0][1], x2)
+    assert np.allclose(run.hiddens[0], x2 / np.sqrt(np.mean(x2 * x2, axis=1, keepdims=True)) * [1.0, 2.0])
+
+
 def test_markov_chain_and_confidence_hand_case() -> None:
     w1 = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], np.float32)    # rank 2, vocabulary 3
 
@@ -136,14 +170,14 @@ def test_markov_chain_and_confidence_hand_case() -> None:
     g: Any = _G()
     U = np.zeros((2, 3), np.float32)
     w2 = np.array([[0.0, 0.0], [5.0, 0.0], [0.0, 5.0]], np.float32)    # W2 W1[0] = [0, 5, 0]: 0 -> 1 -> 2
-    bias, z, tokens, prev = layers.markov_chain(U, w2, g, 0, None)
+    bias, z, tokens, prev = dflash_np.markov_chain(U, w2, g, 0, None)
     assert prev.tolist() == [0, 1] and tokens.tolist() == [1, 2]
     assert bias.tolist() == [[0, 5, 0], [0, 0, 5]] and np.array_equal(z, U + bias)
-    _, _, mapped, fed = layers.markov_chain(U, w2, g, 0, np.array([2, 0, 1]))
+    _, _, mapped, fed = dflash_np.markov_chain(U, w2, g, 0, np.array([2, 0, 1]))
     assert mapped.tolist() == [0, 0] and fed.tolist() == [0, 0]          # d2t maps draft 1 to target 0, fed back
     hidden = np.array([[1.0, 1.0], [2.0, 0.0]], np.float32)
     # [h; W1[prev]] . [1, 0, 2, 3] + 0.5: [1, 1, 1, 0] -> 3.5, [2, 0, 0, 1] -> 5.5
-    assert layers.confidence(g, hidden, prev).tolist() == [3.5, 5.5]
+    assert dflash_np.confidence(g, hidden, prev).tolist() == [3.5, 5.5]
 
 
 def test_ops_attention_scale_and_gelu() -> None:

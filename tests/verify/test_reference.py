@@ -252,11 +252,11 @@ def test_eagle3_hparams_and_chain(gguf) -> None:
     assert np.array_equal(out.fc, fc_input(g, hp, feats))
     assert np.array_equal(out.tokens, g.ints("d2t")[out.logits.argmax(1)])
     # the KV-cached chain equals one causal pass over the whole sequence (context, then the fed-back rows)
-    w = ops.layer_weights(g, 0, ("attn_norm", "attn_norm_2", "attn_q", "attn_k", "attn_v", "attn_output",
-                                "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"))
+    w = g.layer_weights(0, ("attn_norm", "attn_norm_2", "attn_q", "attn_k", "attn_v", "attn_output",
+                        "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"))
     h = np.concatenate([fc_input(g, hp, feats), out.prefill_hidden[-1:], out.step_hidden[:1]])
     ids = np.concatenate([toks, out.tokens[:2]])
-    full = eagle3_step(w, hp, h, ops.embed_tokens(g, tw, ids), np.arange(7), KVCache(), None)
+    full = eagle3_step(w, hp, h, g.embed_tokens(tw, ids), np.arange(7), KVCache(), None)
     assert np.allclose(full[5:], out.step_hidden, atol=1e-5)
     assert np.allclose(full[:5], out.prefill_hidden, atol=1e-5)
 

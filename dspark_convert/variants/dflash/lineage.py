@@ -21,7 +21,6 @@ from ...errors import ConvertError
 from ...formats import modelopt
 from ...formats.modelopt import QuantConfig
 from ...formats.transforms import DeinterleaveRope, Nvfp4Repack, Transform
-from ...hf.checkpoint import EMBED_NAMES, OUTPUT_NAMES
 from ...kit.common import (
     BACKBONE_GLOBALS,
     BACKBONE_LAYER,
@@ -33,7 +32,7 @@ from ...kit.common import (
 )
 from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
-from ...roles.convert import INPUT_EMBEDDING, Context, TargetFacts, TargetTensor
+from ...roles.convert import INPUT_EMBEDDING, OUTPUT_HEAD, Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
 
 #: HF -> GGUF names of the DFlash lineage (§4.1, §4.2): a Qwen3 layer (the shared backbone) plus the DFlash / DSpark
@@ -61,11 +60,7 @@ NAMES = NameTable(
 
 #: a self-contained dflash draft takes the input embedding and, unless it has its own or a reduced vocabulary
 #: (d2t), the output head (tied targets: the embedding) from the target (§3.6)
-TARGET_TENSORS: tuple[TargetTensor, ...] = (
-    INPUT_EMBEDDING,
-    TargetTensor(S.T_OUTPUT, OUTPUT_NAMES + EMBED_NAMES, unless=(S.T_OUTPUT, S.T_D2T), what="output head",
-                 shown=OUTPUT_NAMES[:1]),
-)
+TARGET_TENSORS: tuple[TargetTensor, ...] = (INPUT_EMBEDDING, OUTPUT_HEAD)
 
 
 #: the tokenizer always comes from --target-model-dir; --dspark is not for these drafts
@@ -292,7 +287,7 @@ def apply_head_layout(ctx: Context, layout: HeadLayout, upstream: HeadLayout, no
     why = "untied target; without it llama.cpp b11434 drafts with token_embd as the head (see --match-upstream)"
     ctx.differs_from_upstream.append(S.T_OUTPUT)
     if layout == "from-target":
-        ctx.target_tensors.append(TARGET_TENSORS[1])
+        ctx.target_tensors.append(OUTPUT_HEAD)
         notes.append(f"output.weight from the target's head: {why}")
     elif layout == "keep":
         notes.append(f"output.weight kept from the draft's lm_head: {why}")

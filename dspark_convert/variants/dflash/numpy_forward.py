@@ -3,7 +3,8 @@
 Written like the equations of ``spec/checkpoints.md`` §2.4 and §3.3, one function per step. Every hyperparameter
 comes from the GGUF metadata (or from tensor shapes, e.g. the Markov rank); the target's embeddings and lm_head
 come from the target checkpoint when the GGUF does not carry ``token_embd`` / ``output``. Layers are streamed:
-one layer's weights are dequantized, used by every block proposal (case) and dropped before the next.
+one layer's weights are dequantized, used by every block proposal (case) and dropped before the next. The DSpark
+heads (the Markov chain, the confidence head) live here; the Gemma 4 DSpark forward takes them too.
 
 The GGUF arch ``dflash`` implies NEOX (rotate-half) RoPE: the converter has already de-interleaved the q/k rows
 of ``rope_is_neox_style: false`` checkpoints. EAGLE-3 has its own (``variants/eagle3/numpy_forward.py``).
@@ -17,28 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import ConvertError
-from ...reference.layers import (
-    attention_block,
-    block_input,
-    confidence,
-    context_projection,
-    draft_tokens,
-    ffn_residual,
-    layer_keys,
-    stream_layers,
-)
-from ...reference.ops import (
-    F32,
-    CommonHParams,
-    feature_arrays,
-    layer_weights,
-    lm_logits,
-    read_common_hparams,
-    rms_norm,
-    sigmoid,
-)
+from ...reference.layers import attention_block, ffn_residual, layer_keys, run_blocks
+from ...reference.ops import F32, CommonHParams, rms_norm, sigmoid
 from ...reference.weights import GGUFWeights, TargetWeights
-from ...registry import gguf_variant
 
 
 # ============================================================================================== DFlash / DSpark
@@ -65,9 +47,9 @@ class DFlashHParams(CommonHParams):
         arch = g.value("general.architecture")
         if arch != "dflash":
             raise ConvertError(f"{g.path}: general.architecture is {arch!r}, expected 'dflash' for a DSpark/DFlash forward")
-        if getattr(gguf_variant(g.value), "proof", None) == "tensors":
+        if int(g.value("dflash.hyper_connection.count", 0) or 0) > 0:
             raise ConvertError(f"{g.path}: DeepSeek-V4 DSpark (hyper connections) is not covered by the numpy reference")
-        c = read_common_hparams(g, "dflash")
+        c = CommonHParams.read(g, "dflash")
         markov = g.has("markov_w1.weight")
         sfa = g.value("dflash.sample_from_anchor")
         return cls(
@@ -126,6 +108,50 @@ class BlockOutputs:
         return None if self.confidence_logits is None else sigmoid(self.confidence_logits)
 
 
+# ============================================================================================== DSpark heads
+def markov_chain(U: np.ndarray, w2: np.ndarray, g: GGUFWeights, anchor: int, d2t: np.ndarray | None,
+                 prev_tokens: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The greedy vanilla Markov chain seeded by the anchor: ``z_i = U_i + W2 W1[prev_i]``, ``x_i = argmax z_i``.
+
+    ``w2`` is ``markov_w2`` [Vd, r]; rows of ``markov_w1`` are gathered as needed; ``d2t`` maps draft ids to target
+    ids. ``prev_tokens`` forces the chain's inputs. Returns ``(bias, z, tokens, prev)`` with ``bias = W2 W1[prev]``.
+    """
+    P = U.shape[0]
+    bias, tokens, prev = np.empty_like(U), np.empty(P, np.int64), np.empty(P, np.int64)
+    p = anchor
+    for i in range(P):
+        prev[i] = p if prev_tokens is None or i >= len(prev_tokens) else prev_tokens[i]
+        bias[i] = w2 @ g.rows("markov_w1.weight", [prev[i]])[0]
+        d = int(np.argmax(U[i] + bias[i]))
+        tokens[i] = d if d2t is None else d2t[d]
+        p = tokens[i]
+    return bias, U + bias, tokens, prev
+
+
+def draft_tokens(U: np.ndarray, g: GGUFWeights, anchor: int, d2t: np.ndarray | None, w2: np.ndarray | None,
+                 prev_tokens: np.ndarray | None = None
+                 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray, np.ndarray]:
+    """A block's chosen tokens: the Markov chain (:func:`markov_chain`, ``prev_tokens`` forcing its inputs) when
+    ``w2`` (``markov_w2``) is given, else every row's argmax in parallel; draft ids map to target ids through ``d2t``.
+    Returns ``(bias, z, tokens, prev)``: ``bias`` and ``z`` are None without the chain, ``prev`` is the anchor and
+    then the chosen tokens but the last."""
+    if w2 is not None:
+        return markov_chain(U, w2, g, anchor, d2t, prev_tokens)
+    d = np.argmax(U, axis=1)
+    tokens = d if d2t is None else d2t[d]
+    return None, None, tokens, np.concatenate([[anchor], tokens[:-1]]).astype(np.int64)
+
+
+def confidence(g: GGUFWeights, hidden: np.ndarray, prev: np.ndarray) -> np.ndarray:
+    """``l_i = w . [Hout_i ; W1[prev_i]] + b`` (the W1 part only when the head was trained with the Markov chain)."""
+    w = g.array("conf_proj.weight").reshape(-1)
+    x = hidden
+    if w.size > hidden.shape[1]:
+        x = np.concatenate([hidden, g.rows("markov_w1.weight", prev)], axis=1)
+    b = g.array("conf_proj.bias").reshape(-1)[0] if g.has("conf_proj.bias") else F32(0)
+    return x @ w + b
+
+
 def block_forward(w: dict[str, np.ndarray], hp: DFlashHParams, il: int, x: np.ndarray, ctx: np.ndarray,
                   positions: np.ndarray) -> np.ndarray:
     """Step 3, one pre-norm Qwen3 layer: the block queries attend to ``[C; block]`` (non-causal, q/k norms, NEOX)."""
@@ -149,7 +175,7 @@ def dflash_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence
                   runtime_head: bool = True) -> list[BlockOutputs]:
     """One DSpark/DFlash block proposal per case (features ``F [T, n_t*H]``, the anchor token at position T).
 
-    The logits use the head llama.cpp runs the file with (:func:`.ops.lm_logits`: a full-vocabulary file with
+    The logits use the head llama.cpp runs the file with (``GGUFWeights.lm_logits``: a full-vocabulary file with
     ``token_embd`` but no ``output`` scores with ``token_embd``); ``runtime_head=False`` uses the head the draft
     was trained with (the file's ``output``, else the target's lm_head) instead.
 
@@ -160,25 +186,20 @@ def dflash_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence
         >>> out[0].tokens, out[0].confidences                                                        # doctest: +SKIP
     """
     hp = DFlashHParams.from_gguf(g)
-    feats = feature_arrays(g, (c.features for c in cases))
-    w_fc, w_cn = g.array("fc.weight"), g.array("enc.output_norm.weight")
-    ctxs = [context_projection(f, w_fc, w_cn, hp.eps) for f in feats]
-    del w_fc
     B = hp.block_size
-    x0 = [block_input(g, target, c.anchor, hp.mask_token_id, B) for c in cases]   # step 2
-    xs, layers = stream_layers(hp.n_layer, lambda il: layer_weights(g, il, LAYER_TENSORS),   # step 3
-                               lambda w, il, x, ctx: block_forward(w, hp, il, x, ctx, np.arange(ctx.shape[0] + B)),
-                               x0, ctxs)
-    w_norm = g.array("output_norm.weight")
-    hiddens = [rms_norm(x, w_norm, hp.eps) for x in xs]           # step 4
+    run = run_blocks(g, target, (c.features for c in cases), [c.anchor for c in cases], hp,  # steps 1-4
+                     hp.mask_token_id, B, lambda il: g.layer_weights(il, LAYER_TENSORS),
+                     lambda w, il, x, ctx: block_forward(w, hp, il, x, ctx, np.arange(ctx.shape[0] + B)))
+    hiddens = run.hiddens
     rows = hp.prediction_rows
-    U_all = lm_logits(g, target, np.concatenate([h[rows] for h in hiddens]), runtime=runtime_head)
+    U_all = g.lm_logits(target, np.concatenate([h[rows] for h in hiddens]), runtime=runtime_head)
     d2t = g.ints("d2t") if g.has("d2t") else None
     w2 = g.array("markov_w2.weight") if hp.markov_rank else None
     outs = []
     for i, c in enumerate(cases):
         U = U_all[i * len(rows):(i + 1) * len(rows)]
-        out = BlockOutputs(hp, ctxs[i], x0[i], layers[i], hiddens[i], U, np.empty(0, np.int64), np.empty(0, np.int64))
+        out = BlockOutputs(hp, run.contexts[i], run.inputs[i], run.layers[i], hiddens[i], U, np.empty(0, np.int64),
+                           np.empty(0, np.int64))
         out.markov_bias, out.markov_logits, out.tokens, out.prev_tokens = draft_tokens(U, g, c.anchor, d2t, w2,
                                                                                         c.prev_tokens)
         if hp.has_confidence:

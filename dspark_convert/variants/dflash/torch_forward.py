@@ -17,21 +17,17 @@ import numpy as np
 import torch
 
 from ...errors import ConvertError
+from ...hf.mask_embedding import MASK_FILE, read_mask_embedding
 from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint, open_draft
 from ...reference.layers_torch import (
     Weights,
     apply_rope,
     attention_block,
     context_projection,
-    decoder_layer,
     inv_freq,
     mlp_residual,
-    output_logits,
     rms,
     stream_layers,
-    threads_for,
-    to_target,
-    token_embeddings,
     visible_keys,
 )
 from ...reference.storage import gguf_counterpart
@@ -46,13 +42,28 @@ ARCHITECTURES = DSPARK_ARCHS + DFLASH_ARCHS + MUSE_ARCHS
 
 
 def open(hf_dir: Path, target_dir: Path | None, storage: Mapping[str, str] | None) -> HFDraft[BlockHFHParams]:
-    """The checkpoint (its weights rounded as ``storage`` says) and the target's weights."""
-    return open_draft(hf_dir, Path(str(target_dir)), read_config, storage)
+    """The checkpoint (its weights rounded as ``storage`` says) and the target's weights; a MiMo-style draft's
+    learned mask vector (``mask_embedding.pt``) replaces the mask token's embedding row."""
+    d = open_draft(hf_dir, Path(str(target_dir)), read_config, storage)
+    if (d.path / MASK_FILE).is_file():
+        mask_id, vec = read_mask_embedding(d.path / MASK_FILE)
+        d.mask_vector = (mask_id, torch.from_numpy(vec))
+        d.notes.append(f"{MASK_FILE}: row {mask_id} of the target's embedding replaced by the draft's mask vector")
+    return d
+
+
+#: the DFlash block draft's own globals over the backbone's (this side's own spelling, for the storage rounding only):
+#: the context projection and its norm, the Markov head, the confidence head; the lineage's variants take them too
+BLOCK_GLOBALS = {
+    "fc.weight": "fc.weight", "hidden_norm.weight": "enc.output_norm.weight",
+    "markov_head.markov_w1.weight": "markov_w1.weight", "markov_head.markov_w2.weight": "markov_w2.weight",
+    "confidence_head.proj.weight": "conf_proj.weight", "confidence_head.proj.bias": "conf_proj.bias",
+}
 
 
 def counterpart(name: str) -> str | None:
-    """The GGUF tensor that stores checkpoint tensor ``name`` (the shared block table)."""
-    return gguf_counterpart(name)
+    """The GGUF tensor that stores checkpoint tensor ``name`` (the backbone's table with :data:`BLOCK_GLOBALS`)."""
+    return gguf_counterpart(name, top=BLOCK_GLOBALS)
 
 
 def forward(d: HFDraft[BlockHFHParams], inputs: Inputs, anchors: list[int],
@@ -251,7 +262,7 @@ def block_forward(d: HFDraft, features: Sequence[np.ndarray], anchors: Sequence[
                   prev_tokens: Sequence[np.ndarray | None] | None = None) -> list[TorchBlock]:
     """DSpark/DFlash, one block proposal per case: ``C = hidden_norm(fc(F))``; block ``[a, m, ..., m]`` attends to
     ``[C; block]`` through every layer; ``U = lm_head(norm(X))``; Markov chain; confidence head."""
-    with threads_for(d):
+    with d.threads():
         return _block_forward(d, features, anchors, prev_tokens or [None] * len(anchors))
 
 
@@ -261,15 +272,15 @@ def _block_forward(d: HFDraft, features: Sequence[np.ndarray], anchors: Sequence
     fc, hn = w.get("fc.weight"), w.get("hidden_norm.weight")
     Cs = [context_projection(f, fc, hn, hp.eps) for f in features]
     del fc
-    xs = [token_embeddings(d, [a] + [int(hp.mask_token_id or 0)] * (hp.block_size - 1)) for a in anchors]
+    xs = [d.token_embeddings([a] + [int(hp.mask_token_id or 0)] * (hp.block_size - 1)) for a in anchors]
     x0 = [x.numpy() for x in xs]
-    xs, layers = stream_layers(hp.n_layer, lambda il: decoder_layer(d, f"layers.{il}."),
+    xs, layers = stream_layers(hp.n_layer, lambda il: d.decoder_layer(f"layers.{il}."),
                                lambda L, il, x, C: block_layer(L, hp, il, x, C), xs, Cs)
     norm = w.get("norm.weight")
     hidden = [rms(x, norm, hp.eps) for x in xs]
     rows = hp.prediction_rows
-    U_all = output_logits(d, torch.cat([h[rows] for h in hidden]), hp.own_lm_head)
-    to_target_ids = to_target(d, hp.draft_vocab_size < hp.vocab_size)
+    U_all = d.output_logits(torch.cat([h[rows] for h in hidden]), hp.own_lm_head)
+    to_target_ids = d.to_target(hp.draft_vocab_size < hp.vocab_size)
     w2 = w.get("markov_head.markov_w2.weight") if hp.markov_rank else None
     outs = []
     for i, a in enumerate(anchors):

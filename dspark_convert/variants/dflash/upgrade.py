@@ -237,10 +237,10 @@ def _embed_tokens(u: Upgrading) -> bool:
         if target is None:
             raise ConvertError(f"{where}: --embed-tokens-from-target needs --target TARGET (the target whose "
                                "embedding the draft stores)")
-        from ...hf.checkpoint import EMBED_NAMES
+        from ...roles.convert import INPUT_EMBEDDING
 
         shape = (_n_vocab(u), int(f.value(f"{f.arch}.embedding_length", 0)))
-        data = target.tensor(S.T_TOKEN_EMBD, EMBED_NAMES, file_qt, shape, "token_embd.weight")
+        data = target.tensor(S.T_TOKEN_EMBD, INPUT_EMBEDDING.candidates, file_qt, shape, "token_embd.weight")
         u.notes.append(f"token_embd.weight from the target {target.source} (--embed-tokens-from-target: the "
                        "checkpoint's embed_tokens is the target's frozen copy)")
     # upstream writes it in the checkpoint's (sorted) order: after conf_proj.*, before fc.weight
@@ -267,8 +267,7 @@ def _add_output_head(u: Upgrading, qt: QT) -> None:
     with token_embd as the head; ``match_upstream`` keeps upstream b11434's layout (none)."""
     from typing import cast
 
-    from ...hf.checkpoint import EMBED_NAMES, OUTPUT_NAMES
-    from ...roles.convert import Context
+    from ...roles.convert import OUTPUT_HEAD, Context
     from .lineage import choose_head_layout
 
     target, hf, pieces, where = u.target, u.hf, u.pieces, u.where
@@ -298,7 +297,7 @@ def _add_output_head(u: Upgrading, qt: QT) -> None:
         # source order: lm_head sorts after layers.*, before markov_head.* / norm
         pos = next((i for i, p in enumerate(pieces) if p.spec.name.startswith(("markov_", "output_norm"))), len(pieces))
     else:
-        data = target.tensor(S.T_OUTPUT, OUTPUT_NAMES + EMBED_NAMES, qt, shape, "output.weight")
+        data = target.tensor(S.T_OUTPUT, OUTPUT_HEAD.candidates, qt, shape, "output.weight")
         pos = len(pieces) - (1 if pieces and pieces[-1].spec.name == S.T_D2T else 0)  # before d2t (last)
     u.add_tensor(pos, TensorSpec(S.T_OUTPUT, shape, qt, origin="draft" if layout == "keep" else "target"), data)
     u.notes.append(f"output.weight from the {'draft' if layout == 'keep' else 'target'}'s head: the file keeps "

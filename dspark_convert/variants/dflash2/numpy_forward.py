@@ -27,15 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import ConvertError
-from ...reference.layers import (
-    BlockTrunk,
-    attention_block,
-    block_input,
-    context_projection,
-    feed_forward,
-    stream_layers,
-)
-from ...reference.ops import F32, feature_arrays, layer_weights, lm_logits, rms_norm
+from ...reference.layers import BlockTrunk, attention_block, feed_forward, run_blocks
+from ...reference.ops import F32, rms_norm
 from ...reference.weights import GGUFWeights, TargetWeights
 from ..dflash.numpy_forward import DFlashHParams, block_mask
 
@@ -140,25 +133,21 @@ def dflash2_forward(g: GGUFWeights, target: TargetWeights | None, features: Sequ
     """One DFlash2 block proposal per (features, anchor) case."""
     hp = DFlash2HParams.from_gguf(g)
     b = hp.base
-    feats = feature_arrays(g, features)
-    ctxs = [context_projection(f, g.array("fc.weight"), g.array("enc.output_norm.weight"), b.eps) for f in feats]
-    B = b.block_size
-    x0 = [block_input(g, target, a, b.mask_token_id, B, hp.embedding_scale) for a in anchors]
 
     def load(il: int) -> dict[str, np.ndarray]:
-        return {**layer_weights(g, il, LAYER), **{n: g.array(f"blk.{il}.{n}") for n in BASES}}
+        return {**g.layer_weights(il, LAYER), **{n: g.array(f"blk.{il}.{n}") for n in BASES}}
 
-    xs, layers = stream_layers(b.n_layer, load, lambda w, il, x, ctx: _layer(w, hp, il, x, ctx), x0, ctxs)
-    w_norm = g.array("output_norm.weight")
+    run = run_blocks(g, target, features, anchors, b, b.mask_token_id, b.block_size, load,
+                     lambda w, il, x, ctx: _layer(w, hp, il, x, ctx), scale=hp.embedding_scale)
     outs = []
     for i, a in enumerate(anchors):
-        h = rms_norm(xs[i], w_norm, b.eps)
-        U = lm_logits(g, target, h)
+        h = run.hiddens[i]
+        U = g.lm_logits(target, h)
         if hp.logit_scale:
             U = U * F32(hp.logit_scale)
         if hp.softcap > 0:
             U = (np.tanh(U / F32(hp.softcap)) * F32(hp.softcap)).astype(F32)
         forced = None if candidates is None else candidates[i]
         cands, scores = selector(g, hp, h, U, a, forced)
-        outs.append(DFlash2Outputs(ctxs[i], x0[i], layers[i], h, U, cands, scores))
+        outs.append(DFlash2Outputs(run.contexts[i], run.inputs[i], run.layers[i], h, U, cands, scores))
     return outs

@@ -30,10 +30,11 @@ from ...reference.layers_torch import (
 )
 from ...reference.storage import gguf_counterpart as shared_counterpart
 from ...roles.proof import Inputs
-from ..dflash.torch_forward import DraftFolder
+from ..dflash.torch_forward import BLOCK_GLOBALS, DraftFolder
 
-#: the torch side's own spelling of the DFlash2 tensors' GGUF names (layer part, global) beside the shared block
-#: table of :func:`..reference.storage.gguf_counterpart`; exact mode rounds each checkpoint tensor as its GGUF one
+#: the torch side's own spelling of the DFlash2 tensors' GGUF names (layer part, global) beside the backbone's
+#: table of :func:`..reference.storage.gguf_counterpart` and the block draft's globals (``BLOCK_GLOBALS``); exact
+#: mode rounds each checkpoint tensor as its GGUF one
 _CONV_GGUF = {"attention_conv.base_kernel": "attn_conv_base", "attention_conv.kernel_projection.weight":
               "attn_conv_proj.weight", "mlp_conv.base_kernel": "ffn_conv_base",
               "mlp_conv.kernel_projection.weight": "ffn_conv_proj.weight"}
@@ -58,7 +59,7 @@ def gguf_counterpart(name: str) -> str | None:
     parts = bare.split(".", 2)
     if len(parts) == 3 and parts[0] == "layers" and parts[1].isdigit() and parts[2] in _CONV_GGUF:
         return f"blk.{int(parts[1])}.{_CONV_GGUF[parts[2]]}"
-    return shared_counterpart(bare)
+    return shared_counterpart(bare, top=BLOCK_GLOBALS)
 
 #: the checkpoint classes this forward reads (the HF side's own list: it does not ask the converter)
 ARCHITECTURES: tuple[str, ...] = ("DFlash2DraftModel",)

@@ -14,19 +14,7 @@ import numpy as np
 
 from ...errors import ConvertError
 from ...reference.layers import ffn_residual, heads
-from ...reference.ops import (
-    F32,
-    CommonHParams,
-    attention,
-    embed_tokens,
-    feature_arrays,
-    layer_weights,
-    lm_logits,
-    read_common_hparams,
-    rms_norm,
-    rope_cos_sin,
-    rope_norm,
-)
+from ...reference.ops import F32, CommonHParams, attention, rms_norm, rope_cos_sin, rope_norm
 from ...reference.weights import GGUFWeights, TargetWeights
 
 
@@ -45,7 +33,7 @@ class Eagle3HParams(CommonHParams):
         arch = g.value("general.architecture")
         if arch != "eagle3":
             raise ConvertError(f"{g.path}: general.architecture is {arch!r}, expected 'eagle3'")
-        c = read_common_hparams(g, "eagle3")
+        c = CommonHParams.read(g, "eagle3")
         if c.n_layer != 1:
             raise ConvertError(f"{g.path}: eagle3.block_count is {c.n_layer}, expected 1")
         return cls(
@@ -140,8 +128,8 @@ def eagle3_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence
         (3,)
     """
     hp = Eagle3HParams.from_gguf(g)
-    feats = feature_arrays(g, (c.features for c in cases))
-    w = layer_weights(g, 0, EAGLE3_TENSORS)
+    feats = g.feature_arrays(c.features for c in cases)
+    w = g.layer_weights(0, EAGLE3_TENSORS)
     freq = g.array("rope_freqs.weight") if g.has("rope_freqs.weight") else None
     d2t = g.ints("d2t") if g.has("d2t") else None
     w_norm = g.array("output_norm.weight")
@@ -149,8 +137,8 @@ def eagle3_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence
     for c, f in zip(cases, feats, strict=True):
         cache, T = KVCache(), f.shape[0]
         h = fc_input(g, hp, f)
-        prefill = eagle3_step(w, hp, h, embed_tokens(g, target, c.tokens), np.arange(T), cache, freq)
-        prefill_logits = lm_logits(g, target, rms_norm(prefill, w_norm, hp.eps))
+        prefill = eagle3_step(w, hp, h, g.embed_tokens(target, c.tokens), np.arange(T), cache, freq)
+        prefill_logits = g.lm_logits(target, rms_norm(prefill, w_norm, hp.eps))
         last, z = prefill[-1:], prefill_logits[-1]
         logits: list[np.ndarray] = []
         chosen: list[int] = []
@@ -158,9 +146,9 @@ def eagle3_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence
         for s in range(c.steps):
             if s > 0:                                              # feed back the pre-norm hidden and the token
                 tok = chosen[-1] if c.forced_tokens is None else int(c.forced_tokens[s - 1])
-                last = eagle3_step(w, hp, last, embed_tokens(g, target, [tok]), np.array([T + s - 1]), cache, freq)
+                last = eagle3_step(w, hp, last, g.embed_tokens(target, [tok]), np.array([T + s - 1]), cache, freq)
                 step_hidden.append(last[0])
-                z = lm_logits(g, target, rms_norm(last, w_norm, hp.eps))[0]
+                z = g.lm_logits(target, rms_norm(last, w_norm, hp.eps))[0]
             d = int(np.argmax(z))
             logits.append(z)
             chosen.append(d if d2t is None else int(d2t[d]))

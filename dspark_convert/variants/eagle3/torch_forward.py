@@ -17,19 +17,7 @@ import torch
 
 from ...errors import ConvertError
 from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint, open_draft
-from ...reference.layers_torch import (
-    Weights,
-    apply_rope,
-    attend,
-    decoder_layer,
-    inv_freq,
-    mlp_residual,
-    output_logits,
-    rms,
-    threads_for,
-    to_target,
-    token_embeddings,
-)
+from ...reference.layers_torch import Weights, apply_rope, attend, inv_freq, mlp_residual, rms
 from ...reference.storage import gguf_counterpart
 from ...roles.proof import Inputs
 
@@ -46,9 +34,16 @@ def open(hf_dir: Path, target_dir: Path | None, storage: Mapping[str, str] | Non
     return open_draft(hf_dir, Path(str(target_dir)), read_config, storage)
 
 
+#: EAGLE-3's own rows over the backbone's (this side's own spelling, for the storage rounding only): the layer's
+#: norm of the target hidden states; the context projection and its input norm
+_LAYER_GGUF = {"hidden_norm.weight": "attn_norm_2.weight"}
+_GLOBAL_GGUF = {"fc.weight": "fc.weight", "input_norm.weight": "enc.output_norm.weight"}
+
+
 def counterpart(name: str) -> str | None:
-    """The GGUF tensor that stores checkpoint tensor ``name`` (the shared block table; the one layer is ``blk.0``)."""
-    return gguf_counterpart(name, "midlayer.")
+    """The GGUF tensor that stores checkpoint tensor ``name`` (the backbone's table with EAGLE-3's rows; the one
+    layer is ``blk.0``)."""
+    return gguf_counterpart(name, "midlayer.", layer=_LAYER_GGUF, top=_GLOBAL_GGUF)
 
 
 def forward(d: HFDraft[Eagle3HFHParams], inputs: Inputs, tokens: list[np.ndarray],
@@ -112,7 +107,7 @@ def eagle3_layer(d: HFDraft, L: Weights, h: torch.Tensor, ids: list[int]) -> tor
     hp, p, eps = d.hp, d.prefix, d.hp.eps
     N, nh, nkv, hd = h.shape[0], hp.n_head, hp.n_head_kv, hp.head_dim
     hn = rms(h, L[p + "hidden_norm.weight"], eps)
-    z = torch.cat([rms(token_embeddings(d, ids), L[p + "input_layernorm.weight"], eps), hn], 1)
+    z = torch.cat([rms(d.token_embeddings(ids), L[p + "input_layernorm.weight"], eps), hn], 1)
     q = (z @ L[p + "self_attn.q_proj.weight"].T).view(N, nh, hd).transpose(0, 1)
     k = (z @ L[p + "self_attn.k_proj.weight"].T).view(N, nkv, hd).transpose(0, 1)
     v = (z @ L[p + "self_attn.v_proj.weight"].T).view(N, nkv, hd).transpose(0, 1)
@@ -129,7 +124,7 @@ def eagle3_forward(d: HFDraft, features: Sequence[np.ndarray], tokens: Sequence[
     """EAGLE-3 (checkpoints.md §4.4), per case: fc over the 3 taps, one Llama layer on ``[norm(emb); norm(h)]``,
     causal over the draft's own positions, logits over the draft vocab at every position, then chained steps
     feeding back the pre-norm hidden."""
-    with threads_for(d):
+    with d.threads():
         forced = forced_tokens or [None] * len(features)
         return [_eagle3_case(d, f, t, steps, ft) for f, t, ft in zip(features, tokens, forced, strict=True)]
 
@@ -137,16 +132,16 @@ def eagle3_forward(d: HFDraft, features: Sequence[np.ndarray], tokens: Sequence[
 def _eagle3_case(d: HFDraft, features: np.ndarray, tokens: np.ndarray, steps: int,
                  forced: np.ndarray | None) -> TorchEagle3:
     hp, w = d.hp, d.weights
-    L = decoder_layer(d, d.prefix)
+    L = d.decoder_layer(d.prefix)
     g = torch.from_numpy(np.asarray(features, dtype=np.float32))
     if hp.norm_before_fc:
         g = rms(g, w.get("input_norm.weight"), hp.eps)
     h_in, ids = g @ w.get("fc.weight").T, [int(t) for t in tokens]
     fc = h_in.clone()
-    to_target_ids = to_target(d, True)
+    to_target_ids = d.to_target(True)
     norm_w = w.get("norm.weight")
     out = eagle3_layer(d, L, h_in, ids)
-    prefill, prefill_logits = out.clone(), output_logits(d, rms(out, norm_w, hp.eps), True)
+    prefill, prefill_logits = out.clone(), d.output_logits(rms(out, norm_w, hp.eps), True)
     logits: list[torch.Tensor] = []
     chosen: list[int] = []
     for s in range(steps):
@@ -156,7 +151,7 @@ def _eagle3_case(d: HFDraft, features: np.ndarray, tokens: np.ndarray, steps: in
             nxt = chosen[-1] if forced is None else int(forced[s - 1])
             h_in, ids = torch.cat([h_in, out[-1:]]), ids + [nxt]
             out = eagle3_layer(d, L, h_in, ids)
-            zs = output_logits(d, rms(out[-1:], norm_w, hp.eps), True)[0]
+            zs = d.output_logits(rms(out[-1:], norm_w, hp.eps), True)[0]
         logits.append(zs)
         chosen.append(to_target_ids(int(zs.argmax())))
     T = features.shape[0]

@@ -25,12 +25,13 @@ from ... import schema as S
 from ...errors import ConvertError
 from ...formats import modelopt
 from ...formats.modelopt import QuantConfig
-from ...kit.common import GEMMA4_LAYER, NameTable, base_kvs, finish_plan
+from ...kit.common import NameTable, base_kvs, finish_plan
 from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import Context
 from ..dflash import lineage
 from ..dflash.lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors
+from ..gemma4_assistant.gemma4_assistant import GEMMA4_LAYER
 from .fit import target_facts
 
 METHOD_WORD, FILE_PREFIX = lineage.DSPARK_NAMING

@@ -25,30 +25,10 @@ import numpy as np
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...reference.layers import (
-    BlockTrunk,
-    block_input,
-    confidence,
-    context_projection,
-    draft_tokens,
-    feed_forward,
-    heads,
-    layer_keys,
-    rotary_attention,
-    stream_layers,
-)
-from ...reference.ops import (
-    CommonHParams,
-    feature_arrays,
-    gelu_tanh,
-    layer_weights,
-    lm_logits,
-    read_common_hparams,
-    rms_norm,
-    rope_cos_sin,
-    silu,
-)
+from ...reference.layers import BlockTrunk, feed_forward, heads, layer_keys, rotary_attention, run_blocks
+from ...reference.ops import CommonHParams, gelu_tanh, rms_norm, rope_cos_sin, silu
 from ...reference.weights import GGUFWeights, TargetWeights
+from ..dflash.numpy_forward import confidence, draft_tokens
 
 A = S.ARCH_DFLASH
 #: per-layer tensors the forward reads (``blk.N.<name>.weight``; ``attn_v`` only when present)
@@ -76,7 +56,7 @@ class Gemma4HParams(CommonHParams):
 
     @classmethod
     def from_gguf(cls, g: GGUFWeights) -> Gemma4HParams:
-        c = read_common_hparams(g, A)
+        c = CommonHParams.read(g, A)
         if c.head_dim != int(g.value(S.VALUE_LENGTH.format(arch=A), c.head_dim)):
             raise ConvertError(f"{g.path}: key_length {c.head_dim} differs from value_length (the graph asserts them equal)")
         scale = float(g.value(S.ATTENTION_SCALE.format(arch=A), 0.0) or 0.0)
@@ -139,22 +119,18 @@ def gemma4_forward(g: GGUFWeights, target: TargetWeights | None, features: Seque
                    anchors: Sequence[int], prev_tokens: Sequence[np.ndarray | None] | None = None) -> list[Gemma4Outputs]:
     """One block proposal per (features, anchor) case; ``prev_tokens`` forces the Markov chain's inputs."""
     hp = Gemma4HParams.from_gguf(g)
-    feats = feature_arrays(g, features)
-    ctxs = [context_projection(f, g.array("fc.weight"), g.array("enc.output_norm.weight"), hp.eps) for f in feats]
     freqs = g.array("rope_freqs.weight") if g.has("rope_freqs.weight") else None
-    B = hp.block_size
-    x0 = [block_input(g, target, a, hp.mask_token_id, B, hp.embedding_scale) for a in anchors]
-    xs, layers = stream_layers(hp.n_layer, lambda il: layer_weights(g, il, LAYER),
-                               lambda w, il, x, ctx: layer(w, hp, il, x, ctx, freqs), x0, ctxs)
-    w_norm = g.array("output_norm.weight")
+    run = run_blocks(g, target, features, anchors, hp, hp.mask_token_id, hp.block_size,
+                     lambda il: g.layer_weights(il, LAYER), lambda w, il, x, ctx: layer(w, hp, il, x, ctx, freqs),
+                     scale=hp.embedding_scale)
     rows = hp.prediction_rows
     w2 = g.array("markov_w2.weight") if g.has("markov_w2.weight") else None
     outs = []
     for i, a in enumerate(anchors):
-        h = rms_norm(xs[i], w_norm, hp.eps)
-        U = lm_logits(g, target, h[rows])
+        h = run.hiddens[i]
+        U = g.lm_logits(target, h[rows])
         forced = None if prev_tokens is None else prev_tokens[i]
         bias, z, tokens, prev = draft_tokens(U, g, a, None, w2, forced)
         conf = confidence(g, h[rows], prev) if g.has("conf_proj.weight") else None
-        outs.append(Gemma4Outputs(ctxs[i], x0[i], layers[i], h, U, bias, z, tokens, prev, conf))
+        outs.append(Gemma4Outputs(run.contexts[i], run.inputs[i], run.layers[i], h, U, bias, z, tokens, prev, conf))
     return outs

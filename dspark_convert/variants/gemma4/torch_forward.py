@@ -24,10 +24,10 @@ import numpy as np
 import torch
 
 from ...reference.layers_torch import visible_keys
-from ...reference.storage import SANDWICH_LAYER
 from ...reference.storage import gguf_counterpart as shared_counterpart
 from ...roles.proof import Inputs
-from ..dflash.torch_forward import DraftFolder
+from ..dflash.torch_forward import BLOCK_GLOBALS, DraftFolder
+from ..gemma4_assistant.torch_forward import SANDWICH_LAYER
 
 
 @dataclass
@@ -217,15 +217,16 @@ def gemma4_forward(ck: Gemma4Checkpoint, features: Sequence[np.ndarray], anchors
 
 
 #: DeepSpec's confidence head -> the GGUF names llama.cpp loads it as (this side's own spelling, for the storage
-#: rounding only); the layer and every other name: the shared table with its sandwich-norm layer
-#: (:func:`dspark_convert.reference.storage.gguf_counterpart`)
+#: rounding only); the layer and every other name: the backbone's table
+#: (:func:`dspark_convert.reference.storage.gguf_counterpart`) with the Gemma 4 layer's (``SANDWICH_LAYER``) and the
+#: block draft's globals (``BLOCK_GLOBALS``)
 _GLOBAL_COUNTERPARTS = {"confidence_proj.weight": "conf_proj.weight", "confidence_proj.bias": "conf_proj.bias"}
 
 
 def gguf_counterpart(hf_name: str) -> str | None:
     """The GGUF tensor a checkpoint tensor becomes (None: none)."""
     bare = hf_name.removeprefix("model.")
-    return _GLOBAL_COUNTERPARTS.get(bare) or shared_counterpart(bare, layer=SANDWICH_LAYER)
+    return _GLOBAL_COUNTERPARTS.get(bare) or shared_counterpart(bare, layer=SANDWICH_LAYER, top=BLOCK_GLOBALS)
 
 
 #: the torch side's name table (the contract of :mod:`dspark_convert.roles.proof`)

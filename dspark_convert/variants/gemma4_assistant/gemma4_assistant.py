@@ -20,6 +20,7 @@ anything is written, one line naming the key or tensor.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,6 @@ from ...hf.checkpoint import Checkpoint
 from ...kit.common import (
     BACKBONE_GLOBALS,
     BACKBONE_LAYER,
-    GEMMA4_LAYER,
     NameTable,
     claims_nothing,
     every_tensor,
@@ -53,11 +53,22 @@ ARCHITECTURES: tuple[str, ...] = ("Gemma4AssistantForCausalLM", "Gemma4UnifiedAs
 TARGET_TENSORS: tuple[TargetTensor, ...] = ()  # the runtime reads the target's embeddings through its context
 TOKENIZER_IN_CHECKPOINT = True  # converted on its own: the assistant folder carries the tokenizer
 DSPARK_FLAG = False
-__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "METHOD_WORD", "NAMES", "TARGET_TENSORS",
+__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "GEMMA4_LAYER", "METHOD_WORD", "NAMES", "TARGET_TENSORS",
            "TOKENIZER_IN_CHECKPOINT", "assistant_hparams", "build_plan", "claims", "draft_tensors", "hf_names",
            "target_facts"]
 
 A = {"arch": S.ARCH_GEMMA4_ASSISTANT}
+#: the rows a Gemma 4 decoder layer (after ``layers.{i}.``) has beyond the backbone's (``kit.common.BACKBONE_LAYER``):
+#: its sandwich norms (the post-attention norm follows the mixer here, the FFN input norm is
+#: ``pre_feedforward_layernorm``, a post-FFN norm) and the layer output scale (upstream appends ``.weight`` to
+#: ``layer_scalar``); the Gemma 4 DSpark draft's table (``variants/gemma4/dspark_gemma4.py``) takes them too
+GEMMA4_LAYER: Mapping[str, str] = {
+    "post_attention_layernorm.weight": S.L_ATTN_POST_NORM,
+    "pre_feedforward_layernorm.weight": S.L_FFN_NORM,
+    "post_feedforward_layernorm.weight": S.L_FFN_POST_NORM,
+    "layer_scalar": S.L_LAYER_OUT_SCALE,
+    "layer_scalar.weight": S.L_LAYER_OUT_SCALE,
+}
 #: the backbone rows a Q-only layer keeps: it reads the target's KV cache, so it has no K / V projections or K norm
 _Q_ONLY_LAYER = ("input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.q_norm.weight",
                 "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight")

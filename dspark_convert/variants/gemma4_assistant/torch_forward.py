@@ -32,7 +32,6 @@ import numpy as np
 import torch
 
 from ...reference.hf_draft import TorchCheckpoint
-from ...reference.storage import SANDWICH_LAYER
 from ...reference.storage import gguf_counterpart as shared_counterpart
 from ...roles.proof import Inputs
 from .seeded import cache, embed_rows
@@ -209,8 +208,16 @@ def assistant_forward(ck: AssistantCheckpoint, cases: Sequence[TorchCase], steps
     return outs
 
 
+#: the Gemma 4 decoder layer's own names over the shared table's (this side's own spelling, for the storage rounding
+#: only): a norm after the attention and after the MLP, the MLP's input norm, a per-layer output scale
+SANDWICH_LAYER = {
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+    "layer_scalar": "layer_output_scale.weight",
+}
 #: the assistant's projections -> the GGUF names llama.cpp loads them as (this side's own spelling, for the storage
-#: rounding only); the layers, the embedding and the norm: the shared table with its sandwich-norm layer
+#: rounding only); the layers, the embedding and the norm: the shared table with :data:`SANDWICH_LAYER`
 _PROJECTIONS = {"pre_projection.weight": "nextn.pre_projection.weight",
                 "post_projection.weight": "nextn.post_projection.weight"}
 
