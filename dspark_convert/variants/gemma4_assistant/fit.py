@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import schema as S
-from ...roles.fit import Outcome, Pair, Rule
+from ...roles.fit import Outcome, Pair, Rule, target_family_rule
 
 SRC_MTP = ("common/speculative.cpp: common_speculative_impl_draft_mtp constructor (n_embd_out asserted equal); "
            "src/llama-model.cpp shares the target's last sliding / full KV layers")
@@ -23,15 +23,6 @@ def _int(v: Any) -> int | None:
 def _draft(p: Pair, tpl: str) -> Any:
     plan = p.draft.plan
     return None if plan is None else plan.value(tpl.format(arch=S.ARCH_GEMMA4_ASSISTANT))
-
-
-def rule_target_family(p: Pair) -> Outcome:
-    """The assistant runs only beside a Gemma 4 target (it reads its KV cache, embeddings and hidden row)."""
-    ok = str(p.target.arch).startswith("gemma4")
-    return Outcome.verdict(ok, "Gemma 4 assistant", p.target.arch,
-                   "the target is a Gemma 4 model" if ok else
-                   f"the target's architecture is {p.target.arch!r}; a Gemma 4 assistant reads a Gemma 4 target's KV "
-                   "cache, embeddings and last hidden row (expected gemma4)")
 
 
 def rule_backbone_size(p: Pair) -> Outcome:
@@ -59,7 +50,7 @@ def _head_rule(tpl: str, hp_key: str, what: str) -> Any:
 
 
 ARCH_RULES: tuple[Rule, ...] = (
-    Rule("target-family", "the target is a Gemma 4 model", SRC_MTP, rule_target_family),
+    target_family_rule(SRC_MTP, "Gemma 4", "gemma4", "Gemma 4 assistant", "KV cache, embeddings and last hidden row"),
     Rule("target-hidden-size", "embedding_length_out = target hidden size", SRC_MTP, rule_backbone_size),
     Rule("head-size-full", "key_length of both sides (full-attention layers)", SRC_MTP,
          _head_rule(S.KEY_LENGTH, "key_length", "full-attention")),
