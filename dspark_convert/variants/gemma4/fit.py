@@ -14,7 +14,7 @@ import math
 from ... import schema as S
 from ...plan import Plan
 from ...roles.convert import Context, TargetFacts
-from ...roles.fit import Outcome, Pair, Rule, target_family_rule
+from ...roles.fit import Outcome, Pair, Rule
 
 
 def target_facts(ctx: Context, plan: Plan) -> TargetFacts:
@@ -51,7 +51,7 @@ def rule_rope_kind(p: Pair) -> Outcome:
 
 
 RULES: tuple[Rule, ...] = (
-    target_family_rule(SRC_GRAPH, "Gemma 4", "gemma4", "Gemma4 DSpark draft", "hidden states and embeddings"),
+    Rule.target_family(SRC_GRAPH, "Gemma 4", "gemma4", "Gemma4 DSpark draft", "hidden states and embeddings"),
     Rule("embedding-scale", "embedding_scale = sqrt(target hidden size)", SRC_GRAPH, rule_embedding_scale),
     Rule("rope-scaling", "full-attention RoPE kind of both sides (proportional: rope_freqs.weight)", SRC_GRAPH,
          rule_rope_kind),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import schema as S
-from ...roles.fit import Outcome, Pair, Rule, target_family_rule
+from ...roles.fit import Outcome, Pair, Rule
 
 SRC_MTP = ("common/speculative.cpp: common_speculative_impl_draft_mtp constructor (n_embd_out asserted equal); "
            "src/llama-model.cpp shares the target's last sliding / full KV layers")
@@ -50,7 +50,7 @@ def _head_rule(tpl: str, hp_key: str, what: str) -> Any:
 
 
 ARCH_RULES: tuple[Rule, ...] = (
-    target_family_rule(SRC_MTP, "Gemma 4", "gemma4", "Gemma 4 assistant", "KV cache, embeddings and last hidden row"),
+    Rule.target_family(SRC_MTP, "Gemma 4", "gemma4", "Gemma 4 assistant", "KV cache, embeddings and last hidden row"),
     Rule("target-hidden-size", "embedding_length_out = target hidden size", SRC_MTP, rule_backbone_size),
     Rule("head-size-full", "key_length of both sides (full-attention layers)", SRC_MTP,
          _head_rule(S.KEY_LENGTH, "key_length", "full-attention")),
