@@ -266,3 +266,21 @@ class Rule:
     source: str
     fn: Callable[[Pair], Outcome]
     families: frozenset[str] = ALL
+
+
+    @classmethod
+    def target_family(cls, source: str, family: str, arch_prefix: str, draft: str, reads: str) -> Rule:
+        """The ``target-family`` row of a draft made for one family of targets: ``pass`` when the target's arch
+        begins with ``arch_prefix`` (a ``family`` model), else ``fail``, saying that a ``draft`` reads such a
+        target's ``reads``.
+
+        Example:
+            >>> Rule.target_family("src", "Gemma 4", "gemma4", "Gemma 4 assistant", "KV cache").what
+            'the target is a Gemma 4 model'
+        """
+        def rule(p: Pair) -> Outcome:
+            ok = str(p.target.arch).startswith(arch_prefix)
+            return Outcome.verdict(ok, draft, p.target.arch, f"the target is a {family} model" if ok else
+                                   f"the target's architecture is {p.target.arch!r}; a {draft} reads a {family} "
+                                   f"target's {reads} (expected {arch_prefix})")
+        return cls("target-family", f"the target is a {family} model", source, rule)

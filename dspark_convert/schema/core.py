@@ -64,21 +64,14 @@ DATASET_COUNT = "general.dataset.count"
 DATASET_KEY = "general.dataset.{i}.{field}"  # same fields as BASE_MODEL_FIELDS
 GENERAL_TAGS = "general.tags"
 GENERAL_LANGUAGES = "general.languages"
-#: general.sampling.* keys (contract §2.7), in writing order: (key, type, generation_config.json field)
-GENERAL_SAMPLING_KEYS: tuple[tuple[str, VT, str], ...] = (
-    ("general.sampling.sequence", VT.STRING, "sequence"),
-    ("general.sampling.top_k", VT.INT32, "top_k"),
-    ("general.sampling.top_p", VT.FLOAT32, "top_p"),
-    ("general.sampling.min_p", VT.FLOAT32, "min_p"),
-    ("general.sampling.xtc_probability", VT.FLOAT32, "xtc_probability"),
-    ("general.sampling.xtc_threshold", VT.FLOAT32, "xtc_threshold"),
-    ("general.sampling.temp", VT.FLOAT32, "temperature"),
-    ("general.sampling.penalty_last_n", VT.INT32, "penalty_last_n"),
-    ("general.sampling.penalty_repeat", VT.FLOAT32, "penalty_repeat"),
-    ("general.sampling.mirostat", VT.INT32, "mirostat"),
-    ("general.sampling.mirostat_tau", VT.FLOAT32, "mirostat_tau"),
-    ("general.sampling.mirostat_eta", VT.FLOAT32, "mirostat_eta"),
-)
+#: general.sampling.* keys (contract §2.7), in writing order: (key, type, generation_config.json field); each key is
+#: ``general.sampling.`` and its field's name, ``temp`` for ``temperature``
+GENERAL_SAMPLING_KEYS: tuple[tuple[str, VT, str], ...] = tuple(
+    (f"general.sampling.{'temp' if field == 'temperature' else field}", vt, field) for field, vt in {
+        "sequence": VT.STRING, "top_k": VT.INT32, "top_p": VT.FLOAT32, "min_p": VT.FLOAT32,
+        "xtc_probability": VT.FLOAT32, "xtc_threshold": VT.FLOAT32, "temperature": VT.FLOAT32,
+        "penalty_last_n": VT.INT32, "penalty_repeat": VT.FLOAT32, "mirostat": VT.INT32, "mirostat_tau": VT.FLOAT32,
+        "mirostat_eta": VT.FLOAT32}.items())
 
 # ---------------------------------------------------------------------------------------------- arch keys
 # Templates take the arch string: KEY.format(arch=...)

@@ -26,15 +26,6 @@ def target_facts(ctx: Context, plan: Plan) -> TargetFacts:
 SRC_GRAPH = "src/models/dflash.cpp: llama_model_dflash::graph (embedding_scale, rope_freqs, K as V)"
 
 
-def rule_target_family(p: Pair) -> Outcome:
-    """The draft was trained on a Gemma 4 target's hidden states, tokenizer and embeddings."""
-    ok = str(p.target.arch).startswith("gemma4")
-    return Outcome.verdict(ok, "Gemma4 DSpark", p.target.arch,
-                   "the target is a Gemma 4 model" if ok else
-                   f"the target's architecture is {p.target.arch!r}; a Gemma4 DSpark draft reads a Gemma 4 target's "
-                   "hidden states and embeddings (expected gemma4 / gemma4_text)")
-
-
 def rule_embedding_scale(p: Pair) -> Outcome:
     """llama.cpp multiplies the draft's token embeddings by ``embedding_scale``; Gemma 4 scales by sqrt(hidden)."""
     got = None if p.draft.plan is None else p.draft.plan.value(S.EMBEDDING_SCALE.format(arch=S.ARCH_DFLASH))
@@ -60,7 +51,7 @@ def rule_rope_kind(p: Pair) -> Outcome:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("target-family", "the target is a Gemma 4 model", SRC_GRAPH, rule_target_family),
+    Rule.target_family(SRC_GRAPH, "Gemma 4", "gemma4", "Gemma4 DSpark draft", "hidden states and embeddings"),
     Rule("embedding-scale", "embedding_scale = sqrt(target hidden size)", SRC_GRAPH, rule_embedding_scale),
     Rule("rope-scaling", "full-attention RoPE kind of both sides (proportional: rope_freqs.weight)", SRC_GRAPH,
          rule_rope_kind),

@@ -25,15 +25,6 @@ def _draft(p: Pair, tpl: str) -> Any:
     return None if plan is None else plan.value(tpl.format(arch=S.ARCH_GEMMA4_ASSISTANT))
 
 
-def rule_target_family(p: Pair) -> Outcome:
-    """The assistant runs only beside a Gemma 4 target (it reads its KV cache, embeddings and hidden row)."""
-    ok = str(p.target.arch).startswith("gemma4")
-    return Outcome.verdict(ok, "Gemma 4 assistant", p.target.arch,
-                   "the target is a Gemma 4 model" if ok else
-                   f"the target's architecture is {p.target.arch!r}; a Gemma 4 assistant reads a Gemma 4 target's KV "
-                   "cache, embeddings and last hidden row (expected gemma4)")
-
-
 def rule_backbone_size(p: Pair) -> Outcome:
     """``embedding_length_out`` (the assistant's backbone size) equals the target's hidden size."""
     got, want = _int(_draft(p, S.EMBEDDING_LENGTH_OUT)), _int(p.target.hp.get("embedding_length"))
@@ -59,7 +50,7 @@ def _head_rule(tpl: str, hp_key: str, what: str) -> Any:
 
 
 ARCH_RULES: tuple[Rule, ...] = (
-    Rule("target-family", "the target is a Gemma 4 model", SRC_MTP, rule_target_family),
+    Rule.target_family(SRC_MTP, "Gemma 4", "gemma4", "Gemma 4 assistant", "KV cache, embeddings and last hidden row"),
     Rule("target-hidden-size", "embedding_length_out = target hidden size", SRC_MTP, rule_backbone_size),
     Rule("head-size-full", "key_length of both sides (full-attention layers)", SRC_MTP,
          _head_rule(S.KEY_LENGTH, "key_length", "full-attention")),

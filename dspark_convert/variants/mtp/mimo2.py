@@ -52,7 +52,16 @@ from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
 from .glm import insert_expert_groups
 from .head import Counts, Head
-from .specs import FLOAT_DTYPES, NEXTN_ROWS, ExpertGroups, float_ref, layer_spec, stack_spec, target_archs
+from .specs import (
+    FLOAT_DTYPES,
+    NEXTN_ROWS,
+    ExpertGroups,
+    float_ref,
+    layer_spec,
+    required,
+    stack_spec,
+    target_archs,
+)
 from .transforms import QkvConcat, TpQkvDequant
 
 #: upstream's model class that exports the MiMo-V2 MTP layers with ``--mtp``
@@ -192,8 +201,7 @@ def _block_size(hp: HParams, where: str) -> tuple[int, int] | None:
 def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> MimoMtp:
     """The keys upstream's class reads, its assertions, and the three MTP layers, each refused in one line."""
     for key in REQUIRED:
-        if hp.get(key) is None:
-            raise ConvertError(f"{where}: key '{key}' is missing; upstream's MimoV2Model reads it (KeyError)")
+        required(hp, key, "upstream's MimoV2Model reads it (KeyError)", where)
     for swa, full in SAME_AS:
         if hp[swa] != hp[full]:
             raise ConvertError(f"{where}: {swa} {hp[swa]!r} differs from {full} {hp[full]!r}; upstream's MimoV2Model "

@@ -33,7 +33,7 @@ from ...kit.common import base_kvs, mapped_once
 from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
 from .head import Counts, Head
-from .specs import ATTENTION, ExpertGroups, layer_spec, stack_spec, target_archs
+from .specs import ATTENTION, ExpertGroups, layer_spec, required, stack_spec, target_archs
 
 #: upstream's model classes that carry the Qwen MTP mixin (``_QwenMtpMixin`` in ``conversion/qwen.py``)
 MTP_CLASSES = ("Qwen3_5TextModel", "Qwen3_5MoeTextModel", "Qwen3NextModel")
@@ -140,9 +140,7 @@ def header_kvs(q: QwenMtp, file_type: int, where: str) -> tuple[list[KV], list[K
     base = base_kvs(q.arch, view, file_type, where)
 
     def u32(tpl: str, key: str) -> KV:
-        if hp.get(key) is None:
-            raise ConvertError(f"{where}: key '{key}' is missing; a {q.arch} checkpoint needs it")
-        return KV(tpl.format(**a), VT.UINT32, hp.u32(key, hp[key]))
+        return KV(tpl.format(**a), VT.UINT32, hp.u32(key, required(hp, key, f"a {q.arch} checkpoint needs it", where)))
 
     fam: list[KV] = []
     if hp.get("moe_intermediate_size") is not None:  # Qwen2MoeModel
