@@ -25,7 +25,7 @@ from .gguffile.options import RemoteOptions
 from .plan import KV, Plan
 from .registry import gguf_variant
 from .roles.loader import Checker, Dims
-from .variants.spectype import SpecType, spec_type_of
+from .registry.spectype import SpecType, spec_type_of
 
 
 def _key_type_name(name: str, arch: str) -> VT | None:
@@ -241,7 +241,7 @@ def check_plan(plan: Plan) -> list[Finding]:
 
 
 def spec_type(plan: Plan) -> SpecType:
-    """The ``--spec-type`` llama-server needs for the file (:mod:`.variants.spectype`)."""
+    """The ``--spec-type`` llama-server needs for the file (:mod:`.registry.spectype`)."""
     kv = {k.name: k.value for k in plan.kvs}
     return spec_type_of(kv.get, [t.name for t in plan.tensors])
 

@@ -392,7 +392,7 @@ def check(
     from .check import spec_type_warning
 
     spec_warning = spec_type_warning(st) if ok else None  # a file that does not load is served with no --spec-type
-    from .variants.spectype import hub_name
+    from .registry.spectype import hub_name
 
     hub = hub_name(file, st.spec_type) if st.spec_type is not None and ok else None  # what -hf makes of its name
     if as_json:

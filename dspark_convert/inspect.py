@@ -175,17 +175,17 @@ def _by_type(f: GGUFFile) -> dict[str, dict[str, Any]]:
 
 
 def _spec_type(f: GGUFFile) -> dict[str, Any] | None:
-    """The ``--spec-type`` llama-server needs (:mod:`.variants.spectype`); None for a file that is not a draft."""
-    from .variants.spectype import spec_type_of
+    """The ``--spec-type`` llama-server needs (:mod:`.registry.spectype`); None for a file that is not a draft."""
+    from .registry.spectype import spec_type_of
 
     st = spec_type_of(f.value, [t.name for t in f.tensors])
     return st.to_dict() if st.spec_type is not None else None
 
 
 def _hf_name(f: GGUFFile) -> dict[str, Any] | None:
-    """Whether llama-server's ``-hf`` finds the draft under its file name (:func:`.variants.spectype.hub_name`);
+    """Whether llama-server's ``-hf`` finds the draft under its file name (:func:`.registry.spectype.hub_name`);
     None for a file that is not a draft."""
-    from .variants.spectype import hub_name, spec_type_of
+    from .registry.spectype import hub_name, spec_type_of
 
     st = spec_type_of(f.value, [t.name for t in f.tensors])
     return hub_name(os.fspath(f.path), st.spec_type).to_dict() if st.spec_type is not None else None

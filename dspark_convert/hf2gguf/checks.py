@@ -14,7 +14,7 @@ from ..kit.hparams import normalize_hparams, rope_dict
 from ..plan import KV, Plan, add_kv
 from ..registry.families import family_name
 from ..roles.convert import Context, ConvertOptions, TargetFacts
-from ..variants.spectype import ANCHOR_KEY, ROWS_FROM_ONE, SpecType, forced_convention
+from ..registry.spectype import ANCHOR_KEY, ROWS_FROM_ONE, SpecType, forced_convention
 from .inputs import Draft, Target, choose_family
 from .results import PlannedConversion
 
@@ -109,10 +109,10 @@ def _more(rest: list[Finding], shown: int = 5) -> str:
 
 
 def _forced_convention(planned: PlannedConversion, corrected: bool) -> Finding | None:
-    """:func:`variants.spectype.forced_convention`'s warning for a class forced with ``--architecture`` on a
+    """:func:`registry.spectype.forced_convention`'s warning for a class forced with ``--architecture`` on a
     checkpoint that declares another family, as a finding (rule ``architecture``); None when it does not apply.
-    ``corrected``: the plan's :data:`variants.spectype.ANCHOR_KEY` is set to the weights' convention
-    (:data:`variants.spectype.ROWS_FROM_ONE`) when it applies."""
+    ``corrected``: the plan's :data:`registry.spectype.ANCHOR_KEY` is set to the weights' convention
+    (:data:`registry.spectype.ROWS_FROM_ONE`) when it applies."""
     arch, plan = planned.architecture, planned.plan
     if arch is None or arch.how != "forced":
         return None

@@ -5,7 +5,7 @@ joined by ``-``; gguf's :func:`gguf.utility.naming_convention` assembles it. A d
 accelerates, behind the keyword llama.cpp's ``-hf`` finds a draft beside its target by (docs/hub-and-naming.md):
 
 - **the keyword** (``common/download.cpp`` of b11434) starts the name: the one of the ``--spec-type`` the file runs
-  as (:data:`~dspark_convert.variants.spectype.HF_KEYWORDS`) when known, else the family module's ``FILE_PREFIX``
+  as (:data:`~dspark_convert.registry.spectype.HF_KEYWORDS`) when known, else the family module's ``FILE_PREFIX``
   (:func:`file_prefix`); it stands for the method. A family without one would carry its method word
   (``METHOD_WORD``, :func:`method_name`) in the fine-tune part instead;
 - **with a target** (``Qwen/Qwen3-8B``): base name, size label, fine-tune and version are the target's, parsed by
@@ -29,7 +29,7 @@ from .. import schema as S
 from ..errors import ConvertError
 from ..findings import Finding
 from ..hf.hub import split_repo_spec
-from ..variants.spectype import SpecType, hub_name
+from ..registry.spectype import SpecType, hub_name
 from .results import PlannedConversion
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -104,7 +104,7 @@ def default_output_name(*, family: str, outtype: str, target_name: str | None, d
         ...                     size_label=None, spec_type="draft-dspark")
         'dspark-Qwen3-8B-BF16.gguf'
     """
-    from ..variants.spectype import HF_KEYWORDS
+    from ..registry.spectype import HF_KEYWORDS
 
     prefix = HF_KEYWORDS.get(spec_type or "") or file_prefix(family)
     method = "" if prefix else method_name(family)

@@ -13,7 +13,7 @@ from ..hf.hub import ResolvedModel
 from ..plan import Plan
 from ..registry.families import family_name
 from ..roles.convert import Family
-from ..variants.spectype import SpecType
+from ..registry.spectype import SpecType
 
 
 @dataclass
@@ -59,7 +59,7 @@ class ConvertResult:
     family: str = ""
     notes: list[str] = field(default_factory=list)
     architecture: dict[str, str | None] | None = None  # declared / used / how (declared, alias, forced)
-    #: what llama-server does with the file (:class:`~dspark_convert.variants.spectype.SpecType` as a dict)
+    #: what llama-server does with the file (:class:`~dspark_convert.registry.spectype.SpecType` as a dict)
     spec_type: dict[str, Any] | None = None
 
     @classmethod

@@ -257,11 +257,11 @@ def file_info(ref: str, what: str) -> FileInfo:
 
 def draft_spec(path: Path, n_max: int | None = None) -> tuple[str, int, tuple[str, ...]]:
     """``(--spec-type, --spec-draft-n-max, other flags)`` of a draft file, from ``check``'s :func:`spec_type`
-    (``n_max`` None: a whole block, :func:`~dspark_convert.variants.spectype.draft_n_max`). A file llama-server
+    (``n_max`` None: a whole block, :func:`~dspark_convert.registry.spectype.draft_n_max`). A file llama-server
     does not speculate with raises ConvertError."""
     from ..check import spec_type
     from ..gguffile.reader import plan_from_gguf
-    from ..variants.spectype import draft_n_max
+    from ..registry.spectype import draft_n_max
 
     plan = plan_from_gguf(path)
     st = spec_type(plan)

@@ -38,7 +38,7 @@ from types import TracebackType
 from typing import Any
 
 from ..errors import ConvertError
-from ..variants.spectype import SPEC_TYPES
+from ..registry.spectype import SPEC_TYPES
 
 HOST = "127.0.0.1"
 
@@ -440,13 +440,13 @@ class _PortTaken(Exception):
 def spec_for(draft: Path, chain_steps: int = 4) -> tuple[str, int]:
     """``(--spec-type, --spec-draft-n-max)`` for a converted draft, with a whole block per draft.
 
-    Both come from :mod:`..variants.spectype`: the type the file needs (:func:`~..variants.spectype.spec_type_of`,
+    Both come from :mod:`..registry.spectype`: the type the file needs (:func:`~..registry.spectype.spec_type_of`,
     which may differ from the one llama-server auto-detects: a head-less file predicting from the anchor row needs
     the type that reads block rows from the anchor on, measured one position late under the other) and the draft
-    length (:func:`~..variants.spectype.draft_n_max`: the block's drafting rows, or ``chain_steps`` chained steps
+    length (:func:`~..registry.spectype.draft_n_max`: the block's drafting rows, or ``chain_steps`` chained steps
     for a chained type). A file llama-server does not speculate with raises ConvertError."""
     from ..reference import open_gguf
-    from ..variants.spectype import draft_n_max, spec_type_of
+    from ..registry.spectype import draft_n_max, spec_type_of
 
     g = open_gguf(draft)
     st = spec_type_of(g.value, [t.name for t in g.file.tensors])

@@ -16,6 +16,9 @@ ahead of the one it ``refines``); its code is the package ``dspark_convert/varia
   which says why; anything else fails ``verify`` with the tensor's name (a tensor no rule names and no forward
   reads is a defect).
 
+Beside the table: :mod:`.spectype`, the ``--spec-type`` llama-server needs for a file of each variant (and the
+file-name keywords ``-hf`` finds it by); :mod:`.words`, the variants' words on the command line.
+
 Only names and predicates live here: no numpy, no torch, no variant module is imported (a role is imported when a
 verb first asks for it).
 

@@ -14,7 +14,7 @@ from dspark_convert.hf2gguf.naming import (
     file_prefix,
     method_name,
 )
-from dspark_convert.variants.spectype import HF_KEYWORDS, hub_name
+from dspark_convert.registry.spectype import HF_KEYWORDS, hub_name
 
 
 @pytest.mark.parametrize(("family", "outtype", "target", "draft", "size", "expected"), [

@@ -467,7 +467,7 @@ SPEC_FOR = {"dspark-qwen3": ("draft-dspark", 7), "dflash-zlab": ("draft-dflash",
 @pytest.mark.parametrize(("layout", "expected"), list(SPEC_FOR.items()), ids=list(SPEC_FOR))
 def test_spec_for_type_and_whole_block(layout: str, expected: tuple[str, int],
                                        converted: Callable[..., Path]) -> None:
-    """The tier's ``--spec-type`` and ``--spec-draft-n-max`` (variants/spectype.py): the whole block (B) for a draft
+    """The tier's ``--spec-type`` and ``--spec-draft-n-max`` (registry/spectype.py): the whole block (B) for a draft
     read from the anchor row, B - 1 for one read from rows 1..B-1, the chained steps for EAGLE-3."""
     f = converted(layout, "f32")
     assert spec_for(f) == expected

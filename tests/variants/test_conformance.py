@@ -40,7 +40,7 @@ from dspark_convert.gguffile.reader import read_gguf
 from dspark_convert.hf.checkpoint import Checkpoint
 from dspark_convert.registry import BY_NAME, VARIANTS, gguf_variant
 from dspark_convert.registry.families import checkpoint_variant, family_for, family_name
-from dspark_convert.variants.spectype import spec_type_of
+from dspark_convert.registry.spectype import spec_type_of
 
 pytest.importorskip("torch", reason="verify needs torch (the test extra)")
 from dspark_convert.verify import verify  # noqa: E402

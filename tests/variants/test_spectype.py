@@ -1,5 +1,5 @@
 """Issue 23: ``check`` and ``inspect`` say which ``--spec-type`` llama-server b11434 needs for a draft file
-(dspark_convert/variants/spectype.py, from upstream's common/speculative.cpp), and ``check`` prints a warning
+(dspark_convert/registry/spectype.py, from upstream's common/speculative.cpp), and ``check`` prints a warning
 line when llama-server's auto-detection would draft the file wrongly (a head-less anchor-first file: DeepSpec's
 "DFlash"); it is not a loader finding (the file loads, and upstream writes the same)."""
 
@@ -16,7 +16,7 @@ from dspark_convert.check import check_file, spec_type, spec_type_warning
 from dspark_convert.cli import app
 from dspark_convert.gguffile.source import plan_from_source
 from dspark_convert.inspect import inspect_gguf
-from dspark_convert.variants.spectype import HF_KEYWORDS, SPEC_TYPES, file_name_of, hub_name, spec_type_of
+from dspark_convert.registry.spectype import HF_KEYWORDS, SPEC_TYPES, file_name_of, hub_name, spec_type_of
 
 #: fixture -> (needed, auto-detected) on llama-server b11434
 CASES = {
