@@ -24,8 +24,8 @@ from .gguf_constants import QT, VT
 from .gguffile.options import RemoteOptions
 from .plan import KV, Plan
 from .registry import gguf_variant
-from .roles.loader import Checker, Dims
 from .registry.spectype import SpecType, spec_type_of
+from .roles.loader import Checker, Dims
 
 
 def _key_type_name(name: str, arch: str) -> VT | None:

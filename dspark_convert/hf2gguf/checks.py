@@ -13,8 +13,8 @@ from ..hf.checkpoint import Checkpoint, load_json
 from ..kit.hparams import normalize_hparams, rope_dict
 from ..plan import KV, Plan, add_kv
 from ..registry.families import family_name
-from ..roles.convert import Context, ConvertOptions, TargetFacts
 from ..registry.spectype import ANCHOR_KEY, ROWS_FROM_ONE, SpecType, forced_convention
+from ..roles.convert import Context, ConvertOptions, TargetFacts
 from .inputs import Draft, Target, choose_family
 from .results import PlannedConversion
 

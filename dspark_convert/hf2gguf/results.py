@@ -12,8 +12,8 @@ from ..hf.checkpoint import Checkpoint
 from ..hf.hub import ResolvedModel
 from ..plan import Plan
 from ..registry.families import family_name
-from ..roles.convert import Family
 from ..registry.spectype import SpecType
+from ..roles.convert import Family
 
 
 @dataclass
