@@ -306,6 +306,20 @@ class HParams(dict[str, Any]):
         """The value of the first of ``keys`` present (even if null), like upstream's ``find_hparam``."""
         return find_hparam(self, keys, required=required, where=self.where)
 
+    def require(self, key: str, needs: str) -> Any:
+        """The value under ``key``, refused in one line when it is absent or null: ``<where>: key 'K' is missing;
+        <needs>`` (``needs`` says who reads it).
+
+        Example:
+            >>> HParams({"a": 1}, "c.json").require("b", "the family reads it")
+            Traceback (most recent call last):
+            dspark_convert.errors.ConvertError: c.json: key 'b' is missing; the family reads it
+        """
+        value = self.get(key)
+        if value is None:
+            raise ConvertError(f"{self.where}: key '{key}' is missing; {needs}")
+        return value
+
     def u32(self, key: str, value: Any = _OWN, *, default: Any = None) -> int:
         """The value (default: under ``key``) as a UINT32 (:func:`as_u32`)."""
         return as_u32(self._value(key, value, default), key, self.where)

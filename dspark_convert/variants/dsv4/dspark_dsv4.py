@@ -144,39 +144,37 @@ class Dsv4HParams:
     raw: dict[str, Any]
 
 
-def _require(cfg: dict[str, Any], key: str, where: str) -> Any:
-    if key not in cfg or cfg[key] is None:
-        raise ConvertError(f"{where}: key '{key}' is missing; a DeepSeek-V4 DSpark draft needs it")
-    return cfg[key]
+#: the end of the refusal of a missing config key
+NEEDS = "a DeepSeek-V4 DSpark draft needs it"
 
 
 def dsv4_hparams(cfg: HParams, where: str) -> Dsv4HParams:
     """Validate the DeepSeek-V4 config keys the conversion reads (one line per problem, naming the key)."""
-    scoring = _require(cfg, "scoring_func", where)
+    scoring = cfg.require("scoring_func", NEEDS)
     if scoring != "sqrtsoftplus":
         raise ConvertError(f"{where}: key 'scoring_func' is {scoring!r}; the DeepSeek-V4 DSpark loader needs "
                            "'sqrtsoftplus' (expert_gating_func 4)")
-    taps = _require(cfg, "dspark_target_layer_ids", where)
+    taps = cfg.require("dspark_target_layer_ids", NEEDS)
     if not isinstance(taps, list) or not taps or not all(isinstance(i, int) and not isinstance(i, bool) for i in taps):
         raise ConvertError(f"{where}: key 'dspark_target_layer_ids' is {taps!r}, expected a non-empty list of integers")
     for key in ("num_attention_heads", "head_dim", "qk_rope_head_dim", "q_lora_rank", "o_lora_rank", "o_groups",
                 "moe_intermediate_size", "n_routed_experts", "num_experts_per_tok", "n_shared_experts", "hc_mult",
                 "hc_sinkhorn_iters", "index_n_heads", "index_head_dim", "index_topk", "sliding_window"):
-        cfg.u32(key, _require(cfg, key, where))
+        cfg.u32(key, cfg.require(key, NEEDS))
     for key in ("hc_eps", "compress_rope_theta", "swiglu_limit", "routed_scaling_factor", "rms_norm_eps"):
-        cfg.number(key, _require(cfg, key, where))
-    if not isinstance(_require(cfg, "norm_topk_prob", where), bool):
+        cfg.number(key, cfg.require(key, NEEDS))
+    if not isinstance(cfg.require("norm_topk_prob", NEEDS), bool):
         raise ConvertError(f"{where}: key 'norm_topk_prob' is {cfg['norm_topk_prob']!r}, expected true or false")
-    noise = cfg.u32("dspark_noise_token_id", _require(cfg, "dspark_noise_token_id", where))
+    noise = cfg.u32("dspark_noise_token_id", cfg.require("dspark_noise_token_id", NEEDS))
     rank = cfg.get("dspark_markov_rank")
     return Dsv4HParams(
-        hidden=cfg.positive("hidden_size", _require(cfg, "hidden_size", where)),
+        hidden=cfg.positive("hidden_size", cfg.require("hidden_size", NEEDS)),
         heads=cfg.positive("num_attention_heads"),
         head_dim=cfg.positive("head_dim"),
         experts=cfg.positive("n_routed_experts"),
         moe=cfg.positive("moe_intermediate_size"),
         hc=cfg.positive("hc_mult"),
-        block_size=cfg.positive("dspark_block_size", _require(cfg, "dspark_block_size", where)),
+        block_size=cfg.positive("dspark_block_size", cfg.require("dspark_block_size", NEEDS)),
         noise_token=noise, taps=list(taps),
         markov_rank=cfg.u32("dspark_markov_rank", rank) if rank is not None else None, raw=cfg)
 

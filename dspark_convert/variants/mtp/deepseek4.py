@@ -52,7 +52,7 @@ from ...kit.common import base_kvs, mapped_once, tensor_type
 from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
 from .head import Counts, Head
-from .specs import required, target_archs
+from .specs import target_archs
 
 #: upstream's model class that exports the DeepSeek-V4 MTP layer with ``--mtp``
 MTP_CLASSES = ("DeepseekV4Model",)
@@ -160,7 +160,7 @@ def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> Dsv4Mt
     """The config keys upstream reads (each refused in one line when missing or unusable), and the MTP layers:
     ``mtp.0 .. mtp.{nextn-1}`` must be there, none beyond."""
     for key in REQUIRED_KEYS:
-        required(hp, key, "upstream's DeepSeek-V4 --mtp conversion reads it", where)
+        hp.require(key, "upstream's DeepSeek-V4 --mtp conversion reads it")
     n = hp.positive("num_hidden_layers")
     declared = hp.get("num_nextn_predict_layers", DEFAULT_NEXTN)
     nextn = hp.u32("num_nextn_predict_layers", declared) if declared is not None else 0

@@ -58,7 +58,6 @@ from .specs import (
     ExpertGroups,
     float_ref,
     layer_spec,
-    required,
     stack_spec,
     target_archs,
 )
@@ -201,7 +200,7 @@ def _block_size(hp: HParams, where: str) -> tuple[int, int] | None:
 def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> MimoMtp:
     """The keys upstream's class reads, its assertions, and the three MTP layers, each refused in one line."""
     for key in REQUIRED:
-        required(hp, key, "upstream's MimoV2Model reads it (KeyError)", where)
+        hp.require(key, "upstream's MimoV2Model reads it (KeyError)")
     for swa, full in SAME_AS:
         if hp[swa] != hp[full]:
             raise ConvertError(f"{where}: {swa} {hp[swa]!r} differs from {full} {hp[full]!r}; upstream's MimoV2Model "

@@ -41,7 +41,7 @@ from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from ..eagle3.transforms import Eagle3Permute
 from .head import Head
-from .specs import ExpertGroups, float_ref, required, stack_spec
+from .specs import ExpertGroups, float_ref, stack_spec
 
 #: upstream's model class that exports the Nemotron-H MTP head with ``--mtp`` (only its MoE variant)
 MTP_CLASSES = ("NemotronHModel",)
@@ -308,7 +308,7 @@ def header_kvs(g: NemotronMtp, file_type: int, where: str) -> tuple[list[KV], li
     u32(S.VALUE_LENGTH, head_dim, "head_dim")
 
     def req(key: str) -> Any:
-        return required(hp, key, "a Nemotron-H MoE checkpoint needs it", where)
+        return hp.require(key, "a Nemotron-H MoE checkpoint needs it")
 
     moe_ff = req("moe_intermediate_size")
     w.add(S.FEED_FORWARD_LENGTH, VT.ARRAY, [hp.u32("moe_intermediate_size", moe_ff) if i in g.mlp else 0

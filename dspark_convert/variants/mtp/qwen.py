@@ -33,7 +33,7 @@ from ...kit.common import base_kvs, mapped_once
 from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
 from .head import Counts, Head
-from .specs import ATTENTION, ExpertGroups, layer_spec, required, stack_spec, target_archs
+from .specs import ATTENTION, ExpertGroups, layer_spec, stack_spec, target_archs
 
 #: upstream's model classes that carry the Qwen MTP mixin (``_QwenMtpMixin`` in ``conversion/qwen.py``)
 MTP_CLASSES = ("Qwen3_5TextModel", "Qwen3_5MoeTextModel", "Qwen3NextModel")
@@ -140,7 +140,7 @@ def header_kvs(q: QwenMtp, file_type: int, where: str) -> tuple[list[KV], list[K
     base = base_kvs(q.arch, view, file_type, where)
 
     def u32(tpl: str, key: str) -> KV:
-        return KV(tpl.format(**a), VT.UINT32, hp.u32(key, required(hp, key, f"a {q.arch} checkpoint needs it", where)))
+        return KV(tpl.format(**a), VT.UINT32, hp.u32(key, hp.require(key, f"a {q.arch} checkpoint needs it")))
 
     fam: list[KV] = []
     if hp.get("moe_intermediate_size") is not None:  # Qwen2MoeModel
@@ -150,9 +150,7 @@ def header_kvs(q: QwenMtp, file_type: int, where: str) -> tuple[list[KV], list[K
     fam.append(KV(S.NEXTN_PREDICT_LAYERS.format(**a), VT.UINT32, q.nextn))  # the mixin
     fam += [u32(S.SSM_CONV_KERNEL, "linear_conv_kernel_dim"), u32(S.SSM_STATE_SIZE, "linear_key_head_dim"),
             u32(S.SSM_GROUP_COUNT, "linear_num_key_heads"), u32(S.SSM_TIME_STEP_RANK, "linear_num_value_heads")]
-    inner = hp.u32("linear_value_head_dim") if "linear_value_head_dim" in hp else None
-    if inner is None:
-        raise ConvertError(f"{where}: key 'linear_value_head_dim' is missing; a {q.arch} checkpoint needs it")
+    inner = hp.u32("linear_value_head_dim", hp.require("linear_value_head_dim", f"a {q.arch} checkpoint needs it"))
     fam.append(KV(S.SSM_INNER_SIZE.format(**a), VT.UINT32, inner * hp.u32("linear_num_value_heads")))
     types = hp.get("layer_types")
     if types is not None:

@@ -1,5 +1,5 @@
 """The tensor-planning pieces the MTP family modules (:mod:`.qwen`, :mod:`.glm`, :mod:`.glm_dsa`, :mod:`.nemotron`)
-share: the NextN and attention name rows, the missing-key refusal, the float-only source check, a layer tensor's spec, the per-expert tensors gathered into stacks, and the
+share: the NextN and attention name rows, the float-only source check, a layer tensor's spec, the per-expert tensors gathered into stacks, and the
 reverse name lookup for messages. Each family keeps its own names, tables and refusal words; these helpers only
 take the words they put in a message as arguments.
 """
@@ -7,7 +7,6 @@ take the words they put in a message as arguments.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from gguf import GGMLQuantizationType as QT
 
@@ -16,7 +15,6 @@ from ...errors import ConvertError
 from ...formats.transforms import ExpertStack
 from ...hf.checkpoint import Checkpoint, TensorRef
 from ...kit.common import tensor_type
-from ...kit.hparams import HParams
 from ...plan import TensorSpec
 from ...tokenizer.targets import table
 
@@ -45,14 +43,6 @@ ATTENTION: dict[str, str] = {
 FLOAT_DTYPES = ("BF16", "F16", "F32")
 #: the end of the refusal of any other dtype (after ``has dtype X; ``)
 FLOAT_WORDS = "an MTP head is converted from BF16, F16 or F32 weights"
-
-
-def required(hp: HParams, key: str, needs: str, where: str) -> Any:
-    """``hp[key]``, refused in one line (``key 'K' is missing; <needs>``) when it is absent or null."""
-    value = hp.get(key)
-    if value is None:
-        raise ConvertError(f"{where}: key '{key}' is missing; {needs}")
-    return value
 
 
 def float_ref(ck: Checkpoint, src: str, words: str = FLOAT_WORDS) -> TensorRef:
