@@ -15,7 +15,7 @@ power of two, which is exact (a 4-bit significand times ``2^k`` stays representa
 where it overflows to infinity, exactly as upstream's ``weight.float() * scale.float()`` in torch.
 
 On the GGUF side, dequantized FP8 tensors become Q8_0 (the writer quantizes them like any float32 rows, bit-identical
-to gguf-py) or F16 when a row is not a multiple of 32 (:func:`fp8_output_type`); FP4 experts are repacked losslessly into ggml's MXFP4 blocks
+to gguf-py) or F16 when a row is not a multiple of 32 (DeepSeek-V4's rule, ``variants/dsv4/blockscaled.py``); FP4 experts are repacked losslessly into ggml's MXFP4 blocks
 (:func:`mxfp4_repack`). Every function works on a row chunk, so a caller can stream a tensor of any size; the row
 transforms that put them on a plan (``Fp8BlockDequant``, ``Mxfp4ExpertStack``) are in :mod:`.transforms`.
 """
@@ -23,10 +23,7 @@ transforms that put them on a plan (``Fp8BlockDequant``, ``Mxfp4ExpertStack``) a
 from __future__ import annotations
 
 import numpy as np
-from gguf import GGML_QUANT_SIZES
-from gguf import GGMLQuantizationType as QT
 
-Q8_0_BLOCK = GGML_QUANT_SIZES[QT.Q8_0][0]
 FP8_TILE = 128  #: rows and columns per F8_E8M0 scale of a dense linear (``weight_block_size`` [128, 128])
 MXFP4_BLOCK = 32  #: values per E8M0 scale of a routed expert (and per ggml MXFP4 block)
 MXFP4_BLOCK_BYTES = 17  #: one ggml MXFP4 block: 1 scale byte + 16 bytes of packed codes
@@ -87,16 +84,6 @@ def fp4_shapes(rows: int, cols: int) -> tuple[tuple[int, int], tuple[int, int]]:
         ((2048, 2048), (2048, 128))
     """
     return (rows, cols // 2), (rows, cols // MXFP4_BLOCK)
-
-
-def fp8_output_type(in_features: int) -> QT:
-    """GGML type of a dequantized FP8 weight: Q8_0, or F16 when a row is not a whole number of Q8_0 blocks.
-
-    Example:
-        >>> fp8_output_type(4096).name, fp8_output_type(96 + 8).name
-        ('Q8_0', 'F16')
-    """
-    return QT.Q8_0 if in_features % Q8_0_BLOCK == 0 else QT.F16
 
 
 # ---------------------------------------------------------------------------------------------- decoding

@@ -2,9 +2,7 @@
 
 - :mod:`.common`: base / expert keys, the backbone name tables (``NameTable``, ``BACKBONE_LAYER``), tensor specs,
   the outtype rule, ``finish_plan``;
-- :mod:`.hparams`: ``HParams``, the typed config view (upstream's normalized config and its readers);
-- :mod:`.blockscaled`: the specs of block-scaled FP8 weights and FP4 expert stacks, and the packaged upstream chat
-  templates (``chat_templates/``).
+- :mod:`.hparams`: ``HParams``, the typed config view (upstream's normalized config and its readers).
 
 A lineage shared by several variants lives in its base variant's folder (``variants/<variant>/lineage.py``).
 """

@@ -116,7 +116,7 @@ def test_chat_template_is_upstreams_and_0731_by_name(tmp_path: Path) -> None:
     cfg = json.loads((TOKENIZER / "tokenizer_config.json").read_text())
     own_template = cfg.pop("chat_template")
     (tok / "tokenizer_config.json").write_text(json.dumps(cfg))
-    templates = ROOT / "dspark_convert" / "kit" / "chat_templates"
+    templates = ROOT / "dspark_convert" / "variants" / "dsv4" / "chat_templates"
     for name, fn in (("DeepSeek-V4-Flash-DSpark", "deepseek-ai-DeepSeek-V4.jinja"),
                      ("DeepSeek-V4-Flash-0731", "deepseek-ai-DeepSeek-V4-Flash-0731.jinja")):
         ck = make(tmp_path, name, dims=dims, tokenizer=tok)
@@ -134,7 +134,7 @@ def test_templates_are_upstreams_files(golden_dir: Path) -> None:
     sums = {name: digest for digest, name in (ln.split() for ln in (golden_dir / "templates.sha256").read_text().splitlines())}
     assert sorted(sums) == ["deepseek-ai-DeepSeek-V4-Flash-0731.jinja", "deepseek-ai-DeepSeek-V4.jinja"]
     for fn, digest in sums.items():
-        data = (ROOT / "dspark_convert" / "kit" / "chat_templates" / fn).read_bytes()
+        data = (ROOT / "dspark_convert" / "variants" / "dsv4" / "chat_templates" / fn).read_bytes()
         assert hashlib.sha256(data).hexdigest() == digest, fn
 
 

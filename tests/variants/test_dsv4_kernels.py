@@ -11,6 +11,7 @@ from gguf import quants
 
 from dspark_convert.formats import quant as Q
 from dspark_convert.formats.transforms import Fp8BlockDequant, convert_chunk
+from dspark_convert.variants.dsv4.blockscaled import fp8_output_type
 
 CODES = np.arange(256, dtype=np.uint8)
 
@@ -88,7 +89,7 @@ def test_fp8_dequant_refuses_misaligned_chunks_and_wrong_scales() -> None:
 def fp8_through_the_writer(w: np.ndarray, s: np.ndarray, step: int) -> bytes:
     """The GGUF bytes the writer makes of an FP8 weight: Fp8BlockDequant on chunks of ``step`` rows (the rows of
     each source its ``source_rows`` names), then ``convert_chunk`` to the type ``fp8_output_type`` picks."""
-    t, kind = Fp8BlockDequant(), Q.fp8_output_type(w.shape[1])
+    t, kind = Fp8BlockDequant(), fp8_output_type(w.shape[1])
     out = []
     for start in range(0, w.shape[0], step):
         stop = min(start + step, w.shape[0])
@@ -107,7 +108,7 @@ def test_fp8_through_the_writer_equals_gguf_py_q8_0_or_f16(shape: tuple[int, int
     rng = np.random.default_rng(shape[0] * 7 + scales[0])
     w, s = fp8_inputs(rng, *shape, *scales)
     kind, want = convert_one("F8_E4M3", w, s)
-    assert Q.fp8_output_type(shape[1]).name == kind
+    assert fp8_output_type(shape[1]).name == kind
     assert fp8_through_the_writer(w, s, shape[0]) == want
     assert fp8_through_the_writer(w, s, 128) == want
 

@@ -1,6 +1,7 @@
 """The ``dsv4`` GGUF variant: DeepSeek-V4 DSpark (a ``dflash`` file with hyper-connections; refines ``dflash``).
 
-- :mod:`.dspark_dsv4`: the converter family, with its name tables in :mod:`.names` (upstream's chat templates are
-  in ``kit/chat_templates/``); :mod:`.loader`: the loader rules; :mod:`.tensors`: the torch tensor-by-tensor checks
+- :mod:`.dspark_dsv4`: the converter family, with its name tables in :mod:`.names`; :mod:`.blockscaled`: the FP8 /
+  FP4 tensor specs and upstream's chat templates (``chat_templates/``), shared with the MTP sidecar
+  (:mod:`dspark_convert.variants.mtp.deepseek4`); :mod:`.loader`: the loader rules; :mod:`.tensors`: the torch tensor-by-tensor checks
   (verify proves the file tensor by tensor: no forward yet); :mod:`.verify`: verify's rows.
 """

@@ -4,7 +4,7 @@
 The file is arch ``dflash`` with DeepSeek-V4 blocks: one block per draft stage, FP8 weights dequantized (E8M0
 scale per 128x128 tile) and written as Q8_0 (F16 when a row is not a multiple of 32), routed experts repacked
 losslessly from FP4 e2m1 + E8M0 per 32 into MXFP4 stacks written first, ``general.file_type`` 38 whatever the
-outtype, and upstream's own DeepSeek-V4 chat template (``kit/chat_templates/``) as the second key. The three source formats (F8_E4M3, its
+outtype, and upstream's own DeepSeek-V4 chat template (``chat_templates/`` beside :mod:`.blockscaled`) as the second key. The three source formats (F8_E4M3, its
 F8_E8M0 tile scales, FP4 e2m1; spec/dsv4-dspark.md §1-§2) are decoded by :mod:`dspark_convert.formats.quant`.
 """
 
@@ -19,12 +19,12 @@ from gguf import GGUFValueType as VT
 from ... import schema as S
 from ...errors import ConvertError
 from ...hf.checkpoint import Checkpoint, Select
-from ...kit.blockscaled import fp8_spec, mxfp4_stack_spec, packaged_template
 from ...kit.common import base_kvs, finish_plan, mapped_once, tensor_spec
 from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
+from .blockscaled import fp8_spec, mxfp4_stack_spec, packaged_template
 from .names import (
     EXPERT_TENSORS,
     ROOT_TENSORS,

@@ -39,18 +39,12 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...formats.quant import fp8_output_type
 from ...formats.transforms import ColumnConcat
 from ...hf.checkpoint import Checkpoint
-from ...kit.blockscaled import (
-    fp8_scale,
-    fp8_spec,
-    mxfp4_stack_spec,
-    packaged_template,
-)
 from ...kit.common import base_kvs, mapped_once, tensor_type
 from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
+from ..dsv4.blockscaled import fp8_output_type, fp8_scale, fp8_spec, mxfp4_stack_spec, packaged_template
 from .head import Counts, Head
 from .specs import target_archs
 

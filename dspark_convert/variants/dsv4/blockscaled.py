@@ -1,8 +1,9 @@
-"""Tensor specs of checkpoints stored block-scaled, shared by the families that read them: an F8_E4M3 weight with
-its F8_E8M0 scale per 128x128 tile (dequantized and written as Q8_0, or F16 when a row is not a whole number of
-Q8_0 blocks), and per-expert FP4 e2m1 codes (two per I8 byte) with an F8_E8M0 scale per 32 values, stacked
-losslessly into one MXFP4 tensor. Upstream's chat templates that such checkpoints' converters embed are packaged
-beside this module (``chat_templates/``) and chosen by checkpoint name with :func:`packaged_template`.
+"""DeepSeek-V4's block-scaled tensors, shared by its DSpark draft (:mod:`.dspark_dsv4`) and its MTP sidecar
+(:mod:`dspark_convert.variants.mtp.deepseek4`): an F8_E4M3 weight with its F8_E8M0 scale per 128x128 tile
+(dequantized and written as Q8_0, or F16 when a row is not a whole number of Q8_0 blocks: :func:`fp8_output_type`),
+and per-expert FP4 e2m1 codes (two per I8 byte) with an F8_E8M0 scale per 32 values, stacked losslessly into one
+MXFP4 tensor. Upstream's DeepSeek-V4 chat templates, which both conversions embed, are packaged beside this module
+(``chat_templates/``) and chosen by checkpoint name with :func:`packaged_template`.
 """
 
 from __future__ import annotations
@@ -11,13 +12,24 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
+from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
 
-from ..errors import ConvertError
-from ..formats.quant import fp4_shapes, fp8_output_type, fp8_scale_shape
-from ..formats.transforms import Fp8BlockDequant, Mxfp4ExpertStack
-from ..hf.checkpoint import Checkpoint
-from ..plan import TensorSpec
+from ...errors import ConvertError
+from ...formats.quant import fp4_shapes, fp8_scale_shape
+from ...formats.transforms import Fp8BlockDequant, Mxfp4ExpertStack
+from ...hf.checkpoint import Checkpoint
+from ...plan import TensorSpec
+
+
+def fp8_output_type(in_features: int) -> QT:
+    """GGML type of a dequantized FP8 weight: Q8_0, or F16 when a row is not a whole number of Q8_0 blocks.
+
+    Example:
+        >>> fp8_output_type(4096).name, fp8_output_type(96 + 8).name
+        ('Q8_0', 'F16')
+    """
+    return QT.Q8_0 if in_features % GGML_QUANT_SIZES[QT.Q8_0][0] == 0 else QT.F16
 
 
 def _scale_of(src: str) -> str:
