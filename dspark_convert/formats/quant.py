@@ -135,22 +135,28 @@ def float_values(raw: np.ndarray, dtype: str) -> np.ndarray:
     return a.astype(np.float32)
 
 
-def fp8_scale_inv_dequant(weight: np.ndarray, scale: np.ndarray, rows: int, cols: int, scale_dtype: str) -> np.ndarray:
+def fp8_scale_inv_dequant(weight: np.ndarray, scale: np.ndarray, rows: int, cols: int, scale_dtype: str, *,
+                          row0: int = 0) -> np.ndarray:
     """Rows of an F8_E4M3 matrix with float block scales (``weight_scale_inv``, one per ``rows x cols`` block, dtype
-    ``scale_dtype``), dequantized to float32: ``e4m3(w[i, j]) * s[i // rows, j // cols]``, the scale rows
-    ``scale`` covering the weight rows given (which start at a block boundary).
+    ``scale_dtype``), dequantized to float32: ``e4m3(w[i, j]) * s[i // rows, j // cols]``, one float32 product as
+    upstream's ``weight.float() * scale.repeat_interleave(...)``. ``weight`` holds the matrix's rows from ``row0``
+    on; ``scale`` the scale rows from the block holding row ``row0`` on.
 
     Example:
         >>> fp8_scale_inv_dequant(np.full((1, 3), 0x38, np.uint8), np.array([[0.5, 4.0]], np.float32), 2, 2,
         ...                       "F32").tolist()
         [[0.5, 0.5, 4.0]]
+        >>> w, s = np.full((2, 1), 0x38, np.uint8), np.array([[2.0], [3.0]], np.float32)  # rows 1..2, blocks of 2
+        >>> fp8_scale_inv_dequant(w, s, 2, 2, "F32", row0=1)[:, 0].tolist()
+        [2.0, 3.0]
     """
     w = np.asarray(weight).view(np.uint8)
     r, c = w.shape
     s = float_values(scale, scale_dtype)
-    if s.ndim != 2 or s.shape[0] < -(-r // rows) or s.shape[1] < -(-c // cols):
-        raise ValueError(f"scale rows {s.shape} do not cover a {r}x{c} chunk in {rows}x{cols} blocks")
-    full = np.repeat(np.repeat(s, rows, axis=0)[:r], cols, axis=1)[:, :c]
+    first = row0 % rows
+    if s.ndim != 2 or s.shape[0] < -(-(first + r) // rows) or s.shape[1] < -(-c // cols):
+        raise ValueError(f"scale rows {s.shape} do not cover a {r}x{c} chunk from row {row0} in {rows}x{cols} blocks")
+    full = s[(first + np.arange(r)) // rows][:, np.arange(c) // cols]
     with np.errstate(over="ignore", invalid="ignore"):  # inf / NaN are named by the caller's finiteness check
         return np.take(E4M3_VALUES, w) * full
 

@@ -25,7 +25,6 @@ from ..errors import ConvertError
 from .quant import (
     FP8_TILE,
     fp8_block_dequant,
-    fp8_scale_inv_dequant,
     mxfp4_repack,
     nvfp4_bad_scales,
     nvfp4_repack,
@@ -189,86 +188,6 @@ class Fp8BlockDequant(Transform):
 
     def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
         return fp8_block_dequant(chunks[0], chunks[1])
-
-
-@register
-@dataclass(frozen=True)
-class ColumnConcat(Transform):
-    """Parts side by side along their columns (``torch.cat(parts, dim=1)``) -> float32 rows. ``dtypes`` gives each
-    part's source dtype: an ``F8_E4M3`` part is two sources (the weight and its F8_E8M0 scale per 128x128 tile,
-    dequantized as :class:`Fp8BlockDequant` does), any other part one float source (BF16 bits widened). Every part
-    has the rows of the output; chunks hold whole 128-row tiles when a part is FP8.
-
-    Example:
-        >>> t = ColumnConcat(("F32", "F8_E4M3"))
-        >>> w = np.full((1, 2), 0x38, np.uint8)                     # e4m3 0x38 = 1.0
-        >>> t.sources_ok(3), t.apply([np.array([[5.0]], np.float32), w, np.array([[128]], np.uint8)], 1).tolist()
-        (True, [[5.0, 2.0, 2.0]])
-    """
-
-    name: ClassVar[str] = "column_concat"
-    dtypes: tuple[str, ...]
-
-    def _fp8(self) -> list[bool]:
-        return [d == "F8_E4M3" for d in self.dtypes]
-
-    def sources_ok(self, n: int) -> bool:
-        return n == sum(2 if f else 1 for f in self._fp8())
-
-    def row_group(self, rows: int) -> int | None:
-        return FP8_TILE if any(self._fp8()) else 1
-
-    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
-        out: list[tuple[int, int]] = []
-        for fp8 in self._fp8():
-            out += [(start, stop), (start // FP8_TILE, tiles(stop))] if fp8 else [(start, stop)]
-        return tuple(out)
-
-    output_dtype: ClassVar[str | None] = "F32"
-
-    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        parts: list[np.ndarray] = []
-        i = 0
-        for dtype in self.dtypes:
-            if dtype == "F8_E4M3":
-                parts.append(fp8_block_dequant(chunks[i], chunks[i + 1]))
-                i += 2
-            else:
-                parts.append(to_float32(np.asarray(chunks[i]), dtype))
-                i += 1
-        return np.concatenate(parts, axis=1)
-
-
-@register
-@dataclass(frozen=True)
-class Fp8ScaleInvDequant(Transform):
-    """Sources (F8_E4M3 weight ``[out, in]``, float ``weight_scale_inv`` ``[ceil(out / rows), ceil(in / cols)]``
-    of dtype ``scale_dtype``) -> float32 rows: ``e4m3(w[i, j]) * float32(s[i // rows, j // cols])``, one float32
-    product as upstream's ``dequant_simple`` (``weight.float() * scale.repeat_interleave(...)``, quant_method
-    ``fp8`` with ``weight_block_size [rows, cols]``). Chunks hold whole ``rows``-row blocks.
-
-    Example:
-        >>> w, s = np.full((3, 2), 0x38, np.uint8), np.array([[0.5], [2.0]], np.float32)  # e4m3 0x38 = 1.0
-        >>> Fp8ScaleInvDequant(2, 2, "F32").apply([w, s], 3).tolist()
-        [[0.5, 0.5], [0.5, 0.5], [2.0, 2.0]]
-    """
-
-    name: ClassVar[str] = "fp8_scale_inv_dequant"
-    n_sources: ClassVar[int] = 2
-    rows: int
-    cols: int
-    scale_dtype: str
-
-    def row_group(self, rows: int) -> int | None:
-        return self.rows
-
-    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
-        return (start, stop), (start // self.rows, -(-stop // self.rows))
-
-    output_dtype: ClassVar[str | None] = "F32"
-
-    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        return fp8_scale_inv_dequant(chunks[0], chunks[1], self.rows, self.cols, self.scale_dtype)
 
 
 @dataclass(frozen=True)
@@ -612,52 +531,3 @@ class PatchRow(Transform):
         v = np.asarray(self.values, dtype=np.float32)
         out[self.row - start] = _bf16_bits(v) if self.dtype == "BF16" else v.astype(out.dtype)
         return out
-
-
-
-@register
-@dataclass(frozen=True)
-class AddOne(Transform):
-    """``w + 1`` in float32 (the source widened exactly first; upstream's lazy tensors add in float32 before the F32
-    write), for RMS norms stored as offsets from one (Qwen3.5 / Qwen3-Next: upstream adds 1 to every
-    ``*norm.weight`` but ``linear_attn.norm``). ``dtype`` is the source's safetensors dtype.
-
-    Example:
-        >>> AddOne("F32").apply([np.array([0.5, -1.0], np.float32)], 2).tolist()
-        [1.5, 0.0]
-        >>> AddOne("BF16").apply([np.array([0x3F01], np.uint16)], 1).tolist()  # 0.50390625 + 1, not rounded to BF16
-        [1.50390625]
-    """
-
-    name: ClassVar[str] = "add_one"
-    dtype: str
-
-    output_dtype: ClassVar[str | None] = "F32"
-
-    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        if self.dtype not in ("BF16", "F16", "F32"):
-            raise ConvertError(f"internal: add_one on a {self.dtype} tensor (expected BF16, F16 or F32)")
-        return to_float32(chunks[0], self.dtype) + np.float32(1)
-
-
-@register
-@dataclass(frozen=True)
-class ExpertStack(PerExpert):
-    """Sources: one 2-D weight per expert, ``[rows, cols]`` each -> the 3-D stack ``[experts, rows, cols]`` (upstream
-    ``torch.stack`` of per-expert tensors). A chunk holds whole experts, so memory stays one expert per chunk.
-
-    Example:
-        >>> t = ExpertStack(2)
-        >>> t.out_rows(((3, 4), (3, 4))), t.source_rows(3, 6, ((3, 4), (3, 4)))
-        (6, ((0, 0), (0, 3)))
-    """
-
-    name: ClassVar[str] = "expert_stack"
-
-    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        parts = [c for c in chunks if len(c)]
-        return np.concatenate(parts) if len(parts) > 1 else parts[0]
-
-    def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
-        shapes = sorted({tuple(a.shape) for a in arrays})
-        raise ConvertError(f"internal: an expert stack needs experts of one shape, found {shapes}")

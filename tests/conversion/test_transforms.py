@@ -24,13 +24,9 @@ from gguf import GGUFValueType as VT
 from dspark_convert.errors import ConvertError
 from dspark_convert.formats.transforms import (
     TRANSFORMS,
-    AddOne,
-    ColumnConcat,
     DeinterleaveRope,
-    ExpertStack,
     FirstRows,
     Fp8BlockDequant,
-    Fp8ScaleInvDequant,
     Mxfp4ExpertStack,
     Nvfp4Repack,
     PatchRow,
@@ -42,7 +38,15 @@ from dspark_convert.hf.checkpoint import Checkpoint
 from dspark_convert.hf2gguf import writer
 from dspark_convert.plan import KV, Plan, TensorSpec
 from dspark_convert.variants.eagle3.transforms import Eagle3Permute
-from dspark_convert.variants.mtp.transforms import MlaKvBSplit, QkvConcat, TpQkvDequant
+from dspark_convert.variants.mtp.transforms import (
+    AddOne,
+    ColumnConcat,
+    ExpertStack,
+    Fp8ScaleInvDequant,
+    MlaKvBSplit,
+    QkvConcat,
+    TpQkvDequant,
+)
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,6 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...formats.transforms import ColumnConcat
 from ...hf.checkpoint import Checkpoint
 from ...kit.common import base_kvs, mapped_once, tensor_type
 from ...kit.hparams import HParams
@@ -47,6 +46,7 @@ from ...plan import KV, TensorSpec
 from ..dsv4.blockscaled import fp8_output_type, fp8_scale, fp8_spec, mxfp4_stack_spec, packaged_template
 from .head import Counts, Head
 from .specs import target_archs
+from .transforms import ColumnConcat
 
 #: upstream's model class that exports the DeepSeek-V4 MTP layer with ``--mtp``
 MTP_CLASSES = ("DeepseekV4Model",)

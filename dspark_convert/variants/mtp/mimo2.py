@@ -45,7 +45,6 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...formats.transforms import Fp8ScaleInvDequant
 from ...hf.checkpoint import Checkpoint
 from ...kit.common import base_kvs, mapped_once, tensor_type
 from ...kit.hparams import HParams
@@ -61,7 +60,7 @@ from .specs import (
     stack_spec,
     target_archs,
 )
-from .transforms import QkvConcat, TpQkvDequant
+from .transforms import Fp8ScaleInvDequant, QkvConcat, TpQkvDequant
 
 #: upstream's model class that exports the MiMo-V2 MTP layers with ``--mtp``
 MTP_CLASSES = ("MimoV2Model",)

@@ -27,13 +27,13 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...formats.transforms import AddOne
 from ...hf.checkpoint import Checkpoint
 from ...kit.common import base_kvs, mapped_once
 from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
 from .head import Counts, Head
 from .specs import ATTENTION, ExpertGroups, layer_spec, stack_spec, target_archs
+from .transforms import AddOne
 
 #: upstream's model classes that carry the Qwen MTP mixin (``_QwenMtpMixin`` in ``conversion/qwen.py``)
 MTP_CLASSES = ("Qwen3_5TextModel", "Qwen3_5MoeTextModel", "Qwen3NextModel")

@@ -12,11 +12,11 @@ from gguf import GGMLQuantizationType as QT
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...formats.transforms import ExpertStack
 from ...hf.checkpoint import Checkpoint, TensorRef
 from ...kit.common import tensor_type
 from ...plan import TensorSpec
 from ...tokenizer.targets import table
+from .transforms import ExpertStack
 
 #: a NextN block's own tensors (after the block prefix) -> their GGUF names (after ``blk.{n+i}.``), by gguf-py's
 #: tensor map: the same rows in every family whose checkpoint spells them this way (GLM-4.5, GLM-5, MiMo-V2)

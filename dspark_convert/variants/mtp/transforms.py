@@ -1,11 +1,13 @@
-"""The MTP sidecars' row transforms: MLA's ``kv_b_proj`` split per head (upstream's ``DeepseekV2Model``, which
-``GlmMoeDsaModel`` inherits) and MiMo-V2.5's tensor-parallel FP8 ``qkv_proj`` dequantized and regrouped (upstream's
+"""The MTP sidecars' row transforms: the norms stored as offsets from one (:class:`AddOne`, the Qwen families), the
+per-expert weights stacked (:class:`ExpertStack`), MLA's ``kv_b_proj`` split per head (:class:`MlaKvBSplit`:
+upstream's ``DeepseekV2Model``, which ``GlmMoeDsaModel`` inherits), DeepSeek-V4's ``e_proj`` / ``h_proj`` side by
+side (:class:`ColumnConcat`), MiMo-V2's FP8 weights with float block scales dequantized (:class:`Fp8ScaleInvDequant`),
+MiMo-V2.5's tensor-parallel FP8 ``qkv_proj`` dequantized and regrouped (:class:`TpQkvDequant`: upstream's
 ``MimoV2Model._tp_aware_qkv_dequant``; spec/drafts-beyond-dflash.md §1), and separate q / k / v projections written
 as one ``attn_qkv`` (:class:`QkvConcat`: MiMo-V2-Flash's MTP layers, whose llama.cpp graph needs the fused tensor).
 
-:class:`MlaKvBSplit`, :class:`TpQkvDequant` and :class:`QkvConcat` are registered in :data:`dspark_convert.formats.transforms.TRANSFORMS`
-(under ``mla_kv_b_split`` / ``tp_qkv_dequant`` / ``qkv_concat``, the names a dry run prints) when this module is imported, which the
-glm-dsa and mimo2 family modules do.
+Each is registered in :data:`dspark_convert.formats.transforms.TRANSFORMS` (under its ``name``, the one a dry run
+prints) when this module is imported, which the family modules that use them do.
 """
 
 from __future__ import annotations
@@ -16,8 +18,115 @@ from typing import ClassVar
 
 import numpy as np
 
-from ...formats.quant import E4M3_VALUES, float_values
-from ...formats.transforms import Shapes, Transform, register
+from ...errors import ConvertError
+from ...formats.quant import float_values, fp8_scale_inv_dequant
+from ...formats.transforms import Fp8BlockDequant, PerExpert, Shapes, Transform, register
+
+#: the dequantization of one FP8 part of a :class:`ColumnConcat` (weight and its F8_E8M0 tile scales)
+_FP8_PART = Fp8BlockDequant()
+
+
+@register
+@dataclass(frozen=True)
+class AddOne(Transform):
+    """``w + 1`` in float32 (the source widened exactly first; upstream's lazy tensors add in float32 before the F32
+    write), for RMS norms stored as offsets from one (Qwen3.5 / Qwen3-Next: upstream adds 1 to every
+    ``*norm.weight`` but ``linear_attn.norm``). ``dtype`` is the source's safetensors dtype.
+
+    Example:
+        >>> AddOne("F32").apply([np.array([0.5, -1.0], np.float32)], 2).tolist()
+        [1.5, 0.0]
+        >>> AddOne("BF16").apply([np.array([0x3F01], np.uint16)], 1).tolist()  # 0.50390625 + 1, not rounded to BF16
+        [1.50390625]
+    """
+
+    name: ClassVar[str] = "add_one"
+    dtype: str
+
+    output_dtype: ClassVar[str | None] = "F32"
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        if self.dtype not in ("BF16", "F16", "F32"):
+            raise ConvertError(f"internal: add_one on a {self.dtype} tensor (expected BF16, F16 or F32)")
+        return float_values(chunks[0], self.dtype) + np.float32(1)
+
+
+@register
+@dataclass(frozen=True)
+class ExpertStack(PerExpert):
+    """Sources: one 2-D weight per expert, ``[rows, cols]`` each -> the 3-D stack ``[experts, rows, cols]`` (upstream
+    ``torch.stack`` of per-expert tensors). A chunk holds whole experts, so memory stays one expert per chunk.
+
+    Example:
+        >>> t = ExpertStack(2)
+        >>> t.out_rows(((3, 4), (3, 4))), t.source_rows(3, 6, ((3, 4), (3, 4)))
+        (6, ((0, 0), (0, 3)))
+    """
+
+    name: ClassVar[str] = "expert_stack"
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        parts = [c for c in chunks if len(c)]
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+    def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+        shapes = sorted({tuple(a.shape) for a in arrays})
+        raise ConvertError(f"internal: an expert stack needs experts of one shape, found {shapes}")
+
+
+@register
+@dataclass(frozen=True)
+class ColumnConcat(Transform):
+    """Parts side by side along their columns (``torch.cat(parts, dim=1)``) -> float32 rows. ``dtypes`` gives each
+    part's source dtype: an ``F8_E4M3`` part is two sources (the weight and its F8_E8M0 scale per 128x128 tile, read
+    and dequantized as :class:`~dspark_convert.formats.transforms.Fp8BlockDequant` does), any other part one float
+    source (BF16 bits widened). Every part has the rows of the output; chunks hold whole 128-row tiles when a part
+    is FP8.
+
+    Example:
+        >>> t = ColumnConcat(("F32", "F8_E4M3"))
+        >>> w = np.full((1, 2), 0x38, np.uint8)                     # e4m3 0x38 = 1.0
+        >>> t.sources_ok(3), t.apply([np.array([[5.0]], np.float32), w, np.array([[128]], np.uint8)], 1).tolist()
+        (True, [[5.0, 2.0, 2.0]])
+    """
+
+    name: ClassVar[str] = "column_concat"
+    dtypes: tuple[str, ...]
+
+    def _fp8(self) -> list[bool]:
+        return [d == "F8_E4M3" for d in self.dtypes]
+
+    def sources_ok(self, n: int) -> bool:
+        return n == sum(2 if f else 1 for f in self._fp8())
+
+    def row_group(self, rows: int) -> int | None:
+        return _FP8_PART.row_group(rows) if any(self._fp8()) else 1
+
+    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
+        out: list[tuple[int, int]] = []
+        i = 0
+        for fp8 in self._fp8():
+            if fp8:
+                out += _FP8_PART.source_rows(start, stop, shapes[i:i + 2])
+                i += 2
+            else:
+                out.append((start, stop))
+                i += 1
+        return tuple(out)
+
+    output_dtype: ClassVar[str | None] = "F32"
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        parts: list[np.ndarray] = []
+        i = 0
+        for dtype in self.dtypes:
+            if dtype == "F8_E4M3":
+                parts.append(_FP8_PART.apply(chunks[i:i + 2], rows))
+                i += 2
+            else:
+                parts.append(float_values(chunks[i], dtype))
+                i += 1
+        return np.concatenate(parts, axis=1)
 
 
 @register
@@ -64,10 +173,40 @@ class MlaKvBSplit(Transform):
         return np.ascontiguousarray(kv[:, self.nope:, :]).reshape(-1, w.shape[1])
 
     def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
-        from ...errors import ConvertError
-
         raise ConvertError(f"internal: kv_b_proj of shape {tuple(arrays[0].shape)} does not split into {self.heads} "
                            f"heads of nope {self.nope} + v {self.v} rows")
+
+
+@register
+@dataclass(frozen=True)
+class Fp8ScaleInvDequant(Transform):
+    """Sources (F8_E4M3 weight ``[out, in]``, float ``weight_scale_inv`` ``[ceil(out / rows), ceil(in / cols)]``
+    of dtype ``scale_dtype``) -> float32 rows: ``e4m3(w[i, j]) * float32(s[i // rows, j // cols])``, one float32
+    product as upstream's ``dequant_simple`` (``weight.float() * scale.repeat_interleave(...)``, quant_method
+    ``fp8`` with ``weight_block_size [rows, cols]``). Chunks hold whole ``rows``-row blocks.
+
+    Example:
+        >>> w, s = np.full((3, 2), 0x38, np.uint8), np.array([[0.5], [2.0]], np.float32)  # e4m3 0x38 = 1.0
+        >>> Fp8ScaleInvDequant(2, 2, "F32").apply([w, s], 3).tolist()
+        [[0.5, 0.5], [0.5, 0.5], [2.0, 2.0]]
+    """
+
+    name: ClassVar[str] = "fp8_scale_inv_dequant"
+    n_sources: ClassVar[int] = 2
+    rows: int
+    cols: int
+    scale_dtype: str
+
+    def row_group(self, rows: int) -> int | None:
+        return self.rows
+
+    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
+        return (start, stop), (start // self.rows, -(-stop // self.rows))
+
+    output_dtype: ClassVar[str | None] = "F32"
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        return fp8_scale_inv_dequant(chunks[0], chunks[1], self.rows, self.cols, self.scale_dtype)
 
 
 @register
@@ -139,13 +278,8 @@ class TpQkvDequant(Transform):
         for j, ((a, b), (_, _, w0, _)) in enumerate(zip(self._local(start, stop), self._segments(), strict=True)):
             if b <= a:
                 continue
-            codes = np.asarray(chunks[2 * j]).view(np.uint8)
-            scale = float_values(chunks[2 * j + 1], self.scale_dtype)
-            r0 = w0 % per + a
-            full = scale[(r0 + np.arange(b - a)) // self.block - r0 // self.block][:, np.arange(codes.shape[1])
-                                                                                      // self.block]
-            with np.errstate(over="ignore", invalid="ignore"):  # inf / NaN are named by the writer's finiteness check
-                parts.append(np.take(E4M3_VALUES, codes) * full)
+            parts.append(fp8_scale_inv_dequant(chunks[2 * j], chunks[2 * j + 1], self.block, self.block,
+                                               self.scale_dtype, row0=w0 % per + a))
         return np.ascontiguousarray(np.concatenate(parts)) if len(parts) > 1 else parts[0]
 
 
@@ -213,9 +347,5 @@ class QkvConcat(Transform):
                 parts.append(float_values(w, self.dtypes[i]))
                 continue
             br, bc = self.block
-            scale = float_values(chunks[i * self.per + 1], self.scale_dtype or "F32")
-            codes = np.asarray(w).view(np.uint8)
-            full = scale[(a + np.arange(b - a)) // br - a // br][:, np.arange(codes.shape[1]) // bc]
-            with np.errstate(over="ignore", invalid="ignore"):  # inf / NaN are named by the writer's finiteness check
-                parts.append(np.take(E4M3_VALUES, codes) * full)
+            parts.append(fp8_scale_inv_dequant(w, chunks[i * self.per + 1], br, bc, self.scale_dtype or "F32", row0=a))
         return np.ascontiguousarray(np.concatenate(parts)) if len(parts) > 1 else parts[0]
