@@ -28,9 +28,9 @@ import numpy as np
 from gguf import GGMLQuantizationType as QT
 from gguf import quants
 
-from ...gguffile.reader import read_gguf
 from ...hf.checkpoint import Checkpoint
 from ...reference.compare import MetadataCheck, OutputCheck
+from ...reference.weights import GGUFWeights
 from ...roles.proof import Job, Proof, TensorChecks
 
 FAMILY = "mtp"
@@ -412,9 +412,10 @@ def _stored(raw: bytes, qt: QT) -> np.ndarray:
     return np.asarray(quants.dequantize(np.frombuffer(raw, np.uint8).reshape(-1, 34), qt), np.float32).reshape(-1)
 
 
-def sidecar_rows(gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = True) -> Proof:
-    """Every tensor of an MTP sidecar against the checkpoint (see the module docstring), and the layer-count keys."""
-    f = read_gguf(gguf_path)
+def sidecar_rows(g: GGUFWeights, hf_dir: str | Path, *, quality: bool = True) -> Proof:
+    """Every tensor of the MTP sidecar ``g`` (the file verify opened) against the checkpoint (see the module
+    docstring), and the layer-count keys."""
+    f = g.file
     arch = f.kvs["general.architecture"].value
     n_all = int(f.kvs[f"{arch}.block_count"].value)
     nextn = int(f.kvs[f"{arch}.nextn_predict_layers"].value)
@@ -486,12 +487,11 @@ def sidecar_rows(gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = T
         rows.hparams = {"trunk_layers": n_all - nextn, "mtp_layers": nextn}
     finally:
         ck.close()
-        f.close()
     return rows
 
 
 def _proof(job: Job) -> Proof:
-    return sidecar_rows(job.gguf_path, job.hf_dir, quality=job.quality)
+    return sidecar_rows(job.g, job.hf_dir, quality=job.quality)
 
 
 #: verify's role: no forward yet, every tensor against the checkpoint (the checkpoint is the target: no target needed)
