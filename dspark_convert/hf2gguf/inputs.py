@@ -21,7 +21,7 @@ from ..kit.common import tensor_spec
 from ..plan import Plan, TensorSpec
 from ..registry.families import architecture_aliases, family_for, family_name, refuse_draft_as_target
 from ..registry.words import UPSTREAM_FLAGS
-from ..roles.convert import Context, ConvertOptions, Family, TargetTensor
+from ..roles.convert import Context, ConvertOptions, Family, TargetTensor, family_draft_tensors
 from ..safeio import require_regular
 from ..units import human_bytes
 
@@ -62,7 +62,7 @@ def choose_family(folder: Path, architecture: str | None = None
     if arch.how != "declared":
         config = {**config, "architectures": [arch.used]}
     family = family_for(config, tensor_names(folder), str(cfg))
-    return family, family.draft_tensors(config), arch, config
+    return family, family_draft_tensors(family, config), arch, config
 
 
 def _own_tokenizer(d: ResolvedModel) -> ResolvedModel:

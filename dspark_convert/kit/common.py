@@ -15,19 +15,9 @@ from gguf import GGUFValueType as VT
 from .. import schema as S
 from ..errors import ConvertError
 from ..formats.transforms import d2t_absolute
-from ..hf.checkpoint import Checkpoint, Select
+from ..hf.checkpoint import Checkpoint
 from ..plan import KV, Origin, Plan, RowTransform, TensorSpec, add_kv
 from .hparams import as_float, as_u32, find_hparam, rope_dict
-
-
-def claims_nothing(config: dict[str, Any], tensor_names: list[str]) -> bool:
-    """``Family.claims`` of a family chosen by its ``architectures[0]`` only: no other checkpoint is claimed."""
-    return False
-
-
-def every_tensor(config: dict[str, Any]) -> Select | None:
-    """``Family.draft_tensors`` of a family whose checkpoint is the draft: every tensor is read (None)."""
-    return None
 
 
 def base_kvs(arch: str, hp: dict[str, Any], file_type: int, where: str) -> list[KV]:

@@ -3,7 +3,7 @@
 A family is one module, ``variants/<variant>/<family>.py``, implementing
 :class:`~dspark_convert.roles.convert.Family`; each :class:`~dspark_convert.registry.Variant` row lists its family
 modules, in the order they are asked (imported only when needed, mlx-lm style). :func:`family_for` picks the module
-whose ``ARCHITECTURES`` holds the checkpoint's ``architectures[0]``, else the first whose
+whose ``ARCHITECTURES`` holds the checkpoint's ``architectures[0]``, else the first whose optional
 ``claims(config, tensor_names)`` is true (a draft stored inside a target checkpoint, whose config names the
 target's architecture); :func:`checkpoint_variant` names the variant it writes. Adding a family is one module plus
 its name in its variant's row; see docs/adding-a-family.md.
@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from ..archnames import unknown_architecture
 from ..errors import ConvertError
-from ..roles.convert import Family
+from ..roles.convert import Family, family_claims
 from . import VARIANTS, VARIANTS_PACKAGE, Variant, variant_of_family
 
 #: the variants whose family modules are asked first, in this order (the order the refusal messages list the known
@@ -63,7 +63,7 @@ def family_for(config: dict[str, Any], tensor_names: Iterable[str], where: str) 
     names = list(tensor_names)
     for mod in modules:
         try:
-            if mod.claims(config, names):
+            if family_claims(mod, config, names):
                 return mod
         except ConvertError as e:  # the family's kind, but not convertible: its reason, with the file
             raise ConvertError(f"{where}: {e}") from None
@@ -140,7 +140,7 @@ def draft_checkpoint_family(folder: Path, flag: str) -> Family:
 
 def _claims(mod: Family, config: dict[str, Any], names: list[str]) -> bool:
     try:
-        return bool(mod.claims(config, names))
+        return family_claims(mod, config, names)
     except ConvertError:
         return True  # the family's kind (family_for then says why it cannot be converted)
 

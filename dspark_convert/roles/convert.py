@@ -140,6 +140,16 @@ class Family(Protocol):
 
     For each upstream converter flag of ``registry.words.UPSTREAM_FLAGS``, a family module may also hold the flag's
     ``attribute`` (a bool, default False): True when the flag selects this family (it is refused for the others).
+
+    Two functions are optional, for a family whose checkpoint is not simply its draft (a draft stored inside a
+    target checkpoint); the conversion asks them through :func:`family_claims` and :func:`family_draft_tensors`:
+
+    * ``claims(config, tensor_names) -> bool``: true for a checkpoint this family converts although its
+      ``architectures[0]`` is not in ``ARCHITECTURES`` (recognised by its tensor names). May raise ConvertError
+      (worded without the file name, which ``family_for`` adds) for a checkpoint of this family's kind that cannot
+      be converted (a target checkpoint without a draft). Without it the family is chosen by ``ARCHITECTURES`` only.
+    * ``draft_tensors(config) -> Select | None``: the tensors of the checkpoint the plan reads (None: all); only
+      their shards are opened or downloaded. Without it every tensor is read.
     """
 
     #: ``architectures[0]`` values of the draft configs this family converts
@@ -149,18 +159,6 @@ class Family(Protocol):
     #: the checkpoint may carry its own tokenizer (a draft stored inside its target): without
     #: ``--target-model-dir`` the tokenizer is read from the checkpoint
     TOKENIZER_IN_CHECKPOINT: bool
-
-    def claims(self, config: dict[str, Any], tensor_names: list[str]) -> bool:
-        """True for a checkpoint this family converts although its ``architectures[0]`` is not in
-        ``ARCHITECTURES`` (a draft stored inside a target checkpoint, recognised by its tensor names). May raise
-        ConvertError (worded without the file name, which ``family_for`` adds) for a checkpoint of this family's
-        kind that cannot be converted (a target checkpoint without a draft)."""
-        ...
-
-    def draft_tensors(self, config: dict[str, Any]) -> Select | None:
-        """The tensors of the draft checkpoint the plan reads (None: all): only their shards are opened or
-        downloaded."""
-        ...
 
     def build_plan(self, ctx: Context) -> Plan:
         """The plan of the GGUF file (KVs and tensors in file order; general.* metadata is added by the caller)."""
@@ -174,3 +172,17 @@ class Family(Protocol):
         """What the planned file says about the draft's target (taps, rope, dropped mask embedding), for the
         conversion-time fit checks."""
         ...
+
+
+def family_claims(family: Family, config: dict[str, Any], tensor_names: list[str]) -> bool:
+    """The family's optional ``claims(config, tensor_names)`` (see :class:`Family`); False for a family without
+    one (chosen by its ``ARCHITECTURES`` only). A ConvertError it raises passes through."""
+    claims = getattr(family, "claims", None)
+    return claims is not None and bool(claims(config, tensor_names))
+
+
+def family_draft_tensors(family: Family, config: dict[str, Any]) -> Select | None:
+    """The family's optional ``draft_tensors(config)`` (see :class:`Family`): the tensors its plan reads; None
+    (all) for a family without one (its checkpoint is the draft)."""
+    draft_tensors = getattr(family, "draft_tensors", None)
+    return None if draft_tensors is None else draft_tensors(config)

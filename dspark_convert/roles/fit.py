@@ -267,7 +267,6 @@ class Rule:
     fn: Callable[[Pair], Outcome]
     families: frozenset[str] = ALL
 
-
     @classmethod
     def target_family(cls, source: str, family: str, arch_prefix: str, draft: str, reads: str) -> Rule:
         """The ``target-family`` row of a draft made for one family of targets: ``pass`` when the target's arch

@@ -24,6 +24,7 @@ from dspark_convert.hf.checkpoint import Checkpoint, tensor_names
 from dspark_convert.hf2gguf.conversion import plan_conversion
 from dspark_convert.registry import families
 from dspark_convert.registry.families import family_for, family_name
+from dspark_convert.roles.convert import family_claims, family_draft_tensors
 from dspark_convert.variants.dflash import dspark
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -68,23 +69,23 @@ def test_family_for_claims_a_draft_inside_a_target_by_its_tensors(monkeypatch: p
 def test_every_family_module_implements_the_contract() -> None:
     for mod in families.family_modules():
         assert mod.ARCHITECTURES and isinstance(mod.ARCHITECTURES, tuple)
-        assert mod.claims({"architectures": ["X"]}, ["mtp.0.x"]) is False
+        assert family_claims(mod, {"architectures": ["X"]}, ["mtp.0.x"]) is False
         assert callable(mod.target_facts)
         if family_name(mod) == "dspark_dsv4":  # a draft inside its target: reads mtp.* only, takes nothing from it
-            select = mod.draft_tensors({})
+            select = family_draft_tensors(mod, {})
             assert select is not None and select("mtp.2.norm.weight") and not select("norm.weight")
             assert mod.TARGET_TENSORS == () and mod.TOKENIZER_IN_CHECKPOINT and mod.DSPARK_FLAG
             continue
         if family_name(mod) == "mtp":  # the MTP head of a target (--mtp): its own tokenizer, the MTP shards only
-            select = mod.draft_tensors({"architectures": ["Qwen3_5ForCausalLM"]})  # what it reads depends on the class
+            select = family_draft_tensors(mod, {"architectures": ["Qwen3_5ForCausalLM"]})  # what it reads depends on the class
             assert select is not None and select("mtp.layers.0.fc.weight") and not select("model.layers.0.mlp.up_proj.weight")
             assert mod.TARGET_TENSORS == () and mod.TOKENIZER_IN_CHECKPOINT and mod.MTP_FLAG and not mod.DSPARK_FLAG
             continue
         if family_name(mod) == "gemma4_assistant":  # converted on its own: its folder carries the tokenizer
-            assert mod.draft_tensors({}) is None and mod.TARGET_TENSORS == ()
+            assert family_draft_tensors(mod, {}) is None and mod.TARGET_TENSORS == ()
             assert mod.TOKENIZER_IN_CHECKPOINT and not mod.DSPARK_FLAG
             continue
-        assert mod.draft_tensors({}) is None
+        assert family_draft_tensors(mod, {}) is None
         assert not mod.TOKENIZER_IN_CHECKPOINT and not mod.DSPARK_FLAG
         assert [t.name for t in mod.TARGET_TENSORS][0] == "token_embd.weight"
     assert dspark.hf_names("blk.1.ffn_up.weight") == ("layers.1.mlp.up_proj.weight",)
@@ -150,7 +151,7 @@ def test_conversion_reads_only_the_shards_of_the_family_tensors(tmp_path: Path, 
     draft = _draft_with_junk_shard(tmp_path / "in")
     with pytest.raises(ConvertError, match="model-00002-of-00002.safetensors"):
         convert(draft, TARGET, tmp_path / "all.gguf", outtype="bf16")  # a family reading every tensor
-    monkeypatch.setattr(dspark, "draft_tensors", lambda config: lambda n: not n.startswith("junk."))
+    monkeypatch.setattr(dspark, "draft_tensors", lambda config: lambda n: not n.startswith("junk."), raising=False)
     r = convert(draft, TARGET, tmp_path / "sel.gguf", outtype="bf16")
     assert r.family == "dspark" and (tmp_path / "sel.gguf").read_bytes() == (tmp_path / "ref.gguf").read_bytes()
     assert reference.bytes_written == r.bytes_written
@@ -183,7 +184,7 @@ def test_hub_draft_needs_only_the_selected_shards(offline: Path, tmp_path: Path,
     local = _draft_with_junk_shard(tmp_path / "in")
     files = {p.name: p.read_bytes() for p in local.iterdir() if p.name != "model-00002-of-00002.safetensors"}
     snap = _cached_snapshot(offline, "org/dspark-qwen3", files)
-    monkeypatch.setattr(dspark, "draft_tensors", lambda config: lambda n: not n.startswith("junk."))
+    monkeypatch.setattr(dspark, "draft_tensors", lambda config: lambda n: not n.startswith("junk."), raising=False)
     planned = plan_conversion("org/dspark-qwen3", TARGET)
     try:
         assert planned.draft.path == snap and planned.draft.commit == COMMIT

@@ -524,7 +524,7 @@ def test_an_alignment_that_is_not_a_power_of_two_is_refused(alignment: int, tmp_
 def test_a_mask_embedding_without_plain_values_is_one_line(kind: str, tmp_path: Path) -> None:
     import torch
 
-    from dspark_convert.hf.mask_embedding import read_mask_embedding
+    from dspark_convert.variants.dflash.mask_embedding import read_mask_embedding
 
     emb = torch.empty(8, device="meta") if kind == "meta" else torch.zeros(8).to_sparse()
     p = tmp_path / "mask_embedding.pt"
@@ -537,7 +537,7 @@ def test_a_mask_embedding_without_plain_values_is_one_line(kind: str, tmp_path: 
 def test_mask_embedding_keys_are_elided(tmp_path: Path) -> None:
     import torch
 
-    from dspark_convert.hf.mask_embedding import read_mask_embedding
+    from dspark_convert.variants.dflash.mask_embedding import read_mask_embedding
 
     p = tmp_path / "mask_embedding.pt"
     torch.save({"k" * 1_000_000: 1}, p)

@@ -181,7 +181,7 @@ def test_plain_mask_embedding_is_read_without_torch_as_torch_reads_it(tmp_path: 
     """The torch-free reader gives torch.load's values bit for bit (every float dtype, an int or 0-d tensor mask id,
     a view that starts inside its storage) and says it read the file itself."""
     torch = pytest.importorskip("torch")
-    from dspark_convert.hf import mask_embedding as M
+    from dspark_convert.variants.dflash import mask_embedding as M
 
     base = torch.linspace(-3.0, 5.0, 40, dtype=torch.float64).to(getattr(torch, dtype))
     emb = base[8:8 + 24]  # offset 8 into its storage
@@ -200,7 +200,7 @@ def test_unusual_mask_embedding_goes_to_torch(tmp_path: Path) -> None:
     reader: torch's path refuses it with the usual one line."""
     torch = pytest.importorskip("torch")
     from dspark_convert.errors import ConvertError
-    from dspark_convert.hf import mask_embedding as M
+    from dspark_convert.variants.dflash import mask_embedding as M
 
     cases = {"2d": {"mask_token_id": 3, "embedding": torch.zeros(2, 4)},
              "strided": {"mask_token_id": 3, "embedding": torch.arange(8.0)[::2]},
@@ -224,7 +224,8 @@ def test_plain_mask_embedding_needs_no_torch(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     path = tmp_path / "mask_embedding.pt"
     torch.save({"mask_token_id": 7, "embedding": torch.ones(16, dtype=torch.bfloat16)}, path)
-    code = ("import sys; from pathlib import Path; from dspark_convert.hf.mask_embedding import read_mask_embedding; "
+    code = ("import sys; from pathlib import Path; "
+            "from dspark_convert.variants.dflash.mask_embedding import read_mask_embedding; "
             f"m, v = read_mask_embedding(Path({str(path)!r})); print(m, v.sum(), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["7", "16.0", "False"]

@@ -1,5 +1,5 @@
 """The shared layer functions of the two witnesses (``reference/layers.py`` in numpy, ``reference/layers_torch.py`` in
-torch) and the DSpark heads of the numpy side (``variants/dflash/numpy_forward.py``), each against a tiny case
+torch) and the DSpark heads of the numpy side (``variants/dflash/heads.py``), each against a tiny case
 computed by hand.
 
 The hand case of the attention block: one head of 2 dims, no rotary dims, identity projections and unit norm
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from dspark_convert.reference import layers, ops
-from dspark_convert.variants.dflash import numpy_forward as dflash_np
+from dspark_convert.variants.dflash import heads as dspark_heads
 
 P = float(np.exp(np.sqrt(2)) / (1 + np.exp(np.sqrt(2))))   # 0.80442
 HAND = [P, 1 - P]
@@ -170,14 +170,14 @@ def test_markov_chain_and_confidence_hand_case() -> None:
     g: Any = _G()
     U = np.zeros((2, 3), np.float32)
     w2 = np.array([[0.0, 0.0], [5.0, 0.0], [0.0, 5.0]], np.float32)    # W2 W1[0] = [0, 5, 0]: 0 -> 1 -> 2
-    bias, z, tokens, prev = dflash_np.markov_chain(U, w2, g, 0, None)
+    bias, z, tokens, prev = dspark_heads.markov_chain(U, w2, g, 0, None)
     assert prev.tolist() == [0, 1] and tokens.tolist() == [1, 2]
     assert bias.tolist() == [[0, 5, 0], [0, 0, 5]] and np.array_equal(z, U + bias)
-    _, _, mapped, fed = dflash_np.markov_chain(U, w2, g, 0, np.array([2, 0, 1]))
+    _, _, mapped, fed = dspark_heads.markov_chain(U, w2, g, 0, np.array([2, 0, 1]))
     assert mapped.tolist() == [0, 0] and fed.tolist() == [0, 0]          # d2t maps draft 1 to target 0, fed back
     hidden = np.array([[1.0, 1.0], [2.0, 0.0]], np.float32)
     # [h; W1[prev]] . [1, 0, 2, 3] + 0.5: [1, 1, 1, 0] -> 3.5, [2, 0, 0, 1] -> 5.5
-    assert dflash_np.confidence(g, hidden, prev).tolist() == [3.5, 5.5]
+    assert dspark_heads.confidence(g, hidden, prev).tolist() == [3.5, 5.5]
 
 
 def test_ops_attention_scale_and_gelu() -> None:

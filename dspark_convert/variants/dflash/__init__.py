@@ -5,8 +5,11 @@ optional). Its descriptor is the ``dflash`` row of :data:`dspark_convert.registr
   lineage's shared conversion is :mod:`.lineage`);
 - :mod:`.loader`: llama.cpp's loader rules for the file (``check``);
 - :mod:`.fit`: the fit facts (``check --target``);
-- :mod:`.numpy_forward`: the numpy forward from the GGUF; :mod:`.torch_forward`: the independent torch forward of
-  the Hugging Face folder; :mod:`.verify`: verify's rows and hints.
+- :mod:`.mask_embedding`: the reader of a MiMo-style draft's ``mask_embedding.pt`` (conversion, ``upgrade`` and the
+  torch forward);
+- :mod:`.numpy_forward`: the numpy forward from the GGUF, with the DSpark heads of :mod:`.heads` (the Gemma 4
+  DSpark forward runs them too); :mod:`.torch_forward`: the independent torch forward of the Hugging Face folder;
+  :mod:`.verify`: verify's rows and hints.
 
 Nothing here is imported by ``import dspark_convert.variants``: a verb imports the role it needs.
 """

@@ -16,12 +16,12 @@ from ...roles.convert import Context, TargetFacts
 from . import lineage
 
 # the lineage's Family members, as they are (upstream's DSparkModel extends DFlashModel)
-from .lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors, hf_names
+from .lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, hf_names
 
 METHOD_WORD, FILE_PREFIX = lineage.DFLASH_NAMING
 ARCHITECTURES: tuple[str, ...] = ("DFlashDraftModel",)
-__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
-           "draft_tensors", "hf_names", "target_facts"]
+__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan",
+           "hf_names", "target_facts"]
 
 
 def target_facts(ctx: Context, plan: Plan) -> TargetFacts:

@@ -5,7 +5,7 @@ The draft ships its own learned mask vector instead of a trained mask row in the
 writes, before the draft's tensors: the target's head as ``output.weight`` (``lm_head.weight``, or the embedding
 for a tied target) and the target's ``model.embed_tokens.weight`` with row ``mask_token_id`` replaced by the
 vector (cast to the embedding's dtype first) as ``token_embd.weight``. The pickle is read with
-``torch.load(weights_only=True)`` (:mod:`..hf.mask_embedding`); its mask id must be ``dflash_config.mask_token_id``,
+``torch.load(weights_only=True)`` (:mod:`.mask_embedding`); its mask id must be ``dflash_config.mask_token_id``,
 its vector ``[hidden_size]``, the id inside the vocabulary.
 
 ``dflash.py`` hands a ``DFlashDraftModel`` with that file to :func:`build_plan`; the b11434 DFlash keys are
@@ -22,13 +22,13 @@ from ... import schema as S
 from ...errors import ConvertError
 from ...formats.transforms import PatchRow
 from ...hf.checkpoint import Checkpoint
-from ...hf.mask_embedding import MASK_FILE, read_mask_embedding
 from ...kit.common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec
 from ...kit.hparams import HParams
 from ...plan import Plan, TensorSpec
 from ...roles.convert import Context
 from . import lineage
 from .lineage import b11434_kvs
+from .mask_embedding import MASK_FILE, read_mask_embedding
 
 #: the lineage's names plus the per-layer sink aliases upstream maps to ``attn_sinks.weight``
 NAMES = NameTable(

@@ -20,7 +20,7 @@ from ...roles.convert import Context
 from . import lineage
 
 # the lineage's Family members, as they are (upstream's DSparkModel extends DFlashModel)
-from .lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors, hf_names, target_facts
+from .lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, hf_names, target_facts
 
 METHOD_WORD, FILE_PREFIX = lineage.DSPARK_NAMING
 ARCHITECTURES: tuple[str, ...] = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
@@ -29,8 +29,8 @@ ARCHITECTURES: tuple[str, ...] = ("Qwen3DSparkModel", "DSparkDraftModel", "DSpar
 #: DeepSpec DSpark draft for Bailing-MoE targets (llama.cpp #27508 converts it with DSparkModel; vLLM and SGLang
 #: register it as their Qwen3 DSpark model).
 ALIASES: dict[str, str] = {"LingDSparkModel": "Qwen3DSparkModel"}
-__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims",
-           "draft_tensors", "hf_names", "target_facts"]
+__all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan",
+           "hf_names", "target_facts"]
 
 
 def normalize_schema(raw: dict[str, Any], where: str = "config.json") -> tuple[HParams, bool]:

@@ -25,8 +25,6 @@ from ...kit.common import (
     BACKBONE_GLOBALS,
     BACKBONE_LAYER,
     NameTable,
-    claims_nothing,
-    every_tensor,
     is_skipped,
     tensor_spec,
 )
@@ -74,11 +72,6 @@ DSPARK_NAMING = ("DSpark", "dspark-")
 
 
 # ---------------------------------------------------------------------------------------------- family contract
-#: the lineage's families are chosen by architecture only, and their checkpoint is the draft (every tensor is read)
-claims = claims_nothing
-draft_tensors = every_tensor
-
-
 def hf_names(gguf_name: str) -> tuple[str, ...]:
     return NAMES.hf_names(gguf_name)
 

@@ -23,12 +23,12 @@ from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import Context, TargetFacts
 from . import lineage
-from .lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors
+from .lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT
 
 METHOD_WORD, FILE_PREFIX = lineage.DFLASH_NAMING
 ARCHITECTURES: tuple[str, ...] = ("MuseGlimmerAssistantModel",)
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "METHOD_WORD", "NAMES", "TARGET_TENSORS",
-           "TOKENIZER_IN_CHECKPOINT", "build_plan", "claims", "draft_tensors", "hf_names", "target_facts"]
+           "TOKENIZER_IN_CHECKPOINT", "build_plan", "hf_names", "target_facts"]
 
 #: HF -> GGUF names as gguf-py's tensor map resolves them for arch ``dflash`` (``model.`` is accepted before the
 #: layers and the final norm, not before ``encoder.``: upstream cannot map ``model.encoder.fc.weight``)

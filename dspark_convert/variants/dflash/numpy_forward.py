@@ -4,7 +4,7 @@ Written like the equations of ``spec/checkpoints.md`` §2.4 and §3.3, one funct
 comes from the GGUF metadata (or from tensor shapes, e.g. the Markov rank); the target's embeddings and lm_head
 come from the target checkpoint when the GGUF does not carry ``token_embd`` / ``output``. Layers are streamed:
 one layer's weights are dequantized, used by every block proposal (case) and dropped before the next. The DSpark
-heads (the Markov chain, the confidence head) live here; the Gemma 4 DSpark forward takes them too.
+heads (the Markov chain, the confidence head) are :mod:`.heads`'s; the Gemma 4 DSpark forward takes them too.
 
 The GGUF arch ``dflash`` implies NEOX (rotate-half) RoPE: the converter has already de-interleaved the q/k rows
 of ``rope_is_neox_style: false`` checkpoints. EAGLE-3 has its own (``variants/eagle3/numpy_forward.py``).
@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ... import schema as S
 from ...errors import ConvertError
 from ...reference.layers import attention_block, ffn_residual, layer_keys, run_blocks
 from ...reference.ops import F32, CommonHParams, rms_norm, sigmoid
 from ...reference.weights import GGUFWeights, TargetWeights
+from .heads import confidence, draft_tokens
 
 
 # ============================================================================================== DFlash / DSpark
@@ -47,7 +49,7 @@ class DFlashHParams(CommonHParams):
         arch = g.value("general.architecture")
         if arch != "dflash":
             raise ConvertError(f"{g.path}: general.architecture is {arch!r}, expected 'dflash' for a DSpark/DFlash forward")
-        if int(g.value("dflash.hyper_connection.count", 0) or 0) > 0:
+        if int(g.value(S.HC_COUNT.format(arch="dflash"), 0) or 0) > 0:
             raise ConvertError(f"{g.path}: DeepSeek-V4 DSpark (hyper connections) is not covered by the numpy reference")
         c = CommonHParams.read(g, "dflash")
         markov = g.has("markov_w1.weight")
@@ -106,50 +108,6 @@ class BlockOutputs:
     @property
     def confidences(self) -> np.ndarray | None:
         return None if self.confidence_logits is None else sigmoid(self.confidence_logits)
-
-
-# ============================================================================================== DSpark heads
-def markov_chain(U: np.ndarray, w2: np.ndarray, g: GGUFWeights, anchor: int, d2t: np.ndarray | None,
-                 prev_tokens: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The greedy vanilla Markov chain seeded by the anchor: ``z_i = U_i + W2 W1[prev_i]``, ``x_i = argmax z_i``.
-
-    ``w2`` is ``markov_w2`` [Vd, r]; rows of ``markov_w1`` are gathered as needed; ``d2t`` maps draft ids to target
-    ids. ``prev_tokens`` forces the chain's inputs. Returns ``(bias, z, tokens, prev)`` with ``bias = W2 W1[prev]``.
-    """
-    P = U.shape[0]
-    bias, tokens, prev = np.empty_like(U), np.empty(P, np.int64), np.empty(P, np.int64)
-    p = anchor
-    for i in range(P):
-        prev[i] = p if prev_tokens is None or i >= len(prev_tokens) else prev_tokens[i]
-        bias[i] = w2 @ g.rows("markov_w1.weight", [prev[i]])[0]
-        d = int(np.argmax(U[i] + bias[i]))
-        tokens[i] = d if d2t is None else d2t[d]
-        p = tokens[i]
-    return bias, U + bias, tokens, prev
-
-
-def draft_tokens(U: np.ndarray, g: GGUFWeights, anchor: int, d2t: np.ndarray | None, w2: np.ndarray | None,
-                 prev_tokens: np.ndarray | None = None
-                 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray, np.ndarray]:
-    """A block's chosen tokens: the Markov chain (:func:`markov_chain`, ``prev_tokens`` forcing its inputs) when
-    ``w2`` (``markov_w2``) is given, else every row's argmax in parallel; draft ids map to target ids through ``d2t``.
-    Returns ``(bias, z, tokens, prev)``: ``bias`` and ``z`` are None without the chain, ``prev`` is the anchor and
-    then the chosen tokens but the last."""
-    if w2 is not None:
-        return markov_chain(U, w2, g, anchor, d2t, prev_tokens)
-    d = np.argmax(U, axis=1)
-    tokens = d if d2t is None else d2t[d]
-    return None, None, tokens, np.concatenate([[anchor], tokens[:-1]]).astype(np.int64)
-
-
-def confidence(g: GGUFWeights, hidden: np.ndarray, prev: np.ndarray) -> np.ndarray:
-    """``l_i = w . [Hout_i ; W1[prev_i]] + b`` (the W1 part only when the head was trained with the Markov chain)."""
-    w = g.array("conf_proj.weight").reshape(-1)
-    x = hidden
-    if w.size > hidden.shape[1]:
-        x = np.concatenate([hidden, g.rows("markov_w1.weight", prev)], axis=1)
-    b = g.array("conf_proj.bias").reshape(-1)[0] if g.has("conf_proj.bias") else F32(0)
-    return x @ w + b
 
 
 def block_forward(w: dict[str, np.ndarray], hp: DFlashHParams, il: int, x: np.ndarray, ctx: np.ndarray,

@@ -17,7 +17,6 @@ import numpy as np
 import torch
 
 from ...errors import ConvertError
-from ...hf.mask_embedding import MASK_FILE, read_mask_embedding
 from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint, open_draft
 from ...reference.layers_torch import (
     Weights,
@@ -32,6 +31,7 @@ from ...reference.layers_torch import (
 )
 from ...reference.storage import gguf_counterpart
 from ...roles.proof import Inputs
+from .mask_embedding import MASK_FILE, read_mask_embedding
 
 DSPARK_ARCHS = ("Qwen3DSparkModel", "DSparkDraftModel", "DSparkSpeculator", "Lfm2DSparkDraftModel")
 DFLASH_ARCHS = ("DFlashDraftModel", "DFlashSpeculator")

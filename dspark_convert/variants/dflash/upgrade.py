@@ -178,7 +178,7 @@ class DFlashRules(UpgradeRules):
         f, hf = u.f, u.hf
         dspark = is_dspark(f)
         if hf is not None and not dspark and not u.has_tensor(S.T_TOKEN_EMBD):
-            from ...hf.mask_embedding import MASK_FILE
+            from .mask_embedding import MASK_FILE
 
             if (hf / MASK_FILE).is_file():
                 raise ConvertError(f"{u.where}: {S.T_TOKEN_EMBD}: --hf {hf} has {MASK_FILE}, and upstream b11334+ "
@@ -314,7 +314,7 @@ def _drop_added_head(u: Upgrading, dspark: bool) -> None:
         if u.hf is None:
             return
         from ...hf.checkpoint import Checkpoint
-        from ...hf.mask_embedding import MASK_FILE
+        from .mask_embedding import MASK_FILE
 
         if (u.hf / MASK_FILE).is_file():  # MiMo-style: upstream b11334+ writes the target's head itself
             return

@@ -33,8 +33,6 @@ from ..dflash.lineage import (
     TARGET_TENSORS,
     TOKENIZER_IN_CHECKPOINT,
     b11434_kvs,
-    claims,
-    draft_tensors,
     target_facts,
 )
 
@@ -42,7 +40,7 @@ from ..dflash.lineage import (
 FILE_PREFIX = "dflash-"
 ARCHITECTURES: tuple[str, ...] = ("DFlash2DraftModel",)
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "NAMES", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT", "build_plan",
-           "claims", "draft_tensors", "hf_names", "target_facts"]
+           "hf_names", "target_facts"]
 
 #: the lineage's table plus the DFlash2 conv and selector tensors (upstream appends ``.weight`` to the bare
 #: codebook names; the base kernels keep none and so stay F32)

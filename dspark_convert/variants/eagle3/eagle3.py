@@ -21,9 +21,7 @@ from ...kit.common import (
     BACKBONE_LAYER,
     NameTable,
     base_kvs,
-    claims_nothing,
     d2t_spec,
-    every_tensor,
     finish_plan,
     is_skipped,
     tensor_spec,
@@ -59,11 +57,6 @@ TARGET_TENSORS: tuple[TargetTensor, ...] = (
 #: the tokenizer always comes from --target-model-dir; --dspark is not for these drafts
 TOKENIZER_IN_CHECKPOINT = False
 DSPARK_FLAG = False
-
-
-#: EAGLE-3 drafts are chosen by architecture only, and their checkpoint is the draft (every tensor is read)
-claims = claims_nothing
-draft_tensors = every_tensor
 
 
 def hf_names(gguf_name: str) -> tuple[str, ...]:

@@ -30,14 +30,14 @@ from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import Context
 from ..dflash import lineage
-from ..dflash.lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, claims, draft_tensors
+from ..dflash.lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT
 from ..gemma4_assistant.gemma4_assistant import GEMMA4_LAYER
 from .fit import target_facts
 
 METHOD_WORD, FILE_PREFIX = lineage.DSPARK_NAMING
 ARCHITECTURES: tuple[str, ...] = ("Gemma4DSparkModel",)
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "NAMES", "TARGET_TENSORS", "TOKENIZER_IN_CHECKPOINT",
-           "build_plan", "claims", "draft_tensors", "hf_names", "requirements", "target_facts"]
+           "build_plan", "hf_names", "requirements", "target_facts"]
 
 #: the lineage's table with the Gemma 4 layer: ``post_attention_layernorm`` is the post-attention sandwich norm
 #: here (the lineage maps it to Qwen's pre-FFN norm), ``pre_feedforward_layernorm`` the FFN input norm, the

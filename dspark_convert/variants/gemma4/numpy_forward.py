@@ -28,7 +28,7 @@ from ...errors import ConvertError
 from ...reference.layers import BlockTrunk, feed_forward, heads, layer_keys, rotary_attention, run_blocks
 from ...reference.ops import CommonHParams, gelu_tanh, rms_norm, rope_cos_sin, silu
 from ...reference.weights import GGUFWeights, TargetWeights
-from ..dflash.numpy_forward import confidence, draft_tokens
+from ..dflash.heads import confidence, draft_tokens
 
 A = S.ARCH_DFLASH
 #: per-layer tensors the forward reads (``blk.N.<name>.weight``; ``attn_v`` only when present)

@@ -35,8 +35,6 @@ from ...kit.common import (
     BACKBONE_GLOBALS,
     BACKBONE_LAYER,
     NameTable,
-    claims_nothing,
-    every_tensor,
     finish_plan,
     tensor_spec,
 )
@@ -54,7 +52,7 @@ TARGET_TENSORS: tuple[TargetTensor, ...] = ()  # the runtime reads the target's 
 TOKENIZER_IN_CHECKPOINT = True  # converted on its own: the assistant folder carries the tokenizer
 DSPARK_FLAG = False
 __all__ = ["ARCHITECTURES", "DSPARK_FLAG", "FILE_PREFIX", "GEMMA4_LAYER", "METHOD_WORD", "NAMES", "TARGET_TENSORS",
-           "TOKENIZER_IN_CHECKPOINT", "assistant_hparams", "build_plan", "claims", "draft_tensors", "hf_names",
+           "TOKENIZER_IN_CHECKPOINT", "assistant_hparams", "build_plan", "hf_names",
            "target_facts"]
 
 A = {"arch": S.ARCH_GEMMA4_ASSISTANT}
@@ -94,11 +92,6 @@ DEFAULT_GLOBAL_HEAD_DIM = 512
 def hf_names(gguf_name: str) -> tuple[str, ...]:
     return tuple("model." + n if n not in ("pre_projection.weight", "post_projection.weight") else n
                  for n in NAMES.hf_names(gguf_name))
-
-
-#: recognised by its architectures value only; the assistant checkpoint is the draft (every tensor is read)
-claims = claims_nothing
-draft_tensors = every_tensor
 
 
 def target_facts(ctx: Context, plan: Plan) -> TargetFacts:

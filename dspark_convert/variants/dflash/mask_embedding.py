@@ -1,6 +1,6 @@
-"""A learned mask embedding that a draft ships beside its weights as ``mask_embedding.pt`` (the family modules
-that convert such drafts say which): a torch pickle of ``{"mask_token_id": int, "embedding": Tensor[hidden]}``
-(spec/upstream-b11434.md §2.2). The converter and the torch side of ``verify`` both read it.
+"""A learned mask embedding that a MiMo-style DFlash draft ships beside its weights as ``mask_embedding.pt``: a torch
+pickle of ``{"mask_token_id": int, "embedding": Tensor[hidden]}`` (spec/upstream-b11434.md §2.2). The converter
+(``dflash_mimo.py``, ``upgrade.py``) and the torch side of ``verify`` (``torch_forward.py``) read it.
 
 A file of exactly that shape as ``torch.save`` writes it (a zip archive, little-endian, a contiguous tensor) is read
 without torch: its pickle is unpickled with a closed list of globals (the tensor rebuild, the storage classes of the
@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConvertError, clip, clip_value
-from .pickles import pickle_refusal
+from ...errors import ConvertError, clip_value
+from ...hf.pickles import pickle_refusal
 
 MASK_FILE = "mask_embedding.pt"
 _FLOATS = ("float32", "float16", "bfloat16", "float64")
@@ -132,7 +132,7 @@ def read_mask_embedding(path: Path) -> tuple[int, np.ndarray]:
         raise pickle_refusal(path, e) from None
     want = "a dict of 'mask_token_id' (an integer) and 'embedding' (a 1-D float tensor)"
     if not isinstance(obj, dict) or set(obj) != {"mask_token_id", "embedding"}:
-        found = f"a dict with keys {clip(str(sorted(map(str, obj))))}" if isinstance(obj, dict) \
+        found = f"a dict with keys {clip_value(sorted(map(str, obj)))}" if isinstance(obj, dict) \
             else f"a {type(obj).__name__}"
         raise ConvertError(f"{path}: holds {found}, expected {want}")
     mask_id, emb = obj["mask_token_id"], obj["embedding"]
