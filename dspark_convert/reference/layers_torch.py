@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -111,16 +110,6 @@ class HeadShape(Protocol):
     def head_dim(self) -> int: ...
     @property
     def eps(self) -> float: ...
-
-
-@dataclass(frozen=True)
-class Heads:
-    """A :class:`HeadShape` for a forward that reads its config into plain numbers."""
-
-    n_head: int
-    n_head_kv: int
-    head_dim: int
-    eps: float
 
 
 def context_projection(features: np.ndarray, fc: torch.Tensor, norm: torch.Tensor, eps: float) -> torch.Tensor:

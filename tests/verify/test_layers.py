@@ -10,6 +10,7 @@ weights; the context row ``[0, 1]`` and the block row ``[1, 0]``. RMS-normed, q 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -196,6 +197,16 @@ torch = pytest.importorskip("torch", reason="the torch side needs torch (torch e
 from dspark_convert.reference import layers_torch as lt  # noqa: E402
 
 
+@dataclass(frozen=True)
+class _Heads:
+    """A :class:`~dspark_convert.reference.layers_torch.HeadShape` in plain numbers (a forward's own record)."""
+
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    eps: float
+
+
 def _L(p: str = "") -> dict[str, Any]:
     eye, one = torch.eye(2), torch.ones(2)
     return {p + "self_attn.q_proj.weight": eye, p + "self_attn.k_proj.weight": eye, p + "self_attn.v_proj.weight": eye,
@@ -206,7 +217,7 @@ def _L(p: str = "") -> dict[str, Any]:
 
 def test_torch_attention_block_hand_case() -> None:
     x, C = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])
-    hp = lt.Heads(1, 1, 2, 0.0)
+    hp = _Heads(1, 1, 2, 0.0)
     seen: list[list[int]] = []
 
     def no_rope(t: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,6 @@ import torch
 
 from ...reference.hf_draft import TorchCheckpoint
 from ...reference.layers_torch import (
-    Heads,
     attention_block,
     context_projection,
     rms,
@@ -65,6 +64,17 @@ def gguf_counterpart(name: str) -> str | None:
 ARCHITECTURES: tuple[str, ...] = ("DFlash2DraftModel",)
 #: the torch side's name table (the contract of :mod:`dspark_convert.roles.proof`)
 counterpart = gguf_counterpart
+
+@dataclass(frozen=True)
+class Heads:
+    """The head counts, head size and norm epsilon :func:`dflash2_forward` reads from ``config.json``: the
+    :class:`~dspark_convert.reference.layers_torch.HeadShape` its attention block takes."""
+
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    eps: float
+
 
 @dataclass
 class Torch2Outputs:
