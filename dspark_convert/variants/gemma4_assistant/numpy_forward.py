@@ -33,7 +33,7 @@ import numpy as np
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...reference.layers import heads, visible_keys
+from ...reference.layers import heads, layer_keys
 from ...reference.ops import F32, attention, gelu_tanh, rms_norm, rope_cos_sin, rope_neox
 from ...reference.storage import round_values
 from ...reference.weights import GGUFWeights
@@ -200,7 +200,8 @@ def _layer(w: dict[str, np.ndarray], hp: AssistantHParams, il: int, x: np.ndarra
     if k.shape[1:] != (hp.n_head_kv[il], d):
         raise ValueError(f"blk.{il}: the cache holds {k.shape[1]} KV heads of {k.shape[2]}, the file's keys say "
                            f"{hp.n_head_kv[il]} of {d}")
-    allowed = visible_keys(np.array([T]), np.arange(k.shape[0]), causal=True, window=hp.sliding_window if swa else 0)
+    allowed = layer_keys(np.array([T]), np.arange(k.shape[0]), il, causal=True, window=hp.sliding_window,
+                         swa_layers=hp.swa_layers)
     o = _into(rnd, p + "attn_output.weight", attention(q, k, v, allowed, scale=1.0)) @ w["attn_output"].T
     a = x + rms_norm(o, w["post_attention_norm"], hp.eps)
     f = _into(rnd, p + "ffn_up.weight", rms_norm(a, w["ffn_norm"], hp.eps))
