@@ -1,4 +1,4 @@
-"""The row transforms' contract, the transforms several variants write, d2t and the dtype conversions of contract §5–§6.
+"""The row transforms' contract, the transforms several variants write, and the dtype conversions of contract §6.
 
 Every function here is pure numpy on one array (or one row chunk of an array), so each can be tested alone.
 
@@ -192,33 +192,6 @@ class Nvfp4Repack(Transform):
         if bad is not None:
             raise ConvertError(f"tensor '{self.scale}' {bad}")
         return nvfp4_repack(chunks[0], chunks[1])
-
-
-# ---------------------------------------------------------------------------------------------- d2t
-def d2t_absolute(offsets: np.ndarray, vocab_limit: int, *, what: str) -> np.ndarray:
-    """``d2t[i] + i`` as int64, checked: in ``[0, vocab_limit)`` and unique (§5.3).
-
-    Values pass through float32 upstream; that is exact for |value| < 2^24, which the range check implies for any
-    real vocabulary, so integer arithmetic gives the same bytes.
-
-    Example:
-        >>> d2t_absolute(np.array([0, 1, 1]), 10, what="d2t").tolist()
-        [0, 2, 3]
-    """
-    flat = np.asarray(offsets).reshape(-1)
-    if flat.dtype.kind == "f":
-        if not np.all(np.isfinite(flat)) or np.any(flat != np.round(flat)):
-            raise ConvertError(f"{what}: expected integer offsets, found non-integer values")
-    absolute = flat.astype(np.int64) + np.arange(flat.size, dtype=np.int64)
-    bad = np.nonzero((absolute < 0) | (absolute >= vocab_limit))[0]
-    if bad.size:
-        i = int(bad[0])
-        raise ConvertError(f"{what}: entry {i} maps to token id {int(absolute[i])}, outside the vocabulary [0, {vocab_limit})")
-    uniq, counts = np.unique(absolute, return_counts=True)
-    if uniq.size != absolute.size:
-        dup = int(uniq[counts > 1][0])
-        raise ConvertError(f"{what}: token id {dup} appears {int(counts[counts > 1][0])} times; expected unique ids")
-    return absolute
 
 
 # ---------------------------------------------------------------------------------------------- dtypes
