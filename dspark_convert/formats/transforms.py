@@ -1,4 +1,4 @@
-"""Row transforms (RoPE layouts), d2t and the dtype conversions of contract §5–§6.
+"""The row transforms' contract, the transforms several variants write, and the dtype conversions of contract §6.
 
 Every function here is pure numpy on one array (or one row chunk of an array), so each can be tested alone.
 
@@ -8,6 +8,10 @@ which whole number of rows a chunk must hold (:meth:`Transform.row_group`), whic
 a chunk of output rows reads (:meth:`Transform.source_rows`, for transforms of several sources such as a
 weight and its block scales), how to rewrite those rows (:meth:`Transform.apply`) and the dtype of what it
 returns (:meth:`Transform.out_dtype`). The writer calls these and knows no transform by name.
+
+A transform only one variant writes lives in that variant's ``transforms.py`` (``variants/<variant>/transforms.py``)
+and is registered when that module is imported; this module keeps the base class, the registry and the transforms
+shared by several variants or lineages.
 """
 
 from __future__ import annotations
@@ -22,14 +26,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import quants
 
 from ..errors import ConvertError
-from .quant import (
-    FP8_TILE,
-    fp8_block_dequant,
-    mxfp4_repack,
-    nvfp4_bad_scales,
-    nvfp4_repack,
-    tiles,
-)
+from .quant import FP8_TILE, fp8_block_dequant, nvfp4_bad_scales, nvfp4_repack, tiles
 
 Q8_0_BLOCK = 32
 Shapes = tuple[tuple[int, ...], ...]
@@ -98,7 +95,7 @@ class Transform:
 
     def apply_at(self, chunks: Sequence[np.ndarray], rows: int, start: int) -> np.ndarray:
         """:meth:`apply` for the chunk of output rows starting at row ``start`` (what the writer calls); a
-        transform that must know where its chunk lies (one row patched, :class:`PatchRow`) overrides this."""
+        transform that must know where its chunk lies (one that patches a single row) overrides this."""
         return self.apply(chunks, rows)
 
     def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
@@ -116,49 +113,6 @@ def register(cls: type[Transform]) -> type[Transform]:
         raise ValueError(f"transform {cls.__name__} needs a unique name, got {cls.name!r}")
     TRANSFORMS[cls.name] = cls
     return cls
-
-
-@register
-@dataclass(frozen=True)
-class FirstRows(Transform):
-    """The first ``rows`` rows of the source (fewer when it has fewer): an embedding table cut to the tokenizer's
-    size, as upstream's Gemma converters cut padding rows.
-
-    Example:
-        >>> t = FirstRows(3)
-        >>> t.out_rows(((5, 2),)), t.apply([np.arange(6).reshape(3, 2)], 3).shape
-        (3, (3, 2))
-    """
-
-    name: ClassVar[str] = "first_rows"
-    rows: int
-
-    def out_rows(self, shapes: Shapes) -> int:
-        return min(self.rows, shapes[0][0]) if shapes[0] else 1
-
-    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        return chunks[0]
-
-
-@register
-@dataclass(frozen=True)
-class DeinterleaveRope(Transform):
-    """:func:`deinterleave_rope` per head of ``head_dim`` rows (a draft with ``rope_is_neox_style: false``, §5.2).
-
-    Example:
-        >>> DeinterleaveRope(4).apply([np.arange(8)], 8).tolist()
-        [0, 2, 1, 3, 4, 6, 5, 7]
-    """
-
-    name: ClassVar[str] = "deinterleave_rope"
-    head_dim: int
-
-    def row_group(self, rows: int) -> int | None:  # a permutation inside each head of head_dim rows
-        hd = self.head_dim
-        return hd if hd > 0 and hd % 2 == 0 and rows % hd == 0 else None
-
-    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        return deinterleave_rope(chunks[0], self.head_dim)
 
 
 @register
@@ -215,35 +169,6 @@ class PerExpert(Transform):
 
 @register
 @dataclass(frozen=True)
-class Mxfp4ExpertStack(PerExpert):
-    """Sources (weight, scale) of experts 0..n-1 (FP4 packed ``[rows, cols/2]`` + E8M0 ``[rows, cols/32]``)
-    -> the MXFP4 blocks of the 3-D stack ``[experts, rows, cols]``, written as they come (no further rounding).
-
-    Output rows are the experts' rows one after the other; a chunk holds whole experts, so the writer reads one
-    expert (or a few small ones) at a time and the memory does not grow with the number of experts.
-
-    Example:
-        >>> t = Mxfp4ExpertStack(2)
-        >>> t.out_rows(((3, 16), (3, 1), (3, 16), (3, 1))), t.source_rows(3, 6, ((3, 16), (3, 1)) * 2)
-        (6, ((0, 0), (0, 0), (0, 3), (0, 3)))
-    """
-
-    name: ClassVar[str] = "mxfp4_expert_stack"
-    n_sources: ClassVar[int] = 2  # per expert
-
-    output_dtype: ClassVar[str | None] = QT.MXFP4.name  # already encoded: the writer copies the blocks
-
-    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        blocks = [mxfp4_repack(chunks[i], chunks[i + 1]) for i in range(0, len(chunks), 2) if len(chunks[i])]
-        return np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
-
-    def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
-        rows = {a.shape[0] for a in arrays}
-        raise ConvertError(f"internal: an MXFP4 expert stack needs experts of equal rows, found {sorted(rows)}")
-
-
-@register
-@dataclass(frozen=True)
 class Nvfp4Repack(Transform):
     """Sources (ModelOpt NVFP4 weight U8 ``[out, in/2]``, E4M3 ``weight_scale`` ``[out, in/16]``) -> the ggml NVFP4
     blocks of ``[out, in]``, written as they come (lossless; :func:`~dspark_convert.formats.quant.nvfp4_repack`).
@@ -267,57 +192,6 @@ class Nvfp4Repack(Transform):
         if bad is not None:
             raise ConvertError(f"tensor '{self.scale}' {bad}")
         return nvfp4_repack(chunks[0], chunks[1])
-
-
-# ---------------------------------------------------------------------------------------------- RoPE layouts
-def deinterleave_rope(w: np.ndarray, head_dim: int) -> np.ndarray:
-    """Interleaved (GPT-J) rows -> NEOX order, per head: ``new[j] = old[2j]``, ``new[hd/2 + j] = old[2j + 1]``.
-
-    Used for checkpoints with ``rope_is_neox_style: false`` on q/k projections and q/k norms (§5.2).
-
-    Example:
-        >>> deinterleave_rope(np.arange(4), 4).tolist()
-        [0, 2, 1, 3]
-    """
-    rows = w.shape[0]
-    if rows % head_dim or head_dim % 2:
-        raise ConvertError(f"cannot de-interleave {rows} rows with head_dim {head_dim}")
-    r = w.reshape(rows // head_dim, head_dim // 2, 2, *w.shape[1:])
-    return np.ascontiguousarray(r.swapaxes(1, 2)).reshape(w.shape)
-
-
-def interleave_rope(w: np.ndarray, head_dim: int) -> np.ndarray:
-    """Inverse of :func:`deinterleave_rope` (NEOX -> interleaved); used by tests and the mutation suite."""
-    rows = w.shape[0]
-    r = w.reshape(rows // head_dim, 2, head_dim // 2, *w.shape[1:])
-    return np.ascontiguousarray(r.swapaxes(1, 2)).reshape(w.shape)
-
-
-# ---------------------------------------------------------------------------------------------- d2t
-def d2t_absolute(offsets: np.ndarray, vocab_limit: int, *, what: str) -> np.ndarray:
-    """``d2t[i] + i`` as int64, checked: in ``[0, vocab_limit)`` and unique (§5.3).
-
-    Values pass through float32 upstream; that is exact for |value| < 2^24, which the range check implies for any
-    real vocabulary, so integer arithmetic gives the same bytes.
-
-    Example:
-        >>> d2t_absolute(np.array([0, 1, 1]), 10, what="d2t").tolist()
-        [0, 2, 3]
-    """
-    flat = np.asarray(offsets).reshape(-1)
-    if flat.dtype.kind == "f":
-        if not np.all(np.isfinite(flat)) or np.any(flat != np.round(flat)):
-            raise ConvertError(f"{what}: expected integer offsets, found non-integer values")
-    absolute = flat.astype(np.int64) + np.arange(flat.size, dtype=np.int64)
-    bad = np.nonzero((absolute < 0) | (absolute >= vocab_limit))[0]
-    if bad.size:
-        i = int(bad[0])
-        raise ConvertError(f"{what}: entry {i} maps to token id {int(absolute[i])}, outside the vocabulary [0, {vocab_limit})")
-    uniq, counts = np.unique(absolute, return_counts=True)
-    if uniq.size != absolute.size:
-        dup = int(uniq[counts > 1][0])
-        raise ConvertError(f"{what}: token id {dup} appears {int(counts[counts > 1][0])} times; expected unique ids")
-    return absolute
 
 
 # ---------------------------------------------------------------------------------------------- dtypes
@@ -494,40 +368,3 @@ def _block_max(flat: np.ndarray, levels: list[np.ndarray], out: np.ndarray) -> N
 
 def _gguf_q8_0(x: np.ndarray, bf16_bits: bool) -> np.ndarray:
     return quants.quantize(to_float32(x, "BF16") if bf16_bits else x, QT.Q8_0)
-
-
-# ---------------------------------------------------------------------------------------------- row patches
-def _bf16_bits(v: np.ndarray) -> np.ndarray:
-    u = np.ascontiguousarray(v, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-@register
-@dataclass(frozen=True)
-class PatchRow(Transform):
-    """Replace row ``row`` of the source with ``values``, cast to the source dtype ``dtype`` first (BF16: round to
-    nearest even), as upstream patches MiMo's mask vector into the embedding table.
-
-    Streamed like any other tensor: the writer hands each chunk with the output row it starts at
-    (:meth:`apply_at`), and only the chunk holding ``row`` is copied and patched; every other chunk passes as it
-    was read. A chunk boundary falls between rows, so the row lands whole in one chunk whatever the outtype
-    (a Q8_0 block never spans two rows).
-
-    Example:
-        >>> PatchRow(3, (9.0, 9.0), "F32").apply_at([np.zeros((2, 2), np.float32)], 4, 2).tolist()
-        [[0.0, 0.0], [9.0, 9.0]]
-    """
-
-    name: ClassVar[str] = "patch_row"
-    row: int
-    values: tuple[float, ...]
-    dtype: str
-
-    def apply_at(self, chunks: Sequence[np.ndarray], rows: int, start: int) -> np.ndarray:
-        chunk = chunks[0]
-        if not start <= self.row < start + chunk.shape[0]:
-            return chunk
-        out = np.array(chunk, copy=True)
-        v = np.asarray(self.values, dtype=np.float32)
-        out[self.row - start] = _bf16_bits(v) if self.dtype == "BF16" else v.astype(out.dtype)
-        return out

@@ -1,10 +1,9 @@
 """Builders shared by every draft family: the generic KVs (§2.1), name tables and tensor specs (§4), the dtype
-rule (§6), d2t (§5.3) and the final KV order. Family modules compose these; GGUF names come from schema.
+rule (§6) and the final KV order. Family modules compose these; GGUF names come from schema.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +13,6 @@ from gguf import GGUFValueType as VT
 
 from .. import schema as S
 from ..errors import ConvertError
-from ..formats.transforms import d2t_absolute
 from ..hf.checkpoint import Checkpoint
 from ..plan import KV, Origin, Plan, RowTransform, TensorSpec, add_kv
 from .hparams import as_float, as_u32, find_hparam, rope_dict
@@ -220,23 +218,6 @@ def mapped_once(ck: Checkpoint, seen: dict[str, str], src: str, name: str | None
         raise ConvertError(f"{ck.ref(src).file}: tensors '{seen[name]}' and '{src}' both become '{name}'")
     seen[name] = src
     return name
-
-
-def d2t_spec(ck: Checkpoint, source: str, limit: int, *, entries: int | None = None) -> TensorSpec:
-    """The ``d2t`` tensor: I64 absolute token ids (§5.3), resolved and checked now.
-
-    ``limit`` bounds the ids (the target vocabulary); ``entries`` is the expected count (draft_vocab_size) when
-    the family knows it. d2t is small, so it is validated before anything is written.
-    """
-    ref = ck.ref(source)
-    n = math.prod(ref.shape)
-    if entries is not None and n != entries:
-        raise ConvertError(f"{ref.file}: tensor '{source}' has {n} entries, expected draft_vocab_size {entries}")
-    if ref.dtype == "BOOL":
-        raise ConvertError(f"{ref.file}: tensor '{source}' has dtype BOOL, expected integer offsets")
-    values = d2t_absolute(ck.read(source), limit, what=f"{ref.file}: tensor '{source}'")
-    return TensorSpec(name=S.T_D2T, shape=(n,), ggml_type=QT.I64, sources=(source,), source_dtype=ref.dtype,
-                      data=values)
 
 
 def finish_plan(arch: str, head: list[KV], base: list[KV], family: list[KV],

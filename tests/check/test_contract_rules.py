@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dspark_convert import check_file, convert
-from dspark_convert.formats.transforms import deinterleave_rope, interleave_rope
+from dspark_convert.variants.dflash.transforms import deinterleave_rope, interleave_rope
 from dspark_convert.variants.eagle3.transforms import eagle3_permute
 
 

@@ -25,9 +25,7 @@ from dspark_convert.errors import ConvertError
 from dspark_convert.formats.quant import nvfp4_repack
 from dspark_convert.formats.transforms import (
     TRANSFORMS,
-    DeinterleaveRope,
     convert_chunk,
-    deinterleave_rope,
     quantize_q8_0,
     to_float32,
 )
@@ -35,6 +33,7 @@ from dspark_convert.gguffile import header
 from dspark_convert.hf.checkpoint import Checkpoint
 from dspark_convert.hf2gguf import writer
 from dspark_convert.plan import TensorSpec
+from dspark_convert.variants.dflash.transforms import DeinterleaveRope, deinterleave_rope
 from dspark_convert.variants.eagle3.transforms import Eagle3Permute, eagle3_permute
 
 # gguf-py warns about its own inf/NaN arithmetic on the extreme blocks below

@@ -24,12 +24,8 @@ from gguf import GGUFValueType as VT
 from dspark_convert.errors import ConvertError
 from dspark_convert.formats.transforms import (
     TRANSFORMS,
-    DeinterleaveRope,
-    FirstRows,
     Fp8BlockDequant,
-    Mxfp4ExpertStack,
     Nvfp4Repack,
-    PatchRow,
     Shapes,
     Transform,
     register,
@@ -37,7 +33,10 @@ from dspark_convert.formats.transforms import (
 from dspark_convert.hf.checkpoint import Checkpoint
 from dspark_convert.hf2gguf import writer
 from dspark_convert.plan import KV, Plan, TensorSpec
+from dspark_convert.variants.dflash.transforms import DeinterleaveRope, PatchRow
+from dspark_convert.variants.dsv4.transforms import Mxfp4ExpertStack
 from dspark_convert.variants.eagle3.transforms import Eagle3Permute
+from dspark_convert.variants.gemma4_assistant.transforms import FirstRows
 from dspark_convert.variants.mtp.transforms import (
     AddOne,
     ColumnConcat,

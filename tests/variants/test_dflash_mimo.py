@@ -18,10 +18,10 @@ import pytest
 from gguf import GGMLQuantizationType as QT
 from gguf import quants
 
-from dspark_convert.formats.transforms import PatchRow
 from dspark_convert.hf.checkpoint import Checkpoint
 from dspark_convert.hf2gguf import writer
 from dspark_convert.plan import TensorSpec
+from dspark_convert.variants.dflash.transforms import PatchRow
 
 HIDDEN = 64
 CHUNK_ROWS = 4

@@ -2,7 +2,8 @@
 optional). Its descriptor is the ``dflash`` row of :data:`dspark_convert.registry.VARIANTS`.
 
 - :mod:`.dspark`, :mod:`.dflash`, :mod:`.dflash_mimo`, :mod:`.muse_glimmer`: the converter families (each a ``Family`` module; the
-  lineage's shared conversion is :mod:`.lineage`);
+  lineage's shared conversion is :mod:`.lineage`, its row transforms :mod:`.transforms`, the ``d2t`` map of
+  reduced-vocabulary drafts, which the ``eagle3`` variant writes too, :mod:`.d2t`);
 - :mod:`.loader`: llama.cpp's loader rules for the file (``check``);
 - :mod:`.fit`: the fit facts (``check --target``);
 - :mod:`.mask_embedding`: the reader of a MiMo-style draft's ``mask_embedding.pt`` (conversion, ``upgrade`` and the

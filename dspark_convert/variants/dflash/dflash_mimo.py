@@ -20,7 +20,6 @@ import numpy as np
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...formats.transforms import PatchRow
 from ...hf.checkpoint import Checkpoint
 from ...kit.common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec
 from ...kit.hparams import HParams
@@ -29,6 +28,7 @@ from ...roles.convert import Context
 from . import lineage
 from .lineage import b11434_kvs
 from .mask_embedding import MASK_FILE, read_mask_embedding
+from .transforms import PatchRow
 
 #: the lineage's names plus the per-layer sink aliases upstream maps to ``attn_sinks.weight``
 NAMES = NameTable(

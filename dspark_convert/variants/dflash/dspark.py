@@ -13,11 +13,12 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...kit.common import base_kvs, d2t_spec, finish_plan
+from ...kit.common import base_kvs, finish_plan
 from ...kit.hparams import HParams
 from ...plan import KV, Plan
 from ...roles.convert import Context
 from . import lineage
+from .d2t import d2t_spec
 
 # the lineage's Family members, as they are (upstream's DSparkModel extends DFlashModel)
 from .lineage import DSPARK_FLAG, TARGET_TENSORS, TOKENIZER_IN_CHECKPOINT, hf_names, target_facts

@@ -20,7 +20,7 @@ from ... import schema as S
 from ...errors import ConvertError
 from ...formats import modelopt
 from ...formats.modelopt import QuantConfig
-from ...formats.transforms import DeinterleaveRope, Nvfp4Repack, Transform
+from ...formats.transforms import Nvfp4Repack, Transform
 from ...kit.common import (
     BACKBONE_GLOBALS,
     BACKBONE_LAYER,
@@ -32,6 +32,7 @@ from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import INPUT_EMBEDDING, OUTPUT_HEAD, Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
+from .transforms import DeinterleaveRope
 
 #: HF -> GGUF names of the DFlash lineage (§4.1, §4.2): a Qwen3 layer (the shared backbone) plus the DFlash / DSpark
 #: globals. Names that map but that the loader never creates (biases, fc.bias) are written and then refused by check

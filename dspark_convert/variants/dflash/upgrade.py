@@ -444,9 +444,8 @@ def _neox_permutations(u: Upgrading, hd: int, choices: tuple[int, ...]) -> int:
     src = next((n for n in names if n in ck), None)
     if src is None or not u.has_tensor("blk.0.attn_q.weight"):
         raise ConvertError(f"--hf {hf}: no layers.0.self_attn.q_proj.weight to compare with blk.0.attn_q.weight")
-    from ...formats.transforms import convert_chunk
-
-    w = np.asarray(convert_chunk(np.asarray(ck.read(src)), ck.ref(src).dtype, QT.F32), dtype=np.float32)
+    _, data = u.checkpoint_tensor((src,), QT.F32, "the q/k permutation check")
+    w = np.frombuffer(data(), np.float32)
     got = f.tensor_array("blk.0.attn_q.weight").astype(np.float32)
     if w.size != got.size:
         raise ConvertError(f"--hf {hf}: {src} has {w.size} values, blk.0.attn_q.weight {got.size}; not the same draft")

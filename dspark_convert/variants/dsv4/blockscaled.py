@@ -17,9 +17,10 @@ from gguf import GGMLQuantizationType as QT
 
 from ...errors import ConvertError
 from ...formats.quant import fp4_shapes, fp8_scale_shape
-from ...formats.transforms import Fp8BlockDequant, Mxfp4ExpertStack
+from ...formats.transforms import Fp8BlockDequant
 from ...hf.checkpoint import Checkpoint
 from ...plan import TensorSpec
+from .transforms import Mxfp4ExpertStack
 
 
 def fp8_output_type(in_features: int) -> QT:

@@ -21,7 +21,6 @@ from ...kit.common import (
     BACKBONE_LAYER,
     NameTable,
     base_kvs,
-    d2t_spec,
     finish_plan,
     is_skipped,
     tensor_spec,
@@ -30,6 +29,7 @@ from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import INPUT_EMBEDDING, Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
+from ..dflash.d2t import d2t_spec
 from .transforms import Eagle3Permute
 
 #: the method's name (hf2gguf/naming.method_name); default output names start with FILE_PREFIX instead

@@ -29,7 +29,6 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...formats.transforms import FirstRows
 from ...hf.checkpoint import Checkpoint
 from ...kit.common import (
     BACKBONE_GLOBALS,
@@ -42,6 +41,7 @@ from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec, add_kv, as_int
 from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
+from .transforms import FirstRows
 
 #: the method's name (hf2gguf/naming.method_name); default output names start with FILE_PREFIX instead
 METHOD_WORD = "MTP"
