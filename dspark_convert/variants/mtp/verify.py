@@ -281,11 +281,6 @@ _PLUS_ONE = re.compile(r"(output_norm|blk\.\d+\.(attn_norm|post_attention_norm|a
                        r"nextn\.enorm|nextn\.hnorm|nextn\.shared_head_norm))\.weight")
 
 
-def _prefixes(ck: Checkpoint) -> tuple[str, ...]:
-    return ("model.language_model.", "model.") if any(n.startswith("model.language_model.") for n in ck.names) \
-        else ("model.",)
-
-
 def _hf(ck: Checkpoint, gguf: str, n: int) -> list[str]:
     """The checkpoint tensors ``gguf`` is made of (several for an expert stack); [] when none is found."""
     def pick(cands: tuple[str, ...]) -> list[str]:
