@@ -157,9 +157,12 @@ def fp8_scale_inv_dequant(weight: np.ndarray, scale: np.ndarray, rows: int, cols
     first = row0 % rows
     if s.ndim != 2 or s.shape[0] < -(-(first + r) // rows) or s.shape[1] < -(-c // cols):
         raise ValueError(f"scale rows {s.shape} do not cover a {r}x{c} chunk from row {row0} in {rows}x{cols} blocks")
-    full = s[(first + np.arange(r)) // rows][:, np.arange(c) // cols]
+    per_row = np.repeat(s[: -(-(first + r) // rows)], rows, axis=0)[first : first + r]  # each row's block scales
+    values = np.take(E4M3_VALUES, w)
     with np.errstate(over="ignore", invalid="ignore"):  # inf / NaN are named by the caller's finiteness check
-        return np.take(E4M3_VALUES, w) * full
+        if c % cols == 0:  # whole blocks: each scale broadcast over its ``cols`` values, no r x c scale array
+            return (values.reshape(r, c // cols, cols) * per_row[:, : c // cols, None]).reshape(r, c)
+        return values * np.repeat(per_row, cols, axis=1)[:, :c]
 
 
 # ---------------------------------------------------------------------------------------------- MXFP4
