@@ -232,3 +232,27 @@ def test_registry_and_row_groups() -> None:
     assert DeinterleaveRope(16) == DeinterleaveRope(16) != DeinterleaveRope(8)
     with pytest.raises(ValueError, match="unique name"):
         register(DeinterleaveRope)
+
+
+@pytest.mark.parametrize(("r", "c", "rows", "cols", "row0"), [(512, 512, 128, 128, 0), (100, 512, 128, 128, 300),
+                                                            (37, 1000, 128, 128, 5), (5, 7, 2, 3, 3), (3, 96, 1, 32, 7)])
+@pytest.mark.parametrize("scale_dtype", ["F32", "BF16"])
+def test_fp8_scale_inv_dequant_is_the_per_value_product(r: int, c: int, rows: int, cols: int, row0: int,
+                                                        scale_dtype: str) -> None:
+    """Every value times the scale of its block, as one float32 product (whole blocks and a ragged last block,
+    chunks starting mid-block, every E4M3 code including NaN), bit for bit."""
+    from dspark_convert.formats.quant import E4M3_VALUES, fp8_scale_inv_dequant
+
+    rng = np.random.default_rng(r * 1000 + c)
+    w = rng.integers(0, 256, (r, c), dtype=np.uint8)
+    first = row0 % rows
+    s32 = (rng.random((-(-(first + r) // rows), -(-c // cols)), dtype=np.float32) * 4).astype(np.float32)
+    scale = s32 if scale_dtype == "F32" else (s32.view(np.uint32) >> 16).astype(np.uint16)
+    s = s32 if scale_dtype == "F32" else (scale.astype(np.uint32) << 16).view(np.float32)
+    want = np.empty((r, c), np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i in range(r):
+            want[i] = E4M3_VALUES[w[i]] * s[(first + i) // rows][np.arange(c) // cols]
+    got = fp8_scale_inv_dequant(w, scale, rows, cols, scale_dtype, row0=row0)
+    assert got.dtype == np.float32 and got.shape == (r, c)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
