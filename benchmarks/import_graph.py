@@ -91,10 +91,14 @@ def layers(nodes: set[str], edges: dict[str, set[str]]) -> tuple[dict[str, int],
                     break
             sccs.append(comp)
 
-    sys.setrecursionlimit(10000)
-    for v in sorted(nodes):
-        if v not in index:
-            strong(v)
+    limit = sys.getrecursionlimit()  # the depth-first search recurses once per node of a path: room for all of them
+    sys.setrecursionlimit(max(limit, 2 * len(nodes) + 1000))
+    try:
+        for v in sorted(nodes):
+            if v not in index:
+                strong(v)
+    finally:  # a process-wide setting: a caller (a test importing this file) keeps its own
+        sys.setrecursionlimit(limit)
     comp_of = {v: i for i, c in enumerate(sccs) for v in c}
     layer: dict[int, int] = {}
     for i, comp in enumerate(sccs):  # Tarjan emits components in reverse topological order: deps first
