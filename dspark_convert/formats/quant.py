@@ -15,10 +15,10 @@ power of two, which is exact (a 4-bit significand times ``2^k`` stays representa
 where it overflows to infinity, exactly as upstream's ``weight.float() * scale.float()`` in torch.
 
 On the GGUF side, dequantized FP8 tensors become Q8_0 (the writer quantizes them like any float32 rows, bit-identical
-to gguf-py) or F16 when a row is not a multiple of 32 (the rule of the variant that reads them); FP4 experts are repacked losslessly into ggml's MXFP4 blocks
-(:func:`mxfp4_repack`). Every function works on a row chunk, so a caller can stream a tensor of any size; the row
-transforms that put them on a plan are ``Fp8BlockDequant`` (in :mod:`.transforms`) and ``Mxfp4ExpertStack`` (in
-the ``transforms.py`` of the one variant that writes it).
+to gguf-py) or F16 when a row is not a multiple of 32 (the rule of the variant that reads them); FP4 experts are
+repacked losslessly into ggml's MXFP4 blocks (:func:`mxfp4_repack`). Every function works on a row chunk, so a
+caller can stream a tensor of any size; the row transforms that put them on a plan are ``Fp8BlockDequant`` (in
+:mod:`.transforms`) and ``Mxfp4ExpertStack`` (in the ``transforms.py`` of the one variant that writes it).
 """
 
 from __future__ import annotations

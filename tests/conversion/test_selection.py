@@ -77,7 +77,8 @@ def test_every_family_module_implements_the_contract() -> None:
             assert mod.TARGET_TENSORS == () and mod.TOKENIZER_IN_CHECKPOINT and mod.DSPARK_FLAG
             continue
         if family_name(mod) == "mtp":  # the MTP head of a target (--mtp): its own tokenizer, the MTP shards only
-            select = family_draft_tensors(mod, {"architectures": ["Qwen3_5ForCausalLM"]})  # what it reads depends on the class
+            # what it reads depends on the class
+            select = family_draft_tensors(mod, {"architectures": ["Qwen3_5ForCausalLM"]})
             assert select is not None and select("mtp.layers.0.fc.weight") and not select("model.layers.0.mlp.up_proj.weight")
             assert mod.TARGET_TENSORS == () and mod.TOKENIZER_IN_CHECKPOINT and mod.MTP_FLAG and not mod.DSPARK_FLAG
             continue

@@ -53,7 +53,8 @@ def d2t_absolute(offsets: np.ndarray, vocab_limit: int, *, what: str) -> np.ndar
     bad = np.nonzero((absolute < 0) | (absolute >= vocab_limit))[0]
     if bad.size:
         i = int(bad[0])
-        raise ConvertError(f"{what}: entry {i} maps to token id {int(absolute[i])}, outside the vocabulary [0, {vocab_limit})")
+        raise ConvertError(f"{what}: entry {i} maps to token id {int(absolute[i])}, outside the vocabulary "
+                           f"[0, {vocab_limit})")
     uniq, counts = np.unique(absolute, return_counts=True)
     if uniq.size != absolute.size:
         dup = int(uniq[counts > 1][0])

@@ -65,6 +65,7 @@ ARCHITECTURES: tuple[str, ...] = ("DFlash2DraftModel",)
 #: the torch side's name table (the contract of :mod:`dspark_convert.roles.proof`)
 counterpart = gguf_counterpart
 
+
 @dataclass(frozen=True)
 class Heads:
     """The head counts, head size and norm epsilon :func:`dflash2_forward` reads from ``config.json``: the

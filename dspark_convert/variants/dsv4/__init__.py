@@ -2,7 +2,7 @@
 
 - :mod:`.dspark_dsv4`: the converter family, with its name tables in :mod:`.names`; :mod:`.blockscaled`: the FP8 /
   FP4 tensor specs (the FP4 expert stack's row transform in :mod:`.transforms`) and upstream's chat templates
-  (``chat_templates/``), shared with the MTP sidecar
-  (:mod:`dspark_convert.variants.mtp.deepseek4`); :mod:`.loader`: the loader rules; :mod:`.tensors`: the torch tensor-by-tensor checks
-  (verify proves the file tensor by tensor: no forward yet); :mod:`.verify`: verify's rows.
+  (``chat_templates/``), shared with the MTP sidecar (:mod:`dspark_convert.variants.mtp.deepseek4`);
+  :mod:`.loader`: the loader rules; :mod:`.tensors`: the torch tensor-by-tensor checks (verify proves the file
+  tensor by tensor: no forward yet); :mod:`.verify`: verify's rows.
 """

@@ -4,8 +4,9 @@
 The file is arch ``dflash`` with DeepSeek-V4 blocks: one block per draft stage, FP8 weights dequantized (E8M0
 scale per 128x128 tile) and written as Q8_0 (F16 when a row is not a multiple of 32), routed experts repacked
 losslessly from FP4 e2m1 + E8M0 per 32 into MXFP4 stacks written first, ``general.file_type`` 38 whatever the
-outtype, and upstream's own DeepSeek-V4 chat template (``chat_templates/`` beside :mod:`.blockscaled`) as the second key. The three source formats (F8_E4M3, its
-F8_E8M0 tile scales, FP4 e2m1; spec/dsv4-dspark.md §1-§2) are decoded by :mod:`dspark_convert.formats.quant`.
+outtype, and upstream's own DeepSeek-V4 chat template (``chat_templates/`` beside :mod:`.blockscaled`) as the
+second key. The three source formats (F8_E4M3, its F8_E8M0 tile scales, FP4 e2m1; spec/dsv4-dspark.md §1-§2) are
+decoded by :mod:`dspark_convert.formats.quant`.
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ architecture (``qwen35``, ``qwen35moe``, ``qwen3next``, ``glm4moe``, ``glm-dsa``
 - :mod:`.mtp`: the converter family (``hf2gguf TARGET --mtp``), with each family's header and name knowledge
   in its own module (:mod:`.qwen`: the Qwen3.5 / Qwen3-Next mixin; :mod:`.glm`: GLM-4.5's ``Glm4MoeModel``;
   :mod:`.glm_dsa`: GLM-5's ``GlmMoeDsaModel``, with :mod:`.transforms`' MLA ``kv_b_proj`` split;
-  :mod:`.nemotron`: Nemotron-H's ``NemotronHModel``; :mod:`.deepseek4`: DeepSeek-V4's ``DeepseekV4Model``, whose FP8 and
-  FP4 sources are read with DeepSeek-V4's ``variants/dsv4/blockscaled.py``; :mod:`.mimo2`: MiMo-V2's ``MimoV2Model`` (FP8 weights
-  dequantized, MiMo-V2.5's tensor-parallel ``qkv_proj`` regrouped by :mod:`.transforms`);
+  :mod:`.nemotron`: Nemotron-H's ``NemotronHModel``; :mod:`.deepseek4`: DeepSeek-V4's ``DeepseekV4Model``, whose
+  FP8 and FP4 sources are read with DeepSeek-V4's ``variants/dsv4/blockscaled.py``; :mod:`.mimo2`: MiMo-V2's
+  ``MimoV2Model`` (FP8 weights dequantized, MiMo-V2.5's tensor-parallel ``qkv_proj`` regrouped by :mod:`.transforms`);
   :mod:`.head`: what each hands back; :mod:`.specs`: the tensor pieces they share, the float check, expert
   stacking and the name lookup for messages); :mod:`.loader`: the loader rules of a sidecar
   (also what ``check`` applies to MTP files made by any tool); :mod:`.verify`: verify's tensor-by-tensor proof.

@@ -1,7 +1,7 @@
 """The tensor-planning pieces the MTP family modules (:mod:`.qwen`, :mod:`.glm`, :mod:`.glm_dsa`, :mod:`.nemotron`)
-share: the NextN and attention name rows, the float-only source check, a layer tensor's spec, the per-expert tensors gathered into stacks, and the
-reverse name lookup for messages. Each family keeps its own names, tables and refusal words; these helpers only
-take the words they put in a message as arguments.
+share: the NextN and attention name rows, the float-only source check, a layer tensor's spec, the per-expert
+tensors gathered into stacks, and the reverse name lookup for messages. Each family keeps its own names, tables and
+refusal words; these helpers only take the words they put in a message as arguments.
 """
 
 from __future__ import annotations
