@@ -575,10 +575,9 @@ def test_b11434_dspark_layouts_from_pre_b10705(case: str, qwen3_group: Path, gol
     assert (tmp_path / "new.gguf").read_bytes() == today.read_bytes()
 
 
-def test_dflash_interleaved_gets_its_neox_permutation(golden_inputs: Path, tmp_path: Path) -> None:
-    """A DFlash draft with rope_is_neox_style: false as a pre-b10662 converter wrote it (q/k rows in the checkpoint's
-    order): --hf's q_proj shows it, and the upgrade permutes the rows once, as upstream b10662+ and hf2gguf do;
-    a file that has the permutation is left alone."""
+@pytest.fixture
+def dflash_interleaved(golden_inputs: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """(a DFlash draft with rope_is_neox_style: false, its bf16 conversion today)."""
     import shutil
 
     from dspark_convert.hf2gguf.conversion import convert
@@ -590,6 +589,15 @@ def test_dflash_interleaved_gets_its_neox_permutation(golden_inputs: Path, tmp_p
     (draft / "config.json").write_text(json.dumps(cfg))
     today = tmp_path / "today.gguf"
     convert(draft, golden_inputs / "target", today, outtype="bf16")
+    return draft, today
+
+
+def test_dflash_interleaved_gets_its_neox_permutation(dflash_interleaved: tuple[Path, Path], golden_inputs: Path,
+                                                      tmp_path: Path) -> None:
+    """A DFlash draft with rope_is_neox_style: false as a pre-b10662 converter wrote it (q/k rows in the checkpoint's
+    order): --hf's q_proj shows it, and the upgrade permutes the rows once, as upstream b10662+ and hf2gguf do;
+    a file that has the permutation is left alone."""
+    draft, today = dflash_interleaved
     with read_gguf(today) as f:
         hd = f.value("dflash.attention.key_length")
         plan = plan_upgrade(f, match_upstream=True)
@@ -609,6 +617,41 @@ def test_dflash_interleaved_gets_its_neox_permutation(golden_inputs: Path, tmp_p
     assert (tmp_path / "new.gguf").read_bytes() == today.read_bytes()
     r = upgrade(today, tmp_path / "same.gguf", target=golden_inputs / "target", hf=draft)
     assert r.changes == [] and (tmp_path / "same.gguf").read_bytes() == today.read_bytes()
+
+
+def test_dflash_neox_check_refuses_another_checkpoint(dflash_interleaved: tuple[Path, Path], golden_inputs: Path,
+                                                      tmp_path: Path) -> None:
+    """The q/k permutation check reads --hf's layer-0 q_proj once: a checkpoint without it, one of another width and
+    one whose q_proj is not the file's (in either row order) are each refused in one line, with no output."""
+    from bad_inputs_kit import drop_tensor, get_tensor, set_tensor
+
+    draft, today = dflash_interleaved
+    q = "layers.0.self_attn.q_proj.weight"
+    dtype, w = get_tensor(draft, q)
+    assert dtype == "BF16" and w.dtype == np.uint16  # (bit patterns)
+    other = np.random.default_rng(0).standard_normal(w.shape).astype(np.float32)
+    with_nan = w.copy()
+    with_nan[3, 5] = 0x7FC0  # one NaN: nothing can be proved equal to it
+    cases = {"no-q": (None, "no tensor layers.0.self_attn.q_proj.weight / model.layers.0.self_attn.q_proj.weight; "
+                            "the q/k permutation check cannot be taken from it"),
+             "narrow": (w[:, :-32], r"layer 0's q_proj has \d+ values, blk.0.attn_q.weight \d+; not the same draft"),
+             "other": ((other.view(np.uint32) >> 16).astype(np.uint16),
+                       r"blk.0.attn_q.weight matches neither no nor one NeoX permutation of --hf .*'s q_proj \(max "
+                       r"diff \d"),
+             "nan": (with_nan, r"matches neither no nor one NeoX permutation of --hf .*'s q_proj \(a NaN in either\)")}
+    import shutil
+
+    for name, (arr, message) in cases.items():
+        hf = tmp_path / name
+        shutil.copytree(draft, hf)
+        if arr is None:
+            drop_tensor(hf, q)
+        else:
+            set_tensor(hf, q, dtype, arr)
+        out = tmp_path / f"{name}.gguf"
+        with pytest.raises(ConvertError, match=message) as e:
+            upgrade(today, out, target=golden_inputs / "target", hf=hf)
+        assert "\n" not in str(e.value) and not out.exists(), name
 
 
 def _dspark_with_config_keys(qwen3_group: Path, tmp_path: Path, case: str) -> Path:

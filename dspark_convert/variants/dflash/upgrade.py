@@ -435,30 +435,28 @@ def _neox_permutations(u: Upgrading, hd: int, choices: tuple[int, ...]) -> int:
     ``blk.0.attn_q.weight`` (to the file's rounding); anything else is refused in one line."""
     import numpy as np
 
-    from ...hf.checkpoint import Checkpoint
-
     f, hf = u.f, u.hf
-    assert hf is not None
-    names = ("layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.q_proj.weight")
-    ck = Checkpoint(hf, select=set(names).__contains__)
-    src = next((n for n in names if n in ck), None)
-    if src is None or not u.has_tensor("blk.0.attn_q.weight"):
-        raise ConvertError(f"--hf {hf}: no layers.0.self_attn.q_proj.weight to compare with blk.0.attn_q.weight")
-    _, data = u.checkpoint_tensor((src,), QT.F32, "the q/k permutation check")
+    if not u.has_tensor("blk.0.attn_q.weight"):
+        raise ConvertError(f"{f.path}: no blk.0.attn_q.weight to compare with --hf {hf}'s q_proj")
+    _, data = u.checkpoint_tensor(("layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.q_proj.weight"),
+                                  QT.F32, "the q/k permutation check")
     w = np.frombuffer(data(), np.float32)
     got = f.tensor_array("blk.0.attn_q.weight").astype(np.float32)
     if w.size != got.size:
-        raise ConvertError(f"--hf {hf}: {src} has {w.size} values, blk.0.attn_q.weight {got.size}; not the same draft")
+        raise ConvertError(f"--hf {hf}: layer 0's q_proj has {w.size} values, blk.0.attn_q.weight {got.size}; "
+                           "not the same draft")
     w = w.reshape(got.shape)
     idx = np.arange(len(w)).reshape(-1, hd // 2, 2).transpose(0, 2, 1).reshape(-1)
     candidates = {0: w, 1: w[idx], 2: w[idx][idx]}
-    err = {n: float(np.abs(got - candidates[n]).max()) for n in choices}
+    with np.errstate(invalid="ignore"):  # (inf - inf: a NaN error, refused below)
+        err = {n: float(np.abs(got - candidates[n]).max()) for n in choices}
     best = min(choices, key=lambda n: err[n])
     tol = 0.02 * float(np.abs(w).max()) + 1e-6
-    if err[best] > tol:
+    if not err[best] <= tol:  # (a NaN in either tensor proves nothing)
         words = " nor ".join({0: "no", 1: "one", 2: "two"}[n] for n in choices)
+        diff = "a NaN in either" if np.isnan(err[best]) else f"max diff {err[best]:.3g}"
         raise ConvertError(f"{f.path}: blk.0.attn_q.weight matches neither {words} NeoX permutation of --hf "
-                           f"{hf}'s q_proj (max diff {err[best]:.3g}); is it the same draft?")
+                           f"{hf}'s q_proj ({diff}); is it the same draft?")
     return best
 
 
