@@ -63,10 +63,10 @@ UPSTREAM_FLAGS: tuple[UpstreamFlag, ...] = (
     UpstreamFlag("--dspark", "DSPARK_FLAG", DRAFTS_INSIDE_TARGETS[0],
                  "is not a DeepSeek-V4 checkpoint with a DSpark draft (the flag selects upstream's DeepSeek-V4 DSpark "
                  "converter; other drafts are recognised by their config)"),
-    UpstreamFlag("--mtp", "MTP_FLAG", DRAFTS_INSIDE_TARGETS[1],
-                 "is not a target checkpoint whose MTP head is written here (Qwen3.5 / Qwen3-Next, GLM-4.5, GLM-5, "
-                 "Nemotron-H and DeepSeek-V4 classes; a DeepSeek-V4 checkpoint with a DSpark draft converts without "
-                 "it; see docs/mtp-checkpoint.md)",
+    UpstreamFlag("--mtp", "MTP_FLAG", "the MTP head inside a target checkpoint, written as an MTP sidecar",
+                 "is not a target checkpoint whose MTP head is written here (Qwen3.5 / Qwen3.6 / Qwen3-Next, GLM-4.5, "
+                 "GLM-5, Nemotron-H, MiMo-V2 and DeepSeek-V4 classes; a DeepSeek-V4 checkpoint with a DSpark draft "
+                 "converts without it; see docs/mtp-checkpoint.md)",
                  required=True,
                  missing="is a target model checkpoint with an MTP head; pass --mtp to write the head as an MTP "
                          "sidecar (mtp-<name>.gguf)"),

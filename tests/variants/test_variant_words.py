@@ -39,6 +39,8 @@ def test_words_agree_with_the_registry_and_the_families() -> None:
     assert len(words.DRAFT_KINDS) == len([v for v in VARIANTS if v.refines is None]) == 4
     flag, mtp = words.UPSTREAM_FLAGS
     assert (mtp.option, mtp.keyword, mtp.attribute, mtp.required) == ("--mtp", "mtp", "MTP_FLAG", True)
+    assert mtp.help == ("Upstream's flag for the MTP head inside a target checkpoint, written as an MTP sidecar "
+                        "(needed: without it the checkpoint is a target model).")
     assert [family_name(m) for m in family_modules() if getattr(m, mtp.attribute, False)] == ["mtp"]
     assert (flag.option, flag.keyword, flag.attribute) == ("--dspark", "dspark", "DSPARK_FLAG")
     assert flag.help == "Upstream's flag for the DSpark draft inside a DeepSeek-V4 checkpoint (recognised without it)."
