@@ -93,6 +93,26 @@ def _key_rules(c: Checker) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- hyperparameter values
+def _gqa_rule(c: Checker) -> None:
+    """``head_count_kv`` divides ``head_count`` in every layer with attention: either key may be one number or a
+    per-layer array (a 0 in either is a layer without attention, e.g. a recurrent one)."""
+    n_head, n_head_kv = c.val(S.HEAD_COUNT), c.val(S.HEAD_COUNT_KV)
+    if isinstance(n_head, list) or isinstance(n_head_kv, list):
+        n = len(n_head) if isinstance(n_head, list) else len(n_head_kv)
+        heads = n_head if isinstance(n_head, list) else [n_head] * n
+        kvs = n_head_kv if isinstance(n_head_kv, list) else [n_head_kv] * n
+        layers = list(zip(heads, kvs, strict=False))  # (an array of the wrong length is its own finding)
+    else:
+        layers = [(n_head, n_head_kv)]
+    for il, (h, kv) in enumerate(layers):
+        if (isinstance(h, int) and isinstance(kv, int) and not isinstance(h, bool) and not isinstance(kv, bool)
+                and h > 0 and kv > 0 and h % kv):
+            where = f"layer {il}: " if len(layers) > 1 else ""
+            c.err(c.key(S.HEAD_COUNT_KV), "hparam-value", f"{where}is {kv}, which does not divide head_count {h} "
+                  "(grouped-query attention shares each K/V head among head_count / head_count_kv query heads)")
+            return
+
+
 def _hparam_rules(c: Checker) -> None:
     """Values the loader accepts but the math cannot use. A 0 here is not "unknown": llama.cpp divides by the head
     counts (``n_embd / n_head`` is the head size, ``n_head / n_head_kv`` the GQA ratio), sizes tensors by the key
@@ -106,11 +126,7 @@ def _hparam_rules(c: Checker) -> None:
         if isinstance(v, int) and not isinstance(v, bool) and v <= 0:
             c.err(c.key(tpl), "hparam-value", f"is {v}, expected a positive integer ({what}; llama.cpp divides or "
                   "sizes tensors by it)")
-    n_head, n_head_kv = c.val(S.HEAD_COUNT), c.val(S.HEAD_COUNT_KV)
-    if (isinstance(n_head, int) and isinstance(n_head_kv, int) and n_head > 0 and n_head_kv > 0
-            and n_head % n_head_kv):
-        c.err(c.key(S.HEAD_COUNT_KV), "hparam-value", f"is {n_head_kv}, which does not divide head_count {n_head} "
-              "(grouped-query attention shares each K/V head among head_count / head_count_kv query heads)")
+    _gqa_rule(c)
     for tpl, what in ((S.RMS_EPS, "RMS norm divides by sqrt(mean(x^2) + eps)"),
                       (S.ROPE_FREQ_BASE, "RoPE angles are position / freq_base^(2i/d)"),
                       (S.ROPE_FREQ_BASE_SWA, "RoPE angles are position / freq_base^(2i/d)"),
