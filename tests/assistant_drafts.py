@@ -144,9 +144,10 @@ def gemma4_tensors(d: GemmaDims, seed: int) -> dict[str, Tensor]:
     return t
 
 
-def make_gemma4(out: Path, name: str) -> Path:
-    """Write Gemma 4 assistant ``name`` (config, weights, the assistant's own tokenizer) to ``out/name``."""
-    d, seed = GEMMA_VARIANTS[name]
+def make_gemma4(out: Path, name: str, dims: tuple[GemmaDims, int] | None = None) -> Path:
+    """Write Gemma 4 assistant ``name`` (config, weights, the assistant's own tokenizer) to ``out/name``; ``dims``:
+    (dimensions, seed) instead of ``GEMMA_VARIANTS[name]``."""
+    d, seed = dims or GEMMA_VARIANTS[name]
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(gemma4_config(d), indent=2))
@@ -263,11 +264,13 @@ def _dflash2_on_muse(n_tokens: int, mask: int, seed: int) -> tuple[dict[str, Any
     return cfg, t
 
 
-def make_muse(out: Path, name: str, target_weights: bool = False) -> tuple[Path, Path]:
+def make_muse(out: Path, name: str, target_weights: bool = False,
+              dims: tuple[MuseDims, int] | None = None) -> tuple[Path, Path]:
     """Write Muse variant ``name`` to ``out/name`` and its target to ``out/name-target``; (draft, target).
     ``target_weights``: the target also gets seeded ``model.embed_tokens`` / ``lm_head`` (BF16; what ``verify``
-    reads from a target)."""
-    d, seed = MUSE_VARIANTS[name]
+    reads from a target). ``dims``: (dimensions, seed) of a Muse-Glimmer assistant instead of
+    ``MUSE_VARIANTS[name]``."""
+    d, seed = dims or MUSE_VARIANTS[name]
     draft, target = out / name, out / f"{name}-target"
     draft.mkdir(parents=True, exist_ok=True)
     n, _eot, mask = write_muse_target(target)
