@@ -62,7 +62,9 @@ class Case:
     family: str
     make: Callable[[Path], tuple[Path, Path | None]]
     outtypes: tuple[str, ...] = STD
-    note: str = ""
+    #: convert ours with ``ignore_target_mismatch`` (a draft that does not fit its target on purpose: dspark-convert
+    #: stops on it by default, upstream does not check)
+    mismatch: bool = False
 
 
 # ---------------------------------------------------------------------------------------------- targets
@@ -90,8 +92,10 @@ def qwen3_target(folder: Path, hidden: int, layers: int, *, tied: bool = False, 
     return folder
 
 
-def on_qwen3(maker_name: str, target_layers: int = 6, **kw: Any) -> Callable[[Path], tuple[Path, Path]]:
-    """A ``tests/target_drafts.py`` maker's draft (``kw``) on a Qwen3 target of its hidden size."""
+def on_qwen3(maker_name: str, target_layers: int = 6, target_vocab: int = QV,
+             **kw: Any) -> Callable[[Path], tuple[Path, Path]]:
+    """A ``tests/target_drafts.py`` maker's draft (``kw``) on a Qwen3 target of its hidden size (``target_vocab``:
+    its config's ``vocab_size``)."""
     def make(folder: Path) -> tuple[Path, Path]:
         import target_drafts
 
@@ -100,7 +104,7 @@ def on_qwen3(maker_name: str, target_layers: int = 6, **kw: Any) -> Callable[[Pa
         if maker_name != "eagle3":
             kw.setdefault("mask", QMASK)
         draft = getattr(target_drafts, maker_name)(folder / "draft", **kw)
-        return draft, qwen3_target(folder / "target", hidden, target_layers)
+        return draft, qwen3_target(folder / "target", hidden, target_layers, vocab=target_vocab)
     return make
 
 
@@ -127,23 +131,33 @@ def mimo(layers: int, nh: int, nkv: int, hd: int, ff: int, hidden: int, taps: li
     return make
 
 
-def gemma4_dspark(seed: int, **dims: Any) -> Callable[[Path], tuple[Path, Path]]:
-    """A Gemma 4 DSpark draft of ``Dims(**dims)`` and its Gemma 4 target."""
+def gemma4_dspark(seed: int, drop: tuple[str, ...] = (), **dims: Any) -> Callable[[Path], tuple[Path, Path]]:
+    """A Gemma 4 DSpark draft of ``Dims(**dims)`` (config keys ``drop`` left out) and its Gemma 4 target (3 taps of
+    5 layers: the generator's ``fc`` reads 3 states)."""
     def make(folder: Path) -> tuple[Path, Path]:
         import gemma4_drafts
 
-        return gemma4_drafts.make_dims(folder, "draft", gemma4_drafts.Dims(**dims), seed)
+        d = gemma4_drafts.Dims(**dims)
+        d = gemma4_drafts.Dims(**{**d.__dict__, "config": {**d.config, **dict.fromkeys(drop, gemma4_drafts._DROP)}})
+        return gemma4_drafts.make_dims(folder, "draft", d, seed)
     return make
 
 
 def gemma4_assistant(seed: int, weights: str = "BF16", centroids: int = 0, top: dict[str, Any] | None = None,
-                     **text: Any) -> Callable[[Path], tuple[Path, None]]:
-    """A Gemma 4 assistant: ``text`` over the text config, ``top`` over the top level, ``weights`` its dtype."""
+                     written_types: list[str] | None = None, **text: Any) -> Callable[[Path], tuple[Path, None]]:
+    """A Gemma 4 assistant: ``text`` over the text config, ``top`` over the top level, ``weights`` its dtype;
+    ``written_types``: the ``layer_types`` written to config.json in place of ``text``'s (which shape the
+    tensors; transformers makes the last layer a full-attention one whatever the file says)."""
     def make(folder: Path) -> tuple[Path, None]:
         import assistant_drafts as ad
 
-        return ad.make_gemma4(folder, "draft", dims=(ad.GemmaDims(text=text, top=top or {}, dtype=weights,
-                                                                  centroids=centroids), seed)), None
+        draft = ad.make_gemma4(folder, "draft", dims=(ad.GemmaDims(text=text, top=top or {}, dtype=weights,
+                                                                   centroids=centroids), seed))
+        if written_types is not None:
+            cfg = json.loads((draft / "config.json").read_text())
+            cfg["text_config"]["layer_types"] = written_types
+            (draft / "config.json").write_text(json.dumps(cfg, indent=2))
+        return draft, None
     return make
 
 
@@ -180,8 +194,12 @@ CASES: list[Case] = [
     Case("dspark-h320-f16-r16", "dspark", on_qwen3("dspark", seed=5104, hidden=320, layers=2, heads=10, kv=2,
                                                    head_dim=32, ff=640, taps=[1, 2, 4], rank=16, block_size=5,
                                                    dtype="F16"), ALL),
-    Case("dspark-h96-oddvocab", "dspark", on_qwen3("dspark", seed=5105, hidden=96, layers=2, heads=3, kv=1,
-                                                   head_dim=32, ff=192, taps=[0, 3, 4], rank=4, vocab=QV + 3)),
+    Case("dspark-h96-oddvocab", "dspark", on_qwen3("dspark", target_vocab=QV + 3, seed=5105, hidden=96, layers=2,
+                                                   heads=3, kv=1, head_dim=32, ff=192, taps=[0, 3, 4], rank=4,
+                                                   vocab=QV + 3)),
+    Case("dspark-h96-vocab-mismatch", "dspark", on_qwen3("dspark", seed=5110, hidden=96, layers=2, heads=3, kv=1,
+                                                         head_dim=32, ff=192, taps=[0, 3, 4], rank=4, vocab=QV + 5),
+         mismatch=True),
     Case("dspark-h160-swa", "dspark", on_qwen3("dspark", seed=5106, hidden=160, layers=3, heads=5, kv=1, head_dim=32,
                                                ff=320, taps=[0, 2, 4], use_sliding_window=True, sliding_window=64,
                                                layer_types=_swa(3, "sfs"))),
@@ -209,8 +227,8 @@ CASES: list[Case] = [
                                                                      "target_layer_ids": [0, 2, 4], "use_swa": True,
                                                                      "swa_window_size": 100, "block_size": 10,
                                                                      "causal": False}), ALL),
-    Case("dflash-h96-oddvocab", "dflash", on_qwen3("dflash", seed=5205, hidden=96, layers=2, heads=3, kv=1,
-                                                   head_dim=32, ff=192, taps=[1, 3, 4], vocab=QV + 1)),
+    Case("dflash-h96-oddvocab", "dflash", on_qwen3("dflash", target_vocab=QV + 1, seed=5205, hidden=96, layers=2,
+                                                   heads=3, kv=1, head_dim=32, ff=192, taps=[1, 3, 4], vocab=QV + 1)),
     Case("dflash-h96-hd128-vscale", "dflash", on_qwen3("dflash", seed=5206, hidden=96, layers=2, heads=2, kv=1,
                                                        head_dim=128, ff=288, taps=[0, 2, 4],
                                                        dflash_config={"mask_token_id": QMASK,
@@ -248,8 +266,12 @@ CASES: list[Case] = [
     Case("g4dspark-h96-l3", "gemma4-dspark", gemma4_dspark(5501, hidden=96, layers=3, heads=3, global_head_dim=32,
                                                            global_kv=1, ff=192, rank=4), ALL),
     Case("g4dspark-h160-f32-nomarkov", "gemma4-dspark",
-         gemma4_dspark(5502, hidden=160, layers=1, heads=5, global_head_dim=32, global_kv=5, ff=320, rank=0,
-                       confidence=None, dtype="F32", config={"markov_head_type": None})),
+         gemma4_dspark(5502, drop=("markov_head_type",), hidden=160, layers=1, heads=5, global_head_dim=32,
+                       global_kv=5, ff=320, rank=0, confidence=None, dtype="F32",
+                       config={"enable_confidence_head": False})),
+    Case("g4dspark-h96-markov-none", "gemma4-dspark",
+         gemma4_dspark(5505, hidden=96, layers=1, heads=3, global_head_dim=32, global_kv=1, ff=192, rank=0,
+                       confidence=None, config={"markov_head_type": None}), ("bf16",)),
     Case("g4dspark-h224-tied", "gemma4-dspark", gemma4_dspark(5503, hidden=224, layers=2, heads=7, global_head_dim=32,
                                                               global_kv=1, ff=448, rank=8, tied=True,
                                                               confidence="confidence_head.proj",
@@ -257,7 +279,7 @@ CASES: list[Case] = [
     Case("g4dspark-h320-f16-swa", "gemma4-dspark",
          gemma4_dspark(5504, hidden=320, layers=2, heads=10, global_head_dim=32, global_kv=2, ff=640, rank=16,
                        dtype="F16", config={"dflash_config": {"use_swa": True, "swa_window_size": 128},
-                                            "target_layer_ids": [0, 1, 3, 4]}), ALL),
+                                            "target_layer_ids": [1, 3, 4]}), ALL),
     # Gemma 4 assistants (no target)
     Case("g4asst-h96-l3", "gemma4-assistant",
          gemma4_assistant(5601, hidden_size=96, intermediate_size=192, num_hidden_layers=3, num_attention_heads=3,
@@ -265,13 +287,13 @@ CASES: list[Case] = [
                           layer_types=_swa(3, "ssf"), top={"backbone_hidden_size": 160}), ALL),
     Case("g4asst-h160-f32-l5", "gemma4-assistant",
          gemma4_assistant(5602, weights="F32", hidden_size=160, intermediate_size=320, num_hidden_layers=5,
-                          num_attention_heads=5, num_key_value_heads=2, head_dim=16, global_head_dim=32,
-                          num_global_key_value_heads=1, num_kv_shared_layers=5, layer_types=_swa(5, "sf"),
+                          num_attention_heads=5, num_key_value_heads=1, head_dim=16, global_head_dim=32,
+                          num_global_key_value_heads=1, num_kv_shared_layers=5, layer_types=_swa(4, "sf") + _swa(1, "f"),
                           final_logit_softcapping=30.0, sliding_window=256, dtype="float32",
                           top={"backbone_hidden_size": 96, "dtype": "float32"})),
     Case("g4asst-h224-centroids", "gemma4-assistant",
          gemma4_assistant(5603, centroids=16, hidden_size=224, intermediate_size=448, num_hidden_layers=2,
-                          num_attention_heads=7, num_key_value_heads=1, head_dim=32, global_head_dim=32,
+                          num_attention_heads=7, num_key_value_heads=1, head_dim=32, global_head_dim=64,
                           num_kv_shared_layers=2, layer_types=_swa(2, "sf"),
                           top={"backbone_hidden_size": 320, "use_ordered_embeddings": True, "num_centroids": 16,
                                "centroid_intermediate_top_k": 4})),
@@ -281,6 +303,25 @@ CASES: list[Case] = [
                           layer_types=_swa(3, "ssf"), moe_intermediate_size=96, model_type="gemma4_unified_text",
                           top={"architectures": ["Gemma4UnifiedAssistantForCausalLM"],
                                "model_type": "gemma4_unified_assistant", "backbone_hidden_size": 224})),
+    # transformers 5.x drops a per-layer override equal to the global value: a global head dim equal to head_dim
+    # leaves the full layers without one (upstream asserts), global KV heads equal to the sliding ones write no
+    # per-layer head_count_kv array; with attention_k_eq_v and other global KV heads the array is written
+    Case("g4asst-h96-globalhd-eq", "gemma4-assistant",
+         gemma4_assistant(5605, hidden_size=96, intermediate_size=192, num_hidden_layers=2, num_attention_heads=3,
+                          num_key_value_heads=1, head_dim=32, global_head_dim=32, num_kv_shared_layers=2,
+                          layer_types=_swa(2, "sf")), ("bf16",)),
+    Case("g4asst-h160-kveq", "gemma4-assistant",
+         gemma4_assistant(5606, hidden_size=160, intermediate_size=320, num_hidden_layers=3, num_attention_heads=4,
+                          num_key_value_heads=2, head_dim=32, global_head_dim=64, num_kv_shared_layers=3,
+                          attention_k_eq_v=True, num_global_key_value_heads=2, layer_types=_swa(3, "ssf"))),
+    Case("g4asst-h160-kvne", "gemma4-assistant",
+         gemma4_assistant(5607, hidden_size=160, intermediate_size=320, num_hidden_layers=3, num_attention_heads=4,
+                          num_key_value_heads=2, head_dim=32, global_head_dim=64, num_kv_shared_layers=3,
+                          attention_k_eq_v=True, num_global_key_value_heads=1, layer_types=_swa(3, "ssf"))),
+    Case("g4asst-h96-last-sliding", "gemma4-assistant",
+         gemma4_assistant(5608, hidden_size=96, intermediate_size=192, num_hidden_layers=3, num_attention_heads=3,
+                          num_key_value_heads=1, head_dim=32, global_head_dim=64, num_kv_shared_layers=3,
+                          layer_types=_swa(3, "sff"), written_types=_swa(3, "sfs"))),
     # Muse-Glimmer assistants (the Muse target: hidden 32, 5 layers)
     Case("muse-h96-l2", "muse", muse(5701, hidden_size=96, intermediate_size=256, num_hidden_layers=2,
                                      num_attention_heads=3, num_key_value_heads=1, head_dim=32,
@@ -325,12 +366,12 @@ def upstream(tree: Path, draft: Path, target: Path | None, outtype: str, out: Pa
     return lines[-1] if lines else f"exit {p.returncode}"
 
 
-def ours(draft: Path, target: Path | None, outtype: str, out: Path) -> str | None:
+def ours(draft: Path, target: Path | None, outtype: str, out: Path, mismatch: bool = False) -> str | None:
     """Convert with dspark-convert (upstream's layout); None on success, else its error's first line."""
     from dspark_convert import convert
 
     try:
-        convert(draft, target, out, outtype=outtype, match_upstream=True)
+        convert(draft, target, out, outtype=outtype, match_upstream=True, ignore_target_mismatch=mismatch)
     except Exception as e:  # noqa: BLE001 - a refusal is a result here
         return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     return None
@@ -374,7 +415,7 @@ def run_case(case: Case, tree: Path, work: Path, outtypes: tuple[str, ...]) -> l
         t0 = time.monotonic()
         up_err = upstream(tree, draft, target, outtype, up)
         t1 = time.monotonic()
-        my_err = ours(draft, target, outtype, me)
+        my_err = ours(draft, target, outtype, me, case.mismatch)
         t2 = time.monotonic()
         timing = f"[{t1 - t0:.0f}s/{t2 - t1:.0f}s]"
         if up_err and my_err:
@@ -404,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, default=None, help="generate into DIR and keep the drafts")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     a = ap.parse_args(argv)
-    sys.path[:0] = [str(TESTS)]
+    sys.path[:0] = [str(ROOT), str(TESTS)]  # this checkout's dspark_convert, whatever is installed
     cases = [c for c in CASES if (not a.only or c.name in a.only.split(","))
              and (not a.family or c.family in a.family.split(","))]
     if a.list:
@@ -414,6 +455,9 @@ def main(argv: list[str] | None = None) -> int:
     if not (a.tree / "convert_hf_to_gguf.py").is_file():
         raise SystemExit(f"{a.tree}: no convert_hf_to_gguf.py (expected the llama.cpp b11434 tree)")
     outtypes = tuple(a.outtypes.split(","))
+    import dspark_convert
+
+    print(f"dspark-convert: {Path(dspark_convert.__file__).parent}; upstream: {a.tree}", flush=True)
     same = total = 0
     with tempfile.TemporaryDirectory(prefix="sweep-drafts-") as tmp:
         work = a.keep or Path(tmp)
