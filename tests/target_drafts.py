@@ -87,22 +87,46 @@ def dflash(out: Path, vocab: int, mask: int, taps: list[int], seed: int, **extra
 
 
 def dspark(out: Path, vocab: int, mask: int, taps: list[int], seed: int, rank: int = 4, confidence: bool = True,
-           **extra: Any) -> Path:
+           draft_vocab: int | None = None, **extra: Any) -> Path:
     """A DSpark draft (Markov head over the whole vocabulary, confidence head unless ``confidence`` is false; rank 0:
-    no Markov head), no embeddings of its own; ``extra``: config keys and the :data:`DIM_DEFAULTS` keywords."""
+    no Markov head), no embeddings of its own; ``extra``: config keys and the :data:`DIM_DEFAULTS` keywords. With
+    ``draft_vocab``: vLLM speculators' layout instead (``DSparkSpeculator``, the layer config nested in
+    ``transformer_layer_config``, 1-based ``aux_hidden_state_layer_ids``, the draft's own ``embed_tokens``, a head and
+    ``markov_w2`` of ``draft_vocab`` rows, ``d2t`` / ``t2d`` when that is less than ``vocab``)."""
+    import numpy as np
+
     d, keys = _dims(extra)
-    cfg = _config("Qwen3DSparkModel", d["layers"], vocab, **keys,
-                  **{"block_size": 7, "mask_token_id": mask, "target_layer_ids": taps, "num_target_layers": len(taps),
-                     "markov_rank": rank, "markov_head_type": "vanilla", "enable_confidence_head": confidence,
-                     "confidence_head_with_markov": True, **extra})
+    dsp = {"block_size": 7, "mask_token_id": mask, "target_layer_ids": taps, "num_target_layers": len(taps),
+           "markov_rank": rank, "markov_head_type": "vanilla", "enable_confidence_head": confidence,
+           "confidence_head_with_markov": True}
+    if draft_vocab is None:
+        cfg = _config("Qwen3DSparkModel", d["layers"], vocab, **keys, **{**dsp, **extra})
+    else:
+        layer = _config("Qwen3DSparkModel", d["layers"], vocab, **keys)
+        layer.pop("architectures")
+        dsp.pop("target_layer_ids")
+        dsp.pop("num_target_layers")
+        cfg = {"architectures": ["DSparkSpeculator"], "speculators_model_type": "dspark", "speculators_version": "0.3.0",
+               "transformer_layer_config": layer, **dsp, "aux_hidden_state_layer_ids": [i + 1 for i in taps],
+               "sample_from_anchor": True, "draft_vocab_size": draft_vocab, "target_hidden_size": d["hidden"],
+               "speculators_config": {"algorithm": "dspark", "verifier": {"name_or_path": "target",
+                                                                          "architectures": ["Qwen3ForCausalLM"]}},
+               **extra}
     m = Maker(seed, d["dtype"])
-    h = d["hidden"]
+    h, vd = d["hidden"], draft_vocab or vocab
     t = {"fc.weight": m.t(h, len(taps) * h), "hidden_norm.weight": m.norm(h), "norm.weight": m.norm(h)}
     if rank:
-        t.update({"markov_head.markov_w1.weight": m.t(vocab, rank), "markov_head.markov_w2.weight": m.t(vocab, rank)})
+        t.update({"markov_head.markov_w1.weight": m.t(vocab, rank), "markov_head.markov_w2.weight": m.t(vd, rank)})
     if confidence:
         t.update({"confidence_head.proj.weight": m.t(1, h + rank), "confidence_head.proj.bias": m.t(1)})
     t.update(_layers(m, d["layers"], h, d["heads"], d["kv"], d["head_dim"], d["ff"]))
+    if draft_vocab is not None:
+        t.update({"embed_tokens.weight": m.t(vocab, h), "lm_head.weight": m.t(vd, h)})
+        if vd < vocab:
+            ids = np.sort(m.rng.choice(vocab, size=vd, replace=False)).astype(np.int64)
+            t2d = np.zeros(vocab, dtype=np.bool_)
+            t2d[ids] = True
+            t.update({"d2t": ("I64", ids - np.arange(vd, dtype=np.int64)), "t2d": ("BOOL", t2d)})
     return _save(out, cfg, t)
 
 
