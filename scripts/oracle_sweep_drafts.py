@@ -18,8 +18,8 @@ tree at tag b11434, ``--tree``; the cached source of the llama-server build by d
 first differing KV (in file order, ``general.*`` included) or tensor is printed, from both files' manifests
 (``tests/golden_manifest.describe``). dspark-convert describes the target as ``general.base_model.0`` where upstream
 writes no base model (docs/hub-and-naming.md): a file that differs only by those keys, every other KV (value and
-order) and every tensor (type, shape, bytes) equal, counts as identical and says so. Where upstream refuses a draft, the case passes when dspark-convert refuses
-it too, and its one-line reason is printed.
+order) and every tensor (type, shape, bytes) equal, counts as identical and says so. Where upstream refuses a
+draft, the case passes when dspark-convert refuses it too, and both reasons are printed.
 
 usage:
     nice -n 10 python scripts/oracle_sweep_drafts.py [--tree LLAMA_CPP_TREE] [--only NAME,NAME] [--family F,F]
@@ -27,8 +27,9 @@ usage:
 
 It needs what upstream's converter needs (torch, transformers, sentencepiece). It prints one line per case and
 outtype (``identical (bytes ...)`` or ``identical (every KV and tensor ...)``, ``both refuse: ...``, or
-``DIFFERENT: first difference``, with upstream's and our seconds), then ``N/M identical`` over
-every (case, outtype) pair; exit status 1 when any pair differs.
+``DIFFERENT: first difference``, with upstream's and our seconds), then the summary over every (case, outtype)
+pair, ``N/M identical (B byte for byte, K every KV and tensor ..., R refused by both) over C cases``; exit status 1
+when any pair differs.
 """
 
 from __future__ import annotations
@@ -109,7 +110,8 @@ def on_qwen3(maker_name: str, target_layers: int = 6, target_vocab: int = QV,
 
 
 def mimo(layers: int, nh: int, nkv: int, hd: int, ff: int, hidden: int, taps: list[int], mask: int, sink: str,
-         dtype: str, seed: int, tied: bool, own_embed: bool = False, **extra: Any) -> Callable[[Path], tuple[Path, Path]]:
+         dtype: str, seed: int, tied: bool, own_embed: bool = False,
+         **extra: Any) -> Callable[[Path], tuple[Path, Path]]:
     """A MiMo-style DFlash draft (``mask_embedding.pt``) on a Qwen3 target with embedding (and head) weights."""
     def make(folder: Path) -> tuple[Path, Path]:
         import new_drafts as nd
@@ -207,7 +209,8 @@ CASES: list[Case] = [
                                                       head_dim=32, ff=192, taps=[0, 2, 4], rope_is_neox_style=False)),
     Case("dspark-h192-hd64-partial", "dspark", on_qwen3("dspark", seed=5108, hidden=192, layers=2, heads=3, kv=1,
                                                         head_dim=64, ff=384, taps=[1, 3, 4],
-                                                        rope_parameters={"rope_theta": 1000000.0, "rope_type": "default",
+                                                        rope_parameters={"rope_theta": 1000000.0,
+                                                                         "rope_type": "default",
                                                                          "partial_rotary_factor": 0.5})),
     Case("dspark-h96-l5-anchor", "dspark", on_qwen3("dspark", 8, seed=5109, hidden=96, layers=5, heads=6, kv=2,
                                                     head_dim=16, ff=160, taps=[0, 1, 5, 6], rank=2,
@@ -301,7 +304,8 @@ CASES: list[Case] = [
     Case("g4asst-h160-f32-l5", "gemma4-assistant",
          gemma4_assistant(5602, weights="F32", hidden_size=160, intermediate_size=320, num_hidden_layers=5,
                           num_attention_heads=5, num_key_value_heads=1, head_dim=16, global_head_dim=32,
-                          num_global_key_value_heads=1, num_kv_shared_layers=5, layer_types=_swa(4, "sf") + _swa(1, "f"),
+                          num_global_key_value_heads=1, num_kv_shared_layers=5,
+                          layer_types=_swa(4, "sf") + _swa(1, "f"),
                           final_logit_softcapping=30.0, sliding_window=256, dtype="float32",
                           top={"backbone_hidden_size": 96, "dtype": "float32"})),
     Case("g4asst-h224-centroids", "gemma4-assistant",
@@ -483,14 +487,18 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"dspark-convert: {Path(dspark_convert.__file__).parent}; upstream: {a.tree}", flush=True)
     same = total = 0
+    kinds = {"bytes": 0, "every KV": 0, "both refuse": 0}
     with tempfile.TemporaryDirectory(prefix="sweep-drafts-") as tmp:
         work = a.keep or Path(tmp)
         for case in cases:
             for outtype, verdict, ok in run_case(case, a.tree, work, outtypes):
                 total += 1
                 same += ok
+                for k in kinds:
+                    kinds[k] += ok and k in verdict
                 print(f"{case.name} {outtype}: {verdict}", flush=True)
-    print(f"{same}/{total} identical")
+    print(f"{same}/{total} identical ({kinds['bytes']} byte for byte, {kinds['every KV']} every KV and tensor with "
+          f"{OWN_KVS}* added, {kinds['both refuse']} refused by both) over {len(cases)} cases")
     return 0 if same == total else 1
 
 

@@ -106,7 +106,8 @@ def dspark(out: Path, vocab: int, mask: int, taps: list[int], seed: int, rank: i
         layer.pop("architectures")
         dsp.pop("target_layer_ids")
         dsp.pop("num_target_layers")
-        cfg = {"architectures": ["DSparkSpeculator"], "speculators_model_type": "dspark", "speculators_version": "0.3.0",
+        cfg = {"architectures": ["DSparkSpeculator"], "speculators_model_type": "dspark",
+               "speculators_version": "0.3.0",
                "transformer_layer_config": layer, **dsp, "aux_hidden_state_layer_ids": [i + 1 for i in taps],
                "sample_from_anchor": True, "draft_vocab_size": draft_vocab, "target_hidden_size": d["hidden"],
                "speculators_config": {"algorithm": "dspark", "verifier": {"name_or_path": "target",
@@ -171,7 +172,8 @@ def eagle3(out: Path, vocab: int, taps: list[int], seed: int, draft_vocab: int =
     p = "layers.0." if speculators else "midlayer."
     t = {"fc.weight": m.t(h, len(taps) * th), p + "hidden_norm.weight": m.norm(h), "norm.weight": m.norm(h),
          "lm_head.weight": m.t(draft_vocab, h), "d2t": ("I64", ids - np.arange(draft_vocab, dtype=np.int64)),
-         "t2d": ("BOOL", t2d), p + "input_layernorm.weight": m.norm(h), p + "post_attention_layernorm.weight": m.norm(h),
+         "t2d": ("BOOL", t2d), p + "input_layernorm.weight": m.norm(h),
+         p + "post_attention_layernorm.weight": m.norm(h),
          p + "self_attn.q_proj.weight": m.t(q, 2 * h), p + "self_attn.k_proj.weight": m.t(k, 2 * h),
          p + "self_attn.v_proj.weight": m.t(k, 2 * h), p + "self_attn.o_proj.weight": m.t(h, q),
          p + "mlp.gate_proj.weight": m.t(d["ff"], h), p + "mlp.up_proj.weight": m.t(d["ff"], h),
@@ -182,8 +184,9 @@ def eagle3(out: Path, vocab: int, taps: list[int], seed: int, draft_vocab: int =
     if speculators:
         t["embed_tokens.weight"] = m.t(vocab, h)
         layer.pop("architectures")
-        cfg = {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3", "speculators_version": "0.3.0",
-               "transformer_layer_config": {**layer, **extra}, "draft_vocab_size": draft_vocab, "target_hidden_size": th,
+        cfg = {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3",
+               "speculators_version": "0.3.0", "transformer_layer_config": {**layer, **extra},
+               "draft_vocab_size": draft_vocab, "target_hidden_size": th,
                "norm_before_residual": True, "eagle_aux_hidden_state_layer_ids": [i + 1 for i in taps],
                "speculators_config": {"algorithm": "eagle3", "verifier": {"name_or_path": "target",
                                                                           "architectures": ["Qwen3ForCausalLM"]}}}
