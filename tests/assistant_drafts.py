@@ -18,8 +18,8 @@ The Muse-Glimmer target's tokenizer is the DeepSeek-V3 byte-level BPE of the ``d
 ``<|mask|>`` appended as added tokens.
 
 Example:
-    >>> sorted(GEMMA_VARIANTS), sorted(MUSE_VARIANTS)
-    (['a-gemma4-e2b', 'a-gemma4-f32', 'a-gemma4-unified'], ['a-muse', 'a-muse-dflash2', 'a-muse-f32'])
+    >>> sorted(GEMMA_VARIANTS)[:3], sorted(MUSE_VARIANTS)
+    (['a-gemma4-e2b', 'a-gemma4-f32', 'a-gemma4-kv-array'], ['a-muse', 'a-muse-dflash2', 'a-muse-f32'])
 """
 
 from __future__ import annotations
@@ -113,6 +113,19 @@ GEMMA_VARIANTS: dict[str, tuple[GemmaDims, int]] = {
                                    top={"architectures": ["Gemma4UnifiedAssistantForCausalLM"],
                                         "model_type": "gemma4_unified_assistant", "backbone_hidden_size": 40}),
                          3503),
+    # attention_k_eq_v with global KV heads equal to the sliding ones: transformers drops the equal per-layer value,
+    # so upstream writes one head_count_kv, no per-layer array
+    "a-gemma4-kv-eq": (GemmaDims(text={"attention_k_eq_v": True, "num_key_value_heads": 2,
+                                       "num_global_key_value_heads": 2}), 3504),
+    # F16, hidden 96, 3 layers (sliding, full, full), attention_k_eq_v with 1 global KV head against 2 sliding ones:
+    # the per-layer head_count_kv array (INT32, as gguf-py types a list of ints)
+    "a-gemma4-kv-array": (GemmaDims(text={"hidden_size": 96, "intermediate_size": 160, "num_hidden_layers": 3,
+                                          "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+                                          "global_head_dim": 32, "attention_k_eq_v": True,
+                                          "num_global_key_value_heads": 1, "num_kv_shared_layers": 3,
+                                          "layer_types": ["sliding_attention", "full_attention", "full_attention"],
+                                          "dtype": "float16"},
+                                    top={"backbone_hidden_size": 64, "dtype": "float16"}, dtype="F16"), 3505),
 }
 
 
@@ -144,9 +157,10 @@ def gemma4_tensors(d: GemmaDims, seed: int) -> dict[str, Tensor]:
     return t
 
 
-def make_gemma4(out: Path, name: str) -> Path:
-    """Write Gemma 4 assistant ``name`` (config, weights, the assistant's own tokenizer) to ``out/name``."""
-    d, seed = GEMMA_VARIANTS[name]
+def make_gemma4(out: Path, name: str, dims: tuple[GemmaDims, int] | None = None) -> Path:
+    """Write Gemma 4 assistant ``name`` (config, weights, the assistant's own tokenizer) to ``out/name``; ``dims``:
+    (dimensions, seed) instead of ``GEMMA_VARIANTS[name]``."""
+    d, seed = dims or GEMMA_VARIANTS[name]
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(gemma4_config(d), indent=2))
@@ -263,11 +277,13 @@ def _dflash2_on_muse(n_tokens: int, mask: int, seed: int) -> tuple[dict[str, Any
     return cfg, t
 
 
-def make_muse(out: Path, name: str, target_weights: bool = False) -> tuple[Path, Path]:
+def make_muse(out: Path, name: str, target_weights: bool = False,
+              dims: tuple[MuseDims, int] | None = None) -> tuple[Path, Path]:
     """Write Muse variant ``name`` to ``out/name`` and its target to ``out/name-target``; (draft, target).
     ``target_weights``: the target also gets seeded ``model.embed_tokens`` / ``lm_head`` (BF16; what ``verify``
-    reads from a target)."""
-    d, seed = MUSE_VARIANTS[name]
+    reads from a target). ``dims``: (dimensions, seed) of a Muse-Glimmer assistant instead of
+    ``MUSE_VARIANTS[name]``."""
+    d, seed = dims or MUSE_VARIANTS[name]
     draft, target = out / name, out / f"{name}-target"
     draft.mkdir(parents=True, exist_ok=True)
     n, _eot, mask = write_muse_target(target)

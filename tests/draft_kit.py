@@ -21,13 +21,15 @@ def bf16(a: np.ndarray) -> np.ndarray:
 
 
 class Maker:
-    """Random tensors in a fixed order from one seed (plain ones as ``dtype``: BF16 or F32)."""
+    """Random tensors in a fixed order from one seed (plain ones as ``dtype``: BF16, F16 or F32)."""
 
     def __init__(self, seed: int, dtype: str) -> None:
         self.rng, self.dtype = np.random.default_rng(seed), dtype
 
     def t(self, *shape: int, scale: float = 0.05, mean: float = 0.0) -> Tensor:
         a = (mean + self.rng.standard_normal(shape, dtype=np.float32) * scale).astype(np.float32)
+        if self.dtype == "F16":
+            return ("F16", a.astype(np.float16))
         return ("BF16", bf16(a)) if self.dtype == "BF16" else ("F32", a)
 
     def norm(self, n: int) -> Tensor:

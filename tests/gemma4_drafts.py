@@ -202,7 +202,11 @@ VARIANTS: dict[str, tuple[Dims, int]] = {
 
 def make(out: Path, name: str) -> tuple[Path, Path]:
     """Write variant ``name`` to ``out/name`` and its target to ``out/name-target``; return (draft, target)."""
-    d, seed = VARIANTS[name]
+    return make_dims(out, name, *VARIANTS[name])
+
+
+def make_dims(out: Path, name: str, d: Dims, seed: int) -> tuple[Path, Path]:
+    """:func:`make` of any dimensions ``d`` and seed (``out/name``, ``out/name-target``)."""
     draft, target = out / name, out / f"{name}-target"
     draft.mkdir(parents=True, exist_ok=True)
     (draft / "config.json").write_text(json.dumps(draft_config(d), indent=2))

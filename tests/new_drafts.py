@@ -96,8 +96,10 @@ VARIANTS = {"v-dflash2-f32": _v_f32, "v-dflash2-bf16": _v_bf16}
 
 
 # ---------------------------------------------------------------------------------------------- MiMo-style DFlash
-def _mimo_tensors(m: _Maker, layers: int, nh: int, nkv: int, hd: int, ff: int, sink: str) -> dict[str, Tensor]:
-    t: dict[str, Tensor] = {"fc.weight": m.t(H, len(TAPS) * H), "hidden_norm.weight": m.t(H, scale=0.1, mean=1.0),
+def _mimo_tensors(m: _Maker, layers: int, nh: int, nkv: int, hd: int, ff: int, sink: str, H: int = H,
+                  taps: list[int] = TAPS) -> dict[str, Tensor]:
+    """A MiMo DFlash draft's tensors (hidden ``H``, ``len(taps)`` target states into ``fc``)."""
+    t: dict[str, Tensor] = {"fc.weight": m.t(H, len(taps) * H), "hidden_norm.weight": m.t(H, scale=0.1, mean=1.0),
                             "norm.weight": m.t(H, scale=0.1, mean=1.0)}
     for i in range(layers):
         p = f"layers.{i}."

@@ -29,17 +29,39 @@ H, NH, NKV, HD, FF = 64, 4, 2, 16, 128
 OUTTYPES_ALL = ("bf16", "f16", "f32", "q8_0")
 
 
-def _layers(m: Maker, n: int, hidden: int = H) -> dict[str, Tensor]:
+def _layers(m: Maker, n: int, hidden: int = H, heads: int = NH, kv: int = NKV, head_dim: int = HD,
+            ff: int = FF) -> dict[str, Tensor]:
     t: dict[str, Tensor] = {}
+    q, k = heads * head_dim, kv * head_dim
     for i in range(n):
         p = f"layers.{i}."
         t.update({p + "input_layernorm.weight": m.norm(hidden), p + "post_attention_layernorm.weight": m.norm(hidden),
-                  p + "self_attn.q_proj.weight": m.t(NH * HD, hidden), p + "self_attn.k_proj.weight": m.t(NKV * HD, hidden),
-                  p + "self_attn.v_proj.weight": m.t(NKV * HD, hidden), p + "self_attn.o_proj.weight": m.t(hidden, NH * HD),
-                  p + "self_attn.q_norm.weight": m.norm(HD), p + "self_attn.k_norm.weight": m.norm(HD),
-                  p + "mlp.gate_proj.weight": m.t(FF, hidden), p + "mlp.up_proj.weight": m.t(FF, hidden),
-                  p + "mlp.down_proj.weight": m.t(hidden, FF)})
+                  p + "self_attn.q_proj.weight": m.t(q, hidden), p + "self_attn.k_proj.weight": m.t(k, hidden),
+                  p + "self_attn.v_proj.weight": m.t(k, hidden), p + "self_attn.o_proj.weight": m.t(hidden, q),
+                  p + "self_attn.q_norm.weight": m.norm(head_dim), p + "self_attn.k_norm.weight": m.norm(head_dim),
+                  p + "mlp.gate_proj.weight": m.t(ff, hidden), p + "mlp.up_proj.weight": m.t(ff, hidden),
+                  p + "mlp.down_proj.weight": m.t(hidden, ff)})
     return t
+
+
+#: the dimensions a maker takes as keywords (defaults: the committed cases' H, 2 layers, NH x HD, NKV, FF, BF16)
+DIM_DEFAULTS: dict[str, Any] = {"hidden": H, "layers": 2, "heads": NH, "kv": NKV, "head_dim": HD, "ff": FF,
+                                "dtype": "BF16"}
+
+
+def _dims(extra: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the maker dimensions popped from ``extra`` over :data:`DIM_DEFAULTS`, their config keys)."""
+    d = {k: extra.pop(k, v) for k, v in DIM_DEFAULTS.items()}
+    keys = {"hidden_size": d["hidden"], "num_attention_heads": d["heads"], "num_key_value_heads": d["kv"],
+            "head_dim": d["head_dim"], "intermediate_size": d["ff"],
+            "torch_dtype": {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}[d["dtype"]]}
+    return d, {k: v for k, v in keys.items() if k not in extra}
+
+
+def _body(m: Maker, d: dict[str, Any], taps: list[int]) -> dict[str, Tensor]:
+    h = d["hidden"]
+    return {"fc.weight": m.t(h, len(taps) * h), "hidden_norm.weight": m.norm(h), "norm.weight": m.norm(h),
+            **_layers(m, d["layers"], h, d["heads"], d["kv"], d["head_dim"], d["ff"])}
 
 
 def _config(arch: str, layers: int, vocab: int, **extra: Any) -> dict[str, Any]:
@@ -55,44 +77,122 @@ def _config(arch: str, layers: int, vocab: int, **extra: Any) -> dict[str, Any]:
 
 
 def dflash(out: Path, vocab: int, mask: int, taps: list[int], seed: int, **extra: Any) -> Path:
-    """A z-lab style DFlash draft (no embeddings, no head: both come from the target)."""
-    cfg = _config("DFlashDraftModel", 2, vocab, dflash_config={"mask_token_id": mask, "target_layer_ids": taps},
-                  block_size=16, num_target_layers=len(taps), **extra)
-    m = Maker(seed, "BF16")
-    t = {"fc.weight": m.t(H, len(taps) * H), "hidden_norm.weight": m.norm(H), "norm.weight": m.norm(H),
-         **_layers(m, 2)}
-    return _save(out, cfg, t)
+    """A z-lab style DFlash draft (no embeddings, no head: both come from the target); ``extra``: config keys and
+    the :data:`DIM_DEFAULTS` keywords."""
+    d, keys = _dims(extra)
+    cfg = _config("DFlashDraftModel", d["layers"], vocab, **keys,
+                  **{"dflash_config": {"mask_token_id": mask, "target_layer_ids": taps}, "block_size": 16,
+                     "num_target_layers": len(taps), **extra})
+    return _save(out, cfg, _body(Maker(seed, d["dtype"]), d, taps))
 
 
-def dspark(out: Path, vocab: int, mask: int, taps: list[int], seed: int, rank: int = 4, **extra: Any) -> Path:
-    """A DSpark draft (Markov head over the whole vocabulary, confidence head), no embeddings of its own."""
-    cfg = _config("Qwen3DSparkModel", 2, vocab, block_size=7, mask_token_id=mask, target_layer_ids=taps,
-                  num_target_layers=len(taps), markov_rank=rank, markov_head_type="vanilla",
-                  enable_confidence_head=True, confidence_head_with_markov=True, **extra)
-    m = Maker(seed, "BF16")
-    t = {"fc.weight": m.t(H, len(taps) * H), "hidden_norm.weight": m.norm(H), "norm.weight": m.norm(H),
-         "markov_head.markov_w1.weight": m.t(vocab, rank), "markov_head.markov_w2.weight": m.t(vocab, rank),
-         "confidence_head.proj.weight": m.t(1, H + rank), "confidence_head.proj.bias": m.t(1), **_layers(m, 2)}
+def dspark(out: Path, vocab: int, mask: int, taps: list[int], seed: int, rank: int = 4, confidence: bool = True,
+           draft_vocab: int | None = None, **extra: Any) -> Path:
+    """A DSpark draft (Markov head over the whole vocabulary, confidence head unless ``confidence`` is false; rank 0:
+    no Markov head), no embeddings of its own; ``extra``: config keys and the :data:`DIM_DEFAULTS` keywords. With
+    ``draft_vocab``: vLLM speculators' layout instead (``DSparkSpeculator``, the layer config nested in
+    ``transformer_layer_config``, 1-based ``aux_hidden_state_layer_ids``, the draft's own ``embed_tokens``, a head and
+    ``markov_w2`` of ``draft_vocab`` rows, ``d2t`` / ``t2d`` when that is less than ``vocab``)."""
+    import numpy as np
+
+    d, keys = _dims(extra)
+    dsp = {"block_size": 7, "mask_token_id": mask, "target_layer_ids": taps, "num_target_layers": len(taps),
+           "markov_rank": rank, "markov_head_type": "vanilla", "enable_confidence_head": confidence,
+           "confidence_head_with_markov": True}
+    if draft_vocab is None:
+        cfg = _config("Qwen3DSparkModel", d["layers"], vocab, **keys, **{**dsp, **extra})
+    else:
+        layer = _config("Qwen3DSparkModel", d["layers"], vocab, **keys)
+        layer.pop("architectures")
+        dsp.pop("target_layer_ids")
+        dsp.pop("num_target_layers")
+        cfg = {"architectures": ["DSparkSpeculator"], "speculators_model_type": "dspark",
+               "speculators_version": "0.3.0",
+               "transformer_layer_config": layer, **dsp, "aux_hidden_state_layer_ids": [i + 1 for i in taps],
+               "sample_from_anchor": True, "draft_vocab_size": draft_vocab, "target_hidden_size": d["hidden"],
+               "speculators_config": {"algorithm": "dspark", "verifier": {"name_or_path": "target",
+                                                                          "architectures": ["Qwen3ForCausalLM"]}},
+               **extra}
+    m = Maker(seed, d["dtype"])
+    h, vd = d["hidden"], draft_vocab or vocab
+    t = {"fc.weight": m.t(h, len(taps) * h), "hidden_norm.weight": m.norm(h), "norm.weight": m.norm(h)}
+    if rank:
+        t.update({"markov_head.markov_w1.weight": m.t(vocab, rank), "markov_head.markov_w2.weight": m.t(vd, rank)})
+    if confidence:
+        t.update({"confidence_head.proj.weight": m.t(1, h + rank), "confidence_head.proj.bias": m.t(1)})
+    t.update(_layers(m, d["layers"], h, d["heads"], d["kv"], d["head_dim"], d["ff"]))
+    if draft_vocab is not None:
+        t.update({"embed_tokens.weight": m.t(vocab, h), "lm_head.weight": m.t(vd, h)})
+        if vd < vocab:
+            ids = np.sort(m.rng.choice(vocab, size=vd, replace=False)).astype(np.int64)
+            t2d = np.zeros(vocab, dtype=np.bool_)
+            t2d[ids] = True
+            t.update({"d2t": ("I64", ids - np.arange(vd, dtype=np.int64)), "t2d": ("BOOL", t2d)})
     return _save(out, cfg, t)
 
 
 def dflash2(out: Path, vocab: int, mask: int, taps: list[int], seed: int, rank: int = 8, kernel: int = 2,
-            group: int = 16, **extra: Any) -> Path:
-    """A DFlash2 draft (causal convolutions, candidate selector over the whole vocabulary)."""
-    cfg = _config("DFlash2DraftModel", 2, vocab, num_target_layers=len(taps),
-                  dflash_config={"block_size": 8, "conv_kernel_size": kernel, "conv_group_size": group,
-                                 "selector_rank": rank, "selector_top_k": 4, "mask_token_id": mask,
-                                 "target_layer_ids": taps}, **extra)
-    m = Maker(seed, "BF16")
-    t = {"fc.weight": m.t(H, len(taps) * H), "hidden_norm.weight": m.norm(H), "norm.weight": m.norm(H),
-         **_layers(m, 2)}
-    for i in range(2):
+            group: int = 16, top_k: int = 4, block: int = 8, **extra: Any) -> Path:
+    """A DFlash2 draft (causal convolutions, candidate selector over the whole vocabulary); ``extra``: config keys
+    and the :data:`DIM_DEFAULTS` keywords."""
+    d, keys = _dims(extra)
+    cfg = _config("DFlash2DraftModel", d["layers"], vocab, **keys,
+                  **{"num_target_layers": len(taps),
+                     "dflash_config": {"block_size": block, "conv_kernel_size": kernel, "conv_group_size": group,
+                                       "selector_rank": rank, "selector_top_k": top_k, "mask_token_id": mask,
+                                       "target_layer_ids": taps}, **extra})
+    m = Maker(seed, d["dtype"])
+    h = d["hidden"]
+    t = _body(m, d, taps)
+    for i in range(d["layers"]):
         for mod in ("attention_conv", "mlp_conv"):
-            t[f"layers.{i}.{mod}.base_kernel"] = m.t(2, kernel, H, scale=0.5)
-            t[f"layers.{i}.{mod}.kernel_projection.weight"] = m.t(2 * kernel * H // group, H)
+            t[f"layers.{i}.{mod}.base_kernel"] = m.t(2, kernel, h, scale=0.5)
+            t[f"layers.{i}.{mod}.kernel_projection.weight"] = m.t(2 * kernel * h // group, h)
     t["candidate_selector.predecessor_codebook"] = m.t(vocab, rank)
     t["candidate_selector.successor_codebook"] = m.t(vocab, rank)
-    t["candidate_selector.hidden_projection.weight"] = m.t(rank, H)
+    t["candidate_selector.hidden_projection.weight"] = m.t(rank, h)
+    return _save(out, cfg, t)
+
+
+def eagle3(out: Path, vocab: int, taps: list[int], seed: int, draft_vocab: int = 500, target_hidden: int | None = None,
+           speculators: bool = False, **extra: Any) -> Path:
+    """An EAGLE-3 draft: one mid layer whose q/k/v read [embedding, hidden] (2 x hidden), ``fc`` from ``len(taps)``
+    target states of ``target_hidden`` (default: the draft's hidden), a reduced head of ``draft_vocab`` rows with
+    ``d2t`` / ``t2d``. SpecForge layout (``LlamaForCausalLMEagle3``, ``midlayer.*``), or with ``speculators``
+    vLLM speculators' (``Eagle3Speculator``, ``layers.0.*`` and the draft's own ``embed_tokens``, 1-based aux ids);
+    ``extra``: config keys (of the layer config) and the :data:`DIM_DEFAULTS` keywords (``layers`` unused)."""
+    import numpy as np
+
+    d, keys = _dims(extra)
+    h, th, q, k = d["hidden"], target_hidden or d["hidden"], d["heads"] * d["head_dim"], d["kv"] * d["head_dim"]
+    m = Maker(seed, d["dtype"])
+    ids = np.sort(m.rng.choice(vocab, size=draft_vocab, replace=False)).astype(np.int64)
+    t2d = np.zeros(vocab, dtype=np.bool_)
+    t2d[ids] = True
+    p = "layers.0." if speculators else "midlayer."
+    t = {"fc.weight": m.t(h, len(taps) * th), p + "hidden_norm.weight": m.norm(h), "norm.weight": m.norm(h),
+         "lm_head.weight": m.t(draft_vocab, h), "d2t": ("I64", ids - np.arange(draft_vocab, dtype=np.int64)),
+         "t2d": ("BOOL", t2d), p + "input_layernorm.weight": m.norm(h),
+         p + "post_attention_layernorm.weight": m.norm(h),
+         p + "self_attn.q_proj.weight": m.t(q, 2 * h), p + "self_attn.k_proj.weight": m.t(k, 2 * h),
+         p + "self_attn.v_proj.weight": m.t(k, 2 * h), p + "self_attn.o_proj.weight": m.t(h, q),
+         p + "mlp.gate_proj.weight": m.t(d["ff"], h), p + "mlp.up_proj.weight": m.t(d["ff"], h),
+         p + "mlp.down_proj.weight": m.t(h, d["ff"])}
+    layer = {**_config("LlamaForCausalLMEagle3", 1, vocab, **keys), "model_type": "llama", "rope_scaling": None,
+             "bos_token_id": 0, "eos_token_id": 1}
+    layer.pop("layer_types")
+    if speculators:
+        t["embed_tokens.weight"] = m.t(vocab, h)
+        layer.pop("architectures")
+        cfg = {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3",
+               "speculators_version": "0.3.0", "transformer_layer_config": {**layer, **extra},
+               "draft_vocab_size": draft_vocab, "target_hidden_size": th,
+               "norm_before_residual": True, "eagle_aux_hidden_state_layer_ids": [i + 1 for i in taps],
+               "speculators_config": {"algorithm": "eagle3", "verifier": {"name_or_path": "target",
+                                                                          "architectures": ["Qwen3ForCausalLM"]}}}
+    else:
+        cfg = {**layer, "draft_vocab_size": draft_vocab, **({"target_hidden_size": th} if th != h else {}),
+               "eagle_config": {"eagle_aux_hidden_state_layer_ids": taps, "use_aux_hidden_state": True}, **extra}
     return _save(out, cfg, t)
 
 

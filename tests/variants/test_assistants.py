@@ -50,6 +50,23 @@ def test_gemma4_assistant_file_facts(tmp_path: Path) -> None:
     assert plan.tensor("rope_freqs.weight").data.tolist() == [1.0, 1.0] + [float(np.float32(1e30))] * 6
 
 
+def test_gemma4_assistant_global_kv_heads_as_transformers_keeps_them(tmp_path: Path) -> None:
+    """attention_k_eq_v: global KV heads equal to the sliding ones are dropped as a per-layer value (one UINT32
+    head_count_kv, upstream's), other ones give the per-layer array, typed INT32 as gguf-py types a list of ints."""
+    from dspark_convert.gguffile.reader import read_gguf
+
+    for variant, want_type, want in (("a-gemma4-kv-eq", "UINT32", 2), ("a-gemma4-kv-array", "ARRAY", [2, 1, 1])):
+        draft, _ = make(tmp_path, variant)
+        out = tmp_path / f"{variant}.gguf"
+        convert(draft, None, out, outtype="bf16")
+        f = read_gguf(out)
+        kv = f.kvs["gemma4-assistant.attention.head_count_kv"]
+        assert (kv.type.name, kv.value) == (want_type, want)
+        if want_type == "ARRAY":
+            assert kv.sub_type.name == "INT32"
+        f.close()
+
+
 def test_default_output_names_carry_the_hf_sidecar_keyword(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     g, _ = make(tmp_path, "a-gemma4-e2b")
     m, mt = make(tmp_path, "a-muse")
@@ -76,6 +93,9 @@ GEMMA_REFUSALS = [
     (lambda c: c["text_config"].update(sliding_window=None), "text_config.sliding_window is None"),
     (lambda c: c.update(backbone_hidden_size=32), "'pre_projection.weight' has shape [32, 96], expected [32, 64]"),
     (lambda c: c["text_config"].update(global_head_dim=32), "'model.layers.3.self_attn.q_proj.weight' has shape"),
+    # transformers drops the full layers' head_dim equal to head_dim; upstream b11434 then stops (AssertionError)
+    (lambda c: c["text_config"].update(global_head_dim=8), "the full-attention layers' head dim equals "
+     "text_config.head_dim (8): transformers drops a per-layer value equal to the global one"),
 ]
 
 

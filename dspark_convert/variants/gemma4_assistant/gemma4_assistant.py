@@ -8,7 +8,10 @@ Gemma 3's defaults, Gemma 4's sliding-window and per-layer keys, then ``embeddin
 ``backbone_hidden_size`` and ``nextn_predict_layers`` = ``block_count``); the values are those of the config as
 transformers 5.x reads it (upstream loads it through ``AutoConfig``): ``global_head_dim`` defaults to 512 and
 moves into ``per_layer_config``, a ``num_global_key_value_heads`` counts only with ``attention_k_eq_v``,
-``num_kv_shared_layers`` 0 means every layer, the last layer is always a full-attention one.
+``num_kv_shared_layers`` 0 means every layer, the last layer is always a full-attention one, and a per-layer
+value equal to the global one is dropped (a ``num_global_key_value_heads`` equal to ``num_key_value_heads`` writes
+no per-layer ``head_count_kv`` array; a ``global_head_dim`` equal to ``head_dim`` is refused, as upstream stops on
+it).
 
 Tensors in checkpoint order after a generated ``rope_freqs`` (proportional RoPE of the full-attention layers):
 the Gemma 4 layer without K/V projections, ``layer_scalar`` -> ``layer_output_scale.weight``, the embedding cut to
@@ -156,18 +159,38 @@ def assistant_hparams(config: dict[str, Any], where: str) -> HParams:
         if hp.get("attention_k_eq_v") and text.get("num_global_key_value_heads") is not None:
             layer["num_key_value_heads"] = text["num_global_key_value_heads"]
         per_layer = {str(i): dict(layer) for i, t in enumerate(hp["layer_types"]) if t == "full_attention"}
-    if not isinstance(per_layer, dict):
-        raise ConvertError(f"{where}: text_config.per_layer_config is {per_layer!r}, expected a JSON object")
-    hp["per_layer_config"] = per_layer
+    if not isinstance(per_layer, dict) or not all(isinstance(v, dict) for v in per_layer.values()):
+        raise ConvertError(f"{where}: text_config.per_layer_config is {per_layer!r}, expected a JSON object of "
+                           "per-layer objects")
+    hp["per_layer_config"] = _without_global_values(per_layer, hp)
     hp["global_head_dim"] = _per_layer(hp, "head_dim")
     hp["num_global_key_value_heads"] = _per_layer(hp, "num_key_value_heads")
     if hp["global_head_dim"] is None:
+        if any(t == "full_attention" and isinstance(layer, dict) and "head_dim" in layer and layer["head_dim"]
+               == hp.get("head_dim") for t, layer in zip(hp["layer_types"], _layers(per_layer, n_layer), strict=True)):
+            raise ConvertError(f"{where}: the full-attention layers' head dim equals text_config.head_dim "
+                               f"({hp.get('head_dim')!r}): transformers drops a per-layer value equal to the global "
+                               "one, and upstream b11434's converter then has no head dim for them (AssertionError); "
+                               "expected a global_head_dim other than head_dim")
         raise ConvertError(f"{where}: no head_dim for the full-attention layers (expected text_config."
                            "global_head_dim or a per_layer_config entry)")
     for key in ("global_head_dim", "head_dim", "hidden_size", "intermediate_size", "num_attention_heads",
                 "num_key_value_heads"):
         hp.positive(f"text_config.{key}", hp.get(key))
     return hp
+
+
+def _without_global_values(per_layer: dict[str, Any], hp: HParams) -> dict[str, Any]:
+    """``per_layer_config`` as transformers 5.x keeps it (its heterogeneous-config check): a per-layer value equal
+    to the global one is dropped, then every layer entry left empty."""
+    kept = {idx: {k: v for k, v in layer.items() if not (k in hp and hp[k] == v)} for idx, layer in per_layer.items()}
+    return {idx: layer for idx, layer in kept.items() if layer}
+
+
+def _layers(per_layer: dict[str, Any], n_layer: int) -> list[dict[str, Any] | None]:
+    """Each layer's ``per_layer_config`` entry (None where it has none)."""
+    by_index = {int(i): layer for i, layer in per_layer.items() if str(i).lstrip("-").isdigit()}
+    return [by_index.get(i) for i in range(n_layer)]
 
 
 def _per_layer(hp: HParams, field: str) -> Any:
@@ -232,7 +255,7 @@ def assistant_kvs(hp: HParams, file_type: int, where: str) -> list[KV]:
     kv_full, kv_swa = hp["num_global_key_value_heads"], hp["num_key_value_heads"]
     if kv_full is not None and kv_swa is not None:
         heads = [hp.u32("num_key_value_heads", kv_swa if s else kv_full) for s in swa]
-        add_kv(kvs, KV(S.HEAD_COUNT_KV.format(**A), VT.ARRAY, heads, VT.UINT32))
+        add_kv(kvs, KV(S.HEAD_COUNT_KV.format(**A), VT.ARRAY, heads, VT.INT32))  # gguf-py types a list of ints INT32
     u32(S.ROPE_DIMENSION_COUNT, head_full, "global_head_dim")
     factor_swa = rope.get("partial_rotary_factor", 1.0)  # read on the nested dict: 1.0 unless given at its top
     u32(S.ROPE_DIMENSION_COUNT_SWA, int(head_swa * hp.number("partial_rotary_factor", factor_swa)),
