@@ -260,3 +260,14 @@ def test_verify_proves_f16_norms_and_fused_experts(made: dict[str, Path], tmp_pa
     assert_verify_proves_and_catches(made["qwen35moe-f16-fused"], tmp_path, ("q8_0", "f16"),
                                      lambda n: n.endswith("ffn_up_exps.weight"))
 
+
+def test_more_than_one_qwen_mtp_layer_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Two MTP layers in the Qwen layout: the one ``mtp.fc`` makes block n's NextN tensors only, which llama.cpp's
+    loader requires of every MTP block; upstream writes that unloadable file, we refuse it and write nothing."""
+    import mtp_makers
+
+    ck = mtp_makers.make_qwen35_dense(tmp_path / "two", 0, mtp_makers.QwenDims(layers=2, full_interval=2, mtp_layers=2))
+    with pytest.raises(ConvertError, match=r": 2 MTP layers: .* llama.cpp's qwen35 loader requires them in every MTP "
+                                           r"block \(upstream b11434's --mtp writes that file; it does not load\)$") as e:
+        convert(ck, None, tmp_path / "x.gguf", mtp=True)
+    assert "\n" not in str(e.value) and not (tmp_path / "x.gguf").exists()

@@ -126,7 +126,8 @@ def mtp_layers(names: list[str]) -> int:
 
 def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> QwenMtp:
     """``num_hidden_layers``, the MTP layer count (``mtp_num_hidden_layers``, or counted from the tensors when the
-    key is 0 or absent, as upstream's mixin does) and the expert count, each refused in one line when unusable."""
+    key is 0 or absent, as upstream's mixin does) and the expert count, each refused in one line when unusable (more
+    than one MTP layer too: the layout has NextN tensors for the first MTP block only, which llama.cpp does not load)."""
     n = hp.positive("num_hidden_layers", hp.find(("num_hidden_layers",), required=True))
     declared = hp.get("mtp_num_hidden_layers") or 0
     counted = mtp_layers(names)
@@ -137,6 +138,11 @@ def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> QwenMt
     if counted != nextn:
         raise ConvertError(f"{where}: mtp_num_hidden_layers is {nextn} but the checkpoint has mtp.layers.* tensors "
                            f"for {counted} layer(s); expected mtp.layers.0..{nextn - 1}")
+    if nextn > 1:
+        raise ConvertError(f"{where}: {nextn} MTP layers: the checkpoint's one mtp.fc / mtp.pre_fc_norm_* make the "
+                           f"nextn.eh_proj / enorm / hnorm of the first MTP block only, and llama.cpp's {arch} loader "
+                           "requires them in every MTP block (upstream b11434's --mtp writes that file; it does not "
+                           "load)")
     experts = hp.get("num_experts") or 0
     if arch != S.ARCH_QWEN35 and not experts:
         raise ConvertError(f"{where}: key 'num_experts' is missing; a {arch} checkpoint is a mixture of experts")
