@@ -51,7 +51,9 @@ YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 
 @dataclass(frozen=True)
 class Case:
     """One checkpoint: ``maker`` (a tests/mtp_makers.py function) called with ``seed`` and ``kwargs``, converted
-    at ``outtypes``; ``cuts``: also upstream's full / ``--no-mtp`` files and our extract / strip of the full one."""
+    at ``outtypes``; ``cuts``: also upstream's full / ``--no-mtp`` files and our extract / strip of the full one;
+    ``match_upstream``: ours converted with ``--match-upstream`` (MiMo-V2-Flash's separate q / k / v, where our
+    default writes the fused ``attn_qkv`` llama.cpp's graph needs: docs/mtp-checkpoint.md)."""
 
     name: str
     maker: str
@@ -59,6 +61,7 @@ class Case:
     seed: int = 100
     outtypes: tuple[str, ...] = BASE
     cuts: bool = False
+    match_upstream: bool = False
 
     def dims(self) -> str:
         def show(v: Any) -> str:
@@ -102,6 +105,9 @@ CASES: list[Case] = [
          108),
     Case("qwen35-h224-rot05", "make_qwen35_dense",
          {"dims": _q(hidden=224, layers=2, full_interval=2, heads=7, kv_heads=7, head_dim=32, rotary=0.5)}, 109),
+    Case("qwen35-h448-f16-untied", "make_qwen35_dense",
+         {"dims": _q(hidden=448, layers=3, full_interval=3, heads=7, kv_heads=1, head_dim=64, ff=608,
+                     dtype="float16"), "mrope": MR16}, 110, ALL),
     # ---- Qwen3.5 MoE
     Case("qwen35moe-h128-e8k2", "make_qwen35_moe",
          {"dims": _q(hidden=128, layers=2, full_interval=2, head_dim=32), "experts": 8, "topk": 2, "moe_ff": 64,
@@ -115,6 +121,12 @@ CASES: list[Case] = [
     Case("qwen35moe-h256-e4k1-ff48", "make_qwen35_moe",
          {"dims": _q(hidden=256, layers=2, full_interval=2, head_dim=32, dtype="float32"), "experts": 4, "topk": 1,
           "moe_ff": 48, "shared_ff": 80, "mrope": MR8}, 114, ALL),
+    Case("qwen35moe-h160-fused-bf16", "make_qwen35_moe",
+         {"dims": _q(hidden=160, layers=2, full_interval=2, heads=5, kv_heads=1, head_dim=32), "experts": 4,
+          "topk": 2, "moe_ff": 96, "shared_ff": 32, "mrope": MR8, "per_expert_mtp": False}, 115, ALL, cuts=True),
+    Case("qwen35moe-h384-e32k8", "make_qwen35_moe",
+         {"dims": _q(hidden=384, layers=4, heads=6, kv_heads=2, head_dim=64), "experts": 32, "topk": 8,
+          "moe_ff": 32, "shared_ff": 192, "mrope": MR16}, 116),
     # ---- Qwen3-Next
     Case("qwen3next-h128-L2-e8", "make_qwen3_next",
          {"dims": _q(hidden=128, layers=2, full_interval=2, head_dim=32), "experts": 8, "topk": 2, "moe_ff": 64},
@@ -125,6 +137,12 @@ CASES: list[Case] = [
     Case("qwen3next-h320-L3-tied-f32", "make_qwen3_next",
          {"dims": _q(hidden=320, layers=3, full_interval=3, heads=5, kv_heads=5, head_dim=64, tie=True,
                      dtype="float32"), "experts": 4, "topk": 2, "moe_ff": 160, "shared_ff": 32}, 123),
+    Case("qwen3next-h256-perexpert-f16", "make_qwen3_next",
+         {"dims": _q(hidden=256, layers=4, full_interval=2, heads=4, kv_heads=1, head_dim=64, dtype="float16"),
+          "experts": 8, "topk": 2, "moe_ff": 64, "shared_ff": 128, "per_expert_mtp": True}, 124, ALL, cuts=True),
+    Case("qwen3next-h96-L1", "make_qwen3_next",
+         {"dims": _q(hidden=96, layers=1, full_interval=1, heads=3, kv_heads=3, head_dim=32, lin=(1, 2, 32, 32)),
+          "experts": 4, "topk": 1, "moe_ff": 32}, 125),
     # ---- GLM-4.5 MoE
     Case("glm4moe-h128-e8k2", "make_glm4_moe",
          {"hidden": 128, "layers": 2, "experts": 8, "topk": 2, "moe_ff": 64, "head_dim": 32, "ff": 256}, 131,
@@ -143,6 +161,15 @@ CASES: list[Case] = [
     Case("glm4vmoe-h192", "make_glm4_moe",
          {"hidden": 192, "layers": 2, "experts": 8, "moe_ff": 64, "heads": 6, "kv_heads": 2, "head_dim": 32,
           "vl": True}, 136),
+    Case("glm4moe-h448-L4-e12k6", "make_glm4_moe",
+         {"hidden": 448, "layers": 4, "experts": 12, "topk": 6, "moe_ff": 64, "heads": 7, "kv_heads": 7,
+          "head_dim": 64, "groups": (3, 2), "ff": 512}, 137),
+    Case("glm4moe-h96-L1", "make_glm4_moe",
+         {"hidden": 96, "layers": 1, "experts": 4, "moe_ff": 32, "heads": 3, "kv_heads": 1, "head_dim": 32}, 138,
+         cuts=True),
+    Case("glm4moe-h128-nextn2-f16", "make_glm4_moe",
+         {"hidden": 128, "layers": 2, "nextn": 2, "experts": 4, "moe_ff": 64, "dtype": "float16", "qk_norm": True},
+         139, ALL),
     # ---- GLM-5 (glm-dsa)
     Case("glm5-h128-e8k2", "make_glm5",
          {"hidden": 128, "layers": 2, "heads": 4, "q_lora": 64, "kv_lora": 64, "rope": 32, "nope": 32, "v_dim": 32,
@@ -159,6 +186,13 @@ CASES: list[Case] = [
                                                           "original_max_position_embeddings": 512,
                                                           "mscale_all_dim": 0.707, "mscale": 0.707},
           "dtype": "float32"}, 144, ALL),
+    Case("glm5-h160-L1", "make_glm5",
+         {"hidden": 160, "layers": 1, "heads": 2, "q_lora": 32, "kv_lora": 32, "rope": 16, "nope": 16, "v_dim": 16,
+          "experts": 4, "moe_ff": 32}, 145),
+    Case("glm5-h224-groups", "make_glm5",
+         {"hidden": 224, "layers": 2, "heads": 7, "q_lora": 96, "kv_lora": 64, "rope": 32, "nope": 32, "v_dim": 32,
+          "experts": 8, "moe_ff": 48, "shared": 2, "groups": (2, 1), "scale": 1.0, "norm_topk": False,
+          "index": (4, 32, 4)}, 146, ALL),
     # ---- Nemotron-H
     Case("nemotron-h128-e8k2", "make_nemotron_h",
          {"hidden": 128, "pattern": "M*E", "heads": 4, "kv_heads": 2, "head_dim": 32, "mamba_heads": 8,
@@ -171,6 +205,13 @@ CASES: list[Case] = [
          {"hidden": 320, "pattern": "*EME", "heads": 5, "kv_heads": 1, "head_dim": 64, "mamba_heads": 10,
           "mamba_head_dim": 32, "ssm_groups": 2, "experts": 16, "topk": 4, "moe_ff": 32, "shared_ff": 160,
           "dtype": "float16", "attention_bias": True}, 153, ALL),
+    Case("nemotron-h96-minimal", "make_nemotron_h",
+         {"hidden": 96, "pattern": "*E", "heads": 3, "kv_heads": 1, "head_dim": 32, "experts": 4, "topk": 1,
+          "moe_ff": 32, "shared_ff": 32, "eps": 1e-6}, 154),
+    Case("nemotron-h256-latent-f32", "make_nemotron_h",
+         {"hidden": 256, "pattern": "MMM*EE", "heads": 4, "kv_heads": 2, "head_dim": 64, "mamba_heads": 8,
+          "mamba_head_dim": 32, "ssm_groups": 4, "experts": 8, "topk": 2, "moe_ff": 64, "shared_ff": 128,
+          "latent": 128, "groups": (2, 1), "dtype": "float32"}, 155, ALL, cuts=True),
     # ---- DeepSeek-V4
     Case("deepseek4-h128-L1", "make_deepseek4",
          {"hidden": 128, "layers": 1, "heads": 2, "head_dim": 64, "rope": 16, "q_lora": 64, "o_groups": 1,
@@ -182,10 +223,13 @@ CASES: list[Case] = [
          {"hidden": 512, "layers": 2, "heads": 4, "head_dim": 128, "rope": 64, "q_lora": 256, "o_groups": 2,
           "o_lora": 128, "experts": 6, "moe": 128, "hc": 3, "fp8_head": True, "mtp_shards": 3, "hash_layers": 1,
           "routed_scale": 2.0, "swiglu_limit": 5.0}, 163),
+    Case("deepseek4-h256-L3-ratios", "make_deepseek4",
+         {"hidden": 256, "layers": 3, "heads": 2, "head_dim": 128, "rope": 64, "q_lora": 128, "o_groups": 2,
+          "o_lora": 64, "experts": 8, "moe": 64, "hc": 4, "ratios": (4, 128, 0), "mtp_shards": 2}, 164, ALL),
     # ---- MiMo-V2
     Case("mimo2-h320", "make_mimo2",
          {"hidden": 320, "heads": 5, "kv_full": 1, "kv_swa": 5, "head_dim": 64, "v_dim": 48, "ff": 256,
-          "experts": 8, "moe_ff": 96}, 171, ALL),
+          "experts": 8, "moe_ff": 96}, 171, ALL, match_upstream=True),
     Case("mimo2-h128-fused2", "make_mimo2",
          {"hidden": 128, "heads": 4, "kv_full": 2, "kv_swa": 2, "head_dim": 32, "v_dim": 32, "ff": 160,
           "experts": 4, "moe_ff": 64, "fused_tp": 2, "sinks": False, "arch": "MiMoV2ForCausalLM"}, 172),
@@ -193,6 +237,9 @@ CASES: list[Case] = [
          {"hidden": 512, "heads": 8, "kv_full": 4, "kv_swa": 4, "head_dim": 64, "v_dim": 64, "ff": 384,
           "experts": 4, "moe_ff": 128, "fused_tp": 4, "arch": "MiMoV2ForCausalLM", "mxfp4": True,
           "value_scale": 0.5}, 173),
+    Case("mimo2-h256-nosinks-vocab", "make_mimo2",
+         {"hidden": 256, "heads": 2, "kv_full": 1, "kv_swa": 1, "head_dim": 128, "v_dim": 64, "ff": 224,
+          "experts": 6, "moe_ff": 32, "sinks": False, "vocab": 1280}, 174, ALL, match_upstream=True),
 ]
 
 
@@ -238,19 +285,19 @@ def run_case(case: Case, work: Path, tree: Path) -> list[tuple[str, bool, str]]:
     for outtype in case.outtypes:
         up = work / f"{case.name}-{outtype}-up-mtp.gguf"
         ours = work / f"{case.name}-{outtype}-ours-mtp.gguf"
-        label = f"{case.name} {outtype} mtp"
+        label = f"{case.name} {outtype} mtp{' --match-upstream' if case.match_upstream else ''}"
         try:
             M.upstream_convert(ckpt, up, outtype, ("--mtp",), tree=tree)
         except RuntimeError as e:
             last = str(e).strip().splitlines()[-1]
             try:
-                convert(ckpt, None, ours, outtype=outtype, mtp=True)
+                convert(ckpt, None, ours, outtype=outtype, mtp=True, match_upstream=case.match_upstream)
                 rows.append((label, False, f"upstream fails ({last}) but we convert"))
             except ConvertError as ours_e:
                 rows.append((label, True, f"both refuse: upstream {last!r}; ours {str(ours_e)!r}"))
             continue
         try:
-            convert(ckpt, None, ours, outtype=outtype, mtp=True)
+            convert(ckpt, None, ours, outtype=outtype, mtp=True, match_upstream=case.match_upstream)
             same = _sha(up) == _sha(ours)
             rows.append((label, same, "" if same else first_difference(ours, up)))
         except ConvertError as e:
@@ -283,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for c in cases:
             print(f"{c.name}: {c.maker}(seed={c.seed}, {c.dims()}) at {', '.join(c.outtypes)}"
-                  f"{' + full/--no-mtp cuts' if c.cuts else ''}")
+                  f"{' + full/--no-mtp cuts' if c.cuts else ''}{' (ours --match-upstream)' if c.match_upstream else ''}")
         return 0
     if not (args.tree / "convert_hf_to_gguf.py").is_file():
         print(f"no convert_hf_to_gguf.py in {args.tree} (--tree or $DSPARK_LLAMA_TREE)", file=sys.stderr)

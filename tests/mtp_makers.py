@@ -183,6 +183,25 @@ def _untie(state: dict[str, Any], d: QwenDims) -> dict[str, Any]:
     return {k: v for k, v in state.items() if not (d.tie and k == "lm_head.weight")}
 
 
+def _split_mtp_experts(mtp: dict[str, Any]) -> dict[str, Any]:
+    """``mtp`` with its fused expert stacks (``mtp.layers.{i}.mlp.experts.gate_up_proj`` [E, 2I, H] / ``down_proj``)
+    stored one expert at a time (``….experts.{e}.{gate,up,down}_proj.weight``, the released layout)."""
+    out: dict[str, Any] = {}
+    for k, v in mtp.items():
+        layer = k.split(".")[2]
+        if ".mlp.experts." in k and k.endswith("gate_up_proj"):
+            for e in range(v.shape[0]):
+                g, u = v[e].chunk(2, dim=0)
+                out[f"mtp.layers.{layer}.mlp.experts.{e}.gate_proj.weight"] = g.clone()
+                out[f"mtp.layers.{layer}.mlp.experts.{e}.up_proj.weight"] = u.clone()
+        elif ".mlp.experts." in k and k.endswith("down_proj"):
+            for e in range(v.shape[0]):
+                out[f"mtp.layers.{layer}.mlp.experts.{e}.down_proj.weight"] = v[e].clone()
+        else:
+            out[k] = v
+    return out
+
+
 def _qwen_mtp(state: dict[str, Any], n: int, full_layer: int, seed: int, prefix: str = "model.layers",
               mtp_prefix: str = "mtp", hidden: int = H, layers: int = 1) -> dict[str, Any]:
     """``mtp.*`` in the Qwen layout: fc, the two pre-fc norms, norm, and ``layers`` decoder layers shaped like trunk
@@ -233,18 +252,7 @@ def make_qwen35_moe(out: Path, seed: int = 1, dims: QwenDims = QwenDims(), *, ex
     cfg["rope_parameters"] = {**cfg["rope_parameters"], **(MROPE if mrope is None else mrope)}
     state = _trunk(Qwen3_5MoeTextConfig, Qwen3_5MoeForCausalLM, cfg, seed)
     mtp = _qwen_mtp(state, dims.layers, dims.layers - 1, seed, hidden=dims.hidden, layers=dims.mtp_layers)
-    for k in [k for k in mtp if ".mlp.experts." in k and per_expert_mtp]:
-        fused = mtp.pop(k)
-        layer = k.split(".")[2]
-        if k.endswith("gate_up_proj"):  # [E, 2I, H]
-            for e in range(fused.shape[0]):
-                g, u = fused[e].chunk(2, dim=0)
-                mtp[f"mtp.layers.{layer}.mlp.experts.{e}.gate_proj.weight"] = g.clone()
-                mtp[f"mtp.layers.{layer}.mlp.experts.{e}.up_proj.weight"] = u.clone()
-        elif k.endswith("down_proj"):
-            for e in range(fused.shape[0]):
-                mtp[f"mtp.layers.{layer}.mlp.experts.{e}.down_proj.weight"] = fused[e].clone()
-    state.update(mtp)
+    state.update(_split_mtp_experts(mtp) if per_expert_mtp else mtp)
     config = {**cfg, "architectures": ["Qwen3_5MoeForCausalLM"], "model_type": "qwen3_5_moe_text",
               "mtp_num_hidden_layers": dims.mtp_layers}
     return _save(out, config, _untie(state, dims), dtype=dims.dtype)
@@ -271,15 +279,17 @@ def make_qwen35_moe_f16_fused(out: Path, seed: int = 113) -> Path:
 
 
 def make_qwen3_next(out: Path, seed: int = 2, dims: QwenDims = QwenDims(), *, experts: int = 4, topk: int = 2,
-                    moe_ff: int = 32, shared_ff: int = 32) -> Path:
-    """``Qwen3NextForCausalLM``: no ``mtp_num_hidden_layers`` in the config (upstream counts ``mtp.layers.{i}``)."""
+                    moe_ff: int = 32, shared_ff: int = 32, per_expert_mtp: bool = False) -> Path:
+    """``Qwen3NextForCausalLM``: no ``mtp_num_hidden_layers`` in the config (upstream counts ``mtp.layers.{i}``); the
+    MTP experts fused as transformers stores them (``per_expert_mtp``: one by one, as the release does)."""
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
 
     cfg = {**_qwen_common(dims), "num_experts": experts, "num_experts_per_tok": topk, "moe_intermediate_size": moe_ff,
            "shared_expert_intermediate_size": shared_ff, "full_attention_interval": dims.full_interval,
            "decoder_sparse_step": 1, "mlp_only_layers": []}
     state = _trunk(Qwen3NextConfig, Qwen3NextForCausalLM, cfg, seed)
-    state.update(_qwen_mtp(state, dims.layers, dims.layers - 1, seed, hidden=dims.hidden, layers=dims.mtp_layers))
+    mtp = _qwen_mtp(state, dims.layers, dims.layers - 1, seed, hidden=dims.hidden, layers=dims.mtp_layers)
+    state.update(_split_mtp_experts(mtp) if per_expert_mtp else mtp)
     config = {**cfg, "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next"}
     return _save(out, config, _untie(state, dims), dtype=dims.dtype)
 
