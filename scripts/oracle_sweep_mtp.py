@@ -17,11 +17,13 @@ KV (its order, type or value) or tensor (name, type, shape or bytes) is printed,
 (tests/golden_manifest.describe, our reader). When upstream fails on a checkpoint, our side must refuse it too
 (one line, printed).
 
-Output: one line per comparison, ``<case> <outtype> <mode>: identical`` or ``DIFFERS (<the first difference, or
-our refusal>)``, then the dimensions of the case; at the end the summary ``N/M identical`` (and how many of the
-others are our refusals of a file upstream writes but llama.cpp's loader would not load). Exit status 1 when any comparison differs. The tree defaults to
-``$DSPARK_LLAMA_TREE`` or the cache folder the llama-server build uses (tests/mtp_makers.TREE). Each upstream
-conversion takes a few seconds; the whole sweep some minutes.
+Output: one line per comparison, ``<case> <outtype> <mode>: <outcome> (<detail>)``, the outcome one of
+``identical``, ``both refuse`` (upstream fails on the checkpoint, we refuse it in one line), ``we refuse (upstream's
+file does not load)`` (a file upstream writes that llama.cpp's loader does not load) or ``DIFFERS`` (with the first
+difference, or our refusal), then the dimensions of the case; at the end the summary
+``N/M identical; B both refuse, R we refuse (...), D DIFFERS``. Exit status 1 when any comparison differs. The
+tree defaults to ``$DSPARK_LLAMA_TREE`` or the cache folder the llama-server build uses (tests/mtp_makers.TREE).
+Each upstream conversion takes a few seconds; the whole sweep about half an hour on two cores.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ from mtp_makers import QwenDims  # noqa: E402
 
 BASE = ("bf16", "q8_0")
 ALL = ("bf16", "f16", "f32", "q8_0")
+#: with ``auto`` (upstream's default: the first 2-D BF16 / F16 tensor's type, else f16)
+AUTO = (*ALL, "auto")
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}
 
 
@@ -90,7 +94,7 @@ CASES: list[Case] = [
           "mrope": MR8}, 102, ALL, cuts=True),
     Case("qwen35-h320-tied-f16", "make_qwen35_dense",
          {"dims": _q(hidden=320, layers=4, heads=5, kv_heads=1, head_dim=64, ff=384, tie=True, dtype="float16"),
-          "mrope": MR16}, 103, ALL),
+          "mrope": MR16}, 103, AUTO),
     Case("qwen35-h512-f32", "make_qwen35_dense",
          {"dims": _q(hidden=512, layers=2, full_interval=2, heads=8, kv_heads=4, head_dim=64, ff=1024, dtype="float32"),
           "mrope": MR16}, 104, ALL),
@@ -136,7 +140,7 @@ CASES: list[Case] = [
           "moe_ff": 96, "shared_ff": 64}, 122, ALL, cuts=True),
     Case("qwen3next-h320-L3-tied-f32", "make_qwen3_next",
          {"dims": _q(hidden=320, layers=3, full_interval=3, heads=5, kv_heads=5, head_dim=64, tie=True,
-                     dtype="float32"), "experts": 4, "topk": 2, "moe_ff": 160, "shared_ff": 32}, 123),
+                     dtype="float32"), "experts": 4, "topk": 2, "moe_ff": 160, "shared_ff": 32}, 123, AUTO),
     Case("qwen3next-h256-perexpert-f16", "make_qwen3_next",
          {"dims": _q(hidden=256, layers=4, full_interval=2, heads=4, kv_heads=1, head_dim=64, dtype="float16"),
           "experts": 8, "topk": 2, "moe_ff": 64, "shared_ff": 128, "per_expert_mtp": True}, 124, ALL, cuts=True),
@@ -157,7 +161,7 @@ CASES: list[Case] = [
          {"hidden": 256, "layers": 2, "experts": 4, "moe_ff": 64, "rope": YARN, "dtype": "float16"}, 134, ALL),
     Case("glm4moe-h160-f32-shared2", "make_glm4_moe",
          {"hidden": 160, "layers": 2, "experts": 8, "moe_ff": 80, "shared": 2, "norm_topk": False,
-          "dtype": "float32", "first_dense": 0}, 135, ALL),
+          "dtype": "float32", "first_dense": 0}, 135, AUTO),
     Case("glm4vmoe-h192", "make_glm4_moe",
          {"hidden": 192, "layers": 2, "experts": 8, "moe_ff": 64, "heads": 6, "kv_heads": 2, "head_dim": 32,
           "vl": True}, 136),
@@ -204,7 +208,7 @@ CASES: list[Case] = [
     Case("nemotron-h320-f16", "make_nemotron_h",
          {"hidden": 320, "pattern": "*EME", "heads": 5, "kv_heads": 1, "head_dim": 64, "mamba_heads": 10,
           "mamba_head_dim": 32, "ssm_groups": 2, "experts": 16, "topk": 4, "moe_ff": 32, "shared_ff": 160,
-          "dtype": "float16", "attention_bias": True}, 153, ALL),
+          "dtype": "float16", "attention_bias": True}, 153, AUTO),
     Case("nemotron-h96-minimal", "make_nemotron_h",
          {"hidden": 96, "pattern": "*E", "heads": 3, "kv_heads": 1, "head_dim": 32, "experts": 4, "topk": 1,
           "moe_ff": 32, "shared_ff": 32, "eps": 1e-6}, 154),
@@ -218,7 +222,7 @@ CASES: list[Case] = [
           "o_lora": 64, "experts": 4, "moe": 64, "hc": 2}, 161),
     Case("deepseek4-h320-e8", "make_deepseek4",
          {"hidden": 320, "layers": 2, "heads": 4, "head_dim": 96, "rope": 32, "q_lora": 160, "o_groups": 2,
-          "o_lora": 96, "experts": 8, "moe": 96, "hc": 4, "ratios": (4, 0)}, 162, ALL),
+          "o_lora": 96, "experts": 8, "moe": 96, "hc": 4, "ratios": (4, 0)}, 162, AUTO),
     Case("deepseek4-h512-fp8head", "make_deepseek4",
          {"hidden": 512, "layers": 2, "heads": 4, "head_dim": 128, "rope": 64, "q_lora": 256, "o_groups": 2,
           "o_lora": 128, "experts": 6, "moe": 128, "hc": 3, "fp8_head": True, "mtp_shards": 3, "hash_layers": 1,
@@ -229,7 +233,7 @@ CASES: list[Case] = [
     # ---- MiMo-V2
     Case("mimo2-h320", "make_mimo2",
          {"hidden": 320, "heads": 5, "kv_full": 1, "kv_swa": 5, "head_dim": 64, "v_dim": 48, "ff": 256,
-          "experts": 8, "moe_ff": 96}, 171, ALL, match_upstream=True),
+          "experts": 8, "moe_ff": 96}, 171, AUTO, match_upstream=True),
     Case("mimo2-h128-fused2", "make_mimo2",
          {"hidden": 128, "heads": 4, "kv_full": 2, "kv_swa": 2, "head_dim": 32, "v_dim": 32, "ff": 160,
           "experts": 4, "moe_ff": 64, "fused_tp": 2, "sinks": False, "arch": "MiMoV2ForCausalLM"}, 172),
@@ -272,16 +276,29 @@ def first_difference(ours: Path, theirs: Path) -> str:
     return "same manifest, other bytes (padding or alignment)"
 
 
-def run_case(case: Case, work: Path, tree: Path) -> list[tuple[str, bool, str]]:
-    """``[(label, identical, detail)]`` for every comparison of ``case`` (a refusal of ours where upstream writes a
-    file is not identical: its detail starts with ``we refuse``)."""
+#: the outcomes of a comparison: identical files; both refuse the checkpoint (upstream fails, we refuse in one
+#: line); we refuse a file upstream writes but llama.cpp does not load; anything else
+OUTCOMES = ("identical", "both refuse", "we refuse (upstream's file does not load)", "DIFFERS")
+
+
+def run_case(case: Case, work: Path, tree: Path) -> list[tuple[str, str, str]]:
+    """``[(label, outcome, detail)]`` for every comparison of ``case``, ``outcome`` one of :data:`OUTCOMES`."""
     from dspark_convert import convert
     from dspark_convert.errors import ConvertError
     from dspark_convert.mtp.run import extract, strip
 
+    def refused(e: ConvertError) -> tuple[str, str]:
+        text = str(e)
+        return (OUTCOMES[2] if "does not load" in text or "would not load" in text else OUTCOMES[3]), f"we refuse: {text}"
+
+    def compared(ours: Path, theirs: Path) -> tuple[str, str]:
+        if _sha(ours) == _sha(theirs):
+            return OUTCOMES[0], ""
+        return OUTCOMES[3], first_difference(ours, theirs)
+
     maker = getattr(M, case.maker)
     ckpt = maker(work / case.name, case.seed, **case.kwargs)
-    rows: list[tuple[str, bool, str]] = []
+    rows: list[tuple[str, str, str]] = []
     for outtype in case.outtypes:
         up = work / f"{case.name}-{outtype}-up-mtp.gguf"
         ours = work / f"{case.name}-{outtype}-ours-mtp.gguf"
@@ -292,16 +309,15 @@ def run_case(case: Case, work: Path, tree: Path) -> list[tuple[str, bool, str]]:
             last = str(e).strip().splitlines()[-1]
             try:
                 convert(ckpt, None, ours, outtype=outtype, mtp=True, match_upstream=case.match_upstream)
-                rows.append((label, False, f"upstream fails ({last}) but we convert"))
+                rows.append((label, OUTCOMES[3], f"upstream fails ({last}) but we convert"))
             except ConvertError as ours_e:
-                rows.append((label, True, f"both refuse: upstream {last!r}; ours {str(ours_e)!r}"))
+                rows.append((label, OUTCOMES[1], f"upstream {last!r}; ours {str(ours_e)!r}"))
             continue
         try:
             convert(ckpt, None, ours, outtype=outtype, mtp=True, match_upstream=case.match_upstream)
-            same = _sha(up) == _sha(ours)
-            rows.append((label, same, "" if same else first_difference(ours, up)))
+            rows.append((label, *compared(ours, up)))
         except ConvertError as e:
-            rows.append((label, False, f"we refuse: {e}"))
+            rows.append((label, *refused(e)))
         if case.cuts:
             full = work / f"{case.name}-{outtype}-up-full.gguf"
             nomtp = work / f"{case.name}-{outtype}-up-nomtp.gguf"
@@ -311,11 +327,9 @@ def run_case(case: Case, work: Path, tree: Path) -> list[tuple[str, bool, str]]:
                 cut = work / f"{case.name}-{outtype}-ours-{mode}.gguf"
                 try:
                     fn(full, cut)
+                    rows.append((f"{case.name} {outtype} {mode}", *compared(cut, theirs)))
                 except ConvertError as e:
-                    rows.append((f"{case.name} {outtype} {mode}", False, f"we refuse: {e}"))
-                    continue
-                same = _sha(cut) == _sha(theirs)
-                rows.append((f"{case.name} {outtype} {mode}", same, "" if same else first_difference(cut, theirs)))
+                    rows.append((f"{case.name} {outtype} {mode}", *refused(e)))
     return rows
 
 
@@ -335,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.tree / "convert_hf_to_gguf.py").is_file():
         print(f"no convert_hf_to_gguf.py in {args.tree} (--tree or $DSPARK_LLAMA_TREE)", file=sys.stderr)
         return 2
-    total = same = refused = 0
+    counts = dict.fromkeys(OUTCOMES, 0)
     with tempfile.TemporaryDirectory(prefix="mtp-sweep-") as tmp:
         root = args.keep or Path(tmp)
         for c in cases:
@@ -343,17 +357,16 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 rows = run_case(c, root, args.tree)
             except Exception as e:  # a maker or harness failure: one line, the sweep goes on
-                rows = [(f"{c.name} - -", False, f"ERROR {type(e).__name__}: {e}".splitlines()[0])]
+                rows = [(f"{c.name} - -", OUTCOMES[3], f"ERROR {type(e).__name__}: {e}".splitlines()[0])]
                 traceback.print_exc(limit=3, file=sys.stderr)
-            for label, ok, detail in rows:
-                total += 1
-                same += ok
-                refused += detail.startswith("we refuse: the planned file would not load in llama.cpp")
-                print(f"{label}: {'identical' if ok else 'DIFFERS'}{' (' + detail + ')' if detail else ''}", flush=True)
+            for label, outcome, detail in rows:
+                counts[outcome] += 1
+                print(f"{label}: {outcome}{' (' + detail + ')' if detail else ''}", flush=True)
             print(f"  {c.maker}(seed={c.seed}, {c.dims()}) [{time.perf_counter() - t0:.0f} s]", flush=True)
-    print(f"{same}/{total} identical" + (f"; {refused} of the others refused by us because upstream's file would "
-                                         "not load in llama.cpp (the loader rule named on the line)" if refused else ""))
-    return 0 if same == total else 1
+    total = sum(counts.values())
+    print(f"{counts[OUTCOMES[0]]}/{total} identical; " + ", ".join(f"{n} {k}" for k, n in counts.items()
+                                                               if k != OUTCOMES[0]))
+    return 0 if counts[OUTCOMES[3]] == 0 else 1
 
 
 if __name__ == "__main__":
