@@ -29,6 +29,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,14 +84,18 @@ def _tokenizer_files(out: Path, renames: dict[str, str] | None = None) -> None:
 GLM_TOKENS = {"<tool_response>": "[gMASK]", "</tool_response>": "<|user|>", "<|file_sep|>": "<|observation|>"}
 
 
-def _save(out: Path, config: dict[str, Any], tensors: dict[str, Any], renames: dict[str, str] | None = None) -> Path:
+def _save(out: Path, config: dict[str, Any], tensors: dict[str, Any], renames: dict[str, str] | None = None,
+          dtype: str = "bfloat16") -> Path:
+    """``config.json``, every tensor as ``dtype`` (a torch dtype name: ``bfloat16``, ``float16``, ``float32``) in
+    ``model.safetensors`` (``config["torch_dtype"]`` set to it), the fixture tokenizer."""
     import torch
     from safetensors.torch import save_file
 
     out.mkdir(parents=True, exist_ok=True)
+    config = {**config, "torch_dtype": dtype}
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    save_file({k: v.to(torch.bfloat16).contiguous() for k, v in sorted(tensors.items())}, str(out / "model.safetensors"),
-              metadata={"format": "pt"})
+    save_file({k: v.to(getattr(torch, dtype)).contiguous() for k, v in sorted(tensors.items())},
+              str(out / "model.safetensors"), metadata={"format": "pt"})
     _tokenizer_files(out, renames)
     return out
 
@@ -132,29 +137,86 @@ def _per_expert(state: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _qwen_common(n: int, layer_types: list[str]) -> dict[str, Any]:
-    return {"vocab_size": VOCAB, "hidden_size": H, "intermediate_size": 128, "num_hidden_layers": n,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "linear_conv_kernel_dim": 4,
-            "linear_key_head_dim": 16, "linear_value_head_dim": 16, "linear_num_key_heads": 2,
-            "linear_num_value_heads": 4, "layer_types": layer_types, "max_position_embeddings": 4096,
-            "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "bos_token_id": 990, "eos_token_id": 992,
-            "rope_parameters": {"rope_theta": 10000000.0, "partial_rotary_factor": 0.25, "rope_type": "default"}}
+@dataclass(frozen=True)
+class QwenDims:
+    """The dimensions of a tiny Qwen3.5 / Qwen3-Next checkpoint; the defaults are the committed manifests'.
+    ``full_interval``: every ``full_interval``-th trunk layer is full attention, the others linear (the last trunk
+    layer must be a full one: the MTP layers are shaped like it). ``lin``: (linear key heads, linear value heads,
+    linear key head dim, linear value head dim). ``rope``: extra ``rope_parameters`` (e.g. YaRN's)."""
+
+    hidden: int = H
+    layers: int = 4
+    full_interval: int = 4
+    heads: int = 4
+    kv_heads: int = 2
+    head_dim: int = 16
+    ff: int = 128
+    lin: tuple[int, int, int, int] = (2, 4, 16, 16)
+    mtp_layers: int = 1
+    tie: bool = False
+    rotary: float = 0.25
+    rope: tuple[tuple[str, Any], ...] = ()
+    dtype: str = "bfloat16"
+
+    def layer_types(self) -> list[str]:
+        types = ["full_attention" if (i + 1) % self.full_interval == 0 else "linear_attention"
+                 for i in range(self.layers)]
+        if types[-1] != "full_attention":
+            raise ValueError(f"{self}: the last trunk layer must be full attention")
+        return types
+
+
+def _qwen_common(d: QwenDims) -> dict[str, Any]:
+    lk, lv, lkd, lvd = d.lin
+    return {"vocab_size": VOCAB, "hidden_size": d.hidden, "intermediate_size": d.ff, "num_hidden_layers": d.layers,
+            "num_attention_heads": d.heads, "num_key_value_heads": d.kv_heads, "head_dim": d.head_dim,
+            "linear_conv_kernel_dim": 4, "linear_key_head_dim": lkd, "linear_value_head_dim": lvd,
+            "linear_num_key_heads": lk, "linear_num_value_heads": lv, "layer_types": d.layer_types(),
+            "max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "tie_word_embeddings": d.tie,
+            "bos_token_id": 990, "eos_token_id": 992,
+            "rope_parameters": {"rope_theta": 10000000.0, "partial_rotary_factor": d.rotary, "rope_type": "default",
+                                **dict(d.rope)}}
+
+
+def _untie(state: dict[str, Any], d: QwenDims) -> dict[str, Any]:
+    """A tied checkpoint stores no ``lm_head.weight`` (transformers' state dict has it as the embedding's alias)."""
+    return {k: v for k, v in state.items() if not (d.tie and k == "lm_head.weight")}
+
+
+def _split_mtp_experts(mtp: dict[str, Any]) -> dict[str, Any]:
+    """``mtp`` with its fused expert stacks (``mtp.layers.{i}.mlp.experts.gate_up_proj`` [E, 2I, H] / ``down_proj``)
+    stored one expert at a time (``….experts.{e}.{gate,up,down}_proj.weight``, the released layout)."""
+    out: dict[str, Any] = {}
+    for k, v in mtp.items():
+        layer = k.split(".")[2]
+        if ".mlp.experts." in k and k.endswith("gate_up_proj"):
+            for e in range(v.shape[0]):
+                g, u = v[e].chunk(2, dim=0)
+                out[f"mtp.layers.{layer}.mlp.experts.{e}.gate_proj.weight"] = g.clone()
+                out[f"mtp.layers.{layer}.mlp.experts.{e}.up_proj.weight"] = u.clone()
+        elif ".mlp.experts." in k and k.endswith("down_proj"):
+            for e in range(v.shape[0]):
+                out[f"mtp.layers.{layer}.mlp.experts.{e}.down_proj.weight"] = v[e].clone()
+        else:
+            out[k] = v
+    return out
 
 
 def _qwen_mtp(state: dict[str, Any], n: int, full_layer: int, seed: int, prefix: str = "model.layers",
-              mtp_prefix: str = "mtp") -> dict[str, Any]:
-    """``mtp.*`` in the Qwen layout: fc, the two pre-fc norms, norm, and one decoder layer shaped like trunk
+              mtp_prefix: str = "mtp", hidden: int = H, layers: int = 1) -> dict[str, Any]:
+    """``mtp.*`` in the Qwen layout: fc, the two pre-fc norms, norm, and ``layers`` decoder layers shaped like trunk
     layer ``full_layer`` (a full-attention layer)."""
     out: dict[str, Any] = {}
     src = f"{prefix}.{full_layer}."
-    for k, v in state.items():
-        if k.startswith(src):
-            out[f"{mtp_prefix}.layers.0.{k[len(src):]}"] = _noise(v, seed + len(out))
+    for i in range(layers):
+        for k, v in state.items():
+            if k.startswith(src):
+                out[f"{mtp_prefix}.layers.{i}.{k[len(src):]}"] = _noise(v, seed + len(out))
     import torch
 
-    out[f"{mtp_prefix}.fc.weight"] = _noise(torch.empty(H, 2 * H), seed + 101)
+    out[f"{mtp_prefix}.fc.weight"] = _noise(torch.empty(hidden, 2 * hidden), seed + 101)
     for i, name in enumerate(("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm")):
-        out[f"{mtp_prefix}.{name}.weight"] = _noise(torch.empty(H), seed + 200 + i)
+        out[f"{mtp_prefix}.{name}.weight"] = _noise(torch.empty(hidden), seed + 200 + i)
     return out
 
 
@@ -163,98 +225,114 @@ def _qwen_mtp(state: dict[str, Any], n: int, full_layer: int, seed: int, prefix:
 MROPE = {"mrope_section": [1, 1, 0], "mrope_interleaved": True}
 
 
-def make_qwen35_dense(out: Path, seed: int = 0) -> Path:
-    """``Qwen3_5ForCausalLM``: 4 trunk layers (3 linear-attention, 1 full) + 1 MTP layer."""
+def make_qwen35_dense(out: Path, seed: int = 0, dims: QwenDims = QwenDims(),
+                      mrope: dict[str, Any] | None = None) -> Path:
+    """``Qwen3_5ForCausalLM``: by default 4 trunk layers (3 linear-attention, 1 full) + 1 MTP layer (``dims``: other
+    shapes; ``mrope``: the M-RoPE keys, default :data:`MROPE`)."""
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
-    types = ["linear_attention"] * 3 + ["full_attention"]
-    cfg = _qwen_common(4, types)
-    cfg["rope_parameters"] = {**cfg["rope_parameters"], **MROPE}
+    cfg = _qwen_common(dims)
+    cfg["rope_parameters"] = {**cfg["rope_parameters"], **(MROPE if mrope is None else mrope)}
     state = _trunk(Qwen3_5TextConfig, Qwen3_5ForCausalLM, cfg, seed)
-    state.update(_qwen_mtp(state, 4, 3, seed))
+    state.update(_qwen_mtp(state, dims.layers, dims.layers - 1, seed, hidden=dims.hidden, layers=dims.mtp_layers))
     config = {**cfg, "architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text",
-              "mtp_num_hidden_layers": 1, "torch_dtype": "bfloat16"}
-    return _save(out, config, state)
+              "mtp_num_hidden_layers": dims.mtp_layers}
+    return _save(out, config, _untie(state, dims), dtype=dims.dtype)
 
 
-def make_qwen35_moe(out: Path, seed: int = 1) -> Path:
-    """``Qwen3_5MoeForCausalLM``: 4 trunk layers with fused experts (transformers' layout), an MTP layer whose
-    4 experts are stored one by one (the released 397B layout)."""
+def make_qwen35_moe(out: Path, seed: int = 1, dims: QwenDims = QwenDims(), *, experts: int = 4, topk: int = 2,
+                    moe_ff: int = 32, shared_ff: int = 32, mrope: dict[str, Any] | None = None,
+                    per_expert_mtp: bool = True) -> Path:
+    """``Qwen3_5MoeForCausalLM``: by default 4 trunk layers with fused experts (transformers' layout), an MTP layer
+    whose 4 experts are stored one by one (the released 397B layout; ``per_expert_mtp=False``: fused as the trunk's)."""
     from transformers import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
 
-    types = ["linear_attention"] * 3 + ["full_attention"]
-    cfg = {**_qwen_common(4, types), "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
-           "shared_expert_intermediate_size": 32}
-    cfg["rope_parameters"] = {**cfg["rope_parameters"], **MROPE}
+    cfg = {**_qwen_common(dims), "num_experts": experts, "num_experts_per_tok": topk, "moe_intermediate_size": moe_ff,
+           "shared_expert_intermediate_size": shared_ff}
+    cfg["rope_parameters"] = {**cfg["rope_parameters"], **(MROPE if mrope is None else mrope)}
     state = _trunk(Qwen3_5MoeTextConfig, Qwen3_5MoeForCausalLM, cfg, seed)
-    mtp = _qwen_mtp(state, 4, 3, seed)
-    for k in [k for k in mtp if ".mlp.experts." in k]:
-        fused = mtp.pop(k)
-        if k.endswith("gate_up_proj"):  # [E, 2I, H]
-            for e in range(fused.shape[0]):
-                g, u = fused[e].chunk(2, dim=0)
-                mtp[f"mtp.layers.0.mlp.experts.{e}.gate_proj.weight"] = g.clone()
-                mtp[f"mtp.layers.0.mlp.experts.{e}.up_proj.weight"] = u.clone()
-        elif k.endswith("down_proj"):
-            for e in range(fused.shape[0]):
-                mtp[f"mtp.layers.0.mlp.experts.{e}.down_proj.weight"] = fused[e].clone()
-    state.update(mtp)
+    mtp = _qwen_mtp(state, dims.layers, dims.layers - 1, seed, hidden=dims.hidden, layers=dims.mtp_layers)
+    state.update(_split_mtp_experts(mtp) if per_expert_mtp else mtp)
     config = {**cfg, "architectures": ["Qwen3_5MoeForCausalLM"], "model_type": "qwen3_5_moe_text",
-              "mtp_num_hidden_layers": 1, "torch_dtype": "bfloat16"}
-    return _save(out, config, state)
+              "mtp_num_hidden_layers": dims.mtp_layers}
+    return _save(out, config, _untie(state, dims), dtype=dims.dtype)
 
 
-def make_qwen3_next(out: Path, seed: int = 2) -> Path:
-    """``Qwen3NextForCausalLM``: no ``mtp_num_hidden_layers`` in the config (upstream counts ``mtp.layers.{i}``)."""
+#: M-RoPE sections for a rotary width of 16 (head_dim 64 x 0.25)
+MROPE16 = {"mrope_section": [3, 3, 2], "mrope_interleaved": True}
+
+
+def make_qwen35_f16(out: Path, seed: int = 103) -> Path:
+    """A Qwen3.5 dense checkpoint stored F16 (upstream adds the norms' 1 in float16, rounded to half) with tied
+    embeddings (no ``lm_head``): hidden 320, 4 trunk layers, 5 heads of 64, 1 KV head, an MLP width of 384."""
+    return make_qwen35_dense(out, seed, QwenDims(hidden=320, heads=5, kv_heads=1, head_dim=64, ff=384, tie=True,
+                                                 dtype="float16"), MROPE16)
+
+
+def make_qwen35_moe_f16_fused(out: Path, seed: int = 113) -> Path:
+    """A Qwen3.5 MoE checkpoint stored F16, tied, its MTP experts fused as transformers stores them
+    (``mlp.experts.gate_up_proj`` / ``down_proj``): hidden 192, 2 trunk layers (linear, full), 8 experts (top 4) of
+    width 48 (not a multiple of 32: the down stack falls back to F16 under q8_0), a shared width of 64."""
+    return make_qwen35_moe(out, seed, QwenDims(hidden=192, layers=2, full_interval=2, head_dim=32, tie=True,
+                                               dtype="float16"), experts=8, topk=4, moe_ff=48, shared_ff=64,
+                           mrope={"mrope_section": [2, 1, 1], "mrope_interleaved": True}, per_expert_mtp=False)
+
+
+def make_qwen3_next(out: Path, seed: int = 2, dims: QwenDims = QwenDims(), *, experts: int = 4, topk: int = 2,
+                    moe_ff: int = 32, shared_ff: int = 32, per_expert_mtp: bool = False) -> Path:
+    """``Qwen3NextForCausalLM``: no ``mtp_num_hidden_layers`` in the config (upstream counts ``mtp.layers.{i}``); the
+    MTP experts fused as transformers stores them (``per_expert_mtp``: one by one, as the release does)."""
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
 
-    types = ["linear_attention"] * 3 + ["full_attention"]
-    cfg = {**_qwen_common(4, types), "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
-           "shared_expert_intermediate_size": 32, "full_attention_interval": 4, "decoder_sparse_step": 1,
-           "mlp_only_layers": []}
+    cfg = {**_qwen_common(dims), "num_experts": experts, "num_experts_per_tok": topk, "moe_intermediate_size": moe_ff,
+           "shared_expert_intermediate_size": shared_ff, "full_attention_interval": dims.full_interval,
+           "decoder_sparse_step": 1, "mlp_only_layers": []}
     state = _trunk(Qwen3NextConfig, Qwen3NextForCausalLM, cfg, seed)
-    state.update(_qwen_mtp(state, 4, 3, seed))
-    config = {**cfg, "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "torch_dtype": "bfloat16"}
-    return _save(out, config, state)
+    mtp = _qwen_mtp(state, dims.layers, dims.layers - 1, seed, hidden=dims.hidden, layers=dims.mtp_layers)
+    state.update(_split_mtp_experts(mtp) if per_expert_mtp else mtp)
+    config = {**cfg, "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next"}
+    return _save(out, config, _untie(state, dims), dtype=dims.dtype)
 
 
 def make_glm4_moe(out: Path, seed: int = 3, *, hidden: int = H, layers: int = 2, experts: int = 4, moe_ff: int = 32,
                   shared: int = 1, heads: int = 4, kv_heads: int = 2, head_dim: int = 16, qk_norm: bool = False,
                   rotary: float = 0.5, groups: tuple[int, int] = (1, 1), scale: float = 1.0, norm_topk: bool = True,
-                  vl: bool = False) -> Path:
-    """``Glm4MoeForCausalLM``: ``layers`` trunk layers (the first dense, the others MoE) + the NextN layer
-    ``model.layers.{layers}.*``; the defaults are the checkpoint of the committed manifests ``glm4moe-*``.
-    ``vl``: the same weights as ``Glm4vMoeForConditionalGeneration`` stores its text model (``model.language_model.*``
-    names, the text config under ``text_config``)."""
+                  vl: bool = False, topk: int = 2, ff: int = 128, nextn: int = 1, first_dense: int = 1,
+                  rope: dict[str, Any] | None = None, dtype: str = "bfloat16") -> Path:
+    """``Glm4MoeForCausalLM``: ``layers`` trunk layers (the first ``first_dense`` dense, the others MoE) + ``nextn``
+    NextN layers ``model.layers.{layers + i}.*``; the defaults are the checkpoint of the committed manifests
+    ``glm4moe-*``. ``vl``: the same weights as ``Glm4vMoeForConditionalGeneration`` stores its text model
+    (``model.language_model.*`` names, the text config under ``text_config``). ``rope``: extra ``rope_parameters``
+    (e.g. YaRN's); ``dtype``: the stored dtype."""
     from transformers import Glm4MoeConfig, Glm4MoeForCausalLM
 
-    rope = {"rope_theta": 1000000.0, "rope_type": "default", "partial_rotary_factor": rotary}
-    cfg = {"vocab_size": VOCAB, "hidden_size": hidden, "intermediate_size": 128, "num_hidden_layers": layers + 1,
+    rope_p = {"rope_theta": 1000000.0, "rope_type": "default", "partial_rotary_factor": rotary, **(rope or {})}
+    cfg = {"vocab_size": VOCAB, "hidden_size": hidden, "intermediate_size": ff, "num_hidden_layers": layers + nextn,
            "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim,
            "partial_rotary_factor": rotary, "n_routed_experts": experts, "n_shared_experts": shared,
-           "num_experts_per_tok": 2, "moe_intermediate_size": moe_ff, "first_k_dense_replace": 1,
+           "num_experts_per_tok": topk, "moe_intermediate_size": moe_ff, "first_k_dense_replace": first_dense,
            "n_group": groups[0], "topk_group": groups[1], "norm_topk_prob": norm_topk,
            "routed_scaling_factor": scale, "use_qk_norm": qk_norm, "attention_bias": True,
            "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "bos_token_id": 990,
-           "eos_token_id": 992, "rope_parameters": rope}
-    # the last layer becomes the NextN layer
+           "eos_token_id": 992, "rope_parameters": rope_p}
+    # the last layers become the NextN layers
     state = _per_expert(_trunk(Glm4MoeConfig, Glm4MoeForCausalLM, cfg, seed))
     import torch
 
-    for name, shape in (("eh_proj.weight", (hidden, 2 * hidden)), ("enorm.weight", (hidden,)),
-                        ("hnorm.weight", (hidden,)), ("shared_head.norm.weight", (hidden,)),
-                        ("embed_tokens.weight", (VOCAB, hidden)), ("shared_head.head.weight", (VOCAB, hidden))):
-        state[f"model.layers.{layers}.{name}"] = _noise(torch.empty(shape), seed + len(name))
-    config = {**cfg, "num_hidden_layers": layers, "num_nextn_predict_layers": 1, "architectures": ["Glm4MoeForCausalLM"],
-              "model_type": "glm4_moe", "torch_dtype": "bfloat16"}
+    for i in range(nextn):
+        for name, shape in (("eh_proj.weight", (hidden, 2 * hidden)), ("enorm.weight", (hidden,)),
+                            ("hnorm.weight", (hidden,)), ("shared_head.norm.weight", (hidden,)),
+                            ("embed_tokens.weight", (VOCAB, hidden)), ("shared_head.head.weight", (VOCAB, hidden))):
+            state[f"model.layers.{layers + i}.{name}"] = _noise(torch.empty(shape), seed + len(name) + 1000 * i)
+    config = {**cfg, "num_hidden_layers": layers, "num_nextn_predict_layers": nextn,
+              "architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe"}
     if vl:
         state = {(k.replace("model.", "model.language_model.", 1) if k.startswith("model.") else k): v
                  for k, v in state.items()}
         text = {k: v for k, v in config.items() if k not in ("architectures", "torch_dtype")}
         config = {"architectures": ["Glm4vMoeForConditionalGeneration"], "model_type": "glm4v_moe",
-                  "text_config": {**text, "model_type": "glm4v_moe_text"}, "tie_word_embeddings": False,
-                  "torch_dtype": "bfloat16"}
-    return _save(out, config, state, GLM_TOKENS)
+                  "text_config": {**text, "model_type": "glm4v_moe_text"}, "tie_word_embeddings": False}
+    return _save(out, config, state, GLM_TOKENS, dtype)
 
 
 def make_glm4_moe_wide(out: Path, seed: int = 5) -> Path:
@@ -274,21 +352,23 @@ def make_glm5(out: Path, seed: int = 7, *, hidden: int = H, layers: int = 2, hea
               kv_lora: int = 32, rope: int = 16, nope: int = 32, v_dim: int = 32, experts: int = 4, moe_ff: int = 32,
               shared: int = 1, groups: tuple[int, int] = (1, 1), scale: float = 2.5, norm_topk: bool = True,
               index: tuple[int, int, int] = (4, 64, 8), indexer_types: list[str] | None = None,
-              rope_parameters: dict[str, Any] | None = None, drop: tuple[str, ...] = ()) -> Path:
+              rope_parameters: dict[str, Any] | None = None, drop: tuple[str, ...] = (), topk: int = 2,
+              ff: int = 128, nextn: int = 1, dtype: str = "bfloat16") -> Path:
     """``GlmMoeDsaForCausalLM`` (GLM-5, GGUF ``glm-dsa``): MLA attention (q/kv LoRA, ``kv_b_proj``) with the DSA
     indexer, ``layers`` trunk layers (the first dense) + the NextN layer ``model.layers.{layers}.*``; ``index`` is
     (``index_n_heads``, ``index_head_dim``, ``index_topk``). ``num_key_value_heads`` is the head count, as in the
     released config (upstream splits ``kv_b_proj`` by it). Without ``indexer_types`` the config has none (GLM-5 /
     5.1: transformers' default, every layer ``full``). ``drop``: config keys left out (the model and upstream then
-    take ``GlmMoeDsaConfig``'s defaults)."""
+    take ``GlmMoeDsaConfig``'s defaults). ``nextn``: NextN layers ``model.layers.{layers + i}.*``; ``dtype``: the
+    stored dtype."""
     from transformers import GlmMoeDsaConfig, GlmMoeDsaForCausalLM
 
     rope_p = rope_parameters or {"rope_theta": 1000000.0, "rope_type": "default"}
     cfg: dict[str, Any] = {
-        "vocab_size": VOCAB, "hidden_size": hidden, "intermediate_size": 128, "num_hidden_layers": layers,
+        "vocab_size": VOCAB, "hidden_size": hidden, "intermediate_size": ff, "num_hidden_layers": layers,
         "num_attention_heads": heads, "num_key_value_heads": heads, "q_lora_rank": q_lora, "kv_lora_rank": kv_lora,
         "qk_rope_head_dim": rope, "qk_nope_head_dim": nope, "v_head_dim": v_dim, "head_dim": rope,
-        "n_routed_experts": experts, "n_shared_experts": shared, "num_experts_per_tok": 2,
+        "n_routed_experts": experts, "n_shared_experts": shared, "num_experts_per_tok": topk,
         "moe_intermediate_size": moe_ff, "first_k_dense_replace": 1, "n_group": groups[0], "topk_group": groups[1],
         "norm_topk_prob": norm_topk, "routed_scaling_factor": scale, "index_n_heads": index[0],
         "index_head_dim": index[1], "index_topk": index[2], "attention_bias": False, "max_position_embeddings": 4096,
@@ -297,19 +377,21 @@ def make_glm5(out: Path, seed: int = 7, *, hidden: int = H, layers: int = 2, hea
     if indexer_types is not None:
         cfg["indexer_types"] = indexer_types
     cfg = {k: v for k, v in cfg.items() if k not in drop}
-    # the model is built with one more layer (sparse), which becomes the NextN layer
-    model_cfg = {**cfg, "num_hidden_layers": layers + 1, "mlp_layer_types": ["dense"] + ["sparse"] * layers,
-                 "indexer_types": [*(indexer_types or ["full"] * layers), "full"]}
+    # the model is built with ``nextn`` more layers (sparse), which become the NextN layers
+    model_cfg = {**cfg, "num_hidden_layers": layers + nextn,
+                 "mlp_layer_types": ["dense"] + ["sparse"] * (layers + nextn - 1),
+                 "indexer_types": [*(indexer_types or ["full"] * layers), *["full"] * nextn]}
     state = _per_expert(_trunk(GlmMoeDsaConfig, GlmMoeDsaForCausalLM, model_cfg, seed))
     import torch
 
-    for name, shape in (("eh_proj.weight", (hidden, 2 * hidden)), ("enorm.weight", (hidden,)),
-                        ("hnorm.weight", (hidden,)), ("shared_head.norm.weight", (hidden,)),
-                        ("embed_tokens.weight", (VOCAB, hidden)), ("shared_head.head.weight", (VOCAB, hidden))):
-        state[f"model.layers.{layers}.{name}"] = _noise(torch.empty(shape), seed + len(name))
-    config = {**cfg, "num_nextn_predict_layers": 1, "architectures": ["GlmMoeDsaForCausalLM"],
-              "model_type": "glm_moe_dsa", "torch_dtype": "bfloat16"}
-    return _save(out, config, state, GLM_TOKENS)
+    for i in range(nextn):
+        for name, shape in (("eh_proj.weight", (hidden, 2 * hidden)), ("enorm.weight", (hidden,)),
+                            ("hnorm.weight", (hidden,)), ("shared_head.norm.weight", (hidden,)),
+                            ("embed_tokens.weight", (VOCAB, hidden)), ("shared_head.head.weight", (VOCAB, hidden))):
+            state[f"model.layers.{layers + i}.{name}"] = _noise(torch.empty(shape), seed + len(name) + 1000 * i)
+    config = {**cfg, "num_nextn_predict_layers": nextn, "architectures": ["GlmMoeDsaForCausalLM"],
+              "model_type": "glm_moe_dsa"}
+    return _save(out, config, state, GLM_TOKENS, dtype)
 
 
 def make_glm5_wide(out: Path, seed: int = 8) -> Path:
@@ -339,19 +421,21 @@ def make_nemotron_h(out: Path, seed: int = 4, *, hidden: int = H, pattern: str =
                     kv_heads: int = 2, head_dim: int = 16, mamba_heads: int = 4, mamba_head_dim: int = 16,
                     state: int = 16, ssm_groups: int = 2, experts: int = 4, moe_ff: int = 32, shared_ff: int = 32,
                     groups: tuple[int, int] = (1, 1), scale: float = 1.0, norm_topk: bool = True,
-                    latent: int | None = None, attention_bias: bool = False, eps: float = 1e-5) -> Path:
+                    latent: int | None = None, attention_bias: bool = False, eps: float = 1e-5, topk: int = 2,
+                    ff: int = 128, dtype: str = "bfloat16") -> Path:
     """``NemotronHForCausalLM`` (MoE): layers of ``pattern`` (``M`` Mamba2, ``*`` attention, ``E`` MoE) + the two MTP
     halves ``mtp.layers.0`` (fusion + attention, shaped like the first ``*`` layer) and ``mtp.layers.1`` (MoE + final
     norm, shaped like the first ``E`` layer); the defaults are the checkpoint of the committed manifests
     ``nemotron_h_moe-*``. ``latent``: Nemotron 3 Super's latent MoE (``moe_latent_size``, the ``fc1/fc2_latent_proj``
-    projections); ``attention_bias``: q/k/v/o biases on the head's attention (transformers' trunk has none)."""
+    projections); ``attention_bias``: q/k/v/o biases on the head's attention (transformers' trunk has none);
+    ``dtype``: the stored dtype."""
     from transformers import NemotronHConfig, NemotronHForCausalLM
 
-    cfg = {"vocab_size": VOCAB, "hidden_size": hidden, "intermediate_size": 128, "num_hidden_layers": len(pattern),
+    cfg = {"vocab_size": VOCAB, "hidden_size": hidden, "intermediate_size": ff, "num_hidden_layers": len(pattern),
            "hybrid_override_pattern": pattern, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
            "head_dim": head_dim, "mamba_num_heads": mamba_heads, "mamba_head_dim": mamba_head_dim,
            "ssm_state_size": state, "n_groups": ssm_groups, "conv_kernel": 4, "mamba_hidden_act": "silu",
-           "chunk_size": 16, "n_routed_experts": experts, "n_shared_experts": 1, "num_experts_per_tok": 2,
+           "chunk_size": 16, "n_routed_experts": experts, "n_shared_experts": 1, "num_experts_per_tok": topk,
            "moe_intermediate_size": moe_ff, "moe_shared_expert_intermediate_size": shared_ff, "n_group": groups[0],
            "topk_group": groups[1], "norm_topk_prob": norm_topk, "routed_scaling_factor": scale,
            "max_position_embeddings": 4096, "layer_norm_epsilon": eps, "tie_word_embeddings": False,
@@ -381,8 +465,8 @@ def make_nemotron_h(out: Path, seed: int = 4, *, hidden: int = H, pattern: str =
             mtp[f"mtp.layers.0.mixer.{proj}_proj.bias"] = torch.empty(rows)
     state_dict.update({k: _noise(v, seed + i) for i, (k, v) in enumerate(sorted(mtp.items()))})
     config = {**cfg, "num_nextn_predict_layers": 1, "architectures": ["NemotronHForCausalLM"],
-              "model_type": "nemotron_h", "torch_dtype": "bfloat16"}
-    return _save(out, config, state_dict)
+              "model_type": "nemotron_h"}
+    return _save(out, config, state_dict, dtype=dtype)
 
 
 def make_nemotron_h_wide(out: Path, seed: int = 7) -> Path:
@@ -631,6 +715,8 @@ MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "qwen35-sized": (make_qwen35_dense, "Qwen3.5-Tiny-350K"),
     "qwen35moe": (make_qwen35_moe, "Qwen3.5-MoE-Tiny"),
     "qwen3next": (make_qwen3_next, "Qwen3-Next-Tiny"),
+    "qwen35-f16": (make_qwen35_f16, "Qwen3.5-F16-Tiny"),
+    "qwen35moe-f16-fused": (make_qwen35_moe_f16_fused, "Qwen3.5-MoE-F16-Tiny"),
     "glm4moe": (make_glm4_moe, "GLM-4.5-Tiny"),
     "glm4moe-wide": (make_glm4_moe_wide, "GLM-4.5-Wide-Tiny"),
     "glm4vmoe": (make_glm4v_moe, "GLM-4.5V-Tiny"),

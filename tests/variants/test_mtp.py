@@ -1,6 +1,7 @@
 """MTP sidecars from the checkpoint (``hf2gguf TARGET --mtp``): byte parity with upstream b11434's ``--mtp`` on the
 tiny checkpoints of tests/mtp_checkpoints.py (Qwen3.5 dense BF16 / F32-tied, ConditionalGeneration, Qwen3.5 MoE with
-per-expert MTP experts, Qwen3-Next), reading only the shards that hold the head, the loader rules, the one-line
+per-expert MTP experts, Qwen3-Next) and on three of tests/mtp_makers.py (transformers' fused MTP experts, F16
+checkpoints; manifests ``tests/data/mtp/<family>-<outtype>-mtp.json``), reading only the shards that hold the head, the loader rules, the one-line
 refusals, and (``llama`` tier) speculative greedy == plain greedy in llama-server with ``--spec-type draft-mtp``.
 """
 
@@ -13,7 +14,12 @@ from pathlib import Path
 import pytest
 from golden_manifest import compare
 from mtp_checkpoints import CASES, ORACLE, OUTTYPES, make, upstream
-from mtp_family_kit import assert_head_required, assert_verify_proves_and_catches
+from mtp_family_kit import (
+    assert_head_required,
+    assert_identical_to_upstream,
+    assert_verify_proves_and_catches,
+    checkpoints,
+)
 
 from dspark_convert import convert
 from dspark_convert.check import check_file, check_plan, errors
@@ -184,3 +190,84 @@ def test_verify_proves_every_tensor_and_catches_a_changed_one(ckpts: Path, case:
     """verify: every tensor exact against the checkpoint (bytes after the type's rounding), full accounting; one
     changed value in the MTP attention fails that tensor by name."""
     assert_verify_proves_and_catches(ckpts / case, tmp_path, ("q8_0", "bf16"), lambda n: n.endswith("attn_q.weight"))
+
+
+# ------------------------------------------------------------------------------------------------ tests/mtp_makers.py
+#: tests/mtp_makers.py families whose upstream ``--mtp`` files tests/data/mtp describes at the four outtypes (made with
+#: ``python tests/mtp_makers.py OUT --only FAMILY --outtype bf16 --outtype f16 --outtype f32 --outtype q8_0 --mode mtp
+#: --manifests``) -> what each proves
+MAKER_CASES = {
+    "qwen3next": "transformers' fused MTP experts (mlp.experts.gate_up_proj halved into gate / up, down_proj kept)",
+    "qwen35-f16": "an F16 checkpoint: the norms' + 1 taken in float16 (rounded to half); tied embeddings, no output",
+    "qwen35moe-f16-fused": "F16, fused MTP experts of width 48 (the down stack F16 under q8_0), top 4 of 8, tied",
+}
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return checkpoints(tmp_path_factory, MAKER_CASES, "mtp-makers")
+
+
+@pytest.mark.parametrize("fam", sorted(MAKER_CASES))
+def test_maker_layouts_are_byte_identical_to_upstream_mtp(made: dict[str, Path], fam: str, tmp_path: Path) -> None:
+    """Every KV and tensor equal to upstream's ``--mtp`` file at bf16, f16, f32 and q8_0."""
+    assert_identical_to_upstream(made[fam], fam, tmp_path)
+
+
+def test_f16_norms_add_one_in_half_precision(made: dict[str, Path], tmp_path: Path) -> None:
+    """``output_norm`` of the F16 checkpoint is ``float16(w + 1)`` widened (upstream keeps F16 tensors F16 until the
+    F32 write), which differs from ``w + 1`` in float32 on most values."""
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    w = load_file(str(made["qwen35-f16"] / "model.safetensors"))["model.norm.weight"]
+    assert w.dtype == np.float16
+    out = tmp_path / "f16.gguf"
+    convert(made["qwen35-f16"], None, out, outtype="f32", mtp=True)
+    f = read_gguf(out)
+    got = np.frombuffer(bytes(f.tensor_bytes("output_norm.weight")), np.float32)
+    f.close()
+    half = (w + np.float16(1)).astype(np.float32)
+    assert got.tolist() == half.tolist()
+    assert (half != w.astype(np.float32) + np.float32(1)).sum() > len(w) // 2
+
+
+def test_fused_mtp_experts_are_split_in_halves(made: dict[str, Path], tmp_path: Path) -> None:
+    """``gate_up_proj`` ``[8, 96, 192]`` -> ``ffn_gate_exps`` = each expert's first 48 rows, ``ffn_up_exps`` its last
+    48; ``down_proj`` ``[8, 192, 48]`` -> ``ffn_down_exps`` as it is (F32 outtype: the values themselves)."""
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    st = load_file(str(made["qwen35moe-f16-fused"] / "model.safetensors"))
+    gate_up, down = st["mtp.layers.0.mlp.experts.gate_up_proj"], st["mtp.layers.0.mlp.experts.down_proj"]
+    assert gate_up.shape == (8, 96, 192) and down.shape == (8, 192, 48)
+    out = tmp_path / "fused.gguf"
+    convert(made["qwen35moe-f16-fused"], None, out, outtype="f32", mtp=True)
+    f = read_gguf(out)
+    got = {n: np.frombuffer(bytes(f.tensor_bytes(f"blk.2.ffn_{n}_exps.weight")), np.float32) for n in ("gate", "up", "down")}
+    ne = {t.name: list(t.ne) for t in f.tensors}
+    f.close()
+    assert ne["blk.2.ffn_gate_exps.weight"] == ne["blk.2.ffn_up_exps.weight"] == [192, 48, 8]
+    assert ne["blk.2.ffn_down_exps.weight"] == [48, 192, 8]
+    assert got["gate"].tolist() == gate_up[:, :48].astype(np.float32).ravel().tolist()
+    assert got["up"].tolist() == gate_up[:, 48:].astype(np.float32).ravel().tolist()
+    assert got["down"].tolist() == down.astype(np.float32).ravel().tolist()
+
+
+def test_verify_proves_f16_norms_and_fused_experts(made: dict[str, Path], tmp_path: Path) -> None:
+    """verify rebuilds the half-precision ``+ 1`` and the fused halves: exact at q8_0 and f16, and one changed value
+    of ``ffn_up_exps`` fails that tensor by name."""
+    assert_verify_proves_and_catches(made["qwen35moe-f16-fused"], tmp_path, ("q8_0", "f16"),
+                                     lambda n: n.endswith("ffn_up_exps.weight"))
+
+
+def test_more_than_one_qwen_mtp_layer_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Two MTP layers in the Qwen layout: the one ``mtp.fc`` makes block n's NextN tensors only, which llama.cpp's
+    loader requires of every MTP block; upstream writes that unloadable file, we refuse it and write nothing."""
+    import mtp_makers
+
+    ck = mtp_makers.make_qwen35_dense(tmp_path / "two", 0, mtp_makers.QwenDims(layers=2, full_interval=2, mtp_layers=2))
+    with pytest.raises(ConvertError, match=r": 2 MTP layers: .* llama.cpp's qwen35 loader requires them in every MTP "
+                                           r"block \(upstream b11434's --mtp writes that file; it does not load\)$") as e:
+        convert(ck, None, tmp_path / "x.gguf", mtp=True)
+    assert "\n" not in str(e.value) and not (tmp_path / "x.gguf").exists()

@@ -8,8 +8,10 @@ What upstream's ``--mtp`` file holds for them:
   ``enorm`` / ``hnorm`` / ``shared_head_norm``; of the trunk only ``model.embed_tokens``, ``model.norm`` and
   ``lm_head`` (``language_model.`` stripped);
 - every ``*norm.weight`` (the MTP norms included) gets ``+ 1`` in the stored dtype;
-- MTP experts stored per expert are stacked into ``ffn_{down,gate,up}_exps`` when the last one arrives; the
-  router weights are F32;
+- MTP experts stored per expert are stacked into ``ffn_{down,gate,up}_exps`` when the last one arrives; fused
+  stacks (transformers' layout: ``mlp.experts.down_proj`` ``[E, hidden, ff]`` and ``mlp.experts.gate_up_proj``
+  ``[E, 2 x ff, hidden]``, with or without ``.weight``) become ``ffn_down_exps`` as they are and ``ffn_gate_exps`` /
+  ``ffn_up_exps`` from the two halves, where they arrive; the router weights are F32;
 - the full header of the target (``block_count = n + nextn``, ``nextn_predict_layers``, the SSM keys,
   ``recurrent_layers`` over ``block_count`` with the MTP blocks ``false``, ``full_attention_interval``,
   ``rope.dimension_count``; ``qwen35`` / ``qwen35moe`` always carry ``rope.dimension_sections``).
@@ -28,12 +30,12 @@ from gguf import GGUFValueType as VT
 from ... import schema as S
 from ...errors import ConvertError
 from ...hf.checkpoint import Checkpoint
-from ...kit.common import base_kvs, mapped_once
+from ...kit.common import base_kvs, mapped_once, tensor_type
 from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
 from .head import Counts, Head
-from .specs import ATTENTION, ExpertGroups, layer_spec, stack_spec, target_archs
-from .transforms import AddOne
+from .specs import ATTENTION, ExpertGroups, float_ref, layer_spec, stack_spec, target_archs
+from .transforms import AddOne, GateUpHalf
 
 #: upstream's model classes that carry the Qwen MTP mixin (``_QwenMtpMixin`` in ``conversion/qwen.py``)
 MTP_CLASSES = ("Qwen3_5TextModel", "Qwen3_5MoeTextModel", "Qwen3NextModel")
@@ -71,11 +73,20 @@ LAYER: dict[str, str] = {
 #: per-expert projection -> its stack, in the order upstream emits the three stacks
 EXPERT_STACKS: dict[str, str] = {"down_proj": S.L_FFN_DOWN_EXPS, "gate_proj": S.L_FFN_GATE_EXPS,
                                  "up_proj": S.L_FFN_UP_EXPS}
+#: a fused expert stack (after ``mtp.layers.{i}.``, ``.weight`` optional) -> its GGUF stacks (after ``blk.{n+i}.``)
+#: with the half of the source each takes (None: all of it), in upstream's order
+FUSED_STACKS: dict[str, tuple[tuple[str, str | None], ...]] = {
+    "down_proj": ((S.L_FFN_DOWN_EXPS, None),),
+    "gate_up_proj": ((S.L_FFN_GATE_EXPS, "gate"), (S.L_FFN_UP_EXPS, "up")),
+}
 #: (checkpoint pattern, short GGUF name) of every MTP tensor of block ``n`` on, for :func:`hf_names`
 HF_LAYER: list[tuple[str, str]] = ([(f"mtp.{hf}.weight", g) for hf, g in MTP_ROOTS.items()]
                                    + [(f"mtp.layers.*.{hf}", g) for hf, g in LAYER.items()]
-                                   + [(f"mtp.layers.*.mlp.experts.*.{w}.weight", g) for w, g in EXPERT_STACKS.items()])
+                                   + [(f"mtp.layers.*.mlp.experts.*.{w}.weight", g) for w, g in EXPERT_STACKS.items()]
+                                   + [(f"mtp.layers.*.mlp.experts.{w}", g) for w, outs in FUSED_STACKS.items()
+                                      for g, _ in outs])
 _EXPERT = re.compile(r"mlp\.experts\.(\d+)\.(down_proj|gate_proj|up_proj)\.weight")
+_FUSED = re.compile(r"mlp\.experts\.(down_proj|gate_up_proj)(?:\.weight)?")
 
 
 #: the root tensors by checkpoint name, for messages (with :data:`HF_LAYER`)
@@ -115,7 +126,8 @@ def mtp_layers(names: list[str]) -> int:
 
 def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> QwenMtp:
     """``num_hidden_layers``, the MTP layer count (``mtp_num_hidden_layers``, or counted from the tensors when the
-    key is 0 or absent, as upstream's mixin does) and the expert count, each refused in one line when unusable."""
+    key is 0 or absent, as upstream's mixin does) and the expert count, each refused in one line when unusable (more
+    than one MTP layer too: the layout has NextN tensors for the first MTP block only, which llama.cpp does not load)."""
     n = hp.positive("num_hidden_layers", hp.find(("num_hidden_layers",), required=True))
     declared = hp.get("mtp_num_hidden_layers") or 0
     counted = mtp_layers(names)
@@ -126,6 +138,11 @@ def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> QwenMt
     if counted != nextn:
         raise ConvertError(f"{where}: mtp_num_hidden_layers is {nextn} but the checkpoint has mtp.layers.* tensors "
                            f"for {counted} layer(s); expected mtp.layers.0..{nextn - 1}")
+    if nextn > 1:
+        raise ConvertError(f"{where}: {nextn} MTP layers: the checkpoint's one mtp.fc / mtp.pre_fc_norm_* make the "
+                           f"nextn.eh_proj / enorm / hnorm of the first MTP block only, and llama.cpp's {arch} loader "
+                           "requires them in every MTP block (upstream b11434's --mtp writes that file; it does not "
+                           "load)")
     experts = hp.get("num_experts") or 0
     if arch != S.ARCH_QWEN35 and not experts:
         raise ConvertError(f"{where}: key 'num_experts' is missing; a {arch} checkpoint is a mixture of experts")
@@ -201,16 +218,46 @@ def _spec(ck: Checkpoint, src: str, name: str, out: QT) -> TensorSpec:
     return replace(spec, transform=AddOne(ck.ref(src).dtype)) if _norm(bare(src)) else spec
 
 
+def fused_specs(ck: Checkpoint, q: QwenMtp, src: str, proj: str, bid: int, seen: dict[str, str],
+                out: QT) -> list[TensorSpec]:
+    """The expert stacks of block ``bid`` made of the fused checkpoint stack ``src`` (``proj``: ``down_proj`` or
+    ``gate_up_proj``, :data:`FUSED_STACKS`), refused in one line unless it is a float 3-D tensor of ``num_experts``
+    experts (a ``gate_up_proj`` with an even row count, as upstream requires)."""
+    ref = float_ref(ck, src)
+    if not q.experts:
+        raise ConvertError(f"{ref.file}: tensor '{src}' is an expert stack but the config has no num_experts")
+    if len(ref.shape) != 3 or ref.shape[0] != q.experts or (proj == "gate_up_proj" and ref.shape[1] % 2):
+        want = "an even number of rows (gate and up)" if proj == "gate_up_proj" else "[experts, hidden, ff]"
+        raise ConvertError(f"{ref.file}: tensor '{src}' has shape {list(ref.shape)}; expected num_experts "
+                           f"{q.experts} 3-D stacks with {want}")
+    specs = []
+    for stack, part in FUSED_STACKS[proj]:
+        name = mapped_once(ck, seen, src, S.LAYER_PREFIX.format(bid=bid) + stack, f"a {q.arch} MTP head")
+        if part is None:
+            specs.append(layer_spec(ck, src, name, out))
+            continue
+        e, rows, cols = ref.shape
+        shape = (e, rows // 2, cols)
+        specs.append(TensorSpec(name=name, shape=shape, ggml_type=tensor_type(name, shape, out), sources=(src,),
+                                transform=GateUpHalf(part), source_dtype=ref.dtype))
+    return specs
+
+
 def plan_tensors(ck: Checkpoint, q: QwenMtp, out: QT) -> list[TensorSpec]:
     """The file's tensors in upstream's order: the read tensors in checkpoint order, an expert stack (down, gate,
-    up) where the last expert of its layer arrives."""
+    up) where the last expert of its layer arrives, a fused stack's (down; or gate, up) where it is."""
     specs: list[TensorSpec] = []
     seen: dict[str, str] = {}
     groups = ExpertGroups(3 * q.experts)
     for src in ck.names:
         b = bare(src)
         parts = b.split(".", 3)
-        m = _EXPERT.fullmatch(parts[3]) if len(parts) == 4 and parts[1] == "layers" and parts[2].isdecimal() else None
+        in_layer = len(parts) == 4 and parts[1] == "layers" and parts[2].isdecimal()
+        fused = _FUSED.fullmatch(parts[3]) if in_layer else None
+        if fused is not None:
+            specs += fused_specs(ck, q, src, fused.group(1), q.n + int(parts[2]), seen, out)
+            continue
+        m = _EXPERT.fullmatch(parts[3]) if in_layer else None
         if m is not None:
             if not q.experts:
                 raise ConvertError(f"{ck.ref(src).file}: tensor '{src}' is an expert but the config has no num_experts")

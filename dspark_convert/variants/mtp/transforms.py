@@ -1,5 +1,6 @@
 """The MTP sidecars' row transforms: the norms stored as offsets from one (:class:`AddOne`, the Qwen families), the
-per-expert weights stacked (:class:`ExpertStack`), MLA's ``kv_b_proj`` split per head (:class:`MlaKvBSplit`:
+halves of a fused ``gate_up_proj`` expert stack (:class:`GateUpHalf`, the Qwen families), the per-expert weights
+stacked (:class:`ExpertStack`), MLA's ``kv_b_proj`` split per head (:class:`MlaKvBSplit`:
 upstream's ``DeepseekV2Model``, which ``GlmMoeDsaModel`` inherits), DeepSeek-V4's ``e_proj`` / ``h_proj`` side by
 side (:class:`ColumnConcat`), MiMo-V2's FP8 weights with float block scales dequantized (:class:`Fp8ScaleInvDequant`),
 MiMo-V2.5's tensor-parallel FP8 ``qkv_proj`` dequantized and regrouped (:class:`TpQkvDequant`: upstream's
@@ -29,15 +30,19 @@ _FP8_PART = Fp8BlockDequant()
 @register
 @dataclass(frozen=True)
 class AddOne(Transform):
-    """``w + 1`` in float32 (the source widened exactly first; upstream's lazy tensors add in float32 before the F32
-    write), for RMS norms stored as offsets from one (Qwen3.5 / Qwen3-Next: upstream adds 1 to every
-    ``*norm.weight`` but ``linear_attn.norm``). ``dtype`` is the source's safetensors dtype.
+    """``w + 1``, for RMS norms stored as offsets from one (Qwen3.5 / Qwen3-Next: upstream adds 1 to every
+    ``*norm.weight`` but ``linear_attn.norm``), written F32. ``dtype`` is the source's safetensors dtype; the sum is
+    taken where upstream takes it: a BF16 source is widened to float32 first (upstream converts every dtype but F16 /
+    F32 to float32 before its modify_tensors), so the sum is float32; an F16 source stays float16, so the sum is
+    float16 (rounded to half) and only then widened for the F32 write.
 
     Example:
         >>> AddOne("F32").apply([np.array([0.5, -1.0], np.float32)], 2).tolist()
         [1.5, 0.0]
         >>> AddOne("BF16").apply([np.array([0x3F01], np.uint16)], 1).tolist()  # 0.50390625 + 1, not rounded to BF16
         [1.50390625]
+        >>> AddOne("F16").apply([np.array([-0.00514221], np.float16)], 1).tolist()  # rounded to half, not 0.99485779
+        [0.99462890625]
     """
 
     name: ClassVar[str] = "add_one"
@@ -48,7 +53,32 @@ class AddOne(Transform):
     def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
         if self.dtype not in ("BF16", "F16", "F32"):
             raise ConvertError(f"internal: add_one on a {self.dtype} tensor (expected BF16, F16 or F32)")
+        if self.dtype == "F16":
+            return (np.asarray(chunks[0]).view(np.float16) + np.float16(1)).astype(np.float32)
         return float_values(chunks[0], self.dtype) + np.float32(1)
+
+
+@register
+@dataclass(frozen=True)
+class GateUpHalf(Transform):
+    """Source: a fused expert stack ``gate_up_proj`` ``[experts, 2 x ff, hidden]`` (transformers' layout) -> one of
+    its halves ``[experts, ff, hidden]``: each expert's first ``ff`` rows for ``part`` ``gate``, its last ``ff`` for
+    ``up`` (upstream's ``Qwen2MoeModel.modify_tensors``: ``data[..., :n_ff, :]`` / ``data[..., n_ff:, :]``). The rows
+    are the experts, so a chunk holds whole experts.
+
+    Example:
+        >>> w = np.arange(8).reshape(1, 4, 2)  # 1 expert, ff 2, hidden 2
+        >>> GateUpHalf("gate").apply([w], 1).tolist(), GateUpHalf("up").apply([w], 1).tolist()
+        ([[[0, 1], [2, 3]]], [[[4, 5], [6, 7]]])
+    """
+
+    name: ClassVar[str] = "gate_up_half"
+    part: str
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        w = chunks[0]
+        ff = w.shape[1] // 2
+        return np.ascontiguousarray(w[:, :ff] if self.part == "gate" else w[:, ff:])
 
 
 @register

@@ -2,7 +2,8 @@
 
 Each GGUF tensor is rebuilt from the checkpoint here, with this module's own spelling of upstream's ``--mtp`` rules
 (not the converter's tables, so a wrong row there shows as a failing tensor): the HF name of each GGUF tensor, the
-``+ 1`` of the RMS norms (in float32, the Qwen families only), the per-expert stacks, Nemotron-H's q/k row
+``+ 1`` of the RMS norms (the Qwen families only; in float16 for an F16 checkpoint, float32 otherwise), the per-expert
+stacks and transformers' fused ones (``gate_up_proj`` halved), Nemotron-H's q/k row
 permutation and its two MTP layers folded into one block, DeepSeek-V4's block-scaled FP8 weights (decoded in torch as
 upstream does) and its ``e_proj`` / ``h_proj`` side by side into ``nextn.eh_proj``; then rounded to the GGUF tensor's
 type with gguf-py (``quants.quantize``) and compared byte for byte. DeepSeek-V4's MXFP4 expert stacks are a lossless
@@ -302,10 +303,23 @@ def _hf(ck: Checkpoint, gguf: str, n: int) -> list[str]:
             got = pick((f"mtp.layers.{i}.mlp.experts.{e}.{_EXPS[short]}.weight",
                         f"model.mtp.layers.{i}.mlp.experts.{e}.{_EXPS[short]}.weight"))
             if not got:
-                return out
+                break
             out += got
             e += 1
+        if out:
+            return out
+        fused = "down_proj" if short == "ffn_down_exps.weight" else "gate_up_proj"  # transformers' fused stacks
+        return pick(tuple(f"{p}mtp.layers.{i}.mlp.experts.{fused}{w}" for p in ("", "model.") for w in ("", ".weight")))
     return []
+
+
+def _gate_up_half(x: np.ndarray, short: str, src: str) -> np.ndarray:
+    """A fused ``gate_up_proj`` stack ``[experts, 2 x ff, hidden]`` -> the half ``short`` is (gate: each expert's
+    first ``ff`` rows, up: its last); any other tensor as it is."""
+    if not src.removesuffix(".weight").endswith(".gate_up_proj"):
+        return x
+    ff = x.shape[1] // 2
+    return np.ascontiguousarray(x[:, :ff] if short == "ffn_gate_exps.weight" else x[:, ff:])
 
 
 def _glm_hf(ck: Checkpoint, gguf: str, table: dict[str, str] = _GLM_LAYER) -> list[str]:
@@ -376,13 +390,17 @@ def _qwen_select(s: str) -> bool:
 
 
 def _values(ck: Checkpoint, srcs: list[str], plus_one: bool) -> np.ndarray:
+    """float32 values of ``srcs`` (several: stacked); ``plus_one``: the norm's ``+ 1``, taken in float16 for an F16
+    source (upstream keeps F16 tensors F16 until the write) and in float32 for the others."""
     arrays = []
     for s in srcs:
         raw, dtype = ck.read(s), ck.ref(s).dtype
+        if plus_one and dtype == "F16":
+            arrays.append((np.asarray(raw).view(np.float16) + np.float16(1)).astype(np.float32))
+            continue
         x = (raw.astype(np.uint32) << 16).view(np.float32) if dtype == "BF16" else raw.astype(np.float32)
-        arrays.append(x)
-    x = np.stack(arrays) if len(arrays) > 1 else arrays[0]
-    return x + np.float32(1) if plus_one else x
+        arrays.append(x + np.float32(1) if plus_one else x)
+    return np.stack(arrays) if len(arrays) > 1 else arrays[0]
 
 
 def _mla_split(x: np.ndarray, short: str, ne: list[int]) -> np.ndarray:
@@ -457,6 +475,8 @@ def sidecar_rows(g: GGUFWeights, hf_dir: str | Path, *, quality: bool = True) ->
             else:
                 x = _values(ck, srcs, not glm and not nemo and not mimo and _PLUS_ONE.fullmatch(t.name) is not None)
             short = t.name.split(".", 2)[-1]
+            if short in _EXPS and len(srcs) == 1:
+                x = _gate_up_half(x, short, srcs[0])
             if arch == "glm-dsa" and short in ("attn_k_b.weight", "attn_v_b.weight"):
                 x = _mla_split(x, short, list(t.ne))
             if nemo:
