@@ -144,9 +144,25 @@ def extract(source: str | os.PathLike[str], outfile: str | os.PathLike[str] | No
             raise ConvertError(f"{out}: exists; use --force to replace it")
         plan, size, fetch = extract_remote(ref, out, options=remote or RemoteOptions(), force=force,
                                            progress=progress, plan_ready=plan_ready)
-        return CutResult(ref, out, size, plan, time.monotonic() - t0, None, fetch)
-    return _cut_local("extract", [ref], out, plan_extract, force=force, verify=verify, progress=progress,
-                      plan_ready=plan_ready)
+        result = CutResult(ref, out, size, plan, time.monotonic() - t0, None, fetch)
+    else:
+        result = _cut_local("extract", [ref], out, plan_extract, force=force, verify=verify, progress=progress,
+                            plan_ready=plan_ready)
+    _loader_note(result)
+    return result
+
+
+def _loader_note(result: CutResult) -> None:
+    """A sidecar that llama.cpp's loader rules refuse (``check``) gets a note naming the first error: the cut copies
+    the source's MTP blocks as they are, so a source whose blocks do not load as a draft (e.g. upstream's file of a
+    checkpoint with more MTP layers than the arch's loader takes) gives such a sidecar."""
+    from ..check import check_file
+
+    errors = [f for f in check_file(result.path) if f.level == "error"]
+    if errors:
+        result.plan.notes.append(f"check finds {len(errors)} loader error(s) in this sidecar, copied from the "
+                                 f"source's MTP blocks (first: {errors[0]}); llama-server b11434 does not run it as "
+                                 "a draft")
 
 
 def strip(source: str | os.PathLike[str], outfile: str | os.PathLike[str] | None = None, *, force: bool = False,

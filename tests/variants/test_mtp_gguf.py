@@ -460,6 +460,24 @@ def test_check_says_what_an_mtp_file_is(tmp_path: Path) -> None:
     assert (lv, rule) == ("note", "mtp-kind") and msg.startswith("target without MTP blocks (3 blocks)")
 
 
+def test_a_sidecar_of_two_mtp_blocks_is_flagged_by_check_and_extract(tmp_path: Path) -> None:
+    """llama.cpp b11434's qwen35 MTP graph asserts a single MTP block: ``check`` says so of a two-block sidecar
+    (every tensor there), and ``mtp-extract`` copies such a source's blocks as they are, with a note naming the
+    loader error; a one-block sidecar gets neither."""
+    one = extract(write_target(tmp_path / "one.gguf", loadable=True), tmp_path / "mtp-one.gguf")
+    two = extract(write_target(tmp_path / "two.gguf", loadable=True, nextn=2), tmp_path / "mtp-two.gguf")
+    assert [n for n in one.plan.notes if "loader error" in n] == []
+    errors = [(rule, msg) for lv, rule, msg in _findings(two.path) if lv == "error"]
+    assert errors == [("required-key", "is 2; llama.cpp's qwen35 MTP graph asserts a single MTP block (llama-server "
+                                       "aborts when it builds the draft graph)")]
+    note, = [n for n in two.plan.notes if "loader error" in n]
+    assert note == ("check finds 1 loader error(s) in this sidecar, copied from the source's MTP blocks (first: "
+                    "qwen35.nextn_predict_layers: is 2; llama.cpp's qwen35 MTP graph asserts a single MTP block "
+                    "(llama-server aborts when it builds the draft graph) [required-key]); llama-server b11434 does "
+                    "not run it as a draft")
+    assert [n for n in two.plan.notes if "loader error" not in n] == one.plan.notes
+
+
 @pytest.mark.parametrize("arch", ["qwen35", "glm4moe"])
 def test_check_a_trunk_that_keeps_the_nextn_key(arch: str, tmp_path: Path) -> None:
     """A trunk keeping ``nextn_predict_layers`` without the MTP tensors: qwen35's loader still requires them (the

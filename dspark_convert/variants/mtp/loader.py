@@ -5,7 +5,8 @@ the target architecture requires of a file with ``nextn_predict_layers > 0`` and
 
 The Qwen loaders:
 
-- keys: ``block_count`` (= trunk + MTP blocks), ``nextn_predict_layers`` in ``1..block_count``, the SSM keys
+- keys: ``block_count`` (= trunk + MTP blocks), ``nextn_predict_layers`` in ``1..block_count`` (and 1: every
+  MTP graph but ``mimo2``'s asserts a single MTP block), the SSM keys
   (``conv_kernel``, ``inner_size``, ``state_size``, ``time_step_rank``, ``group_count``), for ``qwen35`` /
   ``qwen35moe`` ``rope.dimension_sections``, for the MoE archs ``expert_count`` / ``expert_used_count``;
   ``attention.recurrent_layers`` when present holds exactly ``block_count`` entries (``get_key_or_arr``);
@@ -94,15 +95,20 @@ def in_what(dims: Dims) -> str:
     return f"hidden_size {dims.hidden}"
 
 
-def _nextn(c: Checker, required: list[str] | None = None) -> tuple[int, int] | None:
+def _nextn(c: Checker, required: list[str] | None = None, *, single: bool = True) -> tuple[int, int] | None:
     """(block_count, nextn_predict_layers), or None after an error finding when the pair is unusable; when usable,
-    also one finding per key of ``required`` (templates) the file lacks."""
+    also one finding per key of ``required`` (templates) the file lacks, and, with ``single`` (every MTP graph of
+    b11434 but ``mimo2``'s: ``GGML_ASSERT(hparams.n_layer_nextn == 1)``), one when there is more than one MTP
+    block."""
     n_all = _int(c.val(S.BLOCK_COUNT)) or 0
     nextn = _int(c.val(S.NEXTN_PREDICT_LAYERS))
     if nextn is None or not 0 < nextn <= n_all:
         c.err(c.key(S.NEXTN_PREDICT_LAYERS), "required-key", f"is {nextn!r}, expected 1..block_count ({n_all}) in an "
               "MTP sidecar (the loader takes blk.{block_count - nextn}.. as the MTP blocks)")
         return None
+    if single and nextn != 1:
+        c.err(c.key(S.NEXTN_PREDICT_LAYERS), "required-key", f"is {nextn}; llama.cpp's {c.plan.arch} MTP graph "
+              "asserts a single MTP block (llama-server aborts when it builds the draft graph)")
     _missing_keys(c, c.plan.arch, required or [])
     return n_all, nextn
 
@@ -329,9 +335,6 @@ def nemotron_rules(c: Checker) -> int | None:
     if (got := _nextn(c, [*_SSM_KEYS, S.LAYER_NORM_EPS, S.EXPERT_COUNT])) is None:
         return None
     n_all, nextn = got
-    if nextn != 1:
-        c.err(c.key(S.NEXTN_PREDICT_LAYERS), "required-key", f"is {nextn}; llama.cpp's nemotron_h_moe MTP graph "
-              "asserts a single MTP block")
     for tpl in (S.HEAD_COUNT_KV, S.FEED_FORWARD_LENGTH, S.EXPERT_USED_COUNT):
         _arr_len(c, tpl, n_all, "get_key_or_arr reads one per block")
     n = n_all - nextn
@@ -527,8 +530,8 @@ def deepseek4_rules(c: Checker) -> int | None:
 
 def mimo2_rules(c: Checker) -> int | None:
     """The ``mtp_only`` branch of llama.cpp's ``mimo2`` loader (see the module docstring)."""
-    if (got := _nextn(c, [S.RMS_EPS, S.EXPERT_FEED_FORWARD_LENGTH, S.SLIDING_WINDOW,
-                                   S.SLIDING_WINDOW_PATTERN])) is None:
+    if (got := _nextn(c, [S.RMS_EPS, S.EXPERT_FEED_FORWARD_LENGTH, S.SLIDING_WINDOW, S.SLIDING_WINDOW_PATTERN],
+                      single=False)) is None:  # (its MTP graph runs any of the blocks: nextn_layer_offset)
         return None
     n_all, nextn = got
     _arr_len(c, S.HEAD_COUNT_KV, n_all, "one per block")
