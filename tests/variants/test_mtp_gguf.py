@@ -468,13 +468,14 @@ def test_a_sidecar_of_two_mtp_blocks_is_flagged_by_check_and_extract(tmp_path: P
     two = extract(write_target(tmp_path / "two.gguf", loadable=True, nextn=2), tmp_path / "mtp-two.gguf")
     assert [n for n in one.plan.notes if "loader error" in n] == []
     errors = [(rule, msg) for lv, rule, msg in _findings(two.path) if lv == "error"]
-    assert errors == [("required-key", "is 2; llama.cpp's qwen35 MTP graph asserts a single MTP block (llama-server "
-                                       "aborts when it builds the draft graph)")]
+    message = ("is 2: llama.cpp b11434's qwen35 MTP graph takes a single MTP block (GGML_ASSERT n_layer_nextn == 1): "
+               "the file loads, and llama-server aborts when it drafts (upstream's --mtp writes it; hf2gguf refuses it "
+               "unless --match-upstream)")
+    assert errors == [("mtp-graph", message)]
     note, = [n for n in two.plan.notes if "loader error" in n]
     assert note == ("check finds 1 loader error(s) in this sidecar, copied from the source's MTP blocks (first: "
-                    "qwen35.nextn_predict_layers: is 2; llama.cpp's qwen35 MTP graph asserts a single MTP block "
-                    "(llama-server aborts when it builds the draft graph) [required-key]); llama-server b11434 does "
-                    "not run it as a draft")
+                    f"qwen35.nextn_predict_layers: {message} [mtp-graph]); llama-server b11434 does not run it as a "
+                    "draft")
     assert [n for n in two.plan.notes if "loader error" not in n] == one.plan.notes
 
 

@@ -5,8 +5,8 @@ the target architecture requires of a file with ``nextn_predict_layers > 0`` and
 
 The Qwen loaders:
 
-- keys: ``block_count`` (= trunk + MTP blocks), ``nextn_predict_layers`` in ``1..block_count`` (and 1: every
-  MTP graph but ``mimo2``'s asserts a single MTP block), the SSM keys
+- keys: ``block_count`` (= trunk + MTP blocks), ``nextn_predict_layers`` in ``1..block_count`` (more than 1
+  breaks rule :data:`MTP_GRAPH`: every MTP graph but ``mimo2``'s asserts a single MTP block), the SSM keys
   (``conv_kernel``, ``inner_size``, ``state_size``, ``time_step_rank``, ``group_count``), for ``qwen35`` /
   ``qwen35moe`` ``rope.dimension_sections``, for the MoE archs ``expert_count`` / ``expert_used_count``;
   ``attention.recurrent_layers`` when present holds exactly ``block_count`` entries (``get_key_or_arr``);
@@ -98,8 +98,8 @@ def in_what(dims: Dims) -> str:
 def _nextn(c: Checker, required: list[str] | None = None, *, single: bool = True) -> tuple[int, int] | None:
     """(block_count, nextn_predict_layers), or None after an error finding when the pair is unusable; when usable,
     also one finding per key of ``required`` (templates) the file lacks, and, with ``single`` (every MTP graph of
-    b11434 but ``mimo2``'s: ``GGML_ASSERT(hparams.n_layer_nextn == 1)``), one when there is more than one MTP
-    block."""
+    b11434 but ``mimo2``'s: ``GGML_ASSERT(hparams.n_layer_nextn == 1)``), an error :data:`MTP_GRAPH` when there is
+    more than one MTP block."""
     n_all = _int(c.val(S.BLOCK_COUNT)) or 0
     nextn = _int(c.val(S.NEXTN_PREDICT_LAYERS))
     if nextn is None or not 0 < nextn <= n_all:
@@ -107,8 +107,9 @@ def _nextn(c: Checker, required: list[str] | None = None, *, single: bool = True
               "MTP sidecar (the loader takes blk.{block_count - nextn}.. as the MTP blocks)")
         return None
     if single and nextn != 1:
-        c.err(c.key(S.NEXTN_PREDICT_LAYERS), "required-key", f"is {nextn}; llama.cpp's {c.plan.arch} MTP graph "
-              "asserts a single MTP block (llama-server aborts when it builds the draft graph)")
+        c.err(c.key(S.NEXTN_PREDICT_LAYERS), MTP_GRAPH, f"is {nextn}: llama.cpp b11434's {c.plan.arch} MTP graph "
+              "takes a single MTP block (GGML_ASSERT n_layer_nextn == 1): the file loads, and llama-server aborts "
+              "when it drafts (upstream's --mtp writes it; hf2gguf refuses it unless --match-upstream)")
     _missing_keys(c, c.plan.arch, required or [])
     return n_all, nextn
 
