@@ -57,7 +57,8 @@ class Case:
     """One checkpoint: ``maker`` (a tests/mtp_makers.py function) called with ``seed`` and ``kwargs``, converted
     at ``outtypes``; ``cuts``: also upstream's full / ``--no-mtp`` files and our extract / strip of the full one;
     ``match_upstream``: ours converted with ``--match-upstream`` (MiMo-V2-Flash's separate q / k / v, where our
-    default writes the fused ``attn_qkv`` llama.cpp's graph needs: docs/mtp-checkpoint.md)."""
+    default writes the fused ``attn_qkv`` llama.cpp's graph needs: docs/mtp-checkpoint.md; more than one MTP block
+    where the arch's MTP graph takes one, which our default refuses: rule ``mtp-graph``)."""
 
     name: str
     maker: str
@@ -153,7 +154,7 @@ CASES: list[Case] = [
          cuts=True),
     Case("glm4moe-h192-nextn2-e6k3", "make_glm4_moe",
          {"hidden": 192, "layers": 3, "nextn": 2, "experts": 6, "topk": 3, "moe_ff": 96, "heads": 6, "kv_heads": 2,
-          "head_dim": 32, "groups": (2, 1)}, 132, ALL, cuts=True),
+          "head_dim": 32, "groups": (2, 1)}, 132, ALL, cuts=True, match_upstream=True),
     Case("glm4moe-h320-e16k4-qknorm", "make_glm4_moe",
          {"hidden": 320, "layers": 3, "first_dense": 2, "experts": 16, "topk": 4, "moe_ff": 32, "heads": 5,
           "kv_heads": 1, "head_dim": 64, "qk_norm": True, "rotary": 0.25, "scale": 2.5}, 133),
@@ -173,14 +174,14 @@ CASES: list[Case] = [
          cuts=True),
     Case("glm4moe-h128-nextn2-f16", "make_glm4_moe",
          {"hidden": 128, "layers": 2, "nextn": 2, "experts": 4, "moe_ff": 64, "dtype": "float16", "qk_norm": True},
-         139, ALL),
+         139, ALL, match_upstream=True),
     # ---- GLM-5 (glm-dsa)
     Case("glm5-h128-e8k2", "make_glm5",
          {"hidden": 128, "layers": 2, "heads": 4, "q_lora": 64, "kv_lora": 64, "rope": 32, "nope": 32, "v_dim": 32,
           "experts": 8, "moe_ff": 64}, 141),
     Case("glm5-h192-nextn2", "make_glm5",
          {"hidden": 192, "layers": 3, "nextn": 2, "heads": 6, "q_lora": 96, "kv_lora": 64, "rope": 16, "nope": 48,
-          "v_dim": 48, "experts": 6, "topk": 3, "moe_ff": 96, "index": (4, 32, 8)}, 142, ALL),
+          "v_dim": 48, "experts": 6, "topk": 3, "moe_ff": 96, "index": (4, 32, 8)}, 142, ALL, match_upstream=True),
     Case("glm5-h320-f16-idx", "make_glm5",
          {"hidden": 320, "layers": 2, "heads": 5, "q_lora": 160, "kv_lora": 96, "rope": 32, "nope": 64, "v_dim": 64,
           "experts": 16, "topk": 4, "moe_ff": 32, "index": (2, 64, 16), "indexer_types": ["full", "shared"],
