@@ -42,6 +42,7 @@ from dspark_convert.variants.mtp.transforms import (
     ColumnConcat,
     ExpertStack,
     Fp8ScaleInvDequant,
+    GateUpHalf,
     MlaKvBSplit,
     QkvConcat,
     TpQkvDequant,
@@ -220,7 +221,8 @@ def test_registry_and_row_groups() -> None:
     assert TRANSFORMS == {"deinterleave_rope": DeinterleaveRope, "eagle3_permute": Eagle3Permute,
                           "fp8_block_dequant": Fp8BlockDequant, "mxfp4_expert_stack": Mxfp4ExpertStack,
                           "nvfp4_repack": Nvfp4Repack, "patch_row": PatchRow, "first_rows": FirstRows,
-                          "add_one": AddOne, "expert_stack": ExpertStack, "mla_kv_b_split": MlaKvBSplit,
+                          "add_one": AddOne, "gate_up_half": GateUpHalf, "expert_stack": ExpertStack,
+                          "mla_kv_b_split": MlaKvBSplit,
                           "column_concat": ColumnConcat,
                           "fp8_scale_inv_dequant": Fp8ScaleInvDequant, "tp_qkv_dequant": TpQkvDequant,
                           "qkv_concat": QkvConcat}
@@ -230,6 +232,7 @@ def test_registry_and_row_groups() -> None:
     assert Eagle3Permute(8, 8).row_group(64) == 8 and Eagle3Permute(8, 8).row_group(24) is None
     assert Eagle3Permute(8, 2).describe() == "eagle3_permute(8, 2)" and Eagle3Permute(8, 2).args == (8, 2)
     assert DeinterleaveRope(16) == DeinterleaveRope(16) != DeinterleaveRope(8)
+    assert GateUpHalf("gate").describe() == "gate_up_half(gate)" and GateUpHalf("up").args == ("up",)
     with pytest.raises(ValueError, match="unique name"):
         register(DeinterleaveRope)
 
