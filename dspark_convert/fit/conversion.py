@@ -20,6 +20,7 @@ from typing import Any
 from .. import schema as S
 from ..findings import Finding
 from ..gguffile.packed import PackedStrings
+from ..plan import as_int
 from ..roles.convert import TargetFacts
 
 IGNORE_HINT = "pass --ignore-target-mismatch to convert anyway"
@@ -61,9 +62,6 @@ class Pair:
         return str(self.target_dir / "config.json")
 
 
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
 
 def _err(subject: str, rule: str, msg: str) -> Finding:
     return Finding("error", subject, rule, msg)
@@ -77,7 +75,7 @@ def _warn(subject: str, rule: str, msg: str) -> Finding:
 def check_hidden_size(p: Pair) -> list[Finding]:
     """The draft's target hidden size (``fc``'s input width over the ``TargetFacts.n_taps`` target layers it
     concatenates) = target ``hidden_size``."""
-    want = _int(p.target_config.get("hidden_size"))
+    want = as_int(p.target_config.get("hidden_size"))
     fc = p.plan_tensors.get(S.T_FC)
     n_taps = p.facts.n_taps
     if want is None or not fc or not n_taps:
@@ -96,7 +94,7 @@ def check_hidden_size(p: Pair) -> list[Finding]:
 def check_vocab(p: Pair) -> list[Finding]:
     """Full-vocabulary drafts: the draft's ``vocab_size`` (its token count) = the target's ``vocab_size``;
     reduced-vocabulary drafts: every ``d2t`` entry < the target's ``vocab_size``."""
-    want = _int(p.target_config.get("vocab_size"))
+    want = as_int(p.target_config.get("vocab_size"))
     if want is None:
         return []
     if p.d2t_max is not None:
@@ -105,7 +103,7 @@ def check_vocab(p: Pair) -> list[Finding]:
         return [_err(S.T_D2T, "target-d2t", f"{p.draft_where}: d2t maps draft tokens to target id {p.d2t_max}, outside "
                                             f"the {want} tokens of {p.target_where} (vocab_size {want})")]
     tokens = p.plan_kvs.get(S.TOKENIZER_TOKENS)
-    have = _int(p.draft_config.get("vocab_size")) or (len(tokens) if isinstance(tokens, (list, PackedStrings)) else None)
+    have = as_int(p.draft_config.get("vocab_size")) or (len(tokens) if isinstance(tokens, (list, PackedStrings)) else None)
     if have is None or have == want:
         return []
     return [_err("vocab_size", "target-vocab", f"{p.draft_where}: vocab_size {have}, but {p.target_where} has "

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ... import schema as S
+from ...plan import as_int
 from ...roles.loader import Checker, Dims
 
 #: keys the DSV4 branch of the loader reads with "required" (Appendix A), with what each is for
@@ -50,9 +51,6 @@ class Dsv4Rules:
     required: set[str] = field(default_factory=set)
     findings: list[tuple[str, str, str]] = field(default_factory=list)  # (subject, rule, message), all errors
 
-
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def dsv4_rules(val: Callable[[str], Any], n_tokens: int | None, shapes: dict[str, tuple[int, ...]],
@@ -91,7 +89,7 @@ def key_findings(val: Callable[[str], Any]) -> list[tuple[str, str, str]]:
         out.append((S.EXPERT_GATING_FUNC.format(arch=S.ARCH_DFLASH), "dsv4",
                     f"is {gating!r}, expected {S.EXPERT_GATING_SQRTSOFTPLUS} (sqrtsoftplus; the DeepSeek-V4 "
                     "DSpark loader refuses other gating functions)"))
-    n_layer = _int(val(S.BLOCK_COUNT))
+    n_layer = as_int(val(S.BLOCK_COUNT))
     ratios = val(S.COMPRESS_RATIOS)
     if isinstance(ratios, (list, tuple)):
         if any(x != 0 for x in ratios):
@@ -121,13 +119,13 @@ Shapes = dict[str, tuple[tuple[int | None, ...], str]]
 
 def layer_shapes(val: Callable[[str], Any]) -> Shapes:
     """Every stage tensor (short name) -> (expected numpy shape, where it comes from)."""
-    hidden, heads = _int(val(S.EMBEDDING_LENGTH)), _int(val(S.HEAD_COUNT))
-    head_dim = _int(val(S.KEY_LENGTH))
-    kv_heads = _int(val(S.HEAD_COUNT_KV)) or 1
-    q_lora, o_groups, o_lora = _int(val(S.Q_LORA_RANK)), _int(val(S.OUTPUT_GROUP_COUNT)), _int(val(S.OUTPUT_LORA_RANK))
-    experts, expert_ff = _int(val(S.EXPERT_COUNT)), _int(val(S.EXPERT_FEED_FORWARD_LENGTH))
-    shared = _int(val(S.EXPERT_SHARED_COUNT))
-    hc = _int(val(S.HC_COUNT))
+    hidden, heads = as_int(val(S.EMBEDDING_LENGTH)), as_int(val(S.HEAD_COUNT))
+    head_dim = as_int(val(S.KEY_LENGTH))
+    kv_heads = as_int(val(S.HEAD_COUNT_KV)) or 1
+    q_lora, o_groups, o_lora = as_int(val(S.Q_LORA_RANK)), as_int(val(S.OUTPUT_GROUP_COUNT)), as_int(val(S.OUTPUT_LORA_RANK))
+    experts, expert_ff = as_int(val(S.EXPERT_COUNT)), as_int(val(S.EXPERT_FEED_FORWARD_LENGTH))
+    shared = as_int(val(S.EXPERT_SHARED_COUNT))
+    hc = as_int(val(S.HC_COUNT))
     q_dim = _mul(heads, head_dim)
     mix = _mul(2 + hc, hc) if hc is not None else None
     shexp = _mul(expert_ff, shared)
@@ -165,7 +163,7 @@ def layer_shapes(val: Callable[[str], Any]) -> Shapes:
 def global_shapes(val: Callable[[str], Any], n_tokens: int | None, rank: int | None) -> Shapes:
     """The global tensors (``fc``, norms, hyper-connection head, Markov head, confidence) -> (shape, where from);
     ``rank`` is the Markov rank (from ``markov_w1``'s shape)."""
-    hidden, hc = _int(val(S.EMBEDDING_LENGTH)), _int(val(S.HC_COUNT))
+    hidden, hc = as_int(val(S.EMBEDDING_LENGTH)), as_int(val(S.HC_COUNT))
     taps = val(S.DFLASH_TARGET_LAYERS)
     n_taps = len(taps) if isinstance(taps, (list, tuple)) else None
     return {

@@ -10,14 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from ... import schema as S
+from ...plan import as_int
 from ...roles.fit import Outcome, Pair, Rule
 
 SRC_MTP = ("common/speculative.cpp: common_speculative_impl_draft_mtp constructor (n_embd_out asserted equal); "
            "src/llama-model.cpp shares the target's last sliding / full KV layers")
 
-
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _draft(p: Pair, tpl: str) -> Any:
@@ -27,7 +25,7 @@ def _draft(p: Pair, tpl: str) -> Any:
 
 def rule_backbone_size(p: Pair) -> Outcome:
     """``embedding_length_out`` (the assistant's backbone size) equals the target's hidden size."""
-    got, want = _int(_draft(p, S.EMBEDDING_LENGTH_OUT)), _int(p.target.hp.get("embedding_length"))
+    got, want = as_int(_draft(p, S.EMBEDDING_LENGTH_OUT)), as_int(p.target.hp.get("embedding_length"))
     if got is None or want is None:
         return Outcome("skip", got, want, "a hidden size is unknown")
     ok = got == want
@@ -39,7 +37,7 @@ def rule_backbone_size(p: Pair) -> Outcome:
 
 def _head_rule(tpl: str, hp_key: str, what: str) -> Any:
     def rule(p: Pair) -> Outcome:
-        got, want = _int(_draft(p, tpl)), _int(p.target.hp.get(hp_key))
+        got, want = as_int(_draft(p, tpl)), as_int(p.target.hp.get(hp_key))
         if got is None or want is None:
             return Outcome("skip", got, want, f"a {what} head size is unknown")
         ok = got == want

@@ -33,7 +33,7 @@ from ...errors import ConvertError
 from ...hf.checkpoint import Checkpoint
 from ...kit.common import base_kvs, mapped_once
 from ...kit.hparams import HParams
-from ...plan import KV, TensorSpec
+from ...plan import KV, TensorSpec, as_int
 from .head import Counts, Head
 from .specs import ATTENTION, NEXTN_ROWS, ExpertGroups, layer_spec, stack_spec, target_archs
 
@@ -97,7 +97,7 @@ def trunk_layers(config: dict[str, Any]) -> int | None:
     hp = {**config, **(config.get("text_config") or {})} if isinstance(config.get("text_config"), dict) else config
     key = next((k for k in LAYER_KEYS if k in hp), None)
     v = hp.get(key) if key is not None else None
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+    return as_int(v)
 
 
 def reads(config: dict[str, Any]) -> Callable[[str], bool]:

@@ -75,9 +75,10 @@ This module is the one place those rules are written: ``check`` applies them to 
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from ... import schema as S
+from ...plan import as_int
 from ...roles.loader import Checker, Dims
 
 GENERIC_LAYERS = False
@@ -86,9 +87,6 @@ MTP_GRAPH = "mtp-graph"
 
 _SSM_KEYS = (S.SSM_CONV_KERNEL, S.SSM_INNER_SIZE, S.SSM_STATE_SIZE, S.SSM_TIME_STEP_RANK, S.SSM_GROUP_COUNT)
 
-
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def in_what(dims: Dims) -> str:
@@ -100,8 +98,8 @@ def _nextn(c: Checker, required: list[str] | None = None, *, single: bool = True
     also one finding per key of ``required`` (templates) the file lacks, and, with ``single`` (every MTP graph of
     b11434 but ``mimo2``'s: ``GGML_ASSERT(hparams.n_layer_nextn == 1)``), an error :data:`MTP_GRAPH` when there is
     more than one MTP block."""
-    n_all = _int(c.val(S.BLOCK_COUNT)) or 0
-    nextn = _int(c.val(S.NEXTN_PREDICT_LAYERS))
+    n_all = as_int(c.val(S.BLOCK_COUNT)) or 0
+    nextn = as_int(c.val(S.NEXTN_PREDICT_LAYERS))
     if nextn is None or not 0 < nextn <= n_all:
         c.err(c.key(S.NEXTN_PREDICT_LAYERS), "required-key", f"is {nextn!r}, expected 1..block_count ({n_all}) in an "
               "MTP sidecar (the loader takes blk.{block_count - nextn}.. as the MTP blocks)")
@@ -178,10 +176,10 @@ def glm_ffn(c: Checker, need: Need, i: int, *, dsa: bool) -> None:
     ``expert_shared_count`` > 0, the shared expert of ``expert_feed_forward_length x expert_shared_count`` rows."""
     d = c.dims
     hidden = d.hidden
-    experts = _int(c.val(S.EXPERT_COUNT))
-    n_ff_exp = _int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
-    shared = _int(c.val(S.EXPERT_SHARED_COUNT)) or 0
-    if i < (_int(c.val(S.LEADING_DENSE_BLOCK_COUNT)) or 0):
+    experts = as_int(c.val(S.EXPERT_COUNT))
+    n_ff_exp = as_int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
+    shared = as_int(c.val(S.EXPERT_SHARED_COUNT)) or 0
+    if i < (as_int(c.val(S.LEADING_DENSE_BLOCK_COUNT)) or 0):
         dense_ffn(need, d)
         return
     if dsa and not experts:
@@ -205,7 +203,7 @@ def glm_rules(c: Checker) -> int | None:
         return None
     n_all, nextn = got
     for tpl in (S.EXPERT_COUNT, S.EXPERT_USED_COUNT):
-        v = _int(c.val(tpl))
+        v = as_int(c.val(tpl))
         if v is not None and v <= 0:
             c.err(c.key(tpl), "required-key", f"is {v}, expected > 0 (llama.cpp's glm4moe loader asserts it)")
     n = n_all - nextn
@@ -238,7 +236,7 @@ def dsa_rules(c: Checker) -> int | None:
         return None
     n_all, nextn = got
     for tpl in (S.KEY_LENGTH_MLA, S.VALUE_LENGTH_MLA):
-        v = _int(c.val(tpl))
+        v = as_int(c.val(tpl))
         if v is None or v <= 0:
             c.err(c.key(tpl), "required-key", f"is {v!r}, expected > 0 (llama.cpp: \"GLM_DSA architecture requires "
                   "MLA\")")
@@ -250,12 +248,12 @@ def dsa_rules(c: Checker) -> int | None:
               f"nextn_predict_layers = {n} (get_key_or_arr reads one per trunk layer)")
     d = c.dims
     hidden, heads = d.hidden, d.n_head
-    q_lora, kv_lora = _int(c.val(S.Q_LORA_RANK)), _int(c.val(S.KV_LORA_RANK))
-    k_mla, v_mla = _int(c.val(S.KEY_LENGTH_MLA)), _int(c.val(S.VALUE_LENGTH_MLA))
-    rot = _int(c.val(S.ROPE_DIMENSION_COUNT))
+    q_lora, kv_lora = as_int(c.val(S.Q_LORA_RANK)), as_int(c.val(S.KV_LORA_RANK))
+    k_mla, v_mla = as_int(c.val(S.KEY_LENGTH_MLA)), as_int(c.val(S.VALUE_LENGTH_MLA))
+    rot = as_int(c.val(S.ROPE_DIMENSION_COUNT))
     nope = k_mla - rot if k_mla is not None and rot is not None else None
     kv_a = kv_lora + rot if kv_lora is not None and rot is not None else None
-    idx_heads, idx_dim = _int(c.val(S.INDEXER_HEAD_COUNT)), _int(c.val(S.INDEXER_KEY_LENGTH))
+    idx_heads, idx_dim = as_int(c.val(S.INDEXER_HEAD_COUNT)), as_int(c.val(S.INDEXER_KEY_LENGTH))
     _root_and_nextn(c, n, n_all)
     for i in range(n, n_all):
         need = block(c, i)
@@ -305,9 +303,9 @@ def qwen_rules(c: Checker) -> int | None:
     kv_rows = Dims.product(d.n_head_kv, head_dim)
     _root_and_nextn(c, n, n_all)
     q_rows = Dims.product(Dims.product(heads, head_dim), 2)
-    experts = _int(c.val(S.EXPERT_COUNT))
-    n_ff_exp = _int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
-    n_ff_sh = _int(c.val(S.EXPERT_SHARED_FEED_FORWARD_LENGTH)) or d.n_ff
+    experts = as_int(c.val(S.EXPERT_COUNT))
+    n_ff_exp = as_int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
+    n_ff_sh = as_int(c.val(S.EXPERT_SHARED_FEED_FORWARD_LENGTH)) or d.n_ff
     for i in range(n, n_all):
         need = block(c, i)
         need(S.L_ATTN_NORM, (hidden,), f"hidden_size {hidden}")
@@ -341,16 +339,16 @@ def nemotron_rules(c: Checker) -> int | None:
     n = n_all - nextn
     d = c.dims
     hidden, heads, head_dim = d.hidden, d.n_head, d.head_dim
-    v_dim = _int(c.val(S.VALUE_LENGTH)) or head_dim
-    experts = _int(c.val(S.EXPERT_COUNT))
-    latent = _int(c.val(S.MOE_LATENT_SIZE)) or hidden
-    n_ff_sh = _int(c.val(S.EXPERT_SHARED_FEED_FORWARD_LENGTH)) or 0
+    v_dim = as_int(c.val(S.VALUE_LENGTH)) or head_dim
+    experts = as_int(c.val(S.EXPERT_COUNT))
+    latent = as_int(c.val(S.MOE_LATENT_SIZE)) or hidden
+    n_ff_sh = as_int(c.val(S.EXPERT_SHARED_FEED_FORWARD_LENGTH)) or 0
 
     def per_layer(tpl: str, i: int) -> int | None:
         v = c.val(tpl)
         if isinstance(v, (list, tuple)):
-            return _int(v[i]) if i < len(v) else None
-        return _int(v)
+            return as_int(v[i]) if i < len(v) else None
+        return as_int(v)
 
     hidden_norm = (hidden,)
     c.rules.expect(S.T_TOKEN_EMBD, (d.n_tokens, hidden), f"n_vocab {d.n_tokens} x hidden_size {hidden}",
@@ -361,7 +359,7 @@ def nemotron_rules(c: Checker) -> int | None:
         p = S.LAYER_PREFIX.format(bid=i)
         need = block(c, i)
         kv_heads = per_layer(S.HEAD_COUNT_KV, i)
-        n_ff_exp = _int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
+        n_ff_exp = as_int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
         used = per_layer(S.EXPERT_USED_COUNT, i)
         if not n_ff_exp:
             n_ff = per_layer(S.FEED_FORWARD_LENGTH, i)
@@ -441,7 +439,7 @@ def deepseek4_rules(c: Checker) -> int | None:
         c.err(c.key(S.EXPERT_GATING_FUNC), "required-key", f"is {gating!r}; llama.cpp's deepseek4 loader expects "
               f"{S.EXPERT_GATING_SQRTSOFTPLUS} (sqrtsoftplus)")
     for tpl in (S.EXPERT_COUNT, S.EXPERT_USED_COUNT):
-        v = _int(c.val(tpl))
+        v = as_int(c.val(tpl))
         if v is not None and v <= 0:
             c.err(c.key(tpl), "required-key", f"is {v}, expected > 0 (the MTP block is a MoE block)")
     _arr_len(c, S.COMPRESS_RATIOS, n_all, _DS4_WHY, at_least=True)
@@ -450,14 +448,14 @@ def deepseek4_rules(c: Checker) -> int | None:
     n = n_all - nextn
     d = c.dims
     hidden, heads, hd, n_tokens = d.hidden, d.n_head, d.head_dim, d.n_tokens
-    q_lora, o_groups, o_lora = (_int(c.val(t)) for t in (S.Q_LORA_RANK, S.OUTPUT_GROUP_COUNT, S.OUTPUT_LORA_RANK))
-    hc = _int(c.val(S.HC_COUNT))
+    q_lora, o_groups, o_lora = (as_int(c.val(t)) for t in (S.Q_LORA_RANK, S.OUTPUT_GROUP_COUNT, S.OUTPUT_LORA_RANK))
+    hc = as_int(c.val(S.HC_COUNT))
     hc_dim, mix = Dims.product(hc, hidden), (hc + 2) * hc if hc else None
-    experts, used = _int(c.val(S.EXPERT_COUNT)), _int(c.val(S.EXPERT_USED_COUNT))
+    experts, used = as_int(c.val(S.EXPERT_COUNT)), as_int(c.val(S.EXPERT_USED_COUNT))
     ff_exp = c.val(S.EXPERT_FEED_FORWARD_LENGTH)
-    shared = _int(c.val(S.EXPERT_SHARED_COUNT))
-    idx_heads, idx_dim = _int(c.val(S.INDEXER_HEAD_COUNT)), _int(c.val(S.INDEXER_KEY_LENGTH))
-    hash_layers = _int(c.val(S.HASH_LAYER_COUNT)) or 0
+    shared = as_int(c.val(S.EXPERT_SHARED_COUNT))
+    idx_heads, idx_dim = as_int(c.val(S.INDEXER_HEAD_COUNT)), as_int(c.val(S.INDEXER_KEY_LENGTH))
+    hash_layers = as_int(c.val(S.HASH_LAYER_COUNT)) or 0
     ratios = c.val(S.COMPRESS_RATIOS)
     qd = Dims.product(heads, hd)
     vec = (hidden,)
@@ -471,8 +469,8 @@ def deepseek4_rules(c: Checker) -> int | None:
     c.rules.expect(S.T_OUTPUT_HC_SCALE, (1,), "1", required=True)
     for i in range(n, n_all):
         need = block(c, i)
-        n_ff = _int(ff_exp[i] if isinstance(ff_exp, (list, tuple)) and i < len(ff_exp) else ff_exp)
-        ratio = _int(ratios[i]) if isinstance(ratios, (list, tuple)) and i < len(ratios) else 0
+        n_ff = as_int(ff_exp[i] if isinstance(ff_exp, (list, tuple)) and i < len(ff_exp) else ff_exp)
+        ratio = as_int(ratios[i]) if isinstance(ratios, (list, tuple)) and i < len(ratios) else 0
         need(S.L_ATTN_NORM, vec, f"hidden_size {hidden}")
         need("attn_sinks.weight", (heads,), f"heads {heads}")
         need(S.L_ATTN_Q_A, (q_lora, hidden), f"q_lora_rank {q_lora} x hidden_size {hidden}")
@@ -544,10 +542,10 @@ def mimo2_rules(c: Checker) -> int | None:
     n = n_all - nextn
     d = c.dims
     hidden, heads, k_dim = d.hidden, d.n_head, d.head_dim
-    v_dim = _int(c.val(S.VALUE_LENGTH)) or k_dim
+    v_dim = as_int(c.val(S.VALUE_LENGTH)) or k_dim
     kv_arr = c.val(S.HEAD_COUNT_KV)
-    experts = _int(c.val(S.EXPERT_COUNT))
-    n_ff_exp = _int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
+    experts = as_int(c.val(S.EXPERT_COUNT))
+    n_ff_exp = as_int(c.val(S.EXPERT_FEED_FORWARD_LENGTH))
     _root_and_nextn(c, n, n_all)
     c.rules.expect(S.T_OUTPUT, (d.n_tokens, hidden), f"n_vocab {d.n_tokens} x hidden_size {hidden}",
                    required=True)
@@ -555,7 +553,7 @@ def mimo2_rules(c: Checker) -> int | None:
     for i in range(n, n_all):
         need = block(c, i)
         p = S.LAYER_PREFIX.format(bid=i)
-        kv = _int(kv_arr[i]) if isinstance(kv_arr, (list, tuple)) and i < len(kv_arr) else _int(kv_arr)
+        kv = as_int(kv_arr[i]) if isinstance(kv_arr, (list, tuple)) and i < len(kv_arr) else as_int(kv_arr)
         q_rows, k_rows, v_rows = Dims.product(heads, k_dim), Dims.product(kv, k_dim), Dims.product(kv, v_dim)
         fused = p + S.L_ATTN_QKV in names
         if not fused:
