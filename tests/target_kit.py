@@ -14,7 +14,7 @@
 
 Example:
     >>> sorted(TARGETS)[:3]
-    ['deepseek-v32', 'dots3', 'dream']
+    ['arctic', 'arwkv7', 'chatglm']
 """
 
 from __future__ import annotations
