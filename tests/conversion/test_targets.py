@@ -308,12 +308,45 @@ def _folder(tmp_path: Path, arch: str, files: dict[str, str], **config: object) 
     ("DeciLMForCausalLM", {"tokenizer.json": '{"model": {"type": "BPE", "vocab": {}, "merges": []}}'}, {},
      r"not a SentencePiece-style BPE tokenizer \(byte_fallback, Sequence decoder\); llama.cpp's "
      r"DeciModel.set_vocab reads it with LlamaHfVocab"),
+    # Phi-3 reads tokenizer.json only for GPT2Tokenizer; Gemma / Gemma 2 only tokenizer.model (upstream stops too)
+    ("Phi3ForCausalLM", {"tokenizer.json": "{}", "tokenizer_config.json": '{"tokenizer_class": "LlamaTokenizer"}'},
+     {}, r"Phi3ForCausalLM/tokenizer.model: file not found \(a Phi-3 target needs it\)"),
+    ("GemmaForCausalLM", {"tokenizer.json": "{}"}, {},
+     r"GemmaForCausalLM/tokenizer.model: file not found \(the gemma handler needs it\)"),
 ])
 def test_custom_methods_refuse_the_branches_upstream_cannot_take(tmp_path: Path, arch: str, files: dict[str, str],
                                                                  draft: dict[str, str], message: str) -> None:
     target = _folder(tmp_path, arch, files)
     with pytest.raises(ConvertError, match=message):
         target_vocab_kvs(target, 512, vocab_handler_for_target(target), draft=draft)
+
+
+def test_phi3_refuses_a_draft_vocabulary_below_the_pieces(tmp_path: Path) -> None:
+    """Phi-3's SentencePiece list indexes a list of the draft's vocab_size by piece id: upstream b11434 stops with
+    IndexError on a smaller draft vocabulary; we refuse in one line."""
+    target = make_target(tmp_path, "phi3")
+    with pytest.raises(ConvertError, match=r"phi3/tokenizer.model: 512 pieces do not fit the draft vocab_size 500 "
+                                           r"\(llama.cpp b11434's Phi-3 vocab method stops on this with IndexError\)$"):
+        target_vocab_kvs(target, 500, vocab_handler_for_target(target))
+
+
+def test_phi3_without_tokenizer_class_does_better_than_upstream_and_says_so(tmp_path: Path) -> None:
+    """Upstream b11434 reads tokenizer_config.json's tokenizer_class with [] (KeyError when absent). We write the
+    SentencePiece list it writes for any class but GPT2Tokenizer, with a note."""
+    from dspark_convert.notes import collecting
+
+    target = make_target(tmp_path, "phi3")
+    expected = target_vocab_kvs(target, 520, "phi3")
+    config = json.loads((target / "tokenizer_config.json").read_text())
+    assert config.pop("tokenizer_class") == "LlamaTokenizer"
+    (target / "tokenizer_config.json").write_text(json.dumps(config))
+    with collecting() as notes:
+        kvs = target_vocab_kvs(target, 520, vocab_handler_for_target(target))
+    assert [n.rule for n in notes] == ["upstream-stops"]
+    assert "no tokenizer_class; llama.cpp b11434's Phi-3 vocab method stops on this (KeyError)" in notes[0].message
+    assert [(kv.name, kv.value) for kv in kvs] == [(kv.name, kv.value) for kv in expected]
+    tokens = {kv.name: kv.value for kv in kvs}["tokenizer.ggml.tokens"]
+    assert (len(tokens), tokens[508], tokens[519]) == (520, "<|im_start|>", "[PAD519]")
 
 
 def test_kimi_k3_eos_comes_from_the_draft(targets_dir: Path, tmp_path: Path) -> None:
