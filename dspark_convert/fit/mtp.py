@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..plan import as_int
 from ..roles.fit import Outcome, Pair, Rule
 from ..schema import core as SC
 from ..schema import nextn as SN
@@ -85,7 +86,7 @@ def rule_header(p: Pair) -> Outcome:
 def rule_spec_type(p: Pair) -> Outcome:
     if p.draft.plan is None:
         return Outcome("skip", None, None, "no header")
-    bc = _value(p.draft, SC.BLOCK_COUNT.format(arch=p.draft.arch))
+    bc = as_int(_value(p.draft, SC.BLOCK_COUNT.format(arch=p.draft.arch)))
     probe = SN.T_NEXTN_EH_PROJ.format(bid=(bc or 1) - 1)
     auto = probe in p.draft.tensors
     how = "llama-server also auto-detects it" if auto else f"no {probe}: llama-server does not auto-detect it"

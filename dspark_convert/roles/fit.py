@@ -81,7 +81,7 @@ def vocab_facts(kvs: dict[str, Any], tokens: Sequence[str]) -> VocabFacts:
     """
     model = kvs.get(S.TOKENIZER_MODEL)
     vtype = VOCAB_TYPES.get(model, f"unknown '{model}'") if isinstance(model, str) else "missing"
-    pre = kvs.get(S.TOKENIZER_PRE)
+    pre = kvs.get(S.TOKENIZER_PRE) if isinstance(kvs.get(S.TOKENIZER_PRE), str) else None  # (the loader rules flag another type)
     bos, eos = DEFAULT_IDS.get(vtype, (None, None))
     if isinstance(model, str) and model in BPE_OWN_DEFAULTS:
         bos, eos, pre = None, None, BPE_OWN_DEFAULTS[model]
