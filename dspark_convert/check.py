@@ -22,7 +22,7 @@ from . import schema as S
 from .findings import Finding
 from .gguf_constants import QT, VT
 from .gguffile.options import RemoteOptions
-from .plan import KV, Plan
+from .plan import KV, Plan, as_int
 from .registry import gguf_variant
 from .registry.spectype import SpecType, spec_type_of
 from .roles.loader import Checker, Dims
@@ -155,12 +155,33 @@ def _hparam_rules(c: Checker) -> None:
         if c.val(tpl) is None and any(n.endswith(suffixes) for n in names):
             c.err(c.key(tpl), "hparam-value", f"is missing while the file has {suffixes[0][1:]} tensors; llama.cpp "
                   f"then reads 0 ({what})")
+    _rope_rule(c)
     taps_key = S.TARGET_LAYERS_KEY.get(c.plan.arch)
     taps = c.val(taps_key) if taps_key else None
     if taps_key and isinstance(taps, list) and any(isinstance(t, int) and t < 0 for t in taps):
         low = min(t for t in taps if isinstance(t, int))
         c.err(c.key(taps_key), "hparam-value", f"holds {low}, expected layer indices >= 0 (the loader indexes the "
               "target's layers with them)")
+
+
+def _rope_rule(c: Checker) -> None:
+    """``rope.dimension_count`` (and ``_swa``) even and at most the head size the rotation runs over: ggml's RoPE
+    asserts ``n_dims <= ne0`` and ``n_dims % 2 == 0`` on each head (the loader reads the keys unchecked, so
+    llama-server aborts at the first decode). The head size is ``key_length`` (``key_length_swa`` for the SWA
+    layers, falling back to ``key_length``), else ``embedding_length / head_count``."""
+    def ints(*tpls: str) -> int | None:
+        return next((v for v in map(as_int, map(c.val, tpls)) if v is not None), None)
+
+    emb, heads = ints(S.EMBEDDING_LENGTH), ints(S.HEAD_COUNT)
+    default = emb // heads if emb is not None and heads else None
+    for rope, head_keys in ((S.ROPE_DIMENSION_COUNT, (S.KEY_LENGTH,)),
+                            (S.ROPE_DIMENSION_COUNT_SWA, (S.KEY_LENGTH_SWA, S.KEY_LENGTH))):
+        n_rot, head = ints(rope), ints(*head_keys)
+        head = head if head is not None else default
+        if n_rot is not None and head is not None and n_rot > 0 and (n_rot > head or n_rot % 2):
+            c.err(c.key(rope), "hparam-value", f"is {n_rot}, expected an even number at most the head size {head} "
+                  "(ggml's RoPE asserts n_dims <= head size and n_dims % 2 == 0: llama-server aborts at the first "
+                  "decode)")
 
 
 #: the largest block size (``S.BLOCK_SIZE_KEY``): a block is one batch of block_size tokens (llama.cpp reads the key with

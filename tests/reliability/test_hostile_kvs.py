@@ -1,9 +1,9 @@
-"""A header key of the wrong type must not crash ``check --target``: the fit rules read every value defensively.
+"""Header keys of another type or out of range: ``check`` (with or without ``--target``) names them, ``verify`` refuses
+the file in one line, and nothing raises anything but a one-line error.
 
-Found by rewriting each key of converted drafts with values of other types (a string block count, an array
-``tokenizer.ggml.pre``) and running ``check``, ``inspect``, ``diff``, ``upgrade`` and ``check --target`` on the
-result: the loader rules reported the bad key, but two fit rules raised TypeError (a traceback, exit 1) instead of
-giving their verdict.
+The cases come from rewriting each key of converted drafts with values of other types and ranges (a string block
+count, an array ``tokenizer.ggml.pre``, a scalar ``eagle3.target_layers``, a RoPE dimension count beyond the head)
+and running ``check``, ``inspect``, ``diff``, ``upgrade``, ``check --target`` and ``verify`` on the result.
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ import pytest
 from test_mtp_gguf import write_target
 from typer.testing import CliRunner
 
-from dspark_convert import check_file
+from dspark_convert import check_file, convert
 from dspark_convert.cli import app
 from dspark_convert.fit import check_fit
 from dspark_convert.mtp.run import extract
 
 VT = GQ.GGUFValueType
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def rewrite_kv(src: Path, dst: Path, key: str, value: Any, vtype: GQ.GGUFValueType,
@@ -85,3 +86,54 @@ def test_a_key_of_another_type_gives_verdicts_not_a_crash(pair: tuple[Path, Path
     res = CliRunner().invoke(app, ["check", str(bad), "--target", str(full)])
     assert res.exit_code == 1, res.output
     assert "Traceback" not in res.output and key in res.output
+
+
+@pytest.fixture(scope="module")
+def eagle3_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("eagle3") / "eagle3.gguf"
+    convert(FIXTURES / "eagle3-llama", FIXTURES / "target-qwen3", out, outtype="bf16")
+    return out
+
+
+@pytest.fixture(scope="module")
+def assistant(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(a Gemma 4 assistant GGUF, its checkpoint)."""
+    from assistant_drafts import GEMMA_VARIANTS, make_gemma4
+
+    folder = tmp_path_factory.mktemp("assistant")
+    draft = make_gemma4(folder, next(iter(GEMMA_VARIANTS)))
+    out = folder / "mtp-assistant.gguf"
+    convert(draft, None, out, outtype="bf16")
+    return out, draft
+
+
+def test_eagle3_target_layers_as_a_scalar_is_one_finding(eagle3_file: Path, tmp_path: Path) -> None:
+    bad = rewrite_kv(eagle3_file, tmp_path / "bad.gguf", "eagle3.target_layers", 0, VT.UINT32)
+    found = {(f.subject, f.rule): f.message for f in check_file(bad) if f.level == "error"}
+    assert found[("eagle3.target_layers", "key-type")] == "has GGUF type UINT32, expected ARRAY"
+    assert found[("eagle3.target_layers", "required-key")] == "must have exactly 3 entries, found the scalar 0"
+
+
+@pytest.mark.parametrize(("value", "head"), [(2**32 - 1, 8), (7, 8), (10, 8)])
+def test_rope_dimensions_beyond_the_head_or_odd_are_an_error(assistant: tuple[Path, Path], tmp_path: Path,
+                                                             value: int, head: int) -> None:
+    key = "gemma4-assistant.rope.dimension_count_swa"
+    bad = rewrite_kv(assistant[0], tmp_path / "bad.gguf", key, value, VT.UINT32)
+    errors = [(f.subject, f.rule, f.message) for f in check_file(bad) if f.level == "error"]
+    assert errors == [(key, "hparam-value", f"is {value}, expected an even number at most the head size {head} "
+                       "(ggml's RoPE asserts n_dims <= head size and n_dims % 2 == 0: llama-server aborts at the "
+                       "first decode)")]
+    ok = rewrite_kv(assistant[0], tmp_path / "ok.gguf", key, head, VT.UINT32)
+    assert [f for f in check_file(ok) if f.level == "error"] == []
+
+
+def test_verify_refuses_a_file_whose_keys_break_the_loader_rules(assistant: tuple[Path, Path], tmp_path: Path) -> None:
+    """rope.dimension_count_swa = 2^32 - 1 once made the numpy forward ask for ~20 GiB; now one line, exit 2."""
+    gguf, draft = assistant
+    key = "gemma4-assistant.rope.dimension_count_swa"
+    bad = rewrite_kv(gguf, tmp_path / "bad.gguf", key, 2**32 - 1, VT.UINT32)
+    res = CliRunner().invoke(app, ["verify", str(bad), "--hf", str(draft)])
+    assert res.exit_code == 2, res.output
+    line = res.output.strip()
+    assert "\n" not in line and f"{bad}: {key} is 4294967295" in line and "(loader rule hparam-value)" in line
+    assert CliRunner().invoke(app, ["verify", str(gguf), "--hf", str(draft)]).exit_code == 0

@@ -15,7 +15,8 @@ def rules(c: Checker) -> int | None:
     hidden = c.dims.hidden
     taps = c.val(S.EAGLE3_TARGET_LAYERS)
     if not isinstance(taps, (list, tuple)) or len(taps) != 3:
-        c.err(S.EAGLE3_TARGET_LAYERS, "required-key", f"must have exactly 3 entries, found {None if taps is None else len(taps)}")
+        found = "none" if taps is None else len(taps) if isinstance(taps, (list, tuple)) else f"the scalar {taps!r}"
+        c.err(S.EAGLE3_TARGET_LAYERS, "required-key", f"must have exactly 3 entries, found {found}")
     if c.val(S.EAGLE3_TARGET_HIDDEN_SIZE) is None:
         c.err(S.EAGLE3_TARGET_HIDDEN_SIZE, "required-key", "is missing (llama.cpp requires it)")
     target_hidden = as_int(c.val(S.EAGLE3_TARGET_HIDDEN_SIZE))
