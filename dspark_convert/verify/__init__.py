@@ -214,7 +214,6 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     if variant is None:  # a target model's file, or another tool's: wrong input, not a wrong conversion
         raise ConvertError(f"{gguf_path}: is not a draft GGUF (general.architecture {arch!r}, no draft variant loads "
                            "it); verify compares a draft GGUF with the checkpoint it was converted from")
-    _refuse_unrunnable(gguf_path)
     job = Job(g, gguf_path, hf_dir, target_dir, case_contexts(context), seed, steps, quality, variant.name)
     spec = prover(variant)                          # the GGUF's variant first, then the checkpoint's
     if (spec is None or spec.needs_target) and target_dir is None:
@@ -235,21 +234,6 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     if proof.tensors is not None:                   # the forwards (or the tensor checks) ran to the end
         _account(report, variant or by, gguf_names, proof.tensors)
     return report
-
-
-#: loader rules on the header's values: a file that breaks one is not run (its sizes may be anything at all)
-UNRUNNABLE_RULES = frozenset({"key-type", "array-type", "key-range", "array-length", "required-key", "hparam-value"})
-
-
-def _refuse_unrunnable(gguf_path: str | Path) -> None:
-    """ConvertError naming the first header key that breaks a loader rule on its type or value: llama.cpp does not
-    load (or cannot run) such a file, and a forward sized by its values could ask for any amount of memory."""
-    from ..check import check_file
-
-    bad = next((f for f in check_file(gguf_path) if f.level == "error" and f.rule in UNRUNNABLE_RULES), None)
-    if bad is not None:
-        raise ConvertError(f"{gguf_path}: {bad.subject} {bad.message} (loader rule {bad.rule}); verify runs only a "
-                           "file llama.cpp can run: 'dspark-convert check FILE' lists every rule it breaks")
 
 
 def _account(report: VerifyReport, variant: Variant, gguf_names: list[str], t: Tensors) -> None:

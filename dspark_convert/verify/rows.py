@@ -255,18 +255,24 @@ def _forward_rows(proof: Proof, job: Job, spec: Forwards, side: Any, probe: Any,
     return True
 
 
+#: loader rules on a header key's type or value: a file that breaks one is not run (its sizes may be anything)
+UNRUNNABLE_RULES = frozenset({"key-type", "array-type", "key-range", "array-length", "required-key", "hparam-value"})
+
+
 def refuse_broken(gguf_path: str | Path) -> None:
-    """A file whose hyperparameters no forward can run on (``check``'s ``hparam-value`` findings), or that lacks a
-    tensor llama.cpp requires (its only loader errors are ``required-tensor``: neither llama.cpp nor the forward
-    can run it), is an input error. A file with other loader errors too (extra tensors: another layout's) is left
-    to the comparison and the tensor accounting, which name them."""
+    """A file whose header no forward can run on (``check``'s findings on a key's type or value:
+    :data:`UNRUNNABLE_RULES`; e.g. ``head_count`` 0, a division by zero, or a RoPE dimension count of 2^32 - 1, which
+    the forward would size arrays by), or that lacks a tensor llama.cpp requires (its only loader errors are
+    ``required-tensor``: neither llama.cpp nor the forward can run it), is an input error. A file with other loader
+    errors too (extra tensors: another layout's) is left to the comparison and the tensor accounting, which name
+    them."""
     from ..check import check_file
 
     findings = check_file(gguf_path)
-    broken = [f for f in findings if f.rule == "hparam-value"]  # e.g. head_count 0: a division by zero
+    broken = [f for f in findings if f.level == "error" and f.rule in UNRUNNABLE_RULES]
     if broken:
         raise ConvertError(f"{gguf_path}: {broken[0].subject}: {broken[0].message}; the forward cannot run on it "
-                           "(check reports it as [hparam-value])")
+                           f"(check reports it as [{broken[0].rule}])")
     errors = [f for f in findings if f.level == "error"]
     if errors and all(f.rule == "required-tensor" for f in errors):
         raise ConvertError(f"{gguf_path}: does not load in llama.cpp ("

@@ -135,5 +135,5 @@ def test_verify_refuses_a_file_whose_keys_break_the_loader_rules(assistant: tupl
     res = CliRunner().invoke(app, ["verify", str(bad), "--hf", str(draft)])
     assert res.exit_code == 2, res.output
     line = res.output.strip()
-    assert "\n" not in line and f"{bad}: {key} is 4294967295" in line and "(loader rule hparam-value)" in line
+    assert "\n" not in line and f"{bad}: {key}: is 4294967295" in line and "(check reports it as [hparam-value])" in line
     assert CliRunner().invoke(app, ["verify", str(gguf), "--hf", str(draft)]).exit_code == 0
