@@ -256,7 +256,8 @@ def _forward_rows(proof: Proof, job: Job, spec: Forwards, side: Any, probe: Any,
 
 
 #: loader rules on a header key's type or value: a file that breaks one is not run (its sizes may be anything)
-UNRUNNABLE_RULES = frozenset({"key-type", "array-type", "key-range", "array-length", "required-key", "hparam-value"})
+UNRUNNABLE_RULES = frozenset({"key-type", "array-type", "key-range", "array-length", "required-key", "hparam-value",
+                              "block-count"})
 
 
 def refuse_broken(gguf_path: str | Path) -> None:

@@ -137,3 +137,16 @@ def test_verify_refuses_a_file_whose_keys_break_the_loader_rules(assistant: tupl
     line = res.output.strip()
     assert "\n" not in line and f"{bad}: {key}: is 4294967295" in line and "(check reports it as [hparam-value])" in line
     assert CliRunner().invoke(app, ["verify", str(gguf), "--hf", str(draft)]).exit_code == 0
+
+
+def test_verify_refuses_a_block_count_beyond_the_tensors(tmp_path: Path) -> None:
+    """dflash.block_count 2^32 - 1 once sent the numpy forward into a MemoryError; now one line, exit 2."""
+    good = tmp_path / "dspark.gguf"
+    convert(FIXTURES / "dspark-qwen3", FIXTURES / "target-qwen3", good, outtype="bf16")
+    bad = rewrite_kv(good, tmp_path / "bad.gguf", "dflash.block_count", 2**32 - 1, VT.UINT32)
+    res = CliRunner().invoke(app, ["verify", str(bad), "--hf", str(FIXTURES / "dspark-qwen3"), "--target-model-dir",
+                                   str(FIXTURES / "target-qwen3")])
+    assert res.exit_code == 2, res.output
+    assert res.output.strip() == (f"error: {bad}: dflash.block_count: is 4294967295, but the file holds only 31 tensors; "
+                                  "expected at most one layer per tensor; the forward cannot run on it (check reports "
+                                  "it as [block-count])")
