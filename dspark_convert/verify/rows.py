@@ -256,8 +256,7 @@ def _forward_rows(proof: Proof, job: Job, spec: Forwards, side: Any, probe: Any,
 
 
 #: loader rules on a header key's type or value: a file that breaks one is not run (its sizes may be anything)
-UNRUNNABLE_RULES = frozenset({"key-type", "array-type", "key-range", "array-length", "required-key", "hparam-value",
-                              "block-count"})
+UNRUNNABLE_RULES = frozenset({"key-type", "array-type", "key-range", "array-length", "hparam-value", "block-count"})
 
 
 def refuse_broken(gguf_path: str | Path) -> None:
@@ -265,8 +264,8 @@ def refuse_broken(gguf_path: str | Path) -> None:
     :data:`UNRUNNABLE_RULES`; e.g. ``head_count`` 0, a division by zero, or a RoPE dimension count of 2^32 - 1, which
     the forward would size arrays by), or that lacks a tensor llama.cpp requires (its only loader errors are
     ``required-tensor``: neither llama.cpp nor the forward can run it), is an input error. A file with other loader
-    errors too (extra tensors: another layout's) is left to the comparison and the tensor accounting, which name
-    them."""
+    errors too (extra tensors: another layout's, whose keys it then lacks) is left to the comparison and the tensor
+    accounting, which name them."""
     from ..check import check_file
 
     findings = check_file(gguf_path)
