@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import schema as S
 from ..errors import ConvertError
 from ..reference.compare import MetadataCheck, OutputCheck
 from ..reference.weights import GGUFWeights, TargetWeights
@@ -100,6 +101,7 @@ def _named(hf_dir: Path) -> bool:
 def prove(spec: Prover, job: Job, variant: Variant) -> Proof:
     """Run the proof of ``job`` as ``variant`` states it (``spec``, its ``PROOF``)."""
     if isinstance(spec, TensorChecks):
+        refuse_broken(job.gguf_path)
         return spec.run(job)
     return prove_forwards(spec, job, variant)
 
@@ -257,6 +259,10 @@ def _forward_rows(proof: Proof, job: Job, spec: Forwards, side: Any, probe: Any,
 
 #: loader rules on a header key's type or value: a file that breaks one is not run (its sizes may be anything)
 UNRUNNABLE_RULES = frozenset({"key-type", "array-type", "key-range", "array-length", "hparam-value", "block-count"})
+#: the keys every architecture's loader requires (``{arch}.`` left out): missing, they refuse the file whatever its
+#: layout (another missing key may be another layout's, which the accounting names)
+CORE_KEYS = frozenset(t.removeprefix("{arch}.") for t in (S.CONTEXT_LENGTH, S.EMBEDDING_LENGTH, S.BLOCK_COUNT,
+                                                            S.RMS_EPS, S.LAYER_NORM_EPS))
 
 
 def refuse_broken(gguf_path: str | Path) -> None:
@@ -269,7 +275,8 @@ def refuse_broken(gguf_path: str | Path) -> None:
     from ..check import check_file
 
     findings = check_file(gguf_path)
-    broken = [f for f in findings if f.level == "error" and f.rule in UNRUNNABLE_RULES]
+    broken = [f for f in findings if f.level == "error" and (f.rule in UNRUNNABLE_RULES or f.rule == "required-key"
+                                                              and f.subject.partition(".")[2] in CORE_KEYS)]
     if broken:
         raise ConvertError(f"{gguf_path}: {broken[0].subject}: {broken[0].message}; the forward cannot run on it "
                            f"(check reports it as [{broken[0].rule}])")

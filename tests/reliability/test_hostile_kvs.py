@@ -27,8 +27,8 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 def rewrite_kv(src: Path, dst: Path, key: str, value: Any, vtype: GQ.GGUFValueType,
                sub: GQ.GGUFValueType | None = None) -> Path:
-    """``src`` with ``key`` set to ``value`` of ``vtype`` (added last when ``src`` lacks it; every other key and
-    tensor as they are), gguf-py's writer."""
+    """``src`` with ``key`` set to ``value`` of ``vtype`` (added last when ``src`` lacks it; left out when ``value``
+    is None; every other key and tensor as they are), gguf-py's writer."""
     r = GQ.GGUFReader(src)
     arch = str(bytes(r.fields["general.architecture"].parts[-1]), "utf-8")
     w = GQ.GGUFWriter(dst, arch)
@@ -36,7 +36,8 @@ def rewrite_kv(src: Path, dst: Path, key: str, value: Any, vtype: GQ.GGUFValueTy
         if f.name.startswith("GGUF.") or f.name == "general.architecture":
             continue
         if f.name == key:
-            w.add_key_value(key, value, vtype, sub_type=sub)
+            if value is not None:  # None: the key is left out
+                w.add_key_value(key, value, vtype, sub_type=sub)
             continue
         t = f.types[0]
         if t == VT.ARRAY:
@@ -47,7 +48,7 @@ def rewrite_kv(src: Path, dst: Path, key: str, value: Any, vtype: GQ.GGUFValueTy
             w.add_key_value(f.name, bytes(f.parts[f.data[0]]).decode(), t)
         else:
             w.add_key_value(f.name, f.parts[f.data[0]].tolist()[0], t)
-    if key not in r.fields:
+    if key not in r.fields and value is not None:
         w.add_key_value(key, value, vtype, sub_type=sub)
     for t in r.tensors:
         w.add_tensor(t.name, t.data, raw_shape=t.data.shape, raw_dtype=t.tensor_type)
@@ -150,3 +151,40 @@ def test_verify_refuses_a_block_count_beyond_the_tensors(tmp_path: Path) -> None
     assert res.output.strip() == (f"error: {bad}: dflash.block_count: is 4294967295, but the file holds only 31 tensors; "
                                   "expected at most one layer per tensor; the forward cannot run on it (check reports "
                                   "it as [block-count])")
+
+
+def drop_kv(src: Path, dst: Path, key: str) -> Path:
+    """``src`` without ``key``."""
+    return rewrite_kv(src, dst, key, None, VT.STRING)
+
+
+@pytest.fixture(scope="module")
+def sidecar(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(an MTP sidecar GGUF, the Qwen3.5 checkpoint it was cut from)."""
+    from mtp_checkpoints import make
+
+    folder = tmp_path_factory.mktemp("mtp")
+    ckpt = make(folder, "mtp-qwen35-dense")
+    out = folder / "mtp-qwen35.gguf"
+    convert(ckpt, None, out, outtype="bf16", mtp=True)
+    return out, ckpt
+
+
+@pytest.mark.parametrize("how", ["missing", "string", "array"])
+def test_verify_of_a_sidecar_refuses_a_bad_block_count_in_one_line(sidecar: tuple[Path, Path], tmp_path: Path,
+                                                                   how: str) -> None:
+    """The MTP sidecar's tensor-by-tensor proof read block_count with int(): KeyError / TypeError before."""
+    gguf, ckpt = sidecar
+    key = "qwen35.block_count"
+    bad = tmp_path / "mtp-bad.gguf"
+    if how == "missing":
+        drop_kv(gguf, bad, key)
+    else:
+        rewrite_kv(gguf, bad, key, "5" if how == "string" else [5], VT.STRING if how == "string" else VT.ARRAY,
+                   None if how == "string" else VT.UINT32)
+    res = CliRunner().invoke(app, ["verify", str(bad), "--hf", str(ckpt)])
+    assert res.exit_code == 2, res.output
+    line = res.output.strip()
+    assert "\n" not in line and line.startswith(f"error: {bad}: {key}: "), line
+    assert line.endswith("[required-key])" if how == "missing" else "[key-type])"), line
+    assert CliRunner().invoke(app, ["verify", str(gguf), "--hf", str(ckpt)]).exit_code == 0

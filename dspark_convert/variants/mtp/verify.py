@@ -29,7 +29,9 @@ import numpy as np
 from gguf import GGMLQuantizationType as QT
 from gguf import quants
 
+from ...errors import ConvertError
 from ...hf.checkpoint import Checkpoint
+from ...plan import as_int
 from ...reference.compare import MetadataCheck, OutputCheck
 from ...reference.weights import GGUFWeights
 from ...roles.proof import Job, Proof, TensorChecks
@@ -425,13 +427,21 @@ def _stored(raw: bytes, qt: QT) -> np.ndarray:
     return np.asarray(quants.dequantize(np.frombuffer(raw, np.uint8).reshape(-1, 34), qt), np.float32).reshape(-1)
 
 
+def _count(g: GGUFWeights, key: str) -> int:
+    """A layer count of the sidecar's header; ConvertError when it is missing or not a non-negative integer."""
+    v = as_int(g.value(key))
+    if v is None or v < 0:
+        raise ConvertError(f"{g.path}: {key} is {g.value(key)!r}, expected a layer count (an MTP sidecar's header "
+                           "has one)")
+    return v
+
+
 def sidecar_rows(g: GGUFWeights, hf_dir: str | Path, *, quality: bool = True) -> Proof:
     """Every tensor of the MTP sidecar ``g`` (the file verify opened) against the checkpoint (see the module
     docstring), and the layer-count keys."""
     f = g.file
     arch = f.kvs["general.architecture"].value
-    n_all = int(f.kvs[f"{arch}.block_count"].value)
-    nextn = int(f.kvs[f"{arch}.nextn_predict_layers"].value)
+    n_all, nextn = (_count(g, f"{arch}.{k}") for k in ("block_count", "nextn_predict_layers"))
     glm, nemo = arch in _GLM_ARCHES, arch in _NEMO_ARCHES
     ds4, mimo = arch in _DS4_ARCHES, arch in _MIMO_ARCHES
     select = (_glm_select(n_all - nextn) if glm else _nemo_select if nemo else _ds4_select if ds4
