@@ -37,6 +37,7 @@ HF_QUANT_CONFIG = "hf_quant_config.json"
 NVFP4_ALGOS = ("NVFP4", "W4A16_NVFP4")  #: per-tensor NVFP4 algos (W4A4 and W4A16)
 W4A16 = "W4A16_NVFP4"
 MIXED = "MIXED_PRECISION"
+FP8 = "FP8"  #: a MIXED_PRECISION layer stored FP8: F8_E4M3 codes times a scalar ``weight_scale`` (dequantized)
 FILE_TYPE_MOSTLY_NVFP4 = 39  #: ``general.file_type`` of an NVFP4 file converted at f32 / f16 / bf16
 FLOAT_OUTTYPE_FILE_TYPES = (0, 1, 32)  #: f32, f16, bf16: the file types upstream replaces by MOSTLY_NVFP4
 TENSOR_EXTRA_NAME = "general.tensor_extra.name"
@@ -95,7 +96,7 @@ def read_quant_config(folder: Path, config: Mapping[str, Any], tensor_names: lis
     ``bare`` maps checkpoint names to the family's names (the ``model.`` prefix dropped), applied to tensor names
     and to ``quantized_layers`` keys alike. Refused with one line: compressed-tensors NVFP4, a ModelOpt
     ``quant_algo`` other than NVFP4 / W4A16_NVFP4 / MIXED_PRECISION, a ``quantized_layers`` entry with another
-    algo or naming no module of the checkpoint.
+    algo than those two or FP8 (:func:`fp8_weight_scale`) or naming no module of the checkpoint.
     """
     qc = config.get("quantization_config") or {}
     if not isinstance(qc, dict):
@@ -133,9 +134,9 @@ def read_quant_config(folder: Path, config: Mapping[str, Any], tensor_names: lis
             modules.add(name)
     mapped: dict[str, str | None] = {}
     for layer, layer_algo in per_layer.items():
-        if layer_algo not in NVFP4_ALGOS:
+        if layer_algo not in NVFP4_ALGOS + (FP8,):
             raise ConvertError(f"{where}: quantized_layers entry '{clip(layer)}' has quant_algo {clip_value(layer_algo)}; expected "
-                               "NVFP4 or W4A16_NVFP4")
+                               "NVFP4, W4A16_NVFP4 or FP8")
         name = bare(layer)
         if name not in modules:
             raise ConvertError(f"{where}: quantized_layers entry '{clip(layer)}' names no module of the checkpoint "
@@ -238,6 +239,16 @@ def nvfp4_linear(ck: Any, weight: str, read: Callable[[str], np.ndarray]) -> Nvf
     return Nvfp4Linear(weight=weight, scale=base + ".weight_scale", scale2=scale2,
                        input_scale=inp if inp in ck else None, shape=(out, cols), scale2_value=v2,
                        input_scale_value=vi)
+
+
+def fp8_weight_scale(ck: Any, weight: str, read: Callable[[str], np.ndarray]) -> tuple[str, float] | None:
+    """For a ModelOpt FP8 linear (an F8_E4M3 ``weight`` beside a ``weight_scale``): the scale's name and value, which
+    must be one finite non-zero float (upstream multiplies the codes by it and stores the product at the outtype);
+    None for any other tensor."""
+    scale = weight.removesuffix(".weight") + ".weight_scale"
+    if ck.ref(weight).dtype != "F8_E4M3" or scale not in ck:
+        return None
+    return scale, _scalar(read, ck.ref(scale), scale)
 
 
 def file_type(q: QuantConfig | None, outtype_file_type: int) -> int:
