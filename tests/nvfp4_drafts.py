@@ -2,7 +2,7 @@
 DSpark): hidden 64 and 128, 2-4 layers, every linear NVFP4 where its in-features allow, per-tensor scales of exactly
 1.0 next to others, excluded modules, MIXED_PRECISION with per-module and per-layer algos, W4A4 input scales, a
 DFlash (not DSpark) draft, KV-cache scales, ``model.``-prefixed names, ModelOpt FP8 layers in a MIXED_PRECISION
-draft.
+draft, a ModelOpt FP8 draft.
 
 Each variant comes with its own target folder (``<variant>-target``: the shared qwen3 golden target's tokenizer and
 its config with the variant's hidden size and heads; no weights: upstream reads only the config and tokenizer of a
@@ -12,7 +12,7 @@ UPSTREAM_TREE``).
 
 Example:
     >>> sorted(VARIANTS)
-    ['v-nvfp4-dflash', 'v-nvfp4-fp8-mixed', 'v-nvfp4-h128-mixed', 'v-nvfp4-h64']
+    ['v-modelopt-fp8', 'v-nvfp4-dflash', 'v-nvfp4-fp8-mixed', 'v-nvfp4-h128-mixed', 'v-nvfp4-h64']
 """
 
 from __future__ import annotations
@@ -251,8 +251,20 @@ def _v_fp8_mixed() -> Spec:
     return Spec(H128_FP8, 2204, "BF16", algo, s2.__getitem__, inp.__getitem__, qc, None, embed=False)
 
 
+def _v_fp8() -> Spec:
+    """A DFlash draft, hidden 128, every linear ModelOpt FP8 (``quant_algo`` FP8 in config.json): no NVFP4 tensor, so
+    upstream keeps the outtype's ``general.file_type``."""
+    rng = np.random.default_rng(2235)
+    lin = linears(H128_FP8, dflash=True)
+    s2 = {k: float(rng.uniform(0.001, 0.01)) for k in lin}
+    return Spec(H128_FP8, 2205, "BF16", lambda k: "FP8", s2.__getitem__, lambda k: None,
+                {"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": None}, None, embed=False,
+                dflash=True)
+
+
 VARIANTS: dict[str, Callable[[], Spec]] = {"v-nvfp4-h64": _v_h64, "v-nvfp4-h128-mixed": _v_h128_mixed,
-                                           "v-nvfp4-dflash": _v_dflash, "v-nvfp4-fp8-mixed": _v_fp8_mixed}
+                                           "v-nvfp4-dflash": _v_dflash, "v-nvfp4-fp8-mixed": _v_fp8_mixed,
+                                           "v-modelopt-fp8": _v_fp8}
 
 
 def write_spec(s: Spec, draft: Path) -> Path:

@@ -94,9 +94,11 @@ def read_quant_config(folder: Path, config: Mapping[str, Any], tensor_names: lis
     """The checkpoint's ModelOpt NVFP4 quantization, None when it declares none (or another method).
 
     ``bare`` maps checkpoint names to the family's names (the ``model.`` prefix dropped), applied to tensor names
-    and to ``quantized_layers`` keys alike. Refused with one line: compressed-tensors NVFP4, a ModelOpt
-    ``quant_algo`` other than NVFP4 / W4A16_NVFP4 / MIXED_PRECISION, a ``quantized_layers`` entry with another
-    algo than those two or FP8 (:func:`fp8_weight_scale`) or naming no module of the checkpoint.
+    and to ``quantized_layers`` keys alike. A ModelOpt FP8 checkpoint (``quant_algo`` FP8, or MIXED_PRECISION
+    with FP8 entries only) is one too: its FP8 linears are dequantized (:func:`fp8_weight_scale`), as upstream does.
+    Refused with one line: compressed-tensors NVFP4, a ModelOpt ``quant_algo`` other than NVFP4 / W4A16_NVFP4 /
+    FP8 / MIXED_PRECISION, a ``quantized_layers`` entry with another algo than NVFP4 / W4A16_NVFP4 / FP8 or naming
+    no module of the checkpoint.
     """
     qc = config.get("quantization_config") or {}
     if not isinstance(qc, dict):
@@ -124,9 +126,9 @@ def read_quant_config(folder: Path, config: Mapping[str, Any], tensor_names: lis
     per_layer = {k: v.get("quant_algo") for k, v in layers.items() if isinstance(v, dict)}
     if method != "modelopt" and algo not in NVFP4_ALGOS and not any(str(a).endswith("NVFP4") for a in per_layer.values()):
         return None  # not a ModelOpt NVFP4 checkpoint: the family's ordinary dtype rules apply
-    if algo not in NVFP4_ALGOS + (MIXED,):
-        raise ConvertError(f"{where}: quant_algo is {clip_value(algo)}; expected NVFP4, W4A16_NVFP4 or MIXED_PRECISION "
-                           "(ModelOpt NVFP4)")
+    if algo not in NVFP4_ALGOS + (MIXED, FP8):
+        raise ConvertError(f"{where}: quant_algo is {clip_value(algo)}; expected NVFP4, W4A16_NVFP4, FP8 or "
+                           "MIXED_PRECISION (ModelOpt NVFP4)")
     modules: set[str] = set()
     for n in tensor_names:
         name = bare(n)
@@ -143,8 +145,8 @@ def read_quant_config(folder: Path, config: Mapping[str, Any], tensor_names: lis
                                "(no tensor starts with it)")
         mapped[name] = layer_algo
     q = QuantConfig(algo=algo, layers=mapped, where=where)
-    if not q.nvfp4:
-        raise ConvertError(f"{where}: quant_algo is {clip_value(algo)} but no quantized_layers entry is NVFP4")
+    if not q.nvfp4 and algo != FP8 and FP8 not in mapped.values():
+        raise ConvertError(f"{where}: quant_algo is {clip_value(algo)} but no quantized_layers entry is NVFP4 or FP8")
     return q
 
 

@@ -230,7 +230,7 @@ REFUSALS: list[tuple[str, str, Callable[[Path], None], tuple[str, ...]]] = [
     ("unknown-quant-algo", "n-dspark-nvfp4",
      lambda d: (_edit_json(d / "config.json", _quant("quant_algo", "INT4_AWQ")),
                 _edit_json(d / "hf_quant_config.json", _quant("quant_algo", "INT4_AWQ"))),
-     ("hf_quant_config.json: quant_algo is 'INT4_AWQ'; expected NVFP4, W4A16_NVFP4 or MIXED_PRECISION",)),
+     ("hf_quant_config.json: quant_algo is 'INT4_AWQ'; expected NVFP4, W4A16_NVFP4, FP8 or MIXED_PRECISION",)),
     ("layer-names-missing-module", "n-dspark-nvfp4-mixed",
      lambda d: _edit_json(d / "hf_quant_config.json", _layer("layers.9.mlp.down_proj", "NVFP4")),
      ("quantized_layers entry 'layers.9.mlp.down_proj' names no module of the checkpoint",)),
