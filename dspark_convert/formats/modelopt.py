@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import ConvertError, clip, clip_value
 from .quant import NVFP4_BLOCK, NVFP4_SUB, nvfp4_bad_scales
+from .transforms import Fp8TensorDequant
 
 HF_QUANT_CONFIG = "hf_quant_config.json"
 NVFP4_ALGOS = ("NVFP4", "W4A16_NVFP4")  #: per-tensor NVFP4 algos (W4A4 and W4A16)
@@ -95,7 +96,7 @@ def read_quant_config(folder: Path, config: Mapping[str, Any], tensor_names: lis
 
     ``bare`` maps checkpoint names to the family's names (the ``model.`` prefix dropped), applied to tensor names
     and to ``quantized_layers`` keys alike. A ModelOpt FP8 checkpoint (``quant_algo`` FP8, or MIXED_PRECISION
-    with FP8 entries only) is one too: its FP8 linears are dequantized (:func:`fp8_weight_scale`), as upstream does.
+    with FP8 entries only) is one too: its FP8 linears are dequantized (:func:`fp8_dequant`), as upstream does.
     Refused with one line: compressed-tensors NVFP4, a ModelOpt ``quant_algo`` other than NVFP4 / W4A16_NVFP4 /
     FP8 / MIXED_PRECISION, a ``quantized_layers`` entry with another algo than NVFP4 / W4A16_NVFP4 / FP8 or naming
     no module of the checkpoint.
@@ -243,14 +244,14 @@ def nvfp4_linear(ck: Any, weight: str, read: Callable[[str], np.ndarray]) -> Nvf
                        input_scale_value=vi)
 
 
-def fp8_weight_scale(ck: Any, weight: str, read: Callable[[str], np.ndarray]) -> tuple[str, float] | None:
-    """For a ModelOpt FP8 linear (an F8_E4M3 ``weight`` beside a ``weight_scale``): the scale's name and value, which
-    must be one finite non-zero float (upstream multiplies the codes by it and stores the product at the outtype);
-    None for any other tensor."""
+def fp8_dequant(ck: Any, weight: str, read: Callable[[str], np.ndarray]) -> tuple[str, Fp8TensorDequant] | None:
+    """For a ModelOpt FP8 linear (an F8_E4M3 ``weight`` beside a ``weight_scale``): the scale's name and the transform
+    that dequantizes the weight by it (upstream multiplies the codes by the scale and stores the product at the
+    outtype); the scale must be one finite non-zero float. None for any other tensor."""
     scale = weight.removesuffix(".weight") + ".weight_scale"
     if ck.ref(weight).dtype != "F8_E4M3" or scale not in ck:
         return None
-    return scale, _scalar(read, ck.ref(scale), scale)
+    return scale, Fp8TensorDequant(_scalar(read, ck.ref(scale), scale))
 
 
 def file_type(q: QuantConfig | None, outtype_file_type: int) -> int:

@@ -20,7 +20,7 @@ from ... import schema as S
 from ...errors import ConvertError
 from ...formats import modelopt
 from ...formats.modelopt import QuantConfig
-from ...formats.transforms import Fp8TensorDequant, Nvfp4Repack, Transform
+from ...formats.transforms import Nvfp4Repack, Transform
 from ...kit.common import (
     BACKBONE_GLOBALS,
     BACKBONE_LAYER,
@@ -323,20 +323,20 @@ def quant_config(ctx: Context) -> QuantConfig | None:
 
 
 def nvfp4_specs(ctx: Context, quant: QuantConfig,
-                drop: Set[str]) -> tuple[list[TensorSpec], set[str], dict[str, float]]:
+                drop: Set[str]) -> tuple[list[TensorSpec], set[str], dict[str, Transform]]:
     """The NVFP4 linears of the draft (a ``.weight`` with a 2-D ``.weight_scale``), each as an NVFP4 tensor then its
     non-trivial ``.scale`` / ``.input_scale`` (F32 [1]); returns (specs, the checkpoint names they consume, the
-    ModelOpt FP8 weights: {weight: its scalar ``weight_scale``}, whose scales and input scales are consumed too:
-    :func:`plain_spec` dequantizes them where they stand)."""
+    ModelOpt FP8 weights: {weight: the transform dequantizing it by its scalar ``weight_scale``}, whose scales and
+    input scales are consumed too: :func:`plain_spec` dequantizes them where they stand)."""
     ck = ctx.draft
     specs: list[TensorSpec] = []
     consumed: set[str] = set()
-    fp8: dict[str, float] = {}
+    fp8: dict[str, Transform] = {}
     for hf in ck.names:
         bare = bare_name(hf)
         if not hf.endswith(".weight") or bare in drop or is_skipped("model." + bare):
             continue
-        found = modelopt.fp8_weight_scale(ck, hf, ck.read)
+        found = modelopt.fp8_dequant(ck, hf, ck.read)
         if found is not None:  # upstream drops every input_scale but an NVFP4 linear's
             fp8[hf] = found[1]
             consumed.update((found[0], hf.removesuffix(".weight") + ".input_scale"))
@@ -376,11 +376,11 @@ def nvfp4_specs(ctx: Context, quant: QuantConfig,
     return specs, consumed, fp8
 
 
-def plain_spec(ctx: Context, hf: str, name: str, out: QT, fp8: Mapping[str, float],
+def plain_spec(ctx: Context, hf: str, name: str, out: QT, fp8: Mapping[str, Transform],
                transform: Transform | None = None) -> TensorSpec:
     """GGUF tensor ``name`` from checkpoint tensor ``hf`` at outtype type ``out``: a ModelOpt FP8 weight of ``fp8``
-    (:func:`nvfp4_specs`) dequantized to float32 by its scale (:class:`Fp8TensorDequant`), as upstream's
-    ``dequant_model`` does, any other through ``tensor_spec`` (with ``transform``)."""
+    (:func:`nvfp4_specs`) dequantized to float32 by its scale, as upstream's ``dequant_model`` does, any other
+    through ``tensor_spec`` (with ``transform``)."""
     if hf not in fp8:
         return tensor_spec(ctx.draft, hf, name, out, transform=transform)
     ref = ctx.draft.ref(hf)
@@ -388,7 +388,7 @@ def plain_spec(ctx: Context, hf: str, name: str, out: QT, fp8: Mapping[str, floa
         raise ConvertError(f"{ref.file}: tensor '{hf}' is ModelOpt FP8, which this layout cannot convert (its rows "
                            f"are rewritten: {transform.describe()})")
     return TensorSpec(name=name, shape=ref.shape, ggml_type=tensor_type(name, ref.shape, out), sources=(hf,),
-                      transform=Fp8TensorDequant(fp8[hf]), source_dtype=ref.dtype)
+                      transform=fp8[hf], source_dtype=ref.dtype)
 
 
 def nvfp4_metadata(plan: Plan, quant: QuantConfig | None, outtype_file_type: int) -> None:
