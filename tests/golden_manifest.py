@@ -139,15 +139,16 @@ def parity(draft: Path, target: Path, manifests: Path, stem: str, tmp: Path,
 
 
 def write_upstream_manifest(tree: Path, draft: Path, target: Path, out: Path, stem: str, outtype: str,
-                            oracle: Path) -> None:
+                            oracle: Path, dspark: bool = False) -> None:
     """Convert ``draft`` with upstream's converter (``tree``: the llama.cpp source tree) at ``outtype`` into ``out``
-    and store its manifest as ``oracle/<stem>.<outtype>.json`` (the generators' ``main``)."""
+    (with ``--dspark``: a DeepSeek-V4 checkpoint's DSpark draft) and store its manifest as
+    ``oracle/<stem>.<outtype>.json`` (the generators' ``main``)."""
     import os
     import subprocess
     import sys
 
     gguf = out / f"{stem}.{outtype}.gguf"
     subprocess.run([sys.executable, str(tree / "convert_hf_to_gguf.py"), str(draft), "--target-model-dir", str(target),
-                    "--outtype", outtype, "--outfile", str(gguf)], check=True, capture_output=True,
+                    "--outtype", outtype, "--outfile", str(gguf), *(["--dspark"] if dspark else [])], check=True, capture_output=True,
                    env={**os.environ, "PYTHONPATH": str(tree / "gguf-py")})
     (oracle / f"{stem}.{outtype}.json").write_text(json.dumps(describe(gguf), indent=1) + "\n")

@@ -1,7 +1,8 @@
 """Deterministic ModelOpt NVFP4 drafts with other dimensions than the public sample (issue 22, Nemotron-3.5 NVFP4
 DSpark): hidden 64 and 128, 2-4 layers, every linear NVFP4 where its in-features allow, per-tensor scales of exactly
 1.0 next to others, excluded modules, MIXED_PRECISION with per-module and per-layer algos, W4A4 input scales, a
-DFlash (not DSpark) draft, KV-cache scales, ``model.``-prefixed names.
+DFlash (not DSpark) draft, KV-cache scales, ``model.``-prefixed names, ModelOpt FP8 layers in a MIXED_PRECISION
+draft, a ModelOpt FP8 draft.
 
 Each variant comes with its own target folder (``<variant>-target``: the shared qwen3 golden target's tokenizer and
 its config with the variant's hidden size and heads; no weights: upstream reads only the config and tokenizer of a
@@ -11,7 +12,7 @@ UPSTREAM_TREE``).
 
 Example:
     >>> sorted(VARIANTS)
-    ['v-nvfp4-dflash', 'v-nvfp4-h128-mixed', 'v-nvfp4-h64']
+    ['v-modelopt-fp8', 'v-nvfp4-dflash', 'v-nvfp4-fp8-mixed', 'v-nvfp4-h128-mixed', 'v-nvfp4-h64']
 """
 
 from __future__ import annotations
@@ -62,6 +63,16 @@ class Maker(draft_kit.Maker):
         return t
 
 
+    def fp8(self, base: str, out: int, inp: int) -> dict[str, Tensor]:
+        """ModelOpt FP8 tensors of linear ``base`` [out, inp]: F8_E4M3 codes (no NaN), scalar F32 weight and input
+        scales."""
+        codes = self.rng.integers(0, 0x7F, size=(out, inp), dtype=np.uint8)
+        codes |= self.rng.integers(0, 2, size=(out, inp), dtype=np.uint8) << 7
+        return {f"{base}.weight": ("F8_E4M3", codes),
+                f"{base}.weight_scale": ("F32", np.array(self.rng.uniform(0.001, 0.01), np.float32)),
+                f"{base}.input_scale": ("F32", np.array(self.rng.uniform(0.01, 0.1), np.float32))}
+
+
 def linears(d: Dims, dflash: bool = False) -> dict[str, tuple[int, int]]:
     """Every linear of the draft (module path -> [out, in]), in a fixed order."""
     lin = {"fc": (d.hidden, len(d.taps) * d.hidden)}
@@ -84,7 +95,7 @@ class Spec:
     dims: Dims
     seed: int
     dtype: str
-    algo: Callable[[str], str | None]            # module -> "NVFP4" / "W4A16_NVFP4" / None (plain)
+    algo: Callable[[str], str | None]            # module -> "NVFP4" / "W4A16_NVFP4" / "FP8" / None (plain)
     scale2: Callable[[str], float]
     input_scale: Callable[[str], float | None]   # for NVFP4 (W4A4) modules
     quant_config: dict[str, Any]                 # written into config.json (may be empty)
@@ -123,6 +134,8 @@ def _tensors(s: Spec) -> dict[str, Tensor]:
         algo = s.algo(k)
         if algo is None:
             t[p + k + ".weight"] = m.t(o, n)
+        elif algo == "FP8":
+            t.update(m.fp8(p + k, o, n))
         else:
             t.update(m.nvfp4(p + k, o, n, s.scale2(k), s.input_scale(k) if algo == "NVFP4" else None))
     return t
@@ -216,8 +229,42 @@ def _v_dflash() -> Spec:
                 embed=False, dflash=True)
 
 
+H128_FP8 = Dims(hidden=128, heads=2, kv_heads=1, head_dim=64, ff=256, layers=2, taps=[0, 2, 4])
+_FP8_LAYERS = {"fc": "W4A16_NVFP4", "layers.0": "NVFP4", "layers.1.self_attn.o_proj": "FP8",
+               "layers.1.mlp.down_proj": "FP8"}
+
+
+def _v_fp8_mixed() -> Spec:
+    """Hidden 128, 2 layers, MIXED_PRECISION with FP8 layers: fc W4A16, layer 0 W4A4 (input scales), layer 1's
+    o_proj and down_proj ModelOpt FP8 (F8_E4M3 codes, scalar weight / input scales: upstream dequantizes them and
+    writes them at the outtype, in their place), the rest plain BF16."""
+    rng = np.random.default_rng(2234)
+    lin = linears(H128_FP8)
+    s2 = {k: float(rng.uniform(0.001, 0.01)) for k in lin}
+    inp = {k: float(rng.uniform(0.01, 0.1)) for k in lin}
+
+    def algo(k: str) -> str | None:
+        return _FP8_LAYERS.get(k) or ("NVFP4" if k.startswith("layers.0.") else None)
+
+    qc = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "kv_cache_quant_algo": None,
+          "quantized_layers": _layers_of(_FP8_LAYERS)}
+    return Spec(H128_FP8, 2204, "BF16", algo, s2.__getitem__, inp.__getitem__, qc, None, embed=False)
+
+
+def _v_fp8() -> Spec:
+    """A DFlash draft, hidden 128, every linear ModelOpt FP8 (``quant_algo`` FP8 in config.json): no NVFP4 tensor, so
+    upstream keeps the outtype's ``general.file_type``."""
+    rng = np.random.default_rng(2235)
+    lin = linears(H128_FP8, dflash=True)
+    s2 = {k: float(rng.uniform(0.001, 0.01)) for k in lin}
+    return Spec(H128_FP8, 2205, "BF16", lambda k: "FP8", s2.__getitem__, lambda k: None,
+                {"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": None}, None, embed=False,
+                dflash=True)
+
+
 VARIANTS: dict[str, Callable[[], Spec]] = {"v-nvfp4-h64": _v_h64, "v-nvfp4-h128-mixed": _v_h128_mixed,
-                                           "v-nvfp4-dflash": _v_dflash}
+                                           "v-nvfp4-dflash": _v_dflash, "v-nvfp4-fp8-mixed": _v_fp8_mixed,
+                                           "v-modelopt-fp8": _v_fp8}
 
 
 def write_spec(s: Spec, draft: Path) -> Path:

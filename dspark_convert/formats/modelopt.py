@@ -32,11 +32,13 @@ import numpy as np
 
 from ..errors import ConvertError, clip, clip_value
 from .quant import NVFP4_BLOCK, NVFP4_SUB, nvfp4_bad_scales
+from .transforms import Fp8TensorDequant
 
 HF_QUANT_CONFIG = "hf_quant_config.json"
 NVFP4_ALGOS = ("NVFP4", "W4A16_NVFP4")  #: per-tensor NVFP4 algos (W4A4 and W4A16)
 W4A16 = "W4A16_NVFP4"
 MIXED = "MIXED_PRECISION"
+FP8 = "FP8"  #: a MIXED_PRECISION layer stored FP8: F8_E4M3 codes times a scalar ``weight_scale`` (dequantized)
 FILE_TYPE_MOSTLY_NVFP4 = 39  #: ``general.file_type`` of an NVFP4 file converted at f32 / f16 / bf16
 FLOAT_OUTTYPE_FILE_TYPES = (0, 1, 32)  #: f32, f16, bf16: the file types upstream replaces by MOSTLY_NVFP4
 TENSOR_EXTRA_NAME = "general.tensor_extra.name"
@@ -93,9 +95,11 @@ def read_quant_config(folder: Path, config: Mapping[str, Any], tensor_names: lis
     """The checkpoint's ModelOpt NVFP4 quantization, None when it declares none (or another method).
 
     ``bare`` maps checkpoint names to the family's names (the ``model.`` prefix dropped), applied to tensor names
-    and to ``quantized_layers`` keys alike. Refused with one line: compressed-tensors NVFP4, a ModelOpt
-    ``quant_algo`` other than NVFP4 / W4A16_NVFP4 / MIXED_PRECISION, a ``quantized_layers`` entry with another
-    algo or naming no module of the checkpoint.
+    and to ``quantized_layers`` keys alike. A ModelOpt FP8 checkpoint (``quant_algo`` FP8, or MIXED_PRECISION
+    with FP8 entries only) is one too: its FP8 linears are dequantized (:func:`fp8_dequant`), as upstream does.
+    Refused with one line: compressed-tensors NVFP4, a ModelOpt ``quant_algo`` other than NVFP4 / W4A16_NVFP4 /
+    FP8 / MIXED_PRECISION, a ``quantized_layers`` entry with another algo than NVFP4 / W4A16_NVFP4 / FP8 or naming
+    no module of the checkpoint.
     """
     qc = config.get("quantization_config") or {}
     if not isinstance(qc, dict):
@@ -123,9 +127,9 @@ def read_quant_config(folder: Path, config: Mapping[str, Any], tensor_names: lis
     per_layer = {k: v.get("quant_algo") for k, v in layers.items() if isinstance(v, dict)}
     if method != "modelopt" and algo not in NVFP4_ALGOS and not any(str(a).endswith("NVFP4") for a in per_layer.values()):
         return None  # not a ModelOpt NVFP4 checkpoint: the family's ordinary dtype rules apply
-    if algo not in NVFP4_ALGOS + (MIXED,):
-        raise ConvertError(f"{where}: quant_algo is {clip_value(algo)}; expected NVFP4, W4A16_NVFP4 or MIXED_PRECISION "
-                           "(ModelOpt NVFP4)")
+    if algo not in NVFP4_ALGOS + (MIXED, FP8):
+        raise ConvertError(f"{where}: quant_algo is {clip_value(algo)}; expected NVFP4, W4A16_NVFP4, FP8 or "
+                           "MIXED_PRECISION (ModelOpt NVFP4)")
     modules: set[str] = set()
     for n in tensor_names:
         name = bare(n)
@@ -133,17 +137,17 @@ def read_quant_config(folder: Path, config: Mapping[str, Any], tensor_names: lis
             modules.add(name)
     mapped: dict[str, str | None] = {}
     for layer, layer_algo in per_layer.items():
-        if layer_algo not in NVFP4_ALGOS:
+        if layer_algo not in NVFP4_ALGOS + (FP8,):
             raise ConvertError(f"{where}: quantized_layers entry '{clip(layer)}' has quant_algo {clip_value(layer_algo)}; expected "
-                               "NVFP4 or W4A16_NVFP4")
+                               "NVFP4, W4A16_NVFP4 or FP8")
         name = bare(layer)
         if name not in modules:
             raise ConvertError(f"{where}: quantized_layers entry '{clip(layer)}' names no module of the checkpoint "
                                "(no tensor starts with it)")
         mapped[name] = layer_algo
     q = QuantConfig(algo=algo, layers=mapped, where=where)
-    if not q.nvfp4:
-        raise ConvertError(f"{where}: quant_algo is {clip_value(algo)} but no quantized_layers entry is NVFP4")
+    if not q.nvfp4 and algo != FP8 and FP8 not in mapped.values():
+        raise ConvertError(f"{where}: quant_algo is {clip_value(algo)} but no quantized_layers entry is NVFP4 or FP8")
     return q
 
 
@@ -238,6 +242,16 @@ def nvfp4_linear(ck: Any, weight: str, read: Callable[[str], np.ndarray]) -> Nvf
     return Nvfp4Linear(weight=weight, scale=base + ".weight_scale", scale2=scale2,
                        input_scale=inp if inp in ck else None, shape=(out, cols), scale2_value=v2,
                        input_scale_value=vi)
+
+
+def fp8_dequant(ck: Any, weight: str, read: Callable[[str], np.ndarray]) -> tuple[str, Fp8TensorDequant] | None:
+    """For a ModelOpt FP8 linear (an F8_E4M3 ``weight`` beside a ``weight_scale``): the scale's name and the transform
+    that dequantizes the weight by it (upstream multiplies the codes by the scale and stores the product at the
+    outtype); the scale must be one finite non-zero float. None for any other tensor."""
+    scale = weight.removesuffix(".weight") + ".weight_scale"
+    if ck.ref(weight).dtype != "F8_E4M3" or scale not in ck:
+        return None
+    return scale, Fp8TensorDequant(_scalar(read, ck.ref(scale), scale))
 
 
 def file_type(q: QuantConfig | None, outtype_file_type: int) -> int:

@@ -26,7 +26,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import quants
 
 from ..errors import ConvertError
-from .quant import FP8_TILE, fp8_block_dequant, nvfp4_bad_scales, nvfp4_repack, tiles
+from .quant import E4M3_VALUES, FP8_TILE, fp8_block_dequant, nvfp4_bad_scales, nvfp4_repack, tiles
 
 Q8_0_BLOCK = 32
 Shapes = tuple[tuple[int, ...], ...]
@@ -142,6 +142,28 @@ class Fp8BlockDequant(Transform):
 
     def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
         return fp8_block_dequant(chunks[0], chunks[1])
+
+
+@register
+@dataclass(frozen=True)
+class Fp8TensorDequant(Transform):
+    """Source (F8_E4M3 weight ``[out, in]``) -> float32 rows times ``scale``, the weight's per-tensor scale (ModelOpt
+    FP8's scalar ``weight_scale``), as upstream's ``weight.float() * scale.float()``; the writer then stores them at
+    the tensor's type and refuses NaN / Inf.
+
+    Example:
+        >>> Fp8TensorDequant(0.5).apply([np.array([[0x38, 0xC0]], np.uint8)], 1).tolist()
+        [[0.5, -1.0]]
+    """
+
+    name: ClassVar[str] = "fp8_tensor_dequant"
+    scale: float = 1.0
+
+    output_dtype: ClassVar[str | None] = "F32"
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore"):  # the writer's finiteness check names the tensor
+            return np.take(E4M3_VALUES, np.asarray(chunks[0]).view(np.uint8)) * np.float32(self.scale)
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,13 @@ _FULL_VOCAB_HEAD = DropRule("lm_head.weight", "the GGUF has no output: the draft
 _KV_CACHE_SCALES = tuple(DropRule(f"{p}layers.{{n}}.self_attn.{proj}", "a ModelOpt KV-cache scale: not part of the "
                                   "GGUF (upstream drops it too)")
                          for p in ("", "model.") for proj in ("k_proj.k_scale", "v_proj.v_scale"))
+#: ModelOpt FP8 linears' activation scales: upstream drops every input_scale but an NVFP4 linear's (those are
+#: compared by verify's NVFP4 rows, before any rule applies); the weight and its weight_scale are read by the forward
+_FP8_INPUT_SCALES = tuple(DropRule(f"{p}{m}.input_scale", "a ModelOpt FP8 activation scale: not part of the GGUF "
+                                   "(upstream drops it too)")
+                          for p in ("", "model.") for m in ("fc", *(f"layers.{{n}}.{x}" for x in (
+                              "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                              "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"))))
 
 #: the Gemma 4 E2B/E4B assistants' ordered-embedding sampler: upstream drops it, llama.cpp scores every token
 _MASKED_EMBEDDING = DropRule("masked_embedding.centroids.weight", "the ordered-embedding sampler (centroids) of the "
@@ -126,7 +133,7 @@ VARIANTS: tuple[Variant, ...] = (
             and S.T_SELECTOR_HIDDEN in n, ("dflash2",), refines="dflash"),
     Variant("dflash", S.ARCH_DFLASH, lambda v, _n: v("general.architecture") == S.ARCH_DFLASH,
             ("dspark", "dflash", "muse_glimmer"),
-            checkpoint_drops=(_T2D, _FULL_VOCAB_EMBED, _FULL_VOCAB_HEAD, *_KV_CACHE_SCALES)),
+            checkpoint_drops=(_T2D, _FULL_VOCAB_EMBED, _FULL_VOCAB_HEAD, *_KV_CACHE_SCALES, *_FP8_INPUT_SCALES)),
     Variant("gemma4_assistant", S.ARCH_GEMMA4_ASSISTANT,
             lambda v, _n: v("general.architecture") == S.ARCH_GEMMA4_ASSISTANT, ("gemma4_assistant",),
             checkpoint_drops=(_MASKED_EMBEDDING, _MASKED_ORDERING)),

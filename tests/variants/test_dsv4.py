@@ -13,8 +13,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dsv4_support import ROOT, TOKENIZER, assert_matches_oracle, dsv4, edit_checkpoint, kvs_of, make, tensors_of
+from dsv4_support import (
+    F16_OUTTYPES,
+    F16_SOURCES,
+    ORACLE,
+    ROOT,
+    TOKENIZER,
+    assert_matches_oracle,
+    dsv4,
+    edit_checkpoint,
+    kvs_of,
+    make,
+    make_f16_sources,
+    tensors_of,
+)
 from gguf import GGUFValueType as VT
+from golden_manifest import compare
 from typer.testing import CliRunner
 
 from dspark_convert import convert
@@ -55,6 +69,25 @@ def test_variant_matches_oracle_at_every_outtype(tmp_path: Path, variant: str) -
         outs.append(out.read_bytes())
     assert outs[0] == outs[1] == outs[2]
     assert_matches_oracle(tmp_path / f"{variant}.q8_0.gguf", ck)
+
+
+def test_f16_sources_take_the_outtype_as_upstreams(tmp_path: Path) -> None:
+    """Upstream forces FP8 (Q8_0), BF16 and F32 sources to a type, not F16 ones: those take --outtype (auto: f16,
+    from the first F16 / BF16 matrix of the draft, stage 0's F16 router), except the router itself (F32). The
+    outputs are upstream b11434's (its manifests, ``tests/dsv4_support.py``) at every outtype."""
+    ck = make_f16_sources(tmp_path)
+    types = {}
+    for outtype in F16_OUTTYPES:
+        out = tmp_path / f"{outtype}.gguf"
+        assert convert(ck, None, out, outtype=outtype).family == "dspark_dsv4"
+        assert compare(out, json.loads((ORACLE / f"{F16_SOURCES}.{outtype}.json").read_text())) == [], outtype
+        types[outtype] = {t[0]: t[1] for t in tensors_of(out)}
+        assert read_gguf(out).kvs["general.file_type"].value == 38
+    assert {o: t["blk.1.ffn_down_shexp.weight"] for o, t in types.items()} == {
+        "f32": "F32", "bf16": "BF16", "q8_0": "Q8_0", "auto": "F16"}
+    assert {t["blk.0.ffn_gate_inp.weight"] for t in types.values()} == {"F32"}
+    assert {t["fc.weight"] for t in types.values()} == {"BF16"}
+    assert {t["blk.1.ffn_gate_inp.weight"] for t in types.values()} == {"BF16"}  # stored BF16: kept
 
 
 def test_dspark_flag_and_both_routes_give_the_same_bytes(tmp_path: Path) -> None:

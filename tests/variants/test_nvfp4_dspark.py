@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from bad_inputs_kit import assert_refused, run_convert
 from golden_manifest import compare
-from nvfp4_drafts import ORACLE, OUTTYPES, VARIANTS, make
+from nvfp4_drafts import ORACLE, OUTTYPES, VARIANTS, make, read_raw
 
 from dspark_convert import convert
 from dspark_convert.check import check_file, check_plan, errors
@@ -230,13 +230,13 @@ REFUSALS: list[tuple[str, str, Callable[[Path], None], tuple[str, ...]]] = [
     ("unknown-quant-algo", "n-dspark-nvfp4",
      lambda d: (_edit_json(d / "config.json", _quant("quant_algo", "INT4_AWQ")),
                 _edit_json(d / "hf_quant_config.json", _quant("quant_algo", "INT4_AWQ"))),
-     ("hf_quant_config.json: quant_algo is 'INT4_AWQ'; expected NVFP4, W4A16_NVFP4 or MIXED_PRECISION",)),
+     ("hf_quant_config.json: quant_algo is 'INT4_AWQ'; expected NVFP4, W4A16_NVFP4, FP8 or MIXED_PRECISION",)),
     ("layer-names-missing-module", "n-dspark-nvfp4-mixed",
      lambda d: _edit_json(d / "hf_quant_config.json", _layer("layers.9.mlp.down_proj", "NVFP4")),
      ("quantized_layers entry 'layers.9.mlp.down_proj' names no module of the checkpoint",)),
-    ("layer-fp8", "n-dspark-nvfp4-mixed",
-     lambda d: _edit_json(d / "hf_quant_config.json", _layer("fc", "FP8")),
-     ("quantized_layers entry 'fc' has quant_algo 'FP8'; expected NVFP4 or W4A16_NVFP4",)),
+    ("layer-awq", "n-dspark-nvfp4-mixed",
+     lambda d: _edit_json(d / "hf_quant_config.json", _layer("fc", "W4A16_AWQ")),
+     ("quantized_layers entry 'fc' has quant_algo 'W4A16_AWQ'; expected NVFP4, W4A16_NVFP4 or FP8",)),
     ("compressed-tensors", "n-dspark-nvfp4",
      lambda d: ((d / "hf_quant_config.json").unlink(), _edit_json(d / "config.json", lambda c: c.update(
          {"quantization_config": {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}}))),
@@ -363,15 +363,22 @@ def test_verify_passes(files: dict[str, Path], b11434_qwen3: Path, key: str) -> 
 
 
 @pytest.mark.parametrize(("variant", "outtype"), [("v-nvfp4-h64", "f16"), ("v-nvfp4-h128-mixed", "q8_0"),
-                                                   ("v-nvfp4-dflash", "bf16")])
+                                                   ("v-nvfp4-dflash", "bf16"), ("v-nvfp4-fp8-mixed", "bf16"),
+                                                   ("v-modelopt-fp8", "f16")])
 def test_variants_verify(b11434_qwen3: Path, tmp_path: Path, variant: str, outtype: str) -> None:
     """The variants verify (their targets get a random embedding and head): W4A4 input scales on every DFlash
-    linear, MIXED tables, F32 plain tensors, sinks and model.-prefixed names, KV-cache scales dropped by rule."""
+    linear, MIXED tables, F32 plain tensors, sinks and model.-prefixed names, KV-cache scales dropped by rule, FP8
+    linears read by the torch side as codes times their scale (their input scales dropped by rule); a draft
+    without NVFP4 tensors has no NVFP4 rows."""
     draft, target = make(tmp_path, variant, b11434_qwen3 / "target", target_weights=True)
     out = _convert(draft, target, tmp_path / "v.gguf", outtype)
     passed, rows = _verify_rows(out, draft, target)
     assert passed, rows
-    assert rows["NVFP4 input scales"] and rows["tensor accounting"] and rows["metadata general.tensor_extra.name"]
+    assert rows["tensor accounting"]
+    if variant == "v-modelopt-fp8":
+        assert "NVFP4 input scales" not in rows and rows["block logits"]
+    else:
+        assert rows["NVFP4 input scales"] and rows["metadata general.tensor_extra.name"]
 
 
 def _swap_nibbles(path: Path, dst: Path, name: str) -> Path:
@@ -545,3 +552,30 @@ def test_every_refusal_is_in_the_troubleshooting_catalogue() -> None:
         assert head in text, cid
         quoted = text.split(head, 1)[1].split("\n```", 1)[0]
         assert quoted.startswith("error: ") and "\n" not in quoted and all(f in quoted for f in fragments), cid
+
+
+def _e4m3(codes: np.ndarray) -> np.ndarray:
+    """F8_E4M3 bytes -> float64 from the bit layout (sign, 4 exponent bits of bias 7, 3 mantissa bits)."""
+    s, e, m = codes >> 7, (codes >> 3) & 0xF, codes & 7
+    mag = np.where(e == 0, m / 8 * 2.0 ** -6, (1 + m / 8) * 2.0 ** (e.astype(np.float64) - 7))
+    return np.where(s == 1, -mag, mag)
+
+
+def test_fp8_layers_are_dequantized_in_place(b11434_qwen3: Path, tmp_path: Path) -> None:
+    """A MIXED_PRECISION draft's ModelOpt FP8 layers: codes times the scalar weight_scale, stored at the outtype in
+    their checkpoint place (after the NVFP4 tensors, as upstream b11434), none of their scales written."""
+    draft, target = make(tmp_path, "v-nvfp4-fp8-mixed", b11434_qwen3 / "target")
+    out = _convert(draft, target, tmp_path / "f.gguf", "f32")
+    raw = read_raw(draft / "model.safetensors")
+    f = read_gguf(out)
+    names = [t.name for t in f.tensors]
+    types = {t.name: t.type_name for t in f.tensors}
+    got = np.frombuffer(bytes(f.tensor_bytes("blk.1.ffn_down.weight")), np.float32).reshape(128, 256)
+    f.close()
+    want = _e4m3(raw["layers.1.mlp.down_proj.weight"][1]) * float(raw["layers.1.mlp.down_proj.weight_scale"][1])
+    assert np.array_equal(got, want.astype(np.float32))
+    assert types["blk.1.ffn_down.weight"] == types["blk.1.attn_output.weight"] == "F32"
+    assert types["blk.0.ffn_down.weight"] == types["fc.weight"] == "NVFP4" and "blk.0.ffn_down.input_scale" in types
+    assert not any(n.startswith(("blk.1.ffn_down.", "blk.1.attn_output.")) and not n.endswith(".weight")
+                   for n in names)
+    assert names.index("blk.1.ffn_down.weight") > max(i for i, n in enumerate(names) if types[n] == "NVFP4")

@@ -27,6 +27,7 @@ from ...kit.common import (
     NameTable,
     is_skipped,
     tensor_spec,
+    tensor_type,
 )
 from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
@@ -294,9 +295,9 @@ def map_tensors(ctx: Context, out: QT, *, drop: Set[str] = frozenset(),
 
     ``drop`` holds bare HF names the family removes; ``transforms`` maps bare names to row transforms. With a
     ModelOpt NVFP4 ``quant`` (:func:`quant_config`), the NVFP4 linears and their scales come first (upstream
-    b11434 writes them before every other tensor).
+    b11434 writes them before every other tensor); its FP8 linears stay in their place (:func:`plain_spec`).
     """
-    specs, consumed = nvfp4_specs(ctx, quant, drop) if quant is not None else ([], set())
+    specs, consumed, fp8 = nvfp4_specs(ctx, quant, drop) if quant is not None else ([], set(), {})
     d2t = None
     for hf in ctx.draft.names:
         bare = bare_name(hf)
@@ -311,7 +312,7 @@ def map_tensors(ctx: Context, out: QT, *, drop: Set[str] = frozenset(),
         if name is None or name == S.T_D2T:
             raise ConvertError(f"{ctx.draft.ref(hf).file}: tensor '{hf}' has no GGUF name in the dflash layout "
                                "(upstream fails with \"Can not map tensor\")")
-        specs.append(tensor_spec(ctx.draft, hf, name, out, transform=(transforms or {}).get(bare)))
+        specs.append(plain_spec(ctx, hf, name, out, fp8, transform=(transforms or {}).get(bare)))
     return specs, d2t
 
 
@@ -321,15 +322,24 @@ def quant_config(ctx: Context) -> QuantConfig | None:
     return modelopt.read_quant_config(ctx.draft.path, ctx.draft.config, ctx.draft.names, bare_name)
 
 
-def nvfp4_specs(ctx: Context, quant: QuantConfig, drop: Set[str]) -> tuple[list[TensorSpec], set[str]]:
+def nvfp4_specs(ctx: Context, quant: QuantConfig,
+                drop: Set[str]) -> tuple[list[TensorSpec], set[str], dict[str, Transform]]:
     """The NVFP4 linears of the draft (a ``.weight`` with a 2-D ``.weight_scale``), each as an NVFP4 tensor then its
-    non-trivial ``.scale`` / ``.input_scale`` (F32 [1]); returns (specs, the checkpoint names they consume)."""
+    non-trivial ``.scale`` / ``.input_scale`` (F32 [1]); returns (specs, the checkpoint names they consume, the
+    ModelOpt FP8 weights: {weight: the transform dequantizing it by its scalar ``weight_scale``}, whose scales and
+    input scales are consumed too: :func:`plain_spec` dequantizes them where they stand)."""
     ck = ctx.draft
     specs: list[TensorSpec] = []
     consumed: set[str] = set()
+    fp8: dict[str, Transform] = {}
     for hf in ck.names:
         bare = bare_name(hf)
         if not hf.endswith(".weight") or bare in drop or is_skipped("model." + bare):
+            continue
+        found = modelopt.fp8_dequant(ck, hf, ck.read)
+        if found is not None:  # upstream drops every input_scale but an NVFP4 linear's
+            fp8[hf] = found[1]
+            consumed.update((found[0], hf.removesuffix(".weight") + ".input_scale"))
             continue
         scale = hf.removesuffix(".weight") + ".weight_scale"
         if scale not in ck:
@@ -363,7 +373,22 @@ def nvfp4_specs(ctx: Context, quant: QuantConfig, drop: Set[str]) -> tuple[list[
                                     sources=(src,), source_dtype=ck.ref(src).dtype,
                                     data=np.array([value], np.float32)))
         consumed.update(lin.sources)
-    return specs, consumed
+    return specs, consumed, fp8
+
+
+def plain_spec(ctx: Context, hf: str, name: str, out: QT, fp8: Mapping[str, Transform],
+               transform: Transform | None = None) -> TensorSpec:
+    """GGUF tensor ``name`` from checkpoint tensor ``hf`` at outtype type ``out``: a ModelOpt FP8 weight of ``fp8``
+    (:func:`nvfp4_specs`) dequantized to float32 by its scale, as upstream's ``dequant_model`` does, any other
+    through ``tensor_spec`` (with ``transform``)."""
+    if hf not in fp8:
+        return tensor_spec(ctx.draft, hf, name, out, transform=transform)
+    ref = ctx.draft.ref(hf)
+    if transform is not None:
+        raise ConvertError(f"{ref.file}: tensor '{hf}' is ModelOpt FP8, which this layout cannot convert (its rows "
+                           f"are rewritten: {transform.describe()})")
+    return TensorSpec(name=name, shape=ref.shape, ggml_type=tensor_type(name, ref.shape, out), sources=(hf,),
+                      transform=fp8[hf], source_dtype=ref.dtype)
 
 
 def nvfp4_metadata(plan: Plan, quant: QuantConfig | None, outtype_file_type: int) -> None:

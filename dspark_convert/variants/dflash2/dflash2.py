@@ -21,7 +21,7 @@ from ... import schema as S
 from ...errors import ConvertError
 from ...formats import modelopt
 from ...formats.modelopt import QuantConfig
-from ...kit.common import NameTable, base_kvs, finish_plan, is_skipped, tensor_spec
+from ...kit.common import NameTable, base_kvs, finish_plan, is_skipped
 from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import Context
@@ -119,7 +119,7 @@ def map_tensors(ctx: Context, hp: HParams, conv: dict[str, int], vocab: int,
     ModelOpt NVFP4 ``quant``, the lineage's NVFP4 linears and their scales come first."""
     drop = {"embed_tokens.weight"} if hp.get("has_embed_tokens") is False else set()
     want = expected_shapes(hp, conv, vocab)
-    specs, consumed = lineage.nvfp4_specs(ctx, quant, drop) if quant is not None else ([], set())
+    specs, consumed, fp8 = lineage.nvfp4_specs(ctx, quant, drop) if quant is not None else ([], set(), {})
     for hf in ctx.draft.names:
         bare = lineage.bare_name(hf)
         if hf in consumed or (quant is not None and bare.endswith(modelopt.DROPPED_SUFFIXES)):
@@ -134,7 +134,7 @@ def map_tensors(ctx: Context, hp: HParams, conv: dict[str, int], vocab: int,
         if name is None:
             raise ConvertError(f"{ctx.draft.ref(hf).file}: tensor '{hf}' has no GGUF name in the DFlash2 layout "
                                "(upstream fails with \"Can not map tensor\")")
-        spec = tensor_spec(ctx.draft, hf, name, ctx.out_type)
+        spec = lineage.plain_spec(ctx, hf, name, ctx.out_type, fp8)
         if name in want and tuple(spec.shape) != want[name]:
             raise ConvertError(f"{ctx.draft.ref(hf).file}: tensor '{hf}' has shape {list(spec.shape)}, expected "
                                f"{list(want[name])} (from hidden_size, vocab_size and the dflash_config conv / selector "

@@ -2,7 +2,8 @@
 (:mod:`dspark_convert.variants.mtp.deepseek4`): an F8_E4M3 weight with its F8_E8M0 scale per 128x128 tile
 (dequantized and written as Q8_0, or F16 when a row is not a whole number of Q8_0 blocks: :func:`fp8_output_type`),
 and per-expert FP4 e2m1 codes (two per I8 byte) with an F8_E8M0 scale per 32 values, stacked losslessly into one
-MXFP4 tensor. Upstream's DeepSeek-V4 chat templates, which both conversions embed, are packaged beside this module
+MXFP4 tensor; every other tensor typed as upstream's DeepSeek-V4 converter types it (:func:`dsv4_tensor_spec`).
+Upstream's DeepSeek-V4 chat templates, which both conversions embed, are packaged beside this module
 (``chat_templates/``) and chosen by checkpoint name with :func:`packaged_template`.
 """
 
@@ -15,10 +16,12 @@ from pathlib import Path
 from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
 
+from ... import schema as S
 from ...errors import ConvertError
 from ...formats.quant import fp4_shapes, fp8_scale_shape
 from ...formats.transforms import Fp8BlockDequant
 from ...hf.checkpoint import Checkpoint
+from ...kit.common import tensor_type
 from ...plan import TensorSpec
 from .transforms import Mxfp4ExpertStack
 
@@ -48,6 +51,38 @@ def fp8_spec(ck: Checkpoint, src: str, name: str, ggml_type: QT | None = None) -
     scale = fp8_scale(ck, src)
     return TensorSpec(name=name, shape=ref.shape, ggml_type=ggml_type or fp8_output_type(ref.shape[1]),
                       sources=(src, scale), transform=Fp8BlockDequant(), source_dtype=ref.dtype)
+
+
+def dsv4_tensor_spec(ck: Checkpoint, src: str, name: str, out: QT, what: str) -> TensorSpec:
+    """GGUF tensor ``name`` from checkpoint tensor ``src`` as upstream's DeepSeek-V4 converter types it (its
+    ``tensor_force_quant``): FP8 (with its tile scales) dequantized -> Q8_0 (F16 when a row is not a multiple of
+    32), F32 kept, BF16 matrices kept BF16; vectors and ``*_norm`` F32; an F16 source (forced by nothing) takes
+    ``out``, the outtype's type (Q8_0 -> F16 fallback), except the router and indexer projections (F32). Any other
+    dtype is refused in one line naming ``what`` stores it (``a DeepSeek-V4 MTP head``).
+
+    Example:
+        >>> from dspark_convert.hf.checkpoint import TensorRef
+        >>> class Ck:  # a checkpoint of one F16 router
+        ...     def ref(self, n): return TensorRef(n, Path("m.safetensors"), "F16", (4, 64), 0, 512)
+        >>> dsv4_tensor_spec(Ck(), "r", "blk.0.ffn_gate_inp.weight", QT.Q8_0, "x").ggml_type.name
+        'F32'
+        >>> dsv4_tensor_spec(Ck(), "r", "blk.0.ffn_up_shexp.weight", QT.Q8_0, "x").ggml_type.name
+        'Q8_0'
+    """
+    ref = ck.ref(src)
+    vector = len(ref.shape) <= 1 or name.endswith("_norm.weight")
+    if ref.dtype == "F8_E4M3":
+        return fp8_spec(ck, src, name, QT.F32 if vector else None)
+    if ref.dtype == "F32" or (ref.dtype == "BF16" and vector):
+        ggml = QT.F32
+    elif ref.dtype == "BF16":
+        ggml = QT.BF16
+    elif ref.dtype == "F16":
+        ggml = QT.F32 if name.endswith((S.L_FFN_GATE_INP, S.L_INDEXER_PROJ)) else tensor_type(name, ref.shape, out)
+    else:
+        raise ConvertError(f"{ref.file}: tensor '{src}' has dtype {ref.dtype}; {what} stores it as F8_E4M3 "
+                           "(+ scale), BF16, F16 or F32")
+    return TensorSpec(name=name, shape=ref.shape, ggml_type=ggml, sources=(src,), source_dtype=ref.dtype)
 
 
 def fp8_scale(ck: Checkpoint, src: str) -> str:

@@ -20,12 +20,12 @@ from gguf import GGUFValueType as VT
 from ... import schema as S
 from ...errors import ConvertError
 from ...hf.checkpoint import Checkpoint, Select
-from ...kit.common import base_kvs, finish_plan, mapped_once, tensor_spec
+from ...kit.common import base_kvs, finish_plan, mapped_once
 from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
-from .blockscaled import fp8_spec, mxfp4_stack_spec, packaged_template
+from .blockscaled import dsv4_tensor_spec, mxfp4_stack_spec, packaged_template
 from .names import (
     EXPERT_TENSORS,
     ROOT_TENSORS,
@@ -218,22 +218,6 @@ def dsv4_kvs(hp: Dsv4HParams, stages: int) -> list[KV]:
 
 
 # ---------------------------------------------------------------------------------------------- tensors
-def _fp8_spec(ck: Checkpoint, src: str, name: str) -> TensorSpec:
-    """An FP8 weight and its tile scales -> one Q8_0 (or F16) tensor."""
-    return fp8_spec(ck, src, name)
-
-
-def _plain_spec(ck: Checkpoint, src: str, name: str) -> TensorSpec:
-    """F32 stays F32; BF16 stays BF16 with 2+ dims, norms and 1-D tensors become F32 (upstream's forced types)."""
-    ref = ck.ref(src)
-    if ref.dtype == "F32":
-        return tensor_spec(ck, src, name, QT.F32)
-    if ref.dtype in ("BF16", "F16"):
-        return tensor_spec(ck, src, name, QT.BF16 if ref.dtype == "BF16" else QT.F16)
-    raise ConvertError(f"{ref.file}: tensor '{src}' has dtype {ref.dtype}; a DeepSeek-V4 DSpark draft stores it as "
-                       "F8_E4M3 (+ scale), BF16 or F32")
-
-
 def _expert_spec(ck: Checkpoint, stage: int, w: str, per: dict[int, str], hp: Dsv4HParams) -> TensorSpec:
     """The stack of one projection of every routed expert of a stage -> one MXFP4 tensor."""
     rows, cols = (hp.hidden, hp.moe) if w == "w2" else (hp.moe, hp.hidden)
@@ -242,9 +226,10 @@ def _expert_spec(ck: Checkpoint, stage: int, w: str, per: dict[int, str], hp: Ds
                             f"the config says {hp.experts} routed experts per stage")
 
 
-def plan_tensors(ck: Checkpoint, hp: Dsv4HParams) -> tuple[list[TensorSpec], int]:
+def plan_tensors(ck: Checkpoint, hp: Dsv4HParams, out: QT) -> tuple[list[TensorSpec], int]:
     """The expert stacks (stage 0..n-1 x gate, down, up), then every other draft tensor in checkpoint order
-    (shard order x sorted name); returns (tensors, number of stages)."""
+    (shard order x sorted name), typed by :func:`.blockscaled.dsv4_tensor_spec` (``out``: the outtype's type, which
+    only F16 sources take); returns (tensors, number of stages)."""
     groups = group_draft(ck.names)
     if groups.unnamed:
         src = groups.unnamed[0]
@@ -255,7 +240,7 @@ def plan_tensors(ck: Checkpoint, hp: Dsv4HParams) -> tuple[list[TensorSpec], int
         if src.endswith(S.DSV4_DROPPED_SUFFIXES):  # the vision variant's hash-routing bias: not in the draft (b10786+)
             continue
         name = mapped_once(ck, seen, src, gguf_name(stage, rest), "a DeepSeek-V4 DSpark draft")
-        dense.append(_fp8_spec(ck, src, name) if ck.ref(src).dtype == "F8_E4M3" else _plain_spec(ck, src, name))
+        dense.append(dsv4_tensor_spec(ck, src, name, out, "a DeepSeek-V4 DSpark draft"))
     experts = groups.experts
     n = 1 + max(groups.stages) if groups.stages else 0
     stacks = []
@@ -279,7 +264,7 @@ def build_plan(ctx: Context) -> Plan:
                            "number of tensors\"")
     hp = dsv4_hparams(cfg, where)
     vocab_size = cfg.vocab_size("vocab_size", required=True)
-    tensors, stages = plan_tensors(ck, hp)
+    tensors, stages = plan_tensors(ck, hp, ctx.out_type)
     view = {k: v for k, v in cfg.items() if k not in ("n_layers", "n_layer", "num_layers")}
     view["num_hidden_layers"] = stages  # block_count: the draft's stages (upstream: 1 + max stage)
     base = base_kvs(S.ARCH_DFLASH, view, S.FILE_TYPE_MOSTLY_MXFP4_MOE, where)

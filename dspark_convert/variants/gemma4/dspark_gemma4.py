@@ -199,10 +199,10 @@ def map_tensors(ctx: Context, hp: HParams, quant: QuantConfig | None = None) -> 
     """Every checkpoint tensor in checkpoint order, mapped with :data:`NAMES`; a tensor without a GGUF name is
     refused (upstream: "Can not map tensor"). With a ModelOpt NVFP4 ``quant``, the lineage's NVFP4 linears and their
     scales come first."""
-    from ...kit.common import is_skipped, tensor_spec
+    from ...kit.common import is_skipped
 
     drop = {"embed_tokens.weight"} if hp.get("has_embed_tokens", True) is False else set()
-    specs, consumed = lineage.nvfp4_specs(ctx, quant, drop) if quant is not None else ([], set())
+    specs, consumed, fp8 = lineage.nvfp4_specs(ctx, quant, drop) if quant is not None else ([], set(), {})
     for hf in ctx.draft.names:
         bare = lineage.bare_name(hf)
         if hf in consumed or (quant is not None and bare.endswith(modelopt.DROPPED_SUFFIXES)):
@@ -213,7 +213,7 @@ def map_tensors(ctx: Context, hp: HParams, quant: QuantConfig | None = None) -> 
         if name is None or name == S.T_D2T:
             raise ConvertError(f"{ctx.draft.ref(hf).file}: tensor '{hf}' has no GGUF name in the Gemma4 DSpark layout "
                                "(upstream fails with \"Can not map tensor\")")
-        specs.append(tensor_spec(ctx.draft, hf, name, ctx.out_type))
+        specs.append(lineage.plain_spec(ctx, hf, name, ctx.out_type, fp8))
     return specs
 
 

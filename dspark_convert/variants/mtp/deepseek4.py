@@ -40,10 +40,16 @@ from gguf import GGUFValueType as VT
 from ... import schema as S
 from ...errors import ConvertError
 from ...hf.checkpoint import Checkpoint
-from ...kit.common import base_kvs, mapped_once, tensor_type
+from ...kit.common import base_kvs, mapped_once
 from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
-from ..dsv4.blockscaled import fp8_output_type, fp8_scale, fp8_spec, mxfp4_stack_spec, packaged_template
+from ..dsv4.blockscaled import (
+    dsv4_tensor_spec,
+    fp8_output_type,
+    fp8_scale,
+    mxfp4_stack_spec,
+    packaged_template,
+)
 from .head import Counts, Head
 from .specs import target_archs
 from .transforms import ColumnConcat
@@ -243,25 +249,6 @@ def _is_fp8(ck: Checkpoint, src: str) -> bool:
     return ck.ref(src).dtype == "F8_E4M3"
 
 
-def _spec(ck: Checkpoint, src: str, name: str, out: QT) -> TensorSpec:
-    """One read tensor as upstream types it: FP8 (with its tile scales) dequantized -> Q8_0 (F16 fallback), F32
-    kept, BF16 matrices kept BF16; vectors and ``*_norm`` F32; F16 by ``--outtype``."""
-    ref = ck.ref(src)
-    vector = len(ref.shape) <= 1 or name.endswith("_norm.weight")
-    if ref.dtype == "F8_E4M3":
-        return fp8_spec(ck, src, name, QT.F32 if vector else None)
-    if ref.dtype == "F32" or (ref.dtype == "BF16" and vector):
-        ggml = QT.F32
-    elif ref.dtype == "BF16":
-        ggml = QT.BF16
-    elif ref.dtype == "F16":
-        ggml = QT.F32 if name.endswith((S.L_FFN_GATE_INP, S.L_INDEXER_PROJ)) else tensor_type(name, ref.shape, out)
-    else:
-        raise ConvertError(f"{ref.file}: tensor '{src}' has dtype {ref.dtype}; a DeepSeek-V4 MTP head stores it as "
-                           "F8_E4M3 (+ scale), BF16, F16 or F32")
-    return TensorSpec(name=name, shape=ref.shape, ggml_type=ggml, sources=(src,), source_dtype=ref.dtype)
-
-
 def _eh_proj(ck: Checkpoint, i: int, bid: int) -> TensorSpec | None:
     """``nextn.eh_proj`` of MTP layer ``i``: ``e_proj`` and ``h_proj`` (each FP8 with its scale, or a float
     tensor) side by side, forced Q8_0 (F16 when a row is not a multiple of 32); None when the layer has neither,
@@ -329,7 +316,7 @@ def plan_tensors(ck: Checkpoint, g: Dsv4Mtp, out: QT) -> list[TensorSpec]:
                 and _is_fp8(ck, src.removesuffix(".scale") + ".weight"):
             continue  # read with its FP8 weight
         name = mapped_once(ck, seen, src, gguf_name(src, g.n), f"a {g.arch} MTP head")
-        dense.append(_spec(ck, src, name, out))
+        dense.append(dsv4_tensor_spec(ck, src, name, out, "a DeepSeek-V4 MTP head"))
     return stacks + eh + dense
 
 
