@@ -12,7 +12,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 from .. import schema as S
-from ..errors import ConvertError
+from ..errors import ConvertError, clip_value
 from ..hf.checkpoint import Checkpoint
 from ..plan import KV, Origin, Plan, RowTransform, TensorSpec, add_kv
 from .hparams import as_float, as_u32, find_hparam, rope_dict
@@ -87,8 +87,8 @@ def expert_kvs(arch: str, hp: dict[str, Any], where: str) -> list[KV]:
     score = find_hparam(hp, ("score_function", "scoring_func", "score_func", "moe_router_activation",
                              "moe_router_activation_func"))
     if score is not None:
-        if score not in S.SCORE_FUNCS:
-            raise ConvertError(f"{where}: router score function {score!r} is not one llama.cpp knows "
+        if not isinstance(score, str) or score not in S.SCORE_FUNCS:
+            raise ConvertError(f"{where}: router score function {clip_value(score)} is not one llama.cpp knows "
                                f"(expected one of {', '.join(S.SCORE_FUNCS)})")
         out.append(KV(S.EXPERT_GATING_FUNC.format(**a), VT.UINT32, S.SCORE_FUNCS[score]))
     return out

@@ -188,3 +188,30 @@ def test_verify_of_a_sidecar_refuses_a_bad_block_count_in_one_line(sidecar: tupl
     assert "\n" not in line and line.startswith(f"error: {bad}: {key}: "), line
     assert line.endswith("[required-key])" if how == "missing" else "[key-type])"), line
     assert CliRunner().invoke(app, ["verify", str(gguf), "--hf", str(ckpt)]).exit_code == 0
+
+
+@pytest.mark.parametrize(("maker", "folder", "key", "value", "message"), [
+    ("make_deepseek4", "DeepSeek-V4-Tiny", "scoring_func", ["sqrtsoftplus"],
+     r"config.json: router score function \['sqrtsoftplus'\] is not one llama.cpp knows \(expected one of "),
+    ("make_mimo2", "MiMo-V2-Flash-Tiny", "partial_rotary_factor", float("nan"),
+     r"config.json: key 'partial_rotary_factor' is nan, expected a number in \(0, 1\]$"),
+])
+def test_mtp_configs_of_another_type_are_one_line(tmp_path: Path, maker: str, folder: str, key: str, value: Any,
+                                                  message: str) -> None:
+    """Found by setting each config.json key of the MTP target generators to values of other types: a list score
+    function raised TypeError (unhashable), a NaN rotary fraction ValueError (int(NaN))."""
+    import json
+    import re
+
+    import mtp_makers
+
+    ckpt = getattr(mtp_makers, maker)(tmp_path / folder)
+    cfg = json.loads((ckpt / "config.json").read_text())
+    cfg[key] = value
+    (ckpt / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "mtp.gguf"
+    res = CliRunner().invoke(app, ["hf2gguf", str(ckpt), "--mtp", "-o", str(out)])
+    assert res.exit_code == 2, res.output
+    line = res.output.strip()
+    assert "\n" not in line and re.search(message, line), line
+    assert not out.exists()

@@ -262,7 +262,7 @@ def header_kvs(g: MimoMtp, file_type: int, where: str) -> tuple[list[KV], list[K
     put(S.VALUE_LENGTH, VT.UINT32, hp.u32("v_head_dim"))
     put(S.EXPERT_COUNT, VT.UINT32, g.experts)
     put(S.EXPERT_FEED_FORWARD_LENGTH, VT.UINT32, hp.u32("moe_intermediate_size"))
-    factor = hp.number("partial_rotary_factor", g.rope["partial_rotary_factor"])
+    factor = hp.fraction("partial_rotary_factor", g.rope["partial_rotary_factor"])
     put(S.ROPE_DIMENSION_COUNT, VT.UINT32, int(hp.u32("head_dim") * factor))
     put(S.RMS_EPS, VT.FLOAT32, hp.number("layernorm_epsilon", default=1e-5))
     if hp.get("attention_value_scale") is not None:
