@@ -19,7 +19,8 @@ config, FP8 linears or the router / Markov / confidence heads stored as plain BF
 converted with upstream's ``--dspark --target-model-dir CKPT``); ``nvfp4``, ModelOpt NVFP4 drafts
 (``tests/nvfp4_drafts.py``'s ``Spec``: new dimensions, W4A16 / W4A4 with and without input scales, config.json or
 hf_quant_config.json, MIXED_PRECISION per module or layer, ModelOpt FP8 layers and an all-FP8 draft, a declared
-group size of 32, in-features that are not a multiple of 64, compressed-tensors naming); ``auto``, drafts of every
+group size of 32, in-features that are not a multiple of 64, compressed-tensors NVFP4: W4A4, W4A16 and
+mixed-precision groups, a non-NVFP4 group refused); ``auto``, drafts of every
 family whose tensors mix BF16 / F16 / F32 (chosen tensors, or the first few matrices by name, retyped), some with a
 config ``torch_dtype`` that disagrees, converted at ``--outtype auto`` (upstream takes the first BF16 or F16 tensor
 of two or more dimensions, in its own tensor order, and F16 when there is none; it ignores ``torch_dtype``).
@@ -306,10 +307,11 @@ def nvfp4(spec: Callable[[], Any]) -> Callable[[Path], tuple[Path, Path]]:
 
 
 def nv_spec(dims: tuple[int, ...], taps: list[int], seed: int, dtype: str, algo: Callable[[str], str | None],
-            quant_config: dict[str, Any], hf_quant: dict[str, Any] | None, inputs: bool | float = True,
-            **extra: Any) -> Callable[[], Any]:
+            quant_config: dict[str, Any] | Callable[[], dict[str, Any]], hf_quant: dict[str, Any] | None,
+            inputs: bool | float = True, **extra: Any) -> Callable[[], Any]:
     """A ``nvfp4_drafts.Spec``: ``dims`` (hidden, heads, kv heads, head dim, ff, layers, rank), seeded per-tensor
-    scales; ``inputs``: input scales on W4A4 modules (False: none, a float: that value on every one)."""
+    scales; ``quant_config`` (or a function making it); ``inputs``: input scales on W4A4 modules (False: none, a
+    float: that value on every one)."""
     def spec() -> Any:
         import numpy as np
         import nvfp4_drafts as nv
@@ -321,7 +323,8 @@ def nv_spec(dims: tuple[int, ...], taps: list[int], seed: int, dtype: str, algo:
         s2 = {k: float(rng.uniform(0.001, 0.01)) for k in lin}
         inp = {k: (float(rng.uniform(0.01, 0.1)) if inputs is True else
                    None if inputs is False else float(inputs)) for k in lin}
-        return nv.Spec(d, seed, dtype, algo, s2.__getitem__, inp.__getitem__, quant_config, hf_quant, **extra)
+        qc = quant_config() if callable(quant_config) else quant_config
+        return nv.Spec(d, seed, dtype, algo, s2.__getitem__, inp.__getitem__, qc, hf_quant, **extra)
     return spec
 
 
@@ -365,6 +368,16 @@ def requantized(make: Callable[[Path], tuple[Path, Path]], fp8: tuple[str, ...] 
         (draft / "config.json").write_text(json.dumps(cfg, indent=2))
         return draft, target
     return remake
+
+
+def _ct(fmt: str, groups: dict[str, tuple[list[str], bool]], **replace: Any) -> Callable[[], dict[str, Any]]:
+    """A compressed-tensors ``quantization_config`` (``tests/nvfp4_drafts.py``'s ``ct_config``), made when the draft
+    is: each group's targets and whether it quantizes input activations (W4A4); ``replace``: keys set over it."""
+    def make() -> dict[str, Any]:
+        import nvfp4_drafts as nv
+
+        return {**nv.ct_config(fmt, {k: nv.ct_group(t, a) for k, (t, a) in groups.items()}, ["lm_head"]), **replace}
+    return make
 
 
 def _swa(layers: int, pattern: str) -> list[str]:
@@ -640,11 +653,28 @@ CASES: list[Case] = [
                                     "quantized_layers": {"layers.0": {"quant_algo": "NVFP4", "group_size": 16}}},
                                    None, embed=False)), fp8=("layers.1.mlp.down_proj", "layers.1.self_attn.o_proj")),
          ("bf16", "q8_0")),
-    Case("nv-h192-compressed-tensors", "nvfp4",
+    Case("nv-h192-ct-w4a4", "nvfp4",
          requantized(nvfp4(nv_spec((192, 3, 1, 64, 384, 1, 64), [0, 2, 4], 6109, "BF16", lambda k: "NVFP4",
                                    {"quant_method": "modelopt", "quant_algo": "NVFP4"}, None, embed=False)),
-                     compressed=True), ("bf16",),
-         gap="compressed-tensors NVFP4 is not supported yet: docs/troubleshooting.md#compressed-tensors"),
+                     compressed=True), ("bf16", "q8_0")),
+    # compressed-tensors NVFP4 written by tests/nvfp4_drafts.py (Spec.compressed): W4A16 groups, mixed-precision
+    Case("nv-h256-ct-w4a16-prefix", "nvfp4",
+         nvfp4(nv_spec((256, 4, 2, 64, 512, 2, 32), [0, 3, 5], 6112, "BF16",
+                       lambda k: None if k.endswith("v_proj") or k.startswith("markov") else "W4A16_NVFP4",
+                       _ct("nvfp4-pack-quantized", {"group_0": (["Linear"], False)}), None, embed=False,
+                       prefix="model.", compressed=True)), ("bf16", "q8_0", "auto")),
+    Case("nv-h192-ct-mixed-dflash-f32", "nvfp4",
+         nvfp4(nv_spec((192, 3, 3, 64, 384, 2, 64), [0, 2], 6113, "F32",
+                       lambda k: "NVFP4" if ".self_attn." in k or k == "fc" else "W4A16_NVFP4",
+                       _ct("mixed-precision", {"group_0": (["re:.*self_attn.*", "re:^fc$"], True),
+                                               "group_1": (["re:.*mlp.*"], False)}),
+                       None, inputs=0.5, embed=False, dflash=True, compressed=True)), ("f32", "f16")),
+    Case("nv-h128-ct-mixed-fp8-group", "nvfp4",
+         nvfp4(nv_spec((128, 2, 1, 64, 256, 1, 64), [0, 2, 4], 6114, "BF16", lambda k: "NVFP4",
+                       _ct("mixed-precision", {}, config_groups={
+                           "group_0": {"format": "nvfp4-pack-quantized", "weights": {}},
+                           "group_1": {"format": "float-quantized", "weights": {}}}),
+                       None, embed=False, compressed=True)), ("bf16",)),
     Case("nv-h192-modelopt-fp8", "nvfp4",
          nvfp4(nv_spec((192, 3, 1, 64, 384, 2, 64), [1, 2, 4], 6110, "BF16", lambda k: "FP8",
                        {"quant_method": "modelopt", "quant_algo": "FP8"}, None, embed=False)), ("bf16", "q8_0")),

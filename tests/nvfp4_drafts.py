@@ -2,7 +2,7 @@
 DSpark): hidden 64 and 128, 2-4 layers, every linear NVFP4 where its in-features allow, per-tensor scales of exactly
 1.0 next to others, excluded modules, MIXED_PRECISION with per-module and per-layer algos, W4A4 input scales, a
 DFlash (not DSpark) draft, KV-cache scales, ``model.``-prefixed names, ModelOpt FP8 layers in a MIXED_PRECISION
-draft, a ModelOpt FP8 draft.
+draft, a ModelOpt FP8 draft, compressed-tensors NVFP4 drafts (``nvfp4-pack-quantized`` and ``mixed-precision``).
 
 Each variant comes with its own target folder (``<variant>-target``: the shared qwen3 golden target's tokenizer and
 its config with the variant's hidden size and heads; no weights: upstream reads only the config and tokenizer of a
@@ -12,7 +12,7 @@ UPSTREAM_TREE``).
 
 Example:
     >>> sorted(VARIANTS)
-    ['v-modelopt-fp8', 'v-nvfp4-dflash', 'v-nvfp4-fp8-mixed', 'v-nvfp4-h128-mixed', 'v-nvfp4-h64']
+    ['v-ct-mixed-dflash', 'v-ct-nvfp4', 'v-modelopt-fp8', 'v-nvfp4-dflash', 'v-nvfp4-fp8-mixed', 'v-nvfp4-h128-mixed', 'v-nvfp4-h64']
 """
 
 from __future__ import annotations
@@ -105,6 +105,23 @@ class Spec:
     embed: bool = True
     kv_cache_scales: bool = False
     dflash: bool = False
+    compressed: bool = False                     # NVFP4 linears stored as compressed-tensors names them
+
+
+def compressed_tensors(t: dict[str, Tensor]) -> dict[str, Tensor]:
+    """ModelOpt NVFP4 tensors ``t`` as compressed-tensors stores them: ``X.weight_packed`` (the same codes),
+    ``X.weight_global_scale`` / ``X.input_global_scale`` (F32, 1 / ModelOpt's per-tensor scales); others as they are."""
+    base = next(n.removesuffix(".weight_scale_2") for n in t if n.endswith(".weight_scale_2"))
+    out: dict[str, Tensor] = {}
+    for n, (dtype, a) in t.items():
+        if n == base + ".weight":
+            out[base + ".weight_packed"] = (dtype, a)
+        elif n in (base + ".weight_scale_2", base + ".input_scale"):
+            name = base + (".weight_global_scale" if n.endswith("_2") else ".input_global_scale")
+            out[name] = ("F32", (np.float32(1.0) / a.astype(np.float32)).astype(np.float32).reshape(1))
+        else:
+            out[n] = (dtype, a)
+    return out
 
 
 def _tensors(s: Spec) -> dict[str, Tensor]:
@@ -137,7 +154,8 @@ def _tensors(s: Spec) -> dict[str, Tensor]:
         elif algo == "FP8":
             t.update(m.fp8(p + k, o, n))
         else:
-            t.update(m.nvfp4(p + k, o, n, s.scale2(k), s.input_scale(k) if algo == "NVFP4" else None))
+            nv = m.nvfp4(p + k, o, n, s.scale2(k), s.input_scale(k) if algo == "NVFP4" else None)
+            t.update(compressed_tensors(nv) if s.compressed else nv)
     return t
 
 
@@ -262,9 +280,62 @@ def _v_fp8() -> Spec:
                 dflash=True)
 
 
+def ct_group(targets: list[str], activations: bool) -> dict[str, Any]:
+    """A compressed-tensors NVFP4 config group (``input_activations`` for W4A4, none for W4A16)."""
+    fp4 = {"num_bits": 4, "type": "float", "symmetric": True, "group_size": 16, "strategy": "tensor_group",
+           "dynamic": False, "observer": "minmax"}
+    return {"format": "nvfp4-pack-quantized", "targets": targets, "weights": fp4,
+            "input_activations": {**fp4, "dynamic": "local"} if activations else None, "output_activations": None}
+
+
+def ct_config(fmt: str, groups: dict[str, Any], ignore: list[str]) -> dict[str, Any]:
+    """A compressed-tensors ``quantization_config`` (what llm-compressor writes into config.json)."""
+    return {"quant_method": "compressed-tensors", "format": fmt, "quantization_status": "compressed",
+            "config_groups": groups, "ignore": ignore, "kv_cache_scheme": None, "version": "0.12.2"}
+
+
+H128_CT = Dims(hidden=128, heads=2, kv_heads=1, head_dim=64, ff=320, layers=2, taps=[0, 2, 4])
+
+
+def _v_ct() -> Spec:
+    """compressed-tensors NVFP4 (``nvfp4-pack-quantized``, one W4A4 group), hidden 128, ``model.``-prefixed names:
+    k / v projections and the Markov head ignored (plain BF16), one global scale and two input global scales of
+    exactly 1.0, the rest seeded; upstream b11434 reads it as ModelOpt NVFP4 W4A4."""
+    rng = np.random.default_rng(2236)
+    lin = linears(H128_CT)
+    s2 = {k: float(rng.uniform(0.001, 0.01)) for k in lin}
+    s2["layers.1.mlp.up_proj"] = 1.0
+    inp = {k: float(rng.uniform(0.01, 0.1)) for k in lin}
+    inp["layers.0.self_attn.q_proj"] = inp["fc"] = 1.0  # (fc's would be a file llama.cpp refuses)
+    plain = ("k_proj", "v_proj", "markov_w2")
+    qc = ct_config("nvfp4-pack-quantized", {"group_0": ct_group(["Linear"], True)},
+                   ["lm_head", "re:.*k_proj$", "re:.*v_proj$", "re:.*markov_head.*"])
+    return Spec(H128_CT, 2206, "BF16", lambda k: None if k.endswith(plain) else "NVFP4", s2.__getitem__,
+                inp.__getitem__, qc, None, prefix="model.", embed=False, compressed=True)
+
+
+def _v_ct_mixed() -> Spec:
+    """compressed-tensors ``mixed-precision`` of two NVFP4 groups on a DFlash draft with F16 plain tensors: the
+    attention W4A4 (input global scales), the MLP W4A16 (none; upstream still writes no prec_a4 arrays), fc
+    ignored."""
+    rng = np.random.default_rng(2237)
+    lin = linears(DF64, dflash=True)
+    s2 = {k: float(rng.uniform(0.001, 0.01)) for k in lin}
+    inp = {k: float(rng.uniform(0.01, 0.1)) for k in lin}
+
+    def algo(k: str) -> str | None:
+        return None if k == "fc" else "NVFP4" if ".self_attn." in k else "W4A16_NVFP4"
+
+    qc = ct_config("mixed-precision", {"group_0": ct_group(["re:.*self_attn.*"], True),
+                                       "group_1": ct_group(["re:.*mlp.*"], False)}, ["lm_head", "fc"])
+    return Spec(DF64, 2207, "F16", algo, s2.__getitem__, inp.__getitem__, qc, None, embed=False, dflash=True,
+                compressed=True)
+
+
 VARIANTS: dict[str, Callable[[], Spec]] = {"v-nvfp4-h64": _v_h64, "v-nvfp4-h128-mixed": _v_h128_mixed,
                                            "v-nvfp4-dflash": _v_dflash, "v-nvfp4-fp8-mixed": _v_fp8_mixed,
-                                           "v-modelopt-fp8": _v_fp8}
+                                           "v-modelopt-fp8": _v_fp8, "v-ct-nvfp4": _v_ct,
+                                           "v-ct-mixed-dflash": _v_ct_mixed}
 
 
 def write_spec(s: Spec, draft: Path) -> Path:
@@ -330,6 +401,23 @@ def with_nvfp4(src: Path, dst: Path, modules: dict[str, str], seed: int) -> Path
                                   "quantized_layers": _layers_of({k.removeprefix("model."): a for k, a in modules.items()})}
     (dst / "config.json").write_text(json.dumps(cfg, indent=2))
     return dst
+
+
+def to_compressed_tensors(draft: Path) -> Path:
+    """Rewrite the ModelOpt NVFP4 draft folder ``draft`` (one safetensors file, every NVFP4 linear W4A4) in place
+    as llm-compressor stores it: :func:`compressed_tensors` names and scales, an ``nvfp4-pack-quantized``
+    ``quantization_config`` (no ``hf_quant_config.json``)."""
+    t = read_raw(draft / "model.safetensors")
+    bases = [n.removesuffix(".weight_scale_2") for n in t if n.endswith(".weight_scale_2")]
+    for base in bases:
+        part = {n: t.pop(n) for n in [n for n in t if n.rpartition(".")[0] == base]}
+        t.update(compressed_tensors(part))
+    save_safetensors(draft / "model.safetensors", t)
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg["quantization_config"] = ct_config("nvfp4-pack-quantized", {"group_0": ct_group(["Linear"], True)}, ["lm_head"])
+    (draft / "config.json").write_text(json.dumps(cfg, indent=2))
+    (draft / "hf_quant_config.json").unlink(missing_ok=True)
+    return draft
 
 
 def make(out: Path, name: str, base_target: Path, target_weights: bool = False) -> tuple[Path, Path]:

@@ -55,6 +55,7 @@ class QuantConfig:
     algo: str | None
     layers: Mapping[str, str | None]
     where: str
+    compressed: bool = False  #: compressed-tensors NVFP4 (:func:`compressed_tensors_names` gives its ModelOpt names)
 
     @property
     def nvfp4(self) -> bool:
@@ -97,9 +98,12 @@ def read_quant_config(folder: Path, config: Mapping[str, Any], tensor_names: lis
     ``bare`` maps checkpoint names to the family's names (the ``model.`` prefix dropped), applied to tensor names
     and to ``quantized_layers`` keys alike. A ModelOpt FP8 checkpoint (``quant_algo`` FP8, or MIXED_PRECISION
     with FP8 entries only) is one too: its FP8 linears are dequantized (:func:`fp8_dequant`), as upstream does.
-    Refused with one line: compressed-tensors NVFP4, a ModelOpt ``quant_algo`` other than NVFP4 / W4A16_NVFP4 /
-    FP8 / MIXED_PRECISION, a ``quantized_layers`` entry with another algo than NVFP4 / W4A16_NVFP4 / FP8 or naming
-    no module of the checkpoint.
+    A compressed-tensors NVFP4 checkpoint (format ``nvfp4-pack-quantized``, or ``mixed-precision`` of such groups)
+    is NVFP4 W4A4 with ``compressed`` set: its tensors are read under ModelOpt's names
+    (:func:`adopt_compressed_tensors`). Refused with one line: a compressed-tensors mixed-precision checkpoint with
+    another group format, a ModelOpt ``quant_algo`` other than NVFP4 / W4A16_NVFP4 / FP8 / MIXED_PRECISION, a
+    ``quantized_layers`` entry with another algo than NVFP4 / W4A16_NVFP4 / FP8 or naming no module of the
+    checkpoint.
     """
     qc = config.get("quantization_config") or {}
     if not isinstance(qc, dict):
@@ -119,9 +123,8 @@ def read_quant_config(folder: Path, config: Mapping[str, Any], tensor_names: lis
         algo, method, fmt = q.get("quant_algo", algo), q.get("quant_method", method), q.get("format", fmt)
         layers = q.get("quantized_layers", layers) or {}
         where = str(hf)
-    if method == "compressed-tensors" and str(fmt) in ("nvfp4-pack-quantized", "mixed-precision"):
-        raise ConvertError(f"{where}: compressed-tensors NVFP4 ('{clip(str(fmt))}') is not supported yet; expected a ModelOpt "
-                           "NVFP4 checkpoint (quant_method 'modelopt')")
+    if method == "compressed-tensors" and fmt in ("nvfp4-pack-quantized", "mixed-precision"):
+        return _compressed_tensors(fmt, qc.get("config_groups"), where)
     if not isinstance(layers, dict):
         raise ConvertError(f"{where}: key 'quantized_layers' is {type(layers).__name__}, expected a JSON object")
     per_layer = {k: v.get("quant_algo") for k, v in layers.items() if isinstance(v, dict)}
@@ -149,6 +152,84 @@ def read_quant_config(folder: Path, config: Mapping[str, Any], tensor_names: lis
     if not q.nvfp4 and algo != FP8 and FP8 not in mapped.values():
         raise ConvertError(f"{where}: quant_algo is {clip_value(algo)} but no quantized_layers entry is NVFP4 or FP8")
     return q
+
+
+def _compressed_tensors(fmt: str, groups: Any, where: str) -> QuantConfig | None:
+    """Upstream's rule for compressed-tensors: NVFP4 (W4A4, whatever its groups' input activations) when the format
+    is ``nvfp4-pack-quantized``, or ``mixed-precision`` with every config group ``nvfp4-pack-quantized``; another
+    mixed-precision checkpoint is refused (upstream cannot convert one either)."""
+    if fmt == "mixed-precision":
+        if not isinstance(groups, dict) or not groups:
+            raise ConvertError(f"{where}: compressed-tensors 'mixed-precision' without config_groups; expected an object "
+                               "of groups of format 'nvfp4-pack-quantized'")
+        for key, g in groups.items():
+            if isinstance(g, dict) and g.get("format") != "nvfp4-pack-quantized":
+                raise ConvertError(f"{where}: compressed-tensors config group '{clip(str(key))}' has format "
+                                   f"{clip_value(g.get('format'))}; expected 'nvfp4-pack-quantized' (only NVFP4 "
+                                   "mixed-precision checkpoints are supported)")
+    return QuantConfig(algo=NVFP4_ALGOS[0], layers={}, where=where, compressed=True)
+
+
+#: compressed-tensors suffix -> (ModelOpt suffix, whether the value is the reciprocal of ModelOpt's)
+COMPRESSED_SUFFIXES = {".weight_packed": (".weight", False), ".weight_global_scale": (".weight_scale_2", True),
+                       ".input_global_scale": (".input_scale", True)}
+
+
+def reciprocal(raw: np.ndarray, dtype: str) -> np.ndarray:
+    """``1 / value`` in float32 (a compressed-tensors global scale -> ModelOpt's per-tensor scale)."""
+    from .transforms import to_float32
+
+    with np.errstate(divide="ignore", over="ignore"):
+        return np.float32(1.0) / to_float32(raw, dtype)
+
+
+def compressed_tensors_names(names: list[str]) -> dict[str, tuple[str, bool]]:
+    """The ModelOpt name of each compressed-tensors NVFP4 tensor of ``names`` (``X.weight_packed`` -> ``X.weight``;
+    ``X.weight_global_scale`` / ``X.input_global_scale`` -> ``X.weight_scale_2`` / ``X.input_scale``, read as their
+    reciprocal), with whether it is read as its reciprocal; a name the checkpoint already holds stays unmapped, as
+    upstream b11434 leaves it (``conversion/base.py`` ``prepare_tensors``).
+
+    Example:
+        >>> compressed_tensors_names(["a.weight_packed", "a.weight_global_scale", "a.weight_scale", "b.weight"])
+        {'a.weight_packed': ('a.weight', False), 'a.weight_global_scale': ('a.weight_scale_2', True)}
+    """
+    have = set(names)
+    out: dict[str, tuple[str, bool]] = {}
+    for n in names:
+        for suffix, (to, inverse) in COMPRESSED_SUFFIXES.items():
+            if n.endswith(suffix) and (new := n.removesuffix(suffix) + to) not in have:
+                out[n] = (new, inverse)
+    return out
+
+
+def stored_name(ck: Any, name: str) -> str:
+    """The name tensor ``name`` of checkpoint ``ck`` has in its files (its compressed-tensors name once
+    :func:`adopt_compressed_tensors` renamed it)."""
+    return str(ck.stored_name(name)) if hasattr(ck, "stored_name") else name
+
+
+def adopt_compressed_tensors(ck: Any) -> None:
+    """Let checkpoint ``ck`` (a :class:`~dspark_convert.hf.checkpoint.Checkpoint`) read its compressed-tensors NVFP4
+    tensors under their ModelOpt names (:func:`compressed_tensors_names`), moved to the end of its order as
+    upstream's renaming moves them. Each global scale must be a finite float whose reciprocal is finite and
+    non-zero (refused in one line naming the stored tensor)."""
+    names = compressed_tensors_names(ck.names)
+    for old, (_, inverse) in names.items():
+        if not inverse:
+            continue
+        ref = ck.ref(old)
+        if not ref.is_float or math.prod(ref.shape) != 1:
+            raise ConvertError(f"{ref.file}: tensor '{old}' is {ref.dtype} {list(ref.shape)}, expected a float32 scalar "
+                               "(a compressed-tensors global scale)")
+        from .transforms import to_float32
+
+        raw = np.asarray(ck.read(old))
+        v = float(reciprocal(raw, ref.dtype).reshape(-1)[0])
+        if not math.isfinite(v) or v == 0:
+            raise ConvertError(f"{ref.file}: tensor '{old}' is {float(to_float32(raw, ref.dtype).reshape(-1)[0])}, "
+                               "expected a finite non-zero global scale whose reciprocal (the per-tensor scale) is "
+                               "finite")
+    ck.rename({old: (new, reciprocal if inverse else None) for old, (new, inverse) in names.items()})
 
 
 @dataclass(frozen=True)
@@ -218,23 +299,27 @@ def nvfp4_linear(ck: Any, weight: str, read: Callable[[str], np.ndarray]) -> Nvf
     ``weight_scale_2`` (required) and optional scalar ``input_scale``; block scales neither NaN nor negative."""
     base = weight.removesuffix(".weight")
     w, s = ck.ref(weight), ck.ref(base + ".weight_scale")
+    stored = stored_name(ck, weight)  # (messages name the tensors as the checkpoint stores them)
     if w.dtype != "U8" or len(w.shape) != 2:
-        raise ConvertError(f"{w.file}: tensor '{weight}' is {w.dtype} {list(w.shape)}, expected U8 [out, in/2] "
+        raise ConvertError(f"{w.file}: tensor '{stored}' is {w.dtype} {list(w.shape)}, expected U8 [out, in/2] "
                            "(NVFP4 codes, two per byte)")
     out, half = w.shape
     cols = 2 * half
     if s.dtype != "F8_E4M3" or tuple(s.shape) != (out, cols // NVFP4_SUB) or cols % NVFP4_SUB:
         raise ConvertError(f"{s.file}: tensor '{base}.weight_scale' is {s.dtype} {list(s.shape)}, expected F8_E4M3 "
-                           f"{[out, cols // NVFP4_SUB]} (one scale per 16 of the {cols} values of a row of '{weight}')")
+                           f"{[out, cols // NVFP4_SUB]} (one scale per 16 of the {cols} values of a row of '{stored}')")
     if cols % NVFP4_BLOCK:
-        raise ConvertError(f"{w.file}: tensor '{weight}' has {cols} in-features, not a multiple of {NVFP4_BLOCK} "
+        raise ConvertError(f"{w.file}: tensor '{stored}' has {cols} in-features, not a multiple of {NVFP4_BLOCK} "
                            "(ggml NVFP4 blocks hold 64 values)")
     bad = _scales_checked(ck, base + ".weight_scale", out, cols // NVFP4_SUB, read)  # before anything is written
     if bad is not None:
         raise ConvertError(f"{s.file}: tensor '{base}.weight_scale' {bad}")
     scale2 = base + ".weight_scale_2"
     if scale2 not in ck:
-        raise ConvertError(f"{w.file}: tensor '{weight}' is NVFP4 but the checkpoint has no '{scale2}' (the "
+        if stored.endswith(".weight_packed"):
+            raise ConvertError(f"{w.file}: tensor '{stored}' is NVFP4 but the checkpoint has no '{base}.weight_global_scale' "
+                               "(the global scale compressed-tensors writes)")
+        raise ConvertError(f"{w.file}: tensor '{stored}' is NVFP4 but the checkpoint has no '{scale2}' (the "
                            "per-tensor scale ModelOpt writes)")
     v2 = _scalar(read, ck.ref(scale2), scale2)
     inp = base + ".input_scale"

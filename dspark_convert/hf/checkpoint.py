@@ -13,7 +13,7 @@ import json
 import math
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,8 @@ OUTPUT_NAMES = ("lm_head.weight", "model.lm_head.weight", "language_model.lm_hea
 
 #: a tensor-name predicate: which tensors of a checkpoint a conversion reads (None: all of them)
 Select = Callable[[str], bool]
+#: values derived from a stored tensor's raw values (raw array, its safetensors dtype) -> float32 array
+Derive = Callable[[np.ndarray, str], np.ndarray]
 
 
 #: the largest JSON file read (a tokenizer.json of a 256k vocabulary is ~20 MB; configs are kilobytes)
@@ -246,6 +248,8 @@ class Checkpoint:
         self.files: list[Path] = []
         self._pickle: dict[str, Any] | None = None
         self._maps: dict[Path, np.memmap] = {}
+        #: renamed tensors: lookup name -> (the stored tensor's ref, the function its raw values are read through)
+        self._renamed: dict[str, tuple[TensorRef, Derive | None]] = {}
         self._index_tensors()
 
     def _wanted(self, name: str) -> bool:
@@ -333,17 +337,49 @@ class Checkpoint:
     def shape(self, name: str) -> tuple[int, ...]:
         return self.ref(name).shape
 
+    def stored_name(self, name: str) -> str:
+        """The name tensor ``name`` has in the checkpoint's files (another one where :meth:`rename` renamed it)."""
+        got = self._renamed.get(name)
+        return name if got is None else got[0].name
+
+    def rename(self, names: dict[str, tuple[str, Derive | None]]) -> None:
+        """Read each tensor ``old`` of ``names`` as ``new`` (``names[old] = (new, derive)``), in place.
+
+        The renamed tensors move to the end of :attr:`names`, in their order: upstream's converter renames a
+        tensor by removing its entry from its ordered table and adding it again. With ``derive``, reads return
+        ``derive(raw values, stored dtype)`` and the tensor's ref has dtype F32. A ``new`` name the checkpoint
+        already holds is refused (upstream keeps the old name then; no checkpoint has both).
+        """
+        moved: list[str] = []
+        for old in [n for n in self.names if n in names]:
+            new, derive = names[old]
+            ref = self._refs.pop(old)
+            if new in self._refs:
+                raise ConvertError(f"{ref.file}: tensor '{clip(old)}' would be read as '{clip(new)}', which the "
+                                   "checkpoint holds too; expected one of them")
+            self._refs[new] = replace(ref, name=new, dtype="F32" if derive is not None else ref.dtype)
+            self._renamed[new] = (self._renamed.pop(old, (ref, None))[0], derive)
+            moved.append(new)
+        if moved:
+            self.names = [n for n in self.names if n not in names] + moved
+
+    def _stored(self, name: str) -> tuple[TensorRef, Derive | None]:
+        got = self._renamed.get(name)
+        return (self.ref(name), None) if got is None else got
+
     def read(self, name: str, rows: slice | None = None) -> np.ndarray:
         """The tensor's raw values (BF16 as uint16 bits), memory-mapped; ``rows`` selects a slice of axis 0."""
-        ref = self.ref(name)
+        ref, derive = self._stored(name)
         if self._pickle is not None:
-            arr = self._pickle[name].array
-            return arr if rows is None else arr[rows]
-        mm = self._maps.get(ref.file)
-        if mm is None:
-            mm = self._maps[ref.file] = np.memmap(ref.file, dtype=np.uint8, mode="r")
-        flat = mm[ref.start:ref.end].view(ref.numpy_dtype)
-        arr = flat.reshape(ref.shape) if ref.shape else flat.reshape(())
+            arr = self._pickle[ref.name].array
+        else:
+            mm = self._maps.get(ref.file)
+            if mm is None:
+                mm = self._maps[ref.file] = np.memmap(ref.file, dtype=np.uint8, mode="r")
+            flat = mm[ref.start:ref.end].view(ref.numpy_dtype)
+            arr = flat.reshape(ref.shape) if ref.shape else flat.reshape(())
+        if derive is not None:
+            arr = derive(np.asarray(arr), ref.dtype)
         return arr if rows is None else arr[rows]
 
     def read_rows(self, name: str, start: int, stop: int) -> np.ndarray:
@@ -357,8 +393,8 @@ class Checkpoint:
             >>> Checkpoint(Path("fixtures/dflash-zlab")).read_rows("fc.weight", 0, 2).shape  # doctest: +SKIP
             (2, 96)
         """
-        ref = self.ref(name)
-        if self._pickle is not None or not ref.shape:
+        ref, derive = self._stored(name)
+        if self._pickle is not None or not ref.shape or derive is not None:
             arr = self.read(name)
             return np.array(arr if not ref.shape else arr[start:stop])
         row_bytes = (ref.end - ref.start) // ref.shape[0] if ref.shape[0] else 0

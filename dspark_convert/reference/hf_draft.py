@@ -49,6 +49,7 @@ class TorchCheckpoint:
         self.rounding: dict[str, Rounding] = {}
         #: every tensor whose data was read, shared by the copies :meth:`with_storage` makes (tensor accounting)
         self.read: set[str] = set()
+        fresh = _index is None
         if _index is None:
             index = folder / "model.safetensors.index.json"
             if index.is_file():
@@ -62,26 +63,47 @@ class TorchCheckpoint:
                 with safe_open(str(folder / f), framework="pt") as h:
                     _index.update({n: (folder / f, list(h.get_slice(n).get_shape())) for n in h.keys()})
         self.index = _index
-        #: names as read in the files, for names :meth:`without_prefix` changed
+        #: names as read in the files, for names :meth:`without_prefix` or :meth:`_compressed_tensors` changed
         self.real: dict[str, str] = {}
+        #: per-tensor scales stored as their reciprocal (compressed-tensors global scales), read as ``1 / value``
+        self.reciprocal: set[str] = set()
+        if fresh:
+            self._compressed_tensors()
 
     def with_storage(self, storage: Mapping[str, str] | None) -> TorchCheckpoint:
         """The same folder read with another storage rounding (None: the unrounded values)."""
         copy = TorchCheckpoint(self.folder, storage, self.index)
-        copy.read, copy.real = self.read, self.real
+        copy.read, copy.real, copy.reciprocal = self.read, self.real, self.reciprocal
         return copy
 
     def without_prefix(self, prefix: str) -> TorchCheckpoint:
         """The same folder with ``prefix`` dropped from the tensor names that carry it (a name without it wins)."""
         index: dict[str, tuple[Path, list[int]]] = {}
         real: dict[str, str] = {}
+        reciprocal: set[str] = set()
         for n, where in self.index.items():
             bare = n[len(prefix):] if n.startswith(prefix) and n[len(prefix):] not in self.index else n
             index[bare] = where
             real[bare] = self.real.get(n, n)
+            if n in self.reciprocal:
+                reciprocal.add(bare)
         copy = TorchCheckpoint(self.folder, self.storage, index)
-        copy.real = real
+        copy.real, copy.reciprocal = real, reciprocal
         return copy
+
+    def _compressed_tensors(self) -> None:
+        """Read a compressed-tensors NVFP4 linear (``X.weight_packed`` beside ``X.weight_global_scale``) under
+        ModelOpt's names: ``X.weight``, ``X.weight_scale_2`` and ``X.input_scale``, the two global scales as their
+        reciprocals (compressed-tensors stores ``1 / scale``)."""
+        for packed in [n for n in self.index if n.endswith(".weight_packed")]:
+            base = packed.removesuffix(".weight_packed")
+            if base + ".weight_global_scale" not in self.index:
+                continue
+            names = {packed: base + ".weight", base + ".weight_global_scale": base + ".weight_scale_2",
+                     base + ".input_global_scale": base + ".input_scale"}
+            self.rename(names)
+            self.reciprocal.update(new for old, new in names.items() if old.endswith("global_scale")
+                                   and self.real.get(new) == old)
 
     def rename(self, names: Mapping[str, str]) -> None:
         """Read tensor ``old`` as ``new`` for each pair of ``names`` the folder holds (in place: a draft whose layout
@@ -184,8 +206,12 @@ class TorchCheckpoint:
                 parts.append(torch.cat([sl[i:i + 1] for i in ids]) if ids is not None else sl[a:b])
         path, _ = self._where(scale2)
         with safe_open(str(path), framework="pt") as h:
-            s2 = h.get_tensor(self._name(scale2))
+            s2 = self._scale(scale2, h.get_tensor(self._name(scale2)))
         return dequant_modelopt_nvfp4(parts[0], parts[1], s2)
+
+    def _scale(self, name: str, t: torch.Tensor) -> torch.Tensor:
+        """A per-tensor scale's value: ``1 / stored`` (float32) where it is stored as its reciprocal."""
+        return 1.0 / t.float() if name in self.reciprocal else t
 
     def get(self, name: str, *, record: bool = True) -> torch.Tensor:
         """The whole tensor as float32 (rounded as stored; integers keep their type). ``record=False``: a bulk load
@@ -194,7 +220,7 @@ class TorchCheckpoint:
             return self._finish(name, self._nvfp4_rows(name), record)
         path, _ = self._where(name)
         with safe_open(str(path), framework="pt") as h:
-            return self._finish(name, self._fp8(name, h.get_tensor(self._name(name))), record)
+            return self._finish(name, self._scale(name, self._fp8(name, h.get_tensor(self._name(name)))), record)
 
     def rows(self, name: str, ids: list[int]) -> torch.Tensor:
         """Rows ``ids`` (axis 0) as float32."""

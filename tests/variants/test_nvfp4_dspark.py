@@ -193,6 +193,13 @@ def _set_byte(t: dict[str, tuple[str, list[int], bytes]], name: str, value: int)
     t[name] = (dtype, shape, bytes([value]) + data[1:])
 
 
+def _zero_global_scale(t: dict[str, tuple[str, list[int], bytes]]) -> None:
+    """fc as compressed-tensors stores it, with a global scale of 0 (its reciprocal, the per-tensor scale, is inf)."""
+    t["fc.weight_packed"] = t.pop("fc.weight")
+    t.pop("fc.weight_scale_2")
+    t["fc.weight_global_scale"] = ("F32", [1], bytes(4))
+
+
 def _in96(t: dict[str, tuple[str, list[int], bytes]]) -> None:
     t["layers.0.mlp.down_proj.weight"] = ("U8", [32, 48], bytes(32 * 48))
     t["layers.0.mlp.down_proj.weight_scale"] = ("F8_E4M3", [32, 6], bytes([0x38]) * (32 * 6))
@@ -237,10 +244,16 @@ REFUSALS: list[tuple[str, str, Callable[[Path], None], tuple[str, ...]]] = [
     ("layer-awq", "n-dspark-nvfp4-mixed",
      lambda d: _edit_json(d / "hf_quant_config.json", _layer("fc", "W4A16_AWQ")),
      ("quantized_layers entry 'fc' has quant_algo 'W4A16_AWQ'; expected NVFP4, W4A16_NVFP4 or FP8",)),
-    ("compressed-tensors", "n-dspark-nvfp4",
+    ("compressed-tensors-mixed", "n-dspark-nvfp4",
      lambda d: ((d / "hf_quant_config.json").unlink(), _edit_json(d / "config.json", lambda c: c.update(
-         {"quantization_config": {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}}))),
-     ("compressed-tensors NVFP4 ('nvfp4-pack-quantized') is not supported yet",)),
+         {"quantization_config": {"quant_method": "compressed-tensors", "format": "mixed-precision", "config_groups": {
+             "group_0": {"format": "nvfp4-pack-quantized"}, "group_1": {"format": "float-quantized"}}}}))),
+     ("compressed-tensors config group 'group_1' has format 'float-quantized'; expected 'nvfp4-pack-quantized'",)),
+    ("compressed-tensors-zero-scale", "n-dspark-nvfp4",
+     lambda d: ((d / "hf_quant_config.json").unlink(), _edit_json(d / "config.json", lambda c: c.update(
+         {"quantization_config": {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}})),
+                _edit_tensors(d, _zero_global_scale)),
+     ("tensor 'fc.weight_global_scale' is 0.0, expected a finite non-zero global scale",)),
     ("negative-block-scale", "n-dspark-nvfp4", lambda d: _edit_tensors(d, lambda t: _set_byte(t, "fc.weight_scale", 0xB8)),
      ("tensor 'fc.weight_scale' holds negative E4M3 block scales",)),
     ("nan-block-scale", "n-dspark-nvfp4",
@@ -364,12 +377,14 @@ def test_verify_passes(files: dict[str, Path], b11434_qwen3: Path, key: str) -> 
 
 @pytest.mark.parametrize(("variant", "outtype"), [("v-nvfp4-h64", "f16"), ("v-nvfp4-h128-mixed", "q8_0"),
                                                    ("v-nvfp4-dflash", "bf16"), ("v-nvfp4-fp8-mixed", "bf16"),
-                                                   ("v-modelopt-fp8", "f16")])
+                                                   ("v-modelopt-fp8", "f16"), ("v-ct-nvfp4", "bf16"),
+                                                   ("v-ct-mixed-dflash", "q8_0")])
 def test_variants_verify(b11434_qwen3: Path, tmp_path: Path, variant: str, outtype: str) -> None:
     """The variants verify (their targets get a random embedding and head): W4A4 input scales on every DFlash
     linear, MIXED tables, F32 plain tensors, sinks and model.-prefixed names, KV-cache scales dropped by rule, FP8
-    linears read by the torch side as codes times their scale (their input scales dropped by rule); a draft
-    without NVFP4 tensors has no NVFP4 rows."""
+    linears read by the torch side as codes times their scale (their input scales dropped by rule), compressed-tensors
+    names and reciprocal global scales read by the torch side's own renaming; a draft without NVFP4 tensors has no
+    NVFP4 rows."""
     draft, target = make(tmp_path, variant, b11434_qwen3 / "target", target_weights=True)
     out = _convert(draft, target, tmp_path / "v.gguf", outtype)
     passed, rows = _verify_rows(out, draft, target)
@@ -484,6 +499,81 @@ def test_dflash2_and_gemma4_files_hold_nvfp4_and_verify_proves_them(tmp_path: Pa
     layer0 = next(o for o in r.outputs if o.name == "layer 0 output")
     assert layer0.passed and layer0.nmse is not None and layer0.nmse < 1e-10
     assert r.tensors["counts"]["gguf"]["compared"] == w4a4 and r.tensors["unaccounted"] == {"gguf": [], "checkpoint": []}
+
+
+_MODULE_NAMES = {"self_attn.q_proj": "attn_q", "mlp.down_proj": "ffn_down", "mlp.gate_proj": "ffn_gate"}
+
+
+def _gguf_module(name: str) -> str:
+    """``layers.N.<module>.<scale>`` -> ``blk.N.<gguf module>`` for the linears these tests quantize."""
+    parts = name.split(".")
+    i = parts.index("layers")
+    return f"blk.{parts[i + 1]}.{_MODULE_NAMES['.'.join(parts[i + 2:i + 4])]}"
+
+
+@pytest.mark.parametrize("variant", ["dspark", *sorted(_OWN_NVFP4)])
+def test_compressed_tensors_converts_as_its_modelopt_form(tmp_path: Path, variant: str) -> None:
+    """A compressed-tensors NVFP4 draft (``weight_packed``, reciprocal global scales) and the ModelOpt draft it was
+    made from give the same file for DSpark, DFlash2 and Gemma4 DSpark: every KV and tensor byte for byte, but the
+    per-tensor scales, which are 1 / the stored global scales (within an ulp of ModelOpt's); ``verify`` proves the
+    compressed one through its own torch-side renaming, and fails a file whose ``.scale`` is the stored global
+    scale (not inverted)."""
+    from conftest import FIXTURES
+    from gemma4_drafts import make as make_gemma4
+    from nvfp4_drafts import to_compressed_tensors, with_nvfp4
+    from test_mutations import mutate
+
+    from dspark_convert.verify import verify
+
+    if variant == "dspark":
+        src, target = FIXTURES / "dspark-qwen3", FIXTURES / "target-qwen3"
+        modules = {"layers.0.self_attn.q_proj": "NVFP4", "layers.0.mlp.down_proj": "NVFP4"}
+    elif variant == "dflash2":
+        src, target = FIXTURES / "dflash2-zlab", FIXTURES / "target-qwen3"
+        modules = {"layers.0.self_attn.q_proj": "NVFP4", "layers.0.mlp.down_proj": "NVFP4"}
+    else:
+        src, target = make_gemma4(tmp_path, "v-gemma4-tied")
+        modules = {"layers.0.self_attn.q_proj": "NVFP4", "layers.0.mlp.gate_proj": "NVFP4"}
+    modelopt = with_nvfp4(src, tmp_path / "modelopt" / "draft", modules, 11)
+    compressed = tmp_path / "ct" / "draft"
+    shutil.copytree(modelopt, compressed)
+    to_compressed_tensors(compressed)
+    names = json.loads((compressed / "model.safetensors").read_bytes()[8:8 + struct.unpack("<Q", (
+        compressed / "model.safetensors").read_bytes()[:8])[0]])
+    assert any(n.endswith(".weight_packed") for n in names) and not any(n.endswith(".weight_scale_2") for n in names)
+    a, b = tmp_path / "modelopt.gguf", tmp_path / "ct.gguf"
+    convert(modelopt, target, a, outtype="bf16", force=True)
+    convert(compressed, target, b, outtype="bf16", force=True)
+    from gguf import GGUFReader
+
+    ra, rb = GGUFReader(a), GGUFReader(b)
+    assert [b"".join(bytes(x) for x in f.parts) for f in ra.fields.values()] == \
+        [b"".join(bytes(x) for x in f.parts) for f in rb.fields.values()]
+    ta, tb = {t.name: t for t in ra.tensors}, {t.name: t for t in rb.tensors}
+    assert list(ta) == list(tb)
+    stored = read_raw(compressed / "model.safetensors")
+    scales = 0
+    for name, t in tb.items():
+        assert (t.tensor_type, list(t.shape)) == (ta[name].tensor_type, list(ta[name].shape)), name
+        if not name.endswith(("scale", "input_scale")):
+            assert t.data.tobytes() == ta[name].data.tobytes(), name
+            continue
+        # the per-tensor scales: 1 / the stored global scale, in float32 (1 / (1 / x) may differ from x by an ulp)
+        src = next(k for k in stored if k.endswith(".weight_global_scale" if name.endswith(".scale") else
+                                                   ".input_global_scale") and _gguf_module(k) == name.rpartition(".")[0])
+        assert t.data.tolist() == [float(np.float32(1.0) / stored[src][1].reshape(-1)[0])], name
+        assert abs(float(t.data[0]) - float(ta[name].data[0])) <= float(np.spacing(np.float32(ta[name].data[0]))), name
+        scales += 1
+    assert scales >= len(modules)
+    assert sum(t.tensor_type.name == "NVFP4" for t in tb.values()) == len(modules)
+    r = verify(b, compressed, target, context=8, quality=False)
+    assert r.passed, r.first_divergence
+    assert r.tensors["unaccounted"] == {"gguf": [], "checkpoint": []}
+    scale = "blk.0.ffn_down.scale" if variant != "gemma4" else "blk.0.ffn_gate.scale"
+    bad = tmp_path / "bad.gguf"
+    mutate(b, bad, tensors={scale: lambda w: 1 / w})  # the global scale as stored, not its reciprocal
+    r = verify(bad, compressed, target, context=8, quality=False)
+    assert not r.passed and {o.name: o.passed for o in r.outputs}["layer 0 output"] is False
 
 
 @pytest.mark.parametrize("variant", sorted(_OWN_NVFP4))

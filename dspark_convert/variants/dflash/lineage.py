@@ -318,8 +318,12 @@ def map_tensors(ctx: Context, out: QT, *, drop: Set[str] = frozenset(),
 
 # ---------------------------------------------------------------------------------------------- ModelOpt NVFP4
 def quant_config(ctx: Context) -> QuantConfig | None:
-    """The draft's ModelOpt NVFP4 quantization (config ``quantization_config`` + ``hf_quant_config.json``), or None."""
-    return modelopt.read_quant_config(ctx.draft.path, ctx.draft.config, ctx.draft.names, bare_name)
+    """The draft's ModelOpt NVFP4 quantization (config ``quantization_config`` + ``hf_quant_config.json``), or None;
+    a compressed-tensors NVFP4 draft is read under ModelOpt's names from then on."""
+    q = modelopt.read_quant_config(ctx.draft.path, ctx.draft.config, ctx.draft.names, bare_name)
+    if q is not None and q.compressed:
+        modelopt.adopt_compressed_tensors(ctx.draft)
+    return q
 
 
 def nvfp4_specs(ctx: Context, quant: QuantConfig,
@@ -345,7 +349,7 @@ def nvfp4_specs(ctx: Context, quant: QuantConfig,
         if scale not in ck:
             ref = ck.ref(hf)
             if ref.dtype == "U8":
-                raise ConvertError(f"{ref.file}: tensor '{hf}' is U8 (NVFP4 codes?) but the checkpoint has no "
+                raise ConvertError(f"{ref.file}: tensor '{modelopt.stored_name(ck, hf)}' is U8 (NVFP4 codes?) but the checkpoint has no "
                                    f"'{scale}' (its E4M3 block scales)")
             continue
         if len(ck.ref(scale).shape) < 2:  # a per-channel FP8 scale, not NVFP4
