@@ -18,7 +18,8 @@ output groups, experts and top-k, hc multiplier, Markov rank, shard cuts, compre
 config, FP8 linears or the router / Markov / confidence heads stored as plain BF16 / F16 / F32, experts not FP4;
 converted with upstream's ``--dspark --target-model-dir CKPT``); ``nvfp4``, ModelOpt NVFP4 drafts
 (``tests/nvfp4_drafts.py``'s ``Spec``: new dimensions, W4A16 / W4A4 with and without input scales, config.json or
-hf_quant_config.json, MIXED_PRECISION per module or layer, ModelOpt FP8 layers and an all-FP8 draft, a declared
+hf_quant_config.json, MIXED_PRECISION per module or layer, ModelOpt FP8 layers and all-FP8 drafts (per-tensor and
+per-channel scales), a declared
 group size of 32, in-features that are not a multiple of 64, compressed-tensors NVFP4: W4A4, W4A16 and
 mixed-precision groups, a non-NVFP4 group refused); ``auto``, drafts of every
 family whose tensors mix BF16 / F16 / F32 (chosen tensors, or the first few matrices by name, retyped), some with a
@@ -678,6 +679,10 @@ CASES: list[Case] = [
     Case("nv-h192-modelopt-fp8", "nvfp4",
          nvfp4(nv_spec((192, 3, 1, 64, 384, 2, 64), [1, 2, 4], 6110, "BF16", lambda k: "FP8",
                        {"quant_method": "modelopt", "quant_algo": "FP8"}, None, embed=False)), ("bf16", "q8_0")),
+    Case("nv-h192-fp8-channel-dflash", "nvfp4",
+         nvfp4(nv_spec((192, 3, 1, 64, 384, 2, 64), [1, 2, 4], 6115, "F16", lambda k: "FP8",
+                       {"quant_method": "modelopt", "quant_algo": "FP8"}, None, embed=False, dflash=True,
+                       fp8_channel="F32")), ("f16", "q8_0")),
     Case("nv-h192-mixed-fp8-only", "nvfp4",
          nvfp4(nv_spec((192, 3, 1, 64, 384, 1, 64), [0, 2, 4], 6111, "F16",
                        lambda k: "FP8" if k.startswith("layers.0.mlp") else None,

@@ -171,6 +171,7 @@ REGISTRY: tuple[Fixture, ...] = (
     _row("v-modelopt-fp8", "generated", "dflash", "dflash", _DF, OWN, "block", maker="nvfp4_drafts",
          outtypes=()),
     _row("v-ct-nvfp4", "generated", "dflash", "dspark", _DS, OWN, "block", maker="nvfp4_drafts", outtypes=()),
+    _row("v-fp8-channel", "generated", "dflash", "dspark", _DS, OWN, "block", maker="nvfp4_drafts", outtypes=()),
     _row("v-ct-mixed-dflash", "generated", "dflash", "dflash", _DF, OWN, "block", maker="nvfp4_drafts",
          outtypes=()),
     _row("v-gemma4-f32", "generated", "gemma4", "dspark_gemma4", _DS, OWN, "block", maker="gemma4_drafts", outtypes=_TWO),

@@ -2,7 +2,7 @@
 DSpark): hidden 64 and 128, 2-4 layers, every linear NVFP4 where its in-features allow, per-tensor scales of exactly
 1.0 next to others, excluded modules, MIXED_PRECISION with per-module and per-layer algos, W4A4 input scales, a
 DFlash (not DSpark) draft, KV-cache scales, ``model.``-prefixed names, ModelOpt FP8 layers in a MIXED_PRECISION
-draft, a ModelOpt FP8 draft, compressed-tensors NVFP4 drafts (``nvfp4-pack-quantized`` and ``mixed-precision``).
+draft (per-tensor or per-channel scales), a ModelOpt FP8 draft, compressed-tensors NVFP4 drafts (``nvfp4-pack-quantized`` and ``mixed-precision``).
 
 Each variant comes with its own target folder (``<variant>-target``: the shared qwen3 golden target's tokenizer and
 its config with the variant's hidden size and heads; no weights: upstream reads only the config and tokenizer of a
@@ -12,7 +12,7 @@ UPSTREAM_TREE``).
 
 Example:
     >>> sorted(VARIANTS)
-    ['v-ct-mixed-dflash', 'v-ct-nvfp4', 'v-modelopt-fp8', 'v-nvfp4-dflash', 'v-nvfp4-fp8-mixed', 'v-nvfp4-h128-mixed', 'v-nvfp4-h64']
+    ['v-ct-mixed-dflash', 'v-ct-nvfp4', 'v-fp8-channel', 'v-modelopt-fp8', 'v-nvfp4-dflash', 'v-nvfp4-fp8-mixed', 'v-nvfp4-h128-mixed', 'v-nvfp4-h64']
 """
 
 from __future__ import annotations
@@ -63,13 +63,17 @@ class Maker(draft_kit.Maker):
         return t
 
 
-    def fp8(self, base: str, out: int, inp: int) -> dict[str, Tensor]:
-        """ModelOpt FP8 tensors of linear ``base`` [out, inp]: F8_E4M3 codes (no NaN), scalar F32 weight and input
-        scales."""
+    def fp8(self, base: str, out: int, inp: int, channel: str | None = None) -> dict[str, Tensor]:
+        """ModelOpt FP8 tensors of linear ``base`` [out, inp]: F8_E4M3 codes (no NaN), a scalar F32 weight scale (or
+        with ``channel`` one per output row, of that dtype: F32 / BF16) and a scalar input scale."""
         codes = self.rng.integers(0, 0x7F, size=(out, inp), dtype=np.uint8)
         codes |= self.rng.integers(0, 2, size=(out, inp), dtype=np.uint8) << 7
-        return {f"{base}.weight": ("F8_E4M3", codes),
-                f"{base}.weight_scale": ("F32", np.array(self.rng.uniform(0.001, 0.01), np.float32)),
+        if channel is None:
+            scale: Tensor = ("F32", np.array(self.rng.uniform(0.001, 0.01), np.float32))
+        else:
+            v = self.rng.uniform(0.001, 0.01, size=out).astype(np.float32)
+            scale = (channel, (v.view(np.uint32) >> 16).astype(np.uint16) if channel == "BF16" else v)
+        return {f"{base}.weight": ("F8_E4M3", codes), f"{base}.weight_scale": scale,
                 f"{base}.input_scale": ("F32", np.array(self.rng.uniform(0.01, 0.1), np.float32))}
 
 
@@ -106,6 +110,7 @@ class Spec:
     kv_cache_scales: bool = False
     dflash: bool = False
     compressed: bool = False                     # NVFP4 linears stored as compressed-tensors names them
+    fp8_channel: str | None = None               # FP8 linears' weight scales per output row, of this dtype
 
 
 def compressed_tensors(t: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -152,7 +157,7 @@ def _tensors(s: Spec) -> dict[str, Tensor]:
         if algo is None:
             t[p + k + ".weight"] = m.t(o, n)
         elif algo == "FP8":
-            t.update(m.fp8(p + k, o, n))
+            t.update(m.fp8(p + k, o, n, s.fp8_channel))
         else:
             nv = m.nvfp4(p + k, o, n, s.scale2(k), s.input_scale(k) if algo == "NVFP4" else None)
             t.update(compressed_tensors(nv) if s.compressed else nv)
@@ -280,6 +285,26 @@ def _v_fp8() -> Spec:
                 dflash=True)
 
 
+def _v_fp8_channel() -> Spec:
+    """Hidden 128, 2 layers, MIXED_PRECISION: layer 0 NVFP4 W4A4, layer 1's o_proj (square, 128 x 128) and MLP
+    ModelOpt FP8 with per-channel BF16 weight scales (one per output row: upstream multiplies row i by scale[i]),
+    the rest plain BF16."""
+    rng = np.random.default_rng(2238)
+    lin = linears(H128_FP8)
+    s2 = {k: float(rng.uniform(0.001, 0.01)) for k in lin}
+    inp = {k: float(rng.uniform(0.01, 0.1)) for k in lin}
+    inp["fc"] = 1.0
+    fp8 = ("layers.1.self_attn.o_proj", "layers.1.mlp.gate_proj", "layers.1.mlp.up_proj", "layers.1.mlp.down_proj")
+
+    def algo(k: str) -> str | None:
+        return "FP8" if k in fp8 else "NVFP4" if k.startswith("layers.0.") else None
+
+    qc = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "kv_cache_quant_algo": None,
+          "quantized_layers": _layers_of({"layers.0": "NVFP4", **dict.fromkeys(fp8, "FP8")})}
+    return Spec(H128_FP8, 2208, "BF16", algo, s2.__getitem__, inp.__getitem__, qc, None, embed=False,
+                fp8_channel="BF16")
+
+
 def ct_group(targets: list[str], activations: bool) -> dict[str, Any]:
     """A compressed-tensors NVFP4 config group (``input_activations`` for W4A4, none for W4A16)."""
     fp4 = {"num_bits": 4, "type": "float", "symmetric": True, "group_size": 16, "strategy": "tensor_group",
@@ -335,7 +360,7 @@ def _v_ct_mixed() -> Spec:
 VARIANTS: dict[str, Callable[[], Spec]] = {"v-nvfp4-h64": _v_h64, "v-nvfp4-h128-mixed": _v_h128_mixed,
                                            "v-nvfp4-dflash": _v_dflash, "v-nvfp4-fp8-mixed": _v_fp8_mixed,
                                            "v-modelopt-fp8": _v_fp8, "v-ct-nvfp4": _v_ct,
-                                           "v-ct-mixed-dflash": _v_ct_mixed}
+                                           "v-ct-mixed-dflash": _v_ct_mixed, "v-fp8-channel": _v_fp8_channel}
 
 
 def write_spec(s: Spec, draft: Path) -> Path:

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import ConvertError, clip, clip_value
 from .quant import NVFP4_BLOCK, NVFP4_SUB, nvfp4_bad_scales
-from .transforms import Fp8TensorDequant
+from .transforms import Fp8ChannelDequant, Fp8TensorDequant, Transform
 
 HF_QUANT_CONFIG = "hf_quant_config.json"
 NVFP4_ALGOS = ("NVFP4", "W4A16_NVFP4")  #: per-tensor NVFP4 algos (W4A4 and W4A16)
@@ -329,14 +329,26 @@ def nvfp4_linear(ck: Any, weight: str, read: Callable[[str], np.ndarray]) -> Nvf
                        input_scale_value=vi)
 
 
-def fp8_dequant(ck: Any, weight: str, read: Callable[[str], np.ndarray]) -> tuple[str, Fp8TensorDequant] | None:
-    """For a ModelOpt FP8 linear (an F8_E4M3 ``weight`` beside a ``weight_scale``): the scale's name and the transform
-    that dequantizes the weight by it (upstream multiplies the codes by the scale and stores the product at the
-    outtype); the scale must be one finite non-zero float. None for any other tensor."""
+def fp8_dequant(ck: Any, weight: str, read: Callable[[str], np.ndarray]) -> tuple[str, Transform, tuple[str, ...]] | None:
+    """For a ModelOpt FP8 linear (an F8_E4M3 ``weight`` ``[out, in]`` beside a ``weight_scale``): the scale's name, the
+    transform that dequantizes the weight by it and the transform's sources. Upstream multiplies the codes by the
+    scale in float32 (one row per output channel for a per-channel scale) and stores the product at the outtype.
+    The scale is one finite non-zero float (the transform holds its value), or a float vector of one scale per
+    output row (read with the weight's rows); any other shape is refused. None for any other tensor."""
     scale = weight.removesuffix(".weight") + ".weight_scale"
-    if ck.ref(weight).dtype != "F8_E4M3" or scale not in ck:
+    w = ck.ref(weight)
+    if w.dtype != "F8_E4M3" or scale not in ck:
         return None
-    return scale, Fp8TensorDequant(_scalar(read, ck.ref(scale), scale))
+    ref = ck.ref(scale)
+    if math.prod(ref.shape) == 1:
+        return scale, Fp8TensorDequant(_scalar(read, ref, scale)), (weight,)
+    if len(w.shape) != 2 or tuple(ref.shape) != (w.shape[0],):
+        raise ConvertError(f"{ref.file}: tensor '{scale}' has shape {list(ref.shape)}, expected a scalar or one scale "
+                           f"per row of '{weight}' {list(w.shape)[:1]} (ModelOpt FP8)")
+    if not ref.is_float:
+        raise ConvertError(f"{ref.file}: tensor '{scale}' has dtype {ref.dtype}, expected float per-channel scales "
+                           f"(one per row of '{weight}')")
+    return scale, Fp8ChannelDequant(ref.dtype), (weight, scale)
 
 
 def file_type(q: QuantConfig | None, outtype_file_type: int) -> int:

@@ -166,6 +166,31 @@ class Fp8TensorDequant(Transform):
             return np.take(E4M3_VALUES, np.asarray(chunks[0]).view(np.uint8)) * np.float32(self.scale)
 
 
+@register
+@dataclass(frozen=True)
+class Fp8ChannelDequant(Transform):
+    """Sources (F8_E4M3 weight ``[out, in]``, float scale ``[out]`` of safetensors dtype ``scale_dtype``) -> float32
+    rows, row ``i`` times ``scale[i]`` (ModelOpt FP8 with per-channel scales), as upstream's ``weight.float() *
+    scale.float().unsqueeze(-1)``; the writer then stores them at the tensor's type and refuses NaN / Inf.
+
+    Example:
+        >>> Fp8ChannelDequant("F32").apply([np.array([[0x38], [0xC0]], np.uint8), np.array([0.5, 3.0], np.float32)],
+        ...                                2).tolist()
+        [[0.5], [-6.0]]
+    """
+
+    name: ClassVar[str] = "fp8_channel_dequant"
+    n_sources: ClassVar[int] = 2
+    scale_dtype: str = "F32"
+
+    output_dtype: ClassVar[str | None] = "F32"
+
+    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
+        scale = to_float32(np.asarray(chunks[1]), self.scale_dtype).reshape(-1, 1)
+        with np.errstate(over="ignore", invalid="ignore"):  # the writer's finiteness check names the tensor
+            return np.take(E4M3_VALUES, np.asarray(chunks[0]).view(np.uint8)) * scale
+
+
 @dataclass(frozen=True)
 class PerExpert(Transform):
     """Base of the expert stacks: ``n_sources`` sources for each of ``experts`` experts (their rows alike), and

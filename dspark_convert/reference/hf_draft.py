@@ -174,23 +174,26 @@ class TorchCheckpoint:
         return (base + ".weight_scale", base + ".weight_scale_2")
 
     def fp8_scale(self, name: str) -> str | None:
-        """For a ModelOpt FP8 weight (``X.weight`` beside a scalar ``X.weight_scale``): the scale's name, which
-        reading the weight reads too (the codes times the scale, in float32); None for any other tensor."""
+        """For a ModelOpt FP8 weight (``X.weight`` beside a scalar or per-row ``X.weight_scale``): the scale's name,
+        which reading the weight reads too (the codes times the scale, in float32); None for any other tensor."""
         scale = name.removesuffix(".weight") + ".weight_scale"
         if not name.endswith(".weight") or scale not in self.index or len(self.index[scale][1]) >= 2:
             return None
         return scale
 
-    def _fp8(self, name: str, t: torch.Tensor) -> torch.Tensor:
-        """``t`` (rows of ``name``) dequantized when ``name`` is a ModelOpt FP8 weight, else as it is."""
+    def _fp8(self, name: str, t: torch.Tensor, rows: slice | list[int] = slice(None)) -> torch.Tensor:
+        """``t`` (rows ``rows`` of ``name``) dequantized when ``name`` is a ModelOpt FP8 weight, else as it is: the
+        codes times the scale, or row ``i`` times ``scale[i]`` for per-channel scales."""
         scale = self.fp8_scale(name)
         if scale is None:
             return t
         path, _ = self._where(scale)
         with safe_open(str(path), framework="pt") as h:
-            s = h.get_tensor(self._name(scale))
+            s = h.get_tensor(self._name(scale)).float()
         self.read.add(scale)
-        return t.float() * s.float()
+        if s.numel() > 1:  # one per output row
+            s = s.reshape(-1)[rows].unsqueeze(-1)
+        return t.float() * s
 
     def _nvfp4_rows(self, name: str, a: int | None = None, b: int | None = None,
                     ids: list[int] | None = None) -> torch.Tensor:
@@ -229,7 +232,7 @@ class TorchCheckpoint:
         path, _ = self._where(name)
         with safe_open(str(path), framework="pt") as h:
             sl = h.get_slice(self._name(name))
-            return self._finish(name, self._fp8(name, torch.cat([sl[i:i + 1] for i in ids])))
+            return self._finish(name, self._fp8(name, torch.cat([sl[i:i + 1] for i in ids]), ids))
 
     def row_chunks(self, name: str, chunk: int = 8192) -> Iterator[tuple[int, torch.Tensor]]:
         """``(first_row, float32 rows)``, ``chunk`` rows at a time, each read through a fresh handle."""
@@ -239,7 +242,8 @@ class TorchCheckpoint:
                 yield a, self._finish(name, self._nvfp4_rows(name, a, min(shape[0], a + chunk)))
                 continue
             with safe_open(str(path), framework="pt") as h:
-                yield a, self._finish(name, self._fp8(name, h.get_slice(self._name(name))[a:min(shape[0], a + chunk)]))
+                b = min(shape[0], a + chunk)
+                yield a, self._finish(name, self._fp8(name, h.get_slice(self._name(name))[a:b], slice(a, b)))
 
 
 # ============================================================================================== config

@@ -378,11 +378,12 @@ def test_verify_passes(files: dict[str, Path], b11434_qwen3: Path, key: str) -> 
 @pytest.mark.parametrize(("variant", "outtype"), [("v-nvfp4-h64", "f16"), ("v-nvfp4-h128-mixed", "q8_0"),
                                                    ("v-nvfp4-dflash", "bf16"), ("v-nvfp4-fp8-mixed", "bf16"),
                                                    ("v-modelopt-fp8", "f16"), ("v-ct-nvfp4", "bf16"),
-                                                   ("v-ct-mixed-dflash", "q8_0")])
+                                                   ("v-ct-mixed-dflash", "q8_0"), ("v-fp8-channel", "f32")])
 def test_variants_verify(b11434_qwen3: Path, tmp_path: Path, variant: str, outtype: str) -> None:
     """The variants verify (their targets get a random embedding and head): W4A4 input scales on every DFlash
     linear, MIXED tables, F32 plain tensors, sinks and model.-prefixed names, KV-cache scales dropped by rule, FP8
-    linears read by the torch side as codes times their scale (their input scales dropped by rule), compressed-tensors
+    linears read by the torch side as codes times their scale, per tensor or per row (their input scales dropped by
+    rule), compressed-tensors
     names and reciprocal global scales read by the torch side's own renaming; a draft without NVFP4 tensors has no
     NVFP4 rows."""
     draft, target = make(tmp_path, variant, b11434_qwen3 / "target", target_weights=True)
@@ -669,3 +670,31 @@ def test_fp8_layers_are_dequantized_in_place(b11434_qwen3: Path, tmp_path: Path)
     assert not any(n.startswith(("blk.1.ffn_down.", "blk.1.attn_output.")) and not n.endswith(".weight")
                    for n in names)
     assert names.index("blk.1.ffn_down.weight") > max(i for i, n in enumerate(names) if types[n] == "NVFP4")
+
+
+def test_fp8_per_channel_scales_multiply_rows(b11434_qwen3: Path, tmp_path: Path) -> None:
+    """ModelOpt FP8 linears with one BF16 weight scale per output row: row i is the codes times scale[i] (the square
+    o_proj tells rows from columns), the scale not written; verify proves the file and fails one whose rows were
+    scaled by the wrong entries."""
+    from test_mutations import mutate
+
+    from dspark_convert.verify import verify
+
+    draft, target = make(tmp_path, "v-fp8-channel", b11434_qwen3 / "target", target_weights=True)
+    out = _convert(draft, target, tmp_path / "f.gguf", "f32")
+    raw = read_raw(draft / "model.safetensors")
+    f = read_gguf(out)
+    got = np.frombuffer(bytes(f.tensor_bytes("blk.1.attn_output.weight")), np.float32).reshape(128, 128)
+    names = [t.name for t in f.tensors]
+    f.close()
+    codes, bits = raw["layers.1.self_attn.o_proj.weight"][1], raw["layers.1.self_attn.o_proj.weight_scale"][1]
+    scale = (bits.astype(np.uint32) << 16).view(np.float32)
+    assert bits.shape == (128,) and len(set(scale.tolist())) > 100
+    assert np.array_equal(got, (_e4m3(codes) * scale.astype(np.float64)[:, None]).astype(np.float32))
+    assert not any(n.startswith("blk.1.attn_output.") and n != "blk.1.attn_output.weight" for n in names)
+    r = verify(out, draft, target, context=8, quality=False)
+    assert r.passed, r.first_divergence
+    bad = tmp_path / "bad.gguf"
+    mutate(out, bad, tensors={"blk.1.attn_output.weight": lambda w: w / scale[:, None] * scale[None, :]})
+    r = verify(bad, draft, target, context=8, quality=False)
+    assert not r.passed and {o.name: o.passed for o in r.outputs}["layer 1 output"] is False

@@ -327,22 +327,23 @@ def quant_config(ctx: Context) -> QuantConfig | None:
 
 
 def nvfp4_specs(ctx: Context, quant: QuantConfig,
-                drop: Set[str]) -> tuple[list[TensorSpec], set[str], dict[str, Transform]]:
+                drop: Set[str]) -> tuple[list[TensorSpec], set[str], dict[str, tuple[Transform, tuple[str, ...]]]]:
     """The NVFP4 linears of the draft (a ``.weight`` with a 2-D ``.weight_scale``), each as an NVFP4 tensor then its
     non-trivial ``.scale`` / ``.input_scale`` (F32 [1]); returns (specs, the checkpoint names they consume, the
-    ModelOpt FP8 weights: {weight: the transform dequantizing it by its scalar ``weight_scale``}, whose scales and
-    input scales are consumed too: :func:`plain_spec` dequantizes them where they stand)."""
+    ModelOpt FP8 weights: {weight: (the transform dequantizing it by its per-tensor or per-channel
+    ``weight_scale``, its sources)}, whose scales and input scales are consumed too: :func:`plain_spec` dequantizes
+    them where they stand)."""
     ck = ctx.draft
     specs: list[TensorSpec] = []
     consumed: set[str] = set()
-    fp8: dict[str, Transform] = {}
+    fp8: dict[str, tuple[Transform, tuple[str, ...]]] = {}
     for hf in ck.names:
         bare = bare_name(hf)
         if not hf.endswith(".weight") or bare in drop or is_skipped("model." + bare):
             continue
         found = modelopt.fp8_dequant(ck, hf, ck.read)
         if found is not None:  # upstream drops every input_scale but an NVFP4 linear's
-            fp8[hf] = found[1]
+            fp8[hf] = found[1], found[2]
             consumed.update((found[0], hf.removesuffix(".weight") + ".input_scale"))
             continue
         scale = hf.removesuffix(".weight") + ".weight_scale"
@@ -380,7 +381,7 @@ def nvfp4_specs(ctx: Context, quant: QuantConfig,
     return specs, consumed, fp8
 
 
-def plain_spec(ctx: Context, hf: str, name: str, out: QT, fp8: Mapping[str, Transform],
+def plain_spec(ctx: Context, hf: str, name: str, out: QT, fp8: Mapping[str, tuple[Transform, tuple[str, ...]]],
                transform: Transform | None = None) -> TensorSpec:
     """GGUF tensor ``name`` from checkpoint tensor ``hf`` at outtype type ``out``: a ModelOpt FP8 weight of ``fp8``
     (:func:`nvfp4_specs`) dequantized to float32 by its scale, as upstream's ``dequant_model`` does, any other
@@ -391,8 +392,9 @@ def plain_spec(ctx: Context, hf: str, name: str, out: QT, fp8: Mapping[str, Tran
     if transform is not None:
         raise ConvertError(f"{ref.file}: tensor '{hf}' is ModelOpt FP8, which this layout cannot convert (its rows "
                            f"are rewritten: {transform.describe()})")
-    return TensorSpec(name=name, shape=ref.shape, ggml_type=tensor_type(name, ref.shape, out), sources=(hf,),
-                      transform=fp8[hf], source_dtype=ref.dtype)
+    dequant, sources = fp8[hf]
+    return TensorSpec(name=name, shape=ref.shape, ggml_type=tensor_type(name, ref.shape, out), sources=sources,
+                      transform=dequant, source_dtype=ref.dtype)
 
 
 def nvfp4_metadata(plan: Plan, quant: QuantConfig | None, outtype_file_type: int) -> None:
