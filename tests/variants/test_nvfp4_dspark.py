@@ -603,10 +603,12 @@ def test_dflash2_and_gemma4_nvfp4_rows_fail_on_a_wrong_file(tmp_path: Path, vari
 def test_llama_server_runs_the_default_files_and_refuses_upstreams_mixed(llama_bin: tuple[Path, Path],
                                                                           b11434_qwen3: Path,
                                                                           tmp_path: Path) -> None:
-    """llama-server b11434 loads both default conversions and drafts with them (greedy output unchanged by the
-    draft); upstream's own mixed layout (fc.input_scale, --match-upstream) fails to load."""
+    """llama-server b11434 loads both default conversions and the compressed-tensors form of the first and drafts
+    with them (greedy output unchanged by the draft); upstream's own mixed layout (fc.input_scale,
+    --match-upstream) fails to load."""
     from llama.target import convert_target
     from llama_support import run
+    from nvfp4_drafts import to_compressed_tensors
 
     from dspark_convert.errors import ConvertError
 
@@ -616,6 +618,9 @@ def test_llama_server_runs_the_default_files_and_refuses_upstreams_mixed(llama_b
         f = _convert(b11434_qwen3 / case, b11434_qwen3 / "target", tmp_path / f"{case}.gguf", "bf16")
         r = run(llama_bin[0], target, f)
         assert r.completion.tokens == plain.completion.tokens and len(r.blocks) > 0, case
+    ct = to_compressed_tensors(shutil.copytree(b11434_qwen3 / CASES[0], tmp_path / "ct"))  # llm-compressor's names
+    r = run(llama_bin[0], target, _convert(ct, b11434_qwen3 / "target", tmp_path / "ct.gguf", "bf16"))
+    assert r.completion.tokens == plain.completion.tokens and len(r.blocks) > 0, "compressed-tensors"
     up = _convert(b11434_qwen3 / CASES[1], b11434_qwen3 / "target", tmp_path / "up.gguf", "bf16", match_upstream=True)
     with pytest.raises(ConvertError, match="wrong number of tensors"):
         run(llama_bin[0], target, up)
