@@ -65,6 +65,11 @@ def _from_pretrained(path, *a, **k):
         raise ValueError("no config class in transformers 4.57.6")
     return _auto(path, *a, **k)
 base.AutoConfig.from_pretrained = _from_pretrained
+# DeepSeek-V3.2's set_vocab asserts AutoTokenizer(...).add_bos_token, which transformers 5 reports false for every
+# byte-level tokenizer.json; dspark-convert converts such a target when tokenizer_config.json says add_bos_token true
+# (the assertion's intent, with an upstream-stops note): the oracle takes the same vocab path after the check
+import conversion.deepseek as _ds
+_ds.DeepseekV32Model.set_vocab = lambda self: self._set_vocab_gpt2()
 sys.argv[0] = src + "/convert_hf_to_gguf.py"
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
@@ -545,21 +550,24 @@ def make_deepseek4_wide(out: Path, seed: int = 11) -> Path:
                           mtp_shards=2, routed_scale=2.5, swiglu_limit=7.0)
 
 
-def _fp8_blocks(w: Any, row_groups: list[tuple[int, int]] | None = None, block: int = 128) -> tuple[Any, Any]:
+def _fp8_blocks(w: Any, row_groups: list[tuple[int, int]] | None = None, block: int = 128,
+                col_block: int | None = None) -> tuple[Any, Any]:
     """``w`` (float32 ``[rows, cols]``) as a block-scaled FP8 checkpoint stores it: F8_E4M3 codes and one float32
-    ``weight_scale_inv`` per ``block x block`` tile (amax / 448). ``row_groups`` ((start, stop) row ranges, each tiled
-    from its own start: MiMo-V2.5's per-rank qkv_proj) default to the whole matrix."""
+    ``weight_scale_inv`` per ``block x col_block`` tile (amax / 448; ``col_block`` defaults to ``block``).
+    ``row_groups`` ((start, stop) row ranges, each tiled from its own start: MiMo-V2.5's per-rank qkv_proj) default
+    to the whole matrix."""
     import torch
 
     rows, cols = w.shape
+    col_block = col_block or block
     codes = torch.empty(rows, cols, dtype=torch.float8_e4m3fn)
     scales = []
     for a, b in row_groups or [(0, rows)]:
         for r in range(a, b, block):
             r1 = min(r + block, b)
             row = []
-            for c in range(0, cols, block):
-                c1 = min(c + block, cols)
+            for c in range(0, cols, col_block):
+                c1 = min(c + col_block, cols)
                 tile = w[r:r1, c:c1]
                 s = float(tile.abs().max()) / 448.0 or 1.0
                 codes[r:r1, c:c1] = (tile / s).to(torch.float8_e4m3fn)
@@ -707,6 +715,117 @@ def make_mimo2_pro(out: Path, seed: int = 13) -> Path:
                       moe_ff=64, fused_tp=8, sinks=True, value_scale=None, arch="MiMoV2ForCausalLM", mxfp4=True)
 
 
+#: DeepSeek-V3.2's FP8 linears (a released checkpoint stores these F8_E4M3 with a float32 ``weight_scale_inv``); the
+#: norms, the router, ``indexer.weights_proj``, ``eh_proj``, the embeddings and the heads stay BF16
+_DSV32_FP8 = ("self_attn.q_a_proj.weight", "self_attn.q_b_proj.weight", "self_attn.kv_a_proj_with_mqa.weight",
+              "self_attn.kv_b_proj.weight", "self_attn.o_proj.weight", "self_attn.indexer.wq_b.weight",
+              "self_attn.indexer.wk.weight", "_proj.weight")
+
+
+def make_deepseek32(out: Path, seed: int = 14, *, hidden: int = H, layers: int = 2, heads: int = 4, q_lora: int = 48,
+                    kv_lora: int = 32, rope: int = 16, nope: int = 32, v_dim: int = 32, experts: int = 4,
+                    moe_ff: int = 32, shared: int = 1, groups: tuple[int, int] = (1, 1), scale: float = 2.5,
+                    norm_topk: bool = True, index: tuple[int, int, int] = (4, 64, 8), topk: int = 2, ff: int = 128,
+                    nextn: int = 1, rope_scaling: dict[str, Any] | None = None, drop: tuple[str, ...] = (),
+                    fp8: tuple[int, int] | None = None, tied: bool = False, dtype: str = "bfloat16") -> Path:
+    """``DeepseekV32ForCausalLM`` (DeepSeek-V3.2, GGUF ``deepseek32``): MLA attention with the DSA indexer as GLM-5's
+    maker, ``layers`` trunk layers (the first dense) + ``nextn`` NextN layers ``model.layers.{layers + i}.*``, the
+    released config's keys (``scoring_func`` sigmoid, ``topk_method`` noaux_tc, ``rope_theta`` beside
+    ``rope_scaling``; ``drop``: keys left out, for ``DeepseekV32Config``'s defaults). ``fp8``: stored as the release
+    is, the linears F8_E4M3 with a float32 ``weight_scale_inv`` per ``fp8`` (rows, columns) block
+    (``quantization_config`` ``quant_method: fp8``), ``e_score_correction_bias`` F32, the rest BF16, the NextN layers in
+    a second shard; else every tensor ``dtype``. ``tied``: ``tie_word_embeddings`` true (``lm_head`` still stored).
+    The tokenizer says ``add_bos_token: true``, as DeepSeek's does."""
+    from transformers import DeepseekV32Config, DeepseekV32ForCausalLM
+
+    cfg: dict[str, Any] = {
+        "vocab_size": VOCAB, "hidden_size": hidden, "intermediate_size": ff, "num_hidden_layers": layers,
+        "num_attention_heads": heads, "num_key_value_heads": heads, "q_lora_rank": q_lora, "kv_lora_rank": kv_lora,
+        "qk_rope_head_dim": rope, "qk_nope_head_dim": nope, "v_head_dim": v_dim, "n_routed_experts": experts,
+        "n_shared_experts": shared, "num_experts_per_tok": topk, "moe_intermediate_size": moe_ff,
+        "first_k_dense_replace": 1, "n_group": groups[0], "topk_group": groups[1], "norm_topk_prob": norm_topk,
+        "routed_scaling_factor": scale, "index_n_heads": index[0], "index_head_dim": index[1],
+        "index_topk": index[2], "attention_bias": False, "max_position_embeddings": 4096, "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": tied, "bos_token_id": 990, "eos_token_id": 992, "scoring_func": "sigmoid",
+        "topk_method": "noaux_tc", "rope_theta": 10000.0, "hidden_act": "silu"}
+    if rope_scaling is not None:
+        cfg["rope_scaling"] = rope_scaling
+    cfg = {k: v for k, v in cfg.items() if k not in drop}
+    model_cfg = {k: v for k, v in cfg.items() if k not in ("scoring_func", "topk_method", "rope_scaling",
+                                                           "rope_theta")}
+    model_cfg.update({"num_hidden_layers": layers + nextn, "tie_word_embeddings": False,
+                      "mlp_layer_types": ["dense"] + ["sparse"] * (layers + nextn - 1)})
+    state = _per_expert(_trunk(DeepseekV32Config, DeepseekV32ForCausalLM, model_cfg, seed))
+    import torch
+
+    for i in range(nextn):
+        for name, shape in (("eh_proj.weight", (hidden, 2 * hidden)), ("enorm.weight", (hidden,)),
+                            ("hnorm.weight", (hidden,)), ("shared_head.norm.weight", (hidden,)),
+                            ("embed_tokens.weight", (VOCAB, hidden)), ("shared_head.head.weight", (VOCAB, hidden))):
+            state[f"model.layers.{layers + i}.{name}"] = _noise(torch.empty(shape), seed + len(name) + 1000 * i)
+    config = {**cfg, "num_nextn_predict_layers": nextn, "architectures": ["DeepseekV32ForCausalLM"],
+              "model_type": "deepseek_v32"}
+    if fp8 is None:
+        _save(out, config, state, dtype=dtype)
+    else:
+        from safetensors.torch import save_file
+
+        config.update({"torch_dtype": "bfloat16", "quantization_config": {
+            "activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "scale_fmt": "ue8m0",
+            "weight_block_size": list(fp8)}})
+        tensors: dict[str, Any] = {}
+        for k, v in state.items():
+            if ".layers." in k and k.endswith(_DSV32_FP8) and not k.endswith(("eh_proj.weight", "weights_proj.weight")):
+                codes, scales = _fp8_blocks(v.float(), None, fp8[0], fp8[1])
+                tensors[k], tensors[k.removesuffix(".weight") + ".weight_scale_inv"] = codes, scales
+            elif k.endswith("e_score_correction_bias"):
+                tensors[k] = v.float()
+            else:
+                tensors[k] = v.to(torch.bfloat16)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        shard = {k: ("model-00002-of-00002.safetensors" if k.startswith(tuple(f"model.layers.{layers + i}."
+                                                                               for i in range(nextn)))
+                     else "model-00001-of-00002.safetensors") for k in tensors}
+        for fname in sorted(set(shard.values())):
+            save_file({k: v.contiguous() for k, v in sorted(tensors.items()) if shard[k] == fname},
+                      str(out / fname), metadata={"format": "pt"})
+        (out / "model.safetensors.index.json").write_text(json.dumps(
+            {"metadata": {"total_size": 0}, "weight_map": dict(sorted(shard.items()))}, indent=2) + "\n")
+        _tokenizer_files(out)
+    tc = json.loads((out / "tokenizer_config.json").read_text())
+    (out / "tokenizer_config.json").write_text(json.dumps({**tc, "add_bos_token": True}, indent=2) + "\n")
+    return out
+
+
+def make_deepseek32_wide(out: Path, seed: int = 15) -> Path:
+    """A second DeepSeek-V3.2 shape: hidden 96, 3 trunk layers, 6 heads, kv_lora_rank 48 and qk_nope_head_dim 24 (not
+    multiples of 32: ``attn_v_b`` / ``attn_k_b`` F16 under q8_0), 8 experts in 2 groups with 2 shared experts of width
+    48, routed_scaling_factor 1.5, norm_topk_prob false, 8 indexer heads, YaRN rope scaling with ``mscale_all_dim``
+    (``rope.scaling.yarn_log_multiplier``), tied embeddings, stored F16."""
+    return make_deepseek32(out, seed, hidden=96, layers=3, heads=6, q_lora=64, kv_lora=48, rope=16, nope=24,
+                           v_dim=32, experts=8, moe_ff=48, shared=2, groups=(2, 1), scale=1.5, norm_topk=False,
+                           index=(8, 64, 16), tied=True, dtype="float16", rope_scaling={
+                               "type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024,
+                               "mscale": 1.0, "mscale_all_dim": 1.0, "beta_fast": 32, "beta_slow": 1})
+
+
+def make_deepseek32_fp8(out: Path, seed: int = 16) -> Path:
+    """DeepSeek-V3.2 stored as the release is: FP8 linears with 128 x 128 block scales, the NextN layer in its own
+    shard; hidden 192 (a partial column block), kv_b_proj of 4 x (32 + 32) = 256 rows (two row blocks), 6 experts of
+    width 64, a config without ``rms_norm_eps``, ``n_group`` / ``topk_group`` and ``max_position_embeddings``
+    (``DeepseekV32Config``'s defaults)."""
+    return make_deepseek32(out, seed, hidden=192, layers=2, q_lora=96, kv_lora=64, experts=6, moe_ff=64,
+                           fp8=(128, 128), drop=("rms_norm_eps", "n_group", "topk_group", "max_position_embeddings"))
+
+
+def make_deepseek32_fp8_nextn2(out: Path, seed: int = 17) -> Path:
+    """FP8 with 32 x 64 blocks (several blocks in every weight, partial ones at the edges: q_lora_rank 40) and two
+    NextN layers (upstream writes both; llama.cpp's deepseek32 MTP graph runs one)."""
+    return make_deepseek32(out, seed, hidden=128, layers=2, q_lora=40, kv_lora=32, experts=4, moe_ff=48,
+                           fp8=(32, 64), nextn=2)
+
+
 #: family -> (maker, the checkpoint folder's name)
 MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "qwen35": (make_qwen35_dense, "Qwen3.5-Tiny"),
@@ -730,6 +849,10 @@ MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "mimo2": (make_mimo2, "MiMo-V2-Flash-Tiny"),
     "mimo2-fused": (make_mimo2_fused, "MiMo-V2.5-Tiny"),
     "mimo2-pro": (make_mimo2_pro, "MiMo-V2.5-Pro-Tiny"),
+    "deepseek32": (make_deepseek32, "DeepSeek-V3.2-Tiny"),
+    "deepseek32-wide": (make_deepseek32_wide, "DeepSeek-V3.2-Wide-Tiny"),
+    "deepseek32-fp8": (make_deepseek32_fp8, "DeepSeek-V3.2-FP8-Tiny"),
+    "deepseek32-fp8-nextn2": (make_deepseek32_fp8_nextn2, "DeepSeek-V3.2-FP8-NextN2-Tiny"),
 }
 #: the conversions: name -> upstream's extra flags
 MODES: dict[str, tuple[str, ...]] = {"full": (), "mtp": ("--mtp",), "nomtp": ("--no-mtp",)}

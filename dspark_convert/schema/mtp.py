@@ -20,12 +20,13 @@ ARCH_QWEN35MOE = "qwen35moe"
 ARCH_QWEN3NEXT = "qwen3next"
 ARCH_GLM4MOE = "glm4moe"
 ARCH_GLM_DSA = "glm-dsa"
+ARCH_DEEPSEEK32 = "deepseek32"
 ARCH_NEMOTRON_H_MOE = "nemotron_h_moe"
 ARCH_DEEPSEEK4 = "deepseek4"
 ARCH_MIMO2 = "mimo2"
 #: the GGUF architectures whose MTP sidecars are written (the loaders with ``mtp_only`` detection)
 MTP_ARCHES = (ARCH_QWEN35, ARCH_QWEN35MOE, ARCH_QWEN3NEXT, ARCH_GLM4MOE, ARCH_GLM_DSA, ARCH_NEMOTRON_H_MOE,
-              ARCH_DEEPSEEK4, ARCH_MIMO2)
+              ARCH_DEEPSEEK4, ARCH_MIMO2, ARCH_DEEPSEEK32)
 #: archs whose loader requires the LayerNorm epsilon instead of the RMS one (which then defaults to it)
 LAYER_NORM_EPS_ARCHES = (ARCH_NEMOTRON_H_MOE,)
 

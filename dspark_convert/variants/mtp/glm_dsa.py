@@ -93,23 +93,26 @@ CONFIG_DEFAULTS: dict[str, Any] = {
 #: the root tensors by checkpoint name, for messages (with :data:`HF_LAYER`)
 HF_ROOTS: dict[str, str] = glm.KEPT_ROOTS
 
-def config_view(config: dict[str, Any], where: str) -> HParams:
-    """The hparams as upstream sees them (``AutoConfig.from_pretrained(...).to_dict()`` of ``GlmMoeDsaConfig``):
-    class defaults, ``head_dim`` = ``qk_rope_head_dim``, the default ``indexer_types``, rope settings in
+def config_view(config: dict[str, Any], where: str, *, defaults: dict[str, Any] | None = None,
+                cls_name: str = "GlmMoeDsaConfig", indexer_types: bool = True) -> HParams:
+    """The hparams as upstream sees them (``AutoConfig.from_pretrained(...).to_dict()`` of ``cls_name``, whose class
+    defaults are ``defaults``: :data:`CONFIG_DEFAULTS` when None): class defaults, ``head_dim`` =
+    ``qk_rope_head_dim``, with ``indexer_types`` the default indexer types (GLM-5's class), rope settings in
     ``rope_parameters`` (theta 10000 and type default when absent). A class key set to null is refused: the class
     rejects it and upstream falls back to the raw config.json."""
     hp = HParams(copy.deepcopy(config), where)
-    nulls = [k for k in CONFIG_DEFAULTS if k in hp and hp[k] is None]
+    defaults = CONFIG_DEFAULTS if defaults is None else defaults
+    nulls = [k for k in defaults if k in hp and hp[k] is None]
     if nulls:
-        raise ConvertError(f"{where}: key '{nulls[0]}' is null; transformers' GlmMoeDsaConfig rejects it, and upstream "
+        raise ConvertError(f"{where}: key '{nulls[0]}' is null; transformers' {cls_name} rejects it, and upstream "
                            "then reads config.json without the class's defaults (not reproduced here): give it a value "
                            "or leave it out")
-    for k, v in CONFIG_DEFAULTS.items():
+    for k, v in defaults.items():
         hp.setdefault(k, v)
     if hp.get("num_experts") is not None:
         hp["n_routed_experts"] = hp["num_experts"]
     n = hp.u32("num_hidden_layers")
-    if hp.get("indexer_types") is None:
+    if indexer_types and hp.get("indexer_types") is None:
         pattern = hp.get("index_topk_pattern")
         if pattern is not None:
             hp["indexer_types"] = ([{"F": "full", "S": "shared"}.get(c, c) for c in pattern]
@@ -154,10 +157,12 @@ def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> DsaMtp
                   hp.positive("kv_lora_rank", default=512))
 
 
-def header_kvs(g: DsaMtp, file_type: int, where: str) -> tuple[list[KV], list[KV]]:
+def header_kvs(g: DsaMtp, file_type: int, where: str, *, partial_rotary: bool = True) -> tuple[list[KV], list[KV]]:
     """The target's own header, as upstream's classes write it (TextModel's generic block ending with
     ``general.file_type``, then DeepseekV2's and GLM-DSA's keys; a key written again keeps its first place and takes
-    the new value, as ``finish_plan`` does)."""
+    the new value, as ``finish_plan`` does). Without ``partial_rotary`` ``rope.dimension_count`` is
+    ``qk_rope_head_dim`` as DeepseekV2 writes it (GLM-DSA scales it by ``partial_rotary_factor``); the indexer types
+    are written when the view has ``indexer_types``."""
     hp, a = g.hp, {"arch": g.arch}
     generic = {**hp, "num_hidden_layers": g.n + g.nextn, "num_key_value_heads": 1}
     generic.setdefault("rms_norm_eps", 1e-6)
@@ -198,7 +203,7 @@ def header_kvs(g: DsaMtp, file_type: int, where: str) -> tuple[list[KV], list[KV
         fam.append(KV(S.EXPERT_WEIGHTS_NORM.format(**a), VT.BOOL, True))
     rd = hp.rope()
     factor = hp.number("partial_rotary_factor", rd.get("partial_rotary_factor", 1.0))
-    fam.append(u32(S.ROPE_DIMENSION_COUNT, int(rope * factor), "qk_rope_head_dim"))
+    fam.append(u32(S.ROPE_DIMENSION_COUNT, int(rope * factor) if partial_rotary else rope, "qk_rope_head_dim"))
     if rd.get("mscale_all_dim") is not None:
         fam.append(KV(S.ROPE_SCALING_YARN_LOG_MUL.format(**a), VT.FLOAT32,
                       0.1 * hp.number("mscale_all_dim", rd["mscale_all_dim"])))

@@ -1,5 +1,5 @@
 """Loader rules of an MTP sidecar (b11434 ``src/models/qwen35.cpp``, ``qwen35moe.cpp``, ``qwen3next.cpp``,
-``glm4-moe.cpp``, ``glm-dsa.cpp``, ``nemotron-h.cpp``; spec/drafts-beyond-dflash.md §1.6): what llama.cpp's loader of
+``glm4-moe.cpp``, ``glm-dsa.cpp``, ``deepseek32.cpp``, ``nemotron-h.cpp``; spec/drafts-beyond-dflash.md §1.6): what llama.cpp's loader of
 the target architecture requires of a file with ``nextn_predict_layers > 0`` and no ``blk.0.attn_norm.weight``
 (``mtp_only``).
 
@@ -43,6 +43,9 @@ The ``glm-dsa`` loader (:func:`dsa_rules`, GLM-5):
   optional ``exp_probs_b.bias``, expert stacks, shared expert) or the dense FFN of a leading dense block; the
   indexer tensors (``indexer.k_norm`` weight and bias, ``indexer.proj``, ``indexer.attn_k``, ``indexer.attn_q_b``)
   are optional.
+The ``deepseek32`` loader (DeepSeek-V3.2) is GLM-5's with three differences (:func:`dsa_rules`): it requires
+``expert_gating_func``, ``expert_used_count`` above 0 for a MoE block, and the indexer tensors; it reads no
+``attention.indexer.types``.
 The ``nemotron_h_moe`` loader (:func:`nemotron_rules`):
 
 - keys: ``nextn_predict_layers`` 1 (its MTP graph asserts a single block), the SSM keys, ``attention.layer_norm_epsilon``
@@ -183,8 +186,12 @@ def glm_ffn(c: Checker, need: Need, i: int, *, dsa: bool) -> None:
         dense_ffn(need, d)
         return
     if dsa and not experts:
-        c.err(c.key(S.EXPERT_COUNT), "required-key", f"is {experts!r}, expected > 0 (llama.cpp's glm-dsa "
+        c.err(c.key(S.EXPERT_COUNT), "required-key", f"is {experts!r}, expected > 0 (llama.cpp's {c.plan.arch} "
               "loader: \"n_expert must be > 0\")")
+    used = as_int(c.val(S.EXPERT_USED_COUNT))
+    if c.plan.arch == S.ARCH_DEEPSEEK32 and not used:
+        c.err(c.key(S.EXPERT_USED_COUNT), "required-key", f"is {used!r}, expected > 0 (llama.cpp's deepseek32 "
+              "loader: \"n_expert_used must be > 0\")")
     need(S.L_FFN_GATE_INP, (experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
     need(S.L_EXP_PROBS_B, (experts,), f"expert_count {experts}", req=not dsa)
     expert_stacks(need, experts, n_ff_exp, hidden)
@@ -229,16 +236,20 @@ def glm_rules(c: Checker) -> int | None:
 
 
 def dsa_rules(c: Checker) -> int | None:
-    """The ``mtp_only`` branch of llama.cpp's ``glm-dsa`` loader (``src/models/glm-dsa.cpp``, see the module
-    docstring)."""
-    if (got := _nextn(c, [S.EXPERT_FEED_FORWARD_LENGTH, S.RMS_EPS, S.EXPERT_SHARED_COUNT, S.Q_LORA_RANK,
-                                   S.KV_LORA_RANK, S.INDEXER_HEAD_COUNT, S.INDEXER_KEY_LENGTH, S.INDEXER_TOP_K])) is None:
+    """The ``mtp_only`` branch of llama.cpp's ``glm-dsa`` loader (``src/models/glm-dsa.cpp``) and of its
+    ``deepseek32`` twin (``src/models/deepseek32.cpp``: ``expert_gating_func`` required, the indexer tensors
+    required, ``expert_used_count`` above 0; see the module docstring)."""
+    ds32 = c.plan.arch == S.ARCH_DEEPSEEK32
+    required = [S.EXPERT_FEED_FORWARD_LENGTH, S.RMS_EPS, S.EXPERT_SHARED_COUNT, S.Q_LORA_RANK, S.KV_LORA_RANK,
+                S.INDEXER_HEAD_COUNT, S.INDEXER_KEY_LENGTH, S.INDEXER_TOP_K]
+    if (got := _nextn(c, required + ([S.EXPERT_GATING_FUNC] if ds32 else []))) is None:
         return None
     n_all, nextn = got
+    label = "DEEPSEEK32" if ds32 else "GLM_DSA"
     for tpl in (S.KEY_LENGTH_MLA, S.VALUE_LENGTH_MLA):
         v = as_int(c.val(tpl))
         if v is None or v <= 0:
-            c.err(c.key(tpl), "required-key", f"is {v!r}, expected > 0 (llama.cpp: \"GLM_DSA architecture requires "
+            c.err(c.key(tpl), "required-key", f"is {v!r}, expected > 0 (llama.cpp: \"{label} architecture requires "
                   "MLA\")")
     n = n_all - nextn
     types = c.val(S.INDEXER_TYPES)
@@ -269,12 +280,12 @@ def dsa_rules(c: Checker) -> int | None:
              f"{kv_lora}")
         need(S.L_ATTN_OUT, (hidden, Dims.product(heads, v_mla)), f"ne[0] = heads {heads} x value_length_mla {v_mla}")
         need(S.L_FFN_NORM, (hidden,), f"hidden_size {hidden}")
-        need(S.L_INDEXER_K_NORM, (idx_dim,), f"indexer key_length {idx_dim}", req=False)
-        need(S.L_INDEXER_K_NORM_B, (idx_dim,), f"indexer key_length {idx_dim}", req=False)
-        need(S.L_INDEXER_PROJ, (idx_heads, hidden), f"indexer head_count {idx_heads} x hidden_size", req=False)
-        need(S.L_INDEXER_ATTN_K, (idx_dim, hidden), f"indexer key_length {idx_dim} x hidden_size", req=False)
+        need(S.L_INDEXER_K_NORM, (idx_dim,), f"indexer key_length {idx_dim}", req=ds32)
+        need(S.L_INDEXER_K_NORM_B, (idx_dim,), f"indexer key_length {idx_dim}", req=ds32)
+        need(S.L_INDEXER_PROJ, (idx_heads, hidden), f"indexer head_count {idx_heads} x hidden_size", req=ds32)
+        need(S.L_INDEXER_ATTN_K, (idx_dim, hidden), f"indexer key_length {idx_dim} x hidden_size", req=ds32)
         need(S.L_INDEXER_ATTN_Q_B, (Dims.product(idx_heads, idx_dim), q_lora), f"indexer head_count {idx_heads} x "
-             f"key_length {idx_dim}", req=False)
+             f"key_length {idx_dim}", req=ds32)
         glm_ffn(c, need, i, dsa=True)
     return None
 
@@ -599,7 +610,7 @@ def rules(c: Checker) -> int | None:
     """The ``mtp_only`` branch of the target arch's loader (see the module docstring)."""
     if c.plan.arch == S.ARCH_MIMO2:
         return mimo2_rules(c)
-    if c.plan.arch == S.ARCH_GLM_DSA:
+    if c.plan.arch in (S.ARCH_GLM_DSA, S.ARCH_DEEPSEEK32):
         return dsa_rules(c)
     if c.plan.arch == S.ARCH_NEMOTRON_H_MOE:
         return nemotron_rules(c)
