@@ -10,7 +10,9 @@ type with gguf-py (``quants.quantize``) and compared byte for byte. DeepSeek-V4'
 repack: their bytes are rebuilt here from the FP4 codes and E8M0 scales (the two layouts written out) and compared as
 they are. Accounting: every GGUF tensor compared,
 every checkpoint tensor of the head (``mtp.*`` for the Qwen families, ``model.layers.{n}..`` for GLM-4.5 (``glm4moe``)
-and GLM-5 (``glm-dsa``, whose ``kv_b_proj`` is split per head into ``attn_k_b`` / ``attn_v_b`` here again),
+and GLM-5 (``glm-dsa``, whose ``kv_b_proj`` is split per head into ``attn_k_b`` / ``attn_v_b`` here again), and
+DeepSeek-V3.2 (``deepseek32``: GLM-5's layout, its block-scaled FP8 weights dequantized here again from their
+``weight_scale_inv`` before the split and the stacking; a tied ``lm_head`` is not part of the head),
 ``mtp.layers.0`` / ``1`` for Nemotron-H (``nemotron_h_moe``), ``mtp.{i}.*`` with every FP8 / FP4 scale for
 DeepSeek-V4 (``deepseek4``), ``model.mtp.layers.{0,1,2}`` for MiMo-V2 (``mimo2``, whose FP8 weights are dequantized
 here again from their ``weight_scale_inv``, MiMo-V2.5's tensor-parallel ``qkv_proj`` regrouped into
@@ -83,7 +85,9 @@ _DSA_LAYER = {"attn_q_a.weight": "self_attn.q_a_proj.weight", "attn_q_a_norm.wei
               "indexer.proj.weight": "self_attn.indexer.weights_proj.weight",
               **{k: v for k, v in _GLM_LAYER.items() if not k.startswith(("attn_q", "attn_k", "attn_v",
                                                                               "post_attention"))}}
-_GLM_ARCHES = ("glm4moe", "glm-dsa")
+_GLM_ARCHES = ("glm4moe", "glm-dsa", "deepseek32")
+#: the MLA archs (GLM-5, DeepSeek-V3.2): the ``_DSA_LAYER`` table, ``kv_b_proj`` split into ``attn_k_b`` / ``attn_v_b``
+_MLA_ARCHES = ("glm-dsa", "deepseek32")
 #: Nemotron-H: the block's GGUF tensor (after ``blk.{n}.``) -> (MTP layer, checkpoint tensor after
 #: ``mtp.layers.{i}.``): upstream folds mtp.layers.0 (fusion + attention) and mtp.layers.1 (MoE + head norm) into it
 _NEMO_LAYER = {"nextn.enorm.weight": (0, "enorm.weight"), "nextn.hnorm.weight": (0, "hnorm.weight"),
@@ -127,6 +131,21 @@ _DS4_LAYER = {"nextn.enorm.weight": "enorm.weight", "nextn.hnorm.weight": "hnorm
 _DS4_EXPS = {"ffn_gate_exps.weight": "w1", "ffn_down_exps.weight": "w2", "ffn_up_exps.weight": "w3"}
 _DS4_ROOTS = {"token_embd.weight": "embed.weight", "output_norm.weight": "norm.weight", "output.weight": "head.weight"}
 _DS4_ARCHES = ("deepseek4",)
+
+
+def _fp8_scaled(ck: Checkpoint, srcs: list[str]) -> tuple[np.ndarray, list[str]]:
+    """DeepSeek-V3.2: the float32 values of ``srcs`` (several: an expert stack), each F8_E4M3 weight times its
+    ``weight_scale_inv`` block by block as upstream's FP8 dequantization (before its stacking and splitting), and the
+    scale tensors read."""
+    arrays, scales = [], []
+    for src in srcs:
+        if ck.ref(src).dtype == "F8_E4M3":
+            x, scale = _mimo_fp8(ck, src, ck.config)
+            arrays.append(x)
+            scales.append(scale)
+        else:
+            arrays.append(_values(ck, [src], False))
+    return (np.stack(arrays) if len(arrays) > 1 else arrays[0]), scales
 
 
 def _ds4_select(s: str) -> bool:
@@ -257,7 +276,7 @@ def _e4m3(codes: np.ndarray) -> np.ndarray:
 
 def _mimo_fp8(ck: Checkpoint, src: str, cfg: dict[str, Any]) -> tuple[np.ndarray, str]:
     """An F8_E4M3 weight times its ``weight_scale_inv`` (float32), as upstream's FP8 dequantization: each value times
-    the scale of its ``weight_block_size`` block; a fused ``qkv_proj`` by its tensor-parallel ranks (8 or 4, the one
+    the scale of its ``weight_block_size`` block (MiMo-V2, DeepSeek-V3.2); MiMo-V2.5's fused ``qkv_proj`` by its tensor-parallel ranks (8 or 4, the one
     whose 128-row scale blocks per rank match the scale's rows), then its ranks' Q, K and V rows gathered."""
     sname = src.removesuffix(".weight") + ".weight_scale_inv"
     w, s = _e4m3(ck.read(src)), _values(ck, [sname], False)
@@ -453,7 +472,7 @@ def sidecar_rows(g: GGUFWeights, hf_dir: str | Path, *, quality: bool = True) ->
     problems: list[str] = []
     try:
         for t in f.tensors:
-            srcs = (_glm_hf(ck, t.name, _DSA_LAYER if arch == "glm-dsa" else _GLM_LAYER) if glm
+            srcs = (_glm_hf(ck, t.name, _DSA_LAYER if arch in _MLA_ARCHES else _GLM_LAYER) if glm
                     else _nemo_hf(ck, t.name) if nemo else _ds4_hf(ck, t.name, n_all - nextn, nextn) if ds4
                     else _mimo_hf(ck, t.name, n_all - nextn) if mimo
                     else _hf(ck, t.name, n_all - nextn))
@@ -479,6 +498,9 @@ def sidecar_rows(g: GGUFWeights, hf_dir: str | Path, *, quality: bool = True) ->
                        for s in srcs]
                 x = np.concatenate([v for v, _ in fp8])
                 srcs = [*srcs, *(scale for _, scale in fp8 if scale)]
+            elif arch == "deepseek32" and any(ck.ref(x).dtype == "F8_E4M3" for x in srcs):
+                x, scales = _fp8_scaled(ck, srcs)
+                srcs = [*srcs, *scales]
             elif mimo and len(srcs) == 1 and ck.ref(srcs[0]).dtype == "F8_E4M3":
                 x, scale = _mimo_fp8(ck, srcs[0], ck.config)
                 srcs = [*srcs, scale]
@@ -487,7 +509,7 @@ def sidecar_rows(g: GGUFWeights, hf_dir: str | Path, *, quality: bool = True) ->
             short = t.name.split(".", 2)[-1]
             if short in _EXPS and len(srcs) == 1:
                 x = _gate_up_half(x, short, srcs[0])
-            if arch == "glm-dsa" and short in ("attn_k_b.weight", "attn_v_b.weight"):
+            if arch in _MLA_ARCHES and short in ("attn_k_b.weight", "attn_v_b.weight"):
                 x = _mla_split(x, short, list(t.ne))
             if nemo:
                 x = _nemo_rope_rows(x, t.name, ck.config.get("text_config", ck.config))
@@ -504,6 +526,9 @@ def sidecar_rows(g: GGUFWeights, hf_dir: str | Path, *, quality: bool = True) ->
             sources.update(srcs)
         rows.outputs += [OutputCheck("tensors", [], grade="missing", passed=False, detail=p) for p in problems]
         names = list(ck.names)
+        if glm and ck.config.get("text_config", ck.config).get("tie_word_embeddings") is True:
+            names = [x for x in names if x.replace("language_model.", "") not in ("lm_head.weight",
+                                                                                  "model.lm_head.weight")]
         rows.compared(compared, names, sources)
         trunk = sorted({int(n.split(".")[1]) for n in (t.name for t in f.tensors) if n.startswith("blk.")})
         rows.metadata.append(MetadataCheck.compare(f"{arch}.nextn_predict_layers", nextn, len(trunk)))
