@@ -733,8 +733,8 @@ def make_deepseek32(out: Path, seed: int = 14, *, hidden: int = H, layers: int =
     released config's keys (``scoring_func`` sigmoid, ``topk_method`` noaux_tc, ``rope_theta`` beside
     ``rope_scaling``; ``drop``: keys left out, for ``DeepseekV32Config``'s defaults). ``fp8``: stored as the release
     is, the linears F8_E4M3 with a float32 ``weight_scale_inv`` per ``fp8`` (rows, columns) block
-    (``quantization_config`` ``quant_method: fp8``), ``e_score_correction_bias`` F32, the rest BF16, the NextN layers in
-    a second shard; else every tensor ``dtype``. ``tied``: ``tie_word_embeddings`` true (``lm_head`` still stored).
+    (``quantization_config`` ``quant_method: fp8``), ``e_score_correction_bias`` F32, the rest BF16, in three shards
+    (the embedding, final norm and head; the trunk layers; the NextN layers); else every tensor ``dtype``. ``tied``: ``tie_word_embeddings`` true (``lm_head`` still stored).
     The tokenizer says ``add_bos_token: true``, as DeepSeek's does."""
     from transformers import DeepseekV32Config, DeepseekV32ForCausalLM
 
@@ -784,9 +784,9 @@ def make_deepseek32(out: Path, seed: int = 14, *, hidden: int = H, layers: int =
                 tensors[k] = v.to(torch.bfloat16)
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-        shard = {k: ("model-00002-of-00002.safetensors" if k.startswith(tuple(f"model.layers.{layers + i}."
-                                                                               for i in range(nextn)))
-                     else "model-00001-of-00002.safetensors") for k in tensors}
+        nextn_layers = tuple(f"model.layers.{layers + i}." for i in range(nextn))
+        shard = {k: f"model-0000{3 if k.startswith(nextn_layers) else 2 if '.layers.' in k else 1}-of-00003"
+                    ".safetensors" for k in tensors}
         for fname in sorted(set(shard.values())):
             save_file({k: v.contiguous() for k, v in sorted(tensors.items()) if shard[k] == fname},
                       str(out / fname), metadata={"format": "pt"})
@@ -812,10 +812,10 @@ def make_deepseek32_wide(out: Path, seed: int = 15) -> Path:
 
 def make_deepseek32_fp8(out: Path, seed: int = 16) -> Path:
     """DeepSeek-V3.2 stored as the release is: FP8 linears with 128 x 128 block scales, the NextN layer in its own
-    shard; hidden 192 (a partial column block), kv_b_proj of 4 x (32 + 32) = 256 rows (two row blocks), 6 experts of
+    shard; hidden 192 (a partial column block), kv_b_proj of 4 x (32 + 32) = 256 rows (two row blocks), 16 experts of
     width 64, a config without ``rms_norm_eps``, ``n_group`` / ``topk_group`` and ``max_position_embeddings``
-    (``DeepseekV32Config``'s defaults)."""
-    return make_deepseek32(out, seed, hidden=192, layers=2, q_lora=96, kv_lora=64, experts=6, moe_ff=64,
+    (``DeepseekV32Config``'s defaults: 8 groups, 4 used)."""
+    return make_deepseek32(out, seed, hidden=192, layers=2, q_lora=96, kv_lora=64, experts=16, moe_ff=64,
                            fp8=(128, 128), drop=("rms_norm_eps", "n_group", "topk_group", "max_position_embeddings"))
 
 
