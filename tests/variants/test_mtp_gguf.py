@@ -312,7 +312,7 @@ def test_remote_split_file_on_the_hub(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 # ------------------------------------------------------------------------------------------------ oracle
-FAMILIES = ("qwen35", "qwen35moe", "qwen3next", "glm4moe", "nemotron_h_moe")
+FAMILIES = ("qwen35", "qwen35moe", "qwen3next", "glm4moe", "nemotron_h_moe", "deepseek32", "deepseek32-fp8")
 #: the oracle cases: every family, and a Qwen3.5 whose folder name carries a size (general.finetune in the sidecar)
 ORACLES = (*FAMILIES, "qwen35-sized")
 

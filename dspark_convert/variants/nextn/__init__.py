@@ -64,7 +64,7 @@ _ROWS = (
     NextnArch("bailingmoe3", trunk_only=True),
     NextnArch("cohere2moe", trunk_only=True),
     NextnArch("deepseek2", trunk_only=True),
-    NextnArch("deepseek32", trunk_only=True),
+    NextnArch("deepseek32", trunk_only=True, oracle=True),
     NextnArch("glm-dsa", trunk_only=True),
     NextnArch("hy_v3", trunk_only=True, chained=True),
     NextnArch("mimo2", trunk_only=True, chained=True),
