@@ -239,7 +239,7 @@ CONFIG_VALUES: list[tuple[str, Any]] = [("del", None), ("str", "x"), ("neg", -1)
                                         ("list", [1, 2]), ("dict", {"a": 1}), ("null", "null"), ("float", 2.5),
                                         ("bool", True), ("nan", "nan")]
 #: config mode: the MTP target generators of ``tests/mtp_makers.py`` (MAKERS keys)
-MTP_MAKERS = ("qwen35", "qwen3next", "glm4moe", "glm-dsa", "nemotron_h_moe", "deepseek4", "mimo2")
+MTP_MAKERS = ("qwen35", "qwen3next", "glm4moe", "glm-dsa", "glm4-lite", "nemotron_h_moe", "deepseek4", "mimo2")
 
 
 def config_seeds(work: Path, only: set[str] | None) -> dict[str, tuple[Path, Path | None, dict[str, Any]]]:

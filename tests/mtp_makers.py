@@ -417,6 +417,76 @@ def make_glm5_yarn(out: Path, seed: int = 9) -> Path:
               "max_position_embeddings"))
 
 
+def make_glm4_lite(out: Path, seed: int = 14, *, hidden: int = H, layers: int = 2, heads: int = 4,
+                   q_lora: int | None = 48, kv_lora: int = 32, rope: int = 16, nope: int = 32, v_dim: int = 32, experts: int = 4,
+                   moe_ff: int = 32, shared: int = 1, groups: tuple[int, int] = (1, 1), scale: float = 1.8,
+                   norm_topk: bool = True, first_dense: int | None = 1, rope_theta: float | None = 1000000.0,
+                   rope_scaling: dict[str, Any] | None = None, drop: tuple[str, ...] = (), topk: int = 2,
+                   ff: int = 128, nextn: int = 1, tie: bool = False, dtype: str = "bfloat16") -> Path:
+    """``Glm4MoeLiteForCausalLM`` (GLM-4.7-Flash, GGUF ``deepseek2``): MLA attention (q/kv LoRA, ``kv_b_proj``)
+    without an indexer, ``layers`` trunk layers (the first ``first_dense`` dense, every one MoE when it is None) + the
+    NextN layer(s) ``model.layers.{layers + i}.*`` (``nextn``). The config is spelled as the released one (top-level ``rope_theta``, ``rope_scaling`` null unless
+    given, ``partial_rotary_factor`` 1.0, ``first_k_dense_replace`` (left out when None), ``topk_method``);
+    ``num_key_value_heads`` is the head count. ``drop``: config keys left out (the model and upstream then take
+    ``Glm4MoeLiteConfig``'s defaults). ``tie``: ``tie_word_embeddings`` true and no ``lm_head.weight`` stored;
+    ``dtype``: the stored dtype."""
+    from transformers import Glm4MoeLiteConfig, Glm4MoeLiteForCausalLM
+
+    cfg: dict[str, Any] = {
+        "vocab_size": VOCAB, "hidden_size": hidden, "intermediate_size": ff, "num_hidden_layers": layers,
+        "num_attention_heads": heads, "num_key_value_heads": heads, "q_lora_rank": q_lora, "kv_lora_rank": kv_lora,
+        "qk_rope_head_dim": rope, "qk_nope_head_dim": nope, "v_head_dim": v_dim, "n_routed_experts": experts,
+        "n_shared_experts": shared, "num_experts_per_tok": topk, "moe_intermediate_size": moe_ff,
+        "first_k_dense_replace": first_dense, "n_group": groups[0], "topk_group": groups[1],
+        "norm_topk_prob": norm_topk, "routed_scaling_factor": scale, "topk_method": "noaux_tc",
+        "attention_bias": False, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "tie_word_embeddings": tie,
+        "bos_token_id": 990, "eos_token_id": 992, "partial_rotary_factor": 1.0, "rope_theta": rope_theta,
+        "rope_scaling": rope_scaling}
+    cfg = {k: v for k, v in cfg.items() if k not in drop and not (k in ("first_k_dense_replace", "rope_theta")
+                                                                    and v is None)}
+    model_cfg = {k: v for k, v in cfg.items() if k not in ("first_k_dense_replace", "topk_method")}
+    # the model is built with ``nextn`` more layers (sparse), which become the NextN layers
+    # without first_k_dense_replace upstream writes leading_dense_block_count 0: every trunk layer is then MoE
+    dense = first_dense or 0
+    model_cfg.update({"num_hidden_layers": layers + nextn,
+                      "mlp_layer_types": ["dense"] * dense + ["sparse"] * (layers + nextn - dense)})
+    state = _per_expert(_trunk(Glm4MoeLiteConfig, Glm4MoeLiteForCausalLM, model_cfg, seed))
+    if tie:
+        state.pop("lm_head.weight", None)
+    import torch
+
+    for i in range(nextn):
+        for name, shape in (("eh_proj.weight", (hidden, 2 * hidden)), ("enorm.weight", (hidden,)),
+                            ("hnorm.weight", (hidden,)), ("shared_head.norm.weight", (hidden,)),
+                            ("embed_tokens.weight", (VOCAB, hidden)), ("shared_head.head.weight", (VOCAB, hidden))):
+            state[f"model.layers.{layers + i}.{name}"] = _noise(torch.empty(shape), seed + len(name) + 1000 * i)
+    config = {**cfg, "num_nextn_predict_layers": nextn, "architectures": ["Glm4MoeLiteForCausalLM"],
+              "model_type": "glm4_moe_lite"}
+    return _save(out, config, state, GLM_TOKENS, dtype)
+
+
+def make_glm4_lite_wide(out: Path, seed: int = 15) -> Path:
+    """A second GLM-4.7-Flash shape: hidden 96, 3 trunk layers, 6 heads, kv_lora_rank 48 and qk_nope_head_dim 24
+    (not multiples of 32: ``attn_v_b`` / ``attn_k_b`` fall back to F16 under q8_0), 8 experts in 2 groups with 2
+    shared experts of width 48, routed_scaling_factor 2.5, norm_topk_prob false, tied embeddings (no
+    ``lm_head.weight``), no ``first_k_dense_replace`` (leading_dense_block_count 0: every trunk layer MoE)."""
+    return make_glm4_lite(out, seed, hidden=96, layers=3, heads=6, q_lora=64, kv_lora=48, rope=16, nope=24, v_dim=32,
+                          experts=8, moe_ff=48, shared=2, groups=(2, 1), scale=2.5, norm_topk=False, first_dense=None,
+                          rope_theta=500000.0, tie=True)
+
+
+def make_glm4_lite_yarn(out: Path, seed: int = 16) -> Path:
+    """A third GLM-4.7-Flash config: legacy ``rope_scaling`` YaRN with ``mscale_all_dim`` (``rope.scaling.*`` and
+    ``rope.scaling.yarn_log_multiplier``) and a config without ``rope_theta``, ``rms_norm_eps``, ``n_group`` /
+    ``topk_group``, ``norm_topk_prob``, ``routed_scaling_factor`` and ``max_position_embeddings`` (transformers'
+    class defaults)."""
+    return make_glm4_lite(out, seed, rope_theta=None, rope_scaling={
+        "type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024, "mscale_all_dim": 1.0,
+        "mscale": 1.0, "beta_fast": 32.0, "beta_slow": 1.0},
+        drop=("rms_norm_eps", "n_group", "topk_group", "norm_topk_prob", "routed_scaling_factor",
+              "max_position_embeddings"))
+
+
 def make_nemotron_h(out: Path, seed: int = 4, *, hidden: int = H, pattern: str = "M*E", heads: int = 4,
                     kv_heads: int = 2, head_dim: int = 16, mamba_heads: int = 4, mamba_head_dim: int = 16,
                     state: int = 16, ssm_groups: int = 2, experts: int = 4, moe_ff: int = 32, shared_ff: int = 32,
@@ -724,6 +794,9 @@ MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "glm-dsa": (make_glm5, "GLM-5-Tiny"),
     "glm-dsa-wide": (make_glm5_wide, "GLM-5.2-Wide-Tiny"),
     "glm-dsa-yarn": (make_glm5_yarn, "GLM-5-Yarn-Tiny"),
+    "glm4-lite": (make_glm4_lite, "GLM-4.7-Flash-Tiny"),
+    "glm4-lite-wide": (make_glm4_lite_wide, "GLM-4.7-Flash-Wide-Tiny"),
+    "glm4-lite-yarn": (make_glm4_lite_yarn, "GLM-4.7-Flash-Yarn-Tiny"),
     "nemotron_h_moe-wide": (make_nemotron_h_wide, "Nemotron-H-Wide-Tiny"),
     "deepseek4": (make_deepseek4, "DeepSeek-V4-Tiny"),
     "deepseek4-wide": (make_deepseek4_wide, "DeepSeek-V4-Wide-Tiny"),

@@ -10,7 +10,8 @@ type with gguf-py (``quants.quantize``) and compared byte for byte. DeepSeek-V4'
 repack: their bytes are rebuilt here from the FP4 codes and E8M0 scales (the two layouts written out) and compared as
 they are. Accounting: every GGUF tensor compared,
 every checkpoint tensor of the head (``mtp.*`` for the Qwen families, ``model.layers.{n}..`` for GLM-4.5 (``glm4moe``)
-and GLM-5 (``glm-dsa``, whose ``kv_b_proj`` is split per head into ``attn_k_b`` / ``attn_v_b`` here again),
+and GLM-5 / GLM-4.7-Flash (``glm-dsa`` / ``deepseek2``, whose ``kv_b_proj`` is split per head into ``attn_k_b`` /
+``attn_v_b`` here again, and whose tied ``lm_head`` is not part of the file),
 ``mtp.layers.0`` / ``1`` for Nemotron-H (``nemotron_h_moe``), ``mtp.{i}.*`` with every FP8 / FP4 scale for
 DeepSeek-V4 (``deepseek4``), ``model.mtp.layers.{0,1,2}`` for MiMo-V2 (``mimo2``, whose FP8 weights are dequantized
 here again from their ``weight_scale_inv``, MiMo-V2.5's tensor-parallel ``qkv_proj`` regrouped into
@@ -83,7 +84,10 @@ _DSA_LAYER = {"attn_q_a.weight": "self_attn.q_a_proj.weight", "attn_q_a_norm.wei
               "indexer.proj.weight": "self_attn.indexer.weights_proj.weight",
               **{k: v for k, v in _GLM_LAYER.items() if not k.startswith(("attn_q", "attn_k", "attn_v",
                                                                               "post_attention"))}}
-_GLM_ARCHES = ("glm4moe", "glm-dsa")
+_GLM_ARCHES = ("glm4moe", "glm-dsa", "deepseek2")
+#: the MLA archs (upstream's ``DeepseekV2Model`` subclasses: GLM-5, GLM-4.7-Flash): ``kv_b_proj`` split, ``lm_head``
+#: dropped when ``tie_word_embeddings`` is true
+_MLA_ARCHES = ("glm-dsa", "deepseek2")
 #: Nemotron-H: the block's GGUF tensor (after ``blk.{n}.``) -> (MTP layer, checkpoint tensor after
 #: ``mtp.layers.{i}.``): upstream folds mtp.layers.0 (fusion + attention) and mtp.layers.1 (MoE + head norm) into it
 _NEMO_LAYER = {"nextn.enorm.weight": (0, "enorm.weight"), "nextn.hnorm.weight": (0, "hnorm.weight"),
@@ -375,12 +379,27 @@ def _nemo_select(s: str) -> bool:
     return s.startswith("mtp.") or s in _NEMO_ROOTS.values()
 
 
-def _glm_select(n: int) -> Callable[[str], bool]:
-    """GLM-4.5: the embedding, final norm, head and every layer from ``n`` on."""
+def _tied(hf_dir: Path) -> bool:
+    """Whether the checkpoint's config (or its text config) sets ``tie_word_embeddings`` true."""
+    import json
+
+    try:
+        cfg = json.loads((hf_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    text = cfg.get("text_config") if isinstance(cfg, dict) else None
+    return isinstance(cfg, dict) and {**cfg, **(text if isinstance(text, dict) else {})}.get("tie_word_embeddings") is True
+
+
+def _glm_select(n: int, *, tied: bool = False) -> Callable[[str], bool]:
+    """GLM-4.5 / GLM-5 / GLM-4.7-Flash: the embedding, final norm, head (not when ``tied``: upstream's
+    ``DeepseekV2Model`` drops it) and every layer from ``n`` on."""
+    roots = ("model.embed_tokens.weight", "model.norm.weight") + (() if tied else ("lm_head.weight",))
+
     def keep(s: str) -> bool:
         b = s.replace("language_model.", "")
         parts = b.split(".")
-        return b in ("model.embed_tokens.weight", "model.norm.weight", "lm_head.weight") or (
+        return b in roots or (
             len(parts) > 3 and parts[:2] == ["model", "layers"] and parts[2].isdecimal() and int(parts[2]) >= n)
     return keep
 
@@ -444,8 +463,8 @@ def sidecar_rows(g: GGUFWeights, hf_dir: str | Path, *, quality: bool = True) ->
     n_all, nextn = (_count(g, f"{arch}.{k}") for k in ("block_count", "nextn_predict_layers"))
     glm, nemo = arch in _GLM_ARCHES, arch in _NEMO_ARCHES
     ds4, mimo = arch in _DS4_ARCHES, arch in _MIMO_ARCHES
-    select = (_glm_select(n_all - nextn) if glm else _nemo_select if nemo else _ds4_select if ds4
-              else _mimo_select if mimo else _qwen_select)
+    select = (_glm_select(n_all - nextn, tied=arch in _MLA_ARCHES and _tied(Path(hf_dir))) if glm
+              else _nemo_select if nemo else _ds4_select if ds4 else _mimo_select if mimo else _qwen_select)
     ck = Checkpoint(Path(hf_dir), select=select)
     rows = Proof(FAMILY, LAYOUT, quality_note=QUALITY_NOTE, notes=[NO_FORWARD])
     compared: set[str] = set()
@@ -453,7 +472,7 @@ def sidecar_rows(g: GGUFWeights, hf_dir: str | Path, *, quality: bool = True) ->
     problems: list[str] = []
     try:
         for t in f.tensors:
-            srcs = (_glm_hf(ck, t.name, _DSA_LAYER if arch == "glm-dsa" else _GLM_LAYER) if glm
+            srcs = (_glm_hf(ck, t.name, _DSA_LAYER if arch in _MLA_ARCHES else _GLM_LAYER) if glm
                     else _nemo_hf(ck, t.name) if nemo else _ds4_hf(ck, t.name, n_all - nextn, nextn) if ds4
                     else _mimo_hf(ck, t.name, n_all - nextn) if mimo
                     else _hf(ck, t.name, n_all - nextn))
@@ -487,7 +506,7 @@ def sidecar_rows(g: GGUFWeights, hf_dir: str | Path, *, quality: bool = True) ->
             short = t.name.split(".", 2)[-1]
             if short in _EXPS and len(srcs) == 1:
                 x = _gate_up_half(x, short, srcs[0])
-            if arch == "glm-dsa" and short in ("attn_k_b.weight", "attn_v_b.weight"):
+            if arch in _MLA_ARCHES and short in ("attn_k_b.weight", "attn_v_b.weight"):
                 x = _mla_split(x, short, list(t.ne))
             if nemo:
                 x = _nemo_rope_rows(x, t.name, ck.config.get("text_config", ck.config))
