@@ -12,9 +12,9 @@ rewrites one thing of one seed at a time with gguf-py's writer and runs the verb
 * ``tensors`` mode: each tensor dropped, transposed, flattened, given an extra dimension, renamed or cut to half its
   rows; the same verbs plus ``verify``;
 * ``config`` mode: the checkpoint side. Each key of ``config.json`` (and of its ``text_config``) of the MTP target
-  generators (``tests/mtp_makers.py``: Qwen3.5, Qwen3-Next, GLM-4.5, GLM-5, Nemotron-H, DeepSeek-V4, MiMo-V2) and
-  of a Gemma 4 and a Muse-Glimmer assistant deleted or set to another type (a string, -1, 0, 2^40, a list, a dict,
-  null, 2.5, true, NaN), then ``hf2gguf`` (``--mtp`` for the targets) at bf16.
+  generators (``tests/mtp_makers.py``: Qwen3.5, Qwen3-Next, GLM-4.5, GLM-5, GLM-4.7-Flash, Nemotron-H, DeepSeek-V4,
+  MiMo-V2) and of a Gemma 4 and a Muse-Glimmer assistant deleted or set to another type (a string, -1, 0, 2^40, a
+  list, a dict, null, 2.5, true, NaN), then ``hf2gguf`` (``--mtp`` for the targets) at bf16.
 
 A ConvertError or GGUFFormatError is a verdict (the CLI prints it in one line); any other exception is a failure,
 printed once per (exception, file, line, verb) with the seed, the key or tensor and the mutation. Run it under a

@@ -3,7 +3,7 @@
 Each maker writes a Hugging Face folder (``config.json``, ``model.safetensors``, the fixture Qwen3 tokenizer)
 of one MTP family, deterministically from a seed: the trunk is a transformers model built from a tiny config
 (random init, stored bf16), the MTP tensors are added in the checkpoint's own layout (``mtp.*`` for the Qwen
-families and Nemotron-H, ``model.layers.{n}.*`` for GLM-4.5 and GLM-5). DeepSeek-V4's are written with
+families and Nemotron-H, ``model.layers.{n}.*`` for GLM-4.5, GLM-4.7-Flash and GLM-5). DeepSeek-V4's are written with
 fixtures/dsv4.py's blocks as the released checkpoint stores them (FP8 + tile scales, FP4 experts, sharded), the MTP
 layer ``mtp.0.*`` in its own shard(s). :func:`upstream_convert` runs upstream's
 ``convert_hf_to_gguf.py`` (full, ``--mtp``, ``--no-mtp``) on it; the tokenizer's pre-tokenizer hash is in no upstream
@@ -16,7 +16,8 @@ oracle manifests ``tests/data/mtp/<family>-<outtype>-<mode>.json`` (``--manifest
 tests/variants/test_mtp_glm.py are made with ``python tests/mtp_makers.py OUT --only glm4moe --only glm4moe-wide --only glm4vmoe
 --outtype bf16 --outtype f16 --outtype f32 --outtype q8_0 --mode mtp --manifests``; the GLM-5 ones of
 tests/variants/test_mtp_glm5.py with ``--only glm-dsa --only glm-dsa-wide --only glm-dsa-yarn`` and the same outtypes and
-mode; the Nemotron-H ones of tests/variants/test_mtp_nemotron.py with ``--only nemotron_h_moe --only
+mode; the GLM-4.7-Flash ones of tests/variants/test_mtp_glm_lite.py with ``--only glm4-lite --only glm4-lite-wide --only
+glm4-lite-yarn`` and the same outtypes and mode; the Nemotron-H ones of tests/variants/test_mtp_nemotron.py with ``--only nemotron_h_moe --only
 nemotron_h_moe-wide`` and the same outtypes and mode; the DeepSeek-V4 ones of tests/variants/test_mtp_deepseek4.py with
 ``--only deepseek4 --only deepseek4-wide``, the MiMo-V2 ones of tests/variants/test_mtp_mimo2.py with ``--only mimo2 --only
 mimo2-fused --only mimo2-pro``, both with the same outtypes and mode.
@@ -418,8 +419,8 @@ def make_glm5_yarn(out: Path, seed: int = 9) -> Path:
 
 
 def make_glm4_lite(out: Path, seed: int = 14, *, hidden: int = H, layers: int = 2, heads: int = 4,
-                   q_lora: int | None = 48, kv_lora: int = 32, rope: int = 16, nope: int = 32, v_dim: int = 32, experts: int = 4,
-                   moe_ff: int = 32, shared: int = 1, groups: tuple[int, int] = (1, 1), scale: float = 1.8,
+                   q_lora: int | None = 48, kv_lora: int = 32, rope: int = 16, nope: int = 32, v_dim: int = 32,
+                   experts: int = 4, moe_ff: int = 32, shared: int = 1, groups: tuple[int, int] = (1, 1), scale: float = 1.8,
                    norm_topk: bool = True, first_dense: int | None = 1, rope_theta: float | None = 1000000.0,
                    rope_scaling: dict[str, Any] | None = None, drop: tuple[str, ...] = (), topk: int = 2,
                    ff: int = 128, nextn: int = 1, tie: bool = False, dtype: str = "bfloat16") -> Path:
