@@ -285,3 +285,25 @@ def test_llama_server_drafts_with_the_sidecar(ckpts: dict[str, Path], tmp_path: 
     """Target: upstream's ``--no-mtp`` file of the same checkpoint; draft: our sidecar. The NextN block drafts
     (draft_n > 0) and speculative greedy equals plain greedy."""
     assert_llama_server_drafts_losslessly(ckpts[fam], tmp_path, llama_bin)
+
+
+@pytest.mark.llama
+def test_check_pairs_the_sidecar_with_upstreams_trunk(ckpts: dict[str, Path], tmp_path: Path,
+                                                       llama_bin: tuple[Path, Path]) -> None:
+    """``check SIDECAR --target TRUNK`` (upstream's ``--no-mtp`` file): the MTP pairing rules pass (same arch,
+    trunk block count, width and every deepseek2.* key) and the sidecar is auto-detected as draft-mtp."""
+    import mtp_makers
+    from typer.testing import CliRunner
+
+    from dspark_convert.cli import app
+
+    _, tree = llama_bin
+    trunk = mtp_makers.upstream_convert(ckpts["glm4-lite"], tmp_path / "trunk.gguf", "bf16", ("--no-mtp",), tree=tree)
+    side = tmp_path / "mtp-glm.gguf"
+    convert(ckpts["glm4-lite"], None, side, outtype="bf16", mtp=True)
+    r = CliRunner().invoke(app, ["check", str(side), "--target", str(trunk)], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    rows = {ln.split()[0]: ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("mtp-")}
+    assert rows == {"mtp-arch": "pass", "mtp-trunk": "pass", "mtp-width": "pass", "mtp-header": "pass",
+                    "mtp-spec-type": "info"}
+    assert "24 deepseek2.* keys agree" in r.stdout and "FITS: 9 passed, 0 failed" in r.stdout
