@@ -181,7 +181,7 @@ COMPRESSED_NOTE = ("compressed-tensors NVFP4: tensors read under ModelOpt's name
                    "X.weight_scale_2 and X.input_scale); every NVFP4 layer counts as W4A4, so no prec_a4 arrays")
 
 
-def reciprocal(raw: np.ndarray, dtype: str) -> np.ndarray:
+def reciprocal(raw: np.ndarray, dtype: str, row0: int = 0) -> np.ndarray:
     """``1 / value`` in float32 (a compressed-tensors global scale -> ModelOpt's per-tensor scale)."""
     from .transforms import to_float32
 

@@ -15,7 +15,8 @@ and GLM-5 (``glm-dsa``, whose ``kv_b_proj`` is split per head into ``attn_k_b`` 
 DeepSeek-V4 (``deepseek4``), ``model.mtp.layers.{0,1,2}`` for MiMo-V2 (``mimo2``, whose FP8 weights are dequantized
 here again from their ``weight_scale_inv``, MiMo-V2.5's tensor-parallel ``qkv_proj`` regrouped into
 ``[Q | K | V]``), the embedding, the final norm, the head) compared as a source, FP8 scales included; the trunk is
-not part of the file.
+not part of the file. A ``quant_method: fp8`` checkpoint of the other families (Qwen's and GLM's -FP8 releases) is
+read the same way: each F8_E4M3 weight times its ``weight_scale_inv`` block, then the family's rules.
 """
 
 from __future__ import annotations
@@ -482,6 +483,11 @@ def sidecar_rows(g: GGUFWeights, hf_dir: str | Path, *, quality: bool = True) ->
             elif mimo and len(srcs) == 1 and ck.ref(srcs[0]).dtype == "F8_E4M3":
                 x, scale = _mimo_fp8(ck, srcs[0], ck.config)
                 srcs = [*srcs, scale]
+            elif any(ck.ref(s).dtype == "F8_E4M3" for s in srcs):  # block-scaled FP8 (quant_method fp8)
+                fp8 = [_mimo_fp8(ck, s, ck.config) if ck.ref(s).dtype == "F8_E4M3" else (_values(ck, [s], False), "")
+                       for s in srcs]
+                x = np.stack([v for v, _ in fp8]) if len(fp8) > 1 else fp8[0][0]
+                srcs = [*srcs, *(scale for _, scale in fp8 if scale)]
             else:
                 x = _values(ck, srcs, not glm and not nemo and not mimo and _PLUS_ONE.fullmatch(t.name) is not None)
             short = t.name.split(".", 2)[-1]
