@@ -616,6 +616,54 @@ def _fp8_rect(w: Any, block: tuple[int, int]) -> tuple[Any, Any]:
     return codes, scales
 
 
+def to_modelopt_fp8(ckpt: Path, per_channel: bool = False, keep: tuple[str, ...] = (),
+                    hf_quant_config: bool = False) -> Path:
+    """Rewrite checkpoint folder ``ckpt`` in place as a ModelOpt FP8 export stores it: every 2-D linear weight (as
+    :func:`to_fp8` picks them) as F8_E4M3 codes with a float32 ``weight_scale`` (amax / 448: one scalar, or with
+    ``per_channel`` one per output row) and a scalar ``input_scale``; ``quant_algo`` FP8 declared in
+    ``quantization_config`` (``quant_method`` modelopt) or, with ``hf_quant_config``, only in
+    ``hf_quant_config.json`` (producer modelopt)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    for f in sorted(ckpt.glob("*.safetensors")):
+        state = load_file(str(f))
+        new: dict[str, Any] = {}
+        for name, t in state.items():
+            if not (t.ndim == 2 and name.endswith(".weight") and not name.endswith(keep)
+                    and not any(w in name for w in ("norm", "embed", "lm_head", "shared_head.head"))):
+                new[name] = t
+                continue
+            w = t.float()
+            amax = w.abs().amax(dim=1) if per_channel else w.abs().max().reshape(())
+            scale = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
+            codes = (w / (scale.reshape(-1, 1) if per_channel else scale)).to(torch.float8_e4m3fn)
+            base = name.removesuffix(".weight")
+            new[name], new[base + ".weight_scale"] = codes, scale.float()
+            new[base + ".input_scale"] = torch.tensor(0.03125, dtype=torch.float32)
+        save_file(dict(sorted(new.items())), str(f), metadata={"format": "pt"})
+    config = json.loads((ckpt / "config.json").read_text())
+    algo = {"quant_algo": "FP8", "kv_cache_quant_algo": None, "exclude_modules": ["lm_head"]}
+    if hf_quant_config:
+        (ckpt / "hf_quant_config.json").write_text(json.dumps({"producer": {"name": "modelopt", "version": "0.37.0"},
+                                                               "quantization": algo}, indent=4))
+    else:
+        config["quantization_config"] = {"quant_method": "modelopt", **algo}
+    (ckpt / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return ckpt
+
+
+def make_nemotron_h_modelopt_fp8(out: Path, seed: int = 25) -> Path:
+    """:func:`make_nemotron_h` as a ModelOpt FP8 export (NVIDIA's -FP8 releases): per-tensor scales, declared only in
+    ``hf_quant_config.json``, the router kept BF16."""
+    return to_modelopt_fp8(make_nemotron_h(out, seed), keep=("gate.weight",), hf_quant_config=True)
+
+
+def make_qwen35_modelopt_fp8(out: Path, seed: int = 26) -> Path:
+    """:func:`make_qwen35_dense` as a ModelOpt FP8 export with per-channel scales (``quantization_config``)."""
+    return to_modelopt_fp8(make_qwen35_dense(out, seed), per_channel=True)
+
+
 def make_qwen35_fp8(out: Path, seed: int = 21) -> Path:
     """:func:`make_qwen35_dense` as Qwen's -FP8 releases store it: 128 x 128 blocks (every linear is one partial
     block at these sizes)."""
@@ -805,6 +853,8 @@ MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "qwen35moe-fp8": (make_qwen35_moe_fp8, "Qwen3.5-MoE-FP8-Tiny"),
     "glm4moe-fp8": (make_glm4_moe_fp8, "GLM-4.5-FP8-Tiny"),
     "glm-dsa-fp8": (make_glm5_fp8, "GLM-5-FP8-Tiny"),
+    "nemotron_h_moe-modelopt-fp8": (make_nemotron_h_modelopt_fp8, "Nemotron-H-FP8-Tiny"),
+    "qwen35-modelopt-fp8": (make_qwen35_modelopt_fp8, "Qwen3.5-ModelOpt-FP8-Tiny"),
 }
 #: the conversions: name -> upstream's extra flags
 MODES: dict[str, tuple[str, ...]] = {"full": (), "mtp": ("--mtp",), "nomtp": ("--no-mtp",)}

@@ -7,6 +7,7 @@ refusal words; these helpers only take the words they put in a message as argume
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -15,7 +16,7 @@ from gguf import GGMLQuantizationType as QT
 
 from ... import schema as S
 from ...errors import ConvertError, clip_value
-from ...formats.quant import fp8_scale_inv_dequant
+from ...formats.quant import E4M3_VALUES, float_values, fp8_scale_inv_dequant
 from ...hf.checkpoint import Checkpoint, TensorRef
 from ...kit.common import tensor_type
 from ...plan import TensorSpec
@@ -63,6 +64,10 @@ def float_ref(ck: Checkpoint, src: str, words: str = FLOAT_WORDS) -> TensorRef:
 SCALE_INV = "_scale_inv"
 #: FP8 companions upstream drops unread (``conversion/base.py`` ``dequant_model``)
 UNUSED_FP8 = (".activation_scale", "_activation_scale")
+#: a ModelOpt FP8 weight's scale, and the scales upstream drops from a ModelOpt checkpoint unread
+MODELOPT_SCALE = ".weight_scale"
+MODELOPT_UNUSED = (".input_scale", ".k_scale", ".v_scale")
+HF_QUANT_CONFIG = "hf_quant_config.json"
 
 
 def fp8_block(config: Mapping[str, Any], where: str) -> tuple[int, int] | None:
@@ -79,13 +84,35 @@ def fp8_block(config: Mapping[str, Any], where: str) -> tuple[int, int] | None:
     return bs[0], bs[1]
 
 
+def quant_method(ck: Checkpoint) -> str | None:
+    """The checkpoint's ``quantization_config.quant_method``, else (a ModelOpt export that declares it only there)
+    the lower-cased producer name of its ``hf_quant_config.json``, as upstream b11434 completes it."""
+    qc = ck.config.get("quantization_config")
+    method = qc.get("quant_method") if isinstance(qc, Mapping) else None
+    if method is None and (ck.path / HF_QUANT_CONFIG).is_file():
+        from ...hf.checkpoint import MAX_CONFIG_BYTES, read_json
+
+        data = read_json(ck.path / HF_QUANT_CONFIG, limit=MAX_CONFIG_BYTES)
+        producer = data.get("producer") if isinstance(data, dict) else None
+        method = str(producer.get("name") or "").lower() if isinstance(producer, dict) else None
+    return method if isinstance(method, str) else None
+
+
 def adopt_fp8(ck: Checkpoint, where: str) -> int:
-    """Read the block-scaled FP8 weights of a ``quant_method: fp8`` checkpoint ``ck`` as float32, as upstream's
-    ``dequant_model`` does before any family rule: each F8_E4M3 ``X`` with its float ``X_scale_inv`` (one per
-    ``weight_block_size`` block) becomes ``e4m3(x) * scale`` (one float32 product) in ``X``'s place, and the scales
-    and unused activation scales leave :attr:`Checkpoint.names`. Returns how many weights were adopted. Refused in
-    one line: a scale without its weight, of a weight that is not F8_E4M3 [rows, cols], or not float
-    [ceil(rows / block rows), ceil(cols / block cols)]."""
+    """Read the FP8 weights of checkpoint ``ck`` as float32, as upstream's ``dequant_model`` does before any family
+    rule; returns how many weights were adopted.
+
+    - ``quant_method: fp8`` (block-scaled): each F8_E4M3 ``X`` with its float ``X_scale_inv`` (one per
+      ``weight_block_size`` block) becomes ``e4m3(x) * scale`` (one float32 product) in ``X``'s place; refused in one
+      line: a scale without its weight, of a weight that is not F8_E4M3 [rows, cols], or not float
+      [ceil(rows / block rows), ceil(cols / block cols)].
+    - ``quant_method: modelopt`` (ModelOpt FP8): each F8_E4M3 ``X.weight`` with its ``X.weight_scale``, one float
+      (per tensor) or one per output row (per channel), becomes codes times scale; refused in one line: another
+      scale shape or dtype, a scale beside a weight that is not F8_E4M3 (an NVFP4 head is not converted here).
+
+    The scales and the unused activation / KV-cache scales leave :attr:`Checkpoint.names`."""
+    if quant_method(ck) == "modelopt":
+        return _adopt_modelopt_fp8(ck)
     block = fp8_block(ck.config, where)
     if block is None:
         return 0
@@ -112,6 +139,32 @@ def adopt_fp8(ck: Checkpoint, where: str) -> int:
 
         ck.derive(wname, dequant)
     ck.hide(set(scales) | {n for n in ck.names if n.endswith(UNUSED_FP8)})
+    return len(scales)
+
+
+def _adopt_modelopt_fp8(ck: Checkpoint) -> int:
+    scales = [n for n in ck.names if n.endswith(MODELOPT_SCALE)]
+    for sname in scales:
+        wname = sname.removesuffix("_scale")
+        if wname not in ck:
+            continue  # upstream drops a scale without its weight
+        w, sc = ck.ref(wname), ck.ref(sname)
+        if w.dtype != "F8_E4M3" or len(w.shape) != 2:
+            raise ConvertError(f"{w.file}: tensor '{wname}' is {w.dtype} {list(w.shape)} beside '{sname}'; expected an "
+                               "F8_E4M3 matrix (ModelOpt FP8; NVFP4 MTP heads are not converted)")
+        per_tensor = math.prod(sc.shape) == 1
+        if sc.dtype not in FLOAT_DTYPES or not (per_tensor or tuple(sc.shape) == (w.shape[0],)):
+            raise ConvertError(f"{sc.file}: tensor '{sname}' is {sc.dtype} {list(sc.shape)}; expected one float "
+                               f"scale, or one per row of '{wname}' [{w.shape[0]}] (ModelOpt FP8)")
+
+        def dequant(raw: np.ndarray, dtype: str, row0: int, sname: str = sname, sdtype: str = sc.dtype,
+                    per_tensor: bool = per_tensor) -> np.ndarray:
+            s = float_values(np.asarray(ck.read(sname)), sdtype).reshape(-1)
+            rows = s[:1] if per_tensor else s[row0: row0 + raw.shape[0]]
+            return np.take(E4M3_VALUES, np.asarray(raw).view(np.uint8)) * rows.reshape(-1, 1)
+
+        ck.derive(wname, dequant)
+    ck.hide(set(scales) | {n for n in ck.names if n.endswith(MODELOPT_UNUSED)})
     return len(scales)
 
 
