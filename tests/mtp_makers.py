@@ -639,6 +639,125 @@ def _fp8_blocks(w: Any, row_groups: list[tuple[int, int]] | None = None, block: 
     return codes, torch.tensor(scales, dtype=torch.float32)
 
 
+def to_fp8(ckpt: Path, block: tuple[int, int] = (128, 128), keep: tuple[str, ...] = ()) -> Path:
+    """Rewrite checkpoint folder ``ckpt`` in place as a ``quant_method: fp8`` release stores it (Qwen's and GLM's
+    -FP8 checkpoints): every 2-D linear weight (not an embedding, head, norm or a name ending in one of ``keep``)
+    as F8_E4M3 codes with a float32 ``weight_scale_inv`` per ``block`` (rows, cols) tile (:func:`_fp8_blocks`);
+    ``quantization_config`` declares it (``weight_block_size`` = ``block``)."""
+    from safetensors.torch import load_file, save_file
+
+    def linear(name: str, t: Any) -> bool:
+        return (t.ndim == 2 and name.endswith(".weight") and not name.endswith(keep)
+                and not any(w in name for w in ("norm", "embed", "lm_head", "shared_head.head")))
+
+    for f in sorted(ckpt.glob("*.safetensors")):
+        state = load_file(str(f))
+        new: dict[str, Any] = {}
+        for name, t in state.items():
+            if not linear(name, t):
+                new[name] = t
+                continue
+            w = t.float()
+            rows, cols = w.shape
+            codes, scales = _fp8_blocks(w.reshape(rows, cols), block=block[0]) if block[0] == block[1] else \
+                _fp8_rect(w, block)
+            new[name], new[name.removesuffix(".weight") + ".weight_scale_inv"] = codes, scales
+        save_file(dict(sorted(new.items())), str(f), metadata={"format": "pt"})
+    config = json.loads((ckpt / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                     "weight_block_size": list(block)}
+    (ckpt / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return ckpt
+
+
+def _fp8_rect(w: Any, block: tuple[int, int]) -> tuple[Any, Any]:
+    """:func:`_fp8_blocks` with ``block`` (rows, cols) tiles that need not be square."""
+    import torch
+
+    rows, cols = w.shape
+    br, bc = block
+    codes = torch.empty(rows, cols, dtype=torch.float8_e4m3fn)
+    scales = torch.empty(-(-rows // br), -(-cols // bc), dtype=torch.float32)
+    for i, r in enumerate(range(0, rows, br)):
+        for j, c in enumerate(range(0, cols, bc)):
+            tile = w[r:r + br, c:c + bc]
+            sc = float(tile.abs().max()) / 448.0 or 1.0
+            codes[r:r + br, c:c + bc] = (tile / sc).to(torch.float8_e4m3fn)
+            scales[i, j] = sc
+    return codes, scales
+
+
+def to_modelopt_fp8(ckpt: Path, per_channel: bool = False, keep: tuple[str, ...] = (),
+                    hf_quant_config: bool = False) -> Path:
+    """Rewrite checkpoint folder ``ckpt`` in place as a ModelOpt FP8 export stores it: every 2-D linear weight (as
+    :func:`to_fp8` picks them) as F8_E4M3 codes with a float32 ``weight_scale`` (amax / 448: one scalar, or with
+    ``per_channel`` one per output row) and a scalar ``input_scale``; ``quant_algo`` FP8 declared in
+    ``quantization_config`` (``quant_method`` modelopt) or, with ``hf_quant_config``, only in
+    ``hf_quant_config.json`` (producer modelopt)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    for f in sorted(ckpt.glob("*.safetensors")):
+        state = load_file(str(f))
+        new: dict[str, Any] = {}
+        for name, t in state.items():
+            if not (t.ndim == 2 and name.endswith(".weight") and not name.endswith(keep)
+                    and not any(w in name for w in ("norm", "embed", "lm_head", "shared_head.head"))):
+                new[name] = t
+                continue
+            w = t.float()
+            amax = w.abs().amax(dim=1) if per_channel else w.abs().max().reshape(())
+            scale = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
+            codes = (w / (scale.reshape(-1, 1) if per_channel else scale)).to(torch.float8_e4m3fn)
+            base = name.removesuffix(".weight")
+            new[name], new[base + ".weight_scale"] = codes, scale.float()
+            new[base + ".input_scale"] = torch.tensor(0.03125, dtype=torch.float32)
+        save_file(dict(sorted(new.items())), str(f), metadata={"format": "pt"})
+    config = json.loads((ckpt / "config.json").read_text())
+    algo = {"quant_algo": "FP8", "kv_cache_quant_algo": None, "exclude_modules": ["lm_head"]}
+    if hf_quant_config:
+        (ckpt / "hf_quant_config.json").write_text(json.dumps({"producer": {"name": "modelopt", "version": "0.37.0"},
+                                                               "quantization": algo}, indent=4))
+    else:
+        config["quantization_config"] = {"quant_method": "modelopt", **algo}
+    (ckpt / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return ckpt
+
+
+def make_nemotron_h_modelopt_fp8(out: Path, seed: int = 25) -> Path:
+    """:func:`make_nemotron_h` as a ModelOpt FP8 export (NVIDIA's -FP8 releases): per-tensor scales, declared only in
+    ``hf_quant_config.json``, the router kept BF16."""
+    return to_modelopt_fp8(make_nemotron_h(out, seed), keep=("gate.weight",), hf_quant_config=True)
+
+
+def make_qwen35_modelopt_fp8(out: Path, seed: int = 26) -> Path:
+    """:func:`make_qwen35_dense` as a ModelOpt FP8 export with per-channel scales (``quantization_config``)."""
+    return to_modelopt_fp8(make_qwen35_dense(out, seed), per_channel=True)
+
+
+def make_qwen35_fp8(out: Path, seed: int = 21) -> Path:
+    """:func:`make_qwen35_dense` as Qwen's -FP8 releases store it: 128 x 128 blocks (every linear is one partial
+    block at these sizes)."""
+    return to_fp8(make_qwen35_dense(out, seed))
+
+
+def make_qwen35_moe_fp8(out: Path, seed: int = 22) -> Path:
+    """:func:`make_qwen35_moe` (per-expert MTP experts) in FP8 with 32 x 16 blocks (several blocks per weight, the
+    last ones partial), the routers and the shared expert's gate kept BF16 as Qwen's releases keep them."""
+    return to_fp8(make_qwen35_moe(out, seed, moe_ff=40), (32, 16), keep=("mlp.gate.weight", "shared_expert_gate.weight"))
+
+
+def make_glm4_moe_fp8(out: Path, seed: int = 23) -> Path:
+    """:func:`make_glm4_moe` in FP8 with 64 x 32 blocks, the router kept BF16 (GLM-4.5-FP8's layout)."""
+    return to_fp8(make_glm4_moe(out, seed), (64, 32), keep=("mlp.gate.weight",))
+
+
+def make_glm5_fp8(out: Path, seed: int = 24) -> Path:
+    """:func:`make_glm5` in FP8 with 16 x 16 blocks (``kv_b_proj`` split after dequantization), the router and the
+    indexer's ``weights_proj`` kept BF16."""
+    return to_fp8(make_glm5(out, seed), (16, 16), keep=("mlp.gate.weight", "weights_proj.weight"))
+
+
 def make_mimo2(out: Path, seed: int = 11, *, hidden: int = 256, heads: int = 4, kv_full: int = 1, kv_swa: int = 2,
                head_dim: int = 48, v_dim: int = 32, ff: int = 320, experts: int = 4, moe_ff: int = 64,
                fused_tp: int = 0, sinks: bool = True, value_scale: float | None = 0.707,
@@ -804,6 +923,12 @@ MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "mimo2": (make_mimo2, "MiMo-V2-Flash-Tiny"),
     "mimo2-fused": (make_mimo2_fused, "MiMo-V2.5-Tiny"),
     "mimo2-pro": (make_mimo2_pro, "MiMo-V2.5-Pro-Tiny"),
+    "qwen35-fp8": (make_qwen35_fp8, "Qwen3.5-FP8-Tiny"),
+    "qwen35moe-fp8": (make_qwen35_moe_fp8, "Qwen3.5-MoE-FP8-Tiny"),
+    "glm4moe-fp8": (make_glm4_moe_fp8, "GLM-4.5-FP8-Tiny"),
+    "glm-dsa-fp8": (make_glm5_fp8, "GLM-5-FP8-Tiny"),
+    "nemotron_h_moe-modelopt-fp8": (make_nemotron_h_modelopt_fp8, "Nemotron-H-FP8-Tiny"),
+    "qwen35-modelopt-fp8": (make_qwen35_modelopt_fp8, "Qwen3.5-ModelOpt-FP8-Tiny"),
 }
 #: the conversions: name -> upstream's extra flags
 MODES: dict[str, tuple[str, ...]] = {"full": (), "mtp": ("--mtp",), "nomtp": ("--no-mtp",)}

@@ -24,7 +24,7 @@ from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
 from ...tokenizer.targets import handler_for_architecture, table
 from . import deepseek4, glm, glm_dsa, glm_lite, mimo2, nemotron, qwen
-from .specs import hf_names_of
+from .specs import adopt_fp8, hf_names_of
 
 #: the family modules, each with ``ARCHS`` (HF class -> GGUF arch), ``reads``, ``sidecar``, and ``HF_ROOTS`` /
 #: ``HF_LAYER`` (checkpoint names by GGUF name, for messages)
@@ -118,6 +118,8 @@ def build_plan(ctx: Context) -> Plan:
         raise ConvertError("--with-target-embeddings: an MTP sidecar already holds its target's embedding and head")
     hp = HParams.of(ck.config, where)
     fam = _family(arch_name)
+    if not getattr(fam, "OWN_FP8", False):
+        adopt_fp8(ck, where)  # block-scaled FP8 weights read as float32, as upstream dequantizes them first
     # MiMo-V2 fuses the MTP layers' q / k / v for llama.cpp's graph unless --match-upstream asks for upstream's bytes
     extra = {"match_upstream": ctx.options.match_upstream} if fam is mimo2 else {}
     q = fam.sidecar(arch_name, hp, ck, ctx.out_type, ctx.file_type, where, **extra)

@@ -16,7 +16,10 @@ and GLM-5 / GLM-4.7-Flash (``glm-dsa`` / ``deepseek2``, whose ``kv_b_proj`` is s
 DeepSeek-V4 (``deepseek4``), ``model.mtp.layers.{0,1,2}`` for MiMo-V2 (``mimo2``, whose FP8 weights are dequantized
 here again from their ``weight_scale_inv``, MiMo-V2.5's tensor-parallel ``qkv_proj`` regrouped into
 ``[Q | K | V]``), the embedding, the final norm, the head) compared as a source, FP8 scales included; the trunk is
-not part of the file.
+not part of the file. A ``quant_method: fp8`` checkpoint of the other families (Qwen's and GLM's -FP8 releases) is
+read the same way: each F8_E4M3 weight times its ``weight_scale_inv`` block, then the family's rules; a ModelOpt FP8
+export's weights times their ``weight_scale`` (per tensor or per row), its activation / KV-cache scales dropped by
+the variant's rules.
 """
 
 from __future__ import annotations
@@ -283,6 +286,16 @@ def _mimo_fp8(ck: Checkpoint, src: str, cfg: dict[str, Any]) -> tuple[np.ndarray
     return w * s[np.arange(r) // br][:, np.arange(c) // bc], sname
 
 
+def _fp8(ck: Checkpoint, src: str) -> tuple[np.ndarray, str]:
+    """An F8_E4M3 weight's float32 values and its scale's name: times its ``weight_scale_inv`` blocks
+    (``quant_method: fp8``, :func:`_mimo_fp8`), or times its ModelOpt ``weight_scale`` (one float, or one per row)."""
+    scale = src.removesuffix(".weight") + ".weight_scale"
+    if src + "_scale_inv" in ck or scale not in ck:
+        return _mimo_fp8(ck, src, ck.config)
+    w, s = _e4m3(ck.read(src)), _values(ck, [scale], False).reshape(-1)
+    return w * (s[:1] if s.size == 1 else s).reshape(-1, 1), scale
+
+
 #: GGUF names that upstream adds one to (its rule on the renamed HF name: ``*norm.weight``)
 _PLUS_ONE = re.compile(r"(output_norm|blk\.\d+\.(attn_norm|post_attention_norm|attn_q_norm|attn_k_norm|"
                        r"nextn\.enorm|nextn\.hnorm|nextn\.shared_head_norm))\.weight")
@@ -501,6 +514,10 @@ def sidecar_rows(g: GGUFWeights, hf_dir: str | Path, *, quality: bool = True) ->
             elif mimo and len(srcs) == 1 and ck.ref(srcs[0]).dtype == "F8_E4M3":
                 x, scale = _mimo_fp8(ck, srcs[0], ck.config)
                 srcs = [*srcs, scale]
+            elif any(ck.ref(s).dtype == "F8_E4M3" for s in srcs):  # block-scaled or ModelOpt FP8
+                fp8 = [_fp8(ck, s) if ck.ref(s).dtype == "F8_E4M3" else (_values(ck, [s], False), "") for s in srcs]
+                x = np.stack([v for v, _ in fp8]) if len(fp8) > 1 else fp8[0][0]
+                srcs = [*srcs, *(scale for _, scale in fp8 if scale)]
             else:
                 x = _values(ck, srcs, not glm and not nemo and not mimo and _PLUS_ONE.fullmatch(t.name) is not None)
             short = t.name.split(".", 2)[-1]
