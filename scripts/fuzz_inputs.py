@@ -11,8 +11,9 @@ rewrites one thing of one seed at a time with gguf-py's writer and runs the verb
   ways (``--verify`` adds ``verify`` against the seed's checkpoint, arch keys only);
 * ``tensors`` mode: each tensor dropped, transposed, flattened, given an extra dimension, renamed or cut to half its
   rows; the same verbs plus ``verify``;
-* ``config`` mode: the checkpoint side. Each key of ``config.json`` (and of its ``text_config``) of the MTP target
-  generators (``tests/mtp_makers.py``: Qwen3.5, Qwen3-Next, GLM-4.5, GLM-5, Nemotron-H, DeepSeek-V4, MiMo-V2) and
+* ``config`` mode: the checkpoint side. Each key of ``config.json`` (and of its ``text_config`` and
+  ``quantization_config``) of the MTP target generators (``tests/mtp_makers.py``: Qwen3.5, Qwen3-Next, GLM-4.5,
+  GLM-5, GLM-4.7-Flash, Nemotron-H, DeepSeek-V4, MiMo-V2, a Qwen3.5 FP8 release) and
   of a Gemma 4 and a Muse-Glimmer assistant deleted or set to another type (a string, -1, 0, 2^40, a list, a dict,
   null, 2.5, true, NaN), then ``hf2gguf`` (``--mtp`` for the targets) at bf16.
 
@@ -239,7 +240,9 @@ CONFIG_VALUES: list[tuple[str, Any]] = [("del", None), ("str", "x"), ("neg", -1)
                                         ("list", [1, 2]), ("dict", {"a": 1}), ("null", "null"), ("float", 2.5),
                                         ("bool", True), ("nan", "nan")]
 #: config mode: the MTP target generators of ``tests/mtp_makers.py`` (MAKERS keys)
-MTP_MAKERS = ("qwen35", "qwen3next", "glm4moe", "glm-dsa", "nemotron_h_moe", "deepseek4", "mimo2")
+MTP_MAKERS = ("qwen35", "qwen3next", "glm4moe", "glm-dsa", "glm4-lite", "nemotron_h_moe", "deepseek4", "mimo2", "qwen35-fp8")
+#: config mode: the nested objects whose keys are mutated one by one too
+NESTED = ("text_config", "quantization_config")
 
 
 def config_seeds(work: Path, only: set[str] | None) -> dict[str, tuple[Path, Path | None, dict[str, Any]]]:
@@ -265,8 +268,7 @@ def fuzz_config(name: str, src: Path, target: Path | None, options: dict[str, An
     from dspark_convert import convert
 
     cfg = json.loads((src / "config.json").read_text())
-    text = cfg.get("text_config")
-    paths = [(k,) for k in cfg] + ([("text_config", k) for k in text] if isinstance(text, dict) else [])
+    paths = [(k,) for k in cfg] + [(n, k) for n in NESTED if isinstance(cfg.get(n), dict) for k in cfg[n]]
     mutant = work / f"{name}-mutant"
     for path in paths:
         for label, value in CONFIG_VALUES:

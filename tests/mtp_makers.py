@@ -3,7 +3,7 @@
 Each maker writes a Hugging Face folder (``config.json``, ``model.safetensors``, the fixture Qwen3 tokenizer)
 of one MTP family, deterministically from a seed: the trunk is a transformers model built from a tiny config
 (random init, stored bf16), the MTP tensors are added in the checkpoint's own layout (``mtp.*`` for the Qwen
-families and Nemotron-H, ``model.layers.{n}.*`` for GLM-4.5 and GLM-5). DeepSeek-V4's are written with
+families and Nemotron-H, ``model.layers.{n}.*`` for GLM-4.5, GLM-4.7-Flash and GLM-5). DeepSeek-V4's are written with
 fixtures/dsv4.py's blocks as the released checkpoint stores them (FP8 + tile scales, FP4 experts, sharded), the MTP
 layer ``mtp.0.*`` in its own shard(s). :func:`upstream_convert` runs upstream's
 ``convert_hf_to_gguf.py`` (full, ``--mtp``, ``--no-mtp``) on it; the tokenizer's pre-tokenizer hash is in no upstream
@@ -16,7 +16,8 @@ oracle manifests ``tests/data/mtp/<family>-<outtype>-<mode>.json`` (``--manifest
 tests/variants/test_mtp_glm.py are made with ``python tests/mtp_makers.py OUT --only glm4moe --only glm4moe-wide --only glm4vmoe
 --outtype bf16 --outtype f16 --outtype f32 --outtype q8_0 --mode mtp --manifests``; the GLM-5 ones of
 tests/variants/test_mtp_glm5.py with ``--only glm-dsa --only glm-dsa-wide --only glm-dsa-yarn`` and the same outtypes and
-mode; the Nemotron-H ones of tests/variants/test_mtp_nemotron.py with ``--only nemotron_h_moe --only
+mode; the GLM-4.7-Flash ones of tests/variants/test_mtp_glm_lite.py with ``--only glm4-lite --only glm4-lite-wide --only
+glm4-lite-yarn`` and the same outtypes and mode; the Nemotron-H ones of tests/variants/test_mtp_nemotron.py with ``--only nemotron_h_moe --only
 nemotron_h_moe-wide`` and the same outtypes and mode; the DeepSeek-V4 ones of tests/variants/test_mtp_deepseek4.py with
 ``--only deepseek4 --only deepseek4-wide``, the MiMo-V2 ones of tests/variants/test_mtp_mimo2.py with ``--only mimo2 --only
 mimo2-fused --only mimo2-pro``, both with the same outtypes and mode.
@@ -422,6 +423,76 @@ def make_glm5_yarn(out: Path, seed: int = 9) -> Path:
               "max_position_embeddings"))
 
 
+def make_glm4_lite(out: Path, seed: int = 14, *, hidden: int = H, layers: int = 2, heads: int = 4,
+                   q_lora: int | None = 48, kv_lora: int = 32, rope: int = 16, nope: int = 32, v_dim: int = 32,
+                   experts: int = 4, moe_ff: int = 32, shared: int = 1, groups: tuple[int, int] = (1, 1), scale: float = 1.8,
+                   norm_topk: bool = True, first_dense: int | None = 1, rope_theta: float | None = 1000000.0,
+                   rope_scaling: dict[str, Any] | None = None, drop: tuple[str, ...] = (), topk: int = 2,
+                   ff: int = 128, nextn: int = 1, tie: bool = False, dtype: str = "bfloat16") -> Path:
+    """``Glm4MoeLiteForCausalLM`` (GLM-4.7-Flash, GGUF ``deepseek2``): MLA attention (q/kv LoRA, ``kv_b_proj``)
+    without an indexer, ``layers`` trunk layers (the first ``first_dense`` dense, every one MoE when it is None) + the
+    NextN layer(s) ``model.layers.{layers + i}.*`` (``nextn``). The config is spelled as the released one (top-level ``rope_theta``, ``rope_scaling`` null unless
+    given, ``partial_rotary_factor`` 1.0, ``first_k_dense_replace`` (left out when None), ``topk_method``);
+    ``num_key_value_heads`` is the head count. ``drop``: config keys left out (the model and upstream then take
+    ``Glm4MoeLiteConfig``'s defaults). ``tie``: ``tie_word_embeddings`` true and no ``lm_head.weight`` stored;
+    ``dtype``: the stored dtype."""
+    from transformers import Glm4MoeLiteConfig, Glm4MoeLiteForCausalLM
+
+    cfg: dict[str, Any] = {
+        "vocab_size": VOCAB, "hidden_size": hidden, "intermediate_size": ff, "num_hidden_layers": layers,
+        "num_attention_heads": heads, "num_key_value_heads": heads, "q_lora_rank": q_lora, "kv_lora_rank": kv_lora,
+        "qk_rope_head_dim": rope, "qk_nope_head_dim": nope, "v_head_dim": v_dim, "n_routed_experts": experts,
+        "n_shared_experts": shared, "num_experts_per_tok": topk, "moe_intermediate_size": moe_ff,
+        "first_k_dense_replace": first_dense, "n_group": groups[0], "topk_group": groups[1],
+        "norm_topk_prob": norm_topk, "routed_scaling_factor": scale, "topk_method": "noaux_tc",
+        "attention_bias": False, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "tie_word_embeddings": tie,
+        "bos_token_id": 990, "eos_token_id": 992, "partial_rotary_factor": 1.0, "rope_theta": rope_theta,
+        "rope_scaling": rope_scaling}
+    cfg = {k: v for k, v in cfg.items() if k not in drop and not (k in ("first_k_dense_replace", "rope_theta")
+                                                                    and v is None)}
+    model_cfg = {k: v for k, v in cfg.items() if k not in ("first_k_dense_replace", "topk_method")}
+    # the model is built with ``nextn`` more layers (sparse), which become the NextN layers
+    # without first_k_dense_replace upstream writes leading_dense_block_count 0: every trunk layer is then MoE
+    dense = first_dense or 0
+    model_cfg.update({"num_hidden_layers": layers + nextn,
+                      "mlp_layer_types": ["dense"] * dense + ["sparse"] * (layers + nextn - dense)})
+    state = _per_expert(_trunk(Glm4MoeLiteConfig, Glm4MoeLiteForCausalLM, model_cfg, seed))
+    if tie:
+        state.pop("lm_head.weight", None)
+    import torch
+
+    for i in range(nextn):
+        for name, shape in (("eh_proj.weight", (hidden, 2 * hidden)), ("enorm.weight", (hidden,)),
+                            ("hnorm.weight", (hidden,)), ("shared_head.norm.weight", (hidden,)),
+                            ("embed_tokens.weight", (VOCAB, hidden)), ("shared_head.head.weight", (VOCAB, hidden))):
+            state[f"model.layers.{layers + i}.{name}"] = _noise(torch.empty(shape), seed + len(name) + 1000 * i)
+    config = {**cfg, "num_nextn_predict_layers": nextn, "architectures": ["Glm4MoeLiteForCausalLM"],
+              "model_type": "glm4_moe_lite"}
+    return _save(out, config, state, GLM_TOKENS, dtype)
+
+
+def make_glm4_lite_wide(out: Path, seed: int = 15) -> Path:
+    """A second GLM-4.7-Flash shape: hidden 96, 3 trunk layers, 6 heads, kv_lora_rank 48 and qk_nope_head_dim 24
+    (not multiples of 32: ``attn_v_b`` / ``attn_k_b`` fall back to F16 under q8_0), 8 experts in 2 groups with 2
+    shared experts of width 48, routed_scaling_factor 2.5, norm_topk_prob false, tied embeddings (no
+    ``lm_head.weight``), no ``first_k_dense_replace`` (leading_dense_block_count 0: every trunk layer MoE)."""
+    return make_glm4_lite(out, seed, hidden=96, layers=3, heads=6, q_lora=64, kv_lora=48, rope=16, nope=24, v_dim=32,
+                          experts=8, moe_ff=48, shared=2, groups=(2, 1), scale=2.5, norm_topk=False, first_dense=None,
+                          rope_theta=500000.0, tie=True)
+
+
+def make_glm4_lite_yarn(out: Path, seed: int = 16) -> Path:
+    """A third GLM-4.7-Flash config: legacy ``rope_scaling`` YaRN with ``mscale_all_dim`` (``rope.scaling.*`` and
+    ``rope.scaling.yarn_log_multiplier``) and a config without ``rope_theta``, ``rms_norm_eps``, ``n_group`` /
+    ``topk_group``, ``norm_topk_prob``, ``routed_scaling_factor`` and ``max_position_embeddings`` (transformers'
+    class defaults)."""
+    return make_glm4_lite(out, seed, rope_theta=None, rope_scaling={
+        "type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024, "mscale_all_dim": 1.0,
+        "mscale": 1.0, "beta_fast": 32.0, "beta_slow": 1.0},
+        drop=("rms_norm_eps", "n_group", "topk_group", "norm_topk_prob", "routed_scaling_factor",
+              "max_position_embeddings"))
+
+
 def make_nemotron_h(out: Path, seed: int = 4, *, hidden: int = H, pattern: str = "M*E", heads: int = 4,
                     kv_heads: int = 2, head_dim: int = 16, mamba_heads: int = 4, mamba_head_dim: int = 16,
                     state: int = 16, ssm_groups: int = 2, experts: int = 4, moe_ff: int = 32, shared_ff: int = 32,
@@ -574,6 +645,125 @@ def _fp8_blocks(w: Any, row_groups: list[tuple[int, int]] | None = None, block: 
                 row.append(s)
             scales.append(row)
     return codes, torch.tensor(scales, dtype=torch.float32)
+
+
+def to_fp8(ckpt: Path, block: tuple[int, int] = (128, 128), keep: tuple[str, ...] = ()) -> Path:
+    """Rewrite checkpoint folder ``ckpt`` in place as a ``quant_method: fp8`` release stores it (Qwen's and GLM's
+    -FP8 checkpoints): every 2-D linear weight (not an embedding, head, norm or a name ending in one of ``keep``)
+    as F8_E4M3 codes with a float32 ``weight_scale_inv`` per ``block`` (rows, cols) tile (:func:`_fp8_blocks`);
+    ``quantization_config`` declares it (``weight_block_size`` = ``block``)."""
+    from safetensors.torch import load_file, save_file
+
+    def linear(name: str, t: Any) -> bool:
+        return (t.ndim == 2 and name.endswith(".weight") and not name.endswith(keep)
+                and not any(w in name for w in ("norm", "embed", "lm_head", "shared_head.head")))
+
+    for f in sorted(ckpt.glob("*.safetensors")):
+        state = load_file(str(f))
+        new: dict[str, Any] = {}
+        for name, t in state.items():
+            if not linear(name, t):
+                new[name] = t
+                continue
+            w = t.float()
+            rows, cols = w.shape
+            codes, scales = _fp8_blocks(w.reshape(rows, cols), block=block[0]) if block[0] == block[1] else \
+                _fp8_rect(w, block)
+            new[name], new[name.removesuffix(".weight") + ".weight_scale_inv"] = codes, scales
+        save_file(dict(sorted(new.items())), str(f), metadata={"format": "pt"})
+    config = json.loads((ckpt / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                     "weight_block_size": list(block)}
+    (ckpt / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return ckpt
+
+
+def _fp8_rect(w: Any, block: tuple[int, int]) -> tuple[Any, Any]:
+    """:func:`_fp8_blocks` with ``block`` (rows, cols) tiles that need not be square."""
+    import torch
+
+    rows, cols = w.shape
+    br, bc = block
+    codes = torch.empty(rows, cols, dtype=torch.float8_e4m3fn)
+    scales = torch.empty(-(-rows // br), -(-cols // bc), dtype=torch.float32)
+    for i, r in enumerate(range(0, rows, br)):
+        for j, c in enumerate(range(0, cols, bc)):
+            tile = w[r:r + br, c:c + bc]
+            sc = float(tile.abs().max()) / 448.0 or 1.0
+            codes[r:r + br, c:c + bc] = (tile / sc).to(torch.float8_e4m3fn)
+            scales[i, j] = sc
+    return codes, scales
+
+
+def to_modelopt_fp8(ckpt: Path, per_channel: bool = False, keep: tuple[str, ...] = (),
+                    hf_quant_config: bool = False) -> Path:
+    """Rewrite checkpoint folder ``ckpt`` in place as a ModelOpt FP8 export stores it: every 2-D linear weight (as
+    :func:`to_fp8` picks them) as F8_E4M3 codes with a float32 ``weight_scale`` (amax / 448: one scalar, or with
+    ``per_channel`` one per output row) and a scalar ``input_scale``; ``quant_algo`` FP8 declared in
+    ``quantization_config`` (``quant_method`` modelopt) or, with ``hf_quant_config``, only in
+    ``hf_quant_config.json`` (producer modelopt)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    for f in sorted(ckpt.glob("*.safetensors")):
+        state = load_file(str(f))
+        new: dict[str, Any] = {}
+        for name, t in state.items():
+            if not (t.ndim == 2 and name.endswith(".weight") and not name.endswith(keep)
+                    and not any(w in name for w in ("norm", "embed", "lm_head", "shared_head.head"))):
+                new[name] = t
+                continue
+            w = t.float()
+            amax = w.abs().amax(dim=1) if per_channel else w.abs().max().reshape(())
+            scale = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
+            codes = (w / (scale.reshape(-1, 1) if per_channel else scale)).to(torch.float8_e4m3fn)
+            base = name.removesuffix(".weight")
+            new[name], new[base + ".weight_scale"] = codes, scale.float()
+            new[base + ".input_scale"] = torch.tensor(0.03125, dtype=torch.float32)
+        save_file(dict(sorted(new.items())), str(f), metadata={"format": "pt"})
+    config = json.loads((ckpt / "config.json").read_text())
+    algo = {"quant_algo": "FP8", "kv_cache_quant_algo": None, "exclude_modules": ["lm_head"]}
+    if hf_quant_config:
+        (ckpt / "hf_quant_config.json").write_text(json.dumps({"producer": {"name": "modelopt", "version": "0.37.0"},
+                                                               "quantization": algo}, indent=4))
+    else:
+        config["quantization_config"] = {"quant_method": "modelopt", **algo}
+    (ckpt / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return ckpt
+
+
+def make_nemotron_h_modelopt_fp8(out: Path, seed: int = 25) -> Path:
+    """:func:`make_nemotron_h` as a ModelOpt FP8 export (NVIDIA's -FP8 releases): per-tensor scales, declared only in
+    ``hf_quant_config.json``, the router kept BF16."""
+    return to_modelopt_fp8(make_nemotron_h(out, seed), keep=("gate.weight",), hf_quant_config=True)
+
+
+def make_qwen35_modelopt_fp8(out: Path, seed: int = 26) -> Path:
+    """:func:`make_qwen35_dense` as a ModelOpt FP8 export with per-channel scales (``quantization_config``)."""
+    return to_modelopt_fp8(make_qwen35_dense(out, seed), per_channel=True)
+
+
+def make_qwen35_fp8(out: Path, seed: int = 21) -> Path:
+    """:func:`make_qwen35_dense` as Qwen's -FP8 releases store it: 128 x 128 blocks (every linear is one partial
+    block at these sizes)."""
+    return to_fp8(make_qwen35_dense(out, seed))
+
+
+def make_qwen35_moe_fp8(out: Path, seed: int = 22) -> Path:
+    """:func:`make_qwen35_moe` (per-expert MTP experts) in FP8 with 32 x 16 blocks (several blocks per weight, the
+    last ones partial), the routers and the shared expert's gate kept BF16 as Qwen's releases keep them."""
+    return to_fp8(make_qwen35_moe(out, seed, moe_ff=40), (32, 16), keep=("mlp.gate.weight", "shared_expert_gate.weight"))
+
+
+def make_glm4_moe_fp8(out: Path, seed: int = 23) -> Path:
+    """:func:`make_glm4_moe` in FP8 with 64 x 32 blocks, the router kept BF16 (GLM-4.5-FP8's layout)."""
+    return to_fp8(make_glm4_moe(out, seed), (64, 32), keep=("mlp.gate.weight",))
+
+
+def make_glm5_fp8(out: Path, seed: int = 24) -> Path:
+    """:func:`make_glm5` in FP8 with 16 x 16 blocks (``kv_b_proj`` split after dequantization), the router and the
+    indexer's ``weights_proj`` kept BF16."""
+    return to_fp8(make_glm5(out, seed), (16, 16), keep=("mlp.gate.weight", "weights_proj.weight"))
 
 
 def make_mimo2(out: Path, seed: int = 11, *, hidden: int = 256, heads: int = 4, kv_full: int = 1, kv_swa: int = 2,
@@ -843,6 +1033,9 @@ MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "glm-dsa": (make_glm5, "GLM-5-Tiny"),
     "glm-dsa-wide": (make_glm5_wide, "GLM-5.2-Wide-Tiny"),
     "glm-dsa-yarn": (make_glm5_yarn, "GLM-5-Yarn-Tiny"),
+    "glm4-lite": (make_glm4_lite, "GLM-4.7-Flash-Tiny"),
+    "glm4-lite-wide": (make_glm4_lite_wide, "GLM-4.7-Flash-Wide-Tiny"),
+    "glm4-lite-yarn": (make_glm4_lite_yarn, "GLM-4.7-Flash-Yarn-Tiny"),
     "nemotron_h_moe-wide": (make_nemotron_h_wide, "Nemotron-H-Wide-Tiny"),
     "deepseek4": (make_deepseek4, "DeepSeek-V4-Tiny"),
     "deepseek4-wide": (make_deepseek4_wide, "DeepSeek-V4-Wide-Tiny"),
@@ -853,6 +1046,12 @@ MAKERS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "deepseek32-wide": (make_deepseek32_wide, "DeepSeek-V3.2-Wide-Tiny"),
     "deepseek32-fp8": (make_deepseek32_fp8, "DeepSeek-V3.2-FP8-Tiny"),
     "deepseek32-fp8-nextn2": (make_deepseek32_fp8_nextn2, "DeepSeek-V3.2-FP8-NextN2-Tiny"),
+    "qwen35-fp8": (make_qwen35_fp8, "Qwen3.5-FP8-Tiny"),
+    "qwen35moe-fp8": (make_qwen35_moe_fp8, "Qwen3.5-MoE-FP8-Tiny"),
+    "glm4moe-fp8": (make_glm4_moe_fp8, "GLM-4.5-FP8-Tiny"),
+    "glm-dsa-fp8": (make_glm5_fp8, "GLM-5-FP8-Tiny"),
+    "nemotron_h_moe-modelopt-fp8": (make_nemotron_h_modelopt_fp8, "Nemotron-H-FP8-Tiny"),
+    "qwen35-modelopt-fp8": (make_qwen35_modelopt_fp8, "Qwen3.5-ModelOpt-FP8-Tiny"),
 }
 #: the conversions: name -> upstream's extra flags
 MODES: dict[str, tuple[str, ...]] = {"full": (), "mtp": ("--mtp",), "nomtp": ("--no-mtp",)}

@@ -62,7 +62,6 @@ class Pair:
         return str(self.target_dir / "config.json")
 
 
-
 def _err(subject: str, rule: str, msg: str) -> Finding:
     return Finding("error", subject, rule, msg)
 

@@ -175,7 +175,13 @@ COMPRESSED_SUFFIXES = {".weight_packed": (".weight", False), ".weight_global_sca
                        ".input_global_scale": (".input_scale", True)}
 
 
-def reciprocal(raw: np.ndarray, dtype: str) -> np.ndarray:
+#: the plan note of a compressed-tensors NVFP4 conversion (the plan's sources are the ModelOpt names)
+COMPRESSED_NOTE = ("compressed-tensors NVFP4: tensors read under ModelOpt's names, as upstream b11434 reads them "
+                   "(X.weight_packed as X.weight; X.weight_global_scale and X.input_global_scale as their reciprocals "
+                   "X.weight_scale_2 and X.input_scale); every NVFP4 layer counts as W4A4, so no prec_a4 arrays")
+
+
+def reciprocal(raw: np.ndarray, dtype: str, row0: int = 0) -> np.ndarray:
     """``1 / value`` in float32 (a compressed-tensors global scale -> ModelOpt's per-tensor scale)."""
     from .transforms import to_float32
 

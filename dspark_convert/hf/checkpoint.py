@@ -41,8 +41,9 @@ OUTPUT_NAMES = ("lm_head.weight", "model.lm_head.weight", "language_model.lm_hea
 
 #: a tensor-name predicate: which tensors of a checkpoint a conversion reads (None: all of them)
 Select = Callable[[str], bool]
-#: values derived from a stored tensor's raw values (raw array, its safetensors dtype) -> float32 array
-Derive = Callable[[np.ndarray, str], np.ndarray]
+#: values derived from a stored tensor's raw values: (raw rows, their safetensors dtype, the first row's index) ->
+#: float32 rows
+Derive = Callable[[np.ndarray, str, int], np.ndarray]
 
 
 #: the largest JSON file read (a tokenizer.json of a 256k vocabulary is ~20 MB; configs are kilobytes)
@@ -363,6 +364,18 @@ class Checkpoint:
         if moved:
             self.names = [n for n in self.names if n not in names] + moved
 
+    def derive(self, name: str, derive: Derive) -> None:
+        """Read tensor ``name`` as ``derive(raw rows, stored dtype, first row)`` (dtype F32) from now on, in its place
+        (a block-scaled FP8 weight read as its float32 values: ``derive`` reads the scales it needs)."""
+        ref = self.ref(name)
+        stored = self._renamed.pop(name, (ref, None))[0]
+        self._refs[name] = replace(ref, dtype="F32")
+        self._renamed[name] = (stored, derive)
+
+    def hide(self, names: set[str]) -> None:
+        """Leave tensors ``names`` out of :attr:`names` (what a :meth:`derive` consumes); they can still be read."""
+        self.names = [n for n in self.names if n not in names]
+
     def _stored(self, name: str) -> tuple[TensorRef, Derive | None]:
         got = self._renamed.get(name)
         return (self.ref(name), None) if got is None else got
@@ -379,7 +392,7 @@ class Checkpoint:
             flat = mm[ref.start:ref.end].view(ref.numpy_dtype)
             arr = flat.reshape(ref.shape) if ref.shape else flat.reshape(())
         if derive is not None:
-            arr = derive(np.asarray(arr), ref.dtype)
+            arr = derive(np.asarray(arr), ref.dtype, 0)
         return arr if rows is None else arr[rows]
 
     def read_rows(self, name: str, start: int, stop: int) -> np.ndarray:
@@ -394,9 +407,15 @@ class Checkpoint:
             (2, 96)
         """
         ref, derive = self._stored(name)
-        if self._pickle is not None or not ref.shape or derive is not None:
+        if self._pickle is not None or not ref.shape:
             arr = self.read(name)
             return np.array(arr if not ref.shape else arr[start:stop])
+        if derive is not None:
+            return derive(self._read_rows(ref, name, start, stop), ref.dtype, start)
+        return self._read_rows(ref, name, start, stop)
+
+    def _read_rows(self, ref: TensorRef, name: str, start: int, stop: int) -> np.ndarray:
+        """Rows ``[start, stop)`` of the stored tensor ``ref`` (read as ``name``), with ``pread``."""
         row_bytes = (ref.end - ref.start) // ref.shape[0] if ref.shape[0] else 0
         buf = np.empty((stop - start) * row_bytes, np.uint8)
         done = 0

@@ -50,7 +50,7 @@ Value = Callable[[str], Any]          # metadata key -> value (None when absent)
 @dataclass(frozen=True)
 class DropRule:
     """A tensor ``verify`` may leave unread, and why. ``pattern`` matches the whole name (``{n}`` stands for a
-    layer or stage number). The rule applies only while the other side agrees: ``if_gguf_has`` names a GGUF tensor
+    layer or stage number, ``{path}`` for any dotted module path). The rule applies only while the other side agrees: ``if_gguf_has`` names a GGUF tensor
     that must be present (``t2d`` is dropped because ``d2t`` was written), ``if_gguf_lacks`` one that must be
     absent (the draft's ``embed_tokens`` copy is dropped because the GGUF reads the target's)."""
 
@@ -62,7 +62,7 @@ class DropRule:
     def covers(self, name: str, gguf_names: Collection[str]) -> bool:
         import re
 
-        rx = re.escape(self.pattern).replace(r"\{n\}", r"\d+")
+        rx = re.escape(self.pattern).replace(r"\{n\}", r"\d+").replace(r"\{path\}", r"[^.]+(?:\.[^.]+)*")
         if re.fullmatch(rx, name) is None:
             return False
         if self.if_gguf_has is not None and self.if_gguf_has not in gguf_names:
@@ -117,6 +117,13 @@ _FP8_INPUT_SCALES = tuple(DropRule(f"{p}{m}.input_scale", "a ModelOpt FP8 activa
                               "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                               "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"))))
 
+#: the activation and KV-cache scales of a ModelOpt or block-scaled FP8 checkpoint's MTP layers: upstream drops them
+#: (its weights are read, dequantized, with their weight scales)
+_MTP_UNUSED_SCALES = tuple(DropRule(f"{{path}}{suffix}", "an FP8 activation / KV-cache scale: not part of the GGUF "
+                                    "(upstream drops it too)")
+                           for suffix in (".input_scale", ".k_scale", ".v_scale", ".activation_scale",
+                                          "_activation_scale"))
+
 #: the Gemma 4 E2B/E4B assistants' ordered-embedding sampler: upstream drops it, llama.cpp scores every token
 _MASKED_EMBEDDING = DropRule("masked_embedding.centroids.weight", "the ordered-embedding sampler (centroids) of the "
                              "E2B/E4B assistants: upstream drops it; llama.cpp scores the full vocabulary")
@@ -142,7 +149,8 @@ VARIANTS: tuple[Variant, ...] = (
     # an MTP sidecar: a target arch with nextn_predict_layers > 0 and no trunk (the loaders' mtp_only test)
     Variant("mtp", S.ARCH_QWEN35, lambda v, n: v("general.architecture") in S.MTP_ARCHES
             and (as_int(v(S.NEXTN_PREDICT_LAYERS.format(arch=v("general.architecture")))) or 0) > 0
-            and S.LAYER_PREFIX.format(bid=0) + S.L_ATTN_NORM not in n, ("mtp",), by_arch=False),
+            and S.LAYER_PREFIX.format(bid=0) + S.L_ATTN_NORM not in n, ("mtp",), by_arch=False,
+            checkpoint_drops=_MTP_UNUSED_SCALES),
 )
 BY_NAME: dict[str, Variant] = {v.name: v for v in VARIANTS}
 

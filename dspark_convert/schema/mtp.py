@@ -20,13 +20,15 @@ ARCH_QWEN35MOE = "qwen35moe"
 ARCH_QWEN3NEXT = "qwen3next"
 ARCH_GLM4MOE = "glm4moe"
 ARCH_GLM_DSA = "glm-dsa"
+#: GLM-4.7-Flash (upstream's ``Glm4MoeLiteModel``): DeepSeek-V2's MLA architecture
+ARCH_DEEPSEEK2 = "deepseek2"
 ARCH_DEEPSEEK32 = "deepseek32"
 ARCH_NEMOTRON_H_MOE = "nemotron_h_moe"
 ARCH_DEEPSEEK4 = "deepseek4"
 ARCH_MIMO2 = "mimo2"
 #: the GGUF architectures whose MTP sidecars are written (the loaders with ``mtp_only`` detection)
-MTP_ARCHES = (ARCH_QWEN35, ARCH_QWEN35MOE, ARCH_QWEN3NEXT, ARCH_GLM4MOE, ARCH_GLM_DSA, ARCH_NEMOTRON_H_MOE,
-              ARCH_DEEPSEEK4, ARCH_MIMO2, ARCH_DEEPSEEK32)
+MTP_ARCHES = (ARCH_QWEN35, ARCH_QWEN35MOE, ARCH_QWEN3NEXT, ARCH_GLM4MOE, ARCH_GLM_DSA, ARCH_DEEPSEEK2,
+              ARCH_NEMOTRON_H_MOE, ARCH_DEEPSEEK4, ARCH_MIMO2, ARCH_DEEPSEEK32)
 #: archs whose loader requires the LayerNorm epsilon instead of the RMS one (which then defaults to it)
 LAYER_NORM_EPS_ARCHES = (ARCH_NEMOTRON_H_MOE,)
 
@@ -42,7 +44,7 @@ FULL_ATTENTION_INTERVAL = "{arch}.full_attention_interval"
 EXPERT_GROUP_COUNT = "{arch}.expert_group_count"
 EXPERT_GROUP_USED_COUNT = "{arch}.expert_group_used_count"
 LEADING_DENSE_BLOCK_COUNT = "{arch}.leading_dense_block_count"
-# MLA and the DSA indexer (glm-dsa; ``attention.q_lora_rank`` and ``attention.indexer.{head_count,key_length,top_k}``
+# MLA (glm-dsa, deepseek2) and the DSA indexer (glm-dsa; ``attention.q_lora_rank`` and ``attention.indexer.{head_count,key_length,top_k}``
 # are in dsv4.py)
 KV_LORA_RANK = "{arch}.attention.kv_lora_rank"
 KEY_LENGTH_MLA = "{arch}.attention.key_length_mla"

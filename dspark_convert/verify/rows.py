@@ -99,9 +99,10 @@ def _named(hf_dir: Path) -> bool:
 
 
 def prove(spec: Prover, job: Job, variant: Variant) -> Proof:
-    """Run the proof of ``job`` as ``variant`` states it (``spec``, its ``PROOF``)."""
+    """Run the proof of ``job`` as ``variant`` states it (``spec``, its ``PROOF``), once its GGUF's header passed
+    :func:`refuse_broken`."""
+    refuse_broken(job.gguf_path)
     if isinstance(spec, TensorChecks):
-        refuse_broken(job.gguf_path)
         return spec.run(job)
     return prove_forwards(spec, job, variant)
 
@@ -217,14 +218,14 @@ def _storage_summary(weights: TorchCheckpoint) -> dict[str, dict[str, Any]]:
 
 
 def prove_forwards(spec: Forwards, job: Job, variant: Variant) -> Proof:
-    """A forward proof (see the module docstring), the same for every variant."""
+    """A forward proof (see the module docstring), the same for every variant, of a GGUF whose header
+    :func:`refuse_broken` passed."""
     side = torch_side(variant)
     hf = Path(job.hf_dir)
     target = None if job.target_dir is None or not spec.needs_target else Path(str(job.target_dir))
     probe = open_checkpoint(side, hf, target)
     proof = Proof(probe.family, probe.layout, job.steps if spec.steps else 0, list(job.contexts),
                   notes=[*probe.notes, *spec.notes])
-    refuse_broken(job.gguf_path)
     run_reference(str(hf), lambda: _guarded(proof, job, variant, lambda: _forward_rows(proof, job, spec, side, probe,
                                                                                         target)))
     return proof

@@ -25,6 +25,7 @@ from dspark_convert.errors import ConvertError
 from dspark_convert.formats.transforms import (
     TRANSFORMS,
     Fp8BlockDequant,
+    Fp8ChannelDequant,
     Fp8TensorDequant,
     Nvfp4Repack,
     Shapes,
@@ -221,6 +222,7 @@ def test_column_concat_streams_whole_tiles() -> None:
 def test_registry_and_row_groups() -> None:
     assert TRANSFORMS == {"deinterleave_rope": DeinterleaveRope, "eagle3_permute": Eagle3Permute,
                           "fp8_block_dequant": Fp8BlockDequant, "fp8_tensor_dequant": Fp8TensorDequant,
+                          "fp8_channel_dequant": Fp8ChannelDequant,
                           "mxfp4_expert_stack": Mxfp4ExpertStack,
                           "nvfp4_repack": Nvfp4Repack, "patch_row": PatchRow, "first_rows": FirstRows,
                           "add_one": AddOne, "gate_up_half": GateUpHalf, "expert_stack": ExpertStack,

@@ -106,11 +106,16 @@ def same_model(a: Path, b: Path) -> bool:
     return True
 
 
-def test_a_real_huggingface_hub_download_converts(tmp_path: Path) -> None:
+def test_a_real_huggingface_hub_download_converts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The layout huggingface_hub itself writes (hf_hub_download from a local 127.0.0.1 server into a temporary
     cache) is accepted: shards and index are symlinks into the repository's blobs/."""
     from http_server import FileServer, Route
+    from huggingface_hub import constants as hf_constants
     from huggingface_hub import hf_hub_download
+
+    # online, whatever an earlier test left in the environment when huggingface_hub was first imported
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
 
     commit = "89abcdef0123456789abcdef0123456789abcdef"
     src = FIX / "dflash-zlab-swa"

@@ -51,7 +51,8 @@ def test_check_on_a_hostile_architecture(tmp_path: Path, monkeypatch: pytest.Mon
     assert r.stdout == ("hostile.gguf ([/]oops)\n"
                         "level  key / tensor          rule  message\n"
                         "error  general.architecture  arch  '[/]oops' is not a draft architecture llama.cpp loads; "
-                        "expected one of dflash, eagle3, gemma4-assistant, qwen35, qwen35moe, qwen3next, glm4moe, glm-dsa, nemotron_h_moe, "
+                        "expected one of dflash, eagle3, gemma4-assistant, qwen35, qwen35moe, qwen3next, glm4moe, glm-dsa, deepseek2, "
+                        "nemotron_h_moe, "
                         "deepseek4, mimo2\n"
                         "\n"
                         "1 error, 0 warnings\n")

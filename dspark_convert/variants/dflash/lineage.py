@@ -399,9 +399,12 @@ def plain_spec(ctx: Context, hf: str, name: str, out: QT, fp8: Mapping[str, tupl
 
 def nvfp4_metadata(plan: Plan, quant: QuantConfig | None, outtype_file_type: int) -> None:
     """An NVFP4 draft's keys, in place: ``general.file_type`` 39 at f32 / f16 / bf16, and the
-    ``general.tensor_extra`` name / prec_a4 arrays of its W4A16 tensors right after ``general.quantization_version``."""
+    ``general.tensor_extra`` name / prec_a4 arrays of its W4A16 tensors right after ``general.quantization_version``;
+    a compressed-tensors draft gets a note saying under which names its tensors were read."""
     if quant is None:
         return
+    if quant.compressed:
+        plan.notes.append(modelopt.COMPRESSED_NOTE)
     ft = modelopt.file_type(quant, outtype_file_type)
     pairs = [(t.name, bare_name(t.sources[0])) for t in plan.tensors if t.ggml_type == QT.NVFP4 and t.sources]
     names, values = modelopt.prec_a4_arrays(pairs, quant)

@@ -61,6 +61,8 @@ ARCHS: dict[str, str] = target_archs(MTP_CLASSES)
 #: these classes are recognised by :func:`is_mtp_checkpoint`, not by name: a DeepSeek-V4 DSpark draft's config
 #: declares the same class
 BY_CLAIM = True
+#: the family reads its FP8 weights itself (the shared float32 view, ``specs.adopt_fp8``, is not applied)
+OWN_FP8 = True
 #: the trunk tensors an ``--mtp`` file keeps (``head.scale`` is read with an FP8 head)
 KEPT_ROOTS: dict[str, str] = {"embed.weight": S.T_TOKEN_EMBD, "norm.weight": S.T_OUTPUT_NORM,
                               "head.weight": S.T_OUTPUT}

@@ -50,10 +50,10 @@ from .transforms import MlaKvBSplit
 MTP_CLASSES = ("GlmMoeDsaModel",)
 #: HF class -> GGUF arch: every architecture the target table registers to that class
 ARCHS: dict[str, str] = target_archs(MTP_CLASSES)
-#: a NextN layer's tensor (after ``model.layers.{n+i}.``) -> its GGUF name (after ``blk.{n+i}.``); ``kv_b_proj``
-#: is split (:data:`KV_B`), the experts stacked (:data:`glm.EXPERT_STACKS`)
-LAYER: dict[str, str] = {
-    **NEXTN_ROWS,
+#: a NextN layer's MLA attention (after ``model.layers.{n+i}.``) -> its GGUF name (after ``blk.{n+i}.``), as
+#: upstream's ``DeepseekV2Model`` maps it: the same in GLM-4.7-Flash (:mod:`.glm_lite`); ``kv_b_proj`` is split
+#: (:data:`KV_B`)
+MLA_ATTENTION: dict[str, str] = {
     "input_layernorm.weight": S.L_ATTN_NORM,
     "post_attention_layernorm.weight": S.L_FFN_NORM,
     "self_attn.q_a_proj.weight": S.L_ATTN_Q_A,
@@ -62,21 +62,33 @@ LAYER: dict[str, str] = {
     "self_attn.kv_a_proj_with_mqa.weight": S.L_ATTN_KV_A_MQA,
     "self_attn.kv_a_layernorm.weight": S.L_ATTN_KV_A_NORM,
     "self_attn.o_proj.weight": S.L_ATTN_OUT,
+}
+#: the DSA indexer of a GLM-5 NextN layer
+INDEXER: dict[str, str] = {
     "self_attn.indexer.wq_b.weight": S.L_INDEXER_ATTN_Q_B,
     "self_attn.indexer.wk.weight": S.L_INDEXER_ATTN_K,
     "self_attn.indexer.k_norm.weight": S.L_INDEXER_K_NORM,
     "self_attn.indexer.k_norm.bias": S.L_INDEXER_K_NORM_B,
     "self_attn.indexer.weights_proj.weight": S.L_INDEXER_PROJ,
-    **glm.MLP,
 }
+#: a NextN layer's tensor (after ``model.layers.{n+i}.``) -> its GGUF name (after ``blk.{n+i}.``); ``kv_b_proj``
+#: is split (:data:`KV_B`), the experts stacked (:data:`glm.EXPERT_STACKS`)
+LAYER: dict[str, str] = {**NEXTN_ROWS, **MLA_ATTENTION, **INDEXER, **glm.MLP}
 #: ``kv_b_proj`` -> its two halves, in upstream's order
 KV_B = "self_attn.kv_b_proj.weight"
 KV_B_PARTS: dict[str, str] = {"k": S.L_ATTN_K_B, "v": S.L_ATTN_V_B}
+
+
+def hf_layer(layer: dict[str, str]) -> list[tuple[str, str]]:
+    """(checkpoint pattern, short GGUF name) of every NextN layer tensor of a ``DeepseekV2Model`` class whose layer
+    table is ``layer`` (``kv_b_proj``'s halves and the expert stacks added), for :func:`hf_names`."""
+    return ([(f"model.layers.*.{hf}", name) for hf, name in layer.items()]
+            + [(f"model.layers.*.{KV_B}", name) for name in KV_B_PARTS.values()]
+            + [(f"model.layers.*.mlp.experts.*.{w}.weight", name) for w, name in glm.EXPERT_STACKS.items()])
+
+
 #: (checkpoint pattern, short GGUF name) of every NextN layer tensor, for :func:`hf_names`
-HF_LAYER: list[tuple[str, str]] = ([(f"model.layers.*.{hf}", name) for hf, name in LAYER.items()]
-                                   + [(f"model.layers.*.{KV_B}", name) for name in KV_B_PARTS.values()]
-                                   + [(f"model.layers.*.mlp.experts.*.{w}.weight", name)
-                                      for w, name in glm.EXPERT_STACKS.items()])
+HF_LAYER: list[tuple[str, str]] = hf_layer(LAYER)
 
 #: ``GlmMoeDsaConfig``'s class defaults (transformers 5), for the keys upstream reads
 CONFIG_DEFAULTS: dict[str, Any] = {
@@ -122,6 +134,14 @@ def config_view(config: dict[str, Any], where: str, *, defaults: dict[str, Any] 
             offset = hp.u32("index_skip_topk_offset", default=2)
             hp["indexer_types"] = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(n)]
     hp["head_dim"] = hp["qk_rope_head_dim"]
+    class_rope(hp)
+    return hp
+
+
+def class_rope(hp: HParams) -> None:
+    """``rope_parameters`` as a transformers 5 config class leaves it in ``to_dict()``: kept when the config has
+    it, else built from the legacy ``rope_scaling`` (``type`` -> ``rope_type``), with ``rope_type`` default, the
+    top-level ``rope_theta`` (10000 when absent) and ``partial_rotary_factor``."""
     params = hp.get("rope_parameters")
     if not isinstance(params, dict):
         scaling = hp.get("rope_scaling")
@@ -133,13 +153,12 @@ def config_view(config: dict[str, Any], where: str, *, defaults: dict[str, Any] 
         if "partial_rotary_factor" in hp:
             params.setdefault("partial_rotary_factor", hp["partial_rotary_factor"])
         hp["rope_parameters"] = params
-    return hp
 
 
 # ---------------------------------------------------------------------------------------------- hparams
 @dataclass(frozen=True)
-class DsaMtp(glm.GlmMtp):
-    """The config values the file needs, validated: GLM-4.5's and the MLA sizes."""
+class MlaMtp(glm.GlmMtp):
+    """The config values a ``DeepseekV2Model`` class's file needs, validated: GLM-4.5's counts and the MLA sizes."""
 
     heads_kv: int     # num_key_value_heads: the heads kv_b_proj is split into
     nope: int         # qk_nope_head_dim
@@ -147,22 +166,23 @@ class DsaMtp(glm.GlmMtp):
     kv_lora: int      # kv_lora_rank
 
 
-def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> DsaMtp:
+def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> MlaMtp:
     """The layer counts (as :func:`glm.read_hparams` checks them) and the MLA sizes ``kv_b_proj`` is split by."""
     g = glm.read_hparams(arch, hp, names, where)
-    return DsaMtp(arch, hp, g.n, g.nextn, g.experts,
+    return MlaMtp(arch, hp, g.n, g.nextn, g.experts,
                   hp.positive("num_key_value_heads"),
                   hp.u32("qk_nope_head_dim"),
                   hp.u32("v_head_dim"),
                   hp.positive("kv_lora_rank", default=512))
 
 
-def header_kvs(g: DsaMtp, file_type: int, where: str, *, partial_rotary: bool = True) -> tuple[list[KV], list[KV]]:
-    """The target's own header, as upstream's classes write it (TextModel's generic block ending with
-    ``general.file_type``, then DeepseekV2's and GLM-DSA's keys; a key written again keeps its first place and takes
-    the new value, as ``finish_plan`` does). Without ``partial_rotary`` ``rope.dimension_count`` is
-    ``qk_rope_head_dim`` as DeepseekV2 writes it (GLM-DSA scales it by ``partial_rotary_factor``); the indexer types
-    are written when the view has ``indexer_types``."""
+def deepseek2_kvs(g: MlaMtp, file_type: int, where: str, rope_dim: int) -> tuple[list[KV], list[KV]]:
+    """The header upstream's ``DeepseekV2Model.set_gguf_parameters`` writes: TextModel's generic block (ending with
+    ``general.file_type``; ``block_count`` = trunk + NextN layers, ``head_count_kv`` 1, ``rms_norm_eps`` 1e-6 when
+    absent) and DeepseekV2's keys, ``rope.dimension_count`` = ``rope_dim`` (a subclass's later value, written in
+    DeepseekV2's place), ending with ``rope.scaling.yarn_log_multiplier`` (0.1 x ``mscale_all_dim``, when the rope
+    parameters have it). A key written again keeps its first place and takes the new value, as ``finish_plan``
+    does."""
     hp, a = g.hp, {"arch": g.arch}
     generic = {**hp, "num_hidden_layers": g.n + g.nextn, "num_key_value_heads": 1}
     generic.setdefault("rms_norm_eps", 1e-6)
@@ -201,12 +221,26 @@ def header_kvs(g: DsaMtp, file_type: int, where: str, *, partial_rotary: bool = 
         if not isinstance(topk_norm, bool):
             raise ConvertError(f"{where}: key 'norm_topk_prob' is {topk_norm!r}, expected true or false")
         fam.append(KV(S.EXPERT_WEIGHTS_NORM.format(**a), VT.BOOL, True))
+    fam.append(u32(S.ROPE_DIMENSION_COUNT, rope_dim, "qk_rope_head_dim"))
     rd = hp.rope()
-    factor = hp.number("partial_rotary_factor", rd.get("partial_rotary_factor", 1.0))
-    fam.append(u32(S.ROPE_DIMENSION_COUNT, int(rope * factor) if partial_rotary else rope, "qk_rope_head_dim"))
     if rd.get("mscale_all_dim") is not None:
         fam.append(KV(S.ROPE_SCALING_YARN_LOG_MUL.format(**a), VT.FLOAT32,
                       0.1 * hp.number("mscale_all_dim", rd["mscale_all_dim"])))
+    return base, fam
+
+
+def header_kvs(g: MlaMtp, file_type: int, where: str, *, partial_rotary: bool = True) -> tuple[list[KV], list[KV]]:
+    """The target's own header, as upstream's classes write it: DeepseekV2's (:func:`deepseek2_kvs`, with
+    ``rope.dimension_count`` = qk_rope_head_dim x ``partial_rotary_factor`` (1.0 when absent, or without
+    ``partial_rotary``: DeepSeek-V3.2), then GLM-DSA's ``nextn_predict_layers`` and the indexer's ``head_count`` /
+    ``key_length`` / ``top_k``, and ``types`` when the view has ``indexer_types``."""
+    hp, a = g.hp, {"arch": g.arch}
+    factor = hp.number("partial_rotary_factor", hp.rope().get("partial_rotary_factor", 1.0)) if partial_rotary else 1
+    base, fam = deepseek2_kvs(g, file_type, where, int(hp.u32("qk_rope_head_dim") * factor))
+
+    def u32(tpl: str, v: Any, k: str) -> KV:
+        return KV(tpl.format(**a), VT.UINT32, hp.u32(k, v))
+
     fam.append(u32(S.NEXTN_PREDICT_LAYERS, g.nextn, "num_nextn_predict_layers"))
     fam.append(u32(S.INDEXER_HEAD_COUNT, hp.get("index_n_heads"), "index_n_heads"))
     fam.append(u32(S.INDEXER_KEY_LENGTH, hp.get("index_head_dim"), "index_head_dim"))
@@ -220,12 +254,13 @@ def header_kvs(g: DsaMtp, file_type: int, where: str, *, partial_rotary: bool = 
 
 
 # ---------------------------------------------------------------------------------------------- tensors
-def gguf_name(name: str) -> str | None:
-    """The GGUF name of one read checkpoint tensor (None: an expert, ``kv_b_proj`` (split), or unmapped)."""
-    return glm.gguf_name(name, LAYER)
+def gguf_name(name: str, layer: dict[str, str] = LAYER) -> str | None:
+    """The GGUF name of one read checkpoint tensor by the ``layer`` table (None: an expert, ``kv_b_proj`` (split),
+    or unmapped)."""
+    return glm.gguf_name(name, layer)
 
 
-def _kv_b(ck: Checkpoint, g: DsaMtp, src: str, bid: int, out: QT) -> list[TensorSpec]:
+def _kv_b(ck: Checkpoint, g: MlaMtp, src: str, bid: int, out: QT) -> list[TensorSpec]:
     """``attn_k_b`` ``(heads, kv_lora_rank, nope)`` and ``attn_v_b`` ``(heads, v, kv_lora_rank)`` from one
     ``kv_b_proj``, whose rows must be ``num_key_value_heads x (nope + v)`` (upstream asserts it)."""
     ref = float_ref(ck, src)
@@ -244,8 +279,9 @@ def _kv_b(ck: Checkpoint, g: DsaMtp, src: str, bid: int, out: QT) -> list[Tensor
     return specs
 
 
-def plan_tensors(ck: Checkpoint, g: DsaMtp, out: QT) -> list[TensorSpec]:
-    """The file's tensors in upstream's order: the read tensors in checkpoint order (``kv_b_proj`` -> k_b, v_b), the
+def plan_tensors(ck: Checkpoint, g: MlaMtp, out: QT, layer: dict[str, str] = LAYER) -> list[TensorSpec]:
+    """The file's tensors in upstream's (``DeepseekV2Model``'s) order, named by the ``layer`` table: the read tensors
+    in checkpoint order (``kv_b_proj`` -> k_b, v_b; ``lm_head`` dropped when ``tie_word_embeddings`` is true), the
     three expert stacks (down, gate, up) where the ``3 x n_routed_experts``-th expert tensor of their layer
     arrives."""
     specs: list[TensorSpec] = []
@@ -264,7 +300,7 @@ def plan_tensors(ck: Checkpoint, g: DsaMtp, out: QT) -> list[TensorSpec]:
         if m is not None and m.group(2) == KV_B:
             specs += _kv_b(ck, g, src, int(m.group(1)), out)
             continue
-        name = mapped_once(ck, seen, src, gguf_name(src), f"a {g.arch} MTP head")
+        name = mapped_once(ck, seen, src, gguf_name(src, layer), f"a {g.arch} MTP head")
         specs.append(layer_spec(ck, src, name, out))
     glm.check_experts(ck, g.experts, groups)
     return specs

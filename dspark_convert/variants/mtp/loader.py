@@ -1,5 +1,5 @@
 """Loader rules of an MTP sidecar (b11434 ``src/models/qwen35.cpp``, ``qwen35moe.cpp``, ``qwen3next.cpp``,
-``glm4-moe.cpp``, ``glm-dsa.cpp``, ``deepseek32.cpp``, ``nemotron-h.cpp``; spec/drafts-beyond-dflash.md §1.6): what llama.cpp's loader of
+``glm4-moe.cpp``, ``glm-dsa.cpp``, ``deepseek2.cpp``, ``deepseek32.cpp``, ``nemotron-h.cpp``; spec/drafts-beyond-dflash.md §1.6): what llama.cpp's loader of
 the target architecture requires of a file with ``nextn_predict_layers > 0`` and no ``blk.0.attn_norm.weight``
 (``mtp_only``).
 
@@ -46,6 +46,12 @@ The ``glm-dsa`` loader (:func:`dsa_rules`, GLM-5):
 The ``deepseek32`` loader (DeepSeek-V3.2) is GLM-5's with three differences (:func:`dsa_rules`): it requires
 ``expert_gating_func``, ``expert_used_count`` above 0 for a MoE block, and the indexer tensors; it reads no
 ``attention.indexer.types``.
+The ``deepseek2`` loader (:func:`deepseek2_rules`, GLM-4.7-Flash): as ``glm-dsa`` without the indexer keys and
+tensors, and ``key_length_mla`` / ``value_length_mla`` above 0 (its MTP graph requires MLA; without them the loader
+expects the unsplit ``attn_kv_b``); ``expert_used_count`` above 0; the shared expert is required in every MoE block;
+a ``leading_dense_block_count`` above the trunk's layer count makes the MTP block dense, which its MTP graph
+rejects (rule :data:`MTP_GRAPH`).
+
 The ``nemotron_h_moe`` loader (:func:`nemotron_rules`):
 
 - keys: ``nextn_predict_layers`` 1 (its MTP graph asserts a single block), the SSM keys, ``attention.layer_norm_epsilon``
@@ -172,11 +178,12 @@ def expert_stacks(need: Need, experts: int | None, n_ff_exp: int | None, hidden:
          f"expert_feed_forward_length {n_ff_exp}")
 
 
-def glm_ffn(c: Checker, need: Need, i: int, *, dsa: bool) -> None:
-    """Block ``i``'s FFN in the ``glm4moe`` and ``glm-dsa`` loaders: the dense FFN below
+def glm_ffn(c: Checker, need: Need, i: int, *, dsa: bool, always_shared: bool = False) -> None:
+    """Block ``i``'s FFN in the ``glm4moe``, ``glm-dsa`` and ``deepseek2`` loaders: the dense FFN below
     ``leading_dense_block_count``, else the router, ``exp_probs_b.bias`` (required by ``glm4moe``, optional for
-    ``glm-dsa``, whose loader also refuses ``expert_count`` 0 here: ``dsa``), the expert stacks and, when
-    ``expert_shared_count`` > 0, the shared expert of ``expert_feed_forward_length x expert_shared_count`` rows."""
+    the MLA loaders, which also refuse ``expert_count`` 0 here: ``dsa``), the expert stacks and, when
+    ``expert_shared_count`` > 0 (always, with ``always_shared``: ``deepseek2`` creates it whatever the count), the
+    shared expert of ``expert_feed_forward_length x expert_shared_count`` rows."""
     d = c.dims
     hidden = d.hidden
     experts = as_int(c.val(S.EXPERT_COUNT))
@@ -195,7 +202,7 @@ def glm_ffn(c: Checker, need: Need, i: int, *, dsa: bool) -> None:
     need(S.L_FFN_GATE_INP, (experts, hidden), f"expert_count {experts} x hidden_size {hidden}")
     need(S.L_EXP_PROBS_B, (experts,), f"expert_count {experts}", req=not dsa)
     expert_stacks(need, experts, n_ff_exp, hidden)
-    if shared > 0:
+    if shared > 0 or always_shared:
         n_ff_sh = Dims.product(n_ff_exp, shared)
         why = f"expert_feed_forward_length {n_ff_exp} x expert_shared_count {shared}"
         need(S.L_FFN_GATE_SHEXP, (n_ff_sh, hidden), why)
@@ -237,12 +244,29 @@ def glm_rules(c: Checker) -> int | None:
 
 def dsa_rules(c: Checker) -> int | None:
     """The ``mtp_only`` branch of llama.cpp's ``glm-dsa`` loader (``src/models/glm-dsa.cpp``) and of its
-    ``deepseek32`` twin (``src/models/deepseek32.cpp``: ``expert_gating_func`` required, the indexer tensors
-    required, ``expert_used_count`` above 0; see the module docstring)."""
-    ds32 = c.plan.arch == S.ARCH_DEEPSEEK32
-    required = [S.EXPERT_FEED_FORWARD_LENGTH, S.RMS_EPS, S.EXPERT_SHARED_COUNT, S.Q_LORA_RANK, S.KV_LORA_RANK,
-                S.INDEXER_HEAD_COUNT, S.INDEXER_KEY_LENGTH, S.INDEXER_TOP_K]
-    if (got := _nextn(c, required + ([S.EXPERT_GATING_FUNC] if ds32 else []))) is None:
+    ``deepseek32`` twin (``src/models/deepseek32.cpp``; see the module docstring)."""
+    return mla_rules(c, dsa=True)
+
+
+def deepseek2_rules(c: Checker) -> int | None:
+    """The ``mtp_only`` branch of llama.cpp's ``deepseek2`` loader (``src/models/deepseek2.cpp``, GLM-4.7-Flash; see
+    the module docstring)."""
+    return mla_rules(c, dsa=False)
+
+
+def mla_rules(c: Checker, *, dsa: bool) -> int | None:
+    """The MLA loaders: ``glm-dsa`` / ``deepseek32`` (``dsa``: with the indexer keys and indexer tensors, optional
+    for ``glm-dsa``, required with ``expert_gating_func`` for ``deepseek32``) and ``deepseek2`` (whose MTP graph
+    also asserts a MoE block, ``n_layer_dense_lead`` <= the trunk's layer count, and the q LoRA: ``q_lora_rank`` is
+    required here even where the loader lets a 26 / 27-layer lite model omit it)."""
+    arch = c.plan.arch
+    ds32 = arch == S.ARCH_DEEPSEEK32
+    required = [S.EXPERT_FEED_FORWARD_LENGTH, S.RMS_EPS, S.EXPERT_SHARED_COUNT, S.Q_LORA_RANK, S.KV_LORA_RANK]
+    if dsa:
+        required += [S.INDEXER_HEAD_COUNT, S.INDEXER_KEY_LENGTH, S.INDEXER_TOP_K]
+    if ds32:
+        required.append(S.EXPERT_GATING_FUNC)
+    if (got := _nextn(c, required)) is None:
         return None
     n_all, nextn = got
     label = "DEEPSEEK32" if ds32 else "GLM_DSA"
@@ -250,10 +274,21 @@ def dsa_rules(c: Checker) -> int | None:
         v = as_int(c.val(tpl))
         if v is None or v <= 0:
             c.err(c.key(tpl), "required-key", f"is {v!r}, expected > 0 (llama.cpp: \"{label} architecture requires "
-                  "MLA\")")
+                  "MLA\")" if dsa else f"is {v!r}, expected > 0 (llama.cpp's deepseek2 MTP graph: \"GLM4 MTP "
+                  "requires MLA\"; without it the loader expects the unsplit attn_kv_b)")
     n = n_all - nextn
+    lead = as_int(c.val(S.LEADING_DENSE_BLOCK_COUNT)) or 0
+    if not dsa and lead > n:
+        c.err(c.key(S.LEADING_DENSE_BLOCK_COUNT), MTP_GRAPH, f"is {lead}, above the trunk's {n} layers: the MTP "
+              "block is dense, and llama.cpp b11434's deepseek2 MTP graph asserts a MoE block (\"GLM4 MTP block "
+              "expected to use MoE FFN\")")
+    if not dsa:
+        used = as_int(c.val(S.EXPERT_USED_COUNT))
+        if used is not None and used <= 0:
+            c.err(c.key(S.EXPERT_USED_COUNT), "required-key", f"is {used}, expected > 0 (llama.cpp's {arch} "
+                  "loader: \"n_expert_used must be > 0\")")
     types = c.val(S.INDEXER_TYPES)
-    if types is not None and (not isinstance(types, (list, tuple)) or len(types) != n):
+    if dsa and types is not None and (not isinstance(types, (list, tuple)) or len(types) != n):
         count = len(types) if isinstance(types, (list, tuple)) else types
         c.err(c.key(S.INDEXER_TYPES), "array-length", f"has {count} entries, expected block_count - "
               f"nextn_predict_layers = {n} (get_key_or_arr reads one per trunk layer)")
@@ -280,13 +315,14 @@ def dsa_rules(c: Checker) -> int | None:
              f"{kv_lora}")
         need(S.L_ATTN_OUT, (hidden, Dims.product(heads, v_mla)), f"ne[0] = heads {heads} x value_length_mla {v_mla}")
         need(S.L_FFN_NORM, (hidden,), f"hidden_size {hidden}")
-        need(S.L_INDEXER_K_NORM, (idx_dim,), f"indexer key_length {idx_dim}", req=ds32)
-        need(S.L_INDEXER_K_NORM_B, (idx_dim,), f"indexer key_length {idx_dim}", req=ds32)
-        need(S.L_INDEXER_PROJ, (idx_heads, hidden), f"indexer head_count {idx_heads} x hidden_size", req=ds32)
-        need(S.L_INDEXER_ATTN_K, (idx_dim, hidden), f"indexer key_length {idx_dim} x hidden_size", req=ds32)
-        need(S.L_INDEXER_ATTN_Q_B, (Dims.product(idx_heads, idx_dim), q_lora), f"indexer head_count {idx_heads} x "
-             f"key_length {idx_dim}", req=ds32)
-        glm_ffn(c, need, i, dsa=True)
+        if dsa:
+            need(S.L_INDEXER_K_NORM, (idx_dim,), f"indexer key_length {idx_dim}", req=ds32)
+            need(S.L_INDEXER_K_NORM_B, (idx_dim,), f"indexer key_length {idx_dim}", req=ds32)
+            need(S.L_INDEXER_PROJ, (idx_heads, hidden), f"indexer head_count {idx_heads} x hidden_size", req=ds32)
+            need(S.L_INDEXER_ATTN_K, (idx_dim, hidden), f"indexer key_length {idx_dim} x hidden_size", req=ds32)
+            need(S.L_INDEXER_ATTN_Q_B, (Dims.product(idx_heads, idx_dim), q_lora), f"indexer head_count "
+                 f"{idx_heads} x key_length {idx_dim}", req=ds32)
+        glm_ffn(c, need, i, dsa=True, always_shared=not dsa)
     return None
 
 
@@ -612,6 +648,8 @@ def rules(c: Checker) -> int | None:
         return mimo2_rules(c)
     if c.plan.arch in (S.ARCH_GLM_DSA, S.ARCH_DEEPSEEK32):
         return dsa_rules(c)
+    if c.plan.arch == S.ARCH_DEEPSEEK2:
+        return deepseek2_rules(c)
     if c.plan.arch == S.ARCH_NEMOTRON_H_MOE:
         return nemotron_rules(c)
     if c.plan.arch == S.ARCH_DEEPSEEK4:

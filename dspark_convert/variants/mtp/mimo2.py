@@ -66,6 +66,8 @@ from .transforms import Fp8ScaleInvDequant, QkvConcat, TpQkvDequant
 MTP_CLASSES = ("MimoV2Model",)
 #: HF class -> GGUF arch
 ARCHS: dict[str, str] = target_archs(MTP_CLASSES)
+#: the family reads its FP8 weights itself (the shared float32 view, ``specs.adopt_fp8``, is not applied)
+OWN_FP8 = True
 #: the MTP layers upstream's class writes, whatever the config says (``_n_nextn``)
 NEXTN = 3
 #: the trunk tensors an ``--mtp`` file keeps, matched on the raw checkpoint name

@@ -2,11 +2,11 @@
 file of the target's architecture, as upstream b11434's ``convert_hf_to_gguf.py --mtp`` does
 (spec/drafts-beyond-dflash.md §1). llama-server runs it with ``--spec-type draft-mtp`` next to the target.
 
-The head lives inside the target checkpoint, so only the shards holding it (``mtp.*``, or GLM-4.5's / GLM-5's /
-DeepSeek-V3.2's layers after the trunk, with their FP8 scales), the embedding, the final norm and the output head
-are opened (or downloaded); the tokenizer is the checkpoint's own. Each family's header and name knowledge is one
-module of this package (:mod:`.qwen`, :mod:`.glm`, :mod:`.glm_dsa`, :mod:`.nemotron`, :mod:`.deepseek4`,
-:mod:`.mimo2`, :mod:`.deepseek32`: :data:`FAMILIES`, each handing back a :class:`~.head.Head`); the classes upstream
+The head lives inside the target checkpoint, so only the shards holding it (``mtp.*``, or GLM-4.5's / GLM-4.7-Flash's /
+GLM-5's / DeepSeek-V3.2's layers after the trunk), the embedding, the final norm and the output head are opened (or
+downloaded); the tokenizer is the checkpoint's own. Each family's header and name knowledge is one module of this
+package (:mod:`.qwen`, :mod:`.glm`, :mod:`.glm_dsa`, :mod:`.glm_lite`, :mod:`.deepseek32`, :mod:`.nemotron`,
+:mod:`.deepseek4`, :mod:`.mimo2`: :data:`FAMILIES`, each handing back a :class:`~.head.Head`); the classes upstream
 also exports that are not written here are refused in one line (:data:`REFUSED`).
 """
 
@@ -23,12 +23,12 @@ from ...plan import Plan
 from ...roles.convert import Context, TargetFacts, TargetTensor
 from ...tokenizer.handlers import target_vocab_kvs
 from ...tokenizer.targets import handler_for_architecture, table
-from . import deepseek4, deepseek32, glm, glm_dsa, mimo2, nemotron, qwen
-from .specs import hf_names_of
+from . import deepseek4, deepseek32, glm, glm_dsa, glm_lite, mimo2, nemotron, qwen
+from .specs import adopt_fp8, hf_names_of
 
 #: the family modules, each with ``ARCHS`` (HF class -> GGUF arch), ``reads``, ``sidecar``, and ``HF_ROOTS`` /
 #: ``HF_LAYER`` (checkpoint names by GGUF name, for messages)
-FAMILIES: tuple[ModuleType, ...] = (qwen, glm, glm_dsa, nemotron, deepseek4, mimo2, deepseek32)
+FAMILIES: tuple[ModuleType, ...] = (qwen, glm, glm_dsa, glm_lite, deepseek32, nemotron, deepseek4, mimo2)
 #: default output names: ``mtp-<name>-<TYPE>.gguf`` (upstream's ``prepare_metadata`` of these classes); llama.cpp's
 #: ``-hf`` finds the file beside its target by this file-name keyword (``common/download.cpp``)
 FILE_PREFIX = "mtp-"
@@ -54,7 +54,6 @@ NOT_WRITTEN_BECAUSE: dict[str, str] = {
                 "PLE keys dropped)",
     "qwen35": "MiniCPM-V 4.6 (upstream's sidecar holds no MTP tensors and cannot load as an MTP head)",
     "dots3note": "Dots3 (dots3note: upstream's loader has no MTP graph)",
-    "deepseek2": "GLM-4.7-Flash (deepseek2 MLA)",
     "glm5-next": "GLM-5.3 (glm5-next: upstream's loader cannot run its NextN graph)",
     "hy_v3": "HunYuan-V3 (hy_v3)",
     "step35": "Step-3.5/3.7 (step35)",
@@ -118,6 +117,8 @@ def build_plan(ctx: Context) -> Plan:
         raise ConvertError("--with-target-embeddings: an MTP sidecar already holds its target's embedding and head")
     hp = HParams.of(ck.config, where)
     fam = _family(arch_name)
+    if not getattr(fam, "OWN_FP8", False):
+        adopt_fp8(ck, where)  # block-scaled FP8 weights read as float32, as upstream dequantizes them first
     # MiMo-V2 fuses the MTP layers' q / k / v for llama.cpp's graph unless --match-upstream asks for upstream's bytes
     extra = {"match_upstream": ctx.options.match_upstream} if fam is mimo2 else {}
     q = fam.sidecar(arch_name, hp, ck, ctx.out_type, ctx.file_type, where, **extra)

@@ -1,17 +1,22 @@
 """The tensor-planning pieces the MTP family modules (:mod:`.qwen`, :mod:`.glm`, :mod:`.glm_dsa`, :mod:`.nemotron`)
-share: the NextN and attention name rows, the float-only source check, a layer tensor's spec, the per-expert
-tensors gathered into stacks, and the reverse name lookup for messages. Each family keeps its own names, tables and
+share: the NextN and attention name rows, the float-only source check, block-scaled FP8 weights read as float32
+(:func:`adopt_fp8`), a layer tensor's spec, the per-expert tensors gathered into stacks, and the reverse name lookup
+for messages. Each family keeps its own names, tables and
 refusal words; these helpers only take the words they put in a message as arguments.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
+from typing import Any
 
+import numpy as np
 from gguf import GGMLQuantizationType as QT
 
 from ... import schema as S
-from ...errors import ConvertError
+from ...errors import ConvertError, clip_value
+from ...formats.quant import E4M3_VALUES, float_values, fp8_scale_inv_dequant
 from ...hf.checkpoint import Checkpoint, TensorRef
 from ...kit.common import tensor_type
 from ...plan import TensorSpec
@@ -42,7 +47,8 @@ ATTENTION: dict[str, str] = {
 #: the float dtypes an MTP head is converted from
 FLOAT_DTYPES = ("BF16", "F16", "F32")
 #: the end of the refusal of any other dtype (after ``has dtype X; ``)
-FLOAT_WORDS = "an MTP head is converted from BF16, F16 or F32 weights"
+FLOAT_WORDS = ("an MTP head is converted from BF16, F16 or F32 weights, or F8_E4M3 ones with their weight_scale_inv "
+               "blocks (quantization_config quant_method 'fp8')")
 
 
 def float_ref(ck: Checkpoint, src: str, words: str = FLOAT_WORDS) -> TensorRef:
@@ -52,6 +58,120 @@ def float_ref(ck: Checkpoint, src: str, words: str = FLOAT_WORDS) -> TensorRef:
     if ref.dtype not in FLOAT_DTYPES:
         raise ConvertError(f"{ref.file}: tensor '{src}' has dtype {ref.dtype}; {words}")
     return ref
+
+
+#: the suffix of a block-scaled FP8 weight's scales (``quant_method: fp8``)
+SCALE_INV = "_scale_inv"
+#: FP8 companions upstream drops unread (``conversion/base.py`` ``dequant_model``)
+UNUSED_FP8 = (".activation_scale", "_activation_scale")
+#: a ModelOpt FP8 weight's scale, and the scales upstream drops from a ModelOpt checkpoint unread
+MODELOPT_SCALE = ".weight_scale"
+MODELOPT_UNUSED = (".input_scale", ".k_scale", ".v_scale")
+HF_QUANT_CONFIG = "hf_quant_config.json"
+
+
+def fp8_block(config: Mapping[str, Any], where: str) -> tuple[int, int] | None:
+    """``quantization_config.weight_block_size`` of a ``quant_method: fp8`` checkpoint, None for any other (or none);
+    refused in one line unless it is two positive integers (the rows and columns one scale covers)."""
+    qc = config.get("quantization_config")
+    if not isinstance(qc, Mapping) or qc.get("quant_method") != "fp8":
+        return None
+    bs = qc.get("weight_block_size")
+    if not (isinstance(bs, list) and len(bs) == 2
+            and all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in bs)):
+        raise ConvertError(f"{where}: quantization_config weight_block_size is {clip_value(bs)}, expected two "
+                           "positive integers (the rows and columns each weight_scale_inv value covers)")
+    return bs[0], bs[1]
+
+
+def quant_method(ck: Checkpoint) -> str | None:
+    """The checkpoint's ``quantization_config.quant_method``, else (a ModelOpt export that declares it only there)
+    the lower-cased producer name of its ``hf_quant_config.json``, as upstream b11434 completes it; a value that is
+    not a string as its ``repr``."""
+    qc = ck.config.get("quantization_config")
+    method = qc.get("quant_method") if isinstance(qc, Mapping) else None
+    if method is None and (ck.path / HF_QUANT_CONFIG).is_file():
+        from ...hf.checkpoint import MAX_CONFIG_BYTES, read_json
+
+        data = read_json(ck.path / HF_QUANT_CONFIG, limit=MAX_CONFIG_BYTES)
+        producer = data.get("producer") if isinstance(data, dict) else None
+        method = str(producer.get("name") or "").lower() if isinstance(producer, dict) else None
+    return None if method is None else method if isinstance(method, str) else clip_value(method)
+
+
+def adopt_fp8(ck: Checkpoint, where: str) -> int:
+    """Read the FP8 weights of checkpoint ``ck`` as float32, as upstream's ``dequant_model`` does before any family
+    rule; returns how many weights were adopted.
+
+    - ``quant_method: fp8`` (block-scaled): each F8_E4M3 ``X`` with its float ``X_scale_inv`` (one per
+      ``weight_block_size`` block) becomes ``e4m3(x) * scale`` (one float32 product) in ``X``'s place; refused in one
+      line: a scale without its weight, of a weight that is not F8_E4M3 [rows, cols], or not float
+      [ceil(rows / block rows), ceil(cols / block cols)].
+    - ``quant_method: modelopt`` (ModelOpt FP8): each F8_E4M3 ``X.weight`` with its ``X.weight_scale``, one float
+      (per tensor) or one per output row (per channel), becomes codes times scale; refused in one line: another
+      scale shape or dtype, a scale beside a weight that is not F8_E4M3 (an NVFP4 head is not converted here).
+
+    The scales and the unused activation / KV-cache scales leave :attr:`Checkpoint.names`. Any other declared
+    ``quant_method`` is refused in one line, as upstream's ``dequant_model`` refuses it."""
+    method = quant_method(ck)
+    if method == "modelopt":
+        return _adopt_modelopt_fp8(ck)
+    if method not in (None, "fp8"):
+        raise ConvertError(f"{where}: quantization_config quant_method {clip_value(method)}: an MTP head is converted "
+                           "from float weights, block-scaled FP8 ('fp8') or ModelOpt FP8 ('modelopt')")
+    block = fp8_block(ck.config, where)
+    if block is None:
+        return 0
+    br, bc = block
+    scales = [n for n in ck.names if n.endswith(SCALE_INV)]
+    for sname in scales:
+        wname = sname.removesuffix(SCALE_INV)
+        if wname not in ck:
+            raise ConvertError(f"{ck.ref(sname).file}: tensor '{sname}' scales '{wname}', which the checkpoint does "
+                               "not hold")
+        w, sc = ck.ref(wname), ck.ref(sname)
+        if w.dtype != "F8_E4M3" or len(w.shape) != 2:
+            raise ConvertError(f"{w.file}: tensor '{wname}' is {w.dtype} {list(w.shape)} beside '{sname}'; expected "
+                               "an F8_E4M3 matrix (block-scaled FP8)")
+        want = (-(-w.shape[0] // br), -(-w.shape[1] // bc))
+        if sc.dtype not in FLOAT_DTYPES or tuple(sc.shape) != want:
+            raise ConvertError(f"{sc.file}: tensor '{sname}' is {sc.dtype} {list(sc.shape)}; expected a float scale "
+                               f"per {br}x{bc} block of '{wname}' {list(w.shape)}: {list(want)}")
+
+        def dequant(raw: np.ndarray, dtype: str, row0: int, sname: str = sname, sdtype: str = sc.dtype) -> np.ndarray:
+            rows = raw.shape[0]
+            s = ck.read(sname)[row0 // br: -(-(row0 + rows) // br)]
+            return fp8_scale_inv_dequant(raw, s, br, bc, sdtype, row0=row0)
+
+        ck.derive(wname, dequant)
+    ck.hide(set(scales) | {n for n in ck.names if n.endswith(UNUSED_FP8)})
+    return len(scales)
+
+
+def _adopt_modelopt_fp8(ck: Checkpoint) -> int:
+    scales = [n for n in ck.names if n.endswith(MODELOPT_SCALE)]
+    for sname in scales:
+        wname = sname.removesuffix("_scale")
+        if wname not in ck:
+            continue  # upstream drops a scale without its weight
+        w, sc = ck.ref(wname), ck.ref(sname)
+        if w.dtype != "F8_E4M3" or len(w.shape) != 2:
+            raise ConvertError(f"{w.file}: tensor '{wname}' is {w.dtype} {list(w.shape)} beside '{sname}'; expected an "
+                               "F8_E4M3 matrix (ModelOpt FP8; NVFP4 MTP heads are not converted)")
+        per_tensor = math.prod(sc.shape) == 1
+        if sc.dtype not in FLOAT_DTYPES or not (per_tensor or tuple(sc.shape) == (w.shape[0],)):
+            raise ConvertError(f"{sc.file}: tensor '{sname}' is {sc.dtype} {list(sc.shape)}; expected one float "
+                               f"scale, or one per row of '{wname}' [{w.shape[0]}] (ModelOpt FP8)")
+
+        def dequant(raw: np.ndarray, dtype: str, row0: int, sname: str = sname, sdtype: str = sc.dtype,
+                    per_tensor: bool = per_tensor) -> np.ndarray:
+            s = float_values(np.asarray(ck.read(sname)), sdtype).reshape(-1)
+            rows = s[:1] if per_tensor else s[row0: row0 + raw.shape[0]]
+            return np.take(E4M3_VALUES, np.asarray(raw).view(np.uint8)) * rows.reshape(-1, 1)
+
+        ck.derive(wname, dequant)
+    ck.hide(set(scales) | {n for n in ck.names if n.endswith(MODELOPT_UNUSED)})
+    return len(scales)
 
 
 def layer_spec(ck: Checkpoint, src: str, name: str, out: QT) -> TensorSpec:

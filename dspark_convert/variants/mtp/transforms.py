@@ -3,7 +3,6 @@ halves of a fused ``gate_up_proj`` expert stack (:class:`GateUpHalf`, the Qwen f
 stacked (:class:`ExpertStack`), MLA's ``kv_b_proj`` split per head (:class:`MlaKvBSplit`:
 upstream's ``DeepseekV2Model``, which ``GlmMoeDsaModel`` inherits), DeepSeek-V4's ``e_proj`` / ``h_proj`` side by
 side (:class:`ColumnConcat`), MiMo-V2's FP8 weights with float block scales dequantized (:class:`Fp8ScaleInvDequant`),
-DeepSeek-V3.2's FP8 expert stacks and ``kv_b_proj`` split (:class:`Fp8ExpertStack`, :class:`Fp8MlaKvBSplit`),
 MiMo-V2.5's tensor-parallel FP8 ``qkv_proj`` dequantized and regrouped (:class:`TpQkvDequant`: upstream's
 ``MimoV2Model._tp_aware_qkv_dequant``; spec/drafts-beyond-dflash.md §1), and separate q / k / v projections written
 as one ``attn_qkv`` (:class:`QkvConcat`: MiMo-V2-Flash's MTP layers, whose llama.cpp graph needs the fused tensor).
@@ -380,79 +379,3 @@ class QkvConcat(Transform):
             br, bc = self.block
             parts.append(fp8_scale_inv_dequant(w, chunks[i * self.per + 1], br, bc, self.scale_dtype or "F32", row0=a))
         return np.ascontiguousarray(np.concatenate(parts)) if len(parts) > 1 else parts[0]
-
-
-@register
-@dataclass(frozen=True)
-class Fp8ExpertStack(PerExpert):
-    """Sources: per expert an F8_E4M3 weight ``[rows, cols]`` and its float ``weight_scale_inv`` (dtype
-    ``scale_dtype``, one per ``block_rows x block_cols`` block), weight then scale, expert after expert -> the float32
-    stack ``[experts, rows, cols]``: each expert dequantized as :class:`Fp8ScaleInvDequant` does (upstream's
-    ``dequant_simple`` runs before its expert stacking), then stacked. A chunk holds whole experts.
-
-    Example:
-        >>> t = Fp8ExpertStack(2, 2, 2, "F32")
-        >>> w, s = np.full((2, 2), 0x38, np.uint8), np.array([[3.0]], np.float32)  # e4m3 0x38 = 1.0
-        >>> t.source_rows(2, 4, ((2, 2), (1, 1)) * 2), t.apply([w[:0], s[:0], w, s], 2)[:, 0].tolist()
-        (((0, 0), (0, 0), (0, 2), (0, 1)), [3.0, 3.0])
-    """
-
-    name: ClassVar[str] = "fp8_expert_stack"
-    n_sources: ClassVar[int] = 2
-    block_rows: int = 128
-    block_cols: int = 128
-    scale_dtype: str = "F32"
-
-    output_dtype: ClassVar[str | None] = "F32"
-
-    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
-        rows = shapes[0][0]
-        first, last = start // rows, -(-stop // rows)
-        return tuple((0, shapes[i][0]) if first <= i // 2 < last else (0, 0) for i in range(len(shapes)))
-
-    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        parts = [fp8_scale_inv_dequant(w, s, self.block_rows, self.block_cols, self.scale_dtype)
-                 for w, s in zip(chunks[::2], chunks[1::2], strict=True) if len(w)]
-        return np.concatenate(parts) if len(parts) > 1 else parts[0]
-
-    def apply_whole(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
-        shapes = sorted({tuple(a.shape) for a in arrays[::2]})
-        raise ConvertError(f"internal: an FP8 expert stack needs experts of one shape, found {shapes}")
-
-
-@register
-@dataclass(frozen=True)
-class Fp8MlaKvBSplit(MlaKvBSplit):
-    """:class:`MlaKvBSplit` of an F8_E4M3 ``kv_b_proj`` with its float ``weight_scale_inv`` (dtype ``scale_dtype``,
-    one per ``block_rows x block_cols`` block): the rows a chunk's heads read are dequantized first (upstream
-    dequantizes before it splits), then split. Sources: the weight, then the scale.
-
-    Example:
-        >>> w, s = np.full((6, 2), 0x38, np.uint8), np.array([[2.0]] * 3, np.float32)  # 2 heads x (2 + 1) rows
-        >>> Fp8MlaKvBSplit("v", 2, 2, 1, 2, 2, "F32").apply_at([w[3:], s[1:]], 1, 1).tolist()
-        [[2.0, 2.0]]
-    """
-
-    name: ClassVar[str] = "fp8_mla_kv_b_split"
-    n_sources: ClassVar[int] = 2
-    block_rows: int = 128
-    block_cols: int = 128
-    scale_dtype: str = "F32"
-
-    output_dtype: ClassVar[str | None] = "F32"
-
-    def _weight_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[int, int]:
-        return super().source_rows(start, stop, shapes[:1])[0]
-
-    def source_rows(self, start: int, stop: int, shapes: Shapes) -> tuple[tuple[int, int], ...]:
-        a, b = self._weight_rows(start, stop, shapes)
-        return (a, b), (a // self.block_rows, -(-b // self.block_rows))
-
-    def apply_at(self, chunks: Sequence[np.ndarray], rows: int, start: int) -> np.ndarray:
-        head = start // self._per_head(((0, chunks[0].shape[1]),))
-        x = fp8_scale_inv_dequant(chunks[0], chunks[1], self.block_rows, self.block_cols, self.scale_dtype,
-                                  row0=head * (self.nope + self.v))
-        return MlaKvBSplit.apply(self, [x], rows)
-
-    def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        return self.apply_at(chunks, rows, 0)

@@ -10,14 +10,17 @@ type with gguf-py (``quants.quantize``) and compared byte for byte. DeepSeek-V4'
 repack: their bytes are rebuilt here from the FP4 codes and E8M0 scales (the two layouts written out) and compared as
 they are. Accounting: every GGUF tensor compared,
 every checkpoint tensor of the head (``mtp.*`` for the Qwen families, ``model.layers.{n}..`` for GLM-4.5 (``glm4moe``)
-and GLM-5 (``glm-dsa``, whose ``kv_b_proj`` is split per head into ``attn_k_b`` / ``attn_v_b`` here again), and
-DeepSeek-V3.2 (``deepseek32``: GLM-5's layout, its block-scaled FP8 weights dequantized here again from their
-``weight_scale_inv`` before the split and the stacking; a tied ``lm_head`` is not part of the head),
+and GLM-5 / GLM-4.7-Flash / DeepSeek-V3.2 (``glm-dsa`` / ``deepseek2`` / ``deepseek32``, whose ``kv_b_proj`` is split per
+head into ``attn_k_b`` / ``attn_v_b`` here again, after any FP8 dequantization, and whose tied ``lm_head`` is not part
+of the file),
 ``mtp.layers.0`` / ``1`` for Nemotron-H (``nemotron_h_moe``), ``mtp.{i}.*`` with every FP8 / FP4 scale for
 DeepSeek-V4 (``deepseek4``), ``model.mtp.layers.{0,1,2}`` for MiMo-V2 (``mimo2``, whose FP8 weights are dequantized
 here again from their ``weight_scale_inv``, MiMo-V2.5's tensor-parallel ``qkv_proj`` regrouped into
 ``[Q | K | V]``), the embedding, the final norm, the head) compared as a source, FP8 scales included; the trunk is
-not part of the file.
+not part of the file. A ``quant_method: fp8`` checkpoint of the other families (Qwen's and GLM's -FP8 releases) is
+read the same way: each F8_E4M3 weight times its ``weight_scale_inv`` block, then the family's rules; a ModelOpt FP8
+export's weights times their ``weight_scale`` (per tensor or per row), its activation / KV-cache scales dropped by
+the variant's rules.
 """
 
 from __future__ import annotations
@@ -85,9 +88,10 @@ _DSA_LAYER = {"attn_q_a.weight": "self_attn.q_a_proj.weight", "attn_q_a_norm.wei
               "indexer.proj.weight": "self_attn.indexer.weights_proj.weight",
               **{k: v for k, v in _GLM_LAYER.items() if not k.startswith(("attn_q", "attn_k", "attn_v",
                                                                               "post_attention"))}}
-_GLM_ARCHES = ("glm4moe", "glm-dsa", "deepseek32")
-#: the MLA archs (GLM-5, DeepSeek-V3.2): the ``_DSA_LAYER`` table, ``kv_b_proj`` split into ``attn_k_b`` / ``attn_v_b``
-_MLA_ARCHES = ("glm-dsa", "deepseek32")
+_GLM_ARCHES = ("glm4moe", "glm-dsa", "deepseek2", "deepseek32")
+#: the MLA archs (upstream's ``DeepseekV2Model`` subclasses: GLM-5, GLM-4.7-Flash, DeepSeek-V3.2): ``kv_b_proj``
+#: split, ``lm_head`` dropped when ``tie_word_embeddings`` is true
+_MLA_ARCHES = ("glm-dsa", "deepseek2", "deepseek32")
 #: Nemotron-H: the block's GGUF tensor (after ``blk.{n}.``) -> (MTP layer, checkpoint tensor after
 #: ``mtp.layers.{i}.``): upstream folds mtp.layers.0 (fusion + attention) and mtp.layers.1 (MoE + head norm) into it
 _NEMO_LAYER = {"nextn.enorm.weight": (0, "enorm.weight"), "nextn.hnorm.weight": (0, "hnorm.weight"),
@@ -131,21 +135,6 @@ _DS4_LAYER = {"nextn.enorm.weight": "enorm.weight", "nextn.hnorm.weight": "hnorm
 _DS4_EXPS = {"ffn_gate_exps.weight": "w1", "ffn_down_exps.weight": "w2", "ffn_up_exps.weight": "w3"}
 _DS4_ROOTS = {"token_embd.weight": "embed.weight", "output_norm.weight": "norm.weight", "output.weight": "head.weight"}
 _DS4_ARCHES = ("deepseek4",)
-
-
-def _fp8_scaled(ck: Checkpoint, srcs: list[str]) -> tuple[np.ndarray, list[str]]:
-    """DeepSeek-V3.2: the float32 values of ``srcs`` (several: an expert stack), each F8_E4M3 weight times its
-    ``weight_scale_inv`` block by block as upstream's FP8 dequantization (before its stacking and splitting), and the
-    scale tensors read."""
-    arrays, scales = [], []
-    for src in srcs:
-        if ck.ref(src).dtype == "F8_E4M3":
-            x, scale = _mimo_fp8(ck, src, ck.config)
-            arrays.append(x)
-            scales.append(scale)
-        else:
-            arrays.append(_values(ck, [src], False))
-    return (np.stack(arrays) if len(arrays) > 1 else arrays[0]), scales
 
 
 def _ds4_select(s: str) -> bool:
@@ -298,6 +287,16 @@ def _mimo_fp8(ck: Checkpoint, src: str, cfg: dict[str, Any]) -> tuple[np.ndarray
     return w * s[np.arange(r) // br][:, np.arange(c) // bc], sname
 
 
+def _fp8(ck: Checkpoint, src: str) -> tuple[np.ndarray, str]:
+    """An F8_E4M3 weight's float32 values and its scale's name: times its ``weight_scale_inv`` blocks
+    (``quant_method: fp8``, :func:`_mimo_fp8`), or times its ModelOpt ``weight_scale`` (one float, or one per row)."""
+    scale = src.removesuffix(".weight") + ".weight_scale"
+    if src + "_scale_inv" in ck or scale not in ck:
+        return _mimo_fp8(ck, src, ck.config)
+    w, s = _e4m3(ck.read(src)), _values(ck, [scale], False).reshape(-1)
+    return w * (s[:1] if s.size == 1 else s).reshape(-1, 1), scale
+
+
 #: GGUF names that upstream adds one to (its rule on the renamed HF name: ``*norm.weight``)
 _PLUS_ONE = re.compile(r"(output_norm|blk\.\d+\.(attn_norm|post_attention_norm|attn_q_norm|attn_k_norm|"
                        r"nextn\.enorm|nextn\.hnorm|nextn\.shared_head_norm))\.weight")
@@ -394,12 +393,27 @@ def _nemo_select(s: str) -> bool:
     return s.startswith("mtp.") or s in _NEMO_ROOTS.values()
 
 
-def _glm_select(n: int) -> Callable[[str], bool]:
-    """GLM-4.5: the embedding, final norm, head and every layer from ``n`` on."""
+def _tied(hf_dir: Path) -> bool:
+    """Whether the checkpoint's config (or its text config) sets ``tie_word_embeddings`` true."""
+    import json
+
+    try:
+        cfg = json.loads((hf_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    text = cfg.get("text_config") if isinstance(cfg, dict) else None
+    return isinstance(cfg, dict) and {**cfg, **(text if isinstance(text, dict) else {})}.get("tie_word_embeddings") is True
+
+
+def _glm_select(n: int, *, tied: bool = False) -> Callable[[str], bool]:
+    """GLM-4.5 / GLM-5 / GLM-4.7-Flash: the embedding, final norm, head (not when ``tied``: upstream's
+    ``DeepseekV2Model`` drops it) and every layer from ``n`` on."""
+    roots = ("model.embed_tokens.weight", "model.norm.weight") + (() if tied else ("lm_head.weight",))
+
     def keep(s: str) -> bool:
         b = s.replace("language_model.", "")
         parts = b.split(".")
-        return b in ("model.embed_tokens.weight", "model.norm.weight", "lm_head.weight") or (
+        return b in roots or (
             len(parts) > 3 and parts[:2] == ["model", "layers"] and parts[2].isdecimal() and int(parts[2]) >= n)
     return keep
 
@@ -463,8 +477,8 @@ def sidecar_rows(g: GGUFWeights, hf_dir: str | Path, *, quality: bool = True) ->
     n_all, nextn = (_count(g, f"{arch}.{k}") for k in ("block_count", "nextn_predict_layers"))
     glm, nemo = arch in _GLM_ARCHES, arch in _NEMO_ARCHES
     ds4, mimo = arch in _DS4_ARCHES, arch in _MIMO_ARCHES
-    select = (_glm_select(n_all - nextn) if glm else _nemo_select if nemo else _ds4_select if ds4
-              else _mimo_select if mimo else _qwen_select)
+    select = (_glm_select(n_all - nextn, tied=arch in _MLA_ARCHES and _tied(Path(hf_dir))) if glm
+              else _nemo_select if nemo else _ds4_select if ds4 else _mimo_select if mimo else _qwen_select)
     ck = Checkpoint(Path(hf_dir), select=select)
     rows = Proof(FAMILY, LAYOUT, quality_note=QUALITY_NOTE, notes=[NO_FORWARD])
     compared: set[str] = set()
@@ -498,12 +512,13 @@ def sidecar_rows(g: GGUFWeights, hf_dir: str | Path, *, quality: bool = True) ->
                        for s in srcs]
                 x = np.concatenate([v for v, _ in fp8])
                 srcs = [*srcs, *(scale for _, scale in fp8 if scale)]
-            elif arch == "deepseek32" and any(ck.ref(x).dtype == "F8_E4M3" for x in srcs):
-                x, scales = _fp8_scaled(ck, srcs)
-                srcs = [*srcs, *scales]
             elif mimo and len(srcs) == 1 and ck.ref(srcs[0]).dtype == "F8_E4M3":
                 x, scale = _mimo_fp8(ck, srcs[0], ck.config)
                 srcs = [*srcs, scale]
+            elif any(ck.ref(s).dtype == "F8_E4M3" for s in srcs):  # block-scaled or ModelOpt FP8
+                fp8 = [_fp8(ck, s) if ck.ref(s).dtype == "F8_E4M3" else (_values(ck, [s], False), "") for s in srcs]
+                x = np.stack([v for v, _ in fp8]) if len(fp8) > 1 else fp8[0][0]
+                srcs = [*srcs, *(scale for _, scale in fp8 if scale)]
             else:
                 x = _values(ck, srcs, not glm and not nemo and not mimo and _PLUS_ONE.fullmatch(t.name) is not None)
             short = t.name.split(".", 2)[-1]
@@ -526,9 +541,6 @@ def sidecar_rows(g: GGUFWeights, hf_dir: str | Path, *, quality: bool = True) ->
             sources.update(srcs)
         rows.outputs += [OutputCheck("tensors", [], grade="missing", passed=False, detail=p) for p in problems]
         names = list(ck.names)
-        if glm and ck.config.get("text_config", ck.config).get("tie_word_embeddings") is True:
-            names = [x for x in names if x.replace("language_model.", "") not in ("lm_head.weight",
-                                                                                  "model.lm_head.weight")]
         rows.compared(compared, names, sources)
         trunk = sorted({int(n.split(".")[1]) for n in (t.name for t in f.tensors) if n.startswith("blk.")})
         rows.metadata.append(MetadataCheck.compare(f"{arch}.nextn_predict_layers", nextn, len(trunk)))
