@@ -246,21 +246,27 @@ _QC = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8"}
                                                r"\[1536, 256\]"),
     ("deepseek32", {"index_topk": "x"}, None, r"index_topk"),
     ("deepseek32-fp8", {"quantization_config": {"quant_method": "awq"}}, None,
-     r"quant_method 'awq': the DeepSeek-V3.2 MTP head is converted from float or block-scaled FP8"),
+     r"quant_method 'awq': an MTP head is converted from float weights, block-scaled FP8 \('fp8'\) or ModelOpt "
+     r"FP8"),
     ("deepseek32-fp8", {"quantization_config": {**_QC, "weight_block_size": [128]}}, None,
      r"weight_block_size is \[128\], expected two positive integers"),
     ("deepseek32-fp8", {"quantization_config": ...}, None,
      r"tensor 'model.layers.2.mlp.experts.0.down_proj.weight_scale_inv' is not part of a deepseek32 MTP head "
      r"\(upstream fails with \"Can not map tensor\"\)"),
     ("deepseek32-fp8", {"quantization_config": {**_QC, "weight_block_size": [64, 128]}}, None,
-     r"weight_scale_inv' has dtype F32 and shape \[\d+, \d+\]; expected a float scale of shape \[\d+, \d+\]"),
-    ("deepseek32-fp8", None, _short_kv_b_scale, r"'model.layers.2.self_attn.kv_b_proj.weight_scale_inv' has dtype "
-                                                r"F32 and shape \[1, 1\]; expected a float scale of shape \[2, 1\]"),
+     r"weight_scale_inv' is F32 \[\d+, \d+\]; expected a float scale per 64x128 block of '[^']+' \[\d+, \d+\]: "
+     r"\[\d+, \d+\]"),
+    ("deepseek32-fp8", None, _short_kv_b_scale, r"'model.layers.2.self_attn.kv_b_proj.weight_scale_inv' is F32 "
+                                                r"\[1, 1\]; expected a float scale per 128x128 block of "
+                                                r"'model.layers.2.self_attn.kv_b_proj.weight' \[256, 64\]: \[2, 1\]"),
     ("deepseek32-fp8", None, _drop_expert_scale, r"tensor 'model.layers.2.mlp.experts.3.up_proj.weight' has dtype "
                                                  r"F8_E4M3 but the checkpoint has no "
-                                                 r"'model.layers.2.mlp.experts.3.up_proj.weight_scale_inv'"),
-    ("deepseek32-fp8", None, _float_weight_with_scale, r"tensor 'model.layers.2.self_attn.o_proj.weight' has a "
-                                                       r"weight_scale_inv but dtype BF16; expected F8_E4M3"),
+                                                 r"'model.layers.2.mlp.experts.3.up_proj.weight_scale_inv' "
+                                                 r"\(block-scaled FP8"),
+    ("deepseek32-fp8", None, _float_weight_with_scale, r"tensor 'model.layers.2.self_attn.o_proj.weight' is BF16 "
+                                                       r"\[\d+, \d+\] beside "
+                                                       r"'model.layers.2.self_attn.o_proj.weight_scale_inv'; expected "
+                                                       r"an F8_E4M3 matrix"),
 ])
 def test_a_head_upstream_cannot_convert_is_refused_in_one_line(
         ckpts: dict[str, Path], tmp_path: Path, fam: str, config: dict[str, Any] | None,

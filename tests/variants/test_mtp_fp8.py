@@ -99,8 +99,8 @@ def test_refusals_are_one_line(ckpts: dict[str, Path], tmp_path: Path) -> None:
         "not-fp8": ({w: torch.zeros(rows, state[w].shape[1], dtype=torch.bfloat16)}, None,
                     f"tensor '{w}' is BF16 [{rows}, {state[w].shape[1]}] beside '{w}_scale_inv'; expected an F8_E4M3"),
         "no-scale": ({w + "_scale_inv": None}, None,
-                     f"tensor '{w}' has dtype F8_E4M3; an MTP head is converted from BF16, F16 or F32 weights, "
-                     "or F8_E4M3 ones with their weight_scale_inv blocks"),
+                     f"tensor '{w}' has dtype F8_E4M3 but the checkpoint has no '{w}_scale_inv' (block-scaled FP8: "
+                     "one scale per 128x128 block)"),
         "block": ({}, {"weight_block_size": [128]}, "quantization_config weight_block_size is [128], expected two"),
     }
     for name, (edit, config, want) in cases.items():

@@ -106,7 +106,7 @@ def adopt_fp8(ck: Checkpoint, where: str) -> int:
     - ``quant_method: fp8`` (block-scaled): each F8_E4M3 ``X`` with its float ``X_scale_inv`` (one per
       ``weight_block_size`` block) becomes ``e4m3(x) * scale`` (one float32 product) in ``X``'s place; refused in one
       line: a scale without its weight, of a weight that is not F8_E4M3 [rows, cols], or not float
-      [ceil(rows / block rows), ceil(cols / block cols)].
+      [ceil(rows / block rows), ceil(cols / block cols)], and an F8_E4M3 tensor without its scale.
     - ``quant_method: modelopt`` (ModelOpt FP8): each F8_E4M3 ``X.weight`` with its ``X.weight_scale``, one float
       (per tensor) or one per output row (per channel), becomes codes times scale; refused in one line: another
       scale shape or dtype, a scale beside a weight that is not F8_E4M3 (an NVFP4 head is not converted here).
@@ -144,6 +144,11 @@ def adopt_fp8(ck: Checkpoint, where: str) -> int:
             return fp8_scale_inv_dequant(raw, s, br, bc, sdtype, row0=row0)
 
         ck.derive(wname, dequant)
+    scaled = {n.removesuffix(SCALE_INV) for n in scales}
+    lone = next((n for n in ck.names if n not in scaled and ck.ref(n).dtype == "F8_E4M3"), None)
+    if lone is not None:
+        raise ConvertError(f"{ck.ref(lone).file}: tensor '{lone}' has dtype F8_E4M3 but the checkpoint has no "
+                           f"'{lone}{SCALE_INV}' (block-scaled FP8: one scale per {br}x{bc} block)")
     ck.hide(set(scales) | {n for n in ck.names if n.endswith(UNUSED_FP8)})
     return len(scales)
 
