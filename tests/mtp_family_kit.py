@@ -124,3 +124,60 @@ def assert_llama_server_drafts_losslessly(ckpt: Path, tmp_path: Path, llama_bin:
         spec = s.complete(prompt, 16)
     assert len(plain.tokens) == 16
     assert spec.tokens == plain.tokens and spec.draft_n > 0
+
+
+def assert_cli_writes_the_manifest(ckpt: Path, fam: str, tmp_path: Path, summary: str, *, outtype: str = "q8_0",
+                                   flags: tuple[str, ...] = ()) -> str:
+    """``dspark-convert hf2gguf CKPT --mtp -o OUT --outtype T [flags]`` exits 0, writes the bytes of manifest
+    ``<fam>-<T>-mtp`` and says ``summary`` (whitespace folded, as the console wraps it); returns the folded output."""
+    from typer.testing import CliRunner
+
+    from dspark_convert.cli import app
+
+    out = tmp_path / "mtp.gguf"
+    r = CliRunner().invoke(app, ["hf2gguf", str(ckpt), "--mtp", "-o", str(out), "--outtype", outtype, *flags])
+    assert r.exit_code == 0, r.output
+    assert describe(out) == manifest(f"{fam}-{outtype}-mtp")
+    text = " ".join(r.output.split())
+    assert summary in text, text
+    return text
+
+
+def assert_default_name(ckpt: Path, fam: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, *,
+                        outtype: str = "q8_0") -> None:
+    """Without ``-o`` the sidecar is written in the working folder as ``name``, with the bytes of manifest
+    ``<fam>-<outtype>-mtp``."""
+    monkeypatch.chdir(tmp_path)
+    r = convert(ckpt, None, outtype=outtype, mtp=True)
+    assert r.path is not None and r.path.name == name
+    assert describe(tmp_path / name) == manifest(f"{fam}-{outtype}-mtp")
+
+
+def copy_checkpoint(src: Path, dst: Path, config: dict[str, Any] | None = None,
+                    edit: Callable[[dict[str, Any]], None] | None = None, *, delete: object = ...,
+                    shard: str = "model-00003-of-00003.safetensors") -> Path:
+    """A copy of sharded checkpoint ``src`` at ``dst``: ``config`` merged into its config.json (a value ``delete``
+    removes the key), ``edit`` applied to the tensors of ``shard`` in place (their index entries follow)."""
+    import shutil
+
+    dst.mkdir()
+    for p in src.iterdir():
+        shutil.copyfile(p, dst / p.name)
+    cfg = json.loads((src / "config.json").read_text())
+    for k, v in (config or {}).items():
+        if v is delete:
+            cfg.pop(k, None)
+        else:
+            cfg[k] = v
+    (dst / "config.json").write_text(json.dumps(cfg))
+    if edit is not None:
+        from safetensors.torch import load_file, save_file
+
+        tensors = load_file(str(dst / shard))
+        edit(tensors)
+        save_file(tensors, str(dst / shard), metadata={"format": "pt"})
+        index = json.loads((dst / "model.safetensors.index.json").read_text())
+        wm = {k: v for k, v in index["weight_map"].items() if v != shard or k in tensors}
+        wm.update({k: shard for k in tensors})
+        (dst / "model.safetensors.index.json").write_text(json.dumps({**index, "weight_map": wm}))
+    return dst

@@ -18,20 +18,21 @@ vocabulary path dspark-convert takes with its ``upstream-stops`` note.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from golden_manifest import describe
 from mtp_family_kit import (
     OUTTYPES,
+    assert_cli_writes_the_manifest,
+    assert_default_name,
     assert_head_required,
     assert_identical_to_upstream,
     assert_llama_server_drafts_losslessly,
     assert_verify_proves_and_catches,
     checkpoints,
+    copy_checkpoint,
     manifest,
 )
 
@@ -70,17 +71,9 @@ def test_deepseek32_sidecar_is_byte_identical_to_upstream_mtp(ckpts: dict[str, P
 
 def test_the_cli_writes_the_same_file_from_the_head_shards_only(ckpts: dict[str, Path], tmp_path: Path) -> None:
     """The summary names the head and the shards read: the roots' and the NextN layer's, not the trunk's."""
-    from typer.testing import CliRunner
-
-    from dspark_convert.cli import app
-
-    out = tmp_path / "mtp.gguf"
-    r = CliRunner().invoke(app, ["hf2gguf", str(ckpts["deepseek32-fp8"]), "--mtp", "-o", str(out), "--outtype",
-                                 "q8_0"])
-    assert r.exit_code == 0, r.output
-    assert describe(out) == manifest("deepseek32-fp8-q8_0-mtp")
-    text = " ".join(r.output.split())
-    assert "MTP sidecar (DeepseekV32ForCausalLM -> deepseek32): 1 MTP block(s) after 2 trunk layers" in text
+    text = assert_cli_writes_the_manifest(
+        ckpts["deepseek32-fp8"], "deepseek32-fp8", tmp_path,
+        "MTP sidecar (DeepseekV32ForCausalLM -> deepseek32): 1 MTP block(s) after 2 trunk layers")
     assert "read 2 of 3 shards" in text
 
 
@@ -104,14 +97,10 @@ def test_only_the_head_is_selected(ckpts: dict[str, Path]) -> None:
     assert len(names) == 3 + 6 + 2 + 12 + 7 + 2 + 6 + 96
 
 
-def test_default_name_is_the_mtp_keyword(ckpts: dict[str, Path], tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_name_is_the_mtp_keyword(ckpts: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without -o: ``mtp-<name>-<TYPE>.gguf`` as for the other MTP families (upstream's ``DeepseekV32Model`` keeps the
     full model's ``<name>-<size>-<TYPE>.gguf``, which llama-server's -hf does not find as a draft), same bytes."""
-    monkeypatch.chdir(tmp_path)
-    r = convert(ckpts["deepseek32"], None, outtype="q8_0", mtp=True)
-    assert r.path is not None and r.path.name == "mtp-DeepSeek-V3.2-Tiny-Q8_0.gguf"
-    assert describe(tmp_path / "mtp-DeepSeek-V3.2-Tiny-Q8_0.gguf") == manifest("deepseek32-q8_0-mtp")
+    assert_default_name(ckpts["deepseek32"], "deepseek32", tmp_path, monkeypatch, "mtp-DeepSeek-V3.2-Tiny-Q8_0.gguf")
 
 
 def test_the_manifests_are_sidecars_of_their_checkpoints() -> None:
@@ -175,40 +164,12 @@ def test_the_tokenizer_is_taken_past_upstreams_stop_with_a_note(ckpts: dict[str,
     r = convert(ckpts["deepseek32"], None, tmp_path / "ok.gguf", outtype="bf16", mtp=True)
     stops = [f for f in r.findings if f.rule == "upstream-stops"]
     assert len(stops) == 1 and "stops on this DeepSeek-V3.2 target" in stops[0].message
-    bad = _copy(ckpts["deepseek32"], tmp_path / "bad")
+    bad = copy_checkpoint(ckpts["deepseek32"], tmp_path / "bad")
     tc = json.loads((bad / "tokenizer_config.json").read_text())
     (bad / "tokenizer_config.json").write_text(json.dumps({**tc, "add_bos_token": False}))
     with pytest.raises(ConvertError, match=r"add_bos_token is False, expected true"):
         convert(bad, None, tmp_path / "x.gguf", mtp=True)
     assert not (tmp_path / "x.gguf").exists()
-
-
-def _copy(src: Path, dst: Path, config: dict[str, Any] | None = None,
-          edit: Callable[[dict[str, Any]], None] | None = None) -> Path:
-    """A copy of checkpoint ``src`` with ``config`` merged into its config (an ``...`` value removes the key) and
-    ``edit`` applied to the tensors of its NextN shard (model-00003-of-00003, the FP8 checkpoints')."""
-    dst.mkdir()
-    for p in src.iterdir():
-        shutil.copyfile(p, dst / p.name)
-    cfg = json.loads((src / "config.json").read_text())
-    for k, v in (config or {}).items():
-        if v is ...:
-            cfg.pop(k, None)
-        else:
-            cfg[k] = v
-    (dst / "config.json").write_text(json.dumps(cfg))
-    if edit is not None:
-        from safetensors.torch import load_file, save_file
-
-        shard = dst / "model-00003-of-00003.safetensors"
-        tensors = load_file(str(shard))
-        edit(tensors)
-        save_file(tensors, str(shard), metadata={"format": "pt"})
-        index = json.loads((dst / "model.safetensors.index.json").read_text())
-        wm = {k: v for k, v in index["weight_map"].items() if v != shard.name or k in tensors}
-        wm.update({k: shard.name for k in tensors})
-        (dst / "model.safetensors.index.json").write_text(json.dumps({**index, "weight_map": wm}))
-    return dst
 
 
 def _short_kv_b_scale(t: dict[str, Any]) -> None:
@@ -271,7 +232,7 @@ _QC = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8"}
 def test_a_head_upstream_cannot_convert_is_refused_in_one_line(
         ckpts: dict[str, Path], tmp_path: Path, fam: str, config: dict[str, Any] | None,
         edit: Callable[[dict[str, Any]], None] | None, message: str) -> None:
-    ck = _copy(ckpts[fam], tmp_path / "bad", config, edit)
+    ck = copy_checkpoint(ckpts[fam], tmp_path / "bad", config, edit)
     with pytest.raises(ConvertError, match=message) as e:
         convert(ck, None, tmp_path / "x.gguf", mtp=True)
     assert "\n" not in str(e.value)
@@ -283,7 +244,7 @@ def test_the_cli_refusal_is_one_line_and_writes_nothing(ckpts: dict[str, Path], 
 
     from dspark_convert.cli import app
 
-    ck = _copy(ckpts["deepseek32-fp8"], tmp_path / "bad", {"quantization_config": {"quant_method": "awq"}})
+    ck = copy_checkpoint(ckpts["deepseek32-fp8"], tmp_path / "bad", {"quantization_config": {"quant_method": "awq"}})
     out = tmp_path / "mtp.gguf"
     r = CliRunner().invoke(app, ["hf2gguf", str(ck), "--mtp", "-o", str(out)])
     assert r.exit_code == 2

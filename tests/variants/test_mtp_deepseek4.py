@@ -25,6 +25,8 @@ from dsv4_support import Tensors, edit_checkpoint
 from golden_manifest import describe
 from mtp_family_kit import (
     OUTTYPES,
+    assert_cli_writes_the_manifest,
+    assert_default_name,
     assert_head_required,
     assert_identical_to_upstream,
     assert_verify_proves_and_catches,
@@ -105,24 +107,15 @@ def test_only_the_shards_of_the_head_are_read(ckpts: dict[str, Path], tmp_path: 
 
 
 def test_the_cli_writes_the_same_file(ckpts: dict[str, Path], tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from dspark_convert.cli import app
-
-    out = tmp_path / "mtp.gguf"
-    r = CliRunner().invoke(app, ["hf2gguf", str(ckpts["deepseek4"]), "--mtp", "-o", str(out), "--outtype", "bf16"])
-    assert r.exit_code == 0, r.output
-    assert describe(out) == manifest("deepseek4-bf16-mtp")
-    assert "MTP sidecar (DeepseekV4ForCausalLM -> deepseek4): 1 MTP block(s) after 2 trunk layers" in r.output
-    assert "read 3 of 4 shards" in r.output
+    text = assert_cli_writes_the_manifest(
+        ckpts["deepseek4"], "deepseek4", tmp_path,
+        "MTP sidecar (DeepseekV4ForCausalLM -> deepseek4): 1 MTP block(s) after 2 trunk layers", outtype="bf16")
+    assert "read 3 of 4 shards" in text
 
 
 def test_default_name_is_upstreams(ckpts: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without -o: upstream's ``mtp-<name>-MXFP4_MOE.gguf`` (its file type is MXFP4_MOE whatever the outtype)."""
-    monkeypatch.chdir(tmp_path)
-    r = convert(ckpts["deepseek4"], None, outtype="q8_0", mtp=True)
-    assert r.path is not None and r.path.name == "mtp-DeepSeek-V4-Tiny-MXFP4_MOE.gguf"
-    assert describe(tmp_path / r.path.name) == manifest("deepseek4-q8_0-mtp")
+    assert_default_name(ckpts["deepseek4"], "deepseek4", tmp_path, monkeypatch, "mtp-DeepSeek-V4-Tiny-MXFP4_MOE.gguf")
 
 
 def test_without_the_flag_it_is_a_target(ckpts: dict[str, Path], tmp_path: Path) -> None:

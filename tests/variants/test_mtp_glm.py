@@ -20,6 +20,7 @@ import pytest
 from golden_manifest import describe
 from mtp_family_kit import (
     OUTTYPES,
+    assert_cli_writes_the_manifest,
     assert_head_required,
     assert_identical_to_upstream,
     assert_llama_server_drafts_losslessly,
@@ -54,15 +55,9 @@ def test_glm_sidecar_is_byte_identical_to_upstream_mtp(ckpts: dict[str, Path], f
 
 
 def test_the_cli_writes_the_same_file(ckpts: dict[str, Path], tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from dspark_convert.cli import app
-
-    out = tmp_path / "mtp.gguf"
-    r = CliRunner().invoke(app, ["hf2gguf", str(ckpts["glm4moe"]), "--mtp", "-o", str(out), "--outtype", "q8_0"])
-    assert r.exit_code == 0, r.output
-    assert describe(out) == manifest("glm4moe-q8_0-mtp")
-    assert "MTP sidecar (Glm4MoeForCausalLM -> glm4moe): 1 MTP block(s) after 2 trunk layers" in r.output
+    assert_cli_writes_the_manifest(
+        ckpts["glm4moe"], "glm4moe", tmp_path,
+        "MTP sidecar (Glm4MoeForCausalLM -> glm4moe): 1 MTP block(s) after 2 trunk layers")
 
 
 def test_default_name_is_upstreams(ckpts: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from golden_manifest import describe
 from mtp_family_kit import (
     OUTTYPES,
+    assert_cli_writes_the_manifest,
+    assert_default_name,
     assert_head_required,
     assert_identical_to_upstream,
     assert_llama_server_drafts_losslessly,
@@ -58,25 +59,15 @@ def test_glm5_sidecar_is_byte_identical_to_upstream_mtp(ckpts: dict[str, Path], 
 
 
 def test_the_cli_writes_the_same_file(ckpts: dict[str, Path], tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from dspark_convert.cli import app
-
-    out = tmp_path / "mtp.gguf"
-    r = CliRunner().invoke(app, ["hf2gguf", str(ckpts["glm-dsa"]), "--mtp", "-o", str(out), "--outtype", "q8_0"])
-    assert r.exit_code == 0, r.output
-    assert describe(out) == manifest("glm-dsa-q8_0-mtp")
-    assert "MTP sidecar (GlmMoeDsaForCausalLM -> glm-dsa): 1 MTP block(s) after 2 trunk layers" in r.output
+    assert_cli_writes_the_manifest(
+        ckpts["glm-dsa"], "glm-dsa", tmp_path,
+        "MTP sidecar (GlmMoeDsaForCausalLM -> glm-dsa): 1 MTP block(s) after 2 trunk layers")
 
 
-def test_default_name_is_the_mtp_keyword(ckpts: dict[str, Path], tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_name_is_the_mtp_keyword(ckpts: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without -o: ``mtp-<name>-<TYPE>.gguf`` as for the other MTP families (upstream's ``GlmMoeDsaModel`` keeps the
     full model's ``<name>-<size>-<TYPE>.gguf``, which llama-server's -hf does not find as a draft), same bytes."""
-    monkeypatch.chdir(tmp_path)
-    r = convert(ckpts["glm-dsa"], None, outtype="q8_0", mtp=True)
-    assert r.path is not None and r.path.name == "mtp-GLM-5-Tiny-Q8_0.gguf"
-    assert describe(tmp_path / "mtp-GLM-5-Tiny-Q8_0.gguf") == manifest("glm-dsa-q8_0-mtp")
+    assert_default_name(ckpts["glm-dsa"], "glm-dsa", tmp_path, monkeypatch, "mtp-GLM-5-Tiny-Q8_0.gguf")
 
 
 def test_the_manifests_are_sidecars_of_their_checkpoints() -> None:

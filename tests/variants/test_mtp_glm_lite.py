@@ -22,6 +22,8 @@ import pytest
 from golden_manifest import describe
 from mtp_family_kit import (
     OUTTYPES,
+    assert_cli_writes_the_manifest,
+    assert_default_name,
     assert_head_required,
     assert_identical_to_upstream,
     assert_llama_server_drafts_losslessly,
@@ -62,24 +64,15 @@ def test_glm_lite_sidecar_is_byte_identical_to_upstream_mtp(ckpts: dict[str, Pat
 
 
 def test_the_cli_writes_the_same_file(ckpts: dict[str, Path], tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from dspark_convert.cli import app
-
-    out = tmp_path / "mtp.gguf"
-    r = CliRunner().invoke(app, ["hf2gguf", str(ckpts["glm4-lite"]), "--mtp", "-o", str(out), "--outtype", "q8_0"])
-    assert r.exit_code == 0, r.output
-    assert describe(out) == manifest("glm4-lite-q8_0-mtp")
-    assert "MTP sidecar (Glm4MoeLiteForCausalLM -> deepseek2): 1 MTP block(s) after 2 trunk layers" in r.output
+    assert_cli_writes_the_manifest(
+        ckpts["glm4-lite"], "glm4-lite", tmp_path,
+        "MTP sidecar (Glm4MoeLiteForCausalLM -> deepseek2): 1 MTP block(s) after 2 trunk layers")
 
 
 def test_default_name_is_upstreams(ckpts: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without -o: upstream's own ``mtp-<name>-<TYPE>.gguf`` (``Glm4MoeLiteModel.prepare_metadata`` with the output
     a folder), same bytes."""
-    monkeypatch.chdir(tmp_path)
-    r = convert(ckpts["glm4-lite"], None, outtype="q8_0", mtp=True)
-    assert r.path is not None and r.path.name == "mtp-GLM-4.7-Flash-Tiny-Q8_0.gguf"
-    assert describe(tmp_path / "mtp-GLM-4.7-Flash-Tiny-Q8_0.gguf") == manifest("glm4-lite-q8_0-mtp")
+    assert_default_name(ckpts["glm4-lite"], "glm4-lite", tmp_path, monkeypatch, "mtp-GLM-4.7-Flash-Tiny-Q8_0.gguf")
 
 
 def test_the_manifests_are_sidecars_of_their_checkpoints() -> None:

@@ -16,7 +16,6 @@ tests/mtp_makers.py's docstring). Upstream's converter is not run here.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,11 +24,14 @@ import pytest
 from golden_manifest import describe
 from mtp_family_kit import (
     OUTTYPES,
+    assert_cli_writes_the_manifest,
+    assert_default_name,
     assert_head_required,
     assert_identical_to_upstream,
     assert_llama_server_drafts_losslessly,
     assert_verify_proves_and_catches,
     checkpoints,
+    copy_checkpoint,
     manifest,
 )
 
@@ -96,17 +98,10 @@ def test_flash_default_fuses_qkv_and_keeps_everything_else(ckpts: dict[str, Path
 
 def test_the_cli_writes_the_same_file_from_the_mtp_shards_only(ckpts: dict[str, Path], tmp_path: Path) -> None:
     """The summary names the head and the shards read: the embedding's and the MTP layers', not the trunk's."""
-    from typer.testing import CliRunner
-
-    from dspark_convert.cli import app
-
-    out = tmp_path / "mtp.gguf"
-    r = CliRunner().invoke(app, ["hf2gguf", str(ckpts["mimo2"]), "--mtp", "-o", str(out), "--outtype", "q8_0",
-                                 "--match-upstream"])
-    assert r.exit_code == 0, r.output
-    assert describe(out) == manifest("mimo2-q8_0-mtp")
-    assert "MTP sidecar (MiMoV2FlashForCausalLM -> mimo2): 3 MTP block(s) after 2 trunk layers" in r.output
-    assert "read 2 of 3 shards" in " ".join(r.output.split())
+    text = assert_cli_writes_the_manifest(
+        ckpts["mimo2"], "mimo2", tmp_path,
+        "MTP sidecar (MiMoV2FlashForCausalLM -> mimo2): 3 MTP block(s) after 2 trunk layers", flags=("--match-upstream",))
+    assert "read 2 of 3 shards" in text
 
 
 def test_only_the_head_is_selected(ckpts: dict[str, Path]) -> None:
@@ -125,13 +120,9 @@ def test_only_the_head_is_selected(ckpts: dict[str, Path]) -> None:
     assert len(names) == 3 + 3 * 20
 
 
-def test_default_name_is_the_mtp_keyword(ckpts: dict[str, Path], tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_name_is_the_mtp_keyword(ckpts: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without -o: ``mtp-<name>-<TYPE>.gguf``, upstream's ``MimoV2Model.prepare_metadata`` name."""
-    monkeypatch.chdir(tmp_path)
-    r = convert(ckpts["mimo2-fused"], None, outtype="bf16", mtp=True)
-    assert r.path is not None and r.path.name == "mtp-MiMo-V2.5-Tiny-BF16.gguf"
-    assert describe(tmp_path / "mtp-MiMo-V2.5-Tiny-BF16.gguf") == manifest("mimo2-fused-bf16-mtp")
+    assert_default_name(ckpts["mimo2-fused"], "mimo2-fused", tmp_path, monkeypatch, "mtp-MiMo-V2.5-Tiny-BF16.gguf", outtype="bf16")
 
 
 def test_mxfp4_experts_name_the_file_mxfp4_moe(ckpts: dict[str, Path], tmp_path: Path,
@@ -182,34 +173,6 @@ def test_without_the_flag_it_is_a_target(ckpts: dict[str, Path], tmp_path: Path)
     assert not (tmp_path / "x.gguf").exists()
 
 
-def _copy(src: Path, dst: Path, config: dict[str, Any] | None = None,
-          edit: Callable[[dict[str, Any]], None] | None = None) -> Path:
-    """A copy of checkpoint ``src`` with ``config`` merged into its config (a None value removes the key) and
-    ``edit`` applied to the tensors of its MTP shard (model-00003-of-00003)."""
-    dst.mkdir()
-    for p in src.iterdir():
-        shutil.copyfile(p, dst / p.name)
-    cfg = json.loads((src / "config.json").read_text())
-    for k, v in (config or {}).items():
-        if v is None:
-            cfg.pop(k, None)
-        else:
-            cfg[k] = v
-    (dst / "config.json").write_text(json.dumps(cfg))
-    if edit is not None:
-        from safetensors.torch import load_file, save_file
-
-        shard = dst / "model-00003-of-00003.safetensors"
-        tensors = load_file(str(shard))
-        edit(tensors)
-        save_file(tensors, str(shard), metadata={"format": "pt"})
-        index = json.loads((dst / "model.safetensors.index.json").read_text())
-        wm = {k: v for k, v in index["weight_map"].items() if v != shard.name or k in tensors}
-        wm.update({k: shard.name for k in tensors})
-        (dst / "model.safetensors.index.json").write_text(json.dumps({**index, "weight_map": wm}))
-    return dst
-
-
 def _drop_layer_2(t: dict[str, Any]) -> None:
     for k in [k for k in t if k.startswith("model.mtp.layers.2.")]:
         del t[k]
@@ -251,7 +214,7 @@ _QC = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8"}
 def test_a_head_upstream_cannot_convert_is_refused_in_one_line(
         ckpts: dict[str, Path], tmp_path: Path, fam: str, config: dict[str, Any] | None,
         edit: Callable[[dict[str, Any]], None] | None, message: str) -> None:
-    ck = _copy(ckpts[fam], tmp_path / "bad", config, edit)
+    ck = copy_checkpoint(ckpts[fam], tmp_path / "bad", config, edit, delete=None)
     with pytest.raises(ConvertError, match=message) as e:
         convert(ck, None, tmp_path / "x.gguf", mtp=True)
     assert "\n" not in str(e.value)
@@ -263,7 +226,7 @@ def test_the_cli_refusal_is_one_line_and_writes_nothing(ckpts: dict[str, Path], 
 
     from dspark_convert.cli import app
 
-    ck = _copy(ckpts["mimo2"], tmp_path / "bad", {"topk_method": "greedy"})
+    ck = copy_checkpoint(ckpts["mimo2"], tmp_path / "bad", {"topk_method": "greedy"}, delete=None)
     out = tmp_path / "mtp.gguf"
     r = CliRunner().invoke(app, ["hf2gguf", str(ck), "--mtp", "-o", str(out)])
     assert r.exit_code != 0

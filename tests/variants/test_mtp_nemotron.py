@@ -21,6 +21,8 @@ import pytest
 from golden_manifest import describe
 from mtp_family_kit import (
     OUTTYPES,
+    assert_cli_writes_the_manifest,
+    assert_default_name,
     assert_head_required,
     assert_identical_to_upstream,
     assert_llama_server_drafts_losslessly,
@@ -67,24 +69,15 @@ def test_the_layer_pattern_as_a_list_is_the_same_file(ckpts: dict[str, Path], tm
 
 
 def test_the_cli_writes_the_same_file(ckpts: dict[str, Path], tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from dspark_convert.cli import app
-
-    out = tmp_path / "mtp.gguf"
-    r = CliRunner().invoke(app, ["hf2gguf", str(ckpts["nemotron_h_moe"]), "--mtp", "-o", str(out), "--outtype", "q8_0"])
-    assert r.exit_code == 0, r.output
-    assert describe(out) == manifest("nemotron_h_moe-q8_0-mtp")
-    assert "MTP sidecar (NemotronHForCausalLM -> nemotron_h_moe): 1 MTP block(s) after 3 trunk layers" in r.output
+    assert_cli_writes_the_manifest(
+        ckpts["nemotron_h_moe"], "nemotron_h_moe", tmp_path,
+        "MTP sidecar (NemotronHForCausalLM -> nemotron_h_moe): 1 MTP block(s) after 3 trunk layers")
 
 
 def test_default_name_is_upstreams(ckpts: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without -o: upstream's ``mtp-<name>-<TYPE>.gguf`` (NemotronHModel's ``prepare_metadata`` with the output a
     folder: no size label)."""
-    monkeypatch.chdir(tmp_path)
-    path = convert(ckpts["nemotron_h_moe"], None, outtype="q8_0", mtp=True).path
-    assert path is not None and path.name == "mtp-Nemotron-H-Tiny-Q8_0.gguf"
-    assert describe(tmp_path / "mtp-Nemotron-H-Tiny-Q8_0.gguf") == manifest("nemotron_h_moe-q8_0-mtp")
+    assert_default_name(ckpts["nemotron_h_moe"], "nemotron_h_moe", tmp_path, monkeypatch, "mtp-Nemotron-H-Tiny-Q8_0.gguf")
 
 
 def test_the_manifests_are_sidecars_of_their_checkpoints() -> None:
