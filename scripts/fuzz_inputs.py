@@ -13,7 +13,8 @@ rewrites one thing of one seed at a time with gguf-py's writer and runs the verb
   rows; the same verbs plus ``verify``;
 * ``config`` mode: the checkpoint side. Each key of ``config.json`` (and of its ``text_config`` and
   ``quantization_config``) of the MTP target generators (``tests/mtp_makers.py``: Qwen3.5, Qwen3-Next, GLM-4.5,
-  GLM-5, GLM-4.7-Flash, Nemotron-H, DeepSeek-V4, MiMo-V2, a Qwen3.5 FP8 release) and
+  GLM-5, GLM-4.7-Flash, DeepSeek-V3.2 (FP8), Nemotron-H, DeepSeek-V4, MiMo-V2, a Qwen3.5 FP8 release, a Nemotron-H
+  ModelOpt FP8 export) and
   of a Gemma 4 and a Muse-Glimmer assistant deleted or set to another type (a string, -1, 0, 2^40, a list, a dict,
   null, 2.5, true, NaN), then ``hf2gguf`` (``--mtp`` for the targets) at bf16.
 
@@ -240,7 +241,8 @@ CONFIG_VALUES: list[tuple[str, Any]] = [("del", None), ("str", "x"), ("neg", -1)
                                         ("list", [1, 2]), ("dict", {"a": 1}), ("null", "null"), ("float", 2.5),
                                         ("bool", True), ("nan", "nan")]
 #: config mode: the MTP target generators of ``tests/mtp_makers.py`` (MAKERS keys)
-MTP_MAKERS = ("qwen35", "qwen3next", "glm4moe", "glm-dsa", "glm4-lite", "nemotron_h_moe", "deepseek4", "mimo2", "qwen35-fp8")
+MTP_MAKERS = ("qwen35", "qwen3next", "glm4moe", "glm-dsa", "glm4-lite", "deepseek32-fp8", "nemotron_h_moe", "deepseek4",
+              "mimo2", "qwen35-fp8", "nemotron_h_moe-modelopt-fp8")
 #: config mode: the nested objects whose keys are mutated one by one too
 NESTED = ("text_config", "quantization_config")
 
