@@ -53,7 +53,7 @@ def test_check_on_a_hostile_architecture(tmp_path: Path, monkeypatch: pytest.Mon
                         "error  general.architecture  arch  '[/]oops' is not a draft architecture llama.cpp loads; "
                         "expected one of dflash, eagle3, gemma4-assistant, qwen35, qwen35moe, qwen3next, glm4moe, glm-dsa, deepseek2, "
                         "nemotron_h_moe, "
-                        "deepseek4, mimo2\n"
+                        "deepseek4, mimo2, deepseek32\n"
                         "\n"
                         "1 error, 0 warnings\n")
 

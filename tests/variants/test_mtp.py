@@ -100,16 +100,16 @@ def test_a_class_not_written_yet_is_refused_naming_it(tmp_path: Path) -> None:
 
 def test_written_and_refused_classes_are_the_tables_mtp_exports() -> None:
     """Every target class upstream exports with ``--mtp`` is either written (the Qwen mixin's classes, GLM-4.5's
-    ``Glm4MoeModel``, GLM-5's ``GlmMoeDsaModel``, GLM-4.7-Flash's ``Glm4MoeLiteModel``, Nemotron-H's ``NemotronHModel``,
+    ``Glm4MoeModel``, GLM-5's ``GlmMoeDsaModel``, GLM-4.7-Flash's ``Glm4MoeLiteModel``, DeepSeek-V3.2's ``DeepseekV32Model``, Nemotron-H's ``NemotronHModel``,
     DeepSeek-V4's ``DeepseekV4Model``, MiMo-V2's ``MimoV2Model``) or refused with a reason; nothing else is claimed.
-    The 26 classes and 16 GGUF architectures of b11434: 13 classes (9 architectures) written, 13 refused. DeepSeek-V4's class is recognised by
+    The 26 classes and 16 GGUF architectures of b11434: 14 classes (10 architectures) written, 12 refused. DeepSeek-V4's class is recognised by
     its MTP head, not by name (its DSpark drafts declare the same class)."""
     from dspark_convert.tokenizer.targets import table
-    from dspark_convert.variants.mtp import deepseek4, glm, glm_dsa, glm_lite, mimo2, mtp, nemotron, qwen
+    from dspark_convert.variants.mtp import deepseek4, deepseek32, glm, glm_dsa, glm_lite, mimo2, mtp, nemotron, qwen
 
     rows = table()["architectures"]
     exported = {n for n, r in rows.items() if r.get("mtp_export") and r["role"] == "target"}
-    families = (qwen, glm, glm_dsa, glm_lite, nemotron, deepseek4, mimo2)
+    families = (qwen, glm, glm_dsa, glm_lite, deepseek32, nemotron, deepseek4, mimo2)
     written = {a for fam in families for a in fam.ARCHS}
     assert written | set(mtp.REFUSED) == exported and not written & set(mtp.REFUSED)
     assert set(mtp.ARCHITECTURES) == written - set(deepseek4.ARCHS) and set(mtp.WRITTEN) == written
@@ -118,14 +118,15 @@ def test_written_and_refused_classes_are_the_tables_mtp_exports() -> None:
     assert glm.ARCHS == {"Glm4MoeForCausalLM": "glm4moe", "Glm4vMoeForConditionalGeneration": "glm4moe"}
     assert glm_dsa.ARCHS == {"GlmMoeDsaForCausalLM": "glm-dsa"}
     assert glm_lite.ARCHS == {"Glm4MoeLiteForCausalLM": "deepseek2"}
+    assert deepseek32.ARCHS == {"DeepseekV32ForCausalLM": "deepseek32"}
     # the table's gguf_arch is nemotron_h (upstream picks nemotron_h_moe at run time): only the MoE one has MTP
     assert nemotron.ARCHS == {"NemotronHForCausalLM": "nemotron_h_moe"}
     assert deepseek4.ARCHS == {"DeepseekV4ForCausalLM": "deepseek4"}
     assert mimo2.ARCHS == {"MiMoV2FlashForCausalLM": "mimo2", "MiMoV2ForCausalLM": "mimo2"}
     assert len(exported) == 26 and len({rows[n]["gguf_arch"] for n in exported}) == 16
-    assert len(written) == 13 and len(mtp.REFUSED) == 13
-    assert len({rows[n]["gguf_arch"] for n in written}) == 9
-    assert not {"glm4moe", "glm-dsa", "deepseek2", "nemotron_h", "deepseek4", "mimo2"} & {
+    assert len(written) == 14 and len(mtp.REFUSED) == 12
+    assert len({rows[n]["gguf_arch"] for n in written}) == 10
+    assert not {"glm4moe", "glm-dsa", "deepseek2", "deepseek32", "nemotron_h", "deepseek4", "mimo2"} & {
         rows[n]["gguf_arch"] for n in mtp.REFUSED}
     assert all("(" in why and not why.startswith(n) for n, why in mtp.REFUSED.items())  # a written reason each
 
