@@ -128,6 +128,19 @@ def fp8_block_dequant(weight: np.ndarray, scale: np.ndarray, *, row0: int = 0, t
     return out
 
 
+def fp8_scaled(codes: np.ndarray, scale: np.ndarray | float) -> np.ndarray:
+    """F8_E4M3 ``codes`` ``[rows, cols]`` -> float32 values times ``scale``: one float (per tensor) or a ``[rows, 1]``
+    column (per output row), one float32 product each, as upstream's ``weight.float() * scale.float()``. Overflow is
+    left as Inf (the writer's finiteness check names the tensor).
+
+    Example:
+        >>> fp8_scaled(np.array([[0x38, 0xC0]], np.uint8), np.float32(0.5)).tolist()
+        [[0.5, -1.0]]
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.take(E4M3_VALUES, np.asarray(codes).view(np.uint8)) * np.asarray(scale, np.float32)
+
+
 def float_values(raw: np.ndarray, dtype: str) -> np.ndarray:
     """A float tensor's raw values as a checkpoint reader returns them (BF16 as uint16 bits) -> float32 (exact)."""
     a = np.asarray(raw)

@@ -26,7 +26,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import quants
 
 from ..errors import ConvertError
-from .quant import E4M3_VALUES, FP8_TILE, fp8_block_dequant, nvfp4_bad_scales, nvfp4_repack, tiles
+from .quant import FP8_TILE, fp8_block_dequant, fp8_scaled, nvfp4_bad_scales, nvfp4_repack, tiles
 
 Q8_0_BLOCK = 32
 Shapes = tuple[tuple[int, ...], ...]
@@ -162,8 +162,7 @@ class Fp8TensorDequant(Transform):
     output_dtype: ClassVar[str | None] = "F32"
 
     def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        with np.errstate(over="ignore", invalid="ignore"):  # the writer's finiteness check names the tensor
-            return np.take(E4M3_VALUES, np.asarray(chunks[0]).view(np.uint8)) * np.float32(self.scale)
+        return fp8_scaled(chunks[0], np.float32(self.scale))
 
 
 @register
@@ -186,9 +185,7 @@ class Fp8ChannelDequant(Transform):
     output_dtype: ClassVar[str | None] = "F32"
 
     def apply(self, chunks: Sequence[np.ndarray], rows: int) -> np.ndarray:
-        scale = to_float32(np.asarray(chunks[1]), self.scale_dtype).reshape(-1, 1)
-        with np.errstate(over="ignore", invalid="ignore"):  # the writer's finiteness check names the tensor
-            return np.take(E4M3_VALUES, np.asarray(chunks[0]).view(np.uint8)) * scale
+        return fp8_scaled(chunks[0], to_float32(np.asarray(chunks[1]), self.scale_dtype).reshape(-1, 1))
 
 
 @dataclass(frozen=True)

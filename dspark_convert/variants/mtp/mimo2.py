@@ -56,6 +56,7 @@ from .specs import (
     NEXTN_ROWS,
     ExpertGroups,
     float_ref,
+    fp8_block,
     layer_spec,
     stack_spec,
     target_archs,
@@ -190,12 +191,7 @@ def _block_size(hp: HParams, where: str) -> tuple[int, int] | None:
     if method != "fp8":
         raise ConvertError(f"{where}: quantization_config quant_method {method!r}: the MiMo-V2 MTP head is converted "
                            "from float or block-scaled FP8 (quant_method 'fp8') weights")
-    bs = qc.get("weight_block_size")
-    if not (isinstance(bs, list) and len(bs) == 2 and all(isinstance(b, int) and not isinstance(b, bool) and b > 0
-                                                          for b in bs)):
-        raise ConvertError(f"{where}: quantization_config weight_block_size is {bs!r}, expected two positive "
-                           "integers (the rows and columns each weight_scale_inv value covers)")
-    return bs[0], bs[1]
+    return fp8_block(hp, where)
 
 
 def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> MimoMtp:

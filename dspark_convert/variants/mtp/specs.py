@@ -16,8 +16,8 @@ from gguf import GGMLQuantizationType as QT
 
 from ... import schema as S
 from ...errors import ConvertError, clip_value
-from ...formats.quant import E4M3_VALUES, float_values, fp8_scale_inv_dequant
-from ...hf.checkpoint import Checkpoint, TensorRef
+from ...formats.quant import float_values, fp8_scale_inv_dequant, fp8_scaled
+from ...hf.checkpoint import MAX_CONFIG_BYTES, Checkpoint, TensorRef, read_json
 from ...kit.common import tensor_type
 from ...plan import TensorSpec
 from ...tokenizer.targets import table
@@ -91,8 +91,6 @@ def quant_method(ck: Checkpoint) -> str | None:
     qc = ck.config.get("quantization_config")
     method = qc.get("quant_method") if isinstance(qc, Mapping) else None
     if method is None and (ck.path / HF_QUANT_CONFIG).is_file():
-        from ...hf.checkpoint import MAX_CONFIG_BYTES, read_json
-
         data = read_json(ck.path / HF_QUANT_CONFIG, limit=MAX_CONFIG_BYTES)
         producer = data.get("producer") if isinstance(data, dict) else None
         method = str(producer.get("name") or "").lower() if isinstance(producer, dict) else None
@@ -172,7 +170,7 @@ def _adopt_modelopt_fp8(ck: Checkpoint) -> int:
                     per_tensor: bool = per_tensor) -> np.ndarray:
             s = float_values(np.asarray(ck.read(sname)), sdtype).reshape(-1)
             rows = s[:1] if per_tensor else s[row0: row0 + raw.shape[0]]
-            return np.take(E4M3_VALUES, np.asarray(raw).view(np.uint8)) * rows.reshape(-1, 1)
+            return fp8_scaled(raw, rows.reshape(-1, 1))
 
         ck.derive(wname, dequant)
     ck.hide(set(scales) | {n for n in ck.names if n.endswith(MODELOPT_UNUSED)})

@@ -263,10 +263,11 @@ def _e4m3(codes: np.ndarray) -> np.ndarray:
     return np.where((c & 0x7F) == 0x7F, np.nan, sign * mag).astype(np.float32)
 
 
-def _mimo_fp8(ck: Checkpoint, src: str, cfg: dict[str, Any]) -> tuple[np.ndarray, str]:
+def _scale_inv_fp8(ck: Checkpoint, src: str, cfg: dict[str, Any]) -> tuple[np.ndarray, str]:
     """An F8_E4M3 weight times its ``weight_scale_inv`` (float32), as upstream's FP8 dequantization: each value times
-    the scale of its ``weight_block_size`` block (MiMo-V2, DeepSeek-V3.2); MiMo-V2.5's fused ``qkv_proj`` by its tensor-parallel ranks (8 or 4, the one
-    whose 128-row scale blocks per rank match the scale's rows), then its ranks' Q, K and V rows gathered."""
+    the scale of its ``weight_block_size`` block; MiMo-V2.5's fused ``qkv_proj`` by its tensor-parallel ranks (8 or
+    4, the one whose 128-row scale blocks per rank match the scale's rows), then its ranks' Q, K and V rows
+    gathered."""
     sname = src.removesuffix(".weight") + ".weight_scale_inv"
     w, s = _e4m3(ck.read(src)), _values(ck, [sname], False)
     r, c = w.shape
@@ -289,10 +290,10 @@ def _mimo_fp8(ck: Checkpoint, src: str, cfg: dict[str, Any]) -> tuple[np.ndarray
 
 def _fp8(ck: Checkpoint, src: str) -> tuple[np.ndarray, str]:
     """An F8_E4M3 weight's float32 values and its scale's name: times its ``weight_scale_inv`` blocks
-    (``quant_method: fp8``, :func:`_mimo_fp8`), or times its ModelOpt ``weight_scale`` (one float, or one per row)."""
+    (``quant_method: fp8``, :func:`_scale_inv_fp8`), or times its ModelOpt ``weight_scale`` (one float, or one per row)."""
     scale = src.removesuffix(".weight") + ".weight_scale"
     if src + "_scale_inv" in ck or scale not in ck:
-        return _mimo_fp8(ck, src, ck.config)
+        return _scale_inv_fp8(ck, src, ck.config)
     w, s = _e4m3(ck.read(src)), _values(ck, [scale], False).reshape(-1)
     return w * (s[:1] if s.size == 1 else s).reshape(-1, 1), scale
 
@@ -508,12 +509,12 @@ def sidecar_rows(g: GGUFWeights, hf_dir: str | Path, *, quality: bool = True) ->
             if ds4:
                 x = _ds4_values(ck, t.name, srcs)
             elif mimo and t.name.endswith("attn_qkv.weight") and len(srcs) == 3:  # separate q / k / v, one after another
-                fp8 = [_mimo_fp8(ck, s, ck.config) if ck.ref(s).dtype == "F8_E4M3" else (_values(ck, [s], False), "")
+                fp8 = [_scale_inv_fp8(ck, s, ck.config) if ck.ref(s).dtype == "F8_E4M3" else (_values(ck, [s], False), "")
                        for s in srcs]
                 x = np.concatenate([v for v, _ in fp8])
                 srcs = [*srcs, *(scale for _, scale in fp8 if scale)]
             elif mimo and len(srcs) == 1 and ck.ref(srcs[0]).dtype == "F8_E4M3":
-                x, scale = _mimo_fp8(ck, srcs[0], ck.config)
+                x, scale = _scale_inv_fp8(ck, srcs[0], ck.config)
                 srcs = [*srcs, scale]
             elif any(ck.ref(s).dtype == "F8_E4M3" for s in srcs):  # block-scaled or ModelOpt FP8
                 fp8 = [_fp8(ck, s) if ck.ref(s).dtype == "F8_E4M3" else (_values(ck, [s], False), "") for s in srcs]
