@@ -26,6 +26,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import quants
 
 from ..errors import ConvertError
+from .native import kernels
 from .quant import FP8_TILE, fp8_block_dequant, fp8_scaled, nvfp4_bad_scales, nvfp4_repack, tiles
 
 Q8_0_BLOCK = 32
@@ -278,9 +279,14 @@ def bf16_to_f16_bits(raw: np.ndarray) -> np.ndarray:
     integer operations on the 16-bit patterns. The others (zeros, F16 subnormals and underflows, overflows to inf,
     inf, NaN) are looked up in :func:`_bf16_to_f16_table`, made by the cast itself; the exponent range check is a
     shift, a wrapping subtraction and one maximum per piece. Pieces of ``_LOOKUP_STEP`` elements reuse buffers.
+    The compiled kernel (:mod:`.native`) applies the same rule in one pass.
     """
     bits = np.ascontiguousarray(raw).view(np.uint16)
     out = np.empty(bits.shape, np.uint16)
+    native = kernels()
+    if native is not None:  # the same rule in one compiled pass
+        native.bf16_to_f16(bits, _bf16_to_f16_table(), out)
+        return out
     flat, dst = bits.reshape(-1), out.reshape(-1)
     m = min(_LOOKUP_STEP, flat.size)
     sign_buf, range_buf, bad_buf = np.empty(m, np.uint16), np.empty(m, np.uint16), np.empty(m, np.bool_)
@@ -340,7 +346,10 @@ _INF = np.float32(np.inf)
 
 
 def quantize_q8_0(x: np.ndarray, *, bf16_bits: bool = False) -> np.ndarray:
-    """Q8_0 blocks of float32 ``x``: the bytes ``gguf.quants.quantize(x, Q8_0)`` returns, about 3x faster.
+    """Q8_0 blocks of float32 ``x``: the bytes ``gguf.quants.quantize(x, Q8_0)`` returns.
+
+    The compiled kernel (:mod:`.native`) computes them in one pass; the numpy form below, about 3x faster than
+    gguf-py, runs where it is not built, with ``DSPARK_CONVERT_KERNELS=0``, and for chunks with Inf/NaN blocks.
 
     With ``bf16_bits``, ``x`` holds BF16 bit patterns (uint16) and is widened to float32 piece by piece, which
     spares a float32 copy of the whole chunk. Same formula as gguf-py (and ggml-quants.c): ``d = max|x| / 127``
@@ -362,6 +371,9 @@ def quantize_q8_0(x: np.ndarray, *, bf16_bits: bool = False) -> np.ndarray:
     blocks = x.reshape(-1, Q8_0_BLOCK)
     n = blocks.shape[0]
     out = np.empty((n, 2 + Q8_0_BLOCK), np.uint8)
+    native = kernels()
+    if native is not None and native.q8_0(blocks, out, bf16_bits) == 0:  # else Inf/NaN blocks: the numpy form
+        return out.reshape(*x.shape[:-1], x.shape[-1] // Q8_0_BLOCK * (2 + Q8_0_BLOCK))
     step = _Q8_STEP // Q8_0_BLOCK
     m = min(step, n)
     work, sign, wide = (np.empty((m, Q8_0_BLOCK), np.int32) for _ in range(3))

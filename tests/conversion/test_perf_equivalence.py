@@ -5,6 +5,9 @@
 - Q8_0: ``transforms.quantize_q8_0`` against ``gguf.quants.quantize`` (random data, zero and -0 blocks, exact
   ties, subnormals, huge values, NaN/Inf, BF16 input).
 - BF16 -> F16 table, the bit-level NaN/Inf check, chunked row transforms and ``Checkpoint.read_rows``.
+
+The Q8_0 and BF16 -> F16 tests run twice: with the compiled kernels (``formats/_native.c``, which the installed
+package must carry) and with their numpy forms (``DSPARK_CONVERT_KERNELS=0``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from gguf import GGUFWriter, quants
 from gguf.gguf_writer import WriterState
 
 from dspark_convert.errors import ConvertError
+from dspark_convert.formats import native
 from dspark_convert.formats.quant import nvfp4_repack
 from dspark_convert.formats.transforms import (
     TRANSFORMS,
@@ -38,6 +42,19 @@ from dspark_convert.variants.eagle3.transforms import Eagle3Permute, eagle3_perm
 
 # gguf-py warns about its own inf/NaN arithmetic on the extreme blocks below
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each Q8_0 / BF16 -> F16 test with the compiled kernels, then with their numpy forms."""
+    if request.param == "compiled":
+        assert native.built(), "the compiled kernels (dspark_convert/formats/_native.c) are not built: pip install -e ."
+        monkeypatch.delenv(native.ENV, raising=False)
+        assert native.kernels() is not None
+    else:
+        monkeypatch.setenv(native.ENV, "0")
+        assert native.kernels() is None
+    return str(request.param)
 F32_MAX = float(np.finfo(np.float32).max)
 INT_BOUNDS = {VT.UINT8: (0, 255), VT.INT8: (-128, 127), VT.UINT16: (0, 65535), VT.INT16: (-32768, 32767),
               VT.UINT32: (0, 2**32 - 1), VT.INT32: (-2**31, 2**31 - 1), VT.UINT64: (0, 2**64 - 1),
@@ -167,6 +184,7 @@ def _blocks_for_q8() -> np.ndarray:
 
 
 @pytest.mark.parametrize("shape", [(-1,), (-1, 64), (-1, 2, 32)])
+@pytest.mark.usefixtures("kernel")
 def test_q8_0_matches_gguf(shape: tuple[int, ...]) -> None:
     x = _blocks_for_q8()
     x = x[: x.size // 64 * 64].reshape(shape)
@@ -175,12 +193,14 @@ def test_q8_0_matches_gguf(shape: tuple[int, ...]) -> None:
     assert got.tobytes() == quants.quantize(x, QT.Q8_0).tobytes()
 
 
+@pytest.mark.usefixtures("kernel")
 def test_q8_0_rounding_is_half_away_from_zero() -> None:
     x = np.array([127.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 126.5] + [0.0] * 24, np.float32)
     q = quantize_q8_0(x)[2:].view(np.int8)
     assert q[:8].tolist() == [127, 1, 2, 3, -1, -2, -3, 127]
 
 
+@pytest.mark.usefixtures("kernel")
 def test_q8_0_of_bf16_bits_matches_gguf() -> None:
     x = _blocks_for_q8()
     bits = (x.view(np.uint32) >> 16).astype(np.uint16).reshape(-1, 32)
@@ -189,18 +209,21 @@ def test_q8_0_of_bf16_bits_matches_gguf() -> None:
     assert convert_chunk(bits, "BF16", QT.Q8_0).tobytes() == ref.tobytes()
 
 
+@pytest.mark.usefixtures("kernel")
 def test_q8_0_with_nan_and_inf_gives_gguf_bytes() -> None:
     x = _blocks_for_q8()[: 32 * 100].copy()
     x[5], x[40], x[77] = np.nan, np.inf, -np.inf
     assert quantize_q8_0(x).tobytes() == quants.quantize(x, QT.Q8_0).tobytes()
 
 
+@pytest.mark.usefixtures("kernel")
 def test_q8_0_refuses_rows_not_multiple_of_32_like_gguf() -> None:
     with pytest.raises(quants.QuantError):
         quantize_q8_0(np.zeros((2, 48), np.float32))
 
 
 # ============================================================================================== dtypes
+@pytest.mark.usefixtures("kernel")
 def test_bf16_to_f16_equals_float_conversion_for_every_value() -> None:
     bits = np.arange(1 << 16, dtype=np.uint16).reshape(256, 256)
     with np.errstate(over="ignore"):
@@ -209,6 +232,7 @@ def test_bf16_to_f16_equals_float_conversion_for_every_value() -> None:
     assert got.shape == (256, 256) and got.tobytes() == ref.tobytes()
 
 
+@pytest.mark.usefixtures("kernel")
 def test_bf16_to_f16_in_pieces_equals_float_conversion_across_piece_boundaries() -> None:
     # three lookup pieces and a partial fourth, rows that straddle the piece boundaries
     bits = np.random.default_rng(7).integers(0, 1 << 16, (3 * (1 << 16) + 96) // 96 * 96, np.uint16).reshape(-1, 96)
@@ -219,6 +243,7 @@ def test_bf16_to_f16_in_pieces_equals_float_conversion_across_piece_boundaries()
     assert convert_chunk(bits[:, :48], "BF16", QT.F16).tobytes() == ref[:, :48].tobytes()  # a strided view
 
 
+@pytest.mark.usefixtures("kernel")
 def test_bf16_to_f16_of_normal_values_only_and_of_every_value_at_each_offset() -> None:
     # a chunk of values that are all F16 normals (no table look-up), then every value shifted across a piece end
     normal = np.arange(113 << 7, 143 << 7, dtype=np.uint16)
@@ -385,3 +410,48 @@ def test_nvfp4_scales_checked_a_few_rows_at_a_time(tmp_path: Path, monkeypatch: 
     else:
         with pytest.raises(ConvertError, match=f"tensor 'w.weight_scale' {want}"):
             modelopt.nvfp4_linear(ck, "w.weight", ck.read)
+
+
+# ============================================================================================== compiled kernels
+def test_compiled_f16_of_float32_equals_numpy_cast_on_a_sample_of_every_pattern() -> None:
+    # the F16 rounding of Q8_0's d: every 4099th float32 bit pattern (both signs, all exponents) plus the
+    # neighbourhoods of the F16 boundaries (largest finite / overflow, smallest normal, subnormal ties, zero)
+    assert native.built()
+    edges = np.array([0x477FEFFF, 0x477FF000, 0x477FE000, 0x38800000, 0x387FFFFF, 0x33000000, 0x33000001,
+                      0x32FFFFFF, 0x33C00000, 0x7F800000, 0x00000001, 0], np.int64)
+    near = (edges[:, None] + np.arange(-64, 65)).reshape(-1) % (1 << 31)
+    u = np.concatenate([np.arange(0, 1 << 32, 4099, dtype=np.int64), near, near | (1 << 31)]).astype(np.uint32)
+    f = u.view(np.float32)
+    finite = ~np.isnan(f)
+    with np.errstate(over="ignore"):
+        ref = f[finite].astype(np.float16).view(np.uint16)
+    got = np.empty(f.size, np.uint16)
+    native.kernels().f16_bits(f, got)  # type: ignore[union-attr]
+    assert got[finite].tolist() == ref.tolist()
+    assert (got[~finite] & 0x7E00).tolist() == [0x7E00] * int((~finite).sum())  # NaN stays a quiet NaN
+
+
+@pytest.mark.usefixtures("kernel")
+@pytest.mark.parametrize("scale", [2.0 ** -140, 2.0 ** -120, 2.0 ** -100, 2.0 ** -24, 2.0 ** -17, 1.0, 2.0 ** 20, 2.0 ** 120])
+def test_q8_0_scales_from_underflow_to_overflow_match_gguf(scale: float) -> None:
+    # d = max|x| / 127 as an F16 subnormal, normal or Inf, and 1/d overflowing (gguf-py's own bytes)
+    x = (np.random.default_rng(3).standard_normal(32 * 64) * scale).astype(np.float32)
+    x[:32] = 0.0
+    x[32:64] = -0.0
+    assert quantize_q8_0(x).tobytes() == quants.quantize(x, QT.Q8_0).tobytes()
+    bits = (x.view(np.uint32) >> 16).astype(np.uint16)
+    ref = quants.quantize(to_float32(bits, "BF16"), QT.Q8_0)
+    assert quantize_q8_0(bits, bf16_bits=True).tobytes() == ref.tobytes()
+
+
+def test_compiled_kernels_refuse_mismatched_buffers() -> None:
+    k = native.kernels()
+    assert k is not None
+    with pytest.raises(ValueError, match="not whole blocks of 32"):
+        k.q8_0(np.zeros(40, np.float32), np.zeros(34, np.uint8), False)
+    with pytest.raises(ValueError, match="destination of 33 bytes, expected 34"):
+        k.q8_0(np.zeros(32, np.uint16), np.zeros(33, np.uint8), True)
+    with pytest.raises(ValueError, match="65536-entry"):
+        k.bf16_to_f16(np.zeros(8, np.uint16), np.zeros(10, np.uint16), np.zeros(8, np.uint16))
+    with pytest.raises(TypeError):
+        k.q8_0(np.zeros(32, np.float32), b"\0" * 34, False)  # a read-only destination
