@@ -14,14 +14,15 @@ Families (synthetic values at the published dimensions, written by the family be
 
 For each family, outtype and core count, bench_threads.bench runs the durable copy (read the bytes the conversion
 reads, write the output's size, fsync, rename, fsync the folder), the conversion with one thread and the default
-conversion (one thread per usable core) interleaved, ``--runs`` times, each in a fresh process pinned to the first
+conversion (one thread per usable core) interleaved (with ``--numpy-forms`` also the default conversion with
+``DSPARK_CONVERT_KERNELS=0``: the numpy forms of the compiled kernels), ``--runs`` times, each in a fresh process pinned to the first
 N cores, warm page cache, cached tokenizer block. Printed per row: median wall and spread, ``x copy`` (the median of
 each run's ratio to the copy next to it), CPU seconds, peak RSS (the child's VmHWM), output size, cores, and the
 load average before and after each family. A family's inputs are deleted before the next one is written.
 
 usage: python benchmarks/bench_outtypes.py [--families dspark-4b,dflash2,mimo,nvfp4,gemma4]
                                            [--outtypes bf16,f16,q8_0,f32] [--cores 1,2] [--runs 3]
-                                           [--workdir DIR] [--json FILE]
+                                           [--numpy-forms] [--workdir DIR] [--json FILE]
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ def make_family(name: str, root: Path) -> tuple[Path, Path, dict, str]:
     raise SystemExit(f"unknown family {name!r}: expected one of {', '.join(FAMILIES)}")
 
 
-def bench_family(name: str, outtypes: list[str], cores: list[int], runs: int, root: Path, work: Path) -> list[dict]:
+def bench_family(name: str, outtypes: list[str], cores: list[int], runs: int, root: Path, work: Path,
+                 numpy_forms: bool = False) -> list[dict]:
     fam = root / name
     fam.mkdir(parents=True, exist_ok=True)
     draft, target, extra, label = make_family(name, fam)
@@ -110,7 +112,7 @@ def bench_family(name: str, outtypes: list[str], cores: list[int], runs: int, ro
     try:
         for outtype in outtypes:
             for c in cores:
-                new = bt.bench(draft, target, outtype, c, runs, work, cache)
+                new = bt.bench(draft, target, outtype, c, runs, work, cache, numpy_forms=numpy_forms)
                 for r in new:
                     r["family"] = name
                 rows += new
@@ -145,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3, help="runs per operation (medians reported)")
     ap.add_argument("--workdir", type=Path, help="folder for the inputs (each family's deleted after its rows)")
     ap.add_argument("--json", type=Path, help="also write the rows and the machine description to this file")
+    ap.add_argument("--numpy-forms", action="store_true", help="also time the numpy forms (DSPARK_CONVERT_KERNELS=0)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker:
@@ -160,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         work = root / "work"
         work.mkdir()
         for name in (f for f in a.families.split(",") if f):
-            rows += bench_family(name, outtypes, cores, a.runs, root, work)
+            rows += bench_family(name, outtypes, cores, a.runs, root, work, a.numpy_forms)
     print(f"# load average at end {os.getloadavg()[0]:.2f}")
     print(table(rows))
     if a.json:

@@ -10,7 +10,9 @@ outtype (bf16, f16, q8_0 by default) and each core count (the child process pinn
 - ``1 thread``: the conversion with ``DSPARK_CONVERT_THREADS=1`` (the baseline: one worker converting chunks);
 - ``threads=cores``: the conversion as it runs by default (one worker per usable core);
 - with ``--before DIR``, also ``before``: the conversion by the dspark_convert in DIR (e.g. a checkout of main),
-  with its own default threads.
+  with its own default threads;
+- with ``--numpy-forms``, also ``numpy forms``: the default conversion with ``DSPARK_CONVERT_KERNELS=0`` (the
+  numpy forms of the compiled Q8_0 / BF16 -> F16 kernels: what a package built without a C compiler runs).
 
 Warm page cache, cached tokenizer block (filled by a first conversion that is not counted), so the figures are the
 tensor streaming. Reported per row: median wall seconds with the spread, the median over runs of each run's
@@ -19,7 +21,8 @@ ratio to the copy next to it, CPU seconds (user + system) of the child, its own 
 on the ``before`` row.
 
 usage: python benchmarks/bench_threads.py [--size dspark-4b] [--tokenizer qwen3] [--outtypes bf16,f16,q8_0]
-                                          [--cores 1,2] [--runs 5] [--before DIR] [--workdir DIR] [--json FILE]
+                                          [--cores 1,2] [--runs 5] [--before DIR] [--numpy-forms] [--workdir DIR]
+                                          [--json FILE]
 """
 
 from __future__ import annotations
@@ -46,6 +49,10 @@ def _worker(spec: dict) -> dict:
         os.environ["DSPARK_CONVERT_THREADS"] = str(spec["threads"])
     else:
         os.environ.pop("DSPARK_CONVERT_THREADS", None)
+    if spec.get("numpy_forms"):
+        os.environ["DSPARK_CONVERT_KERNELS"] = "0"
+    else:
+        os.environ.pop("DSPARK_CONVERT_KERNELS", None)
     return bc._worker(spec)
 
 
@@ -61,7 +68,7 @@ def run(spec: dict, cache: Path, inputs: list[Path]) -> dict:
 
 
 def bench(draft: Path, target: Path, outtype: str, cores: int, runs: int, work: Path, cache: Path,
-          before: Path | None = None) -> list[dict]:
+          before: Path | None = None, numpy_forms: bool = False) -> list[dict]:
     out = work / f"out-{outtype}.gguf"
     base = {"op": "convert", "draft": str(draft), "target": str(target), "out": str(out), "outtype": outtype,
             "cache": True, "cores": cores}
@@ -71,6 +78,8 @@ def bench(draft: Path, target: Path, outtype: str, cores: int, runs: int, work: 
     modes = {"copy": copy, "1 thread": {**base, "threads": 1}, f"threads={cores} (default)": {**base, "threads": 0}}
     if before is not None:
         modes["before (its default threads)"] = {**base, "threads": 0, "package": str(before)}
+    if numpy_forms:
+        modes["numpy forms (default threads)"] = {**base, "threads": 0, "numpy_forms": True}
     got: dict[str, list[dict]] = {m: [] for m in modes}
     for _ in range(runs):
         for m, spec in modes.items():
@@ -86,8 +95,8 @@ def bench(draft: Path, target: Path, outtype: str, cores: int, runs: int, work: 
                      "rss_mib": max(r["rss"] for r in rs) / MiB,
                      "mb_out": first["bytes_out"] / 1e6})
     rows[2]["speedup"] = rows[1]["wall"] / rows[2]["wall"]  # 1 thread / default
-    if before is not None:
-        rows[3]["speedup"] = rows[3]["wall"] / rows[2]["wall"]  # before / default
+    for row in rows[3:]:
+        row["speedup"] = row["wall"] / rows[2]["wall"]  # before / default, numpy forms / default
     return rows
 
 
@@ -112,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, help="use (and keep) this folder; inputs already there are reused")
     ap.add_argument("--json", type=Path, help="also write the rows and the machine description to this file")
     ap.add_argument("--before", type=Path, help="folder holding an earlier dspark_convert to time as well")
+    ap.add_argument("--numpy-forms", action="store_true", help="also time the numpy forms (DSPARK_CONVERT_KERNELS=0)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker:
@@ -132,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for outtype in (o for o in a.outtypes.split(",") if o):
             for c in cores:
-                new = bench(draft, target, outtype, c, a.runs, work, cache, a.before and a.before.resolve())
+                new = bench(draft, target, outtype, c, a.runs, work, cache, a.before and a.before.resolve(),
+                            a.numpy_forms)
                 rows += new
                 print(*table(new).splitlines()[2:], sep="\n", flush=True)
         print(f"# load average at end {os.getloadavg()[0]:.2f}")

@@ -1,4 +1,4 @@
-/* Compiled kernels of the tensor stream: Q8_0 quantization and BF16 -> F16.
+/* Compiled kernels of the tensor stream: Q8_0 quantization, BF16 -> F16 and the NVFP4 repack.
  *
  * Each kernel is one pass over a chunk with the GIL released, so the conversion threads run them on every core.
  * The bytes are those of gguf-py (gguf.quants Q8_0, numpy's float32 -> float16 cast): same float32 operations in
@@ -208,12 +208,59 @@ static PyObject *py_f16_bits(PyObject *self, PyObject *args) {
     return err ? NULL : Py_NewRef(Py_None);
 }
 
+/* ModelOpt NVFP4 codes and E4M3 scales -> ggml NVFP4 super-blocks (formats/quant.py nvfp4_repack states the
+ * layout): per 64 values, the 4 scale bytes without their sign bits, then each 16-value sub-block's 64-bit word
+ * of codes after three delta swaps. Words are read and written in the machine's byte order, as numpy's views. */
+KERNEL static void nvfp4_repack(const uint8_t *codes, const uint8_t *scales, uint8_t *out, Py_ssize_t nblocks) {
+    for (Py_ssize_t b = 0; b < nblocks; b++) {
+        uint32_t sc;
+        memcpy(&sc, scales + 4 * b, 4);
+        sc &= 0x7F7F7F7Fu;
+        uint8_t *o = out + 36 * b;
+        memcpy(o, &sc, 4);
+        for (int j = 0; j < 4; j++) {
+            uint64_t x, t;
+            memcpy(&x, codes + 32 * b + 8 * j, 8);
+            t = ((x >> 16) ^ x) & 0x00000000FFFF0000ull;
+            x ^= t ^ (t << 16);
+            t = ((x >> 8) ^ x) & 0x0000FF000000FF00ull;
+            x ^= t ^ (t << 8);
+            t = ((x >> 4) ^ x) & 0x00F000F000F000F0ull;
+            x ^= t ^ (t << 4);
+            memcpy(o + 4 + 8 * j, &x, 8);
+        }
+    }
+}
+
+static PyObject *py_nvfp4_repack(PyObject *self, PyObject *args) {
+    Py_buffer codes, scales, dst;
+    if (!PyArg_ParseTuple(args, "y*y*w*", &codes, &scales, &dst))
+        return NULL;
+    int err = 0;
+    Py_ssize_t nblocks = scales.len / 4;
+    if (scales.len % 4 != 0 || codes.len != 32 * nblocks || dst.len != 36 * nblocks) {
+        PyErr_Format(PyExc_ValueError, "nvfp4_repack: %zd code bytes, %zd scale bytes and %zd destination bytes do "
+                     "not make whole super-blocks (32, 4 and 36 bytes each)", codes.len, scales.len, dst.len);
+        err = 1;
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        nvfp4_repack((const uint8_t *)codes.buf, (const uint8_t *)scales.buf, (uint8_t *)dst.buf, nblocks);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&codes);
+    PyBuffer_Release(&scales);
+    PyBuffer_Release(&dst);
+    return err ? NULL : Py_NewRef(Py_None);
+}
+
 static PyMethodDef methods[] = {
     {"q8_0", py_q8_0, METH_VARARGS,
      "q8_0(src, dst, bf16) -> int: Q8_0 blocks of src (BF16 bits if bf16, else float32) into dst; returns the "
      "number of blocks left unwritten (Inf/NaN or 1/d overflow)."},
     {"bf16_to_f16", py_bf16_to_f16, METH_VARARGS,
      "bf16_to_f16(src, table, dst): F16 bits of BF16 bits; table: the F16 bits of every BF16 value."},
+    {"nvfp4_repack", py_nvfp4_repack, METH_VARARGS,
+     "nvfp4_repack(codes, scales, dst): ggml NVFP4 super-blocks of ModelOpt NVFP4 codes and E4M3 scales."},
     {"f16_bits", py_f16_bits, METH_VARARGS, "f16_bits(src, dst): F16 bits of float32 values (round to nearest even)."},
     {NULL, NULL, 0, NULL},
 };

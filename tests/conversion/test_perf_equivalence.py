@@ -6,7 +6,7 @@
   ties, subnormals, huge values, NaN/Inf, BF16 input).
 - BF16 -> F16 table, the bit-level NaN/Inf check, chunked row transforms and ``Checkpoint.read_rows``.
 
-The Q8_0 and BF16 -> F16 tests run twice: with the compiled kernels (``formats/_native.c``, which the installed
+The Q8_0, BF16 -> F16 and NVFP4 repack tests run twice: with the compiled kernels (``formats/_native.c``, which the installed
 package must carry) and with their numpy forms (``DSPARK_CONVERT_KERNELS=0``).
 """
 
@@ -46,7 +46,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 @pytest.fixture(params=["compiled", "numpy"])
 def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each Q8_0 / BF16 -> F16 test with the compiled kernels, then with their numpy forms."""
+    """Each Q8_0 / BF16 -> F16 / NVFP4 repack test with the compiled kernels, then with their numpy forms."""
     if request.param == "compiled":
         assert native.built(), "the compiled kernels (dspark_convert/formats/_native.c) are not built: pip install -e ."
         monkeypatch.delenv(native.ENV, raising=False)
@@ -298,6 +298,7 @@ def _nvfp4_by_value(packed: np.ndarray, scale: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("shape", [(1, 32), (3, 96), (7, 64), (300, 512), (3, 1 << 16)])
+@pytest.mark.usefixtures("kernel")
 def test_nvfp4_repack_equals_the_layout_value_by_value(shape: tuple[int, int]) -> None:
     rng = np.random.default_rng(shape[0] * 7 + shape[1])
     packed = rng.integers(0, 256, shape, dtype=np.uint8)
@@ -310,6 +311,7 @@ def test_nvfp4_repack_equals_the_layout_value_by_value(shape: tuple[int, int]) -
     assert nvfp4_repack(np.asfortranarray(packed), strided[:, ::2]).tobytes() == want.tobytes()
 
 
+@pytest.mark.usefixtures("kernel")
 def test_nvfp4_repack_of_no_rows() -> None:
     assert nvfp4_repack(np.zeros((0, 64), np.uint8), np.zeros((0, 8), np.uint8)).shape == (0, 72)
 
@@ -455,3 +457,5 @@ def test_compiled_kernels_refuse_mismatched_buffers() -> None:
         k.bf16_to_f16(np.zeros(8, np.uint16), np.zeros(10, np.uint16), np.zeros(8, np.uint16))
     with pytest.raises(TypeError):
         k.q8_0(np.zeros(32, np.float32), b"\0" * 34, False)  # a read-only destination
+    with pytest.raises(ValueError, match="do not make whole super-blocks"):
+        k.nvfp4_repack(np.zeros(32, np.uint8), np.zeros(4, np.uint8), np.zeros(32, np.uint8))
