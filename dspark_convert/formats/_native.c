@@ -1,4 +1,5 @@
-/* Compiled kernels of the tensor stream: Q8_0 quantization, BF16 -> F16 and the NVFP4 repack.
+/* Compiled kernels: the tensor stream's Q8_0 quantization, BF16 -> F16 and NVFP4 repack, and the tokenizer
+ * reader's span hashes and vocabulary lookups.
  *
  * Each kernel is one pass over a chunk with the GIL released, so the conversion threads run them on every core.
  * The bytes are those of gguf-py (gguf.quants Q8_0, numpy's float32 -> float16 cast): same float32 operations in
@@ -253,6 +254,139 @@ static PyObject *py_nvfp4_repack(PyObject *self, PyObject *args) {
     return err ? NULL : Py_NewRef(Py_None);
 }
 
+/* ---- the vocabulary index of tokenizer/tokscan.py: span hashes and lookups ----
+ * A span is data[start : start + len] of a buffer padded with 8 bytes. Its hash (tokscan.span_hash): with
+ * MUL = 0x9E3779B97F4A7C15, x = ((len * MUL + SEED) ^ first word masked to min(len, 8) bytes) * MUL,
+ * h = x ^ (x >> 31), then per further 8 bytes x = (h ^ word masked) * MUL, h = x ^ (x >> 31); words little-endian. */
+#define H_MUL 0x9E3779B97F4A7C15ull
+#define H_SEED 0xC2B2AE3D27D4EB4Full
+
+static inline uint64_t load_le64(const uint8_t *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w);
+#endif
+    return w;
+}
+
+static inline uint64_t low_bytes(int64_t n) { return n >= 8 ? ~0ull : (1ull << (8 * n)) - 1; }
+
+static inline uint64_t span_hash(const uint8_t *p, int64_t len) {
+    uint64_t x = (((uint64_t)len * H_MUL + H_SEED) ^ (load_le64(p) & low_bytes(len))) * H_MUL;
+    uint64_t h = x ^ (x >> 31);
+    for (int64_t k = 8; k < len; k += 8) {
+        x = (h ^ (load_le64(p + k) & low_bytes(len - k))) * H_MUL;
+        h = x ^ (x >> 31);
+    }
+    return h;
+}
+
+/* Spans within their padded buffer: start >= 0, len >= 0, start + len + 8 <= size. */
+static int spans_ok(Py_buffer *data, Py_buffer *starts, Py_buffer *lens, Py_ssize_t *n) {
+    if (starts->len != lens->len || starts->len % 8 != 0) {
+        PyErr_SetString(PyExc_ValueError, "spans: int64 starts and lengths of one count expected");
+        return -1;
+    }
+    *n = starts->len / 8;
+    const int64_t *st = (const int64_t *)starts->buf, *ln = (const int64_t *)lens->buf;
+    for (Py_ssize_t i = 0; i < *n; i++)
+        if (st[i] < 0 || ln[i] < 0 || st[i] > (int64_t)data->len - 8 - ln[i]) {
+            PyErr_Format(PyExc_ValueError, "span %zd (%lld, %lld) is outside its padded buffer of %zd bytes", i,
+                         (long long)st[i], (long long)ln[i], data->len);
+            return -1;
+        }
+    return 0;
+}
+
+static PyObject *py_span_hash(PyObject *self, PyObject *args) {
+    Py_buffer data, starts, lens, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &data, &starts, &lens, &out))
+        return NULL;
+    Py_ssize_t n = 0;
+    int err = spans_ok(&data, &starts, &lens, &n);
+    if (!err && out.len != 8 * n) {
+        PyErr_SetString(PyExc_ValueError, "span_hash: one uint64 per span expected");
+        err = -1;
+    }
+    if (!err) {
+        const uint8_t *d = (const uint8_t *)data.buf;
+        const int64_t *st = (const int64_t *)starts.buf, *ln = (const int64_t *)lens.buf;
+        uint64_t *h = (uint64_t *)out.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++)
+            h[i] = span_hash(d + st[i], ln[i]);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&lens);
+    PyBuffer_Release(&out);
+    return err ? NULL : Py_NewRef(Py_None);
+}
+
+/* find_spans(table, hashes, shift, vdata, vstarts, vlens, data, starts, lens, ids) -> number found.
+ * ``table``: int32 slots of an open-addressing table (linear probing; slot = hash >> shift; -1 empty) holding
+ * token ids; ``hashes``: each token's hash. A span is token t when the probe meets t with the span's hash and
+ * the token's bytes equal the span's; ids[i] = t, or -1. The caller's table holds distinct hashes. */
+static PyObject *py_find_spans(PyObject *self, PyObject *args) {
+    Py_buffer table, hashes, vdata, vstarts, vlens, data, starts, lens, ids;
+    int shift;
+    if (!PyArg_ParseTuple(args, "y*y*iy*y*y*y*y*y*w*", &table, &hashes, &shift, &vdata, &vstarts, &vlens, &data,
+                          &starts, &lens, &ids))
+        return NULL;
+    Py_ssize_t n = 0, nv = 0, found = 0;
+    int err = spans_ok(&data, &starts, &lens, &n);
+    if (!err)
+        err = spans_ok(&vdata, &vstarts, &vlens, &nv);
+    Py_ssize_t slots = table.len / 4;
+    if (!err && (ids.len != 8 * n || hashes.len < 8 * nv || slots == 0 || (slots & (slots - 1)) != 0 ||
+                 shift < 1 || shift > 63 || ((uint64_t)1 << (64 - shift)) != (uint64_t)slots)) {
+        PyErr_SetString(PyExc_ValueError, "find_spans: a power-of-two int32 table, 64 - shift bits, one hash per "
+                        "token and one int64 id per span expected");
+        err = -1;
+    }
+    if (!err) {
+        const int32_t *tb = (const int32_t *)table.buf;
+        const uint64_t *vh = (const uint64_t *)hashes.buf;
+        const uint8_t *vd = (const uint8_t *)vdata.buf, *d = (const uint8_t *)data.buf;
+        const int64_t *vst = (const int64_t *)vstarts.buf, *vln = (const int64_t *)vlens.buf;
+        const int64_t *st = (const int64_t *)starts.buf, *ln = (const int64_t *)lens.buf;
+        int64_t *out = (int64_t *)ids.buf;
+        uint64_t mask = (uint64_t)slots - 1;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t h = span_hash(d + st[i], ln[i]);
+            uint64_t slot = h >> shift;
+            int64_t id = -1;
+            for (;;) {
+                int32_t c = tb[slot];
+                if (c < 0 || c >= nv) /* empty (a slot naming no token counts as empty) */
+                    break;
+                if (vh[c] == h) {
+                    if (vln[c] == ln[i] && memcmp(vd + vst[c], d + st[i], (size_t)ln[i]) == 0)
+                        id = c;
+                    break;
+                }
+                slot = (slot + 1) & mask;
+            }
+            out[i] = id;
+            found += id >= 0;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&table);
+    PyBuffer_Release(&hashes);
+    PyBuffer_Release(&vdata);
+    PyBuffer_Release(&vstarts);
+    PyBuffer_Release(&vlens);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&lens);
+    PyBuffer_Release(&ids);
+    return err ? NULL : PyLong_FromSsize_t(found);
+}
+
 static PyMethodDef methods[] = {
     {"q8_0", py_q8_0, METH_VARARGS,
      "q8_0(src, dst, bf16) -> int: Q8_0 blocks of src (BF16 bits if bf16, else float32) into dst; returns the "
@@ -261,6 +395,9 @@ static PyMethodDef methods[] = {
      "bf16_to_f16(src, table, dst): F16 bits of BF16 bits; table: the F16 bits of every BF16 value."},
     {"nvfp4_repack", py_nvfp4_repack, METH_VARARGS,
      "nvfp4_repack(codes, scales, dst): ggml NVFP4 super-blocks of ModelOpt NVFP4 codes and E4M3 scales."},
+    {"span_hash", py_span_hash, METH_VARARGS, "span_hash(data, starts, lens, out): tokscan.span_hash, compiled."},
+    {"find_spans", py_find_spans, METH_VARARGS,
+     "find_spans(table, hashes, shift, vdata, vstarts, vlens, data, starts, lens, ids) -> int: token ids of spans."},
     {"f16_bits", py_f16_bits, METH_VARARGS, "f16_bits(src, dst): F16 bits of float32 values (round to nearest even)."},
     {NULL, NULL, 0, NULL},
 };

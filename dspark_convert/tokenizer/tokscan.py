@@ -30,6 +30,7 @@ from typing import overload
 import numpy as np
 import numpy.typing as npt
 
+from ..formats.native import kernels
 from .tokjson import Layout, NotFast, Raw, cut_chunks, unescape_all
 
 _MASKS = np.array([(1 << (8 * i)) - 1 for i in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
@@ -196,7 +197,13 @@ def span_hash(data: npt.NDArray[np.uint8], starts: Ints, lens: Ints) -> npt.NDAr
     """A 64-bit hash of each span ``data[starts[i] : starts[i] + lens[i]]`` (``data`` ends in 8 padding bytes).
 
     Spans of one length and at most 8 bytes never share a hash: their one masked word goes through an xor, an
-    odd multiply and a xorshift, each one-to-one."""
+    odd multiply and a xorshift, each one-to-one. The compiled kernel (:mod:`~dspark_convert.formats.native`)
+    computes the same hashes."""
+    native = kernels()
+    if native is not None:
+        out = np.empty(len(lens), np.uint64)
+        native.span_hash(data, _int64(starts), _int64(lens), out)
+        return out
     words = _words(data)
     x = ((lens.astype(np.uint64) * _MUL + _SEED) ^ (words[starts] & _MASKS[np.minimum(lens, 8)])) * _MUL
     h = x ^ (x >> _SHIFT)
@@ -210,6 +217,10 @@ def span_hash(data: npt.NDArray[np.uint8], starts: Ints, lens: Ints) -> npt.NDAr
         idx = idx[rem > 8]
         k += 8
     return h
+
+
+def _int64(a: npt.NDArray[np.integer]) -> Ints:
+    return np.ascontiguousarray(a, dtype=np.int64)
 
 
 def equal_spans(a: npt.NDArray[np.uint8], a_starts: Ints, b: npt.NDArray[np.uint8], b_starts: Ints,
@@ -274,6 +285,12 @@ class VocabIndex:
         return bool(self._find(data, starts, lens)[1].all())
 
     def _find(self, data: npt.NDArray[np.uint8], starts: Ints, lens: Ints) -> tuple[Ints, npt.NDArray[np.bool_]]:
+        native = kernels()
+        if native is not None:  # the same probe and confirmation, compiled, span by span
+            ids = np.empty(len(lens), np.int64)
+            native.find_spans(self.table, self.hashes, int(self.shift), self.data, _int64(self.starts),
+                              _int64(self.lens), data, _int64(starts), _int64(lens), ids)
+            return ids, ids >= 0
         h = span_hash(data, starts, lens)
         if not len(self.lens):
             return np.zeros(len(h), dtype=np.int64), np.zeros(len(h), dtype=bool)

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dspark_convert.formats import native
 from dspark_convert.gguffile.packed import PackedStrings
 from dspark_convert.tokenizer import tokjson, tokscan
 
@@ -186,12 +187,47 @@ def test_short_hashes_are_one_to_one(a: bytes, data: st.DataObject) -> None:
 
 def test_collisions_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """With a hash that only sees the length, tokens of one length collide (the index refuses them) and a longer
-    probe of a token's length is told apart by its bytes."""
+    probe of a token's length is told apart by its bytes (the numpy form, whose hash can be swapped)."""
+    monkeypatch.setenv(native.ENV, "0")
     monkeypatch.setattr(tokscan, "span_hash", lambda data, starts, lens: lens.astype(np.uint64) * np.uint64(7))
     with pytest.raises(ValueError):
         tokscan.VocabIndex(*tokscan.joined([b"ab", b"cd"]))
     index = tokscan.VocabIndex(*tokscan.joined([b"a", b"x" * 9, b"y" * 12]))
     assert index.ids([b"x" * 9, b"x" * 8 + b"z", b"y" * 12, b"y" * 11 + b"x", b"q" * 5]).tolist() == [1, -1, 2, -1, -1]
+
+
+def test_compiled_lookup_confirms_a_hash_hit_by_the_bytes() -> None:
+    """The compiled lookup finds what the numpy form finds, and a span whose hash a token claims (a forged
+    collision) but whose bytes differ is not that token."""
+    assert native.kernels() is not None
+    tokens = [b"a", b"x" * 9, b"y" * 12, "d\u00e9".encode(), b""]
+    index = tokscan.VocabIndex(*tokscan.joined(tokens))
+    probes = [b"x" * 9, b"x" * 8 + b"z", b"y" * 12, b"y" * 11 + b"x", b"", b"a", "d\u00e9".encode(), b"q" * 5]
+    want = [1, -1, 2, -1, 4, 0, 3, -1]
+    assert index.ids(probes).tolist() == want
+    # forge a collision: token 1 (x * 9) claims the hash of x * 8 + z and sits where that hash probes first
+    data, starts, lens = tokscan.joined([b"x" * 8 + b"z"])
+    h = tokscan.span_hash(data, starts, lens)[0]
+    index.hashes[1] = h
+    index.table[:] = -1
+    index.table[int(h >> index.shift)] = 1
+    assert index.ids([b"x" * 8 + b"z", b"x" * 9]).tolist() == [-1, -1]
+    index.hashes[1] = tokscan.span_hash(*tokscan.joined([b"x" * 9]))[0]
+    index.table[:] = -1
+    index.table[int(index.hashes[1] >> index.shift)] = 1
+    assert index.ids([b"x" * 9, b"x" * 8 + b"z"]).tolist() == [1, -1]
+
+
+def test_span_hash_compiled_equals_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(5)
+    items = [bytes(rng.randrange(256) for _ in range(rng.randrange(40))) for _ in range(500)]
+    data, starts, lens = tokscan.joined(items)
+    compiled = tokscan.span_hash(data, starts, lens)
+    monkeypatch.setenv(native.ENV, "0")
+    assert compiled.tolist() == tokscan.span_hash(data, starts, lens).tolist()
+    with pytest.raises(ValueError, match="outside its padded buffer"):
+        monkeypatch.delenv(native.ENV)
+        tokscan.span_hash(data[:-1], starts, lens)
 
 
 def test_tokens_cut_on_demand() -> None:
