@@ -94,7 +94,7 @@ class Variant:
         return importlib.import_module(f"{VARIANTS_PACKAGE}.{self.name}.{name}")
 
     def has_role(self, name: str) -> bool:
-        """Whether this variant has a module for the role (a ``dsv4`` file has no forwards yet)."""
+        """Whether this variant has a module for the role (a ``dsv4`` variant has no forward modules)."""
         return importlib.util.find_spec(f"{VARIANTS_PACKAGE}.{self.name}.{name}") is not None
 
 

@@ -15,7 +15,7 @@ llama-server does not log (its blocks carry only ``n_draft`` / ``n_accepted``) r
 ids its scores refer to (``RefBlock.candidates``) and the std of each position's logits (``row_scales``); the
 check then compares what verification revealed.
 
-A variant without the module (no numpy forward yet) is refused by the check, naming the variant. The role sits in
+A variant without the module (no numpy forward) is refused by the check, naming the variant. The role sits in
 the variant's package because it is the variant's knowledge: which forward, which cases, which chain.
 """
 

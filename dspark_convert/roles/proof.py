@@ -10,7 +10,7 @@
   when quality mode runs the unrounded checkpoint, else None). The ``PROOF`` names what is drawn for each seeded
   case after its features (:meth:`Inputs.anchors`, :meth:`Inputs.next_tokens`), the numpy forward on the GGUF, the rows that
   compare the two (exact mode, and quality mode), the hyperparameters the report shows and the metadata rows;
-- or :class:`TensorChecks`: a variant without a reference forward yet, proved tensor by tensor (``run(job)``
+- or :class:`TensorChecks`: a variant without a reference forward, proved tensor by tensor (``run(job)``
   returns the :class:`Proof`).
 
 A variant's rows compare a :class:`Pair` (both forwards on the same cases) with the kernel of
@@ -271,7 +271,7 @@ def hparam_rows(g: GGUFWeights, arch: str, hp: Any, own: Callable[[], list[Metad
 
 @dataclass(frozen=True)
 class TensorChecks:
-    """A variant without a reference forward yet: ``run(job)`` compares every tensor with the checkpoint and
+    """A variant without a reference forward: ``run(job)`` compares every tensor with the checkpoint and
     returns the proof (rows, notes and its accounting's ``compared`` sets); it reads any checkpoint folder and
     needs no target."""
 

@@ -6,7 +6,7 @@ GGUF side only: the HF -> GGUF name tables belong to the family modules (``varia
 spells GGUF names only through this package; the reference forwards (``reference/*``) and ``verify`` spell them
 again on purpose, so that a wrong name here cannot hide behind the same wrong name there. Facts come from
 ``spec/gguf-contract.md`` (written against llama.cpp master @749f688) and ``spec/upstream-b11434.md`` (what changed
-up to the release the converter now matches, :data:`UPSTREAM_REFERENCE`).
+up to the release the converter matches, :data:`UPSTREAM_REFERENCE`).
 
 One module per concept (gguf-py ``constants.py`` style), all re-exported here, so ``from .. import schema as S`` and
 ``from dspark_convert.schema import X`` read every name:

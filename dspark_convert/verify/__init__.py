@@ -180,7 +180,7 @@ def verify(gguf_path: str | Path, hf_dir: str | Path, target_dir: str | Path | N
     ConvertError for unreadable inputs; a conversion that is readable but wrong gives ``passed == False``.
     Every variant is proved the same way: its ``verify`` role's ``PROOF`` (:mod:`.rows`), the GGUF's
     variant when its torch side reads the checkpoint, else the checkpoint's; a variant without a reference forward
-    yet (:class:`~dspark_convert.roles.proof.TensorChecks`) is compared tensor by tensor (``target_dir`` may be None).
+    (:class:`~dspark_convert.roles.proof.TensorChecks`) is compared tensor by tensor (``target_dir`` may be None).
 
     Example:
         >>> verify("d.gguf", "draft_qwen3_4b", "Qwen3-4B", seed=0).passed  # doctest: +SKIP

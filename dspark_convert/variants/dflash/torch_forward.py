@@ -206,14 +206,23 @@ def _muse_config(raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,
 
 # ============================================================================================== DSpark / DFlash
 @dataclass
-class TorchBlock:
-    """Reference outputs of one block proposal, step by step (numpy arrays; tokens are target ids)."""
+class TorchTrunk:
+    """One case of a block forward on the checkpoint up to its logits, as numpy arrays in forward order (the values
+    ``verify`` compares with the GGUF side's): the context projection ``C [T, H]``, the block input ``[B, H]``, the
+    output of each layer ``[B, H]``, the post-norm hidden state ``[B, H]`` and the logits. Each block forward's own
+    result (DFlash / DSpark, DFlash2, Gemma4 DSpark) extends it."""
 
     context: np.ndarray
     block_input: np.ndarray
     layers: list[np.ndarray]
     hidden: np.ndarray
     logits: np.ndarray
+
+
+@dataclass
+class TorchBlock(TorchTrunk):
+    """Reference outputs of one block proposal, step by step (numpy arrays; tokens are target ids)."""
+
     tokens: np.ndarray
     prev_tokens: np.ndarray
     markov_bias: np.ndarray | None = None

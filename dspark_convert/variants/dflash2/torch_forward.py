@@ -29,7 +29,7 @@ from ...reference.layers_torch import (
 )
 from ...reference.storage import gguf_counterpart as shared_counterpart
 from ...roles.proof import Inputs
-from ..dflash.torch_forward import BLOCK_GLOBALS, DraftFolder
+from ..dflash.torch_forward import BLOCK_GLOBALS, DraftFolder, TorchTrunk
 
 #: the torch side's own spelling of the DFlash2 tensors' GGUF names (layer part, global) beside the backbone's
 #: table of :func:`..reference.storage.gguf_counterpart` and the block draft's globals (``BLOCK_GLOBALS``); exact
@@ -78,12 +78,10 @@ class Heads:
 
 
 @dataclass
-class Torch2Outputs:
-    context: np.ndarray
-    block_input: np.ndarray
-    layers: list[np.ndarray]
-    hidden: np.ndarray
-    logits: np.ndarray
+class Torch2Outputs(TorchTrunk):
+    """One case of :func:`dflash2_forward`: the trunk's values, then the candidate sets of block positions 1..B-1
+    and the selector's scores over them."""
+
     candidates: np.ndarray
     scores: np.ndarray
 

@@ -4,5 +4,5 @@
   FP4 tensor specs (the FP4 expert stack's row transform in :mod:`.transforms`) and upstream's chat templates
   (``chat_templates/``), shared with the MTP sidecar (:mod:`dspark_convert.variants.mtp.deepseek4`);
   :mod:`.loader`: the loader rules; :mod:`.tensors`: the torch tensor-by-tensor checks (verify proves the file
-  tensor by tensor: no forward yet); :mod:`.verify`: verify's rows.
+  tensor by tensor: it has no reference forward); :mod:`.verify`: verify's rows.
 """

@@ -1,4 +1,4 @@
-"""Tensor-level proof of a DeepSeek-V4 DSpark GGUF against its checkpoint (no DSV4 reference forward yet).
+"""Tensor-level proof of a DeepSeek-V4 DSpark GGUF against its checkpoint (the variant has no reference forward).
 
 For a tensor (or a row chunk / one expert of it):
 

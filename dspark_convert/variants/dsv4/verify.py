@@ -1,4 +1,4 @@
-"""``verify`` for DeepSeek-V4 DSpark files: tensor-level proof instead of a forward (none exists yet).
+"""``verify`` for DeepSeek-V4 DSpark files: tensor-level proof (the variant has no reference forward).
 
 Every GGUF tensor is compared with the checkpoint (:mod:`.reference.dsv4_tensors`: the checkpoint's values
 dequantized in torch as upstream does, passed through the GGUF type's rounding with gguf-py, must equal the GGUF's
@@ -53,7 +53,7 @@ QUALITY_NOTE = "the GGUF's tensors against the unrounded checkpoint values: max 
 
 def dsv4_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = True) -> Proof:
     """A DeepSeek-V4 DSpark GGUF: every tensor against the checkpoint (see :mod:`.reference.dsv4_tensors`), and
-    the model keys against its config. No forward: a DeepSeek-V4 reference forward is not implemented yet.
+    the model keys against its config. No forward outputs are graded (the variant has no reference forward).
 
     Exact mode (the verdict): one row per tensor, the GGUF's values against the checkpoint's after the GGUF
     type's rounding (``max abs`` 0 when they are equal). Quality (information, with ``quality``): the same
@@ -95,5 +95,5 @@ def _proof(job: Job) -> Proof:
     return dsv4_rows(job.g, job.gguf_path, job.hf_dir, quality=job.quality)
 
 
-#: verify's role: no forward yet, every tensor against the checkpoint (any checkpoint folder; no target needed)
+#: verify's role: no forward, every tensor against the checkpoint (any checkpoint folder; no target needed)
 PROOF = TensorChecks(_proof)

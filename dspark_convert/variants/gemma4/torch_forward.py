@@ -26,17 +26,15 @@ import torch
 from ...reference.layers_torch import visible_keys
 from ...reference.storage import gguf_counterpart as shared_counterpart
 from ...roles.proof import Inputs
-from ..dflash.torch_forward import BLOCK_GLOBALS, DraftFolder
+from ..dflash.torch_forward import BLOCK_GLOBALS, DraftFolder, TorchTrunk
 from ..gemma4_assistant.torch_forward import SANDWICH_LAYER
 
 
 @dataclass
-class TorchOutputs:
-    context: np.ndarray
-    block_input: np.ndarray
-    layers: list[np.ndarray]
-    hidden: np.ndarray
-    logits: np.ndarray
+class TorchOutputs(TorchTrunk):
+    """One case of :func:`gemma4_forward`: the trunk's values, then the Markov bias and biased logits (None without
+    a Markov head), the chosen and previous tokens, and the confidence logits (None without a confidence head)."""
+
     markov_bias: np.ndarray | None
     markov_logits: np.ndarray | None
     tokens: np.ndarray

@@ -39,15 +39,7 @@ HF_LAYER = glm_dsa.HF_LAYER
 #: the root tensors by checkpoint name, for messages
 HF_ROOTS: dict[str, str] = glm.KEPT_ROOTS
 #: ``DeepseekV32Config``'s class defaults (transformers 5), for the keys upstream reads
-CONFIG_DEFAULTS: dict[str, Any] = {
-    "vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
-    "num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128, "n_shared_experts": 1,
-    "n_routed_experts": 256, "routed_scaling_factor": 2.5, "kv_lora_rank": 512, "q_lora_rank": 1536,
-    "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 128, "n_group": 8, "topk_group": 4,
-    "num_experts_per_tok": 8, "norm_topk_prob": True, "max_position_embeddings": 163840, "rms_norm_eps": 1e-6,
-    "tie_word_embeddings": False, "index_topk": 2048, "index_head_dim": 128, "index_n_heads": 64,
-    "first_k_dense_replace": 3,
-}
+CONFIG_DEFAULTS: dict[str, Any] = glm_dsa.class_defaults("DeepseekV32Config")
 
 
 def config_view(config: dict[str, Any], where: str) -> HParams:

@@ -51,7 +51,7 @@ from ..dsv4.blockscaled import (
     packaged_template,
 )
 from .head import Counts, Head
-from .specs import target_archs
+from .specs import layer_indices, target_archs
 from .transforms import ColumnConcat
 
 #: upstream's model class that exports the DeepSeek-V4 MTP layer with ``--mtp``
@@ -169,7 +169,7 @@ def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> Dsv4Mt
     if nextn == 0:
         raise ConvertError(f"{where}: no MTP head: 'num_nextn_predict_layers' is {declared!r} (upstream's --mtp "
                            "writes the mtp.* layers only when the config declares them)")
-    found = sorted({int(m.group(1)) for m in (MTP_RE.fullmatch(x) for x in names) if m})
+    found = layer_indices(MTP_RE.fullmatch, names)
     if found != list(range(nextn)):
         raise ConvertError(f"{where}: num_nextn_predict_layers is {nextn} but the checkpoint has MTP layers "
                            f"{', '.join(f'mtp.{i}' for i in found) or 'none'}; expected mtp.0..mtp.{nextn - 1}")

@@ -35,7 +35,7 @@ from ...kit.common import base_kvs, mapped_once
 from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec, as_int
 from .head import Counts, Head
-from .specs import ATTENTION, NEXTN_ROWS, ExpertGroups, layer_spec, stack_spec, target_archs
+from .specs import ATTENTION, NEXTN_ROWS, ExpertGroups, layer_indices, layer_spec, stack_spec, target_archs
 
 #: upstream's model class that exports the GLM-4.5 NextN layer with ``--mtp``
 MTP_CLASSES = ("Glm4MoeModel",)
@@ -128,7 +128,7 @@ def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> GlmMtp
     n = hp.positive(key, hp.find((key,), required=True))
     declared = hp.get("num_nextn_predict_layers")
     nextn = hp.u32("num_nextn_predict_layers", declared) if declared is not None else 0
-    found = sorted({int(m.group(1)) for m in (LAYER_RE.match(bare(x)) for x in names) if m and int(m.group(1)) >= n})
+    found = [i for i in layer_indices(lambda x: LAYER_RE.match(bare(x)), names) if i >= n]
     if nextn == 0:
         raise ConvertError(f"{where}: no MTP head: 'num_nextn_predict_layers' is {declared!r} (upstream's --mtp "
                            "writes NextN layers only when the config declares them)")

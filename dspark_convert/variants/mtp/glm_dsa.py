@@ -90,16 +90,51 @@ def hf_layer(layer: dict[str, str]) -> list[tuple[str, str]]:
 #: (checkpoint pattern, short GGUF name) of every NextN layer tensor, for :func:`hf_names`
 HF_LAYER: list[tuple[str, str]] = hf_layer(LAYER)
 
-#: ``GlmMoeDsaConfig``'s class defaults (transformers 5), for the keys upstream reads
-CONFIG_DEFAULTS: dict[str, Any] = {
-    "vocab_size": 154880, "hidden_size": 6144, "intermediate_size": 12288, "moe_intermediate_size": 2048,
-    "num_hidden_layers": 78, "num_attention_heads": 64, "num_key_value_heads": 64, "n_shared_experts": 1,
-    "n_routed_experts": 256, "routed_scaling_factor": 2.5, "kv_lora_rank": 512, "q_lora_rank": 2048,
-    "qk_rope_head_dim": 64, "v_head_dim": 256, "qk_nope_head_dim": 192, "n_group": 1, "topk_group": 1,
-    "num_experts_per_tok": 8, "norm_topk_prob": True, "max_position_embeddings": 202752, "rms_norm_eps": 1e-5,
-    "tie_word_embeddings": False, "index_topk": 2048, "index_head_dim": 128, "index_n_heads": 32,
-    "first_k_dense_replace": 3,
+#: the configuration classes upstream reads a ``DeepseekV2Model`` MTP family through: the columns of
+#: :data:`MLA_CLASS_DEFAULTS`
+MLA_CONFIG_CLASSES = ("GlmMoeDsaConfig", "DeepseekV32Config", "Glm4MoeLiteConfig")
+#: each class's defaults (transformers 5) for the keys upstream reads, a column per class of
+#: :data:`MLA_CONFIG_CLASSES`; None: the class has no such key (``Glm4MoeLiteConfig`` has no indexer)
+MLA_CLASS_DEFAULTS: dict[str, tuple[Any, Any, Any]] = {
+    #                            GLM-5    DS-V3.2  GLM-4.7-Flash
+    "vocab_size":               (154880,  129280,  154880),
+    "hidden_size":              (6144,    7168,    2048),
+    "intermediate_size":        (12288,   18432,   10240),
+    "moe_intermediate_size":    (2048,    2048,    1536),
+    "num_hidden_layers":        (78,      61,      47),
+    "num_attention_heads":      (64,      128,     20),
+    "num_key_value_heads":      (64,      128,     20),
+    "n_shared_experts":         (1,       1,       1),
+    "n_routed_experts":         (256,     256,     64),
+    "routed_scaling_factor":    (2.5,     2.5,     1.8),
+    "kv_lora_rank":             (512,     512,     512),
+    "q_lora_rank":              (2048,    1536,    768),
+    "qk_rope_head_dim":         (64,      64,      64),
+    "v_head_dim":               (256,     128,     256),
+    "qk_nope_head_dim":         (192,     128,     192),
+    "n_group":                  (1,       8,       1),
+    "topk_group":               (1,       4,       1),
+    "num_experts_per_tok":      (8,       8,       4),
+    "norm_topk_prob":           (True,    True,    True),
+    "max_position_embeddings":  (202752,  163840,  202752),
+    "rms_norm_eps":             (1e-5,    1e-6,    1e-5),
+    "tie_word_embeddings":      (False,   False,   False),
+    "index_topk":               (2048,    2048,    None),
+    "index_head_dim":           (128,     128,     None),
+    "index_n_heads":            (32,      64,      None),
+    "first_k_dense_replace":    (3,       3,       None),
 }
+
+
+def class_defaults(cls_name: str) -> dict[str, Any]:
+    """The defaults of configuration class ``cls_name`` (one of :data:`MLA_CONFIG_CLASSES`), in the table's key
+    order, without the keys the class does not have."""
+    col = MLA_CONFIG_CLASSES.index(cls_name)
+    return {k: row[col] for k, row in MLA_CLASS_DEFAULTS.items() if row[col] is not None}
+
+
+#: ``GlmMoeDsaConfig``'s class defaults (transformers 5), for the keys upstream reads
+CONFIG_DEFAULTS: dict[str, Any] = class_defaults("GlmMoeDsaConfig")
 
 
 #: the root tensors by checkpoint name, for messages (with :data:`HF_LAYER`)

@@ -55,14 +55,7 @@ HF_ROOTS: dict[str, str] = glm.KEPT_ROOTS
 
 #: ``Glm4MoeLiteConfig``'s class defaults (transformers 5), for the keys upstream reads; the class rejects null for
 #: each of them but ``q_lora_rank``
-CONFIG_DEFAULTS: dict[str, Any] = {
-    "vocab_size": 154880, "hidden_size": 2048, "intermediate_size": 10240, "moe_intermediate_size": 1536,
-    "num_hidden_layers": 47, "num_attention_heads": 20, "num_key_value_heads": 20, "n_shared_experts": 1,
-    "n_routed_experts": 64, "routed_scaling_factor": 1.8, "kv_lora_rank": 512, "q_lora_rank": 768,
-    "qk_rope_head_dim": 64, "v_head_dim": 256, "qk_nope_head_dim": 192, "n_group": 1, "topk_group": 1,
-    "num_experts_per_tok": 4, "norm_topk_prob": True, "max_position_embeddings": 202752, "rms_norm_eps": 1e-5,
-    "tie_word_embeddings": False,
-}
+CONFIG_DEFAULTS: dict[str, Any] = glm_dsa.class_defaults("Glm4MoeLiteConfig")
 #: ``Glm4MoeLiteConfig``'s ``attribute_map``: a config key set to the class field it names
 ALIASES: dict[str, str] = {"head_dim": "qk_rope_head_dim", "num_local_experts": "n_routed_experts"}
 

@@ -57,6 +57,7 @@ from .specs import (
     ExpertGroups,
     float_ref,
     fp8_block,
+    layer_indices,
     layer_spec,
     stack_spec,
     target_archs,
@@ -210,7 +211,7 @@ def read_hparams(arch: str, hp: HParams, names: list[str], where: str) -> MimoMt
                                                                  for p in pattern):
         raise ConvertError(f"{where}: hybrid_layer_pattern is {pattern!r}, expected num_hidden_layers {n} entries of "
                            "0 (full attention) or 1 (sliding window)")
-    found = sorted({int(m.group(1)) for m in (MTP_RE.match(x) for x in names) if m})
+    found = layer_indices(MTP_RE.match, names)
     if found != list(range(NEXTN)):
         raise ConvertError(f"{where}: the checkpoint has MTP layers {found or 'none'}; upstream's MimoV2Model writes "
                            f"exactly model.mtp.layers.0..{NEXTN - 1} (block_count num_hidden_layers + {NEXTN})")

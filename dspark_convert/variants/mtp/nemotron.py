@@ -41,7 +41,7 @@ from ...plan import KV, TensorSpec
 from ...tokenizer.targets import table
 from ..eagle3.transforms import Eagle3Permute
 from .head import Head
-from .specs import ExpertGroups, float_ref, stack_spec
+from .specs import ExpertGroups, float_ref, layer_indices, stack_spec
 
 #: upstream's model class that exports the Nemotron-H MTP head with ``--mtp`` (only its MoE variant)
 MTP_CLASSES = ("NemotronHModel",)
@@ -181,7 +181,7 @@ def read_hparams(hp: HParams, names: list[str], where: str) -> NemotronMtp:
     if hp.u32("num_nextn_predict_layers", declared) != 1:
         raise ConvertError(f"{where}: num_nextn_predict_layers is {declared}; upstream's Nemotron-H MTP conversion "
                            "supports 1 (one head of two layers, mtp.layers.0 and mtp.layers.1)")
-    found = sorted({int(m.group(1)) for m in (_MTP.fullmatch(bare(x)) for x in names) if m})
+    found = layer_indices(lambda x: _MTP.fullmatch(bare(x)), names)
     if found != [0, 1]:
         raise ConvertError(f"{where}: the MTP head has layers {found or 'none'}; expected mtp.layers.0 (fusion + "
                            "attention) and mtp.layers.1 (MoE + final norm)")

@@ -1,14 +1,15 @@
 """The tensor-planning pieces the MTP family modules (:mod:`.qwen`, :mod:`.glm`, :mod:`.glm_dsa`, :mod:`.nemotron`)
 share: the NextN and attention name rows, the float-only source check, block-scaled FP8 weights read as float32
-(:func:`adopt_fp8`), a layer tensor's spec, the per-expert tensors gathered into stacks, and the reverse name lookup
-for messages. Each family keeps its own names, tables and
+(:func:`adopt_fp8`), a layer tensor's spec, the per-expert tensors gathered into stacks, the layer indices a checkpoint
+holds (:func:`layer_indices`) and the reverse name lookup for messages. Each family keeps its own names, tables and
 refusal words; these helpers only take the words they put in a message as arguments.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -242,6 +243,12 @@ def hf_names_of(gguf: str, roots: Mapping[str, str], layer: Iterable[tuple[str, 
         return found
     short = gguf.split(".", 2)[-1]
     return tuple(hf for hf, name in layer if name == short)
+
+
+def layer_indices(match: Callable[[str], re.Match[str] | None], names: Iterable[str]) -> list[int]:
+    """The distinct layer indices (group 1 of ``match``'s result) of the checkpoint names ``match`` accepts, in
+    ascending order."""
+    return sorted({int(m.group(1)) for m in map(match, names) if m})
 
 
 def target_archs(classes: tuple[str, ...]) -> dict[str, str]:

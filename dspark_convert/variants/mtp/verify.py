@@ -1,4 +1,4 @@
-"""``verify`` for MTP sidecars: every tensor against the checkpoint, rounded as stored (no forward yet).
+"""``verify`` for MTP sidecars: every tensor against the checkpoint, rounded as stored (no reference forward).
 
 Each GGUF tensor is rebuilt from the checkpoint here, with this module's own spelling of upstream's ``--mtp`` rules
 (not the converter's tables, so a wrong row there shows as a failing tensor): the HF name of each GGUF tensor, the
@@ -557,5 +557,5 @@ def _proof(job: Job) -> Proof:
     return sidecar_rows(job.g, job.hf_dir, quality=job.quality)
 
 
-#: verify's role: no forward yet, every tensor against the checkpoint (the checkpoint is the target: no target needed)
+#: verify's role: no forward, every tensor against the checkpoint (the checkpoint is the target: no target needed)
 PROOF = TensorChecks(_proof)
