@@ -261,14 +261,16 @@ class OutType(str, enum.Enum):
 
 def _version(value: bool) -> None:
     if value:
-        sys.stdout.write(f"dspark-convert {__version__}\n")
+        from .formats.native import describe
+
+        sys.stdout.write(f"dspark-convert {__version__}\n{describe()}\n")
         raise typer.Exit()
 
 
 @app.callback(help=SUMMARY)
 def _main_options(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                          help="Print the version and exit.")] = False,
+                                          help="Print the version, which kernels convert (compiled or numpy forms), and exit.")] = False,
 ) -> None:
     """The options before the command (the help is :data:`SUMMARY`)."""
 

@@ -29,3 +29,12 @@ def kernels() -> ModuleType | None:
 def built() -> bool:
     """Whether the installed package carries the compiled kernels (whatever ``DSPARK_CONVERT_KERNELS`` says)."""
     return _built is not None
+
+
+def describe() -> str:
+    """One line saying which kernels a conversion runs (``dspark-convert --version`` prints it)."""
+    if _built is None:
+        return "kernels: numpy forms (the compiled extension is not built: no C compiler at install time)"
+    if kernels() is None:
+        return f"kernels: numpy forms ({ENV}=0)"
+    return "kernels: compiled (Q8_0, BF16 -> F16, NVFP4 repack, tokenizer lookups)"

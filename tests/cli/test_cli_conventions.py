@@ -24,9 +24,13 @@ def invoke(*args: object, columns: int = 120):
     return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": str(columns)}, prog_name="dspark-convert")
 
 
-def test_version() -> None:
+def test_version(monkeypatch: pytest.MonkeyPatch) -> None:
     r = invoke("--version")
-    assert (r.exit_code, r.stdout) == (0, f"dspark-convert {importlib.metadata.version('dspark-convert')}\n")
+    version = f"dspark-convert {importlib.metadata.version('dspark-convert')}\n"
+    assert (r.exit_code, r.stdout) == (0, version + "kernels: compiled (Q8_0, BF16 -> F16, NVFP4 repack, tokenizer lookups)\n")
+    monkeypatch.setenv("DSPARK_CONVERT_KERNELS", "0")
+    r = invoke("--version")
+    assert (r.exit_code, r.stdout) == (0, version + "kernels: numpy forms (DSPARK_CONVERT_KERNELS=0)\n")
 
 
 @pytest.mark.parametrize("sub", [None, *SUBCOMMANDS])
