@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import make_golden
@@ -57,6 +57,21 @@ def _private_tokenizer_cache(tmp_path_factory: pytest.TempPathFactory, monkeypat
 
 
 # ------------------------------------------------------------------------------------------- golden set
+@pytest.fixture(scope="module", params=["compiled", "numpy"])
+def either_kernels(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A test module run with the compiled kernels (which the installed package must carry), then with their
+    numpy forms (``DSPARK_CONVERT_KERNELS=0``)."""
+    from dspark_convert.formats import native
+
+    with pytest.MonkeyPatch.context() as mp:
+        if request.param == "compiled":
+            assert native.built(), "the compiled kernels (dspark_convert/formats/_native.c) are not built: pip install -e ."
+            mp.delenv(native.ENV, raising=False)
+        else:
+            mp.setenv(native.ENV, "0")
+        yield str(request.param)
+
+
 def ci_is_set(env: Mapping[str, str]) -> bool:
     """True when ``CI`` is set to anything but empty, ``0``, ``false`` or ``no`` (GitHub sets ``CI=true``)."""
     return env.get("CI", "").strip().lower() not in ("", "0", "false", "no")

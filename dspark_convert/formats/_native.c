@@ -355,23 +355,43 @@ static PyObject *py_find_spans(PyObject *self, PyObject *args) {
         int64_t *out = (int64_t *)ids.buf;
         uint64_t mask = (uint64_t)slots - 1;
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint64_t h = span_hash(d + st[i], ln[i]);
-            uint64_t slot = h >> shift;
-            int64_t id = -1;
-            for (;;) {
-                int32_t c = tb[slot];
-                if (c < 0 || c >= nv) /* empty (a slot naming no token counts as empty) */
-                    break;
-                if (vh[c] == h) {
-                    if (vln[c] == ln[i] && memcmp(vd + vst[c], d + st[i], (size_t)ln[i]) == 0)
-                        id = c;
-                    break;
-                }
-                slot = (slot + 1) & mask;
+        /* The lookups are bound by random reads (table slot, then the token's hash, length and start, then its
+         * bytes): spans go in batches whose reads are prefetched a step ahead, so they overlap. */
+        enum { BATCH = 32 };
+        uint64_t hb[BATCH], sb[BATCH];
+        for (Py_ssize_t i0 = 0; i0 < n; i0 += BATCH) {
+            int m = n - i0 < BATCH ? (int)(n - i0) : BATCH;
+            for (int j = 0; j < m; j++) {
+                hb[j] = span_hash(d + st[i0 + j], ln[i0 + j]);
+                sb[j] = hb[j] >> shift;
+                __builtin_prefetch(tb + sb[j]);
             }
-            out[i] = id;
-            found += id >= 0;
+            for (int j = 0; j < m; j++) {
+                int32_t c = tb[sb[j]];
+                if (c >= 0 && c < nv) {
+                    __builtin_prefetch(vh + c);
+                    __builtin_prefetch(vln + c);
+                    __builtin_prefetch(vst + c);
+                }
+            }
+            for (int j = 0; j < m; j++) {
+                Py_ssize_t i = i0 + j;
+                uint64_t h = hb[j], slot = sb[j];
+                int64_t id = -1;
+                for (;;) {
+                    int32_t c = tb[slot];
+                    if (c < 0 || c >= nv) /* empty (a slot naming no token counts as empty) */
+                        break;
+                    if (vh[c] == h) {
+                        if (vln[c] == ln[i] && memcmp(vd + vst[c], d + st[i], (size_t)ln[i]) == 0)
+                            id = c;
+                        break;
+                    }
+                    slot = (slot + 1) & mask;
+                }
+                out[i] = id;
+                found += id >= 0;
+            }
         }
         Py_END_ALLOW_THREADS
     }
@@ -387,6 +407,54 @@ static PyObject *py_find_spans(PyObject *self, PyObject *args) {
     return err ? NULL : PyLong_FromSsize_t(found);
 }
 
+/* pack_pairs(data, lens, out): the GGUF items ``left + " " + right`` (u64 little-endian length, bytes) of strings
+ * taken two by two; ``data`` holds the strings joined in order (tokscan.pack_pairs states the layout). */
+static PyObject *py_pack_pairs(PyObject *self, PyObject *args) {
+    Py_buffer data, lens, out;
+    if (!PyArg_ParseTuple(args, "y*y*w*", &data, &lens, &out))
+        return NULL;
+    int err = 0;
+    Py_ssize_t n = lens.len / 8;
+    const int64_t *ln = (const int64_t *)lens.buf;
+    int64_t total = 0;
+    if (lens.len % 16 != 0)
+        err = 1;
+    for (Py_ssize_t i = 0; !err && i < n; i++) {
+        if (ln[i] < 0 || ln[i] > (int64_t)data.len)
+            err = 1;
+        else
+            total += ln[i];
+    }
+    if (err || total > (int64_t)data.len || out.len != total + 9 * (n / 2)) {
+        PyErr_SetString(PyExc_ValueError, "pack_pairs: an even count of string lengths within the data, and an "
+                        "output of their total plus 9 bytes per pair expected");
+        err = 1;
+    }
+    if (!err) {
+        const uint8_t *src = (const uint8_t *)data.buf;
+        uint8_t *o = (uint8_t *)out.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i += 2) {
+            uint64_t len = (uint64_t)(ln[i] + ln[i + 1] + 1);
+            for (int b = 0; b < 8; b++)
+                o[b] = (uint8_t)(len >> (8 * b));
+            o += 8;
+            memcpy(o, src, (size_t)ln[i]);
+            o += ln[i];
+            src += ln[i];
+            *o++ = ' ';
+            memcpy(o, src, (size_t)ln[i + 1]);
+            o += ln[i + 1];
+            src += ln[i + 1];
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&lens);
+    PyBuffer_Release(&out);
+    return err ? NULL : Py_NewRef(Py_None);
+}
+
 static PyMethodDef methods[] = {
     {"q8_0", py_q8_0, METH_VARARGS,
      "q8_0(src, dst, bf16) -> int: Q8_0 blocks of src (BF16 bits if bf16, else float32) into dst; returns the "
@@ -398,6 +466,7 @@ static PyMethodDef methods[] = {
     {"span_hash", py_span_hash, METH_VARARGS, "span_hash(data, starts, lens, out): tokscan.span_hash, compiled."},
     {"find_spans", py_find_spans, METH_VARARGS,
      "find_spans(table, hashes, shift, vdata, vstarts, vlens, data, starts, lens, ids) -> int: token ids of spans."},
+    {"pack_pairs", py_pack_pairs, METH_VARARGS, "pack_pairs(data, lens, out): tokscan.pack_pairs, compiled."},
     {"f16_bits", py_f16_bits, METH_VARARGS, "f16_bits(src, dst): F16 bits of float32 values (round to nearest even)."},
     {NULL, NULL, 0, NULL},
 };

@@ -27,6 +27,9 @@ from dspark_convert.gguffile.packed import PackedStrings
 from dspark_convert.plan import KV
 from dspark_convert.tokenizer import bpe, fastbpe, handlers, tokjson
 
+# every test with the compiled span lookups and packing, then with their numpy forms
+pytestmark = pytest.mark.usefixtures("either_kernels")
+
 
 # ---------------------------------------------------------------------------------------------- helpers
 def block(kvs: list[KV]) -> bytes:

@@ -230,6 +230,21 @@ def test_span_hash_compiled_equals_numpy(monkeypatch: pytest.MonkeyPatch) -> Non
         tokscan.span_hash(data[:-1], starts, lens)
 
 
+def test_pack_pairs_compiled_equals_numpy_and_the_items(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(9)
+    items = [bytes(rng.randrange(256) for _ in range(rng.randrange(12))) for _ in range(400)]
+    data, starts, lens = tokscan.joined(items)
+    s = tokscan.Strings(data, lens, starts, b"", b"")
+    want = b"".join(len(a + b" " + b).to_bytes(8, "little") + a + b" " + b for a, b in zip(items[0::2], items[1::2], strict=True))
+    assert bytes(tokscan.pack_pairs(s)) == want
+    monkeypatch.setenv(native.ENV, "0")
+    assert bytes(tokscan.pack_pairs(s)) == want
+    monkeypatch.delenv(native.ENV)
+    assert bytes(tokscan.pack_pairs(tokscan.Strings(*tokscan.joined([])[::2], np.zeros(0, np.int64), b"", b""))) == b""
+    with pytest.raises(ValueError, match="pack_pairs"):
+        tokscan.pack_pairs(tokscan.Strings(data[:-9], lens, starts, b"", b""))  # strings longer than the data
+
+
 def test_tokens_cut_on_demand() -> None:
     tokens = tokscan.Tokens(tokscan.VocabIndex(*tokscan.joined([b"a", b"bc", b"", "d\u00e9".encode()])))
     assert len(tokens) == 4 and tokens[1] == b"bc" and tokens[np.int64(2)] == b"" and tokens[-1] == "d\u00e9".encode()
