@@ -455,6 +455,110 @@ static PyObject *py_pack_pairs(PyObject *self, PyObject *args) {
     return err ? NULL : Py_NewRef(Py_None);
 }
 
+/* scan_pairs(chunk, body, lens, last) -> (strings, body bytes) or None: the strings of a piece of pair-form
+ * merges (tokscan.scan_pairs) when the piece is exactly ws* '[' ws* STR ws* ',' ws* STR ws* ']' ws* ',' ... (the
+ * last pair's comma absent when ``last``, present otherwise). Each string's raw bytes go to ``body`` and its
+ * length to ``lens``, negated minus one when it holds a backslash (the caller unescapes those). None for any
+ * other piece, and for a string holding a byte <= 32 (space or control) or an escape of one: the numpy form then
+ * decides, as it does without this kernel. */
+static inline int is_ws(uint8_t ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
+
+static Py_ssize_t scan_pairs(const uint8_t *c, Py_ssize_t len, int last, uint8_t *body, int64_t *lens,
+                             Py_ssize_t max_n, Py_ssize_t *body_len) {
+    Py_ssize_t i = 0, n = 0, blen = 0;
+    for (;;) {
+        while (i < len && is_ws(c[i]))
+            i++;
+        if (i >= len || c[i] != '[')
+            return -1;
+        i++;
+        for (int part = 0; part < 2; part++) {
+            while (i < len && is_ws(c[i]))
+                i++;
+            if (i >= len || c[i] != '"')
+                return -1;
+            Py_ssize_t s0 = ++i;
+            int esc = 0;
+            for (;;) {
+                if (i >= len || c[i] <= 32)
+                    return -1;
+                if (c[i] == '"')
+                    break;
+                if (c[i] == '\\') {
+                    if (i + 1 >= len || c[i + 1] <= 32)
+                        return -1;
+                    esc = 1;
+                    i += 2;
+                } else {
+                    i++;
+                }
+            }
+            Py_ssize_t sl = i - s0;
+            if (n >= max_n)
+                return -1;
+            memcpy(body + blen, c + s0, (size_t)sl);
+            blen += sl;
+            lens[n++] = esc ? -(int64_t)sl - 1 : (int64_t)sl;
+            i++;
+            while (i < len && is_ws(c[i]))
+                i++;
+            if (part == 0) {
+                if (i >= len || c[i] != ',')
+                    return -1;
+                i++;
+            }
+        }
+        if (i >= len || c[i] != ']')
+            return -1;
+        i++;
+        while (i < len && is_ws(c[i]))
+            i++;
+        if (i >= len) { /* the piece ends after ']': only the last one may */
+            if (!last)
+                return -1;
+            break;
+        }
+        if (c[i] != ',')
+            return -1;
+        i++;
+        while (i < len && is_ws(c[i]))
+            i++;
+        if (i >= len) { /* the piece ends after '],': only a piece before the last */
+            if (last)
+                return -1;
+            break;
+        }
+    }
+    *body_len = blen;
+    return n;
+}
+
+static PyObject *py_scan_pairs(PyObject *self, PyObject *args) {
+    Py_buffer chunk, body, lens;
+    int last;
+    if (!PyArg_ParseTuple(args, "y*w*w*p", &chunk, &body, &lens, &last))
+        return NULL;
+    Py_ssize_t n = -1, blen = 0;
+    int err = 0;
+    if (body.len < chunk.len || lens.len % 8 != 0) {
+        PyErr_SetString(PyExc_ValueError, "scan_pairs: a body buffer as long as the piece and int64 lengths expected");
+        err = 1;
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        n = scan_pairs((const uint8_t *)chunk.buf, chunk.len, last, (uint8_t *)body.buf, (int64_t *)lens.buf,
+                       lens.len / 8, &blen);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&chunk);
+    PyBuffer_Release(&body);
+    PyBuffer_Release(&lens);
+    if (err)
+        return NULL;
+    if (n < 0)
+        return Py_NewRef(Py_None);
+    return Py_BuildValue("(nn)", n, blen);
+}
+
 static PyMethodDef methods[] = {
     {"q8_0", py_q8_0, METH_VARARGS,
      "q8_0(src, dst, bf16) -> int: Q8_0 blocks of src (BF16 bits if bf16, else float32) into dst; returns the "
@@ -467,6 +571,8 @@ static PyMethodDef methods[] = {
     {"find_spans", py_find_spans, METH_VARARGS,
      "find_spans(table, hashes, shift, vdata, vstarts, vlens, data, starts, lens, ids) -> int: token ids of spans."},
     {"pack_pairs", py_pack_pairs, METH_VARARGS, "pack_pairs(data, lens, out): tokscan.pack_pairs, compiled."},
+    {"scan_pairs", py_scan_pairs, METH_VARARGS,
+     "scan_pairs(chunk, body, lens, last) -> (n, body_len) | None: the strings of a plain piece of pair merges."},
     {"f16_bits", py_f16_bits, METH_VARARGS, "f16_bits(src, dst): F16 bits of float32 values (round to nearest even)."},
     {NULL, NULL, 0, NULL},
 };

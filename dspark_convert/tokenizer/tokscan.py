@@ -25,6 +25,7 @@ import itertools
 import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import overload
 
 import numpy as np
@@ -130,7 +131,12 @@ def scan_pairs(raw: Raw, a: int, b: int, end: int) -> Strings | None:
     the text between them is read from the span with its whitespace deleted (``bytes.translate``), so no per-byte
     mask of the span is made. When that text is exactly ``["",""],`` per pair (the last comma absent at ``end``)
     the result equals :func:`scan`'s except ``outside``, which holds the grammar (no whitespace); any other span,
-    and one with a space in a string (where deleting whitespace would change a string), is read by :func:`scan`."""
+    and one with a space in a string (where deleting whitespace would change a string), is read by :func:`scan`.
+    The compiled kernel (:mod:`~dspark_convert.formats.native`) reads the plain pieces in one pass; whatever it
+    does not take goes the way described."""
+    native = kernels()
+    if native is not None and (got := _plain_pairs(native, raw, a, b, b >= end)) is not None:
+        return got
     c = np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a)
     q, backslash = _quotes(raw, a, b, c)
     if len(q) % 2:
@@ -170,6 +176,29 @@ def scan_pairs(raw: Raw, a: int, b: int, end: int) -> Strings | None:
     data[: len(body)] = body
     starts = np.cumsum(lens) - lens
     return Strings(data, lens, starts, grammar, grammar)
+
+
+def _plain_pairs(native: ModuleType, raw: Raw, a: int, b: int, last: bool) -> Strings | None:
+    """:func:`scan_pairs`'s result for a piece of plain pair merges, read by the compiled kernel; None when the
+    piece is not plain (a space or control byte in a string, any other grammar)."""
+    body = np.empty(b - a + 8, np.uint8)
+    lens = np.empty((b - a) // 4 + 2, np.int64)  # a pair takes at least 8 bytes: ["",""],
+    got = native.scan_pairs(np.frombuffer(raw, dtype=np.uint8, count=b - a, offset=a), body, lens, last)
+    if got is None:
+        return None
+    n, size = got
+    lens = lens[:n].copy()
+    escaped = np.flatnonzero(lens < 0)
+    if len(escaped):
+        lens[escaped] = -lens[escaped] - 1
+        text, lens = _unescaped(body[:size], lens, escaped)
+        data = np.zeros(len(text) + 8, dtype=np.uint8)
+        data[: len(text)] = text
+    else:
+        body[size : size + 8] = 0
+        data = body[: size + 8]
+    grammar = _PAIR * (n // 2) if not last else (_PAIR * (n // 2))[:-1]
+    return Strings(data, lens, np.cumsum(lens) - lens, grammar, grammar)
 
 
 def _unescaped(body: npt.NDArray[np.uint8], lens: Ints, which: Ints) -> tuple[npt.NDArray[np.uint8], Ints]:

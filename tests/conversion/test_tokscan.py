@@ -44,6 +44,7 @@ def _merge_strings(lay: tokjson.Layout) -> list[bytes]:
     return out
 
 
+@pytest.mark.usefixtures("either_kernels")
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(vocab=st.lists(_TEXT, unique=True, max_size=30), indent=st.sampled_from([None, 0, 2]),
        ascii_only=st.booleans(), order=st.integers(0, 3), chunk=st.integers(1, 64), data=st.data())
@@ -75,6 +76,7 @@ def _merge_doc(indent: int | None, ascii_only: bool) -> tuple[list[str], bytes]:
     return vocab, _document(vocab, merges, indent, ascii_only, 0)
 
 
+@pytest.mark.usefixtures("either_kernels")
 @pytest.mark.parametrize("indent", [None, 2])
 def test_merge_pairs_pack_as_gguf_py(indent: int | None) -> None:
     vocab, raw = _merge_doc(indent, False)
@@ -95,6 +97,7 @@ def _pieces(read: Any) -> list[tuple[bytes, list[int], bytes, bool]] | str:
         return "NotFast"
 
 
+@pytest.mark.usefixtures("either_kernels")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(merges=st.lists(st.lists(_TEXT, min_size=2, max_size=2), max_size=20), indent=st.sampled_from([None, 0, 2]),
        ascii_only=st.booleans(), chunk=st.integers(1, 64))
@@ -111,6 +114,7 @@ def test_pair_reader_equals_scan(monkeypatch: pytest.MonkeyPatch, merges: list[l
         ] == [p.encode("utf-8", "surrogatepass") for m in merges for p in m]
 
 
+@pytest.mark.usefixtures("either_kernels")
 @pytest.mark.parametrize("indent", [None, 2, "\t"])
 def test_pair_reader_reads_pretty_merges_itself(monkeypatch: pytest.MonkeyPatch, indent: int | str | None) -> None:
     merges = [["a", "b"], ['"q', "\\"], ["\n\n", "\n"], ["é", "}"], ["],", "é}"], ["x" * 9, '"' * 9], ["\\\"", "["]]
@@ -129,6 +133,7 @@ def test_pair_reader_reads_pretty_merges_itself(monkeypatch: pytest.MonkeyPatch,
     assert b"".join(g for _, _, g, _ in got) == b'["",""],' * (len(merges) - 1) + b'["",""]'
 
 
+@pytest.mark.usefixtures("either_kernels")
 @settings(max_examples=300, deadline=None)
 @given(seed=st.integers(0, 10**6), chunk=st.integers(1, 40), edit=st.sampled_from(["insert", "delete", "replace"]),
        byte=st.sampled_from(list(b' ,:"\\[]{}0a\n\xff\x01')))
@@ -168,6 +173,7 @@ def test_never_accepts_what_json_refuses(seed: int, chunk: int, edit: str, byte:
         assert merged[0] == PackedStrings.pack([f"{a} {b}" for a, b in model["merges"]]).blob
 
 
+@pytest.mark.usefixtures("either_kernels")
 @settings(max_examples=100, deadline=None)
 @given(vocab=st.lists(st.binary(max_size=20), unique=True, max_size=40), probes=st.lists(st.binary(max_size=20)))
 def test_index_equals_a_set(vocab: list[bytes], probes: list[bytes]) -> None:
@@ -176,6 +182,7 @@ def test_index_equals_a_set(vocab: list[bytes], probes: list[bytes]) -> None:
     assert index.ids(items).tolist() == [vocab.index(t) if t in vocab else -1 for t in items]
 
 
+@pytest.mark.usefixtures("either_kernels")
 @settings(max_examples=200, deadline=None)
 @given(a=st.binary(max_size=8), data=st.data())
 def test_short_hashes_are_one_to_one(a: bytes, data: st.DataObject) -> None:
@@ -196,9 +203,10 @@ def test_collisions_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     assert index.ids([b"x" * 9, b"x" * 8 + b"z", b"y" * 12, b"y" * 11 + b"x", b"q" * 5]).tolist() == [1, -1, 2, -1, -1]
 
 
-def test_compiled_lookup_confirms_a_hash_hit_by_the_bytes() -> None:
+def test_compiled_lookup_confirms_a_hash_hit_by_the_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     """The compiled lookup finds what the numpy form finds, and a span whose hash a token claims (a forged
     collision) but whose bytes differ is not that token."""
+    monkeypatch.delenv(native.ENV, raising=False)
     assert native.kernels() is not None
     tokens = [b"a", b"x" * 9, b"y" * 12, "d\u00e9".encode(), b""]
     index = tokscan.VocabIndex(*tokscan.joined(tokens))
@@ -219,6 +227,8 @@ def test_compiled_lookup_confirms_a_hash_hit_by_the_bytes() -> None:
 
 
 def test_span_hash_compiled_equals_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(native.ENV, raising=False)
+    assert native.kernels() is not None
     rng = random.Random(5)
     items = [bytes(rng.randrange(256) for _ in range(rng.randrange(40))) for _ in range(500)]
     data, starts, lens = tokscan.joined(items)
@@ -231,6 +241,8 @@ def test_span_hash_compiled_equals_numpy(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_pack_pairs_compiled_equals_numpy_and_the_items(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(native.ENV, raising=False)
+    assert native.kernels() is not None
     rng = random.Random(9)
     items = [bytes(rng.randrange(256) for _ in range(rng.randrange(12))) for _ in range(400)]
     data, starts, lens = tokscan.joined(items)
