@@ -15,6 +15,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -374,6 +375,11 @@ static PyObject *py_find_spans(PyObject *self, PyObject *args) {
                     __builtin_prefetch(vst + c);
                 }
             }
+            for (int j = 0; j < m; j++) { /* a token longer than 8 bytes is compared: its bytes too */
+                int32_t c = tb[sb[j]];
+                if (c >= 0 && c < nv && ln[i0 + j] > 8)
+                    __builtin_prefetch(vd + vst[c]);
+            }
             for (int j = 0; j < m; j++) {
                 Py_ssize_t i = i0 + j;
                 uint64_t h = hb[j], slot = sb[j];
@@ -559,6 +565,117 @@ static PyObject *py_scan_pairs(PyObject *self, PyObject *args) {
     return Py_BuildValue("(nn)", n, blen);
 }
 
+/* scan_vocab(chunk, body, lens, first_id, last) -> (entries, body bytes) or None: the tokens of a piece of a
+ * vocabulary object written plainly (tokscan.vocab_spans): ws* STR ws* ':' ws* ID ws* ',' ... with the ids
+ * first_id, first_id + 1, ... in decimal (no sign, no leading zero), the last entry's comma absent when ``last``
+ * and present otherwise. Strings as in scan_pairs, spaces allowed. None for any other piece. */
+static Py_ssize_t scan_vocab(const uint8_t *c, Py_ssize_t len, int64_t id, int last, uint8_t *body, int64_t *lens,
+                             Py_ssize_t max_n, Py_ssize_t *body_len) {
+    Py_ssize_t i = 0, n = 0, blen = 0;
+    char want[24]; /* the decimal digits of id, counted up in place */
+    int nd = snprintf(want, sizeof want, "%lld", (long long)id);
+    if (nd <= 0 || nd >= (int)sizeof want - 1)
+        return -1;
+    for (;;) {
+        while (i < len && is_ws(c[i]))
+            i++;
+        if (i >= len || c[i] != '"')
+            return -1;
+        Py_ssize_t s0 = ++i;
+        int esc = 0;
+        for (;;) {
+            if (i >= len || c[i] < 32)
+                return -1;
+            if (c[i] == '"')
+                break;
+            if (c[i] == '\\') {
+                if (i + 1 >= len || c[i + 1] < 32)
+                    return -1;
+                esc = 1;
+                i += 2;
+            } else {
+                i++;
+            }
+        }
+        Py_ssize_t sl = i - s0;
+        if (n >= max_n)
+            return -1;
+        memcpy(body + blen, c + s0, (size_t)sl);
+        blen += sl;
+        lens[n++] = esc ? -(int64_t)sl - 1 : (int64_t)sl;
+        i++;
+        while (i < len && is_ws(c[i]))
+            i++;
+        if (i >= len || c[i] != ':')
+            return -1;
+        i++;
+        while (i < len && is_ws(c[i]))
+            i++;
+        if (i + nd > len || memcmp(c + i, want, (size_t)nd) != 0)
+            return -1;
+        i += nd;
+        if (i < len && c[i] >= '0' && c[i] <= '9')
+            return -1;
+        int k = nd - 1; /* id + 1 */
+        while (k >= 0 && want[k] == '9')
+            want[k--] = '0';
+        if (k >= 0) {
+            want[k]++;
+        } else {
+            if (nd + 1 >= (int)sizeof want)
+                return -1;
+            memmove(want + 1, want, (size_t)nd);
+            want[0] = '1';
+            nd++;
+        }
+        while (i < len && is_ws(c[i]))
+            i++;
+        if (i >= len) { /* the piece ends after an id: only the last one may */
+            if (!last)
+                return -1;
+            break;
+        }
+        if (c[i] != ',')
+            return -1;
+        i++;
+        if (i >= len) { /* the piece ends after a comma: only a piece before the last */
+            if (last)
+                return -1;
+            break;
+        }
+    }
+    *body_len = blen;
+    return n;
+}
+
+static PyObject *py_scan_vocab(PyObject *self, PyObject *args) {
+    Py_buffer chunk, body, lens;
+    long long first;
+    int last;
+    if (!PyArg_ParseTuple(args, "y*w*w*Lp", &chunk, &body, &lens, &first, &last))
+        return NULL;
+    Py_ssize_t n = -1, blen = 0;
+    int err = 0;
+    if (body.len < chunk.len || lens.len % 8 != 0 || first < 0) {
+        PyErr_SetString(PyExc_ValueError, "scan_vocab: a body buffer as long as the piece, int64 lengths and a "
+                        "first id >= 0 expected");
+        err = 1;
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        n = scan_vocab((const uint8_t *)chunk.buf, chunk.len, (int64_t)first, last, (uint8_t *)body.buf,
+                       (int64_t *)lens.buf, lens.len / 8, &blen);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&chunk);
+    PyBuffer_Release(&body);
+    PyBuffer_Release(&lens);
+    if (err)
+        return NULL;
+    if (n < 0)
+        return Py_NewRef(Py_None);
+    return Py_BuildValue("(nn)", n, blen);
+}
+
 static PyMethodDef methods[] = {
     {"q8_0", py_q8_0, METH_VARARGS,
      "q8_0(src, dst, bf16) -> int: Q8_0 blocks of src (BF16 bits if bf16, else float32) into dst; returns the "
@@ -573,6 +690,8 @@ static PyMethodDef methods[] = {
     {"pack_pairs", py_pack_pairs, METH_VARARGS, "pack_pairs(data, lens, out): tokscan.pack_pairs, compiled."},
     {"scan_pairs", py_scan_pairs, METH_VARARGS,
      "scan_pairs(chunk, body, lens, last) -> (n, body_len) | None: the strings of a plain piece of pair merges."},
+    {"scan_vocab", py_scan_vocab, METH_VARARGS,
+     "scan_vocab(chunk, body, lens, first_id, last) -> (n, body_len) | None: the tokens of a plain vocabulary piece."},
     {"f16_bits", py_f16_bits, METH_VARARGS, "f16_bits(src, dst): F16 bits of float32 values (round to nearest even)."},
     {NULL, NULL, 0, NULL},
 };

@@ -444,6 +444,12 @@ def vocab_spans(lay: Layout) -> tuple[npt.NDArray[np.uint8], Ints, Ints] | None:
     count = 0
     if a + 1 >= b - 1:
         return None
+    native = kernels()
+    if native is not None:
+        try:
+            return _plain_vocab(native, raw, a + 1, b - 1)
+        except _NotPlain:
+            pass  # the numpy form decides
     for s, last in chunks(raw, a + 1, b - 1, b","):
         n = len(s)
         if not n:
@@ -472,6 +478,47 @@ def vocab_spans(lay: Layout) -> tuple[npt.NDArray[np.uint8], Ints, Ints] | None:
         datas.append(body)
         lens.append(s.lens)
         count += n
+    all_lens = np.concatenate(lens)
+    data = np.zeros(int(all_lens.sum()) + 8, dtype=np.uint8)
+    np.concatenate(datas, out=data[: len(data) - 8])
+    return data, np.cumsum(all_lens) - all_lens, all_lens
+
+
+class _NotPlain(Exception):
+    """A piece of the vocabulary the compiled reader does not take (the numpy form reads the vocabulary)."""
+
+
+def _plain_vocab(native: ModuleType, raw: Raw, a: int, b: int) -> tuple[npt.NDArray[np.uint8], Ints, Ints]:
+    """:func:`vocab_spans` of the entries in ``raw[a:b]`` read by the compiled kernel, piece by piece; _NotPlain
+    for any piece it does not take (another grammar, ids out of order, a control byte in a string), NotFast for
+    bad escapes or UTF-8."""
+    datas: list[npt.NDArray[np.uint8]] = []
+    lens: list[Ints] = []
+    count = 0
+
+    def read(r: Raw, x: int, y: int) -> tuple[npt.NDArray[np.uint8], Ints]:
+        body = np.empty(y - x + 8, np.uint8)
+        piece_lens = np.empty((y - x) // 5 + 2, np.int64)  # an entry takes at least 5 bytes: "":0,
+        got = native.scan_vocab(np.frombuffer(r, dtype=np.uint8, count=y - x, offset=x), body, piece_lens, count,
+                                y >= b)
+        if got is None:
+            raise _NotPlain
+        n, size = got
+        piece_lens = piece_lens[:n].copy()
+        escaped = np.flatnonzero(piece_lens < 0)
+        if len(escaped):
+            piece_lens[escaped] = -piece_lens[escaped] - 1
+            return _unescaped(body[:size], piece_lens, escaped)
+        return body[:size], piece_lens
+
+    for (body, piece_lens), _ in cut_chunks(raw, a, b, b",", read, CHUNK):
+        try:
+            str(body.data, "utf-8")
+        except UnicodeDecodeError:
+            raise NotFast from None
+        datas.append(body)
+        lens.append(piece_lens)
+        count += len(piece_lens)
     all_lens = np.concatenate(lens)
     data = np.zeros(int(all_lens.sum()) + 8, dtype=np.uint8)
     np.concatenate(datas, out=data[: len(data) - 8])

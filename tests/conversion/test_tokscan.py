@@ -257,6 +257,55 @@ def test_pack_pairs_compiled_equals_numpy_and_the_items(monkeypatch: pytest.Monk
         tokscan.pack_pairs(tokscan.Strings(data[:-9], lens, starts, b"", b""))  # strings longer than the data
 
 
+def _vocab_both_ways(raw: bytes, monkeypatch: pytest.MonkeyPatch, compiled_alone: bool = False) -> tuple[object, object]:
+    """The vocabulary read with the compiled kernel and with the numpy form (``compiled_alone``: the compiled read
+    must not step back to the numpy form)."""
+    def read() -> object:
+        try:
+            return _tokens(tokjson.locate(raw))
+        except tokjson.NotFast:
+            return "NotFast"
+
+    def refuse(*args: Any) -> None:
+        raise AssertionError("the compiled vocabulary reader stepped back to the numpy form")
+
+    with monkeypatch.context() as mp:
+        mp.delenv(native.ENV, raising=False)
+        if compiled_alone:
+            mp.setattr(tokscan, "chunks", refuse)
+        compiled = read()
+    monkeypatch.setenv(native.ENV, "0")
+    return compiled, read()
+
+
+@pytest.mark.parametrize("vocab_text, want", [
+    ('{"a": 0, "b c": 1, "\\n\\u00e9": 2}', [b"a", b"b c", "\n\u00e9".encode()]),  # a space, escapes
+    ('{"a":0,"b":1,"c":2,"d":3,"e":4,"f":5,"g":6,"h":7,"i":8,"j":9,"k":10}', [c.encode() for c in "abcdefghijk"]),
+    ('{"a": 0, "b": 2, "c": 1}', None),   # ids out of file order: the caller's path
+    ('{"a": 0, "b": 01}', None),          # not a plain id (nor JSON): the caller's path decides
+    ('{"a": 0, "b": 1 }', [b"a", b"b"]),
+    ('{"a": 0, "b": 1.0}', None),         # not a plain id
+    ('{"a": 0, "b": -1}', None),
+    ('{"a\tb": 0}', "NotFast"),          # a raw control character in a string
+    ('{"a": 0, "\\ud800": 1}', "NotFast"),  # a lone surrogate (tokenizers refuses it)
+    ('{"\xff": 0}', "NotFast"),           # not UTF-8
+    ('{"a": 0, "b": 1, }', None),
+])
+def test_vocab_reader_compiled_equals_numpy(vocab_text: str, want: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = b'{"model": {"type": "BPE", "vocab": ' + vocab_text.encode("latin-1") + b', "merges": []}}'
+    compiled, numpy_form = _vocab_both_ways(raw, monkeypatch, compiled_alone=isinstance(want, list))
+    assert compiled == numpy_form == want
+
+
+def test_vocab_reader_compiled_takes_small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    vocab = [f"t{i}" if i % 7 else f"\\{i} x" for i in range(3000)]
+    raw = json.dumps({"model": {"type": "BPE", "vocab": {v: i for i, v in enumerate(vocab)}, "merges": []}},
+                     indent=1).encode()
+    monkeypatch.setattr(tokscan, "CHUNK", 97)  # many pieces, ids of 1 to 4 digits across their cuts
+    compiled, numpy_form = _vocab_both_ways(raw, monkeypatch, compiled_alone=True)
+    assert compiled == numpy_form == [v.encode() for v in vocab]
+
+
 def test_tokens_cut_on_demand() -> None:
     tokens = tokscan.Tokens(tokscan.VocabIndex(*tokscan.joined([b"a", b"bc", b"", "d\u00e9".encode()])))
     assert len(tokens) == 4 and tokens[1] == b"bc" and tokens[np.int64(2)] == b"" and tokens[-1] == "d\u00e9".encode()
