@@ -15,6 +15,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <string.h>
@@ -27,6 +28,15 @@
 #define KERNEL
 #endif
 #define Q8_BYTES (2 + QK)
+
+/* Releases ``n`` Py_buffer pointers given after it. */
+static void release(int n, ...) {
+    va_list ap;
+    va_start(ap, n);
+    for (int k = 0; k < n; k++)
+        PyBuffer_Release(va_arg(ap, Py_buffer *));
+    va_end(ap);
+}
 
 static inline float bits_f32(uint32_t u) {
     float f;
@@ -143,8 +153,7 @@ static PyObject *py_q8_0(PyObject *self, PyObject *args) {
                    : q8_0_from_f32((const float *)src.buf, (uint8_t *)dst.buf, nblocks);
         Py_END_ALLOW_THREADS
     }
-    PyBuffer_Release(&src);
-    PyBuffer_Release(&dst);
+    release(2, &src, &dst);
     return err ? NULL : PyLong_FromSsize_t(bad);
 }
 
@@ -182,9 +191,7 @@ static PyObject *py_bf16_to_f16(PyObject *self, PyObject *args) {
         bf16_to_f16((const uint16_t *)src.buf, (const uint16_t *)table.buf, (uint16_t *)dst.buf, src.len / 2);
         Py_END_ALLOW_THREADS
     }
-    PyBuffer_Release(&src);
-    PyBuffer_Release(&table);
-    PyBuffer_Release(&dst);
+    release(3, &src, &table, &dst);
     return err ? NULL : Py_NewRef(Py_None);
 }
 
@@ -205,8 +212,7 @@ static PyObject *py_f16_bits(PyObject *self, PyObject *args) {
             d[i] = f32_to_f16(s[i]);
         Py_END_ALLOW_THREADS
     }
-    PyBuffer_Release(&src);
-    PyBuffer_Release(&dst);
+    release(2, &src, &dst);
     return err ? NULL : Py_NewRef(Py_None);
 }
 
@@ -249,9 +255,7 @@ static PyObject *py_nvfp4_repack(PyObject *self, PyObject *args) {
         nvfp4_repack((const uint8_t *)codes.buf, (const uint8_t *)scales.buf, (uint8_t *)dst.buf, nblocks);
         Py_END_ALLOW_THREADS
     }
-    PyBuffer_Release(&codes);
-    PyBuffer_Release(&scales);
-    PyBuffer_Release(&dst);
+    release(3, &codes, &scales, &dst);
     return err ? NULL : Py_NewRef(Py_None);
 }
 
@@ -319,10 +323,7 @@ static PyObject *py_span_hash(PyObject *self, PyObject *args) {
             h[i] = span_hash(d + st[i], ln[i]);
         Py_END_ALLOW_THREADS
     }
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&starts);
-    PyBuffer_Release(&lens);
-    PyBuffer_Release(&out);
+    release(4, &data, &starts, &lens, &out);
     return err ? NULL : Py_NewRef(Py_None);
 }
 
@@ -401,15 +402,7 @@ static PyObject *py_find_spans(PyObject *self, PyObject *args) {
         }
         Py_END_ALLOW_THREADS
     }
-    PyBuffer_Release(&table);
-    PyBuffer_Release(&hashes);
-    PyBuffer_Release(&vdata);
-    PyBuffer_Release(&vstarts);
-    PyBuffer_Release(&vlens);
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&starts);
-    PyBuffer_Release(&lens);
-    PyBuffer_Release(&ids);
+    release(9, &table, &hashes, &vdata, &vstarts, &vlens, &data, &starts, &lens, &ids);
     return err ? NULL : PyLong_FromSsize_t(found);
 }
 
@@ -455,10 +448,25 @@ static PyObject *py_pack_pairs(PyObject *self, PyObject *args) {
         }
         Py_END_ALLOW_THREADS
     }
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&lens);
-    PyBuffer_Release(&out);
+    release(3, &data, &lens, &out);
     return err ? NULL : Py_NewRef(Py_None);
+}
+
+/* After an entry: whitespace, then the piece's end (only the last piece ends there) or a comma, then the end
+ * (only a piece before the last ends right after a comma) or the next entry. 1: the piece is done, 0: an entry
+ * follows, -1: not plain. */
+static int entry_end(const uint8_t *c, Py_ssize_t len, Py_ssize_t *i, int last) {
+    Py_ssize_t k = *i;
+    while (k < len && is_ws(c[k]))
+        k++;
+    if (k >= len)
+        return last ? 1 : -1;
+    if (c[k] != ',')
+        return -1;
+    *i = ++k;
+    if (k >= len)
+        return last ? -1 : 1;
+    return 0;
 }
 
 /* scan_pairs(chunk, body, lens, last) -> (strings, body bytes) or None: the strings of a piece of pair-form
@@ -468,6 +476,45 @@ static PyObject *py_pack_pairs(PyObject *self, PyObject *args) {
  * other piece, and for a string holding a byte <= 32 (space or control) or an escape of one: the numpy form then
  * decides, as it does without this kernel. */
 static inline int is_ws(uint8_t ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
+
+/* A JSON string at c[*i] (after leading whitespace): its raw body appended to body / lens (the length negated
+ * minus one when it holds a backslash), *i moved past the closing quote and the whitespace after it. Bytes below
+ * ``lowest`` (and escapes of them) are refused, as is a full ``lens``: -1 for the caller's "not plain". */
+static int take_string(const uint8_t *c, Py_ssize_t len, Py_ssize_t *i, uint8_t lowest, uint8_t *body,
+                       Py_ssize_t *blen, int64_t *lens, Py_ssize_t *n, Py_ssize_t max_n) {
+    Py_ssize_t k = *i;
+    while (k < len && is_ws(c[k]))
+        k++;
+    if (k >= len || c[k] != '"')
+        return -1;
+    Py_ssize_t s0 = ++k;
+    int esc = 0;
+    for (;;) {
+        if (k >= len || c[k] < lowest)
+            return -1;
+        if (c[k] == '"')
+            break;
+        if (c[k] == '\\') {
+            if (k + 1 >= len || c[k + 1] < lowest)
+                return -1;
+            esc = 1;
+            k += 2;
+        } else {
+            k++;
+        }
+    }
+    Py_ssize_t sl = k - s0;
+    if (*n >= max_n)
+        return -1;
+    memcpy(body + *blen, c + s0, (size_t)sl);
+    *blen += sl;
+    lens[(*n)++] = esc ? -(int64_t)sl - 1 : (int64_t)sl;
+    k++;
+    while (k < len && is_ws(c[k]))
+        k++;
+    *i = k;
+    return 0;
+}
 
 static Py_ssize_t scan_pairs(const uint8_t *c, Py_ssize_t len, int last, uint8_t *body, int64_t *lens,
                              Py_ssize_t max_n, Py_ssize_t *body_len) {
@@ -479,35 +526,8 @@ static Py_ssize_t scan_pairs(const uint8_t *c, Py_ssize_t len, int last, uint8_t
             return -1;
         i++;
         for (int part = 0; part < 2; part++) {
-            while (i < len && is_ws(c[i]))
-                i++;
-            if (i >= len || c[i] != '"')
+            if (take_string(c, len, &i, 33, body, &blen, lens, &n, max_n) < 0) /* a space too: the numpy form decides */
                 return -1;
-            Py_ssize_t s0 = ++i;
-            int esc = 0;
-            for (;;) {
-                if (i >= len || c[i] <= 32)
-                    return -1;
-                if (c[i] == '"')
-                    break;
-                if (c[i] == '\\') {
-                    if (i + 1 >= len || c[i + 1] <= 32)
-                        return -1;
-                    esc = 1;
-                    i += 2;
-                } else {
-                    i++;
-                }
-            }
-            Py_ssize_t sl = i - s0;
-            if (n >= max_n)
-                return -1;
-            memcpy(body + blen, c + s0, (size_t)sl);
-            blen += sl;
-            lens[n++] = esc ? -(int64_t)sl - 1 : (int64_t)sl;
-            i++;
-            while (i < len && is_ws(c[i]))
-                i++;
             if (part == 0) {
                 if (i >= len || c[i] != ',')
                     return -1;
@@ -517,52 +537,14 @@ static Py_ssize_t scan_pairs(const uint8_t *c, Py_ssize_t len, int last, uint8_t
         if (i >= len || c[i] != ']')
             return -1;
         i++;
-        while (i < len && is_ws(c[i]))
-            i++;
-        if (i >= len) { /* the piece ends after ']': only the last one may */
-            if (!last)
-                return -1;
-            break;
-        }
-        if (c[i] != ',')
+        int end = entry_end(c, len, &i, last);
+        if (end < 0)
             return -1;
-        i++;
-        while (i < len && is_ws(c[i]))
-            i++;
-        if (i >= len) { /* the piece ends after '],': only a piece before the last */
-            if (last)
-                return -1;
+        if (end)
             break;
-        }
     }
     *body_len = blen;
     return n;
-}
-
-static PyObject *py_scan_pairs(PyObject *self, PyObject *args) {
-    Py_buffer chunk, body, lens;
-    int last;
-    if (!PyArg_ParseTuple(args, "y*w*w*p", &chunk, &body, &lens, &last))
-        return NULL;
-    Py_ssize_t n = -1, blen = 0;
-    int err = 0;
-    if (body.len < chunk.len || lens.len % 8 != 0) {
-        PyErr_SetString(PyExc_ValueError, "scan_pairs: a body buffer as long as the piece and int64 lengths expected");
-        err = 1;
-    } else {
-        Py_BEGIN_ALLOW_THREADS
-        n = scan_pairs((const uint8_t *)chunk.buf, chunk.len, last, (uint8_t *)body.buf, (int64_t *)lens.buf,
-                       lens.len / 8, &blen);
-        Py_END_ALLOW_THREADS
-    }
-    PyBuffer_Release(&chunk);
-    PyBuffer_Release(&body);
-    PyBuffer_Release(&lens);
-    if (err)
-        return NULL;
-    if (n < 0)
-        return Py_NewRef(Py_None);
-    return Py_BuildValue("(nn)", n, blen);
 }
 
 /* scan_vocab(chunk, body, lens, first_id, last) -> (entries, body bytes) or None: the tokens of a piece of a
@@ -577,35 +559,8 @@ static Py_ssize_t scan_vocab(const uint8_t *c, Py_ssize_t len, int64_t id, int l
     if (nd <= 0 || nd >= (int)sizeof want - 1)
         return -1;
     for (;;) {
-        while (i < len && is_ws(c[i]))
-            i++;
-        if (i >= len || c[i] != '"')
+        if (take_string(c, len, &i, 32, body, &blen, lens, &n, max_n) < 0)
             return -1;
-        Py_ssize_t s0 = ++i;
-        int esc = 0;
-        for (;;) {
-            if (i >= len || c[i] < 32)
-                return -1;
-            if (c[i] == '"')
-                break;
-            if (c[i] == '\\') {
-                if (i + 1 >= len || c[i + 1] < 32)
-                    return -1;
-                esc = 1;
-                i += 2;
-            } else {
-                i++;
-            }
-        }
-        Py_ssize_t sl = i - s0;
-        if (n >= max_n)
-            return -1;
-        memcpy(body + blen, c + s0, (size_t)sl);
-        blen += sl;
-        lens[n++] = esc ? -(int64_t)sl - 1 : (int64_t)sl;
-        i++;
-        while (i < len && is_ws(c[i]))
-            i++;
         if (i >= len || c[i] != ':')
             return -1;
         i++;
@@ -628,53 +583,49 @@ static Py_ssize_t scan_vocab(const uint8_t *c, Py_ssize_t len, int64_t id, int l
             want[0] = '1';
             nd++;
         }
-        while (i < len && is_ws(c[i]))
-            i++;
-        if (i >= len) { /* the piece ends after an id: only the last one may */
-            if (!last)
-                return -1;
-            break;
-        }
-        if (c[i] != ',')
+        int end = entry_end(c, len, &i, last);
+        if (end < 0)
             return -1;
-        i++;
-        if (i >= len) { /* the piece ends after a comma: only a piece before the last */
-            if (last)
-                return -1;
+        if (end)
             break;
-        }
     }
     *body_len = blen;
     return n;
 }
 
-static PyObject *py_scan_vocab(PyObject *self, PyObject *args) {
+/* The Python side of scan_pairs (no first id) and scan_vocab: buffers checked, the GIL released for the scan. */
+static PyObject *scan_piece(PyObject *args, int vocab) {
     Py_buffer chunk, body, lens;
-    long long first;
+    long long first = 0;
     int last;
-    if (!PyArg_ParseTuple(args, "y*w*w*Lp", &chunk, &body, &lens, &first, &last))
+    if (vocab ? !PyArg_ParseTuple(args, "y*w*w*Lp", &chunk, &body, &lens, &first, &last)
+              : !PyArg_ParseTuple(args, "y*w*w*p", &chunk, &body, &lens, &last))
         return NULL;
     Py_ssize_t n = -1, blen = 0;
     int err = 0;
     if (body.len < chunk.len || lens.len % 8 != 0 || first < 0) {
-        PyErr_SetString(PyExc_ValueError, "scan_vocab: a body buffer as long as the piece, int64 lengths and a "
-                        "first id >= 0 expected");
+        PyErr_SetString(PyExc_ValueError, "scan: a body buffer as long as the piece, int64 lengths and a first id "
+                        ">= 0 expected");
         err = 1;
     } else {
+        const uint8_t *c = (const uint8_t *)chunk.buf;
         Py_BEGIN_ALLOW_THREADS
-        n = scan_vocab((const uint8_t *)chunk.buf, chunk.len, (int64_t)first, last, (uint8_t *)body.buf,
-                       (int64_t *)lens.buf, lens.len / 8, &blen);
+        n = vocab ? scan_vocab(c, chunk.len, (int64_t)first, last, (uint8_t *)body.buf, (int64_t *)lens.buf,
+                               lens.len / 8, &blen)
+                  : scan_pairs(c, chunk.len, last, (uint8_t *)body.buf, (int64_t *)lens.buf, lens.len / 8, &blen);
         Py_END_ALLOW_THREADS
     }
-    PyBuffer_Release(&chunk);
-    PyBuffer_Release(&body);
-    PyBuffer_Release(&lens);
+    release(3, &chunk, &body, &lens);
     if (err)
         return NULL;
     if (n < 0)
         return Py_NewRef(Py_None);
     return Py_BuildValue("(nn)", n, blen);
 }
+
+static PyObject *py_scan_pairs(PyObject *self, PyObject *args) { return scan_piece(args, 0); }
+
+static PyObject *py_scan_vocab(PyObject *self, PyObject *args) { return scan_piece(args, 1); }
 
 static PyMethodDef methods[] = {
     {"q8_0", py_q8_0, METH_VARARGS,

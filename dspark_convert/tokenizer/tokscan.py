@@ -187,18 +187,22 @@ def _plain_pairs(native: ModuleType, raw: Raw, a: int, b: int, last: bool) -> St
     if got is None:
         return None
     n, size = got
-    lens = lens[:n].copy()
-    escaped = np.flatnonzero(lens < 0)
-    if len(escaped):
-        lens[escaped] = -lens[escaped] - 1
-        text, lens = _unescaped(body[:size], lens, escaped)
-        data = np.zeros(len(text) + 8, dtype=np.uint8)
-        data[: len(text)] = text
-    else:
-        body[size : size + 8] = 0
-        data = body[: size + 8]
+    text, lens = _kernel_strings(body, size, lens[:n])
+    data = np.zeros(len(text) + 8, dtype=np.uint8)
+    data[: len(text)] = text
     grammar = _PAIR * (n // 2) if not last else (_PAIR * (n // 2))[:-1]
     return Strings(data, lens, np.cumsum(lens) - lens, grammar, grammar)
+
+
+def _kernel_strings(body: npt.NDArray[np.uint8], size: int, lens: Ints) -> tuple[npt.NDArray[np.uint8], Ints]:
+    """The strings a compiled reader left in ``body[:size]`` (raw JSON bodies; ``lens`` negated minus one for
+    those holding a backslash), those JSON-unescaped: (bytes joined, lengths)."""
+    lens = lens.copy()
+    escaped = np.flatnonzero(lens < 0)
+    if not len(escaped):
+        return body[:size], lens
+    lens[escaped] = -lens[escaped] - 1
+    return _unescaped(body[:size], lens, escaped)
 
 
 def _unescaped(body: npt.NDArray[np.uint8], lens: Ints, which: Ints) -> tuple[npt.NDArray[np.uint8], Ints]:
@@ -504,12 +508,7 @@ def _plain_vocab(native: ModuleType, raw: Raw, a: int, b: int) -> tuple[npt.NDAr
         if got is None:
             raise _NotPlain
         n, size = got
-        piece_lens = piece_lens[:n].copy()
-        escaped = np.flatnonzero(piece_lens < 0)
-        if len(escaped):
-            piece_lens[escaped] = -piece_lens[escaped] - 1
-            return _unescaped(body[:size], piece_lens, escaped)
-        return body[:size], piece_lens
+        return _kernel_strings(body, size, piece_lens[:n])
 
     for (body, piece_lens), _ in cut_chunks(raw, a, b, b",", read, CHUNK):
         try:

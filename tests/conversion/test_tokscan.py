@@ -226,12 +226,16 @@ def test_compiled_lookup_confirms_a_hash_hit_by_the_bytes(monkeypatch: pytest.Mo
     assert index.ids([b"x" * 9, b"x" * 8 + b"z"]).tolist() == [1, -1]
 
 
-def test_span_hash_compiled_equals_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+def _compiled_on_random_items(monkeypatch: pytest.MonkeyPatch, seed: int, count: int, longest: int) -> list[bytes]:
+    """Random byte strings, with the compiled kernels selected."""
     monkeypatch.delenv(native.ENV, raising=False)
     assert native.kernels() is not None
-    rng = random.Random(5)
-    items = [bytes(rng.randrange(256) for _ in range(rng.randrange(40))) for _ in range(500)]
-    data, starts, lens = tokscan.joined(items)
+    rng = random.Random(seed)
+    return [bytes(rng.randrange(256) for _ in range(rng.randrange(longest))) for _ in range(count)]
+
+
+def test_span_hash_compiled_equals_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    data, starts, lens = tokscan.joined(_compiled_on_random_items(monkeypatch, 5, 500, 40))
     compiled = tokscan.span_hash(data, starts, lens)
     monkeypatch.setenv(native.ENV, "0")
     assert compiled.tolist() == tokscan.span_hash(data, starts, lens).tolist()
@@ -241,10 +245,7 @@ def test_span_hash_compiled_equals_numpy(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_pack_pairs_compiled_equals_numpy_and_the_items(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(native.ENV, raising=False)
-    assert native.kernels() is not None
-    rng = random.Random(9)
-    items = [bytes(rng.randrange(256) for _ in range(rng.randrange(12))) for _ in range(400)]
+    items = _compiled_on_random_items(monkeypatch, 9, 400, 12)
     data, starts, lens = tokscan.joined(items)
     s = tokscan.Strings(data, lens, starts, b"", b"")
     want = b"".join(len(a + b" " + b).to_bytes(8, "little") + a + b" " + b for a, b in zip(items[0::2], items[1::2], strict=True))
