@@ -37,7 +37,8 @@ FOREIGN = {
     **{f: ("bench",) for f in ("--sizes", "--only", "--workdir", "--keep", "--warm", "--package", "--tiny",
                                 "--runs", "--repeat", "--seeds", "--tokenizers", "--outtypes",
                                 "--cold-runs", "--upstream", "--golden", "--gemma-tokenizer", "--tokenizer", "--gib",
-                                "--sample", "--only-new", "--before", "--cores", "--handler", "--target", "--families")},
+                                "--sample", "--only-new", "--before", "--cores", "--handler", "--target", "--families",
+                                "--numpy-forms")},
 }
 
 
