@@ -452,6 +452,9 @@ static PyObject *py_pack_pairs(PyObject *self, PyObject *args) {
     return err ? NULL : Py_NewRef(Py_None);
 }
 
+/* ---- the tokenizer reader: plain pieces of a vocabulary or of pair-form merges ---- */
+static inline int is_ws(uint8_t ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
+
 /* After an entry: whitespace, then the piece's end (only the last piece ends there) or a comma, then the end
  * (only a piece before the last ends right after a comma) or the next entry. 1: the piece is done, 0: an entry
  * follows, -1: not plain. */
@@ -469,19 +472,18 @@ static int entry_end(const uint8_t *c, Py_ssize_t len, Py_ssize_t *i, int last) 
     return 0;
 }
 
-/* scan_pairs(chunk, body, lens, last) -> (strings, body bytes) or None: the strings of a piece of pair-form
- * merges (tokscan.scan_pairs) when the piece is exactly ws* '[' ws* STR ws* ',' ws* STR ws* ']' ws* ',' ... (the
- * last pair's comma absent when ``last``, present otherwise). Each string's raw bytes go to ``body`` and its
- * length to ``lens``, negated minus one when it holds a backslash (the caller unescapes those). None for any
- * other piece, and for a string holding a byte <= 32 (space or control) or an escape of one: the numpy form then
- * decides, as it does without this kernel. */
-static inline int is_ws(uint8_t ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
+/* The strings a piece reader found: raw bodies joined, their lengths (negated minus one for those holding a
+ * backslash: the caller unescapes them). */
+struct strings {
+    uint8_t *body;
+    Py_ssize_t blen;
+    int64_t *lens;
+    Py_ssize_t n, max_n;
+};
 
-/* A JSON string at c[*i] (after leading whitespace): its raw body appended to body / lens (the length negated
- * minus one when it holds a backslash), *i moved past the closing quote and the whitespace after it. Bytes below
- * ``lowest`` (and escapes of them) are refused, as is a full ``lens``: -1 for the caller's "not plain". */
-static int take_string(const uint8_t *c, Py_ssize_t len, Py_ssize_t *i, uint8_t lowest, uint8_t *body,
-                       Py_ssize_t *blen, int64_t *lens, Py_ssize_t *n, Py_ssize_t max_n) {
+/* A JSON string at c[*i] (after leading whitespace) appended to ``out``, *i moved past the closing quote and the
+ * whitespace after it. Bytes below ``lowest`` (and escapes of them), and a full ``out``, give -1: not plain. */
+static int take_string(const uint8_t *c, Py_ssize_t len, Py_ssize_t *i, uint8_t lowest, struct strings *out) {
     Py_ssize_t k = *i;
     while (k < len && is_ws(c[k]))
         k++;
@@ -504,11 +506,11 @@ static int take_string(const uint8_t *c, Py_ssize_t len, Py_ssize_t *i, uint8_t 
         }
     }
     Py_ssize_t sl = k - s0;
-    if (*n >= max_n)
+    if (out->n >= out->max_n)
         return -1;
-    memcpy(body + *blen, c + s0, (size_t)sl);
-    *blen += sl;
-    lens[(*n)++] = esc ? -(int64_t)sl - 1 : (int64_t)sl;
+    memcpy(out->body + out->blen, c + s0, (size_t)sl);
+    out->blen += sl;
+    out->lens[out->n++] = esc ? -(int64_t)sl - 1 : (int64_t)sl;
     k++;
     while (k < len && is_ws(c[k]))
         k++;
@@ -516,83 +518,82 @@ static int take_string(const uint8_t *c, Py_ssize_t len, Py_ssize_t *i, uint8_t 
     return 0;
 }
 
-static Py_ssize_t scan_pairs(const uint8_t *c, Py_ssize_t len, int last, uint8_t *body, int64_t *lens,
-                             Py_ssize_t max_n, Py_ssize_t *body_len) {
-    Py_ssize_t i = 0, n = 0, blen = 0;
-    for (;;) {
-        while (i < len && is_ws(c[i]))
-            i++;
-        if (i >= len || c[i] != '[')
+/* One entry of a piece at c[*i]: 0 (read, *i past it), -1 (not plain). */
+typedef int (*entry_fn)(const uint8_t *c, Py_ssize_t len, Py_ssize_t *i, struct strings *out, void *state);
+
+/* Entries up to the piece's end: their count, or -1 when the piece is not plain. */
+static Py_ssize_t scan_entries(const uint8_t *c, Py_ssize_t len, int last, entry_fn entry, void *state,
+                               struct strings *out) {
+    Py_ssize_t i = 0;
+    int end = 0;
+    while (end == 0) {
+        if (entry(c, len, &i, out, state) < 0)
             return -1;
-        i++;
-        for (int part = 0; part < 2; part++) {
-            if (take_string(c, len, &i, 33, body, &blen, lens, &n, max_n) < 0) /* a space too: the numpy form decides */
-                return -1;
-            if (part == 0) {
-                if (i >= len || c[i] != ',')
-                    return -1;
-                i++;
-            }
-        }
-        if (i >= len || c[i] != ']')
-            return -1;
-        i++;
-        int end = entry_end(c, len, &i, last);
-        if (end < 0)
-            return -1;
-        if (end)
-            break;
+        end = entry_end(c, len, &i, last);
     }
-    *body_len = blen;
-    return n;
+    return end < 0 ? -1 : out->n;
 }
 
-/* scan_vocab(chunk, body, lens, first_id, last) -> (entries, body bytes) or None: the tokens of a piece of a
- * vocabulary object written plainly (tokscan.vocab_spans): ws* STR ws* ':' ws* ID ws* ',' ... with the ids
- * first_id, first_id + 1, ... in decimal (no sign, no leading zero), the last entry's comma absent when ``last``
- * and present otherwise. Strings as in scan_pairs, spaces allowed. None for any other piece. */
-static Py_ssize_t scan_vocab(const uint8_t *c, Py_ssize_t len, int64_t id, int last, uint8_t *body, int64_t *lens,
-                             Py_ssize_t max_n, Py_ssize_t *body_len) {
-    Py_ssize_t i = 0, n = 0, blen = 0;
-    char want[24]; /* the decimal digits of id, counted up in place */
-    int nd = snprintf(want, sizeof want, "%lld", (long long)id);
-    if (nd <= 0 || nd >= (int)sizeof want - 1)
+/* Pair-form merges (tokscan.scan_pairs): ws* '[' STR ',' STR ']' with whitespace between; a string holding a
+ * space is not plain (the numpy form, which deletes whitespace, decides). */
+static int pair_entry(const uint8_t *c, Py_ssize_t len, Py_ssize_t *i, struct strings *out, void *state) {
+    (void)state;
+    Py_ssize_t k = *i;
+    while (k < len && is_ws(c[k]))
+        k++;
+    if (k >= len || c[k] != '[')
         return -1;
-    for (;;) {
-        if (take_string(c, len, &i, 32, body, &blen, lens, &n, max_n) < 0)
-            return -1;
-        if (i >= len || c[i] != ':')
-            return -1;
-        i++;
-        while (i < len && is_ws(c[i]))
-            i++;
-        if (i + nd > len || memcmp(c + i, want, (size_t)nd) != 0)
-            return -1;
-        i += nd;
-        if (i < len && c[i] >= '0' && c[i] <= '9')
-            return -1;
-        int k = nd - 1; /* id + 1 */
-        while (k >= 0 && want[k] == '9')
-            want[k--] = '0';
-        if (k >= 0) {
-            want[k]++;
-        } else {
-            if (nd + 1 >= (int)sizeof want)
-                return -1;
-            memmove(want + 1, want, (size_t)nd);
-            want[0] = '1';
-            nd++;
-        }
-        int end = entry_end(c, len, &i, last);
-        if (end < 0)
-            return -1;
-        if (end)
-            break;
-    }
-    *body_len = blen;
-    return n;
+    k++;
+    if (take_string(c, len, &k, 33, out) < 0 || k >= len || c[k] != ',')
+        return -1;
+    k++;
+    if (take_string(c, len, &k, 33, out) < 0 || k >= len || c[k] != ']')
+        return -1;
+    *i = k + 1;
+    return 0;
 }
 
+/* The decimal digits of the next id of a vocabulary piece, counted up in place. */
+struct next_id {
+    char digits[24];
+    int nd;
+};
+
+/* A vocabulary entry (tokscan.vocab_spans): STR ':' ws* ID, ID the next id in decimal (no sign, no leading zero). */
+static int vocab_entry(const uint8_t *c, Py_ssize_t len, Py_ssize_t *i, struct strings *out, void *state) {
+    struct next_id *id = (struct next_id *)state;
+    Py_ssize_t k = *i;
+    if (take_string(c, len, &k, 32, out) < 0 || k >= len || c[k] != ':')
+        return -1;
+    k++;
+    while (k < len && is_ws(c[k]))
+        k++;
+    if (k + id->nd > len || memcmp(c + k, id->digits, (size_t)id->nd) != 0)
+        return -1;
+    k += id->nd;
+    if (k < len && c[k] >= '0' && c[k] <= '9')
+        return -1;
+    int d = id->nd - 1; /* id + 1 */
+    while (d >= 0 && id->digits[d] == '9')
+        id->digits[d--] = '0';
+    if (d >= 0) {
+        id->digits[d]++;
+    } else {
+        if (id->nd + 1 >= (int)sizeof id->digits)
+            return -1;
+        memmove(id->digits + 1, id->digits, (size_t)id->nd);
+        id->digits[0] = '1';
+        id->nd++;
+    }
+    *i = k;
+    return 0;
+}
+
+/* scan_pairs(chunk, body, lens, last) / scan_vocab(chunk, body, lens, first_id, last) -> (strings, body bytes) or
+ * None: the strings of a piece of pair-form merges, or of a vocabulary object with the ids first_id, first_id + 1,
+ * ... in file order, written plainly: entries separated by commas, the last entry's comma absent when ``last``
+ * and present otherwise, whitespace between tokens. Each string's raw body goes to ``body``, its length to
+ * ``lens``. None for any other piece: the numpy form then decides, as it does without this kernel. */
 /* The Python side of scan_pairs (no first id) and scan_vocab: buffers checked, the GIL released for the scan. */
 static PyObject *scan_piece(PyObject *args, int vocab) {
     Py_buffer chunk, body, lens;
@@ -608,12 +609,13 @@ static PyObject *scan_piece(PyObject *args, int vocab) {
                         ">= 0 expected");
         err = 1;
     } else {
-        const uint8_t *c = (const uint8_t *)chunk.buf;
+        struct strings out = {(uint8_t *)body.buf, 0, (int64_t *)lens.buf, 0, lens.len / 8};
+        struct next_id id;
+        id.nd = snprintf(id.digits, sizeof id.digits, "%lld", first);
         Py_BEGIN_ALLOW_THREADS
-        n = vocab ? scan_vocab(c, chunk.len, (int64_t)first, last, (uint8_t *)body.buf, (int64_t *)lens.buf,
-                               lens.len / 8, &blen)
-                  : scan_pairs(c, chunk.len, last, (uint8_t *)body.buf, (int64_t *)lens.buf, lens.len / 8, &blen);
+        n = scan_entries((const uint8_t *)chunk.buf, chunk.len, last, vocab ? vocab_entry : pair_entry, &id, &out);
         Py_END_ALLOW_THREADS
+        blen = out.blen;
     }
     release(3, &chunk, &body, &lens);
     if (err)
