@@ -1,4 +1,5 @@
-"""Build of the compiled tensor-stream kernels (dspark_convert/formats/_native.c); everything else is in pyproject.toml.
+"""Build of the compiled kernels (dspark_convert/formats/_native.c: the tensor stream's and the tokenizer reader's);
+everything else is in pyproject.toml.
 
 The extension is optional: without a C compiler the package installs without it and converts with the numpy forms
 of the same kernels (same bytes, slower). -ffp-contract=off keeps every float32 multiply and add separately rounded,

@@ -1,4 +1,5 @@
-"""The compiled tensor-stream kernels (``formats/_native.c``), when the installed package has them.
+"""The compiled kernels (``formats/_native.c``: the tensor stream's and the tokenizer reader's), when the installed
+package has them.
 
 :func:`kernels` returns the extension module, or None where it was not built (no C compiler at install time) or
 ``DSPARK_CONVERT_KERNELS=0`` is set; the callers then run the numpy forms, which compute the same bytes. Every
@@ -37,4 +38,4 @@ def describe() -> str:
         return "kernels: numpy forms (the compiled extension is not built: no C compiler at install time)"
     if kernels() is None:
         return f"kernels: numpy forms ({ENV}=0)"
-    return "kernels: compiled (Q8_0, BF16 -> F16, NVFP4 repack, tokenizer lookups)"
+    return "kernels: compiled (Q8_0, BF16 -> F16, NVFP4 repack, tokenizer reader)"

@@ -27,7 +27,7 @@ def invoke(*args: object, columns: int = 120):
 def test_version(monkeypatch: pytest.MonkeyPatch) -> None:
     r = invoke("--version")
     version = f"dspark-convert {importlib.metadata.version('dspark-convert')}\n"
-    assert (r.exit_code, r.stdout) == (0, version + "kernels: compiled (Q8_0, BF16 -> F16, NVFP4 repack, tokenizer lookups)\n")
+    assert (r.exit_code, r.stdout) == (0, version + "kernels: compiled (Q8_0, BF16 -> F16, NVFP4 repack, tokenizer reader)\n")
     monkeypatch.setenv("DSPARK_CONVERT_KERNELS", "0")
     r = invoke("--version")
     assert (r.exit_code, r.stdout) == (0, version + "kernels: numpy forms (DSPARK_CONVERT_KERNELS=0)\n")
