@@ -198,10 +198,12 @@ def chassis_api(pkg: Path, known: set[str]) -> dict[str, list[str]]:
     variants = f"{pkg.name}.variants"
     names: set[str] = set()
     underscored: list[str] = []
+    # a compiled extension module (its .pyi stub gives its name) is a submodule too, not a name
+    modules = known | {module_name(pkg, p) for p in pkg.rglob("*.pyi")}
     for path in sorted(pkg.rglob("*.py")):
         me = module_name(pkg, path)
         for target, name in _import_targets(pkg, path, known):
-            if f"{target}.{name}" in known:
+            if f"{target}.{name}" in modules:
                 continue  # a submodule, not a name
             if name.startswith("_") and not name.startswith("__") and target != me:
                 underscored.append(f"{me}: {target}.{name}")

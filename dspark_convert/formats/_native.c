@@ -1,10 +1,11 @@
 /* Compiled kernels: the tensor stream's Q8_0 quantization, BF16 -> F16 and NVFP4 repack, and the tokenizer
- * reader's span hashes and vocabulary lookups.
+ * reader's piece scanners, span hashes, vocabulary lookups and merge packing.
  *
  * Each kernel is one pass over a chunk with the GIL released, so the conversion threads run them on every core.
  * The bytes are those of gguf-py (gguf.quants Q8_0, numpy's float32 -> float16 cast): same float32 operations in
  * the same order, built with -ffp-contract=off so that no multiply-add is fused. The numpy forms in
- * formats/transforms.py compute the same bytes and run where this module is not built.
+ * formats/transforms.py, formats/quant.py and tokenizer/tokscan.py compute the same results and run where this
+ * module is not built.
  *
  * Q8_0, per block of 32 values (gguf-py and ggml-quants.c): d = max|x| / 127, id = d ? 1 / d : 0,
  * q = round(x * id) with halves away from zero, d stored as F16 (round to nearest even). Round-half-away is
