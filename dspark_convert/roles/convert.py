@@ -19,7 +19,7 @@ from gguf import GGMLQuantizationType as QT
 from .. import schema as S
 from ..findings import Finding
 from ..hf.checkpoint import EMBED_NAMES, OUTPUT_NAMES, Checkpoint, Select
-from ..plan import Plan
+from ..plan import KV, Plan
 
 
 @dataclass
@@ -55,6 +55,8 @@ class Context:
     ``target_tensors`` lists what the family's plan takes from the target checkpoint (the output head of a draft
     that keeps its own embedding on an untied target, ``lineage.choose_head_layout``); the conversion opens
     the target's weights for them and adds them, as for ``--with-target-embeddings``.
+
+    :meth:`target_vocab` is the one way a family reads the tokenizer block it writes.
     """
 
     draft: Checkpoint
@@ -78,6 +80,18 @@ class Context:
     def warn(self, subject: str, rule: str, msg: str) -> None:
         """Add a warning to :attr:`findings` (fit rule ``rule``, about ``subject``)."""
         self.findings.append(Finding("warning", subject, rule, msg))
+
+    def target_vocab(self, vocab_size: int | None, handler: str | None, *, folder: Path | None = None,
+                     draft: Any = None) -> list[KV]:
+        """The tokenizer KVs of ``folder`` (default: the target folder) in upstream's order, padded to the draft's
+        ``vocab_size`` (None: the tokenizer's own size), written by the vocab handler ``handler`` (None: the
+        folder's own); ``draft`` is the draft's config or hparams, which some handlers read. The user's tokenizer
+        cache is used as :attr:`ConvertOptions.tokenizer_cache` says.
+        Raises ConvertError naming the file for a tokenizer that cannot be read."""
+        from ..tokenizer.handlers import target_vocab_kvs
+
+        return target_vocab_kvs(self.target_dir if folder is None else folder, vocab_size, handler,
+                                cache=self.options.tokenizer_cache, draft=draft)
 
     @property
     def out_type(self) -> QT:

@@ -32,7 +32,6 @@ from ...kit.common import (
 from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import INPUT_EMBEDDING, OUTPUT_HEAD, Context, TargetFacts, TargetTensor
-from ...tokenizer.handlers import target_vocab_kvs
 from .transforms import DeinterleaveRope
 
 #: HF -> GGUF names of the DFlash lineage (§4.1, §4.2): a Qwen3 layer (the shared backbone) plus the DFlash / DSpark
@@ -213,8 +212,7 @@ def embedding_scale(ctx: Context, hp: HParams, dc: dict[str, Any]) -> float | No
 def vocab_kvs(ctx: Context, vocab_size: int | None, mask_id: Any) -> tuple[list[KV], list[KV]]:
     """The target's tokenizer (handler chosen by the target's architecture, §2.5.1), padded to the draft's
     (already checked) ``vocab_size``, and the draft mask id."""
-    vocab = target_vocab_kvs(ctx.target_dir, vocab_size, None,
-                             cache=ctx.options.tokenizer_cache, draft=ctx.draft.config)
+    vocab = ctx.target_vocab(vocab_size, None, draft=ctx.draft.config)
     tail: list[KV] = []
     if mask_id is not None:
         if isinstance(mask_id, bool) or not isinstance(mask_id, int) or mask_id < 0:

@@ -24,7 +24,6 @@ from ...kit.common import base_kvs, finish_plan, mapped_once
 from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import Context, TargetFacts, TargetTensor
-from ...tokenizer.handlers import target_vocab_kvs
 from .blockscaled import dsv4_tensor_spec, mxfp4_stack_spec, packaged_template
 from .names import (
     EXPERT_TENSORS,
@@ -269,7 +268,7 @@ def build_plan(ctx: Context) -> Plan:
     view["num_hidden_layers"] = stages  # block_count: the draft's stages (upstream: 1 + max stage)
     base = base_kvs(S.ARCH_DFLASH, view, S.FILE_TYPE_MOSTLY_MXFP4_MOE, where)
     # upstream's DSV4 set_vocab: gpt2, any target
-    vocab = target_vocab_kvs(ctx.target_dir, vocab_size, "gpt2", cache=ctx.options.tokenizer_cache)
+    vocab = ctx.target_vocab(vocab_size, "gpt2")
     n_tokens = len(next((kv.value for kv in vocab if kv.name == S.TOKENIZER_TOKENS), []))
     if not 0 <= hp.noise_token < n_tokens:
         raise ConvertError(f"{where}: dspark_noise_token_id is {hp.noise_token}, outside the vocabulary of {n_tokens} "

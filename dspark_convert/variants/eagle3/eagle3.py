@@ -28,7 +28,6 @@ from ...kit.common import (
 from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec
 from ...roles.convert import INPUT_EMBEDDING, Context, TargetFacts, TargetTensor
-from ...tokenizer.handlers import target_vocab_kvs
 from ..dflash.d2t import d2t_spec
 from .transforms import Eagle3Permute
 
@@ -193,7 +192,7 @@ def build_plan(ctx: Context) -> Plan:
     vocab_size = hp.vocab_size("vocab_size", required=True)
     family = [KV(S.VOCAB_SIZE.format(arch=S.ARCH_EAGLE3), VT.UINT32, vocab_size),
               KV(S.ROPE_DIMENSION_COUNT.format(arch=S.ARCH_EAGLE3), VT.UINT32, int(hd))]
-    vocab = target_vocab_kvs(ctx.target_dir, vocab_size, "llama", cache=ctx.options.tokenizer_cache)
+    vocab = ctx.target_vocab(vocab_size, "llama")
     return finish_plan(S.ARCH_EAGLE3, head, base_kvs(S.ARCH_EAGLE3, hp, ctx.file_type, where), family, vocab, [],
                        tensors, notes)
 

@@ -43,7 +43,6 @@ from ...kit.common import (
 from ...kit.hparams import HParams
 from ...plan import KV, Plan, TensorSpec, add_kv, as_int
 from ...roles.convert import Context, TargetFacts, TargetTensor
-from ...tokenizer.handlers import target_vocab_kvs
 from .transforms import FirstRows
 
 #: the method's name (hf2gguf/naming.method_name); default output names start with FILE_PREFIX instead
@@ -370,7 +369,7 @@ def build_plan(ctx: Context) -> Plan:
     _require_tensors(ctx.draft, hp, tensors, where)
     freqs = rope_freqs(hp, where)
     tensors.insert(0, TensorSpec(S.T_ROPE_FREQS, freqs.shape, QT.F32, origin="generated", data=freqs))
-    vocab = target_vocab_kvs(ctx.draft.path, None, "gemma4", cache=ctx.options.tokenizer_cache)
+    vocab = ctx.target_vocab(None, "gemma4", folder=ctx.draft.path)
     n_swa = sum(t == "sliding_attention" for t in hp["layer_types"])
     notes = [f"Gemma 4 assistant: {hp['num_hidden_layers']} layers ({n_swa} sliding), Q-only attention into the "
              f"target's KV cache; backbone hidden size {hp['backbone_hidden_size']}",

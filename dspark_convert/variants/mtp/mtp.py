@@ -21,7 +21,6 @@ from ...kit.common import finish_plan
 from ...kit.hparams import HParams
 from ...plan import Plan
 from ...roles.convert import Context, TargetFacts, TargetTensor
-from ...tokenizer.handlers import target_vocab_kvs
 from ...tokenizer.targets import handler_for_architecture, table
 from . import deepseek4, deepseek32, glm, glm_dsa, glm_lite, mimo2, nemotron, qwen
 from .specs import adopt_fp8, hf_names_of
@@ -124,8 +123,7 @@ def build_plan(ctx: Context) -> Plan:
     q = fam.sidecar(arch_name, hp, ck, ctx.out_type, ctx.file_type, where, **extra)
     tensors = q.tensors
     # the class's own vocab method, from the target table (byte-level BPE for the Qwen mixin, _set_vocab_glm)
-    vocab = target_vocab_kvs(ctx.target_dir, hp.vocab_size("vocab_size"),
-                             handler_for_architecture(arch_name, where), cache=ctx.options.tokenizer_cache, draft=hp)
+    vocab = ctx.target_vocab(hp.vocab_size("vocab_size"), handler_for_architecture(arch_name, where), draft=hp)
     n_mtp = sum(1 for t in tensors if t.name.startswith("blk."))
     ctx.differs_from_upstream.extend(q.differs)
     notes = [f"MTP sidecar ({arch_name} -> {q.arch}): {q.nextn} MTP block(s) after {q.n} trunk layers "
