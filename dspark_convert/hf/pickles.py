@@ -46,6 +46,23 @@ def pickle_refusal(path: Path, e: Exception) -> ConvertError:
                         "file written by torch.save (truncated download?)")
 
 
+def weights_only_load(path: Path, without_torch: str) -> object:
+    """``torch.load(path, weights_only=True)`` on the CPU (memory-mapped for the zip format), torch's warnings
+    silenced. Raises ConvertError naming ``path``: ``without_torch`` when PyTorch is not installed,
+    :func:`pickle_refusal`'s line when torch refuses or cannot read the file."""
+    try:
+        import torch
+    except ImportError:
+        raise ConvertError(f"{path}: {without_torch}") from None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # e.g. "Detected pickle protocol 4": noise, not a problem
+            # mmap only works for the zip format (torch >= 1.6); a legacy pickle is read into memory
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
+    except Exception as e:  # noqa: BLE001 - torch raises many types for unsafe or corrupt pickles
+        raise pickle_refusal(path, e) from None
+
+
 def load_pickle_state_dict(path: Path) -> dict[str, PickledTensor]:
     """Load a pickle state dict with ``torch.load(weights_only=True)``; refuse anything that is not plain tensors.
 
@@ -54,17 +71,10 @@ def load_pickle_state_dict(path: Path) -> dict[str, PickledTensor]:
         >>> sd["fc.weight"].dtype_str, sd["fc.weight"].array.shape  # doctest: +SKIP
         ('BF16', (64, 192))
     """
-    try:
-        import torch
-    except ImportError:
-        raise ConvertError(f"{path}: pickle checkpoints need PyTorch (pip install 'dspark-convert[torch]'), or convert it to safetensors") from None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # e.g. "Detected pickle protocol 4": noise, not a problem
-            # mmap only works for the zip format (torch >= 1.6); a legacy pickle is read into memory
-            sd = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
-    except Exception as e:  # noqa: BLE001 - torch raises many types for unsafe or corrupt pickles
-        raise pickle_refusal(path, e) from None
+    sd = weights_only_load(path, "pickle checkpoints need PyTorch (pip install 'dspark-convert[torch]'), or convert "
+                                 "it to safetensors")
+    import torch
+
     if not isinstance(sd, dict):
         raise ConvertError(f"{path}: expected a state dict of tensors, found {type(sd).__name__}")
     out: dict[str, PickledTensor] = {}

@@ -13,7 +13,6 @@ from __future__ import annotations
 import collections
 import io
 import pickle
-import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConvertError, clip_value
-from ...hf.pickles import pickle_refusal
+from ...hf.pickles import weights_only_load
 
 MASK_FILE = "mask_embedding.pt"
 _FLOATS = ("float32", "float16", "bfloat16", "float64")
@@ -120,16 +119,9 @@ def read_mask_embedding(path: Path) -> tuple[int, np.ndarray]:
         return _read_plain(path)
     except _NotPlain:
         pass
-    try:
-        import torch
-    except ImportError:
-        raise ConvertError(f"{path}: reading it needs PyTorch (pip install 'dspark-convert[torch]')") from None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            obj = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
-    except Exception as e:  # noqa: BLE001 - torch raises many types for unsafe or corrupt pickles
-        raise pickle_refusal(path, e) from None
+    obj = weights_only_load(path, "reading it needs PyTorch (pip install 'dspark-convert[torch]')")
+    import torch
+
     want = "a dict of 'mask_token_id' (an integer) and 'embedding' (a 1-D float tensor)"
     if not isinstance(obj, dict) or set(obj) != {"mask_token_id", "embedding"}:
         found = f"a dict with keys {clip_value(sorted(map(str, obj)))}" if isinstance(obj, dict) \
