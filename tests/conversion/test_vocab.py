@@ -18,8 +18,8 @@ from dspark_convert.errors import ConvertError
 from dspark_convert.plan import KV
 from dspark_convert.schema import TokenType as T
 from dspark_convert.tokenizer import bpe as vocab_bpe
+from dspark_convert.tokenizer.bpe import identify_bpe_pre
 from dspark_convert.tokenizer.handlers import (
-    identify_bpe_pre,
     target_vocab_kvs,
     vocab_handler_for_target,
 )
