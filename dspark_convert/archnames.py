@@ -5,7 +5,7 @@ The aliases are the family modules' (each may declare ``ALIASES``: alias -> one 
 :func:`dspark_convert.registry.families.architecture_aliases` collects them); this module only applies them.
 
 Example:
-    >>> resolve_architecture({"architectures": ["OldDraftModel"]}, None, "config.json", {"OldDraftModel": "NewDraftModel"}).used
+    >>> resolve_architecture({"architectures": ["OldDraftModel"]}, None, {"OldDraftModel": "NewDraftModel"}).used
     'NewDraftModel'
     >>> closest_name("Qwen3DsparkModel", ["Qwen3DSparkModel", "DFlashDraftModel"])
     'Qwen3DSparkModel'
@@ -42,8 +42,7 @@ class Architecture:
         return {"declared": self.declared, "used": self.used, "how": self.how}
 
 
-def resolve_architecture(config: dict[str, Any], forced: str | None, where: str,
-                         aliases: Mapping[str, str]) -> Architecture:
+def resolve_architecture(config: dict[str, Any], forced: str | None, aliases: Mapping[str, str]) -> Architecture:
     """The architecture to convert as: ``forced`` (``--architecture``, aliases allowed), else the declared
     ``architectures[0]`` mapped through ``aliases`` (upstream's aliases of supported names)."""
     archs = config.get("architectures")

@@ -53,4 +53,3 @@ else:
     QT = GGMLQuantizationType = _constants.GGMLQuantizationType
     GGML_QUANT_SIZES = _constants.GGML_QUANT_SIZES
 
-__all__ = ["GGML_QUANT_SIZES", "GGMLQuantizationType", "GGUFValueType", "QT", "VT"]

@@ -7,8 +7,7 @@ and :func:`check_fit`; the rule and side types and the vocabulary facts are the 
 
 from __future__ import annotations
 
-from .rules import RULES, FitReport, RuleResult, check_fit, fit_rules
-from .sides import open_target, side_from_gguf, side_from_hf
+from .rules import FitReport, check_fit
+from .sides import open_target
 
-__all__ = ["RULES", "FitReport", "RuleResult", "check_fit", "fit_rules", "open_target", "side_from_gguf",
-           "side_from_hf"]
+__all__ = ["FitReport", "check_fit", "open_target"]

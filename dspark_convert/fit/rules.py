@@ -275,7 +275,7 @@ def fit_rules(draft: Side, target: Side) -> list[RuleResult]:
 
 def arch_rules(arch: str) -> tuple[Rule, ...]:
     """The rules of every draft of a GGUF architecture: its base variant's ``fit.ARCH_RULES``
-    (:func:`.variants.base_variant`; a variant refining it adds its own through :func:`variant_rules`); none for an
+    (:func:`..registry.base_variant`; a variant refining it adds its own through :func:`variant_rules`); none for an
     arch no variant writes."""
     from ..registry import base_variant
     from ..variants.nextn import nextn_arch

@@ -19,7 +19,8 @@ from ..errors import ConvertError
 from ..gguffile.options import RemoteOptions
 from ..gguffile.packed import PackedStrings
 from ..gguffile.reader import GGUFFile, plan_from_file, safe_text
-from ..gguffile.source import is_remote_ref, open_gguf_source
+from ..gguffile.refs import is_remote_ref
+from ..gguffile.source import open_gguf_source
 from ..registry import base_variant
 from ..roles.fit import HP_KEYS, KEYS, Side, Tokens
 

@@ -43,7 +43,6 @@ FILE_TYPE_MOSTLY_NVFP4 = 39  #: ``general.file_type`` of an NVFP4 file converted
 FLOAT_OUTTYPE_FILE_TYPES = (0, 1, 32)  #: f32, f16, bf16: the file types upstream replaces by MOSTLY_NVFP4
 TENSOR_EXTRA_NAME = "general.tensor_extra.name"
 TENSOR_EXTRA_PREC_A4 = "general.tensor_extra.prec_a4"
-SCALE_SUFFIXES = (".weight_scale", ".weight_scale_2", ".input_scale")
 DROPPED_SUFFIXES = (".k_scale", ".v_scale")  #: KV-cache scales, dropped as upstream does
 
 

@@ -45,7 +45,6 @@ from .records import (
     ReaderTensor,
     RecordParser,
     header_limit,
-    known_type,
     safe_text,
     type_name,
 )
@@ -59,8 +58,6 @@ _TYPED = {QT.F32: "float32", QT.F16: "float16", QT.F64: "float64", QT.I8: "int8"
           QT.I32: "int32", QT.I64: "int64"}
 _EXACT = {QT.F64, QT.I8, QT.I16, QT.I32, QT.I64}  # streamed as float64 so that values stay exact
 
-__all__ = ["GGUFFile", "ReaderKV", "ReaderTensor", "known_type", "parse_gguf", "plan_from_file", "plan_from_gguf",
-           "read_gguf", "safe_text", "type_name"]
 
 
 @dataclass(eq=False)

@@ -15,8 +15,6 @@ from urllib.parse import unquote, urlsplit
 
 from ..errors import ConvertError
 
-__all__ = ["HF_SCHEME", "HubFile", "classify_ref", "is_remote_ref", "parse_hub_ref"]
-
 HF_SCHEME = "hf://"
 _REPO_TYPES = {"datasets": "dataset", "spaces": "space"}
 _SEG = re.compile(r"^[A-Za-z0-9][\w.-]*$")

@@ -23,14 +23,12 @@ from typing import TYPE_CHECKING
 from ..errors import ConvertError
 from .options import RemoteOptions
 from .reader import GGUFFile, plan_from_file, read_gguf
-from .refs import HubFile, classify_ref, is_remote_ref, parse_hub_ref
+from .refs import HubFile, classify_ref
 
 if TYPE_CHECKING:
     from ..plan import Plan
     from .remote import SourceInfo
 
-__all__ = ["HubFile", "RemoteOptions", "classify_ref", "is_remote_ref", "open_gguf_source", "parse_hub_ref",
-           "plan_from_source"]
 
 def open_gguf_source(ref: str | os.PathLike[str], remote: RemoteOptions | None = None) -> GGUFFile:
     """Open a GGUF file where it lives: a local path (:func:`~.reader.read_gguf`), or a Hub file or URL, whose

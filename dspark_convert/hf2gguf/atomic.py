@@ -41,7 +41,7 @@ def write_atomically(path: Path, write: Callable[[BinaryIO], None], *, force: bo
     file size. ``path`` must pass :func:`~dspark_convert.hf2gguf.destination.check_planned_name`: absent or a
     regular file (never a link, device, FIFO or socket, even with ``force``) in an existing folder. On any failure
     or interrupt (SIGINT, SIGTERM, full disk) the temporary file is removed and ``path`` is left as it was. Used by
-    :func:`write_plan` and by ``upgrade``."""
+    :func:`~dspark_convert.hf2gguf.writer.write_plan` and by ``upgrade``."""
     path = Path(path)
     check_planned_name(path, force=force)
     folder = path.parent if str(path.parent) else Path(".")

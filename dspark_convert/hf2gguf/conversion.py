@@ -91,7 +91,7 @@ def convert(draft: str | Path, target_model_dir: str | Path | None, outfile: str
                              upstream_flags=frozenset(k for k, given in upstream_flags.items() if given),
                              ignore_target_mismatch=ignore_target_mismatch,
                              architecture=architecture, tokenizer_cache=cache, match_upstream=match_upstream)
-    check_destination(outfile, outtype=outtype, force=force, dry_run=dry_run)  # before any reading or download
+    check_destination(outfile, outtype=outtype, force=force)  # before any reading or download
     expect_commit(None)
     try:
         with collecting() as notes:

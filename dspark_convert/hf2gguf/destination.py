@@ -28,8 +28,7 @@ from ..notes import note
 _ACTIVE: set[Path] = set()
 
 
-def check_destination(outfile: str | os.PathLike[str] | None, *, outtype: str, force: bool,
-                      dry_run: bool = False) -> None:  # dry_run: the same checks
+def check_destination(outfile: str | os.PathLike[str] | None, *, outtype: str, force: bool) -> None:
     """Refuse an output name that cannot work, before any work: empty, ``-`` (stdout), a folder, a missing or
     read-only folder, or (without ``force``) an existing file. ``outfile`` None means the default name in the
     current folder. A dry run makes the same checks (it says what the real run would do). Templates

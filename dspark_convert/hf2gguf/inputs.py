@@ -58,7 +58,7 @@ def choose_family(folder: Path, architecture: str | None = None
     if not cfg.is_file():
         raise ConvertError(f"{folder}: no config.json (expected a Hugging Face checkpoint folder)")
     config = load_json(cfg)
-    arch = resolve_architecture(config, architecture, str(cfg), architecture_aliases())
+    arch = resolve_architecture(config, architecture, architecture_aliases())
     if arch.how != "declared":
         config = {**config, "architectures": [arch.used]}
     family = family_for(config, tensor_names(folder), str(cfg))

@@ -142,16 +142,6 @@ def chunk_spans(spec: TensorSpec, sources: dict[str, Checkpoint], *, allow_nonfi
         yield start * out_row, size, functools.partial(job, start)
 
 
-def tensor_chunks(spec: TensorSpec, sources: dict[str, Checkpoint], *, allow_nonfinite: bool = False) -> Iterator[np.ndarray]:
-    """Yield the file bytes of one tensor as a sequence of arrays (row chunks of the source), in order.
-
-    Example:
-        >>> b"".join(c.tobytes() for c in tensor_chunks(spec, {"draft": ck}))  # doctest: +SKIP
-    """
-    for job in chunk_jobs(spec, sources, allow_nonfinite=allow_nonfinite):
-        yield job()
-
-
 # ---------------------------------------------------------------------------------------------- tensor data
 def usable_cores() -> int:
     """The cores this process may run on (its CPU affinity, e.g. under ``taskset`` or a container's cpuset)."""

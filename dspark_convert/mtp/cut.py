@@ -38,8 +38,6 @@ from ..schema import core as SC
 from ..schema import nextn as SN
 from ..variants.nextn import Layout, NextnArch, block_of, layout, nextn_arch, per_layer_keys, sidecar_drops
 
-__all__ = ["CutPlan", "KVOut", "Part", "open_inputs", "plan_extract", "plan_graft", "plan_strip", "write_cut"]
-
 _SPLIT = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 _SCALAR = {VT.UINT8: "B", VT.INT8: "b", VT.UINT16: "H", VT.INT16: "h", VT.UINT32: "I", VT.INT32: "i",
            VT.UINT64: "Q", VT.INT64: "q", VT.FLOAT32: "f", VT.FLOAT64: "d", VT.BOOL: "?"}

@@ -23,8 +23,6 @@ from .cut import CutPlan, open_inputs, plan_extract, plan_graft, plan_strip, spl
 from .remote import RemoteFetch
 from .verify import CutReport, verify_cut
 
-__all__ = ["CutResult", "default_name", "extract", "graft", "strip"]
-
 Progress = Callable[[int], None]
 
 

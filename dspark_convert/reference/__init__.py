@@ -16,10 +16,6 @@ Example:
 
 from __future__ import annotations
 
-from .ops import CommonHParams, attention, mlp, rms_norm, rope_cos_sin, rope_neox, rope_norm
 from .weights import GGUFWeights, TargetWeights, open_gguf
 
-__all__ = [
-    "CommonHParams", "GGUFWeights", "TargetWeights", "attention", "mlp", "open_gguf", "rms_norm", "rope_cos_sin",
-    "rope_neox", "rope_norm",
-]
+__all__ = ["GGUFWeights", "TargetWeights", "open_gguf"]

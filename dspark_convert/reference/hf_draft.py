@@ -295,7 +295,6 @@ class HFDraft(Generic[H]):
     hp: H
     weights: TorchCheckpoint
     target: TorchCheckpoint
-    target_cfg: dict[str, Any]
     prefix: str = ""                             # per-layer prefix of a one-layer draft ("midlayer." / "layers.0.")
     notes: list[str] = field(default_factory=list)
     #: (mask id, learned mask vector) replacing that row of the embedding table (a variant's ``open`` sets it from
@@ -458,4 +457,4 @@ def open_draft(draft_dir: str | Path, target_dir: str | Path, read_config: Confi
         weights = weights.without_prefix("model.")                        # adds "model." then maps)
         notes.append("checkpoint names carry a 'model.' prefix: read without it")
     family, layout, prefix, hp = read_config(folder, arch, raw, c, weights, tcfg, common, notes)
-    return HFDraft(folder, family, layout, raw, hp, weights, target, tcfg, prefix, notes)
+    return HFDraft(folder, family, layout, raw, hp, weights, target, prefix, notes)

@@ -24,11 +24,11 @@ One module per concept (gguf-py ``constants.py`` style), all re-exported here, s
 - ``mtp.py``: the MTP sidecars' target architectures, their ``nextn`` / SSM / MoE keys and NextN tensor names.
 
 The tables that several of them fill (``KEY_TYPES``, ``ARRAY_ELEMENT_TYPES``, ``SAFETENSORS_DTYPES``, the
-``LOADER_*_TENSORS`` rows by arch, the by-arch sets and maps) are merged below, each module's rows in a fixed order
+``LOADER_LAYER_TENSORS`` rows by arch, the by-arch sets and maps) are merged below, each module's rows in a fixed order
 (check iterates some of them: the order is part of the output).
 
 Example:
-    >>> KEY_TYPES[DFLASH_BLOCK_SIZE].name, list(LOADER_GLOBAL_TENSORS) == list(DRAFT_ARCHES)
+    >>> KEY_TYPES[DFLASH_BLOCK_SIZE].name, list(LOADER_LAYER_TENSORS) == list(DRAFT_ARCHES)
     ('UINT32', True)
 """
 
@@ -72,7 +72,7 @@ def _merged(*parts: _Mapping[_K, _V]) -> dict[_K, _V]:
 
 
 # ---------------------------------------------------------------------------------------------- architectures
-#: the draft architectures (their loaders' rules are the LOADER_* rows below)
+#: the draft architectures (their loaders' layer rules are the LOADER_LAYER_TENSORS rows below)
 DRAFT_ARCHES = (_dflash.ARCH_DFLASH, _eagle3.ARCH_EAGLE3, _gemma4_assistant.ARCH_GEMMA4_ASSISTANT)
 #: every architecture a file we write may have: the drafts', then the targets' whose MTP sidecars we write
 ARCHES = (*DRAFT_ARCHES, *_mtp.MTP_ARCHES)
@@ -95,12 +95,6 @@ LOADER_LAYER_TENSORS: dict[str, dict[str, bool]] = {  # name -> required
     _dflash.ARCH_DFLASH: _dflash._LOADER_LAYER_TENSORS,
     _eagle3.ARCH_EAGLE3: _eagle3._LOADER_LAYER_TENSORS,
     _gemma4_assistant.ARCH_GEMMA4_ASSISTANT: {},  # its loader module expects its own layer tensors
-}
-#: Global tensors the loader creates, by arch: name -> required (None: required under a condition, see check).
-LOADER_GLOBAL_TENSORS: dict[str, dict[str, bool | None]] = {
-    _dflash.ARCH_DFLASH: _dflash._LOADER_GLOBAL_TENSORS,
-    _eagle3.ARCH_EAGLE3: _eagle3._LOADER_GLOBAL_TENSORS,
-    _gemma4_assistant.ARCH_GEMMA4_ASSISTANT: {},
 }
 #: Generic ``{arch}.*`` keys an arch may write as one value per layer (an array of the key's element type)
 PER_LAYER_KEYS: dict[str, frozenset[str]] = {

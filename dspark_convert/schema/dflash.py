@@ -3,11 +3,11 @@
 its loader's tensor rows.
 
 Read it through the package (``from .. import schema as S``): this module's rows of the merged tables
-(``_KEY_TYPES``, ``_ARRAY_ELEMENT_TYPES``, ``_LOADER_LAYER_TENSORS``, ``_LOADER_GLOBAL_TENSORS``) are joined there.
+(``_KEY_TYPES``, ``_ARRAY_ELEMENT_TYPES``, ``_LOADER_LAYER_TENSORS``) are joined there.
 
 Example:
-    >>> ARCH_DFLASH, _LOADER_GLOBAL_TENSORS[T_FC], _LOADER_LAYER_TENSORS[L_ATTN_SINKS]
-    ('dflash', True, False)
+    >>> ARCH_DFLASH, _LOADER_LAYER_TENSORS[L_ATTN_SINKS]
+    ('dflash', False)
 """
 
 from __future__ import annotations
@@ -32,9 +32,6 @@ from .core import (
     LOGIT_SCALE,
     SLIDING_WINDOW,
     SLIDING_WINDOW_PATTERN,
-    T_OUTPUT,
-    T_OUTPUT_NORM,
-    T_TOKEN_EMBD,
 )
 
 # ---------------------------------------------------------------------------------------------- architectures
@@ -91,9 +88,4 @@ _LOADER_LAYER_TENSORS: dict[str, bool] = {  # name -> required
     L_ATTN_NORM: True, L_FFN_NORM: True, L_ATTN_Q: True, L_ATTN_K: True, L_ATTN_V: True, L_ATTN_OUT: True,
     L_ATTN_Q_NORM: True, L_ATTN_K_NORM: True, L_FFN_GATE: True, L_FFN_UP: True, L_FFN_DOWN: True,
     L_ATTN_SINKS: False,  # b10705+ loader: optional {n_head} (dflash.cpp:242)
-}
-#: Global tensors the ``dflash`` loader creates: name -> required (None: required under a condition, see check).
-_LOADER_GLOBAL_TENSORS: dict[str, bool | None] = {
-    T_FC: True, T_ENC_NORM: True, T_OUTPUT_NORM: True, T_TOKEN_EMBD: False, T_OUTPUT: False, T_D2T: False,
-    T_FC_SCALE: False, T_MARKOV_W1: False, T_MARKOV_W2: None, T_CONF_W: False, T_CONF_B: False,
 }

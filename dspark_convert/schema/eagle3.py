@@ -2,11 +2,11 @@
 keys, its own tensors (``attn_norm_2``, ``rope_freqs``) and its loader's tensor rows.
 
 Read it through the package (``from .. import schema as S``): this module's rows of the merged tables
-(``_KEY_TYPES``, ``_ARRAY_ELEMENT_TYPES``, ``_LOADER_LAYER_TENSORS``, ``_LOADER_GLOBAL_TENSORS``) are joined there.
+(``_KEY_TYPES``, ``_ARRAY_ELEMENT_TYPES``, ``_LOADER_LAYER_TENSORS``) are joined there.
 
 Example:
-    >>> ARCH_EAGLE3, _LOADER_GLOBAL_TENSORS[T_ENC_NORM], L_ATTN_NORM_2 in _LOADER_LAYER_TENSORS
-    ('eagle3', None, True)
+    >>> ARCH_EAGLE3, L_ATTN_NORM_2 in _LOADER_LAYER_TENSORS
+    ('eagle3', True)
 """
 
 from __future__ import annotations
@@ -22,11 +22,7 @@ from .core import (
     L_FFN_GATE,
     L_FFN_NORM,
     L_FFN_UP,
-    T_OUTPUT,
-    T_OUTPUT_NORM,
-    T_TOKEN_EMBD,
 )
-from .dflash import T_D2T, T_ENC_NORM, T_FC
 
 # ---------------------------------------------------------------------------------------------- architectures
 ARCH_EAGLE3 = "eagle3"
@@ -60,9 +56,4 @@ T_ROPE_FREQS = "rope_freqs.weight"
 _LOADER_LAYER_TENSORS: dict[str, bool] = {  # name -> required
     L_ATTN_NORM: True, L_ATTN_NORM_2: True, L_FFN_NORM: True, L_ATTN_Q: True, L_ATTN_K: True, L_ATTN_V: True,
     L_ATTN_OUT: True, L_FFN_GATE: True, L_FFN_UP: True, L_FFN_DOWN: True,
-}
-#: Global tensors the ``eagle3`` loader creates: name -> required (None: required under a condition, see check).
-_LOADER_GLOBAL_TENSORS: dict[str, bool | None] = {
-    T_FC: True, T_OUTPUT_NORM: True, T_ENC_NORM: None, T_OUTPUT: False, T_TOKEN_EMBD: False, T_D2T: False,
-    T_ROPE_FREQS: False,
 }

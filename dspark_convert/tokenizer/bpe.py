@@ -243,16 +243,6 @@ def pre_from_hash(h: str, data: dict[str, Any], path: Path) -> str:
                        "and the pre_tokenizer regex matches no known family)")
 
 
-def identify_bpe_pre(tokenizer_json: Path) -> str:
-    """``tokenizer.ggml.pre`` for a byte-level BPE ``tokenizer.json`` (contract §2.5.2).
-
-    Example:
-        >>> identify_bpe_pre(Path("/tmp/golden_in/target/tokenizer.json"))  # doctest: +SKIP
-        'joyai-llm'
-    """
-    return pre_of(load_hf_tokenizer(Path(tokenizer_json)))
-
-
 # ---------------------------------------------------------------------------------------------- token lists
 def model_vocab_of(hf: HFTokenizer) -> dict[str, int]:
     """The model vocabulary (no added tokens) from the parsed JSON: what the model holds, without paying for

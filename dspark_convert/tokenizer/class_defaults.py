@@ -18,8 +18,6 @@ import mmap
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CLASS_DEFAULT_SPECIALS", "MODEL_TYPE_TOKENIZER", "resolve_tokenizer_class", "special_token_entries"]
-
 BACKEND = "TokenizersBackend"
 
 

@@ -51,7 +51,6 @@ from .tokscan import Tokens, VocabIndex, byte_token_ids, joined, merge_pairs, pa
 if TYPE_CHECKING:
     from tokenizers import AddedToken, Tokenizer
 
-__all__ = ["FastBPE", "NotFast", "load_fast_bpe"]
 
 _PLACEHOLDER = 1 << 31  # post-processor ids become _PLACEHOLDER + k in the reduced tokenizer
 _BYTE_TOKENS = [f"<0x{b:02X}>".encode() for b in range(256)]  # BPE byte_fallback pieces

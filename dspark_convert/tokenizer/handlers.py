@@ -72,7 +72,6 @@ from .bpe import (
     HFTokenizer,
     bpe_token_list,
     check_text,
-    identify_bpe_pre,
     is_llama_hf,
     llama_hf_token_list,
     load_hf_tokenizer,
@@ -93,8 +92,6 @@ from .spm import (
 )
 from .targets import handler_for_architecture, text_architecture
 from .vocab_files import PLAMO_FILE, RWKV_WORLD_FILE, plamo_vocab, rwkv_world_tokens
-
-__all__ = ["HANDLERS", "vocab_handler_for_target", "target_vocab_kvs", "identify_bpe_pre"]
 
 #: the draft hparams a handler reads (upstream runs the target's set_vocab on the draft instance)
 Draft = Mapping[str, Any]

@@ -28,10 +28,6 @@ from .. import schema as S
 from ..errors import ConvertError
 from ..notes import note
 
-__all__ = ["METHOD_HANDLERS", "TargetArch", "table", "target_arch", "text_architecture", "handler_for_architecture",
-           "is_target_architecture", "supported_architectures", "embedding_scale_prefix", "records_layer_inputs",
-           "records_final_layer_input", "records_wide_layer_input", "final_layer_input_archs", "gguf_arch_of"]
-
 TABLE_FILE = "targets-b11434.json"
 UPSTREAM = "b11434"
 

@@ -27,9 +27,6 @@ from pathlib import Path
 from ..errors import ConvertError
 from ..schema import TokenType
 
-__all__ = ["TiktokenFamily", "QWEN1", "HUNYUAN", "KIMI_PATTERN", "KIMI_FILE", "CONVERTER_PATTERN", "read_ranks", "byte_text",
-           "merges_of", "encode", "chkhsh", "token_list", "kimi_specials"]
-
 #: the split pattern of Qwen-1's and HunYuan's tokenizer modules (Qwen2's regex)
 _QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")

@@ -15,8 +15,6 @@ from ..errors import ConvertError
 from ..hf.checkpoint import read_json
 from ..schema import TokenType
 
-__all__ = ["PLAMO_FILE", "RWKV_WORLD_FILE", "plamo_vocab", "rwkv_world_tokens"]
-
 PLAMO_FILE = "tokenizer.jsonl"
 RWKV_WORLD_FILE = "rwkv_vocab_v20230424.txt"
 

@@ -10,7 +10,7 @@ exactly one bin:
   :class:`.reference.hf_draft.TorchCheckpoint`; this includes the metadata rows' reads, such as ``d2t``);
 - **compared**: checked at tensor level (a variant whose proof is ``tensors``: every tensor against its
   checkpoint sources);
-- **dropped**: named by one of the variant's :class:`.variants.DropRule` rows, with its reason;
+- **dropped**: named by one of the variant's :class:`~dspark_convert.registry.DropRule` rows, with its reason;
 - **unaccounted**: anything else. One failing row, ``tensor accounting``, names them and fails the report.
 
 The counts and the dropped tensors' reasons are in the report (``VerifyReport.tensors``, JSON ``tensors``).

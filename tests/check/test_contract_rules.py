@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dspark_convert import check_file, convert
-from dspark_convert.variants.dflash.transforms import deinterleave_rope, interleave_rope
+from dspark_convert.variants.dflash.transforms import deinterleave_rope
 from dspark_convert.variants.eagle3.transforms import eagle3_permute
 
 
@@ -81,7 +81,6 @@ def test_deinterleave_undoes_interleaved_layout(heads: int, half: int, cols: int
             inter[g * hd + 2 * j] = neox[g * hd + j]
             inter[g * hd + 2 * j + 1] = neox[g * hd + half + j]
     assert np.array_equal(deinterleave_rope(inter, hd), neox)
-    assert np.array_equal(interleave_rope(neox, hd), inter)
 
 
 @settings(max_examples=200, deadline=None)

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from dspark_convert.errors import ConvertError, GGUFFormatError
 from dspark_convert.gguffile.reader import GGUFFile, parse_gguf, read_gguf
 from dspark_convert.gguffile.records import RecordParser
-from dspark_convert.gguffile.source import HubFile, classify_ref, parse_hub_ref
+from dspark_convert.gguffile.refs import HubFile, classify_ref, parse_hub_ref
 from dspark_convert.inspect import describe_gguf
 
 FUZZ = settings(max_examples=600, deadline=timedelta(seconds=2), derandomize=True, database=None,

@@ -150,7 +150,7 @@ def test_two_source_transform_in_q8_0_equals_whole_tensor(toy: tuple[Checkpoint,
     monkeypatch.setattr(writer, "CHUNK_BYTES", 1)
     spec = TensorSpec("t", (8, 64), QT.Q8_0, sources=("w", "w.scale"), transform=BlockScale(4))
     whole = writer.convert_chunk(BlockScale(4).apply_whole([weight, scale]), "F32", QT.Q8_0).tobytes()
-    assert b"".join(c.tobytes() for c in writer.tensor_chunks(spec, {"draft": ck})) == whole
+    assert b"".join(job().tobytes() for job in writer.chunk_jobs(spec, {"draft": ck})) == whole
 
 
 def test_stack_of_sources_streams_one_source_per_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -170,7 +170,7 @@ def test_stack_of_sources_streams_one_source_per_chunk(tmp_path: Path, monkeypat
     monkeypatch.setattr(ck, "read_rows", spy)
     monkeypatch.setattr(writer, "CHUNK_BYTES", 1)
     spec = TensorSpec("blk.0.ffn_up_exps.weight", (3, 4, 32), QT.Q8_0, sources=tuple(experts), transform=Stack3())
-    got = b"".join(c.tobytes() for c in writer.tensor_chunks(spec, {"draft": ck}))
+    got = b"".join(job().tobytes() for job in writer.chunk_jobs(spec, {"draft": ck}))
     whole = np.stack(list(experts.values()))
     assert got == writer.convert_chunk(whole, "F32", QT.Q8_0).tobytes() and len(got) == spec.nbytes
     # three chunks (one expert each), each asking every source, two of them for no rows: those are not read
@@ -183,7 +183,7 @@ def test_source_count_must_match_the_transform(toy: tuple[Checkpoint, np.ndarray
     for spec in (TensorSpec("t", (8, 64), QT.F32, sources=("w", "w.scale")),  # two sources, no transform
                  TensorSpec("t", (8, 64), QT.F32, sources=("w",), transform=BlockScale(4))):
         with pytest.raises(ConvertError, match="internal: tensor 't' has [12] sources for"):
-            list(writer.tensor_chunks(spec, {"draft": ck}))
+            [job() for job in writer.chunk_jobs(spec, {"draft": ck})]
 
 
 def test_mla_kv_b_split_streams_whole_heads(toy: tuple[Checkpoint, np.ndarray, np.ndarray]) -> None:

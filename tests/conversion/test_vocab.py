@@ -19,7 +19,6 @@ from dspark_convert.plan import KV
 from dspark_convert.schema import TokenType as T
 from dspark_convert.tokenizer import bpe as vocab_bpe
 from dspark_convert.tokenizer.handlers import (
-    identify_bpe_pre,
     target_vocab_kvs,
     vocab_handler_for_target,
 )
@@ -159,7 +158,7 @@ def test_describe_kvs_matches_gguf_reader(tmp_path: Path) -> None:
 
 
 def test_golden_pre_is_joyai(golden_target: Path) -> None:
-    assert identify_bpe_pre(golden_target / "tokenizer.json") == "joyai-llm"
+    assert vocab_bpe.pre_of(vocab_bpe.load_hf_tokenizer(golden_target / "tokenizer.json")) == "joyai-llm"
 
 
 def test_golden_token_id_beyond_draft_vocab(golden_target: Path) -> None:
@@ -419,14 +418,14 @@ def test_pre_from_regex(tmp_path: Path, pre: object, expected: str) -> None:
     tok.pre_tokenizer = pre
     data["pre_tokenizer"] = json.loads(tok.to_str())["pre_tokenizer"]
     target = make_target(tmp_path / "t", tokenizer=data)
-    assert identify_bpe_pre(target / "tokenizer.json") == expected
+    assert vocab_bpe.pre_of(vocab_bpe.load_hf_tokenizer(target / "tokenizer.json")) == expected
 
 
 def test_pre_unknown_names_file_and_hash(tmp_path: Path) -> None:
     target = make_target(tmp_path / "t", tokenizer=bpe_json(regex=r"\s+"))
     hf = vocab_bpe.load_hf_tokenizer(target / "tokenizer.json")
     with pytest.raises(ConvertError) as e:
-        identify_bpe_pre(target / "tokenizer.json")
+        vocab_bpe.pre_of(vocab_bpe.load_hf_tokenizer(target / "tokenizer.json"))
     assert str(e.value).startswith(f"{target / 'tokenizer.json'}: BPE pre-tokenizer not recognized (chkhsh "
                                    f"{vocab_bpe.chkhsh(hf)} ")
 

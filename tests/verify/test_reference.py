@@ -208,7 +208,7 @@ def test_markov_chain_and_confidence_formulas(gguf) -> None:
         out.layers[1], g.array("output_norm.weight"), 1e-6), atol=1e-6)
     assert np.array_equal(out.tokens, out.markov_logits.argmax(1))
     ell = np.concatenate([out.hidden, w1[out.prev_tokens]], 1) @ g.array("conf_proj.weight")[0] + g.array("conf_proj.bias")[0]
-    assert np.allclose(out.confidence_logits, ell, atol=1e-5) and out.confidences.shape == (7,)
+    assert np.allclose(out.confidence_logits, ell, atol=1e-5) and out.confidence_logits.shape == (7,)
     (forced,) = nf.dflash_forward(g, tw, [nf.BlockCase(feats, 42, out.prev_tokens)])
     assert np.array_equal(forced.markov_logits, out.markov_logits)
     other = np.array([42, 1, 2, 3, 4, 5, 6])

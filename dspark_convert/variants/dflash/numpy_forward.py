@@ -20,7 +20,7 @@ import numpy as np
 from ... import schema as S
 from ...errors import ConvertError
 from ...reference.layers import attention_block, ffn_residual, layer_keys, run_blocks
-from ...reference.ops import F32, CommonHParams, rms_norm, sigmoid
+from ...reference.ops import F32, CommonHParams, rms_norm
 from ...reference.weights import GGUFWeights, TargetWeights
 from .heads import confidence, draft_tokens
 
@@ -105,10 +105,6 @@ class BlockOutputs:
     confidence_logits: np.ndarray | None = None   # [P], before the sigmoid
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def confidences(self) -> np.ndarray | None:
-        return None if self.confidence_logits is None else sigmoid(self.confidence_logits)
-
 
 def block_forward(w: dict[str, np.ndarray], hp: DFlashHParams, il: int, x: np.ndarray, ctx: np.ndarray,
                   positions: np.ndarray) -> np.ndarray:
@@ -141,7 +137,7 @@ def dflash_forward(g: GGUFWeights, target: TargetWeights | None, cases: Sequence
 
     Example:
         >>> out = dflash_forward(open_gguf("d.gguf"), TargetWeights("target"), [BlockCase(F, 42)])  # doctest: +SKIP
-        >>> out[0].tokens, out[0].confidences                                                        # doctest: +SKIP
+        >>> out[0].tokens, out[0].confidence_logits                                                     # doctest: +SKIP
     """
     hp = DFlashHParams.from_gguf(g)
     B = hp.block_size

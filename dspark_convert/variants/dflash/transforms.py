@@ -54,13 +54,6 @@ def deinterleave_rope(w: np.ndarray, head_dim: int) -> np.ndarray:
     return np.ascontiguousarray(r.swapaxes(1, 2)).reshape(w.shape)
 
 
-def interleave_rope(w: np.ndarray, head_dim: int) -> np.ndarray:
-    """Inverse of :func:`deinterleave_rope` (NEOX -> interleaved); used by tests and the mutation suite."""
-    rows = w.shape[0]
-    r = w.reshape(rows // head_dim, 2, head_dim // 2, *w.shape[1:])
-    return np.ascontiguousarray(r.swapaxes(1, 2)).reshape(w.shape)
-
-
 @register
 @dataclass(frozen=True)
 class PatchRow(Transform):

@@ -34,9 +34,6 @@ A = S.ARCH_DFLASH
 #: per-layer tensors the forward reads (``blk.N.<name>.weight``; ``attn_v`` only when present)
 LAYER = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm", "post_attention_norm",
          "ffn_norm", "ffn_gate", "ffn_up", "ffn_down", "post_ffw_norm", "layer_output_scale")
-#: global tensors the forward reads when present
-GLOBAL = ("fc.weight", "enc.output_norm.weight", "output_norm.weight", "token_embd.weight", "output.weight",
-          "markov_w1.weight", "markov_w2.weight", "conf_proj.weight", "conf_proj.bias", "rope_freqs.weight")
 
 
 @dataclass(frozen=True)

@@ -41,34 +41,30 @@ class NextnArch:
     trunk_probe: str = SN.T_TRUNK_PROBE
     #: the loader accepts a trunk that keeps ``nextn_predict_layers`` but lacks ``blk.{n}.nextn.eh_proj``
     trunk_only: bool = False
-    #: llama-server chains several MTP blocks (else it drafts with one block)
-    chained: bool = False
     #: why the loader cannot run the MTP blocks (None: it can)
     no_graph: str | None = None
     #: why a full conversion never holds the MTP blocks (None: it does)
     checkpoint_only: str | None = None
     #: ``{arch}.``-relative keys (or prefixes ending in ``_``) upstream's ``--mtp`` leaves out of a sidecar
     sidecar_drop_keys: tuple[str, ...] = ()
-    #: tests compare extract / strip / graft of this architecture with upstream's own conversions
-    oracle: bool = False
 
 
 _ROWS = (
-    NextnArch("qwen35", oracle=True),
-    NextnArch("qwen35moe", oracle=True),
-    NextnArch("qwen3next", oracle=True),
+    NextnArch("qwen35"),
+    NextnArch("qwen35moe"),
+    NextnArch("qwen3next"),
     NextnArch("qwen4exp", trunk_probe="blk.0.hc_attn_norm.weight",
               sidecar_drop_keys=("ple_", "embedding_length_per_layer_input")),
-    NextnArch("nemotron_h_moe", oracle=True),
-    NextnArch("glm4moe", trunk_only=True, oracle=True),
+    NextnArch("nemotron_h_moe"),
+    NextnArch("glm4moe", trunk_only=True),
     NextnArch("bailingmoe3", trunk_only=True),
     NextnArch("cohere2moe", trunk_only=True),
     NextnArch("deepseek2", trunk_only=True),
-    NextnArch("deepseek32", trunk_only=True, oracle=True),
+    NextnArch("deepseek32", trunk_only=True),
     NextnArch("glm-dsa", trunk_only=True),
-    NextnArch("hy_v3", trunk_only=True, chained=True),
-    NextnArch("mimo2", trunk_only=True, chained=True),
-    NextnArch("step35", trunk_only=True, chained=True),
+    NextnArch("hy_v3", trunk_only=True),
+    NextnArch("mimo2", trunk_only=True),
+    NextnArch("step35", trunk_only=True),
     NextnArch("glm5-next", no_graph="llama.cpp b11434 has no GLM5-Next NextN graph yet ('NextN graph not "
                                     "implemented yet', src/models/glm5-next.cpp)"),
     NextnArch("dots3note", no_graph="llama.cpp b11434 always skips its MTP tensors ('no MTP graph yet', "
