@@ -90,8 +90,8 @@ class Stale(JsonRow):
 
 @dataclass
 class Staleness:
-    """What :func:`detect_staleness` found: the revisions whose layout the header matches, the stale items, and
-    what could not be decided without the target."""
+    """What :func:`staleness.detect_staleness` found: the revisions whose layout the header matches, the stale
+    items, and what could not be decided without the target."""
 
     revisions: tuple[str, str | None]  # (oldest, newest or None = up to b11434) consistent with the header
     stale: list[Stale]
@@ -141,8 +141,8 @@ class TargetInfo:
         """The header facts of a target already read for ``check DRAFT --target TARGET``
         (a :class:`~dspark_convert.roles.fit.Side`: nothing is read again): its config (a Hugging Face target) or its
         arch, embedding length and M-RoPE sections (a target GGUF), its tokenizer's ``add_bos`` / ``add_eos`` as the
-        converter writes them, and whether it ties its head. Enough for :func:`detect_staleness`; its tensors are
-        not reachable (:meth:`tensor` refuses)."""
+        converter writes them, and whether it ties its head. Enough for :func:`staleness.detect_staleness`; its
+        tensors are not reachable (:meth:`tensor` refuses)."""
         add = {typ: v for typ, key in (("bos", ADD_BOS), ("eos", ADD_EOS)) if isinstance(v := side.kvs.get(key), bool)}
         if side.kind == "gguf":
             kvs = {f"{side.arch}.embedding_length": side.hp.get("embedding_length")}
@@ -317,8 +317,9 @@ def checkpoint_tensor(hf: Path, names: tuple[str, ...], qt: QT, what: str) -> tu
 # ------------------------------------------------------------------------------------------------ the rules' interface
 @dataclass
 class Detection:
-    """What :func:`detect_staleness` has found so far in ``f`` (with ``target``, when given): the stale items, the
-    facts it could not decide, and the revisions still consistent with the header (narrowed by :meth:`seen`)."""
+    """What :func:`staleness.detect_staleness` has found so far in ``f`` (with ``target``, when given): the stale
+    items, the facts it could not decide, and the revisions still consistent with the header (narrowed by
+    :meth:`seen`)."""
 
     f: Header
     target: TargetInfo | None = None

@@ -6,8 +6,8 @@ out, would pass unnoticed. So after the forwards ran, each tensor of the GGUF an
 exactly one bin:
 
 - **read by forward**: its data was read by the numpy forward (GGUF side, recorded by
-  :class:`.reference.weights.GGUFWeights`) or by the torch side (checkpoint side, recorded by
-  :class:`.reference.hf_draft.TorchCheckpoint`; this includes the metadata rows' reads, such as ``d2t``);
+  :class:`reference.weights.GGUFWeights`) or by the torch side (checkpoint side, recorded by
+  :class:`reference.hf_draft.TorchCheckpoint`; this includes the metadata rows' reads, such as ``d2t``);
 - **compared**: checked at tensor level (a variant whose proof is ``tensors``: every tensor against its
   checkpoint sources);
 - **dropped**: named by one of the variant's :class:`~dspark_convert.registry.DropRule` rows, with its reason;

@@ -9,7 +9,7 @@ vector (cast to the embedding's dtype first) as ``token_embd.weight``. The pickl
 its vector ``[hidden_size]``, the id inside the vocabulary.
 
 ``dflash.py`` hands a ``DFlashDraftModel`` with that file to :func:`build_plan`; the b11434 DFlash keys are
-shared with DFlash2 (:func:`.keys.b11434_kvs`; DFlash2 adds its conv / selector keys).
+shared with DFlash2 (:func:`.lineage.b11434_kvs`; DFlash2 adds its conv / selector keys).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from .heads import confidence, draft_tokens
 # ============================================================================================== DFlash / DSpark
 @dataclass(frozen=True)
 class DFlashHParams(CommonHParams):
-    """Everything the DSpark/DFlash forward needs, read from the GGUF: the common keys (:class:`.ops.CommonHParams`),
+    """Everything the DSpark/DFlash forward needs, read from the GGUF: the common keys (:class:`CommonHParams`),
     the ``dflash.*`` keys and tensor shapes."""
 
     block_size: int

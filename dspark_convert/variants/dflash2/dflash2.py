@@ -95,7 +95,7 @@ def conv_settings(dc: dict[str, Any], hidden: int, where: str) -> dict[str, int]
 def dflash2_kvs(ctx: Context, hp: HParams, dc: dict[str, Any], taps: list[int],
                 conv: dict[str, int]) -> list[KV]:
     """The keys upstream b11434 writes after the generic ones, in its order (§2.1, §2.2): the DFlash-class keys
-    (:func:`..dflash.keys.b11434_kvs`) with the four conv / selector keys right after ``block_size``."""
+    (:func:`..dflash.lineage.b11434_kvs`) with the four conv / selector keys right after ``block_size``."""
     return b11434_kvs(ctx, hp, dc, taps, [KV(key, VT.UINT32, conv[name]) for name, key in CONV_KEYS])
 
 

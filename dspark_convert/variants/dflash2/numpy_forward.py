@@ -16,7 +16,7 @@ Follows the graph of upstream llama.cpp b11434 ``src/models/dflash.cpp`` (``buil
   ``score_p[j, i] = sum_r prev[pred_j, r] gate_p[r] next[cand_p[i], r] + U_p[cand_p[i]]`` (``[top_k, top_k]``;
   position 1's single row is repeated).
 
-The torch forward in :mod:`.dflash2_torch` is written separately from the checkpoint's tensors.
+The torch forward in :mod:`.torch_forward` is written separately from the checkpoint's tensors.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Reads ``config.json`` (``dflash_config``) and the checkpoint's own tensor names 
 llama.cpp b11434 ``src/models/dflash.cpp`` (no public z-lab DFlash2 modelling code was available offline), in
 torch terms: the dynamic convolution as one ``unfold``-free sum over shifted block views, the selector as one
 batched ``einsum``. Weights are optionally rounded the way the GGUF stores them (``storage``: checkpoint name ->
-GGML type), through :class:`.hf_draft.TorchCheckpoint`.
+GGML type), through :class:`reference.hf_draft.TorchCheckpoint`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from ...roles.proof import Inputs
 from ..dflash.torch_forward import BLOCK_GLOBALS, DraftFolder, TorchTrunk
 
 #: the torch side's own spelling of the DFlash2 tensors' GGUF names (layer part, global) beside the backbone's
-#: table of :func:`..reference.storage.gguf_counterpart` and the block draft's globals (``BLOCK_GLOBALS``); exact
+#: table of :func:`reference.storage.gguf_counterpart` and the block draft's globals (``BLOCK_GLOBALS``); exact
 #: mode rounds each checkpoint tensor as its GGUF one
 _CONV_GGUF = {"attention_conv.base_kernel": "attn_conv_base", "attention_conv.kernel_projection.weight":
               "attn_conv_proj.weight", "mlp_conv.base_kernel": "ffn_conv_base",
@@ -69,7 +69,7 @@ counterpart = gguf_counterpart
 @dataclass(frozen=True)
 class Heads:
     """The head counts, head size and norm epsilon :func:`dflash2_forward` reads from ``config.json``: the
-    :class:`~dspark_convert.reference.layers_torch.HeadShape` its attention block takes."""
+    :class:`reference.layers_torch.HeadShape` its attention block takes."""
 
     n_head: int
     n_head_kv: int

@@ -7,7 +7,7 @@ the DeepSeek-V4 block tensors per stage plus the hyper-connection head; it creat
 (the target's are used), so those are extra tensors ("wrong number of tensors").
 
 :func:`dsv4_rules` returns the expected numpy shapes (``None``: any shape), where each comes from, the required
-tensors and the key findings; :mod:`.check` compares the tensors. Dimensions are named as in the config.
+tensors and the key findings; :mod:`dspark_convert.check` compares the tensors. Dimensions are named as in the config.
 """
 
 from __future__ import annotations

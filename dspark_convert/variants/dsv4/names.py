@@ -1,6 +1,6 @@
 """The names of a DeepSeek-V4 DSpark draft: which checkpoint tensors (``mtp.{s}.*``) it has and the GGUF names they
 become (spec/dsv4-dspark.md §3, with the supplement's corrections). Data and name functions only: the family
-(:mod:`.dspark_dsv4`) plans the file with them, ``verify`` (:mod:`..reference.dsv4_tensors`) finds each GGUF
+(:mod:`.dspark_dsv4`) plans the file with them, ``verify`` (:mod:`.tensors`) finds each GGUF
 tensor's sources with them.
 """
 

@@ -5,10 +5,10 @@ For a tensor (or a row chunk / one expert of it):
 1. the checkpoint's values are dequantized in **torch**, the way upstream does it (``float8_e4m3fn`` weights
    times ``float8_e8m0fnu`` tile scales repeated over 128x128 tiles; FP4 e2m1 codes through the e2m1 table times
    the E8M0 scale of each group of 32; BF16 widened; F32 as is): independent of the converter's numpy kernels;
-2. those values go through the rounding of the GGUF type (:func:`.storage.round_values`, the one the torch forward's
-   weights go through too: gguf-py's quantizer then dequantizer for Q8_0 and BF16, numpy's cast for F16, nothing
-   for F32; no torch and none of the converter's code); the MXFP4 stacks are a lossless repack, so their
-   checkpoint values are compared as they are;
+2. those values go through the rounding of the GGUF type (:func:`reference.storage.round_values`, the one the
+   torch forward's weights go through too: gguf-py's quantizer then dequantizer for Q8_0 and BF16, numpy's cast for
+   F16, nothing for F32; no torch and none of the converter's code); the MXFP4 stacks are a lossless repack, so
+   their checkpoint values are compared as they are;
 3. the GGUF's bytes are dequantized with **gguf-py** and must equal step 2 exactly (NaN matches NaN, -0 matches
    +0: ggml's MXFP4 table has no negative zero).
 
@@ -162,8 +162,8 @@ def source_map(names: list[str]) -> dict[str, tuple[str, ...]]:
 
 
 def check_tensor(g: Any, ck: Any, name: str, sources: tuple[str, ...]) -> TensorCheck:
-    """Compare GGUF tensor ``name`` (``g``: :class:`..reference.weights.GGUFWeights`) with its checkpoint sources
-    (``ck``: :class:`..checkpoint.Checkpoint`), chunk by chunk."""
+    """Compare GGUF tensor ``name`` (``g``: :class:`reference.weights.GGUFWeights`) with its checkpoint sources
+    (``ck``: :class:`hf.checkpoint.Checkpoint`), chunk by chunk."""
     qt = g.qtype(name)
     shape = list(g.shape(name))
     chk = TensorCheck(name, qt.name if qt is not None else "?", shape[::-1])

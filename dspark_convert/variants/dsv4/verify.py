@@ -1,6 +1,6 @@
 """``verify`` for DeepSeek-V4 DSpark files: tensor-level proof (the variant has no reference forward).
 
-Every GGUF tensor is compared with the checkpoint (:mod:`.reference.dsv4_tensors`: the checkpoint's values
+Every GGUF tensor is compared with the checkpoint (:mod:`.tensors`: the checkpoint's values
 dequantized in torch as upstream does, passed through the GGUF type's rounding with gguf-py, must equal the GGUF's
 values exactly), and the model keys with the checkpoint's config. The report says plainly that no DeepSeek-V4
 reference forward ran. Its ``PROOF`` (:class:`~dspark_convert.verify.rows.TensorChecks`) is how the driver
@@ -52,7 +52,7 @@ QUALITY_NOTE = "the GGUF's tensors against the unrounded checkpoint values: max 
 
 
 def dsv4_rows(g: GGUFWeights, gguf_path: str | Path, hf_dir: str | Path, *, quality: bool = True) -> Proof:
-    """A DeepSeek-V4 DSpark GGUF: every tensor against the checkpoint (see :mod:`.reference.dsv4_tensors`), and
+    """A DeepSeek-V4 DSpark GGUF: every tensor against the checkpoint (see :mod:`.tensors`), and
     the model keys against its config. No forward outputs are graded (the variant has no reference forward).
 
     Exact mode (the verdict): one row per tensor, the GGUF's values against the checkpoint's after the GGUF

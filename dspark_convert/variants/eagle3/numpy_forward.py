@@ -20,7 +20,7 @@ from ...reference.weights import GGUFWeights, TargetWeights
 
 @dataclass(frozen=True)
 class Eagle3HParams(CommonHParams):
-    """EAGLE-3 hyperparameters read from the GGUF: the common keys (:class:`.ops.CommonHParams`) and ``eagle3.*``."""
+    """EAGLE-3 hyperparameters read from the GGUF: the common keys (:class:`CommonHParams`) and ``eagle3.*``."""
 
     target_hidden_size: int
     target_layers: list[int]

@@ -38,7 +38,7 @@ LAYER = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm"
 
 @dataclass(frozen=True)
 class Gemma4HParams(CommonHParams):
-    """Gemma4 DSpark hyperparameters read from the GGUF: the common keys (:class:`.ops.CommonHParams`), the block
+    """Gemma4 DSpark hyperparameters read from the GGUF: the common keys (:class:`CommonHParams`), the block
     and the Gemma 4 ones (embedding and attention scales, activation, sliding window, causal mask)."""
 
     block_size: int

@@ -111,7 +111,7 @@ EH_PARTS = ("e_proj.weight", "h_proj.weight")
 MTP_RE = re.compile(r"mtp\.(\d+)\.(.+)")
 #: a routed expert's ``<rest>``
 EXPERT_RE = re.compile(r"ffn\.experts\.(\d+)\.(w[123])\.(weight|scale)")
-#: (checkpoint pattern, short GGUF name) of every MTP layer tensor, for :func:`hf_names`
+#: (checkpoint pattern, short GGUF name) of every MTP layer tensor, for :func:`.mtp.hf_names`
 HF_LAYER: list[tuple[str, str]] = ([(f"mtp.*.{hf}", name) for hf, name in LAYER.items()]
                                    + [(f"mtp.*.{p}", S.L_NEXTN_EH_PROJ) for p in EH_PARTS]
                                    + [(f"mtp.*.ffn.experts.*.{w}.weight", name) for w, name in EXPERT_STACKS.items()])

@@ -73,7 +73,7 @@ EXPERT_STACKS: dict[str, str] = {"down_proj": S.L_FFN_DOWN_EXPS, "gate_proj": S.
 LAYER_RE = re.compile(r"model\.layers\.(\d+)\.(.+)")
 #: a routed expert's ``<rest>``: ``mlp.experts.{x}.<projection>.weight``
 EXPERT_RE = re.compile(r"mlp\.experts\.(\d+)\.(down_proj|gate_proj|up_proj)\.weight")
-#: (checkpoint pattern, short GGUF name) of every NextN layer tensor, for :func:`hf_names`
+#: (checkpoint pattern, short GGUF name) of every NextN layer tensor, for :func:`.mtp.hf_names`
 HF_LAYER: list[tuple[str, str]] = ([(f"model.layers.*.{hf}", name) for hf, name in LAYER.items()]
                                    + [(f"model.layers.*.mlp.experts.*.{w}.weight", name)
                                       for w, name in EXPERT_STACKS.items()])

@@ -81,13 +81,13 @@ KV_B_PARTS: dict[str, str] = {"k": S.L_ATTN_K_B, "v": S.L_ATTN_V_B}
 
 def hf_layer(layer: dict[str, str]) -> list[tuple[str, str]]:
     """(checkpoint pattern, short GGUF name) of every NextN layer tensor of a ``DeepseekV2Model`` class whose layer
-    table is ``layer`` (``kv_b_proj``'s halves and the expert stacks added), for :func:`hf_names`."""
+    table is ``layer`` (``kv_b_proj``'s halves and the expert stacks added), for :func:`.mtp.hf_names`."""
     return ([(f"model.layers.*.{hf}", name) for hf, name in layer.items()]
             + [(f"model.layers.*.{KV_B}", name) for name in KV_B_PARTS.values()]
             + [(f"model.layers.*.mlp.experts.*.{w}.weight", name) for w, name in glm.EXPERT_STACKS.items()])
 
 
-#: (checkpoint pattern, short GGUF name) of every NextN layer tensor, for :func:`hf_names`
+#: (checkpoint pattern, short GGUF name) of every NextN layer tensor, for :func:`.mtp.hf_names`
 HF_LAYER: list[tuple[str, str]] = hf_layer(LAYER)
 
 #: the configuration classes upstream reads a ``DeepseekV2Model`` MTP family through: the columns of

@@ -48,7 +48,7 @@ ARCHS: dict[str, str] = target_archs(MTP_CLASSES)
 #: a NextN layer's tensor (after ``model.layers.{n+i}.``) -> its GGUF name (after ``blk.{n+i}.``): GLM-5's rows
 #: without the indexer; ``kv_b_proj`` is split, the experts stacked
 LAYER: dict[str, str] = {**NEXTN_ROWS, **glm_dsa.MLA_ATTENTION, **glm.MLP}
-#: (checkpoint pattern, short GGUF name) of every NextN layer tensor, for :func:`hf_names`
+#: (checkpoint pattern, short GGUF name) of every NextN layer tensor, for :func:`.mtp.hf_names`
 HF_LAYER: list[tuple[str, str]] = glm_dsa.hf_layer(LAYER)
 #: the root tensors by checkpoint name, for messages (with :data:`HF_LAYER`)
 HF_ROOTS: dict[str, str] = glm.KEPT_ROOTS

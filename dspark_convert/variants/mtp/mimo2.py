@@ -106,7 +106,7 @@ EXPERT_STACKS: dict[str, str] = {"gate_proj": S.L_FFN_GATE_EXPS, "up_proj": S.L_
 QKV = {"self_attn.q_proj.weight": 0, "self_attn.k_proj.weight": 1, "self_attn.v_proj.weight": 2}
 MTP_RE = re.compile(r"model\.mtp\.layers\.(\d+)\.(.+)")
 EXPERT_RE = re.compile(r"mlp\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight")
-#: (checkpoint pattern, short GGUF name) of every MTP layer tensor, for :func:`hf_names`
+#: (checkpoint pattern, short GGUF name) of every MTP layer tensor, for :func:`.mtp.hf_names`
 HF_LAYER: list[tuple[str, str]] = ([(f"model.mtp.layers.*.{hf.removesuffix('.weight') if 'sink' in hf else hf}", name)
                                     for hf, name in LAYER.items()]
                                    + [(f"model.mtp.layers.*.mlp.experts.*.{w}.weight", name)

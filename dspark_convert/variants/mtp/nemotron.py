@@ -80,7 +80,7 @@ LAYER: dict[str, str] = {
 }
 #: per-expert projection -> its stack, in the order upstream emits the two stacks
 EXPERT_STACKS: dict[str, str] = {"down_proj": S.L_FFN_DOWN_EXPS, "up_proj": S.L_FFN_UP_EXPS}
-#: (checkpoint pattern, short GGUF name) of every MTP tensor, for :func:`hf_names`
+#: (checkpoint pattern, short GGUF name) of every MTP tensor, for :func:`.mtp.hf_names`
 HF_LAYER: list[tuple[str, str]] = ([(f"mtp.layers.{i}.{hf}", name) for (i, hf), name in SPECIAL.items()]
                                    + [(f"mtp.layers.*.{hf}", name) for hf, name in LAYER.items()]
                                    + [(f"mtp.layers.1.mixer.experts.*.{w}.weight", name)

@@ -79,7 +79,7 @@ FUSED_STACKS: dict[str, tuple[tuple[str, str | None], ...]] = {
     "down_proj": ((S.L_FFN_DOWN_EXPS, None),),
     "gate_up_proj": ((S.L_FFN_GATE_EXPS, "gate"), (S.L_FFN_UP_EXPS, "up")),
 }
-#: (checkpoint pattern, short GGUF name) of every MTP tensor of block ``n`` on, for :func:`hf_names`
+#: (checkpoint pattern, short GGUF name) of every MTP tensor of block ``n`` on, for :func:`.mtp.hf_names`
 HF_LAYER: list[tuple[str, str]] = ([(f"mtp.{hf}.weight", g) for hf, g in MTP_ROOTS.items()]
                                    + [(f"mtp.layers.*.{hf}", g) for hf, g in LAYER.items()]
                                    + [(f"mtp.layers.*.mlp.experts.*.{w}.weight", g) for w, g in EXPERT_STACKS.items()]
