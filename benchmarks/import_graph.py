@@ -14,8 +14,9 @@ functions and under ``TYPE_CHECKING`` alike: each is a dependency a reader has t
   no two of them may import each other, and there is no cycle among them.
 
 It also counts what the variants see of the rest of the package (the **chassis**): the distinct names the modules
-under ``variants/`` import from outside it, from how many modules, and the imports of an underscored name from
-another module, anywhere in the package.
+under ``variants/`` import from outside it, from how many modules and how many top-level units (``roles/`` or
+``reference/`` whole, ``plan`` ...), and the imports of an underscored name from another module, anywhere in the
+package.
 
 A node's **layer** is 0 when it imports nothing of the package, else 1 + the highest layer it imports; an
 **upward import** is an edge to a node of the same or a higher layer, which only a cycle can produce.
@@ -165,6 +166,7 @@ def figures(pkg: Path) -> dict[str, object]:
         "cycles (top-level units)": len(top_cycles),
         "chassis names a variant imports": len(api["names"]),
         "chassis modules a variant imports": len(api["modules"]),
+        "chassis units a variant imports": len(api["units"]),
         "underscored cross-module imports": len(api["underscored"]),
         "longest functions": ", ".join(f"{name} {n}" for n, name in longest_functions(pkg)),
         "_layers": {u: unit_layer[u] for u in sorted(units, key=lambda u: (unit_layer[u], u))},
@@ -209,7 +211,8 @@ def chassis_api(pkg: Path, known: set[str]) -> dict[str, list[str]]:
                 underscored.append(f"{me}: {target}.{name}")
             if me.startswith(variants) and not target.startswith(variants):
                 names.add(f"{target}.{name}")
-    return {"names": sorted(names), "modules": sorted({n.rsplit(".", 1)[0] for n in names}),
+    mods = sorted({n.rsplit(".", 1)[0] for n in names})
+    return {"names": sorted(names), "modules": mods, "units": sorted({".".join(m.split(".")[:2]) for m in mods}),
             "underscored": underscored}
 
 
@@ -231,7 +234,7 @@ def main() -> None:
         print(f"  mutual: {a} <-> {b}")
     if "-v" in sys.argv:
         api = figs["_chassis"]
-        for key in ("modules", "underscored"):
+        for key in ("units", "modules", "underscored"):
             print(f"  {key}:", ", ".join(api[key]))  # type: ignore[index]
 
 
