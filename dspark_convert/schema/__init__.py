@@ -21,11 +21,13 @@ One module per concept (gguf-py ``constants.py`` style), all re-exported here, s
 - ``gemma4.py``: Gemma4 DSpark's keys and tensor names;
 - ``vocab_methods.py``: upstream's target vocab methods and the tokenizer handler reproducing each.
 - ``gemma4_assistant.py``: the ``gemma4-assistant`` arch, its keys and projection tensors.
-- ``mtp.py``: the MTP sidecars' target architectures, their ``nextn`` / SSM / MoE keys and NextN tensor names.
+- ``mtp.py``: the MTP sidecars' target architectures, their ``nextn`` / SSM / MoE keys and NextN tensor names;
+- ``section.py``: how a module types its keys (one ``_KEY_TYPES`` table; an array key's row is ``ArrayOf`` its
+  element types).
 
-The tables that several of them fill (``KEY_TYPES``, ``ARRAY_ELEMENT_TYPES``, ``SAFETENSORS_DTYPES``, the
-``LOADER_LAYER_TENSORS`` rows by arch, the by-arch sets and maps) are merged below, each module's rows in a fixed order
-(check iterates some of them: the order is part of the output).
+The tables that several of them fill (``KEY_TYPES`` and ``ARRAY_ELEMENT_TYPES``, both from the modules'
+``_KEY_TYPES``; ``SAFETENSORS_DTYPES``, the ``LOADER_LAYER_TENSORS`` rows by arch, the by-arch sets and maps) are
+merged below, each module's rows in a fixed order (check iterates some of them: the order is part of the output).
 
 Example:
     >>> KEY_TYPES[DFLASH_BLOCK_SIZE].name, list(LOADER_LAYER_TENSORS) == list(DRAFT_ARCHES)
@@ -46,6 +48,7 @@ from . import eagle3 as _eagle3
 from . import gemma4 as _gemma4
 from . import gemma4_assistant as _gemma4_assistant
 from . import mtp as _mtp
+from . import section as _section
 from .core import *  # noqa: F403
 from .dflash import *  # noqa: F403
 from .dflash2 import *  # noqa: F403
@@ -79,12 +82,12 @@ ARCHES = (*DRAFT_ARCHES, *_mtp.MTP_ARCHES)
 
 # ---------------------------------------------------------------------------------------------- value types
 #: The GGUF value type of every fixed key we write (templates included). Used by the writer and by check.
-KEY_TYPES: dict[str, VT] = _merged(_core._KEY_TYPES, _dflash._KEY_TYPES, _eagle3._KEY_TYPES,
-                                   _core._TOKENIZER_KEY_TYPES, _dsv4._KEY_TYPES, _dflash2._KEY_TYPES,
-                                   _gemma4._KEY_TYPES, _gemma4_assistant._KEY_TYPES, _mtp._KEY_TYPES)
+KEY_TYPES: dict[str, VT] = _section.value_types(_merged(
+    _core._KEY_TYPES, _dflash._KEY_TYPES, _eagle3._KEY_TYPES, _core._TOKENIZER_KEY_TYPES, _dsv4._KEY_TYPES,
+    _dflash2._KEY_TYPES, _gemma4._KEY_TYPES, _gemma4_assistant._KEY_TYPES, _mtp._KEY_TYPES))
 
-_ARRAYS = _merged(_dflash._ARRAY_ELEMENT_TYPES, _eagle3._ARRAY_ELEMENT_TYPES, _core._ARRAY_ELEMENT_TYPES,
-                  _dsv4._ARRAY_ELEMENT_TYPES, _gemma4_assistant._ARRAY_ELEMENT_TYPES, _mtp._ARRAY_ELEMENT_TYPES)
+_ARRAYS = _section.element_types(_merged(_dflash._KEY_TYPES, _eagle3._KEY_TYPES, _core._KEY_TYPES, _dsv4._KEY_TYPES,
+                                         _gemma4_assistant._KEY_TYPES, _mtp._KEY_TYPES))
 #: Element types that the loader accepts for array keys (contract §2.6); the target-layer lists first.
 ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {
     k: _ARRAYS[k] for k in (_dflash.DFLASH_TARGET_LAYERS, _eagle3.EAGLE3_TARGET_LAYERS, *_ARRAYS)}

@@ -3,7 +3,7 @@
 
 Read it through the package (``from .. import schema as S``): the tables that several families fill (``KEY_TYPES``,
 ``ARRAY_ELEMENT_TYPES``, ``SAFETENSORS_DTYPES``) are merged there, and this module holds only its rows of them
-(``_KEY_TYPES``, ``_TOKENIZER_KEY_TYPES``, ``_ARRAY_ELEMENT_TYPES``, ``_SAFETENSORS_DTYPES``).
+(``_KEY_TYPES``, ``_TOKENIZER_KEY_TYPES``, ``_SAFETENSORS_DTYPES``).
 
 Example:
     >>> BLOCK_COUNT.format(arch="dflash"), OUTTYPES["q8_0"][1]
@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 from ..gguf_constants import QT, VT
+from .section import ArrayOf
 
 # ---------------------------------------------------------------------------------------------- reference
 #: the llama.cpp release whose ``convert_hf_to_gguf.py`` our files match byte for byte (informational
@@ -162,9 +163,9 @@ class TokenType:
 
 
 # ---------------------------------------------------------------------------------------------- value types
-#: The GGUF value type of the general and generic arch keys (templates included): the first rows of the package's
-#: ``KEY_TYPES`` (every fixed key we write; used by the writer and by check).
-_KEY_TYPES: dict[str, VT] = {
+#: The GGUF value type of the general and generic arch keys (templates included; an array: its element types, contract
+#: §2.6): the first rows of the package's ``KEY_TYPES`` (every fixed key we write; used by the writer and by check).
+_KEY_TYPES: dict[str, VT | ArrayOf] = {
     GENERAL_ARCHITECTURE: VT.STRING,
     GENERAL_TYPE: VT.STRING,
     GENERAL_FILE_TYPE: VT.UINT32,
@@ -184,7 +185,7 @@ _KEY_TYPES: dict[str, VT] = {
     ROPE_SCALING_YARN_ATTN: VT.FLOAT32,
     ROPE_SCALING_YARN_BETA_FAST: VT.FLOAT32,
     ROPE_SCALING_YARN_BETA_SLOW: VT.FLOAT32,
-    ROPE_DIMENSION_SECTIONS: VT.ARRAY,
+    ROPE_DIMENSION_SECTIONS: ArrayOf(VT.INT32),
     ROPE_FREQ_BASE: VT.FLOAT32,
     ROPE_FREQ_BASE_SWA: VT.FLOAT32,
     RMS_EPS: VT.FLOAT32,
@@ -200,11 +201,6 @@ _TOKENIZER_KEY_TYPES: dict[str, VT] = {
     TOKENIZER_MASK_ID: VT.UINT32,
     **{k: VT.UINT32 for k in SPECIAL_TOKEN_KEYS.values() if k},
     **{k: VT.BOOL for k in ADD_TOKEN_KEYS.values()},
-}
-
-#: Element types that the loader accepts for array keys (contract §2.6): the generic keys' rows.
-_ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {
-    ROPE_DIMENSION_SECTIONS: (VT.INT32,),
 }
 
 # ---------------------------------------------------------------------------------------------- tensors

@@ -3,7 +3,7 @@
 its loader's tensor rows.
 
 Read it through the package (``from .. import schema as S``): this module's rows of the merged tables
-(``_KEY_TYPES``, ``_ARRAY_ELEMENT_TYPES``, ``_LOADER_LAYER_TENSORS``) are joined there.
+(``_KEY_TYPES``, ``_LOADER_LAYER_TENSORS``) are joined there.
 
 Example:
     >>> ARCH_DFLASH, _LOADER_LAYER_TENSORS[L_ATTN_SINKS]
@@ -33,6 +33,7 @@ from .core import (
     SLIDING_WINDOW,
     SLIDING_WINDOW_PATTERN,
 )
+from .section import ArrayOf
 
 # ---------------------------------------------------------------------------------------------- architectures
 ARCH_DFLASH = "dflash"
@@ -52,24 +53,19 @@ DFLASH_DEFAULT_BLOCK_SIZE = 16
 DFLASH_HAS_CONFIDENCE_HEAD = "dflash.has_confidence_head"
 
 # ---------------------------------------------------------------------------------------------- value types
-#: The GGUF value types of the DFlash keys: rows of the package's ``KEY_TYPES``, after the generic arch keys.
-_KEY_TYPES: dict[str, VT] = {
+#: The GGUF value types of the DFlash keys (an array: its element types, contract §2.6): rows of the package's
+#: ``KEY_TYPES``, after the generic arch keys.
+_KEY_TYPES: dict[str, VT | ArrayOf] = {
     DFLASH_BLOCK_SIZE: VT.UINT32,
-    DFLASH_TARGET_LAYERS: VT.ARRAY,
+    DFLASH_TARGET_LAYERS: ArrayOf(VT.INT32, VT.UINT32),
     DFLASH_SLIDING_WINDOW: VT.UINT32,
-    DFLASH_SLIDING_WINDOW_PATTERN: VT.ARRAY,
+    DFLASH_SLIDING_WINDOW_PATTERN: ArrayOf(VT.BOOL, VT.INT32, VT.UINT32),
     DFLASH_SAMPLE_FROM_ANCHOR: VT.BOOL,
     DFLASH_HAS_CONFIDENCE_HEAD: VT.BOOL,
     ATTN_VALUE_SCALE: VT.FLOAT32,
     LOGIT_SCALE: VT.FLOAT32,
     FINAL_LOGIT_SOFTCAPPING: VT.FLOAT32,
     EMBEDDING_SCALE: VT.FLOAT32,
-}
-
-#: Element types that the loader accepts for the DFlash array keys (contract §2.6).
-_ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {
-    DFLASH_TARGET_LAYERS: (VT.INT32, VT.UINT32),
-    DFLASH_SLIDING_WINDOW_PATTERN: (VT.BOOL, VT.INT32, VT.UINT32),
 }
 
 # ---------------------------------------------------------------------------------------------- tensors

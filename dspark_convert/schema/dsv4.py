@@ -3,7 +3,7 @@ upstream's ``DeepseekV4DSparkModel`` as arch ``dflash`` with DeepSeek-V4 blocks 
 corrects gguf-contract.md Appendix A; golden manifests dspark-dsv4.*). Data only, like the rest of the schema.
 
 Read it through the package (``from .. import schema as S``): this module's rows of the merged tables
-(``_KEY_TYPES``, ``_ARRAY_ELEMENT_TYPES``, ``_SAFETENSORS_DTYPES``) are joined there.
+(``_KEY_TYPES``, ``_SAFETENSORS_DTYPES``) are joined there.
 
 Example:
     >>> FILE_TYPE_NAMES[FILE_TYPE_MOSTLY_MXFP4_MOE], len(DSV4_LAYER_TENSORS)
@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..gguf_constants import VT
 from .core import EXPERT_FEED_FORWARD_LENGTH, T_OUTPUT_NORM
 from .dflash import T_CONF_W, T_ENC_NORM, T_FC, T_MARKOV_W1, T_MARKOV_W2
+from .section import ArrayOf
 
 #: draft classes whose checkpoint carries the target's tokenizer (DeepSeek-V4 DSpark: the draft's target is the
 #: checkpoint itself) -> the tokenizer handler upstream runs for them (TextModel.set_vocab, byte-level BPE); the
@@ -57,21 +58,16 @@ FILE_TYPE_MOSTLY_MXFP4_MOE = 38
 #: a family-fixed ``general.file_type`` -> the type name used for the output file name (``{ftype}``: MXFP4_MOE)
 FILE_TYPE_NAMES: dict[int, str] = {FILE_TYPE_MOSTLY_MXFP4_MOE: "mxfp4_moe"}
 
-#: The GGUF value types of the DSV4 keys: rows of the package's ``KEY_TYPES``, after the tokenizer keys.
-_KEY_TYPES: dict[str, VT] = {
+#: The GGUF value types of the DSV4 keys (an array: its element types, contract §2.6): rows of the package's
+#: ``KEY_TYPES``, after the tokenizer keys.
+_KEY_TYPES: dict[str, VT | ArrayOf] = {
     EXPERT_COUNT: VT.UINT32, EXPERT_USED_COUNT: VT.UINT32, EXPERT_GATING_FUNC: VT.UINT32, Q_LORA_RANK: VT.UINT32,
     EXPERT_FEED_FORWARD_LENGTH: VT.UINT32, EXPERT_SHARED_COUNT: VT.UINT32, EXPERT_WEIGHTS_SCALE: VT.FLOAT32,
-    EXPERT_WEIGHTS_NORM: VT.BOOL, SWIGLU_CLAMP_EXP: VT.ARRAY, SWIGLU_CLAMP_SHEXP: VT.ARRAY,
+    EXPERT_WEIGHTS_NORM: VT.BOOL, SWIGLU_CLAMP_EXP: ArrayOf(VT.FLOAT32), SWIGLU_CLAMP_SHEXP: ArrayOf(VT.FLOAT32),
     INDEXER_HEAD_COUNT: VT.UINT32, INDEXER_KEY_LENGTH: VT.UINT32, INDEXER_TOP_K: VT.UINT32,
-    OUTPUT_GROUP_COUNT: VT.UINT32, OUTPUT_LORA_RANK: VT.UINT32, COMPRESS_RATIOS: VT.ARRAY,
+    OUTPUT_GROUP_COUNT: VT.UINT32, OUTPUT_LORA_RANK: VT.UINT32, COMPRESS_RATIOS: ArrayOf(VT.INT32, VT.UINT32),
     COMPRESS_ROPE_FREQ_BASE: VT.FLOAT32, HC_COUNT: VT.UINT32, HC_SINKHORN_ITERATIONS: VT.UINT32,
     HC_EPSILON: VT.FLOAT32, HASH_LAYER_COUNT: VT.UINT32,
-}
-#: Element types that the loader accepts for the DSV4 array keys (contract §2.6).
-_ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {
-    SWIGLU_CLAMP_EXP: (VT.FLOAT32,),
-    SWIGLU_CLAMP_SHEXP: (VT.FLOAT32,),
-    COMPRESS_RATIOS: (VT.INT32, VT.UINT32),
 }
 
 # GGUF tensor names (spec/dsv4-dspark.md §3)

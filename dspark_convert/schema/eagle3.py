@@ -2,7 +2,7 @@
 keys, its own tensors (``attn_norm_2``, ``rope_freqs``) and its loader's tensor rows.
 
 Read it through the package (``from .. import schema as S``): this module's rows of the merged tables
-(``_KEY_TYPES``, ``_ARRAY_ELEMENT_TYPES``, ``_LOADER_LAYER_TENSORS``) are joined there.
+(``_KEY_TYPES``, ``_LOADER_LAYER_TENSORS``) are joined there.
 
 Example:
     >>> ARCH_EAGLE3, L_ATTN_NORM_2 in _LOADER_LAYER_TENSORS
@@ -23,6 +23,7 @@ from .core import (
     L_FFN_NORM,
     L_FFN_UP,
 )
+from .section import ArrayOf
 
 # ---------------------------------------------------------------------------------------------- architectures
 ARCH_EAGLE3 = "eagle3"
@@ -35,17 +36,13 @@ EAGLE3_NORM_BEFORE_RESIDUAL = "eagle3.norm_before_residual"
 EAGLE3_NORM_BEFORE_FC = "eagle3.norm_before_fc"
 
 # ---------------------------------------------------------------------------------------------- value types
-#: The GGUF value types of the EAGLE-3 keys: rows of the package's ``KEY_TYPES``, after the DFlash keys.
-_KEY_TYPES: dict[str, VT] = {
-    EAGLE3_TARGET_LAYERS: VT.ARRAY,
+#: The GGUF value types of the EAGLE-3 keys (an array: its element types, contract §2.6): rows of the package's
+#: ``KEY_TYPES``, after the DFlash keys.
+_KEY_TYPES: dict[str, VT | ArrayOf] = {
+    EAGLE3_TARGET_LAYERS: ArrayOf(VT.INT32, VT.UINT32),
     EAGLE3_TARGET_HIDDEN_SIZE: VT.UINT32,
     EAGLE3_NORM_BEFORE_RESIDUAL: VT.BOOL,
     EAGLE3_NORM_BEFORE_FC: VT.BOOL,
-}
-
-#: Element types that the loader accepts for the EAGLE-3 array keys (contract §2.6).
-_ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {
-    EAGLE3_TARGET_LAYERS: (VT.INT32, VT.UINT32),
 }
 
 # ---------------------------------------------------------------------------------------------- tensors

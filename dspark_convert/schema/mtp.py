@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..gguf_constants import VT
 from .core import NEXTN_PREDICT_LAYERS
+from .section import ArrayOf
 
 ARCH_QWEN35 = "qwen35"
 ARCH_QWEN35MOE = "qwen35moe"
@@ -99,8 +100,9 @@ L_INDEXER_ATTN_Q_B = "indexer.attn_q_b.weight"
 #: tensors upstream always writes as F32 (``base.py`` forced types: router weights)
 F32_LAYER_TENSORS = (L_FFN_GATE_INP, L_FFN_GATE_INP_SHEXP, L_INDEXER_PROJ)
 
-#: The GGUF value types of the MTP sidecar keys: rows of the package's ``KEY_TYPES``.
-_KEY_TYPES: dict[str, VT] = {
+#: The GGUF value types of the MTP sidecar keys (an array: its element types, contract §2.6): rows of the package's
+#: ``KEY_TYPES``.
+_KEY_TYPES: dict[str, VT | ArrayOf] = {
     NEXTN_PREDICT_LAYERS: VT.UINT32,
     EXPERT_SHARED_FEED_FORWARD_LENGTH: VT.UINT32,
     SSM_CONV_KERNEL: VT.UINT32,
@@ -108,7 +110,7 @@ _KEY_TYPES: dict[str, VT] = {
     SSM_GROUP_COUNT: VT.UINT32,
     SSM_TIME_STEP_RANK: VT.UINT32,
     SSM_INNER_SIZE: VT.UINT32,
-    RECURRENT_LAYERS: VT.ARRAY,
+    RECURRENT_LAYERS: ArrayOf(VT.BOOL),
     FULL_ATTENTION_INTERVAL: VT.UINT32,
     EXPERT_GROUP_COUNT: VT.UINT32,
     EXPERT_GROUP_USED_COUNT: VT.UINT32,
@@ -117,10 +119,9 @@ _KEY_TYPES: dict[str, VT] = {
     KEY_LENGTH_MLA: VT.UINT32,
     VALUE_LENGTH_MLA: VT.UINT32,
     ROPE_SCALING_YARN_LOG_MUL: VT.FLOAT32,
-    INDEXER_TYPES: VT.ARRAY,
+    INDEXER_TYPES: ArrayOf(VT.BOOL),
     LAYER_NORM_EPS: VT.FLOAT32,
     ROPE_SCALING_FINETUNED: VT.BOOL,
     MOE_LATENT_SIZE: VT.UINT32,
     RESIDUAL_SCALE: VT.FLOAT32,
 }
-_ARRAY_ELEMENT_TYPES: dict[str, tuple[VT, ...]] = {RECURRENT_LAYERS: (VT.BOOL,), INDEXER_TYPES: (VT.BOOL,)}
