@@ -88,7 +88,7 @@ class Variant:
 
     def role(self, name: str) -> ModuleType:
         """This variant's module for one role (``loader``, ``fit``, ``numpy_forward``, ``torch_forward``,
-        ``verify``, ``upgrade``, ``llama``; the contracts are :mod:`dspark_convert.roles`):
+        ``verify``, ``upgrade``; the contracts are :mod:`dspark_convert.roles`):
         ``dspark_convert.variants.<variant>.<role>``, imported when a verb first asks (mlx-lm style; a variant
         package's ``__init__`` imports nothing)."""
         return importlib.import_module(f"{VARIANTS_PACKAGE}.{self.name}.{name}")

@@ -8,8 +8,10 @@
 - :mod:`.proof`: ``Forwards`` / ``TensorChecks``, ``Inputs``, ``Pair``, ``Proof``, ``Job`` (a ``verify`` module's
   ``PROOF``);
 - :mod:`.upgrade`: ``UpgradeRules``, ``Detection``, ``Upgrading``, ``Piece``, ``Stale`` (an ``upgrade`` module's
-  ``RULES``);
-- :mod:`.llama`: ``DraftInputs``, ``RefBlock`` (a ``llama`` module's ``reference_drafts``).
+  ``RULES``).
+
+The three-way check against llama-server is a test tier: its per-variant references and their contract live
+outside the wheel, in ``tests/llama/refs/``.
 
 The helpers a role module works with are methods of what it is handed (``Checker.layer_count``, ``Pair.fc_width``,
 ``Inputs.anchors``, ``Upgrading.checkpoint_tensor``, ...), so a variant imports the types it names and nothing else.

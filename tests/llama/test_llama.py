@@ -23,10 +23,10 @@ from dspark_convert.fit.rules import check_fit
 from dspark_convert.hf2gguf.conversion import convert
 from dspark_convert.llamacpp.server import parse_drafts, spec_for
 from dspark_convert.reference import open_gguf
-from dspark_convert.reference.target_np import TargetModel, greedy_generate, tap_features, target_forward
 from dspark_convert.variants.dflash.fit import HEAD_FIX
 from llama.layouts import make_layout, relayout
 from llama.target import convert_target
+from llama.target_np import TargetModel, greedy_generate, tap_features, target_forward
 from llama.threeway import three_way
 
 #: one fixture per family (DSpark, DFlash, EAGLE-3, DFlash2, MiMo-style DFlash), each with its llama-server spec
@@ -181,7 +181,7 @@ def test_correlated_dflash2_partial_acceptance_matches_reference_walk(llama_bin:
     tw = three_way(f, corr[0], PROMPT, c.tokens, r.blocks)
     assert tw.agree, tw.summary()
     # the comparison has teeth: a walk that takes the lowest transition score is accepted differently
-    from dspark_convert.variants.dflash2 import llama as walk
+    from llama.refs import dflash2 as walk
 
     real = walk.dflash2_walk
     monkeypatch.setattr(walk, "dflash2_walk", lambda cands, scores, forced=(): real(cands, -scores, forced))
@@ -480,12 +480,12 @@ def test_three_way_roles_come_from_the_registry(tmp_path: Path) -> None:
     one (dsv4: no numpy forward) and a file of no variant are refused before any forward runs."""
     from gguf import GGUFWriter
 
-    from dspark_convert.registry import BY_NAME
     from llama import threeway
+    from llama.refs import reference_for
 
     assert threeway.covered() == ("gemma4", "dflash2", "dflash", "gemma4_assistant", "eagle3")
-    assert all(callable(BY_NAME[v].role("llama").reference_drafts) for v in threeway.covered())
-    assert not BY_NAME["dsv4"].has_role("llama")
+    assert all(callable(reference_for(v).reference_drafts) for v in threeway.covered())  # type: ignore[union-attr]
+    assert reference_for("dsv4") is None
 
     def tiny(path: Path, arch: str, kvs: dict[str, int]) -> Path:
         w = GGUFWriter(path, arch)

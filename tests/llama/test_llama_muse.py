@@ -16,7 +16,7 @@ writes, and only the head's row ``TOKEN`` reads it), each draft's layers leave c
 target's head it drafts ``TOKEN`` too, and llama.cpp accepts every drafted token.
 
 Every run is also three-way checked (:mod:`llama.threeway`): the numpy Muse-Glimmer target forward
-(:func:`dspark_convert.reference.target_np.muse_glimmer_forward`) decodes what llama-server decodes, and from its tap
+(:func:`llama.target_np.muse_glimmer_forward`) decodes what llama-server decodes, and from its tap
 features the draft's numpy reference drafts, block by block, what llama.cpp drafted (near-ties allowed); a
 reference whose target side has a wrong sliding window disagrees.
 """
@@ -36,8 +36,8 @@ from dspark_convert import convert
 from dspark_convert.fit.rules import check_fit
 from dspark_convert.llamacpp.server import spec_for
 from dspark_convert.reference import open_gguf
-from dspark_convert.reference.target_np import TargetModel, greedy_generate
 from llama.target import convert_target
+from llama.target_np import TargetModel, greedy_generate
 from llama.threeway import three_way
 
 #: (case of tests/assistant_drafts.py, outtype): the published assistant layout and the DFlash2 draft at bf16, the
@@ -120,8 +120,7 @@ def test_muse_glimmer_three_way_has_teeth(llama_bin: tuple[Path, Path], muse: tu
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The comparison fails when the reference's target side is wrong: a sliding window of 2 instead of the
     config's (the sliding layers feed the taps of the causal four-tap assistant)."""
-    from dspark_convert.reference import target_np
-    from llama import threeway
+    from llama import target_np, threeway
 
     hf, gguf, _ = muse
     draft, _ = make(tmp_path, "a-muse-f32")

@@ -9,7 +9,7 @@ drafts from the target's tap features (the three-way check, :mod:`llama.threeway
   ordinary DSpark forward on the dequantized blocks times their ``.scale``;
 - Gemma4 (tests/gemma4_drafts.py's variants): the target is a random ``Gemma4ForCausalLM`` (sliding and full
   layers, sandwich norms, K-as-V, proportional RoPE, embedding scale), whose tap features come from the numpy
-  Gemma 4 forward of :mod:`dspark_convert.reference.target_np` (checked against llama-server's greedy output and
+  Gemma 4 forward of :mod:`llama.target_np` (checked against llama-server's greedy output and
   against transformers), and the draft side is :mod:`dspark_convert.variants.gemma4.numpy_forward`.
 """
 
@@ -114,7 +114,7 @@ def test_numpy_gemma4_target_greedy_equals_llama_server(gemma4_target: tuple[Pat
     import torch
     from transformers import AutoModelForCausalLM
 
-    from dspark_convert.reference.target_np import TargetModel, greedy_generate, target_forward
+    from llama.target_np import TargetModel, greedy_generate, target_forward
 
     folder, _, plain = gemma4_target
     m = TargetModel(folder)
@@ -170,7 +170,7 @@ def test_gemma4_correlated_draft_is_fully_accepted(llama_bin: tuple[Path, Path],
     from gemma4_drafts import make
     from llama_support import correlated
 
-    from dspark_convert.reference.target_np import TargetModel, greedy_generate
+    from llama.target_np import TargetModel, greedy_generate
 
     t = correlated.correlated_gemma4_target(tmp_path / "target", gemma4_target[0])
     g = convert_target(llama_bin[1], t, tmp_path / "target.f32.gguf")
@@ -195,8 +195,7 @@ def test_gemma4_three_way_has_teeth(llama_bin: tuple[Path, Path], gemma4_target:
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The comparison fails when the reference's target side is wrong: the tap features of the previous layer, or
     of a forward whose embeddings miss the factor sqrt(hidden), each disagree with what llama.cpp drafts."""
-    from dspark_convert.reference import target_np
-    from llama import threeway
+    from llama import target_np, threeway
 
     folder, gtarget, _ = gemma4_target
     f = gemma4_files["v-gemma4-f32", "bf16"]

@@ -1,14 +1,14 @@
 """The three-way check: the tokens llama.cpp drafts equal the tokens our numpy reference drafts from the same inputs.
 
-The three parties are the target (its tap features, from the numpy target forward :mod:`..reference.target_np`),
+The three parties are the target (its tap features, from the numpy target forward :mod:`.target_np`),
 llama.cpp (its ``-v`` log of every draft candidate, :func:`.server.parse_drafts`) and our draft reference
 (the numpy forward of the file's GGUF variant). For each draft block llama-server logged, with context length
 ``T`` and anchor ``a``, the reference gets the target's features of the first ``T`` tokens and ``a``, and proposes
 a block; the two proposals are compared position by position.
 
-This module knows no variant: which forward runs, on which cases, and how a chain is fed is the variant's ``llama``
-role (``variants/<variant>/llama.py``, found through the registry; the interface is :mod:`.drafts`). A file of a
-variant without that role is refused, naming the variant.
+This module knows no variant: which forward runs, on which cases, and how a chain is fed is the variant's
+reference module (``tests/llama/refs/<variant>.py``, found by the name of the file's variant; the contract is
+:mod:`.refs`). A file of a variant without one is refused, naming the variant.
 
 ``runtime_head=False`` (the default here) makes the reference score with the head the draft was trained with
 (the file's ``output``, else the target's lm_head). A file llama.cpp runs with another head (a full-vocabulary
@@ -37,12 +37,9 @@ from dspark_convert.errors import ConvertError
 from dspark_convert.llamacpp.server import DraftBlock
 from dspark_convert.reference import TargetWeights, open_gguf
 from dspark_convert.reference.compare import TIE_STD_FRACTION
-from dspark_convert.reference.target_np import TargetModel, tap_features, target_forward
 from dspark_convert.registry import VARIANTS, gguf_variant
-from dspark_convert.roles.llama import DraftInputs, RefBlock, continuation
-
-#: the role module of a variant the check covers (``variants/<variant>/llama.py``, see :mod:`dspark_convert.roles.llama`)
-ROLE = "llama"
+from llama.refs import DraftInputs, RefBlock, continuation, reference_for
+from llama.target_np import TargetModel, tap_features, target_forward
 
 #: a llama.cpp token the log does not show (the rejected position of a draft whose candidates are not logged)
 UNKNOWN = -1
@@ -158,14 +155,14 @@ def _margins(ref: RefBlock, llama: list[int], not_token: int | None = None) -> t
 
 
 def covered() -> tuple[str, ...]:
-    """The variants the three-way check covers (those with a ``llama`` role), in the registry's order."""
-    return tuple(v.name for v in VARIANTS if v.has_role(ROLE))
+    """The variants the three-way check covers (those with a reference module), in the registry's order."""
+    return tuple(v.name for v in VARIANTS if reference_for(v.name) is not None)
 
 
 def reference_drafts(draft: Path, target_dir: Path, sequence: Sequence[int], blocks: Sequence[DraftBlock], *,
                      runtime_head: bool = False, target: TargetModel | None = None) -> list[RefBlock]:
     """The reference's proposal for each logged block, from the target's features over ``sequence`` (prompt then
-    generated tokens), by the file's variant (its ``llama`` role, :mod:`.drafts`); chains are fed llama.cpp's
+    generated tokens), by the file's variant (its reference module, :mod:`.refs`); chains are fed llama.cpp's
     previous choices, so positions stay comparable after a near-tie. A block whose anchor is not
     ``sequence[n_context]`` raises ConvertError (the log and the sequence do not belong together), and so does a
     file of no variant, or of a variant the check does not cover."""
@@ -173,12 +170,12 @@ def reference_drafts(draft: Path, target_dir: Path, sequence: Sequence[int], blo
     arch = g.value("general.architecture")
     variant = gguf_variant(g.value, [t.name for t in g.file.tensors])
     layers_key = S.TARGET_LAYERS_KEY.get(str(arch))
-    if variant is None or not variant.has_role(ROLE):
+    role = None if variant is None else reference_for(variant.name)
+    if variant is None or role is None:
         what = f"general.architecture {arch!r}" if variant is None else f"a {variant.name} file"
         raise ConvertError(f"{draft}: {what}: the three-way check covers {', '.join(covered())}")
-    role = variant.role(ROLE)
     model = target or TargetModel(target_dir)
-    if layers_key is None:        # a draft without taps (a Gemma 4 assistant): its role reads the target model
+    if layers_key is None:        # a draft without taps (a Gemma 4 assistant): its reference reads the target model
         feats = np.zeros((len(sequence), 0), dtype=np.float32)
     else:
         feats = tap_features(target_forward(model, sequence), [int(x) for x in g.value(layers_key)])

@@ -393,12 +393,12 @@ def test_llama_server_runs_the_assistant_losslessly(llama_bin: tuple[Path, Path]
     """llama-server b11434 loads the converted assistant beside a Gemma 4 target converted by upstream, drafts with
     --spec-type draft-mtp and decodes exactly what the target decodes alone; check --target pairs them; and it
     drafts what the numpy reference drafts from the same target cache, hidden row and tokens (three-way)."""
+    from llama.refs import gemma4_assistant as reference
     from llama.target import convert_target
     from llama.threeway import three_way
     from llama_support import run
 
     from dspark_convert.fit import check_fit
-    from dspark_convert.registry import BY_NAME
 
     runs = {}
     folder = _tiny_gemma4_target(tmp_path / "t", 48)
@@ -420,6 +420,6 @@ def test_llama_server_runs_the_assistant_losslessly(llama_bin: tuple[Path, Path]
         runs[outtype] = (f, r)
     # teeth: a reference reading the sliding cache of the target's layer n-3 (also sliding) instead of n-2
     f, r = runs["f32"]
-    monkeypatch.setitem(BY_NAME["gemma4_assistant"].role("llama").SHARED, "sliding", 3)
+    monkeypatch.setitem(reference.SHARED, "sliding", 3)
     wrong = three_way(f, folder, prompt, r.completion.tokens, r.blocks)
     assert not wrong.agree and wrong.counts[0] < wrong.counts[2] - 10, wrong.summary()

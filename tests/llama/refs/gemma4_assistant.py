@@ -1,26 +1,32 @@
 """The ``gemma4_assistant`` variant in llama.cpp's loop: the three-way check's reference for a Gemma 4 assistant.
 
-The role (``Variant.role("llama")``, interface :mod:`dspark_convert.roles.llama`). The assistant reads no tap
-features; for each logged block (context ``T``, anchor ``a``) it reads what llama.cpp's MTP driver hands it from the
-target (``common/speculative.cpp``, shared-memory mode; ``src/llama-model.cpp``'s KV sharing): the target's KV cache
-over positions ``0 .. T-1`` of its layer ``n_layer - 2`` (the sliding layers') and ``n_layer - 1`` (the full
-layers'), stored as F16 as llama-server's default cache type stores them; the target's post-final-norm hidden row of
-position ``T - 1`` (its ``h_nextn``); the target's token embeddings. The numpy target forward
-(:func:`dspark_convert.reference.target_np.gemma4_forward`) computes them; the assistant's chain
-(:func:`.numpy_forward.assistant_forward`) is fed llama.cpp's drafted tokens (its own ``h_nextn`` rows), one step per
-logged position, so that one near-tie does not shift the rest, and rounds each matmul's input rows as llama.cpp's CPU
-kernels do (BF16, F16, Q8_0 blocks by the weight's type): a chain multiplies that rounding step by step.
+Contract: :mod:`llama.refs`. The assistant reads no tap features; for each logged block (context ``T``, anchor
+``a``) it reads what llama.cpp's MTP driver hands it from the target (``common/speculative.cpp``, shared-memory
+mode; ``src/llama-model.cpp``'s KV sharing): the target's KV cache over positions ``0 .. T-1`` of its layer
+``n_layer - 2`` (the sliding layers') and ``n_layer - 1`` (the full layers'), stored as F16 as llama-server's
+default cache type stores them; the target's post-final-norm hidden row of position ``T - 1`` (its ``h_nextn``);
+the target's token embeddings. The numpy target forward (:func:`llama.target_np.gemma4_forward`) computes them;
+the assistant's chain (the variant's ``assistant_forward``) is fed llama.cpp's drafted tokens (its own ``h_nextn``
+rows), one step per logged position, so that one near-tie does not shift the rest, and rounds each matmul's input
+rows as llama.cpp's CPU kernels do (BF16, F16, Q8_0 blocks by the weight's type): a chain multiplies that rounding
+step by step.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ConvertError
-from ...reference.ops import F32, rms_norm
-from ...reference.target_np import gemma4_forward
-from ...roles.llama import DraftInputs, RefBlock
-from .numpy_forward import FULL, SWA, AssistantCase, assistant_forward, read_hparams
+from dspark_convert.errors import ConvertError
+from dspark_convert.reference.ops import F32, rms_norm
+from dspark_convert.variants.gemma4_assistant.numpy_forward import (
+    FULL,
+    SWA,
+    AssistantCase,
+    assistant_forward,
+    read_hparams,
+)
+from llama.refs import DraftInputs, RefBlock
+from llama.target_np import gemma4_forward
 
 #: the target layers whose cache each kind of assistant layer reads, counted from the end
 SHARED = {SWA: 2, FULL: 1}

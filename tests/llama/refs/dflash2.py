@@ -4,10 +4,10 @@ DFlash2 (``selector_hidden.weight``) logs no draft candidates: llama.cpp walks i
 (``common/speculative.cpp``: per block position the argmax of the transition scores from the previous choice) and
 sends the tokens straight to verification, so its drafted tokens are known only through verification (the
 accepted prefix of the target's continuation, and that the next token is not the target's: the three-way check's
-``UNKNOWN``). The role (``Variant.role("llama")``, interface :mod:`dspark_convert.roles.llama`): the lattice
-from :func:`.numpy_forward.dflash2_forward` on each block's tap features and anchor, walked as llama.cpp walks it
-(:func:`dflash2_walk`, fed llama.cpp's known choices: the accepted prefix), with the candidates and each
-position's logit std for the comparison. The reference must be accepted for exactly as many tokens.
+``UNKNOWN``). Contract: :mod:`llama.refs`. The lattice from the variant's numpy forward (``dflash2_forward``) on
+each block's tap features and anchor, walked as llama.cpp walks it (:func:`dflash2_walk`, fed llama.cpp's known
+choices: the accepted prefix), with the candidates and each position's logit std for the comparison. The
+reference must be accepted for exactly as many tokens.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...roles.llama import DraftInputs, RefBlock
-from .numpy_forward import dflash2_forward
+from dspark_convert.variants.dflash2.numpy_forward import dflash2_forward
+from llama.refs import DraftInputs, RefBlock
 
 
 def dflash2_walk(candidates: np.ndarray, scores: np.ndarray, forced: Sequence[int] = ()) -> tuple[list[int], np.ndarray]:

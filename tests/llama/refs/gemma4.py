@@ -1,16 +1,16 @@
 """The ``gemma4`` variant in llama.cpp's loop: the three-way check's reference for a Gemma4 DSpark file.
 
-The role (``Variant.role("llama")``, interface :mod:`dspark_convert.roles.llama`): the same block proposal as
-DSpark, through the Gemma 4 decoder layers (:func:`.numpy_forward.gemma4_forward`), the Markov chain fed
-llama.cpp's previous choices; the scores are the Markov head's logits when the file has one. The target's tap
-features come from the numpy Gemma 4 target forward (:mod:`dspark_convert.reference.target_np`). The forward
-scores with the file's head as llama.cpp does (``runtime_head`` is not consulted).
+Contract: :mod:`llama.refs`. The same block proposal as DSpark, through the Gemma 4 decoder layers (the variant's
+numpy forward, ``gemma4_forward``), the Markov chain fed llama.cpp's previous choices; the scores are the Markov
+head's logits when the file has one. The target's tap features come from the numpy Gemma 4 target forward
+(:mod:`llama.target_np`). The forward scores with the file's head as llama.cpp does (``runtime_head`` is not
+consulted).
 """
 
 from __future__ import annotations
 
-from ...roles.llama import DraftInputs, RefBlock
-from .numpy_forward import gemma4_forward
+from dspark_convert.variants.gemma4.numpy_forward import gemma4_forward
+from llama.refs import DraftInputs, RefBlock
 
 
 def reference_drafts(d: DraftInputs) -> list[RefBlock]:

@@ -1,34 +1,37 @@
-"""The ``llama`` role's contract: what a variant's ``variants/<v>/llama.py`` receives and returns in the three-way
-check (a test tier: llama-server's drafts against the variant's numpy reference).
+"""The three-way check's variant references (a test tier, outside the wheel): one module per GGUF variant,
+``tests/llama/refs/<variant>.py``, found by the variant's name, and the contract they share.
 
 The check knows no variant. For a draft file it asks the registry which variant the file is
-(:func:`dspark_convert.registry.gguf_variant`) and imports that variant's ``llama`` role, the module
-``dspark_convert/variants/<variant>/llama.py`` (``Variant.role("llama")``), which has one function::
+(:func:`dspark_convert.registry.gguf_variant`) and imports that variant's reference module
+(:func:`reference_for`), which has one function::
 
     reference_drafts(d: DraftInputs) -> list[RefBlock]
 
 the variant's numpy reference proposal for each block llama-server logged (``d.blocks``, in order, one
-:class:`RefBlock` each), from the target's tap features (``d.features``) and the file (``d.g``). A reference that
-chains (a head fed its own previous choice) is fed llama.cpp's previous choices instead
-(:meth:`DraftInputs.prev_tokens`), so that one near-tie does not shift the rest of the block. A draft whose tokens
-llama-server does not log (its blocks carry only ``n_draft`` / ``n_accepted``) returns, per block, the candidate
-ids its scores refer to (``RefBlock.candidates``) and the std of each position's logits (``row_scales``); the
-check then compares what verification revealed.
+:class:`RefBlock` each), from the target's tap features (``d.features``) and the file (``d.g``), built on the
+variant's own numpy forward (``dspark_convert.variants.<variant>.numpy_forward``). A reference that chains (a head
+fed its own previous choice) is fed llama.cpp's previous choices instead (:meth:`DraftInputs.prev_tokens`), so
+that one near-tie does not shift the rest of the block. A draft whose tokens llama-server does not log (its blocks
+carry only ``n_draft`` / ``n_accepted``) returns, per block, the candidate ids its scores refer to
+(``RefBlock.candidates``) and the std of each position's logits (``row_scales``); the check then compares what
+verification revealed.
 
-A variant without the module (no numpy forward) is refused by the check, naming the variant. The role sits in
-the variant's package because it is the variant's knowledge: which forward, which cases, which chain.
+A variant without a module here is refused by the check, naming the variant.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from ..reference import GGUFWeights, TargetWeights
+    from dspark_convert.reference import GGUFWeights, TargetWeights
 
 
 class DraftBlock(Protocol):
@@ -84,7 +87,7 @@ class DraftInputs:
     blocks: Sequence[DraftBlock]
     draft_id: dict[int, int] | None
     runtime_head: bool = False
-    #: the numpy target model (``reference.target_np.TargetModel``) for a draft that reads more of the target than
+    #: the numpy target model (:class:`llama.target_np.TargetModel`) for a draft that reads more of the target than
     #: its tap features (a Gemma 4 assistant: its KV cache and last hidden row); None when the check has none
     target_model: Any = None
 
@@ -99,3 +102,10 @@ class DraftInputs:
     def continuation(self, b: DraftBlock) -> list[int]:
         """:func:`continuation` of the block in this sequence."""
         return continuation(self.sequence, b)
+
+
+def reference_for(variant: str) -> ModuleType | None:
+    """The reference module of GGUF variant ``variant`` (``llama.refs.<variant>``), None when the check does not
+    cover it."""
+    name = f"{__name__}.{variant}"
+    return importlib.import_module(name) if importlib.util.find_spec(name) is not None else None

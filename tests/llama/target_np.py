@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConvertError
-from ..formats.transforms import to_float32
-from ..hf.checkpoint import Checkpoint
-from .ops import F32, attention, gelu_tanh, mlp, rms_norm, rope_cos_sin, rope_neox, sigmoid
+from dspark_convert.errors import ConvertError
+from dspark_convert.formats.transforms import to_float32
+from dspark_convert.hf.checkpoint import Checkpoint
+from dspark_convert.reference.ops import F32, attention, gelu_tanh, mlp, rms_norm, rope_cos_sin, rope_neox, sigmoid
 
 SUPPORTED = ("Qwen3ForCausalLM", "LlamaForCausalLM", "Qwen2ForCausalLM", "Gemma4ForCausalLM",
              "MuseGlimmerForConditionalGeneration")

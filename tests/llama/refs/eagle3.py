@@ -1,17 +1,16 @@
 """The ``eagle3`` variant in llama.cpp's loop: the three-way check's reference for an EAGLE-3 file.
 
-The role (``Variant.role("llama")``, interface :mod:`dspark_convert.roles.llama`): one
-:class:`.numpy_forward.Eagle3Case` per logged block (the context's tap features and its tokens shifted by one, as
-many chained steps as llama.cpp drafted), with llama.cpp's drafted tokens forced as the chain's feedback, so one
-near-tie does not shift the rest; scores in the draft vocabulary, mapped through ``d2t``.
+Contract: :mod:`llama.refs`. One ``Eagle3Case`` per logged block (the context's tap features and its tokens
+shifted by one, as many chained steps as llama.cpp drafted), with llama.cpp's drafted tokens forced as the chain's
+feedback, so one near-tie does not shift the rest; scores in the draft vocabulary, mapped through ``d2t``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...roles.llama import DraftInputs, RefBlock
-from .numpy_forward import Eagle3Case, eagle3_forward
+from dspark_convert.variants.eagle3.numpy_forward import Eagle3Case, eagle3_forward
+from llama.refs import DraftInputs, RefBlock
 
 
 def reference_drafts(d: DraftInputs) -> list[RefBlock]:
