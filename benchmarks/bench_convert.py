@@ -60,8 +60,8 @@ def _worker(spec: dict) -> dict:
         from dspark_convert.hf2gguf import writer
 
         if op == "gguf-whole":  # upstream's approach: whole tensors through gguf.quants.quantize
-            _ORIGINAL["chunk_jobs"] = writer.chunk_jobs
-            writer.chunk_jobs = _whole_tensor_jobs
+            _ORIGINAL["chunk_spans"] = writer.chunk_spans
+            writer.chunk_spans = _whole_tensor_spans
             writer.WORKERS = writer.LOOKAHEAD = 1  # one tensor at a time, as upstream does
         t0 = time.perf_counter()
         r = convert(spec["draft"], spec["target"], spec["out"], outtype=spec.get("outtype", "q8_0"), force=True,
@@ -157,8 +157,9 @@ def _source_ranges(plan, draft: str, target: str | None = None) -> list[tuple[st
     return [(str(r.file), r.start, r.end) for r in refs]
 
 
-def _whole_tensor_jobs(spec, sources, *, allow_nonfinite: bool = False):
-    """Stand-in for writer.chunk_jobs: each q8_0 tensor read whole and quantized by gguf.quants.quantize."""
+def _whole_tensor_spans(spec, sources, *, allow_nonfinite: bool = False, chunk=None):
+    """Stand-in for writer.chunk_spans: each plain q8_0 tensor read whole and quantized by gguf.quants.quantize, one
+    job writing all of its bytes (the other tensors as the writer cuts them)."""
     import numpy as np
     from gguf import GGMLQuantizationType as QT
     from gguf import quants
@@ -166,7 +167,7 @@ def _whole_tensor_jobs(spec, sources, *, allow_nonfinite: bool = False):
     from dspark_convert.formats import transforms
 
     if spec.data is not None or spec.transform is not None or spec.ggml_type != QT.Q8_0:
-        yield from _ORIGINAL["chunk_jobs"](spec, sources, allow_nonfinite=allow_nonfinite)
+        yield from _ORIGINAL["chunk_spans"](spec, sources, allow_nonfinite=allow_nonfinite, chunk=chunk)
         return
 
     def whole():
@@ -175,7 +176,7 @@ def _whole_tensor_jobs(spec, sources, *, allow_nonfinite: bool = False):
         raw = np.fromfile(ref.file, dtype=dtype, count=(ref.end - ref.start) // dtype.itemsize, offset=ref.start)
         return quants.quantize(transforms.to_float32(raw.reshape(ref.shape), ref.dtype), QT.Q8_0)
 
-    yield whole
+    yield 0, spec.nbytes, whole
 
 
 _ORIGINAL: dict = {}
