@@ -10,6 +10,7 @@ listed modules which one converts a checkpoint, and ``tests/variants/test_varian
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -82,7 +83,7 @@ class Context:
         self.findings.append(Finding("warning", subject, rule, msg))
 
     def target_vocab(self, vocab_size: int | None, handler: str | None, *, folder: Path | None = None,
-                     draft: Any = None) -> list[KV]:
+                     draft: Mapping[str, Any] | None = None) -> list[KV]:
         """The tokenizer KVs of ``folder`` (default: the target folder) in upstream's order, padded to the draft's
         ``vocab_size`` (None: the tokenizer's own size), written by the vocab handler ``handler`` (None: the
         folder's own); ``draft`` is the draft's config or hparams, which some handlers read. The user's tokenizer
