@@ -46,6 +46,10 @@ class TargetArch:
     why: str | None
     gguf_arch: str | None
     failure: str | None = None
+    #: upstream's model class that converts it (``class``)
+    model_class: str | None = None
+    #: upstream b11434 writes its MTP layers with ``--mtp`` (``mtp_export``)
+    mtp_export: bool = False
 
     @property
     def handler(self) -> str | None:
@@ -63,13 +67,25 @@ def table() -> dict[str, Any]:
     return data
 
 
+def _row(name: str, row: dict[str, Any]) -> TargetArch:
+    return TargetArch(name, row["role"], row.get("method"), row.get("why"), row.get("gguf_arch"), row.get("failure"),
+                      row.get("class"), bool(row.get("mtp_export", False)))
+
+
 def target_arch(name: str) -> TargetArch | None:
     """The table row of HF architecture ``name`` (None: upstream b11434 registers no such text architecture)."""
     row = table()["architectures"].get(name)
-    if row is None:
-        return None
-    return TargetArch(name, row["role"], row.get("method"), row.get("why"), row.get("gguf_arch"),
-                      row.get("failure"))
+    return None if row is None else _row(name, row)
+
+
+def target_rows() -> list[TargetArch]:
+    """The table's ``target`` rows, in the table's order (sorted by architecture name).
+
+    Example:
+        >>> [r.gguf_arch for r in target_rows() if r.name == "Qwen3_5MoeForCausalLM"], len(target_rows()) > 100
+        (['qwen35moe'], True)
+    """
+    return [_row(n, r) for n, r in table()["architectures"].items() if r["role"] == "target"]
 
 
 def is_target_architecture(name: str) -> bool:

@@ -21,7 +21,7 @@ from ...kit.common import finish_plan
 from ...kit.hparams import HParams
 from ...plan import Plan
 from ...roles.convert import Context, TargetFacts, TargetTensor
-from ...tokenizer.targets import handler_for_architecture, table
+from ...tokenizer.targets import handler_for_architecture, target_rows
 from . import deepseek4, deepseek32, glm, glm_dsa, glm_lite, mimo2, nemotron, qwen
 from .specs import adopt_fp8, hf_names_of
 
@@ -61,9 +61,8 @@ NOT_WRITTEN_BECAUSE: dict[str, str] = {
 #: every target class upstream b11434 exports with ``--mtp`` (``mtp_export`` in the target table) that this version
 #: does not write -> the one-line reason a checkpoint of it is refused with
 REFUSED: dict[str, str] = {
-    name: NOT_WRITTEN_BECAUSE.get(str(row.get("gguf_arch")), f"{name} ({row.get('gguf_arch')})")
-    for name, row in table()["architectures"].items()
-    if row.get("mtp_export") and row.get("role") == "target" and name not in WRITTEN}
+    row.name: NOT_WRITTEN_BECAUSE.get(str(row.gguf_arch), f"{row.name} ({row.gguf_arch})")
+    for row in target_rows() if row.mtp_export and row.name not in WRITTEN}
 
 
 def _arch(config: dict[str, Any]) -> str | None:

@@ -38,7 +38,7 @@ from ...hf.checkpoint import Checkpoint
 from ...kit.common import mapped_once, tensor_type
 from ...kit.hparams import HParams
 from ...plan import KV, TensorSpec
-from ...tokenizer.targets import table
+from ...tokenizer.targets import target_rows
 from ..eagle3.transforms import Eagle3Permute
 from .head import Head
 from .specs import ExpertGroups, float_ref, layer_indices, stack_spec
@@ -46,9 +46,8 @@ from .specs import ExpertGroups, float_ref, layer_indices, stack_spec
 #: upstream's model class that exports the Nemotron-H MTP head with ``--mtp`` (only its MoE variant)
 MTP_CLASSES = ("NemotronHModel",)
 #: HF class -> GGUF arch: the MoE variant of every architecture the target table registers to that class
-ARCHS: dict[str, str] = {
-    name: S.ARCH_NEMOTRON_H_MOE for name, row in table()["architectures"].items()
-    if row.get("class") in MTP_CLASSES and row.get("role") == "target" and row.get("mtp_export")}
+ARCHS: dict[str, str] = {row.name: S.ARCH_NEMOTRON_H_MOE for row in target_rows()
+                          if row.model_class in MTP_CLASSES and row.mtp_export}
 #: the trunk tensors an ``--mtp`` file keeps
 KEPT_ROOTS: dict[str, str] = {"backbone.embeddings.weight": S.T_TOKEN_EMBD, "backbone.norm_f.weight": S.T_OUTPUT_NORM,
                               "lm_head.weight": S.T_OUTPUT}

@@ -21,7 +21,7 @@ from ...formats.quant import float_values, fp8_scale_inv_dequant, fp8_scaled
 from ...hf.checkpoint import MAX_CONFIG_BYTES, Checkpoint, TensorRef, read_json
 from ...kit.common import tensor_type
 from ...plan import TensorSpec
-from ...tokenizer.targets import table
+from ...tokenizer.targets import target_rows
 from .transforms import ExpertStack
 
 #: a NextN block's own tensors (after the block prefix) -> their GGUF names (after ``blk.{n+i}.``), by gguf-py's
@@ -254,5 +254,5 @@ def layer_indices(match: Callable[[str], re.Match[str] | None], names: Iterable[
 def target_archs(classes: tuple[str, ...]) -> dict[str, str]:
     """HF class -> GGUF arch: every target architecture the target table registers to one of ``classes`` with an
     MTP arch (:data:`~dspark_convert.schema.MTP_ARCHES`)."""
-    return {name: str(row["gguf_arch"]) for name, row in table()["architectures"].items()
-            if row.get("class") in classes and row.get("role") == "target" and row.get("gguf_arch") in S.MTP_ARCHES}
+    return {row.name: row.gguf_arch for row in target_rows()
+            if row.model_class in classes and row.gguf_arch is not None and row.gguf_arch in S.MTP_ARCHES}
