@@ -29,12 +29,12 @@ sys.path.insert(0, str(ROOT / "tests"))  # the llama tier's test-only parts: tes
 
 from llama.layouts import make_layout  # noqa: E402
 from llama.target import convert_target  # noqa: E402
+from llama.target_np import TargetModel  # noqa: E402
 from llama.threeway import three_way  # noqa: E402
 
 from dspark_convert.hf2gguf.conversion import convert  # noqa: E402
 from dspark_convert.llamacpp.build import find_llama_server, source_tree  # noqa: E402
 from dspark_convert.llamacpp.server import LlamaServer, parse_drafts, spec_for  # noqa: E402
-from dspark_convert.reference.target_np import TargetModel  # noqa: E402
 
 FIX = ROOT / "fixtures"
 TARGET = FIX / "target-qwen3"

@@ -27,7 +27,7 @@ from ...reference.layers_torch import (
     swiglu,
     visible_keys,
 )
-from ...reference.storage import gguf_counterpart as shared_counterpart
+from ...reference.storage import gguf_counterpart
 from ...roles.proof import Inputs
 from ..dflash.torch_forward import BLOCK_GLOBALS, DraftFolder, TorchTrunk
 
@@ -42,12 +42,12 @@ _SELECTOR_GGUF = {"candidate_selector.predecessor_codebook": "selector_predecess
                   "candidate_selector.hidden_projection.weight": "selector_hidden.weight"}
 
 
-def gguf_counterpart(name: str) -> str | None:
+def counterpart(name: str) -> str | None:
     """The GGUF tensor that stores checkpoint tensor ``name`` (``model.`` / ``language_model.`` prefixes dropped;
     an attention-sink name gains ``.weight`` as upstream's does), None when none does.
 
     Example:
-        >>> gguf_counterpart("model.layers.1.mlp_conv.base_kernel"), gguf_counterpart("norm.weight")
+        >>> counterpart("model.layers.1.mlp_conv.base_kernel"), counterpart("norm.weight")
         ('blk.1.ffn_conv_base', 'output_norm.weight')
     """
     bare = name.replace("language_model.", "")
@@ -58,12 +58,11 @@ def gguf_counterpart(name: str) -> str | None:
     parts = bare.split(".", 2)
     if len(parts) == 3 and parts[0] == "layers" and parts[1].isdigit() and parts[2] in _CONV_GGUF:
         return f"blk.{int(parts[1])}.{_CONV_GGUF[parts[2]]}"
-    return shared_counterpart(bare, top=BLOCK_GLOBALS)
+    return gguf_counterpart(bare, top=BLOCK_GLOBALS)
+
 
 #: the checkpoint classes this forward reads (the HF side's own list: it does not ask the converter)
 ARCHITECTURES: tuple[str, ...] = ("DFlash2DraftModel",)
-#: the torch side's name table (the contract of :mod:`dspark_convert.roles.proof`)
-counterpart = gguf_counterpart
 
 
 @dataclass(frozen=True)

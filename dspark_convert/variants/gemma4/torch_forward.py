@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ...reference.layers_torch import visible_keys
-from ...reference.storage import gguf_counterpart as shared_counterpart
+from ...reference.storage import gguf_counterpart
 from ...roles.proof import Inputs
 from ..dflash.torch_forward import BLOCK_GLOBALS, DraftFolder, TorchTrunk
 from ..gemma4_assistant.torch_forward import SANDWICH_LAYER
@@ -221,11 +221,9 @@ def gemma4_forward(ck: Gemma4Checkpoint, features: Sequence[np.ndarray], anchors
 _GLOBAL_COUNTERPARTS = {"confidence_proj.weight": "conf_proj.weight", "confidence_proj.bias": "conf_proj.bias"}
 
 
-def gguf_counterpart(hf_name: str) -> str | None:
+def counterpart(hf_name: str) -> str | None:
     """The GGUF tensor a checkpoint tensor becomes (None: none)."""
     bare = hf_name.removeprefix("model.")
-    return _GLOBAL_COUNTERPARTS.get(bare) or shared_counterpart(bare, layer=SANDWICH_LAYER, top=BLOCK_GLOBALS)
+    return _GLOBAL_COUNTERPARTS.get(bare) or gguf_counterpart(bare, layer=SANDWICH_LAYER, top=BLOCK_GLOBALS)
 
 
-#: the torch side's name table (the contract of :mod:`dspark_convert.roles.proof`)
-counterpart = gguf_counterpart

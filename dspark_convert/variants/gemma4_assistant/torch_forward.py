@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from ...reference.hf_draft import TorchCheckpoint
-from ...reference.storage import gguf_counterpart as shared_counterpart
+from ...reference.storage import gguf_counterpart
 from ...roles.proof import Inputs
 from .seeded import cache, embed_rows
 
@@ -222,16 +222,14 @@ _PROJECTIONS = {"pre_projection.weight": "nextn.pre_projection.weight",
                 "post_projection.weight": "nextn.post_projection.weight"}
 
 
-def gguf_counterpart(hf_name: str) -> str | None:
+def counterpart(hf_name: str) -> str | None:
     """The GGUF tensor a checkpoint tensor becomes (None: none).
 
     Example:
-        >>> gguf_counterpart("model.layers.3.layer_scalar"), gguf_counterpart("masked_embedding.centroids.weight")
+        >>> counterpart("model.layers.3.layer_scalar"), counterpart("masked_embedding.centroids.weight")
         ('blk.3.layer_output_scale.weight', None)
     """
     bare = hf_name.removeprefix("model.")
-    return _PROJECTIONS.get(bare) or shared_counterpart(bare, layer=SANDWICH_LAYER)
+    return _PROJECTIONS.get(bare) or gguf_counterpart(bare, layer=SANDWICH_LAYER)
 
 
-#: the torch side's name table (the contract of :mod:`dspark_convert.roles.proof`)
-counterpart = gguf_counterpart
