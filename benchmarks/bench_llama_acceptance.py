@@ -27,14 +27,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the llama tier's test-only parts: tests/llama/
 
+from llama.drafts_log import parse_drafts  # noqa: E402
 from llama.layouts import make_layout  # noqa: E402
 from llama.target import convert_target  # noqa: E402
 from llama.target_np import TargetModel  # noqa: E402
 from llama.threeway import three_way  # noqa: E402
 
 from dspark_convert.hf2gguf.conversion import convert  # noqa: E402
+from dspark_convert.llamacpp.bench import draft_spec  # noqa: E402
 from dspark_convert.llamacpp.build import find_llama_server, source_tree  # noqa: E402
-from dspark_convert.llamacpp.server import LlamaServer, parse_drafts, spec_for  # noqa: E402
+from dspark_convert.llamacpp.server import LlamaServer  # noqa: E402
 
 FIX = ROOT / "fixtures"
 TARGET = FIX / "target-qwen3"
@@ -52,7 +54,7 @@ def run_one(binary: Path, target: Path, draft: Path | None, n_predict: int,
         with LlamaServer(binary, target) as s:
             c = s.complete(prompt, n_predict)
         return c.tokens, 0, 0, []
-    st, n_max = spec_for(draft)
+    st, n_max = draft_spec(draft)[:2]
     srv = LlamaServer(binary, target, draft=draft, spec_type=st, n_max=n_max, verbose=True)
     try:
         with srv:

@@ -12,7 +12,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from dspark_convert.llamacpp.server import Completion, DraftBlock, LlamaServer, parse_drafts, spec_for
+from llama.drafts_log import DraftBlock, parse_drafts
+
+from dspark_convert.llamacpp.bench import draft_spec
+from dspark_convert.llamacpp.server import Completion, LlamaServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import correlated  # noqa: E402  (fixtures/correlated.py: the constant-token target and the drafts that predict it)
@@ -38,7 +41,7 @@ def run(binary: Path, target_gguf: Path, draft: Path | None = None, prompt: list
     if draft is None:
         with LlamaServer(binary, target_gguf) as s:
             return Run(s.complete(prompt, N_PREDICT), [])
-    spec_type, n_max = spec_for(draft)
+    spec_type, n_max = draft_spec(draft)[:2]
     srv = LlamaServer(binary, target_gguf, draft=draft, spec_type=spec_type, n_max=n_max, verbose=True)
     try:
         with srv:
@@ -54,7 +57,7 @@ def failing_log(binary: Path, target_gguf: Path, draft: Path, prompt: list[int] 
     that succeeds raises AssertionError)."""
     from dspark_convert.llamacpp.server import ServerError
 
-    spec_type, n_max = spec_for(draft)
+    spec_type, n_max = draft_spec(draft)[:2]
     srv = LlamaServer(binary, target_gguf, draft=draft, spec_type=spec_type, n_max=n_max)
     try:
         try:

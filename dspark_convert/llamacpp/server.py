@@ -2,19 +2,13 @@
 
 :class:`LlamaServer` starts the binary (always with ``--no-repack``: on CPUs that advertise AMX the repacked q8_0
 kernels fault), waits for ``/health``, and always kills the process (its whole process group) on exit. With
-``verbose=True`` the server runs with ``-v`` and its log is kept: :func:`parse_drafts` reads every draft block from
-it. llama.cpp b11434 logs one line per draft candidate (``common/speculative.cpp``)::
-
-    - seq_id 0, draft candidate   0, pos   3:    390 (   0.140) 'ast'
-
-(candidates 0..2 per block position, candidate 0 is the drafted token; a chained draft's lines carry a
-``spec <func>:`` prefix), and after each block the slot logs ``generate_draft: id=<anchor>, #tokens=<context
-length>, ...``. A draft type whose loop logs no candidates leaves blocks with only those counts.
+``verbose=True`` the server runs with ``-v`` and its log is kept (:meth:`LlamaServer.log_text`): llama.cpp b11434
+logs every draft candidate there (the test tier reads the draft blocks from it: ``tests/llama/drafts_log.py``).
 
 Example:
     >>> with LlamaServer(binary, target, draft=draft, spec_type="draft-dspark", n_max=7) as srv:  # doctest: +SKIP
     ...     c = srv.complete([1, 2, 3], n_predict=8)
-    >>> c.tokens, c.draft_n, parse_drafts(srv.log_text())[0].tokens                                 # doctest: +SKIP
+    >>> c.tokens, c.draft_n                                                                        # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -32,7 +26,7 @@ import time
 import urllib.error
 import urllib.request
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -44,77 +38,6 @@ HOST = "127.0.0.1"
 
 #: the slot's INFO line that ends a request (logged after every draft line of it)
 _DONE = "stop processing: n_tokens"
-_CANDIDATE = re.compile(r"draft candidate\s+(\d+), pos\s+(\d+):\s+(-?\d+) \(\s*([-0-9.naif]+)\)")
-_GENERATED = re.compile(r"generate_draft: id=(-?\d+), #tokens=(\d+), #draft=(\d+)")
-#: logged before the accepted tokens are emitted (the ``accepted k/n draft tokens`` line after them is missing for
-#: the block that ends the request): ``ids.size`` = accepted + 1
-_ACCEPTED = re.compile(r"add accepted tokens: sampled=(-?\d+), ids\.size=(\d+), n_draft=(\d+)")
-
-
-@dataclass
-class DraftBlock:
-    """One draft as llama-server logged it: the tokens drafted (candidate 0 of each position, in order), their
-    probabilities, the anchor (the target's last sampled token) and the context length (``#tokens``) before it;
-    ``n_draft`` (``#draft``: the tokens sent for verification) and ``n_accepted`` (how many of them the target
-    accepted, from the slot's ``add accepted tokens: ..., ids.size=k+1`` line). A draft whose loop logs no
-    candidates (a selector lattice walked silently) has blocks with no ``tokens``, only the counts."""
-
-    tokens: list[int] = field(default_factory=list)
-    probs: list[float] = field(default_factory=list)
-    anchor: int | None = None
-    n_context: int | None = None
-    n_draft: int | None = None
-    n_accepted: int | None = None
-
-
-def parse_drafts(log: str) -> list[DraftBlock]:
-    """Every draft block in a llama-server ``-v`` log, in order.
-
-    A block is the run of candidate-0 lines up to the next ``generate_draft`` line (which names its anchor and
-    context length); a position that does not grow also starts a new block (a draft without that line).
-
-    Example:
-        >>> log = ("D - seq_id 0, draft candidate   0, pos   0:    815 (   0.367) 'a'\\n"
-        ...        "D - seq_id 0, draft candidate   1, pos   0:     68 (   0.085) 'b'\\n"
-        ...        "D - seq_id 0, draft candidate   0, pos   1:    437 (   0.167) 'c'\\n"
-        ...        "D slot handle_last_: id  0 | task 0 | generate_draft: id=95, #tokens=8, #draft=2, pos_next=8\\n")
-        >>> b = parse_drafts(log)[0]
-        >>> b.tokens, b.anchor, b.n_context
-        ([815, 437], 95, 8)
-    """
-    blocks: list[DraftBlock] = []
-    cur = DraftBlock()
-    last_pos = -1
-    for line in log.splitlines():
-        m = _CANDIDATE.search(line)
-        if m:
-            k, pos, tok = int(m.group(1)), int(m.group(2)), int(m.group(3))
-            if k != 0:
-                continue
-            if pos <= last_pos and cur.tokens:
-                blocks.append(cur)
-                cur = DraftBlock()
-            cur.tokens.append(tok)
-            try:
-                cur.probs.append(float(m.group(4)))
-            except ValueError:
-                cur.probs.append(float("nan"))
-            last_pos = pos
-            continue
-        g = _GENERATED.search(line)
-        if g:
-            cur.anchor, cur.n_context, cur.n_draft = int(g.group(1)), int(g.group(2)), int(g.group(3))
-            blocks.append(cur)
-            cur, last_pos = DraftBlock(), -1
-            continue
-        a = _ACCEPTED.search(line)
-        if a and blocks and blocks[-1].n_accepted is None and not cur.tokens:
-            blocks[-1].n_accepted = int(a.group(2)) - 1
-    if cur.tokens:
-        blocks.append(cur)
-    return blocks
-
-
 @dataclass
 class Completion:
     """A greedy completion: generated token ids and the server's draft counters (``timings.draft_n`` /
@@ -435,21 +358,3 @@ class ServerError(ConvertError):
 
 class _PortTaken(Exception):
     """llama-server could not bind its port (another process took it)."""
-
-
-def spec_for(draft: Path, chain_steps: int = 4) -> tuple[str, int]:
-    """``(--spec-type, --spec-draft-n-max)`` for a converted draft, with a whole block per draft.
-
-    Both come from :mod:`..registry.spectype`: the type the file needs (:func:`~..registry.spectype.spec_type_of`,
-    which may differ from the one llama-server auto-detects: a head-less file predicting from the anchor row needs
-    the type that reads block rows from the anchor on, measured one position late under the other) and the draft
-    length (:func:`~..registry.spectype.draft_n_max`: the block's drafting rows, or ``chain_steps`` chained steps
-    for a chained type). A file llama-server does not speculate with raises ConvertError."""
-    from ..reference import open_gguf
-    from ..registry.spectype import draft_n_max, spec_type_of
-
-    g = open_gguf(draft)
-    st = spec_type_of(g.value, [t.name for t in g.file.tensors])
-    if st.spec_type is None:
-        raise ConvertError(f"{draft}: {st.reason}: not a draft llama-server speculates with")
-    return st.spec_type, draft_n_max(g.value, st, chain_steps)

@@ -21,9 +21,10 @@ from dspark_convert.check import runtime_head
 from dspark_convert.errors import ConvertError
 from dspark_convert.fit.rules import check_fit
 from dspark_convert.hf2gguf.conversion import convert
-from dspark_convert.llamacpp.server import parse_drafts, spec_for
+from dspark_convert.llamacpp.bench import draft_spec
 from dspark_convert.reference import open_gguf
 from dspark_convert.variants.dflash.fit import HEAD_FIX
+from llama.drafts_log import parse_drafts
 from llama.layouts import make_layout, relayout
 from llama.target import convert_target
 from llama.target_np import TargetModel, greedy_generate, tap_features, target_forward
@@ -78,7 +79,7 @@ def test_family_loads_drafts_lossless_and_matches_reference(layout: str, outtype
                                                            target_gguf: Path, plain: Run,
                                                            drafts: Callable[[str, str], Path]) -> None:
     draft = drafts(layout, outtype)
-    assert spec_for(draft)[0] == FAMILIES[layout]
+    assert draft_spec(draft)[0] == FAMILIES[layout]
     r = run(llama_bin[0], target_gguf, draft)                     # raises (fails) when llama-server refuses the file
     c = r.completion
     assert c.draft_n > 0, f"{draft.name}: llama-server reported no drafted tokens"
@@ -102,7 +103,7 @@ OTHER_LAYOUTS = spec_types(tag="llama-other")
 def test_every_other_layout_bf16(layout: str, llama_bin: tuple[Path, Path], target_gguf: Path, plain: Run,
                                  drafts: Callable[[str, str], Path]) -> None:
     draft = drafts(layout, "bf16")
-    assert spec_for(draft)[0] == OTHER_LAYOUTS[layout]
+    assert draft_spec(draft)[0] == OTHER_LAYOUTS[layout]
     r = run(llama_bin[0], target_gguf, draft)
     assert r.completion.draft_n > 0 and r.completion.tokens == plain.completion.tokens
     tw = three_way(draft, TARGET, PROMPT, r.completion.tokens, r.blocks)
@@ -389,7 +390,7 @@ def test_public_sample_bf16(case: str, llama_bin: tuple[Path, Path], b11434_qwen
     reference did not (0/210 -> 210/210 positions once it does)."""
     target = b11434_qwen3 / "target"
     f = convert(b11434_qwen3 / case, target, tmp_path / f"{case}.bf16.gguf", outtype="bf16").path
-    assert f is not None and spec_for(f)[0] == PUBLIC[case]
+    assert f is not None and draft_spec(f)[0] == PUBLIC[case]
     plain = run(llama_bin[0], public_target)
     r = run(llama_bin[0], public_target, f)
     assert r.completion.draft_n > 0 and r.completion.tokens == plain.completion.tokens
@@ -459,20 +460,27 @@ def test_sdist_url_reads_the_simple_index_first_then_the_json_api(monkeypatch: p
         build.sdist_url()
 
 
-SPEC_FOR = {"dspark-qwen3": ("draft-dspark", 7), "dflash-zlab": ("draft-dflash", 15),
+DRAFT_SPEC = {"dspark-qwen3": ("draft-dspark", 7), "dflash-zlab": ("draft-dflash", 15),
             "dflash-deepspec": ("draft-dspark", 7), "dflash2-zlab": ("draft-dflash", 7),
             "eagle3-specforge": ("draft-eagle3", 4)}
 
 
-@pytest.mark.parametrize(("layout", "expected"), list(SPEC_FOR.items()), ids=list(SPEC_FOR))
-def test_spec_for_type_and_whole_block(layout: str, expected: tuple[str, int],
-                                       converted: Callable[..., Path]) -> None:
-    """The tier's ``--spec-type`` and ``--spec-draft-n-max`` (registry/spectype.py): the whole block (B) for a draft
-    read from the anchor row, B - 1 for one read from rows 1..B-1, the chained steps for EAGLE-3."""
+@pytest.mark.parametrize(("layout", "expected"), list(DRAFT_SPEC.items()), ids=list(DRAFT_SPEC))
+def test_draft_spec_type_and_whole_block(layout: str, expected: tuple[str, int],
+                                         converted: Callable[..., Path]) -> None:
+    """The ``--spec-type`` and ``--spec-draft-n-max`` that ``bench`` and the tier run a draft with
+    (``llamacpp.bench.draft_spec``, registry/spectype.py): the whole block (B) for a draft read from the anchor row,
+    B - 1 for one read from rows 1..B-1, the chained steps for EAGLE-3; a given length wins."""
+    from dspark_convert.check import spec_type
+    from dspark_convert.gguffile.reader import plan_from_gguf
+    from dspark_convert.registry.spectype import draft_n_max
+
     f = converted(layout, "f32")
-    assert spec_for(f) == expected
-    if expected[0] == "draft-eagle3":
-        assert spec_for(f, chain_steps=6) == ("draft-eagle3", 6)
+    assert draft_spec(f)[:2] == expected
+    assert draft_spec(f, 3)[:2] == (expected[0], 3)
+    plan = plan_from_gguf(f)
+    kv = {k.name: k.value for k in plan.kvs}
+    assert draft_n_max(kv.get, spec_type(plan), chain_steps=6) == (6 if expected[0] == "draft-eagle3" else expected[1])
 
 
 def test_three_way_roles_come_from_the_registry(tmp_path: Path) -> None:

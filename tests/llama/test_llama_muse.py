@@ -34,7 +34,7 @@ from llama_support import PROMPT, Run, correlated, run
 
 from dspark_convert import convert
 from dspark_convert.fit.rules import check_fit
-from dspark_convert.llamacpp.server import spec_for
+from dspark_convert.llamacpp.bench import draft_spec
 from dspark_convert.reference import open_gguf
 from llama.target import convert_target
 from llama.target_np import TargetModel, greedy_generate
@@ -91,7 +91,7 @@ def test_drafts_on_muse_glimmer_load_and_are_lossless(case: str, outtype: str, l
     assert conv.path is not None
     assert not [f for f in conv.findings if f.rule == "target-graph"]
     assert open_gguf(conv.path).value("general.architecture") == "dflash"
-    assert spec_for(conv.path)[0] == "draft-dflash"
+    assert draft_spec(conv.path)[0] == "draft-dflash"
     rule = {r.id: r for r in check_fit(conv.path, gguf).results}["target-graph"]
     assert rule.status == "pass", rule.message
     r = run(llama_bin[0], gguf, conv.path)

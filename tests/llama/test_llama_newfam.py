@@ -22,7 +22,7 @@ import pytest
 from llama_support import Run, run
 
 from dspark_convert.hf2gguf.conversion import convert
-from dspark_convert.llamacpp.server import spec_for
+from dspark_convert.llamacpp.bench import draft_spec
 from dspark_convert.reference import open_gguf
 from llama.target import convert_target
 from llama.threeway import three_way
@@ -53,7 +53,7 @@ def test_nvfp4_loads_drafts_lossless_and_matches_reference(case: str, outtype: s
     g = open_gguf(f)
     nvfp4 = sorted(t.name for t in g.file.tensors if t.type_name == "NVFP4")
     assert "fc.weight" in nvfp4 and "markov_w2.weight" in nvfp4, nvfp4      # NVFP4 stays NVFP4 at every outtype
-    assert spec_for(f)[0] == "draft-dspark"
+    assert draft_spec(f)[0] == "draft-dspark"
     gtarget, plain = nvfp4_target
     r = run(llama_bin[0], gtarget, f)
     c = r.completion
@@ -151,7 +151,7 @@ def test_gemma4_loads_drafts_lossless_and_matches_reference(variant: str, outtyp
                                                             gemma4_files: dict[tuple[str, str], Path]) -> None:
     folder, gtarget, plain = gemma4_target
     f = gemma4_files[variant, outtype]
-    assert spec_for(f)[0] == "draft-dspark"
+    assert draft_spec(f)[0] == "draft-dspark"
     r = run(llama_bin[0], gtarget, f, prompt=GEMMA4_PROMPT)
     c = r.completion
     assert c.draft_n > 0, f"{f.name}: llama-server reported no drafted tokens"

@@ -34,10 +34,10 @@ import numpy as np
 
 from dspark_convert import schema as S
 from dspark_convert.errors import ConvertError
-from dspark_convert.llamacpp.server import DraftBlock
 from dspark_convert.reference import TargetWeights, open_gguf
 from dspark_convert.reference.compare import TIE_STD_FRACTION
 from dspark_convert.registry import VARIANTS, gguf_variant
+from llama.drafts_log import DraftBlock
 from llama.refs import DraftInputs, RefBlock, continuation, reference_for
 from llama.target_np import TargetModel, tap_features, target_forward
 

@@ -405,9 +405,11 @@ def test_gemma4_llama_server_loads_drafts_and_stays_lossless(
         tmp_path: Path, outtype: str) -> None:
     """llama-server b11434 loads the converted Gemma4 DSpark file as a draft-dspark draft of a Gemma 4 target
     (converted by upstream), drafts blocks of block_size - 1 tokens and decodes exactly what it decodes alone."""
+    from llama.drafts_log import parse_drafts
     from llama.target import convert_target
 
-    from dspark_convert.llamacpp.server import LlamaServer, parse_drafts, spec_for
+    from dspark_convert.llamacpp.bench import draft_spec
+    from dspark_convert.llamacpp.server import LlamaServer
 
     binary, tree = llama_bin
     target = convert_target(tree, _tiny_gemma4_target(tmp_path / "target"), tmp_path / "target.f32.gguf")
@@ -415,7 +417,7 @@ def test_gemma4_llama_server_loads_drafts_and_stays_lossless(
     with LlamaServer(binary, target) as s:
         plain = s.complete(prompt, 16)
     draft = variant_files["v-gemma4-f32"][2][outtype]
-    spec_type, n_max = spec_for(draft)
+    spec_type, n_max = draft_spec(draft)[:2]
     assert (spec_type, n_max) == ("draft-dspark", 6)
     srv = LlamaServer(binary, target, draft=draft, spec_type=spec_type, n_max=n_max, verbose=True)
     try:
