@@ -57,10 +57,14 @@ def make_input(path: Path, gib: float) -> None:
     tensors = list(globals_)
     for i in range(n_layers):
         tensors += [TensorSpec(f"blk.{i}.{n}", s, t) for n, s, t in per_layer]
-    tensors += [TensorSpec("markov_w1.weight", (vd, 64), QT.BF16), TensorSpec("markov_w2.weight", (vd, 64), QT.BF16),
+    # Markov heads: w1 reads the previous token (target vocabulary), w2 writes draft-vocabulary logits (d2t's size)
+    tensors += [TensorSpec("markov_w1.weight", (151936, 64), QT.BF16), TensorSpec("markov_w2.weight", (vd, 64), QT.BF16),
                 TensorSpec("output_norm.weight", (h,), QT.F32), TensorSpec("d2t", (vd,), QT.I64)]
     kvs = [KV("general.type", VT.STRING, "model"), KV("general.name", VT.STRING, "Bench Dspark"),
            KV("dflash.block_count", VT.UINT32, n_layers), KV("dflash.embedding_length", VT.UINT32, h),
+           KV("dflash.context_length", VT.UINT32, 40960), KV("dflash.feed_forward_length", VT.UINT32, ff),
+           KV("dflash.attention.head_count", VT.UINT32, nh), KV("dflash.attention.head_count_kv", VT.UINT32, nkv),
+           KV("dflash.attention.layer_norm_rms_epsilon", VT.FLOAT32, 1e-6),
            KV("dflash.attention.key_length", VT.UINT32, hd), KV("general.file_type", VT.UINT32, 32),
            KV("dflash.block_size", VT.UINT32, 7), KV("dflash.target_layers", VT.ARRAY, [1, 9, 17], VT.INT32),
            KV("dflash.sample_from_anchor", VT.BOOL, True), KV("general.quantization_version", VT.UINT32, 2),
