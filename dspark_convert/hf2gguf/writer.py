@@ -65,13 +65,6 @@ def _nonfinite(raw: np.ndarray, src_dtype: str) -> bool:
 Job = Callable[[], np.ndarray]
 
 
-def chunk_jobs(spec: TensorSpec, sources: dict[str, Checkpoint], *, allow_nonfinite: bool = False,
-               chunk: int | None = None) -> Iterator[Job]:
-    """Yield one job per row chunk of a tensor (the jobs of :func:`chunk_spans`, without their places)."""
-    for _, _, job in chunk_spans(spec, sources, allow_nonfinite=allow_nonfinite, chunk=chunk):
-        yield job
-
-
 def chunk_spans(spec: TensorSpec, sources: dict[str, Checkpoint], *, allow_nonfinite: bool = False,
                 chunk: int | None = None) -> Iterator[tuple[int, int, Job]]:
     """Yield ``(offset, size, job)`` per row chunk of a tensor: calling a job reads, checks and converts that chunk,

@@ -45,11 +45,6 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     return (F32(0.5) * x * (F32(1) + np.tanh(F32(np.sqrt(2 / np.pi)) * (x + F32(0.044715) * x ** 3)))).astype(F32)
 
 
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    """Logistic function."""
-    return F32(1) / (F32(1) + np.exp(-x))
-
-
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """Numerically stable softmax (masked entries are ``-inf``)."""
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))

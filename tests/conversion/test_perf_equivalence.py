@@ -367,7 +367,7 @@ def test_chunked_transform_and_conversion_equal_whole_tensor(ckpt: Checkpoint, m
     rule = None if transform is None else TRANSFORMS[transform](*args)
     spec = TensorSpec("t", ref_.shape, out, sources=(name,), transform=rule)
     monkeypatch.setattr(writer, "CHUNK_BYTES", 1)  # the smallest chunks: one transform group each
-    chunks = [job() for job in writer.chunk_jobs(spec, {"draft": ckpt})]
+    chunks = [job() for *_, job in writer.chunk_spans(spec, {"draft": ckpt})]
     assert b"".join(np.ascontiguousarray(c).tobytes() for c in chunks) == expected
     if transform is not None and ref_.shape[0] > 16:
         assert len(chunks) > 1
@@ -376,10 +376,10 @@ def test_chunked_transform_and_conversion_equal_whole_tensor(ckpt: Checkpoint, m
 def test_uneven_rows_raise_the_transform_error(ckpt: Checkpoint) -> None:
     spec = TensorSpec("t", (24, 32), QT.BF16, sources=("odd",), transform=DeinterleaveRope(16))
     with pytest.raises(ConvertError, match="cannot de-interleave 24 rows"):
-        [job() for job in writer.chunk_jobs(spec, {"draft": ckpt})]
+        [job() for *_, job in writer.chunk_spans(spec, {"draft": ckpt})]
     spec = TensorSpec("t", (24, 32), QT.BF16, sources=("odd",), transform=Eagle3Permute(8, 8))
     with pytest.raises(ConvertError, match="cannot permute 24 rows for 8 heads"):
-        [job() for job in writer.chunk_jobs(spec, {"draft": ckpt})]
+        [job() for *_, job in writer.chunk_spans(spec, {"draft": ckpt})]
 
 
 # ============================================================================================== NVFP4 scale check

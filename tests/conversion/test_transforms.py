@@ -150,7 +150,7 @@ def test_two_source_transform_in_q8_0_equals_whole_tensor(toy: tuple[Checkpoint,
     monkeypatch.setattr(writer, "CHUNK_BYTES", 1)
     spec = TensorSpec("t", (8, 64), QT.Q8_0, sources=("w", "w.scale"), transform=BlockScale(4))
     whole = writer.convert_chunk(BlockScale(4).apply_whole([weight, scale]), "F32", QT.Q8_0).tobytes()
-    assert b"".join(job().tobytes() for job in writer.chunk_jobs(spec, {"draft": ck})) == whole
+    assert b"".join(job().tobytes() for *_, job in writer.chunk_spans(spec, {"draft": ck})) == whole
 
 
 def test_stack_of_sources_streams_one_source_per_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -170,7 +170,7 @@ def test_stack_of_sources_streams_one_source_per_chunk(tmp_path: Path, monkeypat
     monkeypatch.setattr(ck, "read_rows", spy)
     monkeypatch.setattr(writer, "CHUNK_BYTES", 1)
     spec = TensorSpec("blk.0.ffn_up_exps.weight", (3, 4, 32), QT.Q8_0, sources=tuple(experts), transform=Stack3())
-    got = b"".join(job().tobytes() for job in writer.chunk_jobs(spec, {"draft": ck}))
+    got = b"".join(job().tobytes() for *_, job in writer.chunk_spans(spec, {"draft": ck}))
     whole = np.stack(list(experts.values()))
     assert got == writer.convert_chunk(whole, "F32", QT.Q8_0).tobytes() and len(got) == spec.nbytes
     # three chunks (one expert each), each asking every source, two of them for no rows: those are not read
@@ -183,7 +183,7 @@ def test_source_count_must_match_the_transform(toy: tuple[Checkpoint, np.ndarray
     for spec in (TensorSpec("t", (8, 64), QT.F32, sources=("w", "w.scale")),  # two sources, no transform
                  TensorSpec("t", (8, 64), QT.F32, sources=("w",), transform=BlockScale(4))):
         with pytest.raises(ConvertError, match="internal: tensor 't' has [12] sources for"):
-            [job() for job in writer.chunk_jobs(spec, {"draft": ck})]
+            [job() for *_, job in writer.chunk_spans(spec, {"draft": ck})]
 
 
 def test_mla_kv_b_split_streams_whole_heads(toy: tuple[Checkpoint, np.ndarray, np.ndarray]) -> None:
@@ -193,7 +193,7 @@ def test_mla_kv_b_split_streams_whole_heads(toy: tuple[Checkpoint, np.ndarray, n
     kv = weight.reshape(2, 4, 64)
     for part, shape, want in (("k", (2, 64, 3), kv[:, :3, :].transpose(0, 2, 1)), ("v", (2, 1, 64), kv[:, 3:, :])):
         spec = TensorSpec(f"attn_{part}_b.weight", shape, QT.F32, sources=("w",), transform=MlaKvBSplit(part, 2, 3, 1))
-        chunks = [job() for job in writer.chunk_jobs(spec, {"draft": ck}, chunk=1)]
+        chunks = [job() for *_, job in writer.chunk_spans(spec, {"draft": ck}, chunk=1)]
         assert len(chunks) == 2  # one head per chunk
         assert np.concatenate(chunks).reshape(shape).tobytes() == np.ascontiguousarray(want).tobytes()
     assert MlaKvBSplit("k", 2, 3, 1).row_group(128) == 64 and MlaKvBSplit("v", 3, 3, 1).row_group(4) is None

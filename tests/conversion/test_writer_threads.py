@@ -137,7 +137,7 @@ def test_chunks_hold_the_budget_of_source_or_of_wider_output(source: tuple[Check
     sizes = {}
     for out in (QT.BF16, QT.F32, QT.Q8_0):
         spec = TensorSpec("wide", SHAPES["wide"][1], out, sources=("wide",))
-        chunks = [job() for job in writer.chunk_jobs(spec, {"draft": ck})]
+        chunks = [job() for *_, job in writer.chunk_spans(spec, {"draft": ck})]
         sizes[out] = [c.shape[0] for c in chunks]
         assert b"".join(c.tobytes() for c in chunks) == (
             to_float32(ck.read_rows("wide", 0, 13), "BF16").tobytes() if out == QT.F32

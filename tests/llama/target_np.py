@@ -34,7 +34,7 @@ import numpy as np
 from dspark_convert.errors import ConvertError
 from dspark_convert.formats.transforms import to_float32
 from dspark_convert.hf.checkpoint import Checkpoint
-from dspark_convert.reference.ops import F32, attention, gelu_tanh, mlp, rms_norm, rope_cos_sin, rope_neox, sigmoid
+from dspark_convert.reference.ops import F32, attention, gelu_tanh, mlp, rms_norm, rope_cos_sin, rope_neox
 
 SUPPORTED = ("Qwen3ForCausalLM", "LlamaForCausalLM", "Qwen2ForCausalLM", "Gemma4ForCausalLM",
              "MuseGlimmerForConditionalGeneration")
@@ -111,6 +111,11 @@ class TargetOutputs:
 
     hidden: np.ndarray
     logits: np.ndarray
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """The logistic function in float32 (Muse-Glimmer's attention output gate)."""
+    return F32(1) / (F32(1) + np.exp(-x))
 
 
 def _layer(m: TargetModel, il: int, x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:

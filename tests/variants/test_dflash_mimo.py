@@ -101,7 +101,7 @@ def test_patched_row_lands_in_its_chunk(tmp_path: Path, monkeypatch: pytest.Monk
     patch = PatchRow(row, tuple(float(v) for v in _VEC), dtype)
     spec = TensorSpec("token_embd.weight", (rows, HIDDEN), OUT[outtype], sources=("model.embed_tokens.weight",),
                       transform=patch, source_dtype=dtype)
-    got = b"".join(job().tobytes() for job in writer.chunk_jobs(spec, {"draft": ck}))
+    got = b"".join(job().tobytes() for *_, job in writer.chunk_spans(spec, {"draft": ck}))
     want = _expected(values, row, dtype, OUT[outtype])
     assert len(got) == len(want) == spec.nbytes
     assert got == want
@@ -110,7 +110,7 @@ def test_patched_row_lands_in_its_chunk(tmp_path: Path, monkeypatch: pytest.Monk
     # the patch changed exactly that row's bytes (one row of Q8_0 blocks, 2 x 34 bytes at hidden 64)
     plain = TensorSpec("token_embd.weight", (rows, HIDDEN), OUT[outtype], sources=("model.embed_tokens.weight",),
                        source_dtype=dtype)
-    unpatched = b"".join(job().tobytes() for job in writer.chunk_jobs(plain, {"draft": ck}))
+    unpatched = b"".join(job().tobytes() for *_, job in writer.chunk_spans(plain, {"draft": ck}))
     per_row = len(got) // rows
     differing = {i // per_row for i in range(len(got)) if got[i] != unpatched[i]}
     assert differing == {row}
