@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the llama tier's test-only parts: tests/llama/
+sys.path.insert(0, str(ROOT / "tests" / "variants"))  # test_gemma4_dspark's tiny Gemma 4 target
 
 from llama.drafts_log import parse_drafts  # noqa: E402
 from llama.layouts import make_layout  # noqa: E402
@@ -143,7 +144,6 @@ def new_families(binary: Path, src: Path, t: Path, outtype: str, n_predict: int,
     fixtures/correlated.py's Gemma 4 pair for the acceptance figure)."""
     import subprocess
 
-    sys.path.insert(0, str(ROOT / "tests"))
     from gemma4_drafts import make as make_gemma4
     from test_gemma4_dspark import _tiny_gemma4_target
 

@@ -40,6 +40,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures"
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "conversion")]  # test_vocab (and the conftest it imports)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json",
                    "added_tokens.json", "merges.txt", "vocab.json", "chat_template.jinja", "chat_template.json")
 _QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 64, "intermediate_size": 128,
@@ -166,7 +167,6 @@ def golden_manifests(golden: Path, gemma_tokenizer: Path | None) -> tuple[int, i
     """Our tokenizer block vs every ``manifests-b11434/*.json`` of the golden set (dspark-dsv4 aside: its own
     checkpoint is the target): the DeepSeek-V4 tokenizer on Qwen3 / Qwen3-VL targets, Gemma 3's on the Gemma
     targets (skipped without ``--gemma-tokenizer``). Returns (identical, compared)."""
-    sys.path.insert(0, str(ROOT / "tests"))
     from test_vocab import describe_kvs  # equal to check_manifest.describe (test_describe_kvs_matches_check_manifest)
 
     from dspark_convert.tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target

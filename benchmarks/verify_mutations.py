@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "verify"))  # test_mutations, test_verify
+sys.path.insert(0, str(ROOT / "tests" / "variants"))  # test_assistants
 
 from test_mutations import MUTATIONS, OUTTYPES, TARGET, VARIANTS, make_variant, mutate, source_of  # noqa: E402
 from test_verify import BLOCK_LAYOUTS, EAGLE3_LAYOUTS  # noqa: E402

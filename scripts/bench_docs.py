@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "fixtures"), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "fixtures"), str(ROOT / "tests"), str(ROOT / "tests" / "variants")]
 
 import correlated  # noqa: E402
 from llama.target import convert_target  # noqa: E402
