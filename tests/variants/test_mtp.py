@@ -195,6 +195,39 @@ def test_verify_proves_every_tensor_and_catches_a_changed_one(ckpts: Path, case:
     assert_verify_proves_and_catches(ckpts / case, tmp_path, ("q8_0", "bf16"), lambda n: n.endswith("attn_q.weight"))
 
 
+def test_verify_reports_a_renamed_or_reshaped_tensor_in_its_row(ckpts: Path, tmp_path: Path) -> None:
+    """A sidecar whose ``token_embd.weight`` is renamed (a name upstream's ``--mtp`` never writes) or declares half its
+    rows: verify fails on that tensor with a row that says why (no checkpoint tensor becomes the name; the value
+    counts), not with an exception."""
+    import struct
+
+    from dspark_convert.verify import verify
+
+    out = tmp_path / "mtp.gguf"
+    convert(ckpts / "mtp-qwen35-dense", None, out, outtype="f32", mtp=True)
+    data = out.read_bytes()
+    key = struct.pack("<Q", len("token_embd.weight")) + b"token_embd.weight"
+    at = data.index(key) + len(key)
+    n_dims, ne0, ne1 = struct.unpack_from("<IQQ", data, at)
+    assert n_dims == 2 and ne0 > 0 and ne1 % 2 == 0
+
+    renamed = tmp_path / "renamed.gguf"
+    renamed.write_bytes(data.replace(key, key[:-1] + b"x", 1))
+    r = verify(renamed, ckpts / "mtp-qwen35-dense", None, quality=False)
+    bad = [(o.name, o.detail) for o in r.outputs if not o.passed]
+    assert not r.passed and ("tensors", "token_embd.weighx: no checkpoint tensor becomes it under upstream's --mtp "
+                             "rules") in bad
+
+    half = bytearray(data)
+    struct.pack_into("<Q", half, at + 12, ne1 // 2)
+    halved = tmp_path / "half.gguf"
+    halved.write_bytes(bytes(half))
+    r = verify(halved, ckpts / "mtp-qwen35-dense", None, quality=False)
+    bad = [(o.name, o.detail) for o in r.outputs if not o.passed]
+    assert not r.passed and bad == [("token_embd.weight", f"{ne0 * ne1 // 2:,} values; the checkpoint's "
+                                     f"model.embed_tokens.weight make {ne0 * ne1:,}")]
+
+
 # ------------------------------------------------------------------------------------------------ tests/mtp_makers.py
 #: tests/mtp_makers.py families whose upstream ``--mtp`` files tests/data/mtp describes at the four outtypes (made with
 #: ``python tests/mtp_makers.py OUT --only FAMILY --outtype bf16 --outtype f16 --outtype f32 --outtype q8_0 --mode mtp

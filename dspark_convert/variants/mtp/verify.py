@@ -147,6 +147,21 @@ def _ds4_with_scale(ck: Checkpoint, w: str) -> list[str]:
     return [w, scale] if ck.ref(w).dtype in ("F8_E4M3", "I8", "U8") and scale in ck else [w]
 
 
+#: a block tensor's GGUF name: ``blk.<index>.<rest>``
+_BLOCK = re.compile(r"blk\.(\d+)\.(.+)")
+
+
+def _block(gguf: str) -> tuple[str, str] | None:
+    """``(index, rest)`` of a block tensor's GGUF name; None for any other name (a root the family does not write).
+
+    Example:
+        >>> _block("blk.3.nextn.eh_proj.weight"), _block("token_embd")
+        (('3', 'nextn.eh_proj.weight'), None)
+    """
+    m = _BLOCK.fullmatch(gguf)
+    return None if m is None else (m.group(1), m.group(2))
+
+
 def _ds4_hf(ck: Checkpoint, gguf: str, n: int, nextn: int) -> list[str]:
     """DeepSeek-V4: the checkpoint tensors (weights with their scales) ``gguf`` is made of; [] when none."""
     if gguf in _DS4_ROOTS:
@@ -154,7 +169,9 @@ def _ds4_hf(ck: Checkpoint, gguf: str, n: int, nextn: int) -> list[str]:
     if gguf.startswith("output_hc_"):  # the MTP layer's own hyper-connection head
         part = gguf.removeprefix("output_hc_").removesuffix(".weight")
         return next(([f"mtp.{i}.hc_head_{part}"] for i in reversed(range(nextn)) if f"mtp.{i}.hc_head_{part}" in ck), [])
-    _, bid, short = gguf.split(".", 2)
+    if (blk := _block(gguf)) is None:
+        return []
+    bid, short = blk
     i = int(bid) - n
     p = f"mtp.{i}."
     if short == "nextn.eh_proj.weight":
@@ -234,7 +251,9 @@ def _mimo_hf(ck: Checkpoint, gguf: str, n: int) -> list[str]:
     """MiMo-V2: the checkpoint tensors ``gguf`` is made of (without FP8 scales); [] when none."""
     if gguf in _MIMO_ROOTS:
         return [_MIMO_ROOTS[gguf]] if _MIMO_ROOTS[gguf] in ck else []
-    _, bid, short = gguf.split(".", 2)
+    if (blk := _block(gguf)) is None:
+        return []
+    bid, short = blk
     p = f"model.mtp.layers.{int(bid) - n}."
     if short in _MIMO_LAYER:
         found = next(([p + c] for c in _MIMO_LAYER[short] if p + c in ck), [])
@@ -311,7 +330,9 @@ def _hf(ck: Checkpoint, gguf: str, n: int) -> list[str]:
 
     if gguf in _ROOTS:
         return pick(_ROOTS[gguf])
-    _, bid, short = gguf.split(".", 2)
+    if (blk := _block(gguf)) is None:
+        return []
+    bid, short = blk
     i = int(bid) - n
     if short in _NEXTN:
         return pick((_NEXTN[short], "model." + _NEXTN[short]))
@@ -351,7 +372,9 @@ def _glm_hf(ck: Checkpoint, gguf: str, table: dict[str, str] = _GLM_LAYER) -> li
 
     if gguf in _ROOTS:
         return next((got for c in _ROOTS[gguf] if c.startswith(("model.", "lm_head")) for got in [pick(c)] if got), [])
-    _, bid, short = gguf.split(".", 2)
+    if (blk := _block(gguf)) is None:
+        return []
+    bid, short = blk
     if short in table:
         return pick(f"model.layers.{bid}.{table[short]}")
     if short in _EXPS:
@@ -529,6 +552,14 @@ def sidecar_rows(g: GGUFWeights, hf_dir: str | Path, *, quality: bool = True) ->
                 x = _mla_split(x, short, list(t.ne))
             if nemo:
                 x = _nemo_rope_rows(x, t.name, ck.config.get("text_config", ck.config))
+            compared.add(t.name)
+            sources.update(srcs)
+            n_values = int(np.prod(t.ne))
+            if x.size != n_values:
+                rows.outputs.append(OutputCheck(t.name, list(t.ne), grade="differs", passed=False,
+                                                detail=f"{n_values:,} values; the checkpoint's {', '.join(srcs)} "
+                                                f"make {x.size:,}"))
+                continue
             want = np.ascontiguousarray(quants.quantize(x, qt)).view(np.uint8).tobytes()
             stored = _stored(got, qt)
             ok = got == want
@@ -538,8 +569,6 @@ def sidecar_rows(g: GGUFWeights, hf_dir: str | Path, *, quality: bool = True) ->
                                             detail="" if ok else f"bytes differ from the checkpoint rounded to {qt.name}"))
             if quality:
                 rows.quality.append(OutputCheck(t.name, list(t.ne), max_abs=diff, grade="rounding of " + qt.name))
-            compared.add(t.name)
-            sources.update(srcs)
         rows.outputs += [OutputCheck("tensors", [], grade="missing", passed=False, detail=p) for p in problems]
         names = list(ck.names)
         rows.compared(compared, names, sources)
