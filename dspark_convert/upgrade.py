@@ -132,11 +132,12 @@ def load_target(ref: str | os.PathLike[str], remote: RemoteOptions | None = None
 def _refuse_w4a16(f: GGUFFile, hf: Path) -> None:
     """A W4A16 NVFP4 checkpoint (``quant_algo`` in config.json or hf_quant_config.json) behind a file without
     ``prec_a4``: refused (upgrade does not rebuild the per-tensor quantization facts)."""
-    texts = [json.dumps(checkpoint_config(hf).get("quantization_config", {}))]
-    if (hf / "hf_quant_config.json").is_file():
-        from .hf.checkpoint import MAX_CONFIG_BYTES, read_json
+    from .formats.modelopt import read_hf_quant_config
 
-        texts.append(json.dumps(read_json(hf / "hf_quant_config.json", limit=MAX_CONFIG_BYTES)))
+    texts = [json.dumps(checkpoint_config(hf).get("quantization_config", {}))]
+    side_file = read_hf_quant_config(hf)
+    if side_file is not None:
+        texts.append(json.dumps(side_file))
     if any("W4A16" in t for t in texts):
         raise ConvertError(f"{f.path}: {PREC_A4}: --hf {hf} quantizes W4A16_NVFP4, and upstream b11223+ marks those "
                            "tensors prec_a4 = false (else llama.cpp runs them W4A4 on Blackwell); upgrade does not "

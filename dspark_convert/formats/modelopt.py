@@ -81,13 +81,22 @@ class QuantConfig:
         return self.algo_of(weight.removesuffix(".weight").removesuffix(".bias")) == W4A16
 
 
-def _load(path: Path) -> dict[str, Any]:
+def read_hf_quant_config(folder: Path) -> Any:
+    """``folder``'s ``hf_quant_config.json`` (the quantization file a ModelOpt export writes beside ``config.json``)
+    as parsed JSON, any value; None when the folder has no such regular file. It is read as a small configuration
+    file: a member of the folder, at most :data:`~dspark_convert.hf.checkpoint.MAX_CONFIG_BYTES`, nesting past the
+    recursion limit one line.
+
+    Example:
+        >>> read_hf_quant_config(Path("fixtures/dflash-zlab")) is None
+        True
+    """
+    path = folder / HF_QUANT_CONFIG
+    if not path.is_file():
+        return None
     from ..hf.checkpoint import MAX_CONFIG_BYTES, read_json
 
-    data = read_json(path, limit=MAX_CONFIG_BYTES)  # bounded; nesting 100000 deep is one line
-    if not isinstance(data, dict):
-        raise ConvertError(f"{path}: expected a JSON object")
-    return data
+    return read_json(path, limit=MAX_CONFIG_BYTES)
 
 
 def read_quant_config(folder: Path, config: Mapping[str, Any], tensor_names: list[str],
@@ -111,8 +120,10 @@ def read_quant_config(folder: Path, config: Mapping[str, Any], tensor_names: lis
     algo, method, fmt = qc.get("quant_algo"), qc.get("quant_method"), qc.get("format")
     layers = qc.get("quantized_layers") or {}
     hf = folder / HF_QUANT_CONFIG
-    if (not algo or not layers) and hf.is_file():
-        data = _load(hf)
+    data = read_hf_quant_config(folder) if not algo or not layers else None
+    if data is not None:
+        if not isinstance(data, dict):
+            raise ConvertError(f"{hf}: expected a JSON object")
         q = data.get("quantization") or {}
         producer = data.get("producer") or {}
         if not isinstance(q, dict) or not isinstance(producer, dict):

@@ -147,9 +147,9 @@ def _resume_point(part: Path, state_path: Path, identity: list[dict[str, Any]], 
         raise ConvertError(f"{part}: exists and is not a regular file; remove it (extraction writes there first)")
     try:
         state = json.loads(state_path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return 0
-    if state.get("sources") != identity or state.get("header_sha256") != digest:
+    if not isinstance(state, dict) or state.get("sources") != identity or state.get("header_sha256") != digest:
         return 0
     done = state.get("tensors_done")
     return done if isinstance(done, int) and done >= 0 else 0

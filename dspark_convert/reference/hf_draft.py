@@ -14,7 +14,6 @@ in the GGUF.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ import torch
 from safetensors import safe_open
 
 from ..errors import ConvertError
+from ..hf.checkpoint import Checkpoint, load_json
 from .compare import MetadataCheck
 from .storage import SAME_TYPE, Rounding, round_to_storage, widen
 
@@ -50,18 +50,11 @@ class TorchCheckpoint:
         #: every tensor whose data was read, shared by the copies :meth:`with_storage` makes (tensor accounting)
         self.read: set[str] = set()
         fresh = _index is None
-        if _index is None:
-            index = folder / "model.safetensors.index.json"
-            if index.is_file():
-                files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-            else:
-                files = sorted(p.name for p in folder.glob("*.safetensors"))
-            if not files:
+        if _index is None:  # the converter's reader finds and checks the shards (members, headers, index)
+            ck = Checkpoint(folder, need_config=False)
+            if not ck.names or any(f.suffix != ".safetensors" for f in ck.files):
                 raise ConvertError(f"{folder}: no safetensors files")
-            _index = {}
-            for f in files:
-                with safe_open(str(folder / f), framework="pt") as h:
-                    _index.update({n: (folder / f, list(h.get_slice(n).get_shape())) for n in h.keys()})
+            _index = {n: (ck.ref(n).file, list(ck.ref(n).shape)) for n in ck.names}
         self.index = _index
         #: names as read in the files, for names :meth:`without_prefix` or :meth:`_compressed_tensors` changed
         self.real: dict[str, str] = {}
@@ -403,10 +396,11 @@ def read_json_config(folder: Path, merge_text: bool = True) -> dict[str, Any]:
     """``folder``'s ``config.json`` (``merge_text``: its ``text_config`` merged over the top level); a folder without
     one is a ConvertError."""
     path = folder / "config.json"
-    if not path.is_file():
-        raise ConvertError(f"{folder}: no config.json")
-    cfg = json.loads(path.read_text())
-    return {**cfg, **cfg.get("text_config", {})} if merge_text else cfg
+    if not path.exists() and not path.is_symlink():
+        raise ConvertError(f"{folder}: no config.json (expected a Hugging Face checkpoint folder)")
+    cfg = load_json(path)
+    text = cfg.get("text_config")
+    return {**cfg, **text} if merge_text and isinstance(text, dict) else cfg
 
 
 def rope_params(c: dict[str, Any]) -> RopeParams:

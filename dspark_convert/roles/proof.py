@@ -27,7 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import operator
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConvertError
+from ..hf.checkpoint import load_json_if_present
 from ..reference.compare import MetadataCheck, OutputCheck, compare_cases, compare_token_cases
 from ..reference.ops import CommonHParams
 from ..reference.weights import GGUFWeights, TargetWeights
@@ -172,10 +172,12 @@ TORCH_SIDE = "torch_forward"
 
 def checkpoint_config(hf_dir: Path) -> dict[str, Any]:
     """A checkpoint's ``config.json`` as a torch side's ``claims`` sees it: speculators' ``transformer_layer_config``
-    merged over the top level ({} without a config)."""
-    cfg = Path(hf_dir) / "config.json"
-    raw = json.loads(cfg.read_text()) if cfg.is_file() else {}
-    return {**raw, **(raw.get("transformer_layer_config") or {})} if isinstance(raw, dict) else {}
+    merged over the top level ({} without a config). The file is read as every checkpoint file is
+    (:func:`~dspark_convert.hf.checkpoint.load_json`): a member of the folder, bounded, one line naming it when it
+    is not a JSON object."""
+    raw = load_json_if_present(Path(hf_dir) / "config.json") or {}
+    layer = raw.get("transformer_layer_config")
+    return {**raw, **layer} if isinstance(layer, dict) else raw
 
 
 def names_a_class(hf_dir: Path, classes: Collection[str]) -> bool:

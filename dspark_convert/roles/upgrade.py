@@ -21,7 +21,6 @@ spec/upstream-b11434.md §1, §2.2, §2.3, §2.8).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -286,12 +285,12 @@ def has_tensor(f: Header, name: str) -> bool:
 
 
 def checkpoint_config(hf: Path) -> dict[str, Any]:
-    """The ``config.json`` of checkpoint folder ``hf`` (``--hf``); one line naming it when unreadable."""
-    try:
-        v = json.loads((hf / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ConvertError(f"--hf {hf}: cannot read config.json ({e})") from None
-    return v if isinstance(v, dict) else {}
+    """The ``config.json`` of checkpoint folder ``hf`` (``--hf``), read as every checkpoint file is
+    (:func:`~dspark_convert.hf.checkpoint.load_json`); one line naming it when it is missing, unreadable or not a
+    JSON object."""
+    from ..hf.checkpoint import load_json
+
+    return load_json(hf / "config.json")
 
 
 def checkpoint_tensor(hf: Path, names: tuple[str, ...], qt: QT, what: str) -> tuple[tuple[int, ...], Callable[[], bytes]]:

@@ -553,29 +553,36 @@ def test_mask_embedding_keys_are_elided(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000, '{"quantization": ' + "1" * 5000 + "}"])
 def test_a_hostile_hf_quant_config_is_one_line(body: str, tmp_path: Path) -> None:
-    from dspark_convert.formats.modelopt import _load
+    from dspark_convert.formats.modelopt import read_hf_quant_config
 
     p = tmp_path / "hf_quant_config.json"
     p.write_text(body)
     with pytest.raises(ConvertError, match=f"{p}: "):
-        _load(p)
+        read_hf_quant_config(tmp_path)
 
 
 @pytest.mark.parametrize("over", [0, 1])
 def test_hf_quant_config_size_limit(over: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``hf.checkpoint.MAX_CONFIG_BYTES`` at the limit and one byte past it (a 2.6 GB file had no cap)."""
-    from dspark_convert.formats.modelopt import _load
+    """``hf.checkpoint.MAX_CONFIG_BYTES`` at the limit and one byte past it (a 2.6 GB file had no cap), through the
+    reader and through the MTP family's ``quant_method``, which completes a missing ``quant_method`` from it."""
+    from types import SimpleNamespace
+
+    from dspark_convert.formats.modelopt import read_hf_quant_config
     from dspark_convert.hf import checkpoint
+    from dspark_convert.variants.mtp.specs import quant_method
 
     monkeypatch.setattr(checkpoint, "MAX_CONFIG_BYTES", 64)
     p = tmp_path / "hf_quant_config.json"
-    p.write_text('{"a": "' + "x" * (64 - 9 + over) + '"}')
+    p.write_text('{"producer": {"name": "' + "X" * (64 - 26 + over) + '"}}')
     assert p.stat().st_size == 64 + over
+    ck = SimpleNamespace(path=tmp_path, config={})
     if over:
-        with pytest.raises(ConvertError, match=f"{p}: larger than the limit of 64 bytes"):
-            _load(p)
+        for read in (lambda: read_hf_quant_config(tmp_path), lambda: quant_method(ck)):  # type: ignore[arg-type]
+            with pytest.raises(ConvertError, match=f"{p}: larger than the limit of 64 bytes"):
+                read()
     else:
-        assert _load(p)["a"].startswith("x")
+        assert read_hf_quant_config(tmp_path)["producer"]["name"] == "X" * 38
+        assert quant_method(ck) == "x" * 38  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000, '{"quant_algo": "' + "x" * 70_000 + '"}'])

@@ -176,6 +176,57 @@ def test_an_unread_tensor_fails_verify_by_name(drafts, ggufs, tmp_path: Path, va
     assert r.first_divergence is not None and r.first_divergence["component"] == first
 
 
+#: a checkpoint file broken one way -> (the file, what it becomes; SHARD: the folder's last safetensors file, which
+#: every draft reads (a DeepSeek-V4 checkpoint's draft is in its last shards, the others are not opened); None:
+#: deleted; empty bytes: the shard's first half). verify reads each through the converter's own readers (bounded JSON,
+#: checked safetensors headers), so each is one line naming the file; a nested config, a list weight_map and any
+#: broken shard were tracebacks
+SHARD = "*.safetensors"
+HOSTILE: dict[str, tuple[str, str | bytes | None]] = {
+    "config-nested": ("config.json", "[" * 100_000 + "]" * 100_000),
+    "config-list": ("config.json", "[1, 2]"),
+    "config-missing": ("config.json", None),
+    "index-weight-map-list": ("model.safetensors.index.json", '{"weight_map": ["model.safetensors"]}'),
+    "shard-truncated": (SHARD, b""),
+    "shard-header": (SHARD, b'\x10\x00\x00\x00\x00\x00\x00\x00{"a": [1, 2, 3]}' + bytes(64)),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+@pytest.mark.parametrize("variant", list(NEGATIVE))
+def test_a_broken_checkpoint_file_fails_verify_in_one_line(drafts, ggufs, tmp_path: Path, variant: str,
+                                                           case: str) -> None:
+    """A good file of the variant against a copy of its checkpoint with one file broken: ``verify`` exits 2 with
+    one ``error:`` line that names the broken file (or, for a missing config, the folder and config.json)."""
+    import shutil
+
+    from cli_kit import run
+
+    row, outtype = NEGATIVE[variant]
+    draft, target = drafts(row, None)
+    gguf = ggufs(row, draft, target, outtype)
+    copy = tmp_path / "ck"
+    shutil.copytree(draft, copy)
+    name, body = HOSTILE[case]
+    if name == SHARD:
+        name = sorted(p.name for p in copy.glob(SHARD))[-1]
+        if body == b"":
+            body = (copy / name).read_bytes()[: (copy / name).stat().st_size // 2]
+    (copy / name).unlink(missing_ok=True)
+    if isinstance(body, str):
+        (copy / name).write_text(body)
+    elif body is not None:
+        (copy / name).write_bytes(body)
+    args = ["verify", gguf, "--hf", copy] + (["--target-model-dir", target] if target not in (None, draft) else [])
+    r = run(*args, "--context", 8)
+    lines = r.stderr.splitlines()
+    assert (r.exit_code, r.stdout, len(lines)) == (2, "", 1), (r.exit_code, r.stdout, r.stderr)
+    assert lines[0].startswith(f"error: {copy}") and name in lines[0], lines[0]
+    if case == "config-nested":
+        assert lines[0] == f"error: {copy / name}: JSON nested too deeply (arrays or objects inside each other " \
+                           "past the interpreter's recursion limit); expected a flat configuration"
+
+
 # ---------------------------------------------------------------------------------------------- completeness
 def test_every_variant_has_a_draft_without_the_golden_set() -> None:
     """Each variant of the package registry has conformance rows that run anywhere (and the registry names no

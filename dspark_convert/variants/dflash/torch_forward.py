@@ -7,7 +7,6 @@ side's own (it never asks the converter).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ import numpy as np
 import torch
 
 from ...errors import ConvertError
+from ...hf.checkpoint import load_json
 from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint, open_draft
 from ...reference.layers_torch import (
     Weights,
@@ -82,7 +82,7 @@ class DraftFolder:
     layout = ""
 
     def __init__(self, draft: Path, target: Path, storage: Mapping[str, str] | None = None) -> None:
-        self.cfg: dict[str, Any] = json.loads((draft / "config.json").read_text())
+        self.cfg: dict[str, Any] = load_json(draft / "config.json")
         self.dc: dict[str, Any] = self.cfg.get("dflash_config") or {}
         self.w = TorchCheckpoint(draft, storage)
         self.t = TorchCheckpoint(target)

@@ -22,7 +22,6 @@ anything is written, one line naming the key or tensor.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,7 +31,7 @@ from gguf import GGUFValueType as VT
 
 from ... import schema as S
 from ...errors import ConvertError
-from ...hf.checkpoint import Checkpoint
+from ...hf.checkpoint import Checkpoint, load_json
 from ...kit.common import (
     BACKBONE_GLOBALS,
     BACKBONE_LAYER,
@@ -290,10 +289,10 @@ def tokenizer_rows(folder: Any, where: str) -> int:
 
         return len(spm_token_list(folder, None)[0])
     path = folder / "tokenizer.json"
+    data = load_json(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
         return len(data["model"]["vocab"]) + len(data["added_tokens"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (KeyError, TypeError) as e:
         raise ConvertError(f"{path}: cannot count the tokenizer's tokens ({e}); expected a tokenizer.json with "
                            "model.vocab and added_tokens") from None
 

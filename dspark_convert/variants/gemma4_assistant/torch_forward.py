@@ -22,7 +22,6 @@ Weights are optionally rounded the way the GGUF stores them (``storage``: checkp
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ...hf.checkpoint import load_json
 from ...reference.hf_draft import TorchCheckpoint
 from ...reference.storage import gguf_counterpart
 from ...roles.proof import Inputs
@@ -73,8 +73,9 @@ class AssistantCheckpoint:
     layout = "Gemma 4 assistant (text_config nested)"
 
     def __init__(self, draft: Path, target: Path | None = None, storage: Mapping[str, str] | None = None) -> None:
-        self.cfg: dict[str, Any] = json.loads((draft / "config.json").read_text())
-        self.text: dict[str, Any] = dict(self.cfg.get("text_config") or {})
+        self.cfg: dict[str, Any] = load_json(draft / "config.json")
+        text = self.cfg.get("text_config")
+        self.text: dict[str, Any] = dict(text) if isinstance(text, dict) else {}
         self.w = TorchCheckpoint(draft, storage)
         self.notes: list[str] = []
 

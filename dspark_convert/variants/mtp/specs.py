@@ -17,8 +17,9 @@ from gguf import GGMLQuantizationType as QT
 
 from ... import schema as S
 from ...errors import ConvertError, clip_value
+from ...formats.modelopt import read_hf_quant_config
 from ...formats.quant import float_values, fp8_scale_inv_dequant, fp8_scaled
-from ...hf.checkpoint import MAX_CONFIG_BYTES, Checkpoint, TensorRef, read_json
+from ...hf.checkpoint import Checkpoint, TensorRef
 from ...kit.common import tensor_type
 from ...plan import TensorSpec
 from ...tokenizer.targets import target_rows
@@ -68,7 +69,6 @@ UNUSED_FP8 = (".activation_scale", "_activation_scale")
 #: a ModelOpt FP8 weight's scale, and the scales upstream drops from a ModelOpt checkpoint unread
 MODELOPT_SCALE = ".weight_scale"
 MODELOPT_UNUSED = (".input_scale", ".k_scale", ".v_scale")
-HF_QUANT_CONFIG = "hf_quant_config.json"
 
 
 def fp8_block(config: Mapping[str, Any], where: str) -> tuple[int, int] | None:
@@ -91,8 +91,8 @@ def quant_method(ck: Checkpoint) -> str | None:
     not a string as its ``repr``."""
     qc = ck.config.get("quantization_config")
     method = qc.get("quant_method") if isinstance(qc, Mapping) else None
-    if method is None and (ck.path / HF_QUANT_CONFIG).is_file():
-        data = read_json(ck.path / HF_QUANT_CONFIG, limit=MAX_CONFIG_BYTES)
+    if method is None:
+        data = read_hf_quant_config(ck.path)
         producer = data.get("producer") if isinstance(data, dict) else None
         method = str(producer.get("name") or "").lower() if isinstance(producer, dict) else None
     return None if method is None else method if isinstance(method, str) else clip_value(method)

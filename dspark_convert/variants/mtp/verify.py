@@ -35,7 +35,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import quants
 
 from ...errors import ConvertError
-from ...hf.checkpoint import Checkpoint
+from ...hf.checkpoint import Checkpoint, load_json
 from ...plan import as_int
 from ...reference.compare import MetadataCheck, OutputCheck
 from ...reference.weights import GGUFWeights
@@ -419,14 +419,12 @@ def _nemo_select(s: str) -> bool:
 
 def _tied(hf_dir: Path) -> bool:
     """Whether the checkpoint's config (or its text config) sets ``tie_word_embeddings`` true."""
-    import json
-
     try:
-        cfg = json.loads((hf_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        cfg = load_json(hf_dir / "config.json")
+    except ConvertError:
         return False
-    text = cfg.get("text_config") if isinstance(cfg, dict) else None
-    return isinstance(cfg, dict) and {**cfg, **(text if isinstance(text, dict) else {})}.get("tie_word_embeddings") is True
+    text = cfg.get("text_config")
+    return {**cfg, **(text if isinstance(text, dict) else {})}.get("tie_word_embeddings") is True
 
 
 def _glm_select(n: int, *, tied: bool = False) -> Callable[[str], bool]:
