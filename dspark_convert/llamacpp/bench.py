@@ -53,7 +53,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConvertError, Interrupted
+from ..errors import ConvertError, Interrupted, clip
 from .build import ENV_BINARY, SDIST_PACKAGE, SDIST_VERSION, UPSTREAM_TAG, cache_dir, find_llama_server
 from .server import LlamaServer, ServerError
 
@@ -125,6 +125,10 @@ def load_prompts(path: str | os.PathLike[str]) -> list[Prompt]:
             doc = json.loads(ln)
         except json.JSONDecodeError as e:
             raise ConvertError(f"{p}:{i}: not a JSON line ({e.msg})") from None
+        except RecursionError:
+            raise ConvertError(f"{p}:{i}: not a JSON line (nested past the interpreter's recursion limit)") from None
+        except ValueError as e:  # an integer literal past the interpreter's 4300-digit limit
+            raise ConvertError(f"{p}:{i}: not a JSON line ({clip(str(e))})") from None
         out.append(_prompt_from_json(doc, f"{p}:{i}"))
     return out
 

@@ -188,7 +188,7 @@ def locate(raw: Raw) -> Layout:
     vocab, merges = (v.end() - 1, e.start() + 1), (e.end() - 1, d.start() + 1)
     try:
         meta = json.loads(raw[: vocab[0]] + b"{}" + raw[vocab[1] : merges[0]] + b"[]" + raw[merges[1] :])
-    except ValueError:
+    except (ValueError, RecursionError):  # the slow path's reader names the file and the fault
         raise NotFast from None
     model = meta.get("model") if isinstance(meta, dict) else None
     if not isinstance(model, dict) or model.get("vocab") != {} or model.get("merges") != []:

@@ -269,6 +269,13 @@ def test_prompt_files(tmp_path: Path) -> None:
     bad.write_text('{"prompt": "a"}\n{"prompt": \n')
     with pytest.raises(ConvertError, match=rf"^{bad}:2: not a JSON line"):
         load_prompts(bad)
+    # nesting past the recursion limit and an integer past 4300 digits: one line each, not a traceback
+    for line, why in [('{"prompt": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested past the interpreter's recursion"),
+                      ('{"prompt": [' + "1" * 5000 + "]}", "Exceeds the limit")]:
+        bad.write_text('{"prompt": "a"}\n' + line + "\n")
+        with pytest.raises(ConvertError, match=rf"^{bad}:2: not a JSON line \(.*{why}") as e:
+            load_prompts(bad)
+        assert "\n" not in str(e.value) and len(str(e.value)) < 400
     empty = tmp_path / "empty.txt"
     empty.write_text("\n \n")
     with pytest.raises(ConvertError, match="no prompts"):

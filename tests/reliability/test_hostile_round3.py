@@ -944,3 +944,26 @@ def test_every_convert_error_line_is_bounded() -> None:
 
     e = ConvertError("x: holds " + str(["k" * 50] * 200_000) + ", expected a dict")
     assert len(str(e)) <= MAX_LINE_CHARS + 60 and str(e).endswith("expected a dict") and "\n" not in str(e)
+
+
+@pytest.mark.parametrize("where", ["beside", "normalizer", "added_tokens"])
+def test_a_deep_value_in_the_target_tokenizer_json_is_one_line(where: str, tmp_path: Path) -> None:
+    """A tokenizer.json whose vocabulary and merges are sound but with a value nested past the recursion limit
+    elsewhere (beside the keys, or as one key's value): the fast reader hands it to the full reader, which names the
+    file in one line (the fast reader's RecursionError was a traceback)."""
+    import json
+
+    target = tmp_path / "target"
+    shutil.copytree(TARGET, target)
+    doc = json.loads((target / "tokenizer.json").read_text(encoding="utf-8"))
+    deep = "[" * 100_000 + "]" * 100_000
+    text = json.dumps(doc)
+    if where == "beside":
+        text = '{"zz": ' + deep + ", " + text[1:]
+    else:
+        text = json.dumps({**doc, where: "@deep@"}).replace('"@deep@"', deep)
+    (target / "tokenizer.json").write_text(text)
+    with pytest.raises(ConvertError) as e:
+        convert(FIX / "dspark-qwen3", target, tmp_path / "out.gguf", cache=False)
+    assert str(e.value).startswith(f"{target / 'tokenizer.json'}: malformed tokenizer.json (maximum recursion depth")
+    assert "\n" not in str(e.value) and not (tmp_path / "out.gguf").exists()
