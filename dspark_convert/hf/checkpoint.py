@@ -103,6 +103,22 @@ def load_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def read_config(folder: Path, *, required: bool = True) -> dict[str, Any]:
+    """The ``config.json`` of checkpoint folder ``folder``, a JSON object (:func:`load_json`); a missing one is one
+    line naming the folder, or ``{}`` when not ``required``.
+
+    Example:
+        >>> read_config(Path("fixtures/dflash-zlab"))["architectures"], read_config(Path("docs"), required=False)
+        (['DFlashDraftModel'], {})
+    """
+    path = member(Path(folder) / "config.json")
+    if not path.is_file():
+        if required:
+            raise ConvertError(f"{folder}: no config.json (expected a Hugging Face checkpoint folder)")
+        return {}
+    return load_json(path)
+
+
 def load_json_if_present(path: Path) -> dict[str, Any] | None:
     """:func:`load_json`, or None when the file does not exist (optional files: tokenizer_config.json, ...)."""
     member(path)
@@ -237,11 +253,7 @@ class Checkpoint:
         if not self.path.is_dir():
             raise ConvertError(f"{self.path}: no such folder")
         if config is None:  # not read by the caller yet
-            cfg = self.path / "config.json"
-            member(cfg)
-            if need_config and not cfg.is_file():
-                raise ConvertError(f"{self.path}: no config.json (expected a Hugging Face checkpoint folder)")
-            config = load_json(cfg) if cfg.is_file() else {}
+            config = read_config(self.path, required=need_config)
         self.config: dict[str, Any] = config
         self.select = select
         self._refs: dict[str, TensorRef] = {}

@@ -15,14 +15,22 @@ from typing import Any
 from .. import schema as S
 from ..archnames import Architecture, resolve_architecture
 from ..errors import ConvertError
-from ..hf.checkpoint import INDEX_NAME, Checkpoint, Select, load_json, read_json, read_weight_map, tensor_names
+from ..hf.checkpoint import (
+    INDEX_NAME,
+    Checkpoint,
+    Select,
+    load_json,
+    read_config,
+    read_json,
+    read_weight_map,
+    tensor_names,
+)
 from ..hf.hub import TOKENIZER_FILES, ResolvedModel, resolve_draft, resolve_target
 from ..kit.common import tensor_spec
 from ..plan import Plan, TensorSpec
 from ..registry.families import architecture_aliases, family_for, family_name, refuse_draft_as_target
 from ..registry.words import UPSTREAM_FLAGS
 from ..roles.convert import Context, ConvertOptions, Family, TargetTensor, family_draft_tensors
-from ..safeio import require_regular
 from ..units import human_bytes
 
 
@@ -53,15 +61,11 @@ def choose_family(folder: Path, architecture: str | None = None
     shards an index lists), the tensors it reads (None: all), the ``architectures`` value used (the declared
     one, an alias upstream accepts, or ``architecture`` (``--architecture``) when given) and the config as the
     family sees it (``architectures`` holding that value)."""
-    cfg = folder / "config.json"
-    require_regular(cfg)
-    if not cfg.is_file():
-        raise ConvertError(f"{folder}: no config.json (expected a Hugging Face checkpoint folder)")
-    config = load_json(cfg)
+    config = read_config(folder)
     arch = resolve_architecture(config, architecture, architecture_aliases())
     if arch.how != "declared":
         config = {**config, "architectures": [arch.used]}
-    family = family_for(config, tensor_names(folder), str(cfg))
+    family = family_for(config, tensor_names(folder), str(folder / "config.json"))
     return family, family_draft_tensors(family, config), arch, config
 
 

@@ -25,7 +25,7 @@ import torch
 from safetensors import safe_open
 
 from ..errors import ConvertError
-from ..hf.checkpoint import Checkpoint, load_json
+from ..hf.checkpoint import Checkpoint, read_config
 from .compare import MetadataCheck
 from .storage import SAME_TYPE, Rounding, round_to_storage, widen
 
@@ -395,10 +395,7 @@ class _Used(dict[str, torch.Tensor]):
 def read_json_config(folder: Path, merge_text: bool = True) -> dict[str, Any]:
     """``folder``'s ``config.json`` (``merge_text``: its ``text_config`` merged over the top level); a folder without
     one is a ConvertError."""
-    path = folder / "config.json"
-    if not path.exists() and not path.is_symlink():
-        raise ConvertError(f"{folder}: no config.json (expected a Hugging Face checkpoint folder)")
-    cfg = load_json(path)
+    cfg = read_config(folder)
     text = cfg.get("text_config")
     return {**cfg, **text} if merge_text and isinstance(text, dict) else cfg
 

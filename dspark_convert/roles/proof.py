@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConvertError
-from ..hf.checkpoint import load_json_if_present
+from ..hf.checkpoint import read_config
 from ..reference.compare import MetadataCheck, OutputCheck, compare_cases, compare_token_cases
 from ..reference.ops import CommonHParams
 from ..reference.weights import GGUFWeights, TargetWeights
@@ -173,9 +173,9 @@ TORCH_SIDE = "torch_forward"
 def checkpoint_config(hf_dir: Path) -> dict[str, Any]:
     """A checkpoint's ``config.json`` as a torch side's ``claims`` sees it: speculators' ``transformer_layer_config``
     merged over the top level ({} without a config). The file is read as every checkpoint file is
-    (:func:`~dspark_convert.hf.checkpoint.load_json`): a member of the folder, bounded, one line naming it when it
+    (:func:`~dspark_convert.hf.checkpoint.read_config`): a member of the folder, bounded, one line naming it when it
     is not a JSON object."""
-    raw = load_json_if_present(Path(hf_dir) / "config.json") or {}
+    raw = read_config(Path(hf_dir), required=False)
     layer = raw.get("transformer_layer_config")
     return {**raw, **layer} if isinstance(layer, dict) else raw
 

@@ -286,11 +286,11 @@ def has_tensor(f: Header, name: str) -> bool:
 
 def checkpoint_config(hf: Path) -> dict[str, Any]:
     """The ``config.json`` of checkpoint folder ``hf`` (``--hf``), read as every checkpoint file is
-    (:func:`~dspark_convert.hf.checkpoint.load_json`); one line naming it when it is missing, unreadable or not a
-    JSON object."""
-    from ..hf.checkpoint import load_json
+    (:func:`~dspark_convert.hf.checkpoint.read_config`); one line naming it when it is missing, unreadable or not
+    a JSON object."""
+    from ..hf.checkpoint import read_config
 
-    return load_json(hf / "config.json")
+    return read_config(hf)
 
 
 def checkpoint_tensor(hf: Path, names: tuple[str, ...], qt: QT, what: str) -> tuple[tuple[int, ...], Callable[[], bytes]]:

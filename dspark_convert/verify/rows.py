@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import schema as S
 from ..errors import ConvertError, clip_value
+from ..hf.checkpoint import read_config
 from ..reference.compare import MetadataCheck, OutputCheck
 from ..reference.weights import GGUFWeights, TargetWeights
 from ..registry import VARIANTS, Variant
@@ -115,9 +116,7 @@ def checkpoint_variant(hf_dir: Path) -> Variant:
     v = next((v for v in forwards if reads(torch_side(v), hf)), None) or next(
         (v for v in forwards if reads(torch_side(v), hf, claimed=True)), None)
     if v is None:
-        if not (hf / "config.json").exists() and not (hf / "config.json").is_symlink():
-            raise ConvertError(f"{hf}: no config.json (expected a Hugging Face checkpoint folder)")
-        archs = checkpoint_config(hf).get("architectures")
+        archs = read_config(hf).get("architectures")
         arch = archs[0] if isinstance(archs, list) and archs else None
         raise ConvertError(f"{hf}/config.json: architectures[0] {clip_value(arch)} is not a checkpoint the torch "
                            f"forwards read (classes: {', '.join(a for f in forwards for a in torch_side(f).ARCHITECTURES)})")
