@@ -7,9 +7,10 @@ already ending, is counted apart), and every outcome is one of the documented on
   also where the exception the handler raised was swallowed on its way up: the signal is recorded);
 - ended by SIGINT (``-2``): before the handlers are installed (Python's own ``KeyboardInterrupt``) or after the last
   line, while the interpreter shuts down;
-- before the handlers exist, CPython's own start-up rules: Python's ``KeyboardInterrupt`` with no frame of the
-  tool's code, and either exit 1 with nothing on stdout (``Fatal Python error: init_...``) or, where ``site`` was
-  running a ``.pth`` file, reported by ``site`` and swallowed, the command then running to its end.
+- before the handlers exist, CPython's own start-up rules, with no frame of the tool's code: exit 1 with nothing
+  on stdout (``Fatal Python error: init_...``, after Python's ``KeyboardInterrupt`` or, when it lands while the
+  standard streams are set up, another exception of CPython's ``io`` import), or Python's ``KeyboardInterrupt``
+  reported by ``site`` while it was running a ``.pth`` file and swallowed, the command then running to its end.
 
 Never exit 0, 1 or 2 once the tool's handlers are installed.
 """
@@ -69,8 +70,12 @@ def _outcome(rc: int, out: str, err: str) -> str:
     # before the tool's handlers exist: Python's own KeyboardInterrupt, raised in CPython's start-up (site and its
     # .pth files, the script's first imports) with no frame of the tool's code; CPython then stops with exit 1
     # and nothing on stdout, or site reports and swallows it and the command runs to its end
-    before_handlers = "KeyboardInterrupt" in err and re.search(r'File "[^"]*/dspark_convert/', err) is None
-    if rc == 1 and out == "" and before_handlers:
+    no_tool_frame = re.search(r'File "[^"]*/dspark_convert/', err) is None
+    before_handlers = "KeyboardInterrupt" in err and no_tool_frame
+    # CPython's fatal start-up error: the interrupt can land inside the import of ``io`` while the standard
+    # streams are set up and surface as another exception there (``TypeError: expected a message argument``)
+    cpython_fatal = err.startswith("Fatal Python error: init_") or "failed to set __main__.__loader__" in err
+    if rc == 1 and out == "" and (before_handlers or (cpython_fatal and no_tool_frame)):
         return "CPython start-up: exit 1"
     if rc == 0 and before_handlers:
         return "CPython start-up: swallowed by site"
