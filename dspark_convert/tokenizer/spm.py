@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConvertError
+from ..errors import ConvertError, clip
 from ..hf.checkpoint import load_json_if_present, read_json
 from ..notes import note
 from ..schema import TokenType
@@ -23,9 +23,26 @@ def _load_processor(path: Path) -> Any:
     sp = SentencePieceProcessor()
     try:
         sp.LoadFromFile(str(path))
-    except (OSError, RuntimeError) as e:
-        raise ConvertError(f"{path}: not a readable SentencePiece model ({str(e).splitlines()[0][:200]})") from None
+    except (OSError, RuntimeError, UnicodeDecodeError) as e:
+        # SentencePiece's message quotes the bad piece's bytes; where they are not UTF-8, its binding cannot decode it
+        why = e.object.decode("utf-8", "backslashreplace") if isinstance(e, UnicodeDecodeError) else str(e)
+        raise ConvertError(f"{path}: not a readable SentencePiece model ({clip(why.splitlines()[0], 200)})") from None
     return sp
+
+
+def _pieces(sp: Any, model: Path, ids: list[int]) -> list[str]:
+    """The pieces of ``ids``; a piece that is not UTF-8 (SentencePiece stores bytes) is refused in one line naming
+    its id."""
+    try:
+        return list(sp.id_to_piece(ids)) if ids else []
+    except UnicodeDecodeError:
+        pass
+    for i in ids:
+        try:
+            sp.id_to_piece(i)
+        except UnicodeDecodeError as e:
+            raise ConvertError(f"{model}: piece {i} is not valid UTF-8 ({clip(repr(e.object), 80)})") from None
+    raise ConvertError(f"{model}: a piece is not valid UTF-8")  # the batch call failed where no single one does
 
 
 def _model_of(target_dir: Path, needs: str, n_vocab: int | None) -> tuple[Path, Any, int, int]:
@@ -39,15 +56,16 @@ def _model_of(target_dir: Path, needs: str, n_vocab: int | None) -> tuple[Path, 
     return model, sp, size, n_vocab if n_vocab is not None else size
 
 
-def _spm_pieces(sp: Any, n: int) -> tuple[list[str], list[float], list[int]]:
-    """Pieces, scores and types of the first ``min(n, sp size)`` ids, padded with [PAD{id}] up to ``n``."""
+def _spm_pieces(sp: Any, model: Path, n: int) -> tuple[list[str], list[float], list[int]]:
+    """Pieces, scores and types of the first ``min(n, sp size)`` ids of ``model``, padded with [PAD{id}] up to
+    ``n``."""
     size = sp.vocab_size()
     ids = list(range(min(n, size)))
     if size > n:
         note("tokenizer.ggml.tokens", "vocab-truncated",
              f"tokenizer.model has {size} pieces; ids from {n} on are dropped (draft vocab_size {n})")
     # The batch calls keep a 256k-piece model under a second.
-    pieces = list(sp.id_to_piece(ids)) if ids else []
+    pieces = _pieces(sp, model, ids)
     scores = [float(s) for s in sp.get_score(ids)] if ids else []
     flags = [sp.is_unknown(ids), sp.is_control(ids), sp.is_unused(ids), sp.is_byte(ids)] if ids else [[]] * 4
     order = (TokenType.UNKNOWN, TokenType.CONTROL, TokenType.UNUSED, TokenType.BYTE)
@@ -74,7 +92,7 @@ def spm_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], li
     model = target_dir / "tokenizer.model"
     sp = _load_processor(model)
     n = n_vocab if n_vocab else sp.vocab_size()  # upstream: `find_hparam(...) or tokenizer.vocab_size()`
-    tokens, scores, types = _spm_pieces(sp, n)
+    tokens, scores, types = _spm_pieces(sp, model, n)
     added = load_json_if_present(target_dir / "added_tokens.json") or {}
     for piece, tid in added.items():
         if not isinstance(tid, int) or not 0 <= tid < n:
@@ -140,7 +158,7 @@ def phi3_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str], l
     if n < size:
         raise ConvertError(f"{model}: {size} pieces do not fit the draft vocab_size {n} (llama.cpp b11434's Phi-3 "
                            "vocab method stops on this with IndexError)")
-    tokens, scores, types = _spm_pieces(sp, n)
+    tokens, scores, types = _spm_pieces(sp, model, n)
     added = load_json_if_present(target_dir / "added_tokens.json") or {}
     for piece, tid in added.items():
         if isinstance(tid, int) and 0 <= tid < n:
@@ -218,7 +236,7 @@ def internlm2_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[st
     if n > size:
         raise ConvertError(f"{model}: has {size} pieces but the draft vocab_size is {n}; llama.cpp's InternLM2 vocab "
                            "method reads a piece for every id and stops")
-    tokens, scores, types = _spm_pieces(sp, n)
+    tokens, scores, types = _spm_pieces(sp, model, n)
     tokens = ["\U0001F409" if t == "\x00" else t for t in tokens]
     types = [TokenType.UNUSED if t.startswith("[UNUSED") else ty for t, ty in zip(tokens, types, strict=True)]
     added = load_json_if_present(target_dir / "added_tokens.json") or {}
@@ -250,7 +268,7 @@ def arctic_token_list(target_dir: Path, n_vocab: int | None) -> tuple[list[str],
     if n < size:
         raise ConvertError(f"{model}: has {size} pieces but the draft vocab_size is {n}; llama.cpp's Arctic vocab "
                            "method writes every piece and stops")
-    tokens, scores, types = _spm_pieces(sp, n)
+    tokens, scores, types = _spm_pieces(sp, model, n)
     path = target_dir / "tokenizer_config.json"
     config = load_json_if_present(path) or {}
     decoder = config.get("added_tokens_decoder")

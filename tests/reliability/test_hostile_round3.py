@@ -967,3 +967,36 @@ def test_a_deep_value_in_the_target_tokenizer_json_is_one_line(where: str, tmp_p
         convert(FIX / "dspark-qwen3", target, tmp_path / "out.gguf", cache=False)
     assert str(e.value).startswith(f"{target / 'tokenizer.json'}: malformed tokenizer.json (maximum recursion depth")
     assert "\n" not in str(e.value) and not (tmp_path / "out.gguf").exists()
+
+
+#: a SentencePiece model's bytes that are not UTF-8: (what is replaced, its replacement of the same length, the line)
+SPM_BREAKS = {
+    # a byte piece's text: SentencePiece refuses the model, quoting the piece in a message that is not UTF-8
+    "byte-piece": (b"<0x00>", b"\xbc0x00>", "not a readable SentencePiece model (INTERNAL: byte piece \\xbc0x00> "
+                   "is invalid.)"),
+    # a normal piece: the model loads, the piece cannot be decoded ("\u2581to" with its lead byte broken)
+    "piece": (b"\x0a\x05\xe2\x96\x81to", b"\x0a\x05\xa2\x96\x81to", "piece 294 is not valid UTF-8 (b'\\xa2\\x96\\x81to')"),
+}
+
+
+@pytest.mark.parametrize("verb", ["hf2gguf", "check --target"])
+@pytest.mark.parametrize("which", sorted(SPM_BREAKS))
+def test_a_sentencepiece_model_with_bytes_that_are_not_utf8_is_one_line(which: str, verb: str, tmp_path: Path,
+                                                                         converted: object) -> None:
+    """A target ``tokenizer.model`` holding a piece that is not UTF-8 (found by byte-flipping the SPM fixture): the
+    SentencePiece binding's UnicodeDecodeError was a traceback in ``hf2gguf`` and ``check --target``; now one line
+    naming the file (and the piece's id), exit 2, nothing written."""
+    old, new, line = SPM_BREAKS[which]
+    target = tmp_path / "target"
+    shutil.copytree(FIX / "target-llama2-spm", target)
+    raw = (target / "tokenizer.model").read_bytes()
+    assert raw.count(old) == 1
+    (target / "tokenizer.model").write_bytes(raw.replace(old, new))
+    out = tmp_path / "out.gguf"
+    if verb == "hf2gguf":
+        r = run_bounded("hf2gguf", str(FIX / "dspark-qwen3"), "--target-model-dir", str(target), "-o", str(out),
+                        "--ignore-target-mismatch", "--no-cache")
+    else:
+        r = run_bounded("check", str(converted("dspark-qwen3")), "--target", str(target))  # type: ignore[operator]
+    assert one_error(r, f"{target / 'tokenizer.model'}: {line}") == f"error: {target / 'tokenizer.model'}: {line}"
+    assert not out.exists()
