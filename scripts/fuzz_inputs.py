@@ -26,14 +26,16 @@ rewrites one thing of one seed at a time with gguf-py's writer and runs the verb
 * ``bytes`` mode: the bytes of each seed GGUF (``--runs`` mutants a seed, drawn from ``--seed``): a bit of the header
   flipped, a window of it overwritten with a length, count, type or offset out of range (at any offset or a 4-aligned
   one), the file cut short in its header or its tensor data, a byte of the tensor data flipped; the verbs of the
-  ``kv`` mode, and ``verify`` on one mutant in eight.
+  ``kv`` mode, and ``verify`` on one mutant in eight;
+* ``spm`` mode: the ``tokenizer.model`` of the committed SentencePiece target (``--runs`` mutants: bits flipped, a
+  window overwritten, the file cut, a run of bytes repeated) through ``hf2gguf`` and ``check --target``.
 
 A ConvertError or GGUFFormatError is a verdict (the CLI prints it in one line); any other exception is a failure,
 printed once per (exception, file, line, verb) with the seed, the key or tensor and the mutation. Run it under a
 memory limit: a forward sized by a hostile value is exactly what it looks for (``ulimit -v 8000000``).
 
 usage:
-    ulimit -v 8000000; nice -n 10 python scripts/fuzz_inputs.py [--mode kv|tensors|config|files|bytes] [--verify]
+    ulimit -v 8000000; nice -n 10 python scripts/fuzz_inputs.py [--mode kv|tensors|config|files|bytes|spm] [--verify]
         [--seed N] [--runs N]
         [--only NAME,NAME] [--work DIR]
 
@@ -403,11 +405,58 @@ def fuzz_bytes(name: str, seed: Path, hf: Path, target: Path | None, rng: random
             failures.run(f"{name} {label}", verb, fn)
 
 
+#: spm mode: the committed SentencePiece target whose ``tokenizer.model`` is broken
+SPM_TARGET = FIXTURES / "target-llama2-spm"
+
+
+def spm_mutants(raw: bytes, rng: random.Random, runs: int) -> Iterator[tuple[str, bytes]]:
+    """(label, new bytes) of a SentencePiece model: one or three bits flipped, a window overwritten, the file cut,
+    a run of its bytes repeated."""
+    for _ in range(runs):
+        how = rng.choice(("flip", "flip3", "fill", "cut", "repeat"))
+        at = rng.randrange(len(raw))
+        if how == "flip":
+            body = raw[:at] + bytes([raw[at] ^ (1 << rng.randrange(8))]) + raw[at + 1:]
+        elif how == "flip3":
+            b = bytearray(raw)
+            for _ in range(3):
+                b[rng.randrange(len(raw))] ^= 1 << rng.randrange(8)
+            body = bytes(b)
+        elif how == "fill":
+            fill = rng.choice((b"\xff" * 5, b"\x00" * 4, b"\x80\x80\x80\x80\x0f", b"\x7f"))
+            body = raw[:at] + fill + raw[at + len(fill):]
+        elif how == "cut":
+            body = raw[:at]
+        else:
+            j = rng.randrange(len(raw))
+            body = raw[:at] + raw[j:j + rng.randrange(1, 200)] + raw[at:]
+        yield f"{how}@{at}", body
+
+
+def fuzz_spm(work: Path, rng: random.Random, runs: int, failures: Failures) -> None:
+    from dspark_convert import check_fit, convert
+
+    draft = FIXTURES / "dspark-qwen3"
+    seed = work / "spm-seed.gguf"
+    convert(draft, SPM_TARGET, seed, outtype="f32", force=True, cache=False, ignore_target_mismatch=True)
+    target = work / "spm-target"
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(SPM_TARGET, target)
+    raw = (SPM_TARGET / "tokenizer.model").read_bytes()
+    for label, body in spm_mutants(raw, rng, runs):
+        (target / "tokenizer.model").write_bytes(body)
+        failures.run(f"spm tokenizer.model {label}", "hf2gguf",
+                     partial(convert, draft, target, work / "out.gguf", outtype="f32", force=True, cache=False,
+                             ignore_target_mismatch=True))
+        failures.run(f"spm tokenizer.model {label}", "check --target", partial(check_fit, seed, target))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", choices=("kv", "tensors", "config", "files", "bytes"), default="kv")
-    ap.add_argument("--seed", type=int, default=1, help="bytes mode: the random seed")
-    ap.add_argument("--runs", type=int, default=300, help="bytes mode: mutants per seed draft")
+    ap.add_argument("--mode", choices=("kv", "tensors", "config", "files", "bytes", "spm"), default="kv")
+    ap.add_argument("--seed", type=int, default=1, help="bytes / spm mode: the random seed")
+    ap.add_argument("--runs", type=int, default=300, help="bytes mode: mutants per seed draft; spm mode: mutants in all")
     ap.add_argument("--verify", action="store_true", help="kv mode: run verify on the arch keys' mutants too")
     ap.add_argument("--only", help="seed names, comma-separated (kv / tensors / files: dspark, dflash, dflash2, eagle3, "
                                    "gemma4-assistant, mtp; config: the MTP_MAKERS names, gemma4-assistant, muse)")
@@ -418,10 +467,12 @@ def main(argv: list[str] | None = None) -> int:
         work = a.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         failures = Failures()
+        if a.mode == "spm":
+            fuzz_spm(work, random.Random(a.seed), a.runs, failures)
         if a.mode == "config":
             for name, (src, target, options) in config_seeds(work, only).items():
                 fuzz_config(name, src, target, options, work, failures)
-        for name, (seed, hf, target) in (make_seeds(work, only) if a.mode != "config" else {}).items():
+        for name, (seed, hf, target) in (make_seeds(work, only) if a.mode not in ("config", "spm") else {}).items():
             if a.mode == "kv":
                 fuzz_kvs(name, seed, hf, target, a.verify, failures)
             elif a.mode == "files":
