@@ -28,14 +28,18 @@ rewrites one thing of one seed at a time with gguf-py's writer and runs the verb
   one), the file cut short in its header or its tensor data, a byte of the tensor data flipped; the verbs of the
   ``kv`` mode, and ``verify`` on one mutant in eight;
 * ``spm`` mode: the ``tokenizer.model`` of the committed SentencePiece target (``--runs`` mutants: bits flipped, a
-  window overwritten, the file cut, a run of bytes repeated) through ``hf2gguf`` and ``check --target``.
+  window overwritten, the file cut, a run of bytes repeated) through ``hf2gguf`` and ``check --target``;
+* ``target`` mode: the ``tokenizer*.json`` files of the committed BPE and SentencePiece targets: every node (of a list,
+  its first items; of ``model.vocab``, its first entries) removed or set to another type or an awkward string (a
+  lone parenthesis, an open ``\\p{``, a look-behind, a NUL, a lone surrogate) or a 2^70 integer, through
+  ``hf2gguf`` and ``check --target``.
 
 A ConvertError or GGUFFormatError is a verdict (the CLI prints it in one line); any other exception is a failure,
 printed once per (exception, file, line, verb) with the seed, the key or tensor and the mutation. Run it under a
 memory limit: a forward sized by a hostile value is exactly what it looks for (``ulimit -v 8000000``).
 
 usage:
-    ulimit -v 8000000; nice -n 10 python scripts/fuzz_inputs.py [--mode kv|tensors|config|files|bytes|spm] [--verify]
+    ulimit -v 8000000; nice -n 10 python scripts/fuzz_inputs.py [--mode kv|tensors|config|files|bytes|spm|target] [--verify]
         [--seed N] [--runs N]
         [--only NAME,NAME] [--work DIR]
 
@@ -202,7 +206,9 @@ class Failures:
             fn()
         except (ConvertError, GGUFFormatError):
             pass
-        except Exception as e:  # noqa: BLE001  # what this script looks for
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # noqa: BLE001  # what this script looks for (a Rust panic is a BaseException)
             frame = traceback.extract_tb(e.__traceback__)[-1]
             key = (type(e).__name__, frame.filename.split("dspark_convert/")[-1], frame.lineno or 0, verb)
             if key not in self.seen:
@@ -452,14 +458,79 @@ def fuzz_spm(work: Path, rng: random.Random, runs: int, failures: Failures) -> N
         failures.run(f"spm tokenizer.model {label}", "check --target", partial(check_fit, seed, target))
 
 
+#: target mode: the values a target tokenizer file's node is set to (``del``: removed from its object or list)
+TARGET_VALUES: list[tuple[str, Any]] = [
+    ("del", None), ("str", "x"), ("empty", ""), ("paren", "("), ("class", "\\p{"), ("neg", -1), ("zero", 0),
+    ("huge", 2**40), ("float", 2.5), ("bool", True), ("null", "null"), ("list", []), ("dict", {}),
+    ("list-str", ["a"]), ("bogus-type", {"type": "Bogus"}), ("nan", "nan"), ("lookbehind", "(?<=a)b"),
+    ("backslash", "\\"), ("bracket", "["), ("nul", "\x00"), ("surrogate", "\ud800"), ("long-id", 2**70)]
+#: target mode: the lists whose first items are walked into (the others are set as a whole only)
+TARGET_LIST_ITEMS = 3
+#: target mode: the committed targets and the draft each is converted with
+TARGET_SEEDS = {"bpe": ("target-qwen3", "dspark-qwen3"), "spm": ("target-llama2-spm", "dspark-qwen3")}
+
+
+def json_paths(node: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Every node of a JSON document below the root (objects: every key; lists: the first few items), parents
+    first; a vocabulary object is set as a whole and through its first entries only."""
+    if isinstance(node, dict):
+        keys = list(node)[:TARGET_LIST_ITEMS] if path and path[-1] == "vocab" else list(node)
+        for k in keys:
+            yield (*path, k)
+            yield from json_paths(node[k], (*path, k))
+    elif isinstance(node, list):
+        for i in range(min(len(node), TARGET_LIST_ITEMS)):
+            yield (*path, i)
+            yield from json_paths(node[i], (*path, i))
+
+
+def with_value(doc: Any, path: tuple[Any, ...], value: Any, delete: bool) -> Any:
+    """A copy of ``doc`` with the node at ``path`` set to ``value`` (or removed)."""
+    out = json.loads(json.dumps(doc))
+    node = out
+    for p in path[:-1]:
+        node = node[p]
+    if delete:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = {"null": None, "nan": math.nan}.get(value, value) if isinstance(value, str) else value
+    return out
+
+
+def fuzz_target(work: Path, only: set[str] | None, failures: Failures) -> None:
+    from dspark_convert import check_fit, convert
+
+    for name, (fixture, draft_name) in TARGET_SEEDS.items():
+        if only is not None and name not in only:
+            continue
+        src, draft = FIXTURES / fixture, FIXTURES / draft_name
+        seed = work / f"target-{name}-seed.gguf"
+        convert(draft, src, seed, outtype="f32", force=True, cache=False, ignore_target_mismatch=True)
+        target = work / f"target-{name}"
+        for f in sorted(p for p in src.iterdir() if p.name.startswith("tokenizer") and p.suffix == ".json"):
+            doc = json.loads(f.read_text(encoding="utf-8"))
+            for path in json_paths(doc):
+                for label, value in TARGET_VALUES:
+                    body = json.dumps(with_value(doc, path, value, label == "del"))
+                    if target.exists():
+                        shutil.rmtree(target)
+                    shutil.copytree(src, target)
+                    (target / f.name).write_text(body, encoding="utf-8")
+                    what = f"{name} {f.name} {'.'.join(map(str, path))} {label}"
+                    failures.run(what, "hf2gguf", partial(convert, draft, target, work / "out.gguf", outtype="f32",
+                                                          force=True, cache=False, ignore_target_mismatch=True))
+                    failures.run(what, "check --target", partial(check_fit, seed, target))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", choices=("kv", "tensors", "config", "files", "bytes", "spm"), default="kv")
+    ap.add_argument("--mode", choices=("kv", "tensors", "config", "files", "bytes", "spm", "target"), default="kv")
     ap.add_argument("--seed", type=int, default=1, help="bytes / spm mode: the random seed")
     ap.add_argument("--runs", type=int, default=300, help="bytes mode: mutants per seed draft; spm mode: mutants in all")
     ap.add_argument("--verify", action="store_true", help="kv mode: run verify on the arch keys' mutants too")
-    ap.add_argument("--only", help="seed names, comma-separated (kv / tensors / files: dspark, dflash, dflash2, eagle3, "
-                                   "gemma4-assistant, mtp; config: the MTP_MAKERS names, gemma4-assistant, muse)")
+    ap.add_argument("--only", help="seed names, comma-separated (kv / tensors / files / bytes: dspark, dflash, dflash2, "
+                                   "eagle3, gemma4-assistant, mtp; config: the MTP_MAKERS names, gemma4-assistant, "
+                                   "muse; target: bpe, spm)")
     ap.add_argument("--work", type=Path, help="folder for the seeds and mutants (default: a temporary one)")
     a = ap.parse_args(argv)
     only = set(a.only.split(",")) if a.only else None
@@ -469,10 +540,12 @@ def main(argv: list[str] | None = None) -> int:
         failures = Failures()
         if a.mode == "spm":
             fuzz_spm(work, random.Random(a.seed), a.runs, failures)
+        if a.mode == "target":
+            fuzz_target(work, only, failures)
         if a.mode == "config":
             for name, (src, target, options) in config_seeds(work, only).items():
                 fuzz_config(name, src, target, options, work, failures)
-        for name, (seed, hf, target) in (make_seeds(work, only) if a.mode not in ("config", "spm") else {}).items():
+        for name, (seed, hf, target) in (make_seeds(work, only) if a.mode not in ("config", "spm", "target") else {}).items():
             if a.mode == "kv":
                 fuzz_kvs(name, seed, hf, target, a.verify, failures)
             elif a.mode == "files":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -80,7 +81,7 @@ def read_json(path: Path, *, in_folder: bool = True, limit: int | None = None) -
     except (OSError, UnicodeDecodeError) as e:
         raise ConvertError(f"{path}: cannot read ({e})") from None
     try:
-        return json.loads(text)
+        doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise ConvertError(f"{path}: malformed JSON at line {e.lineno} column {e.colno} ({e.msg})") from None
     except RecursionError:
@@ -88,6 +89,56 @@ def read_json(path: Path, *, in_folder: bool = True, limit: int | None = None) -
                            "interpreter's recursion limit); expected a flat configuration") from None
     except ValueError as e:  # an integer literal past the interpreter's 4300-digit limit
         raise ConvertError(f"{path}: malformed JSON ({clip(str(e))})") from None
+    if _lone_surrogate_escape(text):  # strict UTF-8 holds no surrogate: only a \uXXXX escape can make one
+        where = lone_surrogate(doc)
+        if where is not None:
+            raise ConvertError(f"{path}: the string at {clip(where)} holds a lone surrogate (a \\ud800-\\udfff "
+                               "escape outside a pair), which is not Unicode text; expected UTF-8 text")
+    return doc
+
+
+#: a JSON escape of a UTF-16 surrogate after its run of backslashes (a pair decodes to one character; a lone one
+#: stays a surrogate)
+_SURROGATE_ESCAPE = re.compile(r"(\\+)u[dD]([89abcdefABCDEF])[0-9a-fA-F]{2}")
+_LOW_ESCAPE = re.compile(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate_escape(text: str) -> bool:
+    """Whether JSON ``text`` holds a ``\\uD800``-``\\uDFFF`` escape that is not half of a high-low pair (what
+    :func:`json.loads` leaves as a lone surrogate); only the escapes are looked at."""
+    paired_low = -1  # where the low half of the last pair starts
+    for m in _SURROGATE_ESCAPE.finditer(text):
+        if len(m.group(1)) % 2 == 0:
+            continue  # an escaped backslash, then the letter u: text, not an escape
+        start = m.end(1) - 1
+        if m.group(2).lower() in "89ab":  # a high half: a low escape must follow at once
+            if not _LOW_ESCAPE.match(text, m.end()):
+                return True
+            paired_low = m.end()
+        elif start != paired_low:
+            return True
+    return False
+
+
+def lone_surrogate(doc: Any) -> str | None:
+    """The path (``key.0.key``; ``$`` for the top level) of a string, mapping key or value, holding a lone
+    surrogate in the parsed JSON or YAML ``doc`` (mappings, lists, sets and scalars), or None."""
+    stack: list[tuple[Any, str]] = [(doc, "$")]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, str):
+            if _SURROGATE.search(node):
+                return where
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                child = str(k) if where == "$" else f"{where}.{k}"
+                if isinstance(k, str) and _SURROGATE.search(k):
+                    return child
+                stack.append((v, child))
+        elif isinstance(node, (list, tuple, set, frozenset)):
+            stack.extend((v, str(i) if where == "$" else f"{where}.{i}") for i, v in enumerate(node))
+    return None
 
 
 def load_json(path: Path) -> dict[str, Any]:

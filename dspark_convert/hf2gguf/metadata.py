@@ -29,7 +29,7 @@ from gguf.metadata import Metadata
 
 from .. import schema as S
 from ..errors import ConvertError, clip
-from ..hf.checkpoint import read_json
+from ..hf.checkpoint import lone_surrogate, read_json
 from ..hf.hub import ResolvedModel, split_repo_spec
 from ..plan import KV, add_kv
 from ..safeio import open_regular, require_regular
@@ -212,6 +212,10 @@ def _bounded_yaml(text: str, card_path: Path) -> Any:
             stack.extend((v, depth + 1) for kv in node.items() for v in kv)
         elif isinstance(node, (list, tuple, set)):
             stack.extend((v, depth + 1) for v in node)
+    where = lone_surrogate(data)  # a "\\ud800" escape: a string no GGUF (UTF-8) can hold
+    if where is not None:
+        raise ConvertError(f"{card_path}: the YAML front matter's value at {clip(where)} holds a lone surrogate (a "
+                           "\\ud800-\\udfff escape outside a pair), which is not Unicode text; expected UTF-8 text")
     return data
 
 

@@ -26,7 +26,7 @@ from ..notes import note
 from ..schema import TokenType
 from .class_defaults import resolve_tokenizer_class, special_token_entries
 from .special import looks_special, token_content
-from .tokjson import check_tokenizer_sizes
+from .tokjson import check_merge_cuts, check_tokenizer_sizes
 
 if TYPE_CHECKING:  # the tokenizers library is imported when a tokenizer is read (not for a cached block)
     from tokenizers import AddedToken, Tokenizer
@@ -136,6 +136,7 @@ def load_hf_tokenizer(tokenizer_json: Path) -> HFTokenizer:
         data = json.loads(text)
         if isinstance(data, dict):
             check_tokenizer_sizes(data, tokenizer_json)  # before the library sees it: it aborts the process
+            check_merge_cuts(data, tokenizer_json)
         tok = Tokenizer.from_str(text)
     except ConvertError:
         raise

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..errors import ConvertError
+from ..errors import ConvertError, clip_value
 
 T = TypeVar("T")
 
@@ -309,9 +309,14 @@ MAX_RULE_STRING_CHARS = 1024  # any string of the normalizer, pre-tokenizer, pos
 
 
 def check_tokenizer_sizes(meta: dict[str, Any], path: Any) -> None:
-    """Refuse (one line) a tokenizer.json whose added tokens or rule strings exceed the bounds above; ``meta`` is
-    the file's JSON object (its model's vocab and merges are not needed)."""
-    for i, a in enumerate(meta.get("added_tokens") or []):
+    """Refuse (one line) a tokenizer.json whose ``added_tokens`` is not a list (the library's own refusal) or whose
+    added tokens or rule strings exceed the bounds above; ``meta`` is the file's JSON object (its model's vocab and
+    merges are not needed)."""
+    added = meta.get("added_tokens", [])
+    if not isinstance(added, list):
+        raise ConvertError(f"{path}: malformed tokenizer.json (added_tokens is {type(added).__name__}, expected a "
+                           "list)")
+    for i, a in enumerate(added):
         content = a.get("content") if isinstance(a, dict) else None
         if isinstance(content, str) and len(content) > MAX_ADDED_TOKEN_CHARS:
             raise ConvertError(f"{path}: added token {i} (id {a.get('id')}) is {len(content)} characters long, over "
@@ -328,3 +333,30 @@ def check_tokenizer_sizes(meta: dict[str, Any], path: Any) -> None:
                 raise ConvertError(f"{path}: the {section} holds a string of {len(node)} characters, over the "
                                    f"{MAX_RULE_STRING_CHARS} character limit (a rule that long multiplies the text it "
                                    "is applied to); expected a real tokenizer")
+
+
+def check_merge_cuts(data: dict[str, Any], path: Any) -> None:
+    """Refuse (one line) a BPE model with a ``continuing_subword_prefix`` the ``tokenizers`` library would cut out of
+    a merge's second part inside a character or past its end: the library strips the prefix's length in bytes from
+    every merge's second part, and a cut inside a UTF-8 sequence makes it build an error message that is not UTF-8
+    and abort the process. ``data`` is the whole tokenizer.json object (merges included)."""
+    model = data.get("model")
+    prefix = model.get("continuing_subword_prefix") if isinstance(model, dict) else None
+    merges = model.get("merges") if isinstance(model, dict) else None
+    if not isinstance(prefix, str) or not prefix or not isinstance(merges, list):
+        return
+    cut = len(prefix.encode("utf-8", "surrogatepass"))
+    for i, merge in enumerate(merges):
+        if isinstance(merge, list) and len(merge) == 2:
+            second = merge[1]
+        else:
+            second = merge.split(" ", 1)[1] if isinstance(merge, str) and " " in merge else None
+        if not isinstance(second, str):
+            continue  # the library refuses it with its own message
+        raw = second.encode("utf-8", "surrogatepass")
+        if len(raw) < cut or (len(raw) > cut and raw[cut] & 0xC0 == 0x80):
+            where = "past its end" if len(raw) < cut else "inside a character"
+            raise ConvertError(f"{path}: merge {i} ({clip_value(merge)}) does not start with the model's "
+                               f"continuing_subword_prefix {clip_value(prefix)}: the tokenizers library cuts the "
+                               f"prefix's {cut} byte{'s' if cut > 1 else ''} from its second part, {where}, and "
+                               "stops the process; expected merges whose second parts start with the prefix")

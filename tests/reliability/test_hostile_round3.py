@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import resource
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bad_inputs_kit import FIX, TARGET, copy_fixture
@@ -1000,3 +1002,143 @@ def test_a_sentencepiece_model_with_bytes_that_are_not_utf8_is_one_line(which: s
         r = run_bounded("check", str(converted("dspark-qwen3")), "--target", str(target))  # type: ignore[operator]
     assert one_error(r, f"{target / 'tokenizer.model'}: {line}") == f"error: {target / 'tokenizer.model'}: {line}"
     assert not out.exists()
+
+
+def _qwen_target_with(tmp_path: Path, change: Any) -> Path:
+    """A copy of the committed Qwen3 target whose tokenizer.json is ``change(doc)``'s result."""
+    import json
+
+    target = tmp_path / "target"
+    shutil.copytree(TARGET, target)
+    doc = json.loads((target / "tokenizer.json").read_text(encoding="utf-8"))
+    change(doc)
+    (target / "tokenizer.json").write_text(json.dumps(doc), encoding="utf-8")
+    return target
+
+
+@pytest.mark.parametrize("verb", ["hf2gguf", "check --target"])
+@pytest.mark.parametrize(("prefix", "where"), [("x", "the prefix's 1 byte from its second part, inside a character"),
+                                               ("\\p{", "the prefix's 3 bytes from its second part, past its end")])
+def test_a_subword_prefix_the_tokenizers_library_cannot_cut_is_one_line(prefix: str, where: str, verb: str,
+                                                                        tmp_path: Path, converted: object) -> None:
+    """``model.continuing_subword_prefix`` set on a byte-level BPE whose merges do not start with it (found by the
+    fuzzer's target mode): the tokenizers library cuts the prefix's length from every merge's second part; inside
+    'Ġ' (2 bytes) it built an error message that is not UTF-8 and aborted the process (exit 134, a Rust backtrace),
+    past its end it panicked. Now one line naming the merge, exit 2, nothing written."""
+    target = _qwen_target_with(tmp_path, lambda d: d["model"].__setitem__("continuing_subword_prefix", prefix))
+    out = tmp_path / "out.gguf"
+    if verb == "hf2gguf":
+        r = run_bounded("hf2gguf", str(FIX / "dspark-qwen3"), "--target-model-dir", str(target), "-o", str(out),
+                        "--no-cache")
+    else:
+        r = run_bounded("check", str(converted("dspark-qwen3")), "--target", str(target))  # type: ignore[operator]
+    line = one_error(r, f"{target / 'tokenizer.json'}: merge 0 (['Ġ', 'Ġ']) does not start with the model's "
+                        f"continuing_subword_prefix {prefix!r}: the tokenizers library cuts {where}")
+    assert line.endswith("and stops the process; expected merges whose second parts start with the prefix")
+    assert not out.exists()
+
+
+def test_merge_cuts_refuse_only_what_the_library_cannot_cut() -> None:
+    """A prefix every merge's second part starts with passes, in both merge forms; a cut on a character boundary
+    passes (the library reads it, whatever it makes of it); a cut inside a character or past the end is refused."""
+    from dspark_convert.tokenizer.tokjson import check_merge_cuts
+
+    def doc(prefix: object, merges: list[Any]) -> dict[str, Any]:
+        return {"model": {"type": "BPE", "continuing_subword_prefix": prefix, "merges": merges}}
+
+    check_merge_cuts(doc("##", [["a", "##b"], "c ##d", ["e", "##"]]), "t.json")
+    check_merge_cuts(doc("#", [["a", "bé"], "c d"]), "t.json")  # cut after 'b', after 'd': boundaries
+    check_merge_cuts(doc("", [["a", "é"]]), "t.json")
+    check_merge_cuts(doc(None, [["a", "é"]]), "t.json")
+    check_merge_cuts(doc("#", [["a", 5], "nospace", None]), "t.json")  # the library's own refusals
+    with pytest.raises(ConvertError, match=r"^t.json: merge 1 \('c é'\) does not start with .* '#': .*prefix's 1 "
+                                           r"byte from its second part, inside a character"):
+        check_merge_cuts(doc("#", [["a", "bé"], "c é"]), "t.json")
+    with pytest.raises(ConvertError, match=r"^t.json: merge 0 \(\['a', 'b'\]\) .* '##': .*2 bytes from its second "
+                                           r"part, past its end"):
+        check_merge_cuts(doc("##", [["a", "b"]]), "t.json")
+
+
+@pytest.mark.parametrize("value", [-1, "x", {}, None])
+def test_added_tokens_that_are_not_a_list_are_one_line(value: Any, tmp_path: Path) -> None:
+    """tokenizer.json ``added_tokens`` that is not a list (the tokenizers library refuses it too): an integer was a
+    TypeError traceback in ``hf2gguf`` and ``check --target`` (found by the fuzzer's target mode)."""
+    target = _qwen_target_with(tmp_path, lambda d: d.__setitem__("added_tokens", value))
+    with pytest.raises(ConvertError) as e:
+        convert(FIX / "dspark-qwen3", target, tmp_path / "out.gguf", cache=False)
+    assert str(e.value) == (f"{target / 'tokenizer.json'}: malformed tokenizer.json (added_tokens is "
+                            f"{type(value).__name__}, expected a list)")
+    assert not (tmp_path / "out.gguf").exists()
+
+
+def test_read_json_refuses_exactly_the_lone_surrogates(tmp_path: Path) -> None:
+    """A ``\\ud800``-``\\udfff`` escape outside a high-low pair leaves a lone surrogate, which no UTF-8 file (and no
+    GGUF string) can hold. read_json refuses exactly those: over seeded random strings of pairs, lone halves,
+    escaped backslashes before a ``u`` and plain text, it refuses a file when and only when the parsed document
+    holds a surrogate, naming the path; a pair (an emoji written by ``json.dumps``) is read."""
+    import json
+    import random
+
+    from dspark_convert.hf.checkpoint import read_json
+
+    pieces = ["\\ud83d", "\\ude00", "\\\\", "a", "\\u0041", "\\uD800", "\\uDFFF", "\\\\ud800", "é", "\\\\\\ud83d",
+              "\\n", "u", "\\uDBFF\\uDC00", "\\\\\\\\ude00"]
+    rng = random.Random(20261208)
+    path = tmp_path / "config.json"
+    seen = {True: 0, False: 0}
+    for _ in range(3000):
+        s = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 8)))
+        text = '{"k": ["x", "' + s + '"]}'
+        try:
+            expected = json.loads(text)
+        except ValueError:
+            continue
+        lone = re.search("[\ud800-\udfff]", expected["k"][1]) is not None
+        seen[lone] += 1
+        path.write_text(text, encoding="utf-8")
+        if lone:
+            with pytest.raises(ConvertError, match=r"config.json: the string at k\.1 holds a lone surrogate"):
+                read_json(path, in_folder=False)
+        else:
+            assert read_json(path, in_folder=False) == expected
+    assert seen[True] > 500 and seen[False] > 500, seen
+    path.write_text(json.dumps({"emoji": "\U0001F600"}), encoding="utf-8")  # ensure_ascii: "\ud83d\ude00"
+    assert "\\ud83d\\ude00" in path.read_text() and read_json(path, in_folder=False) == {"emoji": "\U0001F600"}
+
+
+@pytest.mark.parametrize("where", ["target tokenizer_config.json", "draft config.json", "draft README.md"])
+def test_a_lone_surrogate_in_a_text_file_is_one_line(where: str, tmp_path: Path, converted: object) -> None:
+    """A lone surrogate escape in a target's tokenizer_config.json or a draft's model card was a UnicodeEncodeError
+    traceback (from the tokenizers library, or from gguf-py's writer); found by the fuzzer's target mode. Now one
+    line naming the file and the value's path in ``hf2gguf`` (and ``check --target``), nothing written."""
+    import json
+
+    from dspark_convert import check_fit
+
+    draft, target = tmp_path / "draft", tmp_path / "target"
+    shutil.copytree(FIX / "dspark-qwen3", draft)
+    shutil.copytree(TARGET, target)
+    if where.startswith("target"):
+        broken = target / "tokenizer_config.json"
+        doc = json.loads(broken.read_text(encoding="utf-8"))
+        doc["added_tokens_decoder"]["990"]["content"] = "\ud800"
+        broken.write_text(json.dumps(doc), encoding="utf-8")
+        line = "the string at added_tokens_decoder.990.content holds a lone surrogate"
+    elif where.endswith("config.json"):
+        broken = draft / "config.json"
+        doc = json.loads(broken.read_text(encoding="utf-8"))
+        doc["architectures"] = ["\udc00x"]
+        broken.write_text(json.dumps(doc), encoding="utf-8")
+        line = "the string at architectures.0 holds a lone surrogate"
+    else:
+        broken = draft / "README.md"
+        broken.write_text('---\nlicense: "\\ud800"\n---\n# card\n', encoding="utf-8")
+        line = "the YAML front matter's value at license holds a lone surrogate"
+    with pytest.raises(ConvertError) as e:
+        convert(draft, target, tmp_path / "out.gguf", cache=False)
+    assert str(e.value) == (f"{broken}: {line} (a \\ud800-\\udfff escape outside a pair), which is not Unicode "
+                            "text; expected UTF-8 text")
+    assert not (tmp_path / "out.gguf").exists()
+    if where.startswith("target"):
+        with pytest.raises(ConvertError, match=re.escape(f"{broken}: {line}")):
+            check_fit(converted("dspark-qwen3"), target)  # type: ignore[operator]
