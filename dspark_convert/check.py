@@ -142,6 +142,10 @@ def _hparam_rules(c: Checker) -> None:
         v = c.val(tpl)
         if isinstance(v, int) and not isinstance(v, bool) and not low <= v <= high:
             c.err(c.key(tpl), "hparam-value", f"is {v}, expected an integer in [{low}, {high}] ({what})")
+    n_layer, nextn = c.val(S.BLOCK_COUNT), c.val(S.NEXTN_PREDICT_LAYERS)
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in (n_layer, nextn)) and nextn > n_layer:
+        c.err(c.key(S.NEXTN_PREDICT_LAYERS), "hparam-value", f"is {nextn}, more than block_count {n_layer} (llama.cpp "
+              "asserts nextn_predict_layers <= block_count at load: the MTP blocks are the last of the blocks)")
     for tpl, what in POSITIVE_FLOAT_ARRAYS:
         v = c.val(tpl)
         bad = [x for x in v if isinstance(x, (int, float)) and not (math.isfinite(x) and x > 0)] \
@@ -188,8 +192,11 @@ def _rope_rule(c: Checker) -> None:
 #: ``atoi`` into an int32 and allocates the block's batch from it); real drafts use 16, llama.cpp's default batch
 #: is 2048 tokens
 MAX_BLOCK_SIZE = 4096
+#: ``LLAMA_MAX_LAYERS`` (``src/llama-hparams.h``): the loader asserts ``0 < block_count <= 512``
+MAX_LAYERS = 512
 #: integer keys the loader divides by, indexes with or allocates from, with their range (any arch that has them)
 INT_RANGES: tuple[tuple[str, int, int, str], ...] = (
+    (S.BLOCK_COUNT, 1, MAX_LAYERS, f"llama.cpp asserts 0 < block_count <= LLAMA_MAX_LAYERS ({MAX_LAYERS}) at load"),
     (S.FEED_FORWARD_LENGTH, 1, 2**31 - 1, "the FFN tensors have feed_forward_length rows"),
     (S.EXPERT_COUNT, 1, 2**31 - 1, "the expert tensors have expert_count slices"),
     (S.EXPERT_USED_COUNT, 1, 2**31 - 1, "llama.cpp asserts 0 < expert_used_count <= expert_count at load"),

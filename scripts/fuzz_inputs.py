@@ -11,11 +11,11 @@ rewrites one thing of one seed at a time with gguf-py's writer and runs the verb
   ways (``--verify`` adds ``verify`` against the seed's checkpoint, arch keys only);
 * ``tensors`` mode: each tensor dropped, transposed, flattened, given an extra dimension, renamed or cut to half its
   rows; the same verbs plus ``verify``;
-* ``config`` mode: the checkpoint side. Each key of ``config.json`` (and of its ``text_config`` and
-  ``quantization_config``) of the MTP target generators (``tests/mtp_makers.py``: Qwen3.5, Qwen3-Next, GLM-4.5,
-  GLM-5, GLM-4.7-Flash, DeepSeek-V3.2 (FP8), Nemotron-H, DeepSeek-V4, MiMo-V2, a Qwen3.5 FP8 release, a Nemotron-H
-  ModelOpt FP8 export) and
-  of a Gemma 4 and a Muse-Glimmer assistant deleted or set to another type (a string, -1, 0, 2^40, a list, a dict,
+* ``config`` mode: the checkpoint side. Each key of ``config.json`` (and of each object it holds:
+  ``text_config``, ``quantization_config``, ``dflash_config``, ...) of the committed drafts (on the Qwen3 target), of
+  that target (with the DSpark draft; ``check --target`` too), of the MTP target generators (``tests/mtp_makers.py``:
+  Qwen3.5, Qwen3-Next, GLM-4.5, GLM-5, GLM-4.7-Flash, DeepSeek-V3.2 (FP8), Nemotron-H, DeepSeek-V4, MiMo-V2, a
+  Qwen3.5 FP8 release, a Nemotron-H ModelOpt FP8 export) and of a Gemma 4 and a Muse-Glimmer assistant deleted or set to another type (a string, -1, 0, 2^40, a list, a dict,
   null, 2.5, true, NaN), then ``hf2gguf`` (``--mtp`` for the targets) at bf16;
 * ``files`` mode: the files of each seed's checkpoint and target folders. Every JSON file (``config.json``,
   ``tokenizer.json``, ``tokenizer_config.json``, the index, ...) made 100,000 levels deep, given a 100,000-level
@@ -32,14 +32,18 @@ rewrites one thing of one seed at a time with gguf-py's writer and runs the verb
 * ``target`` mode: the ``tokenizer*.json`` files of the committed BPE and SentencePiece targets: every node (of a list,
   its first items; of ``model.vocab``, its first entries) removed or set to another type or an awkward string (a
   lone parenthesis, an open ``\\p{``, a look-behind, a NUL, a lone surrogate) or a 2^70 integer, through
-  ``hf2gguf`` and ``check --target``.
+  ``hf2gguf`` and ``check --target``;
+* ``cuts`` mode: the byte mutants of the ``bytes`` mode of a full target GGUF with an MTP block (the MTP cut tests'
+  ``write_target``) through ``mtp-extract`` and ``mtp-strip``, and of its sidecar and its trunk through
+  ``mtp-graft`` (the other half sound), each with ``--verify``.
 
 A ConvertError or GGUFFormatError is a verdict (the CLI prints it in one line); any other exception is a failure,
 printed once per (exception, file, line, verb) with the seed, the key or tensor and the mutation. Run it under a
 memory limit: a forward sized by a hostile value is exactly what it looks for (``ulimit -v 8000000``).
 
 usage:
-    ulimit -v 8000000; nice -n 10 python scripts/fuzz_inputs.py [--mode kv|tensors|config|files|bytes|spm|target] [--verify]
+    ulimit -v 8000000; nice -n 10 python scripts/fuzz_inputs.py
+        [--mode kv|tensors|config|files|bytes|spm|target|cuts] [--verify]
         [--seed N] [--runs N]
         [--only NAME,NAME] [--work DIR]
 
@@ -264,8 +268,6 @@ CONFIG_VALUES: list[tuple[str, Any]] = [("del", None), ("str", "x"), ("neg", -1)
 #: config mode: the MTP target generators of ``tests/mtp_makers.py`` (MAKERS keys)
 MTP_MAKERS = ("qwen35", "qwen3next", "glm4moe", "glm-dsa", "glm4-lite", "deepseek32-fp8", "nemotron_h_moe", "deepseek4",
               "mimo2", "qwen35-fp8", "nemotron_h_moe-modelopt-fp8")
-#: config mode: the nested objects whose keys are mutated one by one too
-NESTED = ("text_config", "quantization_config")
 
 
 def config_seeds(work: Path, only: set[str] | None) -> dict[str, tuple[Path, Path | None, dict[str, Any]]]:
@@ -283,6 +285,13 @@ def config_seeds(work: Path, only: set[str] | None) -> dict[str, tuple[Path, Pat
         if only is None or name in only:
             draft, target = make(work / "src", variant)
             out[name] = (draft, target, {})
+    for folder in sorted(FIXTURES.iterdir()):  # the committed drafts on the Qwen3 target, and that target's own
+        if (folder / "config.json").is_file() and (only is None or folder.name in only):
+            is_target = folder.name.startswith("target-")
+            if not is_target:
+                out[folder.name] = (folder, FIXTURES / "target-qwen3", {})
+            elif folder.name == "target-qwen3":
+                out[f"target:{folder.name}"] = (folder, None, {})
     return out
 
 
@@ -291,8 +300,15 @@ def fuzz_config(name: str, src: Path, target: Path | None, options: dict[str, An
     from dspark_convert import convert
 
     cfg = json.loads((src / "config.json").read_text())
-    paths = [(k,) for k in cfg] + [(n, k) for n in NESTED if isinstance(cfg.get(n), dict) for k in cfg[n]]
+    paths = [(k,) for k in cfg] + [(n, k) for n in cfg if isinstance(cfg[n], dict) for k in cfg[n]]
     mutant = work / f"{name}-mutant"
+    is_target = name.startswith("target:")  # the target's config changes; the draft is the DSpark fixture
+    if is_target:
+        from dspark_convert import check_fit
+
+        draft = FIXTURES / "dspark-qwen3"
+        seed = work / "config-target-seed.gguf"
+        convert(draft, src, seed, outtype="f32", force=True, cache=False)
     for path in paths:
         for label, value in CONFIG_VALUES:
             if mutant.exists():
@@ -307,8 +323,14 @@ def fuzz_config(name: str, src: Path, target: Path | None, options: dict[str, An
             else:
                 node[path[-1]] = {"null": None, "nan": math.nan}.get(value, value) if isinstance(value, str) else value
             (mutant / "config.json").write_text(json.dumps(changed))
-            failures.run(f"{name} config.json {'.'.join(path)} {label}", "hf2gguf",
-                         lambda: convert(mutant, target, work / "out.gguf", outtype="bf16", force=True, **options))
+            what = f"{name} config.json {'.'.join(path)} {label}"
+            if is_target:
+                failures.run(what, "hf2gguf", partial(convert, draft, mutant, work / "out.gguf", outtype="bf16",
+                                                      force=True, cache=False))
+                failures.run(what, "check --target", partial(check_fit, seed, mutant))
+            else:
+                failures.run(what, "hf2gguf", partial(convert, mutant, target, work / "out.gguf", outtype="bf16",
+                                                      force=True, **options))
 
 
 #: files mode: a value nested past the interpreter's recursion limit
@@ -409,6 +431,37 @@ def fuzz_bytes(name: str, seed: Path, hf: Path, target: Path | None, rng: random
         # verify on one mutant in eight: its forward is the slow part, and the header is parsed the same way
         for verb, fn in verbs(seed, mutant, hf, target, i % 8 == 0):
             failures.run(f"{name} {label}", verb, fn)
+
+
+def fuzz_cuts(work: Path, rng: random.Random, runs: int, failures: Failures) -> None:
+    """cuts mode: byte mutants of a full target GGUF (``extract``, ``strip``), of its sidecar and of its trunk
+    (``graft`` with the other half sound), every output re-read (``verify=True``)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "variants"))
+    from test_mtp_gguf import write_target
+
+    from dspark_convert.gguffile.reader import read_gguf
+    from dspark_convert.mtp.run import extract, graft, strip
+
+    full = write_target(work / "cuts-full.gguf", loadable=True)
+    side = extract(full, work / "cuts-side.gguf").path
+    trunk = strip(full, work / "cuts-trunk.gguf").path
+    out = work / "cuts-out.gguf"
+    for name, seed in (("full", full), ("sidecar", side), ("trunk", trunk)):
+        raw = seed.read_bytes()
+        with read_gguf(seed) as f:
+            header_end = f.data_offset
+        mutant = work / f"cuts-{name}.mutant.gguf"
+        for label, body in byte_mutants(raw, header_end, rng, runs):
+            mutant.write_bytes(body)
+            what = f"cuts {name} {label}"
+            if name == "full":
+                failures.run(what, "mtp-extract", partial(extract, mutant, out, force=True, verify=True))
+                failures.run(what, "mtp-strip", partial(strip, mutant, out, force=True, verify=True))
+            elif name == "sidecar":
+                failures.run(what, "mtp-graft", partial(graft, trunk, mutant, out, force=True, verify=True))
+            else:
+                failures.run(what, "mtp-graft", partial(graft, mutant, side, out, force=True, verify=True))
 
 
 #: spm mode: the committed SentencePiece target whose ``tokenizer.model`` is broken
@@ -524,13 +577,13 @@ def fuzz_target(work: Path, only: set[str] | None, failures: Failures) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", choices=("kv", "tensors", "config", "files", "bytes", "spm", "target"), default="kv")
-    ap.add_argument("--seed", type=int, default=1, help="bytes / spm mode: the random seed")
-    ap.add_argument("--runs", type=int, default=300, help="bytes mode: mutants per seed draft; spm mode: mutants in all")
+    ap.add_argument("--mode", choices=("kv", "tensors", "config", "files", "bytes", "spm", "target", "cuts"), default="kv")
+    ap.add_argument("--seed", type=int, default=1, help="bytes / spm / cuts mode: the random seed")
+    ap.add_argument("--runs", type=int, default=300, help="bytes / cuts mode: mutants per seed file; spm mode: mutants in all")
     ap.add_argument("--verify", action="store_true", help="kv mode: run verify on the arch keys' mutants too")
     ap.add_argument("--only", help="seed names, comma-separated (kv / tensors / files / bytes: dspark, dflash, dflash2, "
                                    "eagle3, gemma4-assistant, mtp; config: the MTP_MAKERS names, gemma4-assistant, "
-                                   "muse; target: bpe, spm)")
+                                   "muse, the fixture folders; target: bpe, spm)")
     ap.add_argument("--work", type=Path, help="folder for the seeds and mutants (default: a temporary one)")
     a = ap.parse_args(argv)
     only = set(a.only.split(",")) if a.only else None
@@ -542,10 +595,12 @@ def main(argv: list[str] | None = None) -> int:
             fuzz_spm(work, random.Random(a.seed), a.runs, failures)
         if a.mode == "target":
             fuzz_target(work, only, failures)
+        if a.mode == "cuts":
+            fuzz_cuts(work, random.Random(a.seed), a.runs, failures)
         if a.mode == "config":
             for name, (src, target, options) in config_seeds(work, only).items():
                 fuzz_config(name, src, target, options, work, failures)
-        for name, (seed, hf, target) in (make_seeds(work, only) if a.mode not in ("config", "spm", "target") else {}).items():
+        for name, (seed, hf, target) in (make_seeds(work, only) if a.mode not in ("config", "spm", "target", "cuts") else {}).items():
             if a.mode == "kv":
                 fuzz_kvs(name, seed, hf, target, a.verify, failures)
             elif a.mode == "files":

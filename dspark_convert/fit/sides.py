@@ -75,7 +75,7 @@ def side_from_hf(spec: str) -> Side:
     ``hf2gguf`` (and upstream's converter) would write for it, padded to the config's ``vocab_size``."""
     from ..hf.checkpoint import load_json
     from ..hf.hub import resolve_target
-    from ..kit.hparams import normalize_hparams, rope_dict
+    from ..kit.hparams import normalize_hparams, rope_dict, vocab_size_of
     from ..registry.families import refuse_draft_as_target
     from ..tokenizer.handlers import target_vocab_kvs, vocab_handler_for_target
 
@@ -85,8 +85,7 @@ def side_from_hf(spec: str) -> Side:
     config = load_json(folder / "config.json")
     refuse_draft_as_target(config, folder, "--target")
     hp_raw = normalize_hparams(config, where)
-    vocab_size = hp_raw.get("vocab_size")
-    vocab_size = vocab_size if isinstance(vocab_size, int) and not isinstance(vocab_size, bool) and vocab_size > 0 else None
+    vocab_size = vocab_size_of(hp_raw, "vocab_size", where)  # the list is padded to it: bounded
     kv_list = target_vocab_kvs(folder, vocab_size, vocab_handler_for_target(folder))
     all_kvs = {kv.name: kv.value for kv in kv_list}
     token_list = all_kvs.get(S.TOKENIZER_TOKENS)

@@ -148,9 +148,30 @@ def test_verify_refuses_a_block_count_beyond_the_tensors(tmp_path: Path) -> None
     res = CliRunner().invoke(app, ["verify", str(bad), "--hf", str(FIXTURES / "dspark-qwen3"), "--target-model-dir",
                                    str(FIXTURES / "target-qwen3")])
     assert res.exit_code == 2, res.output
-    assert res.output.strip() == (f"error: {bad}: dflash.block_count: is 4294967295, but the file holds only 31 tensors; "
-                                  "expected at most one layer per tensor; the forward cannot run on it (check reports "
-                                  "it as [block-count])")
+    assert res.output.strip() == (f"error: {bad}: dflash.block_count: is 4294967295, expected an integer in [1, 512] "
+                                  "(llama.cpp asserts 0 < block_count <= LLAMA_MAX_LAYERS (512) at load); the forward "
+                                  "cannot run on it (check reports it as [hparam-value])")
+
+
+@pytest.mark.parametrize(("block_count", "nextn", "found"), [
+    (512, None, []), (513, None, [("dflash.block_count", "is 513, expected an integer in [1, 512]")]),
+    (0, None, [("dflash.block_count", "is 0, expected an integer in [1, 512]")]),
+    (1, 1, []), (1, 2, [("dflash.nextn_predict_layers", "is 2, more than block_count 1")]),
+])
+def test_check_holds_block_count_to_the_loaders_asserts(block_count: int, nextn: int | None, found: list,
+                                                         tmp_path: Path) -> None:
+    """llama.cpp's loader asserts ``0 < block_count <= LLAMA_MAX_LAYERS (512)`` and ``nextn_predict_layers <=
+    block_count`` for every arch (llama-server aborts on a file past them): ``check`` reports both as
+    ``hparam-value`` findings, at the limit and one past it."""
+    from dspark_convert.check import check_file
+
+    good = tmp_path / "dspark.gguf"
+    convert(FIXTURES / "dspark-qwen3", FIXTURES / "target-qwen3", good, outtype="bf16")
+    bad = rewrite_kv(good, tmp_path / "bc.gguf", "dflash.block_count", block_count, VT.UINT32)
+    if nextn is not None:
+        bad = rewrite_kv(bad, tmp_path / "nextn.gguf", "dflash.nextn_predict_layers", nextn, VT.UINT32)
+    got = [(f.subject, f.message.split(" (")[0]) for f in check_file(bad) if f.rule == "hparam-value"]
+    assert got == found
 
 
 def drop_kv(src: Path, dst: Path, key: str) -> Path:

@@ -1142,3 +1142,46 @@ def test_a_lone_surrogate_in_a_text_file_is_one_line(where: str, tmp_path: Path,
     if where.startswith("target"):
         with pytest.raises(ConvertError, match=re.escape(f"{broken}: {line}")):
             check_fit(converted("dspark-qwen3"), target)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(("fixture", "key", "value", "fragment"), [
+    ("dflash2-zlab", "num_hidden_layers", "x", "config.json: key 'num_hidden_layers' is 'x', expected an integer"),
+    ("dflash2-zlab", "num_hidden_layers", [1, 2], "config.json: key 'num_hidden_layers' is [1, 2], expected an integer"),
+    ("dflash2-zlab", "num_hidden_layers", 2**40,
+     "config.json: key 'num_hidden_layers' is 1099511627776, expected a non-negative integer below 2**32"),
+    # a count past the layers the checkpoint holds sizes nothing: the first missing layer is named
+    ("dflash2-zlab", "num_hidden_layers", 2**32 - 1,
+     "tensor 'layers.2.attention_conv.base_kernel' is missing; llama.cpp's DFlash2 loader requires blk.2.attn_conv_base"),
+    ("dflash-zlab-swa", "layer_types", -1,
+     "config.json: layer_types is -1, expected a list of layer types ('sliding_attention', 'full_attention')"),
+])
+def test_a_committed_drafts_config_of_another_type_is_one_line(fixture: str, key: str, value: Any, fragment: str,
+                                                               tmp_path: Path) -> None:
+    """Found by the fuzzer's config mode on the committed drafts: DFlash2's ``num_hidden_layers`` as a string or a
+    list was a ValueError / TypeError traceback, 2^40 a MemoryError (the expected shapes were a dict of every
+    declared layer); a DFlash SWA ``layer_types`` integer a TypeError."""
+    import json
+
+    draft = copy_fixture(tmp_path, fixture, "draft")
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg[key] = value
+    (draft / "config.json").write_text(json.dumps(cfg))
+    _convert_refused(draft, TARGET, tmp_path, fragment)
+
+
+def test_check_target_bounds_the_targets_vocab_size(tmp_path: Path, converted: object) -> None:
+    """``check --target`` pads the target's token list to its config's ``vocab_size``: 2^40 was a MemoryError (found
+    by the fuzzer's config mode); now the conversion's own bound, one line naming the file."""
+    import json
+
+    from dspark_convert import check_fit
+
+    target = tmp_path / "target"
+    shutil.copytree(TARGET, target)
+    cfg = json.loads((target / "config.json").read_text())
+    cfg["vocab_size"] = 2**40
+    (target / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConvertError) as e:
+        check_fit(converted("dspark-qwen3"), target)  # type: ignore[operator]
+    assert str(e.value) == (f"{target / 'config.json'}: key 'vocab_size' is 1099511627776, expected a positive "
+                            "integer up to 16777216")

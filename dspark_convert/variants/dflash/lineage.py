@@ -17,7 +17,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 from ... import schema as S
-from ...errors import ConvertError
+from ...errors import ConvertError, clip_value
 from ...formats import modelopt
 from ...formats.modelopt import QuantConfig
 from ...formats.transforms import Nvfp4Repack, Transform
@@ -182,7 +182,11 @@ def dflash_kvs(ctx: Context, hp: HParams, dc: dict[str, Any], taps: list[int]) -
     if (hp.get("use_sliding_window") or use_swa) and window:
         key = "dflash_config.swa_window_size" if dc.get("swa_window_size") else "sliding_window"
         n_layers = hp.u32("num_hidden_layers", hp.find(("n_layers", "num_hidden_layers", "n_layer", "num_layers")))
-        pattern = [True] * n_layers if use_swa else [t == "sliding_attention" for t in hp.get("layer_types") or []]
+        types = hp.get("layer_types") or []
+        if not use_swa and not isinstance(types, list):
+            raise ConvertError(f"{where}: layer_types is {clip_value(types)}, expected a list of layer types "
+                               "('sliding_attention', 'full_attention')")
+        pattern = [True] * n_layers if use_swa else [t == "sliding_attention" for t in types]
         out.append(KV(S.DFLASH_SLIDING_WINDOW, VT.UINT32, hp.u32(key, window)))
         out.append(KV(S.DFLASH_SLIDING_WINDOW_PATTERN, VT.ARRAY, pattern, VT.BOOL))
     causal = hp.get("is_causal")

@@ -100,13 +100,14 @@ def dflash2_kvs(ctx: Context, hp: HParams, dc: dict[str, Any], taps: list[int],
 
 
 # ---------------------------------------------------------------------------------------------- tensors
-def expected_shapes(hp: HParams, conv: dict[str, int], vocab: int) -> dict[str, tuple[int, ...]]:
-    """HF (numpy) shapes of the DFlash2 tensors the loader creates: GGUF name -> shape."""
-    h, k, rank = int(hp["hidden_size"]), conv["conv_kernel_size"], conv["selector_rank"]
+def expected_shapes(hp: HParams, conv: dict[str, int], vocab: int, n_layers: int) -> dict[str, tuple[int, ...]]:
+    """HF (numpy) shapes of the DFlash2 tensors the loader creates in layers ``0 .. n_layers - 1``: GGUF name ->
+    shape."""
+    h, k, rank = hp.positive("hidden_size"), conv["conv_kernel_size"], conv["selector_rank"]
     projected = 2 * k * h // conv["conv_group_size"]
     shapes: dict[str, tuple[int, ...]] = {S.T_SELECTOR_PREV: (vocab, rank), S.T_SELECTOR_NEXT: (vocab, rank),
                                           S.T_SELECTOR_HIDDEN: (rank, h)}
-    for i in range(int(hp["num_hidden_layers"])):
+    for i in range(n_layers):
         p = S.LAYER_PREFIX.format(bid=i)
         shapes.update({p + S.L_ATTN_CONV_BASE: (2, k, h), p + S.L_FFN_CONV_BASE: (2, k, h),
                        p + S.L_ATTN_CONV_PROJ: (projected, h), p + S.L_FFN_CONV_PROJ: (projected, h)})
@@ -118,7 +119,11 @@ def map_tensors(ctx: Context, hp: HParams, conv: dict[str, int], vocab: int,
     """Every checkpoint tensor in checkpoint order, mapped; DFlash2 tensors shape-checked; none missing. With a
     ModelOpt NVFP4 ``quant``, the lineage's NVFP4 linears and their scales come first."""
     drop = {"embed_tokens.weight"} if hp.get("has_embed_tokens") is False else set()
-    want = expected_shapes(hp, conv, vocab)
+    # the layers num_hidden_layers declares, up to one past the last the checkpoint names: the first missing one is
+    # among them, and a hostile count sizes nothing
+    blocks = [NAMES.gguf_name(lineage.bare_name(hf)) or "" for hf in ctx.draft.names]
+    last = max((int(b.split(".")[1]) for b in blocks if b.startswith("blk.")), default=-1)
+    want = expected_shapes(hp, conv, vocab, min(hp.u32("num_hidden_layers"), last + 2))
     specs, consumed, fp8 = lineage.nvfp4_specs(ctx, quant, drop) if quant is not None else ([], set(), {})
     for hf in ctx.draft.names:
         bare = lineage.bare_name(hf)
