@@ -136,7 +136,7 @@ def _hparam_rules(c: Checker) -> None:
         if isinstance(v, (int, float)) and not isinstance(v, bool) and not (math.isfinite(v) and v > 0):
             c.err(c.key(tpl), "hparam-value", f"is {v}, expected a finite positive number ({what})")
     block_key = S.BLOCK_SIZE_KEY.get(c.plan.arch)
-    block = ((block_key, 1, MAX_BLOCK_SIZE, "a block is one batch of block_size tokens, read into an int32"),) \
+    block = ((block_key, 1, S.MAX_BLOCK_SIZE, "a block is one batch of block_size tokens, read into an int32"),) \
         if block_key else ()
     for tpl, low, high, what in (*INT_RANGES, *block):
         v = c.val(tpl)
@@ -188,15 +188,10 @@ def _rope_rule(c: Checker) -> None:
                   "decode)")
 
 
-#: the largest block size (``S.BLOCK_SIZE_KEY``): a block is one batch of block_size tokens (llama.cpp reads the key with
-#: ``atoi`` into an int32 and allocates the block's batch from it); real drafts use 16, llama.cpp's default batch
-#: is 2048 tokens
-MAX_BLOCK_SIZE = 4096
-#: ``LLAMA_MAX_LAYERS`` (``src/llama-hparams.h``): the loader asserts ``0 < block_count <= 512``
-MAX_LAYERS = 512
 #: integer keys the loader divides by, indexes with or allocates from, with their range (any arch that has them)
 INT_RANGES: tuple[tuple[str, int, int, str], ...] = (
-    (S.BLOCK_COUNT, 1, MAX_LAYERS, f"llama.cpp asserts 0 < block_count <= LLAMA_MAX_LAYERS ({MAX_LAYERS}) at load"),
+    (S.BLOCK_COUNT, 1, S.MAX_LAYERS, f"llama.cpp asserts 0 < block_count <= LLAMA_MAX_LAYERS ({S.MAX_LAYERS}) at "
+     "load"),
     (S.FEED_FORWARD_LENGTH, 1, 2**31 - 1, "the FFN tensors have feed_forward_length rows"),
     (S.EXPERT_COUNT, 1, 2**31 - 1, "the expert tensors have expert_count slices"),
     (S.EXPERT_USED_COUNT, 1, 2**31 - 1, "llama.cpp asserts 0 < expert_used_count <= expert_count at load"),

@@ -16,7 +16,8 @@ rewrites one thing of one seed at a time with gguf-py's writer and runs the verb
   that target (with the DSpark draft; ``check --target`` too), of the MTP target generators (``tests/mtp_makers.py``:
   Qwen3.5, Qwen3-Next, GLM-4.5, GLM-5, GLM-4.7-Flash, DeepSeek-V3.2 (FP8), Nemotron-H, DeepSeek-V4, MiMo-V2, a
   Qwen3.5 FP8 release, a Nemotron-H ModelOpt FP8 export) and of a Gemma 4 and a Muse-Glimmer assistant deleted or set to another type (a string, -1, 0, 2^40, a list, a dict,
-  null, 2.5, true, NaN), then ``hf2gguf`` (``--mtp`` for the targets) at bf16;
+  null, 2.5, true, NaN), then ``hf2gguf`` (``--mtp`` for the targets) at bf16; with ``--verify``, ``verify`` of the
+  sound checkpoint's conversion against each mutant of a committed draft (deleted, a string, -1, 0, 2^40, a list, null);
 * ``files`` mode: the files of each seed's checkpoint and target folders. Every JSON file (``config.json``,
   ``tokenizer.json``, ``tokenizer_config.json``, the index, ...) made 100,000 levels deep, given a 100,000-level
   value beside its keys, or with one top-level key's value (the first 40) replaced by one; every safetensors file cut
@@ -295,14 +296,22 @@ def config_seeds(work: Path, only: set[str] | None) -> dict[str, tuple[Path, Pat
     return out
 
 
+#: config mode with ``--verify``: the values ``verify`` runs on (the checkpoint's config read by its torch side)
+CONFIG_VERIFY_VALUES = {"del", "str", "neg", "zero", "huge", "list", "null"}
+
+
 def fuzz_config(name: str, src: Path, target: Path | None, options: dict[str, Any], work: Path,
-                failures: Failures) -> None:
+                failures: Failures, with_verify: bool = False) -> None:
     from dspark_convert import convert
+    from dspark_convert.verify import verify
 
     cfg = json.loads((src / "config.json").read_text())
     paths = [(k,) for k in cfg] + [(n, k) for n in cfg if isinstance(cfg[n], dict) for k in cfg[n]]
     mutant = work / f"{name}-mutant"
     is_target = name.startswith("target:")  # the target's config changes; the draft is the DSpark fixture
+    verified = work / f"{name}-seed.gguf"  # the sound checkpoint's conversion, which verify compares the mutant with
+    if with_verify and not is_target and not options:
+        convert(src, target, verified, outtype="bf16", force=True)
     if is_target:
         from dspark_convert import check_fit
 
@@ -331,6 +340,8 @@ def fuzz_config(name: str, src: Path, target: Path | None, options: dict[str, An
             else:
                 failures.run(what, "hf2gguf", partial(convert, mutant, target, work / "out.gguf", outtype="bf16",
                                                       force=True, **options))
+                if verified.exists() and label in CONFIG_VERIFY_VALUES:
+                    failures.run(what, "verify", partial(verify, verified, mutant, target, context=4, steps=1))
 
 
 #: files mode: a value nested past the interpreter's recursion limit
@@ -580,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mode", choices=("kv", "tensors", "config", "files", "bytes", "spm", "target", "cuts"), default="kv")
     ap.add_argument("--seed", type=int, default=1, help="bytes / spm / cuts mode: the random seed")
     ap.add_argument("--runs", type=int, default=300, help="bytes / cuts mode: mutants per seed file; spm mode: mutants in all")
-    ap.add_argument("--verify", action="store_true", help="kv mode: run verify on the arch keys' mutants too")
+    ap.add_argument("--verify", action="store_true", help="kv mode: run verify on the arch keys' mutants too; config mode: on the committed drafts' mutants")
     ap.add_argument("--only", help="seed names, comma-separated (kv / tensors / files / bytes: dspark, dflash, dflash2, "
                                    "eagle3, gemma4-assistant, mtp; config: the MTP_MAKERS names, gemma4-assistant, "
                                    "muse, the fixture folders; target: bpe, spm)")
@@ -599,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
             fuzz_cuts(work, random.Random(a.seed), a.runs, failures)
         if a.mode == "config":
             for name, (src, target, options) in config_seeds(work, only).items():
-                fuzz_config(name, src, target, options, work, failures)
+                fuzz_config(name, src, target, options, work, failures, a.verify)
         for name, (seed, hf, target) in (make_seeds(work, only) if a.mode not in ("config", "spm", "target", "cuts") else {}).items():
             if a.mode == "kv":
                 fuzz_kvs(name, seed, hf, target, a.verify, failures)

@@ -24,8 +24,10 @@ import numpy as np
 import torch
 from safetensors import safe_open
 
-from ..errors import ConvertError
+from .. import schema as S
+from ..errors import ConvertError, clip_value
 from ..hf.checkpoint import Checkpoint, read_config
+from ..kit.hparams import HParams, as_float
 from .compare import MetadataCheck
 from .storage import SAME_TYPE, Rounding, round_to_storage, widen
 
@@ -400,17 +402,48 @@ def read_json_config(folder: Path, merge_text: bool = True) -> dict[str, Any]:
     return {**cfg, **text} if merge_text and isinstance(text, dict) else cfg
 
 
-def rope_params(c: dict[str, Any]) -> RopeParams:
+def rope_params(c: dict[str, Any], where: str = "config.json") -> RopeParams:
     """The RoPE settings of a config (``rope_parameters`` / ``rope_scaling``, its ``full_attention`` part when nested
-    by layer kind, and the top-level ``rope_theta`` / ``partial_rotary_factor``)."""
+    by layer kind, and the top-level ``rope_theta`` / ``partial_rotary_factor``); a section that is not an object, a
+    value that is not a number, and llama3 factors the scaling cannot divide by are refused in one line naming
+    ``where``."""
     rope = c.get("rope_parameters") or c.get("rope_scaling") or {}
-    rope = dict(rope.get("full_attention", rope))
+    rope = rope.get("full_attention", rope) if isinstance(rope, dict) else rope
+    if not isinstance(rope, dict):
+        raise ConvertError(f"{where}: key 'rope_parameters' / 'rope_scaling' is {clip_value(rope)}, expected a JSON "
+                           "object")
     kind = str(rope.get("rope_type", rope.get("type", "default")) or "default").lower()
-    return RopeParams(type=kind, theta=float(rope.get("rope_theta", c.get("rope_theta", 10000.0))),
-                      factor=float(rope.get("factor", 1.0)), low_freq_factor=float(rope.get("low_freq_factor", 1.0)),
-                      high_freq_factor=float(rope.get("high_freq_factor", 4.0)),
-                      original_max_position_embeddings=float(rope.get("original_max_position_embeddings", 8192)),
-                      partial=float(rope.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0))))
+
+    def number(key: str, default: Any) -> float:
+        return as_float(rope.get(key, default), f"rope_scaling.{key}", where)
+
+    params = RopeParams(type=kind, theta=number("rope_theta", c.get("rope_theta", 10000.0)), factor=number("factor", 1.0),
+                        low_freq_factor=number("low_freq_factor", 1.0), high_freq_factor=number("high_freq_factor", 4.0),
+                        original_max_position_embeddings=number("original_max_position_embeddings", 8192),
+                        partial=number("partial_rotary_factor", c.get("partial_rotary_factor", 1.0)))
+    if kind == "llama3" and not 0 < params.low_freq_factor < params.high_freq_factor:
+        raise ConvertError(f"{where}: rope_scaling low_freq_factor {params.low_freq_factor} and high_freq_factor "
+                           f"{params.high_freq_factor}: expected 0 < low_freq_factor < high_freq_factor (llama3 scaling "
+                           "divides by both and by their difference)")
+    return params
+
+
+def common_hparams(c: dict[str, Any], where: str) -> dict[str, Any]:
+    """The fields every draft config gives the torch forwards (layers, widths, heads, eps, RoPE, vocabulary), read
+    as the converter reads them (:class:`~dspark_convert.kit.hparams.HParams`: one line naming the key for a value
+    of another type, a zero divisor or a layer count past llama.cpp's ``LLAMA_MAX_LAYERS``)."""
+    hp = HParams(c, where)
+    H, nh = hp.positive("hidden_size"), hp.positive("num_attention_heads")
+    n_layer = hp.positive("num_hidden_layers")
+    if n_layer > S.MAX_LAYERS:
+        raise ConvertError(f"{where}: key 'num_hidden_layers' is {n_layer}, expected at most {S.MAX_LAYERS} "
+                           "(llama.cpp's LLAMA_MAX_LAYERS)")
+    default_hd = 128 if c.get("model_type") == "qwen3" else H // nh       # Qwen3Config's default head_dim is 128
+    return {"n_layer": n_layer, "n_embd": H, "n_ff": hp.u32("intermediate_size"), "n_head": nh,
+            "n_head_kv": hp.positive("num_key_value_heads", c.get("num_key_value_heads") or nh),
+            "head_dim": hp.positive("head_dim", c.get("head_dim") or default_hd),
+            "eps": hp.number("rms_norm_eps", default=1e-6), "rope": rope_params(c, where),
+            "vocab_size": hp.u32("vocab_size", c.get("vocab_size") or 0)}
 
 
 #: a variant's config reader: (folder, architectures[0], raw config, config with ``transformer_layer_config``
@@ -432,17 +465,16 @@ def open_draft(draft_dir: str | Path, target_dir: str | Path, read_config: Confi
         ('dspark', 7, True)
     """
     folder, tfolder = Path(draft_dir), Path(target_dir)
+    where = f"{folder / 'config.json'}"
     raw = read_json_config(folder, merge_text=False)
     arch = (raw.get("architectures") or [""])[0]
-    c = {**raw, **raw.get("transformer_layer_config", {})}
+    layer_config = raw.get("transformer_layer_config", {})
+    if not isinstance(layer_config, dict):
+        raise ConvertError(f"{where}: key 'transformer_layer_config' is {clip_value(layer_config)}, expected a JSON "
+                           "object")
+    c = {**raw, **layer_config}
     weights, target, tcfg = TorchCheckpoint(folder, storage), TorchCheckpoint(tfolder), read_json_config(tfolder)
-    H, nh = int(c["hidden_size"]), int(c["num_attention_heads"])
-    default_hd = 128 if c.get("model_type") == "qwen3" else H // nh       # Qwen3Config's default head_dim is 128
-    common: dict[str, Any] = {
-        "n_layer": int(c["num_hidden_layers"]), "n_embd": H, "n_ff": int(c["intermediate_size"]), "n_head": nh,
-        "n_head_kv": int(c.get("num_key_value_heads") or nh), "head_dim": int(c.get("head_dim") or default_hd),
-        "eps": float(c.get("rms_norm_eps", 1e-6)), "rope": rope_params(c), "vocab_size": int(c.get("vocab_size") or 0),
-    }
+    common = common_hparams(c, where)
     notes: list[str] = []
     if not weights.has("fc.weight") and weights.has("model.fc.weight"):   # model.-prefixed names (upstream
         weights = weights.without_prefix("model.")                        # adds "model." then maps)

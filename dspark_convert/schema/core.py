@@ -100,6 +100,11 @@ VOCAB_SIZE = "{arch}.vocab_size"
 ROPE_DIMENSION_COUNT = "{arch}.rope.dimension_count"
 #: how many multi-token-prediction (NextN) blocks follow the trunk (UINT32): MTP sidecars, the Gemma 4 assistant
 NEXTN_PREDICT_LAYERS = "{arch}.nextn_predict_layers"
+#: ``LLAMA_MAX_LAYERS`` (``src/llama-hparams.h``): the loader asserts ``0 < block_count <= 512``
+MAX_LAYERS = 512
+#: the largest ``block_size`` accepted (llama.cpp reads it with ``atoi`` into an int32 and allocates the block's
+#: batch from it); real drafts use 16, llama.cpp's default batch is 2048 tokens
+MAX_BLOCK_SIZE = 4096
 #: the per-expert FFN width of a MoE block (UINT32, or one value per block)
 EXPERT_FEED_FORWARD_LENGTH = "{arch}.expert_feed_forward_length"
 #: sliding-window attention: the window, which layers use it, and the K / V head widths of those layers

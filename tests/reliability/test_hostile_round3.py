@@ -1185,3 +1185,52 @@ def test_check_target_bounds_the_targets_vocab_size(tmp_path: Path, converted: o
         check_fit(converted("dspark-qwen3"), target)  # type: ignore[operator]
     assert str(e.value) == (f"{target / 'config.json'}: key 'vocab_size' is 1099511627776, expected a positive "
                             "integer up to 16777216")
+
+
+#: (fixture, config path, value, the line after "<checkpoint>/config.json: ")
+VERIFY_CONFIG_BREAKS = [
+    ("dflash-zlab", ("dflash_config",), "x", "key 'dflash_config' is 'x', expected a JSON object"),
+    ("dflash-zlab", ("rope_scaling",), "x", "key 'rope_parameters' / 'rope_scaling' is 'x', expected a JSON object"),
+    ("dflash-zlab", ("block_size",), 2**40,
+     "key 'block_size' is 1099511627776, expected a non-negative integer below 2**32"),
+    ("dflash-zlab", ("block_size",), 4097, "key 'block_size' is 4097, expected an integer in [1, 4096]"),
+    ("dflash2-zlab", ("hidden_size",), [1, 2], "key 'hidden_size' is [1, 2], expected an integer"),
+    ("dflash2-zlab", ("dflash_config", "conv_group_size"), 0,
+     "key 'dflash_config.conv_group_size' is 0, expected a positive integer"),
+    ("dflash2-zlab", ("dflash_config", "block_size"), 2**40,
+     "key 'dflash_config.block_size' is 1099511627776, expected a non-negative integer below 2**32"),
+    ("dflash2-zlab", ("num_hidden_layers",), 513, "key 'num_hidden_layers' is 513, expected at most 512 (llama.cpp's "
+                                                  "LLAMA_MAX_LAYERS)"),
+    ("eagle3-llama", ("num_attention_heads",), 0, "key 'num_attention_heads' is 0, expected a positive integer"),
+    ("eagle3-llama", ("rope_scaling", "low_freq_factor"), 0,
+     "rope_scaling low_freq_factor 0.0 and high_freq_factor 4.0: expected 0 < low_freq_factor < high_freq_factor "
+     "(llama3 scaling divides by both and by their difference)"),
+    ("eagle3-specforge", ("eagle_config",), "x", "key 'eagle_config' is 'x', expected a JSON object"),
+    ("dspark-speculators", ("transformer_layer_config", "num_hidden_layers"), 2**40,
+     "key 'num_hidden_layers' is 1099511627776, expected a non-negative integer below 2**32"),
+]
+
+
+@pytest.mark.parametrize(("fixture", "path", "value", "line"), VERIFY_CONFIG_BREAKS,
+                         ids=[f"{c[0]}-{'.'.join(c[1])}-{c[2]!r}"[:60] for c in VERIFY_CONFIG_BREAKS])
+def test_verify_reads_the_checkpoint_config_as_the_converter_does(fixture: str, path: tuple[str, ...], value: Any,
+                                                                   line: str, tmp_path: Path,
+                                                                   converted: object) -> None:
+    """A checkpoint whose config.json changed after the conversion (a section that is not an object, a value of
+    another type, a zero divisor, a size that the forward would allocate by): the torch sides read it with bare
+    int() / float() / .get() and gave 23 distinct tracebacks and MemoryErrors (found by the fuzzer's config mode with
+    --verify); now the converter's readers, one line naming the key."""
+    import json
+
+    from dspark_convert.verify import verify
+
+    ck = copy_fixture(tmp_path, fixture, "ck")
+    cfg = json.loads((ck / "config.json").read_text())
+    node = cfg
+    for p in path[:-1]:
+        node = node[p]
+    node[path[-1]] = value
+    (ck / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConvertError) as e:
+        verify(converted(fixture), ck, TARGET, context=4, steps=1)  # type: ignore[operator]
+    assert str(e.value) == f"{ck / 'config.json'}: {line}"

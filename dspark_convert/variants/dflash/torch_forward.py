@@ -15,8 +15,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...errors import ConvertError
+from ... import schema as S
+from ...errors import ConvertError, clip_value
 from ...hf.checkpoint import load_json
+from ...kit.hparams import as_float, as_u32
 from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint, open_draft
 from ...reference.layers_torch import (
     Weights,
@@ -82,8 +84,11 @@ class DraftFolder:
     layout = ""
 
     def __init__(self, draft: Path, target: Path, storage: Mapping[str, str] | None = None) -> None:
+        self.where = f"{draft / 'config.json'}"
         self.cfg: dict[str, Any] = load_json(draft / "config.json")
         self.dc: dict[str, Any] = self.cfg.get("dflash_config") or {}
+        if not isinstance(self.dc, dict):
+            raise ConvertError(f"{self.where}: key 'dflash_config' is {clip_value(self.dc)}, expected a JSON object")
         self.w = TorchCheckpoint(draft, storage)
         self.t = TorchCheckpoint(target)
         self.draft, self.target = draft, target
@@ -124,10 +129,13 @@ class BlockHFHParams(HFHParams):
 def read_config(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,
                 tcfg: dict[str, Any], common: dict[str, Any], notes: list[str]) -> tuple[str, str, str, BlockHFHParams]:
     """A block draft's config in any layout (flat DeepSpec, nested ``dflash_config``, speculators)."""
+    where = f"{folder / 'config.json'}"
     nested = raw.get("dflash_config") or {}
+    if not isinstance(nested, dict):
+        raise ConvertError(f"{where}: key 'dflash_config' is {clip_value(nested)}, expected a JSON object")
     speculators = "transformer_layer_config" in raw or "aux_hidden_state_layer_ids" in raw
     if arch in MUSE_ARCHS:
-        return _muse_config(raw, c, w, common)
+        return _muse_config(raw, c, w, common, where)
     family = "dflash" if arch in DFLASH_ARCHS else "dspark"
     n_layer = common["n_layer"]
     taps: list[int]
@@ -137,7 +145,7 @@ def read_config(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any],
     else:
         ids = nested.get("target_layer_ids", raw.get("target_layer_ids"))
         if ids is None and "num_target_layers" in raw:             # z-lab build_target_layer_ids
-            lt = int(raw["num_target_layers"])
+            lt = as_u32(raw["num_target_layers"], "num_target_layers", where)
             ids = [round(1 + i * (lt - 4) / (n_layer - 1)) for i in range(n_layer)] if n_layer > 1 else [lt // 2]
         taps = list(ids or [])
         target_layers = [int(t) + 1 for t in taps]                 # output-of-layer -> input-of-layer
@@ -171,20 +179,29 @@ def read_config(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any],
         **common, draft_vocab_size=draft_vocab, target_layers=target_layers,
         own_embed=own and w.has("embed_tokens.weight") and raw.get("has_embed_tokens") is not False,
         own_lm_head=own and w.has("lm_head.weight"),
-        block_size=int(raw.get("block_size") or nested.get("block_size") or 16), taps=taps,
-        mask_token_id=None if mask is None else int(mask),
+        block_size=bounded_block_size(raw.get("block_size") or nested.get("block_size") or 16, where), taps=taps,
+        mask_token_id=None if mask is None else as_u32(mask, "mask_token_id", where),
         markov_rank=w.shape("markov_head.markov_w1.weight")[1] if w.has("markov_head.markov_w1.weight") else 0,
         has_confidence=w.has("confidence_head.proj.weight"), sample_from_anchor=sfa, neox=neox,
         swa=[bool(window) and t == "sliding_attention" for t in layer_types] or [False] * n_layer,
-        sliding_window=int(window or 0), causal=bool(causal),
-        value_scale=float(nested.get("attention_value_scale") or 0.0),
+        sliding_window=as_u32(window or 0, "sliding_window", where), causal=bool(causal),
+        value_scale=as_float(nested.get("attention_value_scale") or 0.0, "dflash_config.attention_value_scale", where),
     )
     layout = "speculators" if speculators else ("nested" if nested else "flat")
     return family, layout, "", hp
 
 
+def bounded_block_size(value: Any, where: str, key: str = "block_size") -> int:
+    """The block size a config gives under ``key``, in [1, ``MAX_BLOCK_SIZE``] (the forward allocates the block's
+    rows by it)."""
+    block = as_u32(value, key, where)
+    if not 1 <= block <= S.MAX_BLOCK_SIZE:
+        raise ConvertError(f"{where}: key '{key}' is {block}, expected an integer in [1, {S.MAX_BLOCK_SIZE}]")
+    return block
+
+
 def _muse_config(raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,
-                 common: dict[str, Any]) -> tuple[str, str, str, BlockHFHParams]:
+                 common: dict[str, Any], where: str) -> tuple[str, str, str, BlockHFHParams]:
     """A Muse-Glimmer assistant (transformers' ``MuseGlimmerAssistantModel``): top-level block size, output-of-layer
     target ids, mask id; sliding layers from ``layer_types`` with ``sliding_window``; always bidirectional (its
     attention is non-causal whatever ``is_causal`` says, as is llama.cpp's ``dflash`` graph without the key);
@@ -193,13 +210,14 @@ def _muse_config(raw: dict[str, Any], c: dict[str, Any], w: TorchCheckpoint,
     n_layer = common["n_layer"]
     types = c.get("layer_types") or ["full_attention"] * n_layer
     window = c.get("sliding_window") if c.get("layer_types") else None
-    ids = [int(t) for t in c.get("target_layer_ids") or []]
+    ids = [as_u32(t, "target_layer_ids", where) for t in c.get("target_layer_ids") or []]
     mask = c.get("mask_token_id")
     hp = BlockHFHParams(
         **common, draft_vocab_size=common["vocab_size"], target_layers=[i + 1 for i in ids], own_embed=False,
-        own_lm_head=False, block_size=int(c.get("block_size") or 16), taps=ids,
-        mask_token_id=None if mask is None else int(mask), sample_from_anchor=False, neox=True,
-        swa=[bool(window) and t == "sliding_attention" for t in types], sliding_window=int(window or 0),
+        own_lm_head=False, block_size=bounded_block_size(c.get("block_size") or 16, where), taps=ids,
+        mask_token_id=None if mask is None else as_u32(mask, "mask_token_id", where), sample_from_anchor=False,
+        neox=True, swa=[bool(window) and t == "sliding_attention" for t in types],
+        sliding_window=as_u32(window or 0, "sliding_window", where),
         causal=False)
     return "muse_glimmer", "flat", "", hp
 

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...reference.hf_draft import TorchCheckpoint
+from ...kit.hparams import as_float, as_positive, as_u32
+from ...reference.hf_draft import TorchCheckpoint, common_hparams, rope_params
 from ...reference.layers_torch import (
     attention_block,
     context_projection,
@@ -29,7 +30,8 @@ from ...reference.layers_torch import (
 )
 from ...reference.storage import gguf_counterpart
 from ...roles.proof import Inputs
-from ..dflash.torch_forward import BLOCK_GLOBALS, DraftFolder, TorchTrunk
+from ..dflash.torch_forward import BLOCK_GLOBALS, DraftFolder, TorchTrunk, bounded_block_size
+from .dflash2 import conv_settings
 
 #: the torch side's own spelling of the DFlash2 tensors' GGUF names (layer part, global) beside the backbone's
 #: table of :func:`reference.storage.gguf_counterpart` and the block draft's globals (``BLOCK_GLOBALS``); exact
@@ -155,22 +157,28 @@ LAYER = ("input_layernorm.weight", "post_attention_layernorm.weight", "self_attn
 @torch.no_grad()
 def dflash2_forward(ck: DFlash2Checkpoint, features: Sequence[np.ndarray], anchors: Sequence[int],
                     candidates: Sequence[np.ndarray | None] | None = None) -> list[Torch2Outputs]:
-    c, eps = ck.cfg, float(ck.cfg.get("rms_norm_eps", 1e-6))
-    H, nh = int(c["hidden_size"]), int(c["num_attention_heads"])
-    nkv, hd = int(c.get("num_key_value_heads") or nh), int(c.get("head_dim") or H // nh)
-    K, group, top_k = int(ck.dc["conv_kernel_size"]), int(ck.dc["conv_group_size"]), int(ck.dc["selector_top_k"])
-    B = int(ck.dc.get("block_size", c.get("block_size", 16)))
-    mask_id = int(ck.dc["mask_token_id"])
-    rp = c.get("rope_parameters") or c.get("rope_scaling") or {}
-    theta = float(rp.get("rope_theta", c.get("rope_theta", 10000.0)))
-    n_rot = int(hd * float(rp.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0))))
+    # the config read as the converter reads it: one line naming the key for a value of another type or range
+    c, where = ck.cfg, ck.where
+    common = common_hparams(c, where)
+    eps, H, nh, nkv = common["eps"], common["n_embd"], common["n_head"], common["n_head_kv"]
+    hd = as_positive(c.get("head_dim") or H // nh, "head_dim", where)
+    conv_set = conv_settings(ck.dc, H, where)
+    K, group, top_k = conv_set["conv_kernel_size"], conv_set["conv_group_size"], conv_set["selector_top_k"]
+    B = bounded_block_size(ck.dc.get("block_size", c.get("block_size", 16)), where,
+                           "dflash_config.block_size" if "block_size" in ck.dc else "block_size")
+    mask_id = as_u32(ck.dc.get("mask_token_id"), "dflash_config.mask_token_id", where)
+    rope = rope_params(c, where)
+    theta, n_rot = rope.theta, int(hd * rope.partial)
     causal = c.get("is_causal", ck.dc.get("causal"))
     use_swa = bool(ck.dc.get("use_swa"))
     window = (ck.dc.get("swa_window_size") or c.get("sliding_window")) if (c.get("use_sliding_window") or use_swa) else None
+    window = None if window is None else as_u32(window, "sliding_window", where)
     layer_types = c.get("layer_types") or []
-    emb_scale = ck.setting("input_embedding_scale")
-    logit_scale, cap = ck.setting("output_multiplier"), ck.setting("final_logit_softcapping")
+    layer_types = layer_types if isinstance(layer_types, list) else []
+    scales = {key: ck.setting(key) for key in ("input_embedding_scale", "output_multiplier", "final_logit_softcapping")}
+    emb_scale, logit_scale, cap = (None if v is None else as_float(v, k, where) for k, v in scales.items())
     value_scale = ck.dc.get("attention_value_scale")
+    value_scale = None if value_scale is None else as_float(value_scale, "dflash_config.attention_value_scale", where)
     shape = Heads(nh, nkv, hd, eps)
 
     embed_name = ck.embed_name()
@@ -206,7 +214,7 @@ def dflash2_forward(ck: DFlash2Checkpoint, features: Sequence[np.ndarray], ancho
         m = swiglu(conv(f, fdyn, L["mlp_conv.base_kernel"], 0, K, group), L, "")
         return x + conv(m, fdyn, L["mlp_conv.base_kernel"], 1, K, group)
 
-    xs, layers = stream_layers(int(c["num_hidden_layers"]), load, layer, xs, Cs)
+    xs, layers = stream_layers(common["n_layer"], load, layer, xs, Cs)
     norm = ck.get("norm.weight")
     head_name = ck.head_name()
     W_prev, W_next = ck.get("candidate_selector.predecessor_codebook"), ck.get("candidate_selector.successor_codebook")

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ...kit.hparams import as_float
 from ...reference.compare import MetadataCheck, OutputCheck
 from ...reference.weights import GGUFWeights, TargetWeights
 from ...roles.proof import Forwards, Inputs, Pair
@@ -28,15 +29,14 @@ _CONV_KEYS = (("conv_kernel_size", "dflash.conv_kernel_size"), ("conv_group_size
 
 def metadata(g: GGUFWeights, ck: Any) -> list[MetadataCheck]:
     """The conv / selector and scale keys against the checkpoint's config."""
-    cfg = ck.cfg
-    dc = cfg.get("dflash_config") or {}
+    cfg, dc = ck.cfg, ck.dc
     rows = []
     for key, gkey in _CONV_KEYS:
         rows.append(MetadataCheck(gkey, g.value(gkey), dc.get(key), g.value(gkey) == dc.get(key)))
     for key, gkey in (("output_multiplier", "dflash.logit_scale"), ("input_embedding_scale", "dflash.embedding_scale"),
                       ("final_logit_softcapping", "dflash.final_logit_softcapping")):
         want = dc.get(key, cfg.get(key))
-        if key == "final_logit_softcapping" and want is not None and float(want) <= 0:
+        if key == "final_logit_softcapping" and want is not None and as_float(want, key, ck.where) <= 0:
             want = None
         got = g.value(gkey)
         ok = (got is None and want is None) or (got is not None and want is not None

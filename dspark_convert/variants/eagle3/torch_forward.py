@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...errors import ConvertError
+from ...errors import ConvertError, clip_value
+from ...kit.hparams import as_u32
 from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint, open_draft
 from ...reference.layers_torch import Weights, apply_rope, attend, inv_freq, mlp_residual, rms
 from ...reference.storage import gguf_counterpart
@@ -26,7 +27,8 @@ ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Spec
 
 def claims(c: dict[str, Any]) -> bool:
     """A one-layer draft with its own draft vocabulary, whatever class its config names (``LlamaForCausalLM``)."""
-    return "draft_vocab_size" in c and int(c.get("num_hidden_layers") or 0) == 1
+    layers = c.get("num_hidden_layers")
+    return "draft_vocab_size" in c and isinstance(layers, int) and not isinstance(layers, bool) and layers == 1
 
 
 def open(hf_dir: Path, target_dir: Path | None, storage: Mapping[str, str] | None) -> HFDraft[Eagle3HFHParams]:
@@ -73,16 +75,27 @@ def read_config(folder: Path, arch: str, raw: dict[str, Any], c: dict[str, Any],
         raise ConvertError(f"{folder}: q/k-norm (DeepSpec) or fc_norm EAGLE-3 variants are not supported")
     if common["rope"].type not in ("default", "llama3", "linear"):
         raise ConvertError(f"{folder}/config.json: rope type {common['rope'].type!r} is not supported by verify")
-    lt = int(tcfg.get("num_hidden_layers", 0))
-    target_layers = list(raw.get("eagle_aux_hidden_state_layer_ids") or [2, lt // 2, lt - 3])
-    nested = (raw.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-    if nested and [int(i) + 1 for i in nested] != target_layers:
+    where = f"{folder}/config.json"
+    lt = as_u32(tcfg.get("num_hidden_layers", 0), "num_hidden_layers", "the target's config.json")
+    ids = raw.get("eagle_aux_hidden_state_layer_ids") or [2, lt // 2, lt - 3]
+    if not isinstance(ids, list):
+        raise ConvertError(f"{where}: key 'eagle_aux_hidden_state_layer_ids' is {clip_value(ids)}, expected a list")
+    target_layers = list(ids)
+    eagle_config = raw.get("eagle_config") or {}
+    if not isinstance(eagle_config, dict):
+        raise ConvertError(f"{folder}/config.json: key 'eagle_config' is {clip_value(eagle_config)}, expected a JSON "
+                           "object")
+    nested = eagle_config.get("eagle_aux_hidden_state_layer_ids")
+    if isinstance(nested, list) and nested and [as_u32(i, "eagle_config.eagle_aux_hidden_state_layer_ids", where) + 1
+                                               for i in nested] != target_layers:
         notes.append(f"eagle_config ids {nested} (output-of-layer) are ignored by upstream; target_layers "
                      f"{target_layers} are used instead")
     hp = Eagle3HFHParams(
-        **common, draft_vocab_size=int(c.get("draft_vocab_size") or w.shape("lm_head.weight")[0]),
+        **common, draft_vocab_size=as_u32(c.get("draft_vocab_size") or w.shape("lm_head.weight")[0], "draft_vocab_size",
+                                          where),
         target_layers=target_layers, own_embed=w.has("embed_tokens.weight"),
-        target_hidden_size=int(raw.get("target_hidden_size") or tcfg.get("hidden_size") or common["n_embd"]),
+        target_hidden_size=as_u32(raw.get("target_hidden_size") or tcfg.get("hidden_size") or common["n_embd"],
+                                  "target_hidden_size", where),
         norm_before_residual=bool(raw.get("norm_before_residual", False)),
         norm_before_fc=bool(raw.get("norm_before_fc", False)),
     )
