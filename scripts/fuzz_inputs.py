@@ -73,6 +73,8 @@ from gguf import GGUFReader, GGUFWriter
 from gguf import GGUFValueType as VT
 
 ROOT = Path(__file__).resolve().parents[1]
+# the suite's generators (tests/) and the MTP cut tests' target writer (tests/variants/)
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "variants")]
 FIXTURES = ROOT / "fixtures"
 KV = tuple[str, VT, VT | None, Any]  # name, type, element type of an array, value
 
@@ -447,9 +449,7 @@ def fuzz_bytes(name: str, seed: Path, hf: Path, target: Path | None, rng: random
 def fuzz_cuts(work: Path, rng: random.Random, runs: int, failures: Failures) -> None:
     """cuts mode: byte mutants of a full target GGUF (``extract``, ``strip``), of its sidecar and of its trunk
     (``graft`` with the other half sound), every output re-read (``verify=True``)."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    sys.path.insert(0, str(ROOT / "tests" / "variants"))
-    from test_mtp_gguf import write_target
+    from test_mtp_gguf import write_target  # tests/variants: on sys.path from the top level
 
     from dspark_convert.gguffile.reader import read_gguf
     from dspark_convert.mtp.run import extract, graft, strip

@@ -67,6 +67,16 @@ def edit_config(folder: Path, name: str = "config.json", **changes: Any) -> dict
     return cfg
 
 
+def set_config_value(folder: Path, path: tuple[str, ...], value: Any, name: str = "config.json") -> None:
+    """Set the value at ``path`` (a key, or keys into nested objects) of a JSON file of ``folder``."""
+    cfg = read_config(folder, name)
+    node = cfg
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    write_config(folder, cfg, name)
+
+
 # ------------------------------------------------------------------------------------------- safetensors
 @dataclass
 class RawSafetensors:

@@ -14,8 +14,9 @@ from gguf import GGUFValueType as VT
 from .. import schema as S
 from ..errors import ConvertError, clip_value
 from ..hf.checkpoint import Checkpoint
+from ..hf.values import as_float, as_u32
 from ..plan import KV, Origin, Plan, RowTransform, TensorSpec, add_kv
-from .hparams import as_float, as_u32, find_hparam, rope_dict
+from .hparams import find_hparam, rope_dict
 
 
 def base_kvs(arch: str, hp: dict[str, Any], file_type: int, where: str) -> list[KV]:

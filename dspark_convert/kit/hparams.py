@@ -12,8 +12,9 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Literal, overload
 
-from ..errors import ConvertError, clip_value
+from ..errors import ConvertError
 from ..hf.checkpoint import TEXT_CONFIG_KEYS
+from ..hf.values import as_float, as_fraction, as_positive, as_u32
 
 # transformers 5.24 config-class defaults that upstream's AutoConfig view adds before any rule runs (§2.0).
 _QWEN3_DEFAULTS: dict[str, Any] = {
@@ -128,47 +129,6 @@ def rope_dict(hp: dict[str, Any]) -> dict[str, Any]:
         if k not in rd and k in hp:
             rd[k] = hp[k]
     return rd
-
-
-# ---------------------------------------------------------------------------------------------- typed readers
-def as_u32(value: Any, key: str, where: str) -> int:
-    """A config integer written as UINT32: refuse other types and out-of-range values here, by config key
-    (the GGUF writer would fail later with a bare struct error).
-
-    Example:
-        >>> as_u32(7, "block_size", "config.json")
-        7
-    """
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConvertError(f"{where}: key '{key}' is {value!r}, expected an integer")
-    if not 0 <= value <= 0xFFFFFFFF:
-        raise ConvertError(f"{where}: key '{key}' is {value}, expected a non-negative integer below 2**32")
-    return value
-
-
-def as_positive(value: Any, key: str, where: str) -> int:
-    """A config integer that is used as a divisor or a count of heads: a UINT32 of at least 1."""
-    if as_u32(value, key, where) == 0:
-        raise ConvertError(f"{where}: key '{key}' is 0, expected a positive integer")
-    return int(value)
-
-
-def as_float(value: Any, key: str, where: str) -> float:
-    """A config number (int or float, not bool) as a float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConvertError(f"{where}: key '{key}' is {clip_value(value)}, expected a number")
-    try:
-        return float(value)
-    except OverflowError:  # an integer past the float range (10**400)
-        raise ConvertError(f"{where}: key '{key}' is {clip_value(value)}, past the range of a float") from None
-
-
-def as_fraction(value: Any, key: str, where: str) -> float:
-    """A config number in (0, 1] (``partial_rotary_factor``): NaN, infinities, 0 and negatives are one line."""
-    f = as_float(value, key, where)
-    if not 0 < f <= 1:  # NaN fails every comparison
-        raise ConvertError(f"{where}: key '{key}' is {clip_value(value)}, expected a number in (0, 1]")
-    return f
 
 
 @overload

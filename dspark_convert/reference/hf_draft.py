@@ -27,7 +27,7 @@ from safetensors import safe_open
 from .. import schema as S
 from ..errors import ConvertError, clip_value
 from ..hf.checkpoint import Checkpoint, read_config
-from ..kit.hparams import HParams, as_float
+from ..hf.values import as_float, as_positive, as_u32
 from .compare import MetadataCheck
 from .storage import SAME_TYPE, Rounding, round_to_storage, widen
 
@@ -429,21 +429,21 @@ def rope_params(c: dict[str, Any], where: str = "config.json") -> RopeParams:
 
 
 def common_hparams(c: dict[str, Any], where: str) -> dict[str, Any]:
-    """The fields every draft config gives the torch forwards (layers, widths, heads, eps, RoPE, vocabulary), read
-    as the converter reads them (:class:`~dspark_convert.kit.hparams.HParams`: one line naming the key for a value
-    of another type, a zero divisor or a layer count past llama.cpp's ``LLAMA_MAX_LAYERS``)."""
-    hp = HParams(c, where)
-    H, nh = hp.positive("hidden_size"), hp.positive("num_attention_heads")
-    n_layer = hp.positive("num_hidden_layers")
+    """The fields every draft config gives the torch forwards (layers, widths, heads, eps, RoPE, vocabulary), typed
+    as the converter types them (:mod:`dspark_convert.hf.values`: one line naming the key for a value of another
+    type, a zero divisor or a layer count past llama.cpp's ``LLAMA_MAX_LAYERS``)."""
+    H = as_positive(c.get("hidden_size"), "hidden_size", where)
+    nh = as_positive(c.get("num_attention_heads"), "num_attention_heads", where)
+    n_layer = as_positive(c.get("num_hidden_layers"), "num_hidden_layers", where)
     if n_layer > S.MAX_LAYERS:
         raise ConvertError(f"{where}: key 'num_hidden_layers' is {n_layer}, expected at most {S.MAX_LAYERS} "
                            "(llama.cpp's LLAMA_MAX_LAYERS)")
     default_hd = 128 if c.get("model_type") == "qwen3" else H // nh       # Qwen3Config's default head_dim is 128
-    return {"n_layer": n_layer, "n_embd": H, "n_ff": hp.u32("intermediate_size"), "n_head": nh,
-            "n_head_kv": hp.positive("num_key_value_heads", c.get("num_key_value_heads") or nh),
-            "head_dim": hp.positive("head_dim", c.get("head_dim") or default_hd),
-            "eps": hp.number("rms_norm_eps", default=1e-6), "rope": rope_params(c, where),
-            "vocab_size": hp.u32("vocab_size", c.get("vocab_size") or 0)}
+    return {"n_layer": n_layer, "n_embd": H, "n_ff": as_u32(c.get("intermediate_size"), "intermediate_size", where),
+            "n_head": nh, "n_head_kv": as_positive(c.get("num_key_value_heads") or nh, "num_key_value_heads", where),
+            "head_dim": as_positive(c.get("head_dim") or default_hd, "head_dim", where),
+            "eps": as_float(c.get("rms_norm_eps", 1e-6), "rms_norm_eps", where), "rope": rope_params(c, where),
+            "vocab_size": as_u32(c.get("vocab_size") or 0, "vocab_size", where)}
 
 
 #: a variant's config reader: (folder, architectures[0], raw config, config with ``transformer_layer_config``

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from dspark_convert import check_file, convert
 from dspark_convert.cli import app
+from dspark_convert.errors import ConvertError
 from dspark_convert.fit import check_fit
 from dspark_convert.mtp.run import extract
 
@@ -236,3 +237,47 @@ def test_mtp_configs_of_another_type_are_one_line(tmp_path: Path, maker: str, fo
     line = res.output.strip()
     assert "\n" not in line and re.search(message, line), line
     assert not out.exists()
+
+
+#: (config path, value, the line after "<checkpoint>/config.json: ")
+ASSISTANT_CONFIG_BREAKS = [
+    (("text_config",), "x", "key 'text_config' is 'x', expected a JSON object (the assistant's text config)"),
+    (("backbone_hidden_size",), [1, 2], "key 'backbone_hidden_size' is [1, 2], expected an integer"),
+    (("backbone_hidden_size",), 100, "key 'backbone_hidden_size' is 100, but pre_projection.weight has 96 columns "
+                                     "(2 x backbone_hidden_size)"),
+    (("text_config", "num_key_value_heads"), 0, "key 'text_config.num_key_value_heads' is 0, expected a positive "
+                                                "integer"),
+    (("text_config", "num_key_value_heads"), 3, "the sliding_attention layers' 3 KV heads do not divide "
+                                                "num_attention_heads 4"),
+    (("text_config", "head_dim"), 2**31, "num_attention_heads 4 x head size 2147483648 of the sliding_attention "
+                                         "layers is 8589934592, but model.layers.0.self_attn.q_proj.weight has 32 rows"),
+    (("text_config", "layer_types"), "x", "key 'text_config.layer_types' is 'x', expected num_hidden_layers (4) "
+                                          "entries of 'sliding_attention' / 'full_attention'"),
+    (("text_config", "sliding_window"), [1], "key 'text_config.sliding_window' is [1], expected an integer"),
+    (("text_config", "rope_parameters"), "x", "key 'text_config.rope_parameters' is 'x', expected an object of one "
+                                              "JSON object per layer type"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "line"), ASSISTANT_CONFIG_BREAKS,
+                         ids=[f"{'.'.join(c[0])}-{c[1]!r}"[:50] for c in ASSISTANT_CONFIG_BREAKS])
+def test_verify_reads_the_assistants_config_as_the_converter_does(path: tuple[str, ...], value: Any, line: str,
+                                                                   assistant: tuple[Path, Path],
+                                                                   tmp_path: Path) -> None:
+    """The Gemma 4 assistant's torch side sizes its seeded target cache and embedding rows by the config: a value of
+    another type, a zero or non-dividing KV head count, a head size or backbone width its tensors do not have was one
+    of 13 distinct tracebacks or MemoryErrors under ``verify`` (the fuzzer's config mode with --verify); now one line
+    naming the key."""
+    import shutil
+
+    from bad_inputs_kit import set_config_value
+
+    from dspark_convert.verify import verify
+
+    gguf, draft = assistant
+    ck = tmp_path / "ck"
+    shutil.copytree(draft, ck)
+    set_config_value(ck, path, value)
+    with pytest.raises(ConvertError) as e:
+        verify(gguf, ck, None, context=4, steps=1)
+    assert str(e.value) == f"{ck / 'config.json'}: {line}"

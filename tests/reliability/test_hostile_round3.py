@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bad_inputs_kit import FIX, TARGET, copy_fixture
+from bad_inputs_kit import FIX, TARGET, copy_fixture, set_config_value
 
 from dspark_convert import convert
 from dspark_convert.errors import ConvertError
@@ -1220,17 +1220,10 @@ def test_verify_reads_the_checkpoint_config_as_the_converter_does(fixture: str, 
     another type, a zero divisor, a size that the forward would allocate by): the torch sides read it with bare
     int() / float() / .get() and gave 23 distinct tracebacks and MemoryErrors (found by the fuzzer's config mode with
     --verify); now the converter's readers, one line naming the key."""
-    import json
-
     from dspark_convert.verify import verify
 
     ck = copy_fixture(tmp_path, fixture, "ck")
-    cfg = json.loads((ck / "config.json").read_text())
-    node = cfg
-    for p in path[:-1]:
-        node = node[p]
-    node[path[-1]] = value
-    (ck / "config.json").write_text(json.dumps(cfg))
+    set_config_value(ck, path, value)
     with pytest.raises(ConvertError) as e:
         verify(converted(fixture), ck, TARGET, context=4, steps=1)  # type: ignore[operator]
     assert str(e.value) == f"{ck / 'config.json'}: {line}"

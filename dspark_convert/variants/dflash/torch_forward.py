@@ -18,7 +18,7 @@ import torch
 from ... import schema as S
 from ...errors import ConvertError, clip_value
 from ...hf.checkpoint import load_json
-from ...kit.hparams import as_float, as_u32
+from ...hf.values import as_float, as_u32
 from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint, open_draft
 from ...reference.layers_torch import (
     Weights,

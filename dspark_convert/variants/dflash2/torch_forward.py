@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...kit.hparams import as_float, as_positive, as_u32
+from ...errors import ConvertError
+from ...hf.values import as_float, as_positive, as_u32
 from ...reference.hf_draft import TorchCheckpoint, common_hparams, rope_params
 from ...reference.layers_torch import (
     attention_block,
@@ -31,7 +32,6 @@ from ...reference.layers_torch import (
 from ...reference.storage import gguf_counterpart
 from ...roles.proof import Inputs
 from ..dflash.torch_forward import BLOCK_GLOBALS, DraftFolder, TorchTrunk, bounded_block_size
-from .dflash2 import conv_settings
 
 #: the torch side's own spelling of the DFlash2 tensors' GGUF names (layer part, global) beside the backbone's
 #: table of :func:`reference.storage.gguf_counterpart` and the block draft's globals (``BLOCK_GLOBALS``); exact
@@ -162,8 +162,10 @@ def dflash2_forward(ck: DFlash2Checkpoint, features: Sequence[np.ndarray], ancho
     common = common_hparams(c, where)
     eps, H, nh, nkv = common["eps"], common["n_embd"], common["n_head"], common["n_head_kv"]
     hd = as_positive(c.get("head_dim") or H // nh, "head_dim", where)
-    conv_set = conv_settings(ck.dc, H, where)
-    K, group, top_k = conv_set["conv_kernel_size"], conv_set["conv_group_size"], conv_set["selector_top_k"]
+    K, group, top_k = (as_positive(ck.dc.get(k), f"dflash_config.{k}", where)
+                       for k in ("conv_kernel_size", "conv_group_size", "selector_top_k"))
+    if H % group:
+        raise ConvertError(f"{where}: hidden_size {H} is not a multiple of dflash_config.conv_group_size {group}")
     B = bounded_block_size(ck.dc.get("block_size", c.get("block_size", 16)), where,
                            "dflash_config.block_size" if "block_size" in ck.dc else "block_size")
     mask_id = as_u32(ck.dc.get("mask_token_id"), "dflash_config.mask_token_id", where)

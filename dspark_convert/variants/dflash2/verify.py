@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ...kit.hparams import as_float
+from ...hf.values import as_float
 from ...reference.compare import MetadataCheck, OutputCheck
 from ...reference.weights import GGUFWeights, TargetWeights
 from ...roles.proof import Forwards, Inputs, Pair

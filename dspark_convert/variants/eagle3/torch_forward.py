@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ...errors import ConvertError, clip_value
-from ...kit.hparams import as_u32
+from ...hf.values import as_u32
 from ...reference.hf_draft import HFDraft, HFHParams, TorchCheckpoint, open_draft
 from ...reference.layers_torch import Weights, apply_rope, attend, inv_freq, mlp_residual, rms
 from ...reference.storage import gguf_counterpart

@@ -30,7 +30,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from ...errors import ConvertError, clip_value
 from ...hf.checkpoint import load_json
+from ...hf.values import as_float, as_positive, as_u32
 from ...reference.hf_draft import TorchCheckpoint
 from ...reference.storage import gguf_counterpart
 from ...roles.proof import Inputs
@@ -73,26 +75,77 @@ class AssistantCheckpoint:
     layout = "Gemma 4 assistant (text_config nested)"
 
     def __init__(self, draft: Path, target: Path | None = None, storage: Mapping[str, str] | None = None) -> None:
+        self.where = f"{draft / 'config.json'}"
         self.cfg: dict[str, Any] = load_json(draft / "config.json")
         text = self.cfg.get("text_config")
-        self.text: dict[str, Any] = dict(text) if isinstance(text, dict) else {}
+        if not isinstance(text, dict):
+            raise ConvertError(f"{self.where}: key 'text_config' is {clip_value(text)}, expected a JSON object (the "
+                               "assistant's text config)")
+        self.text: dict[str, Any] = dict(text)
         self.w = TorchCheckpoint(draft, storage)
         self.notes: list[str] = []
+        self._check_config()
 
     @property
     def backbone(self) -> int:
         return int(self.cfg["backbone_hidden_size"])
+
+    def _check_config(self) -> None:
+        """Every config value the forward, its seeded inputs and the metadata rows read, typed as the converter
+        reads them and sized by the checkpoint's tensors (the seeded target cache and embedding rows are allocated
+        by them): one line naming the key otherwise."""
+        t, where = self.text, self.where
+
+        def positive(key: str, default: Any = None) -> int:
+            return as_positive(t.get(key, default), f"text_config.{key}", where)
+
+        backbone = as_positive(self.cfg.get("backbone_hidden_size"), "backbone_hidden_size", where)
+        if self.w.has("pre_projection.weight") and self.w.shape("pre_projection.weight")[-1] != 2 * backbone:
+            raise ConvertError(f"{where}: key 'backbone_hidden_size' is {backbone}, but pre_projection.weight has "
+                               f"{self.w.shape('pre_projection.weight')[-1]} columns (2 x backbone_hidden_size)")
+        n_layer = positive("num_hidden_layers")
+        types = t.get("layer_types")
+        if (not isinstance(types, list) or len(types) != n_layer
+                or any(x not in ("sliding_attention", "full_attention") for x in types)):
+            raise ConvertError(f"{where}: key 'text_config.layer_types' is {clip_value(types)}, expected "
+                               f"num_hidden_layers ({n_layer}) entries of 'sliding_attention' / 'full_attention'")
+        nh = positive("num_attention_heads")
+        for kind in dict.fromkeys(types):
+            nkv, hd = self.layer_geometry(kind)
+            as_positive(nkv, "text_config.num_key_value_heads", where)
+            as_positive(hd, "text_config.head_dim" if kind == "sliding_attention" else "text_config.global_head_dim",
+                        where)
+            if nh % nkv:
+                raise ConvertError(f"{where}: the {kind} layers' {nkv} KV heads do not divide num_attention_heads {nh}")
+            q = f"model.layers.{types.index(kind)}.self_attn.q_proj.weight"
+            if self.w.has(q) and self.w.shape(q)[0] != nh * hd:
+                raise ConvertError(f"{where}: num_attention_heads {nh} x head size {hd} of the {kind} layers is "
+                                   f"{nh * hd}, but {q} has {self.w.shape(q)[0]} rows")
+        as_u32(t.get("sliding_window", 0), "text_config.sliding_window", where)
+        as_float(t.get("rms_norm_eps", 1e-6), "text_config.rms_norm_eps", where)
+        rope = t.get("rope_parameters") or {}
+        for kind, part in (rope.items() if isinstance(rope, dict) else [("", rope)]):
+            if not isinstance(part, dict):
+                raise ConvertError(f"{where}: key 'text_config.rope_parameters' is {clip_value(rope)}, expected an "
+                                   "object of one JSON object per layer type")
+            for key in ("rope_theta", "partial_rotary_factor"):
+                if key in part:
+                    as_float(part[key], f"text_config.rope_parameters.{kind}.{key}", where)
 
     def layer_geometry(self, layer_type: str) -> tuple[int, int]:
         """``(kv heads, head dim)`` of the shared KV states of ``layer_type`` (Gemma4TextConfig's ``per_layer_config``:
         a full layer's head dim is ``global_head_dim``, its KV heads ``num_global_key_value_heads`` only with
         ``attention_k_eq_v``, a missing flag counting as set)."""
         t = self.text
+        where = self.where
         if layer_type == "full_attention":
             glob = t.get("num_global_key_value_heads")
-            nkv = glob if glob is not None and t.get("attention_k_eq_v", True) else t["num_key_value_heads"]
-            return int(nkv), int(t.get("global_head_dim") or 512)
-        return int(t["num_key_value_heads"]), int(t["head_dim"])
+            key = "num_global_key_value_heads" if glob is not None and t.get("attention_k_eq_v", True) else \
+                "num_key_value_heads"
+            return (as_u32(t.get(key), f"text_config.{key}", where),
+                    as_u32(t.get("global_head_dim") or 512, "text_config.global_head_dim", where))
+        return (as_u32(t.get("num_key_value_heads"), "text_config.num_key_value_heads", where),
+                as_u32(t.get("head_dim"), "text_config.head_dim", where))
 
 
 def open(hf_dir: Path, target_dir: Path | None, storage: Mapping[str, str] | None) -> AssistantCheckpoint:
